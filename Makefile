@@ -1,0 +1,98 @@
+# bcachefs toolchain: one binary, `bcachefs`.
+#
+#   make            build ./bcachefs (installs missing Debian packages first, as root)
+#   make check      unit tests (ASan+UBSan) and CLI tests
+#   make demo       format an example image and show it
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make soak | fuzz | bench   long runs, not part of check
+
+PREFIX	?= /usr/local
+DESTDIR	?=
+CC	?= cc
+
+PKGS	= uuid blkid zlib liblz4 libzstd libxxhash libsodium libaio fuse3 libarchive
+
+# Install build dependencies when pkg-config cannot find them (see scripts/install-deps.sh).
+ifneq ($(MAKECMDGOALS),clean)
+ifeq ($(shell pkg-config --exists $(PKGS) criterion 2>/dev/null && test -e /usr/include/libscrypt.h && echo ok),)
+DEPS_RC := $(shell scripts/install-deps.sh build >&2; echo $$?)
+ifneq ($(DEPS_RC),0)
+$(error missing build dependencies; see the message above)
+endif
+endif
+endif
+
+VERSION	:= $(shell cat VERSION 2>/dev/null || echo 0.1)
+WARN	= -Wall -Wextra -Wno-sign-compare -Wno-missing-field-initializers -Wshadow=local -Werror=implicit-function-declaration
+CFLAGS	?= -O2 -g
+CFLAGS	+= -std=gnu11 $(WARN) -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DBCH_VERSION_STRING='"$(VERSION)"' \
+	   -Ilibbcachefs -I. $(shell pkg-config --cflags $(PKGS))
+LDLIBS	= $(shell pkg-config --libs $(PKGS)) -lscrypt -lpthread -lm
+
+SAN	= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+LIB_SRCS := $(sort $(wildcard libbcachefs/*.c))
+CMD_SRCS := $(sort $(wildcard cmd/*.c)) bcachefs.c
+UNIT_SRCS := $(sort $(wildcard tests/unit/*_test.c))
+
+OBJ	= build/obj
+SOBJ	= build/san
+
+LIB_OBJS  := $(LIB_SRCS:%.c=$(OBJ)/%.o)
+CMD_OBJS  := $(CMD_SRCS:%.c=$(OBJ)/%.o)
+SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
+UNIT_OBJS := $(UNIT_SRCS:%.c=$(SOBJ)/%.o)
+
+all: bcachefs
+
+bcachefs: $(LIB_OBJS) $(CMD_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(SOBJ)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -O1 $(SAN) -MMD -MP -c -o $@ $<
+
+build/unit-tests: $(SLIB_OBJS) $(UNIT_OBJS)
+	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs criterion)
+
+-include $(shell find build -name '*.d' 2>/dev/null)
+
+test-deps:
+	@scripts/install-deps.sh test
+
+unit: build/unit-tests
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/unit-tests --jobs 2 $(UNIT_ARGS)
+
+cli: bcachefs test-deps
+	@tests/cli/run.sh $(CLI_ARGS)
+
+# Everything: unit tests, then CLI tests; the last line is the summary.
+check: test-deps bcachefs build/unit-tests
+	@tests/run-all.sh
+
+demo: bcachefs
+	@scripts/demo.sh
+
+soak: bcachefs build/unit-tests
+	@SOAK=1 tests/run-all.sh
+
+bench: bcachefs
+	@scripts/install-deps.sh bench
+	@bench/run.sh
+
+install: bcachefs
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man5
+	install -m 0755 bcachefs $(DESTDIR)$(PREFIX)/sbin/bcachefs
+	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/mkfs.bcachefs
+	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/fsck.bcachefs
+	install -m 0644 man/bcachefs.8 $(DESTDIR)$(PREFIX)/share/man/man8/bcachefs.8
+	install -m 0644 man/bcachefs-format.5 $(DESTDIR)$(PREFIX)/share/man/man5/bcachefs-format.5
+
+clean:
+	rm -rf build bcachefs
+
+.PHONY: all check unit cli demo soak bench install clean test-deps

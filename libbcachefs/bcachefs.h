@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_H
+#define _BCACHEFS_H
+
+/*
+ * bcachefs.h - struct bch_fs (an open filesystem) and struct bch_dev (one
+ * open member device).
+ *
+ * Each subsystem keeps its state in its own struct, defined in its own
+ * *_types.h and embedded here, so modules do not reach into each other's
+ * state except through their headers.
+ *
+ * Locking: the engine is single-threaded per filesystem.  Callers that use a
+ * filesystem from several threads (the FUSE driver) hold c->lock around
+ * every library call.  Nothing inside the library takes it.
+ */
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bcachefs_format.h"
+#include "opts.h"
+
+struct bch_blockdev;
+struct bch_fs;
+
+/* Optional per-module state, defined by the module (incomplete elsewhere). */
+struct bch_dev_alloc;		/* alloc.c: bucket array of one device */
+struct bch_journal;		/* journal.c */
+struct bch_btree_cache;		/* btree_cache.c */
+struct bch_btree_roots;		/* btree_update.c / btree_io.c */
+
+struct bch_dev {
+	struct bch_fs		*fs;
+	unsigned		idx;		/* member index */
+	struct bch_blockdev	*bdev;		/* NULL when missing (degraded) */
+	struct bch_member	mi;		/* copy of the member entry (cpu endian == le) */
+	struct bch_sb		*disk_sb;	/* the superblock read from this device */
+	struct bch_dev_alloc	*alloc;
+};
+
+struct bch_fs {
+	pthread_mutex_t		lock;		/* see "Locking" above; held by callers */
+	struct bch_sb		*sb;		/* in-memory superblock (authoritative) */
+	size_t			sb_bytes;	/* allocated size of *sb */
+	struct bch_opts		opts;		/* superblock options + open options */
+	unsigned		nr_devs;	/* highest member index + 1 */
+	struct bch_dev		*devs[BCH_SB_MEMBERS_MAX];
+	bool			read_only;	/* opened read-only: never write */
+	bool			emergency_ro;	/* an error made it read-only */
+	int			first_error;	/* first fatal error, for emergency_ro */
+
+	struct bch_journal	*journal;
+	struct bch_btree_cache	*btree_cache;
+	struct bch_btree_roots	*roots;
+
+	char			err_msg[512];	/* last detailed error message */
+};
+
+/*
+ * Record a detailed message for the caller to print (the library never prints).
+ * Returns err unchanged so it can be used as `return bch_fs_err(c, ret, ...)`.
+ */
+int bch_fs_err(struct bch_fs *c, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#endif /* _BCACHEFS_H */

@@ -1,0 +1,600 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_FORMAT_H
+#define _BCACHEFS_FORMAT_H
+
+/*
+ * bcachefs_format.h - every on-disk structure of this project's format.
+ *
+ * This format is this project's own.  It is NOT the Linux kernel's bcachefs
+ * format: it has its own magic number and its own version numbers, and no
+ * kernel will mount it.  man/bcachefs-format.5 describes it for users; this
+ * header is the authority.
+ *
+ * Conventions
+ *   (1) All integers are little-endian and fixed width.  Structs here are the
+ *       byte layout; every size and key offset is pinned by _Static_assert.
+ *   (2) Addresses and sizes on a device are in 512-byte sectors.
+ *   (3) Variable-length things are measured in u64 words ("u64s") and are
+ *       8-byte aligned.
+ *   (4) Every structure that is read from disk carries a checksum and enough
+ *       identity (magic, filesystem UUID, kind, position, sequence) to detect
+ *       a torn, stale or misdirected write.  Readers validate before use.
+ *
+ * Device layout (sector numbers)
+ *
+ *   0 .. 6     unused (room for a boot loader / partition table)
+ *   7          struct bch_sb_layout (standalone copy, own checksum)
+ *   8 ..       superblock copy 0 (primary), at most 1 << sb_max_size_bits sectors
+ *   8 + max .. superblock copy 1 (first backup)
+ *   end - max  superblock copy 2 (last backup, aligned down to 4 KiB)
+ *   first_bucket * bucket_size ..   buckets: journal, btree nodes, data
+ *
+ * Buckets below member.first_bucket hold the superblock area and are never
+ * allocated.  The end-of-device backup lives past the last bucket
+ * (nbuckets is chosen so that it does).
+ */
+
+#include <stdint.h>
+
+#define __packed	__attribute__((packed))
+#define __aligned(x)	__attribute__((aligned(x)))
+
+typedef uint8_t		__u8;
+typedef uint16_t	__le16;
+typedef uint32_t	__le32;
+typedef uint64_t	__le64;
+
+/*
+ * Magic numbers.  Each kind of structure has its own, derived from the
+ * superblock magic, so a block of one kind is never mistaken for another.
+ * ASCII "bchTOOLS" little-endian.
+ */
+#define BCH_SB_MAGIC		0x534c4f4f54686362ULL
+#define BCH_LAYOUT_MAGIC	(BCH_SB_MAGIC ^ 0x01)
+#define BCH_BTREE_NODE_MAGIC	(BCH_SB_MAGIC ^ 0x02)
+#define BCH_JSET_MAGIC		(BCH_SB_MAGIC ^ 0x03)
+
+/*
+ * Format versions.  version is what wrote the superblock; version_min is the
+ * oldest version of the format any structure on the filesystem may still be in.
+ * A reader refuses a filesystem whose version_min is newer than it knows.
+ */
+#define BCH_VERSION_1		1
+#define BCH_VERSION_CURRENT	BCH_VERSION_1
+#define BCH_VERSION_MIN		BCH_VERSION_1
+
+#define BCH_SECTOR_SHIFT	9
+#define BCH_SECTOR_SIZE		(1U << BCH_SECTOR_SHIFT)
+
+#define BCH_SB_LAYOUT_SECTOR	7
+#define BCH_SB_SECTOR		8
+#define BCH_SB_MAX_SIZE_BITS	7	/* default: 128 sectors = 64 KiB */
+#define BCH_SB_LAYOUT_MAX	4	/* at most this many copies */
+
+#define BCH_UUID_SIZE		16
+#define BCH_SB_LABEL_SIZE	32
+#define BCH_MEMBER_LABEL_SIZE	32
+#define BCH_SB_MEMBERS_MAX	64	/* device indices are u8, 0..63 */
+
+/* ---------------------------------------------------------------- checksums */
+
+/*
+ * A checksum value: 128 bits of room.  crc32c uses lo's low 32 bits, crc64
+ * and xxhash64 use lo; hi is zero for all of them (reserved for MACs).
+ */
+struct bch_csum {
+	__le64			lo;
+	__le64			hi;
+};
+_Static_assert(sizeof(struct bch_csum) == 16, "bch_csum size");
+
+/* x(name, on-disk id, bytes of checksum stored) */
+#define BCH_CSUM_TYPES()		\
+	x(none,		0, 0)		\
+	x(crc32c,	1, 4)		\
+	x(crc64,	2, 8)		\
+	x(xxhash64,	3, 8)
+
+enum bch_csum_type {
+#define x(n, id, bytes)	BCH_CSUM_##n = id,
+	BCH_CSUM_TYPES()
+#undef x
+	BCH_CSUM_NR
+};
+
+/* x(name, on-disk id) */
+#define BCH_COMPRESSION_TYPES()		\
+	x(none,		0)		\
+	x(lz4,		1)		\
+	x(gzip,		2)		\
+	x(zstd,		3)
+
+enum bch_compression_type {
+#define x(n, id)	BCH_COMPRESSION_##n = id,
+	BCH_COMPRESSION_TYPES()
+#undef x
+	BCH_COMPRESSION_NR
+};
+
+/* ---------------------------------------------------------- data types */
+
+/* What a bucket or a replicas entry holds.  x(name, on-disk id) */
+#define BCH_DATA_TYPES()		\
+	x(free,		0)		\
+	x(sb,		1)		\
+	x(journal,	2)		\
+	x(btree,	3)		\
+	x(user,		4)		\
+	x(cached,	5)
+
+enum bch_data_type {
+#define x(n, id)	BCH_DATA_##n = id,
+	BCH_DATA_TYPES()
+#undef x
+	BCH_DATA_NR
+};
+
+/* ------------------------------------------------------------ superblock */
+
+/*
+ * struct bch_sb_layout - where the superblock copies live on one device.
+ *
+ * Stored standalone at sector 7 and embedded in every superblock copy.  The
+ * standalone copy has its own crc32c (over the bytes after csum) so that a
+ * reader can find the backups even when copy 0 is destroyed.
+ *
+ * OFFSET SIZE DESCRIPTION
+ *   0     16  csum         crc32c of bytes 16..end (standalone copy only;
+ *                          zero inside a superblock, which has its own)
+ *  16      8  magic        BCH_LAYOUT_MAGIC
+ *  24      1  layout_type  0
+ *  25      1  sb_max_size_bits  log2 of the room for one copy, in sectors
+ *  26      1  nr_superblocks    number of valid entries in sb_offset[]
+ *  27      5  pad
+ *  32     32  sb_offset[4] sector of each copy; [0] is always 8
+ */
+struct bch_sb_layout {
+	struct bch_csum		csum;
+	__le64			magic;
+	__u8			layout_type;
+	__u8			sb_max_size_bits;
+	__u8			nr_superblocks;
+	__u8			pad[5];
+	__le64			sb_offset[BCH_SB_LAYOUT_MAX];
+};
+_Static_assert(sizeof(struct bch_sb_layout) == 64, "bch_sb_layout size");
+
+/*
+ * Variable-length superblock fields follow the fixed part.  Each starts with
+ * this header; u64s counts the whole field including the header.  Unknown
+ * field types are preserved and skipped.
+ */
+struct bch_sb_field {
+	__le32			u64s;
+	__le32			type;
+};
+_Static_assert(sizeof(struct bch_sb_field) == 8, "bch_sb_field size");
+
+/* x(name, on-disk type id) */
+#define BCH_SB_FIELDS()			\
+	x(members,	1)		\
+	x(labels,	2)		\
+	x(journal,	3)		\
+	x(replicas,	4)		\
+	x(clean,	5)		\
+	x(crypt,	6)
+
+enum bch_sb_field_type {
+#define x(n, id)	BCH_SB_FIELD_##n = id,
+	BCH_SB_FIELDS()
+#undef x
+	BCH_SB_FIELD_NR
+};
+
+/* Member device states. */
+#define BCH_MEMBER_STATES()		\
+	x(rw,		0)		\
+	x(ro,		1)		\
+	x(failed,	2)		\
+	x(spare,	3)
+
+enum bch_member_state {
+#define x(n, id)	BCH_MEMBER_STATE_##n = id,
+	BCH_MEMBER_STATES()
+#undef x
+	BCH_MEMBER_STATE_NR
+};
+
+/*
+ * struct bch_member - one device of the filesystem (64 bytes).
+ * A slot whose uuid is all zero is unused (a removed device).
+ */
+struct bch_member {
+	__u8			uuid[BCH_UUID_SIZE];	/* this device's UUID */
+	__le64			nbuckets;	/* usable buckets, from bucket 0 */
+	__le32			bucket_size;	/* sectors per bucket */
+	__le16			first_bucket;	/* buckets below this hold the sb area */
+	__u8			state;		/* enum bch_member_state */
+	__u8			durability;	/* copies one replica here counts as (0..4) */
+	__le32			data_allowed;	/* bitmask of 1 << enum bch_data_type */
+	__le32			label;		/* index+1 into the labels field; 0 = none */
+	__u8			discard;	/* issue discards when buckets are freed */
+	__u8			pad[3];
+	__le32			flags;		/* reserved, zero */
+	__le64			last_mount;	/* seconds since epoch; 0 = never */
+	__le64			reserved;
+};
+_Static_assert(sizeof(struct bch_member) == 64, "bch_member size");
+
+struct bch_sb_field_members {
+	struct bch_sb_field	field;
+	struct bch_member	members[];	/* indexed by device index */
+};
+
+/*
+ * Labels (disk groups).  Devices carry a label; targets name a label or a
+ * device.  A label may contain dots ("ssd.fast"); matching a target "ssd"
+ * selects every device whose label is "ssd" or starts with "ssd.".
+ */
+struct bch_label {
+	char			name[BCH_MEMBER_LABEL_SIZE];	/* NUL-padded */
+	__le64			flags;		/* bit 0: deleted */
+};
+_Static_assert(sizeof(struct bch_label) == 40, "bch_label size");
+
+struct bch_sb_field_labels {
+	struct bch_sb_field	field;
+	struct bch_label	entries[];
+};
+
+/*
+ * Journal buckets of every device: a list of runs (dev, first bucket, count).
+ * The journal ring of a device is its runs in order.
+ */
+struct bch_journal_run {
+	__le32			dev;
+	__le32			nr;		/* buckets in this run */
+	__le64			start;		/* first bucket index */
+};
+_Static_assert(sizeof(struct bch_journal_run) == 16, "bch_journal_run size");
+
+struct bch_sb_field_journal {
+	struct bch_sb_field	field;
+	struct bch_journal_run	runs[];
+};
+
+/*
+ * Replicas: which sets of devices hold which data type.  Entries are
+ * variable length: 4 header bytes then nr_devs device indices, padded so the
+ * whole field is u64 aligned (the last entry is followed by zero padding; an
+ * entry with nr_devs == 0 ends the list).
+ */
+struct bch_replicas_entry {
+	__u8			data_type;	/* enum bch_data_type */
+	__u8			nr_devs;
+	__u8			nr_required;	/* copies needed to read (1) */
+	__u8			pad;
+	__u8			devs[];
+};
+
+struct bch_sb_field_replicas {
+	struct bch_sb_field	field;
+	struct bch_replicas_entry entries[];
+};
+
+/*
+ * Clean shutdown record.  Present and valid only when the filesystem was
+ * closed cleanly: then journal_seq is the last journal sequence written and
+ * the btree roots below are current, and open skips journal replay.  Open
+ * read-write removes it (marks the filesystem dirty) before changing
+ * anything.  The roots are jset entries of type btree_root (see below).
+ */
+struct bch_sb_field_clean {
+	struct bch_sb_field	field;
+	__le64			journal_seq;
+	__le32			flags;
+	__le32			pad;
+	__le64			entries[];	/* struct jset_entry, u64 aligned */
+};
+
+/*
+ * Encryption: the filesystem key, wrapped by a key derived from the
+ * passphrase with scrypt (params N=1<<kdf_n_log2, r, p).
+ */
+struct bch_sb_field_crypt {
+	struct bch_sb_field	field;
+	__le64			flags;		/* bits 0..7: kdf type (1 = scrypt) */
+	__u8			kdf_n_log2;
+	__u8			kdf_r;
+	__u8			kdf_p;
+	__u8			pad[5];
+	__u8			salt[16];
+	__u8			nonce[24];	/* XChaCha20-Poly1305 nonce */
+	__u8			wrapped_key[32 + 16];	/* key + MAC */
+};
+
+/*
+ * Superblock options.  Each option stored in the superblock has a fixed slot
+ * in opts[] (its sb_slot in libbcachefs/opts.h); the value's meaning is the
+ * option's (a number, an enum index, a boolean, or a target).  Slots never
+ * move; a new option takes a new slot.  Unset slots read as zero, and every
+ * option's zero means "the default of the version that wrote it" is NOT
+ * assumed: format writes every slot explicitly.
+ */
+#define BCH_SB_OPTS_MAX		32
+
+/*
+ * Targets (foreground_target, ...) are stored as u32:
+ *   0                  none
+ *   1 .. 256           device index + 1
+ *   257 ..             label index + 257
+ */
+#define BCH_TARGET_DEV_START	1
+#define BCH_TARGET_LABEL_START	257
+
+/* Superblock flags (bch_sb.flags). */
+#define BCH_SB_FLAG_CLEAN	(1ULL << 0)	/* clean field is current */
+#define BCH_SB_FLAG_ENCRYPTED	(1ULL << 1)	/* crypt field present */
+
+/*
+ * struct bch_sb - the superblock (fixed part, 512 bytes), followed by
+ * variable fields up to u64s words.  The checksum covers from `magic` to
+ * the end of the fields, and the type is csum_type.
+ *
+ * Every copy on every member device describes the whole filesystem; copies
+ * differ only in offset and dev_idx.  seq is bumped on every write; the
+ * newest copy that validates wins.
+ */
+struct bch_sb {
+	struct bch_csum		csum;		/*   0 */
+	__le64			magic;		/*  16 BCH_SB_MAGIC */
+	__le16			version;	/*  24 BCH_VERSION_* that wrote it */
+	__le16			version_min;	/*  26 */
+	__u8			csum_type;	/*  28 enum bch_csum_type of this sb */
+	__u8			dev_idx;	/*  29 which member this device is */
+	__u8			nr_devices;	/*  30 members slots in use (highest+1) */
+	__u8			pad0;		/*  31 */
+	__u8			uuid[BCH_UUID_SIZE];	/*  32 internal UUID */
+	__u8			user_uuid[BCH_UUID_SIZE];	/*  48 user-visible (-U) */
+	__u8			label[BCH_SB_LABEL_SIZE];	/*  64 filesystem label */
+	__le64			offset;		/*  96 sector this copy lives at */
+	__le64			seq;		/* 104 bumped on every write */
+	__le16			block_size;	/* 112 sectors */
+	__le16			pad1;		/* 114 */
+	__le32			btree_node_size;	/* 116 sectors */
+	__le64			flags;		/* 120 BCH_SB_FLAG_* */
+	__le64			features;	/* 128 feature bits (BCH_FEATURE_*) */
+	__le64			compat;		/* 136 compat bits */
+	__le64			time_base;	/* 144 ns since epoch at format */
+	__le64			write_time;	/* 152 seconds since epoch, last write */
+	__le32			u64s;		/* 160 u64s of fields after the fixed part */
+	__le32			pad2;		/* 164 */
+	struct bch_sb_layout	layout;		/* 168 */
+	__le64			opts[BCH_SB_OPTS_MAX];	/* 232 */
+	__u8			reserved[24];	/* 488 */
+	__le64			_data[];	/* 512 fields */
+};
+_Static_assert(sizeof(struct bch_sb) == 512, "bch_sb size");
+_Static_assert(__builtin_offsetof(struct bch_sb, magic) == 16, "sb magic");
+_Static_assert(__builtin_offsetof(struct bch_sb, offset) == 96, "sb offset");
+_Static_assert(__builtin_offsetof(struct bch_sb, layout) == 168, "sb layout");
+_Static_assert(__builtin_offsetof(struct bch_sb, opts) == 232, "sb opts");
+
+/* Feature bits: a reader refuses a filesystem with a feature it lacks. */
+#define BCH_FEATURE_ENCRYPTION	(1ULL << 0)
+#define BCH_FEATURES_KNOWN	(BCH_FEATURE_ENCRYPTION)
+
+/* ------------------------------------------------------------------ keys */
+
+/*
+ * Positions.  A key's position is (inode, offset, snapshot), compared in that
+ * order.  For extents, offset is the END of the extent in sectors and size
+ * its length, so a lookup of "the extent covering sector s" is a search for
+ * the first key with offset > s.
+ */
+struct bch_bpos {
+	__le64			inode;
+	__le64			offset;
+	__le32			snapshot;
+	__le32			pad;		/* zero */
+};
+_Static_assert(sizeof(struct bch_bpos) == 24, "bch_bpos size");
+
+/*
+ * struct bch_bkey - key header (40 bytes), followed by the value.
+ * u64s counts header plus value.  A key of type deleted is a whiteout: it
+ * hides older versions of the same position in earlier bsets and the journal.
+ */
+struct bch_bkey {
+	__le16			u64s;		/*  0 header+value in u64 words */
+	__u8			type;		/*  2 enum bch_bkey_type */
+	__u8			flags;		/*  3 zero */
+	__le32			size;		/*  4 extents: sectors covered; else 0 */
+	__le64			version;	/*  8 zero for now */
+	struct bch_bpos		p;		/* 16 */
+	__le64			_data[];	/* 40 value */
+};
+_Static_assert(sizeof(struct bch_bkey) == 40, "bch_bkey size");
+#define BCH_BKEY_U64s		(sizeof(struct bch_bkey) / 8)
+#define BCH_BKEY_VAL_U64s_MAX	(255 - BCH_BKEY_U64s)
+
+/* Btree ids.  x(name, on-disk id) */
+#define BCH_BTREE_IDS()			\
+	x(extents,	0)		\
+	x(inodes,	1)		\
+	x(dirents,	2)		\
+	x(xattrs,	3)		\
+	x(alloc,	4)		\
+	x(test,		5)
+
+enum bch_btree_id {
+#define x(n, id)	BCH_BTREE_ID_##n = id,
+	BCH_BTREE_IDS()
+#undef x
+	BCH_BTREE_ID_NR
+};
+
+/*
+ * Key types.  x(name, on-disk id, value struct or void)
+ * Values are u64 aligned; a key's u64s = BCH_BKEY_U64s + value u64s.
+ */
+#define BCH_BKEY_TYPES()				\
+	x(deleted,	0)				\
+	x(btree_ptr,	1)				\
+	x(alloc,	2)				\
+	x(raw,		3)
+
+enum bch_bkey_type {
+#define x(n, id)	BCH_BKEY_##n = id,
+	BCH_BKEY_TYPES()
+#undef x
+	BCH_BKEY_TYPE_NR
+};
+
+/*
+ * A pointer to sectors on a device, as held by btree pointers and extents.
+ * gen must equal the bucket's generation for the pointer to be live; a
+ * mismatch on a cached pointer means the data was reclaimed (stale).
+ */
+struct bch_extent_ptr {
+	__le64			offset;		/* sector on the device */
+	__u8			dev;		/* member index */
+	__u8			gen;		/* bucket generation */
+	__u8			flags;		/* bit 0: cached */
+	__u8			pad[5];
+};
+_Static_assert(sizeof(struct bch_extent_ptr) == 16, "bch_extent_ptr size");
+#define BCH_EXTENT_PTR_CACHED	(1U << 0)
+
+/*
+ * btree_ptr: an interior node's pointer to a child (key position = the
+ * child's max_key).  One pointer per replica; every replica holds the same
+ * bytes.  seq is the child's header seq, checked when the child is read.
+ */
+struct bch_btree_ptr {
+	__le64			seq;		/* child node's seq */
+	__le16			sectors_written;	/* 0 if unknown */
+	__le16			flags;
+	__le32			pad;
+	struct bch_bpos		min_key;	/* child's min_key */
+	struct bch_extent_ptr	ptrs[];		/* 1..BCH_REPLICAS_MAX */
+};
+_Static_assert(sizeof(struct bch_btree_ptr) == 40, "bch_btree_ptr size");
+#define BCH_REPLICAS_MAX	4
+
+/*
+ * alloc: one key per bucket in the alloc btree, at (dev, bucket, 0).
+ */
+struct bch_alloc {
+	__u8			gen;		/* bumped each time the bucket is reused */
+	__u8			data_type;	/* enum bch_data_type */
+	__le16			flags;
+	__le32			dirty_sectors;	/* live sectors */
+	__le32			cached_sectors;
+	__le32			pad;
+	__le64			journal_seq;	/* seq of the last change (for reuse rules) */
+};
+_Static_assert(sizeof(struct bch_alloc) == 24, "bch_alloc size");
+
+/* raw: opaque bytes, for the test btree and `bcachefs kv` (length in the value). */
+struct bch_raw {
+	__le32			len;		/* bytes of data */
+	__le32			pad;
+	__u8			data[];
+};
+_Static_assert(sizeof(struct bch_raw) == 8, "bch_raw size");
+
+/* --------------------------------------------------------- btree nodes */
+
+/*
+ * A btree node occupies btree_node_size sectors.  Its first bset is inside
+ * struct bch_btree_node; later writes append a struct bch_btree_node_entry
+ * (a checksummed bset) at the next block boundary after the last one written,
+ * until the node's space is used up.  Keys in later bsets override keys at
+ * the same position in earlier bsets.
+ *
+ * Every bset's checksum covers from the byte after csum to the end of its
+ * keys, so a torn append is detected and ignored (the journal still holds
+ * its keys).  A bset's seq must equal the header's seq: a bset left over
+ * from an older life of this space is ignored.
+ */
+struct bch_bset {
+	__le64			seq;		/* == node seq */
+	__le64			journal_seq;	/* newest journal seq of a key in here */
+	__le32			flags;		/* zero */
+	__le16			version;	/* format version */
+	__le16			pad;
+	__le32			u64s;		/* u64s of keys following */
+	__le32			pad2;
+	__le64			_data[];	/* struct bch_bkey, sorted */
+};
+_Static_assert(sizeof(struct bch_bset) == 32, "bch_bset size");
+
+struct bch_btree_node {
+	struct bch_csum		csum;		/*   0 covers 16..end of keys */
+	__le64			magic;		/*  16 BCH_BTREE_NODE_MAGIC */
+	__u8			fs_uuid[BCH_UUID_SIZE];	/*  24 */
+	__u8			btree_id;	/*  40 */
+	__u8			level;		/*  41 0 = leaf */
+	__u8			csum_type;	/*  42 of all bsets in this node */
+	__u8			pad;		/*  43 */
+	__le32			flags;		/*  44 zero */
+	__le64			seq;		/*  48 random per node life */
+	struct bch_bpos		min_key;	/*  56 */
+	struct bch_bpos		max_key;	/*  80 */
+	struct bch_bset		keys;		/* 104 */
+};
+_Static_assert(sizeof(struct bch_btree_node) == 136, "bch_btree_node size");
+
+struct bch_btree_node_entry {
+	struct bch_csum		csum;
+	struct bch_bset		keys;
+};
+_Static_assert(sizeof(struct bch_btree_node_entry) == 48, "btree_node_entry size");
+
+/* ------------------------------------------------------------ journal */
+
+/*
+ * A journal entry (jset) is written at a block boundary in a journal bucket
+ * and never spans buckets.  Its checksum covers from magic to the end of its
+ * entries.  last_seq is the oldest sequence still needed for replay.
+ */
+struct bch_jset {
+	struct bch_csum		csum;
+	__le64			magic;		/* BCH_JSET_MAGIC */
+	__u8			fs_uuid[BCH_UUID_SIZE];
+	__le64			seq;
+	__le64			last_seq;
+	__le32			version;
+	__le32			flags;		/* bits 0..3: csum type */
+	__le32			u64s;		/* u64s of entries following */
+	__le32			pad;
+	__le64			_data[];	/* struct bch_jset_entry */
+};
+_Static_assert(sizeof(struct bch_jset) == 72, "bch_jset size");
+
+/* Sub-entries of a jset.  x(name, on-disk id) */
+#define BCH_JSET_ENTRY_TYPES()		\
+	x(btree_keys,	0)		\
+	x(btree_root,	1)		\
+	x(usage,	2)		\
+	x(dev_usage,	3)
+
+enum bch_jset_entry_type {
+#define x(n, id)	BCH_JSET_ENTRY_##n = id,
+	BCH_JSET_ENTRY_TYPES()
+#undef x
+	BCH_JSET_ENTRY_NR
+};
+
+struct bch_jset_entry {
+	__le16			u64s;		/* u64s of data after this header */
+	__u8			btree_id;
+	__u8			level;
+	__u8			type;		/* enum bch_jset_entry_type */
+	__u8			pad[3];
+	__le64			_data[];
+};
+_Static_assert(sizeof(struct bch_jset_entry) == 8, "bch_jset_entry size");
+
+#endif /* _BCACHEFS_FORMAT_H */

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_BLOCKDEV_H
+#define _BCACHEFS_BLOCKDEV_H
+
+/*
+ * blockdev.h - access to one device or image file.
+ *
+ * Owns: the file descriptor, the device's size and logical block size, the
+ * exclusive-open guarantee, and the test hook through which every write and
+ * flush can be recorded, failed or torn.
+ *
+ * Invariants
+ *   (1) A device opened for writing is held exclusively: O_EXCL on block
+ *       devices, an exclusive advisory lock (flock) on regular files.  A
+ *       second writer gets -BCH_ERR_device_busy.
+ *   (2) A device opened read-only is never written: bch_dev_write() returns
+ *       -EROFS without touching it.
+ *   (3) I/O never returns short: EINTR and partial transfers are retried;
+ *       hitting the end of the device is -BCH_ERR_device_short_io.
+ *   (4) Every write and flush passes through the hook first, when one is set.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct bch_blockdev;
+
+/* Open flags */
+#define BCH_DEV_RDONLY		(1U << 0)	/* never write */
+#define BCH_DEV_CREATE		(1U << 1)	/* create a regular file if missing */
+#define BCH_DEV_NO_LOCK		(1U << 2)	/* skip exclusive open (tests only) */
+#define BCH_DEV_DIRECT		(1U << 3)	/* O_DIRECT where supported (block devices) */
+
+/*
+ * Test hook.  When set on a device, every write and flush calls it before
+ * doing anything.  Return 0 to let the operation proceed, a negative error to
+ * fail it (nothing written), or, for writes only, a positive number of bytes
+ * to write before failing with -BCH_ERR_injected_fault (a torn write).
+ * Hooks let crash tests record the exact sequence of writes and flushes.
+ */
+enum bch_io_op { BCH_IO_WRITE, BCH_IO_FLUSH };
+
+struct bch_io_hook {
+	int	(*fn)(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
+		      uint64_t offset, const void *buf, size_t len);
+	void	*priv;
+};
+
+/*
+ * Open path.  flags are BCH_DEV_*.  On success *ret is a new handle, owned
+ * by the caller, freed by bch_dev_close().  Errors: -errno from open(2),
+ * -BCH_ERR_device_busy when another writer holds it.
+ */
+int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret);
+void bch_dev_close(struct bch_blockdev *dev);
+
+const char *bch_dev_path(const struct bch_blockdev *dev);
+uint64_t bch_dev_size(const struct bch_blockdev *dev);		/* bytes */
+unsigned bch_dev_logical_block_size(const struct bch_blockdev *dev); /* bytes, 512 for files */
+bool bch_dev_is_blockdev(const struct bch_blockdev *dev);
+bool bch_dev_is_rdonly(const struct bch_blockdev *dev);
+int bch_dev_fd(const struct bch_blockdev *dev);
+
+/* Grow (or create) a regular file to size bytes.  -ENOTTY for block devices. */
+int bch_dev_set_size(struct bch_blockdev *dev, uint64_t size);
+
+/* Read/write len bytes at byte offset; all or nothing (see invariant 3). */
+int bch_dev_read(struct bch_blockdev *dev, void *buf, size_t len, uint64_t offset);
+int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_t offset);
+
+/* fdatasync / cache flush.  Returns 0 only when earlier writes are durable. */
+int bch_dev_flush(struct bch_blockdev *dev);
+
+/* Discard (BLKDISCARD / punch hole); best effort, errors other than EIO ignored. */
+int bch_dev_discard(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
+
+/*
+ * Batched I/O: submit many reads or writes at once (libaio on block devices
+ * opened with BCH_DEV_DIRECT, plain pread/pwrite otherwise).  All complete
+ * before return; the first error is returned.  Buffers must be aligned to the
+ * logical block size for O_DIRECT (use bch_dev_alloc_buf()).
+ */
+struct bch_io_vec {
+	void		*buf;
+	size_t		len;
+	uint64_t	offset;
+};
+int bch_dev_read_batch(struct bch_blockdev *dev, struct bch_io_vec *v, unsigned nr);
+int bch_dev_write_batch(struct bch_blockdev *dev, const struct bch_io_vec *v, unsigned nr);
+
+/* Page-aligned, zeroed buffer suitable for direct I/O; free with free(). */
+void *bch_dev_alloc_buf(size_t len);
+
+/* Install (or clear, with NULL) the test hook. */
+void bch_dev_set_hook(struct bch_blockdev *dev, const struct bch_io_hook *hook);
+
+#endif /* _BCACHEFS_BLOCKDEV_H */

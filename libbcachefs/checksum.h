@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_CHECKSUM_H
+#define _BCACHEFS_CHECKSUM_H
+
+/*
+ * checksum.h - the checksum types of bcachefs_format.h (enum bch_csum_type).
+ *
+ * crc32c (Castagnoli, reflected, init/xorout ~0: crc32c("123456789") =
+ * 0xe3069283), crc64 (ECMA-182 polynomial, reflected, init/xorout ~0, i.e.
+ * CRC-64/XZ: crc64("123456789") = 0x995dc9bbdf1939fa), xxhash64 (seed 0, from
+ * libxxhash).  none yields zero.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bcachefs_format.h"
+
+struct bch_csum bch_checksum(unsigned type, const void *data, size_t len);
+bool bch_csum_eq(struct bch_csum a, struct bch_csum b);
+bool bch_csum_type_valid(unsigned type);
+const char *bch_csum_type_name(unsigned type);	/* "?" if unknown */
+
+uint32_t bch_crc32c(uint32_t crc, const void *data, size_t len);	/* raw, no init/xorout */
+uint64_t bch_crc64(uint64_t crc, const void *data, size_t len);		/* raw, no init/xorout */
+
+#endif /* _BCACHEFS_CHECKSUM_H */

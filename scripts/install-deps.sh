@@ -1,0 +1,41 @@
+#!/bin/sh
+# Install the Debian 12 packages this project builds, tests and benchmarks with.
+# The list lives here and nowhere else. Only missing packages are installed.
+# As root: apt-get installs them. Otherwise: prints the command and fails.
+#
+# usage: scripts/install-deps.sh [build|test|bench]   (default: test)
+set -eu
+
+BUILD_PKGS="build-essential pkg-config uuid-dev libblkid-dev zlib1g-dev liblz4-dev \
+libzstd-dev libxxhash-dev libsodium-dev libscrypt-dev libaio-dev libfuse3-dev \
+libarchive-dev libcriterion-dev"
+# Tools the CLI, fsck and FUSE tests drive (mke2fs to build foreign images,
+# losetup for loop devices, fuse3 for fusermount3).
+TEST_PKGS="e2fsprogs util-linux fuse3 xxd"
+BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time"
+
+what=${1:-test}
+case "$what" in
+	build) want="$BUILD_PKGS" ;;
+	test)  want="$BUILD_PKGS $TEST_PKGS" ;;
+	bench) want="$BUILD_PKGS $TEST_PKGS $BENCH_PKGS" ;;
+	*) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
+esac
+
+missing=""
+for p in $want; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+	echo "missing packages:$missing" >&2
+	echo "run as root: apt-get install -y$missing" >&2
+	exit 1
+fi
+echo "installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null || true
+apt-get install -y -qq --no-install-recommends $missing >/dev/null
