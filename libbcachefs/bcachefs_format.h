@@ -35,14 +35,13 @@
  */
 
 #include <stdint.h>
+#include <linux/types.h>	/* __u8, __le16, __le32, __le64 */
 
-#define __packed	__attribute__((packed))
-#define __aligned(x)	__attribute__((aligned(x)))
-
-typedef uint8_t		__u8;
-typedef uint16_t	__le16;
-typedef uint32_t	__le32;
-typedef uint64_t	__le64;
+/*
+ * Hosts are little-endian (checked here), so __le* fields are used directly.
+ * A big-endian port would add byte swapping in the accessors, not here.
+ */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian hosts only");
 
 /*
  * Magic numbers.  Each kind of structure has its own, derived from the
