@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * checksum.c - the checksum types of bcachefs_format.h.
+ *
+ * Owns: crc32c (Castagnoli), crc64 (ECMA-182, i.e. CRC-64/XZ) and xxhash64,
+ * and the mapping from an on-disk enum bch_csum_type to a struct bch_csum.
+ *
+ * Both CRCs are reflected (bit 0 of each byte is shifted in first), so on a
+ * little-endian host eight input bytes XORed into the running CRC can be
+ * looked up in eight tables at once ("slice-by-8").  crc32c also has a path
+ * through the SSE4.2 crc32 instruction, chosen at run time; the two paths
+ * must agree bit for bit (tests/unit/checksum_test.c checks that).
+ *
+ * Invariants
+ *   (1) bch_crc32c()/bch_crc64() are raw: no initial value or final XOR, so
+ *       feeding a buffer in pieces gives the same result as feeding it whole.
+ *       bch_checksum() adds init = xorout = ~0.
+ *   (2) A struct bch_csum holds the value in lo (crc32c in its low 32 bits),
+ *       hi is zero: two checksums compare equal only if both words do.
+ *
+ * Locking: the lookup tables are built once, on first use, under
+ * pthread_once; after that everything here is read-only and thread-safe.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "checksum.h"
+
+#define CRC32C_POLY	0x82f63b78U		/* 0x1edc6f41 bit-reversed */
+#define CRC64_POLY	0xc96c5795d7870f42ULL	/* 0x42f0e1eba9ea3693 bit-reversed */
+
+static uint32_t crc32c_table[8][256];
+static uint64_t crc64_table[8][256];
+static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+
+/*
+ * table[0][b] is the CRC of the single byte b; table[k][b] is the CRC of b
+ * followed by k zero bytes, which lets one step consume eight bytes.
+ */
+static void build_tables(void)
+{
+	for (unsigned b = 0; b < 256; b++) {
+		uint32_t c32 = b;
+		uint64_t c64 = b;
+
+		for (unsigned bit = 0; bit < 8; bit++) {
+			c32 = (c32 >> 1) ^ (CRC32C_POLY & -(c32 & 1));
+			c64 = (c64 >> 1) ^ (CRC64_POLY & -(c64 & 1));
+		}
+		crc32c_table[0][b] = c32;
+		crc64_table[0][b] = c64;
+	}
+
+	for (unsigned k = 1; k < 8; k++)
+		for (unsigned b = 0; b < 256; b++) {
+			uint32_t p32 = crc32c_table[k - 1][b];
+			uint64_t p64 = crc64_table[k - 1][b];
+
+			crc32c_table[k][b] = (p32 >> 8) ^ crc32c_table[0][p32 & 0xff];
+			crc64_table[k][b] = (p64 >> 8) ^ crc64_table[0][p64 & 0xff];
+		}
+}
+
+static inline uint64_t load_le64(const unsigned char *p)
+{
+	uint64_t v;
+
+	memcpy(&v, p, sizeof(v));	/* unaligned-safe; host is little-endian */
+	return v;
+}
+
+/* ------------------------------------------------------------- crc32c */
+
+/* Slice-by-8 crc32c; exported (not in checksum.h) so tests can compare paths. */
+uint32_t bch_crc32c_sw(uint32_t crc, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	pthread_once(&tables_once, build_tables);
+
+	for (; len >= 8; len -= 8, p += 8) {
+		uint64_t w = load_le64(p) ^ crc;
+
+		crc = crc32c_table[7][w & 0xff] ^
+		      crc32c_table[6][(w >> 8) & 0xff] ^
+		      crc32c_table[5][(w >> 16) & 0xff] ^
+		      crc32c_table[4][(w >> 24) & 0xff] ^
+		      crc32c_table[3][(w >> 32) & 0xff] ^
+		      crc32c_table[2][(w >> 40) & 0xff] ^
+		      crc32c_table[1][(w >> 48) & 0xff] ^
+		      crc32c_table[0][w >> 56];
+	}
+	while (len--)
+		crc = (crc >> 8) ^ crc32c_table[0][(crc ^ *p++) & 0xff];
+	return crc;
+}
+
+#if defined(__x86_64__)
+bool bch_crc32c_hw_available(void)
+{
+	return __builtin_cpu_supports("sse4.2");
+}
+
+/* SSE4.2 crc32c; callers check bch_crc32c_hw_available() first. */
+__attribute__((target("sse4.2")))
+uint32_t bch_crc32c_hw(uint32_t crc, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	uint64_t c = crc;
+
+	for (; len >= 8; len -= 8, p += 8)
+		c = __builtin_ia32_crc32di(c, load_le64(p));
+	while (len--)
+		c = __builtin_ia32_crc32qi((uint32_t)c, *p++);
+	return (uint32_t)c;
+}
+#else
+bool bch_crc32c_hw_available(void)
+{
+	return false;
+}
+
+uint32_t bch_crc32c_hw(uint32_t crc, const void *data, size_t len)
+{
+	return bch_crc32c_sw(crc, data, len);
+}
+#endif
+
+uint32_t bch_crc32c(uint32_t crc, const void *data, size_t len)
+{
+	/* __builtin_cpu_supports reads a cached cpuid result: cheap per call. */
+	if (bch_crc32c_hw_available())
+		return bch_crc32c_hw(crc, data, len);
+	return bch_crc32c_sw(crc, data, len);
+}
+
+/* -------------------------------------------------------------- crc64 */
+
+uint64_t bch_crc64(uint64_t crc, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+
+	pthread_once(&tables_once, build_tables);
+
+	for (; len >= 8; len -= 8, p += 8) {
+		uint64_t w = load_le64(p) ^ crc;
+
+		crc = crc64_table[7][w & 0xff] ^
+		      crc64_table[6][(w >> 8) & 0xff] ^
+		      crc64_table[5][(w >> 16) & 0xff] ^
+		      crc64_table[4][(w >> 24) & 0xff] ^
+		      crc64_table[3][(w >> 32) & 0xff] ^
+		      crc64_table[2][(w >> 40) & 0xff] ^
+		      crc64_table[1][(w >> 48) & 0xff] ^
+		      crc64_table[0][w >> 56];
+	}
+	while (len--)
+		crc = (crc >> 8) ^ crc64_table[0][(crc ^ *p++) & 0xff];
+	return crc;
+}
+
+/* ---------------------------------------------------------- bch_csum */
+
+static const char * const csum_type_names[] = {
+#define x(n, id, bytes)	[id] = #n,
+	BCH_CSUM_TYPES()
+#undef x
+};
+
+bool bch_csum_type_valid(unsigned type)
+{
+	return type < BCH_CSUM_NR;
+}
+
+const char *bch_csum_type_name(unsigned type)
+{
+	return bch_csum_type_valid(type) ? csum_type_names[type] : "?";
+}
+
+/*
+ * Checksum of data with an on-disk checksum type.  An unknown type yields
+ * zero, like none: callers validate the type (bch_csum_type_valid()) before
+ * trusting a comparison.
+ */
+struct bch_csum bch_checksum(unsigned type, const void *data, size_t len)
+{
+	struct bch_csum ret = { 0, 0 };
+
+	switch (type) {
+	case BCH_CSUM_crc32c:
+		ret.lo = ~bch_crc32c(~0U, data, len);
+		break;
+	case BCH_CSUM_crc64:
+		ret.lo = ~bch_crc64(~0ULL, data, len);
+		break;
+	case BCH_CSUM_xxhash64:
+		ret.lo = XXH64(data, len, 0);
+		break;
+	}
+	return ret;
+}
+
+bool bch_csum_eq(struct bch_csum a, struct bch_csum b)
+{
+	return a.lo == b.lo && a.hi == b.hi;
+}
