@@ -1,0 +1,585 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * blockdev.c - access to one device or image file (see blockdev.h).
+ *
+ * Owns: the file descriptor and its open mode, the cached size and logical
+ * block size, the exclusive-open claim, the libaio context of direct block
+ * devices, and the test hook.
+ *
+ * Invariants (numbered as in blockdev.h, plus the ones local to this file)
+ *   (1) Exclusive: block devices opened read-write use O_EXCL (the kernel
+ *       refuses a second exclusive opener and mounts); regular files take
+ *       flock(LOCK_EX|LOCK_NB).  flock belongs to the open file description,
+ *       so a second bch_dev_open() of the same file fails even in the same
+ *       process, and the lock dies with the descriptor.
+ *   (2) Read-only handles are opened O_RDONLY, so even a bug here cannot
+ *       write; bch_dev_write() also refuses with -EROFS up front.
+ *   (3) I/O is all or nothing: ranges past dev->size are refused before any
+ *       byte moves; EINTR and short transfers are retried.
+ *   (4) The hook sees every write and flush first.  Discard is not a write
+ *       the hook can record, so with a hook set discard does nothing: a
+ *       recorded crash image must match what the device really holds.
+ *   (5) With BCH_DEV_DIRECT on a block device the descriptor is O_DIRECT.
+ *       Requests that are not aligned to the logical block size (buffer,
+ *       offset or length) go through an aligned bounce buffer: reads read the
+ *       covering blocks, writes read-modify-write them.
+ *
+ * States: open (read-only or read-write) -> closed.  No other state: every
+ * call completes its I/O before returning.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libaio.h>
+#include <linux/fs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bcachefs_format.h"	/* BCH_SECTOR_SIZE */
+#include "blockdev.h"
+#include "errcode.h"
+
+#define AIO_DEPTH	64	/* iocbs in flight per batch chunk */
+
+struct bch_blockdev {
+	char			*path;
+	int			fd;
+	uint64_t		size;		/* bytes */
+	unsigned		block_size;	/* logical block size, bytes */
+	bool			is_blockdev;
+	bool			rdonly;
+	bool			direct;		/* fd is O_DIRECT */
+	bool			have_hook;
+	struct bch_io_hook	hook;
+	io_context_t		aio;		/* set up on first batch; 0 = none */
+	bool			aio_failed;	/* io_setup failed: use the loop */
+};
+
+/* ------------------------------------------------------------ open/close */
+
+/*
+ * Decide the open(2) flags from what the path is now.  A block device must
+ * not get O_CREAT (with O_EXCL that would mean "must not exist").
+ */
+static int open_flags(unsigned flags, bool is_blk)
+{
+	int oflags = O_CLOEXEC;
+
+	oflags |= flags & BCH_DEV_RDONLY ? O_RDONLY : O_RDWR;
+	if (is_blk) {
+		if (!(flags & (BCH_DEV_RDONLY | BCH_DEV_NO_LOCK)))
+			oflags |= O_EXCL;
+		if (flags & BCH_DEV_DIRECT)
+			oflags |= O_DIRECT;
+	} else if ((flags & BCH_DEV_CREATE) && !(flags & BCH_DEV_RDONLY)) {
+		oflags |= O_CREAT;
+	}
+	return oflags;
+}
+
+static int stat_err(const struct stat *st)
+{
+	if (S_ISREG(st->st_mode) || S_ISBLK(st->st_mode))
+		return 0;
+	return S_ISDIR(st->st_mode) ? -EISDIR : -ENOTBLK;
+}
+
+/*
+ * Open path with flags fit for its type.  If the path changed type between
+ * stat and open (a file replaced by a device node), open again once with the
+ * flags for the type actually opened.
+ */
+static int open_fd(const char *path, unsigned flags, int *fdp, struct stat *st)
+{
+	bool is_blk = !stat(path, st) && S_ISBLK(st->st_mode);
+
+	for (unsigned attempt = 0; attempt < 2; attempt++) {
+		int fd = open(path, open_flags(flags, is_blk), 0644);
+		int ret;
+
+		if (fd < 0)
+			return errno == EBUSY ? -BCH_ERR_device_busy : -errno;
+		if (fstat(fd, st)) {
+			ret = -errno;
+			close(fd);
+			return ret;
+		}
+		if ((ret = stat_err(st))) {
+			close(fd);
+			return ret;
+		}
+		if (S_ISBLK(st->st_mode) == is_blk) {
+			*fdp = fd;
+			return 0;
+		}
+		close(fd);
+		is_blk = S_ISBLK(st->st_mode);
+	}
+	return -EAGAIN;
+}
+
+static int lock_file(int fd)
+{
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		if (errno == EWOULDBLOCK)
+			return -BCH_ERR_device_busy;
+		if (errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+static int read_geometry(struct bch_blockdev *dev, const struct stat *st)
+{
+	int lbs;
+
+	if (!dev->is_blockdev) {
+		dev->size = st->st_size;
+		dev->block_size = BCH_SECTOR_SIZE;
+		return 0;
+	}
+	if (ioctl(dev->fd, BLKGETSIZE64, &dev->size) ||
+	    ioctl(dev->fd, BLKSSZGET, &lbs))
+		return -errno;
+	dev->block_size = lbs > 0 ? lbs : BCH_SECTOR_SIZE;
+	return 0;
+}
+
+int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
+{
+	struct bch_blockdev *dev;
+	struct stat st;
+	int err;
+
+	*ret = NULL;
+	dev = calloc(1, sizeof(*dev));
+	if (!dev)
+		return -ENOMEM;
+	dev->fd = -1;
+	dev->path = strdup(path);
+	if (!dev->path) {
+		err = -ENOMEM;
+		goto err;
+	}
+
+	if ((err = open_fd(path, flags, &dev->fd, &st)))
+		goto err;
+	dev->is_blockdev = S_ISBLK(st.st_mode);
+	dev->rdonly = flags & BCH_DEV_RDONLY;
+	dev->direct = dev->is_blockdev && (flags & BCH_DEV_DIRECT);
+
+	if (!dev->is_blockdev && !dev->rdonly && !(flags & BCH_DEV_NO_LOCK) &&
+	    (err = lock_file(dev->fd)))
+		goto err;
+	if ((err = read_geometry(dev, &st)))
+		goto err;
+
+	*ret = dev;
+	return 0;
+err:
+	bch_dev_close(dev);
+	return err;
+}
+
+void bch_dev_close(struct bch_blockdev *dev)
+{
+	if (!dev)
+		return;
+	if (dev->aio)
+		io_destroy(dev->aio);
+	if (dev->fd >= 0)
+		close(dev->fd);		/* drops the flock / O_EXCL claim */
+	free(dev->path);
+	free(dev);
+}
+
+/* ------------------------------------------------------------- accessors */
+
+const char *bch_dev_path(const struct bch_blockdev *dev)
+{
+	return dev->path;
+}
+
+uint64_t bch_dev_size(const struct bch_blockdev *dev)
+{
+	return dev->size;
+}
+
+unsigned bch_dev_logical_block_size(const struct bch_blockdev *dev)
+{
+	return dev->block_size;
+}
+
+bool bch_dev_is_blockdev(const struct bch_blockdev *dev)
+{
+	return dev->is_blockdev;
+}
+
+bool bch_dev_is_rdonly(const struct bch_blockdev *dev)
+{
+	return dev->rdonly;
+}
+
+int bch_dev_fd(const struct bch_blockdev *dev)
+{
+	return dev->fd;
+}
+
+void bch_dev_set_hook(struct bch_blockdev *dev, const struct bch_io_hook *hook)
+{
+	dev->have_hook = hook && hook->fn;
+	if (dev->have_hook)
+		dev->hook = *hook;
+}
+
+void *bch_dev_alloc_buf(size_t len)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *p;
+
+	if (posix_memalign(&p, page > 0 ? page : 4096, len ? len : 1))
+		return NULL;
+	memset(p, 0, len);
+	return p;
+}
+
+int bch_dev_set_size(struct bch_blockdev *dev, uint64_t size)
+{
+	if (dev->is_blockdev)
+		return -ENOTTY;
+	if (dev->rdonly)
+		return -EROFS;
+	while (ftruncate(dev->fd, size))
+		if (errno != EINTR)
+			return -errno;
+	dev->size = size;
+	return 0;
+}
+
+/* ------------------------------------------------------ synchronous I/O */
+
+/* Full-length pread/pwrite: retries EINTR and partial transfers. */
+static int rw_loop(int fd, bool write, void *buf, size_t len, uint64_t offset)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = write
+			? pwrite(fd, p, len, offset)
+			: pread(fd, p, len, offset);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (!n)		/* end of file or device */
+			return -BCH_ERR_device_short_io;
+		p += n;
+		len -= n;
+		offset += n;
+	}
+	return 0;
+}
+
+static bool is_aligned(const struct bch_blockdev *dev, const void *buf,
+		       size_t len, uint64_t offset)
+{
+	unsigned mask = dev->block_size - 1;
+
+	return !(((uintptr_t)buf | len | offset) & mask);
+}
+
+/*
+ * O_DIRECT needs whole aligned blocks: move the covering blocks through an
+ * aligned buffer.  A write that covers only part of its first or last block
+ * reads the blocks first, so the bytes around the request keep their contents.
+ */
+static int rw_bounce(struct bch_blockdev *dev, bool write, void *buf,
+		     size_t len, uint64_t offset)
+{
+	uint64_t mask = dev->block_size - 1;
+	uint64_t start = offset & ~mask;
+	uint64_t end = (offset + len + mask) & ~mask;
+	bool partial = start != offset || end != offset + len;
+	char *b = bch_dev_alloc_buf(end - start);
+	int ret = 0;
+
+	if (!b)
+		return -ENOMEM;
+	if (!write || partial)
+		ret = rw_loop(dev->fd, false, b, end - start, start);
+	if (!ret && write) {
+		memcpy(b + (offset - start), buf, len);
+		ret = rw_loop(dev->fd, true, b, end - start, start);
+	} else if (!ret) {
+		memcpy(buf, b + (offset - start), len);
+	}
+	free(b);
+	return ret;
+}
+
+static int do_rw(struct bch_blockdev *dev, bool write, void *buf,
+		 size_t len, uint64_t offset)
+{
+	if (dev->direct && !is_aligned(dev, buf, len, offset))
+		return rw_bounce(dev, write, buf, len, offset);
+	return rw_loop(dev->fd, write, buf, len, offset);
+}
+
+static bool in_range(const struct bch_blockdev *dev, size_t len, uint64_t offset)
+{
+	return offset <= dev->size && len <= dev->size - offset;
+}
+
+int bch_dev_read(struct bch_blockdev *dev, void *buf, size_t len, uint64_t offset)
+{
+	if (!in_range(dev, len, offset))
+		return -BCH_ERR_device_short_io;
+	return do_rw(dev, false, buf, len, offset);
+}
+
+int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_t offset)
+{
+	size_t n = len;
+	int hret = 0, ret;
+
+	if (dev->rdonly)
+		return -EROFS;
+	if (!in_range(dev, len, offset))
+		return -BCH_ERR_device_short_io;
+
+	if (dev->have_hook) {
+		hret = dev->hook.fn(dev->hook.priv, dev, BCH_IO_WRITE, offset, buf, len);
+		if (hret < 0)
+			return hret;
+		if (hret > 0) {		/* torn write: a prefix, then fail */
+			n = (size_t)hret < len ? (size_t)hret : len;
+			hret = -BCH_ERR_injected_fault;
+		}
+	}
+	/* do_rw takes void * for both directions; a write never modifies buf. */
+	ret = do_rw(dev, true, (void *)buf, n, offset);
+	return ret ?: hret;
+}
+
+int bch_dev_flush(struct bch_blockdev *dev)
+{
+	int ret;
+
+	if (dev->rdonly)
+		return 0;	/* nothing of ours can be dirty */
+	if (dev->have_hook) {
+		ret = dev->hook.fn(dev->hook.priv, dev, BCH_IO_FLUSH, 0, NULL, 0);
+		if (ret)
+			return ret < 0 ? ret : -BCH_ERR_injected_fault;
+	}
+	/* A block device's fdatasync may skip the cache flush; fsync does not. */
+	while (dev->is_blockdev ? fsync(dev->fd) : fdatasync(dev->fd))
+		if (errno != EINTR)
+			return -errno;
+	return 0;
+}
+
+/* --------------------------------------------------------------- discard */
+
+static int discard_blockdev(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
+{
+	uint64_t mask = dev->block_size - 1;
+	uint64_t range[2];
+
+	/* Discard only whole logical blocks inside the range. */
+	range[0] = (offset + mask) & ~mask;
+	range[1] = ((offset + len) & ~mask);
+	if (range[1] <= range[0])
+		return 0;
+	range[1] -= range[0];
+	return ioctl(dev->fd, BLKDISCARD, range) ? -errno : 0;
+}
+
+int bch_dev_discard(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
+{
+	int ret;
+
+	if (dev->rdonly)
+		return -EROFS;
+	if (dev->have_hook || offset >= dev->size || !len)
+		return 0;	/* see invariant (4) */
+	if (len > dev->size - offset)
+		len = dev->size - offset;
+
+	if (dev->is_blockdev)
+		ret = discard_blockdev(dev, offset, len);
+	else
+		ret = fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				offset, len) ? -errno : 0;
+
+	/* Best effort: only an I/O error says something about the device. */
+	return ret == -EIO ? ret : 0;
+}
+
+/* ------------------------------------------------------------ batched I/O */
+
+/* A vec that the kernel can take as one O_DIRECT request. */
+static bool aio_ok(const struct bch_blockdev *dev, const struct bch_io_vec *v)
+{
+	return is_aligned(dev, v->buf, v->len, v->offset) && v->len;
+}
+
+static bool use_aio(struct bch_blockdev *dev)
+{
+	if (!dev->direct || dev->aio_failed)
+		return false;
+	if (!dev->aio && io_setup(AIO_DEPTH, &dev->aio)) {
+		/* e.g. fs.aio-max-nr exhausted: the loop is slower, not wrong */
+		dev->aio = 0;
+		dev->aio_failed = true;
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Submit cbs; returns how many the kernel took.  On a refusal (EAGAIN: out of
+ * aio resources, or an error) the caller does the rest synchronously.
+ */
+static unsigned aio_submit_all(struct bch_blockdev *dev, struct iocb **cbs, unsigned nr)
+{
+	unsigned done = 0;
+
+	while (done < nr) {
+		int n = io_submit(dev->aio, nr - done, cbs + done);
+
+		if (n == -EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += n;
+	}
+	return done;
+}
+
+/*
+ * Wait for nr completions.  A short completion is finished synchronously
+ * (the rest of that vec), so the caller only sees errors.
+ */
+static int aio_reap(struct bch_blockdev *dev, bool write, unsigned nr)
+{
+	struct io_event ev[AIO_DEPTH];
+	int ret = 0;
+
+	while (nr) {
+		int n = io_getevents(dev->aio, 1, nr, ev, NULL);
+
+		if (n == -EINTR)
+			continue;
+		if (n < 0)
+			return n;	/* context broken; cannot wait further */
+		for (int i = 0; i < n; i++) {
+			struct bch_io_vec *v = ev[i].data;
+			long res = (long)ev[i].res;
+			int err = 0;
+
+			if (res < 0)
+				err = res;
+			else if ((size_t)res < v->len)
+				err = do_rw(dev, write, (char *)v->buf + res,
+					    v->len - res, v->offset + res);
+			if (!ret)
+				ret = err;
+		}
+		nr -= n;
+	}
+	return ret;
+}
+
+/* One chunk of at most AIO_DEPTH aligned vecs through libaio. */
+static int aio_chunk(struct bch_blockdev *dev, bool write,
+		     struct bch_io_vec *v, unsigned nr)
+{
+	struct iocb cb[AIO_DEPTH], *cbs[AIO_DEPTH];
+	unsigned submitted;
+	int ret;
+
+	for (unsigned i = 0; i < nr; i++) {
+		if (write)
+			io_prep_pwrite(&cb[i], dev->fd, v[i].buf, v[i].len, v[i].offset);
+		else
+			io_prep_pread(&cb[i], dev->fd, v[i].buf, v[i].len, v[i].offset);
+		cb[i].data = &v[i];
+		cbs[i] = &cb[i];
+	}
+
+	submitted = aio_submit_all(dev, cbs, nr);
+	ret = submitted ? aio_reap(dev, write, submitted) : 0;
+
+	for (unsigned i = submitted; i < nr; i++) {
+		int err = do_rw(dev, write, v[i].buf, v[i].len, v[i].offset);
+
+		if (!ret)
+			ret = err;
+	}
+	return ret;
+}
+
+/*
+ * Run a batch: aligned vecs go to libaio in chunks, the rest (and every vec
+ * when libaio is not in use) through the synchronous path.  Every vec is
+ * attempted; the first error is returned.
+ */
+static int batch_rw(struct bch_blockdev *dev, bool write,
+		    struct bch_io_vec *v, unsigned nr)
+{
+	bool aio = use_aio(dev);
+	int ret = 0;
+
+	for (unsigned i = 0; i < nr; i++)
+		if (!in_range(dev, v[i].len, v[i].offset))
+			return -BCH_ERR_device_short_io;
+
+	for (unsigned i = 0; i < nr;) {
+		unsigned n = 0;
+		int err;
+
+		while (aio && i + n < nr && n < AIO_DEPTH && aio_ok(dev, &v[i + n]))
+			n++;
+		if (n) {
+			err = aio_chunk(dev, write, v + i, n);
+		} else {
+			err = do_rw(dev, write, v[i].buf, v[i].len, v[i].offset);
+			n = 1;
+		}
+		if (!ret)
+			ret = err;
+		i += n;
+	}
+	return ret;
+}
+
+int bch_dev_read_batch(struct bch_blockdev *dev, struct bch_io_vec *v, unsigned nr)
+{
+	return batch_rw(dev, false, v, nr);
+}
+
+int bch_dev_write_batch(struct bch_blockdev *dev, const struct bch_io_vec *v, unsigned nr)
+{
+	int ret;
+
+	if (dev->rdonly)
+		return -EROFS;
+	if (dev->have_hook) {
+		/*
+		 * One write at a time, so the hook sees the order and a failed
+		 * or torn write stops the batch as a crash would.
+		 */
+		for (unsigned i = 0; i < nr; i++)
+			if ((ret = bch_dev_write(dev, v[i].buf, v[i].len, v[i].offset)))
+				return ret;
+		return 0;
+	}
+	/* batch_rw only reads through v's buffers when writing. */
+	return batch_rw(dev, true, (struct bch_io_vec *)v, nr);
+}
