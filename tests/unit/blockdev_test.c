@@ -596,13 +596,14 @@ static bool loop_attach(const char *path, char *why, size_t whylen)
 
 /* Past the batch's vecs (about 2.5 MiB), not block aligned. */
 #define BOUNCE_OFF	((5 << 20) + 1000)
+#define BOUNCE_OFF2	((5 << 20) + 8192)
 
 Test(blockdev, loop_device_direct_batches, .fini = loop_teardown)
 {
 	const char *path = tmp_path("loop.img");
 	struct bch_blockdev *dev, *other;
 	struct bch_io_vec v[150];
-	char why[300], buf[700], back[703], *img, *orig;
+	char why[300], buf[700], buf2[1025], back[1025], *img, *orig;
 	size_t len;
 
 	if (geteuid()) {
@@ -640,8 +641,15 @@ Test(blockdev, loop_device_direct_batches, .fini = loop_teardown)
 	cr_assert_eq(bch_dev_write(dev, buf + 1, 699, BOUNCE_OFF), 0);
 	cr_assert_eq(bch_dev_read(dev, back + 3, 699, BOUNCE_OFF), 0);
 	cr_assert_arr_eq(back + 3, buf + 1, 699);
+
+	/* Aligned offset and length from an unaligned buffer: bounce, no read. */
+	fill(buf2, sizeof(buf2), 67);
+	cr_assert_eq(bch_dev_write(dev, buf2 + 1, 1024, BOUNCE_OFF2), 0);
+	cr_assert_eq(bch_dev_read(dev, back + 1, 1024, BOUNCE_OFF2), 0);
+	cr_assert_arr_eq(back + 1, buf2 + 1, 1024);
+
 	cr_assert_eq(bch_dev_flush(dev), 0);
-	cr_expect_eq(bch_dev_read(dev, buf, 512, 8 << 20), -BCH_ERR_device_short_io);
+	cr_expect_eq(bch_dev_read(dev, back, 512, 8 << 20), -BCH_ERR_device_short_io);
 	cr_expect_eq(bch_dev_discard(dev, 6 << 20, 1 << 20), 0);
 	bch_dev_close(dev);
 
@@ -650,6 +658,7 @@ Test(blockdev, loop_device_direct_batches, .fini = loop_teardown)
 	for (unsigned i = 0; i < 150; i++)
 		cr_assert_arr_eq(img + v[i].offset, v[i].buf, v[i].len, "file vec %u", i);
 	cr_expect_arr_eq(img + BOUNCE_OFF, buf + 1, 699);
+	cr_expect_arr_eq(img + BOUNCE_OFF2, buf2 + 1, 1024);
 	cr_expect_arr_eq(img + BOUNCE_OFF - 1, orig + BOUNCE_OFF - 1, 1,
 			 "byte before the bounce write changed");
 	cr_expect_arr_eq(img + BOUNCE_OFF + 699, orig + BOUNCE_OFF + 699, 1,
