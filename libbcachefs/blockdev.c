@@ -94,11 +94,16 @@ static int stat_err(const struct stat *st)
  */
 static int open_fd(const char *path, unsigned flags, int *fdp, struct stat *st)
 {
-	bool is_blk = !stat(path, st) && S_ISBLK(st->st_mode);
+	bool exists = !stat(path, st);
+	bool is_blk = exists && S_ISBLK(st->st_mode);
+	int ret;
+
+	/* Refuse before open(2): opening a FIFO would block until a writer comes. */
+	if (exists && (ret = stat_err(st)))
+		return ret;
 
 	for (unsigned attempt = 0; attempt < 2; attempt++) {
 		int fd = open(path, open_flags(flags, is_blk), 0644);
-		int ret;
 
 		if (fd < 0)
 			return errno == EBUSY ? -BCH_ERR_device_busy : -errno;

@@ -142,6 +142,10 @@ Test(blockdev, not_a_file_or_device)
 
 	cr_expect_eq(bch_dev_open(tmpdir, BCH_DEV_RDONLY, &dev), -EISDIR);
 	cr_expect_eq(bch_dev_open("/dev/null", BCH_DEV_RDONLY, &dev), -ENOTBLK);
+
+	/* A FIFO with no writer: refused, not a hang in open(2). */
+	cr_assert_eq(mkfifo(tmp_path("fifo"), 0600), 0);
+	cr_expect_eq(bch_dev_open(tmp_path("fifo"), BCH_DEV_RDONLY, &dev), -ENOTBLK);
 }
 
 Test(blockdev, read_write_round_trip)
