@@ -10,11 +10,11 @@ PREFIX	?= /usr/local
 DESTDIR	?=
 CC	?= cc
 
-PKGS	= uuid blkid zlib liblz4 libzstd libxxhash libsodium libaio fuse3 libarchive
+PKGS	= uuid blkid zlib liblz4 libzstd libxxhash libsodium fuse3 libarchive
 
 # Install build dependencies when pkg-config cannot find them (see scripts/install-deps.sh).
 ifneq ($(MAKECMDGOALS),clean)
-ifeq ($(shell pkg-config --exists $(PKGS) criterion 2>/dev/null && test -e /usr/include/libscrypt.h && echo ok),)
+ifeq ($(shell pkg-config --exists $(PKGS) criterion 2>/dev/null && test -e /usr/include/libscrypt.h && test -e /usr/include/libaio.h && echo ok),)
 DEPS_RC := $(shell scripts/install-deps.sh build >&2; echo $$?)
 ifneq ($(DEPS_RC),0)
 $(error missing build dependencies; see the message above)
@@ -27,13 +27,14 @@ WARN	= -Wall -Wextra -Wno-sign-compare -Wno-missing-field-initializers -Wshadow=
 CFLAGS	?= -O2 -g
 CFLAGS	+= -std=gnu11 $(WARN) -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DBCH_VERSION_STRING='"$(VERSION)"' \
 	   -Ilibbcachefs -I. $(shell pkg-config --cflags $(PKGS))
-LDLIBS	= $(shell pkg-config --libs $(PKGS)) -lscrypt -lpthread -lm
+LDLIBS	= $(shell pkg-config --libs $(PKGS)) -laio -lscrypt -lpthread -lm
 
 SAN	= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 LIB_SRCS := $(sort $(wildcard libbcachefs/*.c))
 CMD_SRCS := $(sort $(wildcard cmd/*.c)) bcachefs.c
 UNIT_SRCS := $(sort $(wildcard tests/unit/*_test.c))
+UNIT_SRCS += $(sort $(wildcard tests/lib/*.c))
 
 OBJ	= build/obj
 SOBJ	= build/san

@@ -48,8 +48,6 @@ struct bch_sb_read_report {
  * buffer of BCH_SB_BUF_BYTES(max_bits) bytes (caller frees).  report may be
  * NULL.  Errors: -BCH_ERR_sb_not_found when no copy validates (report says
  * why for each), -errno on I/O errors.
- * If no_csum_check is set, checksums are not verified (fuzzing, fsck
- * salvage); everything else still is.
  */
 int bch_sb_read(struct bch_blockdev *dev, struct bch_sb **ret,
 		struct bch_sb_read_report *report);

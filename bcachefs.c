@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bcachefs.c - the command table and dispatch.
+ *
+ * One binary: `bcachefs CMD ...`.  Invoked as mkfs.bcachefs or fsck.bcachefs
+ * (argv[0]) it runs format or fsck directly, so `mkfs -t bcachefs` and
+ * `fsck -t bcachefs` work.  Every command is one row of the table below;
+ * `bcachefs help` prints the table.
+ */
+#include <libgen.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cmds.h"
+
+struct command {
+	const char	*name;
+	int		(*fn)(int argc, char *argv[]);
+	const char	*summary;
+	const char	*group;
+};
+
+static int cmd_help(int argc, char *argv[]);
+
+static const struct command commands[] = {
+	{ "format",	 cmd_format,	 "Format one or more devices or image files", "Superblock" },
+	{ "mkfs",	 cmd_format,	 "Alias of format",				"" },
+	{ "show-super",	 cmd_show_super, "Print the superblock of a device",		"Superblock" },
+	{ "help-opts",	 cmd_help_opts,	 "List every filesystem option (--man: roff)",	"Other" },
+	{ "version",	 cmd_version,	 "Print the version of the tool and format",	"Other" },
+	{ "help",	 cmd_help,	 "This list",					"Other" },
+};
+
+static void usage(FILE *f)
+{
+	const char *groups[] = { "Superblock", "Engine", "Files", "Repair", "Other" };
+
+	fprintf(f, "bcachefs - tools for a copy-on-write filesystem (this project's own format)\n"
+		   "usage: bcachefs <command> [options]   (bcachefs <command> --help for more)\n");
+	for (unsigned g = 0; g < sizeof(groups) / sizeof(groups[0]); g++) {
+		bool any = false;
+		for (unsigned i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+			if (strcmp(commands[i].group, groups[g]))
+				continue;
+			if (!any)
+				fprintf(f, "\n%s:\n", groups[g]);
+			any = true;
+			fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].summary);
+		}
+	}
+	fprintf(f, "\nExit codes: 0 success, 1 failure, 16 usage error (fsck: see fsck --help).\n");
+}
+
+static int cmd_help(int argc, char *argv[])
+{
+	(void)argc;
+	(void)argv;
+	usage(stdout);
+	return EXIT_OK;
+}
+
+static const struct command *find_command(const char *name)
+{
+	for (unsigned i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(commands[i].name, name))
+			return &commands[i];
+	return NULL;
+}
+
+int main(int argc, char *argv[])
+{
+	const char *prog = basename(argv[0]);
+	const struct command *cmd;
+
+	if (!strcmp(prog, "mkfs.bcachefs"))
+		return cmd_format(argc, argv);
+	if (!strcmp(prog, "fsck.bcachefs") && (cmd = find_command("fsck")))
+		return cmd->fn(argc, argv);
+
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
+		return cmd_help(argc, argv);
+	if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V"))
+		return cmd_version(argc - 1, argv + 1);
+
+	cmd = find_command(argv[1]);
+	if (!cmd) {
+		fprintf(stderr, "bcachefs: unknown command '%s'\n\n", argv[1]);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	return cmd->fn(argc - 1, argv + 1);
+}

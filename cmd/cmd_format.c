@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cmd_format.c - `bcachefs format` (also `mkfs`, `mkfs.bcachefs`).
+ *
+ * Options come from the option table (opts.h): every OPT_FORMAT option is a
+ * --long-option (dashes or underscores), every OPT_DEVICE option applies to
+ * the devices that follow it on the command line (until changed).
+ *
+ * The 2015 spelling: `-C DEV` names a device (a "cache" device in the old
+ * bcache tools, here simply a member), and `--tier N` puts the following
+ * devices on tier N, which becomes the label "tierN".  When devices sit on
+ * two or more tiers and no target was given, the lowest tier becomes the
+ * foreground, promote and metadata target and the highest the background
+ * target: new writes land on the fast tier and move to the slow one.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <blkid.h>
+#include <uuid/uuid.h>
+
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "cmds.h"
+#include "errcode.h"
+#include "format.h"
+#include "opts.h"
+#include "super.h"
+
+enum {
+	O_fs_label = 256, O_uuid, O_force, O_quiet, O_cache, O_tier, O_replicas,
+	O_help, O_no_btrees, O_table_base = 1024,
+};
+
+static void format_usage(FILE *f)
+{
+	fprintf(f,
+"usage: bcachefs format [OPTIONS] DEVICE... \n"
+"Create a filesystem on one or more devices or image files.\n"
+"\n"
+"Filesystem options:\n"
+"  -L, --fs-label=LABEL        filesystem label\n"
+"  -U, --uuid=UUID             user-visible UUID (default: random)\n"
+"      --replicas=N            sets both data_replicas and metadata_replicas\n");
+	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
+		const struct bch_option *o = &bch_opt_table[i];
+		char name[64];
+
+		if (!(o->flags & OPT_FORMAT))
+			continue;
+		snprintf(name, sizeof(name), "--%s%s", o->name,
+			 o->type == BCH_OPT_BOOL ? "" : "=VALUE");
+		for (char *p = name + 2; *p && *p != '='; p++)
+			if (*p == '_')
+				*p = '-';
+		fprintf(f, "      %-24s%s\n", name, o->help);
+	}
+	fprintf(f, "\nDevice options (apply to the devices that follow them):\n");
+	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
+		const struct bch_option *o = &bch_opt_table[i];
+		char name[64];
+
+		if (!(o->flags & OPT_DEVICE))
+			continue;
+		snprintf(name, sizeof(name), "--%s%s", o->name,
+			 o->type == BCH_OPT_BOOL ? "" : "=VALUE");
+		for (char *p = name + 2; *p && *p != '='; p++)
+			if (*p == '_')
+				*p = '-';
+		fprintf(f, "      %-24s%s\n", name, o->help);
+	}
+	fprintf(f,
+"  -C, --cache=DEVICE          a device (2015 spelling of a positional DEVICE)\n"
+"      --tier=N                following devices are on tier N (label \"tierN\")\n"
+"\n"
+"  -f, --force                 overwrite an existing filesystem or partition table\n"
+"  -q, --quiet                 print nothing on success\n"
+"  -h, --help                  this text\n"
+"\n"
+"Sizes take k, M, G, T suffixes (powers of 1024). Image files that do not exist\n"
+"are created when --fs-size is given. SOURCE_DATE_EPOCH and -U make the\n"
+"superblock reproducible.\n"
+"Exit codes: 0 success, 1 failure (device error, existing data), 16 usage error.\n");
+}
+
+struct format_state {
+	struct bch_opts		opts;
+	const char		*target_names[BCH_OPT_NR];
+	struct bch_format_dev	cur;		/* device options in effect */
+	struct bch_format_dev	*devs;
+	unsigned		nr_devs;
+	int			tier;		/* -1: not given */
+	int			tiers_seen[8];
+	struct bch_format_args	args;
+	bool			force, quiet;
+};
+
+static void add_dev(struct format_state *s, const char *path)
+{
+	s->devs = realloc(s->devs, (s->nr_devs + 1) * sizeof(*s->devs));
+	if (!s->devs)
+		abort();
+	s->devs[s->nr_devs] = s->cur;
+	s->devs[s->nr_devs].path = path;
+	if (s->tier >= 0 && !s->cur.label) {
+		char *l = malloc(16);
+		snprintf(l, 16, "tier%d", s->tier);
+		s->devs[s->nr_devs].label = l;
+		s->tiers_seen[s->tier] = 1;
+	}
+	s->nr_devs++;
+}
+
+static struct option *build_longopts(void)
+{
+	static const struct option fixed[] = {
+		{ "fs-label",	required_argument, NULL, O_fs_label },
+		{ "fs_label",	required_argument, NULL, O_fs_label },
+		{ "uuid",	required_argument, NULL, O_uuid },
+		{ "force",	no_argument,	   NULL, O_force },
+		{ "quiet",	no_argument,	   NULL, O_quiet },
+		{ "cache",	required_argument, NULL, O_cache },
+		{ "tier",	required_argument, NULL, O_tier },
+		{ "replicas",	required_argument, NULL, O_replicas },
+		{ "superblock-only", no_argument,  NULL, O_no_btrees },
+		{ "help",	no_argument,	   NULL, O_help },
+	};
+	unsigned nfixed = sizeof(fixed) / sizeof(fixed[0]), n = nfixed;
+	struct option *o = calloc(nfixed + 2 * BCH_OPT_NR + 1, sizeof(*o));
+
+	if (!o)
+		abort();
+	memcpy(o, fixed, sizeof(fixed));
+	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
+		const struct bch_option *opt = &bch_opt_table[i];
+		int has_arg = opt->type == BCH_OPT_BOOL ? optional_argument : required_argument;
+
+		if (!(opt->flags & (OPT_FORMAT | OPT_DEVICE)))
+			continue;
+		o[n++] = (struct option) { opt->name, has_arg, NULL, O_table_base + i };
+		if (strchr(opt->name, '_')) {
+			char *dashed = strdup(opt->name);
+			for (char *p = dashed; *p; p++)
+				if (*p == '_')
+					*p = '-';
+			o[n++] = (struct option) { dashed, has_arg, NULL, O_table_base + i };
+		}
+	}
+	return o;
+}
+
+static int table_opt(struct format_state *s, enum bch_opt_id id, const char *arg)
+{
+	const struct bch_option *o = &bch_opt_table[id];
+	char err[256];
+	uint64_t v;
+
+	if (o->type == BCH_OPT_TARGET) {
+		s->target_names[id] = arg;
+		return 0;
+	}
+	if (o->type == BCH_OPT_STR) {	/* label */
+		s->cur.label = arg;
+		return 0;
+	}
+	if (bch_opt_parse(id, arg ? arg : "", &v, err, sizeof(err))) {
+		cmd_err("format", "%s", err);
+		return -1;
+	}
+	switch (id) {
+	case Opt_fs_size:	s->cur.size = v;		break;
+	case Opt_bucket_size:	s->cur.bucket_size = v;		break;
+	case Opt_durability:	s->cur.durability = v;		break;
+	case Opt_discard:	s->cur.discard = v;		break;
+	default:		bch_opt_set(&s->opts, id, v);	break;
+	}
+	return 0;
+}
+
+static int parse_args(struct format_state *s, int argc, char *argv[])
+{
+	struct option *longopts = build_longopts();
+	char *end;
+	int c, ret = 0;
+
+	while (!ret && (c = getopt_long(argc, argv, "-L:U:fqC:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 1:
+		case 'C':
+		case O_cache:
+			add_dev(s, optarg);
+			break;
+		case 'L':
+		case O_fs_label:
+			if (strlen(optarg) > BCH_SB_LABEL_SIZE) {
+				cmd_err("format", "label '%s' longer than %u bytes", optarg,
+					BCH_SB_LABEL_SIZE);
+				ret = -1;
+			}
+			s->args.fs_label = optarg;
+			break;
+		case 'U':
+		case O_uuid:
+			if (uuid_parse(optarg, s->args.user_uuid)) {
+				cmd_err("format", "'%s' is not a UUID", optarg);
+				ret = -1;
+			}
+			s->args.have_uuid = true;
+			break;
+		case 'f': case O_force:		s->force = true;		break;
+		case 'q': case O_quiet:		s->quiet = true;		break;
+		case O_no_btrees:		s->args.no_btrees = true;	break;
+		case 'h': case O_help:
+			format_usage(stdout);
+			exit(EXIT_OK);
+		case O_tier:
+			s->tier = strtol(optarg, &end, 10);
+			if (*end || !*optarg || s->tier < 0 || s->tier > 7) {
+				cmd_err("format", "--tier: '%s' is not a tier (0..7)", optarg);
+				ret = -1;
+			}
+			break;
+		case O_replicas:
+			if ((ret = table_opt(s, Opt_data_replicas, optarg)) == 0)
+				ret = table_opt(s, Opt_metadata_replicas, optarg);
+			break;
+		case '?':
+			ret = -1;
+			break;
+		default:
+			if (c >= O_table_base && c < O_table_base + BCH_OPT_NR)
+				ret = table_opt(s, c - O_table_base, optarg);
+			else
+				ret = -1;
+		}
+	}
+	free(longopts);
+	return ret;
+}
+
+/* Default targets for the 2015 tier spelling. */
+static void tier_targets(struct format_state *s)
+{
+	static char lo_name[16], hi_name[16];
+	int lo = -1, hi = -1;
+
+	for (int t = 0; t < 8; t++)
+		if (s->tiers_seen[t]) {
+			if (lo < 0)
+				lo = t;
+			hi = t;
+		}
+	if (lo < 0 || lo == hi)
+		return;
+	snprintf(lo_name, sizeof(lo_name), "tier%d", lo);
+	snprintf(hi_name, sizeof(hi_name), "tier%d", hi);
+	if (!s->target_names[Opt_foreground_target])
+		s->target_names[Opt_foreground_target] = lo_name;
+	if (!s->target_names[Opt_promote_target])
+		s->target_names[Opt_promote_target] = lo_name;
+	if (!s->target_names[Opt_metadata_target])
+		s->target_names[Opt_metadata_target] = lo_name;
+	if (!s->target_names[Opt_background_target])
+		s->target_names[Opt_background_target] = hi_name;
+}
+
+/*
+ * What is on the device already?  Fills what[] and returns true if a
+ * filesystem, partition table or bcachefs superblock was found.
+ */
+static bool probe_existing(const char *path, char *what, size_t len)
+{
+	struct bch_blockdev *bd;
+	struct bch_sb *sb = NULL;
+	bool found = false;
+	const char *val;
+
+	if (access(path, F_OK))
+		return false;
+	/* our own format first: blkid does not know it */
+	if (!bch_dev_open(path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd)) {
+		if (!bch_sb_read(bd, &sb, NULL)) {
+			char uuid[37];
+			uuid_unparse(sb->user_uuid, uuid);
+			snprintf(what, len, "a bcachefs filesystem (UUID %s)", uuid);
+			found = true;
+		}
+		free(sb);
+		bch_dev_close(bd);
+		if (found)
+			return true;
+	}
+
+	blkid_probe pr = blkid_new_probe_from_filename(path);
+	if (!pr)
+		return false;
+	blkid_probe_enable_superblocks(pr, 1);
+	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_LABEL);
+	blkid_probe_enable_partitions(pr, 1);
+	if (!blkid_do_safeprobe(pr)) {
+		if (!blkid_probe_lookup_value(pr, "TYPE", &val, NULL)) {
+			snprintf(what, len, "a %s filesystem", val);
+			found = true;
+		} else if (!blkid_probe_lookup_value(pr, "PTTYPE", &val, NULL)) {
+			snprintf(what, len, "a %s partition table", val);
+			found = true;
+		}
+	}
+	blkid_free_probe(pr);
+	return found;
+}
+
+int cmd_format(int argc, char *argv[])
+{
+	struct format_state s = { .tier = -1 };
+	char err[512], what[128];
+	int ret;
+
+	bch_opts_default(&s.opts);
+	s.cur.durability = 1;
+
+	if (parse_args(&s, argc, argv)) {
+		fprintf(stderr, "Try 'bcachefs format --help'.\n");
+		return EXIT_USAGE;
+	}
+	if (!s.nr_devs) {
+		cmd_err("format", "no devices given");
+		fprintf(stderr, "Try 'bcachefs format --help'.\n");
+		return EXIT_USAGE;
+	}
+	tier_targets(&s);
+
+	for (unsigned i = 0; i < s.nr_devs && !s.force; i++)
+		if (probe_existing(s.devs[i].path, what, sizeof(what))) {
+			cmd_err("format", "%s contains %s; use --force to overwrite it",
+				s.devs[i].path, what);
+			return EXIT_FAIL;
+		}
+
+	ret = bch_format(s.devs, s.nr_devs, &s.opts, s.target_names, &s.args,
+			 err, sizeof(err));
+	if (ret) {
+		cmd_err("format", "%s", err);
+		return ret == -BCH_ERR_opt_invalid || ret == -EINVAL ? EXIT_USAGE : EXIT_FAIL;
+	}
+
+	if (!s.quiet) {
+		struct bch_blockdev *bd;
+		struct bch_sb *sb;
+		char uuid[37], size[32];
+
+		if (!bch_dev_open(s.devs[0].path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd)) {
+			if (!bch_sb_read(bd, &sb, NULL)) {
+				uuid_unparse(sb->user_uuid, uuid);
+				printf("UUID:        %s\n", uuid);
+				printf("Label:       %.*s\n", BCH_SB_LABEL_SIZE, sb->label);
+				for (unsigned i = 0; i < s.nr_devs; i++) {
+					struct bch_member *m = bch_sb_member(sb, i);
+					bch_human_size(m->nbuckets * m->bucket_size * 512ULL,
+						       size, sizeof(size));
+					printf("Device %-4u %s: %s\n", i, s.devs[i].path, size);
+				}
+				free(sb);
+			}
+			bch_dev_close(bd);
+		}
+	}
+	free(s.devs);
+	return EXIT_OK;
+}

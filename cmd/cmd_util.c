@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cmd_util.c - small helpers shared by the commands: messages, device lists,
+ * JSON strings.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmds.h"
+
+void cmd_err(const char *cmd, const char *fmt, ...)
+{
+	va_list args;
+
+	fprintf(stderr, "bcachefs %s: ", cmd);
+	va_start(args, fmt);
+	vfprintf(stderr, fmt, args);
+	va_end(args);
+	fputc('\n', stderr);
+}
+
+char **split_devs(char * const *args, unsigned nr_args, unsigned *nr)
+{
+	unsigned cap = 8, n = 0;
+	char **devs = malloc(cap * sizeof(*devs));
+
+	if (!devs)
+		abort();
+	for (unsigned i = 0; i < nr_args; i++) {
+		char *copy = strdup(args[i]), *save = NULL, *tok;
+
+		for (tok = strtok_r(copy, ":", &save); tok; tok = strtok_r(NULL, ":", &save)) {
+			if (n + 2 > cap) {
+				cap *= 2;
+				devs = realloc(devs, cap * sizeof(*devs));
+				if (!devs)
+					abort();
+			}
+			devs[n++] = strdup(tok);
+		}
+		free(copy);
+	}
+	devs[n] = NULL;
+	*nr = n;
+	return devs;
+}
+
+void free_devs(char **devs)
+{
+	for (char **d = devs; d && *d; d++)
+		free(*d);
+	free(devs);
+}
+
+void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = *s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_CMDS_H
+#define _BCACHEFS_CMDS_H
+
+/*
+ * cmds.h - every subcommand's entry point and the helpers they share.
+ *
+ * Exit codes of every command except fsck (see man/bcachefs.8):
+ *   0  success
+ *   1  failure: I/O error, damaged or missing filesystem, refused to act
+ *  16  usage error: bad command line; nothing was touched
+ */
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#define EXIT_OK		0
+#define EXIT_FAIL	1
+#define EXIT_USAGE	16
+
+int cmd_format(int argc, char *argv[]);
+int cmd_show_super(int argc, char *argv[]);
+int cmd_version(int argc, char *argv[]);
+int cmd_help_opts(int argc, char *argv[]);
+
+/* Print "bcachefs CMD: msg\n" on stderr. */
+void cmd_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/*
+ * Split device arguments: each argv entry may itself be a colon-separated
+ * list ("ssd.img:hdd.img").  Returns a malloc'd NULL-terminated array of
+ * strdup'd paths (free with free_devs), count in *nr.
+ */
+char **split_devs(char * const *args, unsigned nr_args, unsigned *nr);
+void free_devs(char **devs);
+
+/* Print s as a JSON string literal (with quotes). */
+void json_str(FILE *f, const char *s);
+
+#endif /* _BCACHEFS_CMDS_H */

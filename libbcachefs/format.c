@@ -1,0 +1,508 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * format.c - create a filesystem: choose geometry, build the superblock,
+ * wipe old signatures, write every superblock copy, then (unless asked not
+ * to) open the new filesystem and create its empty btrees.
+ *
+ * Invariant: nothing is written until every argument and every device has
+ * been checked (phase 1, check_devices/build_sb); then devices are opened
+ * for writing (phase 2).
+ *
+ * Geometry per device (sectors):
+ *   [0, first_bucket * bucket)   sector 7 layout, copy 0 at 8, copy 1 at 8 + max
+ *   [first_bucket, nbuckets)     buckets; the journal takes the first few
+ *   [nbuckets * bucket, end)     room for the last superblock copy
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <uuid/uuid.h>
+#include <xxhash.h>
+
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "checksum.h"
+#include "errcode.h"
+#include "format.h"
+#include "super.h"
+
+#define BCH_MIN_NR_BUCKETS	64
+#define BCH_JOURNAL_MAX_BYTES	(512ULL << 20)
+
+struct dev_plan {
+	struct stat	st;
+	bool		exists;
+	bool		is_blockdev;
+	uint64_t	size;		/* bytes the filesystem will use */
+	uint64_t	bucket;		/* bytes */
+	uint64_t	nbuckets;
+	unsigned	first_bucket;
+	unsigned	journal_nr;
+	unsigned	logical_block;
+	unsigned	label_idx;	/* +1; 0 none */
+	uint64_t	last_sb;	/* sector of the end copy */
+};
+
+static int errf(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int errf(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list args;
+
+	va_start(args, fmt);
+	vsnprintf(err, errlen, fmt, args);
+	va_end(args);
+	return ret;
+}
+
+static uint64_t rounddown_pow2(uint64_t v)
+{
+	return v ? 1ULL << (63 - __builtin_clzll(v)) : 0;
+}
+
+uint64_t bch_pick_bucket_size(uint64_t dev_size, uint64_t btree_node_size)
+{
+	uint64_t b = rounddown_pow2(dev_size >> 15);	/* aim for ~32k buckets */
+
+	if (b > 2 * MiB)
+		b = 2 * MiB;
+	if (b < btree_node_size)
+		b = btree_node_size;
+	return b;
+}
+
+/* Deterministic UUIDs for reproducible images: hash of the user UUID and a tag. */
+static void derive_uuid(uint8_t out[16], const uint8_t seed[16], uint64_t tag)
+{
+	uint8_t buf[24];
+
+	memcpy(buf, seed, 16);
+	memcpy(buf + 16, &tag, 8);
+	uint64_t a = XXH64(buf, sizeof(buf), 1), b = XXH64(buf, sizeof(buf), 2);
+	memcpy(out, &a, 8);
+	memcpy(out + 8, &b, 8);
+	out[6] = (out[6] & 0x0f) | 0x40;	/* look like a v4 UUID */
+	out[8] = (out[8] & 0x3f) | 0x80;
+}
+
+static bool same_device(const struct dev_plan *a, const char *pa,
+			const struct dev_plan *b, const char *pb)
+{
+	if (a->exists && b->exists) {
+		if (a->is_blockdev || b->is_blockdev)
+			return a->is_blockdev && b->is_blockdev && a->st.st_rdev == b->st.st_rdev;
+		return a->st.st_dev == b->st.st_dev && a->st.st_ino == b->st.st_ino;
+	}
+	if (a->exists != b->exists)
+		return false;
+	/* neither exists yet: compare absolute paths of their parents + names */
+	char da[PATH_MAX], db[PATH_MAX], ca[PATH_MAX], cb[PATH_MAX];
+	snprintf(ca, sizeof(ca), "%s", pa);
+	snprintf(cb, sizeof(cb), "%s", pb);
+	if (!realpath(dirname(ca), da) || !realpath(dirname(cb), db))
+		return !strcmp(pa, pb);
+	snprintf(ca, sizeof(ca), "%s", pa);
+	snprintf(cb, sizeof(cb), "%s", pb);
+	return !strcmp(da, db) && !strcmp(basename(ca), basename(cb));
+}
+
+static int check_label(const char *l, char *err, size_t errlen)
+{
+	size_t n = strlen(l);
+
+	if (!n || n >= BCH_MEMBER_LABEL_SIZE)
+		return errf(err, errlen, -BCH_ERR_opt_invalid,
+			    "label '%s': must be 1..%u characters", l, BCH_MEMBER_LABEL_SIZE - 1);
+	if (l[0] == '.' || l[n - 1] == '.' || strstr(l, ".."))
+		return errf(err, errlen, -BCH_ERR_opt_invalid,
+			    "label '%s': empty component between dots", l);
+	for (size_t i = 0; i < n; i++)
+		if (!(l[i] == '.' || l[i] == '_' || l[i] == '-' ||
+		      (l[i] >= 'a' && l[i] <= 'z') || (l[i] >= 'A' && l[i] <= 'Z') ||
+		      (l[i] >= '0' && l[i] <= '9')))
+			return errf(err, errlen, -BCH_ERR_opt_invalid,
+				    "label '%s': only letters, digits, '.', '_' and '-'", l);
+	return 0;
+}
+
+/* Label list: "a.b" also creates "a", so a target can name a whole group. */
+struct label_set {
+	char		names[BCH_SB_MEMBERS_MAX * 4][BCH_MEMBER_LABEL_SIZE];
+	unsigned	nr;
+};
+
+static unsigned label_add(struct label_set *s, const char *name)
+{
+	for (const char *dot = strchr(name, '.'); dot; dot = strchr(dot + 1, '.')) {
+		char parent[BCH_MEMBER_LABEL_SIZE];
+		snprintf(parent, sizeof(parent), "%.*s", (int)(dot - name), name);
+		label_add(s, parent);
+	}
+	for (unsigned i = 0; i < s->nr; i++)
+		if (!strcmp(s->names[i], name))
+			return i + 1;
+	snprintf(s->names[s->nr], BCH_MEMBER_LABEL_SIZE, "%s", name);
+	return ++s->nr;
+}
+
+static int plan_device(struct bch_format_dev *d, struct dev_plan *p,
+		       const struct bch_opts *opts, char *err, size_t errlen)
+{
+	uint64_t block = opts->v[Opt_block_size];
+	uint64_t node = opts->v[Opt_btree_node_size];
+	char a[32], b[32];
+
+	memset(p, 0, sizeof(*p));
+	p->logical_block = 512;
+	if (!stat(d->path, &p->st)) {
+		p->exists = true;
+		p->is_blockdev = S_ISBLK(p->st.st_mode);
+		if (!p->is_blockdev && !S_ISREG(p->st.st_mode))
+			return errf(err, errlen, -EINVAL,
+				    "%s: not a block device or regular file", d->path);
+	} else if (errno != ENOENT || !d->size) {
+		int e = errno;
+		return errf(err, errlen, -e, "%s: %s%s", d->path, strerror(e),
+			    e == ENOENT ? " (give --fs-size to create an image file)" : "");
+	}
+
+	if (p->is_blockdev) {
+		struct bch_blockdev *bd;
+		int ret = bch_dev_open(d->path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd);
+		if (ret)
+			return errf(err, errlen, ret, "%s: %s", d->path, bch_err_str(ret));
+		p->size = bch_dev_size(bd);
+		p->logical_block = bch_dev_logical_block_size(bd);
+		bch_dev_close(bd);
+		if (d->size > p->size) {
+			bch_human_size(d->size, a, sizeof(a));
+			bch_human_size(p->size, b, sizeof(b));
+			return errf(err, errlen, -BCH_ERR_device_too_small,
+				    "%s: --fs-size %s is larger than the device (%s)", d->path, a, b);
+		}
+	} else {
+		p->size = p->exists ? (uint64_t)p->st.st_size : 0;
+	}
+	if (d->size)
+		p->size = d->size;
+
+	if (block < p->logical_block)
+		return errf(err, errlen, -BCH_ERR_opt_invalid,
+			    "%s: block size %" PRIu64 " is below the device's logical block size %u",
+			    d->path, block, p->logical_block);
+
+	p->bucket = d->bucket_size ? d->bucket_size : bch_pick_bucket_size(p->size, node);
+	if (p->bucket < node || p->bucket < block)
+		return errf(err, errlen, -BCH_ERR_opt_invalid,
+			    "%s: bucket size %" PRIu64 " is smaller than the btree node size %" PRIu64,
+			    d->path, p->bucket, node);
+
+	uint64_t sectors = p->size >> BCH_SECTOR_SHIFT;
+	uint64_t bucket_sectors = p->bucket >> BCH_SECTOR_SHIFT;
+	uint64_t sb_area = 1ULL << BCH_SB_MAX_SIZE_BITS;
+	uint64_t front = BCH_SB_SECTOR + 2 * sb_area;
+
+	p->first_bucket = (front + bucket_sectors - 1) / bucket_sectors;
+	if (sectors > front + sb_area) {
+		p->last_sb = (sectors - sb_area) & ~7ULL;
+		p->nbuckets = p->last_sb / bucket_sectors;
+	}
+	if (p->nbuckets < p->first_bucket + BCH_MIN_NR_BUCKETS) {
+		bch_human_size(p->size, a, sizeof(a));
+		bch_human_size((p->first_bucket + BCH_MIN_NR_BUCKETS) * p->bucket +
+			       (sb_area << BCH_SECTOR_SHIFT), b, sizeof(b));
+		return errf(err, errlen, -BCH_ERR_device_too_small,
+			    "%s: device too small (%s); with %" PRIu64 "k buckets it needs at least %s",
+			    d->path, a, p->bucket >> 10, b);
+	}
+	if (p->nbuckets > UINT32_MAX)
+		return errf(err, errlen, -BCH_ERR_opt_invalid,
+			    "%s: too many buckets; use a larger --bucket-size", d->path);
+
+	uint64_t usable = p->nbuckets - p->first_bucket;
+	uint64_t j = usable >> 5;
+	if (j > BCH_JOURNAL_MAX_BYTES / p->bucket)
+		j = BCH_JOURNAL_MAX_BYTES / p->bucket;
+	if (j < 4)
+		j = 4;
+	p->journal_nr = j;
+	if (d->durability > BCH_REPLICAS_MAX)
+		return errf(err, errlen, -BCH_ERR_opt_invalid,
+			    "%s: durability %u out of range (0..%u)", d->path, d->durability,
+			    BCH_REPLICAS_MAX);
+	return 0;
+}
+
+static int build_sb(struct bch_format_dev *devs, unsigned nr, struct dev_plan *plans,
+		    const struct bch_opts *opts, const char * const *target_names,
+		    const struct bch_format_args *args, struct bch_sb **ret, size_t *bytes,
+		    char *err, size_t errlen)
+{
+	static struct label_set labels;	/* large; format is not reentrant-critical */
+	size_t buf_bytes = BCH_SB_BUF_BYTES(BCH_SB_MAX_SIZE_BITS);
+	struct bch_sb *sb = calloc(1, buf_bytes);
+	struct bch_sb_field *f;
+	int ret2 = 0;
+
+	if (!sb)
+		return -ENOMEM;
+	memset(&labels, 0, sizeof(labels));
+
+	sb->magic = BCH_SB_MAGIC;
+	sb->version = BCH_VERSION_CURRENT;
+	sb->version_min = BCH_VERSION_MIN;
+	sb->csum_type = opts->v[Opt_metadata_checksum] ? opts->v[Opt_metadata_checksum]
+						       : BCH_CSUM_crc32c;
+	sb->nr_devices = nr;
+	sb->seq = 1;
+	sb->time_base = args->time_ns;
+	sb->write_time = args->time_ns / 1000000000ULL;
+	if (args->fs_label)
+		memcpy(sb->label, args->fs_label,
+		       strnlen(args->fs_label, sizeof(sb->label)));
+
+	if (args->have_uuid)
+		memcpy(sb->user_uuid, args->user_uuid, 16);
+	else
+		uuid_generate(sb->user_uuid);
+	if (args->have_uuid && getenv("SOURCE_DATE_EPOCH"))
+		derive_uuid(sb->uuid, sb->user_uuid, 0);
+	else
+		uuid_generate(sb->uuid);
+
+	sb->layout.magic = BCH_LAYOUT_MAGIC;
+	sb->layout.sb_max_size_bits = BCH_SB_MAX_SIZE_BITS;
+	/* offsets differ per device (end copy); set per device when writing */
+
+	bch_opts_to_sb(opts, sb);
+
+	/* members + labels */
+	for (unsigned i = 0; i < nr; i++) {
+		if (devs[i].label) {
+			int r = check_label(devs[i].label, err, errlen);
+			if (r) {
+				free(sb);
+				return r;
+			}
+			plans[i].label_idx = label_add(&labels, devs[i].label);
+		}
+	}
+	if (labels.nr) {
+		f = bch_sb_field_resize(&sb, &buf_bytes, BCH_SB_FIELD_labels,
+			(sizeof(*f) + labels.nr * sizeof(struct bch_label)) / 8, &ret2);
+		if (!f)
+			goto too_big;
+		struct bch_sb_field_labels *l = (void *)f;
+		for (unsigned i = 0; i < labels.nr; i++)
+			memcpy(l->entries[i].name, labels.names[i], BCH_MEMBER_LABEL_SIZE);
+	}
+
+	f = bch_sb_field_resize(&sb, &buf_bytes, BCH_SB_FIELD_members,
+				(sizeof(*f) + nr * sizeof(struct bch_member)) / 8, &ret2);
+	if (!f)
+		goto too_big;
+	for (unsigned i = 0; i < nr; i++) {
+		struct bch_member *m = &((struct bch_sb_field_members *)f)->members[i];
+
+		if (args->have_uuid && getenv("SOURCE_DATE_EPOCH"))
+			derive_uuid(m->uuid, sb->user_uuid, i + 1);
+		else
+			uuid_generate(m->uuid);
+		m->nbuckets = plans[i].nbuckets;
+		m->bucket_size = plans[i].bucket >> BCH_SECTOR_SHIFT;
+		m->first_bucket = plans[i].first_bucket;
+		m->state = BCH_MEMBER_STATE_rw;
+		m->durability = devs[i].durability;
+		m->data_allowed = (1U << BCH_DATA_journal) | (1U << BCH_DATA_btree) |
+				  (1U << BCH_DATA_user) | (1U << BCH_DATA_cached);
+		m->label = plans[i].label_idx;
+		m->discard = devs[i].discard;
+	}
+
+	f = bch_sb_field_resize(&sb, &buf_bytes, BCH_SB_FIELD_journal,
+				(sizeof(*f) + nr * sizeof(struct bch_journal_run)) / 8, &ret2);
+	if (!f)
+		goto too_big;
+	for (unsigned i = 0; i < nr; i++) {
+		struct bch_journal_run *r = &((struct bch_sb_field_journal *)f)->runs[i];
+		r->dev = i;
+		r->nr = plans[i].journal_nr;
+		r->start = plans[i].first_bucket;
+	}
+
+	/* replicas: the journal lives on every device, one copy each */
+	f = bch_sb_field_resize(&sb, &buf_bytes, BCH_SB_FIELD_replicas,
+				(sizeof(*f) + nr * 5 + 4 + 7) / 8, &ret2);
+	if (!f)
+		goto too_big;
+	uint8_t *p = (uint8_t *)(f + 1);
+	for (unsigned i = 0; i < nr; i++) {
+		struct bch_replicas_entry *e = (void *)p;
+		e->data_type = BCH_DATA_journal;
+		e->nr_devs = 1;
+		e->nr_required = 1;
+		e->devs[0] = i;
+		p += sizeof(*e) + 1;
+	}
+
+	/* targets, now that labels exist */
+	for (unsigned id = 0; target_names && id < BCH_OPT_NR; id++) {
+		const struct bch_option *o = &bch_opt_table[id];
+		uint64_t t = 0;
+
+		if (!target_names[id] || o->type != BCH_OPT_TARGET)
+			continue;
+		for (unsigned i = 0; i < nr; i++)
+			if (!strcmp(target_names[id], devs[i].path))
+				t = BCH_TARGET_DEV_START + i;
+		if (!t && bch_target_parse(sb, target_names[id], &t)) {
+			free(sb);
+			return errf(err, errlen, -BCH_ERR_opt_invalid,
+				    "%s: '%s' is neither a label nor a device being formatted",
+				    o->name, target_names[id]);
+		}
+		sb->opts[o->sb_slot] = t;
+	}
+
+	*ret = sb;
+	*bytes = buf_bytes;
+	return 0;
+too_big:
+	free(sb);
+	return errf(err, errlen, ret2 ? ret2 : -BCH_ERR_sb_too_big,
+		    "superblock too big for %u devices", nr);
+}
+
+static int write_zeroes(struct bch_blockdev *bd, uint64_t off, uint64_t len)
+{
+	static const size_t chunk = 1 << 20;
+	void *z = calloc(1, chunk);
+	int ret = 0;
+
+	if (!z)
+		return -ENOMEM;
+	while (len && !ret) {
+		size_t n = len < chunk ? len : chunk;
+		ret = bch_dev_write(bd, z, n, off);
+		off += n;
+		len -= n;
+	}
+	free(z);
+	return ret;
+}
+
+static int write_device(struct bch_format_dev *d, struct dev_plan *p,
+			struct bch_sb *sb, unsigned idx, char *err, size_t errlen)
+{
+	struct bch_blockdev *bd;
+	uint64_t sb_area = 1ULL << BCH_SB_MAX_SIZE_BITS;
+	int ret;
+
+	ret = bch_dev_open(d->path, BCH_DEV_CREATE, &bd);
+	if (ret)
+		return errf(err, errlen, ret, "%s: %s", d->path, bch_err_str(ret));
+
+	if (!p->is_blockdev && bch_dev_size(bd) < p->size &&
+	    (ret = bch_dev_set_size(bd, p->size)))
+		goto out;
+
+	/* Wipe the superblock areas: no stale signature of another filesystem survives. */
+	uint64_t front = (uint64_t)p->first_bucket * (p->bucket >> BCH_SECTOR_SHIFT);
+	if ((ret = write_zeroes(bd, 0, front << BCH_SECTOR_SHIFT)) ||
+	    (ret = write_zeroes(bd, p->last_sb << BCH_SECTOR_SHIFT, sb_area << BCH_SECTOR_SHIFT)))
+		goto out;
+	if (d->discard)
+		bch_dev_discard(bd, front << BCH_SECTOR_SHIFT,
+				(p->nbuckets * p->bucket) - (front << BCH_SECTOR_SHIFT));
+
+	sb->layout.nr_superblocks = 3;
+	sb->layout.sb_offset[0] = BCH_SB_SECTOR;
+	sb->layout.sb_offset[1] = BCH_SB_SECTOR + sb_area;
+	sb->layout.sb_offset[2] = p->last_sb;
+	sb->layout.sb_offset[3] = 0;
+	ret = bch_sb_write_dev(bd, sb, idx);
+out:
+	if (ret)
+		errf(err, errlen, ret, "%s: writing: %s", d->path, bch_err_str(ret));
+	bch_dev_close(bd);
+	return ret;
+}
+
+int bch_format(struct bch_format_dev *devs, unsigned nr,
+	       const struct bch_opts *opts, const char * const *target_names,
+	       const struct bch_format_args *in_args, char *err, size_t errlen)
+{
+	struct bch_format_args args = *in_args;
+	struct dev_plan *plans;
+	struct bch_sb *sb = NULL;
+	size_t sb_bytes;
+	int ret = 0;
+
+	if (!nr || nr > BCH_SB_MEMBERS_MAX)
+		return errf(err, errlen, -EINVAL, "need 1..%u devices, got %u",
+			    BCH_SB_MEMBERS_MAX, nr);
+	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
+		if (bch_opt_table[i].flags & OPT_DEVICE)
+			continue;
+		if ((ret = bch_opt_validate(i, opts->v[i], err, errlen)))
+			return ret;
+	}
+	if (opts->v[Opt_btree_node_size] < opts->v[Opt_block_size])
+		return errf(err, errlen, -BCH_ERR_opt_invalid,
+			    "btree_node_size must be at least block_size");
+	if (opts->v[Opt_metadata_replicas_required] > opts->v[Opt_metadata_replicas] ||
+	    opts->v[Opt_data_replicas_required] > opts->v[Opt_data_replicas])
+		return errf(err, errlen, -BCH_ERR_opt_invalid,
+			    "replicas_required cannot exceed replicas");
+	if (opts->v[Opt_encrypted])
+		return errf(err, errlen, -EOPNOTSUPP, "encryption is not supported yet");
+
+	if (!args.time_ns) {
+		const char *sde = getenv("SOURCE_DATE_EPOCH");
+		if (sde && *sde)
+			args.time_ns = strtoull(sde, NULL, 10) * 1000000000ULL;
+		else {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			args.time_ns = ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+		}
+	}
+
+	plans = calloc(nr, sizeof(*plans));
+	if (!plans)
+		return -ENOMEM;
+
+	/* Phase 1: check everything, write nothing. */
+	for (unsigned i = 0; i < nr && !ret; i++)
+		ret = plan_device(&devs[i], &plans[i], opts, err, errlen);
+	for (unsigned i = 0; i < nr && !ret; i++)
+		for (unsigned j = 0; j < i && !ret; j++)
+			if (same_device(&plans[i], devs[i].path, &plans[j], devs[j].path))
+				ret = errf(err, errlen, -EINVAL, "%s and %s are the same device",
+					   devs[j].path, devs[i].path);
+	if (!ret && opts->v[Opt_metadata_replicas_required] > nr)
+		ret = errf(err, errlen, -BCH_ERR_opt_invalid,
+			   "metadata_replicas_required=%llu needs that many devices (have %u)",
+			   (unsigned long long)opts->v[Opt_metadata_replicas_required], nr);
+	if (!ret)
+		ret = build_sb(devs, nr, plans, opts, target_names, &args, &sb, &sb_bytes,
+			       err, errlen);
+
+	/* Phase 2: write. */
+	for (unsigned i = 0; i < nr && !ret; i++)
+		ret = write_device(&devs[i], &plans[i], sb, i, err, errlen);
+
+	free(sb);
+	free(plans);
+	return ret;
+}
