@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cmd/cmds.h"
+#include "libbcachefs/bcachefs_format.h"
 
 struct command {
 	const char	*name;
@@ -93,4 +94,13 @@ int main(int argc, char *argv[])
 		return EXIT_USAGE;
 	}
 	return cmd->fn(argc - 1, argv + 1);
+}
+
+int cmd_version(int argc, char *argv[])
+{
+	(void)argc;
+	(void)argv;
+	printf("bcachefs-tools %s (on-disk format version %u, this project's own format)\n",
+	       BCH_VERSION_STRING, BCH_VERSION_CURRENT);
+	return EXIT_OK;
 }

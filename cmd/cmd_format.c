@@ -12,6 +12,7 @@
  * two or more tiers and no target was given, the lowest tier becomes the
  * foreground, promote and metadata target and the highest the background
  * target: new writes land on the fast tier and move to the slow one.
+ * Devices given before the first --tier are on tier 0.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -256,7 +257,15 @@ static void tier_targets(struct format_state *s)
 				lo = t;
 			hi = t;
 		}
-	if (lo < 0 || lo == hi)
+	if (lo < 0)
+		return;
+	/* Devices named before the first --tier (e.g. `-C ssd --tier 1 hdd`) are tier 0. */
+	for (unsigned i = 0; i < s->nr_devs; i++)
+		if (!s->devs[i].label) {
+			s->devs[i].label = "tier0";
+			lo = 0;
+		}
+	if (lo == hi)
 		return;
 	snprintf(lo_name, sizeof(lo_name), "tier%d", lo);
 	snprintf(hi_name, sizeof(hi_name), "tier%d", hi);
@@ -305,10 +314,10 @@ static bool probe_existing(const char *path, char *what, size_t len)
 	blkid_probe_enable_partitions(pr, 1);
 	if (!blkid_do_safeprobe(pr)) {
 		if (!blkid_probe_lookup_value(pr, "TYPE", &val, NULL)) {
-			snprintf(what, len, "a %s filesystem", val);
+			snprintf(what, len, "a filesystem of type %s", val);
 			found = true;
 		} else if (!blkid_probe_lookup_value(pr, "PTTYPE", &val, NULL)) {
-			snprintf(what, len, "a %s partition table", val);
+			snprintf(what, len, "a partition table of type %s", val);
 			found = true;
 		}
 	}
