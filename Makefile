@@ -97,3 +97,10 @@ clean:
 	rm -rf build bcachefs
 
 .PHONY: all check unit cli demo soak bench install clean test-deps
+
+# The man page's option list is generated from the option table.
+man: man/bcachefs.8
+man/bcachefs.8: man/bcachefs.8.in bcachefs
+	./bcachefs help-opts --man > build/opts.roff
+	sed -e '/^\.\\" BEGIN OPTIONS TABLE/r build/opts.roff' man/bcachefs.8.in > $@
+.PHONY: man

@@ -39,10 +39,25 @@ enum {
 	O_help, O_no_btrees, O_table_base = 1024,
 };
 
+/* "      --name=VALUE            help", wrapping after long names. */
+static void opt_help_line(FILE *f, const struct bch_option *o)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "--%s%s", o->name, o->type == BCH_OPT_BOOL ? "" : "=VALUE");
+	for (char *p = name + 2; *p && *p != '='; p++)
+		if (*p == '_')
+			*p = '-';
+	if (strlen(name) < 24)
+		fprintf(f, "      %-24s%s\n", name, o->help);
+	else
+		fprintf(f, "      %s\n%30s%s\n", name, "", o->help);
+}
+
 static void format_usage(FILE *f)
 {
 	fprintf(f,
-"usage: bcachefs format [OPTIONS] DEVICE... \n"
+"Usage: bcachefs format [OPTION]... DEVICE...\n"
 "Create a filesystem on one or more devices or image files.\n"
 "\n"
 "Filesystem options:\n"
@@ -51,30 +66,18 @@ static void format_usage(FILE *f)
 "      --replicas=N            sets both data_replicas and metadata_replicas\n");
 	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
 		const struct bch_option *o = &bch_opt_table[i];
-		char name[64];
 
 		if (!(o->flags & OPT_FORMAT))
 			continue;
-		snprintf(name, sizeof(name), "--%s%s", o->name,
-			 o->type == BCH_OPT_BOOL ? "" : "=VALUE");
-		for (char *p = name + 2; *p && *p != '='; p++)
-			if (*p == '_')
-				*p = '-';
-		fprintf(f, "      %-24s%s\n", name, o->help);
+		opt_help_line(f, o);
 	}
 	fprintf(f, "\nDevice options (apply to the devices that follow them):\n");
 	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
 		const struct bch_option *o = &bch_opt_table[i];
-		char name[64];
 
 		if (!(o->flags & OPT_DEVICE))
 			continue;
-		snprintf(name, sizeof(name), "--%s%s", o->name,
-			 o->type == BCH_OPT_BOOL ? "" : "=VALUE");
-		for (char *p = name + 2; *p && *p != '='; p++)
-			if (*p == '_')
-				*p = '-';
-		fprintf(f, "      %-24s%s\n", name, o->help);
+		opt_help_line(f, o);
 	}
 	fprintf(f,
 "  -C, --cache=DEVICE          a device (2015 spelling of a positional DEVICE)\n"

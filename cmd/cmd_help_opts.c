@@ -133,9 +133,14 @@ int cmd_help_opts(int argc, char *argv[])
 		value_text(o, i, vals, sizeof(vals));
 		where(o->flags, wh, sizeof(wh));
 		if (man) {
-			printf(".TP\n.BR \\-\\-");
-			roff(o->name);
-			printf(" =\\fI%s\\fR\n", o->type == BCH_OPT_BOOL ? "yes|no" : "value");
+			char dashed[64];
+			snprintf(dashed, sizeof(dashed), "%s", o->name);
+			for (char *p = dashed; *p; p++)
+				if (*p == '_')
+					*p = '-';
+			printf(".TP\n\\fB\\-\\-");
+			roff(dashed);
+			printf("\\fR=\\fI%s\\fR\n", o->type == BCH_OPT_BOOL ? "yes|no" : "value");
 			roff(o->help);
 			printf(".\n.br\nValues: ");
 			roff(vals);

@@ -10,8 +10,9 @@ BUILD_PKGS="build-essential pkg-config uuid-dev libblkid-dev zlib1g-dev liblz4-d
 libzstd-dev libxxhash-dev libsodium-dev libscrypt-dev libaio-dev libfuse3-dev \
 libarchive-dev libcriterion-dev"
 # Tools the CLI, fsck and FUSE tests drive (mke2fs to build foreign images,
-# losetup for loop devices, fuse3 for fusermount3).
-TEST_PKGS="e2fsprogs util-linux fuse3 xxd"
+# sfdisk for partition tables, losetup for loop devices, fuse3 for
+# fusermount3, jq to check --json output).
+TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time"
 
 what=${1:-test}

@@ -1,0 +1,13 @@
+# the 2015 spelling: -C DEV and --tier N map onto labels tierN and targets
+truncate -s 128M ssd.img hdd.img
+expect_rc 0 $B format -C ssd.img --tier 1 -C hdd.img
+expect_rc 0 $B show-super --json hdd.img
+jq -e '.Members[0].Label == "tier0" and .Members[1].Label == "tier1"' out >/dev/null || fail "labels $(cat out)"
+jq -e '.Options.foreground_target == "tier0" and .Options.promote_target == "tier0" and
+       .Options.metadata_target == "tier0" and .Options.background_target == "tier1"' out >/dev/null ||
+	fail "targets: $(jq .Options out)"
+# a single -C device: no tiers, no targets
+truncate -s 64M one.img
+expect_rc 0 $B format -C one.img
+expect_rc 0 $B show-super --json one.img
+jq -e '.Options.foreground_target == "none" and .Members[0].Label == "(none)"' out >/dev/null || fail "single"

@@ -1,0 +1,29 @@
+# every command has --help (exit 0); bad invocations exit 16; argv[0] selects
+expect_rc 16 $B
+expect_in err 'usage: bcachefs'
+expect_rc 16 $B no-such-command
+expect_in err "unknown command 'no-such-command'"
+expect_rc 0 $B help
+for c in $(sed -n 's/^  \([a-z-]*\)  .*/\1/p' out); do
+	expect_rc 0 $B $c --help
+	[ -s out ] || fail "$c --help printed nothing"
+done
+expect_rc 0 $B version
+expect_in out '^bcachefs-tools [0-9]'
+expect_rc 0 $B --version
+expect_rc 16 $B show-super
+expect_rc 16 $B show-super --bogus a.img
+# argv[0]: mkfs.bcachefs runs format, so mkfs -t bcachefs works
+ln -s "$B" mkfs.bcachefs
+expect_rc 0 ./mkfs.bcachefs --fs-size=32M a.img
+expect_rc 0 $B show-super a.img
+if command -v mkfs >/dev/null; then
+	expect_rc 0 env PATH="$PWD:$PATH" mkfs -t bcachefs --fs-size=32M m.img
+	expect_rc 0 $B show-super m.img
+fi
+# the man page's option list is the option table's
+$B help-opts --man > opts.roff
+sed -n '/^\.\\" BEGIN OPTIONS TABLE/,/^\.\\" END OPTIONS TABLE/p' "$ROOT/man/bcachefs.8" |
+	sed '1d;$d' > man.roff
+cmp -s opts.roff man.roff || fail "man/bcachefs.8 options differ from the table; run make man
+$(diff opts.roff man.roff | head -20)"

@@ -1,0 +1,13 @@
+# a real block device: format and show-super on a loop device
+[ "$(id -u)" = 0 ] || skip "needs root for losetup"
+truncate -s 128M a.img
+loop=$(losetup -f --show a.img 2>/dev/null) || skip "no loop devices"
+trap 'losetup -d "$loop"' EXIT
+expect_rc 0 $B format "$loop"
+expect_rc 0 $B show-super --json "$loop"
+jq -e '.Members[0].Size > 100000000' out >/dev/null || fail "size from BLKGETSIZE64: $(cat out)"
+# reformat refused, then forced
+expect_rc 1 $B format "$loop"
+expect_rc 0 $B format -f --block-size=4k "$loop"
+# the image file shows the same superblock
+expect_rc 0 $B show-super a.img

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Run every test suite; the last line is the summary of counts.
+#   unit   Criterion tests of the library (ASan + UBSan build)
+#   cli    tests/cli/*.sh: the real binary on image files (and loop devices)
+# SOAK=1 makes the randomized tests run longer (make soak).
+set -u
+cd "$(dirname "$0")/.."
+passed=0 failed=0 skipped=0
+
+echo "== unit tests (ASan+UBSan)"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	./build/unit-tests --jobs 2 --short-filename 2>&1 | tee build/unit.log | grep -Ev '^\[----\]|^\[PASS\]' || true
+syn=$(grep -a 'Synthesis:' build/unit.log | tail -1)
+if [ -z "$syn" ]; then
+	echo "unit tests did not report (crashed?)"
+	failed=$((failed + 1))
+else
+	t=$(echo "$syn" | sed -n 's/.*Tested: *\([0-9]*\).*/\1/p')
+	p=$(echo "$syn" | sed -n 's/.*Passing: *\([0-9]*\).*/\1/p')
+	passed=$((passed + p))
+	failed=$((failed + t - p))
+fi
+
+echo "== CLI tests"
+tests/cli/run.sh > build/cli.log 2>&1
+cat build/cli.log
+line=$(grep '^cli:' build/cli.log | tail -1)
+passed=$((passed + $(echo "$line" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')))
+failed=$((failed + $(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')))
+skipped=$((skipped + $(echo "$line" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')))
+
+echo "TOTAL: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" = 0 ]
