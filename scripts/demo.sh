@@ -1,0 +1,25 @@
+#!/bin/sh
+# make demo: show the tool doing its job on a built-in example, in a temp dir.
+set -eu
+B="$(cd "$(dirname "$0")/.." && pwd)/bcachefs"
+dir=$(mktemp -d "${TMPDIR:-/tmp}/bcachefs-demo.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+cd "$dir"
+
+step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
+
+echo "bcachefs demo in $dir (removed afterwards)"
+step "$B" version
+echo
+echo "# A two-tier filesystem in the 2015 spelling: a small fast device and a big slow one."
+step "$B" format --fs-size=256M -C ssd.img --tier 1 --fs-size=1G -C hdd.img -L demo
+step "$B" show-super hdd.img
+echo
+echo "# Damage the primary superblock copy of ssd.img: the backups still find the filesystem."
+step dd if=/dev/zero of=ssd.img bs=512 seek=8 count=8 conv=notrunc status=none
+step "$B" show-super ssd.img
+if "$B" help | grep -q '^  list '; then
+	echo
+	echo "# The btrees format created (empty), as keys:"
+	step "$B" list -m nodes hdd.img:ssd.img || true
+fi
