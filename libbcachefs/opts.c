@@ -70,8 +70,15 @@ int bch_parse_size(const char *s, uint64_t *res)
 
 	if (!*s || !isdigit((unsigned char)*s))
 		return -EINVAL;
+	/* decimal digits and at most one '.': strtod would also take hex and exponents */
+	size_t digits = strspn(s, "0123456789."), dots = 0;
+	for (size_t i = 0; i < digits; i++)
+		dots += s[i] == '.';
+	if (dots > 1)
+		return -EINVAL;
 	errno = 0;
-	double f = strtod(s, &end);
+	double f = strtod(s, NULL);
+	end = (char *)s + digits;
 	uint64_t whole = strtoull(s, NULL, 10);
 	if (errno)
 		return -EINVAL;
@@ -83,6 +90,7 @@ int bch_parse_size(const char *s, uint64_t *res)
 	case 'g': shift = 30;		end++; break;
 	case 't': shift = 40;		end++; break;
 	case 'p': shift = 50;		end++; break;
+	case 'e': shift = 60;		end++; break;
 	default:
 		return -EINVAL;
 	}
@@ -132,7 +140,8 @@ void bch_human_size(uint64_t bytes, char *buf, size_t len)
 		d /= 1024;
 		u++;
 	}
-	snprintf(buf, len, "%.*f%c", d < 10 ? 1 : 0, d, units[u - 1]);
+	/* inexact: always one decimal, so it never looks exact */
+	snprintf(buf, len, "%.1f%c", d, units[u - 1]);
 }
 
 static int parse_bool(const char *val, uint64_t *res)
