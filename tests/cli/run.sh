@@ -8,6 +8,7 @@ root=$(cd "$here/../.." && pwd)
 export B="$root/bcachefs" ROOT="$root"
 pass=0 fail=0 skip=0
 tests=${*:-$(ls "$here"/t*.sh)}
+tests=$(for t in $tests; do case $t in /*) echo "$t" ;; */*) echo "$PWD/$t" ;; *) echo "$here/$t" ;; esac; done)
 for t in $tests; do
 	name=$(basename "$t" .sh)
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-cli-$name.XXXXXX")

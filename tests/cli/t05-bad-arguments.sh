@@ -11,6 +11,8 @@ bad --block-size=3000 a.img
 bad --block-size=128k a.img
 bad --btree-node-size=3k a.img
 bad --bucket-size=5000 a.img
+bad --block-size=64k --btree-node-size=32k a.img
+bad --bucket-size=4k --btree-node-size=256k a.img
 bad --metadata-replicas=9 a.img
 bad --data-replicas=0 a.img
 bad --compression=rar a.img

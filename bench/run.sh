@@ -1,0 +1,40 @@
+#!/bin/sh
+# make bench: our tool against its peers on the same input, printing ratios.
+# Timing lives here, never in tests.  Each row: best of $REPS runs.
+#   format   bcachefs format vs mke2fs vs mkfs.btrfs on the same image size
+# Later issues add rows (fsck, image build, FUSE) as the features land.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+B="$root/bcachefs"
+REPS=${REPS:-5}
+SIZE=${SIZE:-8G}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-bench.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+cd "$dir"
+
+# best wall time in ms of REPS runs of "$@" (each on a fresh sparse image)
+best_ms() {
+	best=
+	for i in $(seq "$REPS"); do
+		rm -f img; truncate -s "$SIZE" img
+		t0=$(date +%s%N)
+		"$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; return 1; }
+		t1=$(date +%s%N)
+		ms=$(( (t1 - t0) / 1000000 ))
+		[ -z "$best" ] || [ "$ms" -lt "$best" ] && best=$ms
+	done
+	echo "$best"
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == 0) a = 1; printf "%.2f", b / a }'; }
+
+printf '%-28s %10s %10s %s\n' "benchmark ($SIZE image)" ours peer "peer/ours (>1: we are faster)"
+ours=$(best_ms "$B" format -q -f img)
+if command -v mke2fs >/dev/null; then
+	peer=$(best_ms mke2fs -q -F -t ext4 img)
+	printf '%-28s %8sms %8sms %s\n' "format vs mke2fs" "$ours" "$peer" "$(ratio "$ours" "$peer")"
+fi
+if command -v mkfs.btrfs >/dev/null; then
+	peer=$(best_ms mkfs.btrfs -q -f img)
+	printf '%-28s %8sms %8sms %s\n' "format vs mkfs.btrfs" "$ours" "$peer" "$(ratio "$ours" "$peer")"
+fi
