@@ -39,7 +39,9 @@
 	x(fs_read_only,		EROFS,	"filesystem is read-only")		\
 	x(fs_emergency_ro,	EROFS,	"filesystem went read-only after an error") \
 	x(transaction_poisoned,	EIO,	"transaction already failed")		\
-	x(key_not_found,	ENOENT,	"key not found")
+	x(key_not_found,	ENOENT,	"key not found")				\
+	x(compress_failed,	EIO,	"compression failed")			\
+	x(decompress_failed,	EIO,	"compressed data is corrupt")
 
 #define BCH_ERR_START	2048	/* above every errno */
 
