@@ -27,6 +27,7 @@ static const struct command commands[] = {
 	{ "format",	 cmd_format,	 "Format one or more devices or image files", "Superblock" },
 	{ "mkfs",	 cmd_format,	 "Alias of format",				"" },
 	{ "show-super",	 cmd_show_super, "Print the superblock of a device",		"Superblock" },
+	{ "fsck",	 cmd_fsck,	 "Check and repair a filesystem (exit codes of fsck(8))", "Repair" },
 	{ "help-opts",	 cmd_help_opts,	 "List every filesystem option (--man: roff)",	"Other" },
 	{ "version",	 cmd_version,	 "Print the version of the tool and format",	"Other" },
 	{ "help",	 cmd_help,	 "This list",					"Other" },

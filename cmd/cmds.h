@@ -22,6 +22,7 @@ int cmd_format(int argc, char *argv[]);
 int cmd_show_super(int argc, char *argv[]);
 int cmd_version(int argc, char *argv[]);
 int cmd_help_opts(int argc, char *argv[]);
+int cmd_fsck(int argc, char *argv[]);
 
 /* Print "bcachefs CMD: msg\n" on stderr. */
 void cmd_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

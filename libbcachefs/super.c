@@ -558,30 +558,38 @@ int bch_sb_read(struct bch_blockdev *dev, struct bch_sb **ret,
 
 /* --------------------------------------------------------------- writing */
 
-int bch_sb_write_dev(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_idx)
+int bch_sb_write_copy(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_idx,
+		      uint64_t sector)
+{
+	size_t bytes = (bch_sb_bytes(sb) + BCH_SECTOR_SIZE - 1) & ~(size_t)(BCH_SECTOR_SIZE - 1);
+
+	if (bch_sb_bytes(sb) > BCH_SB_BUF_BYTES(sb->layout.sb_max_size_bits))
+		return -BCH_ERR_sb_too_big;
+	sb->dev_idx = dev_idx;
+	sb->offset = sector;
+	bch_sb_set_csum(sb);
+	return bch_dev_write(dev, sb, bytes, sector << BCH_SECTOR_SHIFT);
+}
+
+int bch_sb_write_layout(struct bch_blockdev *dev, const struct bch_sb *sb)
 {
 	struct bch_sb_layout layout = sb->layout;
-	size_t bytes = (bch_sb_bytes(sb) + BCH_SECTOR_SIZE - 1) & ~(size_t)(BCH_SECTOR_SIZE - 1);
-	int ret;
-
-	if (bch_sb_bytes(sb) > BCH_SB_BUF_BYTES(layout.sb_max_size_bits))
-		return -BCH_ERR_sb_too_big;
-
-	sb->dev_idx = dev_idx;
-	/* backups first, copy 0 last: a crash leaves an older or newer valid copy */
-	for (int i = layout.nr_superblocks - 1; i >= 0; i--) {
-		sb->offset = layout.sb_offset[i];
-		bch_sb_set_csum(sb);
-		ret = bch_dev_write(dev, sb, bytes, layout.sb_offset[i] << BCH_SECTOR_SHIFT);
-		if (ret)
-			return ret;
-	}
 
 	layout.csum = (struct bch_csum) { 0 };
 	layout.csum = layout_csum(&layout);
-	ret = bch_dev_write(dev, &layout, sizeof(layout),
-			    (uint64_t)BCH_SB_LAYOUT_SECTOR << BCH_SECTOR_SHIFT);
-	if (ret)
+	return bch_dev_write(dev, &layout, sizeof(layout),
+			     (uint64_t)BCH_SB_LAYOUT_SECTOR << BCH_SECTOR_SHIFT);
+}
+
+int bch_sb_write_dev(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_idx)
+{
+	int ret;
+
+	/* backups first, copy 0 last: a crash leaves an older or newer valid copy */
+	for (int i = sb->layout.nr_superblocks - 1; i >= 0; i--)
+		if ((ret = bch_sb_write_copy(dev, sb, dev_idx, sb->layout.sb_offset[i])))
+			return ret;
+	if ((ret = bch_sb_write_layout(dev, sb)))
 		return ret;
 	return bch_dev_flush(dev);
 }

@@ -71,6 +71,14 @@ void bch_sb_set_csum(struct bch_sb *sb);
  */
 int bch_sb_write_dev(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_idx);
 
+/*
+ * Write one copy at sector (which must be in sb's layout) / the standalone
+ * layout record at sector 7.  No flush: the caller flushes (fsck repairs).
+ */
+int bch_sb_write_copy(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_idx,
+		      uint64_t sector);
+int bch_sb_write_layout(struct bch_blockdev *dev, const struct bch_sb *sb);
+
 /* Bump seq and write c->sb to every present member device. */
 int bch_write_super(struct bch_fs *c);
 

@@ -2,6 +2,7 @@
 # Run every test suite; the last line is the summary of counts.
 #   unit   Criterion tests of the library (ASan + UBSan build)
 #   cli    tests/cli/*.sh: the real binary on image files (and loop devices)
+#   fsck   tests/fsck/<case>/: golden fsck cases (damage, -y, then -n)
 # SOAK=1 makes the randomized tests run longer (make soak).
 set -u
 cd "$(dirname "$0")/.."
@@ -21,13 +22,23 @@ else
 	failed=$((failed + t - p))
 fi
 
-echo "== CLI tests"
-tests/cli/run.sh > build/cli.log 2>&1
-cat build/cli.log
-line=$(grep '^cli:' build/cli.log | tail -1)
-passed=$((passed + $(echo "$line" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')))
-failed=$((failed + $(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')))
-skipped=$((skipped + $(echo "$line" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')))
+# suite NAME SCRIPT: run a shell suite whose last line is "NAME: N passed, N failed, N skipped"
+suite() {
+	echo "== $1 tests"
+	"$2" > "build/$1.log" 2>&1
+	cat "build/$1.log"
+	line=$(grep "^$1:" "build/$1.log" | tail -1)
+	if [ -z "$line" ]; then
+		echo "$1 tests did not report"
+		failed=$((failed + 1))
+		return
+	fi
+	passed=$((passed + $(echo "$line" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')))
+	failed=$((failed + $(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')))
+	skipped=$((skipped + $(echo "$line" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')))
+}
+suite cli tests/cli/run.sh
+suite fsck tests/fsck/run.sh
 
 echo "TOTAL: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]

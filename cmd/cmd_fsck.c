@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cmd_fsck.c - `bcachefs fsck` (also `fsck.bcachefs`, so `fsck -t bcachefs`
+ * works): run the check passes, print each problem and what was done about
+ * it, and exit with fsck(8)'s codes (a bitmask):
+ *   0 clean, 1 errors corrected, 4 errors left uncorrected,
+ *   8 operational error, 16 usage error, 32 cancelled by the user.
+ *
+ * Output is deterministic (golden tests compare it): problems in the order
+ * the passes find them, no times or addresses of memory, paths as given.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "cmds.h"
+#include "errcode.h"
+#include "fsck.h"
+#include "super.h"
+
+#define FSCK_EXIT_OK		0
+#define FSCK_EXIT_CORRECTED	1
+#define FSCK_EXIT_UNCORRECTED	4
+#define FSCK_EXIT_ERROR		8
+#define FSCK_EXIT_USAGE		16
+#define FSCK_EXIT_CANCELLED	32
+
+struct fsck_out {
+	bool	json;
+};
+
+static enum bch_fsck_answer ask(void)
+{
+	char line[32];
+
+	for (;;) {
+		printf("  fix? [y]es, [n]o, [a]ll of this kind, [s]kip all of this kind, [q]uit: ");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return BCH_FSCK_ANSWER_QUIT;
+		switch (line[0]) {
+		case 'y': case 'Y': return BCH_FSCK_ANSWER_YES;
+		case 'n': case 'N': return BCH_FSCK_ANSWER_NO;
+		case 'a': case 'A': return BCH_FSCK_ANSWER_ALL;
+		case 's': case 'S': return BCH_FSCK_ANSWER_NONE;
+		case 'q': case 'Q': return BCH_FSCK_ANSWER_QUIT;
+		}
+	}
+}
+
+static enum bch_fsck_answer report(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
+				   const char *where, const char *detail, int fix)
+{
+	const struct bch_fsck_problem_info *info = &bch_fsck_problems[p];
+	struct fsck_out *o = ctx->priv;
+	FILE *f = o->json ? stderr : stdout;
+
+	fprintf(f, "%s%s%s%s\n  %s (0x%04x): %s", where, detail ? ": " : "", detail ? detail : "",
+		"", info->name, info->number, info->msg);
+	if (fix < 0) {
+		fputc('\n', f);
+		return ask();
+	}
+	fprintf(f, ": %s\n", fix ? "fixing" : (info->flags & FSCK_FATAL) ? "cannot fix" : "not fixed");
+	return BCH_FSCK_ANSWER_NO;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: bcachefs fsck [OPTION]... DEVICE...\n"
+"Check a bcachefs filesystem and repair what is wrong.  Give every member\n"
+"device (as arguments or joined by ':').\n"
+"\n"
+"  -n, --no          check only: open read-only, change nothing\n"
+"  -y, --yes         repair every problem without asking\n"
+"  -p, --preen       repair only what is safe without asking; report the rest\n"
+"                    (without -n/-y/-p, fsck asks per problem on a terminal)\n"
+"  -f, --force       check even if the filesystem was closed cleanly\n"
+"  -v, --verbose     more detail, and peak memory in the summary\n"
+"      --json        print the summary as JSON on stdout (problems on stderr)\n"
+"  -h, --help        this text\n"
+"\n"
+"Passes: 1 superblocks (every copy on every device).\n"
+"Exit status (bits, as fsck(8)): 0 clean, 1 errors corrected, 4 errors left\n"
+"uncorrected, 8 operational error, 16 usage error, 32 cancelled.\n");
+}
+
+static void summary(struct bch_fsck_ctx *ctx, struct fsck_out *o, char **devs, unsigned nr,
+		    int exit_code)
+{
+	uint64_t found = bch_fsck_nr_found(ctx), fixed = bch_fsck_nr_fixed(ctx);
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	if (o->json) {
+		printf("{\n  \"devices\": [");
+		for (unsigned i = 0; i < nr; i++) {
+			printf("%s", i ? ", " : "");
+			json_str(stdout, devs[i]);
+		}
+		printf("],\n  \"problems\": {");
+		bool first = true;
+		for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+			if (ctx->found[p]) {
+				printf("%s\n    \"%s\": { \"code\": %u, \"found\": %" PRIu64
+				       ", \"fixed\": %" PRIu64 " }", first ? "" : ",",
+				       bch_fsck_problems[p].name, bch_fsck_problems[p].number,
+				       ctx->found[p], ctx->fixed[p]);
+				first = false;
+			}
+		printf("%s},\n  \"found\": %" PRIu64 ",\n  \"fixed\": %" PRIu64
+		       ",\n  \"left\": %" PRIu64 ",\n  \"peak_rss_kib\": %ld,\n  \"exit\": %d\n}\n",
+		       first ? "" : "\n  ", found, fixed, found - fixed, ru.ru_maxrss, exit_code);
+		return;
+	}
+	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+		if (ctx->found[p])
+			printf("  %-20s %" PRIu64 " found, %" PRIu64 " fixed\n",
+			       bch_fsck_problems[p].name, ctx->found[p], ctx->fixed[p]);
+	for (unsigned i = 0; i < nr; i++)
+		printf("%s%s", i ? ":" : "", devs[i]);
+	printf(": %" PRIu64 " problem%s found, %" PRIu64 " fixed, %" PRIu64 " left\n",
+	       found, found == 1 ? "" : "s", fixed, found - fixed);
+	if (ctx->verbose)
+		printf("peak memory: %ld KiB\n", ru.ru_maxrss);
+}
+
+int cmd_fsck(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "no",		no_argument, NULL, 'n' },
+		{ "yes",	no_argument, NULL, 'y' },
+		{ "preen",	no_argument, NULL, 'p' },
+		{ "force",	no_argument, NULL, 'f' },
+		{ "verbose",	no_argument, NULL, 'v' },
+		{ "json",	no_argument, NULL, 'j' },
+		{ "help",	no_argument, NULL, 'h' },
+		{ NULL }
+	};
+	struct fsck_out o = { 0 };
+	struct bch_fsck_ctx *ctx = calloc(1, sizeof(*ctx));
+	int opt, modes = 0, exit_code = FSCK_EXIT_OK;
+
+	if (!ctx)
+		abort();
+	ctx->mode = BCH_FSCK_ASK;
+	ctx->report = report;
+	ctx->priv = &o;
+	/* "a" is e2fsck's old spelling of -p */
+	while ((opt = getopt_long(argc, argv, "nypafvh", longopts, NULL)) != -1)
+		switch (opt) {
+		case 'n': ctx->mode = BCH_FSCK_NO;	modes++; break;
+		case 'y': ctx->mode = BCH_FSCK_YES;	modes++; break;
+		case 'a':
+		case 'p': ctx->mode = BCH_FSCK_PREEN;	modes++; break;
+		case 'f': ctx->force = true;		break;
+		case 'v': ctx->verbose = true;		break;
+		case 'j': o.json = true;		break;
+		case 'h':
+			usage(stdout);
+			free(ctx);
+			return FSCK_EXIT_OK;
+		default:
+			usage(stderr);
+			free(ctx);
+			return FSCK_EXIT_USAGE;
+		}
+	if (modes > 1) {
+		cmd_err("fsck", "only one of -n, -y and -p");
+		free(ctx);
+		return FSCK_EXIT_USAGE;
+	}
+	if (optind == argc) {
+		cmd_err("fsck", "no devices given");
+		usage(stderr);
+		free(ctx);
+		return FSCK_EXIT_USAGE;
+	}
+	if (ctx->mode == BCH_FSCK_ASK && (!isatty(STDIN_FILENO) || o.json)) {
+		cmd_err("fsck", "need a terminal to ask about repairs; use -n, -p or -y");
+		free(ctx);
+		return FSCK_EXIT_USAGE;
+	}
+
+	unsigned nr;
+	char **devs = split_devs(argv + optind, argc - optind, &nr);
+	struct bch_sb *sb = NULL;
+
+	if (!o.json)
+		printf("pass 1: superblocks\n");
+	int ret = bch_fsck_superblocks(ctx, devs, nr, &sb);
+	if (ret && ctx->err_msg[0]) {
+		cmd_err("fsck", "%s", ctx->err_msg);
+		exit_code |= FSCK_EXIT_ERROR;
+	} else if (ret || ctx->fatal) {
+		exit_code |= FSCK_EXIT_ERROR;
+	}
+	free(sb);
+
+	uint64_t found = bch_fsck_nr_found(ctx), fixed = bch_fsck_nr_fixed(ctx);
+	if (fixed)
+		exit_code |= FSCK_EXIT_CORRECTED;
+	if (found > fixed)
+		exit_code |= FSCK_EXIT_UNCORRECTED;
+	if (ctx->cancelled)
+		exit_code |= FSCK_EXIT_CANCELLED;
+	/* an operational error was reported on stderr; a count would only mislead */
+	if (o.json || !(ret && ctx->err_msg[0]))
+		summary(ctx, &o, devs, nr, exit_code);
+	free_devs(devs);
+	free(ctx);
+	return exit_code;
+}

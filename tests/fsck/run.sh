@@ -1,0 +1,52 @@
+#!/bin/sh
+# fsck golden cases, in the e2fsprogs style.  Each tests/fsck/<case>/ holds
+#   script   builds and damages an image in the current directory (with $B
+#            the binary) and writes the device list to ./devs
+#   expect.1 output and exit status of `bcachefs fsck -y DEVS`
+#   expect.2 output and exit status of a second run, `bcachefs fsck -n DEVS`
+# Before -y, a `fsck -n` run must change no byte of any device and must exit
+# with bit 4 set whenever -y repairs something.
+# UPDATE=1 rewrites the expect files from the current output (review the diff!).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+export B="$root/bcachefs"
+pass=0 fail=0
+cases=${*:-$(cd "$here" && ls -d */ | tr -d /)}
+for c in $cases; do
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsck-$c.XXXXXX")
+	ok=true why=
+	(cd "$dir" && sh "$here/$c/script") >"$dir/script.log" 2>&1 || { ok=false; why="script failed: $(tail -3 "$dir/script.log")"; }
+	if $ok; then
+		devs=$(cat "$dir/devs")
+		sums_before=$(cd "$dir" && sha256sum $devs)
+		(cd "$dir" && "$B" fsck -n $devs) >"$dir/out.0" 2>&1
+		rc0=$?
+		sums_after=$(cd "$dir" && sha256sum $devs)
+		[ "$sums_before" = "$sums_after" ] || { ok=false; why="fsck -n changed a device"; }
+		for run in 1 2; do
+			flag=-y; [ $run = 2 ] && flag=-n
+			(cd "$dir" && "$B" fsck $flag $devs; echo "Exit status is $?") >"$dir/out.$run" 2>&1
+			if [ "${UPDATE:-0}" = 1 ]; then
+				cp "$dir/out.$run" "$here/$c/expect.$run"
+			elif ! cmp -s "$dir/out.$run" "$here/$c/expect.$run"; then
+				ok=false
+				why="$why
+fsck $flag output differs from expect.$run:
+$(diff "$here/$c/expect.$run" "$dir/out.$run" | head -20)"
+			fi
+		done
+		rc1=$(sed -n 's/^Exit status is //p' "$dir/out.1")
+		if [ $((rc1 & 1)) = 1 ] && [ $((rc0 & 4)) != 4 ]; then
+			ok=false; why="$why
+fsck -n exited $rc0 although -y repaired something"
+		fi
+	fi
+	if $ok; then
+		pass=$((pass + 1)); echo "PASS $c"; rm -rf "$dir"
+	else
+		fail=$((fail + 1)); echo "FAIL $c (kept $dir): $why"
+	fi
+done
+echo "fsck: $pass passed, $fail failed, 0 skipped"
+[ "$fail" = 0 ]

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fsck_test.c - the fix decision per mode (-n, -y, -p, asking with
+ * remembered per-class answers and quit), the problem table's stable codes,
+ * and pass 1 on superblock damage that the CLI cannot produce: stale copies
+ * and a device whose superblock is older than its partner's.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blockdev.h"
+#include "format.h"
+#include "fsck.h"
+#include "super.h"
+
+static enum bch_fsck_answer scripted[16];
+static unsigned nr_asked;
+
+static enum bch_fsck_answer scripted_report(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
+					    const char *where, const char *detail, int fix)
+{
+	(void)ctx; (void)p; (void)where; (void)detail;
+	if (fix >= 0)
+		return BCH_FSCK_ANSWER_NO;
+	return scripted[nr_asked++];
+}
+
+Test(fsck, decision_per_mode)
+{
+	struct bch_fsck_ctx ctx = { .mode = BCH_FSCK_NO };
+
+	cr_assert_not(bch_fsck_problem(&ctx, BCH_FSCK_sb_copy_bad, "x", NULL));
+	ctx.mode = BCH_FSCK_YES;
+	cr_assert(bch_fsck_problem(&ctx, BCH_FSCK_sb_copy_bad, "x", NULL));
+	cr_assert_not(bch_fsck_problem(&ctx, BCH_FSCK_sb_none_valid, "x", NULL), "fatal fixed");
+	cr_assert(ctx.fatal);
+	ctx.mode = BCH_FSCK_PREEN;
+	cr_assert(bch_fsck_problem(&ctx, BCH_FSCK_sb_layout_bad, "x", NULL), "safe not preened");
+	cr_assert_eq(ctx.found[BCH_FSCK_sb_copy_bad], 2);
+	cr_assert_eq(bch_fsck_nr_found(&ctx), 4);
+	bch_fsck_fixed(&ctx, BCH_FSCK_sb_copy_bad);
+	cr_assert_eq(bch_fsck_nr_fixed(&ctx), 1);
+}
+
+Test(fsck, ask_remembers_class_answers)
+{
+	struct bch_fsck_ctx ctx = { .mode = BCH_FSCK_ASK, .report = scripted_report };
+
+	nr_asked = 0;
+	scripted[0] = BCH_FSCK_ANSWER_YES;
+	scripted[1] = BCH_FSCK_ANSWER_NO;
+	scripted[2] = BCH_FSCK_ANSWER_ALL;
+	scripted[3] = BCH_FSCK_ANSWER_NONE;
+	scripted[4] = BCH_FSCK_ANSWER_QUIT;
+	cr_assert(bch_fsck_problem(&ctx, BCH_FSCK_sb_copy_bad, "a", NULL));
+	cr_assert_not(bch_fsck_problem(&ctx, BCH_FSCK_sb_copy_bad, "b", NULL));
+	cr_assert(bch_fsck_problem(&ctx, BCH_FSCK_sb_copy_bad, "c", NULL));
+	/* "all": no more questions for this class */
+	cr_assert(bch_fsck_problem(&ctx, BCH_FSCK_sb_copy_bad, "d", NULL));
+	cr_assert_eq(nr_asked, 3);
+	cr_assert_not(bch_fsck_problem(&ctx, BCH_FSCK_sb_layout_bad, "e", NULL));
+	cr_assert_not(bch_fsck_problem(&ctx, BCH_FSCK_sb_layout_bad, "f", NULL));
+	cr_assert_eq(nr_asked, 4);
+	cr_assert_not(bch_fsck_problem(&ctx, BCH_FSCK_sb_copy_stale, "g", NULL));
+	cr_assert(ctx.cancelled);
+	/* after quit nothing is fixed and nobody is asked */
+	cr_assert_not(bch_fsck_problem(&ctx, BCH_FSCK_sb_dev_newer, "h", NULL));
+	cr_assert_eq(nr_asked, 5);
+}
+
+Test(fsck, problem_codes_unique)
+{
+	for (unsigned i = 0; i < BCH_FSCK_PROBLEM_NR; i++) {
+		cr_assert(bch_fsck_problems[i].name && bch_fsck_problems[i].msg);
+		cr_assert(bch_fsck_problems[i].pass >= 1 && bch_fsck_problems[i].pass <= 11);
+		for (unsigned j = i + 1; j < BCH_FSCK_PROBLEM_NR; j++)
+			cr_assert_neq(bch_fsck_problems[i].number, bch_fsck_problems[j].number,
+				      "%s and %s share a code", bch_fsck_problems[i].name,
+				      bch_fsck_problems[j].name);
+	}
+}
+
+/* ---------------------------------------------------- pass 1 on images */
+
+static char tmpdir[64];
+static char paths[2][128];
+
+static void setup(void)
+{
+	struct bch_format_dev devs[2] = { 0 };
+	struct bch_format_args args = { .no_btrees = true };
+	struct bch_opts o;
+	char err[256];
+
+	strcpy(tmpdir, "/tmp/bch-fsck-XXXXXX");
+	cr_assert(mkdtemp(tmpdir));
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "%s/d%u.img", tmpdir, i);
+		devs[i].path = paths[i];
+		devs[i].size = 32 << 20;
+		devs[i].durability = 1;
+	}
+	bch_opts_default(&o);
+	cr_assert_eq(bch_format(devs, 2, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
+}
+
+static void teardown(void)
+{
+	for (unsigned i = 0; i < 2; i++)
+		unlink(paths[i]);
+	rmdir(tmpdir);
+}
+
+/* Write sb with seq bumped by one to the given copies of device dev. */
+static void write_newer(unsigned dev, const unsigned *copies, unsigned nr)
+{
+	struct bch_blockdev *bd;
+	struct bch_sb *sb;
+
+	cr_assert_eq(bch_dev_open(paths[dev], 0, &bd), 0);
+	cr_assert_eq(bch_sb_read(bd, &sb, NULL), 0);
+	sb->seq++;
+	for (unsigned i = 0; i < nr; i++)
+		cr_assert_eq(bch_sb_write_copy(bd, sb, dev, sb->layout.sb_offset[copies[i]]), 0);
+	bch_dev_close(bd);
+	free(sb);
+}
+
+static void run(struct bch_fsck_ctx *ctx)
+{
+	char *p[2] = { paths[0], paths[1] };
+
+	cr_assert_eq(bch_fsck_superblocks(ctx, p, 2, NULL), 0, "%s", ctx->err_msg);
+}
+
+Test(fsck, stale_copy_rewritten, .init = setup, .fini = teardown)
+{
+	static const unsigned first_two[] = { 0, 1 };
+	static const unsigned all[] = { 0, 1, 2 };
+	struct bch_fsck_ctx ctx = { .mode = BCH_FSCK_NO };
+
+	/* device 0: copies 0 and 1 newer than the end copy; device 1 all newer */
+	write_newer(0, first_two, 2);
+	write_newer(1, all, 3);
+	run(&ctx);
+	cr_assert_eq(ctx.found[BCH_FSCK_sb_copy_stale], 1);
+	cr_assert_eq(bch_fsck_nr_found(&ctx), 1);
+
+	struct bch_fsck_ctx fix = { .mode = BCH_FSCK_YES };
+	run(&fix);
+	cr_assert_eq(fix.fixed[BCH_FSCK_sb_copy_stale], 1);
+	struct bch_fsck_ctx again = { .mode = BCH_FSCK_NO };
+	run(&again);
+	cr_assert_eq(bch_fsck_nr_found(&again), 0);
+}
+
+Test(fsck, older_device_rewritten, .init = setup, .fini = teardown)
+{
+	static const unsigned all[] = { 0, 1, 2 };
+	struct bch_fsck_ctx ctx = { .mode = BCH_FSCK_PREEN };
+
+	/* device 1 missed the last superblock write entirely */
+	write_newer(0, all, 3);
+	run(&ctx);
+	cr_assert_eq(ctx.found[BCH_FSCK_sb_dev_newer], 1);
+	cr_assert_eq(ctx.fixed[BCH_FSCK_sb_dev_newer], 1);
+
+	struct bch_fsck_ctx again = { .mode = BCH_FSCK_NO };
+	run(&again);
+	cr_assert_eq(bch_fsck_nr_found(&again), 0);
+
+	/* and the rewritten device kept its own index */
+	struct bch_blockdev *bd;
+	struct bch_sb *sb;
+	cr_assert_eq(bch_dev_open(paths[1], BCH_DEV_RDONLY, &bd), 0);
+	cr_assert_eq(bch_sb_read(bd, &sb, NULL), 0);
+	cr_assert_eq(sb->dev_idx, 1);
+	bch_dev_close(bd);
+	free(sb);
+}
