@@ -430,7 +430,7 @@ static int write_device(struct bch_format_dev *d, struct dev_plan *p,
 	sb->layout.sb_offset[1] = BCH_SB_SECTOR + sb_area;
 	sb->layout.sb_offset[2] = p->last_sb;
 	sb->layout.sb_offset[3] = 0;
-	ret = bch_sb_write_dev(bd, sb, idx);
+	ret = bch_sb_write_dev(bd, sb, idx, &sb->layout);
 out:
 	if (ret)
 		errf(err, errlen, ret, "%s: writing: %s", d->path, bch_err_str(ret));

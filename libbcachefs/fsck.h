@@ -49,7 +49,9 @@
 	x(sb_not_member,	0x0108, 1, FSCK_FATAL,						\
 	  "device is not a member of the filesystem")					\
 	x(sb_dev_newer,		0x0109, 1, FSCK_SAFE,						\
-	  "device has an older superblock than another member; rewrite it")
+	  "device has an older superblock than another member; rewrite it")		\
+	x(sb_layout_unusable,	0x010a, 1, FSCK_FATAL,						\
+	  "no superblock copy has a layout that fits the device")
 
 enum bch_fsck_problem {
 #define x(n, ...)	BCH_FSCK_##n,

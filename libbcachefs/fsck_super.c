@@ -12,11 +12,14 @@
  *                      filesystem's newest: all its copies are rewritten
  *   sb_copy_bad        a damaged copy at a place the layout lists
  *   sb_copy_stale      a valid copy older than the device's newest
- *   sb_layout_bad      a damaged standalone layout record (sector 7)
+ *   sb_layout_bad      a damaged standalone layout record (sector 7), or one
+ *                      that lists other places than the superblock
+ *   sb_layout_unusable no valid copy has a layout that fits the device (fatal)
  *
  * The newest valid superblock over all devices is the truth; repairs write
- * it (with each device's own index and each copy's own offset) over the bad
- * copies, then flush.  With -n devices are opened read-only.
+ * it (with each device's own index, layout and copy offset: the layout is
+ * per device, as the end copy's place depends on the device's size) over the
+ * bad copies, then flush.  With -n devices are opened read-only.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -37,11 +40,57 @@ struct dev_state {
 	struct bch_sb_read_report	report;
 };
 
-static bool in_layout(const struct bch_sb *sb, uint64_t sector)
+/*
+ * Would newest, written to this device as member idx with layout, read back
+ * as valid?  (Validation includes the layout against the member's buckets and
+ * the device's size.)
+ */
+static bool layout_fits(struct bch_sb *buf, const struct bch_sb *newest, size_t newest_buf,
+			const struct bch_sb_layout *layout, unsigned idx, uint64_t dev_sectors)
 {
-	for (unsigned i = 0; i < sb->layout.nr_superblocks && i < BCH_SB_LAYOUT_MAX; i++)
-		if (sb->layout.sb_offset[i] == sector)
+	memcpy(buf, newest, newest_buf);
+	buf->layout = *layout;
+	buf->dev_idx = idx;
+	buf->offset = layout->sb_offset[0];
+	bch_sb_set_csum(buf);
+	if (bch_sb_validate(buf, newest_buf, NULL, 0))
+		return false;
+	for (unsigned i = 0; i < layout->nr_superblocks; i++)
+		if (layout->sb_offset[i] + (1ULL << layout->sb_max_size_bits) > dev_sectors)
+			return false;
+	return true;
+}
+
+/*
+ * This device's layout: its newest copy's, unless that one (damaged in a way
+ * its checksum did not catch) does not fit; then that of another valid copy.
+ */
+static bool pick_layout(struct dev_state *d, struct bch_sb *buf, const struct bch_sb *newest,
+			size_t newest_buf, struct bch_sb_layout *ret)
+{
+	uint64_t dev_sectors = bch_dev_size(d->bdev) >> BCH_SECTOR_SHIFT;
+	unsigned idx = d->sb->dev_idx;
+
+	if (layout_fits(buf, newest, newest_buf, &d->sb->layout, idx, dev_sectors)) {
+		*ret = d->sb->layout;
+		return true;
+	}
+	for (unsigned i = 0; i < d->report.nr; i++) {
+		struct bch_sb_copy_report c;
+		struct bch_sb *copy = NULL;
+		bool ok = false;
+
+		if (d->report.copies[i].err ||
+		    bch_sb_read_copy(d->bdev, d->report.copies[i].offset, &copy, &c))
+			continue;
+		if (layout_fits(buf, newest, newest_buf, &copy->layout, idx, dev_sectors)) {
+			*ret = copy->layout;
+			ok = true;
+		}
+		free(copy);
+		if (ok)
 			return true;
+	}
 	return false;
 }
 
@@ -58,13 +107,19 @@ static int check_dev_copies(struct bch_fsck_ctx *ctx, struct dev_state *d, struc
 	if (!buf)
 		return -ENOMEM;
 
+	struct bch_sb_layout layout;
+	if (!pick_layout(d, buf, newest, newest_buf, &layout)) {
+		bch_fsck_problem(ctx, BCH_FSCK_sb_layout_unusable, d->path, NULL);
+		goto out;
+	}
+
 	if (d->sb->seq < newest->seq) {
 		snprintf(where, sizeof(where), "%s", d->path);
 		snprintf(detail, sizeof(detail), "seq %" PRIu64 ", filesystem is at seq %" PRIu64,
 			 (uint64_t)d->sb->seq, (uint64_t)newest->seq);
 		if (bch_fsck_problem(ctx, BCH_FSCK_sb_dev_newer, where, detail)) {
 			memcpy(buf, newest, newest_buf);
-			ret = bch_sb_write_dev(d->bdev, buf, idx);
+			ret = bch_sb_write_dev(d->bdev, buf, idx, &layout);
 			if (ret)
 				goto out;
 			bch_fsck_fixed(ctx, BCH_FSCK_sb_dev_newer);
@@ -72,40 +127,58 @@ static int check_dev_copies(struct bch_fsck_ctx *ctx, struct dev_state *d, struc
 		goto out;	/* every copy was older or bad: one problem, one repair */
 	}
 
-	for (unsigned i = 0; i < d->report.nr; i++) {
-		const struct bch_sb_copy_report *c = &d->report.copies[i];
+	/* every copy this device's layout lists (read again: the standalone
+	 * layout record may have listed other places, or none) */
+	for (unsigned i = 0; i < layout.nr_superblocks && i < BCH_SB_LAYOUT_MAX; i++) {
+		uint64_t sector = layout.sb_offset[i];
+		struct bch_sb_copy_report c = { 0 };
+		struct bch_sb *copy = NULL;
 		enum bch_fsck_problem p;
 
-		if (!in_layout(newest, c->offset))
-			continue;	/* a probe outside the layout: not ours to judge */
-		if (c->err)
+		if (!bch_sb_read_copy(d->bdev, sector, &copy, &c))
+			free(copy);
+		if (c.err)
 			p = BCH_FSCK_sb_copy_bad;
-		else if (c->seq < d->sb->seq)
+		else if (c.seq < d->sb->seq)
 			p = BCH_FSCK_sb_copy_stale;
 		else
 			continue;
 		snprintf(where, sizeof(where), "%s: superblock copy at sector %" PRIu64,
-			 d->path, c->offset);
+			 d->path, sector);
 		if (p == BCH_FSCK_sb_copy_bad)
-			snprintf(detail, sizeof(detail), "%s", c->msg[0] ? c->msg : bch_err_str(c->err));
+			snprintf(detail, sizeof(detail), "%s", c.msg[0] ? c.msg : bch_err_str(c.err));
 		else
 			snprintf(detail, sizeof(detail), "seq %" PRIu64 ", newest is %" PRIu64,
-				 c->seq, (uint64_t)d->sb->seq);
+				 c.seq, (uint64_t)d->sb->seq);
 		if (bch_fsck_problem(ctx, p, where, detail)) {
 			memcpy(buf, newest, newest_buf);
-			ret = bch_sb_write_copy(d->bdev, buf, idx, c->offset);
+			buf->layout = layout;	/* this device's own */
+			ret = bch_sb_write_copy(d->bdev, buf, idx, sector);
 			if (ret)
 				goto out;
 			wrote = true;
 			bch_fsck_fixed(ctx, p);
 		}
 	}
-	if (d->report.layout_err) {
+	/* the standalone record must list exactly this layout */
+	bool layout_differs = false;
+	if (!d->report.layout_err) {
+		struct bch_sb_layout l;
+		if (!bch_dev_read(d->bdev, &l, sizeof(l), BCH_SB_LAYOUT_SECTOR << BCH_SECTOR_SHIFT) &&
+		    (l.nr_superblocks != layout.nr_superblocks ||
+		     memcmp(l.sb_offset, layout.sb_offset, sizeof(l.sb_offset)) ||
+		     l.sb_max_size_bits != layout.sb_max_size_bits))
+			layout_differs = true;
+	}
+	if (d->report.layout_err || layout_differs) {
 		snprintf(where, sizeof(where), "%s: superblock layout at sector %u", d->path,
 			 BCH_SB_LAYOUT_SECTOR);
 		if (bch_fsck_problem(ctx, BCH_FSCK_sb_layout_bad, where,
-				     d->report.layout_err == -EIO ? "read error" : "bad magic or checksum")) {
-			ret = bch_sb_write_layout(d->bdev, newest);
+				     layout_differs ? "does not match the superblock's layout"
+				     : d->report.layout_err == -EIO ? "read error" : "bad magic or checksum")) {
+			memcpy(buf, newest, newest_buf);
+			buf->layout = layout;
+			ret = bch_sb_write_layout(d->bdev, buf);
 			if (ret)
 				goto out;
 			wrote = true;
@@ -208,6 +281,10 @@ int bch_fsck_superblocks(struct bch_fsck_ctx *ctx, char * const *paths, unsigned
 				 paths[i], bch_err_str(ret));
 			goto out;
 		}
+	}
+	if (ctx->fatal) {
+		ret = -BCH_ERR_sb_invalid;
+		goto out;
 	}
 	if (sb_ret) {
 		*sb_ret = malloc(buf_bytes);

@@ -408,6 +408,21 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 	    (ret = validate_opts(sb, err, errlen)))
 		return ret;
 
+	/* this device's copies lie outside its buckets: writing one never hits data */
+	const struct bch_member *me = bch_sb_member(sb, sb->dev_idx);
+	if (!me || !bch_member_exists(me))
+		return errf(err, errlen, -BCH_ERR_sb_invalid, "device index %u is not a member",
+			    sb->dev_idx);
+	uint64_t data_start = (uint64_t)me->first_bucket * me->bucket_size;
+	uint64_t data_end = me->nbuckets * me->bucket_size;
+	uint64_t area = 1ULL << sb->layout.sb_max_size_bits;
+	for (unsigned i = 0; i < sb->layout.nr_superblocks; i++) {
+		uint64_t o = sb->layout.sb_offset[i];
+		if (o + area > data_start && o < data_end)
+			return errf(err, errlen, -BCH_ERR_sb_invalid,
+				    "layout: copy at sector %" PRIu64 " lies inside the buckets", o);
+	}
+
 	struct bch_sb_field *clean = bch_sb_field_get(sb, BCH_SB_FIELD_clean);
 	if ((sb->flags & BCH_SB_FLAG_CLEAN) && !clean)
 		return errf(err, errlen, -BCH_ERR_sb_invalid, "marked clean without a clean record");
@@ -418,7 +433,7 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 
 /* --------------------------------------------------------------- reading */
 
-static int read_copy(struct bch_blockdev *dev, uint64_t sector, struct bch_sb **ret,
+int bch_sb_read_copy(struct bch_blockdev *dev, uint64_t sector, struct bch_sb **ret,
 		     struct bch_sb_copy_report *r)
 {
 	struct bch_sb *sb = NULL;
@@ -470,6 +485,16 @@ static int read_copy(struct bch_blockdev *dev, uint64_t sector, struct bch_sb **
 			 (uint64_t)sb->offset);
 		goto fail;
 	}
+	/* the layout must fit this device (bch_sb_validate cannot know its size) */
+	for (unsigned i = 0; i < sb->layout.nr_superblocks; i++)
+		if (sb->layout.sb_offset[i] + (1ULL << sb->layout.sb_max_size_bits) >
+		    (size >> BCH_SECTOR_SHIFT)) {
+			err = -BCH_ERR_sb_invalid;
+			snprintf(r->msg, sizeof(r->msg),
+				 "layout: copy at sector %" PRIu64 " is beyond the end of the device",
+				 (uint64_t)sb->layout.sb_offset[i]);
+			goto fail;
+		}
 	r->seq = sb->seq;
 	r->err = 0;
 	*ret = sb;
@@ -526,7 +551,7 @@ int bch_sb_read(struct bch_blockdev *dev, struct bch_sb **ret,
 		struct bch_sb *sb = NULL;
 
 		report->copies[i].offset = offs[i];
-		if (read_copy(dev, offs[i], &sb, &report->copies[i]))
+		if (bch_sb_read_copy(dev, offs[i], &sb, &report->copies[i]))
 			continue;
 		/*
 		 * Copies the layout lists come first: a probe at the end of
@@ -581,9 +606,12 @@ int bch_sb_write_layout(struct bch_blockdev *dev, const struct bch_sb *sb)
 			     (uint64_t)BCH_SB_LAYOUT_SECTOR << BCH_SECTOR_SHIFT);
 }
 
-int bch_sb_write_dev(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_idx)
+int bch_sb_write_dev(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_idx,
+		     const struct bch_sb_layout *layout)
 {
 	int ret;
+
+	sb->layout = *layout;
 
 	/* backups first, copy 0 last: a crash leaves an older or newer valid copy */
 	for (int i = sb->layout.nr_superblocks - 1; i >= 0; i--)
@@ -608,7 +636,8 @@ int bch_write_super(struct bch_fs *c)
 
 		if (!ca || !ca->bdev)
 			continue;
-		ret = bch_sb_write_dev(ca->bdev, c->sb, i);
+		/* each device keeps its own layout: the end copy depends on its size */
+		ret = bch_sb_write_dev(ca->bdev, c->sb, i, &ca->disk_sb->layout);
 		if (ret)
 			return bch_fs_err(c, ret, "%s: writing superblock: %s",
 					  bch_dev_path(ca->bdev), bch_err_str(ret));

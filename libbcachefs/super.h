@@ -52,6 +52,10 @@ struct bch_sb_read_report {
 int bch_sb_read(struct bch_blockdev *dev, struct bch_sb **ret,
 		struct bch_sb_read_report *report);
 
+/* Read and validate the one copy at sector (report: r); *ret malloc'd on success. */
+int bch_sb_read_copy(struct bch_blockdev *dev, uint64_t sector, struct bch_sb **ret,
+		     struct bch_sb_copy_report *r);
+
 /* Validate a superblock image of buf_bytes; message into err. */
 int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t errlen);
 
@@ -65,11 +69,13 @@ static inline size_t bch_sb_bytes(const struct bch_sb *sb)
 void bch_sb_set_csum(struct bch_sb *sb);
 
 /*
- * Write sb to every copy in its layout on one device, as member dev_idx.
- * Sets offset, dev_idx and the checksum of each copy; does not bump seq.
- * Writes backups first, copy 0 last, the standalone layout, then flushes.
+ * Write sb to every copy of layout (this device's own: the end copy's place
+ * depends on the device size) on one device, as member dev_idx.  Sets
+ * sb->layout, offset, dev_idx and the checksum of each copy; does not bump
+ * seq.  Writes backups first, copy 0 last, the standalone layout, then flushes.
  */
-int bch_sb_write_dev(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_idx);
+int bch_sb_write_dev(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_idx,
+		     const struct bch_sb_layout *layout);
 
 /*
  * Write one copy at sector (which must be in sb's layout) / the standalone
