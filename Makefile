@@ -81,6 +81,22 @@ demo: bcachefs
 soak: bcachefs build/unit-tests
 	@SOAK=1 tests/run-all.sh
 
+# libFuzzer targets (clang); FUZZ_TIME seconds each.  Crashes land in build/fuzz/.
+FUZZ_TIME ?= 60
+FUZZ_TARGETS := $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
+build/fuzz/%: fuzz/%.c $(LIB_SRCS)
+	@mkdir -p build/fuzz
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
+		-Ilibbcachefs -I. $(shell pkg-config --cflags $(PKGS)) -o $@ $< $(LIB_SRCS) $(LDLIBS)
+fuzz:
+	@scripts/install-deps.sh fuzz
+	@$(MAKE) --no-print-directory $(FUZZ_TARGETS)
+	@for t in $(FUZZ_TARGETS); do \
+		mkdir -p build/fuzz/corpus-$$(basename $$t); \
+		echo "== $$t ($(FUZZ_TIME)s)"; \
+		$$t -max_total_time=$(FUZZ_TIME) -artifact_prefix=build/fuzz/ build/fuzz/corpus-$$(basename $$t) || exit 1; \
+	done
+
 bench: bcachefs
 	@scripts/install-deps.sh bench
 	@bench/run.sh
@@ -96,7 +112,7 @@ install: bcachefs
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli demo soak bench install clean test-deps
+.PHONY: all check unit cli demo soak bench fuzz install clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8

@@ -3,7 +3,7 @@
 # The list lives here and nowhere else. Only missing packages are installed.
 # As root: apt-get installs them. Otherwise: prints the command and fails.
 #
-# usage: scripts/install-deps.sh [build|test|bench]   (default: test)
+# usage: scripts/install-deps.sh [build|test|bench|fuzz]   (default: test)
 set -eu
 
 BUILD_PKGS="build-essential pkg-config uuid-dev libblkid-dev zlib1g-dev liblz4-dev \
@@ -14,13 +14,16 @@ libarchive-dev libcriterion-dev"
 # fusermount3, jq to check --json output).
 TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time"
+# make fuzz: clang with libFuzzer.
+FUZZ_PKGS="clang libclang-rt-14-dev"
 
 what=${1:-test}
 case "$what" in
 	build) want="$BUILD_PKGS" ;;
 	test)  want="$BUILD_PKGS $TEST_PKGS" ;;
 	bench) want="$BUILD_PKGS $TEST_PKGS $BENCH_PKGS" ;;
-	*) echo "usage: $0 [build|test|bench]" >&2; exit 2 ;;
+	fuzz)  want="$BUILD_PKGS $FUZZ_PKGS" ;;
+	*) echo "usage: $0 [build|test|bench|fuzz]" >&2; exit 2 ;;
 esac
 
 missing=""
