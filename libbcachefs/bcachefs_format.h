@@ -596,4 +596,50 @@ struct bch_jset_entry {
 };
 _Static_assert(sizeof(struct bch_jset_entry) == 8, "bch_jset_entry size");
 
+/* ------------------------------------------------------------ extent data */
+
+/*
+ * How one encoded extent is stored: the data path checksums (and maybe
+ * compresses) file data in units of at most encoded_extent_max, each written
+ * once to freshly allocated space, padded with zeros to whole blocks.  An
+ * extent key refers to part or all of one encoded extent (overwrites trim keys
+ * without rewriting data), so the key's sectors are [offset, offset + size)
+ * of the DECODED extent.  (32 bytes)
+ *
+ * OFFSET SIZE DESCRIPTION
+ *   0     4  compressed_sectors    sectors the encoded extent occupies on disk
+ *   4     4  uncompressed_sectors  sectors of data it decodes to
+ *   8     4  compressed_bytes      exact length of the encoded stream (for
+ *                                  none: uncompressed_sectors * 512)
+ *  12     1  csum_type             enum bch_csum_type, over the whole encoded
+ *                                  extent (compressed_sectors * 512 bytes,
+ *                                  padding included)
+ *  13     1  compression_type      enum bch_compression_type (see compress.h
+ *                                  for each type's encoded form)
+ *  14     2  offset                sectors into the decoded extent where this
+ *                                  key's data starts
+ *  16    16  csum                  the checksum
+ */
+struct bch_extent_crc {
+	__le32			compressed_sectors;
+	__le32			uncompressed_sectors;
+	__le32			compressed_bytes;
+	__u8			csum_type;
+	__u8			compression_type;
+	__le16			offset;
+	struct bch_csum		csum;
+};
+_Static_assert(sizeof(struct bch_extent_crc) == 32, "bch_extent_crc size");
+
+/*
+ * Value of an extent key (btree extents; position = (inode, END sector,
+ * snapshot), key size = sectors covered): the encoding, then one pointer per
+ * replica (1..BCH_REPLICAS_MAX), each to compressed_sectors on its device.
+ */
+struct bch_extent {
+	struct bch_extent_crc	crc;
+	struct bch_extent_ptr	ptrs[];
+};
+_Static_assert(sizeof(struct bch_extent) == 32, "bch_extent size");
+
 #endif /* _BCACHEFS_FORMAT_H */
