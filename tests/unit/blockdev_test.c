@@ -19,27 +19,18 @@
 
 #include "blockdev.h"
 #include "errcode.h"
+#include "tests/lib/tmpdir.h"
 
 static char tmpdir[64];
 
 static void setup(void)
 {
-	strcpy(tmpdir, "/tmp/bch-blockdev-XXXXXX");
-	cr_assert(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "blockdev");
 }
 
 static void teardown(void)
 {
-	DIR *d = opendir(tmpdir);
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
-	rmdir(tmpdir);
+	test_tmpdir_remove(tmpdir);
 }
 
 TestSuite(blockdev, .init = setup, .fini = teardown);

@@ -17,6 +17,7 @@
 #include "format.h"
 #include "fsck.h"
 #include "super.h"
+#include "tests/lib/tmpdir.h"
 
 static enum bch_fsck_answer scripted[16];
 static unsigned nr_asked;
@@ -97,8 +98,7 @@ static void setup(void)
 	struct bch_opts o;
 	char err[256];
 
-	strcpy(tmpdir, "/tmp/bch-fsck-XXXXXX");
-	cr_assert(mkdtemp(tmpdir));
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "fsck");
 	for (unsigned i = 0; i < 2; i++) {
 		snprintf(paths[i], sizeof(paths[i]), "%s/d%u.img", tmpdir, i);
 		devs[i].path = paths[i];
@@ -111,9 +111,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	for (unsigned i = 0; i < 2; i++)
-		unlink(paths[i]);
-	rmdir(tmpdir);
+	test_tmpdir_remove(tmpdir);
 }
 
 /* Write sb with seq bumped by one to the given copies of device dev. */

@@ -16,6 +16,7 @@
 #include "blockdev.h"
 #include "errcode.h"
 #include "tests/lib/iorecord.h"
+#include "tests/lib/tmpdir.h"
 
 #define NR_DEVS		2
 #define DEV_SIZE	(64 << 10)
@@ -36,8 +37,7 @@ static const char *dev_path(unsigned i)
 /* Two image files with distinct patterns, opened, attached to a recorder. */
 static void setup(void)
 {
-	strcpy(tmpdir, "/tmp/bch-iorecord-XXXXXX");
-	cr_assert(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "iorecord");
 
 	rec = iorec_new(NR_DEVS);
 	cr_assert(rec);
@@ -56,22 +56,13 @@ static void setup(void)
 
 static void teardown(void)
 {
-	DIR *d;
-	struct dirent *e;
-
 	iorec_free(rec);
 	rec = NULL;
 	for (unsigned i = 0; i < NR_DEVS; i++) {
 		bch_dev_close(devs[i]);
 		devs[i] = NULL;
 	}
-	if (!(d = opendir(tmpdir)))
-		return;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
-	rmdir(tmpdir);
+	test_tmpdir_remove(tmpdir);
 }
 
 TestSuite(iorecord, .init = setup, .fini = teardown);

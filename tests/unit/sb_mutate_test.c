@@ -19,6 +19,7 @@
 #include "format.h"
 #include "fsck.h"
 #include "super.h"
+#include "tests/lib/tmpdir.h"
 
 #define DEV_MB		32
 /*
@@ -45,8 +46,7 @@ static void setup(void)
 	struct bch_opts o;
 	char err[256];
 
-	strcpy(tmpdir, "/tmp/bch-sbmut-XXXXXX");
-	cr_assert(mkdtemp(tmpdir));
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "sbmut");
 	for (unsigned i = 0; i < 2; i++) {
 		snprintf(paths[i], sizeof(paths[i]), "%s/d%u.img", tmpdir, i);
 		devs[i].path = paths[i];
@@ -87,11 +87,10 @@ static void setup(void)
 static void teardown(void)
 {
 	for (unsigned i = 0; i < 2; i++) {
-		unlink(paths[i]);
 		free(pristine_front[i]);
 		free(pristine_end[i]);
 	}
-	rmdir(tmpdir);
+	test_tmpdir_remove(tmpdir);
 }
 
 /* Restore device i's sb areas, mutate them with seed, write them back. */

@@ -20,27 +20,18 @@
 #include "format.h"
 #include "opts.h"
 #include "super.h"
+#include "tests/lib/tmpdir.h"
 
 static char tmpdir[64];
 
 static void setup(void)
 {
-	strcpy(tmpdir, "/tmp/bch-super-XXXXXX");
-	cr_assert(mkdtemp(tmpdir), "mkdtemp: %s", strerror(errno));
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "super");
 }
 
 static void teardown(void)
 {
-	DIR *d = opendir(tmpdir);
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
-	rmdir(tmpdir);
+	test_tmpdir_remove(tmpdir);
 }
 
 TestSuite(super, .init = setup, .fini = teardown);
