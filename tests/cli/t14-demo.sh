@@ -1,0 +1,5 @@
+# make demo's script runs to the end and shows what it says it shows
+"$ROOT/scripts/demo.sh" >out 2>err || fail "demo failed: $(tail -5 err)"
+expect_in out 'Label: +tier1'
+expect_in out 'sector 8: +BAD'
+expect_in out 'valid, seq [0-9]+ \(used\)'
