@@ -1,0 +1,657 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * journal.c - the write-ahead log (see journal.h for the contract).
+ *
+ * Space: each journal device has a ring of buckets.  An entry for sequence s
+ * goes to metadata_replicas devices, starting with device s % nr (so the
+ * devices share the load).  On each device it is written at the current
+ * offset of the current bucket, or at the start of the next bucket when it
+ * does not fit — which needs the next bucket to hold nothing at or after
+ * last_seq_ondisk.  Every data-bearing entry leaves room in its bucket for a
+ * roots-only "marker" entry: when the ring is full, reclaim flushes every
+ * pin (all of them protect durable entries, as the open entry is written
+ * first) and the marker records the new last_seq, which frees the buckets.
+ *
+ * The open entry: reservations append sub-entries to a buffer; the buffer
+ * becomes a jset when it is written.  res_get makes sure, before anything is
+ * added, that the open entry plus the new data will fit somewhere, so
+ * writing an entry never has to wait.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "checksum.h"
+#include "errcode.h"
+#include "journal.h"
+#include "super.h"
+
+#define JOURNAL_ENTRY_MAX_BYTES	(1U << 20)
+
+struct journal_dev {
+	unsigned	dev;
+	unsigned	nr;		/* ring slots */
+	uint64_t	*bucket;	/* device bucket of each slot */
+	uint64_t	*bucket_seq;	/* newest sequence written in each slot, 0 = none */
+	unsigned	cur;		/* slot being filled */
+	unsigned	cur_off;	/* sectors used in it */
+	unsigned	bucket_sectors;
+};
+
+struct bch_journal {
+	struct journal_dev	devs[BCH_SB_MEMBERS_MAX];
+	unsigned		nr_devs;
+	unsigned		replicas;
+	unsigned		block_sectors;
+	unsigned		csum_type;
+	unsigned		max_u64s;	/* payload of one entry, roots included */
+
+	uint64_t		seq;		/* the open entry */
+	uint64_t		durable;	/* newest written and flushed */
+	uint64_t		last_seq_ondisk;	/* last_seq of that entry */
+	bool			started;
+
+	uint64_t		*buf;		/* sub-entries of the open entry */
+	unsigned		buf_u64s;
+	unsigned		reserved;	/* held by an outstanding reservation */
+
+	struct bch_journal_pin	pins;		/* list head, oldest first */
+	unsigned		(*roots_u64s)(struct bch_fs *c);
+	void			(*roots_fill)(struct bch_fs *c, struct bch_jset_entry *dst);
+};
+
+static inline struct bch_journal *J(struct bch_fs *c)
+{
+	return c->journal;
+}
+
+static unsigned roots_u64s(struct bch_fs *c)
+{
+	return J(c)->roots_u64s ? J(c)->roots_u64s(c) : 0;
+}
+
+/* Sectors an entry of u64s payload takes on disk. */
+static unsigned entry_sectors(struct bch_journal *j, unsigned u64s)
+{
+	unsigned bytes = sizeof(struct bch_jset) + u64s * 8;
+	unsigned block = j->block_sectors << BCH_SECTOR_SHIFT;
+
+	return (bytes + block - 1) / block * j->block_sectors;
+}
+
+/* ----------------------------------------------------------- init / exit */
+
+int bch_fs_journal_init(struct bch_fs *c)
+{
+	struct bch_sb_field_journal *f = bch_sb_get_journal(c->sb);
+	struct bch_journal *j = calloc(1, sizeof(*j));
+
+	if (!j)
+		return -ENOMEM;
+	c->journal = j;
+	j->block_sectors = c->sb->block_size;
+	j->csum_type = c->opts.v[Opt_metadata_checksum];
+	j->pins.next = j->pins.prev = &j->pins;
+
+	unsigned runs = f ? (f->field.u64s * 8 - sizeof(f->field)) / sizeof(f->runs[0]) : 0;
+	for (unsigned r = 0; r < runs; r++) {
+		unsigned dev = f->runs[r].dev;
+		struct journal_dev *jd = NULL;
+
+		for (unsigned i = 0; i < j->nr_devs; i++)
+			if (j->devs[i].dev == dev)
+				jd = &j->devs[i];
+		if (!jd) {
+			jd = &j->devs[j->nr_devs++];
+			jd->dev = dev;
+			jd->bucket_sectors = bch_sb_member(c->sb, dev)->bucket_size;
+		}
+		uint64_t *b = realloc(jd->bucket, (jd->nr + f->runs[r].nr) * sizeof(*b));
+		if (!b)
+			return -ENOMEM;
+		jd->bucket = b;
+		for (unsigned i = 0; i < f->runs[r].nr; i++)
+			jd->bucket[jd->nr++] = f->runs[r].start + i;
+	}
+	if (!j->nr_devs)
+		return bch_fs_err(c, -BCH_ERR_journal_bad, "the superblock lists no journal buckets");
+
+	unsigned min_bucket = UINT32_MAX;
+	for (unsigned i = 0; i < j->nr_devs; i++) {
+		struct journal_dev *jd = &j->devs[i];
+		jd->bucket_seq = calloc(jd->nr, sizeof(uint64_t));
+		if (!jd->bucket_seq)
+			return -ENOMEM;
+		if (jd->bucket_sectors < min_bucket)
+			min_bucket = jd->bucket_sectors;
+	}
+	/* one entry, plus the marker's block(s), fits in a bucket */
+	unsigned bytes = (min_bucket << BCH_SECTOR_SHIFT) / 2;
+	if (bytes > JOURNAL_ENTRY_MAX_BYTES)
+		bytes = JOURNAL_ENTRY_MAX_BYTES;
+	j->max_u64s = (bytes - sizeof(struct bch_jset)) / 8;
+	j->buf = malloc(j->max_u64s * 8);
+	if (!j->buf)
+		return -ENOMEM;
+	j->replicas = c->opts.v[Opt_metadata_replicas];
+	if (j->replicas > j->nr_devs)
+		j->replicas = j->nr_devs;
+	if (!j->replicas)
+		j->replicas = 1;
+	return 0;
+}
+
+void bch_fs_journal_exit(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+
+	if (!j)
+		return;
+	for (unsigned i = 0; i < j->nr_devs; i++) {
+		free(j->devs[i].bucket);
+		free(j->devs[i].bucket_seq);
+	}
+	free(j->buf);
+	free(j);
+	c->journal = NULL;
+}
+
+void bch_journal_set_roots_fn(struct bch_fs *c, unsigned (*u64s)(struct bch_fs *c),
+			      void (*fill)(struct bch_fs *c, struct bch_jset_entry *dst))
+{
+	J(c)->roots_u64s = u64s;
+	J(c)->roots_fill = fill;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+struct jlocation {
+	uint64_t	seq;
+	uint64_t	last_seq;
+	unsigned	jdev;		/* index into j->devs */
+	unsigned	slot;
+	unsigned	offset;		/* sectors into the bucket */
+	unsigned	sectors;
+};
+
+/* Is the entry at p (room bytes until the bucket's end) a valid jset of ours? */
+static int jset_validate(struct bch_fs *c, const struct bch_jset *js, size_t room,
+			 char *why, size_t whylen)
+{
+	if (room < sizeof(*js) || js->magic != BCH_JSET_MAGIC)
+		return snprintf(why, whylen, "no entry"), -BCH_ERR_journal_bad;
+	if (memcmp(js->fs_uuid, c->sb->uuid, BCH_UUID_SIZE))
+		return snprintf(why, whylen, "entry of another filesystem"), -BCH_ERR_journal_bad;
+	if (sizeof(*js) + (size_t)js->u64s * 8 > room)
+		return snprintf(why, whylen, "entry overruns its bucket"), -BCH_ERR_journal_bad;
+	unsigned csum_type = js->flags & 0xf;
+	if (!bch_csum_type_valid(csum_type))
+		return snprintf(why, whylen, "bad checksum type"), -BCH_ERR_journal_bad;
+	struct bch_csum cs = bch_checksum(csum_type, &js->magic,
+					  sizeof(*js) - sizeof(js->csum) + js->u64s * 8);
+	if (!bch_csum_eq(cs, js->csum))
+		return snprintf(why, whylen, "bad checksum"), -BCH_ERR_journal_bad;
+	if (!js->seq || js->last_seq > js->seq)
+		return snprintf(why, whylen, "bad sequence numbers"), -BCH_ERR_journal_bad;
+	/* sub-entries stay inside the entry */
+	const __le64 *p = js->_data, *end = js->_data + js->u64s;
+	while (p < end) {
+		const struct bch_jset_entry *e = (const void *)p;
+		if (p + 1 + e->u64s > end)
+			return snprintf(why, whylen, "sub-entry overruns the entry"), -BCH_ERR_journal_bad;
+		p += 1 + e->u64s;
+	}
+	return 0;
+}
+
+static int read_bucket(struct bch_fs *c, struct journal_dev *jd, unsigned slot, void *buf)
+{
+	struct bch_blockdev *bd = c->devs[jd->dev]->bdev;
+
+	return bch_dev_read(bd, buf, (size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT,
+			    (jd->bucket[slot] * jd->bucket_sectors) << BCH_SECTOR_SHIFT);
+}
+
+static int loc_cmp(const void *a, const void *b)
+{
+	const struct jlocation *x = a, *y = b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+int bch_journal_read(struct bch_fs *c,
+		     int (*fn)(struct bch_fs *c, struct bch_jset *j, void *priv),
+		     void *priv, uint64_t *newest)
+{
+	struct bch_journal *j = J(c);
+	struct jlocation *locs = NULL;
+	size_t nr = 0, cap = 0;
+	void *buf = NULL;
+	char why[80];
+	int ret = 0;
+
+	*newest = 0;
+	for (unsigned d = 0; d < j->nr_devs; d++) {
+		struct journal_dev *jd = &j->devs[d];
+		size_t bytes = (size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT;
+		uint64_t best_seq = 0;
+
+		if (!c->devs[jd->dev] || !c->devs[jd->dev]->bdev)
+			continue;	/* missing device (degraded): others may hold copies */
+		free(buf);
+		buf = bch_dev_alloc_buf(bytes);
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (unsigned s = 0; s < jd->nr; s++) {
+			ret = read_bucket(c, jd, s, buf);
+			if (ret) {
+				bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
+					   bch_dev_path(c->devs[jd->dev]->bdev), jd->bucket[s],
+					   bch_err_str(ret));
+				goto out;
+			}
+			for (unsigned off = 0; off < jd->bucket_sectors; ) {
+				const struct bch_jset *js = (const void *)((char *)buf + ((size_t)off << 9));
+				if (jset_validate(c, js, bytes - ((size_t)off << 9), why, sizeof(why))) {
+					off += j->block_sectors;
+					continue;
+				}
+				if (nr == cap) {
+					cap = cap ? cap * 2 : 256;
+					struct jlocation *n = realloc(locs, cap * sizeof(*locs));
+					if (!n) {
+						ret = -ENOMEM;
+						goto out;
+					}
+					locs = n;
+				}
+				unsigned sectors = entry_sectors(j, js->u64s);
+				locs[nr++] = (struct jlocation) { js->seq, js->last_seq, d, s, off, sectors };
+				if (js->seq > jd->bucket_seq[s])
+					jd->bucket_seq[s] = js->seq;
+				if (js->seq > best_seq) {
+					best_seq = js->seq;
+					jd->cur = s;
+					jd->cur_off = off + sectors;
+				}
+				off += sectors;
+			}
+		}
+	}
+	if (!nr)
+		goto out;
+
+	qsort(locs, nr, sizeof(*locs), loc_cmp);
+	struct jlocation *top = &locs[nr - 1];
+	uint64_t last_seq = top->last_seq, want = last_seq;
+	*newest = top->seq;
+	j->durable = top->seq;
+	j->last_seq_ondisk = last_seq;
+
+	if (fn) {
+		size_t max_bytes = 0;
+		for (unsigned d = 0; d < j->nr_devs; d++)
+			if (((size_t)j->devs[d].bucket_sectors << 9) > max_bytes)
+				max_bytes = (size_t)j->devs[d].bucket_sectors << 9;
+		free(buf);
+		buf = bch_dev_alloc_buf(max_bytes);
+		if (!buf) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		for (size_t i = 0; i < nr; i++) {
+			struct jlocation *l = &locs[i];
+			if (l->seq < want)
+				continue;	/* older, or a replica already replayed */
+			if (l->seq > want) {
+				ret = bch_fs_err(c, -BCH_ERR_journal_missing,
+						 "journal: entry %" PRIu64 " missing (replaying %" PRIu64
+						 "..%" PRIu64 ")", want, last_seq, top->seq);
+				goto out;
+			}
+			struct journal_dev *jd = &j->devs[l->jdev];
+			size_t bytes = (size_t)l->sectors << 9;
+			ret = bch_dev_read(c->devs[jd->dev]->bdev, buf, bytes,
+					   ((jd->bucket[l->slot] * jd->bucket_sectors) + l->offset) << 9);
+			if (!ret && jset_validate(c, buf, bytes, why, sizeof(why)))
+				ret = -BCH_ERR_journal_bad;	/* changed under us */
+			if (ret) {
+				bch_fs_err(c, ret, "journal entry %" PRIu64 ": %s", l->seq, bch_err_str(ret));
+				goto out;
+			}
+			ret = fn(c, buf, priv);
+			if (ret)
+				goto out;
+			want++;
+		}
+	}
+out:
+	free(buf);
+	free(locs);
+	return ret;
+}
+
+/* ---------------------------------------------------------------- writing */
+
+int bch_journal_start(struct bch_fs *c, uint64_t min_seq)
+{
+	struct bch_journal *j = J(c);
+
+	j->seq = j->durable + 1;
+	if (j->seq < min_seq)
+		j->seq = min_seq;
+	if (j->last_seq_ondisk == 0)
+		j->last_seq_ondisk = j->seq;
+	j->buf_u64s = 0;
+	j->started = true;
+	return 0;
+}
+
+static struct journal_dev *target(struct bch_journal *j, uint64_t seq, unsigned k)
+{
+	return &j->devs[(seq + k) % j->nr_devs];
+}
+
+static bool slot_free(struct bch_journal *j, struct journal_dev *jd, unsigned slot)
+{
+	return !jd->bucket_seq[slot] || jd->bucket_seq[slot] < j->last_seq_ondisk;
+}
+
+/*
+ * Where would an entry of `sectors` (plus the marker reserve, unless it is
+ * the marker itself) go on jd: the current slot, the next one, or nowhere
+ * (-1) because the next slot still holds needed entries.
+ */
+static int place(struct bch_journal *j, struct journal_dev *jd, unsigned sectors,
+		 unsigned reserve, unsigned *slot, unsigned *off)
+{
+	if (jd->cur_off + sectors + reserve <= jd->bucket_sectors) {
+		*slot = jd->cur;
+		*off = jd->cur_off;
+		return 0;
+	}
+	unsigned next = (jd->cur + 1) % jd->nr;
+	if (sectors + reserve > jd->bucket_sectors || !slot_free(j, jd, next))
+		return -1;
+	*slot = next;
+	*off = 0;
+	return 0;
+}
+
+static unsigned marker_sectors(struct bch_fs *c)
+{
+	return entry_sectors(J(c), roots_u64s(c));
+}
+
+static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s)
+{
+	struct bch_journal *j = J(c);
+	unsigned sectors = entry_sectors(j, u64s + roots_u64s(c)), slot, off;
+
+	if (u64s + roots_u64s(c) > j->max_u64s)
+		return false;
+	for (unsigned k = 0; k < j->replicas; k++)
+		if (place(j, target(j, seq, k), sectors, marker_sectors(c), &slot, &off))
+			return false;
+	return true;
+}
+
+/* Write the open entry (roots added now) and flush; it becomes durable. */
+static int journal_write(struct bch_fs *c, bool marker)
+{
+	struct bch_journal *j = J(c);
+	unsigned r = roots_u64s(c), u64s = (marker ? 0 : j->buf_u64s) + r;
+	unsigned sectors = entry_sectors(j, u64s);
+	size_t bytes = (size_t)sectors << BCH_SECTOR_SHIFT;
+	struct bch_jset *js;
+	int ret = 0;
+
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	js = bch_dev_alloc_buf(bytes);
+	if (!js)
+		return -ENOMEM;
+	memset(js, 0, bytes);
+	js->magic = BCH_JSET_MAGIC;
+	memcpy(js->fs_uuid, c->sb->uuid, BCH_UUID_SIZE);
+	js->seq = j->seq;
+	js->last_seq = j->pins.next != &j->pins ? j->pins.next->seq : j->seq;
+	if (js->last_seq > j->seq)
+		js->last_seq = j->seq;
+	js->version = BCH_VERSION_CURRENT;
+	js->flags = j->csum_type & 0xf;
+	js->u64s = u64s;
+	if (!marker)
+		memcpy(js->_data, j->buf, j->buf_u64s * 8);
+	if (r && j->roots_fill)
+		j->roots_fill(c, (struct bch_jset_entry *)(js->_data + (marker ? 0 : j->buf_u64s)));
+	js->csum = bch_checksum(j->csum_type, &js->magic, sizeof(*js) - sizeof(js->csum) + u64s * 8);
+
+	for (unsigned k = 0; k < j->replicas && !ret; k++) {
+		struct journal_dev *jd = target(j, j->seq, k);
+		unsigned slot, off;
+
+		if (place(j, jd, sectors, marker ? 0 : marker_sectors(c), &slot, &off)) {
+			ret = bch_fs_err(c, -BCH_ERR_journal_full, "journal full on device %u", jd->dev);
+			break;
+		}
+		struct bch_dev *ca = c->devs[jd->dev];
+		if (!ca || !ca->bdev) {
+			ret = bch_fs_err(c, -BCH_ERR_device_missing,
+					 "journal device %u missing", jd->dev);
+			break;
+		}
+		ret = bch_dev_write(ca->bdev, js, bytes,
+				    ((jd->bucket[slot] * jd->bucket_sectors) + off) << BCH_SECTOR_SHIFT);
+		if (!ret)
+			ret = bch_dev_flush(ca->bdev);
+		if (ret) {
+			bch_fs_err(c, ret, "%s: writing journal entry %" PRIu64 ": %s",
+				   bch_dev_path(ca->bdev), (uint64_t)j->seq, bch_err_str(ret));
+			break;
+		}
+		jd->cur = slot;
+		jd->cur_off = off + sectors;
+		jd->bucket_seq[slot] = j->seq;
+	}
+	if (!ret) {
+		j->durable = j->seq;
+		j->last_seq_ondisk = js->last_seq;
+		j->seq++;
+		if (!marker)
+			j->buf_u64s = 0;
+	} else {
+		c->emergency_ro = true;
+	}
+	free(js);
+	return ret;
+}
+
+/* Flush every pin whose sequence is durable (oldest first). */
+static int reclaim_durable(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+	int ret = 0;
+
+	while (!ret && j->pins.next != &j->pins && j->pins.next->seq <= j->durable) {
+		struct bch_journal_pin *p = j->pins.next;
+		uint64_t seq = p->seq;
+
+		ret = p->flush(c, p, seq);
+		if (!ret && p->seq == seq && j->pins.next == p)
+			bch_journal_pin_drop(c, p);	/* flush must drop it; be sure */
+	}
+	return ret;
+}
+
+/*
+ * Make room for an entry of u64s with the open entry empty: flush pins,
+ * write a marker with the advanced last_seq, which frees buckets.
+ */
+static int make_room(struct bch_fs *c, unsigned u64s)
+{
+	struct bch_journal *j = J(c);
+	int ret;
+
+	for (unsigned tries = 0; tries < 3; tries++) {
+		if (fits(c, j->seq, u64s))
+			return 0;
+		if ((ret = reclaim_durable(c)))
+			return ret;
+		if ((ret = journal_write(c, true)))
+			return ret;
+	}
+	return fits(c, j->seq, u64s) ? 0
+		: bch_fs_err(c, -BCH_ERR_journal_full, "journal full: nothing left to reclaim");
+}
+
+int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res *res)
+{
+	struct bch_journal *j = J(c);
+	int ret;
+
+	if (c->read_only || !j->started)
+		return -BCH_ERR_fs_read_only;
+	if (c->emergency_ro)
+		return -BCH_ERR_fs_emergency_ro;
+	if (u64s + roots_u64s(c) > j->max_u64s)
+		return bch_fs_err(c, -EINVAL, "transaction too big for one journal entry "
+				  "(%u of at most %u words)", u64s, j->max_u64s - roots_u64s(c));
+	if (!fits(c, j->seq, j->buf_u64s + u64s)) {
+		if (j->buf_u64s && (ret = journal_write(c, false)))
+			return ret;
+		if ((ret = make_room(c, u64s)))
+			return ret;
+	}
+	res->seq = j->seq;
+	res->u64s = u64s;
+	res->used = 0;
+	j->reserved = u64s;
+	return 0;
+}
+
+void *bch_journal_res_add(struct bch_fs *c, struct bch_journal_res *res, unsigned type,
+			  unsigned btree_id, unsigned level, unsigned data_u64s)
+{
+	struct bch_journal *j = J(c);
+	struct bch_jset_entry *e;
+
+	if (res->used + 1 + data_u64s > res->u64s)
+		abort();	/* caller reserved too little: a bug, not bad input */
+	e = (struct bch_jset_entry *)(j->buf + j->buf_u64s);
+	memset(e, 0, sizeof(*e));
+	e->u64s = data_u64s;
+	e->btree_id = btree_id;
+	e->level = level;
+	e->type = type;
+	j->buf_u64s += 1 + data_u64s;
+	res->used += 1 + data_u64s;
+	return e->_data;
+}
+
+void bch_journal_res_put(struct bch_fs *c, struct bch_journal_res *res)
+{
+	J(c)->reserved = 0;
+	res->u64s = res->used;
+}
+
+int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
+{
+	struct bch_journal *j = J(c);
+
+	if (seq <= j->durable)
+		return 0;
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	return journal_write(c, false);
+}
+
+int bch_journal_flush(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	if (!fits(c, j->seq, j->buf_u64s)) {
+		int ret = make_room(c, j->buf_u64s);
+		if (ret)
+			return ret;
+	}
+	return journal_write(c, false);
+}
+
+uint64_t bch_journal_cur_seq(struct bch_fs *c)
+{
+	return J(c)->seq;
+}
+
+uint64_t bch_journal_seq_durable(struct bch_fs *c)
+{
+	return J(c)->durable;
+}
+
+uint64_t bch_journal_last_seq(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+
+	return j->pins.next != &j->pins ? j->pins.next->seq : j->seq;
+}
+
+/* ------------------------------------------------------------------ pins */
+
+void bch_journal_pin_add(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq,
+			 bch_journal_pin_flush_fn flush)
+{
+	struct bch_journal *j = J(c);
+	struct bch_journal_pin *p;
+
+	if (pin->seq && pin->seq <= seq)
+		return;
+	if (pin->seq)
+		bch_journal_pin_drop(c, pin);
+	pin->seq = seq;
+	pin->flush = flush;
+	/* keep the list sorted: walk back from the newest */
+	for (p = j->pins.prev; p != &j->pins && p->seq > seq; p = p->prev)
+		;
+	pin->prev = p;
+	pin->next = p->next;
+	p->next->prev = pin;
+	p->next = pin;
+}
+
+void bch_journal_pin_drop(struct bch_fs *c, struct bch_journal_pin *pin)
+{
+	(void)c;
+	if (!pin->seq)
+		return;
+	pin->prev->next = pin->next;
+	pin->next->prev = pin->prev;
+	pin->next = pin->prev = NULL;
+	pin->seq = 0;
+}
+
+int bch_journal_reclaim_all(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+	int ret;
+
+	if (c->read_only)
+		return 0;
+	if ((ret = bch_journal_flush(c)))
+		return ret;
+	if ((ret = reclaim_durable(c)))
+		return ret;
+	if (j->pins.next != &j->pins)
+		return bch_fs_err(c, -EIO, "journal pins left after reclaim");
+	/* record that nothing older than this entry is needed */
+	if (!fits(c, j->seq, 0) && (ret = make_room(c, 0)))
+		return ret;
+	return journal_write(c, false);
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_JOURNAL_H
+#define _BCACHEFS_JOURNAL_H
+
+/*
+ * journal.h - the write-ahead log.
+ *
+ * Every device listed in the superblock's journal field has a ring of
+ * journal buckets.  An entry (struct bch_jset) holds typed sub-entries
+ * (btree keys, btree roots) and is written at a block boundary inside one
+ * bucket; it carries its sequence number, the oldest sequence still needed
+ * for replay (last_seq), and a checksum (metadata_checksum).  Each entry goes
+ * to metadata_replicas devices.
+ *
+ * Callers reserve room in the open entry, append sub-entries, and release the
+ * reservation; the entry is written when someone asks for durability
+ * (bch_journal_flush_seq), when it is full, or at close.  Writing means
+ * written and flushed: when a flush returns, everything up to that sequence
+ * survives a power cut.
+ *
+ * Invariants
+ *   (1) A bucket is overwritten only when every entry in it is older than the
+ *       last_seq of the newest durable entry, so replay never misses one.
+ *   (2) Each bucket keeps one block free for a header-only entry: when the
+ *       ring is full, reclaim flushes the pins and that entry records the
+ *       advanced last_seq, which frees buckets.  A full journal blocks and
+ *       reclaims; it fails (-BCH_ERR_journal_full) only when nothing can be
+ *       reclaimed.
+ *   (3) Reading trusts nothing: every length is checked against the bucket,
+ *       every entry's magic, UUID and checksum before its contents are used.
+ *   (4) Opened read-only, the journal reads and never writes.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bcachefs_format.h"
+
+struct bch_fs;
+
+/*
+ * A pin holds journal sequence seq (and every later one) until flush() has
+ * written what the pin protects elsewhere and dropped the pin.  last_seq of
+ * new entries is the oldest pinned sequence.
+ */
+struct bch_journal_pin;
+typedef int (*bch_journal_pin_flush_fn)(struct bch_fs *c, struct bch_journal_pin *pin,
+					uint64_t seq);
+struct bch_journal_pin {
+	uint64_t			seq;		/* 0: not pinned */
+	bch_journal_pin_flush_fn	flush;
+	struct bch_journal_pin		*prev, *next;
+};
+
+/* A reservation of u64s in the open entry with sequence seq. */
+struct bch_journal_res {
+	uint64_t	seq;
+	unsigned	u64s;		/* reserved, headers included */
+	unsigned	used;
+};
+
+int  bch_fs_journal_init(struct bch_fs *c);
+void bch_fs_journal_exit(struct bch_fs *c);
+
+/*
+ * Read every journal bucket of every device, find the newest valid entry and
+ * call fn for each entry from its last_seq to it, in sequence order.  A
+ * sequence missing in that range is -BCH_ERR_journal_missing (c->err_msg
+ * says which).  *newest is the newest sequence found (0: empty journal), and
+ * the ring positions are set up so writing continues after it.
+ */
+int bch_journal_read(struct bch_fs *c,
+		     int (*fn)(struct bch_fs *c, struct bch_jset *j, void *priv),
+		     void *priv, uint64_t *newest);
+
+/* Start writing: the next entry gets sequence min_seq or newest + 1. */
+int bch_journal_start(struct bch_fs *c, uint64_t min_seq);
+
+/* Roots: every entry written carries what fill() writes (u64s() u64s). */
+void bch_journal_set_roots_fn(struct bch_fs *c, unsigned (*u64s)(struct bch_fs *c),
+			      void (*fill)(struct bch_fs *c, struct bch_jset_entry *dst));
+
+/*
+ * Reserve u64s (of sub-entries, headers included) in the open entry.  May
+ * write the open entry and reclaim to make room.  -BCH_ERR_journal_full when
+ * the ring cannot make room, -EINVAL when u64s can never fit in one entry.
+ */
+int   bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res *res);
+/* Append a sub-entry with data_u64s of data; returns where to put the data. */
+void *bch_journal_res_add(struct bch_fs *c, struct bch_journal_res *res, unsigned type,
+			  unsigned btree_id, unsigned level, unsigned data_u64s);
+void  bch_journal_res_put(struct bch_fs *c, struct bch_journal_res *res);
+
+/* Make every entry up to seq durable (written and flushed). */
+int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq);
+/* Everything so far (writes the open entry, even when it holds only roots). */
+int bch_journal_flush(struct bch_fs *c);
+
+uint64_t bch_journal_cur_seq(struct bch_fs *c);		/* of the open entry */
+uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
+uint64_t bch_journal_last_seq(struct bch_fs *c);	/* oldest still needed */
+
+void bch_journal_pin_add(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq,
+			 bch_journal_pin_flush_fn flush);	/* keeps the older seq */
+void bch_journal_pin_drop(struct bch_fs *c, struct bch_journal_pin *pin);
+/* Flush every pin (clean close); then nothing older than the open entry is needed. */
+int bch_journal_reclaim_all(struct bch_fs *c);
+
+/* Iterate the sub-entries of a jset read from disk (already validated). */
+#define for_each_jset_entry(e, j)						\
+	for (e = (struct bch_jset_entry *)(j)->_data;				\
+	     (__le64 *)e < (j)->_data + (j)->u64s;				\
+	     e = (struct bch_jset_entry *)((__le64 *)e + 1 + e->u64s))
+
+#endif /* _BCACHEFS_JOURNAL_H */
