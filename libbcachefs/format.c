@@ -33,6 +33,7 @@
 #include "checksum.h"
 #include "errcode.h"
 #include "format.h"
+#include "fs.h"
 #include "super.h"
 
 #define BCH_MIN_NR_BUCKETS	64
@@ -501,6 +502,19 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 	/* Phase 2: write. */
 	for (unsigned i = 0; i < nr && !ret; i++)
 		ret = write_device(&devs[i], &plans[i], sb, i, err, errlen);
+
+	/* Phase 3: an empty root node for every btree, closed clean. */
+	if (!ret && !args.no_btrees) {
+		char **paths = calloc(nr, sizeof(*paths));
+		if (!paths) {
+			ret = -ENOMEM;
+		} else {
+			for (unsigned i = 0; i < nr; i++)
+				paths[i] = (char *)devs[i].path;
+			ret = bch_fs_init_empty(paths, nr, err, errlen);
+			free(paths);
+		}
+	}
 
 	free(sb);
 	free(plans);

@@ -622,6 +622,19 @@ int bch_sb_write_dev(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_i
 	return bch_dev_flush(dev);
 }
 
+uint64_t bch_now_secs(void)
+{
+	const char *e = getenv("SOURCE_DATE_EPOCH");
+	char *end;
+
+	if (e && *e) {
+		unsigned long long v = strtoull(e, &end, 10);
+		if (!*end)
+			return v;
+	}
+	return time(NULL);
+}
+
 int bch_write_super(struct bch_fs *c)
 {
 	int ret = 0;
@@ -630,7 +643,7 @@ int bch_write_super(struct bch_fs *c)
 		return -BCH_ERR_fs_read_only;
 
 	c->sb->seq++;
-	c->sb->write_time = time(NULL);
+	c->sb->write_time = bch_now_secs();
 	for (unsigned i = 0; i < c->nr_devs; i++) {
 		struct bch_dev *ca = c->devs[i];
 

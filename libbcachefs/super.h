@@ -85,6 +85,9 @@ int bch_sb_write_copy(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_
 		      uint64_t sector);
 int bch_sb_write_layout(struct bch_blockdev *dev, const struct bch_sb *sb);
 
+/* Seconds since the epoch for timestamps written: SOURCE_DATE_EPOCH when set. */
+uint64_t bch_now_secs(void);
+
 /* Bump seq and write c->sb to every present member device. */
 int bch_write_super(struct bch_fs *c);
 

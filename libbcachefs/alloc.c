@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * alloc.c - per-device bucket state and btree node allocation (see alloc.h).
+ *
+ * A bucket is free when it holds no live sectors, is not the superblock
+ * area or the journal, and the sequence at which it last became empty is
+ * durable.  Btree nodes are carved from one open bucket per device in
+ * order; a bucket is reopened for nodes only when free, and its generation
+ * is bumped then.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "bcachefs.h"
+#include "errcode.h"
+#include "journal.h"
+#include "super.h"
+
+struct bch_dev_alloc {
+	uint64_t	nbuckets;
+	unsigned	bucket_sectors;
+	uint8_t		*gen;
+	uint8_t		*type;		/* enum bch_data_type */
+	uint32_t	*sectors;	/* live sectors */
+	uint64_t	*free_seq;	/* journal seq at which it became empty */
+	int64_t		open;		/* bucket nodes are carved from, -1 none */
+	unsigned	open_off;	/* sectors used in it */
+	uint64_t	rotor;		/* where the search for a free bucket resumes */
+};
+
+int bch_fs_alloc_init(struct bch_fs *c)
+{
+	struct bch_sb_field_journal *jf = bch_sb_get_journal(c->sb);
+	unsigned runs = jf ? (jf->field.u64s * 8 - sizeof(jf->field)) / sizeof(jf->runs[0]) : 0;
+
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_dev *ca = c->devs[i];
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		struct bch_dev_alloc *a;
+
+		if (!ca)
+			continue;
+		a = calloc(1, sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		ca->alloc = a;
+		a->nbuckets = m->nbuckets;
+		a->bucket_sectors = m->bucket_size;
+		a->gen = calloc(a->nbuckets, 1);
+		a->type = calloc(a->nbuckets, 1);
+		a->sectors = calloc(a->nbuckets, sizeof(uint32_t));
+		a->free_seq = calloc(a->nbuckets, sizeof(uint64_t));
+		if (!a->gen || !a->type || !a->sectors || !a->free_seq)
+			return -ENOMEM;
+		a->open = -1;
+		for (uint64_t b = 0; b < m->first_bucket && b < a->nbuckets; b++) {
+			a->type[b] = BCH_DATA_sb;
+			a->sectors[b] = a->bucket_sectors;
+		}
+		for (unsigned r = 0; r < runs; r++)
+			if (jf->runs[r].dev == i)
+				for (uint64_t b = jf->runs[r].start;
+				     b < jf->runs[r].start + jf->runs[r].nr && b < a->nbuckets; b++) {
+					a->type[b] = BCH_DATA_journal;
+					a->sectors[b] = a->bucket_sectors;
+				}
+	}
+	return 0;
+}
+
+void bch_fs_alloc_exit(struct bch_fs *c)
+{
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++) {
+		struct bch_dev *ca = c->devs[i];
+		if (!ca || !ca->alloc)
+			continue;
+		free(ca->alloc->gen);
+		free(ca->alloc->type);
+		free(ca->alloc->sectors);
+		free(ca->alloc->free_seq);
+		free(ca->alloc);
+		ca->alloc = NULL;
+	}
+}
+
+static struct bch_dev_alloc *dev_alloc(struct bch_fs *c, unsigned dev)
+{
+	return dev < BCH_SB_MEMBERS_MAX && c->devs[dev] ? c->devs[dev]->alloc : NULL;
+}
+
+int bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors,
+		       unsigned data_type)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+
+	if (!a)
+		return bch_fs_err(c, -BCH_ERR_btree_node_bad, "pointer to missing device %u", p->dev);
+	uint64_t b = p->offset / a->bucket_sectors;
+	if (b >= a->nbuckets || (p->offset % a->bucket_sectors) + sectors > a->bucket_sectors)
+		return bch_fs_err(c, -BCH_ERR_btree_node_bad,
+				  "pointer %u:%" PRIu64 " outside the device's buckets",
+				  p->dev, (uint64_t)p->offset);
+	if (a->type[b] != BCH_DATA_free && a->type[b] != data_type)
+		return bch_fs_err(c, -BCH_ERR_btree_node_bad,
+				  "pointer %u:%" PRIu64 " into a bucket holding other data",
+				  p->dev, (uint64_t)p->offset);
+	a->type[b] = data_type;
+	a->gen[b] = p->gen;
+	a->sectors[b] += sectors;
+	return 0;
+}
+
+bool bch_alloc_ptr_live(struct bch_fs *c, const struct bch_extent_ptr *p)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+	uint64_t b;
+
+	if (!a || (b = p->offset / a->bucket_sectors) >= a->nbuckets)
+		return false;
+	return a->gen[b] == p->gen;
+}
+
+static bool bucket_free(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b)
+{
+	return a->type[b] == BCH_DATA_free && !a->sectors[b] &&
+	       a->free_seq[b] <= bch_journal_seq_durable(c);
+}
+
+/* Carve one node from the open bucket of dev (opening a new one if needed). */
+static int alloc_on_dev(struct bch_fs *c, unsigned dev, struct bch_extent_ptr *p)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+	unsigned node = c->sb->btree_node_size;
+
+	if (a->open < 0 || a->open_off + node > a->bucket_sectors) {
+		uint64_t b = 0, n;
+		for (n = 0; n < a->nbuckets; n++) {
+			b = (a->rotor + n) % a->nbuckets;
+			if (bucket_free(c, a, b))
+				break;
+		}
+		if (n == a->nbuckets)
+			return -BCH_ERR_no_space;
+		a->rotor = b + 1;
+		a->open = b;
+		a->open_off = 0;
+		a->gen[b]++;
+		a->type[b] = BCH_DATA_btree;
+	}
+	p->dev = dev;
+	p->gen = a->gen[a->open];
+	p->flags = 0;
+	memset(p->pad, 0, sizeof(p->pad));
+	p->offset = (uint64_t)a->open * a->bucket_sectors + a->open_off;
+	a->open_off += node;
+	a->sectors[a->open] += node;
+	return 0;
+}
+
+int bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs)
+{
+	unsigned got = 0;
+
+	for (unsigned i = 0; i < c->nr_devs && got < nr; i++) {
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		if (!dev_alloc(c, i) || m->state != BCH_MEMBER_STATE_rw ||
+		    !(m->data_allowed & (1U << BCH_DATA_btree)))
+			continue;
+		if (!alloc_on_dev(c, i, &ptrs[got]))
+			got++;
+	}
+	if (got < nr) {
+		bch_free_btree_node(c, ptrs, got);
+		return bch_fs_err(c, -BCH_ERR_no_space,
+				  "no space for a btree node on %u device%s", nr, nr > 1 ? "s" : "");
+	}
+	return 0;
+}
+
+void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr)
+{
+	unsigned node = c->sb->btree_node_size;
+
+	for (unsigned i = 0; i < nr; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, ptrs[i].dev);
+		uint64_t b;
+
+		if (!a || (b = ptrs[i].offset / a->bucket_sectors) >= a->nbuckets)
+			continue;
+		a->sectors[b] = a->sectors[b] > node ? a->sectors[b] - node : 0;
+		if (!a->sectors[b] && (int64_t)b != a->open) {
+			a->type[b] = BCH_DATA_free;
+			a->free_seq[b] = bch_journal_cur_seq(c);
+		}
+	}
+}
+
+void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	memset(u, 0, sizeof(*u));
+	if (!a)
+		return;
+	u->nbuckets = a->nbuckets;
+	for (uint64_t b = 0; b < a->nbuckets; b++) {
+		if (a->type[b] == BCH_DATA_free && !a->sectors[b])
+			u->free_buckets++;
+		u->buckets[a->type[b]]++;
+		u->sectors[a->type[b]] += a->sectors[b];
+	}
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_ALLOC_H
+#define _BCACHEFS_ALLOC_H
+
+/*
+ * alloc.h - buckets and the allocation of btree node space.
+ *
+ * Each bucket has an 8-bit generation (bumped when it is reused, so pointers
+ * with the old generation are visibly stale), a data type and a count of
+ * live sectors.  Btree nodes are allocated from an open bucket per device,
+ * filled append-only.  Freed space becomes reusable only once the journal
+ * sequence of the free is durable (DESIGN.md invariant 2).
+ *
+ * This version rebuilds bucket state at open by walking every btree node
+ * (bch_alloc_mark_ptr); persisting it in the alloc btree is still to come.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bcachefs_format.h"
+
+struct bch_fs;
+
+struct bch_dev_usage {
+	uint64_t	nbuckets;
+	uint64_t	free_buckets;
+	uint64_t	buckets[BCH_DATA_NR];
+	uint64_t	sectors[BCH_DATA_NR];
+};
+
+int  bch_fs_alloc_init(struct bch_fs *c);	/* sb and journal buckets marked */
+void bch_fs_alloc_exit(struct bch_fs *c);
+
+/* Mark a live btree node's sectors (while rebuilding state at open). */
+int  bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors,
+			unsigned data_type);
+
+/* nr node-sized allocations on distinct devices; -BCH_ERR_no_space when full. */
+int  bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs);
+/* Free a node's space at the current journal sequence. */
+void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr);
+
+void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u);
+/* Is p's generation current? (a stale pointer is not followed) */
+bool bch_alloc_ptr_live(struct bch_fs *c, const struct bch_extent_ptr *p);
+
+#endif /* _BCACHEFS_ALLOC_H */

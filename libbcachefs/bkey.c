@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * bkey.c - key positions, validation and printing, per key type.
+ *
+ * Each key type has a validate() and a to_text(), picked by the type
+ * table below; a type not allowed in a btree (or at a level) is invalid
+ * there whatever its value holds.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bkey.h"
+#include "errcode.h"
+
+static const char * const btree_names[] = {
+#define x(n, id)	[id] = #n,
+	BCH_BTREE_IDS()
+#undef x
+};
+
+static const char * const type_names[] = {
+#define x(n, id)	[id] = #n,
+	BCH_BKEY_TYPES()
+#undef x
+};
+
+const char *bch_btree_id_name(unsigned id)
+{
+	return id < BCH_BTREE_ID_NR ? btree_names[id] : "unknown";
+}
+
+int bch_btree_id_parse(const char *s)
+{
+	for (unsigned i = 0; i < BCH_BTREE_ID_NR; i++)
+		if (!strcmp(s, btree_names[i]))
+			return i;
+	return -1;
+}
+
+const char *bch_bkey_type_name(unsigned type)
+{
+	return type < BCH_BKEY_TYPE_NR ? type_names[type] : "unknown";
+}
+
+struct bch_bpos bpos_successor(struct bch_bpos p)
+{
+	if (++p.snapshot)
+		return p;
+	if (++p.offset)
+		return p;
+	if (++p.inode)
+		return p;
+	return POS_MAX;
+}
+
+struct bch_bpos bpos_predecessor(struct bch_bpos p)
+{
+	if (p.snapshot--)
+		return p;
+	if (p.offset--)
+		return p;
+	if (p.inode--)
+		return p;
+	return POS_MIN;
+}
+
+struct bch_bkey *bch_bkey_alloc(unsigned type, struct bch_bpos pos, size_t val_bytes)
+{
+	size_t u64s = BCH_BKEY_U64s + (val_bytes + 7) / 8;
+	struct bch_bkey *k = calloc(u64s, 8);
+
+	if (!k)
+		abort();
+	k->u64s = u64s;
+	k->type = type;
+	k->p = pos;
+	return k;
+}
+
+struct bch_bkey *bch_bkey_dup(const struct bch_bkey *k)
+{
+	struct bch_bkey *n = malloc(bkey_bytes(k));
+
+	if (!n)
+		abort();
+	memcpy(n, k, bkey_bytes(k));
+	return n;
+}
+
+unsigned bch_btree_ptr_nr(const struct bch_bkey *k)
+{
+	if (k->type != BCH_BKEY_btree_ptr || bkey_val_bytes(k) < sizeof(struct bch_btree_ptr))
+		return 0;
+	return (bkey_val_bytes(k) - sizeof(struct bch_btree_ptr)) / sizeof(struct bch_extent_ptr);
+}
+
+static int errf(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int errf(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return -BCH_ERR_bkey_invalid;
+}
+
+/* ------------------------------------------------------- per-type checks */
+
+static int deleted_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	return bkey_val_bytes(k) ? errf(err, errlen, "deleted key with a value") : 0;
+}
+
+static int btree_ptr_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	unsigned nr = bch_btree_ptr_nr(k);
+
+	if (!nr || nr > BCH_REPLICAS_MAX ||
+	    bkey_val_bytes(k) != sizeof(struct bch_btree_ptr) + nr * sizeof(struct bch_extent_ptr))
+		return errf(err, errlen, "btree_ptr: bad size %zu", bkey_val_bytes(k));
+	const struct bch_btree_ptr *bp = bkey_val(k);
+	if (bpos_cmp(bp->min_key, k->p) > 0)
+		return errf(err, errlen, "btree_ptr: min_key after the key's position");
+	for (unsigned i = 0; i < nr; i++) {
+		if (bp->ptrs[i].dev >= BCH_SB_MEMBERS_MAX)
+			return errf(err, errlen, "btree_ptr: bad device %u", bp->ptrs[i].dev);
+		for (unsigned j = 0; j < i; j++)
+			if (bp->ptrs[j].dev == bp->ptrs[i].dev)
+				return errf(err, errlen, "btree_ptr: two replicas on device %u",
+					    bp->ptrs[i].dev);
+	}
+	return 0;
+}
+
+static int alloc_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) != sizeof(struct bch_alloc))
+		return errf(err, errlen, "alloc: bad size %zu", bkey_val_bytes(k));
+	const struct bch_alloc *a = bkey_val(k);
+	if (a->data_type >= BCH_DATA_NR)
+		return errf(err, errlen, "alloc: bad data type %u", a->data_type);
+	return 0;
+}
+
+static int raw_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) < sizeof(struct bch_raw))
+		return errf(err, errlen, "raw: too small");
+	const struct bch_raw *r = bkey_val(k);
+	if (r->len > bkey_val_bytes(k) - sizeof(*r) || bkey_val_bytes(k) - sizeof(*r) - r->len >= 8)
+		return errf(err, errlen, "raw: length %u does not match the value", r->len);
+	return 0;
+}
+
+/* Which key types may live in which btree's leaves. */
+static bool type_allowed(unsigned btree_id, unsigned type)
+{
+	switch (type) {
+	case BCH_BKEY_deleted:	return true;
+	case BCH_BKEY_alloc:	return btree_id == BCH_BTREE_ID_alloc;
+	case BCH_BKEY_raw:	return btree_id == BCH_BTREE_ID_test;
+	default:		return false;
+	}
+}
+
+int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned level,
+		      char *err, size_t errlen)
+{
+	if (k->u64s < BCH_BKEY_U64s)
+		return errf(err, errlen, "key smaller than its header (%u u64s)", k->u64s);
+	if (k->type >= BCH_BKEY_TYPE_NR)
+		return errf(err, errlen, "unknown key type %u", k->type);
+	if (k->flags || k->p.pad)
+		return errf(err, errlen, "nonzero reserved fields");
+	if (btree_id >= BCH_BTREE_ID_NR)
+		return errf(err, errlen, "unknown btree %u", btree_id);
+	if (level ? k->type != BCH_BKEY_btree_ptr : !type_allowed(btree_id, k->type))
+		return errf(err, errlen, "%s key in %s btree at level %u",
+			    bch_bkey_type_name(k->type), bch_btree_id_name(btree_id), level);
+	if (k->size)
+		return errf(err, errlen, "size %u on a non-extent key", k->size);
+	switch (k->type) {
+	case BCH_BKEY_deleted:		return deleted_validate(k, err, errlen);
+	case BCH_BKEY_btree_ptr:	return btree_ptr_validate(k, err, errlen);
+	case BCH_BKEY_alloc:		return alloc_validate(k, err, errlen);
+	case BCH_BKEY_raw:		return raw_validate(k, err, errlen);
+	}
+	return 0;
+}
+
+/* --------------------------------------------------------------- text */
+
+void bch_bpos_to_text(struct bch_bpos p, char *buf, size_t len)
+{
+	snprintf(buf, len, "%" PRIu64 ":%" PRIu64 ":%" PRIu32,
+		 (uint64_t)p.inode, (uint64_t)p.offset, (uint32_t)p.snapshot);
+}
+
+static int parse_u64(const char *s, const char *end, uint64_t *v, uint64_t max)
+{
+	char *e;
+
+	if (end - s == 3 && !strncmp(s, "max", 3)) {
+		*v = max;
+		return 0;
+	}
+	if (s == end || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	unsigned long long x = strtoull(s, &e, 10);
+	if (errno || e != end || x > max)
+		return -EINVAL;
+	*v = x;
+	return 0;
+}
+
+int bch_bpos_parse(const char *s, struct bch_bpos *p)
+{
+	const char *c1 = strchr(s, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+	uint64_t i, o, snap = 0;
+
+	if (!strcmp(s, "max")) {
+		*p = POS_MAX;
+		return 0;
+	}
+	if (!c1)
+		return -EINVAL;
+	if (parse_u64(s, c1, &i, UINT64_MAX) ||
+	    parse_u64(c1 + 1, c2 ? c2 : c1 + 1 + strlen(c1 + 1), &o, UINT64_MAX) ||
+	    (c2 && parse_u64(c2 + 1, c2 + 1 + strlen(c2 + 1), &snap, UINT32_MAX)))
+		return -EINVAL;
+	*p = POS(i, o, snap);
+	return 0;
+}
+
+void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
+{
+	char pos[80];
+	int n;
+
+	bch_bpos_to_text(k->p, pos, sizeof(pos));
+	n = snprintf(buf, len, "%s %s", pos, bch_bkey_type_name(k->type));
+	if (n < 0 || (size_t)n >= len)
+		return;
+	buf += n;
+	len -= n;
+
+	switch (k->type) {
+	case BCH_BKEY_btree_ptr: {
+		const struct bch_btree_ptr *bp = bkey_val(k);
+		unsigned nr = bch_btree_ptr_nr(k);
+		bch_bpos_to_text(bp->min_key, pos, sizeof(pos));
+		n = snprintf(buf, len, " min %s seq %016" PRIx64, pos, (uint64_t)bp->seq);
+		for (unsigned i = 0; i < nr && n >= 0 && (size_t)n < len; i++)
+			n += snprintf(buf + n, len - n, " ptr %u:%" PRIu64 " gen %u", bp->ptrs[i].dev,
+				      (uint64_t)bp->ptrs[i].offset, bp->ptrs[i].gen);
+		break;
+	}
+	case BCH_BKEY_alloc: {
+		const struct bch_alloc *a = bkey_val(k);
+		snprintf(buf, len, " gen %u type %u dirty %u cached %u", a->gen, a->data_type,
+			 a->dirty_sectors, a->cached_sectors);
+		break;
+	}
+	case BCH_BKEY_raw: {
+		const struct bch_raw *r = bkey_val(k);
+		unsigned shown = r->len < 32 ? r->len : 32;
+		n = snprintf(buf, len, " len %u \"", r->len);
+		for (unsigned i = 0; i < shown && n >= 0 && (size_t)n + 5 < len; i++) {
+			unsigned char ch = r->data[i];
+			n += ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\'
+				? snprintf(buf + n, len - n, "%c", ch)
+				: snprintf(buf + n, len - n, "\\x%02x", ch);
+		}
+		if (n >= 0 && (size_t)n < len)
+			snprintf(buf + n, len - n, "%s\"", shown < r->len ? "..." : "");
+		break;
+	}
+	}
+}

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_BTREE_H
+#define _BCACHEFS_BTREE_H
+
+/*
+ * btree.h - the btrees: in-memory nodes, the node cache, node I/O,
+ * iterators and transactions.  Modules: btree_io.c (node format on disk),
+ * btree_cache.c (nodes in memory, limit, eviction), btree_update.c
+ * (transactions, inserts, splits, node writes and moves), btree_iter.c
+ * (lookups, iteration, walking nodes).
+ *
+ * A node in memory holds its live keys as a sorted array (binary search, no
+ * linear scans) and the keys changed since it was last written (`pending`,
+ * whiteouts included), which the next write appends to the node's space as
+ * a new bset.  When the space is used up the node is rewritten compacted to
+ * a new place and its parent updated.
+ *
+ * Invariants
+ *   (1) Write-ahead: a node is written only after the journal is durable up
+ *       to the newest key in it (b->journal_seq).
+ *   (2) A dirty node holds a journal pin at the oldest unwritten key's
+ *       sequence, so the journal keeps those entries until it is written.
+ *   (3) New nodes (splits, moves) are written before the journal entry that
+ *       links them into their parent, so replay never follows a pointer to
+ *       space that was not written.
+ *   (4) Space of a node that is no longer pointed to is freed at the current
+ *       journal sequence and reused only once that sequence is durable.
+ *   (5) The cache evicts only clean, unreferenced nodes; its memory stays
+ *       near btree_cache_size (dirty nodes are written to make room).
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bcachefs_format.h"
+#include "bkey.h"
+#include "journal.h"
+
+struct bch_fs;
+
+struct btree {
+	uint8_t			id;
+	uint8_t			level;
+	struct bch_bpos		min_key, max_key;
+	uint64_t		seq;		/* this node life's identity */
+	unsigned		nr_ptrs;
+	struct bch_extent_ptr	ptrs[BCH_REPLICAS_MAX];
+	unsigned		sectors_written;	/* 0: never written */
+
+	struct bch_bkey		**keys;		/* live keys, sorted */
+	unsigned		nr, cap;
+	size_t			u64s;		/* of the live keys */
+
+	struct bch_bkey		**pending;	/* changed since the last write */
+	unsigned		nr_pending, cap_pending;
+	size_t			pending_u64s;
+
+	bool			dirty;
+	uint64_t		journal_seq;	/* newest journal seq of a key in it */
+	struct bch_journal_pin	pin;
+
+	/* cache */
+	struct btree		*hnext;
+	struct btree		*lru_prev, *lru_next;
+	unsigned		refs;
+};
+
+struct btree_root {
+	struct bch_bkey		*key;		/* btree_ptr to the root node, NULL = none */
+	unsigned		level;
+};
+
+struct bch_btree_roots {
+	struct btree_root	r[BCH_BTREE_ID_NR];
+	unsigned		no_shrink;	/* inside a commit: no eviction (no nested writes) */
+	uint64_t		seq_counter;	/* makes node seqs unique */
+};
+
+/* ------------------------------------------------------------ cache */
+
+int  bch_btree_cache_init(struct bch_fs *c);
+void bch_btree_cache_exit(struct bch_fs *c);
+
+/*
+ * The node a btree_ptr key points to (read and validated if not cached),
+ * with a reference; put it with bch_btree_node_put().
+ */
+int  bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
+			const struct bch_bkey *ptr, struct btree **ret);
+void bch_btree_node_put(struct bch_fs *c, struct btree *b);
+struct btree *bch_btree_node_new(struct bch_fs *c, unsigned id, unsigned level);
+void bch_btree_node_hash(struct bch_fs *c, struct btree *b);	/* after ptrs change */
+void bch_btree_node_forget(struct bch_fs *c, struct btree *b);	/* drop from cache, free */
+void bch_btree_node_unhash(struct bch_fs *c, struct btree *b);	/* before ptrs change */
+int  bch_btree_cache_shrink(struct bch_fs *c);			/* evict to the limit */
+void bch_btree_cache_evict_clean(struct bch_fs *c);		/* no writes */
+struct btree *bch_btree_cache_first_dirty(struct bch_fs *c);
+struct btree *bch_btree_cache_first_overfull(struct bch_fs *c, size_t u64s);
+size_t bch_btree_cache_bytes(struct bch_fs *c);
+
+/* Keys of a node in memory */
+int  bch_btree_node_find(const struct btree *b, struct bch_bpos pos);	/* first >= pos */
+void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k);	/* copies */
+void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k);	/* copies */
+void bch_btree_cache_account(struct bch_fs *c, long delta);
+size_t bch_btree_node_bytes(const struct btree *b);
+
+/* A btree_ptr key for b (malloc'd). */
+struct bch_bkey *bch_btree_ptr_key(const struct btree *b);
+
+/* ------------------------------------------------------------ node I/O */
+
+/* Read and validate the node ptr points to; the whole node, all bsets. */
+int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
+			const struct bch_bkey *ptr, struct btree **ret);
+/* Write b: append its pending keys, or write it whole when new. */
+int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole);
+/* Does b's content fit in one node written whole? */
+bool bch_btree_node_fits(struct bch_fs *c, const struct btree *b);
+/* Sectors an append of b's pending keys takes. */
+unsigned bch_btree_node_append_sectors(struct bch_fs *c, const struct btree *b);
+
+/* ------------------------------------------------------------ updates */
+
+struct btree_trans;
+#define BCH_TRANS_SYNC	(1U << 0)	/* durable (journal flushed) on return */
+
+int  bch_trans_init(struct bch_fs *c, struct btree_trans **trans);
+/* Insert or overwrite k (type deleted: delete) in btree id; copies k. */
+int  bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *k);
+/* Commit atomically through the journal; the transaction is then empty. */
+int  bch_trans_commit(struct btree_trans *t, unsigned flags);
+void bch_trans_exit(struct btree_trans *t);
+
+/*
+ * Write a dirty node (moving it when its space is full).  Returns 1 when the
+ * node had to be split instead: then b is gone (freed), 0 when written.
+ */
+int  bch_btree_node_write(struct bch_fs *c, struct btree *b);
+/* Write every dirty node (used at clean close and by reclaim). */
+int  bch_btree_flush_all(struct bch_fs *c);
+/* Apply one key at level in btree id without journalling (journal replay). */
+int  bch_btree_replay_key(struct bch_fs *c, unsigned id, unsigned level,
+			  const struct bch_bkey *k, uint64_t seq);
+/* Split nodes left too full by replay. */
+int  bch_btree_split_overfull(struct bch_fs *c);
+/* Create an empty root leaf for every btree (format). */
+int  bch_btree_create_roots(struct bch_fs *c);
+
+/* Roots in journal entries (registered with the journal by fs.c). */
+unsigned bch_btree_roots_u64s(struct bch_fs *c);
+void bch_btree_roots_to_jset(struct bch_fs *c, struct bch_jset_entry *dst);
+int  bch_btree_roots_from_jset(struct bch_fs *c, const struct bch_jset_entry *e);
+
+/* ------------------------------------------------------------ iterators */
+
+/*
+ * Lookup: a malloc'd copy of the key at pos, or -BCH_ERR_key_not_found.
+ * Iteration: the first key >= pos (next) / <= pos (prev) before end,
+ * malloc'd into *ret; -BCH_ERR_key_not_found when there is none.
+ */
+int bch_btree_lookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey **ret);
+int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
+		   struct bch_bkey **ret);
+int bch_btree_peek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos,
+			struct bch_bpos start, struct bch_bkey **ret);
+
+/* Visit every node of btree id, parents before children, left to right. */
+int bch_btree_walk_nodes(struct bch_fs *c, unsigned id,
+			 int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv);
+
+/* The leaf covering pos (with a reference) and, if path, its ancestors. */
+int bch_btree_find_node(struct bch_fs *c, unsigned id, unsigned level, struct bch_bpos pos,
+			struct btree **ret);
+
+#endif /* _BCACHEFS_BTREE_H */

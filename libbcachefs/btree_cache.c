@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * btree_cache.c - btree nodes in memory.
+ *
+ * Nodes are found by the address of their first replica (a hash table) and
+ * kept on an LRU list.  The cache's memory (keys included) is held near
+ * btree_cache_size: when over it, clean unreferenced nodes are evicted from
+ * the cold end; dirty ones are written first (which is why eviction can
+ * fail: a write error).  Keys in a node are a sorted array searched by
+ * binary search; `pending` holds what changed since the node was written,
+ * also sorted, one key per position.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcachefs.h"
+#include "btree.h"
+#include "errcode.h"
+
+struct bch_btree_cache {
+	struct btree	**hash;
+	unsigned	hash_size;
+	struct btree	lru;		/* list head: next = hottest */
+	size_t		bytes;
+	size_t		limit;
+	unsigned	nr;
+};
+
+#define BC(c)	((c)->btree_cache)
+
+static size_t node_overhead(const struct btree *b)
+{
+	return sizeof(*b) + (b->cap + b->cap_pending) * sizeof(void *);
+}
+
+size_t bch_btree_node_bytes(const struct btree *b)
+{
+	return node_overhead(b) + b->u64s * 8 + b->pending_u64s * 8;
+}
+
+int bch_btree_cache_init(struct bch_fs *c)
+{
+	struct bch_btree_cache *bc = calloc(1, sizeof(*bc));
+
+	if (!bc)
+		return -ENOMEM;
+	bc->hash_size = 4096;
+	bc->hash = calloc(bc->hash_size, sizeof(*bc->hash));
+	if (!bc->hash) {
+		free(bc);
+		return -ENOMEM;
+	}
+	bc->lru.lru_next = bc->lru.lru_prev = &bc->lru;
+	bc->limit = c->opts.v[Opt_btree_cache_size];
+	c->btree_cache = bc;
+	return 0;
+}
+
+static void free_node(struct btree *b)
+{
+	for (unsigned i = 0; i < b->nr; i++)
+		free(b->keys[i]);
+	for (unsigned i = 0; i < b->nr_pending; i++)
+		free(b->pending[i]);
+	free(b->keys);
+	free(b->pending);
+	free(b);
+}
+
+void bch_btree_cache_exit(struct bch_fs *c)
+{
+	struct bch_btree_cache *bc = BC(c);
+
+	if (!bc)
+		return;
+	while (bc->lru.lru_next != &bc->lru) {
+		struct btree *b = bc->lru.lru_next;
+		b->lru_next->lru_prev = b->lru_prev;
+		b->lru_prev->lru_next = b->lru_next;
+		if (b->pin.seq && c->journal)
+			bch_journal_pin_drop(c, &b->pin);
+		free_node(b);
+	}
+	free(bc->hash);
+	free(bc);
+	c->btree_cache = NULL;
+}
+
+size_t bch_btree_cache_bytes(struct bch_fs *c)
+{
+	return BC(c)->bytes;
+}
+
+static unsigned hash_of(struct bch_btree_cache *bc, const struct bch_extent_ptr *p)
+{
+	uint64_t h = p->offset * 0x9e3779b97f4a7c15ULL ^ p->dev;
+
+	return (h >> 20) % bc->hash_size;
+}
+
+static void hash_remove(struct bch_btree_cache *bc, struct btree *b)
+{
+	if (!b->nr_ptrs)
+		return;
+	for (struct btree **p = &bc->hash[hash_of(bc, &b->ptrs[0])]; *p; p = &(*p)->hnext)
+		if (*p == b) {
+			*p = b->hnext;
+			b->hnext = NULL;
+			return;
+		}
+}
+
+void bch_btree_node_unhash(struct bch_fs *c, struct btree *b)
+{
+	hash_remove(BC(c), b);
+}
+
+struct btree *bch_btree_cache_first_dirty(struct bch_fs *c)
+{
+	struct bch_btree_cache *bc = BC(c);
+
+	/* leaves first: writing them dirties parents, not the other way round */
+	struct btree *best = NULL;
+	for (struct btree *b = bc->lru.lru_next; b != &bc->lru; b = b->lru_next)
+		if (b->dirty && (!best || b->level < best->level))
+			best = b;
+	return best;
+}
+
+struct btree *bch_btree_cache_first_overfull(struct bch_fs *c, size_t u64s)
+{
+	struct bch_btree_cache *bc = BC(c);
+
+	for (struct btree *b = bc->lru.lru_next; b != &bc->lru; b = b->lru_next)
+		if (b->u64s > u64s && b->nr >= 2)
+			return b;
+	return NULL;
+}
+
+void bch_btree_node_hash(struct bch_fs *c, struct btree *b)
+{
+	struct bch_btree_cache *bc = BC(c);
+	unsigned h = hash_of(bc, &b->ptrs[0]);
+
+	b->hnext = bc->hash[h];
+	bc->hash[h] = b;
+}
+
+static void lru_touch(struct bch_btree_cache *bc, struct btree *b)
+{
+	b->lru_next->lru_prev = b->lru_prev;
+	b->lru_prev->lru_next = b->lru_next;
+	b->lru_next = bc->lru.lru_next;
+	b->lru_prev = &bc->lru;
+	bc->lru.lru_next->lru_prev = b;
+	bc->lru.lru_next = b;
+}
+
+struct btree *bch_btree_node_new(struct bch_fs *c, unsigned id, unsigned level)
+{
+	struct bch_btree_cache *bc = BC(c);
+	struct btree *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		abort();
+	b->id = id;
+	b->level = level;
+	b->lru_next = b->lru_prev = b;
+	lru_touch(bc, b);
+	bc->nr++;
+	bc->bytes += bch_btree_node_bytes(b);
+	b->refs = 1;
+	return b;
+}
+
+void bch_btree_node_forget(struct bch_fs *c, struct btree *b)
+{
+	struct bch_btree_cache *bc = BC(c);
+
+	hash_remove(bc, b);
+	b->lru_next->lru_prev = b->lru_prev;
+	b->lru_prev->lru_next = b->lru_next;
+	bc->nr--;
+	bc->bytes -= bch_btree_node_bytes(b);
+	if (b->pin.seq)
+		bch_journal_pin_drop(c, &b->pin);
+	free_node(b);
+}
+
+void bch_btree_cache_evict_clean(struct bch_fs *c)
+{
+	struct bch_btree_cache *bc = BC(c);
+	struct btree *b = bc->lru.lru_prev;
+
+	while (bc->bytes > bc->limit && b != &bc->lru) {
+		struct btree *prev = b->lru_prev;
+		if (!b->refs && !b->dirty)
+			bch_btree_node_forget(c, b);
+		b = prev;
+	}
+}
+
+int bch_btree_cache_shrink(struct bch_fs *c)
+{
+	struct bch_btree_cache *bc = BC(c);
+
+	if (c->roots && c->roots->no_shrink) {
+		bch_btree_cache_evict_clean(c);
+		return 0;
+	}
+	struct btree *b = bc->lru.lru_prev;
+	unsigned writes = 0;
+
+	while (bc->bytes > bc->limit && b != &bc->lru) {
+		struct btree *prev = b->lru_prev;
+
+		if (!b->refs && b->dirty && writes < 100000) {
+			int ret;
+			b->refs++;
+			ret = bch_btree_node_write(c, b);
+			if (ret < 0)
+				return ret;
+			if (ret == 0)
+				b->refs--;
+			writes++;
+			/* writes can split and free other nodes: rescan from the cold end */
+			b = bc->lru.lru_prev;
+			continue;
+		}
+		if (!b->refs && !b->dirty)
+			bch_btree_node_forget(c, b);
+		b = prev;
+	}
+	return 0;
+}
+
+int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
+		       const struct bch_bkey *ptr, struct btree **ret)
+{
+	struct bch_btree_cache *bc = BC(c);
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	struct btree *b;
+	int r;
+
+	if (!bch_btree_ptr_nr(ptr))
+		return bch_fs_err(c, -BCH_ERR_btree_node_bad, "invalid btree pointer");
+	for (b = bc->hash[hash_of(bc, &bp->ptrs[0])]; b; b = b->hnext)
+		if (b->ptrs[0].dev == bp->ptrs[0].dev && b->ptrs[0].offset == bp->ptrs[0].offset &&
+		    b->id == id && b->level == level && b->seq == bp->seq) {
+			b->refs++;
+			lru_touch(bc, b);
+			*ret = b;
+			return 0;
+		}
+	r = bch_btree_node_read(c, id, level, ptr, &b);
+	if (r)
+		return r;
+	/* keys were added while the node was not yet accounted: fix the size */
+	bc->bytes += bch_btree_node_bytes(b) - sizeof(*b);
+	b->refs = 1;
+	bch_btree_node_hash(c, b);
+	*ret = b;
+	if (c->roots && c->roots->no_shrink) {
+		bch_btree_cache_evict_clean(c);
+		return 0;
+	}
+	return bch_btree_cache_shrink(c);
+}
+
+void bch_btree_node_put(struct bch_fs *c, struct btree *b)
+{
+	(void)c;
+	if (b && b->refs)
+		b->refs--;
+}
+
+/* ------------------------------------------------------- keys in a node */
+
+static int find_in(struct bch_bkey * const *keys, unsigned nr, struct bch_bpos pos)
+{
+	unsigned lo = 0, hi = nr;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (bpos_cmp(keys[mid]->p, pos) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+int bch_btree_node_find(const struct btree *b, struct bch_bpos pos)
+{
+	return find_in(b->keys, b->nr, pos);
+}
+
+/* Put a copy of k in a sorted array (replacing the key at its position). */
+static void array_insert(struct bch_bkey ***arr, unsigned *nr, unsigned *cap, size_t *u64s,
+			 const struct bch_bkey *k, bool drop_whiteouts)
+{
+	unsigned i = find_in(*arr, *nr, k->p);
+	bool exists = i < *nr && bpos_eq((*arr)[i]->p, k->p);
+
+	if (exists) {
+		*u64s -= (*arr)[i]->u64s;
+		free((*arr)[i]);
+		if (drop_whiteouts && k->type == BCH_BKEY_deleted) {
+			memmove(&(*arr)[i], &(*arr)[i + 1], (*nr - i - 1) * sizeof(void *));
+			(*nr)--;
+			return;
+		}
+	} else {
+		if (drop_whiteouts && k->type == BCH_BKEY_deleted)
+			return;
+		if (*nr == *cap) {
+			*cap = *cap ? *cap * 2 : 16;
+			*arr = realloc(*arr, *cap * sizeof(void *));
+			if (!*arr)
+				abort();
+		}
+		memmove(&(*arr)[i + 1], &(*arr)[i], (*nr - i) * sizeof(void *));
+		(*nr)++;
+	}
+	(*arr)[i] = bch_bkey_dup(k);
+	*u64s += k->u64s;
+}
+
+void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
+{
+	array_insert(&b->keys, &b->nr, &b->cap, &b->u64s, k, true);
+}
+
+/* Record k as changed since the last write (whiteouts kept). */
+void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k)
+{
+	array_insert(&b->pending, &b->nr_pending, &b->cap_pending, &b->pending_u64s, k, false);
+}
+
+/* Update the cache's byte count after b changed size by delta. */
+void bch_btree_cache_account(struct bch_fs *c, long delta)
+{
+	BC(c)->bytes += delta;
+}
+
+struct bch_bkey *bch_btree_ptr_key(const struct btree *b)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_btree_ptr, b->max_key,
+					    sizeof(struct bch_btree_ptr) +
+					    b->nr_ptrs * sizeof(struct bch_extent_ptr));
+	struct bch_btree_ptr *bp = bkey_val(k);
+
+	bp->seq = b->seq;
+	bp->min_key = b->min_key;
+	memcpy(bp->ptrs, b->ptrs, b->nr_ptrs * sizeof(b->ptrs[0]));
+	return k;
+}

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * btree_io.c - btree nodes on disk.
+ *
+ * A node's space (btree_node_size) starts with struct bch_btree_node (the
+ * header and the first bset); each later write appends a struct
+ * bch_btree_node_entry (a bset) at the next block boundary.  Reading checks
+ * the header against the pointer that led here (magic, filesystem UUID,
+ * btree, level, seq, min and max key) and every bset's checksum and seq; the
+ * first bset that fails ends the node (a torn or never-written append: the
+ * journal still holds its keys).  Every key is validated and must be in
+ * order and inside the node's range.  A replica that fails is skipped for
+ * the next one.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "btree.h"
+#include "checksum.h"
+#include "errcode.h"
+
+static size_t node_bytes(struct bch_fs *c)
+{
+	return (size_t)c->sb->btree_node_size << BCH_SECTOR_SHIFT;
+}
+
+static size_t block_bytes(struct bch_fs *c)
+{
+	return (size_t)c->sb->block_size << BCH_SECTOR_SHIFT;
+}
+
+static size_t round_block(struct bch_fs *c, size_t bytes)
+{
+	size_t b = block_bytes(c);
+
+	return (bytes + b - 1) / b * b;
+}
+
+bool bch_btree_node_fits(struct bch_fs *c, const struct btree *b)
+{
+	return sizeof(struct bch_btree_node) + b->u64s * 8 <= node_bytes(c);
+}
+
+unsigned bch_btree_node_append_sectors(struct bch_fs *c, const struct btree *b)
+{
+	return round_block(c, sizeof(struct bch_btree_node_entry) + b->pending_u64s * 8) >>
+	       BCH_SECTOR_SHIFT;
+}
+
+/* Apply the keys of one bset (validated here) to b. */
+static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i,
+		     char *err, size_t errlen)
+{
+	const __le64 *p = i->_data, *end = i->_data + i->u64s;
+	const struct bch_bkey *prev = NULL;
+
+	while (p < end) {
+		const struct bch_bkey *k = (const void *)p;
+
+		if (end - p < (ptrdiff_t)BCH_BKEY_U64s || k->u64s < BCH_BKEY_U64s || k->u64s > end - p)
+			return snprintf(err, errlen, "key overruns its bset"), -BCH_ERR_btree_node_bad;
+		if (bch_bkey_validate(k, b->id, b->level, err, errlen))
+			return -BCH_ERR_btree_node_bad;
+		if (prev && bpos_cmp(prev->p, k->p) >= 0)
+			return snprintf(err, errlen, "keys out of order"), -BCH_ERR_btree_node_bad;
+		if (bpos_cmp(k->p, b->min_key) < 0 || bpos_cmp(k->p, b->max_key) > 0)
+			return snprintf(err, errlen, "key outside the node's range"),
+			       -BCH_ERR_btree_node_bad;
+		bch_btree_node_insert_key(b, k);
+		prev = k;
+		p += k->u64s;
+	}
+	(void)c;
+	return 0;
+}
+
+static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
+		    const struct bch_btree_ptr *bp, void *buf, char *err, size_t errlen)
+{
+	struct bch_dev *ca = ptr->dev < BCH_SB_MEMBERS_MAX ? c->devs[ptr->dev] : NULL;
+	size_t nb = node_bytes(c);
+	int ret;
+
+	if (!ca || !ca->bdev)
+		return snprintf(err, errlen, "device %u missing", ptr->dev), -BCH_ERR_device_missing;
+	ret = bch_dev_read(ca->bdev, buf, nb, (uint64_t)ptr->offset << BCH_SECTOR_SHIFT);
+	if (ret)
+		return snprintf(err, errlen, "%s", bch_err_str(ret)), ret;
+
+	const struct bch_btree_node *n = buf;
+	if (n->magic != BCH_BTREE_NODE_MAGIC)
+		return snprintf(err, errlen, "not a btree node (bad magic)"), -BCH_ERR_btree_node_bad;
+	if (memcmp(n->fs_uuid, c->sb->uuid, BCH_UUID_SIZE))
+		return snprintf(err, errlen, "node of another filesystem"), -BCH_ERR_btree_node_bad;
+	if (n->btree_id != b->id || n->level != b->level || n->seq != bp->seq ||
+	    !bpos_eq(n->min_key, b->min_key) || !bpos_eq(n->max_key, b->max_key))
+		return snprintf(err, errlen, "stale or misplaced node (btree %u level %u seq %016"
+				PRIx64 ")", n->btree_id, n->level, (uint64_t)n->seq),
+		       -BCH_ERR_btree_node_bad;
+	if (!bch_csum_type_valid(n->csum_type))
+		return snprintf(err, errlen, "bad checksum type"), -BCH_ERR_btree_node_bad;
+	if (n->keys.seq != n->seq || sizeof(*n) + (size_t)n->keys.u64s * 8 > nb)
+		return snprintf(err, errlen, "bad first bset"), -BCH_ERR_btree_node_bad;
+	if (!bch_csum_eq(n->csum, bch_checksum(n->csum_type, &n->magic,
+					      sizeof(*n) - sizeof(n->csum) + n->keys.u64s * 8)))
+		return snprintf(err, errlen, "bad checksum"), -BCH_ERR_csum_mismatch;
+	b->seq = n->seq;
+	if ((ret = read_bset(c, b, &n->keys, err, errlen)))
+		return ret;
+
+	size_t off = round_block(c, sizeof(*n) + n->keys.u64s * 8);
+	while (off + sizeof(struct bch_btree_node_entry) <= nb) {
+		const struct bch_btree_node_entry *e = (const void *)((char *)buf + off);
+		if (e->keys.seq != n->seq ||
+		    off + sizeof(*e) + (size_t)e->keys.u64s * 8 > nb ||
+		    !bch_csum_eq(e->csum, bch_checksum(n->csum_type, &e->keys,
+						       sizeof(e->keys) + e->keys.u64s * 8)))
+			break;	/* end of what was written (or a torn append) */
+		if ((ret = read_bset(c, b, &e->keys, err, errlen)))
+			return ret;
+		off = round_block(c, off + sizeof(*e) + e->keys.u64s * 8);
+	}
+	b->sectors_written = off >> BCH_SECTOR_SHIFT;
+	return 0;
+}
+
+static void node_reset_keys(struct btree *b)
+{
+	for (unsigned i = 0; i < b->nr; i++)
+		free(b->keys[i]);
+	b->nr = 0;
+	b->u64s = 0;
+}
+
+int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
+			const struct bch_bkey *ptr, struct btree **ret)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	unsigned nr = bch_btree_ptr_nr(ptr);
+	struct btree *b = bch_btree_node_new(c, id, level);
+	void *buf = bch_dev_alloc_buf(node_bytes(c));
+	char err[200] = "", first_err[300] = "";
+	int r = -BCH_ERR_btree_node_read;
+
+	if (!buf)
+		abort();
+	b->min_key = bp->min_key;
+	b->max_key = ptr->p;
+	for (unsigned i = 0; i < nr; i++) {
+		node_reset_keys(b);
+		r = read_one(c, b, &bp->ptrs[i], bp, buf, err, sizeof(err));
+		if (!r) {
+			b->nr_ptrs = nr;
+			memcpy(b->ptrs, bp->ptrs, nr * sizeof(bp->ptrs[0]));
+			break;
+		}
+		if (!first_err[0])
+			snprintf(first_err, sizeof(first_err), "%s btree level %u node at %u:%" PRIu64
+				 ": %s", bch_btree_id_name(id), level, bp->ptrs[i].dev,
+				 (uint64_t)bp->ptrs[i].offset, err);
+	}
+	free(buf);
+	if (r) {
+		/* b is in the cache's LRU since bch_btree_node_new(): take it out */
+		bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - (long)sizeof(*b));
+		bch_btree_node_forget(c, b);
+		return bch_fs_err(c, r == -BCH_ERR_csum_mismatch ? -BCH_ERR_btree_node_bad : r,
+				  "%s", first_err);
+	}
+	*ret = b;
+	return 0;
+}
+
+static int write_ptrs(struct bch_fs *c, struct btree *b, const void *buf, size_t bytes,
+		      unsigned sector_off)
+{
+	for (unsigned i = 0; i < b->nr_ptrs; i++) {
+		struct bch_dev *ca = c->devs[b->ptrs[i].dev];
+		int ret;
+
+		if (!ca || !ca->bdev)
+			return bch_fs_err(c, -BCH_ERR_device_missing, "device %u missing",
+					  b->ptrs[i].dev);
+		ret = bch_dev_write(ca->bdev, buf, bytes,
+				    ((uint64_t)b->ptrs[i].offset + sector_off) << BCH_SECTOR_SHIFT);
+		if (ret)
+			return bch_fs_err(c, ret, "%s: writing btree node: %s",
+					  bch_dev_path(ca->bdev), bch_err_str(ret));
+	}
+	return 0;
+}
+
+static void pack_keys(__le64 *dst, struct bch_bkey **keys, unsigned nr)
+{
+	for (unsigned i = 0; i < nr; i++) {
+		memcpy(dst, keys[i], bkey_bytes(keys[i]));
+		dst += keys[i]->u64s;
+	}
+}
+
+int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
+{
+	unsigned csum_type = c->opts.v[Opt_metadata_checksum];
+	int ret;
+
+	if (whole) {
+		size_t bytes = round_block(c, sizeof(struct bch_btree_node) + b->u64s * 8);
+		struct bch_btree_node *n;
+
+		if (bytes > node_bytes(c))
+			return bch_fs_err(c, -EINVAL, "btree node content too big to write");
+		n = bch_dev_alloc_buf(bytes);
+		if (!n)
+			return -ENOMEM;
+		memset(n, 0, bytes);
+		n->magic = BCH_BTREE_NODE_MAGIC;
+		memcpy(n->fs_uuid, c->sb->uuid, BCH_UUID_SIZE);
+		n->btree_id = b->id;
+		n->level = b->level;
+		n->csum_type = csum_type;
+		n->seq = b->seq;
+		n->min_key = b->min_key;
+		n->max_key = b->max_key;
+		n->keys.seq = b->seq;
+		n->keys.journal_seq = b->journal_seq;
+		n->keys.version = BCH_VERSION_CURRENT;
+		n->keys.u64s = b->u64s;
+		pack_keys(n->keys._data, b->keys, b->nr);
+		n->csum = bch_checksum(csum_type, &n->magic, sizeof(*n) - sizeof(n->csum) + b->u64s * 8);
+		ret = write_ptrs(c, b, n, bytes, 0);
+		free(n);
+		if (!ret)
+			b->sectors_written = bytes >> BCH_SECTOR_SHIFT;
+	} else {
+		size_t bytes = (size_t)bch_btree_node_append_sectors(c, b) << BCH_SECTOR_SHIFT;
+		struct bch_btree_node_entry *e;
+
+		if (((size_t)b->sectors_written << BCH_SECTOR_SHIFT) + bytes > node_bytes(c))
+			return bch_fs_err(c, -EINVAL, "btree node append past its space");
+		e = bch_dev_alloc_buf(bytes);
+		if (!e)
+			return -ENOMEM;
+		memset(e, 0, bytes);
+		e->keys.seq = b->seq;
+		e->keys.journal_seq = b->journal_seq;
+		e->keys.version = BCH_VERSION_CURRENT;
+		e->keys.u64s = b->pending_u64s;
+		pack_keys(e->keys._data, b->pending, b->nr_pending);
+		e->csum = bch_checksum(csum_type, &e->keys, sizeof(e->keys) + b->pending_u64s * 8);
+		ret = write_ptrs(c, b, e, bytes, b->sectors_written);
+		free(e);
+		if (!ret)
+			b->sectors_written += bytes >> BCH_SECTOR_SHIFT;
+	}
+	if (ret)
+		c->emergency_ro = true;
+	return ret;
+}

@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * btree_iter.c - finding nodes and keys: descent from the root, lookups,
+ * forward and backward iteration over ranges, and walks over every node.
+ *
+ * Each call descends from the root (O(depth) binary searches); nothing is
+ * held between calls, so an iteration sees the tree as it is at each step
+ * and never a freed node.  Interior nodes cover their whole range: the key
+ * for each child is the child's max_key, and the last key is the node's.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "bcachefs.h"
+#include "btree.h"
+#include "errcode.h"
+
+int bch_btree_find_node(struct bch_fs *c, unsigned id, unsigned level, struct bch_bpos pos,
+			struct btree **ret)
+{
+	struct btree_root *root = &c->roots->r[id];
+	struct btree *b;
+	int r;
+
+	if (id >= BCH_BTREE_ID_NR || !root->key)
+		return bch_fs_err(c, -BCH_ERR_btree_node_read, "%s btree has no root",
+				  bch_btree_id_name(id));
+	if (level > root->level)
+		return bch_fs_err(c, -EINVAL, "btree level %u above the root", level);
+	if ((r = bch_btree_node_get(c, id, root->level, root->key, &b)))
+		return r;
+	while (b->level > level) {
+		int i = bch_btree_node_find(b, pos);
+		struct btree *child;
+
+		if (i >= (int)b->nr) {
+			char p[80];
+			bch_bpos_to_text(pos, p, sizeof(p));
+			bch_btree_node_put(c, b);
+			return bch_fs_err(c, -BCH_ERR_btree_node_bad,
+					  "%s btree level %u: no child covers %s",
+					  bch_btree_id_name(id), b->level, p);
+		}
+		r = bch_btree_node_get(c, id, b->level - 1, b->keys[i], &child);
+		bch_btree_node_put(c, b);
+		if (r)
+			return r;
+		b = child;
+	}
+	*ret = b;
+	return 0;
+}
+
+int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
+		   struct bch_bkey **ret)
+{
+	for (;;) {
+		struct btree *b;
+		int r = bch_btree_find_node(c, id, 0, pos, &b);
+
+		if (r)
+			return r;
+		int i = bch_btree_node_find(b, pos);
+		if (i < (int)b->nr) {
+			r = bpos_cmp(b->keys[i]->p, end) <= 0 ? 0 : -BCH_ERR_key_not_found;
+			if (!r)
+				*ret = bch_bkey_dup(b->keys[i]);
+			bch_btree_node_put(c, b);
+			return r;
+		}
+		struct bch_bpos max = b->max_key;
+		bch_btree_node_put(c, b);
+		if (bpos_eq(max, POS_MAX) || bpos_cmp(max, end) >= 0)
+			return -BCH_ERR_key_not_found;
+		pos = bpos_successor(max);
+	}
+}
+
+int bch_btree_peek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos,
+			struct bch_bpos start, struct bch_bkey **ret)
+{
+	for (;;) {
+		struct btree *b;
+		int r = bch_btree_find_node(c, id, 0, pos, &b);
+
+		if (r)
+			return r;
+		int i = bch_btree_node_find(b, pos);
+		if (i < (int)b->nr && bpos_eq(b->keys[i]->p, pos))
+			i++;
+		if (i > 0) {
+			r = bpos_cmp(b->keys[i - 1]->p, start) >= 0 ? 0 : -BCH_ERR_key_not_found;
+			if (!r)
+				*ret = bch_bkey_dup(b->keys[i - 1]);
+			bch_btree_node_put(c, b);
+			return r;
+		}
+		struct bch_bpos min = b->min_key;
+		bch_btree_node_put(c, b);
+		if (bpos_eq(min, POS_MIN) || bpos_cmp(min, start) <= 0)
+			return -BCH_ERR_key_not_found;
+		pos = bpos_predecessor(min);
+	}
+}
+
+int bch_btree_lookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey **ret)
+{
+	return bch_btree_peek(c, id, pos, pos, ret);
+}
+
+static int walk(struct bch_fs *c, struct btree *b,
+		int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv)
+{
+	int r = fn(c, b, priv);
+
+	if (r || !b->level)
+		return r;
+	/* children by position: b may be changed by nothing here (read-only walk) */
+	for (unsigned i = 0; i < b->nr && !r; i++) {
+		struct btree *child;
+		if ((r = bch_btree_node_get(c, b->id, b->level - 1, b->keys[i], &child)))
+			break;
+		r = walk(c, child, fn, priv);
+		bch_btree_node_put(c, child);
+	}
+	return r;
+}
+
+int bch_btree_walk_nodes(struct bch_fs *c, unsigned id,
+			 int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv)
+{
+	struct btree_root *root = &c->roots->r[id];
+	struct btree *b;
+	int r;
+
+	if (!root->key)
+		return 0;
+	/* no writes during a walk: they could split the nodes being walked */
+	c->roots->no_shrink++;
+	if (!(r = bch_btree_node_get(c, id, root->level, root->key, &b))) {
+		r = walk(c, b, fn, priv);
+		bch_btree_node_put(c, b);
+	}
+	c->roots->no_shrink--;
+	return r;
+}

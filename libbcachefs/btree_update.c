@@ -1,0 +1,649 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * btree_update.c - transactions, inserts, splits, node writes and moves,
+ * and the btree roots (see btree.h for the invariants).
+ *
+ * A commit: validate the keys; make sure every target leaf has room
+ * (splitting full ones: new halves written first, then the parent update
+ * journalled); reserve journal space; append each key to the journal entry
+ * and to its leaf, which becomes dirty and pins the entry.  The keys are
+ * durable when the entry is (BCH_TRANS_SYNC waits for that).
+ *
+ * A dirty node is written by appending its pending keys as a bset when its
+ * space has room; when the space is full the node is rewritten compacted to
+ * a new place (a move), or split when it would not fit in one node.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "bcachefs.h"
+#include "btree.h"
+#include "checksum.h"
+#include "errcode.h"
+
+struct btree_trans {
+	struct bch_fs		*c;
+	struct bch_bkey		**keys;
+	uint8_t			*ids;
+	unsigned		nr, cap;
+};
+
+static size_t node_u64s_max(struct bch_fs *c)
+{
+	return (((size_t)c->sb->btree_node_size << BCH_SECTOR_SHIFT) -
+		sizeof(struct bch_btree_node)) / 8;
+}
+
+/* A node is split when its keys pass 3/4 of a node: the rest is append room. */
+static size_t split_threshold(struct bch_fs *c)
+{
+	return node_u64s_max(c) * 3 / 4;
+}
+
+static unsigned replicas(struct bch_fs *c)
+{
+	return c->opts.v[Opt_metadata_replicas] ? c->opts.v[Opt_metadata_replicas] : 1;
+}
+
+/* Node seqs identify a node's life; derived, so the same operations give the same image. */
+static uint64_t new_node_seq(struct bch_fs *c, const struct bch_extent_ptr *p)
+{
+	struct {
+		uint8_t		uuid[16];
+		uint64_t	offset, counter, jseq;
+		uint32_t	dev;
+	} in;
+
+	memset(&in, 0, sizeof(in));
+	memcpy(in.uuid, c->sb->uuid, 16);
+	in.offset = p->offset;
+	in.dev = p->dev;
+	in.counter = ++c->roots->seq_counter;
+	in.jseq = c->journal ? bch_journal_cur_seq(c) : 0;
+	return bch_checksum(BCH_CSUM_xxhash64, &in, sizeof(in)).lo | 1;
+}
+
+/* A new node with fresh space and identity. */
+static int node_alloc(struct bch_fs *c, unsigned id, unsigned level, struct btree **ret)
+{
+	struct btree *b = bch_btree_node_new(c, id, level);
+	int r;
+
+	b->nr_ptrs = replicas(c);
+	r = bch_alloc_btree_node(c, b->nr_ptrs, b->ptrs);
+	if (r) {
+		b->nr_ptrs = 0;
+		bch_btree_node_forget(c, b);
+		return r;
+	}
+	b->seq = new_node_seq(c, &b->ptrs[0]);
+	*ret = b;
+	return 0;
+}
+
+static int node_pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq)
+{
+	struct btree *b = (struct btree *)((char *)pin - offsetof(struct btree, pin));
+	int r;
+
+	(void)seq;
+	b->refs++;
+	r = bch_btree_node_write(c, b);
+	if (r == 1)
+		return 0;	/* split: b and its pin are gone */
+	bch_btree_node_put(c, b);
+	return r;
+}
+
+/* Put k in b (in memory), mark b dirty and pin journal seq. */
+static void apply_key(struct bch_fs *c, struct btree *b, const struct bch_bkey *k, uint64_t seq)
+{
+	long before = bch_btree_node_bytes(b);
+
+	bch_btree_node_insert_key(b, k);
+	bch_btree_node_pending_add(b, k);
+	bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - before);
+	b->dirty = true;
+	if (seq > b->journal_seq)
+		b->journal_seq = seq;
+	if (seq)
+		bch_journal_pin_add(c, &b->pin, seq, node_pin_flush);
+}
+
+static void clear_pending(struct bch_fs *c, struct btree *b)
+{
+	long before = bch_btree_node_bytes(b);
+
+	for (unsigned i = 0; i < b->nr_pending; i++)
+		free(b->pending[i]);
+	b->nr_pending = 0;
+	b->pending_u64s = 0;
+	bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - before);
+	b->dirty = false;
+	bch_journal_pin_drop(c, &b->pin);
+}
+
+/* Journal keys at level in btree id, and apply them to their nodes. */
+static int journal_and_apply(struct bch_fs *c, unsigned id, unsigned level,
+			     struct bch_bkey **keys, unsigned nr)
+{
+	struct bch_journal_res res;
+	unsigned u64s = 0;
+	int r;
+
+	for (unsigned i = 0; i < nr; i++)
+		u64s += 1 + keys[i]->u64s;
+	if ((r = bch_journal_res_get(c, u64s, &res)))
+		return r;
+	c->roots->no_shrink++;
+	for (unsigned i = 0; i < nr && !r; i++) {
+		struct btree *b;
+		void *d = bch_journal_res_add(c, &res, BCH_JSET_ENTRY_btree_keys, id, level,
+					      keys[i]->u64s);
+		memcpy(d, keys[i], bkey_bytes(keys[i]));
+		r = bch_btree_find_node(c, id, level, keys[i]->p, &b);
+		if (!r) {
+			apply_key(c, b, keys[i], res.seq);
+			bch_btree_node_put(c, b);
+		}
+	}
+	c->roots->no_shrink--;
+	bch_journal_res_put(c, &res);
+	return r;
+}
+
+static bool is_root(struct bch_fs *c, const struct btree *b)
+{
+	struct btree_root *r = &c->roots->r[b->id];
+	const struct bch_btree_ptr *bp = r->key ? bkey_val(r->key) : NULL;
+
+	return bp && r->level == b->level && bp->ptrs[0].dev == b->ptrs[0].dev &&
+	       bp->ptrs[0].offset == b->ptrs[0].offset;
+}
+
+static void set_root(struct bch_fs *c, struct btree *b)
+{
+	struct btree_root *r = &c->roots->r[b->id];
+
+	free(r->key);
+	r->key = bch_btree_ptr_key(b);
+	r->level = b->level;
+}
+
+static int split(struct bch_fs *c, struct btree *b);
+
+/* Make sure the parent of b (found by b's range) can take one more key. */
+static int parent_room(struct bch_fs *c, struct btree *b)
+{
+	struct btree *p;
+	int r;
+
+	for (unsigned tries = 0; tries < 64; tries++) {
+		r = bch_btree_find_node(c, b->id, b->level + 1, b->max_key, &p);
+		if (r)
+			return r;
+		if (p->u64s + 2 * (BCH_BKEY_U64s + 8) < split_threshold(c)) {
+			bch_btree_node_put(c, p);
+			return 0;
+		}
+		r = split(c, p);	/* consumes p */
+		if (r)
+			return r;
+	}
+	return bch_fs_err(c, -EIO, "btree: parent keeps overflowing");
+}
+
+/*
+ * Split b (the caller's reference is consumed: b is gone afterwards): two
+ * new nodes written whole, then the parent (or a new root) points at them.
+ */
+static int split(struct bch_fs *c, struct btree *b)
+{
+	unsigned id = b->id, level = b->level;
+	struct btree *n[2] = { NULL, NULL };
+	bool root = is_root(c, b);
+	int r;
+
+	if (b->nr < 2)
+		return bch_fs_err(c, -EIO, "btree: cannot split a node of %u keys", b->nr);
+	if (!root && (r = parent_room(c, b)))
+		goto err;
+	/* write-ahead: everything b holds is in the journal first */
+	if ((r = bch_journal_flush_seq(c, b->journal_seq)))
+		goto err;
+	for (unsigned i = 0; i < 2; i++)
+		if ((r = node_alloc(c, id, level, &n[i])))
+			goto err;
+
+	/* halves by size */
+	unsigned mid = 0;
+	size_t acc = 0;
+	while (mid < b->nr - 1 && acc < b->u64s / 2)
+		acc += b->keys[mid++]->u64s;
+	if (!mid)
+		mid = 1;
+	n[0]->min_key = b->min_key;
+	n[0]->max_key = b->keys[mid - 1]->p;
+	n[1]->min_key = bpos_successor(n[0]->max_key);
+	n[1]->max_key = b->max_key;
+	for (unsigned i = 0; i < b->nr; i++) {
+		struct btree *t = n[i >= mid];
+		long before = bch_btree_node_bytes(t);
+		bch_btree_node_insert_key(t, b->keys[i]);
+		bch_btree_cache_account(c, (long)bch_btree_node_bytes(t) - before);
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		n[i]->journal_seq = b->journal_seq;
+		if ((r = bch_btree_node_write_io(c, n[i], true)))
+			goto err;
+		bch_btree_node_hash(c, n[i]);
+	}
+
+	if (root) {
+		struct btree *nr_;
+		if ((r = node_alloc(c, id, level + 1, &nr_)))
+			goto err;
+		nr_->min_key = POS_MIN;
+		nr_->max_key = POS_MAX;
+		for (unsigned i = 0; i < 2; i++) {
+			struct bch_bkey *k = bch_btree_ptr_key(n[i]);
+			long before = bch_btree_node_bytes(nr_);
+			bch_btree_node_insert_key(nr_, k);
+			bch_btree_cache_account(c, (long)bch_btree_node_bytes(nr_) - before);
+			free(k);
+		}
+		if ((r = bch_btree_node_write_io(c, nr_, true))) {
+			bch_btree_node_put(c, nr_);
+			goto err;
+		}
+		bch_btree_node_hash(c, nr_);
+		set_root(c, nr_);
+		bch_btree_node_put(c, nr_);
+	} else {
+		struct bch_bkey *keys[2] = { bch_btree_ptr_key(n[0]), bch_btree_ptr_key(n[1]) };
+		r = journal_and_apply(c, id, level + 1, keys, 2);
+		free(keys[0]);
+		free(keys[1]);
+		if (r)
+			goto err;
+	}
+	bch_free_btree_node(c, b->ptrs, b->nr_ptrs);
+	bch_btree_node_forget(c, b);
+	bch_btree_node_put(c, n[0]);
+	bch_btree_node_put(c, n[1]);
+	return 0;
+err:
+	c->emergency_ro = true;
+	bch_btree_node_put(c, b);
+	for (unsigned i = 0; i < 2; i++)
+		if (n[i])
+			bch_btree_node_put(c, n[i]);
+	return r;
+}
+
+/* b's space is full: rewrite it compacted at a new place, then relink it. */
+static int move_node(struct bch_fs *c, struct btree *b)
+{
+	struct bch_extent_ptr old[BCH_REPLICAS_MAX];
+	unsigned old_nr = b->nr_ptrs;
+	struct btree *tmp;
+	int r;
+
+	memcpy(old, b->ptrs, sizeof(old));
+	if ((r = node_alloc(c, b->id, b->level, &tmp)))
+		return r;
+	/* take tmp's space and identity; tmp itself is dropped */
+	b->nr_ptrs = tmp->nr_ptrs;
+	memcpy(b->ptrs, tmp->ptrs, sizeof(b->ptrs));
+	b->seq = tmp->seq;
+	tmp->nr_ptrs = 0;
+	bch_btree_node_forget(c, tmp);
+
+	bool root = false;
+	{
+		/* is_root compares addresses: check against the old ones */
+		struct btree_root *rt = &c->roots->r[b->id];
+		const struct bch_btree_ptr *bp = rt->key ? bkey_val(rt->key) : NULL;
+		root = bp && rt->level == b->level && bp->ptrs[0].dev == old[0].dev &&
+		       bp->ptrs[0].offset == old[0].offset;
+	}
+	if ((r = bch_btree_node_write_io(c, b, true)))
+		return r;
+	/* rehash under the new address */
+	struct btree saved = *b;
+	b->nr_ptrs = old_nr;
+	memcpy(b->ptrs, old, sizeof(old));
+	bch_btree_node_unhash(c, b);
+	b->nr_ptrs = saved.nr_ptrs;
+	memcpy(b->ptrs, saved.ptrs, sizeof(saved.ptrs));
+	bch_btree_node_hash(c, b);
+
+	if (root) {
+		set_root(c, b);
+	} else {
+		struct bch_bkey *k = bch_btree_ptr_key(b);
+		r = parent_room(c, b);
+		if (!r)
+			r = journal_and_apply(c, b->id, b->level + 1, &k, 1);
+		free(k);
+		if (r)
+			return r;
+	}
+	bch_free_btree_node(c, old, old_nr);
+	return 0;
+}
+
+static int node_write(struct bch_fs *c, struct btree *b);
+
+/*
+ * Writing a node can move or split it, which reads and changes other nodes:
+ * no nested evictions (which would write yet other nodes) meanwhile.
+ */
+int bch_btree_node_write(struct bch_fs *c, struct btree *b)
+{
+	int r;
+
+	c->roots->no_shrink++;
+	r = node_write(c, b);
+	c->roots->no_shrink--;
+	return r;
+}
+
+static int node_write(struct bch_fs *c, struct btree *b)
+{
+	int r;
+
+	if (!b->dirty)
+		return 0;
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	if (c->emergency_ro)
+		return -BCH_ERR_fs_emergency_ro;
+	if ((r = bch_journal_flush_seq(c, b->journal_seq)))
+		return r;
+	if (!bch_btree_node_fits(c, b) || b->u64s > split_threshold(c)) {
+		/* split consumes a reference and frees b */
+		b->refs++;
+		r = split(c, b);
+		return r ? r : 1;
+	}
+	unsigned node_sectors = c->sb->btree_node_size;
+	if (!b->sectors_written)
+		r = bch_btree_node_write_io(c, b, true);
+	else if (b->sectors_written + bch_btree_node_append_sectors(c, b) <= node_sectors)
+		r = bch_btree_node_write_io(c, b, false);
+	else
+		r = move_node(c, b);
+	if (!r)
+		clear_pending(c, b);
+	return r;
+}
+
+int bch_btree_flush_all(struct bch_fs *c)
+{
+	for (unsigned pass = 0; pass < 1000000; pass++) {
+		struct btree *dirty = bch_btree_cache_first_dirty(c);
+
+		if (!dirty)
+			return 0;
+		dirty->refs++;
+		int r = bch_btree_node_write(c, dirty);
+		if (r < 0)
+			return r;
+		if (r == 0)
+			bch_btree_node_put(c, dirty);
+	}
+	return bch_fs_err(c, -EIO, "btree: nodes keep getting dirtied while flushing");
+}
+
+/* ------------------------------------------------------------ transactions */
+
+int bch_trans_init(struct bch_fs *c, struct btree_trans **trans)
+{
+	struct btree_trans *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	t->c = c;
+	*trans = t;
+	return 0;
+}
+
+static void trans_clear(struct btree_trans *t)
+{
+	for (unsigned i = 0; i < t->nr; i++)
+		free(t->keys[i]);
+	t->nr = 0;
+}
+
+void bch_trans_exit(struct btree_trans *t)
+{
+	if (!t)
+		return;
+	trans_clear(t);
+	free(t->keys);
+	free(t->ids);
+	free(t);
+}
+
+int bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *k)
+{
+	if (id >= BCH_BTREE_ID_NR)
+		return -EINVAL;
+	if (t->nr == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 8;
+		t->keys = realloc(t->keys, t->cap * sizeof(*t->keys));
+		t->ids = realloc(t->ids, t->cap);
+		if (!t->keys || !t->ids)
+			abort();
+	}
+	t->keys[t->nr] = bch_bkey_dup(k);
+	t->ids[t->nr++] = id;
+	return 0;
+}
+
+/* Every leaf this transaction touches has room for all of it. */
+static int ensure_room(struct btree_trans *t, size_t total_u64s, bool *ok)
+{
+	struct bch_fs *c = t->c;
+
+	*ok = true;
+	for (unsigned i = 0; i < t->nr; i++) {
+		struct btree *b;
+		int r = bch_btree_find_node(c, t->ids[i], 0, t->keys[i]->p, &b);
+		if (r)
+			return r;
+		if (b->u64s + total_u64s > split_threshold(c)) {
+			*ok = false;
+			if (b->nr < 2) {
+				bch_btree_node_put(c, b);
+				return bch_fs_err(c, -EINVAL, "transaction too big for a btree node");
+			}
+			return split(c, b);
+		}
+		bch_btree_node_put(c, b);
+	}
+	return 0;
+}
+
+int bch_trans_commit(struct btree_trans *t, unsigned flags)
+{
+	struct bch_fs *c = t->c;
+	struct bch_journal_res res;
+	size_t total = 0;
+	char err[160];
+	int r = 0;
+
+	if (!t->nr)
+		return 0;
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	if (c->emergency_ro)
+		return -BCH_ERR_fs_emergency_ro;
+	for (unsigned i = 0; i < t->nr; i++) {
+		if (bch_bkey_validate(t->keys[i], t->ids[i], 0, err, sizeof(err)))
+			return bch_fs_err(c, -EINVAL, "invalid key: %s", err);
+		total += 1 + t->keys[i]->u64s;
+	}
+	if (total > split_threshold(c) / 4)
+		return bch_fs_err(c, -EINVAL, "transaction too big (%zu words)", total);
+
+	for (unsigned tries = 0;; tries++) {
+		bool ok;
+		if (tries > 1000)
+			return bch_fs_err(c, -EIO, "btree: commit cannot make room");
+		if ((r = ensure_room(t, total, &ok)))
+			return r;
+		if (!ok)
+			continue;
+		if ((r = bch_journal_res_get(c, total, &res)))
+			return r;
+		/* getting the reservation may have written (moved, split) nodes */
+		c->roots->no_shrink++;
+		for (unsigned i = 0; i < t->nr && ok; i++) {
+			struct btree *b;
+			if ((r = bch_btree_find_node(c, t->ids[i], 0, t->keys[i]->p, &b)))
+				break;
+			ok = b->u64s + total <= split_threshold(c);
+			bch_btree_node_put(c, b);
+		}
+		if (r || !ok) {
+			c->roots->no_shrink--;
+			bch_journal_res_put(c, &res);
+			if (r)
+				return r;
+			continue;
+		}
+		break;
+	}
+
+	for (unsigned i = 0; i < t->nr && !r; i++) {
+		struct btree *b;
+		void *d = bch_journal_res_add(c, &res, BCH_JSET_ENTRY_btree_keys, t->ids[i], 0,
+					      t->keys[i]->u64s);
+		memcpy(d, t->keys[i], bkey_bytes(t->keys[i]));
+		r = bch_btree_find_node(c, t->ids[i], 0, t->keys[i]->p, &b);
+		if (!r) {
+			apply_key(c, b, t->keys[i], res.seq);
+			bch_btree_node_put(c, b);
+		}
+	}
+	c->roots->no_shrink--;
+	bch_journal_res_put(c, &res);
+	trans_clear(t);
+	if (r) {
+		c->emergency_ro = true;
+		return r;
+	}
+	if ((flags & BCH_TRANS_SYNC) && (r = bch_journal_flush_seq(c, res.seq)))
+		return r;
+	return bch_btree_cache_shrink(c);
+}
+
+/* ------------------------------------------------------------ replay, roots */
+
+int bch_btree_replay_key(struct bch_fs *c, unsigned id, unsigned level,
+			 const struct bch_bkey *k, uint64_t seq)
+{
+	struct btree *b;
+	int r;
+
+	if (!c->roots->r[id].key)
+		return bch_fs_err(c, -BCH_ERR_journal_bad, "journal: key for %s btree, which has no root",
+				  bch_btree_id_name(id));
+	if (level > c->roots->r[id].level)
+		return 0;	/* an update of a node the current root replaced */
+	c->roots->no_shrink++;
+	r = bch_btree_find_node(c, id, level, k->p, &b);
+	if (!r) {
+		apply_key(c, b, k, seq);
+		bch_btree_node_put(c, b);
+	}
+	c->roots->no_shrink--;
+	return r;
+}
+
+int bch_btree_split_overfull(struct bch_fs *c)
+{
+	for (unsigned n = 0; n < 100000; n++) {
+		struct btree *b = bch_btree_cache_first_overfull(c, split_threshold(c));
+		int r;
+
+		if (!b)
+			return 0;
+		b->refs++;
+		if ((r = split(c, b)))
+			return r;
+	}
+	return bch_fs_err(c, -EIO, "btree: too many overfull nodes");
+}
+
+int bch_btree_create_roots(struct bch_fs *c)
+{
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
+		struct btree *b;
+		int r = node_alloc(c, id, 0, &b);
+
+		if (r)
+			return r;
+		b->min_key = POS_MIN;
+		b->max_key = POS_MAX;
+		if ((r = bch_btree_node_write_io(c, b, true))) {
+			bch_btree_node_put(c, b);
+			return r;
+		}
+		bch_btree_node_hash(c, b);
+		set_root(c, b);
+		bch_btree_node_put(c, b);
+	}
+	return 0;
+}
+
+unsigned bch_btree_roots_u64s(struct bch_fs *c)
+{
+	unsigned u64s = 0;
+
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
+		if (c->roots->r[id].key)
+			u64s += 1 + c->roots->r[id].key->u64s;
+	return u64s;
+}
+
+void bch_btree_roots_to_jset(struct bch_fs *c, struct bch_jset_entry *dst)
+{
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
+		struct btree_root *r = &c->roots->r[id];
+
+		if (!r->key)
+			continue;
+		memset(dst, 0, sizeof(*dst));
+		dst->u64s = r->key->u64s;
+		dst->btree_id = id;
+		dst->level = r->level;
+		dst->type = BCH_JSET_ENTRY_btree_root;
+		memcpy(dst->_data, r->key, bkey_bytes(r->key));
+		dst = (struct bch_jset_entry *)((__le64 *)dst + 1 + dst->u64s);
+	}
+}
+
+int bch_btree_roots_from_jset(struct bch_fs *c, const struct bch_jset_entry *e)
+{
+	const struct bch_bkey *k = (const void *)e->_data;
+	char err[160];
+
+	if (e->type != BCH_JSET_ENTRY_btree_root)
+		return 0;
+	if (e->btree_id >= BCH_BTREE_ID_NR || e->u64s < BCH_BKEY_U64s || k->u64s != e->u64s ||
+	    e->level >= 16 || bch_bkey_validate(k, e->btree_id, 1, err, sizeof(err)))
+		return bch_fs_err(c, -BCH_ERR_journal_bad, "journal: invalid btree root entry");
+	struct btree_root *r = &c->roots->r[e->btree_id];
+	free(r->key);
+	r->key = bch_bkey_dup(k);
+	r->level = e->level;
+	return 0;
+}

@@ -1,0 +1,380 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fs.c - open and close of a filesystem (see fs.h), and journal replay.
+ *
+ * Recovery order: superblocks -> journal scan (ring positions, entries from
+ * last_seq) -> roots (clean record, or the newest entry) -> replay of every
+ * key entry in sequence order into the nodes in memory -> bucket state
+ * rebuilt from every node pointer -> journal restarts after the newest
+ * entry -> (read-write) clean record removed, overfull nodes split.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "alloc.h"
+#include "blockdev.h"
+#include "btree.h"
+#include "errcode.h"
+#include "fs.h"
+#include "journal.h"
+#include "super.h"
+
+struct replay_list {
+	struct bch_jset	**j;
+	size_t		nr, cap;
+};
+
+static int collect_jset(struct bch_fs *c, struct bch_jset *j, void *priv)
+{
+	struct replay_list *l = priv;
+	size_t bytes = sizeof(*j) + (size_t)j->u64s * 8;
+
+	(void)c;
+	if (l->nr == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->j = realloc(l->j, l->cap * sizeof(*l->j));
+		if (!l->j)
+			return -ENOMEM;
+	}
+	l->j[l->nr] = malloc(bytes);
+	if (!l->j[l->nr])
+		return -ENOMEM;
+	memcpy(l->j[l->nr++], j, bytes);
+	return 0;
+}
+
+static void free_replay_list(struct replay_list *l)
+{
+	for (size_t i = 0; i < l->nr; i++)
+		free(l->j[i]);
+	free(l->j);
+}
+
+/*
+ * Replay, one level at a time from the top: interior updates first (in
+ * sequence order), so that when keys of a level are replayed, the levels
+ * above already have their final shape.  Replaying a leaf key through an
+ * interior pointer that a later entry replaces would load a node that is no
+ * longer part of the tree, and the key would be lost with it.
+ */
+static int replay_level(struct bch_fs *c, struct replay_list *l, unsigned level)
+{
+	char err[160];
+
+	for (size_t i = 0; i < l->nr; i++) {
+		struct bch_jset *j = l->j[i];
+		struct bch_jset_entry *e;
+
+		for_each_jset_entry(e, j) {
+			if (e->type != BCH_JSET_ENTRY_btree_keys || e->level != level)
+				continue;
+			if (e->btree_id >= BCH_BTREE_ID_NR)
+				return bch_fs_err(c, -BCH_ERR_journal_bad,
+						  "journal entry %" PRIu64 ": unknown btree %u",
+						  (uint64_t)j->seq, e->btree_id);
+			const __le64 *p = e->_data, *end = e->_data + e->u64s;
+			while (p < end) {
+				const struct bch_bkey *k = (const void *)p;
+				if (end - p < (ptrdiff_t)BCH_BKEY_U64s || k->u64s > end - p ||
+				    bch_bkey_validate(k, e->btree_id, e->level, err, sizeof(err)))
+					return bch_fs_err(c, -BCH_ERR_journal_bad,
+							  "journal entry %" PRIu64 ": invalid key: %s",
+							  (uint64_t)j->seq, err);
+				int r = bch_btree_replay_key(c, e->btree_id, e->level, k, j->seq);
+				if (r)
+					return r;
+				p += k->u64s;
+			}
+		}
+	}
+	return 0;
+}
+
+#define BTREE_MAX_DEPTH	16
+
+static int replay(struct bch_fs *c, struct replay_list *l)
+{
+	for (int level = BTREE_MAX_DEPTH - 1; level >= 0; level--) {
+		int r = replay_level(c, l, level);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static int mark_node(struct bch_fs *c, struct btree *b, void *priv)
+{
+	(void)priv;
+	for (unsigned i = 0; i < b->nr_ptrs; i++) {
+		int r = bch_alloc_mark_ptr(c, &b->ptrs[i], c->sb->btree_node_size, BCH_DATA_btree);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+static void fs_free(struct bch_fs *c)
+{
+	bch_btree_cache_exit(c);
+	bch_fs_journal_exit(c);
+	bch_fs_alloc_exit(c);
+	if (c->roots) {
+		for (unsigned i = 0; i < BCH_BTREE_ID_NR; i++)
+			free(c->roots->r[i].key);
+		free(c->roots);
+	}
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++) {
+		struct bch_dev *ca = c->devs[i];
+		if (!ca)
+			continue;
+		if (ca->bdev)
+			bch_dev_close(ca->bdev);
+		free(ca->disk_sb);
+		free(ca);
+	}
+	free(c->sb);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+}
+
+static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
+{
+	struct bch_sb *newest = NULL;
+	unsigned flags = c->read_only ? BCH_DEV_RDONLY : 0;
+	int r;
+
+	for (unsigned i = 0; i < nr; i++) {
+		struct bch_blockdev *bd;
+		struct bch_sb *sb;
+
+		if ((r = bch_dev_open(paths[i], flags, &bd)))
+			return bch_fs_err(c, r, "%s: %s", paths[i], bch_err_str(r));
+		if ((r = bch_sb_read(bd, &sb, NULL))) {
+			bch_dev_close(bd);
+			return bch_fs_err(c, r, "%s: %s", paths[i], bch_err_str(r));
+		}
+		if (newest && memcmp(sb->uuid, newest->uuid, BCH_UUID_SIZE)) {
+			free(sb);
+			bch_dev_close(bd);
+			return bch_fs_err(c, -BCH_ERR_sb_mismatch, "%s: not a device of the same filesystem",
+					  paths[i]);
+		}
+		if (c->devs[sb->dev_idx]) {
+			free(sb);
+			bch_dev_close(bd);
+			return bch_fs_err(c, -BCH_ERR_sb_mismatch, "%s: device %u given twice", paths[i],
+					  sb->dev_idx);
+		}
+		struct bch_dev *ca = calloc(1, sizeof(*ca));
+		if (!ca)
+			return -ENOMEM;
+		ca->fs = c;
+		ca->idx = sb->dev_idx;
+		ca->bdev = bd;
+		ca->disk_sb = sb;
+		c->devs[sb->dev_idx] = ca;
+		if (!newest || sb->seq > newest->seq)
+			newest = sb;
+	}
+	size_t bytes = BCH_SB_BUF_BYTES(newest->layout.sb_max_size_bits);
+	c->sb = malloc(bytes);
+	if (!c->sb)
+		return -ENOMEM;
+	memcpy(c->sb, newest, bytes);
+	c->sb_bytes = bytes;
+	c->nr_devs = c->sb->nr_devices;
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		if (m && bch_member_exists(m)) {
+			if (!c->devs[i] && !c->opts.v[Opt_degraded])
+				return bch_fs_err(c, -BCH_ERR_device_missing,
+						  "member device %u was not given (all devices are needed)", i);
+			if (c->devs[i])
+				c->devs[i]->mi = *m;
+		} else if (c->devs[i]) {
+			return bch_fs_err(c, -BCH_ERR_sb_mismatch, "device %u is not a member", i);
+		}
+	}
+	return 0;
+}
+
+/* Roots from the clean record; false if there is none usable. */
+static bool roots_from_clean(struct bch_fs *c, uint64_t *seq)
+{
+	struct bch_sb_field_clean *cl = bch_sb_get_clean(c->sb);
+
+	if (!(c->sb->flags & BCH_SB_FLAG_CLEAN) || !cl)
+		return false;
+	const __le64 *p = cl->entries, *end = (const __le64 *)&cl->field + cl->field.u64s;
+	while (p < end) {
+		const struct bch_jset_entry *e = (const void *)p;
+		if (p + 1 + e->u64s > end || bch_btree_roots_from_jset(c, e))
+			return false;
+		p += 1 + e->u64s;
+	}
+	*seq = cl->journal_seq;
+	return true;
+}
+
+static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
+		   bool allow_no_roots, struct bch_fs **ret)
+{
+	struct bch_fs *c = calloc(1, sizeof(*c));
+	struct replay_list list = { 0 };
+	uint64_t newest = 0, clean_seq = 0;
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	*ret = c;
+	pthread_mutex_init(&c->lock, NULL);
+	bch_opts_default(&c->opts);
+	if (opts)
+		for (unsigned i = 0; i < BCH_OPT_NR; i++)
+			if (bch_opt_is_set(opts, i))
+				bch_opt_set(&c->opts, i, opts->v[i]);
+	c->read_only = c->opts.v[Opt_read_only];
+
+	if (!nr)
+		return bch_fs_err(c, -EINVAL, "no devices");
+	if ((r = open_devices(c, paths, nr)))
+		return r;
+	/* superblock options, then what the caller set explicitly on top */
+	struct bch_opts sbo;
+	bch_opts_from_sb(&sbo, c->sb);
+	for (unsigned i = 0; i < BCH_OPT_NR; i++)
+		if ((bch_opt_table[i].flags & OPT_FS) && !(opts && bch_opt_is_set(opts, i)))
+			c->opts.v[i] = sbo.v[i];
+
+	c->roots = calloc(1, sizeof(*c->roots));
+	if (!c->roots)
+		return -ENOMEM;
+	if ((r = bch_btree_cache_init(c)) || (r = bch_fs_journal_init(c)) ||
+	    (r = bch_fs_alloc_init(c)))
+		return r;
+
+	bool clean = roots_from_clean(c, &clean_seq);
+	if ((r = bch_journal_read(c, clean ? NULL : collect_jset, &list, &newest)))
+		goto out;
+	if (clean && newest > clean_seq)
+		clean = false;	/* written after the clean record: not clean after all */
+	if (!clean && !list.nr && newest) {
+		/* marked clean once, journal moved on: read entries after all */
+		if ((r = bch_journal_read(c, collect_jset, &list, &newest)))
+			goto out;
+	}
+	if (!clean) {
+		/* roots: the newest entry carries every root */
+		if (list.nr) {
+			struct bch_jset_entry *e;
+			for_each_jset_entry(e, list.j[list.nr - 1])
+				if ((r = bch_btree_roots_from_jset(c, e)))
+					goto out;
+		}
+		bool any = false;
+		for (unsigned i = 0; i < BCH_BTREE_ID_NR; i++)
+			any |= c->roots->r[i].key != NULL;
+		if (!any && !allow_no_roots) {
+			r = bch_fs_err(c, -BCH_ERR_journal_bad,
+				       "no btree roots: neither a clean record nor journal entries");
+			goto out;
+		}
+		if ((r = replay(c, &list)))
+			goto out;
+	}
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
+		if ((r = bch_btree_walk_nodes(c, id, mark_node, NULL)))
+			goto out;
+
+	bch_journal_set_roots_fn(c, bch_btree_roots_u64s, bch_btree_roots_to_jset);
+	if (!c->read_only) {
+		bch_journal_start(c, (clean ? clean_seq : newest) + 1);
+		/* dirty from here on: drop the clean record before changing anything */
+		c->sb->flags &= ~BCH_SB_FLAG_CLEAN;
+		int e2;
+		bch_sb_field_resize(&c->sb, &c->sb_bytes, BCH_SB_FIELD_clean, 0, &e2);
+		for (unsigned i = 0; i < c->nr_devs; i++)
+			if (c->devs[i]) {
+				c->devs[i]->mi.last_mount = bch_now_secs();
+				struct bch_member *m = bch_sb_member(c->sb, i);
+				m->last_mount = c->devs[i]->mi.last_mount;
+			}
+		if ((r = bch_write_super(c)))
+			goto out;
+		if ((r = bch_btree_split_overfull(c)))
+			goto out;
+	}
+out:
+	free_replay_list(&list);
+	return r;
+}
+
+int bch_fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
+		struct bch_fs **ret, char *err, size_t errlen)
+{
+	struct bch_fs *c;
+	int r = fs_open(paths, nr, opts, false, &c);
+
+	if (r) {
+		snprintf(err, errlen, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
+		c->read_only = true;	/* nothing more is written on the way out */
+		fs_free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
+int bch_fs_close(struct bch_fs *c)
+{
+	int r = 0;
+
+	if (!c)
+		return 0;
+	if (!c->read_only && !c->emergency_ro) {
+		if (!(r = bch_btree_flush_all(c)) && !(r = bch_journal_reclaim_all(c))) {
+			unsigned u64s = bch_btree_roots_u64s(c);
+			size_t fu64s = (sizeof(struct bch_sb_field_clean) + 7) / 8 + u64s;
+			int e2 = 0;
+			struct bch_sb_field_clean *cl = (void *)bch_sb_field_resize(
+				&c->sb, &c->sb_bytes, BCH_SB_FIELD_clean, fu64s, &e2);
+			if (!cl) {
+				r = e2;
+			} else {
+				cl->journal_seq = bch_journal_seq_durable(c);
+				cl->flags = 0;
+				bch_btree_roots_to_jset(c, (struct bch_jset_entry *)cl->entries);
+				c->sb->flags |= BCH_SB_FLAG_CLEAN;
+				r = bch_write_super(c);
+			}
+		}
+	}
+	if (!r && c->emergency_ro)
+		r = -BCH_ERR_fs_emergency_ro;
+	fs_free(c);
+	return r;
+}
+
+int bch_fs_init_empty(char * const *paths, unsigned nr, char *err, size_t errlen)
+{
+	struct bch_fs *c;
+	int r = fs_open(paths, nr, NULL, true, &c);
+
+	if (!r)
+		r = bch_btree_create_roots(c);
+	if (r) {
+		snprintf(err, errlen, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
+		c->read_only = true;
+		fs_free(c);
+		return r;
+	}
+	r = bch_fs_close(c);
+	if (r)
+		snprintf(err, errlen, "creating the btrees: %s", bch_err_str(r));
+	return r;
+}
