@@ -23,6 +23,9 @@ int cmd_show_super(int argc, char *argv[]);
 int cmd_version(int argc, char *argv[]);
 int cmd_help_opts(int argc, char *argv[]);
 int cmd_fsck(int argc, char *argv[]);
+int cmd_list(int argc, char *argv[]);
+int cmd_list_journal(int argc, char *argv[]);
+int cmd_kv(int argc, char *argv[]);
 
 /* Print "bcachefs CMD: msg\n" on stderr. */
 void cmd_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
