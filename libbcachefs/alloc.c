@@ -160,7 +160,26 @@ static int alloc_on_dev(struct bch_fs *c, unsigned dev, struct bch_extent_ptr *p
 	return 0;
 }
 
+static int alloc_nodes(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs);
+
+/*
+ * Freed space waits for its journal sequence to be durable; when nothing
+ * else is free, make it durable now (one journal write) and try again.
+ */
 int bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs)
+{
+	int r = alloc_nodes(c, nr, ptrs);
+
+	if (r == -BCH_ERR_no_space && !c->read_only &&
+	    bch_journal_seq_durable(c) < bch_journal_cur_seq(c) &&
+	    !bch_journal_flush(c)) {
+		c->err_msg[0] = 0;
+		r = alloc_nodes(c, nr, ptrs);
+	}
+	return r;
+}
+
+static int alloc_nodes(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs)
 {
 	unsigned got = 0;
 

@@ -2,6 +2,10 @@
 /*
  * journal.c - the write-ahead log (see journal.h for the contract).
  *
+ * Ordering: an entry is written after a flush of every device (so the nodes
+ * it links in are durable first) and flushed itself before it counts as
+ * durable.
+ *
  * Space: each journal device has a ring of buckets.  An entry for sequence s
  * goes to metadata_replicas devices, starting with device s % nr (so the
  * devices share the load).  On each device it is written at the current
@@ -432,6 +436,18 @@ static int journal_write(struct bch_fs *c, bool marker)
 	if (r && j->roots_fill)
 		j->roots_fill(c, (struct bch_jset_entry *)(js->_data + (marker ? 0 : j->buf_u64s)));
 	js->csum = bch_checksum(j->csum_type, &js->magic, sizeof(*js) - sizeof(js->csum) + u64s * 8);
+
+	/*
+	 * Preflush: every write issued before this entry (btree nodes the
+	 * entry links in, on any device) must be durable before the entry can
+	 * land, or a power cut could keep the entry and lose what it points to.
+	 */
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX && !ret; i++)
+		if (c->devs[i] && c->devs[i]->bdev)
+			ret = bch_dev_flush(c->devs[i]->bdev);
+	if (ret)
+		bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
+			   (uint64_t)j->seq, bch_err_str(ret));
 
 	for (unsigned k = 0; k < j->replicas && !ret; k++) {
 		struct journal_dev *jd = target(j, j->seq, k);
