@@ -447,28 +447,63 @@ int bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *
 	return 0;
 }
 
-/* Every leaf this transaction touches has room for all of it. */
-static int ensure_room(struct btree_trans *t, size_t total_u64s, bool *ok)
+static struct btree_trans *sort_trans;
+
+static int cmp_update(const void *a, const void *b)
+{
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+	if (sort_trans->ids[x] != sort_trans->ids[y])
+		return sort_trans->ids[x] < sort_trans->ids[y] ? -1 : 1;
+	return bpos_cmp(sort_trans->keys[x]->p, sort_trans->keys[y]->p);
+}
+
+/*
+ * Every leaf this transaction touches has room for its share of it (the
+ * updates are taken in key order, so each leaf's share is one run); a leaf
+ * that does not is split (when may_split) and *ok is false (look again).  Leaves may end up
+ * above the split threshold; they are split when written.
+ */
+static int ensure_room(struct btree_trans *t, bool may_split, bool *ok)
 {
 	struct bch_fs *c = t->c;
+	unsigned *order = malloc(t->nr * sizeof(*order));
+	int r = 0;
+
+	if (!order)
+		return -ENOMEM;
+	for (unsigned i = 0; i < t->nr; i++)
+		order[i] = i;
+	sort_trans = t;
+	qsort(order, t->nr, sizeof(*order), cmp_update);
 
 	*ok = true;
-	for (unsigned i = 0; i < t->nr; i++) {
+	for (unsigned i = 0; i < t->nr && *ok && !r; ) {
+		unsigned first = order[i], id = t->ids[first];
 		struct btree *b;
-		int r = bch_btree_find_node(c, t->ids[i], 0, t->keys[i]->p, &b);
-		if (r)
-			return r;
-		if (b->u64s + total_u64s > split_threshold(c)) {
-			*ok = false;
-			if (b->nr < 2) {
-				bch_btree_node_put(c, b);
-				return bch_fs_err(c, -EINVAL, "transaction too big for a btree node");
-			}
-			return split(c, b);
+		size_t share = 0;
+
+		if ((r = bch_btree_find_node(c, id, 0, t->keys[first]->p, &b)))
+			break;
+		while (i < t->nr && t->ids[order[i]] == id &&
+		       bpos_cmp(t->keys[order[i]]->p, b->max_key) <= 0)
+			share += t->keys[order[i++]]->u64s;
+		if (b->u64s <= split_threshold(c) && b->u64s + share <= node_u64s_max(c) - 16) {
+			bch_btree_node_put(c, b);
+			continue;
 		}
-		bch_btree_node_put(c, b);
+		*ok = false;
+		if (!may_split) {
+			bch_btree_node_put(c, b);
+		} else if (b->nr < 2) {
+			bch_btree_node_put(c, b);
+			r = bch_fs_err(c, -EINVAL, "transaction too big for a btree node");
+		} else {
+			r = split(c, b);
+		}
 	}
-	return 0;
+	free(order);
+	return r;
 }
 
 int bch_trans_commit(struct btree_trans *t, unsigned flags)
@@ -490,14 +525,15 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 			return bch_fs_err(c, -EINVAL, "invalid key: %s", err);
 		total += 1 + t->keys[i]->u64s;
 	}
-	if (total > split_threshold(c) / 4)
-		return bch_fs_err(c, -EINVAL, "transaction too big (%zu words)", total);
+	if (total > node_u64s_max(c) / 2)
+		return bch_fs_err(c, -EINVAL, "transaction too big (%zu words; at most %zu)", total,
+				  node_u64s_max(c) / 2);
 
 	for (unsigned tries = 0;; tries++) {
 		bool ok;
 		if (tries > 1000)
 			return bch_fs_err(c, -EIO, "btree: commit cannot make room");
-		if ((r = ensure_room(t, total, &ok)))
+		if ((r = ensure_room(t, true, &ok)))
 			return r;
 		if (!ok)
 			continue;
@@ -505,13 +541,7 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 			return r;
 		/* getting the reservation may have written (moved, split) nodes */
 		c->roots->no_shrink++;
-		for (unsigned i = 0; i < t->nr && ok; i++) {
-			struct btree *b;
-			if ((r = bch_btree_find_node(c, t->ids[i], 0, t->keys[i]->p, &b)))
-				break;
-			ok = b->u64s + total <= split_threshold(c);
-			bch_btree_node_put(c, b);
-		}
+		r = ensure_room(t, false, &ok);
 		if (r || !ok) {
 			c->roots->no_shrink--;
 			bch_journal_res_put(c, &res);
