@@ -97,8 +97,12 @@ fuzz:
 		$$t -max_total_time=$(FUZZ_TIME) -artifact_prefix=build/fuzz/ build/fuzz/corpus-$$(basename $$t) || exit 1; \
 	done
 
+build/btree-bench: bench/btree_bench.c $(LIB_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -llmdb
+
 bench: bcachefs
 	@scripts/install-deps.sh bench
+	@$(MAKE) --no-print-directory build/btree-bench
 	@bench/run.sh
 
 install: bcachefs

@@ -2,6 +2,7 @@
 # make bench: our tool against its peers on the same input, printing ratios.
 # Timing lives here, never in tests.  Each row: best of $REPS runs.
 #   format   bcachefs format vs mke2fs vs mkfs.btrfs on the same image size
+#   btree    our engine vs LMDB: 1M keys (BTREE_N), durable transactions of 1000
 # Later issues add rows (fsck, image build, FUSE) as the features land.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -38,3 +39,6 @@ if command -v mkfs.btrfs >/dev/null; then
 	peer=$(best_ms mkfs.btrfs -q -f img)
 	printf '%-28s %8sms %8sms %s\n' "format vs mkfs.btrfs" "$ours" "$peer" "$(ratio "$ours" "$peer")"
 fi
+
+echo
+"$root/build/btree-bench" "$dir" "${BTREE_N:-1000000}"

@@ -71,25 +71,20 @@ static int print_node(struct bch_fs *c, struct btree *b, void *priv)
 
 static int list_keys(struct bch_fs *c, unsigned id, struct list_args *a)
 {
-	struct bch_bpos p = a->start;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	char buf[512];
+	int r;
 
-	for (;;) {
-		struct bch_bkey *k;
-		char buf[512];
-		int r = bch_btree_peek(c, id, p, a->end, &k);
-
-		if (r == -BCH_ERR_key_not_found)
-			return 0;
-		if (r)
-			return r;
+	bch_btree_iter_init(&it, c, id, a->start, a->end);
+	while ((k = bch_btree_iter_next(&it, &r))) {
 		bch_bkey_to_text(k, buf, sizeof(buf));
 		printf("%s\n", buf);
-		bool last = bpos_eq(k->p, POS_MAX);
-		p = bpos_successor(k->p);
-		free(k);
-		if (last)
-			return 0;
+		if (bpos_eq(k->p, POS_MAX))
+			break;
 	}
+	bch_btree_iter_exit(&it);
+	return r;
 }
 
 static void list_usage(FILE *f)

@@ -166,6 +166,24 @@ int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bc
 int bch_btree_peek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos,
 			struct bch_bpos start, struct bch_bkey **ret);
 
+/*
+ * A forward iterator over [pos, end] that keeps its place in a leaf, for
+ * scans: next() returns a pointer into the leaf, valid until the next call.
+ * The tree must not be changed while an iterator is open (re-seek after).
+ */
+struct btree_iter {
+	struct bch_fs		*c;
+	unsigned		id;
+	struct bch_bpos		pos, end;
+	struct btree		*leaf;
+	unsigned		idx;
+};
+void bch_btree_iter_init(struct btree_iter *it, struct bch_fs *c, unsigned id,
+			 struct bch_bpos start, struct bch_bpos end);
+/* Next key, or NULL at the end; *err is set (0 at a normal end). */
+const struct bch_bkey *bch_btree_iter_next(struct btree_iter *it, int *err);
+void bch_btree_iter_exit(struct btree_iter *it);
+
 /* Visit every node of btree id, parents before children, left to right. */
 int bch_btree_walk_nodes(struct bch_fs *c, unsigned id,
 			 int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv);

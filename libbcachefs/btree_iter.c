@@ -109,6 +109,47 @@ int bch_btree_lookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct 
 	return bch_btree_peek(c, id, pos, pos, ret);
 }
 
+void bch_btree_iter_init(struct btree_iter *it, struct bch_fs *c, unsigned id,
+			 struct bch_bpos start, struct bch_bpos end)
+{
+	*it = (struct btree_iter) { .c = c, .id = id, .pos = start, .end = end };
+}
+
+const struct bch_bkey *bch_btree_iter_next(struct btree_iter *it, int *err)
+{
+	*err = 0;
+	for (;;) {
+		if (!it->leaf) {
+			int r = bch_btree_find_node(it->c, it->id, 0, it->pos, &it->leaf);
+			if (r) {
+				*err = r;
+				return NULL;
+			}
+			it->idx = bch_btree_node_find(it->leaf, it->pos);
+		}
+		if (it->idx < it->leaf->nr) {
+			const struct bch_bkey *k = it->leaf->keys[it->idx++];
+			if (bpos_cmp(k->p, it->end) > 0)
+				return NULL;
+			it->pos = bpos_successor(k->p);
+			return k;
+		}
+		struct bch_bpos max = it->leaf->max_key;
+		bch_btree_node_put(it->c, it->leaf);
+		it->leaf = NULL;
+		if (bpos_eq(max, POS_MAX) || bpos_cmp(max, it->end) >= 0)
+			return NULL;
+		it->pos = bpos_successor(max);
+	}
+}
+
+void bch_btree_iter_exit(struct btree_iter *it)
+{
+	if (it->leaf)
+		bch_btree_node_put(it->c, it->leaf);
+	it->leaf = NULL;
+}
+
 static int walk(struct bch_fs *c, struct btree *b,
 		int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv)
 {

@@ -140,6 +140,22 @@ static void check_all(struct bch_fs *c, unsigned seed, unsigned op)
 					free(k);
 			}
 	cr_assert_eq(seen, want, "seed %u op %u: iteration saw %u of %u", seed, op, seen, want);
+	/* the same with the leaf-walking iterator */
+	struct btree_iter it;
+	const struct bch_bkey *ik;
+	struct bch_bpos prev = POS_MIN;
+	unsigned iseen = 0;
+	int ierr;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_test, POS_MIN, POS_MAX);
+	while ((ik = bch_btree_iter_next(&it, &ierr))) {
+		cr_assert(!iseen || bpos_cmp(prev, ik->p) < 0, "seed %u op %u: iterator order", seed, op);
+		cr_assert(model[idx_of(ik->p)], "seed %u op %u: iterator stray key", seed, op);
+		prev = ik->p;
+		iseen++;
+	}
+	bch_btree_iter_exit(&it);
+	cr_assert_eq(ierr, 0);
+	cr_assert_eq(iseen, want, "seed %u op %u: iterator saw %u of %u", seed, op, iseen, want);
 	/* a backward range */
 	unsigned hi = random() % KEYSPACE, lo = hi > 500 ? hi - 500 : 0;
 	struct bch_bpos q = pos_of(hi);

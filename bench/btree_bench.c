@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * btree_bench.c - our btree engine against LMDB on the same workload, in
+ * the same folder: N random 16-byte keys with 32-byte values inserted in
+ * transactions of 1000 (each committed durably), random point lookups, a
+ * full ordered scan, random deletes in transactions of 1000.  Each engine
+ * runs in its own child process, so peak RSS is its own.
+ *
+ *   build/btree-bench DIR [N]       (make bench runs it)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <lmdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bkey.h"
+#include "btree.h"
+#include "errcode.h"
+#include "format.h"
+#include "fs.h"
+
+#define TXN	1000
+
+struct result {
+	double	ops[4];		/* insert, lookup, scan, delete: ops/s */
+	uint64_t bytes;		/* on disk */
+	long	rss_kib;
+};
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t key_hi(uint64_t i) { return (i * 0x9e3779b97f4a7c15ULL) >> 8; }
+static uint64_t key_lo(uint64_t i) { return i * 0xc2b2ae3d27d4eb4fULL; }
+
+static void die(const char *what, const char *msg)
+{
+	fprintf(stderr, "btree-bench: %s: %s\n", what, msg);
+	exit(1);
+}
+
+static uint64_t file_bytes(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) ? 0 : (uint64_t)st.st_blocks * 512;
+}
+
+static void run_ours(const char *dir, uint64_t n, struct result *res)
+{
+	char path[512], err[512];
+	struct bch_format_dev d = { 0 };
+	struct bch_format_args args = { 0 };
+	struct bch_opts o;
+	struct bch_fs *c;
+
+	snprintf(path, sizeof(path), "%s/ours.img", dir);
+	unlink(path);
+	d.path = path;
+	d.size = 4ULL << 30;
+	d.durability = 1;
+	bch_opts_default(&o);
+	if (bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)))
+		die("format", err);
+	char *paths[] = { path };
+	if (bch_fs_open(paths, 1, NULL, &c, err, sizeof(err)))
+		die("open", err);
+
+	struct btree_trans *t;
+	bch_trans_init(c, &t);
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, POS_MIN, sizeof(struct bch_raw) + 32);
+	struct bch_raw *v = bkey_val(k);
+	v->len = 32;
+
+	double t0 = now();
+	for (uint64_t i = 0; i < n; i++) {
+		k->p = POS(key_hi(i), key_lo(i), 0);
+		memset(v->data, (int)i, 32);
+		bch_trans_update(t, BCH_BTREE_ID_test, k);
+		if ((i + 1) % TXN == 0 || i + 1 == n)
+			if (bch_trans_commit(t, BCH_TRANS_SYNC))
+				die("commit", c->err_msg);
+	}
+	res->ops[0] = n / (now() - t0);
+
+	uint64_t lookups = n < 200000 ? n : 200000;
+	t0 = now();
+	srandom(1);
+	for (uint64_t i = 0; i < lookups; i++) {
+		uint64_t j = random() % n;
+		struct bch_bkey *got;
+		if (bch_btree_lookup(c, BCH_BTREE_ID_test, POS(key_hi(j), key_lo(j), 0), &got))
+			die("lookup", c->err_msg[0] ? c->err_msg : "missing key");
+		free(got);
+	}
+	res->ops[1] = lookups / (now() - t0);
+
+	t0 = now();
+	uint64_t seen = 0;
+	struct btree_iter it;
+	int ierr;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_test, POS_MIN, POS_MAX);
+	while (bch_btree_iter_next(&it, &ierr))
+		seen++;
+	bch_btree_iter_exit(&it);
+	if (ierr)
+		die("scan", c->err_msg);
+	if (seen != n)
+		die("scan", "wrong number of keys");
+	res->ops[2] = n / (now() - t0);
+
+	struct bch_bkey *del = bch_bkey_alloc(BCH_BKEY_deleted, POS_MIN, 0);
+	t0 = now();
+	for (uint64_t i = 0; i < n; i++) {
+		del->p = POS(key_hi(i), key_lo(i), 0);
+		bch_trans_update(t, BCH_BTREE_ID_test, del);
+		if ((i + 1) % TXN == 0 || i + 1 == n)
+			if (bch_trans_commit(t, BCH_TRANS_SYNC))
+				die("delete", c->err_msg);
+	}
+	res->ops[3] = n / (now() - t0);
+	free(k);
+	free(del);
+	bch_trans_exit(t);
+	if (bch_fs_close(c))
+		die("close", "failed");
+	res->bytes = file_bytes(path);
+}
+
+static void run_lmdb(const char *dir, uint64_t n, struct result *res)
+{
+	char path[512];
+	MDB_env *env;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	MDB_val key, val;
+	uint64_t kb[2];
+	unsigned char vb[32];
+
+	snprintf(path, sizeof(path), "%s/lmdb", dir);
+	mkdir(path, 0755);
+	char f[600];
+	snprintf(f, sizeof(f), "%s/data.mdb", path);
+	unlink(f);
+	snprintf(f, sizeof(f), "%s/lock.mdb", path);
+	unlink(f);
+	if (mdb_env_create(&env) || mdb_env_set_mapsize(env, 8ULL << 30) || mdb_env_open(env, path, 0, 0644))
+		die("lmdb", "open");
+	key.mv_size = 16;
+	key.mv_data = kb;
+	val.mv_size = 32;
+	val.mv_data = vb;
+
+	double t0 = now();
+	for (uint64_t i = 0; i < n; ) {
+		mdb_txn_begin(env, NULL, 0, &txn);
+		if (!i)
+			mdb_dbi_open(txn, NULL, 0, &dbi);
+		for (unsigned j = 0; j < TXN && i < n; j++, i++) {
+			kb[0] = __builtin_bswap64(key_hi(i));	/* big-endian: same order as ours */
+			kb[1] = __builtin_bswap64(key_lo(i));
+			memset(vb, (int)i, 32);
+			if (mdb_put(txn, dbi, &key, &val, 0))
+				die("lmdb", "put");
+		}
+		if (mdb_txn_commit(txn))
+			die("lmdb", "commit");
+	}
+	res->ops[0] = n / (now() - t0);
+
+	uint64_t lookups = n < 200000 ? n : 200000;
+	srandom(1);
+	t0 = now();
+	mdb_txn_begin(env, NULL, MDB_RDONLY, &txn);
+	for (uint64_t i = 0; i < lookups; i++) {
+		uint64_t j = random() % n;
+		kb[0] = __builtin_bswap64(key_hi(j));
+		kb[1] = __builtin_bswap64(key_lo(j));
+		MDB_val out;
+		if (mdb_get(txn, dbi, &key, &out))
+			die("lmdb", "get");
+	}
+	res->ops[1] = lookups / (now() - t0);
+
+	t0 = now();
+	MDB_cursor *cur;
+	uint64_t seen = 0;
+	mdb_cursor_open(txn, dbi, &cur);
+	MDB_val ck, cv;
+	while (!mdb_cursor_get(cur, &ck, &cv, seen ? MDB_NEXT : MDB_FIRST))
+		seen++;
+	mdb_cursor_close(cur);
+	mdb_txn_abort(txn);
+	if (seen != n)
+		die("lmdb", "scan count");
+	res->ops[2] = n / (now() - t0);
+
+	t0 = now();
+	for (uint64_t i = 0; i < n; ) {
+		mdb_txn_begin(env, NULL, 0, &txn);
+		for (unsigned j = 0; j < TXN && i < n; j++, i++) {
+			kb[0] = __builtin_bswap64(key_hi(i));
+			kb[1] = __builtin_bswap64(key_lo(i));
+			mdb_del(txn, dbi, &key, NULL);
+		}
+		if (mdb_txn_commit(txn))
+			die("lmdb", "commit");
+	}
+	res->ops[3] = n / (now() - t0);
+	mdb_env_close(env);
+	snprintf(f, sizeof(f), "%s/data.mdb", path);
+	res->bytes = file_bytes(f);
+}
+
+static void in_child(void (*fn)(const char *, uint64_t, struct result *), const char *dir,
+		     uint64_t n, struct result *res)
+{
+	int fds[2];
+
+	if (pipe(fds))
+		die("pipe", strerror(errno));
+	pid_t pid = fork();
+	if (!pid) {
+		struct rusage ru;
+		close(fds[0]);
+		fn(dir, n, res);
+		getrusage(RUSAGE_SELF, &ru);
+		res->rss_kib = ru.ru_maxrss;
+		if (write(fds[1], res, sizeof(*res)) != sizeof(*res))
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[1]);
+	if (read(fds[0], res, sizeof(*res)) != sizeof(*res))
+		die("child", "failed");
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+}
+
+int main(int argc, char *argv[])
+{
+	struct result ours = { 0 }, lmdb = { 0 };
+	static const char * const phase[] = { "insert (txn 1000, durable)", "random lookup",
+					      "ordered scan", "delete (txn 1000, durable)" };
+
+	if (argc < 2)
+		die("usage", "btree-bench DIR [N]");
+	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
+	in_child(run_ours, argv[1], n, &ours);
+	in_child(run_lmdb, argv[1], n, &lmdb);
+
+	printf("btree: %" PRIu64 " keys (16-byte keys, 32-byte values)\n", n);
+	printf("%-30s %14s %14s %8s\n", "phase", "ours ops/s", "LMDB ops/s", "ours/LMDB");
+	for (unsigned i = 0; i < 4; i++)
+		printf("%-30s %14.0f %14.0f %8.2f\n", phase[i], ours.ops[i], lmdb.ops[i],
+		       ours.ops[i] / lmdb.ops[i]);
+	printf("%-30s %13.1fM %13.1fM\n", "on-disk size after close", ours.bytes / 1048576.0,
+	       lmdb.bytes / 1048576.0);
+	printf("%-30s %13.1fM %13.1fM\n", "peak RSS", ours.rss_kib / 1024.0, lmdb.rss_kib / 1024.0);
+	return 0;
+}
