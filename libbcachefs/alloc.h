@@ -11,7 +11,8 @@
  * filled append-only.  Freed space becomes reusable only once the journal
  * sequence of the free is durable (DESIGN.md invariant 2).
  *
- * This version rebuilds bucket state at open by walking every btree node
+ * This version rebuilds bucket state at open from the pointers in interior
+ * btree nodes
  * (bch_alloc_mark_ptr); persisting it in the alloc btree is still to come.
  */
 

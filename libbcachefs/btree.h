@@ -188,6 +188,10 @@ void bch_btree_iter_exit(struct btree_iter *it);
 int bch_btree_walk_nodes(struct bch_fs *c, unsigned id,
 			 int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv);
 
+/* The same over the nodes at min_level and above (1: interior nodes only). */
+int bch_btree_walk_levels(struct bch_fs *c, unsigned id, unsigned min_level,
+			  int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv);
+
 /* The leaf covering pos (with a reference) and, if path, its ancestors. */
 int bch_btree_find_node(struct bch_fs *c, unsigned id, unsigned level, struct bch_bpos pos,
 			struct btree **ret);

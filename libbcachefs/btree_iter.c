@@ -150,19 +150,19 @@ void bch_btree_iter_exit(struct btree_iter *it)
 	it->leaf = NULL;
 }
 
-static int walk(struct bch_fs *c, struct btree *b,
+static int walk(struct bch_fs *c, struct btree *b, unsigned min_level,
 		int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv)
 {
 	int r = fn(c, b, priv);
 
-	if (r || !b->level)
+	if (r || b->level <= min_level)
 		return r;
 	/* children by position: b may be changed by nothing here (read-only walk) */
 	for (unsigned i = 0; i < b->nr && !r; i++) {
 		struct btree *child;
 		if ((r = bch_btree_node_get(c, b->id, b->level - 1, b->keys[i], &child)))
 			break;
-		r = walk(c, child, fn, priv);
+		r = walk(c, child, min_level, fn, priv);
 		bch_btree_node_put(c, child);
 	}
 	return r;
@@ -170,6 +170,12 @@ static int walk(struct bch_fs *c, struct btree *b,
 
 int bch_btree_walk_nodes(struct bch_fs *c, unsigned id,
 			 int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv)
+{
+	return bch_btree_walk_levels(c, id, 0, fn, priv);
+}
+
+int bch_btree_walk_levels(struct bch_fs *c, unsigned id, unsigned min_level,
+			  int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv)
 {
 	struct btree_root *root = &c->roots->r[id];
 	struct btree *b;
@@ -179,8 +185,10 @@ int bch_btree_walk_nodes(struct bch_fs *c, unsigned id,
 		return 0;
 	/* no writes during a walk: they could split the nodes being walked */
 	c->roots->no_shrink++;
+	if (root->level < min_level)
+		return 0;
 	if (!(r = bch_btree_node_get(c, id, root->level, root->key, &b))) {
-		r = walk(c, b, fn, priv);
+		r = walk(c, b, min_level, fn, priv);
 		bch_btree_node_put(c, b);
 	}
 	c->roots->no_shrink--;

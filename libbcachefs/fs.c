@@ -5,7 +5,7 @@
  * Recovery order: superblocks -> journal scan (ring positions, entries from
  * last_seq) -> roots (clean record, or the newest entry) -> replay of every
  * key entry in sequence order into the nodes in memory -> bucket state
- * rebuilt from every node pointer -> journal restarts after the newest
+ * rebuilt from every node pointer (interior nodes) -> journal restarts after the newest
  * entry -> (read-write) clean record removed, overfull nodes split.
  */
 #include <errno.h>
@@ -107,11 +107,24 @@ static int replay(struct bch_fs *c, struct replay_list *l)
 	return 0;
 }
 
-static int mark_node(struct bch_fs *c, struct btree *b, void *priv)
+static int mark_ptr_key(struct bch_fs *c, const struct bch_bkey *k)
+{
+	const struct bch_btree_ptr *bp = bkey_val(k);
+
+	for (unsigned i = 0; i < bch_btree_ptr_nr(k); i++) {
+		int r = bch_alloc_mark_ptr(c, &bp->ptrs[i], c->sb->btree_node_size, BCH_DATA_btree);
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* Bucket state from the pointers in interior nodes: leaves need not be read. */
+static int mark_children(struct bch_fs *c, struct btree *b, void *priv)
 {
 	(void)priv;
-	for (unsigned i = 0; i < b->nr_ptrs; i++) {
-		int r = bch_alloc_mark_ptr(c, &b->ptrs[i], c->sb->btree_node_size, BCH_DATA_btree);
+	for (unsigned i = 0; i < b->nr; i++) {
+		int r = mark_ptr_key(c, b->keys[i]);
 		if (r)
 			return r;
 	}
@@ -288,7 +301,9 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 			goto out;
 	}
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
-		if ((r = bch_btree_walk_nodes(c, id, mark_node, NULL)))
+		if (c->roots->r[id].key &&
+		    ((r = mark_ptr_key(c, c->roots->r[id].key)) ||
+		     (r = bch_btree_walk_levels(c, id, 1, mark_children, NULL))))
 			goto out;
 
 	bch_journal_set_roots_fn(c, bch_btree_roots_u64s, bch_btree_roots_to_jset);
