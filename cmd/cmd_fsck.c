@@ -19,7 +19,9 @@
 
 #include "cmds.h"
 #include "errcode.h"
+#include "fs.h"
 #include "fsck.h"
+#include "opts.h"
 #include "super.h"
 
 #define FSCK_EXIT_OK		0
@@ -85,7 +87,8 @@ static void usage(FILE *f)
 "      --json        print the summary as JSON on stdout (problems on stderr)\n"
 "  -h, --help        this text\n"
 "\n"
-"Passes: 1 superblocks (every copy on every device).\n"
+"Passes: 1 superblocks (every copy on every device); 3-4 btree topology and\n"
+"keys (every node read and validated; damaged btrees rebuilt from readable leaves).\n"
 "Exit status (bits, as fsck(8)): 0 clean, 1 errors corrected, 4 errors left\n"
 "uncorrected, 8 operational error, 16 usage error, 32 cancelled.\n");
 }
@@ -201,6 +204,42 @@ int cmd_fsck(int argc, char *argv[])
 		exit_code |= FSCK_EXIT_ERROR;
 	}
 	free(sb);
+
+	/* passes 3-4: open the filesystem (replaying the journal) and walk the btrees */
+	if (!ret && !ctx->fatal && !ctx->cancelled) {
+		struct bch_opts oo;
+		struct bch_fs *c;
+		char err[512];
+
+		memset(&oo, 0, sizeof(oo));
+		bch_opt_set(&oo, Opt_fsck, 1);
+		if (ctx->mode == BCH_FSCK_NO)
+			bch_opt_set(&oo, Opt_read_only, 1);
+		if (!o.json)
+			printf("pass 3: btree topology and keys\n");
+		ret = bch_fs_open(devs, nr, &oo, &c, err, sizeof(err));
+		if (ret) {
+			cmd_err("fsck", "opening the filesystem: %s", err);
+			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s", err);
+			exit_code |= FSCK_EXIT_ERROR;
+		} else {
+			uint64_t nodes;
+			ret = bch_fsck_btrees(ctx, c, &nodes);
+			if (ret) {
+				cmd_err("fsck", "%s", ctx->err_msg);
+				exit_code |= FSCK_EXIT_ERROR;
+			} else if (ctx->verbose && !o.json) {
+				printf("btree nodes checked: %" PRIu64 "\n", nodes);
+			}
+			int cr = bch_fs_close(c);
+			if (cr && !ret) {
+				cmd_err("fsck", "closing the filesystem: %s", bch_err_str(cr));
+				snprintf(ctx->err_msg, sizeof(ctx->err_msg), "closing: %s", bch_err_str(cr));
+				ret = cr;
+				exit_code |= FSCK_EXIT_ERROR;
+			}
+		}
+	}
 
 	uint64_t found = bch_fsck_nr_found(ctx), fixed = bch_fsck_nr_fixed(ctx);
 	if (fixed)

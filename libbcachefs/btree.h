@@ -93,6 +93,7 @@ struct btree *bch_btree_node_new(struct bch_fs *c, unsigned id, unsigned level);
 void bch_btree_node_hash(struct bch_fs *c, struct btree *b);	/* after ptrs change */
 void bch_btree_node_forget(struct bch_fs *c, struct btree *b);	/* drop from cache, free */
 void bch_btree_node_unhash(struct bch_fs *c, struct btree *b);	/* before ptrs change */
+void bch_btree_cache_drop(struct bch_fs *c, const struct bch_extent_ptr *p);	/* if cached, unreferenced */
 int  bch_btree_cache_shrink(struct bch_fs *c);			/* evict to the limit */
 void bch_btree_cache_evict_clean(struct bch_fs *c);		/* no writes */
 struct btree *bch_btree_cache_first_dirty(struct bch_fs *c);
@@ -145,8 +146,9 @@ int  bch_btree_replay_key(struct bch_fs *c, unsigned id, unsigned level,
 			  const struct bch_bkey *k, uint64_t seq);
 /* Split nodes left too full by replay. */
 int  bch_btree_split_overfull(struct bch_fs *c);
-/* Create an empty root leaf for every btree (format). */
+/* Create an empty root leaf for every btree (format) / for one (fsck rebuild). */
 int  bch_btree_create_roots(struct bch_fs *c);
+int  bch_btree_create_root(struct bch_fs *c, unsigned id);
 
 /* Roots in journal entries (registered with the journal by fs.c). */
 unsigned bch_btree_roots_u64s(struct bch_fs *c);

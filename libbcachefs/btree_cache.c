@@ -268,6 +268,18 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	return bch_btree_cache_shrink(c);
 }
 
+void bch_btree_cache_drop(struct bch_fs *c, const struct bch_extent_ptr *p)
+{
+	struct bch_btree_cache *bc = BC(c);
+
+	for (struct btree *b = bc->hash[hash_of(bc, p)]; b; b = b->hnext)
+		if (b->ptrs[0].dev == p->dev && b->ptrs[0].offset == p->offset) {
+			if (!b->refs)
+				bch_btree_node_forget(c, b);
+			return;
+		}
+}
+
 void bch_btree_node_put(struct bch_fs *c, struct btree *b)
 {
 	(void)c;

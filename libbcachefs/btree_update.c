@@ -613,23 +613,31 @@ int bch_btree_split_overfull(struct bch_fs *c)
 	return bch_fs_err(c, -EIO, "btree: too many overfull nodes");
 }
 
+int bch_btree_create_root(struct bch_fs *c, unsigned id)
+{
+	struct btree *b;
+	int r = node_alloc(c, id, 0, &b);
+
+	if (r)
+		return r;
+	b->min_key = POS_MIN;
+	b->max_key = POS_MAX;
+	if ((r = bch_btree_node_write_io(c, b, true))) {
+		bch_btree_node_put(c, b);
+		return r;
+	}
+	bch_btree_node_hash(c, b);
+	set_root(c, b);
+	bch_btree_node_put(c, b);
+	return 0;
+}
+
 int bch_btree_create_roots(struct bch_fs *c)
 {
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
-		struct btree *b;
-		int r = node_alloc(c, id, 0, &b);
-
+		int r = bch_btree_create_root(c, id);
 		if (r)
 			return r;
-		b->min_key = POS_MIN;
-		b->max_key = POS_MAX;
-		if ((r = bch_btree_node_write_io(c, b, true))) {
-			bch_btree_node_put(c, b);
-			return r;
-		}
-		bch_btree_node_hash(c, b);
-		set_root(c, b);
-		bch_btree_node_put(c, b);
 	}
 	return 0;
 }

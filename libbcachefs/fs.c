@@ -119,16 +119,39 @@ static int mark_ptr_key(struct bch_fs *c, const struct bch_bkey *k)
 	return 0;
 }
 
-/* Bucket state from the pointers in interior nodes: leaves need not be read. */
-static int mark_children(struct bch_fs *c, struct btree *b, void *priv)
+/*
+ * Bucket state from the pointers in interior nodes (leaves need not be
+ * read).  Opened for fsck, an unreadable interior node is skipped: fsck
+ * reports it and rebuilds that btree.
+ */
+static int mark_subtree(struct bch_fs *c, unsigned id, unsigned level, const struct bch_bkey *ptr)
 {
-	(void)priv;
-	for (unsigned i = 0; i < b->nr; i++) {
-		int r = mark_ptr_key(c, b->keys[i]);
-		if (r)
-			return r;
+	struct btree *b;
+	int r = mark_ptr_key(c, ptr);
+
+	if (r || !level)
+		return r;
+	r = bch_btree_node_get(c, id, level, ptr, &b);
+	if (r) {
+		if (c->opts.v[Opt_fsck] && r != -ENOMEM) {
+			c->err_msg[0] = 0;
+			return 0;
+		}
+		return r;
 	}
-	return 0;
+	unsigned nr = b->nr;
+	struct bch_bkey **kids = malloc((nr ? nr : 1) * sizeof(*kids));
+	if (!kids)
+		abort();
+	for (unsigned i = 0; i < nr; i++)
+		kids[i] = bch_bkey_dup(b->keys[i]);
+	bch_btree_node_put(c, b);
+	for (unsigned i = 0; i < nr && !r; i++)
+		r = mark_subtree(c, id, level - 1, kids[i]);
+	for (unsigned i = 0; i < nr; i++)
+		free(kids[i]);
+	free(kids);
+	return r;
 }
 
 static void fs_free(struct bch_fs *c)
@@ -300,11 +323,13 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		if ((r = replay(c, &list)))
 			goto out;
 	}
-	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
-		if (c->roots->r[id].key &&
-		    ((r = mark_ptr_key(c, c->roots->r[id].key)) ||
-		     (r = bch_btree_walk_levels(c, id, 1, mark_children, NULL))))
-			goto out;
+	c->roots->no_shrink++;
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r; id++)
+		if (c->roots->r[id].key)
+			r = mark_subtree(c, id, c->roots->r[id].level, c->roots->r[id].key);
+	c->roots->no_shrink--;
+	if (r)
+		goto out;
 
 	bch_journal_set_roots_fn(c, bch_btree_roots_u64s, bch_btree_roots_to_jset);
 	if (!c->read_only) {

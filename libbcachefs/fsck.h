@@ -51,7 +51,12 @@
 	x(sb_dev_newer,		0x0109, 1, FSCK_SAFE,						\
 	  "device has an older superblock than another member; rewrite it")		\
 	x(sb_layout_unusable,	0x010a, 1, FSCK_FATAL,						\
-	  "no superblock copy has a layout that fits the device")
+	  "no superblock copy has a layout that fits the device")			\
+	x(btree_node_unreadable, 0x0301, 3, 0,							\
+	  "btree node cannot be read; rebuild the btree from the readable leaves "	\
+	  "(the keys of this node are lost)")						\
+	x(btree_topology,	0x0302, 3, 0,							\
+	  "btree node's children do not cover its range; rebuild the btree")
 
 enum bch_fsck_problem {
 #define x(n, ...)	BCH_FSCK_##n,
@@ -132,7 +137,15 @@ uint64_t bch_fsck_nr_fixed(const struct bch_fsck_ctx *ctx);
  * I/O error); the problem was reported.
  */
 struct bch_sb;
+struct bch_fs;
 int bch_fsck_superblocks(struct bch_fsck_ctx *ctx, char * const *paths, unsigned nr,
 			 struct bch_sb **sb_ret);
+
+/*
+ * Passes 3 and 4: btree topology and keys (fsck_btree.c), on an open
+ * filesystem (read-only with -n).  Damaged btrees are rebuilt from their
+ * readable leaves when allowed.  *nodes_checked counts the nodes read.
+ */
+int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_checked);
 
 #endif /* _BCACHEFS_FSCK_H */

@@ -125,6 +125,9 @@ extern const char * const bch_member_state_names[];
 	x(degraded,		BCH_OPT_BOOL,	OPT_MOUNT, -1,				\
 	  0, 0, 1, NULL,								\
 	  "Allow opening with member devices missing")				\
+	x(fsck,			BCH_OPT_BOOL,	OPT_MOUNT, -1,				\
+	  0, 0, 1, NULL,								\
+	  "Open for checking: an unreadable interior node does not stop the open")	\
 	x(fs_size,		BCH_OPT_SIZE,	OPT_DEVICE, -1,				\
 	  0, 1 * MiB, UINT64_MAX, NULL,						\
 	  "Size of the following device (creates or grows image files)")		\

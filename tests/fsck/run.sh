@@ -4,6 +4,7 @@
 #            the binary) and writes the device list to ./devs
 #   expect.1 output and exit status of `bcachefs fsck -y DEVS`
 #   expect.2 output and exit status of a second run, `bcachefs fsck -n DEVS`
+#   check    (optional) run after both: what the damage did not touch is intact
 # Before -y, a `fsck -n` run must change no byte of any device and must exit
 # with bit 4 set whenever -y repairs something.
 # UPDATE=1 rewrites the expect files from the current output (review the diff!).
@@ -36,6 +37,10 @@ fsck $flag output differs from expect.$run:
 $(diff "$here/$c/expect.$run" "$dir/out.$run" | head -20)"
 			fi
 		done
+		if [ -f "$here/$c/check" ] && ! (cd "$dir" && sh "$here/$c/check") >"$dir/check.log" 2>&1; then
+			ok=false; why="$why
+check failed: $(tail -5 "$dir/check.log")"
+		fi
 		rc1=$(sed -n 's/^Exit status is //p' "$dir/out.1")
 		if [ $((rc1 & 1)) = 1 ] && [ $((rc0 & 4)) != 4 ]; then
 			ok=false; why="$why

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fsck_btree.c - passes 3 and 4: btree topology and keys.
+ *
+ * Checks (every btree, every node, from the root down)
+ *   btree_node_unreadable  a node that cannot be read or fails validation
+ *                          (checksum, identity, a key that is invalid or out
+ *                          of order or outside the node's range): pass 4's
+ *                          key checks happen as each node is read
+ *   btree_topology         an interior node whose children do not cover its
+ *                          range exactly: the first child must start at the
+ *                          node's min_key, each next child right after the
+ *                          previous one, the last end at the node's max_key
+ *
+ * Repair: the btree is rebuilt from every leaf that can still be read (in key
+ * order, through ordinary transactions into a new empty tree); the keys of
+ * leaves that cannot be read are lost and reported with their range.  The
+ * old tree's nodes are then freed.  Memory: the list of leaf pointers (one
+ * key per leaf), never the keys themselves.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "bcachefs.h"
+#include "btree.h"
+#include "errcode.h"
+#include "fsck.h"
+
+struct ptr_list {
+	struct bch_bkey	**k;
+	size_t		nr, cap;
+};
+
+static void ptr_list_add(struct ptr_list *l, const struct bch_bkey *k)
+{
+	if (l->nr == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->k = realloc(l->k, l->cap * sizeof(*l->k));
+		if (!l->k)
+			abort();
+	}
+	l->k[l->nr++] = bch_bkey_dup(k);
+}
+
+static void ptr_list_free(struct ptr_list *l)
+{
+	for (size_t i = 0; i < l->nr; i++)
+		free(l->k[i]);
+	free(l->k);
+}
+
+struct check_state {
+	struct bch_fsck_ctx	*ctx;
+	unsigned		id;
+	bool			rebuild;	/* a problem the user agreed to repair */
+	struct ptr_list		leaves;		/* readable leaves, in key order */
+	struct ptr_list		nodes;		/* every node pointer seen (to free) */
+	uint64_t		nodes_checked;
+	uint64_t		approved[BCH_FSCK_PROBLEM_NR];	/* problems to be repaired */
+};
+
+static void problem(struct check_state *s, enum bch_fsck_problem p, const char *where,
+		    const char *detail)
+{
+	if (bch_fsck_problem(s->ctx, p, where, detail)) {
+		s->rebuild = true;
+		s->approved[p]++;
+	}
+}
+
+static void where_of(unsigned id, unsigned level, const struct bch_bkey *ptr, char *buf, size_t len)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	char lo[80], hi[80];
+
+	bch_bpos_to_text(bp->min_key, lo, sizeof(lo));
+	bch_bpos_to_text(ptr->p, hi, sizeof(hi));
+	snprintf(buf, len, "%s btree level %u node %s..%s at %u:%" PRIu64,
+		 bch_btree_id_name(id), level, lo, hi, bp->ptrs[0].dev, (uint64_t)bp->ptrs[0].offset);
+}
+
+static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
+		      const struct bch_bkey *ptr)
+{
+	char where[300], detail[600];
+	struct btree *b;
+	int r;
+
+	ptr_list_add(&s->nodes, ptr);
+	c->err_msg[0] = 0;
+	r = bch_btree_node_get(c, s->id, level, ptr, &b);
+	if (r) {
+		if (r != -BCH_ERR_btree_node_bad && r != -BCH_ERR_btree_node_read &&
+		    r != -BCH_ERR_device_missing && r != -EIO)
+			return r;
+		where_of(s->id, level, ptr, where, sizeof(where));
+		snprintf(detail, sizeof(detail), "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
+		c->err_msg[0] = 0;
+		problem(s, BCH_FSCK_btree_node_unreadable, where, detail);
+		return 0;
+	}
+	s->nodes_checked++;
+	if (!b->level) {
+		ptr_list_add(&s->leaves, ptr);
+		bch_btree_node_put(c, b);
+		return 0;
+	}
+
+	/* children must tile [min_key, max_key] */
+	struct bch_bpos expect = b->min_key;
+	for (unsigned i = 0; i < b->nr; i++) {
+		const struct bch_btree_ptr *cp = bkey_val(b->keys[i]);
+		if (!bpos_eq(cp->min_key, expect)) {
+			char e[80], g[80];
+			where_of(s->id, b->level, ptr, where, sizeof(where));
+			bch_bpos_to_text(expect, e, sizeof(e));
+			bch_bpos_to_text(cp->min_key, g, sizeof(g));
+			snprintf(detail, sizeof(detail), "child %u starts at %s, expected %s", i, g, e);
+			problem(s, BCH_FSCK_btree_topology, where, detail);
+		}
+		expect = bpos_successor(b->keys[i]->p);
+	}
+	if (!b->nr || !bpos_eq(b->keys[b->nr - 1]->p, b->max_key)) {
+		where_of(s->id, b->level, ptr, where, sizeof(where));
+		problem(s, BCH_FSCK_btree_topology, where, "children do not reach the node's max_key");
+	}
+
+	/* copy the child pointers: b may be evicted while children are read */
+	unsigned nr = b->nr;
+	struct bch_bkey **kids = malloc(nr * sizeof(*kids));
+	if (!kids)
+		abort();
+	for (unsigned i = 0; i < nr; i++)
+		kids[i] = bch_bkey_dup(b->keys[i]);
+	unsigned child_level = b->level - 1;
+	bch_btree_node_put(c, b);
+	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++)
+		r = check_node(c, s, child_level, kids[i]);
+	for (unsigned i = 0; i < nr; i++)
+		free(kids[i]);
+	free(kids);
+	return r;
+}
+
+/* Build a new tree for s->id from the readable leaves, then free the old one. */
+static int rebuild(struct bch_fs *c, struct check_state *s)
+{
+	struct btree_trans *t;
+	int r;
+
+	/* a fresh empty root: the old nodes stay readable until freed below */
+	struct btree_root *root = &c->roots->r[s->id];
+	struct bch_bkey *old_root = root->key;
+	unsigned old_level = root->level;
+	root->key = NULL;
+	r = bch_btree_create_root(c, s->id);
+	if (r) {
+		free(root->key);
+		root->key = old_root;
+		root->level = old_level;
+		return r;
+	}
+	free(old_root);
+
+	bch_trans_init(c, &t);
+	for (size_t i = 0; i < s->leaves.nr && !r; i++) {
+		struct btree *b;
+		if (bch_btree_node_get(c, s->id, 0, s->leaves.k[i], &b))
+			continue;	/* reported already */
+		/* copy first: commits may evict b */
+		unsigned nr = b->nr;
+		struct bch_bkey **keys = malloc((nr ? nr : 1) * sizeof(*keys));
+		for (unsigned j = 0; j < nr; j++)
+			keys[j] = bch_bkey_dup(b->keys[j]);
+		bch_btree_node_put(c, b);
+		for (unsigned j = 0; j < nr && !r; j++) {
+			bch_trans_update(t, s->id, keys[j]);
+			if ((j + 1) % 64 == 0 || j + 1 == nr)
+				r = bch_trans_commit(t, 0);
+		}
+		for (unsigned j = 0; j < nr; j++)
+			free(keys[j]);
+		free(keys);
+	}
+	bch_trans_exit(t);
+	if (r)
+		return r;
+	/* the old nodes: out of the cache and their space freed */
+	for (size_t i = 0; i < s->nodes.nr; i++) {
+		const struct bch_btree_ptr *bp = bkey_val(s->nodes.k[i]);
+		bch_btree_cache_drop(c, &bp->ptrs[0]);
+		bch_free_btree_node(c, bp->ptrs, bch_btree_ptr_nr(s->nodes.k[i]));
+	}
+	return bch_journal_flush(c);
+}
+
+int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_checked)
+{
+	int r = 0;
+
+	*nodes_checked = 0;
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r && !ctx->cancelled; id++) {
+		struct check_state s = { .ctx = ctx, .id = id };
+		struct btree_root *root = &c->roots->r[id];
+
+		if (!root->key)
+			continue;
+		r = check_node(c, &s, root->level, root->key);
+		*nodes_checked += s.nodes_checked;
+		if (!r && s.rebuild && !c->read_only) {
+			r = rebuild(c, &s);
+			if (!r)
+				for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+					ctx->fixed[p] += s.approved[p];
+		}
+		ptr_list_free(&s.leaves);
+		ptr_list_free(&s.nodes);
+	}
+	if (r && !ctx->err_msg[0])
+		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s",
+			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
+	return r;
+}
