@@ -182,7 +182,9 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 		return errf(err, errlen, "nonzero reserved fields");
 	if (btree_id >= BCH_BTREE_ID_NR)
 		return errf(err, errlen, "unknown btree %u", btree_id);
-	if (level ? k->type != BCH_BKEY_btree_ptr : !type_allowed(btree_id, k->type))
+	/* interior nodes: pointers, and whiteouts of pointers (merges) */
+	if (level ? k->type != BCH_BKEY_btree_ptr && k->type != BCH_BKEY_deleted
+		  : !type_allowed(btree_id, k->type))
 		return errf(err, errlen, "%s key in %s btree at level %u",
 			    bch_bkey_type_name(k->type), bch_btree_id_name(btree_id), level);
 	if (k->size)

@@ -286,6 +286,107 @@ err:
 	return r;
 }
 
+/*
+ * Merge an underfull leaf (the one covering pos) with a sibling under the
+ * same parent: one new node with both key sets, written first; then one
+ * journal entry removes the left pointer and points the right one at the new
+ * node.  A root left with a single child is replaced by that child.
+ */
+static int maybe_merge(struct bch_fs *c, unsigned id, struct bch_bpos pos)
+{
+	struct btree *b, *p, *s;
+	int r;
+
+	if (c->roots->r[id].level == 0)
+		return 0;
+	if ((r = bch_btree_find_node(c, id, 0, pos, &b)))
+		return r;
+	if (b->u64s > split_threshold(c) / 4) {
+		bch_btree_node_put(c, b);
+		return 0;
+	}
+	if ((r = bch_btree_find_node(c, id, 1, b->max_key, &p))) {
+		bch_btree_node_put(c, b);
+		return r;
+	}
+	int i = bch_btree_node_find(p, b->max_key);
+	if (p->nr < 2 || i >= (int)p->nr) {
+		bch_btree_node_put(c, b);
+		bch_btree_node_put(c, p);
+		return 0;
+	}
+	int j = i + 1 < (int)p->nr ? i + 1 : i - 1;
+	if ((r = bch_btree_node_get(c, id, 0, p->keys[j], &s))) {
+		bch_btree_node_put(c, b);
+		bch_btree_node_put(c, p);
+		return r;
+	}
+	struct btree *left = j > i ? b : s, *right = j > i ? s : b;
+	struct btree *n = NULL;
+	if (b->u64s + s->u64s > split_threshold(c) * 2 / 3)
+		goto out;
+	uint64_t seq = left->journal_seq > right->journal_seq ? left->journal_seq : right->journal_seq;
+	if ((r = bch_journal_flush_seq(c, seq)) || (r = node_alloc(c, id, 0, &n)))
+		goto out;
+	n->min_key = left->min_key;
+	n->max_key = right->max_key;
+	n->journal_seq = seq;
+	for (unsigned k = 0; k < 2; k++) {
+		struct btree *from = k ? right : left;
+		for (unsigned x = 0; x < from->nr; x++) {
+			long before = bch_btree_node_bytes(n);
+			bch_btree_node_insert_key(n, from->keys[x]);
+			bch_btree_cache_account(c, (long)bch_btree_node_bytes(n) - before);
+		}
+	}
+	if ((r = bch_btree_node_write_io(c, n, true)))
+		goto out;
+	bch_btree_node_hash(c, n);
+
+	struct bch_bkey *keys[2] = { bch_bkey_alloc(BCH_BKEY_deleted, left->max_key, 0),
+				     bch_btree_ptr_key(n) };
+	bch_btree_node_put(c, p);
+	p = NULL;
+	r = journal_and_apply(c, id, 1, keys, 2);
+	free(keys[0]);
+	free(keys[1]);
+	if (r)
+		goto out;
+	bch_free_btree_node(c, left->ptrs, left->nr_ptrs);
+	bch_free_btree_node(c, right->ptrs, right->nr_ptrs);
+	bch_btree_node_forget(c, left);
+	bch_btree_node_forget(c, right);
+	b = s = NULL;
+	bch_btree_node_put(c, n);
+	n = NULL;
+
+	/* a root with one child left: the child becomes the root */
+	struct btree_root *rt = &c->roots->r[id];
+	struct btree *root;
+	if (!(r = bch_btree_node_get(c, id, rt->level, rt->key, &root))) {
+		if (root->level && root->nr == 1) {
+			struct bch_bkey *child = bch_bkey_dup(root->keys[0]);
+			free(rt->key);
+			rt->key = child;
+			rt->level = root->level - 1;
+			bch_free_btree_node(c, root->ptrs, root->nr_ptrs);
+			bch_btree_node_forget(c, root);
+		} else {
+			bch_btree_node_put(c, root);
+		}
+	}
+out:
+	if (n)
+		bch_btree_node_put(c, n);
+	if (b)
+		bch_btree_node_put(c, b);
+	if (s)
+		bch_btree_node_put(c, s);
+	if (p)
+		bch_btree_node_put(c, p);
+	return r;
+}
+
 /* b's space is full: rewrite it compacted at a new place, then relink it. */
 static int move_node(struct bch_fs *c, struct btree *b)
 {
@@ -565,11 +666,31 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 	}
 	c->roots->no_shrink--;
 	bch_journal_res_put(c, &res);
+	/* remember where deletes happened before the keys go */
+	struct bch_bpos *deleted = malloc(t->nr * sizeof(*deleted));
+	uint8_t *deleted_ids = malloc(t->nr);
+	unsigned nr_deleted = 0;
+	if (!deleted || !deleted_ids)
+		abort();
+	for (unsigned i = 0; i < t->nr; i++)
+		if (t->keys[i]->type == BCH_BKEY_deleted) {
+			deleted[nr_deleted] = t->keys[i]->p;
+			deleted_ids[nr_deleted++] = t->ids[i];
+		}
 	trans_clear(t);
 	if (r) {
+		free(deleted);
+		free(deleted_ids);
 		c->emergency_ro = true;
 		return r;
 	}
+	/* deletes can leave leaves nearly empty: merge them with a sibling */
+	for (unsigned i = 0; i < nr_deleted && !r; i++)
+		r = maybe_merge(c, deleted_ids[i], deleted[i]);
+	free(deleted);
+	free(deleted_ids);
+	if (r)
+		return r;
 	if ((flags & BCH_TRANS_SYNC) && (r = bch_journal_flush_seq(c, res.seq)))
 		return r;
 	return bch_btree_cache_shrink(c);

@@ -52,3 +52,22 @@ dd if=/dev/zero of=a.img bs=512 seek=$leaf count=8 conv=notrunc status=none
 expect_rc 1 $B list -b test a.img
 expect_in err 'test btree level 0 node at 0:'"$leaf"
 expect_in err 'bad magic'
+
+# deleting every key merges the leaves back into one root leaf
+expect_rc 0 $B format -q -f --fs-size=32M --btree-node-size=4k --bucket-size=64k m.img
+for batch in $(seq 0 49); do
+	args=
+	for i in 0 1 2 3 4 5; do args="$args 9:$((batch * 6 + i)) v"; done
+	expect_rc 0 $B kv m.img put $args
+done
+expect_rc 0 $B list -b test -m nodes m.img
+expect_in out '^node level 1 '
+for batch in $(seq 0 49); do
+	args=
+	for i in 0 1 2 3 4 5; do args="$args 9:$((batch * 6 + i))"; done
+	expect_rc 0 $B kv m.img del $args
+done
+expect_rc 0 $B list -b test -m nodes m.img
+[ "$(wc -l < out)" = 1 ] || fail "tree did not shrink: $(cat out)"
+expect_in out '^node level 0 .* keys 0 '
+expect_rc 0 $B fsck -n m.img

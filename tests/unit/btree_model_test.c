@@ -191,8 +191,10 @@ static void run_model(unsigned nr_devs, unsigned seed, unsigned ops)
 	for (unsigned op = 1; op <= ops; op++) {
 		unsigned r = random() % 100;
 		unsigned n = 1 + random() % 4;
+		/* the last third mostly deletes: leaves empty out and merge, the tree shrinks */
+		unsigned insert_pct = op > ops * 2 / 3 ? 25 : 75;
 
-		if (r < 75) {		/* insert/overwrite a small batch, atomically */
+		if (r < insert_pct) {		/* insert/overwrite a small batch, atomically */
 			unsigned idx[4], len[4];
 			for (unsigned j = 0; j < n; j++) {
 				idx[j] = random() % KEYSPACE;
@@ -207,14 +209,22 @@ static void run_model(unsigned nr_devs, unsigned seed, unsigned ops)
 				model[idx[j]] = len[j] + 1;
 				model_gen[idx[j]] = op & 0xff;
 			}
-		} else if (r < 95) {	/* delete */
-			unsigned i = random() % KEYSPACE;
-			struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_deleted, pos_of(i), 0);
-			bch_trans_update(t, BCH_BTREE_ID_test, k);
-			free(k);
+		} else if (r < 95) {	/* delete (a few at a time late on) */
+			unsigned nd = op > ops * 2 / 3 ? 1 + random() % 4 : 1, del[4];
+			for (unsigned j = 0; j < nd; j++) {
+				/* late on, delete keys that exist: scan forward from a random point */
+				unsigned i = random() % KEYSPACE;
+				for (unsigned probe = 0; probe < KEYSPACE && !model[i] && nd > 1; probe++)
+					i = (i + 1) % KEYSPACE;
+				del[j] = i;
+				struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_deleted, pos_of(i), 0);
+				bch_trans_update(t, BCH_BTREE_ID_test, k);
+				free(k);
+			}
 			cr_assert_eq(bch_trans_commit(t, 0), 0, "seed %u op %u: delete: %s", seed, op,
 				     c->err_msg);
-			model[i] = 0;
+			for (unsigned j = 0; j < nd; j++)
+				model[del[j]] = 0;
 		} else if (r < 98) {	/* clean close and reopen */
 			bch_trans_exit(t);
 			cr_assert_eq(bch_fs_close(c), 0, "seed %u op %u: close", seed, op);
