@@ -224,6 +224,9 @@ int cmd_fsck(int argc, char *argv[])
 			exit_code |= FSCK_EXIT_ERROR;
 		} else {
 			uint64_t nodes;
+			if (c->journal_replayed && !o.json)
+				printf("not closed cleanly: %" PRIu64 " journal entr%s replayed\n",
+				       c->journal_replayed, c->journal_replayed == 1 ? "y" : "ies");
 			ret = bch_fsck_btrees(ctx, c, &nodes);
 			if (ret) {
 				cmd_err("fsck", "%s", ctx->err_msg);

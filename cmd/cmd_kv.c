@@ -20,18 +20,29 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs kv DEVICE[:DEVICE...] put POS VALUE [POS VALUE]...\n"
+"Usage: bcachefs kv [--no-clean-close] DEVICE[:DEVICE...] put POS VALUE [POS VALUE]...\n"
 "       bcachefs kv DEVICE[:DEVICE...] get POS\n"
 "       bcachefs kv DEVICE[:DEVICE...] del POS [POS]...\n"
 "Put, get or delete raw keys in the test btree (a debugging tool).\n"
 "POS is inode:offset[:snapshot]; VALUE is a string of up to 1024 bytes.\n"
 "Several keys given to one put or del are one atomic transaction.\n"
+"--no-clean-close leaves the filesystem as a power cut right after the commit\n"
+"would (durable in the journal, btree nodes not written, not marked clean):\n"
+"for testing journal replay and fsck.\n"
 "\n"
 "Exit: 0 done, 1 error or (get) no such key, 16 usage error.\n");
 }
 
 int cmd_kv(int argc, char *argv[])
 {
+	bool no_clean_close = false;
+
+	if (argc > 1 && !strcmp(argv[1], "--no-clean-close")) {
+		no_clean_close = true;
+		argv[1] = argv[0];
+		argv++;
+		argc--;
+	}
 	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		usage(stdout);
 		return EXIT_OK;
@@ -116,6 +127,8 @@ int cmd_kv(int argc, char *argv[])
 	}
 	if (r && r != -BCH_ERR_key_not_found)
 		cmd_err("kv", "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
+	if (no_clean_close && !get)
+		c->read_only = true;	/* close writes nothing more: as after a power cut */
 	int cr = bch_fs_close(c);
 	if (cr && !r) {
 		cmd_err("kv", "closing: %s", bch_err_str(cr));

@@ -14,6 +14,7 @@ void cmd_err(const char *cmd, const char *fmt, ...)
 {
 	va_list args;
 
+	fflush(stdout);		/* keep the order of what was printed before */
 	fprintf(stderr, "bcachefs %s: ", cmd);
 	va_start(args, fmt);
 	vfprintf(stderr, fmt, args);

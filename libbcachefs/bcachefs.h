@@ -50,6 +50,7 @@ struct bch_fs {
 	bool			read_only;	/* opened read-only: never write */
 	bool			emergency_ro;	/* an error made it read-only */
 	int			first_error;	/* first fatal error, for emergency_ro */
+	uint64_t		journal_replayed;	/* entries replayed at open (0: was clean) */
 
 	struct bch_journal	*journal;
 	struct bch_btree_cache	*btree_cache;

@@ -322,6 +322,7 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		}
 		if ((r = replay(c, &list)))
 			goto out;
+		c->journal_replayed = list.nr;
 	}
 	c->roots->no_shrink++;
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r; id++)
