@@ -177,11 +177,19 @@ static int rebuild(struct bch_fs *c, struct check_state *s)
 		for (unsigned j = 0; j < nr; j++)
 			keys[j] = bch_bkey_dup(b->keys[j]);
 		bch_btree_node_put(c, b);
+		/* transactions of at most a quarter of a node */
+		size_t limit = (((size_t)c->sb->btree_node_size << 9) - sizeof(struct bch_btree_node)) / 32;
+		size_t batch = 0;
 		for (unsigned j = 0; j < nr && !r; j++) {
-			bch_trans_update(t, s->id, keys[j]);
-			if ((j + 1) % 64 == 0 || j + 1 == nr)
+			if (batch && batch + 1 + keys[j]->u64s > limit) {
 				r = bch_trans_commit(t, 0);
+				batch = 0;
+			}
+			bch_trans_update(t, s->id, keys[j]);
+			batch += 1 + keys[j]->u64s;
 		}
+		if (!r && batch)
+			r = bch_trans_commit(t, 0);
 		for (unsigned j = 0; j < nr; j++)
 			free(keys[j]);
 		free(keys);
