@@ -169,8 +169,11 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 		/* b is in the cache's LRU since bch_btree_node_new(): take it out */
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - (long)sizeof(*b));
 		bch_btree_node_forget(c, b);
-		return bch_fs_err(c, r == -BCH_ERR_csum_mismatch ? -BCH_ERR_btree_node_bad : r,
-				  "%s", first_err);
+		/* callers see two kinds: could not read it, or read something wrong */
+		r = r == -ENOMEM ? r
+		  : r == -EIO || r == -BCH_ERR_device_short_io || r == -BCH_ERR_device_missing
+		  ? -BCH_ERR_btree_node_read : -BCH_ERR_btree_node_bad;
+		return bch_fs_err(c, r, "%s", first_err);
 	}
 	*ret = b;
 	return 0;

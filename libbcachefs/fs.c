@@ -129,6 +129,10 @@ static int mark_subtree(struct bch_fs *c, unsigned id, unsigned level, const str
 	struct btree *b;
 	int r = mark_ptr_key(c, ptr);
 
+	if (r && c->opts.v[Opt_fsck] && r != -ENOMEM) {
+		c->err_msg[0] = 0;	/* a pointer fsck will find bad: not followed */
+		return 0;
+	}
 	if (r || !level)
 		return r;
 	r = bch_btree_node_get(c, id, level, ptr, &b);

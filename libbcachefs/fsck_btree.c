@@ -94,8 +94,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	c->err_msg[0] = 0;
 	r = bch_btree_node_get(c, s->id, level, ptr, &b);
 	if (r) {
-		if (r != -BCH_ERR_btree_node_bad && r != -BCH_ERR_btree_node_read &&
-		    r != -BCH_ERR_device_missing && r != -EIO)
+		if (r == -ENOMEM)
 			return r;
 		where_of(s->id, level, ptr, where, sizeof(where));
 		snprintf(detail, sizeof(detail), "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
