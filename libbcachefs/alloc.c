@@ -29,6 +29,7 @@ struct bch_dev_alloc {
 	int64_t		open;		/* bucket nodes are carved from, -1 none */
 	unsigned	open_off;	/* sectors used in it */
 	uint64_t	rotor;		/* where the search for a free bucket resumes */
+	uint64_t	nr_empty;	/* buckets with no data (free, or free once durable) */
 };
 
 int bch_fs_alloc_init(struct bch_fs *c)
@@ -56,7 +57,9 @@ int bch_fs_alloc_init(struct bch_fs *c)
 		if (!a->gen || !a->type || !a->sectors || !a->free_seq)
 			return -ENOMEM;
 		a->open = -1;
+		a->nr_empty = a->nbuckets;
 		for (uint64_t b = 0; b < m->first_bucket && b < a->nbuckets; b++) {
+			a->nr_empty--;
 			a->type[b] = BCH_DATA_sb;
 			a->sectors[b] = a->bucket_sectors;
 		}
@@ -64,6 +67,7 @@ int bch_fs_alloc_init(struct bch_fs *c)
 			if (jf->runs[r].dev == i)
 				for (uint64_t b = jf->runs[r].start;
 				     b < jf->runs[r].start + jf->runs[r].nr && b < a->nbuckets; b++) {
+					a->nr_empty -= a->type[b] == BCH_DATA_free;
 					a->type[b] = BCH_DATA_journal;
 					a->sectors[b] = a->bucket_sectors;
 				}
@@ -107,6 +111,8 @@ int bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigne
 		return bch_fs_err(c, -BCH_ERR_btree_node_bad,
 				  "pointer %u:%" PRIu64 " into a bucket holding other data",
 				  p->dev, (uint64_t)p->offset);
+	if (a->type[b] == BCH_DATA_free && !a->sectors[b])
+		a->nr_empty--;
 	a->type[b] = data_type;
 	a->gen[b] = p->gen;
 	a->sectors[b] += sectors;
@@ -145,6 +151,13 @@ static int alloc_on_dev(struct bch_fs *c, unsigned dev, struct bch_extent_ptr *p
 		if (n == a->nbuckets)
 			return -BCH_ERR_no_space;
 		a->rotor = b + 1;
+		if (a->open >= 0 && !a->sectors[a->open]) {
+			/* the old open bucket's nodes were all freed meanwhile */
+			a->type[a->open] = BCH_DATA_free;
+			a->free_seq[a->open] = bch_journal_cur_seq(c);
+			a->nr_empty++;
+		}
+		a->nr_empty--;
 		a->open = b;
 		a->open_off = 0;
 		a->gen[b]++;
@@ -170,11 +183,16 @@ int bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *p
 {
 	int r = alloc_nodes(c, nr, ptrs);
 
-	if (r == -BCH_ERR_no_space && !c->read_only &&
-	    bch_journal_seq_durable(c) < bch_journal_cur_seq(c) &&
-	    !bch_journal_flush(c)) {
-		c->err_msg[0] = 0;
-		r = alloc_nodes(c, nr, ptrs);
+	/* the flush may reclaim, which writes nodes, which allocate: only once */
+	if (r == -BCH_ERR_no_space && !c->read_only && !c->alloc_flushing &&
+	    bch_journal_seq_durable(c) < bch_journal_cur_seq(c)) {
+		c->alloc_flushing = true;
+		int f = bch_journal_flush(c);
+		c->alloc_flushing = false;
+		if (!f) {
+			c->err_msg[0] = 0;
+			r = alloc_nodes(c, nr, ptrs);
+		}
 	}
 	return r;
 }
@@ -210,9 +228,10 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 		if (!a || (b = ptrs[i].offset / a->bucket_sectors) >= a->nbuckets)
 			continue;
 		a->sectors[b] = a->sectors[b] > node ? a->sectors[b] - node : 0;
-		if (!a->sectors[b] && (int64_t)b != a->open) {
+		if (!a->sectors[b] && (int64_t)b != a->open && a->type[b] != BCH_DATA_free) {
 			a->type[b] = BCH_DATA_free;
 			a->free_seq[b] = bch_journal_cur_seq(c);
+			a->nr_empty++;
 		}
 	}
 }
@@ -231,4 +250,35 @@ void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u)
 		u->buckets[a->type[b]]++;
 		u->sectors[a->type[b]] += a->sectors[b];
 	}
+}
+
+static uint64_t reserve_of(const struct bch_dev_alloc *a)
+{
+	uint64_t r = a->nbuckets / 32;
+
+	return r < 4 ? 4 : r;
+}
+
+bool bch_alloc_low(struct bch_fs *c)
+{
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, i);
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		if (!a || m->state != BCH_MEMBER_STATE_rw || !(m->data_allowed & (1U << BCH_DATA_btree)))
+			continue;
+		if (a->nr_empty < reserve_of(a))
+			return true;
+	}
+	return false;
+}
+
+bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+	uint64_t b;
+
+	if (!a || (b = p->offset / a->bucket_sectors) >= a->nbuckets)
+		return false;
+	return a->type[b] == BCH_DATA_btree && (int64_t)b != a->open &&
+	       a->sectors[b] < a->bucket_sectors / 2;
 }

@@ -43,6 +43,15 @@ int  bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *
 void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr);
 
 void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u);
+
+/*
+ * Copygc support.  bch_alloc_low(): a device that takes btree nodes has
+ * fewer free buckets than its reserve (1/32 of its buckets, at least 4).
+ * bch_alloc_copygc_bucket(): is the bucket of p a candidate to empty (btree
+ * data, under half live, not the bucket being filled)?
+ */
+bool bch_alloc_low(struct bch_fs *c);
+bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p);
 /* Is p's generation current? (a stale pointer is not followed) */
 bool bch_alloc_ptr_live(struct bch_fs *c, const struct bch_extent_ptr *p);
 

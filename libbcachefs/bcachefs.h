@@ -51,6 +51,7 @@ struct bch_fs {
 	bool			emergency_ro;	/* an error made it read-only */
 	int			first_error;	/* first fatal error, for emergency_ro */
 	uint64_t		journal_replayed;	/* entries replayed at open (0: was clean) */
+	bool			alloc_flushing;	/* alloc.c: inside its journal flush (no recursion) */
 
 	struct bch_journal	*journal;
 	struct bch_btree_cache	*btree_cache;

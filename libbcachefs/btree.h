@@ -75,6 +75,7 @@ struct bch_btree_roots {
 	struct btree_root	r[BCH_BTREE_ID_NR];
 	unsigned		no_shrink;	/* inside a commit: no eviction (no nested writes) */
 	uint64_t		seq_counter;	/* makes node seqs unique */
+	uint64_t		copygc_moves;	/* nodes moved by copygc (for tests, -v) */
 };
 
 /* ------------------------------------------------------------ cache */
@@ -144,6 +145,12 @@ int  bch_btree_flush_all(struct bch_fs *c);
 /* Apply one key at level in btree id without journalling (journal replay). */
 int  bch_btree_replay_key(struct bch_fs *c, unsigned id, unsigned level,
 			  const struct bch_bkey *k, uint64_t seq);
+/*
+ * Copygc: move the live nodes out of mostly-empty buckets, so the buckets
+ * can be reused.  Runs from commits when free space runs low.
+ */
+int  bch_btree_copygc(struct bch_fs *c);
+
 /* Split nodes left too full by replay. */
 int  bch_btree_split_overfull(struct bch_fs *c);
 /* Create an empty root leaf for every btree (format) / for one (fsck rebuild). */

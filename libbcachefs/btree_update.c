@@ -138,7 +138,14 @@ static int journal_and_apply(struct bch_fs *c, unsigned id, unsigned level,
 
 	for (unsigned i = 0; i < nr; i++)
 		u64s += 1 + keys[i]->u64s;
-	if ((r = bch_journal_res_get(c, u64s, &res)))
+	/*
+	 * Inside a node write (no_shrink): an internal reservation, which may use
+	 * the journal's reserve and never reclaims, so node writes never nest.
+	 * At the top of a commit (splits, merges): an ordinary one.
+	 */
+	r = c->roots->no_shrink ? bch_journal_res_get_internal(c, u64s, &res)
+				: bch_journal_res_get(c, u64s, &res);
+	if (r)
 		return r;
 	c->roots->no_shrink++;
 	for (unsigned i = 0; i < nr && !r; i++) {
@@ -243,6 +250,12 @@ static int split(struct bch_fs *c, struct btree *b)
 			goto err;
 		bch_btree_node_hash(c, n[i]);
 	}
+	/*
+	 * b's keys are on disk in the halves: it needs no journal pin, and must
+	 * not be written (or split again) by a reclaim the parent update below
+	 * may run.
+	 */
+	clear_pending(c, b);
 
 	if (root) {
 		struct btree *nr_;
@@ -342,6 +355,9 @@ static int maybe_merge(struct bch_fs *c, unsigned id, struct bch_bpos pos)
 	if ((r = bch_btree_node_write_io(c, n, true)))
 		goto out;
 	bch_btree_node_hash(c, n);
+	/* both are on disk in n: no pins, nothing for a reclaim to write */
+	clear_pending(c, left);
+	clear_pending(c, right);
 
 	struct bch_bkey *keys[2] = { bch_bkey_alloc(BCH_BKEY_deleted, left->max_key, 0),
 				     bch_btree_ptr_key(n) };
@@ -395,6 +411,9 @@ static int move_node(struct bch_fs *c, struct btree *b)
 	struct btree *tmp;
 	int r;
 
+	uint64_t old_seq = b->seq;
+	unsigned old_written = b->sectors_written;
+
 	memcpy(old, b->ptrs, sizeof(old));
 	if ((r = node_alloc(c, b->id, b->level, &tmp)))
 		return r;
@@ -413,27 +432,38 @@ static int move_node(struct bch_fs *c, struct btree *b)
 		root = bp && rt->level == b->level && bp->ptrs[0].dev == old[0].dev &&
 		       bp->ptrs[0].offset == old[0].offset;
 	}
-	if ((r = bch_btree_node_write_io(c, b, true)))
-		return r;
+	struct bch_extent_ptr new_ptrs[BCH_REPLICAS_MAX];
+	unsigned new_nr = b->nr_ptrs;
+	memcpy(new_ptrs, b->ptrs, sizeof(new_ptrs));
+
+	r = bch_btree_node_write_io(c, b, true);
 	/* rehash under the new address */
-	struct btree saved = *b;
 	b->nr_ptrs = old_nr;
 	memcpy(b->ptrs, old, sizeof(old));
 	bch_btree_node_unhash(c, b);
-	b->nr_ptrs = saved.nr_ptrs;
-	memcpy(b->ptrs, saved.ptrs, sizeof(saved.ptrs));
+	b->nr_ptrs = new_nr;
+	memcpy(b->ptrs, new_ptrs, sizeof(new_ptrs));
 	bch_btree_node_hash(c, b);
 
-	if (root) {
+	if (!r && root) {
 		set_root(c, b);
-	} else {
+	} else if (!r) {
 		struct bch_bkey *k = bch_btree_ptr_key(b);
 		r = parent_room(c, b);
 		if (!r)
 			r = journal_and_apply(c, b->id, b->level + 1, &k, 1);
 		free(k);
-		if (r)
-			return r;
+	}
+	if (r) {
+		/* not relinked: the node stays where its parent points, still dirty */
+		bch_btree_node_unhash(c, b);
+		b->nr_ptrs = old_nr;
+		memcpy(b->ptrs, old, sizeof(old));
+		b->seq = old_seq;
+		b->sectors_written = old_written;
+		bch_btree_node_hash(c, b);
+		bch_free_btree_node(c, new_ptrs, new_nr);
+		return r;
 	}
 	bch_free_btree_node(c, old, old_nr);
 	return 0;
@@ -445,6 +475,63 @@ static int node_write(struct bch_fs *c, struct btree *b);
  * Writing a node can move or split it, which reads and changes other nodes:
  * no nested evictions (which would write yet other nodes) meanwhile.
  */
+/* ------------------------------------------------------------ copygc */
+
+struct gc_target {
+	unsigned		id, level;
+	struct bch_bpos		max_key;
+};
+
+struct gc_list {
+	struct gc_target	*t;
+	size_t			nr, cap;
+};
+
+static int gc_collect(struct bch_fs *c, struct btree *b, void *priv)
+{
+	struct gc_list *l = priv;
+
+	if (!bch_alloc_copygc_bucket(c, &b->ptrs[0]) || is_root(c, b))
+		return 0;
+	if (l->nr == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->t = realloc(l->t, l->cap * sizeof(*l->t));
+		if (!l->t)
+			abort();
+	}
+	l->t[l->nr++] = (struct gc_target) { b->id, b->level, b->max_key };
+	return 0;
+}
+
+int bch_btree_copygc(struct bch_fs *c)
+{
+	struct gc_list l = { 0 };
+	int r = 0;
+
+	if (c->roots->no_shrink)
+		return 0;	/* not from inside another btree operation */
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r; id++)
+		r = bch_btree_walk_nodes(c, id, gc_collect, &l);
+	c->roots->no_shrink++;
+	for (size_t i = 0; i < l.nr && !r; i++) {
+		struct btree *b;
+		if ((r = bch_btree_find_node(c, l.t[i].id, l.t[i].level, l.t[i].max_key, &b)))
+			break;
+		/* the tree may have changed since the walk: check it is still the one */
+		if (bpos_eq(b->max_key, l.t[i].max_key) && bch_alloc_copygc_bucket(c, &b->ptrs[0]) &&
+		    !is_root(c, b) && bch_btree_node_fits(c, b) &&
+		    !(r = bch_journal_flush_seq(c, b->journal_seq)) && !(r = move_node(c, b))) {
+			clear_pending(c, b);
+			c->roots->copygc_moves++;
+		}
+		bch_btree_node_put(c, b);
+	}
+	c->roots->no_shrink--;
+	free(l.t);
+	/* the emptied buckets are free once the relinking entries are durable */
+	return r ? r : bch_journal_flush(c);
+}
+
 int bch_btree_node_write(struct bch_fs *c, struct btree *b)
 {
 	int r;
@@ -629,6 +716,11 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 	if (total > node_u64s_max(c) / 2)
 		return bch_fs_err(c, -EINVAL, "transaction too big (%zu words; at most %zu)", total,
 				  node_u64s_max(c) / 2);
+	/* free space low: make pending frees durable, then empty sparse buckets */
+	if (bch_alloc_low(c) && !(r = bch_journal_flush(c)) && bch_alloc_low(c))
+		r = bch_btree_copygc(c);
+	if (r)
+		return r;
 
 	for (unsigned tries = 0;; tries++) {
 		bool ok;

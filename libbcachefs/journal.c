@@ -11,10 +11,13 @@
  * devices share the load).  On each device it is written at the current
  * offset of the current bucket, or at the start of the next bucket when it
  * does not fit — which needs the next bucket to hold nothing at or after
- * last_seq_ondisk.  Every data-bearing entry leaves room in its bucket for a
- * roots-only "marker" entry: when the ring is full, reclaim flushes every
- * pin (all of them protect durable entries, as the open entry is written
- * first) and the marker records the new last_seq, which frees the buckets.
+ * last_seq_ondisk.  Transactions leave room in every bucket for one more
+ * entry (roots and a reserve for the btree's internal updates): when the
+ * ring is full, reclaim flushes every pin (all of them protect durable
+ * entries, as the open entry is written first; node writes may add internal
+ * updates, which the reserve holds) and that entry records the new last_seq,
+ * which frees the buckets.  Internal reservations never reclaim, so node
+ * writes never recurse into more node writes.
  *
  * The open entry: reservations append sub-entries to a buffer; the buffer
  * becomes a jset when it is written.  res_get makes sure, before anything is
@@ -388,29 +391,43 @@ static int place(struct bch_journal *j, struct journal_dev *jd, unsigned sectors
 	return 0;
 }
 
+/*
+ * Room every bucket keeps for the entry that follows reclaim: roots plus the
+ * btree's internal updates (node moves relinking their parents) made while
+ * reclaiming.  Only internal reservations may use it.
+ */
+#define INTERNAL_RESERVE_U64S(j)	((j)->max_u64s / 4)
+
 static unsigned marker_sectors(struct bch_fs *c)
 {
-	return entry_sectors(J(c), roots_u64s(c));
+	return entry_sectors(J(c), roots_u64s(c) + INTERNAL_RESERVE_U64S(J(c))) +
+	       entry_sectors(J(c), roots_u64s(c));
 }
 
-static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s)
+/*
+ * Internal reservations keep room for one roots-only entry, so the entry
+ * that records an advanced last_seq after reclaim can always be written;
+ * ordinary ones also keep the internal reserve.
+ */
+static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s, bool internal)
 {
 	struct bch_journal *j = J(c);
 	unsigned sectors = entry_sectors(j, u64s + roots_u64s(c)), slot, off;
+	unsigned reserve = internal ? entry_sectors(j, roots_u64s(c)) : marker_sectors(c);
 
-	if (u64s + roots_u64s(c) > j->max_u64s)
+	if (u64s + roots_u64s(c) + (internal ? 0 : INTERNAL_RESERVE_U64S(j)) > j->max_u64s)
 		return false;
 	for (unsigned k = 0; k < j->replicas; k++)
-		if (place(j, target(j, seq, k), sectors, marker_sectors(c), &slot, &off))
+		if (place(j, target(j, seq, k), sectors, reserve, &slot, &off))
 			return false;
 	return true;
 }
 
 /* Write the open entry (roots added now) and flush; it becomes durable. */
-static int journal_write(struct bch_fs *c, bool marker)
+static int journal_write(struct bch_fs *c)
 {
 	struct bch_journal *j = J(c);
-	unsigned r = roots_u64s(c), u64s = (marker ? 0 : j->buf_u64s) + r;
+	unsigned r = roots_u64s(c), u64s = j->buf_u64s + r;
 	unsigned sectors = entry_sectors(j, u64s);
 	size_t bytes = (size_t)sectors << BCH_SECTOR_SHIFT;
 	struct bch_jset *js;
@@ -431,10 +448,9 @@ static int journal_write(struct bch_fs *c, bool marker)
 	js->version = BCH_VERSION_CURRENT;
 	js->flags = j->csum_type & 0xf;
 	js->u64s = u64s;
-	if (!marker)
-		memcpy(js->_data, j->buf, j->buf_u64s * 8);
+	memcpy(js->_data, j->buf, j->buf_u64s * 8);
 	if (r && j->roots_fill)
-		j->roots_fill(c, (struct bch_jset_entry *)(js->_data + (marker ? 0 : j->buf_u64s)));
+		j->roots_fill(c, (struct bch_jset_entry *)(js->_data + j->buf_u64s));
 	js->csum = bch_checksum(j->csum_type, &js->magic, sizeof(*js) - sizeof(js->csum) + u64s * 8);
 
 	/*
@@ -453,7 +469,7 @@ static int journal_write(struct bch_fs *c, bool marker)
 		struct journal_dev *jd = target(j, j->seq, k);
 		unsigned slot, off;
 
-		if (place(j, jd, sectors, marker ? 0 : marker_sectors(c), &slot, &off)) {
+		if (place(j, jd, sectors, 0, &slot, &off)) {
 			ret = bch_fs_err(c, -BCH_ERR_journal_full, "journal full on device %u", jd->dev);
 			break;
 		}
@@ -480,8 +496,7 @@ static int journal_write(struct bch_fs *c, bool marker)
 		j->durable = j->seq;
 		j->last_seq_ondisk = js->last_seq;
 		j->seq++;
-		if (!marker)
-			j->buf_u64s = 0;
+		j->buf_u64s = 0;
 	} else {
 		c->emergency_ro = true;
 	}
@@ -489,26 +504,49 @@ static int journal_write(struct bch_fs *c, bool marker)
 	return ret;
 }
 
-/* Flush every pin whose sequence is durable (oldest first). */
-static int reclaim_durable(struct bch_fs *c)
+/* Flush the pins (oldest first) whose sequence is durable and at most upto. */
+static int reclaim_upto(struct bch_fs *c, uint64_t upto)
 {
 	struct bch_journal *j = J(c);
 	int ret = 0;
 
-	while (!ret && j->pins.next != &j->pins && j->pins.next->seq <= j->durable) {
+	while (!ret && j->pins.next != &j->pins && j->pins.next->seq <= j->durable &&
+	       j->pins.next->seq <= upto) {
 		struct bch_journal_pin *p = j->pins.next;
 		uint64_t seq = p->seq;
 
 		ret = p->flush(c, p, seq);
-		if (!ret && p->seq == seq && j->pins.next == p)
-			bch_journal_pin_drop(c, p);	/* flush must drop it; be sure */
+		/* flush drops the pin (and may free it): only look if still listed */
+		if (!ret && j->pins.next == p && p->seq == seq)
+			bch_journal_pin_drop(c, p);
 	}
 	return ret;
 }
 
+static int reclaim_durable(struct bch_fs *c)
+{
+	return reclaim_upto(c, UINT64_MAX);
+}
+
+/* The newest sequence in the slot after the current one of any target device. */
+static uint64_t next_slot_seq(struct bch_journal *j)
+{
+	uint64_t seq = 0;
+
+	for (unsigned k = 0; k < j->replicas; k++) {
+		struct journal_dev *jd = target(j, j->seq, k);
+		uint64_t s = jd->bucket_seq[(jd->cur + 1) % jd->nr];
+		if (s > seq)
+			seq = s;
+	}
+	return seq;
+}
+
 /*
- * Make room for an entry of u64s with the open entry empty: flush pins,
- * write a marker with the advanced last_seq, which frees buckets.
+ * Make room for an entry of u64s with the open entry empty: flush the pins
+ * (their node writes may add internal updates to the open entry, which the
+ * bucket's reserve holds), then write the entry with the advanced last_seq,
+ * which frees buckets.
  */
 static int make_room(struct bch_fs *c, unsigned u64s)
 {
@@ -516,14 +554,19 @@ static int make_room(struct bch_fs *c, unsigned u64s)
 	int ret;
 
 	for (unsigned tries = 0; tries < 3; tries++) {
-		if (fits(c, j->seq, u64s))
+		if (fits(c, j->seq, u64s, false))
 			return 0;
-		if ((ret = reclaim_durable(c)))
+		/*
+		 * Enough to free the next bucket: the pins up to its newest entry
+		 * (fewer node writes, so fewer internal updates to hold).  The
+		 * last try takes them all.
+		 */
+		if ((ret = reclaim_upto(c, tries < 2 ? next_slot_seq(j) : UINT64_MAX)))
 			return ret;
-		if ((ret = journal_write(c, true)))
+		if ((ret = journal_write(c)))
 			return ret;
 	}
-	return fits(c, j->seq, u64s) ? 0
+	return fits(c, j->seq, u64s, false) ? 0
 		: bch_fs_err(c, -BCH_ERR_journal_full, "journal full: nothing left to reclaim");
 }
 
@@ -539,8 +582,8 @@ int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res 
 	if (u64s + roots_u64s(c) > j->max_u64s)
 		return bch_fs_err(c, -EINVAL, "transaction too big for one journal entry "
 				  "(%u of at most %u words)", u64s, j->max_u64s - roots_u64s(c));
-	if (!fits(c, j->seq, j->buf_u64s + u64s)) {
-		if (j->buf_u64s && (ret = journal_write(c, false)))
+	if (!fits(c, j->seq, j->buf_u64s + u64s, false)) {
+		if (j->buf_u64s && (ret = journal_write(c)))
 			return ret;
 		if ((ret = make_room(c, u64s)))
 			return ret;
@@ -549,6 +592,26 @@ int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res 
 	res->u64s = u64s;
 	res->used = 0;
 	j->reserved = u64s;
+	return 0;
+}
+
+int bch_journal_res_get_internal(struct bch_fs *c, unsigned u64s, struct bch_journal_res *res)
+{
+	struct bch_journal *j = J(c);
+	int ret;
+
+	if (c->read_only || !j->started)
+		return -BCH_ERR_fs_read_only;
+	if (!fits(c, j->seq, j->buf_u64s + u64s, true)) {
+		if (j->buf_u64s && (ret = journal_write(c)))
+			return ret;
+		if (!fits(c, j->seq, u64s, true))
+			return bch_fs_err(c, -BCH_ERR_journal_full,
+					  "journal full (no room for a btree update)");
+	}
+	res->seq = j->seq;
+	res->u64s = u64s;
+	res->used = 0;
 	return 0;
 }
 
@@ -585,21 +648,14 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
 		return 0;
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
-	return journal_write(c, false);
+	return journal_write(c);
 }
 
 int bch_journal_flush(struct bch_fs *c)
 {
-	struct bch_journal *j = J(c);
-
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
-	if (!fits(c, j->seq, j->buf_u64s)) {
-		int ret = make_room(c, j->buf_u64s);
-		if (ret)
-			return ret;
-	}
-	return journal_write(c, false);
+	return journal_write(c);
 }
 
 uint64_t bch_journal_cur_seq(struct bch_fs *c)
@@ -667,7 +723,5 @@ int bch_journal_reclaim_all(struct bch_fs *c)
 	if (j->pins.next != &j->pins)
 		return bch_fs_err(c, -EIO, "journal pins left after reclaim");
 	/* record that nothing older than this entry is needed */
-	if (!fits(c, j->seq, 0) && (ret = make_room(c, 0)))
-		return ret;
-	return journal_write(c, false);
+	return journal_write(c);
 }

@@ -86,6 +86,11 @@ void bch_journal_set_roots_fn(struct bch_fs *c, unsigned (*u64s)(struct bch_fs *
  * the ring cannot make room, -EINVAL when u64s can never fit in one entry.
  */
 int   bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res *res);
+/*
+ * For the btree's own updates made while writing nodes (relinking a moved
+ * node): may use the space kept for them, never reclaims.
+ */
+int   bch_journal_res_get_internal(struct bch_fs *c, unsigned u64s, struct bch_journal_res *res);
 /* Append a sub-entry with data_u64s of data; returns where to put the data. */
 void *bch_journal_res_add(struct bch_fs *c, struct bch_journal_res *res, unsigned type,
 			  unsigned btree_id, unsigned level, unsigned data_u64s);
