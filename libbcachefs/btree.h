@@ -47,6 +47,7 @@ struct btree {
 	unsigned		nr_ptrs;
 	struct bch_extent_ptr	ptrs[BCH_REPLICAS_MAX];
 	unsigned		sectors_written;	/* 0: never written */
+	uint8_t			bad_replicas;	/* bit i: ptrs[i] failed when read (fsck rewrites) */
 
 	struct bch_bkey		**keys;		/* live keys, sorted */
 	unsigned		nr, cap;
@@ -145,6 +146,9 @@ int  bch_btree_flush_all(struct bch_fs *c);
 /* Apply one key at level in btree id without journalling (journal replay). */
 int  bch_btree_replay_key(struct bch_fs *c, unsigned id, unsigned level,
 			  const struct bch_bkey *k, uint64_t seq);
+/* Rewrite b whole at a new place (every replica) and relink it (fsck: bad replicas). */
+int  bch_btree_node_rewrite(struct bch_fs *c, struct btree *b);
+
 /*
  * Copygc: move the live nodes out of mostly-empty buckets, so the buckets
  * can be reused.  Runs from commits when free space runs low.

@@ -99,8 +99,8 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 		return snprintf(err, errlen, "node of another filesystem"), -BCH_ERR_btree_node_bad;
 	if (n->btree_id != b->id || n->level != b->level || n->seq != bp->seq ||
 	    !bpos_eq(n->min_key, b->min_key) || !bpos_eq(n->max_key, b->max_key))
-		return snprintf(err, errlen, "stale or misplaced node (btree %u level %u seq %016"
-				PRIx64 ")", n->btree_id, n->level, (uint64_t)n->seq),
+		return snprintf(err, errlen, "stale or misplaced node (found btree %u level %u)",
+				n->btree_id, n->level),
 		       -BCH_ERR_btree_node_bad;
 	if (!bch_csum_type_valid(n->csum_type))
 		return snprintf(err, errlen, "bad checksum type"), -BCH_ERR_btree_node_bad;
@@ -154,9 +154,27 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 	for (unsigned i = 0; i < nr; i++) {
 		node_reset_keys(b);
 		r = read_one(c, b, &bp->ptrs[i], bp, buf, err, sizeof(err));
+		if (r)
+			b->bad_replicas |= 1U << i;
 		if (!r) {
 			b->nr_ptrs = nr;
 			memcpy(b->ptrs, bp->ptrs, nr * sizeof(bp->ptrs[0]));
+			/* fsck: the remaining copies must be good too */
+			for (unsigned j = i + 1; c->opts.v[Opt_fsck] && j < nr; j++) {
+				struct btree *t = calloc(1, sizeof(*t));
+				char e2[200];
+				if (!t)
+					abort();
+				t->id = id;
+				t->level = level;
+				t->min_key = b->min_key;
+				t->max_key = b->max_key;
+				if (read_one(c, t, &bp->ptrs[j], bp, buf, e2, sizeof(e2)))
+					b->bad_replicas |= 1U << j;
+				node_reset_keys(t);
+				free(t->keys);
+				free(t);
+			}
 			break;
 		}
 		if (!first_err[0])

@@ -475,6 +475,22 @@ static int node_write(struct bch_fs *c, struct btree *b);
  * Writing a node can move or split it, which reads and changes other nodes:
  * no nested evictions (which would write yet other nodes) meanwhile.
  */
+int bch_btree_node_rewrite(struct bch_fs *c, struct btree *b)
+{
+	int r;
+
+	c->roots->no_shrink++;
+	r = bch_journal_flush_seq(c, b->journal_seq);
+	if (!r && bch_btree_node_fits(c, b))
+		r = move_node(c, b);
+	if (!r) {
+		clear_pending(c, b);
+		b->bad_replicas = 0;
+	}
+	c->roots->no_shrink--;
+	return r;
+}
+
 /* ------------------------------------------------------------ copygc */
 
 struct gc_target {

@@ -56,7 +56,9 @@
 	  "btree node cannot be read; rebuild the btree from the readable leaves "	\
 	  "(the keys of this node are lost)")						\
 	x(btree_topology,	0x0302, 3, 0,							\
-	  "btree node's children do not cover its range; rebuild the btree")
+	  "btree node's children do not cover its range; rebuild the btree")		\
+	x(btree_replica_bad,	0x0303, 3, FSCK_SAFE,						\
+	  "a copy of a btree node is bad (another one was read); rewrite the node")
 
 enum bch_fsck_problem {
 #define x(n, ...)	BCH_FSCK_##n,

@@ -7,6 +7,8 @@
  *                          (checksum, identity, a key that is invalid or out
  *                          of order or outside the node's range): pass 4's
  *                          key checks happen as each node is read
+ *   btree_replica_bad      a copy of a node is bad while another is good:
+ *                          the node is rewritten (all copies) from the good one
  *   btree_topology         an interior node whose children do not cover its
  *                          range exactly: the first child must start at the
  *                          node's min_key, each next child right after the
@@ -72,15 +74,20 @@ static void problem(struct check_state *s, enum bch_fsck_problem p, const char *
 	}
 }
 
-static void where_of(unsigned id, unsigned level, const struct bch_bkey *ptr, char *buf, size_t len)
+static void where_of(unsigned id, unsigned level, const struct bch_bkey *ptr, char *buf, size_t len,
+		     bool with_location)
 {
 	const struct bch_btree_ptr *bp = bkey_val(ptr);
 	char lo[80], hi[80];
 
 	bch_bpos_to_text(bp->min_key, lo, sizeof(lo));
 	bch_bpos_to_text(ptr->p, hi, sizeof(hi));
-	snprintf(buf, len, "%s btree level %u node %s..%s at %u:%" PRIu64,
-		 bch_btree_id_name(id), level, lo, hi, bp->ptrs[0].dev, (uint64_t)bp->ptrs[0].offset);
+	if (with_location)
+		snprintf(buf, len, "%s btree level %u node %s..%s at %u:%" PRIu64,
+			 bch_btree_id_name(id), level, lo, hi, bp->ptrs[0].dev,
+			 (uint64_t)bp->ptrs[0].offset);
+	else
+		snprintf(buf, len, "%s btree level %u node %s..%s", bch_btree_id_name(id), level, lo, hi);
 }
 
 static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
@@ -96,13 +103,27 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	if (r) {
 		if (r == -ENOMEM)
 			return r;
-		where_of(s->id, level, ptr, where, sizeof(where));
+		/* the read error names the copy that failed */
+		where_of(s->id, level, ptr, where, sizeof(where), false);
 		snprintf(detail, sizeof(detail), "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		c->err_msg[0] = 0;
 		problem(s, BCH_FSCK_btree_node_unreadable, where, detail);
 		return 0;
 	}
 	s->nodes_checked++;
+	if (b->bad_replicas) {
+		where_of(s->id, level, ptr, where, sizeof(where), true);
+		snprintf(detail, sizeof(detail), "replica mask 0x%x", b->bad_replicas);
+		if (bch_fsck_problem(s->ctx, BCH_FSCK_btree_replica_bad, where, detail) &&
+		    !c->read_only) {
+			r = bch_btree_node_rewrite(c, b);
+			if (r) {
+				bch_btree_node_put(c, b);
+				return r;
+			}
+			bch_fsck_fixed(s->ctx, BCH_FSCK_btree_replica_bad);
+		}
+	}
 	if (!b->level) {
 		ptr_list_add(&s->leaves, ptr);
 		bch_btree_node_put(c, b);
@@ -115,7 +136,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		const struct bch_btree_ptr *cp = bkey_val(b->keys[i]);
 		if (!bpos_eq(cp->min_key, expect)) {
 			char e[80], g[80];
-			where_of(s->id, b->level, ptr, where, sizeof(where));
+			where_of(s->id, b->level, ptr, where, sizeof(where), true);
 			bch_bpos_to_text(expect, e, sizeof(e));
 			bch_bpos_to_text(cp->min_key, g, sizeof(g));
 			snprintf(detail, sizeof(detail), "child %u starts at %s, expected %s", i, g, e);
@@ -124,7 +145,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		expect = bpos_successor(b->keys[i]->p);
 	}
 	if (!b->nr || !bpos_eq(b->keys[b->nr - 1]->p, b->max_key)) {
-		where_of(s->id, b->level, ptr, where, sizeof(where));
+		where_of(s->id, b->level, ptr, where, sizeof(where), true);
 		problem(s, BCH_FSCK_btree_topology, where, "children do not reach the node's max_key");
 	}
 
