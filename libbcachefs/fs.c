@@ -299,7 +299,13 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		return r;
 
 	bool clean = roots_from_clean(c, &clean_seq);
-	if ((r = bch_journal_read(c, clean ? NULL : collect_jset, &list, &newest)))
+	/*
+	 * A filesystem format just created has an empty journal (entries left
+	 * by an earlier filesystem carry its UUID, and would be ignored): no
+	 * need to read every journal bucket.
+	 */
+	if (!allow_no_roots &&
+	    (r = bch_journal_read(c, clean ? NULL : collect_jset, &list, &newest)))
 		goto out;
 	if (clean && newest > clean_seq)
 		clean = false;	/* written after the clean record: not clean after all */
