@@ -98,25 +98,12 @@ unsigned bch_btree_ptr_nr(const struct bch_bkey *k)
 	return (bkey_val_bytes(k) - sizeof(struct bch_btree_ptr)) / sizeof(struct bch_extent_ptr);
 }
 
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -BCH_ERR_bkey_invalid;
-}
 
 /* ------------------------------------------------------- per-type checks */
 
 static int deleted_validate(const struct bch_bkey *k, char *err, size_t errlen)
 {
-	return bkey_val_bytes(k) ? errf(err, errlen, "deleted key with a value") : 0;
+	return bkey_val_bytes(k) ? bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "deleted key with a value") : 0;
 }
 
 static int btree_ptr_validate(const struct bch_bkey *k, char *err, size_t errlen)
@@ -125,16 +112,16 @@ static int btree_ptr_validate(const struct bch_bkey *k, char *err, size_t errlen
 
 	if (!nr || nr > BCH_REPLICAS_MAX ||
 	    bkey_val_bytes(k) != sizeof(struct bch_btree_ptr) + nr * sizeof(struct bch_extent_ptr))
-		return errf(err, errlen, "btree_ptr: bad size %zu", bkey_val_bytes(k));
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "btree_ptr: bad size %zu", bkey_val_bytes(k));
 	const struct bch_btree_ptr *bp = bkey_val(k);
 	if (bpos_cmp(bp->min_key, k->p) > 0)
-		return errf(err, errlen, "btree_ptr: min_key after the key's position");
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "btree_ptr: min_key after the key's position");
 	for (unsigned i = 0; i < nr; i++) {
 		if (bp->ptrs[i].dev >= BCH_SB_MEMBERS_MAX)
-			return errf(err, errlen, "btree_ptr: bad device %u", bp->ptrs[i].dev);
+			return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "btree_ptr: bad device %u", bp->ptrs[i].dev);
 		for (unsigned j = 0; j < i; j++)
 			if (bp->ptrs[j].dev == bp->ptrs[i].dev)
-				return errf(err, errlen, "btree_ptr: two replicas on device %u",
+				return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "btree_ptr: two replicas on device %u",
 					    bp->ptrs[i].dev);
 	}
 	return 0;
@@ -143,20 +130,20 @@ static int btree_ptr_validate(const struct bch_bkey *k, char *err, size_t errlen
 static int alloc_validate(const struct bch_bkey *k, char *err, size_t errlen)
 {
 	if (bkey_val_bytes(k) != sizeof(struct bch_alloc))
-		return errf(err, errlen, "alloc: bad size %zu", bkey_val_bytes(k));
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "alloc: bad size %zu", bkey_val_bytes(k));
 	const struct bch_alloc *a = bkey_val(k);
 	if (a->data_type >= BCH_DATA_NR)
-		return errf(err, errlen, "alloc: bad data type %u", a->data_type);
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "alloc: bad data type %u", a->data_type);
 	return 0;
 }
 
 static int raw_validate(const struct bch_bkey *k, char *err, size_t errlen)
 {
 	if (bkey_val_bytes(k) < sizeof(struct bch_raw))
-		return errf(err, errlen, "raw: too small");
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "raw: too small");
 	const struct bch_raw *r = bkey_val(k);
 	if (r->len > bkey_val_bytes(k) - sizeof(*r) || bkey_val_bytes(k) - sizeof(*r) - r->len >= 8)
-		return errf(err, errlen, "raw: length %u does not match the value", r->len);
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "raw: length %u does not match the value", r->len);
 	return 0;
 }
 
@@ -175,20 +162,20 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 		      char *err, size_t errlen)
 {
 	if (k->u64s < BCH_BKEY_U64s)
-		return errf(err, errlen, "key smaller than its header (%u u64s)", k->u64s);
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "key smaller than its header (%u u64s)", k->u64s);
 	if (k->type >= BCH_BKEY_TYPE_NR)
-		return errf(err, errlen, "unknown key type %u", k->type);
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "unknown key type %u", k->type);
 	if (k->flags || k->p.pad)
-		return errf(err, errlen, "nonzero reserved fields");
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "nonzero reserved fields");
 	if (btree_id >= BCH_BTREE_ID_NR)
-		return errf(err, errlen, "unknown btree %u", btree_id);
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "unknown btree %u", btree_id);
 	/* interior nodes: pointers, and whiteouts of pointers (merges) */
 	if (level ? k->type != BCH_BKEY_btree_ptr && k->type != BCH_BKEY_deleted
 		  : !type_allowed(btree_id, k->type))
-		return errf(err, errlen, "%s key in %s btree at level %u",
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "%s key in %s btree at level %u",
 			    bch_bkey_type_name(k->type), bch_btree_id_name(btree_id), level);
 	if (k->size)
-		return errf(err, errlen, "size %u on a non-extent key", k->size);
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "size %u on a non-extent key", k->size);
 	switch (k->type) {
 	case BCH_BKEY_deleted:		return deleted_validate(k, err, errlen);
 	case BCH_BKEY_btree_ptr:	return btree_ptr_validate(k, err, errlen);

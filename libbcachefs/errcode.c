@@ -5,6 +5,9 @@
 #include <errno.h>
 #include <string.h>
 
+#include <stdarg.h>
+#include <stdio.h>
+
 #include "errcode.h"
 
 static const struct {
@@ -32,4 +35,16 @@ int bch_err_class(int err)
 	if (err >= BCH_ERR_START && err < BCH_ERR_MAX)
 		return bch_errcodes[err - BCH_ERR_START].class;
 	return err;
+}
+
+int bch_errf(char *err, size_t errlen, int ret, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err && errlen) {
+		va_start(ap, fmt);
+		vsnprintf(err, errlen, fmt, ap);
+		va_end(ap);
+	}
+	return ret;
 }

@@ -59,4 +59,12 @@ const char *bch_err_str(int err);
 /* The errno a project code stands for; -errno values pass through (positive result). */
 int bch_err_class(int err);
 
+/*
+ * Write a message into err (errlen bytes; err may be NULL) and return ret:
+ * for functions that report why they failed without a struct bch_fs.
+ */
+#include <stddef.h>
+int bch_errf(char *err, size_t errlen, int ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 #endif /* _BCACHEFS_ERRCODE_H */

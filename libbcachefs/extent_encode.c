@@ -61,41 +61,28 @@ int bch_extent_encode(const struct bch_encode_opts *o, const void *src, unsigned
 	return 0;
 }
 
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static int errf(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (err && errlen) {
-		va_start(ap, fmt);
-		vsnprintf(err, errlen, fmt, ap);
-		va_end(ap);
-	}
-	return -BCH_ERR_bkey_invalid;
-}
 
 int bch_extent_crc_validate(const struct bch_extent_crc *crc, unsigned key_sectors,
 			    char *err, size_t errlen)
 {
 	if (!bch_csum_type_valid(crc->csum_type))
-		return errf(err, errlen, "unknown checksum type %u", crc->csum_type);
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "unknown checksum type %u", crc->csum_type);
 	if (crc->compression_type >= BCH_COMPRESSION_NR)
-		return errf(err, errlen, "unknown compression type %u", crc->compression_type);
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "unknown compression type %u", crc->compression_type);
 	if (!crc->uncompressed_sectors || crc->uncompressed_sectors > MAX_ENCODED_SECTORS ||
 	    !crc->compressed_sectors || crc->compressed_sectors > MAX_ENCODED_SECTORS)
-		return errf(err, errlen, "bad sizes %u/%u sectors", crc->compressed_sectors,
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "bad sizes %u/%u sectors", crc->compressed_sectors,
 			    crc->uncompressed_sectors);
 	if ((uint64_t)crc->compressed_bytes > (uint64_t)crc->compressed_sectors << BCH_SECTOR_SHIFT ||
 	    !crc->compressed_bytes)
-		return errf(err, errlen, "encoded length %u outside %u sectors",
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "encoded length %u outside %u sectors",
 			    crc->compressed_bytes, crc->compressed_sectors);
 	if (crc->compression_type == BCH_COMPRESSION_none &&
 	    (crc->compressed_sectors != crc->uncompressed_sectors ||
 	     crc->compressed_bytes != crc->uncompressed_sectors << BCH_SECTOR_SHIFT))
-		return errf(err, errlen, "uncompressed extent with differing sizes");
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "uncompressed extent with differing sizes");
 	if ((uint64_t)crc->offset + key_sectors > crc->uncompressed_sectors)
-		return errf(err, errlen, "key [%u, +%u) beyond the %u decoded sectors", crc->offset,
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "key [%u, +%u) beyond the %u decoded sectors", crc->offset,
 			    key_sectors, crc->uncompressed_sectors);
 	return 0;
 }

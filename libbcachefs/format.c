@@ -53,18 +53,6 @@ struct dev_plan {
 	uint64_t	last_sb;	/* sector of the end copy */
 };
 
-static int errf(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int errf(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list args;
-
-	va_start(args, fmt);
-	vsnprintf(err, errlen, fmt, args);
-	va_end(args);
-	return ret;
-}
 
 static uint64_t rounddown_pow2(uint64_t v)
 {
@@ -122,16 +110,16 @@ static int check_label(const char *l, char *err, size_t errlen)
 	size_t n = strlen(l);
 
 	if (!n || n >= BCH_MEMBER_LABEL_SIZE)
-		return errf(err, errlen, -BCH_ERR_opt_invalid,
+		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "label '%s': must be 1..%u characters", l, BCH_MEMBER_LABEL_SIZE - 1);
 	if (l[0] == '.' || l[n - 1] == '.' || strstr(l, ".."))
-		return errf(err, errlen, -BCH_ERR_opt_invalid,
+		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "label '%s': empty component between dots", l);
 	for (size_t i = 0; i < n; i++)
 		if (!(l[i] == '.' || l[i] == '_' || l[i] == '-' ||
 		      (l[i] >= 'a' && l[i] <= 'z') || (l[i] >= 'A' && l[i] <= 'Z') ||
 		      (l[i] >= '0' && l[i] <= '9')))
-			return errf(err, errlen, -BCH_ERR_opt_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 				    "label '%s': only letters, digits, '.', '_' and '-'", l);
 	return 0;
 }
@@ -169,11 +157,11 @@ static int plan_device(struct bch_format_dev *d, struct dev_plan *p,
 		p->exists = true;
 		p->is_blockdev = S_ISBLK(p->st.st_mode);
 		if (!p->is_blockdev && !S_ISREG(p->st.st_mode))
-			return errf(err, errlen, -EINVAL,
+			return bch_errf(err, errlen, -EINVAL,
 				    "%s: not a block device or regular file", d->path);
 	} else if (errno != ENOENT || !d->size) {
 		int e = errno;
-		return errf(err, errlen, -e, "%s: %s%s", d->path, strerror(e),
+		return bch_errf(err, errlen, -e, "%s: %s%s", d->path, strerror(e),
 			    e == ENOENT ? " (give --fs-size to create an image file)" : "");
 	}
 
@@ -181,14 +169,14 @@ static int plan_device(struct bch_format_dev *d, struct dev_plan *p,
 		struct bch_blockdev *bd;
 		int ret = bch_dev_open(d->path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd);
 		if (ret)
-			return errf(err, errlen, ret, "%s: %s", d->path, bch_err_str(ret));
+			return bch_errf(err, errlen, ret, "%s: %s", d->path, bch_err_str(ret));
 		p->size = bch_dev_size(bd);
 		p->logical_block = bch_dev_logical_block_size(bd);
 		bch_dev_close(bd);
 		if (d->size > p->size) {
 			bch_human_size(d->size, a, sizeof(a));
 			bch_human_size(p->size, b, sizeof(b));
-			return errf(err, errlen, -BCH_ERR_device_too_small,
+			return bch_errf(err, errlen, -BCH_ERR_device_too_small,
 				    "%s: --fs-size %s is larger than the device (%s)", d->path, a, b);
 		}
 	} else {
@@ -198,13 +186,13 @@ static int plan_device(struct bch_format_dev *d, struct dev_plan *p,
 		p->size = d->size;
 
 	if (block < p->logical_block)
-		return errf(err, errlen, -BCH_ERR_opt_invalid,
+		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "%s: block size %" PRIu64 " is below the device's logical block size %u",
 			    d->path, block, p->logical_block);
 
 	p->bucket = d->bucket_size ? d->bucket_size : bch_pick_bucket_size(p->size, node);
 	if (p->bucket < node || p->bucket < block)
-		return errf(err, errlen, -BCH_ERR_opt_invalid,
+		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "%s: bucket size %" PRIu64 " is smaller than the btree node size %" PRIu64,
 			    d->path, p->bucket, node);
 
@@ -222,12 +210,12 @@ static int plan_device(struct bch_format_dev *d, struct dev_plan *p,
 		bch_human_size(p->size, a, sizeof(a));
 		bch_human_size((p->first_bucket + BCH_MIN_NR_BUCKETS) * p->bucket +
 			       (sb_area << BCH_SECTOR_SHIFT), b, sizeof(b));
-		return errf(err, errlen, -BCH_ERR_device_too_small,
+		return bch_errf(err, errlen, -BCH_ERR_device_too_small,
 			    "%s: device too small (%s); with %" PRIu64 "k buckets it needs at least %s",
 			    d->path, a, p->bucket >> 10, b);
 	}
 	if (p->nbuckets > UINT32_MAX)
-		return errf(err, errlen, -BCH_ERR_opt_invalid,
+		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "%s: too many buckets; use a larger --bucket-size", d->path);
 
 	uint64_t usable = p->nbuckets - p->first_bucket;
@@ -238,7 +226,7 @@ static int plan_device(struct bch_format_dev *d, struct dev_plan *p,
 		j = 4;
 	p->journal_nr = j;
 	if (d->durability > BCH_REPLICAS_MAX)
-		return errf(err, errlen, -BCH_ERR_opt_invalid,
+		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "%s: durability %u out of range (0..%u)", d->path, d->durability,
 			    BCH_REPLICAS_MAX);
 	return 0;
@@ -368,7 +356,7 @@ static int build_sb(struct bch_format_dev *devs, unsigned nr, struct dev_plan *p
 				t = BCH_TARGET_DEV_START + i;
 		if (!t && bch_target_parse(sb, target_names[id], &t)) {
 			free(sb);
-			return errf(err, errlen, -BCH_ERR_opt_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 				    "%s: '%s' is neither a label nor a device being formatted",
 				    o->name, target_names[id]);
 		}
@@ -380,7 +368,7 @@ static int build_sb(struct bch_format_dev *devs, unsigned nr, struct dev_plan *p
 	return 0;
 too_big:
 	free(sb);
-	return errf(err, errlen, ret2 ? ret2 : -BCH_ERR_sb_too_big,
+	return bch_errf(err, errlen, ret2 ? ret2 : -BCH_ERR_sb_too_big,
 		    "superblock too big for %u devices", nr);
 }
 
@@ -411,7 +399,7 @@ static int write_device(struct bch_format_dev *d, struct dev_plan *p,
 
 	ret = bch_dev_open(d->path, BCH_DEV_CREATE, &bd);
 	if (ret)
-		return errf(err, errlen, ret, "%s: %s", d->path, bch_err_str(ret));
+		return bch_errf(err, errlen, ret, "%s: %s", d->path, bch_err_str(ret));
 
 	if (!p->is_blockdev && bch_dev_size(bd) < p->size &&
 	    (ret = bch_dev_set_size(bd, p->size)))
@@ -434,7 +422,7 @@ static int write_device(struct bch_format_dev *d, struct dev_plan *p,
 	ret = bch_sb_write_dev(bd, sb, idx, &sb->layout);
 out:
 	if (ret)
-		errf(err, errlen, ret, "%s: writing: %s", d->path, bch_err_str(ret));
+		bch_errf(err, errlen, ret, "%s: writing: %s", d->path, bch_err_str(ret));
 	bch_dev_close(bd);
 	return ret;
 }
@@ -450,7 +438,7 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 	int ret = 0;
 
 	if (!nr || nr > BCH_SB_MEMBERS_MAX)
-		return errf(err, errlen, -EINVAL, "need 1..%u devices, got %u",
+		return bch_errf(err, errlen, -EINVAL, "need 1..%u devices, got %u",
 			    BCH_SB_MEMBERS_MAX, nr);
 	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
 		if (bch_opt_table[i].flags & OPT_DEVICE)
@@ -459,14 +447,14 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 			return ret;
 	}
 	if (opts->v[Opt_btree_node_size] < opts->v[Opt_block_size])
-		return errf(err, errlen, -BCH_ERR_opt_invalid,
+		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "btree_node_size must be at least block_size");
 	if (opts->v[Opt_metadata_replicas_required] > opts->v[Opt_metadata_replicas] ||
 	    opts->v[Opt_data_replicas_required] > opts->v[Opt_data_replicas])
-		return errf(err, errlen, -BCH_ERR_opt_invalid,
+		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "replicas_required cannot exceed replicas");
 	if (opts->v[Opt_encrypted])
-		return errf(err, errlen, -EOPNOTSUPP, "encryption is not supported yet");
+		return bch_errf(err, errlen, -EOPNOTSUPP, "encryption is not supported yet");
 
 	if (!args.time_ns) {
 		const char *sde = getenv("SOURCE_DATE_EPOCH");
@@ -489,10 +477,10 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 	for (unsigned i = 0; i < nr && !ret; i++)
 		for (unsigned j = 0; j < i && !ret; j++)
 			if (same_device(&plans[i], devs[i].path, &plans[j], devs[j].path))
-				ret = errf(err, errlen, -EINVAL, "%s and %s are the same device",
+				ret = bch_errf(err, errlen, -EINVAL, "%s and %s are the same device",
 					   devs[j].path, devs[i].path);
 	if (!ret && opts->v[Opt_metadata_replicas_required] > nr)
-		ret = errf(err, errlen, -BCH_ERR_opt_invalid,
+		ret = bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			   "metadata_replicas_required=%llu needs that many devices (have %u)",
 			   (unsigned long long)opts->v[Opt_metadata_replicas_required], nr);
 	if (!ret)

@@ -26,20 +26,6 @@
 
 #define SB_MAX_SIZE_BITS_LIMIT	12	/* 2 MiB per copy at most */
 
-static int errf(char *err, size_t errlen, int ret, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int errf(char *err, size_t errlen, int ret, const char *fmt, ...)
-{
-	va_list args;
-
-	if (err && errlen) {
-		va_start(args, fmt);
-		vsnprintf(err, errlen, fmt, args);
-		va_end(args);
-	}
-	return ret;
-}
 
 static struct bch_csum sb_csum(const struct bch_sb *sb)
 {
@@ -208,22 +194,22 @@ void bch_target_to_text(const struct bch_sb *sb, uint64_t target, char *buf, siz
 static int validate_layout(const struct bch_sb_layout *l, char *err, size_t errlen)
 {
 	if (l->magic != BCH_LAYOUT_MAGIC)
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "layout: bad magic");
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "layout: bad magic");
 	if (l->layout_type != 0)
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "layout: unknown type %u", l->layout_type);
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "layout: unknown type %u", l->layout_type);
 	if (l->sb_max_size_bits < 1 || l->sb_max_size_bits > SB_MAX_SIZE_BITS_LIMIT)
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "layout: bad max size bits %u",
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "layout: bad max size bits %u",
 			    l->sb_max_size_bits);
 	if (!l->nr_superblocks || l->nr_superblocks > BCH_SB_LAYOUT_MAX)
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "layout: %u copies",
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "layout: %u copies",
 			    l->nr_superblocks);
 	if (l->sb_offset[0] != BCH_SB_SECTOR)
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "layout: first copy not at sector 8");
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "layout: first copy not at sector 8");
 
 	uint64_t area = 1ULL << l->sb_max_size_bits;
 	for (unsigned i = 1; i < l->nr_superblocks; i++)
 		if (l->sb_offset[i] < l->sb_offset[i - 1] + area)
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "layout: copy %u at %" PRIu64 " overlaps copy %u", i,
 				    (uint64_t)l->sb_offset[i], i - 1);
 	return 0;
@@ -234,9 +220,9 @@ static int validate_members(const struct bch_sb *sb, char *err, size_t errlen)
 	unsigned nr = bch_sb_nr_members(sb);
 
 	if (!bch_sb_field_get(sb, BCH_SB_FIELD_members))
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "no members field");
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "no members field");
 	if (nr < sb->nr_devices || sb->dev_idx >= sb->nr_devices)
-		return errf(err, errlen, -BCH_ERR_sb_invalid,
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 			    "members: %u slots, nr_devices %u, dev_idx %u",
 			    nr, sb->nr_devices, sb->dev_idx);
 
@@ -245,29 +231,29 @@ static int validate_members(const struct bch_sb *sb, char *err, size_t errlen)
 
 		if (!bch_member_exists(m)) {
 			if (i == sb->dev_idx)
-				return errf(err, errlen, -BCH_ERR_sb_invalid,
+				return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 					    "member %u: this device's slot is empty", i);
 			continue;
 		}
 		if (!is_pow2(m->bucket_size) || m->bucket_size < sb->block_size ||
 		    m->bucket_size < sb->btree_node_size)
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "member %u: bad bucket size %u", i, m->bucket_size);
 		if (m->nbuckets <= m->first_bucket || m->nbuckets > (1ULL << 48) / m->bucket_size)
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "member %u: bad bucket count %" PRIu64 " (first %u)", i,
 				    (uint64_t)m->nbuckets, m->first_bucket);
 		if ((uint64_t)m->first_bucket * m->bucket_size <
 		    sb->layout.sb_offset[0] + (1ULL << sb->layout.sb_max_size_bits))
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "member %u: first bucket %u overlaps the superblock", i,
 				    m->first_bucket);
 		if (m->state >= BCH_MEMBER_STATE_NR || m->durability > BCH_REPLICAS_MAX)
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "member %u: bad state %u or durability %u", i, m->state,
 				    m->durability);
 		if (m->label > nr_labels(sb))
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "member %u: label %u does not exist", i, m->label);
 	}
 	return 0;
@@ -288,11 +274,11 @@ static int validate_journal(const struct bch_sb *sb, char *err, size_t errlen)
 			? bch_sb_member(sb, r->dev) : NULL;
 
 		if (!m || !bch_member_exists(m))
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "journal run %u: no device %u", i, r->dev);
 		if (!r->nr || r->start < m->first_bucket || r->start + r->nr > m->nbuckets ||
 		    r->start + r->nr < r->start)
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "journal run %u: buckets %" PRIu64 "+%u outside device %u",
 				    i, (uint64_t)r->start, r->nr, r->dev);
 	}
@@ -314,12 +300,12 @@ static int validate_replicas(const struct bch_sb *sb, char *err, size_t errlen)
 		if (!e->nr_devs)
 			break;
 		if (p + sizeof(*e) + e->nr_devs > end)
-			return errf(err, errlen, -BCH_ERR_sb_invalid, "replicas: entry overruns field");
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "replicas: entry overruns field");
 		if (e->data_type >= BCH_DATA_NR || !e->nr_required || e->nr_required > e->nr_devs)
-			return errf(err, errlen, -BCH_ERR_sb_invalid, "replicas: bad entry");
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "replicas: bad entry");
 		for (unsigned i = 0; i < e->nr_devs; i++)
 			if (e->devs[i] >= sb->nr_devices)
-				return errf(err, errlen, -BCH_ERR_sb_invalid,
+				return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 					    "replicas: no device %u", e->devs[i]);
 		p += sizeof(*e) + e->nr_devs;
 	}
@@ -335,7 +321,7 @@ static int validate_opts(const struct bch_sb *sb, char *err, size_t errlen)
 		if (opt->sb_slot < 0 || opt->type == BCH_OPT_TARGET)
 			continue;
 		if (bch_opt_validate(i, sb->opts[opt->sb_slot], msg, sizeof(msg)))
-			return errf(err, errlen, -BCH_ERR_sb_invalid, "option %s", msg);
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "option %s", msg);
 	}
 	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
 		const struct bch_option *opt = &bch_opt_table[i];
@@ -345,7 +331,7 @@ static int validate_opts(const struct bch_sb *sb, char *err, size_t errlen)
 			continue;
 		if (t < BCH_TARGET_LABEL_START ? t - BCH_TARGET_DEV_START >= sb->nr_devices
 					       : t - BCH_TARGET_LABEL_START >= nr_labels(sb))
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "option %s: target %" PRIu64 " does not exist", opt->name, t);
 	}
 	return 0;
@@ -357,39 +343,39 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 	int ret;
 
 	if (buf_bytes < sizeof(*sb))
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "buffer too small");
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "buffer too small");
 	if (sb->magic != BCH_SB_MAGIC)
-		return errf(err, errlen, -BCH_ERR_sb_bad_magic, "not a bcachefs superblock (bad magic)");
+		return bch_errf(err, errlen, -BCH_ERR_sb_bad_magic, "not a bcachefs superblock (bad magic)");
 	if (sb->version_min < BCH_VERSION_MIN || sb->version_min > BCH_VERSION_CURRENT ||
 	    sb->version < sb->version_min)
-		return errf(err, errlen, -BCH_ERR_sb_bad_version,
+		return bch_errf(err, errlen, -BCH_ERR_sb_bad_version,
 			    "format version %u (min %u); this tool reads %u..%u",
 			    sb->version, sb->version_min, BCH_VERSION_MIN, BCH_VERSION_CURRENT);
 	if (!bch_csum_type_valid(sb->csum_type) || sb->csum_type == BCH_CSUM_none)
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "bad checksum type %u", sb->csum_type);
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "bad checksum type %u", sb->csum_type);
 	if (sizeof(*sb) + (size_t)sb->u64s * 8 > buf_bytes)
-		return errf(err, errlen, -BCH_ERR_sb_too_big,
+		return bch_errf(err, errlen, -BCH_ERR_sb_too_big,
 			    "fields (%u u64s) overrun the superblock area", sb->u64s);
 
 	if (!bch_csum_eq(sb->csum, sb_csum(sb)))
-		return errf(err, errlen, -BCH_ERR_sb_bad_csum, "bad checksum");
+		return bch_errf(err, errlen, -BCH_ERR_sb_bad_csum, "bad checksum");
 
 	/* From here the bytes are what a writer wrote: check its logic too. */
 	if ((ret = validate_layout(&sb->layout, err, errlen)))
 		return ret;
 	if (sizeof(*sb) + (size_t)sb->u64s * 8 > BCH_SB_BUF_BYTES(sb->layout.sb_max_size_bits))
-		return errf(err, errlen, -BCH_ERR_sb_too_big, "superblock larger than its area");
+		return bch_errf(err, errlen, -BCH_ERR_sb_too_big, "superblock larger than its area");
 	if (sb->features & ~BCH_FEATURES_KNOWN)
-		return errf(err, errlen, -BCH_ERR_sb_features, "unknown feature bits %#" PRIx64,
+		return bch_errf(err, errlen, -BCH_ERR_sb_features, "unknown feature bits %#" PRIx64,
 			    (uint64_t)(sb->features & ~BCH_FEATURES_KNOWN));
 	if (!is_pow2(sb->block_size) || sb->block_size > 128)
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "bad block size %u sectors", sb->block_size);
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "bad block size %u sectors", sb->block_size);
 	if (!is_pow2(sb->btree_node_size) || sb->btree_node_size < sb->block_size ||
 	    sb->btree_node_size > 2048)
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "bad btree node size %u sectors",
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "bad btree node size %u sectors",
 			    sb->btree_node_size);
 	if (!sb->nr_devices || sb->nr_devices > BCH_SB_MEMBERS_MAX)
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "bad device count %u", sb->nr_devices);
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "bad device count %u", sb->nr_devices);
 	/* fields: walk with bounds */
 	const __le64 *p = sb->_data, *e = p + sb->u64s;
 	while (p < e) {
@@ -397,7 +383,7 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 		if (!f->u64s)
 			break;
 		if (f->u64s > e - p || f->u64s * 8 < sizeof(*f))
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "field type %u: bad size %u", f->type, f->u64s);
 		p += f->u64s;
 	}
@@ -411,7 +397,7 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 	/* this device's copies lie outside its buckets: writing one never hits data */
 	const struct bch_member *me = bch_sb_member(sb, sb->dev_idx);
 	if (!me || !bch_member_exists(me))
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "device index %u is not a member",
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "device index %u is not a member",
 			    sb->dev_idx);
 	uint64_t data_start = (uint64_t)me->first_bucket * me->bucket_size;
 	uint64_t data_end = me->nbuckets * me->bucket_size;
@@ -419,15 +405,15 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 	for (unsigned i = 0; i < sb->layout.nr_superblocks; i++) {
 		uint64_t o = sb->layout.sb_offset[i];
 		if (o + area > data_start && o < data_end)
-			return errf(err, errlen, -BCH_ERR_sb_invalid,
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "layout: copy at sector %" PRIu64 " lies inside the buckets", o);
 	}
 
 	struct bch_sb_field *clean = bch_sb_field_get(sb, BCH_SB_FIELD_clean);
 	if ((sb->flags & BCH_SB_FLAG_CLEAN) && !clean)
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "marked clean without a clean record");
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "marked clean without a clean record");
 	if (clean && clean->u64s * 8 < sizeof(struct bch_sb_field_clean))
-		return errf(err, errlen, -BCH_ERR_sb_invalid, "clean record too small");
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "clean record too small");
 	return 0;
 }
 
