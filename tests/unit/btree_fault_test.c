@@ -17,34 +17,20 @@
 #include "errcode.h"
 #include "format.h"
 #include "fs.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 static char tmpdir[64];
-static char *paths[2];
+static char paths[2][TESTFS_PATH_MAX];
 
 static void make_fs(unsigned nr)
 {
-	struct bch_format_dev devs[2] = { 0 };
-	struct bch_format_args args = { 0 };
-	struct bch_opts o;
 	char err[256];
 
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "btfault");
-	for (unsigned i = 0; i < nr; i++) {
-		paths[i] = malloc(128);
-		snprintf(paths[i], 128, "%s/d%u.img", tmpdir, i);
-		devs[i].path = paths[i];
-		devs[i].size = 16 << 20;
-		devs[i].bucket_size = 64 << 10;
-		devs[i].durability = 1;
-	}
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_btree_node_size, 4096);
-	bch_opt_set(&o, Opt_metadata_replicas, nr);
-	cr_assert_eq(bch_format(devs, nr, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
-
-	struct bch_fs *c;
-	cr_assert_eq(bch_fs_open(paths, nr, NULL, &c, err, sizeof(err)), 0, "%s", err);
+	testfs_format(tmpdir, nr, 16, 4096, nr, paths);
+	struct bch_fs *c = testfs_open(paths, nr, 0, 0, err, sizeof(err));
+	cr_assert(c, "%s", err);
 	struct btree_trans *t;
 	bch_trans_init(c, &t);
 	for (unsigned i = 0; i < 500; i++) {
@@ -76,14 +62,7 @@ static int find_leaf(struct bch_fs *c, struct btree *b, void *priv)
 
 static struct bch_fs *open_ro(unsigned nr, char *err)
 {
-	struct bch_opts o;
-	struct bch_fs *c = NULL;
-
-	memset(&o, 0, sizeof(o));
-	bch_opt_set(&o, Opt_read_only, 1);
-	if (bch_fs_open(paths, nr, &o, &c, err, 256))
-		return NULL;
-	return c;
+	return testfs_open(paths, nr, TESTFS_RO, 0, err, 256);
 }
 
 static void smash(unsigned replica, unsigned byte)
@@ -160,8 +139,6 @@ Test(btree_fault, replica_survives_bad_copy)
 	/* both bad: an error naming the node, no crash */
 	smash(1, 300);
 	expect_node_error(2, "test btree level 0 node at");
-	for (unsigned i = 0; i < 2; i++)
-		free(paths[i]);
 	test_tmpdir_remove(tmpdir);
 }
 
@@ -188,6 +165,5 @@ Test(btree_fault, single_replica_clear_error)
 	cr_assert_eq(memcmp(before, after, 16 << 20), 0, "read-only open wrote to the device");
 	free(before);
 	free(after);
-	free(paths[0]);
 	test_tmpdir_remove(tmpdir);
 }

@@ -19,12 +19,13 @@
 #include "format.h"
 #include "fs.h"
 #include "journal.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 #define KEYSPACE	20000
 
 static char tmpdir[64];
-static char *paths[2];
+static char paths[2][TESTFS_PATH_MAX];
 static unsigned nr_paths;
 
 /* the reference: value length per position (0 = absent), value bytes derived */
@@ -55,40 +56,19 @@ static uint8_t model_gen[KEYSPACE];
 
 static void setup_fs(unsigned nr)
 {
-	struct bch_format_dev devs[2] = { 0 };
-	struct bch_format_args args = { 0 };
-	struct bch_opts o;
-	char err[256];
-
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "btree");
 	nr_paths = nr;
-	for (unsigned i = 0; i < nr; i++) {
-		paths[i] = malloc(128);
-		snprintf(paths[i], 128, "%s/d%u.img", tmpdir, i);
-		devs[i].path = paths[i];
-		devs[i].size = 64 << 20;
-		devs[i].bucket_size = 64 << 10;
-		devs[i].durability = 1;
-	}
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_btree_node_size, 4096);
-	bch_opt_set(&o, Opt_metadata_replicas, nr);
-	cr_assert_eq(bch_format(devs, nr, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
+	testfs_format(tmpdir, nr, 64, 4096, nr, paths);
 	memset(model, 0, sizeof(model));
 	memset(model_gen, 0, sizeof(model_gen));
 }
 
 static struct bch_fs *open_fs(void)
 {
-	struct bch_opts o;
-	struct bch_fs *c;
 	char err[256];
+	struct bch_fs *c = testfs_open(paths, nr_paths, 0, 1 << 20, err, sizeof(err));
 
-	bch_opts_default(&o);
-	memset(&o, 0, sizeof(o));
-	bch_opt_set(&o, Opt_btree_cache_size, 1 << 20);
-	int r = bch_fs_open(paths, nr_paths, &o, &c, err, sizeof(err));
-	cr_assert_eq(r, 0, "open: %s", err);
+	cr_assert(c, "open: %s", err);
 	return c;
 }
 
@@ -256,8 +236,6 @@ static void run_model(unsigned nr_devs, unsigned seed, unsigned ops)
 	cr_log_info("btree model seed %u: %u ops, %u devices, cache %zu bytes", seed, ops, nr_devs,
 		    bch_btree_cache_bytes(c));
 	bch_fs_close(c);
-	for (unsigned i = 0; i < nr_devs; i++)
-		free(paths[i]);
 	test_tmpdir_remove(tmpdir);
 }
 

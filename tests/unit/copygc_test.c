@@ -18,28 +18,20 @@
 #include "fs.h"
 #include "journal.h"
 #include "alloc.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
-static char tmpdir[64], path[128];
+static char tmpdir[64], paths[1][TESTFS_PATH_MAX];
 
 static struct bch_fs *make_fs(unsigned mb)
 {
-	struct bch_format_dev d = { 0 };
-	struct bch_format_args args = { 0 };
-	struct bch_opts o;
+	char err[256];
 	struct bch_fs *c;
-	char err[256], *p = path;
 
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "copygc");
-	snprintf(path, sizeof(path), "%s/a.img", tmpdir);
-	d.path = path;
-	d.size = (uint64_t)mb << 20;
-	d.bucket_size = 64 << 10;
-	d.durability = 1;
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_btree_node_size, 4096);
-	cr_assert_eq(bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(bch_fs_open(&p, 1, NULL, &c, err, sizeof(err)), 0, "%s", err);
+	testfs_format(tmpdir, 1, mb, 4096, 1, paths);
+	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(c, "%s", err);
 	return c;
 }
 
@@ -106,8 +98,9 @@ Test(copygc, fragmenting_workload_never_runs_out)
 	bch_trans_exit(t);
 	cr_assert_eq(bch_fs_close(c), 0);
 
-	char err[256], *p = path;
-	cr_assert_eq(bch_fs_open(&p, 1, NULL, &c, err, sizeof(err)), 0, "%s", err);
+	char err[256];
+	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(c, "%s", err);
 	unsigned want = 0, got = 0;
 	for (unsigned i = 0; i < 20000; i++)
 		want += present[i];
@@ -142,11 +135,9 @@ Test(copygc, full_filesystem_says_so)
 	bch_fs_close(c);
 
 	/* every committed key is there (from the journal if need be) */
-	struct bch_opts o;
-	char err[256], *p = path;
-	memset(&o, 0, sizeof(o));
-	bch_opt_set(&o, Opt_read_only, 1);
-	cr_assert_eq(bch_fs_open(&p, 1, &o, &c, err, sizeof(err)), 0, "%s", err);
+	char err[256];
+	c = testfs_open(paths, 1, TESTFS_RO, 0, err, sizeof(err));
+	cr_assert(c, "%s", err);
 	unsigned got = 0;
 	struct btree_iter it;
 	int ierr;
@@ -194,8 +185,9 @@ Test(copygc, empties_sparse_buckets)
 	bch_trans_exit(t);
 	cr_assert_eq(bch_fs_close(c), 0);
 
-	char err[256], *p = path;
-	cr_assert_eq(bch_fs_open(&p, 1, NULL, &c, err, sizeof(err)), 0, "%s", err);
+	char err[256];
+	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(c, "%s", err);
 	for (unsigned i = 0; i < 8000; i++) {
 		struct bch_bkey *k;
 		int r = bch_btree_lookup(c, BCH_BTREE_ID_test, POS(4, i, 0), &k);

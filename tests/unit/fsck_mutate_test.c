@@ -19,27 +19,21 @@
 #include "format.h"
 #include "fs.h"
 #include "fsck.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 #define IMG_BYTES	(16 << 20)
 
-static char tmpdir[64], path[128];
+static char tmpdir[64], paths[1][TESTFS_PATH_MAX];
 static unsigned char *pristine;
 static uint64_t nodes[256];
 static unsigned nr_nodes;
 
 static struct bch_fs *open_fs(bool ro)
 {
-	struct bch_opts o;
-	struct bch_fs *c = NULL;
 	char err[256];
-	char *p = path;
 
-	memset(&o, 0, sizeof(o));
-	bch_opt_set(&o, Opt_fsck, 1);
-	if (ro)
-		bch_opt_set(&o, Opt_read_only, 1);
-	return bch_fs_open(&p, 1, &o, &c, err, sizeof(err)) ? NULL : c;
+	return testfs_open(paths, 1, TESTFS_FSCK | (ro ? TESTFS_RO : 0), 0, err, sizeof(err));
 }
 
 static int note_node(struct bch_fs *c, struct btree *b, void *priv)
@@ -53,20 +47,8 @@ static int note_node(struct bch_fs *c, struct btree *b, void *priv)
 
 static void setup(void)
 {
-	struct bch_format_dev d = { 0 };
-	struct bch_format_args args = { 0 };
-	struct bch_opts o;
-	char err[256];
-
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "fsckmut");
-	snprintf(path, sizeof(path), "%s/a.img", tmpdir);
-	d.path = path;
-	d.size = IMG_BYTES;
-	d.bucket_size = 64 << 10;
-	d.durability = 1;
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_btree_node_size, 4096);
-	cr_assert_eq(bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
+	testfs_format(tmpdir, 1, IMG_BYTES >> 20, 4096, 1, paths);
 
 	struct bch_fs *c = open_fs(false);
 	cr_assert(c);
@@ -92,7 +74,7 @@ static void setup(void)
 	cr_assert_gt(nr_nodes, 10);
 
 	pristine = malloc(IMG_BYTES);
-	FILE *f = fopen(path, "rb");
+	FILE *f = fopen(paths[0], "rb");
 	cr_assert(fread(pristine, 1, IMG_BYTES, f) == IMG_BYTES);
 	fclose(f);
 }
@@ -124,7 +106,7 @@ static void write_mutated(unsigned seed)
 			bn->csum = bch_checksum(bn->csum_type, &bn->magic,
 						sizeof(*bn) - sizeof(bn->csum) + bn->keys.u64s * 8);
 	}
-	FILE *f = fopen(path, "wb");
+	FILE *f = fopen(paths[0], "wb");
 	cr_assert(fwrite(img, 1, IMG_BYTES, f) == IMG_BYTES);
 	fclose(f);
 	free(img);

@@ -1,0 +1,50 @@
+// SPDX-License-Identifier: GPL-2.0
+/* testfs.c - small filesystems for tests (see testfs.h). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "format.h"
+#include "fs.h"
+#include "testfs.h"
+
+void testfs_format(const char *dir, unsigned nr, unsigned size_mb, unsigned node_bytes,
+		   unsigned replicas, char paths[][TESTFS_PATH_MAX])
+{
+	struct bch_format_dev devs[4] = { 0 };
+	struct bch_format_args args = { 0 };
+	struct bch_opts o;
+	char err[256];
+
+	cr_assert(nr <= 4);
+	for (unsigned i = 0; i < nr; i++) {
+		snprintf(paths[i], TESTFS_PATH_MAX, "%s/d%u.img", dir, i);
+		devs[i].path = paths[i];
+		devs[i].size = (uint64_t)size_mb << 20;
+		devs[i].bucket_size = 64 << 10;
+		devs[i].durability = 1;
+	}
+	bch_opts_default(&o);
+	bch_opt_set(&o, Opt_btree_node_size, node_bytes);
+	bch_opt_set(&o, Opt_metadata_replicas, replicas);
+	cr_assert_eq(bch_format(devs, nr, &o, NULL, &args, err, sizeof(err)), 0, "format: %s", err);
+}
+
+struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned flags,
+			   uint64_t cache_bytes, char *err, unsigned errlen)
+{
+	char *p[4];
+	struct bch_opts o;
+	struct bch_fs *c = NULL;
+
+	for (unsigned i = 0; i < nr && i < 4; i++)
+		p[i] = paths[i];
+	memset(&o, 0, sizeof(o));
+	if (flags & TESTFS_RO)
+		bch_opt_set(&o, Opt_read_only, 1);
+	if (flags & TESTFS_FSCK)
+		bch_opt_set(&o, Opt_fsck, 1);
+	if (cache_bytes)
+		bch_opt_set(&o, Opt_btree_cache_size, cache_bytes);
+	return bch_fs_open(p, nr, &o, &c, err, errlen) ? NULL : c;
+}

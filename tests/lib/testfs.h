@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCH_TEST_TESTFS_H
+#define _BCH_TEST_TESTFS_H
+
+/*
+ * testfs.h - small filesystems for tests: formatted with a geometry that
+ * makes trees deep and buckets turn over quickly (small nodes and buckets).
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct bch_fs;
+
+#define TESTFS_PATH_MAX	128
+
+/*
+ * Format nr image files dir/d0.img, dir/d1.img, ... of size_mb MiB each,
+ * 64 KiB buckets, node_bytes btree nodes, metadata replicated `replicas`
+ * times.  paths[i] receive the file names.  Fails the test on error.
+ */
+void testfs_format(const char *dir, unsigned nr, unsigned size_mb, unsigned node_bytes,
+		   unsigned replicas, char paths[][TESTFS_PATH_MAX]);
+
+#define TESTFS_RO	(1U << 0)	/* read-only */
+#define TESTFS_FSCK	(1U << 1)	/* open for fsck */
+
+/* Open; cache_bytes 0 = default.  NULL (and the message in err) on failure. */
+struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned flags,
+			   uint64_t cache_bytes, char *err, unsigned errlen);
+
+#endif
