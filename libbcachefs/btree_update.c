@@ -300,25 +300,26 @@ err:
 }
 
 /*
- * Merge an underfull leaf (the one covering pos) with a sibling under the
+ * Merge an underfull node at level (the one covering pos) with a sibling under the
  * same parent: one new node with both key sets, written first; then one
  * journal entry removes the left pointer and points the right one at the new
- * node.  A root left with a single child is replaced by that child.
+ * node; then the parent is looked at the same way.  A root left with a
+ * single child is replaced by that child.
  */
-static int maybe_merge(struct bch_fs *c, unsigned id, struct bch_bpos pos)
+static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch_bpos pos)
 {
 	struct btree *b, *p, *s;
 	int r;
 
-	if (c->roots->r[id].level == 0)
-		return 0;
-	if ((r = bch_btree_find_node(c, id, 0, pos, &b)))
+	if (level >= c->roots->r[id].level)
+		return 0;	/* the root has no sibling */
+	if ((r = bch_btree_find_node(c, id, level, pos, &b)))
 		return r;
 	if (b->u64s > split_threshold(c) / 4) {
 		bch_btree_node_put(c, b);
 		return 0;
 	}
-	if ((r = bch_btree_find_node(c, id, 1, b->max_key, &p))) {
+	if ((r = bch_btree_find_node(c, id, level + 1, b->max_key, &p))) {
 		bch_btree_node_put(c, b);
 		return r;
 	}
@@ -329,7 +330,7 @@ static int maybe_merge(struct bch_fs *c, unsigned id, struct bch_bpos pos)
 		return 0;
 	}
 	int j = i + 1 < (int)p->nr ? i + 1 : i - 1;
-	if ((r = bch_btree_node_get(c, id, 0, p->keys[j], &s))) {
+	if ((r = bch_btree_node_get(c, id, level, p->keys[j], &s))) {
 		bch_btree_node_put(c, b);
 		bch_btree_node_put(c, p);
 		return r;
@@ -339,7 +340,7 @@ static int maybe_merge(struct bch_fs *c, unsigned id, struct bch_bpos pos)
 	if (b->u64s + s->u64s > split_threshold(c) * 2 / 3)
 		goto out;
 	uint64_t seq = left->journal_seq > right->journal_seq ? left->journal_seq : right->journal_seq;
-	if ((r = bch_journal_flush_seq(c, seq)) || (r = node_alloc(c, id, 0, &n)))
+	if ((r = bch_journal_flush_seq(c, seq)) || (r = node_alloc(c, id, level, &n)))
 		goto out;
 	n->min_key = left->min_key;
 	n->max_key = right->max_key;
@@ -363,7 +364,7 @@ static int maybe_merge(struct bch_fs *c, unsigned id, struct bch_bpos pos)
 				     bch_btree_ptr_key(n) };
 	bch_btree_node_put(c, p);
 	p = NULL;
-	r = journal_and_apply(c, id, 1, keys, 2);
+	r = journal_and_apply(c, id, level + 1, keys, 2);
 	free(keys[0]);
 	free(keys[1]);
 	if (r)
@@ -375,6 +376,10 @@ static int maybe_merge(struct bch_fs *c, unsigned id, struct bch_bpos pos)
 	b = s = NULL;
 	bch_btree_node_put(c, n);
 	n = NULL;
+
+	/* the parent may be underfull now too */
+	if ((r = maybe_merge(c, id, level + 1, pos)))
+		goto out;
 
 	/* a root with one child left: the child becomes the root */
 	struct btree_root *rt = &c->roots->r[id];
@@ -794,7 +799,7 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 	}
 	/* deletes can leave leaves nearly empty: merge them with a sibling */
 	for (unsigned i = 0; i < nr_deleted && !r; i++)
-		r = maybe_merge(c, deleted_ids[i], deleted[i]);
+		r = maybe_merge(c, deleted_ids[i], 0, deleted[i]);
 	free(deleted);
 	free(deleted_ids);
 	if (r)
