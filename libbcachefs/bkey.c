@@ -189,6 +189,10 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 
 void bch_bpos_to_text(struct bch_bpos p, char *buf, size_t len)
 {
+	if (bpos_eq(p, POS_MAX)) {
+		snprintf(buf, len, "max");
+		return;
+	}
 	snprintf(buf, len, "%" PRIu64 ":%" PRIu64 ":%" PRIu32,
 		 (uint64_t)p.inode, (uint64_t)p.offset, (uint32_t)p.snapshot);
 }

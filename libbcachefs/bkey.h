@@ -71,7 +71,7 @@ unsigned bch_btree_ptr_nr(const struct bch_bkey *k);
 int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned level,
 		      char *err, size_t errlen);
 
-/* "inode:offset:snapshot" and back (decimal; "max" for the largest). */
+/* "inode:offset:snapshot" and back (decimal; POS_MAX is "max"). */
 void bch_bpos_to_text(struct bch_bpos p, char *buf, size_t len);
 int bch_bpos_parse(const char *s, struct bch_bpos *p);
 

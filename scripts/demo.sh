@@ -18,8 +18,15 @@ echo
 echo "# Damage the primary superblock copy of ssd.img: the backups still find the filesystem."
 step dd if=/dev/zero of=ssd.img bs=512 seek=8 count=8 conv=notrunc status=none
 step "$B" show-super ssd.img
-if "$B" help | grep -q '^  list '; then
-	echo
-	echo "# The btrees format created (empty), as keys:"
-	step "$B" list -m nodes hdd.img:ssd.img || true
-fi
+echo
+echo "# The btrees format created, one empty root node each:"
+step "$B" list -m nodes -b test ssd.img:hdd.img
+echo
+echo "# Keys in, a power cut before the btree nodes were written, and out again (journal replay):"
+step "$B" kv --no-clean-close ssd.img:hdd.img put 1:1 hello 1:2 world
+step "$B" list -b test ssd.img:hdd.img
+step "$B" list-journal ssd.img:hdd.img
+echo
+echo "# fsck replays the journal and checks every superblock copy and every node:"
+step "$B" fsck -y ssd.img:hdd.img || true
+step "$B" fsck -n ssd.img:hdd.img

@@ -3,3 +3,6 @@
 expect_in out 'Label: +tier1'
 expect_in out 'sector 8: +BAD'
 expect_in out 'valid, seq [0-9]+ \(used\)'
+expect_in out '1:2:0 raw len 5 "world"'
+expect_in out 'journal entr(y|ies) replayed'
+expect_in out ': 0 problems found, 0 fixed, 0 left'
