@@ -201,14 +201,21 @@ static int alloc_nodes(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptr
 {
 	unsigned got = 0;
 
-	for (unsigned i = 0; i < c->nr_devs && got < nr; i++) {
-		struct bch_member *m = bch_sb_member(c->sb, i);
-		if (!dev_alloc(c, i) || m->state != BCH_MEMBER_STATE_rw ||
-		    !(m->data_allowed & (1U << BCH_DATA_btree)))
-			continue;
-		if (!alloc_on_dev(c, i, &ptrs[got]))
-			got++;
-	}
+	/* devices of metadata_target first, then any other (when the target is full) */
+	uint64_t target = c->opts.v[Opt_metadata_target];
+	bool used[BCH_SB_MEMBERS_MAX] = { false };
+	for (unsigned pass = 0; pass < 2 && got < nr; pass++)
+		for (unsigned i = 0; i < c->nr_devs && got < nr; i++) {
+			struct bch_member *m = bch_sb_member(c->sb, i);
+			if (used[i] || !dev_alloc(c, i) || m->state != BCH_MEMBER_STATE_rw ||
+			    !(m->data_allowed & (1U << BCH_DATA_btree)) ||
+			    (!pass && !bch_dev_in_target(c->sb, i, target)))
+				continue;
+			if (!alloc_on_dev(c, i, &ptrs[got])) {
+				used[i] = true;
+				got++;
+			}
+		}
 	if (got < nr) {
 		bch_free_btree_node(c, ptrs, got);
 		return bch_fs_err(c, -BCH_ERR_no_space,

@@ -175,6 +175,25 @@ int bch_target_parse(const struct bch_sb *sb, const char *s, uint64_t *target)
 	return -BCH_ERR_opt_invalid;
 }
 
+bool bch_dev_in_target(const struct bch_sb *sb, unsigned dev, uint64_t target)
+{
+	const struct bch_member *m = bch_sb_member(sb, dev);
+	char want[BCH_MEMBER_LABEL_SIZE + 1], have[BCH_MEMBER_LABEL_SIZE + 1];
+
+	if (!target)
+		return true;
+	if (!m || !bch_member_exists(m))
+		return false;
+	if (target < BCH_TARGET_LABEL_START)
+		return target - BCH_TARGET_DEV_START == dev;
+	if (!m->label || !bch_sb_label_name(sb, target - BCH_TARGET_LABEL_START, want, sizeof(want)) ||
+	    !bch_sb_label_name(sb, m->label - 1, have, sizeof(have)))
+		return false;
+	/* "ssd" selects "ssd" and "ssd.fast" */
+	size_t n = strlen(want);
+	return !strncmp(have, want, n) && (have[n] == 0 || have[n] == '.');
+}
+
 void bch_target_to_text(const struct bch_sb *sb, uint64_t target, char *buf, size_t len)
 {
 	char name[BCH_MEMBER_LABEL_SIZE + 1];

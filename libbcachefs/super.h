@@ -127,5 +127,7 @@ const char *bch_sb_label_name(const struct bch_sb *sb, unsigned idx, char *buf, 
  */
 int bch_target_parse(const struct bch_sb *sb, const char *s, uint64_t *target);
 void bch_target_to_text(const struct bch_sb *sb, uint64_t target, char *buf, size_t len);
+/* Is member dev in target (0: every device)?  A label selects its sub-labels too. */
+bool bch_dev_in_target(const struct bch_sb *sb, unsigned dev, uint64_t target);
 
 #endif /* _BCACHEFS_SUPER_H */

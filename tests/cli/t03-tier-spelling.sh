@@ -11,3 +11,12 @@ truncate -s 64M one.img
 expect_rc 0 $B format -C one.img
 expect_rc 0 $B show-super --json one.img
 jq -e '.Options.foreground_target == "none" and .Members[0].Label == "(none)"' out >/dev/null || fail "single"
+# metadata goes to the metadata target: tier 0 here, "hdd" (and hdd.*) below
+expect_rc 0 $B list -m nodes -b test ssd.img:hdd.img
+expect_in out 'ptr 0:'
+truncate -s 128M a.img b.img
+expect_rc 0 $B format --label=ssd a.img --label=hdd.slow b.img --metadata-target=hdd
+expect_rc 0 $B kv a.img:b.img put 1:1 x
+expect_rc 0 $B list -m nodes -b test a.img:b.img
+expect_in out 'ptr 1:'
+expect_not_in out 'ptr 0:'
