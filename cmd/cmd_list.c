@@ -233,8 +233,12 @@ int cmd_list_journal(int argc, char *argv[])
 	char **devs = split_devs(argv + 1, argc - 1, &nr);
 	struct bch_fs *c;
 	uint64_t newest;
-	int r = open_ro("list-journal", devs, nr, &c);
+	char err[512];
+	/* no replay: the journal of a filesystem that cannot be opened can be read */
+	int r = bch_fs_open_journal_only(devs, nr, &c, err, sizeof(err));
 
+	if (r)
+		cmd_err("list-journal", "%s", err);
 	if (!r) {
 		r = bch_journal_read(c, print_jset, NULL, &newest);
 		if (r)

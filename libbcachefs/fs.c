@@ -411,6 +411,37 @@ int bch_fs_close(struct bch_fs *c)
 	return r;
 }
 
+int bch_fs_open_journal_only(char * const *paths, unsigned nr, struct bch_fs **ret,
+			     char *err, size_t errlen)
+{
+	struct bch_fs *c = calloc(1, sizeof(*c));
+	int r;
+
+	if (!c)
+		return -ENOMEM;
+	pthread_mutex_init(&c->lock, NULL);
+	bch_opts_default(&c->opts);
+	c->read_only = true;
+	bch_opt_set(&c->opts, Opt_read_only, 1);
+	if (!nr)
+		r = bch_fs_err(c, -EINVAL, "no devices");
+	else if (!(r = open_devices(c, paths, nr))) {
+		struct bch_opts sbo;
+		bch_opts_from_sb(&sbo, c->sb);
+		for (unsigned i = 0; i < BCH_OPT_NR; i++)
+			if (bch_opt_table[i].flags & OPT_FS)
+				c->opts.v[i] = sbo.v[i];
+		r = bch_fs_journal_init(c);
+	}
+	if (r) {
+		snprintf(err, errlen, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
+		fs_free(c);
+		return r;
+	}
+	*ret = c;
+	return 0;
+}
+
 int bch_fs_init_empty(char * const *paths, unsigned nr, char *err, size_t errlen)
 {
 	struct bch_fs *c;

@@ -71,3 +71,12 @@ expect_rc 0 $B list -b test -m nodes m.img
 [ "$(wc -l < out)" = 1 ] || fail "tree did not shrink: $(cat out)"
 expect_in out '^node level 0 .* keys 0 '
 expect_rc 0 $B fsck -n m.img
+
+# list-journal reads the journal without opening the filesystem: after a
+# power cut it shows the entries replay will use
+expect_rc 0 $B format -q -f --fs-size=32M j.img
+expect_rc 0 $B kv --no-clean-close j.img put 3:1 first 3:2 second
+expect_rc 0 $B list-journal j.img
+expect_in out '3:2:0 raw len 6 "second"'
+expect_rc 0 $B show-super j.img
+expect_in out 'Clean shutdown: +no'
