@@ -28,6 +28,8 @@ struct bch_dev_alloc {
 	uint64_t	*free_seq;	/* journal seq at which it became empty */
 	int64_t		open;		/* bucket nodes are carved from, -1 none */
 	unsigned	open_off;	/* sectors used in it */
+	int64_t		open_user;	/* bucket user data is appended to, -1 none */
+	unsigned	open_user_off;
 	uint64_t	rotor;		/* where the search for a free bucket resumes */
 	uint64_t	nr_empty;	/* buckets with no data (free, or free once durable) */
 };
@@ -57,6 +59,7 @@ int bch_fs_alloc_init(struct bch_fs *c)
 		if (!a->gen || !a->type || !a->sectors || !a->free_seq)
 			return -ENOMEM;
 		a->open = -1;
+		a->open_user = -1;
 		a->nr_empty = a->nbuckets;
 		for (uint64_t b = 0; b < m->first_bucket && b < a->nbuckets; b++) {
 			a->nr_empty--;
@@ -135,14 +138,28 @@ static bool bucket_free(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b)
 	       a->free_seq[b] <= bch_journal_seq_durable(c);
 }
 
-/* Carve one node from the open bucket of dev (opening a new one if needed). */
-static int alloc_on_dev(struct bch_fs *c, unsigned dev, struct bch_extent_ptr *p)
+static uint64_t reserve_of(const struct bch_dev_alloc *a);
+
+/*
+ * Carve sectors from the open bucket of dev for data_type (btree or user),
+ * opening a new one if they do not fit.  User data may not take the last
+ * reserve_of() empty buckets: those are kept for btree nodes, so metadata
+ * can always be updated (deletes free space) on a full filesystem.
+ */
+static int alloc_on_dev(struct bch_fs *c, unsigned dev, unsigned data_type, unsigned sectors,
+			struct bch_extent_ptr *p)
 {
 	struct bch_dev_alloc *a = dev_alloc(c, dev);
-	unsigned node = c->sb->btree_node_size;
+	bool user = data_type == BCH_DATA_user;
+	int64_t *open = user ? &a->open_user : &a->open;
+	unsigned *off = user ? &a->open_user_off : &a->open_off;
 
-	if (a->open < 0 || a->open_off + node > a->bucket_sectors) {
+	if (sectors > a->bucket_sectors)
+		return -BCH_ERR_no_space;
+	if (*open < 0 || *off + sectors > a->bucket_sectors) {
 		uint64_t b = 0, n;
+		if (user && a->nr_empty <= reserve_of(a))
+			return -BCH_ERR_no_space;
 		for (n = 0; n < a->nbuckets; n++) {
 			b = (a->rotor + n) % a->nbuckets;
 			if (bucket_free(c, a, b))
@@ -151,25 +168,25 @@ static int alloc_on_dev(struct bch_fs *c, unsigned dev, struct bch_extent_ptr *p
 		if (n == a->nbuckets)
 			return -BCH_ERR_no_space;
 		a->rotor = b + 1;
-		if (a->open >= 0 && !a->sectors[a->open]) {
-			/* the old open bucket's nodes were all freed meanwhile */
-			a->type[a->open] = BCH_DATA_free;
-			a->free_seq[a->open] = bch_journal_cur_seq(c);
+		if (*open >= 0 && !a->sectors[*open]) {
+			/* the old open bucket's contents were all freed meanwhile */
+			a->type[*open] = BCH_DATA_free;
+			a->free_seq[*open] = bch_journal_cur_seq(c);
 			a->nr_empty++;
 		}
 		a->nr_empty--;
-		a->open = b;
-		a->open_off = 0;
+		*open = b;
+		*off = 0;
 		a->gen[b]++;
-		a->type[b] = BCH_DATA_btree;
+		a->type[b] = data_type;
 	}
 	p->dev = dev;
-	p->gen = a->gen[a->open];
+	p->gen = a->gen[*open];
 	p->flags = 0;
 	memset(p->pad, 0, sizeof(p->pad));
-	p->offset = (uint64_t)a->open * a->bucket_sectors + a->open_off;
-	a->open_off += node;
-	a->sectors[a->open] += node;
+	p->offset = (uint64_t)*open * a->bucket_sectors + *off;
+	*off += sectors;
+	a->sectors[*open] += sectors;
 	return 0;
 }
 
@@ -211,7 +228,7 @@ static int alloc_nodes(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptr
 			    !(m->data_allowed & (1U << BCH_DATA_btree)) ||
 			    (!pass && !bch_dev_in_target(c->sb, i, target)))
 				continue;
-			if (!alloc_on_dev(c, i, &ptrs[got])) {
+			if (!alloc_on_dev(c, i, BCH_DATA_btree, c->sb->btree_node_size, &ptrs[got])) {
 				used[i] = true;
 				got++;
 			}
@@ -235,7 +252,8 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 		if (!a || (b = ptrs[i].offset / a->bucket_sectors) >= a->nbuckets)
 			continue;
 		a->sectors[b] = a->sectors[b] > node ? a->sectors[b] - node : 0;
-		if (!a->sectors[b] && (int64_t)b != a->open && a->type[b] != BCH_DATA_free) {
+		if (!a->sectors[b] && (int64_t)b != a->open && (int64_t)b != a->open_user &&
+		    a->type[b] != BCH_DATA_free) {
 			a->type[b] = BCH_DATA_free;
 			a->free_seq[b] = bch_journal_cur_seq(c);
 			a->nr_empty++;
@@ -288,4 +306,103 @@ bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p)
 		return false;
 	return a->type[b] == BCH_DATA_btree && (int64_t)b != a->open &&
 	       a->sectors[b] < a->bucket_sectors / 2;
+}
+
+/* ------------------------------------------------------------ user data */
+
+static int alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
+		      struct bch_extent_ptr *ptrs, unsigned *got)
+{
+	bool used[BCH_SB_MEMBERS_MAX] = { false };
+
+	*got = 0;
+	for (unsigned pass = 0; pass < 2 && *got < nr; pass++)
+		for (unsigned i = 0; i < c->nr_devs && *got < nr; i++) {
+			struct bch_member *m = bch_sb_member(c->sb, i);
+			if (used[i] || !dev_alloc(c, i) || m->state != BCH_MEMBER_STATE_rw ||
+			    !(m->data_allowed & (1U << BCH_DATA_user)) ||
+			    (!pass && target && !bch_dev_in_target(c->sb, i, target)))
+				continue;
+			if (!alloc_on_dev(c, i, BCH_DATA_user, sectors, &ptrs[*got])) {
+				used[i] = true;
+				(*got)++;
+			}
+		}
+	return *got ? 0 : -BCH_ERR_no_space;
+}
+
+int bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
+		   struct bch_extent_ptr *ptrs, unsigned *got)
+{
+	int r = alloc_data(c, sectors, nr, target, ptrs, got);
+
+	if ((r == -BCH_ERR_no_space || *got < nr) && !c->read_only && !c->alloc_flushing &&
+	    bch_journal_seq_durable(c) < bch_journal_cur_seq(c)) {
+		/* freed space waits for durability: make it durable, try again */
+		bch_alloc_data_free(c, ptrs, *got, sectors);
+		c->alloc_flushing = true;
+		int f = bch_journal_flush(c);
+		c->alloc_flushing = false;
+		if (f)
+			return f;
+		r = alloc_data(c, sectors, nr, target, ptrs, got);
+	}
+	if (r)
+		return bch_fs_err(c, r, "no space left for %u sectors of data", sectors);
+	return 0;
+}
+
+void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
+			 unsigned sectors)
+{
+	for (unsigned i = 0; i < nr; i++)
+		bch_alloc_data_account(c, &ptrs[i], -(int64_t)sectors);
+}
+
+void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, int64_t delta)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+	uint64_t b;
+
+	if (!a || (b = p->offset / a->bucket_sectors) >= a->nbuckets || a->gen[b] != p->gen)
+		return;
+	if (delta < 0 && (uint64_t)-delta >= a->sectors[b])
+		a->sectors[b] = 0;
+	else
+		a->sectors[b] += delta;
+	if (!a->sectors[b] && (int64_t)b != a->open_user && (int64_t)b != a->open &&
+	    a->type[b] != BCH_DATA_free) {
+		a->type[b] = BCH_DATA_free;
+		a->free_seq[b] = bch_journal_cur_seq(c);
+		a->nr_empty++;
+	}
+}
+
+int bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
+			unsigned sectors)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+
+	if (!a)
+		return bch_fs_err(c, -BCH_ERR_bkey_invalid, "extent pointer to missing device %u", p->dev);
+	uint64_t b = p->offset / a->bucket_sectors;
+	if (b >= a->nbuckets || (p->offset % a->bucket_sectors) + span > a->bucket_sectors)
+		return bch_fs_err(c, -BCH_ERR_bkey_invalid,
+				  "extent pointer %u:%" PRIu64 " outside the device's buckets",
+				  p->dev, (uint64_t)p->offset);
+	if (a->type[b] != BCH_DATA_free && a->type[b] != BCH_DATA_user)
+		return bch_fs_err(c, -BCH_ERR_bkey_invalid,
+				  "extent pointer %u:%" PRIu64 " into a bucket holding %s data",
+				  p->dev, (uint64_t)p->offset, a->type[b] == BCH_DATA_btree ? "btree" : "other");
+	if (a->type[b] == BCH_DATA_free && !a->sectors[b]) {
+		a->nr_empty--;
+		a->gen[b] = p->gen;
+	} else if (a->gen[b] != p->gen) {
+		return bch_fs_err(c, -BCH_ERR_bkey_invalid,
+				  "extent pointer %u:%" PRIu64 " gen %u, bucket has gen %u",
+				  p->dev, (uint64_t)p->offset, p->gen, a->gen[b]);
+	}
+	a->type[b] = BCH_DATA_user;
+	a->sectors[b] += sectors;
+	return 0;
 }

@@ -3,7 +3,7 @@
 #define _BCACHEFS_ALLOC_H
 
 /*
- * alloc.h - buckets and the allocation of btree node space.
+ * alloc.h - buckets and the allocation of btree node and user data space.
  *
  * Each bucket has an 8-bit generation (bumped when it is reused, so pointers
  * with the old generation are visibly stale), a data type and a count of
@@ -12,8 +12,8 @@
  * sequence of the free is durable (DESIGN.md invariant 2).
  *
  * This version rebuilds bucket state at open from the pointers in interior
- * btree nodes
- * (bch_alloc_mark_ptr); persisting it in the alloc btree is still to come.
+ * btree nodes (bch_alloc_mark_ptr) and in extent keys (bch_alloc_mark_data);
+ * persisting it in the alloc btree is still to come.
  */
 
 #include <stdbool.h>
@@ -41,6 +41,24 @@ int  bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsign
 int  bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs);
 /* Free a node's space at the current journal sequence. */
 void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr);
+
+/*
+ * User data.  bch_alloc_data(): sectors in one bucket on each of up to nr
+ * distinct devices (target's devices first); *got says how many (at least
+ * 1).  The sectors are counted as live at once; the caller hands them to
+ * an extent key, or gives them back with bch_alloc_data_free().
+ * bch_alloc_data_account(): an extent key's pointer gained or lost delta
+ * live sectors (a bucket that reaches 0 is free once the change is durable).
+ * bch_alloc_mark_data(): at open, count an extent pointer covering span
+ * sectors on disk of which sectors are accounted to its key.
+ */
+int  bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
+		    struct bch_extent_ptr *ptrs, unsigned *got);
+void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
+			 unsigned sectors);
+void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, int64_t delta);
+int  bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
+			 unsigned sectors);
 
 void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u);
 

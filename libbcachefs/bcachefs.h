@@ -52,6 +52,8 @@ struct bch_fs {
 	int			first_error;	/* first fatal error, for emergency_ro */
 	uint64_t		journal_replayed;	/* entries replayed at open (0: was clean) */
 	bool			alloc_flushing;	/* alloc.c: inside its journal flush (no recursion) */
+	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
+	uint64_t		inum_next;	/* inode.c: next inode number to hand out (0: unknown) */
 
 	struct bch_journal	*journal;
 	struct bch_btree_cache	*btree_cache;

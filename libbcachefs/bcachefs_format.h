@@ -370,7 +370,8 @@ struct bch_sb {
 	__le32			pad2;		/* 164 */
 	struct bch_sb_layout	layout;		/* 168 */
 	__le64			opts[BCH_SB_OPTS_MAX];	/* 232 */
-	__u8			reserved[24];	/* 488 */
+	__u8			str_hash_key[16];	/* 488 SipHash key of names (dirents, xattrs) */
+	__u8			reserved[8];	/* 504 */
 	__le64			_data[];	/* 512 fields */
 };
 _Static_assert(sizeof(struct bch_sb) == 512, "bch_sb size");
@@ -441,7 +442,13 @@ enum bch_btree_id {
 	x(deleted,	0)				\
 	x(btree_ptr,	1)				\
 	x(alloc,	2)				\
-	x(raw,		3)
+	x(raw,		3)				\
+	x(inode,	4)				\
+	x(dirent,	5)				\
+	x(hash_whiteout, 6)				\
+	x(xattr,	7)				\
+	x(extent,	8)				\
+	x(reservation,	9)
 
 enum bch_bkey_type {
 #define x(n, id)	BCH_BKEY_##n = id,
@@ -502,6 +509,140 @@ struct bch_raw {
 	__u8			data[];
 };
 _Static_assert(sizeof(struct bch_raw) == 8, "bch_raw size");
+
+/* ------------------------------------------------------------ files */
+
+/*
+ * Inode numbers: 0..4095 are reserved; the root directory is 4096 and
+ * lost+found is created by format as the next number.  New inodes take the
+ * number after the highest one in use.
+ */
+#define BCH_ROOT_INO		4096ULL
+#define BCH_FIRST_INO		4096ULL
+
+/*
+ * inode: btree inodes, position (0, inode number, 0).  (120 bytes)
+ * Times are nanoseconds since the Unix epoch, signed.  dir/dir_offset point
+ * back at the dirent that names the inode (its parent and the dirent's
+ * offset) for the first link; fsck uses them to find paths and loops.
+ * Per-inode options hold the option value + 1, 0 meaning "inherit the
+ * filesystem's".  hash_seed seeds the name hash of a directory's dirents
+ * and of the inode's xattrs.
+ *
+ * OFFSET SIZE DESCRIPTION
+ *   0     8  size           i_size in bytes
+ *   8     8  sectors        sectors of data allocated (all replicas counted once)
+ *  16     8  atime  (s64 ns)
+ *  24     8  mtime  (s64 ns)
+ *  32     8  ctime  (s64 ns)
+ *  40     8  btime  (s64 ns, creation)
+ *  48     4  mode           S_IFMT type bits and permissions
+ *  52     4  uid
+ *  56     4  gid
+ *  60     4  nlink          links (directories: 2 + subdirectories)
+ *  64     4  flags          BCH_INODE_*
+ *  68     4  generation     bumped when an inode number is reused
+ *  72     8  rdev           device number of block/char devices
+ *  80     8  hash_seed
+ *  88     8  dir            parent directory of the first link (0: none)
+ *  96     8  dir_offset     position of that dirent in the parent
+ * 104     2  opt_compression   compression option + 1 (0: inherit)
+ * 106     1  opt_data_checksum checksum option + 1 (0: inherit)
+ * 107     1  opt_data_replicas replicas + 1 (0: inherit)
+ * 108     4  pad            zero
+ * 112     8  pad2           zero
+ */
+struct bch_inode {
+	__le64			size;
+	__le64			sectors;
+	__le64			atime;
+	__le64			mtime;
+	__le64			ctime;
+	__le64			btime;
+	__le32			mode;
+	__le32			uid;
+	__le32			gid;
+	__le32			nlink;
+	__le32			flags;
+	__le32			generation;
+	__le64			rdev;
+	__le64			hash_seed;
+	__le64			dir;
+	__le64			dir_offset;
+	__le16			opt_compression;
+	__u8			opt_data_checksum;
+	__u8			opt_data_replicas;
+	__le32			pad;
+	__le64			pad2;
+};
+_Static_assert(sizeof(struct bch_inode) == 120, "bch_inode size");
+
+/* Inode flags */
+#define BCH_INODE_UNLINKED	(1U << 0)	/* nlink 0, data being freed */
+#define BCH_INODE_FLAGS_KNOWN	(BCH_INODE_UNLINKED)
+
+/*
+ * Names are hashed (SipHash-2-4 keyed by sb->str_hash_key, seeded by the
+ * owning inode's hash_seed) into the offset of the key; hashes run from
+ * BCH_HASH_MIN to BCH_HASH_MAX (0 and 1 are readdir's "." and "..").
+ * Colliding names take the next free offset (linear probing); a lookup
+ * stops at the first empty offset.  Deleting an entry that has a used
+ * offset after it leaves a hash_whiteout (no value) so probes continue past it.
+ */
+#define BCH_HASH_MIN		2ULL
+#define BCH_HASH_MAX		((1ULL << 62) - 1)
+#define BCH_NAME_MAX		255
+
+/*
+ * dirent: btree dirents, position (directory inode, name hash, 0).
+ * Value: target inode, d_type (DT_* of <dirent.h>), name length, name
+ * (not NUL-terminated, zero padded to u64).  (16 bytes + name)
+ */
+struct bch_dirent {
+	__le64			inum;
+	__u8			d_type;
+	__u8			name_len;	/* 1..255 */
+	__u8			pad[6];
+	__u8			name[];
+};
+_Static_assert(sizeof(struct bch_dirent) == 16, "bch_dirent size");
+
+/*
+ * xattr: btree xattrs, position (inode, hash of namespace byte + name, 0).
+ * Value: namespace, name length, value length, name, value.  (8 bytes +)
+ */
+#define BCH_XATTR_NAMESPACES()		\
+	x(user,			1, "user.")	\
+	x(trusted,		2, "trusted.")	\
+	x(security,		3, "security.")	\
+	x(posix_acl_access,	4, "system.posix_acl_access")	\
+	x(posix_acl_default,	5, "system.posix_acl_default")
+
+enum bch_xattr_ns {
+#define x(n, id, prefix)	BCH_XATTR_##n = id,
+	BCH_XATTR_NAMESPACES()
+#undef x
+	BCH_XATTR_NS_NR
+};
+
+struct bch_xattr {
+	__u8			ns;		/* enum bch_xattr_ns */
+	__u8			name_len;	/* after the prefix; 0 for ACLs */
+	__le16			val_len;
+	__le32			pad;
+	__u8			data[];		/* name, then value */
+};
+_Static_assert(sizeof(struct bch_xattr) == 8, "bch_xattr size");
+
+/*
+ * reservation: btree extents, an allocated-but-unwritten range (fallocate):
+ * reads as zeros, counts as data for SEEK_DATA and for i_sectors.  (8 bytes)
+ */
+struct bch_reservation {
+	__le32			nr_replicas;
+	__le32			pad;
+};
+_Static_assert(sizeof(struct bch_reservation) == 8, "bch_reservation size");
 
 /* --------------------------------------------------------- btree nodes */
 

@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bkey.h"
 #include "errcode.h"
+#include "extent_encode.h"
 
 static const char * const btree_names[] = {
 #define x(n, id)	[id] = #n,
@@ -147,6 +149,124 @@ static int raw_validate(const struct bch_bkey *k, char *err, size_t errlen)
 	return 0;
 }
 
+#define INVALID(...)	bch_errf(err, errlen, -BCH_ERR_bkey_invalid, __VA_ARGS__)
+
+static int inode_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) != sizeof(struct bch_inode))
+		return INVALID("inode: bad size %zu", bkey_val_bytes(k));
+	const struct bch_inode *i = bkey_val(k);
+	if (k->p.inode || k->p.offset < BCH_FIRST_INO)
+		return INVALID("inode: bad inode number");
+	unsigned fmt = i->mode & S_IFMT;
+	if (fmt != S_IFREG && fmt != S_IFDIR && fmt != S_IFLNK && fmt != S_IFCHR &&
+	    fmt != S_IFBLK && fmt != S_IFIFO && fmt != S_IFSOCK)
+		return INVALID("inode: bad file type in mode %o", (unsigned)i->mode);
+	if (i->flags & ~BCH_INODE_FLAGS_KNOWN)
+		return INVALID("inode: unknown flags %x", (unsigned)i->flags);
+	if (i->pad || i->pad2)
+		return INVALID("inode: nonzero padding");
+	if (i->opt_data_checksum > BCH_CSUM_NR || i->opt_data_replicas > BCH_REPLICAS_MAX + 1)
+		return INVALID("inode: bad options");
+	if ((int64_t)i->size < 0)
+		return INVALID("inode: negative size");
+	return 0;
+}
+
+static int dirent_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) < sizeof(struct bch_dirent) + 1)
+		return INVALID("dirent: too small");
+	const struct bch_dirent *d = bkey_val(k);
+	size_t room = bkey_val_bytes(k) - sizeof(*d);
+	if (!d->name_len || d->name_len > room || room - d->name_len >= 8)
+		return INVALID("dirent: name length %u does not match the value", d->name_len);
+	if (memchr(d->name, '/', d->name_len) || memchr(d->name, 0, d->name_len) ||
+	    (d->name_len == 1 && d->name[0] == '.') ||
+	    (d->name_len == 2 && d->name[0] == '.' && d->name[1] == '.'))
+		return INVALID("dirent: invalid name");
+	for (size_t i = d->name_len; i < room; i++)
+		if (d->name[i])
+			return INVALID("dirent: nonzero padding");
+	if (d->d_type > 14 || d->inum < BCH_FIRST_INO)
+		return INVALID("dirent: bad type or target");
+	if (k->p.offset < BCH_HASH_MIN || k->p.offset > BCH_HASH_MAX)
+		return INVALID("dirent: offset outside the hash range");
+	return 0;
+}
+
+static int hash_whiteout_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k))
+		return INVALID("hash_whiteout with a value");
+	return 0;
+}
+
+static int xattr_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) < sizeof(struct bch_xattr))
+		return INVALID("xattr: too small");
+	const struct bch_xattr *x = bkey_val(k);
+	size_t room = bkey_val_bytes(k) - sizeof(*x), used = (size_t)x->name_len + x->val_len;
+	if (!x->ns || x->ns >= BCH_XATTR_NS_NR)
+		return INVALID("xattr: unknown namespace %u", x->ns);
+	if (used > room || room - used >= 8)
+		return INVALID("xattr: lengths do not match the value");
+	if ((x->ns >= BCH_XATTR_posix_acl_access) != !x->name_len)
+		return INVALID("xattr: bad name length");
+	if (memchr(x->data, 0, x->name_len))
+		return INVALID("xattr: NUL in name");
+	if (k->p.offset < BCH_HASH_MIN || k->p.offset > BCH_HASH_MAX)
+		return INVALID("xattr: offset outside the hash range");
+	return 0;
+}
+
+static int extent_ptrs_validate(const struct bch_extent_ptr *p, unsigned nr, char *err, size_t errlen)
+{
+	for (unsigned i = 0; i < nr; i++) {
+		if (p[i].dev >= BCH_SB_MEMBERS_MAX || p[i].flags & ~BCH_EXTENT_PTR_CACHED)
+			return INVALID("bad pointer");
+		for (unsigned j = 0; j < sizeof(p[i].pad); j++)
+			if (p[i].pad[j])
+				return INVALID("pointer padding");
+		for (unsigned j = 0; j < i; j++)
+			if (p[j].dev == p[i].dev)
+				return INVALID("two replicas on device %u", p[i].dev);
+	}
+	return 0;
+}
+
+static int extent_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	size_t vb = bkey_val_bytes(k);
+	if (vb < sizeof(struct bch_extent) + sizeof(struct bch_extent_ptr) ||
+	    (vb - sizeof(struct bch_extent)) % sizeof(struct bch_extent_ptr) ||
+	    (vb - sizeof(struct bch_extent)) / sizeof(struct bch_extent_ptr) > BCH_REPLICAS_MAX)
+		return INVALID("extent: bad size %zu", vb);
+	const struct bch_extent *e = bkey_val(k);
+	int r = bch_extent_crc_validate(&e->crc, k->size, err, errlen);
+	if (r)
+		return r;
+	return extent_ptrs_validate(e->ptrs, bch_extent_nr_ptrs(k), err, errlen);
+}
+
+static int reservation_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) != sizeof(struct bch_reservation))
+		return INVALID("reservation: bad size");
+	const struct bch_reservation *rv = bkey_val(k);
+	if (rv->pad || rv->nr_replicas > BCH_REPLICAS_MAX)
+		return INVALID("reservation: bad value");
+	return 0;
+}
+
+unsigned bch_extent_nr_ptrs(const struct bch_bkey *k)
+{
+	if (k->type != BCH_BKEY_extent || bkey_val_bytes(k) < sizeof(struct bch_extent))
+		return 0;
+	return (bkey_val_bytes(k) - sizeof(struct bch_extent)) / sizeof(struct bch_extent_ptr);
+}
+
 /* Which key types may live in which btree's leaves. */
 static bool type_allowed(unsigned btree_id, unsigned type)
 {
@@ -154,6 +274,14 @@ static bool type_allowed(unsigned btree_id, unsigned type)
 	case BCH_BKEY_deleted:	return true;
 	case BCH_BKEY_alloc:	return btree_id == BCH_BTREE_ID_alloc;
 	case BCH_BKEY_raw:	return btree_id == BCH_BTREE_ID_test;
+	case BCH_BKEY_inode:	return btree_id == BCH_BTREE_ID_inodes;
+	case BCH_BKEY_dirent:	return btree_id == BCH_BTREE_ID_dirents;
+	case BCH_BKEY_xattr:	return btree_id == BCH_BTREE_ID_xattrs;
+	case BCH_BKEY_hash_whiteout:
+		return btree_id == BCH_BTREE_ID_dirents || btree_id == BCH_BTREE_ID_xattrs;
+	case BCH_BKEY_extent:
+	case BCH_BKEY_reservation:
+		return btree_id == BCH_BTREE_ID_extents;
 	default:		return false;
 	}
 }
@@ -174,13 +302,23 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 		  : !type_allowed(btree_id, k->type))
 		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "%s key in %s btree at level %u",
 			    bch_bkey_type_name(k->type), bch_btree_id_name(btree_id), level);
-	if (k->size)
-		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "size %u on a non-extent key", k->size);
+	if (k->type == BCH_BKEY_extent || k->type == BCH_BKEY_reservation) {
+		if (!k->size || k->size > k->p.offset)
+			return INVALID("extent of bad size %u ending at %" PRIu64, k->size, (uint64_t)k->p.offset);
+	} else if (k->size) {
+		return INVALID("size %u on a non-extent key", k->size);
+	}
 	switch (k->type) {
 	case BCH_BKEY_deleted:		return deleted_validate(k, err, errlen);
 	case BCH_BKEY_btree_ptr:	return btree_ptr_validate(k, err, errlen);
 	case BCH_BKEY_alloc:		return alloc_validate(k, err, errlen);
 	case BCH_BKEY_raw:		return raw_validate(k, err, errlen);
+	case BCH_BKEY_inode:		return inode_validate(k, err, errlen);
+	case BCH_BKEY_dirent:		return dirent_validate(k, err, errlen);
+	case BCH_BKEY_hash_whiteout:	return hash_whiteout_validate(k, err, errlen);
+	case BCH_BKEY_xattr:		return xattr_validate(k, err, errlen);
+	case BCH_BKEY_extent:		return extent_validate(k, err, errlen);
+	case BCH_BKEY_reservation:	return reservation_validate(k, err, errlen);
 	}
 	return 0;
 }
@@ -234,6 +372,21 @@ int bch_bpos_parse(const char *s, struct bch_bpos *p)
 	return 0;
 }
 
+/* Append up to max bytes of data, escaped, and a closing quote, at buf + n. */
+static void text_bytes(char *buf, size_t len, int n, const uint8_t *data, unsigned dlen, unsigned max)
+{
+	unsigned shown = dlen < max ? dlen : max;
+
+	for (unsigned i = 0; i < shown && n >= 0 && (size_t)n + 5 < len; i++) {
+		unsigned char ch = data[i];
+		n += ch >= 0x20 && ch < 0x7f && ch != '"' && ch != '\\'
+			? snprintf(buf + n, len - n, "%c", ch)
+			: snprintf(buf + n, len - n, "\\x%02x", ch);
+	}
+	if (n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - n, "%s\"", shown < dlen ? "..." : "");
+}
+
 void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 {
 	char pos[80];
@@ -263,6 +416,39 @@ void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 			 a->dirty_sectors, a->cached_sectors);
 		break;
 	}
+	case BCH_BKEY_inode: {
+		const struct bch_inode *i = bkey_val(k);
+		snprintf(buf, len, " mode %o size %" PRIu64 " sectors %" PRIu64 " nlink %u uid %u gid %u"
+			 " flags %x dir %" PRIu64, (unsigned)i->mode, (uint64_t)i->size,
+			 (uint64_t)i->sectors, (unsigned)i->nlink, (unsigned)i->uid, (unsigned)i->gid,
+			 (unsigned)i->flags, (uint64_t)i->dir);
+		break;
+	}
+	case BCH_BKEY_dirent: {
+		const struct bch_dirent *d = bkey_val(k);
+		n = snprintf(buf, len, " -> %" PRIu64 " type %u \"", (uint64_t)d->inum, d->d_type);
+		text_bytes(buf, len, n, d->name, d->name_len, 64);
+		break;
+	}
+	case BCH_BKEY_xattr: {
+		const struct bch_xattr *x = bkey_val(k);
+		n = snprintf(buf, len, " ns %u len %u \"", x->ns, (unsigned)x->val_len);
+		text_bytes(buf, len, n, x->data, x->name_len, 64);
+		break;
+	}
+	case BCH_BKEY_extent: {
+		const struct bch_extent *e = bkey_val(k);
+		n = snprintf(buf, len, " size %u crc %u/%u off %u csum %u comp %u", k->size,
+			     e->crc.compressed_sectors, e->crc.uncompressed_sectors, e->crc.offset,
+			     e->crc.csum_type, e->crc.compression_type);
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k) && n >= 0 && (size_t)n < len; i++)
+			n += snprintf(buf + n, len - n, " ptr %u:%" PRIu64 " gen %u", e->ptrs[i].dev,
+				      (uint64_t)e->ptrs[i].offset, e->ptrs[i].gen);
+		break;
+	}
+	case BCH_BKEY_reservation:
+		snprintf(buf, len, " size %u", k->size);
+		break;
 	case BCH_BKEY_raw: {
 		const struct bch_raw *r = bkey_val(k);
 		unsigned shown = r->len < 32 ? r->len : 32;

@@ -61,6 +61,9 @@ static inline void *bkey_val(const struct bch_bkey *k)
 struct bch_bkey *bch_bkey_alloc(unsigned type, struct bch_bpos pos, size_t val_bytes);
 struct bch_bkey *bch_bkey_dup(const struct bch_bkey *k);
 
+/* Number of pointers of an extent key (0 if not an extent). */
+unsigned bch_extent_nr_ptrs(const struct bch_bkey *k);
+
 /* Number of pointers of a btree_ptr key (0 if malformed). */
 unsigned bch_btree_ptr_nr(const struct bch_bkey *k);
 

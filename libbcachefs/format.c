@@ -268,6 +268,11 @@ static int build_sb(struct bch_format_dev *devs, unsigned nr, struct dev_plan *p
 		derive_uuid(sb->uuid, sb->user_uuid, 0);
 	else
 		uuid_generate(sb->uuid);
+	/* the name hash key: secret unless the image is to be reproducible */
+	if (args->have_uuid && getenv("SOURCE_DATE_EPOCH"))
+		derive_uuid(sb->str_hash_key, sb->user_uuid, 0x100);
+	else
+		uuid_generate_random(sb->str_hash_key);
 
 	sb->layout.magic = BCH_LAYOUT_MAGIC;
 	sb->layout.sb_max_size_bits = BCH_SB_MAX_SIZE_BITS;

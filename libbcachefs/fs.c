@@ -20,6 +20,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "errcode.h"
+#include "extents.h"
 #include "fs.h"
 #include "journal.h"
 #include "super.h"
@@ -338,6 +339,8 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r; id++)
 		if (c->roots->r[id].key)
 			r = mark_subtree(c, id, c->roots->r[id].level, c->roots->r[id].key);
+	if (!r)
+		r = bch_extents_mark_all(c);	/* user data buckets, from the extent keys */
 	c->roots->no_shrink--;
 	if (r)
 		goto out;

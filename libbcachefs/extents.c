@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * extents.c - overlap handling and space accounting of extent keys (see
+ * extents.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "bcachefs.h"
+#include "btree.h"
+#include "errcode.h"
+#include "extents.h"
+
+unsigned bch_extent_disk_sectors(const struct bch_bkey *k)
+{
+	if (k->type != BCH_BKEY_extent)
+		return 0;
+	const struct bch_extent *e = bkey_val(k);
+	uint64_t u = e->crc.uncompressed_sectors ? e->crc.uncompressed_sectors : 1;
+
+	return ((uint64_t)k->size * e->crc.compressed_sectors + u - 1) / u;
+}
+
+void bch_extent_cut_front(struct bch_bkey *k, uint64_t start)
+{
+	uint64_t delta = start - bch_extent_start(k);
+
+	if (k->type == BCH_BKEY_extent) {
+		struct bch_extent *e = bkey_val(k);
+		e->crc.offset += delta;
+	}
+	k->size -= delta;
+}
+
+void bch_extent_cut_back(struct bch_bkey *k, uint64_t end)
+{
+	k->size -= k->p.offset - end;
+	k->p.offset = end;
+}
+
+static void acct_add(struct bch_extent_update *u, const struct bch_bkey *k, int sign)
+{
+	unsigned nr = bch_extent_nr_ptrs(k), s = bch_extent_disk_sectors(k);
+	const struct bch_extent *e = bkey_val(k);
+
+	u->i_sectors_delta += sign * (int64_t)k->size;
+	for (unsigned i = 0; i < nr; i++) {
+		if (u->nr == u->cap) {
+			u->cap = u->cap ? u->cap * 2 : 16;
+			u->acct = realloc(u->acct, u->cap * sizeof(*u->acct));
+			if (!u->acct)
+				abort();
+		}
+		u->acct[u->nr].ptr = e->ptrs[i];
+		u->acct[u->nr++].delta = sign * (int64_t)s;
+	}
+}
+
+static int update(struct btree_trans *t, struct bch_extent_update *u, const struct bch_bkey *k)
+{
+	u->keys++;
+	return bch_trans_update(t, BCH_BTREE_ID_extents, k);
+}
+
+int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t start,
+		      uint64_t end, unsigned max_keys, struct bch_extent_update *u,
+		      uint64_t *done_to)
+{
+	struct btree_iter it;
+	const struct bch_bkey *cur;
+	unsigned seen = 0;
+	int r = 0, err = 0;
+
+	*done_to = end;
+	if (start >= end)
+		return 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0), POS(inum, UINT64_MAX, 0));
+	while (!r && (cur = bch_btree_iter_next(&it, &err))) {
+		if (cur->type != BCH_BKEY_extent && cur->type != BCH_BKEY_reservation)
+			continue;
+		uint64_t ks = bch_extent_start(cur), ke = cur->p.offset;
+		if (ks >= end)
+			break;
+		if (max_keys && seen == max_keys) {
+			*done_to = ks > start ? ks : start;
+			break;
+		}
+		seen++;
+		struct bch_bkey *k = bch_bkey_dup(cur);
+		acct_add(u, k, -1);
+		if (ks < start) {
+			struct bch_bkey *front = bch_bkey_dup(k);
+			bch_extent_cut_back(front, start);
+			acct_add(u, front, 1);
+			r = update(t, u, front);
+			free(front);
+		}
+		if (!r && ke > end) {
+			struct bch_bkey *back = bch_bkey_dup(k);
+			bch_extent_cut_front(back, end);
+			acct_add(u, back, 1);
+			r = update(t, u, back);	/* same position as k: replaces it */
+			free(back);
+		} else if (!r) {
+			struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = k->p };
+			r = update(t, u, &del);
+		}
+		free(k);
+	}
+	bch_btree_iter_exit(&it);
+	return r ? r : err;
+}
+
+int bch_extent_insert(struct btree_trans *t, const struct bch_bkey *k, bool account,
+		      struct bch_extent_update *u)
+{
+	if (account) {
+		acct_add(u, k, 1);
+	} else {
+		const struct bch_extent *e = bkey_val(k);
+		u->i_sectors_delta += k->size;
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+			if (u->nr_fresh == u->cap_fresh) {
+				u->cap_fresh = u->cap_fresh ? u->cap_fresh * 2 : 16;
+				u->fresh = realloc(u->fresh, u->cap_fresh * sizeof(*u->fresh));
+				u->fresh_sectors = realloc(u->fresh_sectors,
+							   u->cap_fresh * sizeof(*u->fresh_sectors));
+				if (!u->fresh || !u->fresh_sectors)
+					abort();
+			}
+			u->fresh[u->nr_fresh] = e->ptrs[i];
+			u->fresh_sectors[u->nr_fresh++] = e->crc.compressed_sectors;
+		}
+	}
+	return update(t, u, k);
+}
+
+void bch_extent_update_apply(struct bch_fs *c, struct bch_extent_update *u)
+{
+	/* gains first, so a bucket a key moves within never looks empty */
+	for (unsigned i = 0; i < u->nr; i++)
+		if (u->acct[i].delta > 0)
+			bch_alloc_data_account(c, &u->acct[i].ptr, u->acct[i].delta);
+	for (unsigned i = 0; i < u->nr; i++)
+		if (u->acct[i].delta < 0)
+			bch_alloc_data_account(c, &u->acct[i].ptr, u->acct[i].delta);
+	u->nr = 0;
+	u->nr_fresh = 0;
+	u->i_sectors_delta = 0;
+	u->keys = 0;
+}
+
+void bch_extent_update_abort(struct bch_fs *c, struct bch_extent_update *u)
+{
+	for (unsigned i = 0; i < u->nr_fresh; i++)
+		bch_alloc_data_free(c, &u->fresh[i], 1, u->fresh_sectors[i]);
+	u->nr = 0;
+	u->nr_fresh = 0;
+	u->i_sectors_delta = 0;
+	u->keys = 0;
+}
+
+void bch_extent_update_exit(struct bch_extent_update *u)
+{
+	free(u->acct);
+	free(u->fresh);
+	free(u->fresh_sectors);
+	memset(u, 0, sizeof(*u));
+}
+
+int bch_extents_mark_all(struct bch_fs *c)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int r = 0, err = 0;
+
+	if (!c->roots->r[BCH_BTREE_ID_extents].key)
+		return 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	for (uint64_t n = 1; !r && (k = bch_btree_iter_next(&it, &err)); n++) {
+		if (!(n % 4096))
+			bch_btree_cache_evict_clean(c);	/* open may not write: keep memory bounded */
+		if (k->type != BCH_BKEY_extent)
+			continue;
+		const struct bch_extent *e = bkey_val(k);
+		unsigned s = bch_extent_disk_sectors(k);
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k) && !r; i++) {
+			r = bch_alloc_mark_data(c, &e->ptrs[i], e->crc.compressed_sectors, s);
+			if (r && c->opts.v[Opt_fsck] && r != -ENOMEM) {
+				c->err_msg[0] = 0;	/* fsck reports and repairs it */
+				r = 0;
+			}
+		}
+	}
+	bch_btree_iter_exit(&it);
+	if (err && c->opts.v[Opt_fsck] && err != -ENOMEM) {
+		c->err_msg[0] = 0;
+		err = 0;
+	}
+	return r ? r : err;
+}

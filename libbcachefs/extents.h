@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_EXTENTS_H
+#define _BCACHEFS_EXTENTS_H
+
+/*
+ * extents.h - extent keys of the extents btree: overlap handling and space
+ * accounting.
+ *
+ * An extent key at (inode, end, 0) of size sectors covers [end - size, end)
+ * of the file; keys of one inode never overlap.  Writing, punching or
+ * truncating a range first removes what the range covers (deleting keys
+ * inside it, trimming keys that stick out at either side, splitting one
+ * that spans it), in the same transaction as whatever replaces it.
+ *
+ * Space: each pointer of an extent key accounts its key's share of the
+ * encoded extent on disk (bch_extent_disk_sectors) to its bucket.  Changes
+ * are gathered in a struct bch_extent_update while the transaction is
+ * built and applied to the buckets only after it commits
+ * (bch_extent_update_apply), so a failed commit changes no bucket.
+ * inode->sectors counts the file sectors its extents and reservations cover.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bcachefs_format.h"
+#include "bkey.h"
+
+struct bch_fs;
+struct btree_trans;
+
+struct bch_extent_acct {
+	struct bch_extent_ptr	ptr;
+	int64_t			delta;
+};
+
+struct bch_extent_update {
+	struct bch_extent_acct	*acct;
+	unsigned		nr, cap;
+	struct bch_extent_ptr	*fresh;		/* space of new data (freed on abort) */
+	unsigned		*fresh_sectors;
+	unsigned		nr_fresh, cap_fresh;
+	int64_t			i_sectors_delta;	/* change of the inode's sectors */
+	unsigned		keys;			/* updates added to the transaction */
+};
+
+static inline uint64_t bch_extent_start(const struct bch_bkey *k)
+{
+	return k->p.offset - k->size;
+}
+
+/* Sectors on disk one pointer of k accounts (its share of the encoded extent). */
+unsigned bch_extent_disk_sectors(const struct bch_bkey *k);
+
+/* Trim k (extent or reservation) to start at start / end at end (inside it). */
+void bch_extent_cut_front(struct bch_bkey *k, uint64_t start);
+void bch_extent_cut_back(struct bch_bkey *k, uint64_t end);
+
+/*
+ * Remove [start, end) of inum's extents in t, at most max_keys existing keys
+ * (0: no limit).  *done_to is where the removal got to (end when complete).
+ */
+int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t start,
+		      uint64_t end, unsigned max_keys, struct bch_extent_update *u,
+		      uint64_t *done_to);
+
+/*
+ * Add k (extent or reservation, over a range already punched in t).  Its
+ * space was counted when it was allocated unless account is true.
+ */
+int bch_extent_insert(struct btree_trans *t, const struct bch_bkey *k, bool account,
+		      struct bch_extent_update *u);
+
+/*
+ * After a successful commit: apply the bucket changes; after a failed one:
+ * give back the space of the new data.  Both reset u.
+ */
+void bch_extent_update_apply(struct bch_fs *c, struct bch_extent_update *u);
+void bch_extent_update_abort(struct bch_fs *c, struct bch_extent_update *u);
+void bch_extent_update_exit(struct bch_extent_update *u);
+
+/* At open: count every extent pointer in the bucket state. */
+int bch_extents_mark_all(struct bch_fs *c);
+
+#endif /* _BCACHEFS_EXTENTS_H */

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * io.c - the data path (see io.h).
+ *
+ * Invariants
+ *   (1) An extent key is added to a transaction only after its data has
+ *       been written to every replica it points to.
+ *   (2) An encoded extent lies inside one bucket of each device.
+ *   (3) Data is returned to a reader only after its checksum matched.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "btree.h"
+#include "errcode.h"
+#include "extent_encode.h"
+#include "extents.h"
+#include "io.h"
+#include "super.h"
+
+void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch_io_opts *o)
+{
+	o->csum_type = c->opts.v[Opt_data_checksum];
+	o->compression = c->opts.v[Opt_compression];
+	o->replicas = c->opts.v[Opt_data_replicas];
+	o->target = c->opts.v[Opt_foreground_target];
+	if (inode) {
+		if (inode->opt_data_checksum)
+			o->csum_type = inode->opt_data_checksum - 1;
+		if (inode->opt_compression)
+			o->compression = inode->opt_compression - 1u;
+		if (inode->opt_data_replicas)
+			o->replicas = inode->opt_data_replicas - 1;
+	}
+	if (!o->replicas)
+		o->replicas = 1;
+	if (o->replicas > BCH_REPLICAS_MAX)
+		o->replicas = BCH_REPLICAS_MAX;
+}
+
+/* Largest unit encoded at once: encoded_extent_max, and never above a bucket. */
+static unsigned unit_sectors(struct bch_fs *c)
+{
+	uint64_t s = c->opts.v[Opt_encoded_extent_max] >> BCH_SECTOR_SHIFT;
+
+	for (unsigned i = 0; i < c->nr_devs; i++)
+		if (c->devs[i]) {
+			uint64_t b = bch_sb_member(c->sb, i)->bucket_size;
+			if (b < s)
+				s = b;
+		}
+	s -= s % c->sb->block_size;
+	return s ? s : c->sb->block_size;
+}
+
+static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
+		      const struct bch_io_opts *o, uint64_t start, const void *src, unsigned sectors,
+		      void *enc, struct bch_extent_update *u)
+{
+	struct bch_encode_opts eo = {
+		.csum_type	= o->csum_type,
+		.compression	= o->compression,
+		.block_sectors	= c->sb->block_size,
+		.max_sectors	= sectors,
+	};
+	struct bch_extent_crc crc;
+	struct bch_extent_ptr ptrs[BCH_REPLICAS_MAX];
+	unsigned got;
+	int r = bch_extent_encode(&eo, src, sectors, enc, &crc);
+
+	if (r)
+		return bch_fs_err(c, r, "encoding %u sectors of inode %" PRIu64 " failed", sectors, inum);
+	if ((r = bch_alloc_data(c, crc.compressed_sectors, o->replicas, o->target, ptrs, &got)))
+		return r;
+	if (got < c->opts.v[Opt_data_replicas_required] && got < o->replicas) {
+		bch_alloc_data_free(c, ptrs, got, crc.compressed_sectors);
+		return bch_fs_err(c, -BCH_ERR_no_space, "only %u of %u required data replicas could be "
+				  "allocated", got, (unsigned)c->opts.v[Opt_data_replicas_required]);
+	}
+	for (unsigned i = 0; i < got; i++) {
+		struct bch_dev *ca = c->devs[ptrs[i].dev];
+		r = bch_dev_write(ca->bdev, enc, (size_t)crc.compressed_sectors << BCH_SECTOR_SHIFT,
+				  (uint64_t)ptrs[i].offset << BCH_SECTOR_SHIFT);
+		if (r) {
+			bch_alloc_data_free(c, ptrs, got, crc.compressed_sectors);
+			return bch_fs_err(c, r, "writing data to %s: %s", bch_dev_path(ca->bdev),
+					  bch_err_str(r));
+		}
+	}
+
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_extent, POS(inum, start + sectors, 0),
+					    sizeof(struct bch_extent) + got * sizeof(struct bch_extent_ptr));
+	struct bch_extent *e = bkey_val(k);
+	k->size = sectors;
+	e->crc = crc;
+	memcpy(e->ptrs, ptrs, got * sizeof(ptrs[0]));
+	r = bch_extent_insert(t, k, false, u);
+	free(k);
+	return r;
+}
+
+int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
+		   const struct bch_io_opts *o, uint64_t start, const void *buf, uint64_t sectors,
+		   struct bch_extent_update *u)
+{
+	unsigned unit = unit_sectors(c);
+	uint64_t done;
+	int r;
+
+	if (start % c->sb->block_size || sectors % c->sb->block_size)
+		return bch_fs_err(c, -EINVAL, "unaligned data write");
+	if ((r = bch_extents_punch(c, t, inum, start, start + sectors, 0, u, &done)))
+		return r;
+
+	void *enc = bch_dev_alloc_buf(bch_extent_encode_bound(unit));
+	if (!enc)
+		return -ENOMEM;
+	for (uint64_t off = 0; off < sectors && !r; off += unit) {
+		unsigned n = sectors - off < unit ? sectors - off : unit;
+		r = write_unit(c, t, inum, o, start + off,
+			       (const char *)buf + (off << BCH_SECTOR_SHIFT), n, enc, u);
+	}
+	free(enc);
+	return r;
+}
+
+/* Read and decode the encoded extent of k from pointer i into dec. */
+static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
+{
+	const struct bch_extent *e = bkey_val(k);
+	const struct bch_extent_ptr *p = &e->ptrs[i];
+	struct bch_dev *ca = p->dev < BCH_SB_MEMBERS_MAX ? c->devs[p->dev] : NULL;
+	size_t bytes = (size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT;
+
+	if (!ca || !ca->bdev)
+		return -BCH_ERR_device_missing;
+	if (!bch_alloc_ptr_live(c, p))
+		return -BCH_ERR_btree_node_bad;	/* stale: the bucket was reused */
+	int r = bch_dev_read(ca->bdev, enc, bytes, (uint64_t)p->offset << BCH_SECTOR_SHIFT);
+	if (r)
+		return r;
+	return bch_extent_decode(&e->crc, enc, dec);
+}
+
+int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *bad)
+{
+	const struct bch_extent *e = bkey_val(k);
+
+	*bad = 0;
+	if (k->type != BCH_BKEY_extent)
+		return 0;
+	void *enc = bch_dev_alloc_buf((size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
+	void *dec = malloc((size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT);
+	if (!enc || !dec) {
+		free(enc);
+		free(dec);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+		if (read_copy(c, k, i, enc, dec))
+			*bad |= 1U << i;
+	free(enc);
+	free(dec);
+	return 0;
+}
+
+/* Copy the part of k's data inside [start, start + sectors) to buf. */
+static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, uint64_t sectors,
+		    char *buf)
+{
+	const struct bch_extent *e = bkey_val(k);
+	uint64_t ks = bch_extent_start(k), from = ks > start ? ks : start;
+	uint64_t to = k->p.offset < start + sectors ? k->p.offset : start + sectors;
+	char *dst = buf + ((from - start) << BCH_SECTOR_SHIFT);
+	size_t len = (to - from) << BCH_SECTOR_SHIFT;
+
+	if (k->type == BCH_BKEY_reservation) {
+		memset(dst, 0, len);
+		return 0;
+	}
+	void *enc = bch_dev_alloc_buf((size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
+	void *dec = malloc((size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT);
+	int r = -ENOMEM;
+	if (enc && dec) {
+		r = -BCH_ERR_device_missing;
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+			r = read_copy(c, k, i, enc, dec);
+			if (!r)
+				break;
+			c->data_bad_copies++;
+		}
+	}
+	if (!r)
+		memcpy(dst, (char *)dec + ((e->crc.offset + from - ks) << BCH_SECTOR_SHIFT), len);
+	free(enc);
+	free(dec);
+	if (r && r != -ENOMEM)
+		return bch_fs_err(c, -EIO, "inode %" PRIu64 ": no good copy of sectors %" PRIu64
+				  "..%" PRIu64 " (%s)", (uint64_t)k->p.inode, ks, (uint64_t)k->p.offset,
+				  bch_err_str(r));
+	return r;
+}
+
+int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors)
+{
+	struct btree_iter it;
+	const struct bch_bkey *cur;
+	int r = 0, err = 0;
+
+	memset(buf, 0, sectors << BCH_SECTOR_SHIFT);
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
+			    POS(inum, UINT64_MAX, 0));
+	/* the iterator's key is only valid until the next step: reads use a copy */
+	while (!r && (cur = bch_btree_iter_next(&it, &err))) {
+		if (bch_extent_start(cur) >= start + sectors)
+			break;
+		if (cur->type != BCH_BKEY_extent && cur->type != BCH_BKEY_reservation)
+			continue;
+		struct bch_bkey *k = bch_bkey_dup(cur);
+		r = read_key(c, k, start, sectors, buf);
+		free(k);
+	}
+	bch_btree_iter_exit(&it);
+	return r ? r : err;
+}

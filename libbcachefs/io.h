@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_IO_H
+#define _BCACHEFS_IO_H
+
+/*
+ * io.h - the data path: file data to and from extents.
+ *
+ * Writes are copy-on-write: data is encoded (checksummed, maybe compressed)
+ * in units of at most encoded_extent_max, each unit written to freshly
+ * allocated space on data_replicas devices, and only then is the extent key
+ * pointing at it added to the caller's transaction.  The journal flushes
+ * every device before it writes an entry, so the data is durable before any
+ * key that points at it (DESIGN.md invariant 1).
+ *
+ * Reads verify the checksum of every encoded extent they touch, decode it,
+ * and on a checksum or read error try the next replica; a bad copy is
+ * counted in c->data_bad_copies.  Ranges with no extent read as zeros.
+ */
+
+#include <stdint.h>
+
+#include "bcachefs_format.h"
+
+struct bch_fs;
+struct btree_trans;
+struct bch_extent_update;
+struct bch_inode;
+
+/* How new data of one file is stored (the inode's options over the filesystem's). */
+struct bch_io_opts {
+	unsigned	csum_type;	/* enum bch_csum_type */
+	uint64_t	compression;	/* compression option value */
+	unsigned	replicas;
+	uint64_t	target;		/* foreground_target (0: any device) */
+};
+
+void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch_io_opts *o);
+
+/*
+ * Write sectors of buf as inum's data at sector start (start and sectors
+ * multiples of the block size): the data goes to disk now, and the
+ * removal of what was there plus the new extent keys go into t.
+ */
+int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
+		   const struct bch_io_opts *o, uint64_t start, const void *buf, uint64_t sectors,
+		   struct bch_extent_update *u);
+
+/* Read sectors of inum's data at sector start into buf (holes read as zeros). */
+int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors);
+
+/*
+ * Read and verify every replica of one extent key (fsck --data, scrub):
+ * *bad gets a bit per pointer whose copy is unreadable or fails its checksum.
+ */
+int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *bad);
+
+#endif /* _BCACHEFS_IO_H */
