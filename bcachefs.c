@@ -30,6 +30,7 @@ static const struct command commands[] = {
 	{ "list",	 cmd_list,	 "Print the keys or nodes of btrees",		"Engine" },
 	{ "list-journal", cmd_list_journal, "Print the journal entries replay would use", "Engine" },
 	{ "kv",		 cmd_kv,	 "Put, get, delete raw keys (debugging, tests)", "Engine" },
+	{ "image",	 cmd_image,	 "Read and change files inside an unmounted filesystem", "Files" },
 	{ "fsck",	 cmd_fsck,	 "Check and repair a filesystem (exit codes of fsck(8))", "Repair" },
 	{ "help-opts",	 cmd_help_opts,	 "List every filesystem option (--man: roff)",	"Other" },
 	{ "version",	 cmd_version,	 "Print the version of the tool and format",	"Other" },

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "blockdev.h"
@@ -22,6 +23,7 @@
 #include "errcode.h"
 #include "extents.h"
 #include "fs.h"
+#include "fs_ops.h"
 #include "journal.h"
 #include "super.h"
 
@@ -452,6 +454,9 @@ int bch_fs_init_empty(char * const *paths, unsigned nr, char *err, size_t errlen
 
 	if (!r)
 		r = bch_btree_create_roots(c);
+	/* the root directory (owned by whoever formats, as mke2fs does) and lost+found */
+	if (!r)
+		r = bch_fs_create_root(c, 0755, getuid(), getgid());
 	if (r) {
 		snprintf(err, errlen, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		c->read_only = true;

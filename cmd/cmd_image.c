@@ -1,0 +1,1155 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cmd_image.c - `bcachefs image VERB DEVICE[:DEVICE...] ARGS`: read and
+ * change the files inside an unmounted filesystem, without root and
+ * without a kernel driver (for building images in CI).
+ *
+ * Every verb opens the filesystem (read-only for verbs that only read),
+ * runs through the fs_ops library, and closes it cleanly.  `shell` runs
+ * many verbs from stdin in one open.  Paths inside the image are absolute
+ * or relative to its root; symlinks are followed inside the image only.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bcachefs.h"
+#include "cmds.h"
+#include "copy.h"
+#include "errcode.h"
+#include "fs.h"
+#include "fs_ops.h"
+#include "opts.h"
+#include "tar.h"
+
+struct img {
+	struct bch_fs	*c;
+	bool		json;
+};
+
+typedef int (*verb_fn)(struct img *im, int argc, char **argv);
+
+static int verb_err(struct img *im, const char *verb, const char *path, int r)
+{
+	if (r == -EIO && im->c->err_msg[0])
+		cmd_err("image", "%s: %s: %s (%s)", verb, path, strerror(-r), im->c->err_msg);
+	else
+		cmd_err("image", "%s: %s: %s", verb, path, strerror(-r));
+	return EXIT_FAIL;
+}
+
+/* Resolve path's parent directory and last name (name points into buf). */
+static int split_path(struct img *im, const char *path, uint64_t *dir, char *buf, size_t len,
+		      char **name)
+{
+	snprintf(buf, len, "%s", path);
+	size_t n = strlen(buf);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = 0;
+	char *slash = strrchr(buf, '/');
+	if (!slash) {
+		*dir = BCH_ROOT_INO;
+		*name = buf;
+		return 0;
+	}
+	*slash = 0;
+	*name = slash + 1;
+	if (!**name)
+		return -EEXIST;		/* the root itself */
+	return bch_fs_lookup_path(im->c, buf[0] ? buf : "/", true, dir);
+}
+
+/* ------------------------------------------------------------- listing */
+
+static void mode_string(mode_t m, char *s)
+{
+	const char *types = "?pc?d?b?-?l?s???";
+	s[0] = types[(m & S_IFMT) >> 12];
+	const char *rwx = "rwxrwxrwx";
+	for (int i = 0; i < 9; i++)
+		s[1 + i] = (m & (0400 >> i)) ? rwx[i] : '-';
+	if (m & S_ISUID)
+		s[3] = (m & S_IXUSR) ? 's' : 'S';
+	if (m & S_ISGID)
+		s[6] = (m & S_IXGRP) ? 's' : 'S';
+	if (m & S_ISVTX)
+		s[9] = (m & S_IXOTH) ? 't' : 'T';
+	s[10] = 0;
+}
+
+static void time_string(struct timespec ts, char *buf, size_t len)
+{
+	struct tm tm;
+	time_t t = ts.tv_sec;
+
+	gmtime_r(&t, &tm);
+	size_t n = strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+	snprintf(buf + n, len - n, ".%09ld +0000", ts.tv_nsec);
+}
+
+struct ls_ent {
+	char		*name;
+	uint64_t	inum;
+};
+
+struct ls_collect {
+	struct ls_ent	*e;
+	size_t		nr, cap;
+	bool		all;
+};
+
+static int ls_collect_fn(void *priv, const char *name, size_t len, uint64_t inum, unsigned d_type,
+			 uint64_t next)
+{
+	struct ls_collect *l = priv;
+	(void)d_type; (void)next;
+
+	if (!l->all && name[0] == '.')
+		return 0;
+	if (l->nr == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 64;
+		l->e = realloc(l->e, l->cap * sizeof(*l->e));
+		if (!l->e)
+			abort();
+	}
+	l->e[l->nr].name = strndup(name, len);
+	l->e[l->nr++].inum = inum;
+	return 0;
+}
+
+static int ls_ent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ls_ent *)a)->name, ((const struct ls_ent *)b)->name);
+}
+
+static void print_entry(struct img *im, const char *name, uint64_t inum, bool lng)
+{
+	struct stat st;
+
+	if (!lng) {
+		printf("%s\n", name);
+		return;
+	}
+	if (bch_fs_getattr(im->c, inum, &st)) {
+		printf("?????????? %s\n", name);
+		return;
+	}
+	char mode[11], tbuf[64], target[4096] = "";
+	mode_string(st.st_mode, mode);
+	struct tm tm;
+	time_t t = st.st_mtim.tv_sec;
+	gmtime_r(&t, &tm);
+	strftime(tbuf, sizeof(tbuf), "%Y-%m-%d %H:%M", &tm);
+	if (S_ISLNK(st.st_mode))
+		bch_fs_readlink(im->c, inum, target, sizeof(target));
+	if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+		printf("%s %3lu %5u %5u %4u, %4u %s %s\n", mode, (unsigned long)st.st_nlink, st.st_uid,
+		       st.st_gid, major(st.st_rdev), minor(st.st_rdev), tbuf, name);
+	else
+		printf("%s %3lu %5u %5u %10" PRIu64 " %s %s%s%s\n", mode, (unsigned long)st.st_nlink,
+		       st.st_uid, st.st_gid, (uint64_t)st.st_size, tbuf, name,
+		       target[0] ? " -> " : "", target);
+}
+
+static int ls_dir(struct img *im, const char *path, uint64_t inum, bool lng, bool rec, bool all,
+		  bool header)
+{
+	struct ls_collect l = { .all = all };
+	int r = bch_fs_readdir(im->c, inum, 0, ls_collect_fn, &l);
+
+	if (r)
+		return verb_err(im, "ls", path, r);
+	qsort(l.e, l.nr, sizeof(*l.e), ls_ent_cmp);
+	if (header)
+		printf("%s:\n", path);
+	for (size_t i = 0; i < l.nr; i++)
+		print_entry(im, l.e[i].name, l.e[i].inum, lng);
+	int ret = 0;
+	for (size_t i = 0; i < l.nr; i++) {
+		struct stat st;
+		if (rec && strcmp(l.e[i].name, ".") && strcmp(l.e[i].name, "..") &&
+		    !bch_fs_getattr(im->c, l.e[i].inum, &st) && S_ISDIR(st.st_mode)) {
+			size_t len = strlen(path) + strlen(l.e[i].name) + 2;
+			char *sub = malloc(len);
+			snprintf(sub, len, "%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", l.e[i].name);
+			printf("\n");
+			ret |= ls_dir(im, sub, l.e[i].inum, lng, rec, all, true);
+			free(sub);
+		}
+		free(l.e[i].name);
+	}
+	free(l.e);
+	return ret;
+}
+
+static int verb_ls(struct img *im, int argc, char **argv)
+{
+	bool lng = false, rec = false, all = false;
+	int o, ret = 0;
+
+	while ((o = getopt(argc, argv, "+lRa")) != -1)
+		switch (o) {
+		case 'l': lng = true; break;
+		case 'R': rec = true; break;
+		case 'a': all = true; break;
+		default: return EXIT_USAGE;
+		}
+	char *root[] = { "/" };
+	char **paths = optind < argc ? argv + optind : root;
+	int nr = optind < argc ? argc - optind : 1;
+	for (int i = 0; i < nr; i++) {
+		uint64_t inum;
+		struct stat st;
+		int r = bch_fs_lookup_path(im->c, paths[i], false, &inum);
+		if (!r)
+			r = bch_fs_getattr(im->c, inum, &st);
+		if (r) {
+			ret = verb_err(im, "ls", paths[i], r);
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			print_entry(im, paths[i], inum, lng);
+			continue;
+		}
+		ret |= ls_dir(im, paths[i], inum, lng, rec, all, nr > 1 || rec);
+	}
+	return ret;
+}
+
+static int verb_cat(struct img *im, int argc, char **argv)
+{
+	char *buf = malloc(1 << 20);
+	int ret = 0;
+
+	if (!buf)
+		return EXIT_FAIL;
+	for (int i = 1; i < argc; i++) {
+		uint64_t inum;
+		int r = bch_fs_lookup_path(im->c, argv[i], true, &inum);
+		for (uint64_t off = 0; !r;) {
+			ssize_t n = bch_fs_read(im->c, inum, off, buf, 1 << 20);
+			if (n < 0)
+				r = (int)n;
+			if (n <= 0)
+				break;
+			fwrite(buf, 1, n, stdout);
+			off += n;
+		}
+		if (r)
+			ret = verb_err(im, "cat", argv[i], r);
+	}
+	free(buf);
+	fflush(stdout);
+	return ret;
+}
+
+static const char *type_name(mode_t m)
+{
+	switch (m & S_IFMT) {
+	case S_IFREG: return "regular file";
+	case S_IFDIR: return "directory";
+	case S_IFLNK: return "symbolic link";
+	case S_IFCHR: return "character special file";
+	case S_IFBLK: return "block special file";
+	case S_IFIFO: return "fifo";
+	case S_IFSOCK: return "socket";
+	}
+	return "unknown";
+}
+
+static int verb_stat(struct img *im, int argc, char **argv)
+{
+	int ret = 0;
+
+	for (int i = 1; i < argc; i++) {
+		uint64_t inum;
+		struct stat st;
+		int r = bch_fs_lookup_path(im->c, argv[i], false, &inum);
+		if (!r)
+			r = bch_fs_getattr(im->c, inum, &st);
+		if (r) {
+			ret = verb_err(im, "stat", argv[i], r);
+			continue;
+		}
+		char a[64], m[64], c[64], mode[11];
+		time_string(st.st_atim, a, sizeof(a));
+		time_string(st.st_mtim, m, sizeof(m));
+		time_string(st.st_ctim, c, sizeof(c));
+		mode_string(st.st_mode, mode);
+		if (im->json) {
+			printf("{\"path\": ");
+			json_str(stdout, argv[i]);
+			printf(", \"inode\": %" PRIu64 ", \"type\": \"%s\", \"mode\": %u, \"nlink\": %lu, "
+			       "\"uid\": %u, \"gid\": %u, \"size\": %" PRIu64 ", \"sectors\": %" PRIu64
+			       ", \"rdev\": %" PRIu64 ", \"atime_ns\": %" PRId64 ", \"mtime_ns\": %" PRId64
+			       ", \"ctime_ns\": %" PRId64 "}\n",
+			       inum, type_name(st.st_mode), st.st_mode & 07777, (unsigned long)st.st_nlink,
+			       st.st_uid, st.st_gid, (uint64_t)st.st_size, (uint64_t)st.st_blocks,
+			       (uint64_t)st.st_rdev,
+			       (int64_t)st.st_atim.tv_sec * 1000000000 + st.st_atim.tv_nsec,
+			       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+			       (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec);
+			continue;
+		}
+		printf("  File: %s\n", argv[i]);
+		printf("  Size: %-12" PRIu64 " Blocks: %-10" PRIu64 " %s\n", (uint64_t)st.st_size,
+		       (uint64_t)st.st_blocks, type_name(st.st_mode));
+		printf(" Inode: %-12" PRIu64 " Links: %lu", inum, (unsigned long)st.st_nlink);
+		if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))
+			printf("  Device type: %u,%u", major(st.st_rdev), minor(st.st_rdev));
+		printf("\nAccess: (%04o/%s)  Uid: %u  Gid: %u\n", st.st_mode & 07777, mode, st.st_uid, st.st_gid);
+		printf("Access: %s\nModify: %s\nChange: %s\n", a, m, c);
+	}
+	return ret;
+}
+
+/* -------------------------------------------------------------- copying */
+
+static int verb_get(struct img *im, int argc, char **argv)
+{
+	int o;
+
+	while ((o = getopt(argc, argv, "+r")) != -1)
+		if (o != 'r')
+			return EXIT_USAGE;	/* -r accepted: directories are always copied whole */
+	if (argc - optind != 2)
+		return EXIT_USAGE;
+	const char *src = argv[optind], *dst = argv[optind + 1];
+	uint64_t inum;
+	int r = bch_fs_lookup_path(im->c, src, false, &inum);
+	if (r)
+		return verb_err(im, "get", src, r);
+
+	/* into dst if it is a directory, else as dst */
+	struct stat hs;
+	char *dup = strdup(dst), *name, *dirpath;
+	if (!stat(dst, &hs) && S_ISDIR(hs.st_mode)) {
+		dirpath = dup;
+		const char *b = strrchr(src, '/');
+		name = (char *)(b && b[1] ? b + 1 : src);
+		if (!strcmp(name, "/") || !*name)
+			name = "root";
+	} else {
+		char *slash = strrchr(dup, '/');
+		if (slash) {
+			*slash = 0;
+			dirpath = *dup ? dup : "/";
+			name = slash + 1;
+		} else {
+			dirpath = ".";
+			name = dup;
+		}
+	}
+	int dfd = open(dirpath, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		cmd_err("image", "get: %s: %s", dirpath, strerror(errno));
+		free(dup);
+		return EXIT_FAIL;
+	}
+	struct copy_ctx x;
+	copy_ctx_init(&x, im->c, "image get");
+	r = copy_out(&x, inum, dfd, name);
+	copy_progress_done(&x);
+	copy_ctx_exit(&x);
+	close(dfd);
+	free(dup);
+	return r ? EXIT_FAIL : EXIT_OK;
+}
+
+static int verb_put(struct img *im, int argc, char **argv)
+{
+	int o;
+
+	while ((o = getopt(argc, argv, "+r")) != -1)
+		if (o != 'r')
+			return EXIT_USAGE;
+	if (argc - optind != 2)
+		return EXIT_USAGE;
+	const char *src = argv[optind], *dst = argv[optind + 1];
+	uint64_t dir, inum;
+	char buf[4096], *name;
+	struct stat st;
+	int r;
+
+	/* into dst if it is a directory in the image, else as dst */
+	if (!bch_fs_lookup_path(im->c, dst, true, &inum) && !bch_fs_getattr(im->c, inum, &st) &&
+	    S_ISDIR(st.st_mode)) {
+		dir = inum;
+		char *sd = strdup(src);
+		size_t n = strlen(sd);
+		while (n > 1 && sd[n - 1] == '/')
+			sd[--n] = 0;
+		const char *b = strrchr(sd, '/');
+		snprintf(buf, sizeof(buf), "%s", b ? b + 1 : sd);
+		free(sd);
+		name = buf;
+	} else if ((r = split_path(im, dst, &dir, buf, sizeof(buf), &name))) {
+		return verb_err(im, "put", dst, r);
+	}
+	struct copy_ctx x;
+	copy_ctx_init(&x, im->c, "image put");
+	r = copy_in(&x, src, dir, name);
+	copy_progress_done(&x);
+	copy_ctx_exit(&x);
+	return r ? EXIT_FAIL : EXIT_OK;
+}
+
+static int verb_extract(struct img *im, int argc, char **argv)
+{
+	if (argc < 2 || argc > 3)
+		return EXIT_USAGE;
+	const char *dst = argv[1], *from = argc == 3 ? argv[2] : "/";
+	uint64_t inum;
+	int r = bch_fs_lookup_path(im->c, from, true, &inum);
+	if (r)
+		return verb_err(im, "extract", from, r);
+	if (mkdir(dst, 0755) && errno != EEXIST) {
+		cmd_err("image", "extract: %s: %s", dst, strerror(errno));
+		return EXIT_FAIL;
+	}
+	int dfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0) {
+		cmd_err("image", "extract: %s: %s", dst, strerror(errno));
+		return EXIT_FAIL;
+	}
+	struct copy_ctx x;
+	copy_ctx_init(&x, im->c, "image extract");
+	r = copy_out_contents(&x, inum, dfd);
+	if (!r) {
+		/* the top directory's own attributes */
+		struct stat st;
+		if (!bch_fs_getattr(im->c, inum, &st)) {
+			struct timespec ts[2] = { st.st_atim, st.st_mtim };
+			if (x.owners)
+				(void)!fchown(dfd, st.st_uid, st.st_gid);
+			fchmod(dfd, st.st_mode & 07777);
+			futimens(dfd, ts);
+		}
+	}
+	copy_progress_done(&x);
+	copy_ctx_exit(&x);
+	close(dfd);
+	return r ? EXIT_FAIL : EXIT_OK;
+}
+
+/* ------------------------------------------------------------ changing */
+
+static int parse_mode(const char *s, mode_t *m)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 8);
+
+	if (!*s || *end || v > 07777)
+		return -EINVAL;
+	*m = v;
+	return 0;
+}
+
+static int mkdir_p(struct img *im, const char *path, mode_t mode)
+{
+	char *work = strdup(path), *p = work;
+	uint64_t cur = BCH_ROOT_INO;
+	int r = 0;
+
+	while (!r && *p) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		char *slash = strchr(p, '/');
+		if (slash)
+			*slash = 0;
+		uint64_t next;
+		struct stat st;
+		r = bch_fs_lookup(im->c, cur, p, &next);
+		if (r == -ENOENT)
+			r = bch_fs_create(im->c, cur, p, S_IFDIR | mode, 0, getuid(), getgid(), &next);
+		else if (!r && !(r = bch_fs_getattr(im->c, next, &st)) && !S_ISDIR(st.st_mode))
+			r = -ENOTDIR;
+		cur = next;
+		p = slash ? slash + 1 : p + strlen(p);
+	}
+	free(work);
+	return r;
+}
+
+static int verb_mkdir(struct img *im, int argc, char **argv)
+{
+	bool parents = false;
+	mode_t mode = 0755;
+	int o, ret = 0;
+
+	while ((o = getopt(argc, argv, "+pm:")) != -1)
+		switch (o) {
+		case 'p': parents = true; break;
+		case 'm':
+			if (parse_mode(optarg, &mode)) {
+				cmd_err("image", "mkdir: bad mode '%s' (octal)", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		default: return EXIT_USAGE;
+		}
+	if (optind >= argc)
+		return EXIT_USAGE;
+	for (int i = optind; i < argc; i++) {
+		uint64_t dir;
+		char buf[4096], *name;
+		int r = parents ? mkdir_p(im, argv[i], mode) : split_path(im, argv[i], &dir, buf, sizeof(buf), &name);
+		if (!r && !parents)
+			r = bch_fs_create(im->c, dir, name, S_IFDIR | mode, 0, getuid(), getgid(), NULL);
+		if (r)
+			ret = verb_err(im, "mkdir", argv[i], r);
+	}
+	return ret;
+}
+
+static int rm_tree(struct img *im, uint64_t dir, const char *name, const char *path);
+
+static int rm_children(void *priv, const char *name, size_t len, uint64_t inum, unsigned d_type,
+		       uint64_t next)
+{
+	struct ls_collect *l = priv;
+	return ls_collect_fn(l, name, len, inum, d_type, next);
+}
+
+static int rm_tree(struct img *im, uint64_t dir, const char *name, const char *path)
+{
+	uint64_t inum;
+	struct stat st;
+	int r = bch_fs_lookup(im->c, dir, name, &inum);
+
+	if (!r)
+		r = bch_fs_getattr(im->c, inum, &st);
+	if (r)
+		return r;
+	if (!S_ISDIR(st.st_mode))
+		return bch_fs_unlink(im->c, dir, name);
+	struct ls_collect l = { .all = true };
+	if ((r = bch_fs_readdir(im->c, inum, 0, rm_children, &l)))
+		return r;
+	for (size_t i = 0; i < l.nr; i++) {
+		if (!r && strcmp(l.e[i].name, ".") && strcmp(l.e[i].name, ".."))
+			r = rm_tree(im, inum, l.e[i].name, path);
+		free(l.e[i].name);
+	}
+	free(l.e);
+	return r ? r : bch_fs_rmdir(im->c, dir, name);
+}
+
+static int verb_rm(struct img *im, int argc, char **argv)
+{
+	bool recursive = false, force = false;
+	int o, ret = 0;
+
+	while ((o = getopt(argc, argv, "+rRf")) != -1)
+		switch (o) {
+		case 'r': case 'R': recursive = true; break;
+		case 'f': force = true; break;
+		default: return EXIT_USAGE;
+		}
+	if (optind >= argc)
+		return EXIT_USAGE;
+	for (int i = optind; i < argc; i++) {
+		uint64_t dir;
+		char buf[4096], *name;
+		int r = split_path(im, argv[i], &dir, buf, sizeof(buf), &name);
+		if (!r)
+			r = recursive ? rm_tree(im, dir, name, argv[i]) : bch_fs_unlink(im->c, dir, name);
+		if (r == -EISDIR && !recursive)
+			r = -EISDIR;
+		if (r && !(force && r == -ENOENT))
+			ret = verb_err(im, "rm", argv[i], r);
+	}
+	return ret;
+}
+
+static int verb_mv(struct img *im, int argc, char **argv)
+{
+	if (argc != 3)
+		return EXIT_USAGE;
+	uint64_t sdir, ddir, inum;
+	char sb[4096], db[4096], *sname, *dname;
+	struct stat st;
+	int r = split_path(im, argv[1], &sdir, sb, sizeof(sb), &sname);
+
+	if (r)
+		return verb_err(im, "mv", argv[1], r);
+	/* into an existing directory, like mv(1) */
+	if (!bch_fs_lookup_path(im->c, argv[2], true, &inum) && !bch_fs_getattr(im->c, inum, &st) &&
+	    S_ISDIR(st.st_mode)) {
+		ddir = inum;
+		dname = sname;
+	} else if ((r = split_path(im, argv[2], &ddir, db, sizeof(db), &dname))) {
+		return verb_err(im, "mv", argv[2], r);
+	}
+	r = bch_fs_rename(im->c, sdir, sname, ddir, dname, 0);
+	return r ? verb_err(im, "mv", argv[1], r) : EXIT_OK;
+}
+
+static int verb_ln(struct img *im, int argc, char **argv)
+{
+	bool sym = false;
+	int o;
+
+	while ((o = getopt(argc, argv, "+s")) != -1)
+		if (o == 's')
+			sym = true;
+		else
+			return EXIT_USAGE;
+	if (argc - optind != 2)
+		return EXIT_USAGE;
+	const char *target = argv[optind], *link = argv[optind + 1];
+	uint64_t dir, inum;
+	char buf[4096], *name;
+	int r = split_path(im, link, &dir, buf, sizeof(buf), &name);
+
+	if (!r && sym)
+		r = bch_fs_symlink(im->c, dir, name, target, getuid(), getgid(), NULL);
+	else if (!r && !(r = bch_fs_lookup_path(im->c, target, false, &inum)))
+		r = bch_fs_link(im->c, inum, dir, name);
+	return r ? verb_err(im, "ln", link, r) : EXIT_OK;
+}
+
+static int verb_chmod(struct img *im, int argc, char **argv)
+{
+	struct bch_setattr sa = { .valid = BCH_SETATTR_MODE };
+	int ret = 0;
+
+	if (argc < 3)
+		return EXIT_USAGE;
+	if (parse_mode(argv[1], &sa.mode)) {
+		cmd_err("image", "chmod: bad mode '%s' (octal)", argv[1]);
+		return EXIT_USAGE;
+	}
+	for (int i = 2; i < argc; i++) {
+		uint64_t inum;
+		int r = bch_fs_lookup_path(im->c, argv[i], true, &inum);
+		if (!r)
+			r = bch_fs_setattr(im->c, inum, &sa);
+		if (r)
+			ret = verb_err(im, "chmod", argv[i], r);
+	}
+	return ret;
+}
+
+static int parse_id(const char *s, bool group, unsigned *id)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+
+	if (*s && !*end && v < UINT32_MAX) {
+		*id = v;
+		return 0;
+	}
+	if (group) {
+		struct group *g = getgrnam(s);
+		if (g) {
+			*id = g->gr_gid;
+			return 0;
+		}
+	} else {
+		struct passwd *p = getpwnam(s);
+		if (p) {
+			*id = p->pw_uid;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+static int verb_chown(struct img *im, int argc, char **argv)
+{
+	struct bch_setattr sa = { 0 };
+	int ret = 0;
+
+	if (argc < 3)
+		return EXIT_USAGE;
+	char *spec = strdup(argv[1]), *colon = strchr(spec, ':');
+	if (colon)
+		*colon = 0;
+	if (*spec) {
+		if (parse_id(spec, false, &sa.uid)) {
+			cmd_err("image", "chown: unknown user '%s'", spec);
+			free(spec);
+			return EXIT_USAGE;
+		}
+		sa.valid |= BCH_SETATTR_UID;
+	}
+	if (colon && colon[1]) {
+		if (parse_id(colon + 1, true, &sa.gid)) {
+			cmd_err("image", "chown: unknown group '%s'", colon + 1);
+			free(spec);
+			return EXIT_USAGE;
+		}
+		sa.valid |= BCH_SETATTR_GID;
+	}
+	free(spec);
+	for (int i = 2; i < argc; i++) {
+		uint64_t inum;
+		int r = bch_fs_lookup_path(im->c, argv[i], false, &inum);
+		if (!r)
+			r = bch_fs_setattr(im->c, inum, &sa);
+		if (r)
+			ret = verb_err(im, "chown", argv[i], r);
+	}
+	return ret;
+}
+
+static int verb_touch(struct img *im, int argc, char **argv)
+{
+	struct bch_setattr sa = { .valid = BCH_SETATTR_ATIME | BCH_SETATTR_MTIME,
+				  .atime = BCH_TIME_NOW, .mtime = BCH_TIME_NOW };
+	int o, ret = 0;
+
+	while ((o = getopt(argc, argv, "+d:")) != -1) {
+		if (o != 'd')
+			return EXIT_USAGE;
+		/* @SECONDS[.FRACTION] */
+		char *end;
+		if (optarg[0] != '@') {
+			cmd_err("image", "touch: -d takes @SECONDS[.NANOSECONDS]");
+			return EXIT_USAGE;
+		}
+		long long sec = strtoll(optarg + 1, &end, 10);
+		long long ns = 0;
+		if (*end == '.') {
+			char frac[10] = "000000000";
+			size_t n = strspn(end + 1, "0123456789");
+			memcpy(frac, end + 1, n > 9 ? 9 : n);
+			ns = atoll(frac);
+			end += 1 + n;
+		}
+		if (*end || end == optarg + 1) {
+			cmd_err("image", "touch: bad time '%s'", optarg);
+			return EXIT_USAGE;
+		}
+		sa.atime = sa.mtime = sec * 1000000000LL + (sec < 0 ? -ns : ns);
+	}
+	if (optind >= argc)
+		return EXIT_USAGE;
+	for (int i = optind; i < argc; i++) {
+		uint64_t inum, dir;
+		char buf[4096], *name;
+		int r = bch_fs_lookup_path(im->c, argv[i], true, &inum);
+		if (r == -ENOENT && !(r = split_path(im, argv[i], &dir, buf, sizeof(buf), &name)))
+			r = bch_fs_create(im->c, dir, name, S_IFREG | 0644, 0, getuid(), getgid(), &inum);
+		if (!r)
+			r = bch_fs_setattr(im->c, inum, &sa);
+		if (r)
+			ret = verb_err(im, "touch", argv[i], r);
+	}
+	return ret;
+}
+
+static void print_value(const char *v, ssize_t n)
+{
+	bool text = true;
+	for (ssize_t i = 0; i < n; i++)
+		if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f || v[i] == '"' || v[i] == '\\')
+			if (!(i == n - 1 && !v[i]))
+				text = false;
+	if (text) {
+		printf("\"%.*s\"", (int)(n && !v[n - 1] ? n - 1 : n), v);
+		return;
+	}
+	printf("0x");
+	for (ssize_t i = 0; i < n; i++)
+		printf("%02x", (unsigned char)v[i]);
+}
+
+static int verb_getfattr(struct img *im, int argc, char **argv)
+{
+	const char *only = NULL;
+	int o, ret = 0;
+
+	while ((o = getopt(argc, argv, "+n:d")) != -1)
+		switch (o) {
+		case 'n': only = optarg; break;
+		case 'd': break;
+		default: return EXIT_USAGE;
+		}
+	if (optind >= argc)
+		return EXIT_USAGE;
+	char *names = malloc(65536), *val = malloc(65536);
+	for (int i = optind; i < argc; i++) {
+		uint64_t inum;
+		int r = bch_fs_lookup_path(im->c, argv[i], false, &inum);
+		ssize_t len = r ? r : bch_fs_listxattr(im->c, inum, names, 65536);
+		if (len < 0) {
+			ret = verb_err(im, "getfattr", argv[i], (int)len);
+			continue;
+		}
+		printf("# file: %s\n", argv[i]);
+		for (ssize_t off = 0; off < len; off += strlen(names + off) + 1) {
+			if (only && strcmp(only, names + off))
+				continue;
+			ssize_t n = bch_fs_getxattr(im->c, inum, names + off, val, 65536);
+			if (n < 0)
+				continue;
+			printf("%s=", names + off);
+			print_value(val, n);
+			printf("\n");
+		}
+		if (only) {
+			ssize_t n = bch_fs_getxattr(im->c, inum, only, val, 65536);
+			if (n < 0)
+				ret = verb_err(im, "getfattr", only, (int)n);
+		}
+		printf("\n");
+	}
+	free(names);
+	free(val);
+	return ret;
+}
+
+static int parse_value(const char *s, char *out, size_t cap, size_t *len)
+{
+	if (!strncmp(s, "0x", 2)) {
+		size_t n = strlen(s + 2);
+		if (n % 2 || n / 2 > cap)
+			return -EINVAL;
+		for (size_t i = 0; i < n / 2; i++) {
+			unsigned v;
+			if (sscanf(s + 2 + 2 * i, "%2x", &v) != 1)
+				return -EINVAL;
+			out[i] = v;
+		}
+		*len = n / 2;
+		return 0;
+	}
+	size_t n = strlen(s);
+	if (n >= 2 && s[0] == '"' && s[n - 1] == '"') {
+		s++;
+		n -= 2;
+	}
+	if (n > cap)
+		return -EINVAL;
+	memcpy(out, s, n);
+	*len = n;
+	return 0;
+}
+
+static int verb_setfattr(struct img *im, int argc, char **argv)
+{
+	const char *name = NULL, *value = NULL, *remove = NULL;
+	int o, ret = 0;
+
+	while ((o = getopt(argc, argv, "+n:v:x:")) != -1)
+		switch (o) {
+		case 'n': name = optarg; break;
+		case 'v': value = optarg; break;
+		case 'x': remove = optarg; break;
+		default: return EXIT_USAGE;
+		}
+	if (optind >= argc || (!name && !remove) || (name && remove))
+		return EXIT_USAGE;
+	char val[65536];
+	size_t vlen = 0;
+	if (value && parse_value(value, val, sizeof(val), &vlen)) {
+		cmd_err("image", "setfattr: bad value '%s'", value);
+		return EXIT_USAGE;
+	}
+	for (int i = optind; i < argc; i++) {
+		uint64_t inum;
+		int r = bch_fs_lookup_path(im->c, argv[i], false, &inum);
+		if (!r)
+			r = remove ? bch_fs_removexattr(im->c, inum, remove)
+				   : bch_fs_setxattr(im->c, inum, name, val, vlen, 0);
+		if (r)
+			ret = verb_err(im, "setfattr", argv[i], r);
+	}
+	return ret;
+}
+
+static int verb_setopt(struct img *im, int argc, char **argv)
+{
+	int ret = 0;
+
+	if (argc < 3)
+		return EXIT_USAGE;
+	char *opt = strdup(argv[1]), *eq = strchr(opt, '=');
+	if (eq)
+		*eq = 0;
+	for (int i = 2; i < argc; i++) {
+		uint64_t inum;
+		int r = bch_fs_lookup_path(im->c, argv[i], true, &inum);
+		if (!r)
+			r = bch_fs_set_inode_opt(im->c, inum, opt, eq && eq[1] ? eq + 1 : NULL);
+		if (r == -EINVAL) {
+			cmd_err("image", "setopt: %s: options are compression, data_checksum, "
+				"data_replicas (NAME=VALUE, or NAME= to inherit)", argv[1]);
+			ret = EXIT_USAGE;
+			break;
+		}
+		if (r)
+			ret = verb_err(im, "setopt", argv[i], r);
+	}
+	free(opt);
+	return ret;
+}
+
+static int verb_import_tar(struct img *im, int argc, char **argv)
+{
+	if (argc < 2 || argc > 3)
+		return EXIT_USAGE;
+	uint64_t dir = BCH_ROOT_INO;
+	int r = argc == 3 ? bch_fs_lookup_path(im->c, argv[2], true, &dir) : 0;
+	if (r)
+		return verb_err(im, "import-tar", argv[2], r);
+	return tar_import(im->c, argv[1], dir) ? EXIT_FAIL : EXIT_OK;
+}
+
+static int verb_export_tar(struct img *im, int argc, char **argv)
+{
+	if (argc < 2 || argc > 3)
+		return EXIT_USAGE;
+	uint64_t dir = BCH_ROOT_INO;
+	int r = argc == 3 ? bch_fs_lookup_path(im->c, argv[2], true, &dir) : 0;
+	if (r)
+		return verb_err(im, "export-tar", argv[2], r);
+	return tar_export(im->c, argv[1], dir) ? EXIT_FAIL : EXIT_OK;
+}
+
+static int verb_shell(struct img *im, int argc, char **argv);
+
+static const struct verb {
+	const char	*name;
+	verb_fn		fn;
+	const char	*optstr;	/* the verb's getopt options */
+	bool		rw;
+	const char	*args;
+	const char	*help;
+} verbs[] = {
+	{ "ls",		verb_ls, "lRa",	false, "[-lRa] [PATH...]",	"list directories" },
+	{ "cat",	verb_cat, "",	false, "PATH...",		"print files" },
+	{ "stat",	verb_stat, "",	false, "[--json] PATH...",	"show inodes" },
+	{ "get",	verb_get, "r",	false, "[-r] PATH HOSTDEST",	"copy out (directories whole)" },
+	{ "extract",	verb_extract, "",	false, "HOSTDIR [PATH]",	"copy the whole tree out, preserving everything" },
+	{ "getfattr",	verb_getfattr, "n:d",	false, "[-n NAME] PATH...",	"show xattrs" },
+	{ "export-tar",	verb_export_tar, "", false, "TARFILE|- [PATH]",	"write a pax tar archive" },
+	{ "put",	verb_put, "r",	true,  "[-r] HOSTSRC PATH",	"copy in (directories whole)" },
+	{ "mkdir",	verb_mkdir, "pm:",	true,  "[-p] [-m MODE] PATH...", "make directories" },
+	{ "rm",		verb_rm, "rRf",	true,  "[-rf] PATH...",		"remove files (-r: trees)" },
+	{ "mv",		verb_mv, "",	true,  "SRC DST",		"rename or move" },
+	{ "ln",		verb_ln, "s",	true,  "[-s] TARGET LINK",	"hard or symbolic link" },
+	{ "chmod",	verb_chmod, "",	true,  "MODE PATH...",		"change mode (octal)" },
+	{ "chown",	verb_chown, "",	true,  "USER[:GROUP] PATH...",	"change owner" },
+	{ "touch",	verb_touch, "d:",	true,  "[-d @SECONDS] PATH...",	"create or set times" },
+	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs" },
+	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, ...)" },
+	{ "import-tar",	verb_import_tar, "", true, "TARFILE|- [PATH]",	"unpack a tar archive into the image" },
+	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
+};
+
+static const struct verb *find_verb(const char *name)
+{
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		if (!strcmp(verbs[i].name, name))
+			return &verbs[i];
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "Usage: bcachefs image VERB [-o OPTS] DEVICE[:DEVICE...] ARGS\n"
+		   "Read and change files inside an unmounted filesystem (no root needed).\n\n");
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+		fprintf(f, "  %-10s %-36s %s\n", verbs[i].name, verbs[i].args, verbs[i].help);
+	fprintf(f, "\nPaths in the image start at its root; symlinks are followed only inside it.\n"
+		   "-o takes open options (read_only, degraded, btree_cache_size=SIZE).\n"
+		   "shell reads lines \"VERB ARGS\" (words split on blanks, \"quotes\" group) and\n"
+		   "stops at the first failing line.\n\n"
+		   "Exit: 0 done, 1 failure (message on stderr), 16 usage error.\n");
+}
+
+static void verb_usage(const struct verb *v)
+{
+	fprintf(stderr, "Usage: bcachefs image %s DEVICE[:DEVICE...] %s\n", v->name, v->args);
+}
+
+static int run_verb(struct img *im, const struct verb *v, int argc, char **argv)
+{
+	optind = 0;	/* getopt from scratch for every verb (shell runs many) */
+	opterr = 1;
+	int r = v->fn(im, argc, argv);
+	if (r == EXIT_USAGE)
+		verb_usage(v);
+	return r;
+}
+
+/* Split a line into words: blanks separate, "double quotes" group, \ escapes. */
+static int split_line(char *line, char **argv, int max)
+{
+	int argc = 0;
+	char *in = line, *out = line;
+
+	while (*in) {
+		while (*in == ' ' || *in == '\t' || *in == '\n')
+			in++;
+		if (!*in || *in == '#')
+			break;
+		if (argc == max)
+			return -1;
+		argv[argc++] = out;
+		bool quoted = false;
+		while (*in && (quoted || (*in != ' ' && *in != '\t' && *in != '\n'))) {
+			if (*in == '"') {
+				quoted = !quoted;
+				in++;
+			} else if (*in == '\\' && in[1]) {
+				*out++ = in[1];
+				in += 2;
+			} else {
+				*out++ = *in++;
+			}
+		}
+		if (*in)
+			in++;
+		*out++ = 0;
+		if (quoted)
+			return -1;
+	}
+	return argc;
+}
+
+static int verb_shell(struct img *im, int argc, char **argv)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	unsigned lineno = 0;
+	(void)argc; (void)argv;
+
+	while (getline(&line, &cap, stdin) > 0) {
+		char *words[256];
+		lineno++;
+		int n = split_line(line, words, 255);
+		if (n < 0) {
+			cmd_err("image", "shell: line %u: unbalanced quotes or too many words", lineno);
+			free(line);
+			return EXIT_USAGE;
+		}
+		if (!n)
+			continue;
+		words[n] = NULL;
+		const struct verb *v = find_verb(words[0]);
+		if (!v || v->fn == verb_shell) {
+			cmd_err("image", "shell: line %u: unknown verb '%s'", lineno, words[0]);
+			free(line);
+			return EXIT_USAGE;
+		}
+		if (v->rw && im->c->read_only) {
+			cmd_err("image", "shell: line %u: %s needs a writable filesystem", lineno, v->name);
+			free(line);
+			return EXIT_FAIL;
+		}
+		int r = run_verb(im, v, n, words);
+		if (r) {
+			cmd_err("image", "shell: line %u (%s) failed", lineno, v->name);
+			free(line);
+			return r;
+		}
+		fflush(stdout);
+	}
+	free(line);
+	return EXIT_OK;
+}
+
+int cmd_image(int argc, char *argv[])
+{
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? EXIT_USAGE : EXIT_OK;
+	}
+	const struct verb *v = find_verb(argv[1]);
+	if (!v) {
+		cmd_err("image", "unknown verb '%s' (see bcachefs image --help)", argv[1]);
+		return EXIT_USAGE;
+	}
+	struct bch_opts opts;
+	struct img im = { 0 };
+	char err[256];
+	int i = 2;
+
+	bch_opts_default(&opts);
+	/*
+	 * Options may come before or after the device: ours (-o, --json)
+	 * are taken out; the verb's own stay, in order, for its getopt.
+	 */
+	char **vargv = calloc(argc + 1, sizeof(*vargv));
+	int vargc = 0, dev_idx = -1;
+	vargv[vargc++] = argv[1];
+	for (i = 2; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			verb_usage(v);
+			free(vargv);
+			return EXIT_OK;
+		} else if (!strcmp(a, "--json")) {
+			im.json = true;
+		} else if (!strcmp(a, "-o") && i + 1 < argc) {
+			if (bch_opts_parse_list(&opts, argv[++i], OPT_MOUNT | OPT_RUNTIME, err, sizeof(err))) {
+				cmd_err("image", "%s", err);
+				free(vargv);
+				return EXIT_USAGE;
+			}
+		} else if (dev_idx < 0 && a[0] == '-' && a[1] && a[1] != '-') {
+			/* a verb option before the device (with its argument, if it takes one) */
+			const char *o = strchr(v->optstr, a[1]);
+			if (!o) {
+				cmd_err("image", "%s: unknown option '%s'", v->name, a);
+				verb_usage(v);
+				free(vargv);
+				return EXIT_USAGE;
+			}
+			vargv[vargc++] = argv[i];
+			if (o[1] == ':' && !a[2] && i + 1 < argc)
+				vargv[vargc++] = argv[++i];
+		} else if (dev_idx < 0) {
+			dev_idx = i;
+		} else {
+			vargv[vargc++] = argv[i];
+		}
+	}
+	if (dev_idx < 0) {
+		verb_usage(v);
+		free(vargv);
+		return EXIT_USAGE;
+	}
+	i = dev_idx;
+	unsigned nr;
+	char **devs = split_devs(&argv[i], 1, &nr);
+	if (!devs || !nr) {
+		verb_usage(v);
+		free_devs(devs);
+		free(vargv);
+		return EXIT_USAGE;
+	}
+	if (!v->rw)
+		bch_opt_set(&opts, Opt_read_only, 1);
+	int r = bch_fs_open(devs, nr, &opts, &im.c, err, sizeof(err));
+	free_devs(devs);
+	if (r) {
+		cmd_err("image", "%s", err);
+		free(vargv);
+		return EXIT_FAIL;
+	}
+	int ret = run_verb(&im, v, vargc, vargv);
+	free(vargv);
+	r = bch_fs_close(im.c);
+	if (r) {
+		cmd_err("image", "closing: %s", bch_err_str(r));
+		return EXIT_FAIL;
+	}
+	return ret;
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_CMD_COPY_H
+#define _BCACHEFS_CMD_COPY_H
+
+/*
+ * copy.h - copying trees between the host and an open filesystem, for
+ * `format --source`, `image put/get/extract`.
+ *
+ * Copy in: regular files (holes kept through SEEK_DATA/SEEK_HOLE), hard
+ * links (by host device and inode), symlinks, device nodes, fifos,
+ * sockets, xattrs, owners, modes and times in ns.  Directory entries are
+ * taken in name order, so the same tree gives the same image.  It streams:
+ * memory holds one directory listing per level and the hard-link map.
+ *
+ * Copy out never writes outside the destination: every file is created
+ * relative to a directory descriptor this code opened itself, with
+ * O_NOFOLLOW and O_EXCL, so neither symlinks from the image nor ones
+ * already in the destination are followed.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct bch_fs;
+struct copy_links;
+
+struct copy_ctx {
+	struct bch_fs		*c;
+	const char		*cmd;		/* for messages */
+	bool			progress;	/* on a terminal: progress line on stderr */
+	bool			owners;		/* copy out: set owners (root) */
+	uint64_t		files, bytes;
+	uint64_t		warnings;
+	double			last_progress;
+	struct copy_links	*links;
+	char			*buf;		/* 1 MiB */
+};
+
+int  copy_ctx_init(struct copy_ctx *x, struct bch_fs *c, const char *cmd);
+void copy_ctx_exit(struct copy_ctx *x);
+void copy_progress_done(struct copy_ctx *x);
+
+/*
+ * Copy host path src into directory dir of the filesystem as name; with
+ * name NULL, src must be a directory whose contents (and attributes) go
+ * into dir itself (format --source).  Negative errno, message printed.
+ */
+int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name);
+
+/*
+ * Copy inum (named name in the image, for messages) into host directory
+ * dirfd as dst_name; directories recursively.
+ */
+int copy_out(struct copy_ctx *x, uint64_t inum, int dirfd, const char *dst_name);
+
+/* Copy the contents of directory inum into the host directory dirfd. */
+int copy_out_contents(struct copy_ctx *x, uint64_t inum, int dirfd);
+
+#endif /* _BCACHEFS_CMD_COPY_H */

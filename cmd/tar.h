@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_CMD_TAR_H
+#define _BCACHEFS_CMD_TAR_H
+
+/*
+ * tar.h - tar archives into and out of a filesystem, through libarchive:
+ * `image import-tar` reads any format libarchive knows (pax, gnu, ustar,
+ * compressed or not); `image export-tar` writes pax with xattrs, hard
+ * links and sparse maps.  "-" is stdin / stdout.
+ */
+
+#include <stdint.h>
+
+struct bch_fs;
+
+/* Unpack archive path into directory dir.  0 or -errno (message printed). */
+int tar_import(struct bch_fs *c, const char *path, uint64_t dir);
+/* Pack the tree under directory dir into archive path. */
+int tar_export(struct bch_fs *c, const char *path, uint64_t dir);
+
+#endif /* _BCACHEFS_CMD_TAR_H */

@@ -1,0 +1,1595 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fs_ops.c - the POSIX layer (see fs_ops.h).
+ *
+ * Each operation loads the inodes it changes once (struct ino_set), builds
+ * one transaction of inode, dirent, xattr and extent updates, commits it,
+ * and only then applies the extent space accounting (extents.h).
+ *
+ * Invariants kept here (fsck checks them):
+ *   (1) nlink of a non-directory = dirents naming it; of a directory =
+ *       2 + its subdirectories.
+ *   (2) A directory has exactly one dirent naming it; its inode's dir /
+ *       dir_offset point at that dirent (also kept for a file's first link).
+ *   (3) i_size covers every extent; sectors = sectors of its extents.
+ *   (4) Data past i_size in the last block reads as zeros.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "btree.h"
+#include "errcode.h"
+#include "extents.h"
+#include "fs_ops.h"
+#include "hash_table.h"
+#include "inode.h"
+#include "io.h"
+#include "journal.h"
+#include "str_hash.h"
+#include "super.h"
+
+#define MAX_FILE_SIZE		((uint64_t)INT64_MAX)
+#define WRITE_CHUNK		(1U << 20)	/* bytes of data per transaction */
+#define PUNCH_KEYS_PER_TRANS	256
+
+/* --------------------------------------------------------------- helpers */
+
+static int ret_errno(int r)
+{
+	return r < 0 ? -bch_err_class(r) : r;
+}
+
+static uint64_t block_bytes(struct bch_fs *c)
+{
+	return (uint64_t)c->sb->block_size << BCH_SECTOR_SHIFT;
+}
+
+static int check_name(const char *name)
+{
+	size_t len = strlen(name);
+
+	if (!len)
+		return -ENOENT;
+	if (len > BCH_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (strchr(name, '/'))
+		return -EINVAL;
+	return 0;
+}
+
+static bool is_dot(const char *name)
+{
+	return !strcmp(name, ".") || !strcmp(name, "..");
+}
+
+/* The inodes one operation changes, each loaded once and written once. */
+struct ino_set {
+	unsigned		nr;
+	uint64_t		inum[4];
+	struct bch_inode	v[4];
+	bool			deleted[4];
+};
+
+static int ino_get(struct bch_fs *c, struct ino_set *s, uint64_t inum, struct bch_inode **ret)
+{
+	for (unsigned i = 0; i < s->nr; i++)
+		if (s->inum[i] == inum) {
+			*ret = &s->v[i];
+			return 0;
+		}
+	if (s->nr == 4)
+		abort();
+	int r = bch_inode_get(c, inum, &s->v[s->nr]);
+	if (r)
+		return r;
+	s->deleted[s->nr] = false;
+	s->inum[s->nr] = inum;
+	*ret = &s->v[s->nr++];
+	return 0;
+}
+
+static void ino_set_delete(struct ino_set *s, uint64_t inum)
+{
+	for (unsigned i = 0; i < s->nr; i++)
+		if (s->inum[i] == inum)
+			s->deleted[i] = true;
+}
+
+static int ino_set_write(struct ino_set *s, struct btree_trans *t)
+{
+	int r = 0;
+
+	for (unsigned i = 0; i < s->nr && !r; i++)
+		r = s->deleted[i] ? bch_inode_delete(t, s->inum[i]) : bch_inode_update(t, s->inum[i], &s->v[i]);
+	return r;
+}
+
+static void touch(struct bch_inode *i, bool mtime)
+{
+	int64_t now = bch_now_ns();
+
+	i->ctime = now;
+	if (mtime)
+		i->mtime = now;
+}
+
+/* Commit t (with u's extent accounting, if any). */
+static int commit(struct bch_fs *c, struct btree_trans *t, struct bch_extent_update *u)
+{
+	int r = bch_trans_commit(t, 0);
+
+	if (u) {
+		if (r)
+			bch_extent_update_abort(c, u);
+		else
+			bch_extent_update_apply(c, u);
+	}
+	return r;
+}
+
+/* --------------------------------------------------------------- dirents */
+
+struct name_key {
+	const char	*name;
+	size_t		len;
+};
+
+static bool dirent_match(const struct bch_bkey *k, const void *key)
+{
+	const struct bch_dirent *d = bkey_val(k);
+	const struct name_key *n = key;
+
+	return d->name_len == n->len && !memcmp(d->name, n->name, n->len);
+}
+
+static const struct bch_hash_desc dirent_desc = {
+	.btree_id	= BCH_BTREE_ID_dirents,
+	.key_type	= BCH_BKEY_dirent,
+	.match		= dirent_match,
+};
+
+static uint64_t dirent_hash(struct bch_fs *c, const struct bch_inode *dir, const char *name)
+{
+	return bch_hash_slot(bch_str_hash(c->sb->str_hash_key, dir->hash_seed, name, strlen(name)));
+}
+
+/* The dirent of name in dir (malloc'd) or -ENOENT. */
+static int dirent_lookup(struct bch_fs *c, uint64_t dir, const struct bch_inode *di, const char *name,
+			 struct bch_bkey **ret)
+{
+	struct name_key n = { name, strlen(name) };
+
+	return bch_hash_lookup(c, &dirent_desc, dir, dirent_hash(c, di, name), &n, ret);
+}
+
+static int dirent_put(struct btree_trans *t, uint64_t dir, uint64_t slot, const char *name,
+		      uint64_t inum, unsigned d_type)
+{
+	size_t len = strlen(name);
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_dirent, POS(dir, slot, 0), sizeof(struct bch_dirent) + len);
+	struct bch_dirent *d = bkey_val(k);
+	int r;
+
+	d->inum = inum;
+	d->d_type = d_type;
+	d->name_len = len;
+	memcpy(d->name, name, len);
+	r = bch_trans_update(t, BCH_BTREE_ID_dirents, k);
+	free(k);
+	return r;
+}
+
+/* Where a new name goes in dir: -EEXIST if taken. */
+static int dirent_new_slot(struct bch_fs *c, uint64_t dir, const struct bch_inode *di,
+			   const char *name, uint64_t *slot)
+{
+	struct name_key n = { name, strlen(name) };
+	bool exists;
+	int r = bch_hash_find_slot(c, &dirent_desc, dir, dirent_hash(c, di, name), &n, slot, &exists);
+
+	return r ? r : exists ? -EEXIST : 0;
+}
+
+static int dir_is_empty(struct bch_fs *c, uint64_t dir)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0, ret = 1;
+
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_dirents, POS(dir, 0, 0), POS(dir, UINT64_MAX, 0));
+	while ((k = bch_btree_iter_next(&it, &err)))
+		if (k->type == BCH_BKEY_dirent) {
+			ret = 0;
+			break;
+		}
+	bch_btree_iter_exit(&it);
+	return err ? err : ret;
+}
+
+/* ------------------------------------------------------------ namespace */
+
+int bch_fs_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *inum)
+{
+	struct bch_inode di;
+	struct bch_bkey *k;
+	int r = bch_inode_get(c, dir, &di);
+
+	if (r)
+		return ret_errno(r);
+	if (!S_ISDIR(di.mode))
+		return -ENOTDIR;
+	if (!strcmp(name, ".")) {
+		*inum = dir;
+		return 0;
+	}
+	if (!strcmp(name, "..")) {
+		*inum = dir == BCH_ROOT_INO || !di.dir ? BCH_ROOT_INO : di.dir;
+		return 0;
+	}
+	if ((r = check_name(name)))
+		return r;
+	if ((r = dirent_lookup(c, dir, &di, name, &k)))
+		return ret_errno(r);
+	*inum = ((const struct bch_dirent *)bkey_val(k))->inum;
+	free(k);
+	return 0;
+}
+
+static void ns_to_ts(int64_t ns, struct timespec *ts)
+{
+	ts->tv_sec = ns / 1000000000LL;
+	ts->tv_nsec = ns % 1000000000LL;
+	if (ts->tv_nsec < 0) {
+		ts->tv_nsec += 1000000000LL;
+		ts->tv_sec--;
+	}
+}
+
+int bch_fs_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
+{
+	struct bch_inode i;
+	int r = bch_inode_get(c, inum, &i);
+
+	if (r)
+		return ret_errno(r);
+	memset(st, 0, sizeof(*st));
+	st->st_ino = inum;
+	st->st_mode = i.mode;
+	st->st_nlink = i.nlink;
+	st->st_uid = i.uid;
+	st->st_gid = i.gid;
+	st->st_rdev = i.rdev;
+	st->st_size = i.size;
+	st->st_blksize = block_bytes(c);
+	st->st_blocks = i.sectors;
+	ns_to_ts(i.atime, &st->st_atim);
+	ns_to_ts(i.mtime, &st->st_mtim);
+	ns_to_ts(i.ctime, &st->st_ctim);
+	return 0;
+}
+
+static int create_common(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, dev_t rdev,
+			 uid_t uid, gid_t gid, const char *symlink_target, uint64_t *ret_inum)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *di, *ni;
+	struct btree_trans *t;
+	struct bch_extent_update u = { 0 };
+	uint64_t slot, inum;
+	int r;
+
+	if ((r = ino_get(c, &s, dir, &di)))
+		return ret_errno(r);
+	if (!S_ISDIR(di->mode))
+		return -ENOTDIR;
+	if (di->flags & BCH_INODE_UNLINKED)
+		return -ENOENT;
+	if (is_dot(name))
+		return -EEXIST;
+	if ((r = check_name(name)))
+		return r;
+	if ((r = dirent_new_slot(c, dir, di, name, &slot)))
+		return ret_errno(r);
+	if ((r = bch_inode_alloc_num(c, &inum)))
+		return ret_errno(r);
+
+	ni = &s.v[s.nr];
+	s.inum[s.nr++] = inum;
+	bch_inode_init(c, ni, inum, mode, uid, gid, rdev, di);
+	ni->dir = dir;
+	ni->dir_offset = slot;
+	if (S_ISDIR(mode))
+		di->nlink++;
+	touch(di, true);
+
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	if (symlink_target) {
+		size_t len = strlen(symlink_target), bs = block_bytes(c);
+		size_t padded = (len + bs - 1) / bs * bs;
+		char *buf = calloc(1, padded);
+		struct bch_io_opts o;
+		if (!buf)
+			abort();
+		memcpy(buf, symlink_target, len);
+		bch_io_opts_get(c, ni, &o);
+		r = bch_data_write(c, t, inum, &o, 0, buf, padded >> BCH_SECTOR_SHIFT, &u);
+		free(buf);
+		ni->size = len;
+		ni->sectors += u.i_sectors_delta;
+	}
+	if (!r)
+		r = dirent_put(t, dir, slot, name, inum, bch_mode_to_dtype(mode));
+	if (!r)
+		r = ino_set_write(&s, t);
+	if (!r)
+		r = commit(c, t, &u);
+	else
+		bch_extent_update_abort(c, &u);
+	bch_trans_exit(t);
+	bch_extent_update_exit(&u);
+	if (!r && ret_inum)
+		*ret_inum = inum;
+	return ret_errno(r);
+}
+
+int bch_fs_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, dev_t rdev,
+		  uid_t uid, gid_t gid, uint64_t *inum)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFCHR: case S_IFBLK: case S_IFIFO: case S_IFSOCK:
+		break;
+	case 0:
+		mode |= S_IFREG;
+		break;
+	default:
+		return -EINVAL;
+	}
+	return create_common(c, dir, name, mode, rdev, uid, gid, NULL, inum);
+}
+
+int bch_fs_symlink(struct bch_fs *c, uint64_t dir, const char *name, const char *target,
+		   uid_t uid, gid_t gid, uint64_t *inum)
+{
+	size_t len = strlen(target);
+
+	if (!len)
+		return -ENOENT;
+	if (len >= 4096)
+		return -ENAMETOOLONG;
+	return create_common(c, dir, name, S_IFLNK | 0777, 0, uid, gid, target, inum);
+}
+
+ssize_t bch_fs_readlink(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
+{
+	struct bch_inode i;
+	int r = bch_inode_get(c, inum, &i);
+
+	if (r)
+		return ret_errno(r);
+	if (!S_ISLNK(i.mode))
+		return -EINVAL;
+	if (!size)
+		return -ERANGE;
+	size_t want = i.size < size - 1 ? i.size : size - 1;
+	ssize_t n = bch_fs_read(c, inum, 0, buf, want);
+	if (n < 0)
+		return n;
+	buf[n] = 0;
+	return n;
+}
+
+int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *di, *ti;
+	struct btree_trans *t;
+	uint64_t slot;
+	int r;
+
+	if ((r = ino_get(c, &s, inum, &ti)))
+		return ret_errno(r);
+	if (S_ISDIR(ti->mode))
+		return -EPERM;
+	if (ti->nlink >= UINT32_MAX - 1)
+		return -EMLINK;
+	if ((r = ino_get(c, &s, dir, &di)))
+		return ret_errno(r);
+	if (!S_ISDIR(di->mode))
+		return -ENOTDIR;
+	if (is_dot(name))
+		return -EEXIST;
+	if ((r = check_name(name)))
+		return r;
+	if (ti->flags & BCH_INODE_UNLINKED)
+		return -ENOENT;
+	if ((r = dirent_new_slot(c, dir, di, name, &slot)))
+		return ret_errno(r);
+	ti->nlink++;
+	touch(ti, false);
+	touch(di, true);
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	r = dirent_put(t, dir, slot, name, inum, bch_mode_to_dtype(ti->mode));
+	if (!r)
+		r = ino_set_write(&s, t);
+	if (!r)
+		r = commit(c, t, NULL);
+	bch_trans_exit(t);
+	return ret_errno(r);
+}
+
+/* Does inum own any key in btree id? (1/0, or an error) */
+static int has_keys(struct bch_fs *c, unsigned id, uint64_t inum)
+{
+	struct bch_bkey *k;
+	int r = bch_btree_peek(c, id, POS(inum, 0, 0), POS(inum, UINT64_MAX, UINT32_MAX), &k);
+
+	if (r == -BCH_ERR_key_not_found)
+		return 0;
+	if (r)
+		return r;
+	free(k);
+	return 1;
+}
+
+static bool has_extents(struct bch_fs *c, uint64_t inum)
+{
+	return has_keys(c, BCH_BTREE_ID_extents, inum) != 0;
+}
+
+/* Delete every key of inum in btree id, in pieces. */
+static int delete_all_keys(struct bch_fs *c, unsigned id, uint64_t inum)
+{
+	for (;;) {
+		struct btree_iter it;
+		const struct bch_bkey *k;
+		struct btree_trans *t;
+		unsigned n = 0;
+		int err = 0, r;
+
+		if ((r = bch_trans_init(c, &t)))
+			return r;
+		bch_btree_iter_init(&it, c, id, POS(inum, 0, 0), POS(inum, UINT64_MAX, UINT32_MAX));
+		while (n < PUNCH_KEYS_PER_TRANS && (k = bch_btree_iter_next(&it, &err))) {
+			struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = k->p };
+			bch_trans_update(t, id, &del);
+			n++;
+		}
+		bch_btree_iter_exit(&it);
+		r = err ? err : n ? commit(c, t, NULL) : 0;
+		bch_trans_exit(t);
+		if (r || !n)
+			return r;
+	}
+}
+
+/*
+ * Free an inode whose nlink reached 0: its data (in pieces), xattrs, and
+ * then the inode key.  A crash in between leaves an inode with nlink 0 and
+ * the UNLINKED flag, which fsck removes.
+ */
+static int punch_range(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t end,
+		       uint64_t new_size, bool set_size);
+
+static int inode_free(struct bch_fs *c, uint64_t inum)
+{
+	int r = punch_range(c, inum, 0, UINT64_MAX - 1, 0, true);
+
+	if (!r)
+		r = delete_all_keys(c, BCH_BTREE_ID_xattrs, inum);
+	if (!r)
+		r = delete_all_keys(c, BCH_BTREE_ID_dirents, inum);	/* leftover whiteouts */
+	if (!r) {
+		struct btree_trans *t;
+		if (!(r = bch_trans_init(c, &t))) {
+			r = bch_inode_delete(t, inum);
+			if (!r)
+				r = commit(c, t, NULL);
+			bch_trans_exit(t);
+		}
+	}
+	return r;
+}
+
+static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool want_dir)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *di, *ti;
+	struct bch_bkey *k;
+	struct btree_trans *t;
+	uint64_t inum;
+	int r;
+
+	if ((r = ino_get(c, &s, dir, &di)))
+		return ret_errno(r);
+	if (!S_ISDIR(di->mode))
+		return -ENOTDIR;
+	if (is_dot(name))
+		return want_dir ? (!strcmp(name, ".") ? -EINVAL : -ENOTEMPTY) : -EISDIR;
+	if ((r = check_name(name)))
+		return r;
+	if ((r = dirent_lookup(c, dir, di, name, &k)))
+		return ret_errno(r);
+	inum = ((const struct bch_dirent *)bkey_val(k))->inum;
+	uint64_t slot = k->p.offset;
+	free(k);
+	if ((r = ino_get(c, &s, inum, &ti)))
+		return ret_errno(r == -ENOENT ? -EIO : r);	/* dirent to a missing inode: fsck */
+	if (want_dir && !S_ISDIR(ti->mode))
+		return -ENOTDIR;
+	if (!want_dir && S_ISDIR(ti->mode))
+		return -EISDIR;
+	if (want_dir) {
+		if ((r = dir_is_empty(c, inum)) <= 0)
+			return r < 0 ? ret_errno(r) : -ENOTEMPTY;
+		di->nlink--;
+		ti->nlink = 0;
+	} else {
+		ti->nlink--;
+	}
+	touch(di, true);
+	touch(ti, false);
+	/* an inode with nothing but its key goes in this transaction, else in pieces after */
+	bool free_later = false;
+	if (!ti->nlink) {
+		int e = 0, x = has_keys(c, BCH_BTREE_ID_xattrs, inum);
+		if (x >= 0 && want_dir)
+			e = has_keys(c, BCH_BTREE_ID_dirents, inum);
+		if (x < 0 || e < 0)
+			return ret_errno(x < 0 ? x : e);
+		free_later = ti->sectors || x || e || has_extents(c, inum);
+	}
+	if (!ti->nlink) {
+		if (free_later)
+			ti->flags |= BCH_INODE_UNLINKED;
+		else
+			ino_set_delete(&s, inum);
+	} else if (ti->dir == dir && ti->dir_offset == slot) {
+		ti->dir = 0;	/* the back pointer named this link */
+		ti->dir_offset = 0;
+	}
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	r = bch_hash_delete_at(c, t, &dirent_desc, dir, slot, 0);
+	if (!r)
+		r = ino_set_write(&s, t);
+	if (!r)
+		r = commit(c, t, NULL);
+	bch_trans_exit(t);
+	if (!r && free_later)
+		r = inode_free(c, inum);
+	return ret_errno(r);
+}
+
+int bch_fs_unlink(struct bch_fs *c, uint64_t dir, const char *name)
+{
+	return remove_entry(c, dir, name, false);
+}
+
+int bch_fs_rmdir(struct bch_fs *c, uint64_t dir, const char *name)
+{
+	return remove_entry(c, dir, name, true);
+}
+
+/* Is dir inside (or equal to) the directory inum?  Walks parent pointers. */
+static int is_inside(struct bch_fs *c, uint64_t dir, uint64_t inum)
+{
+	for (unsigned depth = 0; depth < 100000; depth++) {
+		struct bch_inode i;
+		if (dir == inum)
+			return 1;
+		if (dir == BCH_ROOT_INO)
+			return 0;
+		int r = bch_inode_get(c, dir, &i);
+		if (r)
+			return r;
+		if (!i.dir)
+			return 0;
+		dir = i.dir;
+	}
+	return -ELOOP;
+}
+
+int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64_t newdir,
+		  const char *newname, unsigned flags)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *od, *nd, *src, *dst = NULL;
+	struct bch_bkey *sk = NULL, *dk = NULL;
+	struct btree_trans *t = NULL;
+	uint64_t src_inum, dst_inum = 0, new_slot;
+	bool free_dst = false;
+	int r;
+
+	if ((flags & ~(BCH_RENAME_NOREPLACE | BCH_RENAME_EXCHANGE)) ||
+	    ((flags & BCH_RENAME_NOREPLACE) && (flags & BCH_RENAME_EXCHANGE)))
+		return -EINVAL;
+	if (is_dot(oldname) || is_dot(newname))
+		return -EINVAL;
+	if ((r = check_name(oldname)) || (r = check_name(newname)))
+		return r;
+	if ((r = ino_get(c, &s, olddir, &od)) || (r = ino_get(c, &s, newdir, &nd)))
+		return ret_errno(r);
+	if (!S_ISDIR(od->mode) || !S_ISDIR(nd->mode))
+		return -ENOTDIR;
+	if ((r = dirent_lookup(c, olddir, od, oldname, &sk)))
+		return ret_errno(r);
+	src_inum = ((const struct bch_dirent *)bkey_val(sk))->inum;
+	r = dirent_lookup(c, newdir, nd, newname, &dk);
+	if (r && r != -ENOENT)
+		goto out;
+	if (dk)
+		dst_inum = ((const struct bch_dirent *)bkey_val(dk))->inum;
+	r = 0;
+	if (dk && dst_inum == src_inum)
+		goto out;	/* both names are links to one inode: nothing to do */
+	if ((flags & BCH_RENAME_NOREPLACE) && dk) {
+		r = -EEXIST;
+		goto out;
+	}
+	if ((flags & BCH_RENAME_EXCHANGE) && !dk) {
+		r = -ENOENT;
+		goto out;
+	}
+	if ((r = ino_get(c, &s, src_inum, &src)))
+		goto out;
+	if (dk && (r = ino_get(c, &s, dst_inum, &dst)))
+		goto out;
+	/* re-fetch: ino_get may not move entries, but od/nd stay valid (fixed array) */
+
+	/* a directory may not move inside itself */
+	if (S_ISDIR(src->mode) && olddir != newdir) {
+		r = is_inside(c, newdir, src_inum);
+		if (r) {
+			r = r > 0 ? -EINVAL : r;
+			goto out;
+		}
+	}
+	if ((flags & BCH_RENAME_EXCHANGE) && S_ISDIR(dst->mode) && olddir != newdir) {
+		r = is_inside(c, olddir, dst_inum);
+		if (r) {
+			r = r > 0 ? -EINVAL : r;
+			goto out;
+		}
+	}
+	if (dst && !(flags & BCH_RENAME_EXCHANGE)) {
+		if (S_ISDIR(src->mode) && !S_ISDIR(dst->mode)) {
+			r = -ENOTDIR;
+			goto out;
+		}
+		if (!S_ISDIR(src->mode) && S_ISDIR(dst->mode)) {
+			r = -EISDIR;
+			goto out;
+		}
+		if (S_ISDIR(dst->mode) && (r = dir_is_empty(c, dst_inum)) <= 0) {
+			r = r < 0 ? r : -ENOTEMPTY;
+			goto out;
+		}
+	}
+
+	if ((r = bch_trans_init(c, &t)))
+		goto out;
+	touch(od, true);
+	touch(nd, true);
+	touch(src, false);
+	if (flags & BCH_RENAME_EXCHANGE) {
+		r = dirent_put(t, olddir, sk->p.offset, oldname, dst_inum, bch_mode_to_dtype(dst->mode));
+		if (!r)
+			r = dirent_put(t, newdir, dk->p.offset, newname, src_inum, bch_mode_to_dtype(src->mode));
+		touch(dst, false);
+		if (S_ISDIR(src->mode) != S_ISDIR(dst->mode)) {
+			/* a directory changed parents: move the subdirectory count */
+			if (S_ISDIR(src->mode)) {
+				od->nlink--;
+				nd->nlink++;
+			} else {
+				nd->nlink--;
+				od->nlink++;
+			}
+		}
+		if (src->dir == olddir && src->dir_offset == sk->p.offset) {
+			src->dir = newdir;
+			src->dir_offset = dk->p.offset;
+		}
+		if (dst->dir == newdir && dst->dir_offset == dk->p.offset) {
+			dst->dir = olddir;
+			dst->dir_offset = sk->p.offset;
+		}
+	} else {
+		new_slot = dk ? dk->p.offset : 0;
+		if (!dk && (r = dirent_new_slot(c, newdir, nd, newname, &new_slot)))
+			goto out;
+		r = dirent_put(t, newdir, new_slot, newname, src_inum, bch_mode_to_dtype(src->mode));
+		if (!r)
+			r = bch_hash_delete_at(c, t, &dirent_desc, olddir, sk->p.offset,
+					       olddir == newdir && !dk ? new_slot : 0);
+		if (S_ISDIR(src->mode)) {
+			od->nlink--;
+			nd->nlink++;
+		}
+		if (dst) {
+			touch(dst, false);
+			if (S_ISDIR(dst->mode)) {
+				nd->nlink--;
+				dst->nlink = 0;
+			} else {
+				dst->nlink--;
+			}
+			if (!dst->nlink) {
+				free_dst = true;
+				dst->flags |= BCH_INODE_UNLINKED;
+			} else if (dst->dir == newdir && dst->dir_offset == new_slot) {
+				dst->dir = 0;
+				dst->dir_offset = 0;
+			}
+		}
+		if ((src->dir == olddir && src->dir_offset == sk->p.offset) || !src->dir ||
+		    S_ISDIR(src->mode)) {
+			src->dir = newdir;
+			src->dir_offset = new_slot;
+		}
+	}
+	if (!r)
+		r = ino_set_write(&s, t);
+	if (!r)
+		r = commit(c, t, NULL);
+	if (!r && free_dst)
+		r = inode_free(c, dst_inum);
+out:
+	if (t)
+		bch_trans_exit(t);
+	free(sk);
+	free(dk);
+	return ret_errno(r);
+}
+
+/* ------------------------------------------------------------------ data */
+
+ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len)
+{
+	struct bch_inode i;
+	int r = bch_inode_get(c, inum, &i);
+
+	if (r)
+		return ret_errno(r);
+	if (S_ISDIR(i.mode))
+		return -EISDIR;
+	if (!S_ISREG(i.mode) && !S_ISLNK(i.mode))
+		return -EINVAL;
+	if (offset >= i.size)
+		return 0;
+	if (len > i.size - offset)
+		len = i.size - offset;
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX & ~4095UL;
+
+	uint64_t start = offset >> BCH_SECTOR_SHIFT;
+	uint64_t end = (offset + len + BCH_SECTOR_SIZE - 1) >> BCH_SECTOR_SHIFT;
+	size_t skip = offset & (BCH_SECTOR_SIZE - 1);
+	if (!skip && !(len & (BCH_SECTOR_SIZE - 1)))
+		r = bch_data_read(c, inum, start, buf, end - start);	/* straight into buf */
+	else {
+		char *tmp = malloc((end - start) << BCH_SECTOR_SHIFT);
+		if (!tmp)
+			return -ENOMEM;
+		r = bch_data_read(c, inum, start, tmp, end - start);
+		if (!r)
+			memcpy(buf, tmp + skip, len);
+		free(tmp);
+	}
+	return r ? ret_errno(r) : (ssize_t)len;
+}
+
+/*
+ * Write [offset, offset + len) of one chunk (inside WRITE_CHUNK after block
+ * alignment) in one transaction: whole blocks are rewritten, partial ones
+ * read first.
+ */
+static int write_chunk(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *data,
+		       size_t len, uint64_t fill_to_size)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *i;
+	struct bch_extent_update u = { 0 };
+	struct btree_trans *t;
+	struct bch_io_opts o;
+	uint64_t bs = block_bytes(c);
+	uint64_t a = offset / bs * bs, b = (offset + len + bs - 1) / bs * bs;
+	char *buf;
+	int r;
+
+	if ((r = ino_get(c, &s, inum, &i)))
+		return r;
+	buf = bch_dev_alloc_buf(b - a);
+	if (!buf)
+		return -ENOMEM;
+	bool head = a < offset && a < i->size;
+	uint64_t tail = b - bs;
+	if (head && (r = bch_data_read(c, inum, a >> BCH_SECTOR_SHIFT, buf, bs >> BCH_SECTOR_SHIFT)))
+		goto out;
+	if (b > offset + len && tail < i->size && !(tail == a && head) &&
+	    (r = bch_data_read(c, inum, tail >> BCH_SECTOR_SHIFT, buf + (tail - a), bs >> BCH_SECTOR_SHIFT)))
+		goto out;
+	if (data)
+		memcpy(buf + (offset - a), data, len);
+	else
+		memset(buf + (offset - a), 0, len);
+	bch_io_opts_get(c, i, &o);
+	if ((r = bch_trans_init(c, &t)))
+		goto out;
+	r = bch_data_write(c, t, inum, &o, a >> BCH_SECTOR_SHIFT, buf, (b - a) >> BCH_SECTOR_SHIFT, &u);
+	if (!r) {
+		i->sectors += u.i_sectors_delta;
+		if (offset + len > i->size && fill_to_size)
+			i->size = offset + len;
+		touch(i, true);
+		r = ino_set_write(&s, t);
+	}
+	if (!r)
+		r = commit(c, t, &u);
+	else
+		bch_extent_update_abort(c, &u);
+	bch_trans_exit(t);
+	bch_extent_update_exit(&u);
+out:
+	free(buf);
+	return r;
+}
+
+ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *buf, size_t len)
+{
+	struct bch_inode i;
+	size_t done = 0;
+	int r = bch_inode_get(c, inum, &i);
+
+	if (r)
+		return ret_errno(r);
+	if (S_ISDIR(i.mode))
+		return -EISDIR;
+	if (!S_ISREG(i.mode))
+		return -EINVAL;
+	if (offset > MAX_FILE_SIZE || len > MAX_FILE_SIZE - offset)
+		return -EFBIG;
+	if (c->read_only)
+		return -EROFS;
+	while (done < len) {
+		uint64_t pos = offset + done;
+		size_t n = WRITE_CHUNK - pos % WRITE_CHUNK;
+		if (n > len - done)
+			n = len - done;
+		r = write_chunk(c, inum, pos, (const char *)buf + done, n, 1);
+		if (r)
+			break;
+		done += n;
+	}
+	if (r && !done)
+		return ret_errno(r);
+	return done;
+}
+
+/* Remove extents in [start, end) sectors, in as many transactions as needed. */
+static int punch_range(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t end,
+		       uint64_t new_size, bool set_size)
+{
+	for (;;) {
+		struct ino_set s = { 0 };
+		struct bch_inode *i;
+		struct bch_extent_update u = { 0 };
+		struct btree_trans *t;
+		uint64_t done_to;
+		int r;
+
+		if ((r = ino_get(c, &s, inum, &i)))
+			return r;
+		if ((r = bch_trans_init(c, &t)))
+			return r;
+		r = bch_extents_punch(c, t, inum, start, end, PUNCH_KEYS_PER_TRANS, &u, &done_to);
+		if (!r) {
+			i->sectors += u.i_sectors_delta;
+			if (set_size)
+				i->size = new_size;
+			touch(i, true);
+			r = ino_set_write(&s, t);
+		}
+		if (!r)
+			r = commit(c, t, &u);
+		else
+			bch_extent_update_abort(c, &u);
+		bch_trans_exit(t);
+		bch_extent_update_exit(&u);
+		if (r || done_to >= end)
+			return r;
+		start = done_to;
+	}
+}
+
+/* Zero [from, to) bytes inside one block (keeps the file's size). */
+static int zero_partial(struct bch_fs *c, uint64_t inum, uint64_t from, uint64_t to)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0;
+	bool any = false;
+
+	if (from >= to)
+		return 0;
+	/* nothing to do over a hole */
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, (from >> BCH_SECTOR_SHIFT) + 1, 0),
+			    POS(inum, UINT64_MAX, 0));
+	k = bch_btree_iter_next(&it, &err);
+	any = k && bch_extent_start(k) < ((to + BCH_SECTOR_SIZE - 1) >> BCH_SECTOR_SHIFT);
+	bch_btree_iter_exit(&it);
+	if (err)
+		return err;
+	return any ? write_chunk(c, inum, from, NULL, to - from, 0) : 0;
+}
+
+int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size)
+{
+	struct bch_inode i;
+	uint64_t bs = block_bytes(c);
+	int r = bch_inode_get(c, inum, &i);
+
+	if (r)
+		return ret_errno(r);
+	if (S_ISDIR(i.mode))
+		return -EISDIR;
+	if (!S_ISREG(i.mode) && !S_ISLNK(i.mode))
+		return -EINVAL;
+	if (size > MAX_FILE_SIZE)
+		return -EFBIG;
+	if (c->read_only)
+		return -EROFS;
+	if (size < i.size && size % bs &&
+	    (r = zero_partial(c, inum, size, (size + bs - 1) / bs * bs)))
+		return ret_errno(r);
+	uint64_t keep = (size + bs - 1) / bs * (bs >> BCH_SECTOR_SHIFT);
+	return ret_errno(punch_range(c, inum, keep, UINT64_MAX - 1, size, true));
+}
+
+int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset, uint64_t len)
+{
+	struct bch_inode i;
+	uint64_t bs = block_bytes(c);
+	int r = bch_inode_get(c, inum, &i);
+
+	if (r)
+		return ret_errno(r);
+	if (S_ISDIR(i.mode))
+		return -EISDIR;
+	if (!S_ISREG(i.mode))
+		return -ENODEV;
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
+		return -EOPNOTSUPP;
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
+		return -EINVAL;
+	if (!len)
+		return -EINVAL;
+	if (offset > MAX_FILE_SIZE || len > MAX_FILE_SIZE - offset)
+		return -EFBIG;
+	if (c->read_only)
+		return -EROFS;
+
+	uint64_t end = offset + len;
+	uint64_t a = (offset + bs - 1) / bs * bs, b = end / bs * bs;	/* whole blocks inside */
+
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
+		uint64_t zend = end < i.size ? end : i.size;
+		if (a > b) {	/* inside one block */
+			r = zero_partial(c, inum, offset, zend > offset ? zend : offset);
+		} else {
+			if (!r && offset < a)
+				r = zero_partial(c, inum, offset, a < zend ? a : zend);
+			if (!r && b < end && b < zend)
+				r = zero_partial(c, inum, b, zend);
+			if (!r && a < b)
+				r = punch_range(c, inum, a >> BCH_SECTOR_SHIFT, b >> BCH_SECTOR_SHIFT, 0, false);
+		}
+		if (r || (mode & FALLOC_FL_PUNCH_HOLE))
+			return ret_errno(r);
+	}
+
+	/* allocate: reservations over the holes of the block range */
+	uint64_t s0 = offset / bs * (bs >> BCH_SECTOR_SHIFT);
+	uint64_t s1 = (end + bs - 1) / bs * (bs >> BCH_SECTOR_SHIFT);
+	while (s0 < s1) {
+		struct ino_set s = { 0 };
+		struct bch_inode *ip;
+		struct bch_extent_update u = { 0 };
+		struct bch_bkey *holes[PUNCH_KEYS_PER_TRANS];
+		struct btree_trans *t;
+		struct btree_iter it;
+		const struct bch_bkey *k;
+		unsigned n = 0;
+		int err = 0;
+
+		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, s0 + 1, 0), POS(inum, UINT64_MAX, 0));
+		while (n < PUNCH_KEYS_PER_TRANS && s0 < s1) {
+			k = bch_btree_iter_next(&it, &err);
+			if (err)
+				break;
+			uint64_t ks = k ? bch_extent_start(k) : UINT64_MAX;
+			if (ks > s0) {
+				uint64_t stop = ks < s1 ? ks : s1;
+				uint64_t he = stop - s0 > UINT32_MAX ? s0 + UINT32_MAX : stop;
+				struct bch_bkey *rk = bch_bkey_alloc(BCH_BKEY_reservation, POS(inum, he, 0),
+								     sizeof(struct bch_reservation));
+				rk->size = he - s0;
+				((struct bch_reservation *)bkey_val(rk))->nr_replicas = 1;
+				holes[n++] = rk;
+				s0 = he;
+				if (he < stop)
+					break;	/* capped: look again from here */
+			}
+			if (!k || ks >= s1)
+				break;
+			if (k->p.offset > s0)
+				s0 = k->p.offset;
+		}
+		bch_btree_iter_exit(&it);
+		if (!err && !(err = ino_get(c, &s, inum, &ip)) && !(err = bch_trans_init(c, &t))) {
+			for (unsigned h = 0; h < n && !err; h++)
+				err = bch_extent_insert(t, holes[h], true, &u);
+			if (!err) {
+				ip->sectors += u.i_sectors_delta;
+				touch(ip, false);
+				err = ino_set_write(&s, t);
+			}
+			if (!err)
+				err = commit(c, t, &u);
+			bch_trans_exit(t);
+		}
+		for (unsigned h = 0; h < n; h++)
+			free(holes[h]);
+		bch_extent_update_exit(&u);
+		if (err)
+			return ret_errno(err);
+	}
+	if (!(mode & FALLOC_FL_KEEP_SIZE)) {
+		struct bch_inode cur;
+		if ((r = bch_inode_get(c, inum, &cur)))
+			return ret_errno(r);
+		if (end > cur.size) {
+			struct bch_setattr sa = { .valid = BCH_SETATTR_SIZE, .size = end };
+			return bch_fs_setattr(c, inum, &sa);
+		}
+	}
+	return 0;
+}
+
+int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence)
+{
+	struct bch_inode i;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0, r = bch_inode_get(c, inum, &i);
+
+	if (r)
+		return ret_errno(r);
+	if (whence != SEEK_DATA && whence != SEEK_HOLE)
+		return -EINVAL;
+	if (offset >= i.size)
+		return -ENXIO;
+	uint64_t s = offset >> BCH_SECTOR_SHIFT, pos = offset;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, s + 1, 0), POS(inum, UINT64_MAX, 0));
+	if (whence == SEEK_DATA) {
+		k = bch_btree_iter_next(&it, &err);
+		if (!k)
+			pos = i.size;
+		else if (bch_extent_start(k) << BCH_SECTOR_SHIFT > offset)
+			pos = bch_extent_start(k) << BCH_SECTOR_SHIFT;
+		if (!err && pos >= i.size)
+			err = -ENXIO;
+	} else {
+		uint64_t at = s;
+		while ((k = bch_btree_iter_next(&it, &err))) {
+			if (bch_extent_start(k) > at)
+				break;
+			at = k->p.offset;
+		}
+		pos = at << BCH_SECTOR_SHIFT;
+		if (pos < offset)
+			pos = offset;
+		if (pos > i.size)
+			pos = i.size;
+	}
+	bch_btree_iter_exit(&it);
+	return err ? ret_errno(err) : (int64_t)pos;
+}
+
+int bch_fs_fsync(struct bch_fs *c)
+{
+	return ret_errno(bch_journal_flush(c));
+}
+
+/* -------------------------------------------------------------- setattr */
+
+int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *i;
+	struct btree_trans *t;
+	int64_t now = bch_now_ns();
+	int r;
+
+	if (c->read_only)
+		return -EROFS;
+	if (sa->valid & BCH_SETATTR_SIZE) {
+		struct bch_inode cur;
+		if ((r = bch_inode_get(c, inum, &cur)))
+			return ret_errno(r);
+		if (S_ISDIR(cur.mode))
+			return -EISDIR;
+		if (!S_ISREG(cur.mode))
+			return -EINVAL;
+		if (sa->size < cur.size) {
+			if ((r = bch_fs_truncate(c, inum, sa->size)))
+				return r;
+		} else if (sa->size > MAX_FILE_SIZE) {
+			return -EFBIG;
+		}
+	}
+	if ((r = ino_get(c, &s, inum, &i)))
+		return ret_errno(r);
+	if (sa->valid & BCH_SETATTR_SIZE) {
+		i->size = sa->size;
+		i->mtime = now;
+	}
+	if (sa->valid & BCH_SETATTR_MODE)
+		i->mode = (i->mode & S_IFMT) | (sa->mode & 07777);
+	if (sa->valid & BCH_SETATTR_UID)
+		i->uid = sa->uid;
+	if (sa->valid & BCH_SETATTR_GID)
+		i->gid = sa->gid;
+	if (sa->valid & BCH_SETATTR_ATIME)
+		i->atime = sa->atime == BCH_TIME_NOW ? now : sa->atime;
+	if (sa->valid & BCH_SETATTR_MTIME)
+		i->mtime = sa->mtime == BCH_TIME_NOW ? now : sa->mtime;
+	if (sa->valid & BCH_SETATTR_BTIME)
+		i->btime = sa->btime == BCH_TIME_NOW ? now : sa->btime;
+	i->ctime = (sa->valid & BCH_SETATTR_CTIME) ? (sa->ctime == BCH_TIME_NOW ? now : sa->ctime) : now;
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	r = ino_set_write(&s, t);
+	if (!r)
+		r = commit(c, t, NULL);
+	bch_trans_exit(t);
+	return ret_errno(r);
+}
+
+/* -------------------------------------------------------------- readdir */
+
+struct dirent_copy {
+	uint64_t	pos, inum;
+	unsigned	d_type, len;
+	char		name[BCH_NAME_MAX + 1];
+};
+
+int bch_fs_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn fn, void *priv)
+{
+	struct bch_inode di;
+	int r = bch_inode_get(c, dir, &di);
+
+	if (r)
+		return ret_errno(r);
+	if (!S_ISDIR(di.mode))
+		return -ENOTDIR;
+	if (pos == 0 && (r = fn(priv, ".", 1, dir, DT_DIR, 1)))
+		return r;
+	if (pos <= 1 && (r = fn(priv, "..", 2, di.dir ? di.dir : BCH_ROOT_INO, DT_DIR, BCH_HASH_MIN)))
+		return r;
+	if (pos < BCH_HASH_MIN)
+		pos = BCH_HASH_MIN;
+
+	/* in batches, so the callback may change the tree */
+	enum { BATCH = 64 };
+	struct dirent_copy *batch = malloc(BATCH * sizeof(*batch));
+	if (!batch)
+		return -ENOMEM;
+	for (;;) {
+		struct btree_iter it;
+		const struct bch_bkey *k;
+		unsigned n = 0;
+		int err = 0;
+
+		bch_btree_iter_init(&it, c, BCH_BTREE_ID_dirents, POS(dir, pos, 0), POS(dir, BCH_HASH_MAX, 0));
+		while (n < BATCH && (k = bch_btree_iter_next(&it, &err))) {
+			if (k->type != BCH_BKEY_dirent)
+				continue;
+			const struct bch_dirent *d = bkey_val(k);
+			batch[n].pos = k->p.offset;
+			batch[n].inum = d->inum;
+			batch[n].d_type = d->d_type;
+			batch[n].len = d->name_len;
+			memcpy(batch[n].name, d->name, d->name_len);
+			batch[n].name[d->name_len] = 0;
+			n++;
+		}
+		bch_btree_iter_exit(&it);
+		if (err) {
+			r = ret_errno(err);
+			break;
+		}
+		for (unsigned j = 0; j < n && !r; j++)
+			r = fn(priv, batch[j].name, batch[j].len, batch[j].inum, batch[j].d_type,
+			       batch[j].pos + 1);
+		if (r || n < BATCH)
+			break;
+		pos = batch[n - 1].pos + 1;
+	}
+	free(batch);
+	return r;
+}
+
+/* ---------------------------------------------------------------- xattrs */
+
+struct xattr_key {
+	unsigned	ns;
+	const char	*name;
+	size_t		len;
+};
+
+static const struct {
+	const char	*prefix;
+	unsigned	ns;
+	bool		whole;	/* the prefix is the whole name */
+} xattr_prefixes[] = {
+#define x(n, id, prefix)	{ prefix, id, id >= BCH_XATTR_posix_acl_access },
+	BCH_XATTR_NAMESPACES()
+#undef x
+};
+
+static int xattr_parse(const char *name, struct xattr_key *k)
+{
+	for (unsigned i = 0; i < sizeof(xattr_prefixes) / sizeof(xattr_prefixes[0]); i++) {
+		size_t pl = strlen(xattr_prefixes[i].prefix);
+		if (xattr_prefixes[i].whole ? strcmp(name, xattr_prefixes[i].prefix)
+					    : strncmp(name, xattr_prefixes[i].prefix, pl))
+			continue;
+		k->ns = xattr_prefixes[i].ns;
+		k->name = name + pl;
+		k->len = strlen(k->name);
+		if (!xattr_prefixes[i].whole && !k->len)
+			return -EINVAL;
+		if (strlen(name) > 255)
+			return -ERANGE;
+		return 0;
+	}
+	return -EOPNOTSUPP;
+}
+
+static bool xattr_match(const struct bch_bkey *k, const void *key)
+{
+	const struct bch_xattr *x = bkey_val(k);
+	const struct xattr_key *xk = key;
+
+	return x->ns == xk->ns && x->name_len == xk->len && !memcmp(x->data, xk->name, xk->len);
+}
+
+static const struct bch_hash_desc xattr_desc = {
+	.btree_id	= BCH_BTREE_ID_xattrs,
+	.key_type	= BCH_BKEY_xattr,
+	.match		= xattr_match,
+};
+
+static uint64_t xattr_hash(struct bch_fs *c, const struct bch_inode *i, const struct xattr_key *k)
+{
+	char buf[1 + 256];
+
+	buf[0] = k->ns;
+	memcpy(buf + 1, k->name, k->len);
+	return bch_hash_slot(bch_str_hash(c->sb->str_hash_key, i->hash_seed, buf, 1 + k->len));
+}
+
+#define XATTR_VAL_MAX	(BCH_BKEY_VAL_U64s_MAX * 8 - sizeof(struct bch_xattr))
+
+ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void *buf, size_t size)
+{
+	struct bch_inode i;
+	struct xattr_key xk;
+	struct bch_bkey *k;
+	int r = xattr_parse(name, &xk);
+
+	if (r)
+		return r == -EOPNOTSUPP ? -ENODATA : r;
+	if ((r = bch_inode_get(c, inum, &i)))
+		return ret_errno(r);
+	r = bch_hash_lookup(c, &xattr_desc, inum, xattr_hash(c, &i, &xk), &xk, &k);
+	if (r)
+		return r == -ENOENT ? -ENODATA : ret_errno(r);
+	const struct bch_xattr *x = bkey_val(k);
+	ssize_t len = x->val_len;
+	if (size && (size_t)len > size)
+		len = -ERANGE;
+	else if (size)
+		memcpy(buf, x->data + x->name_len, len);
+	free(k);
+	return len;
+}
+
+int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
+		    size_t size, int flags)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *i;
+	struct xattr_key xk;
+	struct btree_trans *t;
+	uint64_t slot;
+	bool exists;
+	int r = xattr_parse(name, &xk);
+
+	if (r)
+		return r;
+	if (xk.len + size > XATTR_VAL_MAX)
+		return size > 65536 ? -E2BIG : -ENOSPC;
+	if (c->read_only)
+		return -EROFS;
+	if ((r = ino_get(c, &s, inum, &i)))
+		return ret_errno(r);
+	if ((r = bch_hash_find_slot(c, &xattr_desc, inum, xattr_hash(c, i, &xk), &xk, &slot, &exists)))
+		return ret_errno(r);
+	if ((flags & XATTR_CREATE) && exists)
+		return -EEXIST;
+	if ((flags & XATTR_REPLACE) && !exists)
+		return -ENODATA;
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_xattr, POS(inum, slot, 0),
+					    sizeof(struct bch_xattr) + xk.len + size);
+	struct bch_xattr *x = bkey_val(k);
+	x->ns = xk.ns;
+	x->name_len = xk.len;
+	x->val_len = size;
+	memcpy(x->data, xk.name, xk.len);
+	if (size)
+		memcpy(x->data + xk.len, val, size);
+	touch(i, false);
+	if (!(r = bch_trans_init(c, &t))) {
+		r = bch_trans_update(t, BCH_BTREE_ID_xattrs, k);
+		if (!r)
+			r = ino_set_write(&s, t);
+		if (!r)
+			r = commit(c, t, NULL);
+		bch_trans_exit(t);
+	}
+	free(k);
+	return ret_errno(r);
+}
+
+ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
+{
+	struct bch_inode i;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	size_t total = 0;
+	int err = 0, r = bch_inode_get(c, inum, &i);
+
+	if (r)
+		return ret_errno(r);
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_xattrs, POS(inum, 0, 0), POS(inum, UINT64_MAX, 0));
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (k->type != BCH_BKEY_xattr)
+			continue;
+		const struct bch_xattr *x = bkey_val(k);
+		const char *prefix = xattr_prefixes[x->ns - 1].prefix;
+		size_t pl = strlen(prefix), need = pl + x->name_len + 1;
+		if (size) {
+			if (total + need > size) {
+				total = (size_t)-ERANGE;
+				break;
+			}
+			memcpy(buf + total, prefix, pl);
+			memcpy(buf + total + pl, x->data, x->name_len);
+			buf[total + need - 1] = 0;
+		}
+		total += need;
+	}
+	bch_btree_iter_exit(&it);
+	if (err)
+		return ret_errno(err);
+	return (ssize_t)total;
+}
+
+int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *i;
+	struct xattr_key xk;
+	struct bch_bkey *k;
+	struct btree_trans *t;
+	int r = xattr_parse(name, &xk);
+
+	if (r)
+		return r == -EOPNOTSUPP ? -ENODATA : r;
+	if (c->read_only)
+		return -EROFS;
+	if ((r = ino_get(c, &s, inum, &i)))
+		return ret_errno(r);
+	r = bch_hash_lookup(c, &xattr_desc, inum, xattr_hash(c, i, &xk), &xk, &k);
+	if (r)
+		return r == -ENOENT ? -ENODATA : ret_errno(r);
+	uint64_t slot = k->p.offset;
+	free(k);
+	touch(i, false);
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	r = bch_hash_delete_at(c, t, &xattr_desc, inum, slot, 0);
+	if (!r)
+		r = ino_set_write(&s, t);
+	if (!r)
+		r = commit(c, t, NULL);
+	bch_trans_exit(t);
+	return ret_errno(r);
+}
+
+/* ---------------------------------------------------------------- misc */
+
+int bch_fs_statfs(struct bch_fs *c, struct statvfs *st)
+{
+	uint64_t total = 0, avail = 0, bs = block_bytes(c);
+
+	memset(st, 0, sizeof(*st));
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		struct bch_dev_usage u;
+		struct bch_member *m = bch_sb_member(c->sb, d);
+		if (!c->devs[d])
+			continue;
+		bch_dev_usage_get(c, d, &u);
+		uint64_t reserve = u.nbuckets / 32 < 4 ? 4 : u.nbuckets / 32;
+		total += (u.nbuckets - m->first_bucket) * m->bucket_size;
+		avail += (u.free_buckets > reserve ? u.free_buckets - reserve : 0) * m->bucket_size;
+	}
+	uint64_t replicas = c->opts.v[Opt_data_replicas] ? c->opts.v[Opt_data_replicas] : 1;
+	st->f_bsize = bs;
+	st->f_frsize = bs;
+	st->f_blocks = (total << BCH_SECTOR_SHIFT) / bs;
+	st->f_bfree = (avail << BCH_SECTOR_SHIFT) / bs / replicas;
+	st->f_bavail = st->f_bfree;
+	st->f_files = c->opts.v[Opt_inodes_32bit] ? UINT32_MAX : (1ULL << 40);
+	st->f_ffree = st->f_files - (c->inum_next > BCH_FIRST_INO ? c->inum_next - BCH_FIRST_INO : 0);
+	st->f_favail = st->f_ffree;
+	st->f_namemax = BCH_NAME_MAX;
+	st->f_fsid = 0;
+	memcpy(&st->f_fsid, c->sb->user_uuid, sizeof(st->f_fsid) < 8 ? sizeof(st->f_fsid) : 8);
+	if (c->read_only)
+		st->f_flag |= ST_RDONLY;
+	return 0;
+}
+
+int bch_fs_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, const char *value)
+{
+	struct bch_setattr none = { 0 };
+	struct ino_set s = { 0 };
+	struct bch_inode *i;
+	struct btree_trans *t;
+	char err[128];
+	uint64_t v = 0;
+	int id = bch_opt_lookup(opt), r;
+
+	if (id != Opt_compression && id != Opt_data_checksum && id != Opt_data_replicas)
+		return -EINVAL;
+	if (value && bch_opt_parse(id, value, &v, err, sizeof(err)))
+		return -EINVAL;
+	if ((r = ino_get(c, &s, inum, &i)))
+		return ret_errno(r);
+	switch (id) {
+	case Opt_compression:	i->opt_compression = value ? v + 1 : 0; break;
+	case Opt_data_checksum:	i->opt_data_checksum = value ? v + 1 : 0; break;
+	case Opt_data_replicas:	i->opt_data_replicas = value ? v + 1 : 0; break;
+	}
+	(void)none;
+	touch(i, false);
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	r = ino_set_write(&s, t);
+	if (!r)
+		r = commit(c, t, NULL);
+	bch_trans_exit(t);
+	return ret_errno(r);
+}
+
+int bch_fs_create_root(struct bch_fs *c, mode_t root_mode, uid_t uid, gid_t gid)
+{
+	struct bch_inode root;
+	struct btree_trans *t;
+	int r;
+
+	bch_inode_init(c, &root, BCH_ROOT_INO, S_IFDIR | (root_mode & 07777), uid, gid, 0, NULL);
+	c->inum_next = BCH_ROOT_INO + 1;
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	r = bch_inode_update(t, BCH_ROOT_INO, &root);
+	if (!r)
+		r = commit(c, t, NULL);
+	bch_trans_exit(t);
+	if (r)
+		return ret_errno(r);
+	return bch_fs_create(c, BCH_ROOT_INO, "lost+found", S_IFDIR | 0700, 0, 0, 0, NULL);
+}
+
+int bch_fs_lookup_path(struct bch_fs *c, const char *path, bool follow_last, uint64_t *inum)
+{
+	return bch_fs_lookup_path_at(c, BCH_ROOT_INO, path, follow_last, inum);
+}
+
+int bch_fs_lookup_path_at(struct bch_fs *c, uint64_t start, const char *path, bool follow_last,
+			  uint64_t *inum)
+{
+	char *work = strdup(path), *save = NULL, *name;
+	uint64_t cur = path[0] == '/' ? BCH_ROOT_INO : start;
+	unsigned links = 0;
+	int r = 0;
+
+	if (!work)
+		return -ENOMEM;
+	/* components are resolved one by one; a symlink's target is spliced in */
+	char *rest = work;
+	while (!r) {
+		while (*rest == '/')
+			rest++;
+		if (!*rest)
+			break;
+		name = rest;
+		char *slash = strchr(rest, '/');
+		if (slash) {
+			*slash = 0;
+			rest = slash + 1;
+		} else {
+			rest += strlen(rest);
+		}
+		bool last = !slash || !*rest || strspn(rest, "/") == strlen(rest);
+		uint64_t next;
+		if ((r = bch_fs_lookup(c, cur, name, &next)))
+			break;
+		struct stat st;
+		if ((r = bch_fs_getattr(c, next, &st)))
+			break;
+		if (S_ISLNK(st.st_mode) && (!last || follow_last)) {
+			char target[4096];
+			if (++links > 40) {
+				r = -ELOOP;
+				break;
+			}
+			ssize_t n = bch_fs_readlink(c, next, target, sizeof(target));
+			if (n < 0) {
+				r = n;
+				break;
+			}
+			size_t rl = strlen(rest);
+			char *nw = malloc(n + 1 + rl + 1);
+			if (!nw) {
+				r = -ENOMEM;
+				break;
+			}
+			memcpy(nw, target, n);
+			nw[n] = '/';
+			memcpy(nw + n + 1, rest, rl + 1);
+			free(work);
+			work = rest = nw;
+			if (target[0] == '/')
+				cur = BCH_ROOT_INO;
+			continue;
+		}
+		if (!last && !S_ISDIR(st.st_mode)) {
+			r = -ENOTDIR;
+			break;
+		}
+		cur = next;
+	}
+	(void)save;
+	free(work);
+	if (!r)
+		*inum = cur;
+	return r;
+}

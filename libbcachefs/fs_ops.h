@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_FS_OPS_H
+#define _BCACHEFS_FS_OPS_H
+
+/*
+ * fs_ops.h - the POSIX layer: files, directories, links and xattrs by inode
+ * number, shared by the offline image commands, `format --source` and the
+ * FUSE driver.
+ *
+ * Every call returns 0 (or a count) or a negative errno as a POSIX caller
+ * expects it (-ENOENT, -ENOTDIR, -EEXIST, -ENAMETOOLONG, -ENOSPC, -EIO ...);
+ * details of engine errors are left in c->err_msg.  Each namespace
+ * operation is one atomic transaction.  Large data operations (writes,
+ * truncates, unlink of a big file) commit in pieces: a crash between them
+ * leaves a consistent tree that fsck brings to the final state (extents
+ * past i_size, or an unlinked inode with nlink 0, are removed).
+ *
+ * Names are bytes without '/' or NUL, 1..255 long; "." and ".." are not
+ * stored (lookup answers them from the inode's parent pointer).
+ * No permission checks happen here: callers (FUSE) do them.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+struct bch_fs;
+
+/* Root directory and lost+found (format). */
+int bch_fs_create_root(struct bch_fs *c, mode_t root_mode, uid_t uid, gid_t gid);
+
+int bch_fs_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *inum);
+int bch_fs_getattr(struct bch_fs *c, uint64_t inum, struct stat *st);
+
+/* setattr: which fields to change */
+#define BCH_SETATTR_MODE	(1U << 0)
+#define BCH_SETATTR_UID		(1U << 1)
+#define BCH_SETATTR_GID		(1U << 2)
+#define BCH_SETATTR_SIZE	(1U << 3)
+#define BCH_SETATTR_ATIME	(1U << 4)
+#define BCH_SETATTR_MTIME	(1U << 5)
+#define BCH_SETATTR_CTIME	(1U << 6)
+#define BCH_SETATTR_BTIME	(1U << 7)
+
+struct bch_setattr {
+	unsigned	valid;
+	mode_t		mode;		/* permission bits (and suid/sgid/sticky) */
+	uid_t		uid;
+	gid_t		gid;
+	uint64_t	size;
+	int64_t		atime, mtime, ctime, btime;	/* ns; BCH_TIME_NOW: now */
+};
+#define BCH_TIME_NOW	INT64_MIN
+
+int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa);
+
+/* mode holds the file type: S_IFREG, S_IFDIR, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK */
+int bch_fs_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, dev_t rdev,
+		  uid_t uid, gid_t gid, uint64_t *inum);
+int bch_fs_symlink(struct bch_fs *c, uint64_t dir, const char *name, const char *target,
+		   uid_t uid, gid_t gid, uint64_t *inum);
+/* The target, NUL-terminated, at most size - 1 bytes; returns its length. */
+ssize_t bch_fs_readlink(struct bch_fs *c, uint64_t inum, char *buf, size_t size);
+int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name);
+int bch_fs_unlink(struct bch_fs *c, uint64_t dir, const char *name);
+int bch_fs_rmdir(struct bch_fs *c, uint64_t dir, const char *name);
+
+#define BCH_RENAME_NOREPLACE	(1U << 0)
+#define BCH_RENAME_EXCHANGE	(1U << 1)
+int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64_t newdir,
+		  const char *newname, unsigned flags);
+
+ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len);
+ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *buf, size_t len);
+int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size);
+/* mode: 0 or FALLOC_FL_* (KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE) */
+int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset, uint64_t len);
+/* SEEK_DATA / SEEK_HOLE from offset; -ENXIO past the end */
+int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence);
+int bch_fs_fsync(struct bch_fs *c);
+
+/*
+ * Entries of dir from cursor pos ("." is 0, ".." 1, then name hashes):
+ * fn gets each with the cursor of the entry after it; a nonzero return
+ * stops the listing (and is returned).  Cursors stay valid across changes.
+ */
+typedef int (*bch_readdir_fn)(void *priv, const char *name, size_t len, uint64_t inum,
+			      unsigned d_type, uint64_t next_pos);
+int bch_fs_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn fn, void *priv);
+
+/* xattrs by full name ("user.x", "trusted.x", "security.x", "system.posix_acl_*") */
+ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void *buf, size_t size);
+int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
+		    size_t size, int flags);	/* XATTR_CREATE / XATTR_REPLACE */
+ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size);
+int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name);
+
+int bch_fs_statfs(struct bch_fs *c, struct statvfs *st);
+
+/*
+ * Per-inode options ("compression", "data_checksum", "data_replicas"),
+ * inherited by children created later; value NULL resets to the filesystem's.
+ */
+int bch_fs_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, const char *value);
+
+/*
+ * Resolve a path from the root without following symlinks in its last
+ * component (follow_last: follow there too).  Symlinks inside the path are
+ * followed within the filesystem (at most 40).
+ */
+int bch_fs_lookup_path(struct bch_fs *c, const char *path, bool follow_last, uint64_t *inum);
+/* The same from directory start for relative paths. */
+int bch_fs_lookup_path_at(struct bch_fs *c, uint64_t start, const char *path, bool follow_last,
+			  uint64_t *inum);
+
+#endif /* _BCACHEFS_FS_OPS_H */

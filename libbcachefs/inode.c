@@ -1,0 +1,126 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * inode.c - inode keys (see inode.h).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "bcachefs.h"
+#include "btree.h"
+#include "errcode.h"
+#include "inode.h"
+#include "str_hash.h"
+
+int64_t bch_now_ns(void)
+{
+	const char *e = getenv("SOURCE_DATE_EPOCH");
+	struct timespec ts;
+	char *end;
+
+	if (e && *e) {
+		long long v = strtoll(e, &end, 10);
+		if (!*end)
+			return v * 1000000000LL;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int bch_inode_get(struct bch_fs *c, uint64_t inum, struct bch_inode *inode)
+{
+	struct bch_bkey *k;
+	int r = bch_btree_lookup(c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
+
+	if (r == -BCH_ERR_key_not_found)
+		return -ENOENT;
+	if (r)
+		return r;
+	if (k->type != BCH_BKEY_inode) {
+		free(k);
+		return -ENOENT;
+	}
+	memcpy(inode, bkey_val(k), sizeof(*inode));
+	free(k);
+	return 0;
+}
+
+int bch_inode_update(struct btree_trans *t, uint64_t inum, const struct bch_inode *inode)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_inode, POS(0, inum, 0), sizeof(*inode));
+	int r;
+
+	memcpy(bkey_val(k), inode, sizeof(*inode));
+	r = bch_trans_update(t, BCH_BTREE_ID_inodes, k);
+	free(k);
+	return r;
+}
+
+int bch_inode_delete(struct btree_trans *t, uint64_t inum)
+{
+	struct bch_bkey k = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = POS(0, inum, 0) };
+
+	return bch_trans_update(t, BCH_BTREE_ID_inodes, &k);
+}
+
+int bch_inode_alloc_num(struct bch_fs *c, uint64_t *inum)
+{
+	if (!c->inum_next) {
+		struct bch_bkey *k;
+		int r = bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, 0), POS_MIN, &k);
+		if (r == -BCH_ERR_key_not_found) {
+			c->inum_next = BCH_FIRST_INO;
+		} else if (r) {
+			return r;
+		} else {
+			c->inum_next = k->p.offset + 1;
+			free(k);
+		}
+		if (c->inum_next < BCH_FIRST_INO)
+			c->inum_next = BCH_FIRST_INO;
+	}
+	uint64_t limit = c->opts.v[Opt_inodes_32bit] ? UINT32_MAX : UINT64_MAX - 1;
+	if (c->inum_next > limit)
+		return -ENOSPC;
+	*inum = c->inum_next++;
+	return 0;
+}
+
+void bch_inode_init(struct bch_fs *c, struct bch_inode *inode, uint64_t inum, mode_t mode,
+		    uid_t uid, gid_t gid, dev_t rdev, const struct bch_inode *parent)
+{
+	int64_t now = bch_now_ns();
+
+	memset(inode, 0, sizeof(*inode));
+	inode->mode = mode;
+	inode->uid = uid;
+	inode->gid = gid;
+	inode->nlink = S_ISDIR(mode) ? 2 : 1;
+	inode->rdev = (S_ISCHR(mode) || S_ISBLK(mode)) ? rdev : 0;
+	inode->atime = inode->mtime = inode->ctime = inode->btime = now;
+	/* the key is secret, so a seed derived from the number is as good as a random one */
+	inode->hash_seed = bch_siphash24(c->sb->str_hash_key, &inum, sizeof(inum));
+	if (parent) {
+		/* options are inherited by new children */
+		inode->opt_compression = parent->opt_compression;
+		inode->opt_data_checksum = parent->opt_data_checksum;
+		inode->opt_data_replicas = parent->opt_data_replicas;
+	}
+}
+
+unsigned bch_mode_to_dtype(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:	return DT_REG;
+	case S_IFDIR:	return DT_DIR;
+	case S_IFLNK:	return DT_LNK;
+	case S_IFCHR:	return DT_CHR;
+	case S_IFBLK:	return DT_BLK;
+	case S_IFIFO:	return DT_FIFO;
+	case S_IFSOCK:	return DT_SOCK;
+	}
+	return DT_UNKNOWN;
+}

@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_INODE_H
+#define _BCACHEFS_INODE_H
+
+/*
+ * inode.h - inode keys: read, write, number allocation, defaults.
+ *
+ * An inode lives at (0, inum, 0) in the inodes btree (struct bch_inode in
+ * bcachefs_format.h).  New numbers are handed out above the highest number
+ * in use (found once per open), so a number is never reused while any key
+ * of the old inode could remain.
+ */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bcachefs_format.h"
+
+struct bch_fs;
+struct btree_trans;
+
+/* Current time in ns (SOURCE_DATE_EPOCH, when set, for reproducible images). */
+int64_t bch_now_ns(void);
+
+int  bch_inode_get(struct bch_fs *c, uint64_t inum, struct bch_inode *inode);	/* -ENOENT */
+int  bch_inode_update(struct btree_trans *t, uint64_t inum, const struct bch_inode *inode);
+int  bch_inode_delete(struct btree_trans *t, uint64_t inum);
+int  bch_inode_alloc_num(struct bch_fs *c, uint64_t *inum);
+
+/* A new inode: mode, owner, times now, nlink 1 (2 for directories). */
+void bch_inode_init(struct bch_fs *c, struct bch_inode *inode, uint64_t inum, mode_t mode,
+		    uid_t uid, gid_t gid, dev_t rdev, const struct bch_inode *parent);
+
+/* DT_* for a mode */
+unsigned bch_mode_to_dtype(mode_t mode);
+
+#endif /* _BCACHEFS_INODE_H */
