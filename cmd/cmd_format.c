@@ -29,6 +29,8 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "cmds.h"
+#include "copy.h"
+#include "fs.h"
 #include "errcode.h"
 #include "format.h"
 #include "opts.h"
@@ -36,7 +38,7 @@
 
 enum {
 	O_fs_label = 256, O_uuid, O_force, O_quiet, O_cache, O_tier, O_replicas,
-	O_help, O_no_btrees, O_table_base = 1024,
+	O_help, O_no_btrees, O_source, O_table_base = 1024,
 };
 
 /* "      --name=VALUE            help", wrapping after long names. */
@@ -83,6 +85,9 @@ static void format_usage(FILE *f)
 "  -C, --cache=DEVICE          a device (2015 spelling of a positional DEVICE)\n"
 "      --tier=N                following devices are on tier N (label \"tierN\")\n"
 "\n"
+"      --source=DIR            copy the tree under DIR into the new filesystem\n"
+"                              (files, sparse files, hard links, symlinks, devices,\n"
+"                              fifos, xattrs, owners, modes, times in ns)\n"
 "  -f, --force                 overwrite an existing filesystem or partition table\n"
 "  -q, --quiet                 print nothing on success\n"
 "  -h, --help                  this text\n"
@@ -103,6 +108,7 @@ struct format_state {
 	int			tiers_seen[8];
 	struct bch_format_args	args;
 	bool			force, quiet;
+	const char		*source;	/* --source: directory to copy in */
 };
 
 static void add_dev(struct format_state *s, const char *path)
@@ -133,6 +139,7 @@ static struct option *build_longopts(void)
 		{ "tier",	required_argument, NULL, O_tier },
 		{ "replicas",	required_argument, NULL, O_replicas },
 		{ "superblock-only", no_argument,  NULL, O_no_btrees },
+		{ "source",	required_argument, NULL, O_source },
 		{ "help",	no_argument,	   NULL, O_help },
 	};
 	unsigned nfixed = sizeof(fixed) / sizeof(fixed[0]), n = nfixed;
@@ -220,6 +227,7 @@ static int parse_args(struct format_state *s, int argc, char *argv[])
 		case 'f': case O_force:		s->force = true;		break;
 		case 'q': case O_quiet:		s->quiet = true;		break;
 		case O_no_btrees:		s->args.no_btrees = true;	break;
+		case O_source:			s->source = optarg;		break;
 		case 'h': case O_help:
 			format_usage(stdout);
 			exit(EXIT_OK);
@@ -328,6 +336,39 @@ static bool probe_existing(const char *path, char *what, size_t len)
 	return found;
 }
 
+/* format --source: open the new filesystem and copy the tree in. */
+static int populate(struct format_state *s)
+{
+	char **paths = calloc(s->nr_devs, sizeof(*paths)), err[512];
+	struct bch_fs *c;
+	struct bch_opts o;
+	struct copy_ctx x;
+	int r;
+
+	for (unsigned i = 0; i < s->nr_devs; i++)
+		paths[i] = (char *)s->devs[i].path;
+	bch_opts_default(&o);
+	r = bch_fs_open(paths, s->nr_devs, &o, &c, err, sizeof(err));
+	free(paths);
+	if (r) {
+		cmd_err("format", "opening the new filesystem: %s", err);
+		return EXIT_FAIL;
+	}
+	if ((r = copy_ctx_init(&x, c, "format")) == 0)
+		r = copy_in(&x, s->source, BCH_ROOT_INO, NULL);
+	copy_progress_done(&x);
+	if (!r && !s->quiet)
+		printf("Copied:      %" PRIu64 " files, %" PRIu64 " bytes from %s\n", x.files, x.bytes,
+		       s->source);
+	copy_ctx_exit(&x);
+	int cr = bch_fs_close(c);
+	if (cr && !r) {
+		cmd_err("format", "closing the new filesystem: %s", bch_err_str(cr));
+		r = cr;
+	}
+	return r ? EXIT_FAIL : 0;
+}
+
 int cmd_format(int argc, char *argv[])
 {
 	struct format_state s = { .tier = -1 };
@@ -347,6 +388,18 @@ int cmd_format(int argc, char *argv[])
 		return EXIT_USAGE;
 	}
 	tier_targets(&s);
+	if (s.source) {
+		struct stat st;
+		if (stat(s.source, &st) || !S_ISDIR(st.st_mode)) {
+			cmd_err("format", "--source %s: %s", s.source,
+				errno && !S_ISDIR(st.st_mode) ? strerror(errno) : "not a directory");
+			return EXIT_USAGE;
+		}
+		if (s.args.no_btrees) {
+			cmd_err("format", "--source needs the btrees (not --superblock-only)");
+			return EXIT_USAGE;
+		}
+	}
 
 	for (unsigned i = 0; i < s.nr_devs && !s.force; i++)
 		if (probe_existing(s.devs[i].path, what, sizeof(what))) {
@@ -361,6 +414,9 @@ int cmd_format(int argc, char *argv[])
 		cmd_err("format", "%s", err);
 		return ret == -BCH_ERR_opt_invalid || ret == -EINVAL ? EXIT_USAGE : EXIT_FAIL;
 	}
+
+	if (s.source && (ret = populate(&s)))
+		return ret;
 
 	if (!s.quiet) {
 		struct bch_blockdev *bd;

@@ -332,6 +332,7 @@ static int export_data(struct export *x, struct archive_entry *e, uint64_t inum,
 		       const char *path, bool header)
 {
 	uint64_t pos = 0;
+	unsigned ranges = 0;
 
 	while (pos < size) {
 		int64_t data = bch_fs_seek(x->c, inum, pos, SEEK_DATA);
@@ -343,8 +344,10 @@ static int export_data(struct export *x, struct archive_entry *e, uint64_t inum,
 		if (hole < 0)
 			return terr(x->c, "reading", path, (int)hole);
 		if (header) {
-			if (hole > data)
+			if (hole > data) {
 				archive_entry_sparse_add_entry(e, data, hole - data);
+				ranges++;
+			}
 		} else {
 			/* the pax writer drops the bytes of holes: give it zeros for them */
 			memset(x->buf, 0, BUF_SIZE);
@@ -366,6 +369,8 @@ static int export_data(struct export *x, struct archive_entry *e, uint64_t inum,
 		}
 		pos = hole;
 	}
+	if (header && !ranges)
+		archive_entry_sparse_add_entry(e, 0, 0);	/* all hole: still a sparse file */
 	return 0;
 werr:
 	cmd_err("image", "export-tar: writing %s: %s", path, archive_error_string(x->a));
@@ -482,6 +487,8 @@ int tar_export(struct bch_fs *c, const char *path, uint64_t dir)
 	int r;
 
 	archive_write_set_format_pax(x.a);
+	/* SCHILY.xattr: the xattr records both GNU tar and libarchive read */
+	archive_write_set_format_option(x.a, "pax", "xattrheader", "SCHILY");
 	if (archive_write_open_filename(x.a, strcmp(path, "-") ? path : NULL) != ARCHIVE_OK) {
 		cmd_err("image", "export-tar: %s: %s", path, archive_error_string(x.a));
 		archive_write_free(x.a);
