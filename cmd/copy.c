@@ -156,10 +156,25 @@ static int64_t ts_ns(struct timespec ts)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/*
+ * A source's atime changes as it is read (readlink, readdir, read), so
+ * for reproducible images (SOURCE_DATE_EPOCH set) atime is taken from mtime.
+ */
+static int64_t atime_of(const struct stat *st)
+{
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+
+	return sde && *sde ? ts_ns(st->st_mtim) : ts_ns(st->st_atim);
+}
+
 static int copy_in_data(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st)
 {
-	int fd = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), r = 0;
+	/* O_NOATIME: reading the source must not change it (reproducible images) */
+	int fd = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME), r = 0;
 	off_t pos = 0;
+
+	if (fd < 0 && errno == EPERM)
+		fd = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0)
 		return fail(x, -errno, "opening", src);
@@ -246,7 +261,7 @@ static int copy_in_attrs(struct copy_ctx *x, const char *src, uint64_t inum, con
 		.mode	= st->st_mode,
 		.uid	= st->st_uid,
 		.gid	= st->st_gid,
-		.atime	= ts_ns(st->st_atim),
+		.atime	= atime_of(st),
 		.mtime	= ts_ns(st->st_mtim),
 	};
 	int r = bch_fs_setattr(x->c, inum, &sa);
@@ -261,14 +276,22 @@ static int name_cmp(const void *a, const void *b)
 
 static int copy_in_dir_contents(struct copy_ctx *x, const char *src, uint64_t dir)
 {
-	DIR *d = opendir(src);
+	/* O_NOATIME: listing must not change the source directory's atime either */
+	int dfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	if (dfd < 0 && errno == EPERM)
+		dfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
 	struct dirent *de;
 	char **names = NULL;
 	size_t nr = 0, cap = 0;
 	int r = 0;
 
-	if (!d)
-		return fail(x, -errno, "opening directory", src);
+	if (!d) {
+		int e = errno;
+		if (dfd >= 0)
+			close(dfd);
+		return fail(x, -e, "opening directory", src);
+	}
 	while ((de = readdir(d))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
@@ -359,7 +382,7 @@ int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name)
 		/* a symlink's mode is fixed; owner and times still count */
 		struct bch_setattr sa = {
 			.valid = BCH_SETATTR_ATIME | BCH_SETATTR_MTIME,
-			.atime = ts_ns(st.st_atim), .mtime = ts_ns(st.st_mtim),
+			.atime = atime_of(&st), .mtime = ts_ns(st.st_mtim),
 		};
 		r = bch_fs_setattr(x->c, inum, &sa);
 		return r ? fail(x, r, "setting times of", src) : 0;
