@@ -401,10 +401,6 @@ int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
 
 	if ((r = ino_get(c, &s, inum, &ti)))
 		return ret_errno(r);
-	if (S_ISDIR(ti->mode))
-		return -EPERM;
-	if (ti->nlink >= UINT32_MAX - 1)
-		return -EMLINK;
 	if ((r = ino_get(c, &s, dir, &di)))
 		return ret_errno(r);
 	if (!S_ISDIR(di->mode))
@@ -417,6 +413,11 @@ int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
 		return -ENOENT;
 	if ((r = dirent_new_slot(c, dir, di, name, &slot)))
 		return ret_errno(r);
+	/* after the name check: an existing name is EEXIST even for a directory */
+	if (S_ISDIR(ti->mode))
+		return -EPERM;
+	if (ti->nlink >= UINT32_MAX - 1)
+		return -EMLINK;
 	ti->nlink++;
 	touch(ti, false);
 	touch(di, true);
@@ -634,12 +635,12 @@ int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64
 	if (dk)
 		dst_inum = ((const struct bch_dirent *)bkey_val(dk))->inum;
 	r = 0;
-	if (dk && dst_inum == src_inum)
-		goto out;	/* both names are links to one inode: nothing to do */
 	if ((flags & BCH_RENAME_NOREPLACE) && dk) {
 		r = -EEXIST;
 		goto out;
 	}
+	if (dk && dst_inum == src_inum)
+		goto out;	/* both names are links to one inode: nothing to do */
 	if ((flags & BCH_RENAME_EXCHANGE) && !dk) {
 		r = -ENOENT;
 		goto out;
@@ -664,6 +665,11 @@ int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64
 			r = r > 0 ? -EINVAL : r;
 			goto out;
 		}
+	}
+	/* the target is an ancestor of the source: it cannot be empty */
+	if (dst && S_ISDIR(dst->mode) && (r = is_inside(c, olddir, dst_inum))) {
+		r = r > 0 ? ((flags & BCH_RENAME_EXCHANGE) ? -EINVAL : -ENOTEMPTY) : r;
+		goto out;
 	}
 	if (dst && !(flags & BCH_RENAME_EXCHANGE)) {
 		if (S_ISDIR(src->mode) && !S_ISDIR(dst->mode)) {
