@@ -10,8 +10,11 @@
 #include "errcode.h"
 #include "hash_table.h"
 
+uint64_t bch_hash_test_mask = ~0ULL;
+
 uint64_t bch_hash_slot(uint64_t h)
 {
+	h &= bch_hash_test_mask;
 	h >>= 2;
 	return h < BCH_HASH_MIN ? h + BCH_HASH_MIN : h;
 }

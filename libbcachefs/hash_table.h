@@ -28,6 +28,9 @@ struct bch_hash_desc {
 	bool		(*match)(const struct bch_bkey *k, const void *key);
 };
 
+/* Tests: AND-ed into every name hash, to force collisions (default all ones). */
+extern uint64_t bch_hash_test_mask;
+
 /* Map a 64-bit name hash into [BCH_HASH_MIN, BCH_HASH_MAX]. */
 uint64_t bch_hash_slot(uint64_t h);
 

@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fs_ops_test.c - the POSIX layer's edge cases:
+ *   - every error path of fs_ops, with the errno a POSIX caller expects;
+ *   - dirents and xattrs with forced hash collisions (every name in a
+ *     handful of slots): random inserts, renames and deletes against a
+ *     model, so probing across whiteouts is exercised;
+ *   - extent overlaps, exhaustively over a 16-block file: every write and
+ *     punch range over several starting layouts, compared with a model of
+ *     the blocks, with i_sectors checked.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+
+#include "bcachefs.h"
+#include "bcachefs_format.h"
+#include "fs.h"
+#include "fs_ops.h"
+#include "hash_table.h"
+#include "tests/lib/testfs.h"
+#include "tests/lib/tmpdir.h"
+
+static char tmpdir[64];
+static char paths[1][TESTFS_PATH_MAX];
+static struct bch_fs *c;
+
+static void setup(void)
+{
+	char err[256];
+
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "fsops");
+	testfs_format(tmpdir, 1, 64, 64 << 10, 1, paths);
+	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(c, "open: %s", err);
+}
+
+static void teardown(void)
+{
+	if (c)
+		cr_assert_eq(bch_fs_close(c), 0);
+	c = NULL;
+	bch_hash_test_mask = ~0ULL;
+	test_tmpdir_remove(tmpdir);
+}
+
+static uint64_t mk(uint64_t dir, const char *name, mode_t mode)
+{
+	uint64_t inum;
+	int r = bch_fs_create(c, dir, name, mode, 0, 0, 0, &inum);
+	cr_assert_eq(r, 0, "create %s: %d", name, r);
+	return inum;
+}
+
+TestSuite(fs_ops, .init = setup, .fini = teardown);
+
+Test(fs_ops, error_paths)
+{
+	const uint64_t root = BCH_ROOT_INO;
+	char long_name[300], buf[64];
+	uint64_t inum, d = mk(root, "d", S_IFDIR | 0755), f = mk(root, "f", S_IFREG | 0644);
+
+	memset(long_name, 'a', 256);
+	long_name[256] = 0;
+	/* names */
+	cr_assert_eq(bch_fs_create(c, root, long_name, S_IFREG, 0, 0, 0, NULL), -ENAMETOOLONG);
+	long_name[255] = 0;
+	cr_assert_eq(bch_fs_create(c, root, long_name, S_IFREG, 0, 0, 0, NULL), 0, "255 bytes is allowed");
+	cr_assert_eq(bch_fs_lookup(c, root, long_name, &inum), 0);
+	cr_assert_eq(bch_fs_create(c, root, "", S_IFREG, 0, 0, 0, NULL), -ENOENT);
+	cr_assert_eq(bch_fs_create(c, root, "a/b", S_IFREG, 0, 0, 0, NULL), -EINVAL);
+	cr_assert_eq(bch_fs_create(c, root, ".", S_IFDIR, 0, 0, 0, NULL), -EEXIST);
+	cr_assert_eq(bch_fs_create(c, root, "f", S_IFREG, 0, 0, 0, NULL), -EEXIST);
+	cr_assert_eq(bch_fs_create(c, f, "x", S_IFREG, 0, 0, 0, NULL), -ENOTDIR);
+	cr_assert_eq(bch_fs_create(c, 999999, "x", S_IFREG, 0, 0, 0, NULL), -ENOENT);
+	cr_assert_eq(bch_fs_lookup(c, root, "nope", &inum), -ENOENT);
+	cr_assert_eq(bch_fs_lookup(c, f, "x", &inum), -ENOTDIR);
+	cr_assert_eq(bch_fs_lookup(c, d, "..", &inum), 0);
+	cr_assert_eq(inum, root);
+	/* unlink / rmdir */
+	cr_assert_eq(bch_fs_unlink(c, root, "d"), -EISDIR);
+	cr_assert_eq(bch_fs_unlink(c, root, "nope"), -ENOENT);
+	cr_assert_eq(bch_fs_rmdir(c, root, "f"), -ENOTDIR);
+	cr_assert_eq(bch_fs_rmdir(c, root, "."), -EINVAL);
+	mk(d, "inside", S_IFREG | 0644);
+	cr_assert_eq(bch_fs_rmdir(c, root, "d"), -ENOTEMPTY);
+	/* link */
+	cr_assert_eq(bch_fs_link(c, d, root, "dlink"), -EPERM);
+	cr_assert_eq(bch_fs_link(c, f, root, "f"), -EEXIST);
+	cr_assert_eq(bch_fs_link(c, f, f, "x"), -ENOTDIR);
+	/* rename */
+	cr_assert_eq(bch_fs_rename(c, root, "nope", root, "x", 0), -ENOENT);
+	cr_assert_eq(bch_fs_rename(c, root, "d", d, "sub", 0), -EINVAL, "into itself");
+	cr_assert_eq(bch_fs_rename(c, root, "f", root, "d", 0), -EISDIR);
+	cr_assert_eq(bch_fs_rename(c, root, "d", root, "f", 0), -ENOTDIR);
+	mk(root, "e", S_IFDIR | 0755);
+	cr_assert_eq(bch_fs_rename(c, root, "e", root, "d", 0), -ENOTEMPTY);
+	cr_assert_eq(bch_fs_rename(c, root, "f", root, "d", BCH_RENAME_NOREPLACE), -EEXIST);
+	cr_assert_eq(bch_fs_rename(c, root, "f", root, "zz", BCH_RENAME_EXCHANGE), -ENOENT);
+	cr_assert_eq(bch_fs_rename(c, root, "f", root, "zz", 3), -EINVAL);
+	/* data */
+	cr_assert_eq(bch_fs_write(c, d, 0, "x", 1), -EISDIR);
+	cr_assert_eq(bch_fs_read(c, d, 0, buf, 1), -EISDIR);
+	cr_assert_eq(bch_fs_write(c, f, INT64_MAX, "x", 1), -EFBIG);
+	cr_assert_eq(bch_fs_truncate(c, f, (uint64_t)INT64_MAX + 1), -EFBIG);
+	cr_assert_eq(bch_fs_truncate(c, d, 0), -EISDIR);
+	cr_assert_eq(bch_fs_fallocate(c, f, FALLOC_FL_PUNCH_HOLE, 0, 4096), -EINVAL, "punch needs keep_size");
+	cr_assert_eq(bch_fs_fallocate(c, f, FALLOC_FL_COLLAPSE_RANGE, 0, 4096), -EOPNOTSUPP);
+	cr_assert_eq(bch_fs_fallocate(c, f, 0, 0, 0), -EINVAL);
+	cr_assert_eq(bch_fs_seek(c, f, 0, SEEK_DATA), -ENXIO, "empty file");
+	cr_assert_eq(bch_fs_readlink(c, f, buf, sizeof(buf)), -EINVAL);
+	cr_assert_eq(bch_fs_symlink(c, root, "s", "", 0, 0, NULL), -ENOENT);
+	char *long_target = malloc(5000);
+	memset(long_target, 'x', 4999);
+	long_target[4999] = 0;
+	cr_assert_eq(bch_fs_symlink(c, root, "s", long_target, 0, 0, NULL), -ENAMETOOLONG);
+	free(long_target);
+	/* xattrs */
+	cr_assert_eq(bch_fs_getxattr(c, f, "user.none", buf, sizeof(buf)), -ENODATA);
+	cr_assert_eq(bch_fs_setxattr(c, f, "bogus.x", "v", 1, 0), -EOPNOTSUPP);
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.", "v", 1, 0), -EINVAL);
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.x", "v", 1, XATTR_REPLACE), -ENODATA);
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.x", "v", 1, XATTR_CREATE), 0);
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.x", "v", 1, XATTR_CREATE), -EEXIST);
+	cr_assert_eq(bch_fs_getxattr(c, f, "user.x", buf, 0), 1, "size query");
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.big", buf, 3000, 0), -ENOSPC);
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.huge", buf, 70000, 0), -E2BIG);
+	cr_assert_eq(bch_fs_listxattr(c, f, buf, 3), -ERANGE);
+	cr_assert_eq(bch_fs_removexattr(c, f, "user.none"), -ENODATA);
+	cr_assert_eq(bch_fs_setxattr(c, f, "system.posix_acl_access", "acl", 3, 0), 0);
+	cr_assert_eq(bch_fs_getxattr(c, f, "system.posix_acl_access", buf, sizeof(buf)), 3);
+	/* options */
+	cr_assert_eq(bch_fs_set_inode_opt(c, d, "compression", "zstd"), 0);
+	cr_assert_eq(bch_fs_set_inode_opt(c, d, "block_size", "4k"), -EINVAL);
+	cr_assert_eq(bch_fs_set_inode_opt(c, d, "compression", "bogus"), -EINVAL);
+	/* a read-only filesystem refuses every change */
+	cr_assert_eq(bch_fs_close(c), 0);
+	char err[256];
+	c = testfs_open(paths, 1, TESTFS_RO, 0, err, sizeof(err));
+	cr_assert(c);
+	cr_assert_eq(bch_fs_create(c, root, "new", S_IFREG, 0, 0, 0, NULL), -EROFS);
+	cr_assert_eq(bch_fs_write(c, f, 0, "x", 1), -EROFS);
+	cr_assert_eq(bch_fs_unlink(c, root, "f"), -EROFS);
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.y", "v", 1, 0), -EROFS);
+	struct bch_setattr sa = { .valid = BCH_SETATTR_MODE, .mode = 0600 };
+	cr_assert_eq(bch_fs_setattr(c, f, &sa), -EROFS);
+}
+
+/* ------------------------------------------------------- hash collisions */
+
+#define NAMES 200
+
+Test(fs_ops, dirent_and_xattr_collisions)
+{
+	static bool present[NAMES], xpresent[NAMES];
+	uint64_t dir = mk(BCH_ROOT_INO, "dir", S_IFDIR | 0755), inum;
+	uint64_t file = mk(BCH_ROOT_INO, "file", S_IFREG | 0644);
+	char name[32], other[32];
+	unsigned seed = 77;
+
+	fprintf(stderr, "collisions: seed %u\n", seed);
+	srandom(seed);
+	bch_hash_test_mask = 0x1c;	/* every name hashes into one of 8 slots */
+	for (unsigned op = 0; op < 6000; op++) {
+		unsigned i = random() % NAMES, j = random() % NAMES, k = random() % 5;
+		snprintf(name, sizeof(name), "name-%u", i);
+		snprintf(other, sizeof(other), "name-%u", j);
+		int r;
+		if (k == 0) {
+			r = bch_fs_create(c, dir, name, S_IFREG | 0644, 0, 0, 0, NULL);
+			cr_assert_eq(r, present[i] ? -EEXIST : 0, "seed %u op %u: create %s: %d", seed, op, name, r);
+			present[i] = true;
+		} else if (k == 1) {
+			r = bch_fs_unlink(c, dir, name);
+			cr_assert_eq(r, present[i] ? 0 : -ENOENT, "seed %u op %u: unlink %s: %d", seed, op, name, r);
+			present[i] = false;
+		} else if (k == 2) {
+			r = bch_fs_rename(c, dir, name, dir, other, 0);
+			cr_assert_eq(r, present[i] ? 0 : -ENOENT, "seed %u op %u: rename %s %s: %d", seed, op,
+				     name, other, r);
+			if (present[i] && i != j) {
+				present[i] = false;
+				present[j] = true;
+			}
+		} else if (k == 3) {
+			r = bch_fs_setxattr(c, file, (snprintf(other, sizeof(other), "user.%u", i), other),
+					    name, strlen(name), 0);
+			cr_assert_eq(r, 0);
+			xpresent[i] = true;
+		} else {
+			snprintf(other, sizeof(other), "user.%u", i);
+			r = bch_fs_removexattr(c, file, other);
+			cr_assert_eq(r, xpresent[i] ? 0 : -ENODATA, "seed %u op %u: removexattr: %d", seed, op, r);
+			xpresent[i] = false;
+		}
+		if (op % 500 == 0 || op == 5999)
+			for (unsigned n = 0; n < NAMES; n++) {
+				snprintf(name, sizeof(name), "name-%u", n);
+				r = bch_fs_lookup(c, dir, name, &inum);
+				cr_assert_eq(r, present[n] ? 0 : -ENOENT, "seed %u op %u: lookup %s: %d", seed, op,
+					     name, r);
+				char v[32];
+				snprintf(other, sizeof(other), "user.%u", n);
+				ssize_t x = bch_fs_getxattr(c, file, other, v, sizeof(v));
+				cr_assert_eq(x >= 0, xpresent[n], "seed %u op %u: getxattr %s: %zd", seed, op, other, x);
+			}
+	}
+	/* readdir sees each present name once */
+	unsigned seen[NAMES] = { 0 };
+	int fn(void *priv, const char *n, size_t len, uint64_t ino, unsigned t, uint64_t next);
+	cr_assert_eq(bch_fs_readdir(c, dir, 0, fn, seen), 0);
+	for (unsigned n = 0; n < NAMES; n++)
+		cr_assert_eq(seen[n], present[n] ? 1 : 0, "name-%u seen %u times", n, seen[n]);
+}
+
+int fn(void *priv, const char *n, size_t len, uint64_t ino, unsigned t, uint64_t next)
+{
+	unsigned *seen = priv;
+	(void)ino; (void)t; (void)next;
+	if (len > 5 && !strncmp(n, "name-", 5))
+		seen[atoi(n + 5)]++;
+	return 0;
+}
+
+/* --------------------------------------------------------- extent overlaps */
+
+#define BLOCKS	16
+#define BS	4096
+
+static unsigned char model[BLOCKS * BS];
+static uint64_t model_size;
+
+static void check_file(uint64_t f, const char *what)
+{
+	static unsigned char buf[BLOCKS * BS];
+	struct stat st;
+
+	cr_assert_eq(bch_fs_getattr(c, f, &st), 0);
+	cr_assert_eq((uint64_t)st.st_size, model_size, "%s: size %ld, want %lu", what, (long)st.st_size,
+		     (unsigned long)model_size);
+	ssize_t n = bch_fs_read(c, f, 0, buf, sizeof(buf));
+	cr_assert_eq((uint64_t)n, model_size, "%s: read %zd", what, n);
+	for (uint64_t i = 0; i < model_size; i++)
+		cr_assert_eq(buf[i], model[i], "%s: byte %lu is %u, want %u", what, (unsigned long)i, buf[i],
+			     model[i]);
+	/* allocated sectors never exceed what the file spans (a write leaks no key) */
+	cr_assert_leq((uint64_t)st.st_blocks, (uint64_t)BLOCKS * BS / 512, "%s: %ld sectors", what,
+		      (long)st.st_blocks);
+}
+
+static void do_write(uint64_t f, unsigned a, unsigned b, unsigned char tag)
+{
+	static unsigned char buf[BLOCKS * BS];
+	memset(buf, tag, sizeof(buf));
+	cr_assert_eq(bch_fs_write(c, f, (uint64_t)a * BS, buf, (size_t)(b - a) * BS), (ssize_t)(b - a) * BS);
+	memset(model + a * BS, tag, (b - a) * BS);
+	if ((uint64_t)b * BS > model_size)
+		model_size = (uint64_t)b * BS;
+}
+
+static void base_layout(uint64_t f, unsigned kind)
+{
+	cr_assert_eq(bch_fs_truncate(c, f, 0), 0);
+	memset(model, 0, sizeof(model));
+	model_size = 0;
+	switch (kind) {
+	case 0:	/* one extent over everything */
+		do_write(f, 0, BLOCKS, 1);
+		break;
+	case 1:	/* one extent per block */
+		for (unsigned b = 0; b < BLOCKS; b++)
+			do_write(f, b, b + 1, 10 + b);
+		break;
+	case 2:	/* data and holes alternating */
+		for (unsigned b = 0; b < BLOCKS; b += 2)
+			do_write(f, b, b + 1, 40 + b);
+		break;
+	case 3:	/* three extents of odd sizes */
+		do_write(f, 0, 5, 2);
+		do_write(f, 5, 12, 3);
+		do_write(f, 12, 16, 4);
+		break;
+	}
+}
+
+Test(fs_ops, extent_overlaps_exhaustive)
+{
+	uint64_t f = mk(BCH_ROOT_INO, "ov", S_IFREG | 0644);
+	char what[96];
+
+	for (unsigned kind = 0; kind < 4; kind++)
+		for (unsigned a = 0; a < BLOCKS; a++)
+			for (unsigned b = a + 1; b <= BLOCKS; b++) {
+				base_layout(f, kind);
+				do_write(f, a, b, 200);
+				snprintf(what, sizeof(what), "layout %u write [%u,%u)", kind, a, b);
+				check_file(f, what);
+
+				base_layout(f, kind);
+				cr_assert_eq(bch_fs_fallocate(c, f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+							      (uint64_t)a * BS, (uint64_t)(b - a) * BS), 0);
+				memset(model + a * BS, 0, (b - a) * BS);
+				snprintf(what, sizeof(what), "layout %u punch [%u,%u)", kind, a, b);
+				check_file(f, what);
+			}
+	/* unaligned writes and truncates: partial blocks are read, merged, rewritten */
+	base_layout(f, 1);
+	static unsigned char pat[10000];
+	for (unsigned i = 0; i < sizeof(pat); i++)
+		pat[i] = i * 7;
+	cr_assert_eq(bch_fs_write(c, f, 1000, pat, sizeof(pat)), (ssize_t)sizeof(pat));
+	memcpy(model + 1000, pat, sizeof(pat));
+	check_file(f, "unaligned write");
+	cr_assert_eq(bch_fs_truncate(c, f, 5000), 0);
+	model_size = 5000;
+	check_file(f, "truncate to 5000");
+	cr_assert_eq(bch_fs_truncate(c, f, 9000), 0);
+	memset(model + 5000, 0, 4000);
+	model_size = 9000;
+	check_file(f, "extend to 9000: the old tail reads as zeros");
+}
