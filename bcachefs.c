@@ -31,6 +31,7 @@ static const struct command commands[] = {
 	{ "list-journal", cmd_list_journal, "Print the journal entries replay would use", "Engine" },
 	{ "kv",		 cmd_kv,	 "Put, get, delete raw keys (debugging, tests)", "Engine" },
 	{ "image",	 cmd_image,	 "Read and change files inside an unmounted filesystem", "Files" },
+	{ "fs",		 cmd_fs,	 "fs usage: space used and free per device and data type", "Files" },
 	{ "fsck",	 cmd_fsck,	 "Check and repair a filesystem (exit codes of fsck(8))", "Repair" },
 	{ "help-opts",	 cmd_help_opts,	 "List every filesystem option (--man: roff)",	"Other" },
 	{ "version",	 cmd_version,	 "Print the version of the tool and format",	"Other" },

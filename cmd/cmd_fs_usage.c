@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cmd_fs_usage.c - `bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...]`:
+ * size, used and free space of the filesystem and of each device, per data
+ * type, and the compression ratio of file data.
+ *
+ * Opens read-only (writes nothing).  Bucket figures come from the bucket
+ * state built at open; the compression ratio from one pass over the extent
+ * keys (sectors of file data they cover / sectors they take on disk).
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <uuid/uuid.h>
+
+#include "alloc.h"
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "btree.h"
+#include "cmds.h"
+#include "extents.h"
+#include "fs.h"
+#include "fs_ops.h"
+#include "super.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...]\n"
+"Show the space of a filesystem: size, used and free, per device and per data\n"
+"type (superblock, journal, btree, user data), and the compression ratio of\n"
+"file data.  Sizes are bytes; -h prints them in binary units (k, M, G, T).\n"
+"Opens the filesystem read-only.\n"
+"\n"
+"  -h, --human-readable   human sizes\n"
+"      --json             one JSON object (sizes in bytes)\n"
+"      --help             this text\n"
+"\n"
+"Exit: 0 done, 1 failure, 16 usage error.\n");
+}
+
+static const char *data_names[] = {
+#define x(n, id) [id] = #n,
+	BCH_DATA_TYPES()
+#undef x
+};
+
+static bool human;
+
+static const char *sz(uint64_t bytes, char *buf, size_t len)
+{
+	if (human)
+		bch_human_size(bytes, buf, len);
+	else
+		snprintf(buf, len, "%" PRIu64, bytes);
+	return buf;
+}
+
+static int cmd_fs_usage(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "human-readable",	no_argument, NULL, 'h' },
+		{ "json",		no_argument, NULL, 'j' },
+		{ "help",		no_argument, NULL, 'H' },
+		{ NULL }
+	};
+	bool json = false;
+	int o;
+
+	while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+		switch (o) {
+		case 'h': human = true; break;
+		case 'j': json = true; break;
+		case 'H': usage(stdout); return EXIT_OK;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	if (optind >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	unsigned nr;
+	char **devs = split_devs(argv + optind, argc - optind, &nr), err[512];
+	struct bch_opts opts;
+	struct bch_fs *c;
+
+	memset(&opts, 0, sizeof(opts));
+	bch_opt_set(&opts, Opt_read_only, 1);
+	int r = bch_fs_open(devs, nr, &opts, &c, err, sizeof(err));
+	if (r) {
+		cmd_err("fs usage", "%s", err);
+		free_devs(devs);
+		return EXIT_FAIL;
+	}
+
+	/* compression: file sectors the extents cover vs sectors they take */
+	uint64_t logical = 0, ondisk = 0, nr_extents = 0;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int ierr = 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	while ((k = bch_btree_iter_next(&it, &ierr)))
+		if (k->type == BCH_BKEY_extent) {
+			logical += k->size;
+			ondisk += bch_extent_disk_sectors(k);
+			nr_extents++;
+		}
+	bch_btree_iter_exit(&it);
+	if (ierr) {
+		cmd_err("fs usage", "reading extents: %s", c->err_msg);
+		bch_fs_close(c);
+		free_devs(devs);
+		return EXIT_FAIL;
+	}
+
+	struct statvfs sv;
+	bch_fs_statfs(c, &sv);
+	uint64_t total = 0, used = 0, free_b = 0;
+	struct bch_dev_usage u[BCH_SB_MEMBERS_MAX];
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		struct bch_member *m = bch_sb_member(c->sb, d);
+		if (!c->devs[d])
+			continue;
+		bch_dev_usage_get(c, d, &u[d]);
+		uint64_t bs = (uint64_t)m->bucket_size << 9;
+		total += u[d].nbuckets * bs;
+		free_b += u[d].free_buckets * bs;
+	}
+	used = total - free_b;
+	char uuid[37], a[32], b[32], cc[32];
+	uuid_unparse(c->sb->user_uuid, uuid);
+	double ratio = ondisk ? (double)logical / ondisk : 1.0;
+
+	if (json) {
+		printf("{\"uuid\": \"%s\", \"size\": %" PRIu64 ", \"used\": %" PRIu64 ", \"free\": %" PRIu64
+		       ", \"available\": %" PRIu64 ", \"data_sectors\": %" PRIu64 ", \"data_disk_sectors\": %"
+		       PRIu64 ", \"extents\": %" PRIu64 ", \"compression_ratio\": %.3f, \"devices\": [",
+		       uuid, total, used, free_b, (uint64_t)sv.f_bavail * sv.f_frsize, logical, ondisk,
+		       nr_extents, ratio);
+		bool first = true;
+		for (unsigned d = 0; d < c->nr_devs; d++) {
+			if (!c->devs[d])
+				continue;
+			struct bch_member *m = bch_sb_member(c->sb, d);
+			uint64_t bs = (uint64_t)m->bucket_size << 9;
+			printf("%s{\"index\": %u, \"path\": ", first ? "" : ", ", d);
+			json_str(stdout, bch_dev_path(c->devs[d]->bdev));
+			printf(", \"size\": %" PRIu64 ", \"bucket_size\": %" PRIu64 ", \"free_buckets\": %" PRIu64,
+			       u[d].nbuckets * bs, bs, u[d].free_buckets);
+			for (unsigned t = 0; t < BCH_DATA_NR; t++)
+				printf(", \"%s\": {\"buckets\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", data_names[t],
+				       u[d].buckets[t], u[d].sectors[t] << 9);
+			printf("}");
+			first = false;
+		}
+		printf("]}\n");
+	} else {
+		printf("Filesystem:        %s\n", uuid);
+		printf("Size:              %s\n", sz(total, a, sizeof(a)));
+		printf("Used:              %s\n", sz(used, a, sizeof(a)));
+		printf("Free:              %s\n", sz(free_b, a, sizeof(a)));
+		printf("Available:         %s (free space for file data, reserve excluded)\n",
+		       sz((uint64_t)sv.f_bavail * sv.f_frsize, a, sizeof(a)));
+		printf("File data:         %s in %" PRIu64 " extents, %s on disk per copy (compression ratio %.2f)\n",
+		       sz(logical << 9, a, sizeof(a)), nr_extents, sz(ondisk << 9, b, sizeof(b)), ratio);
+		for (unsigned d = 0; d < c->nr_devs; d++) {
+			if (!c->devs[d])
+				continue;
+			struct bch_member *m = bch_sb_member(c->sb, d);
+			uint64_t bs = (uint64_t)m->bucket_size << 9;
+			printf("\nDevice %u: %s\n", d, bch_dev_path(c->devs[d]->bdev));
+			printf("  %-10s %12s %10s %14s\n", "type", "buckets", "", "live data");
+			for (unsigned t = 0; t < BCH_DATA_NR; t++) {
+				if (t == BCH_DATA_cached && !u[d].buckets[t])
+					continue;
+				printf("  %-10s %12" PRIu64 " %10s %14s\n", data_names[t], u[d].buckets[t],
+				       sz(u[d].buckets[t] * bs, cc, sizeof(cc)),
+				       t == BCH_DATA_free ? "" : sz(u[d].sectors[t] << 9, b, sizeof(b)));
+			}
+			printf("  %-10s %12" PRIu64 " %10s\n", "total", u[d].nbuckets, sz(u[d].nbuckets * bs, a, sizeof(a)));
+		}
+	}
+	r = bch_fs_close(c);
+	free_devs(devs);
+	return r ? EXIT_FAIL : EXIT_OK;
+}
+
+/* `bcachefs fs SUBCOMMAND`: filesystem-wide commands (usage, for now). */
+int cmd_fs(int argc, char *argv[])
+{
+	if (argc >= 2 && !strcmp(argv[1], "usage"))
+		return cmd_fs_usage(argc - 1, argv + 1);
+	FILE *f = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout : stderr;
+	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...]\n"
+		   "Filesystem-wide commands:\n"
+		   "  usage    space used and free, per device and data type\n");
+	return f == stdout ? EXIT_OK : EXIT_USAGE;
+}
