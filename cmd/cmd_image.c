@@ -204,6 +204,8 @@ static int verb_ls(struct img *im, int argc, char **argv)
 		case 'a': all = true; break;
 		default: return EXIT_USAGE;
 		}
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	char *root[] = { "/" };
 	char **paths = optind < argc ? argv + optind : root;
 	int nr = optind < argc ? argc - optind : 1;
@@ -233,6 +235,14 @@ static int verb_cat(struct img *im, int argc, char **argv)
 
 	if (!buf)
 		return EXIT_FAIL;
+	if (argc < 2) {
+		free(buf);
+		return EXIT_USAGE;
+	}
+	if (!im->c) {
+		free(buf);
+		return EXIT_OK;
+	}
 	for (int i = 1; i < argc; i++) {
 		uint64_t inum;
 		int r = bch_fs_lookup_path(im->c, argv[i], true, &inum);
@@ -271,6 +281,10 @@ static int verb_stat(struct img *im, int argc, char **argv)
 {
 	int ret = 0;
 
+	if (argc < 2)
+		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	for (int i = 1; i < argc; i++) {
 		uint64_t inum;
 		struct stat st;
@@ -324,6 +338,8 @@ static int verb_get(struct img *im, int argc, char **argv)
 			return EXIT_USAGE;	/* -r accepted: directories are always copied whole */
 	if (argc - optind != 2)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	const char *src = argv[optind], *dst = argv[optind + 1];
 	uint64_t inum;
 	int r = bch_fs_lookup_path(im->c, src, false, &inum);
@@ -375,6 +391,8 @@ static int verb_put(struct img *im, int argc, char **argv)
 			return EXIT_USAGE;
 	if (argc - optind != 2)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	const char *src = argv[optind], *dst = argv[optind + 1];
 	uint64_t dir, inum;
 	char buf[4096], *name;
@@ -408,6 +426,8 @@ static int verb_extract(struct img *im, int argc, char **argv)
 {
 	if (argc < 2 || argc > 3)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	const char *dst = argv[1], *from = argc == 3 ? argv[2] : "/";
 	uint64_t inum;
 	int r = bch_fs_lookup_path(im->c, from, true, &inum);
@@ -502,6 +522,8 @@ static int verb_mkdir(struct img *im, int argc, char **argv)
 		}
 	if (optind >= argc)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	for (int i = optind; i < argc; i++) {
 		uint64_t dir;
 		char buf[4096], *name;
@@ -560,6 +582,8 @@ static int verb_rm(struct img *im, int argc, char **argv)
 		}
 	if (optind >= argc)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	for (int i = optind; i < argc; i++) {
 		uint64_t dir;
 		char buf[4096], *name;
@@ -578,6 +602,8 @@ static int verb_mv(struct img *im, int argc, char **argv)
 {
 	if (argc != 3)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	uint64_t sdir, ddir, inum;
 	char sb[4096], db[4096], *sname, *dname;
 	struct stat st;
@@ -609,6 +635,8 @@ static int verb_ln(struct img *im, int argc, char **argv)
 			return EXIT_USAGE;
 	if (argc - optind != 2)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	const char *target = argv[optind], *link = argv[optind + 1];
 	uint64_t dir, inum;
 	char buf[4096], *name;
@@ -632,6 +660,8 @@ static int verb_chmod(struct img *im, int argc, char **argv)
 		cmd_err("image", "chmod: bad mode '%s' (octal)", argv[1]);
 		return EXIT_USAGE;
 	}
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	for (int i = 2; i < argc; i++) {
 		uint64_t inum;
 		int r = bch_fs_lookup_path(im->c, argv[i], true, &inum);
@@ -695,6 +725,8 @@ static int verb_chown(struct img *im, int argc, char **argv)
 		sa.valid |= BCH_SETATTR_GID;
 	}
 	free(spec);
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	for (int i = 2; i < argc; i++) {
 		uint64_t inum;
 		int r = bch_fs_lookup_path(im->c, argv[i], false, &inum);
@@ -738,6 +770,8 @@ static int verb_touch(struct img *im, int argc, char **argv)
 	}
 	if (optind >= argc)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	for (int i = optind; i < argc; i++) {
 		uint64_t inum, dir;
 		char buf[4096], *name;
@@ -781,6 +815,8 @@ static int verb_getfattr(struct img *im, int argc, char **argv)
 		}
 	if (optind >= argc)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	char *names = malloc(65536), *val = malloc(65536);
 	for (int i = optind; i < argc; i++) {
 		uint64_t inum;
@@ -860,6 +896,8 @@ static int verb_setfattr(struct img *im, int argc, char **argv)
 		cmd_err("image", "setfattr: bad value '%s'", value);
 		return EXIT_USAGE;
 	}
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	for (int i = optind; i < argc; i++) {
 		uint64_t inum;
 		int r = bch_fs_lookup_path(im->c, argv[i], false, &inum);
@@ -878,6 +916,23 @@ static int verb_setopt(struct img *im, int argc, char **argv)
 
 	if (argc < 3)
 		return EXIT_USAGE;
+	{
+		char *o = strdup(argv[1]), *e = strchr(o, '='), perr[128];
+		uint64_t v;
+		if (e)
+			*e = 0;
+		int id = bch_opt_lookup(o);
+		bool ok = e && (id == Opt_compression || id == Opt_data_checksum || id == Opt_data_replicas) &&
+			  (!e[1] || !bch_opt_parse(id, e + 1, &v, perr, sizeof(perr)));
+		free(o);
+		if (!ok) {
+			cmd_err("image", "setopt: '%s': options are compression, data_checksum, "
+				"data_replicas (NAME=VALUE, or NAME= to inherit)", argv[1]);
+			return EXIT_USAGE;
+		}
+	}
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	char *opt = strdup(argv[1]), *eq = strchr(opt, '=');
 	if (eq)
 		*eq = 0;
@@ -903,6 +958,8 @@ static int verb_import_tar(struct img *im, int argc, char **argv)
 {
 	if (argc < 2 || argc > 3)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	uint64_t dir = BCH_ROOT_INO;
 	int r = argc == 3 ? bch_fs_lookup_path(im->c, argv[2], true, &dir) : 0;
 	if (r)
@@ -914,6 +971,8 @@ static int verb_export_tar(struct img *im, int argc, char **argv)
 {
 	if (argc < 2 || argc > 3)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
 	uint64_t dir = BCH_ROOT_INO;
 	int r = argc == 3 ? bch_fs_lookup_path(im->c, argv[2], true, &dir) : 0;
 	if (r)
@@ -1030,6 +1089,9 @@ static int verb_shell(struct img *im, int argc, char **argv)
 	unsigned lineno = 0;
 	(void)argc; (void)argv;
 
+	if (!im->c)
+		return EXIT_OK;
+
 	while (getline(&line, &cap, stdin) > 0) {
 		char *words[256];
 		lineno++;
@@ -1134,6 +1196,13 @@ int cmd_image(int argc, char *argv[])
 		free_devs(devs);
 		free(vargv);
 		return EXIT_USAGE;
+	}
+	/* check the verb's arguments before opening: a usage error writes nothing */
+	int dry = run_verb(&im, v, vargc, vargv);
+	if (dry) {
+		free_devs(devs);
+		free(vargv);
+		return dry;
 	}
 	if (!v->rw)
 		bch_opt_set(&opts, Opt_read_only, 1);
