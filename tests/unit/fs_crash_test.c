@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fs_crash_test.c - power cuts during file work: a recorded workload of
+ * creates, writes (partial blocks included), block-aligned truncates,
+ * renames and unlinks on ten files, with an fsync every few operations, is
+ * cut at every flush and at points in between, with random subsets of the
+ * unflushed writes surviving and a torn write.  Every image must open
+ * (journal replay) and show the files exactly as they were after some
+ * operation at or after the last fsync before the cut: everything fsynced
+ * is intact, nothing is half done.  A clean close and reopen keeps that.
+ * Each operation here is one transaction (writes stay inside one 1 MiB
+ * chunk; truncates are block-aligned).  SOAK=1 records a longer workload.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bcachefs.h"
+#include "bcachefs_format.h"
+#include "format.h"
+#include "fs.h"
+#include "fs_ops.h"
+#include "btree.h"
+#include "journal.h"
+#include "tests/lib/iorecord.h"
+#include "tests/lib/tmpdir.h"
+
+#define NFILES		10
+#define MAXSIZE		(192 << 10)
+#define NOPS		(getenv("SOAK") ? 1500 : 300)
+
+static char tmpdir[64];
+
+/* the model: current contents, and per operation a digest of every file */
+static unsigned char *model[NFILES];
+static size_t msize[NFILES];
+static bool mexists[NFILES];
+
+struct file_state {
+	bool		exists;
+	size_t		size;
+	uint64_t	hash;
+};
+static struct file_state (*states)[NFILES];	/* [op][file], op 0 = after format */
+static size_t *op_event;			/* events issued when op finished */
+
+static uint64_t fnv(const unsigned char *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h;
+}
+
+static void snapshot(unsigned op)
+{
+	for (unsigned f = 0; f < NFILES; f++)
+		states[op][f] = (struct file_state) { mexists[f], msize[f],
+						      mexists[f] ? fnv(model[f], msize[f]) : 0 };
+}
+
+static struct bch_fs *open_img(char *path, bool ro, char *err)
+{
+	struct bch_opts o;
+	struct bch_fs *c = NULL;
+
+	memset(&o, 0, sizeof(o));
+	bch_opt_set(&o, Opt_btree_cache_size, 1 << 20);
+	if (ro)
+		bch_opt_set(&o, Opt_read_only, 1);
+	return bch_fs_open(&path, 1, &o, &c, err, 256) ? NULL : c;
+}
+
+/* The image's files, compared with the states after ops from..to. */
+static const char *check(struct bch_fs *c, unsigned from, unsigned to, char *msg, size_t len)
+{
+	static unsigned char buf[MAXSIZE + 4096];
+	struct file_state found[NFILES];
+
+	for (unsigned f = 0; f < NFILES; f++) {
+		char name[16];
+		uint64_t inum;
+		struct stat st;
+		snprintf(name, sizeof(name), "f%u", f);
+		int r = bch_fs_lookup(c, BCH_ROOT_INO, name, &inum);
+		if (r == -ENOENT) {
+			found[f] = (struct file_state) { false, 0, 0 };
+			continue;
+		}
+		if (r || (r = bch_fs_getattr(c, inum, &st)))
+			return snprintf(msg, len, "%s: %d (%s)", name, r, c->err_msg), msg;
+		ssize_t n = bch_fs_read(c, inum, 0, buf, sizeof(buf));
+		if (n < 0 || (size_t)n != (size_t)st.st_size)
+			return snprintf(msg, len, "%s: read %zd of %ld (%s)", name, n, (long)st.st_size,
+					c->err_msg), msg;
+		found[f] = (struct file_state) { true, (size_t)n, fnv(buf, n) };
+	}
+	for (unsigned p = from; p <= to; p++)
+		if (!memcmp(found, states[p], sizeof(found)))
+			return NULL;
+	for (unsigned f = 0; f < NFILES; f++)
+		if (memcmp(&found[f], &states[from][f], sizeof(found[f])))
+			return snprintf(msg, len, "no state after ops %u..%u matches (f%u: exists %d size %zu, "
+					"after op %u: exists %d size %zu)", from, to, f, found[f].exists,
+					found[f].size, from, states[from][f].exists, states[from][f].size), msg;
+	return snprintf(msg, len, "no state after ops %u..%u matches", from, to), msg;
+}
+
+Test(fs_crash, fsynced_files_survive_every_cut, .timeout = 900)
+{
+	struct bch_format_dev d = { 0 };
+	struct bch_format_args args = { 0 };
+	struct bch_opts o;
+	char err[256], path[128], crash[128];
+	unsigned seed = 31337;
+
+	fprintf(stderr, "fs_crash: seed %u, %u ops\n", seed, NOPS);
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "fscrash");
+	snprintf(path, sizeof(path), "%s/d.img", tmpdir);
+	snprintf(crash, sizeof(crash), "%s/crash.img", tmpdir);
+	d.path = path;
+	d.size = 24 << 20;
+	d.bucket_size = 64 << 10;
+	d.durability = 1;
+	bch_opts_default(&o);
+	bch_opt_set(&o, Opt_btree_node_size, 8192);
+	cr_assert_eq(bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
+
+	states = calloc(NOPS + 1, sizeof(*states));
+	op_event = calloc(NOPS + 1, sizeof(*op_event));
+	unsigned *synced_op = calloc(NOPS + 1, sizeof(*synced_op));	/* per op: last fsynced op */
+	for (unsigned f = 0; f < NFILES; f++)
+		model[f] = calloc(1, MAXSIZE);
+	snapshot(0);
+
+	struct bch_fs *c = open_img(path, false, err);
+	cr_assert(c, "%s", err);
+	struct iorec *rec = iorec_new(1);
+	cr_assert_eq(iorec_attach(rec, 0, c->devs[0]->bdev), 0);
+	srandom(seed);
+	unsigned last_sync = 0;
+	static unsigned char data[MAXSIZE];
+
+	for (unsigned op = 1; op <= NOPS; op++) {
+		unsigned f = random() % NFILES, g = random() % NFILES, k = random() % 10;
+		char name[16], other[16];
+		uint64_t inum;
+		snprintf(name, sizeof(name), "f%u", f);
+		snprintf(other, sizeof(other), "f%u", g);
+		if (!mexists[f] || k == 0) {
+			if (!mexists[f]) {
+				cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, NULL), 0);
+				mexists[f] = true;
+				msize[f] = 0;
+			}
+		} else if (k < 6) {		/* write, maybe partial blocks */
+			size_t off = random() % (MAXSIZE - 1), len = 1 + random() % 40000;
+			if (off + len > MAXSIZE)
+				len = MAXSIZE - off;
+			for (size_t i = 0; i < len; i++)
+				data[i] = random();
+			cr_assert_eq(bch_fs_lookup(c, BCH_ROOT_INO, name, &inum), 0);
+			cr_assert_eq(bch_fs_write(c, inum, off, data, len), (ssize_t)len, "op %u: %s", op, c->err_msg);
+			memcpy(model[f] + off, data, len);
+			if (off + len > msize[f])
+				msize[f] = off + len;
+		} else if (k < 7) {		/* block-aligned truncate (one transaction) */
+			size_t size = (random() % (MAXSIZE / 4096)) * 4096;
+			cr_assert_eq(bch_fs_lookup(c, BCH_ROOT_INO, name, &inum), 0);
+			cr_assert_eq(bch_fs_truncate(c, inum, size), 0, "op %u: %s", op, c->err_msg);
+			if (size < msize[f])
+				memset(model[f] + size, 0, msize[f] - size);
+			msize[f] = size;
+		} else if (k < 9) {		/* rename over another name */
+			if (f != g) {
+				cr_assert_eq(bch_fs_rename(c, BCH_ROOT_INO, name, BCH_ROOT_INO, other, 0), 0);
+				memcpy(model[g], model[f], MAXSIZE);
+				msize[g] = msize[f];
+				mexists[g] = true;
+				mexists[f] = false;
+				msize[f] = 0;
+				memset(model[f], 0, MAXSIZE);
+			}
+		} else {			/* unlink */
+			cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, name), 0, "op %u: %s", op, c->err_msg);
+			mexists[f] = false;
+			memset(model[f], 0, MAXSIZE);
+			msize[f] = 0;
+		}
+		snapshot(op);
+		/* node writes (appends, moves, splits) as reclaim would do them */
+		if (op % 25 == 0)
+			cr_assert_eq(bch_btree_flush_all(c), 0, "op %u: flush: %s", op, c->err_msg);
+		if (random() % 6 == 0) {
+			cr_assert_eq(bch_fs_fsync(c), 0);
+			last_sync = op;
+		}
+		synced_op[op] = last_sync;
+		op_event[op] = iorec_nr_events(rec);
+	}
+	size_t events = iorec_nr_events(rec);
+	iorec_detach(rec, 0);
+	c->read_only = true;		/* the recording is the workload */
+	bch_fs_close(c);
+
+	/* fsync returns after its flush: ops fsynced by event e are those with op_event <= e */
+	unsigned states_checked = 0;
+	for (size_t at = 0; at <= events; at++) {
+		bool flush = at > 0 && iorec_event(rec, at - 1)->type == IOREC_FLUSH;
+		if (!flush && at % 3 && at != events)
+			continue;
+		/* the newest fsync that had returned when power went, and the last op begun */
+		unsigned durable = 0, issued = 0;
+		for (unsigned op = 1; op <= NOPS; op++) {
+			if (op_event[op] <= at)
+				durable = synced_op[op];
+			if (op == 1 || op_event[op - 1] <= at)
+				issued = op;
+		}
+		for (unsigned s = 0; s < (flush ? 2 : 1); s++) {
+			struct iorec_cut cut = { .at = at, .seed = at * 7 + s, .keep_pct = 50, .torn = s == 0 };
+			struct iorec_plan plan;
+			char msg[300];
+
+			cr_assert_eq(iorec_plan(rec, &cut, &plan), 0);
+			cr_assert_eq(iorec_write_image(rec, &plan, 0, crash), 0);
+			struct bch_fs *r = open_img(crash, false, err);
+			cr_assert(r, "seed %u cut %zu/%u: open failed: %s", seed, at, s, err);
+			const char *bad = check(r, durable, issued, msg, sizeof(msg));
+			cr_assert_null(bad, "seed %u cut %zu/%u: %s", seed, at, s, bad);
+			cr_assert_eq(bch_fs_close(r), 0, "seed %u cut %zu: clean close", seed, at);
+			r = open_img(crash, true, err);
+			cr_assert(r, "seed %u cut %zu: reopen: %s", seed, at, err);
+			bad = check(r, durable, issued, msg, sizeof(msg));
+			cr_assert_null(bad, "seed %u cut %zu/%u after clean close: %s", seed, at, s, bad);
+			bch_fs_close(r);
+			iorec_plan_free(&plan);
+			states_checked++;
+		}
+	}
+	cr_log_info("fs crash: %zu events, %u crash states", events, states_checked);
+	fprintf(stderr, "fs_crash: %zu events, %u crash states\n", events, states_checked);
+	iorec_free(rec);
+	for (unsigned f = 0; f < NFILES; f++)
+		free(model[f]);
+	free(states);
+	free(op_event);
+	free(synced_op);
+	test_tmpdir_remove(tmpdir);
+}
