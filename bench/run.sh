@@ -3,9 +3,9 @@
 # Timing lives here, never in tests.  Each row: best of $REPS runs.
 #   format   bcachefs format vs mke2fs vs mkfs.btrfs on the same image size
 #   btree    our engine vs LMDB: 1M keys (BTREE_N), durable transactions of 1000
-#   image    format --source vs mke2fs -d vs mkfs.btrfs --rootdir on one
-#            generated tree (BENCH_FILES files, tests/cli/treetool.py), and
-#            image extract of the result vs cp -a of the tree
+#   image    format --source vs mke2fs -d, mkfs.btrfs --rootdir and
+#            mkfs.erofs on one tree (a copy of /usr/share and /usr/include),
+#            time, peak RSS and image size; image extract vs cp -a
 # Later issues add rows (fsck, FUSE) as the features land.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,24 +43,41 @@ if command -v mkfs.btrfs >/dev/null; then
 	printf '%-28s %8sms %8sms %s\n' "format vs mkfs.btrfs" "$ours" "$peer" "$(ratio "$ours" "$peer")"
 fi
 
-# image build from a directory tree (same tree for everyone)
-if command -v python3 >/dev/null; then
+# image build from a directory tree (same tree for everyone): a copy of
+# /usr/share and /usr/include when they are there (BENCH_TREE=generated for a
+# treetool tree of BENCH_FILES files)
+if [ "${BENCH_TREE:-usr}" = usr ] && [ -d /usr/share ] && [ -d /usr/include ]; then
+	mkdir tree && cp -a /usr/share /usr/include tree/
+elif command -v python3 >/dev/null; then
 	python3 "$root/tests/cli/treetool.py" gen tree 5 "${BENCH_FILES:-20000}"
+fi
+if [ -d tree ]; then
 	echo
-	printf '%-28s %10s %10s %s\n' "image build ($(du -sh tree | cut -f1), $(find tree | wc -l) entries)" ours peer "peer/ours"
-	ours=$(best_ms "$B" format -q -f --source tree img)
-	if command -v mke2fs >/dev/null; then
-		peer=$(best_ms mke2fs -q -F -t ext4 -d tree img)
-		printf '%-28s %8sms %8sms %s\n' "format --source vs mke2fs -d" "$ours" "$peer" "$(ratio "$ours" "$peer")"
-	fi
-	if command -v mkfs.btrfs >/dev/null; then
-		peer=$(best_ms mkfs.btrfs -q -f --rootdir tree img)
-		printf '%-28s %8sms %8sms %s\n' "  vs mkfs.btrfs --rootdir" "$ours" "$peer" "$(ratio "$ours" "$peer")"
-	fi
-	zstd=$(best_ms "$B" format -q -f --compression=zstd --source tree img)
-	printf '%-28s %8sms\n' "format --source, zstd" "$zstd"
-	"$B" format -q -f --source tree img >/dev/null
-	REPS_SAVED=$REPS
+	echo "image build: $(du -sh tree | cut -f1) in $(find tree | wc -l) entries; best of $REPS"
+	printf '%-34s %9s %10s %10s %s\n' tool time "peak RSS" "image" "time/ours"
+	# run_build NAME CMD...: best time, and the RSS and allocated size of the last run
+	run_build() {
+		name=$1; shift
+		best= rss= size=
+		for i in $(seq "$REPS"); do
+			rm -f img
+			case "$name" in *erofs*) ;; *) truncate -s 4G img ;; esac
+			/usr/bin/time -f "%e %M" -o tm "$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; return 0; }
+			ms=$(awk '{ printf "%d", $1 * 1000 }' tm)
+			rss=$(awk '{ printf "%d", $2 / 1024 }' tm)
+			[ -z "$best" ] || [ "$ms" -lt "$best" ] && best=$ms
+		done
+		size=$(du -m img | cut -f1)
+		[ -n "${ours_build:-}" ] || ours_build=$best
+		printf '%-34s %7sms %8sMB %8sMB %s\n' "$name" "$best" "$rss" "$size" "$(ratio "$ours_build" "$best")"
+	}
+	ours_build=
+	run_build "bcachefs format --source" "$B" format -q -f --source tree img
+	run_build "bcachefs format --source (zstd)" "$B" format -q -f --compression=zstd --source tree img
+	command -v mke2fs >/dev/null && run_build "mke2fs -t ext4 -d" mke2fs -q -F -t ext4 -d tree img
+	command -v mkfs.btrfs >/dev/null && run_build "mkfs.btrfs --rootdir" mkfs.btrfs -q -f --rootdir tree img
+	command -v mkfs.erofs >/dev/null && run_build "mkfs.erofs (read-only fs)" mkfs.erofs img tree
+	"$B" format -q -f --fs-size=4G --source tree img >/dev/null
 	t_ours= t_cp=
 	for i in $(seq "$REPS"); do
 		rm -rf x; t0=$(date +%s%N); "$B" image extract img x; t1=$(date +%s%N)
@@ -68,10 +85,9 @@ if command -v python3 >/dev/null; then
 		rm -rf x; t0=$(date +%s%N); cp -a tree x; t1=$(date +%s%N)
 		ms=$(( (t1 - t0) / 1000000 )); [ -z "$t_cp" ] || [ "$ms" -lt "$t_cp" ] && t_cp=$ms
 	done
-	rm -rf x
-	printf '%-28s %8sms %8sms %s\n' "image extract vs cp -a" "$t_ours" "$t_cp" "$(ratio "$t_ours" "$t_cp")"
-	REPS=$REPS_SAVED
-	rm -rf tree
+	rm -rf x tree
+	printf '%-34s %7sms %10s %10s %s\n' "bcachefs image extract" "$t_ours" "" "" ""
+	printf '%-34s %7sms %10s %10s %s\n' "cp -a of the tree" "$t_cp" "" "" "$(ratio "$t_ours" "$t_cp")"
 fi
 
 echo
