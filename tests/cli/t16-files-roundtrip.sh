@@ -50,6 +50,7 @@ ptr=$(sed -n 's/.* ptr 0:\([0-9]*\) gen.*/\1/p' out | head -1)
 [ -n "$ptr" ] || fail "no extent pointer: $(cat out)"
 printf 'X' | dd of=d1 bs=1 seek=$((ptr * 512 + 10)) conv=notrunc 2>/dev/null
 expect_rc 0 $B image cat d1:d2 /p.txt
+expect_in err "1 damaged copies of file data"
 cmp -s out p.txt || fail "replica fallback returned wrong data"
 # one device, damaged: EIO, and nothing else is lost
 rm -f s1
