@@ -11,8 +11,9 @@ libzstd-dev libxxhash-dev libsodium-dev libscrypt-dev libaio-dev libfuse3-dev \
 libarchive-dev libcriterion-dev"
 # Tools the CLI, fsck and FUSE tests drive (mke2fs to build foreign images,
 # sfdisk for partition tables, losetup for loop devices, fuse3 for
-# fusermount3, jq to check --json output).
-TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq"
+# fusermount3, jq to check --json output, python3 for the tree generator and
+# comparer, GNU tar for archive round trips).
+TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"
