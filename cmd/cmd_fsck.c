@@ -32,8 +32,19 @@
 #define FSCK_EXIT_CANCELLED	32
 
 struct fsck_out {
-	bool	json;
+	bool				json;
+	struct bch_fsck_file_stats	files;
+	bool				files_checked;
 };
+
+static void progress(struct bch_fsck_ctx *ctx, unsigned pass, const char *what)
+{
+	struct fsck_out *o = ctx->priv;
+
+	if (!o->json)
+		printf("pass %u: %s\n", pass, what);
+	fflush(stdout);
+}
 
 static enum bch_fsck_answer ask(void)
 {
@@ -84,11 +95,16 @@ static void usage(FILE *f)
 "                    (without -n/-y/-p, fsck asks per problem on a terminal)\n"
 "  -f, --force       check even if the filesystem was closed cleanly\n"
 "  -v, --verbose     more detail, and peak memory in the summary\n"
+"  -c, --data        pass 11: read every copy of all file data and verify its\n"
+"                    checksum (bad copies are rewritten from good ones)\n"
 "      --json        print the summary as JSON on stdout (problems on stderr)\n"
 "  -h, --help        this text\n"
 "\n"
 "Passes: 1 superblocks (every copy on every device); 3-4 btree topology and\n"
-"keys (every node read and validated; damaged btrees rebuilt from readable leaves).\n"
+"keys (every node read and validated; damaged btrees rebuilt from readable\n"
+"leaves); 5 extent pointers; 6 extents; 7 inodes; 8 directory entries and\n"
+"xattrs; 9 directory structure (lost+found); 10 link counts; 11 data (-c).\n"
+"A filesystem that was closed cleanly gets pass 1 only, unless -f.\n"
 "Exit status (bits, as fsck(8)): 0 clean, 1 errors corrected, 4 errors left\n"
 "uncorrected, 8 operational error, 16 usage error, 32 cancelled.\n");
 }
@@ -117,10 +133,19 @@ static void summary(struct bch_fsck_ctx *ctx, struct fsck_out *o, char **devs, u
 				first = false;
 			}
 		printf("%s},\n  \"found\": %" PRIu64 ",\n  \"fixed\": %" PRIu64
-		       ",\n  \"left\": %" PRIu64 ",\n  \"peak_rss_kib\": %ld,\n  \"exit\": %d\n}\n",
-		       first ? "" : "\n  ", found, fixed, found - fixed, ru.ru_maxrss, exit_code);
+		       ",\n  \"left\": %" PRIu64 ",\n  \"inodes\": %" PRIu64 ",\n  \"directories\": %" PRIu64
+		       ",\n  \"files\": %" PRIu64 ",\n  \"extents\": %" PRIu64 ",\n  \"dirents\": %" PRIu64
+		       ",\n  \"data_bytes_verified\": %" PRIu64
+		       ",\n  \"peak_rss_kib\": %ld,\n  \"exit\": %d\n}\n",
+		       first ? "" : "\n  ", found, fixed, found - fixed, o->files.inodes, o->files.dirs,
+		       o->files.files, o->files.extents, o->files.dirents, o->files.data_bytes,
+		       ru.ru_maxrss, exit_code);
 		return;
 	}
+	if (o->files_checked)
+		printf("%" PRIu64 " inodes checked: %" PRIu64 " directories, %" PRIu64 " files, %" PRIu64
+		       " extents, %" PRIu64 " directory entries\n", o->files.inodes, o->files.dirs,
+		       o->files.files, o->files.extents, o->files.dirents);
 	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
 		if (ctx->found[p])
 			printf("  %-20s %" PRIu64 " found, %" PRIu64 " fixed\n",
@@ -142,20 +167,23 @@ int cmd_fsck(int argc, char *argv[])
 		{ "force",	no_argument, NULL, 'f' },
 		{ "verbose",	no_argument, NULL, 'v' },
 		{ "json",	no_argument, NULL, 'j' },
+		{ "data",	no_argument, NULL, 'c' },
 		{ "help",	no_argument, NULL, 'h' },
 		{ NULL }
 	};
 	struct fsck_out o = { 0 };
 	struct bch_fsck_ctx *ctx = calloc(1, sizeof(*ctx));
 	int opt, modes = 0, exit_code = FSCK_EXIT_OK;
+	bool data = false;
 
 	if (!ctx)
 		abort();
 	ctx->mode = BCH_FSCK_ASK;
 	ctx->report = report;
+	ctx->progress = progress;
 	ctx->priv = &o;
 	/* "a" is e2fsck's old spelling of -p */
-	while ((opt = getopt_long(argc, argv, "nypafvh", longopts, NULL)) != -1)
+	while ((opt = getopt_long(argc, argv, "nypafvhc", longopts, NULL)) != -1)
 		switch (opt) {
 		case 'n': ctx->mode = BCH_FSCK_NO;	modes++; break;
 		case 'y': ctx->mode = BCH_FSCK_YES;	modes++; break;
@@ -164,6 +192,7 @@ int cmd_fsck(int argc, char *argv[])
 		case 'f': ctx->force = true;		break;
 		case 'v': ctx->verbose = true;		break;
 		case 'j': o.json = true;		break;
+		case 'c': data = true;			break;
 		case 'h':
 			usage(stdout);
 			free(ctx);
@@ -227,12 +256,27 @@ int cmd_fsck(int argc, char *argv[])
 			if (c->journal_replayed && !o.json)
 				printf("not closed cleanly: %" PRIu64 " journal entr%s replayed\n",
 				       c->journal_replayed, c->journal_replayed == 1 ? "y" : "ies");
-			ret = bch_fsck_btrees(ctx, c, &nodes);
-			if (ret) {
-				cmd_err("fsck", "%s", ctx->err_msg);
-				exit_code |= FSCK_EXIT_ERROR;
-			} else if (ctx->verbose && !o.json) {
-				printf("btree nodes checked: %" PRIu64 "\n", nodes);
+			if (!ctx->force && !c->journal_replayed && !data && !bch_fsck_nr_found(ctx)) {
+				if (!o.json)
+					printf("clean: passes 3-11 skipped (-f checks anyway)\n");
+			} else {
+				ret = bch_fsck_btrees(ctx, c, &nodes);
+				if (ret) {
+					cmd_err("fsck", "%s", ctx->err_msg);
+					exit_code |= FSCK_EXIT_ERROR;
+				} else if (ctx->verbose && !o.json) {
+					printf("btree nodes checked: %" PRIu64 "\n", nodes);
+				}
+				/* the files passes need sound btrees: after a rebuild, or when none was needed */
+				bool btrees_bad = bch_fsck_nr_found(ctx) > bch_fsck_nr_fixed(ctx);
+				if (!ret && !btrees_bad && !ctx->cancelled) {
+					ret = bch_fsck_files(ctx, c, data, &o.files);
+					o.files_checked = !ret;
+					if (ret) {
+						cmd_err("fsck", "%s", ctx->err_msg);
+						exit_code |= FSCK_EXIT_ERROR;
+					}
+				}
 			}
 			int cr = bch_fs_close(c);
 			if (cr && !ret) {

@@ -406,3 +406,24 @@ int bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsign
 	a->sectors[b] += sectors;
 	return 0;
 }
+
+int bch_alloc_data_on(struct bch_fs *c, unsigned dev, unsigned sectors, struct bch_extent_ptr *ptr)
+{
+	struct bch_member *m = dev < c->nr_devs ? bch_sb_member(c->sb, dev) : NULL;
+
+	if (!m || !dev_alloc(c, dev) || m->state != BCH_MEMBER_STATE_rw)
+		return -BCH_ERR_no_space;
+	int r = alloc_on_dev(c, dev, BCH_DATA_user, sectors, ptr);
+	return r ? bch_fs_err(c, r, "no space for %u sectors of data on device %u", sectors, dev) : 0;
+}
+
+int bch_alloc_bucket_type(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+	uint64_t b;
+
+	if (!a || (b = p->offset / a->bucket_sectors) >= a->nbuckets ||
+	    (p->offset % a->bucket_sectors) + sectors > a->bucket_sectors)
+		return -1;
+	return a->type[b];
+}

@@ -60,6 +60,10 @@ void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, in
 int  bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
 			 unsigned sectors);
 
+/* fsck: space on one given device; the data type of the bucket p is in (-1: outside). */
+int  bch_alloc_data_on(struct bch_fs *c, unsigned dev, unsigned sectors, struct bch_extent_ptr *ptr);
+int  bch_alloc_bucket_type(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors);
+
 void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u);
 
 /*

@@ -1599,3 +1599,113 @@ int bch_fs_lookup_path_at(struct bch_fs *c, uint64_t start, const char *path, bo
 		*inum = cur;
 	return r;
 }
+
+/* ------------------------------------------------------- fsck support */
+
+uint64_t bch_fs_dirent_hash(struct bch_fs *c, const struct bch_inode *dir, const char *name)
+{
+	return dirent_hash(c, dir, name);
+}
+
+int bch_fs_dirent_first(struct bch_fs *c, uint64_t dir, const struct bch_inode *di, const char *name,
+			uint64_t *slot)
+{
+	struct bch_bkey *k;
+	int r = dirent_lookup(c, dir, di, name, &k);
+
+	if (!r) {
+		*slot = k->p.offset;
+		free(k);
+	}
+	return r;
+}
+
+int bch_fs_dirent_add(struct bch_fs *c, uint64_t dir, const char *name, uint64_t inum, unsigned d_type)
+{
+	struct bch_inode di;
+	struct btree_trans *t;
+	uint64_t slot;
+	int r = bch_inode_get(c, dir, &di);
+
+	if (!r)
+		r = dirent_new_slot(c, dir, &di, name, &slot);
+	if (!r && !(r = bch_trans_init(c, &t))) {
+		r = dirent_put(t, dir, slot, name, inum, d_type);
+		if (!r)
+			r = commit(c, t, NULL);
+		bch_trans_exit(t);
+	}
+	return r;
+}
+
+int bch_fs_dirent_delete(struct bch_fs *c, uint64_t dir, uint64_t slot)
+{
+	struct btree_trans *t;
+	int r = bch_trans_init(c, &t);
+
+	if (!r) {
+		r = bch_hash_delete_at(c, t, &dirent_desc, dir, slot, 0);
+		if (!r)
+			r = commit(c, t, NULL);
+		bch_trans_exit(t);
+	}
+	return r;
+}
+
+uint64_t bch_fs_xattr_hash(struct bch_fs *c, const struct bch_inode *i, const struct bch_bkey *k)
+{
+	const struct bch_xattr *x = bkey_val(k);
+	struct xattr_key xk = { x->ns, (const char *)x->data, x->name_len };
+
+	return xattr_hash(c, i, &xk);
+}
+
+int bch_fs_xattr_first(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
+		       const struct bch_bkey *k, uint64_t *slot)
+{
+	const struct bch_xattr *x = bkey_val(k);
+	struct xattr_key xk = { x->ns, (const char *)x->data, x->name_len };
+	struct bch_bkey *found;
+	int r = bch_hash_lookup(c, &xattr_desc, inum, xattr_hash(c, i, &xk), &xk, &found);
+
+	if (!r) {
+		*slot = found->p.offset;
+		free(found);
+	}
+	return r;
+}
+
+int bch_fs_xattr_reinsert(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
+			  const struct bch_bkey *k)
+{
+	const struct bch_xattr *x = bkey_val(k);
+	struct xattr_key xk = { x->ns, (const char *)x->data, x->name_len };
+	struct btree_trans *t;
+	uint64_t slot;
+	bool exists;
+	int r = bch_trans_init(c, &t);
+
+	if (r)
+		return r;
+	/* out of its chain: remove it, then insert it where lookups will look */
+	r = bch_hash_delete_at(c, t, &xattr_desc, inum, k->p.offset, 0);
+	if (!r)
+		r = commit(c, t, NULL);
+	if (!r)
+		r = bch_hash_find_slot(c, &xattr_desc, inum, xattr_hash(c, i, &xk), &xk, &slot, &exists);
+	if (!r) {
+		struct bch_bkey *n = bch_bkey_dup(k);
+		n->p.offset = slot;
+		r = bch_trans_update(t, BCH_BTREE_ID_xattrs, n);
+		free(n);
+		if (!r)
+			r = commit(c, t, NULL);
+	}
+	bch_trans_exit(t);
+	return r;
+}
+
+int bch_fs_inode_free(struct bch_fs *c, uint64_t inum)
+{
+	return inode_free(c, inum);
+}

@@ -116,4 +116,25 @@ int bch_fs_lookup_path(struct bch_fs *c, const char *path, bool follow_last, uin
 int bch_fs_lookup_path_at(struct bch_fs *c, uint64_t start, const char *path, bool follow_last,
 			  uint64_t *inum);
 
+/*
+ * For fsck: name hashes and direct dirent/xattr changes that keep the
+ * probing invariant of hash_table.h but touch no inode (fsck fixes link
+ * counts and back pointers itself).
+ */
+struct bch_inode;
+struct bch_bkey;
+uint64_t bch_fs_dirent_hash(struct bch_fs *c, const struct bch_inode *dir, const char *name);
+/* The slot a lookup of name in dir finds (the first entry of that name). */
+int bch_fs_dirent_first(struct bch_fs *c, uint64_t dir, const struct bch_inode *di, const char *name,
+			uint64_t *slot);
+int bch_fs_dirent_add(struct bch_fs *c, uint64_t dir, const char *name, uint64_t inum, unsigned d_type);
+int bch_fs_dirent_delete(struct bch_fs *c, uint64_t dir, uint64_t slot);
+uint64_t bch_fs_xattr_hash(struct bch_fs *c, const struct bch_inode *i, const struct bch_bkey *k);
+int bch_fs_xattr_first(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
+		       const struct bch_bkey *k, uint64_t *slot);
+int bch_fs_xattr_reinsert(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
+			  const struct bch_bkey *k);
+/* Free an inode with no links: its extents, xattrs, leftover whiteouts, the inode. */
+int bch_fs_inode_free(struct bch_fs *c, uint64_t inum);
+
 #endif /* _BCACHEFS_FS_OPS_H */

@@ -58,7 +58,62 @@
 	x(btree_topology,	0x0302, 3, 0,							\
 	  "btree node's children do not cover its range; rebuild the btree")		\
 	x(btree_replica_bad,	0x0303, 3, FSCK_SAFE,						\
-	  "a copy of a btree node is bad (another one was read); rewrite the node")
+	  "a copy of a btree node is bad (another one was read); rewrite the node")	\
+	x(extent_ptr_bad,	0x0501, 5, 0,							\
+	  "extent points to a missing device, outside the device or into metadata; "	\
+	  "drop the pointer (the extent goes when none is left)")			\
+	x(extent_ptr_stale,	0x0502, 5, FSCK_SAFE,						\
+	  "extent pointer has an old bucket generation (space reused); drop it")	\
+	x(extent_ptr_dup,	0x0503, 5, 0,							\
+	  "two extents claim the same disk space; drop the later pointer")		\
+	x(extent_no_inode,	0x0601, 6, 0,							\
+	  "extent of an inode that does not exist; delete it")				\
+	x(extent_bad_inode,	0x0602, 6, 0,							\
+	  "extent of an inode that is not a regular file or symlink; delete it")	\
+	x(extent_overlap,	0x0603, 6, 0,							\
+	  "extent overlaps the one before it; trim it")				\
+	x(extent_past_eof,	0x0604, 6, FSCK_SAFE,						\
+	  "extent past the end of the file; delete it")				\
+	x(inode_sectors_wrong,	0x0605, 6, FSCK_SAFE,						\
+	  "inode's sector count differs from its extents; correct it")		\
+	x(inode_unlinked,	0x0701, 7, FSCK_SAFE,						\
+	  "inode with no links left over from an interrupted delete; finish deleting it") \
+	x(inode_back_pointer,	0x0702, 7, FSCK_SAFE,						\
+	  "inode's parent pointer does not name one of its links; correct it")		\
+	x(dirent_dangling,	0x0801, 8, 0,							\
+	  "directory entry points to an inode that does not exist; delete it")		\
+	x(dirent_bad_dir,	0x0802, 8, 0,							\
+	  "directory entry in an inode that is not a directory; delete it")		\
+	x(dirent_type_wrong,	0x0803, 8, FSCK_SAFE,						\
+	  "directory entry's file type differs from the inode's; correct it")		\
+	x(dirent_misplaced,	0x0804, 8, FSCK_SAFE,						\
+	  "directory entry not where its name hashes to (lookups miss it); re-hash it") \
+	x(dirent_duplicate,	0x0805, 8, 0,							\
+	  "two entries with the same name in a directory; delete the later one")	\
+	x(dirent_to_root,	0x0806, 8, 0,							\
+	  "directory entry names the root directory; delete it")			\
+	x(xattr_no_inode,	0x0807, 8, 0,							\
+	  "xattr of an inode that does not exist; delete it")				\
+	x(xattr_misplaced,	0x0808, 8, FSCK_SAFE,						\
+	  "xattr not where its name hashes to (lookups miss it); re-hash it")		\
+	x(root_missing,		0x0901, 9, 0,							\
+	  "root directory missing or not a directory; create a new one")		\
+	x(lost_found_missing,	0x0902, 9, FSCK_SAFE,						\
+	  "lost+found missing; create it")						\
+	x(dir_unreachable,	0x0903, 9, 0,							\
+	  "directory not reachable from the root; move it to lost+found")		\
+	x(dir_multiple_links,	0x0904, 9, 0,							\
+	  "directory has more than one name; delete the extra entry")			\
+	x(dir_loop,		0x0905, 9, 0,							\
+	  "directories form a loop cut off from the root; move one to lost+found")	\
+	x(inode_unreachable,	0x0906, 9, 0,							\
+	  "file with links but no name; move it to lost+found")			\
+	x(nlink_wrong,		0x0a01, 10, FSCK_SAFE,						\
+	  "link count differs from the number of names; correct it")			\
+	x(data_replica_bad,	0x0b01, 11, FSCK_SAFE,						\
+	  "a copy of file data is bad (another copy is good); rewrite it")		\
+	x(data_unreadable,	0x0b02, 11, 0,							\
+	  "file data with no good copy (checksum or read errors)")
 
 enum bch_fsck_problem {
 #define x(n, ...)	BCH_FSCK_##n,
@@ -107,6 +162,8 @@ struct bch_fsck_ctx {
 	enum bch_fsck_answer	(*report)(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
 					  const char *where, const char *detail, int fix);
 	void			*priv;
+	/* A pass begins (optional): for the "pass N: what" lines and progress. */
+	void			(*progress)(struct bch_fsck_ctx *ctx, unsigned pass, const char *what);
 
 	/* per problem: found, fixed; per-class answers remembered in ASK mode */
 	uint64_t		found[BCH_FSCK_PROBLEM_NR];
@@ -149,5 +206,16 @@ int bch_fsck_superblocks(struct bch_fsck_ctx *ctx, char * const *paths, unsigned
  * readable leaves when allowed.  *nodes_checked counts the nodes read.
  */
 int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_checked);
+
+/*
+ * Passes 5-10 (fsck_files.c): extent pointers, extents, inodes, dirents and
+ * xattrs, directory structure, link counts; pass 11 (with data set) reads
+ * every copy of every extent.  Counts of what was checked in *stats.
+ */
+struct bch_fsck_file_stats {
+	uint64_t	inodes, dirs, files, extents, dirents, xattrs, data_bytes;
+};
+int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
+		   struct bch_fsck_file_stats *stats);
 
 #endif /* _BCACHEFS_FSCK_H */
