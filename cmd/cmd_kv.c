@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * cmd_kv.c - `bcachefs kv`: put, get and delete raw keys in the test btree.
+ * cmd_kv.c - `bcachefs kv`: put, get and delete raw keys, a debugging tool
+ * for tests and for building damaged images for fsck cases.
  *
- * A debugging tool for tests (and later for building damaged images for
- * fsck cases): every command is one transaction, committed durably, and the
- * filesystem is closed cleanly afterwards (get opens read-only).
+ * put/get of string values work on the test btree (raw keys); gethex and
+ * puthex read and write a key of any type in any btree as hex bytes of its
+ * value, so a script can change one field of an inode or a dirent; del
+ * deletes keys in any btree.  --unchecked skips key validation (to build
+ * images with invalid keys).  Every command is one transaction, committed
+ * durably, and the filesystem is closed cleanly afterwards (get and gethex
+ * open read-only).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -20,48 +25,98 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs kv [--no-clean-close] DEVICE[:DEVICE...] put POS VALUE [POS VALUE]...\n"
-"       bcachefs kv DEVICE[:DEVICE...] get POS\n"
-"       bcachefs kv DEVICE[:DEVICE...] del POS [POS]...\n"
-"Put, get or delete raw keys in the test btree (a debugging tool).\n"
-"POS is inode:offset[:snapshot]; VALUE is a string of up to 1024 bytes.\n"
-"Several keys given to one put or del are one atomic transaction.\n"
-"--no-clean-close leaves the filesystem as a power cut right after the commit\n"
-"would (durable in the journal, btree nodes not written, not marked clean):\n"
-"for testing journal replay and fsck.\n"
+"Usage: bcachefs kv [OPTIONS] DEVICE[:DEVICE...] put POS VALUE [POS VALUE]...\n"
+"       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] get POS\n"
+"       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] del POS [POS]...\n"
+"       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] gethex POS\n"
+"       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] puthex POS TYPE SIZE HEX\n"
+"Put, get or delete keys (a debugging tool).  POS is inode:offset[:snapshot].\n"
+"put/get: string values (up to 1024 bytes) as raw keys of the test btree; get\n"
+"on another btree prints the key as text.  gethex prints \"TYPE SIZE HEX\" (the\n"
+"key's type name, its size field and its value in hex); puthex writes such a\n"
+"key back.  Several keys given to one put or del are one atomic transaction.\n"
+"\n"
+"  -b, --btree=NAME     btree (extents, inodes, dirents, xattrs, alloc, test;\n"
+"                       default test)\n"
+"      --unchecked      do not validate keys (to build images with invalid keys)\n"
+"      --no-clean-close leave the filesystem as a power cut right after the\n"
+"                       commit would (durable in the journal, btree nodes not\n"
+"                       written, not marked clean): for testing replay and fsck\n"
 "\n"
 "Exit: 0 done, 1 error or (get) no such key, 16 usage error.\n");
 }
 
+static int parse_hex(const char *s, uint8_t *out, size_t cap, size_t *len)
+{
+	size_t n = strlen(s);
+
+	if (n % 2 || n / 2 > cap)
+		return -1;
+	for (size_t i = 0; i < n / 2; i++) {
+		unsigned v;
+		if (sscanf(s + 2 * i, "%2x", &v) != 1)
+			return -1;
+		out[i] = v;
+	}
+	*len = n / 2;
+	return 0;
+}
+
+static int type_parse(const char *s)
+{
+	for (unsigned t = 0; t < BCH_BKEY_TYPE_NR; t++)
+		if (!strcmp(bch_bkey_type_name(t), s))
+			return t;
+	return -1;
+}
+
 int cmd_kv(int argc, char *argv[])
 {
-	bool no_clean_close = false;
+	static const struct option longopts[] = {
+		{ "btree",		required_argument, NULL, 'b' },
+		{ "unchecked",		no_argument,	   NULL, 'u' },
+		{ "no-clean-close",	no_argument,	   NULL, 'N' },
+		{ "help",		no_argument,	   NULL, 'h' },
+		{ NULL }
+	};
+	bool no_clean_close = false, unchecked = false;
+	int btree = BCH_BTREE_ID_test, o;
 
-	if (argc > 1 && !strcmp(argv[1], "--no-clean-close")) {
-		no_clean_close = true;
-		argv[1] = argv[0];
-		argv++;
-		argc--;
-	}
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		usage(stdout);
-		return EXIT_OK;
-	}
+	while ((o = getopt_long(argc, argv, "+b:h", longopts, NULL)) != -1)
+		switch (o) {
+		case 'b':
+			if ((btree = bch_btree_id_parse(optarg)) < 0) {
+				cmd_err("kv", "unknown btree '%s'", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'u': unchecked = true; break;
+		case 'N': no_clean_close = true; break;
+		case 'h': usage(stdout); return EXIT_OK;
+		default: usage(stderr); return EXIT_USAGE;
+		}
+	argc -= optind - 1;
+	argv += optind - 1;
 	if (argc < 4) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
 	const char *verb = argv[2];
 	bool put = !strcmp(verb, "put"), get = !strcmp(verb, "get"), del = !strcmp(verb, "del");
-	if (!put && !get && !del) {
-		cmd_err("kv", "unknown verb '%s' (put, get, del)", verb);
+	bool gethex = !strcmp(verb, "gethex"), puthex = !strcmp(verb, "puthex");
+	if (!put && !get && !del && !gethex && !puthex) {
+		cmd_err("kv", "unknown verb '%s' (put, get, del, gethex, puthex)", verb);
 		return EXIT_USAGE;
 	}
-	if ((put && (argc - 3) % 2) || (get && argc != 4)) {
+	if ((put && (argc - 3) % 2) || ((get || gethex) && argc != 4) || (puthex && argc != 7)) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	unsigned step = put ? 2 : 1;
+	if (put && btree != BCH_BTREE_ID_test) {
+		cmd_err("kv", "put writes raw keys of the test btree; use puthex for other btrees");
+		return EXIT_USAGE;
+	}
+	unsigned step = put ? 2 : puthex ? 4 : 1;
 	for (int i = 3; i < argc; i += step) {
 		struct bch_bpos p;
 		if (bch_bpos_parse(argv[i], &p)) {
@@ -73,32 +128,57 @@ int cmd_kv(int argc, char *argv[])
 			return EXIT_USAGE;
 		}
 	}
+	uint8_t hex[2048];
+	size_t hexlen = 0;
+	int hextype = 0;
+	unsigned long hexsize = 0;
+	if (puthex) {
+		char *end;
+		hextype = type_parse(argv[4]);
+		hexsize = strtoul(argv[5], &end, 10);
+		if (hextype < 0 || *end || parse_hex(argv[6], hex, sizeof(hex), &hexlen)) {
+			cmd_err("kv", "puthex: want TYPE (a key type name) SIZE (a number) HEX (bytes)");
+			return EXIT_USAGE;
+		}
+	}
 
 	unsigned nr;
 	char *dev_arg[1] = { argv[1] };
 	char **devs = split_devs(dev_arg, 1, &nr);
-	struct bch_opts o;
+	struct bch_opts opts;
 	struct bch_fs *c;
 	char err[512];
 	int r;
 
-	memset(&o, 0, sizeof(o));
-	if (get)
-		bch_opt_set(&o, Opt_read_only, 1);
-	if ((r = bch_fs_open(devs, nr, &o, &c, err, sizeof(err)))) {
+	memset(&opts, 0, sizeof(opts));
+	if (get || gethex)
+		bch_opt_set(&opts, Opt_read_only, 1);
+	if ((r = bch_fs_open(devs, nr, &opts, &c, err, sizeof(err)))) {
 		cmd_err("kv", "%s", err);
 		free_devs(devs);
 		return EXIT_FAIL;
 	}
-	if (get) {
+	if (get || gethex) {
 		struct bch_bpos p;
 		struct bch_bkey *k;
 		bch_bpos_parse(argv[3], &p);
-		r = bch_btree_lookup(c, BCH_BTREE_ID_test, p, &k);
+		r = bch_btree_lookup(c, btree, p, &k);
 		if (!r) {
-			const struct bch_raw *v = bkey_val(k);
-			fwrite(v->data, 1, v->len, stdout);
-			putchar('\n');
+			if (gethex) {
+				printf("%s %u ", bch_bkey_type_name(k->type), (unsigned)k->size);
+				const uint8_t *v = bkey_val(k);
+				for (size_t i = 0; i < bkey_val_bytes(k); i++)
+					printf("%02x", v[i]);
+				putchar('\n');
+			} else if (btree == BCH_BTREE_ID_test && k->type == BCH_BKEY_raw) {
+				const struct bch_raw *v = bkey_val(k);
+				fwrite(v->data, 1, v->len, stdout);
+				putchar('\n');
+			} else {
+				char buf[1024];
+				bch_bkey_to_text(k, buf, sizeof(buf));
+				printf("%s\n", buf);
+			}
 			free(k);
 		} else if (r == -BCH_ERR_key_not_found) {
 			cmd_err("kv", "%s: no such key", argv[3]);
@@ -116,18 +196,24 @@ int cmd_kv(int argc, char *argv[])
 				struct bch_raw *v = bkey_val(k);
 				v->len = len;
 				memcpy(v->data, argv[i + 1], len);
+			} else if (puthex) {
+				k = bch_bkey_alloc(hextype, p, hexlen);
+				k->size = hexsize;
+				memcpy(bkey_val(k), hex, hexlen);
 			} else {
 				k = bch_bkey_alloc(BCH_BKEY_deleted, p, 0);
 			}
-			bch_trans_update(t, BCH_BTREE_ID_test, k);
+			bch_trans_update(t, btree, k);
 			free(k);
 		}
+		bch_trans_unchecked = unchecked;
 		r = bch_trans_commit(t, BCH_TRANS_SYNC);
+		bch_trans_unchecked = false;
 		bch_trans_exit(t);
 	}
 	if (r && r != -BCH_ERR_key_not_found)
 		cmd_err("kv", "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
-	if (no_clean_close && !get)
+	if (no_clean_close && !get && !gethex)
 		c->read_only = true;	/* close writes nothing more: as after a power cut */
 	int cr = bch_fs_close(c);
 	if (cr && !r) {

@@ -48,6 +48,8 @@ struct btree {
 	struct bch_extent_ptr	ptrs[BCH_REPLICAS_MAX];
 	unsigned		sectors_written;	/* 0: never written */
 	uint8_t			bad_replicas;	/* bit i: ptrs[i] failed when read (fsck rewrites) */
+	char			**dropped;	/* fsck: invalid keys skipped when read ("pos: why") */
+	unsigned		nr_dropped;
 
 	struct bch_bkey		**keys;		/* live keys, sorted */
 	unsigned		nr, cap;
@@ -134,6 +136,8 @@ int  bch_trans_init(struct bch_fs *c, struct btree_trans **trans);
 int  bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *k);
 /* Commit atomically through the journal; the transaction is then empty. */
 int  bch_trans_commit(struct btree_trans *t, unsigned flags);
+/* Debugging (bcachefs kv --unchecked): commit keys without validating them. */
+extern bool bch_trans_unchecked;
 void bch_trans_exit(struct btree_trans *t);
 
 /*

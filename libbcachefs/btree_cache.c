@@ -63,6 +63,9 @@ static void free_node(struct btree *b)
 		free(b->keys[i]);
 	for (unsigned i = 0; i < b->nr_pending; i++)
 		free(b->pending[i]);
+	for (unsigned i = 0; i < b->nr_dropped; i++)
+		free(b->dropped[i]);
+	free(b->dropped);
 	free(b->keys);
 	free(b->pending);
 	free(b);

@@ -64,8 +64,22 @@ static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i
 
 		if (end - p < (ptrdiff_t)BCH_BKEY_U64s || k->u64s < BCH_BKEY_U64s || k->u64s > end - p)
 			return snprintf(err, errlen, "key overruns its bset"), -BCH_ERR_btree_node_bad;
-		if (bch_bkey_validate(k, b->id, b->level, err, errlen))
-			return -BCH_ERR_btree_node_bad;
+		if (bch_bkey_validate(k, b->id, b->level, err, errlen)) {
+			if (!c->opts.v[Opt_fsck] || b->level)
+				return -BCH_ERR_btree_node_bad;
+			/* fsck: skip the key, keep the node; fsck reports it and rewrites the node */
+			char pos[80], *msg;
+			bch_bpos_to_text(k->p, pos, sizeof(pos));
+			if (asprintf(&msg, "key %s: %s", pos, err) < 0)
+				abort();
+			b->dropped = realloc(b->dropped, (b->nr_dropped + 1) * sizeof(*b->dropped));
+			if (!b->dropped)
+				abort();
+			b->dropped[b->nr_dropped++] = msg;
+			err[0] = 0;
+			p += k->u64s;
+			continue;
+		}
 		if (prev && bpos_cmp(prev->p, k->p) >= 0)
 			return snprintf(err, errlen, "keys out of order"), -BCH_ERR_btree_node_bad;
 		if (bpos_cmp(k->p, b->min_key) < 0 || bpos_cmp(k->p, b->max_key) > 0)
@@ -75,7 +89,6 @@ static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i
 		prev = k;
 		p += k->u64s;
 	}
-	(void)c;
 	return 0;
 }
 
@@ -131,6 +144,11 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 
 static void node_reset_keys(struct btree *b)
 {
+	for (unsigned i = 0; i < b->nr_dropped; i++)
+		free(b->dropped[i]);
+	free(b->dropped);
+	b->dropped = NULL;
+	b->nr_dropped = 0;
 	for (unsigned i = 0; i < b->nr; i++)
 		free(b->keys[i]);
 	b->nr = 0;

@@ -59,6 +59,8 @@
 	  "btree node's children do not cover its range; rebuild the btree")		\
 	x(btree_replica_bad,	0x0303, 3, FSCK_SAFE,						\
 	  "a copy of a btree node is bad (another one was read); rewrite the node")	\
+	x(bkey_invalid,		0x0401, 4, 0,							\
+	  "key fails validation; delete it (the node is rewritten without it)")	\
 	x(extent_ptr_bad,	0x0501, 5, 0,							\
 	  "extent points to a missing device, outside the device or into metadata; "	\
 	  "drop the pointer (the extent goes when none is left)")			\

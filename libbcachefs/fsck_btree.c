@@ -9,6 +9,9 @@
  *                          key checks happen as each node is read
  *   btree_replica_bad      a copy of a node is bad while another is good:
  *                          the node is rewritten (all copies) from the good one
+ *   bkey_invalid           (pass 4) a key of a leaf that fails its type's
+ *                          validation: left out when the node was read (fsck
+ *                          mode), and the node rewritten without it
  *   btree_topology         an interior node whose children do not cover its
  *                          range exactly: the first child must start at the
  *                          node's min_key, each next child right after the
@@ -122,6 +125,27 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 				return r;
 			}
 			bch_fsck_fixed(s->ctx, BCH_FSCK_btree_replica_bad);
+		}
+	}
+	if (b->nr_dropped) {
+		/* pass 4: keys that failed validation were left out when the node was read */
+		bool fix = false;
+		where_of(s->id, level, ptr, where, sizeof(where), true);
+		for (unsigned i = 0; i < b->nr_dropped; i++)
+			fix |= bch_fsck_problem(s->ctx, BCH_FSCK_bkey_invalid, where, b->dropped[i]);
+		if (fix && !c->read_only) {
+			unsigned n = b->nr_dropped;
+			for (unsigned i = 0; i < b->nr_dropped; i++)
+				free(b->dropped[i]);
+			free(b->dropped);
+			b->dropped = NULL;
+			b->nr_dropped = 0;
+			r = bch_btree_node_rewrite(c, b);
+			if (r) {
+				bch_btree_node_put(c, b);
+				return r;
+			}
+			s->ctx->fixed[BCH_FSCK_bkey_invalid] += n;
 		}
 	}
 	if (!b->level) {

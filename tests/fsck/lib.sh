@@ -18,3 +18,52 @@ mkfs_keys() {
 node_sector() {
 	$B list -b test -m nodes "$1" | sed -n "s/^node level $2 .* ptr 0:\([0-9]*\) .*/\1/p" | sed -n "${3}p"
 }
+
+# mkfs_files IMG: a small tree: /dir/a (text, xattr, hard link /hard, symlink
+# /sym), /dir/b (20000 lines, several extents), /dir/c, /dir/sub/deep, /empty
+mkfs_files() {
+	$B format -q --fs-size=64M "$1" || exit 1
+	printf 'hello world\n' > f_a
+	seq 1 20000 > f_b
+	seq 5 5 50000 > f_c
+	printf 'deep\n' > f_deep
+	$B image mkdir -p "$1" /dir/sub /empty || exit 1
+	$B image put "$1" f_a /dir/a || exit 1
+	$B image put "$1" f_b /dir/b || exit 1
+	$B image put "$1" f_c /dir/c || exit 1
+	$B image put "$1" f_deep /dir/sub/deep || exit 1
+	$B image ln "$1" /dir/a /hard || exit 1
+	$B image ln -s "$1" dir/a /sym || exit 1
+	$B image setfattr -n user.colour -v blue "$1" /dir/a || exit 1
+}
+
+# inum IMG PATH: the inode number of PATH
+inum() { $B image stat --json "$1" "$2" | sed -n 's/.*"inode": \([0-9]*\),.*/\1/p'; }
+
+# key_hex IMG BTREE POS: "TYPE SIZE HEX" of a key
+key_hex() { $B kv -b "$2" "$1" gethex "$3"; }
+
+# set_field IMG BTREE POS OFFSET BYTES VALUE: overwrite a little-endian field of
+# a key's value (OFFSET and BYTES in bytes) and write the key back unchecked
+set_field() {
+	set -- "$1" "$2" "$3" "$4" "$5" "$6" $(key_hex "$1" "$2" "$3")
+	hex=$9
+	v=$6 le= i=0
+	while [ $i -lt "$5" ]; do
+		le="$le$(printf '%02x' $(( (v >> (8 * i)) & 255 )))"
+		i=$((i + 1))
+	done
+	pre=$(printf '%s' "$hex" | cut -c1-$(($4 * 2)))
+	post=$(printf '%s' "$hex" | cut -c$(($4 * 2 + $5 * 2 + 1))-)
+	$B kv --unchecked -b "$2" "$1" puthex "$3" "$7" "$8" "$pre$le$post"
+}
+
+# dirent_pos IMG DIR_INUM NAME: position of the dirent NAME in directory DIR_INUM
+dirent_pos() {
+	$B list -b dirents "$1" | sed -n "s/^\($2:[0-9]*:0\) dirent -> [0-9]* type [0-9]* \"$3\"$/\1/p"
+}
+
+# extent_pos IMG INUM: position of the first extent of INUM
+extent_pos() {
+	$B list -b extents "$1" | sed -n "s/^\($2:[0-9]*:0\) extent .*/\1/p" | head -1
+}

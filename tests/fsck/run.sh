@@ -5,6 +5,8 @@
 #   expect.1 output and exit status of `bcachefs fsck -y DEVS`
 #   expect.2 output and exit status of a second run, `bcachefs fsck -n DEVS`
 #   check    (optional) run after both: what the damage did not touch is intact
+#   args     (optional) extra fsck options for both runs (e.g. -c)
+# Both runs use -f: a cleanly closed filesystem is checked all the same.
 # Before -y, a `fsck -n` run must change no byte of any device and must exit
 # with bit 4 set whenever -y repairs something.
 # UPDATE=1 rewrites the expect files from the current output (review the diff!).
@@ -20,14 +22,15 @@ for c in $cases; do
 	(cd "$dir" && sh "$here/$c/script") >"$dir/script.log" 2>&1 || { ok=false; why="script failed: $(tail -3 "$dir/script.log")"; }
 	if $ok; then
 		devs=$(cat "$dir/devs")
+		args=$(cat "$here/$c/args" 2>/dev/null || true)
 		sums_before=$(cd "$dir" && sha256sum $devs)
-		(cd "$dir" && "$B" fsck -n $devs) >"$dir/out.0" 2>&1
+		(cd "$dir" && "$B" fsck -f -n $args $devs) >"$dir/out.0" 2>&1
 		rc0=$?
 		sums_after=$(cd "$dir" && sha256sum $devs)
 		[ "$sums_before" = "$sums_after" ] || { ok=false; why="fsck -n changed a device"; }
 		for run in 1 2; do
 			flag=-y; [ $run = 2 ] && flag=-n
-			(cd "$dir" && "$B" fsck $flag $devs; echo "Exit status is $?") >"$dir/out.$run" 2>&1
+			(cd "$dir" && "$B" fsck -f $flag $args $devs; echo "Exit status is $?") >"$dir/out.$run" 2>&1
 			if [ "${UPDATE:-0}" = 1 ]; then
 				cp "$dir/out.$run" "$here/$c/expect.$run"
 			elif ! cmp -s "$dir/out.$run" "$here/$c/expect.$run"; then
