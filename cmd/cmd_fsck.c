@@ -78,7 +78,7 @@ static enum bch_fsck_answer report(struct bch_fsck_ctx *ctx, enum bch_fsck_probl
 		fputc('\n', f);
 		return ask();
 	}
-	fprintf(f, ": %s\n", fix ? "fixing" : (info->flags & FSCK_FATAL) ? "cannot fix" : "not fixed");
+	fprintf(f, ": %s\n", fix ? "fixing" : (info->flags & (FSCK_FATAL | FSCK_NOFIX)) ? "cannot fix" : "not fixed");
 	return BCH_FSCK_ANSWER_NO;
 }
 

@@ -23,7 +23,7 @@ bool bch_fsck_problem(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
 	if (info->flags & FSCK_FATAL)
 		ctx->fatal = true;
 
-	if ((info->flags & FSCK_FATAL) || ctx->cancelled || ctx->mode == BCH_FSCK_NO)
+	if ((info->flags & (FSCK_FATAL | FSCK_NOFIX)) || ctx->cancelled || ctx->mode == BCH_FSCK_NO)
 		fix = false;
 	else if (ctx->mode == BCH_FSCK_YES)
 		fix = true;

@@ -27,9 +27,11 @@
  * x(name, number, pass, flags, message)
  *   flags: FSCK_SAFE  repaired by -p (preen) without asking
  *          FSCK_FATAL cannot be repaired; fsck stops after this pass
+ *          FSCK_NOFIX cannot be repaired; fsck goes on
  */
 #define FSCK_SAFE	(1U << 0)
 #define FSCK_FATAL	(1U << 1)
+#define FSCK_NOFIX	(1U << 2)	/* reported and left: there is no repair */
 
 #define BCH_FSCK_PROBLEMS()									\
 	x(sb_copy_bad,		0x0101, 1, FSCK_SAFE,						\
@@ -114,7 +116,7 @@
 	  "link count differs from the number of names; correct it")			\
 	x(data_replica_bad,	0x0b01, 11, FSCK_SAFE,						\
 	  "a copy of file data is bad (another copy is good); rewrite it")		\
-	x(data_unreadable,	0x0b02, 11, 0,							\
+	x(data_unreadable,	0x0b02, 11, FSCK_NOFIX,							\
 	  "file data with no good copy (checksum or read errors)")
 
 enum bch_fsck_problem {

@@ -97,6 +97,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		      const struct bch_bkey *ptr)
 {
 	char where[300], detail[600];
+	struct bch_bkey *moved = NULL;	/* the node's pointer after a rewrite moved it */
 	struct btree *b;
 	int r;
 
@@ -124,6 +125,8 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 				bch_btree_node_put(c, b);
 				return r;
 			}
+			free(moved);
+			ptr = moved = bch_btree_ptr_key(b);
 			bch_fsck_fixed(s->ctx, BCH_FSCK_btree_replica_bad);
 		}
 	}
@@ -145,12 +148,15 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 				bch_btree_node_put(c, b);
 				return r;
 			}
+			free(moved);
+			ptr = moved = bch_btree_ptr_key(b);
 			s->ctx->fixed[BCH_FSCK_bkey_invalid] += n;
 		}
 	}
 	if (!b->level) {
 		ptr_list_add(&s->leaves, ptr);
 		bch_btree_node_put(c, b);
+		free(moved);
 		return 0;
 	}
 
@@ -187,6 +193,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	for (unsigned i = 0; i < nr; i++)
 		free(kids[i]);
 	free(kids);
+	free(moved);
 	return r;
 }
 
@@ -261,7 +268,10 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 
 		if (!root->key)
 			continue;
-		r = check_node(c, &s, root->level, root->key);
+		/* a copy: repairs may replace the root key while it is being checked */
+		struct bch_bkey *rk = bch_bkey_dup(root->key);
+		r = check_node(c, &s, root->level, rk);
+		free(rk);
 		*nodes_checked += s.nodes_checked;
 		if (!r && s.rebuild && !c->read_only) {
 			r = rebuild(c, &s);

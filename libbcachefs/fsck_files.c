@@ -56,6 +56,7 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "checksum.h"
 #include "errcode.h"
 #include "extents.h"
 #include "fs_ops.h"
@@ -146,7 +147,10 @@ struct fstate {
 	/* pass 5: blocks claimed, per device; recently seen encoded extents */
 	uint8_t			*claimed[BCH_SB_MEMBERS_MAX];
 	uint64_t		claimed_blocks[BCH_SB_MEMBERS_MAX];
-	struct bch_extent_ptr	recent[128];
+	struct {
+		struct bch_extent_ptr	ptr;
+		struct bch_csum		csum;
+	}			recent[128];
 	unsigned		recent_next;
 
 	/* pass 6: the inode whose extents are being scanned */
@@ -154,6 +158,10 @@ struct fstate {
 	bool			cur_exists;
 	struct bch_inode	cur;
 	uint64_t		prev_end;
+
+	/* pass 8: dirents re-hashed (and counted) this pass */
+	struct bch_bpos		*moved;
+	size_t			nr_moved;
 
 	/* pass 8: the directory whose entries are being scanned */
 	uint64_t		dir_cached;
@@ -318,22 +326,24 @@ static int for_each_key(struct fstate *s, unsigned id, key_fn fn)
 			return err;
 		if (r)
 			return r;
-		if (n < BATCH || s->ctx->cancelled || bpos_eq(pos, POS_MAX))
+		/* until a batch comes back empty: repairs may have added keys further on */
+		if (!n || s->ctx->cancelled || bpos_eq(pos, POS_MAX))
 			return 0;
 	}
 }
 
 /* ------------------------------------------------------- passes 5 and 6 */
 
-static bool claim(struct fstate *s, const struct bch_extent_ptr *p, unsigned sectors)
+static bool claim(struct fstate *s, const struct bch_extent_ptr *p, const struct bch_extent_crc *crc)
 {
-	struct bch_extent_ptr id = *p;
+	unsigned sectors = crc->compressed_sectors;
 
 	/* keys that share one encoded extent are close together: a short memory */
 	for (unsigned i = 0; i < 128; i++)
-		if (!memcmp(&s->recent[i], &id, sizeof(id)))
+		if (!memcmp(&s->recent[i].ptr, p, sizeof(*p)) && bch_csum_eq(s->recent[i].csum, crc->csum))
 			return true;
-	s->recent[s->recent_next++ % 128] = id;
+	s->recent[s->recent_next % 128].ptr = *p;
+	s->recent[s->recent_next++ % 128].csum = crc->csum;
 
 	unsigned bs = s->c->sb->block_size;
 	uint64_t first = p->offset / bs, last = (p->offset + sectors - 1) / bs;
@@ -396,7 +406,7 @@ static int check_extent(struct fstate *s, const struct bch_bkey *k)
 				prob = BCH_FSCK_extent_ptr_stale;
 				snprintf(detail, sizeof(detail), "%u:%" PRIu64 " gen %u", p->dev,
 					 (uint64_t)p->offset, p->gen);
-			} else if (!claim(s, p, e->crc.compressed_sectors)) {
+			} else if (!claim(s, p, &e->crc)) {
 				prob = BCH_FSCK_extent_ptr_dup;
 				snprintf(detail, sizeof(detail), "%u:%" PRIu64 " already used by another extent",
 					 p->dev, (uint64_t)p->offset);
@@ -513,12 +523,16 @@ static int check_dirent(struct fstate *s, const struct bch_bkey *k)
 
 	if (k->type != BCH_BKEY_dirent)
 		return 0;
+	for (size_t i = 0; i < s->nr_moved; i++)
+		if (bpos_eq(s->moved[i], k->p))
+			return 0;	/* re-hashed here earlier in this pass: already counted */
 	const struct bch_dirent *d = bkey_val(k);
 	char name[BCH_NAME_MAX + 1];
 	memcpy(name, d->name, d->name_len);
 	name[d->name_len] = 0;
 	uint64_t dir = k->p.inode, slot = k->p.offset;
 	struct ino_info *di = ino_find(&s->inodes, dir, false), *ti = ino_find(&s->inodes, d->inum, false);
+	bool moved = false;
 	s->stats->dirents++;
 #define WHERE()	dirent_where(s, dir, name, where, sizeof(where))
 
@@ -558,9 +572,15 @@ static int check_dirent(struct fstate *s, const struct bch_bkey *k)
 			fixed(s, BCH_FSCK_dirent_misplaced, r);
 			if (r)
 				return r;
-			/* counted when the scan reaches its new place (or here, if before) */
-			if (bch_fs_dirent_first(c, dir, &dinode, name, &first) || first >= slot)
+			/* count it now, at its new place, and not again if the scan gets there */
+			if (bch_fs_dirent_first(c, dir, &dinode, name, &first))
 				return 0;
+			slot = first;
+			moved = true;
+			s->moved = realloc(s->moved, (s->nr_moved + 1) * sizeof(*s->moved));
+			if (!s->moved)
+				abort();
+			s->moved[s->nr_moved++] = POS(dir, slot, 0);
 		} else {
 			first = slot;	/* count it as it is */
 		}
@@ -576,7 +596,7 @@ static int check_dirent(struct fstate *s, const struct bch_bkey *k)
 	}
 
 	unsigned want = bch_mode_to_dtype(ti->mode);
-	if (d->d_type != want) {
+	if (d->d_type != want && !moved) {
 		snprintf(detail, sizeof(detail), "type %u, inode is %u", d->d_type, want);
 		WHERE();
 		if (fixing(s, BCH_FSCK_dirent_type_wrong, where, detail)) {
@@ -649,6 +669,24 @@ static int check_xattr(struct fstate *s, const struct bch_bkey *k)
 
 /* ------------------------------------------------------------ pass 9 */
 
+/* Before the dirents are checked: a root to hang them from. */
+static int check_root(struct fstate *s)
+{
+	struct ino_info *root = ino_find(&s->inodes, BCH_ROOT_INO, false);
+
+	if (root && root->mode && S_ISDIR(root->mode))
+		return 0;
+	if (!fixing(s, BCH_FSCK_root_missing, "inode 4096 (/)", NULL))
+		return 0;
+	struct bch_inode ri;
+	bch_inode_init(s->c, &ri, BCH_ROOT_INO, S_IFDIR | 0755, 0, 0, 0, NULL);
+	int r = update_inode(s->c, BCH_ROOT_INO, &ri);
+	fixed(s, BCH_FSCK_root_missing, r);
+	if (!r)
+		ino_find(&s->inodes, BCH_ROOT_INO, true)->mode = ri.mode;
+	return r;
+}
+
 static uint64_t lost_found;
 
 static int need_lost_found(struct fstate *s)
@@ -671,9 +709,12 @@ static int need_lost_found(struct fstate *s)
 	if (r)
 		return r;
 	struct ino_info *ii = ino_find(&s->inodes, inum, true);
+	struct bch_inode root;
 	ii->mode = S_IFDIR | 0700;
 	ii->names = 1;
 	ii->parent = BCH_ROOT_INO;
+	if (!bch_inode_get(s->c, BCH_ROOT_INO, &root))
+		bch_fs_dirent_first(s->c, BCH_ROOT_INO, &root, "lost+found", &ii->parent_slot);
 	ii->state = 2;
 	ino_find(&s->inodes, BCH_ROOT_INO, false)->subdirs++;
 	/* create() counted the new directory in the root's nlink: keep the table in step */
@@ -700,7 +741,13 @@ static int reattach(struct fstate *s, struct ino_info *ii)
 	ii->names = 1;
 	ii->parent = lost_found;
 	ii->parent_slot = slot;
-	if (S_ISDIR(ii->mode)) {
+	struct bch_inode in;
+	if (!(r = bch_inode_get(s->c, ii->inum, &in))) {
+		in.dir = lost_found;
+		in.dir_offset = slot;
+		r = update_inode(s->c, ii->inum, &in);
+	}
+	if (!r && S_ISDIR(ii->mode)) {
 		ino_find(&s->inodes, lost_found, false)->subdirs++;
 		r = adjust_nlink(s->c, lost_found, 1);
 	}
@@ -716,20 +763,8 @@ static int check_structure(struct fstate *s)
 	lost_found = 0;
 	ino_reserve(&s->inodes, 4);	/* root and lost+found may be added below */
 	struct ino_info *root = ino_find(&s->inodes, BCH_ROOT_INO, false);
-	if (!root || !root->mode || !S_ISDIR(root->mode)) {
-		if (fixing(s, BCH_FSCK_root_missing, "inode 4096 (/)", NULL)) {
-			struct bch_inode ri;
-			bch_inode_init(c, &ri, BCH_ROOT_INO, S_IFDIR | 0755, 0, 0, 0, NULL);
-			r = update_inode(c, BCH_ROOT_INO, &ri);
-			fixed(s, BCH_FSCK_root_missing, r);
-			if (r)
-				return r;
-			root = ino_find(&s->inodes, BCH_ROOT_INO, true);
-			root->mode = ri.mode;
-		} else {
-			return 0;	/* nothing can be reached: the rest would only repeat this */
-		}
-	}
+	if (!root || !root->mode || !S_ISDIR(root->mode))
+		return 0;	/* not recreated (-n): nothing can be reached */
 	root->state = 2;
 
 	/* directories: named once, and every parent chain reaches the root */
@@ -755,15 +790,19 @@ static int check_structure(struct fstate *s)
 			continue;
 		}
 		/* walk up: state 1 marks this walk's path */
+		struct ino_info **path = NULL;
+		size_t plen = 0;
 		struct ino_info *cur = ii;
-		unsigned steps = 0;
-		while (cur && cur->state == 0 && steps++ < s->inodes.nr + 1) {
+		while (cur && cur->state == 0 && cur->names && plen < s->inodes.nr + 1) {
 			cur->state = 1;
-			cur = cur->names ? ino_find(&s->inodes, cur->parent, false) : NULL;
+			path = realloc(path, (plen + 1) * sizeof(*path));
+			if (!path)
+				abort();
+			path[plen++] = cur;
+			cur = ino_find(&s->inodes, cur->parent, false);
 		}
-		bool loop = cur && cur->state == 1;
-		if (loop) {
-			/* cur is on the loop: cut it there */
+		if (cur && cur->state == 1) {
+			/* cur is on a loop: cut it there */
 			inode_where(c, cur->inum, where, sizeof(where));
 			if (fixing(s, BCH_FSCK_dir_loop, where, NULL)) {
 				struct ino_info *old_parent = ino_find(&s->inodes, cur->parent, false);
@@ -778,9 +817,10 @@ static int check_structure(struct fstate *s)
 				fixed(s, BCH_FSCK_dir_loop, r);
 			}
 		}
-		/* settle this path: it reaches the root now (or is reported) */
-		for (cur = ii; cur && cur->state == 1; cur = ino_find(&s->inodes, cur->parent, false))
-			cur->state = 2;
+		/* every directory on the path now reaches the root (or was reported) */
+		for (size_t k = 0; k < plen; k++)
+			path[k]->state = 2;
+		free(path);
 	}
 
 	/* files: a name, or deleted when nothing wants them */
@@ -971,6 +1011,8 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	if (!r && !s->err && ctx->progress)
 		ctx->progress(ctx, 8, "directory entries and xattrs");
 	if (!r && !s->err)
+		r = check_root(s);
+	if (!r && !s->err)
 		r = for_each_key(s, BCH_BTREE_ID_dirents, check_dirent);
 	if (!r && !s->err)
 		r = for_each_key(s, BCH_BTREE_ID_xattrs, check_xattr);
@@ -998,6 +1040,7 @@ out:
 	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
 		free(s->claimed[d]);
 	free(s->inodes.e);
+	free(s->moved);
 	free(s);
 	return r;
 }

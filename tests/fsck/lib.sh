@@ -20,11 +20,11 @@ node_sector() {
 }
 
 # mkfs_files IMG: a small tree: /dir/a (text, xattr, hard link /hard, symlink
-# /sym), /dir/b (20000 lines, several extents), /dir/c, /dir/sub/deep, /empty
+# /sym), /dir/b (40000 lines, two extents), /dir/c, /dir/sub/deep, /empty
 mkfs_files() {
 	$B format -q --fs-size=64M "$1" || exit 1
 	printf 'hello world\n' > f_a
-	seq 1 20000 > f_b
+	seq 1 40000 > f_b
 	seq 5 5 50000 > f_c
 	printf 'deep\n' > f_deep
 	$B image mkdir -p "$1" /dir/sub /empty || exit 1
@@ -48,14 +48,15 @@ key_hex() { $B kv -b "$2" "$1" gethex "$3"; }
 set_field() {
 	set -- "$1" "$2" "$3" "$4" "$5" "$6" $(key_hex "$1" "$2" "$3")
 	hex=$9
-	v=$6 le= i=0
-	while [ $i -lt "$5" ]; do
-		le="$le$(printf '%02x' $(( (v >> (8 * i)) & 255 )))"
-		i=$((i + 1))
+	_v=$6 _le= _i=0
+	while [ $_i -lt "$5" ]; do
+		_le="$_le$(printf '%02x' $(( (_v >> (8 * _i)) & 255 )))"
+		_i=$((_i + 1))
 	done
-	pre=$(printf '%s' "$hex" | cut -c1-$(($4 * 2)))
-	post=$(printf '%s' "$hex" | cut -c$(($4 * 2 + $5 * 2 + 1))-)
-	$B kv --unchecked -b "$2" "$1" puthex "$3" "$7" "$8" "$pre$le$post"
+	pre=
+	[ "$4" -gt 0 ] && pre=$(printf '%s' "$hex" | cut -c1-$(($4 * 2)))
+	_post=$(printf '%s' "$hex" | cut -c$(($4 * 2 + $5 * 2 + 1))-)
+	$B kv --unchecked -b "$2" "$1" puthex "$3" "$7" "$8" "$pre$_le$_post"
 }
 
 # dirent_pos IMG DIR_INUM NAME: position of the dirent NAME in directory DIR_INUM
@@ -66,4 +67,23 @@ dirent_pos() {
 # extent_pos IMG INUM: position of the first extent of INUM
 extent_pos() {
 	$B list -b extents "$1" | sed -n "s/^\($2:[0-9]*:0\) extent .*/\1/p" | head -1
+}
+
+# le HEX_BYTES VALUE: VALUE as little-endian hex of that many bytes
+le() {
+	_v=$2 _out= _i=0
+	while [ $_i -lt "$1" ]; do
+		_out="$_out$(printf '%02x' $(( (_v >> (8 * _i)) & 255 )))"
+		_i=$((_i + 1))
+	done
+	printf '%s' "$_out"
+}
+
+# dirent_hex INUM DTYPE NAME: the value of a dirent naming INUM
+dirent_hex() {
+	name=$(printf '%s' "$3" | xxd -p | tr -d '\n')
+	len=$(printf '%s' "$3" | wc -c)
+	pad=$(( (8 - len % 8) % 8 ))
+	printf '%s%s%s000000000000%s' "$(le 8 "$1")" "$(le 1 "$2")" "$(le 1 "$len")" "$name"
+	i=0; while [ $i -lt $pad ]; do printf '00'; i=$((i + 1)); done
 }

@@ -31,7 +31,11 @@ for c in $cases; do
 		for run in 1 2; do
 			flag=-y; [ $run = 2 ] && flag=-n
 			(cd "$dir" && "$B" fsck -f $flag $args $devs; echo "Exit status is $?") >"$dir/out.$run" 2>&1
-			if [ "${UPDATE:-0}" = 1 ]; then
+			rcr=$(sed -n 's/^Exit status is //p' "$dir/out.$run")
+			if [ "${rcr:-0}" -ge 128 ]; then
+				ok=false; why="$why
+fsck $flag crashed (exit $rcr)"
+			elif [ "${UPDATE:-0}" = 1 ]; then
 				cp "$dir/out.$run" "$here/$c/expect.$run"
 			elif ! cmp -s "$dir/out.$run" "$here/$c/expect.$run"; then
 				ok=false
