@@ -22,7 +22,8 @@ node_sector() {
 # mkfs_files IMG: a small tree: /dir/a (text, xattr, hard link /hard, symlink
 # /sym), /dir/b (40000 lines, two extents), /dir/c, /dir/sub/deep, /empty
 mkfs_files() {
-	$B format -q --fs-size=64M "$1" || exit 1
+	# fixed UUID and time: the name hash key, and so the output, are the same every run
+	SOURCE_DATE_EPOCH=1700000000 $B format -q -U 6e2a3c1d-5b4f-4e8a-9c7d-2f1e0a9b8c7d --fs-size=64M "$1" || exit 1
 	printf 'hello world\n' > f_a
 	seq 1 40000 > f_b
 	seq 5 5 50000 > f_c
