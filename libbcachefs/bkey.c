@@ -302,6 +302,9 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 		  : !type_allowed(btree_id, k->type))
 		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "%s key in %s btree at level %u",
 			    bch_bkey_type_name(k->type), bch_btree_id_name(btree_id), level);
+	/* snapshots are not implemented: file keys live in snapshot 0 */
+	if (!level && k->p.snapshot && btree_id != BCH_BTREE_ID_test && btree_id != BCH_BTREE_ID_alloc)
+		return INVALID("key in snapshot %u (this version has none)", (unsigned)k->p.snapshot);
 	if (k->type == BCH_BKEY_extent || k->type == BCH_BKEY_reservation) {
 		if (!k->size || k->size > k->p.offset)
 			return INVALID("extent of bad size %u ending at %" PRIu64, k->size, (uint64_t)k->p.offset);

@@ -6,6 +6,10 @@
  * checks behind it.  For each image: fsck's btree passes with -y, a clean
  * close, then -n must find nothing, and the tree must take new keys.  No
  * crash, no sanitizer report.  SOAK=1 runs 10x as many.  Seeds are printed.
+ *
+ * The second corpus damages the nodes of a filesystem holding files
+ * (directories, data, hard links, symlinks, xattrs), so the damage reaches
+ * the passes over files: every pass with -y, then -n must find nothing.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -18,6 +22,7 @@
 #include "errcode.h"
 #include "format.h"
 #include "fs.h"
+#include "fs_ops.h"
 #include "fsck.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
@@ -147,4 +152,116 @@ Test(fsck_mutate, damaged_nodes_repaired, .init = setup, .fini = teardown, .time
 		    failed_open);
 	cr_assert_gt(repaired, iters / 4, "only %u of %u images needed repair", repaired, iters);
 	cr_assert_eq(failed_open, 0, "%u damaged images could not be opened for fsck", failed_open);
+}
+
+/* ------------------------------------------------------ files corpus */
+
+static void setup_files(void)
+{
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "fsckmutf");
+	testfs_format(tmpdir, 1, IMG_BYTES >> 20, 4096, 1, paths);
+
+	struct bch_fs *c = open_fs(false);
+	cr_assert(c);
+	char name[32], data[3000];
+	uint64_t dirs[8] = { BCH_ROOT_INO }, inum;
+	unsigned nr_dirs = 1;
+	srandom(99);
+	for (unsigned i = 0; i < 250; i++) {
+		uint64_t dir = dirs[random() % nr_dirs];
+		snprintf(name, sizeof(name), "entry-%u", i);
+		unsigned k = random() % 10;
+		if (k == 0 && nr_dirs < 8) {
+			cr_assert_eq(bch_fs_create(c, dir, name, S_IFDIR | 0755, 0, 0, 0, &dirs[nr_dirs]), 0);
+			nr_dirs++;
+		} else if (k == 1) {
+			cr_assert_eq(bch_fs_symlink(c, dir, name, "some/target", 0, 0, NULL), 0);
+		} else {
+			cr_assert_eq(bch_fs_create(c, dir, name, S_IFREG | 0644, 0, 0, 0, &inum), 0);
+			memset(data, 'a' + i % 26, sizeof(data));
+			cr_assert_eq(bch_fs_write(c, inum, (random() % 4) * 4096, data, 1 + random() % sizeof(data)) > 0, 1);
+			if (k == 2)
+				cr_assert_eq(bch_fs_setxattr(c, inum, "user.k", "value", 5, 0), 0);
+			if (k == 3) {
+				snprintf(name, sizeof(name), "link-%u", i);
+				cr_assert_eq(bch_fs_link(c, inum, BCH_ROOT_INO, name), 0);
+			}
+		}
+	}
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	c = open_fs(true);
+	nr_nodes = 0;
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
+		bch_btree_walk_nodes(c, id, note_node, NULL);
+	bch_fs_close(c);
+	cr_assert_gt(nr_nodes, 8);
+
+	pristine = malloc(IMG_BYTES);
+	FILE *f = fopen(paths[0], "rb");
+	cr_assert(fread(pristine, 1, IMG_BYTES, f) == IMG_BYTES);
+	fclose(f);
+}
+
+static enum bch_fsck_answer debug_report(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
+					 const char *where, const char *detail, int fix)
+{
+	(void)ctx;
+	fprintf(stderr, "  %s: %s%s%s (%d)\n", bch_fsck_problems[p].name, where, detail ? ": " : "",
+		detail ? detail : "", fix);
+	return BCH_FSCK_ANSWER_NO;
+}
+
+static int all_passes(struct bch_fsck_ctx *ctx, struct bch_fs *c)
+{
+	if (getenv("MUTATE_DEBUG"))
+		ctx->report = debug_report;
+	struct bch_fsck_file_stats st;
+	uint64_t nodes_checked;
+	int r = bch_fsck_btrees(ctx, c, &nodes_checked);
+
+	if (!r && bch_fsck_nr_found(ctx) == bch_fsck_nr_fixed(ctx))
+		r = bch_fsck_files(ctx, c, false, &st);
+	return r;
+}
+
+Test(fsck_mutate, damaged_files_repaired, .init = setup_files, .fini = teardown, .timeout = 900)
+{
+	unsigned iters = getenv("SOAK") ? 3000 : 300, repaired = 0;
+
+	for (unsigned seed = 1; seed <= iters; seed++) {
+		if (getenv("MUTATE_SEED") && (unsigned)atoi(getenv("MUTATE_SEED")) != seed)
+			continue;
+		write_mutated(seed);
+		if (getenv("MUTATE_SEED")) {
+			char cmd[256];
+			snprintf(cmd, sizeof(cmd), "cp %s /tmp/mutated.img", paths[0]);
+			if (system(cmd))
+				fprintf(stderr, "could not keep the image\n");
+		}
+		struct bch_fs *c = open_fs(false);
+		cr_assert(c, "seed %u: open for fsck", seed);
+		struct bch_fsck_ctx *y = calloc(1, sizeof(*y));
+		y->mode = BCH_FSCK_YES;
+		int r = all_passes(y, c);
+		cr_assert_eq(r, 0, "seed %u: fsck -y: %s", seed, y->err_msg);
+		repaired += bch_fsck_nr_fixed(y) > 0;
+		cr_assert_eq(bch_fsck_nr_found(y), bch_fsck_nr_fixed(y), "seed %u: left unfixed", seed);
+		free(y);
+		cr_assert_eq(bch_fs_close(c), 0, "seed %u: close", seed);
+
+		c = open_fs(true);
+		cr_assert(c, "seed %u: open after repair", seed);
+		struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
+		n->mode = BCH_FSCK_NO;
+		cr_assert_eq(all_passes(n, c), 0, "seed %u: %s", seed, n->err_msg);
+		for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+			cr_assert_eq(n->found[p], 0, "seed %u: -n after -y finds %s", seed,
+				     bch_fsck_problems[p].name);
+		free(n);
+		bch_fs_close(c);
+	}
+	cr_log_info("fsck mutate (files): %u images, %u repaired", iters, repaired);
+	if (!getenv("MUTATE_SEED"))
+		cr_assert_gt(repaired, iters / 4, "only %u of %u images needed repair", repaired, iters);
 }
