@@ -100,7 +100,8 @@ static void usage(FILE *f)
 "      --json        print the summary as JSON on stdout (problems on stderr)\n"
 "  -h, --help        this text\n"
 "\n"
-"Passes: 1 superblocks (every copy on every device); 3-4 btree topology and\n"
+"Passes: 1 superblocks (every copy on every device); 2 journal (replayed when not\n"
+"closed cleanly; missing entries reported); 3-4 btree topology and\n"
 "keys (every node read and validated; damaged btrees rebuilt from readable\n"
 "leaves); 5 extent pointers; 6 extents; 7 inodes; 8 directory entries and\n"
 "xattrs; 9 directory structure (lost+found); 10 link counts; 11 data (-c).\n"
@@ -245,7 +246,7 @@ int cmd_fsck(int argc, char *argv[])
 		if (ctx->mode == BCH_FSCK_NO)
 			bch_opt_set(&oo, Opt_read_only, 1);
 		if (!o.json)
-			printf("pass 3: btree topology and keys\n");
+			printf("pass 2: journal\n");
 		ret = bch_fs_open(devs, nr, &oo, &c, err, sizeof(err));
 		if (ret) {
 			cmd_err("fsck", "opening the filesystem: %s", err);
@@ -256,10 +257,13 @@ int cmd_fsck(int argc, char *argv[])
 			if (c->journal_replayed && !o.json)
 				printf("not closed cleanly: %" PRIu64 " journal entr%s replayed\n",
 				       c->journal_replayed, c->journal_replayed == 1 ? "y" : "ies");
+			bch_fsck_journal(ctx, c);
 			if (!ctx->force && !c->journal_replayed && !data && !bch_fsck_nr_found(ctx)) {
 				if (!o.json)
 					printf("clean: passes 3-11 skipped (-f checks anyway)\n");
 			} else {
+				if (!o.json)
+					printf("pass 3: btree topology and keys\n");
 				ret = bch_fsck_btrees(ctx, c, &nodes);
 				if (ret) {
 					cmd_err("fsck", "%s", ctx->err_msg);

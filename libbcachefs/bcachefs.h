@@ -51,6 +51,8 @@ struct bch_fs {
 	bool			emergency_ro;	/* an error made it read-only */
 	int			first_error;	/* first fatal error, for emergency_ro */
 	uint64_t		journal_replayed;	/* entries replayed at open (0: was clean) */
+	uint64_t		(*journal_gaps)[2];	/* fsck open: missing entries [from, to] */
+	unsigned		nr_journal_gaps;
 	bool			alloc_flushing;	/* alloc.c: inside its journal flush (no recursion) */
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
 	uint64_t		inum_next;	/* inode.c: next inode number to hand out (0: unknown) */

@@ -3,7 +3,10 @@
  * fsck.c - the problem table and the fix-or-not decision shared by every
  * pass (see fsck.h).  The passes themselves live in fsck_<pass>.c.
  */
+#include <inttypes.h>
 #include <stdio.h>
+
+#include "bcachefs.h"
 
 #include "fsck.h"
 
@@ -76,4 +79,17 @@ uint64_t bch_fsck_nr_fixed(const struct bch_fsck_ctx *ctx)
 	for (unsigned i = 0; i < BCH_FSCK_PROBLEM_NR; i++)
 		n += ctx->fixed[i];
 	return n;
+}
+
+int bch_fsck_journal(struct bch_fsck_ctx *ctx, struct bch_fs *c)
+{
+	for (unsigned i = 0; i < c->nr_journal_gaps; i++) {
+		char detail[96];
+		snprintf(detail, sizeof(detail), "entries %" PRIu64 "..%" PRIu64,
+			 c->journal_gaps[i][0], c->journal_gaps[i][1]);
+		if (bch_fsck_problem(ctx, BCH_FSCK_journal_entry_missing, "journal", detail) &&
+		    !c->read_only)
+			bch_fsck_fixed(ctx, BCH_FSCK_journal_entry_missing);
+	}
+	return 0;
 }

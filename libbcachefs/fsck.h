@@ -54,6 +54,9 @@
 	  "device has an older superblock than another member; rewrite it")		\
 	x(sb_layout_unusable,	0x010a, 1, FSCK_FATAL,						\
 	  "no superblock copy has a layout that fits the device")			\
+	x(journal_entry_missing, 0x0201, 2, 0,						\
+	  "journal entries missing or damaged; replay the entries around them (their "	\
+	  "changes are lost)")								\
 	x(btree_node_unreadable, 0x0301, 3, 0,							\
 	  "btree node cannot be read; rebuild the btree from the readable leaves "	\
 	  "(the keys of this node are lost)")						\
@@ -203,6 +206,13 @@ struct bch_sb;
 struct bch_fs;
 int bch_fsck_superblocks(struct bch_fsck_ctx *ctx, char * const *paths, unsigned nr,
 			 struct bch_sb **sb_ret);
+
+/*
+ * Pass 2: the journal, as read when the filesystem was opened for fsck
+ * (entries are validated and replayed by the open; gaps are reported here).
+ * The repair is the replay itself, made permanent when fsck closes.
+ */
+int bch_fsck_journal(struct bch_fsck_ctx *ctx, struct bch_fs *c);
 
 /*
  * Passes 3 and 4: btree topology and keys (fsck_btree.c), on an open

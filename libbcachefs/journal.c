@@ -317,10 +317,20 @@ int bch_journal_read(struct bch_fs *c,
 			if (l->seq < want)
 				continue;	/* older, or a replica already replayed */
 			if (l->seq > want) {
-				ret = bch_fs_err(c, -BCH_ERR_journal_missing,
-						 "journal: entry %" PRIu64 " missing (replaying %" PRIu64
-						 "..%" PRIu64 ")", want, last_seq, top->seq);
-				goto out;
+				if (!c->opts.v[Opt_fsck]) {
+					ret = bch_fs_err(c, -BCH_ERR_journal_missing,
+							 "journal: entry %" PRIu64 " missing (replaying %" PRIu64
+							 "..%" PRIu64 ")", want, last_seq, top->seq);
+					goto out;
+				}
+				/* fsck: replay what is there; fsck reports the gap (pass 2) */
+				c->journal_gaps = realloc(c->journal_gaps,
+							  (c->nr_journal_gaps + 1) * sizeof(*c->journal_gaps));
+				if (!c->journal_gaps)
+					abort();
+				c->journal_gaps[c->nr_journal_gaps][0] = want;
+				c->journal_gaps[c->nr_journal_gaps++][1] = l->seq - 1;
+				want = l->seq;
 			}
 			struct journal_dev *jd = &j->devs[l->jdev];
 			size_t bytes = (size_t)l->sectors << 9;
