@@ -5,7 +5,8 @@
 #   btree    our engine vs LMDB: 1M keys (BTREE_N), durable transactions of 1000
 #   image    format --source vs mke2fs -d, mkfs.btrfs --rootdir and
 #            mkfs.erofs on one tree (a copy of /usr/share and /usr/include),
-#            time, peak RSS and image size; image extract vs cp -a
+#            time, peak RSS and image size; image extract vs cp -a;
+#            fsck -f of the built image vs e2fsck -f of ext4's
 # Later issues add rows (fsck, FUSE) as the features land.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,7 +78,25 @@ if [ -d tree ]; then
 	command -v mke2fs >/dev/null && run_build "mke2fs -t ext4 -d" mke2fs -q -F -t ext4 -d tree img
 	command -v mkfs.btrfs >/dev/null && run_build "mkfs.btrfs --rootdir" mkfs.btrfs -q -f --rootdir tree img
 	command -v mkfs.erofs >/dev/null && run_build "mkfs.erofs (read-only fs)" mkfs.erofs img tree
+	# fsck -f of the image just built from the tree, against e2fsck -f of ext4's
+	rm -f img img_e
 	"$B" format -q -f --fs-size=4G --source tree img >/dev/null
+	truncate -s 4G img_e && mke2fs -q -F -t ext4 -d tree img_e
+	best_check() {
+		bestc= rssc=
+		for i in $(seq "$REPS"); do
+			/usr/bin/time -f "%e %M" -o tm "$@" >/dev/null 2>&1
+			ms=$(awk '{ printf "%d", $1 * 1000 }' tm); rssc=$(awk '{ printf "%d", $2 / 1024 }' tm)
+			[ -z "$bestc" ] || [ "$ms" -lt "$bestc" ] && bestc=$ms
+		done
+	}
+	best_check "$B" fsck -f -n img; f_ours=$bestc; r_ours=$rssc
+	best_check e2fsck -f -n img_e; f_e2=$bestc; r_e2=$rssc
+	printf '%-34s %7sms %8sMB %10s %s\n' "bcachefs fsck -f -n" "$f_ours" "$r_ours" "" ""
+	printf '%-34s %7sms %8sMB %10s %s\n' "e2fsck -f -n (same tree)" "$f_e2" "$r_e2" "" "$(ratio "$f_ours" "$f_e2")"
+	best_check "$B" fsck -f -n -c img
+	printf '%-34s %7sms %8sMB\n' "bcachefs fsck -f -n --data" "$bestc" "$rssc"
+	rm -f img_e
 	t_ours= t_cp=
 	for i in $(seq "$REPS"); do
 		rm -rf x; t0=$(date +%s%N); "$B" image extract img x; t1=$(date +%s%N)
