@@ -2,7 +2,8 @@
 /*
  * bcachefs.c - the command table and dispatch.
  *
- * One binary: `bcachefs CMD ...`.  Invoked as mkfs.bcachefs or fsck.bcachefs
+ * One binary: `bcachefs CMD ...`.  Invoked as mkfs.bcachefs, fsck.bcachefs or
+ * mount.fuse.bcachefs
  * (argv[0]) it runs format or fsck directly, so `mkfs -t bcachefs` and
  * `fsck -t bcachefs` work.  Every command is one row of the table below;
  * `bcachefs help` prints the table.
@@ -32,6 +33,7 @@ static const struct command commands[] = {
 	{ "kv",		 cmd_kv,	 "Put, get, delete raw keys (debugging, tests)", "Engine" },
 	{ "image",	 cmd_image,	 "Read and change files inside an unmounted filesystem", "Files" },
 	{ "fs",		 cmd_fs,	 "fs usage: space used and free per device and data type", "Files" },
+	{ "fusemount",	 cmd_fusemount,	 "Mount through FUSE (no kernel driver)", "Files" },
 	{ "fsck",	 cmd_fsck,	 "Check and repair a filesystem (exit codes of fsck(8))", "Repair" },
 	{ "help-opts",	 cmd_help_opts,	 "List every filesystem option (--man: roff)",	"Other" },
 	{ "version",	 cmd_version,	 "Print the version of the tool and format",	"Other" },
@@ -83,6 +85,9 @@ int main(int argc, char *argv[])
 		return cmd_format(argc, argv);
 	if (!strcmp(prog, "fsck.bcachefs") && (cmd = find_command("fsck")))
 		return cmd->fn(argc, argv);
+	/* mount -t fuse.bcachefs (mount.fuse3's convention: DEV MNT -o OPTS) */
+	if (!strcmp(prog, "mount.fuse.bcachefs") || !strcmp(prog, "mount.bcachefs"))
+		return cmd_fusemount(argc, argv);
 
 	if (argc < 2) {
 		usage(stderr);

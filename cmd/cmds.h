@@ -28,6 +28,7 @@ int cmd_list_journal(int argc, char *argv[]);
 int cmd_kv(int argc, char *argv[]);
 int cmd_image(int argc, char *argv[]);
 int cmd_fs(int argc, char *argv[]);
+int cmd_fusemount(int argc, char *argv[]);
 
 /* Print "bcachefs CMD: msg\n" on stderr. */
 void cmd_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

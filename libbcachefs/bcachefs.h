@@ -56,6 +56,9 @@ struct bch_fs {
 	bool			alloc_flushing;	/* alloc.c: inside its journal flush (no recursion) */
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
 	uint64_t		inum_next;	/* inode.c: next inode number to hand out (0: unknown) */
+	bool			defer_unlinked_free;	/* fs_ops: an inode whose last name goes
+							 * keeps its data (flag UNLINKED) until the
+							 * caller frees it (FUSE: open files) */
 
 	struct bch_journal	*journal;
 	struct bch_btree_cache	*btree_cache;

@@ -551,7 +551,7 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 			e = has_keys(c, BCH_BTREE_ID_dirents, inum);
 		if (x < 0 || e < 0)
 			return ret_errno(x < 0 ? x : e);
-		free_later = ti->sectors || x || e || has_extents(c, inum);
+		free_later = ti->sectors || x || e || has_extents(c, inum) || c->defer_unlinked_free;
 	}
 	if (!ti->nlink) {
 		if (free_later)
@@ -570,7 +570,7 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 	if (!r)
 		r = commit(c, t, NULL);
 	bch_trans_exit(t);
-	if (!r && free_later)
+	if (!r && free_later && !c->defer_unlinked_free)
 		r = inode_free(c, inum);
 	return ret_errno(r);
 }
@@ -752,7 +752,7 @@ int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64
 		r = ino_set_write(&s, t);
 	if (!r)
 		r = commit(c, t, NULL);
-	if (!r && free_dst)
+	if (!r && free_dst && !c->defer_unlinked_free)
 		r = inode_free(c, dst_inum);
 out:
 	if (t)

@@ -65,6 +65,11 @@ int bch_fs_symlink(struct bch_fs *c, uint64_t dir, const char *name, const char 
 /* The target, NUL-terminated, at most size - 1 bytes; returns its length. */
 ssize_t bch_fs_readlink(struct bch_fs *c, uint64_t inum, char *buf, size_t size);
 int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name);
+/*
+ * With c->defer_unlinked_free set, an inode losing its last name (unlink,
+ * rmdir, rename over it) is kept with nlink 0 and the UNLINKED flag until
+ * bch_fs_inode_free() (FUSE: when the kernel forgets it).
+ */
 int bch_fs_unlink(struct bch_fs *c, uint64_t dir, const char *name);
 int bch_fs_rmdir(struct bch_fs *c, uint64_t dir, const char *name);
 

@@ -12,9 +12,10 @@ libarchive-dev libcriterion-dev"
 # Tools the CLI, fsck and FUSE tests drive (mke2fs to build foreign images,
 # sfdisk for partition tables, losetup for loop devices, fuse3 for
 # fusermount3, jq to check --json output, python3 for the tree generator and
-# comparer, GNU tar for archive round trips).
-TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar"
-BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time"
+# comparer, GNU tar for archive round trips, fio, stress-ng and dbench for
+# the FUSE loads).
+TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar fio stress-ng dbench"
+BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time fuse2fs"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"
 

@@ -1,0 +1,938 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cmd_fusemount.c - `bcachefs fusemount [-o OPTS] [-f] [-d] DEVICES MOUNTPOINT`:
+ * the filesystem as a mounted Linux filesystem through FUSE (libfuse3's
+ * low-level API), with no kernel driver.  Also run as mount.fuse.bcachefs
+ * (`mount -t fuse.bcachefs DEV MNT`, fstab).
+ *
+ * FUSE inode numbers are ours (the root, 4096, is FUSE_ROOT_ID).  Every
+ * request takes c->lock around its library calls: the engine is
+ * single-threaded, the session is not.  The kernel's page cache batches
+ * small writes (writeback cache) into large ones.
+ *
+ * Invariants
+ *   (1) An inode whose last name goes while the kernel still knows it (a
+ *       lookup count or an open file) keeps its data: the library is told to
+ *       defer the free, and it happens when the kernel forgets the inode, or
+ *       at unmount.
+ *   (2) fsync and fsyncdir return only after a journal flush.
+ *   (3) Unmount (fusermount -u, umount, SIGTERM, SIGINT) closes the
+ *       filesystem cleanly; a killed daemon leaves a filesystem that opens
+ *       with journal replay.
+ */
+#define FUSE_USE_VERSION 35
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "bcachefs.h"
+#include "cmds.h"
+#include "errcode.h"
+#include "fs.h"
+#include "fs_ops.h"
+#include "opts.h"
+
+#define TIMEOUT		1.0
+
+/* Inodes the kernel holds (lookup count + open handles), for invariant (1). */
+struct held {
+	uint64_t	inum;		/* 0: empty */
+	uint64_t	refs;
+};
+
+struct fmount {
+	struct bch_fs	*c;
+	pthread_mutex_t	lock;
+	struct held	*held;
+	size_t		nr_held, cap_held;	/* cap: power of two */
+	bool		read_only;
+};
+
+static struct fmount *FM(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x7fb5d329728ea185ULL;
+	return x ^ (x >> 27);
+}
+
+static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
+{
+	if (add && (m->nr_held + 1) * 2 > m->cap_held) {
+		size_t ncap = m->cap_held ? m->cap_held * 2 : 1024;
+		struct held *n = calloc(ncap, sizeof(*n));
+		if (!n)
+			abort();
+		for (size_t i = 0; i < m->cap_held; i++)
+			if (m->held[i].inum) {
+				size_t j = mix(m->held[i].inum) & (ncap - 1);
+				while (n[j].inum)
+					j = (j + 1) & (ncap - 1);
+				n[j] = m->held[i];
+			}
+		free(m->held);
+		m->held = n;
+		m->cap_held = ncap;
+	}
+	if (!m->cap_held)
+		return NULL;
+	size_t j = mix(inum) & (m->cap_held - 1);
+	while (m->held[j].inum) {
+		if (m->held[j].inum == inum)
+			return &m->held[j];
+		j = (j + 1) & (m->cap_held - 1);
+	}
+	if (!add)
+		return NULL;
+	m->held[j].inum = inum;
+	m->held[j].refs = 0;
+	m->nr_held++;
+	return &m->held[j];
+}
+
+/* Remove entry h, keeping the probe chains intact (backward shift). */
+static void held_remove(struct fmount *m, struct held *h)
+{
+	size_t mask = m->cap_held - 1, i = h - m->held, j = i;
+
+	m->held[i].inum = 0;
+	m->nr_held--;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!m->held[j].inum)
+			return;
+		size_t home = mix(m->held[j].inum) & mask;
+		/* move j back to i if its home is not in (i, j] */
+		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+			m->held[i] = m->held[j];
+			m->held[j].inum = 0;
+			i = j;
+		}
+	}
+}
+
+static void hold(struct fmount *m, uint64_t inum, uint64_t n)
+{
+	held_find(m, inum, true)->refs += n;
+}
+
+/* Drop n references; free an unlinked inode when none are left (lock held). */
+static void unhold(struct fmount *m, uint64_t inum, uint64_t n)
+{
+	struct held *h = held_find(m, inum, false);
+	struct stat st;
+
+	if (!h)
+		return;
+	h->refs = h->refs > n ? h->refs - n : 0;
+	if (h->refs)
+		return;
+	held_remove(m, h);
+	if (!m->read_only && !bch_fs_getattr(m->c, inum, &st) && !st.st_nlink)
+		bch_fs_inode_free(m->c, inum);
+}
+
+static fuse_ino_t to_fuse(uint64_t inum)
+{
+	return inum == BCH_ROOT_INO ? FUSE_ROOT_ID : inum;
+}
+
+static uint64_t from_fuse(fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? BCH_ROOT_INO : ino;
+}
+
+static void fix_st(struct stat *st)
+{
+	st->st_ino = to_fuse(st->st_ino);
+}
+
+/* Reply with an entry for inum (and count the lookup); lock held. */
+static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	int r = bch_fs_getattr(m->c, inum, &e->attr);
+	if (r)
+		return r;
+	fix_st(&e->attr);
+	e->ino = to_fuse(inum);
+	e->generation = 1;
+	e->attr_timeout = TIMEOUT;
+	e->entry_timeout = TIMEOUT;
+	hold(m, inum, 1);
+	return 0;
+}
+
+#define LOCK(m)		pthread_mutex_lock(&(m)->lock)
+#define UNLOCK(m)	pthread_mutex_unlock(&(m)->lock)
+
+/* ------------------------------------------------------------ requests */
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_SPLICE_READ)
+		conn->want &= ~FUSE_CAP_SPLICE_READ;
+	conn->max_write = 1 << 20;
+}
+
+static void op_destroy(void *userdata)
+{
+	struct fmount *m = userdata;
+
+	LOCK(m);
+	/* inodes unlinked while open: nothing holds them any more */
+	for (size_t i = 0; i < m->cap_held; i++) {
+		struct stat st;
+		uint64_t inum = m->held[i].inum;
+		if (inum && !m->read_only && !bch_fs_getattr(m->c, inum, &st) && !st.st_nlink)
+			bch_fs_inode_free(m->c, inum);
+	}
+	UNLOCK(m);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fmount *m = FM(req);
+	struct fuse_entry_param e;
+	uint64_t inum;
+
+	LOCK(m);
+	int r = bch_fs_lookup(m->c, from_fuse(parent), name, &inum);
+	if (!r)
+		r = make_entry(m, inum, &e);
+	UNLOCK(m);
+	if (r == -ENOENT) {
+		/* a negative entry the kernel may cache */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = TIMEOUT;
+		fuse_reply_entry(req, &e);
+	} else if (r) {
+		fuse_reply_err(req, -r);
+	} else {
+		fuse_reply_entry(req, &e);
+	}
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	struct fmount *m = FM(req);
+
+	LOCK(m);
+	unhold(m, from_fuse(ino), nlookup);
+	UNLOCK(m);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct fmount *m = FM(req);
+
+	LOCK(m);
+	for (size_t i = 0; i < count; i++)
+		unhold(m, from_fuse(forgets[i].ino), forgets[i].nlookup);
+	UNLOCK(m);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	struct stat st;
+	(void)fi;
+
+	LOCK(m);
+	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+	UNLOCK(m);
+	if (r)
+		fuse_reply_err(req, -r);
+	else {
+		fix_st(&st);
+		fuse_reply_attr(req, &st, TIMEOUT);
+	}
+}
+
+static int64_t ts_ns(struct timespec ts)
+{
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	struct bch_setattr sa = { 0 };
+	struct stat st;
+	(void)fi;
+
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		sa.valid |= BCH_SETATTR_MODE;
+		sa.mode = attr->st_mode;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		sa.valid |= BCH_SETATTR_UID;
+		sa.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		sa.valid |= BCH_SETATTR_GID;
+		sa.gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		sa.valid |= BCH_SETATTR_SIZE;
+		sa.size = attr->st_size;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME) {
+		sa.valid |= BCH_SETATTR_ATIME;
+		sa.atime = (to_set & FUSE_SET_ATTR_ATIME_NOW) ? BCH_TIME_NOW : ts_ns(attr->st_atim);
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME) {
+		sa.valid |= BCH_SETATTR_MTIME;
+		sa.mtime = (to_set & FUSE_SET_ATTR_MTIME_NOW) ? BCH_TIME_NOW : ts_ns(attr->st_mtim);
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME) {
+		sa.valid |= BCH_SETATTR_CTIME;
+		sa.ctime = ts_ns(attr->st_ctim);
+	}
+	LOCK(m);
+	int r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
+	if (!r)
+		r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+	UNLOCK(m);
+	if (r)
+		fuse_reply_err(req, -r);
+	else {
+		fix_st(&st);
+		fuse_reply_attr(req, &st, TIMEOUT);
+	}
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fmount *m = FM(req);
+	char buf[4096];
+
+	LOCK(m);
+	ssize_t n = bch_fs_readlink(m->c, from_fuse(ino), buf, sizeof(buf));
+	UNLOCK(m);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_readlink(req, buf);
+}
+
+static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum)
+{
+	struct fuse_entry_param e;
+
+	if (!r)
+		r = make_entry(m, inum, &e);
+	UNLOCK(m);
+	if (r)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	struct fmount *m = FM(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	uint64_t inum = 0;
+
+	LOCK(m);
+	int r = bch_fs_create(m->c, from_fuse(parent), name, mode & ~(ctx->umask & 0777), rdev,
+			      ctx->uid, ctx->gid, &inum);
+	reply_new(req, m, r, inum);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	op_mknod(req, parent, name, S_IFDIR | (mode & 07777), 0);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct fmount *m = FM(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	uint64_t inum = 0;
+
+	LOCK(m);
+	int r = bch_fs_symlink(m->c, from_fuse(parent), name, link, ctx->uid, ctx->gid, &inum);
+	reply_new(req, m, r, inum);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct fmount *m = FM(req);
+
+	LOCK(m);
+	int r = bch_fs_link(m->c, from_fuse(ino), from_fuse(newparent), newname);
+	reply_new(req, m, r, from_fuse(ino));
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fmount *m = FM(req);
+
+	LOCK(m);
+	int r = bch_fs_unlink(m->c, from_fuse(parent), name);
+	UNLOCK(m);
+	fuse_reply_err(req, -r);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fmount *m = FM(req);
+
+	LOCK(m);
+	int r = bch_fs_rmdir(m->c, from_fuse(parent), name);
+	UNLOCK(m);
+	fuse_reply_err(req, -r);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	struct fmount *m = FM(req);
+	unsigned f = 0;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (flags & RENAME_NOREPLACE)
+		f |= BCH_RENAME_NOREPLACE;
+	if (flags & RENAME_EXCHANGE)
+		f |= BCH_RENAME_EXCHANGE;
+	LOCK(m);
+	int r = bch_fs_rename(m->c, from_fuse(parent), name, from_fuse(newparent), newname, f);
+	UNLOCK(m);
+	fuse_reply_err(req, -r);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	struct stat st;
+
+	LOCK(m);
+	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode) && st.st_size) {
+		struct bch_setattr sa = { .valid = BCH_SETATTR_SIZE, .size = 0 };
+		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
+	}
+	if (!r)
+		hold(m, from_fuse(ino), 1);
+	UNLOCK(m);
+	if (r) {
+		fuse_reply_err(req, -r);
+		return;
+	}
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct fuse_entry_param e;
+	uint64_t inum = 0;
+
+	LOCK(m);
+	int r = bch_fs_create(m->c, from_fuse(parent), name, S_IFREG | (mode & 07777 & ~ctx->umask), 0,
+			      ctx->uid, ctx->gid, &inum);
+	if (!r)
+		r = make_entry(m, inum, &e);
+	if (!r)
+		hold(m, inum, 1);	/* the open file */
+	UNLOCK(m);
+	if (r)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_create(req, &e, fi);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	(void)fi;
+
+	LOCK(m);
+	unhold(m, from_fuse(ino), 1);
+	UNLOCK(m);
+	fuse_reply_err(req, 0);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	char *buf = malloc(size ? size : 1);
+	(void)fi;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	LOCK(m);
+	ssize_t n = bch_fs_read(m->c, from_fuse(ino), off, buf, size);
+	UNLOCK(m);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_buf(req, buf, n);
+	free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	(void)fi;
+
+	LOCK(m);
+	ssize_t n = bch_fs_write(m->c, from_fuse(ino), off, buf, size);
+	UNLOCK(m);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+
+	LOCK(m);
+	int r = m->read_only ? 0 : bch_fs_fsync(m->c);
+	UNLOCK(m);
+	fuse_reply_err(req, -r);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	struct stat st;
+
+	LOCK(m);
+	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+	UNLOCK(m);
+	if (!r && !S_ISDIR(st.st_mode))
+		r = -ENOTDIR;
+	if (r)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_open(req, fi);
+}
+
+struct dir_fill {
+	fuse_req_t	req;
+	struct fmount	*m;
+	char		*buf;
+	size_t		size, used;
+	bool		plus;
+};
+
+static int fill_one(void *priv, const char *name, size_t len, uint64_t inum, unsigned d_type,
+		    uint64_t next_pos)
+{
+	struct dir_fill *f = priv;
+	char nm[256];
+	size_t n;
+
+	memcpy(nm, name, len);
+	nm[len] = 0;
+	if (f->plus) {
+		struct fuse_entry_param e;
+		bool dots = !strcmp(nm, ".") || !strcmp(nm, "..");
+		if (dots) {
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = to_fuse(inum);
+			e.attr.st_mode = d_type << 12;
+		} else if (make_entry(f->m, inum, &e)) {
+			return 0;	/* vanished: skip */
+		}
+		n = fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, nm, &e, next_pos);
+		if (n > f->size - f->used) {
+			if (!dots)
+				unhold(f->m, inum, 1);	/* not sent: no lookup counted */
+			return 1;
+		}
+	} else {
+		struct stat st = { .st_ino = to_fuse(inum), .st_mode = d_type << 12 };
+		n = fuse_add_direntry(f->req, f->buf + f->used, f->size - f->used, nm, &st, next_pos);
+		if (n > f->size - f->used)
+			return 1;
+	}
+	f->used += n;
+	return 0;
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	struct fmount *m = FM(req);
+	struct dir_fill f = { .req = req, .m = m, .buf = malloc(size), .size = size, .plus = plus };
+
+	if (!f.buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	LOCK(m);
+	int r = bch_fs_readdir(m->c, from_fuse(ino), off, fill_one, &f);
+	UNLOCK(m);
+	if (r < 0)
+		fuse_reply_err(req, -r);
+	else
+		fuse_reply_buf(req, f.buf, f.used);
+	free(f.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, true);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fmount *m = FM(req);
+	struct statvfs st;
+	(void)ino;
+
+	LOCK(m);
+	bch_fs_statfs(m->c, &st);
+	UNLOCK(m);
+	fuse_reply_statfs(req, &st);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	struct fmount *m = FM(req);
+
+	LOCK(m);
+	int r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
+	UNLOCK(m);
+	fuse_reply_err(req, -r);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fmount *m = FM(req);
+	char *buf = malloc(size ? size : 1);
+
+	LOCK(m);
+	ssize_t n = bch_fs_getxattr(m->c, from_fuse(ino), name, buf, size);
+	UNLOCK(m);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (!size)
+		fuse_reply_xattr(req, n);
+	else
+		fuse_reply_buf(req, buf, n);
+	free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct fmount *m = FM(req);
+	char *buf = malloc(size ? size : 1);
+
+	LOCK(m);
+	ssize_t n = bch_fs_listxattr(m->c, from_fuse(ino), size ? buf : NULL, size);
+	UNLOCK(m);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (!size)
+		fuse_reply_xattr(req, n);
+	else
+		fuse_reply_buf(req, buf, n);
+	free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct fmount *m = FM(req);
+
+	LOCK(m);
+	int r = bch_fs_removexattr(m->c, from_fuse(ino), name);
+	UNLOCK(m);
+	fuse_reply_err(req, -r);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			 struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	(void)fi;
+
+	LOCK(m);
+	int r = bch_fs_fallocate(m->c, from_fuse(ino), mode, offset, length);
+	UNLOCK(m);
+	fuse_reply_err(req, -r);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	struct fmount *m = FM(req);
+	(void)fi;
+
+	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	LOCK(m);
+	int64_t r = bch_fs_seek(m->c, from_fuse(ino), off, whence);
+	UNLOCK(m);
+	if (r < 0)
+		fuse_reply_err(req, (int)-r);
+	else
+		fuse_reply_lseek(req, r);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init		= op_init,
+	.destroy	= op_destroy,
+	.lookup		= op_lookup,
+	.forget		= op_forget,
+	.forget_multi	= op_forget_multi,
+	.getattr	= op_getattr,
+	.setattr	= op_setattr,
+	.readlink	= op_readlink,
+	.mknod		= op_mknod,
+	.mkdir		= op_mkdir,
+	.symlink	= op_symlink,
+	.link		= op_link,
+	.unlink		= op_unlink,
+	.rmdir		= op_rmdir,
+	.rename		= op_rename,
+	.open		= op_open,
+	.create		= op_create,
+	.read		= op_read,
+	.write		= op_write,
+	.flush		= op_flush,
+	.release	= op_release,
+	.fsync		= op_fsync,
+	.opendir	= op_opendir,
+	.readdir	= op_readdir,
+	.readdirplus	= op_readdirplus,
+	.releasedir	= op_releasedir,
+	.fsyncdir	= op_fsync,
+	.statfs		= op_statfs,
+	.setxattr	= op_setxattr,
+	.getxattr	= op_getxattr,
+	.listxattr	= op_listxattr,
+	.removexattr	= op_removexattr,
+	.fallocate	= op_fallocate,
+	.lseek		= op_lseek,
+};
+
+/* ------------------------------------------------------------ command */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: bcachefs fusemount [-o OPTIONS] [-f] [-d] DEVICE[:DEVICE...] MOUNTPOINT\n"
+"Mount the filesystem through FUSE (no kernel driver needed).\n"
+"\n"
+"  -o OPTIONS   comma-separated: filesystem options that apply when open\n"
+"               (compression=zstd, data_replicas=2, metadata_target=ssd, ...),\n"
+"               ro, degraded, btree_cache_size=SIZE, and FUSE mount options\n"
+"               (allow_other, default_permissions is always on, ...)\n"
+"  -f           stay in the foreground\n"
+"  -d           debug: print every FUSE request (implies -f)\n"
+"  -h, --help   this text\n"
+"\n"
+"Unmount with fusermount3 -u MOUNTPOINT (or umount as root): the filesystem is\n"
+"closed cleanly.  Also installed as mount.fuse.bcachefs, so\n"
+"`mount -t fuse.bcachefs DEVICE MOUNTPOINT` and fstab entries work.\n"
+"Exit: 0 unmounted cleanly, 1 failure, 16 usage error.\n");
+}
+
+/* Split -o: our options go to the filesystem, the rest to FUSE. */
+static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, size_t len,
+		      bool *ro)
+{
+	char *dup = strdup(list), *save = NULL;
+	int r = 0;
+
+	for (char *o = strtok_r(dup, ",", &save); o && !r; o = strtok_r(NULL, ",", &save)) {
+		char name[64], err[256];
+		const char *eq = strchr(o, '=');
+		snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - o : (long)strlen(o)), o);
+		if (!strcmp(o, "ro")) {
+			*ro = true;
+			bch_opt_set(opts, Opt_read_only, 1);
+			continue;
+		}
+		if (!strcmp(o, "rw") || !strcmp(o, "default_permissions"))
+			continue;
+		int id = bch_opt_lookup(name);
+		if (id >= 0 && (bch_opt_table[id].flags & (OPT_MOUNT | OPT_RUNTIME))) {
+			if (bch_opts_parse_list(opts, o, OPT_MOUNT | OPT_RUNTIME, err, sizeof(err))) {
+				cmd_err("fusemount", "%s", err);
+				r = -EINVAL;
+			}
+			continue;
+		}
+		/* FUSE's own (allow_other, ...) */
+		size_t used = strlen(fuse_opts);
+		snprintf(fuse_opts + used, len - used, ",%s", o);
+	}
+	free(dup);
+	return r;
+}
+
+int cmd_fusemount(int argc, char *argv[])
+{
+	struct bch_opts opts;
+	char fuse_opts[1024] = "default_permissions,fsname=";
+	bool foreground = false, debug = false, ro = false;
+	const char *dev = NULL, *mnt = NULL;
+
+	bch_opts_default(&opts);
+	memset(&opts.set, 0, sizeof(opts.set));
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return EXIT_OK;
+		} else if (!strcmp(a, "-f")) {
+			foreground = true;
+		} else if (!strcmp(a, "-d")) {
+			debug = foreground = true;
+		} else if (!strcmp(a, "-o") && i + 1 < argc) {
+			i++;
+			continue;	/* parsed below, once the device name is known */
+		} else if (!strncmp(a, "-o", 2) && a[2]) {
+			continue;
+		} else if (a[0] == '-') {
+			cmd_err("fusemount", "unknown option '%s'", a);
+			usage(stderr);
+			return EXIT_USAGE;
+		} else if (!dev) {
+			dev = a;
+		} else if (!mnt) {
+			mnt = a;
+		} else {
+			cmd_err("fusemount", "too many arguments");
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (!dev || !mnt) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	size_t l = strlen(fuse_opts);
+	snprintf(fuse_opts + l, sizeof(fuse_opts) - l, "%s,subtype=bcachefs", dev);
+	for (int i = 1; i < argc; i++) {
+		const char *list = NULL;
+		if (!strcmp(argv[i], "-o") && i + 1 < argc)
+			list = argv[++i];
+		else if (!strncmp(argv[i], "-o", 2) && argv[i][2])
+			list = argv[i] + 2;
+		if (list && split_opts(list, &opts, fuse_opts, sizeof(fuse_opts), &ro))
+			return EXIT_USAGE;
+	}
+	struct stat st;
+	if (stat(mnt, &st) || !S_ISDIR(st.st_mode)) {
+		cmd_err("fusemount", "%s: not a directory", mnt);
+		return EXIT_USAGE;
+	}
+
+	unsigned nr;
+	char *dev_arg[1] = { (char *)dev };
+	char **devs = split_devs(dev_arg, 1, &nr), err[512];
+	struct fmount m = { .read_only = ro };
+	pthread_mutex_init(&m.lock, NULL);
+	int r = bch_fs_open(devs, nr, &opts, &m.c, err, sizeof(err));
+	free_devs(devs);
+	if (r) {
+		cmd_err("fusemount", "%s", err);
+		return EXIT_FAIL;
+	}
+	m.c->defer_unlinked_free = true;
+	m.read_only = m.c->read_only;
+
+	char *fargv[] = { "bcachefs", "-o", fuse_opts, debug ? "-d" : NULL, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
+	if (ro) {
+		l = strlen(fuse_opts);
+		snprintf(fuse_opts + l, sizeof(fuse_opts) - l, ",ro");
+	}
+	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), &m);
+	int ret = EXIT_FAIL;
+	if (!se) {
+		cmd_err("fusemount", "could not start a FUSE session");
+		goto close;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		cmd_err("fusemount", "could not set signal handlers");
+		goto destroy;
+	}
+	if (fuse_session_mount(se, mnt)) {
+		cmd_err("fusemount", "could not mount on %s", mnt);
+		goto signals;
+	}
+	if (!foreground && fuse_daemonize(0)) {
+		cmd_err("fusemount", "could not go to the background");
+		goto unmount;
+	}
+	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
+	ret = fuse_session_loop_mt(se, &config) ? EXIT_FAIL : EXIT_OK;
+unmount:
+	fuse_session_unmount(se);
+signals:
+	fuse_remove_signal_handlers(se);
+destroy:
+	fuse_session_destroy(se);
+close:
+	fuse_opt_free_args(&args);
+	r = bch_fs_close(m.c);
+	if (r) {
+		fprintf(stderr, "bcachefs fusemount: closing: %s\n", bch_err_str(r));
+		ret = EXIT_FAIL;
+	}
+	free(m.held);
+	return ret;
+}
