@@ -110,6 +110,7 @@ install: bcachefs
 	install -m 0755 bcachefs $(DESTDIR)$(PREFIX)/sbin/bcachefs
 	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/mkfs.bcachefs
 	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/fsck.bcachefs
+	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/mount.fuse.bcachefs
 	install -m 0644 man/bcachefs.8 $(DESTDIR)$(PREFIX)/share/man/man8/bcachefs.8
 	install -m 0644 man/bcachefs-format.5 $(DESTDIR)$(PREFIX)/share/man/man5/bcachefs-format.5
 
