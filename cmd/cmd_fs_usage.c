@@ -13,7 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <uuid/uuid.h>
 
 #include "alloc.h"
@@ -29,7 +32,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...]\n"
+"Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...] | MOUNTPOINT\n"
 "Show the space of a filesystem: size, used and free, per device and per data\n"
 "type (superblock, journal, btree, user data), and the compression ratio of\n"
 "file data.  Sizes are bytes; -h prints them in binary units (k, M, G, T).\n"
@@ -59,6 +62,95 @@ static const char *sz(uint64_t bytes, char *buf, size_t len)
 	return buf;
 }
 
+int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
+{
+	human = human_units;
+	/* compression: file sectors the extents cover vs sectors they take */
+	uint64_t logical = 0, ondisk = 0, nr_extents = 0;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int ierr = 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	while ((k = bch_btree_iter_next(&it, &ierr)))
+		if (k->type == BCH_BKEY_extent) {
+			logical += k->size;
+			ondisk += bch_extent_disk_sectors(k);
+			nr_extents++;
+		}
+	bch_btree_iter_exit(&it);
+	if (ierr)
+		return ierr;
+
+	struct statvfs sv;
+	bch_fs_statfs(c, &sv);
+	uint64_t total = 0, used = 0, free_b = 0;
+	struct bch_dev_usage u[BCH_SB_MEMBERS_MAX];
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		struct bch_member *m = bch_sb_member(c->sb, d);
+		if (!c->devs[d])
+			continue;
+		bch_dev_usage_get(c, d, &u[d]);
+		uint64_t bs = (uint64_t)m->bucket_size << 9;
+		total += u[d].nbuckets * bs;
+		free_b += u[d].free_buckets * bs;
+	}
+	used = total - free_b;
+	char uuid[37], a[32], b[32], cc[32];
+	uuid_unparse(c->sb->user_uuid, uuid);
+	double ratio = ondisk ? (double)logical / ondisk : 1.0;
+
+	if (json) {
+		fprintf(f, "{\"uuid\": \"%s\", \"size\": %" PRIu64 ", \"used\": %" PRIu64 ", \"free\": %" PRIu64
+		       ", \"available\": %" PRIu64 ", \"data_sectors\": %" PRIu64 ", \"data_disk_sectors\": %"
+		       PRIu64 ", \"extents\": %" PRIu64 ", \"compression_ratio\": %.3f, \"devices\": [",
+		       uuid, total, used, free_b, (uint64_t)sv.f_bavail * sv.f_frsize, logical, ondisk,
+		       nr_extents, ratio);
+		bool first = true;
+		for (unsigned d = 0; d < c->nr_devs; d++) {
+			if (!c->devs[d])
+				continue;
+			struct bch_member *m = bch_sb_member(c->sb, d);
+			uint64_t bs = (uint64_t)m->bucket_size << 9;
+			fprintf(f, "%s{\"index\": %u, \"path\": ", first ? "" : ", ", d);
+			json_str(f, bch_dev_path(c->devs[d]->bdev));
+			fprintf(f, ", \"size\": %" PRIu64 ", \"bucket_size\": %" PRIu64 ", \"free_buckets\": %" PRIu64,
+			       u[d].nbuckets * bs, bs, u[d].free_buckets);
+			for (unsigned t = 0; t < BCH_DATA_NR; t++)
+				fprintf(f, ", \"%s\": {\"buckets\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", data_names[t],
+				       u[d].buckets[t], u[d].sectors[t] << 9);
+			fprintf(f, "}");
+			first = false;
+		}
+		fprintf(f, "]}\n");
+	} else {
+		fprintf(f, "Filesystem:        %s\n", uuid);
+		fprintf(f, "Size:              %s\n", sz(total, a, sizeof(a)));
+		fprintf(f, "Used:              %s\n", sz(used, a, sizeof(a)));
+		fprintf(f, "Free:              %s\n", sz(free_b, a, sizeof(a)));
+		fprintf(f, "Available:         %s (free space for file data, reserve excluded)\n",
+		       sz((uint64_t)sv.f_bavail * sv.f_frsize, a, sizeof(a)));
+		fprintf(f, "File data:         %s in %" PRIu64 " extents, %s on disk per copy (compression ratio %.2f)\n",
+		       sz(logical << 9, a, sizeof(a)), nr_extents, sz(ondisk << 9, b, sizeof(b)), ratio);
+		for (unsigned d = 0; d < c->nr_devs; d++) {
+			if (!c->devs[d])
+				continue;
+			struct bch_member *m = bch_sb_member(c->sb, d);
+			uint64_t bs = (uint64_t)m->bucket_size << 9;
+			fprintf(f, "\nDevice %u: %s\n", d, bch_dev_path(c->devs[d]->bdev));
+			fprintf(f, "  %-10s %12s %10s %14s\n", "type", "buckets", "", "live data");
+			for (unsigned t = 0; t < BCH_DATA_NR; t++) {
+				if (t == BCH_DATA_cached && !u[d].buckets[t])
+					continue;
+				fprintf(f, "  %-10s %12" PRIu64 " %10s %14s\n", data_names[t], u[d].buckets[t],
+				       sz(u[d].buckets[t] * bs, cc, sizeof(cc)),
+				       t == BCH_DATA_free ? "" : sz(u[d].sectors[t] << 9, b, sizeof(b)));
+			}
+			fprintf(f, "  %-10s %12" PRIu64 " %10s\n", "total", u[d].nbuckets, sz(u[d].nbuckets * bs, a, sizeof(a)));
+		}
+	}
+	return 0;
+}
+
 static int cmd_fs_usage(int argc, char *argv[])
 {
 	static const struct option longopts[] = {
@@ -81,6 +173,20 @@ static int cmd_fs_usage(int argc, char *argv[])
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	/* a mounted filesystem: the daemon answers */
+	struct stat mst;
+	if (argc - optind == 1 && !stat(argv[optind], &mst) && S_ISDIR(mst.st_mode)) {
+		char buf[65536];
+		const char *name = json ? "bcachefs.usage.json" : human ? "bcachefs.usage.h" : "bcachefs.usage";
+		ssize_t n = getxattr(argv[optind], name, buf, sizeof(buf) - 1);
+		if (n < 0) {
+			cmd_err("fs usage", "%s: not a mounted bcachefs filesystem (%s)", argv[optind],
+				strerror(errno));
+			return EXIT_FAIL;
+		}
+		fwrite(buf, 1, n, stdout);
+		return EXIT_OK;
+	}
 	unsigned nr;
 	char **devs = split_devs(argv + optind, argc - optind, &nr), err[512];
 	struct bch_opts opts;
@@ -95,97 +201,14 @@ static int cmd_fs_usage(int argc, char *argv[])
 		return EXIT_FAIL;
 	}
 
-	/* compression: file sectors the extents cover vs sectors they take */
-	uint64_t logical = 0, ondisk = 0, nr_extents = 0;
-	struct btree_iter it;
-	const struct bch_bkey *k;
-	int ierr = 0;
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
-	while ((k = bch_btree_iter_next(&it, &ierr)))
-		if (k->type == BCH_BKEY_extent) {
-			logical += k->size;
-			ondisk += bch_extent_disk_sectors(k);
-			nr_extents++;
-		}
-	bch_btree_iter_exit(&it);
-	if (ierr) {
+	r = bch_fs_usage_print(stdout, c, json, human);
+	if (r)
 		cmd_err("fs usage", "reading extents: %s", c->err_msg);
-		bch_fs_close(c);
-		free_devs(devs);
-		return EXIT_FAIL;
-	}
-
-	struct statvfs sv;
-	bch_fs_statfs(c, &sv);
-	uint64_t total = 0, used = 0, free_b = 0;
-	struct bch_dev_usage u[BCH_SB_MEMBERS_MAX];
-	for (unsigned d = 0; d < c->nr_devs; d++) {
-		struct bch_member *m = bch_sb_member(c->sb, d);
-		if (!c->devs[d])
-			continue;
-		bch_dev_usage_get(c, d, &u[d]);
-		uint64_t bs = (uint64_t)m->bucket_size << 9;
-		total += u[d].nbuckets * bs;
-		free_b += u[d].free_buckets * bs;
-	}
-	used = total - free_b;
-	char uuid[37], a[32], b[32], cc[32];
-	uuid_unparse(c->sb->user_uuid, uuid);
-	double ratio = ondisk ? (double)logical / ondisk : 1.0;
-
-	if (json) {
-		printf("{\"uuid\": \"%s\", \"size\": %" PRIu64 ", \"used\": %" PRIu64 ", \"free\": %" PRIu64
-		       ", \"available\": %" PRIu64 ", \"data_sectors\": %" PRIu64 ", \"data_disk_sectors\": %"
-		       PRIu64 ", \"extents\": %" PRIu64 ", \"compression_ratio\": %.3f, \"devices\": [",
-		       uuid, total, used, free_b, (uint64_t)sv.f_bavail * sv.f_frsize, logical, ondisk,
-		       nr_extents, ratio);
-		bool first = true;
-		for (unsigned d = 0; d < c->nr_devs; d++) {
-			if (!c->devs[d])
-				continue;
-			struct bch_member *m = bch_sb_member(c->sb, d);
-			uint64_t bs = (uint64_t)m->bucket_size << 9;
-			printf("%s{\"index\": %u, \"path\": ", first ? "" : ", ", d);
-			json_str(stdout, bch_dev_path(c->devs[d]->bdev));
-			printf(", \"size\": %" PRIu64 ", \"bucket_size\": %" PRIu64 ", \"free_buckets\": %" PRIu64,
-			       u[d].nbuckets * bs, bs, u[d].free_buckets);
-			for (unsigned t = 0; t < BCH_DATA_NR; t++)
-				printf(", \"%s\": {\"buckets\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", data_names[t],
-				       u[d].buckets[t], u[d].sectors[t] << 9);
-			printf("}");
-			first = false;
-		}
-		printf("]}\n");
-	} else {
-		printf("Filesystem:        %s\n", uuid);
-		printf("Size:              %s\n", sz(total, a, sizeof(a)));
-		printf("Used:              %s\n", sz(used, a, sizeof(a)));
-		printf("Free:              %s\n", sz(free_b, a, sizeof(a)));
-		printf("Available:         %s (free space for file data, reserve excluded)\n",
-		       sz((uint64_t)sv.f_bavail * sv.f_frsize, a, sizeof(a)));
-		printf("File data:         %s in %" PRIu64 " extents, %s on disk per copy (compression ratio %.2f)\n",
-		       sz(logical << 9, a, sizeof(a)), nr_extents, sz(ondisk << 9, b, sizeof(b)), ratio);
-		for (unsigned d = 0; d < c->nr_devs; d++) {
-			if (!c->devs[d])
-				continue;
-			struct bch_member *m = bch_sb_member(c->sb, d);
-			uint64_t bs = (uint64_t)m->bucket_size << 9;
-			printf("\nDevice %u: %s\n", d, bch_dev_path(c->devs[d]->bdev));
-			printf("  %-10s %12s %10s %14s\n", "type", "buckets", "", "live data");
-			for (unsigned t = 0; t < BCH_DATA_NR; t++) {
-				if (t == BCH_DATA_cached && !u[d].buckets[t])
-					continue;
-				printf("  %-10s %12" PRIu64 " %10s %14s\n", data_names[t], u[d].buckets[t],
-				       sz(u[d].buckets[t] * bs, cc, sizeof(cc)),
-				       t == BCH_DATA_free ? "" : sz(u[d].sectors[t] << 9, b, sizeof(b)));
-			}
-			printf("  %-10s %12" PRIu64 " %10s\n", "total", u[d].nbuckets, sz(u[d].nbuckets * bs, a, sizeof(a)));
-		}
-	}
-	r = bch_fs_close(c);
+	int cr = bch_fs_close(c);
 	free_devs(devs);
-	return r ? EXIT_FAIL : EXIT_OK;
+	return r || cr ? EXIT_FAIL : EXIT_OK;
 }
+
 
 /* `bcachefs fs SUBCOMMAND`: filesystem-wide commands (usage, for now). */
 int cmd_fs(int argc, char *argv[])
@@ -193,7 +216,7 @@ int cmd_fs(int argc, char *argv[])
 	if (argc >= 2 && !strcmp(argv[1], "usage"))
 		return cmd_fs_usage(argc - 1, argv + 1);
 	FILE *f = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout : stderr;
-	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...]\n"
+	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...] | MOUNTPOINT\n"
 		   "Filesystem-wide commands:\n"
 		   "  usage    space used and free, per device and data type\n");
 	return f == stdout ? EXIT_OK : EXIT_USAGE;

@@ -25,6 +25,7 @@
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -655,9 +656,42 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	fuse_reply_err(req, -r);
 }
 
+/* `bcachefs fs usage MOUNTPOINT` asks the daemon through a virtual xattr of the root. */
+static bool usage_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fmount *m = FM(req);
+	bool json = !strcmp(name, "bcachefs.usage.json"), human = !strcmp(name, "bcachefs.usage.h");
+	char *text = NULL;
+	size_t len = 0;
+
+	if (ino != FUSE_ROOT_ID || (!json && !human && strcmp(name, "bcachefs.usage")))
+		return false;
+	FILE *f = open_memstream(&text, &len);
+	if (!f) {
+		fuse_reply_err(req, ENOMEM);
+		return true;
+	}
+	LOCK(m);
+	int r = bch_fs_usage_print(f, m->c, json, human);
+	UNLOCK(m);
+	fclose(f);
+	if (r)
+		fuse_reply_err(req, EIO);
+	else if (!size)
+		fuse_reply_xattr(req, len);
+	else if (size < len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, text, len);
+	free(text);
+	return true;
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct fmount *m = FM(req);
+	if (usage_xattr(req, ino, name, size))
+		return;
 	char *buf = malloc(size ? size : 1);
 
 	LOCK(m);
@@ -825,7 +859,7 @@ static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, 
 int cmd_fusemount(int argc, char *argv[])
 {
 	struct bch_opts opts;
-	char fuse_opts[1024] = "default_permissions,fsname=";
+	char fuse_opts[10240] = "default_permissions,fsname=";
 	bool foreground = false, debug = false, ro = false;
 	const char *dev = NULL, *mnt = NULL;
 
@@ -863,8 +897,20 @@ int cmd_fusemount(int argc, char *argv[])
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	/* fsname: the devices with absolute paths, so show-super MOUNTPOINT finds them */
+	char fsname[8192] = "";
+	{
+		char *d = strdup(dev), *save = NULL;
+		for (char *p = strtok_r(d, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
+			char abs[PATH_MAX];
+			size_t fl = strlen(fsname);
+			snprintf(fsname + fl, sizeof(fsname) - fl, "%s%s", fl ? ":" : "",
+				 realpath(p, abs) ? abs : p);
+		}
+		free(d);
+	}
 	size_t l = strlen(fuse_opts);
-	snprintf(fuse_opts + l, sizeof(fuse_opts) - l, "%s,subtype=bcachefs", dev);
+	snprintf(fuse_opts + l, sizeof(fuse_opts) - l, "%s,subtype=bcachefs", fsname);
 	for (int i = 1; i < argc; i++) {
 		const char *list = NULL;
 		if (!strcmp(argv[i], "-o") && i + 1 < argc)

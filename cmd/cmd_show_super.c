@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -447,6 +448,28 @@ int cmd_show_super(int argc, char *argv[])
 	}
 
 	const char *path = argv[optind];
+	char mounted[4096];
+	struct stat pst;
+	/* a FUSE mountpoint: its first device, from /proc/mounts */
+	if (!stat(path, &pst) && S_ISDIR(pst.st_mode)) {
+		FILE *mf = fopen("/proc/mounts", "r");
+		char src[4096], dst[4096], type[64], real[4096];
+		bool found = false;
+		if (mf && realpath(path, real)) {
+			while (fscanf(mf, "%4095s %4095s %63s %*[^\n]", src, dst, type) == 3)
+				if (!strcmp(type, "fuse.bcachefs") && !strcmp(dst, real)) {
+					snprintf(mounted, sizeof(mounted), "%.*s", (int)strcspn(src, ":"), src);
+					found = true;
+				}
+		}
+		if (mf)
+			fclose(mf);
+		if (!found) {
+			cmd_err("show-super", "%s: a directory, and not a mounted bcachefs filesystem", path);
+			return EXIT_FAIL;
+		}
+		path = mounted;
+	}
 	struct bch_blockdev *dev;
 	struct bch_sb_read_report report;
 	struct bch_sb *sb = NULL;

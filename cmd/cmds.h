@@ -30,6 +30,10 @@ int cmd_image(int argc, char *argv[]);
 int cmd_fs(int argc, char *argv[]);
 int cmd_fusemount(int argc, char *argv[]);
 
+/* fs usage of an open filesystem (also served by fusemount to `fs usage MNT`). */
+struct bch_fs;
+int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human);
+
 /* Print "bcachefs CMD: msg\n" on stderr. */
 void cmd_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -71,6 +71,15 @@ echo more >> pub/mine
 [ "$(stat -c %a pub/mine)" = 755 ] || [ "$(stat -c %a pub/mine)" = 4755 ] || fail "mode"
 cd ..
 
+# ---- fs usage and show-super of a mountpoint
+cd "$mnt/.."
+expect_rc 0 $B fs usage --json mnt
+expect_rc 0 jq -e '.size > 0 and .devices[0].user.bytes > 0' out
+expect_rc 0 $B show-super mnt
+expect_in out "Device: +$PWD/img"
+cd "$mnt"
+cd ..
+
 # ---- data-verifying loads
 if command -v fio >/dev/null; then
 	for rw in randwrite write; do
@@ -95,6 +104,15 @@ expect_rc 0 $B fsck -f -n img
 expect_in out '0 problems found'
 expect_rc 0 $B show-super img
 expect_in out 'Clean shutdown: +yes'
+
+# ---- the mount helper name (what mount -t fuse.bcachefs runs)
+ln -s "$B" mount.fuse.bcachefs
+./mount.fuse.bcachefs img mnt -o rw || fail "mount.fuse.bcachefs"
+trap 'cd /; fusermount3 -uz "$mnt" 2>/dev/null' EXIT
+mountpoint -q mnt || fail "not mounted through the helper name"
+fusermount3 -u mnt || fail "unmount"
+trap - EXIT
+sleep 0.3
 
 # ---- kill -9 while fsyncing: replay keeps every fsynced file
 $B fusemount -f img mnt & pid=$!
