@@ -7,7 +7,8 @@
 #            mkfs.erofs on one tree (a copy of /usr/share and /usr/include),
 #            time, peak RSS and image size; image extract vs cp -a;
 #            fsck -f of the built image vs e2fsck -f of ext4's
-# Later issues add rows (fsck, FUSE) as the features land.
+#   fuse     bcachefs fusemount vs fuse2fs (bench/fuse.sh): untar, find+stat,
+#            fio sequential and 4k random, rm -rf
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B="$root/bcachefs"
@@ -111,3 +112,6 @@ fi
 
 echo
 "$root/build/btree-bench" "$dir" "${BTREE_N:-1000000}"
+
+echo
+"$root/bench/fuse.sh"

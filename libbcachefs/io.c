@@ -18,6 +18,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "errcode.h"
+#include "checksum.h"
 #include "extent_encode.h"
 #include "extents.h"
 #include "io.h"
@@ -129,7 +130,11 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	return r;
 }
 
-/* Read and decode the encoded extent of k from pointer i into dec. */
+/*
+ * Read the encoded extent of k from pointer i into enc and check it; for a
+ * compressed extent, decode it into dec too (dec may be NULL when the extent
+ * is not compressed: the data is then enc itself).
+ */
 static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
 {
 	const struct bch_extent *e = bkey_val(k);
@@ -144,7 +149,21 @@ static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, voi
 	int r = bch_dev_read(ca->bdev, enc, bytes, (uint64_t)p->offset << BCH_SECTOR_SHIFT);
 	if (r)
 		return r;
+	if (e->crc.compression_type == BCH_COMPRESSION_none && !dec) {
+		if (bch_extent_crc_validate(&e->crc, 0, NULL, 0))
+			return -BCH_ERR_bkey_invalid;
+		return bch_csum_eq(bch_checksum(e->crc.csum_type, enc, bytes), e->crc.csum)
+			? 0 : -BCH_ERR_csum_mismatch;
+	}
 	return bch_extent_decode(&e->crc, enc, dec);
+}
+
+/* An I/O buffer (aligned for direct I/O, not zeroed: reads fill it). */
+static void *io_buf(size_t bytes)
+{
+	void *p;
+
+	return posix_memalign(&p, 4096, bytes ? bytes : 4096) ? NULL : p;
 }
 
 int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *bad)
@@ -183,10 +202,11 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 		memset(dst, 0, len);
 		return 0;
 	}
-	void *enc = bch_dev_alloc_buf((size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
-	void *dec = malloc((size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT);
+	bool plain = e->crc.compression_type == BCH_COMPRESSION_none;
+	void *enc = io_buf((size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
+	void *dec = plain ? NULL : malloc((size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT);
 	int r = -ENOMEM;
-	if (enc && dec) {
+	if (enc && (plain || dec)) {
 		r = -BCH_ERR_device_missing;
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
 			r = read_copy(c, k, i, enc, dec);
@@ -196,7 +216,7 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 		}
 	}
 	if (!r)
-		memcpy(dst, (char *)dec + ((e->crc.offset + from - ks) << BCH_SECTOR_SHIFT), len);
+		memcpy(dst, (char *)(plain ? enc : dec) + ((e->crc.offset + from - ks) << BCH_SECTOR_SHIFT), len);
 	free(enc);
 	free(dec);
 	if (r && r != -ENOMEM)
