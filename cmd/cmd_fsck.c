@@ -33,6 +33,8 @@
 
 struct fsck_out {
 	bool				json;
+	bool				tty;		/* progress shown on stdout */
+	bool				ticked;		/* a percentage is on the line */
 	struct bch_fsck_file_stats	files;
 	bool				files_checked;
 };
@@ -41,9 +43,24 @@ static void progress(struct bch_fsck_ctx *ctx, unsigned pass, const char *what)
 {
 	struct fsck_out *o = ctx->priv;
 
+	if (o->ticked)
+		printf("\r     \r");
+	o->ticked = false;
 	if (!o->json)
 		printf("pass %u: %s\n", pass, what);
 	fflush(stdout);
+}
+
+/* On a terminal: the current pass's percentage, rewritten in place. */
+static void tick(struct bch_fsck_ctx *ctx, unsigned percent)
+{
+	struct fsck_out *o = ctx->priv;
+
+	if (!o->tty || o->json)
+		return;
+	printf("\r%3u%%", percent);
+	fflush(stdout);
+	o->ticked = true;
 }
 
 static enum bch_fsck_answer ask(void)
@@ -105,7 +122,8 @@ static void usage(FILE *f)
 "keys (every node read and validated; damaged btrees rebuilt from readable\n"
 "leaves); 5 extent pointers; 6 extents; 7 inodes; 8 directory entries and\n"
 "xattrs; 9 directory structure (lost+found); 10 link counts; 11 data (-c).\n"
-"A filesystem that was closed cleanly gets pass 1 only, unless -f.\n"
+"A filesystem that was closed cleanly gets pass 1 only, unless -f.  On a\n"
+"terminal each pass shows how far it is (percent).\n"
 "Exit status (bits, as fsck(8)): 0 clean, 1 errors corrected, 4 errors left\n"
 "uncorrected, 8 operational error, 16 usage error, 32 cancelled.\n");
 }
@@ -182,7 +200,9 @@ int cmd_fsck(int argc, char *argv[])
 	ctx->mode = BCH_FSCK_ASK;
 	ctx->report = report;
 	ctx->progress = progress;
+	ctx->tick = tick;
 	ctx->priv = &o;
+	o.tty = isatty(STDOUT_FILENO);
 	/* "a" is e2fsck's old spelling of -p */
 	while ((opt = getopt_long(argc, argv, "nypafvhc", longopts, NULL)) != -1)
 		switch (opt) {
@@ -292,6 +312,8 @@ int cmd_fsck(int argc, char *argv[])
 		}
 	}
 
+	if (o.ticked)
+		printf("\r     \r");
 	uint64_t found = bch_fsck_nr_found(ctx), fixed = bch_fsck_nr_fixed(ctx);
 	if (fixed)
 		exit_code |= FSCK_EXIT_CORRECTED;

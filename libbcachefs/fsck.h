@@ -171,6 +171,8 @@ struct bch_fsck_ctx {
 	void			*priv;
 	/* A pass begins (optional): for the "pass N: what" lines and progress. */
 	void			(*progress)(struct bch_fsck_ctx *ctx, unsigned pass, const char *what);
+	/* How far the current pass is, in percent (optional; for a terminal). */
+	void			(*tick)(struct bch_fsck_ctx *ctx, unsigned percent);
 
 	/* per problem: found, fixed; per-class answers remembered in ASK mode */
 	uint64_t		found[BCH_FSCK_PROBLEM_NR];

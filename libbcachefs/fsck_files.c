@@ -159,6 +159,8 @@ struct fstate {
 	struct bch_inode	cur;
 	uint64_t		prev_end;
 
+	uint64_t		max_inum;	/* highest inode number: for progress */
+
 	/* pass 8: dirents re-hashed (and counted) this pass */
 	struct bch_bpos		*moved;
 	size_t			nr_moved;
@@ -315,6 +317,13 @@ static int for_each_key(struct fstate *s, unsigned id, key_fn fn)
 		while (n < BATCH && (k = bch_btree_iter_next(&it, &err)))
 			batch[n++] = bch_bkey_dup(k);
 		bch_btree_iter_exit(&it);
+		if (n && s->ctx->tick && s->max_inum > BCH_FIRST_INO) {
+			/* keys are ordered by inode number: that is how far this pass is */
+			uint64_t at = id == BCH_BTREE_ID_inodes ? batch[0]->p.offset : batch[0]->p.inode;
+			at = at < BCH_FIRST_INO ? 0 : at - BCH_FIRST_INO;
+			s->ctx->tick(s->ctx, at >= s->max_inum - BCH_FIRST_INO ? 100
+					     : (unsigned)(at * 100 / (s->max_inum - BCH_FIRST_INO)));
+		}
 		for (unsigned i = 0; i < n; i++) {
 			if (!r && !err && !s->ctx->cancelled)
 				r = fn(s, batch[i]);
@@ -990,6 +999,11 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	s->c = c;
 	s->stats = stats;
 	s->cur_inum = UINT64_MAX;
+	struct bch_bkey *last;
+	if (!bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, 0), POS_MIN, &last)) {
+		s->max_inum = last->p.offset;
+		free(last);
+	}
 	for (unsigned d = 0; d < c->nr_devs; d++) {
 		if (!c->devs[d] || !c->devs[d]->bdev)
 			continue;
