@@ -16,12 +16,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bkey.h"
 #include "btree.h"
 #include "format.h"
 #include "fs.h"
+#include "fs_ops.h"
+#include "checksum.h"
 #include "fsck.h"
 
 #define IMG_BYTES	(8 << 20)
@@ -77,6 +80,24 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			abort();
 	}
 	bch_trans_exit(t);
+	/* files too, so the damage reaches the passes over files */
+	uint64_t dir, inum;
+	char name[32], buf[5000];
+	memset(buf, 'x', sizeof(buf));
+	if (bch_fs_create(c, BCH_ROOT_INO, "d", S_IFDIR | 0755, 0, 0, 0, &dir))
+		abort();
+	for (unsigned i = 0; i < 60; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		if (bch_fs_create(c, i % 2 ? dir : BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &inum) ||
+		    bch_fs_write(c, inum, i * 512, buf, 100 + i * 70) < 0)
+			abort();
+		if (i % 7 == 0 && bch_fs_setxattr(c, inum, "user.x", "y", 1, 0))
+			abort();
+		if (i % 9 == 0 && (snprintf(name, sizeof(name), "l%u", i), bch_fs_link(c, inum, dir, name)))
+			abort();
+	}
+	if (bch_fs_symlink(c, dir, "s", "../f0", 0, 0, NULL))
+		abort();
 	if (bch_fs_close(c))
 		abort();
 	base = malloc(IMG_BYTES);
@@ -92,6 +113,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	unsigned char *img = malloc(IMG_BYTES);
 
 	memcpy(img, base, IMG_BYTES);
+	/* the first byte: odd bypasses checksums, so damage reaches the structure checks */
+	bool bypass = size && (data[0] & 1);
+	if (size) {
+		data++;
+		size--;
+	}
 	while (size >= 5) {
 		uint32_t off;
 		memcpy(&off, data, 4);
@@ -113,15 +140,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	char *paths[] = { img_path };
 	struct bch_fsck_ctx *y = calloc(1, sizeof(*y));
+	struct bch_fsck_file_stats st;
 	y->mode = BCH_FSCK_YES;
+	bch_checksum_bypass = bypass;
 	bool ok = !bch_fsck_superblocks(y, paths, 1, NULL);
 	if (ok) {
 		struct bch_fs *c = open_fs(false);
 		uint64_t nodes;
 		ok = c && !bch_fsck_btrees(y, c, &nodes);
+		if (ok && bch_fsck_nr_found(y) == bch_fsck_nr_fixed(y))
+			ok = !bch_fsck_files(y, c, false, &st);
 		if (c)
 			ok &= !bch_fs_close(c);
 	}
+	ok &= bch_fsck_nr_found(y) == bch_fsck_nr_fixed(y);
 	free(y);
 	if (ok) {
 		struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
@@ -129,12 +161,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct bch_fs *c = NULL;
 		uint64_t nodes;
 		if (bch_fsck_superblocks(n, paths, 1, NULL) || !(c = open_fs(true)) ||
-		    bch_fsck_btrees(n, c, &nodes) || bch_fsck_nr_found(n)) {
+		    bch_fsck_btrees(n, c, &nodes) || bch_fsck_files(n, c, false, &st) ||
+		    bch_fsck_nr_found(n)) {
 			fprintf(stderr, "fsck -n after a successful -y is not clean\n");
+			for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+				if (n->found[p])
+					fprintf(stderr, "  %s: %llu\n", bch_fsck_problems[p].name,
+						(unsigned long long)n->found[p]);
 			abort();
 		}
 		bch_fs_close(c);
 		free(n);
 	}
+	bch_checksum_bypass = false;
 	return 0;
 }
