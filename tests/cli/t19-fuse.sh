@@ -80,21 +80,23 @@ expect_in out "Device: +$PWD/img"
 cd "$mnt"
 cd ..
 
-# ---- data-verifying loads
+# ---- data-verifying loads (longer with SOAK=1)
+T=4 FIO=24M
+[ -n "${SOAK:-}" ] && T=30 FIO=256M
 if command -v fio >/dev/null; then
 	for rw in randwrite write; do
-		fio --name=v$rw --directory="$mnt" --size=24M --bs=4k --rw=$rw --verify=crc32c \
+		fio --name=v$rw --directory="$mnt" --size=$FIO --bs=4k --rw=$rw --verify=crc32c \
 		    --ioengine=psync --fsync=32 --fallocate=native --output=fio.log >/dev/null 2>&1 ||
 			fail "fio $rw: $(tail -5 fio.log)"
 	done
 fi
 if command -v stress-ng >/dev/null; then
 	stress-ng --temp-path "$mnt" --dir 1 --dentry 1 --link 1 --rename 1 --hdd 1 \
-		  --hdd-bytes 8M --xattr 1 --verify -t 4s >stress.log 2>&1 ||
+		  --hdd-bytes 8M --xattr 1 --verify -t ${T}s >stress.log 2>&1 ||
 		fail "stress-ng: $(tail -5 stress.log)"
 fi
 if command -v dbench >/dev/null; then
-	dbench -D "$mnt" -t 4 2 >dbench.log 2>&1 || fail "dbench: $(tail -5 dbench.log)"
+	dbench -D "$mnt" -t $T 2 >dbench.log 2>&1 || fail "dbench: $(tail -5 dbench.log)"
 fi
 rm -rf "$mnt"/* 2>/dev/null
 fusermount3 -u mnt || fail "unmount"
