@@ -139,6 +139,21 @@ static int commit(struct bch_fs *c, struct btree_trans *t, struct bch_extent_upd
 	return r;
 }
 
+/* One transaction writing the inodes of s (and nothing else). */
+static int commit_inodes(struct bch_fs *c, struct ino_set *s)
+{
+	struct btree_trans *t;
+	int r = bch_trans_init(c, &t);
+
+	if (r)
+		return r;
+	r = ino_set_write(s, t);
+	if (!r)
+		r = commit(c, t, NULL);
+	bch_trans_exit(t);
+	return r;
+}
+
 /* --------------------------------------------------------------- dirents */
 
 struct name_key {
@@ -1127,7 +1142,6 @@ int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
-	struct btree_trans *t;
 	int64_t now = bch_now_ns();
 	int r;
 
@@ -1167,13 +1181,7 @@ int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa
 	if (sa->valid & BCH_SETATTR_BTIME)
 		i->btime = sa->btime == BCH_TIME_NOW ? now : sa->btime;
 	i->ctime = (sa->valid & BCH_SETATTR_CTIME) ? (sa->ctime == BCH_TIME_NOW ? now : sa->ctime) : now;
-	if ((r = bch_trans_init(c, &t)))
-		return ret_errno(r);
-	r = ino_set_write(&s, t);
-	if (!r)
-		r = commit(c, t, NULL);
-	bch_trans_exit(t);
-	return ret_errno(r);
+	return ret_errno(commit_inodes(c, &s));
 }
 
 /* -------------------------------------------------------------- readdir */
@@ -1475,10 +1483,8 @@ int bch_fs_statfs(struct bch_fs *c, struct statvfs *st)
 
 int bch_fs_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, const char *value)
 {
-	struct bch_setattr none = { 0 };
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
-	struct btree_trans *t;
 	char err[128];
 	uint64_t v = 0;
 	int id = bch_opt_lookup(opt), r;
@@ -1494,15 +1500,8 @@ int bch_fs_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, const
 	case Opt_data_checksum:	i->opt_data_checksum = value ? v + 1 : 0; break;
 	case Opt_data_replicas:	i->opt_data_replicas = value ? v + 1 : 0; break;
 	}
-	(void)none;
 	touch(i, false);
-	if ((r = bch_trans_init(c, &t)))
-		return ret_errno(r);
-	r = ino_set_write(&s, t);
-	if (!r)
-		r = commit(c, t, NULL);
-	bch_trans_exit(t);
-	return ret_errno(r);
+	return ret_errno(commit_inodes(c, &s));
 }
 
 int bch_fs_create_root(struct bch_fs *c, mode_t root_mode, uid_t uid, gid_t gid)
