@@ -119,7 +119,7 @@ static void write_mutated(unsigned seed)
 
 Test(fsck_mutate, damaged_nodes_repaired, .init = setup, .fini = teardown, .timeout = 600)
 {
-	unsigned iters = getenv("SOAK") ? 3000 : 300, repaired = 0, failed_open = 0;
+	unsigned iters = getenv("SOAK") ? 10000 : 1000, repaired = 0, failed_open = 0;
 
 	for (unsigned seed = 1; seed <= iters; seed++) {
 		write_mutated(seed);
@@ -227,7 +227,7 @@ static int all_passes(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 
 Test(fsck_mutate, damaged_files_repaired, .init = setup_files, .fini = teardown, .timeout = 900)
 {
-	unsigned iters = getenv("SOAK") ? 3000 : 300, repaired = 0;
+	unsigned iters = getenv("SOAK") ? 10000 : 1000, repaired = 0;
 
 	for (unsigned seed = 1; seed <= iters; seed++) {
 		if (getenv("MUTATE_SEED") && (unsigned)atoi(getenv("MUTATE_SEED")) != seed)
