@@ -263,6 +263,8 @@ int cmd_fsck(int argc, char *argv[])
 
 		memset(&oo, 0, sizeof(oo));
 		bch_opt_set(&oo, Opt_fsck, 1);
+		/* passes scan in key order: a small node cache does; memory stays near e2fsck's */
+		bch_opt_set(&oo, Opt_btree_cache_size, 8 << 20);
 		if (ctx->mode == BCH_FSCK_NO)
 			bch_opt_set(&oo, Opt_read_only, 1);
 		if (!o.json)
