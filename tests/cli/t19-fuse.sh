@@ -66,6 +66,12 @@ $u sh -c 'echo me > pub/mine' || fail "user cannot create in a 1777 directory"
 ! $u sh -c 'echo x >> pub/rootfile' 2>/dev/null || fail "user wrote a root file"
 ! $u rm -f pub/rootfile 2>/dev/null || [ -e pub/rootfile ] || fail "sticky bit ignored"
 [ -e pub/rootfile ] || fail "user removed root's file in a sticky directory"
+# set-id bits go when someone else writes, and on chown
+echo x > pub/setid && chmod 6777 pub/setid
+$u sh -c 'echo y >> pub/setid' || fail "user append"
+[ "$(stat -c %a pub/setid)" = 777 ] || fail "set-id bits kept after a write by another user: $(stat -c %a pub/setid)"
+chmod 4755 pub/setid && chown 65534 pub/setid
+[ "$(stat -c %a pub/setid)" = 755 ] || fail "set-uid kept after chown"
 $u chmod 4755 pub/mine || fail "chmod own file"
 echo more >> pub/mine
 [ "$(stat -c %a pub/mine)" = 755 ] || [ "$(stat -c %a pub/mine)" = 4755 ] || fail "mode"
