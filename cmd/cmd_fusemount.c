@@ -188,6 +188,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
+	/* the kernel clears set-id bits on writes, truncates and chown itself */
+	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	conn->max_write = 1 << 20;
 }
 
