@@ -101,9 +101,28 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 
 	if (!ca || !ca->bdev)
 		return snprintf(err, errlen, "device %u missing", ptr->dev), -BCH_ERR_device_missing;
-	ret = bch_dev_read(ca->bdev, buf, nb, (uint64_t)ptr->offset << BCH_SECTOR_SHIFT);
+	/*
+	 * Most nodes use a fraction of their space: read what the parent says was
+	 * written (at least 64 KiB), and the rest only when the bsets go on.
+	 */
+	uint64_t where = (uint64_t)ptr->offset << BCH_SECTOR_SHIFT;
+	size_t have = ((size_t)bp->sectors_written << BCH_SECTOR_SHIFT) + (64 << 10);
+	have = have < nb ? round_block(c, have) : nb;
+	if (have > nb)
+		have = nb;
+	ret = bch_dev_read(ca->bdev, buf, have, where);
 	if (ret)
 		return snprintf(err, errlen, "%s", bch_err_str(ret)), ret;
+#define NEED(bytes)								\
+	do {									\
+		if ((bytes) > have && have < nb) {				\
+			ret = bch_dev_read(ca->bdev, (char *)buf + have, nb - have,	\
+					   where + have);				\
+			if (ret)						\
+				return snprintf(err, errlen, "%s", bch_err_str(ret)), ret; \
+			have = nb;						\
+		}								\
+	} while (0)
 
 	const struct bch_btree_node *n = buf;
 	if (n->magic != BCH_BTREE_NODE_MAGIC)
@@ -119,6 +138,7 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 		return snprintf(err, errlen, "bad checksum type"), -BCH_ERR_btree_node_bad;
 	if (n->keys.seq != n->seq || sizeof(*n) + (size_t)n->keys.u64s * 8 > nb)
 		return snprintf(err, errlen, "bad first bset"), -BCH_ERR_btree_node_bad;
+	NEED(sizeof(*n) + (size_t)n->keys.u64s * 8);
 	if (!bch_csum_eq(n->csum, bch_checksum(n->csum_type, &n->magic,
 					      sizeof(*n) - sizeof(n->csum) + n->keys.u64s * 8)))
 		return snprintf(err, errlen, "bad checksum"), -BCH_ERR_csum_mismatch;
@@ -128,7 +148,10 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 
 	size_t off = round_block(c, sizeof(*n) + n->keys.u64s * 8);
 	while (off + sizeof(struct bch_btree_node_entry) <= nb) {
+		NEED(off + sizeof(struct bch_btree_node_entry));
 		const struct bch_btree_node_entry *e = (const void *)((char *)buf + off);
+		if (e->keys.seq == n->seq && off + sizeof(*e) + (size_t)e->keys.u64s * 8 <= nb)
+			NEED(off + sizeof(*e) + (size_t)e->keys.u64s * 8);
 		if (e->keys.seq != n->seq ||
 		    off + sizeof(*e) + (size_t)e->keys.u64s * 8 > nb ||
 		    !bch_csum_eq(e->csum, bch_checksum(n->csum_type, &e->keys,
@@ -140,6 +163,7 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 	}
 	b->sectors_written = off >> BCH_SECTOR_SHIFT;
 	return 0;
+#undef NEED
 }
 
 static void node_reset_keys(struct btree *b)
