@@ -1,0 +1,207 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fsck_dirs.c - pass 9: directory structure (see fsck_files.h).
+ *
+ * Checks
+ *   root_missing (a new root before the dirents are checked), lost_found_missing,
+ * dir_unreachable and inode_unreachable (to lost+found as #inum), dir_loop
+ * (the loop is cut and one directory moved to lost+found), inode_unlinked
+ * (nothing names it and it was being deleted: the delete is finished).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "alloc.h"
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "btree.h"
+#include "checksum.h"
+#include "errcode.h"
+#include "extents.h"
+#include "fs_ops.h"
+#include "fsck.h"
+#include "inode.h"
+#include "io.h"
+#include "super.h"
+#include "fsck_files.h"
+
+/* Before the dirents are checked: a root to hang them from. */
+int fsck_check_root(struct fstate *s)
+{
+	struct ino_info *root = fsck_ino_find(&s->inodes, BCH_ROOT_INO, false);
+
+	if (root && root->mode && S_ISDIR(root->mode))
+		return 0;
+	if (!fsck_fixing(s, BCH_FSCK_root_missing, "inode 4096 (/)", NULL))
+		return 0;
+	struct bch_inode ri;
+	bch_inode_init(s->c, &ri, BCH_ROOT_INO, S_IFDIR | 0755, 0, 0, 0, NULL);
+	int r = fsck_update_inode(s->c, BCH_ROOT_INO, &ri);
+	fsck_fix_done(s, BCH_FSCK_root_missing, r);
+	if (!r)
+		fsck_ino_find(&s->inodes, BCH_ROOT_INO, true)->mode = ri.mode;
+	return r;
+}
+
+static uint64_t lost_found;
+
+static int need_lost_found(struct fstate *s)
+{
+	uint64_t inum;
+
+	if (lost_found)
+		return 0;
+	if (!bch_fs_lookup(s->c, BCH_ROOT_INO, "lost+found", &inum)) {
+		struct ino_info *ii = fsck_ino_find(&s->inodes, inum, false);
+		if (ii && S_ISDIR(ii->mode)) {
+			lost_found = inum;
+			return 0;
+		}
+	}
+	if (!fsck_fixing(s, BCH_FSCK_lost_found_missing, "/lost+found", NULL))
+		return -ENOENT;
+	int r = bch_fs_create(s->c, BCH_ROOT_INO, "lost+found", S_IFDIR | 0700, 0, 0, 0, &inum);
+	fsck_fix_done(s, BCH_FSCK_lost_found_missing, r);
+	if (r)
+		return r;
+	struct ino_info *ii = fsck_ino_find(&s->inodes, inum, true);
+	struct bch_inode root;
+	ii->mode = S_IFDIR | 0700;
+	ii->names = 1;
+	ii->parent = BCH_ROOT_INO;
+	if (!bch_inode_get(s->c, BCH_ROOT_INO, &root))
+		bch_fs_dirent_first(s->c, BCH_ROOT_INO, &root, "lost+found", &ii->parent_slot);
+	ii->state = 2;
+	fsck_ino_find(&s->inodes, BCH_ROOT_INO, false)->subdirs++;
+	/* create() counted the new directory in the root's nlink: keep the table in step */
+	lost_found = inum;
+	return 0;
+}
+
+/* Give inum a name "#inum" in lost+found. */
+static int reattach(struct fstate *s, struct ino_info *ii)
+{
+	char name[32];
+	int r = need_lost_found(s);
+
+	if (r)
+		return r;
+	snprintf(name, sizeof(name), "#%" PRIu64, ii->inum);
+	r = bch_fs_dirent_add(s->c, lost_found, name, ii->inum, bch_mode_to_dtype(ii->mode));
+	if (r)
+		return r;
+	uint64_t slot = 0;
+	struct bch_inode lf;
+	if (!bch_inode_get(s->c, lost_found, &lf))
+		bch_fs_dirent_first(s->c, lost_found, &lf, name, &slot);
+	ii->names = 1;
+	ii->parent = lost_found;
+	ii->parent_slot = slot;
+	struct bch_inode in;
+	if (!(r = bch_inode_get(s->c, ii->inum, &in))) {
+		in.dir = lost_found;
+		in.dir_offset = slot;
+		r = fsck_update_inode(s->c, ii->inum, &in);
+	}
+	if (!r && S_ISDIR(ii->mode)) {
+		fsck_ino_find(&s->inodes, lost_found, false)->subdirs++;
+		r = fsck_adjust_nlink(s->c, lost_found, 1);
+	}
+	return r;
+}
+
+int fsck_check_structure(struct fstate *s)
+{
+	struct bch_fs *c = s->c;
+	char where[640];
+	int r;
+
+	lost_found = 0;
+	fsck_ino_reserve(&s->inodes, 4);	/* root and lost+found may be added below */
+	struct ino_info *root = fsck_ino_find(&s->inodes, BCH_ROOT_INO, false);
+	if (!root || !root->mode || !S_ISDIR(root->mode))
+		return 0;	/* not recreated (-n): nothing can be reached */
+	root->state = 2;
+
+	/* directories: named once, and every parent chain reaches the root */
+	for (size_t i = 0; i < s->inodes.cap && !s->err; i++) {
+		struct ino_info *ii = &s->inodes.e[i];
+		if (!ii->inum || !ii->mode || !S_ISDIR(ii->mode) || ii->state == 2)
+			continue;
+		if (!ii->names) {
+			struct bch_inode in;
+			if ((r = bch_inode_get(c, ii->inum, &in)))
+				return r;
+			fsck_inode_where(c, ii->inum, where, sizeof(where));
+			if (!in.nlink || (in.flags & BCH_INODE_UNLINKED)) {
+				/* an rmdir that did not finish */
+				if (fsck_fixing(s, BCH_FSCK_inode_unlinked, where, NULL)) {
+					fsck_fix_done(s, BCH_FSCK_inode_unlinked, bch_fs_inode_free(c, ii->inum));
+					ii->mode = 0;
+				}
+			} else if (fsck_fixing(s, BCH_FSCK_dir_unreachable, where, NULL)) {
+				fsck_fix_done(s, BCH_FSCK_dir_unreachable, reattach(s, ii));
+			}
+			ii->state = 2;
+			continue;
+		}
+		/* walk up: state 1 marks this walk's path */
+		struct ino_info **path = NULL;
+		size_t plen = 0;
+		struct ino_info *cur = ii;
+		while (cur && cur->state == 0 && cur->names && plen < s->inodes.nr + 1) {
+			cur->state = 1;
+			path = realloc(path, (plen + 1) * sizeof(*path));
+			if (!path)
+				abort();
+			path[plen++] = cur;
+			cur = fsck_ino_find(&s->inodes, cur->parent, false);
+		}
+		if (cur && cur->state == 1) {
+			/* cur is on a loop: cut it there */
+			fsck_inode_where(c, cur->inum, where, sizeof(where));
+			if (fsck_fixing(s, BCH_FSCK_dir_loop, where, NULL)) {
+				struct ino_info *old_parent = fsck_ino_find(&s->inodes, cur->parent, false);
+				r = bch_fs_dirent_delete(c, cur->parent, cur->parent_slot);
+				if (!r) {
+					if (old_parent && old_parent->subdirs)
+						old_parent->subdirs--;
+					r = fsck_adjust_nlink(c, cur->parent, -1);
+				}
+				if (!r)
+					r = reattach(s, cur);
+				fsck_fix_done(s, BCH_FSCK_dir_loop, r);
+			}
+		}
+		/* every directory on the path now reaches the root (or was reported) */
+		for (size_t k = 0; k < plen; k++)
+			path[k]->state = 2;
+		free(path);
+	}
+
+	/* files: a name, or deleted when nothing wants them */
+	for (size_t i = 0; i < s->inodes.cap && !s->err; i++) {
+		struct ino_info *ii = &s->inodes.e[i];
+		if (!ii->inum || !ii->mode || S_ISDIR(ii->mode) || ii->names)
+			continue;
+		struct bch_inode in;
+		if ((r = bch_inode_get(c, ii->inum, &in)))
+			return r;
+		fsck_inode_where(c, ii->inum, where, sizeof(where));
+		if (!in.nlink || (in.flags & BCH_INODE_UNLINKED)) {
+			if (fsck_fixing(s, BCH_FSCK_inode_unlinked, where, NULL)) {
+				fsck_fix_done(s, BCH_FSCK_inode_unlinked, bch_fs_inode_free(c, ii->inum));
+				ii->mode = 0;	/* gone */
+			}
+		} else if (fsck_fixing(s, BCH_FSCK_inode_unreachable, where, NULL)) {
+			fsck_fix_done(s, BCH_FSCK_inode_unreachable, reattach(s, ii));
+		}
+	}
+	/* directories left unlinked by an interrupted rmdir */
+	return s->err;
+}

@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fsck_extents.c - passes 5 and 6: extent pointers and extents (see fsck_files.h).
+ *
+ * Checks
+ *   extent_ptr_bad, extent_ptr_stale, extent_ptr_dup (pass 5): a pointer to a
+ * missing device, outside the buckets, into metadata, stale, or to blocks
+ * another encoded extent claims is dropped (the extent too when none is
+ * left).  extent_no_inode, extent_bad_inode, extent_overlap, extent_past_eof
+ * (pass 6); each inode's sectors are counted for pass 7's check.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "alloc.h"
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "btree.h"
+#include "checksum.h"
+#include "errcode.h"
+#include "extents.h"
+#include "fs_ops.h"
+#include "fsck.h"
+#include "inode.h"
+#include "io.h"
+#include "super.h"
+#include "fsck_files.h"
+
+static bool claim(struct fstate *s, const struct bch_extent_ptr *p, const struct bch_extent_crc *crc)
+{
+	unsigned sectors = crc->compressed_sectors;
+
+	/* keys that share one encoded extent are close together: a short memory */
+	for (unsigned i = 0; i < 128; i++)
+		if (!memcmp(&s->recent[i].ptr, p, sizeof(*p)) && bch_csum_eq(s->recent[i].csum, crc->csum))
+			return true;
+	s->recent[s->recent_next % 128].ptr = *p;
+	s->recent[s->recent_next++ % 128].csum = crc->csum;
+
+	unsigned bs = s->c->sb->block_size;
+	uint64_t first = p->offset / bs, last = (p->offset + sectors - 1) / bs;
+	uint8_t *map = s->claimed[p->dev];
+	if (!map || last >= s->claimed_blocks[p->dev])
+		return true;
+	bool ok = true;
+	for (uint64_t b = first; b <= last; b++) {
+		if (map[b / 8] & (1U << (b % 8)))
+			ok = false;
+		map[b / 8] |= 1U << (b % 8);
+	}
+	return ok;
+}
+
+/* The inode whose extents follow: compare the previous one's sectors. */
+static void extents_next_inode(struct fstate *s, uint64_t inum)
+{
+	s->cur_inum = inum;
+	s->prev_end = 0;
+	s->cur_exists = !bch_inode_get(s->c, inum, &s->cur);
+}
+
+int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
+{
+	struct bch_fs *c = s->c;
+	char where[640], detail[160];
+
+	if (k->type != BCH_BKEY_extent && k->type != BCH_BKEY_reservation)
+		return 0;
+	if (k->p.inode != s->cur_inum)
+		extents_next_inode(s, k->p.inode);
+	s->stats->extents++;
+	uint64_t start = bch_extent_start(k);
+	snprintf(where, sizeof(where), "inode %" PRIu64 " sectors %" PRIu64 "..%" PRIu64,
+		 (uint64_t)k->p.inode, start, (uint64_t)k->p.offset);
+
+	/* pass 5: pointers */
+	if (k->type == BCH_BKEY_extent) {
+		const struct bch_extent *e = bkey_val(k);
+		unsigned nr = bch_extent_nr_ptrs(k), keep = 0;
+		struct bch_extent_ptr good[BCH_REPLICAS_MAX];
+		for (unsigned i = 0; i < nr; i++) {
+			const struct bch_extent_ptr *p = &e->ptrs[i];
+			int type = p->dev < c->nr_devs && c->devs[p->dev] && c->devs[p->dev]->bdev
+				 ? bch_alloc_bucket_type(c, p, e->crc.compressed_sectors) : -2;
+			enum bch_fsck_problem prob = BCH_FSCK_PROBLEM_NR;
+			if (type == -2) {
+				prob = BCH_FSCK_extent_ptr_bad;
+				snprintf(detail, sizeof(detail), "device %u missing", p->dev);
+			} else if (type < 0) {
+				prob = BCH_FSCK_extent_ptr_bad;
+				snprintf(detail, sizeof(detail), "sector %" PRIu64 " outside device %u",
+					 (uint64_t)p->offset, p->dev);
+			} else if (type != BCH_DATA_user) {
+				prob = BCH_FSCK_extent_ptr_bad;
+				snprintf(detail, sizeof(detail), "%u:%" PRIu64 " is in a bucket of other data",
+					 p->dev, (uint64_t)p->offset);
+			} else if (!bch_alloc_ptr_live(c, p)) {
+				prob = BCH_FSCK_extent_ptr_stale;
+				snprintf(detail, sizeof(detail), "%u:%" PRIu64 " gen %u", p->dev,
+					 (uint64_t)p->offset, p->gen);
+			} else if (!claim(s, p, &e->crc)) {
+				prob = BCH_FSCK_extent_ptr_dup;
+				snprintf(detail, sizeof(detail), "%u:%" PRIu64 " already used by another extent",
+					 p->dev, (uint64_t)p->offset);
+			}
+			if (prob == BCH_FSCK_PROBLEM_NR || !fsck_fixing(s, prob, where, detail))
+				good[keep++] = *p;
+			else
+				bch_fsck_fixed(s->ctx, prob);	/* counted when the key is rewritten below */
+		}
+		if (keep < nr) {
+			struct bch_bkey *n = NULL;
+			if (keep) {
+				n = bch_bkey_alloc(BCH_BKEY_extent, k->p,
+						   sizeof(struct bch_extent) + keep * sizeof(struct bch_extent_ptr));
+				n->size = k->size;
+				struct bch_extent *ne = bkey_val(n);
+				ne->crc = e->crc;
+				memcpy(ne->ptrs, good, keep * sizeof(good[0]));
+			}
+			int r = fsck_replace_extent(c, k, n, true);
+			free(n);
+			if (r)
+				return r;
+			if (!keep)
+				return 0;	/* the extent is gone */
+		}
+	}
+
+	/* pass 6: owner, order, end of file */
+	enum bch_fsck_problem prob = BCH_FSCK_PROBLEM_NR;
+	uint64_t bs = c->sb->block_size;
+	if (!s->cur_exists)
+		prob = BCH_FSCK_extent_no_inode;
+	else if (!S_ISREG(s->cur.mode) && !S_ISLNK(s->cur.mode))
+		prob = BCH_FSCK_extent_bad_inode;
+	else if (start >= (s->cur.size + (bs << 9) - 1) / (bs << 9) * bs)
+		prob = BCH_FSCK_extent_past_eof;
+	if (prob != BCH_FSCK_PROBLEM_NR) {
+		if (prob == BCH_FSCK_extent_past_eof)
+			snprintf(detail, sizeof(detail), "file size %" PRIu64, (uint64_t)s->cur.size);
+		if (fsck_fixing(s, prob, where, prob == BCH_FSCK_extent_past_eof ? detail : NULL)) {
+			fsck_fix_done(s, prob, fsck_replace_extent(c, k, NULL, false));
+			return s->err;
+		}
+	} else if (start < s->prev_end) {
+		if (fsck_fixing(s, BCH_FSCK_extent_overlap, where, NULL)) {
+			int r;
+			if (k->p.offset <= s->prev_end) {
+				r = fsck_replace_extent(c, k, NULL, false);
+			} else {
+				/* keep the part after the previous extent (same position: replaces it) */
+				struct bch_bkey *n = bch_bkey_dup(k);
+				bch_extent_cut_front(n, s->prev_end);
+				r = fsck_put_key(c, BCH_BTREE_ID_extents, n);
+				if (!r) {
+					fsck_ino_find(&s->inodes, k->p.inode, true)->sectors += n->size;
+					s->prev_end = n->p.offset;
+				}
+				free(n);
+			}
+			fsck_fix_done(s, BCH_FSCK_extent_overlap, r);
+			return s->err;
+		}
+	}
+	if (k->p.offset > s->prev_end)
+		s->prev_end = k->p.offset;
+	fsck_ino_find(&s->inodes, k->p.inode, true)->sectors += k->size;
+	return 0;
+}
