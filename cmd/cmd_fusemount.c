@@ -36,6 +36,7 @@
 
 #include "bcachefs.h"
 #include "cmds.h"
+#include "acl.h"
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
@@ -190,6 +191,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
 	/* the kernel clears set-id bits on writes, truncates and chown itself */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
+	/*
+	 * POSIX ACLs: the kernel enforces them; we keep mode and ACL in step and
+	 * give new files their directory's default ACL, so the umask is ours to
+	 * apply (only when there is no default ACL).
+	 */
+	if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK))
+		conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
 	conn->max_write = 1 << 20;
 }
 
@@ -312,6 +320,15 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	LOCK(m);
 	int r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
+	if (!r && (to_set & FUSE_SET_ATTR_MODE)) {
+		/* chmod: the access ACL's owner, mask and other entries follow the mode */
+		char acl[4096];
+		ssize_t n = bch_fs_getxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, sizeof(acl));
+		if (n > 0 && bch_acl_valid(acl, n)) {
+			bch_acl_chmod(acl, n, sa.mode);
+			r = bch_fs_setxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, n, 0);
+		}
+	}
 	if (!r)
 		r = bch_fs_getattr(m->c, from_fuse(ino), &st);
 	UNLOCK(m);
@@ -350,6 +367,37 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum)
 		fuse_reply_entry(req, &e);
 }
 
+/*
+ * Create with what a kernel filesystem does to the mode: the parent's
+ * default ACL, when it has one, becomes the new file's access ACL (limited by
+ * the requested mode) and, for directories, its default ACL too; otherwise
+ * the umask applies.  Lock held.
+ */
+static int create_acl(struct fmount *m, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
+		      const struct fuse_ctx *ctx, const char *symlink_target, uint64_t *inum)
+{
+	char def[4096], acc[4096];
+	ssize_t n = symlink_target ? -ENODATA
+		  : bch_fs_getxattr(m->c, parent, BCH_ACL_XATTR_DEFAULT, def, sizeof(def));
+	bool inherit = n > 0 && bch_acl_valid(def, n);
+	int r;
+
+	if (inherit)
+		bch_acl_create_masq(def, n, acc, &mode);
+	else if (!symlink_target)
+		mode &= ~(ctx->umask & 0777);
+	r = symlink_target
+		? bch_fs_symlink(m->c, parent, name, symlink_target, ctx->uid, ctx->gid, inum)
+		: bch_fs_create(m->c, parent, name, mode, rdev, ctx->uid, ctx->gid, inum);
+	if (r || !inherit)
+		return r;
+	if (!bch_acl_is_equiv_mode(acc, n))
+		r = bch_fs_setxattr(m->c, *inum, BCH_ACL_XATTR_ACCESS, acc, n, 0);
+	if (!r && S_ISDIR(mode))
+		r = bch_fs_setxattr(m->c, *inum, BCH_ACL_XATTR_DEFAULT, def, n, 0);
+	return r;
+}
+
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct fmount *m = FM(req);
@@ -357,8 +405,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = bch_fs_create(m->c, from_fuse(parent), name, mode & ~(ctx->umask & 0777), rdev,
-			      ctx->uid, ctx->gid, &inum);
+	int r = create_acl(m, from_fuse(parent), name, mode, rdev, ctx, NULL, &inum);
 	reply_new(req, m, r, inum);
 }
 
@@ -374,7 +421,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = bch_fs_symlink(m->c, from_fuse(parent), name, link, ctx->uid, ctx->gid, &inum);
+	int r = create_acl(m, from_fuse(parent), name, S_IFLNK | 0777, 0, ctx, link, &inum);
 	reply_new(req, m, r, inum);
 }
 
@@ -458,8 +505,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = bch_fs_create(m->c, from_fuse(parent), name, S_IFREG | (mode & 07777 & ~ctx->umask), 0,
-			      ctx->uid, ctx->gid, &inum);
+	int r = create_acl(m, from_fuse(parent), name, S_IFREG | (mode & 07777), 0, ctx, NULL, &inum);
 	if (!r)
 		r = make_entry(m, inum, &e);
 	if (!r)
@@ -651,9 +697,33 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 			size_t size, int flags)
 {
 	struct fmount *m = FM(req);
+	bool access = !strcmp(name, BCH_ACL_XATTR_ACCESS);
+	int r;
 
+	if ((access || !strcmp(name, BCH_ACL_XATTR_DEFAULT)) && !bch_acl_valid(value, size)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
 	LOCK(m);
-	int r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
+	if (access) {
+		/* the mode follows the ACL; an ACL the mode says all of is not kept */
+		struct stat st;
+		r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+		if (!r) {
+			struct bch_setattr sa = { .valid = BCH_SETATTR_MODE,
+						  .mode = (st.st_mode & 07000) | bch_acl_to_mode(value, size) };
+			r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
+		}
+		if (!r && bch_acl_is_equiv_mode(value, size)) {
+			r = bch_fs_removexattr(m->c, from_fuse(ino), name);
+			if (r == -ENODATA)
+				r = 0;
+		} else if (!r) {
+			r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
+		}
+	} else {
+		r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
+	}
 	UNLOCK(m);
 	fuse_reply_err(req, -r);
 }

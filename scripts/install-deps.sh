@@ -14,7 +14,7 @@ libarchive-dev libcriterion-dev"
 # fusermount3, jq to check --json output, python3 for the tree generator and
 # comparer, GNU tar for archive round trips, fio, stress-ng and dbench for
 # the FUSE loads).
-TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar fio stress-ng dbench"
+TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar fio stress-ng dbench acl"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time fuse2fs"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"

@@ -75,6 +75,22 @@ chmod 4755 pub/setid && chown 65534 pub/setid
 $u chmod 4755 pub/mine || fail "chmod own file"
 echo more >> pub/mine
 [ "$(stat -c %a pub/mine)" = 755 ] || [ "$(stat -c %a pub/mine)" = 4755 ] || fail "mode"
+# POSIX ACLs: enforced by the kernel, kept in step with the mode, inherited
+if command -v setfacl >/dev/null; then
+	echo secret > priv && chmod 600 priv
+	setfacl -m u:nobody:r priv || fail "setfacl"
+	[ "$(stat -c %a priv)" = 640 ] || fail "mode after setfacl: $(stat -c %a priv)"
+	[ "$($u cat priv)" = secret ] || fail "ACL grant not honoured"
+	chmod 600 priv
+	getfacl -c priv | grep -q '^mask::---' || fail "chmod did not reach the ACL mask"
+	setfacl -x u:nobody priv
+	! $u cat priv 2>/dev/null || fail "ACL removal not honoured"
+	mkdir inh && setfacl -d -m u:nobody:rwx inh
+	touch inh/file && mkdir inh/dir
+	getfacl -c inh/file | grep -q '^user:nobody:rwx' || fail "default ACL not inherited by a file"
+	getfacl -c inh/dir | grep -q '^default:user:nobody:rwx' || fail "default ACL not inherited by a directory"
+	[ "$(stat -c %a inh/file)" = 664 ] || fail "inherited mode: $(stat -c %a inh/file)"
+fi
 cd ..
 
 # ---- fs usage and show-super of a mountpoint
