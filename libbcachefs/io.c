@@ -203,6 +203,20 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 		return 0;
 	}
 	bool plain = e->crc.compression_type == BCH_COMPRESSION_none;
+	/* the whole encoded extent wanted, into an aligned buffer: read it in place */
+	if (plain && !e->crc.offset && from == ks && to == k->p.offset &&
+	    k->size == e->crc.compressed_sectors && !((uintptr_t)dst & 4095)) {
+		int r = -BCH_ERR_device_missing;
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+			r = read_copy(c, k, i, dst, NULL);
+			if (!r)
+				return 0;
+			c->data_bad_copies++;
+		}
+		return bch_fs_err(c, -EIO, "inode %" PRIu64 ": no good copy of sectors %" PRIu64
+				  "..%" PRIu64 " (%s)", (uint64_t)k->p.inode, ks, (uint64_t)k->p.offset,
+				  bch_err_str(r));
+	}
 	void *enc = io_buf((size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
 	void *dec = plain ? NULL : malloc((size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT);
 	int r = -ENOMEM;
@@ -232,7 +246,8 @@ int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, ui
 	const struct bch_bkey *cur;
 	int r = 0, err = 0;
 
-	memset(buf, 0, sectors << BCH_SECTOR_SHIFT);
+	uint64_t done = start;	/* sectors before this are filled */
+
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
 			    POS(inum, UINT64_MAX, 0));
 	/* the iterator's key is only valid until the next step: reads use a copy */
@@ -241,10 +256,19 @@ int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, ui
 			break;
 		if (cur->type != BCH_BKEY_extent && cur->type != BCH_BKEY_reservation)
 			continue;
+		uint64_t ks = bch_extent_start(cur);
+		if (ks > done)		/* a hole reads as zeros */
+			memset((char *)buf + ((done - start) << BCH_SECTOR_SHIFT), 0,
+			       (ks - done) << BCH_SECTOR_SHIFT);
 		struct bch_bkey *k = bch_bkey_dup(cur);
 		r = read_key(c, k, start, sectors, buf);
 		free(k);
+		if (cur->p.offset > done)
+			done = cur->p.offset;
 	}
 	bch_btree_iter_exit(&it);
+	if (!r && !err && done < start + sectors)
+		memset((char *)buf + ((done - start) << BCH_SECTOR_SHIFT), 0,
+		       (start + sectors - done) << BCH_SECTOR_SHIFT);
 	return r ? r : err;
 }
