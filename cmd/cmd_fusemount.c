@@ -835,6 +835,49 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 		fuse_reply_lseek(req, r);
 }
 
+/* copy_file_range: the data moves inside the daemon, not twice through the kernel. */
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			       struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct fmount *m = FM(req);
+	size_t chunk = 1 << 20, done = 0;
+	char *buf;
+	ssize_t r = 0;
+	(void)fi_in;
+	(void)fi_out;
+
+	if (flags) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if (posix_memalign((void **)&buf, 4096, chunk)) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	LOCK(m);
+	while (done < len) {
+		size_t want = len - done < chunk ? len - done : chunk;
+		r = bch_fs_read(m->c, from_fuse(ino_in), off_in + done, buf, want);
+		if (r <= 0)
+			break;
+		ssize_t w = bch_fs_write(m->c, from_fuse(ino_out), off_out + done, buf, r);
+		if (w < 0) {
+			r = w;
+			break;
+		}
+		done += w;
+		if ((size_t)w < want)
+			break;
+	}
+	UNLOCK(m);
+	free(buf);
+	if (r < 0 && !done)
+		fuse_reply_err(req, (int)-r);
+	else
+		fuse_reply_write(req, done);
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init		= op_init,
 	.destroy	= op_destroy,
@@ -870,6 +913,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.removexattr	= op_removexattr,
 	.fallocate	= op_fallocate,
 	.lseek		= op_lseek,
+	.copy_file_range = op_copy_file_range,
 };
 
 /* ------------------------------------------------------------ command */

@@ -56,6 +56,17 @@ assert "user.colour" in os.listxattr("a")
 os.removexattr("a", "user.colour")
 assert "user.colour" not in os.listxattr("a")
 PY
+# copy_file_range (cp uses it), within one file system
+seq 1 300000 > big && cp big big.copy && cmp -s big big.copy || fail "copy_file_range copy"
+python3 -c "
+import os
+a = os.open('big', os.O_RDONLY); b = os.open('part', os.O_WRONLY | os.O_CREAT, 0o644)
+n = os.copy_file_range(a, b, 100000, 100000, 5000)
+assert n == 100000, n
+data = open('part', 'rb').read()
+assert data == bytes(5000) + open('big', 'rb').read()[100000:200000]
+" || fail "copy_file_range with offsets"
+rm -f big big.copy part
 # fallocate, punch
 fallocate -l 8M pre && [ "$(stat -c %s pre)" = 8388608 ] || fail "fallocate"
 fallocate -p -o 4096 -l 8192 pre || fail "punch hole"
