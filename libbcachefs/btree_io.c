@@ -185,7 +185,10 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 	const struct bch_btree_ptr *bp = bkey_val(ptr);
 	unsigned nr = bch_btree_ptr_nr(ptr);
 	struct btree *b = bch_btree_node_new(c, id, level);
-	void *buf = bch_dev_alloc_buf(node_bytes(c));
+	/* one read buffer per filesystem, kept: reads fill what they look at */
+	if (!c->node_read_buf && posix_memalign(&c->node_read_buf, 4096, node_bytes(c)))
+		c->node_read_buf = NULL;
+	void *buf = c->node_read_buf;
 	char err[200] = "", first_err[300] = "";
 	int r = -BCH_ERR_btree_node_read;
 
@@ -224,7 +227,6 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 				 ": %s", bch_btree_id_name(id), level, bp->ptrs[i].dev,
 				 (uint64_t)bp->ptrs[i].offset, err);
 	}
-	free(buf);
 	if (r) {
 		/* b is in the cache's LRU since bch_btree_node_new(): take it out */
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - (long)sizeof(*b));
