@@ -3,7 +3,7 @@
 set -eu
 B="$(cd "$(dirname "$0")/.." && pwd)/bcachefs"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/bcachefs-demo.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
+trap 'fusermount3 -uz "$dir/mnt" 2>/dev/null; rm -rf "$dir"' EXIT
 cd "$dir"
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
@@ -30,3 +30,23 @@ echo
 echo "# fsck replays the journal and checks every superblock copy and every node:"
 step "$B" fsck -y ssd.img:hdd.img || true
 step "$B" fsck -n ssd.img:hdd.img
+echo
+echo "# Files: build an image from a directory (no root, no kernel driver), look inside."
+mkdir -p src/etc src/usr/share/doc
+printf 'demo\n' > src/etc/hostname
+seq 1 50000 > src/usr/share/doc/numbers.txt
+ln -s ../etc/hostname src/usr/hostname-link
+step "$B" format -q --fs-size=256M --compression=zstd --source src files.img
+step "$B" image ls -lR files.img /usr
+step "$B" image put files.img "$B" /usr/bcachefs
+step "$B" image cat files.img /etc/hostname
+step "$B" fs usage -h files.img
+step "$B" fsck -f -n files.img
+if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null && mkdir mnt &&
+   "$B" fusemount files.img mnt 2>/dev/null; then
+	echo
+	echo "# And mounted through FUSE:"
+	step ls -l mnt/usr
+	step df -hT mnt
+	fusermount3 -u mnt
+fi
