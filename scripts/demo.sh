@@ -3,7 +3,7 @@
 set -eu
 B="$(cd "$(dirname "$0")/.." && pwd)/bcachefs"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/bcachefs-demo.XXXXXX")
-trap 'fusermount3 -uz "$dir/mnt" 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'fusermount3 -uz "$dir/mnt" 2>/dev/null || true; rm -rf "$dir"' EXIT
 cd "$dir"
 
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
