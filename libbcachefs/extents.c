@@ -201,3 +201,87 @@ int bch_extents_mark_all(struct bch_fs *c)
 	}
 	return r ? r : err;
 }
+
+int bch_extents_split(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t at,
+		      struct bch_extent_update *u)
+{
+	struct bch_bkey *k;
+	int r = bch_btree_peek(c, BCH_BTREE_ID_extents, POS(inum, at + 1, 0), POS(inum, UINT64_MAX, 0), &k);
+
+	if (r == -BCH_ERR_key_not_found)
+		return 0;
+	if (r)
+		return r;
+	if ((k->type == BCH_BKEY_extent || k->type == BCH_BKEY_reservation) && bch_extent_start(k) < at) {
+		struct bch_bkey *front = bch_bkey_dup(k), *back = bch_bkey_dup(k);
+		bch_extent_cut_back(front, at);
+		bch_extent_cut_front(back, at);
+		acct_add(u, k, -1);
+		acct_add(u, front, 1);
+		acct_add(u, back, 1);
+		r = update(t, u, front);
+		if (!r)
+			r = update(t, u, back);	/* same position as k: replaces it */
+		free(front);
+		free(back);
+	}
+	free(k);
+	return r;
+}
+
+int bch_extents_shift(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t from,
+		      int64_t by, unsigned max_keys, uint64_t *next)
+{
+	struct bch_bkey **keys = malloc(max_keys * sizeof(*keys));
+	unsigned n = 0;
+	int r = 0, err = 0;
+
+	if (!keys)
+		return -ENOMEM;
+	*next = UINT64_MAX;
+	if (by < 0) {
+		/* left: in ascending order, so moved keys never land on unmoved ones */
+		struct btree_iter it;
+		const struct bch_bkey *k;
+		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, from + 1, 0), POS(inum, UINT64_MAX, 0));
+		while (n < max_keys && (k = bch_btree_iter_next(&it, &err)))
+			if (bch_extent_start(k) >= from)
+				keys[n++] = bch_bkey_dup(k);
+		bch_btree_iter_exit(&it);
+		if (n && n == max_keys)
+			*next = keys[n - 1]->p.offset;
+	} else {
+		/* right: from the end backwards */
+		struct bch_bpos pos = POS(inum, UINT64_MAX, 0);
+		while (n < max_keys) {
+			struct bch_bkey *k;
+			int e = bch_btree_peek_prev(c, BCH_BTREE_ID_extents, pos, POS(inum, 0, 0), &k);
+			if (e == -BCH_ERR_key_not_found)
+				break;
+			if (e) {
+				err = e;
+				break;
+			}
+			if (k->p.inode != inum || bch_extent_start(k) < from) {
+				free(k);
+				break;
+			}
+			pos = bpos_predecessor(k->p);
+			keys[n++] = k;
+		}
+		if (n && n == max_keys)
+			*next = bch_extent_start(keys[n - 1]);
+	}
+	for (unsigned i = 0; i < n; i++) {
+		if (!r && !err) {
+			struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = keys[i]->p };
+			r = bch_trans_update(t, BCH_BTREE_ID_extents, &del);
+			keys[i]->p.offset += by;
+			if (!r)
+				r = bch_trans_update(t, BCH_BTREE_ID_extents, keys[i]);
+		}
+		free(keys[i]);
+	}
+	free(keys);
+	return r ? r : err;
+}

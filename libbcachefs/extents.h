@@ -79,6 +79,18 @@ void bch_extent_update_apply(struct bch_fs *c, struct bch_extent_update *u);
 void bch_extent_update_abort(struct bch_fs *c, struct bch_extent_update *u);
 void bch_extent_update_exit(struct bch_extent_update *u);
 
+/*
+ * fallocate's collapse and insert: split the extent spanning sector at (so
+ * a range boundary falls between keys), and move the keys starting at or
+ * after from by `by` sectors, at most max_keys per call (the pointers do not
+ * change, so neither does space accounting).  *next is where to go on from,
+ * UINT64_MAX when done.
+ */
+int bch_extents_split(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t at,
+		      struct bch_extent_update *u);
+int bch_extents_shift(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t from,
+		      int64_t by, unsigned max_keys, uint64_t *next);
+
 /* At open: count every extent pointer in the bucket state. */
 int bch_extents_mark_all(struct bch_fs *c);
 

@@ -981,6 +981,72 @@ int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size)
 	return ret_errno(punch_range(c, inum, keep, UINT64_MAX - 1, size, true));
 }
 
+/*
+ * FALLOC_FL_COLLAPSE_RANGE removes [offset, offset + len) and moves what
+ * follows down; FALLOC_FL_INSERT_RANGE opens a hole there and moves what
+ * follows up.  Both take whole blocks inside the file.  The keys move in
+ * pieces of PUNCH_KEYS_PER_TRANS; the size changes with the last piece
+ * (collapse) or the first (insert), so no data is ever beyond i_size.
+ */
+static int collapse_insert(struct bch_fs *c, uint64_t inum, const struct bch_inode *i, int mode,
+			   uint64_t offset, uint64_t len)
+{
+	uint64_t bs = block_bytes(c);
+	bool collapse = mode == FALLOC_FL_COLLAPSE_RANGE;
+	int r;
+
+	if (offset % bs || len % bs || !len)
+		return -EINVAL;
+	if (collapse ? offset + len >= i->size : offset >= i->size)
+		return -EINVAL;
+	if (!collapse && i->size + len > MAX_FILE_SIZE)
+		return -EFBIG;
+	if (c->read_only)
+		return -EROFS;
+	uint64_t s0 = offset >> BCH_SECTOR_SHIFT, sl = len >> BCH_SECTOR_SHIFT;
+
+	if (collapse && (r = punch_range(c, inum, s0, s0 + sl, 0, false)))
+		return ret_errno(r);
+	for (bool first = true;; first = false) {
+		struct ino_set s = { 0 };
+		struct bch_inode *ip;
+		struct bch_extent_update u = { 0 };
+		struct btree_trans *t;
+		uint64_t next;
+
+		if ((r = ino_get(c, &s, inum, &ip)) || (r = bch_trans_init(c, &t)))
+			return ret_errno(r);
+		if (!collapse && first) {
+			/* a key across offset is split so the shift moves only what follows */
+			r = bch_extents_split(c, t, inum, s0, &u);
+			if (!r)
+				r = commit(c, t, &u);
+			if (!r) {
+				ip->size += len;	/* room first: nothing lands past the end */
+				touch(ip, true);
+				r = ino_set_write(&s, t);
+			}
+		}
+		if (!r)
+			r = bch_extents_shift(c, t, inum, collapse ? s0 + sl : s0,
+					      collapse ? -(int64_t)sl : (int64_t)sl,
+					      PUNCH_KEYS_PER_TRANS, &next);
+		if (!r && collapse && next == UINT64_MAX) {
+			ip->size -= len;
+			touch(ip, true);
+			r = ino_set_write(&s, t);
+		}
+		if (!r)
+			r = commit(c, t, &u);
+		bch_trans_exit(t);
+		bch_extent_update_exit(&u);
+		if (r)
+			return ret_errno(r);
+		if (next == UINT64_MAX)
+			return 0;
+	}
+}
+
 int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset, uint64_t len)
 {
 	struct bch_inode i;
@@ -993,6 +1059,8 @@ int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset,
 		return -EISDIR;
 	if (!S_ISREG(i.mode))
 		return -ENODEV;
+	if (mode == FALLOC_FL_COLLAPSE_RANGE || mode == FALLOC_FL_INSERT_RANGE)
+		return collapse_insert(c, inum, &i, mode, offset, len);
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
 		return -EOPNOTSUPP;
 	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))

@@ -289,11 +289,22 @@ static void one_op(struct bch_fs *c, unsigned op)
 		}
 	} else if (kind < 54) {			/* fallocate: punch, zero, allocate */
 		static const int modes[] = { FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, FALLOC_FL_ZERO_RANGE,
-					     FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 0, FALLOC_FL_KEEP_SIZE };
-		int mode = modes[random() % 5];
+					     FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 0, FALLOC_FL_KEEP_SIZE,
+					     FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE };
+		int mode = modes[random() % 7];
 		off_t off = random() % MAX_FILE, len = 1 + random() % 300000;
+		if (mode == FALLOC_FL_COLLAPSE_RANGE || mode == FALLOC_FL_INSERT_RANGE) {
+			/* whole blocks, and the file must not grow past MAX_FILE */
+			off &= ~4095L;
+			len = (len & ~4095L) ?: 4096;
+			if (mode == FALLOC_FL_INSERT_RANGE)
+				len = 4096 * (1 + random() % 4);
+		}
 		if (off + len > MAX_FILE)
 			len = MAX_FILE - off;
+		struct stat hst;
+		if (mode == FALLOC_FL_INSERT_RANGE && !lstat(hp1, &hst) && hst.st_size + len > MAX_FILE)
+			return;		/* would grow the file past what the model compares */
 		int fd = open(hp1, O_WRONLY | O_NOFOLLOW);
 		hr = fd < 0 ? -errno : 0;
 		if (fd >= 0) {
@@ -301,6 +312,8 @@ static void one_op(struct bch_fs *c, unsigned op)
 			close(fd);
 		}
 		orr = our_lookup(c, p1, &inum);
+		if (hr == -EOPNOTSUPP)
+			return;		/* the host's filesystem lacks the mode */
 		if (!orr) {
 			struct stat st;
 			bch_fs_getattr(c, inum, &st);

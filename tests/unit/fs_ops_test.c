@@ -111,7 +111,9 @@ Test(fs_ops, error_paths)
 	cr_assert_eq(bch_fs_truncate(c, f, (uint64_t)INT64_MAX + 1), -EFBIG);
 	cr_assert_eq(bch_fs_truncate(c, d, 0), -EISDIR);
 	cr_assert_eq(bch_fs_fallocate(c, f, FALLOC_FL_PUNCH_HOLE, 0, 4096), -EINVAL, "punch needs keep_size");
-	cr_assert_eq(bch_fs_fallocate(c, f, FALLOC_FL_COLLAPSE_RANGE, 0, 4096), -EOPNOTSUPP);
+	cr_assert_eq(bch_fs_fallocate(c, f, FALLOC_FL_UNSHARE_RANGE, 0, 4096), -EOPNOTSUPP);
+	cr_assert_eq(bch_fs_fallocate(c, f, FALLOC_FL_COLLAPSE_RANGE, 0, 4096), -EINVAL, "not inside the file");
+	cr_assert_eq(bch_fs_fallocate(c, f, FALLOC_FL_INSERT_RANGE, 0, 100), -EINVAL, "not whole blocks");
 	cr_assert_eq(bch_fs_fallocate(c, f, 0, 0, 0), -EINVAL);
 	cr_assert_eq(bch_fs_seek(c, f, 0, SEEK_DATA), -ENXIO, "empty file");
 	cr_assert_eq(bch_fs_readlink(c, f, buf, sizeof(buf)), -EINVAL);
