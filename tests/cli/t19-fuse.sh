@@ -70,8 +70,8 @@ rm -f big big.copy part
 # fallocate, punch
 fallocate -l 8M pre && [ "$(stat -c %s pre)" = 8388608 ] || fail "fallocate"
 fallocate -p -o 4096 -l 8192 pre || fail "punch hole"
-fallocate -c -o 0 -l 4096 pre && [ "$(stat -c %s pre)" = 8384512 ] || fail "collapse range"
-fallocate -i -o 4096 -l 8192 pre && [ "$(stat -c %s pre)" = 8392704 ] || fail "insert range"
+fallocate -z -o 0 -l 4096 pre || fail "zero range"
+# (collapse and insert range: the kernel's FUSE does not pass them on)
 # permissions as an unprivileged user, sticky directories, set-id bits
 mkdir pub && chmod 1777 pub && echo root > pub/rootfile && chmod 644 pub/rootfile
 u="setpriv --reuid=65534 --regid=65534 --clear-groups"
