@@ -54,7 +54,6 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	name[d->name_len] = 0;
 	uint64_t dir = k->p.inode, slot = k->p.offset;
 	struct ino_info *di = fsck_ino_find(&s->inodes, dir, false), *ti = fsck_ino_find(&s->inodes, d->inum, false);
-	bool moved = false;
 	s->stats->dirents++;
 #define WHERE()	dirent_where(s, dir, name, where, sizeof(where))
 
@@ -71,6 +70,20 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		if (fsck_fixing(s, prob, where, detail))
 			fsck_fix_done(s, prob, bch_fs_dirent_delete(c, dir, slot));
 		return s->err;
+	}
+
+	unsigned want = bch_mode_to_dtype(ti->mode);
+	if (d->d_type != want) {
+		snprintf(detail, sizeof(detail), "type %u, inode is %u", d->d_type, want);
+		WHERE();
+		if (fsck_fixing(s, BCH_FSCK_dirent_type_wrong, where, detail)) {
+			struct bch_bkey *n = bch_bkey_dup(k);
+			((struct bch_dirent *)bkey_val(n))->d_type = want;
+			fsck_fix_done(s, BCH_FSCK_dirent_type_wrong, fsck_put_key(c, BCH_BTREE_ID_dirents, n));
+			free(n);
+			if (s->err)
+				return s->err;
+		}
 	}
 
 	/* hash: a lookup of the name must reach this entry */
@@ -90,7 +103,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		if (fsck_fixing(s, BCH_FSCK_dirent_misplaced, where, detail)) {
 			r = bch_fs_dirent_delete(c, dir, slot);
 			if (!r)
-				r = bch_fs_dirent_add(c, dir, name, d->inum, d->d_type);
+				r = bch_fs_dirent_add(c, dir, name, d->inum, bch_mode_to_dtype(ti->mode));
 			fsck_fix_done(s, BCH_FSCK_dirent_misplaced, r);
 			if (r)
 				return r;
@@ -98,7 +111,6 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 			if (bch_fs_dirent_first(c, dir, &dinode, name, &first))
 				return 0;
 			slot = first;
-			moved = true;
 			s->moved = realloc(s->moved, (s->nr_moved + 1) * sizeof(*s->moved));
 			if (!s->moved)
 				abort();
@@ -114,20 +126,6 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		if (fsck_fixing(s, BCH_FSCK_dirent_duplicate, where, detail)) {
 			fsck_fix_done(s, BCH_FSCK_dirent_duplicate, bch_fs_dirent_delete(c, dir, slot));
 			return s->err;
-		}
-	}
-
-	unsigned want = bch_mode_to_dtype(ti->mode);
-	if (d->d_type != want && !moved) {
-		snprintf(detail, sizeof(detail), "type %u, inode is %u", d->d_type, want);
-		WHERE();
-		if (fsck_fixing(s, BCH_FSCK_dirent_type_wrong, where, detail)) {
-			struct bch_bkey *n = bch_bkey_dup(k);
-			((struct bch_dirent *)bkey_val(n))->d_type = want;
-			fsck_fix_done(s, BCH_FSCK_dirent_type_wrong, fsck_put_key(c, BCH_BTREE_ID_dirents, n));
-			free(n);
-			if (s->err)
-				return s->err;
 		}
 	}
 

@@ -2,6 +2,7 @@
 /* testfs.c - small filesystems for tests (see testfs.h). */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "format.h"
@@ -27,7 +28,20 @@ void testfs_format(const char *dir, unsigned nr, unsigned size_mb, unsigned node
 	bch_opts_default(&o);
 	bch_opt_set(&o, Opt_btree_node_size, node_bytes);
 	bch_opt_set(&o, Opt_metadata_replicas, replicas);
-	cr_assert_eq(bch_format(devs, nr, &o, NULL, &args, err, sizeof(err)), 0, "format: %s", err);
+	/* the same image every run: fixed UUID, so the derived name-hash key is fixed too */
+	static const uint8_t uuid[16] = { 0x7e, 0x57, 0xf5, 0x00, 0x01, 0x02, 0x43, 0x04,
+					  0x85, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c };
+	args.have_uuid = true;
+	memcpy(args.user_uuid, uuid, 16);
+	char *sde = getenv("SOURCE_DATE_EPOCH") ? strdup(getenv("SOURCE_DATE_EPOCH")) : NULL;
+	setenv("SOURCE_DATE_EPOCH", "1700000000", 1);
+	int r = bch_format(devs, nr, &o, NULL, &args, err, sizeof(err));
+	if (sde)
+		setenv("SOURCE_DATE_EPOCH", sde, 1);
+	else
+		unsetenv("SOURCE_DATE_EPOCH");
+	free(sde);
+	cr_assert_eq(r, 0, "format: %s", err);
 }
 
 struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned flags,
