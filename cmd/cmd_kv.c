@@ -29,12 +29,13 @@ static void usage(FILE *f)
 "       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] get POS\n"
 "       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] del POS [POS]...\n"
 "       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] gethex POS\n"
-"       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] puthex POS TYPE SIZE HEX\n"
+"       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] puthex POS TYPE SIZE HEX [POS TYPE SIZE HEX]...\n"
 "Put, get or delete keys (a debugging tool).  POS is inode:offset[:snapshot].\n"
 "put/get: string values (up to 1024 bytes) as raw keys of the test btree; get\n"
 "on another btree prints the key as text.  gethex prints \"TYPE SIZE HEX\" (the\n"
 "key's type name, its size field and its value in hex); puthex writes such a\n"
-"key back.  Several keys given to one put or del are one atomic transaction.\n"
+"key back.  Several keys given to one put, puthex or del are one atomic\n"
+"transaction.\n"
 "\n"
 "  -b, --btree=NAME     btree (extents, inodes, dirents, xattrs, alloc, test;\n"
 "                       default test)\n"
@@ -108,7 +109,7 @@ int cmd_kv(int argc, char *argv[])
 		cmd_err("kv", "unknown verb '%s' (put, get, del, gethex, puthex)", verb);
 		return EXIT_USAGE;
 	}
-	if ((put && (argc - 3) % 2) || ((get || gethex) && argc != 4) || (puthex && argc != 7)) {
+	if ((put && (argc - 3) % 2) || ((get || gethex) && argc != 4) || (puthex && (argc - 3) % 4)) {
 		usage(stderr);
 		return EXIT_USAGE;
 	}
@@ -132,11 +133,11 @@ int cmd_kv(int argc, char *argv[])
 	size_t hexlen = 0;
 	int hextype = 0;
 	unsigned long hexsize = 0;
-	if (puthex) {
+	for (int i = 3; puthex && i < argc; i += 4) {
 		char *end;
-		hextype = type_parse(argv[4]);
-		hexsize = strtoul(argv[5], &end, 10);
-		if (hextype < 0 || *end || parse_hex(argv[6], hex, sizeof(hex), &hexlen)) {
+		hextype = type_parse(argv[i + 1]);
+		hexsize = strtoul(argv[i + 2], &end, 10);
+		if (hextype < 0 || *end || parse_hex(argv[i + 3], hex, sizeof(hex), &hexlen)) {
 			cmd_err("kv", "puthex: want TYPE (a key type name) SIZE (a number) HEX (bytes)");
 			return EXIT_USAGE;
 		}
@@ -197,6 +198,9 @@ int cmd_kv(int argc, char *argv[])
 				v->len = len;
 				memcpy(v->data, argv[i + 1], len);
 			} else if (puthex) {
+				hextype = type_parse(argv[i + 1]);
+				hexsize = strtoul(argv[i + 2], NULL, 10);
+				parse_hex(argv[i + 3], hex, sizeof(hex), &hexlen);
 				k = bch_bkey_alloc(hextype, p, hexlen);
 				k->size = hexsize;
 				memcpy(bkey_val(k), hex, hexlen);

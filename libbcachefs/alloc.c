@@ -427,3 +427,54 @@ int bch_alloc_bucket_type(struct bch_fs *c, const struct bch_extent_ptr *p, unsi
 		return -1;
 	return a->type[b];
 }
+
+/* ------------------------------------------------------ persisted form */
+
+uint64_t bch_alloc_nbuckets(struct bch_fs *c, unsigned dev)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	return a ? a->nbuckets : 0;
+}
+
+unsigned bch_alloc_bucket_sectors(struct bch_fs *c, unsigned dev)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	return a ? a->bucket_sectors : 0;
+}
+
+bool bch_alloc_bucket_get(struct bch_fs *c, unsigned dev, uint64_t b, struct bch_bucket_state *s)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	if (!a || b >= a->nbuckets || a->type[b] == BCH_DATA_sb || a->type[b] == BCH_DATA_journal)
+		return false;
+	s->gen = a->gen[b];
+	s->sectors = a->sectors[b];
+	s->data_type = s->sectors ? a->type[b] : BCH_DATA_free;
+	return true;
+}
+
+void bch_alloc_bucket_set(struct bch_fs *c, unsigned dev, uint64_t b,
+			  const struct bch_bucket_state *s)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	if (!a || b >= a->nbuckets || a->type[b] != BCH_DATA_free || a->sectors[b])
+		return;
+	a->gen[b] = s->gen;
+	if (s->sectors && s->data_type != BCH_DATA_free) {
+		a->type[b] = s->data_type;
+		a->sectors[b] = s->sectors;
+		a->nr_empty--;
+	}
+}
+
+void bch_alloc_bucket_set_gen(struct bch_fs *c, unsigned dev, uint64_t b, uint8_t gen)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	if (a && b < a->nbuckets && a->type[b] == BCH_DATA_free && !a->sectors[b])
+		a->gen[b] = gen;
+}

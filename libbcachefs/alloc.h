@@ -11,9 +11,10 @@
  * filled append-only.  Freed space becomes reusable only once the journal
  * sequence of the free is durable (DESIGN.md invariant 2).
  *
- * This version rebuilds bucket state at open from the pointers in interior
- * btree nodes (bch_alloc_mark_ptr) and in extent keys (bch_alloc_mark_data);
- * persisting it in the alloc btree is still to come.
+ * The state lives in memory while the filesystem is open.  It is loaded
+ * from the alloc btree after a clean close, and rebuilt from the pointers
+ * in interior btree nodes (bch_alloc_mark_ptr) and extent keys
+ * (bch_alloc_mark_data) otherwise; alloc_btree.c owns the persisted form.
  */
 
 #include <stdbool.h>
@@ -76,5 +77,25 @@ bool bch_alloc_low(struct bch_fs *c);
 bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p);
 /* Is p's generation current? (a stale pointer is not followed) */
 bool bch_alloc_ptr_live(struct bch_fs *c, const struct bch_extent_ptr *p);
+
+
+/*
+ * The persisted form of a bucket (alloc_btree.c): a bucket without live
+ * sectors is free, whatever it held.  Superblock and journal buckets are
+ * fixed by the superblock and never persisted: get returns false for them.
+ * set is for loading at open only (the bucket must still be untouched).
+ */
+struct bch_bucket_state {
+	uint8_t		gen;
+	uint8_t		data_type;
+	uint32_t	sectors;
+};
+uint64_t bch_alloc_nbuckets(struct bch_fs *c, unsigned dev);	/* 0: no such device */
+unsigned bch_alloc_bucket_sectors(struct bch_fs *c, unsigned dev);
+bool bch_alloc_bucket_get(struct bch_fs *c, unsigned dev, uint64_t b, struct bch_bucket_state *s);
+void bch_alloc_bucket_set(struct bch_fs *c, unsigned dev, uint64_t b,
+			  const struct bch_bucket_state *s);
+/* A rebuilt free bucket takes its persisted generation (gens never go back). */
+void bch_alloc_bucket_set_gen(struct bch_fs *c, unsigned dev, uint64_t b, uint8_t gen);
 
 #endif /* _BCACHEFS_ALLOC_H */

@@ -27,6 +27,7 @@ struct bch_fs;
 
 /* Optional per-module state, defined by the module (incomplete elsewhere). */
 struct bch_dev_alloc;		/* alloc.c: bucket array of one device */
+struct bch_alloc_btree;		/* alloc_btree.c: what the alloc btree holds */
 struct bch_journal;		/* journal.c */
 struct bch_btree_cache;		/* btree_cache.c */
 struct bch_btree_roots;		/* btree_update.c / btree_io.c */
@@ -53,6 +54,7 @@ struct bch_fs {
 	uint64_t		journal_replayed;	/* entries replayed at open (0: was clean) */
 	uint64_t		(*journal_gaps)[2];	/* fsck open: missing entries [from, to] */
 	unsigned		nr_journal_gaps;
+	bool			alloc_recount_partial;	/* fs.c: fsck open skipped unreadable nodes */
 	bool			alloc_flushing;	/* alloc.c: inside its journal flush (no recursion) */
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
 	void			*node_read_buf;	/* btree_io.c: node reads land here */
@@ -61,6 +63,7 @@ struct bch_fs {
 							 * keeps its data (flag UNLINKED) until the
 							 * caller frees it (FUSE: open files) */
 
+	struct bch_alloc_btree	*alloc_btree;
 	struct bch_journal	*journal;
 	struct bch_btree_cache	*btree_cache;
 	struct bch_btree_roots	*roots;

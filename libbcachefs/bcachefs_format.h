@@ -291,10 +291,19 @@ struct bch_sb_field_replicas {
 struct bch_sb_field_clean {
 	struct bch_sb_field	field;
 	__le64			journal_seq;
-	__le32			flags;
+	__le32			flags;		/* BCH_CLEAN_* */
 	__le32			pad;
 	__le64			entries[];	/* struct jset_entry, u64 aligned */
 };
+
+/*
+ * BCH_CLEAN_ALLOC_CURRENT: the alloc btree was brought up to date with every
+ * bucket before this record was written, so open loads bucket state from it
+ * instead of recomputing it from every pointer.  Without the flag (older
+ * closes, or a close that could not settle it) the alloc btree is advisory:
+ * bucket state is recomputed and only its generations are kept.
+ */
+#define BCH_CLEAN_ALLOC_CURRENT	(1U << 0)
 
 /*
  * Encryption: the filesystem key, wrapped by a key derived from the
@@ -489,16 +498,21 @@ _Static_assert(sizeof(struct bch_btree_ptr) == 40, "bch_btree_ptr size");
 #define BCH_REPLICAS_MAX	4
 
 /*
- * alloc: one key per bucket in the alloc btree, at (dev, bucket, 0).
+ * alloc: the state of one bucket, in the alloc btree at (dev, bucket, 0).
+ * A bucket with no key is free with generation 0.  Superblock and journal
+ * buckets have no key (the superblock places them).  data_type is free,
+ * btree or user; free exactly when dirty_sectors is 0.  Written at clean
+ * close for every bucket that changed (see BCH_CLEAN_ALLOC_CURRENT); while
+ * the filesystem is open the in-memory state is newer.
  */
 struct bch_alloc {
 	__u8			gen;		/* bumped each time the bucket is reused */
-	__u8			data_type;	/* enum bch_data_type */
-	__le16			flags;
+	__u8			data_type;	/* enum bch_data_type: free, btree or user */
+	__le16			flags;		/* 0 */
 	__le32			dirty_sectors;	/* live sectors */
-	__le32			cached_sectors;
-	__le32			pad;
-	__le64			journal_seq;	/* seq of the last change (for reuse rules) */
+	__le32			cached_sectors;	/* 0 (no cached data yet) */
+	__le32			pad;		/* 0 */
+	__le64			journal_seq;	/* journal sequence current when written */
 };
 _Static_assert(sizeof(struct bch_alloc) == 24, "bch_alloc size");
 

@@ -717,6 +717,11 @@ static int ensure_room(struct btree_trans *t, bool may_split, bool *ok)
 	return r;
 }
 
+size_t bch_trans_max_u64s(struct bch_fs *c)
+{
+	return node_u64s_max(c) / 2;
+}
+
 int bch_trans_commit(struct btree_trans *t, unsigned flags)
 {
 	struct bch_fs *c = t->c;

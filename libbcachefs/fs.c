@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "alloc_btree.h"
 #include "blockdev.h"
 #include "btree.h"
 #include "errcode.h"
@@ -134,6 +135,7 @@ static int mark_subtree(struct bch_fs *c, unsigned id, unsigned level, const str
 
 	if (r && c->opts.v[Opt_fsck] && r != -ENOMEM) {
 		c->err_msg[0] = 0;	/* a pointer fsck will find bad: not followed */
+		c->alloc_recount_partial = true;
 		return 0;
 	}
 	if (r || !level)
@@ -142,6 +144,7 @@ static int mark_subtree(struct bch_fs *c, unsigned id, unsigned level, const str
 	if (r) {
 		if (c->opts.v[Opt_fsck] && r != -ENOMEM) {
 			c->err_msg[0] = 0;
+			c->alloc_recount_partial = true;
 			return 0;
 		}
 		return r;
@@ -167,6 +170,7 @@ static void fs_free(struct bch_fs *c)
 	free(c->node_read_buf);
 	bch_btree_cache_exit(c);
 	bch_fs_journal_exit(c);
+	bch_alloc_btree_exit(c);
 	bch_fs_alloc_exit(c);
 	if (c->roots) {
 		for (unsigned i = 0; i < BCH_BTREE_ID_NR; i++)
@@ -304,6 +308,8 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		return r;
 
 	bool clean = roots_from_clean(c, &clean_seq);
+	struct bch_sb_field_clean *cl = bch_sb_get_clean(c->sb);
+	bool alloc_current = clean && cl && (cl->flags & BCH_CLEAN_ALLOC_CURRENT);
 	/*
 	 * A filesystem format just created has an empty journal (entries left
 	 * by an earlier filesystem carry its UUID, and would be ignored): no
@@ -340,11 +346,17 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		c->journal_replayed = list.nr;
 	}
 	c->roots->no_shrink++;
-	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r; id++)
+	/* bucket state: stored at the clean close, or recomputed from every pointer */
+	bool loaded = false;
+	r = bch_alloc_btree_read(c, clean && alloc_current, &loaded);
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r && !loaded; id++)
 		if (c->roots->r[id].key)
 			r = mark_subtree(c, id, c->roots->r[id].level, c->roots->r[id].key);
-	if (!r)
+	if (!r && !loaded) {
 		r = bch_extents_mark_all(c);	/* user data buckets, from the extent keys */
+		if (!r)
+			r = bch_alloc_btree_rebuilt(c);
+	}
 	c->roots->no_shrink--;
 	if (r)
 		goto out;
@@ -395,7 +407,8 @@ int bch_fs_close(struct bch_fs *c)
 	if (!c)
 		return 0;
 	if (!c->read_only && !c->emergency_ro) {
-		if (!(r = bch_btree_flush_all(c)) && !(r = bch_journal_reclaim_all(c))) {
+		bool alloc_current = false;
+		if (!(r = bch_alloc_btree_sync(c, &alloc_current))) {
 			unsigned u64s = bch_btree_roots_u64s(c);
 			size_t fu64s = (sizeof(struct bch_sb_field_clean) + 7) / 8 + u64s;
 			int e2 = 0;
@@ -405,7 +418,7 @@ int bch_fs_close(struct bch_fs *c)
 				r = e2;
 			} else {
 				cl->journal_seq = bch_journal_seq_durable(c);
-				cl->flags = 0;
+				cl->flags = alloc_current ? BCH_CLEAN_ALLOC_CURRENT : 0;
 				bch_btree_roots_to_jset(c, (struct bch_jset_entry *)cl->entries);
 				c->sb->flags |= BCH_SB_FLAG_CLEAN;
 				r = bch_write_super(c);

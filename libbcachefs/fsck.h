@@ -73,6 +73,10 @@
 	  "extent pointer has an old bucket generation (space reused); drop it")	\
 	x(extent_ptr_dup,	0x0503, 5, 0,							\
 	  "two extents claim the same disk space; drop the later pointer")		\
+	x(alloc_key_wrong,	0x0504, 5, FSCK_SAFE,						\
+	  "alloc btree disagrees with the pointers about a bucket; rewrite its key")	\
+	x(alloc_key_bad,	0x0505, 5, FSCK_SAFE,						\
+	  "alloc key names no bucket that can hold data; delete it")			\
 	x(extent_no_inode,	0x0601, 6, 0,							\
 	  "extent of an inode that does not exist; delete it")				\
 	x(extent_bad_inode,	0x0602, 6, 0,							\

@@ -6,7 +6,13 @@
  *   extent_ptr_bad, extent_ptr_stale, extent_ptr_dup (pass 5): a pointer to a
  * missing device, outside the buckets, into metadata, stale, or to blocks
  * another encoded extent claims is dropped (the extent too when none is
- * left).  extent_no_inode, extent_bad_inode, extent_overlap, extent_past_eof
+ * left).  alloc_key_wrong (pass 5, first): when the clean record said the
+ * alloc btree was current, every bucket's stored state must equal the one
+ * recomputed from the pointers at open (before passes 3-4 repaired
+ * anything); a wrong key is rewritten at close
+ * (left alone, the alloc btree is marked not current).  alloc_key_bad: a
+ * key for no device, past the device's end, for a superblock or journal
+ * bucket, or with impossible counts is deleted.  extent_no_inode, extent_bad_inode, extent_overlap, extent_past_eof
  * (pass 6); each inode's sectors are counted for pass 7's check.
  */
 #include <dirent.h>
@@ -18,6 +24,7 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "alloc_btree.h"
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
@@ -30,6 +37,57 @@
 #include "io.h"
 #include "super.h"
 #include "fsck_files.h"
+
+static const char *data_type_name(unsigned t)
+{
+	static const char * const names[] = {
+#define x(n, id) [id] = #n,
+		BCH_DATA_TYPES()
+#undef x
+	};
+	return t < sizeof(names) / sizeof(names[0]) && names[t] ? names[t] : "?";
+}
+
+static int alloc_diff(void *priv, unsigned dev, uint64_t bucket,
+		      const struct bch_bucket_state *stored, const struct bch_bucket_state *now)
+{
+	struct fstate *s = priv;
+	char where[64], detail[160];
+
+	snprintf(where, sizeof(where), "device %u bucket %" PRIu64, dev, bucket);
+	snprintf(detail, sizeof(detail), "stored gen %u %s %u sectors, found gen %u %s %u sectors",
+		 stored->gen, data_type_name(stored->data_type), stored->sectors,
+		 now->gen, data_type_name(now->data_type), now->sectors);
+	if (fsck_fixing(s, BCH_FSCK_alloc_key_wrong, where, detail))
+		bch_fsck_fixed(s->ctx, BCH_FSCK_alloc_key_wrong);	/* written at close */
+	else
+		bch_alloc_btree_leave_stale(s->c);
+	return 0;
+}
+
+static int alloc_bad(void *priv, struct bch_bpos pos, const char *why)
+{
+	struct fstate *s = priv;
+	char where[96];
+
+	snprintf(where, sizeof(where), "alloc key %" PRIu64 ":%" PRIu64 ":%u",
+		 (uint64_t)pos.inode, (uint64_t)pos.offset, (unsigned)pos.snapshot);
+	if (!fsck_fixing(s, BCH_FSCK_alloc_key_bad, where, why))
+		return 0;
+	int r = bch_alloc_btree_delete(s->c, pos);
+	if (!r)
+		bch_fsck_fixed(s->ctx, BCH_FSCK_alloc_key_bad);
+	return r;
+}
+
+int fsck_check_alloc(struct fstate *s)
+{
+	int r = bch_alloc_btree_for_each_bad(s->c, alloc_bad, s);
+
+	if (r || !bch_alloc_btree_was_current(s->c))
+		return r;	/* after a crash the alloc btree is expected to be behind */
+	return bch_alloc_btree_for_each_open_diff(s->c, alloc_diff, s);
+}
 
 static bool claim(struct fstate *s, const struct bch_extent_ptr *p, const struct bch_extent_crc *crc)
 {

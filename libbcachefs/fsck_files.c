@@ -330,7 +330,9 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	}
 	if (ctx->progress)
 		ctx->progress(ctx, 5, "extents");
-	r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
+	r = fsck_check_alloc(s);
+	if (!r)
+		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r && !s->err && ctx->progress)
 		ctx->progress(ctx, 7, "inodes");
 	if (!r && !s->err)

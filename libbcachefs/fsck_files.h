@@ -98,6 +98,7 @@ int fsck_for_each_key(struct fstate *s, unsigned id, key_fn fn);
 
 /* The passes (one file each). */
 int fsck_check_extent(struct fstate *s, const struct bch_bkey *k);	/* 5, 6: fsck_extents.c */
+int fsck_check_alloc(struct fstate *s);				/* 5: fsck_extents.c */
 int fsck_scan_inode(struct fstate *s, const struct bch_bkey *k);	/* 7: fsck_inodes.c */
 int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k);	/* 8: fsck_dirents.c */
 int fsck_check_xattr(struct fstate *s, const struct bch_bkey *k);	/* 8 */

@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * alloc_btree.c - bucket state persisted in the alloc btree (see alloc_btree.h).
+ *
+ * Design: bucket state changes with every allocation and free; journalling
+ * each change would double the journal traffic of small writes.  Instead
+ * the in-memory state is authoritative while the filesystem is open and the
+ * alloc btree is brought up to date at clean close, where the clean record
+ * then says so.  After a crash, the state is recomputed from the pointers
+ * (they are all in the btrees, which the journal made current), and the
+ * stale alloc keys contribute only the generations of free buckets.
+ *
+ * Checks at read (an image comes from a stranger): the device exists, the
+ * bucket is on it and is not a superblock or journal bucket, the data type
+ * is free, btree or user, free exactly when there are no sectors, and the
+ * sectors fit the bucket.  A bad key is an error naming its position; under
+ * fsck it is ignored (fsck reports the difference and rewrites the key).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "alloc_btree.h"
+#include "bcachefs.h"
+#include "bkey.h"
+#include "btree.h"
+#include "errcode.h"
+#include "journal.h"
+
+struct open_diff {
+	unsigned		dev;
+	uint64_t		bucket;
+	struct bch_bucket_state	stored, now;
+};
+
+#define MAX_OPEN_DIFFS	100000	/* reported one by one; the rest are fixed silently */
+
+struct bch_alloc_btree {
+	struct bch_bucket_state	*stored[BCH_SB_MEMBERS_MAX];	/* what the btree holds */
+	bool			was_current;
+	bool			leave_stale;
+	struct open_diff	*diffs;		/* fsck: stored != recomputed, at open */
+	unsigned		nr_diffs;
+	struct bch_bpos		*bad;		/* fsck: keys that failed the checks */
+	const char		**bad_why;
+	unsigned		nr_bad;
+};
+
+#define SYNC_ROUNDS	8	/* writes that keep changing buckets: give up, not current */
+#define KEYS_PER_TRANS	64	/* at most; fewer when nodes are small */
+
+static bool state_eq(const struct bch_bucket_state *a, const struct bch_bucket_state *b)
+{
+	return a->gen == b->gen && a->data_type == b->data_type && a->sectors == b->sectors;
+}
+
+static int stored_init(struct bch_fs *c)
+{
+	struct bch_alloc_btree *ab = calloc(1, sizeof(*ab));
+
+	if (!ab)
+		return -ENOMEM;
+	c->alloc_btree = ab;
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		uint64_t n = bch_alloc_nbuckets(c, d);
+		if (!n)
+			continue;
+		ab->stored[d] = calloc(n, sizeof(struct bch_bucket_state));
+		if (!ab->stored[d])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+void bch_alloc_btree_exit(struct bch_fs *c)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+
+	if (!ab)
+		return;
+	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
+		free(ab->stored[d]);
+	free(ab->diffs);
+	free(ab->bad);
+	free(ab->bad_why);
+	free(ab);
+	c->alloc_btree = NULL;
+}
+
+/* One key into stored state; 0 or an error naming the key. */
+static int read_key(struct bch_fs *c, const struct bch_bkey *k)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+	const struct bch_alloc *a = bkey_val(k);
+	uint64_t dev = k->p.inode, b = k->p.offset;
+	struct bch_bucket_state now, s;
+	const char *why = NULL;
+
+	if (k->type != BCH_BKEY_alloc)
+		return 0;
+	if (dev >= c->nr_devs || !bch_alloc_nbuckets(c, dev)) {
+		/* a member that is missing (degraded): its buckets are not used */
+		if (dev < c->nr_devs && c->devs[dev])
+			return 0;
+		why = "no such device";
+	} else if (b >= bch_alloc_nbuckets(c, dev)) {
+		why = "bucket beyond the end of the device";
+	} else if (!bch_alloc_bucket_get(c, dev, b, &now)) {
+		why = "superblock or journal bucket";
+	} else if (a->data_type != BCH_DATA_free && a->data_type != BCH_DATA_btree &&
+		   a->data_type != BCH_DATA_user) {
+		why = "data type not free, btree or user";
+	} else if ((a->data_type == BCH_DATA_free) != !a->dirty_sectors) {
+		why = "free with sectors, or used without";
+	} else if (a->dirty_sectors > bch_alloc_bucket_sectors(c, dev)) {
+		why = "more sectors than the bucket holds";
+	}
+	if (why) {
+		if (c->opts.v[Opt_fsck]) {
+			struct bch_bpos *nb = realloc(ab->bad, (ab->nr_bad + 1) * sizeof(*nb));
+			const char **nw = realloc(ab->bad_why, (ab->nr_bad + 1) * sizeof(*nw));
+			if (nb)
+				ab->bad = nb;
+			if (nw)
+				ab->bad_why = nw;
+			if (!nb || !nw)
+				return -ENOMEM;
+			ab->bad[ab->nr_bad] = k->p;
+			ab->bad_why[ab->nr_bad++] = why;
+			return 0;
+		}
+		return bch_fs_err(c, -BCH_ERR_bkey_invalid,
+				  "alloc btree, level 0, key %" PRIu64 ":%" PRIu64 ":%u: %s (run fsck)",
+				  dev, b, (unsigned)k->p.snapshot, why);
+	}
+	s.gen = a->gen;
+	s.data_type = a->data_type;
+	s.sectors = a->dirty_sectors;
+	ab->stored[dev][b] = s;
+	return 0;
+}
+
+int bch_alloc_btree_read(struct bch_fs *c, bool current, bool *loaded)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	bool load = current && !c->opts.v[Opt_fsck];	/* fsck recomputes, then compares */
+	int r, err = 0;
+
+	*loaded = false;
+	if ((r = stored_init(c)))
+		return r;
+	c->alloc_btree->was_current = current;
+	if (!c->roots->r[BCH_BTREE_ID_alloc].key)
+		return load ? bch_fs_err(c, -BCH_ERR_btree_node_bad, "alloc btree has no root") : 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_alloc, POS_MIN, POS_MAX);
+	for (uint64_t n = 1; !r && (k = bch_btree_iter_next(&it, &err)); n++) {
+		if (!(n % 4096))
+			bch_btree_cache_evict_clean(c);	/* open may not write: keep memory bounded */
+		r = read_key(c, k);
+	}
+	bch_btree_iter_exit(&it);
+	if (!r && err) {
+		if (!c->opts.v[Opt_fsck] || err == -ENOMEM)
+			return err;
+		c->err_msg[0] = 0;	/* fsck finds the damaged node itself */
+	}
+	if (r || !load)
+		return r;
+	for (unsigned d = 0; d < c->nr_devs; d++)
+		for (uint64_t b = 0; b < bch_alloc_nbuckets(c, d); b++) {
+			struct bch_bucket_state now;
+			if (bch_alloc_bucket_get(c, d, b, &now))
+				bch_alloc_bucket_set(c, d, b, &c->alloc_btree->stored[d][b]);
+		}
+	*loaded = true;
+	return 0;
+}
+
+static int record_diff(void *priv, unsigned dev, uint64_t bucket,
+		       const struct bch_bucket_state *stored, const struct bch_bucket_state *now)
+{
+	struct bch_alloc_btree *ab = priv;
+
+	if (ab->nr_diffs == MAX_OPEN_DIFFS)
+		return 0;
+	if (!(ab->nr_diffs & (ab->nr_diffs - 1)) || !ab->nr_diffs) {
+		unsigned cap = ab->nr_diffs ? ab->nr_diffs * 2 : 16;
+		struct open_diff *n = realloc(ab->diffs, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		ab->diffs = n;
+	}
+	ab->diffs[ab->nr_diffs++] = (struct open_diff) { dev, bucket, *stored, *now };
+	return 0;
+}
+
+int bch_alloc_btree_rebuilt(struct bch_fs *c)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+
+	for (unsigned d = 0; d < c->nr_devs; d++)
+		for (uint64_t b = 0; ab && ab->stored[d] && b < bch_alloc_nbuckets(c, d); b++)
+			bch_alloc_bucket_set_gen(c, d, b, ab->stored[d][b].gen);
+	/*
+	 * fsck: what the keys said against the pointers, unless nodes could not
+	 * be read (their space was not counted: a comparison would only show that)
+	 */
+	if (ab && ab->was_current && !c->alloc_recount_partial)
+		return bch_alloc_btree_for_each_diff(c, record_diff, ab);
+	return 0;
+}
+
+int bch_alloc_btree_for_each_open_diff(struct bch_fs *c,
+				       int (*fn)(void *priv, unsigned dev, uint64_t bucket,
+						 const struct bch_bucket_state *stored,
+						 const struct bch_bucket_state *now),
+				       void *priv)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+	int r;
+
+	for (unsigned i = 0; ab && i < ab->nr_diffs; i++)
+		if ((r = fn(priv, ab->diffs[i].dev, ab->diffs[i].bucket, &ab->diffs[i].stored,
+			    &ab->diffs[i].now)))
+			return r;
+	return 0;
+}
+
+bool bch_alloc_btree_was_current(struct bch_fs *c)
+{
+	return c->alloc_btree && c->alloc_btree->was_current;
+}
+
+void bch_alloc_btree_leave_stale(struct bch_fs *c)
+{
+	if (c->alloc_btree)
+		c->alloc_btree->leave_stale = true;
+}
+
+int bch_alloc_btree_for_each_diff(struct bch_fs *c,
+				  int (*fn)(void *priv, unsigned dev, uint64_t bucket,
+					    const struct bch_bucket_state *stored,
+					    const struct bch_bucket_state *now),
+				  void *priv)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+
+	for (unsigned d = 0; ab && d < c->nr_devs; d++)
+		for (uint64_t b = 0; ab->stored[d] && b < bch_alloc_nbuckets(c, d); b++) {
+			struct bch_bucket_state now;
+			int r;
+			if (bch_alloc_bucket_get(c, d, b, &now) && !state_eq(&now, &ab->stored[d][b]) &&
+			    (r = fn(priv, d, b, &ab->stored[d][b], &now)))
+				return r;
+		}
+	return 0;
+}
+
+int bch_alloc_btree_for_each_bad(struct bch_fs *c,
+				  int (*fn)(void *priv, struct bch_bpos pos, const char *why),
+				  void *priv)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+	int r;
+
+	for (unsigned i = 0; ab && i < ab->nr_bad; i++)
+		if ((r = fn(priv, ab->bad[i], ab->bad_why[i])))
+			return r;
+	return 0;
+}
+
+int bch_alloc_btree_delete(struct bch_fs *c, struct bch_bpos pos)
+{
+	struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = pos };
+	struct btree_trans *t;
+	int r = bch_trans_init(c, &t);
+
+	if (r)
+		return r;
+	if (!(r = bch_trans_update(t, BCH_BTREE_ID_alloc, &del)))
+		r = bch_trans_commit(t, 0);
+	bch_trans_exit(t);
+	return r;
+}
+
+/* Keys for every bucket that differs from the stored state; *nr how many. */
+static int write_diffs(struct bch_fs *c, uint64_t *nr)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+	struct btree_trans *t = NULL;
+	unsigned in_trans = 0, per_trans = bch_trans_max_u64s(c) / (1 + sizeof(struct bch_bkey) / 8 +
+								 sizeof(struct bch_alloc) / 8);
+	int r = 0;
+
+	if (per_trans > KEYS_PER_TRANS)
+		per_trans = KEYS_PER_TRANS;
+	if (!per_trans)
+		per_trans = 1;
+
+	*nr = 0;
+	for (unsigned d = 0; d < c->nr_devs && !r; d++)
+		for (uint64_t b = 0; ab->stored[d] && b < bch_alloc_nbuckets(c, d) && !r; b++) {
+			struct bch_bucket_state now;
+			if (!bch_alloc_bucket_get(c, d, b, &now) || state_eq(&now, &ab->stored[d][b]))
+				continue;
+			if (!t && (r = bch_trans_init(c, &t)))
+				break;
+			struct {
+				struct bch_bkey	k;
+				struct bch_alloc v;
+			} key;
+			memset(&key, 0, sizeof(key));
+			key.k.u64s = sizeof(key) / 8;
+			key.k.p = POS(d, b, 0);
+			if (!now.gen && now.data_type == BCH_DATA_free) {
+				key.k.u64s = BCH_BKEY_U64s;
+				key.k.type = BCH_BKEY_deleted;	/* the default needs no key */
+			} else {
+				key.k.type = BCH_BKEY_alloc;
+				key.v.gen = now.gen;
+				key.v.data_type = now.data_type;
+				key.v.dirty_sectors = now.sectors;
+				key.v.journal_seq = bch_journal_cur_seq(c);
+			}
+			if ((r = bch_trans_update(t, BCH_BTREE_ID_alloc, &key.k)))
+				break;
+			ab->stored[d][b] = now;
+			(*nr)++;
+			if (++in_trans == per_trans) {
+				r = bch_trans_commit(t, 0);
+				in_trans = 0;
+			}
+		}
+	if (!r && t && in_trans)
+		r = bch_trans_commit(t, 0);
+	if (t)
+		bch_trans_exit(t);
+	return r;
+}
+
+static int any_diff(void *priv, unsigned dev, uint64_t bucket,
+		    const struct bch_bucket_state *stored, const struct bch_bucket_state *now)
+{
+	(void)priv, (void)dev, (void)bucket, (void)stored, (void)now;
+	return 1;
+}
+
+int bch_alloc_btree_sync(struct bch_fs *c, bool *current)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+	int r;
+
+	*current = false;
+	if (ab && !ab->leave_stale && !c->roots->r[BCH_BTREE_ID_alloc].key &&
+	    (r = bch_btree_create_root(c, BCH_BTREE_ID_alloc)))
+		return r;	/* made before the alloc btree existed */
+	for (unsigned round = 0; round < SYNC_ROUNDS; round++) {
+		uint64_t nr;
+		if (ab && !ab->leave_stale && (r = write_diffs(c, &nr))) {
+			if (r != -BCH_ERR_no_space || c->emergency_ro)
+				return r;
+			/* full: close cleanly anyway, with the alloc btree not current */
+			c->err_msg[0] = 0;
+			ab->leave_stale = true;
+		}
+		if ((r = bch_btree_flush_all(c)) || (r = bch_journal_reclaim_all(c)))
+			return r;
+		if (!ab || ab->leave_stale)
+			return 0;
+		/* settled when the flush, too, left every bucket as written */
+		if (!bch_alloc_btree_for_each_diff(c, any_diff, NULL)) {
+			*current = true;
+			return 0;
+		}
+	}
+	return 0;
+}
+
