@@ -308,24 +308,22 @@ static int write_diffs(struct bch_fs *c, uint64_t *nr)
 				continue;
 			if (!t && (r = bch_trans_init(c, &t)))
 				break;
-			struct {
-				struct bch_bkey	k;
-				struct bch_alloc v;
-			} key;
-			memset(&key, 0, sizeof(key));
-			key.k.u64s = sizeof(key) / 8;
-			key.k.p = POS(d, b, 0);
+			uint64_t buf[(sizeof(struct bch_bkey) + sizeof(struct bch_alloc)) / 8] = { 0 };
+			struct bch_bkey *k = (struct bch_bkey *)buf;
+			struct bch_alloc *v = bkey_val(k);
+			k->u64s = sizeof(buf) / 8;
+			k->p = POS(d, b, 0);
 			if (!now.gen && now.data_type == BCH_DATA_free) {
-				key.k.u64s = BCH_BKEY_U64s;
-				key.k.type = BCH_BKEY_deleted;	/* the default needs no key */
+				k->u64s = BCH_BKEY_U64s;
+				k->type = BCH_BKEY_deleted;	/* the default needs no key */
 			} else {
-				key.k.type = BCH_BKEY_alloc;
-				key.v.gen = now.gen;
-				key.v.data_type = now.data_type;
-				key.v.dirty_sectors = now.sectors;
-				key.v.journal_seq = bch_journal_cur_seq(c);
+				k->type = BCH_BKEY_alloc;
+				v->gen = now.gen;
+				v->data_type = now.data_type;
+				v->dirty_sectors = now.sectors;
+				v->journal_seq = bch_journal_cur_seq(c);
 			}
-			if ((r = bch_trans_update(t, BCH_BTREE_ID_alloc, &key.k)))
+			if ((r = bch_trans_update(t, BCH_BTREE_ID_alloc, k)))
 				break;
 			ab->stored[d][b] = now;
 			(*nr)++;

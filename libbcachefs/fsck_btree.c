@@ -51,6 +51,13 @@ static void ptr_list_add(struct ptr_list *l, const struct bch_bkey *k)
 	l->k[l->nr++] = bch_bkey_dup(k);
 }
 
+/* The node at index i moved (rewritten): the list must name where it is now. */
+static void ptr_list_set(struct ptr_list *l, size_t i, const struct bch_bkey *k)
+{
+	free(l->k[i]);
+	l->k[i] = bch_bkey_dup(k);
+}
+
 static void ptr_list_free(struct ptr_list *l)
 {
 	for (size_t i = 0; i < l->nr; i++)
@@ -101,6 +108,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	struct btree *b;
 	int r;
 
+	size_t self = s->nodes.nr;	/* this node's entry in s->nodes */
 	ptr_list_add(&s->nodes, ptr);
 	c->err_msg[0] = 0;
 	r = bch_btree_node_get(c, s->id, level, ptr, &b);
@@ -127,6 +135,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 			}
 			free(moved);
 			ptr = moved = bch_btree_ptr_key(b);
+			ptr_list_set(&s->nodes, self, ptr);	/* a rebuild frees it there */
 			bch_fsck_fixed(s->ctx, BCH_FSCK_btree_replica_bad);
 		}
 	}
@@ -150,6 +159,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 			}
 			free(moved);
 			ptr = moved = bch_btree_ptr_key(b);
+			ptr_list_set(&s->nodes, self, ptr);	/* a rebuild frees it there */
 			s->ctx->fixed[BCH_FSCK_bkey_invalid] += n;
 		}
 	}
