@@ -44,6 +44,16 @@ static double now(void)
 static uint64_t key_hi(uint64_t i) { return (i * 0x9e3779b97f4a7c15ULL) >> 8; }
 static uint64_t key_lo(uint64_t i) { return i * 0xc2b2ae3d27d4eb4fULL; }
 
+/* What a scan that reads every value's length and first byte adds up to. */
+static uint64_t value_sum(uint64_t n)
+{
+	uint64_t s = 0;
+
+	for (uint64_t i = 0; i < n; i++)
+		s += 32 + (i & 255);
+	return s;
+}
+
 static void die(const char *what, const char *msg)
 {
 	fprintf(stderr, "btree-bench: %s: %s\n", what, msg);
@@ -110,9 +120,16 @@ static void run_ours(const char *dir, uint64_t n, struct result *res)
 	struct btree_iter it;
 	int ierr;
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_test, POS_MIN, POS_MAX);
-	while (bch_btree_iter_next(&it, &ierr))
+	const struct bch_bkey *sk;
+	uint64_t sum = 0;	/* a scan reads what it visits: a byte of every value */
+	while ((sk = bch_btree_iter_next(&it, &ierr))) {
+		const struct bch_raw *rv = bkey_val(sk);
+		sum += rv->len + rv->data[0];
 		seen++;
+	}
 	bch_btree_iter_exit(&it);
+	if (sum != value_sum(n))
+		die("scan", "wrong values");
 	if (ierr)
 		die("scan", c->err_msg);
 	if (seen != n)
@@ -197,9 +214,14 @@ static void run_lmdb(const char *dir, uint64_t n, struct result *res)
 	uint64_t seen = 0;
 	mdb_cursor_open(txn, dbi, &cur);
 	MDB_val ck, cv;
-	while (!mdb_cursor_get(cur, &ck, &cv, seen ? MDB_NEXT : MDB_FIRST))
+	uint64_t sum = 0;	/* the same reading of every value as ours */
+	while (!mdb_cursor_get(cur, &ck, &cv, seen ? MDB_NEXT : MDB_FIRST)) {
+		sum += cv.mv_size + ((const unsigned char *)cv.mv_data)[0];
 		seen++;
+	}
 	mdb_cursor_close(cur);
+	if (sum != value_sum(n))
+		die("lmdb", "scan values");
 	mdb_txn_abort(txn);
 	if (seen != n)
 		die("lmdb", "scan count");

@@ -52,8 +52,14 @@ struct btree {
 	unsigned		nr_dropped;
 
 	struct bch_bkey		**keys;		/* live keys, sorted */
+	struct bch_bpos		*kpos;		/* kpos[i] == keys[i]->p: searched without
+						 * touching the keys (one array, cache-friendly) */
 	unsigned		nr, cap;
 	size_t			u64s;		/* of the live keys */
+	void			*arena;		/* keys packed in order (after a read); keys
+						 * outside it are malloc'd one by one */
+	size_t			arena_bytes;
+	unsigned		nr_loose;	/* keys outside the arena (packed when many) */
 
 	struct bch_bkey		**pending;	/* changed since the last write */
 	unsigned		nr_pending, cap_pending;
@@ -107,6 +113,10 @@ size_t bch_btree_cache_bytes(struct bch_fs *c);
 /* Keys of a node in memory */
 int  bch_btree_node_find(const struct btree *b, struct bch_bpos pos);	/* first >= pos */
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k);	/* copies */
+/* k itself (inside b->arena, not copied): node reads place keys where they lie. */
+void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k);
+void bch_btree_node_pack_keys(struct btree *b);		/* keys into one arena, in order */
+void bch_btree_node_free_keys(struct btree *b);		/* every key and the arena; nr 0 */
 void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k);	/* copies */
 void bch_btree_cache_account(struct bch_fs *c, long delta);
 size_t bch_btree_node_bytes(const struct btree *b);

@@ -57,16 +57,60 @@ int bch_btree_cache_init(struct bch_fs *c)
 	return 0;
 }
 
-static void free_node(struct btree *b)
+static bool in_arena(const struct btree *b, const void *k)
+{
+	return b && b->arena && (const char *)k >= (const char *)b->arena &&
+	       (const char *)k < (const char *)b->arena + b->arena_bytes;
+}
+
+void bch_btree_node_free_keys(struct btree *b)
 {
 	for (unsigned i = 0; i < b->nr; i++)
-		free(b->keys[i]);
+		if (!in_arena(b, b->keys[i]))
+			free(b->keys[i]);
+	free(b->arena);
+	b->arena = NULL;
+	b->arena_bytes = 0;
+	b->nr = 0;
+	b->u64s = 0;
+	b->nr_loose = 0;
+}
+
+/*
+ * Keys one after another in one allocation: a scan or a search then walks
+ * memory in order instead of chasing scattered allocations.
+ */
+void bch_btree_node_pack_keys(struct btree *b)
+{
+	size_t bytes = b->u64s * 8;
+	char *arena = malloc(bytes ? bytes : 8), *p = arena;
+
+	if (!arena)
+		abort();
+	for (unsigned i = 0; i < b->nr; i++) {
+		size_t kb = bkey_bytes(b->keys[i]);
+		memcpy(p, b->keys[i], kb);
+		if (!in_arena(b, b->keys[i]))
+			free(b->keys[i]);
+		b->keys[i] = (struct bch_bkey *)p;
+		p += kb;
+	}
+	free(b->arena);
+	b->arena = arena;
+	b->arena_bytes = bytes;
+	b->nr_loose = 0;
+}
+
+static void free_node(struct btree *b)
+{
+	bch_btree_node_free_keys(b);
 	for (unsigned i = 0; i < b->nr_pending; i++)
 		free(b->pending[i]);
 	for (unsigned i = 0; i < b->nr_dropped; i++)
 		free(b->dropped[i]);
 	free(b->dropped);
 	free(b->keys);
+	free(b->kpos);
 	free(b->pending);
 	free(b);
 }
@@ -292,7 +336,7 @@ void bch_btree_node_put(struct bch_fs *c, struct btree *b)
 
 /* ------------------------------------------------------- keys in a node */
 
-static int find_in(struct bch_bkey * const *keys, unsigned nr, struct bch_bpos pos)
+static unsigned find_in(struct bch_bkey * const *keys, unsigned nr, struct bch_bpos pos)
 {
 	unsigned lo = 0, hi = nr;
 
@@ -306,23 +350,54 @@ static int find_in(struct bch_bkey * const *keys, unsigned nr, struct bch_bpos p
 	return lo;
 }
 
-int bch_btree_node_find(const struct btree *b, struct bch_bpos pos)
+/* The same over the contiguous positions (no key is touched). */
+static unsigned find_pos(const struct bch_bpos *kpos, unsigned nr, struct bch_bpos pos)
 {
-	return find_in(b->keys, b->nr, pos);
+	unsigned lo = 0, hi = nr;
+
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (bpos_cmp(kpos[mid], pos) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
-/* Put a copy of k in a sorted array (replacing the key at its position). */
-static void array_insert(struct bch_bkey ***arr, unsigned *nr, unsigned *cap, size_t *u64s,
-			 const struct bch_bkey *k, bool drop_whiteouts)
+int bch_btree_node_find(const struct btree *b, struct bch_bpos pos)
 {
-	unsigned i = find_in(*arr, *nr, k->p);
+	return find_pos(b->kpos, b->nr, pos);
+}
+
+/*
+ * Put a copy of k in a sorted array (replacing the key at its position);
+ * kpos, when given, is the array's positions, kept in step.  Keys mostly
+ * arrive in order (node reads, splits): appending is checked first.
+ */
+static void array_insert(struct btree *owner, struct bch_bkey ***arr, struct bch_bpos **kpos,
+			 unsigned *nr, unsigned *cap, size_t *u64s, const struct bch_bkey *k,
+			 bool drop_whiteouts, bool ref)
+{
+	unsigned i;
+
+	if (!*nr || bpos_cmp(kpos ? (*kpos)[*nr - 1] : (*arr)[*nr - 1]->p, k->p) < 0)
+		i = *nr;
+	else
+		i = kpos ? find_pos(*kpos, *nr, k->p) : find_in(*arr, *nr, k->p);
 	bool exists = i < *nr && bpos_eq((*arr)[i]->p, k->p);
 
 	if (exists) {
 		*u64s -= (*arr)[i]->u64s;
-		free((*arr)[i]);
+		if (!in_arena(owner, (*arr)[i])) {
+			free((*arr)[i]);
+			if (owner)
+				owner->nr_loose--;
+		}
 		if (drop_whiteouts && k->type == BCH_BKEY_deleted) {
 			memmove(&(*arr)[i], &(*arr)[i + 1], (*nr - i - 1) * sizeof(void *));
+			if (kpos)
+				memmove(&(*kpos)[i], &(*kpos)[i + 1], (*nr - i - 1) * sizeof(**kpos));
 			(*nr)--;
 			return;
 		}
@@ -334,23 +409,40 @@ static void array_insert(struct bch_bkey ***arr, unsigned *nr, unsigned *cap, si
 			*arr = realloc(*arr, *cap * sizeof(void *));
 			if (!*arr)
 				abort();
+			if (kpos && !(*kpos = realloc(*kpos, *cap * sizeof(**kpos))))
+				abort();
 		}
 		memmove(&(*arr)[i + 1], &(*arr)[i], (*nr - i) * sizeof(void *));
+		if (kpos)
+			memmove(&(*kpos)[i + 1], &(*kpos)[i], (*nr - i) * sizeof(**kpos));
 		(*nr)++;
 	}
-	(*arr)[i] = bch_bkey_dup(k);
+	(*arr)[i] = ref ? (struct bch_bkey *)k : bch_bkey_dup(k);
+	if (owner && !ref)
+		owner->nr_loose++;
+	if (kpos)
+		(*kpos)[i] = k->p;
 	*u64s += k->u64s;
 }
 
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 {
-	array_insert(&b->keys, &b->nr, &b->cap, &b->u64s, k, true);
+	array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, k, true, false);
+	/* scattered keys cost a cache miss each when scanned: pack now and then */
+	if (b->nr_loose > 64 && b->nr_loose > b->nr / 4)
+		bch_btree_node_pack_keys(b);
+}
+
+void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k)
+{
+	array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, k, true, true);
 }
 
 /* Record k as changed since the last write (whiteouts kept). */
 void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k)
 {
-	array_insert(&b->pending, &b->nr_pending, &b->cap_pending, &b->pending_u64s, k, false);
+	array_insert(NULL, &b->pending, NULL, &b->nr_pending, &b->cap_pending, &b->pending_u64s, k,
+		     false, false);
 }
 
 /* Update the cache's byte count after b changed size by delta. */

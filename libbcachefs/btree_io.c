@@ -85,15 +85,49 @@ static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i
 		if (bpos_cmp(k->p, b->min_key) < 0 || bpos_cmp(k->p, b->max_key) > 0)
 			return snprintf(err, errlen, "key outside the node's range"),
 			       -BCH_ERR_btree_node_bad;
-		bch_btree_node_insert_key(b, k);
+		bch_btree_node_insert_ref(b, k);	/* into the read buffer: see read_one() */
 		prev = k;
 		p += k->u64s;
 	}
 	return 0;
 }
 
+static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
+		     const struct bch_btree_ptr *bp, void *buf, char *err, size_t errlen);
+
+/*
+ * Read one copy into buf and parse it.  The keys are referenced where they
+ * lie in buf (no copy per key) while parsing; then what was read moves to
+ * the node's own arena in one copy and the references follow it.
+ */
 static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
 		    const struct bch_btree_ptr *bp, void *buf, char *err, size_t errlen)
+{
+	b->arena = buf;		/* for in_arena(): keys in buf are not freed one by one */
+	b->arena_bytes = node_bytes(c);
+	int ret = parse_one(c, b, ptr, bp, buf, err, errlen);
+	size_t used = (size_t)b->sectors_written << BCH_SECTOR_SHIFT;
+
+	b->arena = NULL;
+	b->arena_bytes = 0;
+	if (ret) {
+		b->nr = 0;	/* references into buf only */
+		b->u64s = 0;
+		return ret;
+	}
+	char *arena = malloc(used ? used : 8);
+	if (!arena)
+		abort();
+	memcpy(arena, buf, used);
+	for (unsigned i = 0; i < b->nr; i++)
+		b->keys[i] = (struct bch_bkey *)(arena + ((char *)b->keys[i] - (char *)buf));
+	b->arena = arena;
+	b->arena_bytes = used;
+	return 0;
+}
+
+static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
+		     const struct bch_btree_ptr *bp, void *buf, char *err, size_t errlen)
 {
 	struct bch_dev *ca = ptr->dev < BCH_SB_MEMBERS_MAX ? c->devs[ptr->dev] : NULL;
 	size_t nb = node_bytes(c);
@@ -173,10 +207,7 @@ static void node_reset_keys(struct btree *b)
 	free(b->dropped);
 	b->dropped = NULL;
 	b->nr_dropped = 0;
-	for (unsigned i = 0; i < b->nr; i++)
-		free(b->keys[i]);
-	b->nr = 0;
-	b->u64s = 0;
+	bch_btree_node_free_keys(b);
 }
 
 int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
@@ -218,6 +249,7 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 					b->bad_replicas |= 1U << j;
 				node_reset_keys(t);
 				free(t->keys);
+				free(t->kpos);
 				free(t);
 			}
 			break;
@@ -324,5 +356,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 	}
 	if (ret)
 		c->emergency_ro = true;
+	else
+		bch_btree_node_pack_keys(b);	/* a written node's keys lie in order */
 	return ret;
 }

@@ -128,11 +128,10 @@ const struct bch_bkey *bch_btree_iter_next(struct btree_iter *it, int *err)
 			it->idx = bch_btree_node_find(it->leaf, it->pos);
 		}
 		if (it->idx < it->leaf->nr) {
-			const struct bch_bkey *k = it->leaf->keys[it->idx++];
-			if (bpos_cmp(k->p, it->end) > 0)
+			unsigned i = it->idx++;
+			if (bpos_cmp(it->leaf->kpos[i], it->end) > 0)
 				return NULL;
-			it->pos = bpos_successor(k->p);
-			return k;
+			return it->leaf->keys[i];
 		}
 		struct bch_bpos max = it->leaf->max_key;
 		bch_btree_node_put(it->c, it->leaf);
