@@ -9,8 +9,12 @@
  * (transactions, inserts, splits, node writes and moves), btree_iter.c
  * (lookups, iteration, walking nodes).
  *
- * A node in memory holds its live keys as a sorted array (binary search, no
- * linear scans) and the keys changed since it was last written (`pending`,
+ * A node in memory holds its live keys as a sorted array of pointers with
+ * their positions beside them in one array (binary search over positions
+ * only, no linear scans); the keys themselves lie in one arena, in order,
+ * after a read or a write (a scan walks memory in order), and inserts since
+ * are allocated one by one until there are enough to pack again.  It also
+ * holds the keys changed since it was last written (`pending`,
  * whiteouts included), which the next write appends to the node's space as
  * a new bset.  When the space is used up the node is rewritten compacted to
  * a new place and its parent updated.
@@ -206,6 +210,7 @@ struct btree_iter {
 	struct bch_bpos		pos, end;
 	struct btree		*leaf;
 	unsigned		idx;
+	bool			leaf_inside;	/* the whole leaf is <= end: no per-key check */
 };
 void bch_btree_iter_init(struct btree_iter *it, struct bch_fs *c, unsigned id,
 			 struct bch_bpos start, struct bch_bpos end);

@@ -126,10 +126,11 @@ const struct bch_bkey *bch_btree_iter_next(struct btree_iter *it, int *err)
 				return NULL;
 			}
 			it->idx = bch_btree_node_find(it->leaf, it->pos);
+			it->leaf_inside = bpos_cmp(it->leaf->max_key, it->end) <= 0;
 		}
 		if (it->idx < it->leaf->nr) {
 			unsigned i = it->idx++;
-			if (bpos_cmp(it->leaf->kpos[i], it->end) > 0)
+			if (!it->leaf_inside && bpos_cmp(it->leaf->kpos[i], it->end) > 0)
 				return NULL;
 			return it->leaf->keys[i];
 		}
