@@ -230,6 +230,98 @@ static int loc_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* What scan_bucket() adds to: every valid entry found, and the newest so far. */
+struct scan_state {
+	struct jlocation	**locs;
+	size_t			*nr, *cap;
+	uint64_t		best_seq;
+};
+
+/* Read bucket slot of j->devs[d] whole and record each valid entry in it. */
+static int scan_bucket(struct bch_fs *c, struct bch_journal *j, unsigned d, unsigned slot,
+		       void *buf, struct scan_state *st)
+{
+	struct journal_dev *jd = &j->devs[d];
+	size_t bytes = (size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT;
+	char why[80];
+	int ret = read_bucket(c, jd, slot, buf);
+
+	if (ret)
+		return bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
+				  bch_dev_path(c->devs[jd->dev]->bdev), jd->bucket[slot],
+				  bch_err_str(ret));
+	for (unsigned off = 0; off < jd->bucket_sectors; ) {
+		const struct bch_jset *js = (const void *)((char *)buf + ((size_t)off << 9));
+		if (jset_validate(c, js, bytes - ((size_t)off << 9), why, sizeof(why))) {
+			off += j->block_sectors;
+			continue;
+		}
+		if (*st->nr == *st->cap) {
+			*st->cap = *st->cap ? *st->cap * 2 : 256;
+			struct jlocation *n = realloc(*st->locs, *st->cap * sizeof(**st->locs));
+			if (!n)
+				return -ENOMEM;
+			*st->locs = n;
+		}
+		unsigned sectors = entry_sectors(j, js->u64s);
+		(*st->locs)[(*st->nr)++] = (struct jlocation) { js->seq, js->last_seq, d, slot, off, sectors };
+		if (js->seq > jd->bucket_seq[slot])
+			jd->bucket_seq[slot] = js->seq;
+		if (js->seq > st->best_seq) {
+			st->best_seq = js->seq;
+			jd->cur = slot;
+			jd->cur_off = off + sectors;
+		}
+		off += sectors;
+	}
+	return 0;
+}
+
+enum { HEAD_EMPTY, HEAD_ENTRY, HEAD_ODD };
+
+/*
+ * The first entry of bucket slot: HEAD_ENTRY with its sequence number in
+ * *seq, HEAD_EMPTY when the first block is zeros (never written), HEAD_ODD
+ * otherwise (torn, damaged, another filesystem's: the caller reads it whole).
+ */
+static int read_head(struct bch_fs *c, struct journal_dev *jd, unsigned slot, void *buf,
+		     uint64_t *seq)
+{
+	struct bch_journal *j = J(c);
+	struct bch_blockdev *bd = c->devs[jd->dev]->bdev;
+	size_t block = (size_t)j->block_sectors << BCH_SECTOR_SHIFT;
+	size_t bucket = (size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT;
+	uint64_t where = (jd->bucket[slot] * jd->bucket_sectors) << BCH_SECTOR_SHIFT;
+	char why[80];
+	int ret;
+
+	*seq = 0;
+	if (block > bucket)
+		block = bucket;
+	if ((ret = bch_dev_read(bd, buf, block, where)))
+		return bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
+				  bch_dev_path(bd), jd->bucket[slot], bch_err_str(ret));
+	const uint64_t *w = buf;
+	size_t i;
+	for (i = 0; i < block / 8 && !w[i]; i++)
+		;
+	if (i == block / 8)
+		return HEAD_EMPTY;
+	const struct bch_jset *js = buf;
+	if (js->magic != BCH_JSET_MAGIC || memcmp(js->fs_uuid, c->sb->uuid, BCH_UUID_SIZE))
+		return HEAD_ODD;
+	size_t need = sizeof(*js) + (size_t)js->u64s * 8;
+	if (need > bucket)
+		return HEAD_ODD;
+	if (need > block && (ret = bch_dev_read(bd, (char *)buf + block, need - block, where + block)))
+		return bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
+				  bch_dev_path(bd), jd->bucket[slot], bch_err_str(ret));
+	if (jset_validate(c, js, bucket, why, sizeof(why)))
+		return HEAD_ODD;
+	*seq = js->seq;
+	return HEAD_ENTRY;
+}
+
 int bch_journal_read(struct bch_fs *c,
 		     int (*fn)(struct bch_fs *c, struct bch_jset *j, void *priv),
 		     void *priv, uint64_t *newest)
@@ -245,51 +337,76 @@ int bch_journal_read(struct bch_fs *c,
 	for (unsigned d = 0; d < j->nr_devs; d++) {
 		struct journal_dev *jd = &j->devs[d];
 		size_t bytes = (size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT;
-		uint64_t best_seq = 0;
+		struct scan_state st = { .locs = &locs, .nr = &nr, .cap = &cap };
 
 		if (!c->devs[jd->dev] || !c->devs[jd->dev]->bdev)
 			continue;	/* missing device (degraded): others may hold copies */
 		free(buf);
 		buf = bch_dev_alloc_buf(bytes);
-		if (!buf) {
+		uint64_t *first = calloc(jd->nr ? jd->nr : 1, sizeof(*first));
+		bool *done = calloc(jd->nr ? jd->nr : 1, sizeof(*done));
+		if (!buf || !first || !done) {
+			free(first);
+			free(done);
 			ret = -ENOMEM;
 			goto out;
 		}
-		for (unsigned s = 0; s < jd->nr; s++) {
-			ret = read_bucket(c, jd, s, buf);
-			if (ret) {
-				bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
-					   bch_dev_path(c->devs[jd->dev]->bdev), jd->bucket[s],
-					   bch_err_str(ret));
-				goto out;
-			}
-			for (unsigned off = 0; off < jd->bucket_sectors; ) {
-				const struct bch_jset *js = (const void *)((char *)buf + ((size_t)off << 9));
-				if (jset_validate(c, js, bytes - ((size_t)off << 9), why, sizeof(why))) {
-					off += j->block_sectors;
-					continue;
-				}
-				if (nr == cap) {
-					cap = cap ? cap * 2 : 256;
-					struct jlocation *n = realloc(locs, cap * sizeof(*locs));
-					if (!n) {
-						ret = -ENOMEM;
-						goto out;
-					}
-					locs = n;
-				}
-				unsigned sectors = entry_sectors(j, js->u64s);
-				locs[nr++] = (struct jlocation) { js->seq, js->last_seq, d, s, off, sectors };
-				if (js->seq > jd->bucket_seq[s])
-					jd->bucket_seq[s] = js->seq;
-				if (js->seq > best_seq) {
-					best_seq = js->seq;
-					jd->cur = s;
-					jd->cur_off = off + sectors;
-				}
-				off += sectors;
+		/*
+		 * Phase 1: the head of every bucket.  Entries fill a bucket from its
+		 * start in sequence order, so the first entry dates the bucket.  A
+		 * head that is neither empty (zeros) nor a valid entry of ours is
+		 * read whole, as anything unexpected is.
+		 */
+		for (unsigned sl = 0; sl < jd->nr && !ret; sl++) {
+			int h = read_head(c, jd, sl, buf, &first[sl]);
+			if (h < 0)
+				ret = h;
+			else if (h == HEAD_ODD) {
+				ret = scan_bucket(c, j, d, sl, buf, &st);
+				done[sl] = true;
 			}
 		}
+		/* Phase 2: the newest bucket whole: the newest entry and its last_seq */
+		int newest_slot = -1;
+		for (unsigned sl = 0; sl < jd->nr; sl++)
+			if (first[sl] && (newest_slot < 0 || first[sl] > first[newest_slot]))
+				newest_slot = sl;
+		if (!ret && newest_slot >= 0 && !done[newest_slot]) {
+			ret = scan_bucket(c, j, d, newest_slot, buf, &st);
+			done[newest_slot] = true;
+		}
+		/*
+		 * Phase 3: every bucket that may hold entries from last_seq on: those
+		 * that start at or after it, and the one before the first of them.
+		 */
+		uint64_t need = 0;
+		for (size_t i = 0; i < nr; i++)
+			if (locs[i].jdev == d && (!need || locs[i].seq > locs[need - 1].seq))
+				need = i + 1;
+		uint64_t from = need ? locs[need - 1].last_seq : UINT64_MAX;
+		for (unsigned sl = 0; sl < jd->nr && !ret; sl++) {
+			if (!first[sl] || done[sl])
+				continue;
+			bool wanted = first[sl] >= from;
+			if (!wanted) {
+				/* the next bucket in sequence order starts after from? */
+				uint64_t next = UINT64_MAX;
+				for (unsigned o = 0; o < jd->nr; o++)
+					if (first[o] > first[sl] && first[o] < next)
+						next = first[o];
+				wanted = next > from;
+			}
+			if (wanted) {
+				ret = scan_bucket(c, j, d, sl, buf, &st);
+				done[sl] = true;
+			} else {
+				jd->bucket_seq[sl] = first[sl];	/* all older than last_seq: reusable */
+			}
+		}
+		free(first);
+		free(done);
+		if (ret)
+			goto out;
 	}
 	if (!nr)
 		goto out;
