@@ -63,8 +63,11 @@ int  bch_fs_journal_init(struct bch_fs *c);
 void bch_fs_journal_exit(struct bch_fs *c);
 
 /*
- * Read every journal bucket of every device, find the newest valid entry and
- * call fn for each entry from its last_seq to it, in sequence order.  A
+ * Find the newest valid entry on every device and call fn for each entry
+ * from its last_seq to it, in sequence order.  Buckets are dated by their
+ * first entry; only the newest and those that may hold entries from
+ * last_seq on are read whole (and any whose head is neither empty nor a
+ * valid entry: nothing unexpected is skipped unread).  A
  * sequence missing in that range is -BCH_ERR_journal_missing (c->err_msg
  * says which).  *newest is the newest sequence found (0: empty journal), and
  * the ring positions are set up so writing continues after it.
