@@ -279,6 +279,7 @@ static void show_clean(struct out *o, const struct bch_sb *sb)
 	out_bool(o, "Clean shutdown", clean);
 	if (cl) {
 		out_u64(o, "Journal seq", cl->journal_seq);
+		out_bool(o, "Alloc info current", clean && (cl->flags & BCH_CLEAN_ALLOC_CURRENT));
 		out_open(o, "Roots", true);
 		const __le64 *p = cl->entries;
 		const __le64 *end = (const __le64 *)&cl->field + cl->field.u64s;

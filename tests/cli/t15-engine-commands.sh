@@ -3,6 +3,7 @@
 expect_rc 0 $B format -q --fs-size=64M --btree-node-size=4k --bucket-size=64k a.img
 expect_rc 0 $B show-super a.img
 expect_in out 'Clean shutdown: +yes'
+expect_in out 'Alloc info current: +yes'
 expect_in out 'btree_root test level 0'
 
 # 600 keys, 6 per transaction (a transaction may take a quarter of a node)
@@ -80,3 +81,19 @@ expect_rc 0 $B list-journal j.img
 expect_in out '3:2:0 raw len 6 "second"'
 expect_rc 0 $B show-super j.img
 expect_in out 'Clean shutdown: +no'
+
+# bucket state: the alloc btree, written at clean close, agrees with a
+# recount from every pointer; after a power cut it is recomputed at open
+expect_rc 0 $B format -q -f --fs-size=32M --btree-node-size=4k --bucket-size=64k al.img
+for batch in $(seq 0 30); do
+	expect_rc 0 $B kv al.img put $batch:1 one $batch:2 two $batch:3 three
+done
+expect_rc 0 $B kv al.img del 3:1 3:2 3:3 4:1 4:2 4:3
+expect_rc 0 $B list -b alloc al.img
+expect_in out '^0:[0-9]*:0 alloc gen [0-9]* type 3 dirty [0-9]* cached 0$'
+expect_rc 0 $B fsck -f -n al.img
+expect_in out '0 problems found'
+expect_rc 0 $B kv j.img put 3:3 third
+expect_rc 0 $B show-super j.img
+expect_in out 'Alloc info current: +yes'
+expect_rc 0 $B fsck -f -n j.img
