@@ -488,7 +488,7 @@ _Static_assert(sizeof(struct bch_extent_ptr) == 16, "bch_extent_ptr size");
  */
 struct bch_btree_ptr {
 	__le64			seq;		/* child node's seq */
-	__le16			sectors_written;	/* 0 if unknown */
+	__le16			sectors_written;	/* when made (a read hint); 0: unknown */
 	__le16			flags;
 	__le32			pad;
 	struct bch_bpos		min_key;	/* child's min_key */

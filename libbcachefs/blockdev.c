@@ -588,3 +588,8 @@ int bch_dev_write_batch(struct bch_blockdev *dev, const struct bch_io_vec *v, un
 	/* batch_rw only reads through v's buffers when writing. */
 	return batch_rw(dev, true, (struct bch_io_vec *)v, nr);
 }
+
+void bch_dev_advise_random(struct bch_blockdev *dev, bool random)
+{
+	(void)posix_fadvise(dev->fd, 0, 0, random ? POSIX_FADV_RANDOM : POSIX_FADV_NORMAL);
+}

@@ -70,6 +70,13 @@ int bch_dev_set_size(struct bch_blockdev *dev, uint64_t size);
 int bch_dev_read(struct bch_blockdev *dev, void *buf, size_t len, uint64_t offset);
 int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_t offset);
 
+/*
+ * Tell the kernel reads will hop about (no readahead: reading one block
+ * each of many buckets fetches only those blocks) or are back to normal.
+ * A hint: errors are ignored.
+ */
+void bch_dev_advise_random(struct bch_blockdev *dev, bool random);
+
 /* fdatasync / cache flush.  Returns 0 only when earlier writes are durable. */
 int bch_dev_flush(struct bch_blockdev *dev);
 

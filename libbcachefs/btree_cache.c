@@ -459,6 +459,8 @@ struct bch_bkey *bch_btree_ptr_key(const struct btree *b)
 	struct bch_btree_ptr *bp = bkey_val(k);
 
 	bp->seq = b->seq;
+	/* what is written so far: a reader starts with that much (a hint only) */
+	bp->sectors_written = b->sectors_written <= UINT16_MAX ? b->sectors_written : 0;
 	bp->min_key = b->min_key;
 	memcpy(bp->ptrs, b->ptrs, b->nr_ptrs * sizeof(b->ptrs[0]));
 	return k;

@@ -137,10 +137,14 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		return snprintf(err, errlen, "device %u missing", ptr->dev), -BCH_ERR_device_missing;
 	/*
 	 * Most nodes use a fraction of their space: read what the parent says was
-	 * written (at least 64 KiB), and the rest only when the bsets go on.
+	 * written (plus a block, where the header of a later append would be),
+	 * or 64 KiB when it does not say; when the bsets go on, read on in steps
+	 * that double what was read.
 	 */
 	uint64_t where = (uint64_t)ptr->offset << BCH_SECTOR_SHIFT;
-	size_t have = ((size_t)bp->sectors_written << BCH_SECTOR_SHIFT) + (64 << 10);
+	size_t have = bp->sectors_written
+		? ((size_t)bp->sectors_written << BCH_SECTOR_SHIFT) + block_bytes(c)
+		: (size_t)64 << 10;
 	have = have < nb ? round_block(c, have) : nb;
 	if (have > nb)
 		have = nb;
@@ -150,11 +154,16 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 #define NEED(bytes)								\
 	do {									\
 		if ((bytes) > have && have < nb) {				\
-			ret = bch_dev_read(ca->bdev, (char *)buf + have, nb - have,	\
+			size_t more = round_block(c, (bytes));			\
+			if (more < have * 2)					\
+				more = have * 2;				\
+			if (more > nb)						\
+				more = nb;					\
+			ret = bch_dev_read(ca->bdev, (char *)buf + have, more - have,	\
 					   where + have);				\
 			if (ret)						\
 				return snprintf(err, errlen, "%s", bch_err_str(ret)), ret; \
-			have = nb;						\
+			have = more;						\
 		}								\
 	} while (0)
 

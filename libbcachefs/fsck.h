@@ -22,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "bcachefs_format.h"
 
 /*
  * x(name, number, pass, flags, message)
@@ -184,6 +185,9 @@ struct bch_fsck_ctx {
 	signed char		class_answer[BCH_FSCK_PROBLEM_NR];	/* 0 ask, 1 yes, -1 no */
 
 	char			err_msg[512];	/* why a pass could not go on (operational error) */
+
+	/* pass 3: keys in the leaves read, per btree (sizes pass 5's tables) */
+	uint64_t		leaf_keys[BCH_BTREE_ID_NR];
 };
 
 /*

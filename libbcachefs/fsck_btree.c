@@ -123,6 +123,8 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		return 0;
 	}
 	s->nodes_checked++;
+	if (!level)
+		s->ctx->leaf_keys[s->id] += b->nr;
 	if (b->bad_replicas) {
 		where_of(s->id, level, ptr, where, sizeof(where), true);
 		snprintf(detail, sizeof(detail), "replica mask 0x%x", b->bad_replicas);

@@ -90,7 +90,15 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	uint64_t first;
 	int r = 0;
 	if (s->dir_cached != dir) {
-		r = bch_inode_get(c, dir, &s->dir_inode);
+		/* names hash with the directory's seed: the table has it, unless
+		 * fsck made the directory itself */
+		if (di->i_loaded) {
+			memset(&s->dir_inode, 0, sizeof(s->dir_inode));
+			s->dir_inode.mode = di->mode;
+			s->dir_inode.hash_seed = di->i_hash_seed;
+		} else {
+			r = bch_inode_get(c, dir, &s->dir_inode);
+		}
 		s->dir_cached = r ? 0 : dir;
 	}
 	struct bch_inode dinode = s->dir_inode;

@@ -129,9 +129,9 @@ int fsck_check_structure(struct fstate *s)
 	root->state = 2;
 
 	/* directories: named once, and every parent chain reaches the root */
-	for (size_t i = 0; i < s->inodes.cap && !s->err; i++) {
-		struct ino_info *ii = &s->inodes.e[i];
-		if (!ii->inum || !ii->mode || !S_ISDIR(ii->mode) || ii->state == 2)
+	size_t pos = 0;
+	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos));) {
+		if (!ii->mode || !S_ISDIR(ii->mode) || ii->state == 2)
 			continue;
 		if (!ii->names) {
 			struct bch_inode in;
@@ -185,9 +185,9 @@ int fsck_check_structure(struct fstate *s)
 	}
 
 	/* files: a name, or deleted when nothing wants them */
-	for (size_t i = 0; i < s->inodes.cap && !s->err; i++) {
-		struct ino_info *ii = &s->inodes.e[i];
-		if (!ii->inum || !ii->mode || S_ISDIR(ii->mode) || ii->names)
+	pos = 0;
+	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos));) {
+		if (!ii->mode || S_ISDIR(ii->mode) || ii->names)
 			continue;
 		struct bch_inode in;
 		if ((r = bch_inode_get(c, ii->inum, &in)))

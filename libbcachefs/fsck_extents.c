@@ -119,7 +119,10 @@ static void extents_next_inode(struct fstate *s, uint64_t inum)
 {
 	s->cur_inum = inum;
 	s->prev_end = 0;
-	s->cur_exists = !bch_inode_get(s->c, inum, &s->cur);
+	const struct ino_info *ii = fsck_ino_find(&s->inodes, inum, false);
+	s->cur_exists = ii && ii->mode;	/* pass 7 entered every inode key */
+	s->cur_mode = s->cur_exists ? ii->mode : 0;
+	s->cur_size = s->cur_exists ? ii->i_size : 0;
 }
 
 int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
@@ -133,8 +136,9 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 		extents_next_inode(s, k->p.inode);
 	s->stats->extents++;
 	uint64_t start = bch_extent_start(k);
-	snprintf(where, sizeof(where), "inode %" PRIu64 " sectors %" PRIu64 "..%" PRIu64,
-		 (uint64_t)k->p.inode, start, (uint64_t)k->p.offset);
+	/* where a report says it is: written only when there is one */
+#define WHERE	(snprintf(where, sizeof(where), "inode %" PRIu64 " sectors %" PRIu64 "..%" PRIu64, \
+			  (uint64_t)k->p.inode, start, (uint64_t)k->p.offset), where)
 
 	/* pass 5: pointers */
 	if (k->type == BCH_BKEY_extent) {
@@ -166,7 +170,7 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 				snprintf(detail, sizeof(detail), "%u:%" PRIu64 " already used by another extent",
 					 p->dev, (uint64_t)p->offset);
 			}
-			if (prob == BCH_FSCK_PROBLEM_NR || !fsck_fixing(s, prob, where, detail))
+			if (prob == BCH_FSCK_PROBLEM_NR || !fsck_fixing(s, prob, WHERE, detail))
 				good[keep++] = *p;
 			else
 				bch_fsck_fixed(s->ctx, prob);	/* counted when the key is rewritten below */
@@ -195,19 +199,19 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 	uint64_t bs = c->sb->block_size;
 	if (!s->cur_exists)
 		prob = BCH_FSCK_extent_no_inode;
-	else if (!S_ISREG(s->cur.mode) && !S_ISLNK(s->cur.mode))
+	else if (!S_ISREG(s->cur_mode) && !S_ISLNK(s->cur_mode))
 		prob = BCH_FSCK_extent_bad_inode;
-	else if (start >= (s->cur.size + (bs << 9) - 1) / (bs << 9) * bs)
+	else if (start >= (s->cur_size + (bs << 9) - 1) / (bs << 9) * bs)
 		prob = BCH_FSCK_extent_past_eof;
 	if (prob != BCH_FSCK_PROBLEM_NR) {
 		if (prob == BCH_FSCK_extent_past_eof)
-			snprintf(detail, sizeof(detail), "file size %" PRIu64, (uint64_t)s->cur.size);
-		if (fsck_fixing(s, prob, where, prob == BCH_FSCK_extent_past_eof ? detail : NULL)) {
+			snprintf(detail, sizeof(detail), "file size %" PRIu64, s->cur_size);
+		if (fsck_fixing(s, prob, WHERE, prob == BCH_FSCK_extent_past_eof ? detail : NULL)) {
 			fsck_fix_done(s, prob, fsck_replace_extent(c, k, NULL, false));
 			return s->err;
 		}
 	} else if (start < s->prev_end) {
-		if (fsck_fixing(s, BCH_FSCK_extent_overlap, where, NULL)) {
+		if (fsck_fixing(s, BCH_FSCK_extent_overlap, WHERE, NULL)) {
 			int r;
 			if (k->p.offset <= s->prev_end) {
 				r = fsck_replace_extent(c, k, NULL, false);
@@ -230,4 +234,5 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 		s->prev_end = k->p.offset;
 	fsck_ino_find(&s->inodes, k->p.inode, true)->sectors += k->size;
 	return 0;
+#undef WHERE
 }

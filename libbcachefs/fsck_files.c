@@ -42,7 +42,7 @@
  *                          another is good: rewritten from the good one
  *     data_unreadable      no good copy: reported, left as is
  *
- * Memory: one table entry per inode (about 64 bytes) and one bit per block
+ * Memory: one table entry per inode (48 bytes) and one bit per block
  * of each device; never in proportion to the data.  Keys are read in
  * batches and repairs happen between batches, so no iterator is open while
  * the tree changes.
@@ -73,31 +73,87 @@
 
 
 
+/*
+ * Slot of an inode number: runs of 64 consecutive numbers keep their order
+ * in 64 adjacent slots (passes visit inodes in number order, so the next
+ * entry is usually on the cache line already read), and the runs themselves
+ * are scattered by a mixing hash (so no choice of numbers lines them up into
+ * one long probe sequence).
+ */
 static uint64_t ino_hash(uint64_t x)
 {
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	return x ^ (x >> 33);
+	uint64_t run = x >> 6;
+
+	run ^= run >> 33;
+	run *= 0xff51afd7ed558ccdULL;
+	run ^= run >> 33;
+	return (run << 6) | (x & 63);
+}
+
+/* Move the entries into a table of ncap slots (a power of two). */
+static void ino_table_resize(struct ino_table *t, size_t ncap)
+{
+	struct ino_info *ne = calloc(ncap, sizeof(*ne));
+
+	if (!ne)
+		abort();
+	for (size_t i = 0; i < t->cap; i++)
+		if (t->e[i].inum) {
+			size_t j = ino_hash(t->e[i].inum) & (ncap - 1);
+			while (ne[j].inum)
+				j = (j + 1) & (ncap - 1);
+			ne[j] = t->e[i];
+		}
+	free(t->e);
+	t->e = ne;
+	t->cap = ncap;
+}
+
+/* Slots for nr entries at most 3/4 full. */
+static size_t ino_table_cap_for(size_t nr)
+{
+	size_t cap = 4096;
+
+	while (nr * 4 > cap * 3)
+		cap *= 2;
+	return cap;
+}
+
+void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum)
+{
+	memset(t, 0, sizeof(*t));
+	if (max_inum >= BCH_ROOT_INO && max_inum - BCH_ROOT_INO < 2 * (uint64_t)nr + 4096) {
+		t->dense_base = BCH_ROOT_INO;
+		t->dense_len = max_inum - BCH_ROOT_INO + 1;
+		t->dense = calloc(t->dense_len, sizeof(*t->dense));
+		if (!t->dense)
+			abort();
+	} else {
+		ino_table_resize(t, ino_table_cap_for(nr));
+	}
+}
+
+void fsck_ino_exit(struct ino_table *t)
+{
+	free(t->dense);
+	free(t->e);
+	memset(t, 0, sizeof(*t));
 }
 
 struct ino_info *fsck_ino_find(struct ino_table *t, uint64_t inum, bool add)
 {
-	if (add && (t->nr + 1) * 4 > t->cap * 3) {
-		size_t ncap = t->cap ? t->cap * 2 : 4096;
-		struct ino_info *ne = calloc(ncap, sizeof(*ne));
-		if (!ne)
-			abort();
-		for (size_t i = 0; i < t->cap; i++)
-			if (t->e[i].inum) {
-				size_t j = ino_hash(t->e[i].inum) & (ncap - 1);
-				while (ne[j].inum)
-					j = (j + 1) & (ncap - 1);
-				ne[j] = t->e[i];
-			}
-		free(t->e);
-		t->e = ne;
-		t->cap = ncap;
+	if (inum - t->dense_base < t->dense_len) {
+		struct ino_info *ii = &t->dense[inum - t->dense_base];
+		if (ii->inum == inum)
+			return ii;
+		if (!add)
+			return NULL;
+		ii->inum = inum;
+		t->nr++;
+		return ii;
 	}
+	if (add && (t->hash_nr + 1) * 4 > t->cap * 3)
+		ino_table_resize(t, ino_table_cap_for(t->hash_nr + 1));
 	if (!t->cap)
 		return NULL;
 	size_t j = ino_hash(inum) & (t->cap - 1);
@@ -110,19 +166,28 @@ struct ino_info *fsck_ino_find(struct ino_table *t, uint64_t inum, bool add)
 		return NULL;
 	memset(&t->e[j], 0, sizeof(t->e[j]));
 	t->e[j].inum = inum;
+	t->hash_nr++;
 	t->nr++;
 	return &t->e[j];
 }
 
-/* Room for extra entries without moving the table (pointers into it stay valid). */
 void fsck_ino_reserve(struct ino_table *t, size_t extra)
 {
-	while ((t->nr + extra) * 4 > t->cap * 3) {
-		struct ino_info *tmp = fsck_ino_find(t, UINT64_MAX, true);	/* grows */
-		/* take the placeholder out again */
-		tmp->inum = 0;
-		t->nr--;
+	size_t cap = ino_table_cap_for(t->hash_nr + extra);
+
+	if (cap > t->cap)
+		ino_table_resize(t, cap);
+}
+
+struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos)
+{
+	while (*pos < t->dense_len + t->cap) {
+		size_t i = (*pos)++;
+		struct ino_info *ii = i < t->dense_len ? &t->dense[i] : &t->e[i - t->dense_len];
+		if (ii->inum)
+			return ii;
 	}
+	return NULL;
 }
 
 /* ------------------------------------------------------------------ state */
@@ -317,6 +382,8 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		s->max_inum = last->p.offset;
 		free(last);
 	}
+	/* pass 3 counted the inode keys: the table is sized once */
+	fsck_ino_init(&s->inodes, ctx->leaf_keys[BCH_BTREE_ID_inodes], s->max_inum);
 	for (unsigned d = 0; d < c->nr_devs; d++) {
 		if (!c->devs[d] || !c->devs[d]->bdev)
 			continue;
@@ -332,11 +399,13 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		ctx->progress(ctx, 5, "extents");
 	r = fsck_check_alloc(s);
 	if (!r)
+		r = fsck_for_each_key(s, BCH_BTREE_ID_inodes, fsck_load_inode);
+	if (!r)
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r && !s->err && ctx->progress)
 		ctx->progress(ctx, 7, "inodes");
 	if (!r && !s->err)
-		r = fsck_for_each_key(s, BCH_BTREE_ID_inodes, fsck_scan_inode);
+		r = fsck_check_inodes(s);
 	if (!r && !s->err && ctx->progress)
 		ctx->progress(ctx, 8, "directory entries and xattrs");
 	if (!r && !s->err)
@@ -368,7 +437,7 @@ out:
 			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
 	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
 		free(s->claimed[d]);
-	free(s->inodes.e);
+	fsck_ino_exit(&s->inodes);
 	free(s->moved);
 	free(s);
 	return r;

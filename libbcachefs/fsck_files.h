@@ -17,10 +17,20 @@
 
 struct bch_fs;
 
-/* One entry per inode (about 64 bytes): what the scans counted. */
+/* One entry per inode (88 bytes): what its key says and what the scans counted. */
 struct ino_info {
 	uint64_t	inum;		/* 0: empty slot */
 	uint64_t	sectors;	/* counted from extents */
+	union {
+		uint64_t i_size;	/* files: the inode's size, sector count, */
+		uint64_t i_hash_seed;	/* directories: the seed of names' hashes */
+	};
+	uint64_t	i_sectors;	/* link count and parent pointer */
+	uint64_t	i_dir;		/* as its key says */
+	uint64_t	i_dir_offset;
+	uint32_t	i_nlink;
+	bool		i_unlinked;
+	bool		i_loaded;	/* the i_ fields are set (entries fsck adds have none) */
 	uint64_t	parent;		/* first name seen: directory ... */
 	uint64_t	parent_slot;	/* ... and dirent offset */
 	uint32_t	names;		/* dirents naming it */
@@ -29,10 +39,19 @@ struct ino_info {
 	uint8_t		state;		/* pass 9 loop walk: 0 new, 1 walking, 2 reaches root */
 };
 
-/* Open addressing by inode number. */
+/*
+ * Inode number -> entry.  Numbers are handed out in order, so most lie in
+ * one range: those index an array directly (passes visit inodes in number
+ * order, so neighbouring lookups share cache lines).  Any other number (a
+ * damaged image may hold anything) goes to a hash table by open addressing.
+ */
 struct ino_table {
-	struct ino_info	*e;
-	size_t		nr, cap;	/* cap: power of two */
+	struct ino_info	*dense;		/* dense[i] is inode dense_base + i */
+	uint64_t	dense_base;
+	size_t		dense_len;
+	struct ino_info	*e;		/* the rest */
+	size_t		hash_nr, cap;	/* cap: power of two */
+	size_t		nr;		/* entries in both */
 };
 
 struct fstate {
@@ -53,8 +72,9 @@ struct fstate {
 
 	/* pass 6: the inode whose extents are being scanned */
 	uint64_t		cur_inum;
-	bool			cur_exists;
-	struct bch_inode	cur;
+	bool			cur_exists;	/* it has an inode key: */
+	uint32_t		cur_mode;	/* its mode and size */
+	uint64_t		cur_size;
 	uint64_t		prev_end;
 
 	uint64_t		max_inum;	/* highest inode number: for progress */
@@ -68,9 +88,17 @@ struct fstate {
 	struct bch_inode	dir_inode;
 };
 
+/*
+ * Size the table for nr inodes numbered up to max_inum: the array covers
+ * [BCH_ROOT_INO, max_inum] when that range is at most about twice nr.
+ */
+void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum);
+void fsck_ino_exit(struct ino_table *t);
 struct ino_info *fsck_ino_find(struct ino_table *t, uint64_t inum, bool add);
 /* Room for extra entries without moving the table (pointers into it stay valid). */
 void fsck_ino_reserve(struct ino_table *t, size_t extra);
+/* Entries in order (array in number order, then the hash table); *pos starts at 0. */
+struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos);
 
 /* Report p; true when it is to be repaired (and the filesystem is writable). */
 bool fsck_fixing(struct fstate *s, enum bch_fsck_problem p, const char *where, const char *detail);
@@ -99,7 +127,8 @@ int fsck_for_each_key(struct fstate *s, unsigned id, key_fn fn);
 /* The passes (one file each). */
 int fsck_check_extent(struct fstate *s, const struct bch_bkey *k);	/* 5, 6: fsck_extents.c */
 int fsck_check_alloc(struct fstate *s);				/* 5: fsck_extents.c */
-int fsck_scan_inode(struct fstate *s, const struct bch_bkey *k);	/* 7: fsck_inodes.c */
+int fsck_load_inode(struct fstate *s, const struct bch_bkey *k);	/* before 5: fsck_inodes.c */
+int fsck_check_inodes(struct fstate *s);				/* 7 */
 int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k);	/* 8: fsck_dirents.c */
 int fsck_check_xattr(struct fstate *s, const struct bch_bkey *k);	/* 8 */
 int fsck_check_root(struct fstate *s);				/* 9: fsck_dirs.c */

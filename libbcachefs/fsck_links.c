@@ -84,8 +84,61 @@ static int check_links_one(struct fstate *s, const struct bch_bkey *k)
 	return 0;
 }
 
+/*
+ * What check_links_one() decides from the inode's key, decided from the
+ * copy in the table: true when it would find nothing (false: maybe).
+ */
+static bool links_ok(const struct ino_info *ii)
+{
+	uint32_t want = S_ISDIR(ii->mode) ? 2 + ii->subdirs : ii->names;
+
+	if (!S_ISDIR(ii->mode) && !ii->names)
+		return true;
+	if (ii->i_nlink != want || ii->i_unlinked)
+		return false;
+	if (ii->inum == BCH_ROOT_INO)
+		return !ii->i_dir;
+	if (S_ISDIR(ii->mode) || ii->i_dir)
+		return ii->i_dir == ii->parent && ii->i_dir_offset == ii->parent_slot;
+	return true;
+}
+
+static uint64_t fixes_so_far(const struct bch_fsck_ctx *ctx)
+{
+	uint64_t n = 0;
+
+	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+		n += ctx->fixed[p];
+	return n;
+}
+
 int fsck_check_links(struct fstate *s)
 {
-	int r = fsck_for_each_key(s, BCH_BTREE_ID_inodes, check_links_one);
-	return r ? r : s->err;
+	/*
+	 * Repairs so far may have changed inodes behind the table's copies:
+	 * then every inode key is read again.  Otherwise the table says which
+	 * inodes need a look (a file with several names whose parent pointer
+	 * is not its first name is looked at, as its dirent must be read).
+	 */
+	if (fixes_so_far(s->ctx)) {
+		int r = fsck_for_each_key(s, BCH_BTREE_ID_inodes, check_links_one);
+		return r ? r : s->err;
+	}
+	size_t pos = 0;
+	for (struct ino_info *ii; !s->err && !s->ctx->cancelled &&
+				  (ii = fsck_ino_next(&s->inodes, &pos));) {
+		if (!ii->mode || links_ok(ii))
+			continue;
+		struct bch_bkey *k;
+		int r = bch_btree_lookup(s->c, BCH_BTREE_ID_inodes, POS(0, ii->inum, 0), &k);
+		if (r == -BCH_ERR_key_not_found)
+			continue;
+		if (r)
+			return r;
+		r = check_links_one(s, k);
+		free(k);
+		if (r)
+			return r;
+	}
+	return s->err;
 }

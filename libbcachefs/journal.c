@@ -357,6 +357,7 @@ int bch_journal_read(struct bch_fs *c,
 		 * head that is neither empty (zeros) nor a valid entry of ours is
 		 * read whole, as anything unexpected is.
 		 */
+		bch_dev_advise_random(c->devs[jd->dev]->bdev, true);
 		for (unsigned sl = 0; sl < jd->nr && !ret; sl++) {
 			int h = read_head(c, jd, sl, buf, &first[sl]);
 			if (h < 0)
@@ -366,6 +367,7 @@ int bch_journal_read(struct bch_fs *c,
 				done[sl] = true;
 			}
 		}
+		bch_dev_advise_random(c->devs[jd->dev]->bdev, false);
 		/* Phase 2: the newest bucket whole: the newest entry and its last_seq */
 		int newest_slot = -1;
 		for (unsigned sl = 0; sl < jd->nr; sl++)
