@@ -6,7 +6,8 @@
 #   image    format --source vs mke2fs -d, mkfs.btrfs --rootdir and
 #            mkfs.erofs on one tree (a copy of /usr/share and /usr/include),
 #            time, peak RSS and image size; image extract vs cp -a;
-#            fsck -f of the built image vs e2fsck -f of ext4's
+#            fsck -f of the built image vs e2fsck -f of ext4's and
+#            btrfs check of btrfs's
 #   fuse     bcachefs fusemount vs fuse2fs (bench/fuse.sh): untar, find+stat,
 #            fio sequential and 4k random, rm -rf
 set -eu
@@ -95,6 +96,14 @@ if [ -d tree ]; then
 	best_check e2fsck -f -n img_e; f_e2=$bestc; r_e2=$rssc
 	printf '%-34s %7sms %8sMB %10s %s\n' "bcachefs fsck -f -n" "$f_ours" "$r_ours" "" ""
 	printf '%-34s %7sms %8sMB %10s %s\n' "e2fsck -f -n (same tree)" "$f_e2" "$r_e2" "" "$(ratio "$f_ours" "$f_e2")"
+	if command -v mkfs.btrfs >/dev/null; then
+		rm -f img_e && truncate -s 4G img_e
+		if mkfs.btrfs -q -f --rootdir tree img_e >/dev/null 2>&1; then
+			best_check btrfs check --readonly img_e
+			printf '%-34s %7sms %8sMB %10s %s\n' "btrfs check --readonly (same tree)" \
+				"$bestc" "$rssc" "" "$(ratio "$f_ours" "$bestc")"
+		fi
+	fi
 	best_check "$B" fsck -f -n -c img
 	printf '%-34s %7sms %8sMB\n' "bcachefs fsck -f -n --data" "$bestc" "$rssc"
 	rm -f img_e
