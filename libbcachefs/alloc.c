@@ -366,6 +366,13 @@ void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, in
 
 	if (!a || (b = p->offset / a->bucket_sectors) >= a->nbuckets || a->gen[b] != p->gen)
 		return;
+	/*
+	 * A data pointer into a bucket of btree nodes, journal or superblock
+	 * was never counted (bch_alloc_mark_data refuses it; fsck drops it):
+	 * taking its sectors off would free metadata that is still live.
+	 */
+	if (a->type[b] != BCH_DATA_user && a->type[b] != BCH_DATA_free)
+		return;
 	if (delta < 0 && (uint64_t)-delta >= a->sectors[b])
 		a->sectors[b] = 0;
 	else
