@@ -40,6 +40,7 @@
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "io.h"
 #include "opts.h"
 
 #define TIMEOUT		1.0
@@ -56,7 +57,12 @@ struct fmount {
 	struct held	*held;
 	size_t		nr_held, cap_held;	/* cap: power of two */
 	bool		read_only;
+	/* the last read: a read that follows it is sequential (readahead) */
+	uint64_t	ra_inum, ra_end, ra_hinted;
 };
+
+#define RA_WINDOW	(8ULL << 20)	/* sequential reads: hinted this far ahead */
+#define RA_NEAR		(1ULL << 20)	/* a read this close to the last end is sequential */
 
 static struct fmount *FM(fuse_req_t req)
 {
@@ -528,6 +534,30 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/*
+ * A read that starts near where the last one ended (the kernel's readahead
+ * may send a few out of order) is sequential: ask the devices to start
+ * reading the file's next RA_WINDOW, so the disk works while we reply.
+ * Random reads hint nothing.
+ */
+static void readahead_hint(struct fmount *m, uint64_t inum, uint64_t off, uint64_t n)
+{
+	uint64_t end = off + n;
+
+	if (inum == m->ra_inum && off + RA_NEAR >= m->ra_end && off <= m->ra_end + RA_NEAR) {
+		uint64_t from = m->ra_hinted > end ? m->ra_hinted : end;
+		if (from < end + RA_WINDOW) {
+			bch_data_readahead(m->c, inum, from >> BCH_SECTOR_SHIFT,
+					   (end + RA_WINDOW - from) >> BCH_SECTOR_SHIFT);
+			m->ra_hinted = end + RA_WINDOW;
+		}
+	} else {
+		m->ra_hinted = 0;
+	}
+	m->ra_inum = inum;
+	m->ra_end = end;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct fmount *m = FM(req);
@@ -540,6 +570,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	}
 	LOCK(m);
 	ssize_t n = bch_fs_read(m->c, from_fuse(ino), off, buf, size);
+	if (n > 0)
+		readahead_hint(m, from_fuse(ino), (uint64_t)off, (uint64_t)n);
 	UNLOCK(m);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);

@@ -593,3 +593,8 @@ void bch_dev_advise_random(struct bch_blockdev *dev, bool random)
 {
 	(void)posix_fadvise(dev->fd, 0, 0, random ? POSIX_FADV_RANDOM : POSIX_FADV_NORMAL);
 }
+
+void bch_dev_willneed(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
+{
+	(void)posix_fadvise(dev->fd, (off_t)offset, (off_t)len, POSIX_FADV_WILLNEED);
+}

@@ -77,6 +77,9 @@ int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_
  */
 void bch_dev_advise_random(struct bch_blockdev *dev, bool random);
 
+/* Ask the kernel to start reading [offset, offset + len) now (a hint). */
+void bch_dev_willneed(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
+
 /* fdatasync / cache flush.  Returns 0 only when earlier writes are durable. */
 int bch_dev_flush(struct bch_blockdev *dev);
 

@@ -272,3 +272,24 @@ int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, ui
 		       (start + sectors - done) << BCH_SECTOR_SHIFT);
 	return r ? r : err;
 }
+
+void bch_data_readahead(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err;
+
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
+			    POS(inum, start + sectors, 0));
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (k->type != BCH_BKEY_extent || !bch_extent_nr_ptrs(k))
+			continue;
+		const struct bch_extent *e = bkey_val(k);
+		const struct bch_extent_ptr *p = &e->ptrs[0];
+		struct bch_dev *ca = p->dev < BCH_SB_MEMBERS_MAX ? c->devs[p->dev] : NULL;
+		if (ca && ca->bdev)
+			bch_dev_willneed(ca->bdev, (uint64_t)p->offset << BCH_SECTOR_SHIFT,
+					 (uint64_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
+	}
+	bch_btree_iter_exit(&it);
+}

@@ -47,6 +47,11 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 
 /* Read sectors of inum's data at sector start into buf (holes read as zeros). */
 int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors);
+/*
+ * A sequential reader will want [start, start + sectors) next: ask the
+ * devices to start reading where the first copy of each extent there lies.
+ */
+void bch_data_readahead(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors);
 
 /*
  * Read and verify every replica of one extent key (fsck --data, scrub):
