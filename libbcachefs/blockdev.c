@@ -596,5 +596,7 @@ void bch_dev_advise_random(struct bch_blockdev *dev, bool random)
 
 void bch_dev_willneed(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
 {
+	if (dev->direct)
+		return;		/* O_DIRECT reads would not use what it fetched */
 	(void)posix_fadvise(dev->fd, (off_t)offset, (off_t)len, POSIX_FADV_WILLNEED);
 }
