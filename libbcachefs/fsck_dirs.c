@@ -115,6 +115,31 @@ static int reattach(struct fstate *s, struct ino_info *ii)
 	return r;
 }
 
+/*
+ * An inode no dirent names: left by a delete that did not finish (nlink 0
+ * or UNLINKED: finish it) or lost (unreachable: to lost+found).
+ */
+static int nameless(struct fstate *s, struct ino_info *ii, enum bch_fsck_problem unreachable)
+{
+	struct bch_fs *c = s->c;
+	struct bch_inode in;
+	char where[640];
+	int r = bch_inode_get(c, ii->inum, &in);
+
+	if (r)
+		return r;
+	fsck_inode_where(c, ii->inum, where, sizeof(where));
+	if (!in.nlink || (in.flags & BCH_INODE_UNLINKED)) {
+		if (fsck_fixing(s, BCH_FSCK_inode_unlinked, where, NULL)) {
+			fsck_fix_done(s, BCH_FSCK_inode_unlinked, bch_fs_inode_free(c, ii->inum));
+			ii->mode = 0;	/* gone */
+		}
+	} else if (fsck_fixing(s, unreachable, where, NULL)) {
+		fsck_fix_done(s, unreachable, reattach(s, ii));
+	}
+	return 0;
+}
+
 int fsck_check_structure(struct fstate *s)
 {
 	struct bch_fs *c = s->c;
@@ -134,19 +159,8 @@ int fsck_check_structure(struct fstate *s)
 		if (!ii->mode || !S_ISDIR(ii->mode) || ii->state == 2)
 			continue;
 		if (!ii->names) {
-			struct bch_inode in;
-			if ((r = bch_inode_get(c, ii->inum, &in)))
+			if ((r = nameless(s, ii, BCH_FSCK_dir_unreachable)))
 				return r;
-			fsck_inode_where(c, ii->inum, where, sizeof(where));
-			if (!in.nlink || (in.flags & BCH_INODE_UNLINKED)) {
-				/* an rmdir that did not finish */
-				if (fsck_fixing(s, BCH_FSCK_inode_unlinked, where, NULL)) {
-					fsck_fix_done(s, BCH_FSCK_inode_unlinked, bch_fs_inode_free(c, ii->inum));
-					ii->mode = 0;
-				}
-			} else if (fsck_fixing(s, BCH_FSCK_dir_unreachable, where, NULL)) {
-				fsck_fix_done(s, BCH_FSCK_dir_unreachable, reattach(s, ii));
-			}
 			ii->state = 2;
 			continue;
 		}
@@ -189,18 +203,8 @@ int fsck_check_structure(struct fstate *s)
 	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos));) {
 		if (!ii->mode || S_ISDIR(ii->mode) || ii->names)
 			continue;
-		struct bch_inode in;
-		if ((r = bch_inode_get(c, ii->inum, &in)))
+		if ((r = nameless(s, ii, BCH_FSCK_inode_unreachable)))
 			return r;
-		fsck_inode_where(c, ii->inum, where, sizeof(where));
-		if (!in.nlink || (in.flags & BCH_INODE_UNLINKED)) {
-			if (fsck_fixing(s, BCH_FSCK_inode_unlinked, where, NULL)) {
-				fsck_fix_done(s, BCH_FSCK_inode_unlinked, bch_fs_inode_free(c, ii->inum));
-				ii->mode = 0;	/* gone */
-			}
-		} else if (fsck_fixing(s, BCH_FSCK_inode_unreachable, where, NULL)) {
-			fsck_fix_done(s, BCH_FSCK_inode_unreachable, reattach(s, ii));
-		}
 	}
 	/* directories left unlinked by an interrupted rmdir */
 	return s->err;

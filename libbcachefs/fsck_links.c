@@ -103,15 +103,6 @@ static bool links_ok(const struct ino_info *ii)
 	return true;
 }
 
-static uint64_t fixes_so_far(const struct bch_fsck_ctx *ctx)
-{
-	uint64_t n = 0;
-
-	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
-		n += ctx->fixed[p];
-	return n;
-}
-
 int fsck_check_links(struct fstate *s)
 {
 	/*
@@ -120,7 +111,7 @@ int fsck_check_links(struct fstate *s)
 	 * inodes need a look (a file with several names whose parent pointer
 	 * is not its first name is looked at, as its dirent must be read).
 	 */
-	if (fixes_so_far(s->ctx)) {
+	if (bch_fsck_nr_fixed(s->ctx)) {
 		int r = fsck_for_each_key(s, BCH_BTREE_ID_inodes, check_links_one);
 		return r ? r : s->err;
 	}
