@@ -92,10 +92,11 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	if (s->dir_cached != dir) {
 		/* names hash with the directory's seed: the table has it, unless
 		 * fsck made the directory itself */
-		if (di->i_loaded) {
+		struct ino_extra *dx = fsck_ino_extra(&s->inodes, dir, false);
+		if ((di->flags & INO_LOADED) && dx) {
 			memset(&s->dir_inode, 0, sizeof(s->dir_inode));
 			s->dir_inode.mode = di->mode;
-			s->dir_inode.hash_seed = di->i_hash_seed;
+			s->dir_inode.hash_seed = dx->i_hash_seed;
 		} else {
 			r = bch_inode_get(c, dir, &s->dir_inode);
 		}
@@ -138,11 +139,12 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	}
 
 	if (S_ISDIR(ti->mode)) {
+		struct ino_extra *tx = fsck_ino_extra(&s->inodes, d->inum, true);
 		if (ti->names) {
 			char tw[640];
 			fsck_inode_where(c, d->inum, tw, sizeof(tw));
 			snprintf(detail, sizeof(detail), "%s is already named in directory %" PRIu64, tw,
-				 ti->parent);
+				 tx->parent);
 			WHERE();
 			if (fsck_fixing(s, BCH_FSCK_dir_multiple_links, where, detail)) {
 				fsck_fix_done(s, BCH_FSCK_dir_multiple_links, bch_fs_dirent_delete(c, dir, slot));
@@ -150,16 +152,20 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 			}
 		}
 		if (!ti->names) {
-			ti->parent = dir;
-			ti->parent_slot = slot;
+			tx->parent = dir;
+			tx->parent_slot = slot;
 		}
 		ti->names++;
-		di = fsck_ino_find(&s->inodes, dir, false);	/* table may not move here, but be safe */
-		di->subdirs++;
+		fsck_ino_extra(&s->inodes, dir, true)->subdirs++;
 	} else {
-		if (!ti->names) {
-			ti->parent = dir;
-			ti->parent_slot = slot;
+		bool bp_here = (ti->flags & INO_HAS_BP) && ti->bp_fp == fsck_bp_fp(dir, slot);
+		if (bp_here)
+			ti->flags |= INO_BP_NAMED;
+		else if (!ti->names && (ti->flags & INO_HAS_BP)) {
+			/* its parent pointer is elsewhere: pass 10 may need the first name */
+			struct ino_extra *tx = fsck_ino_extra(&s->inodes, d->inum, true);
+			tx->parent = dir;
+			tx->parent_slot = slot;
 		}
 		ti->names++;
 	}

@@ -43,8 +43,10 @@ int fsck_check_root(struct fstate *s)
 	bch_inode_init(s->c, &ri, BCH_ROOT_INO, S_IFDIR | 0755, 0, 0, 0, NULL);
 	int r = fsck_update_inode(s->c, BCH_ROOT_INO, &ri);
 	fsck_fix_done(s, BCH_FSCK_root_missing, r);
-	if (!r)
+	if (!r) {
 		fsck_ino_find(&s->inodes, BCH_ROOT_INO, true)->mode = ri.mode;
+		fsck_ino_extra(&s->inodes, BCH_ROOT_INO, true);
+	}
 	return r;
 }
 
@@ -70,29 +72,30 @@ static int need_lost_found(struct fstate *s)
 	if (r)
 		return r;
 	struct ino_info *ii = fsck_ino_find(&s->inodes, inum, true);
+	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, true);
 	struct bch_inode root;
 	ii->mode = S_IFDIR | 0700;
 	ii->names = 1;
-	ii->parent = BCH_ROOT_INO;
+	x->parent = BCH_ROOT_INO;
 	if (!bch_inode_get(s->c, BCH_ROOT_INO, &root))
-		bch_fs_dirent_first(s->c, BCH_ROOT_INO, &root, "lost+found", &ii->parent_slot);
+		bch_fs_dirent_first(s->c, BCH_ROOT_INO, &root, "lost+found", &x->parent_slot);
 	ii->state = 2;
-	fsck_ino_find(&s->inodes, BCH_ROOT_INO, false)->subdirs++;
+	fsck_ino_extra(&s->inodes, BCH_ROOT_INO, true)->subdirs++;
 	/* create() counted the new directory in the root's nlink: keep the table in step */
 	lost_found = inum;
 	return 0;
 }
 
 /* Give inum a name "#inum" in lost+found. */
-static int reattach(struct fstate *s, struct ino_info *ii)
+static int reattach(struct fstate *s, uint64_t inum, struct ino_info *ii)
 {
 	char name[32];
 	int r = need_lost_found(s);
 
 	if (r)
 		return r;
-	snprintf(name, sizeof(name), "#%" PRIu64, ii->inum);
-	r = bch_fs_dirent_add(s->c, lost_found, name, ii->inum, bch_mode_to_dtype(ii->mode));
+	snprintf(name, sizeof(name), "#%" PRIu64, inum);
+	r = bch_fs_dirent_add(s->c, lost_found, name, inum, bch_mode_to_dtype(ii->mode));
 	if (r)
 		return r;
 	uint64_t slot = 0;
@@ -100,16 +103,22 @@ static int reattach(struct fstate *s, struct ino_info *ii)
 	if (!bch_inode_get(s->c, lost_found, &lf))
 		bch_fs_dirent_first(s->c, lost_found, &lf, name, &slot);
 	ii->names = 1;
-	ii->parent = lost_found;
-	ii->parent_slot = slot;
+	/* the parent pointer is set to the new name just below */
+	ii->flags |= INO_HAS_BP | INO_BP_NAMED;
+	ii->bp_fp = fsck_bp_fp(lost_found, slot);
+	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, S_ISDIR(ii->mode));
+	if (x) {
+		x->parent = x->i_dir = lost_found;
+		x->parent_slot = x->i_dir_offset = slot;
+	}
 	struct bch_inode in;
-	if (!(r = bch_inode_get(s->c, ii->inum, &in))) {
+	if (!(r = bch_inode_get(s->c, inum, &in))) {
 		in.dir = lost_found;
 		in.dir_offset = slot;
-		r = fsck_update_inode(s->c, ii->inum, &in);
+		r = fsck_update_inode(s->c, inum, &in);
 	}
 	if (!r && S_ISDIR(ii->mode)) {
-		fsck_ino_find(&s->inodes, lost_found, false)->subdirs++;
+		fsck_ino_extra(&s->inodes, lost_found, true)->subdirs++;
 		r = fsck_adjust_nlink(s->c, lost_found, 1);
 	}
 	return r;
@@ -119,23 +128,24 @@ static int reattach(struct fstate *s, struct ino_info *ii)
  * An inode no dirent names: left by a delete that did not finish (nlink 0
  * or UNLINKED: finish it) or lost (unreachable: to lost+found).
  */
-static int nameless(struct fstate *s, struct ino_info *ii, enum bch_fsck_problem unreachable)
+static int nameless(struct fstate *s, uint64_t inum, struct ino_info *ii,
+		    enum bch_fsck_problem unreachable)
 {
 	struct bch_fs *c = s->c;
 	struct bch_inode in;
 	char where[640];
-	int r = bch_inode_get(c, ii->inum, &in);
+	int r = bch_inode_get(c, inum, &in);
 
 	if (r)
 		return r;
-	fsck_inode_where(c, ii->inum, where, sizeof(where));
+	fsck_inode_where(c, inum, where, sizeof(where));
 	if (!in.nlink || (in.flags & BCH_INODE_UNLINKED)) {
 		if (fsck_fixing(s, BCH_FSCK_inode_unlinked, where, NULL)) {
-			fsck_fix_done(s, BCH_FSCK_inode_unlinked, bch_fs_inode_free(c, ii->inum));
+			fsck_fix_done(s, BCH_FSCK_inode_unlinked, bch_fs_inode_free(c, inum));
 			ii->mode = 0;	/* gone */
 		}
 	} else if (fsck_fixing(s, unreachable, where, NULL)) {
-		fsck_fix_done(s, unreachable, reattach(s, ii));
+		fsck_fix_done(s, unreachable, reattach(s, inum, ii));
 	}
 	return 0;
 }
@@ -155,55 +165,60 @@ int fsck_check_structure(struct fstate *s)
 
 	/* directories: named once, and every parent chain reaches the root */
 	size_t pos = 0;
-	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos));) {
+	uint64_t inum;
+	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
 		if (!ii->mode || !S_ISDIR(ii->mode) || ii->state == 2)
 			continue;
 		if (!ii->names) {
-			if ((r = nameless(s, ii, BCH_FSCK_dir_unreachable)))
+			if ((r = nameless(s, inum, ii, BCH_FSCK_dir_unreachable)))
 				return r;
 			ii->state = 2;
 			continue;
 		}
 		/* walk up: state 1 marks this walk's path */
-		struct ino_info **path = NULL;
+		struct walk { uint64_t inum; struct ino_info *ii; } *path = NULL;
 		size_t plen = 0;
-		struct ino_info *cur = ii;
-		while (cur && cur->state == 0 && cur->names && plen < s->inodes.nr + 1) {
-			cur->state = 1;
+		struct walk cur = { inum, ii };
+		while (cur.ii && cur.ii->state == 0 && cur.ii->names && plen < s->inodes.nr + 1) {
+			cur.ii->state = 1;
 			path = realloc(path, (plen + 1) * sizeof(*path));
 			if (!path)
 				abort();
 			path[plen++] = cur;
-			cur = fsck_ino_find(&s->inodes, cur->parent, false);
+			const struct ino_extra *x = fsck_ino_extra(&s->inodes, cur.inum, false);
+			cur.inum = x ? x->parent : 0;
+			cur.ii = x ? fsck_ino_find(&s->inodes, cur.inum, false) : NULL;
 		}
-		if (cur && cur->state == 1) {
+		if (cur.ii && cur.ii->state == 1) {
 			/* cur is on a loop: cut it there */
-			fsck_inode_where(c, cur->inum, where, sizeof(where));
+			fsck_inode_where(c, cur.inum, where, sizeof(where));
 			if (fsck_fixing(s, BCH_FSCK_dir_loop, where, NULL)) {
-				struct ino_info *old_parent = fsck_ino_find(&s->inodes, cur->parent, false);
-				r = bch_fs_dirent_delete(c, cur->parent, cur->parent_slot);
+				const struct ino_extra *x = fsck_ino_extra(&s->inodes, cur.inum, false);
+				uint64_t parent = x->parent;
+				r = bch_fs_dirent_delete(c, parent, x->parent_slot);
 				if (!r) {
-					if (old_parent && old_parent->subdirs)
-						old_parent->subdirs--;
-					r = fsck_adjust_nlink(c, cur->parent, -1);
+					struct ino_extra *px = fsck_ino_extra(&s->inodes, parent, false);
+					if (px && px->subdirs)
+						px->subdirs--;
+					r = fsck_adjust_nlink(c, parent, -1);
 				}
 				if (!r)
-					r = reattach(s, cur);
+					r = reattach(s, cur.inum, cur.ii);
 				fsck_fix_done(s, BCH_FSCK_dir_loop, r);
 			}
 		}
 		/* every directory on the path now reaches the root (or was reported) */
 		for (size_t k = 0; k < plen; k++)
-			path[k]->state = 2;
+			path[k].ii->state = 2;
 		free(path);
 	}
 
 	/* files: a name, or deleted when nothing wants them */
 	pos = 0;
-	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos));) {
+	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
 		if (!ii->mode || S_ISDIR(ii->mode) || ii->names)
 			continue;
-		if ((r = nameless(s, ii, BCH_FSCK_inode_unreachable)))
+		if ((r = nameless(s, inum, ii, BCH_FSCK_inode_unreachable)))
 			return r;
 	}
 	/* directories left unlinked by an interrupted rmdir */

@@ -13,7 +13,9 @@
  * (left alone, the alloc btree is marked not current).  alloc_key_bad: a
  * key for no device, past the device's end, for a superblock or journal
  * bucket, or with impossible counts is deleted.  extent_no_inode, extent_bad_inode, extent_overlap, extent_past_eof
- * (pass 6); each inode's sectors are counted for pass 7's check.
+ * (pass 6).  The inode keys are read in step with the extents (both in
+ * inode number order): each one passing is entered in the table, and its
+ * sector count compared with its extents' (the differences are pass 7's).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -114,15 +116,113 @@ static bool claim(struct fstate *s, const struct bch_extent_ptr *p, const struct
 	return ok;
 }
 
-/* The inode whose extents follow: compare the previous one's sectors. */
-static void extents_next_inode(struct fstate *s, uint64_t inum)
+/* ------------------------------------------- inode keys in step with extents */
+
+/* The next inode key (a copy), or NULL after the last; read in batches. */
+static const struct bch_bkey *ino_peek(struct fstate *s, int *err)
 {
+	if (s->ino_batch_at == s->ino_batch_nr && !s->ino_done) {
+		struct btree_iter it;
+		const struct bch_bkey *k;
+		unsigned n = 0;
+
+		s->ino_batch_at = 0;
+		if (s->c->roots->r[BCH_BTREE_ID_inodes].key) {
+			bch_btree_iter_init(&it, s->c, BCH_BTREE_ID_inodes, s->ino_next, POS_MAX);
+			while (n < sizeof(s->ino_batch) / sizeof(s->ino_batch[0]) && (k = bch_btree_iter_next(&it, err)))
+				s->ino_batch[n++] = bch_bkey_dup(k);
+			bch_btree_iter_exit(&it);
+		}
+		s->ino_batch_nr = n;
+		if (n && !bpos_eq(s->ino_batch[n - 1]->p, POS_MAX))
+			s->ino_next = bpos_successor(s->ino_batch[n - 1]->p);
+		else
+			s->ino_done = true;
+	}
+	return s->ino_batch_at < s->ino_batch_nr ? s->ino_batch[s->ino_batch_at] : NULL;
+}
+
+static void ino_pop(struct fstate *s)
+{
+	free(s->ino_batch[s->ino_batch_at++]);
+}
+
+static void sectors_wrong(struct fstate *s, uint64_t inum, uint64_t i_sectors, uint64_t counted)
+{
+	if (i_sectors == counted)
+		return;
+	if (s->nr_sectors_wrong == s->sectors_wrong_cap) {
+		s->sectors_wrong_cap = s->sectors_wrong_cap ? 2 * s->sectors_wrong_cap : 16;
+		s->sectors_wrong = realloc(s->sectors_wrong,
+					   s->sectors_wrong_cap * sizeof(*s->sectors_wrong));
+		if (!s->sectors_wrong)
+			abort();
+	}
+	s->sectors_wrong[s->nr_sectors_wrong++] = (struct sectors_wrong){ inum, i_sectors, counted };
+}
+
+/*
+ * Inode keys before inum (or all, for UINT64_MAX) into the table: they have
+ * no extents, so a sector count other than 0 is wrong.  Then the key of inum
+ * itself, if there is one: *found.
+ */
+static int ino_advance(struct fstate *s, uint64_t inum, struct bch_inode *found, bool *have)
+{
+	const struct bch_bkey *k;
+	int err = 0;
+
+	*have = false;
+	while ((k = ino_peek(s, &err)) && k->p.offset <= inum) {
+		if (k->p.inode == 0 && k->type == BCH_BKEY_inode) {
+			const struct bch_inode *i = bkey_val(k);
+			fsck_load_inode(s, k);
+			if (k->p.offset == inum) {
+				*found = *i;
+				*have = true;
+			} else {
+				sectors_wrong(s, k->p.offset, i->sectors, 0);
+			}
+		}
+		ino_pop(s);
+		if (*have)
+			break;
+	}
+	return err;
+}
+
+/* The run of extents of the inode before ends: compare its sector count. */
+static void extents_inode_done(struct fstate *s)
+{
+	if (s->cur_inum != UINT64_MAX && s->cur_exists)
+		sectors_wrong(s, s->cur_inum, s->cur_i_sectors, s->cur_counted);
+}
+
+/* The inode whose extents follow. */
+static int extents_next_inode(struct fstate *s, uint64_t inum)
+{
+	struct bch_inode i;
+	bool have;
+
+	extents_inode_done(s);
+	int r = ino_advance(s, inum, &i, &have);
 	s->cur_inum = inum;
 	s->prev_end = 0;
-	const struct ino_info *ii = fsck_ino_find(&s->inodes, inum, false);
-	s->cur_exists = ii && ii->mode;	/* pass 7 entered every inode key */
-	s->cur_mode = s->cur_exists ? ii->mode : 0;
-	s->cur_size = s->cur_exists ? ii->i_size : 0;
+	s->cur_counted = 0;
+	s->cur_exists = have;
+	s->cur_mode = have ? i.mode : 0;
+	s->cur_size = have ? i.size : 0;
+	s->cur_i_sectors = have ? i.sectors : 0;
+	return r;
+}
+
+int fsck_extents_done(struct fstate *s)
+{
+	struct bch_inode i;
+	bool have;
+
+	extents_inode_done(s);
+	s->cur_inum = UINT64_MAX;
+	return ino_advance(s, UINT64_MAX, &i, &have);
 }
 
 int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
@@ -132,8 +232,11 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 
 	if (k->type != BCH_BKEY_extent && k->type != BCH_BKEY_reservation)
 		return 0;
-	if (k->p.inode != s->cur_inum)
-		extents_next_inode(s, k->p.inode);
+	if (k->p.inode != s->cur_inum) {
+		int r = extents_next_inode(s, k->p.inode);
+		if (r)
+			return r;
+	}
 	s->stats->extents++;
 	uint64_t start = bch_extent_start(k);
 	/* where a report says it is: written only when there is one */
@@ -221,7 +324,7 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 				bch_extent_cut_front(n, s->prev_end);
 				r = fsck_put_key(c, BCH_BTREE_ID_extents, n);
 				if (!r) {
-					fsck_ino_find(&s->inodes, k->p.inode, true)->sectors += n->size;
+					s->cur_counted += n->size;
 					s->prev_end = n->p.offset;
 				}
 				free(n);
@@ -232,7 +335,7 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 	}
 	if (k->p.offset > s->prev_end)
 		s->prev_end = k->p.offset;
-	fsck_ino_find(&s->inodes, k->p.inode, true)->sectors += k->size;
+	s->cur_counted += k->size;
 	return 0;
 #undef WHERE
 }

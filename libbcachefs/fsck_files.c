@@ -42,8 +42,8 @@
  *                          another is good: rewritten from the good one
  *     data_unreadable      no good copy: reported, left as is
  *
- * Memory: one table entry per inode (48 bytes) and one bit per block
- * of each device; never in proportion to the data.  Keys are read in
+ * Memory: one table entry per inode (16 bytes; directories 56 more) and
+ * one bit per block of each device; never in proportion to the data.  Keys are read in
  * batches and repairs happen between batches, so no iterator is open while
  * the tree changes.
  */
@@ -71,16 +71,14 @@
 
 /* ------------------------------------------------------------ inode table */
 
-
-
 /*
- * Slot of an inode number: runs of 64 consecutive numbers keep their order
- * in 64 adjacent slots (passes visit inodes in number order, so the next
- * entry is usually on the cache line already read), and the runs themselves
- * are scattered by a mixing hash (so no choice of numbers lines them up into
- * one long probe sequence).
+ * Slot of a key: runs of 64 consecutive numbers keep their order in 64
+ * adjacent slots (passes visit inodes in number order, so the next entry is
+ * usually on the cache line already read), and the runs themselves are
+ * scattered by a mixing hash (so no choice of numbers lines them up into one
+ * long probe sequence).
  */
-static uint64_t ino_hash(uint64_t x)
+static uint64_t map_hash(uint64_t x)
 {
 	uint64_t run = x >> 6;
 
@@ -90,38 +88,94 @@ static uint64_t ino_hash(uint64_t x)
 	return (run << 6) | (x & 63);
 }
 
-/* Move the entries into a table of ncap slots (a power of two). */
-static void ino_table_resize(struct ino_table *t, size_t ncap)
+static inline void *map_slot(const struct fsck_map *m, size_t i)
 {
-	struct ino_info *ne = calloc(ncap, sizeof(*ne));
+	return (char *)m->e + i * m->esize;
+}
+
+static inline uint64_t map_key(const struct fsck_map *m, size_t i)
+{
+	uint64_t k;
+
+	memcpy(&k, map_slot(m, i), sizeof(k));
+	return k;
+}
+
+/* Move the entries into a table of ncap slots (a power of two). */
+static void map_resize(struct fsck_map *m, size_t ncap)
+{
+	char *ne = calloc(ncap, m->esize);
 
 	if (!ne)
 		abort();
-	for (size_t i = 0; i < t->cap; i++)
-		if (t->e[i].inum) {
-			size_t j = ino_hash(t->e[i].inum) & (ncap - 1);
-			while (ne[j].inum)
-				j = (j + 1) & (ncap - 1);
-			ne[j] = t->e[i];
+	for (size_t i = 0; i < m->cap; i++) {
+		uint64_t k = map_key(m, i);
+		if (!k)
+			continue;
+		size_t j = map_hash(k) & (ncap - 1);
+		for (;;) {
+			uint64_t o;
+			memcpy(&o, ne + j * m->esize, sizeof(o));
+			if (!o)
+				break;
+			j = (j + 1) & (ncap - 1);
 		}
-	free(t->e);
-	t->e = ne;
-	t->cap = ncap;
+		memcpy(ne + j * m->esize, map_slot(m, i), m->esize);
+	}
+	free(m->e);
+	m->e = ne;
+	m->cap = ncap;
 }
 
 /* Slots for nr entries at most 3/4 full. */
-static size_t ino_table_cap_for(size_t nr)
+static size_t map_cap_for(size_t nr)
 {
-	size_t cap = 4096;
+	size_t cap = 64;
 
 	while (nr * 4 > cap * 3)
 		cap *= 2;
 	return cap;
 }
 
+void *fsck_map_find(struct fsck_map *m, uint64_t key, bool add)
+{
+	if (add && (m->nr + 1) * 4 > m->cap * 3)
+		map_resize(m, map_cap_for(m->nr + 1));
+	if (!m->cap || !key)
+		return NULL;
+	size_t j = map_hash(key) & (m->cap - 1);
+	for (uint64_t k; (k = map_key(m, j)); j = (j + 1) & (m->cap - 1))
+		if (k == key)
+			return map_slot(m, j);
+	if (!add)
+		return NULL;
+	void *e = map_slot(m, j);
+	memset(e, 0, m->esize);
+	memcpy(e, &key, sizeof(key));
+	m->nr++;
+	return e;
+}
+
+void fsck_map_reserve(struct fsck_map *m, size_t extra)
+{
+	size_t cap = map_cap_for(m->nr + extra);
+
+	if (cap > m->cap)
+		map_resize(m, cap);
+}
+
+void fsck_map_exit(struct fsck_map *m)
+{
+	free(m->e);
+	m->e = NULL;
+	m->cap = m->nr = 0;
+}
+
 void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum)
 {
 	memset(t, 0, sizeof(*t));
+	t->hash.esize = sizeof(struct ino_hent);
+	t->extra.esize = sizeof(struct ino_extra);
 	if (max_inum >= BCH_ROOT_INO && max_inum - BCH_ROOT_INO < 2 * (uint64_t)nr + 4096) {
 		t->dense_base = BCH_ROOT_INO;
 		t->dense_len = max_inum - BCH_ROOT_INO + 1;
@@ -129,65 +183,76 @@ void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum)
 		if (!t->dense)
 			abort();
 	} else {
-		ino_table_resize(t, ino_table_cap_for(nr));
+		fsck_map_reserve(&t->hash, nr);
 	}
 }
 
 void fsck_ino_exit(struct ino_table *t)
 {
 	free(t->dense);
-	free(t->e);
+	fsck_map_exit(&t->hash);
+	fsck_map_exit(&t->extra);
 	memset(t, 0, sizeof(*t));
 }
 
 struct ino_info *fsck_ino_find(struct ino_table *t, uint64_t inum, bool add)
 {
+	struct ino_info *ii;
+
 	if (inum - t->dense_base < t->dense_len) {
-		struct ino_info *ii = &t->dense[inum - t->dense_base];
-		if (ii->inum == inum)
-			return ii;
-		if (!add)
+		ii = &t->dense[inum - t->dense_base];
+	} else if (!inum) {
+		ii = &t->zero;	/* the hash table's empty key */
+	} else {
+		struct ino_hent *h = fsck_map_find(&t->hash, inum, add);
+		if (!h)
 			return NULL;
-		ii->inum = inum;
-		t->nr++;
+		ii = &h->i;
+	}
+	if (ii->flags & INO_PRESENT)
 		return ii;
-	}
-	if (add && (t->hash_nr + 1) * 4 > t->cap * 3)
-		ino_table_resize(t, ino_table_cap_for(t->hash_nr + 1));
-	if (!t->cap)
-		return NULL;
-	size_t j = ino_hash(inum) & (t->cap - 1);
-	while (t->e[j].inum) {
-		if (t->e[j].inum == inum)
-			return &t->e[j];
-		j = (j + 1) & (t->cap - 1);
-	}
 	if (!add)
 		return NULL;
-	memset(&t->e[j], 0, sizeof(t->e[j]));
-	t->e[j].inum = inum;
-	t->hash_nr++;
+	ii->flags = INO_PRESENT;
 	t->nr++;
-	return &t->e[j];
+	return ii;
 }
 
 void fsck_ino_reserve(struct ino_table *t, size_t extra)
 {
-	size_t cap = ino_table_cap_for(t->hash_nr + extra);
-
-	if (cap > t->cap)
-		ino_table_resize(t, cap);
+	fsck_map_reserve(&t->hash, extra);
+	fsck_map_reserve(&t->extra, extra);
 }
 
-struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos)
+struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum)
 {
-	while (*pos < t->dense_len + t->cap) {
+	while (*pos < t->dense_len) {
 		size_t i = (*pos)++;
-		struct ino_info *ii = i < t->dense_len ? &t->dense[i] : &t->e[i - t->dense_len];
-		if (ii->inum)
-			return ii;
+		if (t->dense[i].flags & INO_PRESENT) {
+			*inum = t->dense_base + i;
+			return &t->dense[i];
+		}
+	}
+	while (*pos < t->dense_len + t->hash.cap) {
+		struct ino_hent *h = map_slot(&t->hash, (*pos)++ - t->dense_len);
+		if (h->inum && (h->i.flags & INO_PRESENT)) {
+			*inum = h->inum;
+			return &h->i;
+		}
+	}
+	if (*pos == t->dense_len + t->hash.cap) {
+		(*pos)++;
+		if (t->zero.flags & INO_PRESENT) {
+			*inum = 0;
+			return &t->zero;
+		}
 	}
 	return NULL;
+}
+
+struct ino_extra *fsck_ino_extra(struct ino_table *t, uint64_t inum, bool add)
+{
+	return fsck_map_find(&t->extra, inum, add);
 }
 
 /* ------------------------------------------------------------------ state */
@@ -398,10 +463,11 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	if (ctx->progress)
 		ctx->progress(ctx, 5, "extents");
 	r = fsck_check_alloc(s);
-	if (!r)
-		r = fsck_for_each_key(s, BCH_BTREE_ID_inodes, fsck_load_inode);
+	s->ino_next = POS_MIN;
 	if (!r)
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
+	if (!r)
+		r = fsck_extents_done(s);
 	if (!r && !s->err && ctx->progress)
 		ctx->progress(ctx, 7, "inodes");
 	if (!r && !s->err)
@@ -438,6 +504,9 @@ out:
 	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
 		free(s->claimed[d]);
 	fsck_ino_exit(&s->inodes);
+	for (unsigned i = s->ino_batch_at; i < s->ino_batch_nr; i++)
+		free(s->ino_batch[i]);
+	free(s->sectors_wrong);
 	free(s->moved);
 	free(s);
 	return r;

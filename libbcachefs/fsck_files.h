@@ -17,41 +17,94 @@
 
 struct bch_fs;
 
-/* One entry per inode (88 bytes): what its key says and what the scans counted. */
+/*
+ * One entry per inode (16 bytes): what its key says that later passes
+ * compare, and what the scans counted.  Directories (and the rare file
+ * whose first name is not the one its parent pointer names) have more in a
+ * side table, struct ino_extra.
+ */
+enum {
+	INO_PRESENT	= 1 << 0,	/* the slot is in use */
+	INO_LOADED	= 1 << 1,	/* the i_ fields are set (entries fsck adds have none) */
+	INO_UNLINKED	= 1 << 2,	/* the key's unlinked flag */
+	INO_HAS_BP	= 1 << 3,	/* the key has a parent pointer (dir != 0) */
+	INO_BP_NAMED	= 1 << 4,	/* a dirent counted in pass 8 is where it points */
+};
+
 struct ino_info {
-	uint64_t	inum;		/* 0: empty slot */
-	uint64_t	sectors;	/* counted from extents */
-	union {
-		uint64_t i_size;	/* files: the inode's size, sector count, */
-		uint64_t i_hash_seed;	/* directories: the seed of names' hashes */
-	};
-	uint64_t	i_sectors;	/* link count and parent pointer */
-	uint64_t	i_dir;		/* as its key says */
-	uint64_t	i_dir_offset;
-	uint32_t	i_nlink;
-	bool		i_unlinked;
-	bool		i_loaded;	/* the i_ fields are set (entries fsck adds have none) */
-	uint64_t	parent;		/* first name seen: directory ... */
-	uint64_t	parent_slot;	/* ... and dirent offset */
 	uint32_t	names;		/* dirents naming it */
-	uint32_t	subdirs;	/* directories: subdirectories named in it */
-	uint32_t	mode;		/* 0: no inode key (only referenced) */
+	uint32_t	i_nlink;	/* as its key says */
+	uint32_t	bp_fp;		/* fsck_bp_fp() of the key's parent pointer */
+	uint16_t	mode;		/* 0: no inode key (only referenced) */
+	uint8_t		flags;		/* INO_* */
 	uint8_t		state;		/* pass 9 loop walk: 0 new, 1 walking, 2 reaches root */
 };
+
+/*
+ * Fingerprint of a parent pointer (directory, dirent offset).  Pass 8 sets
+ * INO_BP_NAMED when a name's fingerprint equals the one of the inode's
+ * pointer; a wrong pointer passes unseen only if its fingerprint collides
+ * with one of the inode's names (one chance in 2^32).
+ */
+static inline uint32_t fsck_bp_fp(uint64_t dir, uint64_t offset)
+{
+	uint64_t x = dir * 0x9e3779b97f4a7c15ULL ^ offset;
+
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 29;
+	return (uint32_t)(x >> 32);
+}
+
+/* What directories need besides (56 bytes): few of them, so in a hash table. */
+struct ino_extra {
+	uint64_t	inum;		/* 0: empty slot */
+	uint64_t	parent;		/* first name seen: directory ... */
+	uint64_t	parent_slot;	/* ... and dirent offset */
+	uint64_t	i_dir;		/* directories: the key's parent pointer */
+	uint64_t	i_dir_offset;
+	uint64_t	i_hash_seed;	/* directories: the seed of names' hashes */
+	uint32_t	subdirs;	/* directories: subdirectories named in it */
+};
+
+/*
+ * Open addressing keyed by the first u64 of each entry (0: empty), entries
+ * of esize bytes; cap is a power of two, at most 3/4 full.
+ */
+struct fsck_map {
+	void		*e;
+	size_t		esize, cap, nr;
+};
+
+void *fsck_map_find(struct fsck_map *m, uint64_t key, bool add);
+/* Room for extra more entries without moving any (pointers into it stay valid). */
+void fsck_map_reserve(struct fsck_map *m, size_t extra);
+void fsck_map_exit(struct fsck_map *m);
 
 /*
  * Inode number -> entry.  Numbers are handed out in order, so most lie in
  * one range: those index an array directly (passes visit inodes in number
  * order, so neighbouring lookups share cache lines).  Any other number (a
- * damaged image may hold anything) goes to a hash table by open addressing.
+ * damaged image may hold anything) goes to a hash table.
  */
+struct ino_hent {
+	uint64_t	inum;
+	struct ino_info	i;
+};
+
 struct ino_table {
 	struct ino_info	*dense;		/* dense[i] is inode dense_base + i */
 	uint64_t	dense_base;
 	size_t		dense_len;
-	struct ino_info	*e;		/* the rest */
-	size_t		hash_nr, cap;	/* cap: power of two */
-	size_t		nr;		/* entries in both */
+	struct fsck_map	hash;		/* struct ino_hent: the rest */
+	struct ino_info	zero;		/* inode 0 (a damaged key): 0 is the hash's empty key */
+	size_t		nr;		/* entries in all three */
+	struct fsck_map	extra;		/* struct ino_extra */
+};
+
+/* pass 6 finds an inode whose sector count is not what its extents add up to */
+struct sectors_wrong {
+	uint64_t	inum, i_sectors, counted;
 };
 
 struct fstate {
@@ -73,9 +126,24 @@ struct fstate {
 	/* pass 6: the inode whose extents are being scanned */
 	uint64_t		cur_inum;
 	bool			cur_exists;	/* it has an inode key: */
-	uint32_t		cur_mode;	/* its mode and size */
+	uint32_t		cur_mode;	/* its mode, size, sectors */
 	uint64_t		cur_size;
+	uint64_t		cur_i_sectors;
+	uint64_t		cur_counted;	/* sectors of its extents so far */
 	uint64_t		prev_end;
+
+	/*
+	 * pass 6: the inode keys, read in step with the extents (both are in
+	 * inode number order); each is entered in the table as it passes
+	 */
+	struct bch_bkey		*ino_batch[256];
+	unsigned		ino_batch_nr, ino_batch_at;
+	struct bch_bpos		ino_next;	/* where the next batch starts */
+	bool			ino_done;
+
+	/* pass 6 -> 7: sector counts to report, in inode order */
+	struct sectors_wrong	*sectors_wrong;
+	size_t			nr_sectors_wrong, sectors_wrong_cap;
 
 	uint64_t		max_inum;	/* highest inode number: for progress */
 
@@ -97,8 +165,13 @@ void fsck_ino_exit(struct ino_table *t);
 struct ino_info *fsck_ino_find(struct ino_table *t, uint64_t inum, bool add);
 /* Room for extra entries without moving the table (pointers into it stay valid). */
 void fsck_ino_reserve(struct ino_table *t, size_t extra);
-/* Entries in order (array in number order, then the hash table); *pos starts at 0. */
-struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos);
+/*
+ * Entries in order (array in number order, then the hash table); *pos
+ * starts at 0; *inum is set to the entry's number.
+ */
+struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum);
+/* A directory's side entry (added empty when add); may move others when adding. */
+struct ino_extra *fsck_ino_extra(struct ino_table *t, uint64_t inum, bool add);
 
 /* Report p; true when it is to be repaired (and the filesystem is writable). */
 bool fsck_fixing(struct fstate *s, enum bch_fsck_problem p, const char *where, const char *detail);
@@ -126,8 +199,9 @@ int fsck_for_each_key(struct fstate *s, unsigned id, key_fn fn);
 
 /* The passes (one file each). */
 int fsck_check_extent(struct fstate *s, const struct bch_bkey *k);	/* 5, 6: fsck_extents.c */
+int fsck_extents_done(struct fstate *s);				/* 6: the inodes after the last extent */
 int fsck_check_alloc(struct fstate *s);				/* 5: fsck_extents.c */
-int fsck_load_inode(struct fstate *s, const struct bch_bkey *k);	/* before 5: fsck_inodes.c */
+int fsck_load_inode(struct fstate *s, const struct bch_bkey *k);	/* 6: fsck_inodes.c */
 int fsck_check_inodes(struct fstate *s);				/* 7 */
 int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k);	/* 8: fsck_dirents.c */
 int fsck_check_xattr(struct fstate *s, const struct bch_bkey *k);	/* 8 */

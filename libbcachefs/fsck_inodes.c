@@ -3,9 +3,11 @@
  * fsck_inodes.c - pass 7: inodes (see fsck_files.h).
  *
  * Checks
- *   inode_sectors_wrong: an inode's sector count against its extents (counted by
- * pass 6).  Every inode key is entered in the table before pass 5 (mode, size,
- * sector count: what passes 5-10 compare), so pass 7 reads no key again.
+ *   inode_sectors_wrong: an inode's sector count against its extents (pass 6
+ * compares them, in step with the inode keys, and lists the differences;
+ * pass 7 reports and repairs them).  Pass 6 also enters every inode key in
+ * the table (mode, link count, parent pointer: what passes 8-10 compare), so
+ * later passes read no inode key again unless a repair ran.
  * (inode_unlinked is decided in pass 9, once names are counted;
  * inode_back_pointer in pass 10.)
  */
@@ -31,7 +33,10 @@
 #include "super.h"
 #include "fsck_files.h"
 
-/* Before pass 5: every inode key into the table (what passes 5-7 compare). */
+/*
+ * Pass 6 enters every inode key in the table as it passes (what passes 8-10
+ * compare); directories get their side entry.
+ */
 int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 {
 	if (k->type != BCH_BKEY_inode)
@@ -40,46 +45,43 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 	struct ino_info *ii = fsck_ino_find(&s->inodes, k->p.offset, true);
 
 	ii->mode = i->mode;
-	if (S_ISDIR(i->mode))
-		ii->i_hash_seed = i->hash_seed;
-	else
-		ii->i_size = i->size;
-	ii->i_sectors = i->sectors;
-	ii->i_dir = i->dir;
-	ii->i_dir_offset = i->dir_offset;
 	ii->i_nlink = i->nlink;
-	ii->i_unlinked = i->flags & BCH_INODE_UNLINKED;
-	ii->i_loaded = true;
+	ii->flags |= INO_LOADED;
+	if (i->flags & BCH_INODE_UNLINKED)
+		ii->flags |= INO_UNLINKED;
+	if (i->dir) {
+		ii->flags |= INO_HAS_BP;
+		ii->bp_fp = fsck_bp_fp(i->dir, i->dir_offset);
+	}
 	s->stats->inodes++;
-	if (S_ISDIR(i->mode))
+	if (S_ISDIR(i->mode)) {
+		struct ino_extra *x = fsck_ino_extra(&s->inodes, k->p.offset, true);
+		x->i_hash_seed = i->hash_seed;
+		x->i_dir = i->dir;
+		x->i_dir_offset = i->dir_offset;
 		s->stats->dirs++;
-	else
+	} else {
 		s->stats->files++;
+	}
 	return 0;
 }
 
-/* Pass 7, from the table: sector counts against what pass 6 counted. */
+/* Pass 7: the sector counts pass 6 found wrong. */
 int fsck_check_inodes(struct fstate *s)
 {
-	size_t pos = 0;
-
-	for (struct ino_info *ii; !s->err && !s->ctx->cancelled &&
-				  (ii = fsck_ino_next(&s->inodes, &pos));) {
-		if (!ii->mode || ii->sectors == ii->i_sectors)
-			continue;
+	for (size_t n = 0; n < s->nr_sectors_wrong && !s->err && !s->ctx->cancelled; n++) {
+		const struct sectors_wrong *w = &s->sectors_wrong[n];
 		char where[640], detail[96];
-		fsck_inode_where(s->c, ii->inum, where, sizeof(where));
+		fsck_inode_where(s->c, w->inum, where, sizeof(where));
 		snprintf(detail, sizeof(detail), "%" PRIu64 " sectors, extents cover %" PRIu64,
-			 ii->i_sectors, ii->sectors);
+			 w->i_sectors, w->counted);
 		if (fsck_fixing(s, BCH_FSCK_inode_sectors_wrong, where, detail)) {
-			struct bch_inode n;
-			int r = bch_inode_get(s->c, ii->inum, &n);
+			struct bch_inode in;
+			int r = bch_inode_get(s->c, w->inum, &in);
 			if (!r) {
-				n.sectors = ii->sectors;
-				r = fsck_update_inode(s->c, ii->inum, &n);
+				in.sectors = w->counted;
+				r = fsck_update_inode(s->c, w->inum, &in);
 			}
-			if (!r)
-				ii->i_sectors = ii->sectors;
 			fsck_fix_done(s, BCH_FSCK_inode_sectors_wrong, r);
 		}
 	}

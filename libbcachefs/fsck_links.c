@@ -29,23 +29,23 @@
 #include "super.h"
 #include "fsck_files.h"
 
-static int check_links_one(struct fstate *s, const struct bch_bkey *k)
+static int check_links_one(struct fstate *s, uint64_t inum, struct ino_info *ii,
+			   const struct bch_bkey *k)
 {
 	struct bch_fs *c = s->c;
 	char where[640], detail[160];
 
 	if (k->type != BCH_BKEY_inode)
 		return 0;
-	struct ino_info *ii = fsck_ino_find(&s->inodes, k->p.offset, false);
-	if (!ii || !ii->mode)
-		return 0;
 	const struct bch_inode in = *(const struct bch_inode *)bkey_val(k);
 	struct bch_inode n = in;
-	uint32_t want = S_ISDIR(in.mode) ? 2 + ii->subdirs : ii->names;
+	/* directories: always a side entry; files: one if the first name is not the pointer's */
+	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, S_ISDIR(in.mode));
+	uint32_t want = S_ISDIR(in.mode) ? 2 + x->subdirs : ii->names;
 	if (!S_ISDIR(in.mode) && !ii->names)
 		return 0;	/* left unreachable: reported in pass 9 */
 	if (in.nlink != want || (in.flags & BCH_INODE_UNLINKED)) {
-		fsck_inode_where(c, ii->inum, where, sizeof(where));
+		fsck_inode_where(c, inum, where, sizeof(where));
 		snprintf(detail, sizeof(detail), "nlink %u, counted %u%s", (unsigned)in.nlink, want,
 			 (in.flags & BCH_INODE_UNLINKED) ? " (marked unlinked)" : "");
 		if (fsck_fixing(s, BCH_FSCK_nlink_wrong, where, detail)) {
@@ -54,53 +54,73 @@ static int check_links_one(struct fstate *s, const struct bch_bkey *k)
 			bch_fsck_fixed(s->ctx, BCH_FSCK_nlink_wrong);
 		}
 	}
-	/* pass 7's back pointer: the first name of a directory; one of a file's names */
+	/* the back pointer: a directory's one name; one of a file's names */
 	bool ok = true;
-	if (ii->inum == BCH_ROOT_INO) {
+	uint64_t parent = x ? x->parent : 0, parent_slot = x ? x->parent_slot : 0;
+	if (inum == BCH_ROOT_INO) {
 		ok = !in.dir;
 	} else if (S_ISDIR(in.mode)) {
-		ok = in.dir == ii->parent && in.dir_offset == ii->parent_slot;
-	} else if (in.dir && !(in.dir == ii->parent && in.dir_offset == ii->parent_slot)) {
+		ok = in.dir == parent && in.dir_offset == parent_slot;
+	} else if (in.dir && !((ii->flags & INO_BP_NAMED) &&
+			       ii->bp_fp == fsck_bp_fp(in.dir, in.dir_offset))) {
 		struct bch_bkey *d;
 		ok = !bch_btree_lookup(c, BCH_BTREE_ID_dirents, POS(in.dir, in.dir_offset, 0), &d);
 		if (ok) {
 			ok = d->type == BCH_BKEY_dirent &&
-			     ((const struct bch_dirent *)bkey_val(d))->inum == ii->inum;
+			     ((const struct bch_dirent *)bkey_val(d))->inum == inum;
 			free(d);
 		}
+		/*
+		 * No side entry: pass 8 saw the first name where the pointer's
+		 * fingerprint was, so the key changed since; nothing to put back.
+		 */
+		if (!x)
+			ok = true;
 	}
 	if (!ok) {
-		fsck_inode_where(c, ii->inum, where, sizeof(where));
+		fsck_inode_where(c, inum, where, sizeof(where));
 		snprintf(detail, sizeof(detail), "parent %" PRIu64 " offset %" PRIu64, (uint64_t)in.dir,
 			 (uint64_t)in.dir_offset);
 		if (fsck_fixing(s, BCH_FSCK_inode_back_pointer, where, detail)) {
-			n.dir = ii->inum == BCH_ROOT_INO ? 0 : ii->parent;
-			n.dir_offset = ii->inum == BCH_ROOT_INO ? 0 : ii->parent_slot;
+			n.dir = inum == BCH_ROOT_INO ? 0 : parent;
+			n.dir_offset = inum == BCH_ROOT_INO ? 0 : parent_slot;
 			bch_fsck_fixed(s->ctx, BCH_FSCK_inode_back_pointer);
 		}
 	}
 	if (memcmp(&n, &in, sizeof(n)))
-		return fsck_update_inode(c, ii->inum, &n);
+		return fsck_update_inode(c, inum, &n);
 	return 0;
+}
+
+static int check_links_key(struct fstate *s, const struct bch_bkey *k)
+{
+	struct ino_info *ii = fsck_ino_find(&s->inodes, k->p.offset, false);
+
+	if (!ii || !ii->mode)
+		return 0;
+	return check_links_one(s, k->p.offset, ii, k);
 }
 
 /*
  * What check_links_one() decides from the inode's key, decided from the
- * copy in the table: true when it would find nothing (false: maybe).
+ * table: true when it would find nothing (false: maybe).
  */
-static bool links_ok(const struct ino_info *ii)
+static bool links_ok(struct fstate *s, uint64_t inum, const struct ino_info *ii)
 {
-	uint32_t want = S_ISDIR(ii->mode) ? 2 + ii->subdirs : ii->names;
+	const struct ino_extra *x = S_ISDIR(ii->mode) ? fsck_ino_extra(&s->inodes, inum, false) : NULL;
 
-	if (!S_ISDIR(ii->mode) && !ii->names)
-		return true;
-	if (ii->i_nlink != want || ii->i_unlinked)
+	if (!(ii->flags & INO_LOADED) || (S_ISDIR(ii->mode) && !x))
 		return false;
-	if (ii->inum == BCH_ROOT_INO)
-		return !ii->i_dir;
-	if (S_ISDIR(ii->mode) || ii->i_dir)
-		return ii->i_dir == ii->parent && ii->i_dir_offset == ii->parent_slot;
-	return true;
+	uint32_t want = x ? 2 + x->subdirs : ii->names;
+	if (!x && !ii->names)
+		return true;
+	if (ii->i_nlink != want || (ii->flags & INO_UNLINKED))
+		return false;
+	if (inum == BCH_ROOT_INO)
+		return !(ii->flags & INO_HAS_BP);
+	if (x)
+		return x->i_dir == x->parent && x->i_dir_offset == x->parent_slot;
+	return !(ii->flags & INO_HAS_BP) || (ii->flags & INO_BP_NAMED);
 }
 
 int fsck_check_links(struct fstate *s)
@@ -108,25 +128,26 @@ int fsck_check_links(struct fstate *s)
 	/*
 	 * Repairs so far may have changed inodes behind the table's copies:
 	 * then every inode key is read again.  Otherwise the table says which
-	 * inodes need a look (a file with several names whose parent pointer
-	 * is not its first name is looked at, as its dirent must be read).
+	 * inodes need a look (a file whose parent pointer is not among the
+	 * names counted is looked at, as its dirent must be read).
 	 */
 	if (bch_fsck_nr_fixed(s->ctx)) {
-		int r = fsck_for_each_key(s, BCH_BTREE_ID_inodes, check_links_one);
+		int r = fsck_for_each_key(s, BCH_BTREE_ID_inodes, check_links_key);
 		return r ? r : s->err;
 	}
 	size_t pos = 0;
+	uint64_t inum;
 	for (struct ino_info *ii; !s->err && !s->ctx->cancelled &&
-				  (ii = fsck_ino_next(&s->inodes, &pos));) {
-		if (!ii->mode || links_ok(ii))
+				  (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
+		if (!ii->mode || links_ok(s, inum, ii))
 			continue;
 		struct bch_bkey *k;
-		int r = bch_btree_lookup(s->c, BCH_BTREE_ID_inodes, POS(0, ii->inum, 0), &k);
+		int r = bch_btree_lookup(s->c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
 		if (r == -BCH_ERR_key_not_found)
 			continue;
 		if (r)
 			return r;
-		r = check_links_one(s, k);
+		r = check_links_one(s, inum, ii, k);
 		free(k);
 		if (r)
 			return r;

@@ -15,10 +15,12 @@
 static size_t walk(struct ino_table *t, uint64_t *out, size_t max)
 {
 	size_t pos = 0, n = 0;
+	uint64_t inum;
 
-	for (struct ino_info *ii; (ii = fsck_ino_next(t, &pos));) {
+	for (struct ino_info *ii; (ii = fsck_ino_next(t, &pos, &inum));) {
 		cr_assert_lt(n, max);
-		out[n++] = ii->inum;
+		cr_assert_eq(fsck_ino_find(t, inum, false), ii);
+		out[n++] = inum;
 	}
 	return n;
 }
@@ -36,7 +38,7 @@ Test(fsck_inotable, dense_and_outside)
 	for (unsigned i = 0; i < 5; i++)
 		fsck_ino_find(&t, odd[i], true)->names = 1000 + i;
 	cr_assert_eq(t.nr, 34 + 5);
-	cr_assert_eq(t.hash_nr, 5);
+	cr_assert_eq(t.hash.nr, 5);
 
 	for (unsigned i = 0; i < 100; i++) {
 		struct ino_info *ii = fsck_ino_find(&t, BCH_ROOT_INO + i, false);
@@ -44,7 +46,6 @@ Test(fsck_inotable, dense_and_outside)
 			cr_assert_null(ii, "inode %u was never added", i);
 		} else {
 			cr_assert_not_null(ii);
-			cr_assert_eq(ii->inum, BCH_ROOT_INO + i);
 			cr_assert_eq(ii->names, i + 1);
 		}
 	}
@@ -90,16 +91,63 @@ Test(fsck_inotable, reserve_keeps_entries_in_place, .timeout = 10)
 	/* sized for nothing: everything outside the (empty) array */
 	fsck_ino_init(&t, 0, 0);
 	struct ino_info *first = fsck_ino_find(&t, 12345, true);
-	first->subdirs = 7;
+	first->names = 7;
+	fsck_ino_extra(&t, 12345, true)->subdirs = 9;
 	/* far more than the table holds: must grow, not loop */
 	fsck_ino_reserve(&t, 100000);
 	first = fsck_ino_find(&t, 12345, false);
 	cr_assert_not_null(first);
-	cr_assert_eq(first->subdirs, 7);
+	cr_assert_eq(first->names, 7);
+	struct ino_extra *x = fsck_ino_extra(&t, 12345, false);
+	cr_assert_eq(x->subdirs, 9);
 	/* the reserved room: adding that many moves nothing */
-	for (uint64_t i = 1; i < 100000; i++)
+	for (uint64_t i = 1; i < 100000; i++) {
 		fsck_ino_find(&t, 1000000 + i, true);
+		fsck_ino_extra(&t, 1000000 + i, true)->subdirs = i;
+	}
 	cr_assert_eq(fsck_ino_find(&t, 12345, false), first);
+	cr_assert_eq(fsck_ino_extra(&t, 12345, false), x);
+	cr_assert_eq(fsck_ino_extra(&t, 1000000 + 777, false)->subdirs, 777);
 	cr_assert_eq(t.nr, 100000);
 	fsck_ino_exit(&t);
+}
+
+Test(fsck_inotable, inode_zero_and_side_entries)
+{
+	struct ino_table t;
+
+	/* 0 is the hash table's empty key: a damaged dirent may still name it */
+	fsck_ino_init(&t, 10, BCH_ROOT_INO + 9);
+	cr_assert_null(fsck_ino_find(&t, 0, false));
+	fsck_ino_find(&t, 0, true)->names = 3;
+	fsck_ino_find(&t, BCH_ROOT_INO, true)->names = 1;
+	cr_assert_eq(fsck_ino_find(&t, 0, false)->names, 3);
+	cr_assert_null(fsck_ino_extra(&t, 0, true), "no side entry for inode 0");
+	uint64_t seen[4];
+	cr_assert_eq(walk(&t, seen, 4), 2);
+	cr_assert_eq(seen[0], BCH_ROOT_INO);
+	cr_assert_eq(seen[1], 0);
+	/* side entries only for what asks */
+	cr_assert_null(fsck_ino_extra(&t, BCH_ROOT_INO, false));
+	fsck_ino_extra(&t, BCH_ROOT_INO, true)->parent = 42;
+	cr_assert_eq(fsck_ino_extra(&t, BCH_ROOT_INO, false)->parent, 42);
+	cr_assert_eq(t.extra.nr, 1);
+	fsck_ino_exit(&t);
+}
+
+Test(fsck_inotable, parent_pointer_fingerprint)
+{
+	/* neighbouring slots and directories must not collide (a fixed sample) */
+	uint32_t prev = fsck_bp_fp(BCH_ROOT_INO, 0);
+	unsigned same = 0;
+
+	for (uint64_t dir = BCH_ROOT_INO; dir < BCH_ROOT_INO + 64; dir++)
+		for (uint64_t slot = 0; slot < 1024; slot++) {
+			uint32_t fp = fsck_bp_fp(dir, slot);
+			same += fp == prev;
+			prev = fp;
+		}
+	cr_assert_lt(same, 2, "%u neighbouring pointers share a fingerprint", same);
+	cr_assert_neq(fsck_bp_fp(4096, 1), fsck_bp_fp(4097, 1));
+	cr_assert_neq(fsck_bp_fp(4096, 1), fsck_bp_fp(4096, 2));
 }
