@@ -10,11 +10,14 @@ PREFIX	?= /usr/local
 DESTDIR	?=
 CC	?= cc
 
-PKGS	= uuid blkid zlib liblz4 libzstd libxxhash libsodium fuse3 libarchive
+PKGS	= uuid blkid zlib liblz4 libzstd libxxhash libsodium fuse3
+# Headers only: cmd/archive_dl.c dlopen()s libarchive when a tar verb runs, so
+# the other commands do not pay its ~3.4 MB of dependencies at startup.
+DL_PKGS	= libarchive
 
 # Install build dependencies when pkg-config cannot find them (see scripts/install-deps.sh).
 ifneq ($(MAKECMDGOALS),clean)
-ifeq ($(shell pkg-config --exists $(PKGS) criterion 2>/dev/null && test -e /usr/include/libscrypt.h && test -e /usr/include/libaio.h && echo ok),)
+ifeq ($(shell pkg-config --exists $(PKGS) $(DL_PKGS) criterion 2>/dev/null && test -e /usr/include/libscrypt.h && test -e /usr/include/libaio.h && echo ok),)
 DEPS_RC := $(shell scripts/install-deps.sh build >&2; echo $$?)
 ifneq ($(DEPS_RC),0)
 $(error missing build dependencies; see the message above)
@@ -26,7 +29,7 @@ VERSION	:= $(shell cat VERSION 2>/dev/null || echo 0.1)
 WARN	= -Wall -Wextra -Wno-sign-compare -Wno-missing-field-initializers -Wshadow=local -Werror=implicit-function-declaration
 CFLAGS	?= -O2 -g
 CFLAGS	+= -std=gnu11 $(WARN) -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DBCH_VERSION_STRING='"$(VERSION)"' \
-	   -Ilibbcachefs -I. $(shell pkg-config --cflags $(PKGS))
+	   -Ilibbcachefs -I. $(shell pkg-config --cflags $(PKGS) $(DL_PKGS))
 LDLIBS	= $(shell pkg-config --libs $(PKGS)) -laio -lscrypt -lpthread -lm
 
 SAN	= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined

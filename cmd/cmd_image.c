@@ -958,8 +958,8 @@ static int verb_import_tar(struct img *im, int argc, char **argv)
 {
 	if (argc < 2 || argc > 3)
 		return EXIT_USAGE;
-	if (!im->c)
-		return EXIT_OK;	/* dry run: arguments are fine */
+	if (!im->c)	/* dry run: arguments are fine; is libarchive there? */
+		return tar_load("import-tar") ? EXIT_FAIL : EXIT_OK;
 	uint64_t dir = BCH_ROOT_INO;
 	int r = argc == 3 ? bch_fs_lookup_path(im->c, argv[2], true, &dir) : 0;
 	if (r)
@@ -971,8 +971,8 @@ static int verb_export_tar(struct img *im, int argc, char **argv)
 {
 	if (argc < 2 || argc > 3)
 		return EXIT_USAGE;
-	if (!im->c)
-		return EXIT_OK;	/* dry run: arguments are fine */
+	if (!im->c)	/* dry run: arguments are fine; is libarchive there? */
+		return tar_load("export-tar") ? EXIT_FAIL : EXIT_OK;
 	uint64_t dir = BCH_ROOT_INO;
 	int r = argc == 3 ? bch_fs_lookup_path(im->c, argv[2], true, &dir) : 0;
 	if (r)

@@ -7,8 +7,6 @@
  * with a warning), like GNU tar.  Directory times are set after the whole
  * archive is in, since adding children changes them.
  */
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,12 +15,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "archive_dl.h"
 #include "bcachefs.h"
 #include "cmds.h"
 #include "fs_ops.h"
 #include "tar.h"
 
 #define BUF_SIZE	(1U << 20)
+
+/* libarchive's functions, set by tar_load() (dlopen'd: see archive_dl.h) */
+static const struct archive_dl *la;
+
+int tar_load(const char *verb)
+{
+	return archive_dl_load("image", verb, &la);
+}
 
 static int terr(struct bch_fs *c, const char *what, const char *path, int r)
 {
@@ -103,7 +110,7 @@ static char *clean_name(const char *name)
 static int import_entry(struct bch_fs *c, struct archive *a, struct archive_entry *e, uint64_t top,
 			char *buf, struct dir_time **dts, size_t *nr_dts, size_t *cap_dts)
 {
-	const char *raw = archive_entry_pathname(e);
+	const char *raw = la->entry_pathname(e);
 	char *name = raw ? clean_name(raw) : NULL;
 	uint64_t dir, inum = 0;
 	int r = 0;
@@ -131,8 +138,8 @@ static int import_entry(struct bch_fs *c, struct archive *a, struct archive_entr
 		goto out;
 	}
 
-	mode_t type = archive_entry_filetype(e);
-	const char *hl = archive_entry_hardlink(e);
+	mode_t type = la->entry_filetype(e);
+	const char *hl = la->entry_hardlink(e);
 	uint64_t existing;
 	struct stat est;
 	if (!bch_fs_lookup(c, dir, base, &existing) && !bch_fs_getattr(c, existing, &est)) {
@@ -160,12 +167,12 @@ static int import_entry(struct bch_fs *c, struct archive *a, struct archive_entr
 	}
 	switch (type) {
 	case AE_IFLNK:
-		r = bch_fs_symlink(c, dir, base, archive_entry_symlink(e) ? archive_entry_symlink(e) : "",
-				   archive_entry_uid(e), archive_entry_gid(e), &inum);
+		r = bch_fs_symlink(c, dir, base, la->entry_symlink(e) ? la->entry_symlink(e) : "",
+				   la->entry_uid(e), la->entry_gid(e), &inum);
 		break;
 	case AE_IFREG: case AE_IFDIR: case AE_IFCHR: case AE_IFBLK: case AE_IFIFO: case AE_IFSOCK:
-		r = bch_fs_create(c, dir, base, type | (archive_entry_perm(e) & 07777),
-				  archive_entry_rdev(e), archive_entry_uid(e), archive_entry_gid(e), &inum);
+		r = bch_fs_create(c, dir, base, type | (la->entry_perm(e) & 07777),
+				  la->entry_rdev(e), la->entry_uid(e), la->entry_gid(e), &inum);
 		break;
 	default:
 		fprintf(stderr, "bcachefs image: warning: skipping %s: unknown type\n", raw);
@@ -180,7 +187,7 @@ static int import_entry(struct bch_fs *c, struct archive *a, struct archive_entr
 		size_t len;
 		la_int64_t off;
 		int ar;
-		while ((ar = archive_read_data_block(a, &blk, &len, &off)) == ARCHIVE_OK) {
+		while ((ar = la->read_data_block(a, &blk, &len, &off)) == ARCHIVE_OK) {
 			ssize_t w = len ? bch_fs_write(c, inum, off, blk, len) : 0;
 			if (w < 0) {
 				r = terr(c, "writing", raw, (int)w);
@@ -188,11 +195,11 @@ static int import_entry(struct bch_fs *c, struct archive *a, struct archive_entr
 			}
 		}
 		if (ar != ARCHIVE_EOF) {
-			cmd_err("image", "reading %s from the archive: %s", raw, archive_error_string(a));
+			cmd_err("image", "reading %s from the archive: %s", raw, la->error_string(a));
 			r = -EIO;
 			goto out;
 		}
-		struct bch_setattr sa = { .valid = BCH_SETATTR_SIZE, .size = archive_entry_size(e) };
+		struct bch_setattr sa = { .valid = BCH_SETATTR_SIZE, .size = la->entry_size(e) };
 		if ((r = bch_fs_setattr(c, inum, &sa))) {
 			r = terr(c, "sizing", raw, r);
 			goto out;
@@ -203,8 +210,8 @@ attrs:
 		const char *xn;
 		const void *xv;
 		size_t xl;
-		archive_entry_xattr_reset(e);
-		while (archive_entry_xattr_next(e, &xn, &xv, &xl) == ARCHIVE_OK) {
+		la->entry_xattr_reset(e);
+		while (la->entry_xattr_next(e, &xn, &xv, &xl) == ARCHIVE_OK) {
 			int x = bch_fs_setxattr(c, inum, xn, xv, xl, 0);
 			if (x == -EOPNOTSUPP)
 				fprintf(stderr, "bcachefs image: warning: %s: xattr %s not supported\n", raw, xn);
@@ -218,15 +225,15 @@ attrs:
 		struct bch_setattr sa = { 0 };
 		if (!S_ISLNK(st.st_mode)) {
 			sa.valid |= BCH_SETATTR_MODE;
-			sa.mode = archive_entry_perm(e) & 07777;
+			sa.mode = la->entry_perm(e) & 07777;
 		}
 		sa.valid |= BCH_SETATTR_UID | BCH_SETATTR_GID;
-		sa.uid = archive_entry_uid(e);
-		sa.gid = archive_entry_gid(e);
-		int64_t mt = archive_entry_mtime_is_set(e)
-			? (int64_t)archive_entry_mtime(e) * 1000000000LL + archive_entry_mtime_nsec(e) : BCH_TIME_NOW;
-		int64_t at = archive_entry_atime_is_set(e)
-			? (int64_t)archive_entry_atime(e) * 1000000000LL + archive_entry_atime_nsec(e) : mt;
+		sa.uid = la->entry_uid(e);
+		sa.gid = la->entry_gid(e);
+		int64_t mt = la->entry_mtime_is_set(e)
+			? (int64_t)la->entry_mtime(e) * 1000000000LL + la->entry_mtime_nsec(e) : BCH_TIME_NOW;
+		int64_t at = la->entry_atime_is_set(e)
+			? (int64_t)la->entry_atime(e) * 1000000000LL + la->entry_atime_nsec(e) : mt;
 		sa.valid |= BCH_SETATTR_MTIME | BCH_SETATTR_ATIME;
 		sa.mtime = mt;
 		sa.atime = at;
@@ -252,24 +259,28 @@ out:
 
 int tar_import(struct bch_fs *c, const char *path, uint64_t top)
 {
-	struct archive *a = archive_read_new();
+	struct archive *a;
 	struct archive_entry *e;
 	struct dir_time *dts = NULL;
 	size_t nr_dts = 0, cap_dts = 0;
-	char *buf = malloc(BUF_SIZE);
-	int r = 0, ar;
+	char *buf;
+	int r, ar;
 
-	archive_read_support_filter_all(a);
-	archive_read_support_format_all(a);
-	if (archive_read_open_filename(a, strcmp(path, "-") ? path : NULL, 65536) != ARCHIVE_OK) {
-		cmd_err("image", "import-tar: %s: %s", path, archive_error_string(a));
-		archive_read_free(a);
+	if ((r = tar_load("import-tar")))
+		return r;
+	a = la->read_new();
+	buf = malloc(BUF_SIZE);
+	la->read_support_filter_all(a);
+	la->read_support_format_all(a);
+	if (la->read_open_filename(a, strcmp(path, "-") ? path : NULL, 65536) != ARCHIVE_OK) {
+		cmd_err("image", "import-tar: %s: %s", path, la->error_string(a));
+		la->read_free(a);
 		free(buf);
 		return -EINVAL;
 	}
-	while (!r && (ar = archive_read_next_header(a, &e)) != ARCHIVE_EOF) {
+	while (!r && (ar = la->read_next_header(a, &e)) != ARCHIVE_EOF) {
 		if (ar < ARCHIVE_WARN) {
-			cmd_err("image", "import-tar: %s: %s", path, archive_error_string(a));
+			cmd_err("image", "import-tar: %s: %s", path, la->error_string(a));
 			r = -EIO;
 			break;
 		}
@@ -282,7 +293,7 @@ int tar_import(struct bch_fs *c, const char *path, uint64_t top)
 	}
 	free(dts);
 	free(buf);
-	archive_read_free(a);
+	la->read_free(a);
 	return r;
 }
 
@@ -345,7 +356,7 @@ static int export_data(struct export *x, struct archive_entry *e, uint64_t inum,
 			return terr(x->c, "reading", path, (int)hole);
 		if (header) {
 			if (hole > data) {
-				archive_entry_sparse_add_entry(e, data, hole - data);
+				la->entry_sparse_add_entry(e, data, hole - data);
 				ranges++;
 			}
 		} else {
@@ -353,7 +364,7 @@ static int export_data(struct export *x, struct archive_entry *e, uint64_t inum,
 			memset(x->buf, 0, BUF_SIZE);
 			while (pos < (uint64_t)data) {
 				size_t n = data - pos < BUF_SIZE ? data - pos : BUF_SIZE;
-				if (archive_write_data(x->a, x->buf, n) < 0)
+				if (la->write_data(x->a, x->buf, n) < 0)
 					goto werr;
 				pos += n;
 			}
@@ -362,7 +373,7 @@ static int export_data(struct export *x, struct archive_entry *e, uint64_t inum,
 				ssize_t n = bch_fs_read(x->c, inum, pos, x->buf, want);
 				if (n <= 0)
 					return terr(x->c, "reading", path, n ? (int)n : -EIO);
-				if (archive_write_data(x->a, x->buf, n) < 0)
+				if (la->write_data(x->a, x->buf, n) < 0)
 					goto werr;
 				pos += n;
 			}
@@ -370,10 +381,10 @@ static int export_data(struct export *x, struct archive_entry *e, uint64_t inum,
 		pos = hole;
 	}
 	if (header && !ranges)
-		archive_entry_sparse_add_entry(e, 0, 0);	/* all hole: still a sparse file */
+		la->entry_sparse_add_entry(e, 0, 0);	/* all hole: still a sparse file */
 	return 0;
 werr:
-	cmd_err("image", "export-tar: writing %s: %s", path, archive_error_string(x->a));
+	cmd_err("image", "export-tar: writing %s: %s", path, la->error_string(x->a));
 	return -EIO;
 }
 
@@ -384,17 +395,17 @@ static int export_one(struct export *x, uint64_t inum, const char *path)
 
 	if (r)
 		return terr(x->c, "reading", path, r);
-	struct archive_entry *e = archive_entry_new();
-	archive_entry_set_pathname(e, path);
-	archive_entry_copy_stat(e, &st);
-	archive_entry_unset_ctime(e);	/* not settable on extraction; keeps archives stable */
+	struct archive_entry *e = la->entry_new();
+	la->entry_set_pathname(e, path);
+	la->entry_copy_stat(e, &st);
+	la->entry_unset_ctime(e);	/* not settable on extraction; keeps archives stable */
 
 	bool linked = false;
 	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
 		for (size_t i = 0; i < x->nr_links; i++)
 			if (x->link_inum[i] == inum) {
-				archive_entry_set_hardlink(e, x->link_path[i]);
-				archive_entry_set_size(e, 0);
+				la->entry_set_hardlink(e, x->link_path[i]);
+				la->entry_set_size(e, 0);
 				linked = true;
 				break;
 			}
@@ -414,14 +425,14 @@ static int export_one(struct export *x, uint64_t inum, const char *path)
 		char target[4096];
 		ssize_t n = bch_fs_readlink(x->c, inum, target, sizeof(target));
 		if (n < 0) {
-			archive_entry_free(e);
+			la->entry_free(e);
 			return terr(x->c, "reading link", path, (int)n);
 		}
-		archive_entry_set_symlink(e, target);
-		archive_entry_set_size(e, 0);
+		la->entry_set_symlink(e, target);
+		la->entry_set_size(e, 0);
 	}
 	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
-		archive_entry_set_size(e, 0);
+		la->entry_set_size(e, 0);
 
 	ssize_t len = bch_fs_listxattr(x->c, inum, NULL, 0);
 	if (len > 0) {
@@ -430,24 +441,24 @@ static int export_one(struct export *x, uint64_t inum, const char *path)
 		for (ssize_t off = 0; len > 0 && off < len; off += strlen(names + off) + 1) {
 			ssize_t vl = bch_fs_getxattr(x->c, inum, names + off, x->buf, BUF_SIZE);
 			if (vl >= 0)
-				archive_entry_xattr_add_entry(e, names + off, x->buf, vl);
+				la->entry_xattr_add_entry(e, names + off, x->buf, vl);
 		}
 		free(names);
 	}
 	if (S_ISREG(st.st_mode) && !linked && st.st_size &&
 	    (uint64_t)st.st_blocks << 9 < (uint64_t)st.st_size &&
 	    (r = export_data(x, e, inum, st.st_size, path, true))) {
-		archive_entry_free(e);
+		la->entry_free(e);
 		return r;
 	}
-	if (archive_write_header(x->a, e) < ARCHIVE_WARN) {
-		cmd_err("image", "export-tar: %s: %s", path, archive_error_string(x->a));
-		archive_entry_free(e);
+	if (la->write_header(x->a, e) < ARCHIVE_WARN) {
+		cmd_err("image", "export-tar: %s: %s", path, la->error_string(x->a));
+		la->entry_free(e);
 		return -EIO;
 	}
 	if (S_ISREG(st.st_mode) && !linked)
 		r = export_data(x, e, inum, st.st_size, path, false);
-	archive_entry_free(e);
+	la->entry_free(e);
 	if (r || !S_ISDIR(st.st_mode))
 		return r;
 
@@ -483,24 +494,28 @@ static int export_one(struct export *x, uint64_t inum, const char *path)
 
 int tar_export(struct bch_fs *c, const char *path, uint64_t dir)
 {
-	struct export x = { .c = c, .a = archive_write_new(), .buf = malloc(BUF_SIZE) };
+	struct export x = { .c = c };
 	int r;
 
-	archive_write_set_format_pax(x.a);
+	if ((r = tar_load("export-tar")))
+		return r;
+	x.a = la->write_new();
+	x.buf = malloc(BUF_SIZE);
+	la->write_set_format_pax(x.a);
 	/* SCHILY.xattr: the xattr records both GNU tar and libarchive read */
-	archive_write_set_format_option(x.a, "pax", "xattrheader", "SCHILY");
-	if (archive_write_open_filename(x.a, strcmp(path, "-") ? path : NULL) != ARCHIVE_OK) {
-		cmd_err("image", "export-tar: %s: %s", path, archive_error_string(x.a));
-		archive_write_free(x.a);
+	la->write_set_format_option(x.a, "pax", "xattrheader", "SCHILY");
+	if (la->write_open_filename(x.a, strcmp(path, "-") ? path : NULL) != ARCHIVE_OK) {
+		cmd_err("image", "export-tar: %s: %s", path, la->error_string(x.a));
+		la->write_free(x.a);
 		free(x.buf);
 		return -EINVAL;
 	}
 	r = export_one(&x, dir, ".");
-	if (archive_write_close(x.a) != ARCHIVE_OK && !r) {
-		cmd_err("image", "export-tar: %s: %s", path, archive_error_string(x.a));
+	if (la->write_close(x.a) != ARCHIVE_OK && !r) {
+		cmd_err("image", "export-tar: %s: %s", path, la->error_string(x.a));
 		r = -EIO;
 	}
-	archive_write_free(x.a);
+	la->write_free(x.a);
 	for (size_t i = 0; i < x.nr_links; i++)
 		free(x.link_path[i]);
 	free(x.link_path);

@@ -7,12 +7,21 @@
  * `image import-tar` reads any format libarchive knows (pax, gnu, ustar,
  * compressed or not); `image export-tar` writes pax with xattrs, hard
  * links and sparse maps.  "-" is stdin / stdout.
+ *
+ * libarchive is not linked: it is loaded on first use (archive_dl.h), and
+ * when it cannot be, these return -ELIBACC with a message naming it.
  */
 
 #include <stdint.h>
 
 struct bch_fs;
 
+/*
+ * Load libarchive if it is not loaded yet: 0, or -ELIBACC (message printed,
+ * naming verb).  Import and export call it themselves; the image verbs call
+ * it first so that a missing library stops them before the filesystem opens.
+ */
+int tar_load(const char *verb);
 /* Unpack archive path into directory dir.  0 or -errno (message printed). */
 int tar_import(struct bch_fs *c, const char *path, uint64_t dir);
 /* Pack the tree under directory dir into archive path. */
