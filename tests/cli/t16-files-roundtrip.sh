@@ -33,6 +33,17 @@ expect_rc 0 $B format -q --fs-size=1G img2
 $B image export-tar img - | $B image import-tar img2 - || fail "pipe"
 rm -rf xd && expect_rc 0 $B image extract img2 xd
 expect_rc 0 $T compare src xd
+# libarchive is dlopen'd, not linked: a libarchive.so.13 without its
+# functions is named in the message, exit 1, and the image is not opened
+mkdir stub && echo 'int not_libarchive;' > stub/s.c
+cc -shared -fPIC -o stub/libarchive.so.13 stub/s.c || fail "cc stub library"
+h=$(sha img2)
+for verb in import-tar export-tar; do
+	expect_rc 1 env LD_LIBRARY_PATH="$PWD/stub" $B image $verb img2 in.tar
+	expect_in err "^bcachefs image: $verb: cannot load libarchive.so.13: .*undefined symbol: archive_"
+done
+[ "$(sha img2)" = "$h" ] || fail "image written without libarchive"
+expect_rc 0 env LD_LIBRARY_PATH="$PWD/stub" $B image ls img2 /
 
 # reproducible: same tree, -U and SOURCE_DATE_EPOCH give identical bytes
 U=4a7b0c8e-2b0f-4d61-9d0e-1f8f3f1c2a55
