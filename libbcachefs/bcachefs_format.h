@@ -34,6 +34,7 @@
  * (nbuckets is chosen so that it does).
  */
 
+#include <stddef.h>
 #include <stdint.h>
 #include <linux/types.h>	/* __u8, __le16, __le32, __le64 */
 
@@ -720,12 +721,22 @@ struct bch_jset {
 	__le64			seq;
 	__le64			last_seq;
 	__le32			version;
-	__le32			flags;		/* bits 0..3: csum type */
+	__le32			flags;		/* bits 0..3: csum type; BCH_JSET_HDR_CSUM */
 	__le32			u64s;		/* u64s of entries following */
-	__le32			pad;
+	__le32			hdr_csum;	/* with BCH_JSET_HDR_CSUM: bch_jset_hdr_csum() */
 	__le64			_data[];	/* struct bch_jset_entry */
 };
 _Static_assert(sizeof(struct bch_jset) == 72, "bch_jset size");
+
+/*
+ * hdr_csum is set: crc32c (init and xorout ~0) of the header from magic
+ * through u64s (52 bytes).  It lets a reader trust an entry's sequence
+ * numbers and size from its first block alone (dating a journal bucket
+ * without reading its whole first entry); csum still covers everything,
+ * hdr_csum included.  Entries without the flag have hdr_csum 0.
+ */
+#define BCH_JSET_HDR_CSUM	(1U << 4)
+#define BCH_JSET_HDR_BYTES	(offsetof(struct bch_jset, hdr_csum) - offsetof(struct bch_jset, magic))
 
 /* Sub-entries of a jset.  x(name, on-disk id) */
 #define BCH_JSET_ENTRY_TYPES()		\

@@ -185,6 +185,11 @@ struct jlocation {
 	unsigned	sectors;
 };
 
+static uint32_t jset_hdr_csum(const struct bch_jset *js)
+{
+	return ~bch_crc32c(~0U, &js->magic, BCH_JSET_HDR_BYTES);
+}
+
 /* Is the entry at p (room bytes until the bucket's end) a valid jset of ours? */
 static int jset_validate(struct bch_fs *c, const struct bch_jset *js, size_t room,
 			 char *why, size_t whylen)
@@ -202,6 +207,8 @@ static int jset_validate(struct bch_fs *c, const struct bch_jset *js, size_t roo
 					  sizeof(*js) - sizeof(js->csum) + js->u64s * 8);
 	if (!bch_csum_eq(cs, js->csum))
 		return snprintf(why, whylen, "bad checksum"), -BCH_ERR_journal_bad;
+	if ((js->flags & BCH_JSET_HDR_CSUM) ? js->hdr_csum != jset_hdr_csum(js) : js->hdr_csum != 0)
+		return snprintf(why, whylen, "bad header checksum"), -BCH_ERR_journal_bad;
 	if (!js->seq || js->last_seq > js->seq)
 		return snprintf(why, whylen, "bad sequence numbers"), -BCH_ERR_journal_bad;
 	/* sub-entries stay inside the entry */
@@ -283,6 +290,8 @@ enum { HEAD_EMPTY, HEAD_ENTRY, HEAD_ODD };
  * The first entry of bucket slot: HEAD_ENTRY with its sequence number in
  * *seq, HEAD_EMPTY when the first block is zeros (never written), HEAD_ODD
  * otherwise (torn, damaged, another filesystem's: the caller reads it whole).
+ * An entry with a header checksum is dated from its first block; an older
+ * one is read whole and its checksum verified.
  */
 static int read_head(struct bch_fs *c, struct journal_dev *jd, unsigned slot, void *buf,
 		     uint64_t *seq)
@@ -313,6 +322,13 @@ static int read_head(struct bch_fs *c, struct journal_dev *jd, unsigned slot, vo
 	size_t need = sizeof(*js) + (size_t)js->u64s * 8;
 	if (need > bucket)
 		return HEAD_ODD;
+	if (js->flags & BCH_JSET_HDR_CSUM) {
+		/* the header vouches for its sequence numbers: the rest is read when needed */
+		if (js->hdr_csum != jset_hdr_csum(js) || !js->seq || js->last_seq > js->seq)
+			return HEAD_ODD;
+		*seq = js->seq;
+		return HEAD_ENTRY;
+	}
 	if (need > block && (ret = bch_dev_read(bd, (char *)buf + block, need - block, where + block)))
 		return bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
 				  bch_dev_path(bd), jd->bucket[slot], bch_err_str(ret));
@@ -368,12 +384,26 @@ int bch_journal_read(struct bch_fs *c,
 			}
 		}
 		bch_dev_advise_random(c->devs[jd->dev]->bdev, false);
-		/* Phase 2: the newest bucket whole: the newest entry and its last_seq */
-		int newest_slot = -1;
-		for (unsigned sl = 0; sl < jd->nr; sl++)
-			if (first[sl] && (newest_slot < 0 || first[sl] > first[newest_slot]))
-				newest_slot = sl;
-		if (!ret && newest_slot >= 0 && !done[newest_slot]) {
+		/*
+		 * Phase 2: the newest bucket whole: the newest entry and its
+		 * last_seq.  A header may vouch for an entry whose body was torn
+		 * by a crash: then the bucket before it in sequence order, and so
+		 * on while a bucket not read could start after the newest entry
+		 * found.
+		 */
+		for (;;) {
+			uint64_t best = 0;
+			for (size_t i = 0; i < nr; i++)
+				if (locs[i].jdev == d && locs[i].seq > best)
+					best = locs[i].seq;
+			int newest_slot = -1;
+			for (unsigned sl = 0; sl < jd->nr; sl++)
+				if (first[sl] && !done[sl] &&
+				    (newest_slot < 0 || first[sl] > first[newest_slot]))
+					newest_slot = sl;
+			/* done when no bucket left unread can start after the newest entry found */
+			if (ret || newest_slot < 0 || first[newest_slot] <= best)
+				break;
 			ret = scan_bucket(c, j, d, newest_slot, buf, &st);
 			done[newest_slot] = true;
 		}
@@ -575,8 +605,9 @@ static int journal_write(struct bch_fs *c)
 	if (js->last_seq > j->seq)
 		js->last_seq = j->seq;
 	js->version = BCH_VERSION_CURRENT;
-	js->flags = j->csum_type & 0xf;
+	js->flags = (j->csum_type & 0xf) | BCH_JSET_HDR_CSUM;
 	js->u64s = u64s;
+	js->hdr_csum = jset_hdr_csum(js);
 	memcpy(js->_data, j->buf, j->buf_u64s * 8);
 	if (r && j->roots_fill)
 		j->roots_fill(c, (struct bch_jset_entry *)(js->_data + j->buf_u64s));
