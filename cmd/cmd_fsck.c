@@ -263,8 +263,12 @@ int cmd_fsck(int argc, char *argv[])
 
 		memset(&oo, 0, sizeof(oo));
 		bch_opt_set(&oo, Opt_fsck, 1);
-		/* passes scan in key order: a small node cache does; memory stays near e2fsck's */
-		bch_opt_set(&oo, Opt_btree_cache_size, 8 << 20);
+		/*
+		 * Passes scan in key order, so a small node cache does: 1 MiB
+		 * when only reading (no faster with more); 8 MiB when repairing,
+		 * so changed nodes are not written out again and again.
+		 */
+		bch_opt_set(&oo, Opt_btree_cache_size, ctx->mode == BCH_FSCK_NO ? 1 << 20 : 8 << 20);
 		if (ctx->mode == BCH_FSCK_NO)
 			bch_opt_set(&oo, Opt_read_only, 1);
 		if (!o.json)
