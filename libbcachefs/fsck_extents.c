@@ -94,26 +94,29 @@ int fsck_check_alloc(struct fstate *s)
 static bool claim(struct fstate *s, const struct bch_extent_ptr *p, const struct bch_extent_crc *crc)
 {
 	unsigned sectors = crc->compressed_sectors;
-
-	/* keys that share one encoded extent are close together: a short memory */
-	for (unsigned i = 0; i < 128; i++)
-		if (!memcmp(&s->recent[i].ptr, p, sizeof(*p)) && bch_csum_eq(s->recent[i].csum, crc->csum))
-			return true;
-	s->recent[s->recent_next % 128].ptr = *p;
-	s->recent[s->recent_next++ % 128].csum = crc->csum;
-
 	unsigned bs = s->c->sb->block_size;
 	uint64_t first = p->offset / bs, last = (p->offset + sectors - 1) / bs;
 	uint8_t *map = s->claimed[p->dev];
+
 	if (!map || last >= s->claimed_blocks[p->dev])
 		return true;
-	bool ok = true;
+	bool taken = false;
 	for (uint64_t b = first; b <= last; b++) {
 		if (map[b / 8] & (1U << (b % 8)))
-			ok = false;
+			taken = true;
 		map[b / 8] |= 1U << (b % 8);
 	}
-	return ok;
+	if (taken) {
+		/* keys that share one encoded extent are close together: a short memory */
+		for (unsigned i = 0; i < 128; i++)
+			if (!memcmp(&s->recent[i].ptr, p, sizeof(*p)) &&
+			    bch_csum_eq(s->recent[i].csum, crc->csum))
+				return true;
+		return false;
+	}
+	s->recent[s->recent_next % 128].ptr = *p;
+	s->recent[s->recent_next++ % 128].csum = crc->csum;
+	return true;
 }
 
 /* ------------------------------------------- inode keys in step with extents */
