@@ -390,18 +390,41 @@ int fsck_for_each_key(struct fstate *s, unsigned id, key_fn fn)
 	enum { BATCH = 256 };
 	struct bch_bkey *batch[BATCH];
 	struct bch_bpos pos = POS_MIN;
+	size_t cap = 64 << 10;
+	uint64_t *arena = malloc(cap);	/* the batch's copies, one after another */
+	int ret = 0;
 
+	if (!arena)
+		return -ENOMEM;
 	if (!s->c->roots->r[id].key)
-		return 0;
+		goto out;
 	for (;;) {
 		struct btree_iter it;
 		const struct bch_bkey *k;
 		unsigned n = 0;
+		size_t used = 0;
 		int err = 0, r = 0;
 
 		bch_btree_iter_init(&it, s->c, id, pos, POS_MAX);
-		while (n < BATCH && (k = bch_btree_iter_next(&it, &err)))
-			batch[n++] = bch_bkey_dup(k);
+		while (n < BATCH && (k = bch_btree_iter_next(&it, &err))) {
+			size_t bytes = bkey_bytes(k);
+			if ((used + bytes + 7) / 8 * 8 > cap) {
+				bch_btree_iter_exit(&it);
+				/* room for a whole batch of the largest keys: restart it there */
+				cap = (used + bytes) * 2 + (64 << 10);
+				free(arena);
+				arena = malloc(cap);
+				if (!arena)
+					return -ENOMEM;
+				n = 0;
+				used = 0;
+				bch_btree_iter_init(&it, s->c, id, pos, POS_MAX);
+				continue;
+			}
+			batch[n] = (struct bch_bkey *)((char *)arena + used);
+			memcpy(batch[n++], k, bytes);
+			used += (bytes + 7) / 8 * 8;
+		}
 		bch_btree_iter_exit(&it);
 		if (n && s->ctx->tick && s->max_inum > BCH_FIRST_INO) {
 			/* keys are ordered by inode number: that is how far this pass is */
@@ -410,21 +433,18 @@ int fsck_for_each_key(struct fstate *s, unsigned id, key_fn fn)
 			s->ctx->tick(s->ctx, at >= s->max_inum - BCH_FIRST_INO ? 100
 					     : (unsigned)(at * 100 / (s->max_inum - BCH_FIRST_INO)));
 		}
-		for (unsigned i = 0; i < n; i++) {
-			if (!r && !err && !s->ctx->cancelled)
-				r = fn(s, batch[i]);
-			if (i == n - 1)
-				pos = bpos_successor(batch[i]->p);
-			free(batch[i]);
-		}
-		if (err)
-			return err;
-		if (r)
-			return r;
+		for (unsigned i = 0; i < n && !r && !err && !s->ctx->cancelled; i++)
+			r = fn(s, batch[i]);
+		if (n)
+			pos = bpos_successor(batch[n - 1]->p);
+		ret = err ? err : r;
 		/* until a batch comes back empty: repairs may have added keys further on */
-		if (!n || s->ctx->cancelled || bpos_eq(pos, POS_MAX))
-			return 0;
+		if (ret || !n || s->ctx->cancelled || bpos_eq(batch[n - 1]->p, POS_MAX))
+			break;
 	}
+out:
+	free(arena);
+	return ret;
 }
 
 /* -------------------------------------------------------------- driver */
