@@ -204,6 +204,13 @@ int bch_alloc_btree_rebuilt(struct bch_fs *c)
 	for (unsigned d = 0; d < c->nr_devs; d++)
 		for (uint64_t b = 0; ab && ab->stored[d] && b < bch_alloc_nbuckets(c, d); b++)
 			bch_alloc_bucket_set_gen(c, d, b, ab->stored[d][b].gen);
+	return c->extents_mark_deferred ? 0 : bch_alloc_btree_record_diffs(c);
+}
+
+int bch_alloc_btree_record_diffs(struct bch_fs *c)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+
 	/*
 	 * fsck: what the keys said against the pointers, unless nodes could not
 	 * be read (their space was not counted: a comparison would only show that)

@@ -32,6 +32,12 @@ struct bch_fs;
 
 int  bch_alloc_btree_read(struct bch_fs *c, bool current, bool *loaded);
 int  bch_alloc_btree_rebuilt(struct bch_fs *c);
+/*
+ * fsck: note where the stored keys differ from the recount (called by
+ * bch_alloc_btree_rebuilt(), or once the extents are marked when
+ * c->extents_mark_deferred).
+ */
+int  bch_alloc_btree_record_diffs(struct bch_fs *c);
 int  bch_alloc_btree_sync(struct bch_fs *c, bool *current);
 void bch_alloc_btree_exit(struct bch_fs *c);
 

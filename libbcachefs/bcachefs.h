@@ -55,6 +55,7 @@ struct bch_fs {
 	uint64_t		(*journal_gaps)[2];	/* fsck open: missing entries [from, to] */
 	unsigned		nr_journal_gaps;
 	bool			alloc_recount_partial;	/* fs.c: fsck open skipped unreadable nodes */
+	bool			extents_mark_deferred;	/* fsck -n: pass 3 marks data buckets */
 	bool			alloc_flushing;	/* alloc.c: inside its journal flush (no recursion) */
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
 	void			*node_read_buf;	/* btree_io.c: node reads land here */

@@ -353,7 +353,15 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		if (c->roots->r[id].key)
 			r = mark_subtree(c, id, c->roots->r[id].level, c->roots->r[id].key);
 	if (!r && !loaded) {
-		r = bch_extents_mark_all(c);	/* user data buckets, from the extent keys */
+		/*
+		 * User data buckets, from the extent keys.  fsck -n of a clean
+		 * filesystem (nothing replayed, nothing written) leaves that to
+		 * its pass 3, which reads every extents leaf anyway.
+		 */
+		if (c->opts.v[Opt_fsck] && c->read_only && clean)
+			c->extents_mark_deferred = true;
+		else
+			r = bch_extents_mark_all(c);
 		if (!r)
 			r = bch_alloc_btree_rebuilt(c);
 	}

@@ -30,9 +30,11 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "alloc_btree.h"
 #include "bcachefs.h"
 #include "btree.h"
 #include "errcode.h"
+#include "extents.h"
 #include "fsck.h"
 
 struct ptr_list {
@@ -100,6 +102,25 @@ static void where_of(unsigned id, unsigned level, const struct bch_bkey *ptr, ch
 		snprintf(buf, len, "%s btree level %u node %s..%s", bch_btree_id_name(id), level, lo, hi);
 }
 
+/*
+ * fsck -n of a clean filesystem: the buckets an extents leaf's keys use are
+ * counted here rather than at open (bch_extents_mark_all() would read every
+ * leaf once more); errors are pass 5's to report.
+ */
+static void mark_extents(struct bch_fs *c, struct btree *b)
+{
+	for (unsigned i = 0; i < b->nr; i++) {
+		const struct bch_bkey *k = b->keys[i];
+		if (k->type != BCH_BKEY_extent)
+			continue;
+		const struct bch_extent *e = bkey_val(k);
+		unsigned sectors = bch_extent_disk_sectors(k);
+		for (unsigned p = 0; p < bch_extent_nr_ptrs(k); p++)
+			bch_alloc_mark_data(c, &e->ptrs[p], e->crc.compressed_sectors, sectors);
+	}
+	c->err_msg[0] = 0;
+}
+
 static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		      const struct bch_bkey *ptr)
 {
@@ -120,6 +141,8 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		snprintf(detail, sizeof(detail), "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		c->err_msg[0] = 0;
 		problem(s, BCH_FSCK_btree_node_unreadable, where, detail);
+		if (s->id == BCH_BTREE_ID_extents)
+			c->alloc_recount_partial = true;	/* its data is not counted */
 		return 0;
 	}
 	s->nodes_checked++;
@@ -167,6 +190,8 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	}
 	if (!b->level) {
 		ptr_list_add(&s->leaves, ptr);
+		if (s->id == BCH_BTREE_ID_extents && c->extents_mark_deferred)
+			mark_extents(c, b);
 		bch_btree_node_put(c, b);
 		free(moved);
 		return 0;
@@ -293,6 +318,11 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 		}
 		ptr_list_free(&s.leaves);
 		ptr_list_free(&s.nodes);
+	}
+	if (!r && c->extents_mark_deferred && !ctx->cancelled) {
+		/* every extents leaf was read: the recount is complete */
+		c->extents_mark_deferred = false;
+		r = bch_alloc_btree_record_diffs(c);
 	}
 	if (r && !ctx->err_msg[0])
 		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s",

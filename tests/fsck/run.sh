@@ -4,6 +4,9 @@
 #            the binary) and writes the device list to ./devs
 #   expect.1 output and exit status of `bcachefs fsck -y DEVS`
 #   expect.2 output and exit status of a second run, `bcachefs fsck -n DEVS`
+#   expect.0 (optional) output of the first run, `bcachefs fsck -n DEVS` on the
+#            damaged image (where -n finds the damage its own way, e.g. the
+#            bucket recount it does in pass 3 instead of at open)
 #   check    (optional) run after both: what the damage did not touch is intact
 #   args     (optional) extra fsck options for both runs (e.g. -c)
 # Both runs use -f: a cleanly closed filesystem is checked all the same.
@@ -28,6 +31,15 @@ for c in $cases; do
 		rc0=$?
 		sums_after=$(cd "$dir" && sha256sum $devs)
 		[ "$sums_before" = "$sums_after" ] || { ok=false; why="fsck -n changed a device"; }
+		if [ -f "$here/$c/expect.0" ]; then
+			echo "Exit status is $rc0" >>"$dir/out.0"
+			if [ "${UPDATE:-0}" = 1 ]; then
+				cp "$dir/out.0" "$here/$c/expect.0"
+			elif ! cmp -s "$dir/out.0" "$here/$c/expect.0"; then
+				ok=false; why="fsck -n (first) output differs from expect.0:
+$(diff "$here/$c/expect.0" "$dir/out.0" | head -20)"
+			fi
+		fi
 		for run in 1 2; do
 			flag=-y; [ $run = 2 ] && flag=-n
 			(cd "$dir" && "$B" fsck -f $flag $args $devs; echo "Exit status is $?") >"$dir/out.$run" 2>&1
