@@ -103,7 +103,10 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		s->dir_cached = r ? 0 : dir;
 	}
 	struct bch_inode dinode = s->dir_inode;
-	if (!r)
+	/* at the slot its name hashes to, the lookup's first probe is this entry */
+	if (!r && bch_fs_dirent_hash(c, &dinode, name) == slot)
+		first = slot;
+	else if (!r)
 		r = bch_fs_dirent_first(c, dir, &dinode, name, &first);
 	if (r == -ENOENT) {
 		snprintf(detail, sizeof(detail), "at %" PRIu64 ", name hashes to %" PRIu64, slot,
