@@ -58,9 +58,9 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 #define WHERE()	dirent_where(s, dir, name, where, sizeof(where))
 
 	enum bch_fsck_problem prob = BCH_FSCK_PROBLEM_NR;
-	if (!di || !di->mode || !S_ISDIR(di->mode))
+	if (!di || !S_ISDIR(ino_mode(di)))
 		prob = BCH_FSCK_dirent_bad_dir;
-	else if (!ti || !ti->mode)
+	else if (!ti || !ti->type)
 		prob = BCH_FSCK_dirent_dangling;
 	else if (d->inum == BCH_ROOT_INO)
 		prob = BCH_FSCK_dirent_to_root;
@@ -72,7 +72,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		return s->err;
 	}
 
-	unsigned want = bch_mode_to_dtype(ti->mode);
+	unsigned want = bch_mode_to_dtype(ino_mode(ti));
 	if (d->d_type != want) {
 		snprintf(detail, sizeof(detail), "type %u, inode is %u", d->d_type, want);
 		WHERE();
@@ -95,7 +95,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		struct ino_extra *dx = fsck_ino_extra(&s->inodes, dir, false);
 		if ((di->flags & INO_LOADED) && dx) {
 			memset(&s->dir_inode, 0, sizeof(s->dir_inode));
-			s->dir_inode.mode = di->mode;
+			s->dir_inode.mode = ino_mode(di);
 			s->dir_inode.hash_seed = dx->i_hash_seed;
 		} else {
 			r = bch_inode_get(c, dir, &s->dir_inode);
@@ -115,7 +115,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		if (fsck_fixing(s, BCH_FSCK_dirent_misplaced, where, detail)) {
 			r = bch_fs_dirent_delete(c, dir, slot);
 			if (!r)
-				r = bch_fs_dirent_add(c, dir, name, d->inum, bch_mode_to_dtype(ti->mode));
+				r = bch_fs_dirent_add(c, dir, name, d->inum, bch_mode_to_dtype(ino_mode(ti)));
 			fsck_fix_done(s, BCH_FSCK_dirent_misplaced, r);
 			if (r)
 				return r;
@@ -141,7 +141,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		}
 	}
 
-	if (S_ISDIR(ti->mode)) {
+	if (S_ISDIR(ino_mode(ti))) {
 		struct ino_extra *tx = fsck_ino_extra(&s->inodes, d->inum, true);
 		if (ti->names) {
 			char tw[640];
@@ -158,7 +158,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 			tx->parent = dir;
 			tx->parent_slot = slot;
 		}
-		ti->names++;
+		fsck_ino_set_names(&s->inodes, d->inum, ti, fsck_ino_names(&s->inodes, d->inum, ti) + 1);
 		fsck_ino_extra(&s->inodes, dir, true)->subdirs++;
 	} else {
 		bool bp_here = (ti->flags & INO_HAS_BP) && ti->bp_fp == fsck_bp_fp(dir, slot);
@@ -170,7 +170,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 			tx->parent = dir;
 			tx->parent_slot = slot;
 		}
-		ti->names++;
+		fsck_ino_set_names(&s->inodes, d->inum, ti, fsck_ino_names(&s->inodes, d->inum, ti) + 1);
 	}
 	return 0;
 #undef WHERE
@@ -184,7 +184,7 @@ int fsck_check_xattr(struct fstate *s, const struct bch_bkey *k)
 		return 0;
 	s->stats->xattrs++;
 	struct ino_info *ii = fsck_ino_find(&s->inodes, k->p.inode, false);
-	if (!ii || !ii->mode) {
+	if (!ii || !ii->type) {
 		fsck_inode_where(s->c, k->p.inode, where, sizeof(where));
 		if (fsck_fixing(s, BCH_FSCK_xattr_no_inode, where, NULL))
 			fsck_fix_done(s, BCH_FSCK_xattr_no_inode, fsck_delete_key(s->c, BCH_BTREE_ID_xattrs, k->p));

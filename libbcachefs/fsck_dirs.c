@@ -35,7 +35,7 @@ int fsck_check_root(struct fstate *s)
 {
 	struct ino_info *root = fsck_ino_find(&s->inodes, BCH_ROOT_INO, false);
 
-	if (root && root->mode && S_ISDIR(root->mode))
+	if (root && S_ISDIR(ino_mode(root)))
 		return 0;
 	if (!fsck_fixing(s, BCH_FSCK_root_missing, "inode 4096 (/)", NULL))
 		return 0;
@@ -44,7 +44,7 @@ int fsck_check_root(struct fstate *s)
 	int r = fsck_update_inode(s->c, BCH_ROOT_INO, &ri);
 	fsck_fix_done(s, BCH_FSCK_root_missing, r);
 	if (!r) {
-		fsck_ino_find(&s->inodes, BCH_ROOT_INO, true)->mode = ri.mode;
+		ino_set_mode(fsck_ino_find(&s->inodes, BCH_ROOT_INO, true), ri.mode);
 		fsck_ino_extra(&s->inodes, BCH_ROOT_INO, true);
 	}
 	return r;
@@ -60,7 +60,7 @@ static int need_lost_found(struct fstate *s)
 		return 0;
 	if (!bch_fs_lookup(s->c, BCH_ROOT_INO, "lost+found", &inum)) {
 		struct ino_info *ii = fsck_ino_find(&s->inodes, inum, false);
-		if (ii && S_ISDIR(ii->mode)) {
+		if (ii && S_ISDIR(ino_mode(ii))) {
 			lost_found = inum;
 			return 0;
 		}
@@ -74,12 +74,12 @@ static int need_lost_found(struct fstate *s)
 	struct ino_info *ii = fsck_ino_find(&s->inodes, inum, true);
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, true);
 	struct bch_inode root;
-	ii->mode = S_IFDIR | 0700;
+	ino_set_mode(ii, S_IFDIR);
 	ii->names = 1;
 	x->parent = BCH_ROOT_INO;
 	if (!bch_inode_get(s->c, BCH_ROOT_INO, &root))
 		bch_fs_dirent_first(s->c, BCH_ROOT_INO, &root, "lost+found", &x->parent_slot);
-	ii->state = 2;
+	ino_set_state(ii, 2);
 	fsck_ino_extra(&s->inodes, BCH_ROOT_INO, true)->subdirs++;
 	/* create() counted the new directory in the root's nlink: keep the table in step */
 	lost_found = inum;
@@ -95,7 +95,7 @@ static int reattach(struct fstate *s, uint64_t inum, struct ino_info *ii)
 	if (r)
 		return r;
 	snprintf(name, sizeof(name), "#%" PRIu64, inum);
-	r = bch_fs_dirent_add(s->c, lost_found, name, inum, bch_mode_to_dtype(ii->mode));
+	r = bch_fs_dirent_add(s->c, lost_found, name, inum, bch_mode_to_dtype(ino_mode(ii)));
 	if (r)
 		return r;
 	uint64_t slot = 0;
@@ -106,7 +106,7 @@ static int reattach(struct fstate *s, uint64_t inum, struct ino_info *ii)
 	/* the parent pointer is set to the new name just below */
 	ii->flags |= INO_HAS_BP | INO_BP_NAMED;
 	ii->bp_fp = fsck_bp_fp(lost_found, slot);
-	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, S_ISDIR(ii->mode));
+	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, S_ISDIR(ino_mode(ii)));
 	if (x) {
 		x->parent = x->i_dir = lost_found;
 		x->parent_slot = x->i_dir_offset = slot;
@@ -117,7 +117,7 @@ static int reattach(struct fstate *s, uint64_t inum, struct ino_info *ii)
 		in.dir_offset = slot;
 		r = fsck_update_inode(s->c, inum, &in);
 	}
-	if (!r && S_ISDIR(ii->mode)) {
+	if (!r && S_ISDIR(ino_mode(ii))) {
 		fsck_ino_extra(&s->inodes, lost_found, true)->subdirs++;
 		r = fsck_adjust_nlink(s->c, lost_found, 1);
 	}
@@ -142,7 +142,7 @@ static int nameless(struct fstate *s, uint64_t inum, struct ino_info *ii,
 	if (!in.nlink || (in.flags & BCH_INODE_UNLINKED)) {
 		if (fsck_fixing(s, BCH_FSCK_inode_unlinked, where, NULL)) {
 			fsck_fix_done(s, BCH_FSCK_inode_unlinked, bch_fs_inode_free(c, inum));
-			ii->mode = 0;	/* gone */
+			ii->type = 0;	/* gone */
 		}
 	} else if (fsck_fixing(s, unreachable, where, NULL)) {
 		fsck_fix_done(s, unreachable, reattach(s, inum, ii));
@@ -159,28 +159,28 @@ int fsck_check_structure(struct fstate *s)
 	lost_found = 0;
 	fsck_ino_reserve(&s->inodes, 4);	/* root and lost+found may be added below */
 	struct ino_info *root = fsck_ino_find(&s->inodes, BCH_ROOT_INO, false);
-	if (!root || !root->mode || !S_ISDIR(root->mode))
+	if (!root || !S_ISDIR(ino_mode(root)))
 		return 0;	/* not recreated (-n): nothing can be reached */
-	root->state = 2;
+	ino_set_state(root, 2);
 
 	/* directories: named once, and every parent chain reaches the root */
 	size_t pos = 0;
 	uint64_t inum;
 	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
-		if (!ii->mode || !S_ISDIR(ii->mode) || ii->state == 2)
+		if (!S_ISDIR(ino_mode(ii)) || ino_state(ii) == 2)
 			continue;
 		if (!ii->names) {
 			if ((r = nameless(s, inum, ii, BCH_FSCK_dir_unreachable)))
 				return r;
-			ii->state = 2;
+			ino_set_state(ii, 2);
 			continue;
 		}
 		/* walk up: state 1 marks this walk's path */
 		struct walk { uint64_t inum; struct ino_info *ii; } *path = NULL;
 		size_t plen = 0;
 		struct walk cur = { inum, ii };
-		while (cur.ii && cur.ii->state == 0 && cur.ii->names && plen < s->inodes.nr + 1) {
-			cur.ii->state = 1;
+		while (cur.ii && ino_state(cur.ii) == 0 && cur.ii->names && plen < s->inodes.nr + 1) {
+			ino_set_state(cur.ii, 1);
 			path = realloc(path, (plen + 1) * sizeof(*path));
 			if (!path)
 				abort();
@@ -189,7 +189,7 @@ int fsck_check_structure(struct fstate *s)
 			cur.inum = x ? x->parent : 0;
 			cur.ii = x ? fsck_ino_find(&s->inodes, cur.inum, false) : NULL;
 		}
-		if (cur.ii && cur.ii->state == 1) {
+		if (cur.ii && ino_state(cur.ii) == 1) {
 			/* cur is on a loop: cut it there */
 			fsck_inode_where(c, cur.inum, where, sizeof(where));
 			if (fsck_fixing(s, BCH_FSCK_dir_loop, where, NULL)) {
@@ -209,14 +209,14 @@ int fsck_check_structure(struct fstate *s)
 		}
 		/* every directory on the path now reaches the root (or was reported) */
 		for (size_t k = 0; k < plen; k++)
-			path[k].ii->state = 2;
+			ino_set_state(path[k].ii, 2);
 		free(path);
 	}
 
 	/* files: a name, or deleted when nothing wants them */
 	pos = 0;
 	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
-		if (!ii->mode || S_ISDIR(ii->mode) || ii->names)
+		if (!ii->type || S_ISDIR(ino_mode(ii)) || ii->names)
 			continue;
 		if ((r = nameless(s, inum, ii, BCH_FSCK_inode_unreachable)))
 			return r;

@@ -42,7 +42,7 @@
  *                          another is good: rewritten from the good one
  *     data_unreadable      no good copy: reported, left as is
  *
- * Memory: one table entry per inode (16 bytes; directories 56 more) and
+ * Memory: one table entry per inode (8 bytes; directories 64 more) and
  * one bit per block of each device; never in proportion to the data.  Keys are read in
  * batches and repairs happen between batches, so no iterator is open while
  * the tree changes.
@@ -253,6 +253,38 @@ struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum)
 struct ino_extra *fsck_ino_extra(struct ino_table *t, uint64_t inum, bool add)
 {
 	return fsck_map_find(&t->extra, inum, add);
+}
+
+uint32_t fsck_ino_names(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
+{
+	const struct ino_extra *x = ii->names == INO_SAT ? fsck_ino_extra(t, inum, false) : NULL;
+
+	return x ? x->names : ii->names;
+}
+
+void fsck_ino_set_names(struct ino_table *t, uint64_t inum, struct ino_info *ii, uint32_t n)
+{
+	struct ino_extra *x = n >= INO_SAT ? fsck_ino_extra(t, inum, true) : NULL;
+
+	ii->names = x ? INO_SAT : n;
+	if (x)
+		x->names = n;
+}
+
+uint32_t fsck_ino_nlink(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
+{
+	const struct ino_extra *x = ii->nlink == INO_SAT ? fsck_ino_extra(t, inum, false) : NULL;
+
+	return x ? x->nlink : ii->nlink;
+}
+
+void fsck_ino_set_nlink(struct ino_table *t, uint64_t inum, struct ino_info *ii, uint32_t n)
+{
+	struct ino_extra *x = n >= INO_SAT ? fsck_ino_extra(t, inum, true) : NULL;
+
+	ii->nlink = x ? INO_SAT : n;
+	if (x)
+		x->nlink = n;
 }
 
 /* ------------------------------------------------------------------ state */

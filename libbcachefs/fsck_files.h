@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "bcachefs_format.h"
 #include "fsck.h"
@@ -18,27 +19,50 @@
 struct bch_fs;
 
 /*
- * One entry per inode (16 bytes): what its key says that later passes
+ * One entry per inode (8 bytes): what its key says that later passes
  * compare, and what the scans counted.  Directories (and the rare file
- * whose first name is not the one its parent pointer names) have more in a
- * side table, struct ino_extra.
+ * whose first name is not the one its parent pointer names, or with 255
+ * names or links or more) have more in a side table, struct ino_extra.
  */
 enum {
 	INO_PRESENT	= 1 << 0,	/* the slot is in use */
-	INO_LOADED	= 1 << 1,	/* the i_ fields are set (entries fsck adds have none) */
+	INO_LOADED	= 1 << 1,	/* nlink and flags are the key's (entries fsck adds have none) */
 	INO_UNLINKED	= 1 << 2,	/* the key's unlinked flag */
 	INO_HAS_BP	= 1 << 3,	/* the key has a parent pointer (dir != 0) */
 	INO_BP_NAMED	= 1 << 4,	/* a dirent counted in pass 8 is where it points */
+	INO_STATE_SHIFT	= 5,		/* 2 bits: pass 9 loop walk: 0 new, 1 walking, 2 reaches root */
 };
 
+#define INO_SAT		255		/* names, nlink: the count is in the side entry */
+
 struct ino_info {
-	uint32_t	names;		/* dirents naming it */
-	uint32_t	i_nlink;	/* as its key says */
 	uint32_t	bp_fp;		/* fsck_bp_fp() of the key's parent pointer */
-	uint16_t	mode;		/* 0: no inode key (only referenced) */
+	uint8_t		names;		/* dirents naming it (see fsck_ino_names()) */
+	uint8_t		nlink;		/* as its key says (see fsck_ino_nlink()) */
+	uint8_t		type;		/* mode >> 12; 0: no inode key (only referenced) */
 	uint8_t		flags;		/* INO_* */
-	uint8_t		state;		/* pass 9 loop walk: 0 new, 1 walking, 2 reaches root */
 };
+
+/* The file type bits of its mode (the rest is not kept); 0 when none. */
+static inline uint32_t ino_mode(const struct ino_info *ii)
+{
+	return (uint32_t)ii->type << 12;
+}
+
+static inline void ino_set_mode(struct ino_info *ii, uint32_t mode)
+{
+	ii->type = (mode & S_IFMT) >> 12;
+}
+
+static inline unsigned ino_state(const struct ino_info *ii)
+{
+	return (ii->flags >> INO_STATE_SHIFT) & 3;
+}
+
+static inline void ino_set_state(struct ino_info *ii, unsigned state)
+{
+	ii->flags = (ii->flags & ~(3 << INO_STATE_SHIFT)) | state << INO_STATE_SHIFT;
+}
 
 /*
  * Fingerprint of a parent pointer (directory, dirent offset).  Pass 8 sets
@@ -56,7 +80,7 @@ static inline uint32_t fsck_bp_fp(uint64_t dir, uint64_t offset)
 	return (uint32_t)(x >> 32);
 }
 
-/* What directories need besides (56 bytes): few of them, so in a hash table. */
+/* What directories need besides (64 bytes): few of them, so in a hash table. */
 struct ino_extra {
 	uint64_t	inum;		/* 0: empty slot */
 	uint64_t	parent;		/* first name seen: directory ... */
@@ -65,6 +89,8 @@ struct ino_extra {
 	uint64_t	i_dir_offset;
 	uint64_t	i_hash_seed;	/* directories: the seed of names' hashes */
 	uint32_t	subdirs;	/* directories: subdirectories named in it */
+	uint32_t	names;		/* when ino_info's says INO_SAT */
+	uint32_t	nlink;		/* likewise */
 };
 
 /*
@@ -172,6 +198,11 @@ void fsck_ino_reserve(struct ino_table *t, size_t extra);
 struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum);
 /* A directory's side entry (added empty when add); may move others when adding. */
 struct ino_extra *fsck_ino_extra(struct ino_table *t, uint64_t inum, bool add);
+/* Names counted and the key's link count, wherever they are kept; setting may add a side entry. */
+uint32_t fsck_ino_names(struct ino_table *t, uint64_t inum, const struct ino_info *ii);
+void fsck_ino_set_names(struct ino_table *t, uint64_t inum, struct ino_info *ii, uint32_t n);
+uint32_t fsck_ino_nlink(struct ino_table *t, uint64_t inum, const struct ino_info *ii);
+void fsck_ino_set_nlink(struct ino_table *t, uint64_t inum, struct ino_info *ii, uint32_t n);
 
 /* Report p; true when it is to be repaired (and the filesystem is writable). */
 bool fsck_fixing(struct fstate *s, enum bch_fsck_problem p, const char *where, const char *detail);

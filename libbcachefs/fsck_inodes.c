@@ -44,8 +44,8 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 	const struct bch_inode *i = bkey_val(k);
 	struct ino_info *ii = fsck_ino_find(&s->inodes, k->p.offset, true);
 
-	ii->mode = i->mode;
-	ii->i_nlink = i->nlink;
+	ino_set_mode(ii, i->mode);
+	fsck_ino_set_nlink(&s->inodes, k->p.offset, ii, i->nlink);
 	ii->flags |= INO_LOADED;
 	if (i->flags & BCH_INODE_UNLINKED)
 		ii->flags |= INO_UNLINKED;

@@ -41,8 +41,9 @@ static int check_links_one(struct fstate *s, uint64_t inum, struct ino_info *ii,
 	struct bch_inode n = in;
 	/* directories: always a side entry; files: one if the first name is not the pointer's */
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, S_ISDIR(in.mode));
-	uint32_t want = S_ISDIR(in.mode) ? 2 + x->subdirs : ii->names;
-	if (!S_ISDIR(in.mode) && !ii->names)
+	uint32_t names = fsck_ino_names(&s->inodes, inum, ii);
+	uint32_t want = S_ISDIR(in.mode) ? 2 + x->subdirs : names;
+	if (!S_ISDIR(in.mode) && !names)
 		return 0;	/* left unreachable: reported in pass 9 */
 	if (in.nlink != want || (in.flags & BCH_INODE_UNLINKED)) {
 		fsck_inode_where(c, inum, where, sizeof(where));
@@ -96,7 +97,7 @@ static int check_links_key(struct fstate *s, const struct bch_bkey *k)
 {
 	struct ino_info *ii = fsck_ino_find(&s->inodes, k->p.offset, false);
 
-	if (!ii || !ii->mode)
+	if (!ii || !ii->type)
 		return 0;
 	return check_links_one(s, k->p.offset, ii, k);
 }
@@ -107,18 +108,19 @@ static int check_links_key(struct fstate *s, const struct bch_bkey *k)
  */
 static bool links_ok(struct fstate *s, uint64_t inum, const struct ino_info *ii)
 {
-	const struct ino_extra *x = S_ISDIR(ii->mode) ? fsck_ino_extra(&s->inodes, inum, false) : NULL;
+	bool dir = S_ISDIR(ino_mode(ii));
+	const struct ino_extra *x = dir ? fsck_ino_extra(&s->inodes, inum, false) : NULL;
 
-	if (!(ii->flags & INO_LOADED) || (S_ISDIR(ii->mode) && !x))
+	if (!(ii->flags & INO_LOADED) || (dir && !x))
 		return false;
-	uint32_t want = x ? 2 + x->subdirs : ii->names;
-	if (!x && !ii->names)
+	uint32_t want = dir ? 2 + x->subdirs : fsck_ino_names(&s->inodes, inum, ii);
+	if (!dir && !want)
 		return true;
-	if (ii->i_nlink != want || (ii->flags & INO_UNLINKED))
+	if (fsck_ino_nlink(&s->inodes, inum, ii) != want || (ii->flags & INO_UNLINKED))
 		return false;
 	if (inum == BCH_ROOT_INO)
 		return !(ii->flags & INO_HAS_BP);
-	if (x)
+	if (dir)
 		return x->i_dir == x->parent && x->i_dir_offset == x->parent_slot;
 	return !(ii->flags & INO_HAS_BP) || (ii->flags & INO_BP_NAMED);
 }
@@ -139,7 +141,7 @@ int fsck_check_links(struct fstate *s)
 	uint64_t inum;
 	for (struct ino_info *ii; !s->err && !s->ctx->cancelled &&
 				  (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
-		if (!ii->mode || links_ok(s, inum, ii))
+		if (!ii->type || links_ok(s, inum, ii))
 			continue;
 		struct bch_bkey *k;
 		int r = bch_btree_lookup(s->c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);

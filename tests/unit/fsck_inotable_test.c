@@ -36,7 +36,7 @@ Test(fsck_inotable, dense_and_outside)
 	for (unsigned i = 0; i < 100; i += 3)
 		fsck_ino_find(&t, BCH_ROOT_INO + i, true)->names = i + 1;
 	for (unsigned i = 0; i < 5; i++)
-		fsck_ino_find(&t, odd[i], true)->names = 1000 + i;
+		fsck_ino_set_names(&t, odd[i], fsck_ino_find(&t, odd[i], true), 1000 + i);
 	cr_assert_eq(t.nr, 34 + 5);
 	cr_assert_eq(t.hash.nr, 5);
 
@@ -52,7 +52,7 @@ Test(fsck_inotable, dense_and_outside)
 	for (unsigned i = 0; i < 5; i++) {
 		struct ino_info *ii = fsck_ino_find(&t, odd[i], false);
 		cr_assert_not_null(ii, "inode %llu", (unsigned long long)odd[i]);
-		cr_assert_eq(ii->names, 1000 + i);
+		cr_assert_eq(fsck_ino_names(&t, odd[i], ii), 1000 + i);
 	}
 	/* adding what is there finds it, counts nothing */
 	cr_assert_eq(fsck_ino_find(&t, BCH_ROOT_INO, true)->names, 1);
@@ -65,7 +65,7 @@ Test(fsck_inotable, dense_and_outside)
 	for (size_t i = 0; i < 34; i++)
 		cr_assert_eq(seen[i], BCH_ROOT_INO + 3 * i);
 	for (size_t i = 34; i < 39; i++)
-		cr_assert_geq(fsck_ino_find(&t, seen[i], false)->names, 1000);
+		cr_assert_geq(fsck_ino_names(&t, seen[i], fsck_ino_find(&t, seen[i], false)), 1000);
 	fsck_ino_exit(&t);
 }
 
@@ -77,7 +77,7 @@ Test(fsck_inotable, sparse_goes_to_hash)
 	fsck_ino_init(&t, 10, BCH_ROOT_INO + 1000000);
 	cr_assert_eq(t.dense_len, 0);
 	for (unsigned i = 0; i < 10; i++)
-		fsck_ino_find(&t, BCH_ROOT_INO + i * 100000, true)->mode = 0100644;
+		fsck_ino_find(&t, BCH_ROOT_INO + i * 100000, true)->type = S_IFREG >> 12;
 	for (unsigned i = 0; i < 10; i++)
 		cr_assert_not_null(fsck_ino_find(&t, BCH_ROOT_INO + i * 100000, false));
 	cr_assert_null(fsck_ino_find(&t, BCH_ROOT_INO + 1, false));
@@ -150,4 +150,37 @@ Test(fsck_inotable, parent_pointer_fingerprint)
 	cr_assert_lt(same, 2, "%u neighbouring pointers share a fingerprint", same);
 	cr_assert_neq(fsck_bp_fp(4096, 1), fsck_bp_fp(4097, 1));
 	cr_assert_neq(fsck_bp_fp(4096, 1), fsck_bp_fp(4096, 2));
+}
+
+Test(fsck_inotable, counts_past_a_byte)
+{
+	struct ino_table t;
+
+	/* names and link counts of 255 and more live in the side entry */
+	fsck_ino_init(&t, 10, BCH_ROOT_INO + 9);
+	struct ino_info *ii = fsck_ino_find(&t, BCH_ROOT_INO + 1, true);
+	for (uint32_t n = 1; n <= 70000; n++)
+		fsck_ino_set_names(&t, BCH_ROOT_INO + 1, ii, fsck_ino_names(&t, BCH_ROOT_INO + 1, ii) + 1);
+	cr_assert_eq(fsck_ino_names(&t, BCH_ROOT_INO + 1, ii), 70000);
+	cr_assert_eq(ii->names, INO_SAT);
+	fsck_ino_set_nlink(&t, BCH_ROOT_INO + 1, ii, 254);
+	cr_assert_eq(ii->nlink, 254);
+	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 254);
+	fsck_ino_set_nlink(&t, BCH_ROOT_INO + 1, ii, 255);
+	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 255);
+	fsck_ino_set_nlink(&t, BCH_ROOT_INO + 1, ii, 1U << 31);
+	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 1U << 31);
+	/* back under: the entry itself again */
+	fsck_ino_set_nlink(&t, BCH_ROOT_INO + 1, ii, 3);
+	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 3);
+	cr_assert_eq(sizeof(struct ino_info), 8);
+	/* the mode keeps its type; state and flags share a byte */
+	ino_set_mode(ii, S_IFDIR | 0755);
+	cr_assert(S_ISDIR(ino_mode(ii)));
+	ino_set_state(ii, 2);
+	cr_assert_eq(ino_state(ii), 2);
+	cr_assert(ii->flags & INO_PRESENT);
+	ino_set_state(ii, 1);
+	cr_assert_eq(ino_state(ii), 1);
+	fsck_ino_exit(&t);
 }
