@@ -269,8 +269,10 @@ int cmd_fsck(int argc, char *argv[])
 		 * so changed nodes are not written out again and again.
 		 */
 		bch_opt_set(&oo, Opt_btree_cache_size, ctx->mode == BCH_FSCK_NO ? 1 << 20 : 8 << 20);
-		if (ctx->mode == BCH_FSCK_NO)
+		if (ctx->mode == BCH_FSCK_NO) {
 			bch_opt_set(&oo, Opt_read_only, 1);
+			bch_opt_set(&oo, Opt_fsck_defer_recount, 1);	/* pass 3 counts the buckets */
+		}
 		if (!o.json)
 			printf("pass 2: journal\n");
 		ret = bch_fs_open(devs, nr, &oo, &c, err, sizeof(err));

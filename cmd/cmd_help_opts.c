@@ -130,6 +130,8 @@ int cmd_help_opts(int argc, char *argv[])
 		const struct bch_option *o = &bch_opt_table[i];
 		char vals[160], wh[80];
 
+		if (!o->flags)
+			continue;	/* internal: no command line sets it */
 		value_text(o, i, vals, sizeof(vals));
 		where(o->flags, wh, sizeof(wh));
 		if (man) {

@@ -43,8 +43,10 @@ static struct bch_fs *open_fs(bool ro)
 
 	memset(&o, 0, sizeof(o));
 	bch_opt_set(&o, Opt_fsck, 1);
-	if (ro)
+	if (ro) {
 		bch_opt_set(&o, Opt_read_only, 1);
+		bch_opt_set(&o, Opt_fsck_defer_recount, 1);	/* as bcachefs fsck -n */
+	}
 	return bch_fs_open(&p, 1, &o, &c, err, sizeof(err)) ? NULL : c;
 }
 
@@ -139,6 +141,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(img);
 
 	char *paths[] = { img_path };
+	/* -n first, as bcachefs fsck users do: anything but a crash or a hang is fine */
+	struct bch_fsck_ctx *n0 = calloc(1, sizeof(*n0));
+	n0->mode = BCH_FSCK_NO;
+	bch_checksum_bypass = bypass;
+	if (!bch_fsck_superblocks(n0, paths, 1, NULL)) {
+		struct bch_fs *c = open_fs(true);
+		struct bch_fsck_file_stats st0;
+		uint64_t nodes;
+		if (c && !bch_fsck_btrees(n0, c, &nodes))
+			bch_fsck_files(n0, c, false, &st0);
+		if (c)
+			bch_fs_close(c);
+	}
+	free(n0);
 	struct bch_fsck_ctx *y = calloc(1, sizeof(*y));
 	struct bch_fsck_file_stats st;
 	y->mode = BCH_FSCK_YES;

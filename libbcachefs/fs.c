@@ -355,10 +355,10 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 	if (!r && !loaded) {
 		/*
 		 * User data buckets, from the extent keys.  fsck -n of a clean
-		 * filesystem (nothing replayed, nothing written) leaves that to
-		 * its pass 3, which reads every extents leaf anyway.
+		 * filesystem (nothing replayed, nothing written) may leave that
+		 * to its pass 3, which reads every extents leaf anyway.
 		 */
-		if (c->opts.v[Opt_fsck] && c->read_only && clean)
+		if (c->opts.v[Opt_fsck] && c->opts.v[Opt_fsck_defer_recount] && c->read_only && clean)
 			c->extents_mark_deferred = true;
 		else
 			r = bch_extents_mark_all(c);

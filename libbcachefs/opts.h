@@ -128,6 +128,9 @@ extern const char * const bch_member_state_names[];
 	x(fsck,			BCH_OPT_BOOL,	OPT_MOUNT, -1,				\
 	  0, 0, 1, NULL,								\
 	  "Open for checking: an unreadable interior node does not stop the open")	\
+	x(fsck_defer_recount,	BCH_OPT_BOOL,	0, -1,					\
+	  0, 0, 1, NULL,								\
+	  "Internal (bcachefs fsck -n): its pass 3 counts the data buckets, not the open") \
 	x(fs_size,		BCH_OPT_SIZE,	OPT_DEVICE, -1,				\
 	  0, 1 * MiB, UINT64_MAX, NULL,						\
 	  "Size of the following device (creates or grows image files)")		\
