@@ -91,7 +91,22 @@ int fsck_check_alloc(struct fstate *s)
 	return bch_alloc_btree_for_each_open_diff(s->c, alloc_diff, s);
 }
 
-static bool claim(struct fstate *s, const struct bch_extent_ptr *p, const struct bch_extent_crc *crc)
+/* The same encoded extent: everything but which piece of it a key covers. */
+static bool same_encoding(const struct bch_extent_crc *a, const struct bch_extent_crc *b)
+{
+	return a->compressed_sectors == b->compressed_sectors &&
+	       a->uncompressed_sectors == b->uncompressed_sectors &&
+	       a->compressed_bytes == b->compressed_bytes && a->csum_type == b->csum_type &&
+	       a->compression_type == b->compression_type && bch_csum_eq(a->csum, b->csum);
+}
+
+/*
+ * Claim the blocks pointer p's encoded extent takes; false when another
+ * extent has them.  Keys split from one encoded extent share its blocks:
+ * they come one after another in key order, each a later piece of it.
+ */
+static bool claim(struct fstate *s, const struct bch_extent_ptr *p, const struct bch_extent_crc *crc,
+		  unsigned size)
 {
 	unsigned sectors = crc->compressed_sectors;
 	unsigned bs = s->c->sb->block_size;
@@ -107,48 +122,26 @@ static bool claim(struct fstate *s, const struct bch_extent_ptr *p, const struct
 		map[b / 8] |= 1U << (b % 8);
 	}
 	if (taken) {
-		/* keys that share one encoded extent are close together: a short memory */
+		/* a short memory: the pieces of one encoded extent are close together */
 		for (unsigned i = 0; i < 128; i++)
 			if (!memcmp(&s->recent[i].ptr, p, sizeof(*p)) &&
-			    bch_csum_eq(s->recent[i].csum, crc->csum))
+			    same_encoding(&s->recent[i].crc, crc)) {
+				if (crc->offset < s->recent[i].end)
+					return false;	/* a piece counted already */
+				s->recent[i].end = (uint64_t)crc->offset + size;
 				return true;
+			}
 		return false;
 	}
-	s->recent[s->recent_next % 128].ptr = *p;
-	s->recent[s->recent_next++ % 128].csum = crc->csum;
+	unsigned n = s->recent_next++ % 128;
+	s->recent[n].ptr = *p;
+	s->recent[n].crc = *crc;
+	s->recent[n].crc.offset = 0;
+	s->recent[n].end = (uint64_t)crc->offset + size;
 	return true;
 }
 
 /* ------------------------------------------- inode keys in step with extents */
-
-/* The next inode key (a copy), or NULL after the last; read in batches. */
-static const struct bch_bkey *ino_peek(struct fstate *s, int *err)
-{
-	if (s->ino_batch_at == s->ino_batch_nr && !s->ino_done) {
-		struct btree_iter it;
-		const struct bch_bkey *k;
-		unsigned n = 0;
-
-		s->ino_batch_at = 0;
-		if (s->c->roots->r[BCH_BTREE_ID_inodes].key) {
-			bch_btree_iter_init(&it, s->c, BCH_BTREE_ID_inodes, s->ino_next, POS_MAX);
-			while (n < sizeof(s->ino_batch) / sizeof(s->ino_batch[0]) && (k = bch_btree_iter_next(&it, err)))
-				s->ino_batch[n++] = bch_bkey_dup(k);
-			bch_btree_iter_exit(&it);
-		}
-		s->ino_batch_nr = n;
-		if (n && !bpos_eq(s->ino_batch[n - 1]->p, POS_MAX))
-			s->ino_next = bpos_successor(s->ino_batch[n - 1]->p);
-		else
-			s->ino_done = true;
-	}
-	return s->ino_batch_at < s->ino_batch_nr ? s->ino_batch[s->ino_batch_at] : NULL;
-}
-
-static void ino_pop(struct fstate *s)
-{
-	free(s->ino_batch[s->ino_batch_at++]);
-}
 
 static void sectors_wrong(struct fstate *s, uint64_t inum, uint64_t i_sectors, uint64_t counted)
 {
@@ -175,7 +168,7 @@ static int ino_advance(struct fstate *s, uint64_t inum, struct bch_inode *found,
 	int err = 0;
 
 	*have = false;
-	while ((k = ino_peek(s, &err)) && k->p.offset <= inum) {
+	while ((k = fsck_cursor_peek(&s->inode_keys, &err)) && k->p.offset <= inum) {
 		if (k->p.inode == 0 && k->type == BCH_BKEY_inode) {
 			const struct bch_inode *i = bkey_val(k);
 			fsck_load_inode(s, k);
@@ -186,7 +179,7 @@ static int ino_advance(struct fstate *s, uint64_t inum, struct bch_inode *found,
 				sectors_wrong(s, k->p.offset, i->sectors, 0);
 			}
 		}
-		ino_pop(s);
+		fsck_cursor_pop(&s->inode_keys);
 		if (*have)
 			break;
 	}
@@ -271,7 +264,7 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 				prob = BCH_FSCK_extent_ptr_stale;
 				snprintf(detail, sizeof(detail), "%u:%" PRIu64 " gen %u", p->dev,
 					 (uint64_t)p->offset, p->gen);
-			} else if (!claim(s, p, &e->crc)) {
+			} else if (!claim(s, p, &e->crc, k->size)) {
 				prob = BCH_FSCK_extent_ptr_dup;
 				snprintf(detail, sizeof(detail), "%u:%" PRIu64 " already used by another extent",
 					 p->dev, (uint64_t)p->offset);

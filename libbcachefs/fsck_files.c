@@ -11,7 +11,8 @@
  *                          buckets or into a superblock, journal or btree bucket
  *     extent_ptr_stale     pointer whose generation is not its bucket's
  *     extent_ptr_dup       two encoded extents claim the same blocks
- *                          (keys sharing one encoded extent after a split are fine)
+ *                          (keys split from one encoded extent share it, each
+ *                          covering a later piece of it)
  *     repair: the pointer is dropped; an extent with none left is deleted
  *   pass 6
  *     extent_no_inode, extent_bad_inode   owner missing / not a file or symlink
@@ -255,36 +256,41 @@ struct ino_extra *fsck_ino_extra(struct ino_table *t, uint64_t inum, bool add)
 	return fsck_map_find(&t->extra, inum, add);
 }
 
+/* A count kept in a byte of the entry, or at INO_SAT and past in the side entry. */
+static uint32_t count_get(struct ino_table *t, uint64_t inum, uint8_t small, bool names)
+{
+	const struct ino_extra *x = small == INO_SAT ? fsck_ino_extra(t, inum, false) : NULL;
+
+	return !x ? small : names ? x->names : x->nlink;
+}
+
+static void count_set(struct ino_table *t, uint64_t inum, uint8_t *small, bool names, uint32_t n)
+{
+	struct ino_extra *x = n >= INO_SAT ? fsck_ino_extra(t, inum, true) : NULL;
+
+	*small = x ? INO_SAT : n;
+	if (x)
+		*(names ? &x->names : &x->nlink) = n;
+}
+
 uint32_t fsck_ino_names(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
 {
-	const struct ino_extra *x = ii->names == INO_SAT ? fsck_ino_extra(t, inum, false) : NULL;
-
-	return x ? x->names : ii->names;
+	return count_get(t, inum, ii->names, true);
 }
 
 void fsck_ino_set_names(struct ino_table *t, uint64_t inum, struct ino_info *ii, uint32_t n)
 {
-	struct ino_extra *x = n >= INO_SAT ? fsck_ino_extra(t, inum, true) : NULL;
-
-	ii->names = x ? INO_SAT : n;
-	if (x)
-		x->names = n;
+	count_set(t, inum, &ii->names, true, n);
 }
 
 uint32_t fsck_ino_nlink(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
 {
-	const struct ino_extra *x = ii->nlink == INO_SAT ? fsck_ino_extra(t, inum, false) : NULL;
-
-	return x ? x->nlink : ii->nlink;
+	return count_get(t, inum, ii->nlink, false);
 }
 
 void fsck_ino_set_nlink(struct ino_table *t, uint64_t inum, struct ino_info *ii, uint32_t n)
 {
-	struct ino_extra *x = n >= INO_SAT ? fsck_ino_extra(t, inum, true) : NULL;
-
-	ii->nlink = x ? INO_SAT : n;
-	if (x)
-		x->nlink = n;
+	count_set(t, inum, &ii->nlink, false, n);
 }
 
 /* ------------------------------------------------------------------ state */
@@ -412,71 +418,105 @@ int fsck_update_inode(struct bch_fs *c, uint64_t inum, const struct bch_inode *i
 	return r;
 }
 
-/*
- * Visit every key of btree id in order, in batches: fn gets a copy and may
- * change the tree (no iterator is open while it runs).
- */
+void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id)
+{
+	memset(cur, 0, sizeof(*cur));
+	cur->c = c;
+	cur->id = id;
+	cur->next = POS_MIN;
+	cur->done = !c->roots->r[id].key;
+}
 
+void fsck_cursor_exit(struct key_cursor *cur)
+{
+	free(cur->arena);
+	cur->arena = NULL;
+}
+
+/* The next batch into the arena (grown, and the batch read again, if it does not fit). */
+static int cursor_fill(struct key_cursor *cur)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	size_t used = 0;
+	int err = 0;
+
+	cur->nr = cur->at = 0;
+	if (!cur->arena) {
+		cur->cap = 64 << 10;
+		if (!(cur->arena = malloc(cur->cap)))
+			return -ENOMEM;
+	}
+	bch_btree_iter_init(&it, cur->c, cur->id, cur->next, POS_MAX);
+	while (cur->nr < sizeof(cur->batch) / sizeof(cur->batch[0]) &&
+	       (k = bch_btree_iter_next(&it, &err))) {
+		size_t bytes = bkey_bytes(k);	/* whole u64s */
+		if (used + bytes > cur->cap) {
+			bch_btree_iter_exit(&it);
+			cur->cap = (used + bytes) * 2 + (64 << 10);
+			free(cur->arena);
+			if (!(cur->arena = malloc(cur->cap)))
+				return -ENOMEM;
+			cur->nr = 0;
+			used = 0;
+			bch_btree_iter_init(&it, cur->c, cur->id, cur->next, POS_MAX);
+			continue;
+		}
+		cur->batch[cur->nr] = (struct bch_bkey *)((char *)cur->arena + used);
+		memcpy(cur->batch[cur->nr++], k, bytes);
+		used += bytes;
+	}
+	bch_btree_iter_exit(&it);
+	if (err)
+		return err;
+	/* until a batch comes back empty: the caller may have added keys further on */
+	if (!cur->nr || bpos_eq(cur->batch[cur->nr - 1]->p, POS_MAX))
+		cur->done = true;
+	else
+		cur->next = bpos_successor(cur->batch[cur->nr - 1]->p);
+	return 0;
+}
+
+const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
+{
+	if (cur->at == cur->nr) {
+		if (cur->done)
+			return NULL;
+		int r = cursor_fill(cur);
+		if (r) {
+			*err = r;
+			cur->done = true;
+			cur->nr = cur->at = 0;
+			return NULL;
+		}
+	}
+	return cur->at < cur->nr ? cur->batch[cur->at] : NULL;
+}
+
+/*
+ * Visit every key of btree id in order: fn gets a copy and may change the
+ * tree (no iterator is open while it runs).
+ */
 int fsck_for_each_key(struct fstate *s, unsigned id, key_fn fn)
 {
-	enum { BATCH = 256 };
-	struct bch_bkey *batch[BATCH];
-	struct bch_bpos pos = POS_MIN;
-	size_t cap = 64 << 10;
-	uint64_t *arena = malloc(cap);	/* the batch's copies, one after another */
-	int ret = 0;
+	struct key_cursor cur;
+	const struct bch_bkey *k;
+	int err = 0, r = 0;
 
-	if (!arena)
-		return -ENOMEM;
-	if (!s->c->roots->r[id].key)
-		goto out;
-	for (;;) {
-		struct btree_iter it;
-		const struct bch_bkey *k;
-		unsigned n = 0;
-		size_t used = 0;
-		int err = 0, r = 0;
-
-		bch_btree_iter_init(&it, s->c, id, pos, POS_MAX);
-		while (n < BATCH && (k = bch_btree_iter_next(&it, &err))) {
-			size_t bytes = bkey_bytes(k);
-			if ((used + bytes + 7) / 8 * 8 > cap) {
-				bch_btree_iter_exit(&it);
-				/* room for a whole batch of the largest keys: restart it there */
-				cap = (used + bytes) * 2 + (64 << 10);
-				free(arena);
-				arena = malloc(cap);
-				if (!arena)
-					return -ENOMEM;
-				n = 0;
-				used = 0;
-				bch_btree_iter_init(&it, s->c, id, pos, POS_MAX);
-				continue;
-			}
-			batch[n] = (struct bch_bkey *)((char *)arena + used);
-			memcpy(batch[n++], k, bytes);
-			used += (bytes + 7) / 8 * 8;
-		}
-		bch_btree_iter_exit(&it);
-		if (n && s->ctx->tick && s->max_inum > BCH_FIRST_INO) {
-			/* keys are ordered by inode number: that is how far this pass is */
-			uint64_t at = id == BCH_BTREE_ID_inodes ? batch[0]->p.offset : batch[0]->p.inode;
+	fsck_cursor_init(&cur, s->c, id);
+	while (!r && !s->ctx->cancelled && (k = fsck_cursor_peek(&cur, &err))) {
+		if (cur.at == 0 && s->ctx->tick && s->max_inum > BCH_FIRST_INO) {
+			/* a new batch; keys are ordered by inode number: that is how far this pass is */
+			uint64_t at = id == BCH_BTREE_ID_inodes ? k->p.offset : k->p.inode;
 			at = at < BCH_FIRST_INO ? 0 : at - BCH_FIRST_INO;
 			s->ctx->tick(s->ctx, at >= s->max_inum - BCH_FIRST_INO ? 100
 					     : (unsigned)(at * 100 / (s->max_inum - BCH_FIRST_INO)));
 		}
-		for (unsigned i = 0; i < n && !r && !err && !s->ctx->cancelled; i++)
-			r = fn(s, batch[i]);
-		if (n)
-			pos = bpos_successor(batch[n - 1]->p);
-		ret = err ? err : r;
-		/* until a batch comes back empty: repairs may have added keys further on */
-		if (ret || !n || s->ctx->cancelled || bpos_eq(batch[n - 1]->p, POS_MAX))
-			break;
+		r = fn(s, k);
+		fsck_cursor_pop(&cur);
 	}
-out:
-	free(arena);
-	return ret;
+	fsck_cursor_exit(&cur);
+	return err ? err : r;
 }
 
 /* -------------------------------------------------------------- driver */
@@ -515,7 +555,7 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	if (ctx->progress)
 		ctx->progress(ctx, 5, "extents");
 	r = fsck_check_alloc(s);
-	s->ino_next = POS_MIN;
+	fsck_cursor_init(&s->inode_keys, c, BCH_BTREE_ID_inodes);
 	if (!r)
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r)
@@ -556,8 +596,7 @@ out:
 	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
 		free(s->claimed[d]);
 	fsck_ino_exit(&s->inodes);
-	for (unsigned i = s->ino_batch_at; i < s->ino_batch_nr; i++)
-		free(s->ino_batch[i]);
+	fsck_cursor_exit(&s->inode_keys);
 	free(s->sectors_wrong);
 	free(s->moved);
 	free(s);

@@ -133,6 +133,32 @@ struct sectors_wrong {
 	uint64_t	inum, i_sectors, counted;
 };
 
+/*
+ * The keys of one btree in order, read in batches of copies so that no
+ * iterator is open between calls (the caller may change the tree; a batch
+ * ends just after the key it last copied, so keys added further on are
+ * still met).  A key peeked stays valid until the peek after its pop.
+ */
+struct key_cursor {
+	struct bch_fs		*c;
+	unsigned		id;
+	struct bch_bpos		next;		/* where the next batch starts */
+	bool			done;
+	struct bch_bkey		*batch[256];
+	unsigned		nr, at;
+	uint64_t		*arena;		/* the batch's copies, one after another */
+	size_t			cap;
+};
+
+void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id);
+void fsck_cursor_exit(struct key_cursor *cur);
+/* The next key, NULL after the last (or on an error: *err). */
+const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err);
+static inline void fsck_cursor_pop(struct key_cursor *cur)
+{
+	cur->at++;
+}
+
 struct fstate {
 	struct bch_fsck_ctx	*ctx;
 	struct bch_fs		*c;
@@ -145,7 +171,8 @@ struct fstate {
 	uint64_t		claimed_blocks[BCH_SB_MEMBERS_MAX];
 	struct {
 		struct bch_extent_ptr	ptr;
-		struct bch_csum		csum;
+		struct bch_extent_crc	crc;	/* its encoding (offset: 0) */
+		uint64_t		end;	/* end of the pieces seen, in its sectors */
 	}			recent[128];
 	unsigned		recent_next;
 
@@ -162,10 +189,7 @@ struct fstate {
 	 * pass 6: the inode keys, read in step with the extents (both are in
 	 * inode number order); each is entered in the table as it passes
 	 */
-	struct bch_bkey		*ino_batch[256];
-	unsigned		ino_batch_nr, ino_batch_at;
-	struct bch_bpos		ino_next;	/* where the next batch starts */
-	bool			ino_done;
+	struct key_cursor	inode_keys;
 
 	/* pass 6 -> 7: sector counts to report, in inode order */
 	struct sectors_wrong	*sectors_wrong;
