@@ -50,6 +50,12 @@ static struct bch_fs *open_fs(bool ro)
 	return bch_fs_open(&p, 1, &o, &c, err, sizeof(err)) ? NULL : c;
 }
 
+/* The scratch image goes when the fuzzer ends (not after a crash: it is the evidence). */
+static void remove_image(void)
+{
+	unlink(img_path);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	struct bch_format_dev d = { 0 };
@@ -68,6 +74,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	bch_opts_default(&o);
 	bch_opt_set(&o, Opt_btree_node_size, 4096);
 	unlink(img_path);
+	atexit(remove_image);
 	if (bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)))
 		abort();
 	struct bch_fs *c = open_fs(false);
