@@ -86,6 +86,17 @@ static void close_fs(struct bch_fs *c)
 	free(c);
 }
 
+/* A new one-device filesystem, its (empty) journal read and started for writing. */
+static struct bch_fs *fresh_journal(uint64_t *newest)
+{
+	make_fs(1, 1);
+	struct bch_fs *c = open_fs(paths, 1, false);
+
+	cr_assert_eq(bch_journal_read(c, NULL, NULL, newest), 0);
+	bch_journal_start(c, 1);
+	return c;
+}
+
 /* One journalled "transaction": a btree_keys entry whose data says (seq, tag). */
 static uint64_t add_record(struct bch_fs *c, uint64_t tag, unsigned words)
 {
@@ -181,12 +192,9 @@ Test(journal, write_read_with_pins)
 
 Test(journal, ring_wraps_and_reclaims)
 {
-	make_fs(1, 1);
-	struct bch_fs *c = open_fs(paths, 1, false);
 	uint64_t newest;
+	struct bch_fs *c = fresh_journal(&newest);
 
-	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
-	bch_journal_start(c, 1);
 	pin_flushes = 0;
 	/* far more data than the ring holds, with a pin always held: reclaim must flush it */
 	for (unsigned t = 1; t <= 3000; t++) {
@@ -213,13 +221,10 @@ Test(journal, ring_wraps_and_reclaims)
 
 Test(journal, too_big_refused)
 {
-	make_fs(1, 1);
-	struct bch_fs *c = open_fs(paths, 1, false);
 	struct bch_journal_res res;
 	uint64_t newest;
+	struct bch_fs *c = fresh_journal(&newest);
 
-	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
-	bch_journal_start(c, 1);
 	cr_assert_eq(bch_journal_res_get(c, 1U << 20, &res), -EINVAL);
 	close_fs(c);
 	test_tmpdir_remove(tmpdir);
@@ -276,12 +281,8 @@ Test(journal, replicated_either_device_serves)
 
 Test(journal, damaged_entry_in_replay_range)
 {
-	make_fs(1, 1);
-	struct bch_fs *c = open_fs(paths, 1, false);
 	uint64_t newest;
-
-	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
-	bch_journal_start(c, 1);
+	struct bch_fs *c = fresh_journal(&newest);
 	uint64_t first = add_record(c, 1, 5);
 	bch_journal_pin_add(c, &test_pin, first, pin_flush);
 	cr_assert_eq(bch_journal_flush(c), 0);
@@ -317,12 +318,9 @@ Test(journal, damaged_entry_in_replay_range)
  */
 Test(journal, entries_without_header_checksum)
 {
-	make_fs(1, 1);
-	struct bch_fs *c = open_fs(paths, 1, false);
 	uint64_t newest;
+	struct bch_fs *c = fresh_journal(&newest);
 
-	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
-	bch_journal_start(c, 1);
 	for (unsigned i = 1; i <= 3; i++) {
 		uint64_t seq = add_record(c, i, 5);
 		if (i == 1)	/* held: every entry is in the replay range */
