@@ -23,12 +23,12 @@ best() {
 		t=$(( (t1 - t0) / 1000000 ))
 		[ -z "$ms" ] || [ "$t" -lt "$ms" ] && ms=$t
 	done
-	mb=$(( $(tail -1 rss) / 1024 ))
+	mb=$(awk -v k="$(tail -1 rss)" 'BEGIN { printf "%.1f", k / 1024 }')
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == 0) a = 1; printf "%.2f", b / a }'; }
 
 printf '%-8s %16s %16s %16s %s\n' files "bcachefs fsck" "e2fsck -f -n" "btrfs check" \
-	"e2fsck/ours btrfs/ours (>1: we are faster)"
+	"time e2fsck/ours btrfs/ours (>1: we are faster), memory e2fsck/ours btrfs/ours (>1: we use less)"
 for n in ${BENCH_FSCK_SIZES:-10000 100000}; do
 	rm -rf tree && mkdir tree
 	python3 - "$n" <<'PY'
@@ -46,12 +46,13 @@ PY
 	truncate -s $size b.img && mke2fs -q -F -t ext4 -N $((n + 1000)) -d tree b.img
 	best "$B" fsck -f -n a.img; o_ms=$ms o_mb=$mb
 	best e2fsck -f -n b.img; e_ms=$ms e_mb=$mb
-	b_ms=- b_mb=- b_r=-
+	b_ms=- b_mb=- b_r=- b_mr=-
 	if command -v mkfs.btrfs >/dev/null; then
 		truncate -s $size c.img && mkfs.btrfs -q -f --rootdir tree c.img >/dev/null 2>&1 &&
-			{ best btrfs check --readonly c.img; b_ms=$ms b_mb=$mb b_r=$(ratio "$o_ms" "$b_ms"); }
+			{ best btrfs check --readonly c.img; b_ms=$ms b_mb=$mb b_r=$(ratio "$o_ms" "$b_ms")
+			  b_mr=$(ratio "$o_mb" "$b_mb"); }
 	fi
-	printf '%-8s %7sms %5sMB %7sms %5sMB %7sms %5sMB %s %s\n' "$n" "$o_ms" "$o_mb" "$e_ms" "$e_mb" \
-		"$b_ms" "$b_mb" "$(ratio "$o_ms" "$e_ms")" "$b_r"
+	printf '%-8s %7sms %6sMB %7sms %6sMB %7sms %6sMB time %s %s, memory %s %s\n' "$n" "$o_ms" "$o_mb" \
+		"$e_ms" "$e_mb" "$b_ms" "$b_mb" "$(ratio "$o_ms" "$e_ms")" "$b_r" "$(ratio "$o_mb" "$e_mb")" "$b_mr"
 	rm -rf tree a.img b.img c.img
 done
