@@ -251,6 +251,9 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 
 		if (!a || (b = ptrs[i].offset / a->bucket_sectors) >= a->nbuckets)
 			continue;
+		/* a damaged pointer (fsck frees what it pointed at) may name data: not ours */
+		if (a->type[b] != BCH_DATA_btree)
+			continue;
 		a->sectors[b] = a->sectors[b] > node ? a->sectors[b] - node : 0;
 		if (!a->sectors[b] && (int64_t)b != a->open && (int64_t)b != a->open_user &&
 		    a->type[b] != BCH_DATA_free) {

@@ -40,7 +40,10 @@ int  bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsign
 
 /* nr node-sized allocations on distinct devices; -BCH_ERR_no_space when full. */
 int  bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs);
-/* Free a node's space at the current journal sequence. */
+/*
+ * Free a node's space at the current journal sequence; a pointer into a
+ * bucket that is not a btree bucket (a damaged one fsck drops) is skipped.
+ */
 void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr);
 
 /*

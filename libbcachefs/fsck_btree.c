@@ -285,21 +285,11 @@ static int rebuild(struct bch_fs *c, struct check_state *s)
 	bch_trans_exit(t);
 	if (r)
 		return r;
-	/*
-	 * The old nodes: out of the cache and their space freed, where it is
-	 * btree space (a damaged pointer may point into data, which is not
-	 * the node's to free).
-	 */
+	/* the old nodes: out of the cache and their space freed (btree buckets only) */
 	for (size_t i = 0; i < s->nodes.nr; i++) {
 		const struct bch_btree_ptr *bp = bkey_val(s->nodes.k[i]);
-		struct bch_extent_ptr mine[BCH_REPLICAS_MAX];
-		unsigned n = 0;
 		bch_btree_cache_drop(c, &bp->ptrs[0]);
-		for (unsigned j = 0; j < bch_btree_ptr_nr(s->nodes.k[i]) && n < BCH_REPLICAS_MAX; j++)
-			if (bch_alloc_bucket_type(c, &bp->ptrs[j], c->sb->btree_node_size) == BCH_DATA_btree)
-				mine[n++] = bp->ptrs[j];
-		if (n)
-			bch_free_btree_node(c, mine, n);
+		bch_free_btree_node(c, bp->ptrs, bch_btree_ptr_nr(s->nodes.k[i]));
 	}
 	return bch_journal_flush(c);
 }
