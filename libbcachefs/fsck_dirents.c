@@ -90,16 +90,8 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	uint64_t first;
 	int r = 0;
 	if (s->dir_cached != dir) {
-		/* names hash with the directory's seed: the table has it, unless
-		 * fsck made the directory itself */
-		struct ino_extra *dx = fsck_ino_extra(&s->inodes, dir, false);
-		if ((di->flags & INO_LOADED) && dx) {
-			memset(&s->dir_inode, 0, sizeof(s->dir_inode));
-			s->dir_inode.mode = ino_mode(di);
-			s->dir_inode.hash_seed = dx->i_hash_seed;
-		} else {
-			r = bch_inode_get(c, dir, &s->dir_inode);
-		}
+		/* names hash with the directory's seed: read once per directory */
+		r = bch_inode_get(c, dir, &s->dir_inode);
 		s->dir_cached = r ? 0 : dir;
 	}
 	struct bch_inode dinode = s->dir_inode;

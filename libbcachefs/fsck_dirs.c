@@ -108,8 +108,8 @@ static int reattach(struct fstate *s, uint64_t inum, struct ino_info *ii)
 	ii->bp_fp = fsck_bp_fp(lost_found, slot);
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, S_ISDIR(ino_mode(ii)));
 	if (x) {
-		x->parent = x->i_dir = lost_found;
-		x->parent_slot = x->i_dir_offset = slot;
+		x->parent = lost_found;
+		x->parent_slot = slot;
 	}
 	struct bch_inode in;
 	if (!(r = bch_inode_get(s->c, inum, &in))) {

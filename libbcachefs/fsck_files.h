@@ -80,14 +80,16 @@ static inline uint32_t fsck_bp_fp(uint64_t dir, uint64_t offset)
 	return (uint32_t)(x >> 32);
 }
 
-/* What directories need besides (64 bytes): few of them, so in a hash table. */
+/*
+ * What directories need besides (40 bytes): few of them, so in a hash
+ * table.  Their parent pointer is checked against ino_info's fingerprint
+ * like a file's; the seed of their names' hashes is read from the key when
+ * pass 8 reaches their entries.
+ */
 struct ino_extra {
 	uint64_t	inum;		/* 0: empty slot */
 	uint64_t	parent;		/* first name seen: directory ... */
 	uint64_t	parent_slot;	/* ... and dirent offset */
-	uint64_t	i_dir;		/* directories: the key's parent pointer */
-	uint64_t	i_dir_offset;
-	uint64_t	i_hash_seed;	/* directories: the seed of names' hashes */
 	uint32_t	subdirs;	/* directories: subdirectories named in it */
 	uint32_t	names;		/* when ino_info's says INO_SAT */
 	uint32_t	nlink;		/* likewise */

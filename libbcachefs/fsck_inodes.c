@@ -55,10 +55,7 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 	}
 	s->stats->inodes++;
 	if (S_ISDIR(i->mode)) {
-		struct ino_extra *x = fsck_ino_extra(&s->inodes, k->p.offset, true);
-		x->i_hash_seed = i->hash_seed;
-		x->i_dir = i->dir;
-		x->i_dir_offset = i->dir_offset;
+		fsck_ino_extra(&s->inodes, k->p.offset, true);
 		s->stats->dirs++;
 	} else {
 		s->stats->files++;

@@ -120,8 +120,10 @@ static bool links_ok(struct fstate *s, uint64_t inum, const struct ino_info *ii)
 		return false;
 	if (inum == BCH_ROOT_INO)
 		return !(ii->flags & INO_HAS_BP);
-	if (dir)
-		return x->i_dir == x->parent && x->i_dir_offset == x->parent_slot;
+	if (dir)	/* its one name is where its parent pointer points */
+		return (ii->flags & INO_HAS_BP)
+			? x->parent && ii->bp_fp == fsck_bp_fp(x->parent, x->parent_slot)
+			: !x->parent;
 	return !(ii->flags & INO_HAS_BP) || (ii->flags & INO_BP_NAMED);
 }
 
