@@ -60,7 +60,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	enum bch_fsck_problem prob = BCH_FSCK_PROBLEM_NR;
 	if (!di || !S_ISDIR(ino_mode(di)))
 		prob = BCH_FSCK_dirent_bad_dir;
-	else if (!ti || !ti->type)
+	else if (!ti || !ino_has_key(ti))
 		prob = BCH_FSCK_dirent_dangling;
 	else if (d->inum == BCH_ROOT_INO)
 		prob = BCH_FSCK_dirent_to_root;
@@ -135,7 +135,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 
 	if (S_ISDIR(ino_mode(ti))) {
 		struct ino_extra *tx = fsck_ino_extra(&s->inodes, d->inum, true);
-		if (ti->names) {
+		if (ino_named(ti)) {
 			char tw[640];
 			fsck_inode_where(c, d->inum, tw, sizeof(tw));
 			snprintf(detail, sizeof(detail), "%s is already named in directory %" PRIu64, tw,
@@ -146,17 +146,19 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 				return s->err;
 			}
 		}
-		if (!ti->names) {
+		if (!ino_named(ti)) {
 			tx->parent = dir;
 			tx->parent_slot = slot;
 		}
 		fsck_ino_set_names(&s->inodes, d->inum, ti, fsck_ino_names(&s->inodes, d->inum, ti) + 1);
 		fsck_ino_extra(&s->inodes, dir, true)->subdirs++;
 	} else {
-		bool bp_here = (ti->flags & INO_HAS_BP) && ti->bp_fp == fsck_bp_fp(dir, slot);
-		if (bp_here)
-			ti->flags |= INO_BP_NAMED;
-		else if (!ti->names && (ti->flags & INO_HAS_BP)) {
+		bool bp_here = (ti->bits & INO_HAS_BP) && ti->bp_fp == fsck_bp_fp(dir, slot);
+		if (bp_here && !(ti->bits & INO_BP_NAMED)) {
+			/* accepted on the fingerprint: confirmed as a whole in pass 10 */
+			ti->bits |= INO_BP_NAMED;
+			s->bp_sum_names += fsck_bp_hash(d->inum, dir, slot);
+		} else if (!bp_here && !ino_named(ti) && (ti->bits & INO_HAS_BP)) {
 			/* its parent pointer is elsewhere: pass 10 may need the first name */
 			struct ino_extra *tx = fsck_ino_extra(&s->inodes, d->inum, true);
 			tx->parent = dir;
@@ -176,7 +178,7 @@ int fsck_check_xattr(struct fstate *s, const struct bch_bkey *k)
 		return 0;
 	s->stats->xattrs++;
 	struct ino_info *ii = fsck_ino_find(&s->inodes, k->p.inode, false);
-	if (!ii || !ii->type) {
+	if (!ii || !ino_has_key(ii)) {
 		fsck_inode_where(s->c, k->p.inode, where, sizeof(where));
 		if (fsck_fixing(s, BCH_FSCK_xattr_no_inode, where, NULL))
 			fsck_fix_done(s, BCH_FSCK_xattr_no_inode, fsck_delete_key(s->c, BCH_BTREE_ID_xattrs, k->p));

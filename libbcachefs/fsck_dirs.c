@@ -75,11 +75,11 @@ static int need_lost_found(struct fstate *s)
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, true);
 	struct bch_inode root;
 	ino_set_mode(ii, S_IFDIR);
-	ii->names = 1;
+	fsck_ino_set_names(&s->inodes, inum, ii, 1);
 	x->parent = BCH_ROOT_INO;
 	if (!bch_inode_get(s->c, BCH_ROOT_INO, &root))
 		bch_fs_dirent_first(s->c, BCH_ROOT_INO, &root, "lost+found", &x->parent_slot);
-	ino_set_state(ii, 2);
+	x->state = 2;
 	fsck_ino_extra(&s->inodes, BCH_ROOT_INO, true)->subdirs++;
 	/* create() counted the new directory in the root's nlink: keep the table in step */
 	lost_found = inum;
@@ -102,9 +102,9 @@ static int reattach(struct fstate *s, uint64_t inum, struct ino_info *ii)
 	struct bch_inode lf;
 	if (!bch_inode_get(s->c, lost_found, &lf))
 		bch_fs_dirent_first(s->c, lost_found, &lf, name, &slot);
-	ii->names = 1;
+	fsck_ino_set_names(&s->inodes, inum, ii, 1);
 	/* the parent pointer is set to the new name just below */
-	ii->flags |= INO_HAS_BP | INO_BP_NAMED;
+	ii->bits |= INO_HAS_BP | INO_BP_NAMED;
 	ii->bp_fp = fsck_bp_fp(lost_found, slot);
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, S_ISDIR(ino_mode(ii)));
 	if (x) {
@@ -142,7 +142,7 @@ static int nameless(struct fstate *s, uint64_t inum, struct ino_info *ii,
 	if (!in.nlink || (in.flags & BCH_INODE_UNLINKED)) {
 		if (fsck_fixing(s, BCH_FSCK_inode_unlinked, where, NULL)) {
 			fsck_fix_done(s, BCH_FSCK_inode_unlinked, bch_fs_inode_free(c, inum));
-			ii->type = 0;	/* gone */
+			ii->bits &= ~INO_TYPE;	/* gone */
 		}
 	} else if (fsck_fixing(s, unreachable, where, NULL)) {
 		fsck_fix_done(s, unreachable, reattach(s, inum, ii));
@@ -161,26 +161,27 @@ int fsck_check_structure(struct fstate *s)
 	struct ino_info *root = fsck_ino_find(&s->inodes, BCH_ROOT_INO, false);
 	if (!root || !S_ISDIR(ino_mode(root)))
 		return 0;	/* not recreated (-n): nothing can be reached */
-	ino_set_state(root, 2);
+	fsck_ino_set_state(&s->inodes, BCH_ROOT_INO, 2);
 
 	/* directories: named once, and every parent chain reaches the root */
 	size_t pos = 0;
 	uint64_t inum;
 	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
-		if (!S_ISDIR(ino_mode(ii)) || ino_state(ii) == 2)
+		if (!S_ISDIR(ino_mode(ii)) || fsck_ino_state(&s->inodes, inum) == 2)
 			continue;
-		if (!ii->names) {
+		if (!ino_named(ii)) {
 			if ((r = nameless(s, inum, ii, BCH_FSCK_dir_unreachable)))
 				return r;
-			ino_set_state(ii, 2);
+			fsck_ino_set_state(&s->inodes, inum, 2);
 			continue;
 		}
 		/* walk up: state 1 marks this walk's path */
 		struct walk { uint64_t inum; struct ino_info *ii; } *path = NULL;
 		size_t plen = 0;
 		struct walk cur = { inum, ii };
-		while (cur.ii && ino_state(cur.ii) == 0 && cur.ii->names && plen < s->inodes.nr + 1) {
-			ino_set_state(cur.ii, 1);
+		while (cur.ii && fsck_ino_state(&s->inodes, cur.inum) == 0 && ino_named(cur.ii) &&
+		       plen < s->inodes.nr + 1) {
+			fsck_ino_set_state(&s->inodes, cur.inum, 1);
 			path = realloc(path, (plen + 1) * sizeof(*path));
 			if (!path)
 				abort();
@@ -189,7 +190,7 @@ int fsck_check_structure(struct fstate *s)
 			cur.inum = x ? x->parent : 0;
 			cur.ii = x ? fsck_ino_find(&s->inodes, cur.inum, false) : NULL;
 		}
-		if (cur.ii && ino_state(cur.ii) == 1) {
+		if (cur.ii && fsck_ino_state(&s->inodes, cur.inum) == 1) {
 			/* cur is on a loop: cut it there */
 			fsck_inode_where(c, cur.inum, where, sizeof(where));
 			if (fsck_fixing(s, BCH_FSCK_dir_loop, where, NULL)) {
@@ -209,14 +210,14 @@ int fsck_check_structure(struct fstate *s)
 		}
 		/* every directory on the path now reaches the root (or was reported) */
 		for (size_t k = 0; k < plen; k++)
-			ino_set_state(path[k].ii, 2);
+			fsck_ino_set_state(&s->inodes, path[k].inum, 2);
 		free(path);
 	}
 
 	/* files: a name, or deleted when nothing wants them */
 	pos = 0;
 	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
-		if (!ii->type || S_ISDIR(ino_mode(ii)) || ii->names)
+		if (!ino_has_key(ii) || S_ISDIR(ino_mode(ii)) || ino_named(ii))
 			continue;
 		if ((r = nameless(s, inum, ii, BCH_FSCK_inode_unreachable)))
 			return r;

@@ -210,11 +210,11 @@ struct ino_info *fsck_ino_find(struct ino_table *t, uint64_t inum, bool add)
 			return NULL;
 		ii = &h->i;
 	}
-	if (ii->flags & INO_PRESENT)
+	if (ii->bits & INO_PRESENT)
 		return ii;
 	if (!add)
 		return NULL;
-	ii->flags = INO_PRESENT;
+	ii->bits = INO_PRESENT;
 	t->nr++;
 	return ii;
 }
@@ -229,21 +229,21 @@ struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum)
 {
 	while (*pos < t->dense_len) {
 		size_t i = (*pos)++;
-		if (t->dense[i].flags & INO_PRESENT) {
+		if (t->dense[i].bits & INO_PRESENT) {
 			*inum = t->dense_base + i;
 			return &t->dense[i];
 		}
 	}
 	while (*pos < t->dense_len + t->hash.cap) {
 		struct ino_hent *h = map_slot(&t->hash, (*pos)++ - t->dense_len);
-		if (h->inum && (h->i.flags & INO_PRESENT)) {
+		if (h->inum && (h->i.bits & INO_PRESENT)) {
 			*inum = h->inum;
 			return &h->i;
 		}
 	}
 	if (*pos == t->dense_len + t->hash.cap) {
 		(*pos)++;
-		if (t->zero.flags & INO_PRESENT) {
+		if (t->zero.bits & INO_PRESENT) {
 			*inum = 0;
 			return &t->zero;
 		}
@@ -256,41 +256,59 @@ struct ino_extra *fsck_ino_extra(struct ino_table *t, uint64_t inum, bool add)
 	return fsck_map_find(&t->extra, inum, add);
 }
 
-/* A count kept in a byte of the entry, or at INO_SAT and past in the side entry. */
-static uint32_t count_get(struct ino_table *t, uint64_t inum, uint8_t small, bool names)
+/* A count kept in 4 bits of the entry, or at INO_SAT and past in the side entry. */
+static uint32_t count_get(struct ino_table *t, uint64_t inum, unsigned small, bool names)
 {
 	const struct ino_extra *x = small == INO_SAT ? fsck_ino_extra(t, inum, false) : NULL;
 
 	return !x ? small : names ? x->names : x->nlink;
 }
 
-static void count_set(struct ino_table *t, uint64_t inum, uint8_t *small, bool names, uint32_t n)
+/* Store n; returns what the entry's 4 bits hold. */
+static unsigned count_set(struct ino_table *t, uint64_t inum, bool names, uint32_t n)
 {
 	struct ino_extra *x = n >= INO_SAT ? fsck_ino_extra(t, inum, true) : NULL;
 
-	*small = x ? INO_SAT : n;
-	if (x)
-		*(names ? &x->names : &x->nlink) = n;
+	if (!x)
+		return n;
+	*(names ? &x->names : &x->nlink) = n;
+	return INO_SAT;
 }
 
 uint32_t fsck_ino_names(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
 {
-	return count_get(t, inum, ii->names, true);
+	return count_get(t, inum, ii->counts & 0x0f, true);
 }
 
 void fsck_ino_set_names(struct ino_table *t, uint64_t inum, struct ino_info *ii, uint32_t n)
 {
-	count_set(t, inum, &ii->names, true, n);
+	unsigned v = count_set(t, inum, true, n);
+
+	ii->counts = (ii->counts & 0xf0) | v;
 }
 
 uint32_t fsck_ino_nlink(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
 {
-	return count_get(t, inum, ii->nlink, false);
+	return count_get(t, inum, ii->counts >> 4, false);
 }
 
 void fsck_ino_set_nlink(struct ino_table *t, uint64_t inum, struct ino_info *ii, uint32_t n)
 {
-	count_set(t, inum, &ii->nlink, false, n);
+	unsigned v = count_set(t, inum, false, n);
+
+	ii->counts = (ii->counts & 0x0f) | v << 4;
+}
+
+unsigned fsck_ino_state(struct ino_table *t, uint64_t inum)
+{
+	const struct ino_extra *x = fsck_ino_extra(t, inum, false);
+
+	return x ? x->state : 0;
+}
+
+void fsck_ino_set_state(struct ino_table *t, uint64_t inum, unsigned state)
+{
+	fsck_ino_extra(t, inum, true)->state = state;
 }
 
 /* ------------------------------------------------------------------ state */
@@ -599,6 +617,7 @@ out:
 	fsck_cursor_exit(&s->inode_keys);
 	free(s->sectors_wrong);
 	free(s->moved);
+	free(s->bp_lost);
 	free(s);
 	return r;
 }

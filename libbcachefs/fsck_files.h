@@ -19,65 +19,80 @@
 struct bch_fs;
 
 /*
- * One entry per inode (8 bytes): what its key says that later passes
+ * One entry per inode (4 bytes): what its key says that later passes
  * compare, and what the scans counted.  Directories (and the rare file
- * whose first name is not the one its parent pointer names, or with 255
- * names or links or more) have more in a side table, struct ino_extra.
+ * whose first name is not the one its parent pointer names, that has 15
+ * names or links or more, or that its key marks unlinked) have more in a
+ * side table, struct ino_extra.
  */
 enum {
-	INO_PRESENT	= 1 << 0,	/* the slot is in use */
-	INO_LOADED	= 1 << 1,	/* nlink and flags are the key's (entries fsck adds have none) */
-	INO_UNLINKED	= 1 << 2,	/* the key's unlinked flag */
-	INO_HAS_BP	= 1 << 3,	/* the key has a parent pointer (dir != 0) */
-	INO_BP_NAMED	= 1 << 4,	/* a dirent counted in pass 8 is where it points */
-	INO_STATE_SHIFT	= 5,		/* 2 bits: pass 9 loop walk: 0 new, 1 walking, 2 reaches root */
+	INO_TYPE	= 0x0f,		/* mode >> 12; 0: no inode key (only referenced) */
+	INO_PRESENT	= 1 << 4,	/* the slot is in use */
+	INO_LOADED	= 1 << 5,	/* nlink and flags are the key's (entries fsck adds have none) */
+	INO_HAS_BP	= 1 << 6,	/* the key has a parent pointer (dir != 0) */
+	INO_BP_NAMED	= 1 << 7,	/* accepted by fingerprint: a file's name counted in pass 8
+					 * is where it points; a directory's, in pass 10 */
 };
 
-#define INO_SAT		255		/* names, nlink: the count is in the side entry */
+#define INO_SAT		15		/* names, nlink: the count is in the side entry */
 
 struct ino_info {
-	uint32_t	bp_fp;		/* fsck_bp_fp() of the key's parent pointer */
-	uint8_t		names;		/* dirents naming it (see fsck_ino_names()) */
-	uint8_t		nlink;		/* as its key says (see fsck_ino_nlink()) */
-	uint8_t		type;		/* mode >> 12; 0: no inode key (only referenced) */
-	uint8_t		flags;		/* INO_* */
+	uint16_t	bp_fp;		/* fsck_bp_fp() of the key's parent pointer */
+	uint8_t		counts;		/* names counted (low 4 bits), the key's nlink (high 4) */
+	uint8_t		bits;		/* file type and INO_* flags */
 };
 
 /* The file type bits of its mode (the rest is not kept); 0 when none. */
 static inline uint32_t ino_mode(const struct ino_info *ii)
 {
-	return (uint32_t)ii->type << 12;
+	return (uint32_t)(ii->bits & INO_TYPE) << 12;
 }
 
 static inline void ino_set_mode(struct ino_info *ii, uint32_t mode)
 {
-	ii->type = (mode & S_IFMT) >> 12;
+	ii->bits = (ii->bits & ~INO_TYPE) | ((mode & S_IFMT) >> 12);
 }
 
-static inline unsigned ino_state(const struct ino_info *ii)
+/* An inode key was seen (its type is known). */
+static inline bool ino_has_key(const struct ino_info *ii)
 {
-	return (ii->flags >> INO_STATE_SHIFT) & 3;
+	return ii->bits & INO_TYPE;
 }
 
-static inline void ino_set_state(struct ino_info *ii, unsigned state)
+/* Some dirent names it (the count itself: fsck_ino_names()). */
+static inline bool ino_named(const struct ino_info *ii)
 {
-	ii->flags = (ii->flags & ~(3 << INO_STATE_SHIFT)) | state << INO_STATE_SHIFT;
+	return ii->counts & 0x0f;
 }
 
 /*
  * Fingerprint of a parent pointer (directory, dirent offset).  Pass 8 sets
  * INO_BP_NAMED when a name's fingerprint equals the one of the inode's
- * pointer; a wrong pointer passes unseen only if its fingerprint collides
- * with one of the inode's names (one chance in 2^32).
+ * pointer.  Sixteen bits collide often enough to matter, so what was
+ * accepted on a fingerprint is confirmed as a whole with fsck_bp_hash()
+ * (see fsck_links.c).
  */
-static inline uint32_t fsck_bp_fp(uint64_t dir, uint64_t offset)
+static inline uint16_t fsck_bp_fp(uint64_t dir, uint64_t offset)
 {
 	uint64_t x = dir * 0x9e3779b97f4a7c15ULL ^ offset;
 
 	x ^= x >> 31;
 	x *= 0xbf58476d1ce4e5b9ULL;
 	x ^= x >> 29;
-	return (uint32_t)(x >> 32);
+	return (uint16_t)(x >> 48);
+}
+
+/* 64 bits for (inode, its parent pointer or one of its names): pass 6, 8 and 10 sum them. */
+static inline uint64_t fsck_bp_hash(uint64_t inum, uint64_t dir, uint64_t offset)
+{
+	uint64_t x = (inum * 0xd6e8feb86659fd93ULL) ^ (dir * 0x9e3779b97f4a7c15ULL) ^
+		     (offset * 0xc2b2ae3d27d4eb4fULL);
+
+	x ^= x >> 32;
+	x *= 0xd6e8feb86659fd93ULL;
+	x ^= x >> 32;
+	x *= 0xd6e8feb86659fd93ULL;
+	return x ^ (x >> 32);
 }
 
 /*
@@ -93,6 +108,9 @@ struct ino_extra {
 	uint32_t	subdirs;	/* directories: subdirectories named in it */
 	uint32_t	names;		/* when ino_info's says INO_SAT */
 	uint32_t	nlink;		/* likewise */
+	uint8_t		state;		/* directories, pass 9 loop walk: 0 new, 1 walking,
+					 * 2 reaches the root */
+	bool		unlinked;	/* the key's unlinked flag */
 };
 
 /*
@@ -203,6 +221,21 @@ struct fstate {
 	struct bch_bpos		*moved;
 	size_t			nr_moved;
 
+	/*
+	 * pass 6, 8, 10: fsck_bp_hash() summed over every parent pointer as
+	 * the keys give it, and over the name or key each was accepted on
+	 * (see fsck_links.c)
+	 */
+	uint64_t		bp_sum_keys, bp_sum_names;
+	bool			bp_exact;	/* pass 10: no pointer taken on its fingerprint */
+	size_t			nr_unlinked_keys;	/* pass 6: keys with the unlinked flag */
+	/* pass 10: files whose pointer is wrong, to give the first name a scan finds */
+	struct bp_lost {
+		uint64_t	inum;
+		uint64_t	dir, slot;	/* that name (dir 0: none found yet) */
+	}			*bp_lost;
+	size_t			nr_bp_lost, bp_lost_cap;
+
 	/* pass 8: the directory whose entries are being scanned */
 	uint64_t		dir_cached;
 	struct bch_inode	dir_inode;
@@ -229,6 +262,9 @@ uint32_t fsck_ino_names(struct ino_table *t, uint64_t inum, const struct ino_inf
 void fsck_ino_set_names(struct ino_table *t, uint64_t inum, struct ino_info *ii, uint32_t n);
 uint32_t fsck_ino_nlink(struct ino_table *t, uint64_t inum, const struct ino_info *ii);
 void fsck_ino_set_nlink(struct ino_table *t, uint64_t inum, struct ino_info *ii, uint32_t n);
+/* A directory's pass 9 walk state, in its side entry (setting adds one). */
+unsigned fsck_ino_state(struct ino_table *t, uint64_t inum);
+void fsck_ino_set_state(struct ino_table *t, uint64_t inum, unsigned state);
 
 /* Report p; true when it is to be repaired (and the filesystem is writable). */
 bool fsck_fixing(struct fstate *s, enum bch_fsck_problem p, const char *where, const char *detail);

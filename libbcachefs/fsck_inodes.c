@@ -46,12 +46,15 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 
 	ino_set_mode(ii, i->mode);
 	fsck_ino_set_nlink(&s->inodes, k->p.offset, ii, i->nlink);
-	ii->flags |= INO_LOADED;
-	if (i->flags & BCH_INODE_UNLINKED)
-		ii->flags |= INO_UNLINKED;
+	ii->bits |= INO_LOADED;
+	if (i->flags & BCH_INODE_UNLINKED) {
+		fsck_ino_extra(&s->inodes, k->p.offset, true)->unlinked = true;
+		s->nr_unlinked_keys++;
+	}
 	if (i->dir) {
-		ii->flags |= INO_HAS_BP;
+		ii->bits |= INO_HAS_BP;
 		ii->bp_fp = fsck_bp_fp(i->dir, i->dir_offset);
+		s->bp_sum_keys += fsck_bp_hash(k->p.offset, i->dir, i->dir_offset);
 	}
 	s->stats->inodes++;
 	if (S_ISDIR(i->mode)) {

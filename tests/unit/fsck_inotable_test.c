@@ -34,7 +34,7 @@ Test(fsck_inotable, dense_and_outside)
 	/* numbers outside [root, highest]: below the root and far above */
 	uint64_t odd[] = { 1, 4095, BCH_ROOT_INO + 100, 1ULL << 40, UINT64_MAX - 1 };
 	for (unsigned i = 0; i < 100; i += 3)
-		fsck_ino_find(&t, BCH_ROOT_INO + i, true)->names = i + 1;
+		fsck_ino_set_names(&t, BCH_ROOT_INO + i, fsck_ino_find(&t, BCH_ROOT_INO + i, true), i + 1);
 	for (unsigned i = 0; i < 5; i++)
 		fsck_ino_set_names(&t, odd[i], fsck_ino_find(&t, odd[i], true), 1000 + i);
 	cr_assert_eq(t.nr, 34 + 5);
@@ -46,7 +46,7 @@ Test(fsck_inotable, dense_and_outside)
 			cr_assert_null(ii, "inode %u was never added", i);
 		} else {
 			cr_assert_not_null(ii);
-			cr_assert_eq(ii->names, i + 1);
+			cr_assert_eq(fsck_ino_names(&t, BCH_ROOT_INO + i, ii), i + 1);
 		}
 	}
 	for (unsigned i = 0; i < 5; i++) {
@@ -55,7 +55,7 @@ Test(fsck_inotable, dense_and_outside)
 		cr_assert_eq(fsck_ino_names(&t, odd[i], ii), 1000 + i);
 	}
 	/* adding what is there finds it, counts nothing */
-	cr_assert_eq(fsck_ino_find(&t, BCH_ROOT_INO, true)->names, 1);
+	cr_assert_eq(fsck_ino_names(&t, BCH_ROOT_INO, fsck_ino_find(&t, BCH_ROOT_INO, true)), 1);
 	cr_assert_eq(t.nr, 39);
 
 	/* the dense range first, in number order, then the others */
@@ -77,7 +77,7 @@ Test(fsck_inotable, sparse_goes_to_hash)
 	fsck_ino_init(&t, 10, BCH_ROOT_INO + 1000000);
 	cr_assert_eq(t.dense_len, 0);
 	for (unsigned i = 0; i < 10; i++)
-		fsck_ino_find(&t, BCH_ROOT_INO + i * 100000, true)->type = S_IFREG >> 12;
+		ino_set_mode(fsck_ino_find(&t, BCH_ROOT_INO + i * 100000, true), S_IFREG);
 	for (unsigned i = 0; i < 10; i++)
 		cr_assert_not_null(fsck_ino_find(&t, BCH_ROOT_INO + i * 100000, false));
 	cr_assert_null(fsck_ino_find(&t, BCH_ROOT_INO + 1, false));
@@ -91,13 +91,13 @@ Test(fsck_inotable, reserve_keeps_entries_in_place, .timeout = 10)
 	/* sized for nothing: everything outside the (empty) array */
 	fsck_ino_init(&t, 0, 0);
 	struct ino_info *first = fsck_ino_find(&t, 12345, true);
-	first->names = 7;
+	fsck_ino_set_names(&t, 12345, first, 7);
 	fsck_ino_extra(&t, 12345, true)->subdirs = 9;
 	/* far more than the table holds: must grow, not loop */
 	fsck_ino_reserve(&t, 100000);
 	first = fsck_ino_find(&t, 12345, false);
 	cr_assert_not_null(first);
-	cr_assert_eq(first->names, 7);
+	cr_assert_eq(fsck_ino_names(&t, 12345, first), 7);
 	struct ino_extra *x = fsck_ino_extra(&t, 12345, false);
 	cr_assert_eq(x->subdirs, 9);
 	/* the reserved room: adding that many moves nothing */
@@ -119,9 +119,9 @@ Test(fsck_inotable, inode_zero_and_side_entries)
 	/* 0 is the hash table's empty key: a damaged dirent may still name it */
 	fsck_ino_init(&t, 10, BCH_ROOT_INO + 9);
 	cr_assert_null(fsck_ino_find(&t, 0, false));
-	fsck_ino_find(&t, 0, true)->names = 3;
-	fsck_ino_find(&t, BCH_ROOT_INO, true)->names = 1;
-	cr_assert_eq(fsck_ino_find(&t, 0, false)->names, 3);
+	fsck_ino_set_names(&t, 0, fsck_ino_find(&t, 0, true), 3);
+	fsck_ino_set_names(&t, BCH_ROOT_INO, fsck_ino_find(&t, BCH_ROOT_INO, true), 1);
+	cr_assert_eq(fsck_ino_names(&t, 0, fsck_ino_find(&t, 0, false)), 3);
 	cr_assert_null(fsck_ino_extra(&t, 0, true), "no side entry for inode 0");
 	uint64_t seen[4];
 	cr_assert_eq(walk(&t, seen, 4), 2);
@@ -138,49 +138,82 @@ Test(fsck_inotable, inode_zero_and_side_entries)
 Test(fsck_inotable, parent_pointer_fingerprint)
 {
 	/* neighbouring slots and directories must not collide (a fixed sample) */
-	uint32_t prev = fsck_bp_fp(BCH_ROOT_INO, 0);
+	uint16_t prev = fsck_bp_fp(BCH_ROOT_INO, 0);
 	unsigned same = 0;
 
 	for (uint64_t dir = BCH_ROOT_INO; dir < BCH_ROOT_INO + 64; dir++)
 		for (uint64_t slot = 0; slot < 1024; slot++) {
-			uint32_t fp = fsck_bp_fp(dir, slot);
+			uint16_t fp = fsck_bp_fp(dir, slot);
 			same += fp == prev;
 			prev = fp;
 		}
-	cr_assert_lt(same, 2, "%u neighbouring pointers share a fingerprint", same);
+	/* 65536 pairs of 16-bit values: about one equal pair by chance */
+	cr_assert_lt(same, 6, "%u neighbouring pointers share a fingerprint", same);
 	cr_assert_neq(fsck_bp_fp(4096, 1), fsck_bp_fp(4097, 1));
 	cr_assert_neq(fsck_bp_fp(4096, 1), fsck_bp_fp(4096, 2));
 }
 
-Test(fsck_inotable, counts_past_a_byte)
+Test(fsck_inotable, parent_pointer_sums)
+{
+	/* a sum over pointers changes when any one of them is another name */
+	uint64_t keys = 0, names = 0;
+
+	for (uint64_t i = 0; i < 1000; i++) {
+		keys += fsck_bp_hash(BCH_ROOT_INO + i, BCH_ROOT_INO + i / 10, i * 7919);
+		names += fsck_bp_hash(BCH_ROOT_INO + i, BCH_ROOT_INO + i / 10, i * 7919);
+	}
+	cr_assert_eq(keys, names);
+	uint64_t wrong = names - fsck_bp_hash(BCH_ROOT_INO + 5, BCH_ROOT_INO, 5 * 7919) +
+			 fsck_bp_hash(BCH_ROOT_INO + 5, BCH_ROOT_INO, 6 * 7919);
+	cr_assert_neq(keys, wrong);
+	/* the inode, the directory and the slot each count */
+	cr_assert_neq(fsck_bp_hash(4100, 4096, 1), fsck_bp_hash(4101, 4096, 1));
+	cr_assert_neq(fsck_bp_hash(4100, 4096, 1), fsck_bp_hash(4100, 4097, 1));
+	cr_assert_neq(fsck_bp_hash(4100, 4096, 1), fsck_bp_hash(4100, 4096, 2));
+	cr_assert_neq(fsck_bp_hash(1, 2, 3), fsck_bp_hash(3, 2, 1));
+}
+
+Test(fsck_inotable, counts_past_four_bits)
 {
 	struct ino_table t;
 
-	/* names and link counts of 255 and more live in the side entry */
+	/* names and link counts of 15 and more live in the side entry */
 	fsck_ino_init(&t, 10, BCH_ROOT_INO + 9);
 	struct ino_info *ii = fsck_ino_find(&t, BCH_ROOT_INO + 1, true);
 	for (uint32_t n = 1; n <= 70000; n++)
 		fsck_ino_set_names(&t, BCH_ROOT_INO + 1, ii, fsck_ino_names(&t, BCH_ROOT_INO + 1, ii) + 1);
 	cr_assert_eq(fsck_ino_names(&t, BCH_ROOT_INO + 1, ii), 70000);
-	cr_assert_eq(ii->names, INO_SAT);
-	fsck_ino_set_nlink(&t, BCH_ROOT_INO + 1, ii, 254);
-	cr_assert_eq(ii->nlink, 254);
-	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 254);
-	fsck_ino_set_nlink(&t, BCH_ROOT_INO + 1, ii, 255);
-	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 255);
+	cr_assert_eq(ii->counts & 0x0f, INO_SAT);
+	fsck_ino_set_nlink(&t, BCH_ROOT_INO + 1, ii, 14);
+	cr_assert_eq(ii->counts >> 4, 14);
+	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 14);
+	cr_assert_eq(fsck_ino_names(&t, BCH_ROOT_INO + 1, ii), 70000, "names kept beside nlink");
+	fsck_ino_set_nlink(&t, BCH_ROOT_INO + 1, ii, 15);
+	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 15);
 	fsck_ino_set_nlink(&t, BCH_ROOT_INO + 1, ii, 1U << 31);
 	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 1U << 31);
 	/* back under: the entry itself again */
 	fsck_ino_set_nlink(&t, BCH_ROOT_INO + 1, ii, 3);
 	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 3);
-	cr_assert_eq(sizeof(struct ino_info), 8);
-	/* the mode keeps its type; state and flags share a byte */
+	fsck_ino_set_names(&t, BCH_ROOT_INO + 1, ii, 0);
+	cr_assert(!ino_named(ii));
+	cr_assert_eq(fsck_ino_nlink(&t, BCH_ROOT_INO + 1, ii), 3);
+	cr_assert_eq(sizeof(struct ino_info), 4);
+	/* the mode keeps its type beside the flags */
 	ino_set_mode(ii, S_IFDIR | 0755);
 	cr_assert(S_ISDIR(ino_mode(ii)));
-	ino_set_state(ii, 2);
-	cr_assert_eq(ino_state(ii), 2);
-	cr_assert(ii->flags & INO_PRESENT);
-	ino_set_state(ii, 1);
-	cr_assert_eq(ino_state(ii), 1);
+	cr_assert(ino_has_key(ii));
+	cr_assert(ii->bits & INO_PRESENT);
+	ii->bits |= INO_HAS_BP | INO_BP_NAMED;
+	ino_set_mode(ii, S_IFLNK | 0777);
+	cr_assert(S_ISLNK(ino_mode(ii)));
+	cr_assert_eq(ii->bits & (INO_HAS_BP | INO_BP_NAMED | INO_PRESENT),
+		     INO_HAS_BP | INO_BP_NAMED | INO_PRESENT);
+	/* a directory's walk state lives in its side entry */
+	cr_assert_eq(fsck_ino_state(&t, BCH_ROOT_INO + 2), 0);
+	fsck_ino_set_state(&t, BCH_ROOT_INO + 2, 2);
+	cr_assert_eq(fsck_ino_state(&t, BCH_ROOT_INO + 2), 2);
+	fsck_ino_set_state(&t, BCH_ROOT_INO + 2, 1);
+	cr_assert_eq(fsck_ino_state(&t, BCH_ROOT_INO + 2), 1);
 	fsck_ino_exit(&t);
 }
