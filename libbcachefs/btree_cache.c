@@ -31,7 +31,8 @@ struct bch_btree_cache {
 
 static size_t node_overhead(const struct btree *b)
 {
-	return sizeof(*b) + (b->cap + b->cap_pending) * sizeof(void *);
+	return sizeof(*b) + b->cap * (sizeof(void *) + sizeof(struct bch_bpos)) +
+	       b->cap_pending * sizeof(void *);
 }
 
 size_t bch_btree_node_bytes(const struct btree *b)
@@ -303,6 +304,16 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	r = bch_btree_node_read(c, id, level, ptr, &b);
 	if (r)
 		return r;
+	/* a read node's arrays grew by doubling: cut them to the keys it has */
+	if (b->cap > b->nr && b->nr) {
+		struct bch_bkey **keys = realloc(b->keys, b->nr * sizeof(*keys));
+		struct bch_bpos *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
+		if (keys)
+			b->keys = keys;
+		if (kpos)
+			b->kpos = kpos;
+		b->cap = b->nr;	/* what did not shrink is larger still */
+	}
 	/* keys were added while the node was not yet accounted: fix the size */
 	bc->bytes += bch_btree_node_bytes(b) - sizeof(*b);
 	b->refs = 1;
