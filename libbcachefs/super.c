@@ -399,8 +399,14 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 	const __le64 *p = sb->_data, *e = p + sb->u64s;
 	while (p < e) {
 		f = (struct bch_sb_field *)p;
+		/*
+		 * Fields cover the area exactly (writers append at _data +
+		 * u64s): an empty one would hide what lies after it, such as
+		 * a clean record added at close.
+		 */
 		if (!f->u64s)
-			break;
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
+				    "empty field at u64 %zu of %u", (size_t)(p - sb->_data), sb->u64s);
 		if (f->u64s > e - p || f->u64s * 8 < sizeof(*f))
 			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				    "field type %u: bad size %u", f->type, f->u64s);

@@ -339,6 +339,8 @@ Test(super, logically_invalid_refused)
 	CHECK_BAD("clean flag without record", bad->flags |= BCH_SB_FLAG_CLEAN);
 	CHECK_BAD("version from the future", bad->version_min = BCH_VERSION_CURRENT + 1);
 	CHECK_BAD("metadata replicas 0", bad->opts[1] = 0);
+	/* an empty field would hide a record appended after it (fuzzer find) */
+	CHECK_BAD("empty field before the end", bad->u64s += 8);
 	/* fields longer than the buffer: refused before the checksum is computed */
 	memcpy(bad, sb, buf_bytes);
 	bad->u64s = buf_bytes;
