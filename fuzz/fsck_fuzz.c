@@ -11,6 +11,9 @@
  *
  *   make fuzz                         (all targets, FUZZ_TIME seconds each)
  *   build/fuzz/fsck_fuzz corpus/      (by hand)
+ *   BCH_FUZZ_SAVE=x.img build/fuzz/fsck_fuzz crash-...   (keep the damaged
+ *                                      image; checksums are bypassed when
+ *                                      the input's first byte is odd)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -145,6 +148,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!f || fwrite(img, 1, IMG_BYTES, f) != IMG_BYTES)
 		abort();
 	fclose(f);
+	/* BCH_FUZZ_SAVE=FILE keeps the damaged image, to replay a finding with the CLI */
+	const char *save = getenv("BCH_FUZZ_SAVE");
+	if (save && (f = fopen(save, "wb"))) {
+		if (fwrite(img, 1, IMG_BYTES, f) != IMG_BYTES)
+			fprintf(stderr, "BCH_FUZZ_SAVE: short write to %s\n", save);
+		fclose(f);
+	}
 	free(img);
 
 	char *paths[] = { img_path };

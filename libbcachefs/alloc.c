@@ -359,15 +359,19 @@ void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 			 unsigned sectors)
 {
 	for (unsigned i = 0; i < nr; i++)
-		bch_alloc_data_account(c, &ptrs[i], -(int64_t)sectors);
+		bch_alloc_data_account(c, &ptrs[i], sectors, -(int64_t)sectors);
 }
 
-void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, int64_t delta)
+void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
+			    int64_t delta)
 {
 	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
 	uint64_t b;
 
 	if (!a || (b = p->offset / a->bucket_sectors) >= a->nbuckets || a->gen[b] != p->gen)
+		return;
+	/* past the bucket's end: bch_alloc_mark_data() never counted it */
+	if ((p->offset % a->bucket_sectors) + span > a->bucket_sectors)
 		return;
 	/*
 	 * A data pointer into a bucket of btree nodes, journal or superblock

@@ -51,8 +51,10 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
  * distinct devices (target's devices first); *got says how many (at least
  * 1).  The sectors are counted as live at once; the caller hands them to
  * an extent key, or gives them back with bch_alloc_data_free().
- * bch_alloc_data_account(): an extent key's pointer gained or lost delta
- * live sectors (a bucket that reaches 0 is free once the change is durable).
+ * bch_alloc_data_account(): an extent key's pointer (covering span sectors
+ * on disk) gained or lost delta live sectors (a bucket that reaches 0 is
+ * free once the change is durable); a pointer bch_alloc_mark_data() would
+ * refuse is not counted either way.
  * bch_alloc_mark_data(): at open, count an extent pointer covering span
  * sectors on disk of which sectors are accounted to its key.
  */
@@ -60,7 +62,8 @@ int  bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t ta
 		    struct bch_extent_ptr *ptrs, unsigned *got);
 void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
 			 unsigned sectors);
-void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, int64_t delta);
+void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
+			    int64_t delta);
 int  bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
 			 unsigned sectors);
 

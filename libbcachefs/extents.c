@@ -54,6 +54,7 @@ static void acct_add(struct bch_extent_update *u, const struct bch_bkey *k, int 
 				abort();
 		}
 		u->acct[u->nr].ptr = e->ptrs[i];
+		u->acct[u->nr].span = e->crc.compressed_sectors;
 		u->acct[u->nr++].delta = sign * (int64_t)s;
 	}
 }
@@ -142,10 +143,10 @@ void bch_extent_update_apply(struct bch_fs *c, struct bch_extent_update *u)
 	/* gains first, so a bucket a key moves within never looks empty */
 	for (unsigned i = 0; i < u->nr; i++)
 		if (u->acct[i].delta > 0)
-			bch_alloc_data_account(c, &u->acct[i].ptr, u->acct[i].delta);
+			bch_alloc_data_account(c, &u->acct[i].ptr, u->acct[i].span, u->acct[i].delta);
 	for (unsigned i = 0; i < u->nr; i++)
 		if (u->acct[i].delta < 0)
-			bch_alloc_data_account(c, &u->acct[i].ptr, u->acct[i].delta);
+			bch_alloc_data_account(c, &u->acct[i].ptr, u->acct[i].span, u->acct[i].delta);
 	u->nr = 0;
 	u->nr_fresh = 0;
 	u->i_sectors_delta = 0;

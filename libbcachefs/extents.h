@@ -31,6 +31,7 @@ struct btree_trans;
 
 struct bch_extent_acct {
 	struct bch_extent_ptr	ptr;
+	uint32_t		span;		/* sectors it covers on disk (crc.compressed_sectors) */
 	int64_t			delta;
 };
 

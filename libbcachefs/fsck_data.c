@@ -80,9 +80,11 @@ int fsck_check_data(struct fstate *s, const struct bch_bkey *k)
 			bch_alloc_data_free(c, &np, 1, e->crc.compressed_sectors);
 			break;
 		}
-		bch_alloc_data_account(c, &e->ptrs[i], -(int64_t)bch_extent_disk_sectors(k));
+		bch_alloc_data_account(c, &e->ptrs[i], e->crc.compressed_sectors,
+				       -(int64_t)bch_extent_disk_sectors(k));
 		/* the new copy was counted whole when allocated: count the key's share */
-		bch_alloc_data_account(c, &np, (int64_t)bch_extent_disk_sectors(k) -
+		bch_alloc_data_account(c, &np, e->crc.compressed_sectors,
+				       (int64_t)bch_extent_disk_sectors(k) -
 					       (int64_t)e->crc.compressed_sectors);
 		ne->ptrs[i] = np;
 		bch_fsck_fixed(s->ctx, BCH_FSCK_data_replica_bad);
