@@ -11,7 +11,19 @@
  * the FUSE driver, that must hand an errno to someone else.
  *
  * x(name, errno class, message)
+ *
+ * The dl_* codes say that a library loaded on first use (dl.h) is not
+ * there: a missing piece of the system, never damage on disk.  Their class,
+ * ELIBACC, is theirs alone (bch_err_is_dl()); their messages name the
+ * library by the soname dl.h gives it.
  */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dl.h"
+
 #define BCH_ERRCODES()								\
 	x(sb_not_found,		EINVAL,	"no bcachefs superblock found")		\
 	x(sb_bad_magic,		EINVAL,	"superblock: bad magic")		\
@@ -41,7 +53,11 @@
 	x(transaction_poisoned,	EIO,	"transaction already failed")		\
 	x(key_not_found,	ENOENT,	"key not found")				\
 	x(compress_failed,	EIO,	"compression failed")			\
-	x(decompress_failed,	EIO,	"compressed data is corrupt")
+	x(decompress_failed,	EIO,	"compressed data is corrupt")		\
+	x(dl_zlib,		ELIBACC, "cannot load " BCH_SONAME_ZLIB " (gzip compression)")	\
+	x(dl_lz4,		ELIBACC, "cannot load " BCH_SONAME_LZ4 " (lz4 compression)")	\
+	x(dl_zstd,		ELIBACC, "cannot load " BCH_SONAME_ZSTD " (zstd compression)")	\
+	x(dl_xxhash,		ELIBACC, "cannot load " BCH_SONAME_XXHASH " (xxhash64)")
 
 #define BCH_ERR_START	2048	/* above every errno */
 
@@ -60,10 +76,19 @@ const char *bch_err_str(int err);
 int bch_err_class(int err);
 
 /*
+ * err says a shared library could not be loaded (a dl_* code, or -ELIBACC):
+ * the environment is missing a piece, so callers that would otherwise take a
+ * failed check for damage (and repair it) must pass err up instead.
+ */
+static inline bool bch_err_is_dl(int err)
+{
+	return err < 0 && bch_err_class(err) == ELIBACC;
+}
+
+/*
  * Write a message into err (errlen bytes; err may be NULL) and return ret:
  * for functions that report why they failed without a struct bch_fs.
  */
-#include <stddef.h>
 int bch_errf(char *err, size_t errlen, int ret, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 
