@@ -10,10 +10,12 @@ PREFIX	?= /usr/local
 DESTDIR	?=
 CC	?= cc
 
-PKGS	= uuid blkid zlib liblz4 libzstd libxxhash libsodium fuse3
-# Headers only: cmd/archive_dl.c dlopen()s libarchive when a tar verb runs, so
-# the other commands do not pay its ~3.4 MB of dependencies at startup.
-DL_PKGS	= libarchive
+PKGS	= uuid blkid zlib liblz4 libzstd libsodium fuse3
+# Headers only: these are dlopen()ed on first use (libbcachefs/dl.h), so a
+# command that never calls one does not map it at startup: libarchive
+# (cmd/archive_dl.c, tar verbs; ~3.4 MB of dependencies) and libxxhash
+# (libbcachefs/checksum.c, xxhash64).
+DL_PKGS	= libarchive libxxhash
 
 # Install build dependencies when pkg-config cannot find them (see scripts/install-deps.sh).
 ifneq ($(MAKECMDGOALS),clean)
@@ -90,7 +92,7 @@ FUZZ_TARGETS := $(patsubst fuzz/%.c,build/fuzz/%,$(wildcard fuzz/*_fuzz.c))
 build/fuzz/%: fuzz/%.c $(LIB_SRCS)
 	@mkdir -p build/fuzz
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 \
-		-Ilibbcachefs -I. $(shell pkg-config --cflags $(PKGS)) -o $@ $< $(LIB_SRCS) $(LDLIBS)
+		-Ilibbcachefs -I. $(shell pkg-config --cflags $(PKGS) $(DL_PKGS)) -o $@ $< $(LIB_SRCS) $(LDLIBS)
 fuzz:
 	@scripts/install-deps.sh fuzz
 	@$(MAKE) --no-print-directory $(FUZZ_TARGETS)

@@ -41,7 +41,8 @@ typedef int (*verb_fn)(struct img *im, int argc, char **argv);
 
 static int verb_err(struct img *im, const char *verb, const char *path, int r)
 {
-	if (r == -EIO && im->c->err_msg[0])
+	/* the detail: which copy failed, or which library is missing */
+	if ((r == -EIO || r == -ELIBACC) && im->c->err_msg[0])
 		cmd_err("image", "%s: %s: %s (%s)", verb, path, strerror(-r), im->c->err_msg);
 	else
 		cmd_err("image", "%s: %s: %s", verb, path, strerror(-r));

@@ -134,7 +134,8 @@ void copy_progress_done(struct copy_ctx *x)
 
 static int fail(struct copy_ctx *x, int r, const char *what, const char *path)
 {
-	if (r < 0 && x->c->err_msg[0] && (r == -EIO || r == -ENOSPC || r == -EROFS))
+	if (r < 0 && x->c->err_msg[0] &&
+	    (r == -EIO || r == -ENOSPC || r == -EROFS || r == -ELIBACC))
 		cmd_err(x->cmd, "%s %s: %s (%s)", what, path, strerror(-r), x->c->err_msg);
 	else
 		cmd_err(x->cmd, "%s %s: %s", what, path, strerror(-r));

@@ -163,7 +163,7 @@ int bch_alloc_btree_read(struct bch_fs *c, bool current, bool *loaded)
 	}
 	bch_btree_iter_exit(&it);
 	if (!r && err) {
-		if (!c->opts.v[Opt_fsck] || err == -ENOMEM)
+		if (!c->opts.v[Opt_fsck] || err == -ENOMEM || bch_err_is_dl(err))
 			return err;
 		c->err_msg[0] = 0;	/* fsck finds the damaged node itself */
 	}

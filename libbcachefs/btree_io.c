@@ -182,9 +182,10 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 	if (n->keys.seq != n->seq || sizeof(*n) + (size_t)n->keys.u64s * 8 > nb)
 		return snprintf(err, errlen, "bad first bset"), -BCH_ERR_btree_node_bad;
 	NEED(sizeof(*n) + (size_t)n->keys.u64s * 8);
-	if (!bch_csum_eq(n->csum, bch_checksum(n->csum_type, &n->magic,
-					      sizeof(*n) - sizeof(n->csum) + n->keys.u64s * 8)))
-		return snprintf(err, errlen, "bad checksum"), -BCH_ERR_csum_mismatch;
+	if ((ret = bch_csum_verify(n->csum_type, &n->magic,
+				   sizeof(*n) - sizeof(n->csum) + n->keys.u64s * 8, n->csum)))
+		return snprintf(err, errlen, "%s", ret == -BCH_ERR_csum_mismatch
+				? "bad checksum" : bch_err_str(ret)), ret;
 	b->seq = n->seq;
 	if ((ret = read_bset(c, b, &n->keys, err, errlen)))
 		return ret;
@@ -195,10 +196,11 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		const struct bch_btree_node_entry *e = (const void *)((char *)buf + off);
 		if (e->keys.seq == n->seq && off + sizeof(*e) + (size_t)e->keys.u64s * 8 <= nb)
 			NEED(off + sizeof(*e) + (size_t)e->keys.u64s * 8);
+		/* (the node's checksum type verified the header: no library is missing) */
 		if (e->keys.seq != n->seq ||
 		    off + sizeof(*e) + (size_t)e->keys.u64s * 8 > nb ||
-		    !bch_csum_eq(e->csum, bch_checksum(n->csum_type, &e->keys,
-						       sizeof(e->keys) + e->keys.u64s * 8)))
+		    bch_csum_verify(n->csum_type, &e->keys, sizeof(e->keys) + e->keys.u64s * 8,
+				    e->csum))
 			break;	/* end of what was written (or a torn append) */
 		if ((ret = read_bset(c, b, &e->keys, err, errlen)))
 			return ret;
@@ -272,8 +274,11 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 		/* b is in the cache's LRU since bch_btree_node_new(): take it out */
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - (long)sizeof(*b));
 		bch_btree_node_forget(c, b);
-		/* callers see two kinds: could not read it, or read something wrong */
-		r = r == -ENOMEM ? r
+		/*
+		 * callers see two kinds: could not read it, or read something
+		 * wrong; and no memory or a missing library, which are neither
+		 */
+		r = r == -ENOMEM || bch_err_is_dl(r) ? r
 		  : r == -EIO || r == -BCH_ERR_device_short_io || r == -BCH_ERR_device_missing
 		  ? -BCH_ERR_btree_node_read : -BCH_ERR_btree_node_bad;
 		return bch_fs_err(c, r, "%s", first_err);
@@ -337,8 +342,9 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		n->keys.version = BCH_VERSION_CURRENT;
 		n->keys.u64s = b->u64s;
 		pack_keys(n->keys._data, b->keys, b->nr);
-		n->csum = bch_checksum(csum_type, &n->magic, sizeof(*n) - sizeof(n->csum) + b->u64s * 8);
-		ret = write_ptrs(c, b, n, bytes, 0);
+		if (!(ret = bch_checksum(csum_type, &n->magic,
+					 sizeof(*n) - sizeof(n->csum) + b->u64s * 8, &n->csum)))
+			ret = write_ptrs(c, b, n, bytes, 0);
 		free(n);
 		if (!ret)
 			b->sectors_written = bytes >> BCH_SECTOR_SHIFT;
@@ -357,8 +363,9 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		e->keys.version = BCH_VERSION_CURRENT;
 		e->keys.u64s = b->pending_u64s;
 		pack_keys(e->keys._data, b->pending, b->nr_pending);
-		e->csum = bch_checksum(csum_type, &e->keys, sizeof(e->keys) + b->pending_u64s * 8);
-		ret = write_ptrs(c, b, e, bytes, b->sectors_written);
+		if (!(ret = bch_checksum(csum_type, &e->keys,
+					 sizeof(e->keys) + b->pending_u64s * 8, &e->csum)))
+			ret = write_ptrs(c, b, e, bytes, b->sectors_written);
 		free(e);
 		if (!ret)
 			b->sectors_written += bytes >> BCH_SECTOR_SHIFT;

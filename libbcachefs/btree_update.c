@@ -65,15 +65,21 @@ static uint64_t new_node_seq(struct bch_fs *c, const struct bch_extent_ptr *p)
 	in.dev = p->dev;
 	in.counter = ++c->roots->seq_counter;
 	in.jseq = c->journal ? bch_journal_cur_seq(c) : 0;
-	return bch_checksum(BCH_CSUM_xxhash64, &in, sizeof(in)).lo | 1;
+	uint64_t h;
+	(void)bch_xxhash64(&in, sizeof(in), 0, &h);	/* cannot fail: node_alloc() loaded it */
+	return h | 1;
 }
 
 /* A new node with fresh space and identity. */
 static int node_alloc(struct bch_fs *c, unsigned id, unsigned level, struct btree **ret)
 {
-	struct btree *b = bch_btree_node_new(c, id, level);
+	struct btree *b;
 	int r;
 
+	/* the node's seq is an xxhash64: have the library before taking space */
+	if ((r = bch_csum_type_load(BCH_CSUM_xxhash64)))
+		return bch_fs_err(c, r, "allocating a btree node: %s", bch_err_str(r));
+	b = bch_btree_node_new(c, id, level);
 	b->nr_ptrs = replicas(c);
 	r = bch_alloc_btree_node(c, b->nr_ptrs, b->ptrs);
 	if (r) {

@@ -18,8 +18,15 @@
  *   (2) A struct bch_csum holds the value in lo (crc32c in its low 32 bits),
  *       hi is zero: two checksums compare equal only if both words do.
  *
+ *   (3) xxhash64 is libxxhash's XXH64, loaded (dl.h) the first time a
+ *       checksum of that type, or a seeded hash, is computed: a command
+ *       that meets none never maps the library.  Without it those calls
+ *       return -BCH_ERR_dl_xxhash, which callers pass up as a missing piece
+ *       of the system, never as a checksum mismatch.
+ *
  * Locking: the lookup tables are built once, on first use, under
- * pthread_once; after that everything here is read-only and thread-safe.
+ * pthread_once, and libxxhash is loaded under dl.c's lock; after that
+ * everything here is read-only and thread-safe.
  */
 #include <pthread.h>
 #include <string.h>
@@ -27,6 +34,8 @@
 #include <xxhash.h>
 
 #include "checksum.h"
+#include "dl.h"
+#include "errcode.h"
 
 #define CRC32C_POLY	0x82f63b78U		/* 0x1edc6f41 bit-reversed */
 #define CRC64_POLY	0xc96c5795d7870f42ULL	/* 0x42f0e1eba9ea3693 bit-reversed */
@@ -161,6 +170,29 @@ uint64_t bch_crc64(uint64_t crc, const void *data, size_t len)
 	return crc;
 }
 
+/* ----------------------------------------------------------- xxhash64 */
+
+/* x(member, function, symbol version) */
+#define XXHASH_FUNCS()		x(XXH64, XXH64, NULL)
+
+#define x(member, func, ver)	BCH_DL_MEMBER(member, func)
+static struct xxhash_fns { XXHASH_FUNCS() } xxh;
+#undef x
+#define x(member, func, ver)	BCH_DL_SYM(struct xxhash_fns, member, func, ver)
+static const struct bch_dl_sym xxhash_syms[] = { XXHASH_FUNCS() };
+#undef x
+
+static struct bch_dl_lib xxhash_lib =
+	BCH_DL_LIB(BCH_SONAME_XXHASH, -BCH_ERR_dl_xxhash, xxhash_syms, &xxh);
+
+int bch_xxhash64(const void *data, size_t len, uint64_t seed, uint64_t *ret)
+{
+	int err = bch_dl_load(&xxhash_lib);
+
+	*ret = err ? 0 : xxh.XXH64(data, len, seed);
+	return err;
+}
+
 /* ---------------------------------------------------------- bch_csum */
 
 static const char * const csum_type_names[] = {
@@ -179,27 +211,38 @@ const char *bch_csum_type_name(unsigned type)
 	return bch_csum_type_valid(type) ? csum_type_names[type] : "?";
 }
 
-/*
- * Checksum of data with an on-disk checksum type.  An unknown type yields
- * zero, like none: callers validate the type (bch_csum_type_valid()) before
- * trusting a comparison.
- */
-struct bch_csum bch_checksum(unsigned type, const void *data, size_t len)
+int bch_csum_type_load(unsigned type)
 {
-	struct bch_csum ret = { 0, 0 };
+	return type == BCH_CSUM_xxhash64 ? bch_dl_load(&xxhash_lib) : 0;
+}
 
+int bch_checksum(unsigned type, const void *data, size_t len, struct bch_csum *ret)
+{
+	ret->lo = ret->hi = 0;
 	switch (type) {
 	case BCH_CSUM_crc32c:
-		ret.lo = ~bch_crc32c(~0U, data, len);
+		ret->lo = ~bch_crc32c(~0U, data, len);
 		break;
 	case BCH_CSUM_crc64:
-		ret.lo = ~bch_crc64(~0ULL, data, len);
+		ret->lo = ~bch_crc64(~0ULL, data, len);
 		break;
-	case BCH_CSUM_xxhash64:
-		ret.lo = XXH64(data, len, 0);
-		break;
+	case BCH_CSUM_xxhash64: {
+		uint64_t h;
+		int err = bch_xxhash64(data, len, 0, &h);
+
+		ret->lo = h;
+		return err;
 	}
-	return ret;
+	}
+	return 0;
+}
+
+int bch_csum_verify(unsigned type, const void *data, size_t len, struct bch_csum want)
+{
+	struct bch_csum got;
+	int ret = bch_checksum(type, data, len, &got);
+
+	return ret ? ret : bch_csum_eq(got, want) ? 0 : -BCH_ERR_csum_mismatch;
 }
 
 bool bch_checksum_bypass;

@@ -8,7 +8,7 @@
  * crc32c (Castagnoli, reflected, init/xorout ~0: crc32c("123456789") =
  * 0xe3069283), crc64 (ECMA-182 polynomial, reflected, init/xorout ~0, i.e.
  * CRC-64/XZ: crc64("123456789") = 0x995dc9bbdf1939fa), xxhash64 (seed 0, from
- * libxxhash).  none yields zero.
+ * libxxhash, loaded on first use).  none yields zero.
  */
 
 #include <stdbool.h>
@@ -17,7 +17,23 @@
 
 #include "bcachefs_format.h"
 
-struct bch_csum bch_checksum(unsigned type, const void *data, size_t len);
+/*
+ * Checksum of data with an on-disk checksum type, into *ret.  Returns 0, or
+ * -BCH_ERR_dl_xxhash when the type is xxhash64 and libxxhash cannot be
+ * loaded: not a mismatch, a missing library (bch_err_is_dl()).  An unknown
+ * type yields zero, like none: callers validate the type
+ * (bch_csum_type_valid()) before trusting a comparison.
+ */
+int bch_checksum(unsigned type, const void *data, size_t len, struct bch_csum *ret);
+/* data against want: 0, -BCH_ERR_csum_mismatch, or bch_checksum()'s error. */
+int bch_csum_verify(unsigned type, const void *data, size_t len, struct bch_csum want);
+/*
+ * Load now what computing type needs (xxhash64: libxxhash), so that a
+ * writer finds out before it starts: 0 or -BCH_ERR_dl_xxhash.
+ */
+int bch_csum_type_load(unsigned type);
+/* XXH64 of data with seed (derived identities, not checksums): 0 or -BCH_ERR_dl_xxhash. */
+int bch_xxhash64(const void *data, size_t len, uint64_t seed, uint64_t *ret);
 bool bch_csum_eq(struct bch_csum a, struct bch_csum b);
 /*
  * Fuzzing only: every checksum comparison succeeds, so damage reaches the

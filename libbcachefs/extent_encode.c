@@ -57,8 +57,8 @@ int bch_extent_encode(const struct bch_encode_opts *o, const void *src, unsigned
 	}
 	crc->uncompressed_sectors = sectors;
 	crc->csum_type = o->csum_type;
-	crc->csum = bch_checksum(o->csum_type, dst, (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT);
-	return 0;
+	return bch_checksum(o->csum_type, dst, (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT,
+			    &crc->csum);
 }
 
 
@@ -92,10 +92,12 @@ int bch_extent_decode(const struct bch_extent_crc *crc, const void *enc, void *d
 	size_t enc_bytes = (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT;
 	size_t dec_bytes = (size_t)crc->uncompressed_sectors << BCH_SECTOR_SHIFT;
 
+	int ret;
+
 	if (bch_extent_crc_validate(crc, 0, NULL, 0))
 		return -BCH_ERR_bkey_invalid;
-	if (!bch_csum_eq(bch_checksum(crc->csum_type, enc, enc_bytes), crc->csum))
-		return -BCH_ERR_csum_mismatch;
+	if ((ret = bch_csum_verify(crc->csum_type, enc, enc_bytes, crc->csum)))
+		return ret;
 	if (crc->compression_type == BCH_COMPRESSION_none) {
 		memcpy(dst, enc, dec_bytes);
 		return 0;

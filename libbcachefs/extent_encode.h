@@ -35,6 +35,8 @@ size_t bch_extent_encode_bound(unsigned sectors);
  * Encode sectors (a multiple of block_sectors, at most max_sectors) of data
  * from src into dst (bch_extent_encode_bound(sectors) bytes); fills crc
  * (offset 0).  The bytes to write are dst[0 .. crc->compressed_sectors * 512).
+ * Returns 0, -EINVAL, -BCH_ERR_compress_failed, or the -BCH_ERR_dl_* of a
+ * compression or checksum library that cannot be loaded.
  */
 int bch_extent_encode(const struct bch_encode_opts *o, const void *src, unsigned sectors,
 		      void *dst, struct bch_extent_crc *crc);
@@ -46,7 +48,9 @@ int bch_extent_crc_validate(const struct bch_extent_crc *crc, unsigned key_secto
 /*
  * Verify and decode: enc holds crc->compressed_sectors * 512 bytes as read;
  * dst receives crc->uncompressed_sectors * 512 bytes.  Returns 0,
- * -BCH_ERR_csum_mismatch, -BCH_ERR_decompress_failed or -BCH_ERR_bkey_invalid.
+ * -BCH_ERR_csum_mismatch, -BCH_ERR_decompress_failed, -BCH_ERR_bkey_invalid,
+ * or the -BCH_ERR_dl_* of a library that cannot be loaded (not damage:
+ * bch_err_is_dl()).
  */
 int bch_extent_decode(const struct bch_extent_crc *crc, const void *enc, void *dst);
 

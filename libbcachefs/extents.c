@@ -196,7 +196,7 @@ int bch_extents_mark_all(struct bch_fs *c)
 		}
 	}
 	bch_btree_iter_exit(&it);
-	if (err && c->opts.v[Opt_fsck] && err != -ENOMEM) {
+	if (err && c->opts.v[Opt_fsck] && err != -ENOMEM && !bch_err_is_dl(err)) {
 		c->err_msg[0] = 0;
 		err = 0;
 	}

@@ -26,7 +26,6 @@
 #include <unistd.h>
 
 #include <uuid/uuid.h>
-#include <xxhash.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
@@ -70,14 +69,19 @@ uint64_t bch_pick_bucket_size(uint64_t dev_size, uint64_t btree_node_size)
 	return b;
 }
 
-/* Deterministic UUIDs for reproducible images: hash of the user UUID and a tag. */
+/*
+ * Deterministic UUIDs for reproducible images: hash of the user UUID and a
+ * tag.  Cannot fail: bch_format() loaded libxxhash before building the sb.
+ */
 static void derive_uuid(uint8_t out[16], const uint8_t seed[16], uint64_t tag)
 {
 	uint8_t buf[24];
+	uint64_t a, b;
 
 	memcpy(buf, seed, 16);
 	memcpy(buf + 16, &tag, 8);
-	uint64_t a = XXH64(buf, sizeof(buf), 1), b = XXH64(buf, sizeof(buf), 2);
+	(void)bch_xxhash64(buf, sizeof(buf), 1, &a);
+	(void)bch_xxhash64(buf, sizeof(buf), 2, &b);
 	memcpy(out, &a, 8);
 	memcpy(out + 8, &b, 8);
 	out[6] = (out[6] & 0x0f) | 0x40;	/* look like a v4 UUID */
@@ -488,6 +492,9 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 		ret = bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			   "metadata_replicas_required=%llu needs that many devices (have %u)",
 			   (unsigned long long)opts->v[Opt_metadata_replicas_required], nr);
+	/* node seqs and reproducible UUIDs are xxhash64s: no writing without it */
+	if (!ret && (ret = bch_csum_type_load(BCH_CSUM_xxhash64)))
+		bch_errf(err, errlen, ret, "%s", bch_err_str(ret));
 	if (!ret)
 		ret = build_sb(devs, nr, plans, opts, target_names, &args, &sb, &sb_bytes,
 			       err, errlen);

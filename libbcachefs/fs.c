@@ -21,6 +21,7 @@
 #include "alloc_btree.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "checksum.h"
 #include "errcode.h"
 #include "extents.h"
 #include "fs.h"
@@ -142,7 +143,7 @@ static int mark_subtree(struct bch_fs *c, unsigned id, unsigned level, const str
 		return r;
 	r = bch_btree_node_get(c, id, level, ptr, &b);
 	if (r) {
-		if (c->opts.v[Opt_fsck] && r != -ENOMEM) {
+		if (c->opts.v[Opt_fsck] && r != -ENOMEM && !bch_err_is_dl(r)) {
 			c->err_msg[0] = 0;
 			c->alloc_recount_partial = true;
 			return 0;
@@ -291,6 +292,9 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 
 	if (!nr)
 		return bch_fs_err(c, -EINVAL, "no devices");
+	/* writing makes btree nodes, whose seqs are xxhash64s: fail now, not midway */
+	if (!c->read_only && (r = bch_csum_type_load(BCH_CSUM_xxhash64)))
+		return bch_fs_err(c, r, "opening read-write: %s", bch_err_str(r));
 	if ((r = open_devices(c, paths, nr)))
 		return r;
 	/* superblock options, then what the caller set explicitly on top */

@@ -134,8 +134,8 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	c->err_msg[0] = 0;
 	r = bch_btree_node_get(c, s->id, level, ptr, &b);
 	if (r) {
-		if (r == -ENOMEM)
-			return r;
+		if (r == -ENOMEM || bch_err_is_dl(r))
+			return r;	/* not the node's fault */
 		/* the read error names the copy that failed */
 		where_of(s->id, level, ptr, where, sizeof(where), false);
 		snprintf(detail, sizeof(detail), "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));

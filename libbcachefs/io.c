@@ -75,7 +75,8 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	int r = bch_extent_encode(&eo, src, sectors, enc, &crc);
 
 	if (r)
-		return bch_fs_err(c, r, "encoding %u sectors of inode %" PRIu64 " failed", sectors, inum);
+		return bch_fs_err(c, r, "encoding %u sectors of inode %" PRIu64 ": %s", sectors, inum,
+				  bch_err_str(r));
 	if ((r = bch_alloc_data(c, crc.compressed_sectors, o->replicas, o->target, ptrs, &got)))
 		return r;
 	if (got < c->opts.v[Opt_data_replicas_required] && got < o->replicas) {
@@ -152,8 +153,7 @@ static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, voi
 	if (e->crc.compression_type == BCH_COMPRESSION_none && !dec) {
 		if (bch_extent_crc_validate(&e->crc, 0, NULL, 0))
 			return -BCH_ERR_bkey_invalid;
-		return bch_csum_eq(bch_checksum(e->crc.csum_type, enc, bytes), e->crc.csum)
-			? 0 : -BCH_ERR_csum_mismatch;
+		return bch_csum_verify(e->crc.csum_type, enc, bytes, e->crc.csum);
 	}
 	return bch_extent_decode(&e->crc, enc, dec);
 }
@@ -180,12 +180,32 @@ int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *ba
 		free(dec);
 		return -ENOMEM;
 	}
-	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
-		if (read_copy(c, k, i, enc, dec))
+	int r = 0;
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k) && !r; i++) {
+		int cr = read_copy(c, k, i, enc, dec);
+		if (bch_err_is_dl(cr))
+			r = cr;		/* not the copy's fault: every copy would fail */
+		else if (cr)
 			*bad |= 1U << i;
+	}
 	free(enc);
 	free(dec);
-	return 0;
+	if (r)
+		*bad = 0;
+	return r;
+}
+
+/* read_key()'s error when no copy of k could be read; r is the last copy's. */
+static int no_good_copy(struct bch_fs *c, const struct bch_bkey *k, int r)
+{
+	uint64_t ks = bch_extent_start(k);
+
+	if (bch_err_is_dl(r))	/* a missing library: the copies may well be good */
+		return bch_fs_err(c, r, "inode %" PRIu64 ": sectors %" PRIu64 "..%" PRIu64 ": %s",
+				  (uint64_t)k->p.inode, ks, (uint64_t)k->p.offset, bch_err_str(r));
+	return bch_fs_err(c, -EIO, "inode %" PRIu64 ": no good copy of sectors %" PRIu64
+			  "..%" PRIu64 " (%s)", (uint64_t)k->p.inode, ks, (uint64_t)k->p.offset,
+			  bch_err_str(r));
 }
 
 /* Copy the part of k's data inside [start, start + sectors) to buf. */
@@ -211,11 +231,11 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 			r = read_copy(c, k, i, dst, NULL);
 			if (!r)
 				return 0;
+			if (bch_err_is_dl(r))
+				break;
 			c->data_bad_copies++;
 		}
-		return bch_fs_err(c, -EIO, "inode %" PRIu64 ": no good copy of sectors %" PRIu64
-				  "..%" PRIu64 " (%s)", (uint64_t)k->p.inode, ks, (uint64_t)k->p.offset,
-				  bch_err_str(r));
+		return no_good_copy(c, k, r);
 	}
 	void *enc = io_buf((size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
 	void *dec = plain ? NULL : malloc((size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT);
@@ -224,7 +244,7 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 		r = -BCH_ERR_device_missing;
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
 			r = read_copy(c, k, i, enc, dec);
-			if (!r)
+			if (!r || bch_err_is_dl(r))
 				break;
 			c->data_bad_copies++;
 		}
@@ -234,9 +254,7 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 	free(enc);
 	free(dec);
 	if (r && r != -ENOMEM)
-		return bch_fs_err(c, -EIO, "inode %" PRIu64 ": no good copy of sectors %" PRIu64
-				  "..%" PRIu64 " (%s)", (uint64_t)k->p.inode, ks, (uint64_t)k->p.offset,
-				  bch_err_str(r));
+		return no_good_copy(c, k, r);
 	return r;
 }
 

@@ -56,6 +56,8 @@ void bch_data_readahead(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_
 /*
  * Read and verify every replica of one extent key (fsck --data, scrub):
  * *bad gets a bit per pointer whose copy is unreadable or fails its checksum.
+ * A library needed to check them that cannot be loaded marks no copy bad: it
+ * is returned (bch_err_is_dl()).
  */
 int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *bad);
 

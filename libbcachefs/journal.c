@@ -190,7 +190,11 @@ static uint32_t jset_hdr_csum(const struct bch_jset *js)
 	return ~bch_crc32c(~0U, &js->magic, BCH_JSET_HDR_BYTES);
 }
 
-/* Is the entry at p (room bytes until the bucket's end) a valid jset of ours? */
+/*
+ * Is the entry at p (room bytes until the bucket's end) a valid jset of ours?
+ * 0, -BCH_ERR_journal_bad (why says why), or the dl error of a checksum
+ * library that cannot be loaded: the entry may be good, callers stop.
+ */
 static int jset_validate(struct bch_fs *c, const struct bch_jset *js, size_t room,
 			 char *why, size_t whylen)
 {
@@ -203,9 +207,11 @@ static int jset_validate(struct bch_fs *c, const struct bch_jset *js, size_t roo
 	unsigned csum_type = js->flags & 0xf;
 	if (!bch_csum_type_valid(csum_type))
 		return snprintf(why, whylen, "bad checksum type"), -BCH_ERR_journal_bad;
-	struct bch_csum cs = bch_checksum(csum_type, &js->magic,
-					  sizeof(*js) - sizeof(js->csum) + js->u64s * 8);
-	if (!bch_csum_eq(cs, js->csum))
+	int ret = bch_csum_verify(csum_type, &js->magic,
+				  sizeof(*js) - sizeof(js->csum) + js->u64s * 8, js->csum);
+	if (bch_err_is_dl(ret))	/* not a bad entry: callers pass it up */
+		return snprintf(why, whylen, "%s", bch_err_str(ret)), ret;
+	if (ret)
 		return snprintf(why, whylen, "bad checksum"), -BCH_ERR_journal_bad;
 	if ((js->flags & BCH_JSET_HDR_CSUM) ? js->hdr_csum != jset_hdr_csum(js) : js->hdr_csum != 0)
 		return snprintf(why, whylen, "bad header checksum"), -BCH_ERR_journal_bad;
@@ -259,7 +265,11 @@ static int scan_bucket(struct bch_fs *c, struct bch_journal *j, unsigned d, unsi
 				  bch_err_str(ret));
 	for (unsigned off = 0; off < jd->bucket_sectors; ) {
 		const struct bch_jset *js = (const void *)((char *)buf + ((size_t)off << 9));
-		if (jset_validate(c, js, bytes - ((size_t)off << 9), why, sizeof(why))) {
+		ret = jset_validate(c, js, bytes - ((size_t)off << 9), why, sizeof(why));
+		if (bch_err_is_dl(ret))
+			return bch_fs_err(c, ret, "journal bucket %" PRIu64 ": %s",
+					  jd->bucket[slot], why);
+		if (ret) {
 			off += j->block_sectors;
 			continue;
 		}
@@ -332,8 +342,10 @@ static int read_head(struct bch_fs *c, struct journal_dev *jd, unsigned slot, vo
 	if (need > block && (ret = bch_dev_read(bd, (char *)buf + block, need - block, where + block)))
 		return bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
 				  bch_dev_path(bd), jd->bucket[slot], bch_err_str(ret));
-	if (jset_validate(c, js, bucket, why, sizeof(why)))
-		return HEAD_ODD;
+	if ((ret = jset_validate(c, js, bucket, why, sizeof(why))))
+		return bch_err_is_dl(ret)
+			? bch_fs_err(c, ret, "journal bucket %" PRIu64 ": %s", jd->bucket[slot], why)
+			: HEAD_ODD;
 	*seq = js->seq;
 	return HEAD_ENTRY;
 }
@@ -485,7 +497,8 @@ int bch_journal_read(struct bch_fs *c,
 			size_t bytes = (size_t)l->sectors << 9;
 			ret = bch_dev_read(c->devs[jd->dev]->bdev, buf, bytes,
 					   ((jd->bucket[l->slot] * jd->bucket_sectors) + l->offset) << 9);
-			if (!ret && jset_validate(c, buf, bytes, why, sizeof(why)))
+			if (!ret && (ret = jset_validate(c, buf, bytes, why, sizeof(why))) &&
+			    !bch_err_is_dl(ret))
 				ret = -BCH_ERR_journal_bad;	/* changed under us */
 			if (ret) {
 				bch_fs_err(c, ret, "journal entry %" PRIu64 ": %s", l->seq, bch_err_str(ret));
@@ -611,7 +624,10 @@ static int journal_write(struct bch_fs *c)
 	memcpy(js->_data, j->buf, j->buf_u64s * 8);
 	if (r && j->roots_fill)
 		j->roots_fill(c, (struct bch_jset_entry *)(js->_data + j->buf_u64s));
-	js->csum = bch_checksum(j->csum_type, &js->magic, sizeof(*js) - sizeof(js->csum) + u64s * 8);
+	if ((ret = bch_checksum(j->csum_type, &js->magic, sizeof(*js) - sizeof(js->csum) + u64s * 8,
+				&js->csum)))
+		bch_fs_err(c, ret, "journal entry %" PRIu64 ": %s", (uint64_t)j->seq,
+			   bch_err_str(ret));
 
 	/*
 	 * Preflush: every write issued before this entry (btree nodes the
@@ -619,11 +635,10 @@ static int journal_write(struct bch_fs *c)
 	 * land, or a power cut could keep the entry and lose what it points to.
 	 */
 	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX && !ret; i++)
-		if (c->devs[i] && c->devs[i]->bdev)
-			ret = bch_dev_flush(c->devs[i]->bdev);
-	if (ret)
-		bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
-			   (uint64_t)j->seq, bch_err_str(ret));
+		if (c->devs[i] && c->devs[i]->bdev &&
+		    (ret = bch_dev_flush(c->devs[i]->bdev)))
+			bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
+				   (uint64_t)j->seq, bch_err_str(ret));
 
 	for (unsigned k = 0; k < j->replicas && !ret; k++) {
 		struct journal_dev *jd = target(j, j->seq, k);

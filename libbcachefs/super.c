@@ -27,21 +27,20 @@
 #define SB_MAX_SIZE_BITS_LIMIT	12	/* 2 MiB per copy at most */
 
 
-static struct bch_csum sb_csum(const struct bch_sb *sb)
+int bch_sb_set_csum(struct bch_sb *sb)
 {
 	return bch_checksum(sb->csum_type, (const char *)sb + sizeof(sb->csum),
-			    bch_sb_bytes(sb) - sizeof(sb->csum));
-}
-
-void bch_sb_set_csum(struct bch_sb *sb)
-{
-	sb->csum = sb_csum(sb);
+			    bch_sb_bytes(sb) - sizeof(sb->csum), &sb->csum);
 }
 
 static struct bch_csum layout_csum(const struct bch_sb_layout *l)
 {
-	return bch_checksum(BCH_CSUM_crc32c, (const char *)l + sizeof(l->csum),
-			    sizeof(*l) - sizeof(l->csum));
+	struct bch_csum cs;
+
+	/* crc32c needs no library: cannot fail */
+	(void)bch_checksum(BCH_CSUM_crc32c, (const char *)l + sizeof(l->csum),
+			   sizeof(*l) - sizeof(l->csum), &cs);
+	return cs;
 }
 
 static bool is_pow2(uint64_t v)
@@ -376,8 +375,12 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 		return bch_errf(err, errlen, -BCH_ERR_sb_too_big,
 			    "fields (%u u64s) overrun the superblock area", sb->u64s);
 
-	if (!bch_csum_eq(sb->csum, sb_csum(sb)))
+	ret = bch_csum_verify(sb->csum_type, (const char *)sb + sizeof(sb->csum),
+			      bch_sb_bytes(sb) - sizeof(sb->csum), sb->csum);
+	if (ret == -BCH_ERR_csum_mismatch)
 		return bch_errf(err, errlen, -BCH_ERR_sb_bad_csum, "bad checksum");
+	if (ret)
+		return bch_errf(err, errlen, ret, "%s", bch_err_str(ret));
 
 	/* From here the bytes are what a writer wrote: check its logic too. */
 	if ((ret = validate_layout(&sb->layout, err, errlen)))
@@ -583,6 +586,9 @@ int bch_sb_read(struct bch_blockdev *dev, struct bch_sb **ret,
 	report->nr = nr;
 
 	if (!best) {
+		for (unsigned i = 0; i < nr; i++)	/* a missing library is no damage */
+			if (bch_err_is_dl(report->copies[i].err))
+				return report->copies[i].err;
 		for (unsigned i = 0; i < nr; i++)
 			if (report->copies[i].err == -EIO)
 				return -EIO;
@@ -603,8 +609,8 @@ int bch_sb_write_copy(struct bch_blockdev *dev, struct bch_sb *sb, unsigned dev_
 		return -BCH_ERR_sb_too_big;
 	sb->dev_idx = dev_idx;
 	sb->offset = sector;
-	bch_sb_set_csum(sb);
-	return bch_dev_write(dev, sb, bytes, sector << BCH_SECTOR_SHIFT);
+	int ret = bch_sb_set_csum(sb);
+	return ret ? ret : bch_dev_write(dev, sb, bytes, sector << BCH_SECTOR_SHIFT);
 }
 
 int bch_sb_write_layout(struct bch_blockdev *dev, const struct bch_sb *sb)

@@ -47,7 +47,8 @@ struct bch_sb_read_report {
  * Read the newest valid superblock of a device.  On success *ret is a malloc'd
  * buffer of BCH_SB_BUF_BYTES(max_bits) bytes (caller frees).  report may be
  * NULL.  Errors: -BCH_ERR_sb_not_found when no copy validates (report says
- * why for each), -errno on I/O errors.
+ * why for each), -errno on I/O errors, -BCH_ERR_dl_xxhash when no copy
+ * validates and libxxhash, needed to check one, cannot be loaded.
  */
 int bch_sb_read(struct bch_blockdev *dev, struct bch_sb **ret,
 		struct bch_sb_read_report *report);
@@ -65,8 +66,11 @@ static inline size_t bch_sb_bytes(const struct bch_sb *sb)
 	return sizeof(*sb) + (size_t)sb->u64s * 8;
 }
 
-/* Compute and store sb->csum (over magic..end) with sb->csum_type. */
-void bch_sb_set_csum(struct bch_sb *sb);
+/*
+ * Compute and store sb->csum (over magic..end) with sb->csum_type: 0, or the
+ * error of bch_checksum() (its library cannot be loaded).
+ */
+int bch_sb_set_csum(struct bch_sb *sb);
 
 /*
  * Write sb to every copy of layout (this device's own: the end copy's place

@@ -9,24 +9,27 @@ set -eu
 BUILD_PKGS="build-essential pkg-config uuid-dev libblkid-dev zlib1g-dev liblz4-dev \
 libzstd-dev libxxhash-dev libsodium-dev libscrypt-dev libaio-dev libfuse3-dev \
 libarchive-dev libcriterion-dev"
+# Libraries the binary dlopen()s on first use instead of linking
+# (libbcachefs/dl.h): only their headers, from the -dev packages above, are
+# used at build time, so no link records the need for these: libarchive.so.13
+# (image import-tar/export-tar), libxxhash.so.0 (xxhash64).
+RUNTIME_PKGS="libarchive13 libxxhash0"
 # Tools the CLI, fsck and FUSE tests drive (mke2fs to build foreign images,
 # sfdisk for partition tables, losetup for loop devices, fuse3 for
 # fusermount3, jq to check --json output, python3 for the tree generator and
 # comparer, GNU tar for archive round trips, fio, stress-ng and dbench for
-# the FUSE loads). libarchive13: the binary does not link libarchive (only its
-# headers, from libarchive-dev, at build time) but dlopen()s libarchive.so.13
-# for `image import-tar` and `export-tar`.
-TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar fio stress-ng dbench acl libarchive13"
+# the FUSE loads).
+TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar fio stress-ng dbench acl"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time fuse2fs"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"
 
 what=${1:-test}
 case "$what" in
-	build) want="$BUILD_PKGS" ;;
-	test)  want="$BUILD_PKGS $TEST_PKGS" ;;
-	bench) want="$BUILD_PKGS $TEST_PKGS $BENCH_PKGS" ;;
-	fuzz)  want="$BUILD_PKGS $FUZZ_PKGS" ;;
+	build) want="$BUILD_PKGS $RUNTIME_PKGS" ;;
+	test)  want="$BUILD_PKGS $RUNTIME_PKGS $TEST_PKGS" ;;
+	bench) want="$BUILD_PKGS $RUNTIME_PKGS $TEST_PKGS $BENCH_PKGS" ;;
+	fuzz)  want="$BUILD_PKGS $RUNTIME_PKGS $FUZZ_PKGS" ;;
 	*) echo "usage: $0 [build|test|bench|fuzz]" >&2; exit 2 ;;
 esac
 

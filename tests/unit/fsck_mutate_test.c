@@ -108,8 +108,9 @@ static void write_mutated(unsigned seed)
 		struct bch_btree_node *bn = (void *)(img + node);
 		if (bch_csum_type_valid(bn->csum_type) &&
 		    sizeof(*bn) + (size_t)bn->keys.u64s * 8 <= 4096)
-			bn->csum = bch_checksum(bn->csum_type, &bn->magic,
-						sizeof(*bn) - sizeof(bn->csum) + bn->keys.u64s * 8);
+			cr_assert_eq(bch_checksum(bn->csum_type, &bn->magic,
+						  sizeof(*bn) - sizeof(bn->csum) + bn->keys.u64s * 8,
+						  &bn->csum), 0);
 	}
 	FILE *f = fopen(paths[0], "wb");
 	cr_assert(fwrite(img, 1, IMG_BYTES, f) == IMG_BYTES);

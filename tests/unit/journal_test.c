@@ -344,8 +344,8 @@ Test(journal, entries_without_header_checksum)
 		cr_assert(js->flags & BCH_JSET_HDR_CSUM, "new entries carry a header checksum");
 		js->flags &= ~BCH_JSET_HDR_CSUM;
 		js->hdr_csum = 0;
-		js->csum = bch_checksum(js->flags & 0xf, &js->magic,
-					sizeof(*js) - sizeof(js->csum) + js->u64s * 8);
+		cr_assert_eq(bch_checksum(js->flags & 0xf, &js->magic,
+					  sizeof(*js) - sizeof(js->csum) + js->u64s * 8, &js->csum), 0);
 		cr_assert_eq(bch_dev_write(c->devs[0]->bdev, js, block, start + b * block), 0);
 		rewritten++;
 	}
@@ -365,8 +365,8 @@ Test(journal, entries_without_header_checksum)
 	cr_assert_eq(bch_dev_read(c->devs[0]->bdev, js, block, start + 2 * block), 0);
 	js->flags |= BCH_JSET_HDR_CSUM;
 	js->hdr_csum = 12345;
-	js->csum = bch_checksum(js->flags & 0xf, &js->magic,
-				sizeof(*js) - sizeof(js->csum) + js->u64s * 8);
+	cr_assert_eq(bch_checksum(js->flags & 0xf, &js->magic,
+				  sizeof(*js) - sizeof(js->csum) + js->u64s * 8, &js->csum), 0);
 	cr_assert_eq(bch_dev_write(c->devs[0]->bdev, js, block, start + 2 * block), 0);
 	close_fs(c);
 	memset(s, 0, sizeof(*s));
