@@ -20,10 +20,7 @@
  *       filesystem cleanly; a killed daemon leaves a filesystem that opens
  *       with journal replay.
  */
-#define FUSE_USE_VERSION 35
-
 #include <errno.h>
-#include <fuse_lowlevel.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -40,10 +37,14 @@
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "fuse_dl.h"
 #include "io.h"
 #include "opts.h"
 
 #define TIMEOUT		1.0
+
+/* libfuse3's functions, set by cmd_fusemount() before the session starts (fuse_dl.h) */
+static const struct fuse_dl *lf;
 
 /* Inodes the kernel holds (lookup count + open handles), for invariant (1). */
 struct held {
@@ -66,7 +67,7 @@ struct fmount {
 
 static struct fmount *FM(fuse_req_t req)
 {
-	return fuse_req_userdata(req);
+	return lf->req_userdata(req);
 }
 
 static uint64_t mix(uint64_t x)
@@ -237,11 +238,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		/* a negative entry the kernel may cache */
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = TIMEOUT;
-		fuse_reply_entry(req, &e);
+		lf->reply_entry(req, &e);
 	} else if (r) {
-		fuse_reply_err(req, -r);
+		lf->reply_err(req, -r);
 	} else {
-		fuse_reply_entry(req, &e);
+		lf->reply_entry(req, &e);
 	}
 }
 
@@ -252,7 +253,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 	LOCK(m);
 	unhold(m, from_fuse(ino), nlookup);
 	UNLOCK(m);
-	fuse_reply_none(req);
+	lf->reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
@@ -263,7 +264,7 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	for (size_t i = 0; i < count; i++)
 		unhold(m, from_fuse(forgets[i].ino), forgets[i].nlookup);
 	UNLOCK(m);
-	fuse_reply_none(req);
+	lf->reply_none(req);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -276,10 +277,10 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
 	UNLOCK(m);
 	if (r)
-		fuse_reply_err(req, -r);
+		lf->reply_err(req, -r);
 	else {
 		fix_st(&st);
-		fuse_reply_attr(req, &st, TIMEOUT);
+		lf->reply_attr(req, &st, TIMEOUT);
 	}
 }
 
@@ -339,10 +340,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		r = bch_fs_getattr(m->c, from_fuse(ino), &st);
 	UNLOCK(m);
 	if (r)
-		fuse_reply_err(req, -r);
+		lf->reply_err(req, -r);
 	else {
 		fix_st(&st);
-		fuse_reply_attr(req, &st, TIMEOUT);
+		lf->reply_attr(req, &st, TIMEOUT);
 	}
 }
 
@@ -355,9 +356,9 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	ssize_t n = bch_fs_readlink(m->c, from_fuse(ino), buf, sizeof(buf));
 	UNLOCK(m);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		lf->reply_err(req, (int)-n);
 	else
-		fuse_reply_readlink(req, buf);
+		lf->reply_readlink(req, buf);
 }
 
 static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum)
@@ -368,9 +369,9 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum)
 		r = make_entry(m, inum, &e);
 	UNLOCK(m);
 	if (r)
-		fuse_reply_err(req, -r);
+		lf->reply_err(req, -r);
 	else
-		fuse_reply_entry(req, &e);
+		lf->reply_entry(req, &e);
 }
 
 /*
@@ -407,7 +408,7 @@ static int create_acl(struct fmount *m, uint64_t parent, const char *name, mode_
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct fmount *m = FM(req);
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	uint64_t inum = 0;
 
 	LOCK(m);
@@ -423,7 +424,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	struct fmount *m = FM(req);
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	uint64_t inum = 0;
 
 	LOCK(m);
@@ -447,7 +448,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	LOCK(m);
 	int r = bch_fs_unlink(m->c, from_fuse(parent), name);
 	UNLOCK(m);
-	fuse_reply_err(req, -r);
+	lf->reply_err(req, -r);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -457,7 +458,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	LOCK(m);
 	int r = bch_fs_rmdir(m->c, from_fuse(parent), name);
 	UNLOCK(m);
-	fuse_reply_err(req, -r);
+	lf->reply_err(req, -r);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
@@ -467,7 +468,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	unsigned f = 0;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
-		fuse_reply_err(req, EINVAL);
+		lf->reply_err(req, EINVAL);
 		return;
 	}
 	if (flags & RENAME_NOREPLACE)
@@ -477,7 +478,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	LOCK(m);
 	int r = bch_fs_rename(m->c, from_fuse(parent), name, from_fuse(newparent), newname, f);
 	UNLOCK(m);
-	fuse_reply_err(req, -r);
+	lf->reply_err(req, -r);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -495,18 +496,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		hold(m, from_fuse(ino), 1);
 	UNLOCK(m);
 	if (r) {
-		fuse_reply_err(req, -r);
+		lf->reply_err(req, -r);
 		return;
 	}
 	fi->keep_cache = 1;
-	fuse_reply_open(req, fi);
+	lf->reply_open(req, fi);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
 	struct fmount *m = FM(req);
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	struct fuse_entry_param e;
 	uint64_t inum = 0;
 
@@ -518,9 +519,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		hold(m, inum, 1);	/* the open file */
 	UNLOCK(m);
 	if (r)
-		fuse_reply_err(req, -r);
+		lf->reply_err(req, -r);
 	else
-		fuse_reply_create(req, &e, fi);
+		lf->reply_create(req, &e, fi);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -531,7 +532,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	LOCK(m);
 	unhold(m, from_fuse(ino), 1);
 	UNLOCK(m);
-	fuse_reply_err(req, 0);
+	lf->reply_err(req, 0);
 }
 
 /*
@@ -565,7 +566,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	(void)fi;
 
 	if (posix_memalign((void **)&buf, 4096, size ? size : 1)) {
-		fuse_reply_err(req, ENOMEM);
+		lf->reply_err(req, ENOMEM);
 		return;
 	}
 	LOCK(m);
@@ -574,9 +575,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		readahead_hint(m, from_fuse(ino), (uint64_t)off, (uint64_t)n);
 	UNLOCK(m);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		lf->reply_err(req, (int)-n);
 	else
-		fuse_reply_buf(req, buf, n);
+		lf->reply_buf(req, buf, n);
 	free(buf);
 }
 
@@ -590,16 +591,16 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	ssize_t n = bch_fs_write(m->c, from_fuse(ino), off, buf, size);
 	UNLOCK(m);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		lf->reply_err(req, (int)-n);
 	else
-		fuse_reply_write(req, n);
+		lf->reply_write(req, n);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
 	(void)fi;
-	fuse_reply_err(req, 0);
+	lf->reply_err(req, 0);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -612,7 +613,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	LOCK(m);
 	int r = m->read_only ? 0 : bch_fs_fsync(m->c);
 	UNLOCK(m);
-	fuse_reply_err(req, -r);
+	lf->reply_err(req, -r);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -626,9 +627,9 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	if (!r && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
 	if (r)
-		fuse_reply_err(req, -r);
+		lf->reply_err(req, -r);
 	else
-		fuse_reply_open(req, fi);
+		lf->reply_open(req, fi);
 }
 
 struct dir_fill {
@@ -658,7 +659,7 @@ static int fill_one(void *priv, const char *name, size_t len, uint64_t inum, uns
 		} else if (make_entry(f->m, inum, &e)) {
 			return 0;	/* vanished: skip */
 		}
-		n = fuse_add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, nm, &e, next_pos);
+		n = lf->add_direntry_plus(f->req, f->buf + f->used, f->size - f->used, nm, &e, next_pos);
 		if (n > f->size - f->used) {
 			if (!dots)
 				unhold(f->m, inum, 1);	/* not sent: no lookup counted */
@@ -666,7 +667,7 @@ static int fill_one(void *priv, const char *name, size_t len, uint64_t inum, uns
 		}
 	} else {
 		struct stat st = { .st_ino = to_fuse(inum), .st_mode = d_type << 12 };
-		n = fuse_add_direntry(f->req, f->buf + f->used, f->size - f->used, nm, &st, next_pos);
+		n = lf->add_direntry(f->req, f->buf + f->used, f->size - f->used, nm, &st, next_pos);
 		if (n > f->size - f->used)
 			return 1;
 	}
@@ -680,16 +681,16 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 	struct dir_fill f = { .req = req, .m = m, .buf = malloc(size), .size = size, .plus = plus };
 
 	if (!f.buf) {
-		fuse_reply_err(req, ENOMEM);
+		lf->reply_err(req, ENOMEM);
 		return;
 	}
 	LOCK(m);
 	int r = bch_fs_readdir(m->c, from_fuse(ino), off, fill_one, &f);
 	UNLOCK(m);
 	if (r < 0)
-		fuse_reply_err(req, -r);
+		lf->reply_err(req, -r);
 	else
-		fuse_reply_buf(req, f.buf, f.used);
+		lf->reply_buf(req, f.buf, f.used);
 	free(f.buf);
 }
 
@@ -710,7 +711,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 {
 	(void)ino;
 	(void)fi;
-	fuse_reply_err(req, 0);
+	lf->reply_err(req, 0);
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
@@ -722,7 +723,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	LOCK(m);
 	bch_fs_statfs(m->c, &st);
 	UNLOCK(m);
-	fuse_reply_statfs(req, &st);
+	lf->reply_statfs(req, &st);
 }
 
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
@@ -733,7 +734,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	int r;
 
 	if ((access || !strcmp(name, BCH_ACL_XATTR_DEFAULT)) && !bch_acl_valid(value, size)) {
-		fuse_reply_err(req, EINVAL);
+		lf->reply_err(req, EINVAL);
 		return;
 	}
 	LOCK(m);
@@ -757,7 +758,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
 	}
 	UNLOCK(m);
-	fuse_reply_err(req, -r);
+	lf->reply_err(req, -r);
 }
 
 /* `bcachefs fs usage MOUNTPOINT` asks the daemon through a virtual xattr of the root. */
@@ -772,7 +773,7 @@ static bool usage_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		return false;
 	FILE *f = open_memstream(&text, &len);
 	if (!f) {
-		fuse_reply_err(req, ENOMEM);
+		lf->reply_err(req, ENOMEM);
 		return true;
 	}
 	LOCK(m);
@@ -780,13 +781,13 @@ static bool usage_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	UNLOCK(m);
 	fclose(f);
 	if (r)
-		fuse_reply_err(req, EIO);
+		lf->reply_err(req, EIO);
 	else if (!size)
-		fuse_reply_xattr(req, len);
+		lf->reply_xattr(req, len);
 	else if (size < len)
-		fuse_reply_err(req, ERANGE);
+		lf->reply_err(req, ERANGE);
 	else
-		fuse_reply_buf(req, text, len);
+		lf->reply_buf(req, text, len);
 	free(text);
 	return true;
 }
@@ -802,11 +803,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	ssize_t n = bch_fs_getxattr(m->c, from_fuse(ino), name, buf, size);
 	UNLOCK(m);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		lf->reply_err(req, (int)-n);
 	else if (!size)
-		fuse_reply_xattr(req, n);
+		lf->reply_xattr(req, n);
 	else
-		fuse_reply_buf(req, buf, n);
+		lf->reply_buf(req, buf, n);
 	free(buf);
 }
 
@@ -819,11 +820,11 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	ssize_t n = bch_fs_listxattr(m->c, from_fuse(ino), size ? buf : NULL, size);
 	UNLOCK(m);
 	if (n < 0)
-		fuse_reply_err(req, (int)-n);
+		lf->reply_err(req, (int)-n);
 	else if (!size)
-		fuse_reply_xattr(req, n);
+		lf->reply_xattr(req, n);
 	else
-		fuse_reply_buf(req, buf, n);
+		lf->reply_buf(req, buf, n);
 	free(buf);
 }
 
@@ -834,7 +835,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	LOCK(m);
 	int r = bch_fs_removexattr(m->c, from_fuse(ino), name);
 	UNLOCK(m);
-	fuse_reply_err(req, -r);
+	lf->reply_err(req, -r);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
@@ -846,7 +847,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	LOCK(m);
 	int r = bch_fs_fallocate(m->c, from_fuse(ino), mode, offset, length);
 	UNLOCK(m);
-	fuse_reply_err(req, -r);
+	lf->reply_err(req, -r);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
@@ -855,16 +856,16 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 	(void)fi;
 
 	if (whence != SEEK_DATA && whence != SEEK_HOLE) {
-		fuse_reply_err(req, EINVAL);
+		lf->reply_err(req, EINVAL);
 		return;
 	}
 	LOCK(m);
 	int64_t r = bch_fs_seek(m->c, from_fuse(ino), off, whence);
 	UNLOCK(m);
 	if (r < 0)
-		fuse_reply_err(req, (int)-r);
+		lf->reply_err(req, (int)-r);
 	else
-		fuse_reply_lseek(req, r);
+		lf->reply_lseek(req, r);
 }
 
 /* copy_file_range: the data moves inside the daemon, not twice through the kernel. */
@@ -880,11 +881,11 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	(void)fi_out;
 
 	if (flags) {
-		fuse_reply_err(req, EINVAL);
+		lf->reply_err(req, EINVAL);
 		return;
 	}
 	if (posix_memalign((void **)&buf, 4096, chunk)) {
-		fuse_reply_err(req, ENOMEM);
+		lf->reply_err(req, ENOMEM);
 		return;
 	}
 	LOCK(m);
@@ -905,9 +906,9 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	UNLOCK(m);
 	free(buf);
 	if (r < 0 && !done)
-		fuse_reply_err(req, (int)-r);
+		lf->reply_err(req, (int)-r);
 	else
-		fuse_reply_write(req, done);
+		lf->reply_write(req, done);
 }
 
 static const struct fuse_lowlevel_ops ops = {
@@ -1073,6 +1074,9 @@ int cmd_fusemount(int argc, char *argv[])
 		cmd_err("fusemount", "%s: not a directory", mnt);
 		return EXIT_USAGE;
 	}
+	/* before the filesystem is opened: without libfuse3 nothing is touched */
+	if (fuse_dl_load("fusemount", &lf))
+		return EXIT_FAIL;
 
 	unsigned nr;
 	char *dev_arg[1] = { (char *)dev };
@@ -1094,34 +1098,34 @@ int cmd_fusemount(int argc, char *argv[])
 		l = strlen(fuse_opts);
 		snprintf(fuse_opts + l, sizeof(fuse_opts) - l, ",ro");
 	}
-	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), &m);
+	struct fuse_session *se = lf->session_new(&args, &ops, sizeof(ops), &m);
 	int ret = EXIT_FAIL;
 	if (!se) {
 		cmd_err("fusemount", "could not start a FUSE session");
 		goto close;
 	}
-	if (fuse_set_signal_handlers(se)) {
+	if (lf->set_signal_handlers(se)) {
 		cmd_err("fusemount", "could not set signal handlers");
 		goto destroy;
 	}
-	if (fuse_session_mount(se, mnt)) {
+	if (lf->session_mount(se, mnt)) {
 		cmd_err("fusemount", "could not mount on %s", mnt);
 		goto signals;
 	}
-	if (!foreground && fuse_daemonize(0)) {
+	if (!foreground && lf->daemonize(0)) {
 		cmd_err("fusemount", "could not go to the background");
 		goto unmount;
 	}
 	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
-	ret = fuse_session_loop_mt(se, &config) ? EXIT_FAIL : EXIT_OK;
+	ret = lf->session_loop_mt(se, &config) ? EXIT_FAIL : EXIT_OK;
 unmount:
-	fuse_session_unmount(se);
+	lf->session_unmount(se);
 signals:
-	fuse_remove_signal_handlers(se);
+	lf->remove_signal_handlers(se);
 destroy:
-	fuse_session_destroy(se);
+	lf->session_destroy(se);
 close:
-	fuse_opt_free_args(&args);
+	lf->opt_free_args(&args);
 	r = bch_fs_close(m.c);
 	if (r) {
 		fprintf(stderr, "bcachefs fusemount: closing: %s\n", bch_err_str(r));
