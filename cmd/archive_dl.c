@@ -3,38 +3,29 @@
  * archive_dl.c - libarchive, loaded only when a tar verb runs (see
  * archive_dl.h).
  */
-#include <dlfcn.h>
 #include <errno.h>
-#include <stdbool.h>
-#include <string.h>
 
 #include "archive_dl.h"
 #include "cmds.h"
 
 static struct archive_dl table;
-static bool loaded;
+
+static const struct bch_dl_sym syms[] = {
+#define x(name)	BCH_DL_SYM(struct archive_dl, name, archive_##name, NULL)
+	ARCHIVE_DL_FUNCS()
+#undef x
+};
+
+static struct bch_dl_lib lib = BCH_DL_LIB(ARCHIVE_DL_SONAME, -ELIBACC, syms, &table);
 
 int archive_dl_load(const char *cmd, const char *verb, const struct archive_dl **ret)
 {
-	void *lib = NULL;
+	int r = bch_dl_load(&lib);
 
-	if (!loaded) {
-		if (!(lib = dlopen(ARCHIVE_DL_SONAME, RTLD_NOW | RTLD_LOCAL)))
-			goto err;
-#define x(name)								\
-		if (!(table.name = (__typeof__(table.name))dlsym(lib, "archive_" #name))) \
-			goto err;
-		ARCHIVE_DL_FUNCS()
-#undef x
-		loaded = true;
+	if (r) {
+		cmd_err(cmd, "%s: cannot load %s: %s", verb, lib.soname, lib.why);
+		return r;
 	}
 	*ret = &table;
 	return 0;
-err:
-	/* dlerror() describes the failed dlopen or dlsym until the next dl call */
-	cmd_err(cmd, "%s: cannot load %s: %s", verb, ARCHIVE_DL_SONAME, dlerror());
-	memset(&table, 0, sizeof(table));
-	if (lib)
-		dlclose(lib);
-	return -ELIBACC;
 }

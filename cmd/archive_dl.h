@@ -9,8 +9,8 @@
  * brings libxml2, libicu, libstdc++, nettle, lzma, bz2 and acl, with their
  * relocations and static constructors), while only `image import-tar` and
  * `image export-tar` use it.  So the binary does not link it: this module
- * dlopen()s ARCHIVE_DL_SONAME (RTLD_NOW | RTLD_LOCAL) on first use and owns
- * the table of the entry points cmd/tar.c calls, resolved with dlsym().
+ * owns the table of the entry points cmd/tar.c calls, filled by dl.h's
+ * loader from ARCHIVE_DL_SONAME on first use.
  *
  * The types and prototypes still come from <archive.h> and
  * <archive_entry.h>: each member is declared as a pointer to the __typeof__
@@ -19,14 +19,16 @@
  * archive_entry_size).
  *
  * (1) The library is opened once and never closed; the table is filled
- *     completely or not at all.  A failed load is not remembered: the
- *     next call tries again (and prints again).
- * (2) Not thread-safe: tar import and export run on the command's one
- *     thread (fusemount, the only threaded command, never loads it).
+ *     completely or not at all; a failed load is not retried, every call
+ *     prints its reason (dl.h).
+ * (2) Loading is thread-safe (dl.h), though tar import and export run on
+ *     the command's one thread.
  */
 
 #include <archive.h>
 #include <archive_entry.h>
+
+#include "dl.h"
 
 #define ARCHIVE_DL_SONAME	"libarchive.so.13"	/* Debian package libarchive13 */
 
@@ -77,7 +79,7 @@
 	x(entry_sparse_add_entry)
 
 struct archive_dl {
-#define x(name)	__typeof__(archive_##name) *name;
+#define x(name)	BCH_DL_MEMBER(name, archive_##name)
 	ARCHIVE_DL_FUNCS()
 #undef x
 };
