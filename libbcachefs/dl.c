@@ -29,7 +29,7 @@ static int dl_open(struct bch_dl_lib *lib)
 		memcpy((char *)lib->table + s->offset, &p, sizeof(p));
 	}
 	return 0;
-err:
+err:;
 	/* dlerror() describes the failed dlopen or dlsym until the next dl call */
 	const char *why = dlerror();
 
