@@ -93,41 +93,80 @@ static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i
 }
 
 static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
-		     const struct bch_btree_ptr *bp, void *buf, char *err, size_t errlen);
+		     const struct bch_btree_ptr *bp, char *err, size_t errlen);
+static void node_reset_keys(struct btree *b);
 
 /*
- * Read one copy into buf and parse it.  The keys are referenced where they
- * lie in buf (no copy per key) while parsing; then what was read moves to
- * the node's own arena in one copy and the references follow it.
+ * Read one copy and parse it.  What is read goes straight into the node's
+ * arena, and the keys are referenced where they lie in it (no copy per
+ * key).  The arena starts at what the parent says was written plus a block
+ * (where the header of a later append would be), or 64 KiB when it does
+ * not say, and grows by doubling while the bsets go on.
  */
 static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
-		    const struct bch_btree_ptr *bp, void *buf, char *err, size_t errlen)
+		    const struct bch_btree_ptr *bp, char *err, size_t errlen)
 {
-	b->arena = buf;		/* for in_arena(): keys in buf are not freed one by one */
-	b->arena_bytes = node_bytes(c);
-	int ret = parse_one(c, b, ptr, bp, buf, err, errlen);
-	size_t used = (size_t)b->sectors_written << BCH_SECTOR_SHIFT;
+	int ret = parse_one(c, b, ptr, bp, err, errlen);
 
-	b->arena = NULL;
-	b->arena_bytes = 0;
 	if (ret) {
-		b->nr = 0;	/* references into buf only */
-		b->u64s = 0;
+		node_reset_keys(b);	/* frees the arena */
 		return ret;
 	}
-	char *arena = malloc(used ? used : 8);
-	if (!arena)
-		abort();
-	memcpy(arena, buf, used);
-	for (unsigned i = 0; i < b->nr; i++)
-		b->keys[i] = (struct bch_bkey *)(arena + ((char *)b->keys[i] - (char *)buf));
-	b->arena = arena;
-	b->arena_bytes = used;
+	/* doubling may have left much unused: keep what the node uses */
+	size_t used = (size_t)b->sectors_written << BCH_SECTOR_SHIFT;
+	if (b->arena_bytes - used > b->arena_bytes / 4) {
+		char *old = b->arena, *arena = malloc(used ? used : 8);
+		if (!arena)
+			abort();
+		memcpy(arena, old, used);
+		for (unsigned i = 0; i < b->nr; i++)
+			b->keys[i] = (struct bch_bkey *)(arena + ((char *)b->keys[i] - old));
+		free(old);
+		b->arena = arena;
+		b->arena_bytes = used;
+	}
 	return 0;
 }
 
+/*
+ * Make b's arena hold at least bytes of the node read from where: grow it
+ * (moving the keys that point into it) and read what is missing.  *have is
+ * how much was read.
+ */
+static int node_need(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint64_t where,
+		     size_t bytes, size_t *have, char *err, size_t errlen)
+{
+	size_t nb = node_bytes(c);
+
+	if (bytes <= *have || *have >= nb)
+		return 0;
+	size_t more = round_block(c, bytes);
+	if (more < *have * 2)
+		more = *have * 2;
+	if (more > nb)
+		more = nb;
+	if (more > b->arena_bytes) {
+		char *old = b->arena, *arena = malloc(more);
+		if (!arena)
+			abort();
+		memcpy(arena, old, *have);
+		for (unsigned i = 0; i < b->nr; i++)
+			if ((char *)b->keys[i] >= old && (char *)b->keys[i] < old + b->arena_bytes)
+				b->keys[i] = (struct bch_bkey *)(arena + ((char *)b->keys[i] - old));
+		free(old);
+		b->arena = arena;
+		b->arena_bytes = more;
+	}
+	int ret = bch_dev_read(ca->bdev, (char *)b->arena + *have, more - *have, where + *have);
+	if (ret)
+		return snprintf(err, errlen, "%s", bch_err_str(ret)), ret;
+	*have = more;
+	return 0;
+}
+
+/* Parse the copy at ptr, reading it into b's arena as far as needed. */
 static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
-		     const struct bch_btree_ptr *bp, void *buf, char *err, size_t errlen)
+		     const struct bch_btree_ptr *bp, char *err, size_t errlen)
 {
 	struct bch_dev *ca = ptr->dev < BCH_SB_MEMBERS_MAX ? c->devs[ptr->dev] : NULL;
 	size_t nb = node_bytes(c);
@@ -146,28 +185,21 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		? ((size_t)bp->sectors_written << BCH_SECTOR_SHIFT) + block_bytes(c)
 		: (size_t)64 << 10;
 	have = have < nb ? round_block(c, have) : nb;
-	if (have > nb)
-		have = nb;
-	ret = bch_dev_read(ca->bdev, buf, have, where);
+	b->arena = malloc(have);
+	if (!b->arena)
+		abort();
+	b->arena_bytes = have;	/* for in_arena(): keys in it are not freed one by one */
+	ret = bch_dev_read(ca->bdev, b->arena, have, where);
 	if (ret)
 		return snprintf(err, errlen, "%s", bch_err_str(ret)), ret;
 #define NEED(bytes)								\
 	do {									\
-		if ((bytes) > have && have < nb) {				\
-			size_t more = round_block(c, (bytes));			\
-			if (more < have * 2)					\
-				more = have * 2;				\
-			if (more > nb)						\
-				more = nb;					\
-			ret = bch_dev_read(ca->bdev, (char *)buf + have, more - have,	\
-					   where + have);				\
-			if (ret)						\
-				return snprintf(err, errlen, "%s", bch_err_str(ret)), ret; \
-			have = more;						\
-		}								\
+		if ((ret = node_need(c, b, ca, where, (bytes), &have, err, errlen)))	\
+			return ret;						\
+		n = b->arena;	/* the arena may have moved */			\
 	} while (0)
 
-	const struct bch_btree_node *n = buf;
+	const struct bch_btree_node *n = b->arena;
 	if (n->magic != BCH_BTREE_NODE_MAGIC)
 		return snprintf(err, errlen, "not a btree node (bad magic)"), -BCH_ERR_btree_node_bad;
 	if (memcmp(n->fs_uuid, c->sb->uuid, BCH_UUID_SIZE))
@@ -193,9 +225,11 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 	size_t off = round_block(c, sizeof(*n) + n->keys.u64s * 8);
 	while (off + sizeof(struct bch_btree_node_entry) <= nb) {
 		NEED(off + sizeof(struct bch_btree_node_entry));
-		const struct bch_btree_node_entry *e = (const void *)((char *)buf + off);
-		if (e->keys.seq == n->seq && off + sizeof(*e) + (size_t)e->keys.u64s * 8 <= nb)
+		const struct bch_btree_node_entry *e = (const void *)((char *)b->arena + off);
+		if (e->keys.seq == n->seq && off + sizeof(*e) + (size_t)e->keys.u64s * 8 <= nb) {
 			NEED(off + sizeof(*e) + (size_t)e->keys.u64s * 8);
+			e = (const void *)((char *)b->arena + off);
+		}
 		/* (the node's checksum type verified the header: no library is missing) */
 		if (e->keys.seq != n->seq ||
 		    off + sizeof(*e) + (size_t)e->keys.u64s * 8 > nb ||
@@ -227,20 +261,14 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 	const struct bch_btree_ptr *bp = bkey_val(ptr);
 	unsigned nr = bch_btree_ptr_nr(ptr);
 	struct btree *b = bch_btree_node_new(c, id, level);
-	/* one read buffer per filesystem, kept: reads fill what they look at */
-	if (!c->node_read_buf && posix_memalign(&c->node_read_buf, 4096, node_bytes(c)))
-		c->node_read_buf = NULL;
-	void *buf = c->node_read_buf;
 	char err[200] = "", first_err[300] = "";
 	int r = -BCH_ERR_btree_node_read;
 
-	if (!buf)
-		abort();
 	b->min_key = bp->min_key;
 	b->max_key = ptr->p;
 	for (unsigned i = 0; i < nr; i++) {
 		node_reset_keys(b);
-		r = read_one(c, b, &bp->ptrs[i], bp, buf, err, sizeof(err));
+		r = read_one(c, b, &bp->ptrs[i], bp, err, sizeof(err));
 		if (r)
 			b->bad_replicas |= 1U << i;
 		if (!r) {
@@ -256,7 +284,7 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 				t->level = level;
 				t->min_key = b->min_key;
 				t->max_key = b->max_key;
-				if (read_one(c, t, &bp->ptrs[j], bp, buf, e2, sizeof(e2)))
+				if (read_one(c, t, &bp->ptrs[j], bp, e2, sizeof(e2)))
 					b->bad_replicas |= 1U << j;
 				node_reset_keys(t);
 				free(t->keys);

@@ -168,7 +168,6 @@ static int mark_subtree(struct bch_fs *c, unsigned id, unsigned level, const str
 static void fs_free(struct bch_fs *c)
 {
 	free(c->journal_gaps);
-	free(c->node_read_buf);
 	bch_btree_cache_exit(c);
 	bch_fs_journal_exit(c);
 	bch_alloc_btree_exit(c);
