@@ -25,7 +25,8 @@ struct bch_dev_alloc {
 	uint8_t		*gen;
 	uint8_t		*type;		/* enum bch_data_type */
 	uint32_t	*sectors;	/* live sectors */
-	uint64_t	*free_seq;	/* journal seq at which it became empty */
+	uint64_t	*free_seq;	/* journal seq at which it became empty; NULL
+					 * until one does (a read-only open never) */
 	int64_t		open;		/* bucket nodes are carved from, -1 none */
 	unsigned	open_off;	/* sectors used in it */
 	int64_t		open_user;	/* bucket user data is appended to, -1 none */
@@ -55,8 +56,7 @@ int bch_fs_alloc_init(struct bch_fs *c)
 		a->gen = calloc(a->nbuckets, 1);
 		a->type = calloc(a->nbuckets, 1);
 		a->sectors = calloc(a->nbuckets, sizeof(uint32_t));
-		a->free_seq = calloc(a->nbuckets, sizeof(uint64_t));
-		if (!a->gen || !a->type || !a->sectors || !a->free_seq)
+		if (!a->gen || !a->type || !a->sectors)
 			return -ENOMEM;
 		a->open = -1;
 		a->open_user = -1;
@@ -135,7 +135,15 @@ bool bch_alloc_ptr_live(struct bch_fs *c, const struct bch_extent_ptr *p)
 static bool bucket_free(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b)
 {
 	return a->type[b] == BCH_DATA_free && !a->sectors[b] &&
-	       a->free_seq[b] <= bch_journal_seq_durable(c);
+	       (!a->free_seq || a->free_seq[b] <= bch_journal_seq_durable(c));
+}
+
+/* Bucket b became empty now: it is reused once this journal sequence is durable. */
+static void bucket_emptied(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b)
+{
+	if (!a->free_seq && !(a->free_seq = calloc(a->nbuckets, sizeof(uint64_t))))
+		abort();
+	a->free_seq[b] = bch_journal_cur_seq(c);
 }
 
 static uint64_t reserve_of(const struct bch_dev_alloc *a);
@@ -171,7 +179,7 @@ static int alloc_on_dev(struct bch_fs *c, unsigned dev, unsigned data_type, unsi
 		if (*open >= 0 && !a->sectors[*open]) {
 			/* the old open bucket's contents were all freed meanwhile */
 			a->type[*open] = BCH_DATA_free;
-			a->free_seq[*open] = bch_journal_cur_seq(c);
+			bucket_emptied(c, a, *open);
 			a->nr_empty++;
 		}
 		a->nr_empty--;
@@ -258,7 +266,7 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 		if (!a->sectors[b] && (int64_t)b != a->open && (int64_t)b != a->open_user &&
 		    a->type[b] != BCH_DATA_free) {
 			a->type[b] = BCH_DATA_free;
-			a->free_seq[b] = bch_journal_cur_seq(c);
+			bucket_emptied(c, a, b);
 			a->nr_empty++;
 		}
 	}
@@ -387,7 +395,7 @@ void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, un
 	if (!a->sectors[b] && (int64_t)b != a->open_user && (int64_t)b != a->open &&
 	    a->type[b] != BCH_DATA_free) {
 		a->type[b] = BCH_DATA_free;
-		a->free_seq[b] = bch_journal_cur_seq(c);
+		bucket_emptied(c, a, b);
 		a->nr_empty++;
 	}
 }
