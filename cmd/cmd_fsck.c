@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "btree.h"
 #include "cmds.h"
 #include "errcode.h"
 #include "fs.h"
@@ -265,8 +266,11 @@ int cmd_fsck(int argc, char *argv[])
 		bch_opt_set(&oo, Opt_fsck, 1);
 		/*
 		 * Passes scan in key order, so a small node cache does: 1 MiB
-		 * when only reading (no faster with more); 8 MiB when repairing,
-		 * so changed nodes are not written out again and again.
+		 * when only reading (no faster with more), of which leaves get
+		 * 64 KiB (set below): a pass holds the leaves it scans and reads
+		 * each once, while the nodes above them serve every lookup; 8 MiB
+		 * when repairing, so changed nodes are not written out again and
+		 * again.
 		 */
 		bch_opt_set(&oo, Opt_btree_cache_size, ctx->mode == BCH_FSCK_NO ? 1 << 20 : 8 << 20);
 		if (ctx->mode == BCH_FSCK_NO) {
@@ -282,6 +286,8 @@ int cmd_fsck(int argc, char *argv[])
 			exit_code |= FSCK_EXIT_ERROR;
 		} else {
 			uint64_t nodes;
+			if (ctx->mode == BCH_FSCK_NO)
+				bch_btree_cache_set_leaf_limit(c, 64 << 10);
 			if (c->journal_replayed && !o.json)
 				printf("not closed cleanly: %" PRIu64 " journal entr%s replayed\n",
 				       c->journal_replayed, c->journal_replayed == 1 ? "y" : "ies");

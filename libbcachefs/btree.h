@@ -77,6 +77,7 @@ struct btree {
 	struct btree		*hnext;
 	struct btree		*lru_prev, *lru_next;
 	unsigned		refs;
+	uint64_t		mod;		/* bumped by every change to keys[] */
 };
 
 struct btree_root {
@@ -103,6 +104,29 @@ void bch_btree_cache_exit(struct bch_fs *c);
 int  bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 			const struct bch_bkey *ptr, struct btree **ret);
 void bch_btree_node_put(struct bch_fs *c, struct btree *b);
+
+/*
+ * A leaf held between calls by a long scan (fsck's key cursors), so that
+ * reading other nodes meanwhile cannot evict it: the hold keeps a
+ * reference.  The scan must check bch_btree_hold_valid() before each use:
+ * a node that is forgotten (split, merged, moved) clears the hold, and a
+ * change to its keys makes the hold stale; the scan then looks its position
+ * up again.  Held nodes do not count against the cache's limit.
+ */
+struct btree_hold {
+	struct btree		*b;	/* NULL: nothing held */
+	uint64_t		mod;	/* b->mod when taken */
+	size_t			bytes;	/* b's size when taken (the cache's held_bytes) */
+	struct btree_hold	*next;	/* the cache's list of holds */
+};
+/* Hold b, taking over the caller's reference to it. */
+void bch_btree_hold(struct bch_fs *c, struct btree_hold *h, struct btree *b);
+/* Let go of what h holds (if anything). */
+void bch_btree_unhold(struct bch_fs *c, struct btree_hold *h);
+static inline bool bch_btree_hold_valid(const struct btree_hold *h)
+{
+	return h->b && h->b->mod == h->mod;
+}
 struct btree *bch_btree_node_new(struct bch_fs *c, unsigned id, unsigned level);
 void bch_btree_node_hash(struct bch_fs *c, struct btree *b);	/* after ptrs change */
 void bch_btree_node_forget(struct bch_fs *c, struct btree *b);	/* drop from cache, free */
@@ -110,6 +134,12 @@ void bch_btree_node_unhash(struct bch_fs *c, struct btree *b);	/* before ptrs ch
 void bch_btree_cache_drop(struct bch_fs *c, const struct bch_extent_ptr *p);	/* if cached, unreferenced */
 int  bch_btree_cache_shrink(struct bch_fs *c);			/* evict to the limit */
 void bch_btree_cache_evict_clean(struct bch_fs *c);		/* no writes */
+/*
+ * Keep unreferenced leaves to bytes (default: the whole limit), leaving the
+ * rest of btree_cache_size to interior nodes: for a scan that reads each
+ * leaf once (fsck -n), while lookups still find the nodes above cached.
+ */
+void bch_btree_cache_set_leaf_limit(struct bch_fs *c, size_t bytes);
 struct btree *bch_btree_cache_first_dirty(struct bch_fs *c);
 struct btree *bch_btree_cache_first_overfull(struct bch_fs *c, size_t u64s);
 size_t bch_btree_cache_bytes(struct bch_fs *c);

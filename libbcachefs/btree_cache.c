@@ -25,6 +25,9 @@ struct bch_btree_cache {
 	size_t		bytes;
 	size_t		limit;
 	unsigned	nr;
+	struct btree_hold *holds;	/* bch_btree_hold(): cleared when their node goes */
+	size_t		held_bytes;	/* of the nodes held: not counted against limit */
+	size_t		leaf_limit;	/* unreferenced leaves are kept up to this */
 };
 
 #define BC(c)	((c)->btree_cache)
@@ -54,6 +57,7 @@ int bch_btree_cache_init(struct bch_fs *c)
 	}
 	bc->lru.lru_next = bc->lru.lru_prev = &bc->lru;
 	bc->limit = c->opts.v[Opt_btree_cache_size];
+	bc->leaf_limit = bc->limit;
 	c->btree_cache = bc;
 	return 0;
 }
@@ -66,6 +70,7 @@ static bool in_arena(const struct btree *b, const void *k)
 
 void bch_btree_node_free_keys(struct btree *b)
 {
+	b->mod++;
 	for (unsigned i = 0; i < b->nr; i++)
 		if (!in_arena(b, b->keys[i]))
 			free(b->keys[i]);
@@ -88,6 +93,7 @@ void bch_btree_node_pack_keys(struct btree *b)
 
 	if (!arena)
 		abort();
+	b->mod++;		/* the keys move */
 	for (unsigned i = 0; i < b->nr; i++) {
 		size_t kb = bkey_bytes(b->keys[i]);
 		memcpy(p, b->keys[i], kb);
@@ -227,6 +233,12 @@ void bch_btree_node_forget(struct bch_fs *c, struct btree *b)
 	struct bch_btree_cache *bc = BC(c);
 
 	hash_remove(bc, b);
+	for (struct btree_hold *h = bc->holds; h; h = h->next)
+		if (h->b == b) {
+			h->b = NULL;	/* its reference goes with the node */
+			bc->held_bytes -= h->bytes;
+			h->bytes = 0;
+		}
 	b->lru_next->lru_prev = b->lru_prev;
 	b->lru_prev->lru_next = b->lru_next;
 	bc->nr--;
@@ -236,17 +248,50 @@ void bch_btree_node_forget(struct bch_fs *c, struct btree *b)
 	free_node(b);
 }
 
+/* Bytes of the leaves in the cache that nobody holds or references. */
+static size_t free_leaf_bytes(struct bch_btree_cache *bc)
+{
+	size_t n = 0;
+
+	for (struct btree *b = bc->lru.lru_next; b != &bc->lru; b = b->lru_next)
+		if (!b->level && !b->refs)
+			n += bch_btree_node_bytes(b);
+	return n;
+}
+
+/*
+ * Leaves go first: every lookup passes through the interior nodes above
+ * them, which are few, while a scan moves through many leaves.  Leaves are
+ * also evicted past leaf_limit (bch_btree_cache_set_leaf_limit()).
+ */
 void bch_btree_cache_evict_clean(struct bch_fs *c)
 {
 	struct bch_btree_cache *bc = BC(c);
+	size_t leaves = bc->leaf_limit < bc->limit ? free_leaf_bytes(bc) : 0;
 	struct btree *b = bc->lru.lru_prev;
 
-	while (bc->bytes > bc->limit && b != &bc->lru) {
+	while ((bc->bytes > bc->limit + bc->held_bytes || leaves > bc->leaf_limit) &&
+	       b != &bc->lru) {
+		struct btree *prev = b->lru_prev;
+		if (!b->refs && !b->dirty && !b->level) {
+			size_t bytes = bch_btree_node_bytes(b);
+			leaves = leaves > bytes ? leaves - bytes : 0;
+			bch_btree_node_forget(c, b);
+		}
+		b = prev;
+	}
+	b = bc->lru.lru_prev;
+	while (bc->bytes > bc->limit + bc->held_bytes && b != &bc->lru) {
 		struct btree *prev = b->lru_prev;
 		if (!b->refs && !b->dirty)
 			bch_btree_node_forget(c, b);
 		b = prev;
 	}
+}
+
+void bch_btree_cache_set_leaf_limit(struct bch_fs *c, size_t bytes)
+{
+	BC(c)->leaf_limit = bytes;
 }
 
 int bch_btree_cache_shrink(struct bch_fs *c)
@@ -257,10 +302,11 @@ int bch_btree_cache_shrink(struct bch_fs *c)
 		bch_btree_cache_evict_clean(c);
 		return 0;
 	}
+	bch_btree_cache_evict_clean(c);
 	struct btree *b = bc->lru.lru_prev;
 	unsigned writes = 0;
 
-	while (bc->bytes > bc->limit && b != &bc->lru) {
+	while (bc->bytes > bc->limit + bc->held_bytes && b != &bc->lru) {
 		struct btree *prev = b->lru_prev;
 
 		if (!b->refs && b->dirty && writes < 100000) {
@@ -343,6 +389,36 @@ void bch_btree_node_put(struct bch_fs *c, struct btree *b)
 	(void)c;
 	if (b && b->refs)
 		b->refs--;
+}
+
+void bch_btree_hold(struct bch_fs *c, struct btree_hold *h, struct btree *b)
+{
+	struct bch_btree_cache *bc = BC(c);
+
+	bch_btree_unhold(c, h);
+	h->b = b;
+	h->mod = b->mod;
+	h->bytes = bch_btree_node_bytes(b);
+	bc->held_bytes += h->bytes;
+	h->next = bc->holds;
+	bc->holds = h;
+}
+
+void bch_btree_unhold(struct bch_fs *c, struct btree_hold *h)
+{
+	struct bch_btree_cache *bc = BC(c);
+
+	for (struct btree_hold **p = &bc->holds; *p; p = &(*p)->next)
+		if (*p == h) {
+			*p = h->next;
+			break;
+		}
+	if (h->b)
+		bch_btree_node_put(c, h->b);
+	bc->held_bytes -= h->bytes;
+	h->bytes = 0;
+	h->b = NULL;
+	h->next = NULL;
 }
 
 /* ------------------------------------------------------- keys in a node */
@@ -438,6 +514,7 @@ static void array_insert(struct btree *owner, struct bch_bkey ***arr, struct bch
 
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 {
+	b->mod++;
 	array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, k, true, false);
 	/* scattered keys cost a cache miss each when scanned: pack now and then */
 	if (b->nr_loose > 64 && b->nr_loose > b->nr / 4)

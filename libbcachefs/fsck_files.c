@@ -447,68 +447,68 @@ void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id)
 
 void fsck_cursor_exit(struct key_cursor *cur)
 {
-	free(cur->arena);
-	cur->arena = NULL;
-}
-
-/* The next batch into the arena (grown, and the batch read again, if it does not fit). */
-static int cursor_fill(struct key_cursor *cur)
-{
-	struct btree_iter it;
-	const struct bch_bkey *k;
-	size_t used = 0;
-	int err = 0;
-
-	cur->nr = cur->at = 0;
-	if (!cur->arena) {
-		cur->cap = 64 << 10;
-		if (!(cur->arena = malloc(cur->cap)))
-			return -ENOMEM;
-	}
-	bch_btree_iter_init(&it, cur->c, cur->id, cur->next, POS_MAX);
-	while (cur->nr < sizeof(cur->batch) / sizeof(cur->batch[0]) &&
-	       (k = bch_btree_iter_next(&it, &err))) {
-		size_t bytes = bkey_bytes(k);	/* whole u64s */
-		if (used + bytes > cur->cap) {
-			bch_btree_iter_exit(&it);
-			cur->cap = (used + bytes) * 2 + (64 << 10);
-			free(cur->arena);
-			if (!(cur->arena = malloc(cur->cap)))
-				return -ENOMEM;
-			cur->nr = 0;
-			used = 0;
-			bch_btree_iter_init(&it, cur->c, cur->id, cur->next, POS_MAX);
-			continue;
-		}
-		cur->batch[cur->nr] = (struct bch_bkey *)((char *)cur->arena + used);
-		memcpy(cur->batch[cur->nr++], k, bytes);
-		used += bytes;
-	}
-	bch_btree_iter_exit(&it);
-	if (err)
-		return err;
-	/* until a batch comes back empty: the caller may have added keys further on */
-	if (!cur->nr || bpos_eq(cur->batch[cur->nr - 1]->p, POS_MAX))
-		cur->done = true;
-	else
-		cur->next = bpos_successor(cur->batch[cur->nr - 1]->p);
-	return 0;
+	bch_btree_unhold(cur->c, &cur->leaf);
+	free(cur->key);
+	cur->key = NULL;
+	cur->key_cap = 0;
 }
 
 const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 {
-	if (cur->at == cur->nr) {
-		if (cur->done)
-			return NULL;
-		int r = cursor_fill(cur);
-		if (r) {
-			*err = r;
-			cur->done = true;
-			cur->nr = cur->at = 0;
-			return NULL;
+	if (cur->have)
+		return cur->key;
+	while (!cur->done) {
+		if (!bch_btree_hold_valid(&cur->leaf)) {
+			struct btree *b;
+			int r = bch_btree_find_node(cur->c, cur->id, 0, cur->next, &b);
+			if (r) {
+				*err = r;
+				cur->done = true;
+				break;
+			}
+			cur->idx = bch_btree_node_find(b, cur->next);
+			bch_btree_hold(cur->c, &cur->leaf, b);
 		}
+		struct btree *b = cur->leaf.b;
+		if (cur->idx >= b->nr) {
+			if (bpos_eq(b->max_key, POS_MAX))
+				cur->done = true;
+			else
+				cur->next = bpos_successor(b->max_key);
+			bch_btree_unhold(cur->c, &cur->leaf);
+			continue;
+		}
+		const struct bch_bkey *k = b->keys[cur->idx];
+		size_t bytes = bkey_bytes(k);
+		if (bytes > cur->key_cap) {
+			struct bch_bkey *n = realloc(cur->key, bytes * 2);
+			if (!n) {
+				*err = -ENOMEM;
+				cur->done = true;
+				break;
+			}
+			cur->key = n;
+			cur->key_cap = bytes * 2;
+		}
+		memcpy(cur->key, k, bytes);
+		cur->have = true;
+		return cur->key;
 	}
-	return cur->at < cur->nr ? cur->batch[cur->at] : NULL;
+	bch_btree_unhold(cur->c, &cur->leaf);
+	return NULL;
+}
+
+void fsck_cursor_pop(struct key_cursor *cur)
+{
+	if (!cur->have)
+		return;
+	cur->have = false;
+	cur->nr_popped++;
+	cur->idx++;
+	if (bpos_eq(cur->key->p, POS_MAX))
+		cur->done = true;
+	else
+		cur->next = bpos_successor(cur->key->p);
 }
 
 /*
@@ -523,8 +523,8 @@ int fsck_for_each_key(struct fstate *s, unsigned id, key_fn fn)
 
 	fsck_cursor_init(&cur, s->c, id);
 	while (!r && !s->ctx->cancelled && (k = fsck_cursor_peek(&cur, &err))) {
-		if (cur.at == 0 && s->ctx->tick && s->max_inum > BCH_FIRST_INO) {
-			/* a new batch; keys are ordered by inode number: that is how far this pass is */
+		if (!(cur.nr_popped & 255) && s->ctx->tick && s->max_inum > BCH_FIRST_INO) {
+			/* every 256 keys; keys are ordered by inode number: that is how far this pass is */
 			uint64_t at = id == BCH_BTREE_ID_inodes ? k->p.offset : k->p.inode;
 			at = at < BCH_FIRST_INO ? 0 : at - BCH_FIRST_INO;
 			s->ctx->tick(s->ctx, at >= s->max_inum - BCH_FIRST_INO ? 100

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "bcachefs_format.h"
+#include "btree.h"
 #include "fsck.h"
 
 struct bch_fs;
@@ -154,30 +155,32 @@ struct sectors_wrong {
 };
 
 /*
- * The keys of one btree in order, read in batches of copies so that no
- * iterator is open between calls (the caller may change the tree; a batch
- * ends just after the key it last copied, so keys added further on are
- * still met).  A key peeked stays valid until the peek after its pop.
+ * The keys of one btree in order.  The cursor holds the leaf it reads
+ * (struct btree_hold), so a pass that reads other btrees meanwhile does not
+ * make the cache read it again; the caller may change the tree between
+ * calls: a change to the held leaf, or the leaf going, sends the cursor
+ * back to the root for the position after the key it last returned, so
+ * keys added further on are still met.  A key peeked is a copy, valid until
+ * the peek after its pop.
  */
 struct key_cursor {
 	struct bch_fs		*c;
 	unsigned		id;
-	struct bch_bpos		next;		/* where the next batch starts */
+	struct bch_bpos		next;		/* where the next key is looked for */
 	bool			done;
-	struct bch_bkey		*batch[256];
-	unsigned		nr, at;
-	uint64_t		*arena;		/* the batch's copies, one after another */
-	size_t			cap;
+	struct btree_hold	leaf;		/* the leaf next lies in, when valid */
+	unsigned		idx;		/* next's index in it */
+	struct bch_bkey		*key;		/* the key peeked (a copy) */
+	size_t			key_cap;	/* bytes */
+	bool			have;		/* key is peeked and not yet popped */
+	uint64_t		nr_popped;
 };
 
 void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id);
 void fsck_cursor_exit(struct key_cursor *cur);
 /* The next key, NULL after the last (or on an error: *err). */
 const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err);
-static inline void fsck_cursor_pop(struct key_cursor *cur)
-{
-	cur->at++;
-}
+void fsck_cursor_pop(struct key_cursor *cur);
 
 struct fstate {
 	struct bch_fsck_ctx	*ctx;
