@@ -537,20 +537,23 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 /*
  * A read that starts near where the last one ended (the kernel's readahead
- * may send a few out of order) is sequential: ask the devices to start
- * reading the file's next RA_WINDOW, so the disk works while we reply.
- * Random reads hint nothing.
+ * may send a few out of order) is sequential: plan the reading of the
+ * file's next RA_WINDOW into ra, so the disk works while we reply.  Random
+ * reads plan nothing.  Called under m->lock; the caller issues ra after it
+ * replies, outside the lock, as asking the kernel to read is the slow part.
  */
-static void readahead_hint(struct fmount *m, uint64_t inum, uint64_t off, uint64_t n)
+static void readahead_hint(struct fmount *m, uint64_t inum, uint64_t off, uint64_t n,
+			   struct bch_readahead *ra)
 {
 	uint64_t end = off + n;
 
+	ra->nr = 0;
 	if (inum == m->ra_inum && off + RA_NEAR >= m->ra_end && off <= m->ra_end + RA_NEAR) {
 		uint64_t from = m->ra_hinted > end ? m->ra_hinted : end;
 		if (from < end + RA_WINDOW) {
-			bch_data_readahead(m->c, inum, from >> BCH_SECTOR_SHIFT,
-					   (end + RA_WINDOW - from) >> BCH_SECTOR_SHIFT);
-			m->ra_hinted = end + RA_WINDOW;
+			uint64_t to = bch_data_readahead_plan(m->c, inum, from >> BCH_SECTOR_SHIFT,
+							      (end + RA_WINDOW - from) >> BCH_SECTOR_SHIFT, ra);
+			m->ra_hinted = to << BCH_SECTOR_SHIFT;
 		}
 	} else {
 		m->ra_hinted = 0;
@@ -562,6 +565,7 @@ static void readahead_hint(struct fmount *m, uint64_t inum, uint64_t off, uint64
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct fmount *m = FM(req);
+	struct bch_readahead ra = { 0 };
 	char *buf;	/* aligned: whole extents are read straight into it */
 	(void)fi;
 
@@ -572,13 +576,15 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	LOCK(m);
 	ssize_t n = bch_fs_read(m->c, from_fuse(ino), off, buf, size);
 	if (n > 0)
-		readahead_hint(m, from_fuse(ino), (uint64_t)off, (uint64_t)n);
+		readahead_hint(m, from_fuse(ino), (uint64_t)off, (uint64_t)n, &ra);
 	UNLOCK(m);
 	if (n < 0)
 		lf->reply_err(req, (int)-n);
 	else
 		lf->reply_buf(req, buf, n);
 	free(buf);
+	/* the devices stay open until the session ends, after every request */
+	bch_data_readahead_issue(&ra);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,

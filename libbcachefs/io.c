@@ -291,12 +291,15 @@ int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, ui
 	return r ? r : err;
 }
 
-void bch_data_readahead(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors)
+uint64_t bch_data_readahead_plan(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors,
+				 struct bch_readahead *ra)
 {
 	struct btree_iter it;
 	const struct bch_bkey *k;
+	uint64_t covered = start + sectors;
 	int err;
 
+	ra->nr = 0;
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
 			    POS(inum, start + sectors, 0));
 	while ((k = bch_btree_iter_next(&it, &err))) {
@@ -305,9 +308,30 @@ void bch_data_readahead(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_
 		const struct bch_extent *e = bkey_val(k);
 		const struct bch_extent_ptr *p = &e->ptrs[0];
 		struct bch_dev *ca = p->dev < BCH_SB_MEMBERS_MAX ? c->devs[p->dev] : NULL;
-		if (ca && ca->bdev)
-			bch_dev_willneed(ca->bdev, (uint64_t)p->offset << BCH_SECTOR_SHIFT,
-					 (uint64_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
+		if (!ca || !ca->bdev)
+			continue;
+		uint64_t off = (uint64_t)p->offset << BCH_SECTOR_SHIFT;
+		uint64_t len = (uint64_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT;
+		if (ra->nr && ra->run[ra->nr - 1].bdev == ca->bdev &&
+		    ra->run[ra->nr - 1].offset + ra->run[ra->nr - 1].len == off) {
+			ra->run[ra->nr - 1].len += len;
+			continue;
+		}
+		if (ra->nr == BCH_READAHEAD_MAX) {
+			covered = bch_extent_start(k);
+			break;
+		}
+		ra->run[ra->nr].bdev = ca->bdev;
+		ra->run[ra->nr].offset = off;
+		ra->run[ra->nr].len = len;
+		ra->nr++;
 	}
 	bch_btree_iter_exit(&it);
+	return covered > start ? covered : start;
+}
+
+void bch_data_readahead_issue(const struct bch_readahead *ra)
+{
+	for (unsigned i = 0; i < ra->nr; i++)
+		bch_dev_willneed(ra->run[i].bdev, ra->run[i].offset, ra->run[i].len);
 }

@@ -48,10 +48,26 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 /* Read sectors of inum's data at sector start into buf (holes read as zeros). */
 int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors);
 /*
- * A sequential reader will want [start, start + sectors) next: ask the
- * devices to start reading where the first copy of each extent there lies.
+ * Readahead for a sequential reader, in two steps so the slow one needs no
+ * lock: plan (under whatever serialises the engine) finds where the first
+ * copy of each extent in [start, start + sectors) lies, merging runs that
+ * are contiguous on one device; issue asks the devices to start reading
+ * them (posix_fadvise WILLNEED), and may run on any thread while the
+ * filesystem is open.  A plan holds at most BCH_READAHEAD_MAX runs; it
+ * returns the sector up to which it covered the range.
  */
-void bch_data_readahead(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors);
+#define BCH_READAHEAD_MAX	16
+struct bch_blockdev;
+struct bch_readahead {
+	unsigned	nr;
+	struct {
+		struct bch_blockdev	*bdev;
+		uint64_t		offset, len;	/* bytes */
+	} run[BCH_READAHEAD_MAX];
+};
+uint64_t bch_data_readahead_plan(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors,
+				 struct bch_readahead *ra);
+void bch_data_readahead_issue(const struct bch_readahead *ra);
 
 /*
  * Read and verify every replica of one extent key (fsck --data, scrub):
