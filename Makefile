@@ -10,13 +10,14 @@ PREFIX	?= /usr/local
 DESTDIR	?=
 CC	?= cc
 
-PKGS	= uuid blkid libsodium
+PKGS	= uuid libsodium
 # Headers only: these are dlopen()ed on first use (libbcachefs/dl.h), so a
 # command that never calls one does not map it at startup: libarchive
 # (cmd/archive_dl.c, tar verbs; ~3.4 MB of dependencies), fuse3
 # (cmd/fuse_dl.c, fusemount), zlib, liblz4, libzstd (libbcachefs/compress.c,
-# a compressed extent) and libxxhash (libbcachefs/checksum.c, xxhash64).
-DL_PKGS	= libarchive fuse3 zlib liblz4 libzstd libxxhash
+# a compressed extent), libxxhash (libbcachefs/checksum.c, xxhash64) and
+# libblkid (cmd/cmd_format.c, probing a device before format).
+DL_PKGS	= libarchive fuse3 zlib liblz4 libzstd libxxhash blkid
 
 # Install build dependencies when pkg-config cannot find them (see scripts/install-deps.sh).
 ifneq ($(MAKECMDGOALS),clean)

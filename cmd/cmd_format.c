@@ -30,6 +30,7 @@
 #include "blockdev.h"
 #include "cmds.h"
 #include "copy.h"
+#include "dl.h"
 #include "fs.h"
 #include "errcode.h"
 #include "format.h"
@@ -291,10 +292,39 @@ static void tier_targets(struct format_state *s)
 }
 
 /*
- * What is on the device already?  Fills what[] and returns true if a
- * filesystem, partition table or bcachefs superblock was found.
+ * libblkid, loaded only when format probes a device (dl.h): linked, it was
+ * mapped into every command.  Member x is blkid_x.
  */
-static bool probe_existing(const char *path, char *what, size_t len)
+#define BLKID_DL_SONAME		"libblkid.so.1"		/* Debian package libblkid1 */
+#define BLKID_DL_FUNCS()			\
+	x(new_probe_from_filename)		\
+	x(probe_enable_superblocks)		\
+	x(probe_set_superblocks_flags)		\
+	x(probe_enable_partitions)		\
+	x(do_safeprobe)				\
+	x(probe_lookup_value)			\
+	x(free_probe)
+
+static struct blkid_dl {
+#define x(name)	BCH_DL_MEMBER(name, blkid_##name)
+	BLKID_DL_FUNCS()
+#undef x
+} blkid;
+
+static const struct bch_dl_sym blkid_syms[] = {
+#define x(name)	BCH_DL_SYM(struct blkid_dl, name, blkid_##name, NULL)
+	BLKID_DL_FUNCS()
+#undef x
+};
+
+static struct bch_dl_lib blkid_lib = BCH_DL_LIB(BLKID_DL_SONAME, -ELIBACC, blkid_syms, &blkid);
+
+/*
+ * What is on the device already?  Fills what[] and returns 1 if a
+ * filesystem, partition table or bcachefs superblock was found, 0 if not,
+ * or a negative error (printed) when it cannot tell: libblkid is missing.
+ */
+static int probe_existing(const char *path, char *what, size_t len)
 {
 	struct bch_blockdev *bd;
 	struct bch_sb *sb = NULL;
@@ -302,7 +332,7 @@ static bool probe_existing(const char *path, char *what, size_t len)
 	const char *val;
 
 	if (access(path, F_OK))
-		return false;
+		return 0;
 	/* our own format first: blkid does not know it */
 	if (!bch_dev_open(path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd)) {
 		if (!bch_sb_read(bd, &sb, NULL)) {
@@ -314,25 +344,31 @@ static bool probe_existing(const char *path, char *what, size_t len)
 		free(sb);
 		bch_dev_close(bd);
 		if (found)
-			return true;
+			return 1;
 	}
 
-	blkid_probe pr = blkid_new_probe_from_filename(path);
+	int r = bch_dl_load(&blkid_lib);
+	if (r) {
+		cmd_err("format", "cannot load %s to look for an existing filesystem on %s: %s "
+			"(--force formats without looking)", blkid_lib.soname, path, blkid_lib.why);
+		return r;
+	}
+	blkid_probe pr = blkid.new_probe_from_filename(path);
 	if (!pr)
-		return false;
-	blkid_probe_enable_superblocks(pr, 1);
-	blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_LABEL);
-	blkid_probe_enable_partitions(pr, 1);
-	if (!blkid_do_safeprobe(pr)) {
-		if (!blkid_probe_lookup_value(pr, "TYPE", &val, NULL)) {
+		return 0;
+	blkid.probe_enable_superblocks(pr, 1);
+	blkid.probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_LABEL);
+	blkid.probe_enable_partitions(pr, 1);
+	if (!blkid.do_safeprobe(pr)) {
+		if (!blkid.probe_lookup_value(pr, "TYPE", &val, NULL)) {
 			snprintf(what, len, "a filesystem of type %s", val);
 			found = true;
-		} else if (!blkid_probe_lookup_value(pr, "PTTYPE", &val, NULL)) {
+		} else if (!blkid.probe_lookup_value(pr, "PTTYPE", &val, NULL)) {
 			snprintf(what, len, "a partition table of type %s", val);
 			found = true;
 		}
 	}
-	blkid_free_probe(pr);
+	blkid.free_probe(pr);
 	return found;
 }
 
@@ -401,12 +437,16 @@ int cmd_format(int argc, char *argv[])
 		}
 	}
 
-	for (unsigned i = 0; i < s.nr_devs && !s.force; i++)
-		if (probe_existing(s.devs[i].path, what, sizeof(what))) {
+	for (unsigned i = 0; i < s.nr_devs && !s.force; i++) {
+		int found = probe_existing(s.devs[i].path, what, sizeof(what));
+		if (found < 0)
+			return EXIT_FAIL;
+		if (found) {
 			cmd_err("format", "%s contains %s; use --force to overwrite it",
 				s.devs[i].path, what);
 			return EXIT_FAIL;
 		}
+	}
 
 	ret = bch_format(s.devs, s.nr_devs, &s.opts, s.target_names, &s.args,
 			 err, sizeof(err));

@@ -13,8 +13,9 @@ libarchive-dev libcriterion-dev"
 # (libbcachefs/dl.h): only their headers, from the -dev packages above, are
 # used at build time, so no link records the need for these: libarchive.so.13
 # (image import-tar/export-tar), libfuse3.so.3 (fusemount), libz.so.1,
-# liblz4.so.1, libzstd.so.1 (compressed data), libxxhash.so.0 (xxhash64).
-RUNTIME_PKGS="libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0"
+# liblz4.so.1, libzstd.so.1 (compressed data), libxxhash.so.0 (xxhash64),
+# libblkid.so.1 (format's check for an existing filesystem).
+RUNTIME_PKGS="libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0 libblkid1"
 # Tools the CLI, fsck and FUSE tests drive (mke2fs to build foreign images,
 # sfdisk for partition tables, losetup for loop devices, fuse3 for
 # fusermount3, jq to check --json output, python3 for the tree generator and

@@ -1,12 +1,12 @@
 # Libraries loaded on first use (libbcachefs/dl.h): zlib, liblz4, libzstd,
-# libxxhash and libfuse3 are not linked.  With a stand-in that lacks their
+# libxxhash, libfuse3 and libblkid are not linked.  With a stand-in that lacks their
 # functions (like t16 does for libarchive): a command that does not need one
 # works; one that does fails with a message naming it and a failure exit (1,
 # fsck 8), never a crash, and writes nothing; no missing library is taken
 # for damage on disk.
 command -v cc >/dev/null || skip "cc missing"
 echo 'int not_the_library;' > s.c
-for so in libz.so.1 liblz4.so.1 libzstd.so.1 libxxhash.so.0 libfuse3.so.3; do
+for so in libz.so.1 liblz4.so.1 libzstd.so.1 libxxhash.so.0 libfuse3.so.3 libblkid.so.1; do
 	d=stub-${so%%.so*}
 	mkdir "$d" && cc -shared -fPIC -o "$d/$so" s.c || fail "cc stub $so"
 	mkdir -p stub-all && cp "$d/$so" stub-all/
@@ -81,3 +81,18 @@ h=$(sha plain.img)
 expect_rc 1 without libfuse3 $B fusemount -f plain.img mnt
 expect_in err "^bcachefs fusemount: cannot load libfuse3.so.3: .*undefined symbol: fuse_"
 [ "$(sha plain.img)" = "$h" ] || fail "fusemount opened the image without libfuse3"
+
+# libblkid: format looks for an existing filesystem with it (not when the
+# image does not exist yet); --force does not look
+command -v mke2fs >/dev/null || skip "mke2fs missing"
+rm -f e.img && truncate -s 64M e.img && mke2fs -q -F -t ext4 e.img || fail "mke2fs"
+h=$(sha e.img)
+expect_rc 1 without libblkid $B format -q e.img
+expect_in err "^bcachefs format: cannot load libblkid.so.1 to look for an existing filesystem on e.img: "
+[ "$(sha e.img)" = "$h" ] || fail "format wrote without libblkid"
+expect_rc 1 $B format -q e.img
+expect_in err "e.img contains a filesystem of type ext4"
+expect_rc 0 without libblkid $B format -q --force e.img
+expect_rc 0 without all $B fsck -f -n e.img
+rm -f new.img
+expect_rc 0 without libblkid $B format -q --fs-size=64M new.img
