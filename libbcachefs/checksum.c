@@ -8,8 +8,9 @@
  * Both CRCs are reflected (bit 0 of each byte is shifted in first), so on a
  * little-endian host eight input bytes XORed into the running CRC can be
  * looked up in eight tables at once ("slice-by-8").  crc32c also has a path
- * through the SSE4.2 crc32 instruction, chosen at run time; the two paths
- * must agree bit for bit (tests/unit/checksum_test.c checks that).
+ * through the SSE4.2 crc32 instruction (three streams at once), chosen at
+ * run time; the two paths must agree bit for bit (tests/unit/checksum_test.c
+ * checks that).
  *
  * Invariants
  *   (1) bch_crc32c()/bch_crc64() are raw: no initial value or final XOR, so
@@ -24,7 +25,7 @@
  *       return -BCH_ERR_dl_xxhash, which callers pass up as a missing piece
  *       of the system, never as a checksum mismatch.
  *
- * Locking: the lookup tables are built once, on first use, under
+ * Locking: the lookup and shift tables are built once, on first use, under
  * pthread_once, and libxxhash is loaded under dl.c's lock; after that
  * everything here is read-only and thread-safe.
  */
@@ -112,6 +113,49 @@ bool bch_crc32c_hw_available(void)
 	return __builtin_cpu_supports("sse4.2");
 }
 
+/*
+ * The crc32 instruction takes 3 cycles and can start one every cycle, so
+ * the hardware path runs three streams over three adjacent blocks at once
+ * and joins them: crc32c is linear, so the CRC of A then B is the CRC of A
+ * shifted over |B| zero bytes, XOR the CRC of B from 0.  crc32c_shift_*
+ * tabulate that shift for blocks of CRC32C_LONG and CRC32C_SHORT bytes (by
+ * byte of the register, as for slice-by-8).
+ */
+#define CRC32C_LONG	8192
+#define CRC32C_SHORT	256
+
+static uint32_t crc32c_shift_long[4][256], crc32c_shift_short[4][256];
+static pthread_once_t shift_once = PTHREAD_ONCE_INIT;
+
+static void build_shift(uint32_t table[4][256], size_t n)
+{
+	static const unsigned char zeros[CRC32C_LONG];
+	uint32_t basis[32];	/* bit i of the register, shifted over n zero bytes */
+
+	for (unsigned i = 0; i < 32; i++)
+		basis[i] = bch_crc32c_sw(1U << i, zeros, n);
+	for (unsigned k = 0; k < 4; k++)
+		for (unsigned b = 0; b < 256; b++) {
+			uint32_t v = 0;
+			for (unsigned j = 0; j < 8; j++)
+				if (b & (1U << j))
+					v ^= basis[8 * k + j];
+			table[k][b] = v;
+		}
+}
+
+static void build_shifts(void)
+{
+	build_shift(crc32c_shift_long, CRC32C_LONG);
+	build_shift(crc32c_shift_short, CRC32C_SHORT);
+}
+
+static inline uint32_t crc32c_shift(const uint32_t table[4][256], uint32_t crc)
+{
+	return table[0][crc & 0xff] ^ table[1][(crc >> 8) & 0xff] ^
+	       table[2][(crc >> 16) & 0xff] ^ table[3][crc >> 24];
+}
+
 /* SSE4.2 crc32c; callers check bch_crc32c_hw_available() first. */
 __attribute__((target("sse4.2")))
 uint32_t bch_crc32c_hw(uint32_t crc, const void *data, size_t len)
@@ -119,6 +163,32 @@ uint32_t bch_crc32c_hw(uint32_t crc, const void *data, size_t len)
 	const unsigned char *p = data;
 	uint64_t c = crc;
 
+	if (len >= 3 * CRC32C_SHORT)
+		pthread_once(&shift_once, build_shifts);
+	while (len >= 3 * CRC32C_LONG) {
+		uint64_t c1 = 0, c2 = 0;
+		for (size_t i = 0; i < CRC32C_LONG; i += 8) {
+			c = __builtin_ia32_crc32di(c, load_le64(p + i));
+			c1 = __builtin_ia32_crc32di(c1, load_le64(p + CRC32C_LONG + i));
+			c2 = __builtin_ia32_crc32di(c2, load_le64(p + 2 * CRC32C_LONG + i));
+		}
+		c = crc32c_shift(crc32c_shift_long, (uint32_t)c) ^ (uint32_t)c1;
+		c = crc32c_shift(crc32c_shift_long, (uint32_t)c) ^ (uint32_t)c2;
+		p += 3 * CRC32C_LONG;
+		len -= 3 * CRC32C_LONG;
+	}
+	while (len >= 3 * CRC32C_SHORT) {
+		uint64_t c1 = 0, c2 = 0;
+		for (size_t i = 0; i < CRC32C_SHORT; i += 8) {
+			c = __builtin_ia32_crc32di(c, load_le64(p + i));
+			c1 = __builtin_ia32_crc32di(c1, load_le64(p + CRC32C_SHORT + i));
+			c2 = __builtin_ia32_crc32di(c2, load_le64(p + 2 * CRC32C_SHORT + i));
+		}
+		c = crc32c_shift(crc32c_shift_short, (uint32_t)c) ^ (uint32_t)c1;
+		c = crc32c_shift(crc32c_shift_short, (uint32_t)c) ^ (uint32_t)c2;
+		p += 3 * CRC32C_SHORT;
+		len -= 3 * CRC32C_SHORT;
+	}
 	for (; len >= 8; len -= 8, p += 8)
 		c = __builtin_ia32_crc32di(c, load_le64(p));
 	while (len--)

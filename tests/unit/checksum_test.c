@@ -237,9 +237,13 @@ Test(checksum, incremental_equals_oneshot)
  */
 Test(checksum, paths_agree)
 {
-	static const size_t big[] = { 511, 512, 513, 4096, 4099, 65536 + 7 };
+	/* and around the hardware path's three-stream blocks: 3 x 256 and 3 x 8192 */
+	static const size_t big[] = { 511, 512, 513, 767, 768, 769, 1541, 4096, 4099,
+				      24575, 24576, 24577, 65536 + 7, 3 * 24576 + 3 * 256 + 9,
+				      131072 };
+	const size_t nbig = sizeof(big) / sizeof(big[0]);
 	uint64_t seed = TEST_SEED;
-	size_t max = 65536 + 7 + 16;
+	size_t max = 131072 + 16;
 	unsigned char *buf = malloc(max);
 	bool hw = bch_crc32c_hw_available();
 
@@ -248,7 +252,7 @@ Test(checksum, paths_agree)
 		cr_log_warn("no SSE4.2: checking the table path only");
 	rng_fill(&seed, buf, max);
 
-	for (size_t i = 0; i < 300 + 6; i++) {
+	for (size_t i = 0; i < 300 + nbig; i++) {
 		size_t len = i < 300 ? i : big[i - 300];
 
 		for (unsigned align = 0; align < 16; align++) {
