@@ -562,14 +562,63 @@ static void readahead_hint(struct fmount *m, uint64_t inum, uint64_t off, uint64
 	m->ra_end = end;
 }
 
+/*
+ * Each worker thread's read buffer, kept between requests: a buffer of a
+ * read's size (128 KiB and up) would be a fresh mmap() per request, and
+ * faulting in and zeroing its pages cost a quarter of a sequential read.
+ */
+struct thread_buf {
+	void		*p;	/* aligned: whole extents are read straight into it */
+	size_t		cap;
+};
+static pthread_key_t thread_buf_key;
+static pthread_once_t thread_buf_once = PTHREAD_ONCE_INIT;
+
+static void thread_buf_free(void *v)
+{
+	struct thread_buf *t = v;
+
+	free(t->p);
+	free(t);
+}
+
+static void thread_buf_init(void)
+{
+	if (pthread_key_create(&thread_buf_key, thread_buf_free))
+		abort();
+}
+
+static void *thread_buf(size_t size)
+{
+	pthread_once(&thread_buf_once, thread_buf_init);
+	struct thread_buf *t = pthread_getspecific(thread_buf_key);
+	if (!t) {
+		if (!(t = calloc(1, sizeof(*t))))
+			return NULL;
+		if (pthread_setspecific(thread_buf_key, t)) {
+			free(t);
+			return NULL;
+		}
+	}
+	if (t->cap < size) {
+		void *p;
+		if (posix_memalign(&p, 4096, size))
+			return NULL;
+		free(t->p);
+		t->p = p;
+		t->cap = size;
+	}
+	return t->p;
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
 	struct fmount *m = FM(req);
 	struct bch_readahead ra = { 0 };
-	char *buf;	/* aligned: whole extents are read straight into it */
+	char *buf = thread_buf(size ? size : 1);
 	(void)fi;
 
-	if (posix_memalign((void **)&buf, 4096, size ? size : 1)) {
+	if (!buf) {
 		lf->reply_err(req, ENOMEM);
 		return;
 	}
@@ -582,7 +631,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		lf->reply_err(req, (int)-n);
 	else
 		lf->reply_buf(req, buf, n);
-	free(buf);
 	/* the devices stay open until the session ends, after every request */
 	bch_data_readahead_issue(&ra);
 }
