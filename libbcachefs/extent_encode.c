@@ -37,6 +37,8 @@ int bch_extent_encode(const struct bch_encode_opts *o, const void *src, unsigned
 		return -EINVAL;
 
 	memset(crc, 0, sizeof(*crc));
+	if (!dst && type != BCH_COMPRESSION_none)
+		return -EINVAL;
 	if (type != BCH_COMPRESSION_none) {
 		n = bch_compress(type, bch_compression_level_of(o->compression), src, plain, dst,
 				 bch_extent_encode_bound(sectors), block);
@@ -50,15 +52,16 @@ int bch_extent_encode(const struct bch_encode_opts *o, const void *src, unsigned
 		crc->compressed_bytes = n;
 		crc->compressed_sectors = padded >> BCH_SECTOR_SHIFT;
 	} else {
-		memcpy(dst, src, plain);
+		if (dst)
+			memcpy(dst, src, plain);
 		crc->compression_type = BCH_COMPRESSION_none;
 		crc->compressed_bytes = plain;
 		crc->compressed_sectors = sectors;
 	}
 	crc->uncompressed_sectors = sectors;
 	crc->csum_type = o->csum_type;
-	return bch_checksum(o->csum_type, dst, (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT,
-			    &crc->csum);
+	return bch_checksum(o->csum_type, dst ? dst : src,
+			    (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT, &crc->csum);
 }
 
 

@@ -35,7 +35,8 @@ size_t bch_extent_encode_bound(unsigned sectors);
  * Encode sectors (a multiple of block_sectors, at most max_sectors) of data
  * from src into dst (bch_extent_encode_bound(sectors) bytes); fills crc
  * (offset 0).  The bytes to write are dst[0 .. crc->compressed_sectors * 512).
- * Returns 0, -EINVAL, -BCH_ERR_compress_failed, or the -BCH_ERR_dl_* of a
+ * Without compression dst may be NULL: the data is then written as it is
+ * in src, and only checksummed.  Returns 0, -EINVAL, -BCH_ERR_compress_failed, or the -BCH_ERR_dl_* of a
  * compression or checksum library that cannot be loaded.
  */
 int bch_extent_encode(const struct bch_encode_opts *o, const void *src, unsigned sectors,

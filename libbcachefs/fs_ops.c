@@ -829,29 +829,35 @@ static int write_chunk(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 	struct bch_io_opts o;
 	uint64_t bs = block_bytes(c);
 	uint64_t a = offset / bs * bs, b = (offset + len + bs - 1) / bs * bs;
-	char *buf;
+	char *buf = NULL;	/* whole blocks, when data does not cover them */
+	const char *src = data;
 	int r;
 
 	if ((r = ino_get(c, &s, inum, &i)))
 		return r;
-	buf = bch_dev_alloc_buf(b - a);
-	if (!buf)
-		return -ENOMEM;
-	bool head = a < offset && a < i->size;
-	uint64_t tail = b - bs;
-	if (head && (r = bch_data_read(c, inum, a >> BCH_SECTOR_SHIFT, buf, bs >> BCH_SECTOR_SHIFT)))
-		goto out;
-	if (b > offset + len && tail < i->size && !(tail == a && head) &&
-	    (r = bch_data_read(c, inum, tail >> BCH_SECTOR_SHIFT, buf + (tail - a), bs >> BCH_SECTOR_SHIFT)))
-		goto out;
-	if (data)
-		memcpy(buf + (offset - a), data, len);
-	else
-		memset(buf + (offset - a), 0, len);
+	if (!data || a != offset || b != offset + len) {
+		buf = bch_dev_alloc_buf(b - a);
+		if (!buf)
+			return -ENOMEM;
+		bool head = a < offset && a < i->size;
+		uint64_t tail = b - bs;
+		if (head && (r = bch_data_read(c, inum, a >> BCH_SECTOR_SHIFT, buf,
+					       bs >> BCH_SECTOR_SHIFT)))
+			goto out;
+		if (b > offset + len && tail < i->size && !(tail == a && head) &&
+		    (r = bch_data_read(c, inum, tail >> BCH_SECTOR_SHIFT, buf + (tail - a),
+				       bs >> BCH_SECTOR_SHIFT)))
+			goto out;
+		if (data)
+			memcpy(buf + (offset - a), data, len);
+		else
+			memset(buf + (offset - a), 0, len);
+		src = buf;
+	}
 	bch_io_opts_get(c, i, &o);
 	if ((r = bch_trans_init(c, &t)))
 		goto out;
-	r = bch_data_write(c, t, inum, &o, a >> BCH_SECTOR_SHIFT, buf, (b - a) >> BCH_SECTOR_SHIFT, &u);
+	r = bch_data_write(c, t, inum, &o, a >> BCH_SECTOR_SHIFT, src, (b - a) >> BCH_SECTOR_SHIFT, &u);
 	if (!r) {
 		i->sectors += u.i_sectors_delta;
 		if (offset + len > i->size && fill_to_size)

@@ -19,6 +19,7 @@
 #include "btree.h"
 #include "errcode.h"
 #include "checksum.h"
+#include "compress.h"
 #include "extent_encode.h"
 #include "extents.h"
 #include "io.h"
@@ -72,7 +73,9 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	struct bch_extent_crc crc;
 	struct bch_extent_ptr ptrs[BCH_REPLICAS_MAX];
 	unsigned got;
+	/* uncompressed (enc NULL): checksummed and written from src, no copy */
 	int r = bch_extent_encode(&eo, src, sectors, enc, &crc);
+	const void *out = enc ? enc : src;
 
 	if (r)
 		return bch_fs_err(c, r, "encoding %u sectors of inode %" PRIu64 ": %s", sectors, inum,
@@ -86,7 +89,7 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	}
 	for (unsigned i = 0; i < got; i++) {
 		struct bch_dev *ca = c->devs[ptrs[i].dev];
-		r = bch_dev_write(ca->bdev, enc, (size_t)crc.compressed_sectors << BCH_SECTOR_SHIFT,
+		r = bch_dev_write(ca->bdev, out, (size_t)crc.compressed_sectors << BCH_SECTOR_SHIFT,
 				  (uint64_t)ptrs[i].offset << BCH_SECTOR_SHIFT);
 		if (r) {
 			bch_alloc_data_free(c, ptrs, got, crc.compressed_sectors);
@@ -119,8 +122,9 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	if ((r = bch_extents_punch(c, t, inum, start, start + sectors, 0, u, &done)))
 		return r;
 
-	void *enc = bch_dev_alloc_buf(bch_extent_encode_bound(unit));
-	if (!enc)
+	void *enc = NULL;	/* the compressor's output */
+	if (bch_compression_type_of(o->compression) != BCH_COMPRESSION_none &&
+	    !(enc = bch_dev_alloc_buf(bch_extent_encode_bound(unit))))
 		return -ENOMEM;
 	for (uint64_t off = 0; off < sectors && !r; off += unit) {
 		unsigned n = sectors - off < unit ? sectors - off : unit;
