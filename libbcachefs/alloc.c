@@ -259,8 +259,13 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 
 		if (!a || (b = ptrs[i].offset / a->bucket_sectors) >= a->nbuckets)
 			continue;
-		/* a damaged pointer (fsck frees what it pointed at) may name data: not ours */
-		if (a->type[b] != BCH_DATA_btree)
+		/*
+		 * A damaged pointer (fsck frees what it pointed at) may name data,
+		 * or run past its bucket's end: bch_alloc_mark_ptr() counted
+		 * neither, so there is nothing of it to take off.
+		 */
+		if (a->type[b] != BCH_DATA_btree ||
+		    ptrs[i].offset % a->bucket_sectors + node > a->bucket_sectors)
 			continue;
 		a->sectors[b] = a->sectors[b] > node ? a->sectors[b] - node : 0;
 		if (!a->sectors[b] && (int64_t)b != a->open && (int64_t)b != a->open_user &&

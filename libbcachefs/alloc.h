@@ -42,7 +42,8 @@ int  bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsign
 int  bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs);
 /*
  * Free a node's space at the current journal sequence; a pointer into a
- * bucket that is not a btree bucket (a damaged one fsck drops) is skipped.
+ * bucket that is not a btree bucket, or running past its bucket's end (a
+ * damaged one fsck drops: never counted), is skipped.
  */
 void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr);
 

@@ -17,6 +17,7 @@
 
 #include "alloc.h"
 #include "alloc_btree.h"
+#include "super.h"
 #include "bcachefs.h"
 #include "btree.h"
 #include "fs.h"
@@ -207,4 +208,40 @@ Test(alloc_btree, bad_key_refused_and_repaired)
 	cr_assert_eq(bch_alloc_btree_delete(c, key.k.p), 0);
 	cr_assert_eq(bch_fs_close(c), 0);
 	bch_fs_close(open_fs(TESTFS_RO));
+}
+
+/*
+ * A damaged btree pointer that runs past its bucket's end was never counted
+ * in the bucket (bch_alloc_mark_ptr() refuses it), so freeing it (fsck
+ * dropping the node) must not take sectors off the bucket: the nodes still
+ * there would be undercounted (fuzzer find: the second fsck found the
+ * alloc key wrong).  An in-bucket pointer still frees its node.
+ */
+Test(alloc_btree, free_of_pointer_past_bucket_end_changes_nothing)
+{
+	struct bch_fs *c = open_fs(0);
+	uint64_t n = bch_alloc_nbuckets(c, 0), b;
+	struct bch_bucket_state before, after;
+	unsigned node = c->sb->btree_node_size, bucket = bch_sb_member(c->sb, 0)->bucket_size;
+
+	for (b = 0; b < n; b++)
+		if (bch_alloc_bucket_get(c, 0, b, &before) && before.data_type == BCH_DATA_btree &&
+		    before.sectors >= 2 * node)
+			break;
+	cr_assert_lt(b, n, "seed %u: no bucket holding two btree nodes", SEED);
+
+	struct bch_extent_ptr past = { .dev = 0, .gen = before.gen,
+				       .offset = (b + 1) * bucket - 1 };
+	bch_free_btree_node(c, &past, 1);
+	cr_assert(bch_alloc_bucket_get(c, 0, b, &after));
+	cr_assert_eq(after.sectors, before.sectors,
+		     "seed %u: bucket %lu: %u sectors before freeing a pointer past its end, %u after",
+		     SEED, (unsigned long)b, before.sectors, after.sectors);
+
+	struct bch_extent_ptr inside = past;
+	inside.offset = b * bucket;
+	bch_free_btree_node(c, &inside, 1);
+	cr_assert(bch_alloc_bucket_get(c, 0, b, &after));
+	cr_assert_eq(after.sectors, before.sectors - node, "seed %u", SEED);
+	bch_fs_close(c);
 }
