@@ -156,6 +156,22 @@ static inline uint32_t crc32c_shift(const uint32_t table[4][256], uint32_t crc)
 	       table[2][(crc >> 16) & 0xff] ^ table[3][crc >> 24];
 }
 
+/* Three streams over blocks [p, +block), [+block, +2 block), [+2 block, +3 block). */
+__attribute__((target("sse4.2")))
+static inline uint64_t crc32c_3way(uint64_t c, const unsigned char *p, size_t block,
+				   const uint32_t shift[4][256])
+{
+	uint64_t c1 = 0, c2 = 0;
+
+	for (size_t i = 0; i < block; i += 8) {
+		c = __builtin_ia32_crc32di(c, load_le64(p + i));
+		c1 = __builtin_ia32_crc32di(c1, load_le64(p + block + i));
+		c2 = __builtin_ia32_crc32di(c2, load_le64(p + 2 * block + i));
+	}
+	c = crc32c_shift(shift, (uint32_t)c) ^ (uint32_t)c1;
+	return crc32c_shift(shift, (uint32_t)c) ^ (uint32_t)c2;
+}
+
 /* SSE4.2 crc32c; callers check bch_crc32c_hw_available() first. */
 __attribute__((target("sse4.2")))
 uint32_t bch_crc32c_hw(uint32_t crc, const void *data, size_t len)
@@ -165,30 +181,10 @@ uint32_t bch_crc32c_hw(uint32_t crc, const void *data, size_t len)
 
 	if (len >= 3 * CRC32C_SHORT)
 		pthread_once(&shift_once, build_shifts);
-	while (len >= 3 * CRC32C_LONG) {
-		uint64_t c1 = 0, c2 = 0;
-		for (size_t i = 0; i < CRC32C_LONG; i += 8) {
-			c = __builtin_ia32_crc32di(c, load_le64(p + i));
-			c1 = __builtin_ia32_crc32di(c1, load_le64(p + CRC32C_LONG + i));
-			c2 = __builtin_ia32_crc32di(c2, load_le64(p + 2 * CRC32C_LONG + i));
-		}
-		c = crc32c_shift(crc32c_shift_long, (uint32_t)c) ^ (uint32_t)c1;
-		c = crc32c_shift(crc32c_shift_long, (uint32_t)c) ^ (uint32_t)c2;
-		p += 3 * CRC32C_LONG;
-		len -= 3 * CRC32C_LONG;
-	}
-	while (len >= 3 * CRC32C_SHORT) {
-		uint64_t c1 = 0, c2 = 0;
-		for (size_t i = 0; i < CRC32C_SHORT; i += 8) {
-			c = __builtin_ia32_crc32di(c, load_le64(p + i));
-			c1 = __builtin_ia32_crc32di(c1, load_le64(p + CRC32C_SHORT + i));
-			c2 = __builtin_ia32_crc32di(c2, load_le64(p + 2 * CRC32C_SHORT + i));
-		}
-		c = crc32c_shift(crc32c_shift_short, (uint32_t)c) ^ (uint32_t)c1;
-		c = crc32c_shift(crc32c_shift_short, (uint32_t)c) ^ (uint32_t)c2;
-		p += 3 * CRC32C_SHORT;
-		len -= 3 * CRC32C_SHORT;
-	}
+	for (; len >= 3 * CRC32C_LONG; len -= 3 * CRC32C_LONG, p += 3 * CRC32C_LONG)
+		c = crc32c_3way(c, p, CRC32C_LONG, crc32c_shift_long);
+	for (; len >= 3 * CRC32C_SHORT; len -= 3 * CRC32C_SHORT, p += 3 * CRC32C_SHORT)
+		c = crc32c_3way(c, p, CRC32C_SHORT, crc32c_shift_short);
 	for (; len >= 8; len -= 8, p += 8)
 		c = __builtin_ia32_crc32di(c, load_le64(p));
 	while (len--)
