@@ -98,6 +98,19 @@ static struct bch_dev_alloc *dev_alloc(struct bch_fs *c, unsigned dev)
 	return dev < BCH_SB_MEMBERS_MAX && c->devs[dev] ? c->devs[dev]->alloc : NULL;
 }
 
+/*
+ * The bucket holding sectors [offset, offset + span), or -1 when they are
+ * not all inside one bucket of the device.  Marking refuses such a pointer,
+ * so nothing that frees or accounts space may count it either.
+ */
+static int64_t bucket_of(const struct bch_dev_alloc *a, uint64_t offset, unsigned span)
+{
+	uint64_t b = offset / a->bucket_sectors;
+
+	return b < a->nbuckets && offset % a->bucket_sectors + span <= a->bucket_sectors
+		? (int64_t)b : -1;
+}
+
 int bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors,
 		       unsigned data_type)
 {
@@ -105,8 +118,8 @@ int bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigne
 
 	if (!a)
 		return bch_fs_err(c, -BCH_ERR_btree_node_bad, "pointer to missing device %u", p->dev);
-	uint64_t b = p->offset / a->bucket_sectors;
-	if (b >= a->nbuckets || (p->offset % a->bucket_sectors) + sectors > a->bucket_sectors)
+	int64_t b = bucket_of(a, p->offset, sectors);
+	if (b < 0)
 		return bch_fs_err(c, -BCH_ERR_btree_node_bad,
 				  "pointer %u:%" PRIu64 " outside the device's buckets",
 				  p->dev, (uint64_t)p->offset);
@@ -255,17 +268,15 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 
 	for (unsigned i = 0; i < nr; i++) {
 		struct bch_dev_alloc *a = dev_alloc(c, ptrs[i].dev);
-		uint64_t b;
+		int64_t b;
 
-		if (!a || (b = ptrs[i].offset / a->bucket_sectors) >= a->nbuckets)
-			continue;
 		/*
 		 * A damaged pointer (fsck frees what it pointed at) may name data,
 		 * or run past its bucket's end: bch_alloc_mark_ptr() counted
 		 * neither, so there is nothing of it to take off.
 		 */
-		if (a->type[b] != BCH_DATA_btree ||
-		    ptrs[i].offset % a->bucket_sectors + node > a->bucket_sectors)
+		if (!a || (b = bucket_of(a, ptrs[i].offset, node)) < 0 ||
+		    a->type[b] != BCH_DATA_btree)
 			continue;
 		a->sectors[b] = a->sectors[b] > node ? a->sectors[b] - node : 0;
 		if (!a->sectors[b] && (int64_t)b != a->open && (int64_t)b != a->open_user &&
@@ -379,12 +390,10 @@ void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, un
 			    int64_t delta)
 {
 	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
-	uint64_t b;
+	int64_t b;
 
-	if (!a || (b = p->offset / a->bucket_sectors) >= a->nbuckets || a->gen[b] != p->gen)
-		return;
 	/* past the bucket's end: bch_alloc_mark_data() never counted it */
-	if ((p->offset % a->bucket_sectors) + span > a->bucket_sectors)
+	if (!a || (b = bucket_of(a, p->offset, span)) < 0 || a->gen[b] != p->gen)
 		return;
 	/*
 	 * A data pointer into a bucket of btree nodes, journal or superblock
@@ -412,8 +421,8 @@ int bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsign
 
 	if (!a)
 		return bch_fs_err(c, -BCH_ERR_bkey_invalid, "extent pointer to missing device %u", p->dev);
-	uint64_t b = p->offset / a->bucket_sectors;
-	if (b >= a->nbuckets || (p->offset % a->bucket_sectors) + span > a->bucket_sectors)
+	int64_t b = bucket_of(a, p->offset, span);
+	if (b < 0)
 		return bch_fs_err(c, -BCH_ERR_bkey_invalid,
 				  "extent pointer %u:%" PRIu64 " outside the device's buckets",
 				  p->dev, (uint64_t)p->offset);
@@ -447,10 +456,9 @@ int bch_alloc_data_on(struct bch_fs *c, unsigned dev, unsigned sectors, struct b
 int bch_alloc_bucket_type(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors)
 {
 	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
-	uint64_t b;
+	int64_t b;
 
-	if (!a || (b = p->offset / a->bucket_sectors) >= a->nbuckets ||
-	    (p->offset % a->bucket_sectors) + sectors > a->bucket_sectors)
+	if (!a || (b = bucket_of(a, p->offset, sectors)) < 0)
 		return -1;
 	return a->type[b];
 }
