@@ -347,6 +347,8 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 			*ret = b;
 			return 0;
 		}
+	/* make room first: an unreferenced leaf past the limit goes before the new node comes */
+	bch_btree_cache_evict_clean(c);
 	r = bch_btree_node_read(c, id, level, ptr, &b);
 	if (r)
 		return r;

@@ -578,6 +578,7 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r)
 		r = fsck_extents_done(s);
+	fsck_cursor_exit(&s->inode_keys);	/* its leaf is not needed past pass 6 */
 	if (!r && !s->err && ctx->progress)
 		ctx->progress(ctx, 7, "inodes");
 	if (!r && !s->err)
