@@ -101,7 +101,7 @@ static void node_reset_keys(struct btree *b);
  * arena, and the keys are referenced where they lie in it (no copy per
  * key).  The arena starts at what the parent says was written plus a block
  * (where the header of a later append would be), or 64 KiB when it does
- * not say, and grows by doubling while the bsets go on.
+ * not say, and grows while the bsets go on (node_need()).
  */
 static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
 		    const struct bch_btree_ptr *bp, char *err, size_t errlen)
@@ -112,7 +112,7 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 		node_reset_keys(b);	/* frees the arena */
 		return ret;
 	}
-	/* doubling may have left much unused: keep what the node uses */
+	/* a 64 KiB first read may have left much unused: keep what the node uses */
 	size_t used = (size_t)b->sectors_written << BCH_SECTOR_SHIFT;
 	if (b->arena_bytes - used > b->arena_bytes / 4) {
 		char *old = b->arena, *arena = malloc(used ? used : 8);
@@ -130,8 +130,11 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 
 /*
  * Make b's arena hold at least bytes of the node read from where: grow it
- * (moving the keys that point into it) and read what is missing.  *have is
- * how much was read.
+ * (moving the keys that point into it) and read what is missing.  It grows
+ * to what is needed and as far as the header of a bset that would follow
+ * (one block more at the end of a bset), so an append costs one more read
+ * and the arena stays the size of what the node holds, plus a block.
+ * *have is how much was read.
  */
 static int node_need(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint64_t where,
 		     size_t bytes, size_t *have, char *err, size_t errlen)
@@ -140,20 +143,21 @@ static int node_need(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint
 
 	if (bytes <= *have || *have >= nb)
 		return 0;
-	size_t more = round_block(c, bytes);
-	if (more < *have * 2)
-		more = *have * 2;
+	/* and the header of a bset that would follow (in the block after) */
+	size_t more = round_block(c, bytes + sizeof(struct bch_btree_node_entry));
 	if (more > nb)
 		more = nb;
 	if (more > b->arena_bytes) {
-		char *old = b->arena, *arena = malloc(more);
+		/* keys in the arena are rebased by offset: realloc may move it */
+		uintptr_t lo = (uintptr_t)b->arena, hi = lo + b->arena_bytes;
+		char *arena = realloc(b->arena, more);
 		if (!arena)
 			abort();
-		memcpy(arena, old, *have);
-		for (unsigned i = 0; i < b->nr; i++)
-			if ((char *)b->keys[i] >= old && (char *)b->keys[i] < old + b->arena_bytes)
-				b->keys[i] = (struct bch_bkey *)(arena + ((char *)b->keys[i] - old));
-		free(old);
+		for (unsigned i = 0; i < b->nr; i++) {
+			uintptr_t k = (uintptr_t)b->keys[i];
+			if (k >= lo && k < hi)
+				b->keys[i] = (struct bch_bkey *)(arena + (k - lo));
+		}
 		b->arena = arena;
 		b->arena_bytes = more;
 	}
@@ -177,8 +181,8 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 	/*
 	 * Most nodes use a fraction of their space: read what the parent says was
 	 * written (plus a block, where the header of a later append would be),
-	 * or 64 KiB when it does not say; when the bsets go on, read on in steps
-	 * that double what was read.
+	 * or 64 KiB when it does not say; when the bsets go on, read on as far
+	 * as the next one needs.
 	 */
 	uint64_t where = (uint64_t)ptr->offset << BCH_SECTOR_SHIFT;
 	size_t have = bp->sectors_written
