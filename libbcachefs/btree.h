@@ -151,6 +151,15 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k);	/* co
 void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k);
 void bch_btree_node_pack_keys(struct btree *b);		/* keys into one arena, in order */
 void bch_btree_node_free_keys(struct btree *b);		/* every key and the arena; nr 0 */
+
+/*
+ * Node arenas (btree_cache.c): large ones are pages mapped for them alone,
+ * small ones come from malloc.  Free and resize with the size they have
+ * (b->arena_bytes).  Running out of memory aborts.
+ */
+void *bch_node_arena_alloc(size_t bytes);
+void *bch_node_arena_resize(void *p, size_t old_bytes, size_t new_bytes);
+void bch_node_arena_free(void *p, size_t bytes);
 void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k);	/* copies */
 void bch_btree_cache_account(struct bch_fs *c, long delta);
 size_t bch_btree_node_bytes(const struct btree *b);

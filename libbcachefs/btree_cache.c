@@ -11,8 +11,11 @@
  * also sorted, one key per position.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "bcachefs.h"
 #include "btree.h"
@@ -62,6 +65,107 @@ int bch_btree_cache_init(struct bch_fs *c)
 	return 0;
 }
 
+/*
+ * Node arenas.  Those from ARENA_MAP_MIN on are pages mapped for them alone:
+ * in the heap, arenas of every size coming and going as a scan reads and
+ * evicts leaves left holes that kept the process's memory high.  A mapping
+ * grows and shrinks in place or moves without a copy (mremap()).  One freed
+ * mapping is kept for the next arena (a scan frees a leaf, then reads the
+ * next), so a scan costs no mmap/munmap pair and no new faults per leaf.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define ARENA_UNDER_ASAN	1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ARENA_UNDER_ASAN	1
+#endif
+#endif
+#ifdef ARENA_UNDER_ASAN
+#define ARENA_MAP_MIN	SIZE_MAX	/* all from malloc: the sanitizer checks their bounds */
+#else
+#define ARENA_MAP_MIN	(32U << 10)
+#endif
+
+static pthread_mutex_t arena_spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *arena_spare;		/* under arena_spare_lock */
+static size_t arena_spare_bytes;
+
+static size_t page_round(size_t bytes)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (bytes + page - 1) & ~(page - 1);
+}
+
+void *bch_node_arena_alloc(size_t bytes)
+{
+	void *p = NULL;
+	size_t have = 0;
+
+	if (bytes < ARENA_MAP_MIN) {
+		p = malloc(bytes ? bytes : 8);
+		if (!p)
+			abort();
+		return p;
+	}
+	pthread_mutex_lock(&arena_spare_lock);
+	p = arena_spare;
+	have = arena_spare_bytes;
+	arena_spare = NULL;
+	pthread_mutex_unlock(&arena_spare_lock);
+	if (p && have != page_round(bytes))
+		p = mremap(p, have, page_round(bytes), MREMAP_MAYMOVE);
+	else if (!p)
+		p = mmap(NULL, page_round(bytes), PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		abort();	/* as malloc failing: out of memory */
+	return p;
+}
+
+void *bch_node_arena_resize(void *p, size_t old_bytes, size_t new_bytes)
+{
+	void *n;
+
+	if (!p)
+		return bch_node_arena_alloc(new_bytes);
+	if (old_bytes >= ARENA_MAP_MIN && new_bytes >= ARENA_MAP_MIN) {
+		n = mremap(p, page_round(old_bytes), page_round(new_bytes), MREMAP_MAYMOVE);
+		if (n == MAP_FAILED)
+			abort();
+		return n;
+	}
+	if (old_bytes < ARENA_MAP_MIN && new_bytes < ARENA_MAP_MIN) {
+		n = realloc(p, new_bytes ? new_bytes : 8);
+		if (!n)
+			abort();
+		return n;
+	}
+	n = bch_node_arena_alloc(new_bytes);
+	memcpy(n, p, old_bytes < new_bytes ? old_bytes : new_bytes);
+	bch_node_arena_free(p, old_bytes);
+	return n;
+}
+
+void bch_node_arena_free(void *p, size_t bytes)
+{
+	if (!p)
+		return;
+	if (bytes < ARENA_MAP_MIN) {
+		free(p);
+		return;
+	}
+	pthread_mutex_lock(&arena_spare_lock);
+	if (!arena_spare) {
+		arena_spare = p;
+		arena_spare_bytes = page_round(bytes);
+		p = NULL;
+	}
+	pthread_mutex_unlock(&arena_spare_lock);
+	if (p)
+		munmap(p, page_round(bytes));
+}
+
 static bool in_arena(const struct btree *b, const void *k)
 {
 	return b && b->arena && (const char *)k >= (const char *)b->arena &&
@@ -74,7 +178,7 @@ void bch_btree_node_free_keys(struct btree *b)
 	for (unsigned i = 0; i < b->nr; i++)
 		if (!in_arena(b, b->keys[i]))
 			free(b->keys[i]);
-	free(b->arena);
+	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = NULL;
 	b->arena_bytes = 0;
 	b->nr = 0;
@@ -89,10 +193,8 @@ void bch_btree_node_free_keys(struct btree *b)
 void bch_btree_node_pack_keys(struct btree *b)
 {
 	size_t bytes = b->u64s * 8;
-	char *arena = malloc(bytes ? bytes : 8), *p = arena;
+	char *arena = bch_node_arena_alloc(bytes), *p = arena;
 
-	if (!arena)
-		abort();
 	b->mod++;		/* the keys move */
 	for (unsigned i = 0; i < b->nr; i++) {
 		size_t kb = bkey_bytes(b->keys[i]);
@@ -102,7 +204,7 @@ void bch_btree_node_pack_keys(struct btree *b)
 		b->keys[i] = (struct bch_bkey *)p;
 		p += kb;
 	}
-	free(b->arena);
+	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = arena;
 	b->arena_bytes = bytes;
 	b->nr_loose = 0;

@@ -96,6 +96,21 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		     const struct bch_btree_ptr *bp, char *err, size_t errlen);
 static void node_reset_keys(struct btree *b);
 
+/* Resize b's arena; the keys that lie in it follow it if it moves. */
+static void arena_resize(struct btree *b, size_t bytes)
+{
+	uintptr_t lo = (uintptr_t)b->arena, hi = lo + b->arena_bytes;
+	char *arena = bch_node_arena_resize(b->arena, b->arena_bytes, bytes);
+
+	for (unsigned i = 0; i < b->nr; i++) {
+		uintptr_t k = (uintptr_t)b->keys[i];
+		if (k >= lo && k < hi)
+			b->keys[i] = (struct bch_bkey *)(arena + (k - lo));
+	}
+	b->arena = arena;
+	b->arena_bytes = bytes;
+}
+
 /*
  * Read one copy and parse it.  What is read goes straight into the node's
  * arena, and the keys are referenced where they lie in it (no copy per
@@ -114,17 +129,8 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 	}
 	/* a 64 KiB first read may have left much unused: keep what the node uses */
 	size_t used = (size_t)b->sectors_written << BCH_SECTOR_SHIFT;
-	if (b->arena_bytes - used > b->arena_bytes / 4) {
-		char *old = b->arena, *arena = malloc(used ? used : 8);
-		if (!arena)
-			abort();
-		memcpy(arena, old, used);
-		for (unsigned i = 0; i < b->nr; i++)
-			b->keys[i] = (struct bch_bkey *)(arena + ((char *)b->keys[i] - old));
-		free(old);
-		b->arena = arena;
-		b->arena_bytes = used;
-	}
+	if (b->arena_bytes > used)
+		arena_resize(b, used);
 	return 0;
 }
 
@@ -147,20 +153,8 @@ static int node_need(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint
 	size_t more = round_block(c, bytes + sizeof(struct bch_btree_node_entry));
 	if (more > nb)
 		more = nb;
-	if (more > b->arena_bytes) {
-		/* keys in the arena are rebased by offset: realloc may move it */
-		uintptr_t lo = (uintptr_t)b->arena, hi = lo + b->arena_bytes;
-		char *arena = realloc(b->arena, more);
-		if (!arena)
-			abort();
-		for (unsigned i = 0; i < b->nr; i++) {
-			uintptr_t k = (uintptr_t)b->keys[i];
-			if (k >= lo && k < hi)
-				b->keys[i] = (struct bch_bkey *)(arena + (k - lo));
-		}
-		b->arena = arena;
-		b->arena_bytes = more;
-	}
+	if (more > b->arena_bytes)
+		arena_resize(b, more);
 	int ret = bch_dev_read(ca->bdev, (char *)b->arena + *have, more - *have, where + *have);
 	if (ret)
 		return snprintf(err, errlen, "%s", bch_err_str(ret)), ret;
@@ -189,9 +183,7 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		? ((size_t)bp->sectors_written << BCH_SECTOR_SHIFT) + block_bytes(c)
 		: (size_t)64 << 10;
 	have = have < nb ? round_block(c, have) : nb;
-	b->arena = malloc(have);
-	if (!b->arena)
-		abort();
+	b->arena = bch_node_arena_alloc(have);
 	b->arena_bytes = have;	/* for in_arena(): keys in it are not freed one by one */
 	ret = bch_dev_read(ca->bdev, b->arena, have, where);
 	if (ret)
