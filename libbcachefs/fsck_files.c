@@ -51,6 +51,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -548,6 +549,15 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	if (!s)
 		return -ENOMEM;
 	memset(stats, 0, sizeof(*stats));
+#ifdef __GLIBC__
+	/*
+	 * The passes before freed their working memory (node pointers, copies
+	 * of keys, the arrays of nodes read and evicted) between allocations
+	 * that stay: hand the holes back before the inode table is made, or
+	 * they stay resident beside it (1M files: 9.9 MB -> 7.9 MB at peak).
+	 */
+	malloc_trim(0);
+#endif
 	s->ctx = ctx;
 	s->c = c;
 	s->stats = stats;
