@@ -153,16 +153,15 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		fsck_ino_set_names(&s->inodes, d->inum, ti, fsck_ino_names(&s->inodes, d->inum, ti) + 1);
 		fsck_ino_extra(&s->inodes, dir, true)->subdirs++;
 	} else {
-		bool bp_here = (ti->bits & INO_HAS_BP) && ti->bp_fp == fsck_bp_fp(dir, slot);
-		if (bp_here && !(ti->bits & INO_BP_NAMED)) {
-			/* accepted on the fingerprint: confirmed as a whole in pass 10 */
+		/*
+		 * A file of one link: its name must be where its pointer points.
+		 * Taken so here, confirmed as a whole in pass 10 (the sums); a
+		 * second name is another problem (nlink_wrong) and not summed.
+		 */
+		if ((ti->bits & (INO_HAS_BP | INO_LOADED)) == (INO_HAS_BP | INO_LOADED) &&
+		    !(ti->bits & INO_BP_NAMED) && fsck_ino_nlink(&s->inodes, d->inum, ti) == 1) {
 			ti->bits |= INO_BP_NAMED;
 			s->bp_sum_names += fsck_bp_hash(d->inum, dir, slot);
-		} else if (!bp_here && !ino_named(ti) && (ti->bits & INO_HAS_BP)) {
-			/* its parent pointer is elsewhere: pass 10 may need the first name */
-			struct ino_extra *tx = fsck_ino_extra(&s->inodes, d->inum, true);
-			tx->parent = dir;
-			tx->parent_slot = slot;
 		}
 		fsck_ino_set_names(&s->inodes, d->inum, ti, fsck_ino_names(&s->inodes, d->inum, ti) + 1);
 	}

@@ -105,11 +105,11 @@ static int reattach(struct fstate *s, uint64_t inum, struct ino_info *ii)
 	fsck_ino_set_names(&s->inodes, inum, ii, 1);
 	/* the parent pointer is set to the new name just below */
 	ii->bits |= INO_HAS_BP | INO_BP_NAMED;
-	ii->bp_fp = fsck_bp_fp(lost_found, slot);
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, S_ISDIR(ino_mode(ii)));
 	if (x) {
 		x->parent = lost_found;
 		x->parent_slot = slot;
+		x->bp_fp = fsck_bp_fp(lost_found, slot);
 	}
 	struct bch_inode in;
 	if (!(r = bch_inode_get(s->c, inum, &in))) {

@@ -20,25 +20,29 @@
 struct bch_fs;
 
 /*
- * One entry per inode (4 bytes): what its key says that later passes
+ * One entry per inode (2 bytes): what its key says that later passes
  * compare, and what the scans counted.  Directories (and the rare file
- * whose first name is not the one its parent pointer names, that has 15
- * names or links or more, or that its key marks unlinked) have more in a
- * side table, struct ino_extra.
+ * that has 15 names or links or more, or that its key marks unlinked) have
+ * more in a side table, struct ino_extra.
+ *
+ * A file's parent pointer is not kept: a file with one link has one name,
+ * which must be where its pointer points, and sums over all of them
+ * confirm that (fsck_bp_hash(), fsck_links.c); a file with more links has
+ * its pointer checked against its dirent in pass 10.
  */
 enum {
 	INO_TYPE	= 0x0f,		/* mode >> 12; 0: no inode key (only referenced) */
 	INO_PRESENT	= 1 << 4,	/* the slot is in use */
 	INO_LOADED	= 1 << 5,	/* nlink and flags are the key's (entries fsck adds have none) */
 	INO_HAS_BP	= 1 << 6,	/* the key has a parent pointer (dir != 0) */
-	INO_BP_NAMED	= 1 << 7,	/* accepted by fingerprint: a file's name counted in pass 8
-					 * is where it points; a directory's, in pass 10 */
+	INO_BP_NAMED	= 1 << 7,	/* a file of one link: the name pass 8 counted stands for
+					 * its pointer (summed); a directory: its first name's
+					 * fingerprint is its pointer's (pass 10) */
 };
 
 #define INO_SAT		15		/* names, nlink: the count is in the side entry */
 
 struct ino_info {
-	uint16_t	bp_fp;		/* fsck_bp_fp() of the key's parent pointer */
 	uint8_t		counts;		/* names counted (low 4 bits), the key's nlink (high 4) */
 	uint8_t		bits;		/* file type and INO_* flags */
 };
@@ -67,11 +71,11 @@ static inline bool ino_named(const struct ino_info *ii)
 }
 
 /*
- * Fingerprint of a parent pointer (directory, dirent offset).  Pass 8 sets
- * INO_BP_NAMED when a name's fingerprint equals the one of the inode's
- * pointer.  Sixteen bits collide often enough to matter, so what was
- * accepted on a fingerprint is confirmed as a whole with fsck_bp_hash()
- * (see fsck_links.c).
+ * Fingerprint of a directory's parent pointer (directory, dirent offset),
+ * kept in its side entry.  Pass 10 sets INO_BP_NAMED when its first name's
+ * fingerprint equals it.  Sixteen bits collide often enough to matter, so
+ * what was accepted on a fingerprint is confirmed as a whole with
+ * fsck_bp_hash() (see fsck_links.c).
  */
 static inline uint16_t fsck_bp_fp(uint64_t dir, uint64_t offset)
 {
@@ -98,9 +102,9 @@ static inline uint64_t fsck_bp_hash(uint64_t inum, uint64_t dir, uint64_t offset
 
 /*
  * What directories need besides (40 bytes): few of them, so in a hash
- * table.  Their parent pointer is checked against ino_info's fingerprint
- * like a file's; the seed of their names' hashes is read from the key when
- * pass 8 reaches their entries.
+ * table.  Their parent pointer is checked against the fingerprint kept
+ * here; the seed of their names' hashes is read from the key when pass 8
+ * reaches their entries.
  */
 struct ino_extra {
 	uint64_t	inum;		/* 0: empty slot */
@@ -112,6 +116,7 @@ struct ino_extra {
 	uint8_t		state;		/* directories, pass 9 loop walk: 0 new, 1 walking,
 					 * 2 reaches the root */
 	bool		unlinked;	/* the key's unlinked flag */
+	uint16_t	bp_fp;		/* directories: fsck_bp_fp() of the key's parent pointer */
 };
 
 /*
@@ -230,7 +235,7 @@ struct fstate {
 	 * (see fsck_links.c)
 	 */
 	uint64_t		bp_sum_keys, bp_sum_names;
-	bool			bp_exact;	/* pass 10: no pointer taken on its fingerprint */
+	bool			bp_exact;	/* pass 10: every pointer checked by its dirent */
 	size_t			nr_unlinked_keys;	/* pass 6: keys with the unlinked flag */
 	/* pass 10: files whose pointer is wrong, to give the first name a scan finds */
 	struct bp_lost {

@@ -53,12 +53,13 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 	}
 	if (i->dir) {
 		ii->bits |= INO_HAS_BP;
-		ii->bp_fp = fsck_bp_fp(i->dir, i->dir_offset);
 		s->bp_sum_keys += fsck_bp_hash(k->p.offset, i->dir, i->dir_offset);
 	}
 	s->stats->inodes++;
 	if (S_ISDIR(i->mode)) {
-		fsck_ino_extra(&s->inodes, k->p.offset, true);
+		struct ino_extra *x = fsck_ino_extra(&s->inodes, k->p.offset, true);
+		if (i->dir)
+			x->bp_fp = fsck_bp_fp(i->dir, i->dir_offset);
 		s->stats->dirs++;
 	} else {
 		s->stats->files++;

@@ -7,24 +7,25 @@
  * inode_back_pointer (a directory's parent pointer names its one name, a
  * file's one of its names).
  *
- * Parent pointers are mostly checked without reading a key or a dirent: the
- * table keeps a 16-bit fingerprint of each, and a name (pass 8, files) or
- * first name (here, directories) with the same fingerprint is taken as the
- * one the pointer names (INO_BP_NAMED).  Sixteen bits are too few to trust
- * alone, so the whole is confirmed: pass 6 sums fsck_bp_hash() of every
- * key's pointer (bp_sum_keys); each pointer is summed once more
- * (bp_sum_names), as the name it was accepted on, or as the key says when
- * it was checked exactly here.  When the sums differ, an accepted name was
- * not the pointer's (or damage elsewhere left one out): bp_recheck() looks
- * at every accepted pointer exactly.  A wrong pointer slips through only if
- * 64-bit sums collide as well.
+ * Parent pointers are mostly checked without reading a key or a dirent.  A
+ * file of one link has one name, and pass 8 takes that name as the one its
+ * pointer names; a directory's first name is taken here when its
+ * fingerprint (16 bits, in the side entry) is its pointer's.  Either is
+ * INO_BP_NAMED.  The whole is confirmed: pass 6 sums fsck_bp_hash() of
+ * every key's pointer (bp_sum_keys); each pointer is summed once more
+ * (bp_sum_names), as the name it was taken on, or as the key says when it
+ * was checked exactly here (a file of several links: its pointer must name
+ * one of its dirents, which is read).  When the sums differ, a name taken
+ * was not the pointer's (or damage elsewhere left one out): bp_recheck()
+ * looks at every pointer taken exactly.  A wrong pointer slips through only
+ * if 64-bit sums collide.
  *
  * After repairs the keys may have changed since pass 6: then every inode
  * key is read again and every pointer checked exactly (bp_exact).
  *
- * A file whose pointer names no dirent of its own, and whose first name no
- * side entry recorded, gets it from one scan of the dirents at the end
- * (bp_lost_resolve()).
+ * A file whose pointer names no dirent of its own (and that is not in
+ * lost+found, where pass 9 named it) gets the first name one scan of the
+ * dirents finds, at the end (bp_lost_resolve()).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -89,12 +90,12 @@ static void bp_report(struct fstate *s, uint64_t inum, const struct bch_inode *i
 }
 
 /*
- * The parent pointer of in, exactly (by_fp: a file's name counted in pass
+ * The parent pointer of in, exactly (taken: a file's name counted in pass
  * 8 was taken as the pointer's; not looked at again unless bp_exact).
  * Reports and sets n's pointer when wrong.
  */
 static void check_bp(struct fstate *s, uint64_t inum, const struct bch_inode *in,
-		     struct bch_inode *n, const struct ino_extra *x, bool by_fp)
+		     struct bch_inode *n, const struct ino_extra *x, bool taken)
 {
 	uint64_t parent = x ? x->parent : 0, parent_slot = x ? x->parent_slot : 0;
 	bool ok = true;
@@ -103,10 +104,10 @@ static void check_bp(struct fstate *s, uint64_t inum, const struct bch_inode *in
 		ok = !in->dir;
 	} else if (S_ISDIR(in->mode)) {
 		ok = in->dir == parent && in->dir_offset == parent_slot;
-	} else if (in->dir && (s->bp_exact || !by_fp) &&
+	} else if (in->dir && (s->bp_exact || !taken) &&
 		   !bp_dirent_ok(s->c, inum, in->dir, in->dir_offset)) {
-		if (x)
-			ok = false;
+		if (x && x->parent)
+			ok = false;	/* its name in lost+found */
 		else
 			bp_lost_add(s, inum);	/* no name known yet: see bp_lost_resolve() */
 	}
@@ -125,12 +126,11 @@ static int check_links_one(struct fstate *s, uint64_t inum, struct ino_info *ii,
 	const struct bch_inode in = *(const struct bch_inode *)bkey_val(k);
 	struct bch_inode n = in;
 	bool dir = S_ISDIR(in.mode);
-	bool by_fp = !dir && in.dir && (ii->bits & INO_BP_NAMED) &&
-		     ii->bp_fp == fsck_bp_fp(in.dir, in.dir_offset);
-	/* summed in pass 8 when accepted there; checked exactly here otherwise */
-	if (in.dir && !by_fp)
+	bool taken = !dir && in.dir && (ii->bits & INO_BP_NAMED);
+	/* summed in pass 8 when taken there; checked exactly here otherwise */
+	if (in.dir && !taken)
 		s->bp_sum_names += fsck_bp_hash(inum, in.dir, in.dir_offset);
-	/* directories: always a side entry; files: one if the first name is not the pointer's */
+	/* directories: always a side entry; files: rarely one */
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, dir);
 	uint32_t names = fsck_ino_names(&s->inodes, inum, ii);
 	uint32_t want = dir ? 2 + x->subdirs : names;
@@ -146,7 +146,7 @@ static int check_links_one(struct fstate *s, uint64_t inum, struct ino_info *ii,
 			bch_fsck_fixed(s->ctx, BCH_FSCK_nlink_wrong);
 		}
 	}
-	check_bp(s, inum, &in, &n, x, by_fp);
+	check_bp(s, inum, &in, &n, x, taken);
 	if (memcmp(&n, &in, sizeof(n)))
 		return fsck_update_inode(c, inum, &n);
 	return 0;
@@ -185,14 +185,14 @@ static bool links_ok(struct fstate *s, uint64_t inum, struct ino_info *ii)
 		return !(ii->bits & INO_HAS_BP) || (ii->bits & INO_BP_NAMED);
 	if (!(ii->bits & INO_HAS_BP))
 		return !x->parent;
-	if (!x->parent || ii->bp_fp != fsck_bp_fp(x->parent, x->parent_slot))
+	if (!x->parent || x->bp_fp != fsck_bp_fp(x->parent, x->parent_slot))
 		return false;
 	ii->bits |= INO_BP_NAMED;
 	s->bp_sum_names += fsck_bp_hash(inum, x->parent, x->parent_slot);
 	return true;
 }
 
-/* The sums differ: every pointer accepted on its fingerprint, exactly. */
+/* The sums differ: every pointer taken on a name, exactly. */
 static int bp_recheck(struct fstate *s)
 {
 	size_t pos = 0;
@@ -278,9 +278,8 @@ int fsck_check_links(struct fstate *s)
 	/*
 	 * Repairs so far may have changed inodes behind the table's copies:
 	 * then every inode key is read again, every pointer checked exactly.
-	 * Otherwise the table says which inodes need a look (a file whose
-	 * parent pointer is not among the names counted is looked at, as its
-	 * dirent must be read).
+	 * Otherwise the table says which inodes need a look (a file of several
+	 * links is looked at, as its pointer's dirent must be read).
 	 */
 	if (bch_fsck_nr_fixed(s->ctx)) {
 		s->bp_exact = true;
