@@ -154,12 +154,14 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		fsck_ino_extra(&s->inodes, dir, true)->subdirs++;
 	} else {
 		/*
-		 * A file of one link: its name must be where its pointer points.
-		 * Taken so here, confirmed as a whole in pass 10 (the sums); a
-		 * second name is another problem (nlink_wrong) and not summed.
+		 * A file of one link: its name must be where its pointer points
+		 * (a second name is another problem, nlink_wrong, and not taken).
+		 * Of several: the name with the pointer's fingerprint.  Taken so
+		 * here, confirmed as a whole in pass 10 (the sums).
 		 */
-		if ((ti->bits & (INO_HAS_BP | INO_LOADED)) == (INO_HAS_BP | INO_LOADED) &&
-		    !(ti->bits & INO_BP_NAMED) && fsck_ino_nlink(&s->inodes, d->inum, ti) == 1) {
+		if ((ti->bits & (INO_HAS_BP | INO_LOADED | INO_BP_NAMED)) == (INO_HAS_BP | INO_LOADED) &&
+		    (fsck_ino_nlink(&s->inodes, d->inum, ti) == 1 ||
+		     fsck_ino_fp(&s->inodes, d->inum) == fsck_bp_fp(dir, slot))) {
 			ti->bits |= INO_BP_NAMED;
 			s->bp_sum_names += fsck_bp_hash(d->inum, dir, slot);
 		}

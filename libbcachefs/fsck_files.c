@@ -191,6 +191,10 @@ void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum)
 
 void fsck_ino_exit(struct ino_table *t)
 {
+	if (t->fp_chunks)
+		for (size_t i = 0; i < (t->dense_len + INO_FP_CHUNK - 1) / INO_FP_CHUNK; i++)
+			free(t->fp_chunks[i]);
+	free(t->fp_chunks);
 	free(t->dense);
 	fsck_map_exit(&t->hash);
 	fsck_map_exit(&t->extra);
@@ -250,6 +254,41 @@ struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum)
 		}
 	}
 	return NULL;
+}
+
+void fsck_ino_set_fp(struct ino_table *t, uint64_t inum, uint16_t fp)
+{
+	uint64_t i = inum - t->dense_base;
+
+	if (i < t->dense_len) {
+		size_t chunks = (t->dense_len + INO_FP_CHUNK - 1) / INO_FP_CHUNK;
+		if (!t->fp_chunks && !(t->fp_chunks = calloc(chunks, sizeof(*t->fp_chunks))))
+			abort();
+		uint16_t **c = &t->fp_chunks[i / INO_FP_CHUNK];
+		if (!*c && !(*c = calloc(INO_FP_CHUNK, sizeof(**c))))
+			abort();
+		(*c)[i % INO_FP_CHUNK] = fp;
+	} else if (!inum) {
+		t->zero_fp = fp;
+	} else {
+		struct ino_hent *h = fsck_map_find(&t->hash, inum, false);
+		if (h)
+			h->bp_fp = fp;
+	}
+}
+
+uint16_t fsck_ino_fp(struct ino_table *t, uint64_t inum)
+{
+	uint64_t i = inum - t->dense_base;
+
+	if (i < t->dense_len) {
+		const uint16_t *c = t->fp_chunks ? t->fp_chunks[i / INO_FP_CHUNK] : NULL;
+		return c ? c[i % INO_FP_CHUNK] : 0;
+	}
+	if (!inum)
+		return t->zero_fp;
+	const struct ino_hent *h = fsck_map_find(&t->hash, inum, false);
+	return h ? h->bp_fp : 0;
 }
 
 struct ino_extra *fsck_ino_extra(struct ino_table *t, uint64_t inum, bool add)

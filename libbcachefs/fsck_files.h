@@ -25,19 +25,21 @@ struct bch_fs;
  * that has 15 names or links or more, or that its key marks unlinked) have
  * more in a side table, struct ino_extra.
  *
- * A file's parent pointer is not kept: a file with one link has one name,
+ * A file of one link keeps nothing of its parent pointer: it has one name,
  * which must be where its pointer points, and sums over all of them
- * confirm that (fsck_bp_hash(), fsck_links.c); a file with more links has
- * its pointer checked against its dirent in pass 10.
+ * confirm that (fsck_bp_hash(), fsck_links.c).  A file of another link
+ * count keeps its pointer's fingerprint apart (fsck_ino_set_fp()), to tell
+ * which of its names is the pointer's.
  */
 enum {
 	INO_TYPE	= 0x0f,		/* mode >> 12; 0: no inode key (only referenced) */
 	INO_PRESENT	= 1 << 4,	/* the slot is in use */
 	INO_LOADED	= 1 << 5,	/* nlink and flags are the key's (entries fsck adds have none) */
 	INO_HAS_BP	= 1 << 6,	/* the key has a parent pointer (dir != 0) */
-	INO_BP_NAMED	= 1 << 7,	/* a file of one link: the name pass 8 counted stands for
-					 * its pointer (summed); a directory: its first name's
-					 * fingerprint is its pointer's (pass 10) */
+	INO_BP_NAMED	= 1 << 7,	/* a file: the name pass 8 took as its pointer's (its one
+					 * name, or the one with the pointer's fingerprint) was
+					 * summed; a directory: its first name's fingerprint is
+					 * its pointer's (pass 10) */
 };
 
 #define INO_SAT		15		/* names, nlink: the count is in the side entry */
@@ -71,11 +73,12 @@ static inline bool ino_named(const struct ino_info *ii)
 }
 
 /*
- * Fingerprint of a directory's parent pointer (directory, dirent offset),
- * kept in its side entry.  Pass 10 sets INO_BP_NAMED when its first name's
- * fingerprint equals it.  Sixteen bits collide often enough to matter, so
- * what was accepted on a fingerprint is confirmed as a whole with
- * fsck_bp_hash() (see fsck_links.c).
+ * Fingerprint of a parent pointer (directory, dirent offset), kept for
+ * directories (in their side entry) and files of other than one link.  A
+ * name with the pointer's fingerprint is taken as the one it names
+ * (INO_BP_NAMED).  Sixteen bits collide often enough to matter, so what was
+ * taken on a fingerprint is confirmed as a whole with fsck_bp_hash() (see
+ * fsck_links.c).
  */
 static inline uint16_t fsck_bp_fp(uint64_t dir, uint64_t offset)
 {
@@ -142,7 +145,11 @@ void fsck_map_exit(struct fsck_map *m);
 struct ino_hent {
 	uint64_t	inum;
 	struct ino_info	i;
+	uint16_t	bp_fp;		/* see fsck_ino_set_fp() */
 };
+
+/* Fingerprints of files of several links, in the dense range: made a chunk at a time. */
+#define INO_FP_CHUNK	1024
 
 struct ino_table {
 	struct ino_info	*dense;		/* dense[i] is inode dense_base + i */
@@ -150,6 +157,9 @@ struct ino_table {
 	size_t		dense_len;
 	struct fsck_map	hash;		/* struct ino_hent: the rest */
 	struct ino_info	zero;		/* inode 0 (a damaged key): 0 is the hash's empty key */
+	uint16_t	zero_fp;
+	uint16_t	**fp_chunks;	/* dense range, INO_FP_CHUNK inodes each; NULL until a
+					 * file there needs one (none without hard links) */
 	size_t		nr;		/* entries in all three */
 	struct fsck_map	extra;		/* struct ino_extra */
 };
@@ -263,6 +273,12 @@ void fsck_ino_reserve(struct ino_table *t, size_t extra);
  * starts at 0; *inum is set to the entry's number.
  */
 struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum);
+/*
+ * The parent pointer fingerprint of a file of other than one link (the
+ * entry must be there); 0 when none was set.
+ */
+void fsck_ino_set_fp(struct ino_table *t, uint64_t inum, uint16_t fp);
+uint16_t fsck_ino_fp(struct ino_table *t, uint64_t inum);
 /* A directory's side entry (added empty when add); may move others when adding. */
 struct ino_extra *fsck_ino_extra(struct ino_table *t, uint64_t inum, bool add);
 /* Names counted and the key's link count, wherever they are kept; setting may add a side entry. */

@@ -54,6 +54,9 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 	if (i->dir) {
 		ii->bits |= INO_HAS_BP;
 		s->bp_sum_keys += fsck_bp_hash(k->p.offset, i->dir, i->dir_offset);
+		/* which of several names is the pointer's: its fingerprint tells (pass 8) */
+		if (!S_ISDIR(i->mode) && i->nlink != 1)
+			fsck_ino_set_fp(&s->inodes, k->p.offset, fsck_bp_fp(i->dir, i->dir_offset));
 	}
 	s->stats->inodes++;
 	if (S_ISDIR(i->mode)) {

@@ -9,16 +9,16 @@
  *
  * Parent pointers are mostly checked without reading a key or a dirent.  A
  * file of one link has one name, and pass 8 takes that name as the one its
- * pointer names; a directory's first name is taken here when its
- * fingerprint (16 bits, in the side entry) is its pointer's.  Either is
- * INO_BP_NAMED.  The whole is confirmed: pass 6 sums fsck_bp_hash() of
- * every key's pointer (bp_sum_keys); each pointer is summed once more
+ * pointer names; a file of several links, the name whose 16-bit
+ * fingerprint is its pointer's (fsck_ino_fp()); a directory's first name
+ * is taken here when its fingerprint (in the side entry) is its pointer's.
+ * Each is INO_BP_NAMED.  The whole is confirmed: pass 6 sums fsck_bp_hash()
+ * of every key's pointer (bp_sum_keys); each pointer is summed once more
  * (bp_sum_names), as the name it was taken on, or as the key says when it
- * was checked exactly here (a file of several links: its pointer must name
- * one of its dirents, which is read).  When the sums differ, a name taken
- * was not the pointer's (or damage elsewhere left one out): bp_recheck()
- * looks at every pointer taken exactly.  A wrong pointer slips through only
- * if 64-bit sums collide.
+ * was checked exactly here (its dirent read).  When the sums differ, a name
+ * taken was not the pointer's (or damage elsewhere left one out):
+ * bp_recheck() looks at every pointer taken exactly.  A wrong pointer slips
+ * through only if 64-bit sums collide.
  *
  * After repairs the keys may have changed since pass 6: then every inode
  * key is read again and every pointer checked exactly (bp_exact).
@@ -278,8 +278,9 @@ int fsck_check_links(struct fstate *s)
 	/*
 	 * Repairs so far may have changed inodes behind the table's copies:
 	 * then every inode key is read again, every pointer checked exactly.
-	 * Otherwise the table says which inodes need a look (a file of several
-	 * links is looked at, as its pointer's dirent must be read).
+	 * Otherwise the table says which inodes need a look (a file whose
+	 * pointer no name was taken for is looked at, as its dirent must be
+	 * read).
 	 */
 	if (bch_fsck_nr_fixed(s->ctx)) {
 		s->bp_exact = true;

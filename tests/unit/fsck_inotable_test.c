@@ -153,6 +153,40 @@ Test(fsck_inotable, parent_pointer_fingerprint)
 	cr_assert_neq(fsck_bp_fp(4096, 1), fsck_bp_fp(4096, 2));
 }
 
+Test(fsck_inotable, fingerprints_of_hard_linked_files)
+{
+	struct ino_table t;
+	uint64_t far = 1ULL << 40, last = BCH_ROOT_INO + 3 * INO_FP_CHUNK - 1;
+
+	fsck_ino_init(&t, 3 * INO_FP_CHUNK, last);
+	/* a tree without hard links makes no fingerprint storage at all */
+	cr_assert_eq(fsck_ino_fp(&t, BCH_ROOT_INO + 5), 0);
+	cr_assert_null(t.fp_chunks);
+	fsck_ino_find(&t, BCH_ROOT_INO + 5, true);
+	fsck_ino_set_fp(&t, BCH_ROOT_INO + 5, 0xbeef);
+	cr_assert_not_null(t.fp_chunks);
+	/* only the chunk that holds it */
+	cr_assert_not_null(t.fp_chunks[0]);
+	cr_assert_null(t.fp_chunks[1]);
+	cr_assert_null(t.fp_chunks[2]);
+	fsck_ino_find(&t, last, true);
+	fsck_ino_set_fp(&t, last, 0x1234);
+	cr_assert_null(t.fp_chunks[1]);
+	cr_assert_not_null(t.fp_chunks[2]);
+	/* numbers outside the dense range keep theirs in their hash entry, 0 too */
+	fsck_ino_find(&t, far, true);
+	fsck_ino_set_fp(&t, far, 0x7777);
+	fsck_ino_find(&t, 0, true);
+	fsck_ino_set_fp(&t, 0, 0x4242);
+	cr_assert_eq(fsck_ino_fp(&t, BCH_ROOT_INO + 5), 0xbeef);
+	cr_assert_eq(fsck_ino_fp(&t, BCH_ROOT_INO + 6), 0);
+	cr_assert_eq(fsck_ino_fp(&t, last), 0x1234);
+	cr_assert_eq(fsck_ino_fp(&t, far), 0x7777);
+	cr_assert_eq(fsck_ino_fp(&t, 0), 0x4242);
+	cr_assert_eq(fsck_ino_fp(&t, far + 1), 0, "an unknown number has none");
+	fsck_ino_exit(&t);
+}
+
 Test(fsck_inotable, parent_pointer_sums)
 {
 	/* a sum over pointers changes when any one of them is another name */
