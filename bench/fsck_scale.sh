@@ -1,8 +1,9 @@
 #!/bin/sh
 # make bench (fsck part): how fsck -f grows with the number of files.
-# For each N in BENCH_FSCK_SIZES (default 10000 100000; add 1000000 for the
-# full curve), a tree of N small files in N/1000 directories is built into an
-# image and checked; e2fsck -f -n on an ext4 image and btrfs check --readonly
+# For each N in BENCH_FSCK_SIZES (default 10000 100000 100000h; add 1000000
+# for the full curve), a tree of N small files in N/1000 directories is built
+# into an image and checked (Nh: each file has a second name, a hard link in
+# another set of directories); e2fsck -f -n on an ext4 image and btrfs check --readonly
 # on a btrfs image of the same tree for comparison.  Best of REPS (3) runs
 # each; memory is the peak RSS of the last run.
 set -eu
@@ -29,16 +30,24 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == 0) a = 1; printf "%.2f", b /
 
 printf '%-8s %16s %16s %16s %s\n' files "bcachefs fsck" "e2fsck -f -n" "btrfs check" \
 	"time e2fsck/ours btrfs/ours (>1: we are faster), memory e2fsck/ours btrfs/ours (>1: we use less)"
-for n in ${BENCH_FSCK_SIZES:-10000 100000}; do
+for spec in ${BENCH_FSCK_SIZES:-10000 100000 100000h}; do
+	n=${spec%h}
 	rm -rf tree && mkdir tree
-	python3 - "$n" <<'PY'
+	python3 - "$spec" <<'PY'
 import os, sys
-n = int(sys.argv[1])
-for d in range(max(1, n // 1000)):
+links = sys.argv[1].endswith("h")
+n = int(sys.argv[1].rstrip("h"))
+dirs = max(1, n // 1000)
+for d in range(dirs):
     os.mkdir("tree/d%d" % d)
+    if links:
+        os.mkdir("tree/l%d" % d)
 for i in range(n):
-    with open("tree/d%d/f%d" % (i % max(1, n // 1000), i), "w") as f:
+    p = "tree/d%d/f%d" % (i % dirs, i)
+    with open(p, "w") as f:
         f.write("x" * (i % 200))
+    if links:
+        os.link(p, "tree/l%d/g%d" % ((i * 7) % dirs, i))
 PY
 	size=$(( n / 1000 * 64 + 512 ))M
 	rm -f a.img b.img c.img
@@ -52,7 +61,7 @@ PY
 			{ best btrfs check --readonly c.img; b_ms=$ms b_mb=$mb b_r=$(ratio "$o_ms" "$b_ms")
 			  b_mr=$(ratio "$o_mb" "$b_mb"); }
 	fi
-	printf '%-8s %7sms %6sMB %7sms %6sMB %7sms %6sMB time %s %s, memory %s %s\n' "$n" "$o_ms" "$o_mb" \
+	printf '%-8s %7sms %6sMB %7sms %6sMB %7sms %6sMB time %s %s, memory %s %s\n' "$spec" "$o_ms" "$o_mb" \
 		"$e_ms" "$e_mb" "$b_ms" "$b_mb" "$(ratio "$o_ms" "$e_ms")" "$b_r" "$(ratio "$o_mb" "$e_mb")" "$b_mr"
 	rm -rf tree a.img b.img c.img
 done

@@ -8,7 +8,8 @@
 #            time, peak RSS and image size; image extract vs cp -a;
 #            fsck -f of the built image vs e2fsck -f of ext4's and
 #            btrfs check of btrfs's
-#   fsck     fsck -f at 10k and 100k small files vs e2fsck -f and btrfs check
+#   fsck     fsck -f at 10k and 100k small files (and 100k with a hard link
+#            each) vs e2fsck -f and btrfs check
 #            (bench/fsck_scale.sh; BENCH_FSCK_SIZES for other sizes)
 #   fuse     bcachefs fusemount vs fuse2fs (bench/fuse.sh): untar, find+stat,
 #            fio sequential and 4k random, rm -rf
