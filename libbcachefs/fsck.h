@@ -188,6 +188,8 @@ struct bch_fsck_ctx {
 
 	/* pass 3: keys in the leaves read, per btree (sizes pass 5's tables) */
 	uint64_t		leaf_keys[BCH_BTREE_ID_NR];
+	/* pass 3: inode keys of directories (sizes the side table once) */
+	uint64_t		dir_keys;
 };
 
 /*

@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "alloc.h"
 #include "alloc_btree.h"
@@ -148,6 +149,11 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	s->nodes_checked++;
 	if (!level)
 		s->ctx->leaf_keys[s->id] += b->nr;
+	if (!level && s->id == BCH_BTREE_ID_inodes)
+		for (unsigned i = 0; i < b->nr; i++)
+			if (b->keys[i]->type == BCH_BKEY_inode &&
+			    S_ISDIR(((const struct bch_inode *)bkey_val(b->keys[i]))->mode))
+				s->ctx->dir_keys++;
 	if (b->bad_replicas) {
 		where_of(s->id, level, ptr, where, sizeof(where), true);
 		snprintf(detail, sizeof(detail), "replica mask 0x%x", b->bad_replicas);

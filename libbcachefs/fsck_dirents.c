@@ -90,8 +90,18 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	uint64_t first;
 	int r = 0;
 	if (s->dir_cached != dir) {
-		/* names hash with the directory's seed: read once per directory */
-		r = bch_inode_get(c, dir, &s->dir_inode);
+		/*
+		 * Names hash with the directory's seed, which pass 6 kept in its
+		 * side entry (0: not known, e.g. a directory fsck made: its key
+		 * is read).  Only the seed is used.
+		 */
+		const struct ino_extra *dx = fsck_ino_extra(&s->inodes, dir, false);
+		if (dx && dx->hash_seed) {
+			memset(&s->dir_inode, 0, sizeof(s->dir_inode));
+			s->dir_inode.hash_seed = dx->hash_seed;
+		} else {
+			r = bch_inode_get(c, dir, &s->dir_inode);
+		}
 		s->dir_cached = r ? 0 : dir;
 	}
 	struct bch_inode dinode = s->dir_inode;

@@ -104,15 +104,16 @@ static inline uint64_t fsck_bp_hash(uint64_t inum, uint64_t dir, uint64_t offset
 }
 
 /*
- * What directories need besides (40 bytes): few of them, so in a hash
+ * What directories need besides (48 bytes): few of them, so in a hash
  * table.  Their parent pointer is checked against the fingerprint kept
- * here; the seed of their names' hashes is read from the key when pass 8
- * reaches their entries.
+ * here, and pass 8 hashes their names with the seed kept here (no inode
+ * key is read for it).
  */
 struct ino_extra {
 	uint64_t	inum;		/* 0: empty slot */
 	uint64_t	parent;		/* first name seen: directory ... */
 	uint64_t	parent_slot;	/* ... and dirent offset */
+	uint64_t	hash_seed;	/* directories: the key's, for their names' hashes (0: read it) */
 	uint32_t	subdirs;	/* directories: subdirectories named in it */
 	uint32_t	names;		/* when ino_info's says INO_SAT */
 	uint32_t	nlink;		/* likewise */

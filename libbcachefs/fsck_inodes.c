@@ -63,6 +63,7 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 		struct ino_extra *x = fsck_ino_extra(&s->inodes, k->p.offset, true);
 		if (i->dir)
 			x->bp_fp = fsck_bp_fp(i->dir, i->dir_offset);
+		x->hash_seed = i->hash_seed;
 		s->stats->dirs++;
 	} else {
 		s->stats->files++;
