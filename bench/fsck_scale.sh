@@ -4,27 +4,29 @@
 # for the full curve), a tree of N small files in N/1000 directories is built
 # into an image and checked (Nh: each file has a second name, a hard link in
 # another set of directories); e2fsck -f -n on an ext4 image and btrfs check --readonly
-# on a btrfs image of the same tree for comparison.  Best of REPS (3) runs
-# each; memory is the peak RSS of the last run.
+# on a btrfs image of the same tree for comparison.  Time: best of REPS (5)
+# runs each; memory: the median of their peak RSS.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B="$root/bcachefs"
-REPS=${REPS:-3}
+REPS=${REPS:-5}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsckscale.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir"
 
-# best CMD...: sets ms (best wall time) and mb (peak RSS of the last run)
+# best CMD...: sets ms (best wall time) and mb (median peak RSS of the runs)
 best() {
 	ms=
+	: > rsslist
 	for i in $(seq "$REPS"); do
 		t0=$(date +%s%N)
 		/usr/bin/time -f "%M" -o rss "$@" >/dev/null 2>&1 || true
 		t1=$(date +%s%N)
 		t=$(( (t1 - t0) / 1000000 ))
 		[ -z "$ms" ] || [ "$t" -lt "$ms" ] && ms=$t
+		tail -1 rss >> rsslist
 	done
-	mb=$(awk -v k="$(tail -1 rss)" 'BEGIN { printf "%.1f", k / 1024 }')
+	mb=$(sort -n rsslist | awk '{ a[NR] = $1 } END { printf "%.2f", a[int((NR + 1) / 2)] / 1024 }')
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == 0) a = 1; printf "%.2f", b / a }'; }
 
