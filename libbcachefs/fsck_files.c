@@ -189,10 +189,16 @@ void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum)
 	}
 }
 
+/* How many fingerprint chunks the dense range spans. */
+static size_t fp_chunks_nr(const struct ino_table *t)
+{
+	return (t->dense_len + INO_FP_CHUNK - 1) / INO_FP_CHUNK;
+}
+
 void fsck_ino_exit(struct ino_table *t)
 {
 	if (t->fp_chunks)
-		for (size_t i = 0; i < (t->dense_len + INO_FP_CHUNK - 1) / INO_FP_CHUNK; i++)
+		for (size_t i = 0; i < fp_chunks_nr(t); i++)
 			free(t->fp_chunks[i]);
 	free(t->fp_chunks);
 	free(t->dense);
@@ -261,8 +267,7 @@ void fsck_ino_set_fp(struct ino_table *t, uint64_t inum, uint16_t fp)
 	uint64_t i = inum - t->dense_base;
 
 	if (i < t->dense_len) {
-		size_t chunks = (t->dense_len + INO_FP_CHUNK - 1) / INO_FP_CHUNK;
-		if (!t->fp_chunks && !(t->fp_chunks = calloc(chunks, sizeof(*t->fp_chunks))))
+		if (!t->fp_chunks && !(t->fp_chunks = calloc(fp_chunks_nr(t), sizeof(*t->fp_chunks))))
 			abort();
 		uint16_t **c = &t->fp_chunks[i / INO_FP_CHUNK];
 		if (!*c && !(*c = calloc(INO_FP_CHUNK, sizeof(**c))))
