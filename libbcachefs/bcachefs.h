@@ -52,6 +52,9 @@ struct bch_fs {
 	bool			emergency_ro;	/* an error made it read-only */
 	int			first_error;	/* first fatal error, for emergency_ro */
 	uint64_t		journal_replayed;	/* entries replayed at open (0: was clean) */
+	uint64_t		replay_oldest, replay_newest;	/* journal seqs replayed at open
+							 * (0, 0: none): a torn append whose keys all
+							 * lie in them is forgiven (btree_io.c) */
 	uint64_t		(*journal_gaps)[2];	/* fsck open: missing entries [from, to] */
 	unsigned		nr_journal_gaps;
 	bool			alloc_recount_partial;	/* fs.c: fsck open skipped unreadable nodes */

@@ -669,21 +669,38 @@ _Static_assert(sizeof(struct bch_reservation) == 8, "bch_reservation size");
  * the same position in earlier bsets.
  *
  * Every bset's checksum covers from the byte after csum to the end of its
- * keys, so a torn append is detected and ignored (the journal still holds
- * its keys).  A bset's seq must equal the header's seq: a bset left over
- * from an older life of this space is ignored.
+ * keys.  A bset's seq must equal the header's seq: the first block whose
+ * header carries another seq is where the node ends (space never written in
+ * this node's life).
+ *
+ * Damage or torn append: a bset that fails (bad checksum, impossible size,
+ * or a node that ends early) is DAMAGE, never silently the end of the node,
+ * unless all of these hold, which only a write cut by a crash produces:
+ *   (a) it starts at or past the parent pointer's sectors_written (what the
+ *       parent knew to be written when it was made: a lower bound);
+ *   (b) the filesystem is being recovered (journal replay), and the bset's
+ *       header says (BCH_BSET_SPAN) that every key in it belongs to journal
+ *       entries that are replayed: journal_seq - journal_seq_span >= the
+ *       oldest replayed entry, journal_seq <= the newest;
+ *   (c) no valid bset of this node follows it in the node's space.
+ * Then the append is torn: its keys are replayed from the journal and the
+ * node is rewritten, so the torn bytes do not outlive the recovery.  A
+ * damaged bset on a clean filesystem, or one whose keys the journal no
+ * longer holds, is reported (and read from another replica).
  */
 struct bch_bset {
 	__le64			seq;		/* == node seq */
 	__le64			journal_seq;	/* newest journal seq of a key in here */
-	__le32			flags;		/* zero */
+	__le32			flags;		/* BCH_BSET_* */
 	__le16			version;	/* format version */
 	__le16			pad;
 	__le32			u64s;		/* u64s of keys following */
-	__le32			pad2;
+	__le32			journal_seq_span; /* journal_seq minus the oldest key's
+						 * journal seq (valid with BCH_BSET_SPAN) */
 	__le64			_data[];	/* struct bch_bkey, sorted */
 };
 _Static_assert(sizeof(struct bch_bset) == 32, "bch_bset size");
+#define BCH_BSET_SPAN		(1U << 0)	/* journal_seq_span is set (appends) */
 
 struct bch_btree_node {
 	struct bch_csum		csum;		/*   0 covers 16..end of keys */

@@ -52,6 +52,8 @@ struct btree {
 	struct bch_extent_ptr	ptrs[BCH_REPLICAS_MAX];
 	unsigned		sectors_written;	/* 0: never written */
 	uint8_t			bad_replicas;	/* bit i: ptrs[i] failed when read (fsck rewrites) */
+	bool			torn_tail;	/* read: a torn append was forgiven (recovery);
+						 * the next write rewrites the node elsewhere */
 	char			**dropped;	/* fsck: invalid keys skipped when read ("pos: why") */
 	unsigned		nr_dropped;
 

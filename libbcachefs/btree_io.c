@@ -6,11 +6,18 @@
  * header and the first bset); each later write appends a struct
  * bch_btree_node_entry (a bset) at the next block boundary.  Reading checks
  * the header against the pointer that led here (magic, filesystem UUID,
- * btree, level, seq, min and max key) and every bset's checksum and seq; the
- * first bset that fails ends the node (a torn or never-written append: the
- * journal still holds its keys).  Every key is validated and must be in
- * order and inside the node's range.  A replica that fails is skipped for
- * the next one.
+ * btree, level, seq, min and max key) and every bset's checksum and seq.
+ * The node ends at the first block whose header carries another seq.  A bset
+ * that fails is damage (the copy is bad: the next replica is read, fsck
+ * reports it) unless it is a torn append, which only recovery from a crash
+ * can forgive: past the parent's sectors_written, every key of it in the
+ * journal being replayed, no bset of the node after it (the rule is at
+ * struct bch_bset).  A forgiven node is rewritten elsewhere at its next
+ * write (b->torn_tail).  Every key is validated and must be in order and
+ * inside the node's range.
+ *
+ * Appends record the span of journal seqs their keys came from
+ * (journal_seq_span, taken from the node's journal pin) for that rule.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -162,6 +169,86 @@ static int node_need(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint
 	return 0;
 }
 
+/* A bset of b at byte off is damaged: say where, for the caller's report. */
+static int bset_damage(struct bch_fs *c, struct btree *b, size_t off, const char *why,
+		       char *err, size_t errlen)
+{
+	(void)c;
+	(void)b;
+	snprintf(err, errlen, "bset at sector %zu: %s", off >> BCH_SECTOR_SHIFT, why);
+	return -BCH_ERR_btree_node_bad;
+}
+
+/* Is there a bset of this node (seq, checksum good) at a block after off? */
+static int later_bset(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint64_t where,
+		      size_t *have, size_t off, uint64_t seq, unsigned csum_type)
+{
+	size_t nb = node_bytes(c), bs = block_bytes(c);
+	int ret;
+
+	if ((ret = node_need(c, b, ca, where, nb, have, NULL, 0)))
+		return ret;
+	for (size_t p = off + bs; p + sizeof(struct bch_btree_node_entry) <= nb; p += bs) {
+		const struct bch_btree_node_entry *e = (const void *)((char *)b->arena + p);
+
+		if (e->keys.seq == seq && p + sizeof(*e) + (size_t)e->keys.u64s * 8 <= nb &&
+		    !bch_csum_verify(csum_type, &e->keys, sizeof(e->keys) + e->keys.u64s * 8,
+				     e->csum))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * The bset at off fails its checksum past what the parent knew of: 1 when
+ * it is a torn append (its keys all in the journal being replayed, nothing
+ * of the node after it), 0 when it is damage, negative on a read error.
+ */
+static int torn_append(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint64_t where,
+		       size_t *have, size_t off, const struct bch_bset *i, uint64_t seq,
+		       unsigned csum_type)
+{
+	uint64_t newest = i->journal_seq, oldest = newest - i->journal_seq_span;
+
+	if (!c->replay_oldest || !(i->flags & BCH_BSET_SPAN) ||
+	    oldest < c->replay_oldest || oldest > newest || newest > c->replay_newest)
+		return 0;
+	int ret = later_bset(c, b, ca, where, have, off, seq, csum_type);
+	return ret < 0 ? ret : !ret;
+}
+
+/*
+ * fsck: the header at off carries another seq.  Usually that is the end of
+ * the node; but a bset of ours whose seq field alone was damaged would be
+ * taken for it.  Returns 1 when the bset there verifies with the node's seq
+ * put back (it is ours, damaged), 0 otherwise, negative on a read error.
+ * Costs a read only when the header looks like one of this filesystem's.
+ */
+static int seq_damaged(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint64_t where,
+		       size_t *have, size_t off, uint64_t seq, unsigned csum_type)
+{
+	size_t nb = node_bytes(c);
+	const struct bch_btree_node_entry *e = (const void *)((char *)b->arena + off);
+	size_t end = off + sizeof(*e) + (size_t)e->keys.u64s * 8;
+	int ret;
+
+	if (e->keys.version != BCH_VERSION_CURRENT || end > nb || !e->keys.u64s ||
+	    !e->keys.journal_seq)
+		return 0;
+	if ((ret = node_need(c, b, ca, where, end, have, NULL, 0)))
+		return ret;
+	e = (const void *)((char *)b->arena + off);
+	size_t bytes = sizeof(e->keys) + e->keys.u64s * 8;
+	struct bch_bset *copy = malloc(bytes);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, &e->keys, bytes);
+	copy->seq = seq;
+	ret = !bch_csum_verify(csum_type, copy, bytes, e->csum);
+	free(copy);
+	return ret;
+}
+
 /* Parse the copy at ptr, reading it into b's arena as far as needed. */
 static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
 		     const struct bch_btree_ptr *bp, char *err, size_t errlen)
@@ -218,24 +305,55 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 	if ((ret = read_bset(c, b, &n->keys, err, errlen)))
 		return ret;
 
+	/*
+	 * The appends.  Where they end is where a header carries another seq;
+	 * a bset that fails is damage unless it is a torn append (see struct
+	 * bch_bset in bcachefs_format.h for the rule).
+	 */
+	size_t hint = (size_t)bp->sectors_written << BCH_SECTOR_SHIFT;
 	size_t off = round_block(c, sizeof(*n) + n->keys.u64s * 8);
 	while (off + sizeof(struct bch_btree_node_entry) <= nb) {
 		NEED(off + sizeof(struct bch_btree_node_entry));
 		const struct bch_btree_node_entry *e = (const void *)((char *)b->arena + off);
-		if (e->keys.seq == n->seq && off + sizeof(*e) + (size_t)e->keys.u64s * 8 <= nb) {
+		bool fits = off + sizeof(*e) + (size_t)e->keys.u64s * 8 <= nb;
+
+		if (e->keys.seq != n->seq) {
+			if (off < hint)
+				return bset_damage(c, b, off, "not written, but the parent says it was",
+						   err, errlen);
+			if (c->opts.v[Opt_fsck] &&
+			    (ret = seq_damaged(c, b, ca, where, &have, off, n->seq, n->csum_type)))
+				return bset_damage(c, b, off, ret == 1
+						   ? "its seq is damaged (the rest is intact)"
+						   : bch_err_str(ret), err, errlen);
+			break;	/* the end of what this node's life wrote */
+		}
+		if (fits) {
 			NEED(off + sizeof(*e) + (size_t)e->keys.u64s * 8);
 			e = (const void *)((char *)b->arena + off);
 		}
 		/* (the node's checksum type verified the header: no library is missing) */
-		if (e->keys.seq != n->seq ||
-		    off + sizeof(*e) + (size_t)e->keys.u64s * 8 > nb ||
-		    bch_csum_verify(n->csum_type, &e->keys, sizeof(e->keys) + e->keys.u64s * 8,
-				    e->csum))
-			break;	/* end of what was written (or a torn append) */
+		if (!fits || bch_csum_verify(n->csum_type, &e->keys,
+					     sizeof(e->keys) + e->keys.u64s * 8, e->csum)) {
+			const char *why = fits ? "bad checksum" : "size past the node's end";
+
+			if (off < hint)
+				return bset_damage(c, b, off, why, err, errlen);
+			if ((ret = torn_append(c, b, ca, where, &have, off, &e->keys, n->seq,
+					       n->csum_type)) < 0)
+				return bset_damage(c, b, off, bch_err_str(ret), err, errlen);
+			if (!ret)
+				return bset_damage(c, b, off, why, err, errlen);
+			b->torn_tail = true;
+			break;
+		}
 		if ((ret = read_bset(c, b, &e->keys, err, errlen)))
 			return ret;
 		off = round_block(c, off + sizeof(*e) + e->keys.u64s * 8);
 	}
+	if (off < hint)
+		return bset_damage(c, b, off, "the node ends before what the parent says was written",
+				   err, errlen);
 	b->sectors_written = off >> BCH_SECTOR_SHIFT;
 	return 0;
 #undef NEED
@@ -386,6 +504,16 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		e->keys.journal_seq = b->journal_seq;
 		e->keys.version = BCH_VERSION_CURRENT;
 		e->keys.u64s = b->pending_u64s;
+		/*
+		 * The oldest pending key's entry is the one the node's pin holds:
+		 * with the span, a reader can tell whether the journal still holds
+		 * every key of this bset (a torn append) or not (damage).
+		 */
+		if (b->pin.seq && b->pin.seq <= b->journal_seq &&
+		    b->journal_seq - b->pin.seq <= UINT32_MAX) {
+			e->keys.flags = BCH_BSET_SPAN;
+			e->keys.journal_seq_span = b->journal_seq - b->pin.seq;
+		}
 		pack_keys(e->keys._data, b->pending, b->nr_pending);
 		if (!(ret = bch_checksum(csum_type, &e->keys,
 					 sizeof(e->keys) + b->pending_u64s * 8, &e->csum)))

@@ -590,6 +590,10 @@ static int node_write(struct bch_fs *c, struct btree *b)
 	unsigned node_sectors = c->sb->btree_node_size;
 	if (!b->sectors_written)
 		r = bch_btree_node_write_io(c, b, true);
+	else if (b->torn_tail && !(r = move_node(c, b)))
+		b->torn_tail = false;	/* the torn bytes are in space now freed */
+	else if (b->torn_tail)
+		;
 	else if (b->sectors_written + bch_btree_node_append_sectors(c, b) <= node_sectors)
 		r = bch_btree_node_write_io(c, b, false);
 	else

@@ -344,6 +344,10 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 				       "no btree roots: neither a clean record nor journal entries");
 			goto out;
 		}
+		if (list.nr) {
+			c->replay_oldest = list.j[0]->seq;
+			c->replay_newest = list.j[list.nr - 1]->seq;
+		}
 		if ((r = replay(c, &list)))
 			goto out;
 		c->journal_replayed = list.nr;

@@ -23,7 +23,8 @@
 #define PER_APPEND	8
 
 static char tmpdir[64];
-static char paths[1][TESTFS_PATH_MAX];
+static char paths[2][TESTFS_PATH_MAX];
+static unsigned nr_devs = 1;
 
 static void put_key(struct btree_trans *t, unsigned inode, unsigned offset)
 {
@@ -40,7 +41,7 @@ static void put_key(struct btree_trans *t, unsigned inode, unsigned offset)
 static struct bch_fs *open_fs(unsigned flags)
 {
 	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, flags, 0, err, sizeof(err));
+	struct bch_fs *c = testfs_open(paths, nr_devs, flags, 0, err, sizeof(err));
 
 	cr_assert(c, "open: %s", err);
 	return c;
@@ -99,5 +100,216 @@ Test(btree_io, appends_past_the_hint_read_whole_into_a_fitting_arena)
 		free(found);
 	}
 	bch_fs_close(c);
+	test_tmpdir_remove(tmpdir);
+}
+
+/* ------------------------------------------------ damage, or a torn append */
+
+/*
+ * A leaf of inode 2's keys, grown by APPENDS appends; its address on device
+ * dev (byte offset in the image) and the byte offsets, inside the node, of
+ * every bset after the first.
+ */
+struct leaf_layout {
+	uint64_t	byte;		/* the node's start in dN.img */
+	size_t		bset[64];	/* offsets of the appended bsets */
+	unsigned	nr;
+};
+
+static void leaf_layout(struct bch_fs *c, unsigned dev, struct leaf_layout *l)
+{
+	struct btree *leaf;
+	size_t nb = (size_t)c->sb->btree_node_size << 9, bs = (size_t)c->sb->block_size << 9;
+
+	cr_assert_eq(bch_btree_find_node(c, BCH_BTREE_ID_test, 0, POS(2, 0, 0), &leaf), 0);
+	unsigned i;
+	for (i = 0; i < leaf->nr_ptrs && leaf->ptrs[i].dev != dev; i++)
+		;
+	cr_assert_lt(i, leaf->nr_ptrs, "no copy of the leaf on device %u", dev);
+	l->byte = (uint64_t)leaf->ptrs[i].offset << 9;
+	bch_btree_node_put(c, leaf);
+
+	FILE *f = fopen(paths[dev], "rb");
+	char *n = malloc(nb);
+	cr_assert(f && n);
+	cr_assert_eq(fseeko(f, (off_t)l->byte, SEEK_SET), 0);
+	cr_assert_eq(fread(n, 1, nb, f), nb);
+	fclose(f);
+	const struct bch_btree_node *h = (const void *)n;
+	size_t off = (sizeof(*h) + (size_t)h->keys.u64s * 8 + bs - 1) / bs * bs;
+	l->nr = 0;
+	while (off + sizeof(struct bch_btree_node_entry) <= nb && l->nr < 64) {
+		const struct bch_btree_node_entry *e = (const void *)(n + off);
+		if (e->keys.seq != h->seq)
+			break;
+		l->bset[l->nr++] = off;
+		off = (off + sizeof(*e) + (size_t)e->keys.u64s * 8 + bs - 1) / bs * bs;
+	}
+	free(n);
+}
+
+/* Flip a byte of the keys of a bset (past its 48-byte header) in dN.img. */
+static void damage_bset(unsigned dev, uint64_t byte)
+{
+	FILE *f = fopen(paths[dev], "r+b");
+	unsigned char ch;
+
+	cr_assert(f);
+	cr_assert_eq(fseeko(f, (off_t)byte + 60, SEEK_SET), 0);
+	cr_assert_eq(fread(&ch, 1, 1, f), 1);
+	ch ^= 0x5a;
+	cr_assert_eq(fseeko(f, (off_t)byte + 60, SEEK_SET), 0);
+	cr_assert_eq(fwrite(&ch, 1, 1, f), 1);
+	fclose(f);
+}
+
+static void check_keys(struct bch_fs *c, unsigned nr)
+{
+	for (unsigned k = 0; k < nr; k++) {
+		struct bch_bkey *found = NULL;
+		cr_assert_eq(bch_btree_lookup(c, BCH_BTREE_ID_test, POS(2, k, 0), &found), 0,
+			     "key 2:%u: %s", k, c->err_msg);
+		const struct bch_raw *r = bkey_val(found);
+		cr_assert_eq(r->data[199], 'a' + (2 * 7 + k) % 26, "key 2:%u: wrong value", k);
+		free(found);
+	}
+}
+
+static void grow_leaf(unsigned nr, unsigned replicas)
+{
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "btio");
+	nr_devs = nr;
+	testfs_format(tmpdir, nr, 32, NODE_BYTES, replicas, paths);
+	insert(1, 0, FILLER);
+	for (unsigned a = 0; a < APPENDS; a++)
+		insert(2, a * PER_APPEND, PER_APPEND);
+}
+
+/* A clean filesystem has no torn appends: a bad middle bset is damage, reported. */
+Test(btree_io, damaged_middle_bset_is_damage_not_the_end_of_the_node)
+{
+	struct leaf_layout l;
+
+	grow_leaf(1, 1);
+	struct bch_fs *c = open_fs(TESTFS_RO);
+	leaf_layout(c, 0, &l);
+	bch_fs_close(c);
+	cr_assert_geq(l.nr, 3, "only %u appends", l.nr);
+	damage_bset(0, l.byte + l.bset[1]);
+
+	c = open_fs(TESTFS_RO);
+	struct bch_bkey *found = NULL;
+	int r = bch_btree_lookup(c, BCH_BTREE_ID_test, POS(2, 0, 0), &found);
+	cr_assert_neq(r, 0, "a damaged bset was taken for the end of the node");
+	cr_assert(strstr(c->err_msg, "bset at sector") && strstr(c->err_msg, "bad checksum"),
+		  "message: %s", c->err_msg);
+	bch_fs_close(c);
+	test_tmpdir_remove(tmpdir);
+}
+
+/* With two copies, damage to one is a bad replica: every key is read from the other. */
+Test(btree_io, damaged_bset_on_one_device_is_read_from_the_other)
+{
+	struct leaf_layout l;
+
+	grow_leaf(2, 2);
+	struct bch_fs *c = open_fs(TESTFS_RO);
+	leaf_layout(c, 0, &l);
+	bch_fs_close(c);
+	cr_assert_geq(l.nr, 3);
+	damage_bset(0, l.byte + l.bset[l.nr - 1]);	/* the newest append */
+
+	c = open_fs(TESTFS_RO);
+	check_keys(c, APPENDS * PER_APPEND);
+	bch_fs_close(c);
+
+	c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	struct btree *leaf;
+	cr_assert_eq(bch_btree_find_node(c, BCH_BTREE_ID_test, 0, POS(2, 0, 0), &leaf), 0);
+	cr_assert_neq(leaf->bad_replicas, 0, "fsck was not told of the bad copy");
+	bch_btree_node_put(c, leaf);
+	bch_fs_close(c);
+	test_tmpdir_remove(tmpdir);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", from, to);
+	cr_assert_eq(system(cmd), 0);
+}
+
+/*
+ * Leave d0.img as a crash would: appends of inode 2's leaf written, the
+ * filesystem not closed.  With advance, a later entry moved the journal's
+ * last_seq past the append's keys (so the journal no longer holds them).
+ */
+static void crash_after_append(bool advance, struct leaf_layout *l)
+{
+	char saved[TESTFS_PATH_MAX + 8];
+
+	grow_leaf(1, 1);
+	struct bch_fs *c = open_fs(0);
+	struct btree_trans *t;
+	bch_trans_init(c, &t);
+	for (unsigned i = 0; i < PER_APPEND; i++) {
+		put_key(t, 2, APPENDS * PER_APPEND + i);
+		cr_assert_eq(bch_trans_commit(t, BCH_TRANS_SYNC), 0, "%s", c->err_msg);
+	}
+	cr_assert_eq(bch_btree_flush_all(c), 0, "%s", c->err_msg);
+	if (advance) {
+		put_key(t, 1, FILLER);	/* another leaf: a newer entry, a newer last_seq */
+		cr_assert_eq(bch_trans_commit(t, BCH_TRANS_SYNC), 0, "%s", c->err_msg);
+	}
+	bch_trans_exit(t);
+	leaf_layout(c, 0, l);
+	snprintf(saved, sizeof(saved), "%s.crash", paths[0]);
+	copy_file(paths[0], saved);
+	bch_fs_close(c);
+	copy_file(saved, paths[0]);
+	remove(saved);
+}
+
+/* A torn append whose keys the journal replays is forgiven, and rewritten away. */
+Test(btree_io, torn_append_is_replayed_and_rewritten)
+{
+	struct leaf_layout l;
+
+	crash_after_append(false, &l);
+	damage_bset(0, l.byte + l.bset[l.nr - 1]);	/* as if the write was cut */
+
+	struct bch_fs *c = open_fs(0);
+	check_keys(c, (APPENDS + 1) * PER_APPEND);
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	c = open_fs(TESTFS_RO | TESTFS_FSCK);	/* clean now: nothing is forgiven */
+	check_keys(c, (APPENDS + 1) * PER_APPEND);
+	struct leaf_layout after;
+	leaf_layout(c, 0, &after);
+	cr_assert_neq(after.byte, l.byte, "the node with the torn bytes is still in use");
+	bch_fs_close(c);
+	test_tmpdir_remove(tmpdir);
+}
+
+/* The same damage once the journal has moved past the keys: damage, reported. */
+Test(btree_io, bad_last_bset_whose_keys_left_the_journal_is_damage)
+{
+	struct leaf_layout l;
+	char err[600];
+
+	crash_after_append(true, &l);
+	damage_bset(0, l.byte + l.bset[l.nr - 1]);
+
+	struct bch_fs *c = testfs_open(paths, 1, TESTFS_RO, 0, err, sizeof(err));
+	if (c) {
+		struct bch_bkey *found = NULL;
+		int r = bch_btree_lookup(c, BCH_BTREE_ID_test, POS(2, 0, 0), &found);
+		cr_assert_neq(r, 0, "the keys of a damaged bset were dropped silently");
+		snprintf(err, sizeof(err), "%s", c->err_msg);
+		free(found);
+		bch_fs_close(c);
+	}
+	cr_assert(strstr(err, "bset at sector"), "message: %s", err);
 	test_tmpdir_remove(tmpdir);
 }
