@@ -291,6 +291,10 @@ int cmd_fsck(int argc, char *argv[])
 			if (c->journal_replayed && !o.json)
 				printf("not closed cleanly: %" PRIu64 " journal entr%s replayed\n",
 				       c->journal_replayed, c->journal_replayed == 1 ? "y" : "ies");
+			if (c->journal_torn && !o.json)
+				printf("journal: entry %" PRIu64 " unreadable, the last one written: "
+				       "torn by the crash (or damaged); its changes were not replayed\n",
+				       c->journal_torn);
 			bch_fsck_journal(ctx, c);
 			if (!ctx->force && !c->journal_replayed && !data && !bch_fsck_nr_found(ctx)) {
 				if (!o.json)

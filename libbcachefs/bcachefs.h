@@ -56,6 +56,8 @@ struct bch_fs {
 							 * (0, 0: none): a torn append whose keys all
 							 * lie in them is forgiven (btree_io.c) */
 	uint64_t		(*journal_gaps)[2];	/* fsck open: missing entries [from, to] */
+	uint64_t		journal_torn;	/* the entry after the newest one is unreadable
+						 * (torn by a crash, or damaged): 0 if none */
 	unsigned		nr_journal_gaps;
 	bool			alloc_recount_partial;	/* fs.c: fsck open skipped unreadable nodes */
 	bool			extents_mark_deferred;	/* fsck -n: pass 3 marks data buckets */

@@ -381,7 +381,10 @@ struct bch_sb {
 	struct bch_sb_layout	layout;		/* 168 */
 	__le64			opts[BCH_SB_OPTS_MAX];	/* 232 */
 	__u8			str_hash_key[16];	/* 488 SipHash key of names (dirents, xattrs) */
-	__u8			reserved[8];	/* 504 */
+	__le64			journal_seq_open; /* 504 the first journal entry of the session
+						 * that last opened it read-write: durable before
+						 * the clean record was dropped, so recovery that
+						 * finds no entry that new knows entries were lost */
 	__le64			_data[];	/* 512 fields */
 };
 _Static_assert(sizeof(struct bch_sb) == 512, "bch_sb size");

@@ -379,6 +379,18 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 	bch_journal_set_roots_fn(c, bch_btree_roots_u64s, bch_btree_roots_to_jset);
 	if (!c->read_only) {
 		bch_journal_start(c, (clean ? clean_seq : newest) + 1);
+		/*
+		 * The session's first entry is durable before the superblock names
+		 * it: recovery that cannot find it (or newer) knows entries were
+		 * lost, where a zeroed or damaged tail would look like no writes.
+		 */
+		struct bch_journal_res res;
+		if ((r = bch_journal_res_get(c, 0, &res)))
+			goto out;
+		bch_journal_res_put(c, &res);
+		if ((r = bch_journal_flush(c)))
+			goto out;
+		c->sb->journal_seq_open = bch_journal_seq_durable(c);
 		/* dirty from here on: drop the clean record before changing anything */
 		c->sb->flags &= ~BCH_SB_FLAG_CLEAN;
 		int e2;

@@ -84,9 +84,13 @@ uint64_t bch_fsck_nr_fixed(const struct bch_fsck_ctx *ctx)
 int bch_fsck_journal(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 {
 	for (unsigned i = 0; i < c->nr_journal_gaps; i++) {
-		char detail[96];
-		snprintf(detail, sizeof(detail), "entries %" PRIu64 "..%" PRIu64,
-			 c->journal_gaps[i][0], c->journal_gaps[i][1]);
+		char detail[128];
+		if (c->journal_gaps[i][1] == UINT64_MAX)
+			snprintf(detail, sizeof(detail), "entries %" PRIu64 " and after (the newest: "
+				 "written, now missing or damaged)", c->journal_gaps[i][0]);
+		else
+			snprintf(detail, sizeof(detail), "entries %" PRIu64 "..%" PRIu64,
+				 c->journal_gaps[i][0], c->journal_gaps[i][1]);
 		if (bch_fsck_problem(ctx, BCH_FSCK_journal_entry_missing, "journal", detail) &&
 		    !c->read_only)
 			bch_fsck_fixed(ctx, BCH_FSCK_journal_entry_missing);

@@ -58,6 +58,11 @@ struct bch_journal {
 	unsigned		max_u64s;	/* payload of one entry, roots included */
 
 	uint64_t		seq;		/* the open entry */
+	uint64_t		seen_max;	/* read: newest seq a header vouched for,
+						 * valid entry or not (new entries go after it) */
+	uint64_t		*bad;		/* read: seqs of entries whose header is good
+						 * and body is not (damaged, or torn by a crash) */
+	size_t			nr_bad;
 	uint64_t		durable;	/* newest written and flushed */
 	uint64_t		last_seq_ondisk;	/* last_seq of that entry */
 	bool			started;
@@ -163,6 +168,7 @@ void bch_fs_journal_exit(struct bch_fs *c)
 		free(j->devs[i].bucket_seq);
 	}
 	free(j->buf);
+	free(j->bad);
 	free(j);
 	c->journal = NULL;
 }
@@ -243,6 +249,82 @@ static int loc_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/*
+ * An entry that failed validation: when its header is ours and its header
+ * checksum vouches for its sequence numbers, remember the seq (the entry was
+ * written, and is now damaged or was torn by a crash).
+ */
+static void note_bad_entry(struct bch_fs *c, struct bch_journal *j, const struct bch_jset *js,
+			   size_t room)
+{
+	if (room < sizeof(*js) || js->magic != BCH_JSET_MAGIC ||
+	    memcmp(js->fs_uuid, c->sb->uuid, BCH_UUID_SIZE) || !(js->flags & BCH_JSET_HDR_CSUM) ||
+	    js->hdr_csum != jset_hdr_csum(js) || !js->seq || js->last_seq > js->seq)
+		return;
+	for (size_t i = 0; i < j->nr_bad; i++)
+		if (j->bad[i] == js->seq)
+			return;
+	uint64_t *n = realloc(j->bad, (j->nr_bad + 1) * sizeof(*n));
+	if (!n)
+		return;	/* only a report is lost */
+	j->bad = n;
+	j->bad[j->nr_bad++] = js->seq;
+	if (js->seq > j->seen_max)
+		j->seen_max = js->seq;
+}
+
+/* Is there a valid entry of seq among locs (sorted)? */
+static bool have_entry(const struct jlocation *locs, size_t nr, uint64_t seq)
+{
+	size_t lo = 0, hi = nr;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (locs[mid].seq < seq)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < nr && locs[lo].seq == seq;
+}
+
+/* Record entries from..to as missing for fsck's pass 2. */
+static void add_gap(struct bch_fs *c, uint64_t from, uint64_t to)
+{
+	c->journal_gaps = realloc(c->journal_gaps, (c->nr_journal_gaps + 1) * sizeof(*c->journal_gaps));
+	if (!c->journal_gaps)
+		abort();
+	c->journal_gaps[c->nr_journal_gaps][0] = from;
+	c->journal_gaps[c->nr_journal_gaps++][1] = to;
+}
+
+/*
+ * Entries after the newest valid one (top) that were written all the same:
+ * the superblock says the last read-write session began with an entry newer
+ * than top, or entries newer than top have good headers and bad bodies.  The
+ * one entry right after top with a bad body and nothing after it is what a
+ * crash leaves (a torn write, never acknowledged); anything more is loss.
+ * Returns the newest lost seq, or 0 when nothing is lost.
+ */
+static uint64_t lost_tail(struct bch_fs *c, struct bch_journal *j, const struct jlocation *locs,
+			  size_t nr, uint64_t top)
+{
+	uint64_t lost = 0, bad_max = 0;
+
+	for (size_t i = 0; i < j->nr_bad; i++)
+		if (j->bad[i] > bad_max && !have_entry(locs, nr, j->bad[i]))
+			bad_max = j->bad[i];
+	if (bad_max > top + 1)
+		lost = bad_max;
+	if (c->sb->journal_seq_open > top && c->sb->journal_seq_open > lost)
+		lost = c->sb->journal_seq_open;
+	if (lost && bad_max > lost)
+		lost = bad_max;
+	if (!lost && bad_max == top + 1)
+		c->journal_torn = bad_max;	/* reported, not an error: a crash does this */
+	return lost;
+}
+
 /* What scan_bucket() adds to: every valid entry found, and the newest so far. */
 struct scan_state {
 	struct jlocation	**locs;
@@ -270,9 +352,12 @@ static int scan_bucket(struct bch_fs *c, struct bch_journal *j, unsigned d, unsi
 			return bch_fs_err(c, ret, "journal bucket %" PRIu64 ": %s",
 					  jd->bucket[slot], why);
 		if (ret) {
+			note_bad_entry(c, j, js, bytes - ((size_t)off << 9));
 			off += j->block_sectors;
 			continue;
 		}
+		if (js->seq > j->seen_max)
+			j->seen_max = js->seq;
 		if (*st->nr == *st->cap) {
 			*st->cap = *st->cap ? *st->cap * 2 : 256;
 			struct jlocation *n = realloc(*st->locs, *st->cap * sizeof(**st->locs));
@@ -388,6 +473,8 @@ int bch_journal_read(struct bch_fs *c,
 		bch_dev_advise_random(c->devs[jd->dev]->bdev, true);
 		for (unsigned sl = 0; sl < jd->nr && !ret; sl++) {
 			int h = read_head(c, jd, sl, buf, &first[sl]);
+			if (first[sl] > j->seen_max)
+				j->seen_max = first[sl];
 			if (h < 0)
 				ret = h;
 			else if (h == HEAD_ODD) {
@@ -462,6 +549,22 @@ int bch_journal_read(struct bch_fs *c,
 	j->durable = top->seq;
 	j->last_seq_ondisk = last_seq;
 
+	/*
+	 * Damage the replay would not notice: entries with good headers and bad
+	 * bodies that no other device has a good copy of, inside what is
+	 * replayed (reported with the gaps below) or after the newest entry.
+	 */
+	uint64_t lost = fn ? lost_tail(c, j, locs, nr, top->seq) : 0;
+	if (lost) {
+		if (!c->opts.v[Opt_fsck]) {
+			ret = bch_fs_err(c, -BCH_ERR_journal_missing,
+					 "journal: entries %" PRIu64 " to at least %" PRIu64 " missing or "
+					 "damaged (the newest readable is %" PRIu64 "); run fsck",
+					 top->seq + 1, lost, top->seq);
+			goto out;
+		}
+	}
+
 	if (fn) {
 		size_t max_bytes = 0;
 		for (unsigned d = 0; d < j->nr_devs; d++)
@@ -485,12 +588,7 @@ int bch_journal_read(struct bch_fs *c,
 					goto out;
 				}
 				/* fsck: replay what is there; fsck reports the gap (pass 2) */
-				c->journal_gaps = realloc(c->journal_gaps,
-							  (c->nr_journal_gaps + 1) * sizeof(*c->journal_gaps));
-				if (!c->journal_gaps)
-					abort();
-				c->journal_gaps[c->nr_journal_gaps][0] = want;
-				c->journal_gaps[c->nr_journal_gaps++][1] = l->seq - 1;
+				add_gap(c, want, l->seq - 1);
 				want = l->seq;
 			}
 			struct journal_dev *jd = &j->devs[l->jdev];
@@ -509,6 +607,8 @@ int bch_journal_read(struct bch_fs *c,
 				goto out;
 			want++;
 		}
+		if (lost)	/* how far the lost tail went is not known */
+			add_gap(c, top->seq + 1, UINT64_MAX);
 	}
 out:
 	free(buf);
@@ -525,6 +625,11 @@ int bch_journal_start(struct bch_fs *c, uint64_t min_seq)
 	j->seq = j->durable + 1;
 	if (j->seq < min_seq)
 		j->seq = min_seq;
+	/* never reuse the seq of an entry that was written, even a lost one */
+	if (j->seq <= j->seen_max)
+		j->seq = j->seen_max + 1;
+	if (j->seq <= c->sb->journal_seq_open)
+		j->seq = c->sb->journal_seq_open + 1;
 	if (j->last_seq_ondisk == 0)
 		j->last_seq_ondisk = j->seq;
 	j->buf_u64s = 0;
