@@ -1138,11 +1138,13 @@ int cmd_fusemount(int argc, char *argv[])
 	struct fmount m = { .read_only = ro };
 	pthread_mutex_init(&m.lock, NULL);
 	int r = bch_fs_open(devs, nr, &opts, &m.c, err, sizeof(err));
-	free_devs(devs);
 	if (r) {
 		cmd_err("fusemount", "%s", err);
+		free_devs(devs);
 		return EXIT_FAIL;
 	}
+	cmd_note_degraded("fusemount", m.c, devs, nr);
+	free_devs(devs);
 	m.c->defer_unlinked_free = true;
 	m.read_only = m.c->read_only;
 

@@ -1208,12 +1208,16 @@ int cmd_image(int argc, char *argv[])
 	if (!v->rw)
 		bch_opt_set(&opts, Opt_read_only, 1);
 	int r = bch_fs_open(devs, nr, &opts, &im.c, err, sizeof(err));
-	free_devs(devs);
 	if (r) {
 		cmd_err("image", "%s", err);
+		free_devs(devs);
 		free(vargv);
 		return EXIT_FAIL;
 	}
+	char what[32];
+	snprintf(what, sizeof(what), "image %s", v->name);
+	cmd_note_degraded(what, im.c, devs, nr);
+	free_devs(devs);
 	int ret = run_verb(&im, v, vargc, vargv);
 	free(vargv);
 	if (im.c->data_bad_copies)
