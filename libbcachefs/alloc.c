@@ -217,6 +217,18 @@ static int alloc_on_dev(struct bch_fs *c, unsigned dev, unsigned data_type, unsi
 	return 0;
 }
 
+unsigned bch_alloc_nr_devs_for(struct bch_fs *c, unsigned data_type)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		n += dev_alloc(c, i) && m->state == BCH_MEMBER_STATE_rw &&
+		     (m->data_allowed & (1U << data_type));
+	}
+	return n;
+}
+
 static int alloc_nodes(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs);
 
 /*
