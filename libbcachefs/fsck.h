@@ -74,6 +74,9 @@
 	  "extent pointer has an old bucket generation (space reused); drop it")	\
 	x(extent_ptr_dup,	0x0503, 5, 0,							\
 	  "two extents claim the same disk space; drop the later pointer")		\
+	x(extent_no_copy,	0x0506, 5, FSCK_NOFIX,						\
+	  "extent has copies only on missing members (opened very_degraded); "	\
+	  "left as it is: reads of it fail until the member is back")			\
 	x(alloc_key_wrong,	0x0504, 5, FSCK_SAFE,						\
 	  "alloc btree disagrees with the pointers about a bucket; rewrite its key")	\
 	x(alloc_key_bad,	0x0505, 5, FSCK_SAFE,						\
@@ -165,6 +168,7 @@ struct bch_fsck_ctx {
 	bool			verbose;
 	bool			cancelled;	/* the user answered quit */
 	bool			fatal;		/* a FSCK_FATAL problem was found */
+	bool			degraded;	/* -o degraded: members may be missing (pass 1) */
 
 	/*
 	 * Report a problem: where (device, btree, position or path) and what.
