@@ -36,8 +36,9 @@ void cmd_note_degraded(const char *cmd, struct bch_fs *c, char * const *devs, un
 		n += snprintf(names + n, sizeof(names) - n, "%s%s", i ? ":" : "", devs[i]);
 	for (unsigned i = 0; i < c->nr_devs; i++)
 		if (bch_dev_missing(c, i))
-			cmd_err(cmd, "%s: %s missing: opened degraded%s", names,
+			cmd_err(cmd, "%s: %s missing: opened %s%s", names,
 				bch_sb_member_text(c->sb, i, who, sizeof(who)),
+				c->opts.v[Opt_very_degraded] ? "very_degraded" : "degraded",
 				c->read_only ? " (read-only)" : "");
 }
 
