@@ -1027,7 +1027,10 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  %-10s %-36s %s\n", verbs[i].name, verbs[i].args, verbs[i].help);
 	fprintf(f, "\nPaths in the image start at its root; symlinks are followed only inside it.\n"
-		   "-o takes open options (read_only, degraded, btree_cache_size=SIZE).\n"
+		   "-o takes open options (read_only, degraded, very_degraded,\n"
+		   "btree_cache_size=SIZE).  degraded: open with member devices missing when\n"
+		   "the others hold a copy of everything (says which is missing on stderr);\n"
+		   "very_degraded: even if some data has no copy left (its reads fail).\n"
 		   "shell reads lines \"VERB ARGS\" (words split on blanks, \"quotes\" group) and\n"
 		   "stops at the first failing line.\n\n"
 		   "Exit: 0 done, 1 failure (message on stderr), 16 usage error.\n");
