@@ -7,6 +7,10 @@
  * key entry in sequence order into the nodes in memory -> bucket state
  * rebuilt from every node pointer (interior nodes) -> journal restarts after the newest
  * entry -> (read-write) clean record removed, overfull nodes split.
+ *
+ * Degraded (members missing, c->devs_missing): after the roots are known,
+ * degraded_check() refuses unless what remains holds a copy of everything;
+ * the missing members' pointers are then skipped copies everywhere.
  */
 #include <errno.h>
 #include <inttypes.h>
