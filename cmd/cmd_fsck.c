@@ -198,10 +198,8 @@ int cmd_fsck(int argc, char *argv[])
 		{ NULL }
 	};
 	struct fsck_out o = { 0 };
-	struct bch_opts dopts;		/* -o: degraded, very_degraded */
+	struct bch_opts dopts = { 0 };	/* -o: degraded, very_degraded */
 	char oerr[256];
-
-	memset(&dopts, 0, sizeof(dopts));
 	struct bch_fsck_ctx *ctx = calloc(1, sizeof(*ctx));
 	int opt, modes = 0, exit_code = FSCK_EXIT_OK;
 	bool data = false;

@@ -286,24 +286,25 @@ static unsigned missing_holders(struct bch_fs *c, unsigned data_type)
 }
 
 /*
- * Opened with members missing: are the copies that remain enough?  By the
- * replication options (every btree node, journal entry and extent was
- * written with that many copies on distinct devices) and, exactly, by the
- * btree roots.  -o very_degraded opens anyway: reads of what has no copy
- * left then fail (EIO), and nothing is repaired away.
+ * Opened with members missing: are the copies that remain enough?  First
+ * (before the journal is read) by the replication options: every btree
+ * node, journal entry and extent was written with that many copies on
+ * distinct devices; then (roots set) exactly by the btree roots.
+ * -o very_degraded opens anyway: reads of what has no copy left then fail
+ * (EIO), and nothing is repaired away.
  */
-static int degraded_check(struct bch_fs *c)
+static int degraded_check(struct bch_fs *c, bool roots)
 {
 	const char *what = NULL;
 	char who[160];
 
 	if (!c->devs_missing || c->opts.v[Opt_very_degraded])
 		return 0;
-	if (missing_holders(c, BCH_DATA_btree) >= c->opts.v[Opt_metadata_replicas])
+	if (!roots && missing_holders(c, BCH_DATA_btree) >= c->opts.v[Opt_metadata_replicas])
 		what = "metadata (metadata_replicas too low)";
-	else if (missing_holders(c, BCH_DATA_user) >= c->opts.v[Opt_data_replicas])
+	else if (!roots && missing_holders(c, BCH_DATA_user) >= c->opts.v[Opt_data_replicas])
 		what = "file data (data_replicas too low)";
-	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !what; id++) {
+	for (unsigned id = 0; roots && id < BCH_BTREE_ID_NR && !what; id++) {
 		const struct bch_bkey *k = c->roots->r[id].key;
 		bool any = !k;
 		for (unsigned i = 0; k && i < bch_btree_ptr_nr(k); i++)
@@ -370,6 +371,8 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		if ((bch_opt_table[i].flags & OPT_FS) && !(opts && bch_opt_is_set(opts, i)))
 			c->opts.v[i] = sbo.v[i];
 
+	if ((r = degraded_check(c, false)))
+		return r;
 	c->roots = calloc(1, sizeof(*c->roots));
 	if (!c->roots)
 		return -ENOMEM;
@@ -415,7 +418,7 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 			goto out;
 		c->journal_replayed = list.nr;
 	}
-	if ((r = degraded_check(c)))
+	if ((r = degraded_check(c, true)))
 		goto out;
 	c->roots->no_shrink++;
 	/* bucket state: stored at the clean close, or recomputed from every pointer */
