@@ -201,6 +201,22 @@ static void fs_free(struct bch_fs *c)
 	free(c);
 }
 
+/* "member 1 (uuid ...)" for each missing member, joined by ", ", then "was"/"were". */
+static const char *missing_text(struct bch_fs *c, char *buf, size_t len)
+{
+	char one[160];
+	int n = 0;
+
+	buf[0] = 0;
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX && n < (int)len; i++)
+		if (bch_dev_missing(c, i))
+			n += snprintf(buf + n, len - n, "%s%s", n ? ", " : "",
+				      bch_sb_member_text(c->sb, i, one, sizeof(one)));
+	if (n < (int)len)
+		snprintf(buf + n, len - n, " %s", c->devs_missing & (c->devs_missing - 1) ? "were" : "was");
+	return buf;
+}
+
 static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 {
 	struct bch_sb *newest = NULL;
@@ -259,11 +275,11 @@ static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 		}
 	}
 	if (c->devs_missing && !c->opts.v[Opt_degraded] && !c->opts.v[Opt_very_degraded]) {
-		char who[160];
-		unsigned i = __builtin_ctzll(c->devs_missing);
+		char who[320];
 		return bch_fs_err(c, -BCH_ERR_device_missing,
-				  "%s was not given: give every device, or open with -o degraded "
-				  "to do without it", bch_sb_member_text(c->sb, i, who, sizeof(who)));
+				  "%s not given: give every device, or open with -o degraded "
+				  "to do without %s", missing_text(c, who, sizeof(who)),
+				  c->devs_missing & (c->devs_missing - 1) ? "them" : "it");
 	}
 	return 0;
 }
@@ -296,7 +312,7 @@ static unsigned missing_holders(struct bch_fs *c, unsigned data_type)
 static int degraded_check(struct bch_fs *c, bool roots)
 {
 	const char *what = NULL;
-	char who[160];
+	char who[320];
 
 	if (!c->devs_missing || c->opts.v[Opt_very_degraded])
 		return 0;
@@ -315,9 +331,8 @@ static int degraded_check(struct bch_fs *c, bool roots)
 	if (!what)
 		return 0;
 	return bch_fs_err(c, -BCH_ERR_device_missing,
-			  "%s missing: %s may have no copy left; -o very_degraded opens it anyway",
-			  bch_sb_member_text(c->sb, __builtin_ctzll(c->devs_missing), who, sizeof(who)),
-			  what);
+			  "%s not given: %s may have no copy left; -o very_degraded opens it anyway",
+			  missing_text(c, who, sizeof(who)), what);
 }
 
 /* Roots from the clean record; false if there is none usable. */

@@ -106,7 +106,7 @@ printf 'small\n' > s.txt
 expect_rc 0 $B image put e0.img:e1.img s.txt /s.txt
 rm e1.img
 expect_rc 1 $B image ls -o degraded e0.img /
-expect_in err 'member 1 \(label slow, uuid [0-9a-f-]+\) missing: file data .* -o very_degraded'
+expect_in err 'member 1 \(label slow, uuid [0-9a-f-]+\) was not given: file data .* -o very_degraded'
 expect_rc 0 $B image ls -o very_degraded e0.img /
 expect_in out 's.txt'
 expect_in err 'missing: opened very_degraded \(read-only\)'
