@@ -74,13 +74,13 @@
 	  "extent pointer has an old bucket generation (space reused); drop it")	\
 	x(extent_ptr_dup,	0x0503, 5, 0,							\
 	  "two extents claim the same disk space; drop the later pointer")		\
-	x(extent_no_copy,	0x0506, 5, FSCK_NOFIX,						\
-	  "extent has copies only on missing members (opened very_degraded); "	\
-	  "left as it is: reads of it fail until the member is back")			\
 	x(alloc_key_wrong,	0x0504, 5, FSCK_SAFE,						\
 	  "alloc btree disagrees with the pointers about a bucket; rewrite its key")	\
 	x(alloc_key_bad,	0x0505, 5, FSCK_SAFE,						\
 	  "alloc key names no bucket that can hold data; delete it")			\
+	x(extent_no_copy,	0x0506, 5, FSCK_NOFIX,						\
+	  "extent has copies only on missing members (opened very_degraded); "	\
+	  "left as it is: reads of it fail until the member is back")			\
 	x(extent_no_inode,	0x0601, 6, 0,							\
 	  "extent of an inode that does not exist; delete it")				\
 	x(extent_bad_inode,	0x0602, 6, 0,							\

@@ -283,7 +283,7 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 			else
 				bch_fsck_fixed(s->ctx, prob);	/* counted when the key is rewritten below */
 		}
-		if (on_missing == nr)	/* -o very_degraded: no copy left here; not repaired */
+		if (nr && on_missing == nr)	/* very_degraded: no copy left here; not repaired */
 			bch_fsck_problem(s->ctx, BCH_FSCK_extent_no_copy, WHERE, NULL);
 		if (keep < nr) {
 			struct bch_bkey *n = NULL;
