@@ -105,7 +105,8 @@ static void usage(FILE *f)
 	fprintf(f,
 "Usage: bcachefs fsck [OPTION]... DEVICE...\n"
 "Check a bcachefs filesystem and repair what is wrong.  Give every member\n"
-"device (as arguments or joined by ':').\n"
+"device (as arguments or joined by ':'); a member missing is an operational\n"
+"error (exit 8) naming it, unless -o degraded.\n"
 "\n"
 "  -n, --no          check only: open read-only, change nothing\n"
 "  -y, --yes         repair every problem without asking\n"
@@ -115,6 +116,10 @@ static void usage(FILE *f)
 "  -v, --verbose     more detail, and peak memory in the summary\n"
 "  -c, --data        pass 11: read every copy of all file data and verify its\n"
 "                    checksum (bad copies are rewritten from good ones)\n"
+"  -o degraded      check with member devices missing (say which on stderr):\n"
+"                    their copies are skipped, not repaired away (--degraded)\n"
+"  -o very_degraded  check (with -n only) even if some data has no copy left\n"
+"                    (reported as extent_no_copy, never dropped)\n"
 "      --json        print the summary as JSON on stdout (problems on stderr)\n"
 "  -h, --help        this text\n"
 "\n"
@@ -188,10 +193,13 @@ int cmd_fsck(int argc, char *argv[])
 		{ "verbose",	no_argument, NULL, 'v' },
 		{ "json",	no_argument, NULL, 'j' },
 		{ "data",	no_argument, NULL, 'c' },
+		{ "degraded",	no_argument, NULL, 'D' },
 		{ "help",	no_argument, NULL, 'h' },
 		{ NULL }
 	};
 	struct fsck_out o = { 0 };
+	struct bch_opts dopts = { 0 };	/* -o: degraded, very_degraded */
+	char oerr[256];
 	struct bch_fsck_ctx *ctx = calloc(1, sizeof(*ctx));
 	int opt, modes = 0, exit_code = FSCK_EXIT_OK;
 	bool data = false;
@@ -205,7 +213,7 @@ int cmd_fsck(int argc, char *argv[])
 	ctx->priv = &o;
 	o.tty = isatty(STDOUT_FILENO);
 	/* "a" is e2fsck's old spelling of -p */
-	while ((opt = getopt_long(argc, argv, "nypafvhc", longopts, NULL)) != -1)
+	while ((opt = getopt_long(argc, argv, "nypafvhco:", longopts, NULL)) != -1)
 		switch (opt) {
 		case 'n': ctx->mode = BCH_FSCK_NO;	modes++; break;
 		case 'y': ctx->mode = BCH_FSCK_YES;	modes++; break;
@@ -215,6 +223,16 @@ int cmd_fsck(int argc, char *argv[])
 		case 'v': ctx->verbose = true;		break;
 		case 'j': o.json = true;		break;
 		case 'c': data = true;			break;
+		case 'D': bch_opt_set(&dopts, Opt_degraded, 1); break;
+		case 'o':
+			if (bch_opts_parse_list(&dopts, optarg, OPT_MOUNT, oerr, sizeof(oerr)) ||
+			    (dopts.set & ~((1ULL << Opt_degraded) | (1ULL << Opt_very_degraded)))) {
+				cmd_err("fsck", "-o %s: %s", optarg, dopts.set ? "fsck takes only "
+					"degraded and very_degraded" : oerr);
+				free(ctx);
+				return FSCK_EXIT_USAGE;
+			}
+			break;
 		case 'h':
 			usage(stdout);
 			free(ctx);
@@ -226,6 +244,13 @@ int cmd_fsck(int argc, char *argv[])
 		}
 	if (modes > 1) {
 		cmd_err("fsck", "only one of -n, -y and -p");
+		free(ctx);
+		return FSCK_EXIT_USAGE;
+	}
+	ctx->degraded = dopts.v[Opt_degraded] || dopts.v[Opt_very_degraded];
+	if (dopts.v[Opt_very_degraded] && ctx->mode != BCH_FSCK_NO) {
+		/* a btree node with no copy left would be "repaired" away */
+		cmd_err("fsck", "-o very_degraded checks only: use it with -n");
 		free(ctx);
 		return FSCK_EXIT_USAGE;
 	}
@@ -264,6 +289,10 @@ int cmd_fsck(int argc, char *argv[])
 
 		memset(&oo, 0, sizeof(oo));
 		bch_opt_set(&oo, Opt_fsck, 1);
+		if (dopts.v[Opt_degraded])
+			bch_opt_set(&oo, Opt_degraded, 1);
+		if (dopts.v[Opt_very_degraded])
+			bch_opt_set(&oo, Opt_very_degraded, 1);
 		/*
 		 * Passes scan in key order, so a small node cache does: 1 MiB
 		 * when only reading (no faster with more), of which leaves get
@@ -286,6 +315,7 @@ int cmd_fsck(int argc, char *argv[])
 			exit_code |= FSCK_EXIT_ERROR;
 		} else {
 			uint64_t nodes;
+			cmd_note_degraded("fsck", c, devs, nr);
 			if (ctx->mode == BCH_FSCK_NO)
 				bch_btree_cache_set_leaf_limit(c, 64 << 10);
 			if (c->journal_replayed && !o.json)

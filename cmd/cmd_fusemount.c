@@ -1013,8 +1013,10 @@ static void usage(FILE *f)
 "\n"
 "  -o OPTIONS   comma-separated: filesystem options that apply when open\n"
 "               (compression=zstd, data_replicas=2, metadata_target=ssd, ...),\n"
-"               ro, degraded, btree_cache_size=SIZE, and FUSE mount options\n"
-"               (allow_other, default_permissions is always on, ...)\n"
+"               ro, degraded, very_degraded, btree_cache_size=SIZE, and FUSE\n"
+"               mount options (allow_other, default_permissions is always on)\n"
+"               degraded: members may be missing while the others hold a copy\n"
+"               of everything; very_degraded: even if some data has none left\n"
 "  -f           stay in the foreground\n"
 "  -d           debug: print every FUSE request (implies -f)\n"
 "  -h, --help   this text\n"
@@ -1138,11 +1140,13 @@ int cmd_fusemount(int argc, char *argv[])
 	struct fmount m = { .read_only = ro };
 	pthread_mutex_init(&m.lock, NULL);
 	int r = bch_fs_open(devs, nr, &opts, &m.c, err, sizeof(err));
-	free_devs(devs);
 	if (r) {
 		cmd_err("fusemount", "%s", err);
+		free_devs(devs);
 		return EXIT_FAIL;
 	}
+	cmd_note_degraded("fusemount", m.c, devs, nr);
+	free_devs(devs);
 	m.c->defer_unlinked_free = true;
 	m.read_only = m.c->read_only;
 

@@ -1027,7 +1027,10 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  %-10s %-36s %s\n", verbs[i].name, verbs[i].args, verbs[i].help);
 	fprintf(f, "\nPaths in the image start at its root; symlinks are followed only inside it.\n"
-		   "-o takes open options (read_only, degraded, btree_cache_size=SIZE).\n"
+		   "-o takes open options (read_only, degraded, very_degraded,\n"
+		   "btree_cache_size=SIZE).  degraded: open with member devices missing when\n"
+		   "the others hold a copy of everything (says which is missing on stderr);\n"
+		   "very_degraded: even if some data has no copy left (its reads fail).\n"
 		   "shell reads lines \"VERB ARGS\" (words split on blanks, \"quotes\" group) and\n"
 		   "stops at the first failing line.\n\n"
 		   "Exit: 0 done, 1 failure (message on stderr), 16 usage error.\n");
@@ -1208,12 +1211,16 @@ int cmd_image(int argc, char *argv[])
 	if (!v->rw)
 		bch_opt_set(&opts, Opt_read_only, 1);
 	int r = bch_fs_open(devs, nr, &opts, &im.c, err, sizeof(err));
-	free_devs(devs);
 	if (r) {
 		cmd_err("image", "%s", err);
+		free_devs(devs);
 		free(vargv);
 		return EXIT_FAIL;
 	}
+	char what[32];
+	snprintf(what, sizeof(what), "image %s", v->name);
+	cmd_note_degraded(what, im.c, devs, nr);
+	free_devs(devs);
 	int ret = run_verb(&im, v, vargc, vargv);
 	free(vargv);
 	if (im.c->data_bad_copies)

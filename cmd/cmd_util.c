@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bcachefs.h"
 #include "cmds.h"
+#include "super.h"
 
 void cmd_err(const char *cmd, const char *fmt, ...)
 {
@@ -20,6 +22,24 @@ void cmd_err(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, args);
 	va_end(args);
 	fputc('\n', stderr);
+}
+
+void cmd_note_degraded(const char *cmd, struct bch_fs *c, char * const *devs, unsigned nr)
+{
+	char names[512], who[160];
+	int n = 0;
+
+	if (!c->devs_missing)
+		return;
+	names[0] = 0;
+	for (unsigned i = 0; i < nr && n < (int)sizeof(names); i++)
+		n += snprintf(names + n, sizeof(names) - n, "%s%s", i ? ":" : "", devs[i]);
+	for (unsigned i = 0; i < c->nr_devs; i++)
+		if (bch_dev_missing(c, i))
+			cmd_err(cmd, "%s: %s missing: opened %s%s", names,
+				bch_sb_member_text(c->sb, i, who, sizeof(who)),
+				c->opts.v[Opt_very_degraded] ? "very_degraded" : "degraded",
+				c->read_only ? " (read-only)" : "");
 }
 
 char **split_devs(char * const *args, unsigned nr_args, unsigned *nr)

@@ -38,6 +38,12 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human);
 void cmd_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*
+ * Opened with members missing (-o degraded): one line on stderr per missing
+ * member, "bcachefs CMD: DEVS: member 1 (uuid ...) missing: opened degraded".
+ */
+void cmd_note_degraded(const char *cmd, struct bch_fs *c, char * const *devs, unsigned nr);
+
+/*
  * Split device arguments: each argv entry may itself be a colon-separated
  * list ("ssd.img:hdd.img").  Returns a malloc'd NULL-terminated array of
  * strdup'd paths (free with free_devs), count in *nr.

@@ -7,6 +7,10 @@
  * durable.  Btree nodes are carved from one open bucket per device in
  * order; a bucket is reopened for nodes only when free, and its generation
  * is bumped then.
+ *
+ * Degraded (a member not given, bch_dev_missing()): it has no bucket state
+ * here; pointers to it are neither counted nor freed, and nothing is
+ * allocated on it.  Its alloc keys stay as they are (alloc_btree.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -116,6 +120,8 @@ int bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigne
 {
 	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
 
+	if (!a && bch_dev_missing(c, p->dev))
+		return 0;	/* a copy on a member not given (degraded): not counted */
 	if (!a)
 		return bch_fs_err(c, -BCH_ERR_btree_node_bad, "pointer to missing device %u", p->dev);
 	int64_t b = bucket_of(a, p->offset, sectors);
@@ -209,6 +215,18 @@ static int alloc_on_dev(struct bch_fs *c, unsigned dev, unsigned data_type, unsi
 	*off += sectors;
 	a->sectors[*open] += sectors;
 	return 0;
+}
+
+unsigned bch_alloc_nr_devs_for(struct bch_fs *c, unsigned data_type)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		n += dev_alloc(c, i) && m->state == BCH_MEMBER_STATE_rw &&
+		     (m->data_allowed & (1U << data_type));
+	}
+	return n;
 }
 
 static int alloc_nodes(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs);
@@ -419,6 +437,8 @@ int bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsign
 {
 	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
 
+	if (!a && bch_dev_missing(c, p->dev))
+		return 0;	/* a copy on a member not given (degraded): not counted */
 	if (!a)
 		return bch_fs_err(c, -BCH_ERR_bkey_invalid, "extent pointer to missing device %u", p->dev);
 	int64_t b = bucket_of(a, p->offset, span);

@@ -38,6 +38,13 @@ void bch_fs_alloc_exit(struct bch_fs *c);
 int  bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors,
 			unsigned data_type);
 
+/*
+ * Devices that new data_type (btree or user) can go to: present (not a
+ * missing member), read-write and allowing the type.  Opened degraded,
+ * writes ask for no more copies than that.
+ */
+unsigned bch_alloc_nr_devs_for(struct bch_fs *c, unsigned data_type);
+
 /* nr node-sized allocations on distinct devices; -BCH_ERR_no_space when full. */
 int  bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs);
 /*

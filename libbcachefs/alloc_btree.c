@@ -15,6 +15,7 @@
  * is free, btree or user, free exactly when there are no sectors, and the
  * sectors fit the bucket.  A bad key is an error naming its position; under
  * fsck it is ignored (fsck reports the difference and rewrites the key).
+ * Keys of a member that is missing (opened degraded) are kept untouched.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -101,8 +102,12 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k)
 	if (k->type != BCH_BKEY_alloc)
 		return 0;
 	if (dev >= c->nr_devs || !bch_alloc_nbuckets(c, dev)) {
-		/* a member that is missing (degraded): its buckets are not used */
-		if (dev < c->nr_devs && c->devs[dev])
+		/*
+		 * a member not given (degraded): its keys are neither checked nor
+		 * loaded, and as write_diffs() only writes the buckets of present
+		 * devices, they stay as they are
+		 */
+		if (bch_dev_missing(c, dev))
 			return 0;
 		why = "no such device";
 	} else if (b >= bch_alloc_nbuckets(c, dev)) {

@@ -49,6 +49,7 @@ struct bch_fs {
 	unsigned		nr_devs;	/* highest member index + 1 */
 	struct bch_dev		*devs[BCH_SB_MEMBERS_MAX];
 	bool			read_only;	/* opened read-only: never write */
+	uint64_t		devs_missing;	/* bit per member not given (-o degraded) */
 	bool			emergency_ro;	/* an error made it read-only */
 	int			first_error;	/* first fatal error, for emergency_ro */
 	uint64_t		journal_replayed;	/* entries replayed at open (0: was clean) */
@@ -75,6 +76,16 @@ struct bch_fs {
 
 	char			err_msg[512];	/* last detailed error message */
 };
+
+/*
+ * A member of the filesystem that was not given at open (-o degraded): its
+ * pointers are copies that cannot be read, not damage; nothing is written
+ * to it and its alloc keys are kept as they are.
+ */
+static inline bool bch_dev_missing(const struct bch_fs *c, unsigned dev)
+{
+	return dev < BCH_SB_MEMBERS_MAX && (c->devs_missing >> dev) & 1;
+}
 
 /*
  * Record a detailed message for the caller to print (the library never prints).

@@ -383,7 +383,7 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 	for (unsigned i = 0; i < nr; i++) {
 		node_reset_keys(b);
 		r = read_one(c, b, &bp->ptrs[i], bp, err, sizeof(err));
-		if (r)
+		if (r && r != -BCH_ERR_device_missing)	/* a missing member's copy is not bad */
 			b->bad_replicas |= 1U << i;
 		if (!r) {
 			b->nr_ptrs = nr;
@@ -398,7 +398,8 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 				t->level = level;
 				t->min_key = b->min_key;
 				t->max_key = b->max_key;
-				if (read_one(c, t, &bp->ptrs[j], bp, e2, sizeof(e2)))
+				int r2 = read_one(c, t, &bp->ptrs[j], bp, e2, sizeof(e2));
+				if (r2 && r2 != -BCH_ERR_device_missing)
 					b->bad_replicas |= 1U << j;
 				node_reset_keys(t);
 				free(t->keys);

@@ -12,6 +12,8 @@
  * A dirty node is written by appending its pending keys as a bset when its
  * space has room; when the space is full the node is rewritten compacted to
  * a new place (a move), or split when it would not fit in one node.
+ * Opened degraded, new nodes get the copies the present devices can take,
+ * and a node with a copy on a missing member is moved, not appended to.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -47,7 +49,24 @@ static size_t split_threshold(struct bch_fs *c)
 
 static unsigned replicas(struct bch_fs *c)
 {
-	return c->opts.v[Opt_metadata_replicas] ? c->opts.v[Opt_metadata_replicas] : 1;
+	unsigned n = c->opts.v[Opt_metadata_replicas] ? c->opts.v[Opt_metadata_replicas] : 1;
+
+	if (c->devs_missing) {
+		/* degraded: as many copies as the present devices can take */
+		unsigned avail = bch_alloc_nr_devs_for(c, BCH_DATA_btree);
+		if (avail && avail < n)
+			n = avail;
+	}
+	return n;
+}
+
+/* Has b a copy on a member that is missing (opened degraded)? */
+static bool node_on_missing(struct bch_fs *c, const struct btree *b)
+{
+	for (unsigned i = 0; i < b->nr_ptrs; i++)
+		if (bch_dev_missing(c, b->ptrs[i].dev))
+			return true;
+	return false;
 }
 
 /* Node seqs identify a node's life; derived, so the same operations give the same image. */
@@ -588,13 +607,19 @@ static int node_write(struct bch_fs *c, struct btree *b)
 		return r ? r : 1;
 	}
 	unsigned node_sectors = c->sb->btree_node_size;
+	/*
+	 * A node with a copy on a missing member is not appended to (that copy
+	 * would be left behind, short of the bset): it is rewritten, with
+	 * copies on present devices only.
+	 */
 	if (!b->sectors_written)
 		r = bch_btree_node_write_io(c, b, true);
 	else if (b->torn_tail && !(r = move_node(c, b)))
 		b->torn_tail = false;	/* the torn bytes are in space now freed */
 	else if (b->torn_tail)
 		;
-	else if (b->sectors_written + bch_btree_node_append_sectors(c, b) <= node_sectors)
+	else if (b->sectors_written + bch_btree_node_append_sectors(c, b) <= node_sectors &&
+		 !node_on_missing(c, b))
 		r = bch_btree_node_write_io(c, b, false);
 	else
 		r = move_node(c, b);

@@ -7,6 +7,10 @@
  * key entry in sequence order into the nodes in memory -> bucket state
  * rebuilt from every node pointer (interior nodes) -> journal restarts after the newest
  * entry -> (read-write) clean record removed, overfull nodes split.
+ *
+ * Degraded (members missing, c->devs_missing): after the roots are known,
+ * degraded_check() refuses unless what remains holds a copy of everything;
+ * the missing members' pointers are then skipped copies everywhere.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -133,8 +137,14 @@ static int mark_subtree(struct bch_fs *c, unsigned id, unsigned level, const str
 {
 	struct btree *b;
 	int r = mark_ptr_key(c, ptr);
+	/*
+	 * -o very_degraded, read-only: a node with no copy left costs what is
+	 * under it, not the open (read-write, the space of what is under it
+	 * would not be counted, and could be handed out again)
+	 */
+	bool skip_bad = c->opts.v[Opt_fsck] || (c->opts.v[Opt_very_degraded] && c->read_only);
 
-	if (r && c->opts.v[Opt_fsck] && r != -ENOMEM) {
+	if (r && skip_bad && r != -ENOMEM) {
 		c->err_msg[0] = 0;	/* a pointer fsck will find bad: not followed */
 		c->alloc_recount_partial = true;
 		return 0;
@@ -143,7 +153,7 @@ static int mark_subtree(struct bch_fs *c, unsigned id, unsigned level, const str
 		return r;
 	r = bch_btree_node_get(c, id, level, ptr, &b);
 	if (r) {
-		if (c->opts.v[Opt_fsck] && r != -ENOMEM && !bch_err_is_dl(r)) {
+		if (skip_bad && r != -ENOMEM && !bch_err_is_dl(r)) {
 			c->err_msg[0] = 0;
 			c->alloc_recount_partial = true;
 			return 0;
@@ -189,6 +199,22 @@ static void fs_free(struct bch_fs *c)
 	free(c->sb);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+}
+
+/* "member 1 (uuid ...)" for each missing member, joined by ", ", then "was"/"were". */
+static const char *missing_text(struct bch_fs *c, char *buf, size_t len)
+{
+	char one[160];
+	int n = 0;
+
+	buf[0] = 0;
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX && n < (int)len; i++)
+		if (bch_dev_missing(c, i))
+			n += snprintf(buf + n, len - n, "%s%s", n ? ", " : "",
+				      bch_sb_member_text(c->sb, i, one, sizeof(one)));
+	if (n < (int)len)
+		snprintf(buf + n, len - n, " %s", c->devs_missing & (c->devs_missing - 1) ? "were" : "was");
+	return buf;
 }
 
 static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
@@ -240,16 +266,73 @@ static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 	for (unsigned i = 0; i < c->nr_devs; i++) {
 		struct bch_member *m = bch_sb_member(c->sb, i);
 		if (m && bch_member_exists(m)) {
-			if (!c->devs[i] && !c->opts.v[Opt_degraded])
-				return bch_fs_err(c, -BCH_ERR_device_missing,
-						  "member device %u was not given (all devices are needed)", i);
-			if (c->devs[i])
+			if (!c->devs[i])
+				c->devs_missing |= 1ULL << i;
+			else
 				c->devs[i]->mi = *m;
 		} else if (c->devs[i]) {
 			return bch_fs_err(c, -BCH_ERR_sb_mismatch, "device %u is not a member", i);
 		}
 	}
+	if (c->devs_missing && !c->opts.v[Opt_degraded] && !c->opts.v[Opt_very_degraded]) {
+		char who[320];
+		return bch_fs_err(c, -BCH_ERR_device_missing,
+				  "%s not given: give every device, or open with -o degraded "
+				  "to do without %s", missing_text(c, who, sizeof(who)),
+				  c->devs_missing & (c->devs_missing - 1) ? "them" : "it");
+	}
 	return 0;
+}
+
+/*
+ * Members whose copies could be all there is of something: those allowed
+ * to hold data_type (with a durability).  Each write puts its copies on
+ * distinct devices, so data of `replicas` copies survives fewer missing.
+ */
+static unsigned missing_holders(struct bch_fs *c, unsigned data_type)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		n += bch_dev_missing(c, i) && m->durability &&
+		     (m->data_allowed & (1U << data_type));
+	}
+	return n;
+}
+
+/*
+ * Opened with members missing: are the copies that remain enough?  First
+ * (before the journal is read) by the replication options: every btree
+ * node, journal entry and extent was written with that many copies on
+ * distinct devices; then (roots set) exactly by the btree roots.
+ * -o very_degraded opens anyway: reads of what has no copy left then fail
+ * (EIO), and nothing is repaired away.
+ */
+static int degraded_check(struct bch_fs *c, bool roots)
+{
+	const char *what = NULL;
+	char who[320];
+
+	if (!c->devs_missing || c->opts.v[Opt_very_degraded])
+		return 0;
+	if (!roots && missing_holders(c, BCH_DATA_btree) >= c->opts.v[Opt_metadata_replicas])
+		what = "metadata (metadata_replicas too low)";
+	else if (!roots && missing_holders(c, BCH_DATA_user) >= c->opts.v[Opt_data_replicas])
+		what = "file data (data_replicas too low)";
+	for (unsigned id = 0; roots && id < BCH_BTREE_ID_NR && !what; id++) {
+		const struct bch_bkey *k = c->roots->r[id].key;
+		bool any = !k;
+		for (unsigned i = 0; k && i < bch_btree_ptr_nr(k); i++)
+			any |= !bch_dev_missing(c, ((const struct bch_btree_ptr *)bkey_val(k))->ptrs[i].dev);
+		if (!any)
+			what = "a btree root";
+	}
+	if (!what)
+		return 0;
+	return bch_fs_err(c, -BCH_ERR_device_missing,
+			  "%s not given: %s may have no copy left; -o very_degraded opens it anyway",
+			  missing_text(c, who, sizeof(who)), what);
 }
 
 /* Roots from the clean record; false if there is none usable. */
@@ -303,6 +386,8 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		if ((bch_opt_table[i].flags & OPT_FS) && !(opts && bch_opt_is_set(opts, i)))
 			c->opts.v[i] = sbo.v[i];
 
+	if ((r = degraded_check(c, false)))
+		return r;
 	c->roots = calloc(1, sizeof(*c->roots));
 	if (!c->roots)
 		return -ENOMEM;
@@ -352,6 +437,8 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 			goto out;
 		c->journal_replayed = list.nr;
 	}
+	if ((r = degraded_check(c, true)))
+		goto out;
 	c->roots->no_shrink++;
 	/* bucket state: stored at the clean close, or recomputed from every pointer */
 	bool loaded = false;

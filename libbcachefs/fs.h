@@ -6,7 +6,8 @@
  * fs.h - opening and closing a filesystem ("mount offline").
  *
  * Open: read the superblock of every device (the newest valid copy; all
- * devices of one filesystem, each member present), set up the journal, the
+ * devices of one filesystem, each member present unless opts degraded or
+ * very_degraded: see bch_dev_missing()), set up the journal, the
  * node cache and the allocator; if the superblock holds a current clean
  * record, take the btree roots from it, else read the journal and replay it
  * from the newest entry's last_seq.  Opened read-write, the clean record is
@@ -26,6 +27,12 @@
  * Open the filesystem on paths.  opts: open options (read_only,
  * btree_cache_size, ...; NULL for defaults).  On failure returns a negative
  * error and a message naming the device or structure in err.
+ *
+ * A member not among paths: -BCH_ERR_device_missing naming it, unless
+ * degraded (opened when fewer members are missing than metadata_replicas
+ * and data_replicas, counting those allowed to hold each, and every btree
+ * root has a copy present) or very_degraded (opened regardless).  The
+ * missing members are c->devs_missing; the caller says so to the user.
  */
 int bch_fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
 		struct bch_fs **ret, char *err, size_t errlen);

@@ -78,6 +78,9 @@
 	  "alloc btree disagrees with the pointers about a bucket; rewrite its key")	\
 	x(alloc_key_bad,	0x0505, 5, FSCK_SAFE,						\
 	  "alloc key names no bucket that can hold data; delete it")			\
+	x(extent_no_copy,	0x0506, 5, FSCK_NOFIX,						\
+	  "extent has copies only on missing members (opened very_degraded); "	\
+	  "left as it is: reads of it fail until the member is back")			\
 	x(extent_no_inode,	0x0601, 6, 0,							\
 	  "extent of an inode that does not exist; delete it")				\
 	x(extent_bad_inode,	0x0602, 6, 0,							\
@@ -165,6 +168,7 @@ struct bch_fsck_ctx {
 	bool			verbose;
 	bool			cancelled;	/* the user answered quit */
 	bool			fatal;		/* a FSCK_FATAL problem was found */
+	bool			degraded;	/* -o degraded: members may be missing (pass 1) */
 
 	/*
 	 * Report a problem: where (device, btree, position or path) and what.

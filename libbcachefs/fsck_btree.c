@@ -154,6 +154,10 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 			if (b->keys[i]->type == BCH_BKEY_inode &&
 			    S_ISDIR(((const struct bch_inode *)bkey_val(b->keys[i]))->mode))
 				s->ctx->dir_keys++;
+	/* a copy on a member not given (degraded) was skipped, not found bad */
+	for (unsigned i = 0; i < b->nr_ptrs; i++)
+		if (bch_dev_missing(c, b->ptrs[i].dev))
+			b->bad_replicas &= ~(1U << i);
 	if (b->bad_replicas) {
 		where_of(s->id, level, ptr, where, sizeof(where), true);
 		snprintf(detail, sizeof(detail), "replica mask 0x%x", b->bad_replicas);

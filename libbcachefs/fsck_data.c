@@ -5,7 +5,8 @@
  * Checks
  *   data_replica_bad: a copy failing its checksum or read while another is good
  * is rewritten on its device from the good one; data_unreadable: no good
- * copy (reported, no repair).
+ * copy (reported, no repair).  A copy on a member not given (degraded) is
+ * neither: it is left alone.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -42,7 +43,12 @@ int fsck_check_data(struct fstate *s, const struct bch_bkey *k)
 	if (r || !bad)
 		return r;
 	const struct bch_extent *e = bkey_val(k);
-	unsigned nr = bch_extent_nr_ptrs(k), good = nr;
+	unsigned nr = bch_extent_nr_ptrs(k), good = nr, missing = 0;
+	for (unsigned i = 0; i < nr; i++)
+		if (bch_dev_missing(c, e->ptrs[i].dev))
+			missing |= 1U << i;
+	if (!(bad & ~missing))
+		return 0;	/* copies on a member not given (degraded) are not damage */
 	for (unsigned i = 0; i < nr; i++)
 		if (!(bad & (1U << i))) {
 			good = i;
@@ -66,7 +72,7 @@ int fsck_check_data(struct fstate *s, const struct bch_bkey *k)
 	struct bch_bkey *n = bch_bkey_dup(k);
 	struct bch_extent *ne = bkey_val(n);
 	for (unsigned i = 0; i < nr && !r; i++) {
-		if (!(bad & (1U << i)))
+		if (!(bad & (1U << i)) || (missing & (1U << i)))
 			continue;
 		snprintf(detail, sizeof(detail), "copy on device %u", e->ptrs[i].dev);
 		if (!fsck_fixing(s, BCH_FSCK_data_replica_bad, where, detail))

@@ -4,9 +4,11 @@
  *
  * Checks
  *   extent_ptr_bad, extent_ptr_stale, extent_ptr_dup (pass 5): a pointer to a
- * missing device, outside the buckets, into metadata, stale, or to blocks
- * another encoded extent claims is dropped (the extent too when none is
- * left).  alloc_key_wrong (pass 5, first): when the clean record said the
+ * device that is no member, outside the buckets, into metadata, stale, or to
+ * blocks another encoded extent claims is dropped (the extent too when none
+ * is left).  A pointer to a member that was not given (opened degraded) is
+ * no damage and is kept; extent_no_copy (NOFIX): every copy is on such
+ * members (very_degraded).  alloc_key_wrong (pass 5, first): when the clean record said the
  * alloc btree was current, every bucket's stored state must equal the one
  * recomputed from the pointers at open (before passes 3-4 repaired
  * anything); a wrong key is rewritten at close
@@ -244,8 +246,15 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 		const struct bch_extent *e = bkey_val(k);
 		unsigned nr = bch_extent_nr_ptrs(k), keep = 0;
 		struct bch_extent_ptr good[BCH_REPLICAS_MAX];
+		unsigned on_missing = 0;
 		for (unsigned i = 0; i < nr; i++) {
 			const struct bch_extent_ptr *p = &e->ptrs[i];
+			if (bch_dev_missing(c, p->dev)) {
+				/* a copy on a member not given (degraded): no damage, kept */
+				good[keep++] = *p;
+				on_missing++;
+				continue;
+			}
 			int type = p->dev < c->nr_devs && c->devs[p->dev] && c->devs[p->dev]->bdev
 				 ? bch_alloc_bucket_type(c, p, e->crc.compressed_sectors) : -2;
 			enum bch_fsck_problem prob = BCH_FSCK_PROBLEM_NR;
@@ -274,6 +283,8 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 			else
 				bch_fsck_fixed(s->ctx, prob);	/* counted when the key is rewritten below */
 		}
+		if (nr && on_missing == nr)	/* very_degraded: no copy left here; not repaired */
+			bch_fsck_problem(s->ctx, BCH_FSCK_extent_no_copy, WHERE, NULL);
 		if (keep < nr) {
 			struct bch_bkey *n = NULL;
 			if (keep) {

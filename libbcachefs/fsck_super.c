@@ -7,7 +7,8 @@
  *   sb_wrong_fs        a device whose newest copy is of another filesystem (fatal)
  *   sb_not_member      a device whose index is not a member (fatal)
  *   sb_dup_dev_idx     two devices with the same member index (fatal)
- *   sb_member_missing  a member no given device is (fatal: give every device)
+ *   (a member no given device is: an operational error naming it, unless
+ *   ctx->degraded; problem sb_member_missing is no longer reported)
  *   sb_dev_newer       a device whose newest copy is older than the
  *                      filesystem's newest: all its copies are rewritten
  *   sb_copy_bad        a damaged copy at a place the layout lists
@@ -263,11 +264,17 @@ int bch_fsck_superblocks(struct bch_fsck_ctx *ctx, char * const *paths, unsigned
 		}
 		present[idx] = true;
 	}
+	/*
+	 * A member not given is no damage of the filesystem: checked degraded
+	 * (the open says which), or an operational error naming it.
+	 */
 	for (unsigned idx = 0; idx < bch_sb_nr_members(newest) && !ret; idx++)
-		if (bch_member_exists(bch_sb_member(newest, idx)) && !present[idx]) {
-			snprintf(detail, sizeof(detail), "member %u; give every device of the filesystem",
-				 idx);
-			bch_fsck_problem(ctx, BCH_FSCK_sb_member_missing, "filesystem", detail);
+		if (bch_member_exists(bch_sb_member(newest, idx)) && !present[idx] &&
+		    !ctx->degraded) {
+			char who[160];
+			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s was not given: give every "
+				 "device, or -o degraded to check without it",
+				 bch_sb_member_text(newest, idx, who, sizeof(who)));
 			ret = -BCH_ERR_device_missing;
 		}
 	if (ret)

@@ -7,6 +7,10 @@
  *       been written to every replica it points to.
  *   (2) An encoded extent lies inside one bucket of each device.
  *   (3) Data is returned to a reader only after its checksum matched.
+ *
+ * A copy on a member that was not given (opened degraded) is skipped, as
+ * one that failed its read, but is no damage: it is not counted in
+ * data_bad_copies.  When no copy is left the read fails with EIO.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -237,7 +241,7 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 				return 0;
 			if (bch_err_is_dl(r))
 				break;
-			c->data_bad_copies++;
+			c->data_bad_copies += r != -BCH_ERR_device_missing;
 		}
 		return no_good_copy(c, k, r);
 	}
@@ -250,7 +254,7 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 			r = read_copy(c, k, i, enc, dec);
 			if (!r || bch_err_is_dl(r))
 				break;
-			c->data_bad_copies++;
+			c->data_bad_copies += r != -BCH_ERR_device_missing;
 		}
 	}
 	if (!r)

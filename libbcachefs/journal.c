@@ -114,6 +114,8 @@ int bch_fs_journal_init(struct bch_fs *c)
 		unsigned dev = f->runs[r].dev;
 		struct journal_dev *jd = NULL;
 
+		if (bch_dev_missing(c, dev))
+			continue;	/* not given (degraded): neither read nor written */
 		for (unsigned i = 0; i < j->nr_devs; i++)
 			if (j->devs[i].dev == dev)
 				jd = &j->devs[i];
@@ -129,6 +131,8 @@ int bch_fs_journal_init(struct bch_fs *c)
 		for (unsigned i = 0; i < f->runs[r].nr; i++)
 			jd->bucket[jd->nr++] = f->runs[r].start + i;
 	}
+	if (!j->nr_devs && c->devs_missing)
+		return bch_fs_err(c, -BCH_ERR_device_missing, "no journal device was given");
 	if (!j->nr_devs)
 		return bch_fs_err(c, -BCH_ERR_journal_bad, "the superblock lists no journal buckets");
 

@@ -124,7 +124,10 @@ extern const char * const bch_member_state_names[];
 	  "Open read-only: nothing is written to any device")			\
 	x(degraded,		BCH_OPT_BOOL,	OPT_MOUNT, -1,				\
 	  0, 0, 1, NULL,								\
-	  "Allow opening with member devices missing")				\
+	  "Open with member devices missing when the others hold a copy of everything") \
+	x(very_degraded,	BCH_OPT_BOOL,	OPT_MOUNT, -1,				\
+	  0, 0, 1, NULL,								\
+	  "Open with member devices missing even if some data has no copy left")	\
 	x(fsck,			BCH_OPT_BOOL,	OPT_MOUNT, -1,				\
 	  0, 0, 1, NULL,								\
 	  "Open for checking: an unreadable interior node does not stop the open")	\

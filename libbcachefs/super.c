@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <uuid/uuid.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
@@ -146,6 +147,22 @@ const char *bch_sb_label_name(const struct bch_sb *sb, unsigned idx, char *buf, 
 	if (!l || idx >= nr_labels(sb) || (l->entries[idx].flags & 1))
 		return NULL;
 	snprintf(buf, len, "%.*s", BCH_MEMBER_LABEL_SIZE, l->entries[idx].name);
+	return buf;
+}
+
+const char *bch_sb_member_text(const struct bch_sb *sb, unsigned idx, char *buf, size_t len)
+{
+	const struct bch_member *m = bch_sb_member(sb, idx);
+	char label[BCH_MEMBER_LABEL_SIZE + 1], uuid[37];
+
+	if (!m) {
+		snprintf(buf, len, "member %u", idx);
+		return buf;
+	}
+	uuid_unparse_lower(m->uuid, uuid);
+	const char *l = m->label ? bch_sb_label_name(sb, m->label - 1, label, sizeof(label)) : NULL;
+	snprintf(buf, len, "member %u (%s%s%suuid %s)", idx, l ? "label " : "", l ? l : "",
+		 l ? ", " : "", uuid);
 	return buf;
 }
 

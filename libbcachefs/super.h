@@ -126,6 +126,11 @@ static inline bool bch_member_exists(const struct bch_member *m)
 /* Labels: name of label index (0-based), or NULL. */
 const char *bch_sb_label_name(const struct bch_sb *sb, unsigned idx, char *buf, size_t len);
 /*
+ * "member 1 (label hdd, uuid 1234...)" for messages about a member (one
+ * that is missing, say); the label part only when it has one.  Returns buf.
+ */
+const char *bch_sb_member_text(const struct bch_sb *sb, unsigned idx, char *buf, size_t len);
+/*
  * Targets: parse "ssd", "hdd.slow" or a device path/index against sb's
  * labels and members into the on-disk u32 form; print it back.
  */
