@@ -34,6 +34,7 @@
 
 struct img {
 	struct bch_fs	*c;
+	const char	*dev;		/* the device list as given, for messages */
 	bool		json;
 };
 
@@ -375,6 +376,8 @@ static int verb_get(struct img *im, int argc, char **argv)
 	}
 	struct copy_ctx x;
 	copy_ctx_init(&x, im->c, "image get");
+	x.dev = im->dev;
+	copy_out_set_root(&x, src);
 	r = copy_out(&x, inum, dfd, name);
 	copy_progress_done(&x);
 	copy_ctx_exit(&x);
@@ -445,6 +448,9 @@ static int verb_extract(struct img *im, int argc, char **argv)
 	}
 	struct copy_ctx x;
 	copy_ctx_init(&x, im->c, "image extract");
+	x.dev = im->dev;
+	x.keep_going = true;
+	copy_out_set_root(&x, from);
 	r = copy_out_contents(&x, inum, dfd);
 	if (!r) {
 		/* the top directory's own attributes */
@@ -458,9 +464,15 @@ static int verb_extract(struct img *im, int argc, char **argv)
 		}
 	}
 	copy_progress_done(&x);
+	if (r)
+		cmd_err("image", "extract: %s: stopped after %" PRIu64 " files", dst, x.files);
+	else if (x.failed)
+		cmd_err("image", "extract: %s: %" PRIu64 " files or directories could not be "
+			"extracted (named above); %" PRIu64 " were", dst, x.failed, x.files);
+	bool failed = r || x.failed;
 	copy_ctx_exit(&x);
 	close(dfd);
-	return r ? EXIT_FAIL : EXIT_OK;
+	return failed ? EXIT_FAIL : EXIT_OK;
 }
 
 /* ------------------------------------------------------------ changing */
@@ -1029,8 +1041,11 @@ static void usage(FILE *f)
 	fprintf(f, "\nPaths in the image start at its root; symlinks are followed only inside it.\n"
 		   "-o takes open options (read_only, degraded, btree_cache_size=SIZE).\n"
 		   "shell reads lines \"VERB ARGS\" (words split on blanks, \"quotes\" group) and\n"
-		   "stops at the first failing line.\n\n"
-		   "Exit: 0 done, 1 failure (message on stderr), 16 usage error.\n");
+		   "stops at the first failing line.\n"
+		   "extract goes on past files it cannot read: it names each on stderr, removes\n"
+		   "any it could read only in part, extracts the rest and then exits 1.\n\n"
+		   "Exit: 0 done, 1 failure (message on stderr; extract: some files were not\n"
+		   "extracted), 16 usage error.\n");
 }
 
 static void verb_usage(const struct verb *v)
@@ -1190,6 +1205,7 @@ int cmd_image(int argc, char *argv[])
 		return EXIT_USAGE;
 	}
 	i = dev_idx;
+	im.dev = argv[i];
 	unsigned nr;
 	char **devs = split_devs(&argv[i], 1, &nr);
 	if (!devs || !nr) {
