@@ -96,6 +96,11 @@ static void format_usage(FILE *f)
 "Sizes take k, M, G, T suffixes (powers of 1024). Image files that do not exist\n"
 "are created when --fs-size is given. SOURCE_DATE_EPOCH and -U make the\n"
 "superblock reproducible.\n"
+"Small btree nodes need larger buckets (a 1 MiB write must fit half a node and\n"
+"one journal entry, half a bucket; a bucket holds at least 4 blocks): with 4k\n"
+"blocks and one replica, 4k nodes need 64k buckets, 8k and 16k nodes 32k.\n"
+"Without --bucket-size, format picks a bucket size that works; a smaller one\n"
+"given is refused (exit 16) before anything is written.\n"
 "Exit codes: 0 success, 1 failure (device error, existing data), 16 usage error.\n");
 }
 
