@@ -66,7 +66,8 @@ static void format_usage(FILE *f)
 "Filesystem options:\n"
 "  -L, --fs-label=LABEL        filesystem label\n"
 "  -U, --uuid=UUID             user-visible UUID (default: random)\n"
-"      --replicas=N            sets both data_replicas and metadata_replicas\n");
+"      --replicas=N            sets both data_replicas and metadata_replicas\n"
+"                              (each copy on its own device of durability >= 1)\n");
 	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
 		const struct bch_option *o = &bch_opt_table[i];
 

@@ -126,6 +126,34 @@ static int check_bucket(uint64_t bucket, const struct bch_opts *opts, char *why,
 	return 0;
 }
 
+/*
+ * Every copy of a piece of data or metadata goes to a different device, and
+ * a copy on a device of durability 0 (a cache) does not count: N replicas
+ * need N devices of durability 1 or more.  Checked before anything is
+ * written, since a filesystem formatted without them cannot be opened.
+ */
+static int check_replicas(const struct bch_format_dev *devs, unsigned nr,
+			  const struct bch_opts *opts, char *err, size_t errlen)
+{
+	static const struct { unsigned opt; const char *name; } want[] = {
+		{ Opt_metadata_replicas,	"metadata_replicas" },
+		{ Opt_data_replicas,		"data_replicas" },
+	};
+	unsigned durable = 0;
+
+	for (unsigned i = 0; i < nr; i++)
+		durable += devs[i].durability > 0;
+	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		uint64_t r = opts->v[want[i].opt];
+		if (r > durable)
+			return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
+				    "%s=%" PRIu64 " needs %" PRIu64 " devices of durability 1 or "
+				    "more, one per copy (have %u%s)", want[i].name, r, r, durable,
+				    durable < nr ? ", not counting durability 0" : "");
+	}
+	return 0;
+}
+
 /* The smallest bucket size that works with the options; 0 if none up to 2 MiB does. */
 static uint64_t min_bucket_size(const struct bch_opts *opts)
 {
@@ -585,6 +613,8 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 			if (same_device(&plans[i], devs[i].path, &plans[j], devs[j].path))
 				ret = bch_errf(err, errlen, -EINVAL, "%s and %s are the same device",
 					   devs[j].path, devs[i].path);
+	if (!ret)
+		ret = check_replicas(devs, nr, opts, err, errlen);
 	if (!ret && opts->v[Opt_metadata_replicas_required] > nr)
 		ret = bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			   "metadata_replicas_required=%llu needs that many devices (have %u)",

@@ -13,6 +13,12 @@ bad --btree-node-size=3k a.img
 bad --bucket-size=5000 a.img
 bad --block-size=64k --btree-node-size=32k a.img
 bad --bucket-size=4k --btree-node-size=256k a.img
+# more copies than devices to hold them: refused before any image is made
+bad --replicas=2 --fs-size=256M new.img
+expect_in err 'metadata_replicas=2 needs 2 devices of durability 1 or more'
+bad --data-replicas=2 a.img
+expect_in err 'data_replicas=2 needs 2 devices'
+bad --durability=2 --metadata-replicas=2 a.img
 # small nodes with buckets too small for a 1 MiB write's keys, or for the journal
 bad --btree-node-size=4k --bucket-size=16k a.img
 expect_in err 'bucket size 16k is too small .*half a btree node.*--bucket-size=64k'
@@ -22,6 +28,9 @@ truncate -s 64M b.img
 bsum=$(sha b.img)
 bad --btree-node-size=4k --bucket-size=64k --replicas=2 a.img b.img
 expect_in err 'use --bucket-size=128k'
+[ "$(sha b.img)" = "$bsum" ] || fail "b.img modified"
+bad --replicas=2 a.img --durability=0 b.img
+expect_in err 'not counting durability 0'
 [ "$(sha b.img)" = "$bsum" ] || fail "b.img modified"
 bad --block-size=16k --btree-node-size=32k --bucket-size=32k a.img
 expect_in err 'at least 4 blocks'
