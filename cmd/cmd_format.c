@@ -173,6 +173,16 @@ static struct option *build_longopts(void)
 	return o;
 }
 
+/* Free what build_longopts() made: the array and the dashed names it strdup()ed. */
+static void free_longopts(struct option *o)
+{
+	for (struct option *p = o; p->name; p++)
+		if (p->val >= O_table_base && p->val < O_table_base + BCH_OPT_NR &&
+		    p->name != bch_opt_table[p->val - O_table_base].name)
+			free((char *)p->name);
+	free(o);
+}
+
 static int table_opt(struct format_state *s, enum bch_opt_id id, const char *arg)
 {
 	const struct bch_option *o = &bch_opt_table[id];
@@ -236,6 +246,7 @@ static int parse_args(struct format_state *s, int argc, char *argv[])
 		case O_no_btrees:		s->args.no_btrees = true;	break;
 		case O_source:			s->source = optarg;		break;
 		case 'h': case O_help:
+			free_longopts(longopts);
 			format_usage(stdout);
 			exit(EXIT_OK);
 		case O_tier:
@@ -259,7 +270,7 @@ static int parse_args(struct format_state *s, int argc, char *argv[])
 				ret = -1;
 		}
 	}
-	free(longopts);
+	free_longopts(longopts);
 	return ret;
 }
 

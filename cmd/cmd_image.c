@@ -36,6 +36,7 @@ struct img {
 	struct bch_fs	*c;
 	const char	*dev;		/* the device list as given, for messages */
 	bool		json;
+	bool		check_only;	/* c is a read-only open: check, change nothing */
 };
 
 typedef int (*verb_fn)(struct img *im, int argc, char **argv);
@@ -395,14 +396,20 @@ static int verb_put(struct img *im, int argc, char **argv)
 			return EXIT_USAGE;
 	if (argc - optind != 2)
 		return EXIT_USAGE;
-	if (!im->c)
-		return EXIT_OK;	/* dry run: arguments are fine */
 	const char *src = argv[optind], *dst = argv[optind + 1];
 	uint64_t dir, inum;
 	char buf[4096], *name;
 	struct stat st;
 	int r;
 
+	if (!im->c) {
+		/* dry run: the arguments, and a source to copy, before any open */
+		if (lstat(src, &st)) {
+			cmd_err("image", "put: %s: %s", src, strerror(errno));
+			return EXIT_FAIL;
+		}
+		return EXIT_OK;
+	}
 	/* into dst if it is a directory in the image, else as dst */
 	if (!bch_fs_lookup_path(im->c, dst, true, &inum) && !bch_fs_getattr(im->c, inum, &st) &&
 	    S_ISDIR(st.st_mode)) {
@@ -418,6 +425,17 @@ static int verb_put(struct img *im, int argc, char **argv)
 	} else if ((r = split_path(im, dst, &dir, buf, sizeof(buf), &name))) {
 		return verb_err(im, "put", dst, r);
 	}
+	/* what is wrong with the destination is named as the destination */
+	if ((r = bch_fs_getattr(im->c, dir, &st)))
+		return verb_err(im, "put", dst, r);
+	if (!S_ISDIR(st.st_mode))
+		return verb_err(im, "put", dst, -ENOTDIR);
+	if (!(r = bch_fs_lookup(im->c, dir, name, &inum)))
+		r = -EEXIST;
+	if (r != -ENOENT)
+		return verb_err(im, "put", dst, r);
+	if (im->check_only)
+		return EXIT_OK;
 	struct copy_ctx x;
 	copy_ctx_init(&x, im->c, "image put");
 	r = copy_in(&x, src, dir, name);
@@ -1002,6 +1020,7 @@ static const struct verb {
 	bool		rw;
 	const char	*args;
 	const char	*help;
+	bool		check;		/* checked on a read-only open before the read-write one */
 } verbs[] = {
 	{ "ls",		verb_ls, "lRa",	false, "[-lRa] [PATH...]",	"list directories" },
 	{ "cat",	verb_cat, "",	false, "PATH...",		"print files" },
@@ -1010,7 +1029,7 @@ static const struct verb {
 	{ "extract",	verb_extract, "",	false, "HOSTDIR [PATH]",	"copy the whole tree out, preserving everything" },
 	{ "getfattr",	verb_getfattr, "n:d",	false, "[-n NAME] PATH...",	"show xattrs" },
 	{ "export-tar",	verb_export_tar, "", false, "TARFILE|- [PATH]",	"write a pax tar archive" },
-	{ "put",	verb_put, "r",	true,  "[-r] HOSTSRC PATH",	"copy in (directories whole)" },
+	{ "put",	verb_put, "r",	true,  "[-r] HOSTSRC PATH",	"copy in (directories whole)", true },
 	{ "mkdir",	verb_mkdir, "pm:",	true,  "[-p] [-m MODE] PATH...", "make directories" },
 	{ "rm",		verb_rm, "rRf",	true,  "[-rf] PATH...",		"remove files (-r: trees)" },
 	{ "mv",		verb_mv, "",	true,  "SRC DST",		"rename or move" },
@@ -1220,6 +1239,32 @@ int cmd_image(int argc, char *argv[])
 		free_devs(devs);
 		free(vargv);
 		return dry;
+	}
+	/*
+	 * A verb that can fail on what the image holds (put: the destination)
+	 * is first checked on a read-only open, so that failing writes nothing:
+	 * a read-write open and close write journal entries and superblocks.
+	 */
+	if (v->rw && v->check && !opts.v[Opt_read_only]) {
+		struct bch_opts ro = opts;
+		bch_opt_set(&ro, Opt_read_only, 1);
+		int r = bch_fs_open(devs, nr, &ro, &im.c, err, sizeof(err));
+		if (r) {
+			cmd_err("image", "%s", err);
+			free_devs(devs);
+			free(vargv);
+			return EXIT_FAIL;
+		}
+		im.check_only = true;
+		int ret = run_verb(&im, v, vargc, vargv);
+		im.check_only = false;
+		bch_fs_close(im.c);
+		im.c = NULL;
+		if (ret) {
+			free_devs(devs);
+			free(vargv);
+			return ret;
+		}
 	}
 	if (!v->rw)
 		bch_opt_set(&opts, Opt_read_only, 1);
