@@ -1278,8 +1278,9 @@ int cmd_image(int argc, char *argv[])
 	int ret = run_verb(&im, v, vargc, vargv);
 	free(vargv);
 	if (im.c->data_bad_copies)
-		fprintf(stderr, "bcachefs image: warning: %" PRIu64 " damaged copies of file data were "
-			"read around (run bcachefs fsck)\n", im.c->data_bad_copies);
+		fprintf(stderr, "bcachefs image: warning: %" PRIu64 " damaged copies of file data "
+			"found (read from another copy where there was one; run bcachefs fsck)\n",
+			im.c->data_bad_copies);
 	r = bch_fs_close(im.c);
 	if (r) {
 		cmd_err("image", "closing: %s", bch_err_str(r));
