@@ -66,7 +66,8 @@ static void format_usage(FILE *f)
 "Filesystem options:\n"
 "  -L, --fs-label=LABEL        filesystem label\n"
 "  -U, --uuid=UUID             user-visible UUID (default: random)\n"
-"      --replicas=N            sets both data_replicas and metadata_replicas\n");
+"      --replicas=N            sets both data_replicas and metadata_replicas\n"
+"                              (each copy on its own device of durability >= 1)\n");
 	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
 		const struct bch_option *o = &bch_opt_table[i];
 
@@ -96,6 +97,11 @@ static void format_usage(FILE *f)
 "Sizes take k, M, G, T suffixes (powers of 1024). Image files that do not exist\n"
 "are created when --fs-size is given. SOURCE_DATE_EPOCH and -U make the\n"
 "superblock reproducible.\n"
+"Small btree nodes need larger buckets (a 1 MiB write must fit half a node and\n"
+"one journal entry, half a bucket; a bucket holds at least 4 blocks): with 4k\n"
+"blocks and one replica, 4k nodes need 64k buckets, 8k and 16k nodes 32k.\n"
+"Without --bucket-size, format picks a bucket size that works; a smaller one\n"
+"given is refused (exit 16) before anything is written.\n"
 "Exit codes: 0 success, 1 failure (device error, existing data), 16 usage error.\n");
 }
 
@@ -167,6 +173,16 @@ static struct option *build_longopts(void)
 	return o;
 }
 
+/* Free what build_longopts() made: the array and the dashed names it strdup()ed. */
+static void free_longopts(struct option *o)
+{
+	for (struct option *p = o; p->name; p++)
+		if (p->val >= O_table_base && p->val < O_table_base + BCH_OPT_NR &&
+		    p->name != bch_opt_table[p->val - O_table_base].name)
+			free((char *)p->name);
+	free(o);
+}
+
 static int table_opt(struct format_state *s, enum bch_opt_id id, const char *arg)
 {
 	const struct bch_option *o = &bch_opt_table[id];
@@ -230,6 +246,7 @@ static int parse_args(struct format_state *s, int argc, char *argv[])
 		case O_no_btrees:		s->args.no_btrees = true;	break;
 		case O_source:			s->source = optarg;		break;
 		case 'h': case O_help:
+			free_longopts(longopts);
 			format_usage(stdout);
 			exit(EXIT_OK);
 		case O_tier:
@@ -253,7 +270,7 @@ static int parse_args(struct format_state *s, int argc, char *argv[])
 				ret = -1;
 		}
 	}
-	free(longopts);
+	free_longopts(longopts);
 	return ret;
 }
 

@@ -1139,10 +1139,31 @@ int cmd_fusemount(int argc, char *argv[])
 	char **devs = split_devs(dev_arg, 1, &nr), err[512];
 	struct fmount m = { .read_only = ro };
 	pthread_mutex_init(&m.lock, NULL);
+
+	if (ro) {
+		l = strlen(fuse_opts);
+		snprintf(fuse_opts + l, sizeof(fuse_opts) - l, ",ro");
+	}
+	char *fargv[] = { "bcachefs", "-o", fuse_opts, debug ? "-d" : NULL, NULL };
+	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
+	/*
+	 * The session first: libfuse checks the options FUSE gets (-o
+	 * nosuchopt) here, before the filesystem is opened read-write, so a
+	 * bad one writes nothing to the devices.
+	 */
+	struct fuse_session *se = lf->session_new(&args, &ops, sizeof(ops), &m);
+	if (!se) {
+		cmd_err("fusemount", "could not start a FUSE session (see above)");
+		lf->opt_free_args(&args);
+		free_devs(devs);
+		return EXIT_FAIL;
+	}
 	int r = bch_fs_open(devs, nr, &opts, &m.c, err, sizeof(err));
 	if (r) {
 		cmd_err("fusemount", "%s", err);
 		free_devs(devs);
+		lf->session_destroy(se);
+		lf->opt_free_args(&args);
 		return EXIT_FAIL;
 	}
 	cmd_note_degraded("fusemount", m.c, devs, nr);
@@ -1150,18 +1171,7 @@ int cmd_fusemount(int argc, char *argv[])
 	m.c->defer_unlinked_free = true;
 	m.read_only = m.c->read_only;
 
-	char *fargv[] = { "bcachefs", "-o", fuse_opts, debug ? "-d" : NULL, NULL };
-	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
-	if (ro) {
-		l = strlen(fuse_opts);
-		snprintf(fuse_opts + l, sizeof(fuse_opts) - l, ",ro");
-	}
-	struct fuse_session *se = lf->session_new(&args, &ops, sizeof(ops), &m);
 	int ret = EXIT_FAIL;
-	if (!se) {
-		cmd_err("fusemount", "could not start a FUSE session");
-		goto close;
-	}
 	if (lf->set_signal_handlers(se)) {
 		cmd_err("fusemount", "could not set signal handlers");
 		goto destroy;
@@ -1182,7 +1192,6 @@ signals:
 	lf->remove_signal_handlers(se);
 destroy:
 	lf->session_destroy(se);
-close:
 	lf->opt_free_args(&args);
 	r = bch_fs_close(m.c);
 	if (r) {

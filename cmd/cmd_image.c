@@ -34,7 +34,9 @@
 
 struct img {
 	struct bch_fs	*c;
+	const char	*dev;		/* the device list as given, for messages */
 	bool		json;
+	bool		check_only;	/* c is a read-only open: check, change nothing */
 };
 
 typedef int (*verb_fn)(struct img *im, int argc, char **argv);
@@ -375,6 +377,8 @@ static int verb_get(struct img *im, int argc, char **argv)
 	}
 	struct copy_ctx x;
 	copy_ctx_init(&x, im->c, "image get");
+	x.dev = im->dev;
+	copy_out_set_root(&x, src);
 	r = copy_out(&x, inum, dfd, name);
 	copy_progress_done(&x);
 	copy_ctx_exit(&x);
@@ -392,14 +396,20 @@ static int verb_put(struct img *im, int argc, char **argv)
 			return EXIT_USAGE;
 	if (argc - optind != 2)
 		return EXIT_USAGE;
-	if (!im->c)
-		return EXIT_OK;	/* dry run: arguments are fine */
 	const char *src = argv[optind], *dst = argv[optind + 1];
 	uint64_t dir, inum;
 	char buf[4096], *name;
 	struct stat st;
 	int r;
 
+	if (!im->c) {
+		/* dry run: the arguments, and a source to copy, before any open */
+		if (lstat(src, &st)) {
+			cmd_err("image", "put: %s: %s", src, strerror(errno));
+			return EXIT_FAIL;
+		}
+		return EXIT_OK;
+	}
 	/* into dst if it is a directory in the image, else as dst */
 	if (!bch_fs_lookup_path(im->c, dst, true, &inum) && !bch_fs_getattr(im->c, inum, &st) &&
 	    S_ISDIR(st.st_mode)) {
@@ -415,6 +425,17 @@ static int verb_put(struct img *im, int argc, char **argv)
 	} else if ((r = split_path(im, dst, &dir, buf, sizeof(buf), &name))) {
 		return verb_err(im, "put", dst, r);
 	}
+	/* what is wrong with the destination is named as the destination */
+	if ((r = bch_fs_getattr(im->c, dir, &st)))
+		return verb_err(im, "put", dst, r);
+	if (!S_ISDIR(st.st_mode))
+		return verb_err(im, "put", dst, -ENOTDIR);
+	if (!(r = bch_fs_lookup(im->c, dir, name, &inum)))
+		r = -EEXIST;
+	if (r != -ENOENT)
+		return verb_err(im, "put", dst, r);
+	if (im->check_only)
+		return EXIT_OK;
 	struct copy_ctx x;
 	copy_ctx_init(&x, im->c, "image put");
 	r = copy_in(&x, src, dir, name);
@@ -445,6 +466,9 @@ static int verb_extract(struct img *im, int argc, char **argv)
 	}
 	struct copy_ctx x;
 	copy_ctx_init(&x, im->c, "image extract");
+	x.dev = im->dev;
+	x.keep_going = true;
+	copy_out_set_root(&x, from);
 	r = copy_out_contents(&x, inum, dfd);
 	if (!r) {
 		/* the top directory's own attributes */
@@ -458,9 +482,15 @@ static int verb_extract(struct img *im, int argc, char **argv)
 		}
 	}
 	copy_progress_done(&x);
+	if (r)
+		cmd_err("image", "extract: %s: stopped after %" PRIu64 " files", dst, x.files);
+	else if (x.failed)
+		cmd_err("image", "extract: %s: %" PRIu64 " files or directories could not be "
+			"extracted (named above); %" PRIu64 " were", dst, x.failed, x.files);
+	bool failed = r || x.failed;
 	copy_ctx_exit(&x);
 	close(dfd);
-	return r ? EXIT_FAIL : EXIT_OK;
+	return failed ? EXIT_FAIL : EXIT_OK;
 }
 
 /* ------------------------------------------------------------ changing */
@@ -990,6 +1020,7 @@ static const struct verb {
 	bool		rw;
 	const char	*args;
 	const char	*help;
+	bool		check;		/* checked on a read-only open before the read-write one */
 } verbs[] = {
 	{ "ls",		verb_ls, "lRa",	false, "[-lRa] [PATH...]",	"list directories" },
 	{ "cat",	verb_cat, "",	false, "PATH...",		"print files" },
@@ -998,7 +1029,7 @@ static const struct verb {
 	{ "extract",	verb_extract, "",	false, "HOSTDIR [PATH]",	"copy the whole tree out, preserving everything" },
 	{ "getfattr",	verb_getfattr, "n:d",	false, "[-n NAME] PATH...",	"show xattrs" },
 	{ "export-tar",	verb_export_tar, "", false, "TARFILE|- [PATH]",	"write a pax tar archive" },
-	{ "put",	verb_put, "r",	true,  "[-r] HOSTSRC PATH",	"copy in (directories whole)" },
+	{ "put",	verb_put, "r",	true,  "[-r] HOSTSRC PATH",	"copy in (directories whole)", true },
 	{ "mkdir",	verb_mkdir, "pm:",	true,  "[-p] [-m MODE] PATH...", "make directories" },
 	{ "rm",		verb_rm, "rRf",	true,  "[-rf] PATH...",		"remove files (-r: trees)" },
 	{ "mv",		verb_mv, "",	true,  "SRC DST",		"rename or move" },
@@ -1032,8 +1063,11 @@ static void usage(FILE *f)
 		   "the others hold a copy of everything (says which is missing on stderr);\n"
 		   "very_degraded: even if some data has no copy left (its reads fail).\n"
 		   "shell reads lines \"VERB ARGS\" (words split on blanks, \"quotes\" group) and\n"
-		   "stops at the first failing line.\n\n"
-		   "Exit: 0 done, 1 failure (message on stderr), 16 usage error.\n");
+		   "stops at the first failing line.\n"
+		   "extract goes on past files it cannot read: it names each on stderr, removes\n"
+		   "any it could read only in part, extracts the rest and then exits 1.\n\n"
+		   "Exit: 0 done, 1 failure (message on stderr; extract: some files were not\n"
+		   "extracted), 16 usage error.\n");
 }
 
 static void verb_usage(const struct verb *v)
@@ -1193,6 +1227,7 @@ int cmd_image(int argc, char *argv[])
 		return EXIT_USAGE;
 	}
 	i = dev_idx;
+	im.dev = argv[i];
 	unsigned nr;
 	char **devs = split_devs(&argv[i], 1, &nr);
 	if (!devs || !nr) {
@@ -1207,6 +1242,32 @@ int cmd_image(int argc, char *argv[])
 		free_devs(devs);
 		free(vargv);
 		return dry;
+	}
+	/*
+	 * A verb that can fail on what the image holds (put: the destination)
+	 * is first checked on a read-only open, so that failing writes nothing:
+	 * a read-write open and close write journal entries and superblocks.
+	 */
+	if (v->rw && v->check && !opts.v[Opt_read_only]) {
+		struct bch_opts ro = opts;
+		bch_opt_set(&ro, Opt_read_only, 1);
+		int r = bch_fs_open(devs, nr, &ro, &im.c, err, sizeof(err));
+		if (r) {
+			cmd_err("image", "%s", err);
+			free_devs(devs);
+			free(vargv);
+			return EXIT_FAIL;
+		}
+		im.check_only = true;
+		int ret = run_verb(&im, v, vargc, vargv);
+		im.check_only = false;
+		bch_fs_close(im.c);
+		im.c = NULL;
+		if (ret) {
+			free_devs(devs);
+			free(vargv);
+			return ret;
+		}
 	}
 	if (!v->rw)
 		bch_opt_set(&opts, Opt_read_only, 1);
@@ -1224,8 +1285,9 @@ int cmd_image(int argc, char *argv[])
 	int ret = run_verb(&im, v, vargc, vargv);
 	free(vargv);
 	if (im.c->data_bad_copies)
-		fprintf(stderr, "bcachefs image: warning: %" PRIu64 " damaged copies of file data were "
-			"read around (run bcachefs fsck)\n", im.c->data_bad_copies);
+		fprintf(stderr, "bcachefs image: warning: %" PRIu64 " damaged copies of file data "
+			"found (read from another copy where there was one; run bcachefs fsck)\n",
+			im.c->data_bad_copies);
 	r = bch_fs_close(im.c);
 	if (r) {
 		cmd_err("image", "closing: %s", bch_err_str(r));

@@ -36,6 +36,8 @@ struct copy_links {
 	int		root_fd;	/* copy out: the destination root */
 	char		path[8192];	/* copy out: current path relative to root_fd */
 	size_t		path_len;
+	char		ipath[8192];	/* copy out: current path in the image ("" = root) */
+	size_t		ipath_len;
 };
 
 static uint64_t mix(uint64_t a, uint64_t b)
@@ -148,6 +150,27 @@ static void warn(struct copy_ctx *x, const char *fmt, const char *path, int e)
 	fprintf(stderr, "bcachefs %s: warning: ", x->cmd);
 	fprintf(stderr, fmt, path);
 	fprintf(stderr, ": %s\n", strerror(e));
+}
+
+/*
+ * Copy out: name what could not be copied, by its path in the image.
+ * Returns what the caller returns: r when the copy stops, 0 when it goes
+ * on (keep_going and an error that need not repeat for every file).
+ */
+static int out_fail(struct copy_ctx *x, int r, const char *what, const char *fate)
+{
+	const char *ipath = x->links->ipath[0] ? x->links->ipath : "/";
+	bool detail = x->c->err_msg[0] && (r == -EIO || r == -ELIBACC);
+	bool stop = !x->keep_going || r == -ENOSPC || r == -EDQUOT || r == -EROFS ||
+		    r == -ENOMEM || r == -EMFILE || r == -ENFILE || r == -ELIBACC;
+
+	if (x->progress && x->last_progress)
+		fputc('\n', stderr);	/* not onto the progress line */
+	cmd_err(x->cmd, "%s: %s: %s: %s%s%s%s%s", x->dev ? x->dev : "image", ipath, what,
+		strerror(-r), detail ? " (" : "", detail ? x->c->err_msg : "", detail ? ")" : "",
+		fate ? fate : "");
+	x->failed++;
+	return stop ? r : 0;
 }
 
 /* -------------------------------------------------------------- copy in */
@@ -393,37 +416,43 @@ int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name)
 
 /* ------------------------------------------------------------- copy out */
 
+/* Negative errno with *what set (the message is the caller's). */
 static int copy_out_data(struct copy_ctx *x, uint64_t inum, int fd, const struct stat *st,
-			 const char *name)
+			 const char **what)
 {
 	uint64_t pos = 0, size = st->st_size;
 
+	*what = "reading";
 	while (pos < size) {
 		int64_t data = bch_fs_seek(x->c, inum, pos, SEEK_DATA);
 		if (data == -ENXIO)
 			break;
 		if (data < 0)
-			return fail(x, (int)data, "reading", name);
+			return (int)data;
 		int64_t hole = bch_fs_seek(x->c, inum, data, SEEK_HOLE);
 		if (hole < 0)
-			return fail(x, (int)hole, "reading", name);
+			return (int)hole;
 		for (pos = data; pos < (uint64_t)hole;) {
 			size_t want = (uint64_t)hole - pos < BUF_SIZE ? (uint64_t)hole - pos : BUF_SIZE;
 			ssize_t n = bch_fs_read(x->c, inum, pos, x->buf, want);
 			if (n < 0)
-				return fail(x, (int)n, "reading", name);
+				return (int)n;
 			if (!n)
 				break;
-			if (pwrite(fd, x->buf, n, pos) != n)
-				return fail(x, -errno, "writing", name);
+			if (pwrite(fd, x->buf, n, pos) != n) {
+				*what = "writing";
+				return errno ? -errno : -EIO;
+			}
 			pos += n;
 			x->bytes += n;
 			progress(x);
 		}
 		pos = hole;
 	}
-	if (ftruncate(fd, size))
-		return fail(x, -errno, "setting the size of", name);
+	if (ftruncate(fd, size)) {
+		*what = "setting the size";
+		return -errno;
+	}
 	return 0;
 }
 
@@ -508,6 +537,33 @@ static int collect_entry(void *priv, const char *name, size_t len, uint64_t inum
 	return 0;
 }
 
+static void ipath_push(struct copy_links *l, const char *name, size_t *saved)
+{
+	*saved = l->ipath_len;
+	size_t n = strlen(name);
+	if (l->ipath_len + n + 2 < sizeof(l->ipath)) {
+		l->ipath[l->ipath_len++] = '/';
+		memcpy(l->ipath + l->ipath_len, name, n + 1);
+		l->ipath_len += n;
+	}
+}
+
+void copy_out_set_root(struct copy_ctx *x, const char *image_path)
+{
+	struct copy_links *l = x->links;
+	size_t n = strlen(image_path);
+
+	while (n && image_path[n - 1] == '/')
+		n--;
+	if (n && image_path[0] != '/')
+		l->ipath[l->ipath_len++] = '/';		/* relative to the root */
+	if (n >= sizeof(l->ipath) - 2)
+		n = sizeof(l->ipath) - 2;
+	memcpy(l->ipath + l->ipath_len, image_path, n);
+	l->ipath_len += n;
+	l->ipath[l->ipath_len] = 0;
+}
+
 int copy_out_contents(struct copy_ctx *x, uint64_t inum, int dirfd)
 {
 	struct out_dir_priv p = { .x = x, .dirfd = dirfd };
@@ -515,11 +571,17 @@ int copy_out_contents(struct copy_ctx *x, uint64_t inum, int dirfd)
 
 	if (x->links->root_fd < 0)
 		x->links->root_fd = dirfd;
+	/* with keep_going, what was listed before the error is still copied */
 	if (r)
-		fail(x, r, "listing directory", x->links->path[0] ? x->links->path : "/");
+		r = out_fail(x, r, "listing directory", x->keep_going && p.nr ? "; copying the entries read before it" : NULL);
 	for (size_t i = 0; i < p.nr; i++) {
-		if (!r)
+		if (!r) {
+			size_t saved;
+			ipath_push(x->links, p.names[i], &saved);
 			r = copy_out(x, p.inums[i], dirfd, p.names[i]);
+			x->links->ipath_len = saved;
+			x->links->ipath[saved] = 0;
+		}
 		free(p.names[i]);
 	}
 	free(p.names);
@@ -538,21 +600,26 @@ int copy_out(struct copy_ctx *x, uint64_t inum, int dirfd, const char *name)
 	struct copy_links *l = x->links;
 	struct stat st;
 	size_t saved;
-	int r = bch_fs_getattr(x->c, inum, &st), fd = -1;
+	const char *what = "reading the inode";
+	bool created = false;		/* a regular file of ours, to remove if it fails */
+	int r, fd = -1;
 
+	x->c->err_msg[0] = 0;	/* the detail of an error is this file's, not an earlier one's */
+	r = bch_fs_getattr(x->c, inum, &st);
 	if (l->root_fd < 0)
 		l->root_fd = dirfd;
 	path_push(l, name, &saved);
 	const char *path = l->path;
-	if (r) {
-		r = fail(x, r, "reading", path);
-		goto out;
-	}
+	if (r)
+		goto err;
 	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
 		struct link_ent *e = links_find(l, inum, 0, false);
 		if (e && e->path) {
-			if (linkat(l->root_fd, e->path, dirfd, name, 0))
-				r = fail(x, -errno, "linking", path);
+			if (linkat(l->root_fd, e->path, dirfd, name, 0)) {
+				r = -errno;
+				what = "linking";
+				goto err;
+			}
 			x->files++;
 			goto out;
 		}
@@ -561,32 +628,43 @@ int copy_out(struct copy_ctx *x, uint64_t inum, int dirfd, const char *name)
 	case S_IFREG:
 		fd = openat(dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0) {
-			r = fail(x, -errno, "creating", path);
-			goto out;
+			r = -errno;
+			what = "creating";
+			goto err;
 		}
-		r = copy_out_data(x, inum, fd, &st, path);
+		created = true;
+		if ((r = copy_out_data(x, inum, fd, &st, &what)))
+			goto err;
 		break;
 	case S_IFDIR:
 		if (mkdirat(dirfd, name, 0700)) {
-			r = fail(x, -errno, "creating directory", path);
-			goto out;
+			r = -errno;
+			what = "creating directory";
+			goto err;
 		}
 		fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0) {
-			r = fail(x, -errno, "opening directory", path);
-			goto out;
+			r = -errno;
+			what = "opening directory";
+			goto err;
 		}
-		r = copy_out_contents(x, inum, fd);
+		/* its own failures are named and counted inside; its attributes still follow */
+		if ((r = copy_out_contents(x, inum, fd)))
+			goto out;
 		break;
 	case S_IFLNK: {
 		char target[4096];
 		ssize_t n = bch_fs_readlink(x->c, inum, target, sizeof(target));
 		if (n < 0) {
-			r = fail(x, (int)n, "reading link", path);
-			goto out;
+			r = (int)n;
+			what = "reading link";
+			goto err;
 		}
-		if (symlinkat(target, dirfd, name))
-			r = fail(x, -errno, "creating symlink", path);
+		if (symlinkat(target, dirfd, name)) {
+			r = -errno;
+			what = "creating symlink";
+			goto err;
+		}
 		break;
 	}
 	default:
@@ -595,14 +673,14 @@ int copy_out(struct copy_ctx *x, uint64_t inum, int dirfd, const char *name)
 				warn(x, "cannot create device node %s (not root)", path, errno);
 				goto out;
 			}
-			r = fail(x, -errno, "creating", path);
+			r = -errno;
+			what = "creating";
+			goto err;
 		}
 		break;
 	}
 	x->files++;
 	progress(x);
-	if (r)
-		goto out;
 	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
 		struct link_ent *e = links_find(l, inum, 0, true);
 		e->path = strdup(l->path);
@@ -616,6 +694,13 @@ int copy_out(struct copy_ctx *x, uint64_t inum, int dirfd, const char *name)
 			warn(x, "setting the mode of %s", path, errno);
 	}
 	set_times(dirfd, name, &st);
+	goto out;
+err:
+	/* never leave a file that looks complete but is not */
+	if (created && !unlinkat(dirfd, name, 0))
+		r = out_fail(x, r, what, "; removed");
+	else
+		r = out_fail(x, r, what, created ? "; left incomplete (could not remove it)" : NULL);
 out:
 	if (fd >= 0)
 		close(fd);

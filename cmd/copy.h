@@ -16,6 +16,15 @@
  * relative to a directory descriptor this code opened itself, with
  * O_NOFOLLOW and O_EXCL, so neither symlinks from the image nor ones
  * already in the destination are followed.
+ *
+ * Copy out with keep_going (image extract) does not stop at a file or a
+ * directory the filesystem cannot read: it names it on stderr as
+ * "bcachefs CMD: DEV: /path/in/image: what: error", counts it in failed,
+ * and goes on with the rest of the tree.  A regular file whose data could
+ * not all be read is removed, never left truncated or zeroed; a directory
+ * that cannot be listed (wholly or in part) keeps what could be extracted.
+ * Errors of the host side that would repeat for every file (no space,
+ * read-only destination, no memory, a missing library) stop the copy.
  */
 
 #include <stdbool.h>
@@ -31,6 +40,9 @@ struct copy_ctx {
 	bool			owners;		/* copy out: set owners (root) */
 	uint64_t		files, bytes;
 	uint64_t		warnings;
+	bool			keep_going;	/* copy out: go on past unreadable files */
+	uint64_t		failed;		/* copy out: files and dirs not (wholly) copied */
+	const char		*dev;		/* copy out: the device list, for messages */
 	double			last_progress;
 	struct copy_links	*links;
 	char			*buf;		/* 1 MiB */
@@ -48,8 +60,16 @@ void copy_progress_done(struct copy_ctx *x);
 int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name);
 
 /*
+ * Copy out: the path in the image of what the next copy_out() or
+ * copy_out_contents() call copies, for messages.
+ */
+void copy_out_set_root(struct copy_ctx *x, const char *image_path);
+
+/*
  * Copy inum (named name in the image, for messages) into host directory
- * dirfd as dst_name; directories recursively.
+ * dirfd as dst_name; directories recursively.  Negative errno when the
+ * copy stopped (message printed); with keep_going, 0 after a failure that
+ * was named and counted in x->failed.
  */
 int copy_out(struct copy_ctx *x, uint64_t inum, int dirfd, const char *dst_name);
 

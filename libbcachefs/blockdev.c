@@ -12,6 +12,10 @@
  *       flock(LOCK_EX|LOCK_NB).  flock belongs to the open file description,
  *       so a second bch_dev_open() of the same file fails even in the same
  *       process, and the lock dies with the descriptor.
+ *       A loop device is its backing file under another name: opened
+ *       read-write it also takes the file's flock (through a descriptor of
+ *       its own, backing_fd), so the image and its loop device are never
+ *       written by two of us at once, whichever name each was opened by.
  *   (2) Read-only handles are opened O_RDONLY, so even a bug here cannot
  *       write; bch_dev_write() also refuses with -EROFS up front.
  *   (3) I/O is all or nothing: ranges past dev->size are refused before any
@@ -31,11 +35,14 @@
 #include <fcntl.h>
 #include <libaio.h>
 #include <linux/fs.h>
+#include <linux/loop.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "bcachefs_format.h"	/* BCH_SECTOR_SIZE */
@@ -47,6 +54,7 @@
 struct bch_blockdev {
 	char			*path;
 	int			fd;
+	int			backing_fd;	/* loop device: its backing file, flocked; -1 */
 	uint64_t		size;		/* bytes */
 	unsigned		block_size;	/* logical block size, bytes */
 	bool			is_blockdev;
@@ -137,6 +145,49 @@ static int lock_file(int fd)
 	return 0;
 }
 
+/*
+ * If the block device open on fd is a loop device, lock its backing file
+ * as an image opened by that name would be: the path from sysfs (full
+ * length, unlike LOOP_GET_STATUS64's 64 bytes), checked against the
+ * device and inode the driver reports, so a file renamed or replaced since
+ * is not taken for it.  A backing file that is gone or cannot be opened
+ * holds no lock of ours to conflict with: nothing to take.
+ */
+static int lock_loop_backing(struct bch_blockdev *dev, const struct stat *st)
+{
+	struct loop_info64 info;
+	struct stat bst;
+	char sys[96], path[4096];
+	FILE *f;
+	int fd, ret;
+
+	if (ioctl(dev->fd, LOOP_GET_STATUS64, &info))
+		return 0;	/* not a loop device, or one with no file attached */
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file",
+		 major(st->st_rdev), minor(st->st_rdev));
+	if (!(f = fopen(sys, "re")))
+		return 0;
+	bool got = fgets(path, sizeof(path), f);
+	fclose(f);
+	if (!got)
+		return 0;
+	path[strcspn(path, "\n")] = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &bst) || !S_ISREG(bst.st_mode) ||
+	    bst.st_ino != info.lo_inode || bst.st_dev != info.lo_device) {
+		close(fd);
+		return 0;
+	}
+	if ((ret = lock_file(fd))) {
+		close(fd);
+		return ret;
+	}
+	dev->backing_fd = fd;
+	return 0;
+}
+
 static int read_geometry(struct bch_blockdev *dev, const struct stat *st)
 {
 	int lbs;
@@ -164,6 +215,7 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 	if (!dev)
 		return -ENOMEM;
 	dev->fd = -1;
+	dev->backing_fd = -1;
 	dev->path = strdup(path);
 	if (!dev->path) {
 		err = -ENOMEM;
@@ -178,6 +230,9 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 
 	if (!dev->is_blockdev && !dev->rdonly && !(flags & BCH_DEV_NO_LOCK) &&
 	    (err = lock_file(dev->fd)))
+		goto err;
+	if (dev->is_blockdev && !dev->rdonly && !(flags & BCH_DEV_NO_LOCK) &&
+	    (err = lock_loop_backing(dev, &st)))
 		goto err;
 	if ((err = read_geometry(dev, &st)))
 		goto err;
@@ -197,6 +252,8 @@ void bch_dev_close(struct bch_blockdev *dev)
 		io_destroy(dev->aio);
 	if (dev->fd >= 0)
 		close(dev->fd);		/* drops the flock / O_EXCL claim */
+	if (dev->backing_fd >= 0)
+		close(dev->backing_fd);	/* and the loop device's backing file's flock */
 	free(dev->path);
 	free(dev);
 }

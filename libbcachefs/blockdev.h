@@ -11,8 +11,9 @@
  *
  * Invariants
  *   (1) A device opened for writing is held exclusively: O_EXCL on block
- *       devices, an exclusive advisory lock (flock) on regular files.  A
- *       second writer gets -BCH_ERR_device_busy.
+ *       devices, an exclusive advisory lock (flock) on regular files, and
+ *       both on a loop device (O_EXCL on it, flock on its backing file).  A
+ *       second writer, by either name, gets -BCH_ERR_device_busy.
  *   (2) A device opened read-only is never written: bch_dev_write() returns
  *       -EROFS without touching it.
  *   (3) I/O never returns short: EINTR and partial transfers are retried;

@@ -58,6 +58,113 @@ static uint64_t rounddown_pow2(uint64_t v)
 	return v ? 1ULL << (63 - __builtin_clzll(v)) : 0;
 }
 
+/*
+ * Geometry that small nodes or buckets cannot work with, found before
+ * anything is written.  The engine's largest transaction is one write of
+ * WRITE_BYTES of file data (fs_ops.c writes in 1 MiB chunks): its extents
+ * split at bucket boundaries and at encoded_extent_max (one more for a write
+ * that starts inside a bucket), each a key of EXTENT_U64S(r) words with r
+ * pointers, plus the inode.  That transaction must fit
+ *   (a) half a btree node: bch_trans_commit() refuses bigger ones; and
+ *   (b) one journal entry: at most half a bucket (1 MiB at most), of which a
+ *       quarter is kept for the btree's internal updates and the btree roots
+ *       ride along in every entry;
+ * and (c) a journal bucket needs at least 4 blocks: an entry takes whole
+ * blocks, and each bucket keeps blocks for the header-only entry that
+ * advances last_seq when the ring is full (with 2 blocks the ring fills at
+ * format: "journal full: nothing left to reclaim").
+ * Measured (4 KiB blocks, 1 replica): 4k nodes need 64k buckets, 8k and 16k
+ * nodes 32k buckets; more replicas need more.
+ */
+#define WRITE_BYTES		(1ULL << 20)
+#define JOURNAL_ENTRY_BYTES_MAX	(1ULL << 20)
+#define MIN_JOURNAL_BLOCKS	4
+/* a transaction key: one word of header, the key, an extent's crc and r pointers */
+#define EXTENT_U64S(r)		(1 + (sizeof(struct bch_bkey) + sizeof(struct bch_extent) + \
+				      (r) * sizeof(struct bch_extent_ptr)) / 8)
+#define INODE_U64S		(1 + (sizeof(struct bch_bkey) + sizeof(struct bch_inode)) / 8 + 11)
+#define ROOT_U64S(r)		(1 + (sizeof(struct bch_bkey) + sizeof(struct bch_btree_ptr) + \
+				      (r) * sizeof(struct bch_extent_ptr)) / 8)
+
+/* The words of the biggest write transaction with these buckets. */
+static uint64_t write_trans_u64s(uint64_t bucket, const struct bch_opts *opts)
+{
+	uint64_t ext = opts->v[Opt_encoded_extent_max];
+	uint64_t r = opts->v[Opt_data_replicas] ? opts->v[Opt_data_replicas] : 1;
+
+	if (!ext || ext > bucket)
+		ext = bucket;
+	return (WRITE_BYTES / ext + 1) * EXTENT_U64S(r) + INODE_U64S;
+}
+
+/* 0 if buckets of this size work with the options; else what does not fit, in why */
+static int check_bucket(uint64_t bucket, const struct bch_opts *opts, char *why, size_t len)
+{
+	uint64_t block = opts->v[Opt_block_size], node = opts->v[Opt_btree_node_size];
+	uint64_t mr = opts->v[Opt_metadata_replicas] ? opts->v[Opt_metadata_replicas] : 1;
+	uint64_t t = write_trans_u64s(bucket, opts);
+	uint64_t node_max = (node - sizeof(struct bch_btree_node)) / 8 / 2;
+	uint64_t entry = bucket / 2 < JOURNAL_ENTRY_BYTES_MAX ? bucket / 2 : JOURNAL_ENTRY_BYTES_MAX;
+	uint64_t jmax = (entry - sizeof(struct bch_jset)) / 8;
+	uint64_t jfree = jmax - jmax / 4 - BCH_BTREE_ID_NR * ROOT_U64S(mr);
+
+	if (bucket < MIN_JOURNAL_BLOCKS * block) {
+		snprintf(why, len, "a journal bucket needs at least %u blocks", MIN_JOURNAL_BLOCKS);
+		return -1;
+	}
+	if (t > node_max) {
+		snprintf(why, len, "a 1 MiB write (%" PRIu64 " words of keys) must fit half a "
+			 "btree node (%" PRIu64 " words)", t, node_max);
+		return -1;
+	}
+	if (entry <= sizeof(struct bch_jset) + 8 * BCH_BTREE_ID_NR * ROOT_U64S(mr) ||
+	    jmax < jmax / 4 + BCH_BTREE_ID_NR * ROOT_U64S(mr) || t > jfree) {
+		snprintf(why, len, "a 1 MiB write (%" PRIu64 " words of keys) must fit one journal "
+			 "entry (half a bucket)", t);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Every copy of a piece of data or metadata goes to a different device, and
+ * a copy on a device of durability 0 (a cache) does not count: N replicas
+ * need N devices of durability 1 or more.  Checked before anything is
+ * written, since a filesystem formatted without them cannot be opened.
+ */
+static int check_replicas(const struct bch_format_dev *devs, unsigned nr,
+			  const struct bch_opts *opts, char *err, size_t errlen)
+{
+	static const struct { unsigned opt; const char *name; } want[] = {
+		{ Opt_metadata_replicas,	"metadata_replicas" },
+		{ Opt_data_replicas,		"data_replicas" },
+	};
+	unsigned durable = 0;
+
+	for (unsigned i = 0; i < nr; i++)
+		durable += devs[i].durability > 0;
+	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		uint64_t r = opts->v[want[i].opt];
+		if (r > durable)
+			return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
+				    "%s=%" PRIu64 " needs %" PRIu64 " devices of durability 1 or "
+				    "more, one per copy (have %u%s)", want[i].name, r, r, durable,
+				    durable < nr ? ", not counting durability 0" : "");
+	}
+	return 0;
+}
+
+/* The smallest bucket size that works with the options; 0 if none up to 2 MiB does. */
+static uint64_t min_bucket_size(const struct bch_opts *opts)
+{
+	char why[160];
+
+	for (uint64_t b = opts->v[Opt_btree_node_size]; b && b <= 2 * MiB; b *= 2)
+		if (!check_bucket(b, opts, why, sizeof(why)))
+			return b;
+	return 0;
+}
+
 uint64_t bch_pick_bucket_size(uint64_t dev_size, uint64_t btree_node_size)
 {
 	uint64_t b = rounddown_pow2(dev_size >> 15);	/* aim for ~32k buckets */
@@ -199,6 +306,24 @@ static int plan_device(struct bch_format_dev *d, struct dev_plan *p,
 		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "%s: bucket size %" PRIu64 " is smaller than the btree node size %" PRIu64,
 			    d->path, p->bucket, node);
+	uint64_t min_bucket = min_bucket_size(opts);
+	if (!min_bucket) {
+		bch_human_size(node, a, sizeof(a));
+		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
+			    "btree node size %s is too small for these options (no bucket size up to "
+			    "2M gives a 1 MiB write room in half a node); use a larger --btree-node-size",
+			    a);
+	}
+	if (!d->bucket_size && p->bucket < min_bucket)
+		p->bucket = min_bucket;		/* small nodes: bigger buckets */
+	char why[160];
+	if (check_bucket(p->bucket, opts, why, sizeof(why))) {
+		bch_human_size(p->bucket, a, sizeof(a));
+		bch_human_size(min_bucket, b, sizeof(b));
+		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
+			    "%s: bucket size %s is too small for these options: %s; use "
+			    "--bucket-size=%s or more", d->path, a, why, b);
+	}
 
 	uint64_t sectors = p->size >> BCH_SECTOR_SHIFT;
 	uint64_t bucket_sectors = p->bucket >> BCH_SECTOR_SHIFT;
@@ -488,6 +613,8 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 			if (same_device(&plans[i], devs[i].path, &plans[j], devs[j].path))
 				ret = bch_errf(err, errlen, -EINVAL, "%s and %s are the same device",
 					   devs[j].path, devs[i].path);
+	if (!ret)
+		ret = check_replicas(devs, nr, opts, err, errlen);
 	if (!ret && opts->v[Opt_metadata_replicas_required] > nr)
 		ret = bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			   "metadata_replicas_required=%llu needs that many devices (have %u)",

@@ -216,12 +216,19 @@ int bch_fsck_superblocks(struct bch_fsck_ctx *ctx, char * const *paths, unsigned
 		ret = bch_sb_read(devs[i].bdev, &devs[i].sb, &devs[i].report);
 		if (ret == -BCH_ERR_sb_not_found) {
 			struct bch_sb_read_report *r = &devs[i].report;
-			int n = 0;
-			detail[0] = 0;
-			for (unsigned c = 0; c < r->nr && n < (int)sizeof(detail); c++)
-				n += snprintf(detail + n, sizeof(detail) - n, "%ssector %" PRIu64 ": %s",
+			/* every copy's reason, whole: sized for them, not a fixed line */
+			size_t len = r->nr * (sizeof(r->copies[0].msg) + 48) + 1, n = 0;
+			char *all = malloc(len);
+			if (!all) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			all[0] = 0;
+			for (unsigned c = 0; c < r->nr && n < len; c++)
+				n += snprintf(all + n, len - n, "%ssector %" PRIu64 ": %s",
 					      c ? "; " : "", r->copies[c].offset, r->copies[c].msg);
-			bch_fsck_problem(ctx, BCH_FSCK_sb_none_valid, paths[i], detail);
+			bch_fsck_problem(ctx, BCH_FSCK_sb_none_valid, paths[i], all);
+			free(all);
 			ret = -BCH_ERR_sb_not_found;
 			goto out;
 		}

@@ -12,6 +12,45 @@ expect_rc 0 $B format -f --block-size=4k "$loop"
 # the image file shows the same superblock
 expect_rc 0 $B show-super a.img
 
+# the exclusive open covers both names of one image: while a writer holds
+# the image file, its loop device is refused for writing, and the other way
+# round (the backing file, from sysfs, is locked as well)
+holder=
+trap 'losetup -d "$loop"; [ -z "$holder" ] || kill "$holder" 2>/dev/null' EXIT
+mkfifo hold
+# hold NAME: a read-write `image shell` on NAME, waiting on the fifo
+hold() {
+	$B image shell "$1" < hold > hold.out 2>&1 &
+	holder=$!
+	exec 3> hold
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		grep -q "open elsewhere" hold.out && fail "holder could not open $1"
+		sleep 0.3
+		# opened once a read-write open of the file is refused
+		$B image mkdir a.img /probe >/dev/null 2>&1 || return 0
+		$B image rm a.img /probe >/dev/null 2>&1
+	done
+	fail "holder did not open $1"
+}
+release() { exec 3>&-; wait "$holder"; holder=; }
+printf 'hello\n' > f
+hold a.img
+before=$(sha a.img)
+expect_rc 1 $B image put "$loop" f /f
+expect_in err "^bcachefs image: $loop: device is open elsewhere"
+expect_rc 8 $B fsck -y -f "$loop"
+expect_in err "$loop: device is open elsewhere"
+[ "$(sha a.img)" = "$before" ] || fail "image written through its loop device while held"
+release
+expect_rc 1 $B image stat a.img /f
+hold "$loop"
+expect_rc 1 $B image put a.img f /f
+expect_in err '^bcachefs image: a.img: device is open elsewhere'
+release
+# reading is not a write: allowed; and once released, writing works
+expect_rc 0 $B image put "$loop" f /f
+expect_rc 0 $B fsck -n -f a.img
+
 # a 4k-sector device refuses a block size below its logical block size
 truncate -s 64M b.img
 loop4k=$(losetup -f --show --sector-size 4096 b.img 2>/dev/null) || { echo "no 4k loop device; part skipped"; exit 0; }

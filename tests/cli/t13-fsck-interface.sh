@@ -32,3 +32,11 @@ expect_rc 0 ./fsck.bcachefs -n a.img
 if command -v fsck >/dev/null; then
 	expect_rc 0 env PATH="$PWD:$PATH" fsck -t bcachefs -n a.img
 fi
+# no valid superblock copy: every copy's reason, however long the line
+expect_rc 0 $B format -q -f --fs-size=64M c.img
+expect_rc 0 $B show-super c.img
+for sec in $(sed -n 's/^ *sector \([0-9]*\): .*/\1/p' out); do
+	printf '\377\377\377\377\377\377\377\377' | dd of=c.img bs=1 seek=$((sec * 512 + 24)) conv=notrunc status=none
+done
+expect_rc 12 $B fsck -n c.img
+expect_in out '^c\.img: sector 8: format version 65535 .*; sector 136: .*; sector [0-9]+: format version 65535 \(min [0-9]+\); this tool reads [0-9.]+$'

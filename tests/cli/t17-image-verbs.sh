@@ -11,6 +11,23 @@ expect_in err 'No such file or directory'
 printf 'hello\n' > hello.txt
 expect_rc 0 $B image put a.img hello.txt /etc/hello
 expect_rc 0 $B image put a.img hello.txt /etc            # into a directory
+# a failing put names the destination at fault and writes nothing (it is
+# checked on a read-only open before the read-write one)
+before=$(sha a.img)
+expect_rc 1 $B image put a.img hello.txt /etc/hello/x
+expect_in err '^bcachefs image: put: /etc/hello/x: Not a directory$'
+expect_not_in err 'hello\.txt'
+expect_rc 1 $B image put a.img hello.txt /etc/hello
+expect_in err 'put: /etc/hello: File exists'
+expect_rc 1 $B image put a.img hello.txt /nope/x
+expect_in err 'put: /nope/x: No such file or directory'
+expect_rc 1 $B image put a.img no-such-host-file /etc/y
+expect_in err 'put: no-such-host-file: No such file or directory'
+[ "$(sha a.img)" = "$before" ] || fail "a failed image put wrote to the image"
+# so does a bad FUSE option: libfuse refuses it before the filesystem is opened
+mkdir mnt
+expect_rc 1 $B fusemount -o nosuchopt a.img mnt
+[ "$(sha a.img)" = "$before" ] || fail "fusemount -o nosuchopt wrote to the image"
 expect_rc 0 $B image cat a.img /etc/hello /etc/hello.txt
 [ "$(cat out)" = "hello
 hello" ] || fail "cat: $(cat out)"
