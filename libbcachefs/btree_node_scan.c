@@ -4,8 +4,11 @@
  * btree_node_scan.h), and choosing among them when fsck lost a node.
  *
  * What the scan reads: every bucket of every present member from
- * first_bucket on, except journal buckets, in runs of whole buckets (at
- * most 8 MiB, or one bucket when buckets are larger) through one buffer.
+ * first_bucket on, except journal buckets, buckets that now hold user data
+ * (by rule (2) below nothing there is taken) and, when the caller trusts
+ * the bucket generations (the alloc btree was current and read whole),
+ * buckets never allocated (gen 0), in runs of whole buckets (at most 1 MiB,
+ * or one bucket when buckets are larger) through one buffer.
  * Nodes are carved from btree buckets at multiples of btree_node_size, so
  * only those offsets are looked at.  A node is recorded when
  *
@@ -63,7 +66,7 @@
 #include "errcode.h"
 #include "super.h"
 
-#define SCAN_BUF_BYTES	(8U << 20)
+#define SCAN_BUF_BYTES	(1U << 20)
 #define NODE_LEVEL_MAX	16
 
 static void found_add(struct bch_node_scan *s, const struct bch_found_node *f)
@@ -118,8 +121,22 @@ static int check_node(struct bch_fs *c, const struct bch_btree_node *n, size_t n
 	return 1;
 }
 
+/*
+ * Can bucket b hold a node worth finding?  Not the superblock's or the
+ * journal's, not one holding user data now (rule (2) below: a node there is
+ * dead) and, when the generations are to be trusted, not one never
+ * allocated (gen 0: every allocation bumps it, and format starts at 0).
+ */
+static bool bucket_to_scan(struct bch_fs *c, unsigned dev, uint64_t b, bool trust_gens)
+{
+	struct bch_bucket_state st;
+
+	return bch_alloc_bucket_get(c, dev, b, &st) && st.data_type != BCH_DATA_user &&
+	       (!trust_gens || st.gen);
+}
+
 static int scan_dev(struct bch_fs *c, struct bch_node_scan *s, unsigned dev, void *buf,
-		    size_t buf_bytes)
+		    size_t buf_bytes, bool trust_gens)
 {
 	struct bch_dev *ca = c->devs[dev];
 	uint64_t nbuckets = bch_alloc_nbuckets(c, dev);
@@ -130,13 +147,13 @@ static int scan_dev(struct bch_fs *c, struct bch_node_scan *s, unsigned dev, voi
 	struct bch_bucket_state st;
 
 	while (b < nbuckets) {
-		/* a run of buckets that are not the journal's */
-		if (!bch_alloc_bucket_get(c, dev, b, &st)) {
+		/* a run of buckets that may hold nodes */
+		if (!bucket_to_scan(c, dev, b, trust_gens)) {
 			b++;
 			continue;
 		}
 		uint64_t nr = 1;
-		while (nr < per_read && b + nr < nbuckets && bch_alloc_bucket_get(c, dev, b + nr, &st))
+		while (nr < per_read && b + nr < nbuckets && bucket_to_scan(c, dev, b + nr, trust_gens))
 			nr++;
 		int r = bch_dev_read(ca->bdev, buf, nr * bucket_bytes, b * bucket_bytes);
 		if (r)
@@ -168,7 +185,7 @@ static int scan_dev(struct bch_fs *c, struct bch_node_scan *s, unsigned dev, voi
 	return 0;
 }
 
-int bch_node_scan(struct bch_fs *c, struct bch_node_scan *s)
+int bch_node_scan(struct bch_fs *c, struct bch_node_scan *s, bool trust_gens)
 {
 	int r = 0;
 
@@ -182,7 +199,7 @@ int bch_node_scan(struct bch_fs *c, struct bch_node_scan *s)
 		void *buf = bch_dev_alloc_buf(bytes);
 		if (!buf)
 			return -ENOMEM;
-		r = scan_dev(c, s, dev, buf, bytes);
+		r = scan_dev(c, s, dev, buf, bytes, trust_gens);
 		free(buf);
 	}
 	return r;

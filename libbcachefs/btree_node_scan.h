@@ -44,14 +44,16 @@ struct bch_node_scan {
 
 /*
  * Read every bucket of every member device present (past the superblock
- * area; journal buckets are skipped) in large sequential reads through one
- * buffer of at most 8 MiB (or one bucket), and record each node of this
+ * area; journal buckets and buckets of user data are skipped, and with
+ * trust_gens those never allocated, gen 0: only when the bucket state came
+ * from a current alloc btree read whole) in large sequential reads through
+ * one buffer of at most 1 MiB (or one bucket), and record each node of this
  * filesystem whose header and first bset check (magic, UUID, btree id,
  * level, checksum type, bset seq, first bset checksum).  Returns 0 or a
  * negative error (I/O, a missing checksum library); s is freed with
  * bch_node_scan_exit().
  */
-int  bch_node_scan(struct bch_fs *c, struct bch_node_scan *s);
+int  bch_node_scan(struct bch_fs *c, struct bch_node_scan *s, bool trust_gens);
 void bch_node_scan_exit(struct bch_node_scan *s);
 
 /* A range of btree id that fsck could not read (an unreadable node's range). */

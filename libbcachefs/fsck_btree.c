@@ -500,7 +500,14 @@ static struct reach reach_of(const struct check_state *s)
 static int recover_lost(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct check_state *st,
 			struct bch_node_scan *sc)
 {
-	int r = bch_node_scan(c, sc);
+	/*
+	 * Buckets never allocated (gen 0) hold no node, if the generations are
+	 * sound: the alloc btree was current (clean close, nothing replayed)
+	 * and none of its nodes is lost.
+	 */
+	bool trust_gens = bch_alloc_btree_was_current(c) && !c->journal_replayed &&
+			  !st[BCH_BTREE_ID_alloc].nr_lost;
+	int r = bch_node_scan(c, sc, trust_gens);
 
 	if (r)
 		return r;
