@@ -205,7 +205,9 @@ Test(node_scan, pick_rules)
 	for (uint64_t b = bch_alloc_nbuckets(c, 0) - 1; b && !user_bucket; b--)
 		if (bch_alloc_bucket_get(c, 0, b, &st) && !st.sectors)
 			user_bucket = b;
-	struct bch_extent_ptr user_at = { .offset = user_bucket * bch_alloc_bucket_sectors(c, 0), .dev = 0, .gen = st.gen };
+	struct bch_extent_ptr user_at = {
+		.offset = user_bucket * bch_alloc_bucket_sectors(c, 0), .dev = 0, .gen = st.gen,
+	};
 	cr_assert_eq(bch_alloc_mark_ptr(c, &user_at, 8, BCH_DATA_user), 0, "%s", c->err_msg);
 
 	struct bch_found_node n[6] = {
