@@ -11,6 +11,8 @@
 #   fsck     fsck -f at 10k and 100k small files (and 100k with a hard link
 #            each) vs e2fsck -f and btrfs check
 #            (bench/fsck_scale.sh; BENCH_FSCK_SIZES for other sizes)
+#   scan     fsck's node scan (extents root zeroed) vs cat of the image
+#            (bench/node_scan.sh; BENCH_SCAN_MB, BENCH_SCAN_SRC for others)
 #   fuse     bcachefs fusemount vs fuse2fs (bench/fuse.sh): untar, find+stat,
 #            fio sequential and 4k random, rm -rf
 set -eu
@@ -139,3 +141,6 @@ echo
 
 echo
 sh "$root/bench/fsck_scale.sh"
+
+echo
+sh "$root/bench/node_scan.sh"

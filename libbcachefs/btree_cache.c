@@ -9,6 +9,12 @@
  * fail: a write error).  Keys in a node are a sorted array searched by
  * binary search; `pending` holds what changed since the node was written,
  * also sorted, one key per position.
+ *
+ * Opened for fsck, a node that failed to read is remembered by its address
+ * and seq (with the error and its message, up to BAD_NODES_MAX of them), so
+ * every later lookup through it fails at once instead of reading it again:
+ * a damaged node costs one read per fsck.  A node hashed at that address, or
+ * bch_btree_cache_drop() of it, forgets the failure.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -31,6 +37,18 @@ struct bch_btree_cache {
 	struct btree_hold *holds;	/* bch_btree_hold(): cleared when their node goes */
 	size_t		held_bytes;	/* of the nodes held: not counted against limit */
 	size_t		leaf_limit;	/* unreferenced leaves are kept up to this */
+	struct bad_node	*bad;		/* fsck: reads that failed (a ring) */
+	unsigned	nr_bad, next_bad;
+};
+
+#define BAD_NODES_MAX	256
+
+struct bad_node {
+	struct bch_extent_ptr	ptr;	/* first replica */
+	uint64_t		seq;
+	uint8_t			id, level;
+	int			err;
+	char			*msg;	/* c->err_msg the read left, malloc'd */
 };
 
 #define BC(c)	((c)->btree_cache)
@@ -238,6 +256,9 @@ void bch_btree_cache_exit(struct bch_fs *c)
 			bch_journal_pin_drop(c, &b->pin);
 		free_node(b);
 	}
+	for (unsigned i = 0; i < bc->nr_bad; i++)
+		free(bc->bad[i].msg);
+	free(bc->bad);
 	free(bc->hash);
 	free(bc);
 	c->btree_cache = NULL;
@@ -294,10 +315,51 @@ struct btree *bch_btree_cache_first_overfull(struct bch_fs *c, size_t u64s)
 	return NULL;
 }
 
+static struct bad_node *bad_find(struct bch_btree_cache *bc, const struct bch_extent_ptr *p)
+{
+	for (unsigned i = 0; i < bc->nr_bad; i++)
+		if (bc->bad[i].ptr.dev == p->dev && bc->bad[i].ptr.offset == p->offset)
+			return &bc->bad[i];
+	return NULL;
+}
+
+static void bad_forget(struct bch_btree_cache *bc, const struct bch_extent_ptr *p)
+{
+	struct bad_node *n = bc->nr_bad ? bad_find(bc, p) : NULL;
+
+	if (n) {
+		free(n->msg);
+		n->msg = NULL;
+		n->ptr.offset = UINT64_MAX;	/* a free slot: matches no node */
+	}
+}
+
+static void bad_remember(struct bch_fs *c, unsigned id, unsigned level,
+			 const struct bch_btree_ptr *bp, int err)
+{
+	struct bch_btree_cache *bc = BC(c);
+	struct bad_node *n;
+
+	if (!bc->bad && !(bc->bad = calloc(BAD_NODES_MAX, sizeof(*bc->bad))))
+		return;	/* only costs reads */
+	if (bc->nr_bad < BAD_NODES_MAX) {
+		n = &bc->bad[bc->nr_bad++];
+	} else {
+		n = &bc->bad[bc->next_bad];
+		bc->next_bad = (bc->next_bad + 1) % BAD_NODES_MAX;
+		free(n->msg);
+	}
+	*n = (struct bad_node) { .ptr = bp->ptrs[0], .seq = bp->seq, .id = id, .level = level,
+				 .err = err, .msg = strdup(c->err_msg) };
+}
+
 void bch_btree_node_hash(struct bch_fs *c, struct btree *b)
 {
 	struct bch_btree_cache *bc = BC(c);
 	unsigned h = hash_of(bc, &b->ptrs[0]);
+
+	if (bc->nr_bad)
+		bad_forget(bc, &b->ptrs[0]);
 
 	b->hnext = bc->hash[h];
 	bc->hash[h] = b;
@@ -449,11 +511,19 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 			*ret = b;
 			return 0;
 		}
+	struct bad_node *bad = bc->nr_bad ? bad_find(bc, &bp->ptrs[0]) : NULL;
+	if (bad && bad->seq == bp->seq && bad->id == id && bad->level == level)
+		return bch_fs_err(c, bad->err, "%s", bad->msg ? bad->msg : bch_err_str(bad->err));
 	/* make room first: an unreferenced leaf past the limit goes before the new node comes */
 	bch_btree_cache_evict_clean(c);
 	r = bch_btree_node_read(c, id, level, ptr, &b);
-	if (r)
+	if (r) {
+		/* damage stays damage for this open: not read again (not a missing library) */
+		if (c->opts.v[Opt_fsck] &&
+		    (r == -BCH_ERR_btree_node_bad || r == -BCH_ERR_btree_node_read))
+			bad_remember(c, id, level, bp, r);
 		return r;
+	}
 	/* a read node's arrays grew by doubling: cut them to the keys it has */
 	if (b->cap > b->nr && b->nr) {
 		struct bch_bkey **keys = realloc(b->keys, b->nr * sizeof(*keys));
@@ -480,6 +550,8 @@ void bch_btree_cache_drop(struct bch_fs *c, const struct bch_extent_ptr *p)
 {
 	struct bch_btree_cache *bc = BC(c);
 
+	if (bc->nr_bad)
+		bad_forget(bc, p);
 	for (struct btree *b = bc->hash[hash_of(bc, p)]; b; b = b->hnext)
 		if (b->ptrs[0].dev == p->dev && b->ptrs[0].offset == p->offset) {
 			if (!b->refs)

@@ -171,6 +171,36 @@ void bch_extent_update_exit(struct bch_extent_update *u)
 	memset(u, 0, sizeof(*u));
 }
 
+/*
+ * fsck: the last position of the unreadable node that stopped an iteration at
+ * pos (its parent's key for it), so that marking goes on after it: the data
+ * of the leaves beyond a damaged one must be counted, or a repair would
+ * allocate over it.  POS_MAX when the root itself cannot be read.
+ */
+static struct bch_bpos bad_node_end(struct bch_fs *c, unsigned id, struct bch_bpos pos)
+{
+	struct btree_root *root = &c->roots->r[id];
+	struct bch_bpos end = POS_MAX;
+	struct btree *b;
+
+	if (bch_btree_node_get(c, id, root->level, root->key, &b))
+		return end;
+	while (b->level) {
+		int i = bch_btree_node_find(b, pos);
+		struct btree *child;
+
+		end = i < (int)b->nr ? b->keys[i]->p : b->max_key;
+		if (i >= (int)b->nr ||
+		    bch_btree_node_get(c, id, b->level - 1, b->keys[i], &child))
+			break;
+		bch_btree_node_put(c, b);
+		b = child;
+	}
+	bch_btree_node_put(c, b);
+	c->err_msg[0] = 0;
+	return end;
+}
+
 int bch_extents_mark_all(struct bch_fs *c)
 {
 	struct btree_iter it;
@@ -180,7 +210,19 @@ int bch_extents_mark_all(struct bch_fs *c)
 	if (!c->roots->r[BCH_BTREE_ID_extents].key)
 		return 0;
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
-	for (uint64_t n = 1; !r && (k = bch_btree_iter_next(&it, &err)); n++) {
+	for (uint64_t n = 1; !r; n++) {
+		if (!(k = bch_btree_iter_next(&it, &err))) {
+			if (!err || !c->opts.v[Opt_fsck] || err == -ENOMEM || bch_err_is_dl(err))
+				break;
+			/* fsck reports the node; the leaves after it are counted all the same */
+			struct bch_bpos end = bad_node_end(c, BCH_BTREE_ID_extents, it.pos);
+			bch_btree_iter_exit(&it);
+			err = 0;
+			if (bpos_eq(end, POS_MAX))
+				break;
+			bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, bpos_successor(end), POS_MAX);
+			continue;
+		}
 		if (!(n % 4096))
 			bch_btree_cache_evict_clean(c);	/* open may not write: keep memory bounded */
 		if (k->type != BCH_BKEY_extent)

@@ -65,6 +65,9 @@
 	  "btree node's children do not cover its range; rebuild the btree")		\
 	x(btree_replica_bad,	0x0303, 3, FSCK_SAFE,						\
 	  "a copy of a btree node is bad (another one was read); rewrite the node")	\
+	x(btree_node_scan_found, 0x0304, 3, 0,						\
+	  "leaves of a lost btree node found by scanning the devices; keep their keys "	\
+	  "in the rebuilt btree")							\
 	x(bkey_invalid,		0x0401, 4, 0,							\
 	  "key fails validation; delete it (the node is rewritten without it)")	\
 	x(extent_ptr_bad,	0x0501, 5, 0,							\

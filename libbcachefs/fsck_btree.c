@@ -17,11 +17,24 @@
  *                          node's min_key, each next child right after the
  *                          previous one, the last end at the node's max_key
  *
- * Repair: the btree is rebuilt from every leaf that can still be read (in key
- * order, through ordinary transactions into a new empty tree); the keys of
- * leaves that cannot be read are lost and reported with their range.  The
- * old tree's nodes are then freed.  Memory: the list of leaf pointers (one
- * key per leaf), never the keys themselves.
+ *   btree_node_scan_found  leaves of a lost node found by scanning the
+ *                          devices (btree_node_scan.c): their keys go into
+ *                          the rebuilt btree
+ *
+ * Every btree is checked first; then, if a node could not be read, the
+ * devices are scanned once for nodes (btree_node_scan.c) and the leaves that
+ * fill the lost ranges are chosen (newest wins; rules there).  With -y their
+ * space and, for extents, their data are counted as in use before anything
+ * is allocated, so the rebuild cannot write over what it is about to copy;
+ * then each damaged btree is rebuilt.
+ *
+ * Repair: the btree is rebuilt from every leaf that can still be read and
+ * the pieces of found leaves (in key order, through ordinary transactions
+ * into a new empty tree); the keys of leaves that cannot be read and were
+ * not found are lost and reported with their range.  The old tree's nodes
+ * and the found leaves are then freed.  Memory: the list of leaf pointers
+ * (one key per leaf) and one record per node the scan found, never the keys
+ * themselves.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -34,6 +47,7 @@
 #include "alloc_btree.h"
 #include "bcachefs.h"
 #include "btree.h"
+#include "btree_node_scan.h"
 #include "errcode.h"
 #include "extents.h"
 #include "fsck.h"
@@ -76,7 +90,26 @@ struct check_state {
 	struct ptr_list		nodes;		/* every node pointer seen (to free) */
 	uint64_t		nodes_checked;
 	uint64_t		approved[BCH_FSCK_PROBLEM_NR];	/* problems to be repaired */
+	struct bch_lost_range	*lost;		/* ranges of nodes that could not be read */
+	size_t			nr_lost, cap_lost;
+	struct bch_node_pick	*picks;		/* found leaves that fill them (approved) */
+	size_t			nr_picks;
 };
+
+static void lost_add(struct check_state *s, unsigned level, const struct bch_bkey *ptr)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+
+	if (s->nr_lost == s->cap_lost) {
+		s->cap_lost = s->cap_lost ? s->cap_lost * 2 : 8;
+		s->lost = realloc(s->lost, s->cap_lost * sizeof(*s->lost));
+		if (!s->lost)
+			abort();
+	}
+	s->lost[s->nr_lost++] = (struct bch_lost_range) {
+		.min_key = bp->min_key, .max_key = ptr->p, .level = level, .seq = bp->seq,
+	};
+}
 
 static void problem(struct check_state *s, enum bch_fsck_problem p, const char *where,
 		    const char *detail)
@@ -142,6 +175,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		snprintf(detail, sizeof(detail), "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		c->err_msg[0] = 0;
 		problem(s, BCH_FSCK_btree_node_unreadable, where, detail);
+		lost_add(s, level, ptr);
 		if (s->id == BCH_BTREE_ID_extents)
 			c->alloc_recount_partial = true;	/* its data is not counted */
 		return 0;
@@ -244,7 +278,51 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	return r;
 }
 
-/* Build a new tree for s->id from the readable leaves, then free the old one. */
+/*
+ * Insert the keys of the leaf ptr points to that lie in [lo, hi] into the
+ * new tree, in transactions of at most a quarter of a node.
+ */
+static int insert_leaf(struct bch_fs *c, struct btree_trans *t, unsigned id,
+		       const struct bch_bkey *ptr, struct bch_bpos lo, struct bch_bpos hi)
+{
+	struct btree *b;
+	int r = 0;
+
+	if (bch_btree_node_get(c, id, 0, ptr, &b)) {
+		c->err_msg[0] = 0;
+		return 0;	/* reported already */
+	}
+	/* copy first: commits may evict b */
+	unsigned nr = 0;
+	struct bch_bkey **keys = malloc((b->nr ? b->nr : 1) * sizeof(*keys));
+	if (!keys)
+		abort();
+	for (unsigned j = 0; j < b->nr; j++)
+		if (bpos_cmp(b->keys[j]->p, lo) >= 0 && bpos_cmp(b->keys[j]->p, hi) <= 0)
+			keys[nr++] = bch_bkey_dup(b->keys[j]);
+	bch_btree_node_put(c, b);
+	size_t limit = (((size_t)c->sb->btree_node_size << 9) - sizeof(struct bch_btree_node)) / 32;
+	size_t batch = 0;
+	for (unsigned j = 0; j < nr && !r; j++) {
+		if (batch && batch + 1 + keys[j]->u64s > limit) {
+			r = bch_trans_commit(t, 0);
+			batch = 0;
+		}
+		bch_trans_update(t, id, keys[j]);
+		batch += 1 + keys[j]->u64s;
+	}
+	if (!r && batch)
+		r = bch_trans_commit(t, 0);
+	for (unsigned j = 0; j < nr; j++)
+		free(keys[j]);
+	free(keys);
+	return r;
+}
+
+/*
+ * Build a new tree for s->id from the readable leaves and the pieces of
+ * found leaves, then free the old one (and the found leaves).
+ */
 static int rebuild(struct bch_fs *c, struct check_state *s)
 {
 	struct btree_trans *t;
@@ -265,32 +343,12 @@ static int rebuild(struct bch_fs *c, struct check_state *s)
 	free(old_root);
 
 	bch_trans_init(c, &t);
-	for (size_t i = 0; i < s->leaves.nr && !r; i++) {
-		struct btree *b;
-		if (bch_btree_node_get(c, s->id, 0, s->leaves.k[i], &b))
-			continue;	/* reported already */
-		/* copy first: commits may evict b */
-		unsigned nr = b->nr;
-		struct bch_bkey **keys = malloc((nr ? nr : 1) * sizeof(*keys));
-		for (unsigned j = 0; j < nr; j++)
-			keys[j] = bch_bkey_dup(b->keys[j]);
-		bch_btree_node_put(c, b);
-		/* transactions of at most a quarter of a node */
-		size_t limit = (((size_t)c->sb->btree_node_size << 9) - sizeof(struct bch_btree_node)) / 32;
-		size_t batch = 0;
-		for (unsigned j = 0; j < nr && !r; j++) {
-			if (batch && batch + 1 + keys[j]->u64s > limit) {
-				r = bch_trans_commit(t, 0);
-				batch = 0;
-			}
-			bch_trans_update(t, s->id, keys[j]);
-			batch += 1 + keys[j]->u64s;
-		}
-		if (!r && batch)
-			r = bch_trans_commit(t, 0);
-		for (unsigned j = 0; j < nr; j++)
-			free(keys[j]);
-		free(keys);
+	for (size_t i = 0; i < s->leaves.nr && !r; i++)
+		r = insert_leaf(c, t, s->id, s->leaves.k[i], POS_MIN, POS_MAX);
+	for (size_t i = 0; i < s->nr_picks && !r; i++) {
+		struct bch_bkey *k = bch_found_node_ptr(s->picks[i].f);
+		r = insert_leaf(c, t, s->id, k, s->picks[i].min_key, s->picks[i].max_key);
+		free(k);
 	}
 	bch_trans_exit(t);
 	if (r)
@@ -304,31 +362,251 @@ static int rebuild(struct bch_fs *c, struct check_state *s)
 	return bch_journal_flush(c);
 }
 
+/* ------------------------------------------------------------ node scan */
+
+struct leaf_addr {
+	uint64_t	offset, seq;
+	unsigned	dev;
+};
+
+static int leaf_addr_cmp(const void *a_, const void *b_)
+{
+	const struct leaf_addr *a = a_, *b = b_;
+
+	if (a->dev != b->dev)
+		return a->dev < b->dev ? -1 : 1;
+	if (a->offset != b->offset)
+		return a->offset < b->offset ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+struct reach {
+	struct leaf_addr	*a;
+	size_t			nr;
+};
+
+/* Is f one of the leaves the tree still reaches (by every replica's address)? */
+static bool reachable(void *priv, const struct bch_found_node *f)
+{
+	const struct reach *rc = priv;
+	struct leaf_addr k = { f->ptr.offset, f->seq, f->ptr.dev };
+
+	return rc->nr && bsearch(&k, rc->a, rc->nr, sizeof(k), leaf_addr_cmp);
+}
+
+/*
+ * The pieces of found leaves inside lost range l (picks sorted): how many
+ * leaves and keys, and the first stretch of l they leave uncovered.
+ */
+static void describe_found(struct bch_fs *c, struct check_state *s, const struct bch_lost_range *l,
+			   const struct bch_node_pick *p, size_t nr, char *buf, size_t len)
+{
+	uint64_t keys = 0, leaves = 0, gaps = 0;
+	struct bch_bpos next = l->min_key, gap_lo = POS_MIN, gap_hi = POS_MIN;
+	bool end = false;
+	const struct bch_found_node *last = NULL;
+
+	for (size_t i = 0; i < nr; i++) {
+		if (bpos_cmp(p[i].min_key, l->min_key) < 0 || bpos_cmp(p[i].max_key, l->max_key) > 0)
+			continue;
+		if (!end && bpos_cmp(p[i].min_key, next) > 0 && !gaps++) {
+			gap_lo = next;
+			gap_hi = bpos_predecessor(p[i].min_key);
+		}
+		end = bpos_eq(p[i].max_key, POS_MAX);
+		next = end ? next : bpos_successor(p[i].max_key);
+		leaves += p[i].f != last;
+		last = p[i].f;
+		struct bch_bkey *k = bch_found_node_ptr(p[i].f);
+		struct btree *b;
+		if (!bch_btree_node_get(c, s->id, 0, k, &b)) {
+			for (unsigned j = 0; j < b->nr; j++)
+				keys += bpos_cmp(b->keys[j]->p, p[i].min_key) >= 0 &&
+					bpos_cmp(b->keys[j]->p, p[i].max_key) <= 0;
+			bch_btree_node_put(c, b);
+		}
+		c->err_msg[0] = 0;
+		free(k);
+	}
+	if (!end && bpos_cmp(next, l->max_key) <= 0 && !gaps++) {
+		gap_lo = next;
+		gap_hi = l->max_key;
+	}
+	int n = snprintf(buf, len, "%" PRIu64 " lea%s found (%" PRIu64 " keys)",
+			 leaves, leaves == 1 ? "f" : "ves", keys);
+	if (gaps && n > 0 && (size_t)n < len) {
+		char lo[80], hi[80];
+		bch_bpos_to_text(gap_lo, lo, sizeof(lo));
+		bch_bpos_to_text(gap_hi, hi, sizeof(hi));
+		snprintf(buf + n, len - n, "; nothing found for %s..%s%s", lo, hi,
+			 gaps > 1 ? " and other ranges" : "");
+	}
+	s->ctx->leaf_keys[s->id] += keys;
+}
+
+/*
+ * With -y: the found leaves and (extents) their data are in use from now on,
+ * so that no node the rebuilds allocate lands on them; their pointers join
+ * s->nodes, which the rebuild frees once their keys are copied.
+ */
+static void claim_picks(struct bch_fs *c, struct check_state *s, const struct bch_node_scan *sc,
+			bool *claimed)
+{
+	for (size_t i = 0; i < s->nr_picks; i++) {
+		const struct bch_found_node *f = s->picks[i].f;
+		size_t idx = f - sc->n;
+		struct bch_bkey *k = bch_found_node_ptr(f);
+		if (!claimed[idx]) {
+			claimed[idx] = true;
+			if (!bch_alloc_mark_ptr(c, &f->ptr, c->sb->btree_node_size, BCH_DATA_btree))
+				ptr_list_add(&s->nodes, k);
+			c->err_msg[0] = 0;
+		}
+		struct btree *b;
+		if (s->id == BCH_BTREE_ID_extents && !bch_btree_node_get(c, s->id, 0, k, &b)) {
+			for (unsigned j = 0; j < b->nr; j++) {
+				const struct bch_bkey *e = b->keys[j];
+				if (e->type != BCH_BKEY_extent ||
+				    bpos_cmp(e->p, s->picks[i].min_key) < 0 ||
+				    bpos_cmp(e->p, s->picks[i].max_key) > 0)
+					continue;
+				const struct bch_extent *x = bkey_val(e);
+				unsigned sectors = bch_extent_disk_sectors(e);
+				for (unsigned p = 0; p < bch_extent_nr_ptrs(e); p++)
+					bch_alloc_mark_data(c, &x->ptrs[p], x->crc.compressed_sectors,
+							    sectors);
+			}
+			bch_btree_node_put(c, b);
+		}
+		c->err_msg[0] = 0;	/* pass 5 reports bad pointers */
+		free(k);
+	}
+}
+
+/* The readable leaves of s, sorted by address, for reachable(). */
+static struct reach reach_of(const struct check_state *s)
+{
+	struct reach rc = { calloc(s->leaves.nr ? s->leaves.nr * BCH_REPLICAS_MAX : 1,
+				   sizeof(*rc.a)), 0 };
+	if (!rc.a)
+		abort();
+	for (size_t i = 0; i < s->leaves.nr; i++) {
+		const struct bch_btree_ptr *bp = bkey_val(s->leaves.k[i]);
+		for (unsigned p = 0; p < bch_btree_ptr_nr(s->leaves.k[i]); p++)
+			rc.a[rc.nr++] = (struct leaf_addr) { bp->ptrs[p].offset, bp->seq,
+							     bp->ptrs[p].dev };
+	}
+	qsort(rc.a, rc.nr, sizeof(*rc.a), leaf_addr_cmp);
+	return rc;
+}
+
+/* Scan the devices once and choose, for every btree that lost nodes, what fills them. */
+static int recover_lost(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct check_state *st,
+			struct bch_node_scan *sc)
+{
+	/*
+	 * Buckets never allocated (gen 0) hold no node, if the generations are
+	 * sound: the alloc btree was current (clean close, nothing replayed)
+	 * and none of its nodes is lost.
+	 */
+	bool trust_gens = bch_alloc_btree_was_current(c) && !c->journal_replayed &&
+			  !st[BCH_BTREE_ID_alloc].nr_lost;
+	int r = bch_node_scan(c, sc, trust_gens);
+
+	if (r)
+		return r;
+	bool *claimed = calloc(sc->nr ? sc->nr : 1, sizeof(*claimed));
+	if (!claimed)
+		abort();
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r && !ctx->cancelled; id++) {
+		struct check_state *s = &st[id];
+		struct bch_node_pick *p;
+		size_t nr;
+
+		if (!s->nr_lost)
+			continue;
+		struct reach rc = reach_of(s);
+		r = bch_node_scan_pick(c, sc, id, s->lost, s->nr_lost, reachable, &rc, &p, &nr);
+		free(rc.a);
+		if (r)
+			break;
+		bool use = false;
+		for (size_t l = 0; l < s->nr_lost; l++) {
+			char where[300], detail[400];
+			const struct bch_lost_range *lr = &s->lost[l];
+			bool any = false;
+			for (size_t i = 0; i < nr && !any; i++)
+				any = bpos_cmp(p[i].min_key, lr->min_key) >= 0 &&
+				      bpos_cmp(p[i].max_key, lr->max_key) <= 0;
+			if (!any)
+				continue;
+			char lo[80], hi[80];
+			bch_bpos_to_text(lr->min_key, lo, sizeof(lo));
+			bch_bpos_to_text(lr->max_key, hi, sizeof(hi));
+			snprintf(where, sizeof(where), "%s btree level %u node %s..%s",
+				 bch_btree_id_name(id), lr->level, lo, hi);
+			describe_found(c, s, lr, p, nr, detail, sizeof(detail));
+			if (bch_fsck_problem(ctx, BCH_FSCK_btree_node_scan_found, where, detail)) {
+				s->approved[BCH_FSCK_btree_node_scan_found]++;
+				use = true;
+			}
+		}
+		if (use && s->rebuild && !c->read_only) {
+			s->picks = p;
+			s->nr_picks = nr;
+			claim_picks(c, s, sc, claimed);
+		} else {
+			free(p);
+		}
+	}
+	free(claimed);
+	return r;
+}
+
 int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_checked)
 {
+	struct check_state *st = calloc(BCH_BTREE_ID_NR, sizeof(*st));
+	struct bch_node_scan sc = { 0 };
+	bool lost = false;
 	int r = 0;
 
+	if (!st)
+		return -ENOMEM;
 	*nodes_checked = 0;
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r && !ctx->cancelled; id++) {
-		struct check_state s = { .ctx = ctx, .id = id };
+		struct check_state *s = &st[id];
 		struct btree_root *root = &c->roots->r[id];
 
+		*s = (struct check_state) { .ctx = ctx, .id = id };
 		if (!root->key)
 			continue;
 		/* a copy: repairs may replace the root key while it is being checked */
 		struct bch_bkey *rk = bch_bkey_dup(root->key);
-		r = check_node(c, &s, root->level, rk);
+		r = check_node(c, s, root->level, rk);
 		free(rk);
-		*nodes_checked += s.nodes_checked;
-		if (!r && s.rebuild && !c->read_only) {
-			r = rebuild(c, &s);
+		*nodes_checked += s->nodes_checked;
+		lost |= s->nr_lost;
+	}
+	/* every btree's own nodes and (extents) data are counted: now the scan */
+	if (!r && lost && !ctx->cancelled)
+		r = recover_lost(ctx, c, st, &sc);
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r && !ctx->cancelled; id++) {
+		struct check_state *s = &st[id];
+		if (s->rebuild && !c->read_only) {
+			r = rebuild(c, s);
 			if (!r)
 				for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
-					ctx->fixed[p] += s.approved[p];
+					ctx->fixed[p] += s->approved[p];
 		}
-		ptr_list_free(&s.leaves);
-		ptr_list_free(&s.nodes);
 	}
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
+		ptr_list_free(&st[id].leaves);
+		ptr_list_free(&st[id].nodes);
+		free(st[id].lost);
+		free(st[id].picks);
+	}
+	free(st);
+	bch_node_scan_exit(&sc);
 	if (!r && c->extents_mark_deferred && !ctx->cancelled) {
 		/* every extents leaf was read: the recount is complete */
 		c->extents_mark_deferred = false;

@@ -1,0 +1,59 @@
+#!/bin/sh
+# make bench (node scan part): what the node scan of fsck costs against the
+# limit, reading the image once.  An image of BENCH_SCAN_MB MiB (default
+# 2048) is filled from BENCH_SCAN_SRC (default /usr/share) with format
+# --source; then, best of REPS (3) runs each, with the image in the page
+# cache for every row:
+#   cat IMG >/dev/null                 reading every byte once (the limit)
+#   fsck -f -n IMG                     the undamaged image
+#   fsck -f -n IMG, extents root bad   pass 3 finds the root unreadable and
+#                                      scans the buckets for its leaves (not
+#                                      those of user data or never allocated)
+#   the same, not closed cleanly       bucket generations are not trusted:
+#                                      every bucket but user data is read
+# The scan's own cost is the third row less the time fsck spends before it
+# stops (the files passes do not run on a btree left damaged by -n).
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+B="$root/bcachefs"
+REPS=${REPS:-3}
+MB=${BENCH_SCAN_MB:-2048}
+SRC=${BENCH_SCAN_SRC:-/usr/share}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-nodescan.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+cd "$dir"
+
+# best CMD...: ms = best wall time of REPS runs
+best() {
+	ms=
+	for i in $(seq "$REPS"); do
+		t0=$(date +%s%N)
+		"$@" >/dev/null 2>&1 || true
+		t1=$(date +%s%N)
+		t=$(( (t1 - t0) / 1000000 ))
+		if [ -z "$ms" ] || [ "$t" -lt "$ms" ]; then ms=$t; fi
+	done
+}
+
+"$B" format -q --fs-size="${MB}M" --source "$SRC" good.img 2>format.err ||
+	{ echo "format --source $SRC: $(tail -1 format.err)"; exit 1; }
+cp good.img bad.img
+cp good.img unclean.img
+"$B" kv --no-clean-close unclean.img put 1:1 x
+root_sector=$("$B" list -b extents -m nodes good.img | sed -n '1s/.* ptr 0:\([0-9]*\) .*/\1/p')
+nodes=$("$B" list -b extents -m nodes good.img | grep -c '^node level 0')
+dd if=/dev/zero of=bad.img bs=512 seek="$root_sector" count=8 conv=notrunc status=none
+dd if=/dev/zero of=unclean.img bs=512 seek="$root_sector" count=8 conv=notrunc status=none
+"$B" fsck -f -n bad.img > scan.out 2>&1 || true
+grep -q 'btree_node_scan_found' scan.out || { echo "the scan found nothing:"; cat scan.out; exit 1; }
+found=$(sed -n 's/^extents btree level [0-9]* node .*: \([0-9]* lea[a-z]* found ([0-9]* keys)\).*/\1/p' scan.out)
+
+best cat good.img; cat_ms=$ms
+best "$B" fsck -f -n good.img; good_ms=$ms
+best "$B" fsck -f -n bad.img; scan_ms=$ms
+best "$B" fsck -f -n unclean.img; unclean_ms=$ms
+printf 'image %s MiB from %s, %s extents leaves; the scan: %s\n' "$MB" "$SRC" "$nodes" "$found"
+printf '%-40s %8s ms\n' "cat IMG >/dev/null" "$cat_ms" \
+	"fsck -f -n (undamaged)" "$good_ms" \
+	"fsck -f -n (extents root zeroed: scan)" "$scan_ms" \
+	"the same, not closed cleanly" "$unclean_ms"
