@@ -208,7 +208,7 @@ def build(cfg, dirn, src):
         raise RuntimeError("format failed (exit %d): %s" % (p.returncode, p.stderr.strip()[-300:]))
     if cfg.unclean:
         crash_write(cfg, dirn, os.path.join(src, "late"))
-    return " ".join(args).replace(B, "bcachefs")
+    return " ".join(args).replace(B, "bcachefs").replace(base, "SRC")
 
 
 def crash_write(cfg, dirn, late):
@@ -308,33 +308,57 @@ def find_jsets(cfg, dirn):
     return sorted(res)
 
 
+def node_spans(f, start, written):
+    """The byte ranges of a node that its bsets cover (the header and first
+    bset, then each later bset at a block boundary), relative to start: the
+    tail of a bset's last block is written but covered by no checksum."""
+    spans, pos = [], 0
+    while pos < written:
+        f.seek(start + pos)
+        hdr = f.read(136 if pos == 0 else 48)
+        u64s = int.from_bytes(hdr[-8:-4], "little")
+        n = min(len(hdr) + u64s * 8, written - pos)
+        if pos and not any(hdr):
+            break
+        spans.append((pos, n))
+        pos += (n + BLOCK - 1) // BLOCK * BLOCK
+    return spans
+
+
 def targets(cfg, dirn):
-    """{TARGET: [(byte offset, bytes written there), ...]} (choices for the seed)."""
+    """{TARGET: [(byte offset, [(offset, bytes), ...]), ...]}: the structures
+    of device 0 the seed chooses from, each with the ranges damage may hit."""
     t = {}
     for i, (s, n) in enumerate(find_sb(cfg, dirn)):
-        t["sb:%d" % i] = [(s * 512, n)]
+        t["sb:%d" % i] = [(s * 512, [(0, n)])]
     js = find_jsets(cfg, dirn)
     if js:
         newest = js[-1]
-        t["journal:newest"] = [newest[2:]]
+        t["journal:newest"] = [(newest[2], [(0, newest[3])])]
         if cfg.unclean:
             old = [j for j in js if j[0] == newest[1]]
             if old and old[0] is not newest:
-                t["journal:oldest"] = [old[0][2:]]
-    for (bt, lvl), lst in sorted(find_nodes(cfg, dirn).items()):
-        if bt != "test":
-            t["btree:%s:L%d" % (bt, lvl)] = [(s * 512, n) for s, n in lst]
+                t["journal:oldest"] = [(old[0][2], [(0, old[0][3])])]
+    with open(os.path.join(dirn, cfg.devs[0]), "rb") as f:
+        for (bt, lvl), lst in sorted(find_nodes(cfg, dirn).items()):
+            if bt != "test":
+                t["btree:%s:L%d" % (bt, lvl)] = [(s * 512, node_spans(f, s * 512, n)) for s, n in lst]
     ext = find_extents(cfg, dirn)
     if ext:
-        t["data"] = [(s * 512, n) for s, n, _ in ext]
+        t["data"] = [(s * 512, [(0, n)]) for s, n, _ in ext]
     return t
 
 
 def damage(path, choices, kind, seed):
     """Damage one structure chosen by seed; returns a description."""
     r = random.Random(seed)
-    start, n = r.choice(choices)
-    off = start + r.randrange(n)
+    start, spans = r.choice(choices)
+    at = r.randrange(sum(n for _, n in spans))
+    for so, n in spans:
+        if at < n:
+            break
+        at -= n
+    off = start + so + at
     with open(path, "r+b") as f:
         if kind == "flip1":
             f.seek(off)
@@ -343,7 +367,7 @@ def damage(path, choices, kind, seed):
             f.write(bytes([old ^ r.randrange(1, 256)]))
             what = "byte %d" % off
         elif kind == "rand64":
-            off = min(off, start + max(n - 64, 0))
+            off = max(min(off, start + so + n - 64), start + so)
             f.seek(off)
             f.write(r.randbytes(64))
             what = "bytes %d..%d" % (off, off + 63)
@@ -352,7 +376,8 @@ def damage(path, choices, kind, seed):
             f.seek(off)
             f.write(bytes(BLOCK))
             what = "block %d..%d zeroed" % (off, off + BLOCK - 1)
-    return "%s of the structure at byte %d (%d bytes written)" % (what, start, n)
+    return "%s of the structure at byte %d (ranges %s)" % (
+        what, start, " ".join("+%d:%d" % sp for sp in spans))
 
 
 # ---------------------------------------------------------------- a case
@@ -612,15 +637,17 @@ def summary(results, total):
     by = {}
     for r in rs:
         cfg, target, kind, _ = parse_case(r["name"])
-        key = "r%d %s %s" % (cfg.ndev, target, kind)
-        b = by.setdefault(key, [0, 0, 0])
+        b = by.setdefault("r%d %s %s" % (cfg.ndev, target, kind), [0, 0, 0, 0])
         b[0] += 1
-        b[1] += bool(r["viol"])
-        b[2] += r["missing"] + r["wrong"]
-    print("\nby kind (replicas, target, damage): cases, violating, files lost")
+        b[1] += r["n1"] == 0
+        b[2] += bool(r["viol"])
+        b[3] += r["missing"] + r["wrong"]
+    print("\nby kind, where the damage was not seen or broke a property:")
+    print("  %-36s %5s %8s %9s %10s" % ("replicas target damage", "cases", "unseen", "violating", "files lost"))
     for k in sorted(by):
-        if by[k][1]:
-            print("  %-40s %3d %3d %5d" % (k, by[k][0], by[k][1], by[k][2]))
+        if by[k][1] or by[k][2]:
+            print("  %-36s %5d %8d %9d %10d" % ((k,) + tuple(by[k])))
+    print("  (unseen: the first fsck -n -f exited 0; it reads no file data without -c)")
     bad = sum(1 for r in rs if r["viol"])
     print("\ncases: %d, violating: %d; files per case: %d; files lost in all: %d"
           % (len(rs), bad, total, sum(r["missing"] + r["wrong"] for r in rs)))
@@ -631,5 +658,10 @@ def summary(results, total):
     print("violations by property: " + (", ".join("%s %d" % kv for kv in sorted(counts.items())) or "none"))
 
 
+def on_term(signum, frame):
+    raise SystemExit(128 + signum)     # so that the temp dirs are removed
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, on_term)
     sys.exit(main())
