@@ -7,8 +7,9 @@ For each case: a deterministic source tree (seeded) is put into an image
 closed cleanly, or left unclean by a FUSE mount killed after fsync), ONE
 structure of device 0 is damaged (a superblock copy, a journal entry, a btree
 node of a given btree and level, a data extent) in one of three ways (flip1:
-one byte changed at a random offset inside the written part; rand64: 64
-random bytes there; zero: the 4 KiB block holding that offset zeroed), and then
+one byte changed at a random offset among the bytes the structure's checksum
+covers; rand64: 64 random bytes there; zero: the 4 KiB block holding that
+offset zeroed), and then
 
     fsck -n -f   (exit, and whether it said clean; must not write)
     fsck -y -f   (exit)
@@ -32,6 +33,8 @@ Case names: CONFIG/TARGET/KIND@SEED, e.g. r1-32k-clean/btree:extents:L1/flip1@7
             btree:NAME:LLEVEL (a node of that btree and level), data
     SEED    picks the node or extent and the offset and bytes of the damage
 The source tree is the same for every case (DAMAGE_TREE_SEED, default 1).
+--keep leaves each case's directory: the damaged images (after repair),
+fsck.log (every command and its output) and files.log (each file not intact).
 
 Usage: campaign.py [--soak [--seeds N]] [--configs C,C] [--case NAME]... [--keep]
 Without --soak (or SOAK=1) the fixed make-check subset CHECK runs; --soak
@@ -55,7 +58,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 B = os.environ.get("B", os.path.join(ROOT, "bcachefs"))
-CMD_TIMEOUT = 300
+CMD_TIMEOUT = 120          # seconds; a command that takes longer has hung
 FS_SIZE = "64M"
 UUID = "6e2a3c1d-5b4f-4e8a-9c7d-2f1e0a9b8c7d"
 JSET_MAGIC = (0x534c4f4f54686362 ^ 0x03).to_bytes(8, "little")
@@ -126,29 +129,31 @@ def xattrs(p):
 
 
 def same(src, dst):
-    """'intact', 'missing' or 'wrong' (and whether the wrong bytes are all zeros)."""
+    """('intact' | 'missing' | 'wrong', why): why is 'zeros' when the wrong
+    bytes are all zeros, 'meta' when the bytes are right but the mode or the
+    xattrs are not."""
     try:
         ds = os.lstat(dst)
     except OSError:
-        return "missing", False
+        return "missing", ""
     ss = os.lstat(src)
     if stat.S_ISLNK(ss.st_mode):
         ok = stat.S_ISLNK(ds.st_mode) and os.readlink(src) == os.readlink(dst)
-        return ("intact" if ok else "wrong"), False
+        return ("intact" if ok else "wrong"), ""
     if not stat.S_ISREG(ds.st_mode):
-        return "wrong", False
+        return "wrong", "type"
     with open(src, "rb") as f:
         a = f.read()
     try:
         with open(dst, "rb") as f:
             b = f.read()
     except OSError:
-        return "wrong", False
+        return "wrong", "unreadable"
     if a != b:
-        return "wrong", len(b) > 0 and b.count(0) == len(b)
+        return "wrong", "zeros" if len(b) > 0 and b.count(0) == len(b) else "bytes"
     if stat.S_IMODE(ss.st_mode) != stat.S_IMODE(ds.st_mode) or xattrs(src) != xattrs(dst):
-        return "wrong", False
-    return "intact", False
+        return "wrong", "meta"
+    return "intact", ""
 
 
 # ---------------------------------------------------------------- commands
@@ -437,7 +442,7 @@ def fsck(cfg, dirn, flag, log):
     return run([B, "fsck", "-f", flag] + cfg.devs, dirn, log)
 
 
-def run_case(name, pristine, tgts, src_entries, keep, report_only):
+def run_case(name, pristine, tgts, src_entries, keep):
     cfg, target, kind, seed = parse_case(name)
     d = tempfile.mkdtemp(prefix="bch-damage-", dir=os.environ.get("TMPDIR", "/tmp"))
     res = {"name": name, "seed": seed}
@@ -455,14 +460,15 @@ def run_case(name, pristine, tgts, src_entries, keep, report_only):
         res["n2"] = fsck(cfg, d, "-n", "fsck.log")
         ex = os.path.join(d, "extract")
         res["x"] = run([B, "image", "extract", cfg.colon(), ex], d, "fsck.log")
-        cnt = {"intact": 0, "missing": 0, "wrong": 0, "zeros": 0}
+        cnt = {"intact": 0, "missing": 0, "wrong": 0, "zeros": 0, "meta": 0}
         lost = []
         for rel, p in sorted(src_entries.items()):
-            v, z = same(p, os.path.join(ex, rel))
+            v, why = same(p, os.path.join(ex, rel))
             cnt[v] += 1
-            cnt["zeros"] += z
+            if why in ("zeros", "meta"):
+                cnt[why] += 1
             if v != "intact":
-                lost.append("%s %s" % (v, rel))
+                lost.append("%s%s %s" % (v, " (%s)" % why if why else "", rel))
         res.update(cnt)
         lf = os.path.join(ex, "lost+found")
         res["lf"] = len(os.listdir(lf)) if os.path.isdir(lf) else 0
@@ -589,18 +595,17 @@ def main():
             cfg = parse_case(name)[0]
             if cfg.name not in pristine:
                 continue
-            r = run_case(name, pristine[cfg.name], all_targets[cfg.name], src_entries,
-                         a.keep, report_only)
+            r = run_case(name, pristine[cfg.name], all_targets[cfg.name], src_entries, a.keep)
             results.append(r)
             if "skip" in r:
                 print("SKIP %s: %s" % (name, r["skip"]))
                 skipped += 1
                 continue
             line = ("%s seed=%d tree=%d: fsck-n=%d%s fsck-y=%d fsck2=%s extract=%d "
-                    "intact=%d missing=%d wrong=%d(zeros %d) lost+found=%d"
+                    "intact=%d missing=%d wrong=%d(zeros %d, mode/xattrs %d) lost+found=%d"
                     % (name, r["seed"], tree_seed, r["n1"], "(clean)" if r["n1"] == 0 else "",
                        r["y"], "clean" if r["n2"] == 0 else "NOT-CLEAN(%d)" % r["n2"], r["x"],
-                       r["intact"], r["missing"], r["wrong"], r["zeros"], r["lf"]))
+                       r["intact"], r["missing"], r["wrong"], r["zeros"], r["meta"], r["lf"]))
             if r["viol"] and not report_only:
                 failed += 1
                 print("FAIL " + line + " violates " + ",".join(r["viol"]))
@@ -611,8 +616,8 @@ def main():
             if r["viol"]:
                 print("    damage: %s" % r["damage"])
                 print("    reproduce: tests/damage/campaign.py --keep --case '%s'" % name)
-                if a.keep:
-                    print("    kept: %s" % r["dir"])
+            if a.keep:
+                print("    kept: %s" % r["dir"])
             sys.stdout.flush()
         summary(results, len(src_entries))
     finally:
