@@ -33,6 +33,7 @@ Case names: CONFIG/TARGET/KIND@SEED, e.g. r1-32k-clean/btree:extents:L1/flip1@7
             btree:NAME:LLEVEL (a node of that btree and level), data
     SEED    picks the node or extent and the offset and bytes of the damage
 The source tree is the same for every case (DAMAGE_TREE_SEED, default 1).
+DAMAGE_FSCK_ARGS adds options to every fsck run (e.g. -c to read the data).
 --keep leaves each case's directory: the damaged images (after repair),
 fsck.log (every command and its output) and files.log (each file not intact).
 
@@ -439,7 +440,8 @@ def parse_case(name):
 
 
 def fsck(cfg, dirn, flag, log):
-    return run([B, "fsck", "-f", flag] + cfg.devs, dirn, log)
+    extra = os.environ.get("DAMAGE_FSCK_ARGS", "").split()
+    return run([B, "fsck", "-f", flag] + extra + cfg.devs, dirn, log)
 
 
 def run_case(name, pristine, tgts, src_entries, keep):
