@@ -356,8 +356,11 @@ def targets(cfg, dirn):
 
 
 def damage(path, choices, kind, seed):
-    """Damage one structure chosen by seed; returns a description."""
-    r = random.Random(seed)
+    """Damage one structure chosen by seed; returns a description.  Each
+    kind draws its own place from the seed (with one draw for all three, the
+    soak found the three kinds always had the same outcome: what a node loses
+    depends on which bset is hit, not how)."""
+    r = random.Random(seed * len(KINDS) + KINDS.index(kind))
     start, spans = r.choice(choices)
     at = r.randrange(sum(n for _, n in spans))
     for so, n in spans:
