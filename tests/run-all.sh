@@ -3,7 +3,10 @@
 #   unit   Criterion tests of the library (ASan + UBSan build)
 #   cli    tests/cli/*.sh: the real binary on image files (and loop devices)
 #   fsck   tests/fsck/<case>/: golden fsck cases (damage, -y, then -n)
-# SOAK=1 makes the randomized tests run longer (make soak).
+#   damage tests/damage/campaign.sh: the corruption campaign (files kept after
+#          damage to one structure, fsck -y and extract; ~30 cases)
+# SOAK=1 makes the randomized tests run longer (make soak; the campaign runs
+# every structure x damage kind x 3 seeds).
 set -u
 cd "$(dirname "$0")/.."
 passed=0 failed=0 skipped=0
@@ -39,6 +42,7 @@ suite() {
 }
 suite cli tests/cli/run.sh
 suite fsck tests/fsck/run.sh
+suite damage tests/damage/campaign.sh
 
 echo "TOTAL: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" = 0 ]
