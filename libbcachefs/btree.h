@@ -52,6 +52,7 @@ struct btree {
 	struct bch_extent_ptr	ptrs[BCH_REPLICAS_MAX];
 	unsigned		sectors_written;	/* 0: never written */
 	uint8_t			bad_replicas;	/* bit i: ptrs[i] failed when read (fsck rewrites) */
+	uint8_t			csum_type;	/* of the bsets on disk: appends keep it */
 	bool			torn_tail;	/* read: a torn append was forgiven (recovery);
 						 * the next write rewrites the node elsewhere */
 	char			**dropped;	/* fsck: invalid keys skipped when read ("pos: why") */

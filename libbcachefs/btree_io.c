@@ -302,6 +302,7 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		return snprintf(err, errlen, "%s", ret == -BCH_ERR_csum_mismatch
 				? "bad checksum" : bch_err_str(ret)), ret;
 	b->seq = n->seq;
+	b->csum_type = n->csum_type;
 	if ((ret = read_bset(c, b, &n->keys, err, errlen)))
 		return ret;
 
@@ -459,7 +460,8 @@ static void pack_keys(__le64 *dst, struct bch_bkey **keys, unsigned nr)
 
 int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 {
-	unsigned csum_type = c->opts.v[Opt_metadata_checksum];
+	/* a node's bsets share the header's checksum type: an append keeps it */
+	unsigned csum_type = whole ? c->opts.v[Opt_metadata_checksum] : b->csum_type;
 	int ret;
 
 	if (whole) {
@@ -489,8 +491,10 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 					 sizeof(*n) - sizeof(n->csum) + b->u64s * 8, &n->csum)))
 			ret = write_ptrs(c, b, n, bytes, 0);
 		free(n);
-		if (!ret)
+		if (!ret) {
 			b->sectors_written = bytes >> BCH_SECTOR_SHIFT;
+			b->csum_type = csum_type;
+		}
 	} else {
 		size_t bytes = (size_t)bch_btree_node_append_sectors(c, b) << BCH_SECTOR_SHIFT;
 		struct bch_btree_node_entry *e;
