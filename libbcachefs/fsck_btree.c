@@ -350,6 +350,12 @@ static int rebuild(struct bch_fs *c, struct check_state *s)
 		r = insert_leaf(c, t, s->id, k, s->picks[i].min_key, s->picks[i].max_key);
 		free(k);
 	}
+	/* journal keys that replay could not apply (their node was unreadable) */
+	for (size_t i = 0; i < c->nr_replay_deferred && !r; i++)
+		if (c->replay_deferred[i].id == s->id) {
+			bch_trans_update(t, s->id, c->replay_deferred[i].k);
+			r = bch_trans_commit(t, 0);
+		}
 	bch_trans_exit(t);
 	if (r)
 		return r;
@@ -500,6 +506,28 @@ static struct reach reach_of(const struct check_state *s)
 	return rc;
 }
 
+/*
+ * A pick whose node does not read whole (its first bset is good, a later one
+ * is not: often the lost node itself) gives nothing: drop it, so that
+ * nothing is reported as found that is not.  Returns the new count.
+ */
+static size_t drop_unreadable(struct bch_fs *c, unsigned id, struct bch_node_pick *p, size_t nr)
+{
+	size_t out = 0;
+
+	for (size_t i = 0; i < nr; i++) {
+		struct bch_bkey *k = bch_found_node_ptr(p[i].f);
+		struct btree *b;
+		if (!bch_btree_node_get(c, id, 0, k, &b)) {
+			bch_btree_node_put(c, b);
+			p[out++] = p[i];
+		}
+		c->err_msg[0] = 0;
+		free(k);
+	}
+	return out;
+}
+
 /* Scan the devices once and choose, for every btree that lost nodes, what fills them. */
 static int recover_lost(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct check_state *st,
 			struct bch_node_scan *sc)
@@ -530,6 +558,7 @@ static int recover_lost(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct check
 		free(rc.a);
 		if (r)
 			break;
+		nr = drop_unreadable(c, id, p, nr);
 		bool use = false;
 		for (size_t l = 0; l < s->nr_lost; l++) {
 			char where[300], detail[400];
