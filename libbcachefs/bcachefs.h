@@ -57,6 +57,12 @@ struct bch_fs {
 							 * (0, 0: none): a torn append whose keys all
 							 * lie in them is forgiven (btree_io.c) */
 	uint64_t		(*journal_gaps)[2];	/* fsck open: missing entries [from, to] */
+	struct bch_deferred_key {
+		uint8_t		id, level;
+		struct bch_bkey	*k;
+	}			*replay_deferred;	/* fsck open: journal keys whose node could
+						 * not be read, applied after pass 3 rebuilds */
+	size_t			nr_replay_deferred;
 	uint64_t		journal_torn;	/* the entry after the newest one is unreadable
 						 * (torn by a crash, or damaged): 0 if none */
 	unsigned		nr_journal_gaps;

@@ -65,6 +65,44 @@ static void free_replay_list(struct replay_list *l)
 }
 
 /*
+ * fsck: a key whose node cannot be read is kept for after pass 3, which
+ * rebuilds that btree from what can be read and then applies these (in
+ * replay order), so a damaged node costs what it held, not what the journal
+ * held for it.  Interior keys are dropped: the rebuild makes its own.
+ */
+static bool defer_key(struct bch_fs *c, int r, unsigned id, unsigned level,
+		      const struct bch_bkey *k)
+{
+	if (!c->opts.v[Opt_fsck] || (r != -BCH_ERR_btree_node_bad && r != -BCH_ERR_btree_node_read))
+		return false;
+	c->err_msg[0] = 0;
+	if (level)
+		return true;
+	struct bch_deferred_key *n = realloc(c->replay_deferred,
+					     (c->nr_replay_deferred + 1) * sizeof(*n));
+	if (!n)
+		abort();
+	c->replay_deferred = n;
+	n[c->nr_replay_deferred++] = (struct bch_deferred_key) { id, level, bch_bkey_dup(k) };
+	return true;
+}
+
+/* The data of deferred extent keys is in use: nothing may be allocated over it. */
+static void mark_deferred(struct bch_fs *c)
+{
+	for (size_t i = 0; i < c->nr_replay_deferred; i++) {
+		const struct bch_bkey *k = c->replay_deferred[i].k;
+		if (c->replay_deferred[i].id != BCH_BTREE_ID_extents || k->type != BCH_BKEY_extent)
+			continue;
+		const struct bch_extent *e = bkey_val(k);
+		for (unsigned p = 0; p < bch_extent_nr_ptrs(k); p++)
+			bch_alloc_mark_data(c, &e->ptrs[p], e->crc.compressed_sectors,
+					    bch_extent_disk_sectors(k));
+		c->err_msg[0] = 0;	/* pass 5 reports bad pointers */
+	}
+}
+
+/*
  * Replay, one level at a time from the top: interior updates first (in
  * sequence order), so that when keys of a level are replayed, the levels
  * above already have their final shape.  Replaying a leaf key through an
@@ -95,6 +133,8 @@ static int replay_level(struct bch_fs *c, struct replay_list *l, unsigned level)
 							  "journal entry %" PRIu64 ": invalid key: %s",
 							  (uint64_t)j->seq, err);
 				int r = bch_btree_replay_key(c, e->btree_id, e->level, k, j->seq);
+				if (r && defer_key(c, r, e->btree_id, e->level, k))
+					r = 0;
 				if (r)
 					return r;
 				p += k->u64s;
@@ -178,6 +218,9 @@ static int mark_subtree(struct bch_fs *c, unsigned id, unsigned level, const str
 static void fs_free(struct bch_fs *c)
 {
 	free(c->journal_gaps);
+	for (size_t i = 0; i < c->nr_replay_deferred; i++)
+		free(c->replay_deferred[i].k);
+	free(c->replay_deferred);
 	bch_btree_cache_exit(c);
 	bch_fs_journal_exit(c);
 	bch_alloc_btree_exit(c);
@@ -456,6 +499,8 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 			c->extents_mark_deferred = true;
 		else
 			r = bch_extents_mark_all(c);
+		if (!r)
+			mark_deferred(c);
 		if (!r)
 			r = bch_alloc_btree_rebuilt(c);
 	}
