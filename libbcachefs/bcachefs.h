@@ -63,6 +63,10 @@ struct bch_fs {
 	}			*replay_deferred;	/* fsck open: journal keys whose node could
 						 * not be read, applied after pass 3 rebuilds */
 	size_t			nr_replay_deferred;
+	struct bch_bpos		(*extents_lost)[2];	/* fsck pass 3: ranges of extent keys
+						 * lost with unreadable nodes and not found by
+						 * the scan ([lo, hi]); pass 7 names the files */
+	size_t			nr_extents_lost;
 	uint64_t		journal_torn;	/* the entry after the newest one is unreadable
 						 * (torn by a crash, or damaged): 0 if none */
 	unsigned		nr_journal_gaps;

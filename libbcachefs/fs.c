@@ -221,6 +221,7 @@ static void fs_free(struct bch_fs *c)
 	for (size_t i = 0; i < c->nr_replay_deferred; i++)
 		free(c->replay_deferred[i].k);
 	free(c->replay_deferred);
+	free(c->extents_lost);
 	bch_btree_cache_exit(c);
 	bch_fs_journal_exit(c);
 	bch_alloc_btree_exit(c);

@@ -98,6 +98,9 @@
 	  "inode with no links left over from an interrupted delete; finish deleting it") \
 	x(inode_back_pointer,	0x0702, 7, FSCK_SAFE,						\
 	  "inode's parent pointer does not name one of its links; correct it")		\
+	x(inode_data_lost,	0x0703, 7, 0,							\
+	  "file's data was in a btree node that is lost; move the file to lost+found "	\
+	  "(what is left of it is kept there)")						\
 	x(dirent_dangling,	0x0801, 8, 0,							\
 	  "directory entry points to an inode that does not exist; delete it")		\
 	x(dirent_bad_dir,	0x0802, 8, 0,							\

@@ -592,6 +592,44 @@ static int recover_lost(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct check
 	return r;
 }
 
+static void extents_lost_add(struct bch_fs *c, struct bch_bpos lo, struct bch_bpos hi)
+{
+	struct bch_bpos (*n)[2] = realloc(c->extents_lost, (c->nr_extents_lost + 1) * sizeof(*n));
+
+	if (!n)
+		abort();
+	c->extents_lost = n;
+	n[c->nr_extents_lost][0] = lo;
+	n[c->nr_extents_lost++][1] = hi;
+}
+
+/*
+ * What of the extents btree is lost for good: the lost ranges less the
+ * pieces the scan gives back (picks are sorted and disjoint).  Pass 7 names
+ * the files whose data was there.
+ */
+static void note_extents_lost(struct bch_fs *c, const struct check_state *s)
+{
+	for (size_t l = 0; l < s->nr_lost; l++) {
+		struct bch_bpos next = s->lost[l].min_key, hi = s->lost[l].max_key;
+		bool done = false;
+
+		for (size_t i = 0; i < s->nr_picks && !done; i++) {
+			const struct bch_node_pick *p = &s->picks[i];
+			if (bpos_cmp(p->max_key, next) < 0 || bpos_cmp(p->min_key, hi) > 0)
+				continue;
+			if (bpos_cmp(p->min_key, next) > 0)
+				extents_lost_add(c, next, bpos_predecessor(p->min_key));
+			if (bpos_cmp(p->max_key, hi) >= 0)
+				done = true;
+			else
+				next = bpos_successor(p->max_key);
+		}
+		if (!done)
+			extents_lost_add(c, next, hi);
+	}
+}
+
 int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_checked)
 {
 	struct check_state *st = calloc(BCH_BTREE_ID_NR, sizeof(*st));
@@ -619,6 +657,8 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 	/* every btree's own nodes and (extents) data are counted: now the scan */
 	if (!r && lost && !ctx->cancelled)
 		r = recover_lost(ctx, c, st, &sc);
+	if (!r)
+		note_extents_lost(c, &st[BCH_BTREE_ID_extents]);
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r && !ctx->cancelled; id++) {
 		struct check_state *s = &st[id];
 		if (s->rebuild && !c->read_only) {

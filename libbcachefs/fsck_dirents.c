@@ -72,6 +72,21 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		return s->err;
 	}
 
+	if (!S_ISDIR(ino_mode(ti))) {
+		/* a file whose data pass 7 found lost: its names go (it goes to lost+found) */
+		struct ino_extra *x = fsck_ino_extra(&s->inodes, d->inum, false);
+		if (x && x->state == INO_DATA_LOST) {
+			int r = bch_fs_dirent_delete(c, dir, slot);
+			if (r) {
+				WHERE();
+				snprintf(s->ctx->err_msg, sizeof(s->ctx->err_msg), "%.400s: %s", where,
+					 bch_err_str(r));
+				s->err = r;
+			}
+			return s->err;
+		}
+	}
+
 	unsigned want = bch_mode_to_dtype(ino_mode(ti));
 	if (d->d_type != want) {
 		snprintf(detail, sizeof(detail), "type %u, inode is %u", d->d_type, want);

@@ -43,6 +43,8 @@ enum {
 };
 
 #define INO_SAT		15		/* names, nlink: the count is in the side entry */
+#define INO_DATA_LOST	3		/* ino_extra.state of a file whose data pass 7 found lost
+					 * (the repair agreed): pass 8 deletes its names */
 
 struct ino_info {
 	uint8_t		counts;		/* names counted (low 4 bits), the key's nlink (high 4) */
@@ -118,7 +120,7 @@ struct ino_extra {
 	uint32_t	names;		/* when ino_info's says INO_SAT */
 	uint32_t	nlink;		/* likewise */
 	uint8_t		state;		/* directories, pass 9 loop walk: 0 new, 1 walking,
-					 * 2 reaches the root */
+					 * 2 reaches the root; files: INO_DATA_LOST */
 	bool		unlinked;	/* the key's unlinked flag */
 	uint16_t	bp_fp;		/* directories: fsck_bp_fp() of the key's parent pointer */
 };

@@ -3,6 +3,8 @@
  * fsck_inodes.c - pass 7: inodes (see fsck_files.h).
  *
  * Checks
+ *   inode_data_lost: a file whose extents were in a btree node that could not
+ * be read (nor found by the scan): named, and moved to lost+found (pass 9).
  *   inode_sectors_wrong: an inode's sector count against its extents (pass 6
  * compares them, in step with the inode keys, and lists the differences;
  * pass 7 reports and repairs them).  Pass 6 also enters every inode key in
@@ -71,6 +73,34 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 	return 0;
 }
 
+/* Did pass 3 lose (for good) extent keys of inode inum with an unreadable node? */
+static bool extents_lost(struct bch_fs *c, uint64_t inum)
+{
+	for (size_t i = 0; i < c->nr_extents_lost; i++)
+		if (c->extents_lost[i][0].inode <= inum && inum <= c->extents_lost[i][1].inode)
+			return true;
+	return false;
+}
+
+/*
+ * A file that lost extents with a btree node would read back as holes
+ * (zeros) where its data was: never leave it looking whole.  Its names are
+ * taken away (pass 8; pass 9 then puts it in lost+found, pass 10 mends the
+ * link count), and the report names it by its path.
+ */
+static void data_lost(struct fstate *s, const struct sectors_wrong *w, const char *where)
+{
+	char detail[96];
+
+	snprintf(detail, sizeof(detail), "%" PRIu64 " of %" PRIu64 " sectors lost",
+		 w->i_sectors - w->counted, w->i_sectors);
+	if (!fsck_fixing(s, BCH_FSCK_inode_data_lost, where, detail))
+		return;
+	/* pass 8 deletes every name of it (hard links too) */
+	fsck_ino_extra(&s->inodes, w->inum, true)->state = INO_DATA_LOST;
+	fsck_fix_done(s, BCH_FSCK_inode_data_lost, 0);
+}
+
 /* Pass 7: the sector counts pass 6 found wrong. */
 int fsck_check_inodes(struct fstate *s)
 {
@@ -78,6 +108,8 @@ int fsck_check_inodes(struct fstate *s)
 		const struct sectors_wrong *w = &s->sectors_wrong[n];
 		char where[640], detail[96];
 		fsck_inode_where(s->c, w->inum, where, sizeof(where));
+		if (w->counted < w->i_sectors && extents_lost(s->c, w->inum))
+			data_lost(s, w, where);
 		snprintf(detail, sizeof(detail), "%" PRIu64 " sectors, extents cover %" PRIu64,
 			 w->i_sectors, w->counted);
 		if (fsck_fixing(s, BCH_FSCK_inode_sectors_wrong, where, detail)) {
