@@ -492,7 +492,8 @@ _Static_assert(sizeof(struct bch_extent_ptr) == 16, "bch_extent_ptr size");
  */
 struct bch_btree_ptr {
 	__le64			seq;		/* child node's seq */
-	__le16			sectors_written;	/* when made (a read hint); 0: unknown */
+	__le16			sectors_written;	/* written at least (updated after each
+						 * append of the child); 0: unknown */
 	__le16			flags;
 	__le32			pad;
 	struct bch_bpos		min_key;	/* child's min_key */
@@ -679,12 +680,14 @@ _Static_assert(sizeof(struct bch_reservation) == 8, "bch_reservation size");
  * Damage or torn append: a bset that fails (bad checksum, impossible size,
  * or a node that ends early) is DAMAGE, never silently the end of the node,
  * unless all of these hold, which only a write cut by a crash produces:
- *   (a) it starts at or past the parent pointer's sectors_written (what the
- *       parent knew to be written when it was made: a lower bound);
+ *   (a) it starts at or past the parent pointer's sectors_written (a lower
+ *       bound of what is written: updated in the parent after every append,
+ *       in memory, and written with the parent's next write);
  *   (b) the filesystem is being recovered (journal replay), and the bset's
  *       header says (BCH_BSET_SPAN) that every key in it belongs to journal
  *       entries that are replayed: journal_seq - journal_seq_span >= the
- *       oldest replayed entry, journal_seq <= the newest;
+ *       oldest replayed entry, journal_seq <= the newest; or it holds only
+ *       children's sectors_written hints (BCH_BSET_HINTS);
  *   (c) no valid bset of this node follows it in the node's space.
  * Then the append is torn: its keys are replayed from the journal and the
  * node is rewritten, so the torn bytes do not outlive the recovery.  A
@@ -704,6 +707,9 @@ struct bch_bset {
 };
 _Static_assert(sizeof(struct bch_bset) == 32, "bch_bset size");
 #define BCH_BSET_SPAN		(1U << 0)	/* journal_seq_span is set (appends) */
+#define BCH_BSET_HINTS		(1U << 1)	/* only children's pointers with a new
+						 * sectors_written (not journalled: losing
+						 * them loses nothing but those hints) */
 
 struct bch_btree_node {
 	struct bch_csum		csum;		/*   0 covers 16..end of keys */

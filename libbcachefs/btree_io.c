@@ -210,8 +210,10 @@ static int torn_append(struct bch_fs *c, struct btree *b, struct bch_dev *ca, ui
 {
 	uint64_t newest = i->journal_seq, oldest = newest - i->journal_seq_span;
 
-	if (!c->replay_oldest || !(i->flags & BCH_BSET_SPAN) ||
-	    oldest < c->replay_oldest || oldest > newest || newest > c->replay_newest)
+	/* a bset of children's hints only loses nothing but hints */
+	if (!(i->flags & BCH_BSET_HINTS) &&
+	    (!c->replay_oldest || !(i->flags & BCH_BSET_SPAN) ||
+	     oldest < c->replay_oldest || oldest > newest || newest > c->replay_newest))
 		return 0;
 	int ret = later_bset(c, b, ca, where, have, off, seq, csum_type);
 	return ret < 0 ? ret : !ret;
@@ -518,6 +520,8 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		    b->journal_seq - b->pin.seq <= UINT32_MAX) {
 			e->keys.flags = BCH_BSET_SPAN;
 			e->keys.journal_seq_span = b->journal_seq - b->pin.seq;
+		} else if (!b->pin.seq) {
+			e->keys.flags = BCH_BSET_HINTS;	/* children's hints only (update_hint()) */
 		}
 		pack_keys(e->keys._data, b->pending, b->nr_pending);
 		if (!(ret = bch_checksum(csum_type, &e->keys,

@@ -588,6 +588,38 @@ int bch_btree_node_write(struct bch_fs *c, struct btree *b)
 	return r;
 }
 
+/*
+ * After an append: the pointer to b (in its parent, or the root's) learns
+ * how much of b is written, so that a reader knows that much must read
+ * whole (damage there is never taken for a torn write).  The parent's copy
+ * is changed in memory only, without a journal entry: a pointer's
+ * sectors_written only has to be a lower bound, and the parent's next write
+ * (at the latest at close) carries it.  Its bset says it holds hints only
+ * when nothing else is pending (BCH_BSET_HINTS).
+ */
+static void update_hint(struct bch_fs *c, struct btree *b)
+{
+	struct btree *p;
+
+	if (is_root(c, b)) {
+		set_root(c, b);
+		return;
+	}
+	if (bch_btree_find_node(c, b->id, b->level + 1, b->max_key, &p)) {
+		c->err_msg[0] = 0;	/* only a hint is not recorded */
+		return;
+	}
+	int i = bch_btree_node_find(p, b->max_key);
+	if (i >= 0 && (unsigned)i < p->nr && bpos_eq(p->keys[i]->p, b->max_key) &&
+	    p->keys[i]->type == BCH_BKEY_btree_ptr &&
+	    ((const struct bch_btree_ptr *)bkey_val(p->keys[i]))->seq == b->seq) {
+		struct bch_bkey *k = bch_btree_ptr_key(b);
+		apply_key(c, p, k, 0);
+		free(k);
+	}
+	bch_btree_node_put(c, p);
+}
+
 static int node_write(struct bch_fs *c, struct btree *b)
 {
 	int r;
@@ -619,9 +651,10 @@ static int node_write(struct bch_fs *c, struct btree *b)
 	else if (b->torn_tail)
 		;
 	else if (b->sectors_written + bch_btree_node_append_sectors(c, b) <= node_sectors &&
-		 !node_on_missing(c, b))
-		r = bch_btree_node_write_io(c, b, false);
-	else
+		 !node_on_missing(c, b)) {
+		if (!(r = bch_btree_node_write_io(c, b, false)))
+			update_hint(c, b);
+	} else
 		r = move_node(c, b);
 	if (!r)
 		clear_pending(c, b);
