@@ -169,12 +169,9 @@ static int node_need(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint
 	return 0;
 }
 
-/* A bset of b at byte off is damaged: say where, for the caller's report. */
-static int bset_damage(struct bch_fs *c, struct btree *b, size_t off, const char *why,
-		       char *err, size_t errlen)
+/* The bset at byte off of a node is damaged: say where, for the caller's report. */
+static int bset_damage(size_t off, const char *why, char *err, size_t errlen)
 {
-	(void)c;
-	(void)b;
 	snprintf(err, errlen, "bset at sector %zu: %s", off >> BCH_SECTOR_SHIFT, why);
 	return -BCH_ERR_btree_node_bad;
 }
@@ -322,11 +319,11 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 
 		if (e->keys.seq != n->seq) {
 			if (off < hint)
-				return bset_damage(c, b, off, "not written, but the parent says it was",
+				return bset_damage(off, "not written, but the parent says it was",
 						   err, errlen);
 			if (c->opts.v[Opt_fsck] &&
 			    (ret = seq_damaged(c, b, ca, where, &have, off, n->seq, n->csum_type)))
-				return bset_damage(c, b, off, ret == 1
+				return bset_damage(off, ret == 1
 						   ? "its seq is damaged (the rest is intact)"
 						   : bch_err_str(ret), err, errlen);
 			break;	/* the end of what this node's life wrote */
@@ -341,12 +338,12 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 			const char *why = fits ? "bad checksum" : "size past the node's end";
 
 			if (off < hint)
-				return bset_damage(c, b, off, why, err, errlen);
+				return bset_damage(off, why, err, errlen);
 			if ((ret = torn_append(c, b, ca, where, &have, off, &e->keys, n->seq,
 					       n->csum_type)) < 0)
-				return bset_damage(c, b, off, bch_err_str(ret), err, errlen);
+				return bset_damage(off, bch_err_str(ret), err, errlen);
 			if (!ret)
-				return bset_damage(c, b, off, why, err, errlen);
+				return bset_damage(off, why, err, errlen);
 			b->torn_tail = true;
 			break;
 		}
@@ -355,7 +352,7 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		off = round_block(c, off + sizeof(*e) + e->keys.u64s * 8);
 	}
 	if (off < hint)
-		return bset_damage(c, b, off, "the node ends before what the parent says was written",
+		return bset_damage(off, "the node ends before what the parent says was written",
 				   err, errlen);
 	b->sectors_written = off >> BCH_SECTOR_SHIFT;
 	return 0;

@@ -594,8 +594,9 @@ int bch_btree_node_write(struct bch_fs *c, struct btree *b)
  * whole (damage there is never taken for a torn write).  The parent's copy
  * is changed in memory only, without a journal entry: a pointer's
  * sectors_written only has to be a lower bound, and the parent's next write
- * (at the latest at close) carries it.  Its bset says it holds hints only
- * when nothing else is pending (BCH_BSET_HINTS).
+ * (at the latest at close) carries it, after the journal entry that makes
+ * the append durable.  Its bset says it holds hints only when nothing else
+ * is pending (BCH_BSET_HINTS).
  */
 static void update_hint(struct bch_fs *c, struct btree *b)
 {
@@ -616,6 +617,15 @@ static void update_hint(struct bch_fs *c, struct btree *b)
 		struct bch_bkey *k = bch_btree_ptr_key(b);
 		apply_key(c, p, k, 0);
 		free(k);
+		/*
+		 * Write-ahead, as for a key: the parent is written only after a
+		 * journal entry newer than this append, and every entry first
+		 * flushes every device, so the hint never covers an append a
+		 * power cut could still take away.
+		 */
+		uint64_t seq = bch_journal_cur_seq(c);
+		if (seq > p->journal_seq)
+			p->journal_seq = seq;
 	}
 	bch_btree_node_put(c, p);
 }
