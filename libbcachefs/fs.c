@@ -87,21 +87,6 @@ static bool defer_key(struct bch_fs *c, int r, unsigned id, unsigned level,
 	return true;
 }
 
-/* The data of deferred extent keys is in use: nothing may be allocated over it. */
-static void mark_deferred(struct bch_fs *c)
-{
-	for (size_t i = 0; i < c->nr_replay_deferred; i++) {
-		const struct bch_bkey *k = c->replay_deferred[i].k;
-		if (c->replay_deferred[i].id != BCH_BTREE_ID_extents || k->type != BCH_BKEY_extent)
-			continue;
-		const struct bch_extent *e = bkey_val(k);
-		for (unsigned p = 0; p < bch_extent_nr_ptrs(k); p++)
-			bch_alloc_mark_data(c, &e->ptrs[p], e->crc.compressed_sectors,
-					    bch_extent_disk_sectors(k));
-		c->err_msg[0] = 0;	/* pass 5 reports bad pointers */
-	}
-}
-
 /*
  * Replay, one level at a time from the top: interior updates first (in
  * sequence order), so that when keys of a level are replayed, the levels
@@ -500,8 +485,6 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 			c->extents_mark_deferred = true;
 		else
 			r = bch_extents_mark_all(c);
-		if (!r)
-			mark_deferred(c);
 		if (!r)
 			r = bch_alloc_btree_rebuilt(c);
 	}

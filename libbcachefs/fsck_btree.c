@@ -592,6 +592,32 @@ static int recover_lost(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct check
 	return r;
 }
 
+/*
+ * The data of journal keys replay could not apply (fs.c: defer_key()) is in
+ * use: no node the rebuilds allocate may land on it.  A bucket some leaf or
+ * found leaf already counts is left as it is (the same extent is usually in
+ * both, and counting it twice would overfill the bucket); pass 5 recounts.
+ */
+static void claim_deferred(struct bch_fs *c)
+{
+	for (size_t i = 0; i < c->nr_replay_deferred; i++) {
+		const struct bch_bkey *k = c->replay_deferred[i].k;
+		if (c->replay_deferred[i].id != BCH_BTREE_ID_extents || k->type != BCH_BKEY_extent)
+			continue;
+		const struct bch_extent *e = bkey_val(k);
+		for (unsigned p = 0; p < bch_extent_nr_ptrs(k); p++) {
+			unsigned bs = bch_alloc_bucket_sectors(c, e->ptrs[p].dev);
+			struct bch_bucket_state b;
+			if (!bs || (bch_alloc_bucket_get(c, e->ptrs[p].dev, e->ptrs[p].offset / bs, &b) &&
+				    b.sectors))
+				continue;
+			bch_alloc_mark_data(c, &e->ptrs[p], e->crc.compressed_sectors,
+					    bch_extent_disk_sectors(k));
+		}
+		c->err_msg[0] = 0;	/* pass 5 reports bad pointers */
+	}
+}
+
 static void extents_lost_add(struct bch_fs *c, struct bch_bpos lo, struct bch_bpos hi)
 {
 	struct bch_bpos (*n)[2] = realloc(c->extents_lost, (c->nr_extents_lost + 1) * sizeof(*n));
@@ -659,6 +685,8 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 		r = recover_lost(ctx, c, st, &sc);
 	if (!r)
 		note_extents_lost(c, &st[BCH_BTREE_ID_extents]);
+	if (!r && !c->read_only)
+		claim_deferred(c);
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r && !ctx->cancelled; id++) {
 		struct check_state *s = &st[id];
 		if (s->rebuild && !c->read_only) {
