@@ -11,6 +11,8 @@
 #                                      those of user data or never allocated)
 #   the same, not closed cleanly       bucket generations are not trusted:
 #                                      every bucket but user data is read
+#   fsck -f -n IMG, one leaf zeroed    a middle extents leaf destroyed: the
+#                                      issue's bound is 2x the undamaged row
 # The scan's own cost is the third row less the time fsck spends before it
 # stops (the files passes do not run on a btree left damaged by -n).
 set -eu
@@ -39,11 +41,15 @@ best() {
 	{ echo "format --source $SRC: $(tail -1 format.err)"; exit 1; }
 cp good.img bad.img
 cp good.img unclean.img
+cp good.img leaf.img
 "$B" kv --no-clean-close unclean.img put 1:1 x
 root_sector=$("$B" list -b extents -m nodes good.img | sed -n '1s/.* ptr 0:\([0-9]*\) .*/\1/p')
 nodes=$("$B" list -b extents -m nodes good.img | grep -c '^node level 0')
 dd if=/dev/zero of=bad.img bs=512 seek="$root_sector" count=8 conv=notrunc status=none
 dd if=/dev/zero of=unclean.img bs=512 seek="$root_sector" count=8 conv=notrunc status=none
+leaf_sector=$("$B" list -b extents -m nodes good.img | sed -n 's/^node level 0 .* ptr 0:\([0-9]*\) .*/\1/p' |
+	sed -n "$(( (nodes + 1) / 2 ))p")
+dd if=/dev/zero of=leaf.img bs=512 seek="$leaf_sector" count=8 conv=notrunc status=none
 "$B" fsck -f -n bad.img > scan.out 2>&1 || true
 grep -q 'btree_node_scan_found' scan.out || { echo "the scan found nothing:"; cat scan.out; exit 1; }
 found=$(sed -n 's/^extents btree level [0-9]* node .*: \([0-9]* lea[a-z]* found ([0-9]* keys)\).*/\1/p' scan.out)
@@ -52,8 +58,11 @@ best cat good.img; cat_ms=$ms
 best "$B" fsck -f -n good.img; good_ms=$ms
 best "$B" fsck -f -n bad.img; scan_ms=$ms
 best "$B" fsck -f -n unclean.img; unclean_ms=$ms
+best "$B" fsck -f -n leaf.img; leaf_ms=$ms
 printf 'image %s MiB from %s, %s extents leaves; the scan: %s\n' "$MB" "$SRC" "$nodes" "$found"
 printf '%-40s %8s ms\n' "cat IMG >/dev/null" "$cat_ms" \
 	"fsck -f -n (undamaged)" "$good_ms" \
 	"fsck -f -n (extents root zeroed: scan)" "$scan_ms" \
-	"the same, not closed cleanly" "$unclean_ms"
+	"the same, not closed cleanly" "$unclean_ms" \
+	"fsck -f -n (one extents leaf zeroed)" "$leaf_ms"
+awk -v a="$leaf_ms" -v b="$good_ms" 'BEGIN { printf "one leaf zeroed / undamaged: %.2f\n", a / (b ? b : 1) }'
