@@ -241,6 +241,15 @@ int bch_alloc_btree_for_each_open_diff(struct bch_fs *c,
 	return 0;
 }
 
+void bch_alloc_btree_forget_stored(struct bch_fs *c)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+
+	for (unsigned d = 0; ab && d < c->nr_devs; d++)
+		for (uint64_t b = 0; ab->stored[d] && b < bch_alloc_nbuckets(c, d); b++)
+			ab->stored[d][b].data_type = 0xff;	/* matches no state: written at close */
+}
+
 bool bch_alloc_btree_was_current(struct bch_fs *c)
 {
 	return c->alloc_btree && c->alloc_btree->was_current;

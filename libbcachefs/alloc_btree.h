@@ -41,6 +41,11 @@ int  bch_alloc_btree_record_diffs(struct bch_fs *c);
 int  bch_alloc_btree_sync(struct bch_fs *c, bool *current);
 void bch_alloc_btree_exit(struct bch_fs *c);
 
+/*
+ * fsck rebuilt the alloc btree (from old leaves, or empty): what it holds is
+ * no longer mirrored, so the close writes a key for every bucket.
+ */
+void bch_alloc_btree_forget_stored(struct bch_fs *c);
 /* The clean record said the keys were current when this filesystem was opened. */
 bool bch_alloc_btree_was_current(struct bch_fs *c);
 /* Do not write the keys at close (fsck: a mismatch the user chose to keep). */

@@ -359,6 +359,9 @@ static int rebuild(struct bch_fs *c, struct check_state *s)
 	bch_trans_exit(t);
 	if (r)
 		return r;
+	/* the keys it was rebuilt from are older than the bucket state: all are rewritten */
+	if (s->id == BCH_BTREE_ID_alloc)
+		bch_alloc_btree_forget_stored(c);
 	/* the old nodes: out of the cache and their space freed (btree buckets only) */
 	for (size_t i = 0; i < s->nodes.nr; i++) {
 		const struct bch_btree_ptr *bp = bkey_val(s->nodes.k[i]);
