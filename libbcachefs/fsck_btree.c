@@ -603,22 +603,34 @@ static int recover_lost(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct check
  */
 static void claim_deferred(struct bch_fs *c)
 {
-	for (size_t i = 0; i < c->nr_replay_deferred; i++) {
-		const struct bch_bkey *k = c->replay_deferred[i].k;
-		if (c->replay_deferred[i].id != BCH_BTREE_ID_extents || k->type != BCH_BKEY_extent)
-			continue;
-		const struct bch_extent *e = bkey_val(k);
-		for (unsigned p = 0; p < bch_extent_nr_ptrs(k); p++) {
-			unsigned bs = bch_alloc_bucket_sectors(c, e->ptrs[p].dev);
-			struct bch_bucket_state b;
-			if (!bs || (bch_alloc_bucket_get(c, e->ptrs[p].dev, e->ptrs[p].offset / bs, &b) &&
-				    b.sectors))
+	/* which buckets were counted before: decided for all first, then marked */
+	size_t nr = 0, n = 0;
+	for (size_t i = 0; i < c->nr_replay_deferred; i++)
+		nr += BCH_REPLICAS_MAX;
+	bool *counted = calloc(nr ? nr : 1, sizeof(*counted));
+	if (!counted)
+		abort();
+	for (int pass = 0; pass < 2; pass++, n = 0)
+		for (size_t i = 0; i < c->nr_replay_deferred; i++, n += BCH_REPLICAS_MAX) {
+			const struct bch_bkey *k = c->replay_deferred[i].k;
+			if (c->replay_deferred[i].id != BCH_BTREE_ID_extents ||
+			    k->type != BCH_BKEY_extent)
 				continue;
-			bch_alloc_mark_data(c, &e->ptrs[p], e->crc.compressed_sectors,
-					    bch_extent_disk_sectors(k));
+			const struct bch_extent *e = bkey_val(k);
+			for (unsigned p = 0; p < bch_extent_nr_ptrs(k) && p < BCH_REPLICAS_MAX; p++) {
+				unsigned bs = bch_alloc_bucket_sectors(c, e->ptrs[p].dev);
+				struct bch_bucket_state b;
+				if (!pass)
+					counted[n + p] = !bs || (bch_alloc_bucket_get(c, e->ptrs[p].dev,
+									e->ptrs[p].offset / bs, &b) &&
+								 b.sectors);
+				else if (!counted[n + p])
+					bch_alloc_mark_data(c, &e->ptrs[p], e->crc.compressed_sectors,
+							    bch_extent_disk_sectors(k));
+			}
+			c->err_msg[0] = 0;	/* pass 5 reports bad pointers */
 		}
-		c->err_msg[0] = 0;	/* pass 5 reports bad pointers */
-	}
+	free(counted);
 }
 
 static void extents_lost_add(struct bch_fs *c, struct bch_bpos lo, struct bch_bpos hi)
