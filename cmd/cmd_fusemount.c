@@ -192,8 +192,12 @@ static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
-		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * No writeback cache: with it the kernel acknowledges write(2) from its
+	 * page cache and our ENOSPC arrives at writeback, where only close or
+	 * fsync may report it.  Every write reaches us while the caller waits.
+	 */
+	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
 	/* the kernel clears set-id bits on writes, truncates and chown itself */

@@ -342,6 +342,19 @@ bool bch_alloc_low(struct bch_fs *c)
 	return false;
 }
 
+bool bch_alloc_metadata_low(struct bch_fs *c)
+{
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, i);
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		if (!a || m->state != BCH_MEMBER_STATE_rw || !(m->data_allowed & (1U << BCH_DATA_btree)))
+			continue;
+		if (a->nr_empty < reserve_of(a) / 2)
+			return true;
+	}
+	return false;
+}
+
 bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p)
 {
 	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
@@ -354,6 +367,35 @@ bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p)
 }
 
 /* ------------------------------------------------------------ user data */
+
+uint64_t bch_alloc_user_free(struct bch_fs *c)
+{
+	uint64_t sectors = 0;
+
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, i);
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		if (!a || m->state != BCH_MEMBER_STATE_rw || !(m->data_allowed & (1U << BCH_DATA_user)))
+			continue;
+		if (a->nr_empty > reserve_of(a))
+			sectors += (a->nr_empty - reserve_of(a)) * a->bucket_sectors;
+		if (a->open_user >= 0)
+			sectors += a->bucket_sectors - a->open_user_off;
+	}
+	return sectors;
+}
+
+int bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released)
+{
+	uint64_t free = bch_alloc_user_free(c);
+	uint64_t promised = c->reserved_sectors > released ? c->reserved_sectors - released : 0;
+
+	if (sectors > free || free - sectors < promised)
+		return bch_fs_err(c, -BCH_ERR_no_space, "no space left for %" PRIu64 " sectors of data "
+				  "(%" PRIu64 " free, %" PRIu64 " promised to preallocated ranges)",
+				  sectors, free, promised);
+	return 0;
+}
 
 static int alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
 		      struct bch_extent_ptr *ptrs, unsigned *got)
@@ -377,9 +419,15 @@ static int alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t 
 }
 
 int bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
-		   struct bch_extent_ptr *ptrs, unsigned *got)
+		   uint64_t released, struct bch_extent_ptr *ptrs, unsigned *got)
 {
-	int r = alloc_data(c, sectors, nr, target, ptrs, got);
+	unsigned devs = bch_alloc_nr_devs_for(c, BCH_DATA_user);
+	int r = bch_alloc_user_check(c, (uint64_t)sectors * (nr < devs ? nr : devs), released);
+
+	*got = 0;
+	if (r)
+		return r;
+	r = alloc_data(c, sectors, nr, target, ptrs, got);
 
 	if ((r == -BCH_ERR_no_space || *got < nr) && !c->read_only && !c->alloc_flushing &&
 	    bch_journal_seq_durable(c) < bch_journal_cur_seq(c)) {

@@ -65,9 +65,20 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
  * refuse is not counted either way.
  * bch_alloc_mark_data(): at open, count an extent pointer covering span
  * sectors on disk of which sectors are accounted to its key.
+ *
+ * Space promised to reservations (c->reserved_sectors) is not given to
+ * user data: bch_alloc_data() fails with no_space rather than let a write
+ * take what a preallocated range was promised, except `released` sectors
+ * (promises the same update gives up: a write into a reservation).
+ * bch_alloc_user_free(): sectors user data could still take (empty buckets
+ * above the btree reserve, and the rest of the open ones), promises
+ * included.  bch_alloc_user_check(): 0 if `sectors` more fit beside the
+ * promises minus `released`, else no_space (with a message).
  */
 int  bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
-		    struct bch_extent_ptr *ptrs, unsigned *got);
+		    uint64_t released, struct bch_extent_ptr *ptrs, unsigned *got);
+uint64_t bch_alloc_user_free(struct bch_fs *c);
+int  bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released);
 void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
 			 unsigned sectors);
 void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
@@ -88,6 +99,13 @@ void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u);
  * data, under half live, not the bucket being filled)?
  */
 bool bch_alloc_low(struct bch_fs *c);
+/*
+ * The second half of the btree reserve is for deletes, journal replay and
+ * fsck: bch_alloc_metadata_low() says an operation that adds metadata
+ * (create, link, xattr, write) must fail with ENOSPC instead, so a full
+ * filesystem can always free space and always be opened again.
+ */
+bool bch_alloc_metadata_low(struct bch_fs *c);
 bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p);
 /* Is p's generation current? (a stale pointer is not followed) */
 bool bch_alloc_ptr_live(struct bch_fs *c, const struct bch_extent_ptr *p);

@@ -74,6 +74,10 @@ struct bch_fs {
 	bool			extents_mark_deferred;	/* fsck -n: pass 3 marks data buckets */
 	bool			alloc_flushing;	/* alloc.c: inside its journal flush (no recursion) */
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
+	uint64_t		reserved_sectors;	/* extents.c: disk sectors promised to
+						 * reservation keys (fallocate): size x
+						 * nr_replicas of each; user data may not
+						 * take them (alloc.c) */
 	uint64_t		inum_next;	/* inode.c: next inode number to hand out (0: unknown) */
 	bool			defer_unlinked_free;	/* fs_ops: an inode whose last name goes
 							 * keeps its data (flag UNLINKED) until the

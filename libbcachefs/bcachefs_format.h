@@ -307,6 +307,15 @@ struct bch_sb_field_clean {
 #define BCH_CLEAN_ALLOC_CURRENT	(1U << 0)
 
 /*
+ * A clean record may carry, after the roots, one jset entry of type usage
+ * (btree_id 0, level 0, u64s 1): the disk sectors promised to reservation
+ * keys (fallocate), size x nr_replicas summed.  Open takes it with the
+ * stored bucket state; without it (an older close) they are counted from
+ * the extents btree.  Readers skip entry types they do not know.
+ */
+#define BCH_CLEAN_USAGE_U64S	2	/* header + the count */
+
+/*
  * Encryption: the filesystem key, wrapped by a key derived from the
  * passphrase with scrypt (params N=1<<kdf_n_log2, r, p).
  */

@@ -46,6 +46,8 @@ static void acct_add(struct bch_extent_update *u, const struct bch_bkey *k, int 
 	const struct bch_extent *e = bkey_val(k);
 
 	u->i_sectors_delta += sign * (int64_t)k->size;
+	if (k->type == BCH_BKEY_reservation)
+		u->reserved_delta += sign * (int64_t)k->size * bch_reservation_replicas(k);
 	for (unsigned i = 0; i < nr; i++) {
 		if (u->nr == u->cap) {
 			u->cap = u->cap ? u->cap * 2 : 16;
@@ -147,9 +149,14 @@ void bch_extent_update_apply(struct bch_fs *c, struct bch_extent_update *u)
 	for (unsigned i = 0; i < u->nr; i++)
 		if (u->acct[i].delta < 0)
 			bch_alloc_data_account(c, &u->acct[i].ptr, u->acct[i].span, u->acct[i].delta);
+	if (u->reserved_delta < 0 && (uint64_t)-u->reserved_delta > c->reserved_sectors)
+		c->reserved_sectors = 0;	/* counted at open: cannot go below */
+	else
+		c->reserved_sectors += u->reserved_delta;
 	u->nr = 0;
 	u->nr_fresh = 0;
 	u->i_sectors_delta = 0;
+	u->reserved_delta = 0;
 	u->keys = 0;
 }
 
@@ -160,6 +167,7 @@ void bch_extent_update_abort(struct bch_fs *c, struct bch_extent_update *u)
 	u->nr = 0;
 	u->nr_fresh = 0;
 	u->i_sectors_delta = 0;
+	u->reserved_delta = 0;
 	u->keys = 0;
 }
 
@@ -209,6 +217,7 @@ int bch_extents_mark_all(struct bch_fs *c)
 
 	if (!c->roots->r[BCH_BTREE_ID_extents].key)
 		return 0;
+	c->reserved_sectors = 0;
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
 	for (uint64_t n = 1; !r; n++) {
 		if (!(k = bch_btree_iter_next(&it, &err))) {
@@ -225,6 +234,8 @@ int bch_extents_mark_all(struct bch_fs *c)
 		}
 		if (!(n % 4096))
 			bch_btree_cache_evict_clean(c);	/* open may not write: keep memory bounded */
+		if (k->type == BCH_BKEY_reservation)
+			c->reserved_sectors += (uint64_t)k->size * bch_reservation_replicas(k);
 		if (k->type != BCH_BKEY_extent)
 			continue;
 		const struct bch_extent *e = bkey_val(k);
@@ -243,6 +254,30 @@ int bch_extents_mark_all(struct bch_fs *c)
 		err = 0;
 	}
 	return r ? r : err;
+}
+
+int bch_extents_count_reserved(struct bch_fs *c)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0;
+
+	c->reserved_sectors = 0;
+	if (!c->roots->r[BCH_BTREE_ID_extents].key)
+		return 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	for (uint64_t n = 1; (k = bch_btree_iter_next(&it, &err)); n++) {
+		if (!(n % 4096))
+			bch_btree_cache_evict_clean(c);
+		if (k->type == BCH_BKEY_reservation)
+			c->reserved_sectors += (uint64_t)k->size * bch_reservation_replicas(k);
+	}
+	bch_btree_iter_exit(&it);
+	if (err && c->opts.v[Opt_fsck] && err != -ENOMEM && !bch_err_is_dl(err)) {
+		c->err_msg[0] = 0;	/* fsck reports the node */
+		err = 0;
+	}
+	return err;
 }
 
 int bch_extents_split(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t at,

@@ -18,6 +18,11 @@
  * built and applied to the buckets only after it commits
  * (bch_extent_update_apply), so a failed commit changes no bucket.
  * inode->sectors counts the file sectors its extents and reservations cover.
+ *
+ * Reservations (fallocate) hold no pointers but promise space: each counts
+ * size x nr_replicas disk sectors in c->reserved_sectors (counted at open,
+ * changed with the other deltas after a commit), which user data allocation
+ * may not take (alloc.c) except as much as the same update released.
  */
 
 #include <stdbool.h>
@@ -42,12 +47,21 @@ struct bch_extent_update {
 	unsigned		*fresh_sectors;
 	unsigned		nr_fresh, cap_fresh;
 	int64_t			i_sectors_delta;	/* change of the inode's sectors */
+	int64_t			reserved_delta;		/* change of c->reserved_sectors */
 	unsigned		keys;			/* updates added to the transaction */
 };
 
 static inline uint64_t bch_extent_start(const struct bch_bkey *k)
 {
 	return k->p.offset - k->size;
+}
+
+/* Copies a reservation key promises (at least 1). */
+static inline unsigned bch_reservation_replicas(const struct bch_bkey *k)
+{
+	const struct bch_reservation *rv = bkey_val(k);
+
+	return rv->nr_replicas ? rv->nr_replicas : 1;
 }
 
 /* Sectors on disk one pointer of k accounts (its share of the encoded extent). */
@@ -92,7 +106,12 @@ int bch_extents_split(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 int bch_extents_shift(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t from,
 		      int64_t by, unsigned max_keys, uint64_t *next);
 
-/* At open: count every extent pointer in the bucket state. */
+/*
+ * At open: count every extent pointer in the bucket state, and the
+ * reservations' promises in c->reserved_sectors.  count_reserved counts only
+ * the promises (a clean open whose record does not carry them).
+ */
 int bch_extents_mark_all(struct bch_fs *c);
+int bch_extents_count_reserved(struct bch_fs *c);
 
 #endif /* _BCACHEFS_EXTENTS_H */

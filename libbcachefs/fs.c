@@ -365,10 +365,12 @@ static int degraded_check(struct bch_fs *c, bool roots)
 }
 
 /* Roots from the clean record; false if there is none usable. */
-static bool roots_from_clean(struct bch_fs *c, uint64_t *seq)
+/* The roots (and the usage entry: *reserved, or UINT64_MAX without one) of the clean record. */
+static bool roots_from_clean(struct bch_fs *c, uint64_t *seq, uint64_t *reserved)
 {
 	struct bch_sb_field_clean *cl = bch_sb_get_clean(c->sb);
 
+	*reserved = UINT64_MAX;
 	if (!(c->sb->flags & BCH_SB_FLAG_CLEAN) || !cl)
 		return false;
 	const __le64 *p = cl->entries, *end = (const __le64 *)&cl->field + cl->field.u64s;
@@ -376,6 +378,8 @@ static bool roots_from_clean(struct bch_fs *c, uint64_t *seq)
 		const struct bch_jset_entry *e = (const void *)p;
 		if (p + 1 + e->u64s > end || bch_btree_roots_from_jset(c, e))
 			return false;
+		if (e->type == BCH_JSET_ENTRY_usage && e->u64s == 1)
+			*reserved = e->_data[0];
 		p += 1 + e->u64s;
 	}
 	*seq = cl->journal_seq;
@@ -424,7 +428,8 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 	    (r = bch_fs_alloc_init(c)))
 		return r;
 
-	bool clean = roots_from_clean(c, &clean_seq);
+	uint64_t clean_reserved;
+	bool clean = roots_from_clean(c, &clean_seq, &clean_reserved);
 	struct bch_sb_field_clean *cl = bch_sb_get_clean(c->sb);
 	bool alloc_current = clean && cl && (cl->flags & BCH_CLEAN_ALLOC_CURRENT);
 	/*
@@ -487,6 +492,10 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 			r = bch_extents_mark_all(c);
 		if (!r)
 			r = bch_alloc_btree_rebuilt(c);
+	} else if (!r && clean_reserved != UINT64_MAX) {
+		c->reserved_sectors = clean_reserved;
+	} else if (!r) {
+		r = bch_extents_count_reserved(c);	/* a clean record of an older version */
 	}
 	c->roots->no_shrink--;
 	if (r)
@@ -553,7 +562,8 @@ int bch_fs_close(struct bch_fs *c)
 		bool alloc_current = false;
 		if (!(r = bch_alloc_btree_sync(c, &alloc_current))) {
 			unsigned u64s = bch_btree_roots_u64s(c);
-			size_t fu64s = (sizeof(struct bch_sb_field_clean) + 7) / 8 + u64s;
+			size_t fu64s = (sizeof(struct bch_sb_field_clean) + 7) / 8 + u64s +
+				       BCH_CLEAN_USAGE_U64S;
 			int e2 = 0;
 			struct bch_sb_field_clean *cl = (void *)bch_sb_field_resize(
 				&c->sb, &c->sb_bytes, BCH_SB_FIELD_clean, fu64s, &e2);
@@ -563,6 +573,11 @@ int bch_fs_close(struct bch_fs *c)
 				cl->journal_seq = bch_journal_seq_durable(c);
 				cl->flags = alloc_current ? BCH_CLEAN_ALLOC_CURRENT : 0;
 				bch_btree_roots_to_jset(c, (struct bch_jset_entry *)cl->entries);
+				struct bch_jset_entry *ue = (void *)(cl->entries + u64s);
+				memset(ue, 0, sizeof(*ue));
+				ue->type = BCH_JSET_ENTRY_usage;
+				ue->u64s = 1;
+				ue->_data[0] = c->reserved_sectors;
 				c->sb->flags |= BCH_SB_FLAG_CLEAN;
 				r = bch_write_super(c);
 			}

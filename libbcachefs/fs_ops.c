@@ -11,7 +11,9 @@
  *       2 + its subdirectories.
  *   (2) A directory has exactly one dirent naming it; its inode's dir /
  *       dir_offset point at that dirent (also kept for a file's first link).
- *   (3) i_size covers every extent; sectors = sectors of its extents.
+ *   (3) i_size covers every extent with data; reservations (fallocate
+ *       KEEP_SIZE) may lie past it.  sectors = sectors of its extents and
+ *       reservations.
  *   (4) Data past i_size in the last block reads as zeros.
  */
 #include <dirent.h>
@@ -67,6 +69,19 @@ static int check_name(const char *name)
 	if (strchr(name, '/'))
 		return -EINVAL;
 	return 0;
+}
+
+/*
+ * An operation that adds metadata leaves the last of the btree reserve to
+ * deletes, replay and fsck (alloc.h): on a full filesystem it fails here,
+ * before it changes anything, and rm still works.
+ */
+static int metadata_room(struct bch_fs *c)
+{
+	if (c->read_only || !bch_alloc_metadata_low(c))
+		return 0;
+	return bch_fs_err(c, -BCH_ERR_no_space, "no space left for new metadata "
+			  "(the rest of the btree reserve is kept for deletes)");
 }
 
 static bool is_dot(const char *name)
@@ -315,6 +330,8 @@ static int create_common(struct bch_fs *c, uint64_t dir, const char *name, mode_
 		return -EEXIST;
 	if ((r = check_name(name)))
 		return r;
+	if ((r = metadata_room(c)))
+		return ret_errno(r);
 	if ((r = dirent_new_slot(c, dir, di, name, &slot)))
 		return ret_errno(r);
 	if ((r = bch_inode_alloc_num(c, &inum)))
@@ -420,6 +437,8 @@ int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
 		return ret_errno(r);
 	if (!S_ISDIR(di->mode))
 		return -ENOTDIR;
+	if ((r = metadata_room(c)))
+		return ret_errno(r);
 	if (is_dot(name))
 		return -EEXIST;
 	if ((r = check_name(name)))
@@ -633,6 +652,8 @@ int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64
 	if ((flags & ~(BCH_RENAME_NOREPLACE | BCH_RENAME_EXCHANGE)) ||
 	    ((flags & BCH_RENAME_NOREPLACE) && (flags & BCH_RENAME_EXCHANGE)))
 		return -EINVAL;
+	if ((r = metadata_room(c)))
+		return ret_errno(r);
 	if (is_dot(oldname) || is_dot(newname))
 		return -EINVAL;
 	if ((r = check_name(oldname)) || (r = check_name(newname)))
@@ -892,12 +913,24 @@ ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const voi
 		return -EFBIG;
 	if (c->read_only)
 		return -EROFS;
+	if ((r = metadata_room(c)))
+		return ret_errno(r);
 	while (done < len) {
 		uint64_t pos = offset + done;
 		size_t n = WRITE_CHUNK - pos % WRITE_CHUNK;
 		if (n > len - done)
 			n = len - done;
 		r = write_chunk(c, inum, pos, (const char *)buf + done, n, 1);
+		/* out of space: store as much as fits (halving, down to one block) */
+		while (r && bch_err_class(r) == ENOSPC) {
+			uint64_t bs = block_bytes(c), first = bs - pos % bs;
+			size_t half = (pos + n / 2) / bs * bs - pos;
+			if (n <= first)
+				break;
+			n = half > first && half < n ? half : first;
+			c->err_msg[0] = 0;
+			r = write_chunk(c, inum, pos, (const char *)buf + done, n, 1);
+		}
 		if (r)
 			break;
 		done += n;
@@ -1053,6 +1086,31 @@ static int collapse_insert(struct bch_fs *c, uint64_t inum, const struct bch_ino
 	}
 }
 
+/* Sectors of [s0, s1) no extent or reservation of inum covers. */
+static int hole_sectors(struct bch_fs *c, uint64_t inum, uint64_t s0, uint64_t s1, uint64_t *holes)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	uint64_t at = s0;
+	int err = 0;
+
+	*holes = 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, s0 + 1, 0), POS(inum, UINT64_MAX, 0));
+	while (at < s1 && (k = bch_btree_iter_next(&it, &err))) {
+		uint64_t ks = bch_extent_start(k);
+		if (ks >= s1)
+			break;
+		if (ks > at)
+			*holes += ks - at;
+		if (k->p.offset > at)
+			at = k->p.offset;
+	}
+	bch_btree_iter_exit(&it);
+	if (at < s1)
+		*holes += s1 - at;
+	return err;
+}
+
 int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset, uint64_t len)
 {
 	struct bch_inode i;
@@ -1097,9 +1155,19 @@ int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset,
 			return ret_errno(r);
 	}
 
-	/* allocate: reservations over the holes of the block range */
+	/*
+	 * allocate: reservations over the holes of the block range, each
+	 * promising its sectors x the file's replicas (refused up front when
+	 * the free space cannot keep the promise)
+	 */
 	uint64_t s0 = offset / bs * (bs >> BCH_SECTOR_SHIFT);
 	uint64_t s1 = (end + bs - 1) / bs * (bs >> BCH_SECTOR_SHIFT);
+	struct bch_io_opts o;
+	uint64_t holes_total;
+	bch_io_opts_get(c, &i, &o);
+	if ((r = metadata_room(c)) || (r = hole_sectors(c, inum, s0, s1, &holes_total)) ||
+	    (r = bch_alloc_user_check(c, holes_total * o.replicas, 0)))
+		return ret_errno(r);
 	while (s0 < s1) {
 		struct ino_set s = { 0 };
 		struct bch_inode *ip;
@@ -1123,7 +1191,7 @@ int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset,
 				struct bch_bkey *rk = bch_bkey_alloc(BCH_BKEY_reservation, POS(inum, he, 0),
 								     sizeof(struct bch_reservation));
 				rk->size = he - s0;
-				((struct bch_reservation *)bkey_val(rk))->nr_replicas = 1;
+				((struct bch_reservation *)bkey_val(rk))->nr_replicas = o.replicas;
 				holes[n++] = rk;
 				s0 = he;
 				if (he < stop)
@@ -1425,6 +1493,8 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 		return size > 65536 ? -E2BIG : -ENOSPC;
 	if (c->read_only)
 		return -EROFS;
+	if ((r = metadata_room(c)))
+		return ret_errno(r);
 	if ((r = ino_get(c, &s, inum, &i)))
 		return ret_errno(r);
 	if ((r = bch_hash_find_slot(c, &xattr_desc, inum, xattr_hash(c, i, &xk), &xk, &slot, &exists)))
@@ -1534,10 +1604,11 @@ int bch_fs_statfs(struct bch_fs *c, struct statvfs *st)
 		if (!c->devs[d])
 			continue;
 		bch_dev_usage_get(c, d, &u);
-		uint64_t reserve = u.nbuckets / 32 < 4 ? 4 : u.nbuckets / 32;
 		total += (u.nbuckets - m->first_bucket) * m->bucket_size;
-		avail += (u.free_buckets > reserve ? u.free_buckets - reserve : 0) * m->bucket_size;
 	}
+	/* what new data can take: preallocated ranges count as used */
+	avail = bch_alloc_user_free(c);
+	avail = avail > c->reserved_sectors ? avail - c->reserved_sectors : 0;
 	uint64_t replicas = c->opts.v[Opt_data_replicas] ? c->opts.v[Opt_data_replicas] : 1;
 	st->f_bsize = bs;
 	st->f_frsize = bs;

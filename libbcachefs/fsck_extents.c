@@ -311,7 +311,8 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 		prob = BCH_FSCK_extent_no_inode;
 	else if (!S_ISREG(s->cur_mode) && !S_ISLNK(s->cur_mode))
 		prob = BCH_FSCK_extent_bad_inode;
-	else if (start >= (s->cur_size + (bs << 9) - 1) / (bs << 9) * bs)
+	else if (k->type != BCH_BKEY_reservation &&	/* fallocate KEEP_SIZE: legitimate */
+		 start >= (s->cur_size + (bs << 9) - 1) / (bs << 9) * bs)
 		prob = BCH_FSCK_extent_past_eof;
 	if (prob != BCH_FSCK_PROBLEM_NR) {
 		if (prob == BCH_FSCK_extent_past_eof)
@@ -333,6 +334,9 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 				if (!r) {
 					s->cur_counted += n->size;
 					s->prev_end = n->p.offset;
+					if (n->type == BCH_BKEY_reservation)
+						s->reserved += (uint64_t)n->size *
+							       bch_reservation_replicas(n);
 				}
 				free(n);
 			}
@@ -343,6 +347,8 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 	if (k->p.offset > s->prev_end)
 		s->prev_end = k->p.offset;
 	s->cur_counted += k->size;
+	if (k->type == BCH_BKEY_reservation)
+		s->reserved += (uint64_t)k->size * bch_reservation_replicas(k);
 	return 0;
 #undef WHERE
 }

@@ -17,7 +17,8 @@
  *   pass 6
  *     extent_no_inode, extent_bad_inode   owner missing / not a file or symlink
  *     extent_overlap       starts before the previous extent of its inode ends
- *     extent_past_eof      starts past the block holding the file's last byte
+ *     extent_past_eof      data starts past the block holding the file's last byte
+ *                          (a reservation may: fallocate KEEP_SIZE)
  *     inode_sectors_wrong  inode's sectors != sum of its extents' sizes
  *   pass 7
  *     inode_unlinked       no names and nlink 0 / unlinked flag: finish deleting
@@ -634,6 +635,8 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r)
 		r = fsck_extents_done(s);
+	if (!r && !s->err)
+		c->reserved_sectors = s->reserved;	/* what the clean close records */
 	fsck_cursor_exit(&s->inode_keys);	/* its leaf is not needed past pass 6 */
 	if (!r && !s->err && ctx->progress)
 		ctx->progress(ctx, 7, "inodes");

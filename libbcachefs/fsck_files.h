@@ -225,6 +225,8 @@ struct fstate {
 	uint64_t		cur_i_sectors;
 	uint64_t		cur_counted;	/* sectors of its extents so far */
 	uint64_t		prev_end;
+	uint64_t		reserved;	/* promises of the reservations kept so
+						 * far: c->reserved_sectors after the pass */
 
 	/*
 	 * pass 6: the inode keys, read in step with the extents (both are in

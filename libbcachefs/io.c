@@ -84,7 +84,9 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	if (r)
 		return bch_fs_err(c, r, "encoding %u sectors of inode %" PRIu64 ": %s", sectors, inum,
 				  bch_err_str(r));
-	if ((r = bch_alloc_data(c, crc.compressed_sectors, o->replicas, o->target, ptrs, &got)))
+	/* a write over a reservation may use the space the reservation promised */
+	uint64_t released = u->reserved_delta < 0 ? (uint64_t)-u->reserved_delta : 0;
+	if ((r = bch_alloc_data(c, crc.compressed_sectors, o->replicas, o->target, released, ptrs, &got)))
 		return r;
 	if (got < c->opts.v[Opt_data_replicas_required] && got < o->replicas) {
 		bch_alloc_data_free(c, ptrs, got, crc.compressed_sectors);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/xattr.h>
 
 #include "bcachefs.h"
@@ -326,4 +327,87 @@ Test(fs_ops, extent_overlaps_exhaustive)
 	memset(model + 5000, 0, 4000);
 	model_size = 9000;
 	check_file(f, "extend to 9000: the old tail reads as zeros");
+}
+
+/*
+ * Space on a full filesystem: a write that does not fit fails with ENOSPC
+ * after storing what fits; a reservation (fallocate) takes its space at
+ * once, fails whole when it does not fit, and a write into it never fails
+ * for space, also after a reopen (the promise is counted again at open).
+ * Adding metadata stops before the btree reserve's last half, so deletes
+ * still work and free space usable at once.
+ */
+Test(fs_ops, space_full_and_reservations)
+{
+	const uint64_t root = BCH_ROOT_INO;
+	struct statvfs st0, st1;
+	size_t chunk = 1 << 20;
+	char *buf = malloc(chunk), err[256];
+	uint64_t pre = mk(root, "pre", S_IFREG | 0644), fill = mk(root, "fill", S_IFREG | 0644);
+	uint64_t keep = mk(root, "keep", S_IFREG | 0644), inum;
+
+	memset(buf, 0xa5, chunk);
+	cr_assert_eq(bch_fs_statfs(c, &st0), 0);
+	uint64_t free0 = (uint64_t)st0.f_bavail * st0.f_frsize;
+	cr_assert_gt(free0, 16 << 20, "a 64 MiB filesystem has room: %llu", (unsigned long long)free0);
+
+	/* more than is free: refused whole, nothing taken */
+	cr_assert_eq(bch_fs_fallocate(c, pre, 0, 0, free0 + (1 << 20)), -ENOSPC);
+	cr_assert_eq(bch_fs_statfs(c, &st1), 0);
+	cr_assert_eq(st1.f_bavail, st0.f_bavail, "a refused fallocate took space");
+
+	/* 8 MiB reserved: free space drops by as much at once */
+	cr_assert_eq(bch_fs_fallocate(c, pre, 0, 0, 8 << 20), 0);
+	cr_assert_eq(bch_fs_fallocate(c, keep, FALLOC_FL_KEEP_SIZE, 0, 1 << 20), 0);
+	cr_assert_eq(bch_fs_statfs(c, &st1), 0);
+	cr_assert_geq(free0 - (uint64_t)st1.f_bavail * st1.f_frsize, 9 << 20);
+
+	/* fill: short writes, then ENOSPC at the write that does not fit */
+	uint64_t off = 0;
+	ssize_t n;
+	while ((n = bch_fs_write(c, fill, off, buf, chunk)) == (ssize_t)chunk)
+		off += chunk;
+	if (n > 0)
+		off += n, n = bch_fs_write(c, fill, off, buf, chunk);
+	cr_assert_eq(n, -ENOSPC, "writing past full: %zd", n);
+	struct stat sb;
+	cr_assert_eq(bch_fs_getattr(c, fill, &sb), 0);
+	cr_assert_eq((uint64_t)sb.st_size, off, "size %lld covers only what was stored (%llu)",
+		     (long long)sb.st_size, (unsigned long long)off);
+	cr_assert_eq(bch_fs_statfs(c, &st1), 0);
+	cr_assert_lt((uint64_t)st1.f_bavail * st1.f_frsize, 1 << 20);
+
+	/* the reservations still take their data, every byte of it */
+	for (uint64_t o = 0; o < (8 << 20); o += chunk)
+		cr_assert_eq(bch_fs_write(c, pre, o, buf, chunk), (ssize_t)chunk, "into the reservation at %llu",
+			     (unsigned long long)o);
+	cr_assert_eq(bch_fs_write(c, keep, 0, buf, 4096), 4096);
+
+	/* metadata: creates stop with ENOSPC before the reserve is gone */
+	unsigned made = 0;
+	int r = 0;
+	for (; made < 200000 && !r; made++) {
+		char name[32];
+		snprintf(name, sizeof(name), "e%u", made);
+		r = bch_fs_create(c, root, name, S_IFREG | 0644, 0, 0, 0, &inum);
+	}
+	cr_assert_eq(r, -ENOSPC, "creates on a full filesystem: %d after %u", r, made);
+	c->err_msg[0] = 0;
+
+	/* deletes work, and the space is usable at once */
+	cr_assert_eq(bch_fs_unlink(c, root, "fill"), 0);
+	for (unsigned i = 0; i + 1 < made; i += 7) {
+		char name[32];
+		snprintf(name, sizeof(name), "e%u", i);
+		cr_assert_eq(bch_fs_unlink(c, root, name), 0, "unlink %s", name);
+	}
+	cr_assert_eq(bch_fs_write(c, mk(root, "after", S_IFREG | 0644), 0, buf, chunk), (ssize_t)chunk);
+
+	/* a reopen counts the promise again: keep's 1 MiB past EOF is still reserved */
+	cr_assert_eq(bch_fs_close(c), 0);
+	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(c, "reopen: %s", err);
+	cr_assert_eq(c->reserved_sectors, ((1 << 20) - 4096) >> 9, "reserved after reopen: %llu",
+		     (unsigned long long)c->reserved_sectors);
+	free(buf);
 }
