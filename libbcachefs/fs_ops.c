@@ -74,14 +74,27 @@ static int check_name(const char *name)
 /*
  * An operation that adds metadata leaves the last of the btree reserve to
  * deletes, replay and fsck (alloc.h): on a full filesystem it fails here,
- * before it changes anything, and rm still works.
+ * before it changes anything, and rm still works.  Nor may its btree nodes
+ * take space promised to reservations (fallocate): when what is free for
+ * data does not cover the promises, only writes (which may fill their own
+ * reservations) go on.
  */
+static int metadata_room_for(struct bch_fs *c, bool write)
+{
+	if (c->read_only)
+		return 0;
+	if (bch_alloc_metadata_low(c))
+		return bch_fs_err(c, -BCH_ERR_no_space, "no space left for new metadata "
+				  "(the rest of the btree reserve is kept for deletes)");
+	if (!write && c->reserved_sectors && bch_alloc_user_free(c) <= c->reserved_sectors)
+		return bch_fs_err(c, -BCH_ERR_no_space, "no space left for new metadata "
+				  "(what is free is promised to preallocated ranges)");
+	return 0;
+}
+
 static int metadata_room(struct bch_fs *c)
 {
-	if (c->read_only || !bch_alloc_metadata_low(c))
-		return 0;
-	return bch_fs_err(c, -BCH_ERR_no_space, "no space left for new metadata "
-			  "(the rest of the btree reserve is kept for deletes)");
+	return metadata_room_for(c, false);
 }
 
 static bool is_dot(const char *name)
@@ -913,7 +926,7 @@ ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const voi
 		return -EFBIG;
 	if (c->read_only)
 		return -EROFS;
-	if ((r = metadata_room(c)))
+	if ((r = metadata_room_for(c, true)))
 		return ret_errno(r);
 	while (done < len) {
 		uint64_t pos = offset + done;
@@ -1165,8 +1178,9 @@ int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset,
 	struct bch_io_opts o;
 	uint64_t holes_total;
 	bch_io_opts_get(c, &i, &o);
-	if ((r = metadata_room(c)) || (r = hole_sectors(c, inum, s0, s1, &holes_total)) ||
-	    (r = bch_alloc_user_check(c, holes_total * o.replicas, 0)))
+	if ((r = hole_sectors(c, inum, s0, s1, &holes_total)) ||
+	    (holes_total && ((r = metadata_room(c)) ||
+			     (r = bch_alloc_user_check(c, holes_total * o.replicas, 0)))))
 		return ret_errno(r);
 	while (s0 < s1) {
 		struct ino_set s = { 0 };
