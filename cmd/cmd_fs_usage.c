@@ -101,10 +101,11 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 
 	if (json) {
 		fprintf(f, "{\"uuid\": \"%s\", \"size\": %" PRIu64 ", \"used\": %" PRIu64 ", \"free\": %" PRIu64
-		       ", \"available\": %" PRIu64 ", \"data_sectors\": %" PRIu64 ", \"data_disk_sectors\": %"
-		       PRIu64 ", \"extents\": %" PRIu64 ", \"compression_ratio\": %.3f, \"devices\": [",
-		       uuid, total, used, free_b, (uint64_t)sv.f_bavail * sv.f_frsize, logical, ondisk,
-		       nr_extents, ratio);
+		       ", \"available\": %" PRIu64 ", \"reserved\": %" PRIu64 ", \"data_sectors\": %" PRIu64
+		       ", \"data_disk_sectors\": %" PRIu64 ", \"extents\": %" PRIu64
+		       ", \"compression_ratio\": %.3f, \"devices\": [",
+		       uuid, total, used, free_b, (uint64_t)sv.f_bavail * sv.f_frsize, c->reserved_sectors << 9,
+		       logical, ondisk, nr_extents, ratio);
 		bool first = true;
 		for (unsigned d = 0; d < c->nr_devs; d++) {
 			if (!c->devs[d])
@@ -129,6 +130,9 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 		fprintf(f, "Free:              %s\n", sz(free_b, a, sizeof(a)));
 		fprintf(f, "Available:         %s (free space for file data, reserve excluded)\n",
 		       sz((uint64_t)sv.f_bavail * sv.f_frsize, a, sizeof(a)));
+		if (c->reserved_sectors)
+			fprintf(f, "Reserved:          %s (preallocated by fallocate, not yet written)\n",
+				sz(c->reserved_sectors << 9, a, sizeof(a)));
 		fprintf(f, "File data:         %s in %" PRIu64 " extents, %s on disk per copy (compression ratio %.2f)\n",
 		       sz(logical << 9, a, sizeof(a)), nr_extents, sz(ondisk << 9, b, sizeof(b)), ratio);
 		for (unsigned d = 0; d < c->nr_devs; d++) {

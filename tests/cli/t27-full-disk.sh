@@ -98,6 +98,8 @@ free1=$(df -B1 --output=avail mnt | tail -1)
 [ $((free0 - free1)) -ge $((100 << 20)) ] || fail "fallocate did not take its space: $free0 -> $free1"
 unmount_fs
 expect_in out '0 problems found'
+expect_rc 0 $B fs usage --json img
+expect_rc 0 jq -e ".reserved >= $((100 << 20)) and .reserved < $((102 << 20))" out
 
 # the promise survives the remount: fill what is left, then fill the reservation
 mount_fs
