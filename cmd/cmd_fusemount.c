@@ -198,6 +198,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * fsync may report it.  Every write reaches us while the caller waits.
 	 */
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+	/*
+	 * No asynchronous direct I/O: the kernel turns a short reply to an
+	 * async O_DIRECT write (what fits on a full filesystem) into EIO; the
+	 * synchronous path returns the short count, as ext4 does.
+	 */
+	conn->want &= ~FUSE_CAP_ASYNC_DIO;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
 	/* the kernel clears set-id bits on writes, truncates and chown itself */

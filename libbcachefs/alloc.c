@@ -185,7 +185,7 @@ static int alloc_on_dev(struct bch_fs *c, unsigned dev, unsigned data_type, unsi
 		return -BCH_ERR_no_space;
 	if (*open < 0 || *off + sectors > a->bucket_sectors) {
 		uint64_t b = 0, n;
-		if (user && a->nr_empty <= reserve_of(a))
+		if (user && a->nr_empty <= (c->alloc_for_delete ? reserve_of(a) / 2 + 1 : reserve_of(a)))
 			return -BCH_ERR_no_space;
 		for (n = 0; n < a->nbuckets; n++) {
 			b = (a->rotor + n) % a->nbuckets;
@@ -422,7 +422,8 @@ int bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t tar
 		   uint64_t released, struct bch_extent_ptr *ptrs, unsigned *got)
 {
 	unsigned devs = bch_alloc_nr_devs_for(c, BCH_DATA_user);
-	int r = bch_alloc_user_check(c, (uint64_t)sectors * (nr < devs ? nr : devs), released);
+	int r = c->alloc_for_delete ? 0
+		: bch_alloc_user_check(c, (uint64_t)sectors * (nr < devs ? nr : devs), released);
 
 	*got = 0;
 	if (r)

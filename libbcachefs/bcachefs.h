@@ -73,6 +73,10 @@ struct bch_fs {
 	bool			alloc_recount_partial;	/* fs.c: fsck open skipped unreadable nodes */
 	bool			extents_mark_deferred;	/* fsck -n: pass 3 marks data buckets */
 	bool			alloc_flushing;	/* alloc.c: inside its journal flush (no recursion) */
+	bool			alloc_for_delete;	/* fs_ops: the block a truncate or hole punch
+						 * rewrites (zeroing its tail) may take from the
+						 * first half of the btree reserve: deletes must
+						 * work on a full filesystem */
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
 	uint64_t		reserved_sectors;	/* extents.c: disk sectors promised to
 						 * reservation keys (fallocate): size x

@@ -1007,7 +1007,14 @@ static int zero_partial(struct bch_fs *c, uint64_t inum, uint64_t from, uint64_t
 	bch_btree_iter_exit(&it);
 	if (err)
 		return err;
-	return any ? write_chunk(c, inum, from, NULL, to - from, 0) : 0;
+	if (!any)
+		return 0;
+	/* part of a delete: may use the deletes' reserve (alloc_for_delete) */
+	bool was = c->alloc_for_delete;
+	c->alloc_for_delete = true;
+	int r = write_chunk(c, inum, from, NULL, to - from, 0);
+	c->alloc_for_delete = was;
+	return r;
 }
 
 int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size)

@@ -61,6 +61,22 @@ os.fsync(fd)
 os.close(fd)
 PY
 df -B1 mnt | awk 'NR == 2 && $4 > 1048576 { exit 1 }' || fail "full, but df says free: $(df -B1 mnt | tail -1)"
+# a truncate to a size inside a block rewrites that block: still works when full
+python3 -c "import os; os.truncate('$mnt/big', os.stat('$mnt/big').st_size - 12345)" ||
+	fail "truncate inside a block on a full filesystem"
+# O_DIRECT on a full filesystem: ENOSPC or a short count, never EIO
+python3 - "$mnt/direct" <<'PY' || fail "O_DIRECT write on a full filesystem"
+import errno, mmap, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+buf = mmap.mmap(-1, 1 << 20)
+buf.write(b"d" * (1 << 20))
+try:
+    n = os.pwrite(fd, buf, 0)
+    assert 0 <= n < (1 << 20), n
+except OSError as e:
+    assert e.errno == errno.ENOSPC, e
+os.close(fd)
+PY
 # ---- metadata on a full filesystem: ENOSPC, never read-only
 python3 - "$mnt" <<'PY' || fail "creates on a full filesystem"
 import errno, os, sys
