@@ -18,9 +18,13 @@
  *
  * Determinism: process k draws from seed+k alone and touches only DIR/pk,
  * so `-s SEED -i K` replays process k by itself (the seed is printed).
- * What is allowed to fail: nothing, except ENOSPC (only with -E) from
- * write, dwrite, fallocate and setxattr; a write refused with ENOSPC must
- * leave the file as it was, a short write must have stored what it counts.
+ * What is allowed to fail: nothing, except ENOSPC (only with -E) from the
+ * operations that allocate: write, dwrite, fallocate, setxattr, and create,
+ * mkdir, symlink, link, rename (a full ext4 refuses those too).  A refused
+ * operation must have done nothing: a write refused with ENOSPC leaves the
+ * file as it was, a short write stored what it counts, a refused name
+ * operation left no name.  ENOSPC from fsync, fdatasync, syncfs or close
+ * (data accepted, then lost) or from anything else is a failure.
  * Every other errno, short count or difference from the model is a failure:
  * the process prints the operation, what was expected and the tail of its
  * operation log on stderr and exits 1.
@@ -65,6 +69,7 @@ static size_t opt_max_size = 1 << 20;		/* file size */
 static size_t opt_max_write = 128 << 10;
 static size_t opt_xattr_max = 1024;
 static const char *opt_state_out, *opt_state_check;
+static unsigned opt_fa_modes = ~0U;		/* bit k: fa_modes[k] in use */
 
 enum op {
 	OP_CREATE, OP_MKDIR, OP_RMDIR, OP_UNLINK, OP_RENAME, OP_LINK, OP_SYMLINK,
@@ -199,9 +204,27 @@ static bool enospc_ok(int err)
 {
 	if (err == ENOSPC && opt_enospc) {
 		nr_enospc++;
+		logf_("  -> ENOSPC");
 		return true;
 	}
 	return false;
+}
+
+/*
+ * A name operation refused for want of space (-E; a full ext4 does this for
+ * mkdir and create too): it must have done nothing, so GONE must not exist
+ * and THERE (when given) must.
+ */
+static bool enospc_name_ok(int err, const char *gone, const char *there)
+{
+	struct stat st;
+	if (!enospc_ok(err))
+		return false;
+	if (gone && !lstat(gone, &st))
+		failf("%s exists after an operation creating it failed with ENOSPC", gone);
+	if (there && lstat(there, &st))
+		failf("%s is gone after an operation failed with ENOSPC: %s", there, strerror(errno));
+	return true;
 }
 
 /* ---- model helpers */
@@ -322,6 +345,13 @@ static int open_file(const char *path, int flags)
 	return fd;
 }
 
+/* close(2) reports write-back errors (ENOSPC found late): never ignored */
+static void xclose(int fd, const char *path)
+{
+	if (close(fd))
+		failf("close %s: %s", path, strerror(errno));
+}
+
 /* ---- operations: namespace */
 
 static void do_create(void)
@@ -337,11 +367,14 @@ static void do_create(void)
 	mode_t mode = 0600 | (rnd(0100) & 0066);
 	logf_("create %s mode %o", path, mode);
 	int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, mode);
-	if (fd < 0)
+	if (fd < 0) {
+		if (enospc_name_ok(errno, path, NULL))
+			return;
 		failf("create %s: %s", path, strerror(errno));
+	}
 	if (fchmod(fd, mode))	/* the umask */
 		failf("fchmod %s: %s", path, strerror(errno));
-	close(fd);
+	xclose(fd, path);
 	ents[e] = (struct ent) { .type = E_REG, .file = f };
 	strcpy(ents[e].path, path);
 	files[f].nlink = 1;
@@ -357,8 +390,11 @@ static void do_mkdir(void)
 	char path[PATH_LEN];
 	new_name(path, 'd');
 	logf_("mkdir %s", path);
-	if (mkdir(path, 0755))
+	if (mkdir(path, 0755)) {
+		if (enospc_name_ok(errno, path, NULL))
+			return;
 		failf("mkdir %s: %s", path, strerror(errno));
+	}
 	ents[e] = (struct ent) { .type = E_DIR };
 	strcpy(ents[e].path, path);
 }
@@ -403,8 +439,11 @@ static void do_link(void)
 	char path[PATH_LEN];
 	new_name(path, 'f');
 	logf_("link %s %s", ents[s].path, path);
-	if (link(ents[s].path, path))
+	if (link(ents[s].path, path)) {
+		if (enospc_name_ok(errno, path, ents[s].path))
+			return;
 		failf("link %s %s: %s", ents[s].path, path, strerror(errno));
+	}
 	ents[e] = ents[s];
 	strcpy(ents[e].path, path);
 	files[ents[s].file].nlink++;
@@ -428,8 +467,11 @@ static void do_symlink(void)
 		target[len] = 0;
 	}
 	logf_("symlink %s -> %s", path, target);
-	if (symlink(target, path))
+	if (symlink(target, path)) {
+		if (enospc_name_ok(errno, path, NULL))
+			return;
 		failf("symlink %s: %s", path, strerror(errno));
+	}
 	ents[e] = (struct ent) { .type = E_SYMLINK };
 	strcpy(ents[e].path, path);
 	strcpy(ents[e].target, target);
@@ -453,8 +495,11 @@ static void rename_dir(int s)
 		snprintf(to, sizeof(to), "d%u", next_name++);
 	strcpy(from, ents[s].path);
 	logf_("rename dir %s %s", from, to);
-	if (rename(from, to))
+	if (rename(from, to)) {
+		if (enospc_name_ok(errno, to, from))
+			return;
 		failf("rename %s %s: %s", from, to, strerror(errno));
+	}
 	size_t fl = strlen(from);
 	for (unsigned i = 0; i < MAX_ENTS; i++) {
 		if (ents[i].type == E_FREE)
@@ -485,8 +530,11 @@ static void do_rename(void)
 	else
 		new_name(to, ents[s].type == E_REG ? 'f' : 'l');
 	logf_("rename %s %s%s", ents[s].path, to, d >= 0 ? " (replacing)" : "");
-	if (rename(ents[s].path, to))
+	if (rename(ents[s].path, to)) {
+		if (enospc_name_ok(errno, d >= 0 ? NULL : to, ents[s].path))
+			return;
 		failf("rename %s %s: %s", ents[s].path, to, strerror(errno));
+	}
 	if (d == s)
 		return;
 	if (d >= 0) {
@@ -546,9 +594,9 @@ static void do_write(void)
 			m->size = off + r;
 		}
 	}
-	if (r != (ssize_t) len)
-		logf_("  -> %zd%s", r, r < 0 ? " ENOSPC" : " (short)");
-	close(fd);
+	if (r >= 0 && r != (ssize_t) len)
+		logf_("  -> short: %zd", r);
+	xclose(fd, ents[e].path);
 }
 
 static void do_read(void)
@@ -577,7 +625,7 @@ static void do_read(void)
 		failf("read %s off %zu len %zu: returned %zd, want %zu (size %zu)",
 		      ents[e].path, off, len, r, want, m->size);
 	compare("read", ents[e].path, iobuf, m->data + off, off, want);
-	close(fd);
+	xclose(fd, ents[e].path);
 }
 
 static void do_truncate(void)
@@ -598,7 +646,7 @@ static const struct { int mode; const char *name; } fa_modes[] = {
 	{ FALLOC_FL_KEEP_SIZE,			"keep-size" },
 	{ FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, "punch-hole" },
 	{ FALLOC_FL_ZERO_RANGE,			"zero-range" },
-	{ FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, "zero-range,keep-size" },
+	{ FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, "zero-range+keep-size" },
 };
 
 /*
@@ -629,7 +677,7 @@ static void fallocate_enospc(int e, int mode, size_t off, size_t len)
 	}
 	memcpy(m->data, iobuf, size);
 	m->size = size;
-	close(fd);
+	xclose(fd, ents[e].path);
 }
 
 static void do_fallocate(void)
@@ -639,6 +687,8 @@ static void do_fallocate(void)
 		return;
 	struct mfile *m = &files[ents[e].file];
 	unsigned k = rnd(sizeof(fa_modes) / sizeof(fa_modes[0]));
+	while (!(opt_fa_modes & (1U << k)))
+		k = (k + 1) % (sizeof(fa_modes) / sizeof(fa_modes[0]));
 	int mode = fa_modes[k].mode;
 	size_t off, len;
 	pick_range(m, opt_max_size / 2, &off, &len);
@@ -646,14 +696,13 @@ static void do_fallocate(void)
 	int fd = open_file(ents[e].path, O_WRONLY);
 	if (fallocate(fd, mode, off, len)) {
 		int err = errno;
-		close(fd);
+		xclose(fd, ents[e].path);
 		if (!enospc_ok(err))
 			failf("fallocate %s %s off %zu len %zu: %s", ents[e].path, fa_modes[k].name,
 			      off, len, strerror(err));
-		logf_("  -> ENOSPC");
 		return fallocate_enospc(e, mode, off, len);
 	}
-	close(fd);
+	xclose(fd, ents[e].path);
 	size_t end = off + len;
 	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)) {
 		size_t zend = end;
@@ -693,9 +742,9 @@ static void do_dwrite(void)
 		if (off + r > m->size)
 			m->size = off + r;
 	}
-	if (r != (ssize_t) len)
-		logf_("  -> %zd%s", r, r < 0 ? " ENOSPC" : " (short)");
-	close(fd);
+	if (r >= 0 && r != (ssize_t) len)
+		logf_("  -> short: %zd", r);
+	xclose(fd, ents[e].path);
 }
 
 static void do_dread(void)
@@ -720,7 +769,7 @@ static void do_dread(void)
 		failf("O_DIRECT read %s off %zu len %zu: returned %zd, want %zu (size %zu)",
 		      ents[e].path, off, len, r, want, m->size);
 	compare("O_DIRECT read", ents[e].path, diobuf, m->data + off, off, want);
-	close(fd);
+	xclose(fd, ents[e].path);
 }
 
 /* ---- operations: xattrs, metadata, sync */
@@ -745,7 +794,6 @@ static void do_setxattr(void)
 	if (setxattr(ents[e].path, name, iobuf, len, 0)) {
 		if (!enospc_ok(errno))
 			failf("setxattr %s %s len %zu: %s", ents[e].path, name, len, strerror(errno));
-		logf_("  -> ENOSPC");
 		return;
 	}
 	struct mxattr *x = &m->x[i];
@@ -826,7 +874,7 @@ static void do_fsync(bool data)
 	int fd = open_file(ents[e].path, O_WRONLY);
 	if (data ? fdatasync(fd) : fsync(fd))
 		failf("%s %s: %s", data ? "fdatasync" : "fsync", ents[e].path, strerror(errno));
-	close(fd);
+	xclose(fd, ents[e].path);
 }
 
 static void do_sync(void)
@@ -835,7 +883,7 @@ static void do_sync(void)
 	int fd = open_file(".", O_RDONLY | O_DIRECTORY);
 	if (syncfs(fd))
 		failf("syncfs: %s", strerror(errno));
-	close(fd);
+	xclose(fd, ".");
 }
 
 /* the names in directory DIR ("" for the top) match the model, and symlinks their targets */
@@ -912,7 +960,7 @@ static void check_all(const char *what)
 		if (r != (ssize_t) files[f].size)
 			failf("%s: read %s: %zd bytes, size %zu", what, ents[i].path, r, files[f].size);
 		compare(what, ents[i].path, iobuf, files[f].data, 0, r);
-		close(fd);
+		xclose(fd, ents[i].path);
 		for (unsigned x = 0; x < NR_XATTRS; x++)
 			check_xattr(what, ents[i].path, f, x);
 	}
@@ -1090,19 +1138,41 @@ static void set_weight(const char *arg)
 	exit(2);
 }
 
+static void set_fa_modes(char *arg)
+{
+	opt_fa_modes = 0;
+	for (char *m = strtok(arg, ","); m; m = strtok(NULL, ",")) {
+		unsigned k;
+		for (k = 0; k < sizeof(fa_modes) / sizeof(fa_modes[0]); k++)
+			if (!strcmp(m, fa_modes[k].name))
+				break;
+		if (k == sizeof(fa_modes) / sizeof(fa_modes[0])) {
+			fprintf(stderr, "fsstress: -F %s: modes are default, keep-size, punch-hole, "
+				"zero-range, zero-range+keep-size\n", m);
+			exit(2);
+		}
+		opt_fa_modes |= 1U << k;
+	}
+	if (!opt_fa_modes)
+		ops[OP_FALLOCATE].weight = 0;
+}
+
 static void usage(void)
 {
 	fputs("usage: fsstress -d DIR [-p PROCS] [-n OPS] [-s SEED] [-i K] [-E] [-v]\n"
 	      "                [-m MAX_FILE_SIZE] [-W MAX_WRITE] [-x MAX_XATTR] [-O NAME=W|list]\n"
-	      "                [-w STATE | -c STATE]\n"
+	      "                [-F MODES] [-w STATE | -c STATE]\n"
 	      "  -p PROCS   processes, each in DIR/pK (4)\n"
 	      "  -n OPS     operations per process (10000)\n"
 	      "  -s SEED    process K uses SEED+K (default: from the clock; always printed)\n"
 	      "  -i K       run only process K (replay)\n"
-	      "  -E         ENOSPC is an allowed result of write, dwrite, fallocate, setxattr\n"
+	      "  -E         ENOSPC is an allowed result of operations that allocate (write,\n"
+	      "             dwrite, fallocate, setxattr, create, mkdir, symlink, link, rename)\n"
 	      "  -m SIZE    largest file (1M); -W SIZE largest write (128K)\n"
 	      "  -x SIZE    largest xattr value (1024)\n"
 	      "  -O NAME=W  operation weight, 0 disables; -O list shows them\n"
+	      "  -F MODES   fallocate modes, comma-separated (all): default, keep-size,\n"
+	      "             punch-hole, zero-range, zero-range+keep-size\n"
 	      "  -w STATE   write each process's model to STATE.pK at the end\n"
 	      "  -c STATE   run no operations: check DIR against STATE.pK\n"
 	      "exit: 0 passed, 1 a check failed, 2 usage\n", stderr);
@@ -1112,7 +1182,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	int c;
-	while ((c = getopt(argc, argv, "d:p:n:s:i:Evm:W:x:O:w:c:h")) != -1) {
+	while ((c = getopt(argc, argv, "d:p:n:s:i:Evm:W:x:O:F:w:c:h")) != -1) {
 		switch (c) {
 		case 'd': opt_dir = optarg; break;
 		case 'p': opt_procs = atoi(optarg); break;
@@ -1125,6 +1195,7 @@ int main(int argc, char **argv)
 		case 'W': opt_max_write = parse_size(optarg); break;
 		case 'x': opt_xattr_max = parse_size(optarg); break;
 		case 'O': set_weight(optarg); break;
+		case 'F': set_fa_modes(optarg); break;
 		case 'w': opt_state_out = optarg; break;
 		case 'c': opt_state_check = optarg; break;
 		default: usage();
