@@ -651,7 +651,8 @@ static const struct { int mode; const char *name; } fa_modes[] = {
 
 /*
  * After fallocate failed with ENOSPC: what the file may be now.  Within
- * the old size, each byte is its old value or (zero range) zero; the size
+ * the old size, each byte is its old value or (zero range, punch hole: the
+ * range may be done in part, as on ext4) zero; the size
  * may have grown toward off + len, the new bytes zero.  The model takes
  * what is there once it is shown to be one of those.
  */
@@ -670,7 +671,8 @@ static void fallocate_enospc(int e, int mode, size_t off, size_t len)
 	if (r != (ssize_t) size)
 		failf("read %s after fallocate ENOSPC: %zd of %zu", ents[e].path, r, size);
 	for (size_t i = 0; i < size; i++) {
-		bool zeroable = (mode & FALLOC_FL_ZERO_RANGE) && i >= off && i < off + len;
+		bool zeroable = (mode & (FALLOC_FL_ZERO_RANGE | FALLOC_FL_PUNCH_HOLE)) &&
+				i >= off && i < off + len;
 		if (i >= m->size ? iobuf[i] != 0 : iobuf[i] != m->data[i] && !(zeroable && !iobuf[i]))
 			failf("fallocate %s (failed with ENOSPC): byte %zu is 0x%02x, was 0x%02x",
 			      ents[e].path, i, iobuf[i], i < m->size ? m->data[i] : 0);
