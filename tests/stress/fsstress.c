@@ -184,18 +184,27 @@ static void logf_(const char *fmt, ...)
 
 static void __attribute__((noreturn, format(printf, 1, 2))) failf(const char *fmt, ...)
 {
+	/* one write, so that reports of several processes do not interleave */
+	char *report = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&report, &len);
 	va_list ap;
 
-	fprintf(stderr, "fsstress: %s/p%u: op #%lu (seed %" PRIu64 ", replay with -s %" PRIu64 " -i %u): FAILED: ",
+	if (!f)
+		exit(1);
+	fprintf(f, "fsstress: %s/p%u: op #%lu (seed %" PRIu64 ", replay with -s %" PRIu64 " -i %u): FAILED: ",
 		opt_dir, proc_id, op_nr, opt_seed + proc_id, opt_seed, proc_id);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vfprintf(f, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\nfsstress: p%u: last operations:\n", proc_id);
+	fprintf(f, "\nfsstress: p%u: last operations:\n", proc_id);
 	unsigned long first = log_count > LOG_LINES ? log_count - LOG_LINES : 0;
 	for (unsigned long i = first; i < log_count; i++)
-		fprintf(stderr, "  %s\n", logbuf[i % LOG_LINES]);
-	fflush(stderr);
+		fprintf(f, "  %s\n", logbuf[i % LOG_LINES]);
+	fclose(f);
+	fflush(stdout);
+	if (write(2, report, len) < 0)
+		exit(1);
 	exit(1);
 }
 
