@@ -679,6 +679,21 @@ static void fallocate_enospc(int e, int mode, size_t off, size_t len)
 	ssize_t r = pread(fd, iobuf, size, 0);
 	if (r != (ssize_t) size)
 		failf("read %s after fallocate ENOSPC: %zd of %zu", ents[e].path, r, size);
+	/*
+	 * What the kernel's page cache shows must be what the filesystem has:
+	 * a FUSE kernel drops cached pages of the range only when fallocate
+	 * succeeds, so a refused one must not have changed anything cached.
+	 */
+	int dfd = open_file(ents[e].path, O_RDONLY | O_DIRECT);
+	ssize_t dr = pread(dfd, diobuf, (size + DIO_ALIGN - 1) & ~(size_t) (DIO_ALIGN - 1), 0);
+	xclose(dfd, ents[e].path);
+	if (dr != (ssize_t) size)
+		failf("O_DIRECT read %s after fallocate ENOSPC: %zd of %zu", ents[e].path, dr, size);
+	for (size_t i = 0; i < size; i++)
+		if (iobuf[i] != diobuf[i])
+			failf("fallocate %s (failed with ENOSPC): byte %zu reads 0x%02x through the page cache, "
+			      "0x%02x with O_DIRECT: the failed call changed data and the cache was not dropped",
+			      ents[e].path, i, iobuf[i], diobuf[i]);
 	for (size_t i = 0; i < size; i++) {
 		bool zeroable = (mode & (FALLOC_FL_ZERO_RANGE | FALLOC_FL_PUNCH_HOLE)) &&
 				i >= off && i < off + len;
@@ -1215,6 +1230,8 @@ int main(int argc, char **argv)
 	if (!opt_dir || optind != argc || !opt_procs || opt_xattr_max > 65536 ||
 	    opt_max_size % DIO_ALIGN || opt_max_write > opt_max_size)
 		usage();
+	if (opt_verbose)	/* whole lines, so processes' logs do not cut into each other */
+		setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!opt_seed_set)
 		opt_seed = (uint64_t) time(NULL);
 	printf("fsstress: %s: %u processes x %u operations, seed %" PRIu64 "%s\n", opt_dir,
