@@ -1183,6 +1183,18 @@ static void set_fa_modes(char *arg)
 		ops[OP_FALLOCATE].weight = 0;
 }
 
+static const char *absolute(const char *path)
+{
+	char cwd[4096], *out;
+	if (path[0] == '/')
+		return path;
+	if (!getcwd(cwd, sizeof(cwd)) || asprintf(&out, "%s/%s", cwd, path) < 0) {
+		perror("fsstress: getcwd");
+		exit(2);
+	}
+	return out;
+}
+
 static void usage(void)
 {
 	fputs("usage: fsstress -d DIR [-p PROCS] [-n OPS] [-s SEED] [-i K] [-E] [-v]\n"
@@ -1230,6 +1242,10 @@ int main(int argc, char **argv)
 	if (!opt_dir || optind != argc || !opt_procs || opt_xattr_max > 65536 ||
 	    opt_max_size % DIO_ALIGN || opt_max_write > opt_max_size)
 		usage();
+	/* the processes chdir into their subtrees: make the paths absolute */
+	opt_dir = absolute(opt_dir);
+	opt_state_out = opt_state_out ? absolute(opt_state_out) : NULL;
+	opt_state_check = opt_state_check ? absolute(opt_state_check) : NULL;
 	if (opt_verbose)	/* whole lines, so processes' logs do not cut into each other */
 		setvbuf(stdout, NULL, _IOLBF, 0);
 	if (!opt_seed_set)
