@@ -71,7 +71,7 @@ expect_rc 0 $B format -q --fs-size=256M small.img
 mount_img small.img
 avail=$(df -k --output=avail mnt | tail -1)
 hog=$((avail / 1024 - 24))
-dd if=/dev/zero of=mnt/hog bs=1M count=$hog status=none conv=fsync || fail "filling to 24 MiB free: dd failed"
+dd if=/dev/urandom of=mnt/hog bs=1M count=$hog status=none conv=fsync || fail "filling to 24 MiB free: dd failed"
 "$S" -d "$mnt" -p 4 -n 2000 -s $seed -x $xattr -E -m 4M -W 1M >stress2.log 2>&1 ||
 	fail "fsstress on a full 256 MiB:
 $(report stress2.log)"
