@@ -10,6 +10,9 @@
  * link count and xattrs.  Every read, stat, readlink, getxattr and readdir is
  * checked against that model; the end of a run checks everything once more.
  *
+ * Written data is random, one repeated byte (zeroes too) or a short
+ * repeating pattern, so compression and zero detection take part.
+ *
  * Operations: create mkdir rmdir unlink rename link symlink write read
  * truncate fallocate (default, KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE with and
  * without KEEP_SIZE) dwrite dread (O_DIRECT, 4 KiB aligned) setxattr
@@ -156,10 +159,25 @@ static uint64_t rnd(uint64_t n)
 	return rnd64() % n;
 }
 
+/*
+ * Data for a write: random bytes half the time, else something compression
+ * and zero detection can act on (one byte value, zeroes included, or a short
+ * repeating pattern), so those paths see data they shrink.
+ */
 static void fill_random(unsigned char *p, size_t len)
 {
 	uint64_t v = 0;
+	unsigned kind = rnd(4), period = 1 + rnd(32);
+
+	if (kind == 2) {
+		memset(p, rnd(2) ? 0 : (int) rnd(256), len);
+		return;
+	}
 	for (size_t i = 0; i < len; i++) {
+		if (kind == 3 && i >= period) {
+			p[i] = p[i - period];
+			continue;
+		}
 		if (!(i & 7))
 			v = rnd64();
 		p[i] = v;
