@@ -4,8 +4,8 @@
 # syncfs -- each process checking what it reads against its own model.
 #   1. 1 GiB filesystem, 4 processes x 10,000 operations (SOAK=1: x 100,000);
 #      unmount and at once fsck -f -n: clean; mounted again, the tree is
-#      still what the model says; then 2 x 10,000 operations that are mostly
-#      fsync, fdatasync and syncfs; fsck clean.
+#      still what the model says.  Then, on a new 1 GiB filesystem, 2 x 10,000
+#      operations that are mostly fsync, fdatasync and syncfs; fsck clean.
 #   2. 256 MiB filesystem filled to ~24 MiB free, 4 x 2,000 operations:
 #      ENOSPC is allowed only from operations that allocate, and a refused
 #      operation must have done nothing; then rm -rf works, the space is
@@ -58,13 +58,15 @@ unmount_fsck big.img
 mount_img big.img
 "$S" -d "$mnt" -p 4 -s $seed -c state >check.log 2>&1 ||
 	fail "after a remount the tree is not what was written: $(head -c 1500 check.log)"
+unmount_fsck big.img
 # mostly fsync, fdatasync and syncfs, each with little new to flush (item 2:
-# flushes must never fill the journal), on the aged filesystem
-mkdir mnt/sync
-"$S" -d "$mnt/sync" -p 2 -n $ops -s $((seed + 100)) -x $xattr -O fsync=300 -O fdatasync=300 -O sync=50 \
+# flushes must never fill the journal; a fresh filesystem hit it at ~5,000)
+expect_rc 0 $B format -q --fs-size=1G sync.img
+mount_img sync.img
+"$S" -d "$mnt" -p 2 -n $ops -s $((seed + 100)) -x $xattr -O fsync=300 -O fdatasync=300 -O sync=50 \
 	>stress-sync.log 2>&1 || fail "fsync-heavy fsstress on 1 GiB:
 $(report stress-sync.log)"
-unmount_fsck big.img
+unmount_fsck sync.img
 
 # ---- 2. the same on a small filesystem that fills up
 expect_rc 0 $B format -q --fs-size=256M small.img
