@@ -16,7 +16,8 @@
  * Operations: create mkdir rmdir unlink rename link symlink write read
  * truncate fallocate (default, KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE with and
  * without KEEP_SIZE) dwrite dread (O_DIRECT, 4 KiB aligned) setxattr
- * getxattr removexattr chmod fsync fdatasync sync readdir.  -O NAME=W sets a
+ * getxattr removexattr chmod fsync fdatasync sync readdir seek (SEEK_DATA,
+ * SEEK_HOLE).  -O NAME=W sets a
  * weight (0 disables); -O list prints the table.
  *
  * Determinism: process k draws from seed+k alone and touches only DIR/pk,
@@ -78,7 +79,7 @@ enum op {
 	OP_CREATE, OP_MKDIR, OP_RMDIR, OP_UNLINK, OP_RENAME, OP_LINK, OP_SYMLINK,
 	OP_WRITE, OP_READ, OP_TRUNCATE, OP_FALLOCATE, OP_DWRITE, OP_DREAD,
 	OP_SETXATTR, OP_GETXATTR, OP_REMOVEXATTR, OP_CHMOD, OP_FSYNC,
-	OP_FDATASYNC, OP_SYNC, OP_READDIR, NR_OPS
+	OP_FDATASYNC, OP_SYNC, OP_READDIR, OP_SEEK, NR_OPS
 };
 
 static struct {
@@ -106,6 +107,7 @@ static struct {
 	[OP_FDATASYNC]	= { "fdatasync", 2 },
 	[OP_SYNC]	= { "sync",	 1 },
 	[OP_READDIR]	= { "readdir",	 2 },
+	[OP_SEEK]	= { "seek",	 2 },
 };
 
 /* ---- the model of one process's subtree */
@@ -834,6 +836,48 @@ static void do_dread(void)
 	xclose(fd, ents[e].path);
 }
 
+/*
+ * SEEK_DATA and SEEK_HOLE from a random offset.  Where holes are is the
+ * filesystem's choice, but never wrong about data: SEEK_DATA may not skip a
+ * byte the model says is non-zero, and the hole SEEK_HOLE finds must read
+ * as zeroes up to the next data (or EOF).
+ */
+static void do_seek(void)
+{
+	int e = pick_ent(E_REG);
+	if (e < 0)
+		return;
+	struct mfile *m = &files[ents[e].file];
+	size_t off = rnd(m->size + 1), q = off;
+	while (q < m->size && !m->data[q])
+		q++;
+	logf_("seek %s from %zu (size %zu)", ents[e].path, off, m->size);
+	int fd = open_file(ents[e].path, O_RDONLY);
+	off_t d = lseek(fd, off, SEEK_DATA);
+	if (d < 0 && (errno != ENXIO || q < m->size))
+		failf("SEEK_DATA %s from %zu: %s (non-zero byte at %zu, size %zu)", ents[e].path, off,
+		      strerror(errno), q, m->size);
+	if (d >= 0 && ((size_t) d < off || (size_t) d > q))
+		failf("SEEK_DATA %s from %zu: %lld, want %zu..%zu (first non-zero byte)", ents[e].path,
+		      off, (long long) d, off, q);
+	off_t h = lseek(fd, off, SEEK_HOLE);
+	if (off < m->size) {
+		if (h < 0 || (size_t) h < off || (size_t) h > m->size)
+			failf("SEEK_HOLE %s from %zu: %lld (%s), want %zu..%zu", ents[e].path, off,
+			      (long long) h, h < 0 ? strerror(errno) : "out of range", off, m->size);
+		off_t next = lseek(fd, h, SEEK_DATA);
+		size_t end = next < 0 ? m->size : (size_t) next;
+		if (next < 0 && errno != ENXIO)
+			failf("SEEK_DATA %s from %lld: %s", ents[e].path, (long long) h, strerror(errno));
+		for (size_t i = h; i < end && i < m->size; i++)
+			if (m->data[i])
+				failf("SEEK_HOLE %s from %zu: hole at %lld up to %zu, but byte %zu is 0x%02x",
+				      ents[e].path, off, (long long) h, end, i, m->data[i]);
+	} else if (h >= 0 || errno != ENXIO)
+		failf("SEEK_HOLE %s at EOF %zu: want ENXIO, got %lld", ents[e].path, off, (long long) h);
+	xclose(fd, ents[e].path);
+}
+
 /* ---- operations: xattrs, metadata, sync */
 
 static void xname(char *out, unsigned i)
@@ -1158,6 +1202,7 @@ static int run_proc(unsigned k)
 		case OP_FDATASYNC:	do_fsync(true); break;
 		case OP_SYNC:		do_sync(); break;
 		case OP_READDIR:	do_readdir(); break;
+		case OP_SEEK:		do_seek(); break;
 		}
 	}
 	check_all("final check");
