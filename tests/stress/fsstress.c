@@ -38,6 +38,9 @@
  *
  * Exit status: 0 all processes passed, 1 a check failed, 2 usage or setup.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE	/* O_DIRECT, fallocate, syncfs; t26 may build this with plain cc */
+#endif
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
