@@ -72,6 +72,11 @@ $(SOBJ)/%.o: %.c
 build/unit-tests: $(SLIB_OBJS) $(UNIT_OBJS)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs criterion)
 
+# The random-operation stress program (tests/stress/, used by tests/cli/t26-stress.sh).
+build/fsstress: tests/stress/fsstress.c
+	@mkdir -p build
+	$(CC) $(CFLAGS) -o $@ $<
+
 -include $(shell find build -name '*.d' 2>/dev/null)
 
 test-deps:
@@ -80,17 +85,17 @@ test-deps:
 unit: build/unit-tests
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/unit-tests --jobs 2 $(UNIT_ARGS)
 
-cli: bcachefs test-deps
+cli: bcachefs build/fsstress test-deps
 	@tests/cli/run.sh $(CLI_ARGS)
 
 # Everything: unit tests, then CLI tests; the last line is the summary.
-check: test-deps bcachefs build/unit-tests
+check: test-deps bcachefs build/unit-tests build/fsstress
 	@tests/run-all.sh
 
 demo: bcachefs
 	@scripts/demo.sh
 
-soak: bcachefs build/unit-tests
+soak: bcachefs build/unit-tests build/fsstress
 	@SOAK=1 tests/run-all.sh
 
 # libFuzzer targets (clang); FUZZ_TIME seconds each.  Crashes land in build/fuzz/.

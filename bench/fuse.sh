@@ -1,12 +1,15 @@
 #!/bin/sh
-# make bench (FUSE part): bcachefs fusemount against fuse2fs on an ext4 image
-# of the same size, both through FUSE on this machine, same workload:
+# make bench (FUSE part): bcachefs fusemount against two peers on the same
+# machine, images of the same size, same workload: fuse2fs (ext4 through
+# FUSE, the like-for-like peer) and the kernel's ext4 on a loop device (what
+# a FUSE filesystem costs against an in-kernel one):
 #   untar     a tarball of /usr/include (BENCH_FUSE_SRC to change)
 #   find+stat every file
 #   seq write / seq read  fio, 1 GiB (BENCH_FUSE_SIZE), bs=1M
 #   randwrite 4k          fio, 64 MiB, fsync every 32 writes
 #   rm -rf    the untarred tree
-# Prints each time and peer/ours (>1: we are faster).  Needs root and /dev/fuse.
+# Prints each time and peer/ours for both peers (>1: we are faster).  Needs
+# root and /dev/fuse; the ext4 row is left out ("-") without losetup.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B="$root/bcachefs"
@@ -16,14 +19,22 @@ SIZE=${BENCH_FUSE_SIZE:-1G}
 	echo "fuse bench: needs /dev/fuse, fuse2fs and fio; skipped"; exit 0; }
 dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fusebench.XXXXXX")
 mnt="$dir/mnt"
-cleanup() { cd /; fusermount3 -uz "$mnt" 2>/dev/null || true; rm -rf "$dir"; }
+loop=
+cleanup() {
+	cd /
+	fusermount3 -uz "$mnt" 2>/dev/null || true
+	if [ -n "$loop" ]; then umount "$mnt" 2>/dev/null || true; losetup -d "$loop"; fi
+	rm -rf "$dir"
+}
 trap cleanup EXIT
 mkdir "$mnt"
 tar -C "$(dirname "$SRC")" -cf "$dir/src.tar" "$(basename "$SRC")"
 
 ms() { t0=$(date +%s%N); "$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; return 1; }; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 )); }
 
-# run_all MOUNT_CMD...: the workload on a fresh mount; results in r_*
+# run_all MOUNT_CMD...: the workload on a fresh mount; results in r_*.
+# $unmount is the command that unmounts it.
+unmount="fusermount3 -u"
 run_all() {
 	"$@"
 	for i in $(seq 50); do mountpoint -q "$mnt" && break; sleep 0.1; done
@@ -34,7 +45,7 @@ run_all() {
 	r_seqr=$(ms fio --name=w --directory="$mnt" --size="$SIZE" --bs=1M --rw=read --ioengine=psync)
 	r_rand=$(ms fio --name=r --directory="$mnt" --size=64M --bs=4k --rw=randwrite --ioengine=psync --fsync=32)
 	r_rm=$(ms rm -rf "$mnt/$(basename "$SRC")" "$mnt/w.0.0" "$mnt/r.0.0")
-	fusermount3 -u "$mnt"
+	$unmount "$mnt"
 	sleep 0.5
 }
 
@@ -44,12 +55,24 @@ o="$r_untar $r_find $r_seqw $r_seqr $r_rand $r_rm"
 truncate -s 4G "$dir/ext4.img" && mke2fs -q -F -t ext4 "$dir/ext4.img"
 run_all fuse2fs -o rw "$dir/ext4.img" "$mnt"
 p="$r_untar $r_find $r_seqw $r_seqr $r_rand $r_rm"
+k="- - - - - -"
+if command -v losetup >/dev/null && truncate -s 4G "$dir/kext4.img" && mke2fs -q -F -t ext4 "$dir/kext4.img" &&
+   loop=$(losetup -f --show "$dir/kext4.img"); then
+	unmount=umount
+	run_all mount -t ext4 "$loop" "$mnt"
+	k="$r_untar $r_find $r_seqw $r_seqr $r_rand $r_rm"
+	losetup -d "$loop"; loop=
+fi
 
-echo "FUSE: bcachefs fusemount vs fuse2fs (ext4), $(du -sh "$dir/src.tar" | cut -f1) tarball of $SRC, fio $SIZE"
-printf '%-26s %10s %10s %s\n' workload ours fuse2fs "fuse2fs/ours (>1: we are faster)"
+# ratio OURS PEER: PEER/OURS, or - when a row is missing
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "-") { print "-"; exit } if (a == 0) a = 1; printf "%.2f", b / a }'; }
+echo "FUSE: bcachefs fusemount vs fuse2fs (ext4 through FUSE) and kernel ext4 (loop device), $(du -sh "$dir/src.tar" | cut -f1) tarball of $SRC, fio $SIZE"
+printf '%-24s %9s %9s %9s %13s %11s\n' workload ours fuse2fs ext4 fuse2fs/ours ext4/ours
 set -- untar "find+stat" "seq write" "seq read" "4k randwrite+fsync/32" "rm -rf"
 for name; do
 	ov=$(echo $o | cut -d' ' -f1); o=$(echo $o | cut -d' ' -f2-)
 	pv=$(echo $p | cut -d' ' -f1); p=$(echo $p | cut -d' ' -f2-)
-	printf '%-26s %8sms %8sms %s\n' "$name" "$ov" "$pv" "$(awk -v a="$ov" -v b="$pv" 'BEGIN { if (a == 0) a = 1; printf "%.2f", b / a }')"
+	kv=$(echo $k | cut -d' ' -f1); k=$(echo $k | cut -d' ' -f2-)
+	printf '%-24s %7sms %7sms %7sms %13s %11s\n' "$name" "$ov" "$pv" "$kv" "$(ratio "$ov" "$pv")" "$(ratio "$ov" "$kv")"
 done
+echo "(peer/ours: >1 means we are faster)"

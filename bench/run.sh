@@ -13,7 +13,7 @@
 #            (bench/fsck_scale.sh; BENCH_FSCK_SIZES for other sizes)
 #   scan     fsck's node scan (extents root zeroed) vs cat of the image
 #            (bench/node_scan.sh; BENCH_SCAN_MB, BENCH_SCAN_SRC for others)
-#   fuse     bcachefs fusemount vs fuse2fs (bench/fuse.sh): untar, find+stat,
+#   fuse     bcachefs fusemount vs fuse2fs and kernel ext4 (bench/fuse.sh): untar, find+stat,
 #            fio sequential and 4k random, rm -rf
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
