@@ -19,6 +19,11 @@
  *   (3) Unmount (fusermount -u, umount, SIGTERM, SIGINT) closes the
  *       filesystem cleanly; a killed daemon leaves a filesystem that opens
  *       with journal replay.
+ *   (4) FUSE's umount returns before the daemon has closed the filesystem.
+ *       Every device is marked with the mount (bch_dev_mark_mounted) right
+ *       after the mount, so a command that opens it once the mount is gone
+ *       waits for the close instead of failing or reading a half-closed
+ *       filesystem (blockdev.c, invariant 6).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,12 +33,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "bcachefs.h"
 #include "cmds.h"
 #include "acl.h"
+#include "blockdev.h"
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
@@ -1027,6 +1034,66 @@ static void usage(FILE *f)
 "Exit: 0 unmounted cleanly, 1 failure, 16 usage error.\n");
 }
 
+/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++, o++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o = (s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0');
+			s += 3;
+		} else {
+			*o = *s;
+		}
+	}
+	*o = 0;
+}
+
+/*
+ * The device number of the newest fuse.bcachefs mount on mnt, from
+ * /proc/self/mountinfo: stat(mnt) would ask this daemon, which does not
+ * serve requests yet.
+ */
+static int mount_dev(const char *mnt, dev_t *dev)
+{
+	char want[PATH_MAX], line[16384];
+	FILE *f;
+	int r = -ENOENT;
+
+	if (!realpath(mnt, want) || !(f = fopen("/proc/self/mountinfo", "re")))
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned maj, mnr;
+		char point[8192], *sep = strstr(line, " - ");
+		if (sscanf(line, "%*u %*u %u:%u %*s %8191s", &maj, &mnr, point) != 3 || !sep ||
+		    strncmp(sep + 3, "fuse.bcachefs ", 14))
+			continue;
+		unescape(point);
+		if (!strcmp(point, want)) {
+			*dev = makedev(maj, mnr);
+			r = 0;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+/* Invariant (4); a device left unmarked only loses the wait, so this warns. */
+static void mark_mounted(struct bch_fs *c, const char *mnt)
+{
+	dev_t d = 0;
+	int r = mount_dev(mnt, &d);
+
+	for (unsigned i = 0; !r && i < BCH_SB_MEMBERS_MAX; i++)
+		if (c->devs[i] && c->devs[i]->bdev)
+			r = bch_dev_mark_mounted(c->devs[i]->bdev, d);
+	if (r)
+		cmd_err("fusemount", "%s: cannot mark the devices as mounted (%s): commands run "
+			"right after unmounting may not wait for the close", mnt, strerror(-r));
+}
+
 /* Split -o: our options go to the filesystem, the rest to FUSE. */
 static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, size_t len,
 		      bool *ro)
@@ -1180,6 +1247,7 @@ int cmd_fusemount(int argc, char *argv[])
 		cmd_err("fusemount", "could not mount on %s", mnt);
 		goto signals;
 	}
+	mark_mounted(m.c, mnt);
 	if (!foreground && lf->daemonize(0)) {
 		cmd_err("fusemount", "could not go to the background");
 		goto unmount;
