@@ -45,6 +45,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "fuse_dl.h"
+#include "inode.h"
 #include "io.h"
 #include "opts.h"
 
@@ -175,6 +176,24 @@ static void fix_st(struct stat *st)
 	st->st_ino = to_fuse(st->st_ino);
 }
 
+/*
+ * The generation of inum, for file handles: (ino, generation) must name one
+ * inode for the filesystem's life, and inode numbers can be reused (the
+ * next number follows the highest one in use at open).  The creation time
+ * in ns tells two inodes of one number apart; it never changes through the
+ * mount.  The root's is 0: the kernel made its inode with generation 0, and
+ * an entry for it with another would mark it stale.
+ */
+static uint32_t generation(struct fmount *m, uint64_t inum)
+{
+	struct bch_inode bi;
+
+	if (inum == BCH_ROOT_INO || bch_inode_get(m->c, inum, &bi))
+		return 0;
+	uint64_t h = mix(bi.btime ^ 0x9e3779b97f4a7c15ULL);
+	return (uint32_t)(h ^ (h >> 32)) | 1;
+}
+
 /* Reply with an entry for inum (and count the lookup); lock held. */
 static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e)
 {
@@ -184,7 +203,7 @@ static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *
 		return r;
 	fix_st(&e->attr);
 	e->ino = to_fuse(inum);
-	e->generation = 1;
+	e->generation = generation(m, inum);
 	e->attr_timeout = TIMEOUT;
 	e->entry_timeout = TIMEOUT;
 	hold(m, inum, 1);
@@ -201,6 +220,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	(void)userdata;
 	if (conn->capable & FUSE_CAP_WRITEBACK_CACHE)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	/* file handles: the kernel may look up "." and ".." (op_lookup) */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
 	/* the kernel clears set-id bits on writes, truncates and chown itself */
@@ -237,7 +259,15 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	uint64_t inum;
 
 	LOCK(m);
-	int r = bch_fs_lookup(m->c, from_fuse(parent), name, &inum);
+	/*
+	 * "." of any inode: how the kernel finds an inode by number alone, for
+	 * open_by_handle_at and NFS export of an inode it does not hold (EXPORT_SUPPORT)
+	 */
+	int r = 0;
+	if (!strcmp(name, "."))
+		inum = from_fuse(parent);
+	else
+		r = bch_fs_lookup(m->c, from_fuse(parent), name, &inum);
 	if (!r)
 		r = make_entry(m, inum, &e);
 	UNLOCK(m);
