@@ -1059,7 +1059,9 @@ static void usage(FILE *f)
 "  -h, --help   this text\n"
 "\n"
 "Unmount with fusermount3 -u MOUNTPOINT (or umount as root): the filesystem is\n"
-"closed cleanly.  Also installed as mount.fuse.bcachefs, so\n"
+"closed cleanly.  Both return before the daemon has finished closing; a command\n"
+"run at once on the same devices (fsck, fusemount, image) waits for the close\n"
+"(up to 30 s, saying so on stderr).  Also installed as mount.fuse.bcachefs, so\n"
 "`mount -t fuse.bcachefs DEVICE MOUNTPOINT` and fstab entries work.\n"
 "Exit: 0 unmounted cleanly, 1 failure, 16 usage error.\n");
 }
