@@ -33,7 +33,8 @@
  *       any image's end; no data is locked).  The mark and the exclusive
  *       claim die together when the daemon closes the descriptor, i.e. after
  *       its last write.  An opener that finds a marked holder whose mount is
- *       no longer in /proc/self/mountinfo knows the holder is a daemon that
+ *       no longer in /proc/self/mountinfo (that number, type fuse.bcachefs,
+ *       a source naming this device) knows the holder is a daemon that
  *       was unmounted and is still closing (FUSE's umount does not wait for
  *       it): it waits, up to CLOSE_WAIT_MS, for the close -- a writer for the
  *       claim, a reader (which takes no claim) for the mark to go -- instead
@@ -240,19 +241,62 @@ static bool mount_mark(int fd, uint64_t *mnt)
 	return true;
 }
 
-/* Is a filesystem with device number mnt (encoded) mounted in our namespace? */
-static bool mounted(uint64_t mnt)
+/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++, o++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o = (s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0');
+			s += 3;
+		} else {
+			*o = *s;
+		}
+	}
+	*o = 0;
+}
+
+/* Is path (from a mount's source) the file or block device st describes? */
+static bool same_file(const char *path, const struct stat *st)
+{
+	struct stat ps;
+
+	if (stat(path, &ps))
+		return false;
+	if (S_ISBLK(st->st_mode))
+		return S_ISBLK(ps.st_mode) && ps.st_rdev == st->st_rdev;
+	return ps.st_dev == st->st_dev && ps.st_ino == st->st_ino;
+}
+
+/*
+ * Is the mount with device number mnt (encoded) still there, a
+ * fuse.bcachefs mount whose source (fusemount's fsname: the devices'
+ * absolute paths joined by ':') names the file st describes?  Device
+ * numbers of FUSE mounts are reused once freed, by any later mount: the
+ * number alone does not tell.
+ */
+static bool mounted(uint64_t mnt, const struct stat *st)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char line[8192];
+	char line[16384];
 	bool found = false;
 
 	if (!f)
 		return true;	/* cannot tell: do not wait on a live mount */
 	while (!found && fgets(line, sizeof(line), f)) {
-		unsigned id, parent, maj, mnr;
-		if (sscanf(line, "%u %u %u:%u", &id, &parent, &maj, &mnr) == 4)
-			found = mark_encode(makedev(maj, mnr)) == mnt;
+		unsigned maj, mnr;
+		char *sep = strstr(line, " - "), *save = NULL;
+		if (sscanf(line, "%*u %*u %u:%u", &maj, &mnr) != 2 || !sep ||
+		    mark_encode(makedev(maj, mnr)) != mnt)
+			continue;
+		char *type = strtok_r(sep + 3, " ", &save), *src = strtok_r(NULL, " ", &save);
+		if (!type || !src || strcmp(type, "fuse.bcachefs"))
+			continue;
+		unescape(src);
+		for (char *p = strtok_r(src, ":", &save); p && !found; p = strtok_r(NULL, ":", &save))
+			found = same_file(p, st);
 	}
 	fclose(f);
 	return found;
@@ -261,12 +305,13 @@ static bool mounted(uint64_t mnt)
 /* fd's file, or for a loop device its backing file, is held by an unmounted daemon. */
 static bool daemon_closing(int fd, const struct stat *st)
 {
+	struct stat bst;
 	uint64_t mnt;
-	bool ret = mount_mark(fd, &mnt) && !mounted(mnt);
+	bool ret = mount_mark(fd, &mnt) && !mounted(mnt, st);
 	int bfd;
 
 	if (!ret && (bfd = open_loop_backing(fd, st)) >= 0) {
-		ret = mount_mark(bfd, &mnt) && !mounted(mnt);
+		ret = !fstat(bfd, &bst) && mount_mark(bfd, &mnt) && !mounted(mnt, &bst);
 		close(bfd);
 	}
 	return ret;
