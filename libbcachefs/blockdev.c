@@ -445,7 +445,7 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 			usleep(CLOSE_POLL_MS * 1000);
 			continue;
 		}
-		/* a reader keeps its descriptor: it waits only for the mark to go */
+		/* a daemon closing: wait, then open again (a reader too: from scratch) */
 		if (!start) {
 			start = now_ms();
 			if (wait_notice)
