@@ -215,6 +215,27 @@ for r in range(400):
             sys.exit("FAIL op %d direct read %d+%d: %s" % (r, off, ln, e))
         if m[:n] != model[off:off+n]: sys.exit("FAIL op %d direct read stale at %d+%d" % (r, off, ln))
 os.close(b); os.close(d)
+# 6. data changed by the daemon (hole punch, zero range, copy_file_range) over cached pages
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+p = os.path.join(mnt, "dio4")
+with open(p, "wb") as f: f.write(b"x" * 64 * K)
+fd = os.open(p, os.O_RDWR)
+for name, mode in [("PUNCH_HOLE", 3), ("ZERO_RANGE", 0x10), ("ZERO_RANGE|KEEP_SIZE", 0x11)]:
+    os.pwrite(fd, b"x" * 64 * K, 0)
+    os.pread(fd, 64 * K, 0)
+    if libc.fallocate(fd, mode, 8 * K + 100, 8 * K):
+        sys.exit("FAIL: fallocate %s: %s" % (name, os.strerror(ctypes.get_errno())))
+    if os.pread(fd, 64 * K, 0) != b"x" * (8 * K + 100) + b"\0" * 8 * K + b"x" * (48 * K - 100):
+        sys.exit("FAIL: buffered read after fallocate %s is stale" % name)
+os.pwrite(fd, b"x" * 64 * K, 0); os.pread(fd, 64 * K, 0)
+with open(p + "src", "wb") as f: f.write(b"C" * 8 * K)
+src = os.open(p + "src", os.O_RDONLY)
+if os.copy_file_range(src, fd, 8 * K, 0, 4 * K) != 8 * K or \
+   os.pread(fd, 64 * K, 0) != b"x" * 4 * K + b"C" * 8 * K + b"x" * 52 * K:
+    sys.exit("FAIL: buffered read after copy_file_range is stale")
+os.close(src); os.close(fd)
 print("direct/buffered: ok")
 PY
 
@@ -288,7 +309,8 @@ python3 handles.py "$mnt" handles.bin reopen || fail "file handles after a remou
 # holes, past EOF, empty, preallocated ranges (holes, as on ext4 and XFS)
 python3 seek.py "$mnt" > seek.out || fail "SEEK_DATA/SEEK_HOLE: $(tail -3 seek.out)"
 
-# ---- direct and buffered I/O on one file see each other's writes (fixed seed)
+# ---- direct and buffered I/O on one file see each other's writes (fixed seed),
+# and buffered readers see what the daemon changes (fallocate, copy_file_range)
 python3 dio.py "$mnt" 7 || fail "direct/buffered coherence"
 
 umount "$mnt"
