@@ -953,6 +953,9 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 	LOCK(m);
 	int64_t r = bch_fs_seek(m->c, from_fuse(ino), off, whence);
 	UNLOCK(m);
+	/* ENOSYS would make the kernel stop sending FUSE_LSEEK for the mount's life */
+	if (r == -ENOSYS)
+		r = -EIO;
 	if (r < 0)
 		lf->reply_err(req, (int)-r);
 	else
