@@ -14,6 +14,7 @@
 
 #include "cmd/cmds.h"
 #include "libbcachefs/bcachefs_format.h"
+#include "libbcachefs/blockdev.h"
 
 struct command {
 	const char	*name;
@@ -76,11 +77,25 @@ static const struct command *find_command(const char *name)
 	return NULL;
 }
 
+static char wait_cmd[64] = "bcachefs";
+
+/* blockdev.c waits for an unmounted fusemount daemon to close a device: say so */
+static void print_wait(const char *path, unsigned timeout_s)
+{
+	fprintf(stderr, "%s: %s: waiting for the unmounted filesystem's daemon to close it "
+		"(up to %u s)\n", wait_cmd, path, timeout_s);
+}
+
 int main(int argc, char *argv[])
 {
 	const char *prog = basename(argv[0]);
 	const struct command *cmd;
 
+	bch_dev_on_wait(print_wait);
+	if (strcmp(prog, "bcachefs"))
+		snprintf(wait_cmd, sizeof(wait_cmd), "%s", prog);
+	else if (argc > 1 && argv[1][0] != '-')
+		snprintf(wait_cmd, sizeof(wait_cmd), "bcachefs %s", argv[1]);
 	if (!strcmp(prog, "mkfs.bcachefs"))
 		return cmd_format(argc, argv);
 	if (!strcmp(prog, "fsck.bcachefs") && (cmd = find_command("fsck")))

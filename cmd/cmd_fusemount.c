@@ -19,6 +19,11 @@
  *   (3) Unmount (fusermount -u, umount, SIGTERM, SIGINT) closes the
  *       filesystem cleanly; a killed daemon leaves a filesystem that opens
  *       with journal replay.
+ *   (4) FUSE's umount returns before the daemon has closed the filesystem.
+ *       Every device is marked with the mount (bch_dev_mark_mounted) right
+ *       after the mount, so a command that opens it once the mount is gone
+ *       waits for the close instead of failing or reading a half-closed
+ *       filesystem (blockdev.c, invariant 6).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,16 +33,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "bcachefs.h"
 #include "cmds.h"
 #include "acl.h"
+#include "blockdev.h"
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
 #include "fuse_dl.h"
+#include "inode.h"
 #include "io.h"
 #include "opts.h"
 
@@ -168,6 +176,24 @@ static void fix_st(struct stat *st)
 	st->st_ino = to_fuse(st->st_ino);
 }
 
+/*
+ * The generation of inum, for file handles: (ino, generation) must name one
+ * inode for the filesystem's life, and inode numbers can be reused (the
+ * next number follows the highest one in use at open).  The creation time
+ * in ns tells two inodes of one number apart; it never changes through the
+ * mount.  The root's is 0: the kernel made its inode with generation 0, and
+ * an entry for it with another would mark it stale.
+ */
+static uint32_t generation(struct fmount *m, uint64_t inum)
+{
+	struct bch_inode bi;
+
+	if (inum == BCH_ROOT_INO || bch_inode_get(m->c, inum, &bi))
+		return 0;
+	uint64_t h = mix(bi.btime ^ 0x9e3779b97f4a7c15ULL);
+	return (uint32_t)(h ^ (h >> 32)) | 1;
+}
+
 /* Reply with an entry for inum (and count the lookup); lock held. */
 static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e)
 {
@@ -177,7 +203,7 @@ static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *
 		return r;
 	fix_st(&e->attr);
 	e->ino = to_fuse(inum);
-	e->generation = 1;
+	e->generation = generation(m, inum);
 	e->attr_timeout = TIMEOUT;
 	e->entry_timeout = TIMEOUT;
 	hold(m, inum, 1);
@@ -204,6 +230,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * synchronous path returns the short count, as ext4 does.
 	 */
 	conn->want &= ~FUSE_CAP_ASYNC_DIO;
+	/* file handles: the kernel may look up "." and ".." (op_lookup) */
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
 	/* the kernel clears set-id bits on writes, truncates and chown itself */
@@ -240,7 +269,15 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	uint64_t inum;
 
 	LOCK(m);
-	int r = bch_fs_lookup(m->c, from_fuse(parent), name, &inum);
+	/*
+	 * "." of any inode: how the kernel finds an inode by number alone, for
+	 * open_by_handle_at and NFS export of an inode it does not hold (EXPORT_SUPPORT)
+	 */
+	int r = 0;
+	if (!strcmp(name, "."))
+		inum = from_fuse(parent);
+	else
+		r = bch_fs_lookup(m->c, from_fuse(parent), name, &inum);
 	if (!r)
 		r = make_entry(m, inum, &e);
 	UNLOCK(m);
@@ -926,6 +963,9 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 	LOCK(m);
 	int64_t r = bch_fs_seek(m->c, from_fuse(ino), off, whence);
 	UNLOCK(m);
+	/* ENOSYS would make the kernel stop sending FUSE_LSEEK for the mount's life */
+	if (r == -ENOSYS)
+		r = -EIO;
 	if (r < 0)
 		lf->reply_err(req, (int)-r);
 	else
@@ -1032,9 +1072,71 @@ static void usage(FILE *f)
 "  -h, --help   this text\n"
 "\n"
 "Unmount with fusermount3 -u MOUNTPOINT (or umount as root): the filesystem is\n"
-"closed cleanly.  Also installed as mount.fuse.bcachefs, so\n"
+"closed cleanly.  Both return before the daemon has finished closing; a command\n"
+"run at once on the same devices (fsck, fusemount, image) waits for the close\n"
+"(up to 30 s, saying so on stderr).  Also installed as mount.fuse.bcachefs, so\n"
 "`mount -t fuse.bcachefs DEVICE MOUNTPOINT` and fstab entries work.\n"
 "Exit: 0 unmounted cleanly, 1 failure, 16 usage error.\n");
+}
+
+/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++, o++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o = (s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0');
+			s += 3;
+		} else {
+			*o = *s;
+		}
+	}
+	*o = 0;
+}
+
+/*
+ * The device number of the newest fuse.bcachefs mount on mnt, from
+ * /proc/self/mountinfo: stat(mnt) would ask this daemon, which does not
+ * serve requests yet.
+ */
+static int mount_dev(const char *mnt, dev_t *dev)
+{
+	char want[PATH_MAX], line[16384];
+	FILE *f;
+	int r = -ENOENT;
+
+	if (!realpath(mnt, want) || !(f = fopen("/proc/self/mountinfo", "re")))
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned maj, mnr;
+		char point[8192], *sep = strstr(line, " - ");
+		if (sscanf(line, "%*u %*u %u:%u %*s %8191s", &maj, &mnr, point) != 3 || !sep ||
+		    strncmp(sep + 3, "fuse.bcachefs ", 14))
+			continue;
+		unescape(point);
+		if (!strcmp(point, want)) {
+			*dev = makedev(maj, mnr);
+			r = 0;
+		}
+	}
+	fclose(f);
+	return r;
+}
+
+/* Invariant (4); a device left unmarked only loses the wait, so this warns. */
+static void mark_mounted(struct bch_fs *c, const char *mnt)
+{
+	dev_t d = 0;
+	int r = mount_dev(mnt, &d);
+
+	for (unsigned i = 0; !r && i < BCH_SB_MEMBERS_MAX; i++)
+		if (c->devs[i] && c->devs[i]->bdev)
+			r = bch_dev_mark_mounted(c->devs[i]->bdev, d);
+	if (r)
+		cmd_err("fusemount", "%s: cannot mark the devices as mounted (%s): commands run "
+			"right after unmounting may not wait for the close", mnt, strerror(-r));
 }
 
 /* Split -o: our options go to the filesystem, the rest to FUSE. */
@@ -1190,6 +1292,7 @@ int cmd_fusemount(int argc, char *argv[])
 		cmd_err("fusemount", "could not mount on %s", mnt);
 		goto signals;
 	}
+	mark_mounted(m.c, mnt);
 	if (!foreground && lf->daemonize(0)) {
 		cmd_err("fusemount", "could not go to the background");
 		goto unmount;

@@ -28,6 +28,20 @@
  *       offset or length) go through an aligned bounce buffer: reads read the
  *       covering blocks, writes read-modify-write them.
  *
+ *   (6) A mount daemon marks each device it serves with an OFD read lock on
+ *       one byte at MOUNT_MARK + the mount's device number (a range far past
+ *       any image's end; no data is locked).  The mark and the exclusive
+ *       claim die together when the daemon closes the descriptor, i.e. after
+ *       its last write.  An opener that finds a marked holder whose mount is
+ *       no longer in /proc/self/mountinfo (that number, type fuse.bcachefs,
+ *       a source naming this device) knows the holder is a daemon that
+ *       was unmounted and is still closing (FUSE's umount does not wait for
+ *       it): it waits, up to CLOSE_WAIT_MS, for the close -- a writer for the
+ *       claim, a reader (which takes no claim) for the mark to go -- instead
+ *       of failing or reading a half-closed filesystem.  A holder that is
+ *       not marked, or whose mount is still there, is refused (a writer) or
+ *       shared (a reader) at once, as before.
+ *
  * States: open (read-only or read-write) -> closed.  No other state: every
  * call completes its I/O before returning.
  */
@@ -43,6 +57,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bcachefs_format.h"	/* BCH_SECTOR_SIZE */
@@ -50,6 +65,13 @@
 #include "errcode.h"
 
 #define AIO_DEPTH	64	/* iocbs in flight per batch chunk */
+
+#define MOUNT_MARK	(1LL << 60)	/* invariant (6): mark offset base */
+#define MOUNT_MARK_SPAN	(1LL << 44)	/* room for any encoded dev_t */
+#define CLOSE_WAIT_MS	30000		/* longest wait for a closing daemon */
+#define CLOSE_POLL_MS	10
+
+static void (*wait_notice)(const char *path, unsigned timeout_s);
 
 struct bch_blockdev {
 	char			*path;
@@ -146,46 +168,186 @@ static int lock_file(int fd)
 }
 
 /*
- * If the block device open on fd is a loop device, lock its backing file
- * as an image opened by that name would be: the path from sysfs (full
- * length, unlike LOOP_GET_STATUS64's 64 bytes), checked against the
- * device and inode the driver reports, so a file renamed or replaced since
- * is not taken for it.  A backing file that is gone or cannot be opened
- * holds no lock of ours to conflict with: nothing to take.
+ * If the block device open on fd is a loop device, open its backing file:
+ * the path from sysfs (full length, unlike LOOP_GET_STATUS64's 64 bytes),
+ * checked against the device and inode the driver reports, so a file
+ * renamed or replaced since is not taken for it.  Returns the descriptor,
+ * or -1 when there is none (not a loop device, no file attached, the file
+ * gone or unreadable: it then holds no lock or mark of ours).
  */
-static int lock_loop_backing(struct bch_blockdev *dev, const struct stat *st)
+static int open_loop_backing(int dev_fd, const struct stat *st)
 {
 	struct loop_info64 info;
 	struct stat bst;
 	char sys[96], path[4096];
 	FILE *f;
-	int fd, ret;
+	int fd;
 
-	if (ioctl(dev->fd, LOOP_GET_STATUS64, &info))
-		return 0;	/* not a loop device, or one with no file attached */
+	if (!S_ISBLK(st->st_mode) || ioctl(dev_fd, LOOP_GET_STATUS64, &info))
+		return -1;
 	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file",
 		 major(st->st_rdev), minor(st->st_rdev));
 	if (!(f = fopen(sys, "re")))
-		return 0;
+		return -1;
 	bool got = fgets(path, sizeof(path), f);
 	fclose(f);
 	if (!got)
-		return 0;
+		return -1;
 	path[strcspn(path, "\n")] = 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
-		return 0;
+		return -1;
 	if (fstat(fd, &bst) || !S_ISREG(bst.st_mode) ||
 	    bst.st_ino != info.lo_inode || bst.st_dev != info.lo_device) {
 		close(fd);
-		return 0;
+		return -1;
 	}
+	return fd;
+}
+
+/* A loop device's backing file is locked as an image opened by that name would be. */
+static int lock_loop_backing(struct bch_blockdev *dev, const struct stat *st)
+{
+	int fd = open_loop_backing(dev->fd, st), ret;
+
+	if (fd < 0)
+		return 0;
 	if ((ret = lock_file(fd))) {
 		close(fd);
 		return ret;
 	}
 	dev->backing_fd = fd;
 	return 0;
+}
+
+/* ------------------------------------------------- closing mount daemons */
+
+static uint64_t mark_encode(dev_t d)
+{
+	return ((uint64_t)major(d) << 20) | (minor(d) & 0xfffff);
+}
+
+/* The mount a daemon marked fd's file with (invariant 6); false if unmarked. */
+static bool mount_mark(int fd, uint64_t *mnt)
+{
+	struct flock fl = {
+		.l_type = F_WRLCK, .l_whence = SEEK_SET,
+		.l_start = MOUNT_MARK, .l_len = MOUNT_MARK_SPAN,
+	};
+
+	if (fcntl(fd, F_OFD_GETLK, &fl) || fl.l_type == F_UNLCK)
+		return false;
+	*mnt = fl.l_start - MOUNT_MARK;
+	return true;
+}
+
+/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
+static void unescape(char *s)
+{
+	char *o = s;
+
+	for (; *s; s++, o++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*o = (s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0');
+			s += 3;
+		} else {
+			*o = *s;
+		}
+	}
+	*o = 0;
+}
+
+/* Is path (from a mount's source) the file or block device st describes? */
+static bool same_file(const char *path, const struct stat *st)
+{
+	struct stat ps;
+
+	if (stat(path, &ps))
+		return false;
+	if (S_ISBLK(st->st_mode))
+		return S_ISBLK(ps.st_mode) && ps.st_rdev == st->st_rdev;
+	return ps.st_dev == st->st_dev && ps.st_ino == st->st_ino;
+}
+
+/*
+ * Is the mount with device number mnt (encoded) still there, a
+ * fuse.bcachefs mount whose source (fusemount's fsname: the devices'
+ * absolute paths joined by ':') names the file st describes?  Device
+ * numbers of FUSE mounts are reused once freed, by any later mount: the
+ * number alone does not tell.
+ */
+static bool mounted(uint64_t mnt, const struct stat *st)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char line[16384];
+	bool found = false;
+
+	if (!f)
+		return true;	/* cannot tell: do not wait on a live mount */
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned maj, mnr;
+		char *sep = strstr(line, " - "), *save = NULL;
+		if (sscanf(line, "%*u %*u %u:%u", &maj, &mnr) != 2 || !sep ||
+		    mark_encode(makedev(maj, mnr)) != mnt)
+			continue;
+		char *type = strtok_r(sep + 3, " ", &save), *src = strtok_r(NULL, " ", &save);
+		if (!type || !src || strcmp(type, "fuse.bcachefs"))
+			continue;
+		unescape(src);
+		for (char *p = strtok_r(src, ":", &save); p && !found; p = strtok_r(NULL, ":", &save))
+			found = same_file(p, st);
+	}
+	fclose(f);
+	return found;
+}
+
+/* fd's file, or for a loop device its backing file, is held by an unmounted daemon. */
+static bool daemon_closing(int fd, const struct stat *st)
+{
+	struct stat bst;
+	uint64_t mnt;
+	bool ret = mount_mark(fd, &mnt) && !mounted(mnt, st);
+	int bfd;
+
+	if (!ret && (bfd = open_loop_backing(fd, st)) >= 0) {
+		ret = !fstat(bfd, &bst) && mount_mark(bfd, &mnt) && !mounted(mnt, &bst);
+		close(bfd);
+	}
+	return ret;
+}
+
+static int mark_fd(int fd, uint64_t mnt)
+{
+	struct flock fl = {
+		.l_type = F_RDLCK, .l_whence = SEEK_SET,
+		.l_start = MOUNT_MARK + mnt, .l_len = 1,
+	};
+
+	return fcntl(fd, F_OFD_SETLK, &fl) ? -errno : 0;
+}
+
+int bch_dev_mark_mounted(struct bch_blockdev *dev, dev_t mnt_dev)
+{
+	uint64_t mnt = mark_encode(mnt_dev);
+	int ret = mark_fd(dev->fd, mnt);
+
+	if (!ret && dev->backing_fd >= 0)
+		ret = mark_fd(dev->backing_fd, mnt);
+	return ret;
+}
+
+void bch_dev_on_wait(void (*fn)(const char *path, unsigned timeout_s))
+{
+	wait_notice = fn;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int read_geometry(struct bch_blockdev *dev, const struct stat *st)
@@ -204,10 +366,53 @@ static int read_geometry(struct bch_blockdev *dev, const struct stat *st)
 	return 0;
 }
 
+/* Open dev->fd and take the claims of invariant (1); on error nothing is left open. */
+static int open_once(struct bch_blockdev *dev, const char *path, unsigned flags, struct stat *st)
+{
+	bool lock = !(flags & (BCH_DEV_RDONLY | BCH_DEV_NO_LOCK));
+	int err;
+
+	if ((err = open_fd(path, flags, &dev->fd, st)))
+		return err;
+	if (lock && !S_ISBLK(st->st_mode) && (err = lock_file(dev->fd)))
+		goto err;
+	if (lock && S_ISBLK(st->st_mode) && (err = lock_loop_backing(dev, st)))
+		goto err;
+	return 0;
+err:
+	close(dev->fd);
+	dev->fd = -1;
+	return err;
+}
+
+/*
+ * Invariant (6): is the open that gave err (0 or busy) waiting on a daemon
+ * that was unmounted and is still closing?  A busy open has no descriptor
+ * of its own: look through a read-only one.
+ */
+static bool must_wait(struct bch_blockdev *dev, const char *path, int err)
+{
+	struct stat st;
+	bool ret = false;
+	int fd = dev->fd;
+
+	if (err) {
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			return false;
+	}
+	if (!fstat(fd, &st))
+		ret = daemon_closing(fd, &st);
+	if (err)
+		close(fd);
+	return ret;
+}
+
 int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 {
 	struct bch_blockdev *dev;
 	struct stat st;
+	uint64_t start = 0;
 	int err;
 
 	*ret = NULL;
@@ -222,18 +427,44 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 		goto err;
 	}
 
-	if ((err = open_fd(path, flags, &dev->fd, &st)))
+	for (bool again = true;;) {
+		err = open_once(dev, path, flags, &st);
+		if ((err && err != -BCH_ERR_device_busy) || (flags & BCH_DEV_NO_LOCK) ||
+		    (!err && !(flags & BCH_DEV_RDONLY)))
+			break;
+		if (!must_wait(dev, path, err)) {
+			/*
+			 * A closing daemon's close() drops its mark a moment
+			 * before its claim (and a loop device's before its
+			 * backing file's): a busy open that found no mark
+			 * tries once more.
+			 */
+			if (!err || !again)
+				break;
+			again = false;
+			usleep(CLOSE_POLL_MS * 1000);
+			continue;
+		}
+		/* a daemon closing: wait, then open again (a reader too: from scratch) */
+		if (!start) {
+			start = now_ms();
+			if (wait_notice)
+				wait_notice(path, CLOSE_WAIT_MS / 1000);
+		} else if (now_ms() - start >= CLOSE_WAIT_MS) {
+			err = -BCH_ERR_device_busy;
+			break;
+		}
+		if (!err) {
+			close(dev->fd);
+			dev->fd = -1;
+		}
+		usleep(CLOSE_POLL_MS * 1000);
+	}
+	if (err)
 		goto err;
 	dev->is_blockdev = S_ISBLK(st.st_mode);
 	dev->rdonly = flags & BCH_DEV_RDONLY;
 	dev->direct = dev->is_blockdev && (flags & BCH_DEV_DIRECT);
-
-	if (!dev->is_blockdev && !dev->rdonly && !(flags & BCH_DEV_NO_LOCK) &&
-	    (err = lock_file(dev->fd)))
-		goto err;
-	if (dev->is_blockdev && !dev->rdonly && !(flags & BCH_DEV_NO_LOCK) &&
-	    (err = lock_loop_backing(dev, &st)))
-		goto err;
 	if ((err = read_geometry(dev, &st)))
 		goto err;
 

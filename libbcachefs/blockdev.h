@@ -57,6 +57,19 @@ struct bch_io_hook {
 int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret);
 void bch_dev_close(struct bch_blockdev *dev);
 
+/*
+ * A mount daemon unmounted by FUSE's umount closes the filesystem after
+ * umount has returned.  bch_dev_mark_mounted() marks dev as served by the
+ * mount whose device number (st_dev of the mount point) is mnt_dev, until
+ * dev is closed.  bch_dev_open() of a device held by such a daemon whose
+ * mount is gone waits for the close (at most 30 s; then
+ * -BCH_ERR_device_busy) instead of failing or reading a half-closed
+ * filesystem; fn, when set, is called once per waiting open first (the
+ * command prints "waiting ... to close").  Returns 0 or -errno.
+ */
+int bch_dev_mark_mounted(struct bch_blockdev *dev, dev_t mnt_dev);
+void bch_dev_on_wait(void (*fn)(const char *path, unsigned timeout_s));
+
 const char *bch_dev_path(const struct bch_blockdev *dev);
 uint64_t bch_dev_size(const struct bch_blockdev *dev);		/* bytes */
 unsigned bch_dev_logical_block_size(const struct bch_blockdev *dev); /* bytes, 512 for files */

@@ -6,7 +6,10 @@
  * kept on an LRU list.  The cache's memory (keys included) is held near
  * btree_cache_size: when over it, clean unreferenced nodes are evicted from
  * the cold end; dirty ones are written first (which is why eviction can
- * fail: a write error).  Keys in a node are a sorted array searched by
+ * fail: a write error).  A filesystem that cannot write (read-only, or
+ * emergency read-only) keeps its dirty nodes whatever the limit: a read-only
+ * journal replay dirties every node it puts keys in, and its later reads
+ * must not fail for want of a write it may not do.  Keys in a node are a sorted array searched by
  * binary search; `pending` holds what changed since the node was written,
  * also sorted, one key per position.
  *
@@ -473,7 +476,7 @@ int bch_btree_cache_shrink(struct bch_fs *c)
 	while (bc->bytes > bc->limit + bc->held_bytes && b != &bc->lru) {
 		struct btree *prev = b->lru_prev;
 
-		if (!b->refs && b->dirty && writes < 100000) {
+		if (!b->refs && b->dirty && !c->read_only && !c->emergency_ro && writes < 100000) {
 			int ret;
 			b->refs++;
 			ret = bch_btree_node_write(c, b);

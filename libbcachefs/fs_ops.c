@@ -1269,8 +1269,13 @@ int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence
 		return -ENXIO;
 	uint64_t s = offset >> BCH_SECTOR_SHIFT, pos = offset;
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, s + 1, 0), POS(inum, UINT64_MAX, 0));
+	/*
+	 * A reservation (fallocate) reads as zeroes and holds no data: a hole
+	 * to SEEK_DATA and SEEK_HOLE, as unwritten extents are on ext4 and XFS.
+	 */
 	if (whence == SEEK_DATA) {
-		k = bch_btree_iter_next(&it, &err);
+		while ((k = bch_btree_iter_next(&it, &err)) && k->type == BCH_BKEY_reservation)
+			;
 		if (!k)
 			pos = i.size;
 		else if (bch_extent_start(k) << BCH_SECTOR_SHIFT > offset)
@@ -1280,7 +1285,7 @@ int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence
 	} else {
 		uint64_t at = s;
 		while ((k = bch_btree_iter_next(&it, &err))) {
-			if (bch_extent_start(k) > at)
+			if (bch_extent_start(k) > at || k->type == BCH_BKEY_reservation)
 				break;
 			at = k->p.offset;
 		}

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -273,6 +275,109 @@ Test(blockdev, second_writer_is_busy)
 	bch_dev_close(a);
 	b = open_ok(path, 0);			/* the lock died with a */
 	bch_dev_close(b);
+}
+
+/*
+ * Invariant (6): a holder marked with a mount that no longer exists is a
+ * closing daemon: a writer waits for it (and is told once), a reader waits
+ * for the mark to go; so does one whose mount number now belongs to another
+ * mount; an unmarked holder is refused at once.
+ */
+static unsigned waits;
+static void count_wait(const char *path, unsigned timeout_s)
+{
+	(void)path;
+	cr_expect_eq(timeout_s, 30);
+	waits++;
+}
+
+static pid_t hold_marked(const char *path, dev_t mnt, unsigned ms)
+{
+	int pfd[2];
+	char c;
+
+	cr_assert_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		struct bch_blockdev *h;
+		close(pfd[0]);
+		if (bch_dev_open(path, 0, &h) || bch_dev_mark_mounted(h, mnt))
+			_exit(1);
+		(void)!write(pfd[1], "x", 1);
+		usleep(ms * 1000);
+		bch_dev_close(h);
+		_exit(0);
+	}
+	close(pfd[1]);
+	cr_assert_eq(read(pfd[0], &c, 1), 1, "holder could not open and mark");
+	close(pfd[0]);
+	return pid;
+}
+
+static long elapsed_ms(struct timespec a)
+{
+	struct timespec b;
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+}
+
+Test(blockdev, closing_daemon_is_waited_for)
+{
+	const char *path = tmp_path("img");
+	struct bch_blockdev *b;
+	struct timespec t0;
+	struct stat root;
+	int status;
+	pid_t pid;
+
+	make_file(path, 8192, 4);
+	bch_dev_on_wait(count_wait);
+	/* device number 0:1048575 is no mount's */
+	dev_t gone = makedev(0, 0xfffff);
+
+	waits = 0;
+	pid = hold_marked(path, gone, 300);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_expect_eq(bch_dev_open(path, 0, &b), 0, "writer did not get the device after the close");
+	cr_expect_geq(elapsed_ms(t0), 150, "writer did not wait for the closing holder");
+	cr_expect_eq(waits, 1);
+	bch_dev_close(b);
+	waitpid(pid, &status, 0);
+
+	waits = 0;
+	pid = hold_marked(path, gone, 300);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_expect_eq(bch_dev_open(path, BCH_DEV_RDONLY, &b), 0);
+	cr_expect_geq(elapsed_ms(t0), 150, "reader did not wait for the closing holder");
+	cr_expect_eq(waits, 1);
+	bch_dev_close(b);
+	waitpid(pid, &status, 0);
+
+	/*
+	 * the number of a mount that is not this device's (the root
+	 * filesystem's: another mount took the number the daemon's freed) is
+	 * no live mount of it either: waited for (t24 checks a live one)
+	 */
+	cr_assert_eq(stat("/", &root), 0);
+	waits = 0;
+	pid = hold_marked(path, root.st_dev, 300);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_expect_eq(bch_dev_open(path, 0, &b), 0);
+	cr_expect_geq(elapsed_ms(t0), 150, "a reused mount number was taken for a live mount");
+	cr_expect_eq(waits, 1);
+	bch_dev_close(b);
+	waitpid(pid, &status, 0);
+
+	/* an unmarked holder (not a mount daemon): refused at once, no wait */
+	struct bch_blockdev *a = open_ok(path, 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	waits = 0;
+	cr_expect_eq(bch_dev_open(path, 0, &b), -BCH_ERR_device_busy);
+	cr_expect_lt(elapsed_ms(t0), 1000);
+	cr_expect_eq(waits, 0);
+	bch_dev_close(a);
+	bch_dev_on_wait(NULL);
 }
 
 /* --------------------------------------------------------------- hook */
