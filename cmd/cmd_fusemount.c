@@ -7,8 +7,9 @@
  *
  * FUSE inode numbers are ours (the root, 4096, is FUSE_ROOT_ID).  Every
  * request takes c->lock around its library calls: the engine is
- * single-threaded, the session is not.  The kernel's page cache batches
- * small writes (writeback cache) into large ones.
+ * single-threaded, the session is not.  The kernel caches reads; writes
+ * are not cached (no writeback cache), so each write(2) is stored, or
+ * refused with ENOSPC, before it returns.
  *
  * Invariants
  *   (1) An inode whose last name goes while the kernel still knows it (a
