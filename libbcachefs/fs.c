@@ -382,6 +382,48 @@ static bool roots_from_clean(struct bch_fs *c, uint64_t *seq)
 	return true;
 }
 
+/*
+ * The clean record: the roots and the newest durable journal seq in the
+ * superblock, so the next open needs no replay.  Every dirty node must be
+ * written first.
+ */
+static int write_clean(struct bch_fs *c, bool alloc_current)
+{
+	unsigned u64s = bch_btree_roots_u64s(c);
+	size_t fu64s = (sizeof(struct bch_sb_field_clean) + 7) / 8 + u64s;
+	int e2 = 0;
+	struct bch_sb_field_clean *cl = (void *)bch_sb_field_resize(
+		&c->sb, &c->sb_bytes, BCH_SB_FIELD_clean, fu64s, &e2);
+
+	if (!cl)
+		return e2;
+	cl->journal_seq = bch_journal_seq_durable(c);
+	cl->flags = alloc_current ? BCH_CLEAN_ALLOC_CURRENT : 0;
+	bch_btree_roots_to_jset(c, (struct bch_jset_entry *)cl->entries);
+	c->sb->flags |= BCH_SB_FLAG_CLEAN;
+	return bch_write_super(c);
+}
+
+/*
+ * A journal found full (written by a version that let flushes use up the
+ * room kept for reclaim): no entry can record an advanced last_seq.  Write
+ * back every node the replay dirtied (their entries are all durable), then
+ * record the roots in the clean record instead of an entry: from then on
+ * nothing in the journal is needed, and every bucket is free.  A crash
+ * between the two steps replays the journal as before.
+ */
+static int recover_full_journal(struct bch_fs *c)
+{
+	int r;
+
+	c->err_msg[0] = 0;
+	if ((r = bch_journal_reclaim_durable(c)))
+		return r;
+	if ((r = write_clean(c, false)))
+		return bch_fs_err(c, r, "journal full: writing the clean record: %s", bch_err_str(r));
+	return bch_journal_forget(c);
+}
+
 static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
 		   bool allow_no_roots, struct bch_fs **ret)
 {
@@ -501,7 +543,10 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		 * lost, where a zeroed or damaged tail would look like no writes.
 		 */
 		struct bch_journal_res res;
-		if ((r = bch_journal_res_get(c, 0, &res)))
+		r = bch_journal_res_get(c, 0, &res);
+		if (r == -BCH_ERR_journal_full && !(r = recover_full_journal(c)))
+			r = bch_journal_res_get(c, 0, &res);
+		if (r)
 			goto out;
 		bch_journal_res_put(c, &res);
 		if ((r = bch_journal_flush(c)))
@@ -551,22 +596,8 @@ int bch_fs_close(struct bch_fs *c)
 		return 0;
 	if (!c->read_only && !c->emergency_ro) {
 		bool alloc_current = false;
-		if (!(r = bch_alloc_btree_sync(c, &alloc_current))) {
-			unsigned u64s = bch_btree_roots_u64s(c);
-			size_t fu64s = (sizeof(struct bch_sb_field_clean) + 7) / 8 + u64s;
-			int e2 = 0;
-			struct bch_sb_field_clean *cl = (void *)bch_sb_field_resize(
-				&c->sb, &c->sb_bytes, BCH_SB_FIELD_clean, fu64s, &e2);
-			if (!cl) {
-				r = e2;
-			} else {
-				cl->journal_seq = bch_journal_seq_durable(c);
-				cl->flags = alloc_current ? BCH_CLEAN_ALLOC_CURRENT : 0;
-				bch_btree_roots_to_jset(c, (struct bch_jset_entry *)cl->entries);
-				c->sb->flags |= BCH_SB_FLAG_CLEAN;
-				r = bch_write_super(c);
-			}
-		}
+		if (!(r = bch_alloc_btree_sync(c, &alloc_current)))
+			r = write_clean(c, alloc_current);
 	}
 	if (!r && c->emergency_ro)
 		r = -BCH_ERR_fs_emergency_ro;

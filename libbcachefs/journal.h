@@ -113,6 +113,14 @@ void bch_journal_pin_add(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t
 void bch_journal_pin_drop(struct bch_fs *c, struct bch_journal_pin *pin);
 /* Flush every pin (clean close); then nothing older than the open entry is needed. */
 int bch_journal_reclaim_all(struct bch_fs *c);
+/* Flush every pin whose entry is durable; writes no journal entry. */
+int bch_journal_reclaim_durable(struct bch_fs *c);
+/*
+ * The caller has recorded everything up to the newest durable entry
+ * elsewhere (the clean record): every bucket may be overwritten.
+ * -BCH_ERR_journal_full if a pin still holds a durable entry.
+ */
+int bch_journal_forget(struct bch_fs *c);
 
 /* Iterate the sub-entries of a jset read from disk (already validated). */
 #define for_each_jset_entry(e, j)						\
