@@ -7,6 +7,9 @@
  * key entry in sequence order into the nodes in memory -> bucket state
  * rebuilt from every node pointer (interior nodes) -> journal restarts after the newest
  * entry -> (read-write) clean record removed, overfull nodes split.
+ * A journal with no room for the session's first entry (full on disk, left
+ * by older versions) is emptied first: replayed nodes written back, roots
+ * put in the clean record, ring reused (recover_full_journal).
  *
  * Degraded (members missing, c->devs_missing): after the roots are known,
  * degraded_check() refuses unless what remains holds a copy of everything;

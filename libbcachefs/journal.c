@@ -19,6 +19,13 @@
  * which frees the buckets.  Internal reservations never reclaim, so node
  * writes never recurse into more node writes.
  *
+ * The reclaim rule (flush_open): a flush writes only when the open entry is
+ * needed (open_entry_needed), and a flush from the top whose entry would eat
+ * into the reserve reclaims first (make_room).  Flushes that may not reclaim
+ * (may_reclaim) use the reserve like internal reservations; the next flush
+ * from the top restores it.  An entry with no place is refused before
+ * anything is written (journal_full, not read-only).
+ *
  * The open entry: reservations append sub-entries to a buffer; the buffer
  * becomes a jset when it is written.  res_get makes sure, before anything is
  * added, that the open entry plus the new data will fit somewhere, so
