@@ -7,9 +7,9 @@
  * key entry in sequence order into the nodes in memory -> bucket state
  * rebuilt from every node pointer (interior nodes) -> journal restarts after the newest
  * entry -> (read-write) clean record removed, overfull nodes split.
- * A journal with no room for the session's first entry (full on disk, left
- * by older versions) is emptied first: replayed nodes written back, roots
- * put in the clean record, ring reused (recover_full_journal).
+ * A journal with no room even after reclaim (full on disk, left by older
+ * versions) is emptied when it must write: replayed nodes written back,
+ * roots put in the clean record, ring reused (spill_to_clean).
  *
  * Degraded (members missing, c->devs_missing): after the roots are known,
  * degraded_check() refuses unless what remains holds a copy of everything;
@@ -408,23 +408,17 @@ static int write_clean(struct bch_fs *c, bool alloc_current)
 }
 
 /*
- * A journal found full (written by a version that let flushes use up the
- * room kept for reclaim): no entry can record an advanced last_seq.  Write
- * back every node the replay dirtied (their entries are all durable), then
- * record the roots in the clean record instead of an entry: from then on
- * nothing in the journal is needed, and every bucket is free.  A crash
- * between the two steps replays the journal as before.
+ * The journal's last resort (bch_journal_set_spill_fn): a ring with no room
+ * even after reclaim (left full on disk by an older version).  Every pinned
+ * node is written back; the clean record takes the roots, and the ring is
+ * reused.  A crash before the next entry opens clean; after it, the journal
+ * is replayed from that entry (newer than the clean record's seq).
  */
-static int recover_full_journal(struct bch_fs *c)
+static int spill_to_clean(struct bch_fs *c)
 {
-	int r;
+	int r = write_clean(c, false);
 
-	c->err_msg[0] = 0;
-	if ((r = bch_journal_reclaim_durable(c)))
-		return r;
-	if ((r = write_clean(c, false)))
-		return bch_fs_err(c, r, "journal full: writing the clean record: %s", bch_err_str(r));
-	return bch_journal_forget(c);
+	return r ? bch_fs_err(c, r, "journal full: writing the clean record: %s", bch_err_str(r)) : 0;
 }
 
 static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
@@ -538,6 +532,7 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		goto out;
 
 	bch_journal_set_roots_fn(c, bch_btree_roots_u64s, bch_btree_roots_to_jset);
+	bch_journal_set_spill_fn(c, spill_to_clean);
 	if (!c->read_only) {
 		bch_journal_start(c, (clean ? clean_seq : newest) + 1);
 		/*
@@ -546,10 +541,7 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		 * lost, where a zeroed or damaged tail would look like no writes.
 		 */
 		struct bch_journal_res res;
-		r = bch_journal_res_get(c, 0, &res);
-		if (r == -BCH_ERR_journal_full && !(r = recover_full_journal(c)))
-			r = bch_journal_res_get(c, 0, &res);
-		if (r)
+		if ((r = bch_journal_res_get(c, 0, &res)))
 			goto out;
 		bch_journal_res_put(c, &res);
 		if ((r = bch_journal_flush(c)))

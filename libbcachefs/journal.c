@@ -88,6 +88,7 @@ struct bch_journal {
 	struct bch_journal_pin	pins;		/* list head, oldest first */
 	unsigned		(*roots_u64s)(struct bch_fs *c);
 	void			(*roots_fill)(struct bch_fs *c, struct bch_jset_entry *dst);
+	int			(*spill)(struct bch_fs *c);	/* roots elsewhere (fs.c) */
 };
 
 static inline struct bch_journal *J(struct bch_fs *c)
@@ -197,6 +198,11 @@ void bch_journal_set_roots_fn(struct bch_fs *c, unsigned (*u64s)(struct bch_fs *
 {
 	J(c)->roots_u64s = u64s;
 	J(c)->roots_fill = fill;
+}
+
+void bch_journal_set_spill_fn(struct bch_fs *c, int (*fn)(struct bch_fs *c))
+{
+	J(c)->spill = fn;
 }
 
 /* ---------------------------------------------------------------- reading */
@@ -883,30 +889,6 @@ static int reclaim_durable(struct bch_fs *c)
 	return reclaim_upto(c, UINT64_MAX);
 }
 
-int bch_journal_reclaim_durable(struct bch_fs *c)
-{
-	struct bch_journal *j = J(c);
-	int ret;
-
-	if (c->read_only)
-		return -BCH_ERR_fs_read_only;
-	j->reclaiming = true;
-	ret = reclaim_durable(c);
-	j->reclaiming = false;
-	return ret;
-}
-
-int bch_journal_forget(struct bch_fs *c)
-{
-	struct bch_journal *j = J(c);
-
-	if (j->pins.next != &j->pins && j->pins.next->seq <= j->durable)
-		return bch_fs_err(c, -BCH_ERR_journal_full,
-				  "journal full: entry %" PRIu64 " still needed after reclaim",
-				  j->pins.next->seq);
-	j->last_seq_ondisk = j->seq;
-	return 0;
-}
 
 /* The newest sequence in the slot after the current one of any target device. */
 static uint64_t next_slot_seq(struct bch_journal *j)
@@ -920,6 +902,34 @@ static uint64_t next_slot_seq(struct bch_journal *j)
 			seq = s;
 	}
 	return seq;
+}
+
+/*
+ * The ring has no room even for the entry that would record an advanced
+ * last_seq (only a journal left full on disk by an older version, or the
+ * reserve used up by flushes that could not reclaim): write back every
+ * pinned node, let the spill function record the roots elsewhere (the clean
+ * record), and then nothing the ring holds is needed.  Only when the open
+ * entry holds no keys (they would have to be durable first).
+ */
+static int spill(struct bch_fs *c, unsigned u64s)
+{
+	struct bch_journal *j = J(c);
+	int ret;
+
+	if (!j->spill || j->buf_u64s)
+		return bch_fs_err(c, -BCH_ERR_journal_full, "journal full: nothing left to reclaim");
+	c->err_msg[0] = 0;
+	if ((ret = reclaim_durable(c)))
+		return ret;
+	if (j->buf_u64s || j->pins.next != &j->pins)
+		return bch_fs_err(c, -BCH_ERR_journal_full,
+				  "journal full: nodes written back still need the journal");
+	if ((ret = j->spill(c)))
+		return ret;
+	j->last_seq_ondisk = j->seq;	/* every bucket is free */
+	return fits(c, j->seq, j->buf_u64s + u64s, false) ? 0
+		: bch_fs_err(c, -BCH_ERR_journal_full, "journal full: no room after spilling");
 }
 
 /*
@@ -946,8 +956,8 @@ static int make_room(struct bch_fs *c, unsigned u64s)
 		if (!(ret = reclaim_upto(c, tries < 2 ? next_slot_seq(j) : UINT64_MAX)))
 			ret = journal_write(c);
 	}
-	if (!ret && !fits(c, j->seq, j->buf_u64s + u64s, false))
-		ret = bch_fs_err(c, -BCH_ERR_journal_full, "journal full: nothing left to reclaim");
+	if (ret == -BCH_ERR_journal_full || (!ret && !fits(c, j->seq, j->buf_u64s + u64s, false)))
+		ret = spill(c, u64s);
 out:
 	j->reclaiming = false;
 	return ret;

@@ -85,6 +85,13 @@ int bch_journal_start(struct bch_fs *c, uint64_t min_seq);
 /* Roots: every entry written carries what fill() writes (u64s() u64s). */
 void bch_journal_set_roots_fn(struct bch_fs *c, unsigned (*u64s)(struct bch_fs *c),
 			      void (*fill)(struct bch_fs *c, struct bch_jset_entry *dst));
+/*
+ * Last resort when the ring has no room even after reclaim (a journal left
+ * full on disk by an older version): with every pinned node written back,
+ * fn records the roots and the newest durable seq elsewhere (fs.c: the
+ * clean record), after which every bucket is reused.  0 or an error.
+ */
+void bch_journal_set_spill_fn(struct bch_fs *c, int (*fn)(struct bch_fs *c));
 
 /*
  * Reserve u64s (of sub-entries, headers included) in the open entry.  May
@@ -125,14 +132,7 @@ void bch_journal_pin_add(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t
 void bch_journal_pin_drop(struct bch_fs *c, struct bch_journal_pin *pin);
 /* Flush every pin (clean close); then nothing older than the open entry is needed. */
 int bch_journal_reclaim_all(struct bch_fs *c);
-/* Flush every pin whose entry is durable; writes no journal entry. */
-int bch_journal_reclaim_durable(struct bch_fs *c);
-/*
- * The caller has recorded everything up to the newest durable entry
- * elsewhere (the clean record): every bucket may be overwritten.
- * -BCH_ERR_journal_full if a pin still holds a durable entry.
- */
-int bch_journal_forget(struct bch_fs *c);
+
 
 /* Iterate the sub-entries of a jset read from disk (already validated). */
 #define for_each_jset_entry(e, j)						\
