@@ -7,6 +7,7 @@
  * finds no room; then a power cut.  Opening read-write (and opening for
  * fsck) must recover: replayed nodes written back, the roots put in the
  * clean record, the ring reused; the file intact, the filesystem writable.
+ * The same when the journal fills while open: the next fsync recovers.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -56,8 +57,11 @@ static void write_file(struct bch_fs *c, unsigned gen)
 	cr_assert_eq(bch_fs_fsync(c), 0, "%s", c->err_msg);
 }
 
-/* A filesystem whose journal is full on disk, left as by a power cut. */
-static void make_full(void)
+/*
+ * A filesystem whose journal is full: left open in *keep, or (keep NULL)
+ * left on disk as by a power cut.
+ */
+static void make_full(struct bch_fs **keep)
 {
 	char err[256];
 
@@ -78,6 +82,10 @@ static void make_full(void)
 	cr_assert(!c->emergency_ro, "a full journal made the filesystem read-only");
 	cr_log_info("journal full after %u flushes that could not reclaim", n);
 	c->alloc_flushing = false;
+	if (keep) {
+		*keep = c;
+		return;
+	}
 	c->read_only = true;	/* power cut: nothing more written */
 	bch_fs_close(c);
 }
@@ -86,7 +94,7 @@ Test(journal_full, open_recovers)
 {
 	char err[256];
 
-	make_full();
+	make_full(NULL);
 	struct bch_fs *c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "open of a full journal: %s", err);
 	check_file(c, 1);
@@ -106,7 +114,7 @@ Test(journal_full, fsck_open_recovers)
 {
 	char err[256];
 
-	make_full();
+	make_full(NULL);
 	struct bch_fs *c = testfs_open(paths, 1, TESTFS_FSCK, 0, err, sizeof(err));
 	cr_assert(c, "fsck open of a full journal: %s", err);
 	check_file(c, 1);
@@ -122,6 +130,26 @@ Test(journal_full, fsck_open_recovers)
 	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "reopen after a crash: %s", err);
 	check_file(c, 2);
+	cr_assert_eq(bch_fs_close(c), 0);
+	test_tmpdir_remove(tmpdir);
+}
+
+/* Full while mounted: the next flush from the top spills and goes on. */
+Test(journal_full, full_while_open_recovers)
+{
+	char err[256];
+	struct bch_fs *c;
+
+	make_full(&c);
+	cr_assert_eq(bch_fs_fsync(c), 0, "fsync of a full journal: %s", c->err_msg);
+	check_file(c, 1);
+	for (unsigned gen = 2; gen < 100; gen++)
+		write_file(c, gen);
+	cr_assert_eq(bch_fs_close(c), 0, "%s", c->err_msg);
+
+	c = testfs_open(paths, 1, TESTFS_RO, 0, err, sizeof(err));
+	cr_assert(c, "reopen: %s", err);
+	check_file(c, 99);
 	cr_assert_eq(bch_fs_close(c), 0);
 	test_tmpdir_remove(tmpdir);
 }
