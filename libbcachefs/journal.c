@@ -725,8 +725,10 @@ static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s, bool internal)
 	return true;
 }
 
-/* What the last entry written said the roots were: a flush with nothing else new
- * writes nothing when they have not changed since. */
+/*
+ * What the last entry written said the roots were: a flush with nothing else
+ * new writes nothing when they have not changed since.
+ */
 static void remember_roots(struct bch_journal *j, const __le64 *roots, unsigned u64s)
 {
 	if (u64s > j->last_roots_u64s || !j->last_roots) {
@@ -888,7 +890,6 @@ static int reclaim_durable(struct bch_fs *c)
 {
 	return reclaim_upto(c, UINT64_MAX);
 }
-
 
 /* The newest sequence in the slot after the current one of any target device. */
 static uint64_t next_slot_seq(struct bch_journal *j)
