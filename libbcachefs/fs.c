@@ -7,6 +7,9 @@
  * key entry in sequence order into the nodes in memory -> bucket state
  * rebuilt from every node pointer (interior nodes) -> journal restarts after the newest
  * entry -> (read-write) clean record removed, overfull nodes split.
+ * A journal with no room even after reclaim (full on disk, left by older
+ * versions) is emptied when it must write: replayed nodes written back,
+ * roots put in the clean record, ring reused (spill_to_clean).
  *
  * Degraded (members missing, c->devs_missing): after the roots are known,
  * degraded_check() refuses unless what remains holds a copy of everything;
@@ -386,6 +389,48 @@ static bool roots_from_clean(struct bch_fs *c, uint64_t *seq, uint64_t *reserved
 	return true;
 }
 
+/*
+ * The clean record: the roots and the newest durable journal seq in the
+ * superblock, so the next open needs no replay.  Every dirty node must be
+ * written first.
+ */
+static int write_clean(struct bch_fs *c, bool alloc_current)
+{
+	unsigned u64s = bch_btree_roots_u64s(c);
+	size_t fu64s = (sizeof(struct bch_sb_field_clean) + 7) / 8 + u64s + BCH_CLEAN_USAGE_U64S;
+	int e2 = 0;
+	struct bch_sb_field_clean *cl = (void *)bch_sb_field_resize(
+		&c->sb, &c->sb_bytes, BCH_SB_FIELD_clean, fu64s, &e2);
+
+	if (!cl)
+		return e2;
+	cl->journal_seq = bch_journal_seq_durable(c);
+	cl->flags = alloc_current ? BCH_CLEAN_ALLOC_CURRENT : 0;
+	bch_btree_roots_to_jset(c, (struct bch_jset_entry *)cl->entries);
+	/* the promises of reservation keys (usage entry, bcachefs_format.h) */
+	struct bch_jset_entry *ue = (void *)(cl->entries + u64s);
+	memset(ue, 0, sizeof(*ue));
+	ue->type = BCH_JSET_ENTRY_usage;
+	ue->u64s = 1;
+	ue->_data[0] = c->reserved_sectors;
+	c->sb->flags |= BCH_SB_FLAG_CLEAN;
+	return bch_write_super(c);
+}
+
+/*
+ * The journal's last resort (bch_journal_set_spill_fn): a ring with no room
+ * even after reclaim (left full on disk by an older version).  Every pinned
+ * node is written back; the clean record takes the roots, and the ring is
+ * reused.  A crash before the next entry opens clean; after it, the journal
+ * is replayed from that entry (newer than the clean record's seq).
+ */
+static int spill_to_clean(struct bch_fs *c)
+{
+	int r = write_clean(c, false);
+
+	return r ? bch_fs_err(c, r, "journal full: writing the clean record: %s", bch_err_str(r)) : 0;
+}
+
 static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
 		   bool allow_no_roots, struct bch_fs **ret)
 {
@@ -502,6 +547,7 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		goto out;
 
 	bch_journal_set_roots_fn(c, bch_btree_roots_u64s, bch_btree_roots_to_jset);
+	bch_journal_set_spill_fn(c, spill_to_clean);
 	if (!c->read_only) {
 		bch_journal_start(c, (clean ? clean_seq : newest) + 1);
 		/*
@@ -560,28 +606,8 @@ int bch_fs_close(struct bch_fs *c)
 		return 0;
 	if (!c->read_only && !c->emergency_ro) {
 		bool alloc_current = false;
-		if (!(r = bch_alloc_btree_sync(c, &alloc_current))) {
-			unsigned u64s = bch_btree_roots_u64s(c);
-			size_t fu64s = (sizeof(struct bch_sb_field_clean) + 7) / 8 + u64s +
-				       BCH_CLEAN_USAGE_U64S;
-			int e2 = 0;
-			struct bch_sb_field_clean *cl = (void *)bch_sb_field_resize(
-				&c->sb, &c->sb_bytes, BCH_SB_FIELD_clean, fu64s, &e2);
-			if (!cl) {
-				r = e2;
-			} else {
-				cl->journal_seq = bch_journal_seq_durable(c);
-				cl->flags = alloc_current ? BCH_CLEAN_ALLOC_CURRENT : 0;
-				bch_btree_roots_to_jset(c, (struct bch_jset_entry *)cl->entries);
-				struct bch_jset_entry *ue = (void *)(cl->entries + u64s);
-				memset(ue, 0, sizeof(*ue));
-				ue->type = BCH_JSET_ENTRY_usage;
-				ue->u64s = 1;
-				ue->_data[0] = c->reserved_sectors;
-				c->sb->flags |= BCH_SB_FLAG_CLEAN;
-				r = bch_write_super(c);
-			}
-		}
+		if (!(r = bch_alloc_btree_sync(c, &alloc_current)))
+			r = write_clean(c, alloc_current);
 	}
 	if (!r && c->emergency_ro)
 		r = -BCH_ERR_fs_emergency_ro;

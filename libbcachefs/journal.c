@@ -19,6 +19,13 @@
  * which frees the buckets.  Internal reservations never reclaim, so node
  * writes never recurse into more node writes.
  *
+ * The reclaim rule (flush_open): a flush writes only when the open entry is
+ * needed (open_entry_needed), and a flush from the top whose entry would eat
+ * into the reserve reclaims first (make_room).  Flushes that may not reclaim
+ * (may_reclaim) use the reserve like internal reservations; the next flush
+ * from the top restores it.  An entry with no place is refused before
+ * anything is written (journal_full, not read-only).
+ *
  * The open entry: reservations append sub-entries to a buffer; the buffer
  * becomes a jset when it is written.  res_get makes sure, before anything is
  * added, that the open entry plus the new data will fit somewhere, so
@@ -32,6 +39,7 @@
 
 #include "bcachefs.h"
 #include "blockdev.h"
+#include "btree.h"
 #include "checksum.h"
 #include "errcode.h"
 #include "journal.h"
@@ -70,10 +78,17 @@ struct bch_journal {
 	uint64_t		*buf;		/* sub-entries of the open entry */
 	unsigned		buf_u64s;
 	unsigned		reserved;	/* held by an outstanding reservation */
+	bool			pending;	/* the open entry has a user: something
+						 * since the last write (a reservation, a
+						 * seq handed out) needs it written */
+	uint64_t		*last_roots;	/* roots of the last entry written */
+	unsigned		last_roots_u64s;
+	bool			reclaiming;	/* inside reclaim: no nested reclaim */
 
 	struct bch_journal_pin	pins;		/* list head, oldest first */
 	unsigned		(*roots_u64s)(struct bch_fs *c);
 	void			(*roots_fill)(struct bch_fs *c, struct bch_jset_entry *dst);
+	int			(*spill)(struct bch_fs *c);	/* roots elsewhere (fs.c) */
 };
 
 static inline struct bch_journal *J(struct bch_fs *c)
@@ -172,6 +187,7 @@ void bch_fs_journal_exit(struct bch_fs *c)
 		free(j->devs[i].bucket_seq);
 	}
 	free(j->buf);
+	free(j->last_roots);
 	free(j->bad);
 	free(j);
 	c->journal = NULL;
@@ -182,6 +198,11 @@ void bch_journal_set_roots_fn(struct bch_fs *c, unsigned (*u64s)(struct bch_fs *
 {
 	J(c)->roots_u64s = u64s;
 	J(c)->roots_fill = fill;
+}
+
+void bch_journal_set_spill_fn(struct bch_fs *c, int (*fn)(struct bch_fs *c))
+{
+	J(c)->spill = fn;
 }
 
 /* ---------------------------------------------------------------- reading */
@@ -704,6 +725,50 @@ static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s, bool internal)
 	return true;
 }
 
+/*
+ * What the last entry written said the roots were: a flush with nothing else
+ * new writes nothing when they have not changed since.
+ */
+static void remember_roots(struct bch_journal *j, const __le64 *roots, unsigned u64s)
+{
+	if (u64s > j->last_roots_u64s || !j->last_roots) {
+		uint64_t *n = realloc(j->last_roots, (u64s ? u64s : 1) * 8);
+		if (!n) {
+			j->last_roots_u64s = UINT32_MAX;	/* unknown: compare unequal */
+			return;
+		}
+		j->last_roots = n;
+	}
+	memcpy(j->last_roots, roots, u64s * 8);
+	j->last_roots_u64s = u64s;
+}
+
+static bool roots_changed(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+	unsigned u64s = roots_u64s(c);
+
+	if (!j->roots_fill || !u64s)
+		return u64s != j->last_roots_u64s;
+	if (u64s != j->last_roots_u64s)
+		return true;
+	uint64_t *now = calloc(u64s, 8);
+	if (!now)
+		return true;
+	j->roots_fill(c, (struct bch_jset_entry *)now);
+	bool changed = memcmp(now, j->last_roots, u64s * 8) != 0;
+	free(now);
+	return changed;
+}
+
+/* Would writing the open entry now make anything durable that is not? */
+static bool open_entry_needed(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+
+	return j->buf_u64s || j->pending || roots_changed(c);
+}
+
 /* Write the open entry (roots added now) and flush; it becomes durable. */
 static int journal_write(struct bch_fs *c)
 {
@@ -716,6 +781,18 @@ static int journal_write(struct bch_fs *c)
 
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
+	/*
+	 * Nowhere to put it: nothing is written and nothing changes (the
+	 * caller may reclaim and try again), so the filesystem stays writable.
+	 */
+	for (unsigned k = 0; k < j->replicas; k++) {
+		struct journal_dev *jd = target(j, j->seq, k);
+		unsigned slot, off;
+
+		if (place(j, jd, sectors, 0, &slot, &off))
+			return bch_fs_err(c, -BCH_ERR_journal_full, "journal full on device %u",
+					  jd->dev);
+	}
 	js = bch_dev_alloc_buf(bytes);
 	if (!js)
 		return -ENOMEM;
@@ -781,6 +858,8 @@ static int journal_write(struct bch_fs *c)
 		j->last_seq_ondisk = js->last_seq;
 		j->seq++;
 		j->buf_u64s = 0;
+		j->pending = false;
+		remember_roots(j, js->_data + (u64s - r), r);
 	} else {
 		c->emergency_ro = true;
 	}
@@ -827,31 +906,95 @@ static uint64_t next_slot_seq(struct bch_journal *j)
 }
 
 /*
- * Make room for an entry of u64s with the open entry empty: flush the pins
- * (their node writes may add internal updates to the open entry, which the
- * bucket's reserve holds), then write the entry with the advanced last_seq,
- * which frees buckets.
+ * The ring has no room even for the entry that would record an advanced
+ * last_seq (only a journal left full on disk by an older version, or the
+ * reserve used up by flushes that could not reclaim): write back every
+ * pinned node, let the spill function record the roots elsewhere (the clean
+ * record), and then nothing the ring holds is needed.  Only when the open
+ * entry holds no keys (they would have to be durable first).
  */
-static int make_room(struct bch_fs *c, unsigned u64s)
+static int spill(struct bch_fs *c, unsigned u64s)
 {
 	struct bch_journal *j = J(c);
 	int ret;
 
-	for (unsigned tries = 0; tries < 3; tries++) {
-		if (fits(c, j->seq, u64s, false))
-			return 0;
+	if (!j->spill || j->buf_u64s)
+		return bch_fs_err(c, -BCH_ERR_journal_full, "journal full: nothing left to reclaim");
+	c->err_msg[0] = 0;
+	if ((ret = reclaim_durable(c)))
+		return ret;
+	if (j->buf_u64s || j->pins.next != &j->pins)
+		return bch_fs_err(c, -BCH_ERR_journal_full,
+				  "journal full: nodes written back still need the journal");
+	if ((ret = j->spill(c)))
+		return ret;
+	j->last_seq_ondisk = j->seq;	/* every bucket is free */
+	return fits(c, j->seq, j->buf_u64s + u64s, false) ? 0
+		: bch_fs_err(c, -BCH_ERR_journal_full, "journal full: no room after spilling");
+}
+
+/*
+ * Make room for u64s more in the open entry, keeping the reserve: flush the
+ * pins (their node writes may add internal updates to the open entry, which
+ * the bucket's reserve holds), then write the open entry, which records the
+ * advanced last_seq and so frees buckets.  Writes at least one entry unless
+ * there is room already.
+ */
+static int make_room(struct bch_fs *c, unsigned u64s)
+{
+	struct bch_journal *j = J(c);
+	int ret = 0;
+
+	j->reclaiming = true;
+	for (unsigned tries = 0; tries < 3 && !ret; tries++) {
+		if (fits(c, j->seq, j->buf_u64s + u64s, false))
+			goto out;
 		/*
 		 * Enough to free the next bucket: the pins up to its newest entry
 		 * (fewer node writes, so fewer internal updates to hold).  The
 		 * last try takes them all.
 		 */
-		if ((ret = reclaim_upto(c, tries < 2 ? next_slot_seq(j) : UINT64_MAX)))
-			return ret;
-		if ((ret = journal_write(c)))
-			return ret;
+		if (!(ret = reclaim_upto(c, tries < 2 ? next_slot_seq(j) : UINT64_MAX)))
+			ret = journal_write(c);
 	}
-	return fits(c, j->seq, u64s, false) ? 0
-		: bch_fs_err(c, -BCH_ERR_journal_full, "journal full: nothing left to reclaim");
+	if (ret == -BCH_ERR_journal_full || (!ret && !fits(c, j->seq, j->buf_u64s + u64s, false)))
+		ret = spill(c, u64s);
+out:
+	j->reclaiming = false;
+	return ret;
+}
+
+/*
+ * May a flush reclaim (write btree nodes)?  Not from inside reclaim, a btree
+ * operation (no_shrink: a node write, split or move is under way) or the
+ * allocator's own flush (called while a node is being allocated): those
+ * writes would nest.  They write the open entry with the reserve instead;
+ * the next flush from the top reclaims.
+ */
+static bool may_reclaim(struct bch_fs *c)
+{
+	return !J(c)->reclaiming && !c->alloc_flushing && !(c->roots && c->roots->no_shrink);
+}
+
+/*
+ * Make the open entry durable.  The reclaim rule: when writing it would eat
+ * into the reserve every bucket keeps (the room for the entry that records an
+ * advanced last_seq), reclaim first, so the journal never ends up full with
+ * nothing able to free it, whatever the workload.
+ */
+static int flush_open(struct bch_fs *c, bool reclaim)
+{
+	struct bch_journal *j = J(c);
+	uint64_t want = j->seq;
+	int ret;
+
+	if (reclaim && !fits(c, j->seq, j->buf_u64s, false)) {
+		if ((ret = make_room(c, 0)))
+			return ret;
+		if (j->durable >= want)
+			return 0;
+	}
+	return journal_write(c);
 }
 
 int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res *res)
@@ -876,6 +1019,7 @@ int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res 
 	res->u64s = u64s;
 	res->used = 0;
 	j->reserved = u64s;
+	j->pending = true;
 	return 0;
 }
 
@@ -896,6 +1040,7 @@ int bch_journal_res_get_internal(struct bch_fs *c, unsigned u64s, struct bch_jou
 	res->seq = j->seq;
 	res->u64s = u64s;
 	res->used = 0;
+	j->pending = true;
 	return 0;
 }
 
@@ -932,18 +1077,22 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
 		return 0;
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
-	return journal_write(c);
+	return flush_open(c, may_reclaim(c));
 }
 
 int bch_journal_flush(struct bch_fs *c)
 {
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
-	return journal_write(c);
+	if (!J(c)->started || !open_entry_needed(c))
+		return 0;	/* everything is durable already */
+	return flush_open(c, may_reclaim(c));
 }
 
+/* Whoever asks for the open seq makes something depend on it being written. */
 uint64_t bch_journal_cur_seq(struct bch_fs *c)
 {
+	J(c)->pending = true;
 	return J(c)->seq;
 }
 

@@ -21,11 +21,14 @@
  * Invariants
  *   (1) A bucket is overwritten only when every entry in it is older than the
  *       last_seq of the newest durable entry, so replay never misses one.
- *   (2) Each bucket keeps one block free for a header-only entry: when the
- *       ring is full, reclaim flushes the pins and that entry records the
- *       advanced last_seq, which frees buckets.  A full journal blocks and
- *       reclaims; it fails (-BCH_ERR_journal_full) only when nothing can be
- *       reclaimed.
+ *   (2) Each bucket keeps room for the entry written after reclaim: when
+ *       the ring is full, reclaim flushes the pins and that entry records
+ *       the advanced last_seq, which frees buckets.  Every write from the top
+ *       that would use that room reclaims first; a flush with nothing new
+ *       writes nothing.  So no workload fills the ring for good; a ring found
+ *       full on disk (older versions) is emptied at open through the clean
+ *       record (fs.c).  -BCH_ERR_journal_full only when nothing can be
+ *       reclaimed, and it leaves the filesystem writable.
  *   (3) Reading trusts nothing: every length is checked against the bucket,
  *       every entry's magic, UUID and checksum before its contents are used.
  *   (4) Opened read-only, the journal reads and never writes.
@@ -82,6 +85,13 @@ int bch_journal_start(struct bch_fs *c, uint64_t min_seq);
 /* Roots: every entry written carries what fill() writes (u64s() u64s). */
 void bch_journal_set_roots_fn(struct bch_fs *c, unsigned (*u64s)(struct bch_fs *c),
 			      void (*fill)(struct bch_fs *c, struct bch_jset_entry *dst));
+/*
+ * Last resort when the ring has no room even after reclaim (a journal left
+ * full on disk by an older version): with every pinned node written back,
+ * fn records the roots and the newest durable seq elsewhere (fs.c: the
+ * clean record), after which every bucket is reused.  0 or an error.
+ */
+void bch_journal_set_spill_fn(struct bch_fs *c, int (*fn)(struct bch_fs *c));
 
 /*
  * Reserve u64s (of sub-entries, headers included) in the open entry.  May
@@ -99,12 +109,21 @@ void *bch_journal_res_add(struct bch_fs *c, struct bch_journal_res *res, unsigne
 			  unsigned btree_id, unsigned level, unsigned data_u64s);
 void  bch_journal_res_put(struct bch_fs *c, struct bch_journal_res *res);
 
-/* Make every entry up to seq durable (written and flushed). */
+/*
+ * Make every entry up to seq durable (written and flushed).  Called from the
+ * top (not inside a btree operation or the allocator's flush), a write that
+ * would use the room kept for reclaim reclaims first.
+ */
 int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq);
-/* Everything so far (writes the open entry, even when it holds only roots). */
+/*
+ * Everything so far.  Writes the open entry only when something needs it:
+ * keys, a reservation taken (even of 0 u64s), its seq handed out by
+ * bch_journal_cur_seq(), or roots changed since the last entry; else 0 at once.
+ */
 int bch_journal_flush(struct bch_fs *c);
 
-uint64_t bch_journal_cur_seq(struct bch_fs *c);		/* of the open entry */
+/* Of the open entry; the caller makes something depend on it (the next flush writes it). */
+uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
 uint64_t bch_journal_last_seq(struct bch_fs *c);	/* oldest still needed */
 
@@ -113,6 +132,7 @@ void bch_journal_pin_add(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t
 void bch_journal_pin_drop(struct bch_fs *c, struct bch_journal_pin *pin);
 /* Flush every pin (clean close); then nothing older than the open entry is needed. */
 int bch_journal_reclaim_all(struct bch_fs *c);
+
 
 /* Iterate the sub-entries of a jset read from disk (already validated). */
 #define for_each_jset_entry(e, j)						\

@@ -9,6 +9,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -447,5 +448,93 @@ Test(journal, crash_every_cut, .timeout = 300)
 		}
 	cr_log_info("journal crash: %zu events, %u states", events, states);
 	iorec_free(rec);
+	test_tmpdir_remove(tmpdir);
+}
+
+/*
+ * Flushes on a small journal (8 MiB device, 64 KiB buckets), with a pin taken
+ * once and never renewed, like a file written once and then fsynced forever:
+ * the pin holds last_seq, so only reclaim can free the ring.  20,000 flushes
+ * must all succeed, and flushes with nothing new must write nothing.
+ */
+#define FLUSH_LOOPS	20000
+
+Test(journal, flush_loop_never_fills)
+{
+	uint64_t newest;
+	struct bch_fs *c = fresh_journal(&newest);
+
+	pin_flushes = 0;
+	uint64_t first = add_record(c, 1, 20);
+	bch_journal_pin_add(c, &test_pin, first, pin_flush);
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+
+	/* nothing new: nothing written */
+	uint64_t durable = bch_journal_seq_durable(c);
+	for (unsigned i = 0; i < FLUSH_LOOPS; i++)
+		cr_assert_eq(bch_journal_flush(c), 0, "empty flush %u: %s", i, c->err_msg);
+	cr_assert_eq(bch_journal_seq_durable(c), durable,
+		     "%" PRIu64 " entries written by flushes with nothing new",
+		     bch_journal_seq_durable(c) - durable);
+	cr_assert_eq(pin_flushes, 0);
+
+	/* something depends on each entry (a seq handed out, or a reservation) */
+	for (unsigned i = 0; i < FLUSH_LOOPS; i++) {
+		if (i & 1) {
+			struct bch_journal_res res;
+			cr_assert_eq(bch_journal_res_get(c, 0, &res), 0, "res %u: %s", i, c->err_msg);
+			bch_journal_res_put(c, &res);
+		} else {
+			bch_journal_cur_seq(c);
+		}
+		cr_assert_eq(bch_journal_flush(c), 0, "flush %u: %s", i, c->err_msg);
+	}
+	cr_assert(!c->emergency_ro);
+	cr_assert_eq(pin_flushes, 1, "reclaim flushed the pin %u times", pin_flushes);
+	uint64_t written = bch_journal_seq_durable(c) - durable;
+	cr_assert_geq(written, FLUSH_LOOPS);
+	cr_assert_leq(written, FLUSH_LOOPS + FLUSH_LOOPS / 10, "%" PRIu64 " entries for %u flushes",
+		      written, FLUSH_LOOPS);
+	cr_log_info("journal: %u flushes wrote %" PRIu64 " entries", FLUSH_LOOPS, written);
+	durable = bch_journal_seq_durable(c);
+	close_fs(c);
+
+	/* what is left replays: from the newest entry's last_seq, in order */
+	struct seen *s = calloc(1, sizeof(*s));
+	c = open_fs(paths, 1, true);
+	cr_assert_eq(bch_journal_read(c, collect, s, &newest), 0, "%s", c->err_msg);
+	cr_assert_eq(newest, durable);
+	cr_assert_not(s->bad);
+	cr_assert_gt(s->first, first, "last_seq never advanced past the reclaimed pin");
+	close_fs(c);
+	free(s);
+	test_tmpdir_remove(tmpdir);
+}
+
+/*
+ * Flushes from inside a btree operation (or the allocator) may not reclaim:
+ * they write into the reserve.  The next flush from the top reclaims and
+ * the journal goes on.
+ */
+Test(journal, nested_flushes_then_reclaim)
+{
+	uint64_t newest;
+	struct bch_fs *c = fresh_journal(&newest);
+
+	pin_flushes = 0;
+	bch_journal_pin_add(c, &test_pin, add_record(c, 1, 20), pin_flush);
+	for (unsigned i = 0; i < 3000 && !pin_flushes; i++) {
+		c->alloc_flushing = i % 2;	/* nested and from the top, in turn */
+		bch_journal_cur_seq(c);
+		cr_assert_eq(bch_journal_flush(c), 0, "flush %u: %s", i, c->err_msg);
+	}
+	c->alloc_flushing = false;
+	cr_assert_eq(pin_flushes, 1);
+	for (unsigned t = 2; t < 500; t++) {
+		add_record(c, t, 50);
+		cr_assert_eq(bch_journal_flush(c), 0, "t %u: %s", t, c->err_msg);
+	}
+	cr_assert_eq(bch_journal_reclaim_all(c), 0, "%s", c->err_msg);
+	close_fs(c);
 	test_tmpdir_remove(tmpdir);
 }
