@@ -58,6 +58,7 @@ struct fmount {
 	struct held	*held;
 	size_t		nr_held, cap_held;	/* cap: power of two */
 	bool		read_only;
+	struct fuse_session *se;	/* for notifications */
 	/* the last read: a read that follows it is sequential (readahead) */
 	uint64_t	ra_inum, ra_end, ra_hinted;
 };
@@ -187,6 +188,76 @@ static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *
 #define LOCK(m)		pthread_mutex_lock(&(m)->lock)
 #define UNLOCK(m)	pthread_mutex_unlock(&(m)->lock)
 
+#define CAP_FSETID_BIT	4	/* <linux/capability.h> CAP_FSETID */
+
+/*
+ * Who asks, for the set-id rules (fs_ops.h): fuse_req_ctx() has the fsuid
+ * and fsgid; the supplementary groups and CAP_FSETID are read from
+ * /proc/PID/status.  A request the kernel makes itself (pid 0) or whose
+ * process is gone counts as privileged only for uid 0.  groups: the
+ * caller's buffer, max entries.
+ */
+static void caller_get(fuse_req_t req, struct bch_caller *cr, gid_t *groups, size_t max)
+{
+	const struct fuse_ctx *ctx = lf->req_ctx(req);
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	*cr = (struct bch_caller) { .uid = ctx->uid, .gid = ctx->gid, .groups = groups,
+				    .cap_fsetid = !ctx->uid };
+	if (!ctx->pid)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
+	if (!(f = fopen(path, "re")))
+		return;
+	while (getline(&line, &cap, f) > 0) {
+		if (!strncmp(line, "Groups:", 7)) {
+			char *p = line + 7, *end;
+			for (;;) {
+				unsigned long g = strtoul(p, &end, 10);
+				if (end == p || cr->nr_groups == max)
+					break;
+				groups[cr->nr_groups++] = g;
+				p = end;
+			}
+		} else if (!strncmp(line, "CapEff:", 7)) {
+			cr->cap_fsetid = (strtoull(line + 7, NULL, 16) >> CAP_FSETID_BIT) & 1;
+		}
+	}
+	free(line);
+	fclose(f);
+}
+
+#define CALLER_GROUPS_MAX	65536	/* NGROUPS_MAX */
+
+/*
+ * A change of ino's data or size by the caller of req: clear the set-id bits
+ * Linux clears (bch_kill_priv_bits()).  The kernel does part of this itself
+ * (S_ISUID, and S_ISGID with group-execute) and not the rest: a setgid file
+ * without group-execute written by a non-member.  /proc is read only when
+ * the file has a set-id bit.  Lock held.
+ */
+static int kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum)
+{
+	struct stat st;
+	int r = bch_fs_getattr(m->c, inum, &st);
+
+	if (r || !S_ISREG(st.st_mode) || !(st.st_mode & (S_ISUID | S_ISGID)))
+		return r;
+	gid_t *groups = malloc(CALLER_GROUPS_MAX * sizeof(*groups));
+	struct bch_caller cr;
+	if (!groups)
+		return -ENOMEM;
+	caller_get(req, &cr, groups, CALLER_GROUPS_MAX);
+	r = bch_fs_kill_priv(m->c, inum, &cr);
+	free(groups);
+	/* the kernel keeps the old mode for TIMEOUT unless told (attributes only) */
+	if (r > 0 && m->se)
+		lf->lowlevel_notify_inval_inode(m->se, to_fuse(inum), -1, 0);
+	return r < 0 ? r : 0;
+}
+
 /* ------------------------------------------------------------ requests */
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -196,7 +267,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
-	/* the kernel clears set-id bits on writes, truncates and chown itself */
+	/*
+	 * The kernel clears set-id bits on chown itself, and on writes,
+	 * truncates and fallocate only S_ISUID and S_ISGID with group-execute
+	 * (fuse_setattr()); kill_priv() applies the whole rule on those.
+	 * (FUSE_CAP_HANDLE_KILLPRIV_V2 would carry the kernel's decision, but
+	 * libfuse 3.14 of Debian 12 does not offer it.)
+	 */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/*
 	 * POSIX ACLs: the kernel enforces them; we keep mode and ACL in step and
@@ -326,7 +403,15 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		sa.ctime = ts_ns(attr->st_ctim);
 	}
 	LOCK(m);
-	int r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
+	int r = 0;
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		/* truncate clears set-id bits as a write does; a mode set with it wins */
+		r = kill_priv(req, m, from_fuse(ino));
+		if (!r && (to_set & FUSE_SET_ATTR_MODE) && !bch_fs_getattr(m->c, from_fuse(ino), &st))
+			sa.mode &= ~(S_ISUID | S_ISGID) | st.st_mode;
+	}
+	if (!r)
+		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
 	if (!r && (to_set & FUSE_SET_ATTR_MODE)) {
 		/* chmod: the access ACL's owner, mask and other entries follow the mode */
 		char acl[4096];
@@ -380,22 +465,38 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum)
  * the requested mode) and, for directories, its default ACL too; otherwise
  * the umask applies.  Lock held.
  */
-static int create_acl(struct fmount *m, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
-		      const struct fuse_ctx *ctx, const char *symlink_target, uint64_t *inum)
+static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const char *name, mode_t mode,
+		      dev_t rdev, const char *symlink_target, uint64_t *inum)
 {
+	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	char def[4096], acc[4096];
+	struct stat dir;
+	gid_t gid = ctx->gid;
 	ssize_t n = symlink_target ? -ENODATA
 		  : bch_fs_getxattr(m->c, parent, BCH_ACL_XATTR_DEFAULT, def, sizeof(def));
 	bool inherit = n > 0 && bch_acl_valid(def, n);
 	int r;
 
+	if ((r = bch_fs_getattr(m->c, parent, &dir)))
+		return r;
+	/* a setgid directory: as Linux's vfs_prepare_mode() and inode_init_owner() */
+	if ((dir.st_mode & S_ISGID) && (mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) {
+		gid_t *groups = malloc(CALLER_GROUPS_MAX * sizeof(*groups));
+		struct bch_caller cr;
+		if (!groups)
+			return -ENOMEM;
+		caller_get(req, &cr, groups, CALLER_GROUPS_MAX);
+		mode = bch_mode_strip_sgid(dir.st_mode, dir.st_gid, &cr, mode);
+		free(groups);
+	}
 	if (inherit)
 		bch_acl_create_masq(def, n, acc, &mode);
 	else if (!symlink_target)
 		mode &= ~(ctx->umask & 0777);
+	bch_inode_init_owner(dir.st_mode, dir.st_gid, &mode, &gid);
 	r = symlink_target
-		? bch_fs_symlink(m->c, parent, name, symlink_target, ctx->uid, ctx->gid, inum)
-		: bch_fs_create(m->c, parent, name, mode, rdev, ctx->uid, ctx->gid, inum);
+		? bch_fs_symlink(m->c, parent, name, symlink_target, ctx->uid, gid, inum)
+		: bch_fs_create(m->c, parent, name, mode, rdev, ctx->uid, gid, inum);
 	if (r || !inherit)
 		return r;
 	if (!bch_acl_is_equiv_mode(acc, n))
@@ -408,11 +509,10 @@ static int create_acl(struct fmount *m, uint64_t parent, const char *name, mode_
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct fmount *m = FM(req);
-	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = create_acl(m, from_fuse(parent), name, mode, rdev, ctx, NULL, &inum);
+	int r = create_acl(m, req, from_fuse(parent), name, mode, rdev, NULL, &inum);
 	reply_new(req, m, r, inum);
 }
 
@@ -424,11 +524,10 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	struct fmount *m = FM(req);
-	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = create_acl(m, from_fuse(parent), name, S_IFLNK | 0777, 0, ctx, link, &inum);
+	int r = create_acl(m, req, from_fuse(parent), name, S_IFLNK | 0777, 0, link, &inum);
 	reply_new(req, m, r, inum);
 }
 
@@ -488,6 +587,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	LOCK(m);
 	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode))
+		r = kill_priv(req, m, from_fuse(ino));
 	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode) && st.st_size) {
 		struct bch_setattr sa = { .valid = BCH_SETATTR_SIZE, .size = 0 };
 		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
@@ -507,12 +608,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		      struct fuse_file_info *fi)
 {
 	struct fmount *m = FM(req);
-	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	struct fuse_entry_param e;
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = create_acl(m, from_fuse(parent), name, S_IFREG | (mode & 07777), 0, ctx, NULL, &inum);
+	int r = create_acl(m, req, from_fuse(parent), name, S_IFREG | (mode & 07777), 0, NULL, &inum);
 	if (!r)
 		r = make_entry(m, inum, &e);
 	if (!r)
@@ -642,7 +742,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	(void)fi;
 
 	LOCK(m);
-	ssize_t n = bch_fs_write(m->c, from_fuse(ino), off, buf, size);
+	ssize_t n = kill_priv(req, m, from_fuse(ino));
+	if (!n)
+		n = bch_fs_write(m->c, from_fuse(ino), off, buf, size);
 	UNLOCK(m);
 	if (n < 0)
 		lf->reply_err(req, (int)-n);
@@ -899,7 +1001,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	(void)fi;
 
 	LOCK(m);
-	int r = bch_fs_fallocate(m->c, from_fuse(ino), mode, offset, length);
+	int r = kill_priv(req, m, from_fuse(ino));
+	if (!r)
+		r = bch_fs_fallocate(m->c, from_fuse(ino), mode, offset, length);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
 }
@@ -1158,6 +1262,7 @@ int cmd_fusemount(int argc, char *argv[])
 		free_devs(devs);
 		return EXIT_FAIL;
 	}
+	m.se = se;
 	int r = bch_fs_open(devs, nr, &opts, &m.c, err, sizeof(err));
 	if (r) {
 		cmd_err("fusemount", "%s", err);

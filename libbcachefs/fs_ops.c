@@ -1258,6 +1258,70 @@ int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa
 	return ret_errno(commit_inodes(c, &s));
 }
 
+/* ------------------------------------------------------- set-id rules */
+
+bool bch_caller_in_group(const struct bch_caller *cr, gid_t gid)
+{
+	if (cr->gid == gid)
+		return true;
+	for (size_t n = 0; n < cr->nr_groups; n++)
+		if (cr->groups[n] == gid)
+			return true;
+	return false;
+}
+
+mode_t bch_mode_strip_sgid(mode_t dir_mode, gid_t dir_gid, const struct bch_caller *cr, mode_t mode)
+{
+	if ((mode & (S_ISGID | S_IXGRP)) != (S_ISGID | S_IXGRP))
+		return mode;
+	if (S_ISDIR(mode) || !(dir_mode & S_ISGID))
+		return mode;
+	if (cr->cap_fsetid || bch_caller_in_group(cr, dir_gid))
+		return mode;
+	return mode & ~S_ISGID;
+}
+
+void bch_inode_init_owner(mode_t dir_mode, gid_t dir_gid, mode_t *mode, gid_t *gid)
+{
+	if (!(dir_mode & S_ISGID))
+		return;
+	*gid = dir_gid;
+	if (S_ISDIR(*mode))
+		*mode |= S_ISGID;
+}
+
+mode_t bch_kill_priv_bits(mode_t mode, gid_t file_gid, const struct bch_caller *cr)
+{
+	mode_t kill = 0;
+
+	if (!S_ISREG(mode) || cr->cap_fsetid)
+		return 0;
+	if (mode & S_ISUID)
+		kill |= S_ISUID;
+	if ((mode & S_ISGID) && ((mode & S_IXGRP) || !bch_caller_in_group(cr, file_gid)))
+		kill |= S_ISGID;
+	return kill;
+}
+
+int bch_fs_kill_priv(struct bch_fs *c, uint64_t inum, const struct bch_caller *cr)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *i;
+	int r;
+
+	if ((r = ino_get(c, &s, inum, &i)))
+		return ret_errno(r);
+	mode_t kill = bch_kill_priv_bits(i->mode, i->gid, cr);
+	if (!kill)
+		return 0;
+	if (c->read_only)
+		return -EROFS;
+	i->mode &= ~kill;
+	i->ctime = bch_now_ns();
+	r = commit_inodes(c, &s);
+	return r ? ret_errno(r) : (int)kill;
+}
+
 /* -------------------------------------------------------------- readdir */
 
 struct dirent_copy {
