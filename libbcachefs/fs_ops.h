@@ -175,6 +175,15 @@ int bch_fs_xattr_first(struct bch_fs *c, uint64_t inum, const struct bch_inode *
 		       const struct bch_bkey *k, uint64_t *slot);
 int bch_fs_xattr_reinsert(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
 			  const struct bch_bkey *k);
+/*
+ * fsck: is every piece of a value kept in pieces there, of the right
+ * length?  0, or -EIO (message in c->err_msg).
+ */
+int bch_fs_xattr_pieces_check(struct bch_fs *c, uint64_t inum, uint32_t pieces);
+/* fsck: delete the pieces of value id of inum from piece `from` on. */
+int bch_fs_xattr_pieces_drop(struct bch_fs *c, uint64_t inum, uint32_t id, unsigned from);
+/* fsck: remove the xattr at slot (its pieces are left to fsck: orphans). */
+int bch_fs_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot);
 /* Free an inode with no links: its extents, xattrs, leftover whiteouts, the inode. */
 int bch_fs_inode_free(struct bch_fs *c, uint64_t inum);
 
