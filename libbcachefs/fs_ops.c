@@ -466,9 +466,16 @@ static bool has_extents(struct bch_fs *c, uint64_t inum)
 	return has_keys(c, BCH_BTREE_ID_extents, inum) != 0;
 }
 
-/* Delete every key of inum in btree id, in pieces. */
+/*
+ * Delete every key of inum in btree id, in pieces (of at most 256 keys, and
+ * fewer when small nodes make transactions small: a 64 KiB xattr value
+ * alone is 64 keys).
+ */
 static int delete_all_keys(struct bch_fs *c, unsigned id, uint64_t inum)
 {
+	size_t fit = bch_trans_max_u64s(c) * 5 / 8 / (1 + BCH_BKEY_U64s);
+	unsigned per_trans = fit < PUNCH_KEYS_PER_TRANS ? (unsigned)fit : PUNCH_KEYS_PER_TRANS;
+
 	for (;;) {
 		struct btree_iter it;
 		const struct bch_bkey *k;
@@ -479,7 +486,7 @@ static int delete_all_keys(struct bch_fs *c, unsigned id, uint64_t inum)
 		if ((r = bch_trans_init(c, &t)))
 			return r;
 		bch_btree_iter_init(&it, c, id, POS(inum, 0, 0), POS(inum, UINT64_MAX, UINT32_MAX));
-		while (n < PUNCH_KEYS_PER_TRANS && (k = bch_btree_iter_next(&it, &err))) {
+		while (n < per_trans && (k = bch_btree_iter_next(&it, &err))) {
 			struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = k->p };
 			bch_trans_update(t, id, &del);
 			n++;

@@ -5,6 +5,9 @@
  *   - dirents and xattrs with forced hash collisions (every name in a
  *     handful of slots): random inserts, renames and deletes against a
  *     model, so probing across whiteouts is exercised;
+ *   - xattr values up to 64 KiB kept in pieces: every size class, replaced
+ *     growing and shrinking, with 64 KiB and 4 KiB nodes (one transaction or
+ *     several), no piece left behind, fsck clean;
  *   - extent overlaps, exhaustively over a 16-block file: every write and
  *     punch range over several starting layouts, compared with a model of
  *     the blocks, with i_sectors checked.
@@ -18,9 +21,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include "bcachefs.h"
 #include "bcachefs_format.h"
+#include "btree.h"
+#include "fsck.h"
 #include "fs.h"
 #include "fs_ops.h"
 #include "hash_table.h"
@@ -131,8 +137,11 @@ Test(fs_ops, error_paths)
 	cr_assert_eq(bch_fs_setxattr(c, f, "user.x", "v", 1, XATTR_CREATE), 0);
 	cr_assert_eq(bch_fs_setxattr(c, f, "user.x", "v", 1, XATTR_CREATE), -EEXIST);
 	cr_assert_eq(bch_fs_getxattr(c, f, "user.x", buf, 0), 1, "size query");
-	cr_assert_eq(bch_fs_setxattr(c, f, "user.big", buf, 3000, 0), -ENOSPC);
-	cr_assert_eq(bch_fs_setxattr(c, f, "user.huge", buf, 70000, 0), -E2BIG);
+	static char big[BCH_XATTR_SIZE_MAX + 2];
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.big", big, 3000, 0), 0);
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.max", big, BCH_XATTR_SIZE_MAX, 0), 0);
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.huge", big, BCH_XATTR_SIZE_MAX + 1, 0), -E2BIG);
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.max", big, BCH_XATTR_SIZE_MAX + 1, 0), -E2BIG);
 	cr_assert_eq(bch_fs_listxattr(c, f, buf, 3), -ERANGE);
 	cr_assert_eq(bch_fs_removexattr(c, f, "user.none"), -ENODATA);
 	cr_assert_eq(bch_fs_setxattr(c, f, "system.posix_acl_access", "acl", 3, 0), 0);
@@ -152,6 +161,152 @@ Test(fs_ops, error_paths)
 	cr_assert_eq(bch_fs_setxattr(c, f, "user.y", "v", 1, 0), -EROFS);
 	struct bch_setattr sa = { .valid = BCH_SETATTR_MODE, .mode = 0600 };
 	cr_assert_eq(bch_fs_setattr(c, f, &sa), -EROFS);
+}
+
+/* ------------------------------------------------------ large xattrs */
+
+/* Pieces stored for inum (above the hash range). */
+static unsigned nr_pieces(uint64_t inum)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	unsigned n = 0;
+	int err = 0;
+
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_xattrs, POS(inum, BCH_XATTR_PIECE_MIN, 0),
+			    POS(inum, UINT64_MAX, 0));
+	while ((k = bch_btree_iter_next(&it, &err)))
+		n += k->type == BCH_BKEY_xattr_piece;
+	bch_btree_iter_exit(&it);
+	cr_assert_eq(err, 0);
+	return n;
+}
+
+static void fill(uint8_t *v, size_t len, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761U + 1;
+
+	for (size_t i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		v[i] = x;
+	}
+}
+
+static void check_value(uint64_t inum, const char *name, size_t len, uint32_t seed)
+{
+	static uint8_t want[BCH_XATTR_SIZE_MAX], got[BCH_XATTR_SIZE_MAX + 1];
+
+	fill(want, len, seed);
+	cr_assert_eq(bch_fs_getxattr(c, inum, name, NULL, 0), (ssize_t)len, "%s: size query", name);
+	if (len > 1)	/* (size 0 is a size query) */
+		cr_assert_eq(bch_fs_getxattr(c, inum, name, got, len - 1), -ERANGE, "%s: %zu", name, len);
+	memset(got, 0xa5, sizeof(got));
+	cr_assert_eq(bch_fs_getxattr(c, inum, name, got, sizeof(got)), (ssize_t)len, "%s", name);
+	cr_assert(!memcmp(want, got, len), "%s: %zu bytes differ", name, len);
+	cr_assert_eq(got[len], 0xa5, "%s: written past the value", name);
+}
+
+static void fsck_clean(void)
+{
+	char err[256];
+
+	cr_assert_eq(bch_fs_close(c), 0);
+	c = testfs_open(paths, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
+	cr_assert(c, "open for fsck: %s", err);
+	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
+	struct bch_fsck_file_stats st;
+	uint64_t nodes;
+	n->mode = BCH_FSCK_NO;
+	cr_assert_eq(bch_fsck_btrees(n, c, &nodes), 0, "%s", n->err_msg);
+	cr_assert_eq(bch_fsck_files(n, c, false, &st), 0, "%s", n->err_msg);
+	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+		cr_assert_eq(n->found[p], 0, "fsck -n finds %s", bch_fsck_problems[p].name);
+	free(n);
+	cr_assert_eq(bch_fs_close(c), 0);
+	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(c, "reopen: %s", err);
+}
+
+static unsigned pieces_for(const char *name, size_t len)
+{
+	size_t name_len = strlen(name) - strlen("user.");
+	return name_len + len <= BCH_XATTR_PIECE_BYTES ? 0
+		: (len + BCH_XATTR_PIECE_BYTES - 1) / BCH_XATTR_PIECE_BYTES;
+}
+
+static void large_xattrs(void)
+{
+	static uint8_t v[BCH_XATTR_SIZE_MAX + 1];
+	static const size_t sizes[] = { 0, 1, 1019, 1020, 1021, 1024, 1025, 2048, 2049, 3000,
+					32768, 65535, 65536, 7, 65536, 40000, 1 };
+	const size_t nr = sizeof(sizes) / sizeof(sizes[0]);
+	uint64_t f = mk(BCH_ROOT_INO, "f", S_IFREG | 0644), g = mk(BCH_ROOT_INO, "g", S_IFREG | 0644);
+	char names[64];
+	ssize_t len;
+
+	cr_log_info("large xattrs: data from xorshift32, seeds = the step number");
+	/* one name through every size: each step replaces the last */
+	for (unsigned i = 0; i < nr; i++) {
+		fill(v, sizes[i], i + 1);
+		cr_assert_eq(bch_fs_setxattr(c, f, "user.v", v, sizes[i], i ? XATTR_REPLACE : XATTR_CREATE),
+			     0, "step %u: %zu bytes", i, sizes[i]);
+		check_value(f, "user.v", sizes[i], i + 1);
+		cr_assert_eq(nr_pieces(f), pieces_for("user.v", sizes[i]), "step %u: %zu bytes", i, sizes[i]);
+	}
+	/* too big: E2BIG, and the old value stays */
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.v", v, BCH_XATTR_SIZE_MAX + 1, 0), -E2BIG);
+	check_value(f, "user.v", sizes[nr - 1], nr);
+	/* several large values on one inode, and one on another */
+	for (unsigned i = 0; i < 3; i++) {
+		fill(v, BCH_XATTR_SIZE_MAX - i, 100 + i);
+		snprintf(names, sizeof(names), "user.big%u", i);
+		cr_assert_eq(bch_fs_setxattr(c, f, names, v, BCH_XATTR_SIZE_MAX - i, XATTR_CREATE), 0);
+	}
+	fill(v, 5000, 200);
+	cr_assert_eq(bch_fs_setxattr(c, g, "trusted.t", v, 5000, 0), 0);
+	cr_assert_eq(bch_fs_setxattr(c, f, "user.big0", v, 10, XATTR_CREATE), -EEXIST);
+	cr_assert_eq(nr_pieces(f), 3 * BCH_XATTR_PIECES_MAX);
+	len = bch_fs_listxattr(c, f, (char *)v, sizeof(v));
+	cr_assert_eq(len, (ssize_t)sizeof("user.v\0user.big0\0user.big1\0user.big2") - 1 + 1,
+		     "every name once, no piece: %zd", len);
+	/* kept across a close (and fsck agrees) */
+	fsck_clean();
+	check_value(f, "user.v", sizes[nr - 1], nr);
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(names, sizeof(names), "user.big%u", i);
+		check_value(f, names, BCH_XATTR_SIZE_MAX - i, 100 + i);
+	}
+	check_value(g, "trusted.t", 5000, 200);
+	/* remove one: its pieces go; unlink: everything goes */
+	cr_assert_eq(bch_fs_removexattr(c, f, "user.big1"), 0);
+	cr_assert_eq(bch_fs_getxattr(c, f, "user.big1", NULL, 0), -ENODATA);
+	cr_assert_eq(nr_pieces(f), 2 * BCH_XATTR_PIECES_MAX);
+	check_value(f, "user.big2", BCH_XATTR_SIZE_MAX - 2, 102);
+	cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, "f"), 0);
+	cr_assert_eq(nr_pieces(f), 0);
+	fsck_clean();
+	check_value(g, "trusted.t", 5000, 200);
+}
+
+/* 64 KiB nodes: a 64 KiB value takes several transactions */
+Test(fs_ops, xattr_large_values)
+{
+	large_xattrs();
+}
+
+/* the smallest nodes the format allows: one piece per transaction */
+Test(fs_ops, xattr_large_values_4k_nodes)
+{
+	char err[256];
+
+	cr_assert_eq(bch_fs_close(c), 0);
+	unlink(paths[0]);	/* a new file: not the old image's bytes under the new one */
+	testfs_format(tmpdir, 1, 64, 4096, 1, paths);
+	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(c, "open: %s", err);
+	large_xattrs();
 }
 
 /* ------------------------------------------------------- hash collisions */
