@@ -404,7 +404,15 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	LOCK(m);
 	int r = 0;
-	if (to_set & FUSE_SET_ATTR_SIZE) {
+	if (!(to_set & ~FUSE_SET_ATTR_CTIME)) {
+		/*
+		 * Nothing to set: the kernel's file_remove_privs() before a write
+		 * through its cache (writeback), from the writer.  Its fuse_setattr()
+		 * drops the mode it would not change itself (S_ISGID without
+		 * group-execute); the rule is ours.
+		 */
+		r = kill_priv(req, m, from_fuse(ino));
+	} else if (to_set & FUSE_SET_ATTR_SIZE) {
 		/* truncate clears set-id bits as a write does; a mode set with it wins */
 		r = kill_priv(req, m, from_fuse(ino));
 		if (!r && (to_set & FUSE_SET_ATTR_MODE) && !bch_fs_getattr(m->c, from_fuse(ino), &st))
