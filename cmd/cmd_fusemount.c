@@ -404,7 +404,27 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	LOCK(m);
 	int r = 0;
-	if (!(to_set & ~FUSE_SET_ATTR_CTIME)) {
+	if ((to_set & FUSE_SET_ATTR_MODE) && (sa.mode & S_ISGID) && !(r = bch_fs_getattr(m->c, from_fuse(ino), &st))) {
+		/*
+		 * Linux's setattr_prepare(): S_ISGID is kept only by a member of the
+		 * (new) group or with CAP_FSETID.  The kernel checks it too, but
+		 * not on the mode it sends itself to drop S_ISUID before a write
+		 * (6766 written by a non-member must become 0766).
+		 */
+		gid_t *groups = malloc(CALLER_GROUPS_MAX * sizeof(*groups));
+		struct bch_caller cr;
+		if (!groups) {
+			r = -ENOMEM;
+		} else {
+			caller_get(req, &cr, groups, CALLER_GROUPS_MAX);
+			if (!cr.cap_fsetid && !bch_caller_in_group(&cr, (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : st.st_gid))
+				sa.mode &= ~S_ISGID;
+			free(groups);
+		}
+	}
+	if (r) {
+		;
+	} else if (!(to_set & ~FUSE_SET_ATTR_CTIME)) {
 		/*
 		 * Nothing to set: the kernel's file_remove_privs() before a write
 		 * through its cache (writeback), from the writer.  Its fuse_setattr()
