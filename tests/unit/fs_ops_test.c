@@ -5,6 +5,7 @@
  *   - dirents and xattrs with forced hash collisions (every name in a
  *     handful of slots): random inserts, renames and deletes against a
  *     model, so probing across whiteouts is exercised;
+ *   - the set-id rules of Linux, case by case;
  *   - xattr values up to 64 KiB kept in pieces: every size class, replaced
  *     growing and shrinking, with 64 KiB and 4 KiB nodes (one transaction or
  *     several), no piece left behind, fsck clean;
@@ -161,6 +162,69 @@ Test(fs_ops, error_paths)
 	cr_assert_eq(bch_fs_setxattr(c, f, "user.y", "v", 1, 0), -EROFS);
 	struct bch_setattr sa = { .valid = BCH_SETATTR_MODE, .mode = 0600 };
 	cr_assert_eq(bch_fs_setattr(c, f, &sa), -EROFS);
+}
+
+/* ------------------------------------------------------- set-id rules */
+
+/* The rules of Linux's fs/inode.c and fs/attr.c, case by case. */
+Test(fs_ops, setid_rules)
+{
+	const gid_t groups[] = { 10, 4242 };
+	const struct bch_caller member = { .uid = 1000, .gid = 100, .groups = groups, .nr_groups = 2 };
+	const struct bch_caller other = { .uid = 1000, .gid = 100, .groups = groups, .nr_groups = 1 };
+	const struct bch_caller root = { .uid = 0, .gid = 0, .cap_fsetid = true };
+	static const struct {
+		mode_t	mode;
+		bool	is_member;
+		mode_t	kill;
+	} kill[] = {
+		{ S_IFREG | 04777, false, S_ISUID },
+		{ S_IFREG | 02777, true, S_ISGID },		/* group-execute: always */
+		{ S_IFREG | 02666, true, 0 },			/* no group-execute, member */
+		{ S_IFREG | 02666, false, S_ISGID },		/* no group-execute, not a member */
+		{ S_IFREG | 06766, false, S_ISUID | S_ISGID },
+		{ S_IFREG | 06766, true, S_ISUID },
+		{ S_IFREG | 00777, false, 0 },
+		{ S_IFDIR | 06777, false, 0 },			/* regular files only */
+	};
+
+	for (unsigned i = 0; i < sizeof(kill) / sizeof(kill[0]); i++) {
+		const struct bch_caller *cr = kill[i].is_member ? &member : &other;
+		cr_assert_eq(bch_kill_priv_bits(kill[i].mode, 4242, cr), kill[i].kill, "case %u", i);
+		cr_assert_eq(bch_kill_priv_bits(kill[i].mode, 4242, &root), 0, "case %u: CAP_FSETID", i);
+	}
+	cr_assert(bch_caller_in_group(&other, 100), "the fsgid counts");
+	/* creation in a setgid directory of group 4242 */
+	cr_assert_eq(bch_mode_strip_sgid(S_IFDIR | 02777, 4242, &other, S_IFREG | 02755), S_IFREG | 0755);
+	cr_assert_eq(bch_mode_strip_sgid(S_IFDIR | 02777, 4242, &member, S_IFREG | 02755), S_IFREG | 02755);
+	cr_assert_eq(bch_mode_strip_sgid(S_IFDIR | 02777, 4242, &root, S_IFREG | 02755), S_IFREG | 02755);
+	cr_assert_eq(bch_mode_strip_sgid(S_IFDIR | 02777, 4242, &other, S_IFREG | 02745), S_IFREG | 02745,
+		     "no group-execute: kept");
+	cr_assert_eq(bch_mode_strip_sgid(S_IFDIR | 00777, 4242, &other, S_IFREG | 02755), S_IFREG | 02755,
+		     "not a setgid directory");
+	cr_assert_eq(bch_mode_strip_sgid(S_IFDIR | 02777, 4242, &other, S_IFDIR | 02755), S_IFDIR | 02755);
+	mode_t mode = S_IFDIR | 0755;
+	gid_t gid = 100;
+	bch_inode_init_owner(S_IFDIR | 02777, 4242, &mode, &gid);
+	cr_assert_eq(mode, S_IFDIR | 02755);
+	cr_assert_eq(gid, 4242);
+	mode = S_IFREG | 0644;
+	gid = 100;
+	bch_inode_init_owner(S_IFDIR | 02777, 4242, &mode, &gid);
+	cr_assert_eq(mode, S_IFREG | 0644);
+	cr_assert_eq(gid, 4242);
+	bch_inode_init_owner(S_IFDIR | 0777, 7, &mode, &gid);
+	cr_assert_eq(gid, 4242, "not setgid: unchanged");
+	/* bch_fs_kill_priv: one inode update, the bits it cleared */
+	uint64_t f = mk(BCH_ROOT_INO, "f", S_IFREG | 06766);
+	struct bch_setattr sa = { .valid = BCH_SETATTR_GID, .gid = 4242 };
+	struct stat st;
+	cr_assert_eq(bch_fs_setattr(c, f, &sa), 0);
+	cr_assert_eq(bch_fs_kill_priv(c, f, &member), S_ISUID);
+	cr_assert_eq(bch_fs_kill_priv(c, f, &member), 0);
+	cr_assert_eq(bch_fs_kill_priv(c, f, &other), S_ISGID);
+	cr_assert_eq(bch_fs_getattr(c, f, &st), 0);
+	cr_assert_eq(st.st_mode, S_IFREG | 0766);
 }
 
 /* ------------------------------------------------------ large xattrs */
