@@ -191,35 +191,38 @@ static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *
 #define CAP_FSETID_BIT	4	/* <linux/capability.h> CAP_FSETID */
 
 /*
- * Who asks, for the set-id rules (fs_ops.h): fuse_req_ctx() has the fsuid
- * and fsgid; the supplementary groups and CAP_FSETID are read from
- * /proc/PID/status.  A request the kernel makes itself (pid 0) or whose
- * process is gone counts as privileged only for uid 0.  groups: the
- * caller's buffer, max entries.
+ * Who asks, for the set-id rules (fs_ops.h), malloc'd (free() it; NULL: no
+ * memory): fuse_req_ctx() has the fsuid and fsgid; the supplementary groups
+ * and CAP_FSETID are read from /proc/PID/status.  A request the kernel makes
+ * itself (pid 0) or whose process is gone counts as privileged only for
+ * uid 0.
  */
-static void caller_get(fuse_req_t req, struct bch_caller *cr, gid_t *groups, size_t max)
+static struct bch_caller *caller_new(fuse_req_t req)
 {
 	const struct fuse_ctx *ctx = lf->req_ctx(req);
+	struct bch_caller *cr = calloc(1, sizeof(*cr));
+	gid_t *groups = NULL;
 	char path[64], *line = NULL;
-	size_t cap = 0;
+	size_t cap = 0, nr = 0, room = 0;
 	FILE *f;
 
-	*cr = (struct bch_caller) { .uid = ctx->uid, .gid = ctx->gid, .groups = groups,
-				    .cap_fsetid = !ctx->uid };
-	if (!ctx->pid)
-		return;
+	if (!cr)
+		return NULL;
+	*cr = (struct bch_caller) { .uid = ctx->uid, .gid = ctx->gid, .cap_fsetid = !ctx->uid };
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
-	if (!(f = fopen(path, "re")))
-		return;
+	if (!ctx->pid || !(f = fopen(path, "re")))
+		return cr;
 	while (getline(&line, &cap, f) > 0) {
 		if (!strncmp(line, "Groups:", 7)) {
 			char *p = line + 7, *end;
-			for (;;) {
-				unsigned long g = strtoul(p, &end, 10);
-				if (end == p || cr->nr_groups == max)
-					break;
-				groups[cr->nr_groups++] = g;
-				p = end;
+			for (unsigned long g; g = strtoul(p, &end, 10), end != p; p = end) {
+				if (nr == room) {
+					gid_t *n = realloc(groups, (room = room ? 2 * room : 16) * sizeof(*n));
+					if (!n)
+						break;
+					groups = n;
+				}
+				groups[nr++] = g;
 			}
 		} else if (!strncmp(line, "CapEff:", 7)) {
 			cr->cap_fsetid = (strtoull(line + 7, NULL, 16) >> CAP_FSETID_BIT) & 1;
@@ -227,9 +230,16 @@ static void caller_get(fuse_req_t req, struct bch_caller *cr, gid_t *groups, siz
 	}
 	free(line);
 	fclose(f);
+	/* the groups live as long as cr: one block */
+	struct bch_caller *all = realloc(cr, sizeof(*cr) + nr * sizeof(gid_t));
+	if (all) {
+		cr = all;
+		cr->groups = memcpy(cr + 1, groups, nr * sizeof(gid_t));
+		cr->nr_groups = nr;
+	}
+	free(groups);
+	return cr;
 }
-
-#define CALLER_GROUPS_MAX	65536	/* NGROUPS_MAX */
 
 /*
  * A change of ino's data or size by the caller of req: clear the set-id bits
@@ -245,13 +255,11 @@ static int kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum)
 
 	if (r || !S_ISREG(st.st_mode) || !(st.st_mode & (S_ISUID | S_ISGID)))
 		return r;
-	gid_t *groups = malloc(CALLER_GROUPS_MAX * sizeof(*groups));
-	struct bch_caller cr;
-	if (!groups)
+	struct bch_caller *cr = caller_new(req);
+	if (!cr)
 		return -ENOMEM;
-	caller_get(req, &cr, groups, CALLER_GROUPS_MAX);
-	r = bch_fs_kill_priv(m->c, inum, &cr);
-	free(groups);
+	r = bch_fs_kill_priv(m->c, inum, cr);
+	free(cr);
 	/* the kernel keeps the old mode for TIMEOUT unless told (attributes only) */
 	if (r > 0 && m->se)
 		lf->lowlevel_notify_inval_inode(m->se, to_fuse(inum), -1, 0);
@@ -366,6 +374,30 @@ static int64_t ts_ns(struct timespec ts)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/*
+ * Linux's setattr_prepare(): a mode keeps S_ISGID only for a member of the
+ * file's (new) group or with CAP_FSETID.  The kernel checks it too, but not
+ * on the mode it sends itself to drop S_ISUID before a write (6766 written
+ * by a non-member must become 0766).  Lock held.
+ */
+static int chmod_strip_sgid(fuse_req_t req, struct fmount *m, uint64_t inum, int to_set,
+			    const struct stat *attr, mode_t *mode)
+{
+	struct stat st;
+	int r = bch_fs_getattr(m->c, inum, &st);
+
+	if (r)
+		return r;
+	struct bch_caller *cr = caller_new(req);
+	if (!cr)
+		return -ENOMEM;
+	if (!cr->cap_fsetid &&
+	    !bch_caller_in_group(cr, (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : st.st_gid))
+		*mode &= ~S_ISGID;
+	free(cr);
+	return 0;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -404,26 +436,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	LOCK(m);
 	int r = 0;
-	if ((to_set & FUSE_SET_ATTR_MODE) && (sa.mode & S_ISGID) && !(r = bch_fs_getattr(m->c, from_fuse(ino), &st))) {
-		/*
-		 * Linux's setattr_prepare(): S_ISGID is kept only by a member of the
-		 * (new) group or with CAP_FSETID.  The kernel checks it too, but
-		 * not on the mode it sends itself to drop S_ISUID before a write
-		 * (6766 written by a non-member must become 0766).
-		 */
-		gid_t *groups = malloc(CALLER_GROUPS_MAX * sizeof(*groups));
-		struct bch_caller cr;
-		if (!groups) {
-			r = -ENOMEM;
-		} else {
-			caller_get(req, &cr, groups, CALLER_GROUPS_MAX);
-			if (!cr.cap_fsetid && !bch_caller_in_group(&cr, (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : st.st_gid))
-				sa.mode &= ~S_ISGID;
-			free(groups);
-		}
-	}
+	if ((to_set & FUSE_SET_ATTR_MODE) && (sa.mode & S_ISGID))
+		r = chmod_strip_sgid(req, m, from_fuse(ino), to_set, attr, &sa.mode);
 	if (r) {
-		;
+		/* nothing more */
 	} else if (!(to_set & ~FUSE_SET_ATTR_CTIME)) {
 		/*
 		 * Nothing to set: the kernel's file_remove_privs() before a write
@@ -509,13 +525,11 @@ static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const c
 		return r;
 	/* a setgid directory: as Linux's vfs_prepare_mode() and inode_init_owner() */
 	if ((dir.st_mode & S_ISGID) && (mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) {
-		gid_t *groups = malloc(CALLER_GROUPS_MAX * sizeof(*groups));
-		struct bch_caller cr;
-		if (!groups)
+		struct bch_caller *cr = caller_new(req);
+		if (!cr)
 			return -ENOMEM;
-		caller_get(req, &cr, groups, CALLER_GROUPS_MAX);
-		mode = bch_mode_strip_sgid(dir.st_mode, dir.st_gid, &cr, mode);
-		free(groups);
+		mode = bch_mode_strip_sgid(dir.st_mode, dir.st_gid, cr, mode);
+		free(cr);
 	}
 	if (inherit)
 		bch_acl_create_masq(def, n, acc, &mode);
