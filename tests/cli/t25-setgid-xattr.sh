@@ -4,9 +4,10 @@
 # unprivileged user nobody, a member of the file's group or not, and by root;
 # chmod by a non-member; chown) run on a kernel tmpfs and through the mount;
 # every resulting mode and group must be the kernel's.  xattrs: 64 KiB values
-# set, read, replaced and removed through the mount, through `image` verbs
-# and `format --source` / `image extract`; one byte more is E2BIG.  fsck -n
-# clean after each.  Value bytes: a fixed pattern (seed 25, printed).
+# set, read, replaced and removed through the mount and `image` verbs, kept
+# by `format --source`, `image extract` and tar export/import; one byte more
+# is E2BIG.  fsck -n clean after each.  Value bytes: a fixed pattern (seed
+# 25, printed).  Unmounts wait for the daemon (-f), not a race to fsck.
 [ -c /dev/fuse ] && command -v fusermount3 >/dev/null || skip "no /dev/fuse or fusermount3"
 [ "$(id -u)" = 0 ] || skip "needs root (tmpfs reference, setpriv to nobody)"
 command -v setpriv >/dev/null && command -v setfacl >/dev/null || skip "needs setpriv and setfacl"
@@ -179,6 +180,14 @@ expect_rc 0 $B image getfattr -n user.text img2 /f
 expect_rc 0 $B image extract img2 "$ref/out"
 [ "$(getx "$ref/out/f" user.text)" = "$big" ] || fail "image extract: 64 KiB xattr"
 expect_rc 0 $B fsck -f -n img2
+expect_in out "0 problems found"
+# and a pax archive carries them from one image to another
+expect_rc 0 $B image export-tar img2 t.tar
+expect_rc 0 $B format -q --fs-size=64M img3
+expect_rc 0 $B image import-tar img3 t.tar
+expect_rc 0 $B image getfattr -n user.text img3 /f
+[ "$(sed -n 's/^user.text="\(.*\)"$/\1/p' out)" = "$big" ] || fail "export-tar | import-tar: 64 KiB xattr"
+expect_rc 0 $B fsck -f -n img3
 expect_in out "0 problems found"
 grep -q "$mnt" /proc/mounts && fail "still mounted"
 true
