@@ -67,6 +67,7 @@ struct fmount {
 	struct held	*held;
 	size_t		nr_held, cap_held;	/* cap: power of two */
 	bool		read_only;
+	struct fuse_session *se;	/* for notifications */
 	/* the last read: a read that follows it is sequential (readahead) */
 	uint64_t	ra_inum, ra_end, ra_hinted;
 };
@@ -214,6 +215,84 @@ static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *
 #define LOCK(m)		pthread_mutex_lock(&(m)->lock)
 #define UNLOCK(m)	pthread_mutex_unlock(&(m)->lock)
 
+#define CAP_FSETID_BIT	4	/* <linux/capability.h> CAP_FSETID */
+
+/*
+ * Who asks, for the set-id rules (fs_ops.h), malloc'd (free() it; NULL: no
+ * memory): fuse_req_ctx() has the fsuid and fsgid; the supplementary groups
+ * and CAP_FSETID are read from /proc/PID/status.  A request the kernel makes
+ * itself (pid 0) or whose process is gone counts as privileged only for
+ * uid 0.
+ */
+static struct bch_caller *caller_new(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = lf->req_ctx(req);
+	struct bch_caller *cr = calloc(1, sizeof(*cr));
+	gid_t *groups = NULL;
+	char path[64], *line = NULL;
+	size_t cap = 0, nr = 0, room = 0;
+	FILE *f;
+
+	if (!cr)
+		return NULL;
+	*cr = (struct bch_caller) { .uid = ctx->uid, .gid = ctx->gid, .cap_fsetid = !ctx->uid };
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
+	if (!ctx->pid || !(f = fopen(path, "re")))
+		return cr;
+	while (getline(&line, &cap, f) > 0) {
+		if (!strncmp(line, "Groups:", 7)) {
+			char *p = line + 7, *end;
+			for (unsigned long g; g = strtoul(p, &end, 10), end != p; p = end) {
+				if (nr == room) {
+					gid_t *n = realloc(groups, (room = room ? 2 * room : 16) * sizeof(*n));
+					if (!n)
+						break;
+					groups = n;
+				}
+				groups[nr++] = g;
+			}
+		} else if (!strncmp(line, "CapEff:", 7)) {
+			cr->cap_fsetid = (strtoull(line + 7, NULL, 16) >> CAP_FSETID_BIT) & 1;
+		}
+	}
+	free(line);
+	fclose(f);
+	/* the groups live as long as cr: one block */
+	struct bch_caller *all = realloc(cr, sizeof(*cr) + nr * sizeof(gid_t));
+	if (all) {
+		cr = all;
+		cr->groups = memcpy(cr + 1, groups, nr * sizeof(gid_t));
+		cr->nr_groups = nr;
+	}
+	free(groups);
+	return cr;
+}
+
+/*
+ * A change of ino's data or size by the caller of req: clear the set-id bits
+ * Linux clears (bch_kill_priv_bits()).  The kernel does part of this itself
+ * (S_ISUID, and S_ISGID with group-execute) and not the rest: a setgid file
+ * without group-execute written by a non-member.  /proc is read only when
+ * the file has a set-id bit.  Lock held.
+ */
+static int kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum)
+{
+	struct stat st;
+	int r = bch_fs_getattr(m->c, inum, &st);
+
+	if (r || !S_ISREG(st.st_mode) || !(st.st_mode & (S_ISUID | S_ISGID)))
+		return r;
+	struct bch_caller *cr = caller_new(req);
+	if (!cr)
+		return -ENOMEM;
+	r = bch_fs_kill_priv(m->c, inum, cr);
+	free(cr);
+	/* the kernel keeps the old mode for TIMEOUT unless told (attributes only) */
+	if (r > 0 && m->se)
+		lf->lowlevel_notify_inval_inode(m->se, to_fuse(inum), -1, 0);
+	return r < 0 ? r : 0;
+}
+
 /* ------------------------------------------------------------ requests */
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -236,7 +315,13 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
 	if (conn->capable & FUSE_CAP_SPLICE_READ)
 		conn->want &= ~FUSE_CAP_SPLICE_READ;
-	/* the kernel clears set-id bits on writes, truncates and chown itself */
+	/*
+	 * The kernel clears set-id bits on chown itself, and on writes,
+	 * truncates and fallocate only S_ISUID and S_ISGID with group-execute
+	 * (fuse_setattr()); kill_priv() applies the whole rule on those.
+	 * (FUSE_CAP_HANDLE_KILLPRIV_V2 would carry the kernel's decision, but
+	 * libfuse 3.14 of Debian 12 does not offer it.)
+	 */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/*
 	 * POSIX ACLs: the kernel enforces them; we keep mode and ACL in step and
@@ -337,6 +422,30 @@ static int64_t ts_ns(struct timespec ts)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/*
+ * Linux's setattr_prepare(): a mode keeps S_ISGID only for a member of the
+ * file's (new) group or with CAP_FSETID.  The kernel checks it too, but not
+ * on the mode it sends itself to drop S_ISUID before a write (6766 written
+ * by a non-member must become 0766).  Lock held.
+ */
+static int chmod_strip_sgid(fuse_req_t req, struct fmount *m, uint64_t inum, int to_set,
+			    const struct stat *attr, mode_t *mode)
+{
+	struct stat st;
+	int r = bch_fs_getattr(m->c, inum, &st);
+
+	if (r)
+		return r;
+	struct bch_caller *cr = caller_new(req);
+	if (!cr)
+		return -ENOMEM;
+	if (!cr->cap_fsetid &&
+	    !bch_caller_in_group(cr, (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : st.st_gid))
+		*mode &= ~S_ISGID;
+	free(cr);
+	return 0;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -374,7 +483,27 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		sa.ctime = ts_ns(attr->st_ctim);
 	}
 	LOCK(m);
-	int r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
+	int r = 0;
+	if ((to_set & FUSE_SET_ATTR_MODE) && (sa.mode & S_ISGID))
+		r = chmod_strip_sgid(req, m, from_fuse(ino), to_set, attr, &sa.mode);
+	if (r) {
+		/* nothing more */
+	} else if (!(to_set & ~FUSE_SET_ATTR_CTIME)) {
+		/*
+		 * Nothing to set: the kernel's file_remove_privs() before a write
+		 * through its cache (writeback), from the writer.  Its fuse_setattr()
+		 * drops the mode it would not change itself (S_ISGID without
+		 * group-execute); the rule is ours.
+		 */
+		r = kill_priv(req, m, from_fuse(ino));
+	} else if (to_set & FUSE_SET_ATTR_SIZE) {
+		/* truncate clears set-id bits as a write does; a mode set with it wins */
+		r = kill_priv(req, m, from_fuse(ino));
+		if (!r && (to_set & FUSE_SET_ATTR_MODE) && !bch_fs_getattr(m->c, from_fuse(ino), &st))
+			sa.mode &= ~(S_ISUID | S_ISGID) | st.st_mode;
+	}
+	if (!r)
+		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
 	if (!r && (to_set & FUSE_SET_ATTR_MODE)) {
 		/* chmod: the access ACL's owner, mask and other entries follow the mode */
 		char acl[4096];
@@ -428,22 +557,36 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum)
  * the requested mode) and, for directories, its default ACL too; otherwise
  * the umask applies.  Lock held.
  */
-static int create_acl(struct fmount *m, uint64_t parent, const char *name, mode_t mode, dev_t rdev,
-		      const struct fuse_ctx *ctx, const char *symlink_target, uint64_t *inum)
+static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const char *name, mode_t mode,
+		      dev_t rdev, const char *symlink_target, uint64_t *inum)
 {
+	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	char def[4096], acc[4096];
+	struct stat dir;
+	gid_t gid = ctx->gid;
 	ssize_t n = symlink_target ? -ENODATA
 		  : bch_fs_getxattr(m->c, parent, BCH_ACL_XATTR_DEFAULT, def, sizeof(def));
 	bool inherit = n > 0 && bch_acl_valid(def, n);
 	int r;
 
+	if ((r = bch_fs_getattr(m->c, parent, &dir)))
+		return r;
+	/* a setgid directory: as Linux's vfs_prepare_mode() and inode_init_owner() */
+	if ((dir.st_mode & S_ISGID) && (mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) {
+		struct bch_caller *cr = caller_new(req);
+		if (!cr)
+			return -ENOMEM;
+		mode = bch_mode_strip_sgid(dir.st_mode, dir.st_gid, cr, mode);
+		free(cr);
+	}
 	if (inherit)
 		bch_acl_create_masq(def, n, acc, &mode);
 	else if (!symlink_target)
 		mode &= ~(ctx->umask & 0777);
+	bch_inode_init_owner(dir.st_mode, dir.st_gid, &mode, &gid);
 	r = symlink_target
-		? bch_fs_symlink(m->c, parent, name, symlink_target, ctx->uid, ctx->gid, inum)
-		: bch_fs_create(m->c, parent, name, mode, rdev, ctx->uid, ctx->gid, inum);
+		? bch_fs_symlink(m->c, parent, name, symlink_target, ctx->uid, gid, inum)
+		: bch_fs_create(m->c, parent, name, mode, rdev, ctx->uid, gid, inum);
 	if (r || !inherit)
 		return r;
 	if (!bch_acl_is_equiv_mode(acc, n))
@@ -456,11 +599,10 @@ static int create_acl(struct fmount *m, uint64_t parent, const char *name, mode_
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct fmount *m = FM(req);
-	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = create_acl(m, from_fuse(parent), name, mode, rdev, ctx, NULL, &inum);
+	int r = create_acl(m, req, from_fuse(parent), name, mode, rdev, NULL, &inum);
 	reply_new(req, m, r, inum);
 }
 
@@ -472,11 +614,10 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	struct fmount *m = FM(req);
-	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = create_acl(m, from_fuse(parent), name, S_IFLNK | 0777, 0, ctx, link, &inum);
+	int r = create_acl(m, req, from_fuse(parent), name, S_IFLNK | 0777, 0, link, &inum);
 	reply_new(req, m, r, inum);
 }
 
@@ -536,6 +677,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	LOCK(m);
 	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode))
+		r = kill_priv(req, m, from_fuse(ino));
 	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode) && st.st_size) {
 		struct bch_setattr sa = { .valid = BCH_SETATTR_SIZE, .size = 0 };
 		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
@@ -555,12 +698,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		      struct fuse_file_info *fi)
 {
 	struct fmount *m = FM(req);
-	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	struct fuse_entry_param e;
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = create_acl(m, from_fuse(parent), name, S_IFREG | (mode & 07777), 0, ctx, NULL, &inum);
+	int r = create_acl(m, req, from_fuse(parent), name, S_IFREG | (mode & 07777), 0, NULL, &inum);
 	if (!r)
 		r = make_entry(m, inum, &e);
 	if (!r)
@@ -690,7 +832,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	(void)fi;
 
 	LOCK(m);
-	ssize_t n = bch_fs_write(m->c, from_fuse(ino), off, buf, size);
+	ssize_t n = kill_priv(req, m, from_fuse(ino));
+	if (!n)
+		n = bch_fs_write(m->c, from_fuse(ino), off, buf, size);
 	UNLOCK(m);
 	if (n < 0)
 		lf->reply_err(req, (int)-n);
@@ -947,7 +1091,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	(void)fi;
 
 	LOCK(m);
-	int r = bch_fs_fallocate(m->c, from_fuse(ino), mode, offset, length);
+	int r = kill_priv(req, m, from_fuse(ino));
+	if (!r)
+		r = bch_fs_fallocate(m->c, from_fuse(ino), mode, offset, length);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
 }
@@ -1072,6 +1218,9 @@ static void usage(FILE *f)
 "  -d           debug: print every FUSE request (implies -f)\n"
 "  -h, --help   this text\n"
 "\n"
+"Permissions, POSIX ACLs and set-user/group-ID bits follow Linux's rules (a\n"
+"write by another user clears them, setgid directories pass on their group);\n"
+"xattr values up to 64 KiB.\n"
 "Unmount with fusermount3 -u MOUNTPOINT (or umount as root): the filesystem is\n"
 "closed cleanly.  Both return before the daemon has finished closing; a command\n"
 "run at once on the same devices (fsck, fusemount, image) waits for the close\n"
@@ -1271,6 +1420,7 @@ int cmd_fusemount(int argc, char *argv[])
 		free_devs(devs);
 		return EXIT_FAIL;
 	}
+	m.se = se;
 	int r = bch_fs_open(devs, nr, &opts, &m.c, err, sizeof(err));
 	if (r) {
 		cmd_err("fusemount", "%s", err);

@@ -921,14 +921,20 @@ static int verb_setfattr(struct img *im, int argc, char **argv)
 		}
 	if (optind >= argc || (!name && !remove) || (name && remove))
 		return EXIT_USAGE;
-	char val[65536];
+	/* as long as the argument: a value over 64 KiB gets the library's E2BIG */
+	char *val = malloc(value ? strlen(value) + 1 : 1);
 	size_t vlen = 0;
-	if (value && parse_value(value, val, sizeof(val), &vlen)) {
+	if (!val)
+		return EXIT_FAIL;
+	if (value && parse_value(value, val, strlen(value), &vlen)) {
 		cmd_err("image", "setfattr: bad value '%s'", value);
+		free(val);
 		return EXIT_USAGE;
 	}
-	if (!im->c)
+	if (!im->c) {
+		free(val);
 		return EXIT_OK;	/* dry run: arguments are fine */
+	}
 	for (int i = optind; i < argc; i++) {
 		uint64_t inum;
 		int r = bch_fs_lookup_path(im->c, argv[i], false, &inum);
@@ -938,6 +944,7 @@ static int verb_setfattr(struct img *im, int argc, char **argv)
 		if (r)
 			ret = verb_err(im, "setfattr", argv[i], r);
 	}
+	free(val);
 	return ret;
 }
 

@@ -470,7 +470,8 @@ enum bch_btree_id {
 	x(hash_whiteout, 6)				\
 	x(xattr,	7)				\
 	x(extent,	8)				\
-	x(reservation,	9)
+	x(reservation,	9)				\
+	x(xattr_piece,	10)
 
 enum bch_bkey_type {
 #define x(n, id)	BCH_BKEY_##n = id,
@@ -637,7 +638,15 @@ _Static_assert(sizeof(struct bch_dirent) == 16, "bch_dirent size");
 
 /*
  * xattr: btree xattrs, position (inode, hash of namespace byte + name, 0).
- * Value: namespace, name length, value length, name, value.  (8 bytes +)
+ * Value: namespace, name length, value length, pieces, name, value.
+ * (8 bytes +)
+ *
+ * Values are 0..BCH_XATTR_SIZE_MAX bytes (Linux's XATTR_SIZE_MAX).  One
+ * that would make the key too big for a small node or transaction is kept
+ * out of the key, in xattr_piece keys of the same inode: then `pieces` is
+ * nonzero, val_len is 0 and the key holds the name only.  pieces: bits 0-6
+ * the number of pieces (1..BCH_XATTR_PIECES_MAX), bits 7-31 the value's id,
+ * unique among the inode's values kept in pieces.
  */
 #define BCH_XATTR_NAMESPACES()		\
 	x(user,			1, "user.")	\
@@ -656,11 +665,38 @@ enum bch_xattr_ns {
 struct bch_xattr {
 	__u8			ns;		/* enum bch_xattr_ns */
 	__u8			name_len;	/* after the prefix; 0 for ACLs */
-	__le16			val_len;
-	__le32			pad;
+	__le16			val_len;	/* bytes of value in this key */
+	__le32			pieces;		/* 0: value in this key; see above */
 	__u8			data[];		/* name, then value */
 };
 _Static_assert(sizeof(struct bch_xattr) == 8, "bch_xattr size");
+#define BCH_XATTR_SIZE_MAX		65536U
+#define BCH_XATTR_PIECE_BYTES		1024U	/* every piece but the last is full */
+#define BCH_XATTR_PIECES_MAX		(BCH_XATTR_SIZE_MAX / BCH_XATTR_PIECE_BYTES)
+#define BCH_XATTR_PIECES_NR(p)		((p) & 127U)
+#define BCH_XATTR_PIECES_ID(p)		((p) >> 7)
+#define BCH_XATTR_PIECES(id, nr)	(((uint32_t)(id) << 7) | (nr))
+#define BCH_XATTR_ID_MAX		((1U << 25) - 1)
+
+/*
+ * xattr_piece: btree xattrs, position (inode, BCH_XATTR_PIECE_POS(id, n), 0):
+ * bytes n * BCH_XATTR_PIECE_BYTES.. of the value whose xattr key names id.
+ * Pieces n = 0..nr-1 all exist; each holds BCH_XATTR_PIECE_BYTES but the
+ * last, which holds 1..BCH_XATTR_PIECE_BYTES.  Their offsets lie above
+ * BCH_HASH_MAX, where no probe for a name reaches: an inode's pieces come
+ * after all its xattr keys.  Each id owns 128 offsets.  (8 bytes + data)
+ */
+#define BCH_XATTR_PIECE_MIN		(1ULL << 62)
+#define BCH_XATTR_PIECE_POS(id, n)	(BCH_XATTR_PIECE_MIN + ((uint64_t)(id) << 7) + (n))
+#define BCH_XATTR_PIECE_POS_ID(off)	(((off) - BCH_XATTR_PIECE_MIN) >> 7)
+#define BCH_XATTR_PIECE_POS_N(off)	((unsigned)(((off) - BCH_XATTR_PIECE_MIN) & 127))
+
+struct bch_xattr_piece {
+	__le16			len;		/* bytes of data */
+	__u8			pad[6];		/* zero */
+	__u8			data[];		/* zero padded to u64 */
+};
+_Static_assert(sizeof(struct bch_xattr_piece) == 8, "bch_xattr_piece size");
 
 /*
  * reservation: btree extents, an allocated-but-unwritten range (fallocate):

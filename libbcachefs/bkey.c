@@ -218,6 +218,30 @@ static int xattr_validate(const struct bch_bkey *k, char *err, size_t errlen)
 		return INVALID("xattr: NUL in name");
 	if (k->p.offset < BCH_HASH_MIN || k->p.offset > BCH_HASH_MAX)
 		return INVALID("xattr: offset outside the hash range");
+	if (x->pieces) {
+		unsigned nr = BCH_XATTR_PIECES_NR(x->pieces);
+		if (x->val_len)
+			return INVALID("xattr: value both in the key and in pieces");
+		if (!nr || nr > BCH_XATTR_PIECES_MAX)
+			return INVALID("xattr: %u pieces", nr);
+	}
+	return 0;
+}
+
+static int xattr_piece_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) < sizeof(struct bch_xattr_piece))
+		return INVALID("xattr_piece: too small");
+	const struct bch_xattr_piece *x = bkey_val(k);
+	size_t room = bkey_val_bytes(k) - sizeof(*x);
+	if (!x->len || x->len > BCH_XATTR_PIECE_BYTES || x->len > room || room - x->len >= 8)
+		return INVALID("xattr_piece: length %u in a value of %zu bytes", (unsigned)x->len, room);
+	for (unsigned i = 0; i < sizeof(x->pad); i++)
+		if (x->pad[i])
+			return INVALID("nonzero reserved fields");
+	if (k->p.offset < BCH_XATTR_PIECE_MIN || k->p.offset >= 2 * BCH_XATTR_PIECE_MIN ||
+	    BCH_XATTR_PIECE_POS_N(k->p.offset) >= BCH_XATTR_PIECES_MAX)
+		return INVALID("xattr_piece: offset outside the pieces' range");
 	return 0;
 }
 
@@ -276,7 +300,9 @@ static bool type_allowed(unsigned btree_id, unsigned type)
 	case BCH_BKEY_raw:	return btree_id == BCH_BTREE_ID_test;
 	case BCH_BKEY_inode:	return btree_id == BCH_BTREE_ID_inodes;
 	case BCH_BKEY_dirent:	return btree_id == BCH_BTREE_ID_dirents;
-	case BCH_BKEY_xattr:	return btree_id == BCH_BTREE_ID_xattrs;
+	case BCH_BKEY_xattr:
+	case BCH_BKEY_xattr_piece:
+		return btree_id == BCH_BTREE_ID_xattrs;
 	case BCH_BKEY_hash_whiteout:
 		return btree_id == BCH_BTREE_ID_dirents || btree_id == BCH_BTREE_ID_xattrs;
 	case BCH_BKEY_extent:
@@ -320,6 +346,7 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 	case BCH_BKEY_dirent:		return dirent_validate(k, err, errlen);
 	case BCH_BKEY_hash_whiteout:	return hash_whiteout_validate(k, err, errlen);
 	case BCH_BKEY_xattr:		return xattr_validate(k, err, errlen);
+	case BCH_BKEY_xattr_piece:	return xattr_piece_validate(k, err, errlen);
 	case BCH_BKEY_extent:		return extent_validate(k, err, errlen);
 	case BCH_BKEY_reservation:	return reservation_validate(k, err, errlen);
 	}
@@ -435,8 +462,18 @@ void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 	}
 	case BCH_BKEY_xattr: {
 		const struct bch_xattr *x = bkey_val(k);
-		n = snprintf(buf, len, " ns %u len %u \"", x->ns, (unsigned)x->val_len);
+		n = x->pieces
+			? snprintf(buf, len, " ns %u pieces %u id %u \"", x->ns,
+				   BCH_XATTR_PIECES_NR(x->pieces), BCH_XATTR_PIECES_ID(x->pieces))
+			: snprintf(buf, len, " ns %u len %u \"", x->ns, (unsigned)x->val_len);
 		text_bytes(buf, len, n, x->data, x->name_len, 64);
+		break;
+	}
+	case BCH_BKEY_xattr_piece: {
+		const struct bch_xattr_piece *x = bkey_val(k);
+		snprintf(buf, len, " id %u piece %u len %u",
+			 (unsigned)BCH_XATTR_PIECE_POS_ID(k->p.offset),
+			 BCH_XATTR_PIECE_POS_N(k->p.offset), (unsigned)x->len);
 		break;
 	}
 	case BCH_BKEY_extent: {

@@ -498,9 +498,16 @@ static bool has_extents(struct bch_fs *c, uint64_t inum)
 	return has_keys(c, BCH_BTREE_ID_extents, inum) != 0;
 }
 
-/* Delete every key of inum in btree id, in pieces. */
+/*
+ * Delete every key of inum in btree id, in pieces (of at most 256 keys, and
+ * fewer when small nodes make transactions small: a 64 KiB xattr value
+ * alone is 64 keys).
+ */
 static int delete_all_keys(struct bch_fs *c, unsigned id, uint64_t inum)
 {
+	size_t fit = bch_trans_max_u64s(c) * 5 / 8 / (1 + BCH_BKEY_U64s);
+	unsigned per_trans = fit < PUNCH_KEYS_PER_TRANS ? (unsigned)fit : PUNCH_KEYS_PER_TRANS;
+
 	for (;;) {
 		struct btree_iter it;
 		const struct bch_bkey *k;
@@ -511,7 +518,7 @@ static int delete_all_keys(struct bch_fs *c, unsigned id, uint64_t inum)
 		if ((r = bch_trans_init(c, &t)))
 			return r;
 		bch_btree_iter_init(&it, c, id, POS(inum, 0, 0), POS(inum, UINT64_MAX, UINT32_MAX));
-		while (n < PUNCH_KEYS_PER_TRANS && (k = bch_btree_iter_next(&it, &err))) {
+		while (n < per_trans && (k = bch_btree_iter_next(&it, &err))) {
 			struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = k->p };
 			bch_trans_update(t, id, &del);
 			n++;
@@ -1352,6 +1359,70 @@ int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa
 	return ret_errno(commit_inodes(c, &s));
 }
 
+/* ------------------------------------------------------- set-id rules */
+
+bool bch_caller_in_group(const struct bch_caller *cr, gid_t gid)
+{
+	if (cr->gid == gid)
+		return true;
+	for (size_t n = 0; n < cr->nr_groups; n++)
+		if (cr->groups[n] == gid)
+			return true;
+	return false;
+}
+
+mode_t bch_mode_strip_sgid(mode_t dir_mode, gid_t dir_gid, const struct bch_caller *cr, mode_t mode)
+{
+	if ((mode & (S_ISGID | S_IXGRP)) != (S_ISGID | S_IXGRP))
+		return mode;
+	if (S_ISDIR(mode) || !(dir_mode & S_ISGID))
+		return mode;
+	if (cr->cap_fsetid || bch_caller_in_group(cr, dir_gid))
+		return mode;
+	return mode & ~S_ISGID;
+}
+
+void bch_inode_init_owner(mode_t dir_mode, gid_t dir_gid, mode_t *mode, gid_t *gid)
+{
+	if (!(dir_mode & S_ISGID))
+		return;
+	*gid = dir_gid;
+	if (S_ISDIR(*mode))
+		*mode |= S_ISGID;
+}
+
+mode_t bch_kill_priv_bits(mode_t mode, gid_t file_gid, const struct bch_caller *cr)
+{
+	mode_t kill = 0;
+
+	if (!S_ISREG(mode) || cr->cap_fsetid)
+		return 0;
+	if (mode & S_ISUID)
+		kill |= S_ISUID;
+	if ((mode & S_ISGID) && ((mode & S_IXGRP) || !bch_caller_in_group(cr, file_gid)))
+		kill |= S_ISGID;
+	return kill;
+}
+
+int bch_fs_kill_priv(struct bch_fs *c, uint64_t inum, const struct bch_caller *cr)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *i;
+	int r;
+
+	if ((r = ino_get(c, &s, inum, &i)))
+		return ret_errno(r);
+	mode_t kill = bch_kill_priv_bits(i->mode, i->gid, cr);
+	if (!kill)
+		return 0;
+	if (c->read_only)
+		return -EROFS;
+	i->mode &= ~kill;
+	i->ctime = bch_now_ns();
+	r = commit_inodes(c, &s);
+	return r ? ret_errno(r) : (int)kill;
+}
+
 /* -------------------------------------------------------------- readdir */
 
 struct dirent_copy {
@@ -1476,7 +1547,138 @@ static uint64_t xattr_hash(struct bch_fs *c, const struct bch_inode *i, const st
 	return bch_hash_slot(bch_str_hash(c->sb->str_hash_key, i->hash_seed, buf, 1 + k->len));
 }
 
-#define XATTR_VAL_MAX	(BCH_BKEY_VAL_U64s_MAX * 8 - sizeof(struct bch_xattr))
+/*
+ * Values (bcachefs_format.h): name and value together up to XATTR_INLINE_MAX
+ * bytes stay in the xattr key; a longer value goes into xattr_piece keys
+ * under an id of its own.  A change is written as: the new pieces, then the
+ * xattr key with the inode, then the deletion of the old pieces.  These are
+ * packed into as few transactions as the node and journal sizes allow: with
+ * the default 256 KiB nodes a 64 KiB value is one transaction; with small
+ * nodes a crash in between leaves pieces no xattr key names, which fsck
+ * removes (xattr_piece_orphan), and never a value made of two versions.
+ */
+#define XATTR_INLINE_MAX	BCH_XATTR_PIECE_BYTES
+#define XATTR_INODE_U64S	64	/* room for the inode key in a batch */
+
+static uint64_t piece_pos_end(uint32_t id)
+{
+	return BCH_XATTR_PIECE_POS(id, 127);
+}
+
+/*
+ * Keys committed in order in as few transactions as fit: a transaction's
+ * keys must fit half a node (bch_trans_max_u64s()) and an open journal
+ * entry, which is half a bucket less a quarter kept for internal use.
+ */
+struct xbatch {
+	struct bch_fs		*c;
+	struct btree_trans	*t;
+	size_t			used, max;
+};
+
+static int xbatch_init(struct bch_fs *c, struct xbatch *b)
+{
+	b->c = c;
+	b->used = 0;
+	b->max = bch_trans_max_u64s(c) * 5 / 8;
+	return bch_trans_init(c, &b->t);
+}
+
+/* Make room for u64s more words, committing what is queued if need be. */
+static int xbatch_room(struct xbatch *b, size_t u64s)
+{
+	if (b->used && b->used + u64s > b->max) {
+		int r = commit(b->c, b->t, NULL);
+		if (r)
+			return r;
+		b->used = 0;
+	}
+	b->used += u64s;
+	return 0;
+}
+
+static int xbatch_add(struct xbatch *b, struct bch_bkey *k)
+{
+	int r = xbatch_room(b, 1 + k->u64s);
+
+	if (!r)
+		r = bch_trans_update(b->t, BCH_BTREE_ID_xattrs, k);
+	free(k);
+	return r;
+}
+
+/* Queue the deletion of the pieces of a value (last first). */
+static int xattr_pieces_delete(struct xbatch *b, uint64_t inum, uint32_t pieces)
+{
+	int r = 0;
+
+	for (unsigned n = BCH_XATTR_PIECES_NR(pieces); n-- && !r; )
+		r = xbatch_add(b, bch_bkey_alloc(BCH_BKEY_deleted,
+			POS(inum, BCH_XATTR_PIECE_POS(BCH_XATTR_PIECES_ID(pieces), n), 0), 0));
+	return r;
+}
+
+/* An id no piece of inum uses: from one derived from the slot, upwards. */
+static int xattr_id_alloc(struct bch_fs *c, uint64_t inum, uint64_t slot, uint32_t *id)
+{
+	for (uint32_t n = 0; n <= BCH_XATTR_ID_MAX; n++) {
+		uint32_t cand = (uint32_t)(slot + n) & BCH_XATTR_ID_MAX;
+		struct bch_bkey *k;
+		int r = bch_btree_peek(c, BCH_BTREE_ID_xattrs, POS(inum, BCH_XATTR_PIECE_POS(cand, 0), 0),
+				       POS(inum, piece_pos_end(cand), 0), &k);
+		if (r == -BCH_ERR_key_not_found) {
+			*id = cand;
+			return 0;
+		}
+		if (r)
+			return r;
+		free(k);
+	}
+	return -ENOSPC;
+}
+
+/*
+ * Read the value kept in pieces into buf (when size is not 0): its length,
+ * -ERANGE when it is longer than size, -EIO when a piece is missing or of
+ * the wrong length (fsck: xattr_piece_missing).
+ */
+static ssize_t xattr_pieces_read(struct bch_fs *c, uint64_t inum, uint32_t pieces, void *buf,
+				 size_t size)
+{
+	uint32_t id = BCH_XATTR_PIECES_ID(pieces);
+	unsigned nr = BCH_XATTR_PIECES_NR(pieces), next = 0;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	size_t total = 0;
+	int err = 0;
+
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_xattrs, POS(inum, BCH_XATTR_PIECE_POS(id, 0), 0),
+			    POS(inum, piece_pos_end(id), 0));
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (k->type != BCH_BKEY_xattr_piece)
+			continue;
+		const struct bch_xattr_piece *p = bkey_val(k);
+		unsigned n = BCH_XATTR_PIECE_POS_N(k->p.offset);
+		if (n != next++ || n >= nr ||
+		    (n + 1 < nr ? p->len != BCH_XATTR_PIECE_BYTES : !p->len)) {
+			err = -EIO;
+			break;
+		}
+		if (size && total + p->len <= size)
+			memcpy((char *)buf + total, p->data, p->len);
+		total += p->len;
+	}
+	bch_btree_iter_exit(&it);
+	if (!err && next != nr)
+		err = -EIO;
+	if (err)
+		return err == -EIO ? bch_fs_err(c, -EIO, "inode %" PRIu64 ": xattr value id %u: "
+						"piece %u of %u missing or damaged", inum, id, next, nr)
+				   : err;
+	if (size && total > size)
+		return -ERANGE;
+	return (ssize_t)total;
+}
 
 ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void *buf, size_t size)
 {
@@ -1494,12 +1696,31 @@ ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void 
 		return r == -ENOENT ? -ENODATA : ret_errno(r);
 	const struct bch_xattr *x = bkey_val(k);
 	ssize_t len = x->val_len;
-	if (size && (size_t)len > size)
+	if (x->pieces)
+		len = xattr_pieces_read(c, inum, x->pieces, buf, size);
+	else if (size && (size_t)len > size)
 		len = -ERANGE;
 	else if (size)
 		memcpy(buf, x->data + x->name_len, len);
 	free(k);
-	return len;
+	return len < 0 ? ret_errno((int)len) : len;
+}
+
+/* The pieces field of the xattr at slot, 0 when there is none or it is inline. */
+static int xattr_pieces_at(struct bch_fs *c, uint64_t inum, uint64_t slot, uint32_t *pieces)
+{
+	struct bch_bkey *k;
+	int r = bch_btree_lookup(c, BCH_BTREE_ID_xattrs, POS(inum, slot, 0), &k);
+
+	*pieces = 0;
+	if (r == -BCH_ERR_key_not_found)
+		return 0;
+	if (r)
+		return r;
+	if (k->type == BCH_BKEY_xattr)
+		*pieces = ((const struct bch_xattr *)bkey_val(k))->pieces;
+	free(k);
+	return 0;
 }
 
 int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
@@ -1508,15 +1729,16 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
 	struct xattr_key xk;
-	struct btree_trans *t;
+	struct xbatch b;
 	uint64_t slot;
+	uint32_t old = 0, pieces = 0;
 	bool exists;
 	int r = xattr_parse(name, &xk);
 
 	if (r)
 		return r;
-	if (xk.len + size > XATTR_VAL_MAX)
-		return size > 65536 ? -E2BIG : -ENOSPC;
+	if (size > BCH_XATTR_SIZE_MAX)
+		return -E2BIG;
 	if (c->read_only)
 		return -EROFS;
 	if ((r = metadata_room(c)))
@@ -1529,24 +1751,53 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 		return -EEXIST;
 	if ((flags & XATTR_REPLACE) && !exists)
 		return -ENODATA;
+	if (exists && (r = xattr_pieces_at(c, inum, slot, &old)))
+		return ret_errno(r);
+	bool split = xk.len + size > XATTR_INLINE_MAX;
+	if (split) {
+		uint32_t id = 0;
+		if ((r = xattr_id_alloc(c, inum, slot, &id)))
+			return ret_errno(r);
+		pieces = BCH_XATTR_PIECES(id, (size + BCH_XATTR_PIECE_BYTES - 1) / BCH_XATTR_PIECE_BYTES);
+	}
 	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_xattr, POS(inum, slot, 0),
-					    sizeof(struct bch_xattr) + xk.len + size);
+					    sizeof(struct bch_xattr) + xk.len + (split ? 0 : size));
 	struct bch_xattr *x = bkey_val(k);
 	x->ns = xk.ns;
 	x->name_len = xk.len;
-	x->val_len = size;
+	x->val_len = split ? 0 : size;
+	x->pieces = pieces;
 	memcpy(x->data, xk.name, xk.len);
-	if (size)
+	if (size && !split)
 		memcpy(x->data + xk.len, val, size);
 	touch(i, false);
-	if (!(r = bch_trans_init(c, &t))) {
-		r = bch_trans_update(t, BCH_BTREE_ID_xattrs, k);
-		if (!r)
-			r = ino_set_write(&s, t);
-		if (!r)
-			r = commit(c, t, NULL);
-		bch_trans_exit(t);
+	if ((r = xbatch_init(c, &b))) {
+		free(k);
+		return ret_errno(r);
 	}
+	for (unsigned n = 0; n < BCH_XATTR_PIECES_NR(pieces) && !r; n++) {
+		size_t off = (size_t)n * BCH_XATTR_PIECE_BYTES;
+		size_t len = size - off < BCH_XATTR_PIECE_BYTES ? size - off : BCH_XATTR_PIECE_BYTES;
+		struct bch_bkey *pk = bch_bkey_alloc(BCH_BKEY_xattr_piece,
+			POS(inum, BCH_XATTR_PIECE_POS(BCH_XATTR_PIECES_ID(pieces), n), 0),
+			sizeof(struct bch_xattr_piece) + len);
+		struct bch_xattr_piece *p = bkey_val(pk);
+		p->len = len;
+		memcpy(p->data, (const char *)val + off, len);
+		r = xbatch_add(&b, pk);
+	}
+	/* the xattr key and the inode in one transaction */
+	if (!r)
+		r = xbatch_room(&b, 1 + k->u64s + XATTR_INODE_U64S);
+	if (!r)
+		r = bch_trans_update(b.t, BCH_BTREE_ID_xattrs, k);
+	if (!r)
+		r = ino_set_write(&s, b.t);
+	if (!r)
+		r = xattr_pieces_delete(&b, inum, old);
+	if (!r)
+		r = commit(c, b.t, NULL);
+	bch_trans_exit(b.t);
 	free(k);
 	return ret_errno(r);
 }
@@ -1561,7 +1812,8 @@ ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size
 
 	if (r)
 		return ret_errno(r);
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_xattrs, POS(inum, 0, 0), POS(inum, UINT64_MAX, 0));
+	/* names only: the pieces, above the hash range, are not visited */
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_xattrs, POS(inum, 0, 0), POS(inum, BCH_HASH_MAX, 0));
 	while ((k = bch_btree_iter_next(&it, &err))) {
 		if (k->type != BCH_BKEY_xattr)
 			continue;
@@ -1591,7 +1843,7 @@ int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 	struct bch_inode *i;
 	struct xattr_key xk;
 	struct bch_bkey *k;
-	struct btree_trans *t;
+	struct xbatch b;
 	int r = xattr_parse(name, &xk);
 
 	if (r)
@@ -1604,16 +1856,22 @@ int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 	if (r)
 		return r == -ENOENT ? -ENODATA : ret_errno(r);
 	uint64_t slot = k->p.offset;
+	uint32_t pieces = ((const struct bch_xattr *)bkey_val(k))->pieces;
 	free(k);
 	touch(i, false);
-	if ((r = bch_trans_init(c, &t)))
+	if ((r = xbatch_init(c, &b)))
 		return ret_errno(r);
-	r = bch_hash_delete_at(c, t, &xattr_desc, inum, slot, 0);
+	/* the name first: a crash after it leaves pieces fsck removes */
+	r = xbatch_room(&b, 2 * (1 + BCH_BKEY_U64s) + XATTR_INODE_U64S);
 	if (!r)
-		r = ino_set_write(&s, t);
+		r = bch_hash_delete_at(c, b.t, &xattr_desc, inum, slot, 0);
 	if (!r)
-		r = commit(c, t, NULL);
-	bch_trans_exit(t);
+		r = ino_set_write(&s, b.t);
+	if (!r)
+		r = xattr_pieces_delete(&b, inum, pieces);
+	if (!r)
+		r = commit(c, b.t, NULL);
+	bch_trans_exit(b.t);
 	return ret_errno(r);
 }
 
@@ -1871,6 +2129,50 @@ int bch_fs_xattr_reinsert(struct bch_fs *c, uint64_t inum, const struct bch_inod
 		if (!r)
 			r = commit(c, t, NULL);
 	}
+	bch_trans_exit(t);
+	return r;
+}
+
+int bch_fs_xattr_pieces_check(struct bch_fs *c, uint64_t inum, uint32_t pieces)
+{
+	ssize_t r = xattr_pieces_read(c, inum, pieces, NULL, 0);
+
+	return r < 0 ? (int)r : 0;
+}
+
+int bch_fs_xattr_pieces_drop(struct bch_fs *c, uint64_t inum, uint32_t id, unsigned from)
+{
+	struct xbatch b;
+	struct bch_bkey *k;
+	uint64_t pos = BCH_XATTR_PIECE_POS(id, from);
+	int r = xbatch_init(c, &b);
+
+	if (r)
+		return r;
+	while (!(r = bch_btree_peek(c, BCH_BTREE_ID_xattrs, POS(inum, pos, 0),
+				    POS(inum, piece_pos_end(id), 0), &k))) {
+		pos = k->p.offset + 1;
+		free(k);
+		r = xbatch_add(&b, bch_bkey_alloc(BCH_BKEY_deleted, POS(inum, pos - 1, 0), 0));
+		if (r)
+			break;
+	}
+	if (r == -BCH_ERR_key_not_found)
+		r = commit(c, b.t, NULL);
+	bch_trans_exit(b.t);
+	return r;
+}
+
+int bch_fs_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot)
+{
+	struct btree_trans *t;
+	int r = bch_trans_init(c, &t);
+
+	if (r)
+		return r;
+	r = bch_hash_delete_at(c, t, &xattr_desc, inum, slot, 0);
+	if (!r)
+		r = commit(c, t, NULL);
 	bch_trans_exit(t);
 	return r;
 }

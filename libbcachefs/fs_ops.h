@@ -57,6 +57,42 @@ struct bch_setattr {
 
 int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa);
 
+/*
+ * Set-id rules of Linux (fs/inode.c, fs/attr.c), for callers that act for a
+ * user: the FUSE driver.  The library applies none of them by itself
+ * (format --source and import-tar copy modes and groups as they are).
+ */
+struct bch_caller {
+	uid_t		uid;		/* fsuid */
+	gid_t		gid;		/* fsgid */
+	const gid_t	*groups;	/* supplementary groups */
+	size_t		nr_groups;
+	bool		cap_fsetid;	/* CAP_FSETID: keeps set-id bits */
+};
+
+/* in_group_p(): gid is the caller's fsgid or one of its groups */
+bool bch_caller_in_group(const struct bch_caller *cr, gid_t gid);
+/*
+ * mode_strip_sgid(): a new non-directory asked with S_ISGID and S_IXGRP in a
+ * setgid directory (mode dir_mode, group dir_gid) loses S_ISGID unless the
+ * caller is in that group or has CAP_FSETID.  Before the umask / default ACL.
+ */
+mode_t bch_mode_strip_sgid(mode_t dir_mode, gid_t dir_gid, const struct bch_caller *cr, mode_t mode);
+/*
+ * inode_init_owner(): the group of a new inode (*gid, in: the caller's) is
+ * the directory's when the directory is setgid, and a directory made there
+ * is setgid too (*mode).  After the umask / default ACL.
+ */
+void bch_inode_init_owner(mode_t dir_mode, gid_t dir_gid, mode_t *mode, gid_t *gid);
+/*
+ * setattr_should_drop_suidgid(): the bits a change of a regular file's data
+ * or size by the caller clears: S_ISUID; S_ISGID when group-execute is set
+ * or the caller is not in the file's group; nothing with CAP_FSETID.
+ */
+mode_t bch_kill_priv_bits(mode_t mode, gid_t file_gid, const struct bch_caller *cr);
+/* Clear those bits of inum (one inode update, ctime); the bits cleared (0: none) or -errno. */
+int bch_fs_kill_priv(struct bch_fs *c, uint64_t inum, const struct bch_caller *cr);
+
 /* mode holds the file type: S_IFREG, S_IFDIR, S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK */
 int bch_fs_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, dev_t rdev,
 		  uid_t uid, gid_t gid, uint64_t *inum);
@@ -139,6 +175,15 @@ int bch_fs_xattr_first(struct bch_fs *c, uint64_t inum, const struct bch_inode *
 		       const struct bch_bkey *k, uint64_t *slot);
 int bch_fs_xattr_reinsert(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
 			  const struct bch_bkey *k);
+/*
+ * fsck: is every piece of a value kept in pieces there, of the right
+ * length?  0, or -EIO (message in c->err_msg).
+ */
+int bch_fs_xattr_pieces_check(struct bch_fs *c, uint64_t inum, uint32_t pieces);
+/* fsck: delete the pieces of value id of inum from piece `from` on. */
+int bch_fs_xattr_pieces_drop(struct bch_fs *c, uint64_t inum, uint32_t id, unsigned from);
+/* fsck: remove the xattr at slot (its pieces are left to fsck: orphans). */
+int bch_fs_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot);
 /* Free an inode with no links: its extents, xattrs, leftover whiteouts, the inode. */
 int bch_fs_inode_free(struct bch_fs *c, uint64_t inum);
 

@@ -117,6 +117,10 @@
 	  "xattr of an inode that does not exist; delete it")				\
 	x(xattr_misplaced,	0x0808, 8, FSCK_SAFE,						\
 	  "xattr not where its name hashes to (lookups miss it); re-hash it")		\
+	x(xattr_piece_missing,	0x0809, 8, 0,							\
+	  "xattr value kept in pieces has a piece missing or damaged; delete the xattr") \
+	x(xattr_piece_orphan,	0x080a, 8, FSCK_SAFE,						\
+	  "xattr value piece that no xattr names (an interrupted change); delete it")	\
 	x(root_missing,		0x0901, 9, 0,							\
 	  "root directory missing or not a directory; create a new one")		\
 	x(lost_found_missing,	0x0902, 9, FSCK_SAFE,						\

@@ -6,7 +6,10 @@
  *   dirent_bad_dir, dirent_dangling, dirent_to_root (deleted), dirent_type_wrong
  * (corrected), dirent_misplaced (re-hashed: a lookup must reach it),
  * dirent_duplicate (a lookup finds an earlier one), dir_multiple_links;
- * xattr_no_inode, xattr_misplaced.  Names are counted for passes 9 and 10.
+ * xattr_no_inode, xattr_misplaced, xattr_piece_missing (every piece of a value
+ * kept in pieces is there, of the right length), xattr_piece_orphan (a piece
+ * whose value no xattr key of its inode names).  Names are counted for
+ * passes 9 and 10.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -196,10 +199,88 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 #undef WHERE
 }
 
+/* The pieces field of an xattr of s->xattr_inum that names id, or 0. */
+static uint32_t xattr_named(struct fstate *s, uint64_t inum, uint32_t id)
+{
+	if (inum != s->xattr_inum)
+		return 0;
+	for (size_t n = 0; n < s->nr_xattr_pieces; n++)
+		if (BCH_XATTR_PIECES_ID(s->xattr_pieces[n]) == id)
+			return s->xattr_pieces[n];
+	return 0;
+}
+
+static int xattr_pieces_note(struct fstate *s, uint64_t inum, uint32_t pieces)
+{
+	if (inum != s->xattr_inum) {
+		s->xattr_inum = inum;
+		s->nr_xattr_pieces = 0;
+	}
+	if (s->nr_xattr_pieces == s->xattr_pieces_cap) {
+		size_t cap = s->xattr_pieces_cap ? 2 * s->xattr_pieces_cap : 16;
+		uint32_t *n = realloc(s->xattr_pieces, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		s->xattr_pieces = n;
+		s->xattr_pieces_cap = cap;
+	}
+	s->xattr_pieces[s->nr_xattr_pieces++] = pieces;
+	return 0;
+}
+
+static int check_xattr_piece(struct fstate *s, const struct bch_bkey *k)
+{
+	uint32_t id = BCH_XATTR_PIECE_POS_ID(k->p.offset);
+	uint32_t pieces = xattr_named(s, k->p.inode, id);
+	char where[640], detail[96];
+
+	if (pieces && BCH_XATTR_PIECE_POS_N(k->p.offset) < BCH_XATTR_PIECES_NR(pieces))
+		return 0;
+	/* one problem per value: its first orphan piece stands for the rest */
+	if (s->orphan_seen && s->orphan_inum == k->p.inode && s->orphan_id == id)
+		return 0;
+	s->orphan_seen = true;
+	s->orphan_inum = k->p.inode;
+	s->orphan_id = id;
+	fsck_inode_where(s->c, k->p.inode, where, sizeof(where));
+	snprintf(detail, sizeof(detail), "value id %u, from piece %u",
+		 (unsigned)id, BCH_XATTR_PIECE_POS_N(k->p.offset));
+	if (fsck_fixing(s, BCH_FSCK_xattr_piece_orphan, where, detail))
+		fsck_fix_done(s, BCH_FSCK_xattr_piece_orphan,
+			      bch_fs_xattr_pieces_drop(s->c, k->p.inode, id,
+						       pieces ? BCH_XATTR_PIECES_NR(pieces) : 0));
+	return s->err;
+}
+
+/* A value kept in pieces: all there (or the xattr goes, and its pieces with it). */
+static int check_xattr_pieces(struct fstate *s, const struct bch_bkey *k, uint64_t slot)
+{
+	const struct bch_xattr *x = bkey_val(k);
+	char where[640], detail[96];
+	int r = bch_fs_xattr_pieces_check(s->c, k->p.inode, x->pieces);
+
+	if (r != -EIO)
+		return r ? r : xattr_pieces_note(s, k->p.inode, x->pieces);
+	s->c->err_msg[0] = 0;
+	fsck_inode_where(s->c, k->p.inode, where, sizeof(where));
+	snprintf(detail, sizeof(detail), "value id %u of %u pieces",
+		 BCH_XATTR_PIECES_ID(x->pieces), BCH_XATTR_PIECES_NR(x->pieces));
+	if (!fsck_fixing(s, BCH_FSCK_xattr_piece_missing, where, detail))
+		/* left: its pieces are not orphans */
+		return s->err ? s->err : xattr_pieces_note(s, k->p.inode, x->pieces);
+	r = bch_fs_xattr_delete_at(s->c, k->p.inode, slot);
+	if (!r)
+		r = bch_fs_xattr_pieces_drop(s->c, k->p.inode, BCH_XATTR_PIECES_ID(x->pieces), 0);
+	fsck_fix_done(s, BCH_FSCK_xattr_piece_missing, r);
+	return s->err;
+}
+
 int fsck_check_xattr(struct fstate *s, const struct bch_bkey *k)
 {
 	char where[640];
 
+	if (k->type == BCH_BKEY_xattr_piece)
+		return check_xattr_piece(s, k);
 	if (k->type != BCH_BKEY_xattr)
 		return 0;
 	s->stats->xattrs++;
@@ -219,7 +300,17 @@ int fsck_check_xattr(struct fstate *s, const struct bch_bkey *k)
 		fsck_inode_where(s->c, k->p.inode, where, sizeof(where));
 		if (fsck_fixing(s, BCH_FSCK_xattr_misplaced, where, NULL))
 			fsck_fix_done(s, BCH_FSCK_xattr_misplaced, bch_fs_xattr_reinsert(s->c, k->p.inode, &i, k));
-		return s->err;
+		if (s->err || !((const struct bch_xattr *)bkey_val(k))->pieces)
+			return s->err;
+		/* re-hashed (or left where it was): its pieces are still its own */
+		r = bch_fs_xattr_first(s->c, k->p.inode, &i, k, &first);
+		if (r && r != -ENOENT)
+			return r;
+		return check_xattr_pieces(s, k, r ? k->p.offset : first);
 	}
-	return r;
+	if (r)
+		return r;
+	if (((const struct bch_xattr *)bkey_val(k))->pieces)
+		return check_xattr_pieces(s, k, k->p.offset);
+	return 0;
 }

@@ -677,6 +677,7 @@ out:
 	fsck_cursor_exit(&s->inode_keys);
 	free(s->sectors_wrong);
 	free(s->moved);
+	free(s->xattr_pieces);
 	free(s->bp_lost);
 	free(s);
 	return r;

@@ -259,6 +259,18 @@ struct fstate {
 	}			*bp_lost;
 	size_t			nr_bp_lost, bp_lost_cap;
 
+	/*
+	 * pass 8: the values kept in pieces that the xattr keys of inode
+	 * xattr_inum name (pieces fields; its pieces come after its keys)
+	 */
+	uint64_t		xattr_inum;
+	uint32_t		*xattr_pieces;
+	size_t			nr_xattr_pieces, xattr_pieces_cap;
+	/* pass 8: the orphaned value last reported (its other pieces go with it) */
+	uint64_t		orphan_inum;
+	uint32_t		orphan_id;
+	bool			orphan_seen;
+
 	/* pass 8: the directory whose entries are being scanned */
 	uint64_t		dir_cached;
 	struct bch_inode	dir_inode;
