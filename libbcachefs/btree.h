@@ -74,6 +74,10 @@ struct btree {
 
 	bool			dirty;
 	uint64_t		journal_seq;	/* newest journal seq of a key in it */
+	uint64_t		disk_journal_seq;	/* the newest journal_seq of the bsets
+						 * read: a key for this node from an older
+						 * entry is in them, or belonged to a node
+						 * this one replaced (replay skips it) */
 	struct bch_journal_pin	pin;
 
 	/* cache */

@@ -96,6 +96,8 @@ static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i
 		prev = k;
 		p += k->u64s;
 	}
+	if (i->journal_seq > b->disk_journal_seq)
+		b->disk_journal_seq = i->journal_seq;
 	return 0;
 }
 
@@ -366,6 +368,7 @@ static void node_reset_keys(struct btree *b)
 	free(b->dropped);
 	b->dropped = NULL;
 	b->nr_dropped = 0;
+	b->disk_journal_seq = 0;
 	bch_btree_node_free_keys(b);
 }
 

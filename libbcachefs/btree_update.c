@@ -288,6 +288,13 @@ static int split(struct bch_fs *c, struct btree *b)
 			goto err;
 		nr_->min_key = POS_MIN;
 		nr_->max_key = POS_MAX;
+		/*
+		 * Every key of this level journalled before the open entry
+		 * belongs to an earlier shape of the tree: replay must not
+		 * apply them here (the open entry is durable_seq + 1).
+		 */
+		uint64_t open_seq = bch_journal_seq_durable(c) + 1;
+		nr_->journal_seq = b->journal_seq > open_seq ? b->journal_seq : open_seq;
 		for (unsigned i = 0; i < 2; i++) {
 			struct bch_bkey *k = bch_btree_ptr_key(n[i]);
 			long before = bch_btree_node_bytes(nr_);
@@ -910,7 +917,15 @@ int bch_btree_replay_key(struct bch_fs *c, unsigned id, unsigned level,
 	c->roots->no_shrink++;
 	r = bch_btree_find_node(c, id, level, k->p, &b);
 	if (!r) {
-		apply_key(c, b, k, seq);
+		/*
+		 * Older than what the node was last written with: the key is in
+		 * it already, or was for a node this one replaced wholesale (a
+		 * new root, a split half, a merge) and is not to be applied: an
+		 * interior key of an earlier shape of the tree would point the
+		 * node at a child that is gone.
+		 */
+		if (seq >= b->disk_journal_seq)
+			apply_key(c, b, k, seq);
 		bch_btree_node_put(c, b);
 	}
 	c->roots->no_shrink--;
