@@ -1231,23 +1231,6 @@ static void usage(FILE *f)
 "Exit: 0 unmounted cleanly, 1 failure, 16 usage error.\n");
 }
 
-/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
-static void unescape(char *s)
-{
-	char *o = s;
-
-	for (; *s; s++, o++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
-		    s[3] >= '0' && s[3] <= '7') {
-			*o = (s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0');
-			s += 3;
-		} else {
-			*o = *s;
-		}
-	}
-	*o = 0;
-}
-
 /*
  * The device number of the newest fuse.bcachefs mount on mnt, from
  * /proc/self/mountinfo: stat(mnt) would ask this daemon, which does not
@@ -1267,7 +1250,7 @@ static int mount_dev(const char *mnt, dev_t *dev)
 		if (sscanf(line, "%*u %*u %u:%u %*s %8191s", &maj, &mnr, point) != 3 || !sep ||
 		    strncmp(sep + 3, "fuse.bcachefs ", 14))
 			continue;
-		unescape(point);
+		bch_mountinfo_unescape(point);
 		if (!strcmp(point, want)) {
 			*dev = makedev(maj, mnr);
 			r = 0;

@@ -241,8 +241,7 @@ static bool mount_mark(int fd, uint64_t *mnt)
 	return true;
 }
 
-/* Undo mountinfo's octal escapes (\040 for a space, ...) in place. */
-static void unescape(char *s)
+void bch_mountinfo_unescape(char *s)
 {
 	char *o = s;
 
@@ -294,7 +293,7 @@ static bool mounted(uint64_t mnt, const struct stat *st)
 		char *type = strtok_r(sep + 3, " ", &save), *src = strtok_r(NULL, " ", &save);
 		if (!type || !src || strcmp(type, "fuse.bcachefs"))
 			continue;
-		unescape(src);
+		bch_mountinfo_unescape(src);
 		for (char *p = strtok_r(src, ":", &save); p && !found; p = strtok_r(NULL, ":", &save))
 			found = same_file(p, st);
 	}

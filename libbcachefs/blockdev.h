@@ -120,4 +120,7 @@ void *bch_dev_alloc_buf(size_t len);
 /* Install (or clear, with NULL) the test hook. */
 void bch_dev_set_hook(struct bch_blockdev *dev, const struct bch_io_hook *hook);
 
+/* Undo /proc/self/mountinfo's octal escapes (\040 for a space, ...) in place. */
+void bch_mountinfo_unescape(char *s);
+
 #endif /* _BCACHEFS_BLOCKDEV_H */
