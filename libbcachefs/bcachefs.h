@@ -82,6 +82,8 @@ struct bch_fs {
 						 * reservation keys (fallocate): size x
 						 * nr_replicas of each; user data may not
 						 * take them (alloc.c) */
+	uint64_t		reserved_clean;	/* fs.c: what the clean record said
+						 * (UINT64_MAX: nothing); fsck checks it */
 	uint64_t		inum_next;	/* inode.c: next inode number to hand out (0: unknown) */
 	bool			defer_unlinked_free;	/* fs_ops: an inode whose last name goes
 							 * keeps its data (flag UNLINKED) until the

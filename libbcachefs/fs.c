@@ -487,6 +487,7 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		goto out;
 	if (clean && newest > clean_seq)
 		clean = false;	/* written after the clean record: not clean after all */
+	c->reserved_clean = clean ? clean_reserved : UINT64_MAX;	/* fsck checks it */
 	if (!clean && !list.nr && newest) {
 		/* marked clean once, journal moved on: read entries after all */
 		if ((r = bch_journal_read(c, collect_jset, &list, &newest)))

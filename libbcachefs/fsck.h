@@ -94,6 +94,9 @@
 	  "extent past the end of the file; delete it")				\
 	x(inode_sectors_wrong,	0x0605, 6, FSCK_SAFE,						\
 	  "inode's sector count differs from its extents; correct it")		\
+	x(reserved_sectors_wrong, 0x0606, 6, FSCK_SAFE,					\
+	  "space promised to preallocated ranges, as the clean record says, "	\
+	  "differs from the reservation keys; correct it")				\
 	x(inode_unlinked,	0x0701, 7, FSCK_SAFE,						\
 	  "inode with no links left over from an interrupted delete; finish deleting it") \
 	x(inode_back_pointer,	0x0702, 7, FSCK_SAFE,						\

@@ -20,6 +20,8 @@
  *     extent_past_eof      data starts past the block holding the file's last byte
  *                          (a reservation may: fallocate KEEP_SIZE)
  *     inode_sectors_wrong  inode's sectors != sum of its extents' sizes
+ *     reserved_sectors_wrong  the clean record's promised sectors != the
+ *                          reservation keys' (size x replicas summed)
  *   pass 7
  *     inode_unlinked       no names and nlink 0 / unlinked flag: finish deleting
  *     inode_back_pointer   parent pointer does not name one of its links
@@ -635,8 +637,16 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r)
 		r = fsck_extents_done(s);
-	if (!r && !s->err)
+	if (!r && !s->err) {
+		if (c->reserved_clean != UINT64_MAX && c->reserved_clean != s->reserved) {
+			char detail[96];
+			snprintf(detail, sizeof(detail), "%" PRIu64 " sectors recorded, %" PRIu64 " promised",
+				 c->reserved_clean, s->reserved);
+			if (fsck_fixing(s, BCH_FSCK_reserved_sectors_wrong, "clean record", detail))
+				fsck_fix_done(s, BCH_FSCK_reserved_sectors_wrong, 0);
+		}
 		c->reserved_sectors = s->reserved;	/* what the clean close records */
+	}
 	fsck_cursor_exit(&s->inode_keys);	/* its leaf is not needed past pass 6 */
 	if (!r && !s->err && ctx->progress)
 		ctx->progress(ctx, 7, "inodes");

@@ -790,3 +790,43 @@ Test(fs_ops, space_full_and_reservations)
 		     (unsigned long long)c->reserved_sectors);
 	free(buf);
 }
+
+/*
+ * The clean record carries the sectors promised to reservations; fsck
+ * recounts them from the keys and corrects a record that is wrong
+ * (reserved_sectors_wrong), so no later open trusts a wrong promise.
+ */
+Test(fs_ops, reserved_count_checked_by_fsck)
+{
+	struct bch_fsck_ctx *ctx = calloc(1, sizeof(*ctx));
+	char err[256];
+	uint64_t f = mk(BCH_ROOT_INO, "f", S_IFREG | 0644);
+
+	cr_assert_eq(bch_fs_fallocate(c, f, FALLOC_FL_KEEP_SIZE, 0, 1 << 20), 0);
+	uint64_t good = c->reserved_sectors;
+	cr_assert_eq(good, (1 << 20) >> 9);
+	c->reserved_sectors = good + 100;	/* the clean close records a wrong count */
+	cr_assert_eq(bch_fs_close(c), 0);
+	c = NULL;
+
+	struct bch_fs *r = xc_open(paths[0], TESTFS_FSCK | TESTFS_RO, err);
+	cr_assert(r, "%s", err);
+	cr_assert_eq(xc_fsck(r, BCH_FSCK_NO, ctx), 0);
+	cr_assert_eq(ctx->found[BCH_FSCK_reserved_sectors_wrong], 1, "fsck -n did not see the count");
+	bch_fs_close(r);
+
+	r = xc_open(paths[0], TESTFS_FSCK, err);
+	cr_assert(r, "%s", err);
+	cr_assert_eq(xc_fsck(r, BCH_FSCK_YES, ctx), 0);
+	cr_assert_eq(ctx->fixed[BCH_FSCK_reserved_sectors_wrong], 1);
+	cr_assert_eq(bch_fsck_nr_found(ctx), 1, "only the count is wrong");
+	cr_assert_eq(bch_fs_close(r), 0);
+
+	r = xc_open(paths[0], TESTFS_FSCK | TESTFS_RO, err);
+	cr_assert(r, "%s", err);
+	cr_assert_eq(r->reserved_sectors, good);
+	cr_assert_eq(xc_fsck(r, BCH_FSCK_NO, ctx), 0);
+	cr_assert_eq(bch_fsck_nr_found(ctx), 0);
+	bch_fs_close(r);
+	free(ctx);
+}
