@@ -329,30 +329,28 @@ static uint64_t reserve_of(const struct bch_dev_alloc *a)
 	return r < 4 ? 4 : r;
 }
 
-bool bch_alloc_low(struct bch_fs *c)
+/* Has a read-write device that takes btree nodes fewer empty buckets than its reserve / div? */
+static bool btree_devs_below(struct bch_fs *c, unsigned div)
 {
 	for (unsigned i = 0; i < c->nr_devs; i++) {
 		struct bch_dev_alloc *a = dev_alloc(c, i);
 		struct bch_member *m = bch_sb_member(c->sb, i);
 		if (!a || m->state != BCH_MEMBER_STATE_rw || !(m->data_allowed & (1U << BCH_DATA_btree)))
 			continue;
-		if (a->nr_empty < reserve_of(a))
+		if (a->nr_empty < reserve_of(a) / div)
 			return true;
 	}
 	return false;
 }
 
+bool bch_alloc_low(struct bch_fs *c)
+{
+	return btree_devs_below(c, 1);
+}
+
 bool bch_alloc_metadata_low(struct bch_fs *c)
 {
-	for (unsigned i = 0; i < c->nr_devs; i++) {
-		struct bch_dev_alloc *a = dev_alloc(c, i);
-		struct bch_member *m = bch_sb_member(c->sb, i);
-		if (!a || m->state != BCH_MEMBER_STATE_rw || !(m->data_allowed & (1U << BCH_DATA_btree)))
-			continue;
-		if (a->nr_empty < reserve_of(a) / 2)
-			return true;
-	}
-	return false;
+	return btree_devs_below(c, 2);
 }
 
 bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p)
