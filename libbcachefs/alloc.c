@@ -163,6 +163,7 @@ static void bucket_emptied(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b
 	if (!a->free_seq && !(a->free_seq = calloc(a->nbuckets, sizeof(uint64_t))))
 		abort();
 	a->free_seq[b] = bch_journal_cur_seq(c);
+	c->space_gen++;
 }
 
 static uint64_t reserve_of(const struct bch_dev_alloc *a);

@@ -78,6 +78,8 @@ struct bch_fs {
 						 * first half of the btree reserve: deletes must
 						 * work on a full filesystem */
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
+	uint64_t		space_gen;	/* bumped each time a bucket is emptied
+						 * (parked background work retries) */
 	uint64_t		reserved_sectors;	/* extents.c: disk sectors promised to
 						 * reservation keys (fallocate): size x
 						 * nr_replicas of each; user data may not

@@ -102,12 +102,13 @@ enum bch_csum_type {
 	BCH_CSUM_NR
 };
 
-/* x(name, on-disk id) */
+/* x(name, on-disk id); incompressible: stored as none (see bch_extent_crc) */
 #define BCH_COMPRESSION_TYPES()		\
 	x(none,		0)		\
 	x(lz4,		1)		\
 	x(gzip,		2)		\
-	x(zstd,		3)
+	x(zstd,		3)		\
+	x(incompressible, 4)
 
 enum bch_compression_type {
 #define x(n, id)	BCH_COMPRESSION_##n = id,
@@ -447,7 +448,8 @@ _Static_assert(sizeof(struct bch_bkey) == 40, "bch_bkey size");
 	x(dirents,	2)		\
 	x(xattrs,	3)		\
 	x(alloc,	4)		\
-	x(test,		5)
+	x(test,		5)		\
+	x(rebalance_work, 6)
 
 enum bch_btree_id {
 #define x(n, id)	BCH_BTREE_ID_##n = id,
@@ -471,7 +473,8 @@ enum bch_btree_id {
 	x(xattr,	7)				\
 	x(extent,	8)				\
 	x(reservation,	9)				\
-	x(xattr_piece,	10)
+	x(xattr_piece,	10)				\
+	x(rebalance_work, 11)
 
 enum bch_bkey_type {
 #define x(n, id)	BCH_BKEY_##n = id,
@@ -484,6 +487,14 @@ enum bch_bkey_type {
  * A pointer to sectors on a device, as held by btree pointers and extents.
  * gen must equal the bucket's generation for the pointer to be live; a
  * mismatch on a cached pointer means the data was reclaimed (stale).
+ *
+ * Cached pointers (BCH_EXTENT_PTR_CACHED, extents only): an extra copy that
+ * promote made on promote_target.  It does not count towards replicas or
+ * durability; its sectors count as the bucket's cached_sectors, not its
+ * dirty ones, and a bucket holding only cached data may be reused at any
+ * time (its generation bumped), which makes the pointer stale: a stale
+ * cached pointer is skipped by reads and dropped when the key is next
+ * rewritten; it is not damage.  A stale dirty pointer is.
  */
 struct bch_extent_ptr {
 	__le64			offset;		/* sector on the device */
@@ -579,7 +590,14 @@ _Static_assert(sizeof(struct bch_raw) == 8, "bch_raw size");
  * 106     1  opt_data_checksum checksum option + 1 (0: inherit)
  * 107     1  opt_data_replicas replicas + 1 (0: inherit)
  * 108     4  pad            zero
- * 112     8  pad2           zero
+ * 112     2  opt_background_compression  compression option + 1 (0: inherit)
+ * 114     2  opt_foreground_target       target + 1 (0: inherit; targets as
+ * 116     2  opt_background_target         in the superblock options,
+ * 118     2  opt_promote_target            BCH_TARGET_*)
+ *
+ * The per-file options are set through xattrs "bcachefs.<option>" (not
+ * stored in the xattrs btree) and copied from the parent directory into a
+ * new inode when it is created (inheritance).
  */
 struct bch_inode {
 	__le64			size;
@@ -602,7 +620,10 @@ struct bch_inode {
 	__u8			opt_data_checksum;
 	__u8			opt_data_replicas;
 	__le32			pad;
-	__le64			pad2;
+	__le16			opt_background_compression;
+	__le16			opt_foreground_target;
+	__le16			opt_background_target;
+	__le16			opt_promote_target;
 };
 _Static_assert(sizeof(struct bch_inode) == 120, "bch_inode size");
 
@@ -707,6 +728,33 @@ struct bch_reservation {
 	__le32			pad;
 };
 _Static_assert(sizeof(struct bch_reservation) == 8, "bch_reservation size");
+
+/*
+ * rebalance_work: btree rebalance_work, a record that some extents of one
+ * inode may not satisfy the inode's effective options (data off its
+ * background_target, or not compressed with background_compression), so
+ * rebalance finds its work in proportion to the work, not to the
+ * filesystem's size.  Keys at (inum, 0, 0), one per inode; the key at
+ * (0, 0, 0) asks for a scan of every inode (an option of the whole
+ * filesystem changed).  A key without work behind it is harmless (rebalance
+ * finds nothing and deletes it); an extent needing work without a key is an
+ * error fsck repairs (rebalance_work_missing).  (16 bytes)
+ *
+ * OFFSET SIZE DESCRIPTION
+ *   0     8  cursor   the inode's file sector (the scan's inode number)
+ *                     before which the work is done: resuming starts here
+ *   8     4  flags    BCH_REBALANCE_WAITING: the last pass stopped because
+ *                     the target had no space (retried when space is freed)
+ *  12     4  pad      zero
+ */
+struct bch_rebalance_work {
+	__le64			cursor;
+	__le32			flags;
+	__le32			pad;
+};
+_Static_assert(sizeof(struct bch_rebalance_work) == 16, "bch_rebalance_work size");
+#define BCH_REBALANCE_WAITING	(1U << 0)
+#define BCH_REBALANCE_FLAGS_KNOWN	(BCH_REBALANCE_WAITING)
 
 /* --------------------------------------------------------- btree nodes */
 
@@ -852,7 +900,11 @@ _Static_assert(sizeof(struct bch_jset_entry) == 8, "bch_jset_entry size");
  *                                  extent (compressed_sectors * 512 bytes,
  *                                  padding included)
  *  13     1  compression_type      enum bch_compression_type (see compress.h
- *                                  for each type's encoded form)
+ *                                  for each type's encoded form);
+ *                                  incompressible is stored exactly as none
+ *                                  and says background compression was tried
+ *                                  and did not shrink it (rebalance does not
+ *                                  try again)
  *  14     2  offset                sectors into the decoded extent where this
  *                                  key's data starts
  *  16    16  csum                  the checksum

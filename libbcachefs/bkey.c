@@ -164,7 +164,7 @@ static int inode_validate(const struct bch_bkey *k, char *err, size_t errlen)
 		return INVALID("inode: bad file type in mode %o", (unsigned)i->mode);
 	if (i->flags & ~BCH_INODE_FLAGS_KNOWN)
 		return INVALID("inode: unknown flags %x", (unsigned)i->flags);
-	if (i->pad || i->pad2)
+	if (i->pad)
 		return INVALID("inode: nonzero padding");
 	if (i->opt_data_checksum > BCH_CSUM_NR || i->opt_data_replicas > BCH_REPLICAS_MAX + 1)
 		return INVALID("inode: bad options");
@@ -284,6 +284,16 @@ static int reservation_validate(const struct bch_bkey *k, char *err, size_t errl
 	return 0;
 }
 
+static int rebalance_work_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) != sizeof(struct bch_rebalance_work))
+		return INVALID("rebalance_work: bad size %zu", bkey_val_bytes(k));
+	const struct bch_rebalance_work *w = bkey_val(k);
+	if (k->p.offset || (w->flags & ~BCH_REBALANCE_FLAGS_KNOWN) || w->pad)
+		return INVALID("rebalance_work: bad position or value");
+	return 0;
+}
+
 unsigned bch_extent_nr_ptrs(const struct bch_bkey *k)
 {
 	if (k->type != BCH_BKEY_extent || bkey_val_bytes(k) < sizeof(struct bch_extent))
@@ -308,6 +318,8 @@ static bool type_allowed(unsigned btree_id, unsigned type)
 	case BCH_BKEY_extent:
 	case BCH_BKEY_reservation:
 		return btree_id == BCH_BTREE_ID_extents;
+	case BCH_BKEY_rebalance_work:
+		return btree_id == BCH_BTREE_ID_rebalance_work;
 	default:		return false;
 	}
 }
@@ -349,6 +361,7 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 	case BCH_BKEY_xattr_piece:	return xattr_piece_validate(k, err, errlen);
 	case BCH_BKEY_extent:		return extent_validate(k, err, errlen);
 	case BCH_BKEY_reservation:	return reservation_validate(k, err, errlen);
+	case BCH_BKEY_rebalance_work:	return rebalance_work_validate(k, err, errlen);
 	}
 	return 0;
 }
@@ -482,13 +495,20 @@ void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 			     e->crc.compressed_sectors, e->crc.uncompressed_sectors, e->crc.offset,
 			     e->crc.csum_type, e->crc.compression_type);
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k) && n >= 0 && (size_t)n < len; i++)
-			n += snprintf(buf + n, len - n, " ptr %u:%" PRIu64 " gen %u", e->ptrs[i].dev,
-				      (uint64_t)e->ptrs[i].offset, e->ptrs[i].gen);
+			n += snprintf(buf + n, len - n, " ptr %u:%" PRIu64 " gen %u%s", e->ptrs[i].dev,
+				      (uint64_t)e->ptrs[i].offset, e->ptrs[i].gen,
+				      e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED ? " cached" : "");
 		break;
 	}
 	case BCH_BKEY_reservation:
 		snprintf(buf, len, " size %u", k->size);
 		break;
+	case BCH_BKEY_rebalance_work: {
+		const struct bch_rebalance_work *w = bkey_val(k);
+		snprintf(buf, len, " cursor %" PRIu64 "%s", (uint64_t)w->cursor,
+			 w->flags & BCH_REBALANCE_WAITING ? " waiting" : "");
+		break;
+	}
 	case BCH_BKEY_raw: {
 		const struct bch_raw *r = bkey_val(k);
 		unsigned shown = r->len < 32 ? r->len : 32;

@@ -35,6 +35,9 @@ void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch
 	o->compression = c->opts.v[Opt_compression];
 	o->replicas = c->opts.v[Opt_data_replicas];
 	o->target = c->opts.v[Opt_foreground_target];
+	o->background_target = c->opts.v[Opt_background_target];
+	o->background_compression = c->opts.v[Opt_background_compression];
+	o->promote_target = c->opts.v[Opt_promote_target];
 	if (inode) {
 		if (inode->opt_data_checksum)
 			o->csum_type = inode->opt_data_checksum - 1;

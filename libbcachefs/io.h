@@ -32,6 +32,9 @@ struct bch_io_opts {
 	uint64_t	compression;	/* compression option value */
 	unsigned	replicas;
 	uint64_t	target;		/* foreground_target (0: any device) */
+	uint64_t	background_target;	/* where rebalance moves data (0: nowhere) */
+	uint64_t	background_compression;	/* what rebalance recompresses with (0: none) */
+	uint64_t	promote_target;		/* where reads add cached copies (0: none) */
 };
 
 void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch_io_opts *o);

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_MOVE_H
+#define _BCACHEFS_MOVE_H
+
+/*
+ * move.h - the move path: rewrite extents elsewhere without ever making
+ * data worse.  Rebalance, promote, copygc (and later evacuate,
+ * rereplicate, scrub) all move data through it.
+ *
+ * For each extent key handed to bch_mover_add(): a good copy is read (every
+ * checksum verified; a bad copy is skipped for the next and counted), the
+ * data is re-encoded when the op asks for it or when the key covers only
+ * part of its encoded extent (the rewrite then frees the rest), written as
+ * new copies where the op says, and the replacement of the key is queued.
+ * bch_mover_flush() commits the queued replacements, in as few
+ * transactions as fit, each one only if the key in the extents btree is
+ * still byte for byte the one that was read (compare-and-swap).
+ *
+ * Invariants
+ *   (1) New copies are written before the key that points at them is
+ *       committed (the journal flushes devices before it writes an entry).
+ *   (2) A key that changed since it was read (a foreground write, truncate,
+ *       another move) is left alone and its new copies are freed: raced.
+ *   (3) No good copy: the extent is left as it is, counted (no_good_copy)
+ *       and named in stats->last_problem.
+ *   (4) The new key has at least as many dirty copies as the old one: a
+ *       dirty copy is dropped only in the same commit that adds its
+ *       replacement.  Stale cached pointers are dropped on the way.
+ *   (5) Memory is bounded: one extent's buffers, and at most
+ *       BCH_MOVE_BATCH_KEYS queued keys, whatever the data size.
+ *
+ * The caller holds whatever serialises the engine (fusemount's lock) for
+ * each call; between calls it may release it (a race is then caught by
+ * invariant 2).
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bkey.h"
+
+struct bch_fs;
+
+#define BCH_MOVE_BATCH_KEYS	64
+
+struct bch_move_stats {
+	uint64_t	keys_seen;		/* handed to bch_mover_add */
+	uint64_t	keys_moved;		/* replaced */
+	uint64_t	keys_raced;		/* changed meanwhile: left alone */
+	uint64_t	keys_no_good_copy;	/* left alone: no readable copy */
+	uint64_t	keys_no_space;		/* left alone: no space where the op allows */
+	uint64_t	sectors_moved;		/* file sectors of the replaced keys */
+	uint64_t	sectors_read;		/* device sectors read */
+	uint64_t	sectors_written;	/* device sectors written */
+	uint64_t	bad_copies;		/* copies skipped for a bad checksum or read error */
+	char		last_problem[256];	/* the last extent left alone, and why */
+};
+
+struct bch_move_op {
+	uint32_t	rewrite;	/* pointer indices (bit per index) whose copies are
+					 * replaced: dropped in the commit that adds the new */
+	unsigned	nr_new;		/* new copies to write (>= the dirty ones rewritten) */
+	uint64_t	target;		/* where the new copies go (0: any device) */
+	bool		target_only;	/* no_space rather than fall back outside target */
+	bool		cached;		/* the new copies are cached pointers (promote) */
+	bool		recompress;	/* re-encode with compression (below) */
+	uint64_t	compression;	/* compression option value, when recompress */
+	uint32_t	exclude_devs;	/* devices (bit per index) new copies must avoid */
+};
+
+struct bch_mover;
+
+int  bch_mover_init(struct bch_fs *c, struct bch_move_stats *s, struct bch_mover **m);
+/*
+ * Read, re-encode and write k's data per op; queue the replacement (a full
+ * queue is flushed first).  0 when queued; otherwise the extent was left as
+ * it is and counted: -BCH_ERR_no_space (nowhere the op allows), -EIO (no
+ * good copy), -EINVAL (not an extent key, or an op it cannot satisfy).
+ */
+int  bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op);
+/* Commit the queued replacements (compare-and-swap each). */
+int  bch_mover_flush(struct bch_mover *m);
+/* Flush, then free.  Returns the flush's error. */
+int  bch_mover_exit(struct bch_mover *m);
+
+/* The pointers of k whose device is not in target (cached and stale ones excluded). */
+uint32_t bch_move_ptrs_off_target(struct bch_fs *c, const struct bch_bkey *k, uint64_t target);
+
+#endif /* _BCACHEFS_MOVE_H */
