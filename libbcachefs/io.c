@@ -149,7 +149,7 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
  * compressed extent, decode it into dec too (dec may be NULL when the extent
  * is not compressed: the data is then enc itself).
  */
-static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
+int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
 {
 	const struct bch_extent *e = bkey_val(k);
 	const struct bch_extent_ptr *p = &e->ptrs[i];
@@ -163,7 +163,7 @@ static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, voi
 	int r = bch_dev_read(ca->bdev, enc, bytes, (uint64_t)p->offset << BCH_SECTOR_SHIFT);
 	if (r)
 		return r;
-	if (e->crc.compression_type == BCH_COMPRESSION_none && !dec) {
+	if (bch_crc_plain(&e->crc) && !dec) {
 		if (bch_extent_crc_validate(&e->crc, 0, NULL, 0))
 			return -BCH_ERR_bkey_invalid;
 		return bch_csum_verify(e->crc.csum_type, enc, bytes, e->crc.csum);
@@ -195,7 +195,7 @@ int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *ba
 	}
 	int r = 0;
 	for (unsigned i = 0; i < bch_extent_nr_ptrs(k) && !r; i++) {
-		int cr = read_copy(c, k, i, enc, dec);
+		int cr = bch_extent_read_copy(c, k, i, enc, dec);
 		if (bch_err_is_dl(cr))
 			r = cr;		/* not the copy's fault: every copy would fail */
 		else if (cr)
@@ -235,13 +235,13 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 		memset(dst, 0, len);
 		return 0;
 	}
-	bool plain = e->crc.compression_type == BCH_COMPRESSION_none;
+	bool plain = bch_crc_plain(&e->crc);
 	/* the whole encoded extent wanted, into an aligned buffer: read it in place */
 	if (plain && !e->crc.offset && from == ks && to == k->p.offset &&
 	    k->size == e->crc.compressed_sectors && !((uintptr_t)dst & 4095)) {
 		int r = -BCH_ERR_device_missing;
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
-			r = read_copy(c, k, i, dst, NULL);
+			r = bch_extent_read_copy(c, k, i, dst, NULL);
 			if (!r)
 				return 0;
 			if (bch_err_is_dl(r))
@@ -256,7 +256,7 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 	if (enc && (plain || dec)) {
 		r = -BCH_ERR_device_missing;
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
-			r = read_copy(c, k, i, enc, dec);
+			r = bch_extent_read_copy(c, k, i, enc, dec);
 			if (!r || bch_err_is_dl(r))
 				break;
 			c->data_bad_copies += r != -BCH_ERR_device_missing;
