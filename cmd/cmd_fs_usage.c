@@ -75,10 +75,13 @@ static const char *sz(uint64_t bytes, char *buf, size_t len)
 /* Cached copies on a device (sectors), whatever bucket they share. */
 static uint64_t cached_sectors(const struct bch_dev_usage *u)
 {
-	return u->sectors[BCH_DATA_cached];
+	return u->cached_sectors;
 }
 
-/* Bytes of a device's user-data buckets that hold no live data. */
+/*
+ * Bytes of a device's user-data buckets that hold no live data (cached
+ * copies sharing them included: they are dropped when the space is needed).
+ */
 static uint64_t fragmented(const struct bch_dev_usage *u, uint64_t bucket_bytes)
 {
 	uint64_t space = u->buckets[BCH_DATA_user] * bucket_bytes, live = u->sectors[BCH_DATA_user] << 9;
