@@ -157,7 +157,7 @@ static int run_rebalance(struct bch_fs *c, struct bch_move_stats *s, bool *parke
 	bool tty = isatty(2);
 	double start = now_s(), last = 0, last_pending = 0;
 	struct bch_rebalance_pending p = { 0 };
-	int r;
+	int r = 0;
 
 	if (tty && !bch_rebalance_pending(c, &p))
 		progress(s, start, pending_sectors(&p));
