@@ -435,6 +435,24 @@ uint64_t bch_alloc_user_free(struct bch_fs *c)
 	return sectors;
 }
 
+uint64_t bch_alloc_target_free(struct bch_fs *c, uint64_t target, uint32_t exclude)
+{
+	uint64_t sectors = 0;
+
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, i);
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		if (!a || m->state != BCH_MEMBER_STATE_rw || !(m->data_allowed & (1U << BCH_DATA_user)) ||
+		    (i < 32 && (exclude & (1U << i))) || (target && !bch_dev_in_target(c->sb, i, target)))
+			continue;
+		if (a->nr_empty > reserve_of(a))
+			sectors += (a->nr_empty - reserve_of(a)) * a->bucket_sectors;
+		if (a->open_user >= 0)
+			sectors += a->bucket_sectors - a->open_user_off;
+	}
+	return sectors;
+}
+
 int bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released)
 {
 	uint64_t free = bch_alloc_user_free(c);

@@ -27,6 +27,7 @@
 #include "extent_encode.h"
 #include "extents.h"
 #include "io.h"
+#include "rebalance.h"
 #include "super.h"
 
 void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch_io_opts *o)
@@ -69,7 +70,7 @@ static unsigned unit_sectors(struct bch_fs *c)
 
 static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		      const struct bch_io_opts *o, uint64_t start, const void *src, unsigned sectors,
-		      void *enc, struct bch_extent_update *u)
+		      void *enc, struct bch_extent_update *u, bool *needs_rebalance)
 {
 	struct bch_encode_opts eo = {
 		.csum_type	= o->csum_type,
@@ -114,6 +115,8 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	e->crc = crc;
 	memcpy(e->ptrs, ptrs, got * sizeof(ptrs[0]));
 	r = bch_extent_insert(t, k, false, u);
+	if (!r && !*needs_rebalance)
+		*needs_rebalance = bch_extent_rebalance_reasons(c, k, o) != 0;
 	free(k);
 	return r;
 }
@@ -135,12 +138,16 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	if (bch_compression_type_of(o->compression) != BCH_COMPRESSION_none &&
 	    !(enc = bch_dev_alloc_buf(bch_extent_encode_bound(unit))))
 		return -ENOMEM;
+	bool needs_rebalance = false;
 	for (uint64_t off = 0; off < sectors && !r; off += unit) {
 		unsigned n = sectors - off < unit ? sectors - off : unit;
 		r = write_unit(c, t, inum, o, start + off,
-			       (const char *)buf + (off << BCH_SECTOR_SHIFT), n, enc, u);
+			       (const char *)buf + (off << BCH_SECTOR_SHIFT), n, enc, u, &needs_rebalance);
 	}
 	free(enc);
+	/* data off its background target, or not in its background compression */
+	if (!r && needs_rebalance)
+		r = bch_rebalance_work_set(c, t, inum, start);
 	return r;
 }
 

@@ -152,7 +152,7 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 		bool cached = p->flags & BCH_EXTENT_PTR_CACHED;
 		if (op->rewrite & (1U << i)) {
 			dirty_rewritten += !cached;
-			if (p->dev < 32 && !cached)
+			if (p->dev < 32 && !cached && !op->recompress)
 				exclude |= 1U << p->dev;	/* a new copy beside the old one is no move */
 			continue;
 		}
