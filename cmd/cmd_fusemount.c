@@ -1302,7 +1302,16 @@ static void *bg_thread(void *arg)
 			continue;
 		}
 		c->err_msg[0] = 0;
-		int r = bch_rebalance_step(c, BG_BUDGET, &s, &parked);
+		int r = 0;
+		/*
+		 * Space freed at journal sequence S is reused only once S is
+		 * durable: make it so, or the step finds no room and parks again
+		 * until the next unrelated free.
+		 */
+		if (parked)
+			r = bch_fs_fsync(c);
+		if (!r)
+			r = bch_rebalance_step(c, BG_BUDGET, &s, &parked);
 		if (r < 0) {
 			bg_error(m, "rebalance", r, &last_err);
 			parked = false;
