@@ -151,25 +151,32 @@ static void summary_json(const struct bch_move_stats *s, const struct bch_rebala
 	printf("}\n");
 }
 
-/* Run the work to the end on an open filesystem; 0, or the step's error. */
+/*
+ * Run the work to the end on an open filesystem; 0, or the step's error.
+ * The progress line's pending figure is the last walk's less what was moved
+ * since (the walk reads every work key's inode: not at every redraw).
+ */
 static int run_rebalance(struct bch_fs *c, struct bch_move_stats *s, bool *parked)
 {
 	bool tty = isatty(2);
-	double start = now_s(), last = 0, last_pending = 0;
+	double start = now_s(), last = 0, last_walk = 0;
 	struct bch_rebalance_pending p = { 0 };
+	uint64_t moved_at_walk = 0;
 	int r = 0;
 
 	if (tty && !bch_rebalance_pending(c, &p))
 		progress(s, start, pending_sectors(&p));
-	last = last_pending = now_s();
+	last = last_walk = now_s();
 	while (!interrupted && (r = bch_rebalance_step(c, OFFLINE_BUDGET, s, parked)) == 1) {
 		double t = now_s();
 		if (!tty || t - last < 0.25)
 			continue;
-		/* the pending walk reads the work keys' inodes: not at every redraw */
-		if (t - last_pending >= 2 && !bch_rebalance_pending(c, &p))
-			last_pending = t;
-		progress(s, start, pending_sectors(&p));
+		if (t - last_walk >= 2 && !bch_rebalance_pending(c, &p)) {
+			last_walk = t;
+			moved_at_walk = s->sectors_moved;
+		}
+		uint64_t since = s->sectors_moved - moved_at_walk, pend = pending_sectors(&p);
+		progress(s, start, pend > since ? pend - since : 0);
 		last = t;
 	}
 	if (tty)
