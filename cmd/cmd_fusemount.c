@@ -972,6 +972,22 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	lf->reply_statfs(req, &st);
 }
 
+/*
+ * The per-file options ("bcachefs.<option>", fs_ops.h) are changed by the
+ * file's owner or root only, as chattr(1) attributes; the kernel has
+ * checked write permission already (default_permissions).  Lock held.
+ */
+static int inode_opt_xattr_perm(fuse_req_t req, struct fmount *m, fuse_ino_t ino, const char *name)
+{
+	const struct fuse_ctx *ctx = lf->req_ctx(req);
+	struct stat st;
+
+	if (strncmp(name, "bcachefs.", strlen("bcachefs.")) || !ctx->uid)
+		return 0;
+	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+	return r ? r : st.st_uid == ctx->uid ? 0 : -EPERM;
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
@@ -1000,7 +1016,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		} else if (!r) {
 			r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
 		}
-	} else {
+	} else if (!(r = inode_opt_xattr_perm(req, m, ino, name))) {
 		r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
 	}
 	UNLOCK(m);
@@ -1079,7 +1095,9 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct fmount *m = FM(req);
 
 	LOCK(m);
-	int r = bch_fs_removexattr(m->c, from_fuse(ino), name);
+	int r = inode_opt_xattr_perm(req, m, ino, name);
+	if (!r)
+		r = bch_fs_removexattr(m->c, from_fuse(ino), name);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
 }
