@@ -1612,8 +1612,6 @@ static int inode_opt_set(struct bch_fs *c, uint64_t inum, enum bch_opt_id id, co
 
 	if (value && (r = inode_opt_parse(c, id, value, &v)))
 		return r;
-	if (c->read_only)
-		return -EROFS;
 	if ((r = ino_get(c, &s, inum, &i)))
 		return ret_errno(r);
 	if (value && !S_ISREG(i->mode) && !S_ISDIR(i->mode))
@@ -1625,6 +1623,9 @@ static int inode_opt_set(struct bch_fs *c, uint64_t inum, enum bch_opt_id id, co
 		return -EEXIST;
 	if (((flags & XATTR_REPLACE) || must_exist) && !old)
 		return -ENODATA;
+	/* last: a read-only open tells a caller that everything else passed */
+	if (c->read_only)
+		return -EROFS;
 	if ((r = metadata_room(c)))
 		return ret_errno(r);
 	unsigned raw = value ? v + 1 : 0;

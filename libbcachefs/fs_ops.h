@@ -155,7 +155,9 @@ int bch_fs_statfs(struct bch_fs *c, struct statvfs *st);
  * (-EINVAL with the reason in c->err_msg: an unknown label, a bad value, a
  * file that is not a regular file or directory); remove makes the file
  * inherit again; list names the ones set.  A name under "bcachefs." that is
- * not an option: -EINVAL to set, -ENODATA to get or remove.  Setting
+ * not an option: -EINVAL to set, -ENODATA to get or remove.  On a
+ * read-only filesystem a change that passes every other check gets -EROFS
+ * (so a read-only open can check a change before a read-write one).  Setting
  * background_target or background_compression of a regular file schedules
  * rebalance for it.
  */

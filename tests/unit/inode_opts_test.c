@@ -251,6 +251,11 @@ Test(inode_opts, refusals)
 	cr_assert_eq(setx(f, "bcachefs.compression", "lz4", 0), 0);
 	reopen(TESTFS_RO);
 	cr_assert_eq(setx(f, "bcachefs.compression", "gzip", 0), -EROFS);
+	/* every other refusal comes first: `image setfattr` checks on a read-only open */
+	cr_assert_eq(setx(f, "bcachefs.foreground_target", "nvme", 0), -EINVAL);
+	cr_assert_eq(setx(l, "bcachefs.compression", "lz4", 0), -EINVAL);
+	cr_assert_eq(setx(f, "bcachefs.compression", "gzip", XATTR_CREATE), -EEXIST);
+	cr_assert_eq(bch_fs_removexattr(c, f, "bcachefs.promote_target"), -ENODATA);
 	cr_assert_eq(bch_fs_removexattr(c, f, "bcachefs.compression"), -EROFS);
 	expect_x(f, "bcachefs.compression", "lz4");
 }
