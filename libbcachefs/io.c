@@ -27,6 +27,8 @@
 #include "extent_encode.h"
 #include "extents.h"
 #include "io.h"
+#include "move.h"
+#include "rebalance.h"
 #include "super.h"
 
 void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch_io_opts *o)
@@ -77,7 +79,7 @@ static unsigned unit_sectors(struct bch_fs *c)
 
 static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		      const struct bch_io_opts *o, uint64_t start, const void *src, unsigned sectors,
-		      void *enc, struct bch_extent_update *u)
+		      void *enc, struct bch_extent_update *u, bool *needs_rebalance)
 {
 	struct bch_encode_opts eo = {
 		.csum_type	= o->csum_type,
@@ -122,6 +124,8 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	e->crc = crc;
 	memcpy(e->ptrs, ptrs, got * sizeof(ptrs[0]));
 	r = bch_extent_insert(t, k, false, u);
+	if (!r && !*needs_rebalance)
+		*needs_rebalance = bch_extent_rebalance_reasons(c, k, o) != 0;
 	free(k);
 	return r;
 }
@@ -143,12 +147,16 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	if (bch_compression_type_of(o->compression) != BCH_COMPRESSION_none &&
 	    !(enc = bch_dev_alloc_buf(bch_extent_encode_bound(unit))))
 		return -ENOMEM;
+	bool needs_rebalance = false;
 	for (uint64_t off = 0; off < sectors && !r; off += unit) {
 		unsigned n = sectors - off < unit ? sectors - off : unit;
 		r = write_unit(c, t, inum, o, start + off,
-			       (const char *)buf + (off << BCH_SECTOR_SHIFT), n, enc, u);
+			       (const char *)buf + (off << BCH_SECTOR_SHIFT), n, enc, u, &needs_rebalance);
 	}
 	free(enc);
+	/* data off its background target, or not in its background compression */
+	if (!r && needs_rebalance)
+		r = bch_rebalance_work_set(c, t, inum, start);
 	return r;
 }
 
@@ -157,7 +165,7 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
  * compressed extent, decode it into dec too (dec may be NULL when the extent
  * is not compressed: the data is then enc itself).
  */
-static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
+int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
 {
 	const struct bch_extent *e = bkey_val(k);
 	const struct bch_extent_ptr *p = &e->ptrs[i];
@@ -171,7 +179,7 @@ static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, voi
 	int r = bch_dev_read(ca->bdev, enc, bytes, (uint64_t)p->offset << BCH_SECTOR_SHIFT);
 	if (r)
 		return r;
-	if (e->crc.compression_type == BCH_COMPRESSION_none && !dec) {
+	if (bch_crc_plain(&e->crc) && !dec) {
 		if (bch_extent_crc_validate(&e->crc, 0, NULL, 0))
 			return -BCH_ERR_bkey_invalid;
 		return bch_csum_verify(e->crc.csum_type, enc, bytes, e->crc.csum);
@@ -203,7 +211,7 @@ int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *ba
 	}
 	int r = 0;
 	for (unsigned i = 0; i < bch_extent_nr_ptrs(k) && !r; i++) {
-		int cr = read_copy(c, k, i, enc, dec);
+		int cr = bch_extent_read_copy(c, k, i, enc, dec);
 		if (bch_err_is_dl(cr))
 			r = cr;		/* not the copy's fault: every copy would fail */
 		else if (cr)
@@ -229,10 +237,62 @@ static int no_good_copy(struct bch_fs *c, const struct bch_bkey *k, int r)
 			  bch_err_str(r));
 }
 
+/*
+ * The order copies of k are tried in: live cached copies first (promote put
+ * them on the fast devices), then the dirty ones as stored.
+ */
+static unsigned read_order(struct bch_fs *c, const struct bch_bkey *k, unsigned *order)
+{
+	const struct bch_extent *e = bkey_val(k);
+	unsigned nr = bch_extent_nr_ptrs(k), n = 0;
+
+	for (unsigned i = 0; i < nr; i++)
+		if ((e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && bch_alloc_ptr_live(c, &e->ptrs[i]))
+			order[n++] = i;
+	for (unsigned i = 0; i < nr; i++)
+		if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
+			order[n++] = i;
+	return n;
+}
+
+/*
+ * Promote: k was read from copy i; does it want a cached copy on
+ * promote_target?  Not when a live copy is there already, or the key has no
+ * room for another pointer.
+ */
+static bool wants_promote(struct bch_fs *c, const struct bch_bkey *k, unsigned i, uint64_t target)
+{
+	const struct bch_extent *e = bkey_val(k);
+	unsigned nr = bch_extent_nr_ptrs(k);
+
+	if (!target || nr >= BCH_REPLICAS_MAX || bch_dev_in_target(c->sb, e->ptrs[i].dev, target))
+		return false;
+	for (unsigned j = 0; j < nr; j++)
+		if (bch_dev_in_target(c->sb, e->ptrs[j].dev, target) &&
+		    (!(e->ptrs[j].flags & BCH_EXTENT_PTR_CACHED) || bch_alloc_ptr_live(c, &e->ptrs[j])))
+			return false;
+	return true;
+}
+
+struct promote_list {
+	uint64_t		target;		/* 0: no promotes */
+	struct bch_bkey		*keys[BCH_PROMOTE_MAX];
+	unsigned		nr;
+};
+
+static void promote_note(struct bch_fs *c, struct promote_list *pl, const struct bch_bkey *k,
+			 unsigned i)
+{
+	if (pl && pl->nr < BCH_PROMOTE_MAX && wants_promote(c, k, i, pl->target) &&
+	    (pl->keys[pl->nr] = bch_bkey_dup(k)))
+		pl->nr++;
+}
+
 /* Copy the part of k's data inside [start, start + sectors) to buf. */
 static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, uint64_t sectors,
-		    char *buf)
+		    char *buf, struct promote_list *pl)
 {
+	unsigned order[BCH_REPLICAS_MAX], nr_order;
 	const struct bch_extent *e = bkey_val(k);
 	uint64_t ks = bch_extent_start(k), from = ks > start ? ks : start;
 	uint64_t to = k->p.offset < start + sectors ? k->p.offset : start + sectors;
@@ -243,15 +303,19 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 		memset(dst, 0, len);
 		return 0;
 	}
-	bool plain = e->crc.compression_type == BCH_COMPRESSION_none;
+	bool plain = bch_crc_plain(&e->crc);
 	/* the whole encoded extent wanted, into an aligned buffer: read it in place */
+	nr_order = read_order(c, k, order);
 	if (plain && !e->crc.offset && from == ks && to == k->p.offset &&
 	    k->size == e->crc.compressed_sectors && !((uintptr_t)dst & 4095)) {
 		int r = -BCH_ERR_device_missing;
-		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
-			r = read_copy(c, k, i, dst, NULL);
-			if (!r)
+		for (unsigned o = 0; o < nr_order; o++) {
+			unsigned i = order[o];
+			r = bch_extent_read_copy(c, k, i, dst, NULL);
+			if (!r) {
+				promote_note(c, pl, k, i);
 				return 0;
+			}
 			if (bch_err_is_dl(r))
 				break;
 			c->data_bad_copies += r != -BCH_ERR_device_missing;
@@ -263,8 +327,11 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 	int r = -ENOMEM;
 	if (enc && (plain || dec)) {
 		r = -BCH_ERR_device_missing;
-		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
-			r = read_copy(c, k, i, enc, dec);
+		for (unsigned o = 0; o < nr_order; o++) {
+			unsigned i = order[o];
+			r = bch_extent_read_copy(c, k, i, enc, dec);
+			if (!r)
+				promote_note(c, pl, k, i);
 			if (!r || bch_err_is_dl(r))
 				break;
 			c->data_bad_copies += r != -BCH_ERR_device_missing;
@@ -279,7 +346,8 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 	return r;
 }
 
-int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors)
+static int data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors,
+		     struct promote_list *pl)
 {
 	struct btree_iter it;
 	const struct bch_bkey *cur;
@@ -300,7 +368,7 @@ int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, ui
 			memset((char *)buf + ((done - start) << BCH_SECTOR_SHIFT), 0,
 			       (ks - done) << BCH_SECTOR_SHIFT);
 		struct bch_bkey *k = bch_bkey_dup(cur);
-		r = read_key(c, k, start, sectors, buf);
+		r = read_key(c, k, start, sectors, buf, pl);
 		free(k);
 		if (cur->p.offset > done)
 			done = cur->p.offset;
@@ -310,6 +378,36 @@ int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, ui
 		memset((char *)buf + ((done - start) << BCH_SECTOR_SHIFT), 0,
 		       (start + sectors - done) << BCH_SECTOR_SHIFT);
 	return r ? r : err;
+}
+
+int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors)
+{
+	return data_read(c, inum, start, buf, sectors, NULL);
+}
+
+int bch_data_read_promote(struct bch_fs *c, uint64_t inum, const struct bch_io_opts *o,
+			  uint64_t start, void *buf, uint64_t sectors)
+{
+	struct promote_list pl = { .target = c->read_only || c->opts.v[Opt_fsck] ? 0 : o->promote_target };
+	int r = data_read(c, inum, start, buf, sectors, &pl);
+
+	/* best effort: a promote that fails (no space, a race) changes nothing */
+	if (pl.nr) {
+		struct bch_move_stats s = { 0 };
+		struct bch_mover *m;
+		struct bch_move_op op = { .nr_new = 1, .target = pl.target, .target_only = true,
+					  .cached = true };
+		if (!bch_mover_init(c, &s, &m)) {
+			for (unsigned i = 0; i < pl.nr; i++)
+				bch_mover_add(m, pl.keys[i], &op);
+			bch_mover_exit(m);
+			c->promoted += s.keys_moved;
+		}
+		c->err_msg[0] = 0;
+	}
+	for (unsigned i = 0; i < pl.nr; i++)
+		free(pl.keys[i]);
+	return r;
 }
 
 uint64_t bch_data_readahead_plan(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors,

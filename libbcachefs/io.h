@@ -51,6 +51,16 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 /* Read sectors of inum's data at sector start into buf (holes read as zeros). */
 int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors);
 /*
+ * The same for a file's reader (fs_ops read): copies are tried live cached
+ * ones first, and, with o->promote_target set on a read-write filesystem,
+ * each extent read from outside promote_target gets a cached copy there
+ * (promote: at most BCH_PROMOTE_MAX extents per call, best effort, through
+ * the move path; later reads are served from it).
+ */
+#define BCH_PROMOTE_MAX	16
+int bch_data_read_promote(struct bch_fs *c, uint64_t inum, const struct bch_io_opts *o,
+			  uint64_t start, void *buf, uint64_t sectors);
+/*
  * Readahead for a sequential reader, in two steps so the slow one needs no
  * lock: plan (under whatever serialises the engine) finds where the first
  * copy of each extent in [start, start + sectors) lies, merging runs that
@@ -79,5 +89,15 @@ void bch_data_readahead_issue(const struct bch_readahead *ra);
  * is returned (bch_err_is_dl()).
  */
 int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *bad);
+
+/*
+ * Read the encoded extent of extent key k from its pointer i into enc (an
+ * I/O buffer of crc.compressed_sectors) and verify it; decode it into dec
+ * (crc.uncompressed_sectors) too, unless dec is NULL and the extent is not
+ * compressed (the data is then enc itself).  A stale pointer or a missing
+ * device is an error.
+ */
+int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc,
+			 void *dec);
 
 #endif /* _BCACHEFS_IO_H */
