@@ -1577,26 +1577,14 @@ static void inode_opt_to_text(struct bch_fs *c, enum bch_opt_id id, uint64_t v, 
 
 /*
  * Rebalance looks at a file's extents again when the options it acts on
- * change.  A directory's change reaches only the files made in it later,
- * which get their work recorded when they are written.
+ * change (a work key from its first sector, rebalance.h).  A directory's
+ * change reaches only the files made in it later, which get their work
+ * recorded when they are written.
  */
 static bool inode_opt_needs_rebalance(const struct bch_inode *i, enum bch_opt_id id)
 {
 	return S_ISREG(i->mode) &&
 	       (id == Opt_background_target || id == Opt_background_compression);
-}
-
-/*
- * rebalance.c arrives with the move path (issue 19, the lead's part): until
- * it is linked in, the reference is weak and null and a change schedules
- * nothing.  Drop the pragma once rebalance.c is merged.
- */
-#pragma weak bch_rebalance_schedule
-
-/* A file's background options changed: rebalance looks at its extents again. */
-static int rebalance_schedule(struct bch_fs *c, uint64_t inum)
-{
-	return bch_rebalance_schedule ? bch_rebalance_schedule(c, inum) : 0;
 }
 
 /*
@@ -1633,10 +1621,16 @@ static int inode_opt_set(struct bch_fs *c, uint64_t inum, enum bch_opt_id id, co
 	unsigned raw = value ? v + 1 : 0;
 	inode_opt_raw_set(i, id, raw);
 	touch(i, false);
-	if ((r = commit_inodes(c, &s)))
+	struct btree_trans *t;
+	if ((r = bch_trans_init(c, &t)))
 		return ret_errno(r);
-	if (raw != old && inode_opt_needs_rebalance(i, id))
-		r = rebalance_schedule(c, inum);
+	r = ino_set_write(&s, t);
+	/* the work key with the option: no crash leaves the file's data unscheduled */
+	if (!r && raw != old && inode_opt_needs_rebalance(i, id))
+		r = bch_rebalance_work_set(c, t, inum, 0);
+	if (!r)
+		r = commit(c, t, NULL);
+	bch_trans_exit(t);
 	return ret_errno(r);
 }
 
