@@ -425,7 +425,10 @@ uint64_t bch_data_readahead_plan(struct bch_fs *c, uint64_t inum, uint64_t start
 		if (k->type != BCH_BKEY_extent || !bch_extent_nr_ptrs(k))
 			continue;
 		const struct bch_extent *e = bkey_val(k);
-		const struct bch_extent_ptr *p = &e->ptrs[0];
+		unsigned order[BCH_REPLICAS_MAX];
+		if (!read_order(c, k, order))		/* the copy a read would try first */
+			continue;
+		const struct bch_extent_ptr *p = &e->ptrs[order[0]];
 		struct bch_dev *ca = p->dev < BCH_SB_MEMBERS_MAX ? c->devs[p->dev] : NULL;
 		if (!ca || !ca->bdev)
 			continue;
