@@ -4,7 +4,8 @@
 # data path: a file under foreground_target=hdd + compression=zstd has zstd
 # extents on the hdd device only), their refusals (an unknown label, named;
 # a bad value; a name that is not an option; a symlink), with nothing written
-# to the images; then through a fusemount with setfattr/getfattr (attr
+# to the images; carried by export-tar / import-tar (a label the other
+# filesystem lacks is a warning); then through a fusemount with setfattr/getfattr (attr
 # package), where only the owner or root may change them.  fsck -n clean
 # after each part.  Data: a fixed text pattern.
 command -v setfattr >/dev/null && command -v getfattr >/dev/null || skip "needs setfattr/getfattr (package attr)"
@@ -82,6 +83,18 @@ expect_rc 1 $B image setfattr $I -n bcachefs.compression -v lz4 /link
 expect_in err 'only regular files and directories take file options'
 [ "$(sha ssd.img)" = "$sum0" ] && [ "$(sha hdd.img)" = "$sum1" ] || fail "a refused change wrote"
 expect_rc 0 $B fsck -n ssd.img hdd.img
+
+# ---- carried by tar: into a filesystem of one unlabelled device, the targets
+# are named in warnings and left out, the rest is set
+expect_rc 0 $B image export-tar $I opts.tar /d
+expect_rc 0 $B format -q --fs-size=64M one.img
+expect_rc 0 $B image import-tar one.img opts.tar
+expect_in err "warning: ./sub/: bcachefs.foreground_target: 'hdd' is neither a label"
+expect_in err "warning: ./sub/: bcachefs.promote_target: 'dev 1' is neither"
+expect_rc 0 $B image getfattr one.img /sub
+expect_in out '^bcachefs.compression="zstd"$'
+expect_not_in out 'target'
+expect_rc 0 $B fsck -n one.img
 
 # ---- through a fusemount
 [ -c /dev/fuse ] && command -v fusermount3 >/dev/null || skip "no /dev/fuse or fusermount3 (image part passed)"
