@@ -163,7 +163,8 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 		if (cached && !bch_alloc_ptr_live(c, p))
 			continue;
 		keep[nr_keep++] = *p;
-		if (p->dev < 32)
+		/* a new dirty copy may replace a cached one on its device (below) */
+		if (p->dev < 32 && (!cached || op->cached))
 			exclude |= 1U << p->dev;
 	}
 	if (op->demote & ~op->rewrite)
@@ -243,6 +244,14 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	}
 	p->nr_fresh = got;
 	p->fresh_span = crc.compressed_sectors;
+	/* a cached copy where a new dirty one went is redundant: dropped */
+	for (unsigned i = 0; i < got; i++)
+		for (unsigned j = 0; j < nr_keep; j++)
+			if (keep[j].dev == p->fresh[i].dev) {
+				memmove(&keep[j], &keep[j + 1], (nr_keep - j - 1) * sizeof(keep[0]));
+				nr_keep--;
+				break;
+			}
 	for (unsigned i = 0; i < got; i++) {
 		struct bch_dev *ca = c->devs[p->fresh[i].dev];
 		if ((r = bch_dev_write(ca->bdev, out, (size_t)crc.compressed_sectors << BCH_SECTOR_SHIFT,
