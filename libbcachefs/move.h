@@ -66,6 +66,12 @@ struct bch_move_op {
 	bool		recompress;	/* re-encode with compression (below) */
 	uint64_t	compression;	/* compression option value, when recompress */
 	uint32_t	exclude_devs;	/* devices (bit per index) new copies must avoid */
+	bool		same_dev;	/* copygc: each rewritten dirty copy gets its new
+					 * copy on its own device (a new bucket there),
+					 * from the first half of the btree reserve
+					 * (copygc frees buckets); nr_new must equal the
+					 * dirty copies rewritten, target and exclude_devs
+					 * are ignored; rewritten cached copies are dropped */
 };
 
 struct bch_mover;
