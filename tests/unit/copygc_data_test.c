@@ -31,6 +31,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "fsck.h"
+#include "io.h"
 #include "journal.h"
 #include "move.h"
 #include "tests/lib/testfs.h"
@@ -117,6 +118,8 @@ static double overwrite_run(unsigned mb, unsigned pct, unsigned mult, uint32_t s
 	uint8_t *buf = malloc(BLOCK);
 
 	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &inum), 0);
+	cr_assert_not(bch_copygc_needed(c), "copygc needed on an empty filesystem");
+	cr_assert_eq(bch_copygc_step(c, NULL), 0, "copygc found work on an empty filesystem");
 	cr_assert_eq(bch_fs_statfs(c, &sv), 0);
 	uint64_t f_blocks = sv.f_blocks * sv.f_frsize / BLOCK;
 	for (cap = 0; ; cap++) {
@@ -152,6 +155,8 @@ static double overwrite_run(unsigned mb, unsigned pct, unsigned mult, uint32_t s
 				       (unsigned long)s.copygc_room);
 		}
 	}
+	if (pct >= 90)
+		cr_assert(bch_copygc_needed(c), "%u%% full after overwrites: copygc not needed?", pct);
 	uint64_t user = writes * (BLOCK >> 9), moved = c->copygc_sectors_written - cg0;
 	double wa = (double)(user + moved) / user;
 	cr_log_info("copygc %u%%: %lu user sectors, %lu moved by copygc (%lu buckets freed): "
@@ -186,4 +191,202 @@ Test(copygc_data, write_amplification_80_90, .timeout = 600)
 
 	cr_log_info("write amplification: 80%% %.2f, 90%% %.2f", wa80, wa90);
 	cr_assert_leq(wa80, wa90 + 0.01, "emptier filesystems should not cost more");
+}
+
+/* ------------------------------------------------------------ eviction */
+
+/* The extent keys of inum (copies, NULL-terminated; free with keys_free). */
+static struct bch_bkey **keys_of(struct bch_fs *c, uint64_t inum, unsigned *nr)
+{
+	struct bch_bkey **v = NULL;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err;
+
+	*nr = 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, 0, 0), POS(inum, UINT64_MAX, UINT32_MAX));
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (k->type != BCH_BKEY_extent)
+			continue;
+		v = realloc(v, (*nr + 2) * sizeof(*v));
+		v[(*nr)++] = bch_bkey_dup(k);
+		v[*nr] = NULL;
+	}
+	bch_btree_iter_exit(&it);
+	cr_assert_eq(err, 0, "%s", c->err_msg);
+	return v;
+}
+
+static void keys_free(struct bch_bkey **v)
+{
+	for (unsigned i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* The cached pointers of inum's extents: live ones into *live, stale ones into *stale. */
+static unsigned cached_ptrs(struct bch_fs *c, uint64_t inum, struct bch_extent_ptr *out,
+			    unsigned max, unsigned *live, unsigned *stale)
+{
+	unsigned nr, n = 0;
+	struct bch_bkey **v = keys_of(c, inum, &nr);
+
+	*live = *stale = 0;
+	for (unsigned i = 0; i < nr; i++) {
+		const struct bch_extent *e = bkey_val(v[i]);
+		for (unsigned j = 0; j < bch_extent_nr_ptrs(v[i]); j++) {
+			if (!(e->ptrs[j].flags & BCH_EXTENT_PTR_CACHED))
+				continue;
+			if (bch_alloc_ptr_live(c, &e->ptrs[j]))
+				(*live)++;
+			else
+				(*stale)++;
+			if (n < max)
+				out[n++] = e->ptrs[j];
+		}
+	}
+	keys_free(v);
+	return n;
+}
+
+static void read_compare(struct bch_fs *c, uint64_t inum, const uint8_t *want, size_t len)
+{
+	uint8_t *got = malloc(len);
+
+	cr_assert_eq(bch_fs_read(c, inum, 0, got, len), (ssize_t)len, "%s", c->err_msg);
+	cr_assert(!memcmp(got, want, len), "file data differs");
+	free(got);
+}
+
+Test(copygc_data, eviction_lru_reuse_and_crash, .timeout = 300)
+{
+	const uint32_t seed = 7;
+	const size_t alen = 1 << 20;	/* 1 MiB: 16 buckets of cached copies */
+	uint8_t *a = malloc(alen), *chunk = malloc(64 << 10);
+	uint64_t ia, ib;
+	unsigned nr, live, stale;
+
+	cr_log_info("eviction: seed %u", seed);
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "cgcevict");
+	testfs_format(tmpdir, 2, 8, 64 << 10, 1, paths);
+	struct bch_fs *c = open_fs(2, 0);
+	for (size_t i = 0; i < alen; i += BLOCK)
+		fill_block(a + i, i / BLOCK, 0, seed);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &ia), 0);
+	cr_assert_eq(bch_fs_write(c, ia, 0, a, alen), (ssize_t)alen, "%s", c->err_msg);
+
+	/* cached copies of every extent of a, on the other device (the mover's promote op) */
+	struct bch_bkey **v = keys_of(c, ia, &nr);
+	struct bch_move_stats ms = { 0 };
+	struct bch_mover *m;
+	cr_assert_eq(bch_mover_init(c, &ms, &m), 0);
+	for (unsigned i = 0; i < nr; i++) {
+		const struct bch_extent *e = bkey_val(v[i]);
+		cr_assert_eq(e->ptrs[0].dev, 0, "a's data should be on device 0 first");
+		struct bch_move_op op = { .nr_new = 1, .cached = true };
+		cr_assert_eq(bch_mover_add(m, v[i], &op), 0, "%s", ms.last_problem);
+	}
+	cr_assert_eq(bch_mover_exit(m), 0, "%s", c->err_msg);
+	keys_free(v);
+	struct bch_alloc_space s1;
+	bch_alloc_dev_space(c, 1, &s1);
+	cr_assert_geq(s1.nr_cached, 8, "cached buckets on device 1: %lu", (unsigned long)s1.nr_cached);
+
+	/*
+	 * LRU: read (as the read path would) the cached copies of the first
+	 * half of a; eviction then takes buckets of the second half.
+	 */
+	v = keys_of(c, ia, &nr);
+	for (unsigned i = 0; i < nr; i++) {
+		const struct bch_extent *e = bkey_val(v[i]);
+		for (unsigned j = 0; j < bch_extent_nr_ptrs(v[i]); j++)
+			if ((e->ptrs[j].flags & BCH_EXTENT_PTR_CACHED) && v[i]->p.offset <= (alen >> 9) / 2)
+				bch_alloc_bucket_read(c, &e->ptrs[j]);
+	}
+	cr_assert_eq(bch_alloc_evict(c, 1, 2), 2, "%s", c->err_msg);
+	unsigned stale_first = 0, stale_second = 0;
+	for (unsigned i = 0; i < nr; i++) {
+		const struct bch_extent *e = bkey_val(v[i]);
+		for (unsigned j = 0; j < bch_extent_nr_ptrs(v[i]); j++)
+			if ((e->ptrs[j].flags & BCH_EXTENT_PTR_CACHED) && !bch_alloc_ptr_live(c, &e->ptrs[j])) {
+				if (v[i]->p.offset <= (alen >> 9) / 2)
+					stale_first++;
+				else
+					stale_second++;
+			}
+	}
+	keys_free(v);
+	cr_assert_eq(stale_first, 0, "a recently read cached bucket was evicted");
+	cr_assert_gt(stale_second, 0, "nothing of the least recently read half was evicted");
+	read_compare(c, ia, a, alen);
+
+	/*
+	 * Fill the filesystem with b: once both devices are out of empty
+	 * buckets, writes must evict cached buckets rather than fail.
+	 */
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "b", S_IFREG | 0644, 0, 0, 0, &ib), 0);
+	bch_alloc_dev_space(c, 1, &s1);
+	uint64_t cached_before = s1.nr_cached, off = 0;
+	struct bch_extent_ptr before[64];
+	bool was_reused[64];
+	unsigned n_before, reused = 0;
+	for (unsigned n = 0; !reused; n++) {
+		cr_assert_lt(n, 400, "16 MiB written and no cached bucket reused");
+		for (unsigned i = 0; i < (64 << 10); i += BLOCK)
+			fill_block(chunk + i, 100000 + n * 16 + i / BLOCK, 0, seed);
+		ssize_t w = bch_fs_write(c, ib, off, chunk, 64 << 10);
+		cr_assert_eq(w, 64 << 10, "writing b at %lu with %lu cached buckets left: %zd %s",
+			     (unsigned long)off, (unsigned long)cached_before, w, c->err_msg);
+		off += w;
+		/* the stale ones whose bucket holds new data now: what a power cut must not revive */
+		n_before = cached_ptrs(c, ia, before, 64, &live, &stale);
+		for (unsigned i = 0; i < n_before; i++) {
+			was_reused[i] = !bch_alloc_ptr_live(c, &before[i]) &&
+					bch_alloc_bucket_type(c, &before[i], 1) != BCH_DATA_free;
+			reused += was_reused[i];
+		}
+	}
+	bch_alloc_dev_space(c, 1, &s1);
+	cr_assert_lt(s1.nr_cached, cached_before);
+	cr_log_info("eviction: %lu KiB of b written; cached buckets %lu -> %lu; cached pointers of a: "
+		    "%u live, %u stale (%u into reused buckets)", (unsigned long)(off >> 10),
+		    (unsigned long)cached_before, (unsigned long)s1.nr_cached, live, stale, reused);
+	cr_assert_gt(live, 0);
+	cr_assert_eq(c->data_bad_copies, 0);
+	read_compare(c, ia, a, alen);	/* stale cached pointers are skipped */
+	cr_assert_eq(c->data_bad_copies, 0, "a stale cached pointer was read");
+
+	/* power cut right after the write that reused a cached bucket: nothing more is written */
+	c->read_only = true;
+	bch_fs_close(c);
+	c = open_fs(2, 0);
+	for (unsigned i = 0; i < n_before; i++)
+		if (was_reused[i])
+			cr_assert_not(bch_alloc_ptr_live(c, &before[i]),
+				      "after the power cut, stale cached pointer %u:%lu gen %u is live again",
+				      before[i].dev, (unsigned long)before[i].offset, before[i].gen);
+	/* every cached pointer that counts as live holds its data */
+	v = keys_of(c, ia, &nr);
+	void *enc = bch_dev_alloc_buf(64 << 10);
+	unsigned live2 = 0;
+	for (unsigned i = 0; i < nr; i++) {
+		const struct bch_extent *e = bkey_val(v[i]);
+		for (unsigned j = 0; j < bch_extent_nr_ptrs(v[i]); j++)
+			if ((e->ptrs[j].flags & BCH_EXTENT_PTR_CACHED) && bch_alloc_ptr_live(c, &e->ptrs[j])) {
+				live2++;
+				cr_assert_eq(bch_extent_read_copy(c, v[i], j, enc, NULL), 0,
+					     "cached pointer %u:%lu counts as live but does not hold its data",
+					     e->ptrs[j].dev, (unsigned long)e->ptrs[j].offset);
+			}
+	}
+	free(enc);
+	keys_free(v);
+	cr_log_info("eviction: after the power cut %u cached pointers live (all verified)", live2);
+	cr_assert_gt(live2, 0, "cached copies that were not evicted should still count");
+	read_compare(c, ia, a, alen);
+	cr_assert_eq(c->data_bad_copies, 0, "a stale cached pointer was read");
+	cr_assert_eq(bch_fs_close(c), 0);
+	free(a);
+	free(chunk);
+	test_tmpdir_remove(tmpdir);
 }
