@@ -235,9 +235,8 @@ int bch_copygc_step(struct bch_fs *c, struct bch_move_stats *s)
 	return r ? r : freed > 0;
 }
 
-int bch_copygc_make_room(struct bch_fs *c)
+int bch_copygc_make_room(struct bch_fs *c, uint64_t *progress)
 {
-	uint64_t before = bch_alloc_user_free(c);
 	unsigned evicted = 0;
 	char msg[sizeof(c->err_msg)];
 	int r;
@@ -260,7 +259,14 @@ int bch_copygc_make_room(struct bch_fs *c)
 	}
 	if ((r = bch_copygc_step(c, NULL)) < 0)
 		return r;
-	if (bch_alloc_user_free(c) > before) {
+	/*
+	 * A failed retry leaves what it had written as dead space, which the
+	 * next step frees again: only more room than after the last call is
+	 * progress (invariant 4).
+	 */
+	uint64_t now = bch_alloc_user_free(c);
+	if (r > 0 && now > *progress) {
+		*progress = now;
 		c->err_msg[0] = 0;
 		return 1;
 	}

@@ -37,13 +37,16 @@
  *       its dirty copies, so the move path trims it: moving dead sectors
  *       along would use more space than it frees.
  *   (4) Progress: bch_copygc_make_room() reports success only when it
- *       evicted a bucket or the space user writes can take grew, so a
- *       caller retrying on success terminates.
+ *       evicted a bucket (finitely many hold cached data) or left more
+ *       space for user writes than its last call for the same write (a
+ *       retry that fails again leaves dead space that a step would free
+ *       every time), so a caller retrying on success terminates.
  *
  * The caller holds whatever serialises the engine (fusemount's lock).
  */
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct bch_fs;
 struct bch_move_stats;
@@ -70,7 +73,9 @@ int bch_copygc_step(struct bch_fs *c, struct bch_move_stats *s);
  * For a write that failed with ENOSPC (fs_ops.c): evict cached buckets,
  * else run a copygc step.  Returns 1 when the write is worth retrying
  * (invariant 4), 0 when nothing could be freed, or a negative error.
+ * *progress (0 before the first call for one write) remembers the room
+ * the last call left.
  */
-int bch_copygc_make_room(struct bch_fs *c);
+int bch_copygc_make_room(struct bch_fs *c, uint64_t *progress);
 
 #endif /* _BCACHEFS_COPYGC_H */

@@ -943,7 +943,8 @@ ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const voi
 			n = len - done;
 		r = write_chunk(c, inum, pos, (const char *)buf + done, n, 1);
 		/* out of space: copygc or eviction may free some (copygc.h) */
-		while (r && bch_err_class(r) == ENOSPC && bch_copygc_make_room(c) > 0)
+		uint64_t room = 0;
+		while (r && bch_err_class(r) == ENOSPC && bch_copygc_make_room(c, &room) > 0)
 			r = write_chunk(c, inum, pos, (const char *)buf + done, n, 1);
 		/* out of space: store as much as fits (halving, down to one block) */
 		while (r && bch_err_class(r) == ENOSPC) {
