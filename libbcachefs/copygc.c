@@ -128,10 +128,22 @@ static uint32_t rewrite_mask(struct bch_fs *c, const struct bch_bkey *k, const s
 	*dirty = 0;
 	if (!any_dirty)
 		return 0;	/* only cached pointers there: the bucket is evicted instead */
-	if (e->crc.offset || k->size < e->crc.uncompressed_sectors)
-		for (unsigned i = 0; i < n; i++)
-			if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
-				mask |= 1U << i;
+	if (e->crc.offset || k->size < e->crc.uncompressed_sectors) {
+		/* trimmed only if every dirty copy can be rewritten where it is */
+		uint32_t all = mask;
+		for (unsigned i = 0; i < n; i++) {
+			struct bch_alloc_space s;
+			if (e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED)
+				continue;
+			bch_alloc_dev_space(c, e->ptrs[i].dev, &s);
+			if (!s.user) {
+				all = mask;
+				break;
+			}
+			all |= 1U << i;
+		}
+		mask = all;
+	}
 	for (unsigned i = 0; i < n; i++)
 		*dirty += (mask >> i & 1) && !(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED);
 	return mask;

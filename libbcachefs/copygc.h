@@ -34,8 +34,9 @@
  *       dropped their last pointer is durable: bch_copygc_step() flushes
  *       the journal when it freed any (alloc.c's free_seq does the rest).
  *   (3) A key covering only part of its encoded extent is rewritten in all
- *       its dirty copies, so the move path trims it: moving dead sectors
- *       along would use more space than it frees.
+ *       its dirty copies (when all their devices take writes), so the move
+ *       path trims it: moving dead sectors along would use more space than
+ *       it frees.
  *   (4) Progress: bch_copygc_make_room() reports success only when it
  *       evicted a bucket (finitely many hold cached data) or left more
  *       space for user writes than its last call for the same write (a
