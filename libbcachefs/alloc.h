@@ -159,8 +159,9 @@ bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p);
  * durable), so after a crash no stale cached pointer reads as live.  Runs
  * its own transaction: never call it from inside an allocation.  Returns
  * the number evicted, or a negative error.  Gens are 8 bits: a cached
- * pointer left 256 evictions behind would look live again; the read path
- * verifies checksums, so such a pointer reads as a bad copy, never as data.
+ * pointer left 256 reuses behind would look live again (with a checksum
+ * it then reads as a bad copy); nothing drops stale pointers before that
+ * yet (bcachefs's gc_gens does).
  */
 struct bch_alloc_space {
 	bool		user;		/* read-write and takes user data */
