@@ -411,10 +411,10 @@ Test(copygc_data, eviction_lru_reuse_and_crash, .timeout = 300)
 
 /* ------------------------------------------------------- power cuts */
 
-static bool fsck_finds_nothing(char p[][TESTFS_PATH_MAX], char *why, size_t len)
+static bool fsck_finds_nothing(char p[][TESTFS_PATH_MAX], unsigned nr, char *why, size_t len)
 {
 	char err[256];
-	struct bch_fs *c = testfs_open(p, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
+	struct bch_fs *c = testfs_open(p, nr, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
 	struct bch_fsck_file_stats st;
 	uint64_t nodes;
 	bool ok = true;
@@ -501,7 +501,7 @@ Test(copygc_data, power_cut_during_copygc, .timeout = 300)
 			cr_assert(r, "seed %u cut %zu/%u: open: %s", seed, at, s, err);
 			compare_file(r, inum, blocks, model, seed);
 			cr_assert_eq(bch_fs_close(r), 0, "seed %u cut %zu/%u: close", seed, at, s);
-			cr_assert(fsck_finds_nothing(crash, why, sizeof(why)), "seed %u cut %zu/%u: %s",
+			cr_assert(fsck_finds_nothing(crash, 1, why, sizeof(why)), "seed %u cut %zu/%u: %s",
 				  seed, at, s, why);
 			iorec_plan_free(&plan);
 			states++;
