@@ -25,15 +25,16 @@
  *       after the mount, so a command that opens it once the mount is gone
  *       waits for the close instead of failing or reading a half-closed
  *       filesystem (blockdev.c, invariant 6).
- *   (5) Background work (rebalance) runs in one thread, started once the
- *       filesystem is mounted read-write (and after daemonizing: a fork
- *       keeps no threads) and joined before the filesystem is closed.  It
- *       takes the lock for one small step at a time (BG_BUDGET) and lets
- *       waiting requests in between steps.  With nothing to do it sleeps on
- *       bg_cond (woken by writes, or after BG_IDLE); parked (the target is
- *       full) it runs only once c->space_gen has moved or a file's options
- *       changed, so a parked daemon costs no CPU.  Never on a read-only
- *       mount, nor with -o norebalance.
+ *   (5) Background work (rebalance, copygc) runs in one thread, started
+ *       once the filesystem is mounted read-write (and after daemonizing: a
+ *       fork keeps no threads) and joined before the filesystem is closed.
+ *       It takes the lock for one step at a time (rebalance: BG_BUDGET) and
+ *       lets waiting requests in between steps.  With nothing to do it
+ *       sleeps on bg_cond (woken by writes, or after BG_IDLE); parked (the
+ *       target is full) rebalance runs only once c->space_gen has moved or
+ *       a file's options changed, so a parked daemon costs no CPU.  Copygc
+ *       runs when bch_copygc_needed() says free buckets run low.  Never on
+ *       a read-only mount; -o norebalance and -o nocopygc turn either off.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -61,6 +62,7 @@
 #include "io.h"
 #include "move.h"
 #include "opts.h"
+#include "copygc.h"
 #include "rebalance.h"
 
 #define TIMEOUT		1.0
@@ -85,6 +87,7 @@ struct fmount {
 	uint64_t	ra_inum, ra_end, ra_hinted;
 	/* background work, invariant (5); the flags are under lock */
 	bool		norebalance;	/* -o norebalance */
+	bool		nocopygc;	/* -o nocopygc */
 	pthread_t	bg;
 	bool		bg_running;	/* bg is to be joined */
 	bool		bg_stop;	/* unmounting: the thread returns */
@@ -1273,14 +1276,43 @@ static const struct fuse_lowlevel_ops ops = {
 
 /* ------------------------------------------------------------ background work */
 
-/* The first error of a kind is printed; later ones only back off (lock held). */
-static void bg_error(struct fmount *m, const char *what, int r, int *last)
+/* One kind of background work, and its errors. */
+struct bg_job {
+	const char	*name;
+	int		last_err;	/* printed once; 0 after a success */
+	unsigned	backoff;	/* seconds between retries after errors */
+	time_t		retry_at;	/* monotonic seconds: not before */
+};
+
+static time_t mono_secs(void)
 {
-	if (r == *last)
-		return;
-	*last = r;
-	fprintf(stderr, "bcachefs fusemount: %s: %s; retrying in the background\n", what,
-		m->c->err_msg[0] ? m->c->err_msg : bch_err_str(r));
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+/*
+ * After a step of j returned r: an error is printed the first time (a new
+ * one too) and backs j off, doubling up to BG_BACKOFF_MAX; a success
+ * resets both.  Returns r.  Lock held.
+ */
+static int bg_job_done(struct fmount *m, struct bg_job *j, int r)
+{
+	if (r >= 0) {
+		j->last_err = 0;
+		j->backoff = 0;
+		return r;
+	}
+	if (r != j->last_err)
+		fprintf(stderr, "bcachefs fusemount: %s: %s; retrying in the background\n", j->name,
+			m->c->err_msg[0] ? m->c->err_msg : bch_err_str(r));
+	j->last_err = r;
+	j->backoff = j->backoff ? j->backoff * 2 : 1;
+	if (j->backoff > BG_BACKOFF_MAX)
+		j->backoff = BG_BACKOFF_MAX;
+	j->retry_at = mono_secs() + j->backoff;
+	return r;
 }
 
 /* Sleep on bg_cond until woken or secs have passed (lock held). */
@@ -1295,16 +1327,38 @@ static void bg_sleep(struct fmount *m, unsigned secs)
 		;
 }
 
+/*
+ * One rebalance step.  Parked, the step runs only once space was freed
+ * (c->space_gen moved), and then after a journal flush: space freed at
+ * journal sequence S is reused only once S is durable, and without the
+ * flush the step would find no room and park again until the next,
+ * unrelated, free.  Lock held.
+ */
+static int bg_rebalance(struct bch_fs *c, struct bch_move_stats *s, bool *parked,
+			uint64_t *parked_gen)
+{
+	int r = 0;
+
+	if (*parked && c->space_gen == *parked_gen)
+		return 0;
+	if (*parked)
+		r = bch_fs_fsync(c);
+	if (!r)
+		r = bch_rebalance_step(c, BG_BUDGET, s, parked);
+	if (!r && *parked)
+		*parked_gen = c->space_gen;
+	return r;
+}
+
 /* Invariant (5).  Returns when bg_stop is set. */
 static void *bg_thread(void *arg)
 {
 	struct fmount *m = arg;
 	struct bch_fs *c = m->c;
 	struct bch_move_stats s;
+	struct bg_job rb = { .name = "rebalance" }, gc = { .name = "copygc" };
 	bool parked = false;
 	uint64_t parked_gen = 0;
-	unsigned backoff = 0;
-	int last_err = 0;
 
 	memset(&s, 0, sizeof(s));
 	pthread_mutex_lock(&m->lock);
@@ -1314,35 +1368,17 @@ static void *bg_thread(void *arg)
 		m->bg_kick = m->bg_unpark = false;
 		if (c->read_only || c->emergency_ro)
 			break;
-		/* parked: nothing moves until space is freed somewhere */
-		if (parked && c->space_gen == parked_gen) {
-			bg_sleep(m, BG_IDLE);
-			continue;
+		time_t now = mono_secs();
+		bool more = false;
+		if (!m->norebalance && now >= rb.retry_at) {
+			c->err_msg[0] = 0;
+			more |= bg_job_done(m, &rb, bg_rebalance(c, &s, &parked, &parked_gen)) == 1;
 		}
-		c->err_msg[0] = 0;
-		int r = 0;
-		/*
-		 * Space freed at journal sequence S is reused only once S is
-		 * durable: make it so, or the step finds no room and parks again
-		 * until the next unrelated free.
-		 */
-		if (parked)
-			r = bch_fs_fsync(c);
-		if (!r)
-			r = bch_rebalance_step(c, BG_BUDGET, &s, &parked);
-		if (r < 0) {
-			bg_error(m, "rebalance", r, &last_err);
-			parked = false;
-			backoff = backoff ? backoff * 2 : 1;
-			if (backoff > BG_BACKOFF_MAX)
-				backoff = BG_BACKOFF_MAX;
-			bg_sleep(m, backoff);
-			continue;
+		if (!m->nocopygc && now >= gc.retry_at && bch_copygc_needed(c)) {
+			c->err_msg[0] = 0;
+			more |= bg_job_done(m, &gc, bch_copygc_step(c, &s)) == 1;
 		}
-		backoff = 0;
-		last_err = 0;
-		if (!r) {
-			parked_gen = c->space_gen;
+		if (!more) {
 			bg_sleep(m, BG_IDLE);
 			continue;
 		}
@@ -1359,12 +1395,12 @@ static void *bg_thread(void *arg)
 /* After the mount (and the fork to the background); a failure only warns. */
 static void bg_start(struct fmount *m)
 {
-	if (m->read_only || m->norebalance)
+	if (m->read_only || (m->norebalance && m->nocopygc))
 		return;
 	int r = pthread_create(&m->bg, NULL, bg_thread, m);
 	if (r)
 		cmd_err("fusemount", "cannot start the background thread (%s): no rebalance "
-			"while mounted", strerror(r));
+			"or copygc until a write needs space", strerror(r));
 	else
 		m->bg_running = true;
 }
@@ -1396,7 +1432,8 @@ static void usage(FILE *f)
 "               mount options (allow_other, default_permissions is always on)\n"
 "               degraded: members may be missing while the others hold a copy\n"
 "               of everything; very_degraded: even if some data has none left\n"
-"               norebalance: no background rebalance while mounted\n"
+"               norebalance: no background rebalance while mounted;\n"
+"               nocopygc: copygc only when a write finds no space\n"
 "  -f           stay in the foreground\n"
 "  -d           debug: print every FUSE request (implies -f)\n"
 "  -h, --help   this text\n"
@@ -1411,7 +1448,8 @@ static void usage(FILE *f)
 "Mounted read-write, a background thread moves data to its background_target\n"
 "and recompresses it with background_compression (rebalance) in small steps\n"
 "between requests; when the target is full it waits, using no CPU, until\n"
-"space is freed.  Its errors are printed once on stderr (seen with -f).\n"
+"space is freed.  It also runs copygc when a device's free buckets run low.\n"
+"Its errors are printed once on stderr (seen with -f).\n"
 "Unmount with fusermount3 -u MOUNTPOINT (or umount as root): the filesystem is\n"
 "closed cleanly.  Both return before the daemon has finished closing; a command\n"
 "run at once on the same devices (fsck, fusemount, image) waits for the close\n"
@@ -1465,7 +1503,7 @@ static void mark_mounted(struct bch_fs *c, const char *mnt)
 
 /* Split -o: our options go to the filesystem, the rest to FUSE. */
 static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, size_t len,
-		      bool *ro, bool *norebalance)
+		      bool *ro, bool *norebalance, bool *nocopygc)
 {
 	char *dup = strdup(list), *save = NULL;
 	int r = 0;
@@ -1483,6 +1521,10 @@ static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, 
 			continue;
 		if (!strcmp(o, "norebalance")) {
 			*norebalance = true;
+			continue;
+		}
+		if (!strcmp(o, "nocopygc")) {
+			*nocopygc = true;
 			continue;
 		}
 		int id = bch_opt_lookup(name);
@@ -1505,7 +1547,7 @@ int cmd_fusemount(int argc, char *argv[])
 {
 	struct bch_opts opts;
 	char fuse_opts[10240] = "default_permissions,fsname=";
-	bool foreground = false, debug = false, ro = false, norebalance = false;
+	bool foreground = false, debug = false, ro = false, norebalance = false, nocopygc = false;
 	const char *dev = NULL, *mnt = NULL;
 
 	bch_opts_default(&opts);
@@ -1562,7 +1604,7 @@ int cmd_fusemount(int argc, char *argv[])
 			list = argv[++i];
 		else if (!strncmp(argv[i], "-o", 2) && argv[i][2])
 			list = argv[i] + 2;
-		if (list && split_opts(list, &opts, fuse_opts, sizeof(fuse_opts), &ro, &norebalance))
+		if (list && split_opts(list, &opts, fuse_opts, sizeof(fuse_opts), &ro, &norebalance, &nocopygc))
 			return EXIT_USAGE;
 	}
 	struct stat st;
@@ -1577,7 +1619,7 @@ int cmd_fusemount(int argc, char *argv[])
 	unsigned nr;
 	char *dev_arg[1] = { (char *)dev };
 	char **devs = split_devs(dev_arg, 1, &nr), err[512];
-	struct fmount m = { .read_only = ro, .norebalance = norebalance };
+	struct fmount m = { .read_only = ro, .norebalance = norebalance, .nocopygc = nocopygc };
 	pthread_condattr_t ca;
 	pthread_mutex_init(&m.lock, NULL);
 	pthread_condattr_init(&ca);
