@@ -59,8 +59,8 @@ static void usage(FILE *f)
 		if ((bch_opt_table[i].flags & (OPT_RUNTIME | OPT_FS)) == (OPT_RUNTIME | OPT_FS))
 			fprintf(f, "      --%s=VALUE\n", bch_opt_table[i].name);
 	fprintf(f,
-"Names take dashes or underscores; --NAME VALUE works too.  Targets take a\n"
-"label, a device index, or none.\n"
+"Names take dashes or underscores; --NAME VALUE works too (a yes/no option\n"
+"alone means yes).  Targets take a label, a device index, or none.\n"
 "\n"
 "background_target and background_compression apply to data already written:\n"
 "the change schedules a rebalance of every file, which `bcachefs data\n"
