@@ -28,6 +28,7 @@
 #include "extents.h"
 #include "inode.h"
 #include "io.h"
+#include "journal.h"
 #include "move.h"
 #include "rebalance.h"
 #include "super.h"
@@ -330,6 +331,14 @@ int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats 
 	*parked = false;
 	if (c->read_only || !c->roots->r[BCH_BTREE_ID_rebalance_work].key)
 		return 0;
+	/*
+	 * Waiting work is retried because space was freed; freed buckets are
+	 * reusable once the free is durable: make it so now (as the allocator
+	 * does when it runs short), or the retry would park again.
+	 */
+	if (c->rebalance_waited && c->rebalance_wait_gen != c->space_gen &&
+	    bch_journal_seq_durable(c) < bch_journal_cur_seq(c) && (r = bch_journal_flush(c)))
+		return r;
 	if ((r = bch_mover_init(c, s, &m)))
 		return r;
 	while (!r) {
