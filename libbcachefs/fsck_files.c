@@ -633,6 +633,7 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		ctx->progress(ctx, 5, "extents");
 	r = fsck_check_alloc(s);
 	fsck_cursor_init(&s->inode_keys, c, BCH_BTREE_ID_inodes);
+	fsck_cursor_init(&s->work_keys, c, BCH_BTREE_ID_rebalance_work);
 	if (!r)
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r)
@@ -647,7 +648,8 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		}
 		c->reserved_sectors = s->reserved;	/* what the clean close records */
 	}
-	fsck_cursor_exit(&s->inode_keys);	/* its leaf is not needed past pass 6 */
+	fsck_cursor_exit(&s->inode_keys);	/* their leaves are not needed past pass 6 */
+	fsck_cursor_exit(&s->work_keys);
 	if (!r && !s->err && ctx->progress)
 		ctx->progress(ctx, 7, "inodes");
 	if (!r && !s->err)
@@ -685,6 +687,7 @@ out:
 		free(s->claimed[d]);
 	fsck_ino_exit(&s->inodes);
 	fsck_cursor_exit(&s->inode_keys);
+	fsck_cursor_exit(&s->work_keys);
 	free(s->sectors_wrong);
 	free(s->moved);
 	free(s->xattr_pieces);
