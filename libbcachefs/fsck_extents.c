@@ -61,8 +61,8 @@ static int alloc_diff(void *priv, unsigned dev, uint64_t bucket,
 
 	snprintf(where, sizeof(where), "device %u bucket %" PRIu64, dev, bucket);
 	if (stored->cached_sectors || now->cached_sectors)
-		snprintf(detail, sizeof(detail), "stored gen %u %s %u sectors %u cached, "
-			 "found gen %u %s %u sectors %u cached",
+		snprintf(detail, sizeof(detail), "stored gen %u %s %u sectors, %u cached, "
+			 "found gen %u %s %u sectors, %u cached",
 			 stored->gen, data_type_name(stored->data_type), stored->sectors,
 			 stored->cached_sectors, now->gen, data_type_name(now->data_type),
 			 now->sectors, now->cached_sectors);
