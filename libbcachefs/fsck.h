@@ -148,7 +148,8 @@
 	x(nlink_wrong,		0x0a01, 10, FSCK_SAFE,						\
 	  "link count differs from the number of names; correct it")			\
 	x(data_replica_bad,	0x0b01, 11, FSCK_SAFE,						\
-	  "a copy of file data is bad (another copy is good); rewrite it")		\
+	  "a copy of file data is bad (another copy is good); rewrite it (a cached "	\
+	  "copy is dropped instead)")							\
 	x(data_unreadable,	0x0b02, 11, FSCK_NOFIX,							\
 	  "file data with no good copy (checksum or read errors)")
 
