@@ -14,10 +14,15 @@
  * anything); a wrong key is rewritten at close
  * (left alone, the alloc btree is marked not current).  alloc_key_bad: a
  * key for no device, past the device's end, for a superblock or journal
- * bucket, or with impossible counts is deleted.  extent_no_inode, extent_bad_inode, extent_overlap, extent_past_eof
+ * bucket, or with impossible counts is deleted.  cached_ptr_bad (pass 5): a
+ * cached pointer that is not stale must be in a bucket of user or cached
+ * data and on a device without a dirty copy; it is dropped otherwise.
+ * extent_no_inode, extent_bad_inode, extent_overlap, extent_past_eof
  * (pass 6).  The inode keys are read in step with the extents (both in
  * inode number order): each one passing is entered in the table, and its
  * sector count compared with its extents' (the differences are pass 7's).
+ * rebalance_work_missing, rebalance_work_stale (pass 6): the rebalance_work
+ * keys are read in step as well (invariant (1) of rebalance.h).
  */
 #include <dirent.h>
 #include <errno.h>
