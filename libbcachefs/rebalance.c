@@ -134,6 +134,14 @@ int bch_rebalance_work_set(struct bch_fs *c, struct btree_trans *t, uint64_t inu
 	return work_put(t, inum, from, 0);
 }
 
+int bch_rebalance_work_clear(struct bch_fs *c, struct btree_trans *t, uint64_t inum)
+{
+	struct bch_rebalance_work w;
+	int r = work_get(c, inum, &w);
+
+	return r < 0 ? r : r ? 0 : work_del(t, inum);
+}
+
 int bch_rebalance_schedule(struct bch_fs *c, uint64_t inum)
 {
 	struct btree_trans *t;
@@ -303,10 +311,15 @@ static int inode_step(struct bch_fs *c, struct bch_mover *m, struct bch_move_sta
 				continue;
 			}
 			int a = bch_mover_add(m, key, &op);
-			if (a == -BCH_ERR_no_space) {
+			/*
+			 * No space, or no readable copy (scrub or fsck -c may
+			 * repair it): the work stays recorded and waits, as for
+			 * space, so nothing retries it in a loop.
+			 */
+			if (a == -BCH_ERR_no_space || a == -EIO || a == -EINVAL) {
 				if (*waiting == UINT64_MAX)
 					*waiting = bch_extent_start(key);
-			} else if (a && a != -EIO && a != -EINVAL) {
+			} else if (a) {
 				r = a;
 			}
 			*budget = *budget > key->size ? *budget - key->size : 0;
