@@ -64,8 +64,15 @@ bool bch_copygc_needed(struct bch_fs *c)
 		struct bch_alloc_space s;
 		struct bch_alloc_candidate one;
 		bch_alloc_dev_space(c, d, &s);
+		/*
+		 * In the background only a victim at most half live is worth it
+		 * (no more written than freed): on a nearly full filesystem the
+		 * best victims are mostly live, and moving them ahead of need
+		 * only churns; a write that needs space runs copygc itself.
+		 */
 		if (s.user && s.nr_empty + s.nr_cached < s.reserve + s.nbuckets / 16 &&
-		    bch_alloc_copygc_candidates(c, d, 1, &one))
+		    bch_alloc_copygc_candidates(c, d, 1, &one) &&
+		    one.sectors <= s.bucket_sectors / 2)
 			return true;
 	}
 	return false;

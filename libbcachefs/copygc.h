@@ -53,10 +53,12 @@ struct bch_fs;
 struct bch_move_stats;
 
 /*
- * Is copygc worth running?  True when a read-write device that takes user
- * data has fewer empty or evictable buckets than its btree reserve plus
- * 1/16 of its buckets (a low-water mark: enough headroom that foreground
- * writes rarely wait for it), and holds a user bucket with dead sectors.
+ * Is copygc worth running in the background?  True when a read-write device
+ * that takes user data has fewer empty or evictable buckets than its btree
+ * reserve plus 1/16 of its buckets (a low-water mark: enough headroom that
+ * foreground writes rarely wait for it), and its emptiest user bucket is at
+ * most half live (moving it writes no more than it frees; a fuller victim is
+ * left to the write that needs the space: bch_copygc_make_room).
  */
 bool bch_copygc_needed(struct bch_fs *c);
 
