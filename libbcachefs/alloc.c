@@ -28,7 +28,10 @@ struct bch_dev_alloc {
 	unsigned	bucket_sectors;
 	uint8_t		*gen;
 	uint8_t		*type;		/* enum bch_data_type */
-	uint32_t	*sectors;	/* live sectors */
+	uint32_t	*sectors;	/* live sectors (dirty: counted in replicas) */
+	uint32_t	*cached;	/* sectors of live cached pointers */
+	int16_t		*cached_gen;	/* open (rebuild): newest gen of a cached pointer
+					 * seen into the bucket, -1 none; NULL after */
 	uint64_t	*free_seq;	/* journal seq at which it became empty; NULL
 					 * until one does (a read-only open never) */
 	int64_t		open;		/* bucket nodes are carved from, -1 none */
@@ -37,6 +40,7 @@ struct bch_dev_alloc {
 	unsigned	open_user_off;
 	uint64_t	rotor;		/* where the search for a free bucket resumes */
 	uint64_t	nr_empty;	/* buckets with no data (free, or free once durable) */
+	uint64_t	nr_cached;	/* buckets holding only cached data (type cached) */
 };
 
 int bch_fs_alloc_init(struct bch_fs *c)
@@ -60,7 +64,8 @@ int bch_fs_alloc_init(struct bch_fs *c)
 		a->gen = calloc(a->nbuckets, 1);
 		a->type = calloc(a->nbuckets, 1);
 		a->sectors = calloc(a->nbuckets, sizeof(uint32_t));
-		if (!a->gen || !a->type || !a->sectors)
+		a->cached = calloc(a->nbuckets, sizeof(uint32_t));
+		if (!a->gen || !a->type || !a->sectors || !a->cached)
 			return -ENOMEM;
 		a->open = -1;
 		a->open_user = -1;
@@ -91,6 +96,8 @@ void bch_fs_alloc_exit(struct bch_fs *c)
 		free(ca->alloc->gen);
 		free(ca->alloc->type);
 		free(ca->alloc->sectors);
+		free(ca->alloc->cached);
+		free(ca->alloc->cached_gen);
 		free(ca->alloc->free_seq);
 		free(ca->alloc);
 		ca->alloc = NULL;
@@ -148,12 +155,15 @@ bool bch_alloc_ptr_live(struct bch_fs *c, const struct bch_extent_ptr *p)
 
 	if (!a || (b = p->offset / a->bucket_sectors) >= a->nbuckets)
 		return false;
+	if (p->flags & BCH_EXTENT_PTR_CACHED)	/* not counted at open: not trusted */
+		return a->gen[b] == p->gen &&
+		       (a->type[b] == BCH_DATA_user || a->type[b] == BCH_DATA_cached);
 	return a->gen[b] == p->gen;
 }
 
 static bool bucket_free(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b)
 {
-	return a->type[b] == BCH_DATA_free && !a->sectors[b] &&
+	return a->type[b] == BCH_DATA_free && !a->sectors[b] && !a->cached[b] &&
 	       (!a->free_seq || a->free_seq[b] <= bch_journal_seq_durable(c));
 }
 
@@ -166,7 +176,37 @@ static void bucket_emptied(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b
 	c->space_gen++;
 }
 
+/*
+ * A user data bucket's counts changed (or it stopped being open): it is
+ * user while it holds dirty sectors or is open for appends, cached while it
+ * holds only cached sectors (reusable at any time, see alloc.h), else free
+ * from now (reusable once durable).
+ */
+static void data_bucket_settle(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b)
+{
+	unsigned old = a->type[b], now;
+
+	if (old != BCH_DATA_user && old != BCH_DATA_cached)
+		return;
+	if (a->sectors[b] || (int64_t)b == a->open_user || (int64_t)b == a->open)
+		now = BCH_DATA_user;
+	else if (a->cached[b])
+		now = BCH_DATA_cached;
+	else
+		now = BCH_DATA_free;
+	if (now == old)
+		return;
+	a->nr_cached += (now == BCH_DATA_cached) - (old == BCH_DATA_cached);
+	a->type[b] = now;
+	if (now == BCH_DATA_free) {
+		bucket_emptied(c, a, b);
+		a->nr_empty++;
+	}
+}
+
 static uint64_t reserve_of(const struct bch_dev_alloc *a);
+static int alloc_on_dev_reserve(struct bch_fs *c, unsigned dev, unsigned data_type, unsigned sectors,
+				bool half_reserve, struct bch_extent_ptr *p);
 
 /*
  * Carve sectors from the open bucket of dev for data_type (btree or user),
@@ -177,6 +217,12 @@ static uint64_t reserve_of(const struct bch_dev_alloc *a);
 static int alloc_on_dev(struct bch_fs *c, unsigned dev, unsigned data_type, unsigned sectors,
 			struct bch_extent_ptr *p)
 {
+	return alloc_on_dev_reserve(c, dev, data_type, sectors, c->alloc_for_delete, p);
+}
+
+static int alloc_on_dev_reserve(struct bch_fs *c, unsigned dev, unsigned data_type, unsigned sectors,
+				bool half_reserve, struct bch_extent_ptr *p)
+{
 	struct bch_dev_alloc *a = dev_alloc(c, dev);
 	bool user = data_type == BCH_DATA_user;
 	int64_t *open = user ? &a->open_user : &a->open;
@@ -186,7 +232,7 @@ static int alloc_on_dev(struct bch_fs *c, unsigned dev, unsigned data_type, unsi
 		return -BCH_ERR_no_space;
 	if (*open < 0 || *off + sectors > a->bucket_sectors) {
 		uint64_t b = 0, n;
-		if (user && a->nr_empty <= (c->alloc_for_delete ? reserve_of(a) / 2 + 1 : reserve_of(a)))
+		if (user && a->nr_empty <= (half_reserve ? reserve_of(a) / 2 + 1 : reserve_of(a)))
 			return -BCH_ERR_no_space;
 		for (n = 0; n < a->nbuckets; n++) {
 			b = (a->rotor + n) % a->nbuckets;
@@ -196,14 +242,17 @@ static int alloc_on_dev(struct bch_fs *c, unsigned dev, unsigned data_type, unsi
 		if (n == a->nbuckets)
 			return -BCH_ERR_no_space;
 		a->rotor = b + 1;
-		if (*open >= 0 && !a->sectors[*open]) {
-			/* the old open bucket's contents were all freed meanwhile */
-			a->type[*open] = BCH_DATA_free;
-			bucket_emptied(c, a, *open);
-			a->nr_empty++;
-		}
+		int64_t was = *open;
 		a->nr_empty--;
 		*open = b;
+		if (was >= 0 && user) {
+			data_bucket_settle(c, a, was);	/* its data may all be gone */
+		} else if (was >= 0 && !a->sectors[was]) {
+			/* the old open bucket's contents were all freed meanwhile */
+			a->type[was] = BCH_DATA_free;
+			bucket_emptied(c, a, was);
+			a->nr_empty++;
+		}
 		*off = 0;
 		a->gen[b]++;
 		a->type[b] = data_type;
@@ -320,6 +369,7 @@ void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u)
 			u->free_buckets++;
 		u->buckets[a->type[b]]++;
 		u->sectors[a->type[b]] += a->sectors[b];
+		u->cached_sectors += a->cached[b];
 	}
 }
 
@@ -375,6 +425,25 @@ uint64_t bch_alloc_user_free(struct bch_fs *c)
 		struct bch_dev_alloc *a = dev_alloc(c, i);
 		struct bch_member *m = bch_sb_member(c->sb, i);
 		if (!a || m->state != BCH_MEMBER_STATE_rw || !(m->data_allowed & (1U << BCH_DATA_user)))
+			continue;
+		/* buckets of cached data only are reclaimed when needed (evicted) */
+		if (a->nr_empty + a->nr_cached > reserve_of(a))
+			sectors += (a->nr_empty + a->nr_cached - reserve_of(a)) * a->bucket_sectors;
+		if (a->open_user >= 0)
+			sectors += a->bucket_sectors - a->open_user_off;
+	}
+	return sectors;
+}
+
+uint64_t bch_alloc_target_free(struct bch_fs *c, uint64_t target, uint32_t exclude)
+{
+	uint64_t sectors = 0;
+
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, i);
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		if (!a || m->state != BCH_MEMBER_STATE_rw || !(m->data_allowed & (1U << BCH_DATA_user)) ||
+		    (i < 32 && (exclude & (1U << i))) || (target && !bch_dev_in_target(c->sb, i, target)))
 			continue;
 		if (a->nr_empty > reserve_of(a))
 			sectors += (a->nr_empty - reserve_of(a)) * a->bucket_sectors;
@@ -445,6 +514,46 @@ int bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t tar
 	return 0;
 }
 
+int bch_alloc_data_move(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
+			bool target_only, uint32_t exclude, bool half_reserve,
+			struct bch_extent_ptr *ptrs, unsigned *got)
+{
+	bool used[BCH_SB_MEMBERS_MAX] = { false };
+
+	*got = 0;
+	for (unsigned i = 0; i < c->nr_devs && i < 32; i++)
+		used[i] = exclude & (1U << i);
+	for (unsigned pass = 0; pass < 2 && *got < nr; pass++) {
+		if (pass && target && target_only)
+			break;
+		for (unsigned i = 0; i < c->nr_devs && *got < nr; i++) {
+			struct bch_member *m = bch_sb_member(c->sb, i);
+			if (used[i] || !dev_alloc(c, i) || m->state != BCH_MEMBER_STATE_rw ||
+			    !(m->data_allowed & (1U << BCH_DATA_user)) ||
+			    (!pass && target && !bch_dev_in_target(c->sb, i, target)))
+				continue;
+			if (!alloc_on_dev_reserve(c, i, BCH_DATA_user, sectors, half_reserve, &ptrs[*got])) {
+				used[i] = true;
+				(*got)++;
+			}
+		}
+	}
+	return *got ? 0 : -BCH_ERR_no_space;
+}
+
+void bch_alloc_data_cached(struct bch_fs *c, struct bch_extent_ptr *p, unsigned sectors)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+	int64_t b;
+
+	p->flags |= BCH_EXTENT_PTR_CACHED;
+	if (!a || (b = bucket_of(a, p->offset, sectors)) < 0)
+		return;
+	a->sectors[b] -= sectors < a->sectors[b] ? sectors : a->sectors[b];
+	a->cached[b] += sectors;
+	data_bucket_settle(c, a, b);
+}
+
 void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
 			 unsigned sectors)
 {
@@ -466,24 +575,28 @@ void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, un
 	 * was never counted (bch_alloc_mark_data refuses it; fsck drops it):
 	 * taking its sectors off would free metadata that is still live.
 	 */
-	if (a->type[b] != BCH_DATA_user && a->type[b] != BCH_DATA_free)
+	if (a->type[b] != BCH_DATA_user && a->type[b] != BCH_DATA_cached &&
+	    a->type[b] != BCH_DATA_free)
 		return;
-	if (delta < 0 && (uint64_t)-delta >= a->sectors[b])
-		a->sectors[b] = 0;
+	uint32_t *count = p->flags & BCH_EXTENT_PTR_CACHED ? &a->cached[b] : &a->sectors[b];
+	if (delta < 0 && (uint64_t)-delta >= *count)
+		*count = 0;
 	else
-		a->sectors[b] += delta;
-	if (!a->sectors[b] && (int64_t)b != a->open_user && (int64_t)b != a->open &&
-	    a->type[b] != BCH_DATA_free) {
-		a->type[b] = BCH_DATA_free;
-		bucket_emptied(c, a, b);
-		a->nr_empty++;
-	}
+		*count += delta;
+	data_bucket_settle(c, a, b);
 }
+
+static void note_cached(struct bch_dev_alloc *a, const struct bch_extent_ptr *p);
 
 int bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
 			unsigned sectors)
 {
 	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+
+	if (p->flags & BCH_EXTENT_PTR_CACHED) {
+		note_cached(a, p);
+		return 0;
+	}
 
 	if (!a && bch_dev_missing(c, p->dev))
 		return 0;	/* a copy on a member not given (degraded): not counted */
@@ -508,6 +621,69 @@ int bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsign
 	}
 	a->type[b] = BCH_DATA_user;
 	a->sectors[b] += sectors;
+	return 0;
+}
+
+/*
+ * Cached pointers at a rebuild (alloc.h): the first pass notes the newest
+ * generation of a cached pointer into each bucket; once the stored gens are
+ * applied, a bucket without dirty data takes the newer of the two (a bucket
+ * evicted since has a stored gen past every pointer into it), and the
+ * second pass counts the cached pointers whose gen is the bucket's.
+ */
+static void note_cached(struct bch_dev_alloc *a, const struct bch_extent_ptr *p)
+{
+	int64_t b;
+
+	if (!a || (b = p->offset / a->bucket_sectors) >= (int64_t)a->nbuckets)
+		return;
+	if (!a->cached_gen) {
+		if (!(a->cached_gen = malloc(a->nbuckets * sizeof(int16_t))))
+			return;		/* then no cached pointer is trusted */
+		memset(a->cached_gen, 0xff, a->nbuckets * sizeof(int16_t));
+	}
+	if (a->cached_gen[b] < 0 || (int8_t)(p->gen - (uint8_t)a->cached_gen[b]) > 0)
+		a->cached_gen[b] = p->gen;
+}
+
+bool bch_alloc_settle_cached_gens(struct bch_fs *c)
+{
+	bool any = false;
+
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		struct bch_dev_alloc *a = dev_alloc(c, d);
+		if (!a || !a->cached_gen)
+			continue;
+		for (uint64_t b = 0; b < a->nbuckets; b++) {
+			if (a->cached_gen[b] < 0)
+				continue;
+			any = true;
+			if (a->type[b] == BCH_DATA_free && !a->sectors[b] &&
+			    (int8_t)((uint8_t)a->cached_gen[b] - a->gen[b]) > 0)
+				a->gen[b] = a->cached_gen[b];
+		}
+		free(a->cached_gen);
+		a->cached_gen = NULL;
+	}
+	return any;
+}
+
+int bch_alloc_mark_cached(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
+			  unsigned sectors)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+	int64_t b;
+
+	if (!a || (b = bucket_of(a, p->offset, span)) < 0 || a->gen[b] != p->gen)
+		return 0;	/* stale (or damaged: fsck drops it) */
+	if (a->type[b] == BCH_DATA_free && !a->sectors[b] && !a->cached[b]) {
+		a->nr_empty--;
+		a->nr_cached++;
+		a->type[b] = BCH_DATA_cached;
+	} else if (a->type[b] != BCH_DATA_user && a->type[b] != BCH_DATA_cached) {
+		return 0;
+	}
+	a->cached[b] += sectors;
 	return 0;
 }
 
@@ -555,7 +731,8 @@ bool bch_alloc_bucket_get(struct bch_fs *c, unsigned dev, uint64_t b, struct bch
 		return false;
 	s->gen = a->gen[b];
 	s->sectors = a->sectors[b];
-	s->data_type = s->sectors ? a->type[b] : BCH_DATA_free;
+	s->cached_sectors = a->cached[b];
+	s->data_type = s->sectors ? a->type[b] : s->cached_sectors ? BCH_DATA_cached : BCH_DATA_free;
 	return true;
 }
 
@@ -564,13 +741,19 @@ void bch_alloc_bucket_set(struct bch_fs *c, unsigned dev, uint64_t b,
 {
 	struct bch_dev_alloc *a = dev_alloc(c, dev);
 
-	if (!a || b >= a->nbuckets || a->type[b] != BCH_DATA_free || a->sectors[b])
+	if (!a || b >= a->nbuckets || a->type[b] != BCH_DATA_free || a->sectors[b] || a->cached[b])
 		return;
 	a->gen[b] = s->gen;
 	if (s->sectors && s->data_type != BCH_DATA_free) {
 		a->type[b] = s->data_type;
 		a->sectors[b] = s->sectors;
+		a->cached[b] = s->data_type == BCH_DATA_user ? s->cached_sectors : 0;
 		a->nr_empty--;
+	} else if (s->cached_sectors && s->data_type == BCH_DATA_cached) {
+		a->type[b] = BCH_DATA_cached;
+		a->cached[b] = s->cached_sectors;
+		a->nr_empty--;
+		a->nr_cached++;
 	}
 }
 
@@ -578,6 +761,6 @@ void bch_alloc_bucket_set_gen(struct bch_fs *c, unsigned dev, uint64_t b, uint8_
 {
 	struct bch_dev_alloc *a = dev_alloc(c, dev);
 
-	if (a && b < a->nbuckets && a->type[b] == BCH_DATA_free && !a->sectors[b])
+	if (a && b < a->nbuckets && a->type[b] == BCH_DATA_free && !a->sectors[b] && !a->cached[b])
 		a->gen[b] = gen;
 }

@@ -29,6 +29,7 @@ struct bch_dev_usage {
 	uint64_t	free_buckets;
 	uint64_t	buckets[BCH_DATA_NR];
 	uint64_t	sectors[BCH_DATA_NR];
+	uint64_t	cached_sectors;		/* live cached pointers' sectors, any bucket */
 };
 
 int  bch_fs_alloc_init(struct bch_fs *c);	/* sb and journal buckets marked */
@@ -78,6 +79,25 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 int  bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
 		    uint64_t released, struct bch_extent_ptr *ptrs, unsigned *got);
 uint64_t bch_alloc_user_free(struct bch_fs *c);
+/*
+ * The move path's allocation (move.h): like bch_alloc_data, but on none of
+ * the devices in exclude (a bit per index: they hold a copy already), only
+ * on target's devices when target_only, without the promise check (a move
+ * takes no more space than it frees), and, with half_reserve (copygc, which
+ * frees buckets), from the first half of the btree reserve as deletes do.
+ * Never flushes the journal.  bch_alloc_data_cached() turns sectors just
+ * allocated at p into cached ones (p gets the cached flag).
+ */
+int  bch_alloc_data_move(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
+			 bool target_only, uint32_t exclude, bool half_reserve,
+			 struct bch_extent_ptr *ptrs, unsigned *got);
+void bch_alloc_data_cached(struct bch_fs *c, struct bch_extent_ptr *p, unsigned sectors);
+/*
+ * Sectors of user data that fit now on target's devices (0: every device)
+ * outside exclude (a bit per device index), without evicting cached data:
+ * empty buckets above the reserve and the rest of the open bucket.
+ */
+uint64_t bch_alloc_target_free(struct bch_fs *c, uint64_t target, uint32_t exclude);
 int  bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released);
 void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
 			 unsigned sectors);
@@ -85,6 +105,21 @@ void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, un
 			    int64_t delta);
 int  bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
 			 unsigned sectors);
+/*
+ * Cached pointers (bcachefs_format.h): their sectors count as the bucket's
+ * cached sectors; a bucket holding only cached data has type cached and
+ * may be reused (evicted) when space is needed, which bumps its gen and so
+ * makes every cached pointer into it stale.  bch_alloc_ptr_live() of a
+ * cached pointer also wants its bucket to hold data.
+ * At a rebuild, bch_alloc_mark_data() only notes cached pointers;
+ * bch_alloc_settle_cached_gens() (after the stored gens are applied) makes
+ * an empty bucket's gen the newest of a cached pointer into it, and says
+ * whether any was seen; then bch_alloc_mark_cached() counts each cached
+ * pointer whose gen is its bucket's (others are stale).
+ */
+bool bch_alloc_settle_cached_gens(struct bch_fs *c);
+int  bch_alloc_mark_cached(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
+			   unsigned sectors);
 
 /* fsck: space on one given device; the data type of the bucket p is in (-1: outside). */
 int  bch_alloc_data_on(struct bch_fs *c, unsigned dev, unsigned sectors, struct bch_extent_ptr *ptr);
@@ -119,8 +154,9 @@ bool bch_alloc_ptr_live(struct bch_fs *c, const struct bch_extent_ptr *p);
  */
 struct bch_bucket_state {
 	uint8_t		gen;
-	uint8_t		data_type;
-	uint32_t	sectors;
+	uint8_t		data_type;	/* free, btree, user, or cached (only cached data) */
+	uint32_t	sectors;	/* dirty */
+	uint32_t	cached_sectors;
 };
 uint64_t bch_alloc_nbuckets(struct bch_fs *c, unsigned dev);	/* 0: no such device */
 unsigned bch_alloc_bucket_sectors(struct bch_fs *c, unsigned dev);

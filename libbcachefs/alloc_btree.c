@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "extents.h"
 #include "alloc_btree.h"
 #include "bcachefs.h"
 #include "bkey.h"
@@ -54,7 +55,8 @@ struct bch_alloc_btree {
 
 static bool state_eq(const struct bch_bucket_state *a, const struct bch_bucket_state *b)
 {
-	return a->gen == b->gen && a->data_type == b->data_type && a->sectors == b->sectors;
+	return a->gen == b->gen && a->data_type == b->data_type && a->sectors == b->sectors &&
+	       a->cached_sectors == b->cached_sectors;
 }
 
 static int stored_init(struct bch_fs *c)
@@ -115,11 +117,14 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k)
 	} else if (!bch_alloc_bucket_get(c, dev, b, &now)) {
 		why = "superblock or journal bucket";
 	} else if (a->data_type != BCH_DATA_free && a->data_type != BCH_DATA_btree &&
-		   a->data_type != BCH_DATA_user) {
-		why = "data type not free, btree or user";
-	} else if ((a->data_type == BCH_DATA_free) != !a->dirty_sectors) {
+		   a->data_type != BCH_DATA_user && a->data_type != BCH_DATA_cached) {
+		why = "data type not free, btree, user or cached";
+	} else if ((a->data_type == BCH_DATA_free) != (!a->dirty_sectors && !a->cached_sectors) ||
+		   (a->data_type == BCH_DATA_cached) != (!a->dirty_sectors && a->cached_sectors) ||
+		   (a->data_type == BCH_DATA_btree && a->cached_sectors)) {
 		why = "free with sectors, or used without";
-	} else if (a->dirty_sectors > bch_alloc_bucket_sectors(c, dev)) {
+	} else if (a->dirty_sectors > bch_alloc_bucket_sectors(c, dev) ||
+		   a->cached_sectors > bch_alloc_bucket_sectors(c, dev)) {
 		why = "more sectors than the bucket holds";
 	}
 	if (why) {
@@ -143,6 +148,7 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k)
 	s.gen = a->gen;
 	s.data_type = a->data_type;
 	s.sectors = a->dirty_sectors;
+	s.cached_sectors = a->cached_sectors;
 	ab->stored[dev][b] = s;
 	return 0;
 }
@@ -209,6 +215,12 @@ int bch_alloc_btree_rebuilt(struct bch_fs *c)
 	for (unsigned d = 0; d < c->nr_devs; d++)
 		for (uint64_t b = 0; ab && ab->stored[d] && b < bch_alloc_nbuckets(c, d); b++)
 			bch_alloc_bucket_set_gen(c, d, b, ab->stored[d][b].gen);
+	/* cached pointers are counted once every bucket has its gen (alloc.h) */
+	if (bch_alloc_settle_cached_gens(c) && !c->extents_mark_deferred) {
+		int r = bch_extents_mark_cached(c);
+		if (r)
+			return r;
+	}
 	return c->extents_mark_deferred ? 0 : bch_alloc_btree_record_diffs(c);
 }
 
@@ -342,6 +354,7 @@ static int write_diffs(struct bch_fs *c, uint64_t *nr)
 				v->gen = now.gen;
 				v->data_type = now.data_type;
 				v->dirty_sectors = now.sectors;
+				v->cached_sectors = now.cached_sectors;
 				v->journal_seq = bch_journal_cur_seq(c);
 			}
 			if ((r = bch_trans_update(t, BCH_BTREE_ID_alloc, k)))

@@ -80,6 +80,9 @@ struct bch_fs {
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
 	uint64_t		space_gen;	/* bumped each time a bucket is emptied
 						 * (parked background work retries) */
+	uint64_t		rebalance_wait_gen;	/* rebalance.c: space_gen when work
+						 * last waited for space */
+	bool			rebalance_waited;	/* rebalance_wait_gen is set */
 	uint64_t		reserved_sectors;	/* extents.c: disk sectors promised to
 						 * reservation keys (fallocate): size x
 						 * nr_replicas of each; user data may not

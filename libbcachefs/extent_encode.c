@@ -80,7 +80,7 @@ int bch_extent_crc_validate(const struct bch_extent_crc *crc, unsigned key_secto
 	    !crc->compressed_bytes)
 		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "encoded length %u outside %u sectors",
 			    crc->compressed_bytes, crc->compressed_sectors);
-	if (crc->compression_type == BCH_COMPRESSION_none &&
+	if (bch_crc_plain(crc) &&
 	    (crc->compressed_sectors != crc->uncompressed_sectors ||
 	     crc->compressed_bytes != crc->uncompressed_sectors << BCH_SECTOR_SHIFT))
 		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "uncompressed extent with differing sizes");
@@ -101,7 +101,7 @@ int bch_extent_decode(const struct bch_extent_crc *crc, const void *enc, void *d
 		return -BCH_ERR_bkey_invalid;
 	if ((ret = bch_csum_verify(crc->csum_type, enc, enc_bytes, crc->csum)))
 		return ret;
-	if (crc->compression_type == BCH_COMPRESSION_none) {
+	if (bch_crc_plain(crc)) {
 		memcpy(dst, enc, dec_bytes);
 		return 0;
 	}

@@ -17,6 +17,7 @@
  */
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "bcachefs_format.h"
@@ -54,5 +55,12 @@ int bch_extent_crc_validate(const struct bch_extent_crc *crc, unsigned key_secto
  * bch_err_is_dl()).
  */
 int bch_extent_decode(const struct bch_extent_crc *crc, const void *enc, void *dst);
+
+/* Is the extent stored as plain data (none, or incompressible: see bch_extent_crc)? */
+static inline bool bch_crc_plain(const struct bch_extent_crc *crc)
+{
+	return crc->compression_type == BCH_COMPRESSION_none ||
+	       crc->compression_type == BCH_COMPRESSION_incompressible;
+}
 
 #endif /* _BCACHEFS_EXTENT_ENCODE_H */

@@ -256,6 +256,34 @@ int bch_extents_mark_all(struct bch_fs *c)
 	return r ? r : err;
 }
 
+int bch_extents_mark_cached(struct bch_fs *c)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0;
+
+	if (!c->roots->r[BCH_BTREE_ID_extents].key)
+		return 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	for (uint64_t n = 1; (k = bch_btree_iter_next(&it, &err)); n++) {
+		if (!(n % 4096))
+			bch_btree_cache_evict_clean(c);
+		if (k->type != BCH_BKEY_extent)
+			continue;
+		const struct bch_extent *e = bkey_val(k);
+		unsigned s = bch_extent_disk_sectors(k);
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+			if (e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED)
+				bch_alloc_mark_cached(c, &e->ptrs[i], e->crc.compressed_sectors, s);
+	}
+	bch_btree_iter_exit(&it);
+	if (err && c->opts.v[Opt_fsck] && err != -ENOMEM && !bch_err_is_dl(err)) {
+		c->err_msg[0] = 0;	/* the dirty pass met it too: fsck reports it */
+		err = 0;
+	}
+	return err;
+}
+
 int bch_extents_count_reserved(struct bch_fs *c)
 {
 	struct btree_iter it;

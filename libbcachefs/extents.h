@@ -112,6 +112,8 @@ int bch_extents_shift(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
  * the promises (a clean open whose record does not carry them).
  */
 int bch_extents_mark_all(struct bch_fs *c);
+/* The second pass for cached pointers (alloc.h: bch_alloc_mark_cached). */
+int bch_extents_mark_cached(struct bch_fs *c);
 int bch_extents_count_reserved(struct bch_fs *c);
 
 #endif /* _BCACHEFS_EXTENTS_H */

@@ -27,6 +27,7 @@
 #include "extent_encode.h"
 #include "extents.h"
 #include "io.h"
+#include "rebalance.h"
 #include "super.h"
 
 void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch_io_opts *o)
@@ -69,7 +70,7 @@ static unsigned unit_sectors(struct bch_fs *c)
 
 static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		      const struct bch_io_opts *o, uint64_t start, const void *src, unsigned sectors,
-		      void *enc, struct bch_extent_update *u)
+		      void *enc, struct bch_extent_update *u, bool *needs_rebalance)
 {
 	struct bch_encode_opts eo = {
 		.csum_type	= o->csum_type,
@@ -114,6 +115,8 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	e->crc = crc;
 	memcpy(e->ptrs, ptrs, got * sizeof(ptrs[0]));
 	r = bch_extent_insert(t, k, false, u);
+	if (!r && !*needs_rebalance)
+		*needs_rebalance = bch_extent_rebalance_reasons(c, k, o) != 0;
 	free(k);
 	return r;
 }
@@ -135,12 +138,16 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	if (bch_compression_type_of(o->compression) != BCH_COMPRESSION_none &&
 	    !(enc = bch_dev_alloc_buf(bch_extent_encode_bound(unit))))
 		return -ENOMEM;
+	bool needs_rebalance = false;
 	for (uint64_t off = 0; off < sectors && !r; off += unit) {
 		unsigned n = sectors - off < unit ? sectors - off : unit;
 		r = write_unit(c, t, inum, o, start + off,
-			       (const char *)buf + (off << BCH_SECTOR_SHIFT), n, enc, u);
+			       (const char *)buf + (off << BCH_SECTOR_SHIFT), n, enc, u, &needs_rebalance);
 	}
 	free(enc);
+	/* data off its background target, or not in its background compression */
+	if (!r && needs_rebalance)
+		r = bch_rebalance_work_set(c, t, inum, start);
 	return r;
 }
 
@@ -149,7 +156,7 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
  * compressed extent, decode it into dec too (dec may be NULL when the extent
  * is not compressed: the data is then enc itself).
  */
-static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
+int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
 {
 	const struct bch_extent *e = bkey_val(k);
 	const struct bch_extent_ptr *p = &e->ptrs[i];
@@ -163,7 +170,7 @@ static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, voi
 	int r = bch_dev_read(ca->bdev, enc, bytes, (uint64_t)p->offset << BCH_SECTOR_SHIFT);
 	if (r)
 		return r;
-	if (e->crc.compression_type == BCH_COMPRESSION_none && !dec) {
+	if (bch_crc_plain(&e->crc) && !dec) {
 		if (bch_extent_crc_validate(&e->crc, 0, NULL, 0))
 			return -BCH_ERR_bkey_invalid;
 		return bch_csum_verify(e->crc.csum_type, enc, bytes, e->crc.csum);
@@ -195,7 +202,7 @@ int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *ba
 	}
 	int r = 0;
 	for (unsigned i = 0; i < bch_extent_nr_ptrs(k) && !r; i++) {
-		int cr = read_copy(c, k, i, enc, dec);
+		int cr = bch_extent_read_copy(c, k, i, enc, dec);
 		if (bch_err_is_dl(cr))
 			r = cr;		/* not the copy's fault: every copy would fail */
 		else if (cr)
@@ -235,13 +242,13 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 		memset(dst, 0, len);
 		return 0;
 	}
-	bool plain = e->crc.compression_type == BCH_COMPRESSION_none;
+	bool plain = bch_crc_plain(&e->crc);
 	/* the whole encoded extent wanted, into an aligned buffer: read it in place */
 	if (plain && !e->crc.offset && from == ks && to == k->p.offset &&
 	    k->size == e->crc.compressed_sectors && !((uintptr_t)dst & 4095)) {
 		int r = -BCH_ERR_device_missing;
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
-			r = read_copy(c, k, i, dst, NULL);
+			r = bch_extent_read_copy(c, k, i, dst, NULL);
 			if (!r)
 				return 0;
 			if (bch_err_is_dl(r))
@@ -256,7 +263,7 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 	if (enc && (plain || dec)) {
 		r = -BCH_ERR_device_missing;
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
-			r = read_copy(c, k, i, enc, dec);
+			r = bch_extent_read_copy(c, k, i, enc, dec);
 			if (!r || bch_err_is_dl(r))
 				break;
 			c->data_bad_copies += r != -BCH_ERR_device_missing;

@@ -80,4 +80,14 @@ void bch_data_readahead_issue(const struct bch_readahead *ra);
  */
 int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *bad);
 
+/*
+ * Read the encoded extent of extent key k from its pointer i into enc (an
+ * I/O buffer of crc.compressed_sectors) and verify it; decode it into dec
+ * (crc.uncompressed_sectors) too, unless dec is NULL and the extent is not
+ * compressed (the data is then enc itself).  A stale pointer or a missing
+ * device is an error.
+ */
+int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc,
+			 void *dec);
+
 #endif /* _BCACHEFS_IO_H */

@@ -42,8 +42,11 @@ struct bch_move_stats;
 unsigned bch_extent_rebalance_reasons(struct bch_fs *c, const struct bch_bkey *k,
 				      const struct bch_io_opts *o);
 
-/* Record in t that inum has work (nothing is added when its key exists). */
-int  bch_rebalance_work_set(struct bch_fs *c, struct btree_trans *t, uint64_t inum);
+/*
+ * Record in t that inum has work from file sector `from` on (an existing key
+ * whose cursor is past from is moved back; nothing is added otherwise).
+ */
+int  bch_rebalance_work_set(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t from);
 /*
  * Schedule a pass over one inode (inum), or over every inode (0, after a
  * filesystem option changed); commits its own transaction.
