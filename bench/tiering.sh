@@ -3,7 +3,8 @@
 # slowed by the device layer's test hook (BCACHEFS_TEST_DEVICE_DELAY, DELAY
 # microseconds a request, default 5000).  A working set of SET bytes (default
 # 64M, one file of random bytes) is written to the SSD, moved to the HDD by
-# `bcachefs data rebalance --wait` (background_target=hdd), then read twice
+# `bcachefs data rebalance --wait` (background_target=hdd; until that command
+# exists, build/rebalance-run, see tierlib.sh), then read twice
 # through fusemount with caches dropped before each read: with
 # promote_target=ssd the first read adds cached copies on the SSD and the
 # second is served from them; without it both come from the HDD.  Prints
@@ -35,8 +36,8 @@ run() {
 		--foreground-target=$fg --background-target=hdd $promote >/dev/null
 	"$B" image put ssd.img:hdd.img set /set
 	t0=$(now_ns)
-	[ "$PLACE" = direct ] || "$B" data rebalance --wait ssd.img:hdd.img >/dev/null 2>rebalance.err ||
-		die "data rebalance --wait: $(cat rebalance.err)"
+	[ "$PLACE" = direct ] || $REBALANCE ssd.img:hdd.img >/dev/null 2>rebalance.err ||
+		die "$REBALANCE_VIA: $(cat rebalance.err)"
 	reb_ms=$(( ($(now_ns) - t0) / 1000000 ))
 	usage_json ssd.img:hdd.img > u0.json
 	on_hdd=$(dev_key u0.json 1 user.bytes)
@@ -85,7 +86,7 @@ printf '%-22s %7s MB/s %5s MB/s %12s %12s %14s\n' "ssd" "$(mbs "$set_bytes" "$p_
 printf '%-22s %7s MB/s %5s MB/s %12s %12s %14s\n' "(none)" "$(mbs "$set_bytes" "$n_r1")" "$(mbs "$set_bytes" "$n_r2")" \
 	"$n_ssd1/$n_hdd1" "$n_ssd2/$n_hdd2" "$(ratio "$n_r2" "$n_r1")"
 echo "cached bytes on ssd after the first read with promote: $p_cached"
-[ "$PLACE" = direct ] || echo "data rebalance --wait of the set: ${p_reb} ms, ${n_reb} ms"
+[ "$PLACE" = direct ] || echo "moving the set to hdd ($REBALANCE_VIA): ${p_reb} ms, ${n_reb} ms"
 echo "hot set, promoted vs not (second read, goal >= 5x): $(ratio "$p_r2" "$n_r2")x"
 [ "$p_hdd2" -lt "$p_hdd1" ] ||
 	echo "NOTE: the second read with promote still read hdd as often ($p_hdd2 vs $p_hdd1 requests): no promote"
