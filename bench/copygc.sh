@@ -55,11 +55,18 @@ for fill in $FILLS; do
 	avail=$(stat -f -c '%a * %S' mnt/ | sed 's/ //g')
 	avail=$(( $avail ))
 	file_bytes=$(( avail / 100 * fill / 4096 * 4096 ))
-	mib=$(( file_bytes >> 20 ))
-	rest=$(( file_bytes - (mib << 20) ))
-	{ head -c "$(( mib << 20 ))" /dev/urandom; head -c "$rest" /dev/urandom; } > mnt/file ||
-		die "$fill%: writing the $file_bytes-byte file"
+	# 1 MiB writes: large extents, as a file copied in would have
+	if ! dd if=/dev/urandom of=mnt/file bs=1M count=$(( file_bytes >> 20 )) iflag=fullblock \
+		status=none 2>fill.err || ! dd if=/dev/urandom of=mnt/file bs=4096 \
+		count=$(( (file_bytes & ((1 << 20) - 1)) / 4096 )) seek=$(( (file_bytes >> 20) << 8 )) \
+		conv=notrunc status=none 2>>fill.err; then
+		printf '%5s%% %8sMB %s\n' "$fill" "$((file_bytes >> 20))" \
+			"ENOSPC while filling: statfs said $avail bytes available; $(stat -c %s mnt/file) fit"
+		umount_fs
+		continue
+	fi
 	sync mnt/file
+	[ "$(stat -c %s mnt/file)" = "$file_bytes" ] || die "$fill%: the file is $(stat -c %s mnt/file) bytes, not $file_bytes"
 	usage_json mnt > before.json
 	dev_before=$(dev_key before.json 0 write_bytes)
 	n=$(( file_bytes * MULT / 4096 ))
