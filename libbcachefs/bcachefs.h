@@ -83,6 +83,7 @@ struct bch_fs {
 	uint64_t		rebalance_wait_gen;	/* rebalance.c: space_gen when work
 						 * last waited for space */
 	bool			rebalance_waited;	/* rebalance_wait_gen is set */
+	uint64_t		promoted;	/* io.c: extents given a cached copy by reads */
 	uint64_t		reserved_sectors;	/* extents.c: disk sectors promised to
 						 * reservation keys (fallocate): size x
 						 * nr_replicas of each; user data may not

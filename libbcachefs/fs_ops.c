@@ -841,13 +841,15 @@ ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf,
 	uint64_t start = offset >> BCH_SECTOR_SHIFT;
 	uint64_t end = (offset + len + BCH_SECTOR_SIZE - 1) >> BCH_SECTOR_SHIFT;
 	size_t skip = offset & (BCH_SECTOR_SIZE - 1);
+	struct bch_io_opts o;
+	bch_io_opts_get(c, &i, &o);	/* promote_target: reads may add cached copies */
 	if (!skip && !(len & (BCH_SECTOR_SIZE - 1)))
-		r = bch_data_read(c, inum, start, buf, end - start);	/* straight into buf */
+		r = bch_data_read_promote(c, inum, &o, start, buf, end - start);	/* straight into buf */
 	else {
 		char *tmp = malloc((end - start) << BCH_SECTOR_SHIFT);
 		if (!tmp)
 			return -ENOMEM;
-		r = bch_data_read(c, inum, start, tmp, end - start);
+		r = bch_data_read_promote(c, inum, &o, start, tmp, end - start);
 		if (!r)
 			memcpy(buf, tmp + skip, len);
 		free(tmp);

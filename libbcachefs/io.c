@@ -27,6 +27,7 @@
 #include "extent_encode.h"
 #include "extents.h"
 #include "io.h"
+#include "move.h"
 #include "rebalance.h"
 #include "super.h"
 
@@ -228,10 +229,62 @@ static int no_good_copy(struct bch_fs *c, const struct bch_bkey *k, int r)
 			  bch_err_str(r));
 }
 
+/*
+ * The order copies of k are tried in: live cached copies first (promote put
+ * them on the fast devices), then the dirty ones as stored.
+ */
+static unsigned read_order(struct bch_fs *c, const struct bch_bkey *k, unsigned *order)
+{
+	const struct bch_extent *e = bkey_val(k);
+	unsigned nr = bch_extent_nr_ptrs(k), n = 0;
+
+	for (unsigned i = 0; i < nr; i++)
+		if ((e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && bch_alloc_ptr_live(c, &e->ptrs[i]))
+			order[n++] = i;
+	for (unsigned i = 0; i < nr; i++)
+		if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
+			order[n++] = i;
+	return n;
+}
+
+/*
+ * Promote: k was read from copy i; does it want a cached copy on
+ * promote_target?  Not when a live copy is there already, or the key has no
+ * room for another pointer.
+ */
+static bool wants_promote(struct bch_fs *c, const struct bch_bkey *k, unsigned i, uint64_t target)
+{
+	const struct bch_extent *e = bkey_val(k);
+	unsigned nr = bch_extent_nr_ptrs(k);
+
+	if (!target || nr >= BCH_REPLICAS_MAX || bch_dev_in_target(c->sb, e->ptrs[i].dev, target))
+		return false;
+	for (unsigned j = 0; j < nr; j++)
+		if (bch_dev_in_target(c->sb, e->ptrs[j].dev, target) &&
+		    (!(e->ptrs[j].flags & BCH_EXTENT_PTR_CACHED) || bch_alloc_ptr_live(c, &e->ptrs[j])))
+			return false;
+	return true;
+}
+
+struct promote_list {
+	uint64_t		target;		/* 0: no promotes */
+	struct bch_bkey		*keys[BCH_PROMOTE_MAX];
+	unsigned		nr;
+};
+
+static void promote_note(struct bch_fs *c, struct promote_list *pl, const struct bch_bkey *k,
+			 unsigned i)
+{
+	if (pl && pl->nr < BCH_PROMOTE_MAX && wants_promote(c, k, i, pl->target) &&
+	    (pl->keys[pl->nr] = bch_bkey_dup(k)))
+		pl->nr++;
+}
+
 /* Copy the part of k's data inside [start, start + sectors) to buf. */
 static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, uint64_t sectors,
-		    char *buf)
+		    char *buf, struct promote_list *pl)
 {
+	unsigned order[BCH_REPLICAS_MAX], nr_order;
 	const struct bch_extent *e = bkey_val(k);
 	uint64_t ks = bch_extent_start(k), from = ks > start ? ks : start;
 	uint64_t to = k->p.offset < start + sectors ? k->p.offset : start + sectors;
@@ -244,13 +297,17 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 	}
 	bool plain = bch_crc_plain(&e->crc);
 	/* the whole encoded extent wanted, into an aligned buffer: read it in place */
+	nr_order = read_order(c, k, order);
 	if (plain && !e->crc.offset && from == ks && to == k->p.offset &&
 	    k->size == e->crc.compressed_sectors && !((uintptr_t)dst & 4095)) {
 		int r = -BCH_ERR_device_missing;
-		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+		for (unsigned o = 0; o < nr_order; o++) {
+			unsigned i = order[o];
 			r = bch_extent_read_copy(c, k, i, dst, NULL);
-			if (!r)
+			if (!r) {
+				promote_note(c, pl, k, i);
 				return 0;
+			}
 			if (bch_err_is_dl(r))
 				break;
 			c->data_bad_copies += r != -BCH_ERR_device_missing;
@@ -262,8 +319,11 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 	int r = -ENOMEM;
 	if (enc && (plain || dec)) {
 		r = -BCH_ERR_device_missing;
-		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+		for (unsigned o = 0; o < nr_order; o++) {
+			unsigned i = order[o];
 			r = bch_extent_read_copy(c, k, i, enc, dec);
+			if (!r)
+				promote_note(c, pl, k, i);
 			if (!r || bch_err_is_dl(r))
 				break;
 			c->data_bad_copies += r != -BCH_ERR_device_missing;
@@ -278,7 +338,8 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 	return r;
 }
 
-int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors)
+static int data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors,
+		     struct promote_list *pl)
 {
 	struct btree_iter it;
 	const struct bch_bkey *cur;
@@ -299,7 +360,7 @@ int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, ui
 			memset((char *)buf + ((done - start) << BCH_SECTOR_SHIFT), 0,
 			       (ks - done) << BCH_SECTOR_SHIFT);
 		struct bch_bkey *k = bch_bkey_dup(cur);
-		r = read_key(c, k, start, sectors, buf);
+		r = read_key(c, k, start, sectors, buf, pl);
 		free(k);
 		if (cur->p.offset > done)
 			done = cur->p.offset;
@@ -309,6 +370,36 @@ int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, ui
 		memset((char *)buf + ((done - start) << BCH_SECTOR_SHIFT), 0,
 		       (start + sectors - done) << BCH_SECTOR_SHIFT);
 	return r ? r : err;
+}
+
+int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors)
+{
+	return data_read(c, inum, start, buf, sectors, NULL);
+}
+
+int bch_data_read_promote(struct bch_fs *c, uint64_t inum, const struct bch_io_opts *o,
+			  uint64_t start, void *buf, uint64_t sectors)
+{
+	struct promote_list pl = { .target = c->read_only || c->opts.v[Opt_fsck] ? 0 : o->promote_target };
+	int r = data_read(c, inum, start, buf, sectors, &pl);
+
+	/* best effort: a promote that fails (no space, a race) changes nothing */
+	if (pl.nr) {
+		struct bch_move_stats s = { 0 };
+		struct bch_mover *m;
+		struct bch_move_op op = { .nr_new = 1, .target = pl.target, .target_only = true,
+					  .cached = true };
+		if (!bch_mover_init(c, &s, &m)) {
+			for (unsigned i = 0; i < pl.nr; i++)
+				bch_mover_add(m, pl.keys[i], &op);
+			bch_mover_exit(m);
+			c->promoted += s.keys_moved;
+		}
+		c->err_msg[0] = 0;
+	}
+	for (unsigned i = 0; i < pl.nr; i++)
+		free(pl.keys[i]);
+	return r;
 }
 
 uint64_t bch_data_readahead_plan(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors,
@@ -326,7 +417,10 @@ uint64_t bch_data_readahead_plan(struct bch_fs *c, uint64_t inum, uint64_t start
 		if (k->type != BCH_BKEY_extent || !bch_extent_nr_ptrs(k))
 			continue;
 		const struct bch_extent *e = bkey_val(k);
-		const struct bch_extent_ptr *p = &e->ptrs[0];
+		unsigned order[BCH_REPLICAS_MAX];
+		if (!read_order(c, k, order))		/* the copy a read would try first */
+			continue;
+		const struct bch_extent_ptr *p = &e->ptrs[order[0]];
 		struct bch_dev *ca = p->dev < BCH_SB_MEMBERS_MAX ? c->devs[p->dev] : NULL;
 		if (!ca || !ca->bdev)
 			continue;

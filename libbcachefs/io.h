@@ -51,6 +51,16 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 /* Read sectors of inum's data at sector start into buf (holes read as zeros). */
 int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors);
 /*
+ * The same for a file's reader (fs_ops read): copies are tried live cached
+ * ones first, and, with o->promote_target set on a read-write filesystem,
+ * each extent read from outside promote_target gets a cached copy there
+ * (promote: at most BCH_PROMOTE_MAX extents per call, best effort, through
+ * the move path; later reads are served from it).
+ */
+#define BCH_PROMOTE_MAX	16
+int bch_data_read_promote(struct bch_fs *c, uint64_t inum, const struct bch_io_opts *o,
+			  uint64_t start, void *buf, uint64_t sectors);
+/*
  * Readahead for a sequential reader, in two steps so the slow one needs no
  * lock: plan (under whatever serialises the engine) finds where the first
  * copy of each extent in [start, start + sectors) lies, merging runs that

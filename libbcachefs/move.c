@@ -154,6 +154,10 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 			dirty_rewritten += !cached;
 			if (p->dev < 32 && !cached && !op->recompress)
 				exclude |= 1U << p->dev;	/* a new copy beside the old one is no move */
+			if (!cached && !op->recompress && (op->demote & (1U << i))) {
+				keep[nr_keep] = *p;	/* stays, as a cached copy */
+				keep[nr_keep++].flags |= BCH_EXTENT_PTR_CACHED;
+			}
 			continue;
 		}
 		if (cached && !bch_alloc_ptr_live(c, p))
@@ -162,6 +166,8 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 		if (p->dev < 32)
 			exclude |= 1U << p->dev;
 	}
+	if (op->demote & ~op->rewrite)
+		return -EINVAL;
 	if (op->recompress) {
 		for (unsigned i = 0; i < nr_keep; i++)
 			if (!(keep[i].flags & BCH_EXTENT_PTR_CACHED))
@@ -292,6 +298,17 @@ static void settle(struct bch_fs *c, const struct move_pending *p)
 	const struct bch_extent *oe = bkey_val(p->old), *ne = bkey_val(p->new);
 	unsigned old_share = bch_extent_disk_sectors(p->old);
 	unsigned new_share = bch_extent_disk_sectors(p->new);
+
+	/* gains first, so no bucket looks empty on the way: demoted copies */
+	for (unsigned j = 0; j < bch_extent_nr_ptrs(p->new); j++) {
+		const struct bch_extent_ptr *np = &ne->ptrs[j];
+		if (!(np->flags & BCH_EXTENT_PTR_CACHED))
+			continue;
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(p->old); i++)
+			if (!(oe->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && oe->ptrs[i].dev == np->dev &&
+			    oe->ptrs[i].offset == np->offset && oe->ptrs[i].gen == np->gen)
+				bch_alloc_data_account(c, np, oe->crc.compressed_sectors, old_share);
+	}
 
 	for (unsigned i = 0; i < p->nr_fresh; i++) {
 		struct bch_extent_ptr f = p->fresh[i];

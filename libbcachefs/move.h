@@ -66,6 +66,9 @@ struct bch_move_op {
 	bool		recompress;	/* re-encode with compression (below) */
 	uint64_t	compression;	/* compression option value, when recompress */
 	uint32_t	exclude_devs;	/* devices (bit per index) new copies must avoid */
+	uint32_t	demote;		/* of the rewritten dirty pointers, those kept as
+					 * cached copies instead of dropped (rebalance:
+					 * data leaving promote_target stays cached there) */
 };
 
 struct bch_mover;

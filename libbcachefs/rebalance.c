@@ -210,6 +210,10 @@ static void op_for(struct bch_fs *c, const struct bch_bkey *k, const struct bch_
 		op->rewrite = bch_move_ptrs_off_target(c, k, o->background_target);
 	}
 	op->nr_new = __builtin_popcount(op->rewrite);
+	/* data leaving the promote target stays there as a cached copy */
+	for (unsigned i = 0; o->promote_target && !op->recompress && i < bch_extent_nr_ptrs(k); i++)
+		if ((op->rewrite & (1U << i)) && bch_dev_in_target(c->sb, e->ptrs[i].dev, o->promote_target))
+			op->demote |= 1U << i;
 	op->target = o->background_target ? o->background_target : o->target;
 	op->target_only = !!o->background_target;
 }

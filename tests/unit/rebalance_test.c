@@ -37,6 +37,9 @@
 static char tmpdir[64], paths[2][128];
 static struct bch_fs *c;
 
+static bool with_promote;
+static const char *fg_label = "ssd", *bg_label = "hdd";
+
 static void make_fs(unsigned ssd_mb, unsigned hdd_mb, const char *bg_compression)
 {
 	struct bch_format_dev devs[2] = {
@@ -58,8 +61,10 @@ static void make_fs(unsigned ssd_mb, unsigned hdd_mb, const char *bg_compression
 	bch_opt_set(&o, Opt_data_replicas, 1);
 	bch_opt_set(&o, Opt_metadata_replicas, 1);
 	const char *targets[BCH_OPT_NR] = { 0 };
-	targets[Opt_foreground_target] = "ssd";
-	targets[Opt_background_target] = "hdd";
+	targets[Opt_foreground_target] = fg_label;
+	targets[Opt_background_target] = bg_label;
+	if (with_promote)
+		targets[Opt_promote_target] = "ssd";
 	if (bg_compression) {
 		cr_assert_eq(bch_opt_parse(Opt_background_compression, bg_compression, &v, err,
 					   sizeof(err)), 0, "%s", err);
@@ -319,6 +324,96 @@ Test(rebalance, raced_key_left_alone)
 	check_files(bufs, first);
 	fsck_clean_and_reopen();
 	check_files(bufs, first);
+	cr_assert_eq(bch_fs_close(c), 0);
+	free(bufs);
+	test_tmpdir_remove(tmpdir);
+}
+
+/* Live cached sectors on device dev, over every extent. */
+static uint64_t cached_on(unsigned dev)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	uint64_t n = 0;
+	int err = 0;
+
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		const struct bch_extent *e = bkey_val(k);
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+			if (e->ptrs[i].dev == dev && (e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) &&
+			    bch_alloc_ptr_live(c, &e->ptrs[i]))
+				n += k->size;
+	}
+	bch_btree_iter_exit(&it);
+	cr_assert_eq(err, 0);
+	return n;
+}
+
+Test(rebalance, promote_adds_cached_copy)
+{
+	bufs = malloc(NFILES * FILE_BYTES);
+	/* data written to hdd, promote target ssd */
+	with_promote = true;
+	fg_label = "hdd";
+	bg_label = NULL;
+	make_fs(32, 32, NULL);
+	with_promote = false;
+	fg_label = "ssd";
+	bg_label = "hdd";
+	uint64_t first = make_files(bufs, false);
+	cr_assert_eq(sectors_on(0), 0);
+	cr_assert_eq(cached_on(0), 0);
+	/* the first read comes from hdd and promotes */
+	check_files(bufs, first);
+	cr_assert_eq(cached_on(0), NFILES * FILE_BYTES / 512, "promoted %llu sectors",
+		     (unsigned long long)cached_on(0));
+	cr_assert_eq(sectors_on(1), NFILES * FILE_BYTES / 512, "dirty data moved");
+	struct bch_dev_usage u;
+	bch_dev_usage_get(c, 0, &u);
+	cr_assert_eq(u.cached_sectors, NFILES * FILE_BYTES / 512);
+	cr_assert_eq(u.sectors[BCH_DATA_user], 0, "cached data counted as dirty");
+	/* a second read promotes nothing more; cached copies survive a clean reopen */
+	uint64_t promoted = c->promoted;
+	check_files(bufs, first);
+	cr_assert_eq(c->promoted, promoted);
+	reopen(0);
+	cr_assert_eq(cached_on(0), NFILES * FILE_BYTES / 512);
+	check_files(bufs, first);
+	cr_assert_eq(c->promoted, 0, "a cached copy was not used after reopen");
+	/* deleting the files frees the cached space too */
+	for (unsigned f = 0; f < NFILES; f++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%u", f);
+		cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, name), 0);
+	}
+	bch_dev_usage_get(c, 0, &u);
+	cr_assert_eq(u.cached_sectors, 0);
+	cr_assert_eq(bch_fs_close(c), 0);
+	free(bufs);
+	test_tmpdir_remove(tmpdir);
+}
+
+Test(rebalance, data_leaving_promote_target_stays_cached)
+{
+	struct bch_move_stats s;
+	bool parked;
+
+	bufs = malloc(NFILES * FILE_BYTES);
+	with_promote = true;
+	make_fs(32, 32, NULL);
+	with_promote = false;
+	uint64_t first = make_files(bufs, false);
+	cr_assert_eq(run_rebalance(&s, &parked), 0, "%s", c->err_msg);
+	cr_assert_eq(sectors_on(0), 0);
+	cr_assert_eq(sectors_on(1), NFILES * FILE_BYTES / 512);
+	cr_assert_eq(cached_on(0), NFILES * FILE_BYTES / 512, "moved data was not kept cached");
+	struct bch_dev_usage u;
+	bch_dev_usage_get(c, 0, &u);
+	cr_assert_eq(u.cached_sectors, NFILES * FILE_BYTES / 512);
+	cr_assert_eq(u.sectors[BCH_DATA_user], 0);
+	check_files(bufs, first);
+	cr_assert_eq(c->promoted, 0, "reads promoted although a cached copy was there");
 	cr_assert_eq(bch_fs_close(c), 0);
 	free(bufs);
 	test_tmpdir_remove(tmpdir);
