@@ -972,6 +972,22 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	lf->reply_statfs(req, &st);
 }
 
+/*
+ * The per-file options ("bcachefs.<option>", fs_ops.h) are changed by the
+ * file's owner or root only, as chattr(1) attributes; the kernel has
+ * checked write permission already (default_permissions).  Lock held.
+ */
+static int inode_opt_xattr_perm(fuse_req_t req, struct fmount *m, fuse_ino_t ino, const char *name)
+{
+	const struct fuse_ctx *ctx = lf->req_ctx(req);
+	struct stat st;
+
+	if (strncmp(name, "bcachefs.", strlen("bcachefs.")) || !ctx->uid)
+		return 0;
+	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+	return r ? r : st.st_uid == ctx->uid ? 0 : -EPERM;
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
@@ -1000,7 +1016,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		} else if (!r) {
 			r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
 		}
-	} else {
+	} else if (!(r = inode_opt_xattr_perm(req, m, ino, name))) {
 		r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
 	}
 	UNLOCK(m);
@@ -1079,7 +1095,9 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	struct fmount *m = FM(req);
 
 	LOCK(m);
-	int r = bch_fs_removexattr(m->c, from_fuse(ino), name);
+	int r = inode_opt_xattr_perm(req, m, ino, name);
+	if (!r)
+		r = bch_fs_removexattr(m->c, from_fuse(ino), name);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
 }
@@ -1223,9 +1241,11 @@ static void usage(FILE *f)
 "\n"
 "Permissions, POSIX ACLs and set-user/group-ID bits follow Linux's rules (a\n"
 "write by another user clears them, setgid directories pass on their group);\n"
-"xattr values up to 64 KiB.  A write that does not fit fails with ENOSPC at\n"
-"that write(2) (the kernel caches no writes), fallocate reserves real space,\n"
-"and a full filesystem still deletes.\n"
+"xattr values up to 64 KiB.  Per-file options are xattrs bcachefs.OPTION\n"
+"(setfattr -n bcachefs.compression -v zstd DIR), changed by the file's owner\n"
+"or root: see \"File options\" in bcachefs(8).  A write that does not fit\n"
+"fails with ENOSPC at that write(2) (the kernel caches no writes), fallocate\n"
+"reserves real space, and a full filesystem still deletes.\n"
 "Unmount with fusermount3 -u MOUNTPOINT (or umount as root): the filesystem is\n"
 "closed cleanly.  Both return before the daemon has finished closing; a command\n"
 "run at once on the same devices (fsck, fusemount, image) waits for the close\n"

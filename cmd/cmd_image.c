@@ -938,58 +938,73 @@ static int verb_setfattr(struct img *im, int argc, char **argv)
 	for (int i = optind; i < argc; i++) {
 		uint64_t inum;
 		int r = bch_fs_lookup_path(im->c, argv[i], false, &inum);
+		im->c->err_msg[0] = 0;
 		if (!r)
 			r = remove ? bch_fs_removexattr(im->c, inum, remove)
 				   : bch_fs_setxattr(im->c, inum, name, val, vlen, 0);
-		if (r)
+		if (im->check_only && r == -EROFS)
+			r = 0;	/* all that can be checked without writing passed */
+		/* bcachefs.<option>: which value or file the option refused */
+		if (r == -EINVAL && im->c->err_msg[0]) {
+			cmd_err("image", "setfattr: %s: %s", argv[i], im->c->err_msg);
+			ret = EXIT_FAIL;
+		} else if (r) {
 			ret = verb_err(im, "setfattr", argv[i], r);
+		}
 	}
 	free(val);
 	return ret;
 }
 
+static const char setopt_usage[] = "options are foreground_target, background_target, "
+	"promote_target, compression, background_compression, data_checksum, data_replicas "
+	"(NAME=VALUE, or NAME= to inherit)";
+
 static int verb_setopt(struct img *im, int argc, char **argv)
 {
+	char *opt, *eq, perr[128];
+	uint64_t v;
 	int ret = 0;
 
 	if (argc < 3)
 		return EXIT_USAGE;
-	{
-		char *o = strdup(argv[1]), *e = strchr(o, '='), perr[128];
-		uint64_t v;
-		if (e)
-			*e = 0;
-		int id = bch_opt_lookup(o);
-		bool ok = e && (id == Opt_compression || id == Opt_data_checksum || id == Opt_data_replicas) &&
-			  (!e[1] || !bch_opt_parse(id, e + 1, &v, perr, sizeof(perr)));
-		free(o);
-		if (!ok) {
-			cmd_err("image", "setopt: '%s': options are compression, data_checksum, "
-				"data_replicas (NAME=VALUE, or NAME= to inherit)", argv[1]);
-			return EXIT_USAGE;
-		}
-	}
-	if (!im->c)
-		return EXIT_OK;	/* dry run: arguments are fine */
-	char *opt = strdup(argv[1]), *eq = strchr(opt, '=');
+	opt = strdup(argv[1]);
+	if (!opt)
+		return EXIT_FAIL;
+	eq = strchr(opt, '=');
 	if (eq)
-		*eq = 0;
-	for (int i = 2; i < argc; i++) {
+		*eq++ = 0;
+	int id = bch_opt_lookup(opt);
+	const char *name = id >= 0 ? bch_opt_table[id].name : opt;
+	if (!eq || !bch_fs_is_inode_opt(name)) {
+		cmd_err("image", "setopt: '%s': %s", argv[1], setopt_usage);
+		free(opt);
+		return EXIT_USAGE;
+	}
+	/* targets name labels: they are checked once the filesystem is open */
+	if (*eq && bch_opt_table[id].type != BCH_OPT_TARGET &&
+	    bch_opt_parse(id, eq, &v, perr, sizeof(perr))) {
+		cmd_err("image", "setopt: %s", perr);
+		free(opt);
+		return EXIT_USAGE;
+	}
+	for (int i = 2; im->c && i < argc; i++) {
 		uint64_t inum;
 		int r = bch_fs_lookup_path(im->c, argv[i], true, &inum);
+		im->c->err_msg[0] = 0;
 		if (!r)
-			r = bch_fs_set_inode_opt(im->c, inum, opt, eq && eq[1] ? eq + 1 : NULL);
-		if (r == -EINVAL) {
-			cmd_err("image", "setopt: %s: options are compression, data_checksum, "
-				"data_replicas (NAME=VALUE, or NAME= to inherit)", argv[1]);
-			ret = EXIT_USAGE;
-			break;
-		}
-		if (r)
+			r = bch_fs_set_inode_opt(im->c, inum, name, *eq ? eq : NULL);
+		if (im->check_only && r == -EROFS)
+			r = 0;	/* all that can be checked without writing passed */
+		if (r == -EINVAL && im->c->err_msg[0]) {
+			cmd_err("image", "setopt: %s: %s", argv[i], im->c->err_msg);
+			ret = EXIT_FAIL;
+		} else if (r) {
 			ret = verb_err(im, "setopt", argv[i], r);
+		}
 	}
 	free(opt);
-	return ret;
+	return ret;	/* dry run (no filesystem): arguments are fine */
 }
 
 static int verb_import_tar(struct img *im, int argc, char **argv)
@@ -1044,8 +1059,8 @@ static const struct verb {
 	{ "chmod",	verb_chmod, "",	true,  "MODE PATH...",		"change mode (octal)" },
 	{ "chown",	verb_chown, "",	true,  "USER[:GROUP] PATH...",	"change owner" },
 	{ "touch",	verb_touch, "d:",	true,  "[-d @SECONDS] PATH...",	"create or set times" },
-	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs" },
-	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, ...)" },
+	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs", true },
+	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
 	{ "import-tar",	verb_import_tar, "", true, "TARFILE|- [PATH]",	"unpack a tar archive into the image" },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
@@ -1251,7 +1266,8 @@ int cmd_image(int argc, char *argv[])
 		return dry;
 	}
 	/*
-	 * A verb that can fail on what the image holds (put: the destination)
+	 * A verb that can fail on what the image holds (put: the destination;
+	 * setfattr, setopt: the paths, a label the filesystem does not have)
 	 * is first checked on a read-only open, so that failing writes nothing:
 	 * a read-write open and close write journal entries and superblocks.
 	 */

@@ -263,9 +263,17 @@ static int copy_in_xattrs(struct copy_ctx *x, const char *src, uint64_t inum)
 			warn(x, "reading xattrs of %s", src, errno);
 			continue;
 		}
+		x->c->err_msg[0] = 0;
 		int r = bch_fs_setxattr(x->c, inum, n, val, vl, 0);
 		if (r == -EOPNOTSUPP) {
 			warn(x, "xattr namespace not supported, skipped on %s", src, EOPNOTSUPP);
+			continue;
+		}
+		/* a per-file option this filesystem cannot take (a label it lacks) */
+		if (r == -EINVAL && !strncmp(n, "bcachefs.", strlen("bcachefs."))) {
+			x->warnings++;
+			fprintf(stderr, "bcachefs %s: warning: %s: %s; not set\n", x->cmd, src,
+				x->c->err_msg[0] ? x->c->err_msg : n);
 			continue;
 		}
 		if (r) {

@@ -212,9 +212,14 @@ attrs:
 		size_t xl;
 		la->entry_xattr_reset(e);
 		while (la->entry_xattr_next(e, &xn, &xv, &xl) == ARCHIVE_OK) {
+			c->err_msg[0] = 0;
 			int x = bch_fs_setxattr(c, inum, xn, xv, xl, 0);
 			if (x == -EOPNOTSUPP)
 				fprintf(stderr, "bcachefs image: warning: %s: xattr %s not supported\n", raw, xn);
+			/* a per-file option this filesystem cannot take (a label it lacks) */
+			else if (x == -EINVAL && !strncmp(xn, "bcachefs.", strlen("bcachefs.")))
+				fprintf(stderr, "bcachefs image: warning: %s: %s; not set\n", raw,
+					c->err_msg[0] ? c->err_msg : xn);
 			else if (x) {
 				r = terr(c, "setting xattrs of", raw, x);
 				goto out;

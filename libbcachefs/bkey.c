@@ -151,6 +151,24 @@ static int raw_validate(const struct bch_bkey *k, char *err, size_t errlen)
 
 #define INVALID(...)	bch_errf(err, errlen, -BCH_ERR_bkey_invalid, __VA_ARGS__)
 
+/* A per-inode compression option (value + 1, 0: inherit): a known type, level 0..15. */
+static bool inode_opt_compression_ok(unsigned v)
+{
+	if (!v--)
+		return true;
+	unsigned type = v & 0xff, level = v >> 8;
+	return type < BCH_COMPRESSION_incompressible && level <= 15 &&
+	       (type != BCH_COMPRESSION_none || !level);
+}
+
+/* A per-inode target (value + 1, 0: inherit): none, a device index or a label index. */
+static bool inode_opt_target_ok(unsigned v)
+{
+	if (!v--)
+		return true;
+	return v < BCH_TARGET_DEV_START + BCH_SB_MEMBERS_MAX || v >= BCH_TARGET_LABEL_START;
+}
+
 static int inode_validate(const struct bch_bkey *k, char *err, size_t errlen)
 {
 	if (bkey_val_bytes(k) != sizeof(struct bch_inode))
@@ -166,7 +184,12 @@ static int inode_validate(const struct bch_bkey *k, char *err, size_t errlen)
 		return INVALID("inode: unknown flags %x", (unsigned)i->flags);
 	if (i->pad)
 		return INVALID("inode: nonzero padding");
-	if (i->opt_data_checksum > BCH_CSUM_NR || i->opt_data_replicas > BCH_REPLICAS_MAX + 1)
+	if (i->opt_data_checksum > BCH_CSUM_NR || i->opt_data_replicas > BCH_REPLICAS_MAX + 1 ||
+	    !inode_opt_compression_ok(i->opt_compression) ||
+	    !inode_opt_compression_ok(i->opt_background_compression) ||
+	    !inode_opt_target_ok(i->opt_foreground_target) ||
+	    !inode_opt_target_ok(i->opt_background_target) ||
+	    !inode_opt_target_ok(i->opt_promote_target))
 		return INVALID("inode: bad options");
 	if ((int64_t)i->size < 0)
 		return INVALID("inode: negative size");

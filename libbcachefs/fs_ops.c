@@ -39,6 +39,7 @@
 #include "inode.h"
 #include "io.h"
 #include "journal.h"
+#include "rebalance.h"
 #include "str_hash.h"
 #include "super.h"
 
@@ -1489,6 +1490,225 @@ int bch_fs_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn 
 	return r;
 }
 
+/* ------------------------------------------------------ per-file options */
+
+/*
+ * The options a file or directory carries in its inode (value + 1, 0:
+ * inherit the filesystem's), seen as xattrs "bcachefs.<option>": they are
+ * not kept in the xattrs btree.  Only regular files and directories take
+ * them (a directory's are copied into the children made in it later:
+ * bch_inode_init); removing one makes the inode inherit again.
+ */
+#define INODE_OPT_PREFIX	"bcachefs."
+
+static const enum bch_opt_id inode_opts[] = {
+	Opt_foreground_target, Opt_background_target, Opt_promote_target,
+	Opt_compression, Opt_background_compression, Opt_data_checksum, Opt_data_replicas,
+};
+#define NR_INODE_OPTS	(sizeof(inode_opts) / sizeof(inode_opts[0]))
+
+/* The option id of a per-file option's name ("background_target"), or -1. */
+static int inode_opt_lookup(const char *name)
+{
+	for (unsigned i = 0; i < NR_INODE_OPTS; i++)
+		if (!strcmp(name, bch_opt_table[inode_opts[i]].name))
+			return inode_opts[i];
+	return -1;
+}
+
+/* The stored form: the option's value + 1, 0 when the inode inherits it. */
+static unsigned inode_opt_raw(const struct bch_inode *i, enum bch_opt_id id)
+{
+	switch (id) {
+	case Opt_foreground_target:	return i->opt_foreground_target;
+	case Opt_background_target:	return i->opt_background_target;
+	case Opt_promote_target:	return i->opt_promote_target;
+	case Opt_compression:		return i->opt_compression;
+	case Opt_background_compression: return i->opt_background_compression;
+	case Opt_data_checksum:		return i->opt_data_checksum;
+	case Opt_data_replicas:		return i->opt_data_replicas;
+	default:			return 0;
+	}
+}
+
+static void inode_opt_raw_set(struct bch_inode *i, enum bch_opt_id id, unsigned raw)
+{
+	switch (id) {
+	case Opt_foreground_target:	i->opt_foreground_target = raw; break;
+	case Opt_background_target:	i->opt_background_target = raw; break;
+	case Opt_promote_target:	i->opt_promote_target = raw; break;
+	case Opt_compression:		i->opt_compression = raw; break;
+	case Opt_background_compression: i->opt_background_compression = raw; break;
+	case Opt_data_checksum:		i->opt_data_checksum = raw; break;
+	case Opt_data_replicas:		i->opt_data_replicas = raw; break;
+	default:			break;
+	}
+}
+
+/*
+ * Parse a value of option id: targets by label or device index (and "dev N",
+ * as they are shown), the others with the option table.  -EINVAL with the
+ * reason in c->err_msg.
+ */
+static int inode_opt_parse(struct bch_fs *c, enum bch_opt_id id, const char *val, uint64_t *v)
+{
+	const char *name = bch_opt_table[id].name;
+	char err[128];
+
+	if (bch_opt_table[id].type == BCH_OPT_TARGET) {
+		const char *t = strncmp(val, "dev ", 4) ? val : val + 4;
+		if (bch_target_parse(c->sb, t, v))
+			return bch_fs_err(c, -EINVAL, INODE_OPT_PREFIX "%s: '%s' is neither a label "
+					  "nor a device index of this filesystem", name, val);
+		return 0;
+	}
+	if (bch_opt_parse(id, val, v, err, sizeof(err)))
+		return bch_fs_err(c, -EINVAL, INODE_OPT_PREFIX "%s", err);
+	return 0;
+}
+
+static void inode_opt_to_text(struct bch_fs *c, enum bch_opt_id id, uint64_t v, char *buf, size_t len)
+{
+	if (bch_opt_table[id].type == BCH_OPT_TARGET)
+		bch_target_to_text(c->sb, v, buf, len);
+	else
+		bch_opt_to_text(id, v, buf, len);
+}
+
+/*
+ * Rebalance looks at a file's extents again when the options it acts on
+ * change (a work key from its first sector, rebalance.h).  A directory's
+ * change reaches only the files made in it later, which get their work
+ * recorded when they are written.
+ */
+static bool inode_opt_needs_rebalance(const struct bch_inode *i, enum bch_opt_id id)
+{
+	return S_ISREG(i->mode) &&
+	       (id == Opt_background_target || id == Opt_background_compression);
+}
+
+/*
+ * Set (value) or clear (NULL) option id of inum in one inode update, with
+ * the XATTR_CREATE / XATTR_REPLACE rules of setxattr (clear: flags 0, and
+ * -ENODATA when must_exist and the option is not set).
+ */
+static int inode_opt_set(struct bch_fs *c, uint64_t inum, enum bch_opt_id id, const char *value,
+			 int flags, bool must_exist)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *i;
+	uint64_t v = 0;
+	int r;
+
+	if (value && (r = inode_opt_parse(c, id, value, &v)))
+		return r;
+	if ((r = ino_get(c, &s, inum, &i)))
+		return ret_errno(r);
+	if (value && !S_ISREG(i->mode) && !S_ISDIR(i->mode))
+		return bch_fs_err(c, -EINVAL, "inode %" PRIu64 ": " INODE_OPT_PREFIX "%s: only "
+				  "regular files and directories take file options",
+				  inum, bch_opt_table[id].name);
+	unsigned old = inode_opt_raw(i, id);
+	if ((flags & XATTR_CREATE) && old)
+		return -EEXIST;
+	if (((flags & XATTR_REPLACE) || must_exist) && !old)
+		return -ENODATA;
+	/* last: a read-only open tells a caller that everything else passed */
+	if (c->read_only)
+		return -EROFS;
+	if ((r = metadata_room(c)))
+		return ret_errno(r);
+	unsigned raw = value ? v + 1 : 0;
+	inode_opt_raw_set(i, id, raw);
+	touch(i, false);
+	struct btree_trans *t;
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	r = ino_set_write(&s, t);
+	/* the work key with the option: no crash leaves the file's data unscheduled */
+	if (!r && raw != old && inode_opt_needs_rebalance(i, id))
+		r = bch_rebalance_work_set(c, t, inum, 0);
+	if (!r)
+		r = commit(c, t, NULL);
+	bch_trans_exit(t);
+	return ret_errno(r);
+}
+
+bool bch_fs_is_inode_opt(const char *name)
+{
+	return inode_opt_lookup(name) >= 0;
+}
+
+int bch_fs_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, const char *value)
+{
+	int id = inode_opt_lookup(opt);
+
+	if (id < 0)
+		return bch_fs_err(c, -EINVAL, "%s: not a per-file option", opt);
+	return inode_opt_set(c, inum, id, value, 0, false);
+}
+
+/* "bcachefs.<option>" (name past the prefix) as getxattr. */
+static ssize_t inode_opt_xattr_get(struct bch_fs *c, uint64_t inum, const char *name, void *buf,
+				   size_t size)
+{
+	struct bch_inode i;
+	char text[128];
+	int id = inode_opt_lookup(name), r;
+
+	if (id < 0)
+		return -ENODATA;
+	if ((r = bch_inode_get(c, inum, &i)))
+		return ret_errno(r);
+	unsigned raw = inode_opt_raw(&i, id);
+	if (!raw)
+		return -ENODATA;
+	inode_opt_to_text(c, id, raw - 1, text, sizeof(text));
+	size_t len = strlen(text);
+	if (size && len > size)
+		return -ERANGE;
+	if (size)
+		memcpy(buf, text, len);
+	return len;
+}
+
+/* "bcachefs.<option>" as setxattr: the value is text, as getxattr gives it. */
+static int inode_opt_xattr_set(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
+			       size_t size, int flags)
+{
+	char text[128];
+	int id = inode_opt_lookup(name);
+
+	if (id < 0)
+		return bch_fs_err(c, -EINVAL, INODE_OPT_PREFIX "%s: not a file option (they are "
+				  "foreground_target, background_target, promote_target, compression, "
+				  "background_compression, data_checksum, data_replicas)", name);
+	if (size >= sizeof(text) || memchr(val, 0, size))
+		return bch_fs_err(c, -EINVAL, INODE_OPT_PREFIX "%s: not a value of the option", name);
+	memcpy(text, val, size);
+	text[size] = 0;
+	return inode_opt_set(c, inum, id, text, flags, false);
+}
+
+/* Append the names of inode's set options to a listxattr buffer at *total. */
+static int inode_opt_xattr_list(const struct bch_inode *i, char *buf, size_t size, size_t *total)
+{
+	for (unsigned n = 0; n < NR_INODE_OPTS; n++) {
+		if (!inode_opt_raw(i, inode_opts[n]))
+			continue;
+		const char *name = bch_opt_table[inode_opts[n]].name;
+		size_t pl = strlen(INODE_OPT_PREFIX), need = pl + strlen(name) + 1;
+		if (size) {
+			if (*total + need > size)
+				return -ERANGE;
+			memcpy(buf + *total, INODE_OPT_PREFIX, pl);
+			memcpy(buf + *total + pl, name, need - pl);
+		}
+		*total += need;
+	}
+	return 0;
+}
+
 /* ---------------------------------------------------------------- xattrs */
 
 struct xattr_key {
@@ -1682,13 +1902,20 @@ static ssize_t xattr_pieces_read(struct bch_fs *c, uint64_t inum, uint32_t piece
 	return (ssize_t)total;
 }
 
+static bool is_inode_opt_xattr(const char *name)
+{
+	return !strncmp(name, INODE_OPT_PREFIX, strlen(INODE_OPT_PREFIX));
+}
+
 ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void *buf, size_t size)
 {
 	struct bch_inode i;
 	struct xattr_key xk;
 	struct bch_bkey *k;
-	int r = xattr_parse(name, &xk);
 
+	if (is_inode_opt_xattr(name))
+		return inode_opt_xattr_get(c, inum, name + strlen(INODE_OPT_PREFIX), buf, size);
+	int r = xattr_parse(name, &xk);
 	if (r)
 		return r == -EOPNOTSUPP ? -ENODATA : r;
 	if ((r = bch_inode_get(c, inum, &i)))
@@ -1735,8 +1962,10 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 	uint64_t slot;
 	uint32_t old = 0, pieces = 0;
 	bool exists;
-	int r = xattr_parse(name, &xk);
 
+	if (is_inode_opt_xattr(name))
+		return inode_opt_xattr_set(c, inum, name + strlen(INODE_OPT_PREFIX), val, size, flags);
+	int r = xattr_parse(name, &xk);
 	if (r)
 		return r;
 	if (size > BCH_XATTR_SIZE_MAX)
@@ -1836,6 +2065,8 @@ ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size
 	bch_btree_iter_exit(&it);
 	if (err)
 		return ret_errno(err);
+	if (total == (size_t)-ERANGE || (err = inode_opt_xattr_list(&i, buf, size, &total)))
+		return -ERANGE;
 	return (ssize_t)total;
 }
 
@@ -1846,8 +2077,12 @@ int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 	struct xattr_key xk;
 	struct bch_bkey *k;
 	struct xbatch b;
-	int r = xattr_parse(name, &xk);
 
+	if (is_inode_opt_xattr(name)) {
+		int id = inode_opt_lookup(name + strlen(INODE_OPT_PREFIX));
+		return id < 0 ? -ENODATA : inode_opt_set(c, inum, id, NULL, 0, true);
+	}
+	int r = xattr_parse(name, &xk);
 	if (r)
 		return r == -EOPNOTSUPP ? -ENODATA : r;
 	if (c->read_only)
@@ -1910,29 +2145,6 @@ int bch_fs_statfs(struct bch_fs *c, struct statvfs *st)
 	if (c->read_only)
 		st->f_flag |= ST_RDONLY;
 	return 0;
-}
-
-int bch_fs_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, const char *value)
-{
-	struct ino_set s = { 0 };
-	struct bch_inode *i;
-	char err[128];
-	uint64_t v = 0;
-	int id = bch_opt_lookup(opt), r;
-
-	if (id != Opt_compression && id != Opt_data_checksum && id != Opt_data_replicas)
-		return -EINVAL;
-	if (value && bch_opt_parse(id, value, &v, err, sizeof(err)))
-		return -EINVAL;
-	if ((r = ino_get(c, &s, inum, &i)))
-		return ret_errno(r);
-	switch (id) {
-	case Opt_compression:	i->opt_compression = value ? v + 1 : 0; break;
-	case Opt_data_checksum:	i->opt_data_checksum = value ? v + 1 : 0; break;
-	case Opt_data_replicas:	i->opt_data_replicas = value ? v + 1 : 0; break;
-	}
-	touch(i, false);
-	return ret_errno(commit_inodes(c, &s));
 }
 
 int bch_fs_create_root(struct bch_fs *c, mode_t root_mode, uid_t uid, gid_t gid)

@@ -132,7 +132,10 @@ typedef int (*bch_readdir_fn)(void *priv, const char *name, size_t len, uint64_t
 			      unsigned d_type, uint64_t next_pos);
 int bch_fs_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn fn, void *priv);
 
-/* xattrs by full name ("user.x", "trusted.x", "security.x", "system.posix_acl_*") */
+/*
+ * xattrs by full name ("user.x", "trusted.x", "security.x", "system.posix_acl_*",
+ * and the per-file options "bcachefs.<option>", below)
+ */
 ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void *buf, size_t size);
 int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
 		    size_t size, int flags);	/* XATTR_CREATE / XATTR_REPLACE */
@@ -142,9 +145,25 @@ int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name);
 int bch_fs_statfs(struct bch_fs *c, struct statvfs *st);
 
 /*
- * Per-inode options ("compression", "data_checksum", "data_replicas"),
- * inherited by children created later; value NULL resets to the filesystem's.
+ * Per-file options: foreground_target, background_target, promote_target,
+ * compression, background_compression, data_checksum, data_replicas.  Kept
+ * in the inode, copied into files and directories created inside a
+ * directory later (not into existing ones), and seen as xattrs
+ * "bcachefs.<option>" by the xattr calls above: get gives the value as
+ * text (a target as its label, "dev N" or "none"; "zstd:3"), -ENODATA when
+ * the file inherits the filesystem's; set parses it as `format` does
+ * (-EINVAL with the reason in c->err_msg: an unknown label, a bad value, a
+ * file that is not a regular file or directory); remove makes the file
+ * inherit again; list names the ones set.  A name under "bcachefs." that is
+ * not an option: -EINVAL to set, -ENODATA to get or remove.  On a
+ * read-only filesystem a change that passes every other check gets -EROFS
+ * (so a read-only open can check a change before a read-write one).  Setting
+ * background_target or background_compression of a regular file schedules
+ * rebalance for it.
  */
+/* Is name (without "bcachefs.") a per-file option? */
+bool bch_fs_is_inode_opt(const char *name);
+/* Set one (value NULL: inherit the filesystem's again); -EINVAL as above. */
 int bch_fs_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, const char *value);
 
 /*

@@ -108,6 +108,10 @@ void bch_inode_init(struct bch_fs *c, struct bch_inode *inode, uint64_t inum, mo
 		inode->opt_compression = parent->opt_compression;
 		inode->opt_data_checksum = parent->opt_data_checksum;
 		inode->opt_data_replicas = parent->opt_data_replicas;
+		inode->opt_background_compression = parent->opt_background_compression;
+		inode->opt_foreground_target = parent->opt_foreground_target;
+		inode->opt_background_target = parent->opt_background_target;
+		inode->opt_promote_target = parent->opt_promote_target;
 	}
 }
 

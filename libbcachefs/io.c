@@ -47,6 +47,14 @@ void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch
 			o->compression = inode->opt_compression - 1u;
 		if (inode->opt_data_replicas)
 			o->replicas = inode->opt_data_replicas - 1;
+		if (inode->opt_background_compression)
+			o->background_compression = inode->opt_background_compression - 1u;
+		if (inode->opt_foreground_target)
+			o->target = inode->opt_foreground_target - 1u;
+		if (inode->opt_background_target)
+			o->background_target = inode->opt_background_target - 1u;
+		if (inode->opt_promote_target)
+			o->promote_target = inode->opt_promote_target - 1u;
 	}
 	if (!o->replicas)
 		o->replicas = 1;

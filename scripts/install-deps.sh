@@ -20,8 +20,8 @@ RUNTIME_PKGS="libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0 libblk
 # sfdisk for partition tables, losetup for loop devices, fuse3 for
 # fusermount3, jq to check --json output, python3 for the tree generator and
 # comparer, GNU tar for archive round trips, fio, stress-ng and dbench for
-# the FUSE loads).
-TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar fio stress-ng dbench acl"
+# the FUSE loads, attr for setfattr/getfattr on a mount).
+TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar fio stress-ng dbench acl attr"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time fuse2fs"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"
