@@ -3,7 +3,7 @@
  * lat4k.c - latency of random 4 KiB writes into one file (bench/, built by
  * `make bench`, not by `make`).
  *
- *   lat4k [-n N] [-s SEED] [-S SIZE] [-y] [-q] FILE
+ *   lat4k [-n N] [-s SEED] [-S SIZE] [-y] [-q] [-r RAWFILE] FILE
  *
  * Writes N blocks of 4 KiB (default 2000) with pwrite(2), each at a block-
  * aligned offset drawn from [0, SIZE) by a fixed-seed generator (xorshift64*,
@@ -16,7 +16,9 @@
  *   lat4k: FILE: N writes of 4 KiB (seed S, SIZE bytes, fdatasync yes|no):
  *   p50 X us, p99 Y us, max Z us, W MB/s
  *
- * and with -q only "X Y Z W" (for scripts).  Percentiles are nearest-rank
+ * and with -q only "X Y Z W" (for scripts).  -r appends every write's time
+ * in microseconds, one a line in the order done, to RAWFILE (scripts that
+ * pool several runs compute their percentiles from it).  Percentiles are nearest-rank
  * over the sorted per-write times (CLOCK_MONOTONIC).  Exit 0, 1 on an I/O
  * error (named on stderr), 16 on a usage error.
  */
@@ -98,16 +100,18 @@ static void usage(FILE *f)
 "  -S SIZE   region written, from offset 0 (default: the file's size;\n"
 "            a smaller file is extended to it); suffixes k M G T\n"
 "  -y        fdatasync after every write (counted in its time)\n"
-"  -q        print only \"p50_us p99_us max_us MB/s\"\n");
+"  -q        print only \"p50_us p99_us max_us MB/s\"\n"
+"  -r FILE   append each write's time (us, one a line) to FILE\n");
 }
 
 int main(int argc, char **argv)
 {
 	uint64_t n = 2000, seed = 1, size = 0;
 	bool sync = false, quiet = false;
+	const char *raw = NULL;
 	int o, fd, ret = 1;
 
-	while ((o = getopt(argc, argv, "n:s:S:yqh")) != -1)
+	while ((o = getopt(argc, argv, "n:s:S:yqr:h")) != -1)
 		switch (o) {
 		case 'n': n = strtoull(optarg, NULL, 10); break;
 		case 's': seed = strtoull(optarg, NULL, 10); break;
@@ -119,6 +123,7 @@ int main(int argc, char **argv)
 			break;
 		case 'y': sync = true; break;
 		case 'q': quiet = true; break;
+		case 'r': raw = optarg; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 16;
 		}
@@ -170,6 +175,21 @@ int main(int argc, char **argv)
 	}
 	double secs = (now_ns() - t_start) / 1e9;
 	double mbs = secs > 0 ? n * (double)BLOCK / 1e6 / secs : 0;
+
+	if (raw) {
+		FILE *f = fopen(raw, "ae");
+		bool ok = f;
+
+		for (uint64_t i = 0; ok && i < n; i++)
+			ok = fprintf(f, "%" PRIu64 "\n", lat[i] / 1000) > 0;
+		if (f && fclose(f))
+			ok = false;
+		if (!ok) {
+			fprintf(stderr, "lat4k: %s: %s\n", raw, strerror(errno));
+			free(lat);
+			goto out;
+		}
+	}
 
 	qsort(lat, n, sizeof(*lat), cmp_u64);
 	if (quiet)
