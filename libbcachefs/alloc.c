@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "alloc_btree.h"
 #include "bcachefs.h"
 #include "errcode.h"
 #include "journal.h"
@@ -41,6 +42,9 @@ struct bch_dev_alloc {
 	uint64_t	rotor;		/* where the search for a free bucket resumes */
 	uint64_t	nr_empty;	/* buckets with no data (free, or free once durable) */
 	uint64_t	nr_cached;	/* buckets holding only cached data (type cached) */
+	uint32_t	*read_clock;	/* per bucket: clock of its last cached read (or of
+					 * its opening for data); eviction takes the oldest */
+	uint32_t	clock;		/* bumped per cached read and per bucket opened */
 };
 
 int bch_fs_alloc_init(struct bch_fs *c)
@@ -65,7 +69,8 @@ int bch_fs_alloc_init(struct bch_fs *c)
 		a->type = calloc(a->nbuckets, 1);
 		a->sectors = calloc(a->nbuckets, sizeof(uint32_t));
 		a->cached = calloc(a->nbuckets, sizeof(uint32_t));
-		if (!a->gen || !a->type || !a->sectors || !a->cached)
+		a->read_clock = calloc(a->nbuckets, sizeof(uint32_t));
+		if (!a->gen || !a->type || !a->sectors || !a->cached || !a->read_clock)
 			return -ENOMEM;
 		a->open = -1;
 		a->open_user = -1;
@@ -97,6 +102,7 @@ void bch_fs_alloc_exit(struct bch_fs *c)
 		free(ca->alloc->type);
 		free(ca->alloc->sectors);
 		free(ca->alloc->cached);
+		free(ca->alloc->read_clock);
 		free(ca->alloc->cached_gen);
 		free(ca->alloc->free_seq);
 		free(ca->alloc);
@@ -256,6 +262,7 @@ static int alloc_on_dev_reserve(struct bch_fs *c, unsigned dev, unsigned data_ty
 		*off = 0;
 		a->gen[b]++;
 		a->type[b] = data_type;
+		a->read_clock[b] = ++a->clock;	/* fresh data is not the least recently used */
 	}
 	p->dev = dev;
 	p->gen = a->gen[*open];
@@ -763,4 +770,187 @@ void bch_alloc_bucket_set_gen(struct bch_fs *c, unsigned dev, uint64_t b, uint8_
 
 	if (a && b < a->nbuckets && a->type[b] == BCH_DATA_free && !a->sectors[b] && !a->cached[b])
 		a->gen[b] = gen;
+}
+
+/* ------------------------------------------------ copygc and eviction */
+
+void bch_alloc_dev_space(struct bch_fs *c, unsigned dev, struct bch_alloc_space *s)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+	struct bch_member *m = dev < c->nr_devs ? bch_sb_member(c->sb, dev) : NULL;
+
+	memset(s, 0, sizeof(*s));
+	if (!a || !m)
+		return;
+	s->user = m->state == BCH_MEMBER_STATE_rw && (m->data_allowed & (1U << BCH_DATA_user));
+	s->nbuckets = a->nbuckets;
+	s->bucket_sectors = a->bucket_sectors;
+	s->nr_empty = a->nr_empty;
+	s->nr_cached = a->nr_cached;
+	s->reserve = reserve_of(a);
+	/* what alloc_on_dev_reserve() with half_reserve can still hand out */
+	uint64_t floor = reserve_of(a) / 2 + 1;
+	s->copygc_room = (a->nr_empty > floor ? a->nr_empty - floor : 0) * a->bucket_sectors;
+	if (a->open_user >= 0)
+		s->copygc_room += a->bucket_sectors - a->open_user_off;
+}
+
+/*
+ * The max buckets of a with the smallest score among those want() accepts,
+ * best first, into out: a bounded max-heap (the root is the worst kept)
+ * over one pass of the bucket array, then a sort.
+ */
+typedef bool (*bucket_want_fn)(const struct bch_dev_alloc *a, uint64_t b);
+typedef uint64_t (*bucket_score_fn)(const struct bch_dev_alloc *a, uint64_t b);
+
+static void heap_sift_down(struct bch_alloc_candidate *h, unsigned n, unsigned i)
+{
+	for (;;) {
+		unsigned l = 2 * i + 1, r = l + 1, m = i;
+		if (l < n && h[l].score > h[m].score)
+			m = l;
+		if (r < n && h[r].score > h[m].score)
+			m = r;
+		if (m == i)
+			return;
+		struct bch_alloc_candidate t = h[i];
+		h[i] = h[m];
+		h[m] = t;
+		i = m;
+	}
+}
+
+static int candidate_cmp(const void *x, const void *y)
+{
+	const struct bch_alloc_candidate *a = x, *b = y;
+
+	if (a->score != b->score)
+		return a->score < b->score ? -1 : 1;
+	return a->bucket < b->bucket ? -1 : a->bucket > b->bucket;
+}
+
+static unsigned select_buckets(const struct bch_dev_alloc *a, bucket_want_fn want,
+			       bucket_score_fn score, unsigned max, struct bch_alloc_candidate *out)
+{
+	unsigned n = 0;
+
+	if (!max)
+		return 0;
+	for (uint64_t b = 0; b < a->nbuckets; b++) {
+		if (!want(a, b))
+			continue;
+		struct bch_alloc_candidate x = { .bucket = b, .sectors = a->sectors[b],
+						 .score = score(a, b) };
+		if (n < max) {
+			/* sift up */
+			unsigned i = n++;
+			out[i] = x;
+			while (i && out[(i - 1) / 2].score < out[i].score) {
+				struct bch_alloc_candidate t = out[i];
+				out[i] = out[(i - 1) / 2];
+				out[(i - 1) / 2] = t;
+				i = (i - 1) / 2;
+			}
+		} else if (x.score < out[0].score) {
+			out[0] = x;
+			heap_sift_down(out, n, 0);
+		}
+	}
+	qsort(out, n, sizeof(*out), candidate_cmp);
+	return n;
+}
+
+static bool copygc_want(const struct bch_dev_alloc *a, uint64_t b)
+{
+	return a->type[b] == BCH_DATA_user && (int64_t)b != a->open_user && (int64_t)b != a->open &&
+	       a->sectors[b] < a->bucket_sectors;
+}
+
+static uint64_t copygc_score(const struct bch_dev_alloc *a, uint64_t b)
+{
+	return a->sectors[b];
+}
+
+unsigned bch_alloc_copygc_candidates(struct bch_fs *c, unsigned dev, unsigned max,
+				     struct bch_alloc_candidate *out)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	return a ? select_buckets(a, copygc_want, copygc_score, max, out) : 0;
+}
+
+uint8_t bch_alloc_bucket_gen(struct bch_fs *c, unsigned dev, uint64_t b)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	return a && b < a->nbuckets ? a->gen[b] : 0;
+}
+
+void bch_alloc_bucket_read(struct bch_fs *c, const struct bch_extent_ptr *p)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+	uint64_t b;
+
+	if (a && (b = p->offset / a->bucket_sectors) < a->nbuckets && a->gen[b] == p->gen)
+		a->read_clock[b] = ++a->clock;
+}
+
+static bool evict_want(const struct bch_dev_alloc *a, uint64_t b)
+{
+	return a->type[b] == BCH_DATA_cached && !a->sectors[b];
+}
+
+/* Oldest read first: the smallest score is the longest since (wraps safely). */
+static uint64_t evict_score(const struct bch_dev_alloc *a, uint64_t b)
+{
+	return UINT32_MAX - (uint32_t)(a->clock - a->read_clock[b]);
+}
+
+int bch_alloc_evict(struct bch_fs *c, unsigned dev, unsigned nr)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+	struct bch_alloc_candidate *v;
+	uint64_t *buckets;
+	unsigned n;
+	int r;
+
+	if (!a || c->read_only || !nr || !a->nr_cached)
+		return 0;
+	if (nr > a->nr_cached)
+		nr = a->nr_cached;
+	if (!a->free_seq && !(a->free_seq = calloc(a->nbuckets, sizeof(uint64_t))))
+		return -ENOMEM;
+	v = malloc(nr * sizeof(*v));
+	buckets = malloc(nr * sizeof(*buckets));
+	if (!v || !buckets) {
+		free(v);
+		free(buckets);
+		return -ENOMEM;
+	}
+	n = select_buckets(a, evict_want, evict_score, nr, v);
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t b = buckets[i] = v[i].bucket;
+		/* every cached pointer into it is stale from now on */
+		a->gen[b]++;
+		a->cached[b] = 0;
+		a->type[b] = BCH_DATA_free;
+		a->nr_cached--;
+		a->nr_empty++;
+		/* not reusable, not even by the node allocations of the commit below */
+		a->free_seq[b] = UINT64_MAX;
+	}
+	/*
+	 * The new gens go to the alloc btree before the buckets can be reused:
+	 * the journal entry holding them is older than any key pointing into a
+	 * reused bucket, and reuse waits until the entry is durable (free_seq),
+	 * so after a crash the stored gen is past every stale cached pointer.
+	 * If the commit fails the buckets stay unusable until the next open.
+	 */
+	r = bch_alloc_btree_write_buckets(c, dev, buckets, n);
+	if (!r)
+		for (unsigned i = 0; i < n; i++)
+			bucket_emptied(c, a, buckets[i]);
+	free(v);
+	free(buckets);
+	return r ? r : (int)n;
 }

@@ -142,6 +142,54 @@ bool bch_alloc_low(struct bch_fs *c);
  */
 bool bch_alloc_metadata_low(struct bch_fs *c);
 bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p);
+/*
+ * Data copygc and cached-data eviction (copygc.h drives them).
+ *
+ * bch_alloc_dev_space(): a device's bucket counts, O(1); copygc_room is the
+ * sectors the move path may still write there with half_reserve (the rest
+ * of the open user bucket and the empty buckets above half the reserve).
+ *
+ * bch_alloc_copygc_candidates(): up to max user buckets of dev, least live
+ * (dirty) sectors first, that are not open and have some dead space; score
+ * is their live sectors.  The index is the bucket array itself: one pass
+ * with a bounded heap, O(nbuckets log max) time and O(max) memory (no
+ * index is kept up to date on every change, which would cost every write).
+ *
+ * bch_alloc_bucket_read(): the read path read a cached pointer p: its bucket
+ * becomes the most recently used (eviction takes the least recently used).
+ *
+ * bch_alloc_evict(): reuse up to nr buckets of dev that hold only cached
+ * data, least recently read first: each gets a new gen (every cached
+ * pointer into it is stale from then on), committed to the alloc btree
+ * before the bucket can be reused (it becomes free once that commit is
+ * durable), so after a crash no stale cached pointer reads as live.  Runs
+ * its own transaction: never call it from inside an allocation.  Returns
+ * the number evicted, or a negative error.  Gens are 8 bits: a cached
+ * pointer left 256 reuses behind would look live again (with a checksum
+ * it then reads as a bad copy); nothing drops stale pointers before that
+ * yet (bcachefs's gc_gens does).
+ */
+struct bch_alloc_space {
+	bool		user;		/* read-write and takes user data */
+	uint64_t	nbuckets;
+	unsigned	bucket_sectors;
+	uint64_t	nr_empty;	/* free, or free once durable */
+	uint64_t	nr_cached;	/* only cached data: evictable */
+	uint64_t	reserve;	/* empty buckets kept for btree nodes */
+	uint64_t	copygc_room;	/* sectors */
+};
+struct bch_alloc_candidate {
+	uint64_t	bucket;
+	uint32_t	sectors;	/* live dirty sectors */
+	uint64_t	score;		/* lower is better */
+};
+void     bch_alloc_dev_space(struct bch_fs *c, unsigned dev, struct bch_alloc_space *s);
+unsigned bch_alloc_copygc_candidates(struct bch_fs *c, unsigned dev, unsigned max,
+				     struct bch_alloc_candidate *out);
+uint8_t  bch_alloc_bucket_gen(struct bch_fs *c, unsigned dev, uint64_t b);
+void     bch_alloc_bucket_read(struct bch_fs *c, const struct bch_extent_ptr *p);
+int      bch_alloc_evict(struct bch_fs *c, unsigned dev, unsigned nr);
+
 /* Is p's generation current? (a stale pointer is not followed) */
 bool bch_alloc_ptr_live(struct bch_fs *c, const struct bch_extent_ptr *p);
 

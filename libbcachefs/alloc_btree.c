@@ -319,19 +319,84 @@ int bch_alloc_btree_delete(struct bch_fs *c, struct bch_bpos pos)
 	return r;
 }
 
+#define BUCKET_KEY_U64s	((sizeof(struct bch_bkey) + sizeof(struct bch_alloc)) / 8)
+
+/* The alloc key of bucket b of dev in state now, built in buf. */
+static struct bch_bkey *bucket_key(struct bch_fs *c, unsigned dev, uint64_t b,
+				   const struct bch_bucket_state *now, uint64_t *buf)
+{
+	struct bch_bkey *k = (struct bch_bkey *)buf;
+	struct bch_alloc *v = bkey_val(k);
+
+	memset(buf, 0, BUCKET_KEY_U64s * 8);
+	k->u64s = BUCKET_KEY_U64s;
+	k->p = POS(dev, b, 0);
+	if (!now->gen && now->data_type == BCH_DATA_free) {
+		k->u64s = BCH_BKEY_U64s;
+		k->type = BCH_BKEY_deleted;	/* the default needs no key */
+	} else {
+		k->type = BCH_BKEY_alloc;
+		v->gen = now->gen;
+		v->data_type = now->data_type;
+		v->dirty_sectors = now->sectors;
+		v->cached_sectors = now->cached_sectors;
+		v->journal_seq = bch_journal_cur_seq(c);
+	}
+	return k;
+}
+
+static unsigned keys_per_trans(struct bch_fs *c)
+{
+	unsigned n = bch_trans_max_u64s(c) / (1 + BUCKET_KEY_U64s);
+
+	return n > KEYS_PER_TRANS ? KEYS_PER_TRANS : n ? n : 1;
+}
+
+int bch_alloc_btree_write_buckets(struct bch_fs *c, unsigned dev, const uint64_t *buckets,
+				  unsigned nr)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+	unsigned per_trans = keys_per_trans(c);
+	int r = 0;
+
+	if (!nr)
+		return 0;
+	if (!ab || dev >= c->nr_devs || !ab->stored[dev])
+		return bch_fs_err(c, -EINVAL, "alloc btree: no state for device %u", dev);
+	if (!c->roots->r[BCH_BTREE_ID_alloc].key && (r = bch_btree_create_root(c, BCH_BTREE_ID_alloc)))
+		return r;
+	for (unsigned i = 0; i < nr && !r; ) {
+		struct btree_trans *t;
+		unsigned start = i;
+		if ((r = bch_trans_init(c, &t)))
+			break;
+		for (; i < nr && i - start < per_trans && !r; i++) {
+			struct bch_bucket_state now;
+			uint64_t buf[BUCKET_KEY_U64s];
+			if (!bch_alloc_bucket_get(c, dev, buckets[i], &now))
+				continue;
+			r = bch_trans_update(t, BCH_BTREE_ID_alloc, bucket_key(c, dev, buckets[i], &now, buf));
+		}
+		if (!r)
+			r = bch_trans_commit(t, 0);
+		bch_trans_exit(t);
+		/* mirrored once committed (the commit may change other buckets: close syncs them) */
+		for (unsigned j = start; j < i && !r; j++) {
+			struct bch_bucket_state now;
+			if (bch_alloc_bucket_get(c, dev, buckets[j], &now))
+				ab->stored[dev][buckets[j]] = now;
+		}
+	}
+	return r;
+}
+
 /* Keys for every bucket that differs from the stored state; *nr how many. */
 static int write_diffs(struct bch_fs *c, uint64_t *nr)
 {
 	struct bch_alloc_btree *ab = c->alloc_btree;
 	struct btree_trans *t = NULL;
-	unsigned in_trans = 0, per_trans = bch_trans_max_u64s(c) / (1 + sizeof(struct bch_bkey) / 8 +
-								 sizeof(struct bch_alloc) / 8);
+	unsigned in_trans = 0, per_trans = keys_per_trans(c);
 	int r = 0;
-
-	if (per_trans > KEYS_PER_TRANS)
-		per_trans = KEYS_PER_TRANS;
-	if (!per_trans)
-		per_trans = 1;
 
 	*nr = 0;
 	for (unsigned d = 0; d < c->nr_devs && !r; d++)
@@ -341,22 +406,8 @@ static int write_diffs(struct bch_fs *c, uint64_t *nr)
 				continue;
 			if (!t && (r = bch_trans_init(c, &t)))
 				break;
-			uint64_t buf[(sizeof(struct bch_bkey) + sizeof(struct bch_alloc)) / 8] = { 0 };
-			struct bch_bkey *k = (struct bch_bkey *)buf;
-			struct bch_alloc *v = bkey_val(k);
-			k->u64s = sizeof(buf) / 8;
-			k->p = POS(d, b, 0);
-			if (!now.gen && now.data_type == BCH_DATA_free) {
-				k->u64s = BCH_BKEY_U64s;
-				k->type = BCH_BKEY_deleted;	/* the default needs no key */
-			} else {
-				k->type = BCH_BKEY_alloc;
-				v->gen = now.gen;
-				v->data_type = now.data_type;
-				v->dirty_sectors = now.sectors;
-				v->cached_sectors = now.cached_sectors;
-				v->journal_seq = bch_journal_cur_seq(c);
-			}
+			uint64_t buf[BUCKET_KEY_U64s];
+			struct bch_bkey *k = bucket_key(c, d, b, &now, buf);
 			if ((r = bch_trans_update(t, BCH_BTREE_ID_alloc, k)))
 				break;
 			ab->stored[d][b] = now;

@@ -40,6 +40,14 @@ int  bch_alloc_btree_rebuilt(struct bch_fs *c);
 int  bch_alloc_btree_record_diffs(struct bch_fs *c);
 int  bch_alloc_btree_sync(struct bch_fs *c, bool *current);
 void bch_alloc_btree_exit(struct bch_fs *c);
+/*
+ * Commit the current state of the given buckets of dev to the alloc btree
+ * now (eviction: a bumped gen must be persisted before the bucket is
+ * reused, alloc.h), in as few transactions as fit.  Not durable until the
+ * journal entry is.
+ */
+int  bch_alloc_btree_write_buckets(struct bch_fs *c, unsigned dev, const uint64_t *buckets,
+				   unsigned nr);
 
 /*
  * fsck rebuilt the alloc btree (from old leaves, or empty): what it holds is

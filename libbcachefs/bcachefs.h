@@ -78,6 +78,10 @@ struct bch_fs {
 						 * first half of the btree reserve: deletes must
 						 * work on a full filesystem */
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
+	uint64_t		copygc_sectors_written;	/* copygc.c: data it rewrote (write
+						 * amplification), keys it moved, */
+	uint64_t		copygc_keys_moved;	/* and buckets it emptied */
+	uint64_t		copygc_buckets_freed;
 	uint64_t		space_gen;	/* bumped each time a bucket is emptied
 						 * (parked background work retries) */
 	uint64_t		rebalance_wait_gen;	/* rebalance.c: space_gen when work

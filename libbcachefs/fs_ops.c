@@ -32,6 +32,7 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "copygc.h"
 #include "errcode.h"
 #include "extents.h"
 #include "fs_ops.h"
@@ -944,6 +945,10 @@ ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const voi
 		if (n > len - done)
 			n = len - done;
 		r = write_chunk(c, inum, pos, (const char *)buf + done, n, 1);
+		/* out of space: copygc or eviction may free some (copygc.h) */
+		uint64_t room = 0;
+		while (r && bch_err_class(r) == ENOSPC && bch_copygc_make_room(c, &room) > 0)
+			r = write_chunk(c, inum, pos, (const char *)buf + done, n, 1);
 		/* out of space: store as much as fits (halving, down to one block) */
 		while (r && bch_err_class(r) == ENOSPC) {
 			uint64_t bs = block_bytes(c), first = bs - pos % bs;

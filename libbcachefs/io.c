@@ -283,9 +283,13 @@ struct promote_list {
 static void promote_note(struct bch_fs *c, struct promote_list *pl, const struct bch_bkey *k,
 			 unsigned i)
 {
+	const struct bch_extent_ptr *p = &((const struct bch_extent *)bkey_val(k))->ptrs[i];
+
 	if (pl && pl->nr < BCH_PROMOTE_MAX && wants_promote(c, k, i, pl->target) &&
 	    (pl->keys[pl->nr] = bch_bkey_dup(k)))
 		pl->nr++;
+	if (pl && (p->flags & BCH_EXTENT_PTR_CACHED))
+		bch_alloc_bucket_read(c, p);	/* eviction takes the least recently read */
 }
 
 /* Copy the part of k's data inside [start, start + sectors) to buf. */
@@ -402,6 +406,14 @@ int bch_data_read_promote(struct bch_fs *c, uint64_t inum, const struct bch_io_o
 				bch_mover_add(m, pl.keys[i], &op);
 			bch_mover_exit(m);
 			c->promoted += s.keys_moved;
+			/*
+			 * The promote target is full: its least recently read
+			 * cached data makes room for the next promotes (free once
+			 * the eviction is durable).
+			 */
+			for (unsigned d = 0; s.keys_no_space && d < c->nr_devs; d++)
+				if (c->devs[d] && bch_dev_in_target(c->sb, d, pl.target))
+					bch_alloc_evict(c, d, 2);
 		}
 		c->err_msg[0] = 0;
 	}

@@ -126,6 +126,31 @@ static void pending_free(struct move_pending *p)
 	memset(p, 0, sizeof(*p));
 }
 
+/*
+ * copygc (op->same_dev): a new copy on the device of each rewritten dirty
+ * pointer of k, from the first half of the btree reserve; all or none.
+ */
+static int alloc_same_dev(struct bch_fs *c, const struct bch_bkey *k, uint32_t rewrite,
+			  unsigned sectors, struct bch_extent_ptr *fresh, unsigned *got)
+{
+	const struct bch_extent *e = bkey_val(k);
+
+	*got = 0;
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+		unsigned dev = e->ptrs[i].dev, n = 0;
+		if (!(rewrite & (1U << i)) || (e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
+			continue;
+		if (dev >= 32 || bch_alloc_data_move(c, sectors, 1, 0, false, ~(1U << dev), true,
+						     &fresh[*got], &n) || !n) {
+			bch_alloc_data_free(c, fresh, *got, sectors);
+			*got = 0;
+			return -BCH_ERR_no_space;
+		}
+		(*got)++;
+	}
+	return 0;
+}
+
 int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op)
 {
 	struct bch_fs *c = m->c;
@@ -163,18 +188,35 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 		if (cached && !bch_alloc_ptr_live(c, p))
 			continue;
 		keep[nr_keep++] = *p;
-		if (p->dev < 32)
+		/* a new dirty copy may replace a cached one on its device (below) */
+		if (p->dev < 32 && (!cached || op->cached))
 			exclude |= 1U << p->dev;
 	}
 	if (op->demote & ~op->rewrite)
 		return -EINVAL;
-	if (op->recompress) {
+	/*
+	 * A key covering only part of its encoded extent is re-encoded (the
+	 * rest is freed) when every dirty copy is rewritten, with the same
+	 * compression: else moving it would carry its dead sectors along.
+	 */
+	bool recompress = op->recompress;
+	uint64_t compression = op->compression;
+	if (!recompress && !op->cached && dirty_rewritten &&
+	    (e->crc.offset || k->size < e->crc.uncompressed_sectors)) {
+		bool dirty_kept = false;
+		for (unsigned i = 0; i < nr_keep; i++)
+			dirty_kept |= !(keep[i].flags & BCH_EXTENT_PTR_CACHED);
+		recompress = !dirty_kept;
+		compression = e->crc.compression_type == BCH_COMPRESSION_incompressible
+			? BCH_COMPRESSION_none : e->crc.compression_type;
+	}
+	if (recompress) {
 		for (unsigned i = 0; i < nr_keep; i++)
 			if (!(keep[i].flags & BCH_EXTENT_PTR_CACHED))
 				return -EINVAL;	/* one encoding per key: every dirty copy is rewritten */
 		nr_keep = 0;		/* cached copies of the old encoding go */
 	}
-	if (op->nr_new < dirty_rewritten)
+	if (op->nr_new < dirty_rewritten || (op->same_dev && op->nr_new != dirty_rewritten))
 		return -EINVAL;		/* would drop replicas */
 	/* room in the key: cached copies give way to dirty ones */
 	while (nr_keep + op->nr_new > BCH_REPLICAS_MAX) {
@@ -203,11 +245,11 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	/* the encoded form of the new copies */
 	struct bch_extent_crc crc = e->crc;
 	const void *out = m->enc;
-	if (op->recompress) {
-		unsigned type = bch_compression_type_of(op->compression);
+	if (recompress) {
+		unsigned type = bch_compression_type_of(compression);
 		struct bch_encode_opts eo = {
 			.csum_type	= e->crc.csum_type,
-			.compression	= op->compression,
+			.compression	= compression,
 			.block_sectors	= c->sb->block_size,
 			.max_sectors	= k->size,
 		};
@@ -229,8 +271,11 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 
 	struct move_pending *p = &m->q[m->nr];
 	unsigned got = 0;
-	r = bch_alloc_data_move(c, crc.compressed_sectors, op->nr_new, op->target, op->target_only,
-				exclude, false, p->fresh, &got);
+	if (op->same_dev)
+		r = alloc_same_dev(c, k, op->rewrite, crc.compressed_sectors, p->fresh, &got);
+	else
+		r = bch_alloc_data_move(c, crc.compressed_sectors, op->nr_new, op->target,
+					op->target_only, exclude, false, p->fresh, &got);
 	if (!r && !op->cached && got < dirty_rewritten) {
 		bch_alloc_data_free(c, p->fresh, got, crc.compressed_sectors);
 		r = -BCH_ERR_no_space;
@@ -243,6 +288,14 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	}
 	p->nr_fresh = got;
 	p->fresh_span = crc.compressed_sectors;
+	/* a cached copy where a new dirty one went is redundant: dropped */
+	for (unsigned i = 0; i < got; i++)
+		for (unsigned j = 0; j < nr_keep; j++)
+			if (keep[j].dev == p->fresh[i].dev) {
+				memmove(&keep[j], &keep[j + 1], (nr_keep - j - 1) * sizeof(keep[0]));
+				nr_keep--;
+				break;
+			}
 	for (unsigned i = 0; i < got; i++) {
 		struct bch_dev *ca = c->devs[p->fresh[i].dev];
 		if ((r = bch_dev_write(ca->bdev, out, (size_t)crc.compressed_sectors << BCH_SECTOR_SHIFT,

@@ -69,6 +69,12 @@ struct bch_move_op {
 	uint32_t	demote;		/* of the rewritten dirty pointers, those kept as
 					 * cached copies instead of dropped (rebalance:
 					 * data leaving promote_target stays cached there) */
+	bool		same_dev;	/* copygc: each rewritten dirty copy gets its new
+					 * copy on its own device (a new bucket there),
+					 * from the first half of the btree reserve
+					 * (copygc frees buckets); nr_new must equal the
+					 * dirty copies rewritten, target and exclude_devs
+					 * are ignored; rewritten cached copies are dropped */
 };
 
 struct bch_mover;

@@ -34,22 +34,25 @@
 
 #define SCAN_INODES_PER_STEP	512
 
-/* Devices of target that could take a copy of k (not holding a dirty one already). */
-static bool target_has_room_for(struct bch_fs *c, const struct bch_bkey *k, uint64_t target)
+/*
+ * How many devices of target could take a copy of k (usable for data, not
+ * holding a dirty copy of it already): at most that many copies move there.
+ */
+static unsigned target_room_for(struct bch_fs *c, const struct bch_bkey *k, uint64_t target)
 {
 	const struct bch_extent *e = bkey_val(k);
 	uint32_t holding = 0;
+	unsigned n = 0;
 
 	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
 		if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && e->ptrs[i].dev < 32)
 			holding |= 1U << e->ptrs[i].dev;
 	for (unsigned i = 0; i < c->nr_devs && i < 32; i++) {
 		struct bch_member *m = bch_sb_member(c->sb, i);
-		if (c->devs[i] && !(holding & (1U << i)) && m->state == BCH_MEMBER_STATE_rw &&
-		    (m->data_allowed & (1U << BCH_DATA_user)) && bch_dev_in_target(c->sb, i, target))
-			return true;
+		n += c->devs[i] && !(holding & (1U << i)) && m->state == BCH_MEMBER_STATE_rw &&
+		     (m->data_allowed & (1U << BCH_DATA_user)) && bch_dev_in_target(c->sb, i, target);
 	}
-	return false;
+	return n;
 }
 
 unsigned bch_extent_rebalance_reasons(struct bch_fs *c, const struct bch_bkey *k,
@@ -61,7 +64,7 @@ unsigned bch_extent_rebalance_reasons(struct bch_fs *c, const struct bch_bkey *k
 		return 0;
 	const struct bch_extent *e = bkey_val(k);
 	if (o->background_target && bch_move_ptrs_off_target(c, k, o->background_target) &&
-	    target_has_room_for(c, k, o->background_target))
+	    target_room_for(c, k, o->background_target))
 		why |= BCH_REBALANCE_REASON_TARGET;
 	unsigned type = bch_compression_type_of(o->background_compression);
 	if (type != BCH_COMPRESSION_none && e->crc.compression_type != type &&
@@ -207,7 +210,14 @@ static void op_for(struct bch_fs *c, const struct bch_bkey *k, const struct bch_
 		op->recompress = true;
 		op->compression = o->background_compression;
 	} else {
-		op->rewrite = bch_move_ptrs_off_target(c, k, o->background_target);
+		/* as many copies as the target has devices for; the rest stay */
+		uint32_t off = bch_move_ptrs_off_target(c, k, o->background_target);
+		unsigned room = target_room_for(c, k, o->background_target);
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k) && room; i++)
+			if (off & (1U << i)) {
+				op->rewrite |= 1U << i;
+				room--;
+			}
 	}
 	op->nr_new = __builtin_popcount(op->rewrite);
 	/* data leaving the promote target stays there as a cached copy */
