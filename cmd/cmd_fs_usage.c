@@ -2,13 +2,17 @@
 /*
  * cmd_fs_usage.c - `bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...]`:
  * size, used and free space of the filesystem and of each device, per data
- * type, the compression ratio of file data, and each device's I/O counters
+ * type, cached data and fragmentation per device, the compression ratio of
+ * file data, the rebalance work pending, and each device's I/O counters
  * (requests and bytes since the filesystem was opened: since mount when a
  * mount daemon answers, else this command's own reads).
  *
  * Opens read-only (writes nothing).  Bucket figures come from the bucket
  * state built at open; the compression ratio from one pass over the extent
- * keys (sectors of file data they cover / sectors they take on disk).
+ * keys (sectors of file data they cover / sectors they take on disk); the
+ * pending work from bch_rebalance_pending() (a walk over the work keys).
+ * Fragmentation of a device: the space of its user-data buckets that holds
+ * no live data (bucket space - live sectors), which copygc can win back.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -26,9 +30,11 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "cmds.h"
+#include "errcode.h"
 #include "extents.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "rebalance.h"
 #include "super.h"
 
 static void usage(FILE *f)
@@ -36,8 +42,12 @@ static void usage(FILE *f)
 	fprintf(f,
 "Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...] | MOUNTPOINT\n"
 "Show the space of a filesystem: size, used and free, per device and per data\n"
-"type (superblock, journal, btree, user data), and the compression ratio of\n"
-"file data.  Sizes are bytes; -h prints them in binary units (k, M, G, T).\n"
+"type (superblock, journal, btree, user data), cached data and fragmentation\n"
+"(space in user-data buckets not holding live data) per device, the\n"
+"compression ratio of file data, and the rebalance work pending (data off its\n"
+"background_target, data not in its background_compression, how much of it\n"
+"waits for space, and whether a scan of every file is pending).\n"
+"Sizes are bytes; -h prints them in binary units (k, M, G, T).\n"
 "Opens the filesystem read-only.\n"
 "Each device also shows its I/O since the filesystem was opened (reads,\n"
 "writes: requests and bytes): for a MOUNTPOINT, since the mount; for\n"
@@ -75,6 +85,28 @@ static void dev_io(const struct bch_dev *ca, struct bch_dev_io_stats *io)
 		bch_dev_io_stats(ca->bdev, io);
 }
 
+/* Cached copies on a device (sectors), whatever bucket they share. */
+static uint64_t cached_sectors(const struct bch_dev_usage *u)
+{
+	return u->cached_sectors;
+}
+
+/*
+ * Bytes of a device's user-data buckets that hold no live data (cached
+ * copies sharing them included: they are dropped when the space is needed).
+ */
+static uint64_t fragmented(const struct bch_dev_usage *u, uint64_t bucket_bytes)
+{
+	uint64_t space = u->buckets[BCH_DATA_user] * bucket_bytes, live = u->sectors[BCH_DATA_user] << 9;
+
+	return space > live ? space - live : 0;
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * part / whole : 0.0;
+}
+
 int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 {
 	human = human_units;
@@ -93,6 +125,11 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 	bch_btree_iter_exit(&it);
 	if (ierr)
 		return ierr;
+
+	struct bch_rebalance_pending pend;
+	int r = bch_rebalance_pending(c, &pend);
+	if (r)
+		return r;
 
 	struct statvfs sv;
 	bch_fs_statfs(c, &sv);
@@ -116,9 +153,14 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 		fprintf(f, "{\"uuid\": \"%s\", \"size\": %" PRIu64 ", \"used\": %" PRIu64 ", \"free\": %" PRIu64
 		       ", \"available\": %" PRIu64 ", \"reserved\": %" PRIu64 ", \"data_sectors\": %" PRIu64
 		       ", \"data_disk_sectors\": %" PRIu64 ", \"extents\": %" PRIu64
-		       ", \"compression_ratio\": %.3f, \"devices\": [",
+		       ", \"compression_ratio\": %.3f",
 		       uuid, total, used, free_b, (uint64_t)sv.f_bavail * sv.f_frsize, c->reserved_sectors << 9,
 		       logical, ondisk, nr_extents, ratio);
+		fprintf(f, ", \"rebalance_pending\": {\"inodes\": %" PRIu64 ", \"scan\": %s"
+			", \"target\": %" PRIu64 ", \"compression\": %" PRIu64
+			", \"waiting_for_space\": %" PRIu64 "}, \"devices\": [",
+			pend.inodes, pend.scan ? "true" : "false", pend.sectors_target << 9,
+			pend.sectors_compression << 9, pend.sectors_waiting << 9);
 		bool first = true;
 		for (unsigned d = 0; d < c->nr_devs; d++) {
 			if (!c->devs[d])
@@ -127,8 +169,12 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 			uint64_t bs = (uint64_t)m->bucket_size << 9;
 			fprintf(f, "%s{\"index\": %u, \"path\": ", first ? "" : ", ", d);
 			json_str(f, bch_dev_path(c->devs[d]->bdev));
-			fprintf(f, ", \"size\": %" PRIu64 ", \"bucket_size\": %" PRIu64 ", \"free_buckets\": %" PRIu64,
-			       u[d].nbuckets * bs, bs, u[d].free_buckets);
+			uint64_t frag = fragmented(&u[d], bs);
+			fprintf(f, ", \"size\": %" PRIu64 ", \"bucket_size\": %" PRIu64 ", \"free_buckets\": %" PRIu64
+				", \"cached_data\": %" PRIu64 ", \"fragmented\": %" PRIu64
+				", \"fragmented_percent\": %.1f",
+			       u[d].nbuckets * bs, bs, u[d].free_buckets, cached_sectors(&u[d]) << 9, frag,
+			       pct(frag, u[d].buckets[BCH_DATA_user] * bs));
 			for (unsigned t = 0; t < BCH_DATA_NR; t++)
 				fprintf(f, ", \"%s\": {\"buckets\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", data_names[t],
 				       u[d].buckets[t], u[d].sectors[t] << 9);
@@ -151,6 +197,15 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 				sz(c->reserved_sectors << 9, a, sizeof(a)));
 		fprintf(f, "File data:         %s in %" PRIu64 " extents, %s on disk per copy (compression ratio %.2f)\n",
 		       sz(logical << 9, a, sizeof(a)), nr_extents, sz(ondisk << 9, b, sizeof(b)), ratio);
+		if (!pend.scan && !pend.sectors_target && !pend.sectors_compression)
+			fprintf(f, "Rebalance pending: none\n");
+		else
+			fprintf(f, "Rebalance pending: %s off its target, %s to recompress, %s of it "
+				"waiting for space (%" PRIu64 " files)%s\n",
+				sz(pend.sectors_target << 9, a, sizeof(a)),
+				sz(pend.sectors_compression << 9, b, sizeof(b)),
+				sz(pend.sectors_waiting << 9, cc, sizeof(cc)), pend.inodes,
+				pend.scan ? "; a scan of every file is pending" : "");
 		for (unsigned d = 0; d < c->nr_devs; d++) {
 			if (!c->devs[d])
 				continue;
@@ -166,6 +221,10 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 				       t == BCH_DATA_free ? "" : sz(u[d].sectors[t] << 9, b, sizeof(b)));
 			}
 			fprintf(f, "  %-10s %12" PRIu64 " %10s\n", "total", u[d].nbuckets, sz(u[d].nbuckets * bs, a, sizeof(a)));
+			uint64_t frag = fragmented(&u[d], bs);
+			fprintf(f, "  cached data: %s; fragmented: %s (%.1f%% of user-data buckets)\n",
+				sz(cached_sectors(&u[d]) << 9, a, sizeof(a)), sz(frag, b, sizeof(b)),
+				pct(frag, u[d].buckets[BCH_DATA_user] * bs));
 			struct bch_dev_io_stats io;
 			dev_io(c->devs[d], &io);
 			fprintf(f, "  I/O since open: %" PRIu64 " reads (%s), %" PRIu64 " writes (%s)\n",
@@ -227,7 +286,7 @@ static int cmd_fs_usage(int argc, char *argv[])
 
 	r = bch_fs_usage_print(stdout, c, json, human);
 	if (r)
-		cmd_err("fs usage", "reading extents: %s", c->err_msg);
+		cmd_err("fs usage", "reading extents and rebalance work: %s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 	int cr = bch_fs_close(c);
 	free_devs(devs);
 	return r || cr ? EXIT_FAIL : EXIT_OK;

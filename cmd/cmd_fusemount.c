@@ -25,9 +25,20 @@
  *       after the mount, so a command that opens it once the mount is gone
  *       waits for the close instead of failing or reading a half-closed
  *       filesystem (blockdev.c, invariant 6).
+ *   (5) Background work (rebalance, copygc) runs in one thread, started
+ *       once the filesystem is mounted read-write (and after daemonizing: a
+ *       fork keeps no threads) and joined before the filesystem is closed.
+ *       It takes the lock for one step at a time (rebalance: BG_BUDGET) and
+ *       lets waiting requests in between steps.  With nothing to do it
+ *       sleeps on bg_cond (woken by writes, or after BG_IDLE); parked (the
+ *       target is full) rebalance runs only once c->space_gen has moved or
+ *       a file's options changed, so a parked daemon costs no CPU.  Copygc
+ *       runs when bch_copygc_needed() says free buckets run low.  Never on
+ *       a read-only mount; -o norebalance and -o nocopygc turn either off.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -36,6 +47,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bcachefs.h"
@@ -48,7 +60,10 @@
 #include "fuse_dl.h"
 #include "inode.h"
 #include "io.h"
+#include "move.h"
 #include "opts.h"
+#include "copygc.h"
+#include "rebalance.h"
 
 #define TIMEOUT		1.0
 
@@ -70,7 +85,22 @@ struct fmount {
 	struct fuse_session *se;	/* for notifications */
 	/* the last read: a read that follows it is sequential (readahead) */
 	uint64_t	ra_inum, ra_end, ra_hinted;
+	/* background work, invariant (5); the flags are under lock */
+	bool		norebalance;	/* -o norebalance */
+	bool		nocopygc;	/* -o nocopygc */
+	pthread_t	bg;
+	bool		bg_running;	/* bg is to be joined */
+	bool		bg_stop;	/* unmounting: the thread returns */
+	bool		bg_kick;	/* data was written: look for work now */
+	bool		bg_unpark;	/* a file's options changed: parked work may go */
+	pthread_cond_t	bg_cond;	/* the thread sleeps on it with lock */
+	atomic_uint	fg_waiting;	/* requests waiting for lock */
 };
+
+#define BG_BUDGET	2048	/* sectors of work per step (1 MiB): lock held briefly */
+#define BG_IDLE		1	/* seconds between looks when idle or parked */
+#define BG_BACKOFF_MAX	64	/* seconds between retries after errors */
+#define BG_YIELD_US	10000	/* at most this long for waiting requests between steps */
 
 #define RA_WINDOW	(8ULL << 20)	/* sequential reads: hinted this far ahead */
 #define RA_NEAR		(1ULL << 20)	/* a read this close to the last end is sequential */
@@ -212,8 +242,26 @@ static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *
 	return 0;
 }
 
-#define LOCK(m)		pthread_mutex_lock(&(m)->lock)
+/* Requests count themselves while they wait, so background work lets them in. */
+static void fg_lock(struct fmount *m)
+{
+	atomic_fetch_add(&m->fg_waiting, 1);
+	pthread_mutex_lock(&m->lock);
+	atomic_fetch_sub(&m->fg_waiting, 1);
+}
+
+#define LOCK(m)		fg_lock(m)
 #define UNLOCK(m)	pthread_mutex_unlock(&(m)->lock)
+
+/* Data was written (kick) or a file's options changed (unpark): lock held. */
+static void bg_wake(struct fmount *m, bool unpark)
+{
+	if (!m->bg_running || (m->bg_kick && (!unpark || m->bg_unpark)))
+		return;
+	m->bg_kick = true;
+	m->bg_unpark |= unpark;
+	pthread_cond_signal(&m->bg_cond);
+}
 
 #define CAP_FSETID_BIT	4	/* <linux/capability.h> CAP_FSETID */
 
@@ -835,6 +883,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	ssize_t n = kill_priv(req, m, from_fuse(ino));
 	if (!n)
 		n = bch_fs_write(m->c, from_fuse(ino), off, buf, size);
+	if (n > 0)
+		bg_wake(m, false);
 	UNLOCK(m);
 	if (n < 0)
 		lf->reply_err(req, (int)-n);
@@ -1019,6 +1069,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	} else if (!(r = inode_opt_xattr_perm(req, m, ino, name))) {
 		r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
 	}
+	if (!r && !strncmp(name, "bcachefs.", 9))
+		bg_wake(m, true);	/* per-file options: parked work may now go elsewhere */
 	UNLOCK(m);
 	lf->reply_err(req, -r);
 }
@@ -1098,6 +1150,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int r = inode_opt_xattr_perm(req, m, ino, name);
 	if (!r)
 		r = bch_fs_removexattr(m->c, from_fuse(ino), name);
+	if (!r && !strncmp(name, "bcachefs.", 9))
+		bg_wake(m, true);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
 }
@@ -1172,6 +1226,8 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		if ((size_t)w < want)
 			break;
 	}
+	if (done)
+		bg_wake(m, false);
 	UNLOCK(m);
 	free(buf);
 	if (r < 0 && !done)
@@ -1218,6 +1274,150 @@ static const struct fuse_lowlevel_ops ops = {
 	.copy_file_range = op_copy_file_range,
 };
 
+/* ------------------------------------------------------------ background work */
+
+/* One kind of background work, and its errors. */
+struct bg_job {
+	const char	*name;
+	int		last_err;	/* printed once; 0 after a success */
+	unsigned	backoff;	/* seconds between retries after errors */
+	time_t		retry_at;	/* monotonic seconds: not before */
+};
+
+static time_t mono_secs(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
+}
+
+/*
+ * After a step of j returned r: an error is printed the first time (a new
+ * one too) and backs j off, doubling up to BG_BACKOFF_MAX; a success
+ * resets both.  Returns r.  Lock held.
+ */
+static int bg_job_done(struct fmount *m, struct bg_job *j, int r)
+{
+	if (r >= 0) {
+		j->last_err = 0;
+		j->backoff = 0;
+		return r;
+	}
+	if (r != j->last_err)
+		fprintf(stderr, "bcachefs fusemount: %s: %s; retrying in the background\n", j->name,
+			m->c->err_msg[0] ? m->c->err_msg : bch_err_str(r));
+	j->last_err = r;
+	j->backoff = j->backoff ? j->backoff * 2 : 1;
+	if (j->backoff > BG_BACKOFF_MAX)
+		j->backoff = BG_BACKOFF_MAX;
+	j->retry_at = mono_secs() + j->backoff;
+	return r;
+}
+
+/* Sleep on bg_cond until woken or secs have passed (lock held). */
+static void bg_sleep(struct fmount *m, unsigned secs)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += secs;
+	while (!m->bg_stop && !m->bg_kick &&
+	       pthread_cond_timedwait(&m->bg_cond, &m->lock, &ts) != ETIMEDOUT)
+		;
+}
+
+/*
+ * One rebalance step.  Parked, the step runs only once space was freed
+ * (c->space_gen moved), and then after a journal flush: space freed at
+ * journal sequence S is reused only once S is durable, and without the
+ * flush the step would find no room and park again until the next,
+ * unrelated, free.  Lock held.
+ */
+static int bg_rebalance(struct bch_fs *c, struct bch_move_stats *s, bool *parked,
+			uint64_t *parked_gen)
+{
+	int r = 0;
+
+	if (*parked && c->space_gen == *parked_gen)
+		return 0;
+	if (*parked)
+		r = bch_fs_fsync(c);
+	if (!r)
+		r = bch_rebalance_step(c, BG_BUDGET, s, parked);
+	if (!r && *parked)
+		*parked_gen = c->space_gen;
+	return r;
+}
+
+/* Invariant (5).  Returns when bg_stop is set. */
+static void *bg_thread(void *arg)
+{
+	struct fmount *m = arg;
+	struct bch_fs *c = m->c;
+	struct bch_move_stats s;
+	struct bg_job rb = { .name = "rebalance" }, gc = { .name = "copygc" };
+	bool parked = false;
+	uint64_t parked_gen = 0;
+
+	memset(&s, 0, sizeof(s));
+	pthread_mutex_lock(&m->lock);
+	while (!m->bg_stop) {
+		if (m->bg_unpark)
+			parked = false;
+		m->bg_kick = m->bg_unpark = false;
+		if (c->read_only || c->emergency_ro)
+			break;
+		time_t now = mono_secs();
+		bool more = false;
+		if (!m->norebalance && now >= rb.retry_at) {
+			c->err_msg[0] = 0;
+			more |= bg_job_done(m, &rb, bg_rebalance(c, &s, &parked, &parked_gen)) == 1;
+		}
+		if (!m->nocopygc && now >= gc.retry_at && bch_copygc_needed(c)) {
+			c->err_msg[0] = 0;
+			more |= bg_job_done(m, &gc, bch_copygc_step(c, &s)) == 1;
+		}
+		if (!more) {
+			bg_sleep(m, BG_IDLE);
+			continue;
+		}
+		/* more to do: let the requests that wait for the lock in first */
+		pthread_mutex_unlock(&m->lock);
+		for (unsigned us = 0; us < BG_YIELD_US && atomic_load(&m->fg_waiting); us += 100)
+			usleep(100);
+		pthread_mutex_lock(&m->lock);
+	}
+	pthread_mutex_unlock(&m->lock);
+	return NULL;
+}
+
+/* After the mount (and the fork to the background); a failure only warns. */
+static void bg_start(struct fmount *m)
+{
+	if (m->read_only || (m->norebalance && m->nocopygc))
+		return;
+	int r = pthread_create(&m->bg, NULL, bg_thread, m);
+	if (r)
+		cmd_err("fusemount", "cannot start the background thread (%s): no rebalance "
+			"or copygc until a write needs space", strerror(r));
+	else
+		m->bg_running = true;
+}
+
+/* Before the filesystem is closed: the thread finishes its step and returns. */
+static void bg_stop(struct fmount *m)
+{
+	if (!m->bg_running)
+		return;
+	pthread_mutex_lock(&m->lock);
+	m->bg_stop = true;
+	pthread_cond_signal(&m->bg_cond);
+	pthread_mutex_unlock(&m->lock);
+	pthread_join(m->bg, NULL);
+	m->bg_running = false;
+}
+
 /* ------------------------------------------------------------ command */
 
 static void usage(FILE *f)
@@ -1232,6 +1432,8 @@ static void usage(FILE *f)
 "               mount options (allow_other, default_permissions is always on)\n"
 "               degraded: members may be missing while the others hold a copy\n"
 "               of everything; very_degraded: even if some data has none left\n"
+"               norebalance: no background rebalance while mounted;\n"
+"               nocopygc: copygc only when a write finds no space\n"
 "               iostats: at unmount print each device's I/O counters to stderr\n"
 "               (with -f; a daemon's stderr is /dev/null), one line per device:\n"
 "               iostats DEVICE reads=N read_bytes=N writes=N write_bytes=N\n"
@@ -1246,6 +1448,11 @@ static void usage(FILE *f)
 "or root: see \"File options\" in bcachefs(8).  A write that does not fit\n"
 "fails with ENOSPC at that write(2) (the kernel caches no writes), fallocate\n"
 "reserves real space, and a full filesystem still deletes.\n"
+"Mounted read-write, a background thread moves data to its background_target\n"
+"and recompresses it with background_compression (rebalance) in small steps\n"
+"between requests; when the target is full it waits, using no CPU, until\n"
+"space is freed.  It also runs copygc when a device's free buckets run low.\n"
+"Its errors are printed once on stderr (seen with -f).\n"
 "Unmount with fusermount3 -u MOUNTPOINT (or umount as root): the filesystem is\n"
 "closed cleanly.  Both return before the daemon has finished closing; a command\n"
 "run at once on the same devices (fsck, fusemount, image) waits for the close\n"
@@ -1310,7 +1517,7 @@ static void print_iostats(const struct bch_blockdev *dev)
 
 /* Split -o: our options go to the filesystem, the rest to FUSE. */
 static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, size_t len,
-		      bool *ro, bool *iostats)
+		      bool *ro, bool *norebalance, bool *nocopygc, bool *iostats)
 {
 	char *dup = strdup(list), *save = NULL;
 	int r = 0;
@@ -1326,6 +1533,14 @@ static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, 
 		}
 		if (!strcmp(o, "rw") || !strcmp(o, "default_permissions"))
 			continue;
+		if (!strcmp(o, "norebalance")) {
+			*norebalance = true;
+			continue;
+		}
+		if (!strcmp(o, "nocopygc")) {
+			*nocopygc = true;
+			continue;
+		}
 		if (!strcmp(o, "iostats")) {
 			*iostats = true;
 			continue;
@@ -1350,7 +1565,8 @@ int cmd_fusemount(int argc, char *argv[])
 {
 	struct bch_opts opts;
 	char fuse_opts[10240] = "default_permissions,fsname=";
-	bool foreground = false, debug = false, ro = false, iostats = false;
+	bool foreground = false, debug = false, ro = false, norebalance = false, nocopygc = false;
+	bool iostats = false;
 	const char *dev = NULL, *mnt = NULL;
 
 	bch_opts_default(&opts);
@@ -1407,7 +1623,8 @@ int cmd_fusemount(int argc, char *argv[])
 			list = argv[++i];
 		else if (!strncmp(argv[i], "-o", 2) && argv[i][2])
 			list = argv[i] + 2;
-		if (list && split_opts(list, &opts, fuse_opts, sizeof(fuse_opts), &ro, &iostats))
+		if (list && split_opts(list, &opts, fuse_opts, sizeof(fuse_opts), &ro, &norebalance, &nocopygc,
+				       &iostats))
 			return EXIT_USAGE;
 	}
 	struct stat st;
@@ -1422,8 +1639,13 @@ int cmd_fusemount(int argc, char *argv[])
 	unsigned nr;
 	char *dev_arg[1] = { (char *)dev };
 	char **devs = split_devs(dev_arg, 1, &nr), err[512];
-	struct fmount m = { .read_only = ro };
+	struct fmount m = { .read_only = ro, .norebalance = norebalance, .nocopygc = nocopygc };
+	pthread_condattr_t ca;
 	pthread_mutex_init(&m.lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m.bg_cond, &ca);
+	pthread_condattr_destroy(&ca);
 
 	if (ro) {
 		l = strlen(fuse_opts);
@@ -1471,8 +1693,10 @@ int cmd_fusemount(int argc, char *argv[])
 		cmd_err("fusemount", "could not go to the background");
 		goto unmount;
 	}
+	bg_start(&m);
 	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
 	ret = lf->session_loop_mt(se, &config) ? EXIT_FAIL : EXIT_OK;
+	bg_stop(&m);
 unmount:
 	lf->session_unmount(se);
 signals:
@@ -1488,5 +1712,6 @@ destroy:
 		ret = EXIT_FAIL;
 	}
 	free(m.held);
+	pthread_cond_destroy(&m.bg_cond);
 	return ret;
 }

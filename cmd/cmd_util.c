@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * cmd_util.c - small helpers shared by the commands: messages, device lists,
- * JSON strings.
+ * JSON strings, finding the fusemount that holds a device.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bcachefs.h"
+#include "blockdev.h"
 #include "cmds.h"
 #include "super.h"
 
@@ -88,4 +90,33 @@ void json_str(FILE *f, const char *s)
 			fputc(c, f);
 	}
 	fputc('"', f);
+}
+
+int cmd_mounted_at(char * const *devs, unsigned nr, char *mnt, size_t len)
+{
+	char line[16384], src[8192], point[8192], want[PATH_MAX];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *sep = strstr(line, " - ");
+		if (!sep || strncmp(sep + 3, "fuse.bcachefs ", 14) ||
+		    sscanf(line, "%*u %*u %*u:%*u %*s %8191s", point) != 1 ||
+		    sscanf(sep + 17, "%8191s", src) != 1)
+			continue;
+		bch_mountinfo_unescape(point);
+		bch_mountinfo_unescape(src);
+		/* the source is the daemon's fsname: absolute device paths joined by ':' */
+		char *save = NULL;
+		for (char *p = strtok_r(src, ":", &save); p && !found; p = strtok_r(NULL, ":", &save))
+			for (unsigned i = 0; i < nr && !found; i++)
+				if (realpath(devs[i], want) && !strcmp(p, want)) {
+					snprintf(mnt, len, "%s", point);
+					found = 1;
+				}
+	}
+	fclose(f);
+	return found;
 }

@@ -29,6 +29,8 @@ int cmd_kv(int argc, char *argv[]);
 int cmd_image(int argc, char *argv[]);
 int cmd_fs(int argc, char *argv[]);
 int cmd_fusemount(int argc, char *argv[]);
+int cmd_data(int argc, char *argv[]);
+int cmd_set_fs_option(int argc, char *argv[]);
 
 /* fs usage of an open filesystem (also served by fusemount to `fs usage MNT`). */
 struct bch_fs;
@@ -50,6 +52,13 @@ void cmd_note_degraded(const char *cmd, struct bch_fs *c, char * const *devs, un
  */
 char **split_devs(char * const *args, unsigned nr_args, unsigned *nr);
 void free_devs(char **devs);
+
+/*
+ * Is one of devs served by a fusemount daemon?  1 and its mount point in
+ * mnt when /proc/self/mountinfo lists a fuse.bcachefs mount whose source
+ * (the daemon's fsname: absolute device paths) names one of them, else 0.
+ */
+int cmd_mounted_at(char * const *devs, unsigned nr, char *mnt, size_t len);
 
 /* Print s as a JSON string literal (with quotes). */
 void json_str(FILE *f, const char *s);

@@ -225,7 +225,12 @@ static void op_for(struct bch_fs *c, const struct bch_bkey *k, const struct bch_
 		if ((op->rewrite & (1U << i)) && bch_dev_in_target(c->sb, e->ptrs[i].dev, o->promote_target))
 			op->demote |= 1U << i;
 	op->target = o->background_target ? o->background_target : o->target;
-	op->target_only = !!o->background_target;
+	/*
+	 * A move goes to the target or waits; a recompression rewrites every
+	 * copy, on the target as far as it has devices and elsewhere for the
+	 * rest (which a later move brings over when it can).
+	 */
+	op->target_only = o->background_target && !op->recompress;
 }
 
 /*

@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cmd_set_option.c - `bcachefs set-fs-option [--NAME=VALUE...] DEVICE...`:
+ * change the filesystem options stored in the superblock of an unmounted
+ * filesystem.
+ *
+ * Only options that may change after format (OPT_RUNTIME in opts.h) are
+ * accepted; the others are refused by name with the reason.  The change is
+ * written to the superblock of every member device (bch_write_super()).
+ * background_target and background_compression say what rebalance must do
+ * with data already written, so changing one schedules a rebalance scan of
+ * every inode in the same open; the other options apply to what is written
+ * from then on, and the command says so.
+ *
+ * Invariants
+ *   (1) Nothing is written unless every option given is accepted: names and
+ *       values are checked first, then everything that needs the filesystem
+ *       (target labels, replicas against the devices) on a read-only open;
+ *       only then is it opened read-write.
+ *   (2) The scan is scheduled (and the journal flushed) before the
+ *       superblock with the new options is written: a crash in between
+ *       leaves a scan with the old options (harmless), never new options
+ *       without their scan.
+ *   (3) A filesystem mounted through fusemount is refused before any open
+ *       (the daemon owns it; the control channel to change options in a
+ *       running daemon does not exist yet).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcachefs.h"
+#include "cmds.h"
+#include "errcode.h"
+#include "fs.h"
+#include "fs_ops.h"
+#include "opts.h"
+#include "rebalance.h"
+#include "super.h"
+
+#define SET_MAX		BCH_OPT_NR
+
+struct set_one {
+	enum bch_opt_id	id;
+	const char	*arg;		/* as given */
+	uint64_t	v;		/* parsed (targets: once the labels are known) */
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"Usage: bcachefs set-fs-option [--NAME=VALUE...] DEVICE[:DEVICE...]...\n"
+"Change filesystem options stored in the superblock of an unmounted\n"
+"filesystem; every member device's superblock is written.\n"
+"\n"
+"Options that can change after format (\"runtime\" in bcachefs help-opts):\n");
+	for (unsigned i = 0; i < BCH_OPT_NR; i++)
+		if ((bch_opt_table[i].flags & (OPT_RUNTIME | OPT_FS)) == (OPT_RUNTIME | OPT_FS))
+			fprintf(f, "      --%s=VALUE\n", bch_opt_table[i].name);
+	fprintf(f,
+"Names take dashes or underscores; --NAME VALUE works too (a yes/no option\n"
+"alone means yes).  Targets take a label, a device index, or none.\n"
+"\n"
+"background_target and background_compression apply to data already written:\n"
+"the change schedules a rebalance of every file, which `bcachefs data\n"
+"rebalance DEVICE...` runs (or fusemount in the background).  The others\n"
+"apply to what is written from now on (existing data keeps its checksums,\n"
+"compression and copies until it is rewritten).\n"
+"Options fixed at format (block_size, btree_node_size, encoded_extent_max,\n"
+"str_hash, ...) are refused, as are open-time and per-device options.  When\n"
+"anything is refused nothing is written.  A mounted filesystem is refused\n"
+"(unmount first).\n"
+"\n"
+"      --help        this text\n"
+"\n"
+"Exit: 0 changed, 1 refused or failed (option that cannot change, unknown\n"
+"label, bad replicas, mounted, I/O error), 16 usage error (unknown option,\n"
+"bad value).\n");
+}
+
+/* Why option id cannot be changed by set-fs-option (NULL: it can). */
+static const char *refusal(enum bch_opt_id id)
+{
+	unsigned fl = bch_opt_table[id].flags;
+
+	if ((fl & OPT_RUNTIME) && (fl & OPT_FS))
+		return NULL;
+	if (fl & OPT_DEVICE)
+		return "a per-device option, fixed when the device is formatted";
+	if ((fl & OPT_FS) && (fl & OPT_MOUNT))
+		return "fixed at format; it can be given for one open with -o";
+	if (fl & (OPT_FORMAT | OPT_FS))
+		return "fixed at format: the on-disk layout depends on it";
+	if (fl & OPT_MOUNT)
+		return "an open option, not stored: give it with -o when opening";
+	return "internal";
+}
+
+/* Options rebalance acts on: changing one schedules a scan of every inode. */
+static bool rebalance_opt(enum bch_opt_id id)
+{
+	return id == Opt_background_target || id == Opt_background_compression;
+}
+
+/* Parse the command line; returns the exit code on error, -1 to go on. */
+static int parse_args(int argc, char *argv[], struct set_one *set, unsigned *nr_set,
+		      char ***dev_args, unsigned *nr_dev_args)
+{
+	*nr_set = *nr_dev_args = 0;
+	*dev_args = calloc(argc, sizeof(char *));
+	if (!*dev_args)
+		abort();
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return EXIT_OK;
+		}
+		if (!strcmp(a, "--")) {
+			while (++i < argc)
+				(*dev_args)[(*nr_dev_args)++] = argv[i];
+			break;
+		}
+		if (a[0] != '-') {
+			(*dev_args)[(*nr_dev_args)++] = argv[i];
+			continue;
+		}
+		char name[64];
+		const char *eq = strchr(a, '='), *val = eq ? eq + 1 : NULL;
+		size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+		int id;
+
+		if (strncmp(a, "--", 2) || nl - 2 >= sizeof(name)) {
+			cmd_err("set-fs-option", "unknown option '%s'", a);
+			return EXIT_USAGE;
+		}
+		snprintf(name, sizeof(name), "%.*s", (int)(nl - 2), a + 2);
+		if ((id = bch_opt_lookup(name)) < 0) {
+			cmd_err("set-fs-option", "unknown option '%s' (bcachefs help-opts lists them)", name);
+			return EXIT_USAGE;
+		}
+		const struct bch_option *o = &bch_opt_table[id];
+		if (!val && o->type != BCH_OPT_BOOL) {
+			if (i + 1 >= argc) {
+				cmd_err("set-fs-option", "%s: needs a value", o->name);
+				return EXIT_USAGE;
+			}
+			val = argv[++i];
+		}
+		const char *why = refusal(id);
+		if (why) {
+			cmd_err("set-fs-option", "%s cannot be changed: %s; nothing written", o->name, why);
+			return EXIT_FAIL;
+		}
+		for (unsigned j = 0; j < *nr_set; j++)
+			if (set[j].id == (enum bch_opt_id)id) {
+				cmd_err("set-fs-option", "%s given twice", o->name);
+				return EXIT_USAGE;
+			}
+		set[*nr_set] = (struct set_one) { .id = id, .arg = val ? val : "" };
+		if (o->type != BCH_OPT_TARGET) {
+			char err[256];
+			if (bch_opt_parse(id, set[*nr_set].arg, &set[*nr_set].v, err, sizeof(err))) {
+				cmd_err("set-fs-option", "%s", err);
+				return EXIT_USAGE;
+			}
+		}
+		(*nr_set)++;
+	}
+	if (!*nr_set || !*nr_dev_args) {
+		cmd_err("set-fs-option", !*nr_set ? "no option given" : "no device given");
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+/* Copies of metadata or data need that many devices of durability 1 or more. */
+static int check_replicas(struct bch_fs *c, const struct bch_opts *o, char *err, size_t len)
+{
+	unsigned durable = 0;
+
+	for (unsigned i = 0; i < bch_sb_nr_members(c->sb); i++) {
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		durable += bch_member_exists(m) && m->durability > 0 &&
+			   m->state == BCH_MEMBER_STATE_rw;
+	}
+	static const struct { enum bch_opt_id id, req; } r[] = {
+		{ Opt_metadata_replicas, Opt_metadata_replicas_required },
+		{ Opt_data_replicas,	 Opt_data_replicas_required },
+	};
+	for (unsigned i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
+		const char *name = bch_opt_table[r[i].id].name;
+		if (o->v[r[i].id] > durable) {
+			snprintf(err, len, "%s=%" PRIu64 " needs %" PRIu64 " read-write devices of "
+				 "durability 1 or more, one per copy (the filesystem has %u)",
+				 name, o->v[r[i].id], o->v[r[i].id], durable);
+			return -1;
+		}
+		if (o->v[r[i].id] < o->v[r[i].req]) {
+			snprintf(err, len, "%s=%" PRIu64 " is below %s (%" PRIu64 "), fixed at format",
+				 name, o->v[r[i].id], bch_opt_table[r[i].req].name, o->v[r[i].req]);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Resolve targets against c's labels and check the result as a whole
+ * (invariant 1).  On success *after holds the superblock options with the
+ * changes applied.
+ */
+static int resolve(struct bch_fs *c, const char *devs, struct set_one *set, unsigned nr_set,
+		   struct bch_opts *after)
+{
+	char err[512];
+
+	bch_opts_from_sb(after, c->sb);
+	for (unsigned i = 0; i < nr_set; i++) {
+		if (bch_opt_table[set[i].id].type == BCH_OPT_TARGET &&
+		    bch_target_parse(c->sb, set[i].arg, &set[i].v)) {
+			cmd_err("set-fs-option", "%s: %s: no label or device '%s' (nothing written)",
+				devs, bch_opt_table[set[i].id].name, set[i].arg);
+			return EXIT_FAIL;
+		}
+		after->v[set[i].id] = set[i].v;
+	}
+	if (check_replicas(c, after, err, sizeof(err))) {
+		cmd_err("set-fs-option", "%s: %s (nothing written)", devs, err);
+		return EXIT_FAIL;
+	}
+	return -1;
+}
+
+static void value_text(struct bch_fs *c, enum bch_opt_id id, uint64_t v, char *buf, size_t len)
+{
+	if (bch_opt_table[id].type == BCH_OPT_TARGET) {
+		if (v)
+			bch_target_to_text(c->sb, v, buf, len);
+		else
+			snprintf(buf, len, "none");
+	} else {
+		bch_opt_to_text(id, v, buf, len);
+	}
+}
+
+/* Apply the checked changes to an open read-write filesystem (invariant 2). */
+static int apply(struct bch_fs *c, const char *devs, const struct set_one *set, unsigned nr_set,
+		 const struct bch_opts *after)
+{
+	bool scan = false;
+	int r;
+
+	for (unsigned i = 0; i < nr_set; i++) {
+		char from[128], to[128];
+		uint64_t old = c->opts.v[set[i].id];
+
+		value_text(c, set[i].id, old, from, sizeof(from));
+		value_text(c, set[i].id, set[i].v, to, sizeof(to));
+		c->opts.v[set[i].id] = set[i].v;
+		bool changed = old != set[i].v;
+		scan |= changed && rebalance_opt(set[i].id);
+		printf("%s: %s -> %s%s\n", bch_opt_table[set[i].id].name, from, to,
+		       !changed ? " (unchanged)" :
+		       rebalance_opt(set[i].id) ? " (existing data: rebalance scheduled)" :
+		       " (applies to what is written from now on)");
+	}
+	if (scan) {
+		c->err_msg[0] = 0;
+		if ((r = bch_rebalance_schedule(c, 0)) || (r = bch_fs_fsync(c))) {
+			cmd_err("set-fs-option", "%s: scheduling rebalance: %s", devs,
+				c->err_msg[0] ? c->err_msg : bch_err_str(r));
+			return r;
+		}
+	}
+	bch_opts_to_sb(after, c->sb);
+	if ((r = bch_write_super(c)))
+		cmd_err("set-fs-option", "%s: writing the superblock: %s", devs, bch_err_str(r));
+	return r;
+}
+
+int cmd_set_fs_option(int argc, char *argv[])
+{
+	struct set_one set[SET_MAX];
+	struct bch_opts ro_opts, after;
+	char **dev_args, **devs = NULL, err[512], mnt[4096], names[1024] = "";
+	unsigned nr_set, nr_dev_args, nr = 0;
+	struct bch_fs *c = NULL;
+	int ret = parse_args(argc, argv, set, &nr_set, &dev_args, &nr_dev_args);
+
+	if (ret >= 0)
+		goto out;
+	devs = split_devs(dev_args, nr_dev_args, &nr);
+	for (unsigned i = 0, n = 0; i < nr && n < sizeof(names); i++)
+		n += snprintf(names + n, sizeof(names) - n, "%s%s", i ? ":" : "", devs[i]);
+	ret = EXIT_FAIL;
+	if (cmd_mounted_at(devs, nr, mnt, sizeof(mnt))) {
+		cmd_err("set-fs-option", "%s: mounted at %s: set-fs-option on a mounted filesystem "
+			"is not supported yet (unmount first)", names, mnt);
+		goto out;
+	}
+	/* invariant (1): everything that needs the filesystem, read-only */
+	memset(&ro_opts, 0, sizeof(ro_opts));
+	bch_opt_set(&ro_opts, Opt_read_only, 1);
+	if (bch_fs_open(devs, nr, &ro_opts, &c, err, sizeof(err))) {
+		cmd_err("set-fs-option", "%s", err);
+		goto out;
+	}
+	ret = resolve(c, names, set, nr_set, &after);
+	bch_fs_close(c);
+	c = NULL;
+	if (ret >= 0)
+		goto out;
+
+	ret = EXIT_FAIL;
+	if (bch_fs_open(devs, nr, NULL, &c, err, sizeof(err))) {
+		cmd_err("set-fs-option", "%s", err);
+		goto out;
+	}
+	if (resolve(c, names, set, nr_set, &after) >= 0 || apply(c, names, set, nr_set, &after))
+		ret = EXIT_FAIL;
+	else
+		ret = EXIT_OK;
+	int r = bch_fs_close(c);
+	if (r) {
+		cmd_err("set-fs-option", "%s: closing: %s", names, bch_err_str(r));
+		ret = EXIT_FAIL;
+	}
+out:
+	free_devs(devs);
+	free(dev_args);
+	return ret;
+}
