@@ -6,7 +6,8 @@
 # Idle: no background_target, so nothing moves.  Busy: background_target=hdd,
 # so at mount the daemon's rebalance starts moving BIG to hdd.img while
 # build/lat4k does N (default 2000) random 4 KiB writes into a 64 MiB file,
-# then N more each followed by fdatasync, in chunks of CHUNK (default 100).
+# and N more each followed by fdatasync, in alternating chunks of CHUNK
+# (default 100).
 # Between chunks the hdd's data bytes (fs usage of the mountpoint) tell
 # whether rebalance moved data during the chunk: only such chunks count, and
 # the busy run stops when rebalance has finished (a NOTE says so); if no
@@ -36,9 +37,10 @@ hdd_data() { usage_json mnt > c.json; dev_key c.json 1 user.bytes; }
 # run MODE: two kinds of write (w: plain pwrite, each reaching the daemon,
 # which takes the engine lock; s: pwrite + fdatasync, adding a journal flush
 # and the host disk's flush latency, noisy on a shared machine), each N
-# writes in chunks of CHUNK (seeds 1, 2, ...), raw times in raw.MODE.KIND.
-# Busy: a chunk counts only if data reached hdd.img during it (rebalance was
-# moving); the kind stops early once it is not.  Sets ${MODE}_KIND_n (writes
+# writes in chunks of CHUNK (seeds 1, 2, ...; the kinds alternate chunk by
+# chunk), raw times in raw.MODE.KIND.  Busy: a chunk counts only if data
+# reached hdd.img during it (rebalance was moving); both stop at the first
+# chunk during which none did.  Sets ${MODE}_KIND_n (writes
 # counted), ${MODE}_hdd (data bytes moved to hdd.img during counted chunks).
 run() {
 	rm -f ssd.img hdd.img raw.$1.*
@@ -49,13 +51,16 @@ run() {
 	"$B" image put ssd.img:hdd.img big /big
 	mount_fs ssd.img:hdd.img mnt
 	"$LAT4K" -q -n 1 -S 64M mnt/lat >/dev/null || die "$1: lat4k could not create its file"
-	moved=0
-	for kind in w s; do
-		y=
-		[ $kind = s ] && y=-y
-		got=0 seed=1
-		: > raw.$1.$kind
-		while [ "$got" -lt "$N" ]; do
+	moved=0 w_got=0 s_got=0 seed=1 stop=
+	: > raw.$1.w
+	: > raw.$1.s
+	# the kinds alternate chunk by chunk, so both sample the same stretch
+	while [ -z "$stop" ] && { [ "$w_got" -lt "$N" ] || [ "$s_got" -lt "$N" ]; }; do
+		for kind in w s; do
+			eval "got=\$${kind}_got"
+			[ "$got" -lt "$N" ] && [ -z "$stop" ] || continue
+			y=
+			[ $kind = s ] && y=-y
 			h0=$(hdd_data)
 			"$LAT4K" -q $y -s $seed -n "$CHUNK" -r chunk.raw mnt/lat >/dev/null 2>lat.err ||
 				die "$1: lat4k: $(cat lat.err)"
@@ -63,13 +68,15 @@ run() {
 			seed=$((seed + 1))
 			if [ "$1" = busy ] && [ "$h1" = "$h0" ]; then
 				rm -f chunk.raw
-				break
+				stop=1
+				continue
 			fi
 			cat chunk.raw >> raw.$1.$kind && rm -f chunk.raw
-			got=$((got + CHUNK)) moved=$((moved + h1 - h0))
+			moved=$((moved + h1 - h0))
+			eval "${kind}_got=$((got + CHUNK))"
 		done
-		eval "${1}_${kind}_n=$got"
 	done
+	eval "${1}_w_n=$w_got ${1}_s_n=$s_got"
 	eval "${1}_hdd=$moved"
 	umount_fs
 }
@@ -90,12 +97,13 @@ for m in idle busy; do
 	done
 done
 echo "rebalance moved $((busy_hdd >> 20)) MiB of data to hdd.img during the counted busy chunks"
-if [ "$busy_w_n" = 0 ] || [ "$busy_s_n" = 0 ]; then
+if [ "$busy_w_n" = 0 ]; then
 	echo "fuse-latency: SKIP: no data reached hdd.img during the busy runs:" \
 		"no background rebalance in fusemount yet (issue 19), or it ended first (raise BIG)"
 	exit 0
 fi
-[ "$busy_s_n" -ge "$N" ] || echo "NOTE: rebalance ended after $busy_s_n of $N writes+fdatasync (raise BIG for more)"
+[ "$busy_s_n" -ge "$N" ] ||
+	echo "NOTE: rebalance ended after $busy_s_n of $N writes+fdatasync (BIG=2G or more for all)"
 echo "busy/idle, write: p50 $(ratio "$(pct raw.idle.w 50)" "$(pct raw.busy.w 50)")x," \
 	"p99 $(ratio "$(pct raw.idle.w 99)" "$(pct raw.busy.w 99)")x;" \
 	"write+fdatasync: p50 $(ratio "$(pct raw.idle.s 50)" "$(pct raw.busy.s 50)")x," \
