@@ -27,8 +27,7 @@ head -c "$set_bytes" /dev/urandom > "$dir/set"
 cd "$dir"
 
 # run MODE PLACE: sets r1_ns r2_ns ssd1 hdd1 ssd2 hdd2 (reads per device per
-# pass), cached (bytes of SSD buckets holding cached data after the first
-# read), reb_ms
+# pass), cached (bytes of cached copies on the SSD after the first read), reb_ms
 run() {
 	PLACE=$2
 	rm -f ssd.img hdd.img
@@ -67,8 +66,7 @@ run() {
 			last=-1 still=0
 			while [ "$still" -lt 30 ]; do
 				usage_json mnt > c.json
-				# buckets, not bytes: fs usage's cached bytes stay 0 today
-				cached=$(( $(dev_key c.json 0 cached.buckets) * $(dev_key c.json 0 bucket_size) ))
+				cached=$(dev_key c.json 0 cached_data)
 				[ "$cached" -ge "$set_bytes" ] && break
 				if [ "$cached" = "$last" ]; then still=$((still + 1)); else still=0; fi
 				last=$cached
