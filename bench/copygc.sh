@@ -11,6 +11,7 @@
 # wrote.  The device bytes include btree and journal writes, not only data
 # moved by copygc.  An ENOSPC during the overwrites is reported as such
 # (live data never exceeds u%, so it means space was not reclaimed).
+# MOUNT_OPTS adds fusemount options (nocopygc, norebalance) to compare.
 #
 # Beside it, two figures from the log-structured file system literature, both
 # counting writes only (user bytes + live bytes the cleaner moves, over user
@@ -33,6 +34,7 @@
 FS_SIZE=${FS_SIZE:-256M}
 FILLS=${FILLS:-80 90 95}
 MULT=${MULT:-3}
+MOUNT_OPTS=${MOUNT_OPTS:-}	# e.g. nocopygc: copygc only when a write finds no space
 need_root_fuse
 need_lat4k
 cd "$dir"
@@ -46,12 +48,12 @@ lfs_greedy() {
 lfs_naive() { awk -v a="$1" 'BEGIN { printf "%.2f", 1 / (1 - a / 100) }'; }
 
 echo "copygc: random 4 KiB overwrites (lat4k, seed 1) of one file filling u% of a $FS_SIZE filesystem,"
-echo "${MULT}x the file's size; write amplification = device bytes written / user bytes written"
+echo "${MULT}x the file's size; write amplification = device bytes written / user bytes written${MOUNT_OPTS:+ (fusemount -o $MOUNT_OPTS)}"
 printf '%6s %10s %10s %12s %10s %10s %10s %14s %s\n' fill "file" "user" "device" "WA" "LFS u=fill" "greedy" "p99 write" "result"
 for fill in $FILLS; do
 	rm -f img
 	"$B" format -q --fs-size="$FS_SIZE" img >/dev/null
-	mount_fs img mnt
+	mount_fs img mnt "$MOUNT_OPTS"
 	avail=$(stat -f -c '%a * %S' mnt/ | sed 's/ //g')
 	avail=$(( $avail ))
 	file_bytes=$(( avail / 100 * fill / 4096 * 4096 ))
