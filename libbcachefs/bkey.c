@@ -276,8 +276,14 @@ static int extent_ptrs_validate(const struct bch_extent_ptr *p, unsigned nr, cha
 		for (unsigned j = 0; j < sizeof(p[i].pad); j++)
 			if (p[i].pad[j])
 				return INVALID("pointer padding");
+		/*
+		 * a cached copy beside another copy on its device is worth nothing
+		 * but harms nothing: fsck drops it (cached_ptr_bad) and keeps the
+		 * extent, which rejecting the key here would lose
+		 */
 		for (unsigned j = 0; j < i; j++)
-			if (p[j].dev == p[i].dev)
+			if (p[j].dev == p[i].dev &&
+			    !((p[i].flags | p[j].flags) & BCH_EXTENT_PTR_CACHED))
 				return INVALID("two replicas on device %u", p[i].dev);
 	}
 	return 0;

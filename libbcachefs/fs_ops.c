@@ -137,12 +137,19 @@ static void ino_set_delete(struct ino_set *s, uint64_t inum)
 			s->deleted[i] = true;
 }
 
-static int ino_set_write(struct ino_set *s, struct btree_trans *t)
+static int ino_set_write(struct bch_fs *c, struct ino_set *s, struct btree_trans *t)
 {
 	int r = 0;
 
-	for (unsigned i = 0; i < s->nr && !r; i++)
-		r = s->deleted[i] ? bch_inode_delete(t, s->inum[i]) : bch_inode_update(t, s->inum[i], &s->v[i]);
+	for (unsigned i = 0; i < s->nr && !r; i++) {
+		if (!s->deleted[i]) {
+			r = bch_inode_update(t, s->inum[i], &s->v[i]);
+			continue;
+		}
+		r = bch_inode_delete(t, s->inum[i]);
+		if (!r)		/* its rebalance work goes with it */
+			r = bch_rebalance_work_clear(c, t, s->inum[i]);
+	}
 	return r;
 }
 
@@ -177,7 +184,7 @@ static int commit_inodes(struct bch_fs *c, struct ino_set *s)
 
 	if (r)
 		return r;
-	r = ino_set_write(s, t);
+	r = ino_set_write(c, s, t);
 	if (!r)
 		r = commit(c, t, NULL);
 	bch_trans_exit(t);
@@ -380,7 +387,7 @@ static int create_common(struct bch_fs *c, uint64_t dir, const char *name, mode_
 	if (!r)
 		r = dirent_put(t, dir, slot, name, inum, bch_mode_to_dtype(mode));
 	if (!r)
-		r = ino_set_write(&s, t);
+		r = ino_set_write(c, &s, t);
 	if (!r)
 		r = commit(c, t, &u);
 	else
@@ -474,7 +481,7 @@ int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
 		return ret_errno(r);
 	r = dirent_put(t, dir, slot, name, inum, bch_mode_to_dtype(ti->mode));
 	if (!r)
-		r = ino_set_write(&s, t);
+		r = ino_set_write(c, &s, t);
 	if (!r)
 		r = commit(c, t, NULL);
 	bch_trans_exit(t);
@@ -553,6 +560,8 @@ static int inode_free(struct bch_fs *c, uint64_t inum)
 		struct btree_trans *t;
 		if (!(r = bch_trans_init(c, &t))) {
 			r = bch_inode_delete(t, inum);
+			if (!r)		/* its rebalance work goes with it */
+				r = bch_rebalance_work_clear(c, t, inum);
 			if (!r)
 				r = commit(c, t, NULL);
 			bch_trans_exit(t);
@@ -622,7 +631,7 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 		return ret_errno(r);
 	r = bch_hash_delete_at(c, t, &dirent_desc, dir, slot, 0);
 	if (!r)
-		r = ino_set_write(&s, t);
+		r = ino_set_write(c, &s, t);
 	if (!r)
 		r = commit(c, t, NULL);
 	bch_trans_exit(t);
@@ -807,7 +816,7 @@ int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64
 		}
 	}
 	if (!r)
-		r = ino_set_write(&s, t);
+		r = ino_set_write(c, &s, t);
 	if (!r)
 		r = commit(c, t, NULL);
 	if (!r && free_dst && !c->defer_unlinked_free)
@@ -908,7 +917,7 @@ static int write_chunk(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 		if (offset + len > i->size && fill_to_size)
 			i->size = offset + len;
 		touch(i, true);
-		r = ino_set_write(&s, t);
+		r = ino_set_write(c, &s, t);
 	}
 	if (!r)
 		r = commit(c, t, &u);
@@ -990,7 +999,7 @@ static int punch_range(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t
 			if (set_size)
 				i->size = new_size;
 			touch(i, true);
-			r = ino_set_write(&s, t);
+			r = ino_set_write(c, &s, t);
 		}
 		if (!r)
 			r = commit(c, t, &u);
@@ -1098,7 +1107,7 @@ static int collapse_insert(struct bch_fs *c, uint64_t inum, const struct bch_ino
 			if (!r) {
 				ip->size += len;	/* room first: nothing lands past the end */
 				touch(ip, true);
-				r = ino_set_write(&s, t);
+				r = ino_set_write(c, &s, t);
 			}
 		}
 		if (!r)
@@ -1108,7 +1117,7 @@ static int collapse_insert(struct bch_fs *c, uint64_t inum, const struct bch_ino
 		if (!r && collapse && next == UINT64_MAX) {
 			ip->size -= len;
 			touch(ip, true);
-			r = ino_set_write(&s, t);
+			r = ino_set_write(c, &s, t);
 		}
 		if (!r)
 			r = commit(c, t, &u);
@@ -1245,7 +1254,7 @@ int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset,
 			if (!err) {
 				ip->sectors += u.i_sectors_delta;
 				touch(ip, false);
-				err = ino_set_write(&s, t);
+				err = ino_set_write(c, &s, t);
 			}
 			if (!err)
 				err = commit(c, t, &u);
@@ -1629,7 +1638,7 @@ static int inode_opt_set(struct bch_fs *c, uint64_t inum, enum bch_opt_id id, co
 	struct btree_trans *t;
 	if ((r = bch_trans_init(c, &t)))
 		return ret_errno(r);
-	r = ino_set_write(&s, t);
+	r = ino_set_write(c, &s, t);
 	/* the work key with the option: no crash leaves the file's data unscheduled */
 	if (!r && raw != old && inode_opt_needs_rebalance(i, id))
 		r = bch_rebalance_work_set(c, t, inum, 0);
@@ -2028,7 +2037,7 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 	if (!r)
 		r = bch_trans_update(b.t, BCH_BTREE_ID_xattrs, k);
 	if (!r)
-		r = ino_set_write(&s, b.t);
+		r = ino_set_write(c, &s, b.t);
 	if (!r)
 		r = xattr_pieces_delete(&b, inum, old);
 	if (!r)
@@ -2108,7 +2117,7 @@ int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 	if (!r)
 		r = bch_hash_delete_at(c, b.t, &xattr_desc, inum, slot, 0);
 	if (!r)
-		r = ino_set_write(&s, b.t);
+		r = ino_set_write(c, &s, b.t);
 	if (!r)
 		r = xattr_pieces_delete(&b, inum, pieces);
 	if (!r)

@@ -84,6 +84,9 @@
 	x(extent_no_copy,	0x0506, 5, FSCK_NOFIX,						\
 	  "extent has copies only on missing members (opened very_degraded); "	\
 	  "left as it is: reads of it fail until the member is back")			\
+	x(cached_ptr_bad,	0x0507, 5, FSCK_SAFE,						\
+	  "cached pointer (not stale) into a bucket of metadata, or on a device "	\
+	  "that holds a dirty copy; drop it (no data is lost)")			\
 	x(extent_no_inode,	0x0601, 6, 0,							\
 	  "extent of an inode that does not exist; delete it")				\
 	x(extent_bad_inode,	0x0602, 6, 0,							\
@@ -97,6 +100,12 @@
 	x(reserved_sectors_wrong, 0x0606, 6, FSCK_SAFE,					\
 	  "space promised to preallocated ranges, as the clean record says, "	\
 	  "differs from the reservation keys; correct it")				\
+	x(rebalance_work_missing, 0x0607, 6, FSCK_SAFE,					\
+	  "file has data that needs rebalance (off its background target or not in "	\
+	  "its background compression) but no pending-work record covers it; add one")	\
+	x(rebalance_work_stale,	0x0608, 6, FSCK_SAFE,						\
+	  "pending-work record of an inode that does not exist or is not a regular "	\
+	  "file; delete it")								\
 	x(inode_unlinked,	0x0701, 7, FSCK_SAFE,						\
 	  "inode with no links left over from an interrupted delete; finish deleting it") \
 	x(inode_back_pointer,	0x0702, 7, FSCK_SAFE,						\
@@ -139,7 +148,8 @@
 	x(nlink_wrong,		0x0a01, 10, FSCK_SAFE,						\
 	  "link count differs from the number of names; correct it")			\
 	x(data_replica_bad,	0x0b01, 11, FSCK_SAFE,						\
-	  "a copy of file data is bad (another copy is good); rewrite it")		\
+	  "a copy of file data is bad (another copy is good); rewrite it (a cached "	\
+	  "copy is dropped instead)")							\
 	x(data_unreadable,	0x0b02, 11, FSCK_NOFIX,							\
 	  "file data with no good copy (checksum or read errors)")
 

@@ -720,9 +720,16 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 	free(st);
 	bch_node_scan_exit(&sc);
 	if (!r && c->extents_mark_deferred && !ctx->cancelled) {
-		/* every extents leaf was read: the recount is complete */
+		/*
+		 * every extents leaf was read: the dirty recount is complete, and
+		 * cached pointers are counted as at open (alloc.h), in a second
+		 * walk made only when there are any
+		 */
 		c->extents_mark_deferred = false;
-		r = bch_alloc_btree_record_diffs(c);
+		if (bch_alloc_settle_cached_gens(c))
+			r = bch_extents_mark_cached(c);
+		if (!r)
+			r = bch_alloc_btree_record_diffs(c);
 	}
 	if (r && !ctx->err_msg[0])
 		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s",

@@ -4,9 +4,10 @@
  *
  * Checks
  *   data_replica_bad: a copy failing its checksum or read while another is good
- * is rewritten on its device from the good one; data_unreadable: no good
- * copy (reported, no repair).  A copy on a member not given (degraded) is
- * neither: it is left alone.
+ * is rewritten on its device from the good one, or, a cached copy, dropped
+ * from the key (it counts for nothing); data_unreadable: no good copy
+ * (reported, no repair).  A copy on a member not given (degraded), or a stale
+ * cached one (its bucket was reused), is neither: it is left alone.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -45,10 +46,11 @@ int fsck_check_data(struct fstate *s, const struct bch_bkey *k)
 	const struct bch_extent *e = bkey_val(k);
 	unsigned nr = bch_extent_nr_ptrs(k), good = nr, missing = 0;
 	for (unsigned i = 0; i < nr; i++)
-		if (bch_dev_missing(c, e->ptrs[i].dev))
+		if (bch_dev_missing(c, e->ptrs[i].dev) ||
+		    ((e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && !bch_alloc_ptr_live(c, &e->ptrs[i])))
 			missing |= 1U << i;
 	if (!(bad & ~missing))
-		return 0;	/* copies on a member not given (degraded) are not damage */
+		return 0;	/* copies on a member not given (degraded), stale cached ones: not damage */
 	for (unsigned i = 0; i < nr; i++)
 		if (!(bad & (1U << i))) {
 			good = i;
@@ -71,12 +73,23 @@ int fsck_check_data(struct fstate *s, const struct bch_bkey *k)
 			 (uint64_t)e->ptrs[good].offset << 9);
 	struct bch_bkey *n = bch_bkey_dup(k);
 	struct bch_extent *ne = bkey_val(n);
+	unsigned drop = 0;
 	for (unsigned i = 0; i < nr && !r; i++) {
 		if (!(bad & (1U << i)) || (missing & (1U << i)))
 			continue;
-		snprintf(detail, sizeof(detail), "copy on device %u", e->ptrs[i].dev);
+		bool cached = e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED;
+		snprintf(detail, sizeof(detail), "%scopy on device %u", cached ? "cached " : "",
+			 e->ptrs[i].dev);
 		if (!fsck_fixing(s, BCH_FSCK_data_replica_bad, where, detail))
 			continue;
+		if (cached) {
+			/* a cached copy is not rewritten: it goes (promote makes another) */
+			bch_alloc_data_account(c, &e->ptrs[i], e->crc.compressed_sectors,
+					       -(int64_t)bch_extent_disk_sectors(k));
+			drop |= 1U << i;
+			bch_fsck_fixed(s->ctx, BCH_FSCK_data_replica_bad);
+			continue;
+		}
 		struct bch_extent_ptr np;
 		struct bch_dev *ca = e->ptrs[i].dev < c->nr_devs ? c->devs[e->ptrs[i].dev] : NULL;
 		if (!ca || !ca->bdev || bch_alloc_data_on(c, e->ptrs[i].dev, e->crc.compressed_sectors, &np))
@@ -96,7 +109,14 @@ int fsck_check_data(struct fstate *s, const struct bch_bkey *k)
 		bch_fsck_fixed(s->ctx, BCH_FSCK_data_replica_bad);
 	}
 	free(buf);
-	if (!r && memcmp(n, k, bkey_bytes(k)))
+	if (!r && drop) {
+		unsigned keep = 0;
+		for (unsigned i = 0; i < nr; i++)
+			if (!(drop & (1U << i)))
+				ne->ptrs[keep++] = ne->ptrs[i];
+		n->u64s -= (nr - keep) * sizeof(struct bch_extent_ptr) / 8;
+	}
+	if (!r && (drop || memcmp(n, k, bkey_bytes(k))))
 		r = fsck_put_key(c, BCH_BTREE_ID_extents, n);
 	free(n);
 	return r;

@@ -124,6 +124,20 @@ static int reattach(struct fstate *s, uint64_t inum, struct ino_info *ii)
 	return r;
 }
 
+/* A deleted inode's rebalance_work key, if it has one, goes with it (or it is stale). */
+static int work_key_delete(struct bch_fs *c, uint64_t inum)
+{
+	struct bch_bkey *k = NULL;
+	int r = bch_btree_lookup(c, BCH_BTREE_ID_rebalance_work, POS(inum, 0, 0), &k);
+
+	if (r == -BCH_ERR_key_not_found) {
+		c->err_msg[0] = 0;
+		return 0;
+	}
+	free(k);
+	return r ? r : fsck_delete_key(c, BCH_BTREE_ID_rebalance_work, POS(inum, 0, 0));
+}
+
 /*
  * An inode no dirent names: left by a delete that did not finish (nlink 0
  * or UNLINKED: finish it) or lost (unreachable: to lost+found).
@@ -141,7 +155,10 @@ static int nameless(struct fstate *s, uint64_t inum, struct ino_info *ii,
 	fsck_inode_where(c, inum, where, sizeof(where));
 	if (!in.nlink || (in.flags & BCH_INODE_UNLINKED)) {
 		if (fsck_fixing(s, BCH_FSCK_inode_unlinked, where, NULL)) {
-			fsck_fix_done(s, BCH_FSCK_inode_unlinked, bch_fs_inode_free(c, inum));
+			r = bch_fs_inode_free(c, inum);
+			if (!r)
+				r = work_key_delete(c, inum);
+			fsck_fix_done(s, BCH_FSCK_inode_unlinked, r);
 			ii->bits &= ~INO_TYPE;	/* gone */
 		}
 	} else if (fsck_fixing(s, unreachable, where, NULL)) {

@@ -14,10 +14,15 @@
  * anything); a wrong key is rewritten at close
  * (left alone, the alloc btree is marked not current).  alloc_key_bad: a
  * key for no device, past the device's end, for a superblock or journal
- * bucket, or with impossible counts is deleted.  extent_no_inode, extent_bad_inode, extent_overlap, extent_past_eof
+ * bucket, or with impossible counts is deleted.  cached_ptr_bad (pass 5): a
+ * cached pointer that is not stale must be in a bucket of user or cached
+ * data and on a device without a dirty copy; it is dropped otherwise.
+ * extent_no_inode, extent_bad_inode, extent_overlap, extent_past_eof
  * (pass 6).  The inode keys are read in step with the extents (both in
  * inode number order): each one passing is entered in the table, and its
  * sector count compared with its extents' (the differences are pass 7's).
+ * rebalance_work_missing, rebalance_work_stale (pass 6): the rebalance_work
+ * keys are read in step as well (invariant (1) of rebalance.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -39,6 +44,7 @@
 #include "fsck.h"
 #include "inode.h"
 #include "io.h"
+#include "rebalance.h"
 #include "super.h"
 #include "fsck_files.h"
 
@@ -59,9 +65,16 @@ static int alloc_diff(void *priv, unsigned dev, uint64_t bucket,
 	char where[64], detail[160];
 
 	snprintf(where, sizeof(where), "device %u bucket %" PRIu64, dev, bucket);
-	snprintf(detail, sizeof(detail), "stored gen %u %s %u sectors, found gen %u %s %u sectors",
-		 stored->gen, data_type_name(stored->data_type), stored->sectors,
-		 now->gen, data_type_name(now->data_type), now->sectors);
+	if (stored->cached_sectors || now->cached_sectors)
+		snprintf(detail, sizeof(detail), "stored gen %u %s %u sectors, %u cached, "
+			 "found gen %u %s %u sectors, %u cached",
+			 stored->gen, data_type_name(stored->data_type), stored->sectors,
+			 stored->cached_sectors, now->gen, data_type_name(now->data_type),
+			 now->sectors, now->cached_sectors);
+	else
+		snprintf(detail, sizeof(detail), "stored gen %u %s %u sectors, found gen %u %s %u sectors",
+			 stored->gen, data_type_name(stored->data_type), stored->sectors,
+			 now->gen, data_type_name(now->data_type), now->sectors);
 	if (fsck_fixing(s, BCH_FSCK_alloc_key_wrong, where, detail))
 		bch_fsck_fixed(s->ctx, BCH_FSCK_alloc_key_wrong);	/* written at close */
 	else
@@ -143,6 +156,41 @@ static bool claim(struct fstate *s, const struct bch_extent_ptr *p, const struct
 	return true;
 }
 
+/*
+ * A cached pointer (bcachefs_format.h) to a bucket on a present device, of
+ * data type `type`: stale (its gen is not the bucket's, or the bucket holds
+ * no data) it is no damage, and is left for the next rewrite of the key to
+ * drop.  Live, it must be in a bucket of user or cached data, and on a device
+ * that holds no dirty copy of the extent (such a copy is worth nothing).
+ * Its blocks are not claimed: they are not counted as dirty data.
+ */
+static enum bch_fsck_problem cached_ptr_check(struct bch_fs *c, const struct bch_bkey *k,
+					       const struct bch_extent_ptr *p, int type,
+					       char *detail, size_t len)
+{
+	const struct bch_extent *e = bkey_val(k);
+	struct bch_extent_ptr gen_only = *p;
+
+	/* the gen alone, whatever the bucket holds */
+	gen_only.flags &= ~BCH_EXTENT_PTR_CACHED;
+	if (!bch_alloc_ptr_live(c, &gen_only))
+		return BCH_FSCK_PROBLEM_NR;
+	if (type != BCH_DATA_user && type != BCH_DATA_cached) {
+		if (type == BCH_DATA_free)
+			return BCH_FSCK_PROBLEM_NR;	/* not counted: reads do not trust it */
+		snprintf(detail, len, "%u:%" PRIu64 " gen %u is in a bucket of %s data", p->dev,
+			 (uint64_t)p->offset, p->gen, data_type_name(type));
+		return BCH_FSCK_cached_ptr_bad;
+	}
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+		if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && e->ptrs[i].dev == p->dev) {
+			snprintf(detail, len, "%u:%" PRIu64 " gen %u is on the device of dirty copy %u",
+				 p->dev, (uint64_t)p->offset, p->gen, i);
+			return BCH_FSCK_cached_ptr_bad;
+		}
+	return BCH_FSCK_PROBLEM_NR;
+}
+
 /* ------------------------------------------- inode keys in step with extents */
 
 static void sectors_wrong(struct fstate *s, uint64_t inum, uint64_t i_sectors, uint64_t counted)
@@ -188,11 +236,124 @@ static int ino_advance(struct fstate *s, uint64_t inum, struct bch_inode *found,
 	return err;
 }
 
-/* The run of extents of the inode before ends: compare its sector count. */
-static void extents_inode_done(struct fstate *s)
+/* ------------------------------------------ rebalance work keys in step */
+
+/* A work key for an inode that is gone or is no regular file: delete it. */
+static void work_stale(struct fstate *s, uint64_t inum, const char *why)
 {
-	if (s->cur_inum != UINT64_MAX && s->cur_exists)
+	char where[64];
+
+	snprintf(where, sizeof(where), "rebalance_work key %" PRIu64 ":0:0", inum);
+	if (fsck_fixing(s, BCH_FSCK_rebalance_work_stale, where, why))
+		fsck_fix_done(s, BCH_FSCK_rebalance_work_stale,
+			      fsck_delete_key(s->c, BCH_BTREE_ID_rebalance_work, POS(inum, 0, 0)));
+}
+
+/*
+ * Work keys up to inum (all: UINT64_MAX).  Every inode key up to inum is in
+ * the table already: a key before inum is checked against it (the scan key,
+ * at inode 0, is noted).  The key of inum itself, if any, is returned in
+ * *have and *cursor for the caller, which knows the inode.
+ */
+static int work_advance(struct fstate *s, uint64_t inum, bool *have, uint64_t *cursor)
+{
+	const struct bch_bkey *k;
+	int err = 0;
+
+	*have = false;
+	while (!s->err && (k = fsck_cursor_peek(&s->work_keys, &err)) && k->p.inode <= inum) {
+		uint64_t w_inum = k->p.inode, w_cursor = 0;
+		bool work = k->type == BCH_BKEY_rebalance_work;
+
+		if (work)
+			w_cursor = ((const struct bch_rebalance_work *)bkey_val(k))->cursor;
+		fsck_cursor_pop(&s->work_keys);	/* before a repair changes the leaf */
+		if (!work)
+			continue;
+		if (!w_inum) {
+			s->scan_pending = true;
+			s->scan_cursor = w_cursor;
+		} else if (w_inum == inum) {
+			*have = true;
+			*cursor = w_cursor;
+			break;
+		} else {
+			struct ino_info *ii = fsck_ino_find(&s->inodes, w_inum, false);
+			if (!ii || !ino_has_key(ii))
+				work_stale(s, w_inum, "no such inode");
+			else if (!S_ISREG(ino_mode(ii)))
+				work_stale(s, w_inum, "not a regular file");
+		}
+	}
+	return err;
+}
+
+/*
+ * The end of an inode's extents: its work key (invariant (1) of
+ * rebalance.h).  A pass over an inode starts at its key's cursor and takes
+ * the extents that end after it, so the first extent needing work must end
+ * past the cursor; the scan key covers every inode from its cursor on.
+ */
+static int work_inode_done(struct fstate *s)
+{
+	bool have;
+	uint64_t cursor;
+	char where[600], detail[200];
+	int r = work_advance(s, s->cur_inum, &have, &cursor);
+
+	if (r || s->err)
+		return r;
+	if (have && !s->cur_exists)
+		work_stale(s, s->cur_inum, "no such inode");
+	else if (have && !S_ISREG(s->cur_mode))
+		work_stale(s, s->cur_inum, "not a regular file");
+	if (s->cur_work_end == UINT64_MAX ||
+	    (s->scan_pending && s->cur_inum >= s->scan_cursor) ||
+	    (have && cursor < s->cur_work_end))
+		return 0;
+	fsck_inode_where(s->c, s->cur_inum, where, sizeof(where));
+	int n = snprintf(detail, sizeof(detail), "sectors %" PRIu64 "..%" PRIu64 " %s%s%s",
+			 s->cur_work_start, s->cur_work_end,
+			 s->cur_work_why & BCH_REBALANCE_REASON_TARGET ? "off the background target" : "",
+			 s->cur_work_why == (BCH_REBALANCE_REASON_TARGET | BCH_REBALANCE_REASON_COMPRESSION)
+			 ? " and " : "",
+			 s->cur_work_why & BCH_REBALANCE_REASON_COMPRESSION
+			 ? "not in the background compression" : "");
+	if (have && n > 0 && (size_t)n < sizeof(detail))
+		snprintf(detail + n, sizeof(detail) - n, "; the record's cursor %" PRIu64 " is past them",
+			 cursor);
+	if (!fsck_fixing(s, BCH_FSCK_rebalance_work_missing, where, detail))
+		return 0;
+	/* a pass from the start of the file (an existing key's WAITING flag goes: try again) */
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_rebalance_work, POS(s->cur_inum, 0, 0),
+					    sizeof(struct bch_rebalance_work));
+	fsck_fix_done(s, BCH_FSCK_rebalance_work_missing,
+		      fsck_put_key(s->c, BCH_BTREE_ID_rebalance_work, k));
+	free(k);
+	return 0;
+}
+
+/* Extent k of the current inode is kept: does it need rebalance? */
+static void work_note(struct fstate *s, const struct bch_bkey *k)
+{
+	if (s->cur_work_end != UINT64_MAX || !s->cur_exists || !S_ISREG(s->cur_mode))
+		return;
+	unsigned why = bch_extent_rebalance_reasons(s->c, k, &s->cur_opts);
+	if (why) {
+		s->cur_work_start = bch_extent_start(k);
+		s->cur_work_end = k->p.offset;
+		s->cur_work_why = why;
+	}
+}
+
+/* The run of extents of the inode before ends: compare its sector count, check its work key. */
+static int extents_inode_done(struct fstate *s)
+{
+	if (s->cur_inum == UINT64_MAX)
+		return 0;
+	if (s->cur_exists)
 		sectors_wrong(s, s->cur_inum, s->cur_i_sectors, s->cur_counted);
+	return work_inode_done(s);
 }
 
 /* The inode whose extents follow. */
@@ -201,8 +362,11 @@ static int extents_next_inode(struct fstate *s, uint64_t inum)
 	struct bch_inode i;
 	bool have;
 
-	extents_inode_done(s);
-	int r = ino_advance(s, inum, &i, &have);
+	int r = extents_inode_done(s);
+	if (!r)
+		r = ino_advance(s, inum, &i, &have);
+	if (r)
+		return r;
 	s->cur_inum = inum;
 	s->prev_end = 0;
 	s->cur_counted = 0;
@@ -210,22 +374,32 @@ static int extents_next_inode(struct fstate *s, uint64_t inum)
 	s->cur_mode = have ? i.mode : 0;
 	s->cur_size = have ? i.size : 0;
 	s->cur_i_sectors = have ? i.sectors : 0;
-	return r;
+	s->cur_work_end = UINT64_MAX;
+	if (have)
+		bch_io_opts_get(s->c, &i, &s->cur_opts);
+	return 0;
 }
 
 int fsck_extents_done(struct fstate *s)
 {
 	struct bch_inode i;
 	bool have;
+	uint64_t cursor;
 
-	extents_inode_done(s);
+	int r = extents_inode_done(s);
 	s->cur_inum = UINT64_MAX;
-	return ino_advance(s, UINT64_MAX, &i, &have);
+	if (!r)
+		r = ino_advance(s, UINT64_MAX, &i, &have);
+	/* the work keys after the last inode with extents */
+	if (!r)
+		r = work_advance(s, UINT64_MAX, &have, &cursor);
+	return r;
 }
 
 int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 {
 	struct bch_fs *c = s->c;
+	struct bch_bkey *repl = NULL;	/* the key after pass 5 dropped pointers */
 	char where[640], detail[160];
 
 	if (k->type != BCH_BKEY_extent && k->type != BCH_BKEY_reservation)
@@ -265,6 +439,8 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 				prob = BCH_FSCK_extent_ptr_bad;
 				snprintf(detail, sizeof(detail), "sector %" PRIu64 " outside device %u",
 					 (uint64_t)p->offset, p->dev);
+			} else if (p->flags & BCH_EXTENT_PTR_CACHED) {
+				prob = cached_ptr_check(c, k, p, type, detail, sizeof(detail));
 			} else if (type != BCH_DATA_user) {
 				prob = BCH_FSCK_extent_ptr_bad;
 				snprintf(detail, sizeof(detail), "%u:%" PRIu64 " is in a bucket of other data",
@@ -296,11 +472,11 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 				memcpy(ne->ptrs, good, keep * sizeof(good[0]));
 			}
 			int r = fsck_replace_extent(c, k, n, true);
-			free(n);
-			if (r)
-				return r;
-			if (!keep)
-				return 0;	/* the extent is gone */
+			if (r || !keep) {
+				free(n);
+				return r;	/* 0: the extent is gone */
+			}
+			k = repl = n;	/* pass 6 checks what is left of it */
 		}
 	}
 
@@ -319,7 +495,7 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 			snprintf(detail, sizeof(detail), "file size %" PRIu64, s->cur_size);
 		if (fsck_fixing(s, prob, WHERE, prob == BCH_FSCK_extent_past_eof ? detail : NULL)) {
 			fsck_fix_done(s, prob, fsck_replace_extent(c, k, NULL, false));
-			return s->err;
+			goto out;
 		}
 	} else if (start < s->prev_end) {
 		if (fsck_fixing(s, BCH_FSCK_extent_overlap, WHERE, NULL)) {
@@ -332,6 +508,7 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 				bch_extent_cut_front(n, s->prev_end);
 				r = fsck_put_key(c, BCH_BTREE_ID_extents, n);
 				if (!r) {
+					work_note(s, n);
 					s->cur_counted += n->size;
 					s->prev_end = n->p.offset;
 					if (n->type == BCH_BKEY_reservation)
@@ -341,14 +518,17 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 				free(n);
 			}
 			fsck_fix_done(s, BCH_FSCK_extent_overlap, r);
-			return s->err;
+			goto out;
 		}
 	}
 	if (k->p.offset > s->prev_end)
 		s->prev_end = k->p.offset;
+	work_note(s, k);
 	s->cur_counted += k->size;
 	if (k->type == BCH_BKEY_reservation)
 		s->reserved += (uint64_t)k->size * bch_reservation_replicas(k);
-	return 0;
+out:
+	free(repl);
+	return s->err;
 #undef WHERE
 }

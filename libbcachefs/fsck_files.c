@@ -13,6 +13,9 @@
  *     extent_ptr_dup       two encoded extents claim the same blocks
  *                          (keys split from one encoded extent share it, each
  *                          covering a later piece of it)
+ *     cached_ptr_bad       a cached pointer that is not stale, into a bucket
+ *                          of btree, journal or superblock data, or on the
+ *                          device of a dirty copy (a stale one is no damage)
  *     repair: the pointer is dropped; an extent with none left is deleted
  *   pass 6
  *     extent_no_inode, extent_bad_inode   owner missing / not a file or symlink
@@ -22,6 +25,13 @@
  *     inode_sectors_wrong  inode's sectors != sum of its extents' sizes
  *     reserved_sectors_wrong  the clean record's promised sectors != the
  *                          reservation keys' (size x replicas summed)
+ *     rebalance_work_missing  a regular file's extent needs rebalance
+ *                          (bch_extent_rebalance_reasons) and neither its work
+ *                          key (with a cursor before the extent's end) nor the
+ *                          scan key (cursor <= its inode) covers it: key added
+ *     rebalance_work_stale a work key of an inode that is missing or not a
+ *                          regular file: deleted (the work keys are read in
+ *                          step with the extents and inodes)
  *   pass 7
  *     inode_unlinked       no names and nlink 0 / unlinked flag: finish deleting
  *     inode_back_pointer   parent pointer does not name one of its links
@@ -43,7 +53,8 @@
  *     nlink_wrong          nlink != names (directories: 2 + subdirectories)
  *   pass 11 (--data)
  *     data_replica_bad     a copy fails its checksum or cannot be read while
- *                          another is good: rewritten from the good one
+ *                          another is good: rewritten from the good one (a
+ *                          cached copy is dropped; a stale one is not read)
  *     data_unreadable      no good copy: reported, left as is
  *
  * Memory: one table entry per inode (8 bytes; directories 64 more) and
@@ -633,6 +644,7 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		ctx->progress(ctx, 5, "extents");
 	r = fsck_check_alloc(s);
 	fsck_cursor_init(&s->inode_keys, c, BCH_BTREE_ID_inodes);
+	fsck_cursor_init(&s->work_keys, c, BCH_BTREE_ID_rebalance_work);
 	if (!r)
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r)
@@ -647,7 +659,8 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		}
 		c->reserved_sectors = s->reserved;	/* what the clean close records */
 	}
-	fsck_cursor_exit(&s->inode_keys);	/* its leaf is not needed past pass 6 */
+	fsck_cursor_exit(&s->inode_keys);	/* their leaves are not needed past pass 6 */
+	fsck_cursor_exit(&s->work_keys);
 	if (!r && !s->err && ctx->progress)
 		ctx->progress(ctx, 7, "inodes");
 	if (!r && !s->err)
@@ -685,6 +698,7 @@ out:
 		free(s->claimed[d]);
 	fsck_ino_exit(&s->inodes);
 	fsck_cursor_exit(&s->inode_keys);
+	fsck_cursor_exit(&s->work_keys);
 	free(s->sectors_wrong);
 	free(s->moved);
 	free(s->xattr_pieces);

@@ -16,6 +16,7 @@
 #include "bcachefs_format.h"
 #include "btree.h"
 #include "fsck.h"
+#include "io.h"
 
 struct bch_fs;
 
@@ -233,6 +234,18 @@ struct fstate {
 	 * inode number order); each is entered in the table as it passes
 	 */
 	struct key_cursor	inode_keys;
+
+	/*
+	 * pass 6: the rebalance_work keys, in step too (keyed by inode number);
+	 * the scan key (inode 0) covers every inode from its cursor on
+	 */
+	struct key_cursor	work_keys;
+	bool			scan_pending;
+	uint64_t		scan_cursor;
+	struct bch_io_opts	cur_opts;	/* the inode's (a regular file's) */
+	uint64_t		cur_work_start;	/* its first extent that needs rebalance ... */
+	uint64_t		cur_work_end;	/* ... ends here (UINT64_MAX: none) */
+	unsigned		cur_work_why;	/* BCH_REBALANCE_REASON_* of that extent */
 
 	/* pass 6 -> 7: sector counts to report, in inode order */
 	struct sectors_wrong	*sectors_wrong;

@@ -28,6 +28,7 @@
 #include "extents.h"
 #include "inode.h"
 #include "io.h"
+#include "journal.h"
 #include "move.h"
 #include "rebalance.h"
 #include "super.h"
@@ -131,6 +132,14 @@ int bch_rebalance_work_set(struct bch_fs *c, struct btree_trans *t, uint64_t inu
 	if (!r && w.cursor < from)
 		from = w.cursor;
 	return work_put(t, inum, from, 0);
+}
+
+int bch_rebalance_work_clear(struct bch_fs *c, struct btree_trans *t, uint64_t inum)
+{
+	struct bch_rebalance_work w;
+	int r = work_get(c, inum, &w);
+
+	return r < 0 ? r : r ? 0 : work_del(t, inum);
 }
 
 int bch_rebalance_schedule(struct bch_fs *c, uint64_t inum)
@@ -302,10 +311,15 @@ static int inode_step(struct bch_fs *c, struct bch_mover *m, struct bch_move_sta
 				continue;
 			}
 			int a = bch_mover_add(m, key, &op);
-			if (a == -BCH_ERR_no_space) {
+			/*
+			 * No space, or no readable copy (scrub or fsck -c may
+			 * repair it): the work stays recorded and waits, as for
+			 * space, so nothing retries it in a loop.
+			 */
+			if (a == -BCH_ERR_no_space || a == -EIO || a == -EINVAL) {
 				if (*waiting == UINT64_MAX)
 					*waiting = bch_extent_start(key);
-			} else if (a && a != -EIO && a != -EINVAL) {
+			} else if (a) {
 				r = a;
 			}
 			*budget = *budget > key->size ? *budget - key->size : 0;
@@ -330,6 +344,14 @@ int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats 
 	*parked = false;
 	if (c->read_only || !c->roots->r[BCH_BTREE_ID_rebalance_work].key)
 		return 0;
+	/*
+	 * Waiting work is retried because space was freed; freed buckets are
+	 * reusable once the free is durable: make it so now (as the allocator
+	 * does when it runs short), or the retry would park again.
+	 */
+	if (c->rebalance_waited && c->rebalance_wait_gen != c->space_gen &&
+	    bch_journal_seq_durable(c) < bch_journal_cur_seq(c) && (r = bch_journal_flush(c)))
+		return r;
 	if ((r = bch_mover_init(c, s, &m)))
 		return r;
 	while (!r) {

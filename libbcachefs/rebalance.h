@@ -19,8 +19,9 @@
  *       key covers it); fsck checks this (rebalance_work_missing).
  *   (2) A work key is deleted only after a pass over its inode found nothing
  *       left to do, in a transaction that checks nothing was written since.
- *   (3) When the target has no space, the work stays recorded (flag
- *       BCH_REBALANCE_WAITING) and rebalance parks: bch_rebalance_step()
+ *   (3) When the target has no space (or an extent has no readable copy),
+ *       the work stays recorded (flag BCH_REBALANCE_WAITING) and rebalance
+ *       parks: bch_rebalance_step()
  *       reports no work until space is freed somewhere (c->space_gen moves)
  *       or an option changes.  It never spins.
  */
@@ -47,6 +48,8 @@ unsigned bch_extent_rebalance_reasons(struct bch_fs *c, const struct bch_bkey *k
  * whose cursor is past from is moved back; nothing is added otherwise).
  */
 int  bch_rebalance_work_set(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t from);
+/* In t, delete inum's work key if it has one (the inode is being deleted). */
+int  bch_rebalance_work_clear(struct bch_fs *c, struct btree_trans *t, uint64_t inum);
 /*
  * Schedule a pass over one inode (inum), or over every inode (0, after a
  * filesystem option changed); commits its own transaction.

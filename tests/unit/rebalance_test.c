@@ -278,7 +278,6 @@ Test(rebalance, full_target_parks)
 		if (f < 4)
 			cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, name), 0);
 	}
-	cr_assert_eq(bch_journal_flush(c), 0);
 	cr_assert_eq(run_rebalance(&s, &parked), 0);
 	cr_assert(s.keys_moved > 0, "nothing moved once space was freed");
 	for (unsigned f = 4; f < NFILES; f++) {
@@ -414,6 +413,28 @@ Test(rebalance, data_leaving_promote_target_stays_cached)
 	cr_assert_eq(u.sectors[BCH_DATA_user], 0);
 	check_files(bufs, first);
 	cr_assert_eq(c->promoted, 0, "reads promoted although a cached copy was there");
+	cr_assert_eq(bch_fs_close(c), 0);
+	free(bufs);
+	test_tmpdir_remove(tmpdir);
+}
+
+Test(rebalance, unlink_takes_the_work_key)
+{
+	struct bch_rebalance_pending pend;
+
+	bufs = malloc(NFILES * FILE_BYTES);
+	make_fs(32, 32, NULL);
+	make_files(bufs, false);
+	cr_assert_eq(bch_rebalance_pending(c, &pend), 0);
+	cr_assert_eq(pend.inodes, NFILES);
+	for (unsigned f = 0; f < NFILES; f++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%u", f);
+		cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, name), 0);
+	}
+	cr_assert_eq(bch_rebalance_pending(c, &pend), 0);
+	cr_assert_eq(pend.inodes, 0, "%llu work keys left behind", (unsigned long long)pend.inodes);
+	fsck_clean_and_reopen();
 	cr_assert_eq(bch_fs_close(c), 0);
 	free(bufs);
 	test_tmpdir_remove(tmpdir);
