@@ -5,6 +5,7 @@
 #   make demo       format an example image and show it
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make soak | fuzz | bench   long runs, not part of check
+#   make bench-tiering         only the tiering benchmarks (bench/README)
 
 PREFIX	?= /usr/local
 DESTDIR	?=
@@ -117,10 +118,25 @@ fuzz:
 build/btree-bench: bench/btree_bench.c $(LIB_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -llmdb
 
+build/lat4k: bench/lat4k.c
+	@mkdir -p build
+	$(CC) $(CFLAGS) -o $@ $<
+
+# Rebalance through the library until `data rebalance --wait` exists (bench/tierlib.sh).
+build/rebalance-run: bench/rebalance_run.c $(LIB_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 bench: bcachefs
 	@scripts/install-deps.sh bench
-	@$(MAKE) --no-print-directory build/btree-bench
+	@$(MAKE) --no-print-directory build/btree-bench build/lat4k build/rebalance-run
 	@bench/run.sh
+
+# The tiering benchmarks of issue 19 alone (root, FUSE): promote, rebalance
+# vs cp, copygc write amplification, foreground latency under rebalance.
+bench-tiering: bcachefs
+	@scripts/install-deps.sh bench
+	@$(MAKE) --no-print-directory build/lat4k build/rebalance-run
+	@bench/tiering.sh; bench/rebalance.sh; bench/copygc.sh; bench/fuse-latency.sh
 
 install: bcachefs
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man5
@@ -134,7 +150,7 @@ install: bcachefs
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli demo soak bench fuzz install clean test-deps
+.PHONY: all check unit cli demo soak bench bench-tiering fuzz install clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8

@@ -15,6 +15,9 @@
 #            (bench/node_scan.sh; BENCH_SCAN_MB, BENCH_SCAN_SRC for others)
 #   fuse     bcachefs fusemount vs fuse2fs and kernel ext4 (bench/fuse.sh): untar, find+stat,
 #            fio sequential and 4k random, rm -rf
+#   tiering  promote, rebalance vs cp, copygc write amplification, write
+#            latency under rebalance (bench/tiering.sh, rebalance.sh,
+#            copygc.sh, fuse-latency.sh; see bench/README)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B="$root/bcachefs"
@@ -144,3 +147,8 @@ sh "$root/bench/fsck_scale.sh"
 
 echo
 sh "$root/bench/node_scan.sh"
+
+for t in tiering rebalance copygc fuse-latency; do
+	echo
+	sh "$root/bench/$t.sh" || echo "bench/$t.sh: FAILED (exit $?)"
+done

@@ -3,7 +3,9 @@
  * cmd_fs_usage.c - `bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...]`:
  * size, used and free space of the filesystem and of each device, per data
  * type, cached data and fragmentation per device, the compression ratio of
- * file data, and the rebalance work pending.
+ * file data, the rebalance work pending, and each device's I/O counters
+ * (requests and bytes since the filesystem was opened: since mount when a
+ * mount daemon answers, else this command's own reads).
  *
  * Opens read-only (writes nothing).  Bucket figures come from the bucket
  * state built at open; the compression ratio from one pass over the extent
@@ -47,6 +49,9 @@ static void usage(FILE *f)
 "waits for space, and whether a scan of every file is pending).\n"
 "Sizes are bytes; -h prints them in binary units (k, M, G, T).\n"
 "Opens the filesystem read-only.\n"
+"Each device also shows its I/O since the filesystem was opened (reads,\n"
+"writes: requests and bytes): for a MOUNTPOINT, since the mount; for\n"
+"devices, only this command's own reads.\n"
 "\n"
 "  -h, --human-readable   human sizes\n"
 "      --json             one JSON object (sizes in bytes)\n"
@@ -70,6 +75,14 @@ static const char *sz(uint64_t bytes, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%" PRIu64, bytes);
 	return buf;
+}
+
+/* A member opened degraded without its device has done no I/O. */
+static void dev_io(const struct bch_dev *ca, struct bch_dev_io_stats *io)
+{
+	memset(io, 0, sizeof(*io));
+	if (ca->bdev)
+		bch_dev_io_stats(ca->bdev, io);
 }
 
 /* Cached copies on a device (sectors), whatever bucket they share. */
@@ -165,7 +178,10 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 			for (unsigned t = 0; t < BCH_DATA_NR; t++)
 				fprintf(f, ", \"%s\": {\"buckets\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", data_names[t],
 				       u[d].buckets[t], u[d].sectors[t] << 9);
-			fprintf(f, "}");
+			struct bch_dev_io_stats io;
+			dev_io(c->devs[d], &io);
+			fprintf(f, ", \"reads\": %" PRIu64 ", \"read_bytes\": %" PRIu64 ", \"writes\": %" PRIu64
+				", \"write_bytes\": %" PRIu64 "}", io.reads, io.read_bytes, io.writes, io.write_bytes);
 			first = false;
 		}
 		fprintf(f, "]}\n");
@@ -209,6 +225,10 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 			fprintf(f, "  cached data: %s; fragmented: %s (%.1f%% of user-data buckets)\n",
 				sz(cached_sectors(&u[d]) << 9, a, sizeof(a)), sz(frag, b, sizeof(b)),
 				pct(frag, u[d].buckets[BCH_DATA_user] * bs));
+			struct bch_dev_io_stats io;
+			dev_io(c->devs[d], &io);
+			fprintf(f, "  I/O since open: %" PRIu64 " reads (%s), %" PRIu64 " writes (%s)\n",
+				io.reads, sz(io.read_bytes, a, sizeof(a)), io.writes, sz(io.write_bytes, b, sizeof(b)));
 		}
 	}
 	return 0;

@@ -1434,6 +1434,9 @@ static void usage(FILE *f)
 "               of everything; very_degraded: even if some data has none left\n"
 "               norebalance: no background rebalance while mounted;\n"
 "               nocopygc: copygc only when a write finds no space\n"
+"               iostats: at unmount print each device's I/O counters to stderr\n"
+"               (with -f; a daemon's stderr is /dev/null), one line per device:\n"
+"               iostats DEVICE reads=N read_bytes=N writes=N write_bytes=N\n"
 "  -f           stay in the foreground\n"
 "  -d           debug: print every FUSE request (implies -f)\n"
 "  -h, --help   this text\n"
@@ -1501,9 +1504,20 @@ static void mark_mounted(struct bch_fs *c, const char *mnt)
 			"right after unmounting may not wait for the close", mnt, strerror(-r));
 }
 
+/* -o iostats: a device's counters as it closes, after its last write. */
+static void print_iostats(const struct bch_blockdev *dev)
+{
+	struct bch_dev_io_stats s;
+
+	bch_dev_io_stats(dev, &s);
+	fprintf(stderr, "bcachefs fusemount: iostats %s reads=%" PRIu64 " read_bytes=%" PRIu64
+		" writes=%" PRIu64 " write_bytes=%" PRIu64 "\n",
+		bch_dev_path(dev), s.reads, s.read_bytes, s.writes, s.write_bytes);
+}
+
 /* Split -o: our options go to the filesystem, the rest to FUSE. */
 static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, size_t len,
-		      bool *ro, bool *norebalance, bool *nocopygc)
+		      bool *ro, bool *norebalance, bool *nocopygc, bool *iostats)
 {
 	char *dup = strdup(list), *save = NULL;
 	int r = 0;
@@ -1527,6 +1541,10 @@ static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, 
 			*nocopygc = true;
 			continue;
 		}
+		if (!strcmp(o, "iostats")) {
+			*iostats = true;
+			continue;
+		}
 		int id = bch_opt_lookup(name);
 		if (id >= 0 && (bch_opt_table[id].flags & (OPT_MOUNT | OPT_RUNTIME))) {
 			if (bch_opts_parse_list(opts, o, OPT_MOUNT | OPT_RUNTIME, err, sizeof(err))) {
@@ -1548,6 +1566,7 @@ int cmd_fusemount(int argc, char *argv[])
 	struct bch_opts opts;
 	char fuse_opts[10240] = "default_permissions,fsname=";
 	bool foreground = false, debug = false, ro = false, norebalance = false, nocopygc = false;
+	bool iostats = false;
 	const char *dev = NULL, *mnt = NULL;
 
 	bch_opts_default(&opts);
@@ -1604,7 +1623,8 @@ int cmd_fusemount(int argc, char *argv[])
 			list = argv[++i];
 		else if (!strncmp(argv[i], "-o", 2) && argv[i][2])
 			list = argv[i] + 2;
-		if (list && split_opts(list, &opts, fuse_opts, sizeof(fuse_opts), &ro, &norebalance, &nocopygc))
+		if (list && split_opts(list, &opts, fuse_opts, sizeof(fuse_opts), &ro, &norebalance, &nocopygc,
+				       &iostats))
 			return EXIT_USAGE;
 	}
 	struct stat st;
@@ -1684,6 +1704,8 @@ signals:
 destroy:
 	lf->session_destroy(se);
 	lf->opt_free_args(&args);
+	if (iostats)
+		bch_dev_on_close(print_iostats);
 	r = bch_fs_close(m.c);
 	if (r) {
 		fprintf(stderr, "bcachefs fusemount: closing: %s\n", bch_err_str(r));

@@ -4,7 +4,7 @@
  *
  * Owns: the file descriptor and its open mode, the cached size and logical
  * block size, the exclusive-open claim, the libaio context of direct block
- * devices, and the test hook.
+ * devices, the test hook, the I/O counters and the simulated delay.
  *
  * Invariants (numbered as in blockdev.h, plus the ones local to this file)
  *   (1) Exclusive: block devices opened read-write use O_EXCL (the kernel
@@ -41,6 +41,12 @@
  *       of failing or reading a half-closed filesystem.  A holder that is
  *       not marked, or whose mount is still there, is refused (a writer) or
  *       shared (a reader) at once, as before.
+ *   (7) Counters and delay sit where a request reaches the descriptor
+ *       (after the hook and the range check): bch_dev_read/write count
+ *       themselves, batch_rw counts its vecs, and a hooked batch, which
+ *       goes through bch_dev_write, is counted there only.  A delayed
+ *       device runs batches one vec at a time through the synchronous path,
+ *       so every request pays its delay in turn as on one slow spindle.
  *
  * States: open (read-only or read-write) -> closed.  No other state: every
  * call completes its I/O before returning.
@@ -49,7 +55,9 @@
 #include <fcntl.h>
 #include <libaio.h>
 #include <linux/fs.h>
+#include <limits.h>
 #include <linux/loop.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,8 +78,10 @@
 #define MOUNT_MARK_SPAN	(1LL << 44)	/* room for any encoded dev_t */
 #define CLOSE_WAIT_MS	30000		/* longest wait for a closing daemon */
 #define CLOSE_POLL_MS	10
+#define DELAY_MAX_US	10000000	/* 10 s: more is a typo, not a disk */
 
 static void (*wait_notice)(const char *path, unsigned timeout_s);
+static void (*close_notice)(const struct bch_blockdev *dev);
 
 struct bch_blockdev {
 	char			*path;
@@ -86,6 +96,8 @@ struct bch_blockdev {
 	struct bch_io_hook	hook;
 	io_context_t		aio;		/* set up on first batch; 0 = none */
 	bool			aio_failed;	/* io_setup failed: use the loop */
+	unsigned		delay_us;	/* BCH_DEV_DELAY_ENV: sleep per request */
+	atomic_uint_fast64_t	nr_reads, read_bytes, nr_writes, write_bytes;
 };
 
 /* ------------------------------------------------------------ open/close */
@@ -349,6 +361,94 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* ---------------------------------------------- simulated slow device */
+
+/* Does name (from the environment) stand for the device opened as path? */
+static bool delay_matches(const char *name, const char *path, const char *real)
+{
+	char buf[PATH_MAX];
+
+	return !strcmp(name, path) ||
+	       (real && (!strcmp(name, real) || (realpath(name, buf) && !strcmp(buf, real))));
+}
+
+/*
+ * Set dev->delay_us from BCH_DEV_DELAY_ENV (see blockdev.h).  Every entry is
+ * checked, also those naming other devices, so a typo fails at once.  The
+ * last entry matching wins.
+ */
+static int delay_from_env(struct bch_blockdev *dev)
+{
+	const char *env = getenv(BCH_DEV_DELAY_ENV);
+	char real[PATH_MAX], *dup, *save = NULL;
+	const char *rp = realpath(dev->path, real) ? real : NULL;
+	int ret = 0;
+
+	if (!env || !*env)
+		return 0;
+	if (!(dup = strdup(env)))
+		return -ENOMEM;
+	for (char *e = strtok_r(dup, ",", &save); e; e = strtok_r(NULL, ",", &save)) {
+		char *eq = strrchr(e, '='), *end;
+		unsigned long us;
+
+		if (!eq || eq == e || !eq[1] || eq[1] < '0' || eq[1] > '9') {
+			ret = -BCH_ERR_device_delay_spec;
+			break;
+		}
+		*eq = 0;
+		errno = 0;
+		us = strtoul(eq + 1, &end, 10);
+		if (errno || *end || us > DELAY_MAX_US) {
+			ret = -BCH_ERR_device_delay_spec;
+			break;
+		}
+		if (delay_matches(e, dev->path, rp))
+			dev->delay_us = us;
+	}
+	free(dup);
+	return ret;
+}
+
+static void delay(const struct bch_blockdev *dev)
+{
+	struct timespec ts = {
+		.tv_sec = dev->delay_us / 1000000,
+		.tv_nsec = (long)(dev->delay_us % 1000000) * 1000,
+	};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+unsigned bch_dev_delay_us(const struct bch_blockdev *dev)
+{
+	return dev->delay_us;
+}
+
+/* ---------------------------------------------------------- I/O counters */
+
+static void count(struct bch_blockdev *dev, bool write, unsigned nr, uint64_t bytes)
+{
+	atomic_fetch_add_explicit(write ? &dev->nr_writes : &dev->nr_reads, nr,
+				  memory_order_relaxed);
+	atomic_fetch_add_explicit(write ? &dev->write_bytes : &dev->read_bytes, bytes,
+				  memory_order_relaxed);
+}
+
+void bch_dev_io_stats(const struct bch_blockdev *dev, struct bch_dev_io_stats *s)
+{
+	s->reads = atomic_load_explicit(&dev->nr_reads, memory_order_relaxed);
+	s->read_bytes = atomic_load_explicit(&dev->read_bytes, memory_order_relaxed);
+	s->writes = atomic_load_explicit(&dev->nr_writes, memory_order_relaxed);
+	s->write_bytes = atomic_load_explicit(&dev->write_bytes, memory_order_relaxed);
+}
+
+void bch_dev_on_close(void (*fn)(const struct bch_blockdev *dev))
+{
+	close_notice = fn;
+}
+
 static int read_geometry(struct bch_blockdev *dev, const struct stat *st)
 {
 	int lbs;
@@ -464,7 +564,7 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 	dev->is_blockdev = S_ISBLK(st.st_mode);
 	dev->rdonly = flags & BCH_DEV_RDONLY;
 	dev->direct = dev->is_blockdev && (flags & BCH_DEV_DIRECT);
-	if ((err = read_geometry(dev, &st)))
+	if ((err = read_geometry(dev, &st)) || (err = delay_from_env(dev)))
 		goto err;
 
 	*ret = dev;
@@ -478,6 +578,8 @@ void bch_dev_close(struct bch_blockdev *dev)
 {
 	if (!dev)
 		return;
+	if (close_notice && dev->fd >= 0)
+		close_notice(dev);
 	if (dev->aio)
 		io_destroy(dev->aio);
 	if (dev->fd >= 0)
@@ -627,11 +729,24 @@ static bool in_range(const struct bch_blockdev *dev, size_t len, uint64_t offset
 	return offset <= dev->size && len <= dev->size - offset;
 }
 
+/* One request as it reaches the device: delayed, done, counted (invariant 7). */
+static int dev_rw(struct bch_blockdev *dev, bool write, void *buf,
+		  size_t len, uint64_t offset)
+{
+	int ret;
+
+	if (dev->delay_us)
+		delay(dev);
+	ret = do_rw(dev, write, buf, len, offset);
+	count(dev, write, 1, ret ? 0 : len);
+	return ret;
+}
+
 int bch_dev_read(struct bch_blockdev *dev, void *buf, size_t len, uint64_t offset)
 {
 	if (!in_range(dev, len, offset))
 		return -BCH_ERR_device_short_io;
-	return do_rw(dev, false, buf, len, offset);
+	return dev_rw(dev, false, buf, len, offset);
 }
 
 int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_t offset)
@@ -654,7 +769,7 @@ int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_
 		}
 	}
 	/* do_rw takes void * for both directions; a write never modifies buf. */
-	ret = do_rw(dev, true, (void *)buf, n, offset);
+	ret = dev_rw(dev, true, (void *)buf, n, offset);
 	return ret ?: hret;
 }
 
@@ -825,7 +940,7 @@ static int aio_chunk(struct bch_blockdev *dev, bool write,
 static int batch_rw(struct bch_blockdev *dev, bool write,
 		    struct bch_io_vec *v, unsigned nr)
 {
-	bool aio = use_aio(dev);
+	bool aio = !dev->delay_us && use_aio(dev);
 	int ret = 0;
 
 	for (unsigned i = 0; i < nr; i++)
@@ -839,9 +954,14 @@ static int batch_rw(struct bch_blockdev *dev, bool write,
 		while (aio && i + n < nr && n < AIO_DEPTH && aio_ok(dev, &v[i + n]))
 			n++;
 		if (n) {
+			uint64_t bytes = 0;
+
 			err = aio_chunk(dev, write, v + i, n);
+			for (unsigned j = 0; !err && j < n; j++)
+				bytes += v[i + j].len;
+			count(dev, write, n, bytes);	/* a failed chunk: no bytes */
 		} else {
-			err = do_rw(dev, write, v[i].buf, v[i].len, v[i].offset);
+			err = dev_rw(dev, write, v[i].buf, v[i].len, v[i].offset);
 			n = 1;
 		}
 		if (!ret)

@@ -6,8 +6,9 @@
  * blockdev.h - access to one device or image file.
  *
  * Owns: the file descriptor, the device's size and logical block size, the
- * exclusive-open guarantee, and the test hook through which every write and
- * flush can be recorded, failed or torn.
+ * exclusive-open guarantee, the test hook through which every write and
+ * flush can be recorded, failed or torn, the device's I/O counters, and the
+ * simulated delay of a slow device (a test hook read from the environment).
  *
  * Invariants
  *   (1) A device opened for writing is held exclusively: O_EXCL on block
@@ -19,6 +20,9 @@
  *   (3) I/O never returns short: EINTR and partial transfers are retried;
  *       hitting the end of the device is -BCH_ERR_device_short_io.
  *   (4) Every write and flush passes through the hook first, when one is set.
+ *   (5) The I/O counters count every request that reached the device, and
+ *       only those: bytes actually transferred (a torn write counts its
+ *       prefix; a write the hook refused counts nothing).
  */
 
 #include <stdbool.h>
@@ -119,6 +123,47 @@ void *bch_dev_alloc_buf(size_t len);
 
 /* Install (or clear, with NULL) the test hook. */
 void bch_dev_set_hook(struct bch_blockdev *dev, const struct bch_io_hook *hook);
+
+/*
+ * I/O counters, since the device was opened: one request is one
+ * bch_dev_read()/bch_dev_write() call or one vec of a batch.  Relaxed atomic
+ * counters, cheap enough to be always on, and readable from any thread while
+ * I/O runs (a reader sees each counter some time during its call, not a
+ * snapshot of all four at once).  Flushes and discards are not counted.
+ */
+struct bch_dev_io_stats {
+	uint64_t	reads;		/* read requests */
+	uint64_t	read_bytes;
+	uint64_t	writes;		/* write requests */
+	uint64_t	write_bytes;
+};
+void bch_dev_io_stats(const struct bch_blockdev *dev, struct bch_dev_io_stats *s);
+
+/*
+ * Called by bch_dev_close() for every device, just before it closes, with
+ * the device's final counters (all of its I/O done): a process that wants
+ * the totals of devices a library call closes (fusemount -o iostats) sets
+ * it once.  NULL clears it.  Process-wide, like bch_dev_on_wait().
+ */
+void bch_dev_on_close(void (*fn)(const struct bch_blockdev *dev));
+
+/*
+ * Test hook: a simulated slow device.  The environment variable
+ *
+ *	BCACHEFS_TEST_DEVICE_DELAY=PATH=USEC[,PATH=USEC...]
+ *
+ * read by bch_dev_open(), makes every read and write request of the device
+ * opened as PATH (the same string, or a path with the same realpath(3)) sleep
+ * USEC microseconds (at most 10 s) before it is done: each call and each
+ * vec of a batch (batches then go one vec at a time).  Flushes and
+ * discards are not delayed.  A malformed value fails every open with
+ * -BCH_ERR_device_delay_spec, so a benchmark never runs undelayed by
+ * mistake.  The bench scripts use it for a hard disk behind an SSD.
+ */
+#define BCH_DEV_DELAY_ENV	"BCACHEFS_TEST_DEVICE_DELAY"
+
+/* The delay the hook gives dev, in microseconds (0: none). */
+unsigned bch_dev_delay_us(const struct bch_blockdev *dev);
 
 /* Undo /proc/self/mountinfo's octal escapes (\040 for a space, ...) in place. */
 void bch_mountinfo_unescape(char *s);

@@ -38,6 +38,7 @@
 	x(device_busy,		EBUSY,	"device is open elsewhere")		\
 	x(device_short_io,	EIO,	"short read or write at end of device")	\
 	x(injected_fault,	EIO,	"injected fault (test hook)")		\
+	x(device_delay_spec,	EINVAL,	"BCACHEFS_TEST_DEVICE_DELAY is not PATH=USEC[,PATH=USEC...]") \
 	x(opt_invalid,		EINVAL,	"invalid option value")			\
 	x(opt_unknown,		EINVAL,	"unknown option")			\
 	x(csum_mismatch,	EIO,	"checksum mismatch")			\

@@ -2,7 +2,8 @@
 /*
  * blockdev_test.c - bch_dev_* on image files and, when running as root, on a
  * loop device: sizes, round trips, the end of the device, read-only and
- * exclusive opens, the test hook (order, failure, torn writes) and batches.
+ * exclusive opens, the test hook (order, failure, torn writes), batches, the
+ * I/O counters and the simulated slow device (BCACHEFS_TEST_DEVICE_DELAY).
  *
  * Every test works in its own mkdtemp directory under /tmp, removed by the
  * fixture; the loop test detaches the loop device it attached, by name.
@@ -12,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -652,6 +654,208 @@ Test(blockdev, alloc_buf_aligned_and_zeroed)
 	free(p);
 }
 
+/* ------------------------------------------------ counters and delay */
+
+static void expect_stats(struct bch_blockdev *dev, uint64_t reads, uint64_t rbytes,
+			 uint64_t writes, uint64_t wbytes, const char *when)
+{
+	struct bch_dev_io_stats s;
+
+	bch_dev_io_stats(dev, &s);
+	cr_expect(s.reads == reads && s.read_bytes == rbytes &&
+		  s.writes == writes && s.write_bytes == wbytes,
+		  "%s: reads %lu (%lu bytes), writes %lu (%lu bytes); expected "
+		  "%lu (%lu), %lu (%lu)", when,
+		  (unsigned long)s.reads, (unsigned long)s.read_bytes,
+		  (unsigned long)s.writes, (unsigned long)s.write_bytes,
+		  (unsigned long)reads, (unsigned long)rbytes,
+		  (unsigned long)writes, (unsigned long)wbytes);
+}
+
+Test(blockdev, io_stats_count_what_reaches_the_device)
+{
+	const char *path = tmp_path("img");
+	struct bch_blockdev *dev;
+	char buf[8192];
+	struct bch_io_vec v[30];
+	uint64_t vbytes = 0;
+	struct rec r;
+
+	make_file(path, 4 << 20, 21);
+	dev = open_ok(path, 0);
+	expect_stats(dev, 0, 0, 0, 0, "fresh open");
+
+	fill(buf, sizeof(buf), 3);
+	cr_assert_eq(bch_dev_write(dev, buf, 4096, 0), 0);
+	cr_assert_eq(bch_dev_write(dev, buf, 100, 9000), 0);
+	cr_assert_eq(bch_dev_read(dev, buf, 8192, 4096), 0);
+	cr_assert_eq(bch_dev_flush(dev), 0);				/* not counted */
+	cr_expect_eq(bch_dev_read(dev, buf, 512, 4 << 20), -BCH_ERR_device_short_io);
+	expect_stats(dev, 1, 8192, 2, 4196, "single requests");
+
+	make_vecs(v, 30, 512, 80);
+	for (unsigned i = 0; i < 30; i++)
+		vbytes += v[i].len;
+	batch_round_trip(dev, v, 30);				/* one request per vec */
+	expect_stats(dev, 31, 8192 + vbytes, 32, 4196 + vbytes, "batches");
+
+	/* A refused write counts nothing; a torn one counts its prefix. */
+	set_rec(dev, &r, 0, -EIO);
+	cr_expect_eq(bch_dev_write(dev, buf, 4096, 0), -EIO);
+	cr_expect_eq(bch_dev_write_batch(dev, v, 30), -EIO);
+	set_rec(dev, &r, 0, 1000);
+	cr_expect_eq(bch_dev_write(dev, buf, 4096, 0), -BCH_ERR_injected_fault);
+	expect_stats(dev, 31, 8192 + vbytes, 33, 5196 + vbytes, "hooked writes");
+
+	/* A read-only handle refuses writes before they reach the file. */
+	struct bch_blockdev *ro = open_ok(path, BCH_DEV_RDONLY);
+	cr_expect_eq(bch_dev_write(ro, buf, 512, 0), -EROFS);
+	cr_assert_eq(bch_dev_read(ro, buf, 512, 0), 0);
+	expect_stats(ro, 1, 512, 0, 0, "read-only handle (counters are per handle)");
+	bch_dev_close(ro);
+	free_vecs(v, 30);
+	bch_dev_close(dev);
+}
+
+static struct bch_dev_io_stats closed_stats;
+static unsigned closed_nr;
+
+static void on_close(const struct bch_blockdev *dev)
+{
+	bch_dev_io_stats(dev, &closed_stats);
+	closed_nr++;
+}
+
+Test(blockdev, on_close_sees_the_final_counters)
+{
+	struct bch_blockdev *dev;
+	char buf[4096] = { 1 }, path[256];
+
+	snprintf(path, sizeof(path), "%s", tmp_path("img"));
+	make_file(path, 65536, 22);
+	bch_dev_on_close(on_close);
+	dev = open_ok(path, 0);
+	cr_assert_eq(bch_dev_write(dev, buf, sizeof(buf), 0), 0);
+	cr_assert_eq(bch_dev_write(dev, buf, 512, 8192), 0);
+	cr_assert_eq(bch_dev_read(dev, buf, 1024, 0), 0);
+	bch_dev_close(dev);
+	cr_expect_eq(closed_nr, 1);
+	cr_expect(closed_stats.writes == 2 && closed_stats.write_bytes == 4608 &&
+		  closed_stats.reads == 1 && closed_stats.read_bytes == 1024);
+
+	/* a failed open is no device: no call */
+	cr_assert_neq(bch_dev_open(tmp_path("missing"), 0, &dev), 0);
+	bch_dev_on_close(NULL);
+	dev = open_ok(path, 0);
+	bch_dev_close(dev);
+	cr_expect_eq(closed_nr, 1, "cleared, or called for a failed open");
+}
+
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* Microseconds that reads reads of 4 KiB (one call each) take on dev. */
+static uint64_t time_reads(struct bch_blockdev *dev, unsigned reads)
+{
+	char buf[4096];
+	uint64_t t0 = mono_us();
+
+	for (unsigned i = 0; i < reads; i++)
+		cr_assert_eq(bch_dev_read(dev, buf, sizeof(buf), i * 4096), 0);
+	return mono_us() - t0;
+}
+
+#define DELAY_US	20000
+
+Test(blockdev, delay_applies_to_the_named_device_only)
+{
+	char slow[256], fast[256], spec[700], link[256], dotted[300];
+	struct bch_blockdev *s, *f, *l;
+	struct bch_io_vec v[4];
+	uint64_t t0, us;
+
+	snprintf(slow, sizeof(slow), "%s", tmp_path("slow.img"));
+	snprintf(fast, sizeof(fast), "%s", tmp_path("fast.img"));
+	snprintf(link, sizeof(link), "%s", tmp_path("link.img"));
+	make_file(slow, 65536, 23);
+	make_file(fast, 65536, 24);
+	cr_assert_eq(symlink(slow, link), 0);
+	/* named with "/./" in the variable, opened by a symlink: same realpath */
+	snprintf(dotted, sizeof(dotted), "%s/./slow.img", tmpdir);
+	snprintf(spec, sizeof(spec), "%s=%u,/nonexistent/x.img=7", dotted, DELAY_US);
+	cr_assert_eq(setenv(BCH_DEV_DELAY_ENV, spec, 1), 0);
+	fprintf(stderr, "blockdev/delay: %s=%s\n", BCH_DEV_DELAY_ENV, spec);
+
+	s = open_ok(slow, 0);
+	f = open_ok(fast, 0);
+	cr_expect_eq(bch_dev_delay_us(s), DELAY_US);
+	cr_expect_eq(bch_dev_delay_us(f), 0, "a device not named is delayed");
+
+	/* sleeping is a lower bound whatever the machine's load */
+	us = time_reads(s, 5);
+	cr_expect_geq(us, 5 * DELAY_US, "5 delayed reads took %lu us", (unsigned long)us);
+
+	/* writes too, and every vec of a batch (not one sleep per batch) */
+	char buf[512] = { 9 };
+	t0 = mono_us();
+	cr_assert_eq(bch_dev_write(s, buf, sizeof(buf), 0), 0);
+	make_vecs(v, 4, 512, 90);
+	cr_assert_eq(bch_dev_write_batch(s, v, 4), 0);
+	cr_assert_eq(bch_dev_read_batch(s, v, 4), 0);
+	us = mono_us() - t0;
+	cr_expect_geq(us, 9 * DELAY_US, "9 delayed requests took %lu us", (unsigned long)us);
+	expect_stats(s, 9, 5 * 4096 + 512 * (1 + 2 + 3 + 4), 5, 512 + 512 * (1 + 2 + 3 + 4),
+		     "delayed device");
+	free_vecs(v, 4);
+	bch_dev_close(s);
+
+	/* the same file by another name: realpath matches */
+	l = open_ok(link, 0);
+	cr_expect_eq(bch_dev_delay_us(l), DELAY_US, "matched by realpath");
+	bch_dev_close(l);
+
+	/* the exact string given to the open matches too, even if it is not a file yet */
+	snprintf(spec, sizeof(spec), "%s=5", tmp_path("new.img"));
+	cr_assert_eq(setenv(BCH_DEV_DELAY_ENV, spec, 1), 0);
+	l = open_ok(tmp_path("new.img"), BCH_DEV_CREATE);
+	cr_expect_eq(bch_dev_delay_us(l), 5);
+	bch_dev_close(l);
+	bch_dev_close(f);
+	unsetenv(BCH_DEV_DELAY_ENV);
+}
+
+Test(blockdev, delay_spec_malformed_fails_every_open)
+{
+	const char *bad[] = {
+		"noequals", "=5", "x.img=", "x.img=abc", "x.img=5us", "x.img=-1",
+		"x.img=10000001", "x.img=99999999999999999999999", "a.img=1,junk",
+	};
+	struct bch_blockdev *dev;
+	const char *path = tmp_path("img");
+
+	make_file(path, 65536, 25);
+	for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(setenv(BCH_DEV_DELAY_ENV, bad[i], 1), 0);
+		cr_expect_eq(bch_dev_open(path, 0, &dev), -BCH_ERR_device_delay_spec,
+			     "'%s' accepted", bad[i]);
+		cr_expect_null(dev);
+	}
+	/* the largest delay, 10 s, and an empty variable are fine */
+	cr_assert_eq(setenv(BCH_DEV_DELAY_ENV, "x.img=10000000", 1), 0);
+	dev = open_ok(path, 0);
+	cr_expect_eq(bch_dev_delay_us(dev), 0);
+	bch_dev_close(dev);
+	cr_assert_eq(setenv(BCH_DEV_DELAY_ENV, "", 1), 0);
+	dev = open_ok(path, 0);
+	bch_dev_close(dev);
+	unsetenv(BCH_DEV_DELAY_ENV);
+}
+
 /* ----------------------------------------------------------- loop device */
 
 static char loopdev[64];	/* attached by the test, detached by the fixture */
@@ -751,6 +955,12 @@ Test(blockdev, loop_device_direct_batches, .fini = loop_teardown)
 	cr_assert_eq(bch_dev_flush(dev), 0);
 	cr_expect_eq(bch_dev_read(dev, back, 512, 8 << 20), -BCH_ERR_device_short_io);
 	cr_expect_eq(bch_dev_discard(dev, 6 << 20, 1 << 20), 0);
+
+	/* the libaio and bounce paths count like the others: a request per vec */
+	uint64_t vbytes = 0;
+	for (unsigned i = 0; i < 150; i++)
+		vbytes += v[i].len;
+	expect_stats(dev, 152, vbytes + 699 + 1024, 152, vbytes + 699 + 1024, "loop device");
 	bch_dev_close(dev);
 
 	/* The backing file saw exactly those writes. */
