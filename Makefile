@@ -122,20 +122,16 @@ build/lat4k: bench/lat4k.c
 	@mkdir -p build
 	$(CC) $(CFLAGS) -o $@ $<
 
-# Rebalance through the library until `data rebalance --wait` exists (bench/tierlib.sh).
-build/rebalance-run: bench/rebalance_run.c $(LIB_OBJS)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
-
 bench: bcachefs
 	@scripts/install-deps.sh bench
-	@$(MAKE) --no-print-directory build/btree-bench build/lat4k build/rebalance-run
+	@$(MAKE) --no-print-directory build/btree-bench build/lat4k
 	@bench/run.sh
 
 # The tiering benchmarks of issue 19 alone (root, FUSE): promote, rebalance
 # vs cp, copygc write amplification, foreground latency under rebalance.
 bench-tiering: bcachefs
 	@scripts/install-deps.sh bench
-	@$(MAKE) --no-print-directory build/lat4k build/rebalance-run
+	@$(MAKE) --no-print-directory build/lat4k
 	@bench/tiering.sh; bench/rebalance.sh; bench/copygc.sh; bench/fuse-latency.sh
 
 install: bcachefs

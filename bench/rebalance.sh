@@ -2,8 +2,7 @@
 # bench/rebalance.sh: rebalance throughput against cp.  SIZE bytes of random
 # data (default 1G, to spare the shared machine's disk and time; the issue
 # asks for 2G: SIZE=2G) are written to ssd.img with background_target=hdd,
-# then `bcachefs data rebalance --wait` moves them to hdd.img (until that
-# command exists, build/rebalance-run: see tierlib.sh).  The peer:
+# then `bcachefs data rebalance --wait` moves them to hdd.img.  The peer:
 # copying a file of the same SIZE between two files on the filesystem that
 # holds the images (dd bs=1M conv=fsync, i.e. cp that ends durable, as
 # rebalance does).  Page cache dropped before each timed run; best of REPS

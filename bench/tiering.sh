@@ -9,8 +9,7 @@
 #             SSD, the second is served from them
 #   none      the same without promote_target: both reads from the HDD
 #   rebalance written to the SSD and moved to the HDD by rebalance (`data
-#             rebalance --wait`, until it exists build/rebalance-run: see
-#             tierlib.sh) with promote_target=ssd: the moved data may stay
+#             rebalance --wait`) with promote_target=ssd: the moved data may stay
 #             cached on the SSD (demote), so even the first read is fast
 # Prints MB/s of each read, the per-device read requests behind them (I/O
 # counters, ssd/hdd), and the ratios; goal (issue 19): the second read,
@@ -98,7 +97,7 @@ if [ -n "$have_rebalance" ]; then
 	row rebalance
 	echo "rebalance row: the set moved to hdd by $REBALANCE_VIA in ${reb_ms} ms"
 else
-	echo "rebalance row: SKIP: no 'data rebalance' and build/rebalance-run does not build"
+	echo "rebalance row: SKIP: no 'data rebalance' command"
 fi
 echo "hot set, promoted vs not (second read, goal >= 5x): $(ratio "$p_r2" "$n_r2")x"
 [ "$p_hdd2" = 0 ] || [ "$p_hdd2" -lt "$p_hdd1" ] ||

@@ -41,21 +41,11 @@ need_root_fuse() {
 need_lat4k() {
 	[ -x "$LAT4K" ] || make -s -C "$root" build/lat4k >/dev/null || skip "cannot build build/lat4k"
 }
-# The offline pass that moves pending work: $REBALANCE DEVS.  `bcachefs data
-# rebalance --wait` (another part of issue 19); until it exists,
-# build/rebalance-run (bench/rebalance_run.c: the library's
-# bch_rebalance_step to the end), said in $REBALANCE_VIA.
+# The offline pass that moves pending work: $REBALANCE DEVS.
 need_rebalance_cmd() {
-	if "$B" data rebalance --help >/dev/null 2>&1; then
-		REBALANCE="$B data rebalance --wait"
-		REBALANCE_VIA="bcachefs data rebalance --wait"
-	elif [ -x "$root/build/rebalance-run" ] ||
-	     make -s -C "$root" build/rebalance-run >/dev/null 2>&1; then
-		REBALANCE="$root/build/rebalance-run"
-		REBALANCE_VIA="build/rebalance-run (no 'data rebalance' command yet)"
-	else
-		skip "no 'bcachefs data rebalance' and build/rebalance-run does not build (issue 19)"
-	fi
+	"$B" data rebalance --help >/dev/null 2>&1 || skip "no 'bcachefs data rebalance' command"
+	REBALANCE="$B data rebalance --wait"
+	REBALANCE_VIA="bcachefs data rebalance --wait"
 }
 
 now_ns() { date +%s%N; }
