@@ -27,6 +27,7 @@
 #include "io.h"
 #include "move.h"
 #include "opts.h"
+#include "rebalance.h"
 #include "super.h"
 #include "tests/lib/tmpdir.h"
 
@@ -36,6 +37,7 @@
 static char tmpdir[64], paths[NDEV][128];
 static struct bch_fs *c;
 static unsigned ndev;
+static const char *bg_target;	/* background_target label for make_fs (NULL: none) */
 
 static uint64_t dev_target(unsigned dev)
 {
@@ -87,6 +89,7 @@ static void make_fs(unsigned nr, unsigned replicas, const char *compression)
 		bch_opt_set(&o, Opt_compression, v);
 	}
 	targets[Opt_foreground_target] = "ssd";
+	targets[Opt_background_target] = bg_target;
 	cr_assert_eq(bch_format(devs, nr, &o, targets, &args, err, sizeof(err)), 0, "format: %s", err);
 	fs_open(false);
 }
@@ -546,5 +549,50 @@ Test(move_review, promote_power_cut)
 	keys_free(v);
 	cr_assert_eq(c->data_bad_copies, 0);
 	free(model);
+	done();
+}
+
+/*
+ * BUG: a scan (bch_rebalance_schedule(c, 0), as set-fs-option does) over
+ * more regular files than one transaction holds: scan_step() puts a work
+ * key for each of up to SCAN_INODES_PER_STEP (512) inodes in a single
+ * transaction, which on 16 KiB btree nodes exceeds bch_trans_max_u64s()
+ * (about 1000 words, ~6 per work key): the commit fails with "transaction
+ * too big", every step returns the error, and the scan never progresses.
+ */
+Test(move_review, scan_many_inodes)
+{
+	struct bch_move_stats s;
+	struct bch_rebalance_pending pend;
+	unsigned char buf[4096];
+	bool parked;
+	int r;
+
+	bg_target = "hdd";
+	make_fs(2, 1, NULL);
+	bg_target = NULL;
+	const unsigned nfiles = 300;
+	for (unsigned f = 0; f < nfiles; f++) {
+		char name[16];
+		uint64_t inum;
+		snprintf(name, sizeof(name), "s%u", f);
+		cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &inum), 0);
+		fill(buf, sizeof(buf), 1000 + f, false);
+		cr_assert_eq(bch_fs_write(c, inum, 0, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+	}
+	unsigned steps = 0;
+	memset(&s, 0, sizeof(s));
+	while ((r = bch_rebalance_step(c, 1 << 20, &s, &parked)) == 1)
+		cr_assert_lt(++steps, 10000, "rebalance does not end");
+	cr_assert_eq(r, 0, "first pass: %s", c->err_msg);
+	/* everything moved; now a filesystem option change schedules a scan */
+	cr_assert_eq(bch_rebalance_schedule(c, 0), 0, "%s", c->err_msg);
+	steps = 0;
+	while ((r = bch_rebalance_step(c, 1 << 20, &s, &parked)) == 1)
+		cr_assert_lt(++steps, 10000, "rebalance does not end");
+	cr_assert_eq(r, 0, "scan of %u files: step %u: %d %s", nfiles, steps, r, c->err_msg);
+	cr_assert_eq(bch_rebalance_pending(c, &pend), 0);
+	cr_assert_not(pend.scan, "the scan key is left");
+	cr_assert_eq(pend.inodes, 0, "%lu work keys left", (unsigned long)pend.inodes);
 	done();
 }
