@@ -38,6 +38,9 @@ static char tmpdir[64], paths[NDEV][128];
 static struct bch_fs *c;
 static unsigned ndev;
 static const char *bg_target;	/* background_target label for make_fs (NULL: none) */
+static const char *promote_target;	/* promote_target label for make_fs (NULL: none) */
+static const char *bg_compression;	/* background_compression for make_fs (NULL: none) */
+static unsigned dev_mb = 16;
 
 static uint64_t dev_target(unsigned dev)
 {
@@ -75,7 +78,7 @@ static void make_fs(unsigned nr, unsigned replicas, const char *compression)
 	for (unsigned d = 0; d < nr; d++) {
 		snprintf(paths[d], sizeof(paths[d]), "%s/d%u.img", tmpdir, d);
 		devs[d].path = paths[d];
-		devs[d].size = 16 << 20;
+		devs[d].size = (uint64_t)dev_mb << 20;
 		devs[d].bucket_size = 64 << 10;
 		devs[d].durability = 1;
 		devs[d].label = d ? "hdd" : "ssd";
@@ -90,6 +93,12 @@ static void make_fs(unsigned nr, unsigned replicas, const char *compression)
 	}
 	targets[Opt_foreground_target] = "ssd";
 	targets[Opt_background_target] = bg_target;
+	targets[Opt_promote_target] = promote_target;
+	if (bg_compression) {
+		cr_assert_eq(bch_opt_parse(Opt_background_compression, bg_compression, &v, err,
+					   sizeof(err)), 0, "%s", err);
+		bch_opt_set(&o, Opt_background_compression, v);
+	}
 	cr_assert_eq(bch_format(devs, nr, &o, targets, &args, err, sizeof(err)), 0, "format: %s", err);
 	fs_open(false);
 }
@@ -595,4 +604,123 @@ Test(move_review, scan_many_inodes)
 	cr_assert_not(pend.scan, "the scan key is left");
 	cr_assert_eq(pend.inodes, 0, "%lu work keys left", (unsigned long)pend.inodes);
 	done();
+}
+
+/*
+ * A model run: writes, partial overwrites, truncates, reads (which promote
+ * to ssd), rebalance steps with a small budget (moves to hdd, demotes,
+ * recompresses) and evictions on ssd, in a random order (fixed seed).
+ * After every operation the bucket counts equal the recount; at the end
+ * (and after a clean reopen and a power cut) the files equal the model.
+ */
+#define MFILES	4
+#define MBYTES	(192u << 10)
+
+static void model_run(unsigned seed, unsigned replicas, const char *fg_comp, const char *bgc)
+{
+	static unsigned char model[MFILES][MBYTES];
+	unsigned char *buf = malloc(MBYTES);
+	uint64_t inum[MFILES], size[MFILES] = { 0 };
+	struct bch_move_stats s;
+	bool parked;
+	char when[64];
+
+	cr_log_info("model_run: seed %u replicas %u compression %s background_compression %s", seed,
+		    replicas, fg_comp ? fg_comp : "none", bgc ? bgc : "none");
+	bg_target = "hdd";
+	promote_target = "ssd";
+	bg_compression = bgc;
+	make_fs(3, replicas, fg_comp);
+	bg_target = promote_target = bg_compression = NULL;
+	memset(model, 0, sizeof(model));
+	for (unsigned f = 0; f < MFILES; f++) {
+		char name[16];
+		snprintf(name, sizeof(name), "m%u", f);
+		cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &inum[f]), 0);
+	}
+	srandom(seed);
+	for (unsigned op = 0; op < 300; op++) {
+		unsigned f = random() % MFILES, k = random() % 10;
+		if (k < 4) {
+			uint64_t off = (random() % (MBYTES / 4096)) * 4096;
+			uint64_t len = (1 + random() % 16) * 4096;
+			if (off + len > MBYTES)
+				len = MBYTES - off;
+			fill(model[f] + off, len, seed * 1000 + op, random() % 2);
+			ssize_t w = bch_fs_write(c, inum[f], off, model[f] + off, len);
+			cr_assert_eq(w, (ssize_t)len, "op %u: write: %zd %s", op, w, c->err_msg);
+			if (off + len > size[f])
+				size[f] = off + len;
+			snprintf(when, sizeof(when), "op %u (write %u)", op, f);
+		} else if (k < 6) {
+			if (size[f]) {
+				cr_assert_eq(bch_fs_read(c, inum[f], 0, buf, size[f]), (ssize_t)size[f],
+					     "op %u: %s", op, c->err_msg);
+				cr_assert(!memcmp(buf, model[f], size[f]), "op %u: file %u differs", op, f);
+			}
+			snprintf(when, sizeof(when), "op %u (read %u)", op, f);
+		} else if (k < 8) {
+			int r = bch_rebalance_step(c, 8 + random() % 200, &s, &parked);
+			cr_assert_geq(r, 0, "op %u: rebalance: %s", op, c->err_msg);
+			snprintf(when, sizeof(when), "op %u (rebalance)", op);
+		} else if (k < 9) {
+			uint64_t to = (random() % (MBYTES / 4096 + 1)) * 4096;
+			if (to < size[f])
+				memset(model[f] + to, 0, MBYTES - to);
+			cr_assert_eq(bch_fs_truncate(c, inum[f], to), 0, "op %u: %s", op, c->err_msg);
+			if (to > size[f])
+				memset(model[f] + size[f], 0, to - size[f]);
+			size[f] = to;
+			snprintf(when, sizeof(when), "op %u (truncate %u)", op, f);
+		} else {
+			int r = bch_alloc_evict(c, 0, 1 + random() % 3);
+			cr_assert_geq(r, 0, "op %u: evict: %s", op, c->err_msg);
+			snprintf(when, sizeof(when), "op %u (evict)", op);
+		}
+		recount_check(when);
+	}
+	cr_log_info("model_run: seed %u: %lu promoted, %lu bad copies", seed, (unsigned long)c->promoted,
+		    (unsigned long)c->data_bad_copies);
+	unsigned steps = 0;
+	int r;
+	while ((r = bch_rebalance_step(c, 4096, &s, &parked)) == 1)
+		cr_assert_lt(++steps, 10000, "rebalance does not end");
+	cr_assert_eq(r, 0, "%s", c->err_msg);
+	recount_check("after the last rebalance");
+	for (unsigned pass = 0; pass < 3; pass++) {
+		for (unsigned f = 0; f < MFILES; f++) {
+			if (!size[f])
+				continue;
+			cr_assert_eq(bch_fs_read(c, inum[f], 0, buf, size[f]), (ssize_t)size[f], "%s", c->err_msg);
+			cr_assert(!memcmp(buf, model[f], size[f]), "pass %u: file %u differs", pass, f);
+		}
+		cr_assert_eq(c->data_bad_copies, 0, "pass %u: bad copies read", pass);
+		if (pass == 0)
+			fs_open(false);
+		else if (pass == 1)
+			fs_open(true);
+		recount_check(pass == 0 ? "after a clean reopen" : pass == 1 ? "after a power cut" : "end");
+	}
+	free(buf);
+	done();
+}
+
+Test(move_review, model_1replica)
+{
+	model_run(getenv("MR_SEED") ? atoi(getenv("MR_SEED")) : 11, 1, NULL, NULL);
+}
+
+Test(move_review, model_1replica_bgcompress)
+{
+	model_run(12, 1, NULL, "lz4");
+}
+
+Test(move_review, model_2replicas_compress)
+{
+	model_run(13, 2, "lz4", NULL);
+}
+
+Test(move_review, model_2replicas_bgcompress)
+{
+	model_run(14, 2, NULL, "zstd");
 }
