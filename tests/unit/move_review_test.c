@@ -19,6 +19,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "compress.h"
+#include "copygc.h"
 #include "extent_encode.h"
 #include "extents.h"
 #include "format.h"
@@ -618,6 +619,8 @@ Test(move_review, scan_many_inodes)
 
 static void model_run(unsigned seed, unsigned replicas, const char *fg_comp, const char *bgc)
 {
+	if (getenv("MR_SEED"))
+		seed = atoi(getenv("MR_SEED"));
 	static unsigned char model[MFILES][MBYTES];
 	unsigned char *buf = malloc(MBYTES);
 	uint64_t inum[MFILES], size[MFILES] = { 0 };
@@ -672,6 +675,15 @@ static void model_run(unsigned seed, unsigned replicas, const char *fg_comp, con
 				memset(model[f] + size[f], 0, to - size[f]);
 			size[f] = to;
 			snprintf(when, sizeof(when), "op %u (truncate %u)", op, f);
+		} else if (random() % 4 == 0) {
+			/* a power cut right after an fsync: everything so far is durable */
+			cr_assert_eq(bch_fs_fsync(c), 0, "op %u: %s", op, c->err_msg);
+			fs_open(true);
+			snprintf(when, sizeof(when), "op %u (power cut)", op);
+		} else if (random() % 2) {
+			int r = bch_copygc_step(c, NULL);
+			cr_assert_geq(r, 0, "op %u: copygc: %s", op, c->err_msg);
+			snprintf(when, sizeof(when), "op %u (copygc)", op);
 		} else {
 			int r = bch_alloc_evict(c, 0, 1 + random() % 3);
 			cr_assert_geq(r, 0, "op %u: evict: %s", op, c->err_msg);
@@ -707,7 +719,7 @@ static void model_run(unsigned seed, unsigned replicas, const char *fg_comp, con
 
 Test(move_review, model_1replica)
 {
-	model_run(getenv("MR_SEED") ? atoi(getenv("MR_SEED")) : 11, 1, NULL, NULL);
+	model_run(11, 1, NULL, NULL);
 }
 
 Test(move_review, model_1replica_bgcompress)
@@ -723,4 +735,19 @@ Test(move_review, model_2replicas_compress)
 Test(move_review, model_2replicas_bgcompress)
 {
 	model_run(14, 2, NULL, "zstd");
+}
+
+/* Small devices: ssd fills up, so promotes meet a full target, evictions and copygc run. */
+Test(move_review, model_small_devices)
+{
+	dev_mb = 6;
+	model_run(15, 1, NULL, NULL);
+	dev_mb = 16;
+}
+
+Test(move_review, model_small_devices_2replicas)
+{
+	dev_mb = 6;
+	model_run(16, 2, NULL, "lz4");
+	dev_mb = 16;
 }
