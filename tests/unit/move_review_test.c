@@ -26,6 +26,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "io.h"
+#include "journal.h"
 #include "move.h"
 #include "opts.h"
 #include "rebalance.h"
@@ -42,6 +43,7 @@ static const char *bg_target;	/* background_target label for make_fs (NULL: none
 static const char *promote_target;	/* promote_target label for make_fs (NULL: none) */
 static const char *bg_compression;	/* background_compression for make_fs (NULL: none) */
 static unsigned dev_mb = 16;
+static unsigned data_csum = 1;		/* data_checksum for make_fs: 0 none, 1 crc32c */
 
 static uint64_t dev_target(unsigned dev)
 {
@@ -88,6 +90,7 @@ static void make_fs(unsigned nr, unsigned replicas, const char *compression)
 	bch_opt_set(&o, Opt_btree_node_size, 16 << 10);
 	bch_opt_set(&o, Opt_data_replicas, replicas);
 	bch_opt_set(&o, Opt_metadata_replicas, 1);
+	bch_opt_set(&o, Opt_data_checksum, data_csum);
 	if (compression) {
 		cr_assert_eq(bch_opt_parse(Opt_compression, compression, &v, err, sizeof(err)), 0, "%s", err);
 		bch_opt_set(&o, Opt_compression, v);
@@ -750,4 +753,92 @@ Test(move_review, model_small_devices_2replicas)
 	dev_mb = 6;
 	model_run(16, 2, NULL, "lz4");
 	dev_mb = 16;
+}
+
+/*
+ * 8-bit generation wrap of a cached pointer (alloc.h's documented limit):
+ * a cached copy of file a on device 1 (bucket X, gen g) is evicted; X's gen
+ * is then set to g-1 with bch_alloc_bucket_set_gen() - the state X reaches
+ * after 255 more reuses, without writing 16 MiB 255 times - and data is
+ * moved through device 1 until X is reused (gen g again) for other data.
+ * The stale cached pointer now looks live.  Reading a must still return a's
+ * data: with a checksum the cached copy is a counted bad copy.
+ * BUG (with data_checksum=none): nothing checks the copy, read_order() tries
+ * live cached copies first, and the read returns the other file's data.
+ */
+static void gen_wrap(unsigned csum)
+{
+	unsigned char *a = malloc(64 << 10), *f = malloc(512 << 10), *got = malloc(64 << 10);
+	struct bch_move_stats s;
+	uint64_t ia, iff;
+	unsigned nr;
+
+	data_csum = csum;
+	dev_mb = 6;
+	make_fs(2, 1, NULL);
+	data_csum = 1;
+	dev_mb = 16;
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &ia), 0);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &iff), 0);
+	fill(a, 64 << 10, 500, false);
+	fill(f, 512 << 10, 501, false);
+	cr_assert_eq(bch_fs_write(c, ia, 0, a, 64 << 10), 64 << 10);
+	cr_assert_eq(bch_fs_write(c, iff, 0, f, 512 << 10), 512 << 10);
+	move_all(ia, (struct bch_move_op){ .nr_new = 1, .cached = true, .target = dev_target(1),
+					   .target_only = true }, &s);
+	cr_assert_eq(s.keys_moved, 1);
+	struct bch_bkey **v = keys_of(ia, &nr);
+	cr_assert_eq(nr, 1);
+	const struct bch_extent *e = bkey_val(v[0]);
+	struct bch_extent_ptr p = e->ptrs[1];
+	cr_assert(p.flags & BCH_EXTENT_PTR_CACHED);
+	keys_free(v);
+	uint64_t x = p.offset / bch_alloc_bucket_sectors(c, 1);
+	cr_log_info("gen_wrap: cached copy of a at 1:%lu (bucket %lu) gen %u", (unsigned long)p.offset,
+		    (unsigned long)x, p.gen);
+
+	/* f's data to device 1 and back until X holds f's data with gen p.gen */
+	bool reused = false;
+	int evicted = 0;
+	for (unsigned round = 0; round < 200 && !reused; round++) {
+		move_all(iff, (struct bch_move_op){ .rewrite = 1, .nr_new = 1, .target = dev_target(round % 2 ? 0 : 1),
+						    .target_only = true }, &s);
+		cr_assert_eq(bch_journal_flush(c), 0);
+		if (!evicted && (evicted = bch_alloc_evict(c, 1, 8)) > 0) {
+			cr_assert_eq(bch_journal_flush(c), 0);
+			cr_assert_neq(bch_alloc_bucket_gen(c, 1, x), p.gen, "X was not evicted");
+			/* 255 more reuses, in one step */
+			bch_alloc_bucket_set_gen(c, 1, x, (uint8_t)(p.gen - 1));
+		}
+		if (evicted > 0 && bch_alloc_ptr_live(c, &p))
+			reused = true;
+	}
+	cr_assert(reused, "bucket X was not reused with gen %u (evicted %d)", p.gen, evicted);
+	v = keys_of(iff, &nr);
+	bool f_in_x = false;
+	for (unsigned i = 0; i < nr; i++) {
+		e = bkey_val(v[i]);
+		f_in_x |= e->ptrs[0].dev == 1 && e->ptrs[0].offset / bch_alloc_bucket_sectors(c, 1) == x;
+	}
+	keys_free(v);
+	cr_log_info("gen_wrap: bucket %lu reused with gen %u; f's data there: %d", (unsigned long)x, p.gen, f_in_x);
+	uint64_t bad = c->data_bad_copies;
+	cr_assert_eq(bch_fs_read(c, ia, 0, got, 64 << 10), 64 << 10, "%s", c->err_msg);
+	cr_log_info("gen_wrap: data_checksum %u: bad copies %lu", csum, (unsigned long)(c->data_bad_copies - bad));
+	cr_assert(!memcmp(got, a, 64 << 10), "data_checksum %u: a read returns other data "
+		  "(a stale cached pointer whose gen wrapped)", csum);
+	free(a);
+	free(f);
+	free(got);
+	done();
+}
+
+Test(move_review, gen_wrap_checksummed)
+{
+	gen_wrap(1);
+}
+
+Test(move_review, gen_wrap_no_checksum)
+{
+	gen_wrap(0);
 }
