@@ -842,3 +842,53 @@ Test(move_review, gen_wrap_no_checksum)
 {
 	gen_wrap(0);
 }
+
+/*
+ * BUG (rebalance.h invariant 1): an extent rebalance cannot move because no
+ * copy is good is counted and left as it is, but inode_step() then ends
+ * the pass as done and work_del() deletes the inode's work key: the extent
+ * still needs work (bch_extent_rebalance_reasons) and has no work key, so
+ * bch_rebalance_pending() reports nothing and fsck's check of invariant 1
+ * (rebalance_work_missing, when it lands) will flag it on every run.
+ */
+Test(move_review, no_good_copy_keeps_work_key)
+{
+	unsigned char *a = malloc(64 << 10);
+	struct bch_move_stats s;
+	struct bch_rebalance_pending pend;
+	uint64_t ia;
+	unsigned nr;
+	bool parked;
+	int r;
+
+	bg_target = "hdd";
+	make_fs(2, 1, NULL);
+	bg_target = NULL;
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &ia), 0);
+	fill(a, 64 << 10, 600, false);
+	cr_assert_eq(bch_fs_write(c, ia, 0, a, 64 << 10), 64 << 10);
+	struct bch_bkey **v = keys_of(ia, &nr);
+	void *junk = bch_dev_alloc_buf(4096);
+	memset(junk, 0x5a, 4096);
+	for (unsigned i = 0; i < nr; i++) {
+		const struct bch_extent *e = bkey_val(v[i]);
+		cr_assert_eq(e->ptrs[0].dev, 0);
+		cr_assert_eq(bch_dev_write(c->devs[0]->bdev, junk, 4096, (uint64_t)e->ptrs[0].offset << 9), 0);
+	}
+	free(junk);
+	keys_free(v);
+	memset(&s, 0, sizeof(s));
+	unsigned steps = 0;
+	while ((r = bch_rebalance_step(c, 4096, &s, &parked)) == 1)
+		cr_assert_lt(++steps, 1000, "rebalance does not end");
+	cr_assert_eq(r, 0, "%s", c->err_msg);
+	cr_assert_eq(s.keys_no_good_copy, nr, "%lu of %u", (unsigned long)s.keys_no_good_copy, nr);
+	cr_log_info("no_good_copy: %s", s.last_problem);
+	recount_check("after the failed moves");
+	cr_assert_eq(bch_rebalance_pending(c, &pend), 0);
+	cr_assert_gt(pend.sectors_target, 0,
+		     "extents still off their background target, but no work key records them "
+		     "(%lu work keys)", (unsigned long)pend.inodes);
+	free(a);
+	done();
+}
