@@ -264,6 +264,23 @@ static void recount_check(const char *when)
 	}
 }
 
+/* Sectors of inum's data with a dirty copy on dev. */
+static uint64_t sectors_on_dev(uint64_t inum, unsigned dev)
+{
+	unsigned nr;
+	uint64_t n = 0;
+	struct bch_bkey **v = keys_of(inum, &nr);
+
+	for (unsigned i = 0; i < nr; i++) {
+		const struct bch_extent *e = bkey_val(v[i]);
+		for (unsigned j = 0; j < bch_extent_nr_ptrs(v[i]); j++)
+			if (e->ptrs[j].dev == dev && !(e->ptrs[j].flags & BCH_EXTENT_PTR_CACHED))
+				n += v[i]->size;
+	}
+	keys_free(v);
+	return n;
+}
+
 /* Move every key of inum with op (rewrite given as a function of the key). */
 static void move_all(uint64_t inum, struct bch_move_op op, struct bch_move_stats *s)
 {
@@ -940,5 +957,62 @@ Test(move_review, promote_partial_keys_amplification)
 		      "promoting 128 KiB of data took %lu sectors of the promote target", (unsigned long)used);
 	free(a);
 	free(got);
+	done();
+}
+
+/*
+ * Rebalance work keys: a pass over an inode with a small budget stops
+ * mid-inode; a write behind its cursor must still be moved; a file unlinked
+ * or truncated while it has a work key leaves no work and no error.
+ */
+Test(move_review, rebalance_cursor_unlink_truncate)
+{
+	unsigned char *a = malloc(FBYTES * 2), *b = malloc(FBYTES), *d = malloc(FBYTES);
+	struct bch_move_stats s;
+	struct bch_rebalance_pending pend;
+	uint64_t ia, ib, id;
+	bool parked;
+	int r;
+
+	bg_target = "hdd";
+	make_fs(2, 1, NULL);
+	bg_target = NULL;
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &ia), 0);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "b", S_IFREG | 0644, 0, 0, 0, &ib), 0);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "d", S_IFREG | 0644, 0, 0, 0, &id), 0);
+	/* a in 4 KiB writes: many small extents */
+	fill(a, FBYTES * 2, 800, false);
+	for (unsigned off = 0; off < FBYTES * 2; off += 4096)
+		cr_assert_eq(bch_fs_write(c, ia, off, a + off, 4096), 4096);
+	fill(b, FBYTES, 801, false);
+	cr_assert_eq(bch_fs_write(c, ib, 0, b, FBYTES), (ssize_t)FBYTES);
+	fill(d, FBYTES, 802, false);
+	cr_assert_eq(bch_fs_write(c, id, 0, d, FBYTES), (ssize_t)FBYTES);
+	/* one small step: a is worked part way */
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(bch_rebalance_step(c, 64, &s, &parked), 1, "%s", c->err_msg);
+	cr_assert_gt(s.keys_moved, 0);
+	cr_assert_gt(sectors_on_dev(ia, 0), 0, "the budget did not stop the pass mid-inode");
+	/* behind a's cursor: new data on ssd */
+	fill(a, 8192, 803, false);
+	cr_assert_eq(bch_fs_write(c, ia, 0, a, 8192), 8192);
+	/* b unlinked and d truncated while they have work keys */
+	cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, "b"), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_truncate(c, id, 4096), 0, "%s", c->err_msg);
+	unsigned steps = 0;
+	while ((r = bch_rebalance_step(c, 64, &s, &parked)) == 1)
+		cr_assert_lt(++steps, 10000, "rebalance does not end");
+	cr_assert_eq(r, 0, "%s", c->err_msg);
+	cr_assert_not(parked);
+	cr_assert_eq(sectors_on_dev(ia, 0), 0, "a's data left on ssd (written behind the cursor?)");
+	cr_assert_eq(sectors_on_dev(id, 0), 0);
+	cr_assert_eq(bch_rebalance_pending(c, &pend), 0);
+	cr_assert_eq(pend.inodes, 0);
+	recount_check("after rebalance");
+	check_file(ia, a, FBYTES * 2);
+	check_file(id, d, 4096);
+	free(a);
+	free(b);
+	free(d);
 	done();
 }
