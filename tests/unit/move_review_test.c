@@ -44,7 +44,8 @@ static const char *promote_target;	/* promote_target label for make_fs (NULL: no
 static const char *bg_compression;	/* background_compression for make_fs (NULL: none) */
 static unsigned dev_mb = 16;
 static const char *fg_target = "ssd";	/* foreground_target label for make_fs */
-static unsigned data_csum = 1;		/* data_checksum for make_fs: 0 none, 1 crc32c */
+static unsigned data_csum = 1;
+static unsigned bucket_kb[NDEV] = { 64, 64, 64 };	/* bucket size per device for make_fs */		/* data_checksum for make_fs: 0 none, 1 crc32c */
 
 static uint64_t dev_target(unsigned dev)
 {
@@ -83,7 +84,7 @@ static void make_fs(unsigned nr, unsigned replicas, const char *compression)
 		snprintf(paths[d], sizeof(paths[d]), "%s/d%u.img", tmpdir, d);
 		devs[d].path = paths[d];
 		devs[d].size = (uint64_t)dev_mb << 20;
-		devs[d].bucket_size = 64 << 10;
+		devs[d].bucket_size = bucket_kb[d] << 10;
 		devs[d].durability = 1;
 		devs[d].label = d ? "hdd" : "ssd";
 	}
@@ -1014,5 +1015,58 @@ Test(move_review, rebalance_cursor_unlink_truncate)
 	free(a);
 	free(b);
 	free(d);
+	done();
+}
+
+/*
+ * Devices with different bucket sizes: ssd 256 KiB buckets, hdd 64 KiB.
+ * A 128 KiB write on ssd is one 128 KiB extent (encoded_extent_max); moving
+ * it to hdd needs 256 sectors in one bucket of 128: the mover cannot split
+ * an extent.  Rebalance must still move the data (or at least not wait for
+ * space that can never appear).
+ */
+Test(move_review, rebalance_extent_larger_than_target_bucket)
+{
+	unsigned char *a = malloc(FBYTES);
+	struct bch_move_stats s;
+	struct bch_rebalance_pending pend;
+	uint64_t ia;
+	bool parked;
+	int r;
+
+	bg_target = "hdd";
+	bucket_kb[0] = 256;
+	dev_mb = 32;
+	make_fs(2, 1, NULL);
+	bucket_kb[0] = 64;
+	dev_mb = 16;
+	bg_target = NULL;
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &ia), 0);
+	fill(a, FBYTES, 900, false);
+	cr_assert_eq(bch_fs_write(c, ia, 0, a, FBYTES), (ssize_t)FBYTES);
+	unsigned nr;
+	struct bch_bkey **v = keys_of(ia, &nr);
+	unsigned biggest = 0;
+	for (unsigned i = 0; i < nr; i++) {
+		const struct bch_extent *e = bkey_val(v[i]);
+		if (e->crc.compressed_sectors > biggest)
+			biggest = e->crc.compressed_sectors;
+	}
+	keys_free(v);
+	cr_log_info("big extent: %u keys, the largest %u sectors; hdd buckets %u sectors", nr, biggest,
+		    bch_alloc_bucket_sectors(c, 1));
+	memset(&s, 0, sizeof(s));
+	unsigned steps = 0;
+	while ((r = bch_rebalance_step(c, 4096, &s, &parked)) == 1)
+		cr_assert_lt(++steps, 1000, "rebalance does not end");
+	cr_assert_eq(r, 0, "%s", c->err_msg);
+	cr_assert_eq(bch_rebalance_pending(c, &pend), 0);
+	cr_log_info("big extent: moved %lu, no space %lu, parked %d, waiting %lu sectors; %s",
+		    (unsigned long)s.keys_moved, (unsigned long)s.keys_no_space, parked,
+		    (unsigned long)pend.sectors_waiting, s.last_problem);
+	cr_assert_eq(sectors_on_dev(ia, 0), 0, "%lu sectors left on ssd with hdd nearly empty (parked %d)",
+		     (unsigned long)sectors_on_dev(ia, 0), parked);
+	check_file(ia, a, FBYTES);
+	free(a);
 	done();
 }
