@@ -748,8 +748,9 @@ static void model_run(unsigned seed, unsigned replicas, const char *fg_comp, con
 		}
 		recount_check(when);
 	}
-	cr_log_info("model_run: seed %u: %lu promoted, %lu bad copies", seed, (unsigned long)c->promoted,
-		    (unsigned long)c->data_bad_copies);
+	cr_log_info("model_run: seed %u: %lu promoted, %lu bad copies, copygc moved %lu keys", seed,
+		    (unsigned long)c->promoted, (unsigned long)c->data_bad_copies,
+		    (unsigned long)c->copygc_keys_moved);
 	unsigned steps = 0;
 	int r;
 	while ((r = bch_rebalance_step(c, 4096, &s, &parked)) == 1)
