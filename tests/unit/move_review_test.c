@@ -1,12 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * move_review_test.c - adversarial tests of the move path (move.h), promote
- * and cached-pointer accounting (alloc.h).  After each scenario the
- * in-memory bucket counts (bch_alloc_bucket_get) are compared with a
- * recount over the extents: each live pointer's bucket gets its key's
- * share (bch_extent_disk_sectors) as dirty or cached sectors.  Files are
- * compared with a model.  Data is generated from fixed seeds (printed).
- * Tests marked "BUG:" demonstrate a defect and fail until it is fixed.
+ * move_review_test.c - adversarial tests of the move path (move.h),
+ * rebalance (rebalance.h), promote (io.c) and cached-pointer accounting
+ * (alloc.h).  After each scenario the in-memory bucket counts
+ * (bch_alloc_bucket_get) are compared with a recount over the extents:
+ * each live pointer's bucket gets its key's share (bch_extent_disk_sectors)
+ * as dirty or cached sectors.  Files are compared with a model.  Data comes
+ * from fixed seeds (printed; MR_SEED=n overrides the model runs' seeds).
+ *
+ * Guards (pass): partial keys moved with 1 or 2 replicas, with and without
+ * compression or checksums; demotes; a key changed every way between add
+ * and flush; the same key twice and two movers; a bad copy skipped; promote
+ * of compressed keys then overwrite then move; stale cached pointers dropped;
+ * power cuts after promotes; model runs (writes, truncates, promoting reads,
+ * rebalance, copygc, evictions, power cuts); rebalance cursors, unlink,
+ * truncate; a full promote target; a full rebalance target staying parked.
+ *
+ * Tests marked "BUG:" demonstrate a defect and fail until it is fixed:
+ * scan_many_inodes, gen_wrap_no_checksum, no_good_copy_keeps_work_key,
+ * promote_partial_keys_amplification.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
