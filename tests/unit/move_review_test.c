@@ -38,6 +38,7 @@
 #include "format.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "fsck.h"
 #include "io.h"
 #include "journal.h"
 #include "move.h"
@@ -120,6 +121,31 @@ static void make_fs(unsigned nr, unsigned replicas, const char *compression)
 		bch_opt_set(&o, Opt_background_compression, v);
 	}
 	cr_assert_eq(bch_format(devs, nr, &o, targets, &args, err, sizeof(err)), 0, "format: %s", err);
+	fs_open(false);
+}
+
+/* Close, fsck -n (no data check: fsck does not know cached pointers yet), reopen. */
+static void fsck_clean_reopen(void)
+{
+	char err[256];
+	char *p[NDEV] = { paths[0], paths[1], paths[2] };
+	struct bch_opts o;
+
+	cr_assert_eq(bch_fs_close(c), 0);
+	c = NULL;
+	memset(&o, 0, sizeof(o));
+	bch_opt_set(&o, Opt_fsck, 1);
+	bch_opt_set(&o, Opt_read_only, 1);
+	cr_assert_eq(bch_fs_open(p, ndev, &o, &c, err, sizeof(err)), 0, "open: %s", err);
+	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
+	struct bch_fsck_file_stats st;
+	uint64_t nodes;
+	n->mode = BCH_FSCK_NO;
+	cr_assert_eq(bch_fsck_btrees(n, c, &nodes), 0, "%s", n->err_msg);
+	cr_assert_eq(bch_fsck_files(n, c, false, &st), 0, "%s", n->err_msg);
+	for (unsigned i = 0; i < BCH_FSCK_PROBLEM_NR; i++)
+		cr_assert_eq(n->found[i], 0, "fsck -n finds %s", bch_fsck_problems[i].name);
+	free(n);
 	fs_open(false);
 }
 
@@ -347,6 +373,7 @@ static void two_replicas_rewrite_one(const char *compression, bool compressible)
 	cr_assert_gt(s.keys_moved, 0);
 	recount_check("after moving copy 0");
 	check_file(inum, model, FBYTES);
+	fsck_clean_reopen();
 	fs_open(false);
 	recount_check("after reopen");
 	check_file(inum, model, FBYTES);
@@ -379,6 +406,8 @@ static void one_replica_move(const char *compression, bool compressible, uint32_
 	recount_check("after the move");
 	cr_assert_eq(nr_partial(inum), 0, "a moved partial key was not re-encoded");
 	check_file(inum, model, FBYTES);
+	if (!demote)
+		fsck_clean_reopen();
 	fs_open(false);
 	recount_check("after reopen");
 	check_file(inum, model, FBYTES);
@@ -475,7 +504,7 @@ Test(move_review, raced_every_way)
 	check_file(inum[0], model[0], FBYTES);
 	check_file(inum[1], model[1], 20480);
 	check_file(inum[2], model[2], FBYTES);
-	fs_open(false);
+	fsck_clean_reopen();
 	recount_check("after reopen");
 	check_file(inum[0], model[0], FBYTES);
 	check_file(inum[1], model[1], 20480);
@@ -510,6 +539,8 @@ Test(move_review, same_key_twice_and_two_movers)
 		    (unsigned long)s1.keys_raced, (unsigned long)s2.keys_moved, (unsigned long)s2.keys_raced);
 	cr_assert_eq(s1.keys_moved + s2.keys_moved, nr);
 	recount_check("after two movers");
+	check_file(inum, model, FBYTES);
+	fsck_clean_reopen();
 	check_file(inum, model, FBYTES);
 	keys_free(v);
 	free(model);
