@@ -442,7 +442,7 @@ uint64_t bch_alloc_user_free(struct bch_fs *c)
 	return sectors;
 }
 
-uint64_t bch_alloc_target_free(struct bch_fs *c, uint64_t target, uint32_t exclude)
+uint64_t bch_alloc_target_free(struct bch_fs *c, uint64_t target, uint64_t exclude)
 {
 	uint64_t sectors = 0;
 
@@ -450,7 +450,7 @@ uint64_t bch_alloc_target_free(struct bch_fs *c, uint64_t target, uint32_t exclu
 		struct bch_dev_alloc *a = dev_alloc(c, i);
 		struct bch_member *m = bch_sb_member(c->sb, i);
 		if (!a || m->state != BCH_MEMBER_STATE_rw || !(m->data_allowed & (1U << BCH_DATA_user)) ||
-		    (i < 32 && (exclude & (1U << i))) || (target && !bch_dev_in_target(c->sb, i, target)))
+		    (exclude & (1ULL << i)) || (target && !bch_dev_in_target(c->sb, i, target)))
 			continue;
 		if (a->nr_empty > reserve_of(a))
 			sectors += (a->nr_empty - reserve_of(a)) * a->bucket_sectors;
@@ -522,14 +522,14 @@ int bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t tar
 }
 
 int bch_alloc_data_move(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
-			bool target_only, uint32_t exclude, bool half_reserve,
+			bool target_only, uint64_t exclude, bool half_reserve,
 			struct bch_extent_ptr *ptrs, unsigned *got)
 {
 	bool used[BCH_SB_MEMBERS_MAX] = { false };
 
 	*got = 0;
-	for (unsigned i = 0; i < c->nr_devs && i < 32; i++)
-		used[i] = exclude & (1U << i);
+	for (unsigned i = 0; i < c->nr_devs && i < BCH_SB_MEMBERS_MAX; i++)
+		used[i] = exclude & (1ULL << i);
 	for (unsigned pass = 0; pass < 2 && *got < nr; pass++) {
 		if (pass && target && target_only)
 			break;

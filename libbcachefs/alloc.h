@@ -89,7 +89,7 @@ uint64_t bch_alloc_user_free(struct bch_fs *c);
  * allocated at p into cached ones (p gets the cached flag).
  */
 int  bch_alloc_data_move(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
-			 bool target_only, uint32_t exclude, bool half_reserve,
+			 bool target_only, uint64_t exclude, bool half_reserve,
 			 struct bch_extent_ptr *ptrs, unsigned *got);
 void bch_alloc_data_cached(struct bch_fs *c, struct bch_extent_ptr *p, unsigned sectors);
 /*
@@ -97,7 +97,7 @@ void bch_alloc_data_cached(struct bch_fs *c, struct bch_extent_ptr *p, unsigned 
  * outside exclude (a bit per device index), without evicting cached data:
  * empty buckets above the reserve and the rest of the open bucket.
  */
-uint64_t bch_alloc_target_free(struct bch_fs *c, uint64_t target, uint32_t exclude);
+uint64_t bch_alloc_target_free(struct bch_fs *c, uint64_t target, uint64_t exclude);
 int  bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released);
 void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
 			 unsigned sectors);

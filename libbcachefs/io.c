@@ -246,8 +246,9 @@ static unsigned read_order(struct bch_fs *c, const struct bch_bkey *k, unsigned 
 	const struct bch_extent *e = bkey_val(k);
 	unsigned nr = bch_extent_nr_ptrs(k), n = 0;
 
-	for (unsigned i = 0; i < nr; i++)
-		if ((e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && bch_alloc_ptr_live(c, &e->ptrs[i]))
+	for (unsigned i = 0; i < nr; i++)	/* (never without a checksum: see move.c) */
+		if ((e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && e->crc.csum_type != BCH_CSUM_none &&
+		    bch_alloc_ptr_live(c, &e->ptrs[i]))
 			order[n++] = i;
 	for (unsigned i = 0; i < nr; i++)
 		if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
@@ -266,6 +267,10 @@ static bool wants_promote(struct bch_fs *c, const struct bch_bkey *k, unsigned i
 	unsigned nr = bch_extent_nr_ptrs(k);
 
 	if (!target || nr >= BCH_REPLICAS_MAX || bch_dev_in_target(c->sb, e->ptrs[i].dev, target))
+		return false;
+	/* a cached copy needs a checksum to be trusted (move.c), and covers the
+	 * whole encoded extent: not worth it for a small part of one */
+	if (e->crc.csum_type == BCH_CSUM_none || 2 * (uint64_t)k->size < e->crc.uncompressed_sectors)
 		return false;
 	for (unsigned j = 0; j < nr; j++)
 		if (bch_dev_in_target(c->sb, e->ptrs[j].dev, target) &&

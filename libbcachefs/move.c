@@ -102,7 +102,8 @@ static int read_good_copy(struct bch_mover *m, const struct bch_bkey *k)
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
 			if (!!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) != pass)
 				continue;
-			if ((e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && !bch_alloc_ptr_live(m->c, &e->ptrs[i]))
+			if ((e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) &&
+			    (!bch_alloc_ptr_live(m->c, &e->ptrs[i]) || e->crc.csum_type == BCH_CSUM_none))
 				continue;
 			r = bch_extent_read_copy(m->c, k, i, m->enc, bch_crc_plain(&e->crc) ? NULL : m->dec);
 			if (!r) {
@@ -140,7 +141,7 @@ static int alloc_same_dev(struct bch_fs *c, const struct bch_bkey *k, uint32_t r
 		unsigned dev = e->ptrs[i].dev, n = 0;
 		if (!(rewrite & (1U << i)) || (e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
 			continue;
-		if (dev >= 32 || bch_alloc_data_move(c, sectors, 1, 0, false, ~(1U << dev), true,
+		if (dev >= BCH_SB_MEMBERS_MAX || bch_alloc_data_move(c, sectors, 1, 0, false, ~(1ULL << dev), true,
 						     &fresh[*got], &n) || !n) {
 			bch_alloc_data_free(c, fresh, *got, sectors);
 			*got = 0;
@@ -162,6 +163,14 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	if (k->type != BCH_BKEY_extent || !nr || (op->rewrite >> nr) || !op->nr_new ||
 	    (op->cached && op->rewrite))
 		return -EINVAL;
+	/*
+	 * A cached copy is trusted through its bucket's 8-bit generation,
+	 * which can wrap: only a checksum catches a wrapped stale pointer, so
+	 * data without one gets no cached copies (and demoted ones are dropped).
+	 */
+	bool may_cache = e->crc.csum_type != BCH_CSUM_none;
+	if (op->cached && !may_cache)
+		return -EINVAL;
 	for (unsigned i = 0; i < m->nr; i++)
 		if (bpos_eq(m->q[i].old->p, k->p) && (r = bch_mover_flush(m)))
 			return r;
@@ -171,15 +180,15 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	/* what stays: pointers not rewritten, minus stale cached ones */
 	struct bch_extent_ptr keep[BCH_REPLICAS_MAX];
 	unsigned nr_keep = 0, dirty_rewritten = 0;
-	uint32_t exclude = op->exclude_devs;
+	uint64_t exclude = op->exclude_devs;
 	for (unsigned i = 0; i < nr; i++) {
 		const struct bch_extent_ptr *p = &e->ptrs[i];
 		bool cached = p->flags & BCH_EXTENT_PTR_CACHED;
 		if (op->rewrite & (1U << i)) {
 			dirty_rewritten += !cached;
-			if (p->dev < 32 && !cached && !op->recompress)
-				exclude |= 1U << p->dev;	/* a new copy beside the old one is no move */
-			if (!cached && !op->recompress && (op->demote & (1U << i))) {
+			if (p->dev < BCH_SB_MEMBERS_MAX && !cached && !op->recompress)
+				exclude |= 1ULL << p->dev;	/* a new copy beside the old one is no move */
+			if (!cached && !op->recompress && may_cache && (op->demote & (1U << i))) {
 				keep[nr_keep] = *p;	/* stays, as a cached copy */
 				keep[nr_keep++].flags |= BCH_EXTENT_PTR_CACHED;
 			}
@@ -189,8 +198,8 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 			continue;
 		keep[nr_keep++] = *p;
 		/* a new dirty copy may replace a cached one on its device (below) */
-		if (p->dev < 32 && (!cached || op->cached))
-			exclude |= 1U << p->dev;
+		if (p->dev < BCH_SB_MEMBERS_MAX && (!cached || op->cached))
+			exclude |= 1ULL << p->dev;
 	}
 	if (op->demote & ~op->rewrite)
 		return -EINVAL;
@@ -258,7 +267,10 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 		void *dst = type != BCH_COMPRESSION_none ? m->out : NULL;
 		if ((r = bch_extent_encode(&eo, src, k->size, dst, &crc)))
 			return r;
-		if (type != BCH_COMPRESSION_none && crc.compression_type == BCH_COMPRESSION_none)
+		/* tried and did not shrink (now, or when it was written): recorded */
+		if ((type != BCH_COMPRESSION_none ||
+		     e->crc.compression_type == BCH_COMPRESSION_incompressible) &&
+		    crc.compression_type == BCH_COMPRESSION_none)
 			crc.compression_type = BCH_COMPRESSION_incompressible;
 		crc.offset = 0;
 		out = dst ? dst : src;

@@ -65,7 +65,7 @@ struct bch_move_op {
 	bool		cached;		/* the new copies are cached pointers (promote) */
 	bool		recompress;	/* re-encode with compression (below) */
 	uint64_t	compression;	/* compression option value, when recompress */
-	uint32_t	exclude_devs;	/* devices (bit per index) new copies must avoid */
+	uint64_t	exclude_devs;	/* devices (bit per index) new copies must avoid */
 	uint32_t	demote;		/* of the rewritten dirty pointers, those kept as
 					 * cached copies instead of dropped (rebalance:
 					 * data leaving promote_target stays cached there) */

@@ -42,15 +42,15 @@
 static unsigned target_room_for(struct bch_fs *c, const struct bch_bkey *k, uint64_t target)
 {
 	const struct bch_extent *e = bkey_val(k);
-	uint32_t holding = 0;
+	uint64_t holding = 0;
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
-		if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && e->ptrs[i].dev < 32)
-			holding |= 1U << e->ptrs[i].dev;
-	for (unsigned i = 0; i < c->nr_devs && i < 32; i++) {
+		if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) && e->ptrs[i].dev < BCH_SB_MEMBERS_MAX)
+			holding |= 1ULL << e->ptrs[i].dev;
+	for (unsigned i = 0; i < c->nr_devs && i < BCH_SB_MEMBERS_MAX; i++) {
 		struct bch_member *m = bch_sb_member(c->sb, i);
-		n += c->devs[i] && !(holding & (1U << i)) && m->state == BCH_MEMBER_STATE_rw &&
+		n += c->devs[i] && !(holding & (1ULL << i)) && m->state == BCH_MEMBER_STATE_rw &&
 		     (m->data_allowed & (1U << BCH_DATA_user)) && bch_dev_in_target(c->sb, i, target);
 	}
 	return n;
@@ -167,6 +167,9 @@ static int scan_step(struct bch_fs *c, uint64_t cursor)
 	const struct bch_bkey *k;
 	uint64_t *inums = malloc(SCAN_INODES_PER_STEP * sizeof(*inums)), next = UINT64_MAX;
 	unsigned nr = 0;
+	/* as many work keys as one transaction holds (small nodes: fewer), and the scan key */
+	size_t fit = bch_trans_max_u64s(c) / (1 + BCH_BKEY_U64s + sizeof(struct bch_rebalance_work) / 8);
+	unsigned max = fit > 1 && fit - 1 < SCAN_INODES_PER_STEP ? fit - 1 : SCAN_INODES_PER_STEP;
 	int err = 0, r = 0;
 
 	if (!inums)
@@ -175,7 +178,7 @@ static int scan_step(struct bch_fs *c, uint64_t cursor)
 	while ((k = bch_btree_iter_next(&it, &err))) {
 		if (k->type != BCH_BKEY_inode)
 			continue;
-		if (nr == SCAN_INODES_PER_STEP) {
+		if (nr == max) {
 			next = k->p.offset;
 			break;
 		}
@@ -230,7 +233,8 @@ static void op_for(struct bch_fs *c, const struct bch_bkey *k, const struct bch_
 	}
 	op->nr_new = __builtin_popcount(op->rewrite);
 	/* data leaving the promote target stays there as a cached copy */
-	for (unsigned i = 0; o->promote_target && !op->recompress && i < bch_extent_nr_ptrs(k); i++)
+	for (unsigned i = 0; o->promote_target && !op->recompress && e->crc.csum_type != BCH_CSUM_none &&
+			     i < bch_extent_nr_ptrs(k); i++)
 		if ((op->rewrite & (1U << i)) && bch_dev_in_target(c->sb, e->ptrs[i].dev, o->promote_target))
 			op->demote |= 1U << i;
 	op->target = o->background_target ? o->background_target : o->target;
@@ -338,7 +342,7 @@ int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats 
 {
 	struct bch_mover *m = NULL;
 	uint64_t pos = 0;
-	bool skipped_waiting = false;
+	bool skipped_waiting = false, waited = false;
 	int r;
 
 	*parked = false;
@@ -360,7 +364,7 @@ int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats 
 		if (r == -BCH_ERR_key_not_found) {
 			c->err_msg[0] = 0;
 			r = 0;
-			*parked = skipped_waiting;
+			*parked = skipped_waiting || waited;	/* all that is left waits */
 			break;
 		}
 		if (r)
@@ -403,6 +407,7 @@ int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats 
 		if (waiting != UINT64_MAX) {
 			c->rebalance_wait_gen = c->space_gen;
 			c->rebalance_waited = true;
+			waited = true;
 		}
 		if (!r && !budget)
 			r = 1;		/* more may be ready */

@@ -19,6 +19,7 @@
 
 #include "alloc.h"
 #include "bcachefs.h"
+#include "blockdev.h"
 #include "btree.h"
 #include "compress.h"
 #include "errcode.h"
@@ -372,9 +373,17 @@ Test(rebalance, promote_adds_cached_copy)
 	bch_dev_usage_get(c, 0, &u);
 	cr_assert_eq(u.cached_sectors, NFILES * FILE_BYTES / 512);
 	cr_assert_eq(u.sectors[BCH_DATA_user], 0, "cached data counted as dirty");
-	/* a second read promotes nothing more; cached copies survive a clean reopen */
+	/* a second read is served by the ssd: not one read request reaches the hdd */
 	uint64_t promoted = c->promoted;
+	struct bch_dev_io_stats hdd0, hdd1, ssd0, ssd1;
+	bch_dev_io_stats(c->devs[1]->bdev, &hdd0);
+	bch_dev_io_stats(c->devs[0]->bdev, &ssd0);
 	check_files(bufs, first);
+	bch_dev_io_stats(c->devs[1]->bdev, &hdd1);
+	bch_dev_io_stats(c->devs[0]->bdev, &ssd1);
+	cr_assert_eq(hdd1.reads, hdd0.reads, "%llu reads went to the hdd",
+		     (unsigned long long)(hdd1.reads - hdd0.reads));
+	cr_assert_geq(ssd1.read_bytes - ssd0.read_bytes, (uint64_t)NFILES * FILE_BYTES);
 	cr_assert_eq(c->promoted, promoted);
 	reopen(0);
 	cr_assert_eq(cached_on(0), NFILES * FILE_BYTES / 512);
