@@ -69,10 +69,15 @@ bool bch_copygc_needed(struct bch_fs *c)
 		 * (no more written than freed): on a nearly full filesystem the
 		 * best victims are mostly live, and moving them ahead of need
 		 * only churns; a write that needs space runs copygc itself.
+		 * Below a critical level (1/64 of the buckets above the
+		 * reserve) any victim is: writes would otherwise wait for
+		 * copygc at every turn.  Either way it stops once no bucket
+		 * holds dead sectors.
 		 */
-		if (s.user && s.nr_empty + s.nr_cached < s.reserve + s.nbuckets / 16 &&
+		uint64_t room = s.nr_empty + s.nr_cached;
+		if (s.user && room < s.reserve + s.nbuckets / 16 &&
 		    bch_alloc_copygc_candidates(c, d, 1, &one) &&
-		    one.sectors <= s.bucket_sectors / 2)
+		    (one.sectors <= s.bucket_sectors / 2 || room < s.reserve + s.nbuckets / 64))
 			return true;
 	}
 	return false;

@@ -58,7 +58,8 @@ struct bch_move_stats;
  * reserve plus 1/16 of its buckets (a low-water mark: enough headroom that
  * foreground writes rarely wait for it), and its emptiest user bucket is at
  * most half live (moving it writes no more than it frees; a fuller victim is
- * left to the write that needs the space: bch_copygc_make_room).
+ * left to the write that needs the space: bch_copygc_make_room) or the
+ * device is critically low (fewer than reserve + 1/64 of its buckets).
  */
 bool bch_copygc_needed(struct bch_fs *c);
 
