@@ -472,25 +472,11 @@ int bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released)
 	return 0;
 }
 
+/* nr copies on distinct devices, target's first; the reserve as for deletes when they run */
 static int alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
 		      struct bch_extent_ptr *ptrs, unsigned *got)
 {
-	bool used[BCH_SB_MEMBERS_MAX] = { false };
-
-	*got = 0;
-	for (unsigned pass = 0; pass < 2 && *got < nr; pass++)
-		for (unsigned i = 0; i < c->nr_devs && *got < nr; i++) {
-			struct bch_member *m = bch_sb_member(c->sb, i);
-			if (used[i] || !dev_alloc(c, i) || m->state != BCH_MEMBER_STATE_rw ||
-			    !(m->data_allowed & (1U << BCH_DATA_user)) ||
-			    (!pass && target && !bch_dev_in_target(c->sb, i, target)))
-				continue;
-			if (!alloc_on_dev(c, i, BCH_DATA_user, sectors, &ptrs[*got])) {
-				used[i] = true;
-				(*got)++;
-			}
-		}
-	return *got ? 0 : -BCH_ERR_no_space;
+	return bch_alloc_data_move(c, sectors, nr, target, false, 0, c->alloc_for_delete, ptrs, got);
 }
 
 int bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
