@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "format.h"
+#include "fsck.h"
 #include "fs.h"
 #include "testfs.h"
 
@@ -61,4 +62,19 @@ struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned 
 	if (cache_bytes)
 		bch_opt_set(&o, Opt_btree_cache_size, cache_bytes);
 	return bch_fs_open(p, nr, &o, &c, err, errlen) ? NULL : c;
+}
+
+void testfs_assert_fsck_clean(struct bch_fs *c, bool data)
+{
+	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
+	struct bch_fsck_file_stats st;
+	uint64_t nodes;
+
+	cr_assert(n);
+	n->mode = BCH_FSCK_NO;
+	cr_assert_eq(bch_fsck_btrees(n, c, &nodes), 0, "%s", n->err_msg);
+	cr_assert_eq(bch_fsck_files(n, c, data, &st), 0, "%s", n->err_msg);
+	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+		cr_assert_eq(n->found[p], 0, "fsck -n finds %s", bch_fsck_problems[p].name);
+	free(n);
 }

@@ -29,4 +29,10 @@ void testfs_format(const char *dir, unsigned nr, unsigned size_mb, unsigned node
 struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned flags,
 			   uint64_t cache_bytes, char *err, unsigned errlen);
 
+/*
+ * fsck -n of c (opened with TESTFS_FSCK | TESTFS_RO): passes 3-10, and with
+ * data pass 11 too, must find no problem.  Fails the test naming the first.
+ */
+void testfs_assert_fsck_clean(struct bch_fs *c, bool data);
+
 #endif

@@ -68,16 +68,7 @@ static void fill_block(uint8_t *buf, uint64_t block, uint32_t version, uint32_t 
 static void fsck_clean(unsigned nr)
 {
 	struct bch_fs *c = open_fs(nr, TESTFS_FSCK | TESTFS_RO);
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-
-	n->mode = BCH_FSCK_NO;
-	cr_assert_eq(bch_fsck_btrees(n, c, &nodes), 0, "%s", n->err_msg);
-	cr_assert_eq(bch_fsck_files(n, c, true, &st), 0, "%s", n->err_msg);
-	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
-		cr_assert_eq(n->found[p], 0, "fsck -n finds %s", bch_fsck_problems[p].name);
-	free(n);
+	testfs_assert_fsck_clean(c, true);
 	cr_assert_eq(bch_fs_close(c), 0);
 }
 

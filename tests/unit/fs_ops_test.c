@@ -282,15 +282,7 @@ static void fsck_clean(void)
 	cr_assert_eq(bch_fs_close(c), 0);
 	c = testfs_open(paths, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
 	cr_assert(c, "open for fsck: %s", err);
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-	n->mode = BCH_FSCK_NO;
-	cr_assert_eq(bch_fsck_btrees(n, c, &nodes), 0, "%s", n->err_msg);
-	cr_assert_eq(bch_fsck_files(n, c, false, &st), 0, "%s", n->err_msg);
-	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
-		cr_assert_eq(n->found[p], 0, "fsck -n finds %s", bch_fsck_problems[p].name);
-	free(n);
+	testfs_assert_fsck_clean(c, false);
 	cr_assert_eq(bch_fs_close(c), 0);
 	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "reopen: %s", err);

@@ -45,6 +45,7 @@
 #include "opts.h"
 #include "rebalance.h"
 #include "super.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 #define NDEV	3
@@ -137,15 +138,7 @@ static void fsck_clean_reopen(void)
 	bch_opt_set(&o, Opt_fsck, 1);
 	bch_opt_set(&o, Opt_read_only, 1);
 	cr_assert_eq(bch_fs_open(p, ndev, &o, &c, err, sizeof(err)), 0, "open: %s", err);
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-	n->mode = BCH_FSCK_NO;
-	cr_assert_eq(bch_fsck_btrees(n, c, &nodes), 0, "%s", n->err_msg);
-	cr_assert_eq(bch_fsck_files(n, c, false, &st), 0, "%s", n->err_msg);
-	for (unsigned i = 0; i < BCH_FSCK_PROBLEM_NR; i++)
-		cr_assert_eq(n->found[i], 0, "fsck -n finds %s", bch_fsck_problems[i].name);
-	free(n);
+	testfs_assert_fsck_clean(c, false);
 	fs_open(false);
 }
 

@@ -33,6 +33,7 @@
 #include "opts.h"
 #include "rebalance.h"
 #include "super.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 static char tmpdir[64], paths[2][128];
@@ -96,15 +97,7 @@ static void reopen(unsigned flags_fsck)
 static void fsck_clean_and_reopen(void)
 {
 	reopen(1);
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-	n->mode = BCH_FSCK_NO;
-	cr_assert_eq(bch_fsck_btrees(n, c, &nodes), 0, "%s", n->err_msg);
-	cr_assert_eq(bch_fsck_files(n, c, false, &st), 0, "%s", n->err_msg);
-	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
-		cr_assert_eq(n->found[p], 0, "fsck -n finds %s", bch_fsck_problems[p].name);
-	free(n);
+	testfs_assert_fsck_clean(c, false);
 	reopen(0);
 }
 

@@ -30,6 +30,7 @@
 #include "opts.h"
 #include "rebalance.h"
 #include "super.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 #define NFILES		6
@@ -120,15 +121,7 @@ static void fsck_clean(void)
 {
 	cr_assert_eq(bch_fs_close(c), 0);
 	open_fs(true);
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-	n->mode = BCH_FSCK_NO;
-	cr_assert_eq(bch_fsck_btrees(n, c, &nodes), 0, "%s", n->err_msg);
-	cr_assert_eq(bch_fsck_files(n, c, false, &st), 0, "%s", n->err_msg);
-	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
-		cr_assert_eq(n->found[p], 0, "fsck -n finds %s", bch_fsck_problems[p].name);
-	free(n);
+	testfs_assert_fsck_clean(c, false);
 	cr_assert_eq(bch_fs_close(c), 0);
 	open_fs(false);
 }
