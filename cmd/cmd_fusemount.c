@@ -32,7 +32,8 @@
  *       lets waiting requests in between steps.  With nothing to do it
  *       sleeps on bg_cond (woken by writes, or after BG_IDLE); parked (the
  *       target is full) rebalance runs only once c->space_gen has moved or
- *       a file's options changed, so a parked daemon costs no CPU.  Copygc
+ *       waiting work was kicked (c->rebalance_kicks: an option change, a write
+ *       to a waiting file), so a parked daemon costs no CPU.  Copygc
  *       runs when bch_copygc_needed() says free buckets run low.  Never on
  *       a read-only mount; -o norebalance and -o nocopygc turn either off.
  */
@@ -1328,8 +1329,10 @@ static void bg_sleep(struct fmount *m, unsigned secs)
 }
 
 /*
- * One rebalance step.  Parked, the step runs only once space was freed
- * (c->space_gen moved), and then after a journal flush: space freed at
+ * One rebalance step.  On parking the journal is flushed, so the waiting
+ * work is on disk.  Parked, the step runs only once space was freed
+ * (c->space_gen moved) or waiting work was kicked (a write to it, an
+ * option change: c->rebalance_kicks), and then after a journal flush: space freed at
  * journal sequence S is reused only once S is durable, and without the
  * flush the step would find no room and park again until the next,
  * unrelated, free.  Lock held.
@@ -1339,14 +1342,18 @@ static int bg_rebalance(struct bch_fs *c, struct bch_move_stats *s, bool *parked
 {
 	int r = 0;
 
-	if (*parked && c->space_gen == *parked_gen)
+	/* parked until space is freed or waiting work is kicked (rebalance.h) */
+	if (*parked && c->space_gen + c->rebalance_kicks == *parked_gen)
 		return 0;
 	if (*parked)
 		r = bch_fs_fsync(c);
 	if (!r)
 		r = bch_rebalance_step(c, BG_BUDGET, s, parked);
-	if (!r && *parked)
-		*parked_gen = c->space_gen;
+	if (!r && *parked) {
+		/* parking: the work left waiting is on disk (fs usage reads it there) */
+		r = bch_fs_fsync(c);
+		*parked_gen = c->space_gen + c->rebalance_kicks;
+	}
 	return r;
 }
 

@@ -87,6 +87,7 @@ struct bch_fs {
 	uint64_t		rebalance_wait_gen;	/* rebalance.c: space_gen when work
 						 * last waited for space */
 	bool			rebalance_waited;	/* rebalance_wait_gen is set */
+	uint64_t		rebalance_kicks;	/* rebalance.c: bch_rebalance_kick() calls */
 	uint64_t		promoted;	/* io.c: extents given a cached copy by reads */
 	uint64_t		reserved_sectors;	/* extents.c: disk sectors promised to
 						 * reservation keys (fallocate): size x

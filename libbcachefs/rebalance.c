@@ -131,7 +131,15 @@ int bch_rebalance_work_set(struct bch_fs *c, struct btree_trans *t, uint64_t inu
 		return 0;	/* a pass will get there */
 	if (!r && w.cursor < from)
 		from = w.cursor;
+	if (!r && (w.flags & BCH_REBALANCE_WAITING))
+		bch_rebalance_kick(c);	/* new data of waiting work: worth a new try */
 	return work_put(t, inum, from, 0);
+}
+
+void bch_rebalance_kick(struct bch_fs *c)
+{
+	c->rebalance_waited = false;
+	c->rebalance_kicks++;
 }
 
 int bch_rebalance_work_clear(struct bch_fs *c, struct btree_trans *t, uint64_t inum)
@@ -156,7 +164,7 @@ int bch_rebalance_schedule(struct bch_fs *c, uint64_t inum)
 	if (!r)
 		r = bch_trans_commit(t, 0);
 	bch_trans_exit(t);
-	c->rebalance_waited = false;	/* waiting work gets another go */
+	bch_rebalance_kick(c);		/* waiting work gets another go */
 	return r;
 }
 

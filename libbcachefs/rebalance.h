@@ -48,6 +48,13 @@ unsigned bch_extent_rebalance_reasons(struct bch_fs *c, const struct bch_bkey *k
  * whose cursor is past from is moved back; nothing is added otherwise).
  */
 int  bch_rebalance_work_set(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t from);
+/*
+ * Waiting work gets another try at the next step (an option changed, or a
+ * write gave waiting work new data): c->rebalance_kicks moves, which a
+ * parked caller watches beside c->space_gen.
+ */
+void bch_rebalance_kick(struct bch_fs *c);
+
 /* In t, delete inum's work key if it has one (the inode is being deleted). */
 int  bch_rebalance_work_clear(struct bch_fs *c, struct btree_trans *t, uint64_t inum);
 /*
