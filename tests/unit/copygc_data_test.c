@@ -2,11 +2,12 @@
 /*
  * copygc_data_test.c - copygc of user data and eviction of cached data
  * (copygc.h):
- *   - a file filling 95% of a small filesystem (statfs f_blocks) is
- *     overwritten at random, 4 KiB at a time, for 3x its size (10x with
- *     SOAK=1) through bch_fs_write: no ENOSPC, the file equals the model,
- *     fsck clean; the same at 80% and 90% gives the write amplification
- *     (device sectors written for data / user sectors) printed for each;
+ *   - a file filling 95% of what a small filesystem holds (4 KiB blocks
+ *     written until ENOSPC, then truncated to 95%) is overwritten at random,
+ *     4 KiB at a time, for 3x its size (10x with SOAK=1) through
+ *     bch_fs_write: no ENOSPC, the file equals the model, fsck clean; with
+ *     SOAK=1 the same at 80% and 90% gives the write amplification (device
+ *     sectors written for data / user sectors) printed for each;
  *   - eviction: buckets holding only cached copies are reused when a device
  *     fills up, least recently read first; reads skip the stale cached
  *     pointers; after a power cut right after the reuse no stale cached
