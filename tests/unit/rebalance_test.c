@@ -113,8 +113,11 @@ static void fill(unsigned char *buf, size_t len, unsigned seed, bool compressibl
 	}
 }
 
-/* Sectors of data on device dev (dirty pointers), over every extent. */
-static uint64_t sectors_on(unsigned dev)
+/*
+ * Sectors of data on device dev over every extent: dirty pointers, or
+ * (cached) live cached ones.
+ */
+static uint64_t sectors_of(unsigned dev, bool cached)
 {
 	struct btree_iter it;
 	const struct bch_bkey *k;
@@ -125,13 +128,18 @@ static uint64_t sectors_on(unsigned dev)
 	while ((k = bch_btree_iter_next(&it, &err))) {
 		const struct bch_extent *e = bkey_val(k);
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
-			if (e->ptrs[i].dev == dev && !(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
+			if (e->ptrs[i].dev == dev &&
+			    !!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) == cached &&
+			    (!cached || bch_alloc_ptr_live(c, &e->ptrs[i])))
 				n += k->size;
 	}
 	bch_btree_iter_exit(&it);
 	cr_assert_eq(err, 0);
 	return n;
 }
+
+static uint64_t sectors_on(unsigned dev)	{ return sectors_of(dev, false); }
+static uint64_t cached_on(unsigned dev)		{ return sectors_of(dev, true); }
 
 static int run_rebalance(struct bch_move_stats *s, bool *parked)
 {
@@ -320,27 +328,6 @@ Test(rebalance, raced_key_left_alone)
 	cr_assert_eq(bch_fs_close(c), 0);
 	free(bufs);
 	test_tmpdir_remove(tmpdir);
-}
-
-/* Live cached sectors on device dev, over every extent. */
-static uint64_t cached_on(unsigned dev)
-{
-	struct btree_iter it;
-	const struct bch_bkey *k;
-	uint64_t n = 0;
-	int err = 0;
-
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
-	while ((k = bch_btree_iter_next(&it, &err))) {
-		const struct bch_extent *e = bkey_val(k);
-		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
-			if (e->ptrs[i].dev == dev && (e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) &&
-			    bch_alloc_ptr_live(c, &e->ptrs[i]))
-				n += k->size;
-	}
-	bch_btree_iter_exit(&it);
-	cr_assert_eq(err, 0);
-	return n;
 }
 
 Test(rebalance, promote_adds_cached_copy)
