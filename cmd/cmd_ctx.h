@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_CMD_CTX_H
+#define _BCACHEFS_CMD_CTX_H
+
+/*
+ * cmd_ctx.h - how an administration command runs, offline or inside the
+ * fusemount daemon that holds the filesystem.
+ *
+ * A command that can act on a mounted filesystem (device *, data
+ * rereplicate/scrub/rebalance) is split in two:
+ *   - the front (in the user's process): parses argv (usage errors and
+ *     --help are answered there), names the filesystem (cmd_fs_resolve);
+ *     when it is mounted, sends the command line to the daemon over the
+ *     control channel (ctl.h) and relays what comes back; otherwise opens it
+ *     and calls the body with an offline context;
+ *   - the body (struct cmd_ctl_cmd.run): the work, given a context.  In the
+ *     daemon, the body runs in a thread of the daemon with a context whose
+ *     out/err stream to the client, whose lock() is the daemon's engine lock,
+ *     and whose cancel is set when the client asks (Ctrl-C).
+ *
+ * Rules for bodies: call the engine only between lock() and unlock(), and
+ * re-read *x->cp after each lock() (a membership change replaces it); do
+ * long work in steps of bounded size with the lock released between them;
+ * check *x->cancel between steps (stop at a point a rerun resumes from);
+ * print progress with cmd_progress() (ctl.h/cmd_util) and never assume a
+ * terminal: x->tty says whether the client's stdout is one.
+ */
+
+#include <stdbool.h>
+#include <stdio.h>
+
+struct bch_fs;
+struct bch_opts;
+
+struct cmd_ctx {
+	const char	*cmd;		/* "device evacuate": for messages */
+	FILE		*out, *err;	/* stdout/stderr of the user's command */
+	bool		tty;		/* out is a terminal (progress with \r) */
+	bool		mounted;	/* running in the fusemount daemon */
+	volatile int	*cancel;	/* nonzero: asked to stop */
+	struct bch_fs	**cp;		/* the open filesystem; replaced by add/drop/resize */
+	char		***devs;	/* its member device paths (NULL-terminated), */
+	unsigned	*nr_devs;	/* updated by add/drop */
+	const struct bch_opts *open_opts; /* options to reopen it with */
+	void		(*lock)(struct cmd_ctx *x);
+	void		(*unlock)(struct cmd_ctx *x);
+	void		*priv;		/* the daemon's state */
+};
+
+/*
+ * A body.  argv is the command line after the command words ("device
+ * evacuate"), already parsed once by the front, so it is well formed;
+ * argv[0] is the command name.  Returns the exit code (cmds.h).
+ */
+typedef int (*cmd_body_fn)(struct cmd_ctx *x, int argc, char **argv);
+
+struct cmd_ctl_cmd {
+	const char	*name;		/* "device add", "data scrub", ... */
+	cmd_body_fn	run;
+	bool		changes;	/* modifies the filesystem: needs the rights (ctl.h) */
+};
+
+/* The commands the daemon runs for a client (cmd_ctl_cmds.c). */
+extern const struct cmd_ctl_cmd cmd_ctl_cmds[];
+const struct cmd_ctl_cmd *cmd_ctl_find(const char *name);
+
+#endif /* _BCACHEFS_CMD_CTX_H */
