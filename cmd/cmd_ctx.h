@@ -48,9 +48,11 @@ struct cmd_ctx {
 };
 
 /*
- * A body.  argv is the command line after the command words ("device
- * evacuate"), already parsed once by the front, so it is well formed;
- * argv[0] is the command name.  Returns the exit code (cmds.h).
+ * A body.  argv is the command line as the front parsed it (so it is well
+ * formed) WITHOUT the FS operand(s): argv[0] is the command name ("device
+ * evacuate"), then the options, then the operands after FS.  Paths in it
+ * are absolute (the front made them so: the daemon has another cwd).
+ * Returns the exit code (cmds.h).
  */
 typedef int (*cmd_body_fn)(struct cmd_ctx *x, int argc, char **argv);
 
@@ -63,5 +65,17 @@ struct cmd_ctl_cmd {
 /* The commands the daemon runs for a client (cmd_ctl_cmds.c). */
 extern const struct cmd_ctl_cmd cmd_ctl_cmds[];
 const struct cmd_ctl_cmd *cmd_ctl_find(const char *name);
+
+/*
+ * The front's last step (cmd_run.c): run body on fs.  Mounted: the command
+ * line goes to the daemon (ctl_forward), which runs the body named cmd from
+ * cmd_ctl_cmds[]; its output and exit code come back.  Otherwise the
+ * devices are opened read-write with opts (degraded members are noted on
+ * stderr), the body runs with an offline context, and the filesystem is
+ * closed.  Returns the exit code.
+ */
+struct cmd_fs;
+int cmd_run(const char *cmd, const struct cmd_fs *fs, const struct bch_opts *opts,
+	    int argc, char **argv);
 
 #endif /* _BCACHEFS_CMD_CTX_H */

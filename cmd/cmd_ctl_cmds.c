@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cmd_ctl_cmds.c - the command bodies a fusemount daemon runs for clients
+ * of its control channel (cmd_ctx.h).  One line per command.
+ */
+#include <string.h>
+
+#include "cmd_ctx.h"
+
+const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
+	{ NULL, NULL, false }
+};
+
+const struct cmd_ctl_cmd *cmd_ctl_find(const char *name)
+{
+	for (const struct cmd_ctl_cmd *c = cmd_ctl_cmds; c->name; c++)
+		if (!strcmp(c->name, name))
+			return c;
+	return NULL;
+}
