@@ -40,6 +40,8 @@ struct bch_dev_alloc {
 	int64_t		open_user;	/* bucket user data is appended to, -1 none */
 	unsigned	open_user_off;
 	uint64_t	rotor;		/* where the search for a free bucket resumes */
+	uint64_t	limit;		/* no bucket from here on is opened (a shrink
+					 * in progress: device.h); nbuckets otherwise */
 	uint64_t	nr_empty;	/* buckets with no data (free, or free once durable) */
 	uint64_t	nr_cached;	/* buckets holding only cached data (type cached) */
 	uint32_t	*read_clock;	/* per bucket: clock of its last cached read (or of
@@ -64,6 +66,7 @@ int bch_fs_alloc_init(struct bch_fs *c)
 			return -ENOMEM;
 		ca->alloc = a;
 		a->nbuckets = m->nbuckets;
+		a->limit = m->nbuckets;
 		a->bucket_sectors = m->bucket_size;
 		a->gen = calloc(a->nbuckets, 1);
 		a->type = calloc(a->nbuckets, 1);
@@ -242,7 +245,7 @@ static int alloc_on_dev_reserve(struct bch_fs *c, unsigned dev, unsigned data_ty
 			return -BCH_ERR_no_space;
 		for (n = 0; n < a->nbuckets; n++) {
 			b = (a->rotor + n) % a->nbuckets;
-			if (bucket_free(c, a, b))
+			if (b < a->limit && bucket_free(c, a, b))
 				break;
 		}
 		if (n == a->nbuckets)
@@ -939,4 +942,51 @@ int bch_alloc_evict(struct bch_fs *c, unsigned dev, unsigned nr)
 	free(v);
 	free(buckets);
 	return r ? r : (int)n;
+}
+
+void bch_alloc_dev_set_limit(struct bch_fs *c, unsigned dev, uint64_t limit)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	if (!a)
+		return;
+	a->limit = limit < a->nbuckets ? limit : a->nbuckets;
+	if (a->open_user >= (int64_t)a->limit) {
+		int64_t was = a->open_user;
+		a->open_user = -1;
+		data_bucket_settle(c, a, was);
+	}
+	if (a->open >= (int64_t)a->limit) {
+		int64_t was = a->open;
+		a->open = -1;
+		if (!a->sectors[was]) {
+			a->type[was] = BCH_DATA_free;
+			bucket_emptied(c, a, was);
+			a->nr_empty++;
+		}
+	}
+}
+
+int bch_alloc_dev_forget(struct bch_fs *c, unsigned dev, uint64_t from)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	if (!a)
+		return 0;
+	for (uint64_t b = from; b < a->nbuckets; b++)
+		if ((a->type[b] == BCH_DATA_user || a->type[b] == BCH_DATA_btree ||
+		     a->type[b] == BCH_DATA_cached) && (a->sectors[b] || a->cached[b]))
+			return bch_fs_err(c, -EBUSY, "device %u bucket %" PRIu64 " still holds %s data",
+					  dev, b, a->type[b] == BCH_DATA_btree ? "btree" :
+					  a->type[b] == BCH_DATA_user ? "file" : "cached");
+	for (uint64_t b = from; b < a->nbuckets; b++)
+		if (a->type[b] == BCH_DATA_free || a->type[b] == BCH_DATA_user ||
+		    a->type[b] == BCH_DATA_btree || a->type[b] == BCH_DATA_cached) {
+			if (a->type[b] != BCH_DATA_free)
+				a->nr_empty++;
+			a->type[b] = BCH_DATA_free;
+			a->gen[b] = 0;
+		}
+	a->limit = from < a->limit ? from : a->limit;
+	return 0;
 }

@@ -214,4 +214,21 @@ void bch_alloc_bucket_set(struct bch_fs *c, unsigned dev, uint64_t b,
 /* A rebuilt free bucket takes its persisted generation (gens never go back). */
 void bch_alloc_bucket_set_gen(struct bch_fs *c, unsigned dev, uint64_t b, uint8_t gen);
 
+/*
+ * No bucket of dev from limit on is opened for new data or nodes from now
+ * on (a shrink: the buckets past the new end are being emptied); the open
+ * buckets there are closed.  Not persisted: a rerun of the shrink sets it
+ * again.
+ */
+void bch_alloc_dev_set_limit(struct bch_fs *c, unsigned dev, uint64_t limit);
+
+/*
+ * Forget the buckets of dev from `from` on (a member being dropped, or the
+ * tail of one being shrunk): every one must be empty (-EBUSY naming the
+ * first that is not); their generations go back to 0, so the close deletes
+ * their alloc keys.  Only when no pointer of any kind (stale cached ones
+ * included) points there any more.  No bucket there is opened after.
+ */
+int bch_alloc_dev_forget(struct bch_fs *c, unsigned dev, uint64_t from);
+
 #endif /* _BCACHEFS_ALLOC_H */

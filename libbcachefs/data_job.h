@@ -65,4 +65,13 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
  */
 int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget);
 
+/*
+ * device remove --force: drop every pointer to dev (a lost member) from the
+ * extents and btree nodes; an extent whose only dirty copies were there is
+ * deleted and its sectors counted in *lost_sectors (the files are named in
+ * c->err_msg's last line... see cmd_device.c).  Nodes are rewritten
+ * without the pointer (a node with no other copy: -EIO).
+ */
+int bch_data_drop_dev_ptrs(struct bch_fs *c, unsigned dev, uint64_t *lost_sectors);
+
 #endif /* _BCACHEFS_DATA_JOB_H */

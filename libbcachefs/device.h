@@ -46,6 +46,8 @@ struct bch_dev_add_args {
 	uint64_t	size;		/* bytes; 0: whole device/file */
 	uint64_t	bucket_size;	/* bytes; 0: chosen from the size */
 	bool		discard;
+	bool		durability_set;	/* durability given (0 allowed) */
+	bool		force;		/* overwrite another filesystem's superblock */
 };
 
 /* The index of the member named by s: a device path, a member index, or a UUID. */

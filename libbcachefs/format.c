@@ -35,7 +35,6 @@
 #include "fs.h"
 #include "super.h"
 
-#define BCH_MIN_NR_BUCKETS	64
 #define BCH_JOURNAL_MAX_BYTES	(512ULL << 20)
 
 struct dev_plan {
@@ -646,4 +645,90 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 	free(sb);
 	free(plans);
 	return ret;
+}
+
+/* ------------------------------------------------------- device add */
+
+struct bch_member_plan {
+	struct dev_plan	p;
+};
+
+int bch_format_member_plan(struct bch_format_dev *d, const struct bch_opts *opts,
+			   struct bch_member *m, struct bch_journal_run *jrun,
+			   struct bch_member_plan **ret, char *err, size_t errlen)
+{
+	struct bch_member_plan *mp = calloc(1, sizeof(*mp));
+	int r;
+
+	if (!mp)
+		return -ENOMEM;
+	if ((r = plan_device(d, &mp->p, opts, err, errlen))) {
+		free(mp);
+		return r;
+	}
+	memset(m, 0, sizeof(*m));
+	uuid_generate(m->uuid);
+	m->nbuckets = mp->p.nbuckets;
+	m->bucket_size = mp->p.bucket >> BCH_SECTOR_SHIFT;
+	m->first_bucket = mp->p.first_bucket;
+	m->state = BCH_MEMBER_STATE_rw;
+	m->durability = d->durability;
+	m->data_allowed = (1U << BCH_DATA_journal) | (1U << BCH_DATA_btree) |
+			  (1U << BCH_DATA_user) | (1U << BCH_DATA_cached);
+	m->discard = d->discard;
+	memset(jrun, 0, sizeof(*jrun));
+	jrun->nr = mp->p.journal_nr;
+	jrun->start = mp->p.first_bucket;
+	*ret = mp;
+	return 0;
+}
+
+bool bch_format_member_same(const struct bch_member_plan *mp, const char *path, const char *other)
+{
+	struct dev_plan o = { 0 };
+
+	if (!stat(other, &o.st)) {
+		o.exists = true;
+		o.is_blockdev = S_ISBLK(o.st.st_mode);
+	}
+	return same_device(&mp->p, path, &o, other);
+}
+
+uint64_t bch_format_member_size(const struct bch_member_plan *mp)
+{
+	return mp->p.size;
+}
+
+int bch_format_member_write(struct bch_format_dev *d, struct bch_member_plan *mp,
+			    struct bch_sb *sb, unsigned idx, char *err, size_t errlen)
+{
+	struct bch_member *m = bch_sb_member(sb, idx);
+	struct bch_blockdev *bd;
+	int r = write_device(d, &mp->p, sb, idx, err, errlen);
+
+	if (r || !m)
+		return r;
+	/*
+	 * Empty journal buckets: whatever was on the device before must not be
+	 * read as entries (journal.h: a bucket with an empty head is not read).
+	 */
+	if ((r = bch_dev_open(d->path, 0, &bd)))
+		return bch_errf(err, errlen, r, "%s: %s", d->path, bch_err_str(r));
+	uint64_t head = m->bucket_size << BCH_SECTOR_SHIFT;
+	if (head > 65536)
+		head = 65536;
+	for (unsigned i = 0; i < mp->p.journal_nr && !r; i++)
+		r = write_zeroes(bd, (mp->p.first_bucket + i) * (uint64_t)(m->bucket_size << BCH_SECTOR_SHIFT),
+				 head);
+	if (!r)
+		r = bch_dev_flush(bd);
+	if (r)
+		bch_errf(err, errlen, r, "%s: writing: %s", d->path, bch_err_str(r));
+	bch_dev_close(bd);
+	return r;
+}
+
+void bch_format_member_plan_free(struct bch_member_plan *mp)
+{
+	free(mp);
 }

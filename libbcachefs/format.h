@@ -17,6 +17,9 @@
 #include "bcachefs_format.h"
 #include "opts.h"
 
+/* Fewest buckets a member may have past its superblock area (format, resize). */
+#define BCH_MIN_NR_BUCKETS	64
+
 struct bch_format_dev {
 	const char	*path;
 	uint64_t	size;		/* bytes; 0 = whole device/file */
@@ -46,5 +49,27 @@ int bch_format(struct bch_format_dev *devs, unsigned nr_devs,
 
 /* Bucket size format picks for a device of dev_size bytes (bytes). */
 uint64_t bch_pick_bucket_size(uint64_t dev_size, uint64_t btree_node_size);
+
+/*
+ * Device add (device.c): one new member of an existing filesystem whose
+ * options are opts.  _plan checks the device like format does and fills the
+ * member entry (a new UUID, geometry, state rw, d's durability and discard;
+ * label left to the caller) and its journal run (dev left to the caller),
+ * writing nothing.  _write wipes its superblock areas, writes sb (the whole
+ * filesystem's superblock, this member at idx) and empties its journal
+ * buckets' heads.  _same: is other the same device or file as the plan's.
+ */
+struct bch_member;
+struct bch_journal_run;
+struct bch_sb;
+struct bch_member_plan;
+int  bch_format_member_plan(struct bch_format_dev *d, const struct bch_opts *opts,
+			    struct bch_member *m, struct bch_journal_run *jrun,
+			    struct bch_member_plan **ret, char *err, size_t errlen);
+bool bch_format_member_same(const struct bch_member_plan *mp, const char *path, const char *other);
+uint64_t bch_format_member_size(const struct bch_member_plan *mp);
+int  bch_format_member_write(struct bch_format_dev *d, struct bch_member_plan *mp,
+			     struct bch_sb *sb, unsigned idx, char *err, size_t errlen);
+void bch_format_member_plan_free(struct bch_member_plan *mp);
 
 #endif /* _BCACHEFS_FORMAT_LIB_H */

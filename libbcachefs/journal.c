@@ -60,6 +60,8 @@ struct journal_dev {
 struct bch_journal {
 	struct journal_dev	devs[BCH_SB_MEMBERS_MAX];
 	unsigned		nr_devs;
+	unsigned		nr_wdevs;	/* devs[0..nr_wdevs) get new entries: the
+						 * read-write members (all, if none is) */
 	unsigned		replicas;
 	unsigned		block_sectors;
 	unsigned		csum_type;
@@ -168,9 +170,19 @@ int bch_fs_journal_init(struct bch_fs *c)
 	j->buf = malloc(j->max_u64s * 8);
 	if (!j->buf)
 		return -ENOMEM;
+	/* read-write members first: only they get new entries */
+	j->nr_wdevs = 0;
+	for (unsigned i = 0; i < j->nr_devs; i++)
+		if (bch_sb_member(c->sb, j->devs[i].dev)->state == BCH_MEMBER_STATE_rw) {
+			struct journal_dev t = j->devs[j->nr_wdevs];
+			j->devs[j->nr_wdevs++] = j->devs[i];
+			j->devs[i] = t;
+		}
+	if (!j->nr_wdevs)
+		j->nr_wdevs = j->nr_devs;
 	j->replicas = c->opts.v[Opt_metadata_replicas];
-	if (j->replicas > j->nr_devs)
-		j->replicas = j->nr_devs;
+	if (j->replicas > j->nr_wdevs)
+		j->replicas = j->nr_wdevs;
 	if (!j->replicas)
 		j->replicas = 1;
 	return 0;
@@ -664,7 +676,7 @@ int bch_journal_start(struct bch_fs *c, uint64_t min_seq)
 
 static struct journal_dev *target(struct bch_journal *j, uint64_t seq, unsigned k)
 {
-	return &j->devs[(seq + k) % j->nr_devs];
+	return &j->devs[(seq + k) % j->nr_wdevs];
 }
 
 static bool slot_free(struct bch_journal *j, struct journal_dev *jd, unsigned slot)

@@ -152,6 +152,62 @@ static int alloc_same_dev(struct bch_fs *c, const struct bch_bkey *k, uint32_t r
 	return 0;
 }
 
+/*
+ * drop_only: the replacement is k without the rewrite pointers (and stale
+ * cached ones); no data moves.  A dirty copy goes only with op->degrade,
+ * and never the last one.
+ */
+static int drop_ptrs(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op)
+{
+	struct bch_fs *c = m->c;
+	const struct bch_extent *e = bkey_val(k);
+	unsigned nr = bch_extent_nr_ptrs(k), nr_keep = 0, dirty_kept = 0;
+	struct bch_extent_ptr keep[BCH_REPLICAS_MAX];
+	int r;
+
+	if (k->type != BCH_BKEY_extent || !nr || (op->rewrite >> nr) || !op->rewrite || op->nr_new)
+		return -EINVAL;
+	for (unsigned i = 0; i < nr; i++) {
+		const struct bch_extent_ptr *p = &e->ptrs[i];
+		bool cached = p->flags & BCH_EXTENT_PTR_CACHED;
+		if (op->rewrite & (1U << i)) {
+			if (!cached && !op->degrade)
+				return -EINVAL;
+			continue;
+		}
+		if (cached && !bch_alloc_ptr_live(c, p))
+			continue;
+		keep[nr_keep++] = *p;
+		dirty_kept += !cached;
+	}
+	if (!dirty_kept)
+		return -EINVAL;		/* that would lose the data */
+	for (unsigned i = 0; i < m->nr; i++)
+		if (bpos_eq(m->q[i].old->p, k->p) && (r = bch_mover_flush(m)))
+			return r;
+	if (m->nr == BCH_MOVE_BATCH_KEYS && (r = bch_mover_flush(m)))
+		return r;
+	struct move_pending *p = &m->q[m->nr];
+	struct bch_bkey *nk = bch_bkey_alloc(BCH_BKEY_extent, k->p,
+					     sizeof(struct bch_extent) + nr_keep * sizeof(keep[0]));
+	memset(p, 0, sizeof(*p));
+	p->old = bch_bkey_dup(k);
+	if (!nk || !p->old) {
+		free(nk);
+		free(p->old);
+		memset(p, 0, sizeof(*p));
+		return -ENOMEM;
+	}
+	struct bch_extent *ne = bkey_val(nk);
+	nk->size = k->size;
+	nk->version = k->version;
+	ne->crc = e->crc;
+	memcpy(ne->ptrs, keep, nr_keep * sizeof(keep[0]));
+	p->new = nk;
+	m->nr++;
+	return 0;
+}
+
 int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op)
 {
 	struct bch_fs *c = m->c;
@@ -160,6 +216,8 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	int r;
 
 	m->s->keys_seen++;
+	if (op->drop_only)
+		return drop_ptrs(m, k, op);
 	if (k->type != BCH_BKEY_extent || !nr || (op->rewrite >> nr) || !op->nr_new ||
 	    (op->cached && op->rewrite))
 		return -EINVAL;

@@ -69,6 +69,11 @@ struct bch_move_op {
 	uint32_t	demote;		/* of the rewritten dirty pointers, those kept as
 					 * cached copies instead of dropped (rebalance:
 					 * data leaving promote_target stays cached there) */
+	bool		drop_only;	/* no new copies (nr_new 0): the rewrite pointers
+					 * are just dropped -- cached ones, or dirty ones
+					 * when degrade allows and a dirty copy stays */
+	bool		degrade;	/* drop_only may drop dirty copies (device
+					 * remove --force: the member is lost) */
 	bool		same_dev;	/* copygc: each rewritten dirty copy gets its new
 					 * copy on its own device (a new bucket there),
 					 * from the first half of the btree reserve
