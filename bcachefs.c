@@ -36,6 +36,7 @@ static const struct command commands[] = {
 	{ "image",	 cmd_image,	 "Read and change files inside an unmounted filesystem", "Files" },
 	{ "fs",		 cmd_fs,	 "fs usage: space used and free per device and data type", "Files" },
 	{ "data",	 cmd_data,	 "data rebalance: move data to its background target and compression", "Files" },
+	{ "device",	 cmd_device,	 "Add, remove, evacuate, resize members; set their state or label", "Devices" },
 	{ "fusemount",	 cmd_fusemount,	 "Mount through FUSE (no kernel driver)", "Files" },
 	{ "fsck",	 cmd_fsck,	 "Check and repair a filesystem (exit codes of fsck(8))", "Repair" },
 	{ "help-opts",	 cmd_help_opts,	 "List every filesystem option (--man: roff)",	"Other" },
@@ -45,7 +46,7 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-	const char *groups[] = { "Superblock", "Engine", "Files", "Repair", "Other" };
+	const char *groups[] = { "Superblock", "Engine", "Files", "Devices", "Repair", "Other" };
 
 	fprintf(f, "bcachefs - tools for a copy-on-write filesystem (this project's own format)\n"
 		   "usage: bcachefs <command> [options]   (bcachefs <command> --help for more)\n");

@@ -341,7 +341,7 @@ static struct bch_dl_lib blkid_lib = BCH_DL_LIB(BLKID_DL_SONAME, -ELIBACC, blkid
  * filesystem, partition table or bcachefs superblock was found, 0 if not,
  * or a negative error (printed) when it cannot tell: libblkid is missing.
  */
-static int probe_existing(const char *path, char *what, size_t len)
+int cmd_probe_existing(const char *path, bool skip_ours, char *what, size_t len)
 {
 	struct bch_blockdev *bd;
 	struct bch_sb *sb = NULL;
@@ -351,7 +351,7 @@ static int probe_existing(const char *path, char *what, size_t len)
 	if (access(path, F_OK))
 		return 0;
 	/* our own format first: blkid does not know it */
-	if (!bch_dev_open(path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd)) {
+	if (!skip_ours && !bch_dev_open(path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd)) {
 		if (!bch_sb_read(bd, &sb, NULL)) {
 			char uuid[37];
 			uuid_unparse(sb->user_uuid, uuid);
@@ -455,7 +455,7 @@ int cmd_format(int argc, char *argv[])
 	}
 
 	for (unsigned i = 0; i < s.nr_devs && !s.force; i++) {
-		int found = probe_existing(s.devs[i].path, what, sizeof(what));
+		int found = cmd_probe_existing(s.devs[i].path, false, what, sizeof(what));
 		if (found < 0)
 			return EXIT_FAIL;
 		if (found) {

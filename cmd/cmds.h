@@ -31,6 +31,15 @@ int cmd_fs(int argc, char *argv[]);
 int cmd_fusemount(int argc, char *argv[]);
 int cmd_data(int argc, char *argv[]);
 int cmd_set_fs_option(int argc, char *argv[]);
+int cmd_device(int argc, char *argv[]);
+int cmd_data_rereplicate(int argc, char *argv[]);	/* cmd_device.c */
+
+/*
+ * What is on path already (format, device add)?  1 and a description in
+ * what when a filesystem, partition table or (unless skip_ours) a bcachefs
+ * superblock is found, 0 if none, <0 (printed) when libblkid is missing.
+ */
+int cmd_probe_existing(const char *path, bool skip_ours, char *what, size_t len);
 
 /* fs usage of an open filesystem (also served by fusemount to `fs usage MNT`). */
 struct bch_fs;

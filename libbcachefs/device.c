@@ -951,3 +951,56 @@ out:
 	free(path);
 	return r;
 }
+
+/* ------------------------------------------------------ remove: may it? */
+
+int bch_dev_remove_check(struct bch_fs *c, unsigned dev, bool force, bool force_metadata,
+			 struct bch_dev_holdings *h, char *err, size_t errlen)
+{
+	struct bch_member *m = bch_sb_member(c->sb, dev);
+	char a[32], b[32], d[32];
+
+	if (!m || !bch_member_exists(m))
+		return bch_errf(err, errlen, -ENOENT, "there is no member %u", dev);
+	unsigned members = 0;
+	for (unsigned i = 0; i < c->nr_devs; i++)
+		members += bch_member_exists(bch_sb_member(c->sb, i));
+	if (members < 2)
+		return bch_errf(err, errlen, -EBUSY,
+				"member %u is the last member: nothing would be left (reformat instead)", dev);
+	bch_dev_holdings(c, dev, 0, h);
+	unsigned btree = rw_holders(c, BCH_DATA_btree, dev), user = rw_holders(c, BCH_DATA_user, dev);
+	if (!btree && h->btree_sectors)
+		return bch_errf(err, errlen, -EBUSY, "no other read-write member may hold metadata: "
+				"member %u's cannot go anywhere", dev);
+	if (!user && h->user_sectors && !force)
+		return bch_errf(err, errlen, -EBUSY, "no other read-write member may hold file data: "
+				"member %u's cannot go anywhere (--force drops it)", dev);
+	if (btree < c->opts.v[Opt_metadata_replicas] && h->btree_sectors && !force_metadata)
+		return bch_errf(err, errlen, -EBUSY,
+				"metadata_replicas=%" PRIu64 " needs %" PRIu64 " read-write members besides "
+				"member %u; there %s %u: --force-metadata to keep fewer copies of metadata",
+				c->opts.v[Opt_metadata_replicas], c->opts.v[Opt_metadata_replicas], dev,
+				btree == 1 ? "is" : "are", btree);
+	if (user < c->opts.v[Opt_data_replicas] && h->user_sectors && !force) {
+		bch_human_size(h->user_sectors << BCH_SECTOR_SHIFT, a, sizeof(a));
+		return bch_errf(err, errlen, -EBUSY,
+				"data_replicas=%" PRIu64 " needs %" PRIu64 " read-write members besides "
+				"member %u; there %s %u: --force to keep fewer copies (of up to %s)",
+				c->opts.v[Opt_data_replicas], c->opts.v[Opt_data_replicas], dev,
+				user == 1 ? "is" : "are", user, a);
+	}
+	if (bch_dev_missing(c, dev))
+		return 0;	/* its copies are re-made from the others: counted as they go */
+	uint64_t need = h->user_sectors + h->btree_sectors;
+	uint64_t have = bch_alloc_target_free(c, 0, 1ULL << dev);
+	if (need > have && !force) {
+		bch_human_size(need << BCH_SECTOR_SHIFT, a, sizeof(a));
+		bch_human_size(have << BCH_SECTOR_SHIFT, b, sizeof(b));
+		bch_human_size((need - have) << BCH_SECTOR_SHIFT, d, sizeof(d));
+		return bch_errf(err, errlen, -ENOSPC,
+				"member %u holds %s; the other read-write members have %s free: %s more "
+				"is needed (add a device or delete files first)", dev, a, b, d);
+	}
+	return 0;
+}

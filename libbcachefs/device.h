@@ -82,6 +82,15 @@ void bch_dev_holdings(struct bch_fs *c, unsigned dev, uint64_t first_bucket,
 		      struct bch_dev_holdings *h);
 
 /*
+ * May dev be removed?  Checked before anything moves: not the last member;
+ * the others can hold what it holds (*h) in free space and in copies
+ * (metadata_replicas, data_replicas), unless force (data) / force_metadata.
+ * -EBUSY / -ENOSPC with a message saying how much is missing and where.
+ */
+int bch_dev_remove_check(struct bch_fs *c, unsigned dev, bool force, bool force_metadata,
+			 struct bch_dev_holdings *h, char *err, size_t errlen);
+
+/*
  * Drop an empty member (the end of `device remove`): see above.  force:
  * pointers to it that remain (a lost member: their data is degraded) are
  * dropped from their keys first, and *lost_sectors counts the file data
