@@ -22,6 +22,7 @@
 #include "errcode.h"
 #include "fs.h"
 #include "fsck.h"
+#include "fsname.h"
 #include "opts.h"
 #include "super.h"
 
@@ -267,8 +268,20 @@ int cmd_fsck(int argc, char *argv[])
 		return FSCK_EXIT_USAGE;
 	}
 
-	unsigned nr;
-	char **devs = split_devs(argv + optind, argc - optind, &nr);
+	struct cmd_fs fs;
+	int rr = cmd_fs_resolve("fsck", argv + optind, argc - optind, &fs);
+	if (rr) {
+		free(ctx);
+		return rr == EXIT_USAGE ? FSCK_EXIT_USAGE : FSCK_EXIT_ERROR;
+	}
+	if (fs.mounted) {
+		/* the daemon holds the devices and changes them under us */
+		cmd_err("fsck", "%s: mounted (fusemount): unmount it first", fs.mnt);
+		free(ctx);
+		return FSCK_EXIT_ERROR;
+	}
+	unsigned nr = fs.nr;
+	char **devs = fs.devs;
 	struct bch_sb *sb = NULL;
 
 	if (!o.json)
