@@ -41,7 +41,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...] | MOUNTPOINT\n"
+"Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...] | UUID=<uuid> | MOUNTPOINT\n"
 "Show the space of a filesystem: size, used and free, per device and per data\n"
 "type (superblock, journal, btree, user data), cached data and fragmentation\n"
 "(space in user-data buckets not holding live data) per device, the\n"

@@ -104,10 +104,11 @@ static enum bch_fsck_answer report(struct bch_fsck_ctx *ctx, enum bch_fsck_probl
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs fsck [OPTION]... DEVICE...\n"
-"Check a bcachefs filesystem and repair what is wrong.  Give every member\n"
-"device (as arguments or joined by ':'); a member missing is an operational\n"
-"error (exit 8) naming it, unless -o degraded.\n"
+"Usage: bcachefs fsck [OPTION]... FS\n"
+"Check a bcachefs filesystem and repair what is wrong.  FS is every member\n"
+"device (as arguments or joined by ':') or UUID=<uuid> (block devices are\n"
+"scanned for its members); a member missing is an operational error (exit 8)\n"
+"naming it, unless -o degraded.  A mounted filesystem (fusemount) is refused.\n"
 "\n"
 "  -n, --no          check only: open read-only, change nothing\n"
 "  -y, --yes         repair every problem without asking\n"

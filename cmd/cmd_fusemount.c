@@ -1431,8 +1431,10 @@ static void bg_stop(struct fmount *m)
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs fusemount [-o OPTIONS] [-f] [-d] DEVICE[:DEVICE...] MOUNTPOINT\n"
-"Mount the filesystem through FUSE (no kernel driver needed).\n"
+"Usage: bcachefs fusemount [-o OPTIONS] [-f] [-d] DEVICE[:DEVICE...] | UUID=<uuid> MOUNTPOINT\n"
+"Mount the filesystem through FUSE (no kernel driver needed).  UUID=<uuid>:\n"
+"the block devices holding its members (found by scanning; image files are\n"
+"not scanned).  Devices a fusemount already holds are refused.\n"
 "\n"
 "  -o OPTIONS   comma-separated: filesystem options that apply when open\n"
 "               (compression=zstd, data_replicas=2, metadata_target=ssd, ...),\n"

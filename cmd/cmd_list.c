@@ -106,8 +106,9 @@ static int fs_devs(const char *cmd, char * const *args, unsigned nr, struct cmd_
 static void list_usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs list [OPTION]... DEVICE...\n"
-"Print the keys (or nodes) of btrees, read-only.\n"
+"Usage: bcachefs list [OPTION]... FS\n"
+"Print the keys (or nodes) of btrees, read-only.  FS: the member devices (as\n"
+"arguments or joined by ':') or UUID=<uuid>; a mounted filesystem is refused.\n"
 "\n"
 "  -b, --btree=NAME    only this btree (extents, inodes, dirents, xattrs, alloc,\n"
 "                      test); default: every btree, each after a header line\n"
@@ -240,9 +241,11 @@ static int print_jset(struct bch_fs *c, struct bch_jset *j, void *priv)
 int cmd_list_journal(int argc, char *argv[])
 {
 	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		printf("Usage: bcachefs list-journal DEVICE...\n"
+		printf("Usage: bcachefs list-journal FS\n"
 		       "Print the journal entries that replay would use (from the newest entry's\n"
-		       "last_seq to it), with their keys and roots.  Read-only.\n"
+		       "last_seq to it), with their keys and roots.  Read-only.  FS: the member\n"
+		       "devices (as arguments or joined by ':') or UUID=<uuid>; a mounted\n"
+		       "filesystem is refused.\n"
 		       "Exit: 0 printed, 1 the journal could not be read, 16 usage error.\n");
 		return EXIT_OK;
 	}

@@ -461,8 +461,11 @@ static int show_dev(const char *path, bool json, bool layout)
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs show-super [OPTION]... DEVICE\n"
-"Print the superblock of a bcachefs device or image file (read-only).\n"
+"Usage: bcachefs show-super [OPTION]... DEVICE[:DEVICE...] | UUID=<uuid> | MOUNTPOINT\n"
+"Print the superblock of a bcachefs device or image file (read-only).  Several\n"
+"devices, UUID=<uuid> (block devices are scanned for its members) or the\n"
+"mountpoint of a fusemount (its devices): each device's in turn (--json: an\n"
+"array).\n"
 "\n"
 "  -l, --layout   also print where the superblock copies live\n"
 "      --json     machine-readable output (sizes in bytes)\n"
