@@ -34,13 +34,14 @@
 #include "extents.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "fsname.h"
 #include "rebalance.h"
 #include "super.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...] | MOUNTPOINT\n"
+"Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...] | UUID=<uuid> | MOUNTPOINT\n"
 "Show the space of a filesystem: size, used and free, per device and per data\n"
 "type (superblock, journal, btree, user data), cached data and fragmentation\n"
 "(space in user-data buckets not holding live data) per device, the\n"
@@ -256,22 +257,25 @@ static int cmd_fs_usage(int argc, char *argv[])
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	struct cmd_fs fs;
+	int rr = cmd_fs_resolve("fs usage", argv + optind, argc - optind, &fs);
+	if (rr)
+		return rr;
 	/* a mounted filesystem: the daemon answers */
-	struct stat mst;
-	if (argc - optind == 1 && !stat(argv[optind], &mst) && S_ISDIR(mst.st_mode)) {
+	if (fs.mounted) {
 		char buf[65536];
 		const char *name = json ? "bcachefs.usage.json" : human ? "bcachefs.usage.h" : "bcachefs.usage";
-		ssize_t n = getxattr(argv[optind], name, buf, sizeof(buf) - 1);
+		ssize_t n = getxattr(fs.mnt, name, buf, sizeof(buf) - 1);
 		if (n < 0) {
-			cmd_err("fs usage", "%s: not a mounted bcachefs filesystem (%s)", argv[optind],
+			cmd_err("fs usage", "%s: the fusemount daemon did not answer (%s)", fs.mnt,
 				strerror(errno));
 			return EXIT_FAIL;
 		}
 		fwrite(buf, 1, n, stdout);
 		return EXIT_OK;
 	}
-	unsigned nr;
-	char **devs = split_devs(argv + optind, argc - optind, &nr), err[512];
+	unsigned nr = fs.nr;
+	char **devs = fs.devs, err[512];
 	struct bch_opts opts;
 	struct bch_fs *c;
 

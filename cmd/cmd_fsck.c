@@ -22,6 +22,7 @@
 #include "errcode.h"
 #include "fs.h"
 #include "fsck.h"
+#include "fsname.h"
 #include "opts.h"
 #include "super.h"
 
@@ -103,10 +104,11 @@ static enum bch_fsck_answer report(struct bch_fsck_ctx *ctx, enum bch_fsck_probl
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs fsck [OPTION]... DEVICE...\n"
-"Check a bcachefs filesystem and repair what is wrong.  Give every member\n"
-"device (as arguments or joined by ':'); a member missing is an operational\n"
-"error (exit 8) naming it, unless -o degraded.\n"
+"Usage: bcachefs fsck [OPTION]... FS\n"
+"Check a bcachefs filesystem and repair what is wrong.  FS is every member\n"
+"device (as arguments or joined by ':') or UUID=<uuid> (block devices are\n"
+"scanned for its members); a member missing is an operational error (exit 8)\n"
+"naming it, unless -o degraded.  A mounted filesystem (fusemount) is refused.\n"
 "\n"
 "  -n, --no          check only: open read-only, change nothing\n"
 "  -y, --yes         repair every problem without asking\n"
@@ -267,8 +269,20 @@ int cmd_fsck(int argc, char *argv[])
 		return FSCK_EXIT_USAGE;
 	}
 
-	unsigned nr;
-	char **devs = split_devs(argv + optind, argc - optind, &nr);
+	struct cmd_fs fs;
+	int rr = cmd_fs_resolve("fsck", argv + optind, argc - optind, &fs);
+	if (rr) {
+		free(ctx);
+		return rr == EXIT_USAGE ? FSCK_EXIT_USAGE : FSCK_EXIT_ERROR;
+	}
+	if (fs.mounted) {
+		/* the daemon holds the devices and changes them under us */
+		cmd_err("fsck", "%s: mounted (fusemount): unmount it first", fs.mnt);
+		free(ctx);
+		return FSCK_EXIT_ERROR;
+	}
+	unsigned nr = fs.nr;
+	char **devs = fs.devs;
 	struct bch_sb *sb = NULL;
 
 	if (!o.json)

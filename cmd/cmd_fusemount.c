@@ -59,6 +59,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "fuse_dl.h"
+#include "fsname.h"
 #include "inode.h"
 #include "io.h"
 #include "move.h"
@@ -1430,8 +1431,10 @@ static void bg_stop(struct fmount *m)
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs fusemount [-o OPTIONS] [-f] [-d] DEVICE[:DEVICE...] MOUNTPOINT\n"
-"Mount the filesystem through FUSE (no kernel driver needed).\n"
+"Usage: bcachefs fusemount [-o OPTIONS] [-f] [-d] DEVICE[:DEVICE...] | UUID=<uuid> MOUNTPOINT\n"
+"Mount the filesystem through FUSE (no kernel driver needed).  UUID=<uuid>:\n"
+"the block devices holding its members (found by scanning; image files are\n"
+"not scanned).  Devices a fusemount already holds are refused.\n"
 "\n"
 "  -o OPTIONS   comma-separated: filesystem options that apply when open\n"
 "               (compression=zstd, data_replicas=2, metadata_target=ssd, ...),\n"
@@ -1610,17 +1613,24 @@ int cmd_fusemount(int argc, char *argv[])
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	/* DEV[:DEV...] or UUID=... (fsname.h) */
+	struct cmd_fs fsn;
+	char *dev_arg[1] = { (char *)dev };
+	int rr = cmd_fs_resolve("fusemount", dev_arg, 1, &fsn);
+	if (rr)
+		return rr;
+	if (fsn.mounted) {
+		cmd_err("fusemount", "%s: already mounted on %s", dev, fsn.mnt);
+		cmd_fs_free(&fsn);
+		return EXIT_FAIL;
+	}
 	/* fsname: the devices with absolute paths, so show-super MOUNTPOINT finds them */
 	char fsname[8192] = "";
-	{
-		char *d = strdup(dev), *save = NULL;
-		for (char *p = strtok_r(d, ":", &save); p; p = strtok_r(NULL, ":", &save)) {
-			char abs[PATH_MAX];
-			size_t fl = strlen(fsname);
-			snprintf(fsname + fl, sizeof(fsname) - fl, "%s%s", fl ? ":" : "",
-				 realpath(p, abs) ? abs : p);
-		}
-		free(d);
+	for (unsigned i = 0; i < fsn.nr; i++) {
+		char abs[PATH_MAX], *p = fsn.devs[i];
+		size_t fl = strlen(fsname);
+		snprintf(fsname + fl, sizeof(fsname) - fl, "%s%s", fl ? ":" : "",
+			 realpath(p, abs) ? abs : p);
 	}
 	size_t l = strlen(fuse_opts);
 	snprintf(fuse_opts + l, sizeof(fuse_opts) - l, "%s,subtype=bcachefs", fsname);
@@ -1631,21 +1641,25 @@ int cmd_fusemount(int argc, char *argv[])
 		else if (!strncmp(argv[i], "-o", 2) && argv[i][2])
 			list = argv[i] + 2;
 		if (list && split_opts(list, &opts, fuse_opts, sizeof(fuse_opts), &ro, &norebalance, &nocopygc,
-				       &iostats))
+				       &iostats)) {
+			cmd_fs_free(&fsn);
 			return EXIT_USAGE;
+		}
 	}
 	struct stat st;
 	if (stat(mnt, &st) || !S_ISDIR(st.st_mode)) {
 		cmd_err("fusemount", "%s: not a directory", mnt);
+		cmd_fs_free(&fsn);
 		return EXIT_USAGE;
 	}
 	/* before the filesystem is opened: without libfuse3 nothing is touched */
-	if (fuse_dl_load("fusemount", &lf))
+	if (fuse_dl_load("fusemount", &lf)) {
+		cmd_fs_free(&fsn);
 		return EXIT_FAIL;
+	}
 
-	unsigned nr;
-	char *dev_arg[1] = { (char *)dev };
-	char **devs = split_devs(dev_arg, 1, &nr), err[512];
+	unsigned nr = fsn.nr;
+	char **devs = fsn.devs, err[512];
 	struct fmount m = { .read_only = ro, .norebalance = norebalance, .nocopygc = nocopygc };
 	pthread_condattr_t ca;
 	pthread_mutex_init(&m.lock, NULL);

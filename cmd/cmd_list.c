@@ -17,6 +17,7 @@
 #include "cmds.h"
 #include "errcode.h"
 #include "fs.h"
+#include "fsname.h"
 #include "journal.h"
 
 static int open_ro(const char *cmd, char **devs, unsigned nr, struct bch_fs **c)
@@ -87,11 +88,27 @@ static int list_keys(struct bch_fs *c, unsigned id, struct list_args *a)
 	return r;
 }
 
+/*
+ * FS named on the command line (fsname.h), as devices: a mounted filesystem
+ * is refused (its daemon holds the devices and changes them as we read).
+ */
+static int fs_devs(const char *cmd, char * const *args, unsigned nr, struct cmd_fs *fs)
+{
+	int r = cmd_fs_resolve(cmd, args, nr, fs);
+
+	if (!r && fs->mounted) {
+		cmd_err(cmd, "%s: mounted (fusemount): unmount it first", fs->mnt);
+		return EXIT_FAIL;
+	}
+	return r;
+}
+
 static void list_usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs list [OPTION]... DEVICE...\n"
-"Print the keys (or nodes) of btrees, read-only.\n"
+"Usage: bcachefs list [OPTION]... FS\n"
+"Print the keys (or nodes) of btrees, read-only.  FS: the member devices (as\n"
+"arguments or joined by ':') or UUID=<uuid>; a mounted filesystem is refused.\n"
 "\n"
 "  -b, --btree=NAME    only this btree (extents, inodes, dirents, xattrs, alloc,\n"
 "                      test); default: every btree, each after a header line\n"
@@ -161,10 +178,15 @@ int cmd_list(int argc, char *argv[])
 		return EXIT_USAGE;
 	}
 
-	unsigned nr;
-	char **devs = split_devs(argv + optind, argc - optind, &nr);
+	struct cmd_fs fs;
+	int r = fs_devs("list", argv + optind, argc - optind, &fs);
+	if (r)
+		return r;
+
+	unsigned nr = fs.nr;
+	char **devs = fs.devs;
 	struct bch_fs *c;
-	int r = open_ro("list", devs, nr, &c);
+	r = open_ro("list", devs, nr, &c);
 	if (r) {
 		free_devs(devs);
 		return EXIT_FAIL;
@@ -219,9 +241,11 @@ static int print_jset(struct bch_fs *c, struct bch_jset *j, void *priv)
 int cmd_list_journal(int argc, char *argv[])
 {
 	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		printf("Usage: bcachefs list-journal DEVICE...\n"
+		printf("Usage: bcachefs list-journal FS\n"
 		       "Print the journal entries that replay would use (from the newest entry's\n"
-		       "last_seq to it), with their keys and roots.  Read-only.\n"
+		       "last_seq to it), with their keys and roots.  Read-only.  FS: the member\n"
+		       "devices (as arguments or joined by ':') or UUID=<uuid>; a mounted\n"
+		       "filesystem is refused.\n"
 		       "Exit: 0 printed, 1 the journal could not be read, 16 usage error.\n");
 		return EXIT_OK;
 	}
@@ -229,13 +253,18 @@ int cmd_list_journal(int argc, char *argv[])
 		cmd_err("list-journal", argc < 2 ? "no devices given" : "unknown option '%s'", argv[1]);
 		return EXIT_USAGE;
 	}
-	unsigned nr;
-	char **devs = split_devs(argv + 1, argc - 1, &nr);
+	struct cmd_fs fs;
+	int r = fs_devs("list-journal", argv + 1, argc - 1, &fs);
+	if (r)
+		return r;
+
+	unsigned nr = fs.nr;
+	char **devs = fs.devs;
 	struct bch_fs *c;
 	uint64_t newest;
 	char err[512];
 	/* no replay: the journal of a filesystem that cannot be opened can be read */
-	int r = bch_fs_open_journal_only(devs, nr, &c, err, sizeof(err));
+	r = bch_fs_open_journal_only(devs, nr, &c, err, sizeof(err));
 
 	if (r)
 		cmd_err("list-journal", "%s", err);

@@ -20,6 +20,7 @@
 #include "blockdev.h"
 #include "cmds.h"
 #include "errcode.h"
+#include "fsname.h"
 #include "opts.h"
 #include "super.h"
 
@@ -398,13 +399,73 @@ static void show_sb(struct out *o, const char *path, const struct bch_sb *sb,
 	out_close(o, false);
 }
 
+/* The devices of the fuse.bcachefs mount on mnt: its source, split at ':'. */
+static char **mount_devs(const char *mnt, unsigned *nr)
+{
+	FILE *mf = fopen("/proc/mounts", "re");
+	char src[4096], dst[4096], type[64], *found = NULL;
+
+	if (!mf)
+		return NULL;
+	while (fscanf(mf, "%4095s %4095s %63s %*[^\n]", src, dst, type) == 3) {
+		bch_mountinfo_unescape(dst);
+		if (!strcmp(type, "fuse.bcachefs") && !strcmp(dst, mnt)) {
+			free(found);
+			found = strdup(src);
+		}
+	}
+	fclose(mf);
+	if (!found)
+		return NULL;
+	bch_mountinfo_unescape(found);
+
+	char **devs = split_devs(&found, 1, nr);
+	free(found);
+	return devs;
+}
+
+/* Read and print the superblock of one device; the exit code. */
+static int show_dev(const char *path, bool json, bool layout)
+{
+	struct out o = { .json = json, .depth = 0 };
+	struct bch_blockdev *dev;
+	struct bch_sb_read_report report;
+	struct bch_sb *sb = NULL;
+
+	o.first[0] = true;
+	int ret = bch_dev_open(path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &dev);
+	if (ret) {
+		cmd_err("show-super", "%s: %s", path, bch_err_str(ret));
+		return EXIT_FAIL;
+	}
+	ret = bch_sb_read(dev, &sb, &report);
+	bch_dev_close(dev);
+	if (ret) {
+		cmd_err("show-super", "%s: %s", path, bch_err_str(ret));
+		for (unsigned i = 0; i < report.nr; i++)
+			fprintf(stderr, "  copy at sector %" PRIu64 ": %s\n", report.copies[i].offset,
+				report.copies[i].msg[0] ? report.copies[i].msg
+							: bch_err_str(report.copies[i].err));
+		return EXIT_FAIL;
+	}
+	/* o.depth starts at 0; the top-level object opens depth 1. */
+	show_sb(&o, path, sb, &report, layout);
+	if (o.json)
+		putchar('\n');
+	free(sb);
+	return EXIT_OK;
+}
+
 /* ------------------------------------------------------------- command */
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs show-super [OPTION]... DEVICE\n"
-"Print the superblock of a bcachefs device or image file (read-only).\n"
+"Usage: bcachefs show-super [OPTION]... DEVICE[:DEVICE...] | UUID=<uuid> | MOUNTPOINT\n"
+"Print the superblock of a bcachefs device or image file (read-only).  Several\n"
+"devices, UUID=<uuid> (block devices are scanned for its members) or the\n"
+"mountpoint of a fusemount (its devices): each device's in turn (--json: an\n"
+"array).\n"
 "\n"
 "  -l, --layout   also print where the superblock copies live\n"
 "      --json     machine-readable output (sizes in bytes)\n"
@@ -442,57 +503,31 @@ int cmd_show_super(int argc, char *argv[])
 			usage(stderr);
 			return EXIT_USAGE;
 		}
-	if (argc - optind != 1) {
-		cmd_err("show-super", argc == optind ? "no device given" : "expects one device");
+	if (argc == optind) {
+		cmd_err("show-super", "no device given");
 		usage(stderr);
 		return EXIT_USAGE;
 	}
 
-	const char *path = argv[optind];
-	char mounted[4096];
-	struct stat pst;
-	/* a FUSE mountpoint: its first device, from /proc/mounts */
-	if (!stat(path, &pst) && S_ISDIR(pst.st_mode)) {
-		FILE *mf = fopen("/proc/mounts", "r");
-		char src[4096], dst[4096], type[64], real[4096];
-		bool found = false;
-		if (mf && realpath(path, real)) {
-			while (fscanf(mf, "%4095s %4095s %63s %*[^\n]", src, dst, type) == 3)
-				if (!strcmp(type, "fuse.bcachefs") && !strcmp(dst, real)) {
-					snprintf(mounted, sizeof(mounted), "%.*s", (int)strcspn(src, ":"), src);
-					found = true;
-				}
-		}
-		if (mf)
-			fclose(mf);
-		if (!found) {
-			cmd_err("show-super", "%s: a directory, and not a mounted bcachefs filesystem", path);
-			return EXIT_FAIL;
-		}
-		path = mounted;
-	}
-	struct bch_blockdev *dev;
-	struct bch_sb_read_report report;
-	struct bch_sb *sb = NULL;
-	int ret = bch_dev_open(path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &dev);
-	if (ret) {
-		cmd_err("show-super", "%s: %s", path, bch_err_str(ret));
+	struct cmd_fs fs;
+	int ret = cmd_fs_resolve("show-super", argv + optind, argc - optind, &fs);
+	if (ret)
+		return ret;
+	/* a fusemount's mountpoint (or devices it holds): the devices it was given */
+	if (fs.mounted && !(fs.devs = mount_devs(fs.mnt, &fs.nr))) {
+		cmd_err("show-super", "%s: cannot find the devices of this mount in /proc/mounts",
+			fs.mnt);
 		return EXIT_FAIL;
 	}
-	ret = bch_sb_read(dev, &sb, &report);
-	bch_dev_close(dev);
-	if (ret) {
-		cmd_err("show-super", "%s: %s", path, bch_err_str(ret));
-		for (unsigned i = 0; i < report.nr; i++)
-			fprintf(stderr, "  copy at sector %" PRIu64 ": %s\n", report.copies[i].offset,
-				report.copies[i].msg[0] ? report.copies[i].msg
-							: bch_err_str(report.copies[i].err));
-		return EXIT_FAIL;
+	if (o.json && fs.nr > 1)
+		putchar('[');
+	for (unsigned i = 0; i < fs.nr && !ret; i++) {
+		if (i)
+			putchar(o.json ? ',' : '\n');
+		ret = show_dev(fs.devs[i], o.json, layout);
 	}
-	/* o.depth starts at 0; the top-level object opens depth 1. */
-	show_sb(&o, path, sb, &report, layout);
-	if (o.json)
-		putchar('\n');
-	free(sb);
-	return EXIT_OK;
+	if (o.json && fs.nr > 1 && !ret)
+		printf("]\n");
+	cmd_fs_free(&fs);
+	return ret;
 }
