@@ -81,7 +81,7 @@ static int parse(const char *cmd, int argc, char **argv, const char *allowed, st
 	pthread_mutex_lock(&parse_lock);
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+fh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "fh", long_opts, NULL)) != -1) {
 		const char *name = NULL;
 		for (const struct option *lo = long_opts; lo->name; lo++)
 			if (lo->val == c)

@@ -185,6 +185,12 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 			op.nr_new = avail;	/* as many as there are devices for; counted stuck below */
 	}
 	r = bch_mover_add(mv, k, &op);
+	if (r == -BCH_ERR_no_space && op.same_dev) {
+		/* a shrink with no room left below the new end: another member */
+		j->ms.keys_no_space--;
+		op.same_dev = false;
+		r = bch_mover_add(mv, k, &op);
+	}
 	if (!r)
 		return (int64_t)e->crc.compressed_sectors * op.nr_new << BCH_SECTOR_SHIFT;
 	if (r == -ENOMEM || bch_err_is_dl(r))
