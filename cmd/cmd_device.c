@@ -52,6 +52,7 @@ struct dev_opts {
 	bool		durability_set;
 	uint64_t	fs_size, bucket_size;
 	bool		force, force_metadata, discard, json, help;
+	struct bch_opts	open;		/* -o: how to open the devices (degraded, ...) */
 	int		nr_ops;		/* operands */
 	char		**ops;
 };
@@ -81,7 +82,7 @@ static int parse(const char *cmd, int argc, char **argv, const char *allowed, st
 	pthread_mutex_lock(&parse_lock);
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "fh", long_opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "fho:", long_opts, NULL)) != -1) {
 		const char *name = NULL;
 		for (const struct option *lo = long_opts; lo->name; lo++)
 			if (lo->val == c)
@@ -134,6 +135,14 @@ static int parse(const char *cmd, int argc, char **argv, const char *allowed, st
 		case 'h':
 			o->help = true;
 			break;
+		case 'o': {
+			char oerr[256];
+			if (bch_opts_parse_list(&o->open, optarg, OPT_MOUNT, oerr, sizeof(oerr))) {
+				cmd_err(cmd, "-o %s: %s", optarg, oerr);
+				ret = EXIT_USAGE;
+			}
+			break;
+		}
 		default:
 			cmd_err(cmd, "unknown option '%s' (see --help)", argv[optind - 1]);
 			ret = EXIT_USAGE;
@@ -692,6 +701,8 @@ static const char device_usage[] =
 "\n"
 "MEMBER is a member's device path, index (show-super), or UUID.\n"
 "Options:  --json  a summary for scripts (add, remove, evacuate, resize)\n"
+"          -o degraded  open with members missing (offline; a mounted filesystem\n"
+"                       was mounted so); -o very_degraded even if data has no copy\n"
 "\n"
 "Exit status: 0 done; 1 refused, failed, or work left (the reason is printed);\n"
 "16 usage error.\n";
@@ -733,14 +744,15 @@ static int front(const char *cmd, int argc, char **argv, const char *allowed, in
 		abort();
 	bargv[bargc++] = strdup(cmd);
 	for (int i = 1; i < argc - o.nr_ops; i++)
-		bargv[bargc++] = strdup(argv[i]);
+		if (strcmp(argv[i], "-o") && strncmp(argv[i], "-o", 2) && (i == 1 || strcmp(argv[i - 1], "-o")))
+			bargv[bargc++] = strdup(argv[i]);	/* -o is the front's: how to open */
 	for (int i = 0; i < n_after; i++)
 		bargv[bargc++] = absolute(o.ops[nfs + i], path_mask >> i & 1);
 
 	struct cmd_fs fs;
 	if ((r = cmd_fs_resolve(cmd, o.ops, nfs, &fs)))
 		goto out;
-	r = cmd_run(cmd, &fs, NULL, bargc, bargv);
+	r = cmd_run(cmd, &fs, &o.open, bargc, bargv);
 	cmd_fs_free(&fs);
 out:
 	for (int i = 0; i < bargc; i++)
@@ -804,7 +816,7 @@ int cmd_device(int argc, char *argv[])
 }
 
 static const char rereplicate_usage[] =
-"Usage: bcachefs data rereplicate [--json] FS\n"
+"Usage: bcachefs data rereplicate [--json] [-o degraded] FS\n"
 "\n"
 "Give every extent and btree node the copies its options ask for (after a\n"
 "member was lost, or replicas was raised): copies on missing or failed\n"

@@ -146,6 +146,20 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 			r = bch_mover_add(mv, k, &op);
 			return r == -ENOMEM ? r : 0;
 		}
+		/* copies enough without the ones there (after a rereplicate): just drop those */
+		unsigned rest = 0;
+		for (unsigned i = 0; i < nr; i++)
+			if (!(dirty >> i & 1))
+				rest += ptr_durability(c, &e->ptrs[i]);
+		if (rest >= want_replicas(c, j, k->p.inode)) {
+			op.drop_only = true;
+			op.degrade = true;
+			op.rewrite = dirty | cached;
+			r = bch_mover_add(mv, k, &op);
+			if (r == -ENOMEM)
+				return r;
+			return 0;
+		}
 		op.rewrite = dirty | cached;
 		op.nr_new = popcount32(dirty);
 		if (j->first_bucket) {
@@ -383,7 +397,7 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 static int extents_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
 {
 	struct bch_mover *mv;
-	uint64_t done = 0;
+	uint64_t done = 0, moved_before = j->ms.keys_moved;
 	int r = bch_mover_init(c, &j->ms, &mv), r2;
 
 	if (r)
@@ -410,7 +424,6 @@ static int extents_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budge
 		/* small keys still cost: count each as one block */
 		done += (uint64_t)c->sb->block_size << BCH_SECTOR_SHIFT;
 	}
-	uint64_t moved_before = j->ms.keys_moved;
 	r2 = bch_mover_exit(mv);
 	j->keys_done += j->ms.keys_moved - moved_before;
 	return r ? r : r2;
