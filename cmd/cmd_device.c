@@ -315,6 +315,16 @@ int cmd_dev_add_body(struct cmd_ctx *x, int argc, char **argv)
 		xerr(x, "give the new device");
 		return EXIT_USAGE;
 	}
+	if (!o.force) {
+		char what[256];
+		int found = cmd_probe_existing(o.ops[0], true, what, sizeof(what));
+		if (found < 0)
+			return EXIT_FAIL;
+		if (found) {
+			xerr(x, "%s: holds %s; -f to overwrite it", o.ops[0], what);
+			return EXIT_FAIL;
+		}
+	}
 	struct bch_dev_add_args a = {
 		.path = o.ops[0], .label = o.label, .durability = o.durability_set ? o.durability : 1,
 		.durability_set = true, .size = o.fs_size, .bucket_size = o.bucket_size,
@@ -327,7 +337,7 @@ int cmd_dev_add_body(struct cmd_ctx *x, int argc, char **argv)
 	x->unlock(x);
 	double secs = cmd_now() - t0;
 	if (r) {
-		xerr(x, "%s: %s", o.ops[0], err);
+		xerr(x, "%s", err);
 		return EXIT_FAIL;
 	}
 	char sz[32], uuid[37] = "";

@@ -435,7 +435,8 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 	int r;
 
 	if (c->read_only)
-		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "the filesystem is open read-only");
+		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "%s: the filesystem is open read-only",
+				a->path);
 	/* a slot: the first never used or freed by a remove */
 	ed.idx = BCH_SB_MEMBERS_MAX;
 	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX && ed.idx == BCH_SB_MEMBERS_MAX; i++) {
@@ -444,8 +445,8 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 			ed.idx = i;
 	}
 	if (ed.idx == BCH_SB_MEMBERS_MAX)
-		return bch_errf(err, errlen, -ENOSPC, "the filesystem has %u members already",
-				BCH_SB_MEMBERS_MAX);
+		return bch_errf(err, errlen, -ENOSPC, "%s: the filesystem has %u members already",
+				a->path, BCH_SB_MEMBERS_MAX);
 	for (unsigned i = 0; i < c->nr_devs; i++) {
 		struct bch_dev *ca = c->devs[i];
 		if (ca && ca->bdev && same_file(bch_dev_path(ca->bdev), a->path))
