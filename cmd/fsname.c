@@ -10,6 +10,7 @@
  * valid superblock of ours is skipped without a message (most block devices
  * are not ours).  Image files are not scanned: they have to be named.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -172,6 +173,46 @@ static int resolve_uuid(const char *cmd, const char *arg, struct cmd_fs *fs)
 	return 0;
 }
 
+/*
+ * The loop devices (/dev/loopN) whose backing file is one of devs: a
+ * fusemount given the loop device holds the image file too.
+ */
+static char **loops_of(char * const *devs, unsigned nr, unsigned *nr_loops)
+{
+	char **loops = calloc(nr + 1, sizeof(*loops));
+	DIR *d = opendir("/sys/block");
+	struct dirent *e;
+
+	if (!loops)
+		abort();
+	*nr_loops = 0;
+	while (d && (e = readdir(d)) && *nr_loops < nr) {
+		char sys[PATH_MAX], backing[PATH_MAX];
+		struct stat bst, st;
+		FILE *f;
+
+		if (strncmp(e->d_name, "loop", 4))
+			continue;
+		snprintf(sys, sizeof(sys), "/sys/block/%s/loop/backing_file", e->d_name);
+		if (!(f = fopen(sys, "re")))
+			continue;
+		bool got = fgets(backing, sizeof(backing), f);
+		fclose(f);
+		backing[strcspn(backing, "\n")] = 0;
+		if (!got || stat(backing, &bst) || !S_ISREG(bst.st_mode))
+			continue;
+		for (unsigned i = 0; i < nr; i++)
+			if (!stat(devs[i], &st) && st.st_dev == bst.st_dev && st.st_ino == bst.st_ino) {
+				snprintf(sys, sizeof(sys), "/dev/%s", e->d_name);
+				loops[(*nr_loops)++] = strdup(sys);
+				break;
+			}
+	}
+	if (d)
+		closedir(d);
+	return loops;
+}
+
 int cmd_fs_resolve(const char *cmd, char * const *args, unsigned nr, struct cmd_fs *fs)
 {
 	memset(fs, 0, sizeof(*fs));
@@ -222,7 +263,13 @@ int cmd_fs_resolve(const char *cmd, char * const *args, unsigned nr, struct cmd_
 		cmd_fs_free(fs);
 		return ret;
 	}
-	if (cmd_mounted_at(fs->devs, fs->nr, fs->mnt, sizeof(fs->mnt))) {
+	unsigned nr_loops;
+	char **loops = loops_of(fs->devs, fs->nr, &nr_loops);
+	bool mounted = cmd_mounted_at(fs->devs, fs->nr, fs->mnt, sizeof(fs->mnt)) ||
+		(nr_loops && cmd_mounted_at(loops, nr_loops, fs->mnt, sizeof(fs->mnt)));
+
+	free_devs(loops);
+	if (mounted) {
 		free_devs(fs->devs);
 		fs->devs = NULL;
 		fs->nr = 0;

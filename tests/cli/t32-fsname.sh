@@ -107,6 +107,11 @@ for fs in "UUID=$U" "mnt" "$L2"; do
 	expect_rc 1 $B list $fs
 	expect_in err "^bcachefs list: $mnt: mounted"
 done
+# the image files behind the loop devices the daemon holds: mounted too
+expect_rc 0 $B fs usage --json a.img
+expect_rc 0 jq -e '(.devices | length) == 2' out
+expect_rc 8 $B fsck -n b.img:a.img
+expect_in err "^bcachefs fsck: $mnt: mounted \\(fusemount\\): unmount it first$"
 expect_rc 0 $B show-super mnt
 [ "$(grep -Ec '^Device: ' out)" = 2 ] || fail "show-super mnt: $(cat out)"
 expect_rc 1 $B fusemount UUID=$U d
