@@ -6,8 +6,10 @@
 #include <string.h>
 
 #include "cmd_ctx.h"
+#include "cmds.h"
 
 const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
+	{ "data scrub",	cmd_scrub_body,	true },
 	{ NULL, NULL, false }
 };
 

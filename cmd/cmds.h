@@ -30,7 +30,12 @@ int cmd_image(int argc, char *argv[]);
 int cmd_fs(int argc, char *argv[]);
 int cmd_fusemount(int argc, char *argv[]);
 int cmd_data(int argc, char *argv[]);
+int cmd_data_scrub(int argc, char *argv[]);	/* cmd_scrub.c */
 int cmd_set_fs_option(int argc, char *argv[]);
+
+/* Command bodies (cmd_ctx.h) in cmd_ctl_cmds.c's table. */
+struct cmd_ctx;
+int cmd_scrub_body(struct cmd_ctx *x, int argc, char **argv);
 
 /* fs usage of an open filesystem (also served by fusemount to `fs usage MNT`). */
 struct bch_fs;
