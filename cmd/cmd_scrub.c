@@ -28,6 +28,7 @@
 #include "cmd_ctx.h"
 #include "cmds.h"
 #include "errcode.h"
+#include "fs.h"
 #include "fsname.h"
 #include "opts.h"
 #include "progress.h"
@@ -214,9 +215,13 @@ int cmd_scrub_body(struct cmd_ctx *x, int argc, char **argv)
 		summary_json(x, s, secs, interrupted);
 	else
 		summary_text(x, names, s, secs);
-	for (unsigned i = 0; i < s->nr_bad; i++)
-		fprintf(x->err, "bcachefs %s: %s: %s%s%s: %s\n", CMD, names, s->bad[i].what,
-			s->bad[i].btree ? "" : " (", s->bad[i].btree ? "" : "bytes)", s->bad[i].why);
+	for (unsigned i = 0; i < s->nr_bad; i++) {
+		char bytes[40] = "";
+		if (!s->bad[i].btree)
+			snprintf(bytes, sizeof(bytes), " (%" PRIu64 " bytes)", s->bad[i].bytes);
+		fprintf(x->err, "bcachefs %s: %s: %s%s: %s\n", CMD, names, s->bad[i].what, bytes,
+			s->bad[i].why);
+	}
 	if (s->unrepairable > s->nr_bad)
 		fprintf(x->err, "bcachefs %s: %s: and %" PRIu64 " more left bad\n", CMD, names,
 			s->unrepairable - s->nr_bad);
@@ -231,6 +236,33 @@ out:
 }
 
 /* ------------------------------------------------------------ the front */
+
+/*
+ * Offline, a MEMBER that names nothing is refused before the read-write
+ * open (whose close would write the superblocks): a read-only look first.
+ */
+static int check_member(const struct cmd_fs *fs, const struct bch_opts *opts, const char *member)
+{
+	struct bch_opts ro = *opts;
+	struct bch_fs *c;
+	char err[512], names[1024];
+	size_t n = 0;
+	int dev;
+
+	names[0] = 0;
+	for (unsigned i = 0; i < fs->nr && n < sizeof(names); i++)
+		n += snprintf(names + n, sizeof(names) - n, "%s%s", i ? ":" : "", fs->devs[i]);
+	bch_opt_set(&ro, Opt_read_only, 1);
+	if (bch_fs_open(fs->devs, fs->nr, &ro, &c, err, sizeof(err))) {
+		cmd_err(CMD, "%s", err);
+		return EXIT_FAIL;
+	}
+	int r = find_member(c, member, &dev, err, sizeof(err));
+	bch_fs_close(c);
+	if (r)
+		cmd_err(CMD, "%s: %s", names, err);
+	return r ? EXIT_FAIL : 0;
+}
 
 int cmd_data_scrub(int argc, char *argv[])
 {
@@ -282,7 +314,9 @@ int cmd_data_scrub(int argc, char *argv[])
 		bargv[bargc++] = member;
 	}
 	bargv[bargc] = NULL;
-	int code = cmd_run(CMD, &fs, &opts, bargc, bargv);
+	int code = !fs.mounted && optind + 1 < argc ? check_member(&fs, &opts, member) : 0;
+	if (!code)
+		code = cmd_run(CMD, &fs, &opts, bargc, bargv);
 	free_devs(fs.devs);
 	return code;
 }
