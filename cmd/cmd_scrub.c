@@ -43,7 +43,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs data scrub [--json] [--degraded] FS [MEMBER]\n"
+"Usage: bcachefs data scrub [--json] [--degraded | -o degraded] FS [MEMBER]\n"
 "Read every copy of the filesystem's data and btree nodes (only the copies on\n"
 "MEMBER when given: a member device path or index), verify their checksums and\n"
 "rewrite each bad copy from a good one (on its own device; a bad btree node\n"
@@ -54,7 +54,8 @@ static void usage(FILE *f)
 "Progress on a terminal; Ctrl-C stops at the end of a step (run it again).\n"
 "\n"
 "  --json        the summary as JSON (sizes in bytes)\n"
-"  --degraded    scrub with member devices missing (offline): their copies\n"
+"  --degraded, -o degraded\n"
+"                scrub with member devices missing (offline): their copies\n"
 "                are skipped and counted\n"
 "  -h, --help    this help\n"
 "\n"
@@ -203,7 +204,8 @@ int cmd_scrub_body(struct cmd_ctx *x, int argc, char **argv)
 		x->unlock(x);
 		cmd_progress_update(&p, s->bytes_read, s->bytes_total, false);
 	} while (r > 0);
-	cmd_progress_update(&p, s->bytes_read, s->bytes_total, true);
+	/* (the total was an estimate: a finished scrub shows nothing left) */
+	cmd_progress_update(&p, s->bytes_read, r || interrupted ? s->bytes_total : s->bytes_read, true);
 	cmd_progress_done(&p);
 	double secs = cmd_now() - start;
 
@@ -273,13 +275,22 @@ int cmd_data_scrub(int argc, char *argv[])
 		{ NULL }
 	};
 	struct bch_opts opts = { 0 };
+	char oerr[256];
 	bool json = false;
 	int o;
 
-	while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+	while ((o = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1)
 		switch (o) {
 		case 'j': json = true; break;
 		case 'D': bch_opt_set(&opts, Opt_degraded, 1); break;
+		case 'o':
+			if (bch_opts_parse_list(&opts, optarg, OPT_MOUNT, oerr, sizeof(oerr)) ||
+			    (opts.set & ~(1ULL << Opt_degraded))) {
+				cmd_err(CMD, "-o %s: %s", optarg,
+					opts.set ? "data scrub takes only degraded" : oerr);
+				return EXIT_USAGE;
+			}
+			break;
 		case 'h': usage(stdout); return EXIT_OK;
 		default: usage(stderr); return EXIT_USAGE;
 		}
