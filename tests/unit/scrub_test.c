@@ -9,7 +9,8 @@
  * the files read back as written, and fsck --data is clean.  Also: only the
  * copies on the member asked for are read; a btree node replica damaged is
  * rewritten; a file kept in one copy whose copy is damaged is reported by
- * name, left alone, and makes no repair.
+ * name, left alone, and makes no repair; opened degraded, the missing
+ * member's copies are skipped and counted.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -311,6 +312,29 @@ Test(scrub, single_copy_unrepairable)
 	c = open_rw();
 	run_scrub(c, -1, s);
 	cr_assert_eq(s->unrepairable, n, "still bad, still reported");
+	cr_assert_eq(bch_fs_close(c), 0);
+	free(s);
+}
+
+Test(scrub, degraded_copies_skipped)
+{
+	struct bch_scrub *s = calloc(1, sizeof(*s));
+	struct bch_opts o;
+	struct bch_fs *c;
+	char err[256], *p[1] = { paths[0] };
+
+	write_files(false);
+	memset(&o, 0, sizeof(o));
+	bch_opt_set(&o, Opt_degraded, 1);
+	cr_assert_eq(bch_fs_open(p, 1, &o, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_neq(bch_scrub_init(c, s, 1, err, sizeof(err)), 0, "the missing member refused");
+	run_scrub(c, -1, s);
+	cr_assert_eq(s->copies_bad, 0);
+	cr_assert_eq(s->unrepairable, 0);
+	cr_assert_eq(s->copies_checked, s->extents_checked + s->nodes_checked,
+		     "only the present member's copies read");
+	cr_assert_eq(s->copies_skipped, s->extents_checked + s->nodes_checked,
+		     "the missing member's copies counted as skipped");
 	cr_assert_eq(bch_fs_close(c), 0);
 	free(s);
 }
