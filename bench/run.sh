@@ -13,6 +13,8 @@
 #            (bench/fsck_scale.sh; BENCH_FSCK_SIZES for other sizes)
 #   scan     fsck's node scan (extents root zeroed) vs cat of the image
 #            (bench/node_scan.sh; BENCH_SCAN_MB, BENCH_SCAN_SRC for others)
+#   scrub    data scrub of a 1 GiB two-image replicated filesystem vs cat of
+#            the image files (bench/scrub.sh; DATA_MB for another size)
 #   fuse     bcachefs fusemount vs fuse2fs and kernel ext4 (bench/fuse.sh): untar, find+stat,
 #            fio sequential and 4k random, rm -rf
 #   tiering  promote, rebalance vs cp, copygc write amplification, write
@@ -147,6 +149,9 @@ sh "$root/bench/fsck_scale.sh"
 
 echo
 sh "$root/bench/node_scan.sh"
+
+echo
+sh "$root/bench/scrub.sh"
 
 for t in tiering rebalance copygc fuse-latency; do
 	echo

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cmd_ctx.h"
+#include "cmds.h"
 
 /* cmd_device.c */
 int cmd_dev_add_body(struct cmd_ctx *x, int argc, char **argv);
@@ -28,6 +29,7 @@ const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
 	{ "device online",	cmd_dev_online_body,		true },
 	{ "device offline",	cmd_dev_offline_body,		true },
 	{ "data rereplicate",	cmd_data_rereplicate_body,	true },
+	{ "data scrub",	cmd_scrub_body,	true },
 	{ NULL, NULL, false }
 };
 

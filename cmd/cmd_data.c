@@ -284,6 +284,8 @@ int cmd_data(int argc, char *argv[])
 		return cmd_data_rebalance(argc - 1, argv + 1);
 	if (argc >= 2 && !strcmp(argv[1], "rereplicate"))
 		return cmd_data_rereplicate(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "scrub"))
+		return cmd_data_scrub(argc - 1, argv + 1);
 	bool help = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
 	if (!help && argc >= 2)
 		cmd_err("data", "unknown subcommand '%s'", argv[1]);

@@ -30,6 +30,7 @@ int cmd_image(int argc, char *argv[]);
 int cmd_fs(int argc, char *argv[]);
 int cmd_fusemount(int argc, char *argv[]);
 int cmd_data(int argc, char *argv[]);
+int cmd_data_scrub(int argc, char *argv[]);	/* cmd_scrub.c */
 int cmd_set_fs_option(int argc, char *argv[]);
 int cmd_device(int argc, char *argv[]);
 int cmd_data_rereplicate(int argc, char *argv[]);	/* cmd_device.c */
@@ -40,6 +41,10 @@ int cmd_data_rereplicate(int argc, char *argv[]);	/* cmd_device.c */
  * superblock is found, 0 if none, <0 (printed) when libblkid is missing.
  */
 int cmd_probe_existing(const char *path, bool skip_ours, char *what, size_t len);
+
+/* Command bodies (cmd_ctx.h) in cmd_ctl_cmds.c's table. */
+struct cmd_ctx;
+int cmd_scrub_body(struct cmd_ctx *x, int argc, char **argv);
 
 /* fs usage of an open filesystem (also served by fusemount to `fs usage MNT`). */
 struct bch_fs;

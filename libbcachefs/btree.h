@@ -179,6 +179,16 @@ struct bch_bkey *bch_btree_ptr_key(const struct btree *b);
 /* Read and validate the node ptr points to; the whole node, all bsets. */
 int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 			const struct bch_bkey *ptr, struct btree **ret);
+/*
+ * Read and check every copy (of those with a bit in only) of the node ptr
+ * points to, as a read would, without caching anything (scrub): *bad gets
+ * a bit per copy that fails, *missing one per copy on a member not given;
+ * the first failure's reason goes into err; *bytes grows by what the good
+ * copies hold.  A missing library or memory is returned (no copy marked).
+ */
+int bch_btree_node_verify(struct bch_fs *c, unsigned id, unsigned level, const struct bch_bkey *ptr,
+			  unsigned only, unsigned *bad, unsigned *missing, uint64_t *bytes,
+			  char *err, size_t errlen);
 /* Write b: append its pending keys, or write it whole when new. */
 int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole);
 /* Does b's content fit in one node written whole? */

@@ -372,6 +372,52 @@ static void node_reset_keys(struct btree *b)
 	bch_btree_node_free_keys(b);
 }
 
+int bch_btree_node_verify(struct bch_fs *c, unsigned id, unsigned level, const struct bch_bkey *ptr,
+			  unsigned only, unsigned *bad, unsigned *missing, uint64_t *bytes,
+			  char *err, size_t errlen)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	unsigned nr = bch_btree_ptr_nr(ptr);
+	int r = 0;
+
+	*bad = *missing = 0;
+	if (err && errlen)
+		err[0] = 0;
+	for (unsigned i = 0; i < nr; i++) {
+		char e[200] = "";
+		if (!(only & (1U << i)))
+			continue;
+		struct btree *t = calloc(1, sizeof(*t));
+		if (!t)
+			abort();
+		t->id = id;
+		t->level = level;
+		t->min_key = bp->min_key;
+		t->max_key = ptr->p;
+		int r1 = read_one(c, t, &bp->ptrs[i], bp, e, sizeof(e));
+		if (r1 == -BCH_ERR_device_missing) {
+			*missing |= 1U << i;
+		} else if (bch_err_is_dl(r1) || r1 == -ENOMEM) {
+			r = r1;		/* not the copy's fault */
+		} else if (r1) {
+			*bad |= 1U << i;
+			if (err && errlen && !err[0])
+				snprintf(err, errlen, "copy on device %u: %s", bp->ptrs[i].dev, e);
+		} else {
+			*bytes += (uint64_t)t->sectors_written << BCH_SECTOR_SHIFT;
+		}
+		node_reset_keys(t);
+		free(t->keys);
+		free(t->kpos);
+		free(t);
+		if (r)
+			break;
+	}
+	if (r)
+		*bad = 0;
+	return r;
+}
+
 int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 			const struct bch_bkey *ptr, struct btree **ret)
 {
