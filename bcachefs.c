@@ -35,7 +35,7 @@ static const struct command commands[] = {
 	{ "kv",		 cmd_kv,	 "Put, get, delete raw keys (debugging, tests)", "Engine" },
 	{ "image",	 cmd_image,	 "Read and change files inside an unmounted filesystem", "Files" },
 	{ "fs",		 cmd_fs,	 "fs usage: space used and free per device and data type", "Files" },
-	{ "data",	 cmd_data,	 "data rebalance: move data to its background target and compression", "Files" },
+	{ "data",	 cmd_data,	 "data rebalance, rereplicate, scrub: move, copy and check data", "Files" },
 	{ "device",	 cmd_device,	 "Add, remove, evacuate, resize members; set their state or label", "Devices" },
 	{ "fusemount",	 cmd_fusemount,	 "Mount through FUSE (no kernel driver)", "Files" },
 	{ "fsck",	 cmd_fsck,	 "Check and repair a filesystem (exit codes of fsck(8))", "Repair" },

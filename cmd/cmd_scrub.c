@@ -27,6 +27,7 @@
 #include "blockdev.h"
 #include "cmd_ctx.h"
 #include "cmds.h"
+#include "device.h"
 #include "errcode.h"
 #include "fs.h"
 #include "fsname.h"
@@ -65,32 +66,15 @@ static void usage(FILE *f)
 
 /* ------------------------------------------------------------ the body */
 
-/* The member named by s: an index, or a path naming one of the open devices. */
+/* The member named by s: a device path, an index or a member UUID (device.h). */
 static int find_member(struct bch_fs *c, const char *s, int *dev, char *err, size_t len)
 {
-	char want[PATH_MAX], have[PATH_MAX], *end;
-	unsigned long v = strtoul(s, &end, 10);
+	unsigned d;
 
-	if (*s && !*end) {
-		if (v >= c->nr_devs || !c->devs[v]) {
-			snprintf(err, len, "%s: no such member", s);
-			return -1;
-		}
-		*dev = (int)v;
-		return 0;
-	}
-	if (!realpath(s, want)) {
-		snprintf(err, len, "%s: %m", s);
+	if (bch_dev_lookup(c, NULL, 0, s, &d, err, len))
 		return -1;
-	}
-	for (unsigned i = 0; i < c->nr_devs; i++)
-		if (c->devs[i] && c->devs[i]->bdev &&
-		    realpath(bch_dev_path(c->devs[i]->bdev), have) && !strcmp(have, want)) {
-			*dev = (int)i;
-			return 0;
-		}
-	snprintf(err, len, "%s: not a member of this filesystem", s);
-	return -1;
+	*dev = (int)d;
+	return 0;
 }
 
 static void fs_names(struct cmd_ctx *x, char *buf, size_t len)
@@ -300,15 +284,10 @@ int cmd_data_scrub(int argc, char *argv[])
 		return EXIT_USAGE;
 	}
 
-	/* TODO(naming): cmd_fs_resolve() (UUID=, mountpoints) once cmd/fsname.c lands */
 	struct cmd_fs fs = { 0 };
-	fs.devs = split_devs(&argv[optind], 1, &fs.nr);
-	if (!fs.nr) {
-		cmd_err(CMD, "no filesystem given");
-		free_devs(fs.devs);
-		return EXIT_USAGE;
-	}
-	fs.mounted = cmd_mounted_at(fs.devs, fs.nr, fs.mnt, sizeof(fs.mnt));
+	int rr = cmd_fs_resolve(CMD, &argv[optind], 1, &fs);
+	if (rr)
+		return rr;
 
 	/* the body's command line: options, then MEMBER made absolute (the daemon's cwd) */
 	char member[PATH_MAX], *bargv[4];
@@ -328,6 +307,6 @@ int cmd_data_scrub(int argc, char *argv[])
 	int code = !fs.mounted && optind + 1 < argc ? check_member(&fs, &opts, member) : 0;
 	if (!code)
 		code = cmd_run(CMD, &fs, &opts, bargc, bargv);
-	free_devs(fs.devs);
+	cmd_fs_free(&fs);
 	return code;
 }

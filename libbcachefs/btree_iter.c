@@ -187,10 +187,10 @@ int bch_btree_walk_levels(struct bch_fs *c, unsigned id, unsigned min_level,
 
 	if (!root->key)
 		return 0;
-	/* no writes during a walk: they could split the nodes being walked */
-	c->roots->no_shrink++;
 	if (root->level < min_level)
 		return 0;
+	/* no writes during a walk: they could split the nodes being walked */
+	c->roots->no_shrink++;
 	if (!(r = bch_btree_node_get(c, id, root->level, root->key, &b))) {
 		r = walk(c, b, min_level, fn, priv);
 		bch_btree_node_put(c, b);

@@ -110,7 +110,7 @@ expect_rc 16 $B data scrub d0.img:d1.img d0.img extra
 expect_rc 0 $B data scrub --help
 expect_in out '^Usage: bcachefs data scrub'
 expect_rc 1 $B data scrub d0.img:d1.img 7
-expect_in err 'data scrub: d0.img:d1.img: 7: no such member'
+expect_in err 'data scrub: d0.img:d1.img: there is no member 7'
 expect_rc 1 $B data scrub d0.img:d1.img src/file01
 expect_in err 'not a member of this filesystem'
 [ "$(sha d0.img)" = "$sum0" ] && [ "$(sha d1.img)" = "$sum1" ] || fail "a refused scrub wrote to an image"
