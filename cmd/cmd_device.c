@@ -384,7 +384,8 @@ static int evacuate(struct cmd_ctx *x, unsigned dev, uint64_t first_bucket, bool
 	if (r > 1)
 		return r;
 	bool cancelled = r == 1;
-	if (!json || cancelled || j.stuck)
+	/* remove --json prints one object of its own when all went well */
+	if (!json || !remove || cancelled || j.stuck)
 		job_summary(x, &j, json, "Moved", secs, cancelled);
 	if (cancelled)
 		return EXIT_FAIL;

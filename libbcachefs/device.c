@@ -479,7 +479,10 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 		}
 		bch_dev_close(bd);
 	}
-	if ((r = bch_format_member_plan(&fd, &c->opts, &ed.m, &ed.jrun, &plan, err, errlen)))
+	/* the filesystem's geometry (block and node size) from its superblock */
+	struct bch_opts fo = c->opts;
+	bch_opts_from_sb(&fo, c->sb);
+	if ((r = bch_format_member_plan(&fd, &fo, &ed.m, &ed.jrun, &plan, err, errlen)))
 		return r;
 	if (!ed.m.durability && !a->durability_set)
 		ed.m.durability = 1;
@@ -902,6 +905,7 @@ int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct
 	char *path = strdup(bch_dev_path(ca->bdev));
 	int first = -1;
 	struct bch_sb_layout layout = ca->disk_sb->layout;
+	uint64_t old_end = (uint64_t)m->nbuckets * m->bucket_size;	/* c goes at the close */
 	if (!path)
 		return -ENOMEM;
 	reopen_opts(c, open_opts, &o);
@@ -912,8 +916,7 @@ int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct
 			first = i;
 	/* the end copy moves: past the new last bucket */
 	for (unsigned i = 0; i < layout.nr_superblocks; i++)
-		if (layout.sb_offset[i] >= (uint64_t)m->nbuckets * m->bucket_size ||
-		    layout.sb_offset[i] >= last_sb)
+		if (layout.sb_offset[i] >= old_end || layout.sb_offset[i] >= last_sb)
 			layout.sb_offset[i] = last_sb;
 	if (!is_blk && !shrink) {
 		struct bch_blockdev *bd;
