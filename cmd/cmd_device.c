@@ -533,10 +533,11 @@ int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv)
 	uint64_t nbuckets = sectors > sb_area ? ((sectors - sb_area) & ~7ULL) / m->bucket_size : 0;
 	bool shrink = nbuckets < m->nbuckets && nbuckets;
 	uint64_t old_bytes = (uint64_t)m->nbuckets * m->bucket_size << 9;
-	if (shrink && nbuckets > m->first_bucket)
+	uint64_t first_bucket = m->first_bucket;	/* m is not ours once unlocked */
+	if (shrink && nbuckets > first_bucket)
 		bch_alloc_dev_set_limit(c, dev, nbuckets);
 	x->unlock(x);
-	if (shrink && nbuckets > m->first_bucket &&
+	if (shrink && nbuckets > first_bucket &&
 	    (r = evacuate(x, dev, nbuckets, false, false, o.json, false)))
 		return r;
 	x->lock(x);
