@@ -340,7 +340,12 @@ int bch_replicas_gc(struct bch_fs *c)
 	if (c->devs_missing)
 		return bch_fs_err(c, -BCH_ERR_device_missing,
 				  "replicas gc: every member must be present (the keys are read)");
-	/* what the journal holds is in the btree nodes first: keys pending in it count too */
+	/*
+	 * Keys not yet written back are in the nodes in memory, so they count.
+	 * Older journal entries may still hold keys naming a dropped set until
+	 * reclaim passes them; replay overwrites those keys with newer ones, so
+	 * the state an open arrives at never uses a dropped set.
+	 */
 	if ((r = bch_replicas_used(c, &t)))
 		return r;
 	r = bch_replicas_set(c, &t);
