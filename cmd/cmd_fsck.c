@@ -331,7 +331,7 @@ int cmd_fsck(int argc, char *argv[])
 			bch_fsck_journal(ctx, c);
 			if (!ctx->force && !c->journal_replayed && !data && !bch_fsck_nr_found(ctx)) {
 				if (!o.json)
-					printf("clean: passes 3-11 skipped (-f checks anyway)\n");
+					printf("clean: passes 3-12 skipped (-f checks anyway)\n");
 			} else {
 				if (!o.json)
 					printf("pass 3: btree topology and keys\n");
