@@ -372,6 +372,15 @@ struct bch_sb_field_crypt {
 #define BCH_SB_FLAG_ENCRYPTED	(1ULL << 1)	/* crypt field present */
 
 /*
+ * Compat bits: readers that do not know one ignore it.
+ * REPLICAS_KEPT: the replicas field is kept true (see struct
+ * bch_replicas_entry): set by format and by a table rebuilt from every key
+ * (gc, fsck); a table without it (older versions wrote only the journal
+ * entries) is not used to judge what a missing member would cost.
+ */
+#define BCH_COMPAT_REPLICAS_KEPT	(1ULL << 0)
+
+/*
  * struct bch_sb - the superblock (fixed part, 512 bytes), followed by
  * variable fields up to u64s words.  The checksum covers from `magic` to
  * the end of the fields, and the type is csum_type.

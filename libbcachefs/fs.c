@@ -347,8 +347,8 @@ static unsigned missing_holders(struct bch_fs *c, unsigned data_type)
  * of file data or metadata with no present member of durability > 0 is what
  * would be lost.  Without -o degraded the open is refused all the same,
  * saying what would be lost, or that nothing would and -o degraded opens it.
- * A table never maintained (written before it was kept: no metadata entry)
- * is not trusted: the replication options decide, as before.  Then (roots
+ * A table not known to be kept (BCH_COMPAT_REPLICAS_KEPT unset: an older
+ * version wrote it) is not trusted: the replication options decide.  Then (roots
  * set) exactly by the btree roots.  -o very_degraded opens anyway: reads of
  * what has no copy left then fail (EIO), and nothing is repaired away.
  */
@@ -683,6 +683,9 @@ int bch_fs_init_empty(char * const *paths, unsigned nr, char *err, size_t errlen
 	/* the root directory (owned by whoever formats, as mke2fs does) and lost+found */
 	if (!r)
 		r = bch_fs_create_root(c, 0755, getuid(), getgid());
+	/* from here on every member set is marked as it is used (replicas.h) */
+	if (!r)
+		c->sb->compat |= BCH_COMPAT_REPLICAS_KEPT;
 	if (r) {
 		snprintf(err, errlen, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		c->read_only = true;

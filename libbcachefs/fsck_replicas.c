@@ -13,8 +13,10 @@
  *                         between the superblock write and the key, or deletes
  *                         since the last gc, leave these, and they cost only a
  *                         pessimistic degraded open
- * The repairs are one superblock write at the end of the pass.  The heading
- * is printed only when something is found.
+ * The repairs are one superblock write at the end of the pass, which also
+ * marks the table kept (BCH_COMPAT_REPLICAS_KEPT) when no set is left
+ * missing: a table of an older version becomes one a degraded open uses.
+ * The heading is printed only when something is found.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -78,7 +80,7 @@ int bch_fsck_replicas(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 	struct bch_replicas_cpu used, fixed = { 0 };
 	struct pass p = { .ctx = ctx };
 	uint64_t m = members(c);
-	bool changed = false;
+	bool changed = false, complete = true;
 	char where[160], detail[96];
 	int r;
 
@@ -115,10 +117,16 @@ int bch_fsck_replicas(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 			changed = true;
 			if (bch_replicas_cpu_add(&fixed, e->data_type, e->devs) < 0)
 				r = -ENOMEM;
+		} else {
+			complete = false;
 		}
 	}
+	/* a table of an older version that happens to be right is kept from now on */
+	if (!(c->sb->compat & BCH_COMPAT_REPLICAS_KEPT) && complete && !c->read_only &&
+	    ctx->mode != BCH_FSCK_NO && !ctx->cancelled)
+		changed = true;
 	if (!r && changed) {
-		if ((r = bch_replicas_set(c, &fixed)))
+		if ((r = bch_replicas_set(c, &fixed, complete)))
 			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "replicas table: writing the superblock: %.200s",
 				 c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		for (unsigned k = 0; k < BCH_FSCK_PROBLEM_NR && !r; k++)

@@ -306,7 +306,7 @@ int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t)
 	return r;
 }
 
-int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t)
+int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t, bool complete)
 {
 	struct bch_replicas_cpu *n = calloc(1, sizeof(*n));
 	int r;
@@ -318,7 +318,11 @@ int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t)
 	if (t->nr)
 		memcpy(n->e, t->e, t->nr * sizeof(*n->e));
 	n->nr = n->cap = t->nr;
+	uint64_t compat = c->sb->compat;
+	if (complete)
+		c->sb->compat |= BCH_COMPAT_REPLICAS_KEPT;
 	if ((r = to_sb(c, n)) || (r = bch_write_super(c))) {
+		c->sb->compat = compat;
 		if (c->replicas)
 			(void)to_sb(c, c->replicas);
 		bch_replicas_cpu_free(n);
@@ -348,7 +352,7 @@ int bch_replicas_gc(struct bch_fs *c)
 	 */
 	if ((r = bch_replicas_used(c, &t)))
 		return r;
-	r = bch_replicas_set(c, &t);
+	r = bch_replicas_set(c, &t, true);
 	bch_replicas_cpu_free(&t);
 	return r;
 }
@@ -381,8 +385,7 @@ bool bch_replicas_degraded(struct bch_fs *c, char *buf, size_t len, bool *truste
 	*trusted = false;
 	if (!c->replicas)
 		return false;
-	for (size_t i = 0; i < c->replicas->nr; i++)
-		*trusted |= c->replicas->e[i].data_type == BCH_DATA_btree;
+	*trusted = c->sb->compat & BCH_COMPAT_REPLICAS_KEPT;
 	for (unsigned d = 0; d < c->nr_devs; d++) {
 		const struct bch_member *m = bch_sb_member(c->sb, d);
 		if (m && bch_member_exists(m) && !bch_dev_missing(c, d) && m->durability)

@@ -93,8 +93,12 @@ int bch_replicas_mark_ptrs(struct bch_fs *c, unsigned data_type,
  */
 int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t);
 
-/* Replace c's table with t (copied) and write it to the superblock. */
-int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t);
+/*
+ * Replace c's table with t (copied) and write it to the superblock; with
+ * complete (t holds every set the keys use) it is marked
+ * BCH_COMPAT_REPLICAS_KEPT.
+ */
+int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t, bool complete);
 
 /*
  * Recompute the table from every key and replace it (entries nothing uses
@@ -108,8 +112,9 @@ int bch_replicas_gc(struct bch_fs *c);
  * durability > 0, with buf describing it ("file data kept only on members
  * 1 and 2; metadata kept only on member 1"); false with buf empty when
  * every copy has another on a present member.  *trusted is false when the
- * table was never maintained (no btree entry: written before this was
- * kept), and the caller must guess otherwise.
+ * table is not known to be kept (BCH_COMPAT_REPLICAS_KEPT unset: written by
+ * an older version, until gc or fsck rebuilds it), and the caller must
+ * judge otherwise.
  */
 bool bch_replicas_degraded(struct bch_fs *c, char *buf, size_t len, bool *trusted);
 

@@ -27,6 +27,7 @@
 #include "format.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "fsck.h"
 #include "replicas.h"
 #include "super.h"
 #include "tests/lib/iorecord.h"
@@ -396,4 +397,61 @@ Test(replicas, crash_cut_table_is_superset, .timeout = 240)
 	cr_log_info("replicas crash: %zu events, %u cuts checked", nr_events, checked);
 	iorec_free(rec);
 	cr_assert_eq(bch_fs_close(c), 0);
+}
+
+/*
+ * A table an older version wrote (only the journal entries, no
+ * REPLICAS_KEPT) is not used to judge a degraded open: the replication
+ * options are; fsck pass 12 rebuilds it, marks it kept, and from then on
+ * the table decides.
+ */
+Test(replicas, older_table_not_trusted_until_fsck)
+{
+	struct bch_fs *c;
+	char err[512];
+
+	format_n(2, 32, 2, 2);
+	c = open_all(2, false);
+	put_file(c, "two", 128 * 1024, 2, 1);
+	/* as an older version left it: journal entries only, bit clear */
+	struct bch_replicas_cpu old = { 0 };
+	cr_assert_eq(bch_replicas_cpu_add(&old, BCH_DATA_journal, 1), 1);
+	cr_assert_eq(bch_replicas_cpu_add(&old, BCH_DATA_journal, 2), 1);
+	cr_assert_eq(bch_replicas_set(c, &old, false), 0);
+	c->sb->compat &= ~BCH_COMPAT_REPLICAS_KEPT;
+	cr_assert_eq(bch_write_super(c), 0);
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	/* not trusted: without -o degraded, the old refusal; with it, the options (2 copies) */
+	int r = open_mask(2, 1, false, true, &c, err, sizeof(err));
+	cr_assert_eq(r, -BCH_ERR_device_missing);
+	cr_assert(strstr(err, "give every device") && !strstr(err, "nothing would be lost"),
+		  "message: %s", err);
+	cr_assert_eq(open_mask(2, 1, true, true, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	/* fsck -n reports the missing sets and writes nothing */
+	struct bch_fsck_ctx *ctx = calloc(1, sizeof(*ctx));
+	c = open_all(2, true);
+	ctx->mode = BCH_FSCK_NO;
+	cr_assert_eq(bch_fsck_replicas(ctx, c), 0, "%s", ctx->err_msg);
+	cr_assert_geq(ctx->found[BCH_FSCK_replicas_missing], 2, "btree and user sets missing");
+	cr_assert_eq(ctx->fixed[BCH_FSCK_replicas_missing], 0);
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	/* fsck -y adds them and marks the table kept */
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->mode = BCH_FSCK_YES;
+	c = open_all(2, false);
+	cr_assert_eq(bch_fsck_replicas(ctx, c), 0, "%s", ctx->err_msg);
+	cr_assert_eq(ctx->fixed[BCH_FSCK_replicas_missing], ctx->found[BCH_FSCK_replicas_missing]);
+	cr_assert(c->sb->compat & BCH_COMPAT_REPLICAS_KEPT);
+	assert_exact(c, "after fsck -y");
+	cr_assert_eq(bch_fs_close(c), 0);
+	free(ctx);
+	bch_replicas_cpu_free(&old);
+
+	r = open_mask(2, 1, false, true, &c, err, sizeof(err));
+	cr_assert_eq(r, -BCH_ERR_device_missing);
+	cr_assert(strstr(err, "nothing would be lost"), "the table decides now: %s", err);
 }
