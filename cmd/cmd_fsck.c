@@ -130,7 +130,9 @@ static void usage(FILE *f)
 "keys (every node read and validated; damaged btrees rebuilt from readable\n"
 "leaves); 5 extent pointers (cached copies too) and bucket counts; 6 extents\n"
 "and pending rebalance work; 7 inodes; 8 directory entries and xattrs;\n"
-"9 directory structure (lost+found); 10 link counts; 11 data (-c).\n"
+"9 directory structure (lost+found); 10 link counts; 11 data (-c); 12 the\n"
+"superblock's replicas table against the keys (shown only when it finds\n"
+"something; an entry nothing uses is minor: dropped, not counted).\n"
 "A filesystem that was closed cleanly gets pass 1 only, unless -f.  On a\n"
 "terminal each pass shows how far it is (percent).\n"
 "Exit status (bits, as fsck(8)): 0 clean, 1 errors corrected, 4 errors left\n"
@@ -343,7 +345,7 @@ int cmd_fsck(int argc, char *argv[])
 			bch_fsck_journal(ctx, c);
 			if (!ctx->force && !c->journal_replayed && !data && !bch_fsck_nr_found(ctx)) {
 				if (!o.json)
-					printf("clean: passes 3-11 skipped (-f checks anyway)\n");
+					printf("clean: passes 3-12 skipped (-f checks anyway)\n");
 			} else {
 				if (!o.json)
 					printf("pass 3: btree topology and keys\n");
@@ -359,6 +361,8 @@ int cmd_fsck(int argc, char *argv[])
 				if (!ret && !btrees_bad && !ctx->cancelled) {
 					ret = bch_fsck_files(ctx, c, data, &o.files);
 					o.files_checked = !ret;
+					if (!ret && !ctx->cancelled)
+						ret = bch_fsck_replicas(ctx, c);
 					if (ret) {
 						cmd_err("fsck", "%s", ctx->err_msg);
 						exit_code |= FSCK_EXIT_ERROR;

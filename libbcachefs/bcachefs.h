@@ -31,6 +31,7 @@ struct bch_alloc_btree;		/* alloc_btree.c: what the alloc btree holds */
 struct bch_journal;		/* journal.c */
 struct bch_btree_cache;		/* btree_cache.c */
 struct bch_btree_roots;		/* btree_update.c / btree_io.c */
+struct bch_replicas_cpu;	/* replicas.c: the superblock's replicas table */
 
 struct bch_dev {
 	struct bch_fs		*fs;
@@ -104,6 +105,7 @@ struct bch_fs {
 	struct bch_journal	*journal;
 	struct bch_btree_cache	*btree_cache;
 	struct bch_btree_roots	*roots;
+	struct bch_replicas_cpu	*replicas;
 
 	char			err_msg[512];	/* last detailed error message */
 };

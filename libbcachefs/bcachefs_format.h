@@ -269,6 +269,22 @@ struct bch_sb_field_journal {
  * variable length: 4 header bytes then nr_devs device indices, padded so the
  * whole field is u64 aligned (the last entry is followed by zero padding; an
  * entry with nr_devs == 0 ends the list).
+ *
+ * The table is kept true (libbcachefs/replicas.h):
+ *   - what an entry promises: some data of data_type may have its only
+ *     copies on exactly devs[] (no amount is implied).  btree: the copies of
+ *     a node, as its parent's pointer or the root names them; user: the
+ *     dirty pointers of an extent (cached pointers need none); journal: one
+ *     entry per member with journal buckets.
+ *   - when it is written: a set is added, and the superblock written,
+ *     before any key or node pointer using it can reach the disk (commit
+ *     path, node allocation), so the table is always a superset of what
+ *     the keys use (after a crash, perhaps by a set or two).
+ *   - gc (bch_replicas_gc(), fsck pass 12) recomputes it from every key and
+ *     drops what nothing uses.  Sorted by data_type then member set,
+ *     devs[] ascending, entries distinct.
+ * An open with members missing reads it: a btree or user entry with no
+ * present member of durability > 0 is data that would be lost.
  */
 struct bch_replicas_entry {
 	__u8			data_type;	/* enum bch_data_type */
@@ -354,6 +370,15 @@ struct bch_sb_field_crypt {
 /* Superblock flags (bch_sb.flags). */
 #define BCH_SB_FLAG_CLEAN	(1ULL << 0)	/* clean field is current */
 #define BCH_SB_FLAG_ENCRYPTED	(1ULL << 1)	/* crypt field present */
+
+/*
+ * Compat bits: readers that do not know one ignore it.
+ * REPLICAS_KEPT: the replicas field is kept true (see struct
+ * bch_replicas_entry): set by format and by a table rebuilt from every key
+ * (gc, fsck); a table without it (older versions wrote only the journal
+ * entries) is not used to judge what a missing member would cost.
+ */
+#define BCH_COMPAT_REPLICAS_KEPT	(1ULL << 0)
 
 /*
  * struct bch_sb - the superblock (fixed part, 512 bytes), followed by

@@ -27,6 +27,7 @@
 #include "btree.h"
 #include "checksum.h"
 #include "errcode.h"
+#include "replicas.h"
 
 struct btree_trans {
 	struct bch_fs		*c;
@@ -101,6 +102,9 @@ static int node_alloc(struct bch_fs *c, unsigned id, unsigned level, struct btre
 	b = bch_btree_node_new(c, id, level);
 	b->nr_ptrs = replicas(c);
 	r = bch_alloc_btree_node(c, b->nr_ptrs, b->ptrs);
+	/* the table names the node's members before any pointer to it is written */
+	if (!r && (r = bch_replicas_mark_ptrs(c, BCH_DATA_btree, b->ptrs, b->nr_ptrs)))
+		bch_free_btree_node(c, b->ptrs, b->nr_ptrs);
 	if (r) {
 		b->nr_ptrs = 0;
 		bch_btree_node_forget(c, b);
@@ -826,6 +830,10 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 			return bch_fs_err(c, -EINVAL, "invalid key: %s", err);
 		total += 1 + t->keys[i]->u64s;
 	}
+	/* the replicas table names every member set before a key using it is journalled */
+	for (unsigned i = 0; i < t->nr; i++)
+		if ((r = bch_replicas_mark_key(c, t->ids[i], t->keys[i])))
+			return r;
 	if (total > node_u64s_max(c) / 2)
 		return bch_fs_err(c, -EINVAL, "transaction too big (%zu words; at most %zu)", total,
 				  node_u64s_max(c) / 2);

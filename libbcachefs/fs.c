@@ -34,6 +34,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "journal.h"
+#include "replicas.h"
 #include "super.h"
 
 struct replay_list {
@@ -214,6 +215,7 @@ static void fs_free(struct bch_fs *c)
 	bch_fs_journal_exit(c);
 	bch_alloc_btree_exit(c);
 	bch_fs_alloc_exit(c);
+	bch_replicas_exit(c);
 	if (c->roots) {
 		for (unsigned i = 0; i < BCH_BTREE_ID_NR; i++)
 			free(c->roots->r[i].key);
@@ -306,14 +308,20 @@ static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 			return bch_fs_err(c, -BCH_ERR_sb_mismatch, "device %u is not a member", i);
 		}
 	}
-	if (c->devs_missing && !c->opts.v[Opt_degraded] && !c->opts.v[Opt_very_degraded]) {
-		char who[320];
-		return bch_fs_err(c, -BCH_ERR_device_missing,
-				  "%s not given: give every device, or open with -o degraded "
-				  "to do without %s", missing_text(c, who, sizeof(who)),
-				  c->devs_missing & (c->devs_missing - 1) ? "them" : "it");
-	}
 	return 0;
+}
+
+/* Members missing and no -o degraded: refused, with no more said (journal-only opens). */
+static int missing_refusal(struct bch_fs *c)
+{
+	char who[320];
+
+	if (!c->devs_missing || c->opts.v[Opt_degraded] || c->opts.v[Opt_very_degraded])
+		return 0;
+	return bch_fs_err(c, -BCH_ERR_device_missing,
+			  "%s not given: give every device, or open with -o degraded "
+			  "to do without %s", missing_text(c, who, sizeof(who)),
+			  c->devs_missing & (c->devs_missing - 1) ? "them" : "it");
 }
 
 /*
@@ -335,22 +343,40 @@ static unsigned missing_holders(struct bch_fs *c, unsigned data_type)
 
 /*
  * Opened with members missing: are the copies that remain enough?  First
- * (before the journal is read) by the replication options: every btree
- * node, journal entry and extent was written with that many copies on
- * distinct devices; then (roots set) exactly by the btree roots.
- * -o very_degraded opens anyway: reads of what has no copy left then fail
- * (EIO), and nothing is repaired away.
+ * (before the journal is read) by the replicas table (replicas.h): an entry
+ * of file data or metadata with no present member of durability > 0 is what
+ * would be lost.  Without -o degraded the open is refused all the same,
+ * saying what would be lost, or that nothing would and -o degraded opens it.
+ * A table not known to be kept (BCH_COMPAT_REPLICAS_KEPT unset: an older
+ * version wrote it) is not trusted: the replication options decide.  Then (roots
+ * set) exactly by the btree roots.  -o very_degraded opens anyway: reads of
+ * what has no copy left then fail (EIO), and nothing is repaired away.
  */
 static int degraded_check(struct bch_fs *c, bool roots)
 {
 	const char *what = NULL;
-	char who[320];
+	char who[320], lost[400];
+	bool trusted;
 
 	if (!c->devs_missing || c->opts.v[Opt_very_degraded])
 		return 0;
-	if (!roots && missing_holders(c, BCH_DATA_btree) >= c->opts.v[Opt_metadata_replicas])
+	if (!roots) {
+		bool loses = bch_replicas_degraded(c, lost, sizeof(lost), &trusted);
+		if (trusted && loses)
+			return bch_fs_err(c, -BCH_ERR_device_missing,
+					  "%s not given: %s would be lost; -o very_degraded opens it "
+					  "anyway (reads of that fail)", missing_text(c, who, sizeof(who)), lost);
+		if (trusted && !c->opts.v[Opt_degraded])
+			return bch_fs_err(c, -BCH_ERR_device_missing,
+					  "%s not given: nothing would be lost (every copy has another "
+					  "on a present member); -o degraded opens it",
+					  missing_text(c, who, sizeof(who)));
+		if (!trusted && missing_refusal(c))
+			return -BCH_ERR_device_missing;
+	}
+	if (!roots && !trusted && missing_holders(c, BCH_DATA_btree) >= c->opts.v[Opt_metadata_replicas])
 		what = "metadata (metadata_replicas too low)";
-	else if (!roots && missing_holders(c, BCH_DATA_user) >= c->opts.v[Opt_data_replicas])
+	else if (!roots && !trusted && missing_holders(c, BCH_DATA_user) >= c->opts.v[Opt_data_replicas])
 		what = "file data (data_replicas too low)";
 	for (unsigned id = 0; roots && id < BCH_BTREE_ID_NR && !what; id++) {
 		const struct bch_bkey *k = c->roots->r[id].key;
@@ -464,7 +490,7 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		if ((bch_opt_table[i].flags & OPT_FS) && !(opts && bch_opt_is_set(opts, i)))
 			c->opts.v[i] = sbo.v[i];
 
-	if ((r = degraded_check(c, false)))
+	if ((r = bch_replicas_load(c)) || (r = degraded_check(c, false)))
 		return r;
 	c->roots = calloc(1, sizeof(*c->roots));
 	if (!c->roots)
@@ -630,7 +656,7 @@ int bch_fs_open_journal_only(char * const *paths, unsigned nr, struct bch_fs **r
 	bch_opt_set(&c->opts, Opt_read_only, 1);
 	if (!nr)
 		r = bch_fs_err(c, -EINVAL, "no devices");
-	else if (!(r = open_devices(c, paths, nr))) {
+	else if (!(r = open_devices(c, paths, nr)) && !(r = missing_refusal(c))) {
 		struct bch_opts sbo;
 		bch_opts_from_sb(&sbo, c->sb);
 		for (unsigned i = 0; i < BCH_OPT_NR; i++)
@@ -657,6 +683,9 @@ int bch_fs_init_empty(char * const *paths, unsigned nr, char *err, size_t errlen
 	/* the root directory (owned by whoever formats, as mke2fs does) and lost+found */
 	if (!r)
 		r = bch_fs_create_root(c, 0755, getuid(), getgid());
+	/* from here on every member set is marked as it is used (replicas.h) */
+	if (!r)
+		c->sb->compat |= BCH_COMPAT_REPLICAS_KEPT;
 	if (r) {
 		snprintf(err, errlen, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		c->read_only = true;

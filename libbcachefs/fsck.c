@@ -68,7 +68,8 @@ uint64_t bch_fsck_nr_found(const struct bch_fsck_ctx *ctx)
 	uint64_t n = 0;
 
 	for (unsigned i = 0; i < BCH_FSCK_PROBLEM_NR; i++)
-		n += ctx->found[i];
+		if (!(bch_fsck_problems[i].flags & FSCK_MINOR))
+			n += ctx->found[i];
 	return n;
 }
 
@@ -77,7 +78,8 @@ uint64_t bch_fsck_nr_fixed(const struct bch_fsck_ctx *ctx)
 	uint64_t n = 0;
 
 	for (unsigned i = 0; i < BCH_FSCK_PROBLEM_NR; i++)
-		n += ctx->fixed[i];
+		if (!(bch_fsck_problems[i].flags & FSCK_MINOR))
+			n += ctx->fixed[i];
 	return n;
 }
 

@@ -33,6 +33,9 @@
 #define FSCK_SAFE	(1U << 0)
 #define FSCK_FATAL	(1U << 1)
 #define FSCK_NOFIX	(1U << 2)	/* reported and left: there is no repair */
+#define FSCK_MINOR	(1U << 3)	/* a state normal work leaves (say, after a crash):
+					 * reported and repaired, but not counted in the
+					 * totals nor in the exit code */
 
 #define BCH_FSCK_PROBLEMS()									\
 	x(sb_copy_bad,		0x0101, 1, FSCK_SAFE,						\
@@ -151,7 +154,15 @@
 	  "a copy of file data is bad (another copy is good); rewrite it (a cached "	\
 	  "copy is dropped instead)")							\
 	x(data_unreadable,	0x0b02, 11, FSCK_NOFIX,							\
-	  "file data with no good copy (checksum or read errors)")
+	  "file data with no good copy (checksum or read errors)")			\
+	x(replicas_missing,	0x0c01, 12, FSCK_SAFE,						\
+	  "superblock replicas table lacks a member set that keys use (a degraded "	\
+	  "open would misjudge what is lost); add it")					\
+	x(replicas_bad_member,	0x0c02, 12, FSCK_SAFE,						\
+	  "superblock replicas entry names a member slot that is not a member; drop it") \
+	x(replicas_unused,	0x0c03, 12, FSCK_SAFE | FSCK_MINOR,				\
+	  "superblock replicas entry that no key uses (left by a crash or by deletes); "	\
+	  "drop it")
 
 enum bch_fsck_problem {
 #define x(n, ...)	BCH_FSCK_##n,
@@ -228,7 +239,7 @@ bool bch_fsck_problem(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
 		      const char *where, const char *detail);
 void bch_fsck_fixed(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p);
 
-/* Totals over all problems. */
+/* Totals over all problems (FSCK_MINOR ones not counted). */
 uint64_t bch_fsck_nr_found(const struct bch_fsck_ctx *ctx);
 uint64_t bch_fsck_nr_fixed(const struct bch_fsck_ctx *ctx);
 
@@ -270,5 +281,12 @@ struct bch_fsck_file_stats {
 };
 int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		   struct bch_fsck_file_stats *stats);
+
+/*
+ * Pass 12 (fsck_replicas.c): the superblock's replicas table against what
+ * the keys use (replicas.h).  Prints its heading (progress) only when it
+ * finds something, so a clean run reads as before.
+ */
+int bch_fsck_replicas(struct bch_fsck_ctx *ctx, struct bch_fs *c);
 
 #endif /* _BCACHEFS_FSCK_H */

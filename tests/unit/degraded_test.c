@@ -9,7 +9,8 @@
  * device: what it wrote reads back degraded and, once the member is back,
  * with both; the missing member's image is not changed by a byte and its
  * alloc keys are all still there; every new pointer is on the present
- * device.  Then the same with the other member missing.
+ * device.  Then the same with the other member missing.  A file of one copy
+ * makes its member needed: the refusal names it (the replicas table).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -249,5 +250,52 @@ Test(degraded, new_data_only_on_present_device)
 	cr_assert_eq(open_some(3, false, true, &c, err, sizeof(err)), 0, "%s", err);
 	check_ptrs(c, 1);
 	verify(c, 5, "both, after writing degraded");
+	cr_assert_eq(bch_fs_close(c), 0);
+}
+
+/*
+ * The decision is exact (the replicas table), not a guess from the options:
+ * a file written with one copy on a filesystem of two makes a member the
+ * only holder of something, and -o degraded without it is refused, naming
+ * it; before, the options said two copies and the open went ahead.
+ */
+Test(degraded, one_copy_file_refuses_without_its_member)
+{
+	struct bch_fs *c;
+	char err[512], want[64];
+	static char buf[96 * 1024];
+	uint64_t inum;
+
+	cr_assert_eq(open_some(3, false, false, &c, err, sizeof(err)), 0, "%s", err);
+	workload(c, 3);
+	c->opts.v[Opt_data_replicas] = 1;	/* as a file's own data_replicas would */
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "single", S_IFREG | 0644, 0, 0, 0, &inum), 0);
+	fill(buf, sizeof(buf), 99, 0);
+	cr_assert_eq(bch_fs_write(c, inum, 0, buf, sizeof(buf)), (ssize_t)sizeof(buf), "%s", c->err_msg);
+	/* which member holds it: the one extent's only pointer */
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int e = 0;
+	unsigned holder = 2;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, 0, 0), POS(inum, UINT64_MAX, 0));
+	while ((k = bch_btree_iter_next(&it, &e)))
+		if (k->type == BCH_BKEY_extent && bch_extent_nr_ptrs(k) == 1)
+			holder = ((const struct bch_extent *)bkey_val(k))->ptrs[0].dev;
+	bch_btree_iter_exit(&it);
+	cr_assert_eq(e, 0);
+	cr_assert_lt(holder, 2, "the one-copy file has no one-pointer extent");
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	int r = open_some(1U << (1 - holder), true, true, &c, err, sizeof(err));
+	cr_assert_eq(r, -BCH_ERR_device_missing, "opened degraded with the only copy missing");
+	snprintf(want, sizeof(want), "file data kept only on member %u", holder);
+	cr_assert(strstr(err, want) && strstr(err, "-o very_degraded"), "message: %s", err);
+	/* the other member missing: everything has a copy; without -o degraded it says so */
+	r = open_some(1U << holder, false, true, &c, err, sizeof(err));
+	cr_assert_eq(r, -BCH_ERR_device_missing);
+	cr_assert(strstr(err, "nothing would be lost") && strstr(err, "-o degraded opens it"),
+		  "message: %s", err);
+	cr_assert_eq(open_some(1U << holder, true, true, &c, err, sizeof(err)), 0, "%s", err);
+	verify(c, 3, "degraded, the one-copy file's member present");
 	cr_assert_eq(bch_fs_close(c), 0);
 }

@@ -78,7 +78,7 @@ Test(fsck, problem_codes_unique)
 {
 	for (unsigned i = 0; i < BCH_FSCK_PROBLEM_NR; i++) {
 		cr_assert(bch_fsck_problems[i].name && bch_fsck_problems[i].msg);
-		cr_assert(bch_fsck_problems[i].pass >= 1 && bch_fsck_problems[i].pass <= 11);
+		cr_assert(bch_fsck_problems[i].pass >= 1 && bch_fsck_problems[i].pass <= 12);	/* 12: replicas table */
 		for (unsigned j = i + 1; j < BCH_FSCK_PROBLEM_NR; j++)
 			cr_assert_neq(bch_fsck_problems[i].number, bch_fsck_problems[j].number,
 				      "%s and %s share a code", bch_fsck_problems[i].name,

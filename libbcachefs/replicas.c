@@ -1,0 +1,411 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * replicas.c - the superblock's replicas table in memory, kept true by the
+ * commit path (see replicas.h for what an entry promises and the
+ * invariants).
+ *
+ * c->replicas mirrors the superblock field: a sorted array of (data type,
+ * member bit set).  A mark looks the key's set up (binary search); only a
+ * set never seen before costs a superblock write, which is made before the
+ * caller can journal the key (invariant 1).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcachefs.h"
+#include "btree.h"
+#include "errcode.h"
+#include "replicas.h"
+#include "super.h"
+
+static int cmp_entry(unsigned t1, uint64_t d1, unsigned t2, uint64_t d2)
+{
+	if (t1 != t2)
+		return t1 < t2 ? -1 : 1;
+	return d1 < d2 ? -1 : d1 > d2;
+}
+
+/* Index of the entry, or of where it would go (*found false). */
+static size_t find(const struct bch_replicas_cpu *t, unsigned data_type, uint64_t devs, bool *found)
+{
+	size_t lo = 0, hi = t->nr;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = cmp_entry(t->e[mid].data_type, t->e[mid].devs, data_type, devs);
+		if (!c) {
+			*found = true;
+			return mid;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*found = false;
+	return lo;
+}
+
+bool bch_replicas_cpu_has(const struct bch_replicas_cpu *t, unsigned data_type, uint64_t devs)
+{
+	bool found;
+
+	find(t, data_type, devs, &found);
+	return found;
+}
+
+int bch_replicas_cpu_add(struct bch_replicas_cpu *t, unsigned data_type, uint64_t devs)
+{
+	bool found;
+	size_t i = find(t, data_type, devs, &found);
+
+	if (found)
+		return 0;
+	if (t->nr == t->cap) {
+		size_t cap = t->cap ? t->cap * 2 : 8;
+		struct bch_replicas_cpu_entry *n = realloc(t->e, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		t->e = n;
+		t->cap = cap;
+	}
+	memmove(&t->e[i + 1], &t->e[i], (t->nr - i) * sizeof(*t->e));
+	t->e[i] = (struct bch_replicas_cpu_entry) { devs, data_type, 1 };
+	t->nr++;
+	return 1;
+}
+
+static void cpu_del(struct bch_replicas_cpu *t, unsigned data_type, uint64_t devs)
+{
+	bool found;
+	size_t i = find(t, data_type, devs, &found);
+
+	if (found) {
+		memmove(&t->e[i], &t->e[i + 1], (t->nr - i - 1) * sizeof(*t->e));
+		t->nr--;
+	}
+}
+
+void bch_replicas_cpu_free(struct bch_replicas_cpu *t)
+{
+	free(t->e);
+	memset(t, 0, sizeof(*t));
+}
+
+int bch_replicas_from_sb(const struct bch_sb *sb, struct bch_replicas_cpu *t)
+{
+	struct bch_sb_field *f = bch_sb_field_get(sb, BCH_SB_FIELD_replicas);
+
+	memset(t, 0, sizeof(*t));
+	if (!f)
+		return 0;
+	/* bch_sb_validate() checked the bounds and that every member index is < nr_devices */
+	const uint8_t *p = (const uint8_t *)(f + 1);
+	const uint8_t *end = (const uint8_t *)f + (size_t)f->u64s * 8;
+	while (p + sizeof(struct bch_replicas_entry) <= end) {
+		const struct bch_replicas_entry *e = (const void *)p;
+		uint64_t devs = 0;
+
+		if (!e->nr_devs)
+			break;
+		for (unsigned i = 0; i < e->nr_devs && p + sizeof(*e) + i < end; i++)
+			if (e->devs[i] < BCH_SB_MEMBERS_MAX)
+				devs |= 1ULL << e->devs[i];
+		if (devs && bch_replicas_cpu_add(t, e->data_type, devs) < 0) {
+			bch_replicas_cpu_free(t);
+			return -ENOMEM;
+		}
+		p += sizeof(*e) + e->nr_devs;
+	}
+	return 0;
+}
+
+int bch_replicas_load(struct bch_fs *c)
+{
+	struct bch_replicas_cpu *t = calloc(1, sizeof(*t));
+	int r;
+
+	if (!t)
+		return -ENOMEM;
+	if ((r = bch_replicas_from_sb(c->sb, t))) {
+		free(t);
+		return r;
+	}
+	bch_replicas_exit(c);
+	c->replicas = t;
+	return 0;
+}
+
+void bch_replicas_exit(struct bch_fs *c)
+{
+	if (c->replicas) {
+		bch_replicas_cpu_free(c->replicas);
+		free(c->replicas);
+		c->replicas = NULL;
+	}
+}
+
+/* Write t into c->sb's replicas field (not to disk). */
+static int to_sb(struct bch_fs *c, const struct bch_replicas_cpu *t)
+{
+	size_t bytes = sizeof(struct bch_sb_field);
+	int err = 0;
+
+	for (size_t i = 0; i < t->nr; i++)
+		bytes += sizeof(struct bch_replicas_entry) + __builtin_popcountll(t->e[i].devs);
+	struct bch_sb_field *f = bch_sb_field_resize(&c->sb, &c->sb_bytes, BCH_SB_FIELD_replicas,
+						     (bytes + 7) / 8, &err);
+	if (!f)
+		return bch_fs_err(c, err, "superblock: no room for %zu replicas entries", t->nr);
+	uint8_t *p = (uint8_t *)(f + 1);
+	memset(p, 0, (size_t)f->u64s * 8 - sizeof(*f));
+	for (size_t i = 0; i < t->nr; i++) {
+		struct bch_replicas_entry *e = (void *)p;
+		e->data_type = t->e[i].data_type;
+		e->nr_required = t->e[i].nr_required ? t->e[i].nr_required : 1;
+		e->nr_devs = 0;
+		for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
+			if (t->e[i].devs & (1ULL << d))
+				e->devs[e->nr_devs++] = d;
+		p += sizeof(*e) + e->nr_devs;
+	}
+	return 0;
+}
+
+/* Is dev a member slot in use? */
+static bool is_member(const struct bch_fs *c, unsigned dev)
+{
+	const struct bch_member *m = dev < c->nr_devs ? bch_sb_member(c->sb, dev) : NULL;
+
+	return m && bch_member_exists(m);
+}
+
+static uint64_t ptrs_devs(const struct bch_fs *c, const struct bch_extent_ptr *p, unsigned nr,
+			  bool skip_cached)
+{
+	uint64_t devs = 0;
+
+	for (unsigned i = 0; i < nr; i++)
+		if (!(skip_cached && (p[i].flags & BCH_EXTENT_PTR_CACHED)) && is_member(c, p[i].dev))
+			devs |= 1ULL << p[i].dev;
+	return devs;
+}
+
+bool bch_replicas_key_devs(const struct bch_fs *c, unsigned btree_id, const struct bch_bkey *k,
+			   unsigned *data_type, uint64_t *devs)
+{
+	if (k->type == BCH_BKEY_btree_ptr) {
+		*data_type = BCH_DATA_btree;
+		*devs = ptrs_devs(c, ((const struct bch_btree_ptr *)bkey_val(k))->ptrs,
+				  bch_btree_ptr_nr(k), false);
+	} else if (k->type == BCH_BKEY_extent && btree_id == BCH_BTREE_ID_extents) {
+		*data_type = BCH_DATA_user;
+		*devs = ptrs_devs(c, ((const struct bch_extent *)bkey_val(k))->ptrs,
+				  bch_extent_nr_ptrs(k), true);
+	} else {
+		return false;
+	}
+	return *devs != 0;
+}
+
+static int mark(struct bch_fs *c, unsigned data_type, uint64_t devs)
+{
+	if (!c->replicas || bch_replicas_cpu_has(c->replicas, data_type, devs))
+		return 0;
+	/* invariant 1: on disk before the caller journals anything that uses it */
+	int r = bch_replicas_cpu_add(c->replicas, data_type, devs);
+	if (r < 0)
+		return r;
+	if (!(r = to_sb(c, c->replicas)))
+		r = bch_write_super(c);
+	if (r) {
+		cpu_del(c->replicas, data_type, devs);
+		(void)to_sb(c, c->replicas);
+	}
+	return r;
+}
+
+int bch_replicas_mark_key(struct bch_fs *c, unsigned btree_id, const struct bch_bkey *k)
+{
+	unsigned type;
+	uint64_t devs;
+
+	return bch_replicas_key_devs(c, btree_id, k, &type, &devs) ? mark(c, type, devs) : 0;
+}
+
+int bch_replicas_mark_ptrs(struct bch_fs *c, unsigned data_type,
+			   const struct bch_extent_ptr *ptrs, unsigned nr)
+{
+	uint64_t devs = ptrs_devs(c, ptrs, nr, data_type == BCH_DATA_user);
+
+	return devs ? mark(c, data_type, devs) : 0;
+}
+
+/* ------------------------------------------------------------ recompute */
+
+struct used {
+	struct bch_replicas_cpu	*t;
+	unsigned		id;
+};
+
+static int add_key(struct bch_fs *c, struct bch_replicas_cpu *t, unsigned id, const struct bch_bkey *k)
+{
+	unsigned type;
+	uint64_t devs;
+
+	if (!bch_replicas_key_devs(c, id, k, &type, &devs))
+		return 0;
+	return bch_replicas_cpu_add(t, type, devs) < 0 ? -ENOMEM : 0;
+}
+
+static int used_node(struct bch_fs *c, struct btree *b, void *priv)
+{
+	struct used *u = priv;
+	int r = 0;
+
+	for (unsigned i = 0; i < b->nr && !r; i++)
+		r = add_key(c, u->t, u->id, b->keys[i]);
+	return r;
+}
+
+int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t)
+{
+	int r = 0;
+
+	memset(t, 0, sizeof(*t));
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r; id++) {
+		struct btree_root *root = &c->roots->r[id];
+		struct used u = { t, id };
+
+		if (!root->key)
+			continue;
+		r = add_key(c, t, id, root->key);
+		/* interior nodes hold the btree pointers; only the extents' leaves are read */
+		if (!r && root->level)
+			r = bch_btree_walk_levels(c, id, 1, used_node, &u);
+	}
+	if (!r) {
+		struct btree_iter it;
+		const struct bch_bkey *k;
+
+		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+		while ((k = bch_btree_iter_next(&it, &r)) && !r)
+			r = add_key(c, t, BCH_BTREE_ID_extents, k);
+		bch_btree_iter_exit(&it);
+	}
+	struct bch_sb_field_journal *j = bch_sb_get_journal(c->sb);
+	size_t nr_runs = j ? ((size_t)j->field.u64s * 8 - sizeof(*j)) / sizeof(j->runs[0]) : 0;
+	for (size_t i = 0; i < nr_runs && !r; i++)
+		if (j->runs[i].nr && is_member(c, j->runs[i].dev) &&
+		    bch_replicas_cpu_add(t, BCH_DATA_journal, 1ULL << j->runs[i].dev) < 0)
+			r = -ENOMEM;
+	if (r)
+		bch_replicas_cpu_free(t);
+	return r;
+}
+
+int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t, bool complete)
+{
+	struct bch_replicas_cpu *n = calloc(1, sizeof(*n));
+	int r;
+
+	if (!n || (t->nr && !(n->e = malloc(t->nr * sizeof(*n->e))))) {
+		free(n);
+		return -ENOMEM;
+	}
+	if (t->nr)
+		memcpy(n->e, t->e, t->nr * sizeof(*n->e));
+	n->nr = n->cap = t->nr;
+	uint64_t compat = c->sb->compat;
+	if (complete)
+		c->sb->compat |= BCH_COMPAT_REPLICAS_KEPT;
+	if ((r = to_sb(c, n)) || (r = bch_write_super(c))) {
+		c->sb->compat = compat;
+		if (c->replicas)
+			(void)to_sb(c, c->replicas);
+		bch_replicas_cpu_free(n);
+		free(n);
+		return r;
+	}
+	bch_replicas_exit(c);
+	c->replicas = n;
+	return 0;
+}
+
+int bch_replicas_gc(struct bch_fs *c)
+{
+	struct bch_replicas_cpu t;
+	int r;
+
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	if (c->devs_missing)
+		return bch_fs_err(c, -BCH_ERR_device_missing,
+				  "replicas gc: every member must be present (the keys are read)");
+	/*
+	 * Keys not yet written back are in the nodes in memory, so they count.
+	 * Older journal entries may still hold keys naming a dropped set until
+	 * reclaim passes them; replay overwrites those keys with newer ones, so
+	 * the state an open arrives at never uses a dropped set.
+	 */
+	if ((r = bch_replicas_used(c, &t)))
+		return r;
+	r = bch_replicas_set(c, &t, true);
+	bch_replicas_cpu_free(&t);
+	return r;
+}
+
+/* ------------------------------------------------------------ degraded */
+
+const char *bch_replicas_devs_text(uint64_t devs, char *buf, size_t len)
+{
+	unsigned n = __builtin_popcountll(devs), k = 0;
+	int w = snprintf(buf, len, "member%s ", n == 1 ? "" : "s");
+
+	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX && w >= 0 && (size_t)w < len; d++) {
+		if (!(devs & (1ULL << d)))
+			continue;
+		k++;
+		w += snprintf(buf + w, len - w, "%s%u", k == 1 ? "" : k == n ? " and " : ", ", d);
+	}
+	return buf;
+}
+
+bool bch_replicas_degraded(struct bch_fs *c, char *buf, size_t len, bool *trusted)
+{
+	static const struct { unsigned type; const char *what; } kinds[] = {
+		{ BCH_DATA_user, "file data" }, { BCH_DATA_btree, "metadata" },
+	};
+	uint64_t present = 0;
+	int w = 0;
+
+	buf[0] = 0;
+	*trusted = false;
+	if (!c->replicas)
+		return false;
+	*trusted = c->sb->compat & BCH_COMPAT_REPLICAS_KEPT;
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		const struct bch_member *m = bch_sb_member(c->sb, d);
+		if (m && bch_member_exists(m) && !bch_dev_missing(c, d) && m->durability)
+			present |= 1ULL << d;
+	}
+	/*
+	 * The journal is not judged here: each entry is written to as many
+	 * members as metadata_replicas asks, whatever the table says, and
+	 * its read finds out what is missing.
+	 */
+	for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		uint64_t lost = 0;
+		for (size_t i = 0; i < c->replicas->nr; i++)
+			if (c->replicas->e[i].data_type == kinds[k].type && !(c->replicas->e[i].devs & present))
+				lost |= c->replicas->e[i].devs;
+		if (!lost || w < 0 || (size_t)w >= len)
+			continue;
+		char devs[200];
+		w += snprintf(buf + w, len - w, "%s%s kept only on %s", w ? "; " : "", kinds[k].what,
+			      bch_replicas_devs_text(lost, devs, sizeof(devs)));
+	}
+	return buf[0] != 0;
+}
