@@ -6,8 +6,11 @@
 #include <string.h>
 
 #include "cmd_ctx.h"
+#include "cmds.h"
 
 const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
+	{ "data rebalance",	cmd_data_rebalance_body,	true },
+	{ "set-fs-option",	cmd_set_fs_option_body,		true },
 	{ NULL, NULL, false }
 };
 
