@@ -45,9 +45,9 @@
  *       or for the uid that runs the daemon when that uid owns every member
  *       device; anyone else gets EXIT 1 and nothing runs.  Read-only
  *       commands run for anyone who can reach the socket.
- *   (3) A job outlives its client: once the client is gone (its socket
- *       errors, or does not take output for 5 s) output is dropped and the
- *       job runs to its end.  Only CANCEL stops it early.
+ *   (3) A job outlives its client: once the client is gone (a send to it
+ *       fails, or it takes no output for 5 s) output is dropped and the job
+ *       runs to its end.  Only CANCEL stops it early.
  *   (4) At most one job that changes the filesystem at a time; another is
  *       refused with "busy: COMMAND is running" (EXIT 1).
  *   (5) Unmount cancels running jobs and waits for them before the

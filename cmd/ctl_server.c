@@ -326,10 +326,29 @@ static void read_cancels(struct ctl_conn *c)
 		c->cancel = 1;
 	}
 	/*
-	 * The end of the stream (the client went away, or the body's shutdown),
-	 * or a protocol error: the stream cannot be trusted, the job goes on.
+	 * The end of the stream (the client closed its side, went away, or the
+	 * body's shutdown), or a protocol error: nothing more is read, the job
+	 * goes on; output stops when a send fails (invariant 3).
 	 */
-	atomic_store(&c->gone, true);
+}
+
+/*
+ * After a refusal: take what the client still sends (bounded) before
+ * closing, so that the close does not reset the connection and lose the
+ * reply it has not read yet.
+ */
+static void drain(struct ctl_conn *c)
+{
+	struct timeval t = { .tv_sec = 1 };
+	char buf[4096];
+	size_t total = 0;
+	ssize_t n;
+
+	shutdown(c->fd, SHUT_WR);
+	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &t, sizeof(t));
+	while (total < (1U << 20) && ((n = recv(c->fd, buf, sizeof(buf), 0)) > 0 ||
+				      (n < 0 && errno == EINTR)))
+		total += n > 0 ? n : 0;
 }
 
 /* Start the body (invariant 4); 0, or the exit code after a refusal. */
@@ -395,6 +414,8 @@ static void *conn_thread(void *arg)
 	if (!read_request(c) && !start_body(c)) {
 		read_cancels(c);
 		pthread_join(c->body, NULL);
+	} else {
+		drain(c);
 	}
 	conn_free(c);
 	return NULL;
