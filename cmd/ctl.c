@@ -292,14 +292,26 @@ int ctl_forward(const char *cmd, const char *mnt, int argc, char **argv)
 
 /* ------------------------------------------------------------ fronts */
 
-/* Is path (a directory) the mountpoint of a fuse.bcachefs mount? */
+/*
+ * Is path the mountpoint of a fuse.bcachefs mount?  A FUSE mount of another
+ * user without -o allow_other refuses even root's stat (EACCES): then the
+ * path is made absolute without resolving it.
+ */
 static bool is_our_mount(const char *path)
 {
 	char want[PATH_MAX], line[16384], point[8192];
 	bool found = false;
 	FILE *f;
 
-	if (!realpath(path, want) || !(f = fopen("/proc/self/mountinfo", "re")))
+	if (!realpath(path, want)) {
+		char cwd[PATH_MAX];
+		if (errno != EACCES || (path[0] != '/' && !getcwd(cwd, sizeof(cwd))))
+			return false;
+		if ((size_t)snprintf(want, sizeof(want), "%s%s%s", path[0] == '/' ? "" : cwd,
+				     path[0] == '/' ? "" : "/", path) >= sizeof(want))
+			return false;
+	}
+	if (!(f = fopen("/proc/self/mountinfo", "re")))
 		return false;
 	while (!found && fgets(line, sizeof(line), f)) {
 		char *sep = strstr(line, " - ");
@@ -318,6 +330,11 @@ int ctl_fs_resolve(const char *cmd, char * const *args, unsigned nr, struct cmd_
 	struct stat st;
 
 	memset(fs, 0, sizeof(*fs));
+	if (nr == 1 && stat(args[0], &st) && errno == EACCES && is_our_mount(args[0])) {
+		cmd_err(cmd, "%s: a bcachefs mount private to the user who mounted it (no -o "
+			"allow_other): run the command as that user", args[0]);
+		return EXIT_FAIL;
+	}
 	if (nr == 1 && !stat(args[0], &st) && S_ISDIR(st.st_mode)) {
 		if (!is_our_mount(args[0])) {
 			cmd_err(cmd, "%s: a directory, but not a bcachefs mount", args[0]);

@@ -266,4 +266,46 @@ for f in b.bin:b.bin a2.bin:a.bin c.bin:c.bin b2.bin:b.bin; do
 	expect_rc 0 $B image cat ssd.img:hdd.img /${f%%:*}
 	cmp -s out ${f#*:} || fail "/${f%%:*} differs"
 done
+
+# ---- mounted by a user (nobody): that user may change it while owning every
+# member device (socket in /tmp/bcachefs-65534, 0700); without allow_other
+# the mount is private to it, which root is told.
+# /dev/fuse is 0600 here: a private mount namespace binds an open node over it.
+if command -v unshare >/dev/null && unshare -m true 2>/dev/null; then
+	expect_rc 0 $B format -q --fs-size=64M u.img
+	mkdir um
+	chown nobody u.img um
+	cat > ns.sh <<'EOF'
+B=$1
+N="setpriv --reuid=65534 --regid=65534 --clear-groups env -u XDG_RUNTIME_DIR"
+mknod fusedev c 10 229 && chmod 666 fusedev && mount --bind fusedev /dev/fuse || exit 1
+$N $B fusemount -f u.img um 2>ufuse.err & upid=$!
+for i in $(seq 100); do $N mountpoint -q um && break; sleep 0.1; done
+$N mountpoint -q um || { echo "not mounted: $(cat ufuse.err)"; exit 1; }
+$N getfattr -n bcachefs.ctl --only-values um > u.sock; echo >> u.sock
+$N $B set-fs-option --compression=lz4 um > u1.out 2>&1; echo "owner: $?" >> u.rc
+$B set-fs-option --compression=zstd um > u2.out 2>&1; echo "root: $?" >> u.rc
+chown root u.img
+$N $B set-fs-option --compression=none um > u3.out 2>&1; echo "not-owner: $?" >> u.rc
+chown nobody u.img
+$N fusermount3 -u um
+wait $upid; echo "daemon: $?" >> u.rc
+EOF
+	unshare -m --propagation private sh ns.sh "$B" > ns.out 2>&1 || fail "ns.sh: $(cat ns.out)"
+	cat u.rc u.sock
+	expect_in u.sock '^/tmp/bcachefs-65534/fusemount-[0-9]+\.sock$'
+	expect_in u.rc '^owner: 0$'
+	expect_in u1.out '^compression: none -> lz4'
+	expect_in u.rc '^root: 1$'
+	expect_in u2.out '^bcachefs set-fs-option: um: a bcachefs mount private to the user who mounted it \(no -o allow_other\): run the command as that user'
+	expect_in u.rc '^not-owner: 1$'
+	expect_in u3.out 'permission denied: .*/u.img is not owned by uid 65534'
+	expect_in u.rc '^daemon: 0$'
+	[ -e "$(cat u.sock)" ] && fail "nobody's socket left after unmount"
+	expect_rc 0 $B show-super u.img
+	expect_in out '^ *compression: *lz4'
+	rmdir /tmp/bcachefs-65534 2>/dev/null
+else
+	echo "no unshare -m: the user-mounted steps skipped"
+fi
 trap - EXIT
