@@ -15,7 +15,8 @@
  *                owned by the user: refused otherwise)
  *   A client finds it with getxattr(MOUNTPOINT, "bcachefs.ctl"), which the
  *   daemon answers on its root directory (like "bcachefs.usage.json").
- *   Unmount removes the socket.
+ *   Unmount removes the socket; one left by a killed daemon (nothing
+ *   listens: ECONNREFUSED) is removed by the next daemon that starts.
  *
  * Messages (all integers little-endian)
  *   OFFSET SIZE DESCRIPTION

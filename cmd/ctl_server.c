@@ -21,6 +21,7 @@
  * the connection thread and by ctl_server_stop().  The engine is reached
  * only through the daemon's lock()/unlock() (struct ctl_daemon).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -522,6 +523,34 @@ static int socket_dir(char *dir, size_t len, char *err, size_t elen)
 	return 0;
 }
 
+/*
+ * Sockets of daemons that were killed (SIGKILL leaves them): nobody
+ * listens (ECONNREFUSED), so they go.  A live daemon's socket answers.
+ */
+static void remove_stale(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		if (strncmp(e->d_name, "fusemount-", 10) || l < 5 || strcmp(e->d_name + l - 5, ".sock") ||
+		    (size_t)snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%s", dir, e->d_name) >=
+		    sizeof(sa.sun_path))
+			continue;
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (fd < 0)
+			break;
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) && errno == ECONNREFUSED)
+			unlink(sa.sun_path);
+		close(fd);
+	}
+	closedir(d);
+}
+
 static int make_socket(struct ctl_server *s, char *err, size_t elen)
 {
 	char dir[4096];
@@ -536,6 +565,7 @@ static int make_socket(struct ctl_server *s, char *err, size_t elen)
 		snprintf(err, elen, "%s: path too long for a unix socket", dir);
 		return -ENAMETOOLONG;
 	}
+	remove_stale(dir);
 	/* a daemon killed with this pid left it behind */
 	if (!lstat(s->path, &st) && S_ISSOCK(st.st_mode))
 		unlink(s->path);
