@@ -346,6 +346,11 @@ int cmd_set_fs_option_body(struct cmd_ctx *x, int argc, char **argv)
 	x->lock(x);
 	struct bch_fs *c = *x->cp;
 	dev_names(*x->devs, *x->nr_devs, names, sizeof(names));
+	if (c->read_only) {
+		x->unlock(x);
+		serr(x->out, x->err, "%s: open read-only (mounted with -o ro?): nothing written", names);
+		return EXIT_FAIL;
+	}
 	ret = resolve(x, c, names, set, nr_set, &after);
 	if (ret < 0)
 		ret = apply(x, c, names, set, nr_set, &after) ? EXIT_FAIL : EXIT_OK;

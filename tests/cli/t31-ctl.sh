@@ -44,7 +44,7 @@ mkdir mnt
 mnt=$PWD/mnt
 pid= wpid= cpid=
 trap 'cd /; [ -n "$wpid" ] && kill $wpid 2>/dev/null; [ -n "$cpid" ] && kill -9 $cpid 2>/dev/null;
-	[ -n "$pid" ] && kill $pid 2>/dev/null; fusermount3 -uz "$mnt" 2>/dev/null' EXIT
+	[ -n "$pid" ] && kill $pid 2>/dev/null; fusermount3 -uz "$mnt" 2>/dev/null; fusermount3 -uz "${mnt%/mnt}/rm" 2>/dev/null' EXIT
 # norebalance: only our commands move data; hdd requests take 20 ms each
 BCACHEFS_TEST_DEVICE_DELAY="$PWD/hdd.img=20000" \
 	$B fusemount -f -o norebalance,allow_other ssd.img:hdd.img mnt 2>fuse.err & pid=$!
@@ -266,6 +266,20 @@ for f in b.bin:b.bin a2.bin:a.bin c.bin:c.bin b2.bin:b.bin; do
 	expect_rc 0 $B image cat ssd.img:hdd.img /${f%%:*}
 	cmp -s out ${f#*:} || fail "/${f%%:*} differs"
 done
+
+# ---- a read-only mount: set-fs-option refused, nothing written
+expect_rc 0 $B format -q --fs-size=64M r.img
+mkdir rm
+$B fusemount -f -o ro r.img rm 2>rfuse.err & pid=$!
+for i in $(seq 100); do mountpoint -q rm && break; sleep 0.1; done
+mountpoint -q rm || fail "fusemount -o ro: $(cat rfuse.err)"
+expect_rc 1 $B set-fs-option --compression=lz4 rm
+expect_in err '^bcachefs set-fs-option: .*r.img: open read-only \(mounted with -o ro\?\): nothing written'
+fusermount3 -u rm || fail "unmount rm"
+wait $pid || fail "fusemount -o ro exited $?: $(cat rfuse.err)"
+pid=
+expect_rc 0 $B show-super r.img
+expect_in out '^ *compression: *none'
 
 # ---- mounted by a user (nobody): that user may change it while owning every
 # member device (socket in /tmp/bcachefs-65534, 0700); without allow_other
