@@ -16,9 +16,10 @@
  *     and shuts the socket down, which ends the connection thread's read.
  *
  * Locking: srv->lock guards conns[], nr_conns, busy and stopping.  A
- * connection's `gone` (the client no longer takes output: invariant 3) is
- * set by either thread and read by the body thread; `cancel` is set by
- * the connection thread and by ctl_server_stop().  The engine is reached
+ * connection's output (backlog) is written by one thread at a time: the
+ * connection thread before the body starts, the body thread after; it never
+ * blocks a body, which may hold the engine lock (flush()).  `cancel` is set
+ * by the connection thread and by ctl_server_stop().  The engine is reached
  * only through the daemon's lock()/unlock() (struct ctl_daemon).
  */
 #include <dirent.h>
@@ -43,6 +44,7 @@
 #define CTL_MAX_CONNS		32
 #define CTL_REQ_TIMEOUT_S	10	/* for the request to arrive */
 #define CTL_SEND_TIMEOUT_S	5	/* a client that takes no output this long is gone */
+#define CTL_BACKLOG_MAX		(1U << 20)	/* output waiting for a slow client */
 
 struct ctl_conn {
 	struct ctl_server *srv;
@@ -51,6 +53,8 @@ struct ctl_conn {
 	bool		running;	/* the body thread was started */
 	volatile int	cancel;		/* cmd_ctx.cancel */
 	atomic_bool	gone;		/* output is dropped */
+	char		*backlog;	/* frames not sent yet (one writer at a time) */
+	size_t		blen, bcap;
 	const struct cmd_ctl_cmd *cmd;
 	char		*payload;	/* the request; argv points into it */
 	char		**argv;
@@ -76,14 +80,65 @@ struct ctl_server {
 
 /* ------------------------------------------------------------ output */
 
+/*
+ * Output never blocks the body, which may hold the engine lock: frames
+ * queue in c->backlog and go out as the socket takes them (MSG_DONTWAIT).
+ * A client that lets more than CTL_BACKLOG_MAX pile up, or whose socket
+ * errors, is gone (invariant 3).  Only the EXIT, sent when the body has
+ * returned (no lock held), waits for the client, up to CTL_SEND_TIMEOUT_S.
+ */
+static void flush(struct ctl_conn *c, bool wait)
+{
+	size_t sent = 0;
+
+	while (sent < c->blen && !atomic_load(&c->gone)) {
+		ssize_t n = send(c->fd, c->backlog + sent, c->blen - sent,
+				 MSG_NOSIGNAL | (wait ? 0 : MSG_DONTWAIT));
+		if (n > 0)
+			sent += n;
+		else if (n < 0 && errno == EINTR)
+			continue;
+		else if (n < 0 && errno == EAGAIN && !wait)
+			break;
+		else
+			atomic_store(&c->gone, true);	/* error, or SO_SNDTIMEO */
+	}
+	if (atomic_load(&c->gone))
+		sent = c->blen;
+	memmove(c->backlog, c->backlog + sent, c->blen - sent);
+	c->blen -= sent;
+}
+
+static void queue(struct ctl_conn *c, uint32_t type, const char *buf, size_t len)
+{
+	unsigned char hdr[CTL_HDR_BYTES] = {
+		type, type >> 8, type >> 16, type >> 24, len, len >> 8, len >> 16, len >> 24
+	};
+
+	if (c->blen + sizeof(hdr) + len > CTL_BACKLOG_MAX) {
+		atomic_store(&c->gone, true);
+		c->blen = 0;
+	}
+	if (atomic_load(&c->gone))
+		return;
+	if (c->blen + sizeof(hdr) + len > c->bcap) {
+		size_t ncap = c->bcap ? c->bcap : 4096;
+		while (ncap < c->blen + sizeof(hdr) + len)
+			ncap *= 2;
+		if (!(c->backlog = realloc(c->backlog, ncap)))
+			abort();
+		c->bcap = ncap;
+	}
+	memcpy(c->backlog + c->blen, hdr, sizeof(hdr));
+	memcpy(c->backlog + c->blen + sizeof(hdr), buf, len);
+	c->blen += sizeof(hdr) + len;
+}
+
 static void conn_out(struct ctl_conn *c, uint32_t type, const char *buf, size_t len)
 {
-	for (size_t off = 0; off < len && !atomic_load(&c->gone);) {
-		size_t n = len - off < CTL_MAX_PAYLOAD ? len - off : CTL_MAX_PAYLOAD;
-		if (ctl_send(c->fd, type, buf + off, n))
-			atomic_store(&c->gone, true);	/* invariant (3) */
-		off += n;
-	}
+	for (size_t off = 0; off < len; off += CTL_MAX_PAYLOAD)
+		queue(c, type, buf + off, len - off < CTL_MAX_PAYLOAD ? len - off : CTL_MAX_PAYLOAD);
+	flush(c, false);
 }
 
 static ssize_t out_write(void *cookie, const char *buf, size_t len)
@@ -98,12 +153,13 @@ static ssize_t err_write(void *cookie, const char *buf, size_t len)
 	return len;
 }
 
+/* The last message; waits (bounded) until everything has gone out. */
 static void conn_exit(struct ctl_conn *c, int code)
 {
-	unsigned char b[4] = { code, code >> 8, code >> 16, code >> 24 };
+	char b[4] = { code, code >> 8, code >> 16, code >> 24 };
 
-	if (!atomic_load(&c->gone) && ctl_send(c->fd, CTL_EXIT, b, sizeof(b)))
-		atomic_store(&c->gone, true);
+	queue(c, CTL_EXIT, b, sizeof(b));
+	flush(c, true);
 }
 
 /* A refusal before the body runs: a message and the exit code. */
@@ -402,16 +458,14 @@ static void conn_free(struct ctl_conn *c)
 	close(c->fd);
 	free(c->argv);
 	free(c->payload);
+	free(c->backlog);
 	free(c);
 }
 
 static void *conn_thread(void *arg)
 {
 	struct ctl_conn *c = arg;
-	struct timeval rt = { .tv_sec = CTL_REQ_TIMEOUT_S }, st = { .tv_sec = CTL_SEND_TIMEOUT_S };
 
-	setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
-	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &st, sizeof(st));
 	if (!read_request(c) && !start_body(c)) {
 		read_cancels(c);
 		pthread_join(c->body, NULL);
@@ -427,6 +481,7 @@ static void accept_one(struct ctl_server *s, int fd)
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
 	struct ctl_conn *c = calloc(1, sizeof(*c));
+	struct timeval rt = { .tv_sec = CTL_REQ_TIMEOUT_S }, st = { .tv_sec = CTL_SEND_TIMEOUT_S };
 	pthread_attr_t attr;
 	unsigned slot;
 
@@ -434,6 +489,8 @@ static void accept_one(struct ctl_server *s, int fd)
 		abort();
 	c->srv = s;
 	c->fd = fd;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &st, sizeof(st));
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl)) {
 		close(fd);
 		free(c);
@@ -449,6 +506,7 @@ static void accept_one(struct ctl_server *s, int fd)
 		conn_refuse(c, EXIT_FAIL, "busy: %u connections already; try again later",
 			    CTL_MAX_CONNS);
 		close(fd);
+		free(c->backlog);
 		free(c);
 		return;
 	}

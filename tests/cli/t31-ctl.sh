@@ -209,6 +209,26 @@ talk("badopt", request([b"set-fs-option", b"--block-size=8k"]))
 talk("devs-in-body", request([b"set-fs-option", b"/etc/passwd"]))
 talk("garbage", bytes(random.Random(315).randbytes(3000)))
 idle.close()
+# more connections than the daemon takes at once: the extra ones are told so
+import time
+many = []
+for i in range(40):
+	c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+	c.connect(path)
+	many.append(c)
+time.sleep(1)
+refused, msg = 0, ""
+for c in many:
+	c.setblocking(False)
+	try:
+		d = c.recv(65536)
+		if d:
+			refused += 1
+			msg = d[8:].decode(errors="replace").strip()
+	except BlockingIOError:
+		pass
+	c.close()
+print("maxconns: %d refused: %s" % (refused, msg))
 EOF
 python3 hostile.py "$sock" > hostile.out 2>&1 || fail "hostile.py: $(cat hostile.out)"
 cat hostile.out
@@ -225,6 +245,7 @@ expect_in hostile.out '^unknown: .*rm -rf /\?\[2J. is not a command'
 expect_in hostile.out '^badopt: exit 1: bcachefs set-fs-option: block_size cannot be changed'
 expect_in hostile.out "^devs-in-body: exit 16: bcachefs set-fs-option: unexpected argument '/etc/passwd'"
 expect_in hostile.out '^garbage: exit 16: '
+expect_in hostile.out '^maxconns: ([89]|10) refused: bcachefs ctl: .*: busy: 32 connections already'
 kill -0 $pid || fail "the daemon died: $(cat fuse.err)"
 # and it still serves
 expect_rc 0 $B set-fs-option --compression=lz4 mnt
