@@ -354,12 +354,12 @@ static void *body_thread(void *arg)
 		fclose(out);
 	if (err)
 		fclose(err);
-	conn_exit(c, code);
-
+	/* the job is over: the next may start while a slow client reads */
 	pthread_mutex_lock(&s->lock);
 	if (c->cmd->changes)
 		s->busy = NULL;
 	pthread_mutex_unlock(&s->lock);
+	conn_exit(c, code);
 	/* ends the connection thread's read of CANCEL */
 	shutdown(c->fd, SHUT_RDWR);
 	return NULL;
