@@ -131,6 +131,8 @@ cpid=
 probe || fail "the job stopped with its client"
 for i in $(seq 300); do [ "$(pending)" = 0 ] && break; sleep 0.1; done
 [ "$(pending)" = 0 ] || fail "the job of the killed client did not finish: $(cat out)"
+# the job ends with a last walk of the pending work and its summary
+for i in $(seq 100); do probe || break; sleep 0.05; done
 probe && fail "still busy after the job finished"
 echo "SIGKILL: $before bytes moved by the job after its client was killed"
 
