@@ -5,8 +5,11 @@
 # running to the end (seen through fs usage and "busy"); SIGINT cancels it
 # at a safe point and a rerun finishes it; a hostile client (malformed
 # frames: huge lengths, bad types, truncated, too many arguments, ...) gets
-# errors and the daemon goes on serving; unmount cancels a running job and
-# removes the socket.  The hdd image is slowed down (BCACHEFS_TEST_DEVICE_DELAY,
+# errors and the daemon goes on serving, also past 32 connections; unmount
+# cancels a running job and removes the socket; a daemon killed mid-job is
+# reported by its client; a read-only mount refuses set-fs-option; a
+# filesystem mounted by nobody can be changed by nobody only while nobody
+# owns its devices (private mount namespace).  The hdd image is slowed down (BCACHEFS_TEST_DEVICE_DELAY,
 # blockdev.h) so a job runs long enough to be killed.
 # Data: python's random.Random with fixed seeds 311 (a.bin), 312 (b.bin),
 # 313 (c.bin), 314 + i (the writer's files), printed below.
@@ -44,7 +47,8 @@ mkdir mnt
 mnt=$PWD/mnt
 pid= wpid= cpid=
 trap 'cd /; [ -n "$wpid" ] && kill $wpid 2>/dev/null; [ -n "$cpid" ] && kill -9 $cpid 2>/dev/null;
-	[ -n "$pid" ] && kill $pid 2>/dev/null; fusermount3 -uz "$mnt" 2>/dev/null; fusermount3 -uz "${mnt%/mnt}/rm" 2>/dev/null' EXIT
+	[ -n "$pid" ] && kill $pid 2>/dev/null; fusermount3 -uz "$mnt" 2>/dev/null; fusermount3 -uz "${mnt%/mnt}/rm" 2>/dev/null;
+	fusermount3 -uz "${mnt%/mnt}/m2" 2>/dev/null' EXIT
 # norebalance: only our commands move data; hdd requests take 20 ms each
 BCACHEFS_TEST_DEVICE_DELAY="$PWD/hdd.img=20000" \
 	$B fusemount -f -o norebalance,allow_other ssd.img:hdd.img mnt 2>fuse.err & pid=$!
@@ -108,7 +112,7 @@ expect_in err 'permission denied'
 
 # probe: "busy" while a changing job runs, else the label refusal (nothing written)
 probe() {
-	$B set-fs-option --background-target=nvme mnt >probe.out 2>probe.err
+	$B set-fs-option --background-target=nvme ${pm:-mnt} >probe.out 2>probe.err
 	grep -q '^bcachefs set-fs-option: .*: busy: data rebalance is running' probe.err && return 0
 	grep -q "no label or device 'nvme'" probe.err || fail "probe: $(cat probe.err)"
 	return 1
@@ -289,6 +293,26 @@ for f in b.bin:b.bin a2.bin:a.bin c.bin:c.bin b2.bin:b.bin; do
 	expect_rc 0 $B image cat ssd.img:hdd.img /${f%%:*}
 	cmp -s out ${f#*:} || fail "/${f%%:*} differs"
 done
+
+# ---- the daemon killed while a job runs: the client says so (exit 1)
+expect_rc 0 $B format -q --fs-size=64M --label=ssd s2.img --fs-size=64M --label=hdd h2.img \
+	--foreground-target=ssd --background-target=hdd
+mkdir m2
+BCACHEFS_TEST_DEVICE_DELAY="$PWD/h2.img=20000" \
+	$B fusemount -f -o norebalance s2.img:h2.img m2 2>m2fuse.err & pid=$!
+for i in $(seq 100); do mountpoint -q m2 && break; sleep 0.1; done
+mountpoint -q m2 || fail "fusemount m2: $(cat m2fuse.err)"
+cp b.bin m2/b.bin || fail "write m2/b.bin"
+$B data rebalance m2 >client.out 2>client.err & cpid=$!
+pm=m2 wait_busy
+kill -9 $pid
+wait $pid 2>/dev/null
+pid=
+wait $cpid; rc=$?
+cpid=
+[ "$rc" = 1 ] || fail "client of a killed daemon exited $rc: $(cat client.err)"
+expect_in client.err '^bcachefs data rebalance: m2: the daemon went away before the command finished'
+fusermount3 -u m2 || fail "unmount of the dead mount m2"
 
 # ---- a read-only mount: set-fs-option refused, nothing written
 expect_rc 0 $B format -q --fs-size=64M r.img
