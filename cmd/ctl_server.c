@@ -4,8 +4,10 @@
  * design and wire format are in ctl.c's header comment).
  *
  * Threads
- *   - the listener: accepts connections (at most CTL_MAX_CONNS at once;
- *     more are told so and closed) and starts a connection thread for each;
+ *   - the listener: accepts connections (at most CTL_MAX_CONNS at once, of
+ *     them CTL_MAX_CONNS_OTHER per user other than root and the owner, so
+ *     one user cannot shut the others out; more are told so and closed) and
+ *     starts a connection thread for each;
  *   - a connection thread: reads and validates the request (ctl.c,
  *     invariant 1), checks the rights (2) and the one-changing-job rule
  *     (4), starts the body thread, then reads the client's messages
@@ -42,6 +44,7 @@
 #include "ctl.h"
 
 #define CTL_MAX_CONNS		32
+#define CTL_MAX_CONNS_OTHER	4	/* of one uid that is neither root nor the owner */
 #define CTL_REQ_TIMEOUT_S	10	/* for the request to arrive */
 #define CTL_SEND_TIMEOUT_S	5	/* a client that takes no output this long is gone */
 #define CTL_BACKLOG_MAX		(1U << 20)	/* output waiting for a slow client */
@@ -499,12 +502,15 @@ static void accept_one(struct ctl_server *s, int fd)
 	c->uid = cred.uid;
 
 	pthread_mutex_lock(&s->lock);
+	unsigned same = 0, limit = c->uid && c->uid != s->owner ? CTL_MAX_CONNS_OTHER : CTL_MAX_CONNS;
+	for (unsigned i = 0; i < CTL_MAX_CONNS; i++)
+		same += s->conns[i] && s->conns[i]->uid == c->uid;
 	for (slot = 0; slot < CTL_MAX_CONNS && s->conns[slot]; slot++)
 		;
-	if (slot == CTL_MAX_CONNS) {
+	if (slot == CTL_MAX_CONNS || same >= limit) {
 		pthread_mutex_unlock(&s->lock);
 		conn_refuse(c, EXIT_FAIL, "busy: %u connections already; try again later",
-			    CTL_MAX_CONNS);
+			    slot == CTL_MAX_CONNS ? CTL_MAX_CONNS : limit);
 		close(fd);
 		free(c->backlog);
 		free(c);

@@ -9,8 +9,9 @@
 # cancels a running job and removes the socket; a daemon killed mid-job is
 # reported by its client; a read-only mount refuses set-fs-option; a
 # filesystem mounted by nobody can be changed by nobody only while nobody
-# owns its devices (private mount namespace).  The hdd image is slowed down (BCACHEFS_TEST_DEVICE_DELAY,
-# blockdev.h) so a job runs long enough to be killed.
+# owns its devices (private mount namespace).  The hdd image is slowed down
+# (BCACHEFS_TEST_DEVICE_DELAY, blockdev.h) so a job runs long enough to be
+# killed.
 # Data: python's random.Random with fixed seeds 311 (a.bin), 312 (b.bin),
 # 313 (c.bin), 314 + i (the writer's files), printed below.
 [ -c /dev/fuse ] && command -v fusermount3 >/dev/null || skip "no /dev/fuse or fusermount3"
@@ -252,6 +253,37 @@ expect_in hostile.out '^badopt: exit 1: bcachefs set-fs-option: block_size canno
 expect_in hostile.out "^devs-in-body: exit 16: bcachefs set-fs-option: unexpected argument '/etc/passwd'"
 expect_in hostile.out '^garbage: exit 16: '
 expect_in hostile.out '^maxconns: ([89]|10) refused: bcachefs ctl: .*: busy: 32 connections already'
+# another user holds at most 4 connections: it cannot shut root out (a
+# python nobody can run: root's own may live under /root)
+npy=
+for p in /usr/bin/python3 /usr/local/bin/python3; do nobody $p -c '' 2>/dev/null && { npy=$p; break; }; done
+[ -n "$npy" ] || fail "no python3 that nobody can run"
+nobody $npy -c 'import socket, sys, time
+many = []
+for i in range(10):
+	c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+	c.connect(sys.argv[1])
+	many.append(c)
+time.sleep(1)
+refused = 0
+for c in many:
+	c.setblocking(False)
+	try:
+		d = c.recv(65536)
+		if b"busy: 4 connections already" in d:
+			refused += 1
+	except BlockingIOError:
+		pass
+print("nobody: %d of 10 refused" % refused, flush=True)
+while not __import__("os").path.exists("release"):
+	time.sleep(0.05)
+for c in many:
+	c.close()' "$sock" > nobody.out 2>&1 & npid=$!
+for i in $(seq 100); do grep -q refused nobody.out && break; sleep 0.1; done
+expect_rc 0 $B set-fs-option --compression=lz4 mnt
+touch release
+wait $npid || fail "nobody's connections: $(cat nobody.out)"
+expect_in nobody.out '^nobody: 6 of 10 refused'
 kill -0 $pid || fail "the daemon died: $(cat fuse.err)"
 # and it still serves
 expect_rc 0 $B set-fs-option --compression=lz4 mnt
