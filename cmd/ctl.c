@@ -55,8 +55,9 @@
  *       filesystem is closed.
  *
  * The client (ctl_forward) relays until EXIT; on SIGINT it sends CANCEL and
- * keeps relaying (the daemon stops at a point a rerun resumes from); when
- * the stream ends without EXIT it says the daemon went away (exit 1).
+ * keeps relaying (the daemon stops at a point a rerun resumes from; a second
+ * SIGINT ends the client at once); when the stream ends without EXIT it says
+ * the daemon went away (exit 1).
  */
 #include <errno.h>
 #include <limits.h>
@@ -215,7 +216,7 @@ static int send_request(int fd, int argc, char **argv, bool tty)
 }
 
 /* Relay the daemon's messages until EXIT; the exit code. */
-static int relay(const char *cmd, const char *mnt, int fd)
+static int relay(const char *cmd, const char *mnt, int fd, const struct sigaction *old_int)
 {
 	static char buf[CTL_MAX_PAYLOAD];
 	bool cancelled = false;
@@ -225,7 +226,9 @@ static int relay(const char *cmd, const char *mnt, int fd)
 			cancelled = true;
 			fflush(stdout);
 			fprintf(stderr, "\nbcachefs %s: %s: interrupted: asking the daemon to stop at "
-				"a safe point\n", cmd, mnt);
+				"a safe point (Ctrl-C again: stop waiting)\n", cmd, mnt);
+			/* a second Ctrl-C ends the client; the job stops all the same */
+			sigaction(SIGINT, old_int, NULL);
 			if (ctl_send(fd, CTL_CANCEL, NULL, 0))
 				break;
 		}
@@ -285,7 +288,7 @@ int ctl_forward(const char *cmd, const char *mnt, int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	interrupted = 0;
 	sigaction(SIGINT, &sa, &old_int);
-	ret = relay(cmd, mnt, fd);
+	ret = relay(cmd, mnt, fd, &old_int);
 	sigaction(SIGINT, &old_int, NULL);
 	close(fd);
 	return ret;
