@@ -195,7 +195,7 @@ static int run_rebalance(struct cmd_ctx *x, struct bch_move_stats *s, bool *park
 	}
 	last = last_walk = now_s();
 	for (;;) {
-		if (*x->cancel) {
+		if (__atomic_load_n(x->cancel, __ATOMIC_RELAXED)) {	/* set by another thread */
 			r = -EINTR;
 			break;
 		}

@@ -383,7 +383,7 @@ static void read_cancels(struct ctl_conn *c)
 			continue;
 		if (type != CTL_CANCEL)
 			break;
-		c->cancel = 1;
+		__atomic_store_n(&c->cancel, 1, __ATOMIC_RELAXED);
 	}
 	/*
 	 * The end of the stream (the client closed its side, went away, or the
@@ -708,7 +708,8 @@ void ctl_server_stop(struct ctl_server *s)
 		if (!c)
 			continue;
 		if (c->running)
-			c->cancel = 1;		/* invariant (5): it stops at a safe point */
+			/* invariant (5): it stops at a safe point */
+			__atomic_store_n(&c->cancel, 1, __ATOMIC_RELAXED);
 		else
 			shutdown(c->fd, SHUT_RD);	/* still reading its request */
 	}
