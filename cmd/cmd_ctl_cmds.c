@@ -30,6 +30,8 @@ const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
 	{ "device offline",	cmd_dev_offline_body,		true },
 	{ "data rereplicate",	cmd_data_rereplicate_body,	true },
 	{ "data scrub",	cmd_scrub_body,	true },
+	{ "data rebalance",	cmd_data_rebalance_body,	true },
+	{ "set-fs-option",	cmd_set_fs_option_body,		true },
 	{ NULL, NULL, false }
 };
 

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * cmd_data.c - `bcachefs data SUBCOMMAND`: jobs that move data over a whole
- * unmounted filesystem.  For now: `data rebalance [--wait] [--json]
- * DEVICE...`, which runs the pending rebalance work (rebalance.h) to the end.
+ * filesystem.  For now: `data rebalance [--wait] [--json] FS`, which runs
+ * the pending rebalance work (rebalance.h) to the end.
  *
- * Opens the filesystem read-write (exclusive: a device held by fusemount
- * or another command is refused, "mounted at X" when a mount names it),
- * calls bch_rebalance_step() until it reports no more work, and prints a
- * summary from struct bch_move_stats and what bch_rebalance_pending() says
- * is left.  On a terminal (stderr) a progress line shows the bytes moved,
- * the rate and what is pending.
+ * Split per cmd_ctx.h: the front parses and names FS; the body
+ * (cmd_data_rebalance_body) calls bch_rebalance_step() until it reports no
+ * more work, and prints a summary from struct bch_move_stats and what
+ * bch_rebalance_pending() says is left.  Offline the filesystem is opened
+ * read-write (exclusive) and the steps are large; on a mounted filesystem
+ * the daemon runs the body (control channel, ctl.h) in steps of 1 MiB with
+ * its lock released between them, beside its own background rebalance.
+ * When the client's stdout is a terminal, a progress line on its stderr
+ * shows the bytes moved, the rate and what is pending.
  *
  * Invariants
  *   (1) Work left undone stays recorded on disk (rebalance_work keys), so
@@ -22,7 +25,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +33,12 @@
 #include <unistd.h>
 
 #include "bcachefs.h"
+#include "cmd_ctx.h"
 #include "cmds.h"
+#include "ctl.h"
 #include "errcode.h"
 #include "fs.h"
+#include "fsname.h"
 #include "move.h"
 #include "opts.h"
 #include "rebalance.h"
@@ -41,33 +47,28 @@
 
 /* Sectors of work per step offline: large, nothing else waits for the engine. */
 #define OFFLINE_BUDGET	(64ULL << 11)	/* 64 MiB */
-
-static volatile sig_atomic_t interrupted;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	interrupted = 1;
-}
+/* Mounted: the lock is held this long at most, requests wait in between. */
+#define MOUNTED_BUDGET	2048		/* 1 MiB */
 
 static void usage_rebalance(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs data rebalance [--wait] [--json] DEVICE[:DEVICE...]...\n"
-"Run the pending rebalance work of an unmounted filesystem to the end: move\n"
-"data that is not on its background_target there, recompress data that is\n"
-"not in its background_compression (filesystem options, or a file's own).\n"
-"Opens the filesystem read-write and exclusively (a mounted filesystem is\n"
-"refused: fusemount does this work in the background itself).\n"
+"Usage: bcachefs data rebalance [--wait] [--json] FS\n"
+"Run the pending rebalance work of a filesystem to the end: move data that\n"
+"is not on its background_target there, recompress data that is not in its\n"
+"background_compression (filesystem options, or a file's own).  FS: the\n"
+"member devices (DEVICE[:DEVICE...]...: opened read-write and exclusively),\n"
+"or the mountpoint of a fusemount (or its devices): the daemon runs it\n"
+"beside its background work (root, or the user who mounted and owns every\n"
+"member device); killing the command leaves it running, Ctrl-C stops it.\n"
 "On a terminal a progress line shows the bytes moved, the rate and what is\n"
 "pending; at the end a summary: extents moved, raced, left for want of a\n"
 "readable copy, left for want of space, and the last problem.\n"
 "Interrupted (Ctrl-C), it stops after the current step and closes cleanly;\n"
 "the work left stays recorded, and running the command again resumes it.\n"
 "\n"
-"      --wait        wait for the work to finish.  Offline the command always\n"
-"                    runs to the end, with or without --wait (accepted for\n"
-"                    scripts written for a mounted filesystem)\n"
+"      --wait        wait for the work to finish.  The command always runs to\n"
+"                    the end, with or without --wait (accepted for scripts)\n"
 "      --json        the summary as one JSON object on stdout (sizes in bytes)\n"
 "      --help        this text\n"
 "\n"
@@ -95,47 +96,50 @@ static uint64_t pending_sectors(const struct bch_rebalance_pending *p)
 	return p->sectors_target + p->sectors_compression;
 }
 
-static void progress(const struct bch_move_stats *s, double start, uint64_t pending)
+static void progress(FILE *f, const struct bch_move_stats *s, double start, uint64_t pending)
 {
 	char a[32], b[32], cc[32];
 	double t = now_s() - start;
 	uint64_t moved = s->sectors_moved << 9;
 
-	fprintf(stderr, "\rbcachefs data rebalance: moved %s, %s/s, pending %s   ",
+	fprintf(f, "\rbcachefs data rebalance: moved %s, %s/s, pending %s   ",
 		hsize(moved, a, sizeof(a)), hsize(t > 0 ? (uint64_t)(moved / t) : 0, b, sizeof(b)),
 		hsize(pending << 9, cc, sizeof(cc)));
+	fflush(f);
 }
 
-static void summary_text(const char *devs, const struct bch_move_stats *s,
+static void summary_text(FILE *out, FILE *err, const char *devs, const struct bch_move_stats *s,
 			 const struct bch_rebalance_pending *left, double secs)
 {
 	char a[32], b[32], cc[32];
 
-	printf("Moved:            %" PRIu64 " extents, %s of file data (%s read, %s written) in %.1f s\n",
+	fprintf(out, "Moved:            %" PRIu64 " extents, %s of file data (%s read, %s written) in %.1f s\n",
 	       s->keys_moved, hsize(s->sectors_moved << 9, a, sizeof(a)),
 	       hsize(s->sectors_read << 9, b, sizeof(b)),
 	       hsize(s->sectors_written << 9, cc, sizeof(cc)), secs);
-	printf("Raced:            %" PRIu64 " extents (changed while moved; redone later)\n",
+	fprintf(out, "Raced:            %" PRIu64 " extents (changed while moved; redone later)\n",
 	       s->keys_raced);
-	printf("No good copy:     %" PRIu64 " extents (left as they are)\n", s->keys_no_good_copy);
-	printf("No space:         %" PRIu64 " extents (waiting for space on the target)\n",
+	fprintf(out, "No good copy:     %" PRIu64 " extents (left as they are)\n", s->keys_no_good_copy);
+	fprintf(out, "No space:         %" PRIu64 " extents (waiting for space on the target)\n",
 	       s->keys_no_space);
 	if (s->bad_copies)
-		printf("Bad copies:       %" PRIu64 " (skipped for a good one)\n", s->bad_copies);
-	printf("Pending:          %s off target, %s not in background_compression, "
+		fprintf(out, "Bad copies:       %" PRIu64 " (skipped for a good one)\n", s->bad_copies);
+	fprintf(out, "Pending:          %s off target, %s not in background_compression, "
 	       "%s waiting for space%s\n",
 	       hsize(left->sectors_target << 9, a, sizeof(a)),
 	       hsize(left->sectors_compression << 9, b, sizeof(b)),
 	       hsize(left->sectors_waiting << 9, cc, sizeof(cc)),
 	       left->scan ? ", a scan of every file" : "");
-	if (s->last_problem[0] && (s->keys_no_good_copy || s->keys_no_space))
-		fprintf(stderr, "bcachefs data rebalance: %s: %s\n", devs, s->last_problem);
+	if (s->last_problem[0] && (s->keys_no_good_copy || s->keys_no_space)) {
+		fflush(out);
+		fprintf(err, "bcachefs data rebalance: %s: %s\n", devs, s->last_problem);
+	}
 }
 
-static void summary_json(const struct bch_move_stats *s, const struct bch_rebalance_pending *left,
+static void summary_json(FILE *out, const struct bch_move_stats *s, const struct bch_rebalance_pending *left,
 			 double secs, bool done)
 {
-	printf("{\"done\": %s, \"seconds\": %.3f, \"extents_seen\": %" PRIu64
+	fprintf(out, "{\"done\": %s, \"seconds\": %.3f, \"extents_seen\": %" PRIu64
 	       ", \"extents_moved\": %" PRIu64 ", \"extents_raced\": %" PRIu64
 	       ", \"extents_no_good_copy\": %" PRIu64 ", \"extents_no_space\": %" PRIu64
 	       ", \"moved\": %" PRIu64 ", \"read\": %" PRIu64 ", \"written\": %" PRIu64
@@ -147,41 +151,130 @@ static void summary_json(const struct bch_move_stats *s, const struct bch_rebala
 	       s->sectors_read << 9, s->sectors_written << 9, s->bad_copies, left->inodes,
 	       left->scan ? "true" : "false", left->sectors_target << 9,
 	       left->sectors_compression << 9, left->sectors_waiting << 9);
-	json_str(stdout, s->last_problem);
-	printf("}\n");
+	json_str(out, s->last_problem);
+	fprintf(out, "}\n");
+}
+
+/* "bcachefs data rebalance: ..." on x->err, after what was printed on x->out. */
+__attribute__((format(printf, 2, 3)))
+static void xerr(struct cmd_ctx *x, const char *fmt, ...)
+{
+	va_list args;
+
+	fflush(x->out);
+	fprintf(x->err, "bcachefs %s: ", x->cmd);
+	va_start(args, fmt);
+	vfprintf(x->err, fmt, args);
+	va_end(args);
+	fputc('\n', x->err);
+	fflush(x->err);
 }
 
 /*
- * Run the work to the end on an open filesystem; 0, or the step's error.
- * The progress line's pending figure is the last walk's less what was moved
- * since (the walk reads every work key's inode: not at every redraw).
+ * Run the work to the end, step by step with the lock taken for each
+ * (cmd_ctx.h); 0, -EINTR when asked to stop, or the step's error (its
+ * message in *msg, read under the lock).  The progress line's pending
+ * figure is the last walk's less what was moved since (the walk reads every
+ * work key's inode: not at every redraw).
  */
-static int run_rebalance(struct bch_fs *c, struct bch_move_stats *s, bool *parked)
+static int run_rebalance(struct cmd_ctx *x, struct bch_move_stats *s, bool *parked,
+			 char *msg, size_t len)
 {
-	bool tty = isatty(2);
+	uint64_t budget = x->mounted ? MOUNTED_BUDGET : OFFLINE_BUDGET;
 	double start = now_s(), last = 0, last_walk = 0;
 	struct bch_rebalance_pending p = { 0 };
 	uint64_t moved_at_walk = 0;
-	int r = 0;
+	int r;
 
-	if (tty && !bch_rebalance_pending(c, &p))
-		progress(s, start, pending_sectors(&p));
+	msg[0] = 0;
+	if (x->tty) {
+		x->lock(x);
+		if (!bch_rebalance_pending(*x->cp, &p))
+			progress(x->err, s, start, pending_sectors(&p));
+		x->unlock(x);
+	}
 	last = last_walk = now_s();
-	while (!interrupted && (r = bch_rebalance_step(c, OFFLINE_BUDGET, s, parked)) == 1) {
+	for (;;) {
+		if (__atomic_load_n(x->cancel, __ATOMIC_RELAXED)) {	/* set by another thread */
+			r = -EINTR;
+			break;
+		}
+		x->lock(x);
+		struct bch_fs *c = *x->cp;
+		c->err_msg[0] = 0;
+		r = bch_rebalance_step(c, budget, s, parked);
+		if (r < 0)
+			snprintf(msg, len, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		double t = now_s();
-		if (!tty || t - last < 0.25)
-			continue;
-		if (t - last_walk >= 2 && !bch_rebalance_pending(c, &p)) {
+		bool show = r == 1 && x->tty && t - last >= 0.25;
+		if (show && t - last_walk >= 2 && !bch_rebalance_pending(c, &p)) {
 			last_walk = t;
 			moved_at_walk = s->sectors_moved;
 		}
-		uint64_t since = s->sectors_moved - moved_at_walk, pend = pending_sectors(&p);
-		progress(s, start, pend > since ? pend - since : 0);
-		last = t;
+		x->unlock(x);
+		if (r != 1)
+			break;
+		if (show) {
+			uint64_t since = s->sectors_moved - moved_at_walk, pend = pending_sectors(&p);
+			progress(x->err, s, start, pend > since ? pend - since : 0);
+			last = t;
+		}
 	}
-	if (tty)
-		fprintf(stderr, "\n");
-	return interrupted ? -EINTR : r < 0 ? r : 0;
+	if (x->tty)
+		fprintf(x->err, "\n");
+	return r < 0 ? r : 0;
+}
+
+/* The body (cmd_ctx.h): argv is "data rebalance" then --wait / --json. */
+int cmd_data_rebalance_body(struct cmd_ctx *x, int argc, char **argv)
+{
+	struct bch_move_stats s;
+	struct bch_rebalance_pending left = { 0 };
+	char names[1024] = "", msg[512];
+	bool json = false, parked = false;
+	int ret = EXIT_FAIL;
+
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (strcmp(argv[i], "--wait")) {
+			xerr(x, "unexpected argument '%s'", argv[i]);
+			return EXIT_USAGE;
+		}
+	x->lock(x);
+	for (unsigned i = 0, n = 0; i < *x->nr_devs && n < sizeof(names); i++)
+		n += snprintf(names + n, sizeof(names) - n, "%s%s", i ? ":" : "", (*x->devs)[i]);
+	x->unlock(x);
+
+	memset(&s, 0, sizeof(s));
+	double start = now_s();
+	int r = run_rebalance(x, &s, &parked, msg, sizeof(msg));
+	double secs = now_s() - start;
+	if (r == -EINTR) {
+		xerr(x, "%s: interrupted; the work left stays recorded (run again to resume)", names);
+		return EXIT_FAIL;
+	}
+	if (r) {
+		xerr(x, "%s: %s", names, msg);
+		return EXIT_FAIL;
+	}
+	x->lock(x);
+	struct bch_fs *c = *x->cp;
+	c->err_msg[0] = 0;
+	if ((r = bch_rebalance_pending(c, &left)))
+		snprintf(msg, sizeof(msg), "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
+	x->unlock(x);
+	if (r) {
+		xerr(x, "%s: reading the pending work: %s", names, msg);
+		return EXIT_FAIL;
+	}
+	bool done = !pending_sectors(&left) && !left.scan && !parked;
+	if (json)
+		summary_json(x->out, &s, &left, secs, done);
+	else
+		summary_text(x->out, x->err, names, &s, &left, secs);
+	ret = done ? EXIT_OK : EXIT_WORK_LEFT;
+	return ret;
 }
 
 static int cmd_data_rebalance(int argc, char *argv[])
@@ -192,13 +285,13 @@ static int cmd_data_rebalance(int argc, char *argv[])
 		{ "help",	no_argument, NULL, 'H' },
 		{ NULL }
 	};
-	bool json = false;
-	int o;
+	char *bargv[4] = { "data rebalance" };
+	int bargc = 1, o;
 
 	while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
 		switch (o) {
-		case 'w': break;	/* offline it always runs to the end */
-		case 'j': json = true; break;
+		case 'w': bargv[bargc++] = "--wait"; break;
+		case 'j': bargv[bargc++] = "--json"; break;
 		case 'h':
 		case 'H': usage_rebalance(stdout); return EXIT_OK;
 		default: usage_rebalance(stderr); return EXIT_USAGE;
@@ -208,71 +301,25 @@ static int cmd_data_rebalance(int argc, char *argv[])
 		usage_rebalance(stderr);
 		return EXIT_USAGE;
 	}
-
-	unsigned nr;
-	char **devs = split_devs(argv + optind, argc - optind, &nr), err[512], mnt[4096];
-	char names[1024] = "";
-	struct bch_fs *c;
-	int ret = EXIT_FAIL;
-
-	for (unsigned i = 0, n = 0; i < nr && n < sizeof(names); i++)
-		n += snprintf(names + n, sizeof(names) - n, "%s%s", i ? ":" : "", devs[i]);
-	if (cmd_mounted_at(devs, nr, mnt, sizeof(mnt))) {
-		cmd_err("data rebalance", "%s: mounted at %s: the mount's daemon rebalances in the "
-			"background (unmount to run it here)", names, mnt);
-		goto out;
+	if (bargc > 3) {
+		cmd_err("data rebalance", "an option given twice");
+		usage_rebalance(stderr);
+		return EXIT_USAGE;
 	}
-	if (bch_fs_open(devs, nr, NULL, &c, err, sizeof(err))) {
-		cmd_err("data rebalance", "%s", err);
-		goto out;
-	}
-	cmd_note_degraded("data rebalance", c, devs, nr);
 
-	struct sigaction sa = { .sa_handler = on_signal }, old_int, old_term;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-
-	struct bch_move_stats s;
-	struct bch_rebalance_pending left = { 0 };
-	bool parked = false;
-	double start = now_s();
-
-	memset(&s, 0, sizeof(s));
-	c->err_msg[0] = 0;
-	int r = run_rebalance(c, &s, &parked);
-	double secs = now_s() - start;
-	if (r == -EINTR) {
-		cmd_err("data rebalance", "%s: interrupted; the work left stays recorded (run "
-			"again to resume)", names);
-	} else if (r) {
-		cmd_err("data rebalance", "%s: %s", names, c->err_msg[0] ? c->err_msg : bch_err_str(r));
-	} else if ((r = bch_rebalance_pending(c, &left))) {
-		cmd_err("data rebalance", "%s: reading the pending work: %s", names,
-			c->err_msg[0] ? c->err_msg : bch_err_str(r));
-	} else {
-		bool done = !pending_sectors(&left) && !left.scan && !parked;
-		if (json)
-			summary_json(&s, &left, secs, done);
-		else
-			summary_text(names, &s, &left, secs);
-		ret = done ? EXIT_OK : EXIT_WORK_LEFT;
-	}
-	if ((r = bch_fs_close(c))) {
-		cmd_err("data rebalance", "%s: closing: %s", names, bch_err_str(r));
-		ret = EXIT_FAIL;
-	}
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-out:
-	free_devs(devs);
+	struct cmd_fs fs;
+	/* TODO(lead): cmd_fs_resolve (fsname.c) once merged */
+	int ret = ctl_fs_resolve("data rebalance", argv + optind, argc - optind, &fs);
+	if (!ret)
+		ret = cmd_run("data rebalance", &fs, NULL, bargc, bargv);
+	ctl_fs_free(&fs);
 	return ret;
 }
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: bcachefs data rebalance [--wait] [--json] DEVICE[:DEVICE...]...\n"
-		   "Jobs that move data over a whole unmounted filesystem:\n"
+	fprintf(f, "Usage: bcachefs data rebalance [--wait] [--json] FS\n"
+		   "Jobs that move data over a whole filesystem:\n"
 		   "  rebalance    move and recompress data per background_target and\n"
 		   "               background_compression (see data rebalance --help)\n");
 }

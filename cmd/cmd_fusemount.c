@@ -36,6 +36,15 @@
  *       to a waiting file), so a parked daemon costs no CPU.  Copygc
  *       runs when bch_copygc_needed() says free buckets run low.  Never on
  *       a read-only mount; -o norebalance and -o nocopygc turn either off.
+ *   (6) Commands on the mountpoint (device add, data rebalance, ...) reach
+ *       the daemon through its control channel (ctl.h, ctl_server.c),
+ *       started with the background thread and stopped (running jobs
+ *       cancelled and waited for, the socket removed) before it.  Their
+ *       bodies take the same lock and may replace m->c (a membership
+ *       change reopens the filesystem) and m->devs: every user of the
+ *       engine reads m->c after taking the lock, never a copy kept across
+ *       an unlock.  The mountpoint's root answers getxattr "bcachefs.ctl"
+ *       with the socket's path.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -52,7 +61,9 @@
 #include <unistd.h>
 
 #include "bcachefs.h"
+#include "cmd_ctx.h"
 #include "cmds.h"
+#include "ctl.h"
 #include "acl.h"
 #include "blockdev.h"
 #include "errcode.h"
@@ -97,6 +108,12 @@ struct fmount {
 	bool		bg_unpark;	/* a file's options changed: parked work may go */
 	pthread_cond_t	bg_cond;	/* the thread sleeps on it with lock */
 	atomic_uint	fg_waiting;	/* requests waiting for lock */
+	/* the control channel, invariant (6) */
+	struct ctl_server *ctl;
+	char		**devs;		/* member paths (cmd_ctx.devs), under lock */
+	unsigned	nr_devs;
+	struct bch_opts	opts;		/* what the filesystem was opened with */
+	char		mnt[PATH_MAX];	/* absolute, for messages */
 };
 
 #define BG_BUDGET	2048	/* sectors of work per step (1 MiB): lock held briefly */
@@ -1108,10 +1125,32 @@ static bool usage_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	return true;
 }
 
+/* Commands find the control channel's socket through a virtual xattr of the root. */
+static bool ctl_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fmount *m = FM(req);
+
+	if (ino != FUSE_ROOT_ID || strcmp(name, CTL_XATTR))
+		return false;
+	if (!m->ctl) {
+		lf->reply_err(req, ENODATA);
+		return true;
+	}
+	const char *path = ctl_server_path(m->ctl);
+	size_t len = strlen(path);
+	if (!size)
+		lf->reply_xattr(req, len);
+	else if (size < len)
+		lf->reply_err(req, ERANGE);
+	else
+		lf->reply_buf(req, path, len);
+	return true;
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct fmount *m = FM(req);
-	if (usage_xattr(req, ino, name, size))
+	if (usage_xattr(req, ino, name, size) || ctl_xattr(req, ino, name, size))
 		return;
 	char *buf = malloc(size ? size : 1);
 
@@ -1362,7 +1401,7 @@ static int bg_rebalance(struct bch_fs *c, struct bch_move_stats *s, bool *parked
 static void *bg_thread(void *arg)
 {
 	struct fmount *m = arg;
-	struct bch_fs *c = m->c;
+	struct bch_fs *last = NULL;
 	struct bch_move_stats s;
 	struct bg_job rb = { .name = "rebalance" }, gc = { .name = "copygc" };
 	bool parked = false;
@@ -1371,6 +1410,11 @@ static void *bg_thread(void *arg)
 	memset(&s, 0, sizeof(s));
 	pthread_mutex_lock(&m->lock);
 	while (!m->bg_stop) {
+		/* invariant (6): a command may have reopened it while we slept */
+		struct bch_fs *c = m->c;
+		if (c != last)
+			parked = false;
+		last = c;
 		if (m->bg_unpark)
 			parked = false;
 		m->bg_kick = m->bg_unpark = false;
@@ -1426,6 +1470,49 @@ static void bg_stop(struct fmount *m)
 	m->bg_running = false;
 }
 
+/* ------------------------------------------------------------ control channel */
+
+/* A command body's lock: it waits like a request, so background work lets it in. */
+static void ctl_lock(struct cmd_ctx *x)
+{
+	fg_lock(x->priv);
+}
+
+/*
+ * Between a body's steps: background work may look for what the step left
+ * (a scheduled scan, moved data), and the requests that wait go first.
+ */
+static void ctl_unlock(struct cmd_ctx *x)
+{
+	struct fmount *m = x->priv;
+
+	bg_wake(m, false);
+	UNLOCK(m);
+	for (unsigned us = 0; us < BG_YIELD_US && atomic_load(&m->fg_waiting); us += 100)
+		usleep(100);
+}
+
+/* After daemonizing (threads); a failure only warns: the mount works without it. */
+static void ctl_start(struct fmount *m)
+{
+	struct ctl_daemon d = {
+		.mnt		= m->mnt,
+		.cp		= &m->c,
+		.devs		= &m->devs,
+		.nr_devs	= &m->nr_devs,
+		.open_opts	= &m->opts,
+		.lock		= ctl_lock,
+		.unlock		= ctl_unlock,
+		.priv		= m,
+	};
+	char err[512];
+
+	if (ctl_server_start(&d, &m->ctl, err, sizeof(err)))
+		cmd_err("fusemount", "%s: no control channel (%s): commands on the mountpoint "
+			"(data rebalance, set-fs-option, device ...) will not reach this daemon",
+			m->mnt, err);
+}
+
 /* ------------------------------------------------------------ command */
 
 static void usage(FILE *f)
@@ -1463,6 +1550,9 @@ static void usage(FILE *f)
 "between requests; when the target is full it waits, using no CPU, until\n"
 "space is freed.  It also runs copygc when a device's free buckets run low.\n"
 "Its errors are printed once on stderr (seen with -f).\n"
+"Commands given the mountpoint (data rebalance, set-fs-option, device ...)\n"
+"are run by this daemon over its control channel, a unix socket whose path\n"
+"is the root's xattr bcachefs.ctl: see CONTROL CHANNEL in bcachefs(8).\n"
 "Unmount with fusermount3 -u MOUNTPOINT (or umount as root): the filesystem is\n"
 "closed cleanly.  Both return before the daemon has finished closing; a command\n"
 "run at once on the same devices (fsck, fusemount, image) waits for the close\n"
@@ -1696,7 +1786,18 @@ int cmd_fusemount(int argc, char *argv[])
 		return EXIT_FAIL;
 	}
 	cmd_note_degraded("fusemount", m.c, devs, nr);
-	free_devs(devs);
+	for (unsigned i = 0; i < nr; i++) {
+		char *abs = realpath(devs[i], NULL);
+		if (abs) {
+			free(devs[i]);
+			devs[i] = abs;
+		}
+	}
+	m.devs = devs;		/* absolute paths: the daemon's cwd becomes / */
+	m.nr_devs = nr;
+	m.opts = opts;
+	if (!realpath(mnt, m.mnt))
+		snprintf(m.mnt, sizeof(m.mnt), "%s", mnt);
 	m.c->defer_unlinked_free = true;
 	m.read_only = m.c->read_only;
 
@@ -1714,9 +1815,12 @@ int cmd_fusemount(int argc, char *argv[])
 		cmd_err("fusemount", "could not go to the background");
 		goto unmount;
 	}
+	ctl_start(&m);
 	bg_start(&m);
 	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
 	ret = lf->session_loop_mt(se, &config) ? EXIT_FAIL : EXIT_OK;
+	ctl_server_stop(m.ctl);
+	m.ctl = NULL;
 	bg_stop(&m);
 unmount:
 	lf->session_unmount(se);
@@ -1733,6 +1837,7 @@ destroy:
 		ret = EXIT_FAIL;
 	}
 	free(m.held);
+	free_devs(m.devs);
 	pthread_cond_destroy(&m.bg_cond);
 	return ret;
 }

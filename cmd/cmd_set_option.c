@@ -21,20 +21,31 @@
  *       superblock with the new options is written: a crash in between
  *       leaves a scan with the old options (harmless), never new options
  *       without their scan.
- *   (3) A filesystem mounted through fusemount is refused before any open
- *       (the daemon owns it; the control channel to change options in a
- *       running daemon does not exist yet).
+ *   (3) A filesystem mounted through fusemount (named by its mountpoint or
+ *       its devices) is changed by its daemon: the front sends the options
+ *       over the control channel (ctl.h) and the body checks and applies
+ *       them on the live filesystem under the daemon's lock, so the running
+ *       filesystem uses the new values at once.  Only root, or the user who
+ *       mounted and owns every member device, may do it.
+ *
+ * Split per cmd_ctx.h: the front (cmd_set_fs_option) parses and, offline,
+ * checks on a read-only open; the body (cmd_set_fs_option_body) re-parses
+ * its argv ("set-fs-option" then --NAME=VALUE...), resolves and applies.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bcachefs.h"
+#include "cmd_ctx.h"
 #include "cmds.h"
+#include "ctl.h"
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "fsname.h"
 #include "opts.h"
 #include "rebalance.h"
 #include "super.h"
@@ -50,9 +61,12 @@ struct set_one {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs set-fs-option [--NAME=VALUE...] DEVICE[:DEVICE...]...\n"
-"Change filesystem options stored in the superblock of an unmounted\n"
-"filesystem; every member device's superblock is written.\n"
+"Usage: bcachefs set-fs-option [--NAME=VALUE...] FS\n"
+"Change filesystem options stored in the superblock; every member device's\n"
+"superblock is written.  FS: the member devices (DEVICE[:DEVICE...]...),\n"
+"or the mountpoint of a fusemount (the daemon changes them, and the mounted\n"
+"filesystem uses the new values at once: root, or the user who mounted and\n"
+"owns every member device).\n"
 "\n"
 "Options that can change after format (\"runtime\" in bcachefs help-opts):\n");
 	for (unsigned i = 0; i < BCH_OPT_NR; i++)
@@ -64,19 +78,33 @@ static void usage(FILE *f)
 "\n"
 "background_target and background_compression apply to data already written:\n"
 "the change schedules a rebalance of every file, which `bcachefs data\n"
-"rebalance DEVICE...` runs (or fusemount in the background).  The others\n"
+"rebalance FS` runs (or fusemount in the background).  The others\n"
 "apply to what is written from now on (existing data keeps its checksums,\n"
 "compression and copies until it is rewritten).\n"
 "Options fixed at format (block_size, btree_node_size, encoded_extent_max,\n"
 "str_hash, ...) are refused, as are open-time and per-device options.  When\n"
-"anything is refused nothing is written.  A mounted filesystem is refused\n"
-"(unmount first).\n"
+"anything is refused nothing is written.\n"
 "\n"
 "      --help        this text\n"
 "\n"
 "Exit: 0 changed, 1 refused or failed (option that cannot change, unknown\n"
-"label, bad replicas, mounted, I/O error), 16 usage error (unknown option,\n"
-"bad value).\n");
+"label, bad replicas, no rights on a mount, another command running in the\n"
+"daemon, I/O error), 16 usage error (unknown option, bad value).\n");
+}
+
+/* "bcachefs set-fs-option: ..." on err, after what was printed on out. */
+__attribute__((format(printf, 3, 4)))
+static void serr(FILE *out, FILE *err, const char *fmt, ...)
+{
+	va_list args;
+
+	fflush(out);
+	fprintf(err, "bcachefs set-fs-option: ");
+	va_start(args, fmt);
+	vfprintf(err, fmt, args);
+	va_end(args);
+	fputc('\n', err);
+	fflush(err);
 }
 
 /* Why option id cannot be changed by set-fs-option (NULL: it can). */
@@ -103,28 +131,40 @@ static bool rebalance_opt(enum bch_opt_id id)
 	return id == Opt_background_target || id == Opt_background_compression;
 }
 
-/* Parse the command line; returns the exit code on error, -1 to go on. */
+/*
+ * Parse the command line; returns the exit code on error, -1 to go on.
+ * The body passes dev_args NULL: its argv holds no devices.
+ */
 static int parse_args(int argc, char *argv[], struct set_one *set, unsigned *nr_set,
-		      char ***dev_args, unsigned *nr_dev_args)
+		      char ***dev_args, unsigned *nr_dev_args, FILE *out, FILE *err)
 {
-	*nr_set = *nr_dev_args = 0;
-	*dev_args = calloc(argc, sizeof(char *));
-	if (!*dev_args)
-		abort();
+	unsigned nr_devs = 0;
+
+	*nr_set = 0;
+	if (dev_args) {
+		*nr_dev_args = 0;
+		*dev_args = calloc(argc, sizeof(char *));
+		if (!*dev_args)
+			abort();
+	}
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
 		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-			usage(stdout);
+			usage(out);
 			return EXIT_OK;
+		}
+		if (!dev_args && (a[0] != '-' || !strcmp(a, "--"))) {
+			serr(out, err, "unexpected argument '%s'", a);
+			return EXIT_USAGE;
 		}
 		if (!strcmp(a, "--")) {
 			while (++i < argc)
-				(*dev_args)[(*nr_dev_args)++] = argv[i];
+				(*dev_args)[nr_devs++] = argv[i];
 			break;
 		}
 		if (a[0] != '-') {
-			(*dev_args)[(*nr_dev_args)++] = argv[i];
+			(*dev_args)[nr_devs++] = argv[i];
 			continue;
 		}
 		char name[64];
@@ -133,45 +173,47 @@ static int parse_args(int argc, char *argv[], struct set_one *set, unsigned *nr_
 		int id;
 
 		if (strncmp(a, "--", 2) || nl - 2 >= sizeof(name)) {
-			cmd_err("set-fs-option", "unknown option '%s'", a);
+			serr(out, err, "unknown option '%s'", a);
 			return EXIT_USAGE;
 		}
 		snprintf(name, sizeof(name), "%.*s", (int)(nl - 2), a + 2);
 		if ((id = bch_opt_lookup(name)) < 0) {
-			cmd_err("set-fs-option", "unknown option '%s' (bcachefs help-opts lists them)", name);
+			serr(out, err, "unknown option '%s' (bcachefs help-opts lists them)", name);
 			return EXIT_USAGE;
 		}
 		const struct bch_option *o = &bch_opt_table[id];
 		if (!val && o->type != BCH_OPT_BOOL) {
 			if (i + 1 >= argc) {
-				cmd_err("set-fs-option", "%s: needs a value", o->name);
+				serr(out, err, "%s: needs a value", o->name);
 				return EXIT_USAGE;
 			}
 			val = argv[++i];
 		}
 		const char *why = refusal(id);
 		if (why) {
-			cmd_err("set-fs-option", "%s cannot be changed: %s; nothing written", o->name, why);
+			serr(out, err, "%s cannot be changed: %s; nothing written", o->name, why);
 			return EXIT_FAIL;
 		}
 		for (unsigned j = 0; j < *nr_set; j++)
 			if (set[j].id == (enum bch_opt_id)id) {
-				cmd_err("set-fs-option", "%s given twice", o->name);
+				serr(out, err, "%s given twice", o->name);
 				return EXIT_USAGE;
 			}
 		set[*nr_set] = (struct set_one) { .id = id, .arg = val ? val : "" };
 		if (o->type != BCH_OPT_TARGET) {
-			char err[256];
-			if (bch_opt_parse(id, set[*nr_set].arg, &set[*nr_set].v, err, sizeof(err))) {
-				cmd_err("set-fs-option", "%s", err);
+			char msg[256];
+			if (bch_opt_parse(id, set[*nr_set].arg, &set[*nr_set].v, msg, sizeof(msg))) {
+				serr(out, err, "%s", msg);
 				return EXIT_USAGE;
 			}
 		}
 		(*nr_set)++;
 	}
-	if (!*nr_set || !*nr_dev_args) {
-		cmd_err("set-fs-option", !*nr_set ? "no option given" : "no device given");
-		usage(stderr);
+	if (dev_args)
+		*nr_dev_args = nr_devs;
+	if (!*nr_set || (dev_args && !nr_devs)) {
+		serr(out, err, !*nr_set ? "no option given" : "no device given");
+		usage(err);
 		return EXIT_USAGE;
 	}
 	return -1;
@@ -211,25 +253,25 @@ static int check_replicas(struct bch_fs *c, const struct bch_opts *o, char *err,
 /*
  * Resolve targets against c's labels and check the result as a whole
  * (invariant 1).  On success *after holds the superblock options with the
- * changes applied.
+ * changes applied.  Messages on x's streams.
  */
-static int resolve(struct bch_fs *c, const char *devs, struct set_one *set, unsigned nr_set,
-		   struct bch_opts *after)
+static int resolve(struct cmd_ctx *x, struct bch_fs *c, const char *devs, struct set_one *set,
+		   unsigned nr_set, struct bch_opts *after)
 {
-	char err[512];
+	char msg[512];
 
 	bch_opts_from_sb(after, c->sb);
 	for (unsigned i = 0; i < nr_set; i++) {
 		if (bch_opt_table[set[i].id].type == BCH_OPT_TARGET &&
 		    bch_target_parse(c->sb, set[i].arg, &set[i].v)) {
-			cmd_err("set-fs-option", "%s: %s: no label or device '%s' (nothing written)",
-				devs, bch_opt_table[set[i].id].name, set[i].arg);
+			serr(x->out, x->err, "%s: %s: no label or device '%s' (nothing written)",
+			     devs, bch_opt_table[set[i].id].name, set[i].arg);
 			return EXIT_FAIL;
 		}
 		after->v[set[i].id] = set[i].v;
 	}
-	if (check_replicas(c, after, err, sizeof(err))) {
-		cmd_err("set-fs-option", "%s: %s (nothing written)", devs, err);
+	if (check_replicas(c, after, msg, sizeof(msg))) {
+		serr(x->out, x->err, "%s: %s (nothing written)", devs, msg);
 		return EXIT_FAIL;
 	}
 	return -1;
@@ -248,8 +290,8 @@ static void value_text(struct bch_fs *c, enum bch_opt_id id, uint64_t v, char *b
 }
 
 /* Apply the checked changes to an open read-write filesystem (invariant 2). */
-static int apply(struct bch_fs *c, const char *devs, const struct set_one *set, unsigned nr_set,
-		 const struct bch_opts *after)
+static int apply(struct cmd_ctx *x, struct bch_fs *c, const char *devs, const struct set_one *set,
+		 unsigned nr_set, const struct bch_opts *after)
 {
 	bool scan = false;
 	int r;
@@ -263,74 +305,111 @@ static int apply(struct bch_fs *c, const char *devs, const struct set_one *set, 
 		c->opts.v[set[i].id] = set[i].v;
 		bool changed = old != set[i].v;
 		scan |= changed && rebalance_opt(set[i].id);
-		printf("%s: %s -> %s%s\n", bch_opt_table[set[i].id].name, from, to,
-		       !changed ? " (unchanged)" :
-		       rebalance_opt(set[i].id) ? " (existing data: rebalance scheduled)" :
-		       " (applies to what is written from now on)");
+		fprintf(x->out, "%s: %s -> %s%s\n", bch_opt_table[set[i].id].name, from, to,
+			!changed ? " (unchanged)" :
+			rebalance_opt(set[i].id) ? " (existing data: rebalance scheduled)" :
+			" (applies to what is written from now on)");
 	}
 	if (scan) {
 		c->err_msg[0] = 0;
 		if ((r = bch_rebalance_schedule(c, 0)) || (r = bch_fs_fsync(c))) {
-			cmd_err("set-fs-option", "%s: scheduling rebalance: %s", devs,
-				c->err_msg[0] ? c->err_msg : bch_err_str(r));
+			serr(x->out, x->err, "%s: scheduling rebalance: %s", devs,
+			     c->err_msg[0] ? c->err_msg : bch_err_str(r));
 			return r;
 		}
 	}
 	bch_opts_to_sb(after, c->sb);
 	if ((r = bch_write_super(c)))
-		cmd_err("set-fs-option", "%s: writing the superblock: %s", devs, bch_err_str(r));
+		serr(x->out, x->err, "%s: writing the superblock: %s", devs, bch_err_str(r));
 	return r;
+}
+
+/* The member devices joined by ':', for messages. */
+static void dev_names(char * const *devs, unsigned nr, char *buf, size_t len)
+{
+	buf[0] = 0;
+	for (unsigned i = 0, n = 0; i < nr && n < len; i++)
+		n += snprintf(buf + n, len - n, "%s%s", i ? ":" : "", devs[i]);
+}
+
+/* The body (cmd_ctx.h): argv is "set-fs-option" then --NAME=VALUE... */
+int cmd_set_fs_option_body(struct cmd_ctx *x, int argc, char **argv)
+{
+	struct set_one set[SET_MAX];
+	struct bch_opts after;
+	char names[1024];
+	unsigned nr_set;
+	int ret = parse_args(argc, argv, set, &nr_set, NULL, NULL, x->out, x->err);
+
+	if (ret >= 0)
+		return ret;
+	x->lock(x);
+	struct bch_fs *c = *x->cp;
+	dev_names(*x->devs, *x->nr_devs, names, sizeof(names));
+	if (c->read_only) {
+		x->unlock(x);
+		serr(x->out, x->err, "%s: open read-only (mounted with -o ro?): nothing written", names);
+		return EXIT_FAIL;
+	}
+	ret = resolve(x, c, names, set, nr_set, &after);
+	if (ret < 0)
+		ret = apply(x, c, names, set, nr_set, &after) ? EXIT_FAIL : EXIT_OK;
+	x->unlock(x);
+	return ret;
+}
+
+/*
+ * Offline, invariant (1): check everything that needs the filesystem on a
+ * read-only open, so that a refusal writes nothing.  -1 to go on.
+ */
+static int check_offline(const struct cmd_fs *fs, struct set_one *set, unsigned nr_set)
+{
+	struct cmd_ctx x = { .cmd = "set-fs-option", .out = stdout, .err = stderr };
+	struct bch_opts ro_opts, after;
+	char names[1024], err[512];
+	struct bch_fs *c;
+	int ret;
+
+	dev_names(fs->devs, fs->nr, names, sizeof(names));
+	memset(&ro_opts, 0, sizeof(ro_opts));
+	bch_opt_set(&ro_opts, Opt_read_only, 1);
+	if (bch_fs_open(fs->devs, fs->nr, &ro_opts, &c, err, sizeof(err))) {
+		cmd_err("set-fs-option", "%s", err);
+		return EXIT_FAIL;
+	}
+	ret = resolve(&x, c, names, set, nr_set, &after);
+	bch_fs_close(c);
+	return ret;
 }
 
 int cmd_set_fs_option(int argc, char *argv[])
 {
 	struct set_one set[SET_MAX];
-	struct bch_opts ro_opts, after;
-	char **dev_args, **devs = NULL, err[512], mnt[4096], names[1024] = "";
-	unsigned nr_set, nr_dev_args, nr = 0;
-	struct bch_fs *c = NULL;
-	int ret = parse_args(argc, argv, set, &nr_set, &dev_args, &nr_dev_args);
+	struct cmd_fs fs = { 0 };
+	char **dev_args, **bargv = NULL;
+	unsigned nr_set, nr_dev_args;
+	int ret = parse_args(argc, argv, set, &nr_set, &dev_args, &nr_dev_args, stdout, stderr);
 
 	if (ret >= 0)
 		goto out;
-	devs = split_devs(dev_args, nr_dev_args, &nr);
-	for (unsigned i = 0, n = 0; i < nr && n < sizeof(names); i++)
-		n += snprintf(names + n, sizeof(names) - n, "%s%s", i ? ":" : "", devs[i]);
-	ret = EXIT_FAIL;
-	if (cmd_mounted_at(devs, nr, mnt, sizeof(mnt))) {
-		cmd_err("set-fs-option", "%s: mounted at %s: set-fs-option on a mounted filesystem "
-			"is not supported yet (unmount first)", names, mnt);
+	/* TODO(lead): cmd_fs_resolve (fsname.c) once merged */
+	if ((ret = ctl_fs_resolve("set-fs-option", dev_args, nr_dev_args, &fs)))
 		goto out;
-	}
-	/* invariant (1): everything that needs the filesystem, read-only */
-	memset(&ro_opts, 0, sizeof(ro_opts));
-	bch_opt_set(&ro_opts, Opt_read_only, 1);
-	if (bch_fs_open(devs, nr, &ro_opts, &c, err, sizeof(err))) {
-		cmd_err("set-fs-option", "%s", err);
-		goto out;
-	}
-	ret = resolve(c, names, set, nr_set, &after);
-	bch_fs_close(c);
-	c = NULL;
-	if (ret >= 0)
+	if (!fs.mounted && (ret = check_offline(&fs, set, nr_set)) >= 0)
 		goto out;
 
-	ret = EXIT_FAIL;
-	if (bch_fs_open(devs, nr, NULL, &c, err, sizeof(err))) {
-		cmd_err("set-fs-option", "%s", err);
-		goto out;
-	}
-	if (resolve(c, names, set, nr_set, &after) >= 0 || apply(c, names, set, nr_set, &after))
-		ret = EXIT_FAIL;
-	else
-		ret = EXIT_OK;
-	int r = bch_fs_close(c);
-	if (r) {
-		cmd_err("set-fs-option", "%s: closing: %s", names, bch_err_str(r));
-		ret = EXIT_FAIL;
-	}
+	/* the body's argv: the options, spelled one way, without the devices */
+	bargv = calloc(nr_set + 2, sizeof(char *));
+	if (!bargv)
+		abort();
+	bargv[0] = strdup("set-fs-option");
+	for (unsigned i = 0; i < nr_set; i++)
+		if (asprintf(&bargv[i + 1], "--%s=%s", bch_opt_table[set[i].id].name, set[i].arg) < 0)
+			abort();
+	ret = cmd_run("set-fs-option", &fs, NULL, nr_set + 1, bargv);
 out:
-	free_devs(devs);
+	free_devs(bargv);
+	ctl_fs_free(&fs);
 	free(dev_args);
 	return ret;
 }

@@ -46,6 +46,11 @@ int cmd_probe_existing(const char *path, bool skip_ours, char *what, size_t len)
 struct cmd_ctx;
 int cmd_scrub_body(struct cmd_ctx *x, int argc, char **argv);
 
+/* Command bodies (cmd_ctx.h, listed in cmd_ctl_cmds.c) */
+struct cmd_ctx;
+int cmd_data_rebalance_body(struct cmd_ctx *x, int argc, char **argv);
+int cmd_set_fs_option_body(struct cmd_ctx *x, int argc, char **argv);
+
 /* fs usage of an open filesystem (also served by fusemount to `fs usage MNT`). */
 struct bch_fs;
 int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human);
