@@ -308,11 +308,10 @@ static int cmd_data_rebalance(int argc, char *argv[])
 	}
 
 	struct cmd_fs fs;
-	/* TODO(lead): cmd_fs_resolve (fsname.c) once merged */
-	int ret = ctl_fs_resolve("data rebalance", argv + optind, argc - optind, &fs);
+	int ret = cmd_fs_resolve("data rebalance", argv + optind, argc - optind, &fs);
 	if (!ret)
 		ret = cmd_run("data rebalance", &fs, NULL, bargc, bargv);
-	ctl_fs_free(&fs);
+	cmd_fs_free(&fs);
 	return ret;
 }
 

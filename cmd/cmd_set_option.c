@@ -392,8 +392,7 @@ int cmd_set_fs_option(int argc, char *argv[])
 
 	if (ret >= 0)
 		goto out;
-	/* TODO(lead): cmd_fs_resolve (fsname.c) once merged */
-	if ((ret = ctl_fs_resolve("set-fs-option", dev_args, nr_dev_args, &fs)))
+	if ((ret = cmd_fs_resolve("set-fs-option", dev_args, nr_dev_args, &fs)))
 		goto out;
 	if (!fs.mounted && (ret = check_offline(&fs, set, nr_set)) >= 0)
 		goto out;
@@ -409,7 +408,7 @@ int cmd_set_fs_option(int argc, char *argv[])
 	ret = cmd_run("set-fs-option", &fs, NULL, nr_set + 1, bargv);
 out:
 	free_devs(bargv);
-	ctl_fs_free(&fs);
+	cmd_fs_free(&fs);
 	free(dev_args);
 	return ret;
 }

@@ -85,16 +85,5 @@ const char *ctl_server_path(const struct ctl_server *s);
  */
 void ctl_server_stop(struct ctl_server *s);
 
-/* ---- fronts */
-
-struct cmd_fs;
-/*
- * Name the filesystem from args[0..nr): a fuse.bcachefs mountpoint, or
- * devices (joined by ':' or not); devices held by a daemon resolve to its
- * mountpoint.  0, or the exit code after a message.
- * TODO(lead): replace with cmd_fs_resolve (fsname.c) once it is merged.
- */
-int ctl_fs_resolve(const char *cmd, char * const *args, unsigned nr, struct cmd_fs *fs);
-void ctl_fs_free(struct cmd_fs *fs);
 
 #endif /* _BCACHEFS_CTL_H */

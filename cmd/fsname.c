@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 #include <uuid/uuid.h>
 
@@ -242,7 +243,19 @@ int cmd_fs_resolve(const char *cmd, char * const *args, unsigned nr, struct cmd_
 			struct stat st;
 
 			if (stat(fs->devs[i], &st)) {
-				cmd_err(cmd, "%s: %s", fs->devs[i], strerror(errno));
+				char abs[PATH_MAX], cwd[PATH_MAX];
+				bool private = errno == EACCES && fs->nr == 1 &&
+					(fs->devs[i][0] == '/' || getcwd(cwd, sizeof(cwd))) &&
+					(size_t)snprintf(abs, sizeof(abs), "%s%s%s",
+						 fs->devs[i][0] == '/' ? "" : cwd,
+						 fs->devs[i][0] == '/' ? "" : "/", fs->devs[i]) < sizeof(abs) &&
+					is_our_mount(abs);
+				/* a FUSE mount of another user without allow_other refuses even root's stat */
+				if (private)
+					cmd_err(cmd, "%s: a bcachefs mount private to the user who mounted it "
+						"(no -o allow_other): run the command as that user", fs->devs[i]);
+				else
+					cmd_err(cmd, "%s: %s", fs->devs[i], strerror(errno));
 				ret = EXIT_FAIL;
 			} else if (S_ISDIR(st.st_mode) && fs->nr > 1) {
 				cmd_err(cmd, "%s: is a directory (a mountpoint names the filesystem "
