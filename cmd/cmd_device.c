@@ -721,11 +721,16 @@ static const char device_usage[] =
 
 static char *absolute(const char *p, bool path)
 {
-	char buf[PATH_MAX];
+	char buf[PATH_MAX], cwd[PATH_MAX];
 
-	if (!path || p[0] == '/' || access(p, F_OK))
+	if (!path || p[0] == '/')
 		return strdup(p);
-	return strdup(realpath(p, buf) ? buf : p);
+	if (!access(p, F_OK) && realpath(p, buf))
+		return strdup(buf);
+	/* not there yet (an image file device add creates): relative to our cwd */
+	if (getcwd(cwd, sizeof(cwd)) && (size_t)snprintf(buf, sizeof(buf), "%s/%s", cwd, p) < sizeof(buf))
+		return strdup(buf);
+	return strdup(p);
 }
 
 /*

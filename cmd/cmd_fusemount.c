@@ -114,6 +114,14 @@ struct fmount {
 	unsigned	nr_devs;
 	struct bch_opts	opts;		/* what the filesystem was opened with */
 	char		mnt[PATH_MAX];	/* absolute, for messages */
+	/*
+	 * Readahead is issued after the lock is released, on the devices of the
+	 * filesystem it was planned on: held for reading meanwhile, and for
+	 * writing by command bodies, which may close and reopen the devices
+	 * (device add, remove, resize).
+	 */
+	pthread_rwlock_t ra_lock;
+	struct bch_fs	*marked_c;	/* whose devices are marked mounted */
 };
 
 #define BG_BUDGET	2048	/* sectors of work per step (1 MiB): lock held briefly */
@@ -883,13 +891,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	ssize_t n = bch_fs_read(m->c, from_fuse(ino), off, buf, size);
 	if (n > 0)
 		readahead_hint(m, from_fuse(ino), (uint64_t)off, (uint64_t)n, &ra);
+	pthread_rwlock_rdlock(&m->ra_lock);	/* the devices stay open until it is issued */
 	UNLOCK(m);
 	if (n < 0)
 		lf->reply_err(req, (int)-n);
 	else
 		lf->reply_buf(req, buf, n);
-	/* the devices stay open until the session ends, after every request */
 	bch_data_readahead_issue(&ra);
+	pthread_rwlock_unlock(&m->ra_lock);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -1475,8 +1484,13 @@ static void bg_stop(struct fmount *m)
 /* A command body's lock: it waits like a request, so background work lets it in. */
 static void ctl_lock(struct cmd_ctx *x)
 {
-	fg_lock(x->priv);
+	struct fmount *m = x->priv;
+
+	fg_lock(m);
+	pthread_rwlock_wrlock(&m->ra_lock);
 }
+
+static void mark_mounted(struct bch_fs *c, const char *mnt);
 
 /*
  * Between a body's steps: background work may look for what the step left
@@ -1486,6 +1500,12 @@ static void ctl_unlock(struct cmd_ctx *x)
 {
 	struct fmount *m = x->priv;
 
+	/* reopened by the body (device add, remove, resize, online): mark the new opens */
+	if (m->c && m->c != m->marked_c) {
+		mark_mounted(m->c, m->mnt);
+		m->marked_c = m->c;
+	}
+	pthread_rwlock_unlock(&m->ra_lock);
 	bg_wake(m, false);
 	UNLOCK(m);
 	for (unsigned us = 0; us < BG_YIELD_US && atomic_load(&m->fg_waiting); us += 100)
@@ -1753,6 +1773,7 @@ int cmd_fusemount(int argc, char *argv[])
 	struct fmount m = { .read_only = ro, .norebalance = norebalance, .nocopygc = nocopygc };
 	pthread_condattr_t ca;
 	pthread_mutex_init(&m.lock, NULL);
+	pthread_rwlock_init(&m.ra_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m.bg_cond, &ca);
@@ -1811,6 +1832,7 @@ int cmd_fusemount(int argc, char *argv[])
 		goto signals;
 	}
 	mark_mounted(m.c, mnt);
+	m.marked_c = m.c;
 	if (!foreground && lf->daemonize(0)) {
 		cmd_err("fusemount", "could not go to the background");
 		goto unmount;
