@@ -6,6 +6,8 @@
  * several devices (and threads) get one global issue order.  Planning walks
  * that array twice: once to find each device's last flush before the cut,
  * once to decide every write.  Images replay the plan onto the base copy.
+ * Following (iorec_follow()) matches each read-write open against the
+ * followed files by inode, through the process-wide bch_dev_on_open().
  */
 #include <errno.h>
 #include <fcntl.h>

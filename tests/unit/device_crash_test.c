@@ -53,6 +53,9 @@
 #define NR_DEVS		4		/* recorded devices: + the one device add adds */
 #define DEV_MB		8
 #define NEW_DEV_MB	20		/* device add: see run_op() */
+#define FILLER_BYTES	(5u << 20)	/* shrink: pushes the files past SHRINK_BUCKETS */
+#define FILLER_PIECE	(256u << 10)
+#define SHRINK_BUCKETS	90		/* of 127 (the least is about 72) */
 #define NFILES		8
 #define FILE_MAX	(192u << 10)
 #define STEP_BYTES	(1ULL << 20)	/* data job budget per step (cmd_device.c: 4 MiB) */
@@ -76,20 +79,29 @@ struct world {
 	unsigned char	*data[NFILES];
 };
 
-/* A bug in the code under test found by a cut: reported, not failed. */
+/*
+ * A bug in the code under test found by this test: a cut at `at` is
+ * reported, not failed; at == SIZE_MAX: the operation itself fails (even
+ * uncut) and its test is skipped, saying why.  Remove the entry with the fix.
+ */
 struct known_bug {
 	enum op		op;
-	size_t		at;		/* SIZE_MAX: every cut of the operation */
+	size_t		at;
 	const char	*what;
 };
+#define RESIZE_UAF	"bch_dev_resize() reads the member entry (m->nbuckets, m->bucket_size: " \
+			"device.c, 'the end copy moves') after close_clean() freed the filesystem " \
+			"holding it: heap-use-after-free under ASan"
 static const struct known_bug known_bugs[] = {
+	{ OP_GROW, SIZE_MAX, RESIZE_UAF },
+	{ OP_SHRINK, SIZE_MAX, RESIZE_UAF },
 	{ 0, 0, NULL },
 };
 
 static bool known(enum op op, size_t at)
 {
 	for (const struct known_bug *k = known_bugs; k->what; k++)
-		if (k->op == op && (k->at == at || k->at == SIZE_MAX))
+		if (k->op == op && k->at == at)
 			return true;
 	return false;
 }
@@ -482,12 +494,16 @@ static void free_world(struct world *w)
 
 static void crash_test(enum op op)
 {
-	struct world *w = malloc(sizeof(*w));
+	struct world *w;
 	unsigned all[NR_OLD] = { 0, 1, 2 };
 	char err[512];
 	struct bch_fs *c;
 	bool soak = getenv("SOAK");
 
+	for (const struct known_bug *k = known_bugs; k->what; k++)
+		if (k->op == op && k->at == SIZE_MAX)
+			cr_skip_test("%s: known bug: %s", op_names[op], k->what);
+	w = malloc(sizeof(*w));
 	cr_assert(w);
 	make_world(w, op);
 	fprintf(stderr, "device_crash: %s: seed %u\n", op_names[op], SEED + op);
@@ -501,6 +517,24 @@ static void crash_test(enum op op)
 		if (d != w->target)
 			cr_assert_eq(bch_dev_set_state(c, d, BCH_MEMBER_STATE_ro, true, err, sizeof(err)), 0,
 				     "%s", err);
+	if (op == OP_SHRINK) {
+		/* a filler first, deleted after: the files land near the end of the target */
+		uint64_t inum;
+		unsigned char *z = calloc(1, FILLER_BYTES);
+		cr_assert(z);
+		for (size_t i = 0; i < FILLER_BYTES; i++)
+			z[i] = i * 131 + (i >> 9);
+		/* in pieces: unlinking one 5 MiB file is "transaction too big" */
+		for (unsigned k = 0; k < FILLER_BYTES / FILLER_PIECE; k++) {
+			char name[16];
+			snprintf(name, sizeof(name), "filler%u", k);
+			cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &inum), 0);
+			cr_assert_eq(bch_fs_write(c, inum, 0, z + k * FILLER_PIECE, FILLER_PIECE),
+				     (ssize_t)FILLER_PIECE);
+		}
+		cr_assert_eq(bch_fs_fsync(c), 0);
+		free(z);
+	}
 	for (unsigned f = 0; f < NFILES; f++) {
 		char name[16];
 		uint64_t inum;
@@ -511,6 +545,16 @@ static void crash_test(enum op op)
 		snprintf(name, sizeof(name), "f%u", f);
 		cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &inum), 0);
 		cr_assert_eq(bch_fs_write(c, inum, 0, w->data[f], w->fsize[f]), (ssize_t)w->fsize[f]);
+		cr_assert_eq(bch_fs_fsync(c), 0);
+	}
+
+	if (op == OP_SHRINK) {
+		for (unsigned k = 0; k < FILLER_BYTES / FILLER_PIECE; k++) {
+			char name[16];
+			snprintf(name, sizeof(name), "filler%u", k);
+			int ur = bch_fs_unlink(c, BCH_ROOT_INO, name);
+			cr_assert_eq(ur, 0, "unlink %s: %d %s", name, ur, c->err_msg);
+		}
 		cr_assert_eq(bch_fs_fsync(c), 0);
 	}
 
@@ -527,19 +571,11 @@ static void crash_test(enum op op)
 	if (op == OP_GROW)
 		w->new_nbuckets = m->nbuckets + m->nbuckets / 2;
 	if (op == OP_SHRINK) {
-		/* the smallest end that still cuts off some data */
-		uint64_t nb = m->nbuckets;
-		while (nb > m->first_bucket + 1) {
-			bch_dev_holdings(c, w->target, nb - 1, &h);
-			if (h.user_sectors || h.btree_sectors)
-				break;
-			nb--;
-		}
-		cr_assert(nb > m->first_bucket + 1 && nb < m->nbuckets);
-		w->new_nbuckets = nb - 1;
+		w->new_nbuckets = SHRINK_BUCKETS;
 		bch_dev_holdings(c, w->target, w->new_nbuckets, &h);
 		fprintf(stderr, "device_crash: shrink to %" PRIu64 " buckets: %" PRIu64 "+%" PRIu64
 			" sectors past the new end\n", w->new_nbuckets, h.btree_sectors, h.user_sectors);
+		cr_assert(h.user_sectors, "no data past the new end: nothing would move");
 	}
 	if (op == OP_GROW || op == OP_SHRINK)
 		w->new_bytes = (w->new_nbuckets * m->bucket_size + sb_area) << 9;
