@@ -22,6 +22,8 @@
  *     still reads back.
  * A failure names the operation, cut index, seed and what failed, and the
  * plan (which writes landed); DEVICE_CRASH_KEEP=1 keeps the images.
+ * add_with_fs_node_size: device add plans the new member with the
+ * filesystem's btree node size (found by this test: known bug for now).
  * Known bugs of the code under test are listed in known_bugs[] (each is
  * reported, not failed, so the other cuts still run).
  */
@@ -82,7 +84,8 @@ struct world {
 /*
  * A bug in the code under test found by this test: a cut at `at` is
  * reported, not failed; at == SIZE_MAX: the operation itself fails (even
- * uncut) and its test is skipped, saying why.  Remove the entry with the fix.
+ * uncut) and its test is skipped, saying why (DEVICE_CRASH_RUN_KNOWN=1 runs
+ * it anyway: to check a fix).  Remove the entry with the fix.
  */
 struct known_bug {
 	enum op		op;
@@ -500,7 +503,7 @@ static void crash_test(enum op op)
 	struct bch_fs *c;
 	bool soak = getenv("SOAK");
 
-	for (const struct known_bug *k = known_bugs; k->what; k++)
+	for (const struct known_bug *k = known_bugs; k->what && !getenv("DEVICE_CRASH_RUN_KNOWN"); k++)
 		if (k->op == op && k->at == SIZE_MAX)
 			cr_skip_test("%s: known bug: %s", op_names[op], k->what);
 	w = malloc(sizeof(*w));
@@ -642,6 +645,43 @@ static void crash_test(enum op op)
 	free(w);
 	cr_assert_eq(failed, 0, "%s: %u of %u cuts failed (see the log above)", op_names[op], failed,
 		     checked);
+}
+
+/*
+ * Not a cut: device add of a device with the filesystem's bucket size must
+ * be accepted.  bch_dev_add() plans the member with c->opts, whose
+ * btree_node_size is the default (256k: fs.c copies only OPT_FS options
+ * from the superblock), not the filesystem's 4k, and refuses 64k buckets.
+ */
+Test(device_crash, add_with_fs_node_size)
+{
+	char dir[64], p[1][TESTFS_PATH_MAX], nd[TESTFS_PATH_MAX], err[512];
+	struct bch_blockdev *bd;
+	struct bch_fs *c;
+	unsigned idx;
+
+	if (!getenv("DEVICE_CRASH_RUN_KNOWN"))
+		cr_skip_test("known bug: bch_dev_add() plans the new member with the default btree "
+			     "node size (256k), not the filesystem's: 64k buckets are refused");
+	test_tmpdir_make(dir, sizeof(dir), "devnode");
+	testfs_format(dir, 1, DEV_MB, 4096, 1, p);
+	snprintf(nd, sizeof(nd), "%s/new.img", dir);
+	cr_assert_eq(bch_dev_open(nd, BCH_DEV_CREATE, &bd), 0);
+	cr_assert_eq(bch_dev_set_size(bd, (uint64_t)DEV_MB << 20), 0);
+	bch_dev_close(bd);
+	char **l = calloc(2, sizeof(*l));
+	cr_assert(l && (l[0] = strdup(p[0])));
+	unsigned n = 1;
+	cr_assert_eq(fs_open(l, n, false, false, &c, err, sizeof(err)), 0, "%s", err);
+	struct bch_dev_add_args a = { .path = nd, .durability = 1, .durability_set = true,
+				      .bucket_size = 64 << 10 };
+	int r = bch_dev_add(&c, &l, &n, NULL, &a, &idx, err, sizeof(err));
+	cr_expect_eq(r, 0, "device add, 64k buckets, 4k nodes: %s", err);
+	cr_expect_eq(n, 2);
+	if (c)
+		bch_fs_close(c);
+	list_free(l);
+	test_tmpdir_remove(dir);
 }
 
 Test(device_crash, add, .timeout = 900) { crash_test(OP_ADD); }
