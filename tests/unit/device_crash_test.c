@@ -335,7 +335,7 @@ static const char *op_done(struct world *w, struct bch_fs *c, char *msg, size_t 
 
 /* ------------------------------------------------------------ one cut */
 
-static bool write_images(struct world *w, struct iorec *rec, const struct iorec_plan *plan,
+static void write_images(struct world *w, struct iorec *rec, const struct iorec_plan *plan,
 			 size_t nev)
 {
 	for (unsigned d = 0; d < w->nr_rec; d++) {
@@ -352,7 +352,6 @@ static bool write_images(struct world *w, struct iorec *rec, const struct iorec_
 		if (w->op == OP_SHRINK && plan->at == nev)
 			cr_assert_eq(truncate(w->crash[d], w->new_bytes), 0);
 	}
-	return true;
 }
 
 /* NULL when the cut at `at` (seed) passes; else what failed. */
