@@ -65,8 +65,15 @@
 #define SEED		20201u
 #define MAX_CUTS	12		/* about, per operation under make check (SOAK=1: all) */
 
-enum op { OP_ADD, OP_REMOVE, OP_EVACUATE, OP_GROW, OP_SHRINK };
-static const char * const op_names[] = { "add", "remove", "evacuate", "resize-grow", "resize-shrink" };
+/* remove: the last member (2); remove-0: the first, holding the btree nodes too */
+enum op { OP_ADD, OP_REMOVE, OP_EVACUATE, OP_GROW, OP_SHRINK, OP_REMOVE0 };
+static const char * const op_names[] = { "add", "remove", "evacuate", "resize-grow", "resize-shrink",
+					 "remove-0" };
+
+static bool is_remove(enum op op)
+{
+	return op == OP_REMOVE || op == OP_REMOVE0;
+}
 
 struct world {
 	enum op		op;
@@ -298,7 +305,8 @@ static int run_op(struct world *w, struct bch_fs **cp, char ***l, unsigned *n, b
 			return 0;	/* added before the cut */
 		return bch_dev_add(cp, l, n, &o, &a, &idx, err, errlen);
 	}
-	case OP_REMOVE: {
+	case OP_REMOVE:
+	case OP_REMOVE0: {
 		struct bch_member *m = bch_sb_member((*cp)->sb, w->target);
 		if (!m || !bch_member_exists(m))
 			return 0;	/* dropped before the cut */
@@ -335,6 +343,7 @@ static const char *op_done(struct world *w, struct bch_fs *c, char *msg, size_t 
 			return snprintf(msg, len, "the new device is not a member"), msg;
 		return NULL;
 	case OP_REMOVE:
+	case OP_REMOVE0:
 		if (m && bch_member_exists(m))
 			return snprintf(msg, len, "member %u is still there", w->target), msg;
 		return NULL;
@@ -391,7 +400,7 @@ static const char *check_cut(struct world *w, struct iorec *rec, size_t at, uint
 	write_images(w, rec, &plan, nev);
 	for (unsigned i = 0; i < NR_OLD; i++) {
 		old[n_old++] = i;
-		if (w->op != OP_REMOVE || i != w->target)
+		if (!is_remove(w->op) || i != w->target)
 			nw[n_new++] = i;
 	}
 	if (w->op == OP_ADD)
@@ -407,9 +416,9 @@ static const char *check_cut(struct world *w, struct iorec *rec, size_t at, uint
 	struct bch_fs *c = NULL;
 	char errs[3][200] = { "", "", "" };
 	for (unsigned t = 0; t < 3 && !c; t++) {
-		if (t == 2 && w->op != OP_REMOVE)
+		if (t == 2 && !is_remove(w->op))
 			break;
-		if (t == 1 && w->op != OP_ADD && w->op != OP_REMOVE)
+		if (t == 1 && w->op != OP_ADD && !is_remove(w->op))
 			break;
 		l = list_dup(w->crash, tries[t].idx, tries[t].n);
 		n = tries[t].n;
@@ -485,7 +494,7 @@ static void make_world(struct world *w, enum op op)
 
 	memset(w, 0, sizeof(*w));
 	w->op = op;
-	w->target = 2;
+	w->target = op == OP_REMOVE0 ? 0 : 2;
 	test_tmpdir_make(w->tmpdir, sizeof(w->tmpdir), "devcrash");
 	testfs_format(w->tmpdir, NR_OLD, DEV_MB, 4096, 1, p);
 	for (unsigned d = 0; d < NR_DEVS; d++) {
@@ -589,7 +598,7 @@ static void crash_test(enum op op)
 	fprintf(stderr, "device_crash: %s: member %u holds %" PRIu64 " btree, %" PRIu64
 		" user sectors, %" PRIu64 " buckets used of %llu\n", op_names[op], w->target,
 		h.btree_sectors, h.user_sectors, h.buckets_used, (unsigned long long)m->nbuckets);
-	if (op == OP_REMOVE || op == OP_EVACUATE)
+	if (is_remove(op) || op == OP_EVACUATE)
 		cr_assert(h.user_sectors, "member %u holds no file data: nothing would move", w->target);
 	if (op == OP_GROW)
 		w->new_nbuckets = m->nbuckets + m->nbuckets / 2;
@@ -717,6 +726,7 @@ Test(device_crash, add_with_fs_node_size)
 
 Test(device_crash, add, .timeout = 900) { crash_test(OP_ADD); }
 Test(device_crash, remove, .timeout = 900) { crash_test(OP_REMOVE); }
+Test(device_crash, remove_first, .timeout = 900) { crash_test(OP_REMOVE0); }
 Test(device_crash, evacuate, .timeout = 900) { crash_test(OP_EVACUATE); }
 Test(device_crash, resize_grow, .timeout = 900) { crash_test(OP_GROW); }
 Test(device_crash, resize_shrink, .timeout = 900) { crash_test(OP_SHRINK); }
