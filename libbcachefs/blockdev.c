@@ -82,6 +82,7 @@
 
 static void (*wait_notice)(const char *path, unsigned timeout_s);
 static void (*close_notice)(const struct bch_blockdev *dev);
+static void (*open_notice)(struct bch_blockdev *dev);
 
 struct bch_blockdev {
 	char			*path;
@@ -449,6 +450,11 @@ void bch_dev_on_close(void (*fn)(const struct bch_blockdev *dev))
 	close_notice = fn;
 }
 
+void bch_dev_on_open(void (*fn)(struct bch_blockdev *dev))
+{
+	open_notice = fn;
+}
+
 static int read_geometry(struct bch_blockdev *dev, const struct stat *st)
 {
 	int lbs;
@@ -566,7 +572,8 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 	dev->direct = dev->is_blockdev && (flags & BCH_DEV_DIRECT);
 	if ((err = read_geometry(dev, &st)) || (err = delay_from_env(dev)))
 		goto err;
-
+	if (open_notice)
+		open_notice(dev);
 	*ret = dev;
 	return 0;
 err:

@@ -148,6 +148,15 @@ void bch_dev_io_stats(const struct bch_blockdev *dev, struct bch_dev_io_stats *s
 void bch_dev_on_close(void (*fn)(const struct bch_blockdev *dev));
 
 /*
+ * Test hook: called by every successful bch_dev_open() before it returns,
+ * so a crash test can install its write recorder (bch_dev_set_hook()) on
+ * the handles a library call opens and closes by itself (device add, drop
+ * and resize reopen the filesystem; iorec_follow()).  NULL clears it.
+ * Process-wide, like bch_dev_on_close().
+ */
+void bch_dev_on_open(void (*fn)(struct bch_blockdev *dev));
+
+/*
  * Test hook: a simulated slow device.  The environment variable
  *
  *	BCACHEFS_TEST_DEVICE_DELAY=PATH=USEC[,PATH=USEC...]

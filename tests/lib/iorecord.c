@@ -6,6 +6,8 @@
  * several devices (and threads) get one global issue order.  Planning walks
  * that array twice: once to find each device's last flush before the cut,
  * once to decide every write.  Images replay the plan onto the base copy.
+ * Following (iorec_follow()) matches each read-write open against the
+ * followed files by inode, through the process-wide bch_dev_on_open().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "iorecord.h"
@@ -28,6 +31,9 @@ struct iorec_dev {
 	void			*base;		/* contents at attach */
 	size_t			base_len;
 	bool			attached_once;
+	bool			follow;		/* iorec_follow(): hook every open of the file */
+	dev_t			st_dev;
+	ino_t			st_ino;
 };
 
 struct iorec {
@@ -114,6 +120,7 @@ void iorec_free(struct iorec *r)
 {
 	if (!r)
 		return;
+	iorec_unfollow(r);
 	for (unsigned i = 0; i < r->nr_devs; i++) {
 		iorec_detach(r, i);
 		free(r->devs[i].base);
@@ -156,6 +163,66 @@ void iorec_detach(struct iorec *r, unsigned idx)
 		bch_dev_set_hook(r->devs[idx].bdev, NULL);
 		r->devs[idx].bdev = NULL;
 	}
+}
+
+/* ------------------------------------------------------------- following */
+
+/* The recorder following files (one at a time: bch_dev_on_open() is process-wide). */
+static struct iorec *following;
+static pthread_mutex_t following_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void follow_open(struct bch_blockdev *bdev)
+{
+	struct stat st;
+
+	if (bch_dev_is_rdonly(bdev) || fstat(bch_dev_fd(bdev), &st))
+		return;
+	pthread_mutex_lock(&following_lock);
+	struct iorec *r = following;
+	for (unsigned i = 0; r && i < r->nr_devs; i++) {
+		struct iorec_dev *d = &r->devs[i];
+		if (d->follow && d->st_dev == st.st_dev && d->st_ino == st.st_ino) {
+			bch_dev_set_hook(bdev, &(struct bch_io_hook) { record_hook, d });
+			break;
+		}
+	}
+	pthread_mutex_unlock(&following_lock);
+}
+
+int iorec_follow(struct iorec *r, unsigned idx, const char *path)
+{
+	struct stat st;
+
+	if (idx >= r->nr_devs || !r->devs[idx].attached_once)
+		return -EINVAL;
+	if (stat(path, &st))
+		return -errno;
+	pthread_mutex_lock(&following_lock);
+	if (following && following != r) {
+		pthread_mutex_unlock(&following_lock);
+		return -EBUSY;
+	}
+	struct iorec_dev *d = &r->devs[idx];
+	d->st_dev = st.st_dev;
+	d->st_ino = st.st_ino;
+	d->follow = true;
+	d->bdev = NULL;		/* may be closed by whoever opened it: not ours to touch */
+	following = r;
+	bch_dev_on_open(follow_open);
+	pthread_mutex_unlock(&following_lock);
+	return 0;
+}
+
+void iorec_unfollow(struct iorec *r)
+{
+	pthread_mutex_lock(&following_lock);
+	for (unsigned i = 0; i < r->nr_devs; i++)
+		r->devs[i].follow = false;
+	if (following == r) {
+		following = NULL;
+		bch_dev_on_open(NULL);
+	}
+	pthread_mutex_unlock(&following_lock);
 }
 
 size_t iorec_nr_events(const struct iorec *r)

@@ -103,6 +103,25 @@ int iorec_attach(struct iorec *r, unsigned idx, struct bch_blockdev *dev);
 /* Remove the hook from device idx; the recording is kept. */
 void iorec_detach(struct iorec *r, unsigned idx);
 
+/*
+ * Follow device idx (attached already) through reopens by path: from now
+ * on every read-write bch_dev_open() of the same file as path (same inode)
+ * gets the recording hook of idx, as the library calls that close the
+ * filesystem and open its members again need (device add, drop, resize).
+ * The handle given to iorec_attach() is forgotten (iorec_detach() no
+ * longer touches it: it may be closed by the code under test), and still
+ * records until closed.  One recorder follows at a time (the open notice
+ * is process-wide): -EBUSY if another does; -EINVAL if idx was never
+ * attached; -errno from stat(2).
+ */
+int iorec_follow(struct iorec *r, unsigned idx, const char *path);
+
+/*
+ * Stop following (iorec_free() does it too).  Handles opened while
+ * following keep recording: close them before iorec_free().
+ */
+void iorec_unfollow(struct iorec *r);
+
 size_t iorec_nr_events(const struct iorec *r);
 const struct iorec_event *iorec_event(const struct iorec *r, size_t i);
 

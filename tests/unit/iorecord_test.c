@@ -431,3 +431,46 @@ Test(iorecord, write_image_and_describe)
 	free(desc);
 	iorec_plan_free(&p);
 }
+
+/*
+ * iorec_follow(): a handle opened later on the same file records as the
+ * device followed (read-write opens only), the attach-time handle may be
+ * closed under it, and after iorec_unfollow() new handles record nothing.
+ */
+Test(iorecord, follow_records_reopened_handles)
+{
+	struct bch_blockdev *bd, *ro;
+	unsigned char buf[SECTOR_BYTES];
+
+	cr_assert_eq(iorec_follow(rec, NR_DEVS, dev_path(1)), -EINVAL);
+	cr_assert_eq(iorec_follow(rec, 1, "/nonexistent/dev.img"), -ENOENT);
+	cr_assert_eq(iorec_follow(rec, 1, dev_path(1)), 0);
+	bch_dev_close(devs[1]);		/* as a library call closing the filesystem */
+	devs[1] = NULL;
+
+	cr_assert_eq(bch_dev_open(dev_path(1), 0, &bd), 0);
+	cr_assert_eq(bch_dev_open(dev_path(1), BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &ro), 0);
+	memset(buf, 0xab, sizeof(buf));
+	cr_assert_eq(bch_dev_write(bd, buf, sizeof(buf), 1024), 0);
+	cr_assert_eq(bch_dev_flush(bd), 0);
+	cr_assert_eq(bch_dev_read(ro, buf, sizeof(buf), 0), 0);
+	bch_dev_close(ro);
+	cr_assert_eq(iorec_nr_events(rec), 2);
+	const struct iorec_event *e = iorec_event(rec, 0);
+	cr_assert(e->type == IOREC_WRITE && e->dev == 1 && e->offset == 1024 && e->len == sizeof(buf));
+	e = iorec_event(rec, 1);
+	cr_assert(e->type == IOREC_FLUSH && e->dev == 1);
+	/* device 0 is not followed: its other handles do not record */
+	struct bch_blockdev *other;
+	cr_assert_eq(bch_dev_open(dev_path(0), BCH_DEV_NO_LOCK, &other), 0);
+	cr_assert_eq(bch_dev_write(other, buf, sizeof(buf), 0), 0);
+	bch_dev_close(other);
+	cr_assert_eq(iorec_nr_events(rec), 2);
+
+	iorec_unfollow(rec);
+	bch_dev_close(bd);
+	cr_assert_eq(bch_dev_open(dev_path(1), 0, &bd), 0);
+	cr_assert_eq(bch_dev_write(bd, buf, sizeof(buf), 0), 0);
+	bch_dev_close(bd);
+	cr_assert_eq(iorec_nr_events(rec), 2);
+}
