@@ -410,8 +410,25 @@ int cmd_dev_remove_body(struct cmd_ctx *x, int argc, char **argv)
 		xerr(x, "give the member to remove");
 		return EXIT_USAGE;
 	}
-	if ((r = member(x, o.ops[0], &dev)))
-		return r;
+	x->lock(x);
+	r = bch_dev_lookup(*x->cp, *x->devs, *x->nr_devs, o.ops[0], &dev, err, sizeof(err));
+	if (r && o.ops[0][0] == '/' && !access(o.ops[0], F_OK)) {
+		/* a remove cut after the others dropped it: its own superblocks are left */
+		char e2[512];
+		int r2 = bch_dev_wipe_stale(*x->cp, o.ops[0], e2, sizeof(e2));
+		x->unlock(x);
+		if (!r2) {
+			fprintf(x->out, "%s was removed already; its superblocks are wiped now\n", o.ops[0]);
+			return 0;
+		}
+		xerr(x, "%s", r2 == -ENOENT ? err : e2);
+		return EXIT_FAIL;
+	}
+	x->unlock(x);
+	if (r) {
+		xerr(x, "%s", err);
+		return EXIT_FAIL;
+	}
 	x->lock(x);
 	bool missing = bch_dev_missing(*x->cp, dev);
 	x->unlock(x);

@@ -1008,3 +1008,35 @@ int bch_dev_remove_check(struct bch_fs *c, unsigned dev, bool force, bool force_
 	}
 	return 0;
 }
+
+/* ------------------------------------------------- a stale member's device */
+
+int bch_dev_wipe_stale(struct bch_fs *c, const char *path, char *err, size_t errlen)
+{
+	struct bch_blockdev *bd;
+	struct bch_sb *sb = NULL;
+	int r;
+
+	if (c->read_only)
+		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "the filesystem is open read-only");
+	for (unsigned i = 0; i < c->nr_devs; i++)
+		if (c->devs[i] && c->devs[i]->bdev && same_file(bch_dev_path(c->devs[i]->bdev), path))
+			return bch_errf(err, errlen, -EBUSY, "%s: is member %u", path, i);
+	if ((r = bch_dev_open(path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd)))
+		return bch_errf(err, errlen, r, "%s: %s", path, bch_err_str(r));
+	r = bch_sb_read(bd, &sb, NULL);
+	bch_dev_close(bd);
+	if (r)
+		return bch_errf(err, errlen, -ENOENT, "%s: not a member of this filesystem", path);
+	bool ours = !memcmp(sb->uuid, c->sb->uuid, BCH_UUID_SIZE);
+	struct bch_member *m = bch_sb_member(c->sb, sb->dev_idx);
+	struct bch_member *own = bch_sb_member(sb, sb->dev_idx);
+	bool member = m && own && bch_member_exists(m) && !memcmp(m->uuid, own->uuid, 16);
+	free(sb);
+	if (!ours)
+		return bch_errf(err, errlen, -ENOENT, "%s: not a member of this filesystem", path);
+	if (member)
+		return bch_errf(err, errlen, -EBUSY, "%s: is a member of this filesystem (not given?)",
+				path);
+	return sb_wipe(path, err, errlen);
+}

@@ -100,6 +100,12 @@ int bch_dev_drop(struct bch_fs **cp, char ***paths, unsigned *nr, const struct b
 		 unsigned dev, bool force, uint64_t *lost_sectors, char *err, size_t errlen);
 
 /*
+ * path holds a superblock of this filesystem for a member it no longer has
+ * (a remove cut before the end): wipe it.  -ENOENT when it is not one.
+ */
+int bch_dev_wipe_stale(struct bch_fs *c, const char *path, char *err, size_t errlen);
+
+/*
  * Resize a member to new_bytes (grow, or shrink once the buckets past the
  * new end are empty).  An image file is extended or truncated with it.
  */

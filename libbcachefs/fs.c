@@ -305,9 +305,19 @@ static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 			else
 				c->devs[i]->mi = *m;
 		} else if (c->devs[i]) {
-			return bch_fs_err(c, -BCH_ERR_sb_mismatch, "device %u is not a member", i);
+			return bch_fs_err(c, -BCH_ERR_sb_mismatch,
+					  "%s: device %u is not a member (removed from this filesystem; "
+					  "leave it out, or `bcachefs device remove` it to wipe it)",
+					  bch_dev_path(c->devs[i]->bdev), i);
 		}
 	}
+	/* a member dropped from the top lowers nr_devices: its device is no member either */
+	for (unsigned i = c->nr_devs; i < BCH_SB_MEMBERS_MAX; i++)
+		if (c->devs[i])
+			return bch_fs_err(c, -BCH_ERR_sb_mismatch,
+					  "%s: device %u is not a member (removed from this filesystem; "
+					  "leave it out, or `bcachefs device remove` it to wipe it)",
+					  bch_dev_path(c->devs[i]->bdev), i);
 	return 0;
 }
 

@@ -24,7 +24,7 @@
  * plan (which writes landed); DEVICE_CRASH_AT=N checks only cut N (with
  * SOAK=1 both seeds), DEVICE_CRASH_KEEP=1 keeps the images of the last cut.
  * add_with_fs_node_size: device add plans the new member with the
- * filesystem's btree node size (found by this test: known bug for now).
+ * filesystem's btree node size (a bug this test found, now fixed).
  * Known bugs of the code under test are listed in known_bugs[] (each is
  * reported, not failed, so the other cuts still run).
  */
@@ -116,9 +116,6 @@ struct known_bug {
 			"(open_devices() skips the not-a-member check past nr_devices); its " \
 			"superblock is left for fsck to find as sb_not_member, and a rerun never wipes it"
 static const struct known_bug known_bugs[] = {
-	{ OP_GROW, SIZE_MAX, SIZE_MAX, RESIZE_UAF },
-	{ OP_SHRINK, SIZE_MAX, SIZE_MAX, RESIZE_UAF },
-	{ OP_REMOVE, 74, 88, REMOVE_NOT_MEMBER },
 	{ 0, 0, 0, NULL },
 };
 
@@ -700,9 +697,6 @@ Test(device_crash, add_with_fs_node_size)
 	struct bch_fs *c;
 	unsigned idx;
 
-	if (!getenv("DEVICE_CRASH_RUN_KNOWN"))
-		cr_skip_test("known bug: bch_dev_add() plans the new member with the default btree "
-			     "node size (256k), not the filesystem's: 64k buckets are refused");
 	test_tmpdir_make(dir, sizeof(dir), "devnode");
 	testfs_format(dir, 1, DEV_MB, 4096, 1, p);
 	snprintf(nd, sizeof(nd), "%s/new.img", dir);
