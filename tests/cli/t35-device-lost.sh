@@ -118,3 +118,54 @@ extract e0.img
 same "device remove --force --force-metadata"
 expect_rc 0 $B show-super e0.img
 expect_not_in out '^  Device 1:'
+
+# 5. Ctrl-C in the middle of device evacuate, then of device remove: the
+# command says so and exits 1, a rerun completes, every file intact.
+# BCACHEFS_TEST_DEVICE_DELAY (blockdev.h) makes member 0 slow: 30 ms a
+# request, a few seconds for the whole member.
+python3 -c 'import random, sys; r = random.Random(39); sys.stdout.buffer.write(r.randbytes(24 << 20))' > src/r24.bin
+expect_rc 0 $B format -q --replicas=2 --fs-size=64M --source=src g0.img g1.img g2.img
+for i in 0 1 2; do cp --sparse=always g$i.img h$i.img; done
+F=g0.img:g1.img:g2.img
+# interrupt CMD...: run CMD with member 0 slowed, SIGINT after 2 s
+interrupt() {
+	BCACHEFS_TEST_DEVICE_DELAY=$PWD/g0.img=30000 "$@" > out 2> err & pid=$!
+	sleep 2
+	kill -INT $pid
+	wait $pid; rc=$?
+	[ $rc = 1 ] || fail "'$*' after SIGINT exited $rc, want 1: $(cat out err)"
+	expect_in out '^Interrupted: run the same command again to go on\.$'
+	cat out
+}
+on0() { $B list -b extents $F > out || fail "list"; grep -c ' ptr 0:' out; }
+total=$(on0)
+interrupt $B device evacuate $F g0.img
+left=$(on0)
+echo "device evacuate interrupted: $left of $total extents still on member 0"
+[ "$left" -gt 0 ] || fail "device evacuate finished before SIGINT: slow member 0 more"
+expect_rc 0 $B fsck -fn $F
+expect_in out ' 0 problems found'
+expect_rc 0 $B device evacuate $F g0.img
+expect_in out '^Member 0 holds nothing now'
+[ "$(on0)" = 0 ] || fail "extents left on member 0 after the rerun"
+expect_rc 0 $B fsck -fn $F
+expect_in out ' 0 problems found'
+extract $F
+same "device evacuate interrupted and run again"
+
+for i in 0 1 2; do cp --sparse=always h$i.img g$i.img; done
+interrupt $B device remove $F g0.img
+left=$(on0)
+echo "device remove interrupted: $left of $total extents still on member 0"
+[ "$left" -gt 0 ] || fail "device remove finished before SIGINT: slow member 0 more"
+expect_rc 0 $B show-super g1.img
+expect_in out '^  Device 0:'                    # still a member
+expect_rc 0 $B device remove $F g0.img
+expect_in out '^Removed member 0$'
+F=g1.img:g2.img
+expect_rc 0 $B list -b extents $F
+expect_not_in out ' ptr 0:'
+expect_rc 0 $B fsck -fn $F
+expect_in out ' 0 problems found'
+extract $F
+same "device remove interrupted and run again"
