@@ -6,6 +6,7 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make soak | fuzz | bench   long runs, not part of check
 #   make bench-tiering         only the tiering benchmarks (bench/README)
+#   make bench-devices         only the device benchmarks (bench/README)
 
 PREFIX	?= /usr/local
 DESTDIR	?=
@@ -134,6 +135,11 @@ bench-tiering: bcachefs
 	@$(MAKE) --no-print-directory build/lat4k
 	@bench/tiering.sh; bench/rebalance.sh; bench/copygc.sh; bench/fuse-latency.sh
 
+# The device benchmarks of issue 20 alone: evacuate vs cp -a, device add time.
+bench-devices: bcachefs
+	@scripts/install-deps.sh bench
+	@bench/evacuate.sh; bench/device-add.sh
+
 install: bcachefs
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 0755 bcachefs $(DESTDIR)$(PREFIX)/sbin/bcachefs
@@ -146,7 +152,7 @@ install: bcachefs
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli demo soak bench bench-tiering fuzz install clean test-deps
+.PHONY: all check unit cli demo soak bench bench-tiering bench-devices fuzz install clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8

@@ -20,6 +20,8 @@
 #   tiering  promote, rebalance vs cp, copygc write amplification, write
 #            latency under rebalance (bench/tiering.sh, rebalance.sh,
 #            copygc.sh, fuse-latency.sh; see bench/README)
+#   devices  device evacuate vs cp -a, device add time at 10k/100k files
+#            and 1G/8G members (bench/evacuate.sh, device-add.sh)
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B="$root/bcachefs"
@@ -153,7 +155,7 @@ sh "$root/bench/node_scan.sh"
 echo
 sh "$root/bench/scrub.sh"
 
-for t in tiering rebalance copygc fuse-latency; do
+for t in tiering rebalance copygc fuse-latency evacuate device-add; do
 	echo
 	sh "$root/bench/$t.sh" || echo "bench/$t.sh: FAILED (exit $?)"
 done

@@ -20,12 +20,12 @@ int cmd_dev_offline_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_data_rereplicate_body(struct cmd_ctx *x, int argc, char **argv);
 
 const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
-	{ "device add",		cmd_dev_add_body,		true },
-	{ "device remove",	cmd_dev_remove_body,		true },
-	{ "device evacuate",	cmd_dev_evacuate_body,		true },
-	{ "device set-state",	cmd_dev_set_state_body,		true },
-	{ "device set-label",	cmd_dev_set_label_body,		true },
-	{ "device resize",	cmd_dev_resize_body,		true },
+	{ "device add",		cmd_dev_add_body,		true, true },
+	{ "device remove",	cmd_dev_remove_body,		true, true },
+	{ "device evacuate",	cmd_dev_evacuate_body,		true, true },
+	{ "device set-state",	cmd_dev_set_state_body,		true, true },
+	{ "device set-label",	cmd_dev_set_label_body,		true, true },
+	{ "device resize",	cmd_dev_resize_body,		true, true },
 	{ "device online",	cmd_dev_online_body,		true },
 	{ "device offline",	cmd_dev_offline_body,		true },
 	{ "data rereplicate",	cmd_data_rereplicate_body,	true },

@@ -45,6 +45,10 @@ struct cmd_ctx {
 	void		(*lock)(struct cmd_ctx *x);
 	void		(*unlock)(struct cmd_ctx *x);
 	void		*priv;		/* the daemon's state */
+	bool		check_only;	/* offline first pass (cmd_ctl_cmd.checks): the
+					 * filesystem is open read-only; check everything
+					 * that can be refused, write nothing, return 0
+					 * to go on or the exit code of the refusal */
 };
 
 /*
@@ -60,6 +64,8 @@ struct cmd_ctl_cmd {
 	const char	*name;		/* "device add", "data scrub", ... */
 	cmd_body_fn	run;
 	bool		changes;	/* modifies the filesystem: needs the rights (ctl.h) */
+	bool		checks;		/* has a check_only pass: offline, a refusal writes
+					 * nothing (a read-write open would) */
 };
 
 /* The commands the daemon runs for a client (cmd_ctl_cmds.c). */

@@ -332,8 +332,15 @@ int cmd_dev_add_body(struct cmd_ctx *x, int argc, char **argv)
 	};
 	unsigned idx = 0;
 	double t0 = cmd_now();
+	a.dry_run = x->check_only;
 	x->lock(x);
 	r = bch_dev_add(x->cp, x->devs, x->nr_devs, x->open_opts, &a, &idx, err, sizeof(err));
+	if (x->check_only) {
+		x->unlock(x);
+		if (r)
+			xerr(x, "%s", err);
+		return r ? EXIT_FAIL : 0;
+	}
 	x->unlock(x);
 	double secs = cmd_now() - t0;
 	if (r) {
@@ -384,8 +391,8 @@ static int evacuate(struct cmd_ctx *x, unsigned dev, uint64_t first_bucket, bool
 	if (r > 1)
 		return r;
 	bool cancelled = r == 1;
-	/* remove --json prints one object of its own when all went well */
-	if (!json || !remove || cancelled || j.stuck)
+	/* remove --json: the move's summary only when the remove stops here (one object) */
+	if (!json || !remove || cancelled || (j.stuck && !force))
 		job_summary(x, &j, json, "Moved", secs, cancelled);
 	if (cancelled)
 		return EXIT_FAIL;
@@ -395,6 +402,19 @@ static int evacuate(struct cmd_ctx *x, unsigned dev, uint64_t first_bucket, bool
 		return EXIT_FAIL;
 	}
 	return 0;
+}
+
+static int remove_check(struct cmd_ctx *x, unsigned dev, bool force, bool force_metadata)
+{
+	struct bch_dev_holdings h;
+	char err[512];
+
+	x->lock(x);
+	int r = bch_dev_remove_check(*x->cp, dev, force, force_metadata, &h, err, sizeof(err));
+	x->unlock(x);
+	if (r)
+		xerr(x, "%s", err);
+	return r ? EXIT_FAIL : 0;
 }
 
 int cmd_dev_remove_body(struct cmd_ctx *x, int argc, char **argv)
@@ -412,6 +432,10 @@ int cmd_dev_remove_body(struct cmd_ctx *x, int argc, char **argv)
 	}
 	x->lock(x);
 	r = bch_dev_lookup(*x->cp, *x->devs, *x->nr_devs, o.ops[0], &dev, err, sizeof(err));
+	if (r && x->check_only && o.ops[0][0] == '/' && !access(o.ops[0], F_OK)) {
+		x->unlock(x);
+		return 0;	/* maybe a stale member's device: the real pass sees */
+	}
 	if (r && o.ops[0][0] == '/' && !access(o.ops[0], F_OK)) {
 		/* a remove cut after the others dropped it: its own superblocks are left */
 		char e2[512];
@@ -429,6 +453,8 @@ int cmd_dev_remove_body(struct cmd_ctx *x, int argc, char **argv)
 		xerr(x, "%s", err);
 		return EXIT_FAIL;
 	}
+	if (x->check_only)
+		return remove_check(x, dev, o.force, o.force_metadata);
 	x->lock(x);
 	bool missing = bch_dev_missing(*x->cp, dev);
 	x->unlock(x);
@@ -468,6 +494,8 @@ int cmd_dev_evacuate_body(struct cmd_ctx *x, int argc, char **argv)
 	}
 	if ((r = member(x, o.ops[0], &dev)))
 		return r;
+	if (x->check_only)
+		return remove_check(x, dev, o.force, o.force_metadata);
 	r = evacuate(x, dev, 0, o.force, o.force_metadata, o.json, false);
 	if (!r && !o.json)
 		fprintf(x->out, "Member %u holds nothing now and is read-only (`device remove` drops it, "
@@ -491,7 +519,14 @@ int cmd_dev_set_state_body(struct cmd_ctx *x, int argc, char **argv)
 	if ((r = member(x, o.ops[1], &dev)))
 		return r;
 	x->lock(x);
-	r = bch_dev_set_state(*x->cp, dev, state, o.force, err, sizeof(err));
+	r = x->check_only ? bch_dev_set_state_check(*x->cp, dev, state, o.force, err, sizeof(err))
+			  : bch_dev_set_state(*x->cp, dev, state, o.force, err, sizeof(err));
+	if (x->check_only) {
+		x->unlock(x);
+		if (r)
+			xerr(x, "%s", err);
+		return r ? EXIT_FAIL : 0;
+	}
 	x->unlock(x);
 	if (r) {
 		xerr(x, "%s", err);
@@ -516,6 +551,13 @@ int cmd_dev_set_label_body(struct cmd_ctx *x, int argc, char **argv)
 	}
 	if ((r = member(x, o.ops[0], &dev)))
 		return r;
+	if (x->check_only) {
+		if (*o.ops[1] && bch_label_check(o.ops[1], err, sizeof(err))) {
+			xerr(x, "%s", err);
+			return EXIT_FAIL;
+		}
+		return 0;
+	}
 	x->lock(x);
 	r = bch_dev_set_label(*x->cp, dev, o.ops[1], err, sizeof(err));
 	x->unlock(x);
@@ -543,11 +585,17 @@ int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv)
 	}
 	if ((r = member(x, o.ops[0], &dev)))
 		return r;
+	uint64_t nbuckets;
 	x->lock(x);
 	struct bch_fs *c = *x->cp;
+	/* every refusal before anything moves */
+	if ((r = bch_dev_resize_check(c, dev, size, &nbuckets, err, sizeof(err))) || x->check_only) {
+		x->unlock(x);
+		if (r)
+			xerr(x, "%s", err);
+		return r ? EXIT_FAIL : 0;
+	}
 	struct bch_member *m = bch_sb_member(c->sb, dev);
-	uint64_t sb_area = 1ULL << BCH_SB_MAX_SIZE_BITS, sectors = size >> 9;
-	uint64_t nbuckets = sectors > sb_area ? ((sectors - sb_area) & ~7ULL) / m->bucket_size : 0;
 	bool shrink = nbuckets < m->nbuckets && nbuckets;
 	uint64_t old_bytes = (uint64_t)m->nbuckets * m->bucket_size << 9;
 	uint64_t first_bucket = m->first_bucket;	/* m is not ours once unlocked */
@@ -736,7 +784,11 @@ static const char device_usage[] =
 "Exit status: 0 done; 1 refused, failed, or work left (the reason is printed);\n"
 "16 usage error.\n";
 
-static char *absolute(const char *p, bool path)
+/*
+ * path: a device path, made absolute when it exists (a member may be named by
+ * index or UUID too); create: one that need not exist yet (device add).
+ */
+static char *absolute(const char *p, bool path, bool create)
 {
 	char buf[PATH_MAX], cwd[PATH_MAX];
 
@@ -745,7 +797,7 @@ static char *absolute(const char *p, bool path)
 	if (!access(p, F_OK) && realpath(p, buf))
 		return strdup(buf);
 	/* not there yet (an image file device add creates): relative to our cwd */
-	if (getcwd(cwd, sizeof(cwd)) && (size_t)snprintf(buf, sizeof(buf), "%s/%s", cwd, p) < sizeof(buf))
+	if (create && getcwd(cwd, sizeof(cwd)) && (size_t)snprintf(buf, sizeof(buf), "%s/%s", cwd, p) < sizeof(buf))
 		return strdup(buf);
 	return strdup(p);
 }
@@ -781,7 +833,8 @@ static int front(const char *cmd, int argc, char **argv, const char *allowed, in
 		if (strcmp(argv[i], "-o") && strncmp(argv[i], "-o", 2) && (i == 1 || strcmp(argv[i - 1], "-o")))
 			bargv[bargc++] = strdup(argv[i]);	/* -o is the front's: how to open */
 	for (int i = 0; i < n_after; i++)
-		bargv[bargc++] = absolute(o.ops[nfs + i], path_mask >> i & 1);
+		bargv[bargc++] = absolute(o.ops[nfs + i], path_mask >> i & 1,
+					  !strcmp(cmd, "device add"));
 
 	struct cmd_fs fs;
 	if ((r = cmd_fs_resolve(cmd, o.ops, nfs, &fs)))

@@ -25,6 +25,7 @@
 
 #include "bcachefs.h"
 #include "cmds.h"
+#include "fsname.h"
 #include "copy.h"
 #include "errcode.h"
 #include "fs.h"
@@ -1250,14 +1251,24 @@ int cmd_image(int argc, char *argv[])
 	}
 	i = dev_idx;
 	im.dev = argv[i];
-	unsigned nr;
-	char **devs = split_devs(&argv[i], 1, &nr);
-	if (!devs || !nr) {
-		verb_usage(v);
-		free_devs(devs);
+	/* DEV1:DEV2 or UUID=; a mounted filesystem's files are reached through its mount */
+	struct cmd_fs fsn;
+	char cmdname[64];
+	snprintf(cmdname, sizeof(cmdname), "image %s", v->name);
+	int rr = cmd_fs_resolve(cmdname, &argv[i], 1, &fsn);
+	if (rr) {
 		free(vargv);
-		return EXIT_USAGE;
+		return rr;
 	}
+	if (fsn.mounted) {
+		cmd_err(cmdname, "%s: mounted (fusemount) at %s: use the files there, or unmount first",
+			argv[i], fsn.mnt);
+		cmd_fs_free(&fsn);
+		free(vargv);
+		return EXIT_FAIL;
+	}
+	unsigned nr = fsn.nr;
+	char **devs = fsn.devs;
 	/* check the verb's arguments before opening: a usage error writes nothing */
 	int dry = run_verb(&im, v, vargc, vargv);
 	if (dry) {

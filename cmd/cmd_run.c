@@ -16,6 +16,7 @@
 #include "errcode.h"
 #include "fs.h"
 #include "fsname.h"
+#include "opts.h"
 
 static void offline_lock(struct cmd_ctx *x)
 {
@@ -52,7 +53,39 @@ int cmd_run(const char *cmd, const struct cmd_fs *fs, const struct bch_opts *opt
 	for (unsigned i = 0; i < nr; i++)
 		devs[i] = strdup(fs->devs[i]);
 
-	int ret = bch_fs_open(devs, nr, opts, &c, err, sizeof(err));
+	int ret;
+	/*
+	 * A refusal writes nothing: a read-write open already would (the clean
+	 * record goes), so a body that can refuse checks on a read-only open first.
+	 */
+	if (body->checks) {
+		struct bch_opts ro;
+		if (opts)
+			ro = *opts;
+		else
+			memset(&ro, 0, sizeof(ro));
+		bch_opt_set(&ro, Opt_read_only, 1);
+		if ((ret = bch_fs_open(devs, nr, &ro, &c, err, sizeof(err)))) {
+			cmd_err(cmd, "%s", err);
+			free_devs(devs);
+			return EXIT_FAIL;
+		}
+		struct cmd_ctx cx = {
+			.cmd = cmd, .out = stdout, .err = stderr, .tty = false,
+			.cancel = &offline_cancel, .cp = &c, .devs = &devs, .nr_devs = &nr,
+			.open_opts = opts, .lock = offline_lock, .unlock = offline_lock,
+			.check_only = true,
+		};
+		int code = body->run(&cx, argc, argv);
+		if (c)
+			bch_fs_close(c);
+		c = NULL;
+		if (code) {
+			free_devs(devs);
+			return code;
+		}
+	}
+	ret = bch_fs_open(devs, nr, opts, &c, err, sizeof(err));
 	if (ret) {
 		cmd_err(cmd, "%s", err);
 		free_devs(devs);

@@ -52,12 +52,14 @@ static unsigned replicas(struct bch_fs *c)
 {
 	unsigned n = c->opts.v[Opt_metadata_replicas] ? c->opts.v[Opt_metadata_replicas] : 1;
 
-	if (c->devs_missing) {
-		/* degraded: as many copies as the present devices can take */
-		unsigned avail = bch_alloc_nr_devs_for(c, BCH_DATA_btree);
-		if (avail && avail < n)
-			n = avail;
-	}
+	/*
+	 * degraded, or members made read-only (device remove --force-metadata:
+	 * the user accepted it; set-state refuses it otherwise): as many copies
+	 * as the read-write members can take
+	 */
+	unsigned avail = bch_alloc_nr_devs_for(c, BCH_DATA_btree);
+	if (avail && avail < n)
+		n = avail;
 	return n;
 }
 

@@ -339,6 +339,27 @@ static unsigned labels_nr(const struct bch_sb *sb)
 	return f ? (f->u64s * 8 - sizeof(*f)) / sizeof(struct bch_label) : 0;
 }
 
+static int label_check(const char *name, char *err, size_t errlen)
+{
+	size_t len = strlen(name);
+
+	if (!len || len >= BCH_MEMBER_LABEL_SIZE)
+		return bch_errf(err, errlen, -EINVAL, "label '%s': 1 to %u characters", name,
+				BCH_MEMBER_LABEL_SIZE - 1);
+	for (const char *p = name; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+		      *p == '.' || *p == '_' || *p == '-') || (*p == '.' && (p == name || !p[1])))
+			return bch_errf(err, errlen, -EINVAL,
+					"label '%s': letters, digits, '_', '-', and '.' between parts only",
+					name);
+	return 0;
+}
+
+int bch_label_check(const char *name, char *err, size_t errlen)
+{
+	return label_check(name, err, errlen);
+}
+
 /* Index+1 of label name in sb's labels, added if absent; 0 and err on failure. */
 static unsigned label_get(struct bch_sb **sb, size_t *bytes, const char *name, char *err,
 			  size_t errlen)
@@ -347,18 +368,8 @@ static unsigned label_get(struct bch_sb **sb, size_t *bytes, const char *name, c
 	unsigned n = labels_nr(*sb);
 	int e = 0;
 
-	if (!len || len >= BCH_MEMBER_LABEL_SIZE) {
-		bch_errf(err, errlen, -EINVAL, "label '%s': 1 to %u characters", name,
-			 BCH_MEMBER_LABEL_SIZE - 1);
+	if (label_check(name, err, errlen))
 		return 0;
-	}
-	for (const char *p = name; *p; p++)
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      *p == '.' || *p == '_' || *p == '-') || (*p == '.' && (p == name || !p[1]))) {
-			bch_errf(err, errlen, -EINVAL,
-				 "label '%s': letters, digits, '_', '-', and '.' between parts only", name);
-			return 0;
-		}
 	struct bch_sb_field_labels *l = bch_sb_get_labels(*sb);
 	for (unsigned i = 0; l && i < n; i++)
 		if (!(l->entries[i].flags & 1) &&
@@ -434,7 +445,7 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 	struct bch_opts o;
 	int r;
 
-	if (c->read_only)
+	if (c->read_only && !a->dry_run)
 		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "%s: the filesystem is open read-only",
 				a->path);
 	/* a slot: the first never used or freed by a remove */
@@ -486,6 +497,14 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 		return r;
 	if (!ed.m.durability && !a->durability_set)
 		ed.m.durability = 1;
+	if (a->label && label_check(a->label, err, errlen)) {
+		bch_format_member_plan_free(plan);
+		return -EINVAL;
+	}
+	if (a->dry_run) {
+		bch_format_member_plan_free(plan);
+		return 0;
+	}
 
 	/* the new member's superblock first, at a seq that does not win */
 	size_t bytes = c->sb_bytes;
@@ -566,18 +585,15 @@ static unsigned rw_holders(struct bch_fs *c, unsigned data_type, int except)
 	return n;
 }
 
-int bch_dev_set_state(struct bch_fs *c, unsigned dev, unsigned state, bool force,
-		      char *err, size_t errlen)
+int bch_dev_set_state_check(struct bch_fs *c, unsigned dev, unsigned state, bool force,
+			    char *err, size_t errlen)
 {
 	struct bch_member *m = bch_sb_member(c->sb, dev);
-	int r;
 
 	if (!m || !bch_member_exists(m))
 		return bch_errf(err, errlen, -ENOENT, "there is no member %u", dev);
 	if (state >= BCH_MEMBER_STATE_NR)
 		return bch_errf(err, errlen, -EINVAL, "no member state %u", state);
-	if (c->read_only)
-		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "the filesystem is open read-only");
 	if (m->state == state)
 		return 0;
 	if (state != BCH_MEMBER_STATE_rw && !force) {
@@ -598,6 +614,21 @@ int bch_dev_set_state(struct bch_fs *c, unsigned dev, unsigned state, bool force
 					btree < c->opts.v[Opt_metadata_replicas]
 					? c->opts.v[Opt_metadata_replicas] : c->opts.v[Opt_data_replicas]);
 	}
+	return 0;
+}
+
+int bch_dev_set_state(struct bch_fs *c, unsigned dev, unsigned state, bool force,
+		      char *err, size_t errlen)
+{
+	struct bch_member *m = bch_sb_member(c->sb, dev);
+	int r;
+
+	if ((r = bch_dev_set_state_check(c, dev, state, force, err, errlen)))
+		return r;
+	if (c->read_only)
+		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "the filesystem is open read-only");
+	if (m->state == state)
+		return 0;
 	unsigned old = m->state;
 	m->state = state;
 	if ((r = bch_write_super(c))) {
@@ -843,24 +874,18 @@ static int resize_member(struct bch_sb **sb, size_t *bytes, void *priv, char *er
 	return 0;
 }
 
-int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bch_opts *open_opts,
-		   unsigned dev, uint64_t new_bytes, char *err, size_t errlen)
+int bch_dev_resize_check(struct bch_fs *c, unsigned dev, uint64_t new_bytes, uint64_t *nbuckets_ret,
+			 char *err, size_t errlen)
 {
-	struct bch_fs *c = *cp;
 	struct bch_member *m = bch_sb_member(c->sb, dev);
 	struct bch_dev *ca = dev < BCH_SB_MEMBERS_MAX ? c->devs[dev] : NULL;
 	uint64_t sb_area = 1ULL << BCH_SB_MAX_SIZE_BITS;
-	char a[32], b[32];
-	struct bch_opts o;
-	int r;
+	char a[32], b[32], d[32];
 
 	if (!m || !bch_member_exists(m))
 		return bch_errf(err, errlen, -ENOENT, "there is no member %u", dev);
 	if (!ca || !ca->bdev)
 		return bch_errf(err, errlen, -ENODEV, "member %u is missing: it cannot be resized", dev);
-	if (c->read_only)
-		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "the filesystem is open read-only");
-
 	uint64_t sectors = new_bytes >> BCH_SECTOR_SHIFT;
 	uint64_t last_sb = sectors > sb_area ? (sectors - sb_area) & ~7ULL : 0;
 	uint64_t nbuckets = last_sb / m->bucket_size;
@@ -878,15 +903,58 @@ int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct
 	}
 	if (nbuckets > UINT32_MAX)
 		return bch_errf(err, errlen, -EINVAL, "too many buckets for member %u", dev);
-	if (nbuckets == m->nbuckets)
-		return 0;
-	bool is_blk = bch_dev_is_blockdev(ca->bdev);
-	if (is_blk && new_bytes > bch_dev_size(ca->bdev)) {
+	if (bch_dev_is_blockdev(ca->bdev) && new_bytes > bch_dev_size(ca->bdev)) {
 		bch_human_size(new_bytes, a, sizeof(a));
 		bch_human_size(bch_dev_size(ca->bdev), b, sizeof(b));
 		return bch_errf(err, errlen, -BCH_ERR_device_too_small,
 				"%s: %s is larger than the device (%s)", bch_dev_path(ca->bdev), a, b);
 	}
+	if (nbuckets < m->nbuckets) {
+		/* what lies past the new end must fit below it, or on the others */
+		struct bch_dev_holdings h;
+		struct bch_dev_usage u;
+		bch_dev_holdings(c, dev, nbuckets, &h);
+		bch_dev_usage_get(c, dev, &u);
+		uint64_t need = h.user_sectors + h.btree_sectors;
+		uint64_t lost_free = 0;	/* free buckets past the end go with it */
+		uint64_t past = m->nbuckets - nbuckets;
+		lost_free = (past > h.buckets_used ? past - h.buckets_used : 0) * m->bucket_size;
+		uint64_t have = bch_alloc_target_free(c, 0, 0);
+		have = have > lost_free ? have - lost_free : 0;
+		if (need > have) {
+			bch_human_size(need << BCH_SECTOR_SHIFT, a, sizeof(a));
+			bch_human_size(have << BCH_SECTOR_SHIFT, b, sizeof(b));
+			bch_human_size((need - have) << BCH_SECTOR_SHIFT, d, sizeof(d));
+			return bch_errf(err, errlen, -ENOSPC,
+					"member %u holds %s past the new end; the space left below it and on "
+					"the other members is %s: %s more is needed", dev, a, b, d);
+		}
+		(void)u;
+	}
+	*nbuckets_ret = nbuckets;
+	return 0;
+}
+
+int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bch_opts *open_opts,
+		   unsigned dev, uint64_t new_bytes, char *err, size_t errlen)
+{
+	struct bch_fs *c = *cp;
+	struct bch_member *m = bch_sb_member(c->sb, dev);
+	struct bch_dev *ca = dev < BCH_SB_MEMBERS_MAX ? c->devs[dev] : NULL;
+	uint64_t sb_area = 1ULL << BCH_SB_MAX_SIZE_BITS;
+	struct bch_opts o;
+	uint64_t nbuckets;
+	int r;
+
+	if (c->read_only)
+		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "the filesystem is open read-only");
+	if ((r = bch_dev_resize_check(c, dev, new_bytes, &nbuckets, err, errlen)))
+		return r;
+	uint64_t sectors = new_bytes >> BCH_SECTOR_SHIFT;
+	uint64_t last_sb = (sectors - sb_area) & ~7ULL;
+	if (nbuckets == m->nbuckets)
+		return 0;
+	bool is_blk = bch_dev_is_blockdev(ca->bdev);
 	bool shrink = nbuckets < m->nbuckets;
 	if (shrink) {
 		struct bch_dev_holdings h;

@@ -48,6 +48,8 @@ struct bch_dev_add_args {
 	bool		discard;
 	bool		durability_set;	/* durability given (0 allowed) */
 	bool		force;		/* overwrite another filesystem's superblock */
+	bool		dry_run;	/* check everything, change nothing (the filesystem
+					 * may be open read-only) */
 };
 
 /* The index of the member named by s: a device path, a member index, or a UUID. */
@@ -66,6 +68,11 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
  */
 int bch_dev_set_state(struct bch_fs *c, unsigned dev, unsigned state, bool force,
 		      char *err, size_t errlen);
+/* The checks of bch_dev_set_state() alone (read-only open allowed). */
+int bch_dev_set_state_check(struct bch_fs *c, unsigned dev, unsigned state, bool force,
+			    char *err, size_t errlen);
+/* Is name a valid label?  0, or -EINVAL and why. */
+int bch_label_check(const char *name, char *err, size_t errlen);
 int bch_dev_set_label(struct bch_fs *c, unsigned dev, const char *label, char *err, size_t errlen);
 
 /*
@@ -109,6 +116,14 @@ int bch_dev_wipe_stale(struct bch_fs *c, const char *path, char *err, size_t err
  * Resize a member to new_bytes (grow, or shrink once the buckets past the
  * new end are empty).  An image file is extended or truncated with it.
  */
+/*
+ * The checks of a resize, before anything moves (read-only open allowed):
+ * the member present, the size at least its minimum and (a block device)
+ * at most the device, and for a shrink room elsewhere for what lies past
+ * the new end.  *nbuckets: the member's buckets at that size.
+ */
+int bch_dev_resize_check(struct bch_fs *c, unsigned dev, uint64_t new_bytes, uint64_t *nbuckets,
+			 char *err, size_t errlen);
 int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bch_opts *open_opts,
 		   unsigned dev, uint64_t new_bytes, char *err, size_t errlen);
 
