@@ -714,12 +714,21 @@ int bch_format_member_write(struct bch_format_dev *d, struct bch_member_plan *mp
 	 */
 	if ((r = bch_dev_open(d->path, 0, &bd)))
 		return bch_errf(err, errlen, r, "%s: %s", d->path, bch_err_str(r));
-	uint64_t head = m->bucket_size << BCH_SECTOR_SHIFT;
-	if (head > 65536)
-		head = 65536;
-	for (unsigned i = 0; i < mp->p.journal_nr && !r; i++)
-		r = write_zeroes(bd, (mp->p.first_bucket + i) * (uint64_t)(m->bucket_size << BCH_SECTOR_SHIFT),
-				 head);
+	/* the head block of each bucket is what the journal reads first (journal.c) */
+	size_t head = (size_t)sb->block_size << BCH_SECTOR_SHIFT;
+	void *z = bch_dev_alloc_buf(head);
+	struct bch_io_vec *v = calloc(mp->p.journal_nr ? mp->p.journal_nr : 1, sizeof(*v));
+	if (!z || !v)
+		r = -ENOMEM;
+	for (unsigned i = 0; !r && i < mp->p.journal_nr; i++)
+		v[i] = (struct bch_io_vec) {
+			.buf = z, .len = head,
+			.offset = (mp->p.first_bucket + i) * (uint64_t)(m->bucket_size << BCH_SECTOR_SHIFT),
+		};
+	if (!r)
+		r = bch_dev_write_batch(bd, v, mp->p.journal_nr);
+	free(v);
+	free(z);
 	if (!r)
 		r = bch_dev_flush(bd);
 	if (r)

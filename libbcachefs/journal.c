@@ -508,6 +508,11 @@ int bch_journal_read(struct bch_fs *c,
 		 * read whole, as anything unexpected is.
 		 */
 		bch_dev_advise_random(c->devs[jd->dev]->bdev, true);
+		/* every head at once: one synchronous read each is slow on a big ring */
+		for (unsigned sl = 0; sl < jd->nr; sl++)
+			bch_dev_willneed(c->devs[jd->dev]->bdev,
+					 (jd->bucket[sl] * jd->bucket_sectors) << BCH_SECTOR_SHIFT,
+					 (uint64_t)j->block_sectors << BCH_SECTOR_SHIFT);
 		for (unsigned sl = 0; sl < jd->nr && !ret; sl++) {
 			int h = read_head(c, jd, sl, buf, &first[sl]);
 			if (first[sl] > j->seen_max)
