@@ -519,10 +519,30 @@ int bch_alloc_data_move(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_
 	*got = 0;
 	for (unsigned i = 0; i < c->nr_devs && i < BCH_SB_MEMBERS_MAX; i++)
 		used[i] = exclude & (1ULL << i);
+	/*
+	 * The emptiest members first (by the share of their buckets that are
+	 * empty): data spreads over the members, and one just added takes new
+	 * writes at once rather than when the others are full.
+	 */
+	unsigned order[BCH_SB_MEMBERS_MAX], n = 0;
+	for (unsigned i = 0; i < c->nr_devs && i < BCH_SB_MEMBERS_MAX; i++)
+		order[n++] = i;
+	for (unsigned i = 1; i < n; i++)
+		for (unsigned k = i; k > 0; k--) {
+			struct bch_dev_alloc *x = dev_alloc(c, order[k - 1]), *y = dev_alloc(c, order[k]);
+			/* x->nr_empty / x->nbuckets < y->nr_empty / y->nbuckets, without division */
+			if (!y || (x && (unsigned __int128)x->nr_empty * y->nbuckets >=
+					(unsigned __int128)y->nr_empty * x->nbuckets))
+				break;
+			unsigned t = order[k - 1];
+			order[k - 1] = order[k];
+			order[k] = t;
+		}
 	for (unsigned pass = 0; pass < 2 && *got < nr; pass++) {
 		if (pass && target && target_only)
 			break;
-		for (unsigned i = 0; i < c->nr_devs && *got < nr; i++) {
+		for (unsigned o = 0; o < n && *got < nr; o++) {
+			unsigned i = order[o];
 			struct bch_member *m = bch_sb_member(c->sb, i);
 			if (used[i] || !dev_alloc(c, i) || m->state != BCH_MEMBER_STATE_rw ||
 			    !(m->data_allowed & (1U << BCH_DATA_user)) ||

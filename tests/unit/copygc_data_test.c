@@ -296,7 +296,10 @@ Test(copygc_data, eviction_lru_reuse_and_crash, .timeout = 300)
 	for (size_t i = 0; i < alen; i += BLOCK)
 		fill_block(a + i, i / BLOCK, 0, seed);
 	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &ia), 0);
+	/* on device 0 (the allocator would spread it over both) */
+	c->opts.v[Opt_foreground_target] = BCH_TARGET_DEV_START + 0;
 	cr_assert_eq(bch_fs_write(c, ia, 0, a, alen), (ssize_t)alen, "%s", c->err_msg);
+	c->opts.v[Opt_foreground_target] = 0;
 
 	/* cached copies of every extent of a, on the other device (the mover's promote op) */
 	struct bch_bkey **v = keys_of(c, ia, &nr);

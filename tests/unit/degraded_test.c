@@ -269,9 +269,12 @@ Test(degraded, one_copy_file_refuses_without_its_member)
 	cr_assert_eq(open_some(3, false, false, &c, err, sizeof(err)), 0, "%s", err);
 	workload(c, 3);
 	c->opts.v[Opt_data_replicas] = 1;	/* as a file's own data_replicas would */
+	/* all of it on one member (the allocator would spread it over both) */
+	c->opts.v[Opt_foreground_target] = BCH_TARGET_DEV_START + 0;
 	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "single", S_IFREG | 0644, 0, 0, 0, &inum), 0);
 	fill(buf, sizeof(buf), 99, 0);
 	cr_assert_eq(bch_fs_write(c, inum, 0, buf, sizeof(buf)), (ssize_t)sizeof(buf), "%s", c->err_msg);
+	c->opts.v[Opt_foreground_target] = 0;
 	/* which member holds it: the one extent's only pointer */
 	struct btree_iter it;
 	const struct bch_bkey *k;
