@@ -317,6 +317,22 @@ expect_in err 'permission denied'
 run $B show-super a.img	# KNOWN BUG: exit 1, as above
 expect_in out '^Devices: +4$'
 
+# ---- device add and remove given the member devices (SOAK=1: 5 rounds)
+rounds=1
+[ "$soak" = 1 ] && rounds=5
+for r in $(seq $rounds); do
+	expect_rc 0 $B device add -f $devs e.img
+	expect_in out "^Added .*/e.img as member [0-9]+ "
+	expect_rc 0 $B fs usage --json mnt
+	[ "$(jdev out $id user.bytes)" -gt 0 ] || fail "d.img took no data: $(cat out)"
+	head -c $((4 << 20)) /dev/zero > mnt/w.zero.$r || fail "write mnt/w.zero.$r"
+	expect_rc 0 $B device remove $devs e.img
+	expect_in out '^Removed member [0-9]+'
+	rm mnt/w.zero.$r
+	alive
+done
+echo "device add/remove through $devs: $rounds rounds"
+
 # ---- stop the writer and reader; every file compared
 touch stop
 wait $wpid || fail "the writer failed: $(cat writer.out)"
@@ -399,14 +415,27 @@ probe() {
 	grep -q 'busy: device evacuate is running' probe.err && return 0
 	fail "probe: $(cat probe.err)"
 }
-wait_busy() {
-	for i in $(seq 200); do probe && return; sleep 0.05; done
+# start_evac: device evacuate m2 e1.img in the background ($cpid), running;
+# started again when it met a probe's own (brief) busy mark
+start_evac() {
+	for i in $(seq 200); do
+		if [ -z "$cpid" ]; then
+			$B device evacuate m2 e1.img >client.out 2>client.err & cpid=$!
+		fi
+		probe && return
+		if ! kill -0 $cpid 2>/dev/null; then
+			wait $cpid
+			grep -q 'busy: device set-label is running' client.err ||
+				fail "the evacuate ended before it was seen: $(cat client.err)"
+			cpid=
+		fi
+		sleep 0.05
+	done
 	fail "the evacuate did not start: $(cat client.err)"
 }
 before=$(e1data)
 [ "$before" -gt 0 ] || fail "e1.img holds nothing"
-$B device evacuate m2 e1.img >client.out 2>client.err & cpid=$!
-wait_busy
+start_evac
 kill -9 $cpid
 wait $cpid 2>/dev/null
 cpid=
@@ -426,8 +455,7 @@ for i in range(4, 8):
 	open("m2/%d" % i, "wb").write(random.Random(3600 + i).randbytes(3 << 20))' || fail "m2 files"
 before=$(e1data)
 [ "$before" -gt 0 ] || fail "e1.img holds nothing after set-state rw"
-$B device evacuate m2 e1.img >client.out 2>client.err & cpid=$!
-wait_busy
+start_evac
 kill -INT $cpid
 wait $cpid; rc=$?
 cpid=
