@@ -203,6 +203,7 @@ alive
 # ---- device add through the mountpoint: a 4th member, used at once
 expect_rc 0 $B device add --label=new mnt d.img
 expect_in out "^Added .*/d.img as member [0-9]+ "
+echo "add: $(head -1 out)"
 id=$(sed -n 's/^Added .* as member \([0-9]*\) .*/\1/p' out)
 expect_rc 0 $B show-super a.img
 expect_in out '^Devices: +4$'
@@ -217,6 +218,7 @@ bdata=$(jdev out $ib user.bytes)
 expect_rc 0 $B device remove mnt b.img
 expect_in out '^Moved [1-9].*extents'
 expect_in out "^Removed member $ib"
+echo "remove: $(head -1 out)"
 echo "removed b.img: $bdata bytes of user data moved"
 expect_rc 0 $B fs usage --json mnt
 [ "$(jdev out $ib path)" = absent ] || fail "b.img still a member: $(cat out)"
@@ -240,6 +242,7 @@ echo "c.img holds $cdata bytes of user data in $cbk buckets; shrunk to ${csize}k
 expect_rc 0 $B device resize mnt c.img ${csize}k
 expect_in out '^Moved [1-9]'
 expect_in out "^Member $ic now has "
+echo "shrink: $(head -1 out)"
 expect_rc 0 $B fs usage --json mnt
 [ "$(jdev out $ic size)" -le $((csize << 10)) ] || fail "c.img still $(jdev out $ic size) bytes"
 alive
@@ -277,6 +280,7 @@ alive
 
 # ---- data scrub: every copy read and checked, nothing bad
 expect_rc 0 $B data scrub mnt
+echo "scrub: $(head -1 out)"
 expect_in out '^  bad copies +0$'
 expect_in out '^  unrepairable +0 '
 alive
