@@ -16,14 +16,14 @@
 # Steps marked "KNOWN BUG:" run, print what they found and go on (bugs in
 # the device code reported to the lead, not fixed here).
 # Data: python's random.Random, seeds 3600+i (bulk file i), 3650 (the
-# writer's choices and contents), 3660 (e.bin), printed below.
+# writer's choices and contents), 3660 (e.bin), 3661 (after-add), printed below.
 # SOAK=1: more bulk data and a longer writer.
 [ -c /dev/fuse ] && command -v fusermount3 >/dev/null || skip "no /dev/fuse or fusermount3"
 [ "$(id -u)" = 0 ] || skip "needs root (allow_other, a second user)"
 command -v getfattr >/dev/null || skip "no getfattr"
 command -v python3 >/dev/null || skip "no python3"
 command -v setpriv >/dev/null || skip "no setpriv"
-echo "seeds: 3600+i (bulk/i), 3650 (writer), 3660 (e.bin)"
+echo "seeds: 3600+i (bulk/i), 3650 (writer), 3660 (e.bin), 3661 (after-add)"
 soak=${SOAK:-0}
 nbulk=12
 [ "$soak" = 1 ] && nbulk=24
@@ -212,6 +212,10 @@ echo "add: $(head -1 out)"
 id=$(sed -n 's/^Added .* as member \([0-9]*\) .*/\1/p' out)
 expect_rc 0 $B show-super a.img
 expect_in out '^Devices: +4$'
+# a file written right after (the allocator fills members in index order,
+# so d.img gets data only from the removal below)
+python3 -c 'import random; open("mnt/after-add", "wb").write(random.Random(3661).randbytes(4 << 20))' ||
+	fail "write mnt/after-add"
 expect_rc 0 $B fs usage --json mnt
 [ "$(jdev out $id path)" != absent ] || fail "d.img not in fs usage: $(cat out)"
 alive
@@ -399,6 +403,9 @@ fi
 # and the content, offline once more
 mount_main $(echo $members | tr ' ' :)
 check_all mnt $keep $nbulk || fail "after a remount"
+python3 -c 'import random, sys
+sys.exit(open("mnt/after-add", "rb").read() != random.Random(3661).randbytes(4 << 20))' ||
+	fail "mnt/after-add differs"
 fusermount3 -u mnt || fail "unmount"
 wait $pid || fail "fusemount exited $?: $(cat fuse.err)"
 pid=
