@@ -706,7 +706,8 @@ static int dev_online_body(struct cmd_ctx *x, int argc, char **argv, bool online
 	*x->nr_devs = n;
 	x->unlock(x);
 	free(nd);
-	fprintf(x->out, online ? "%s is online\n" : "Member %s is offline (the filesystem runs degraded)\n",
+	fprintf(x->out, online ? "%s is online (`data rereplicate` gives what was written meanwhile its copies)\n"
+			       : "Member %s is offline (the filesystem runs degraded)\n",
 		o.ops[0]);
 	return 0;
 }

@@ -1156,10 +1156,44 @@ static bool ctl_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t s
 	return true;
 }
 
+/*
+ * The member devices the daemon holds now (absolute paths joined by ':'):
+ * the mount's source names those it was mounted with, and device add,
+ * remove and offline change them.
+ */
+static bool devs_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct fmount *m = FM(req);
+	char *text = NULL;
+	size_t len = 0;
+
+	if (ino != FUSE_ROOT_ID || strcmp(name, "bcachefs.devs"))
+		return false;
+	FILE *f = open_memstream(&text, &len);
+	if (!f) {
+		lf->reply_err(req, ENOMEM);
+		return true;
+	}
+	LOCK(m);
+	for (unsigned i = 0; i < m->nr_devs; i++)
+		fprintf(f, "%s%s", i ? ":" : "", m->devs[i]);
+	UNLOCK(m);
+	fclose(f);
+	if (!size)
+		lf->reply_xattr(req, len);
+	else if (size < len)
+		lf->reply_err(req, ERANGE);
+	else
+		lf->reply_buf(req, text, len);
+	free(text);
+	return true;
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct fmount *m = FM(req);
-	if (usage_xattr(req, ino, name, size) || ctl_xattr(req, ino, name, size))
+	if (usage_xattr(req, ino, name, size) || ctl_xattr(req, ino, name, size) ||
+	    devs_xattr(req, ino, name, size))
 		return;
 	char *buf = malloc(size ? size : 1);
 
@@ -1739,8 +1773,15 @@ int cmd_fusemount(int argc, char *argv[])
 	for (unsigned i = 0; i < fsn.nr; i++) {
 		char abs[PATH_MAX], *p = fsn.devs[i];
 		size_t fl = strlen(fsname);
-		snprintf(fsname + fl, sizeof(fsname) - fl, "%s%s", fl ? ":" : "",
-			 realpath(p, abs) ? abs : p);
+		/* absolute: the daemon's cwd is /, and commands name members by path */
+		if (realpath(p, abs) && strcmp(abs, p)) {
+			char *d = strdup(abs);
+			if (d) {
+				free(fsn.devs[i]);
+				fsn.devs[i] = p = d;
+			}
+		}
+		snprintf(fsname + fl, sizeof(fsname) - fl, "%s%s", fl ? ":" : "", p);
 	}
 	size_t l = strlen(fuse_opts);
 	snprintf(fuse_opts + l, sizeof(fuse_opts) - l, "%s,subtype=bcachefs", fsname);

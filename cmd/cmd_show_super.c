@@ -12,6 +12,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -399,9 +401,20 @@ static void show_sb(struct out *o, const char *path, const struct bch_sb *sb,
 	out_close(o, false);
 }
 
-/* The devices of the fuse.bcachefs mount on mnt: its source, split at ':'. */
+/*
+ * The devices of the fuse.bcachefs mount on mnt: what its daemon holds now
+ * (xattr bcachefs.devs of its root), else the mount's source, split at ':'.
+ */
 static char **mount_devs(const char *mnt, unsigned *nr)
 {
+	char held[8192];
+	ssize_t n = getxattr(mnt, "bcachefs.devs", held, sizeof(held) - 1);
+	if (n > 0) {
+		char *p = held;
+		held[n] = 0;
+		return split_devs(&p, 1, nr);
+	}
+
 	FILE *mf = fopen("/proc/mounts", "re");
 	char src[4096], dst[4096], type[64], *found = NULL;
 
@@ -513,8 +526,20 @@ int cmd_show_super(int argc, char *argv[])
 	int ret = cmd_fs_resolve("show-super", argv + optind, argc - optind, &fs);
 	if (ret)
 		return ret;
-	/* a fusemount's mountpoint (or devices it holds): the devices it was given */
-	if (fs.mounted && !(fs.devs = mount_devs(fs.mnt, &fs.nr))) {
+	/*
+	 * a fusemount's mountpoint: the devices it holds; devices named by the
+	 * user are shown as named (read-only, so a mounted one reads too)
+	 */
+	bool named_devs = true;
+	for (int i = optind; i < argc; i++) {
+		struct stat st;
+		if (!strncmp(argv[i], "UUID=", 5) || (!stat(argv[i], &st) && S_ISDIR(st.st_mode)))
+			named_devs = false;
+	}
+	if (fs.mounted && named_devs) {
+		free_devs(fs.devs);
+		fs.devs = split_devs(argv + optind, argc - optind, &fs.nr);
+	} else if (fs.mounted && (free_devs(fs.devs), !(fs.devs = mount_devs(fs.mnt, &fs.nr)))) {
 		cmd_err("show-super", "%s: cannot find the devices of this mount in /proc/mounts",
 			fs.mnt);
 		return EXIT_FAIL;

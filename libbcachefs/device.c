@@ -910,6 +910,23 @@ int bch_dev_resize_check(struct bch_fs *c, unsigned dev, uint64_t new_bytes, uin
 				"%s: %s is larger than the device (%s)", bch_dev_path(ca->bdev), a, b);
 	}
 	if (nbuckets < m->nbuckets) {
+		/*
+		 * The member keeps its reserve of empty buckets for metadata (alloc.c),
+		 * counting everything it holds now as staying: else every later
+		 * update could fail for want of a node on it.
+		 */
+		struct bch_alloc_space sp;
+		bch_alloc_dev_space(c, dev, &sp);
+		uint64_t used = sp.nbuckets - sp.nr_empty;
+		uint64_t need_nb = used + 5, b2 = ((used + 1) * 32 + 30) / 31;
+		if (b2 > need_nb)
+			need_nb = b2;
+		if (nbuckets < need_nb) {
+			bch_human_size((need_nb * m->bucket_size + sb_area) << BCH_SECTOR_SHIFT, a, sizeof(a));
+			return bch_errf(err, errlen, -ENOSPC,
+					"member %u holds %" PRIu64 " buckets and keeps 1/32 of its buckets "
+					"empty for metadata: it cannot be smaller than %s now", dev, used, a);
+		}
 		/* what lies past the new end must fit below it, or on the others */
 		struct bch_dev_holdings h;
 		struct bch_dev_usage u;

@@ -644,7 +644,12 @@ int bch_fs_close(struct bch_fs *c)
 	if (!c->read_only && !c->emergency_ro) {
 		bool alloc_current = false;
 		if (!(r = bch_alloc_btree_sync(c, &alloc_current)))
-			r = write_clean(c, alloc_current);
+			/*
+			 * Degraded, a missing member's alloc keys were left as they were
+			 * while its pointers came and went: the next open recounts them
+			 * from the pointers (device online, or the member given again).
+			 */
+			r = write_clean(c, alloc_current && !c->devs_missing);
 	}
 	if (!r && c->emergency_ro)
 		r = -BCH_ERR_fs_emergency_ro;
