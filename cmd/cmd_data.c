@@ -317,10 +317,15 @@ static int cmd_data_rebalance(int argc, char *argv[])
 
 static void usage(FILE *f)
 {
-	fprintf(f, "Usage: bcachefs data rebalance [--wait] [--json] FS\n"
-		   "Jobs that move data over a whole filesystem:\n"
+	fprintf(f, "Usage: bcachefs data COMMAND [OPTION]... FS\n"
+		   "Jobs over a whole filesystem (FS: member devices, UUID=, or a mountpoint:\n"
+		   "then its daemon runs the job):\n"
 		   "  rebalance    move and recompress data per background_target and\n"
-		   "               background_compression (see data rebalance --help)\n");
+		   "               background_compression (data rebalance --help)\n"
+		   "  rereplicate  give every extent and btree node the copies its options ask\n"
+		   "               for, after a member was lost (data rereplicate --help)\n"
+		   "  scrub        read every copy, verify checksums, rewrite bad copies from\n"
+		   "               good ones (data scrub --help)\n");
 }
 
 /* `bcachefs data SUBCOMMAND` */
