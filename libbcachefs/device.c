@@ -521,14 +521,14 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 		struct sb_dev *d;
 		unsigned newest;
 		if ((r = sb_devs_open(*paths, *nr, &d, &newest, err, errlen)))
-			goto out;
+			goto reopen_old;
 		size_t b2 = BCH_SB_BUF_BYTES(d[newest].sb->layout.sb_max_size_bits);
 		if (b2 > bytes) {
 			struct bch_sb *t = realloc(nsb, b2);
 			if (!t) {
 				sb_devs_close(d, *nr);
 				r = -ENOMEM;
-				goto out;
+				goto reopen_old;
 			}
 			nsb = t;
 			bytes = b2;
