@@ -510,6 +510,17 @@ int cmd_dev_set_label_body(struct cmd_ctx *x, int argc, char **argv)
 	return 0;
 }
 
+/* A shrink that did not happen: the buckets past the new end are the allocator's again. */
+static void unlimit(struct cmd_ctx *x, unsigned dev)
+{
+	x->lock(x);
+	struct bch_fs *c = *x->cp;
+	struct bch_member *m = c ? bch_sb_member(c->sb, dev) : NULL;
+	if (m && bch_member_exists(m) && m->state == BCH_MEMBER_STATE_rw)
+		bch_alloc_dev_set_limit(c, dev, UINT64_MAX);
+	x->unlock(x);
+}
+
 int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv)
 {
 	struct dev_opts o;
@@ -526,24 +537,31 @@ int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv)
 	}
 	if ((r = member(x, o.ops[0], &dev)))
 		return r;
+	/* every refusal before anything moves */
 	x->lock(x);
 	struct bch_fs *c = *x->cp;
+	uint64_t nbuckets = 0;
+	r = bch_dev_resize_check(c, dev, size, &nbuckets, err, sizeof(err));
 	struct bch_member *m = bch_sb_member(c->sb, dev);
-	uint64_t sb_area = 1ULL << BCH_SB_MAX_SIZE_BITS, sectors = size >> 9;
-	uint64_t nbuckets = sectors > sb_area ? ((sectors - sb_area) & ~7ULL) / m->bucket_size : 0;
-	bool shrink = nbuckets < m->nbuckets && nbuckets;
+	bool shrink = !r && nbuckets < m->nbuckets;
 	uint64_t old_bytes = (uint64_t)m->nbuckets * m->bucket_size << 9;
-	uint64_t first_bucket = m->first_bucket;	/* m is not ours once unlocked */
-	if (shrink && nbuckets > first_bucket)
+	if (shrink)
 		bch_alloc_dev_set_limit(c, dev, nbuckets);
 	x->unlock(x);
-	if (shrink && nbuckets > first_bucket &&
-	    (r = evacuate(x, dev, nbuckets, false, false, o.json, false)))
+	if (r) {
+		xerr(x, "%s", err);
+		return EXIT_FAIL;
+	}
+	if (shrink && (r = evacuate(x, dev, nbuckets, false, false, o.json, false))) {
+		unlimit(x, dev);
 		return r;
+	}
 	x->lock(x);
 	r = bch_dev_resize(x->cp, x->devs, x->nr_devs, x->open_opts, dev, size, err, sizeof(err));
 	x->unlock(x);
 	if (r) {
+		if (shrink)
+			unlimit(x, dev);
 		xerr(x, "%s", err);
 		return EXIT_FAIL;
 	}

@@ -843,16 +843,13 @@ static int resize_member(struct bch_sb **sb, size_t *bytes, void *priv, char *er
 	return 0;
 }
 
-int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bch_opts *open_opts,
-		   unsigned dev, uint64_t new_bytes, char *err, size_t errlen)
+int bch_dev_resize_check(struct bch_fs *c, unsigned dev, uint64_t new_bytes, uint64_t *nbucketsp,
+			 char *err, size_t errlen)
 {
-	struct bch_fs *c = *cp;
 	struct bch_member *m = bch_sb_member(c->sb, dev);
 	struct bch_dev *ca = dev < BCH_SB_MEMBERS_MAX ? c->devs[dev] : NULL;
 	uint64_t sb_area = 1ULL << BCH_SB_MAX_SIZE_BITS;
 	char a[32], b[32];
-	struct bch_opts o;
-	int r;
 
 	if (!m || !bch_member_exists(m))
 		return bch_errf(err, errlen, -ENOENT, "there is no member %u", dev);
@@ -878,15 +875,34 @@ int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct
 	}
 	if (nbuckets > UINT32_MAX)
 		return bch_errf(err, errlen, -EINVAL, "too many buckets for member %u", dev);
-	if (nbuckets == m->nbuckets)
-		return 0;
-	bool is_blk = bch_dev_is_blockdev(ca->bdev);
-	if (is_blk && new_bytes > bch_dev_size(ca->bdev)) {
+	if (bch_dev_is_blockdev(ca->bdev) && new_bytes > bch_dev_size(ca->bdev)) {
 		bch_human_size(new_bytes, a, sizeof(a));
 		bch_human_size(bch_dev_size(ca->bdev), b, sizeof(b));
 		return bch_errf(err, errlen, -BCH_ERR_device_too_small,
 				"%s: %s is larger than the device (%s)", bch_dev_path(ca->bdev), a, b);
 	}
+	*nbucketsp = nbuckets;
+	return 0;
+}
+
+int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bch_opts *open_opts,
+		   unsigned dev, uint64_t new_bytes, char *err, size_t errlen)
+{
+	struct bch_fs *c = *cp;
+	uint64_t nbuckets;
+	struct bch_opts o;
+	int r;
+
+	if ((r = bch_dev_resize_check(c, dev, new_bytes, &nbuckets, err, errlen)))
+		return r;
+
+	struct bch_member *m = bch_sb_member(c->sb, dev);
+	struct bch_dev *ca = c->devs[dev];
+	uint64_t sb_area = 1ULL << BCH_SB_MAX_SIZE_BITS, sectors = new_bytes >> BCH_SECTOR_SHIFT;
+	uint64_t last_sb = sectors > sb_area ? (sectors - sb_area) & ~7ULL : 0;
+	if (nbuckets == m->nbuckets)
+		return 0;
+	bool is_blk = bch_dev_is_blockdev(ca->bdev);
 	bool shrink = nbuckets < m->nbuckets;
 	if (shrink) {
 		struct bch_dev_holdings h;

@@ -100,6 +100,15 @@ int bch_dev_drop(struct bch_fs **cp, char ***paths, unsigned *nr, const struct b
 		 unsigned dev, bool force, uint64_t *lost_sectors, char *err, size_t errlen);
 
 /*
+ * May dev be resized to new_bytes?  Checked before a shrink's evacuation
+ * moves anything (nothing is written): the member is present, the size
+ * holds its superblocks, journal and BCH_MIN_NR_BUCKETS, fits a block
+ * device.  *nbuckets: the member's new bucket count.
+ */
+int bch_dev_resize_check(struct bch_fs *c, unsigned dev, uint64_t new_bytes, uint64_t *nbuckets,
+			 char *err, size_t errlen);
+
+/*
  * Resize a member to new_bytes (grow, or shrink once the buckets past the
  * new end are empty).  An image file is extended or truncated with it.
  */
