@@ -690,6 +690,76 @@ void bch_dev_holdings(struct bch_fs *c, unsigned dev, uint64_t first_bucket,
 	}
 }
 
+/* ------------------------------------------------------- sole copies */
+
+/* A copy that can be read: dirty, on a present member that has not failed. */
+static bool ptr_readable(struct bch_fs *c, const struct bch_extent_ptr *p)
+{
+	struct bch_member *m = bch_sb_member(c->sb, p->dev);
+
+	return !(p->flags & BCH_EXTENT_PTR_CACHED) && m && bch_member_exists(m) &&
+	       !bch_dev_missing(c, p->dev) && m->state != BCH_MEMBER_STATE_failed;
+}
+
+struct sole_walk {
+	unsigned	dev;
+	uint64_t	nodes;
+};
+
+static int node_sole(struct bch_fs *c, struct btree *b, void *priv)
+{
+	struct sole_walk *w = priv;
+	bool on = false, other = false;
+
+	for (unsigned i = 0; i < b->nr_ptrs; i++)
+		if (b->ptrs[i].dev == w->dev)
+			on = true;
+		else
+			other |= ptr_readable(c, &b->ptrs[i]);
+	w->nodes += on && !other;
+	return 0;
+}
+
+/*
+ * What only dev holds a readable copy of (dev present): the sectors of file
+ * data and the btree nodes that dropping its pointers would lose although
+ * they can be read now.  where: the last such extent.
+ */
+static void sole_copies(struct bch_fs *c, unsigned dev, uint64_t *sectors, uint64_t *nodes,
+			char *where, size_t wlen)
+{
+	struct sole_walk w = { .dev = dev };
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int r = 0;
+
+	*sectors = 0;
+	*where = 0;
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
+		bch_btree_walk_nodes(c, id, node_sole, &w);
+	*nodes = w.nodes;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	while ((k = bch_btree_iter_next(&it, &r))) {
+		if (k->type != BCH_BKEY_extent)
+			continue;
+		const struct bch_extent *e = bkey_val(k);
+		bool on = false, other = false;
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+			if (e->ptrs[i].dev == dev)
+				on |= !(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED);
+			else
+				other |= ptr_readable(c, &e->ptrs[i]);
+		if (on && !other) {
+			*sectors += k->size;
+			snprintf(where, wlen, "inode %" PRIu64 " sectors %" PRIu64 "..%" PRIu64,
+				 (uint64_t)k->p.inode, (uint64_t)(k->p.offset - k->size),
+				 (uint64_t)k->p.offset);
+		}
+	}
+	bch_btree_iter_exit(&it);
+	c->err_msg[0] = 0;
+}
+
 /* ----------------------------------------------------------------- drop */
 
 /* Delete the alloc keys of dev from bucket `from` on. */
@@ -775,6 +845,21 @@ int bch_dev_drop(struct bch_fs **cp, char ***paths, unsigned *nr, const struct b
 		return bch_errf(err, errlen, -EBUSY,
 				"member %u still holds %" PRIu64 " sectors of metadata and %" PRIu64
 				" of file data: evacuate it first", dev, h.btree_sectors, h.user_sectors);
+	if ((h.btree_sectors || h.user_sectors) && !bch_dev_missing(c, dev)) {
+		/* force drops copies, never the only readable one: that member is here */
+		uint64_t sole, nodes;
+		char where[96], a[32];
+		sole_copies(c, dev, &sole, &nodes, where, sizeof(where));
+		if (sole || nodes) {
+			bch_human_size(sole << BCH_SECTOR_SHIFT, a, sizeof(a));
+			return bch_errf(err, errlen, -EBUSY,
+					"member %u is present and holds the only readable copy of %s of "
+					"file data and %" PRIu64 " btree nodes%s%s, which could not be "
+					"moved: make room on the others (or add a device) and run it "
+					"again; --force drops only what a lost member held", dev, a, nodes,
+					*where ? " (last: " : "", *where ? where : "");
+		}
+	}
 	if (h.btree_sectors || h.user_sectors || h.cached_sectors) {
 		/* force: whatever still points there goes (a lost member) */
 		if ((r = bch_data_drop_dev_ptrs(c, dev, lost_sectors)))
@@ -1021,6 +1106,22 @@ int bch_dev_remove_check(struct bch_fs *c, unsigned dev, bool force, bool force_
 		return bch_errf(err, errlen, -ENOSPC,
 				"member %u holds %s; the other read-write members have %s free: %s more "
 				"is needed (add a device or delete files first)", dev, a, b, d);
+	}
+	if (need > have) {
+		/* --force keeps fewer copies; what only this member holds must still move */
+		uint64_t sole, nodes;
+		char where[96];
+		sole_copies(c, dev, &sole, &nodes, where, sizeof(where));
+		sole += nodes * c->sb->btree_node_size;
+		if (sole > have) {
+			bch_human_size(sole << BCH_SECTOR_SHIFT, a, sizeof(a));
+			bch_human_size(have << BCH_SECTOR_SHIFT, b, sizeof(b));
+			bch_human_size((sole - have) << BCH_SECTOR_SHIFT, d, sizeof(d));
+			return bch_errf(err, errlen, -ENOSPC,
+					"member %u is present and holds the only readable copy of %s; the "
+					"other read-write members have %s free: %s more is needed (--force "
+					"drops only what a lost member held)", dev, a, b, d);
+		}
 	}
 	return 0;
 }
