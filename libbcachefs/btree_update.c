@@ -52,12 +52,14 @@ static unsigned replicas(struct bch_fs *c)
 {
 	unsigned n = c->opts.v[Opt_metadata_replicas] ? c->opts.v[Opt_metadata_replicas] : 1;
 
-	if (c->devs_missing) {
-		/* degraded: as many copies as the present devices can take */
-		unsigned avail = bch_alloc_nr_devs_for(c, BCH_DATA_btree);
-		if (avail && avail < n)
-			n = avail;
-	}
+	/*
+	 * degraded, or a member made read-only or removed with --force: as many
+	 * copies as the read-write members can take (fewer than asked for was
+	 * accepted then; asking for more only fails every node allocation)
+	 */
+	unsigned avail = bch_alloc_nr_devs_for(c, BCH_DATA_btree);
+	if (avail && avail < n)
+		n = avail;
 	return n;
 }
 

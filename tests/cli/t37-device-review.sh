@@ -43,3 +43,20 @@ expect_rc 0 $B image cat a.img:b.img /big
 cmp -s out big || fail "remove --force of a present member lost file data"
 expect_rc 0 $B fsck -fn a.img:b.img
 
+
+# --- 3. fewer read-write members than metadata_replicas, accepted by force -
+# set-state --force ro left a --replicas=2 filesystem of two members unable to
+# write any btree node ("closing: no space left on filesystem", exit 1, the
+# updates only in the journal), and remove --force --force-metadata of a
+# present member could never finish (its nodes found "no space").
+gen f8 8
+expect_rc 0 $B format -q --replicas=2 --fs-size=32M c0.img c1.img
+expect_rc 0 $B image put c0.img:c1.img f8 /f8
+expect_rc 0 $B device set-state --force ro c0.img:c1.img c0.img
+expect_rc 0 $B image put c0.img:c1.img f8 /g8
+expect_rc 0 $B device remove --force --force-metadata c0.img:c1.img c0.img
+expect_rc 0 $B image cat c1.img /f8
+cmp -s out f8 || fail "remove --force lost the data of a degraded extent"
+expect_rc 0 $B image cat c1.img /g8
+cmp -s out f8 || fail "/g8 written with one read-write member reads back wrong"
+expect_rc 0 $B fsck -fn c1.img
