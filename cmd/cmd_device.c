@@ -745,6 +745,10 @@ static char *absolute(const char *p, bool path)
 		return strdup(p);
 	if (!access(p, F_OK) && realpath(p, buf))
 		return strdup(buf);
+	/* a member index or UUID (how a missing member is named), not a file here */
+	uuid_t u;
+	if (!uuid_parse(p, u) || (*p && strspn(p, "0123456789") == strlen(p)))
+		return strdup(p);
 	/* not there yet (an image file device add creates): relative to our cwd */
 	if (getcwd(cwd, sizeof(cwd)) && (size_t)snprintf(buf, sizeof(buf), "%s/%s", cwd, p) < sizeof(buf))
 		return strdup(buf);
