@@ -527,6 +527,14 @@ int bch_data_drop_dev_ptrs(struct bch_fs *c, unsigned dev, uint64_t *lost_sector
 				if (!(r = bch_trans_init(c, &t))) {
 					r = bch_extents_punch(c, t, k->p.inode, bch_extent_start(k),
 							      k->p.offset, 0, &u, &done_to);
+					/* the file's sector count loses the hole (fsck checks it) */
+					struct bch_inode ino;
+					if (!r && !bch_inode_get(c, k->p.inode, &ino)) {
+						ino.sectors += u.i_sectors_delta;
+						r = bch_inode_update(t, k->p.inode, &ino);
+					} else if (!r) {
+						c->err_msg[0] = 0;	/* no inode: nothing counts it */
+					}
 					if (!r && !(r = bch_trans_commit(t, 0)))
 						bch_extent_update_apply(c, &u);
 					else

@@ -60,3 +60,24 @@ cmp -s out f8 || fail "remove --force lost the data of a degraded extent"
 expect_rc 0 $B image cat c1.img /g8
 cmp -s out f8 || fail "/g8 written with one read-write member reads back wrong"
 expect_rc 0 $B fsck -fn c1.img
+
+# --- 4. a lost member is named by its index or UUID -------------------------
+# the front made every member operand an absolute path ("$PWD/1"), so a
+# missing member (no device to name it by) could not be named at all; and
+# remove --force's holes left the inode's sector count wrong (fsck exit 4).
+gen f20 20
+expect_rc 0 $B format -q --fs-size=32M --metadata-replicas=2 --foreground-target=big \
+	--label=a m0.img --label=a m1.img --label=big m2.img
+expect_rc 0 $B image put m0.img:m1.img:m2.img f20 /f20
+expect_rc 0 $B show-super m2.img
+uuid2=$(sed -n 's/^ *UUID: *//p' out | sed -n 3p)
+rm m2.img
+expect_rc 1 $B device remove -o very_degraded m0.img:m1.img 2
+expect_in err "member 2 still holds data.*no readable copy"
+expect_not_in err "No such file"
+expect_rc 1 $B device evacuate -o very_degraded m0.img:m1.img "$uuid2"
+expect_not_in err "No such file"
+expect_rc 0 $B device remove --force -o very_degraded m0.img:m1.img 2
+expect_in err "had no other copy"
+expect_rc 0 $B fsck -fn m0.img:m1.img
+expect_rc 0 $B image stat m0.img:m1.img /f20
