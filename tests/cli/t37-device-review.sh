@@ -81,3 +81,26 @@ expect_rc 0 $B device remove --force -o very_degraded m0.img:m1.img 2
 expect_in err "had no other copy"
 expect_rc 0 $B fsck -fn m0.img:m1.img
 expect_rc 0 $B image stat m0.img:m1.img /f20
+
+# --- 5. a removed member that comes back is not taken for its slot's new one -
+# member 2 is lost and removed with --force; a new device takes slot 2; the
+# old image turns up again.  Opening with it in place of the new member used
+# to work silently (its superblock is older, nothing more was checked): reads
+# of member 2's data would come from the wrong device, and fsck only offered
+# to rewrite its superblock, making the impostor the member.
+gen f4 4
+expect_rc 0 $B format -q --fs-size=32M --replicas=2 p0.img p1.img p2.img
+expect_rc 0 $B image put p0.img:p1.img:p2.img f4 /f4
+mv p2.img old2.img
+expect_rc 0 $B device remove --force -o degraded p0.img:p1.img 2
+truncate -s 32M n2.img
+expect_rc 0 $B device add p0.img:p1.img n2.img
+expect_in out "as member 2"
+h=$(sha old2.img)
+expect_rc 1 $B image ls p0.img:p1.img:old2.img /
+expect_in err "old2.img: .*member 2.*(removed|no longer)"
+run $B fsck -fn p0.img:p1.img:old2.img
+[ $((rc & 8)) = 8 ] || fail "fsck with the old member exited $rc, want the operational error bit (8)"
+expect_in err "old2.img: was member 2 .*which was removed"
+[ "$(sha old2.img)" = "$h" ] || fail "the old member's image was written"
+expect_rc 0 $B image ls p0.img:p1.img:n2.img /
