@@ -26,6 +26,7 @@
 #include "errcode.h"
 #include "format.h"
 #include "fs.h"
+#include "journal.h"
 #include "opts.h"
 #include "alloc_btree.h"
 #include "data_job.h"
@@ -606,6 +607,7 @@ int bch_dev_set_state(struct bch_fs *c, unsigned dev, unsigned state, bool force
 	}
 	if (c->devs[dev])
 		c->devs[dev]->mi = *m;
+	bch_journal_devs_update(c);	/* new journal entries: on read-write members only */
 	if (state != BCH_MEMBER_STATE_rw)
 		bch_alloc_dev_set_limit(c, dev, 0);	/* close its open buckets */
 	else
