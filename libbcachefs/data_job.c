@@ -126,6 +126,7 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 	unsigned nr = bch_extent_nr_ptrs(k);
 	struct bch_move_op op = { 0 };
 	uint32_t dirty = 0, cached = 0;
+	bool short_copies = false;
 	int r;
 
 	if (k->type != BCH_BKEY_extent)
@@ -195,8 +196,10 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 			describe(c, j, k, "too few read-write devices for its copies");
 			return 0;
 		}
-		if (op.nr_new > avail)
-			op.nr_new = avail;	/* as many as there are devices for; counted stuck below */
+		if (op.nr_new > avail) {
+			op.nr_new = avail;	/* as many as there are devices for */
+			short_copies = true;	/* the key stays short: stuck (below) */
+		}
 	}
 	r = bch_mover_add(mv, k, &op);
 	if (r == -BCH_ERR_no_space && op.same_dev) {
@@ -204,6 +207,11 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 		j->ms.keys_no_space--;
 		op.same_dev = false;
 		r = bch_mover_add(mv, k, &op);
+	}
+	if (!r && short_copies) {
+		j->stuck++;
+		j->stuck_too_few_devs++;
+		describe(c, j, k, "too few read-write devices for all its copies");
 	}
 	if (!r)
 		return (int64_t)e->crc.compressed_sectors * op.nr_new << BCH_SECTOR_SHIFT;

@@ -104,3 +104,17 @@ run $B fsck -fn p0.img:p1.img:old2.img
 expect_in err "old2.img: was member 2 .*which was removed"
 [ "$(sha old2.img)" = "$h" ] || fail "the old member's image was written"
 expect_rc 0 $B image ls p0.img:p1.img:n2.img /
+
+# --- 6. rereplicate says so when it could make only some of the copies ------
+# --replicas=3 on four members, two lost: each extent has 1 copy and one
+# member could take a new one.  The first run made that one and reported
+# success (exit 0) with every extent still a copy short; only a rerun said so.
+gen f2 2
+expect_rc 0 $B format -q --replicas=3 --fs-size=32M q0.img q1.img q2.img q3.img
+expect_rc 0 $B image put q0.img:q1.img:q2.img:q3.img f2 /f2
+rm q1.img q2.img
+expect_rc 1 $B data rereplicate -o degraded q0.img:q3.img
+expect_in out "too few devices: [1-9]"
+expect_in err "still lack copies"
+expect_rc 0 $B image cat -o degraded q0.img:q3.img /f2
+cmp -s out f2 || fail "/f2 reads wrong after rereplicate"
