@@ -317,9 +317,15 @@ static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 			}
 			c->devs[i]->mi = *m;
 		} else if (c->devs[i]) {
-			return bch_fs_err(c, -BCH_ERR_sb_mismatch, "device %u is not a member", i);
+			return bch_fs_err(c, -BCH_ERR_sb_mismatch, "%s: device %u is not a member (removed, or added by a device add that did not finish)",
+					  bch_dev_path(c->devs[i]->bdev), i);
 		}
 	}
+	/* past the last member: a removed one whose superblock was not wiped */
+	for (unsigned i = c->nr_devs; i < BCH_SB_MEMBERS_MAX; i++)
+		if (c->devs[i])
+			return bch_fs_err(c, -BCH_ERR_sb_mismatch, "%s: device %u is not a member (removed, or added by a device add that did not finish)",
+					  bch_dev_path(c->devs[i]->bdev), i);
 	return 0;
 }
 

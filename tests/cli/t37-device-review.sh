@@ -118,3 +118,18 @@ expect_in out "too few devices: [1-9]"
 expect_in err "still lack copies"
 expect_rc 0 $B image cat -o degraded q0.img:q3.img /f2
 cmp -s out f2 || fail "/f2 reads wrong after rereplicate"
+
+# --- 7. a removed member given with the others is named, not ignored ---------
+# the power went before the removed member's superblocks were wiped (its copy
+# from before the remove stands for that): given with the others it used to
+# be accepted and ignored without a word when its index was past the last
+# member's; now the open says what it is.
+gen f1 1
+expect_rc 0 $B format -q --fs-size=32M s0.img s1.img s2.img
+expect_rc 0 $B image put s0.img:s1.img:s2.img f1 /f1
+cp s2.img s2-before.img
+expect_rc 0 $B device remove s0.img:s1.img:s2.img s2.img
+cp s2-before.img s2.img
+expect_rc 1 $B image ls s0.img:s1.img:s2.img /
+expect_in err "s2.img: .*not a member"
+expect_rc 0 $B image ls s0.img:s1.img /
