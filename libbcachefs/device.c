@@ -497,20 +497,20 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 	}
 	reopen_opts(c, open_opts, &o);
 	if ((r = close_clean(cp, err, errlen)))
-		goto out;
+		goto reopen_old;	/* the old list: the daemon must keep a filesystem */
 	/* the superblock as the close left it, with the member added */
 	{
 		struct sb_dev *d;
 		unsigned newest;
 		if ((r = sb_devs_open(*paths, *nr, &d, &newest, err, errlen)))
-			goto out;
+			goto reopen_old;
 		size_t b2 = BCH_SB_BUF_BYTES(d[newest].sb->layout.sb_max_size_bits);
 		if (b2 > bytes) {
 			struct bch_sb *t = realloc(nsb, b2);
 			if (!t) {
 				sb_devs_close(d, *nr);
 				r = -ENOMEM;
-				goto out;
+				goto reopen_old;
 			}
 			nsb = t;
 			bytes = b2;
@@ -880,7 +880,7 @@ int bch_dev_drop(struct bch_fs **cp, char ***paths, unsigned *nr, const struct b
 		path = strdup(bch_dev_path(c->devs[dev]->bdev));
 	reopen_opts(c, open_opts, &o);
 	if ((r = close_clean(cp, err, errlen)))
-		goto out;
+		goto reopen_after;	/* nothing changed yet: the old list again */
 	/* the others learn first; then its own copies go */
 	unsigned n = 0;
 	for (unsigned i = 0; i < *nr; i++) {
@@ -906,7 +906,6 @@ reopen_after:
 			snprintf(err, errlen, "reopening: %s", e2);
 		}
 	}
-out:
 	free(path);
 	return r;
 }
@@ -1013,7 +1012,7 @@ int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct
 		return -ENOMEM;
 	reopen_opts(c, open_opts, &o);
 	if ((r = close_clean(cp, err, errlen)))
-		goto out;
+		goto reopen_after;	/* nothing changed yet: the old list again */
 	for (unsigned i = 0; i < *nr; i++)
 		if (same_file((*paths)[i], path))
 			first = i;
@@ -1054,7 +1053,6 @@ reopen_after:
 			snprintf(err, errlen, "reopening: %s", e2);
 		}
 	}
-out:
 	free(path);
 	return r;
 }

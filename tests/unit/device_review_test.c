@@ -13,6 +13,7 @@
  * fsync (the filesystem not closed).  Seed printed.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "bcachefs.h"
+#include "blockdev.h"
 #include "data_job.h"
 #include "device.h"
 #include "fs.h"
@@ -123,5 +125,74 @@ Test(device_review, evacuated_member_gets_no_journal, .timeout = 120)
 		cr_assert(!memcmp(buf, data[f], FBYTES), "%s reads wrong", name);
 	}
 	bch_fs_close(c);
+	test_tmpdir_remove(dir);
+}
+
+/*
+ * close_failure_keeps_the_fs_open: a membership change closes the
+ * filesystem first; when that close failed (a write error), add, drop and
+ * resize returned with *cp NULL without trying to open it again.  In the
+ * fusemount daemon *cp is the mounted filesystem: every later request would
+ * find none.  Now the old member list is opened again and the error says
+ * what failed.
+ */
+static int fail_writes(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
+		       const void *buf, size_t len)
+{
+	(void)priv, (void)dev, (void)op, (void)offset, (void)buf, (void)len;
+	return -EIO;
+}
+
+Test(device_review, close_failure_keeps_the_fs_open, .timeout = 60)
+{
+	char dir[64], paths[3][TESTFS_PATH_MAX], err[512];
+	struct bch_io_hook hook = { .fn = fail_writes };
+
+	test_tmpdir_make(dir, sizeof(dir), "devreview");
+	testfs_format(dir, 3, 16, 16 << 10, 1, paths);
+	for (unsigned op = 0; op < 3; op++) {
+		char **pp = calloc(4, sizeof(char *));
+		unsigned nr = 3;
+		for (unsigned i = 0; i < 3; i++)
+			pp[i] = strdup(paths[i]);
+		struct bch_fs *c = NULL;
+		struct bch_opts o;
+		memset(&o, 0, sizeof(o));
+		cr_assert_eq(bch_fs_open(pp, nr, &o, &c, err, sizeof(err)), 0, "%s", err);
+		/* something to close: a dirty (journalled, fsynced) update */
+		uint64_t inum;
+		char name[16];
+		snprintf(name, sizeof(name), "f%u", op);
+		cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &inum), 0);
+		cr_assert_eq(bch_fs_fsync(c), 0, "%s", c->err_msg);
+		bch_dev_set_hook(c->devs[0]->bdev, &hook);
+		int r;
+		err[0] = 0;
+		if (op == 0) {
+			char np[TESTFS_PATH_MAX + 8];
+			snprintf(np, sizeof(np), "%s/new.img", dir);
+			int fd = open(np, O_RDWR | O_CREAT | O_TRUNC, 0644);
+			cr_assert(fd >= 0 && !ftruncate(fd, 16 << 20));
+			close(fd);
+			struct bch_dev_add_args a = { .path = np, .durability = 1, .durability_set = true };
+			unsigned idx;
+			r = bch_dev_add(&c, &pp, &nr, &o, &a, &idx, err, sizeof(err));
+		} else if (op == 1) {
+			uint64_t lost;
+			r = bch_dev_drop(&c, &pp, &nr, &o, 2, false, &lost, err, sizeof(err));
+		} else {
+			r = bch_dev_resize(&c, &pp, &nr, &o, 1, 20 << 20, err, sizeof(err));
+		}
+		fprintf(stderr, "op %u: %d %s\n", op, r, err);
+		cr_assert_neq(r, 0, "op %u: the close failed, yet it went on", op);
+		cr_assert(c, "op %u: the filesystem is not open again after a failed close (%s)", op, err);
+		cr_assert_eq(nr, 3, "op %u: the member list changed", op);
+		cr_assert_eq(bch_fs_lookup(c, BCH_ROOT_INO, name, &inum), 0,
+			     "op %u: the fsynced update before the failed close is gone", op);
+		bch_fs_close(c);
+		for (unsigned i = 0; i < nr; i++)
+			free(pp[i]);
+		free(pp);
+	}
 	test_tmpdir_remove(dir);
 }
