@@ -347,10 +347,12 @@ int cmd_dev_add_body(struct cmd_ctx *x, int argc, char **argv)
 	if (m)
 		uuid_unparse(m->uuid, uuid);
 	x->unlock(x);
-	if (o.json)
-		fprintf(x->out, "{\"version\":1,\"device\":\"%s\",\"member\":%u,\"uuid\":\"%s\","
-			"\"size\":%" PRIu64 ",\"seconds\":%.3f}\n", o.ops[0], idx, uuid, bytes, secs);
-	else
+	if (o.json) {
+		fputs("{\"version\":1,\"device\":", x->out);
+		json_str_to(x->out, o.ops[0]);
+		fprintf(x->out, ",\"member\":%u,\"uuid\":\"%s\",\"size\":%" PRIu64 ",\"seconds\":%.3f}\n",
+			idx, uuid, bytes, secs);
+	} else
 		fprintf(x->out, "Added %s as member %u (%s, uuid %s) in %.3f s\n", o.ops[0], idx,
 			hs(bytes, sz, sizeof(sz)), uuid, secs);
 	return 0;

@@ -133,3 +133,12 @@ cp s2-before.img s2.img
 expect_rc 1 $B image ls s0.img:s1.img:s2.img /
 expect_in err "s2.img: .*not a member"
 expect_rc 0 $B image ls s0.img:s1.img /
+
+# --- 8. --json output stays JSON whatever the device is called -------------
+# device add --json printed the path between quotes as it is: a name with a
+# quote or a backslash made the object unparsable.
+expect_rc 0 $B format -q --fs-size=32M j0.img
+truncate -s 32M 'we"ird\name.img'
+expect_rc 0 $B device add --json j0.img 'we"ird\name.img'
+python3 -c 'import json,sys; o=json.load(open("out")); assert o["device"].endswith("we\"ird\\name.img"), o' \
+	|| fail "device add --json is not JSON: $(cat out)"
