@@ -355,7 +355,8 @@ static unsigned label_get(struct bch_sb **sb, size_t *bytes, const char *name, c
 	}
 	for (const char *p = name; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      *p == '.' || *p == '_' || *p == '-') || (*p == '.' && (p == name || !p[1]))) {
+		      *p == '.' || *p == '_' || *p == '-') ||
+		    (*p == '.' && (p == name || !p[1] || p[1] == '.'))) {
 			bch_errf(err, errlen, -EINVAL,
 				 "label '%s': letters, digits, '_', '-', and '.' between parts only", name);
 			return 0;

@@ -142,3 +142,13 @@ truncate -s 32M 'we"ird\name.img'
 expect_rc 0 $B device add --json j0.img 'we"ird\name.img'
 python3 -c 'import json,sys; o=json.load(open("out")); assert o["device"].endswith("we\"ird\\name.img"), o' \
 	|| fail "device add --json is not JSON: $(cat out)"
+
+# --- 9. a label with an empty part is refused ------------------------------
+# labels are dot-separated parts (ssd.fast); "a..b" (an empty part, which
+# no target can name) was accepted by device add and set-label.
+J='j0.img:we"ird\name.img'
+expect_rc 1 $B device set-label "$J" 0 'a..b'
+expect_in err "label 'a..b'"
+expect_rc 0 $B show-super j0.img
+expect_not_in out "a\.\.b"
+expect_rc 0 $B device set-label "$J" 0 'ssd.fast'
