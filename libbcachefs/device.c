@@ -366,6 +366,15 @@ static unsigned label_get(struct bch_sb **sb, size_t *bytes, const char *name, c
 		if (!(l->entries[i].flags & 1) &&
 		    !strncmp(l->entries[i].name, name, BCH_MEMBER_LABEL_SIZE))
 			return i + 1;
+	/* "a.b" also records "a", as format does: a target can name the group */
+	const char *dot = strrchr(name, '.');
+	if (dot) {
+		char parent[BCH_MEMBER_LABEL_SIZE];
+		snprintf(parent, sizeof(parent), "%.*s", (int)(dot - name), name);
+		if (!label_get(sb, bytes, parent, err, errlen))
+			return 0;
+		n = labels_nr(*sb);
+	}
 	struct bch_sb_field *f = bch_sb_field_resize(sb, bytes, BCH_SB_FIELD_labels,
 		(sizeof(*f) + (n + 1) * sizeof(struct bch_label)) / 8, &e);
 	if (!f) {

@@ -152,3 +152,12 @@ expect_in err "label 'a..b'"
 expect_rc 0 $B show-super j0.img
 expect_not_in out "a\.\.b"
 expect_rc 0 $B device set-label "$J" 0 'ssd.fast'
+
+# --- 10. a dotted label set later names its group too, as at format --------
+# format --label=ssd.fast also records "ssd" (a target naming the group);
+# set-label and add --label recorded only "ssd.fast", so foreground_target=ssd
+# was refused ("no label or device 'ssd'").
+expect_rc 0 $B device set-label "$J" 1 'fast.nvme'
+expect_rc 0 $B set-fs-option --foreground_target=fast "$J"
+expect_rc 0 $B show-super j0.img
+expect_in out "oreground.target: *fast"
