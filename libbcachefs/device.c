@@ -443,7 +443,7 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 	struct add_edit ed = { .label = a->label };
 	struct bch_member_plan *plan = NULL;
 	struct bch_opts o;
-	int r;
+	int r, resume = -1;
 
 	if (c->read_only)
 		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "%s: the filesystem is open read-only",
@@ -468,6 +468,7 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 	struct bch_blockdev *bd;
 	if (!bch_dev_open(a->path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd)) {
 		struct bch_sb *old = NULL;
+		r = 0;
 		if (!bch_sb_read(bd, &old, NULL)) {
 			bool ours = !memcmp(old->uuid, c->sb->uuid, BCH_UUID_SIZE);
 			struct bch_member *m = bch_sb_member(c->sb, old->dev_idx);
@@ -476,10 +477,14 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 					     "%s: holds another bcachefs filesystem; -f to overwrite it",
 					     a->path);
 			else if (ours && m && bch_member_exists(m) &&
-				 !memcmp(m->uuid, bch_sb_member(old, old->dev_idx)->uuid, 16))
+				 !memcmp(m->uuid, bch_sb_member(old, old->dev_idx)->uuid, 16) &&
+				 !bch_dev_missing(c, old->dev_idx))
 				r = bch_errf(err, errlen, -EEXIST,
-					     "%s: is already member %u of this filesystem (missing now?)",
+					     "%s: is already member %u of this filesystem",
 					     a->path, old->dev_idx);
+			else if (ours && m && bch_member_exists(m) &&
+				 !memcmp(m->uuid, bch_sb_member(old, old->dev_idx)->uuid, 16))
+				resume = old->dev_idx;	/* a rerun after a cut: the member is there */
 			else
 				r = 0;
 			free(old);
@@ -489,6 +494,28 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 			}
 		}
 		bch_dev_close(bd);
+	}
+	if (resume >= 0) {
+		/* what is left of a cut add: open with it (the close writes every superblock) */
+		char **np = realloc(*paths, (*nr + 2) * sizeof(char *));
+		if (!np)
+			return -ENOMEM;
+		*paths = np;
+		reopen_opts(c, open_opts, &o);
+		if (!(r = close_clean(cp, err, errlen))) {
+			np[*nr] = strdup(a->path);
+			np[*nr + 1] = NULL;
+			(*nr)++;
+			*new_idx = resume;
+			if (!(r = reopen(cp, *paths, *nr, &o, err, errlen)))
+				return 0;
+			free(np[--(*nr)]);
+			np[*nr] = NULL;
+		}
+		char e2[256];
+		if (reopen(cp, *paths, *nr, &o, e2, sizeof(e2)))
+			snprintf(err + strlen(err), errlen - strlen(err), "; reopening: %s", e2);
+		return r;
 	}
 	/* the filesystem's geometry (block and node size) from its superblock */
 	struct bch_opts fo = c->opts;

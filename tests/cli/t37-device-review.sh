@@ -161,3 +161,22 @@ expect_rc 0 $B device set-label "$J" 1 'fast.nvme'
 expect_rc 0 $B set-fs-option --foreground_target=fast "$J"
 expect_rc 0 $B show-super j0.img
 expect_in out "oreground.target: *fast"
+
+# --- 11. device add cut between two members' superblocks: a rerun finishes ---
+# (the cut: a.img has the new member list, b.img still the old one; the copy
+# of b.img from before the add stands for that).  The rerun was refused for
+# good: "is already member 2 of this filesystem (missing now?)".
+gen f1 1
+expect_rc 0 $B format -q --fs-size=32M k0.img k1.img
+expect_rc 0 $B image put k0.img:k1.img f1 /f1
+cp k1.img k1-before.img
+truncate -s 32M kn.img
+expect_rc 0 $B device add k0.img:k1.img kn.img
+cp k1-before.img k1.img
+expect_rc 1 $B device add k0.img:k1.img kn.img
+expect_in err "member 2 .*not given.*-o degraded"
+expect_rc 0 $B device add -o degraded k0.img:k1.img kn.img
+expect_in out "as member 2"
+expect_rc 0 $B fsck -fn k0.img:k1.img:kn.img
+expect_rc 0 $B image cat k0.img:k1.img:kn.img /f1
+cmp -s out f1 || fail "/f1 reads wrong after the finished add"
