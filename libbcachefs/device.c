@@ -54,9 +54,10 @@ int bch_dev_lookup(struct bch_fs *c, char * const *paths, unsigned nr, const cha
 
 	(void)paths, (void)nr;
 	if (*s && !*end) {
-		struct bch_member *m = bch_sb_member(c->sb, idx);
+		/* strtoul saturates and bch_sb_member() takes an unsigned: range first */
+		struct bch_member *m = idx < BCH_SB_MEMBERS_MAX ? bch_sb_member(c->sb, idx) : NULL;
 		if (!m || !bch_member_exists(m))
-			return bch_errf(err, errlen, -ENOENT, "there is no member %lu", idx);
+			return bch_errf(err, errlen, -ENOENT, "there is no member %s", s);
 		*dev = idx;
 		return 0;
 	}

@@ -180,3 +180,16 @@ expect_in out "as member 2"
 expect_rc 0 $B fsck -fn k0.img:k1.img:kn.img
 expect_rc 0 $B image cat k0.img:k1.img:kn.img /f1
 cmp -s out f1 || fail "/f1 reads wrong after the finished add"
+
+# --- 12. a member index too large is no member, not another one -------------
+# bch_dev_lookup() passed strtoul()'s unsigned long to an unsigned: 4294967297
+# named member 1 (set-state ro changed it), 4294967296 member 0.
+expect_rc 0 $B format -q --fs-size=32M v0.img v1.img
+expect_rc 1 $B device set-state ro v0.img:v1.img 4294967297
+expect_in err "no member 4294967297"
+expect_rc 1 $B device set-label v0.img:v1.img 4294967296 zz
+expect_in err "no member 4294967296"
+expect_rc 1 $B device remove v0.img:v1.img 99999999999999999999999
+expect_in err "no member"
+expect_rc 0 $B show-super v0.img
+expect_not_in out "State: *ro|Label: *zz"
