@@ -354,10 +354,12 @@ int cmd_dev_add_body(struct cmd_ctx *x, int argc, char **argv)
 	if (m)
 		uuid_unparse(m->uuid, uuid);
 	x->unlock(x);
-	if (o.json)
-		fprintf(x->out, "{\"version\":1,\"device\":\"%s\",\"member\":%u,\"uuid\":\"%s\","
-			"\"size\":%" PRIu64 ",\"seconds\":%.3f}\n", o.ops[0], idx, uuid, bytes, secs);
-	else
+	if (o.json) {
+		fputs("{\"version\":1,\"device\":", x->out);
+		json_str_to(x->out, o.ops[0]);
+		fprintf(x->out, ",\"member\":%u,\"uuid\":\"%s\",\"size\":%" PRIu64 ",\"seconds\":%.3f}\n",
+			idx, uuid, bytes, secs);
+	} else
 		fprintf(x->out, "Added %s as member %u (%s, uuid %s) in %.3f s\n", o.ops[0], idx,
 			hs(bytes, sz, sizeof(sz)), uuid, secs);
 	return 0;
@@ -569,6 +571,17 @@ int cmd_dev_set_label_body(struct cmd_ctx *x, int argc, char **argv)
 	return 0;
 }
 
+/* A shrink that did not happen: the buckets past the new end are the allocator's again. */
+static void unlimit(struct cmd_ctx *x, unsigned dev)
+{
+	x->lock(x);
+	struct bch_fs *c = *x->cp;
+	struct bch_member *m = c ? bch_sb_member(c->sb, dev) : NULL;
+	if (m && bch_member_exists(m) && m->state == BCH_MEMBER_STATE_rw)
+		bch_alloc_dev_set_limit(c, dev, UINT64_MAX);
+	x->unlock(x);
+}
+
 int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv)
 {
 	struct dev_opts o;
@@ -598,17 +611,23 @@ int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv)
 	struct bch_member *m = bch_sb_member(c->sb, dev);
 	bool shrink = nbuckets < m->nbuckets && nbuckets;
 	uint64_t old_bytes = (uint64_t)m->nbuckets * m->bucket_size << 9;
-	uint64_t first_bucket = m->first_bucket;	/* m is not ours once unlocked */
-	if (shrink && nbuckets > first_bucket)
+	if (shrink)
 		bch_alloc_dev_set_limit(c, dev, nbuckets);
 	x->unlock(x);
-	if (shrink && nbuckets > first_bucket &&
-	    (r = evacuate(x, dev, nbuckets, false, false, o.json, false)))
+	if (r) {
+		xerr(x, "%s", err);
+		return EXIT_FAIL;
+	}
+	if (shrink && (r = evacuate(x, dev, nbuckets, false, false, o.json, false))) {
+		unlimit(x, dev);
 		return r;
+	}
 	x->lock(x);
 	r = bch_dev_resize(x->cp, x->devs, x->nr_devs, x->open_opts, dev, size, err, sizeof(err));
 	x->unlock(x);
 	if (r) {
+		if (shrink)
+			unlimit(x, dev);
 		xerr(x, "%s", err);
 		return EXIT_FAIL;
 	}
@@ -797,6 +816,10 @@ static char *absolute(const char *p, bool path, bool create)
 		return strdup(p);
 	if (!access(p, F_OK) && realpath(p, buf))
 		return strdup(buf);
+	/* a member index or UUID (how a missing member is named), not a file here */
+	uuid_t u;
+	if (!uuid_parse(p, u) || (*p && strspn(p, "0123456789") == strlen(p)))
+		return strdup(p);
 	/* not there yet (an image file device add creates): relative to our cwd */
 	if (create && getcwd(cwd, sizeof(cwd)) && (size_t)snprintf(buf, sizeof(buf), "%s/%s", cwd, p) < sizeof(buf))
 		return strdup(buf);

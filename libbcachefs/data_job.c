@@ -126,6 +126,7 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 	unsigned nr = bch_extent_nr_ptrs(k);
 	struct bch_move_op op = { 0 };
 	uint32_t dirty = 0, cached = 0;
+	bool short_copies = false;
 	int r;
 
 	if (k->type != BCH_BKEY_extent)
@@ -195,8 +196,10 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 			describe(c, j, k, "too few read-write devices for its copies");
 			return 0;
 		}
-		if (op.nr_new > avail)
-			op.nr_new = avail;	/* as many as there are devices for; counted stuck below */
+		if (op.nr_new > avail) {
+			op.nr_new = avail;	/* as many as there are devices for */
+			short_copies = true;	/* the key stays short: stuck (below) */
+		}
 	}
 	r = bch_mover_add(mv, k, &op);
 	if (r == -BCH_ERR_no_space && op.same_dev) {
@@ -204,6 +207,11 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 		j->ms.keys_no_space--;
 		op.same_dev = false;
 		r = bch_mover_add(mv, k, &op);
+	}
+	if (!r && short_copies) {
+		j->stuck++;
+		j->stuck_too_few_devs++;
+		describe(c, j, k, "too few read-write devices for all its copies");
 	}
 	if (!r)
 		return (int64_t)e->crc.compressed_sectors * op.nr_new << BCH_SECTOR_SHIFT;
@@ -527,6 +535,14 @@ int bch_data_drop_dev_ptrs(struct bch_fs *c, unsigned dev, uint64_t *lost_sector
 				if (!(r = bch_trans_init(c, &t))) {
 					r = bch_extents_punch(c, t, k->p.inode, bch_extent_start(k),
 							      k->p.offset, 0, &u, &done_to);
+					/* the file's sector count loses the hole (fsck checks it) */
+					struct bch_inode ino;
+					if (!r && !bch_inode_get(c, k->p.inode, &ino)) {
+						ino.sectors += u.i_sectors_delta;
+						r = bch_inode_update(t, k->p.inode, &ino);
+					} else if (!r) {
+						c->err_msg[0] = 0;	/* no inode: nothing counts it */
+					}
 					if (!r && !(r = bch_trans_commit(t, 0)))
 						bch_extent_update_apply(c, &u);
 					else

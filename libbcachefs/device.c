@@ -26,6 +26,7 @@
 #include "errcode.h"
 #include "format.h"
 #include "fs.h"
+#include "journal.h"
 #include "opts.h"
 #include "alloc_btree.h"
 #include "data_job.h"
@@ -53,9 +54,10 @@ int bch_dev_lookup(struct bch_fs *c, char * const *paths, unsigned nr, const cha
 
 	(void)paths, (void)nr;
 	if (*s && !*end) {
-		struct bch_member *m = bch_sb_member(c->sb, idx);
+		/* strtoul saturates and bch_sb_member() takes an unsigned: range first */
+		struct bch_member *m = idx < BCH_SB_MEMBERS_MAX ? bch_sb_member(c->sb, idx) : NULL;
 		if (!m || !bch_member_exists(m))
-			return bch_errf(err, errlen, -ENOENT, "there is no member %lu", idx);
+			return bch_errf(err, errlen, -ENOENT, "there is no member %s", s);
 		*dev = idx;
 		return 0;
 	}
@@ -348,7 +350,8 @@ static int label_check(const char *name, char *err, size_t errlen)
 				BCH_MEMBER_LABEL_SIZE - 1);
 	for (const char *p = name; *p; p++)
 		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		      *p == '.' || *p == '_' || *p == '-') || (*p == '.' && (p == name || !p[1])))
+		      *p == '.' || *p == '_' || *p == '-') ||
+		    (*p == '.' && (p == name || !p[1] || p[1] == '.')))
 			return bch_errf(err, errlen, -EINVAL,
 					"label '%s': letters, digits, '_', '-', and '.' between parts only",
 					name);
@@ -375,6 +378,15 @@ static unsigned label_get(struct bch_sb **sb, size_t *bytes, const char *name, c
 		if (!(l->entries[i].flags & 1) &&
 		    !strncmp(l->entries[i].name, name, BCH_MEMBER_LABEL_SIZE))
 			return i + 1;
+	/* "a.b" also records "a", as format does: a target can name the group */
+	const char *dot = strrchr(name, '.');
+	if (dot) {
+		char parent[BCH_MEMBER_LABEL_SIZE];
+		snprintf(parent, sizeof(parent), "%.*s", (int)(dot - name), name);
+		if (!label_get(sb, bytes, parent, err, errlen))
+			return 0;
+		n = labels_nr(*sb);
+	}
 	struct bch_sb_field *f = bch_sb_field_resize(sb, bytes, BCH_SB_FIELD_labels,
 		(sizeof(*f) + (n + 1) * sizeof(struct bch_label)) / 8, &e);
 	if (!f) {
@@ -443,7 +455,7 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 	struct add_edit ed = { .label = a->label };
 	struct bch_member_plan *plan = NULL;
 	struct bch_opts o;
-	int r;
+	int r, resume = -1;
 
 	if (c->read_only && !a->dry_run)
 		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "%s: the filesystem is open read-only",
@@ -468,6 +480,7 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 	struct bch_blockdev *bd;
 	if (!bch_dev_open(a->path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd)) {
 		struct bch_sb *old = NULL;
+		r = 0;
 		if (!bch_sb_read(bd, &old, NULL)) {
 			bool ours = !memcmp(old->uuid, c->sb->uuid, BCH_UUID_SIZE);
 			struct bch_member *m = bch_sb_member(c->sb, old->dev_idx);
@@ -476,10 +489,14 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 					     "%s: holds another bcachefs filesystem; -f to overwrite it",
 					     a->path);
 			else if (ours && m && bch_member_exists(m) &&
-				 !memcmp(m->uuid, bch_sb_member(old, old->dev_idx)->uuid, 16))
+				 !memcmp(m->uuid, bch_sb_member(old, old->dev_idx)->uuid, 16) &&
+				 !bch_dev_missing(c, old->dev_idx))
 				r = bch_errf(err, errlen, -EEXIST,
-					     "%s: is already member %u of this filesystem (missing now?)",
+					     "%s: is already member %u of this filesystem",
 					     a->path, old->dev_idx);
+			else if (ours && m && bch_member_exists(m) &&
+				 !memcmp(m->uuid, bch_sb_member(old, old->dev_idx)->uuid, 16))
+				resume = old->dev_idx;	/* a rerun after a cut: the member is there */
 			else
 				r = 0;
 			free(old);
@@ -489,6 +506,28 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 			}
 		}
 		bch_dev_close(bd);
+	}
+	if (resume >= 0) {
+		/* what is left of a cut add: open with it (the close writes every superblock) */
+		char **np = realloc(*paths, (*nr + 2) * sizeof(char *));
+		if (!np)
+			return -ENOMEM;
+		*paths = np;
+		reopen_opts(c, open_opts, &o);
+		if (!(r = close_clean(cp, err, errlen))) {
+			np[*nr] = strdup(a->path);
+			np[*nr + 1] = NULL;
+			(*nr)++;
+			*new_idx = resume;
+			if (!(r = reopen(cp, *paths, *nr, &o, err, errlen)))
+				return 0;
+			free(np[--(*nr)]);
+			np[*nr] = NULL;
+		}
+		char e2[256];
+		if (reopen(cp, *paths, *nr, &o, e2, sizeof(e2)))
+			snprintf(err + strlen(err), errlen - strlen(err), "; reopening: %s", e2);
+		return r;
 	}
 	/* the filesystem's geometry (block and node size) from its superblock */
 	struct bch_opts fo = c->opts;
@@ -515,7 +554,7 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 	}
 	reopen_opts(c, open_opts, &o);
 	if ((r = close_clean(cp, err, errlen)))
-		goto out;
+		goto reopen_old;	/* the old list: the daemon must keep a filesystem */
 	/* the superblock as the close left it, with the member added */
 	{
 		struct sb_dev *d;
@@ -637,6 +676,7 @@ int bch_dev_set_state(struct bch_fs *c, unsigned dev, unsigned state, bool force
 	}
 	if (c->devs[dev])
 		c->devs[dev]->mi = *m;
+	bch_journal_devs_update(c);	/* new journal entries: on read-write members only */
 	if (state != BCH_MEMBER_STATE_rw)
 		bch_alloc_dev_set_limit(c, dev, 0);	/* close its open buckets */
 	else
@@ -719,6 +759,76 @@ void bch_dev_holdings(struct bch_fs *c, unsigned dev, uint64_t first_bucket,
 		bch_dev_usage_get(c, dev, &u);
 		h->buckets_used = u.nbuckets - u.free_buckets;
 	}
+}
+
+/* ------------------------------------------------------- sole copies */
+
+/* A copy that can be read: dirty, on a present member that has not failed. */
+static bool ptr_readable(struct bch_fs *c, const struct bch_extent_ptr *p)
+{
+	struct bch_member *m = bch_sb_member(c->sb, p->dev);
+
+	return !(p->flags & BCH_EXTENT_PTR_CACHED) && m && bch_member_exists(m) &&
+	       !bch_dev_missing(c, p->dev) && m->state != BCH_MEMBER_STATE_failed;
+}
+
+struct sole_walk {
+	unsigned	dev;
+	uint64_t	nodes;
+};
+
+static int node_sole(struct bch_fs *c, struct btree *b, void *priv)
+{
+	struct sole_walk *w = priv;
+	bool on = false, other = false;
+
+	for (unsigned i = 0; i < b->nr_ptrs; i++)
+		if (b->ptrs[i].dev == w->dev)
+			on = true;
+		else
+			other |= ptr_readable(c, &b->ptrs[i]);
+	w->nodes += on && !other;
+	return 0;
+}
+
+/*
+ * What only dev holds a readable copy of (dev present): the sectors of file
+ * data and the btree nodes that dropping its pointers would lose although
+ * they can be read now.  where: the last such extent.
+ */
+static void sole_copies(struct bch_fs *c, unsigned dev, uint64_t *sectors, uint64_t *nodes,
+			char *where, size_t wlen)
+{
+	struct sole_walk w = { .dev = dev };
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int r = 0;
+
+	*sectors = 0;
+	*where = 0;
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
+		bch_btree_walk_nodes(c, id, node_sole, &w);
+	*nodes = w.nodes;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	while ((k = bch_btree_iter_next(&it, &r))) {
+		if (k->type != BCH_BKEY_extent)
+			continue;
+		const struct bch_extent *e = bkey_val(k);
+		bool on = false, other = false;
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+			if (e->ptrs[i].dev == dev)
+				on |= !(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED);
+			else
+				other |= ptr_readable(c, &e->ptrs[i]);
+		if (on && !other) {
+			*sectors += k->size;
+			snprintf(where, wlen, "inode %" PRIu64 " sectors %" PRIu64 "..%" PRIu64,
+				 (uint64_t)k->p.inode, (uint64_t)(k->p.offset - k->size),
+				 (uint64_t)k->p.offset);
+		}
+	}
+	bch_btree_iter_exit(&it);
+	c->err_msg[0] = 0;
 }
 
 /* ----------------------------------------------------------------- drop */
@@ -806,6 +916,21 @@ int bch_dev_drop(struct bch_fs **cp, char ***paths, unsigned *nr, const struct b
 		return bch_errf(err, errlen, -EBUSY,
 				"member %u still holds %" PRIu64 " sectors of metadata and %" PRIu64
 				" of file data: evacuate it first", dev, h.btree_sectors, h.user_sectors);
+	if ((h.btree_sectors || h.user_sectors) && !bch_dev_missing(c, dev)) {
+		/* force drops copies, never the only readable one: that member is here */
+		uint64_t sole, nodes;
+		char where[96], a[32];
+		sole_copies(c, dev, &sole, &nodes, where, sizeof(where));
+		if (sole || nodes) {
+			bch_human_size(sole << BCH_SECTOR_SHIFT, a, sizeof(a));
+			return bch_errf(err, errlen, -EBUSY,
+					"member %u is present and holds the only readable copy of %s of "
+					"file data and %" PRIu64 " btree nodes%s%s, which could not be "
+					"moved: make room on the others (or add a device) and run it "
+					"again; --force drops only what a lost member held", dev, a, nodes,
+					*where ? " (last: " : "", *where ? where : "");
+		}
+	}
 	if (h.btree_sectors || h.user_sectors || h.cached_sectors) {
 		/* force: whatever still points there goes (a lost member) */
 		if ((r = bch_data_drop_dev_ptrs(c, dev, lost_sectors)))
@@ -824,7 +949,7 @@ int bch_dev_drop(struct bch_fs **cp, char ***paths, unsigned *nr, const struct b
 		path = strdup(bch_dev_path(c->devs[dev]->bdev));
 	reopen_opts(c, open_opts, &o);
 	if ((r = close_clean(cp, err, errlen)))
-		goto out;
+		goto reopen_after;	/* nothing changed yet: the old list again */
 	/* the others learn first; then its own copies go */
 	unsigned n = 0;
 	for (unsigned i = 0; i < *nr; i++) {
@@ -850,7 +975,6 @@ reopen_after:
 			snprintf(err, errlen, "reopening: %s", e2);
 		}
 	}
-out:
 	free(path);
 	return r;
 }
@@ -995,7 +1119,7 @@ int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct
 		return -ENOMEM;
 	reopen_opts(c, open_opts, &o);
 	if ((r = close_clean(cp, err, errlen)))
-		goto out;
+		goto reopen_after;	/* nothing changed yet: the old list again */
 	for (unsigned i = 0; i < *nr; i++)
 		if (same_file((*paths)[i], path))
 			first = i;
@@ -1036,7 +1160,6 @@ reopen_after:
 			snprintf(err, errlen, "reopening: %s", e2);
 		}
 	}
-out:
 	free(path);
 	return r;
 }
@@ -1090,6 +1213,22 @@ int bch_dev_remove_check(struct bch_fs *c, unsigned dev, bool force, bool force_
 		return bch_errf(err, errlen, -ENOSPC,
 				"member %u holds %s; the other read-write members have %s free: %s more "
 				"is needed (add a device or delete files first)", dev, a, b, d);
+	}
+	if (need > have) {
+		/* --force keeps fewer copies; what only this member holds must still move */
+		uint64_t sole, nodes;
+		char where[96];
+		sole_copies(c, dev, &sole, &nodes, where, sizeof(where));
+		sole += nodes * c->sb->btree_node_size;
+		if (sole > have) {
+			bch_human_size(sole << BCH_SECTOR_SHIFT, a, sizeof(a));
+			bch_human_size(have << BCH_SECTOR_SHIFT, b, sizeof(b));
+			bch_human_size((sole - have) << BCH_SECTOR_SHIFT, d, sizeof(d));
+			return bch_errf(err, errlen, -ENOSPC,
+					"member %u is present and holds the only readable copy of %s; the "
+					"other read-write members have %s free: %s more is needed (--force "
+					"drops only what a lost member held)", dev, a, b, d);
+		}
 	}
 	return 0;
 }

@@ -20,7 +20,10 @@
  *   add:    the new device is formatted with the current member list plus
  *           itself, at a seq that does not win; then every old member gets
  *           the new list (a higher seq).  Cut before that: the device is
- *           not a member (a rerun reuses it); after: it is one.
+ *           not a member (a rerun reuses it); after: it is one.  Cut
+ *           between two members' writes: the newest list has it, so the
+ *           others open only degraded; a rerun (-o degraded) opens with it
+ *           and the close writes every member's superblock.
  *   drop:   the member must hold nothing (bch_dev_data_left() == 0); its
  *           alloc keys are deleted, the filesystem closed clean, then every
  *           other member gets the list without it, and last its own

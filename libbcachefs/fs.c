@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uuid/uuid.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -300,13 +301,24 @@ static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 	for (unsigned i = 0; i < c->nr_devs; i++) {
 		struct bch_member *m = bch_sb_member(c->sb, i);
 		if (m && bch_member_exists(m)) {
-			if (!c->devs[i])
+			if (!c->devs[i]) {
 				c->devs_missing |= 1ULL << i;
-			else
-				c->devs[i]->mi = *m;
+				continue;
+			}
+			/* a removed member whose slot a new device took since: not this member */
+			const struct bch_member *own = bch_sb_member(c->devs[i]->disk_sb, i);
+			if (!own || memcmp(own->uuid, m->uuid, sizeof(m->uuid))) {
+				char a[37], b[37];
+				uuid_unparse(own ? own->uuid : m->uuid, a);
+				uuid_unparse(m->uuid, b);
+				return bch_fs_err(c, -BCH_ERR_sb_mismatch,
+						  "%s: was member %u (uuid %s), which was removed: member %u "
+						  "is now uuid %s", bch_dev_path(c->devs[i]->bdev), i, a, i, b);
+			}
+			c->devs[i]->mi = *m;
 		} else if (c->devs[i]) {
 			return bch_fs_err(c, -BCH_ERR_sb_mismatch,
-					  "%s: device %u is not a member (removed from this filesystem; "
+					  "%s: device %u is not a member (removed from this filesystem, or added by a device add that did not finish; "
 					  "leave it out, or `bcachefs device remove` it to wipe it)",
 					  bch_dev_path(c->devs[i]->bdev), i);
 		}
@@ -315,7 +327,7 @@ static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 	for (unsigned i = c->nr_devs; i < BCH_SB_MEMBERS_MAX; i++)
 		if (c->devs[i])
 			return bch_fs_err(c, -BCH_ERR_sb_mismatch,
-					  "%s: device %u is not a member (removed from this filesystem; "
+					  "%s: device %u is not a member (removed from this filesystem, or added by a device add that did not finish; "
 					  "leave it out, or `bcachefs device remove` it to wipe it)",
 					  bch_dev_path(c->devs[i]->bdev), i);
 	return 0;

@@ -170,6 +170,16 @@ int bch_fs_journal_init(struct bch_fs *c)
 	j->buf = malloc(j->max_u64s * 8);
 	if (!j->buf)
 		return -ENOMEM;
+	bch_journal_devs_update(c);
+	return 0;
+}
+
+void bch_journal_devs_update(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+
+	if (!j)
+		return;
 	/* read-write members first: only they get new entries */
 	j->nr_wdevs = 0;
 	for (unsigned i = 0; i < j->nr_devs; i++)
@@ -185,7 +195,6 @@ int bch_fs_journal_init(struct bch_fs *c)
 		j->replicas = j->nr_wdevs;
 	if (!j->replicas)
 		j->replicas = 1;
-	return 0;
 }
 
 void bch_fs_journal_exit(struct bch_fs *c)

@@ -64,6 +64,11 @@ struct bch_journal_res {
 
 int  bch_fs_journal_init(struct bch_fs *c);
 void bch_fs_journal_exit(struct bch_fs *c);
+/*
+ * The members' states changed (set-state): new entries go to the read-write
+ * members only from the next entry on (the open one included).
+ */
+void bch_journal_devs_update(struct bch_fs *c);
 
 /*
  * Find the newest valid entry on every device and call fn for each entry
