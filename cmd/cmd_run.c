@@ -80,6 +80,14 @@ int cmd_run(const char *cmd, const struct cmd_fs *fs, const struct bch_opts *opt
 		if (c)
 			bch_fs_close(c);
 		c = NULL;
+		/* the real pass starts from the list as given */
+		free_devs(devs);
+		nr = fs->nr;
+		devs = calloc(nr + 1, sizeof(*devs));
+		if (!devs)
+			abort();
+		for (unsigned i = 0; i < nr; i++)
+			devs[i] = strdup(fs->devs[i]);
 		if (code) {
 			free_devs(devs);
 			return code;

@@ -507,6 +507,8 @@ int bch_dev_add(struct bch_fs **cp, char ***paths, unsigned *nr, const struct bc
 		}
 		bch_dev_close(bd);
 	}
+	if (resume >= 0 && a->dry_run)
+		return 0;
 	if (resume >= 0) {
 		/* what is left of a cut add: open with it (the close writes every superblock) */
 		char **np = realloc(*paths, (*nr + 2) * sizeof(char *));

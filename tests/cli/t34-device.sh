@@ -92,9 +92,10 @@ check "device remove" $F
 # 3. shrink d0 below what it holds: its tail moves first, the image file
 # is truncated.  A 12 MiB file put and removed first, so the allocator
 # has moved on and the next file lands past 20 MiB on member 0.
-python3 -c 'import random, sys; r = random.Random(36); sys.stdout.buffer.write(r.randbytes(12 << 20))' > r12.bin
+python3 -c 'import random, sys; r = random.Random(36); sys.stdout.buffer.write(r.randbytes(16 << 20))' > r12.bin
 # (one open: the allocator's place is not kept across opens)
-printf 'put r12.bin /added/r12.bin\nrm /added/r12.bin\nput new1.bin /added/late.bin\n' > script
+# (new data goes to the emptiest members: /added is pinned to member 0 meanwhile)
+printf 'setopt foreground_target=0 /added\nput r12.bin /added/r12.bin\nrm /added/r12.bin\nput new1.bin /added/late.bin\nsetopt foreground_target=none /added\n' > script
 $B image shell $F < script > out 2> err || fail "image shell: $(cat err)"
 cp new1.bin exp/added/late.bin
 # the highest sector of member 0 that holds an extent
