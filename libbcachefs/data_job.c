@@ -27,6 +27,8 @@
 #include "extents.h"
 #include "inode.h"
 #include "io.h"
+#include "journal.h"
+#include "replicas.h"
 #include "move.h"
 #include "super.h"
 
@@ -77,28 +79,23 @@ static unsigned devs_for_new_copy(struct bch_fs *c, const struct bch_bkey *k, ui
 	return n;
 }
 
-/* The replicas k's file asks for (cached per inode). */
+/* The replicas k's file asks for (the last inode's, kept in the job). */
 static unsigned want_replicas(struct bch_fs *c, struct bch_data_job *j, uint64_t inum)
 {
-	static __thread uint64_t last_inum;
-	static __thread unsigned last_want;
-	static __thread const struct bch_fs *last_c;
 	struct bch_inode inode;
 	struct bch_io_opts o;
 
-	if (last_c == c && last_inum == inum)
-		return last_want;
-	(void)j;
+	if (j->want_inum == inum && j->want)
+		return j->want;
 	if (bch_inode_get(c, inum, &inode)) {
 		c->err_msg[0] = 0;
-		last_want = c->opts.v[Opt_data_replicas];
+		j->want = c->opts.v[Opt_data_replicas];
 	} else {
 		bch_io_opts_get(c, &inode, &o);
-		last_want = o.replicas;
+		j->want = o.replicas;
 	}
-	last_c = c;
-	last_inum = inum;
-	return last_want;
+	j->want_inum = inum;
+	return j->want;
 }
 
 static void describe(struct bch_fs *c, struct bch_data_job *j, const struct bch_bkey *k,
@@ -481,6 +478,27 @@ int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
 				 j->ms.keys_raced);
 		}
 		j->phase = PHASE_DONE;
+		/*
+		 * Evacuated: no journal entry the member holds may be needed for a
+		 * replay either (its ring stops getting entries once it is not rw):
+		 * write what pins the older ones, then an entry saying so.
+		 */
+		if (j->kind == BCH_DATA_JOB_evacuate && !j->first_bucket) {
+			struct bch_journal_res res;
+			if ((r = bch_journal_reclaim_all(c)) ||
+			    (r = bch_journal_res_get(c, 0, &res)))
+				return r;
+			bch_journal_res_put(c, &res);	/* an entry is written: it carries last_seq */
+			if ((r = bch_journal_flush(c)))
+				return r;
+			/*
+			 * The replicas table forgets the sets naming the member (a degraded
+			 * open without it then knows nothing is lost); with a member
+			 * missing the table cannot be recomputed, and stays a superset.
+			 */
+			if (!c->devs_missing && (r = bch_replicas_gc(c)))
+				return r;
+		}
 		return 0;
 	}
 	return 0;

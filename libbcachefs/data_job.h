@@ -54,6 +54,8 @@ struct bch_data_job {
 	unsigned	btree_id, level;
 	uint64_t	passes;
 	struct bch_move_stats ms;
+	uint64_t	want_inum;	/* the inode whose data_replicas is in want */
+	unsigned	want;
 };
 
 /* Set the job up (totals); 0 or an error naming what is wrong in err. */
