@@ -242,7 +242,7 @@ PY
 # ---- a live mount is refused at once (no wait): only an unmounted one is waited for
 t0=$(date +%s)
 expect_rc 1 $B image put img /etc/hostname /h
-expect_in err 'device is open elsewhere'
+expect_in err 'img: mounted \(fusemount\) at .*: use the files there, or unmount first'
 expect_not_in err 'waiting'
 [ $(($(date +%s) - t0)) -lt 5 ] || fail "a live mount made the writer wait"
 

@@ -58,7 +58,7 @@ wait $pid || fail "daemon exited $?: $(cat daemon.err)"
 trap - EXIT
 cat daemon.err
 [ "$(grep -c '^bcachefs fusemount: iostats ' daemon.err)" = 2 ] || fail "want 2 iostats lines"
-expect_in daemon.err "^bcachefs fusemount: iostats a.img reads=[0-9]+ read_bytes=[0-9]+ writes=[0-9]+ write_bytes=[0-9]+$"
-end_a=$(sed -n 's/^bcachefs fusemount: iostats a.img .*write_bytes=\([0-9]*\)$/\1/p' daemon.err)
+expect_in daemon.err "^bcachefs fusemount: iostats (.*/)?a.img reads=[0-9]+ read_bytes=[0-9]+ writes=[0-9]+ write_bytes=[0-9]+$"
+end_a=$(sed -n 's/^bcachefs fusemount: iostats .*a.img .*write_bytes=\([0-9]*\)$/\1/p' daemon.err)
 [ "$end_a" -ge "$live_a" ] || fail "totals at unmount ($end_a) below the live figure ($live_a)"
 expect_rc 0 $B fsck -n a.img:b.img
