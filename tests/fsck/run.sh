@@ -19,6 +19,28 @@ root=$(cd "$here/../.." && pwd)
 export B="$root/bcachefs"
 pass=0 fail=0
 cases=${*:-$(cd "$here" && ls -d */ | tr -d /)}
+# The cases are independent (each in its own directory): FSCK_JOBS (default
+# 2, the cores make check is sized for) run at once, each a run of this
+# script over every FSCK_JOBS-th case; their summaries are added up.
+jobs=${FSCK_JOBS:-2}
+if [ "$jobs" -gt 1 ] && [ -z "${FSCK_PART:-}" ] && [ "$(echo $cases | wc -w)" -gt 1 ]; then
+	logs=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsck-parts.XXXXXX")
+	i=0
+	while [ $i -lt "$jobs" ]; do
+		part=$(echo $cases | tr ' ' '\n' | awk -v j="$jobs" -v i="$i" 'NR % j == i')
+		FSCK_PART=$i sh "$0" $part > "$logs/$i" 2>&1 &
+		i=$((i + 1))
+	done
+	wait
+	cat "$logs"/*
+	pass=$(sed -n 's/^fsck: \([0-9]*\) passed.*/\1/p' "$logs"/* | awk '{s += $1} END {print s + 0}')
+	fail=$(sed -n 's/^fsck: [0-9]* passed, \([0-9]*\) failed.*/\1/p' "$logs"/* | awk '{s += $1} END {print s + 0}')
+	[ "$(grep -c '^fsck: ' "$logs"/* | awk -F: '{s += $2} END {print s + 0}')" = "$jobs" ] || fail=$((fail + 1))
+	rm -rf "$logs"
+	echo "fsck: $pass passed, $fail failed, 0 skipped"
+	[ "$fail" = 0 ]
+	exit
+fi
 for c in $cases; do
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsck-$c.XXXXXX")
 	ok=true why=
