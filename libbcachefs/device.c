@@ -235,6 +235,23 @@ static int reopen(struct bch_fs **cp, char **paths, unsigned nr, const struct bc
 	return r;
 }
 
+/*
+ * After the superblocks changed (or failed to): open again from paths; r is
+ * the change's result, kept (with its message) over a reopen failure.
+ */
+static int reopen_after_change(struct bch_fs **cp, char **paths, unsigned nr,
+			       const struct bch_opts *o, int r, char *err, size_t errlen)
+{
+	char e2[256];
+	int r2 = reopen(cp, paths, nr, o, e2, sizeof(e2));
+
+	if (r2 && !r) {
+		r = r2;
+		snprintf(err, errlen, "reopening: %s", e2);
+	}
+	return r;
+}
+
 static int close_clean(struct bch_fs **cp, char *err, size_t errlen)
 {
 	int r = bch_fs_close(*cp);
@@ -969,14 +986,7 @@ int bch_dev_drop(struct bch_fs **cp, char ***paths, unsigned *nr, const struct b
 	if (path && (r = sb_wipe(path, err, errlen)))
 		goto reopen_after;
 reopen_after:
-	{
-		char e2[256];
-		int r2 = reopen(cp, *paths, *nr, &o, e2, sizeof(e2));
-		if (r2 && !r) {
-			r = r2;
-			snprintf(err, errlen, "reopening: %s", e2);
-		}
-	}
+	r = reopen_after_change(cp, *paths, *nr, &o, r, err, errlen);
 	free(path);
 	return r;
 }
@@ -1154,14 +1164,7 @@ int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct
 			bch_errf(err, errlen, r, "%s: truncating the file: %s", path, bch_err_str(r));
 	}
 reopen_after:
-	{
-		char e2[256];
-		int r2 = reopen(cp, *paths, *nr, &o, e2, sizeof(e2));
-		if (r2 && !r) {
-			r = r2;
-			snprintf(err, errlen, "reopening: %s", e2);
-		}
-	}
+	r = reopen_after_change(cp, *paths, *nr, &o, r, err, errlen);
 	free(path);
 	return r;
 }
