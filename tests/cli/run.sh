@@ -12,10 +12,12 @@ tests=$(for t in $tests; do case $t in /*) echo "$t" ;; */*) echo "$PWD/$t" ;; *
 for t in $tests; do
 	name=$(basename "$t" .sh)
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-cli-$name.XXXXXX")
+	t0=$(date +%s)
 	(cd "$dir" && . "$here/lib.sh" && . "$t") >"$dir/log" 2>&1
 	rc=$?
+	secs=$(($(date +%s) - t0))
 	case $rc in
-	0)  pass=$((pass + 1)); echo "PASS $name"; rm -rf "$dir" ;;
+	0)  pass=$((pass + 1)); echo "PASS $name (${secs} s)"; rm -rf "$dir" ;;
 	77) skip=$((skip + 1)); echo "SKIP $name: $(grep '^SKIP' "$dir/log" | head -1)"; rm -rf "$dir" ;;
 	*)  fail=$((fail + 1)); echo "FAIL $name (exit $rc; kept $dir)"; sed 's/^/    /' "$dir/log" | tail -40 ;;
 	esac

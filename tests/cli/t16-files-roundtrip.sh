@@ -4,7 +4,7 @@
 # fsck stays clean, and the same input builds a byte-identical image.
 T="python3 $ROOT/tests/cli/treetool.py"
 command -v python3 >/dev/null || skip "python3 missing"
-N=${FILES_N:-$([ -n "${SOAK:-}" ] && echo 40000 || echo 10000)}
+N=${FILES_N:-$([ -n "${SOAK:-}" ] && echo 40000 || echo 4000)}
 $T gen src 16 "$N" || fail "gen"
 
 for comp in none lz4 gzip zstd; do
