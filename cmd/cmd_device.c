@@ -158,21 +158,6 @@ static int parse(const char *cmd, int argc, char **argv, const char *allowed, st
 
 /* ------------------------------------------------------------- helpers */
 
-static void json_str_to(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = *s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static void xerr(struct cmd_ctx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void xerr(struct cmd_ctx *x, const char *fmt, ...)
 {
@@ -280,7 +265,7 @@ static void job_summary(struct cmd_ctx *x, const struct bch_data_job *j, bool js
 			j->stuck, j->stuck_no_space, j->stuck_too_few_devs, j->stuck_unreadable,
 			j->stuck_raced, j->lost_sectors << 9);
 		if (j->stuck)
-			json_str_to(x->out, j->problem);
+			json_str(x->out, j->problem);
 		else
 			fputs("null", x->out);
 		fputs("}\n", x->out);
@@ -356,7 +341,7 @@ int cmd_dev_add_body(struct cmd_ctx *x, int argc, char **argv)
 	x->unlock(x);
 	if (o.json) {
 		fputs("{\"version\":1,\"device\":", x->out);
-		json_str_to(x->out, o.ops[0]);
+		json_str(x->out, o.ops[0]);
 		fprintf(x->out, ",\"member\":%u,\"uuid\":\"%s\",\"size\":%" PRIu64 ",\"seconds\":%.3f}\n",
 			idx, uuid, bytes, secs);
 	} else

@@ -1103,6 +1103,17 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	lf->reply_err(req, -r);
 }
 
+/* A virtual xattr's value: its length for a size query, ERANGE if it does not fit. */
+static void reply_xattr_text(fuse_req_t req, const char *text, size_t len, size_t size)
+{
+	if (!size)
+		lf->reply_xattr(req, len);
+	else if (size < len)
+		lf->reply_err(req, ERANGE);
+	else
+		lf->reply_buf(req, text, len);
+}
+
 /* `bcachefs fs usage MOUNTPOINT` asks the daemon through a virtual xattr of the root. */
 static bool usage_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
@@ -1124,12 +1135,8 @@ static bool usage_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	fclose(f);
 	if (r)
 		lf->reply_err(req, EIO);
-	else if (!size)
-		lf->reply_xattr(req, len);
-	else if (size < len)
-		lf->reply_err(req, ERANGE);
 	else
-		lf->reply_buf(req, text, len);
+		reply_xattr_text(req, text, len, size);
 	free(text);
 	return true;
 }
@@ -1146,13 +1153,7 @@ static bool ctl_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t s
 		return true;
 	}
 	const char *path = ctl_server_path(m->ctl);
-	size_t len = strlen(path);
-	if (!size)
-		lf->reply_xattr(req, len);
-	else if (size < len)
-		lf->reply_err(req, ERANGE);
-	else
-		lf->reply_buf(req, path, len);
+	reply_xattr_text(req, path, strlen(path), size);
 	return true;
 }
 
@@ -1179,12 +1180,7 @@ static bool devs_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 		fprintf(f, "%s%s", i ? ":" : "", m->devs[i]);
 	UNLOCK(m);
 	fclose(f);
-	if (!size)
-		lf->reply_xattr(req, len);
-	else if (size < len)
-		lf->reply_err(req, ERANGE);
-	else
-		lf->reply_buf(req, text, len);
+	reply_xattr_text(req, text, len, size);
 	free(text);
 	return true;
 }

@@ -152,6 +152,19 @@ static int alloc_same_dev(struct bch_fs *c, const struct bch_bkey *k, uint32_t r
 	return 0;
 }
 
+/* A free queue slot for k: an older move of the same key is committed first. */
+static int queue_room(struct bch_mover *m, const struct bch_bkey *k)
+{
+	int r;
+
+	for (unsigned i = 0; i < m->nr; i++)
+		if (bpos_eq(m->q[i].old->p, k->p) && (r = bch_mover_flush(m)))
+			return r;
+	if (m->nr == BCH_MOVE_BATCH_KEYS && (r = bch_mover_flush(m)))
+		return r;
+	return 0;
+}
+
 /*
  * drop_only: the replacement is k without the rewrite pointers (and stale
  * cached ones); no data moves.  A dirty copy goes only with op->degrade,
@@ -182,10 +195,7 @@ static int drop_ptrs(struct bch_mover *m, const struct bch_bkey *k, const struct
 	}
 	if (!dirty_kept)
 		return -EINVAL;		/* that would lose the data */
-	for (unsigned i = 0; i < m->nr; i++)
-		if (bpos_eq(m->q[i].old->p, k->p) && (r = bch_mover_flush(m)))
-			return r;
-	if (m->nr == BCH_MOVE_BATCH_KEYS && (r = bch_mover_flush(m)))
+	if ((r = queue_room(m, k)))
 		return r;
 	struct move_pending *p = &m->q[m->nr];
 	struct bch_bkey *nk = bch_bkey_alloc(BCH_BKEY_extent, k->p,
@@ -229,10 +239,7 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	bool may_cache = e->crc.csum_type != BCH_CSUM_none;
 	if (op->cached && !may_cache)
 		return -EINVAL;
-	for (unsigned i = 0; i < m->nr; i++)
-		if (bpos_eq(m->q[i].old->p, k->p) && (r = bch_mover_flush(m)))
-			return r;
-	if (m->nr == BCH_MOVE_BATCH_KEYS && (r = bch_mover_flush(m)))
+	if ((r = queue_room(m, k)))
 		return r;
 
 	/* what stays: pointers not rewritten, minus stale cached ones */
