@@ -80,7 +80,9 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian hosts o
 
 /*
  * A checksum value: 128 bits of room.  crc32c uses lo's low 32 bits, crc64
- * and xxhash64 use lo; hi is zero for all of them (reserved for MACs).
+ * and xxhash64 use lo; hi is zero for all of them.  chacha20_poly1305 (an
+ * encrypted filesystem: see "Encryption" below) stores the 16-byte Poly1305
+ * MAC, lo holding its first 8 bytes.
  */
 struct bch_csum {
 	__le64			lo;
@@ -93,7 +95,8 @@ _Static_assert(sizeof(struct bch_csum) == 16, "bch_csum size");
 	x(none,		0, 0)		\
 	x(crc32c,	1, 4)		\
 	x(crc64,	2, 8)		\
-	x(xxhash64,	3, 8)
+	x(xxhash64,	3, 8)		\
+	x(chacha20_poly1305, 4, 16)
 
 enum bch_csum_type {
 #define x(n, id, bytes)	BCH_CSUM_##n = id,
@@ -333,20 +336,84 @@ struct bch_sb_field_clean {
 #define BCH_CLEAN_USAGE_U64S	2	/* header + the count */
 
 /*
- * Encryption: the filesystem key, wrapped by a key derived from the
- * passphrase with scrypt (params N=1<<kdf_n_log2, r, p).
+ * Encryption (BCH_FEATURE_ENCRYPTION, BCH_SB_FLAG_ENCRYPTED): everything
+ * after the superblock is encrypted and authenticated with XChaCha20-Poly1305
+ * (libsodium's crypto_aead_xchacha20poly1305_ietf, 24-byte nonces) under one
+ * 32-byte filesystem key.  The MAC replaces the checksum: csum_type
+ * chacha20_poly1305 in extent crcs, btree node headers and journal entries.
+ *
+ * What is encrypted, and what the MAC also covers in the clear (the AEAD's
+ * additional data):
+ *   extent data  the whole encoded extent (after compression, padding
+ *                included); additional data: none.
+ *   btree bset   its keys; additional data: the clear header before them
+ *                (first bset: bytes 16..136 of struct bch_btree_node, magic
+ *                to the end of the bset header; a later bset: its 32-byte
+ *                bset header).
+ *   journal      its sub-entries after the first, which is a clear
+ *                BCH_JSET_ENTRY_nonce entry; additional data: bytes 16..88
+ *                (magic .. hdr_csum, then the nonce entry).
+ *
+ * Nonces (24 bytes, little-endian fields, zero-filled):
+ *   extent       u32 1 | u64 the extent key's version
+ *   bset         u32 2 | u64 node seq | u32 byte offset of the bset in the
+ *                node | u64 the bset's journal_seq
+ *   journal      u32 3 | u64 the nonce entry's counter value | u64 seq
+ *   key wrap     24 random bytes (crypt field below)
+ *
+ * Why a (key, nonce) pair is used once.  The filesystem keeps one 64-bit
+ * nonce counter.  Values below the crypt field's nonce_reserved may have been
+ * used; a read-write open continues from nonce_reserved and first writes a
+ * new reservation to the superblock of every member, and a session that
+ * uses up its reservation writes the next one before it takes a value.  No
+ * value is handed out twice, whatever crashes between (a crash loses at most
+ * unused values).  An extent key's version is a fresh counter value each time
+ * data is encoded; a btree node's seq is one for every new node (its bsets
+ * then differ by offset, and a node read after an unclean shutdown is
+ * rewritten before it is appended to, so an append torn by a crash is never
+ * redone at its offset); a journal entry takes one for its nonce entry.  The
+ * move path (rebalance to another device, copygc, evacuate, promote) copies
+ * ciphertext with its crc and version unchanged: same key, nonce and
+ * plaintext give the same bytes, nothing new is encrypted.  A move that
+ * re-encodes (recompression, dropping a trimmed extent's dead sectors) takes
+ * a new version.  Journal replay re-applies keys without encrypting anything;
+ * the nodes they land in are written as any other.
+ *
+ * struct bch_sb_field_crypt (136 bytes):
+ *   OFFSET SIZE DESCRIPTION
+ *     0     8  field header
+ *     8     8  flags           bits 0..3 kdf type: 0 none (the key stored in
+ *                              the clear: remove-passphrase), 1 scrypt
+ *    16     3  kdf_n_log2, kdf_r, kdf_p   scrypt N = 1 << n_log2, r, p
+ *    19     5  pad
+ *    24    16  salt            scrypt salt (random per wrap)
+ *    40    24  wrap_nonce      nonce of the wrap (random per wrap)
+ *    64    48  wrapped_key     the key, encrypted with the passphrase's key,
+ *                              then its MAC (additional data: the sb's
+ *                              internal uuid).  kdf none: the key in the
+ *                              clear, then zeros.
+ *   112     8  nonce_reserved  see above
+ *   120    16  reserved        zero
+ * A wrong passphrase fails the wrapped key's MAC: it is recognised before
+ * anything is decrypted.
  */
 struct bch_sb_field_crypt {
 	struct bch_sb_field	field;
-	__le64			flags;		/* bits 0..7: kdf type (1 = scrypt) */
+	__le64			flags;		/* bits 0..3: kdf type */
 	__u8			kdf_n_log2;
 	__u8			kdf_r;
 	__u8			kdf_p;
 	__u8			pad[5];
 	__u8			salt[16];
-	__u8			nonce[24];	/* XChaCha20-Poly1305 nonce */
+	__u8			wrap_nonce[24];
 	__u8			wrapped_key[32 + 16];	/* key + MAC */
+	__le64			nonce_reserved;
+	__le64			reserved[2];
 };
+_Static_assert(sizeof(struct bch_sb_field_crypt) == 136, "bch_sb_field_crypt size");
+#define BCH_KDF_NONE		0
+#define BCH_KDF_SCRYPT		1
+#define BCH_CRYPT_KDF_MASK	0xfULL
 
 /*
  * Superblock options.  Each option stored in the superblock has a fixed slot
@@ -887,7 +954,8 @@ _Static_assert(sizeof(struct bch_jset) == 72, "bch_jset size");
 	x(btree_keys,	0)		\
 	x(btree_root,	1)		\
 	x(usage,	2)		\
-	x(dev_usage,	3)
+	x(dev_usage,	3)		\
+	x(nonce,	4)
 
 enum bch_jset_entry_type {
 #define x(n, id)	BCH_JSET_ENTRY_##n = id,
@@ -896,6 +964,11 @@ enum bch_jset_entry_type {
 	BCH_JSET_ENTRY_NR
 };
 
+/*
+ * nonce (encrypted filesystems only): the first sub-entry of every journal
+ * entry, in the clear, one u64 of data: the nonce counter value the entry is
+ * encrypted with (see "Encryption").  Replay skips it.
+ */
 struct bch_jset_entry {
 	__le16			u64s;		/* u64s of data after this header */
 	__u8			btree_id;

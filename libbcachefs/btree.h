@@ -55,6 +55,9 @@ struct btree {
 	uint8_t			csum_type;	/* of the bsets on disk: appends keep it */
 	bool			torn_tail;	/* read: a torn append was forgiven (recovery);
 						 * the next write rewrites the node elsewhere */
+	bool			no_append;	/* encrypted filesystem, node read from disk:
+						 * the next write rewrites it under a new seq
+						 * (crypt.h invariant (1)) */
 	char			**dropped;	/* fsck: invalid keys skipped when read ("pos: why") */
 	unsigned		nr_dropped;
 

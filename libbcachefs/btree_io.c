@@ -29,6 +29,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "checksum.h"
+#include "crypt.h"
 #include "errcode.h"
 
 static size_t node_bytes(struct bch_fs *c)
@@ -178,6 +179,33 @@ static int bset_damage(size_t off, const char *why, char *err, size_t errlen)
 	return -BCH_ERR_btree_node_bad;
 }
 
+/*
+ * Check the later bset i at byte off of node seq: its checksum, or on an
+ * encrypted filesystem its MAC (nothing decrypted).  The keys follow the
+ * header in memory.  0, -BCH_ERR_csum_mismatch, or a library's error.
+ */
+static int bset_verify(struct bch_fs *c, unsigned csum_type, uint64_t seq, size_t off,
+		       const struct bch_bset *i, struct bch_csum csum)
+{
+	size_t kb = (size_t)i->u64s * 8;
+
+	if (csum_type == BCH_CSUM_chacha20_poly1305)
+		return bch_crypt_bset_verify(c, seq, off, i->journal_seq, i, sizeof(*i), i->_data, kb,
+					     csum);
+	return bch_csum_verify(csum_type, i, sizeof(*i) + kb, csum);
+}
+
+/*
+ * The node's checksum type against the filesystem: an encrypted one has
+ * only MACs, an unencrypted one none (a node that claims otherwise is
+ * damage, never read as plaintext).
+ */
+static bool csum_type_fits(struct bch_fs *c, unsigned csum_type)
+{
+	return bch_csum_type_valid(csum_type) &&
+	       (csum_type == BCH_CSUM_chacha20_poly1305) == bch_fs_encrypted(c);
+}
+
 /* Is there a bset of this node (seq, checksum good) at a block after off? */
 static int later_bset(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint64_t where,
 		      size_t *have, size_t off, uint64_t seq, unsigned csum_type)
@@ -191,8 +219,7 @@ static int later_bset(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uin
 		const struct bch_btree_node_entry *e = (const void *)((char *)b->arena + p);
 
 		if (e->keys.seq == seq && p + sizeof(*e) + (size_t)e->keys.u64s * 8 <= nb &&
-		    !bch_csum_verify(csum_type, &e->keys, sizeof(e->keys) + e->keys.u64s * 8,
-				     e->csum))
+		    !bset_verify(c, csum_type, seq, p, &e->keys, e->csum))
 			return 1;
 	}
 	return 0;
@@ -245,7 +272,7 @@ static int seq_damaged(struct bch_fs *c, struct btree *b, struct bch_dev *ca, ui
 		return -ENOMEM;
 	memcpy(copy, &e->keys, bytes);
 	copy->seq = seq;
-	ret = !bch_csum_verify(csum_type, copy, bytes, e->csum);
+	ret = !bset_verify(c, csum_type, seq, off, copy, e->csum);
 	free(copy);
 	return ret;
 }
@@ -293,15 +320,26 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		return snprintf(err, errlen, "stale or misplaced node (found btree %u level %u)",
 				n->btree_id, n->level),
 		       -BCH_ERR_btree_node_bad;
-	if (!bch_csum_type_valid(n->csum_type))
-		return snprintf(err, errlen, "bad checksum type"), -BCH_ERR_btree_node_bad;
+	if (!csum_type_fits(c, n->csum_type))
+		return snprintf(err, errlen, "%s", !bch_csum_type_valid(n->csum_type) ? "bad checksum type"
+				: bch_fs_encrypted(c) ? "unencrypted node on an encrypted filesystem"
+				: "encrypted node on a filesystem without encryption"),
+		       -BCH_ERR_btree_node_bad;
 	if (n->keys.seq != n->seq || sizeof(*n) + (size_t)n->keys.u64s * 8 > nb)
 		return snprintf(err, errlen, "bad first bset"), -BCH_ERR_btree_node_bad;
 	NEED(sizeof(*n) + (size_t)n->keys.u64s * 8);
-	if ((ret = bch_csum_verify(n->csum_type, &n->magic,
-				   sizeof(*n) - sizeof(n->csum) + n->keys.u64s * 8, n->csum)))
+	if (n->csum_type == BCH_CSUM_chacha20_poly1305)
+		/* the header from magic on is bound to the MAC; the keys decrypted in place */
+		ret = bch_crypt_bset_decrypt(c, n->seq, 0, n->keys.journal_seq, &n->magic,
+					     sizeof(*n) - sizeof(n->csum), (void *)n->keys._data,
+					     (size_t)n->keys.u64s * 8, n->csum);
+	else
+		ret = bch_csum_verify(n->csum_type, &n->magic,
+				      sizeof(*n) - sizeof(n->csum) + n->keys.u64s * 8, n->csum);
+	if (ret)
 		return snprintf(err, errlen, "%s", ret == -BCH_ERR_csum_mismatch
-				? "bad checksum" : bch_err_str(ret)), ret;
+				? (n->csum_type == BCH_CSUM_chacha20_poly1305 ? "bad MAC" : "bad checksum")
+				: bch_err_str(ret)), ret;
 	b->seq = n->seq;
 	b->csum_type = n->csum_type;
 	if ((ret = read_bset(c, b, &n->keys, err, errlen)))
@@ -335,8 +373,7 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 			e = (const void *)((char *)b->arena + off);
 		}
 		/* (the node's checksum type verified the header: no library is missing) */
-		if (!fits || bch_csum_verify(n->csum_type, &e->keys,
-					     sizeof(e->keys) + e->keys.u64s * 8, e->csum)) {
+		if (!fits || bset_verify(c, n->csum_type, n->seq, off, &e->keys, e->csum)) {
 			const char *why = fits ? "bad checksum" : "size past the node's end";
 
 			if (off < hint)
@@ -349,6 +386,10 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 			b->torn_tail = true;
 			break;
 		}
+		if (n->csum_type == BCH_CSUM_chacha20_poly1305 &&
+		    bch_crypt_bset_decrypt(c, n->seq, off, e->keys.journal_seq, &e->keys, sizeof(e->keys),
+					   (void *)e->keys._data, (size_t)e->keys.u64s * 8, e->csum))
+			return bset_damage(off, "bad MAC", err, errlen);	/* verified just above */
 		if ((ret = read_bset(c, b, &e->keys, err, errlen)))
 			return ret;
 		off = round_block(c, off + sizeof(*e) + e->keys.u64s * 8);
@@ -357,6 +398,7 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		return bset_damage(off, "the node ends before what the parent says was written",
 				   err, errlen);
 	b->sectors_written = off >> BCH_SECTOR_SHIFT;
+	b->no_append = bch_fs_encrypted(c);	/* see struct btree */
 	return 0;
 #undef NEED
 }
@@ -509,7 +551,8 @@ static void pack_keys(__le64 *dst, struct bch_bkey **keys, unsigned nr)
 int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 {
 	/* a node's bsets share the header's checksum type: an append keeps it */
-	unsigned csum_type = whole ? c->opts.v[Opt_metadata_checksum] : b->csum_type;
+	unsigned csum_type = bch_fs_encrypted(c) ? BCH_CSUM_chacha20_poly1305
+			   : whole ? c->opts.v[Opt_metadata_checksum] : b->csum_type;
 	int ret;
 
 	if (whole) {
@@ -535,8 +578,14 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		n->keys.version = BCH_VERSION_CURRENT;
 		n->keys.u64s = b->u64s;
 		pack_keys(n->keys._data, b->keys, b->nr);
-		if (!(ret = bch_checksum(csum_type, &n->magic,
-					 sizeof(*n) - sizeof(n->csum) + b->u64s * 8, &n->csum)))
+		if (csum_type == BCH_CSUM_chacha20_poly1305)
+			ret = bch_crypt_bset_encrypt(c, b->seq, 0, n->keys.journal_seq, &n->magic,
+						     sizeof(*n) - sizeof(n->csum), n->keys._data,
+						     (size_t)b->u64s * 8, &n->csum);
+		else
+			ret = bch_checksum(csum_type, &n->magic,
+					   sizeof(*n) - sizeof(n->csum) + b->u64s * 8, &n->csum);
+		if (!ret)
 			ret = write_ptrs(c, b, n, bytes, 0);
 		free(n);
 		if (!ret) {
@@ -570,8 +619,14 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 			e->keys.flags = BCH_BSET_HINTS;	/* children's hints only (update_hint()) */
 		}
 		pack_keys(e->keys._data, b->pending, b->nr_pending);
-		if (!(ret = bch_checksum(csum_type, &e->keys,
-					 sizeof(e->keys) + b->pending_u64s * 8, &e->csum)))
+		if (csum_type == BCH_CSUM_chacha20_poly1305)
+			ret = bch_crypt_bset_encrypt(c, b->seq, (uint32_t)b->sectors_written << BCH_SECTOR_SHIFT,
+						     e->keys.journal_seq, &e->keys, sizeof(e->keys),
+						     e->keys._data, (size_t)b->pending_u64s * 8, &e->csum);
+		else
+			ret = bch_checksum(csum_type, &e->keys,
+					   sizeof(e->keys) + b->pending_u64s * 8, &e->csum);
+		if (!ret)
 			ret = write_ptrs(c, b, e, bytes, b->sectors_written);
 		free(e);
 		if (!ret)

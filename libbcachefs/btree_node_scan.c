@@ -63,6 +63,7 @@
 #include "bkey.h"
 #include "btree_node_scan.h"
 #include "checksum.h"
+#include "crypt.h"
 #include "errcode.h"
 #include "super.h"
 
@@ -96,8 +97,14 @@ static int check_node(struct bch_fs *c, const struct bch_btree_node *n, size_t n
 	    !bch_csum_type_valid(n->csum_type) || n->keys.seq != n->seq ||
 	    sizeof(*n) + (size_t)n->keys.u64s * 8 > nb || bpos_cmp(n->min_key, n->max_key) > 0)
 		return -1;
-	int r = bch_csum_verify(n->csum_type, &n->magic,
-				sizeof(*n) - sizeof(n->csum) + (size_t)n->keys.u64s * 8, n->csum);
+	bool mac = n->csum_type == BCH_CSUM_chacha20_poly1305;
+	if (mac != bch_fs_encrypted(c))
+		return -1;
+	int r = mac ? bch_crypt_bset_verify(c, n->seq, 0, n->keys.journal_seq, &n->magic,
+					    sizeof(*n) - sizeof(n->csum), n->keys._data,
+					    (size_t)n->keys.u64s * 8, n->csum)
+		    : bch_csum_verify(n->csum_type, &n->magic,
+				      sizeof(*n) - sizeof(n->csum) + (size_t)n->keys.u64s * 8, n->csum);
 	if (r)
 		return r == -BCH_ERR_csum_mismatch ? -1 : r;
 
@@ -110,8 +117,11 @@ static int check_node(struct bch_fs *c, const struct bch_btree_node *n, size_t n
 		const struct bch_btree_node_entry *e = (const void *)((const char *)n + off);
 		size_t end = off + sizeof(*e) + (size_t)e->keys.u64s * 8;
 		if (e->keys.seq != n->seq || end > nb ||
-		    bch_csum_verify(n->csum_type, &e->keys, sizeof(e->keys) + e->keys.u64s * 8,
-				    e->csum))
+		    (mac ? bch_crypt_bset_verify(c, n->seq, off, e->keys.journal_seq, &e->keys,
+						 sizeof(e->keys), e->keys._data,
+						 (size_t)e->keys.u64s * 8, e->csum)
+			 : bch_csum_verify(n->csum_type, &e->keys, sizeof(e->keys) + e->keys.u64s * 8,
+					   e->csum)))
 			break;
 		if (e->keys.journal_seq > f->journal_seq)
 			f->journal_seq = e->keys.journal_seq;

@@ -25,6 +25,7 @@
 #include "alloc.h"
 #include "bcachefs.h"
 #include "btree.h"
+#include "crypt.h"
 #include "checksum.h"
 #include "errcode.h"
 #include "replicas.h"
@@ -112,7 +113,15 @@ static int node_alloc(struct bch_fs *c, unsigned id, unsigned level, struct btre
 		bch_btree_node_forget(c, b);
 		return r;
 	}
-	b->seq = new_node_seq(c, &b->ptrs[0]);
+	/* encrypted: a counter value, so the node's bset nonces are new (crypt.h) */
+	if (c->crypt && (r = bch_crypt_nonce_take(c, &b->seq))) {
+		bch_free_btree_node(c, b->ptrs, b->nr_ptrs);
+		b->nr_ptrs = 0;
+		bch_btree_node_forget(c, b);
+		return r;
+	}
+	if (!c->crypt)
+		b->seq = new_node_seq(c, &b->ptrs[0]);
 	*ret = b;
 	return 0;
 }
@@ -669,9 +678,9 @@ static int node_write(struct bch_fs *c, struct btree *b)
 	 */
 	if (!b->sectors_written)
 		r = bch_btree_node_write_io(c, b, true);
-	else if (b->torn_tail && !(r = move_node(c, b)))
-		b->torn_tail = false;	/* the torn bytes are in space now freed */
-	else if (b->torn_tail)
+	else if ((b->torn_tail || b->no_append) && !(r = move_node(c, b)))
+		b->torn_tail = b->no_append = false;	/* the torn bytes are in space now freed */
+	else if (b->torn_tail || b->no_append)
 		;
 	else if (b->sectors_written + bch_btree_node_append_sectors(c, b) <= node_sectors &&
 		 !node_on_missing(c, b)) {

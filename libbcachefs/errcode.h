@@ -55,6 +55,8 @@
 	x(key_not_found,	ENOENT,	"key not found")				\
 	x(compress_failed,	EIO,	"compression failed")			\
 	x(decompress_failed,	EIO,	"compressed data is corrupt")		\
+	x(key_missing,		ENOKEY,	"filesystem is encrypted and no key was given") \
+	x(key_wrong,		EKEYREJECTED, "wrong passphrase or key")	\
 	x(dl_zlib,		ELIBACC, "cannot load " BCH_SONAME_ZLIB " (gzip compression)")	\
 	x(dl_lz4,		ELIBACC, "cannot load " BCH_SONAME_LZ4 " (lz4 compression)")	\
 	x(dl_zstd,		ELIBACC, "cannot load " BCH_SONAME_ZSTD " (zstd compression)")	\

@@ -25,11 +25,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
 #include <uuid/uuid.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "checksum.h"
+#include "crypt.h"
 #include "errcode.h"
 #include "format.h"
 #include "fs.h"
@@ -477,6 +479,33 @@ static int build_sb(struct bch_format_dev *devs, unsigned nr, struct dev_plan *p
 		p += sizeof(*e) + 1;
 	}
 
+	/* encryption: a random key, wrapped by the passphrase (crypt.h) */
+	if (opts->v[Opt_encrypted]) {
+		uint8_t key[BCH_KEY_BYTES];
+		struct bch_sb_field_crypt *cf = (void *)bch_sb_field_resize(&sb, &buf_bytes, BCH_SB_FIELD_crypt,
+						sizeof(struct bch_sb_field_crypt) / 8, &ret2);
+		if (!cf)
+			goto too_big;
+		if (sodium_init() < 0) {
+			free(sb);
+			return bch_errf(err, errlen, -ENOMEM, "libsodium failed to initialise");
+		}
+		randombytes_buf(key, sizeof(key));
+		int r = bch_crypt_wrap(sb, cf, key, args->passphrase,
+				       args->passphrase ? strlen(args->passphrase) : 0);
+		cf->nonce_reserved = 1;
+		sb->features |= BCH_FEATURE_ENCRYPTION;
+		sb->flags |= BCH_SB_FLAG_ENCRYPTED;
+		/* the btrees format creates next are encrypted with it */
+		if (!r)
+			r = bch_crypt_key_remember(sb->uuid, key);
+		sodium_memzero(key, sizeof(key));
+		if (r) {
+			free(sb);
+			return bch_errf(err, errlen, r, "setting up the encryption key: %s", bch_err_str(r));
+		}
+	}
+
 	/* targets, now that labels exist */
 	for (unsigned id = 0; target_names && id < BCH_OPT_NR; id++) {
 		const struct bch_option *o = &bch_opt_table[id];
@@ -586,8 +615,10 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 	    opts->v[Opt_data_replicas_required] > opts->v[Opt_data_replicas])
 		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "replicas_required cannot exceed replicas");
-	if (opts->v[Opt_encrypted])
-		return bch_errf(err, errlen, -EOPNOTSUPP, "encryption is not supported yet");
+	if (opts->v[Opt_encrypted] && args.passphrase && strlen(args.passphrase) > BCH_PASSPHRASE_MAX)
+		return bch_errf(err, errlen, -EINVAL, "passphrase longer than %u bytes", BCH_PASSPHRASE_MAX);
+	if (opts->v[Opt_encrypted] && args.passphrase && !*args.passphrase)
+		return bch_errf(err, errlen, -EINVAL, "empty passphrase");
 
 	if (!args.time_ns) {
 		const char *sde = getenv("SOURCE_DATE_EPOCH");

@@ -35,6 +35,8 @@ struct bch_format_args {
 	bool		have_uuid;
 	uint64_t	time_ns;	/* format time; 0 = now (SOURCE_DATE_EPOCH honoured) */
 	bool		no_btrees;	/* superblocks only (tests of the sb layer) */
+	const char	*passphrase;	/* with opts encrypted: the key's passphrase;
+					 * NULL: the key stored in the clear */
 };
 
 /*

@@ -29,6 +29,7 @@
 #include "alloc_btree.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "crypt.h"
 #include "checksum.h"
 #include "errcode.h"
 #include "extents.h"
@@ -217,6 +218,7 @@ static void fs_free(struct bch_fs *c)
 	bch_alloc_btree_exit(c);
 	bch_fs_alloc_exit(c);
 	bch_replicas_exit(c);
+	bch_crypt_close(c);
 	if (c->roots) {
 		for (unsigned i = 0; i < BCH_BTREE_ID_NR; i++)
 			free(c->roots->r[i].key);
@@ -514,6 +516,9 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 
 	if ((r = bch_replicas_load(c)) || (r = degraded_check(c, false)))
 		return r;
+	/* encrypted: the key, before anything past the superblock is read */
+	if ((r = bch_crypt_open(c, c->err_msg, sizeof(c->err_msg))))
+		return r;
 	c->roots = calloc(1, sizeof(*c->roots));
 	if (!c->roots)
 		return -ENOMEM;
@@ -598,6 +603,9 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 	bch_journal_set_roots_fn(c, bch_btree_roots_u64s, bch_btree_roots_to_jset);
 	bch_journal_set_spill_fn(c, spill_to_clean);
 	if (!c->read_only) {
+		/* a fresh nonce reservation before anything is encrypted */
+		if ((r = bch_crypt_start_rw(c)))
+			goto out;
 		bch_journal_start(c, (clean ? clean_seq : newest) + 1);
 		/*
 		 * The session's first entry is durable before the superblock names
@@ -689,7 +697,8 @@ int bch_fs_open_journal_only(char * const *paths, unsigned nr, struct bch_fs **r
 		for (unsigned i = 0; i < BCH_OPT_NR; i++)
 			if (bch_opt_table[i].flags & OPT_FS)
 				c->opts.v[i] = sbo.v[i];
-		r = bch_fs_journal_init(c);
+		if (!(r = bch_crypt_open(c, c->err_msg, sizeof(c->err_msg))))
+			r = bch_fs_journal_init(c);
 	}
 	if (r) {
 		snprintf(err, errlen, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));

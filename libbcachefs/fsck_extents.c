@@ -467,6 +467,7 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 				n = bch_bkey_alloc(BCH_BKEY_extent, k->p,
 						   sizeof(struct bch_extent) + keep * sizeof(struct bch_extent_ptr));
 				n->size = k->size;
+				n->version = k->version;	/* encrypted: the data's nonce */
 				struct bch_extent *ne = bkey_val(n);
 				ne->crc = e->crc;
 				memcpy(ne->ptrs, good, keep * sizeof(good[0]));

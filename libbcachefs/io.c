@@ -24,6 +24,7 @@
 #include "errcode.h"
 #include "checksum.h"
 #include "compress.h"
+#include "crypt.h"
 #include "extent_encode.h"
 #include "extents.h"
 #include "io.h"
@@ -89,11 +90,17 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	};
 	struct bch_extent_crc crc;
 	struct bch_extent_ptr ptrs[BCH_REPLICAS_MAX];
+	uint64_t version = 0;
 	unsigned got;
+	/* encrypted: the MAC is the checksum (and enc is always given: see bch_data_write()) */
+	if (c->crypt)
+		eo.csum_type = BCH_CSUM_none;
 	/* uncompressed (enc NULL): checksummed and written from src, no copy */
 	int r = bch_extent_encode(&eo, src, sectors, enc, &crc);
 	const void *out = enc ? enc : src;
 
+	if (!r && c->crypt && !(r = bch_crypt_nonce_take(c, &version)))
+		r = bch_crypt_extent_encrypt(c, version, &crc, enc);
 	if (r)
 		return bch_fs_err(c, r, "encoding %u sectors of inode %" PRIu64 ": %s", sectors, inum,
 				  bch_err_str(r));
@@ -121,6 +128,7 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 					    sizeof(struct bch_extent) + got * sizeof(struct bch_extent_ptr));
 	struct bch_extent *e = bkey_val(k);
 	k->size = sectors;
+	k->version = version;	/* encrypted: the data's nonce (crypt.h) */
 	e->crc = crc;
 	memcpy(e->ptrs, ptrs, got * sizeof(ptrs[0]));
 	r = bch_extent_insert(t, k, false, u);
@@ -143,8 +151,8 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	if ((r = bch_extents_punch(c, t, inum, start, start + sectors, 0, u, &done)))
 		return r;
 
-	void *enc = NULL;	/* the compressor's output */
-	if (bch_compression_type_of(o->compression) != BCH_COMPRESSION_none &&
+	void *enc = NULL;	/* the compressor's output, or what is encrypted */
+	if ((bch_compression_type_of(o->compression) != BCH_COMPRESSION_none || c->crypt) &&
 	    !(enc = bch_dev_alloc_buf(bch_extent_encode_bound(unit))))
 		return -ENOMEM;
 	bool needs_rebalance = false;
@@ -161,9 +169,40 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 }
 
 /*
+ * An encrypted extent read into enc: verify its MAC, then decrypt (and
+ * decompress) into dec, or in place into enc when dec is NULL (plain only).
+ */
+static int read_encrypted(struct bch_fs *c, const struct bch_bkey *k, void *enc, void *dec)
+{
+	const struct bch_extent *e = bkey_val(k);
+	size_t bytes = (size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT;
+
+	if (!c->crypt || e->crc.csum_type != BCH_CSUM_chacha20_poly1305)
+		return -BCH_ERR_csum_mismatch;	/* encrypted data without a key, or plaintext
+						 * where only ciphertext can be: damage */
+	if (bch_extent_crc_validate(&e->crc, 0, NULL, 0))
+		return -BCH_ERR_bkey_invalid;
+	if (bch_crc_plain(&e->crc))
+		return bch_crypt_extent_decrypt(c, k->version, &e->crc, enc, dec ? dec : enc);
+	if (!dec)
+		return -EINVAL;
+	void *tmp = malloc(bytes);
+	if (!tmp)
+		return -ENOMEM;
+	int r = bch_crypt_extent_decrypt(c, k->version, &e->crc, enc, tmp);
+	if (!r)
+		r = bch_decompress(e->crc.compression_type, tmp, e->crc.compressed_bytes, dec,
+				   (size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT);
+	free(tmp);
+	return r;
+}
+
+/*
  * Read the encoded extent of k from pointer i into enc and check it; for a
  * compressed extent, decode it into dec too (dec may be NULL when the extent
- * is not compressed: the data is then enc itself).
+ * is not compressed: the data is then enc itself).  Encrypted: with dec,
+ * enc keeps the bytes as read (ciphertext: what a copy writes elsewhere)
+ * and the data goes to dec; without, enc is decrypted in place.
  */
 int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
 {
@@ -179,6 +218,8 @@ int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i,
 	int r = bch_dev_read(ca->bdev, enc, bytes, (uint64_t)p->offset << BCH_SECTOR_SHIFT);
 	if (r)
 		return r;
+	if (c->crypt || e->crc.csum_type == BCH_CSUM_chacha20_poly1305)
+		return read_encrypted(c, k, enc, dec);
 	if (bch_crc_plain(&e->crc) && !dec) {
 		if (bch_extent_crc_validate(&e->crc, 0, NULL, 0))
 			return -BCH_ERR_bkey_invalid;

@@ -41,6 +41,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "checksum.h"
+#include "crypt.h"
 #include "errcode.h"
 #include "journal.h"
 #include "super.h"
@@ -66,6 +67,7 @@ struct bch_journal {
 	unsigned		block_sectors;
 	unsigned		csum_type;
 	unsigned		max_u64s;	/* payload of one entry, roots included */
+	unsigned		extra_u64s;	/* encrypted: the nonce entry each entry starts with */
 
 	uint64_t		seq;		/* the open entry */
 	uint64_t		seen_max;	/* read: newest seq a header vouched for,
@@ -104,12 +106,19 @@ static unsigned roots_u64s(struct bch_fs *c)
 }
 
 /* Sectors an entry of u64s payload takes on disk. */
-static unsigned entry_sectors(struct bch_journal *j, unsigned u64s)
+/* Sectors of a jset whose u64s field is u64s. */
+static unsigned jset_sectors(struct bch_journal *j, unsigned u64s)
 {
 	unsigned bytes = sizeof(struct bch_jset) + u64s * 8;
 	unsigned block = j->block_sectors << BCH_SECTOR_SHIFT;
 
 	return (bytes + block - 1) / block * j->block_sectors;
+}
+
+/* Sectors of an entry written with u64s of payload (and the nonce entry, encrypted). */
+static unsigned entry_sectors(struct bch_journal *j, unsigned u64s)
+{
+	return jset_sectors(j, u64s + j->extra_u64s);
 }
 
 /* ----------------------------------------------------------- init / exit */
@@ -123,7 +132,8 @@ int bch_fs_journal_init(struct bch_fs *c)
 		return -ENOMEM;
 	c->journal = j;
 	j->block_sectors = c->sb->block_size;
-	j->csum_type = c->opts.v[Opt_metadata_checksum];
+	j->csum_type = c->crypt ? BCH_CSUM_chacha20_poly1305 : c->opts.v[Opt_metadata_checksum];
+	j->extra_u64s = c->crypt ? 2 : 0;
 	j->pins.next = j->pins.prev = &j->pins;
 
 	unsigned runs = f ? (f->field.u64s * 8 - sizeof(f->field)) / sizeof(f->runs[0]) : 0;
@@ -166,7 +176,7 @@ int bch_fs_journal_init(struct bch_fs *c)
 	unsigned bytes = (min_bucket << BCH_SECTOR_SHIFT) / 2;
 	if (bytes > JOURNAL_ENTRY_MAX_BYTES)
 		bytes = JOURNAL_ENTRY_MAX_BYTES;
-	j->max_u64s = (bytes - sizeof(struct bch_jset)) / 8;
+	j->max_u64s = (bytes - sizeof(struct bch_jset)) / 8 - j->extra_u64s;
 	j->buf = malloc(j->max_u64s * 8);
 	if (!j->buf)
 		return -ENOMEM;
@@ -247,6 +257,8 @@ static uint32_t jset_hdr_csum(const struct bch_jset *js)
  * 0, -BCH_ERR_journal_bad (why says why), or the dl error of a checksum
  * library that cannot be loaded: the entry may be good, callers stop.
  */
+static int jset_entries_check(const struct bch_jset *js, char *why, size_t whylen);
+
 static int jset_validate(struct bch_fs *c, const struct bch_jset *js, size_t room,
 			 char *why, size_t whylen)
 {
@@ -257,19 +269,36 @@ static int jset_validate(struct bch_fs *c, const struct bch_jset *js, size_t roo
 	if (sizeof(*js) + (size_t)js->u64s * 8 > room)
 		return snprintf(why, whylen, "entry overruns its bucket"), -BCH_ERR_journal_bad;
 	unsigned csum_type = js->flags & 0xf;
+	bool mac = csum_type == BCH_CSUM_chacha20_poly1305;
 	if (!bch_csum_type_valid(csum_type))
 		return snprintf(why, whylen, "bad checksum type"), -BCH_ERR_journal_bad;
-	int ret = bch_csum_verify(csum_type, &js->magic,
-				  sizeof(*js) - sizeof(js->csum) + js->u64s * 8, js->csum);
+	if (mac != bch_fs_encrypted(c))
+		return snprintf(why, whylen, "%s", mac ? "encrypted entry on a filesystem without encryption"
+				: "unencrypted entry on an encrypted filesystem"), -BCH_ERR_journal_bad;
+	const struct bch_jset_entry *ne = (const void *)js->_data;
+	if (mac && (js->u64s < 2 || ne->type != BCH_JSET_ENTRY_nonce || ne->u64s != 1))
+		return snprintf(why, whylen, "no nonce entry"), -BCH_ERR_journal_bad;
+	int ret = mac ? bch_crypt_jset_verify(c, ne->_data[0], js->seq, &js->magic,
+					      sizeof(*js) - sizeof(js->csum) + 16, js->_data + 2,
+					      ((size_t)js->u64s - 2) * 8, js->csum)
+		      : bch_csum_verify(csum_type, &js->magic,
+					sizeof(*js) - sizeof(js->csum) + js->u64s * 8, js->csum);
 	if (bch_err_is_dl(ret))	/* not a bad entry: callers pass it up */
 		return snprintf(why, whylen, "%s", bch_err_str(ret)), ret;
 	if (ret)
-		return snprintf(why, whylen, "bad checksum"), -BCH_ERR_journal_bad;
+		return snprintf(why, whylen, mac ? "bad MAC" : "bad checksum"), -BCH_ERR_journal_bad;
 	if ((js->flags & BCH_JSET_HDR_CSUM) ? js->hdr_csum != jset_hdr_csum(js) : js->hdr_csum != 0)
 		return snprintf(why, whylen, "bad header checksum"), -BCH_ERR_journal_bad;
 	if (!js->seq || js->last_seq > js->seq)
 		return snprintf(why, whylen, "bad sequence numbers"), -BCH_ERR_journal_bad;
-	/* sub-entries stay inside the entry */
+	if (mac)
+		return 0;	/* sub-entries are checked once decrypted (jset_open()) */
+	return jset_entries_check(js, why, whylen);
+}
+
+/* Sub-entries stay inside the entry. */
+static int jset_entries_check(const struct bch_jset *js, char *why, size_t whylen)
+{
 	const __le64 *p = js->_data, *end = js->_data + js->u64s;
 	while (p < end) {
 		const struct bch_jset_entry *e = (const void *)p;
@@ -278,6 +307,22 @@ static int jset_validate(struct bch_fs *c, const struct bch_jset *js, size_t roo
 		p += 1 + e->u64s;
 	}
 	return 0;
+}
+
+/*
+ * A validated entry, made readable: decrypted in place when encrypted (its
+ * sub-entries then checked), else as it is.
+ */
+static int jset_open(struct bch_fs *c, struct bch_jset *js, char *why, size_t whylen)
+{
+	if ((js->flags & 0xf) != BCH_CSUM_chacha20_poly1305)
+		return 0;
+	const struct bch_jset_entry *ne = (const void *)js->_data;
+	if (bch_crypt_jset_decrypt(c, ne->_data[0], js->seq, &js->magic,
+				   sizeof(*js) - sizeof(js->csum) + 16, js->_data + 2,
+				   ((size_t)js->u64s - 2) * 8, js->csum))
+		return snprintf(why, whylen, "bad MAC"), -BCH_ERR_journal_bad;
+	return jset_entries_check(js, why, whylen);
 }
 
 static int read_bucket(struct bch_fs *c, struct journal_dev *jd, unsigned slot, void *buf)
@@ -411,7 +456,7 @@ static int scan_bucket(struct bch_fs *c, struct bch_journal *j, unsigned d, unsi
 				return -ENOMEM;
 			*st->locs = n;
 		}
-		unsigned sectors = entry_sectors(j, js->u64s);
+		unsigned sectors = jset_sectors(j, js->u64s);
 		(*st->locs)[(*st->nr)++] = (struct jlocation) { js->seq, js->last_seq, d, slot, off, sectors };
 		if (js->seq > jd->bucket_seq[slot])
 			jd->bucket_seq[slot] = js->seq;
@@ -649,6 +694,8 @@ int bch_journal_read(struct bch_fs *c,
 			if (!ret && (ret = jset_validate(c, buf, bytes, why, sizeof(why))) &&
 			    !bch_err_is_dl(ret))
 				ret = -BCH_ERR_journal_bad;	/* changed under us */
+			if (!ret && (ret = jset_open(c, buf, why, sizeof(why))))
+				ret = -BCH_ERR_journal_bad;
 			if (ret) {
 				bch_fs_err(c, ret, "journal entry %" PRIu64 ": %s", l->seq, bch_err_str(ret));
 				goto out;
@@ -801,6 +848,9 @@ static int journal_write(struct bch_fs *c)
 	struct bch_journal *j = J(c);
 	unsigned r = roots_u64s(c), u64s = j->buf_u64s + r;
 	unsigned sectors = entry_sectors(j, u64s);
+	unsigned extra = j->extra_u64s;
+	uint64_t counter = 0;
+	void *out;
 	size_t bytes = (size_t)sectors << BCH_SECTOR_SHIFT;
 	struct bch_jset *js;
 	int ret = 0;
@@ -819,10 +869,14 @@ static int journal_write(struct bch_fs *c)
 			return bch_fs_err(c, -BCH_ERR_journal_full, "journal full on device %u",
 					  jd->dev);
 	}
+	/* encrypted: the counter value is durable before it is used (crypt.h) */
+	if (extra && (ret = bch_crypt_nonce_take(c, &counter)))
+		return ret;
 	js = bch_dev_alloc_buf(bytes);
 	if (!js)
 		return -ENOMEM;
 	memset(js, 0, bytes);
+	u64s += extra;
 	js->magic = BCH_JSET_MAGIC;
 	memcpy(js->fs_uuid, c->sb->uuid, BCH_UUID_SIZE);
 	js->seq = j->seq;
@@ -833,11 +887,32 @@ static int journal_write(struct bch_fs *c)
 	js->flags = (j->csum_type & 0xf) | BCH_JSET_HDR_CSUM;
 	js->u64s = u64s;
 	js->hdr_csum = jset_hdr_csum(js);
-	memcpy(js->_data, j->buf, j->buf_u64s * 8);
+	if (extra) {
+		struct bch_jset_entry *ne = (struct bch_jset_entry *)js->_data;
+		ne->u64s = 1;
+		ne->type = BCH_JSET_ENTRY_nonce;
+		ne->_data[0] = counter;
+	}
+	memcpy(js->_data + extra, j->buf, j->buf_u64s * 8);
 	if (r && j->roots_fill)
-		j->roots_fill(c, (struct bch_jset_entry *)(js->_data + j->buf_u64s));
-	if ((ret = bch_checksum(j->csum_type, &js->magic, sizeof(*js) - sizeof(js->csum) + u64s * 8,
-				&js->csum)))
+		j->roots_fill(c, (struct bch_jset_entry *)(js->_data + extra + j->buf_u64s));
+	out = js;
+	if (extra) {
+		/* js stays plain (remember_roots() below); the copy written is sealed */
+		if (!(out = bch_dev_alloc_buf(bytes))) {
+			free(js);
+			return -ENOMEM;
+		}
+		memcpy(out, js, bytes);
+		struct bch_jset *o = out;
+		ret = bch_crypt_jset_encrypt(c, counter, js->seq, &o->magic,
+					     sizeof(*o) - sizeof(o->csum) + extra * 8, o->_data + extra,
+					     (size_t)(u64s - extra) * 8, &o->csum);
+	} else {
+		ret = bch_checksum(j->csum_type, &js->magic, sizeof(*js) - sizeof(js->csum) + u64s * 8,
+				   &js->csum);
+	}
+	if (ret)
 		bch_fs_err(c, ret, "journal entry %" PRIu64 ": %s", (uint64_t)j->seq,
 			   bch_err_str(ret));
 
@@ -866,7 +941,7 @@ static int journal_write(struct bch_fs *c)
 					 "journal device %u missing", jd->dev);
 			break;
 		}
-		ret = bch_dev_write(ca->bdev, js, bytes,
+		ret = bch_dev_write(ca->bdev, out, bytes,
 				    ((jd->bucket[slot] * jd->bucket_sectors) + off) << BCH_SECTOR_SHIFT);
 		if (!ret)
 			ret = bch_dev_flush(ca->bdev);
@@ -889,6 +964,8 @@ static int journal_write(struct bch_fs *c)
 	} else {
 		c->emergency_ro = true;
 	}
+	if (out != js)
+		free(out);
 	free(js);
 	return ret;
 }

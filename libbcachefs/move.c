@@ -20,6 +20,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "compress.h"
+#include "crypt.h"
 #include "errcode.h"
 #include "extent_encode.h"
 #include "extents.h"
@@ -105,7 +106,9 @@ static int read_good_copy(struct bch_mover *m, const struct bch_bkey *k)
 			if ((e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) &&
 			    (!bch_alloc_ptr_live(m->c, &e->ptrs[i]) || e->crc.csum_type == BCH_CSUM_none))
 				continue;
-			r = bch_extent_read_copy(m->c, k, i, m->enc, bch_crc_plain(&e->crc) ? NULL : m->dec);
+			/* encrypted: m->enc keeps the ciphertext a plain copy writes */
+			r = bch_extent_read_copy(m->c, k, i, m->enc,
+						 bch_crc_plain(&e->crc) && !m->c->crypt ? NULL : m->dec);
 			if (!r) {
 				m->s->sectors_read += e->crc.compressed_sectors;
 				return 0;
@@ -318,18 +321,19 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 
 	/* the encoded form of the new copies */
 	struct bch_extent_crc crc = e->crc;
+	uint64_t version = k->version;
 	const void *out = m->enc;
 	if (recompress) {
 		unsigned type = bch_compression_type_of(compression);
 		struct bch_encode_opts eo = {
-			.csum_type	= e->crc.csum_type,
+			.csum_type	= c->crypt ? BCH_CSUM_none : e->crc.csum_type,
 			.compression	= compression,
 			.block_sectors	= c->sb->block_size,
 			.max_sectors	= k->size,
 		};
-		const void *src = (const char *)(bch_crc_plain(&e->crc) ? m->enc : m->dec) +
+		const void *src = (const char *)(bch_crc_plain(&e->crc) && !c->crypt ? m->enc : m->dec) +
 				  ((size_t)e->crc.offset << BCH_SECTOR_SHIFT);
-		void *dst = type != BCH_COMPRESSION_none ? m->out : NULL;
+		void *dst = type != BCH_COMPRESSION_none || c->crypt ? m->out : NULL;
 		if ((r = bch_extent_encode(&eo, src, k->size, dst, &crc)))
 			return r;
 		/* tried and did not shrink (now, or when it was written): recorded */
@@ -338,6 +342,10 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 		    crc.compression_type == BCH_COMPRESSION_none)
 			crc.compression_type = BCH_COMPRESSION_incompressible;
 		crc.offset = 0;
+		/* encrypted: new bytes, a new nonce (crypt.h invariant (1)) */
+		if (c->crypt && ((r = bch_crypt_nonce_take(c, &version)) ||
+				 (r = bch_crypt_extent_encrypt(c, version, &crc, dst))))
+			return r;
 		out = dst ? dst : src;
 		if (!dst) {
 			/* plain data straight from the read: it must sit in an I/O buffer */
@@ -401,7 +409,7 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	}
 	struct bch_extent *ne = bkey_val(nk);
 	nk->size = k->size;
-	nk->version = k->version;
+	nk->version = version;
 	ne->crc = crc;
 	memcpy(ne->ptrs, keep, nr_keep * sizeof(keep[0]));
 	memcpy(ne->ptrs + nr_keep, p->fresh, got * sizeof(p->fresh[0]));

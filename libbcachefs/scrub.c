@@ -43,9 +43,11 @@ int bch_extent_scrub_read(struct bch_fs *c, const struct bch_bkey *k, uint64_t d
 		return 0;
 	x->nr = bch_extent_nr_ptrs(k);
 	enc = bch_dev_alloc_buf(bytes);
-	if (!bch_crc_plain(&e->crc))
+	/* encrypted: decrypted into dec, so enc keeps the ciphertext a repair copies */
+	bool want_dec = !bch_crc_plain(&e->crc) || c->crypt;
+	if (want_dec)
 		dec = malloc((size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT);
-	if (!enc || (!bch_crc_plain(&e->crc) && !dec)) {
+	if (!enc || (want_dec && !dec)) {
 		r = -ENOMEM;
 		goto out;
 	}

@@ -21,6 +21,7 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "checksum.h"
+#include "crypt.h"
 #include "errcode.h"
 #include "opts.h"
 #include "super.h"
@@ -386,7 +387,8 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 		return bch_errf(err, errlen, -BCH_ERR_sb_bad_version,
 			    "format version %u (min %u); this tool reads %u..%u",
 			    sb->version, sb->version_min, BCH_VERSION_MIN, BCH_VERSION_CURRENT);
-	if (!bch_csum_type_valid(sb->csum_type) || sb->csum_type == BCH_CSUM_none)
+	if (!bch_csum_type_valid(sb->csum_type) || sb->csum_type == BCH_CSUM_none ||
+	    sb->csum_type == BCH_CSUM_chacha20_poly1305)	/* the superblock is never encrypted */
 		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "bad checksum type %u", sb->csum_type);
 	if (sizeof(*sb) + (size_t)sb->u64s * 8 > buf_bytes)
 		return bch_errf(err, errlen, -BCH_ERR_sb_too_big,
@@ -436,7 +438,8 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 	if ((ret = validate_members(sb, err, errlen)) ||
 	    (ret = validate_journal(sb, err, errlen)) ||
 	    (ret = validate_replicas(sb, err, errlen)) ||
-	    (ret = validate_opts(sb, err, errlen)))
+	    (ret = validate_opts(sb, err, errlen)) ||
+	    (ret = bch_sb_crypt_validate(sb, err, errlen)))
 		return ret;
 
 	/* this device's copies lie outside its buckets: writing one never hits data */

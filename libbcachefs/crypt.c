@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * crypt.c - the filesystem key, its wrap, the nonce counter, and
+ * XChaCha20-Poly1305 of extents, bsets and journal entries (see crypt.h and
+ * "Encryption" in bcachefs_format.h).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <libscrypt.h>
+#include <sodium.h>
+
+#include "bcachefs.h"
+#include "crypt.h"
+#include "errcode.h"
+#include "super.h"
+
+_Static_assert(crypto_aead_xchacha20poly1305_ietf_KEYBYTES == BCH_KEY_BYTES, "key size");
+_Static_assert(crypto_aead_xchacha20poly1305_ietf_ABYTES == BCH_MAC_BYTES, "mac size");
+_Static_assert(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES == 24, "nonce size");
+
+/* Values taken per superblock write of the reservation. */
+#define NONCE_RESERVE		(1ULL << 20)
+
+enum nonce_domain {
+	NONCE_EXTENT	= 1,
+	NONCE_BSET	= 2,
+	NONCE_JSET	= 3,
+};
+
+struct bch_crypt {
+	uint8_t		key[BCH_KEY_BYTES];
+	uint64_t	nonce_next;	/* next counter value to hand out */
+	uint64_t	nonce_end;	/* first value not reserved on disk */
+};
+
+void (*bch_crypt_nonce_hook)(const uint8_t nonce[24]);
+
+struct bch_crypt *bch_fs_crypt(const struct bch_fs *c)
+{
+	return c->crypt;
+}
+
+static int sodium_ready(void)
+{
+	return sodium_init() < 0 ? -ENOMEM : 0;
+}
+
+/* ------------------------------------------------------ superblock field */
+
+bool bch_sb_encrypted(const struct bch_sb *sb)
+{
+	return (sb->features & BCH_FEATURE_ENCRYPTION) != 0;
+}
+
+const struct bch_sb_field_crypt *bch_sb_crypt(const struct bch_sb *sb)
+{
+	const struct bch_sb_field *f = bch_sb_field_get(sb, BCH_SB_FIELD_crypt);
+
+	if (!f || (size_t)f->u64s * 8 < sizeof(struct bch_sb_field_crypt))
+		return NULL;
+	return (const struct bch_sb_field_crypt *)f;
+}
+
+bool bch_crypt_has_passphrase(const struct bch_sb_field_crypt *f)
+{
+	return (f->flags & BCH_CRYPT_KDF_MASK) == BCH_KDF_SCRYPT;
+}
+
+int bch_sb_crypt_validate(const struct bch_sb *sb, char *err, size_t errlen)
+{
+	const struct bch_sb_field_crypt *f = bch_sb_crypt(sb);
+	bool flag = sb->flags & BCH_SB_FLAG_ENCRYPTED;
+
+	if (!bch_sb_encrypted(sb)) {
+		if (flag || bch_sb_field_get(sb, BCH_SB_FIELD_crypt))
+			return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
+					"crypt field or flag on a filesystem without encryption");
+		return 0;
+	}
+	if (!f || !flag)
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
+				"encrypted filesystem without its crypt field");
+	unsigned kdf = f->flags & BCH_CRYPT_KDF_MASK;
+	if (kdf != BCH_KDF_NONE && kdf != BCH_KDF_SCRYPT)
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "crypt: unknown kdf type %u", kdf);
+	if (kdf == BCH_KDF_SCRYPT &&
+	    (f->kdf_n_log2 < 10 || f->kdf_n_log2 > 30 || !f->kdf_r || !f->kdf_p ||
+	     (uint64_t)f->kdf_r * f->kdf_p >= (1U << 20) ||
+	     ((uint64_t)128 * f->kdf_r << f->kdf_n_log2) > (4ULL << 30)))
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
+				"crypt: scrypt parameters out of range (N=2^%u r=%u p=%u)",
+				f->kdf_n_log2, f->kdf_r, f->kdf_p);
+	if (!f->nonce_reserved)
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "crypt: nonce counter is zero");
+	return 0;
+}
+
+int bch_crypt_kdf(const struct bch_sb_field_crypt *f, const char *pass, size_t len,
+		  uint8_t wrapping_key[BCH_KEY_BYTES])
+{
+	if (!bch_crypt_has_passphrase(f) || f->kdf_n_log2 > 30 || !f->kdf_r || !f->kdf_p)
+		return -EINVAL;
+	if (libscrypt_scrypt((const uint8_t *)pass, len, f->salt, sizeof(f->salt),
+			     1ULL << f->kdf_n_log2, f->kdf_r, f->kdf_p, wrapping_key, BCH_KEY_BYTES))
+		return errno ? -errno : -ENOMEM;
+	return 0;
+}
+
+int bch_crypt_unwrap(const struct bch_sb *sb, const struct bch_sb_field_crypt *f,
+		     const uint8_t *wrapping_key, uint8_t key[BCH_KEY_BYTES])
+{
+	int r;
+
+	if ((r = sodium_ready()))
+		return r;
+	if (!bch_crypt_has_passphrase(f)) {
+		memcpy(key, f->wrapped_key, BCH_KEY_BYTES);
+		return 0;
+	}
+	if (!wrapping_key)
+		return -BCH_ERR_key_missing;
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt_detached(key, NULL, f->wrapped_key, BCH_KEY_BYTES,
+								f->wrapped_key + BCH_KEY_BYTES,
+								sb->uuid, BCH_UUID_SIZE,
+								f->wrap_nonce, wrapping_key)) {
+		sodium_memzero(key, BCH_KEY_BYTES);
+		return -BCH_ERR_key_wrong;
+	}
+	return 0;
+}
+
+int bch_crypt_wrap(const struct bch_sb *sb, struct bch_sb_field_crypt *f, const uint8_t key[BCH_KEY_BYTES],
+		   const char *pass, size_t len)
+{
+	uint8_t wk[BCH_KEY_BYTES];
+	int r;
+
+	if ((r = sodium_ready()))
+		return r;
+	if (pass && len > BCH_PASSPHRASE_MAX)
+		return -EINVAL;
+	f->flags = (f->flags & ~BCH_CRYPT_KDF_MASK) | (pass ? BCH_KDF_SCRYPT : BCH_KDF_NONE);
+	memset(f->pad, 0, sizeof(f->pad));
+	memset(f->reserved, 0, sizeof(f->reserved));
+	if (!pass) {
+		f->kdf_n_log2 = f->kdf_r = f->kdf_p = 0;
+		memset(f->salt, 0, sizeof(f->salt));
+		memset(f->wrap_nonce, 0, sizeof(f->wrap_nonce));
+		memset(f->wrapped_key, 0, sizeof(f->wrapped_key));
+		memcpy(f->wrapped_key, key, BCH_KEY_BYTES);
+		return 0;
+	}
+	f->kdf_n_log2 = BCH_KDF_SCRYPT_N_LOG2;
+	f->kdf_r = BCH_KDF_SCRYPT_R;
+	f->kdf_p = BCH_KDF_SCRYPT_P;
+	randombytes_buf(f->salt, sizeof(f->salt));
+	randombytes_buf(f->wrap_nonce, sizeof(f->wrap_nonce));
+	if ((r = bch_crypt_kdf(f, pass, len, wk)))
+		return r;
+	crypto_aead_xchacha20poly1305_ietf_encrypt_detached(f->wrapped_key, f->wrapped_key + BCH_KEY_BYTES,
+							    NULL, key, BCH_KEY_BYTES,
+							    sb->uuid, BCH_UUID_SIZE, NULL,
+							    f->wrap_nonce, wk);
+	sodium_memzero(wk, sizeof(wk));
+	return 0;
+}
+
+/* ------------------------------------------------------- finding the key */
+
+#define KEYS_MAX	16
+
+struct known_key {
+	uint8_t		uuid[BCH_UUID_SIZE];
+	uint8_t		key[BCH_KEY_BYTES];
+	bool		used;
+};
+
+static struct known_key *known;		/* sodium_malloc()ed: KEYS_MAX entries */
+static bch_key_provider_fn provider;
+
+int bch_crypt_key_remember(const uint8_t uuid[BCH_UUID_SIZE], const uint8_t key[BCH_KEY_BYTES])
+{
+	int r;
+
+	if ((r = sodium_ready()))
+		return r;
+	if (!known) {
+		if (!(known = sodium_malloc(KEYS_MAX * sizeof(*known))))
+			return -ENOMEM;
+		memset(known, 0, KEYS_MAX * sizeof(*known));
+	}
+	struct known_key *slot = NULL;
+	for (unsigned i = 0; i < KEYS_MAX; i++)
+		if (known[i].used && !memcmp(known[i].uuid, uuid, BCH_UUID_SIZE)) {
+			slot = &known[i];
+			break;
+		} else if (!known[i].used && !slot) {
+			slot = &known[i];
+		}
+	if (!slot)
+		return -ENOSPC;
+	memcpy(slot->uuid, uuid, BCH_UUID_SIZE);
+	memcpy(slot->key, key, BCH_KEY_BYTES);
+	slot->used = true;
+	return 0;
+}
+
+void bch_crypt_keys_forget(void)
+{
+	if (known)
+		sodium_free(known);	/* wipes it */
+	known = NULL;
+}
+
+void bch_crypt_set_key_provider(bch_key_provider_fn fn)
+{
+	provider = fn;
+}
+
+static bool key_known(const uint8_t uuid[BCH_UUID_SIZE], uint8_t key[BCH_KEY_BYTES])
+{
+	for (unsigned i = 0; known && i < KEYS_MAX; i++)
+		if (known[i].used && !memcmp(known[i].uuid, uuid, BCH_UUID_SIZE)) {
+			memcpy(key, known[i].key, BCH_KEY_BYTES);
+			return true;
+		}
+	return false;
+}
+
+/* ----------------------------------------------------- an open filesystem */
+
+int bch_crypt_open(struct bch_fs *c, char *err, size_t errlen)
+{
+	const struct bch_sb_field_crypt *f;
+	struct bch_crypt *cr;
+	int r;
+
+	if (!bch_sb_encrypted(c->sb))
+		return 0;
+	if ((r = bch_sb_crypt_validate(c->sb, err, errlen)))
+		return r;
+	f = bch_sb_crypt(c->sb);
+	if ((r = sodium_ready()))
+		return r;
+	if (!(cr = sodium_malloc(sizeof(*cr))))
+		return -ENOMEM;
+	memset(cr, 0, sizeof(*cr));
+	if (!bch_crypt_has_passphrase(f)) {
+		r = bch_crypt_unwrap(c->sb, f, NULL, cr->key);
+	} else if (key_known(c->sb->uuid, cr->key)) {
+		r = 0;
+	} else if (provider) {
+		r = provider(c->sb, cr->key, err, errlen);
+		if (!r)
+			(void)bch_crypt_key_remember(c->sb->uuid, cr->key);
+	} else {
+		r = bch_errf(err, errlen, -BCH_ERR_key_missing,
+			     "filesystem is encrypted and no key was given");
+	}
+	if (r) {
+		sodium_free(cr);
+		return r;
+	}
+	cr->nonce_next = cr->nonce_end = f->nonce_reserved;
+	c->crypt = cr;
+	return 0;
+}
+
+void bch_crypt_close(struct bch_fs *c)
+{
+	if (c->crypt)
+		sodium_free(c->crypt);
+	c->crypt = NULL;
+}
+
+/* Write a reservation up to at least want (and a step beyond). */
+static int reserve(struct bch_fs *c, uint64_t from)
+{
+	struct bch_crypt *cr = c->crypt;
+	struct bch_sb_field_crypt *f = (struct bch_sb_field_crypt *)bch_sb_crypt(c->sb);
+	int r;
+
+	if (!f)
+		return -BCH_ERR_sb_invalid;
+	if (from > UINT64_MAX - 2 * NONCE_RESERVE)
+		return bch_fs_err(c, -EOVERFLOW, "encryption: nonce counter exhausted");
+	uint64_t old = f->nonce_reserved;
+	f->nonce_reserved = from + NONCE_RESERVE;
+	if ((r = bch_write_super(c))) {
+		f->nonce_reserved = old;
+		return r;
+	}
+	cr->nonce_next = from;
+	cr->nonce_end = from + NONCE_RESERVE;
+	return 0;
+}
+
+int bch_crypt_start_rw(struct bch_fs *c)
+{
+	struct bch_crypt *cr = c->crypt;
+
+	if (!cr || c->read_only)
+		return 0;
+	/*
+	 * The newest superblock's reservation, or any member's if higher (an
+	 * older copy never has more; a newer one that did not validate might).
+	 */
+	uint64_t from = bch_sb_crypt(c->sb)->nonce_reserved;
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		const struct bch_sb *d = c->devs[i] ? c->devs[i]->disk_sb : NULL;
+		const struct bch_sb_field_crypt *f = d && bch_sb_encrypted(d) ? bch_sb_crypt(d) : NULL;
+		if (f && f->nonce_reserved > from)
+			from = f->nonce_reserved;
+	}
+	return reserve(c, from);
+}
+
+int bch_crypt_nonce_take(struct bch_fs *c, uint64_t *v)
+{
+	struct bch_crypt *cr = c->crypt;
+	int r;
+
+	if (!cr)
+		return -EINVAL;
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	if (cr->nonce_next >= cr->nonce_end && (r = reserve(c, cr->nonce_end)))
+		return r;
+	*v = cr->nonce_next++;
+	return 0;
+}
+
+/* ---------------------------------------------------------- the cipher */
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);	/* host is little-endian (bcachefs_format.h) */
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+}
+
+static void nonce_make(uint8_t n[24], uint32_t domain, uint64_t a, uint32_t b, uint64_t d)
+{
+	memset(n, 0, 24);
+	put32(n, domain);
+	put64(n + 4, a);
+	put32(n + 12, b);
+	put64(n + 16, d);
+}
+
+static void mac_to_csum(const uint8_t mac[BCH_MAC_BYTES], struct bch_csum *csum)
+{
+	memcpy(csum, mac, BCH_MAC_BYTES);
+}
+
+static int seal(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad_len,
+		void *buf, size_t len, struct bch_csum *csum)
+{
+	uint8_t mac[BCH_MAC_BYTES];
+
+	if (!c->crypt)
+		return -BCH_ERR_key_missing;
+	if (bch_crypt_nonce_hook)
+		bch_crypt_nonce_hook(n);
+	crypto_aead_xchacha20poly1305_ietf_encrypt_detached(buf, mac, NULL, buf, len, ad, ad_len,
+							    NULL, n, c->crypt->key);
+	mac_to_csum(mac, csum);
+	return 0;
+}
+
+/* Verify (dst NULL) or verify and decrypt into dst (may be src). */
+static int open_(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad_len,
+		 const void *src, void *dst, size_t len, const struct bch_csum *csum)
+{
+	if (!c->crypt)
+		return -BCH_ERR_key_missing;
+	if (crypto_aead_xchacha20poly1305_ietf_decrypt_detached(dst, NULL, src, len,
+								(const uint8_t *)csum, ad, ad_len,
+								n, c->crypt->key))
+		return -BCH_ERR_csum_mismatch;
+	return 0;
+}
+
+int bch_crypt_extent_encrypt(struct bch_fs *c, uint64_t version, struct bch_extent_crc *crc, void *buf)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_EXTENT, version, 0, 0);
+	crc->csum_type = BCH_CSUM_chacha20_poly1305;
+	return seal(c, n, NULL, 0, buf, (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT, &crc->csum);
+}
+
+int bch_crypt_extent_verify(struct bch_fs *c, uint64_t version, const struct bch_extent_crc *crc,
+			    const void *buf)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_EXTENT, version, 0, 0);
+	return open_(c, n, NULL, 0, buf, NULL, (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT,
+		     &crc->csum);
+}
+
+int bch_crypt_extent_decrypt(struct bch_fs *c, uint64_t version, const struct bch_extent_crc *crc,
+			     const void *src, void *dst)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_EXTENT, version, 0, 0);
+	return open_(c, n, NULL, 0, src, dst, (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT,
+		     &crc->csum);
+}
+
+int bch_crypt_bset_encrypt(struct bch_fs *c, uint64_t node_seq, uint32_t offset, uint64_t journal_seq,
+			   const void *ad, size_t ad_len, void *keys, size_t keys_len, struct bch_csum *mac)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_BSET, node_seq, offset, journal_seq);
+	return seal(c, n, ad, ad_len, keys, keys_len, mac);
+}
+
+int bch_crypt_bset_verify(struct bch_fs *c, uint64_t node_seq, uint32_t offset, uint64_t journal_seq,
+			  const void *ad, size_t ad_len, const void *keys, size_t keys_len,
+			  struct bch_csum mac)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_BSET, node_seq, offset, journal_seq);
+	return open_(c, n, ad, ad_len, keys, NULL, keys_len, &mac);
+}
+
+int bch_crypt_bset_decrypt(struct bch_fs *c, uint64_t node_seq, uint32_t offset, uint64_t journal_seq,
+			   const void *ad, size_t ad_len, void *keys, size_t keys_len, struct bch_csum mac)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_BSET, node_seq, offset, journal_seq);
+	return open_(c, n, ad, ad_len, keys, keys, keys_len, &mac);
+}
+
+int bch_crypt_jset_encrypt(struct bch_fs *c, uint64_t counter, uint64_t seq, const void *ad, size_t ad_len,
+			   void *data, size_t len, struct bch_csum *mac)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_JSET, counter, 0, seq);
+	return seal(c, n, ad, ad_len, data, len, mac);
+}
+
+int bch_crypt_jset_verify(struct bch_fs *c, uint64_t counter, uint64_t seq, const void *ad, size_t ad_len,
+			  const void *data, size_t len, struct bch_csum mac)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_JSET, counter, 0, seq);
+	return open_(c, n, ad, ad_len, data, NULL, len, &mac);
+}
+
+int bch_crypt_jset_decrypt(struct bch_fs *c, uint64_t counter, uint64_t seq, const void *ad, size_t ad_len,
+			   void *data, size_t len, struct bch_csum mac)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_JSET, counter, 0, seq);
+	return open_(c, n, ad, ad_len, data, data, len, &mac);
+}

@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_CRYPT_H
+#define _BCACHEFS_CRYPT_H
+
+/*
+ * crypt.h - encryption: the filesystem key, how a passphrase unlocks it, the
+ * nonce counter, and the authenticated encryption (XChaCha20-Poly1305 from
+ * libsodium) of data extents, btree bsets and journal entries.
+ *
+ * On disk (bcachefs_format.h, "Encryption"): struct bch_sb_field_crypt holds
+ * the 32-byte filesystem key wrapped by a key derived from the passphrase
+ * with scrypt, and the nonce counter's reservation.  Everything after the
+ * superblock is encrypted with the filesystem key; the Poly1305 MAC takes the
+ * place of the checksum (csum_type BCH_CSUM_chacha20_poly1305).
+ *
+ * Invariants
+ *   (1) A (key, nonce) pair encrypts one message, ever.  Every nonce holds a
+ *       value of the filesystem's nonce counter, which is durable before it
+ *       is used (bch_crypt_nonce_take() writes the superblock's reservation
+ *       first), so no crash, replay or second session can hand it out again.
+ *       Copies made by the move path copy ciphertext and nonce unchanged;
+ *       re-encoding (recompression, a trimmed extent) takes a new nonce.
+ *   (2) Nothing is decrypted before its MAC is verified; a MAC mismatch is
+ *       -BCH_ERR_csum_mismatch, like a checksum's (damage, read elsewhere).
+ *   (3) A wrong passphrase or key is found by the wrapped key's MAC before
+ *       anything else is read: -BCH_ERR_key_wrong, never damage.
+ *   (4) Key material lives in sodium_malloc()ed (mlocked, guarded) memory
+ *       and is wiped when freed; copies on the stack are sodium_memzero()ed.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bcachefs_format.h"
+
+struct bch_fs;
+
+#define BCH_KEY_BYTES		32
+#define BCH_MAC_BYTES		16
+#define BCH_PASSPHRASE_MAX	4096	/* bytes; a longer one is refused */
+
+/* scrypt parameters format and set-passphrase use (about 0.1 s, 32 MiB) */
+#define BCH_KDF_SCRYPT_N_LOG2	15
+#define BCH_KDF_SCRYPT_R	8
+#define BCH_KDF_SCRYPT_P	1
+
+/* ------------------------------------------------------ superblock field */
+
+bool bch_sb_encrypted(const struct bch_sb *sb);
+/* The crypt field of sb, or NULL (absent, or too short: callers say so). */
+const struct bch_sb_field_crypt *bch_sb_crypt(const struct bch_sb *sb);
+/* Validate the crypt field of an encrypted sb (sizes, kdf type, params). */
+int bch_sb_crypt_validate(const struct bch_sb *sb, char *err, size_t errlen);
+/* Does the field need a passphrase (kdf scrypt), or is the key stored in the clear? */
+bool bch_crypt_has_passphrase(const struct bch_sb_field_crypt *f);
+
+/*
+ * The key a passphrase derives with f's kdf parameters (the "wrapping key":
+ * what `unlock` puts in the keyring).  0, -EINVAL (bad parameters), -ENOMEM.
+ */
+int bch_crypt_kdf(const struct bch_sb_field_crypt *f, const char *pass, size_t len,
+		  uint8_t wrapping_key[BCH_KEY_BYTES]);
+/*
+ * The filesystem key from f with a wrapping key (NULL when f has no
+ * passphrase).  0 or -BCH_ERR_key_wrong (the wrapped key's MAC failed).
+ */
+int bch_crypt_unwrap(const struct bch_sb *sb, const struct bch_sb_field_crypt *f,
+		     const uint8_t *wrapping_key, uint8_t key[BCH_KEY_BYTES]);
+/*
+ * Fill f (whose field header the caller set) for key: a new salt and wrap
+ * nonce, scrypt with the default parameters over pass (NULL: no
+ * passphrase, the key stored in the clear).  nonce_reserved is kept.
+ */
+int bch_crypt_wrap(const struct bch_sb *sb, struct bch_sb_field_crypt *f, const uint8_t key[BCH_KEY_BYTES],
+		   const char *pass, size_t len);
+
+/* ------------------------------------------------------- finding the key */
+
+/*
+ * Keys known to this process, by internal filesystem UUID (format adds the
+ * key it made; a command adds the key it unlocked so a second open of the
+ * same filesystem does not ask again).  At most 16; kept in mlocked memory.
+ */
+int bch_crypt_key_remember(const uint8_t uuid[BCH_UUID_SIZE], const uint8_t key[BCH_KEY_BYTES]);
+void bch_crypt_keys_forget(void);
+
+/*
+ * How an open gets a key it does not know: the command layer's provider
+ * (keyring, then the terminal or stdin).  It returns 0 with the unwrapped
+ * filesystem key, -BCH_ERR_key_wrong, -BCH_ERR_key_missing, or another
+ * error, with a message in err.
+ */
+typedef int (*bch_key_provider_fn)(const struct bch_sb *sb, uint8_t key[BCH_KEY_BYTES],
+				   char *err, size_t errlen);
+void bch_crypt_set_key_provider(bch_key_provider_fn fn);
+
+/* ----------------------------------------------------- an open filesystem */
+
+/*
+ * At open: for an encrypted superblock, find the key (remembered, then the
+ * provider) and set c->crypt.  Read-write opens then take a fresh
+ * reservation of the nonce counter (bch_crypt_start_rw(), after the
+ * superblock of every member is known).  No-op on an unencrypted filesystem.
+ */
+int bch_crypt_open(struct bch_fs *c, char *err, size_t errlen);
+int bch_crypt_start_rw(struct bch_fs *c);
+void bch_crypt_close(struct bch_fs *c);
+static inline bool bch_fs_encrypted(const struct bch_fs *c);
+
+/* The next value of the nonce counter (never 0), durable before it returns. */
+int bch_crypt_nonce_take(struct bch_fs *c, uint64_t *v);
+
+/*
+ * Test builds: every nonce used to encrypt is passed to this hook (tests
+ * record them and look for repeats).  NULL in the tool.
+ */
+extern void (*bch_crypt_nonce_hook)(const uint8_t nonce[24]);
+
+/* ------------------------------------------------------------- extents */
+
+/*
+ * Encrypt the encoded extent in buf (crc->compressed_sectors * 512 bytes,
+ * padding included) in place with nonce version (the extent key's version:
+ * bch_crypt_nonce_take()), and set crc's checksum to the MAC.
+ */
+int bch_crypt_extent_encrypt(struct bch_fs *c, uint64_t version, struct bch_extent_crc *crc, void *buf);
+/* Verify the MAC only (the bytes stay ciphertext): 0 or -BCH_ERR_csum_mismatch. */
+int bch_crypt_extent_verify(struct bch_fs *c, uint64_t version, const struct bch_extent_crc *crc,
+			    const void *buf);
+/* Verify, then decrypt src into dst (may be src). */
+int bch_crypt_extent_decrypt(struct bch_fs *c, uint64_t version, const struct bch_extent_crc *crc,
+			     const void *src, void *dst);
+
+/* --------------------------------------------------------- btree bsets */
+
+/*
+ * A bset: ad (the clear header bytes it is bound to) and keys (encrypted in
+ * place); nonce from the node's seq, the bset's byte offset in the node and
+ * its journal_seq.
+ */
+int bch_crypt_bset_encrypt(struct bch_fs *c, uint64_t node_seq, uint32_t offset, uint64_t journal_seq,
+			   const void *ad, size_t ad_len, void *keys, size_t keys_len, struct bch_csum *mac);
+int bch_crypt_bset_verify(struct bch_fs *c, uint64_t node_seq, uint32_t offset, uint64_t journal_seq,
+			  const void *ad, size_t ad_len, const void *keys, size_t keys_len,
+			  struct bch_csum mac);
+int bch_crypt_bset_decrypt(struct bch_fs *c, uint64_t node_seq, uint32_t offset, uint64_t journal_seq,
+			   const void *ad, size_t ad_len, void *keys, size_t keys_len, struct bch_csum mac);
+
+/* ------------------------------------------------------ journal entries */
+
+/* The same for a journal entry: nonce from its nonce entry's counter value and its seq. */
+int bch_crypt_jset_encrypt(struct bch_fs *c, uint64_t counter, uint64_t seq, const void *ad, size_t ad_len,
+			   void *data, size_t len, struct bch_csum *mac);
+int bch_crypt_jset_verify(struct bch_fs *c, uint64_t counter, uint64_t seq, const void *ad, size_t ad_len,
+			  const void *data, size_t len, struct bch_csum mac);
+int bch_crypt_jset_decrypt(struct bch_fs *c, uint64_t counter, uint64_t seq, const void *ad, size_t ad_len,
+			   void *data, size_t len, struct bch_csum mac);
+
+/* ------------------------------------------------------------------ */
+
+struct bch_crypt;	/* crypt.c */
+struct bch_crypt *bch_fs_crypt(const struct bch_fs *c);
+
+static inline bool bch_fs_encrypted(const struct bch_fs *c)
+{
+	return bch_fs_crypt(c) != NULL;
+}
+
+#endif /* _BCACHEFS_CRYPT_H */
