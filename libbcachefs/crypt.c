@@ -469,3 +469,24 @@ int bch_crypt_jset_decrypt(struct bch_fs *c, uint64_t counter, uint64_t seq, con
 	nonce_make(n, NONCE_JSET, counter, 0, seq);
 	return open_(c, n, ad, ad_len, data, data, len, &mac);
 }
+
+int bch_crypt_rewrap(struct bch_fs *c, const char *pass, size_t len)
+{
+	struct bch_sb_field_crypt *f = (struct bch_sb_field_crypt *)bch_sb_crypt(c->sb);
+	struct bch_sb_field_crypt old;
+	int r;
+
+	if (!c->crypt || !f)
+		return bch_fs_err(c, -EINVAL, "filesystem is not encrypted");
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	if (pass && (!len || len > BCH_PASSPHRASE_MAX))
+		return bch_fs_err(c, -EINVAL, "passphrase empty or longer than %u bytes",
+				  BCH_PASSPHRASE_MAX);
+	old = *f;
+	if ((r = bch_crypt_wrap(c->sb, f, c->crypt->key, pass, len)) ||
+	    (r = bch_write_super(c)))
+		*f = old;	/* the superblocks on disk keep the old wrap (or the new, if some were written) */
+	sodium_memzero(&old, sizeof(old));
+	return r;
+}

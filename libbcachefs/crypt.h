@@ -108,6 +108,14 @@ int bch_crypt_start_rw(struct bch_fs *c);
 void bch_crypt_close(struct bch_fs *c);
 static inline bool bch_fs_encrypted(const struct bch_fs *c);
 
+/*
+ * set-passphrase / remove-passphrase on an open read-write filesystem: wrap
+ * its key anew (pass NULL: stored in the clear) and write the superblock of
+ * every member.  A crash leaves each member with the old or the new wrap,
+ * and the newest superblock wins: the old or the new passphrase works.
+ */
+int bch_crypt_rewrap(struct bch_fs *c, const char *pass, size_t len);
+
 /* The next value of the nonce counter (never 0), durable before it returns. */
 int bch_crypt_nonce_take(struct bch_fs *c, uint64_t *v);
 
