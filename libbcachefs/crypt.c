@@ -20,8 +20,9 @@ _Static_assert(crypto_aead_xchacha20poly1305_ietf_KEYBYTES == BCH_KEY_BYTES, "ke
 _Static_assert(crypto_aead_xchacha20poly1305_ietf_ABYTES == BCH_MAC_BYTES, "mac size");
 _Static_assert(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES == 24, "nonce size");
 
-/* Values taken per superblock write of the reservation. */
-#define NONCE_RESERVE		(1ULL << 20)
+/* Values taken per superblock write of the reservation (tests make it small). */
+uint64_t bch_crypt_nonce_reserve_step = 1ULL << 20;
+#define NONCE_RESERVE		bch_crypt_nonce_reserve_step
 
 enum nonce_domain {
 	NONCE_EXTENT	= 1,

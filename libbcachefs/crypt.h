@@ -124,6 +124,8 @@ int bch_crypt_nonce_take(struct bch_fs *c, uint64_t *v);
  * record them and look for repeats).  NULL in the tool.
  */
 extern void (*bch_crypt_nonce_hook)(const uint8_t nonce[24]);
+/* Counter values per reservation written (1 << 20; tests lower it). */
+extern uint64_t bch_crypt_nonce_reserve_step;
 
 /* ------------------------------------------------------------- extents */
 

@@ -10,6 +10,8 @@
 #include "fs.h"
 #include "testfs.h"
 
+bool testfs_encrypted;
+
 void testfs_format(const char *dir, unsigned nr, unsigned size_mb, unsigned node_bytes,
 		   unsigned replicas, char paths[][TESTFS_PATH_MAX])
 {
@@ -29,6 +31,10 @@ void testfs_format(const char *dir, unsigned nr, unsigned size_mb, unsigned node
 	bch_opts_default(&o);
 	bch_opt_set(&o, Opt_btree_node_size, node_bytes);
 	bch_opt_set(&o, Opt_metadata_replicas, replicas);
+	if (testfs_encrypted || (getenv("BCH_TEST_ENCRYPTED") && atoi(getenv("BCH_TEST_ENCRYPTED")))) {
+		bch_opt_set(&o, Opt_encrypted, 1);
+		args.passphrase = TESTFS_PASSPHRASE;
+	}
 	/* the same image every run: fixed UUID, so the derived name-hash key is fixed too */
 	static const uint8_t uuid[16] = { 0x7e, 0x57, 0xf5, 0x00, 0x01, 0x02, 0x43, 0x04,
 					  0x85, 0x06, 0x07, 0x08, 0x09, 0x0a, 0x0b, 0x0c };

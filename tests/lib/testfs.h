@@ -22,6 +22,14 @@ struct bch_fs;
 void testfs_format(const char *dir, unsigned nr, unsigned size_mb, unsigned node_bytes,
 		   unsigned replicas, char paths[][TESTFS_PATH_MAX]);
 
+/*
+ * Format encrypted (passphrase TESTFS_PASSPHRASE; the key is remembered by
+ * the process, so opens need no provider): a test parameter, set before
+ * testfs_format(), or BCH_TEST_ENCRYPTED=1 in the environment.
+ */
+extern bool testfs_encrypted;
+#define TESTFS_PASSPHRASE	"testfs passphrase"
+
 #define TESTFS_RO	(1U << 0)	/* read-only */
 #define TESTFS_FSCK	(1U << 1)	/* open for fsck */
 

@@ -446,3 +446,5 @@ Test(fs_model, two_devices_replicated) { run_model(2, NULL, nops(10000)); }
 Test(fs_model, lz4) { run_model(1, "lz4", nops(5000)); }
 Test(fs_model, gzip) { run_model(1, "gzip", nops(5000)); }
 Test(fs_model, zstd) { run_model(1, "zstd", nops(5000)); }
+/* the same model on an encrypted filesystem (compressed, so both paths are taken) */
+Test(fs_model, encrypted) { testfs_encrypted = true; run_model(1, "lz4", nops(5000)); }
