@@ -349,7 +349,9 @@ struct bch_sb_field_clean {
  *   btree bset   its keys; additional data: the clear header before them
  *                (first bset: bytes 16..136 of struct bch_btree_node, magic
  *                to the end of the bset header; a later bset: its 32-byte
- *                bset header).
+ *                bset header).  The node's min_key and max_key are
+ *                encrypted too, with XChaCha20 alone (nonce below), before
+ *                the first bset's MAC is computed over them.
  *   journal      its sub-entries after the first, which is a clear
  *                BCH_JSET_ENTRY_nonce entry; additional data: bytes 16..88
  *                (magic .. hdr_csum, then the nonce entry).
@@ -358,7 +360,9 @@ struct bch_sb_field_clean {
  *   extent       u32 1 | u64 the extent key's version
  *   bset         u32 2 | u64 node seq | u32 byte offset of the bset in the
  *                node | u64 the bset's journal_seq
- *   journal      u32 3 | u64 the nonce entry's counter value | u64 seq
+ *   journal      u32 3 | u64 the nonce entry's counter value | u32 0 |
+ *                u64 seq
+ *   node range   u32 4 | u64 node seq | u32 0 | u64 first bset's journal_seq
  *   key wrap     24 random bytes (crypt field below)
  *
  * Why a (key, nonce) pair is used once.  The filesystem keeps one 64-bit

@@ -315,8 +315,10 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		return snprintf(err, errlen, "not a btree node (bad magic)"), -BCH_ERR_btree_node_bad;
 	if (memcmp(n->fs_uuid, c->sb->uuid, BCH_UUID_SIZE))
 		return snprintf(err, errlen, "node of another filesystem"), -BCH_ERR_btree_node_bad;
+	/* (an encrypted node's range is checked once decrypted, below) */
 	if (n->btree_id != b->id || n->level != b->level || n->seq != bp->seq ||
-	    !bpos_eq(n->min_key, b->min_key) || !bpos_eq(n->max_key, b->max_key))
+	    (n->csum_type != BCH_CSUM_chacha20_poly1305 &&
+	     (!bpos_eq(n->min_key, b->min_key) || !bpos_eq(n->max_key, b->max_key))))
 		return snprintf(err, errlen, "stale or misplaced node (found btree %u level %u)",
 				n->btree_id, n->level),
 		       -BCH_ERR_btree_node_bad;
@@ -340,6 +342,14 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		return snprintf(err, errlen, "%s", ret == -BCH_ERR_csum_mismatch
 				? (n->csum_type == BCH_CSUM_chacha20_poly1305 ? "bad MAC" : "bad checksum")
 				: bch_err_str(ret)), ret;
+	if (n->csum_type == BCH_CSUM_chacha20_poly1305) {
+		struct btree_range { struct bch_bpos min, max; } r = { n->min_key, n->max_key };
+		bch_crypt_node_range(c, false, n->seq, n->keys.journal_seq, &r, sizeof(r));
+		if (!bpos_eq(r.min, b->min_key) || !bpos_eq(r.max, b->max_key))
+			return snprintf(err, errlen, "stale or misplaced node (found btree %u level %u)",
+					n->btree_id, n->level),
+			       -BCH_ERR_btree_node_bad;
+	}
 	b->seq = n->seq;
 	b->csum_type = n->csum_type;
 	if ((ret = read_bset(c, b, &n->keys, err, errlen)))
@@ -578,6 +588,10 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		n->keys.version = BCH_VERSION_CURRENT;
 		n->keys.u64s = b->u64s;
 		pack_keys(n->keys._data, b->keys, b->nr);
+		/* encrypted: the range too (authenticated as the first bset's header) */
+		if (csum_type == BCH_CSUM_chacha20_poly1305)
+			bch_crypt_node_range(c, true, b->seq, n->keys.journal_seq, &n->min_key,
+					     2 * sizeof(n->min_key));
 		if (csum_type == BCH_CSUM_chacha20_poly1305)
 			ret = bch_crypt_bset_encrypt(c, b->seq, 0, n->keys.journal_seq, &n->magic,
 						     sizeof(*n) - sizeof(n->csum), n->keys._data,

@@ -95,7 +95,8 @@ static int check_node(struct bch_fs *c, const struct bch_btree_node *n, size_t n
 		return 0;
 	if (n->btree_id >= BCH_BTREE_ID_NR || n->level >= NODE_LEVEL_MAX ||
 	    !bch_csum_type_valid(n->csum_type) || n->keys.seq != n->seq ||
-	    sizeof(*n) + (size_t)n->keys.u64s * 8 > nb || bpos_cmp(n->min_key, n->max_key) > 0)
+	    sizeof(*n) + (size_t)n->keys.u64s * 8 > nb ||
+	    (n->csum_type != BCH_CSUM_chacha20_poly1305 && bpos_cmp(n->min_key, n->max_key) > 0))
 		return -1;
 	bool mac = n->csum_type == BCH_CSUM_chacha20_poly1305;
 	if (mac != bch_fs_encrypted(c))
@@ -108,8 +109,13 @@ static int check_node(struct bch_fs *c, const struct bch_btree_node *n, size_t n
 	if (r)
 		return r == -BCH_ERR_csum_mismatch ? -1 : r;
 
+	struct { struct bch_bpos min, max; } range = { n->min_key, n->max_key };
+	if (mac)
+		bch_crypt_node_range(c, false, n->seq, n->keys.journal_seq, &range, sizeof(range));
+	if (mac && bpos_cmp(range.min, range.max) > 0)
+		return -1;
 	*f = (struct bch_found_node) {
-		.min_key = n->min_key, .max_key = n->max_key, .seq = n->seq,
+		.min_key = range.min, .max_key = range.max, .seq = n->seq,
 		.journal_seq = n->keys.journal_seq, .id = n->btree_id, .level = n->level,
 	};
 	size_t off = (sizeof(*n) + (size_t)n->keys.u64s * 8 + block - 1) / block * block;

@@ -28,6 +28,7 @@ enum nonce_domain {
 	NONCE_EXTENT	= 1,
 	NONCE_BSET	= 2,
 	NONCE_JSET	= 3,
+	NONCE_NODE_KEYS	= 4,
 };
 
 struct bch_crypt {
@@ -490,4 +491,18 @@ int bch_crypt_rewrap(struct bch_fs *c, const char *pass, size_t len)
 		*f = old;	/* the superblocks on disk keep the old wrap (or the new, if some were written) */
 	sodium_memzero(&old, sizeof(old));
 	return r;
+}
+
+int bch_crypt_node_range(struct bch_fs *c, bool encrypt, uint64_t node_seq, uint64_t journal_seq,
+			 void *range, size_t len)
+{
+	uint8_t n[24];
+
+	if (!c->crypt)
+		return -BCH_ERR_key_missing;
+	nonce_make(n, NONCE_NODE_KEYS, node_seq, 0, journal_seq);
+	if (encrypt && bch_crypt_nonce_hook)
+		bch_crypt_nonce_hook(n);
+	crypto_stream_xchacha20_xor(range, range, len, n, c->crypt->key);
+	return 0;
 }

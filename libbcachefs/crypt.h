@@ -157,6 +157,15 @@ int bch_crypt_bset_verify(struct bch_fs *c, uint64_t node_seq, uint32_t offset, 
 int bch_crypt_bset_decrypt(struct bch_fs *c, uint64_t node_seq, uint32_t offset, uint64_t journal_seq,
 			   const void *ad, size_t ad_len, void *keys, size_t keys_len, struct bch_csum mac);
 
+/*
+ * A node's min_key and max_key (len bytes at range), encrypted or decrypted
+ * in place with XChaCha20 (nonce domain 4: the node seq and the first
+ * bset's journal_seq).  Not authenticated by itself: the first bset's MAC
+ * covers these bytes as additional data, so it is checked before decrypting.
+ */
+int bch_crypt_node_range(struct bch_fs *c, bool encrypt, uint64_t node_seq, uint64_t journal_seq,
+			 void *range, size_t len);
+
 /* ------------------------------------------------------ journal entries */
 
 /* The same for a journal entry: nonce from its nonce entry's counter value and its seq. */
