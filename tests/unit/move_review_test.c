@@ -61,6 +61,7 @@ static unsigned dev_mb = 16;
 static unsigned dev0_mb;		/* size of device 0 when not 0 (else dev_mb) */
 static const char *fg_target = "ssd";	/* foreground_target label for make_fs */
 static unsigned data_csum = 1;
+static bool encrypted;		/* make_fs formats encrypted (the key stays known to the process) */
 static unsigned bucket_kb[NDEV] = { 64, 64, 64 };	/* bucket size per device for make_fs */		/* data_checksum for make_fs: 0 none, 1 crc32c */
 
 static uint64_t dev_target(unsigned dev)
@@ -120,6 +121,10 @@ static void make_fs(unsigned nr, unsigned replicas, const char *compression)
 		cr_assert_eq(bch_opt_parse(Opt_background_compression, bg_compression, &v, err,
 					   sizeof(err)), 0, "%s", err);
 		bch_opt_set(&o, Opt_background_compression, v);
+	}
+	if (encrypted) {
+		bch_opt_set(&o, Opt_encrypted, 1);
+		args.passphrase = "move review";
 	}
 	cr_assert_eq(bch_format(devs, nr, &o, targets, &args, err, sizeof(err)), 0, "format: %s", err);
 	fs_open(false);
@@ -829,6 +834,14 @@ Test(move_review, model_2replicas_compress)
 Test(move_review, model_2replicas_bgcompress)
 {
 	model_run(14, 2, NULL, "zstd");
+}
+
+/* Encrypted: moves copy ciphertext, recompression encrypts anew, promotes, a power cut. */
+Test(move_review, model_encrypted)
+{
+	encrypted = true;
+	model_run(16, 2, NULL, "zstd");
+	encrypted = false;
 }
 
 /* Small devices: ssd fills up, so promotes meet a full target, evictions and copygc run. */
