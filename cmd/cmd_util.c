@@ -102,13 +102,13 @@ void json_str(FILE *f, const char *s)
 static void json_key(struct bch_json *j, const char *key)
 {
 	if (!j->first[j->depth])
-		fputc(',', j->f);
+		fputs(j->pretty ? "," : ", ", j->f);
 	j->first[j->depth] = false;
 	if (j->pretty)
 		fprintf(j->f, "\n%*s", 2 * j->depth, "");
 	if (key && !j->array[j->depth]) {
 		json_str(j->f, key);
-		fputs(j->pretty ? ": " : ":", j->f);
+		fputs(": ", j->f);
 	}
 }
 
