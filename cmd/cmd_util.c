@@ -81,17 +81,52 @@ void free_devs(char **devs)
 	free(devs);
 }
 
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629), 0 if it is not one. */
+static unsigned utf8_len(const unsigned char *s)
+{
+	unsigned n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+	uint32_t cp = s[0] & (0x7f >> n);
+
+	if (s[0] < 0xc2 || s[0] > 0xf4)
+		return 0;
+	for (unsigned i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/*
+ * JSON text is UTF-8: a byte that does not start a well-formed sequence (a
+ * file name in another encoding) is written as U+FFFD, so the document
+ * stays valid whatever the names hold.
+ */
 void json_str(FILE *f, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s;
+
 	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = *s;
+	while (*p) {
+		unsigned char c = *p;
+		unsigned n;
+
 		if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
 		else if (c < 0x20)
 			fprintf(f, "\\u%04x", c);
-		else
+		else if (c < 0x80)
 			fputc(c, f);
+		else if ((n = utf8_len(p))) {
+			fwrite(p, 1, n, f);
+			p += n;
+			continue;
+		} else
+			fputs("\\ufffd", f);
+		p++;
 	}
 	fputc('"', f);
 }

@@ -16,8 +16,8 @@ cat > check.py <<'EOF'
 import json, re, sys
 from jsonschema import Draft202012Validator
 def problems(schema, path):
-    text = open(path).read()
     try:
+        text = open(path, encoding="utf-8").read()	# JSON text is UTF-8
         doc = json.loads(text)
         first = json.loads(text, object_pairs_hook=lambda p: [k for k, _ in p])
     except ValueError as e:
@@ -66,6 +66,8 @@ printf 'hello\n' > src/hello.txt
 printf 'nested file\n' > src/dir/sub/deep.txt
 seq 1 20000 > src/dir/numbers.txt
 ln -s hello.txt src/link
+# a name that is not UTF-8 (Latin-1 "caf\xe9"): JSON shows it as U+FFFD
+printf 'latin1\n' > "$(printf 'src/caf\351')"
 truncate -s 64M a.img b.img
 expect_rc 0 $B format -q --replicas 2 -L jsonfs --source src a.img b.img
 F=a.img:b.img
@@ -85,10 +87,10 @@ expect_rc 0 $B fs usage --json $F
 valid fs-usage fs-usage
 expect_rc 0 $B fsck -n -f --json $F
 valid fsck fsck
-jq -e '.exit_code == 0 and .files_checked and .files == 4 and .dirents == 7' out >/dev/null || fail "fsck summary: $(cat out)"
+jq -e '.exit_code == 0 and .files_checked and .files == 5 and .dirents == 8' out >/dev/null || fail "fsck summary: $(cat out)"
 expect_rc 0 $B list --json $F
 valid list list
-jq -e '[.btrees[] | select(.btree == "dirents") | .keys[]] | length == 7' out >/dev/null ||
+jq -e '[.btrees[] | select(.btree == "dirents") | .keys[]] | length == 8' out >/dev/null ||
 	fail "list: dirents: $(head -c 600 out)"
 expect_rc 0 $B list --json -m nodes -b extents $F
 valid list list-nodes
@@ -98,6 +100,7 @@ expect_rc 0 $B image ls --json -R $F
 valid image-ls image-ls
 jq -e '[.entries[].path] | index("/dir/sub/deep.txt") != null' out >/dev/null || fail "ls -R: $(head -c 600 out)"
 jq -e '.entries[] | select(.path == "/link") | .target == "hello.txt"' out >/dev/null || fail "ls: symlink target"
+jq -e '[.entries[].path] | index("/caf\ufffd") != null' out >/dev/null || fail "ls: a Latin-1 name: $(head -c 600 out)"
 expect_rc 0 $B image stat --json $F /hello.txt /dir /link
 valid image-stat image-stat
 jq -e '(.files | length) == 3 and .files[0].size == 6' out >/dev/null || fail "stat: $(cat out)"
