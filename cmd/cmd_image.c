@@ -228,7 +228,8 @@ static int ls_dir(struct img *im, const char *path, uint64_t inum, bool lng, boo
 
 	if (r)
 		return verb_err(im, "ls", path, r);
-	qsort(l.e, l.nr, sizeof(*l.e), ls_ent_cmp);
+	if (l.nr)	/* qsort(NULL, 0) is undefined: an empty directory */
+		qsort(l.e, l.nr, sizeof(*l.e), ls_ent_cmp);
 	if (header && !im->j)
 		printf("%s:\n", path);
 	for (size_t i = 0; i < l.nr; i++) {
