@@ -139,14 +139,14 @@ static void summary_text(FILE *out, FILE *err, const char *devs, const struct bc
 static void summary_json(FILE *out, const struct bch_move_stats *s, const struct bch_rebalance_pending *left,
 			 double secs, bool done)
 {
-	fprintf(out, "{\"done\": %s, \"seconds\": %.3f, \"extents_seen\": %" PRIu64
+	fprintf(out, "{\"version\": %d, \"done\": %s, \"seconds\": %.3f, \"extents_seen\": %" PRIu64
 	       ", \"extents_moved\": %" PRIu64 ", \"extents_raced\": %" PRIu64
 	       ", \"extents_no_good_copy\": %" PRIu64 ", \"extents_no_space\": %" PRIu64
 	       ", \"moved\": %" PRIu64 ", \"read\": %" PRIu64 ", \"written\": %" PRIu64
 	       ", \"bad_copies\": %" PRIu64 ", \"pending\": {\"inodes\": %" PRIu64
 	       ", \"scan\": %s, \"target\": %" PRIu64 ", \"compression\": %" PRIu64
 	       ", \"waiting_for_space\": %" PRIu64 "}, \"last_problem\": ",
-	       done ? "true" : "false", secs, s->keys_seen, s->keys_moved, s->keys_raced,
+	       BCH_JSON_VERSION, done ? "true" : "false", secs, s->keys_seen, s->keys_moved, s->keys_raced,
 	       s->keys_no_good_copy, s->keys_no_space, s->sectors_moved << 9,
 	       s->sectors_read << 9, s->sectors_written << 9, s->bad_copies, left->inodes,
 	       left->scan ? "true" : "false", left->sectors_target << 9,

@@ -255,12 +255,12 @@ static void job_summary(struct cmd_ctx *x, const struct bch_data_job *j, bool js
 	char a[32], b[32];
 
 	if (json) {
-		fprintf(x->out, "{\"version\":1,\"completed\":%s,\"cancelled\":%s,"
+		fprintf(x->out, "{\"version\":%d,\"completed\":%s,\"cancelled\":%s,"
 			"\"bytes_total\":%" PRIu64 ",\"bytes_moved\":%" PRIu64 ",\"extents_moved\":%" PRIu64
 			",\"nodes_moved\":%" PRIu64 ",\"seconds\":%.3f,"
 			"\"stuck\":{\"total\":%" PRIu64 ",\"no_space\":%" PRIu64 ",\"too_few_devices\":%" PRIu64
 			",\"unreadable\":%" PRIu64 ",\"raced\":%" PRIu64 "},\"lost_bytes\":%" PRIu64 ",\"problem\":",
-			!j->stuck && !cancelled ? "true" : "false", cancelled ? "true" : "false",
+			BCH_JSON_VERSION, !j->stuck && !cancelled ? "true" : "false", cancelled ? "true" : "false",
 			j->bytes_total, j->bytes_done, j->keys_done, j->nodes_done, secs,
 			j->stuck, j->stuck_no_space, j->stuck_too_few_devs, j->stuck_unreadable,
 			j->stuck_raced, j->lost_sectors << 9);
@@ -340,7 +340,7 @@ int cmd_dev_add_body(struct cmd_ctx *x, int argc, char **argv)
 		uuid_unparse(m->uuid, uuid);
 	x->unlock(x);
 	if (o.json) {
-		fputs("{\"version\":1,\"device\":", x->out);
+		fprintf(x->out, "{\"version\":%d,\"device\":", BCH_JSON_VERSION);
 		json_str(x->out, o.ops[0]);
 		fprintf(x->out, ",\"member\":%u,\"uuid\":\"%s\",\"size\":%" PRIu64 ",\"seconds\":%.3f}\n",
 			idx, uuid, bytes, secs);
@@ -457,8 +457,8 @@ int cmd_dev_remove_body(struct cmd_ctx *x, int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	if (o.json)
-		fprintf(x->out, "{\"version\":1,\"removed\":%u,\"was_missing\":%s,\"lost_bytes\":%" PRIu64 "}\n",
-			dev, missing ? "true" : "false", lost << 9);
+		fprintf(x->out, "{\"version\":%d,\"removed\":%u,\"was_missing\":%s,\"lost_bytes\":%" PRIu64 "}\n",
+			BCH_JSON_VERSION, dev, missing ? "true" : "false", lost << 9);
 	else
 		fprintf(x->out, "Removed member %u%s\n", dev, missing ? " (it was missing)" : "");
 	if (lost)
@@ -621,8 +621,8 @@ int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv)
 	uint64_t new_bytes = (uint64_t)m->nbuckets * m->bucket_size << 9;
 	x->unlock(x);
 	if (o.json)
-		fprintf(x->out, "{\"version\":1,\"member\":%u,\"old_size\":%" PRIu64 ",\"size\":%" PRIu64 "}\n",
-			dev, old_bytes, new_bytes);
+		fprintf(x->out, "{\"version\":%d,\"member\":%u,\"old_size\":%" PRIu64 ",\"size\":%" PRIu64 "}\n",
+			BCH_JSON_VERSION, dev, old_bytes, new_bytes);
 	else
 		fprintf(x->out, "Member %u now has %s of buckets\n", dev, hs(new_bytes, a, sizeof(a)));
 	return 0;

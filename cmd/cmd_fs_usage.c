@@ -55,7 +55,7 @@ static void usage(FILE *f)
 "devices, only this command's own reads.\n"
 "\n"
 "  -h, --human-readable   human sizes\n"
-"      --json             one JSON object (sizes in bytes)\n"
+"      --json             one JSON object (man bcachefs: JSON OUTPUT)\n"
 "      --help             this text\n"
 "\n"
 "Exit: 0 done, 1 failure, 16 usage error.\n");
@@ -151,41 +151,57 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 	double ratio = ondisk ? (double)logical / ondisk : 1.0;
 
 	if (json) {
-		fprintf(f, "{\"uuid\": \"%s\", \"size\": %" PRIu64 ", \"used\": %" PRIu64 ", \"free\": %" PRIu64
-		       ", \"available\": %" PRIu64 ", \"reserved\": %" PRIu64 ", \"data_sectors\": %" PRIu64
-		       ", \"data_disk_sectors\": %" PRIu64 ", \"extents\": %" PRIu64
-		       ", \"compression_ratio\": %.3f",
-		       uuid, total, used, free_b, (uint64_t)sv.f_bavail * sv.f_frsize, c->reserved_sectors << 9,
-		       logical, ondisk, nr_extents, ratio);
-		fprintf(f, ", \"rebalance_pending\": {\"inodes\": %" PRIu64 ", \"scan\": %s"
-			", \"target\": %" PRIu64 ", \"compression\": %" PRIu64
-			", \"waiting_for_space\": %" PRIu64 "}, \"devices\": [",
-			pend.inodes, pend.scan ? "true" : "false", pend.sectors_target << 9,
-			pend.sectors_compression << 9, pend.sectors_waiting << 9);
-		bool first = true;
+		struct bch_json j;
+
+		json_begin(&j, f, false);
+		json_uuid(&j, "uuid", c->sb->user_uuid);
+		json_u64(&j, "size", total);
+		json_u64(&j, "used", used);
+		json_u64(&j, "free", free_b);
+		json_u64(&j, "available", (uint64_t)sv.f_bavail * sv.f_frsize);
+		json_u64(&j, "reserved", c->reserved_sectors << 9);
+		json_u64(&j, "data_bytes", logical << 9);
+		json_u64(&j, "data_disk_bytes", ondisk << 9);
+		json_u64(&j, "extents", nr_extents);
+		json_double(&j, "compression_ratio", ratio, 3);
+		json_open(&j, "rebalance_pending", false);
+		json_u64(&j, "inodes", pend.inodes);
+		json_bool(&j, "scan", pend.scan);
+		json_u64(&j, "target", pend.sectors_target << 9);
+		json_u64(&j, "compression", pend.sectors_compression << 9);
+		json_u64(&j, "waiting_for_space", pend.sectors_waiting << 9);
+		json_close(&j);
+		json_open(&j, "devices", true);
 		for (unsigned d = 0; d < c->nr_devs; d++) {
 			if (!c->devs[d])
 				continue;
 			struct bch_member *m = bch_sb_member(c->sb, d);
-			uint64_t bs = (uint64_t)m->bucket_size << 9;
-			fprintf(f, "%s{\"index\": %u, \"path\": ", first ? "" : ", ", d);
-			json_str(f, bch_dev_path(c->devs[d]->bdev));
-			uint64_t frag = fragmented(&u[d], bs);
-			fprintf(f, ", \"size\": %" PRIu64 ", \"bucket_size\": %" PRIu64 ", \"free_buckets\": %" PRIu64
-				", \"cached_data\": %" PRIu64 ", \"fragmented\": %" PRIu64
-				", \"fragmented_percent\": %.1f",
-			       u[d].nbuckets * bs, bs, u[d].free_buckets, cached_sectors(&u[d]) << 9, frag,
-			       pct(frag, u[d].buckets[BCH_DATA_user] * bs));
-			for (unsigned t = 0; t < BCH_DATA_NR; t++)
-				fprintf(f, ", \"%s\": {\"buckets\": %" PRIu64 ", \"bytes\": %" PRIu64 "}", data_names[t],
-				       u[d].buckets[t], u[d].sectors[t] << 9);
+			uint64_t bs = (uint64_t)m->bucket_size << 9, frag = fragmented(&u[d], bs);
 			struct bch_dev_io_stats io;
+
+			json_open(&j, NULL, false);
+			json_u64(&j, "index", d);
+			json_string(&j, "path", bch_dev_path(c->devs[d]->bdev));
+			json_u64(&j, "size", u[d].nbuckets * bs);
+			json_u64(&j, "bucket_size", bs);
+			json_u64(&j, "free_buckets", u[d].free_buckets);
+			json_u64(&j, "cached_data", cached_sectors(&u[d]) << 9);
+			json_u64(&j, "fragmented", frag);
+			json_double(&j, "fragmented_percent", pct(frag, u[d].buckets[BCH_DATA_user] * bs), 1);
+			for (unsigned t = 0; t < BCH_DATA_NR; t++) {
+				json_open(&j, data_names[t], false);
+				json_u64(&j, "buckets", u[d].buckets[t]);
+				json_u64(&j, "bytes", u[d].sectors[t] << 9);
+				json_close(&j);
+			}
 			dev_io(c->devs[d], &io);
-			fprintf(f, ", \"reads\": %" PRIu64 ", \"read_bytes\": %" PRIu64 ", \"writes\": %" PRIu64
-				", \"write_bytes\": %" PRIu64 "}", io.reads, io.read_bytes, io.writes, io.write_bytes);
-			first = false;
+			json_u64(&j, "reads", io.reads);
+			json_u64(&j, "read_bytes", io.read_bytes);
+			json_u64(&j, "writes", io.writes);
+			json_u64(&j, "write_bytes", io.write_bytes);
+			json_close(&j);
 		}
-		fprintf(f, "]}\n");
+		json_end(&j);
 	} else {
 		fprintf(f, "Filesystem:        %s\n", uuid);
 		fprintf(f, "Size:              %s\n", sz(total, a, sizeof(a)));

@@ -122,7 +122,8 @@ static void usage(FILE *f)
 "                    their copies are skipped, not repaired away (--degraded)\n"
 "  -o very_degraded  check (with -n only) even if some data has no copy left\n"
 "                    (reported as extent_no_copy, never dropped)\n"
-"      --json        print the summary as JSON on stdout (problems on stderr)\n"
+"      --json        the summary as JSON on stdout (problems on stderr; man\n"
+"                    bcachefs, JSON OUTPUT)\n"
 "  -h, --help        this text\n"
 "\n"
 "Passes: 1 superblocks (every copy on every device); 2 journal (replayed when not\n"
@@ -147,29 +148,38 @@ static void summary(struct bch_fsck_ctx *ctx, struct fsck_out *o, char **devs, u
 
 	getrusage(RUSAGE_SELF, &ru);
 	if (o->json) {
-		printf("{\n  \"devices\": [");
-		for (unsigned i = 0; i < nr; i++) {
-			printf("%s", i ? ", " : "");
-			json_str(stdout, devs[i]);
-		}
-		printf("],\n  \"problems\": {");
-		bool first = true;
+		struct bch_json j;
+
+		json_begin(&j, stdout, true);
+		json_open(&j, "devices", true);
+		for (unsigned i = 0; i < nr; i++)
+			json_string(&j, NULL, devs[i]);
+		json_close(&j);
+		json_open(&j, "problems", false);
 		for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
 			if (ctx->found[p]) {
-				printf("%s\n    \"%s\": { \"code\": %u, \"found\": %" PRIu64
-				       ", \"fixed\": %" PRIu64 " }", first ? "" : ",",
-				       bch_fsck_problems[p].name, bch_fsck_problems[p].number,
-				       ctx->found[p], ctx->fixed[p]);
-				first = false;
+				json_open(&j, bch_fsck_problems[p].name, false);
+				json_u64(&j, "code", bch_fsck_problems[p].number);
+				json_u64(&j, "found", ctx->found[p]);
+				json_u64(&j, "fixed", ctx->fixed[p]);
+				json_close(&j);
 			}
-		printf("%s},\n  \"found\": %" PRIu64 ",\n  \"fixed\": %" PRIu64
-		       ",\n  \"left\": %" PRIu64 ",\n  \"inodes\": %" PRIu64 ",\n  \"directories\": %" PRIu64
-		       ",\n  \"files\": %" PRIu64 ",\n  \"extents\": %" PRIu64 ",\n  \"dirents\": %" PRIu64
-		       ",\n  \"data_bytes_verified\": %" PRIu64
-		       ",\n  \"peak_rss_kib\": %ld,\n  \"exit\": %d\n}\n",
-		       first ? "" : "\n  ", found, fixed, found - fixed, o->files.inodes, o->files.dirs,
-		       o->files.files, o->files.extents, o->files.dirents, o->files.data_bytes,
-		       ru.ru_maxrss, exit_code);
+		json_close(&j);
+		json_u64(&j, "found", found);
+		json_u64(&j, "fixed", fixed);
+		json_u64(&j, "left", found - fixed);
+		json_bool(&j, "files_checked", o->files_checked);
+		json_u64(&j, "inodes", o->files.inodes);
+		json_u64(&j, "directories", o->files.dirs);
+		json_u64(&j, "files", o->files.files);
+		json_u64(&j, "extents", o->files.extents);
+		json_u64(&j, "dirents", o->files.dirents);
+		json_u64(&j, "data_bytes_verified", o->files.data_bytes);
+		json_u64(&j, "peak_rss", (uint64_t)ru.ru_maxrss * 1024);
+		json_u64(&j, "exit_code", exit_code);
+		/* an operational error (exit 8): its message, also on stderr */
+		json_string(&j, "error", ctx->err_msg[0] && (exit_code & FSCK_EXIT_ERROR) ? ctx->err_msg : NULL);
+		json_end(&j);
 		return;
 	}
 	if (o->files_checked)

@@ -36,7 +36,8 @@
 struct img {
 	struct bch_fs	*c;
 	const char	*dev;		/* the device list as given, for messages */
-	bool		json;
+	bool		json;		/* --json (ls, stat) */
+	struct bch_json	*j;		/* ls --json: the document being written */
 	bool		check_only;	/* c is a read-only open: check, change nothing */
 };
 
@@ -136,6 +137,48 @@ static int ls_ent_cmp(const void *a, const void *b)
 	return strcmp(((const struct ls_ent *)a)->name, ((const struct ls_ent *)b)->name);
 }
 
+static const char *type_name(mode_t m);
+
+/* The members of a file's JSON object that ls and stat share (stat(2) fields, times both ways). */
+static void json_stat(struct bch_json *j, const struct stat *st)
+{
+	json_string(j, "type", type_name(st->st_mode));
+	json_u64(j, "mode", st->st_mode & 07777);
+	json_u64(j, "nlink", st->st_nlink);
+	json_u64(j, "uid", st->st_uid);
+	json_u64(j, "gid", st->st_gid);
+	json_u64(j, "size", st->st_size);
+	json_u64(j, "allocated", (uint64_t)st->st_blocks << 9);
+	if (S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) {
+		json_u64(j, "rdev_major", major(st->st_rdev));
+		json_u64(j, "rdev_minor", minor(st->st_rdev));
+	}
+	json_time(j, "atime", st->st_atim.tv_sec, st->st_atim.tv_nsec);
+	json_time(j, "mtime", st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
+	json_time(j, "ctime", st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
+	json_s64(j, "atime_ns", (int64_t)st->st_atim.tv_sec * 1000000000 + st->st_atim.tv_nsec);
+	json_s64(j, "mtime_ns", (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec);
+	json_s64(j, "ctime_ns", (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec);
+}
+
+/* ls --json: one element of "entries" (an entry that cannot be read: path, name and inode only). */
+static void json_entry(struct img *im, const char *path, const char *name, uint64_t inum)
+{
+	char target[4096] = "";
+	struct stat st;
+
+	json_open(im->j, NULL, false);
+	json_string(im->j, "path", path);
+	json_string(im->j, "name", name);
+	json_u64(im->j, "inode", inum);
+	if (!bch_fs_getattr(im->c, inum, &st)) {
+		json_stat(im->j, &st);
+		if (S_ISLNK(st.st_mode) && bch_fs_readlink(im->c, inum, target, sizeof(target)) >= 0)
+			json_string(im->j, "target", target);
+	}
+	json_close(im->j);
+}
+
 static void print_entry(struct img *im, const char *name, uint64_t inum, bool lng)
 {
 	struct stat st;
@@ -165,6 +208,18 @@ static void print_entry(struct img *im, const char *name, uint64_t inum, bool ln
 		       target[0] ? " -> " : "", target);
 }
 
+/* dir + "/" + name, malloc'd */
+static char *path_join(const char *dir, const char *name)
+{
+	size_t len = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(len);
+
+	if (!p)
+		abort();
+	snprintf(p, len, "%s%s%s", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/", name);
+	return p;
+}
+
 static int ls_dir(struct img *im, const char *path, uint64_t inum, bool lng, bool rec, bool all,
 		  bool header)
 {
@@ -173,20 +228,27 @@ static int ls_dir(struct img *im, const char *path, uint64_t inum, bool lng, boo
 
 	if (r)
 		return verb_err(im, "ls", path, r);
-	qsort(l.e, l.nr, sizeof(*l.e), ls_ent_cmp);
-	if (header)
+	if (l.nr)	/* qsort(NULL, 0) is undefined: an empty directory */
+		qsort(l.e, l.nr, sizeof(*l.e), ls_ent_cmp);
+	if (header && !im->j)
 		printf("%s:\n", path);
-	for (size_t i = 0; i < l.nr; i++)
-		print_entry(im, l.e[i].name, l.e[i].inum, lng);
+	for (size_t i = 0; i < l.nr; i++) {
+		if (im->j) {
+			char *full = path_join(path, l.e[i].name);
+			json_entry(im, full, l.e[i].name, l.e[i].inum);
+			free(full);
+		} else {
+			print_entry(im, l.e[i].name, l.e[i].inum, lng);
+		}
+	}
 	int ret = 0;
 	for (size_t i = 0; i < l.nr; i++) {
 		struct stat st;
 		if (rec && strcmp(l.e[i].name, ".") && strcmp(l.e[i].name, "..") &&
 		    !bch_fs_getattr(im->c, l.e[i].inum, &st) && S_ISDIR(st.st_mode)) {
-			size_t len = strlen(path) + strlen(l.e[i].name) + 2;
-			char *sub = malloc(len);
-			snprintf(sub, len, "%s%s%s", path, path[strlen(path) - 1] == '/' ? "" : "/", l.e[i].name);
-			printf("\n");
+			char *sub = path_join(path, l.e[i].name);
+			if (!im->j)
+				printf("\n");
 			ret |= ls_dir(im, sub, l.e[i].inum, lng, rec, all, true);
 			free(sub);
 		}
@@ -213,6 +275,14 @@ static int verb_ls(struct img *im, int argc, char **argv)
 	char *root[] = { "/" };
 	char **paths = optind < argc ? argv + optind : root;
 	int nr = optind < argc ? argc - optind : 1;
+	struct bch_json j;
+
+	/* --json: {"version", "entries": [...]}, every listed file an element, whatever -l */
+	if (im->json) {
+		im->j = &j;
+		json_begin(&j, stdout, true);
+		json_open(&j, "entries", true);
+	}
 	for (int i = 0; i < nr; i++) {
 		uint64_t inum;
 		struct stat st;
@@ -224,10 +294,19 @@ static int verb_ls(struct img *im, int argc, char **argv)
 			continue;
 		}
 		if (!S_ISDIR(st.st_mode)) {
-			print_entry(im, paths[i], inum, lng);
+			if (im->j) {
+				const char *slash = strrchr(paths[i], '/');
+				json_entry(im, paths[i], slash && slash[1] ? slash + 1 : paths[i], inum);
+			} else {
+				print_entry(im, paths[i], inum, lng);
+			}
 			continue;
 		}
 		ret |= ls_dir(im, paths[i], inum, lng, rec, all, nr > 1 || rec);
+	}
+	if (im->j) {
+		json_end(&j);
+		im->j = NULL;
 	}
 	return ret;
 }
@@ -289,6 +368,12 @@ static int verb_stat(struct img *im, int argc, char **argv)
 		return EXIT_USAGE;
 	if (!im->c)
 		return EXIT_OK;	/* dry run: arguments are fine */
+	/* --json: {"version", "files": [...]} on one line; a path that fails is left out (stderr, exit 1) */
+	struct bch_json j;
+	if (im->json) {
+		json_begin(&j, stdout, false);
+		json_open(&j, "files", true);
+	}
 	for (int i = 1; i < argc; i++) {
 		uint64_t inum;
 		struct stat st;
@@ -305,18 +390,11 @@ static int verb_stat(struct img *im, int argc, char **argv)
 		time_string(st.st_ctim, c, sizeof(c));
 		mode_string(st.st_mode, mode);
 		if (im->json) {
-			printf("{\"path\": ");
-			json_str(stdout, argv[i]);
-			printf(", \"inode\": %" PRIu64 ", \"type\": \"%s\", \"mode\": %u, \"nlink\": %lu, "
-			       "\"uid\": %u, \"gid\": %u, \"size\": %" PRIu64 ", \"sectors\": %" PRIu64
-			       ", \"rdev\": %" PRIu64 ", \"atime_ns\": %" PRId64 ", \"mtime_ns\": %" PRId64
-			       ", \"ctime_ns\": %" PRId64 "}\n",
-			       inum, type_name(st.st_mode), st.st_mode & 07777, (unsigned long)st.st_nlink,
-			       st.st_uid, st.st_gid, (uint64_t)st.st_size, (uint64_t)st.st_blocks,
-			       (uint64_t)st.st_rdev,
-			       (int64_t)st.st_atim.tv_sec * 1000000000 + st.st_atim.tv_nsec,
-			       (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
-			       (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec);
+			json_open(&j, NULL, false);
+			json_string(&j, "path", argv[i]);
+			json_u64(&j, "inode", inum);
+			json_stat(&j, &st);
+			json_close(&j);
 			continue;
 		}
 		printf("  File: %s\n", argv[i]);
@@ -328,6 +406,8 @@ static int verb_stat(struct img *im, int argc, char **argv)
 		printf("\nAccess: (%04o/%s)  Uid: %u  Gid: %u\n", st.st_mode & 07777, mode, st.st_uid, st.st_gid);
 		printf("Access: %s\nModify: %s\nChange: %s\n", a, m, c);
 	}
+	if (im->json)
+		json_end(&j);
 	return ret;
 }
 
@@ -1045,7 +1125,7 @@ static const struct verb {
 	const char	*help;
 	bool		check;		/* checked on a read-only open before the read-write one */
 } verbs[] = {
-	{ "ls",		verb_ls, "lRa",	false, "[-lRa] [PATH...]",	"list directories" },
+	{ "ls",		verb_ls, "lRa",	false, "[-lRa] [--json] [PATH...]", "list directories" },
 	{ "cat",	verb_cat, "",	false, "PATH...",		"print files" },
 	{ "stat",	verb_stat, "",	false, "[--json] PATH...",	"show inodes" },
 	{ "get",	verb_get, "r",	false, "[-r] PATH HOSTDEST",	"copy out (directories whole)" },

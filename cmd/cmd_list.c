@@ -5,6 +5,10 @@
  *
  * Both open the filesystem read-only (nothing is written) and print a stable
  * text form: positions as inode:offset:snapshot, one key or node per line.
+ * --json prints the same through the shared writer (cmds.h): a key is an
+ * object with its position as numbers, its type and its value as the text
+ * form; nodes and journal entries likewise.  An error after output began
+ * ends the document with "error" (json_fail), so stdout stays valid JSON.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -37,7 +41,52 @@ struct list_args {
 	struct bch_bpos	start, end;
 	int		level;		/* -1: leaves (keys mode) */
 	bool		nodes;
+	struct bch_json	*j;		/* --json, else NULL */
 };
+
+static void json_pos(struct bch_json *j, const char *key, struct bch_bpos p)
+{
+	json_open(j, key, false);
+	json_u64(j, "inode", p.inode);
+	json_u64(j, "offset", p.offset);
+	json_u64(j, "snapshot", p.snapshot);
+	json_close(j);
+}
+
+/* A key: {"pos", "type", "size" (bytes an extent covers, else 0), "value" (text)}. */
+static void json_bkey(struct bch_json *j, const struct bch_bkey *k)
+{
+	char buf[512], pos[80];
+	const char *val = buf;
+
+	bch_bkey_to_text(k, buf, sizeof(buf));
+	/* the text is "pos type value": keep the value */
+	bch_bpos_to_text(k->p, pos, sizeof(pos));
+	size_t n = strlen(pos), t = strlen(bch_bkey_type_name(k->type));
+	if (!strncmp(val, pos, n) && val[n] == ' ')
+		val += n + 1;
+	if (!strncmp(val, bch_bkey_type_name(k->type), t) && (val[t] == ' ' || !val[t]))
+		val += t + !!val[t];
+	json_open(j, NULL, false);
+	json_pos(j, "pos", k->p);
+	json_string(j, "type", bch_bkey_type_name(k->type));
+	json_u64(j, "size", (uint64_t)k->size << 9);
+	json_string(j, "value", val);
+	json_close(j);
+}
+
+static void json_ptrs(struct bch_json *j, const struct bch_extent_ptr *ptrs, unsigned nr)
+{
+	json_open(j, "ptrs", true);
+	for (unsigned i = 0; i < nr; i++) {
+		json_open(j, NULL, false);
+		json_u64(j, "dev", ptrs[i].dev);
+		json_u64(j, "sector", ptrs[i].offset);
+		json_u64(j, "gen", ptrs[i].gen);
+		json_close(j);
+	}
+	json_close(j);
+}
 
 static int print_node(struct bch_fs *c, struct btree *b, void *priv)
 {
@@ -49,6 +98,21 @@ static int print_node(struct bch_fs *c, struct btree *b, void *priv)
 		return 0;
 	if (bpos_cmp(b->max_key, a->start) < 0 || bpos_cmp(b->min_key, a->end) > 0)
 		return 0;
+	if (a->nodes && a->j) {
+		char seq[20];
+
+		snprintf(seq, sizeof(seq), "%016" PRIx64, b->seq);
+		json_open(a->j, NULL, false);
+		json_u64(a->j, "level", b->level);
+		json_pos(a->j, "min", b->min_key);
+		json_pos(a->j, "max", b->max_key);
+		json_string(a->j, "seq", seq);
+		json_u64(a->j, "keys", b->nr);
+		json_u64(a->j, "written", (uint64_t)b->sectors_written << 9);
+		json_ptrs(a->j, b->ptrs, b->nr_ptrs);
+		json_close(a->j);
+		return 0;
+	}
 	if (a->nodes) {
 		bch_bpos_to_text(b->min_key, lo, sizeof(lo));
 		bch_bpos_to_text(b->max_key, hi, sizeof(hi));
@@ -64,6 +128,10 @@ static int print_node(struct bch_fs *c, struct btree *b, void *priv)
 		char buf[512];
 		if (bpos_cmp(b->keys[i]->p, a->start) < 0 || bpos_cmp(b->keys[i]->p, a->end) > 0)
 			continue;
+		if (a->j) {
+			json_bkey(a->j, b->keys[i]);
+			continue;
+		}
 		bch_bkey_to_text(b->keys[i], buf, sizeof(buf));
 		printf("%s\n", buf);
 	}
@@ -79,8 +147,12 @@ static int list_keys(struct bch_fs *c, unsigned id, struct list_args *a)
 
 	bch_btree_iter_init(&it, c, id, a->start, a->end);
 	while ((k = bch_btree_iter_next(&it, &r))) {
-		bch_bkey_to_text(k, buf, sizeof(buf));
-		printf("%s\n", buf);
+		if (a->j) {
+			json_bkey(a->j, k);
+		} else {
+			bch_bkey_to_text(k, buf, sizeof(buf));
+			printf("%s\n", buf);
+		}
 		if (bpos_eq(k->p, POS_MAX))
 			break;
 	}
@@ -116,6 +188,8 @@ static void list_usage(FILE *f)
 "  -e, --end=POS       last position; default max\n"
 "  -l, --level=N       keys of the nodes at level N (0: leaves)\n"
 "  -m, --mode=MODE     keys (default) or nodes\n"
+"      --json          one JSON document: {\"version\", \"btrees\": [{\"btree\",\n"
+"                      \"keys\" or \"nodes\": [...]}]} (man bcachefs, JSON OUTPUT)\n"
 "  -h, --help          this text\n"
 "\n"
 "Exit: 0 listed, 1 the filesystem could not be read, 16 usage error.\n");
@@ -129,10 +203,13 @@ int cmd_list(int argc, char *argv[])
 		{ "end",   required_argument, NULL, 'e' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "mode",  required_argument, NULL, 'm' },
+		{ "json",  no_argument,       NULL, 'j' },
 		{ "help",  no_argument,       NULL, 'h' },
 		{ NULL }
 	};
-	struct list_args a = { POS_MIN, POS_MAX, -1, false };
+	struct list_args a = { POS_MIN, POS_MAX, -1, false, NULL };
+	struct bch_json j;
+	bool json = false;
 	int btree = -1, opt;
 	char *end;
 
@@ -166,6 +243,9 @@ int cmd_list(int argc, char *argv[])
 				return EXIT_USAGE;
 			}
 			break;
+		case 'j':
+			json = true;
+			break;
 		case 'h':
 			list_usage(stdout);
 			return EXIT_OK;
@@ -191,16 +271,35 @@ int cmd_list(int argc, char *argv[])
 		free_devs(devs);
 		return EXIT_FAIL;
 	}
+	if (json) {
+		a.j = &j;
+		json_begin(&j, stdout, true);
+		json_open(&j, "btrees", true);
+	}
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r; id++) {
 		if (btree >= 0 && id != (unsigned)btree)
 			continue;
-		if (btree < 0)
+		if (json) {
+			json_open(&j, NULL, false);
+			json_string(&j, "btree", bch_btree_id_name(id));
+			json_open(&j, a.nodes ? "nodes" : "keys", true);
+		} else if (btree < 0) {
 			printf("btree %s:\n", bch_btree_id_name(id));
+		}
 		r = a.nodes || a.level > 0 ? bch_btree_walk_nodes(c, id, print_node, &a)
 					   : list_keys(c, id, &a);
+		if (json && !r) {
+			json_close(&j);
+			json_close(&j);
+		}
 	}
+	const char *msg = r ? (c->err_msg[0] ? c->err_msg : bch_err_str(r)) : NULL;
 	if (r)
-		cmd_err("list", "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
+		cmd_err("list", "%s", msg);
+	if (json && r)
+		json_fail(&j, msg);
+	else if (json)
+		json_end(&j);
 	bch_fs_close(c);
 	free_devs(devs);
 	return r ? EXIT_FAIL : EXIT_OK;
@@ -208,53 +307,114 @@ int cmd_list(int argc, char *argv[])
 
 /* ------------------------------------------------------------ list-journal */
 
+static const char *jset_entry_type_name(unsigned t)
+{
+	static const char * const types[] = {
+#define x(n, id)	[id] = #n,
+		BCH_JSET_ENTRY_TYPES()
+#undef x
+	};
+	return t < BCH_JSET_ENTRY_NR && types[t] ? types[t] : "unknown";
+}
+
 static int print_jset(struct bch_fs *c, struct bch_jset *j, void *priv)
 {
+	struct bch_json *js = priv;
 	struct bch_jset_entry *e;
 
 	(void)c;
-	(void)priv;
-	printf("entry seq %" PRIu64 " last_seq %" PRIu64 " u64s %u\n", (uint64_t)j->seq,
-	       (uint64_t)j->last_seq, j->u64s);
+	if (js) {
+		json_open(js, NULL, false);
+		json_u64(js, "seq", j->seq);
+		json_u64(js, "last_seq", j->last_seq);
+		json_u64(js, "bytes", (uint64_t)j->u64s * 8);	/* of its items */
+		json_open(js, "items", true);
+	} else {
+		printf("entry seq %" PRIu64 " last_seq %" PRIu64 " u64s %u\n", (uint64_t)j->seq,
+		       (uint64_t)j->last_seq, j->u64s);
+	}
 	for_each_jset_entry(e, j) {
-		static const char * const types[] = {
-#define x(n, id)	[id] = #n,
-			BCH_JSET_ENTRY_TYPES()
-#undef x
-		};
-		printf("  %s %s level %u\n", e->type < BCH_JSET_ENTRY_NR ? types[e->type] : "unknown",
-		       bch_btree_id_name(e->btree_id), e->level);
+		if (js) {
+			json_open(js, NULL, false);
+			json_string(js, "type", jset_entry_type_name(e->type));
+			json_string(js, "btree", bch_btree_id_name(e->btree_id));
+			json_u64(js, "level", e->level);
+			json_open(js, "keys", true);
+		} else {
+			printf("  %s %s level %u\n", jset_entry_type_name(e->type),
+			       bch_btree_id_name(e->btree_id), e->level);
+		}
 		const __le64 *p = e->_data, *end = e->_data + e->u64s;
 		while (p + BCH_BKEY_U64s <= end) {
 			const struct bch_bkey *k = (const void *)p;
 			char buf[512];
 			if (k->u64s < BCH_BKEY_U64s || p + k->u64s > end)
 				break;
-			bch_bkey_to_text(k, buf, sizeof(buf));
-			printf("    %s\n", buf);
+			if (js) {
+				json_bkey(js, k);
+			} else {
+				bch_bkey_to_text(k, buf, sizeof(buf));
+				printf("    %s\n", buf);
+			}
 			p += k->u64s;
 		}
+		if (js) {
+			json_close(js);
+			json_close(js);
+		}
+	}
+	if (js) {
+		json_close(js);
+		json_close(js);
 	}
 	return 0;
 }
 
+static void list_journal_usage(FILE *f)
+{
+	fprintf(f,
+"Usage: bcachefs list-journal [--json] FS\n"
+"Print the journal entries that replay would use (from the newest entry's\n"
+"last_seq to it), with their keys and roots.  Read-only.  FS: the member\n"
+"devices (as arguments or joined by ':') or UUID=<uuid>; a mounted\n"
+"filesystem is refused.\n"
+"\n"
+"      --json   one JSON document: {\"version\", \"entries\": [{\"seq\", \"last_seq\",\n"
+"               \"bytes\", \"items\": [...]}]} (man bcachefs, JSON OUTPUT)\n"
+"  -h, --help   this text\n"
+"\n"
+"Exit: 0 printed, 1 the journal could not be read, 16 usage error.\n");
+}
+
 int cmd_list_journal(int argc, char *argv[])
 {
-	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-		printf("Usage: bcachefs list-journal FS\n"
-		       "Print the journal entries that replay would use (from the newest entry's\n"
-		       "last_seq to it), with their keys and roots.  Read-only.  FS: the member\n"
-		       "devices (as arguments or joined by ':') or UUID=<uuid>; a mounted\n"
-		       "filesystem is refused.\n"
-		       "Exit: 0 printed, 1 the journal could not be read, 16 usage error.\n");
-		return EXIT_OK;
-	}
-	if (argc < 2 || argv[1][0] == '-') {
-		cmd_err("list-journal", argc < 2 ? "no devices given" : "unknown option '%s'", argv[1]);
+	static const struct option longopts[] = {
+		{ "json",  no_argument, NULL, 'j' },
+		{ "help",  no_argument, NULL, 'h' },
+		{ NULL }
+	};
+	struct bch_json js;
+	bool json = false;
+	int opt;
+
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+		switch (opt) {
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			list_journal_usage(stdout);
+			return EXIT_OK;
+		default:
+			list_journal_usage(stderr);
+			return EXIT_USAGE;
+		}
+	if (optind == argc) {
+		cmd_err("list-journal", "no devices given");
 		return EXIT_USAGE;
 	}
 	struct cmd_fs fs;
-	int r = fs_devs("list-journal", argv + 1, argc - 1, &fs);
+	int r = fs_devs("list-journal", argv + optind, argc - optind, &fs);
 	if (r)
 		return r;
 
@@ -269,9 +429,18 @@ int cmd_list_journal(int argc, char *argv[])
 	if (r)
 		cmd_err("list-journal", "%s", err);
 	if (!r) {
-		r = bch_journal_read(c, print_jset, NULL, &newest);
+		if (json) {
+			json_begin(&js, stdout, true);
+			json_open(&js, "entries", true);
+		}
+		r = bch_journal_read(c, print_jset, json ? &js : NULL, &newest);
+		const char *msg = r ? (c->err_msg[0] ? c->err_msg : bch_err_str(r)) : NULL;
 		if (r)
-			cmd_err("list-journal", "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
+			cmd_err("list-journal", "%s", msg);
+		if (json && r)
+			json_fail(&js, msg);
+		else if (json)
+			json_end(&js);
 		bch_fs_close(c);
 	}
 	free_devs(devs);

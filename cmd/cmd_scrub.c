@@ -110,13 +110,13 @@ static void summary_json(struct cmd_ctx *x, const struct bch_scrub *s, double se
 {
 	FILE *f = x->out;
 
-	fprintf(f, "{\"bytes_total\":%" PRIu64 ",\"bytes_read\":%" PRIu64 ",\"seconds\":%.3f,"
+	fprintf(f, "{\"version\":%d,\"bytes_total\":%" PRIu64 ",\"bytes_read\":%" PRIu64 ",\"seconds\":%.3f,"
 		"\"extents_checked\":%" PRIu64 ",\"nodes_checked\":%" PRIu64 ","
 		"\"copies_checked\":%" PRIu64 ",\"copies_bad\":%" PRIu64 ","
 		"\"copies_repaired\":%" PRIu64 ",\"copies_skipped\":%" PRIu64 ","
 		"\"unrepairable\":%" PRIu64 ",\"unrepairable_bytes\":%" PRIu64 ","
 		"\"interrupted\":%s,\"unrepairable_list\":[",
-		s->bytes_total, s->bytes_read, secs, s->extents_checked, s->nodes_checked,
+		BCH_JSON_VERSION, s->bytes_total, s->bytes_read, secs, s->extents_checked, s->nodes_checked,
 		s->copies_checked, s->copies_bad, s->copies_repaired, s->copies_skipped,
 		s->unrepairable, s->unrepairable_bytes, interrupted ? "true" : "false");
 	for (unsigned i = 0; i < s->nr_bad; i++) {

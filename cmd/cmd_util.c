@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * cmd_util.c - small helpers shared by the commands: messages, device lists,
- * JSON strings, finding the fusemount that holds a device.
+ * the JSON writer (cmds.h: every --json goes through it), finding the
+ * fusemount that holds a device.
  */
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <uuid/uuid.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
@@ -77,19 +81,188 @@ void free_devs(char **devs)
 	free(devs);
 }
 
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629), 0 if it is not one. */
+static unsigned utf8_len(const unsigned char *s)
+{
+	unsigned n = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2;
+	uint32_t cp = s[0] & (0x7f >> n);
+
+	if (s[0] < 0xc2 || s[0] > 0xf4)
+		return 0;
+	for (unsigned i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/*
+ * JSON text is UTF-8: a byte that does not start a well-formed sequence (a
+ * file name in another encoding) is written as U+FFFD, so the document
+ * stays valid whatever the names hold.
+ */
 void json_str(FILE *f, const char *s)
 {
+	const unsigned char *p = (const unsigned char *)s;
+
 	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = *s;
+	while (*p) {
+		unsigned char c = *p;
+		unsigned n;
+
 		if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
 		else if (c < 0x20)
 			fprintf(f, "\\u%04x", c);
-		else
+		else if (c < 0x80)
 			fputc(c, f);
+		else if ((n = utf8_len(p))) {
+			fwrite(p, 1, n, f);
+			p += n;
+			continue;
+		} else
+			fputs("\\ufffd", f);
+		p++;
 	}
 	fputc('"', f);
+}
+
+/* ------------------------------------------------------- JSON writer */
+
+/* Separator and indentation before the next member or element; then its key. */
+static void json_key(struct bch_json *j, const char *key)
+{
+	if (!j->first[j->depth])
+		fputs(j->pretty ? "," : ", ", j->f);
+	j->first[j->depth] = false;
+	if (j->pretty)
+		fprintf(j->f, "\n%*s", 2 * j->depth, "");
+	if (key && !j->array[j->depth]) {
+		json_str(j->f, key);
+		fputs(": ", j->f);
+	}
+}
+
+void json_begin(struct bch_json *j, FILE *f, bool pretty)
+{
+	memset(j, 0, sizeof(*j));
+	j->f = f;
+	j->pretty = pretty;
+	j->first[0] = true;
+	json_open(j, NULL, false);
+	json_u64(j, "version", BCH_JSON_VERSION);
+}
+
+void json_open(struct bch_json *j, const char *key, bool array)
+{
+	if (j->depth)
+		json_key(j, key);
+	fputc(array ? '[' : '{', j->f);
+	if (j->depth + 1 >= BCH_JSON_DEPTH_MAX)
+		abort();	/* a printer nests deeper than any schema: a bug */
+	j->depth++;
+	j->first[j->depth] = true;
+	j->array[j->depth] = array;
+}
+
+void json_close(struct bch_json *j)
+{
+	bool empty = j->first[j->depth], array = j->array[j->depth];
+
+	j->depth--;
+	if (j->pretty && !empty)
+		fprintf(j->f, "\n%*s", 2 * j->depth, "");
+	fputc(array ? ']' : '}', j->f);
+}
+
+void json_end(struct bch_json *j)
+{
+	while (j->depth)
+		json_close(j);
+	fputc('\n', j->f);
+	fflush(j->f);
+}
+
+void json_fail(struct bch_json *j, const char *msg)
+{
+	while (j->depth > 1)
+		json_close(j);
+	if (j->depth == 1)
+		json_string(j, "error", msg);
+	json_end(j);
+}
+
+void json_u64(struct bch_json *j, const char *key, uint64_t v)
+{
+	json_key(j, key);
+	fprintf(j->f, "%" PRIu64, v);
+}
+
+void json_s64(struct bch_json *j, const char *key, int64_t v)
+{
+	json_key(j, key);
+	fprintf(j->f, "%" PRId64, v);
+}
+
+void json_double(struct bch_json *j, const char *key, double v, int decimals)
+{
+	json_key(j, key);
+	if (v != v || v > 1e300 || v < -1e300)
+		fputs("null", j->f);	/* JSON has no NaN or infinity */
+	else
+		fprintf(j->f, "%.*f", decimals, v);
+}
+
+void json_bool(struct bch_json *j, const char *key, bool v)
+{
+	json_key(j, key);
+	fputs(v ? "true" : "false", j->f);
+}
+
+void json_null(struct bch_json *j, const char *key)
+{
+	json_key(j, key);
+	fputs("null", j->f);
+}
+
+void json_string(struct bch_json *j, const char *key, const char *s)
+{
+	json_key(j, key);
+	if (s)
+		json_str(j->f, s);
+	else
+		fputs("null", j->f);
+}
+
+void json_uuid(struct bch_json *j, const char *key, const unsigned char *uuid)
+{
+	char buf[37];
+
+	uuid_unparse_lower(uuid, buf);
+	json_string(j, key, buf);
+}
+
+void json_time(struct bch_json *j, const char *key, int64_t secs, long nsec)
+{
+	time_t t = secs;
+	struct tm tm;
+	char buf[64];
+
+	/* RFC 3339 has four-digit years */
+	if (!gmtime_r(&t, &tm) || tm.tm_year < -1900 || tm.tm_year > 9999 - 1900)
+		return json_null(j, key);
+	size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (nsec > 0 && nsec < 1000000000L) {
+		n += snprintf(buf + n, sizeof(buf) - n, ".%09ld", nsec);
+		while (buf[n - 1] == '0')	/* shortest exact fraction */
+			buf[--n] = 0;
+	}
+	snprintf(buf + n, sizeof(buf) - n, "Z");
+	json_string(j, key, buf);
 }
 
 int cmd_mounted_at(char * const *devs, unsigned nr, char *mnt, size_t len)

@@ -12,6 +12,7 @@
  */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #define EXIT_OK		0
@@ -81,5 +82,47 @@ int cmd_mounted_at(char * const *devs, unsigned nr, char *mnt, size_t len);
 
 /* Print s as a JSON string literal (with quotes). */
 void json_str(FILE *f, const char *s);
+
+/*
+ * The JSON writer every --json goes through (the convention is in
+ * man/bcachefs.8, JSON OUTPUT): one top-level object whose first member is
+ * "version" (BCH_JSON_VERSION), snake_case keys, sizes in bytes and counts as
+ * numbers, UUIDs as strings, times as RFC 3339 strings (UTC).
+ *
+ * json_begin() opens the top-level object and writes "version"; every value
+ * call takes the member's key (NULL inside an array); json_end() closes what
+ * is still open and ends the line.  json_fail() is for an error found after
+ * output has begun: it closes the open arrays and objects down to the top
+ * level, adds "error": msg and ends, so stdout still holds one valid JSON
+ * document (the message itself goes to stderr through cmd_err as always).
+ * pretty: one member per line, indented; else one line.
+ */
+#define BCH_JSON_VERSION	1
+#define BCH_JSON_DEPTH_MAX	16
+
+struct bch_json {
+	FILE	*f;
+	bool	pretty;
+	int	depth;				/* open containers */
+	bool	first[BCH_JSON_DEPTH_MAX];	/* nothing written yet at this depth */
+	bool	array[BCH_JSON_DEPTH_MAX];	/* the container at this depth is an array */
+};
+
+void json_begin(struct bch_json *j, FILE *f, bool pretty);
+void json_end(struct bch_json *j);
+void json_fail(struct bch_json *j, const char *msg);
+void json_open(struct bch_json *j, const char *key, bool array);
+void json_close(struct bch_json *j);
+void json_u64(struct bch_json *j, const char *key, uint64_t v);
+void json_s64(struct bch_json *j, const char *key, int64_t v);
+void json_double(struct bch_json *j, const char *key, double v, int decimals);
+void json_bool(struct bch_json *j, const char *key, bool v);
+void json_null(struct bch_json *j, const char *key);
+/* A string; NULL writes null. */
+void json_string(struct bch_json *j, const char *key, const char *s);
+/* A 16-byte UUID as its lower-case string form. */
+void json_uuid(struct bch_json *j, const char *key, const unsigned char *uuid);
+/* secs + nsec since the epoch as RFC 3339 UTC: "2026-12-05T13:30:08Z", ".5Z" style fraction when nsec */
+void json_time(struct bch_json *j, const char *key, int64_t secs, long nsec);
 
 #endif /* _BCACHEFS_CMDS_H */

@@ -18,10 +18,11 @@ libarchive-dev libcriterion-dev"
 RUNTIME_PKGS="libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0 libblkid1"
 # Tools the CLI, fsck and FUSE tests drive (mke2fs to build foreign images,
 # sfdisk for partition tables, losetup for loop devices, fuse3 for
-# fusermount3, jq to check --json output, python3 for the tree generator and
+# fusermount3, jq to check --json output, python3-jsonschema to validate it
+# against docs/json/, python3 for the tree generator and
 # comparer, GNU tar for archive round trips, fio, stress-ng and dbench for
 # the FUSE loads, attr for setfattr/getfattr on a mount).
-TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar fio stress-ng dbench acl attr"
+TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 python3-jsonschema tar fio stress-ng dbench acl attr"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time fuse2fs"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"

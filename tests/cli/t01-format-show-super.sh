@@ -14,9 +14,9 @@ expect_in out 'sector 8: +valid, seq [0-9]+ \(used\)'
 expect_in out 'sector 136: +valid'
 expect_not_in out 'BAD'
 expect_rc 0 $B show-super --json a.img
-jq -e '.Label == "mylabel" and (.Members | length) == 1 and .Members[0]."Bucket size" > 0' out >/dev/null ||
+jq -e '.label == "mylabel" and (.members | length) == 1 and .members[0].bucket_size > 0' out >/dev/null ||
 	fail "json: $(cat out)"
-jq -e '[."Superblock copies"[] | select(.valid)] | length == 3' out >/dev/null || fail "json copies"
+jq -e '[.superblock_copies[] | select(.valid)] | length == 3' out >/dev/null || fail "json copies"
 # journal buckets reserved and counted in the member
-jb=$(jq '.Members[0]."Journal buckets"' out)
+jb=$(jq '.members[0].journal_buckets' out)
 [ "$jb" -ge 4 ] || fail "journal buckets $jb"

@@ -7,16 +7,16 @@ expect_rc 0 $B format --label=ssd.fast --durability=2 d0.img --label=hdd --disca
 uuid=
 for i in 0 1 2; do
 	expect_rc 0 $B show-super --json d$i.img
-	[ "$(jq '."Device index"' out)" = $i ] || fail "dev index of d$i"
-	[ "$(jq '.Devices' out)" = 3 ] || fail "nr devices on d$i"
-	u=$(jq -r '."External UUID"' out)
+	[ "$(jq '.device_index' out)" = $i ] || fail "dev index of d$i"
+	[ "$(jq '.nr_devices' out)" = 3 ] || fail "nr devices on d$i"
+	u=$(jq -r '.uuid' out)
 	[ -z "$uuid" ] || [ "$u" = "$uuid" ] || fail "uuid differs on d$i"
 	uuid=$u
 done
-jq -e '.Members[0].Label == "ssd.fast" and .Members[0].Durability == 2' out >/dev/null || fail "m0 $(cat out)"
-jq -e '.Members[1].Label == "hdd" and .Members[1].Discard == true' out >/dev/null || fail "m1"
-jq -e '.Members[2].Label == "hdd" and .Members[2]."Bucket size" == 524288' out >/dev/null || fail "m2"
-jq -e '.Options.foreground_target == "ssd" and .Options.background_target == "hdd"' out >/dev/null || fail "targets"
-jq -e '.Options.metadata_replicas == 2 and .Options.data_replicas == 2' out >/dev/null || fail "replicas"
+jq -e '.members[0].label == "ssd.fast" and .members[0].durability == 2' out >/dev/null || fail "m0 $(cat out)"
+jq -e '.members[1].label == "hdd" and .members[1].discard == true' out >/dev/null || fail "m1"
+jq -e '.members[2].label == "hdd" and .members[2].bucket_size == 524288' out >/dev/null || fail "m2"
+jq -e '.options.foreground_target == "ssd" and .options.background_target == "hdd"' out >/dev/null || fail "targets"
+jq -e '.options.metadata_replicas == 2 and .options.data_replicas == 2' out >/dev/null || fail "replicas"
 # a journal on every device
-jq -e '[.Members[]."Journal buckets" > 0] | all' out >/dev/null || fail "journal per device"
+jq -e '[.members[].journal_buckets > 0] | all' out >/dev/null || fail "journal per device"

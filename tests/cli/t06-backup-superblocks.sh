@@ -1,14 +1,14 @@
 # a destroyed primary copy (and layout) must not stop the filesystem being found
 expect_rc 0 $B format --fs-size=64M a.img
 expect_rc 0 $B show-super --json a.img
-uuid=$(jq -r '."External UUID"' out)
+uuid=$(jq -r '.uuid' out)
 # zero the primary copy at sector 8
 dd if=/dev/zero of=a.img bs=512 seek=8 count=8 conv=notrunc status=none
 expect_rc 0 $B show-super a.img
 expect_in out 'sector 8: +BAD'
 expect_in out 'sector 136: +valid, seq [0-9]+ \(used\)'
 expect_rc 0 $B show-super --json a.img
-[ "$(jq -r '."External UUID"' out)" = "$uuid" ] || fail "uuid from backup"
+[ "$(jq -r '.uuid' out)" = "$uuid" ] || fail "uuid from backup"
 # flip one byte inside copy 1's fields: checksum catches it
 dd if=/dev/zero of=a.img bs=512 seek=7 count=1 conv=notrunc status=none
 expect_rc 0 $B show-super a.img

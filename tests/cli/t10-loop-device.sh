@@ -5,7 +5,7 @@ loop=$(losetup -f --show a.img 2>/dev/null) || skip "no loop devices"
 trap 'losetup -d "$loop"' EXIT
 expect_rc 0 $B format "$loop"
 expect_rc 0 $B show-super --json "$loop"
-jq -e '.Members[0].Size > 100000000' out >/dev/null || fail "size from BLKGETSIZE64: $(cat out)"
+jq -e '.members[0].size > 100000000' out >/dev/null || fail "size from BLKGETSIZE64: $(cat out)"
 # reformat refused, then forced
 expect_rc 1 $B format "$loop"
 expect_rc 0 $B format -f --block-size=4k "$loop"

@@ -6,4 +6,4 @@ truncate -s 256M b.img
 expect_rc 0 $B format --fs-size=64M b.img
 [ "$(stat -c %s b.img)" = $((256 << 20)) ] || fail "b.img size changed"
 expect_rc 0 $B show-super --json b.img
-jq -e '.Members[0].Size <= 67108864' out >/dev/null || fail "fs bigger than --fs-size: $(jq .Members out)"
+jq -e '.members[0].size <= 67108864' out >/dev/null || fail "fs bigger than --fs-size: $(jq .members out)"

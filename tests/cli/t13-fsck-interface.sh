@@ -19,10 +19,10 @@ expect_rc 0 $B fsck -n a.img
 # --json summary
 dd if=/dev/zero of=a.img bs=512 seek=7 count=1 conv=notrunc status=none
 expect_rc 4 $B fsck -n --json a.img
-jq -e '.found == 1 and .left == 1 and .problems.sb_layout_bad.code == 259 and .exit == 4' out >/dev/null ||
+jq -e '.found == 1 and .left == 1 and .problems.sb_layout_bad.code == 259 and .exit_code == 4' out >/dev/null ||
 	fail "json: $(cat out)"
 expect_rc 1 $B fsck -y --json a.img
-jq -e '.fixed == 1 and .left == 0 and .exit == 1' out >/dev/null || fail "json -y: $(cat out)"
+jq -e '.fixed == 1 and .left == 0 and .exit_code == 1' out >/dev/null || fail "json -y: $(cat out)"
 # -v reports peak memory
 expect_rc 0 $B fsck -nv a.img
 expect_in out 'peak memory: [0-9]+ KiB'

@@ -43,7 +43,7 @@ expect_rc 0 $B image chmod a.img 4755 /etc/hello
 expect_rc 0 $B image chown a.img 1000:100 /etc/hello
 expect_rc 0 $B image touch -d @1234567890.5 a.img /etc/hello /etc/new
 expect_rc 0 $B image stat --json a.img /etc/hello
-expect_rc 0 jq -e '.mode == 2541 and .uid == 1000 and .gid == 100 and .mtime_ns == 1234567890500000000 and .nlink == 2' out
+expect_rc 0 jq -e '.files[0] | .mode == 2541 and .uid == 1000 and .gid == 100 and .mtime_ns == 1234567890500000000 and .mtime == "2009-02-13T23:31:30.5Z" and .nlink == 2' out
 expect_rc 0 $B image ls -l a.img /etc
 expect_in out '^-rwsr-xr-x +2 +1000 +100 +6 2009-02-13 23:31 hello$'
 expect_in out '^lrwxrwxrwx .* link -> hello$'

@@ -16,7 +16,7 @@ seq -f 'line %08g of a compressible file' 1 20000 > data
 
 # list_ext INUM: its extent keys ("comp N ... ptr DEV:...")
 list_ext() { $B list -b extents -s "$1:0" -e "$1:max" ssd.img hdd.img; }
-inum() { $B image stat --json $I "$1" | jq -r .inode; }
+inum() { $B image stat --json $I "$1" | jq -r ".files[0].inode"; }
 
 # ---- image verbs: set, show, inherit, remove
 expect_rc 0 $B image mkdir $I /d /d/old

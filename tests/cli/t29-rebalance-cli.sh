@@ -98,14 +98,14 @@ expect_rc 0 $B fs usage --json $D
 [ "$(jget scan)" = true ] ||
 	[ "$(jget compression)" -gt 0 ] ||
 	fail "no recompression pending after set-fs-option: $(cat out)"
-before=$(jget data_disk_sectors)
+before=$(jget data_disk_bytes)
 expect_rc 0 $B data rebalance --json $D
 [ "$(jget extents_moved)" -gt 0 ] || fail "nothing recompressed: $(cat out)"
 expect_rc 0 $B fs usage --json $D
-after=$(jget data_disk_sectors)
-[ "$after" -lt $((before - 2048)) ] || fail "recompression saved too little: $before -> $after sectors"
+after=$(jget data_disk_bytes)
+[ "$after" -lt $((before - 2048 * 512)) ] || fail "recompression saved too little: $before -> $after bytes"
 [ "$(jget compression)" = 0 ] || fail "compression still pending"
-echo "background_compression=zstd: $before -> $after sectors on disk"
+echo "background_compression=zstd: $before -> $after bytes on disk"
 check_files "after recompression"
 # an option that does not concern data already written: no scan
 expect_rc 0 $B set-fs-option --data-checksum crc64 --inodes_32bit=yes $D
@@ -208,16 +208,16 @@ cmp -s mnt/a.bin mnt.bin && cmp -s mnt/t.txt text.txt || fail "files differ thro
 # a file's own option (xattr bcachefs.background_compression): the daemon recompresses it
 if command -v setfattr >/dev/null; then
 	expect_rc 0 $B fs usage --json mnt
-	before=$(jget data_disk_sectors)
+	before=$(jget data_disk_bytes)
 	setfattr -n bcachefs.background_compression -v zstd mnt/t.txt || fail "setfattr"
 	for i in $(seq 100); do
 		expect_rc 0 $B fs usage --json mnt
-		[ "$(jget data_disk_sectors)" -lt $((before - 1024)) ] && break
+		[ "$(jget data_disk_bytes)" -lt $((before - 1024 * 512)) ] && break
 		sleep 0.2
 	done
-	[ "$(jget data_disk_sectors)" -lt $((before - 1024)) ] ||
-		fail "the daemon did not recompress t.txt: $before -> $(jget data_disk_sectors) sectors"
-	echo "per-file background_compression through the mount: $before -> $(jget data_disk_sectors) sectors"
+	[ "$(jget data_disk_bytes)" -lt $((before - 1024 * 512)) ] ||
+		fail "the daemon did not recompress t.txt: $before -> $(jget data_disk_bytes) bytes"
+	echo "per-file background_compression through the mount: $before -> $(jget data_disk_bytes) bytes"
 	cmp -s mnt/t.txt text.txt || fail "t.txt differs after recompression"
 fi
 umount_fs
