@@ -140,12 +140,20 @@ bench-devices: bcachefs
 	@scripts/install-deps.sh bench
 	@bench/evacuate.sh; bench/device-add.sh
 
+# mount(8) looks for mount.fuse.bcachefs in /sbin only (not $(PREFIX)/sbin):
+# install also links it there, unless MOUNT_HELPER_DIR is empty or is
+# $(PREFIX)/sbin.  Without that link `mount -t fuse.bcachefs` still works
+# through mount.fuse3, which runs `bcachefs DEV MNT -o OPTS` (bcachefs.c).
+MOUNT_HELPER_DIR ?= /sbin
 install: bcachefs
 	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man5
 	install -m 0755 bcachefs $(DESTDIR)$(PREFIX)/sbin/bcachefs
 	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/mkfs.bcachefs
 	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/fsck.bcachefs
 	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/mount.fuse.bcachefs
+	if [ -n "$(MOUNT_HELPER_DIR)" ] && [ "$(MOUNT_HELPER_DIR)" != "$(PREFIX)/sbin" ]; then \
+		install -d $(DESTDIR)$(MOUNT_HELPER_DIR) && \
+		ln -sf $(PREFIX)/sbin/bcachefs $(DESTDIR)$(MOUNT_HELPER_DIR)/mount.fuse.bcachefs; fi
 	install -m 0644 man/bcachefs.8 $(DESTDIR)$(PREFIX)/share/man/man8/bcachefs.8
 	install -m 0644 man/bcachefs-format.5 $(DESTDIR)$(PREFIX)/share/man/man5/bcachefs-format.5
 
