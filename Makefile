@@ -3,13 +3,14 @@
 #   make            build ./bcachefs (installs missing Debian packages first, as root)
 #   make check      unit tests (ASan+UBSan) and CLI tests
 #   make demo       format an example image and show it
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (binary, links, man pages, bash completion)
 #   make soak | fuzz | bench   long runs, not part of check
 #   make bench-tiering         only the tiering benchmarks (bench/README)
 #   make bench-devices         only the device benchmarks (bench/README)
 
 PREFIX	?= /usr/local
 DESTDIR	?=
+datarootdir ?= $(PREFIX)/share
 CC	?= cc
 
 PKGS	= uuid libsodium
@@ -58,7 +59,7 @@ CMD_OBJS  := $(CMD_SRCS:%.c=$(OBJ)/%.o)
 SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(SOBJ)/%.o)
 
-all: bcachefs
+all: bcachefs build/bcachefs.bash
 
 bcachefs: $(LIB_OBJS) $(CMD_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
@@ -145,8 +146,9 @@ bench-devices: bcachefs
 # $(PREFIX)/sbin.  Without that link `mount -t fuse.bcachefs` still works
 # through mount.fuse3, which runs `bcachefs DEV MNT -o OPTS` (bcachefs.c).
 MOUNT_HELPER_DIR ?= /sbin
-install: bcachefs
-	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man5
+install: bcachefs build/bcachefs.bash
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(datarootdir)/man/man8 $(DESTDIR)$(datarootdir)/man/man5 \
+		$(DESTDIR)$(datarootdir)/bash-completion/completions
 	install -m 0755 bcachefs $(DESTDIR)$(PREFIX)/sbin/bcachefs
 	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/mkfs.bcachefs
 	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/fsck.bcachefs
@@ -154,8 +156,11 @@ install: bcachefs
 	if [ -n "$(MOUNT_HELPER_DIR)" ] && [ "$(MOUNT_HELPER_DIR)" != "$(PREFIX)/sbin" ]; then \
 		install -d $(DESTDIR)$(MOUNT_HELPER_DIR) && \
 		ln -sf $(PREFIX)/sbin/bcachefs $(DESTDIR)$(MOUNT_HELPER_DIR)/mount.fuse.bcachefs; fi
-	install -m 0644 man/bcachefs.8 $(DESTDIR)$(PREFIX)/share/man/man8/bcachefs.8
-	install -m 0644 man/bcachefs-format.5 $(DESTDIR)$(PREFIX)/share/man/man5/bcachefs-format.5
+	install -m 0644 man/bcachefs.8 $(DESTDIR)$(datarootdir)/man/man8/bcachefs.8
+	install -m 0644 man/bcachefs-format.5 $(DESTDIR)$(datarootdir)/man/man5/bcachefs-format.5
+	install -m 0644 build/bcachefs.bash $(DESTDIR)$(datarootdir)/bash-completion/completions/bcachefs
+	ln -sf bcachefs $(DESTDIR)$(datarootdir)/bash-completion/completions/mkfs.bcachefs
+	ln -sf bcachefs $(DESTDIR)$(datarootdir)/bash-completion/completions/fsck.bcachefs
 
 clean:
 	rm -rf build bcachefs
@@ -168,3 +173,10 @@ man/bcachefs.8: man/bcachefs.8.in bcachefs
 	./bcachefs help-opts --man > build/opts.roff
 	sed -e '/^\.\\" BEGIN OPTIONS TABLE/r build/opts.roff' man/bcachefs.8.in > $@
 .PHONY: man
+
+# bash completion, generated from the binary's command and option tables.
+build/bcachefs.bash: bcachefs scripts/gen-completion.py
+	@mkdir -p build
+	python3 scripts/gen-completion.py ./bcachefs > $@.tmp && mv $@.tmp $@
+completion: build/bcachefs.bash
+.PHONY: completion

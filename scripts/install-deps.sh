@@ -8,7 +8,7 @@ set -eu
 
 BUILD_PKGS="build-essential pkg-config uuid-dev libblkid-dev zlib1g-dev liblz4-dev \
 libzstd-dev libxxhash-dev libsodium-dev libscrypt-dev libaio-dev libfuse3-dev \
-libarchive-dev libcriterion-dev"
+libarchive-dev libcriterion-dev python3"
 # Libraries the binary dlopen()s on first use instead of linking
 # (libbcachefs/dl.h): only their headers, from the -dev packages above, are
 # used at build time, so no link records the need for these: libarchive.so.13
