@@ -4,6 +4,7 @@
 #   make check      unit tests (ASan+UBSan) and CLI tests
 #   make demo       format an example image and show it
 #   make install    PREFIX=/usr/local DESTDIR= (binary, links, man pages, bash completion)
+#   make deb        Debian package (debian/) into build/deb/
 #   make soak | fuzz | bench   long runs, not part of check
 #   make bench-tiering         only the tiering benchmarks (bench/README)
 #   make bench-devices         only the device benchmarks (bench/README)
@@ -62,11 +63,11 @@ UNIT_OBJS := $(UNIT_SRCS:%.c=$(SOBJ)/%.o)
 all: bcachefs build/bcachefs.bash
 
 bcachefs: $(LIB_OBJS) $(CMD_OBJS)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(SOBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -180,3 +181,25 @@ build/bcachefs.bash: bcachefs scripts/gen-completion.py
 	python3 scripts/gen-completion.py ./bcachefs > $@.tmp && mv $@.tmp $@
 completion: build/bcachefs.bash
 .PHONY: completion
+
+# The Debian package, built from a copy of the source tree (the files git
+# knows, or all but build/) in $(DEB_DIR)/src: the .deb, .buildinfo and
+# .changes land in $(DEB_DIR) (default build/deb/), and this tree's own build
+# is left alone.  DEB_REUSE=1 copies this tree's build (binary, objects,
+# completion) along and skips the clean, so only the packaging runs (the
+# cheap path tests/cli/t40-deb.sh takes under make check; make soak and
+# releases build from scratch).
+DEB_DIR ?= build/deb
+DEB_REUSE ?=
+deb: $(if $(DEB_REUSE),bcachefs build/bcachefs.bash)
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files -z -co --exclude-standard | xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' _ | \
+			tar --null -T - -cf - | tar -xf - -C $(DEB_DIR)/src; \
+	else \
+		tar --exclude=./build -cf - . | tar -xf - -C $(DEB_DIR)/src; \
+	fi
+	$(if $(DEB_REUSE),tar -cf - bcachefs build/obj build/bcachefs.bash | tar -xf - -C $(DEB_DIR)/src)
+	cd $(DEB_DIR)/src && dpkg-buildpackage -us -uc -b -Jauto $(if $(DEB_REUSE),-nc) $(DEB_ARGS)
+	@ls $(DEB_DIR)/*.deb
+.PHONY: deb
