@@ -181,13 +181,20 @@ out:
 	return ret;
 }
 
-/* `bcachefs DEV MNT ...` from mount.fuse3: no command, then a directory */
+/*
+ * `bcachefs DEV MNT ...` from mount.fuse3: no command but an existing
+ * device (the first of a DEV:DEV list) or UUID=, then a directory.
+ */
 static bool mount_fuse3_call(int argc, char *argv[])
 {
+	char first[4096];
 	struct stat st;
 
-	return argc >= 3 && argv[1][0] != '-' && !find_command(argv[1]) &&
-		argv[2][0] != '-' && !stat(argv[2], &st) && S_ISDIR(st.st_mode);
+	if (argc < 3 || argv[1][0] == '-' || find_command(argv[1]) || argv[2][0] == '-' ||
+	    stat(argv[2], &st) || !S_ISDIR(st.st_mode))
+		return false;
+	snprintf(first, sizeof(first), "%.*s", (int)strcspn(argv[1], ":"), argv[1]);
+	return !strncmp(argv[1], "UUID=", 5) || !stat(first, &st);
 }
 
 static char wait_cmd[64] = "bcachefs";
