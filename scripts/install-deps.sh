@@ -20,8 +20,11 @@ RUNTIME_PKGS="libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0 libblk
 # sfdisk for partition tables, losetup for loop devices, fuse3 for
 # fusermount3, jq to check --json output, python3 for the tree generator and
 # comparer, GNU tar for archive round trips, fio, stress-ng and dbench for
-# the FUSE loads, attr for setfattr/getfattr on a mount).
-TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar fio stress-ng dbench acl attr"
+# the FUSE loads, attr for setfattr/getfattr on a mount; dpkg-dev, debhelper
+# and lintian build and check the Debian package, procps' pgrep tells which
+# mount helper ran).
+TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 tar fio stress-ng dbench acl attr \
+dpkg-dev debhelper lintian procps"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time fuse2fs"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"
