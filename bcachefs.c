@@ -92,12 +92,15 @@ static const struct command *find_command(const char *name)
 	return NULL;
 }
 
-/* Options of fstab and mount(8) that mean nothing to the filesystem or FUSE. */
+/*
+ * Options of fstab and mount(8) that mean nothing to the filesystem or FUSE
+ * (libfuse refuses them); relatime is what a FUSE mount gets anyway.
+ */
 static bool userspace_opt(const char *o)
 {
 	static const char * const drop[] = {
 		"defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group",
-		"nofail", "_netdev", "loud", "silent",
+		"nofail", "_netdev", "loud", "silent", "relatime",
 	};
 
 	for (unsigned i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
@@ -112,7 +115,7 @@ static bool userspace_opt(const char *o)
  */
 static int mount_helper(int argc, char *argv[])
 {
-	char **av = calloc(argc + 3, sizeof(*av)), *opts = NULL;
+	char **av = calloc(argc + 3, sizeof(*av)), *opts = NULL, *kept = NULL;
 	const char *dev = NULL, *mnt = NULL;
 	int ac = 0, ret = EXIT_USAGE;
 	bool fake = false;
@@ -158,16 +161,19 @@ static int mount_helper(int argc, char *argv[])
 		}
 	}
 	av[ac++] = "fusemount";
+	if (opts && !(kept = calloc(strlen(opts) + 1, 1))) {
+		ret = EXIT_FAIL;
+		goto out;
+	}
 	if (opts) {
-		char *w = opts, *save = NULL;
+		char *save = NULL;
 		size_t l = 0;
 		for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
 			if (!userspace_opt(o))
-				l += sprintf(w + l, "%s%s", l ? "," : "", o);
-		w[l] = 0;
+				l += sprintf(kept + l, "%s%s", l ? "," : "", o);
 		if (l) {
 			av[ac++] = "-o";
-			av[ac++] = opts;
+			av[ac++] = kept;
 		}
 	}
 	if (dev)
@@ -176,6 +182,7 @@ static int mount_helper(int argc, char *argv[])
 		av[ac++] = (char *)mnt;
 	ret = fake ? EXIT_OK : cmd_fusemount(ac, av);
 out:
+	free(kept);
 	free(opts);
 	free(av);
 	return ret;

@@ -44,7 +44,7 @@ B)	mount -t overlay overlay -o lowerdir="$PWD/root/sbin:/usr/sbin" /usr/sbin ||
 	;;
 fstab)	mount -t overlay overlay -o lowerdir="$PWD/root/sbin:/usr/sbin" /usr/sbin ||
 		{ say "overlay"; exit 2; }
-	printf '%s %s fuse.bcachefs defaults,noatime,nofail,x-test.opt=1,_netdev 0 0\n' \
+	printf '%s %s fuse.bcachefs defaults,noatime,relatime,nofail,x-test.opt=1,_netdev 0 0\n' \
 		"$img" "$mnt" > fstab
 	mount --fstab fstab "$mnt" || { say "mount MNT from fstab"; exit 1; }
 	;;
