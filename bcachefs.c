@@ -110,10 +110,12 @@ static bool userspace_opt(const char *o)
 }
 
 /*
- * mount(8)'s calling convention -> `fusemount [-o OPTS] DEV MNT`.  Returns
- * fusemount's exit code (0 without mounting for mount -f).
+ * mount(8)'s calling convention (helper: as mount.fuse.bcachefs; else
+ * mount.fuse3's `bcachefs DEV MNT -o OPTS`, which has no flags of its own) ->
+ * `fusemount [-o OPTS] DEV MNT`.  Returns fusemount's exit code (0 without
+ * mounting for mount -f).
  */
-static int mount_helper(int argc, char *argv[])
+static int mount_helper(int argc, char *argv[], bool helper)
 {
 	char **av = calloc(argc + 3, sizeof(*av)), *opts = NULL, *kept = NULL;
 	const char *dev = NULL, *mnt = NULL;
@@ -122,10 +124,11 @@ static int mount_helper(int argc, char *argv[])
 
 	if (!av)
 		return EXIT_FAIL;
+	av[ac++] = "fusemount";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
-		if (!strcmp(a, "-o") || !strcmp(a, "-t") || !strcmp(a, "-N")) {
+		if (!strcmp(a, "-o") || (helper && (!strcmp(a, "-t") || !strcmp(a, "-N")))) {
 			if (i + 1 == argc) {
 				cmd_err("fusemount", "option '%s' needs a value", a);
 				goto out;
@@ -146,11 +149,10 @@ static int mount_helper(int argc, char *argv[])
 				sprintf(opts + l, "%s%s", l ? "," : "", argv[i + 1]);
 			}
 			i++;
-		} else if (a[0] == '-' && a[1] && strspn(a + 1, "sfnv") == strlen(a + 1)) {
+		} else if (helper && a[0] == '-' && a[1] && strspn(a + 1, "sfnv") == strlen(a + 1)) {
 			fake |= strchr(a, 'f') != NULL;		/* -s -n -v: nothing to do */
 		} else if (a[0] == '-') {
-			ret = cmd_fusemount(argc, argv);	/* fusemount's own (-h, -d) */
-			goto out;
+			av[ac++] = (char *)a;	/* fusemount's own (-h, -d; -f without mount(8)) */
 		} else if (!dev) {
 			dev = a;
 		} else if (!mnt) {
@@ -160,7 +162,6 @@ static int mount_helper(int argc, char *argv[])
 			goto out;
 		}
 	}
-	av[ac++] = "fusemount";
 	if (opts && !(kept = calloc(strlen(opts) + 1, 1))) {
 		ret = EXIT_FAIL;
 		goto out;
@@ -229,9 +230,9 @@ int main(int argc, char *argv[])
 		return cmd->fn(argc, argv);
 	/* mount -t fuse.bcachefs: mount(8)'s helper, or mount.fuse3's call */
 	if (!strcmp(prog, "mount.fuse.bcachefs") || !strcmp(prog, "mount.bcachefs"))
-		return mount_helper(argc, argv);
+		return mount_helper(argc, argv, true);
 	if (mount_fuse3_call(argc, argv))
-		return mount_helper(argc, argv);
+		return mount_helper(argc, argv, false);
 
 	if (argc < 2) {
 		usage(stderr);
