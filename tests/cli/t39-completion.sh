@@ -7,6 +7,13 @@
 command -v bash >/dev/null || skip "no bash"
 make -s -C "$ROOT" build/bcachefs.bash >log 2>&1 || fail "make build/bcachefs.bash: $(cat log)"
 C=$ROOT/build/bcachefs.bash
+# make install puts it where bash-completion looks, for the links too
+make -s -C "$ROOT" install DESTDIR="$PWD/inst" PREFIX=/usr MOUNT_HELPER_DIR= >log 2>&1 ||
+	fail "make install: $(cat log)"
+cmp -s "$C" inst/usr/share/bash-completion/completions/bcachefs || fail "completion not installed"
+for l in mkfs.bcachefs fsck.bcachefs; do
+	[ "$(readlink inst/usr/share/bash-completion/completions/$l)" = bcachefs ] || fail "no completion link $l"
+done
 
 cat > drive.sh <<'EOF'
 # drive.sh LINE: complete LINE (cursor at its end); COMPREPLY one per line
