@@ -192,7 +192,7 @@ completion: build/bcachefs.bash
 DEB_DIR ?= build/deb
 DEB_REUSE ?=
 deb: $(if $(DEB_REUSE),bcachefs build/bcachefs.bash)
-	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/src
+	rm -rf $(DEB_DIR)/src $(DEB_DIR)/bcachefs-tools-own*_* && mkdir -p $(DEB_DIR)/src
 	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 		git ls-files -z -co --exclude-standard | xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' _ | \
 			tar --null -T - -cf - | tar -xf - -C $(DEB_DIR)/src; \
