@@ -3,13 +3,15 @@
 #   make            build ./bcachefs (installs missing Debian packages first, as root)
 #   make check      unit tests (ASan+UBSan) and CLI tests
 #   make demo       format an example image and show it
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (binary, links, man pages, bash completion)
+#   make deb        Debian package (debian/) into build/deb/
 #   make soak | fuzz | bench   long runs, not part of check
 #   make bench-tiering         only the tiering benchmarks (bench/README)
 #   make bench-devices         only the device benchmarks (bench/README)
 
 PREFIX	?= /usr/local
 DESTDIR	?=
+datarootdir ?= $(PREFIX)/share
 CC	?= cc
 
 PKGS	= uuid libsodium
@@ -58,14 +60,14 @@ CMD_OBJS  := $(CMD_SRCS:%.c=$(OBJ)/%.o)
 SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(SOBJ)/%.o)
 
-all: bcachefs
+all: bcachefs build/bcachefs.bash
 
 bcachefs: $(LIB_OBJS) $(CMD_OBJS)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
 $(SOBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -140,14 +142,26 @@ bench-devices: bcachefs
 	@scripts/install-deps.sh bench
 	@bench/evacuate.sh; bench/device-add.sh
 
-install: bcachefs
-	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(PREFIX)/share/man/man8 $(DESTDIR)$(PREFIX)/share/man/man5
+# mount(8) looks for mount.fuse.bcachefs in /sbin only (not $(PREFIX)/sbin):
+# install also links it there, unless MOUNT_HELPER_DIR is empty or is
+# $(PREFIX)/sbin.  Without that link `mount -t fuse.bcachefs` still works
+# through mount.fuse3, which runs `bcachefs DEV MNT -o OPTS` (bcachefs.c).
+MOUNT_HELPER_DIR ?= /sbin
+install: bcachefs build/bcachefs.bash
+	install -d $(DESTDIR)$(PREFIX)/sbin $(DESTDIR)$(datarootdir)/man/man8 $(DESTDIR)$(datarootdir)/man/man5 \
+		$(DESTDIR)$(datarootdir)/bash-completion/completions
 	install -m 0755 bcachefs $(DESTDIR)$(PREFIX)/sbin/bcachefs
 	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/mkfs.bcachefs
 	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/fsck.bcachefs
 	ln -sf bcachefs $(DESTDIR)$(PREFIX)/sbin/mount.fuse.bcachefs
-	install -m 0644 man/bcachefs.8 $(DESTDIR)$(PREFIX)/share/man/man8/bcachefs.8
-	install -m 0644 man/bcachefs-format.5 $(DESTDIR)$(PREFIX)/share/man/man5/bcachefs-format.5
+	if [ -n "$(MOUNT_HELPER_DIR)" ] && [ "$(MOUNT_HELPER_DIR)" != "$(PREFIX)/sbin" ]; then \
+		install -d $(DESTDIR)$(MOUNT_HELPER_DIR) && \
+		ln -sf $(PREFIX)/sbin/bcachefs $(DESTDIR)$(MOUNT_HELPER_DIR)/mount.fuse.bcachefs; fi
+	install -m 0644 man/bcachefs.8 $(DESTDIR)$(datarootdir)/man/man8/bcachefs.8
+	install -m 0644 man/bcachefs-format.5 $(DESTDIR)$(datarootdir)/man/man5/bcachefs-format.5
+	install -m 0644 build/bcachefs.bash $(DESTDIR)$(datarootdir)/bash-completion/completions/bcachefs
+	ln -sf bcachefs $(DESTDIR)$(datarootdir)/bash-completion/completions/mkfs.bcachefs
+	ln -sf bcachefs $(DESTDIR)$(datarootdir)/bash-completion/completions/fsck.bcachefs
 
 clean:
 	rm -rf build bcachefs
@@ -160,3 +174,32 @@ man/bcachefs.8: man/bcachefs.8.in bcachefs
 	./bcachefs help-opts --man > build/opts.roff
 	sed -e '/^\.\\" BEGIN OPTIONS TABLE/r build/opts.roff' man/bcachefs.8.in > $@
 .PHONY: man
+
+# bash completion, generated from the binary's command and option tables.
+build/bcachefs.bash: bcachefs scripts/gen-completion.py
+	@mkdir -p build
+	python3 scripts/gen-completion.py ./bcachefs > $@.tmp && mv $@.tmp $@
+completion: build/bcachefs.bash
+.PHONY: completion
+
+# The Debian package, built from a copy of the source tree (the files git
+# knows, or all but build/) in $(DEB_DIR)/src: the .deb, .buildinfo and
+# .changes land in $(DEB_DIR) (default build/deb/), and this tree's own build
+# is left alone.  DEB_REUSE=1 copies this tree's build (binary, objects,
+# completion) along and skips the clean, so only the packaging runs (the
+# cheap path tests/cli/t40-deb.sh takes under make check; make soak and
+# releases build from scratch).
+DEB_DIR ?= build/deb
+DEB_REUSE ?=
+deb: $(if $(DEB_REUSE),bcachefs build/bcachefs.bash)
+	rm -rf $(DEB_DIR)/src $(DEB_DIR)/bcachefs-tools-own*_* && mkdir -p $(DEB_DIR)/src
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files -z -co --exclude-standard | xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' _ | \
+			tar --null -T - -cf - | tar -xf - -C $(DEB_DIR)/src; \
+	else \
+		tar --exclude=./build -cf - . | tar -xf - -C $(DEB_DIR)/src; \
+	fi
+	$(if $(DEB_REUSE),tar -cf - bcachefs build/obj build/bcachefs.bash | tar -xf - -C $(DEB_DIR)/src)
+	cd $(DEB_DIR)/src && dpkg-buildpackage -us -uc -b -Jauto $(if $(DEB_REUSE),-nc) $(DEB_ARGS)
+	@ls $(DEB_DIR)/*.deb
+.PHONY: deb

@@ -3,14 +3,26 @@
  * bcachefs.c - the command table and dispatch.
  *
  * One binary: `bcachefs CMD ...`.  Invoked as mkfs.bcachefs, fsck.bcachefs or
- * mount.fuse.bcachefs
- * (argv[0]) it runs format or fsck directly, so `mkfs -t bcachefs` and
- * `fsck -t bcachefs` work.  Every command is one row of the table below;
- * `bcachefs help` prints the table.
+ * mount.fuse.bcachefs (argv[0]) it runs format, fsck or fusemount directly, so
+ * `mkfs -t bcachefs`, `fsck -t bcachefs` and `mount -t fuse.bcachefs` work.
+ * Every command is one row of the table below; `bcachefs help` prints the
+ * table.
+ *
+ * mount(8) reaches fusemount two ways, both translated by mount_helper():
+ *   - /sbin/mount.fuse.bcachefs DEV MNT [-sfnv] [-o OPTS] [-t TYPE]: the
+ *     helper convention of mount(8) (-f is "fake": do nothing);
+ *   - `bcachefs DEV MNT -o OPTS`: what mount.fuse3 runs (found through its
+ *     shell's default PATH, /usr/local/sbin included) when no helper of our
+ *     own is installed where mount(8) looks.  argv[1] is then no command
+ *     name and argv[2] an existing directory.
+ * fstab's userspace options (nofail, noauto, _netdev, x-*, ...) are dropped
+ * on the way: they are mount(8)'s, not the filesystem's.
  */
 #include <libgen.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cmd/cmds.h"
 #include "libbcachefs/bcachefs_format.h"
@@ -80,6 +92,119 @@ static const struct command *find_command(const char *name)
 	return NULL;
 }
 
+/*
+ * Options of fstab and mount(8) that mean nothing to the filesystem or FUSE
+ * (libfuse refuses them); relatime is what a FUSE mount gets anyway.
+ */
+static bool userspace_opt(const char *o)
+{
+	static const char * const drop[] = {
+		"defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group",
+		"nofail", "_netdev", "loud", "silent", "relatime",
+	};
+
+	for (unsigned i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
+		if (!strcmp(o, drop[i]))
+			return true;
+	return !strncmp(o, "x-", 2) || !strncmp(o, "comment=", 8);
+}
+
+/*
+ * mount(8)'s calling convention (helper: as mount.fuse.bcachefs; else
+ * mount.fuse3's `bcachefs DEV MNT -o OPTS`, which has no flags of its own) ->
+ * `fusemount [-o OPTS] DEV MNT`.  Returns fusemount's exit code (0 without
+ * mounting for mount -f).
+ */
+static int mount_helper(int argc, char *argv[], bool helper)
+{
+	char **av = calloc(argc + 3, sizeof(*av)), *opts = NULL, *kept = NULL;
+	const char *dev = NULL, *mnt = NULL;
+	int ac = 0, ret = EXIT_USAGE;
+	bool fake = false;
+
+	if (!av)
+		return EXIT_FAIL;
+	av[ac++] = "fusemount";
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "-o") || (helper && (!strcmp(a, "-t") || !strcmp(a, "-N")))) {
+			if (i + 1 == argc) {
+				cmd_err("fusemount", "option '%s' needs a value", a);
+				goto out;
+			}
+			if (!strcmp(a, "-N")) {
+				cmd_err("fusemount", "-N (another mount namespace) is not supported");
+				goto out;
+			}
+			if (!strcmp(a, "-o")) {
+				/* each -o adds to the list, as mount(8) reads them */
+				size_t l = opts ? strlen(opts) : 0;
+				char *n = realloc(opts, l + strlen(argv[i + 1]) + 2);
+				if (!n) {
+					ret = EXIT_FAIL;
+					goto out;
+				}
+				opts = n;
+				sprintf(opts + l, "%s%s", l ? "," : "", argv[i + 1]);
+			}
+			i++;
+		} else if (helper && a[0] == '-' && a[1] && strspn(a + 1, "sfnv") == strlen(a + 1)) {
+			fake |= strchr(a, 'f') != NULL;		/* -s -n -v: nothing to do */
+		} else if (a[0] == '-') {
+			av[ac++] = (char *)a;	/* fusemount's own (-h, -d; -f without mount(8)) */
+		} else if (!dev) {
+			dev = a;
+		} else if (!mnt) {
+			mnt = a;
+		} else {
+			cmd_err("fusemount", "too many arguments");
+			goto out;
+		}
+	}
+	if (opts && !(kept = calloc(strlen(opts) + 1, 1))) {
+		ret = EXIT_FAIL;
+		goto out;
+	}
+	if (opts) {
+		char *save = NULL;
+		size_t l = 0;
+		for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
+			if (!userspace_opt(o))
+				l += sprintf(kept + l, "%s%s", l ? "," : "", o);
+		if (l) {
+			av[ac++] = "-o";
+			av[ac++] = kept;
+		}
+	}
+	if (dev)
+		av[ac++] = (char *)dev;
+	if (mnt)
+		av[ac++] = (char *)mnt;
+	ret = fake ? EXIT_OK : cmd_fusemount(ac, av);
+out:
+	free(kept);
+	free(opts);
+	free(av);
+	return ret;
+}
+
+/*
+ * `bcachefs DEV MNT ...` from mount.fuse3: no command but an existing
+ * device (the first of a DEV:DEV list) or UUID=, then a directory.
+ */
+static bool mount_fuse3_call(int argc, char *argv[])
+{
+	char first[4096];
+	struct stat st;
+
+	if (argc < 3 || argv[1][0] == '-' || find_command(argv[1]) || argv[2][0] == '-' ||
+	    stat(argv[2], &st) || !S_ISDIR(st.st_mode))
+		return false;
+	snprintf(first, sizeof(first), "%.*s", (int)strcspn(argv[1], ":"), argv[1]);
+	return !strncmp(argv[1], "UUID=", 5) || !stat(first, &st);
+}
+
 static char wait_cmd[64] = "bcachefs";
 
 /* blockdev.c waits for an unmounted fusemount daemon to close a device: say so */
@@ -103,9 +228,11 @@ int main(int argc, char *argv[])
 		return cmd_format(argc, argv);
 	if (!strcmp(prog, "fsck.bcachefs") && (cmd = find_command("fsck")))
 		return cmd->fn(argc, argv);
-	/* mount -t fuse.bcachefs (mount.fuse3's convention: DEV MNT -o OPTS) */
+	/* mount -t fuse.bcachefs: mount(8)'s helper, or mount.fuse3's call */
 	if (!strcmp(prog, "mount.fuse.bcachefs") || !strcmp(prog, "mount.bcachefs"))
-		return cmd_fusemount(argc, argv);
+		return mount_helper(argc, argv, true);
+	if (mount_fuse3_call(argc, argv))
+		return mount_helper(argc, argv, false);
 
 	if (argc < 2) {
 		usage(stderr);

@@ -8,7 +8,7 @@ set -eu
 
 BUILD_PKGS="build-essential pkg-config uuid-dev libblkid-dev zlib1g-dev liblz4-dev \
 libzstd-dev libxxhash-dev libsodium-dev libscrypt-dev libaio-dev libfuse3-dev \
-libarchive-dev libcriterion-dev"
+libarchive-dev libcriterion-dev python3"
 # Libraries the binary dlopen()s on first use instead of linking
 # (libbcachefs/dl.h): only their headers, from the -dev packages above, are
 # used at build time, so no link records the need for these: libarchive.so.13
@@ -21,8 +21,11 @@ RUNTIME_PKGS="libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0 libblk
 # fusermount3, jq to check --json output, python3-jsonschema to validate it
 # against docs/json/, python3 for the tree generator and
 # comparer, GNU tar for archive round trips, fio, stress-ng and dbench for
-# the FUSE loads, attr for setfattr/getfattr on a mount).
-TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 python3-jsonschema tar fio stress-ng dbench acl attr"
+# the FUSE loads, attr for setfattr/getfattr on a mount; dpkg-dev, debhelper
+# and lintian build and check the Debian package, procps' pgrep tells which
+# mount helper ran).
+TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 python3-jsonschema tar fio stress-ng dbench acl attr \
+dpkg-dev debhelper lintian procps"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time fuse2fs"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"
