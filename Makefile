@@ -20,8 +20,9 @@ PKGS	= uuid libsodium
 # (cmd/archive_dl.c, tar verbs; ~3.4 MB of dependencies), fuse3
 # (cmd/fuse_dl.c, fusemount), zlib, liblz4, libzstd (libbcachefs/compress.c,
 # a compressed extent), libxxhash (libbcachefs/checksum.c, xxhash64) and
-# libblkid (cmd/cmd_format.c, probing a device before format).
-DL_PKGS	= libarchive fuse3 zlib liblz4 libzstd libxxhash blkid
+# libblkid (cmd/cmd_format.c, probing a device before format), libkeyutils
+# (cmd/keyring.c, the kernel keyring of encrypted filesystems).
+DL_PKGS	= libarchive fuse3 zlib liblz4 libzstd libxxhash blkid libkeyutils
 
 # Install build dependencies when pkg-config cannot find them (see scripts/install-deps.sh).
 ifneq ($(MAKECMDGOALS),clean)

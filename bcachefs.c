@@ -25,8 +25,10 @@
 #include <sys/stat.h>
 
 #include "cmd/cmds.h"
+#include "cmd/passphrase.h"
 #include "libbcachefs/bcachefs_format.h"
 #include "libbcachefs/blockdev.h"
+#include "libbcachefs/crypt.h"
 
 struct command {
 	const char	*name;
@@ -42,6 +44,9 @@ static const struct command commands[] = {
 	{ "mkfs",	 cmd_format,	 "Alias of format",				"" },
 	{ "show-super",	 cmd_show_super, "Print the superblock of a device",		"Superblock" },
 	{ "set-fs-option", cmd_set_fs_option, "Change options of an unmounted filesystem", "Superblock" },
+	{ "unlock",	 cmd_unlock,	 "Check an encrypted filesystem's passphrase; key into the keyring", "Encryption" },
+	{ "set-passphrase", cmd_set_passphrase, "Change the passphrase of an encrypted filesystem", "Encryption" },
+	{ "remove-passphrase", cmd_remove_passphrase, "Store an encrypted filesystem's key in the clear", "Encryption" },
 	{ "list",	 cmd_list,	 "Print the keys or nodes of btrees",		"Engine" },
 	{ "list-journal", cmd_list_journal, "Print the journal entries replay would use", "Engine" },
 	{ "kv",		 cmd_kv,	 "Put, get, delete raw keys (debugging, tests)", "Engine" },
@@ -58,7 +63,7 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-	const char *groups[] = { "Superblock", "Engine", "Files", "Devices", "Repair", "Other" };
+	const char *groups[] = { "Superblock", "Encryption", "Engine", "Files", "Devices", "Repair", "Other" };
 
 	fprintf(f, "bcachefs - tools for a copy-on-write filesystem (this project's own format)\n"
 		   "usage: bcachefs <command> [options]   (bcachefs <command> --help for more)\n");
@@ -220,6 +225,8 @@ int main(int argc, char *argv[])
 	const struct command *cmd;
 
 	bch_dev_on_wait(print_wait);
+	/* an encrypted filesystem's key: keyring, passphrase file, terminal, stdin */
+	bch_crypt_set_key_provider(bch_cmd_key_provider);
 	if (strcmp(prog, "bcachefs"))
 		snprintf(wait_cmd, sizeof(wait_cmd), "%s", prog);
 	else if (argc > 1 && argv[1][0] != '-')

@@ -35,11 +35,12 @@
 #include "errcode.h"
 #include "format.h"
 #include "opts.h"
+#include "passphrase.h"
 #include "super.h"
 
 enum {
 	O_fs_label = 256, O_uuid, O_force, O_quiet, O_cache, O_tier, O_replicas,
-	O_help, O_no_btrees, O_source, O_table_base = 1024,
+	O_help, O_no_btrees, O_source, O_passphrase_file, O_no_passphrase, O_table_base = 1024,
 };
 
 /* "      --name=VALUE            help", wrapping after long names. */
@@ -90,6 +91,11 @@ static void format_usage(FILE *f)
 "      --source=DIR            copy the tree under DIR into the new filesystem\n"
 "                              (files, sparse files, hard links, symlinks, devices,\n"
 "                              fifos, xattrs, owners, modes, times in ns)\n"
+"      --passphrase-file=FILE  with --encrypted: the passphrase, one line of FILE\n"
+"                              (default: asked twice on the terminal, or one line\n"
+"                              of stdin when it is not a terminal)\n"
+"      --no-passphrase         with --encrypted: store the key in the clear\n"
+"                              (set one later with set-passphrase)\n"
 "  -f, --force                 overwrite an existing filesystem or partition table\n"
 "  -q, --quiet                 print nothing on success\n"
 "  -h, --help                  this text\n"
@@ -116,6 +122,8 @@ struct format_state {
 	struct bch_format_args	args;
 	bool			force, quiet;
 	const char		*source;	/* --source: directory to copy in */
+	const char		*passphrase_file;
+	bool			no_passphrase;
 };
 
 static void add_dev(struct format_state *s, const char *path)
@@ -147,6 +155,8 @@ static struct option *build_longopts(void)
 		{ "replicas",	required_argument, NULL, O_replicas },
 		{ "superblock-only", no_argument,  NULL, O_no_btrees },
 		{ "source",	required_argument, NULL, O_source },
+		{ "passphrase-file", required_argument, NULL, O_passphrase_file },
+		{ "no-passphrase", no_argument,	   NULL, O_no_passphrase },
 		{ "help",	no_argument,	   NULL, O_help },
 	};
 	unsigned nfixed = sizeof(fixed) / sizeof(fixed[0]), n = nfixed;
@@ -245,6 +255,8 @@ static int parse_args(struct format_state *s, int argc, char *argv[])
 		case 'q': case O_quiet:		s->quiet = true;		break;
 		case O_no_btrees:		s->args.no_btrees = true;	break;
 		case O_source:			s->source = optarg;		break;
+		case O_passphrase_file:		s->passphrase_file = optarg;	break;
+		case O_no_passphrase:		s->no_passphrase = true;	break;
 		case 'h': case O_help:
 			free_longopts(longopts);
 			format_usage(stdout);
@@ -454,6 +466,16 @@ int cmd_format(int argc, char *argv[])
 		}
 	}
 
+	if ((s.passphrase_file || s.no_passphrase) && !s.opts.v[Opt_encrypted]) {
+		cmd_err("format", "--%s needs --encrypted",
+			s.no_passphrase ? "no-passphrase" : "passphrase-file");
+		return EXIT_USAGE;
+	}
+	if (s.passphrase_file && s.no_passphrase) {
+		cmd_err("format", "--passphrase-file and --no-passphrase contradict each other");
+		return EXIT_USAGE;
+	}
+
 	for (unsigned i = 0; i < s.nr_devs && !s.force; i++) {
 		int found = cmd_probe_existing(s.devs[i].path, false, what, sizeof(what));
 		if (found < 0)
@@ -465,8 +487,26 @@ int cmd_format(int argc, char *argv[])
 		}
 	}
 
+	/* the passphrase last, once nothing else can refuse */
+	char *pass = NULL;
+	if (s.opts.v[Opt_encrypted] && !s.no_passphrase) {
+		size_t len;
+		ret = bch_passphrase_read(s.passphrase_file, "Enter passphrase: ", true, &pass, &len,
+					  err, sizeof(err));
+		if (ret) {
+			cmd_err("format", "%s", ret == -BCH_ERR_key_missing
+				? "--encrypted: no passphrase given (stdin ended); --passphrase-file "
+				  "FILE, or --no-passphrase"
+				: err);
+			return EXIT_FAIL;
+		}
+		s.args.passphrase = pass;
+	}
+
 	ret = bch_format(s.devs, s.nr_devs, &s.opts, s.target_names, &s.args,
 			 err, sizeof(err));
+	bch_passphrase_free(pass);
+	s.args.passphrase = NULL;
 	if (ret) {
 		cmd_err("format", "%s", err);
 		return ret == -BCH_ERR_opt_invalid || ret == -EINVAL ? EXIT_USAGE : EXIT_FAIL;

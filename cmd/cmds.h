@@ -35,6 +35,9 @@ int cmd_data_scrub(int argc, char *argv[]);	/* cmd_scrub.c */
 int cmd_set_fs_option(int argc, char *argv[]);
 int cmd_device(int argc, char *argv[]);
 int cmd_data_rereplicate(int argc, char *argv[]);	/* cmd_device.c */
+int cmd_unlock(int argc, char *argv[]);			/* cmd_crypt.c */
+int cmd_set_passphrase(int argc, char *argv[]);
+int cmd_remove_passphrase(int argc, char *argv[]);
 
 /*
  * What is on path already (format, device add)?  1 and a description in
