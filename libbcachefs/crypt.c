@@ -388,13 +388,22 @@ static int open_(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t a
 	return 0;
 }
 
-int bch_crypt_extent_encrypt(struct bch_fs *c, uint64_t version, struct bch_extent_crc *crc, void *buf)
+int bch_crypt_extent_encrypt(struct bch_fs *c, uint64_t version, struct bch_extent_crc *crc,
+			     const void *src, void *dst)
 {
-	uint8_t n[24];
+	uint8_t n[24], mac[BCH_MAC_BYTES];
 
+	if (!c->crypt)
+		return -BCH_ERR_key_missing;
 	nonce_make(n, NONCE_EXTENT, version, 0, 0);
+	if (bch_crypt_nonce_hook)
+		bch_crypt_nonce_hook(n);
 	crc->csum_type = BCH_CSUM_chacha20_poly1305;
-	return seal(c, n, NULL, 0, buf, (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT, &crc->csum);
+	crypto_aead_xchacha20poly1305_ietf_encrypt_detached(dst, mac, NULL, src,
+							    (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT,
+							    NULL, 0, NULL, n, c->crypt->key);
+	mac_to_csum(mac, &crc->csum);
+	return 0;
 }
 
 int bch_crypt_extent_verify(struct bch_fs *c, uint64_t version, const struct bch_extent_crc *crc,

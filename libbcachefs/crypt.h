@@ -130,11 +130,12 @@ extern uint64_t bch_crypt_nonce_reserve_step;
 /* ------------------------------------------------------------- extents */
 
 /*
- * Encrypt the encoded extent in buf (crc->compressed_sectors * 512 bytes,
- * padding included) in place with nonce version (the extent key's version:
- * bch_crypt_nonce_take()), and set crc's checksum to the MAC.
+ * Encrypt the encoded extent src (crc->compressed_sectors * 512 bytes,
+ * padding included) into dst (may be src) with nonce version (the extent
+ * key's version: bch_crypt_nonce_take()), and set crc's checksum to the MAC.
  */
-int bch_crypt_extent_encrypt(struct bch_fs *c, uint64_t version, struct bch_extent_crc *crc, void *buf);
+int bch_crypt_extent_encrypt(struct bch_fs *c, uint64_t version, struct bch_extent_crc *crc,
+			     const void *src, void *dst);
 /* Verify the MAC only (the bytes stay ciphertext): 0 or -BCH_ERR_csum_mismatch. */
 int bch_crypt_extent_verify(struct bch_fs *c, uint64_t version, const struct bch_extent_crc *crc,
 			    const void *buf);

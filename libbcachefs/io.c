@@ -92,15 +92,20 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	struct bch_extent_ptr ptrs[BCH_REPLICAS_MAX];
 	uint64_t version = 0;
 	unsigned got;
-	/* encrypted: the MAC is the checksum (and enc is always given: see bch_data_write()) */
+	/*
+	 * Encrypted: the MAC is the checksum, and enc is always given (see
+	 * bch_data_write()); uncompressed data is encrypted from src into it.
+	 */
+	bool plain = bch_compression_type_of(o->compression) == BCH_COMPRESSION_none;
 	if (c->crypt)
 		eo.csum_type = BCH_CSUM_none;
 	/* uncompressed (enc NULL): checksummed and written from src, no copy */
-	int r = bch_extent_encode(&eo, src, sectors, enc, &crc);
+	int r = bch_extent_encode(&eo, src, sectors, c->crypt && plain ? NULL : enc, &crc);
 	const void *out = enc ? enc : src;
 
 	if (!r && c->crypt && !(r = bch_crypt_nonce_take(c, &version)))
-		r = bch_crypt_extent_encrypt(c, version, &crc, enc);
+		r = bch_crypt_extent_encrypt(c, version, &crc, crc.compression_type == BCH_COMPRESSION_none &&
+					     plain ? src : enc, enc);
 	if (r)
 		return bch_fs_err(c, r, "encoding %u sectors of inode %" PRIu64 ": %s", sectors, inum,
 				  bch_err_str(r));

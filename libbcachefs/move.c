@@ -344,7 +344,7 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 		crc.offset = 0;
 		/* encrypted: new bytes, a new nonce (crypt.h invariant (1)) */
 		if (c->crypt && ((r = bch_crypt_nonce_take(c, &version)) ||
-				 (r = bch_crypt_extent_encrypt(c, version, &crc, dst))))
+				 (r = bch_crypt_extent_encrypt(c, version, &crc, dst, dst))))
 			return r;
 		out = dst ? dst : src;
 		if (!dst) {
