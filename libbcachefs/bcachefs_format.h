@@ -397,9 +397,25 @@ struct bch_sb_field_clean {
  *                              internal uuid).  kdf none: the key in the
  *                              clear, then zeros.
  *   112     8  nonce_reserved  see above
- *   120    16  reserved        zero
- * A wrong passphrase fails the wrapped key's MAC: it is recognised before
- * anything is decrypted.
+ *   120    16  key_check       BLAKE2b-128 keyed with the filesystem key of
+ *                              "bcachefs key check" and the internal uuid
+ * A wrong passphrase fails the wrapped key's MAC, and any key (one stored in
+ * the clear, one a process remembered) must give key_check: a wrong key is
+ * recognised before anything is decrypted.
+ *
+ * The clean record of an encrypted filesystem ends with a clean_mac entry
+ * (type 5, two u64s): BLAKE2b-128 keyed with the filesystem key of "bcachefs
+ * clean record", the internal uuid, and the record from journal_seq to the
+ * end of the entries before it.  A record without a valid one is not used
+ * (the journal is read instead), so an older record put back cannot roll
+ * the filesystem back.
+ *
+ * A read-write open also continues past the newest counter value a valid
+ * journal entry carries (a superblock rolled back does not rewind the
+ * counter), and a degraded one jumps to a random point in [2^62, 2^63):
+ * members opened apart, each without the other, then take unrelated ranges
+ * (an overlap needs two random starts within the values one session uses
+ * of each other: about 2^-30 for a session of 2^32 values).
  */
 struct bch_sb_field_crypt {
 	struct bch_sb_field	field;
@@ -412,7 +428,7 @@ struct bch_sb_field_crypt {
 	__u8			wrap_nonce[24];
 	__u8			wrapped_key[32 + 16];	/* key + MAC */
 	__le64			nonce_reserved;
-	__le64			reserved[2];
+	__u8			key_check[16];
 };
 _Static_assert(sizeof(struct bch_sb_field_crypt) == 136, "bch_sb_field_crypt size");
 #define BCH_KDF_NONE		0
@@ -959,7 +975,8 @@ _Static_assert(sizeof(struct bch_jset) == 72, "bch_jset size");
 	x(btree_root,	1)		\
 	x(usage,	2)		\
 	x(dev_usage,	3)		\
-	x(nonce,	4)
+	x(nonce,	4)		\
+	x(clean_mac,	5)
 
 enum bch_jset_entry_type {
 #define x(n, id)	BCH_JSET_ENTRY_##n = id,

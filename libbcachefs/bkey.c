@@ -184,7 +184,8 @@ static int inode_validate(const struct bch_bkey *k, char *err, size_t errlen)
 		return INVALID("inode: unknown flags %x", (unsigned)i->flags);
 	if (i->pad)
 		return INVALID("inode: nonzero padding");
-	if (i->opt_data_checksum > BCH_CSUM_NR || i->opt_data_replicas > BCH_REPLICAS_MAX + 1 ||
+	/* stored + 1; a MAC is never a per-file choice (encryption decides it) */
+	if (i->opt_data_checksum > BCH_CSUM_chacha20_poly1305 || i->opt_data_replicas > BCH_REPLICAS_MAX + 1 ||
 	    !inode_opt_compression_ok(i->opt_compression) ||
 	    !inode_opt_compression_ok(i->opt_background_compression) ||
 	    !inode_opt_target_ok(i->opt_foreground_target) ||

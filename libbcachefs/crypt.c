@@ -14,6 +14,7 @@
 #include "bcachefs.h"
 #include "crypt.h"
 #include "errcode.h"
+#include "journal.h"
 #include "super.h"
 
 _Static_assert(crypto_aead_xchacha20poly1305_ietf_KEYBYTES == BCH_KEY_BYTES, "key size");
@@ -44,12 +45,50 @@ struct bch_crypt *bch_fs_crypt(const struct bch_fs *c)
 	return c->crypt;
 }
 
+/* The external uuid of sb as text (a static buffer: messages only). */
+static const char *bch_sb_crypt_uuid_text(const struct bch_sb *sb)
+{
+	static char buf[40];
+	const uint8_t *u = sb->user_uuid;
+
+	snprintf(buf, sizeof(buf), "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
+		 u[14], u[15]);
+	return buf;
+}
+
 static int sodium_ready(void)
 {
 	return sodium_init() < 0 ? -ENOMEM : 0;
 }
 
 /* ------------------------------------------------------ superblock field */
+
+/* BLAKE2b-128 keyed with key, of label, the uuid, then data. */
+static void keyed_hash(const uint8_t key[BCH_KEY_BYTES], const char *label, const uint8_t uuid[BCH_UUID_SIZE],
+		       const void *data, size_t len, uint8_t out[16])
+{
+	crypto_generichash_state st;
+
+	crypto_generichash_init(&st, key, BCH_KEY_BYTES, 16);
+	crypto_generichash_update(&st, (const uint8_t *)label, strlen(label) + 1);
+	crypto_generichash_update(&st, uuid, BCH_UUID_SIZE);
+	if (len)
+		crypto_generichash_update(&st, data, len);
+	crypto_generichash_final(&st, out, 16);
+	sodium_memzero(&st, sizeof(st));
+}
+
+/* Is key the key of sb (its crypt field's key_check)? */
+static bool key_checks(const struct bch_sb *sb, const struct bch_sb_field_crypt *f,
+		       const uint8_t key[BCH_KEY_BYTES])
+{
+	uint8_t want[16];
+
+	keyed_hash(key, "bcachefs key check", sb->uuid, NULL, 0, want);
+	return !sodium_memcmp(want, f->key_check, 16);
+}
+
 
 bool bch_sb_encrypted(const struct bch_sb *sb)
 {
@@ -119,7 +158,7 @@ int bch_crypt_unwrap(const struct bch_sb *sb, const struct bch_sb_field_crypt *f
 		return r;
 	if (!bch_crypt_has_passphrase(f)) {
 		memcpy(key, f->wrapped_key, BCH_KEY_BYTES);
-		return 0;
+		return key_checks(sb, f, key) ? 0 : -BCH_ERR_key_wrong;
 	}
 	if (!wrapping_key)
 		return -BCH_ERR_key_missing;
@@ -127,6 +166,10 @@ int bch_crypt_unwrap(const struct bch_sb *sb, const struct bch_sb_field_crypt *f
 								f->wrapped_key + BCH_KEY_BYTES,
 								sb->uuid, BCH_UUID_SIZE,
 								f->wrap_nonce, wrapping_key)) {
+		sodium_memzero(key, BCH_KEY_BYTES);
+		return -BCH_ERR_key_wrong;
+	}
+	if (!key_checks(sb, f, key)) {
 		sodium_memzero(key, BCH_KEY_BYTES);
 		return -BCH_ERR_key_wrong;
 	}
@@ -145,7 +188,7 @@ int bch_crypt_wrap(const struct bch_sb *sb, struct bch_sb_field_crypt *f, const 
 		return -EINVAL;
 	f->flags = (f->flags & ~BCH_CRYPT_KDF_MASK) | (pass ? BCH_KDF_SCRYPT : BCH_KDF_NONE);
 	memset(f->pad, 0, sizeof(f->pad));
-	memset(f->reserved, 0, sizeof(f->reserved));
+	keyed_hash(key, "bcachefs key check", sb->uuid, NULL, 0, f->key_check);
 	if (!pass) {
 		f->kdf_n_log2 = f->kdf_r = f->kdf_p = 0;
 		memset(f->salt, 0, sizeof(f->salt));
@@ -166,6 +209,14 @@ int bch_crypt_wrap(const struct bch_sb *sb, struct bch_sb_field_crypt *f, const 
 							    sb->uuid, BCH_UUID_SIZE, NULL,
 							    f->wrap_nonce, wk);
 	sodium_memzero(wk, sizeof(wk));
+	return 0;
+}
+
+int bch_crypt_clean_mac(struct bch_fs *c, const void *record, size_t len, uint8_t mac[16])
+{
+	if (!c->crypt)
+		return -BCH_ERR_key_missing;
+	keyed_hash(c->crypt->key, "bcachefs clean record", c->sb->uuid, record, len, mac);
 	return 0;
 }
 
@@ -261,6 +312,9 @@ int bch_crypt_open(struct bch_fs *c, char *err, size_t errlen)
 		r = bch_errf(err, errlen, -BCH_ERR_key_missing,
 			     "filesystem is encrypted and no key was given");
 	}
+	if (!r && !key_checks(c->sb, f, cr->key))
+		r = bch_errf(err, errlen, -BCH_ERR_key_wrong, "filesystem %s: wrong key (its key check fails)",
+			     bch_sb_crypt_uuid_text(c->sb));
 	if (r) {
 		sodium_free(cr);
 		return r;
@@ -315,6 +369,18 @@ int bch_crypt_start_rw(struct bch_fs *c)
 		const struct bch_sb_field_crypt *f = d && bch_sb_encrypted(d) ? bch_sb_crypt(d) : NULL;
 		if (f && f->nonce_reserved > from)
 			from = f->nonce_reserved;
+	}
+	/* past what the (authenticated) journal says was used: a rolled back sb does not rewind */
+	uint64_t j = bch_journal_nonce_max(c);
+	if (j >= from)
+		from = j + 1;
+	/* degraded: members opened apart must not continue from one value (bcachefs_format.h) */
+	if (c->devs_missing) {
+		uint64_t r;
+		randombytes_buf(&r, sizeof(r));
+		r = (r & ((1ULL << 62) - 1)) | (1ULL << 62);
+		if (r > from)
+			from = r;
 	}
 	return reserve(c, from);
 }

@@ -116,6 +116,12 @@ static inline bool bch_fs_encrypted(const struct bch_fs *c);
  */
 int bch_crypt_rewrap(struct bch_fs *c, const char *pass, size_t len);
 
+/*
+ * The clean record's MAC (see bcachefs_format.h): BLAKE2b-128 keyed with the
+ * filesystem key over record (len bytes).
+ */
+int bch_crypt_clean_mac(struct bch_fs *c, const void *record, size_t len, uint8_t mac[16]);
+
 /* The next value of the nonce counter (never 0), durable before it returns. */
 int bch_crypt_nonce_take(struct bch_fs *c, uint64_t *v);
 

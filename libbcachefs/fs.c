@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sodium.h>
 #include <uuid/uuid.h>
 #include <time.h>
 #include <unistd.h>
@@ -417,6 +418,29 @@ static int degraded_check(struct bch_fs *c, bool roots)
 			  missing_text(c, who, sizeof(who)), what);
 }
 
+/*
+ * Encrypted: the clean record's last entry is its MAC (clean_mac, over the
+ * record from journal_seq to the entry before it: bcachefs_format.h).
+ */
+static bool clean_mac_good(struct bch_fs *c, const struct bch_sb_field_clean *cl, const __le64 *end)
+{
+	const __le64 *p = cl->entries, *last = NULL;
+	uint8_t mac[16];
+
+	while (p < end) {
+		const struct bch_jset_entry *e = (const void *)p;
+		if (p + 1 + e->u64s > end)
+			return false;
+		last = p;
+		p += 1 + e->u64s;
+	}
+	const struct bch_jset_entry *m = (const void *)last;
+	if (!m || m->type != BCH_JSET_ENTRY_clean_mac || m->u64s != 2 ||
+	    bch_crypt_clean_mac(c, &cl->journal_seq, (const char *)last - (const char *)&cl->journal_seq, mac))
+		return false;
+	return !sodium_memcmp(mac, m->_data, 16);
+}
+
 /* Roots from the clean record; false if there is none usable. */
 /* The roots (and the usage entry: *reserved, or UINT64_MAX without one) of the clean record. */
 static bool roots_from_clean(struct bch_fs *c, uint64_t *seq, uint64_t *reserved)
@@ -427,6 +451,8 @@ static bool roots_from_clean(struct bch_fs *c, uint64_t *seq, uint64_t *reserved
 	if (!(c->sb->flags & BCH_SB_FLAG_CLEAN) || !cl)
 		return false;
 	const __le64 *p = cl->entries, *end = (const __le64 *)&cl->field + cl->field.u64s;
+	if (c->crypt && !clean_mac_good(c, cl, end))
+		return false;	/* not the key's: the journal is read instead */
 	while (p < end) {
 		const struct bch_jset_entry *e = (const void *)p;
 		if (p + 1 + e->u64s > end || bch_btree_roots_from_jset(c, e))
@@ -447,7 +473,8 @@ static bool roots_from_clean(struct bch_fs *c, uint64_t *seq, uint64_t *reserved
 static int write_clean(struct bch_fs *c, bool alloc_current)
 {
 	unsigned u64s = bch_btree_roots_u64s(c);
-	size_t fu64s = (sizeof(struct bch_sb_field_clean) + 7) / 8 + u64s + BCH_CLEAN_USAGE_U64S;
+	unsigned mac_u64s = c->crypt ? 3 : 0;	/* encrypted: the clean_mac entry */
+	size_t fu64s = (sizeof(struct bch_sb_field_clean) + 7) / 8 + u64s + BCH_CLEAN_USAGE_U64S + mac_u64s;
 	int e2 = 0;
 	struct bch_sb_field_clean *cl = (void *)bch_sb_field_resize(
 		&c->sb, &c->sb_bytes, BCH_SB_FIELD_clean, fu64s, &e2);
@@ -463,6 +490,16 @@ static int write_clean(struct bch_fs *c, bool alloc_current)
 	ue->type = BCH_JSET_ENTRY_usage;
 	ue->u64s = 1;
 	ue->_data[0] = c->reserved_sectors;
+	if (c->crypt) {
+		struct bch_jset_entry *me = (void *)(cl->entries + u64s + BCH_CLEAN_USAGE_U64S);
+		memset(me, 0, sizeof(*me) + 16);
+		me->type = BCH_JSET_ENTRY_clean_mac;
+		me->u64s = 2;
+		int r = bch_crypt_clean_mac(c, &cl->journal_seq, (const char *)me - (const char *)&cl->journal_seq,
+					    (uint8_t *)me->_data);
+		if (r)
+			return r;
+	}
 	c->sb->flags |= BCH_SB_FLAG_CLEAN;
 	return bch_write_super(c);
 }

@@ -68,6 +68,7 @@ struct bch_journal {
 	unsigned		csum_type;
 	unsigned		max_u64s;	/* payload of one entry, roots included */
 	unsigned		extra_u64s;	/* encrypted: the nonce entry each entry starts with */
+	uint64_t		nonce_max;	/* encrypted: highest counter of a valid entry */
 
 	uint64_t		seq;		/* the open entry */
 	uint64_t		seen_max;	/* read: newest seq a header vouched for,
@@ -287,6 +288,8 @@ static int jset_validate(struct bch_fs *c, const struct bch_jset *js, size_t roo
 		return snprintf(why, whylen, "%s", bch_err_str(ret)), ret;
 	if (ret)
 		return snprintf(why, whylen, mac ? "bad MAC" : "bad checksum"), -BCH_ERR_journal_bad;
+	if (mac && c->journal && ne->_data[0] > J(c)->nonce_max)
+		J(c)->nonce_max = ne->_data[0];	/* authentic: the counter went at least this far */
 	if ((js->flags & BCH_JSET_HDR_CSUM) ? js->hdr_csum != jset_hdr_csum(js) : js->hdr_csum != 0)
 		return snprintf(why, whylen, "bad header checksum"), -BCH_ERR_journal_bad;
 	if (!js->seq || js->last_seq > js->seq)
@@ -872,6 +875,8 @@ static int journal_write(struct bch_fs *c)
 	/* encrypted: the counter value is durable before it is used (crypt.h) */
 	if (extra && (ret = bch_crypt_nonce_take(c, &counter)))
 		return ret;
+	if (counter > j->nonce_max)
+		j->nonce_max = counter;
 	js = bch_dev_alloc_buf(bytes);
 	if (!js)
 		return -ENOMEM;
@@ -1197,6 +1202,11 @@ uint64_t bch_journal_cur_seq(struct bch_fs *c)
 {
 	J(c)->pending = true;
 	return J(c)->seq;
+}
+
+uint64_t bch_journal_nonce_max(struct bch_fs *c)
+{
+	return c->journal ? J(c)->nonce_max : 0;
 }
 
 uint64_t bch_journal_seq_durable(struct bch_fs *c)

@@ -130,6 +130,11 @@ int bch_journal_flush(struct bch_fs *c);
 /* Of the open entry; the caller makes something depend on it (the next flush writes it). */
 uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
+/*
+ * Encrypted: the highest nonce counter value of a valid entry seen by the
+ * reads at open, or written since (0: none).  The counter continues past it.
+ */
+uint64_t bch_journal_nonce_max(struct bch_fs *c);
 uint64_t bch_journal_last_seq(struct bch_fs *c);	/* oldest still needed */
 
 void bch_journal_pin_add(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq,
