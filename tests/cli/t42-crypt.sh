@@ -224,3 +224,71 @@ expect_rc 0 $B format -q --encrypted --no-passphrase --fs-size=64M nopass.img
 expect_rc 0 $B image ls nopass.img / </dev/null
 expect_rc 0 $B show-super nopass.img
 expect_in out '^Features: +encryption'
+
+# ---- the keyring not reachable (libkeyutils missing: a stand-in without its
+# functions, as t20 does): unlock says so and stores nothing; opens fall back
+# to the passphrase; unlock -c needs no keyring
+if command -v cc >/dev/null; then
+	mkdir stub && echo 'int not_the_library;' > stub/s.c &&
+		cc -shared -fPIC -o stub/libkeyutils.so.1 stub/s.c || fail "cc stub"
+	expect_rc 1 env LD_LIBRARY_PATH="$PWD/stub" $B unlock --passphrase-file pass img
+	expect_in err "bcachefs unlock: img: cannot load libkeyutils.so.1"
+	expect_rc 0 env LD_LIBRARY_PATH="$PWD/stub" $B unlock -c --passphrase-file pass img
+	expect_rc 0 env LD_LIBRARY_PATH="$PWD/stub" BCACHEFS_PASSPHRASE_FILE=pass $B image ls img /
+	expect_rc 1 env LD_LIBRARY_PATH="$PWD/stub" $B image ls img / </dev/null
+	expect_in err "no key was given"
+fi
+
+# ---- the terminal: echo off, asked twice for a new passphrase, must match
+# (a pseudo-terminal driven by python3's pty module)
+cat > drive_pty.py <<'PY'
+# drive_pty.py "LINE1,LINE2" CMD...: run CMD on a new pseudo-terminal, typing
+# each line after the next "passphrase" prompt; print what the terminal
+# showed; exit with CMD's status (124 after 30 s).
+import os, pty, signal, sys
+def drive(lines, argv):
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(argv[0], argv)
+    def timeout(*_):
+        os.kill(pid, signal.SIGKILL)
+        sys.stdout.write(out.decode(errors="replace") + "\nTIMEOUT\n")
+        os._exit(124)
+    signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(30)
+    out, seen = b"", 0
+    for l in lines:
+        while out.lower().count(b"passphrase") <= seen:
+            out += os.read(fd, 1024)
+        seen = out.lower().count(b"passphrase")
+        os.write(fd, l.encode() + b"\n")
+    while True:
+        try:
+            b = os.read(fd, 1024)
+        except OSError:
+            break
+        if not b:
+            break
+        out += b
+    _, st = os.waitpid(pid, 0)
+    sys.stdout.write(out.decode(errors="replace"))
+    sys.exit(os.waitstatus_to_exitcode(st))
+drive(sys.argv[1].split(","), sys.argv[2:])
+PY
+run python3 drive_pty.py "tty secret,tty secret" $B format -q --encrypted --fs-size=64M tty.img
+[ "$rc" = 0 ] || fail "format on a terminal: $(cat out err)"
+expect_in out 'Enter passphrase:'
+expect_in out 'Enter the same passphrase again:'
+expect_not_in out 'tty secret'		# not echoed
+printf 'tty secret\n' > ttypass
+expect_rc 0 $B unlock -c --passphrase-file ttypass tty.img
+run python3 drive_pty.py "one,two" $B format -q --encrypted --fs-size=64M tty2.img
+[ "$rc" = 1 ] || fail "mismatch on a terminal exited $rc"
+expect_in out 'do not match'
+! $B show-super tty2.img >/dev/null 2>&1 || fail "tty2.img formatted after a mismatch"
+run python3 drive_pty.py "wrong one" $B image ls tty.img /
+[ "$rc" = 1 ] || fail "wrong passphrase on a terminal exited $rc"
+expect_in out "Enter passphrase for .*:"
+expect_in out 'wrong passphrase'
+run python3 drive_pty.py "tty secret" $B image ls tty.img /
+[ "$rc" = 0 ] || fail "right passphrase on a terminal exited $rc: $(cat out)"
