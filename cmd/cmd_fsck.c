@@ -287,6 +287,16 @@ int cmd_fsck(int argc, char *argv[])
 	char **devs = fs.devs;
 	struct bch_sb *sb = NULL;
 
+	/* encrypted: a wrong or missing key stops here, before any repair (exit 8) */
+	char kerr[512];
+	if (cmd_crypt_key_early("fsck", devs, nr, kerr, sizeof(kerr))) {
+		cmd_err("fsck", "%s", kerr);
+		if (o.json)
+			summary(ctx, &o, devs, nr, FSCK_EXIT_ERROR);
+		cmd_fs_free(&fs);
+		free(ctx);
+		return FSCK_EXIT_ERROR;
+	}
 	if (!o.json)
 		printf("pass 1: superblocks\n");
 	int ret = bch_fsck_superblocks(ctx, devs, nr, &sb);

@@ -76,6 +76,9 @@ static void describe(const uint8_t user_uuid[BCH_UUID_SIZE], char desc[64])
 
 static int load(char *err, size_t errlen)
 {
+	/* sodium_malloc() below: libsodium must be initialised first */
+	if (sodium_init() < 0)
+		return bch_errf(err, errlen, -ENOMEM, "cannot initialise libsodium");
 	if (bch_dl_load(&ku_lib))
 		return bch_errf(err, errlen, ku_lib.err, "cannot load %s (the kernel keyring): %s",
 				ku_lib.soname, ku_lib.why);

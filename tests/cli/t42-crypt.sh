@@ -7,6 +7,7 @@
 command -v keyctl >/dev/null || skip "no keyctl (package keyutils)"
 unset BCACHEFS_PASSPHRASE_FILE
 keys=""
+uuid=""
 mnt=""
 cleanup() {
 	cd /
@@ -80,6 +81,17 @@ expect_in err "bcachefs image: .*wrong passphrase"
 expect_rc 1 $B unlock --passphrase-file wrong img
 expect_in err "bcachefs unlock: img: filesystem $uuid: wrong passphrase"
 [ "$(sha img)" = "$h" ] || fail "image changed by a wrong passphrase"
+# fsck -y with a wrong key repairs nothing, not even a damaged superblock copy
+cp img sbdamaged.img
+printf 'garbage' | dd of=sbdamaged.img bs=1 seek=$((136 * 512 + 200)) conv=notrunc 2>/dev/null
+h2=$(sha sbdamaged.img)
+BCACHEFS_PASSPHRASE_FILE=wrong expect_rc 8 $B fsck -y sbdamaged.img
+expect_not_in out 'fixing|sb_copy_bad'
+BCACHEFS_PASSPHRASE_FILE=wrong expect_rc 8 $B fsck -y --json sbdamaged.img
+expect_in out '"exit": 8'
+[ "$(sha sbdamaged.img)" = "$h2" ] || fail "fsck -y with a wrong key changed the image"
+BCACHEFS_PASSPHRASE_FILE=pass expect_rc 1 $B fsck -y sbdamaged.img
+expect_in out 'sb_copy_bad.*fixing'
 
 # ---- no key at all: a clear message, exit 8 for fsck, 1 for the rest
 expect_rc 8 $B fsck -y img </dev/null
