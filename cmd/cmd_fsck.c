@@ -135,6 +135,9 @@ static void usage(FILE *f)
 "something; an entry nothing uses is minor: dropped, not counted).\n"
 "A filesystem that was closed cleanly gets pass 1 only, unless -f.  On a\n"
 "terminal each pass shows how far it is (percent).\n"
+"Encrypted: the key comes from the keyring (bcachefs unlock),\n"
+"$BCACHEFS_PASSPHRASE_FILE, the terminal or one line of stdin, before pass 1;\n"
+"a wrong or missing key is an operational error (8): nothing is repaired.\n"
 "Exit status (bits, as fsck(8)): 0 clean, 1 errors corrected, 4 errors left\n"
 "uncorrected, 8 operational error, 16 usage error, 32 cancelled.\n");
 }
