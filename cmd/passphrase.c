@@ -157,7 +157,9 @@ int bch_passphrase_read(const char *file, const char *prompt, bool confirm,
 		return bch_errf(err, errlen, -ENOMEM, "out of locked memory for the passphrase");
 	if (file) {
 		r = from_file(file, b, len, err, errlen);
-	} else if (isatty(STDIN_FILENO) && (tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)) >= 0) {
+	} else if (isatty(STDIN_FILENO) &&
+		   ((tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)) >= 0 ||
+		    (tty = dup(STDIN_FILENO)) >= 0)) {	/* no /dev/tty: the terminal on stdin */
 		r = from_tty(tty, prompt, b, len, err, errlen);
 		if (!r && confirm) {
 			size_t len2;

@@ -117,6 +117,8 @@ run sh -c "$B unlock -k user img < pass"
 expect_in out "added bcachefs:$uuid to the user keyring \\(key [0-9]+\\)"
 keys="$keys $(sed -n 's/.*(key \([0-9]*\)).*/\1/p' out)"
 [ "$(keyctl search @u user "bcachefs:$uuid")" -gt 0 ] || fail "key not in @u"
+# the user's other processes may read it whatever their session: user view, read, search
+keyctl rdescribe $keys | grep -q ";3f0b0000;bcachefs:$uuid\$" || fail "key permissions: $(keyctl rdescribe $keys)"
 expect_rc 0 $B fsck -n img </dev/null
 expect_rc 0 $B image ls img / </dev/null
 expect_in out "lost.found"
