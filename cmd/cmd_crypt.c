@@ -123,6 +123,44 @@ static int encrypted_sb(const char *cmd, struct cmd_fs *fs, bool need_pass, stru
 	return 0;
 }
 
+int cmd_crypt_key_early(const char *cmd, char **devs, unsigned nr, char *err, size_t errlen)
+{
+	struct bch_sb *best = NULL;
+	uint8_t key[BCH_KEY_BYTES];
+	int r;
+
+	(void)cmd;
+	/* the newest readable superblock; none: the command's own checks say why */
+	for (unsigned i = 0; i < nr; i++) {
+		struct bch_blockdev *bd;
+		struct bch_sb *sb;
+
+		if (bch_dev_open(devs[i], BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd))
+			continue;
+		r = bch_sb_read(bd, &sb, NULL);
+		bch_dev_close(bd);
+		if (r)
+			continue;
+		if (!best || sb->seq > best->seq) {
+			free(best);
+			best = sb;
+		} else {
+			free(sb);
+		}
+	}
+	if (!best || !bch_sb_encrypted(best) || !bch_sb_crypt(best) ||
+	    !bch_crypt_has_passphrase(bch_sb_crypt(best))) {
+		free(best);
+		return 0;
+	}
+	r = bch_cmd_key_provider(best, key, err, errlen);
+	if (!r)
+		r = bch_crypt_key_remember(best->uuid, key);
+	sodium_memzero(key, sizeof(key));
+	free(best);
+	return r;
+}
+
 static void unlock_usage(FILE *f)
 {
 	fprintf(f,

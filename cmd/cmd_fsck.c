@@ -136,6 +136,9 @@ static void usage(FILE *f)
 "something; an entry nothing uses is minor: dropped, not counted).\n"
 "A filesystem that was closed cleanly gets pass 1 only, unless -f.  On a\n"
 "terminal each pass shows how far it is (percent).\n"
+"Encrypted: the key comes from the keyring (bcachefs unlock),\n"
+"$BCACHEFS_PASSPHRASE_FILE, the terminal or one line of stdin, before pass 1;\n"
+"a wrong or missing key is an operational error (8): nothing is repaired.\n"
 "Exit status (bits, as fsck(8)): 0 clean, 1 errors corrected, 4 errors left\n"
 "uncorrected, 8 operational error, 16 usage error, 32 cancelled.\n");
 }
@@ -297,6 +300,16 @@ int cmd_fsck(int argc, char *argv[])
 	char **devs = fs.devs;
 	struct bch_sb *sb = NULL;
 
+	/* encrypted: a wrong or missing key stops here, before any repair (exit 8) */
+	char kerr[512];
+	if (cmd_crypt_key_early("fsck", devs, nr, kerr, sizeof(kerr))) {
+		cmd_err("fsck", "%s", kerr);
+		if (o.json)
+			summary(ctx, &o, devs, nr, FSCK_EXIT_ERROR);
+		cmd_fs_free(&fs);
+		free(ctx);
+		return FSCK_EXIT_ERROR;
+	}
 	if (!o.json)
 		printf("pass 1: superblocks\n");
 	int ret = bch_fsck_superblocks(ctx, devs, nr, &sb);

@@ -38,6 +38,14 @@ int cmd_data_rereplicate(int argc, char *argv[]);	/* cmd_device.c */
 int cmd_unlock(int argc, char *argv[]);			/* cmd_crypt.c */
 int cmd_set_passphrase(int argc, char *argv[]);
 int cmd_remove_passphrase(int argc, char *argv[]);
+/*
+ * Before a command changes anything (fsck's superblock repairs): when devs
+ * hold an encrypted filesystem with a passphrase, find its key now (keyring,
+ * BCACHEFS_PASSPHRASE_FILE, terminal, stdin) and remember it for the open.
+ * 0 (also when nothing readable or not encrypted), or -BCH_ERR_key_wrong /
+ * -BCH_ERR_key_missing / another error with a message in err.
+ */
+int cmd_crypt_key_early(const char *cmd, char **devs, unsigned nr, char *err, size_t errlen);
 
 /*
  * What is on path already (format, device add)?  1 and a description in

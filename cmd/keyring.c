@@ -23,6 +23,7 @@
 	x(add_key,		add_key)		\
 	x(get_keyring_ID,	keyctl_get_keyring_ID)	\
 	x(search,		keyctl_search)		\
+	x(setperm,		keyctl_setperm)		\
 	x(read,			keyctl_read)		\
 	x(unlink,		keyctl_unlink)
 
@@ -76,6 +77,9 @@ static void describe(const uint8_t user_uuid[BCH_UUID_SIZE], char desc[64])
 
 static int load(char *err, size_t errlen)
 {
+	/* sodium_malloc() below: libsodium must be initialised first */
+	if (sodium_init() < 0)
+		return bch_errf(err, errlen, -ENOMEM, "cannot initialise libsodium");
 	if (bch_dl_load(&ku_lib))
 		return bch_errf(err, errlen, ku_lib.err, "cannot load %s (the kernel keyring): %s",
 				ku_lib.soname, ku_lib.why);
@@ -151,6 +155,14 @@ int bch_keyring_add(const uint8_t user_uuid[BCH_UUID_SIZE], enum bch_keyring whi
 	if (id < 0)
 		return bch_errf(err, errlen, -errno, "adding %s to the %s: %s", desc, rings[which].what,
 				strerror(errno));
+	/*
+	 * The user keyrings are the user's, in every session: let the user's
+	 * other processes (which may not possess the key: no session keyring
+	 * linking the user keyring) search and read it, as they could ptrace
+	 * this one.  A session keyring's key stays the session's.
+	 */
+	if (which != BCH_KEYRING_SESSION || !own_session)
+		ku.setperm(id, KEY_POS_ALL | KEY_USR_VIEW | KEY_USR_READ | KEY_USR_SEARCH);
 	/* make sure a later command finds and reads it */
 	long found = ku.search(rings[which].spec, "user", desc, 0);
 	r = found == id ? read_wk(id, back) : -ENOKEY;

@@ -20,7 +20,9 @@
  * command.  bch_keyring_add() therefore adds to the keyring "@s" resolves
  * to WITHOUT creating one, and reads the key back before it says it was
  * stored.  Lookups search the session, the user and the user-session
- * keyrings, in that order.
+ * keyrings, in that order.  A key in the user or user-session keyring gets
+ * user read and search permission besides the possessor's, so the user's
+ * processes find it whatever their session.
  */
 
 #include <stddef.h>

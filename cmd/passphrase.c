@@ -120,13 +120,18 @@ static int from_tty(int tty, const char *prompt, char *b, size_t *len, char *err
 	bool restore = false;
 	ssize_t n;
 
-	if (write(tty, prompt, strlen(prompt)) < 0)
-		return bch_errf(err, errlen, -errno, "/dev/tty: %s", strerror(errno));
+	/* echo off before the prompt: nothing typed after it is shown */
 	if (!tcgetattr(tty, &old)) {
 		noecho = old;
 		noecho.c_lflag &= ~(ECHO | ECHONL);
 		noecho.c_lflag |= ICANON;
 		restore = !tcsetattr(tty, TCSAFLUSH, &noecho);
+	}
+	if (write(tty, prompt, strlen(prompt)) < 0) {
+		int e = errno;
+		if (restore)
+			tcsetattr(tty, TCSAFLUSH, &old);
+		return bch_errf(err, errlen, -e, "/dev/tty: %s", strerror(e));
 	}
 	n = read_line(tty, b);
 	if (restore)
@@ -152,7 +157,9 @@ int bch_passphrase_read(const char *file, const char *prompt, bool confirm,
 		return bch_errf(err, errlen, -ENOMEM, "out of locked memory for the passphrase");
 	if (file) {
 		r = from_file(file, b, len, err, errlen);
-	} else if (isatty(STDIN_FILENO) && (tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)) >= 0) {
+	} else if (isatty(STDIN_FILENO) &&
+		   ((tty = open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY)) >= 0 ||
+		    (tty = dup(STDIN_FILENO)) >= 0)) {	/* no /dev/tty: the terminal on stdin */
 		r = from_tty(tty, prompt, b, len, err, errlen);
 		if (!r && confirm) {
 			size_t len2;
