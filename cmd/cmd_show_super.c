@@ -20,6 +20,7 @@
 
 #include "blockdev.h"
 #include "cmds.h"
+#include "crypt.h"
 #include "errcode.h"
 #include "fsname.h"
 #include "opts.h"
@@ -443,6 +444,15 @@ static void show_sb(struct out *o, const char *path, const struct bch_sb *sb,
 	out_size(o, "Btree node size", "btree_node_size", (uint64_t)sb->btree_node_size << BCH_SECTOR_SHIFT);
 	/* only whether the crypt field is in use: its bytes are never printed */
 	out_bool(o, "Encrypted", "encrypted", encrypted);
+	const struct bch_sb_field_crypt *cf = encrypted ? bch_sb_crypt(sb) : NULL;
+	if (cf) {
+		if (bch_crypt_has_passphrase(cf))
+			snprintf(buf, sizeof(buf), "scrypt n=2^%u r=%u p=%u", cf->kdf_n_log2, cf->kdf_r,
+				 cf->kdf_p);
+		else
+			snprintf(buf, sizeof(buf), "none");
+		out_str(o, "Key derivation", "key_derivation", buf);
+	}
 	if (o->json) {
 		json_open(&o->j, "features", true);
 		if (encrypted)
