@@ -447,3 +447,59 @@ Test(crypt_review, old_clean_record_is_not_a_silent_rollback)
 	free(y);
 	free(r);
 }
+
+static void kdf_none_other_key(struct bch_sb *sb, unsigned copy, void *priv)
+{
+	struct bch_sb_field_crypt *f = (struct bch_sb_field_crypt *)bch_sb_crypt(sb);
+
+	(void)priv;
+	cr_assert(f, "copy %u: no crypt field", copy);
+	f->flags &= ~BCH_CRYPT_KDF_MASK;	/* BCH_KDF_NONE: "the key in the clear" */
+	memset(f->wrapped_key, 0, sizeof(f->wrapped_key));
+	for (unsigned i = 0; i < BCH_KEY_BYTES; i++)
+		f->wrapped_key[i] = (uint8_t)(SEED * 7 + i);
+}
+
+/*
+ * Invariant (3) with the key stored in the clear (remove-passphrase): no
+ * check value at all, so any 32 bytes there are taken as the key.  A
+ * superblock rewritten that way (checksum recomputed) opens without a
+ * passphrase under a key of the writer's choosing, and the filesystem's real
+ * contents read as damage everywhere: the open fails on a "bad MAC" of the
+ * first node (fsck would repair; anything written from then on is under the
+ * writer's key).  A key error is what must come.
+ *
+ * KNOWN BUG: the filesystem key has no check value of its own (a MAC under
+ * it of the internal UUID, say, in the crypt field), so neither a key
+ * stored in the clear nor a remembered one can be checked before use.
+ */
+Test(crypt_review, key_in_the_clear_is_checked_too)
+{
+	char paths[1][TESTFS_PATH_MAX], err[512];
+
+	testfs_encrypted = true;
+	testfs_format(tmpdir, 1, 32, 64 << 10, 1, paths);
+	struct bch_fs *c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(c, "open: %s", err);
+	workload(c, SEED, 4);
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	sb_patch(paths[0], kdf_none_other_key, NULL);
+	bch_crypt_keys_forget();
+	size_t l0, l1;
+	char *before = slurp(paths[0], &l0);
+	char *p[1] = { paths[0] };
+	struct bch_opts o;
+	memset(&o, 0, sizeof(o));
+	c = NULL;
+	int r = bch_fs_open(p, 1, &o, &c, err, sizeof(err));
+	if (!r)
+		bch_fs_close(c);
+	char *after = slurp(paths[0], &l1);
+	cr_assert(l0 == l1 && !memcmp(before, after, l0), "the open (%s) changed the image",
+		  r ? bch_err_str(r) : "succeeded");
+	cr_assert(r == -BCH_ERR_key_wrong, "a key in the clear that is not the filesystem's: %s (%s), "
+		  "not a key error", r ? bch_err_str(r) : "opened", r ? err : "");
+	free(before);
+	free(after);
+}
