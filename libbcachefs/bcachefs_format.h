@@ -373,9 +373,9 @@ struct bch_sb_field_clean {
  * value is handed out twice, whatever crashes between (a crash loses at most
  * unused values).  An extent key's version is a fresh counter value each time
  * data is encoded; a btree node's seq is one for every new node (its bsets
- * then differ by offset, and a node read after an unclean shutdown is
- * rewritten before it is appended to, so an append torn by a crash is never
- * redone at its offset); a journal entry takes one for its nonce entry.  The
+ * then differ by offset, and a node read from disk is rewritten under a
+ * new seq before it is appended to, so an append torn by a crash, in any
+ * earlier session, is never redone at its offset); a journal entry takes one for its nonce entry.  The
  * move path (rebalance to another device, copygc, evacuate, promote) copies
  * ciphertext with its crc and version unchanged: same key, nonce and
  * plaintext give the same bytes, nothing new is encrypted.  A move that

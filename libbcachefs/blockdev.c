@@ -835,6 +835,15 @@ int bch_dev_discard(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
 	return ret == -EIO ? ret : 0;
 }
 
+int bch_dev_punch(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
+{
+	if (dev->rdonly)
+		return -EROFS;
+	if (dev->is_blockdev || dev->have_hook)
+		return -EOPNOTSUPP;	/* a recorder must see the zeroes written */
+	return fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, len) ? -errno : 0;
+}
+
 /* ------------------------------------------------------------ batched I/O */
 
 /* A vec that the kernel can take as one O_DIRECT request. */

@@ -103,6 +103,12 @@ int bch_dev_flush(struct bch_blockdev *dev);
 
 /* Discard (BLKDISCARD / punch hole); best effort, errors other than EIO ignored. */
 int bch_dev_discard(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
+/*
+ * A regular file: punch a hole (reads back as zeroes).  -EOPNOTSUPP for a
+ * block device or while a write hook is set (callers write zeroes then),
+ * else 0 or -errno.
+ */
+int bch_dev_punch(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
 
 /*
  * Batched I/O: submit many reads or writes at once (libaio on block devices

@@ -552,8 +552,41 @@ static int write_zeroes(struct bch_blockdev *bd, uint64_t off, uint64_t len)
 	return ret;
 }
 
+/*
+ * Empty journal buckets: whatever was on the device before must not be read
+ * as entries (journal.h: a bucket with an empty head is not read).  The head
+ * block of each bucket is what the journal reads first (journal.c).
+ */
+static int wipe_journal_heads(struct bch_blockdev *bd, const struct dev_plan *p, const struct bch_sb *sb)
+{
+	size_t head = (size_t)sb->block_size << BCH_SECTOR_SHIFT;
+	void *z = bch_dev_alloc_buf(head);
+	struct bch_io_vec *v = calloc(p->journal_nr ? p->journal_nr : 1, sizeof(*v));
+	int r = 0;
+
+	if (!z || !v)
+		r = -ENOMEM;
+	for (unsigned i = 0; !r && i < p->journal_nr; i++)
+		v[i] = (struct bch_io_vec) {
+			.buf = z, .len = head, .offset = (p->first_bucket + i) * p->bucket,
+		};
+	if (!r)
+		r = bch_dev_write_batch(bd, v, p->journal_nr);
+	free(v);
+	free(z);
+	return r;
+}
+
+/*
+ * Write one device's superblock areas.  wipe_journal: also empty its journal
+ * buckets' heads (a member added to a filesystem), and with reproducible
+ * the whole journal (a reproducible format, whose internal UUID an earlier
+ * filesystem on the device may have had: its entries would be taken for the
+ * new one's).
+ */
 static int write_device(struct bch_format_dev *d, struct dev_plan *p,
-			struct bch_sb *sb, unsigned idx, char *err, size_t errlen)
+			struct bch_sb *sb, unsigned idx, bool wipe_journal, bool reproducible,
+			char *err, size_t errlen)
 {
 	struct bch_blockdev *bd;
 	uint64_t sb_area = 1ULL << BCH_SB_MAX_SIZE_BITS;
@@ -581,6 +614,22 @@ static int write_device(struct bch_format_dev *d, struct dev_plan *p,
 	sb->layout.sb_offset[1] = BCH_SB_SECTOR + sb_area;
 	sb->layout.sb_offset[2] = p->last_sb;
 	sb->layout.sb_offset[3] = 0;
+	/*
+	 * The emptied journal durable before the superblock that names it.  A
+	 * reproducible format empties it whole: entries of an earlier
+	 * filesystem with the same UUID may follow the new ones in a bucket.
+	 */
+	uint64_t jstart = (uint64_t)p->first_bucket * p->bucket, jlen = (uint64_t)p->journal_nr * p->bucket;
+	/*
+	 * In an image file the whole bucket area goes (a hole): the earlier
+	 * filesystem's nodes share the new one's derived node seqs at the same
+	 * places, and its appends would be read as the new nodes' bsets.
+	 */
+	if (reproducible && (p->is_blockdev || bch_dev_punch(bd, jstart, p->nbuckets * p->bucket - jstart)) &&
+	    bch_dev_punch(bd, jstart, jlen) && (ret = write_zeroes(bd, jstart, jlen)))
+		goto out;
+	if (wipe_journal && ((ret = wipe_journal_heads(bd, p, sb)) || (ret = bch_dev_flush(bd))))
+		goto out;
 	ret = bch_sb_write_dev(bd, sb, idx, &sb->layout);
 out:
 	if (ret)
@@ -657,8 +706,9 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 			       err, errlen);
 
 	/* Phase 2: write. */
+	bool reproducible = args.have_uuid && getenv("SOURCE_DATE_EPOCH");
 	for (unsigned i = 0; i < nr && !ret; i++)
-		ret = write_device(&devs[i], &plans[i], sb, i, err, errlen);
+		ret = write_device(&devs[i], &plans[i], sb, i, reproducible, reproducible, err, errlen);
 
 	/* Phase 3: an empty root node for every btree, closed clean. */
 	if (!ret && !args.no_btrees) {
@@ -733,39 +783,8 @@ uint64_t bch_format_member_size(const struct bch_member_plan *mp)
 int bch_format_member_write(struct bch_format_dev *d, struct bch_member_plan *mp,
 			    struct bch_sb *sb, unsigned idx, char *err, size_t errlen)
 {
-	struct bch_member *m = bch_sb_member(sb, idx);
-	struct bch_blockdev *bd;
-	int r = write_device(d, &mp->p, sb, idx, err, errlen);
-
-	if (r || !m)
-		return r;
-	/*
-	 * Empty journal buckets: whatever was on the device before must not be
-	 * read as entries (journal.h: a bucket with an empty head is not read).
-	 */
-	if ((r = bch_dev_open(d->path, 0, &bd)))
-		return bch_errf(err, errlen, r, "%s: %s", d->path, bch_err_str(r));
-	/* the head block of each bucket is what the journal reads first (journal.c) */
-	size_t head = (size_t)sb->block_size << BCH_SECTOR_SHIFT;
-	void *z = bch_dev_alloc_buf(head);
-	struct bch_io_vec *v = calloc(mp->p.journal_nr ? mp->p.journal_nr : 1, sizeof(*v));
-	if (!z || !v)
-		r = -ENOMEM;
-	for (unsigned i = 0; !r && i < mp->p.journal_nr; i++)
-		v[i] = (struct bch_io_vec) {
-			.buf = z, .len = head,
-			.offset = (mp->p.first_bucket + i) * (uint64_t)(m->bucket_size << BCH_SECTOR_SHIFT),
-		};
-	if (!r)
-		r = bch_dev_write_batch(bd, v, mp->p.journal_nr);
-	free(v);
-	free(z);
-	if (!r)
-		r = bch_dev_flush(bd);
-	if (r)
-		bch_errf(err, errlen, r, "%s: writing: %s", d->path, bch_err_str(r));
-	bch_dev_close(bd);
-	return r;
+	/* the new member's journal buckets empty: nothing before is read as entries */
+	return write_device(d, &mp->p, sb, idx, true, false, err, errlen);
 }
 
 void bch_format_member_plan_free(struct bch_member_plan *mp)
