@@ -126,10 +126,12 @@ int bch_sb_crypt_validate(const struct bch_sb *sb, char *err, size_t errlen)
 	unsigned kdf = f->flags & BCH_CRYPT_KDF_MASK;
 	if (kdf != BCH_KDF_NONE && kdf != BCH_KDF_SCRYPT)
 		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "crypt: unknown kdf type %u", kdf);
+	/* bounded work and memory: a stranger's image cannot make an open run for hours */
 	if (kdf == BCH_KDF_SCRYPT &&
-	    (f->kdf_n_log2 < 10 || f->kdf_n_log2 > 30 || !f->kdf_r || !f->kdf_p ||
-	     (uint64_t)f->kdf_r * f->kdf_p >= (1U << 20) ||
-	     ((uint64_t)128 * f->kdf_r << f->kdf_n_log2) > (4ULL << 30)))
+	    (f->kdf_n_log2 < 10 || f->kdf_n_log2 > 24 || !f->kdf_r || !f->kdf_p ||
+	     (uint64_t)f->kdf_r * f->kdf_p > 64 ||
+	     ((uint64_t)128 * f->kdf_r << f->kdf_n_log2) > (1ULL << 30) ||
+	     ((uint64_t)f->kdf_r * f->kdf_p << f->kdf_n_log2) > (1ULL << 26)))
 		return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
 				"crypt: scrypt parameters out of range (N=2^%u r=%u p=%u)",
 				f->kdf_n_log2, f->kdf_r, f->kdf_p);
