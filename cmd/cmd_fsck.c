@@ -304,6 +304,7 @@ int cmd_fsck(int argc, char *argv[])
 	char kerr[512];
 	if (cmd_crypt_key_early("fsck", devs, nr, kerr, sizeof(kerr))) {
 		cmd_err("fsck", "%s", kerr);
+		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s", kerr);	/* the JSON's "error" */
 		if (o.json)
 			summary(ctx, &o, devs, nr, FSCK_EXIT_ERROR);
 		cmd_fs_free(&fs);

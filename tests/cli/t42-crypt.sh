@@ -85,7 +85,8 @@ h2=$(sha sbdamaged.img)
 BCACHEFS_PASSPHRASE_FILE=wrong expect_rc 8 $B fsck -y sbdamaged.img
 expect_not_in out 'fixing|sb_copy_bad'
 BCACHEFS_PASSPHRASE_FILE=wrong expect_rc 8 $B fsck -y --json sbdamaged.img
-expect_in out '"exit": 8'
+expect_in out '"exit_code": 8'
+expect_in out '"error": "'
 [ "$(sha sbdamaged.img)" = "$h2" ] || fail "fsck -y with a wrong key changed the image"
 
 # ---- no key at all: a clear message, exit 8 for fsck, 1 for the rest
