@@ -65,8 +65,8 @@ rm -f "$dir/plain.img" && "$B" format -q --fs-size=4G "$dir/plain.img"
 p=$(run_all "$B" fusemount "$dir/plain.img" "$mnt")
 rm -f "$dir/plain.img"
 
-# gocryptfs over kernel ext4 on a loop device (over $TMPDIR without one)
-under="a directory of $TMPDIR"
+# gocryptfs over kernel ext4 on a loop device (over ${TMPDIR:-/tmp} without one)
+under="a directory of ${TMPDIR:-/tmp}"
 mkdir "$dir/ext4"
 if [ "$(id -u)" = 0 ] && command -v losetup >/dev/null && truncate -s 4G "$dir/kext4.img" &&
    mke2fs -q -F -t ext4 "$dir/kext4.img" && loop=$(losetup -f --show "$dir/kext4.img"); then
@@ -74,8 +74,8 @@ if [ "$(id -u)" = 0 ] && command -v losetup >/dev/null && truncate -s 4G "$dir/k
 	under="kernel ext4 on a loop device"
 fi
 mkdir "$dir/ext4/cipher"
-gocryptfs -q -init -passfile "$dir/pass" "$dir/ext4/cipher" >/dev/null
-g=$(run_all gocryptfs -q -passfile "$dir/pass" "$dir/ext4/cipher" "$mnt")
+gocryptfs -q -nosyslog -init -passfile "$dir/pass" "$dir/ext4/cipher" >/dev/null
+g=$(run_all gocryptfs -q -nosyslog -passfile "$dir/pass" "$dir/ext4/cipher" "$mnt")
 if [ -n "$loop" ]; then umount "$dir/ext4"; losetup -d "$loop"; loop=; fi
 
 # ratio A B: A/B
@@ -101,7 +101,7 @@ fi
 best() {
 	b=
 	for i in $(seq "$REPS"); do
-		rm -f img
+		rm -f img && truncate -s 4G img
 		t=$(ms "$@")
 		[ -z "$b" ] || [ "$t" -lt "$b" ] && b=$t
 	done

@@ -115,16 +115,22 @@ if $fuse; then
 fi
 for w in $ways; do expect_rc 0 $BIN fsck -n e1-$w.img; done
 
-# ---- tampering: one byte of a data extent
+# ---- tampering
+# flip IMG OFFSET: invert the lowest bit of the byte at OFFSET of IMG
+flip() {
+	python3 -c "
+import sys
+f = open(sys.argv[1], 'r+b'); f.seek(int(sys.argv[2])); b = f.read(1)
+f.seek(int(sys.argv[2])); f.write(bytes([b[0] ^ 1]))" "$1" "$2" || fail "flip $1 $2"
+}
+# one byte of a data extent
 cp e1-put.img t1.img
 ino=$($BIN image stat --json t1.img "/$N_put" | sed -n 's/.*"inode": \([0-9]*\),.*/\1/p')
 [ -n "$ino" ] || fail "no inode number for /$N_put"
 expect_rc 0 $BIN list -b extents t1.img
 ptr=$(sed -n "s/^$ino:.* ptr 0:\([0-9]*\) .*/\1/p" out | head -1)
 [ -n "$ptr" ] || fail "no extent pointer of inode $ino: $(cat out)"
-printf '\001' | python3 -c "
-import sys
-f = open('t1.img', 'r+b'); f.seek($ptr * 512 + 100); b = f.read(1); f.seek($ptr * 512 + 100); f.write(bytes([b[0] ^ 1]))"
+flip t1.img $((ptr * 512 + 100))
 run $BIN fsck -f -n -c t1.img
 [ $((rc & 4)) = 4 ] || fail "fsck -f -n -c of a tampered extent exited $rc: $(cat out err)"
 expect_in out 'data_unreadable|bad checksum|bad MAC'
@@ -135,16 +141,15 @@ expect_in err "bcachefs image: .*Input/output error"
 cmp -s out put.txt && fail "image cat returned the whole file from a tampered extent"
 [ ! -s out ] || cmp -s -n "$(stat -c %s out)" out put.txt || fail "image cat returned bytes that were never written"
 
-# ---- tampering: one byte of a btree leaf (the dirents: names are looked up there)
+# one byte of a btree leaf (the dirents: names are looked up there)
 cp e1-put.img t2.img
 expect_rc 0 $BIN list -b dirents -m nodes t2.img
 ptr=$(sed -n 's/^node level 0 .* ptr 0:\([0-9]*\) .*/\1/p' out | head -1)
 [ -n "$ptr" ] || fail "no dirents leaf: $(cat out)"
-python3 -c "
-f = open('t2.img', 'r+b'); f.seek($ptr * 512 + 200); b = f.read(1); f.seek($ptr * 512 + 200); f.write(bytes([b[0] ^ 1]))"
+flip t2.img $((ptr * 512 + 200))
 run $BIN fsck -f -n t2.img
 [ $((rc & 4)) = 4 ] || fail "fsck -f -n of a tampered btree node exited $rc: $(cat out err)"
-expect_in out 'bad checksum|bad MAC|unreadable'
+expect_in out 'bad MAC'
 run $BIN image cat t2.img "/$N_put"
 [ "$rc" = 1 ] || fail "image cat through a tampered btree node exited $rc"
 [ ! -s out ] || fail "image cat through a tampered btree node printed $(wc -c < out) bytes"
