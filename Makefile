@@ -8,6 +8,7 @@
 #   make soak | fuzz | bench   long runs, not part of check
 #   make bench-tiering         only the tiering benchmarks (bench/README)
 #   make bench-devices         only the device benchmarks (bench/README)
+#   make bench-crypt           only the encryption benchmarks (bench/README)
 
 PREFIX	?= /usr/local
 DESTDIR	?=
@@ -144,6 +145,12 @@ bench-devices: bcachefs
 	@scripts/install-deps.sh bench
 	@bench/evacuate.sh; bench/device-add.sh
 
+# The encryption benchmarks of issue 21: fusemount encrypted vs unencrypted vs
+# gocryptfs, format --source encrypted vs not (bench/crypt.sh).
+bench-crypt: bcachefs
+	@scripts/install-deps.sh bench
+	@bench/crypt.sh
+
 # mount(8) looks for mount.fuse.bcachefs in /sbin only (not $(PREFIX)/sbin):
 # install also links it there, unless MOUNT_HELPER_DIR is empty or is
 # $(PREFIX)/sbin.  Without that link `mount -t fuse.bcachefs` still works
@@ -168,7 +175,7 @@ install: bcachefs build/bcachefs.bash
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli demo soak bench bench-tiering bench-devices fuzz install clean test-deps
+.PHONY: all check unit cli demo soak bench bench-tiering bench-devices bench-crypt fuzz install clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8

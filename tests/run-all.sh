@@ -3,6 +3,8 @@
 #   unit   Criterion tests of the library (ASan + UBSan build)
 #   cli    tests/cli/*.sh: the real binary on image files (and loop devices)
 #   fsck   tests/fsck/<case>/: golden fsck cases (damage, -y, then -n)
+#   cli-encrypted, fsck-encrypted  the round-trip test and the golden cases
+#          once more on encrypted filesystems (ENCRYPTED=1)
 #   damage tests/damage/campaign.sh: the corruption campaign (files kept after
 #          damage to one structure, fsck -y and extract; ~30 cases)
 # SOAK=1 makes the randomized tests run longer (make soak; the campaign runs
@@ -25,10 +27,12 @@ else
 	failed=$((failed + t - p))
 fi
 
-# suite NAME SCRIPT: run a shell suite whose last line is "NAME: N passed, N failed, N skipped"
+# suite NAME CMD...: run a shell suite whose last line is "NAME: N passed, N failed, N skipped"
 suite() {
 	echo "== $1 tests"
-	"$2" > "build/$1.log" 2>&1
+	_name=$1; shift
+	"$@" > "build/$_name.log" 2>&1
+	set -- "$_name"
 	cat "build/$1.log"
 	line=$(grep "^$1:" "build/$1.log" | tail -1)
 	if [ -z "$line" ]; then
@@ -42,6 +46,17 @@ suite() {
 }
 suite cli tests/cli/run.sh
 suite fsck tests/fsck/run.sh
+# encrypted (issue 21): the same round-trip test and golden cases on encrypted
+# filesystems; under make check the round trip with 1000 files and the cases of
+# tests/fsck/encrypted-quick (one or more of each kind of damage), all of them
+# under make soak
+if [ -n "${SOAK:-}" ]; then
+	suite cli-encrypted env ENCRYPTED=1 tests/cli/run.sh t16-files-roundtrip.sh
+	suite fsck-encrypted env ENCRYPTED=1 tests/fsck/run.sh
+else
+	suite cli-encrypted env ENCRYPTED=1 FILES_N=1000 tests/cli/run.sh t16-files-roundtrip.sh
+	suite fsck-encrypted env ENCRYPTED=1 tests/fsck/run.sh $(grep -v '^#' tests/fsck/encrypted-quick)
+fi
 suite damage tests/damage/campaign.sh
 
 echo "TOTAL: $passed passed, $failed failed, $skipped skipped"

@@ -33,3 +33,9 @@ field() { sed -n "s/^ *$1: *//p" out | head -1; }
 
 # sha FILE: content hash, to prove a file was not written
 sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# encrypted: true when the tests run with ENCRYPTED=1 (tests/cli/run.sh): every
+# `$B format` makes an encrypted filesystem, with the passphrase in $PF
+encrypted() { [ "${ENCRYPTED:-0}" = 1 ]; }
+# plain_only REASON: skip a test that cannot mean the same thing encrypted
+plain_only() { ! encrypted || skip "not run encrypted: $*"; }

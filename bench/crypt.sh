@@ -1,0 +1,113 @@
+#!/bin/sh
+# make bench-crypt (issue 21): what encryption costs.
+# 1. bench/fuse.sh's workloads (untar of a /usr/include tarball, find+stat,
+#    fio seq write / seq read of SIZE (BENCH_CRYPT_SIZE, default 1G) bs=1M,
+#    fio 4k randwrite of 64 MiB with fsync every 32, rm -rf) through
+#      enc       bcachefs fusemount of an encrypted image (ChaCha20-Poly1305)
+#      plain     bcachefs fusemount of an unencrypted image
+#      gocryptfs gocryptfs (a FUSE layer encrypting each file, AES-GCM) over
+#                a directory of kernel ext4 on a loop device (root and
+#                losetup; without them over a directory of $TMPDIR)
+#    each image 4G, fresh for each.  Ratios: plain/enc (goal >= 0.8 on seq
+#    write and seq read) and gocryptfs/enc (goal > 1 on every row: we are
+#    ahead), both >1 when the encrypted filesystem is faster.
+# 2. format --source of the benchmark tree of bench/run.sh (a copy of
+#    /usr/share and /usr/include; BENCH_TREE=generated for a treetool tree
+#    of BENCH_FILES files) encrypted vs unencrypted, best of REPS (3):
+#    plain/enc (goal >= 0.8).
+# Needs /dev/fuse, fio and gocryptfs ("SKIP: ..." and exit 0 without them).
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+B="$root/bcachefs"
+SRC=${BENCH_FUSE_SRC:-/usr/include}
+SIZE=${BENCH_CRYPT_SIZE:-1G}
+REPS=${REPS:-3}
+[ -c /dev/fuse ] && command -v fio >/dev/null && command -v gocryptfs >/dev/null || {
+	echo "SKIP: crypt bench needs /dev/fuse, fio and gocryptfs"; exit 0; }
+dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-cryptbench.XXXXXX")
+mnt="$dir/mnt"
+loop=
+cleanup() {
+	cd /
+	fusermount3 -uz "$mnt" 2>/dev/null || true
+	if [ -n "$loop" ]; then umount "$dir/ext4" 2>/dev/null || true; losetup -d "$loop"; fi
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+mkdir "$mnt"
+printf 'crypt bench passphrase\n' > "$dir/pass"
+export BCACHEFS_PASSPHRASE_FILE="$dir/pass"
+tar -C "$(dirname "$SRC")" -cf "$dir/src.tar" "$(basename "$SRC")"
+
+ms() { t0=$(date +%s%N); "$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; return 1; }; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 )); }
+
+# run_all MOUNT_CMD...: the workload of bench/fuse.sh on a fresh mount; "ms ..." on stdout
+run_all() {
+	"$@" >/dev/null
+	for i in $(seq 50); do mountpoint -q "$mnt" && break; sleep 0.1; done
+	mountpoint -q "$mnt" || { echo "FAILED: mount: $*" >&2; return 1; }
+	r_untar=$(ms sh -c "tar -C '$mnt' -xf '$dir/src.tar' && sync -f '$mnt'")
+	r_find=$(ms sh -c "find '$mnt' -exec stat -c %s {} + >/dev/null")
+	r_seqw=$(ms fio --name=w --directory="$mnt" --size="$SIZE" --bs=1M --rw=write --ioengine=psync --end_fsync=1)
+	sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+	r_seqr=$(ms fio --name=w --directory="$mnt" --size="$SIZE" --bs=1M --rw=read --ioengine=psync)
+	r_rand=$(ms fio --name=r --directory="$mnt" --size=64M --bs=4k --rw=randwrite --ioengine=psync --fsync=32)
+	r_rm=$(ms rm -rf "$mnt/$(basename "$SRC")" "$mnt/w.0.0" "$mnt/r.0.0")
+	fusermount3 -u "$mnt"
+	sleep 0.5
+	echo "$r_untar $r_find $r_seqw $r_seqr $r_rand $r_rm"
+}
+
+rm -f "$dir/enc.img" && "$B" format -q --encrypted --passphrase-file "$dir/pass" --fs-size=4G "$dir/enc.img"
+e=$(run_all "$B" fusemount "$dir/enc.img" "$mnt")
+rm -f "$dir/enc.img"
+rm -f "$dir/plain.img" && "$B" format -q --fs-size=4G "$dir/plain.img"
+p=$(run_all "$B" fusemount "$dir/plain.img" "$mnt")
+rm -f "$dir/plain.img"
+
+# gocryptfs over kernel ext4 on a loop device (over ${TMPDIR:-/tmp} without one)
+under="a directory of ${TMPDIR:-/tmp}"
+mkdir "$dir/ext4"
+if [ "$(id -u)" = 0 ] && command -v losetup >/dev/null && truncate -s 4G "$dir/kext4.img" &&
+   mke2fs -q -F -t ext4 "$dir/kext4.img" && loop=$(losetup -f --show "$dir/kext4.img"); then
+	mount -t ext4 "$loop" "$dir/ext4"
+	under="kernel ext4 on a loop device"
+fi
+mkdir "$dir/ext4/cipher"
+gocryptfs -q -nosyslog -init -passfile "$dir/pass" "$dir/ext4/cipher" >/dev/null
+g=$(run_all gocryptfs -q -nosyslog -passfile "$dir/pass" "$dir/ext4/cipher" "$mnt")
+if [ -n "$loop" ]; then umount "$dir/ext4"; losetup -d "$loop"; loop=; fi
+
+# ratio A B: A/B
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) b = 1; printf "%.2f", a / b }'; }
+echo "encryption: bcachefs fusemount encrypted vs unencrypted vs gocryptfs $(gocryptfs -version | cut -d' ' -f2 | tr -d ';') over $under; $(du -sh "$dir/src.tar" | cut -f1) tarball of $SRC, fio $SIZE"
+printf '%-24s %9s %9s %9s %11s %15s\n' workload enc plain gocryptfs plain/enc gocryptfs/enc
+set -- untar "find+stat" "seq write" "seq read" "4k randwrite+fsync/32" "rm -rf"
+for name; do
+	ev=$(echo $e | cut -d' ' -f1); e=$(echo $e | cut -d' ' -f2-)
+	pv=$(echo $p | cut -d' ' -f1); p=$(echo $p | cut -d' ' -f2-)
+	gv=$(echo $g | cut -d' ' -f1); g=$(echo $g | cut -d' ' -f2-)
+	printf '%-24s %7sms %7sms %7sms %11s %15s\n' "$name" "$ev" "$pv" "$gv" "$(ratio "$pv" "$ev")" "$(ratio "$gv" "$ev")"
+done
+echo "(plain/enc: goal >= 0.8 on seq write and seq read; gocryptfs/enc: goal > 1 on every row)"
+
+# format --source of the benchmark tree, encrypted vs not, best of REPS
+cd "$dir"
+if [ "${BENCH_TREE:-usr}" = usr ] && [ -d /usr/share ] && [ -d /usr/include ]; then
+	mkdir tree && cp -a /usr/share /usr/include tree/
+else
+	python3 "$root/tests/cli/treetool.py" gen tree 5 "${BENCH_FILES:-20000}"
+fi
+best() {
+	b=
+	for i in $(seq "$REPS"); do
+		rm -f img && truncate -s 4G img
+		t=$(ms "$@")
+		[ -z "$b" ] || [ "$t" -lt "$b" ] && b=$t
+	done
+	echo "$b"
+}
+f_p=$(best "$B" format -q -f --source tree img)
+f_e=$(best "$B" format -q -f --encrypted --passphrase-file "$dir/pass" --source tree img)
+echo "format --source of $(du -sh tree | cut -f1) in $(find tree | wc -l) entries, best of $REPS:" \
+	"encrypted ${f_e}ms, unencrypted ${f_p}ms, plain/enc $(ratio "$f_p" "$f_e") (goal >= 0.8)"
