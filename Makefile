@@ -57,6 +57,7 @@ LIB_OBJS  := $(LIB_SRCS:%.c=$(OBJ)/%.o)
 CMD_OBJS  := $(CMD_SRCS:%.c=$(OBJ)/%.o)
 SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(SOBJ)/%.o)
+SCMD_OBJS := $(CMD_SRCS:%.c=$(SOBJ)/%.o)
 
 all: bcachefs
 
@@ -73,6 +74,15 @@ $(SOBJ)/%.o: %.c
 
 build/unit-tests: $(SLIB_OBJS) $(UNIT_OBJS)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs criterion)
+
+# The binary under ASan + UBSan (LeakSanitizer on), from the same objects and
+# flags as the unit tests: the CLI, fsck and damage suites run with it as
+# BCH=build/san/bcachefs (tests/sanitizer.sh sets the sanitizer options;
+# make check runs the sample in tests/san-sample, make soak everything).
+# The runtimes are linked statically: GCC's shared libubsan next to libasan
+# ignores log_path and writes to stderr, which a fusemount daemon has closed.
+build/san/bcachefs: $(SLIB_OBJS) $(SCMD_OBJS)
+	$(CC) $(CFLAGS) $(SAN) -static-libasan -static-libubsan -o $@ $^ $(LDLIBS)
 
 # The random-operation stress program (tests/stress/, used by tests/cli/t26-stress.sh).
 build/fsstress: tests/stress/fsstress.c

@@ -2,24 +2,36 @@
 # Run every tests/cli/*.sh test (or those named on the command line) with the
 # built binary, each in its own temp directory.  A test passes on exit 0,
 # is skipped on exit 77.  Last line: "cli: N passed, N failed, N skipped".
+# BCH=PATH runs another binary as $B (BCH=build/san/bcachefs: the sanitizer
+# build); the sanitizer options (tests/sanitizer.sh) write any report to a
+# directory of the test's own, and a report fails the test whatever its exit.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-export B="$root/bcachefs" ROOT="$root"
+B=${BCH:-$root/bcachefs}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+[ -x "$B" ] || { echo "cli: no binary $B"; echo "cli: 0 passed, 1 failed, 0 skipped"; exit 1; }
+export B ROOT="$root"
+. "$root/tests/sanitizer.sh"
 pass=0 fail=0 skip=0
 tests=${*:-$(ls "$here"/t*.sh)}
 tests=$(for t in $tests; do case $t in /*) echo "$t" ;; */*) echo "$PWD/$t" ;; *) echo "$here/$t" ;; esac; done)
 for t in $tests; do
 	name=$(basename "$t" .sh)
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-cli-$name.XXXXXX")
+	san=$(mktemp -d "${TMPDIR:-/tmp}/bch-san-$name.XXXXXX")
 	t0=$(date +%s)
-	(cd "$dir" && . "$here/lib.sh" && . "$t") >"$dir/log" 2>&1
+	(san_env "$san" && cd "$dir" && . "$here/lib.sh" && . "$t") >"$dir/log" 2>&1
 	rc=$?
 	secs=$(($(date +%s) - t0))
+	san_wait "$san"
+	san_reports "$san" >"$dir/san.log" || rc=$SAN_EXITCODE
+	rm -rf "$san"
 	case $rc in
 	0)  pass=$((pass + 1)); echo "PASS $name (${secs} s)"; rm -rf "$dir" ;;
 	77) skip=$((skip + 1)); echo "SKIP $name: $(grep '^SKIP' "$dir/log" | head -1)"; rm -rf "$dir" ;;
-	*)  fail=$((fail + 1)); echo "FAIL $name (exit $rc; kept $dir)"; sed 's/^/    /' "$dir/log" | tail -40 ;;
+	*)  fail=$((fail + 1)); echo "FAIL $name (exit $rc; kept $dir)"; sed 's/^/    /' "$dir/log" | tail -40
+	    [ -s "$dir/san.log" ] && sed 's/^/    /' "$dir/san.log" | head -80 ;;
 	esac
 done
 echo "cli: $pass passed, $fail failed, $skip skipped"

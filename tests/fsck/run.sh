@@ -13,10 +13,16 @@
 # Before -y, a `fsck -n` run must change no byte of any device and must exit
 # with bit 4 set whenever -y repairs something.
 # UPDATE=1 rewrites the expect files from the current output (review the diff!).
+# BCH=PATH runs another binary as $B (BCH=build/san/bcachefs: the sanitizer
+# build); sanitizer reports (tests/sanitizer.sh) go to a directory of the
+# case's own, not into the compared output, and any report fails the case.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-export B="$root/bcachefs"
+B=${BCH:-$root/bcachefs}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+export B BCH="$B"
+. "$root/tests/sanitizer.sh"
 pass=0 fail=0
 cases=${*:-$(cd "$here" && ls -d */ | tr -d /)}
 # The cases are independent (each in its own directory): FSCK_JOBS (default
@@ -43,6 +49,8 @@ if [ "$jobs" -gt 1 ] && [ -z "${FSCK_PART:-}" ] && [ "$(echo $cases | wc -w)" -g
 fi
 for c in $cases; do
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsck-$c.XXXXXX")
+	san=$(mktemp -d "${TMPDIR:-/tmp}/bch-san-$c.XXXXXX")
+	san_env "$san"
 	ok=true why=
 	(cd "$dir" && sh "$here/$c/script") >"$dir/script.log" 2>&1 || { ok=false; why="script failed: $(tail -3 "$dir/script.log")"; }
 	if $ok; then
@@ -88,6 +96,12 @@ check failed: $(tail -5 "$dir/check.log")"
 fsck -n exited $rc0 although -y repaired something"
 		fi
 	fi
+	san_wait "$san"
+	if ! san_reports "$san" >"$dir/san.log"; then
+		ok=false; why="$why
+$(head -80 "$dir/san.log")"
+	fi
+	rm -rf "$san"
 	if $ok; then
 		pass=$((pass + 1)); echo "PASS $c"; rm -rf "$dir"
 	else
