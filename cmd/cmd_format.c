@@ -113,6 +113,7 @@ struct format_state {
 	unsigned		nr_devs;
 	int			tier;		/* -1: not given */
 	int			tiers_seen[8];
+	char			tier_labels[8][8];	/* "tierN", labels of --tier */
 	struct bch_format_args	args;
 	bool			force, quiet;
 	const char		*source;	/* --source: directory to copy in */
@@ -126,8 +127,9 @@ static void add_dev(struct format_state *s, const char *path)
 	s->devs[s->nr_devs] = s->cur;
 	s->devs[s->nr_devs].path = path;
 	if (s->tier >= 0 && !s->cur.label) {
-		char *l = malloc(16);
-		snprintf(l, 16, "tier%d", s->tier);
+		char *l = s->tier_labels[s->tier];
+
+		snprintf(l, sizeof(s->tier_labels[0]), "tier%d", s->tier);
 		s->devs[s->nr_devs].label = l;
 		s->tiers_seen[s->tier] = 1;
 	}
