@@ -81,8 +81,10 @@ build/unit-tests: $(SLIB_OBJS) $(UNIT_OBJS)
 # make check runs the sample in tests/san-sample, make soak everything).
 # The runtimes are linked statically: GCC's shared libubsan next to libasan
 # ignores log_path and writes to stderr, which a fusemount daemon has closed.
+# Linked aside and renamed: a suite running it meanwhile never finds it half written.
 build/san/bcachefs: $(SLIB_OBJS) $(SCMD_OBJS)
-	$(CC) $(CFLAGS) $(SAN) -static-libasan -static-libubsan -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(SAN) -static-libasan -static-libubsan -o $@.tmp $^ $(LDLIBS)
+	mv -f $@.tmp $@
 
 # The random-operation stress program (tests/stress/, used by tests/cli/t26-stress.sh).
 build/fsstress: tests/stress/fsstress.c
