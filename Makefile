@@ -1,10 +1,14 @@
 # bcachefs toolchain: one binary, `bcachefs`.
 #
 #   make            build ./bcachefs (installs missing Debian packages first, as root)
-#   make check      unit tests (ASan+UBSan) and CLI tests
+#   make check      unit tests (ASan+UBSan), CLI, fsck and damage tests, then a
+#                   sample of those again with build/san/bcachefs (tests/san-sample)
+#   make san        every CLI test and fsck case with build/san/bcachefs, the
+#                   binary under ASan + UBSan + LeakSanitizer (BCH= for the runners)
 #   make demo       format an example image and show it
 #   make install    PREFIX=/usr/local DESTDIR=
-#   make soak | fuzz | bench   long runs, not part of check
+#   make soak | fuzz | bench   long runs, not part of check (soak: all of
+#                   the cli and fsck suites with build/san/bcachefs too)
 #   make bench-tiering         only the tiering benchmarks (bench/README)
 #   make bench-devices         only the device benchmarks (bench/README)
 
@@ -97,19 +101,24 @@ test-deps:
 	@scripts/install-deps.sh test
 
 unit: build/unit-tests
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/unit-tests --jobs 2 $(UNIT_ARGS)
+	. tests/sanitizer.sh && san_env && ./build/unit-tests --jobs 2 $(UNIT_ARGS)
 
 cli: bcachefs build/fsstress test-deps
 	@tests/cli/run.sh $(CLI_ARGS)
 
 # Everything: unit tests, then CLI tests; the last line is the summary.
-check: test-deps bcachefs build/unit-tests build/fsstress
+check: test-deps bcachefs build/unit-tests build/san/bcachefs build/fsstress
 	@tests/run-all.sh
 
 demo: bcachefs
 	@scripts/demo.sh
 
-soak: bcachefs build/unit-tests build/fsstress
+# Every CLI test and fsck case with the sanitizer binary (make soak runs them too).
+san: build/san/bcachefs build/fsstress test-deps
+	@BCH=build/san/bcachefs tests/cli/run.sh $(CLI_ARGS); c=$$?; \
+	 BCH=build/san/bcachefs tests/fsck/run.sh; f=$$?; [ $$c = 0 ] && [ $$f = 0 ]
+
+soak: bcachefs build/unit-tests build/san/bcachefs build/fsstress
 	@SOAK=1 tests/run-all.sh
 
 # libFuzzer targets (clang); FUZZ_TIME seconds each.  Crashes land in build/fuzz/.
@@ -164,7 +173,7 @@ install: bcachefs
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli demo soak bench bench-tiering bench-devices fuzz install clean test-deps
+.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices fuzz install clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8

@@ -29,7 +29,7 @@ san_env() {
 		mkdir -p "$1"
 		_san_log=:log_path=$(cd "$1" && pwd)/san
 	fi
-	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=$SAN_EXITCODE:check_initialization_order=1:strict_init_order=1$_san_log
+	ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:exitcode=$SAN_EXITCODE$_san_log
 	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=$SAN_EXITCODE$_san_log
 	LSAN_OPTIONS=exitcode=$SAN_EXITCODE
 	export ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS

@@ -51,6 +51,7 @@ for c in $cases; do
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsck-$c.XXXXXX")
 	san=$(mktemp -d "${TMPDIR:-/tmp}/bch-san-$c.XXXXXX")
 	san_env "$san"
+	t0=$(date +%s)
 	ok=true why=
 	(cd "$dir" && sh "$here/$c/script") >"$dir/script.log" 2>&1 || { ok=false; why="script failed: $(tail -3 "$dir/script.log")"; }
 	if $ok; then
@@ -103,7 +104,7 @@ $(head -80 "$dir/san.log")"
 	fi
 	rm -rf "$san"
 	if $ok; then
-		pass=$((pass + 1)); echo "PASS $c"; rm -rf "$dir"
+		pass=$((pass + 1)); echo "PASS $c ($(($(date +%s) - t0)) s)"; rm -rf "$dir"
 	else
 		fail=$((fail + 1)); echo "FAIL $c (kept $dir): $why"
 	fi
