@@ -7,6 +7,8 @@
 #          damage to one structure, fsck -y and extract; ~30 cases)
 #   san-*  cli, fsck and damage again with the sanitizer binary
 #          (build/san/bcachefs, BCH=): the fixed sample in tests/san-sample
+# The cli lane (cli, san-cli) runs beside the other suites, one after
+# another (two cores: the size make check is made for).
 # SOAK=1 makes the randomized tests run longer (make soak; the campaign runs
 # every structure x damage kind x 3 seeds) and runs every CLI test and fsck
 # case with the sanitizer binary (the campaign's make check subset).
@@ -33,18 +35,23 @@ else
 	failed=$((failed + t - p))
 fi
 
-# suite LOG CMD...: run a shell suite whose last line is "NAME: N passed, N
-# failed, N skipped", its output also in build/LOG.log
-suite() {
+# run LOG CMD...: run a shell suite (last line "NAME: N passed, N failed, N
+# skipped") with its output in build/LOG.log, then its seconds
+run() {
 	log=build/$1.log; shift
-	echo "== $(basename "$log" .log) tests"
 	t0=$(now)
 	"$@" > "$log" 2>&1
+	echo "$(($(now) - t0))" > "$log.secs"
+}
+# report LOG: print a suite's output and add up its counts
+report() {
+	log=build/$1.log
+	echo "== $1 tests"
 	cat "$log"
-	echo "$(basename "$log" .log): $(($(now) - t0)) s"
+	echo "$1: $(cat "$log.secs" 2>/dev/null) s"
 	line=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$log" | tail -1)
 	if [ -z "$line" ]; then
-		echo "$(basename "$log" .log) tests did not report"
+		echo "$1 tests did not report"
 		failed=$((failed + 1))
 		return
 	fi
@@ -52,22 +59,39 @@ suite() {
 	failed=$((failed + $(echo "$line" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')))
 	skipped=$((skipped + $(echo "$line" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')))
 }
-suite cli tests/cli/run.sh
-suite fsck tests/fsck/run.sh
-suite damage tests/damage/campaign.sh
 
-# The commands under ASan + UBSan + LeakSanitizer (tests/sanitizer.sh).
+# The same suites with the commands under ASan + UBSan + LeakSanitizer
+# (tests/sanitizer.sh): the sample in tests/san-sample, or all with SOAK=1.
 sample() { sed -n "s/^$1[[:space:]]\{1,\}\([^[:space:]]*\).*/\1/p" tests/san-sample; }
-if [ "${SOAK:-0}" = 1 ]; then
-	suite san-cli env BCH=build/san/bcachefs tests/cli/run.sh
-	suite san-fsck env BCH=build/san/bcachefs tests/fsck/run.sh
-	suite san-damage env BCH=build/san/bcachefs SOAK= tests/damage/campaign.sh
-else
-	suite san-cli env BCH=build/san/bcachefs tests/cli/run.sh $(sample cli | sed 's/$/.sh/')
-	suite san-fsck env BCH=build/san/bcachefs tests/fsck/run.sh $(sample fsck)
-	suite san-damage env BCH=build/san/bcachefs tests/damage/campaign.sh \
-		$(sample damage | sed 's/^/--case /')
-fi
+san_cli() {
+	if [ "${SOAK:-0}" = 1 ]; then set --; else set -- $(sample cli | sed 's/$/.sh/'); fi
+	run san-cli env BCH=build/san/bcachefs tests/cli/run.sh "$@"
+}
+san_fsck() {
+	if [ "${SOAK:-0}" = 1 ]; then set --; else set -- $(sample fsck); fi
+	run san-fsck env BCH=build/san/bcachefs FSCK_JOBS=1 tests/fsck/run.sh "$@"
+}
+san_damage() {	# with SOAK=1 the campaign's make check subset
+	set -- $(sample damage | sed 's/^/--case /')
+	[ "${SOAK:-0}" = 1 ] && set --
+	run san-damage env BCH=build/san/bcachefs SOAK= tests/damage/campaign.sh "$@"
+}
+
+# Two lanes at once, one core each: the CLI tests run one after another and
+# mostly wait (FUSE, sleeps), so the offline suites (fsck cases one at a
+# time, the campaign) share the time instead of following them.  Each
+# test keeps its own directory; the output is printed in a fixed order.
+echo "== cli, fsck, damage tests, then a sample with the sanitizer binary (two lanes)"
+(run cli tests/cli/run.sh; san_cli) &
+lane_a=$!
+run fsck env FSCK_JOBS=1 tests/fsck/run.sh
+run damage tests/damage/campaign.sh
+san_fsck
+san_damage
+wait $lane_a
+for s in cli fsck damage san-cli san-fsck san-damage; do
+	report $s
+done
 
 echo "total: $(($(now) - t_start)) s"
 
