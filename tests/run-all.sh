@@ -18,6 +18,19 @@ passed=0 failed=0 skipped=0
 
 . tests/sanitizer.sh
 now() { date +%s; }
+
+# Image files go to a tmpfs when there is one (BCH_TEST_TMPDIR for the unit
+# tests, TMPDIR for the others; set BCH_TEST_TMPDIR=/tmp to use the disk):
+# the tests' fdatasync() calls then cost nothing.  On the 2-core VM the unit
+# phase spent most of its time waiting on them (4 suites: 169 s -> 34 s).
+if [ -z "${BCH_TEST_TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] &&
+   [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+	BCH_TEST_TMPDIR=/dev/shm
+fi
+BCH_TEST_TMPDIR=${BCH_TEST_TMPDIR:-${TMPDIR:-/tmp}}
+TMPDIR=$BCH_TEST_TMPDIR
+export BCH_TEST_TMPDIR TMPDIR
+echo "temporary files in $TMPDIR"
 t_start=$(now)
 
 echo "== unit tests (ASan+UBSan)"
