@@ -1,11 +1,15 @@
 # bcachefs toolchain: one binary, `bcachefs`.
 #
 #   make            build ./bcachefs (installs missing Debian packages first, as root)
-#   make check      unit tests (ASan+UBSan) and CLI tests
+#   make check      unit tests (ASan+UBSan), CLI, fsck and damage tests, then a
+#                   sample of those again with build/san/bcachefs (tests/san-sample)
+#   make san        every CLI test and fsck case with build/san/bcachefs, the
+#                   binary under ASan + UBSan + LeakSanitizer (BCH= for the runners)
 #   make demo       format an example image and show it
 #   make install    PREFIX=/usr/local DESTDIR= (binary, links, man pages, bash completion)
 #   make deb        Debian package (debian/) into build/deb/
-#   make soak | fuzz | bench   long runs, not part of check
+#   make soak | fuzz | bench   long runs, not part of check (soak: all of
+#                   the cli and fsck suites with build/san/bcachefs too)
 #   make bench-tiering         only the tiering benchmarks (bench/README)
 #   make bench-devices         only the device benchmarks (bench/README)
 #   make bench-crypt           only the encryption benchmarks (bench/README)
@@ -62,6 +66,7 @@ LIB_OBJS  := $(LIB_SRCS:%.c=$(OBJ)/%.o)
 CMD_OBJS  := $(CMD_SRCS:%.c=$(OBJ)/%.o)
 SLIB_OBJS := $(LIB_SRCS:%.c=$(SOBJ)/%.o)
 UNIT_OBJS := $(UNIT_SRCS:%.c=$(SOBJ)/%.o)
+SCMD_OBJS := $(CMD_SRCS:%.c=$(SOBJ)/%.o)
 
 all: bcachefs build/bcachefs.bash
 
@@ -79,6 +84,17 @@ $(SOBJ)/%.o: %.c
 build/unit-tests: $(SLIB_OBJS) $(UNIT_OBJS)
 	$(CC) $(CFLAGS) $(SAN) -o $@ $^ $(LDLIBS) $(shell pkg-config --libs criterion)
 
+# The binary under ASan + UBSan (LeakSanitizer on), from the same objects and
+# flags as the unit tests: the CLI, fsck and damage suites run with it as
+# BCH=build/san/bcachefs (tests/sanitizer.sh sets the sanitizer options;
+# make check runs the sample in tests/san-sample, make soak everything).
+# The runtimes are linked statically: GCC's shared libubsan next to libasan
+# ignores log_path and writes to stderr, which a fusemount daemon has closed.
+# Linked aside and renamed: a suite running it meanwhile never finds it half written.
+build/san/bcachefs: $(SLIB_OBJS) $(SCMD_OBJS)
+	$(CC) $(CFLAGS) $(SAN) -static-libasan -static-libubsan -o $@.tmp $^ $(LDLIBS)
+	mv -f $@.tmp $@
+
 # The random-operation stress program (tests/stress/, used by tests/cli/t26-stress.sh).
 build/fsstress: tests/stress/fsstress.c
 	@mkdir -p build
@@ -90,19 +106,24 @@ test-deps:
 	@scripts/install-deps.sh test
 
 unit: build/unit-tests
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/unit-tests --jobs 2 $(UNIT_ARGS)
+	. tests/sanitizer.sh && san_env && ./build/unit-tests --jobs 2 $(UNIT_ARGS)
 
 cli: bcachefs build/fsstress test-deps
 	@tests/cli/run.sh $(CLI_ARGS)
 
 # Everything: unit tests, then CLI tests; the last line is the summary.
-check: test-deps bcachefs build/unit-tests build/fsstress
+check: test-deps bcachefs build/unit-tests build/san/bcachefs build/fsstress
 	@tests/run-all.sh
 
 demo: bcachefs
 	@scripts/demo.sh
 
-soak: bcachefs build/unit-tests build/fsstress
+# Every CLI test and fsck case with the sanitizer binary (make soak runs them too).
+san: build/san/bcachefs build/fsstress test-deps
+	@BCH=build/san/bcachefs tests/cli/run.sh $(CLI_ARGS); c=$$?; \
+	 BCH=build/san/bcachefs tests/fsck/run.sh; f=$$?; [ $$c = 0 ] && [ $$f = 0 ]
+
+soak: bcachefs build/unit-tests build/san/bcachefs build/fsstress
 	@SOAK=1 tests/run-all.sh
 
 # libFuzzer targets (clang); FUZZ_TIME seconds each.  Crashes land in build/fuzz/.
@@ -175,7 +196,7 @@ install: bcachefs build/bcachefs.bash
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli demo soak bench bench-tiering bench-devices bench-crypt fuzz install clean test-deps
+.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt fuzz install clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8

@@ -119,6 +119,7 @@ struct format_state {
 	unsigned		nr_devs;
 	int			tier;		/* -1: not given */
 	int			tiers_seen[8];
+	char			tier_labels[8][16];	/* "tierN", labels of --tier */
 	struct bch_format_args	args;
 	bool			force, quiet;
 	const char		*source;	/* --source: directory to copy in */
@@ -134,8 +135,9 @@ static void add_dev(struct format_state *s, const char *path)
 	s->devs[s->nr_devs] = s->cur;
 	s->devs[s->nr_devs].path = path;
 	if (s->tier >= 0 && !s->cur.label) {
-		char *l = malloc(16);
-		snprintf(l, 16, "tier%d", s->tier);
+		char *l = s->tier_labels[s->tier];
+
+		snprintf(l, sizeof(s->tier_labels[0]), "tier%d", s->tier);
 		s->devs[s->nr_devs].label = l;
 		s->tiers_seen[s->tier] = 1;
 	}
@@ -445,12 +447,14 @@ int cmd_format(int argc, char *argv[])
 
 	if (parse_args(&s, argc, argv)) {
 		fprintf(stderr, "Try 'bcachefs format --help'.\n");
-		return EXIT_USAGE;
+		ret = EXIT_USAGE;
+		goto out;
 	}
 	if (!s.nr_devs) {
 		cmd_err("format", "no devices given");
 		fprintf(stderr, "Try 'bcachefs format --help'.\n");
-		return EXIT_USAGE;
+		ret = EXIT_USAGE;
+		goto out;
 	}
 	tier_targets(&s);
 	if (s.source) {
@@ -458,11 +462,13 @@ int cmd_format(int argc, char *argv[])
 		if (stat(s.source, &st) || !S_ISDIR(st.st_mode)) {
 			cmd_err("format", "--source %s: %s", s.source,
 				errno && !S_ISDIR(st.st_mode) ? strerror(errno) : "not a directory");
-			return EXIT_USAGE;
+			ret = EXIT_USAGE;
+			goto out;
 		}
 		if (s.args.no_btrees) {
 			cmd_err("format", "--source needs the btrees (not --superblock-only)");
-			return EXIT_USAGE;
+			ret = EXIT_USAGE;
+			goto out;
 		}
 	}
 
@@ -478,12 +484,15 @@ int cmd_format(int argc, char *argv[])
 
 	for (unsigned i = 0; i < s.nr_devs && !s.force; i++) {
 		int found = cmd_probe_existing(s.devs[i].path, false, what, sizeof(what));
-		if (found < 0)
-			return EXIT_FAIL;
+		if (found < 0) {
+			ret = EXIT_FAIL;
+			goto out;
+		}
 		if (found) {
 			cmd_err("format", "%s contains %s; use --force to overwrite it",
 				s.devs[i].path, what);
-			return EXIT_FAIL;
+			ret = EXIT_FAIL;
+			goto out;
 		}
 	}
 
@@ -509,11 +518,12 @@ int cmd_format(int argc, char *argv[])
 	s.args.passphrase = NULL;
 	if (ret) {
 		cmd_err("format", "%s", err);
-		return ret == -BCH_ERR_opt_invalid || ret == -EINVAL ? EXIT_USAGE : EXIT_FAIL;
+		ret = ret == -BCH_ERR_opt_invalid || ret == -EINVAL ? EXIT_USAGE : EXIT_FAIL;
+		goto out;
 	}
 
 	if (s.source && (ret = populate(&s)))
-		return ret;
+		goto out;
 
 	if (!s.quiet) {
 		struct bch_blockdev *bd;
@@ -536,6 +546,8 @@ int cmd_format(int argc, char *argv[])
 			bch_dev_close(bd);
 		}
 	}
+	ret = EXIT_OK;
+out:
 	free(s.devs);
-	return EXIT_OK;
+	return ret;
 }

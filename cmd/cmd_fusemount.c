@@ -336,7 +336,11 @@ static struct bch_caller *caller_new(fuse_req_t req)
 	struct bch_caller *all = realloc(cr, sizeof(*cr) + nr * sizeof(gid_t));
 	if (all) {
 		cr = all;
-		cr->groups = memcpy(cr + 1, groups, nr * sizeof(gid_t));
+		gid_t *g = (gid_t *)(cr + 1);
+
+		if (nr)		/* no groups: groups is NULL, which memcpy may not take */
+			memcpy(g, groups, nr * sizeof(gid_t));
+		cr->groups = g;
 		cr->nr_groups = nr;
 	}
 	free(groups);

@@ -473,7 +473,8 @@ static int export_one(struct export *x, uint64_t inum, const char *path)
 	/* sort names, keeping inums paired */
 	size_t *idx = malloc((l.nr ? l.nr : 1) * sizeof(*idx));
 	char **sorted = malloc((l.nr ? l.nr : 1) * sizeof(*sorted));
-	memcpy(sorted, l.name, l.nr * sizeof(*sorted));
+	if (l.nr)	/* an empty directory: l.name is NULL, which memcpy may not take */
+		memcpy(sorted, l.name, l.nr * sizeof(*sorted));
 	qsort(sorted, l.nr, sizeof(*sorted), name_order);
 	for (size_t i = 0; i < l.nr; i++)
 		for (size_t j = 0; j < l.nr; j++)

@@ -278,10 +278,12 @@ static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 					  paths[i]);
 		}
 		if (c->devs[sb->dev_idx]) {
+			unsigned idx = sb->dev_idx;
+
 			free(sb);
 			bch_dev_close(bd);
 			return bch_fs_err(c, -BCH_ERR_sb_mismatch, "%s: device %u given twice", paths[i],
-					  sb->dev_idx);
+					  idx);
 		}
 		struct bch_dev *ca = calloc(1, sizeof(*ca));
 		if (!ca)

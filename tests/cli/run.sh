@@ -6,10 +6,17 @@
 # which adds --encrypted and a passphrase file to every format; the
 # passphrase file is exported as BCACHEFS_PASSPHRASE_FILE (and $PF), and the
 # last line starts "cli-encrypted:".
+# BCH=PATH runs another binary as $B (BCH=build/san/bcachefs: the sanitizer
+# build); the sanitizer options (tests/sanitizer.sh) write any report to a
+# directory of the test's own, and a report fails the test whatever its exit.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-export B="$root/bcachefs" ROOT="$root"
+B=${BCH:-$root/bcachefs}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+[ -x "$B" ] || { echo "cli: no binary $B"; echo "cli: 0 passed, 1 failed, 0 skipped"; exit 1; }
+export B ROOT="$root"
+. "$root/tests/sanitizer.sh"
 label=cli
 if [ "${ENCRYPTED:-0}" = 1 ]; then
 	label=cli-encrypted
@@ -24,14 +31,19 @@ tests=$(for t in $tests; do case $t in /*) echo "$t" ;; */*) echo "$PWD/$t" ;; *
 for t in $tests; do
 	name=$(basename "$t" .sh)
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-cli-$name.XXXXXX")
+	san=$(mktemp -d "${TMPDIR:-/tmp}/bch-san-$name.XXXXXX")
 	t0=$(date +%s)
-	(cd "$dir" && . "$here/lib.sh" && . "$t") >"$dir/log" 2>&1
+	(san_env "$san" && cd "$dir" && . "$here/lib.sh" && . "$t") >"$dir/log" 2>&1
 	rc=$?
 	secs=$(($(date +%s) - t0))
+	san_wait "$san"
+	san_reports "$san" >"$dir/san.log" || rc=$SAN_EXITCODE
+	rm -rf "$san"
 	case $rc in
 	0)  pass=$((pass + 1)); echo "PASS $name (${secs} s)${BCH_BIN:+ encrypted}"; rm -rf "$dir" ;;
 	77) skip=$((skip + 1)); echo "SKIP $name: $(grep '^SKIP' "$dir/log" | head -1)"; rm -rf "$dir" ;;
-	*)  fail=$((fail + 1)); echo "FAIL $name (exit $rc; kept $dir)"; sed 's/^/    /' "$dir/log" | tail -40 ;;
+	*)  fail=$((fail + 1)); echo "FAIL $name (exit $rc; kept $dir)"; sed 's/^/    /' "$dir/log" | tail -40
+	    [ -s "$dir/san.log" ] && sed 's/^/    /' "$dir/san.log" | head -80 ;;
 	esac
 done
 echo "$label: $pass passed, $fail failed, $skip skipped"

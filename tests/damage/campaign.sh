@@ -9,14 +9,36 @@
 #   tests/damage/campaign.sh --case 'r1-32k-clean/btree:extents:L1/zero@3' --keep
 # Last line: "damage: N passed, N failed, N skipped".
 here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
 if ! command -v python3 >/dev/null; then
 	echo "SKIP damage: python3 not found"
 	echo "damage: 0 passed, 0 failed, 1 skipped"
 	exit 0
 fi
-if [ ! -x "$here/../../bcachefs" ] && [ -z "${B:-}" ]; then
-	echo "FAIL damage: build ./bcachefs first"
+# BCH=PATH (or B=PATH) runs another binary (BCH=build/san/bcachefs: the
+# sanitizer build); a sanitizer report from any command fails the run.
+B=${BCH:-${B:-$root/bcachefs}}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+if [ ! -x "$B" ]; then
+	echo "FAIL damage: build $B first"
 	echo "damage: 0 passed, 1 failed, 0 skipped"
 	exit 1
 fi
-exec python3 "$here/campaign.py" "$@"
+export B
+. "$root/tests/sanitizer.sh"
+san=$(mktemp -d "${TMPDIR:-/tmp}/bch-san-damage.XXXXXX")
+out=$san.out
+(san_env "$san" && python3 "$here/campaign.py" "$@"; echo $? >"$san.rc") | tee "$out"
+rc=$(cat "$san.rc")
+san_wait "$san"
+if ! san_reports "$san"; then
+	last=$(grep '^damage: ' "$out" | tail -1)
+	p=$(echo "$last" | sed -n 's/.* \([0-9]*\) passed.*/\1/p')
+	f=$(echo "$last" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')
+	s=$(echo "$last" | sed -n 's/.* \([0-9]*\) skipped.*/\1/p')
+	echo "FAIL damage: sanitizer reports above"
+	echo "damage: ${p:-0} passed, $((${f:-0} + 1)) failed, ${s:-0} skipped"
+	rc=1
+fi
+rm -rf "$san" "$out" "$san.rc"
+exit $rc

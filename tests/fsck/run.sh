@@ -18,10 +18,16 @@
 # files, after normalising the words the cipher changes (encrypted_norm below);
 # the cases of tests/fsck/encrypted-skip, which cannot mean the same thing
 # encrypted, are skipped, each for the reason given there.
+# BCH=PATH runs another binary as $B (BCH=build/san/bcachefs: the sanitizer
+# build); sanitizer reports (tests/sanitizer.sh) go to a directory of the
+# case's own, not into the compared output, and any report fails the case.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
-export B="$root/bcachefs"
+B=${BCH:-$root/bcachefs}
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+export B BCH="$B"
+. "$root/tests/sanitizer.sh"
 pass=0 fail=0 skipped=0
 cases=${*:-$(cd "$here" && ls -d */ | tr -d /)}
 enc=${ENCRYPTED:-0}
@@ -67,10 +73,10 @@ if [ "$jobs" -gt 1 ] && [ -z "${FSCK_PART:-}" ] && [ "$(echo $cases | wc -w)" -g
 	done
 	wait
 	cat "$logs"/*
-	pass=$(sed -n 's/^fsck: \([0-9]*\) passed.*/\1/p' "$logs"/* | awk '{s += $1} END {print s + 0}')
-	fail=$(sed -n 's/^fsck: [0-9]* passed, \([0-9]*\) failed.*/\1/p' "$logs"/* | awk '{s += $1} END {print s + 0}')
-	skipped=$(sed -n 's/^fsck: .* failed, \([0-9]*\) skipped.*/\1/p' "$logs"/* | awk '{s += $1} END {print s + 0}')
-	[ "$(grep -c '^fsck: ' "$logs"/* | awk -F: '{s += $2} END {print s + 0}')" = "$jobs" ] || fail=$((fail + 1))
+	pass=$(sed -n "s/^$label: \([0-9]*\) passed.*/\1/p" "$logs"/* | awk '{s += $1} END {print s + 0}')
+	fail=$(sed -n "s/^$label: [0-9]* passed, \([0-9]*\) failed.*/\1/p" "$logs"/* | awk '{s += $1} END {print s + 0}')
+	skipped=$(sed -n "s/^$label: .* failed, \([0-9]*\) skipped.*/\1/p" "$logs"/* | awk '{s += $1} END {print s + 0}')
+	[ "$(grep -c "^$label: " "$logs"/* | awk -F: '{s += $2} END {print s + 0}')" = "$jobs" ] || fail=$((fail + 1))
 	rm -rf "$logs"
 	echo "$label: $pass passed, $fail failed, $skipped skipped"
 	[ "$fail" = 0 ]
@@ -82,6 +88,9 @@ for c in $cases; do
 		skipped=$((skipped + 1)); echo "SKIP $c (encrypted): $why"; continue
 	fi
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsck-$c.XXXXXX")
+	san=$(mktemp -d "${TMPDIR:-/tmp}/bch-san-$c.XXXXXX")
+	san_env "$san"
+	t0=$(date +%s)
 	ok=true why=
 	(cd "$dir" && sh "$here/$c/script") >"$dir/script.log" 2>&1 || { ok=false; why="script failed: $(tail -3 "$dir/script.log")"; }
 	if $ok; then
@@ -129,8 +138,14 @@ check failed: $(tail -5 "$dir/check.log")"
 fsck -n exited $rc0 although -y repaired something"
 		fi
 	fi
+	san_wait "$san"
+	if ! san_reports "$san" >"$dir/san.log"; then
+		ok=false; why="$why
+$(head -80 "$dir/san.log")"
+	fi
+	rm -rf "$san"
 	if $ok; then
-		pass=$((pass + 1)); echo "PASS $c"; rm -rf "$dir"
+		pass=$((pass + 1)); echo "PASS $c ($(($(date +%s) - t0)) s)"; rm -rf "$dir"
 	else
 		fail=$((fail + 1)); echo "FAIL $c (kept $dir): $why"
 	fi

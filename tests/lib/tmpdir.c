@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,7 +12,9 @@
 
 void test_tmpdir_make(char *dir, size_t len, const char *name)
 {
-	snprintf(dir, len, "/tmp/bch-%s-XXXXXX", name);
+	const char *base = getenv("BCH_TEST_TMPDIR");
+
+	snprintf(dir, len, "%s/bch-%s-XXXXXX", base && *base ? base : "/tmp", name);
 	cr_assert(mkdtemp(dir), "mkdtemp %s: %s", dir, strerror(errno));
 }
 

@@ -9,7 +9,11 @@
 
 #include <stddef.h>
 
-/* mkdtemp "/tmp/bch-<name>-XXXXXX" into dir (len >= 64); fails the test on error. */
+/*
+ * mkdtemp "/tmp/bch-<name>-XXXXXX" into dir (len >= 64); fails the test on
+ * error.  BCH_TEST_TMPDIR replaces /tmp (tests/run-all.sh: a tmpfs, where
+ * the images' fdatasync() costs nothing; a short path: dir is 64 bytes).
+ */
 void test_tmpdir_make(char *dir, size_t len, const char *name);
 /* Remove every file in dir, then dir.  A missing dir is not an error. */
 void test_tmpdir_remove(const char *dir);
