@@ -64,7 +64,7 @@ report() {
 	echo "== $1 tests"
 	cat "$log"
 	echo "$1: $(cat "$log.secs" 2>/dev/null) s"
-	line=$(grep -E '^[a-z]+: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$log" | tail -1)
+	line=$(grep -E '^[a-z-]+: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped' "$log" | tail -1)
 	if [ -z "$line" ]; then
 		echo "$1 tests did not report"
 		failed=$((failed + 1))

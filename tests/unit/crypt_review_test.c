@@ -5,8 +5,8 @@
  * "Encryption" in bcachefs_format.h and tries to break it from outside the
  * engine, the way a user, a crash or an attacker with the disk could.
  *
- * A test marked KNOWN BUG fails on the engine as reviewed; it asserts the
- * right behaviour, so it passes once the bug is fixed.  Seeds fixed and
+ * A test marked "Was a bug" failed on the engine as reviewed; it asserts
+ * the right behaviour and passes since the fix named there.  Seeds fixed and
  * printed on failure.
  */
 #include <criterion/criterion.h>
@@ -203,7 +203,8 @@ static uint64_t sb_set_nonce_reserved(const char *path, uint64_t v)
  * ciphertexts are on members of one filesystem: XOR them and the key stream
  * cancels.
  *
- * KNOWN BUG: start_rw()/reserve() trust the present members' counter.
+ * Was a bug: start_rw()/reserve() trusted the present members' counter
+ * (fixed: a degraded session starts at a random point in [2^62, 2^63)).
  */
 Test(crypt_review, degraded_split_sessions_never_reuse_nonces)
 {
@@ -233,7 +234,8 @@ Test(crypt_review, degraded_split_sessions_never_reuse_nonces)
  * made with.  The authenticated journal knows better: its newest entry's
  * nonce counter is past the forged value.
  *
- * KNOWN BUG: bch_crypt_start_rw() takes nonce_reserved as it finds it.
+ * Was a bug: bch_crypt_start_rw() took nonce_reserved as it found it
+ * (fixed: it continues past the journal's newest authenticated counter).
  */
 Test(crypt_review, superblock_rollback_never_reuses_nonces)
 {
@@ -275,7 +277,7 @@ Test(crypt_review, superblock_rollback_never_reuses_nonces)
  * journal entry as damaged (fsck would "repair" a filesystem whose only
  * fault is the key).
  *
- * KNOWN BUG: key_known() in crypt.c does not check the key against the
+ * Was a bug (fixed: the crypt field's key_check value): key_known() in crypt.c did not check the key against the
  * superblock (remember the crypt field's wrapped key with it, or store a
  * key check value).
  */
@@ -329,7 +331,7 @@ Test(crypt_review, remembered_key_of_another_fs_is_not_damage)
  * bch_checksum() knows no such type), and every read of them fails: data
  * lost on a write that reported success.
  *
- * KNOWN BUG: bkey.c's inode validation (or bch_io_opts_get()) must refuse
+ * Was a bug (fixed in bkey.c's inode validation): it must refuse
  * chacha20_poly1305 as a per-inode data checksum.
  */
 Test(crypt_review, unencrypted_inode_cannot_ask_for_a_mac)
@@ -396,7 +398,7 @@ static void put_old_clean(struct bch_sb *sb, unsigned copy, void *priv)
  * reaches is genuine, so every MAC passes, and a file overwritten since
  * silently reads its old contents.
  *
- * KNOWN BUG: nothing binds the clean record to the key.  (A MAC of the
+ * Was a bug (fixed: the clean_mac entry): nothing bound the clean record to the key.  (A MAC of the
  * record under the filesystem key, or checking its roots against the
  * newest journal entry, which the close writes and which is authenticated.)
  */
@@ -473,7 +475,7 @@ static void kdf_none_other_key(struct bch_sb *sb, unsigned copy, void *priv)
  * first node (fsck would repair; anything written from then on is under the
  * writer's key).  A key error is what must come.
  *
- * KNOWN BUG: the filesystem key has no check value of its own (a MAC under
+ * Was a bug (fixed: key_check): the filesystem key had no check value of its own (a MAC under
  * it of the internal UUID, say, in the crypt field), so neither a key
  * stored in the clear nor a remembered one can be checked before use.
  */
@@ -516,7 +518,7 @@ Test(crypt_review, key_in_the_clear_is_checked_too)
  * open and close write to the image under the wrong key, before fsck has
  * done anything.
  *
- * KNOWN BUG: as key_in_the_clear_is_checked_too (no key check value).
+ * Was a bug: as key_in_the_clear_is_checked_too (fixed: key_check).
  */
 Test(crypt_review, wrong_key_fsck_open_writes_nothing)
 {
@@ -671,7 +673,8 @@ Test(crypt_review, flipped_byte_in_last_appended_bset_is_reported)
  * UUID replays the old journal, whose entries are newer than the new clean
  * record: the new, empty filesystem shows the old one's files.
  *
- * KNOWN BUG (format.c / fs.c, not the encryption engine): format leaves the
+ * Was a bug (format.c, not the encryption engine; fixed: a reproducible
+ * format empties the journal and an image file's buckets): format left the
  * journal buckets as they were, and fs.c trusts entries with its UUID.
  */
 static void reformat_case(bool encrypted)
