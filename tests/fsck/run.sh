@@ -40,7 +40,7 @@ if [ "$enc" = 1 ] && [ -z "${BCH_BIN:-}" ]; then
 	export BCH_BIN="$B" B="$root/tests/encrypted.sh" BCACHEFS_PASSPHRASE_FILE
 	# each format is unlocked into a session keyring of our own (dropped
 	# when the run ends): a passphrase costs an scrypt run per command
-	if command -v keyctl >/dev/null; then
+	if command -v keyctl >/dev/null && keyctl session - true >/dev/null 2>&1; then
 		export BCH_UNLOCK=1
 		keyctl session - sh "$0" "$@" 2>/dev/null	# ("Joined session keyring: N")
 		exit
