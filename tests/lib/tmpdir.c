@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* tmpdir.c - per-test temporary directories (see tmpdir.h). */
 #include <criterion/criterion.h>
-#include <dirent.h>
+#include <ftw.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,16 +18,17 @@ void test_tmpdir_make(char *dir, size_t len, const char *name)
 	cr_assert(mkdtemp(dir), "mkdtemp %s: %s", dir, strerror(errno));
 }
 
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* The directory and everything in it (a test may make subdirectories). */
 void test_tmpdir_remove(const char *dir)
 {
-	DIR *d = opendir(dir);
-	struct dirent *e;
-
-	if (!d)
-		return;
-	while ((e = readdir(d)))
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			unlinkat(dirfd(d), e->d_name, 0);
-	closedir(d);
-	rmdir(dir);
+	nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
