@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /* testfs.c - small filesystems for tests (see testfs.h). */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "format.h"
 #include "fsck.h"
@@ -83,4 +86,41 @@ void testfs_assert_fsck_clean(struct bch_fs *c, bool data)
 	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
 		cr_assert_eq(n->found[p], 0, "fsck -n finds %s", bch_fsck_problems[p].name);
 	free(n);
+}
+
+bool testfs_damage_found(char paths[][TESTFS_PATH_MAX], unsigned nr)
+{
+	char err[256];
+	struct bch_fs *c = testfs_open(paths, nr, TESTFS_RO | TESTFS_FSCK, 0, err, sizeof(err));
+
+	if (!c)
+		return true;
+	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
+	struct bch_fsck_file_stats st;
+	uint64_t nodes;
+	bool found = false;
+
+	cr_assert(n);
+	n->mode = BCH_FSCK_NO;
+	if (bch_fsck_btrees(n, c, &nodes) || bch_fsck_files(n, c, true, &st))
+		found = true;
+	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+		found |= n->found[p] != 0;
+	free(n);
+	bch_fs_close(c);
+	return found;
+}
+
+void *testfs_slurp(const char *path, size_t *len)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY);
+
+	cr_assert(fd >= 0 && !fstat(fd, &st), "%s", path);
+	char *b = malloc(st.st_size ? st.st_size : 1);
+	cr_assert(b);
+	cr_assert_eq(pread(fd, b, st.st_size, 0), st.st_size, "%s", path);
+	close(fd);
+	*len = st.st_size;
+	return b;
 }

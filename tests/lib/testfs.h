@@ -8,6 +8,7 @@
  */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct bch_fs;
@@ -43,4 +44,13 @@ struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned 
  */
 void testfs_assert_fsck_clean(struct bch_fs *c, bool data);
 
+/*
+ * fsck -n (btrees, then files with their data) of the filesystem on paths,
+ * opened read-only for fsck: true when it reports any problem or the open
+ * fails (damage tests: what was broken is found).
+ */
+bool testfs_damage_found(char paths[][TESTFS_PATH_MAX], unsigned nr);
+
+/* The whole file at path, malloc'd (the caller frees); *len its size. */
+void *testfs_slurp(const char *path, size_t *len);
 #endif

@@ -128,19 +128,6 @@ static void workload(struct bch_fs *c, unsigned seed, unsigned ops)
 	free(buf);
 }
 
-static void *slurp(const char *path, size_t *len)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY);
-
-	cr_assert(fd >= 0 && !fstat(fd, &st), "%s", path);
-	char *b = malloc(st.st_size);
-	cr_assert(b);
-	cr_assert_eq(pread(fd, b, st.st_size, 0), st.st_size);
-	close(fd);
-	*len = st.st_size;
-	return b;
-}
 
 /* Apply fn to every superblock copy of the image at path, checksums made good. */
 static void sb_patch(const char *path, void (*fn)(struct bch_sb *sb, unsigned copy, void *priv), void *priv)
@@ -297,7 +284,7 @@ Test(crypt_review, remembered_key_of_another_fs_is_not_damage)
 	testfs_format(db, 1, 32, 64 << 10, 1, pb);	/* same internal UUID, another key */
 
 	size_t l0, l1;
-	char *before = slurp(pa[0], &l0);
+	char *before = testfs_slurp(pa[0], &l0);
 	char *p[1] = { pa[0] };
 	struct bch_opts o;
 	memset(&o, 0, sizeof(o));
@@ -315,7 +302,7 @@ Test(crypt_review, remembered_key_of_another_fs_is_not_damage)
 		cr_assert(r == -BCH_ERR_key_wrong || r == -BCH_ERR_key_missing,
 			  "filesystem a opened with b's remembered key: %s (%s), not a key error",
 			  bch_err_str(r), err);
-		char *after = slurp(pa[0], &l1);
+		char *after = testfs_slurp(pa[0], &l1);
 		cr_assert(l0 == l1 && !memcmp(before, after, l0), "a refused open changed the image");
 		free(after);
 	}
@@ -493,7 +480,7 @@ Test(crypt_review, key_in_the_clear_is_checked_too)
 	sb_patch(paths[0], kdf_none_other_key, NULL);
 	bch_crypt_keys_forget();
 	size_t l0, l1;
-	char *before = slurp(paths[0], &l0);
+	char *before = testfs_slurp(paths[0], &l0);
 	char *p[1] = { paths[0] };
 	struct bch_opts o;
 	memset(&o, 0, sizeof(o));
@@ -501,7 +488,7 @@ Test(crypt_review, key_in_the_clear_is_checked_too)
 	int r = bch_fs_open(p, 1, &o, &c, err, sizeof(err));
 	if (!r)
 		bch_fs_close(c);
-	char *after = slurp(paths[0], &l1);
+	char *after = testfs_slurp(paths[0], &l1);
 	cr_assert(l0 == l1 && !memcmp(before, after, l0), "the open (%s) changed the image",
 		  r ? bch_err_str(r) : "succeeded");
 	cr_assert(r == -BCH_ERR_key_wrong, "a key in the clear that is not the filesystem's: %s (%s), "
@@ -534,42 +521,18 @@ Test(crypt_review, wrong_key_fsck_open_writes_nothing)
 	sb_patch(paths[0], kdf_none_other_key, NULL);
 	bch_crypt_keys_forget();
 	size_t l0, l1;
-	char *before = slurp(paths[0], &l0);
+	char *before = testfs_slurp(paths[0], &l0);
 	c = testfs_open(paths, 1, TESTFS_FSCK, 0, err, sizeof(err));
 	bool opened = c != NULL;
 	if (c)
 		bch_fs_close(c);
-	char *after = slurp(paths[0], &l1);
+	char *after = testfs_slurp(paths[0], &l1);
 	cr_assert(l0 == l1 && !memcmp(before, after, l0),
 		  "opened for fsck with a wrong key (%s): the image was written to",
 		  opened ? "the open succeeded" : err);
 	cr_assert(!opened, "opened for fsck with a wrong key");
 	free(before);
 	free(after);
-}
-
-/* fsck -n (btrees, then files with data): true when it reports anything, or the open fails. */
-static bool damage_found(char paths[][TESTFS_PATH_MAX])
-{
-	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, TESTFS_RO | TESTFS_FSCK, 0, err, sizeof(err));
-
-	if (!c)
-		return true;
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-	bool found = false;
-
-	cr_assert(n);
-	n->mode = BCH_FSCK_NO;
-	if (bch_fsck_btrees(n, c, &nodes) || bch_fsck_files(n, c, true, &st))
-		found = true;
-	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
-		found |= n->found[p] != 0;
-	free(n);
-	bch_fs_close(c);
-	return found;
 }
 
 /* A leaf whose copy on disk holds appended bsets: the byte offset of its last one. */
@@ -642,7 +605,7 @@ Test(crypt_review, flipped_byte_in_last_appended_bset_is_reported)
 		cr_assert_eq(bch_btree_flush_all(c), 0);
 	}
 	cr_assert_eq(bch_fs_close(c), 0);
-	cr_assert(!damage_found(paths), "fsck of the untouched image reports damage");
+	cr_assert(!testfs_damage_found(paths, 1), "fsck of the untouched image reports damage");
 
 	c = testfs_open(paths, 1, TESTFS_RO, 0, err, sizeof(err));
 	cr_assert(c, "open: %s", err);
@@ -660,7 +623,7 @@ Test(crypt_review, flipped_byte_in_last_appended_bset_is_reported)
 	byte ^= 0x04;
 	cr_assert(pwrite(fd, &byte, 1, where) == 1);
 	close(fd);
-	cr_assert(damage_found(paths), "a flipped byte in the last of %u bsets (at %llu in the node) "
+	cr_assert(testfs_damage_found(paths, 1), "a flipped byte in the last of %u bsets (at %llu in the node) "
 		  "was not reported", a.nr_bsets, (unsigned long long)a.last_off);
 }
 

@@ -62,24 +62,11 @@ static struct bch_fs *open_fs(unsigned flags)
 	return c;
 }
 
-static void *slurp(const char *path, size_t *len)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY);
-
-	cr_assert(fd >= 0 && !fstat(fd, &st));
-	char *b = malloc(st.st_size);
-	cr_assert(b);
-	cr_assert_eq(pread(fd, b, st.st_size, 0), st.st_size);
-	close(fd);
-	*len = st.st_size;
-	return b;
-}
 
 static bool image_has(const char *path, const void *needle, size_t n)
 {
 	size_t len;
-	char *b = slurp(path, &len);
+	char *b = testfs_slurp(path, &len);
 	bool found = memmem(b, len, needle, n) != NULL;
 
 	free(b);
@@ -170,7 +157,7 @@ Test(encrypt, no_plaintext_and_keys)
 
 	/* without the key: refused, nothing written */
 	size_t len0;
-	char *before = slurp(paths[0], &len0);
+	char *before = testfs_slurp(paths[0], &len0);
 	bch_crypt_keys_forget();
 	char err[256];
 	struct bch_fs *x = testfs_open(paths, 1, 0, 0, err, sizeof(err));
@@ -184,7 +171,7 @@ Test(encrypt, no_plaintext_and_keys)
 	cr_assert_null(x, "opened with a wrong passphrase");
 	cr_assert(strstr(err, "wrong passphrase"), "message: %s", err);
 	size_t len1;
-	char *after = slurp(paths[0], &len1);
+	char *after = testfs_slurp(paths[0], &len1);
 	cr_assert(len0 == len1 && !memcmp(before, after, len0), "refused opens changed the image");
 	free(after);
 
@@ -247,29 +234,6 @@ static void image_read(const char *path, uint64_t off, void *buf, size_t len)
 	close(fd);
 }
 
-/* Open read-only for fsck and run it: true when anything is reported (or the open fails). */
-static bool damage_found(void)
-{
-	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, TESTFS_RO | TESTFS_FSCK, 0, err, sizeof(err));
-
-	if (!c)
-		return true;
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-	bool found = false;
-
-	n->mode = BCH_FSCK_NO;
-	if (bch_fsck_btrees(n, c, &nodes) || bch_fsck_files(n, c, true, &st))
-		found = true;
-	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
-		found |= n->found[p] != 0;
-	free(n);
-	bch_fs_close(c);
-	return found;
-}
-
 Test(encrypt, tamper_and_replay)
 {
 	char body[64];
@@ -289,7 +253,7 @@ Test(encrypt, tamper_and_replay)
 	struct node_at old = { 0 };
 	cr_assert_eq(bch_btree_walk_nodes(c, BCH_BTREE_ID_inodes, first_node, &old), 0);
 	bch_fs_close(c);
-	cr_assert(!damage_found(), "fsck of the untouched image reports damage");
+	cr_assert(!testfs_damage_found(paths, 1), "fsck of the untouched image reports damage");
 
 	/* one byte of the extent, then of the node's keys: reported, never read back */
 	uint64_t where[2] = { data * 512 + 1000, old.sector * 512 + 200 };
@@ -298,7 +262,7 @@ Test(encrypt, tamper_and_replay)
 		image_read(paths[0], where[i], &byte, 1);
 		flipped = byte ^ 0x10;
 		image_patch(paths[0], where[i], &flipped, 1);
-		cr_assert(damage_found(), "a flipped byte in the %s was not found", i ? "node" : "extent");
+		cr_assert(testfs_damage_found(paths, 1), "a flipped byte in the %s was not found", i ? "node" : "extent");
 		if (!i) {
 			c = open_fs(TESTFS_RO);
 			char *r = malloc(64 << 10);
@@ -308,7 +272,7 @@ Test(encrypt, tamper_and_replay)
 		}
 		image_patch(paths[0], where[i], &byte, 1);
 	}
-	cr_assert(!damage_found());
+	cr_assert(!testfs_damage_found(paths, 1));
 
 	/* an older copy of a node put where the current one lives: detected */
 	size_t nb = 64 << 10;
@@ -324,7 +288,7 @@ Test(encrypt, tamper_and_replay)
 	bch_fs_close(c);
 	cr_assert_neq(now.seq, old.seq, "a changed node kept its seq");
 	image_patch(paths[0], now.sector * 512, oldnode, nb);
-	cr_assert(damage_found(), "an old node in place of the current one was not found");
+	cr_assert(testfs_damage_found(paths, 1), "an old node in place of the current one was not found");
 	free(oldnode);
 	free(d);
 }
