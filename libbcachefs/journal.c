@@ -853,7 +853,7 @@ static int journal_write(struct bch_fs *c)
 	unsigned sectors = entry_sectors(j, u64s);
 	unsigned extra = j->extra_u64s;
 	uint64_t counter = 0;
-	void *out;
+	__le64 *roots = NULL;	/* encrypted: a plain copy of the entry's roots */
 	size_t bytes = (size_t)sectors << BCH_SECTOR_SHIFT;
 	struct bch_jset *js;
 	int ret = 0;
@@ -901,18 +901,17 @@ static int journal_write(struct bch_fs *c)
 	memcpy(js->_data + extra, j->buf, j->buf_u64s * 8);
 	if (r && j->roots_fill)
 		j->roots_fill(c, (struct bch_jset_entry *)(js->_data + extra + j->buf_u64s));
-	out = js;
 	if (extra) {
-		/* js stays plain (remember_roots() below); the copy written is sealed */
-		if (!(out = bch_dev_alloc_buf(bytes))) {
+		/* sealed in place; the roots kept plain for remember_roots() below */
+		if (r && !(roots = malloc((size_t)r * 8))) {
 			free(js);
 			return -ENOMEM;
 		}
-		memcpy(out, js, bytes);
-		struct bch_jset *o = out;
-		ret = bch_crypt_jset_encrypt(c, counter, js->seq, &o->magic,
-					     sizeof(*o) - sizeof(o->csum) + extra * 8, o->_data + extra,
-					     (size_t)(u64s - extra) * 8, &o->csum);
+		if (r)
+			memcpy(roots, js->_data + (u64s - r), (size_t)r * 8);
+		ret = bch_crypt_jset_encrypt(c, counter, js->seq, &js->magic,
+					     sizeof(*js) - sizeof(js->csum) + extra * 8, js->_data + extra,
+					     (size_t)(u64s - extra) * 8, &js->csum);
 	} else {
 		ret = bch_checksum(j->csum_type, &js->magic, sizeof(*js) - sizeof(js->csum) + u64s * 8,
 				   &js->csum);
@@ -946,7 +945,7 @@ static int journal_write(struct bch_fs *c)
 					 "journal device %u missing", jd->dev);
 			break;
 		}
-		ret = bch_dev_write(ca->bdev, out, bytes,
+		ret = bch_dev_write(ca->bdev, js, bytes,
 				    ((jd->bucket[slot] * jd->bucket_sectors) + off) << BCH_SECTOR_SHIFT);
 		if (!ret)
 			ret = bch_dev_flush(ca->bdev);
@@ -965,12 +964,11 @@ static int journal_write(struct bch_fs *c)
 		j->seq++;
 		j->buf_u64s = 0;
 		j->pending = false;
-		remember_roots(j, js->_data + (u64s - r), r);
+		remember_roots(j, roots ? roots : js->_data + (u64s - r), r);
 	} else {
 		c->emergency_ro = true;
 	}
-	if (out != js)
-		free(out);
+	free(roots);
 	free(js);
 	return ret;
 }
