@@ -37,6 +37,11 @@ struct bch_dev_alloc {
 					 * until one does (a read-only open never) */
 	int64_t		open;		/* bucket nodes are carved from, -1 none */
 	unsigned	open_off;	/* sectors used in it */
+	int64_t		open_dup;	/* the same for second copies of nodes on this
+					 * device (metadata copies on one device), -1 none */
+	unsigned	open_dup_off;
+	uint64_t	rotor_dup;	/* where its search resumes: half a device
+					 * from the first stream's start */
 	int64_t		open_user;	/* bucket user data is appended to, -1 none */
 	unsigned	open_user_off;
 	uint64_t	rotor;		/* where the search for a free bucket resumes */
@@ -76,6 +81,8 @@ int bch_fs_alloc_init(struct bch_fs *c)
 		if (!a->gen || !a->type || !a->sectors || !a->cached || !a->read_clock)
 			return -ENOMEM;
 		a->open = -1;
+		a->open_dup = -1;
+		a->rotor_dup = a->nbuckets / 2;
 		a->open_user = -1;
 		a->nr_empty = a->nbuckets;
 		for (uint64_t b = 0; b < m->first_bucket && b < a->nbuckets; b++) {
@@ -116,6 +123,12 @@ void bch_fs_alloc_exit(struct bch_fs *c)
 static struct bch_dev_alloc *dev_alloc(struct bch_fs *c, unsigned dev)
 {
 	return dev < BCH_SB_MEMBERS_MAX && c->devs[dev] ? c->devs[dev]->alloc : NULL;
+}
+
+/* Is b a bucket some stream appends to (so not empty even with no sectors)? */
+static bool bucket_is_open(const struct bch_dev_alloc *a, uint64_t b)
+{
+	return (int64_t)b == a->open || (int64_t)b == a->open_dup || (int64_t)b == a->open_user;
 }
 
 /*
@@ -197,7 +210,7 @@ static void data_bucket_settle(struct bch_fs *c, struct bch_dev_alloc *a, uint64
 
 	if (old != BCH_DATA_user && old != BCH_DATA_cached)
 		return;
-	if (a->sectors[b] || (int64_t)b == a->open_user || (int64_t)b == a->open)
+	if (a->sectors[b] || bucket_is_open(a, b))
 		now = BCH_DATA_user;
 	else if (a->cached[b])
 		now = BCH_DATA_cached;
@@ -227,6 +240,33 @@ static int alloc_on_dev(struct bch_fs *c, unsigned dev, unsigned data_type, unsi
 			struct bch_extent_ptr *p)
 {
 	return alloc_on_dev_reserve(c, dev, data_type, sectors, c->alloc_for_delete, p);
+}
+
+/*
+ * The second btree stream of dev: a node's second copy on a device that
+ * already holds its first, from another bucket, searched from half a
+ * device further on (so one damaged region rarely holds both copies).
+ */
+static int alloc_dup_on_dev(struct bch_fs *c, unsigned dev, unsigned sectors,
+			    struct bch_extent_ptr *p)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+	int64_t open = a->open, open_off = a->open_off;
+	uint64_t rotor = a->rotor;
+	int r;
+
+	/* the stream's state swapped into the first's: one carving routine */
+	a->open = a->open_dup;
+	a->open_off = a->open_dup_off;
+	a->rotor = a->rotor_dup;
+	r = alloc_on_dev_reserve(c, dev, BCH_DATA_btree, sectors, c->alloc_for_delete, p);
+	a->open_dup = a->open;
+	a->open_dup_off = a->open_off;
+	a->rotor_dup = a->rotor;
+	a->open = open;
+	a->open_off = open_off;
+	a->rotor = rotor;
+	return r;
 }
 
 static int alloc_on_dev_reserve(struct bch_fs *c, unsigned dev, unsigned data_type, unsigned sectors,
@@ -291,6 +331,20 @@ unsigned bch_alloc_nr_devs_for(struct bch_fs *c, unsigned data_type)
 
 static int alloc_nodes(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs);
 
+bool bch_alloc_btree_dup(struct bch_fs *c)
+{
+	unsigned members = 0, want = c->opts.v[Opt_metadata_replicas];
+
+	if (!bch_fs_has_v2(c) || c->devs_missing)
+		return false;
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		members += bch_member_exists(m) && m->state != BCH_MEMBER_STATE_failed &&
+			   (m->data_allowed & (1U << BCH_DATA_btree));
+	}
+	return members && members < want;
+}
+
 /*
  * Freed space waits for its journal sequence to be durable; when nothing
  * else is free, make it durable now (one journal write) and try again.
@@ -332,6 +386,16 @@ static int alloc_nodes(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptr
 				got++;
 			}
 		}
+	/*
+	 * Metadata copies on one device (version 2): copies the members could
+	 * not take one each go to a second bucket of a member already used,
+	 * when the caller asked for more copies than members (btree_update.c
+	 * decides when; at most two copies on one device).
+	 */
+	unsigned distinct = bch_alloc_btree_dup(c) ? got : 0;
+	for (unsigned k = 0; k < distinct && got < nr; k++)
+		if (!alloc_dup_on_dev(c, ptrs[k].dev, c->sb->btree_node_size, &ptrs[got]))
+			got++;
 	if (got < nr) {
 		bch_free_btree_node(c, ptrs, got);
 		return bch_fs_err(c, -BCH_ERR_no_space,
@@ -357,7 +421,7 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 		    a->type[b] != BCH_DATA_btree)
 			continue;
 		a->sectors[b] = a->sectors[b] > node ? a->sectors[b] - node : 0;
-		if (!a->sectors[b] && (int64_t)b != a->open && (int64_t)b != a->open_user &&
+		if (!a->sectors[b] && !bucket_is_open(a, b) &&
 		    a->type[b] != BCH_DATA_free) {
 			a->type[b] = BCH_DATA_free;
 			bucket_emptied(c, a, b);
@@ -421,7 +485,7 @@ bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p)
 
 	if (!a || (b = p->offset / a->bucket_sectors) >= a->nbuckets)
 		return false;
-	return a->type[b] == BCH_DATA_btree && (int64_t)b != a->open &&
+	return a->type[b] == BCH_DATA_btree && !bucket_is_open(a, b) &&
 	       a->sectors[b] < a->bucket_sectors / 2;
 }
 
@@ -871,7 +935,7 @@ static unsigned select_buckets(const struct bch_dev_alloc *a, bucket_want_fn wan
 
 static bool copygc_want(const struct bch_dev_alloc *a, uint64_t b)
 {
-	return a->type[b] == BCH_DATA_user && (int64_t)b != a->open_user && (int64_t)b != a->open &&
+	return a->type[b] == BCH_DATA_user && !bucket_is_open(a, b) &&
 	       a->sectors[b] < a->bucket_sectors;
 }
 
@@ -976,15 +1040,17 @@ void bch_alloc_dev_set_limit(struct bch_fs *c, unsigned dev, uint64_t limit)
 		a->open_user = -1;
 		data_bucket_settle(c, a, was);
 	}
-	if (a->open >= (int64_t)a->limit) {
-		int64_t was = a->open;
-		a->open = -1;
-		if (!a->sectors[was]) {
-			a->type[was] = BCH_DATA_free;
-			bucket_emptied(c, a, was);
-			a->nr_empty++;
+	int64_t *streams[] = { &a->open, &a->open_dup };
+	for (unsigned i = 0; i < 2; i++)
+		if (*streams[i] >= (int64_t)a->limit) {
+			int64_t was = *streams[i];
+			*streams[i] = -1;
+			if (!a->sectors[was]) {
+				a->type[was] = BCH_DATA_free;
+				bucket_emptied(c, a, was);
+				a->nr_empty++;
+			}
 		}
-	}
 }
 
 int bch_alloc_dev_forget(struct bch_fs *c, unsigned dev, uint64_t from)

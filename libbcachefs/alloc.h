@@ -46,7 +46,21 @@ int  bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsign
  */
 unsigned bch_alloc_nr_devs_for(struct bch_fs *c, unsigned data_type);
 
-/* nr node-sized allocations on distinct devices; -BCH_ERR_no_space when full. */
+/*
+ * Metadata copies on one device (version 2): true when the filesystem has
+ * fewer members that may hold btree nodes (not failed) than
+ * metadata_replicas, and no member is missing.  Then a node's copies beyond
+ * one per member go to a second bucket of members already used (two at
+ * most per device, from a second allocation stream half a device away).
+ * A degraded session writes fewer copies instead, as before version 2.
+ */
+bool bch_alloc_btree_dup(struct bch_fs *c);
+
+/*
+ * nr node-sized allocations on distinct devices (and with
+ * bch_alloc_btree_dup(), second buckets of the same devices);
+ * -BCH_ERR_no_space when full.
+ */
 int  bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptrs);
 /*
  * Free a node's space at the current journal sequence; a pointer into a

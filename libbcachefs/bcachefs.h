@@ -123,6 +123,25 @@ static inline bool bch_dev_missing(const struct bch_fs *c, unsigned dev)
 }
 
 /*
+ * The format version this binary writes into the filesystem's bsets and
+ * jsets: the superblock's version (a version-1 filesystem keeps being
+ * written as version 1), at most the newest this binary knows.
+ */
+static inline unsigned bch_fs_write_version(const struct bch_fs *c)
+{
+	return c->sb->version < BCH_VERSION_CURRENT ? c->sb->version : BCH_VERSION_CURRENT;
+}
+
+/*
+ * Version 2 and later: metadata copies on one device, journal lanes and
+ * stubs (bcachefs_format.h, "Format versions").
+ */
+static inline bool bch_fs_has_v2(const struct bch_fs *c)
+{
+	return bch_fs_write_version(c) >= BCH_VERSION_2;
+}
+
+/*
  * Record a detailed message for the caller to print (the library never prints).
  * Returns err unchanged so it can be used as `return bch_fs_err(c, ret, ...)`.
  */

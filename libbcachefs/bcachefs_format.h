@@ -60,8 +60,29 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian hosts o
  * A reader refuses a filesystem whose version_min is newer than it knows.
  */
 #define BCH_VERSION_1		1
-#define BCH_VERSION_CURRENT	BCH_VERSION_1
+#define BCH_VERSION_2		2
+#define BCH_VERSION_CURRENT	BCH_VERSION_2
 #define BCH_VERSION_MIN		BCH_VERSION_1
+
+/*
+ * Version 2 (this project, 2026-12) adds, on filesystems formatted at it
+ * (version and version_min 2; a version-1 filesystem keeps writing as
+ * version 1, so the older binary still opens it):
+ *   - metadata copies on one device: a btree_ptr may hold two pointers to the
+ *     same device (different buckets, taken from two allocation streams that
+ *     start half a device apart), when the filesystem has fewer members that
+ *     may hold btree nodes than metadata_replicas asks for;
+ *   - journal lanes: a device's journal buckets are split in two halves
+ *     (the runs' buckets in order: the first half is lane 0) when the
+ *     filesystem has fewer journal devices than it wants targets; each lane
+ *     is a ring of its own, and an entry's copies go to different lanes;
+ *   - journal stubs (BCH_JSET_STUB): with one copy of each entry, a
+ *     header-only record of the entry goes to another lane, so a journal
+ *     tail lost after it was acknowledged is found, not taken for one that
+ *     was never written.
+ * Bsets and jsets carry the version of the filesystem that wrote them
+ * (between version_min and version).
+ */
 
 #define BCH_SECTOR_SHIFT	9
 #define BCH_SECTOR_SIZE		(1U << BCH_SECTOR_SHIFT)
@@ -968,6 +989,19 @@ _Static_assert(sizeof(struct bch_jset) == 72, "bch_jset size");
  */
 #define BCH_JSET_HDR_CSUM	(1U << 4)
 #define BCH_JSET_HDR_BYTES	(offsetof(struct bch_jset, hdr_csum) - offsetof(struct bch_jset, magic))
+
+/*
+ * A journal stub (version 2): one block holding only the header of entry
+ * seq — flags BCH_JSET_STUB | BCH_JSET_HDR_CSUM, checksum type none, u64s 0,
+ * csum zero, last_seq as the entry's — written to another lane than the
+ * entry, in the same flush.  It is never replayed: it says the entry was
+ * written.  A reader that finds a stub of seq S while the newest valid entry
+ * is older than S - 1 reports entries up to S as lost (one entry torn by a
+ * crash is what a power cut leaves; more than one was acknowledged).  The
+ * header checksum is a crc32c, not a MAC, also on encrypted filesystems:
+ * a forged stub can only make fsck report loss, never make anything trusted.
+ */
+#define BCH_JSET_STUB		(1U << 5)
 
 /* Sub-entries of a jset.  x(name, on-disk id) */
 #define BCH_JSET_ENTRY_TYPES()		\

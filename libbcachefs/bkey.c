@@ -121,10 +121,12 @@ static int btree_ptr_validate(const struct bch_bkey *k, char *err, size_t errlen
 	for (unsigned i = 0; i < nr; i++) {
 		if (bp->ptrs[i].dev >= BCH_SB_MEMBERS_MAX)
 			return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "btree_ptr: bad device %u", bp->ptrs[i].dev);
+		/* two copies on one device (version 2) are in different places */
 		for (unsigned j = 0; j < i; j++)
-			if (bp->ptrs[j].dev == bp->ptrs[i].dev)
-				return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "btree_ptr: two replicas on device %u",
-					    bp->ptrs[i].dev);
+			if (bp->ptrs[j].dev == bp->ptrs[i].dev && bp->ptrs[j].offset == bp->ptrs[i].offset)
+				return bch_errf(err, errlen, -BCH_ERR_bkey_invalid,
+						"btree_ptr: two replicas at device %u offset %llu",
+						bp->ptrs[i].dev, (unsigned long long)bp->ptrs[i].offset);
 	}
 	return 0;
 }

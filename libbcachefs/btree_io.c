@@ -260,7 +260,7 @@ static int seq_damaged(struct bch_fs *c, struct btree *b, struct bch_dev *ca, ui
 	size_t end = off + sizeof(*e) + (size_t)e->keys.u64s * 8;
 	int ret;
 
-	if (e->keys.version != BCH_VERSION_CURRENT || end > nb || !e->keys.u64s ||
+	if (e->keys.version < BCH_VERSION_MIN || e->keys.version > c->sb->version || end > nb || !e->keys.u64s ||
 	    !e->keys.journal_seq)
 		return 0;
 	if ((ret = node_need(c, b, ca, where, end, have, NULL, 0)))
@@ -585,7 +585,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		n->max_key = b->max_key;
 		n->keys.seq = b->seq;
 		n->keys.journal_seq = b->journal_seq;
-		n->keys.version = BCH_VERSION_CURRENT;
+		n->keys.version = bch_fs_write_version(c);
 		n->keys.u64s = b->u64s;
 		pack_keys(n->keys._data, b->keys, b->nr);
 		/* encrypted: the range too (authenticated as the first bset's header) */
@@ -618,7 +618,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		memset(e, 0, bytes);
 		e->keys.seq = b->seq;
 		e->keys.journal_seq = b->journal_seq;
-		e->keys.version = BCH_VERSION_CURRENT;
+		e->keys.version = bch_fs_write_version(c);
 		e->keys.u64s = b->pending_u64s;
 		/*
 		 * The oldest pending key's entry is the one the node's pin holds:

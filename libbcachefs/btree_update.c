@@ -59,6 +59,9 @@ static unsigned replicas(struct bch_fs *c)
 	 * as the read-write members can take
 	 */
 	unsigned avail = bch_alloc_nr_devs_for(c, BCH_DATA_btree);
+	/* metadata copies on one device: up to two copies a member (alloc.h) */
+	if (avail && bch_alloc_btree_dup(c))
+		avail *= 2;
 	if (avail && avail < n)
 		n = avail;
 	return n;

@@ -146,6 +146,9 @@ static int check_replicas(const struct bch_format_dev *devs, unsigned nr,
 		durable += devs[i].durability > 0;
 	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		uint64_t r = opts->v[want[i].opt];
+		/* metadata copies on one device: two per device at most (alloc.h) */
+		if (want[i].opt == Opt_metadata_replicas && r <= 2 * durable)
+			continue;
 		if (r > durable)
 			return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 				    "%s=%" PRIu64 " needs %" PRIu64 " devices of durability 1 or "
@@ -379,7 +382,7 @@ static int build_sb(struct bch_format_dev *devs, unsigned nr, struct dev_plan *p
 
 	sb->magic = BCH_SB_MAGIC;
 	sb->version = BCH_VERSION_CURRENT;
-	sb->version_min = BCH_VERSION_MIN;
+	sb->version_min = BCH_VERSION_CURRENT;	/* v1 readers misread journal stubs */
 	sb->csum_type = opts->v[Opt_metadata_checksum] ? opts->v[Opt_metadata_checksum]
 						       : BCH_CSUM_crc32c;
 	sb->nr_devices = nr;

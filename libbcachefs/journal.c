@@ -64,6 +64,9 @@ struct bch_journal {
 	unsigned		nr_wdevs;	/* devs[0..nr_wdevs) get new entries: the
 						 * read-write members (all, if none is) */
 	unsigned		replicas;
+	bool			stubs;		/* write a stub of each entry to target
+						 * replicas (version 2, one copy) */
+	uint64_t		stub_max;	/* read: newest seq a valid stub names */
 	unsigned		block_sectors;
 	unsigned		csum_type;
 	unsigned		max_u64s;	/* payload of one entry, roots included */
@@ -124,10 +127,58 @@ static unsigned entry_sectors(struct bch_journal *j, unsigned u64s)
 
 /* ----------------------------------------------------------- init / exit */
 
+/*
+ * How many places an entry wants on a version-2 filesystem: its copies
+ * (metadata_replicas), or with one copy the entry and its stub.
+ */
+static unsigned targets_wanted(struct bch_fs *c)
+{
+	unsigned mr = c->opts.v[Opt_metadata_replicas];
+
+	if (!bch_fs_has_v2(c))
+		return 0;
+	return mr > 1 ? mr : 2;
+}
+
+/*
+ * Lanes (version 2): with fewer journal devices than targets wanted, the
+ * ring with the most buckets is split in two halves (its buckets in the
+ * superblock's order: the first half stays, the second becomes a lane of
+ * its own), while a ring has four buckets or more.  A lane is a journal_dev
+ * like any other: entries are read from every bucket whatever the lanes,
+ * so how a ring was split in an earlier session does not matter; the
+ * halves are as far apart as the journal's buckets are.
+ */
+static int split_lanes(struct bch_fs *c, struct bch_journal *j)
+{
+	unsigned want = targets_wanted(c);
+
+	while (j->nr_devs < want && j->nr_devs < BCH_SB_MEMBERS_MAX) {
+		struct journal_dev *big = NULL;
+		for (unsigned i = 0; i < j->nr_devs; i++)
+			if (!big || j->devs[i].nr > big->nr)
+				big = &j->devs[i];
+		if (!big || big->nr < 4)
+			break;
+		unsigned half = big->nr / 2;
+		struct journal_dev *lane = &j->devs[j->nr_devs];
+		*lane = *big;
+		lane->nr = big->nr - half;
+		lane->bucket = malloc(lane->nr * sizeof(*lane->bucket));
+		if (!lane->bucket)
+			return -ENOMEM;
+		memcpy(lane->bucket, big->bucket + half, lane->nr * sizeof(*lane->bucket));
+		big->nr = half;
+		j->nr_devs++;
+	}
+	return 0;
+}
+
 int bch_fs_journal_init(struct bch_fs *c)
 {
 	struct bch_sb_field_journal *f = bch_sb_get_journal(c->sb);
 	struct bch_journal *j = calloc(1, sizeof(*j));
+	int ret;
 
 	if (!j)
 		return -ENOMEM;
@@ -164,6 +215,8 @@ int bch_fs_journal_init(struct bch_fs *c)
 	if (!j->nr_devs)
 		return bch_fs_err(c, -BCH_ERR_journal_bad, "the superblock lists no journal buckets");
 
+	if ((ret = split_lanes(c, j)))
+		return ret;
 	unsigned min_bucket = UINT32_MAX;
 	for (unsigned i = 0; i < j->nr_devs; i++) {
 		struct journal_dev *jd = &j->devs[i];
@@ -206,6 +259,7 @@ void bch_journal_devs_update(struct bch_fs *c)
 		j->replicas = j->nr_wdevs;
 	if (!j->replicas)
 		j->replicas = 1;
+	j->stubs = bch_fs_has_v2(c) && j->replicas == 1 && j->nr_wdevs > 1;
 }
 
 void bch_fs_journal_exit(struct bch_fs *c)
@@ -395,7 +449,9 @@ static void add_gap(struct bch_fs *c, uint64_t from, uint64_t to)
 /*
  * Entries after the newest valid one (top) that were written all the same:
  * the superblock says the last read-write session began with an entry newer
- * than top, or entries newer than top have good headers and bad bodies.  The
+ * than top, or entries newer than top have good headers and bad bodies, or
+ * a stub (version 2, written once its entry was durable) names an entry
+ * newer than top.  The
  * one entry right after top with a bad body and nothing after it is what a
  * crash leaves (a torn write, never acknowledged); anything more is loss.
  * Returns the newest lost seq, or 0 when nothing is lost.
@@ -410,6 +466,9 @@ static uint64_t lost_tail(struct bch_fs *c, struct bch_journal *j, const struct 
 			bad_max = j->bad[i];
 	if (bad_max > top + 1)
 		lost = bad_max;
+	/* a stub is written after its entry was flushed: that entry was acknowledged */
+	if (j->stub_max > top && j->stub_max > lost)
+		lost = j->stub_max;
 	if (c->sb->journal_seq_open > top && c->sb->journal_seq_open > lost)
 		lost = c->sb->journal_seq_open;
 	if (lost && bad_max > lost)
@@ -417,6 +476,19 @@ static uint64_t lost_tail(struct bch_fs *c, struct bch_journal *j, const struct 
 	if (!lost && bad_max == top + 1)
 		c->journal_torn = bad_max;	/* reported, not an error: a crash does this */
 	return lost;
+}
+
+/*
+ * Is js a valid stub (BCH_JSET_STUB) of this filesystem?  Its header
+ * checksum is all that vouches for it.
+ */
+static bool stub_valid(struct bch_fs *c, const struct bch_jset *js, size_t room)
+{
+	return room >= sizeof(*js) && js->magic == BCH_JSET_MAGIC &&
+	       (js->flags & BCH_JSET_STUB) && (js->flags & BCH_JSET_HDR_CSUM) &&
+	       (js->flags & 0xf) == BCH_CSUM_none && !js->u64s &&
+	       !memcmp(js->fs_uuid, c->sb->uuid, BCH_UUID_SIZE) &&
+	       js->hdr_csum == jset_hdr_csum(js) && js->seq && js->last_seq <= js->seq;
 }
 
 /* What scan_bucket() adds to: every valid entry found, and the newest so far. */
@@ -441,6 +513,22 @@ static int scan_bucket(struct bch_fs *c, struct bch_journal *j, unsigned d, unsi
 				  bch_err_str(ret));
 	for (unsigned off = 0; off < jd->bucket_sectors; ) {
 		const struct bch_jset *js = (const void *)((char *)buf + ((size_t)off << 9));
+		if (stub_valid(c, js, bytes - ((size_t)off << 9))) {
+			/* says its entry was written; takes a block of the lane */
+			if (js->seq > j->stub_max)
+				j->stub_max = js->seq;
+			if (js->seq > j->seen_max)
+				j->seen_max = js->seq;
+			if (js->seq > jd->bucket_seq[slot])
+				jd->bucket_seq[slot] = js->seq;
+			if (js->seq > st->best_seq) {
+				st->best_seq = js->seq;
+				jd->cur = slot;
+				jd->cur_off = off + j->block_sectors;
+			}
+			off += j->block_sectors;
+			continue;
+		}
 		ret = jset_validate(c, js, bytes - ((size_t)off << 9), why, sizeof(why));
 		if (bch_err_is_dl(ret))
 			return bch_fs_err(c, ret, "journal bucket %" PRIu64 ": %s",
@@ -845,6 +933,50 @@ static bool open_entry_needed(struct bch_fs *c)
 	return j->buf_u64s || j->pending || roots_changed(c);
 }
 
+/* One place an entry (or its stub) is written to. */
+struct jwrite {
+	struct journal_dev	*jd;
+	unsigned		slot, off, sectors;
+};
+
+static int jwrite_one(struct bch_fs *c, const struct jwrite *w, const void *buf, size_t bytes)
+{
+	struct bch_dev *ca = c->devs[w->jd->dev];
+	int ret;
+
+	if (!ca || !ca->bdev)
+		return bch_fs_err(c, -BCH_ERR_device_missing, "journal device %u missing", w->jd->dev);
+	ret = bch_dev_write(ca->bdev, buf, bytes,
+			    ((w->jd->bucket[w->slot] * w->jd->bucket_sectors) + w->off) << BCH_SECTOR_SHIFT);
+	if (ret)
+		bch_fs_err(c, ret, "%s: writing journal entry: %s", bch_dev_path(ca->bdev),
+			   bch_err_str(ret));
+	return ret;
+}
+
+/* The stub of entry js (bcachefs_format.h, BCH_JSET_STUB): its header, one block. */
+static int stub_write(struct bch_fs *c, const struct jwrite *w, const struct bch_jset *js)
+{
+	size_t bytes = (size_t)J(c)->block_sectors << BCH_SECTOR_SHIFT;
+	struct bch_jset *st = bch_dev_alloc_buf(bytes);
+	int ret;
+
+	if (!st)
+		return -ENOMEM;
+	memset(st, 0, bytes);
+	st->magic = BCH_JSET_MAGIC;
+	memcpy(st->fs_uuid, js->fs_uuid, BCH_UUID_SIZE);
+	st->seq = js->seq;
+	st->last_seq = js->last_seq;
+	st->version = js->version;
+	st->flags = BCH_CSUM_none | BCH_JSET_HDR_CSUM | BCH_JSET_STUB;
+	st->u64s = 0;
+	st->hdr_csum = jset_hdr_csum(st);
+	ret = jwrite_one(c, w, st, bytes);
+	free(st);
+	return ret;
+}
+
 /* Write the open entry (roots added now) and flush; it becomes durable. */
 static int journal_write(struct bch_fs *c)
 {
@@ -888,7 +1020,7 @@ static int journal_write(struct bch_fs *c)
 	js->last_seq = j->pins.next != &j->pins ? j->pins.next->seq : j->seq;
 	if (js->last_seq > j->seq)
 		js->last_seq = j->seq;
-	js->version = BCH_VERSION_CURRENT;
+	js->version = bch_fs_write_version(c);
 	js->flags = (j->csum_type & 0xf) | BCH_JSET_HDR_CSUM;
 	js->u64s = u64s;
 	js->hdr_csum = jset_hdr_csum(js);
@@ -931,32 +1063,53 @@ static int journal_write(struct bch_fs *c)
 			bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
 				   (uint64_t)j->seq, bch_err_str(ret));
 
+	/*
+	 * The copies (and the stub) are written, then each device written to
+	 * is flushed once: two lanes of one device cost one flush.
+	 */
+	struct jwrite w[BCH_REPLICAS_MAX + 1];
+	unsigned nw = 0;
 	for (unsigned k = 0; k < j->replicas && !ret; k++) {
 		struct journal_dev *jd = target(j, j->seq, k);
-		unsigned slot, off;
-
-		if (place(j, jd, sectors, 0, &slot, &off)) {
+		if (place(j, jd, sectors, 0, &w[nw].slot, &w[nw].off)) {
 			ret = bch_fs_err(c, -BCH_ERR_journal_full, "journal full on device %u", jd->dev);
 			break;
 		}
-		struct bch_dev *ca = c->devs[jd->dev];
-		if (!ca || !ca->bdev) {
-			ret = bch_fs_err(c, -BCH_ERR_device_missing,
-					 "journal device %u missing", jd->dev);
-			break;
-		}
-		ret = bch_dev_write(ca->bdev, js, bytes,
-				    ((jd->bucket[slot] * jd->bucket_sectors) + off) << BCH_SECTOR_SHIFT);
-		if (!ret)
-			ret = bch_dev_flush(ca->bdev);
-		if (ret) {
-			bch_fs_err(c, ret, "%s: writing journal entry %" PRIu64 ": %s",
+		w[nw].jd = jd;
+		w[nw].sectors = sectors;
+		ret = jwrite_one(c, &w[nw++], js, bytes);
+	}
+	for (unsigned i = 0; i < nw && !ret; i++) {
+		bool flushed = false;
+		for (unsigned k = 0; k < i; k++)
+			flushed |= w[k].jd->dev == w[i].jd->dev;
+		struct bch_dev *ca = c->devs[w[i].jd->dev];
+		if (!flushed && (ret = bch_dev_flush(ca->bdev)))
+			bch_fs_err(c, ret, "%s: flushing journal entry %" PRIu64 ": %s",
 				   bch_dev_path(ca->bdev), (uint64_t)j->seq, bch_err_str(ret));
-			break;
+	}
+	/*
+	 * The stub, once the entry is durable, and not flushed itself (the
+	 * next entry's preflush or the close does): a stub on disk means its
+	 * entry was acknowledged.  Best effort: a lane with no room outside
+	 * its reserve gets none, and a failed stub write fails nothing.
+	 */
+	if (!ret && j->stubs && j->replicas < j->nr_wdevs) {
+		struct journal_dev *jd = target(j, j->seq, j->replicas);
+		if (!place(j, jd, j->block_sectors, marker_sectors(c), &w[nw].slot, &w[nw].off)) {
+			w[nw].jd = jd;
+			w[nw].sectors = j->block_sectors;
+			if (!stub_write(c, &w[nw], js))
+				nw++;
+			c->err_msg[0] = 0;
 		}
-		jd->cur = slot;
-		jd->cur_off = off + sectors;
-		jd->bucket_seq[slot] = j->seq;
+	}
+	for (unsigned i = 0; i < nw && !ret; i++) {
+		struct journal_dev *jd = w[i].jd;
+		jd->cur = w[i].slot;
+		jd->cur_off = w[i].off + w[i].sectors;
+		if (j->seq > jd->bucket_seq[w[i].slot])
+			jd->bucket_seq[w[i].slot] = j->seq;
 	}
 	if (!ret) {
 		j->durable = j->seq;
