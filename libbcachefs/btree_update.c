@@ -107,6 +107,15 @@ static int node_alloc(struct bch_fs *c, unsigned id, unsigned level, struct btre
 		return bch_fs_err(c, r, "allocating a btree node: %s", bch_err_str(r));
 	b = bch_btree_node_new(c, id, level);
 	b->nr_ptrs = replicas(c);
+	unsigned required = c->opts.v[Opt_metadata_replicas_required];
+	if (required > bch_alloc_nr_devs_for(c, BCH_DATA_btree)) {
+		/* copies on that many devices, or none (a second copy on one device does not count) */
+		b->nr_ptrs = 0;
+		bch_btree_node_forget(c, b);
+		return bch_fs_err(c, -BCH_ERR_no_space, "only %u device%s can take btree node copies, "
+				  "metadata_replicas_required=%u", bch_alloc_nr_devs_for(c, BCH_DATA_btree),
+				  bch_alloc_nr_devs_for(c, BCH_DATA_btree) == 1 ? "" : "s", required);
+	}
 	r = bch_alloc_btree_node(c, b->nr_ptrs, b->ptrs);
 	/* the table names the node's members before any pointer to it is written */
 	if (!r && (r = bch_replicas_mark_ptrs(c, BCH_DATA_btree, b->ptrs, b->nr_ptrs)))

@@ -147,8 +147,14 @@ static int check_replicas(const struct bch_format_dev *devs, unsigned nr,
 	for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		uint64_t r = opts->v[want[i].opt];
 		/* metadata copies on one device: two per device at most (alloc.h) */
-		if (want[i].opt == Opt_metadata_replicas && r <= 2 * durable)
-			continue;
+		if (want[i].opt == Opt_metadata_replicas) {
+			if (r <= 2 * durable)
+				continue;
+			return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
+				    "metadata_replicas=%" PRIu64 " needs %" PRIu64 " devices of durability 1 "
+				    "or more, two copies per device at most (have %u%s)", r, (r + 1) / 2,
+				    durable, durable < nr ? ", not counting durability 0" : "");
+		}
 		if (r > durable)
 			return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 				    "%s=%" PRIu64 " needs %" PRIu64 " devices of durability 1 or "

@@ -645,7 +645,8 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		/* a fresh nonce reservation before anything is encrypted */
 		if ((r = bch_crypt_start_rw(c)))
 			goto out;
-		bch_journal_start(c, (clean ? clean_seq : newest) + 1);
+		if ((r = bch_journal_start(c, (clean ? clean_seq : newest) + 1)))
+			goto out;
 		/*
 		 * The session's first entry is durable before the superblock names
 		 * it: recovery that cannot find it (or newer) knows entries were

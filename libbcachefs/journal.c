@@ -807,9 +807,31 @@ out:
 
 /* ---------------------------------------------------------------- writing */
 
+/* Distinct devices the copies of an entry land on (lanes of one device count once). */
+static unsigned copy_devices(struct bch_journal *j)
+{
+	unsigned n = 0;
+	uint64_t seen = 0;
+
+	for (unsigned i = 0; i < j->nr_wdevs; i++)
+		if (!(seen & (1ULL << j->devs[i].dev))) {
+			seen |= 1ULL << j->devs[i].dev;
+			n++;
+		}
+	return n < j->replicas ? n : j->replicas;
+}
+
 int bch_journal_start(struct bch_fs *c, uint64_t min_seq)
 {
 	struct bch_journal *j = J(c);
+	unsigned required = c->opts.v[Opt_metadata_replicas_required];
+
+	/* metadata_replicas_required: that many devices take every entry, or no writing */
+	if (required > copy_devices(j))
+		return bch_fs_err(c, -BCH_ERR_device_missing,
+				  "metadata_replicas_required=%u but only %u device%s can take journal "
+				  "copies; open it read-only", required, copy_devices(j),
+				  copy_devices(j) == 1 ? "" : "s");
 
 	j->seq = j->durable + 1;
 	if (j->seq < min_seq)

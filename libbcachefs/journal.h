@@ -84,7 +84,11 @@ int bch_journal_read(struct bch_fs *c,
 		     int (*fn)(struct bch_fs *c, struct bch_jset *j, void *priv),
 		     void *priv, uint64_t *newest);
 
-/* Start writing: the next entry gets sequence min_seq or newest + 1. */
+/*
+ * Start writing: the next entry gets sequence min_seq or newest + 1.
+ * -BCH_ERR_device_missing when fewer devices can take copies of an entry
+ * than metadata_replicas_required (a degraded open): nothing is written.
+ */
 int bch_journal_start(struct bch_fs *c, uint64_t min_seq);
 
 /* Roots: every entry written carries what fill() writes (u64s() u64s). */
