@@ -41,7 +41,7 @@ Data targets run fsck with -c (only it reads file data).
     SANE    no crash or hang of any command, and fsck -n writes nothing
 
 Case names: CONFIG/TARGET/KIND@SEED, e.g. r1-32k-clean/btree:extents:L1/flip1@7
-    CONFIG  r1|r2 - 256k|32k - clean|unclean
+    CONFIG  a row of CONFIG_TABLE: r1|r2 - 256k|32k - clean|unclean
     TARGET  sb:0 sb:1 sb:2 (superblock copies in layout order), journal:newest,
             journal:oldest (the oldest entry replay needs; unclean only),
             btree:NAME:LLEVEL (a node of that btree and level), data
@@ -202,10 +202,14 @@ def out(args, cwd):
 #         file of the damaged extent; none for a superblock copy); a loss
 #         larger than the damaged structure can explain is a violation
 #   N     at most N files whatever was damaged: 0 for every configuration
-#         with a second copy of what was damaged (--replicas=2 on two devices
-#         and, once format takes it on one device, --metadata-replicas=2:
-#         an "r1m2-..." row with format_args ["--metadata-replicas=2"] and
-#         max_loss 0)
+#         with a second copy of what was damaged (--replicas=2 on two devices)
+#   {"meta": .., "data": ..}  one rule for the metadata targets (superblock,
+#         journal, btree nodes) and another for a data extent: a single
+#         device with metadata copies (format --metadata-replicas=2, once it
+#         is taken on one device) loses nothing to damaged metadata, but a
+#         damaged extent, of which there is one copy, still costs its file:
+#   "r1m2-256k-clean":  (1, "256k", False, ["--metadata-replicas=2"],
+#                        {"meta": 0, "data": HELD}),
 HELD = "held"
 CONFIG_TABLE = {
     # name               devices node    unclean format_args        max_loss
@@ -226,6 +230,19 @@ class Config:
         self.name = name
         self.ndev, self.node, self.unclean, self.format_args, self.max_loss = CONFIG_TABLE[name]
         self.devs = ["dev%d.img" % i for i in range(self.ndev)]
+
+    def loss_rule(self, target):
+        """HELD or a number of files: the most a case of target may lose."""
+        if isinstance(self.max_loss, dict):
+            return self.max_loss["data" if target == "data" else "meta"]
+        return self.max_loss
+
+    def loss_text(self):
+        def one(r):
+            return "the files the damaged structure held" if r == HELD else "%d files" % r
+        if isinstance(self.max_loss, dict):
+            return "metadata %s, data %s" % (one(self.max_loss["meta"]), one(self.max_loss["data"]))
+        return one(self.max_loss)
 
     def colon(self):
         return ":".join(self.devs)
@@ -644,10 +661,11 @@ def run_case(name, pristine, tgts, held, chains, src_entries, keep):
             res["skip"] = "no such structure in this image"
             return res
         start, res["damage"] = damage(os.path.join(d, cfg.devs[0]), tgts[target], kind, seed)
-        if cfg.max_loss == HELD:
+        rule = cfg.loss_rule(target)
+        if rule == HELD:
             res["bound"] = held_files(chains, held[target].get(start, set()))
         else:
-            res["bound"] = cfg.max_loss
+            res["bound"] = rule
         before = stamps(d, cfg.devs)
         res["n1"] = fsck(cfg, d, "-n", "fsck.log", target)
         res["n1_wrote"] = stamps(d, cfg.devs) != before
@@ -810,8 +828,7 @@ def main():
                     raise RuntimeError("list or show-super wrote to the image")
                 pristine[c] = d
                 print("damage: %s: %s; max loss %s; targets: %s" % (
-                    c, how, "the files the damaged structure held" if cfg.max_loss == HELD
-                    else "%d files" % cfg.max_loss, " ".join(sorted(all_targets[c]))))
+                    c, how, cfg.loss_text(), " ".join(sorted(all_targets[c]))))
                 unknown = [rel for rel, ch in chains[c].items() if ch is None]
                 if unknown:
                     print("damage: %s: %d source files not found in the undamaged image "
