@@ -6,6 +6,9 @@
 # another set of directories); e2fsck -f -n on an ext4 image and btrfs check --readonly
 # on a btrfs image of the same tree for comparison.  Time: best of REPS (5)
 # runs each; memory: the median of their peak RSS.
+# A run that exits other than the check's clean exit (0: these images are
+# undamaged) is a failure, not a fast run: its row says "failed (exit N)"
+# instead of figures, and the script exits 1 at the end.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B="$root/bcachefs"
@@ -14,21 +17,35 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsckscale.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir"
 
-# best CMD...: sets ms (best wall time) and mb (median peak RSS of the runs)
+# best CMD...: sets ms (best wall time) and mb (median peak RSS of the runs);
+# a run that exits non-zero sets both to "failed (exit N)", with its output
+# in run.err, and marks the whole script failed
+failed=0
 best() {
 	ms=
 	: > rsslist
 	for i in $(seq "$REPS"); do
 		t0=$(date +%s%N)
-		/usr/bin/time -f "%M" -o rss "$@" >/dev/null 2>&1 || true
+		rc=0
+		/usr/bin/time -f "%M" -o rss "$@" >run.err 2>&1 || rc=$?
 		t1=$(date +%s%N)
+		if [ "$rc" != 0 ]; then
+			echo "$*: exited $rc (not timed):" >&2
+			tail -5 run.err >&2
+			ms="failed (exit $rc)" mb=$ms failed=1
+			return
+		fi
 		t=$(( (t1 - t0) / 1000000 ))
 		[ -z "$ms" ] || [ "$t" -lt "$ms" ] && ms=$t
 		tail -1 rss >> rsslist
 	done
 	mb=$(sort -n rsslist | awk '{ a[NR] = $1 } END { printf "%.2f", a[int((NR + 1) / 2)] / 1024 }')
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == 0) a = 1; printf "%.2f", b / a }'; }
+# ratio A B: B / A, or - when either is not a figure (a failed run)
+ratio() {
+	case "$1$2" in *[!0-9.]*) echo -; return ;; esac
+	awk -v a="$1" -v b="$2" 'BEGIN { if (a == 0) a = 1; printf "%.2f", b / a }'
+}
 
 printf '%-8s %16s %16s %16s %s\n' files "bcachefs fsck" "e2fsck -f -n" "btrfs check" \
 	"time e2fsck/ours btrfs/ours (>1: we are faster), memory e2fsck/ours btrfs/ours (>1: we use less)"
@@ -63,7 +80,12 @@ PY
 			{ best btrfs check --readonly c.img; b_ms=$ms b_mb=$mb b_r=$(ratio "$o_ms" "$b_ms")
 			  b_mr=$(ratio "$o_mb" "$b_mb"); }
 	fi
-	printf '%-8s %7sms %6sMB %7sms %6sMB %7sms %6sMB time %s %s, memory %s %s\n' "$spec" "$o_ms" "$o_mb" \
-		"$e_ms" "$e_mb" "$b_ms" "$b_mb" "$(ratio "$o_ms" "$e_ms")" "$b_r" "$(ratio "$o_mb" "$e_mb")" "$b_mr"
+	if [ "$o_ms" != "${o_ms#failed}" ]; then
+		printf '%-8s bcachefs fsck -f -n %s: no figures\n' "$spec" "$o_ms"
+	else
+		printf '%-8s %7sms %6sMB %7sms %6sMB %7sms %6sMB time %s %s, memory %s %s\n' "$spec" "$o_ms" "$o_mb" \
+			"$e_ms" "$e_mb" "$b_ms" "$b_mb" "$(ratio "$o_ms" "$e_ms")" "$b_r" "$(ratio "$o_mb" "$e_mb")" "$b_mr"
+	fi
 	rm -rf tree a.img b.img c.img
 done
+[ "$failed" = 0 ] || { echo "fsck_scale: a checker failed (above): those rows have no figures" >&2; exit 1; }

@@ -15,6 +15,10 @@
 #                                      issue's bound is 2x the undamaged row
 # The scan's own cost is the third row less the time fsck spends before it
 # stops (the files passes do not run on a btree left damaged by -n).
+# Each row's command must exit as it should (fsck -n: 0 on the undamaged
+# image, 4 -- damage found, left -- on the damaged ones): any other exit is
+# a failed run, never timed as a fast one; the script then prints no figure
+# for that row and exits 1.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B="$root/bcachefs"
@@ -25,13 +29,23 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-nodescan.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 cd "$dir"
 
-# best CMD...: ms = best wall time of REPS runs
+# best WANT CMD...: ms = best wall time of REPS runs, each of which must exit
+# WANT; else ms = "failed (exit N)" and the script fails at the end
+failed=0
 best() {
+	want=$1; shift
 	ms=
 	for i in $(seq "$REPS"); do
 		t0=$(date +%s%N)
-		"$@" >/dev/null 2>&1 || true
+		rc=0
+		"$@" >run.out 2>&1 || rc=$?
 		t1=$(date +%s%N)
+		if [ "$rc" != "$want" ]; then
+			echo "$*: exited $rc, want $want (not timed):" >&2
+			tail -5 run.out >&2
+			ms="failed (exit $rc)" failed=1
+			return
+		fi
 		t=$(( (t1 - t0) / 1000000 ))
 		if [ -z "$ms" ] || [ "$t" -lt "$ms" ]; then ms=$t; fi
 	done
@@ -54,15 +68,19 @@ dd if=/dev/zero of=leaf.img bs=512 seek="$leaf_sector" count=8 conv=notrunc stat
 grep -q 'btree_node_scan_found' scan.out || { echo "the scan found nothing:"; cat scan.out; exit 1; }
 found=$(sed -n 's/^extents btree level [0-9]* node .*: \([0-9]* lea[a-z]* found ([0-9]* keys)\).*/\1/p' scan.out)
 
-best cat good.img; cat_ms=$ms
-best "$B" fsck -f -n good.img; good_ms=$ms
-best "$B" fsck -f -n bad.img; scan_ms=$ms
-best "$B" fsck -f -n unclean.img; unclean_ms=$ms
-best "$B" fsck -f -n leaf.img; leaf_ms=$ms
+best 0 cat good.img; cat_ms=$ms
+best 0 "$B" fsck -f -n good.img; good_ms=$ms
+best 4 "$B" fsck -f -n bad.img; scan_ms=$ms
+best 4 "$B" fsck -f -n unclean.img; unclean_ms=$ms
+best 4 "$B" fsck -f -n leaf.img; leaf_ms=$ms
 printf 'image %s MiB from %s, %s extents leaves; the scan: %s\n' "$MB" "$SRC" "$nodes" "$found"
 printf '%-40s %8s ms\n' "cat IMG >/dev/null" "$cat_ms" \
 	"fsck -f -n (undamaged)" "$good_ms" \
 	"fsck -f -n (extents root zeroed: scan)" "$scan_ms" \
 	"the same, not closed cleanly" "$unclean_ms" \
 	"fsck -f -n (one extents leaf zeroed)" "$leaf_ms"
+if [ "$failed" != 0 ]; then
+	echo "node_scan: a run failed (above): no figure for it, and no ratio" >&2
+	exit 1
+fi
 awk -v a="$leaf_ms" -v b="$good_ms" 'BEGIN { printf "one leaf zeroed / undamaged: %.2f\n", a / (b ? b : 1) }'

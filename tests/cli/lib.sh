@@ -39,3 +39,36 @@ sha() { sha256sum "$1" | cut -d' ' -f1; }
 encrypted() { [ "${ENCRYPTED:-0}" = 1 ]; }
 # plain_only REASON: skip a test that cannot mean the same thing encrypted
 plain_only() { ! encrypted || skip "not run encrypted: $*"; }
+
+# What may skip and what must fail.  `make check` installs every tool the
+# tests drive (scripts/install-deps.sh test): one missing means the machine
+# was not set up, and a test that went on without it would pass having
+# checked nothing, so it fails.  A test skips (exit 77, or skip_part for one
+# part of it) only for what a machine can truly lack: /dev/fuse (a container
+# without the device), root, loop devices, mount namespaces.
+# need CMD...: fail unless every CMD is on PATH
+need() {
+	for c; do
+		command -v "$c" >/dev/null ||
+			fail "no $c: make check installs it (scripts/install-deps.sh test)"
+	done
+}
+# need_fuse: skip the test without /dev/fuse; fail without fusermount3 (fuse3)
+need_fuse() { [ -c /dev/fuse ] || skip "no /dev/fuse on this machine"; need fusermount3; }
+# need_root: skip the test unless run as root
+need_root() { [ "$(id -u)" = 0 ] || skip "needs root: $*"; }
+# skip_part WHAT: one part of a test cannot run here; the rest goes on.
+# tests/cli/run.sh counts each as skipped and prints WHAT beside the test's
+# result (a passing test's log is deleted, so an echo would be lost).
+skip_part() {
+	echo "part skipped: $*" >&2
+	[ -z "${BCH_SKIPS:-}" ] || echo "$*" >> "$BCH_SKIPS"
+}
+# fuse_part WHAT: true when the FUSE part WHAT can run; without /dev/fuse it
+# is recorded as skipped (false); without fusermount3 the test fails
+fuse_part() {
+	[ -c /dev/fuse ] || { skip_part "$*: no /dev/fuse on this machine"; return 1; }
+	need fusermount3
+}
+# root_part WHAT: true when run as root; else WHAT is recorded as skipped
+root_part() { [ "$(id -u)" = 0 ] || { skip_part "$*: needs root"; return 1; }; }

@@ -2,6 +2,9 @@
 # Run every tests/cli/*.sh test (or those named on the command line) with the
 # built binary, each in its own temp directory.  A test passes on exit 0,
 # is skipped on exit 77.  Last line: "cli: N passed, N failed, N skipped".
+# A part of a test that cannot run here (skip_part in lib.sh: no /dev/fuse,
+# not root, ...) is counted as one skipped too, printed with its reason as
+# "SKIP NAME (part): WHY" under the test's own line.
 # ENCRYPTED=1 runs them on encrypted filesystems: $B is tests/encrypted.sh,
 # which adds --encrypted and a passphrase file to every format; the
 # passphrase file is exported as BCACHEFS_PASSPHRASE_FILE (and $PF), and the
@@ -32,8 +35,10 @@ for t in $tests; do
 	name=$(basename "$t" .sh)
 	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-cli-$name.XXXXXX")
 	san=$(mktemp -d "${TMPDIR:-/tmp}/bch-san-$name.XXXXXX")
+	BCH_SKIPS=$dir.skips
+	: > "$BCH_SKIPS"
 	t0=$(date +%s)
-	(san_env "$san" && cd "$dir" && . "$here/lib.sh" && . "$t") >"$dir/log" 2>&1
+	(export BCH_SKIPS && san_env "$san" && cd "$dir" && . "$here/lib.sh" && . "$t") >"$dir/log" 2>&1
 	rc=$?
 	secs=$(($(date +%s) - t0))
 	san_wait "$san"
@@ -45,6 +50,12 @@ for t in $tests; do
 	*)  fail=$((fail + 1)); echo "FAIL $name (exit $rc; kept $dir)"; sed 's/^/    /' "$dir/log" | tail -40
 	    [ -s "$dir/san.log" ] && sed 's/^/    /' "$dir/san.log" | head -80 ;;
 	esac
+	# parts skipped (whatever the test's result), each counted and named
+	while IFS= read -r why; do
+		skip=$((skip + 1))
+		echo "SKIP $name (part): $why"
+	done < "$BCH_SKIPS"
+	rm -f "$BCH_SKIPS"
 done
 echo "$label: $pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]

@@ -2,13 +2,16 @@
 # as an unprivileged user), data-verifying loads (fio, stress-ng, dbench),
 # unmount, fsck -n clean; then kill -9 of the daemon while files are being
 # fsynced: after replay fsck is clean and every fsynced file is intact.
-[ -c /dev/fuse ] && command -v fusermount3 >/dev/null || skip "no /dev/fuse or fusermount3"
-[ "$(id -u)" = 0 ] || skip "needs root for the permission scenarios"
+# The loads and tools are make check's (scripts/install-deps.sh test): one
+# missing fails the test rather than leaving its part out.
+need_fuse
+need_root "the permission scenarios"
+need python3 setpriv setfacl getfacl fio stress-ng dbench jq
 expect_rc 0 $B format -q --fs-size=1G img
 chmod 755 .		# the unprivileged user must reach the mount point
 mkdir mnt
 mnt=$PWD/mnt
-$B fusemount -o allow_other img mnt || skip "cannot mount through FUSE here"
+$B fusemount -o allow_other img mnt 2>mount.err || fail "fusemount: $(cat mount.err)"
 trap 'cd /; fusermount3 -uz "$mnt" 2>/dev/null' EXIT
 mountpoint -q mnt || fail "not mounted"
 grep -q "$mnt fuse.bcachefs" /proc/mounts || fail "type is not fuse.bcachefs: $(grep "$mnt" /proc/mounts)"
@@ -89,21 +92,19 @@ $u chmod 4755 pub/mine || fail "chmod own file"
 echo more >> pub/mine
 [ "$(stat -c %a pub/mine)" = 755 ] || [ "$(stat -c %a pub/mine)" = 4755 ] || fail "mode"
 # POSIX ACLs: enforced by the kernel, kept in step with the mode, inherited
-if command -v setfacl >/dev/null; then
-	echo secret > priv && chmod 600 priv
-	setfacl -m u:nobody:r priv || fail "setfacl"
-	[ "$(stat -c %a priv)" = 640 ] || fail "mode after setfacl: $(stat -c %a priv)"
-	[ "$($u cat priv)" = secret ] || fail "ACL grant not honoured"
-	chmod 600 priv
-	getfacl -c priv | grep -q '^mask::---' || fail "chmod did not reach the ACL mask"
-	setfacl -x u:nobody priv
-	! $u cat priv 2>/dev/null || fail "ACL removal not honoured"
-	mkdir inh && setfacl -d -m u:nobody:rwx inh
-	touch inh/file && mkdir inh/dir
-	getfacl -c inh/file | grep -q '^user:nobody:rwx' || fail "default ACL not inherited by a file"
-	getfacl -c inh/dir | grep -q '^default:user:nobody:rwx' || fail "default ACL not inherited by a directory"
-	[ "$(stat -c %a inh/file)" = 664 ] || fail "inherited mode: $(stat -c %a inh/file)"
-fi
+echo secret > priv && chmod 600 priv
+setfacl -m u:nobody:r priv || fail "setfacl"
+[ "$(stat -c %a priv)" = 640 ] || fail "mode after setfacl: $(stat -c %a priv)"
+[ "$($u cat priv)" = secret ] || fail "ACL grant not honoured"
+chmod 600 priv
+getfacl -c priv | grep -q '^mask::---' || fail "chmod did not reach the ACL mask"
+setfacl -x u:nobody priv
+! $u cat priv 2>/dev/null || fail "ACL removal not honoured"
+mkdir inh && setfacl -d -m u:nobody:rwx inh
+touch inh/file && mkdir inh/dir
+getfacl -c inh/file | grep -q '^user:nobody:rwx' || fail "default ACL not inherited by a file"
+getfacl -c inh/dir | grep -q '^default:user:nobody:rwx' || fail "default ACL not inherited by a directory"
+[ "$(stat -c %a inh/file)" = 664 ] || fail "inherited mode: $(stat -c %a inh/file)"
 cd ..
 
 # ---- fs usage and show-super of a mountpoint
@@ -118,21 +119,15 @@ cd ..
 # ---- data-verifying loads (longer with SOAK=1)
 T=4 FIO=24M
 [ -n "${SOAK:-}" ] && T=30 FIO=256M
-if command -v fio >/dev/null; then
-	for rw in randwrite write; do
-		fio --name=v$rw --directory="$mnt" --size=$FIO --bs=4k --rw=$rw --verify=crc32c \
-		    --ioengine=psync --fsync=32 --fallocate=native --output=fio.log >/dev/null 2>&1 ||
-			fail "fio $rw: $(tail -5 fio.log)"
-	done
-fi
-if command -v stress-ng >/dev/null; then
-	stress-ng --temp-path "$mnt" --dir 1 --dentry 1 --link 1 --rename 1 --hdd 1 \
-		  --hdd-bytes 8M --xattr 1 --verify -t ${T}s >stress.log 2>&1 ||
-		fail "stress-ng: $(tail -5 stress.log)"
-fi
-if command -v dbench >/dev/null; then
-	dbench -D "$mnt" -t $T 2 >dbench.log 2>&1 || fail "dbench: $(tail -5 dbench.log)"
-fi
+for rw in randwrite write; do
+	fio --name=v$rw --directory="$mnt" --size=$FIO --bs=4k --rw=$rw --verify=crc32c \
+	    --ioengine=psync --fsync=32 --fallocate=native --output=fio.log >/dev/null 2>&1 ||
+		fail "fio $rw: $(tail -5 fio.log)"
+done
+stress-ng --temp-path "$mnt" --dir 1 --dentry 1 --link 1 --rename 1 --hdd 1 \
+	  --hdd-bytes 8M --xattr 1 --verify -t ${T}s >stress.log 2>&1 ||
+	fail "stress-ng: $(tail -5 stress.log)"
+dbench -D "$mnt" -t $T 2 >dbench.log 2>&1 || fail "dbench: $(tail -5 dbench.log)"
 rm -rf "$mnt"/* 2>/dev/null
 fusermount3 -u mnt || fail "unmount"
 trap - EXIT

@@ -2,6 +2,7 @@
 # with -o degraded (image extract, fsck, fusemount, writes read-write), with
 # either member missing; without the option the refusal names the member;
 # -o very_degraded opens what has no copy left, and reads of it fail.
+need python3
 tree=$ROOT/tests/cli/treetool.py
 python3 "$tree" gen src 21 50 || fail "treetool gen"
 # one file over 1 MiB, deterministic (seed 21)
@@ -11,9 +12,9 @@ expect_rc 0 $B format -q --replicas=2 --fs-size=256M --source=src d0.img d1.img
 cp --sparse=always d0.img d0.orig
 cp --sparse=always d1.img d1.orig
 
+# the fusemount steps: skipped (and counted) only without /dev/fuse
 fuse=false
-[ -c /dev/fuse ] && command -v fusermount3 >/dev/null && fuse=true
-$fuse || echo "no /dev/fuse or fusermount3: the fusemount steps are skipped"
+fuse_part "fusemount -o degraded (ro and rw)" && fuse=true
 
 for gone in 1 0; do
 	here=d$((1 - gone)).img

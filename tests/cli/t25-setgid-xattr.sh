@@ -8,11 +8,11 @@
 # by `format --source`, `image extract` and tar export/import; one byte more
 # is E2BIG.  fsck -n clean after each.  Value bytes: a fixed pattern (seed
 # 25, printed).  Unmounts wait for the daemon (-f), not a race to fsck.
-[ -c /dev/fuse ] && command -v fusermount3 >/dev/null || skip "no /dev/fuse or fusermount3"
-[ "$(id -u)" = 0 ] || skip "needs root (tmpfs reference, setpriv to nobody)"
-command -v setpriv >/dev/null && command -v setfacl >/dev/null || skip "needs setpriv and setfacl"
+need_fuse
+need_root "tmpfs reference, setpriv to nobody"
+need setpriv setfacl
 PY=/usr/bin/python3	# one nobody may run
-[ -x $PY ] || skip "no $PY"
+[ -x $PY ] || fail "no $PY: make check installs python3 (scripts/install-deps.sh test)"
 G=4242			# a group nobody is not in (unless given with --groups)
 NOB="setpriv --reuid=65534 --regid=65534 --clear-groups"
 MEM="setpriv --reuid=65534 --regid=65534 --groups=$G"
@@ -21,18 +21,18 @@ ROOT=
 chmod 755 .
 mkdir ref mnt
 ref=$PWD/ref mnt=$PWD/mnt
-mount -t tmpfs -o mode=777 bch-t25-ref ref || skip "cannot mount a tmpfs"
+mount -t tmpfs -o mode=777 bch-t25-ref ref || fail "cannot mount a tmpfs as root"
 trap 'cd /; fusermount3 -uz "$mnt" 2>/dev/null; umount "$ref" 2>/dev/null' EXIT
 expect_rc 0 $B format -q --fs-size=256M img
 # in the foreground, so that an unmount can wait for the daemon's clean close
 mount_img() {
-	$B fusemount -f "$@" &
+	$B fusemount -f "$@" 2>mount.err &
 	fpid=$!
 	for i in $(seq 1 100); do mountpoint -q mnt && return 0; sleep 0.1; done
 	return 1
 }
 umount_img() { fusermount3 -u mnt && wait $fpid; }
-mount_img -o allow_other img mnt || skip "cannot mount through FUSE here"
+mount_img -o allow_other img mnt || fail "fusemount: $(cat mount.err)"
 chmod 777 mnt
 
 st() { printf '%s %s %s\n' "$1" "$(stat -c %a "$2")" "$(stat -c %g "$2")"; }

@@ -8,7 +8,7 @@
 # filesystem lacks is a warning); then through a fusemount with setfattr/getfattr (attr
 # package), where only the owner or root may change them.  fsck -n clean
 # after each part.  Data: a fixed text pattern.
-command -v setfattr >/dev/null && command -v getfattr >/dev/null || skip "needs setfattr/getfattr (package attr)"
+need setfattr getfattr
 expect_rc 0 $B format -q --foreground_target=ssd --fs-size=64M --label=ssd ssd.img \
 	--fs-size=64M --label=hdd hdd.img
 I=ssd.img:hdd.img
@@ -97,22 +97,23 @@ expect_not_in out 'target'
 expect_rc 0 $B fsck -n one.img
 
 # ---- through a fusemount
-[ -c /dev/fuse ] && command -v fusermount3 >/dev/null || skip "no /dev/fuse or fusermount3 (image part passed)"
-[ "$(id -u)" = 0 ] || skip "needs root for the owner checks (image part passed)"
-command -v setpriv >/dev/null || skip "needs setpriv (image part passed)"
+# (the image part passed: without /dev/fuse or root, the rest is a skipped part)
+fuse_part "the fusemount part" || exit 0
+root_part "the fusemount part (owner checks)" || exit 0
+need setpriv
 NOB="setpriv --reuid=65534 --regid=65534 --clear-groups"
 chmod 755 .
 mkdir mnt
 mnt=$PWD/mnt
 mount_img() {
-	$B fusemount -f -o allow_other $I mnt &
+	$B fusemount -f -o allow_other $I mnt 2>mount.err &
 	fpid=$!
 	for i in $(seq 1 100); do mountpoint -q mnt && return 0; sleep 0.1; done
 	return 1
 }
 umount_img() { fusermount3 -u mnt && wait $fpid; }
 trap 'cd /; fusermount3 -uz "$mnt" 2>/dev/null' EXIT
-mount_img || skip "cannot mount through FUSE here (image part passed)"
+mount_img || fail "fusemount: $(cat mount.err)"
 chmod 777 mnt
 mkdir mnt/t
 run setfattr -n bcachefs.foreground_target -v hdd mnt/t

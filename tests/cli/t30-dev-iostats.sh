@@ -3,7 +3,7 @@
 # offline run: its own reads, no writes); `fusemount -o iostats` prints the
 # totals at unmount; BCACHEFS_TEST_DEVICE_DELAY slows the device it names and
 # only that one, and a malformed value refuses every open, writing nothing.
-command -v jq >/dev/null || skip "no jq"
+need jq
 expect_rc 0 $B format -q --fs-size=128M --label ssd.a a.img --label hdd.b b.img \
 	--foreground-target ssd
 expect_rc 0 $B image put a.img:b.img /etc/services /f
@@ -41,7 +41,7 @@ done
 [ "$(sha a.img)" = "$ha" ] && [ "$(sha b.img)" = "$hb" ] || fail "an image changed"
 
 # ---- fusemount: live counters through fs usage MOUNTPOINT, totals at unmount
-[ -c /dev/fuse ] && command -v fusermount3 >/dev/null || { echo "no FUSE: mount part skipped"; return 0 2>/dev/null || exit 0; }
+fuse_part "the fusemount part (live counters, totals at unmount)" || exit 0
 mkdir mnt
 mnt=$PWD/mnt
 $B fusemount -f -o iostats a.img:b.img mnt 2>daemon.err &

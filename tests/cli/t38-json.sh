@@ -5,7 +5,9 @@
 # a filesystem, a damaged btree node) stdout holds valid JSON or nothing, the
 # message is on stderr and the exit code is the documented one.
 # Deterministic: fixed file contents, no random data.
-python3 -c 'import jsonschema' 2>/dev/null || skip "no python3-jsonschema"
+need python3 jq
+python3 -c 'import jsonschema' 2>/dev/null ||
+	fail "no python3-jsonschema: make check installs it (scripts/install-deps.sh test)"
 S=$ROOT/docs/json
 
 # check.py LIST DIR: each line of LIST is "SCHEMA FILE ok|bad": FILE must be
@@ -83,18 +85,16 @@ jq -e '(.superblocks | length) == 2 and (.superblocks[0].layout.copies_at_sector
 	fail "show-super of two devices: $(head -c 600 out)"
 expect_rc 0 $B show-super a.img
 expect_in out '^Encrypted: +no$'
-# an encrypted filesystem says so (once format --encrypted exists: issue 21;
-# the passphrase twice on stdin; until then format refuses and this is skipped)
+# an encrypted filesystem says so (format --encrypted, issue 21: the
+# passphrase twice on stdin; a format that fails here fails the test)
 truncate -s 32M enc.img
-if printf 'json-test-pass\njson-test-pass\n' | timeout 30 $B format -q --encrypted enc.img >/dev/null 2>&1; then
-	expect_rc 0 $B show-super --json enc.img
-	valid show-super show-super-encrypted
-	jq -e '.encrypted == true' out >/dev/null || fail "encrypted: $(head -c 600 out)"
-	expect_rc 0 $B show-super enc.img
-	expect_in out '^Encrypted: +yes$'
-else
-	echo "format --encrypted not available: encrypted == true not checked"
-fi
+printf 'json-test-pass\njson-test-pass\n' | timeout 30 $B format -q --encrypted enc.img >enc.out 2>&1 ||
+	fail "format --encrypted exited $?: $(cat enc.out)"
+expect_rc 0 $B show-super --json enc.img
+valid show-super show-super-encrypted
+jq -e '.encrypted == true' out >/dev/null || fail "encrypted: $(head -c 600 out)"
+expect_rc 0 $B show-super enc.img
+expect_in out '^Encrypted: +yes$'
 expect_rc 0 $B fs usage --json $F
 valid fs-usage fs-usage
 expect_rc 0 $B fsck -n -f --json $F

@@ -19,12 +19,19 @@ offset zeroed), and then
     or present with wrong content.
 
 Properties (a case violating one is FAILED; DAMAGE_REPORT_ONLY=1 only
-reports them):
-    R2      with --replicas=2 and damage on device 0 only: every file intact
-    SILENT  one device: never files lost while the first fsck -n said clean
-            (the newest journal entry of an unclean image is the exception
-            when fsck names it as torn or damaged, or when it is zeroed: a
-            crash tears it, or comes before it, too)
+reports them; a case of EXPECTED_FAIL that violates what is listed there is
+XFAIL, counted as skipped with its reason, and one that passes is XPASS, a
+failure until the line is removed):
+    LOSS    no more files lost (missing or wrong) than the configuration's
+            max_loss (CONFIG_TABLE): 0 with a second copy (--replicas=2,
+            damage on device 0 only); with one copy of the metadata on one
+            device, the files whose keys the damaged structure held, counted
+            on the undamaged image (held_files: a node's key range, a
+            journal entry and the entries after it, a data extent's file; a
+            superblock copy holds none), printed as max-loss=N
+    SILENT  never files lost while the first fsck -n said clean (exit 0),
+            the journal included: a note on exit 0 ("torn by the crash") is
+            not a report
     WRONG   never a file with wrong content (zeros included) after fsck -y
             (a file whose mode or xattrs only differ is counted as "meta": with
             one device, that is a violation only if the first fsck was silent)
@@ -34,7 +41,7 @@ Data targets run fsck with -c (only it reads file data).
     SANE    no crash or hang of any command, and fsck -n writes nothing
 
 Case names: CONFIG/TARGET/KIND@SEED, e.g. r1-32k-clean/btree:extents:L1/flip1@7
-    CONFIG  r1|r2 - 256k|32k - clean|unclean
+    CONFIG  a row of CONFIG_TABLE: r1|r2 - 256k|32k - clean|unclean
     TARGET  sb:0 sb:1 sb:2 (superblock copies in layout order), journal:newest,
             journal:oldest (the oldest entry replay needs; unclean only),
             btree:NAME:LLEVEL (a node of that btree and level), data
@@ -48,9 +55,11 @@ Usage: campaign.py [--soak [--seeds N]] [--configs C,C] [--case NAME]... [--keep
 Without --soak (or SOAK=1) the fixed make-check subset CHECK runs; --soak
 runs every target x kind x seeds 1..N (DAMAGE_SEEDS, default 3).
 Last line: "damage: N passed, N failed, N skipped" (unclean cases are
-skipped without /dev/fuse, fusermount3 or root).
+skipped, counted and printed, on a machine without /dev/fuse or root; without
+fusermount3, which make check installs, they fail).
 """
 import argparse
+import fnmatch
 import hashlib
 import os
 import random
@@ -185,24 +194,67 @@ def out(args, cwd):
                           timeout=CMD_TIMEOUT).stdout
 
 
+# The configurations: how each image is made, and the most a case of it may
+# lose (property LOSS).  max_loss is
+#   HELD  one copy of the metadata on one device: at most the files whose
+#         keys the damaged structure held (held_files(): the keys of the
+#         node's range, of the journal entries from the damaged one on, the
+#         file of the damaged extent; none for a superblock copy); a loss
+#         larger than the damaged structure can explain is a violation
+#   N     at most N files whatever was damaged: 0 for every configuration
+#         with a second copy of what was damaged (--replicas=2 on two devices)
+#   {"meta": .., "data": ..}  one rule for the metadata targets (superblock,
+#         journal, btree nodes) and another for a data extent: a single
+#         device with metadata copies (format --metadata-replicas=2, once it
+#         is taken on one device) loses nothing to damaged metadata, but a
+#         damaged extent, of which there is one copy, still costs its file:
+#   "r1m2-256k-clean":  (1, "256k", False, ["--metadata-replicas=2"],
+#                        {"meta": 0, "data": HELD}),
+HELD = "held"
+CONFIG_TABLE = {
+    # name               devices node    unclean format_args        max_loss
+    "r1-256k-clean":    (1, "256k", False, [],                  HELD),
+    "r1-32k-clean":     (1, "32k",  False, [],                  HELD),
+    "r1-256k-unclean":  (1, "256k", True,  [],                  HELD),
+    "r1-32k-unclean":   (1, "32k",  True,  [],                  HELD),
+    "r2-256k-clean":    (2, "256k", False, ["--replicas=2"],    0),
+    "r2-32k-clean":     (2, "32k",  False, ["--replicas=2"],    0),
+    "r2-256k-unclean":  (2, "256k", True,  ["--replicas=2"],    0),
+}
+
+
 class Config:
     def __init__(self, name):
-        m = re.fullmatch(r"r([12])-(256k|32k)-(clean|unclean)", name)
-        if not m:
-            raise ValueError("bad config %s" % name)
+        if name not in CONFIG_TABLE:
+            raise ValueError("bad config %s (one of %s)" % (name, " ".join(CONFIG_TABLE)))
         self.name = name
-        self.ndev = int(m.group(1))
-        self.node = m.group(2)
-        self.unclean = m.group(3) == "unclean"
+        self.ndev, self.node, self.unclean, self.format_args, self.max_loss = CONFIG_TABLE[name]
         self.devs = ["dev%d.img" % i for i in range(self.ndev)]
+
+    def loss_rule(self, target):
+        """HELD or a number of files: the most a case of target may lose."""
+        if isinstance(self.max_loss, dict):
+            return self.max_loss["data" if target == "data" else "meta"]
+        return self.max_loss
+
+    def loss_text(self):
+        def one(r):
+            return "the files the damaged structure held" if r == HELD else "%d files" % r
+        if isinstance(self.max_loss, dict):
+            return "metadata %s, data %s" % (one(self.max_loss["meta"]), one(self.max_loss["data"]))
+        return one(self.max_loss)
 
     def colon(self):
         return ":".join(self.devs)
 
 
-def fuse_ok():
-    return (os.path.exists("/dev/fuse") and shutil.which("fusermount3") is not None
-            and os.geteuid() == 0)
+def fuse_missing():
+    """Why the unclean images cannot be made here (skip), or None."""
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse on this machine"
+    if os.geteuid() != 0:
+        return "needs root to crash a mount"
+    return None
 
 
 def build(cfg, dirn, src):
@@ -213,20 +265,24 @@ def build(cfg, dirn, src):
         base = os.path.join(dirn, "base")
         shutil.copytree(src, base, symlinks=True, ignore=lambda d, n: ["late"] if d == src else [])
     args = [B, "format", "-q", "-U", UUID, "--fs-size=" + FS_SIZE, "--btree-node-size=" + cfg.node]
-    if cfg.ndev == 2:
-        args.append("--replicas=2")
+    args += cfg.format_args
     args += ["--source", base] + cfg.devs
     p = subprocess.run(args, cwd=dirn, capture_output=True, text=True, env=env, timeout=CMD_TIMEOUT)
     if p.returncode:
         raise RuntimeError("format failed (exit %d): %s" % (p.returncode, p.stderr.strip()[-300:]))
     if cfg.unclean:
+        if shutil.which("fusermount3") is None:
+            raise RuntimeError("no fusermount3: make check installs it (scripts/install-deps.sh test)")
         crash_write(cfg, dirn, os.path.join(src, "late"))
     return " ".join(args).replace(B, "bcachefs").replace(base, "SRC")
 
 
 def crash_write(cfg, dirn, late):
-    """Mount through FUSE, copy late/ in, fsync every file and directory,
-    then SIGKILL the driver: the files are durable only in the journal."""
+    """Mount through FUSE, write late/ in, each file fsynced with its
+    directory as it is written (as an application that saves files does),
+    then SIGKILL the driver: the files are durable only in the journal, over
+    several entries (copied whole first and fsynced after, one flush took
+    them all: one entry, and no "oldest entry replay needs" to damage)."""
     mnt = os.path.join(dirn, "mnt")
     os.mkdir(mnt)
     log = open(os.path.join(dirn, "fuse.log"), "w")
@@ -241,16 +297,19 @@ def crash_write(cfg, dirn, late):
             time.sleep(0.05)
         else:
             raise RuntimeError("fusemount did not mount")
-        dst = os.path.join(mnt, "late")
-        shutil.copytree(late, dst, symlinks=True)
-        for dp, dns, fns in os.walk(dst):
-            for n in fns:
-                fd = os.open(os.path.join(dp, n), os.O_RDONLY)
-                os.fsync(fd)
-                os.close(fd)
-            fd = os.open(dp, os.O_RDONLY)
+        def fsync(path):
+            fd = os.open(path, os.O_RDONLY)
             os.fsync(fd)
             os.close(fd)
+        for dp, dns, fns in os.walk(late):
+            to = os.path.join(mnt, os.path.relpath(dp, os.path.dirname(late)))
+            os.mkdir(to)
+            shutil.copystat(dp, to)
+            fsync(os.path.dirname(to))
+            for n in sorted(fns):
+                shutil.copy2(os.path.join(dp, n), os.path.join(to, n))
+                fsync(os.path.join(to, n))
+                fsync(to)
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -265,20 +324,150 @@ def crash_write(cfg, dirn, late):
 # ---------------------------------------------------------------- targets
 
 def find_nodes(cfg, dirn):
-    """{(btree, level): [(sector on dev 0, written bytes), ...]}"""
+    """{(btree, level): [(sector on dev 0, written bytes, (min, max)), ...]}
+    with the node's key range (positions as tuples, pos())"""
     nodes, btree = {}, None
     for line in out([B, "list", "-m", "nodes"] + cfg.devs, dirn).splitlines():
         m = re.match(r"btree (\w+):", line)
         if m:
             btree = m.group(1)
             continue
-        m = re.match(r"node level (\d+) .* keys (\d+) written (\d+) sectors (.*)", line)
+        m = re.match(r"node level (\d+) (\S+)\.\.(\S+) .* keys (\d+) written (\d+) sectors (.*)", line)
         if not m or btree is None:
             continue
-        p = re.search(r"ptr 0:(\d+) ", m.group(4) + " ")
-        if p and int(m.group(3)) > 0 and (int(m.group(2)) > 0 or int(m.group(1)) > 0):
-            nodes.setdefault((btree, int(m.group(1))), []).append((int(p.group(1)), int(m.group(3)) * 512))
+        lvl, keys, written = int(m.group(1)), int(m.group(4)), int(m.group(5))
+        p = re.search(r"ptr 0:(\d+) ", m.group(6) + " ")
+        if p and written > 0 and (keys > 0 or lvl > 0):
+            nodes.setdefault((btree, lvl), []).append(
+                (int(p.group(1)), written * 512, (pos(m.group(2)), pos(m.group(3)))))
     return nodes
+
+
+# ---------------------------------------------------------------- what a structure held
+
+POS_MAX = (1 << 64,) * 3
+
+
+def pos(text):
+    """A key position "INODE:OFFSET:SNAPSHOT" (or "max") as a tuple."""
+    if text == "max":
+        return POS_MAX
+    return tuple(int(x) for x in text.split(":"))
+
+
+def key_inode(btree, p, rest, journal=False):
+    """(inode, scope) of a key of a btree that holds files, or None for the
+    others (alloc, ...: what they hold can be rebuilt and costs no file).
+    Extents and xattrs belong to the file's inode and cost that file
+    ("own"); a dirent names an inode, and losing it loses that name and, for
+    a directory, everything under it ("tree"); an inode key (by its number,
+    the offset field) costs its subtree when a node loses it, but only the
+    file itself when it is a journal update: the btree still holds the
+    version before it (an update of the root's mtime does not cost every
+    file)."""
+    if btree in ("extents", "xattrs"):
+        return p[0], "own"
+    if btree == "inodes":
+        return p[1], "own" if journal else "tree"
+    if btree == "dirents":
+        m = re.search(r"dirent -> (\d+) ", rest)
+        return (int(m.group(1)), "tree") if m else None
+    return None
+
+
+def btree_keys(cfg, dirn):
+    """{btree: [(pos, inode or None)]} of every key (list: btree and journal)."""
+    keys, btree = {}, None
+    for line in out([B, "list"] + cfg.devs, dirn).splitlines():
+        m = re.match(r"btree (\w+):$", line)
+        if m:
+            btree = m.group(1)
+            keys[btree] = []
+            continue
+        m = re.match(r"(\d+:\d+:\d+) (.*)", line)
+        if m and btree:
+            p = pos(m.group(1))
+            keys[btree].append((p, key_inode(btree, p, m.group(2) + " ")))
+    return keys
+
+
+def journal_keys(cfg, dirn):
+    """{seq: set of (inode, scope)} of the keys in each entry replay would use."""
+    res, seq, btree = {}, None, None
+    for line in out([B, "list-journal"] + cfg.devs, dirn).splitlines():
+        m = re.match(r"entry seq (\d+) ", line)
+        if m:
+            seq = int(m.group(1))
+            res[seq] = set()
+            continue
+        m = re.match(r"  btree_keys (\w+) ", line)
+        if m:
+            btree = m.group(1)
+            continue
+        m = re.match(r"    (\d+:\d+:\d+) (.*)", line)
+        if m and seq is not None and btree:
+            k = key_inode(btree, pos(m.group(1)), m.group(2) + " ", journal=True)
+            if k is not None:
+                res[seq].add(k)
+        elif not line.startswith("    "):
+            btree = None
+    return res
+
+
+def file_chains(cfg, dirn, src_entries):
+    """{relpath: [inode of each path component]} of every source file in the
+    undamaged image (from its dirents; the root's inode first), so a lost
+    directory entry or inode is charged to everything under it."""
+    names, children = {}, set()
+    for line in out([B, "list", "-b", "dirents"] + cfg.devs, dirn).splitlines():
+        m = re.match(r'(\d+):\d+:\d+ dirent -> (\d+) type \d+ "(.*)"$', line)
+        if m:
+            names[(int(m.group(1)), m.group(3))] = int(m.group(2))
+            children.add(int(m.group(2)))
+    roots = {d for d, _ in names} - children
+    root = min(roots) if roots else None
+    chains = {}
+    for rel in src_entries:
+        chain, ino = [root], root
+        for part in rel.split("/"):
+            ino = names.get((ino, part))
+            if ino is None:
+                break
+            chain.append(ino)
+        chains[rel] = chain if ino is not None else None    # None: not found
+    return chains
+
+
+def held_sets(cfg, dirn, tgts, nodes, ext):
+    """{target: {byte offset of a structure: set of (inode, scope) whose
+    keys it held}} for the targets of targets()."""
+    held = {t: {} for t in tgts if "#" not in t}
+    keys = btree_keys(cfg, dirn)
+    for (bt, lvl), lst in nodes.items():
+        t = "btree:%s:L%d" % (bt, lvl)
+        if t not in held:
+            continue
+        for s, _, (lo, hi) in lst:
+            held[t][s * 512] = {i for p, i in keys.get(bt, []) if lo <= p <= hi and i is not None}
+    for s, _, ino in ext:
+        held.get("data", {}).setdefault(s * 512, set()).add((ino, "own"))
+    js = journal_keys(cfg, dirn)
+    for t in ("journal:newest", "journal:oldest"):
+        for start, seq in tgts.get(t + "#seq", []):
+            # what replay of that entry and every later one would have applied
+            held[t][start] = set().union(*[v for q, v in js.items() if q >= seq])
+    return held
+
+
+def held_files(chains, keys):
+    """How many source files a structure holding these (inode, scope) keys
+    can cost: those whose own inode is among them, or any inode on whose path
+    is, with scope "tree" (a file not found in the undamaged image counts:
+    it is not the campaign's to bound)."""
+    own = {i for i, _ in keys}
+    tree = {i for i, sc in keys if sc == "tree"}
+    return sum(1 for c in chains.values()
+               if c is None or c[-1] in own or tree.intersection(c))
 
 
 def find_extents(cfg, dirn):
@@ -345,21 +534,26 @@ def targets(cfg, dirn):
     for i, (s, n) in enumerate(find_sb(cfg, dirn)):
         t["sb:%d" % i] = [(s * 512, [(0, n)])]
     js = find_jsets(cfg, dirn)
+    seqs = {}
     if js:
         newest = js[-1]
         t["journal:newest"] = [(newest[2], [(0, newest[3])])]
+        seqs["journal:newest"] = [(newest[2], newest[0])]
         if cfg.unclean:
             old = [j for j in js if j[0] == newest[1]]
             if old and old[0] is not newest:
                 t["journal:oldest"] = [(old[0][2], [(0, old[0][3])])]
+                seqs["journal:oldest"] = [(old[0][2], old[0][0])]
+    nodes = find_nodes(cfg, dirn)
     with open(os.path.join(dirn, cfg.devs[0]), "rb") as f:
-        for (bt, lvl), lst in sorted(find_nodes(cfg, dirn).items()):
+        for (bt, lvl), lst in sorted(nodes.items()):
             if bt != "test":
-                t["btree:%s:L%d" % (bt, lvl)] = [(s * 512, node_spans(f, s * 512, n)) for s, n in lst]
+                t["btree:%s:L%d" % (bt, lvl)] = [(s * 512, node_spans(f, s * 512, n)) for s, n, _ in lst]
     ext = find_extents(cfg, dirn)
     if ext:
         t["data"] = [(s * 512, [(0, n)]) for s, n, _ in ext]
-    return t
+    held = held_sets(cfg, dirn, dict(t, **{k + "#seq": v for k, v in seqs.items()}), nodes, ext)
+    return t, held
 
 
 def damage(path, choices, kind, seed):
@@ -392,7 +586,7 @@ def damage(path, choices, kind, seed):
             f.seek(off)
             f.write(bytes(BLOCK))
             what = "block %d..%d zeroed" % (off, off + BLOCK - 1)
-    return "%s of the structure at byte %d (ranges %s)" % (
+    return start, "%s of the structure at byte %d (ranges %s)" % (
         what, start, " ".join("+%d:%d" % sp for sp in spans))
 
 
@@ -456,7 +650,7 @@ def fsck(cfg, dirn, flag, log, target=""):
     return run([B, "fsck", "-f", flag] + extra + cfg.devs, dirn, log)
 
 
-def run_case(name, pristine, tgts, src_entries, keep):
+def run_case(name, pristine, tgts, held, chains, src_entries, keep):
     cfg, target, kind, seed = parse_case(name)
     d = tempfile.mkdtemp(prefix="bch-damage-", dir=os.environ.get("TMPDIR", "/tmp"))
     res = {"name": name, "seed": seed}
@@ -466,12 +660,15 @@ def run_case(name, pristine, tgts, src_entries, keep):
         if target not in tgts:
             res["skip"] = "no such structure in this image"
             return res
-        res["damage"] = damage(os.path.join(d, cfg.devs[0]), tgts[target], kind, seed)
+        start, res["damage"] = damage(os.path.join(d, cfg.devs[0]), tgts[target], kind, seed)
+        rule = cfg.loss_rule(target)
+        if rule == HELD:
+            res["bound"] = held_files(chains, held[target].get(start, set()))
+        else:
+            res["bound"] = rule
         before = stamps(d, cfg.devs)
         res["n1"] = fsck(cfg, d, "-n", "fsck.log", target)
         res["n1_wrote"] = stamps(d, cfg.devs) != before
-        with open(os.path.join(d, "fsck.log"), errors="replace") as f:
-            res["torn_note"] = "torn by the crash (or damaged)" in f.read()
         res["y"] = fsck(cfg, d, "-y", "fsck.log", target)
         res["n2"] = fsck(cfg, d, "-n", "fsck.log", target)
         ex = os.path.join(d, "extract")
@@ -507,14 +704,13 @@ def violations(cfg, target, r):
     if r["n1_wrote"]:
         v.append("SANE(fsck -n wrote)")
     lost = r["missing"] + r["wrong"]
-    if cfg.ndev == 2 and lost:
-        v.append("R2")
-    # the newest journal entry of an unclean image, damaged, cannot be told
-    # from one a crash tore (fsck names it: the note, exit 0), and zeroed,
-    # from one the crash came before (nothing on disk says it was written,
-    # as with jbd2): known limits, listed by the soak, not violations
-    torn = target == "journal:newest" and cfg.unclean and (r.get("torn_note") or r.get("kind") == "zero")
-    if cfg.ndev == 1 and lost and r["n1"] == 0 and not torn:
+    if lost > r["bound"]:
+        v.append("LOSS(%d > %d)" % (lost, r["bound"]))
+    # no exception for the journal: a newest entry damaged or zeroed after
+    # fsync lost files that were acknowledged, and fsck -n exiting 0 says
+    # nothing was lost (a "torn by the crash" note on exit 0 is not a report:
+    # it passed 40 lost fsynced files).  Known failures: EXPECTED_FAIL.
+    if lost and r["n1"] == 0:
         v.append("SILENT")
     # wrong bytes (zeros included); a file whose mode or xattrs went with a
     # node that fsck reported lost is counted (meta) but is not wrong content
@@ -529,8 +725,31 @@ def violations(cfg, target, r):
 
 # ---------------------------------------------------------------- the plan
 
-CONFIGS = ["r1-256k-clean", "r1-32k-clean", "r1-256k-unclean", "r1-32k-unclean",
-           "r2-256k-clean", "r2-32k-clean", "r2-256k-unclean"]
+CONFIGS = list(CONFIG_TABLE)
+
+# Cases that violate a property today because of an engine bug whose fix is
+# under way: a case-name pattern (fnmatch) -> (the violations expected, why).
+# Each such case still runs and is printed ("XFAIL ... violates ..."),
+# counted among the skipped with its reason; a violation not listed fails it
+# as usual, and so does passing ("XPASS": the bug is fixed, remove the line).
+EXPECTED_FAIL = {
+    # Issue 29 item 1, a journal tail that vanishes silently: on one device
+    # the newest entry (the fsync of the last late/ file), damaged or
+    # zeroed, is taken for one the crash tore ("journal: entry N unreadable,
+    # the last one written: torn by the crash (or damaged)"); fsck -n says
+    # "0 problems found", exit 0, and the fsynced file is gone.  Every kind
+    # and seed (make check runs r1-256k-unclean/journal:newest/flip1@15).
+    # Journal-tail detection is being built.
+    "r1-*-unclean/journal:newest/*":
+        ({"SILENT"}, "issue 29 item 1: a lost journal tail is not reported"),
+}
+
+
+def expected_fail(name):
+    for pat, xf in EXPECTED_FAIL.items():
+        if fnmatch.fnmatchcase(name, pat):
+            return xf
+    return None
 
 
 # The make-check subset: every kind of structure and every kind of damage,
@@ -592,22 +811,28 @@ def main():
         if a.configs:
             wanted = [c for c in wanted if c in a.configs.split(",")]
             a.case = [x for x in a.case if parse_case(x)[0].name in wanted]
-        all_targets, pristine, skip_cfg = {}, {}, {}
+        all_targets, pristine, skip_cfg, held, chains = {}, {}, {}, {}, {}
         for c in wanted:
             cfg = Config(c)
-            if cfg.unclean and not fuse_ok():
-                skip_cfg[c] = "needs /dev/fuse, fusermount3 and root to crash a mount"
+            if cfg.unclean and fuse_missing():
+                skip_cfg[c] = fuse_missing()
                 continue
             d = os.path.join(work, c)
             os.mkdir(d)
             try:
                 how = build(cfg, d, src)
                 before = stamps(d, cfg.devs)
-                all_targets[c] = targets(cfg, d)
+                all_targets[c], held[c] = targets(cfg, d)
+                chains[c] = file_chains(cfg, d, src_entries)
                 if stamps(d, cfg.devs) != before:
                     raise RuntimeError("list or show-super wrote to the image")
                 pristine[c] = d
-                print("damage: %s: %s; targets: %s" % (c, how, " ".join(sorted(all_targets[c]))))
+                print("damage: %s: %s; max loss %s; targets: %s" % (
+                    c, how, cfg.loss_text(), " ".join(sorted(all_targets[c]))))
+                unknown = [rel for rel, ch in chains[c].items() if ch is None]
+                if unknown:
+                    print("damage: %s: %d source files not found in the undamaged image "
+                          "(not bounded), e.g. %s" % (c, len(unknown), unknown[0]))
             except (RuntimeError, OSError, subprocess.SubprocessError) as e:
                 print("FAIL %s: building the image: %s" % (c, e))
                 failed += 1
@@ -621,18 +846,30 @@ def main():
             cfg = parse_case(name)[0]
             if cfg.name not in pristine:
                 continue
-            r = run_case(name, pristine[cfg.name], all_targets[cfg.name], src_entries, a.keep)
+            r = run_case(name, pristine[cfg.name], all_targets[cfg.name], held[cfg.name],
+                         chains[cfg.name], src_entries, a.keep)
             results.append(r)
             if "skip" in r:
                 print("SKIP %s: %s" % (name, r["skip"]))
                 skipped += 1
                 continue
             line = ("%s seed=%d tree=%d: fsck-n=%d%s fsck-y=%d fsck2=%s extract=%d "
-                    "intact=%d missing=%d wrong=%d(zeros %d, mode/xattrs %d) lost+found=%d"
+                    "intact=%d missing=%d wrong=%d(zeros %d, mode/xattrs %d) lost+found=%d max-loss=%d"
                     % (name, r["seed"], tree_seed, r["n1"], "(clean)" if r["n1"] == 0 else "",
                        r["y"], "clean" if r["n2"] == 0 else "NOT-CLEAN(%d)" % r["n2"], r["x"],
-                       r["intact"], r["missing"], r["wrong"], r["zeros"], r["meta"], r["lf"]))
-            if r["viol"] and not report_only:
+                       r["intact"], r["missing"], r["wrong"], r["zeros"], r["meta"], r["lf"],
+                       r["bound"]))
+            xf = expected_fail(name)
+            kinds = {v.split("(")[0] for v in r["viol"]}
+            if xf and r["viol"] and kinds <= xf[0]:
+                skipped += 1
+                print("XFAIL " + line + " violates " + ",".join(r["viol"]) +
+                      " (expected: %s)" % xf[1])
+            elif xf and not r["viol"]:
+                failed += 1
+                print("XPASS " + line + ": listed in EXPECTED_FAIL (%s) but passes: "
+                      "remove it there" % xf[1])
+            elif r["viol"] and not report_only:
                 failed += 1
                 print("FAIL " + line + " violates " + ",".join(r["viol"]))
             else:
