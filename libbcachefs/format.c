@@ -647,11 +647,29 @@ out:
 	return ret;
 }
 
+/*
+ * The default for metadata_replicas when it is not given: two copies (in
+ * different places of the device, as btrfs's DUP) on a filesystem of one
+ * device of BCH_METADATA_COPIES_MIN_BYTES or more, where a damaged block
+ * would otherwise cost every file under it; one on smaller images (built to
+ * be small: the copies double the space of the btree nodes) and with more
+ * devices (replication is chosen with --replicas there).
+ */
+#define BCH_METADATA_COPIES_MIN_BYTES	(1ULL << 30)
+
+static bool metadata_copies_default(const struct bch_format_dev *devs, const struct dev_plan *plans,
+				    unsigned nr, const struct bch_opts *opts)
+{
+	return nr == 1 && !bch_opt_is_set(opts, Opt_metadata_replicas) && devs[0].durability > 0 &&
+	       plans[0].size >= BCH_METADATA_COPIES_MIN_BYTES;
+}
+
 int bch_format(struct bch_format_dev *devs, unsigned nr,
 	       const struct bch_opts *opts, const char * const *target_names,
 	       const struct bch_format_args *in_args, char *err, size_t errlen)
 {
 	struct bch_format_args args = *in_args;
+	struct bch_opts defaulted = *opts;	/* with the metadata copies default */
 	struct dev_plan *plans;
 	struct bch_sb *sb = NULL;
 	size_t sb_bytes;
@@ -696,6 +714,11 @@ int bch_format(struct bch_format_dev *devs, unsigned nr,
 	/* Phase 1: check everything, write nothing. */
 	for (unsigned i = 0; i < nr && !ret; i++)
 		ret = plan_device(&devs[i], &plans[i], opts, err, errlen);
+	if (!ret && metadata_copies_default(devs, plans, nr, opts)) {
+		bch_opt_set(&defaulted, Opt_metadata_replicas, 2);
+		opts = &defaulted;
+		ret = plan_device(&devs[0], &plans[0], opts, err, errlen);
+	}
 	for (unsigned i = 0; i < nr && !ret; i++)
 		for (unsigned j = 0; j < i && !ret; j++)
 			if (same_device(&plans[i], devs[i].path, &plans[j], devs[j].path))

@@ -70,7 +70,9 @@ extern const char * const bch_member_state_names[];
 	  "Action on a filesystem error: continue, ro, panic")				\
 	x(metadata_replicas,	BCH_OPT_UINT,	OPT_FORMAT|OPT_FS|OPT_RUNTIME, 1,	\
 	  1, 1, 4, NULL,								\
-	  "Number of copies of metadata (btree nodes, journal)")			\
+	  "Number of copies of metadata (btree nodes, journal); one device "		\
+	  "holds two at most, far apart (format's default: 2 on one device of "	\
+	  "1 GiB or more)")								\
 	x(data_replicas,	BCH_OPT_UINT,	OPT_FORMAT|OPT_FS|OPT_RUNTIME|OPT_INODE, 2, \
 	  1, 1, 4, NULL,								\
 	  "Number of copies of file data")						\
