@@ -13,6 +13,7 @@
 #   make bench-tiering         only the tiering benchmarks (bench/README)
 #   make bench-devices         only the device benchmarks (bench/README)
 #   make bench-crypt           only the encryption benchmarks (bench/README)
+#   make bench-metacopies      the cost of metadata copies on one device
 
 PREFIX	?= /usr/local
 DESTDIR	?=
@@ -172,6 +173,12 @@ bench-crypt: bcachefs
 	@scripts/install-deps.sh bench
 	@bench/crypt.sh
 
+# The cost of metadata copies on one device (issue 29): format, fsck and the
+# FUSE rows with --metadata-replicas=1 and =2 (bench/metacopies.sh).
+bench-metacopies: bcachefs
+	@scripts/install-deps.sh bench
+	@bench/metacopies.sh
+
 # mount(8) looks for mount.fuse.bcachefs in /sbin only (not $(PREFIX)/sbin):
 # install also links it there, unless MOUNT_HELPER_DIR is empty or is
 # $(PREFIX)/sbin.  Without that link `mount -t fuse.bcachefs` still works
@@ -196,7 +203,7 @@ install: bcachefs build/bcachefs.bash
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt fuzz install clean test-deps
+.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt bench-metacopies fuzz install clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8
