@@ -83,6 +83,15 @@ uint64_t bch_fsck_nr_fixed(const struct bch_fsck_ctx *ctx)
 	return n;
 }
 
+uint64_t bch_fsck_nr_repairs(const struct bch_fsck_ctx *ctx)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < BCH_FSCK_PROBLEM_NR; i++)
+		n += ctx->fixed[i];
+	return n;
+}
+
 int bch_fsck_journal(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 {
 	for (unsigned i = 0; i < c->nr_journal_gaps; i++) {

@@ -242,6 +242,8 @@ void bch_fsck_fixed(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p);
 /* Totals over all problems (FSCK_MINOR ones not counted). */
 uint64_t bch_fsck_nr_found(const struct bch_fsck_ctx *ctx);
 uint64_t bch_fsck_nr_fixed(const struct bch_fsck_ctx *ctx);
+/* Every repair made, FSCK_MINOR ones included (did this run change anything?). */
+uint64_t bch_fsck_nr_repairs(const struct bch_fsck_ctx *ctx);
 
 /*
  * Pass 1: superblocks.  Reads every copy (and the layout record) on every
