@@ -58,6 +58,15 @@ bool bch_fsck_problem(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
 	return fix;
 }
 
+void bch_fsck_problem_unfixable(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
+				const char *where, const char *detail)
+{
+	ctx->found[p]++;
+	ctx->fatal = true;
+	if (ctx->report)
+		ctx->report(ctx, p, where, detail, BCH_FSCK_CANNOT_FIX);
+}
+
 void bch_fsck_fixed(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p)
 {
 	ctx->fixed[p]++;

@@ -44,8 +44,9 @@
 	  "superblock copy is older than the newest valid copy; rewrite it")		\
 	x(sb_layout_bad,	0x0103, 1, FSCK_SAFE,						\
 	  "superblock layout record is damaged; rewrite it")				\
-	x(sb_none_valid,	0x0104, 1, FSCK_FATAL,						\
-	  "no valid superblock copy on the device")					\
+	x(sb_none_valid,	0x0104, 1, 0,							\
+	  "no valid superblock copy on the device; rewrite its copies from another "	\
+	  "member's superblock")							\
 	x(sb_wrong_fs,		0x0105, 1, FSCK_FATAL,						\
 	  "device belongs to a different filesystem")					\
 	x(sb_dup_dev_idx,	0x0106, 1, FSCK_FATAL,						\
@@ -203,11 +204,15 @@ struct bch_fsck_ctx {
 	bool			cancelled;	/* the user answered quit */
 	bool			fatal;		/* a FSCK_FATAL problem was found */
 	bool			degraded;	/* -o degraded: members may be missing (pass 1) */
+	bool			stop;		/* a problem left that later passes cannot work
+						 * around (pass 1: a member's superblock not
+						 * rewritten): no further pass, no operational error */
 
 	/*
 	 * Report a problem: where (device, btree, position or path) and what.
-	 * fix says what will happen (-1: ask, 0: left, 1: fixed). In ASK mode
-	 * the return value is the answer; otherwise it is ignored.
+	 * fix says what will happen (-1: ask, 0: left, 1: fixed, and
+	 * BCH_FSCK_CANNOT_FIX: there is no repair here). In ASK mode the return
+	 * value is the answer; otherwise it is ignored.
 	 */
 	enum bch_fsck_answer	(*report)(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
 					  const char *where, const char *detail, int fix);
@@ -238,6 +243,14 @@ struct bch_fsck_ctx {
 bool bch_fsck_problem(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
 		      const char *where, const char *detail);
 void bch_fsck_fixed(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p);
+/*
+ * Report an instance of p that has no repair in this case although p may
+ * have one (sb_none_valid with no good member): counted, fatal (fsck stops
+ * after the pass), and reported with fix == BCH_FSCK_CANNOT_FIX.
+ */
+#define BCH_FSCK_CANNOT_FIX	(-2)
+void bch_fsck_problem_unfixable(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
+				const char *where, const char *detail);
 
 /* Totals over all problems (FSCK_MINOR ones not counted). */
 uint64_t bch_fsck_nr_found(const struct bch_fsck_ctx *ctx);
