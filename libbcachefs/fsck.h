@@ -262,7 +262,9 @@ uint64_t bch_fsck_nr_repairs(const struct bch_fsck_ctx *ctx);
  * Pass 1: superblocks.  Reads every copy (and the layout record) on every
  * device in paths, picks the newest valid superblock of the filesystem,
  * checks that the devices are exactly its members, and (when allowed)
- * rewrites damaged or stale copies.  On success *sb_ret (may be NULL) is the
+ * rewrites damaged or stale copies, and every copy of a member device that
+ * has none valid (fsck_super.c says how it is known which member it is;
+ * not allowed, ctx->stop is set: the filesystem cannot be opened).  On success *sb_ret (may be NULL) is the
  * newest superblock, malloc'd.  Returns 0, or a negative error when the
  * filesystem cannot be checked further (no valid superblock, wrong devices,
  * I/O error); the problem was reported.
@@ -289,7 +291,10 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 /*
  * Passes 5-10 (fsck_files.c): extent pointers, extents, inodes, dirents and
  * xattrs, directory structure, link counts; pass 11 (with data set) reads
- * every copy of every extent.  Counts of what was checked in *stats.
+ * every copy of every extent.  Counts of what was checked in *stats.  When
+ * this run repaired anything (read-write), the buckets of file data are then
+ * counted again from the extents as kept (bch_alloc_btree_recount()), so the
+ * close writes counts the next run agrees with.
  */
 struct bch_fsck_file_stats {
 	uint64_t	inodes, dirs, files, extents, dirents, xattrs, data_bytes;
