@@ -494,7 +494,7 @@ int bch_fsck_superblocks(struct bch_fsck_ctx *ctx, char * const *paths, unsigned
 	if (!newest) {
 		/* no device has a valid copy: nothing to rebuild from */
 		char *all = copies_text(&devs[0].report, nr > 1 ? "; no device given has a valid "
-					"superblock to rebuild it from" : "; no other device to rebuild it from");
+					"superblock to rebuild it from" : "");
 		if (!all) {
 			ret = -ENOMEM;
 			goto out;
