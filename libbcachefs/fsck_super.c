@@ -538,26 +538,32 @@ int bch_fsck_superblocks(struct bch_fsck_ctx *ctx, char * const *paths, unsigned
 		present[idx] = true;
 	}
 	size_t buf_bytes = BCH_SB_BUF_BYTES(newest->layout.sb_max_size_bits);
-	/* devices with no valid copy, when the others agree (no fatal problem so far) */
+	/* devices with no valid copy: rebuilt only when the others agree */
 	if (!ret)
 		identify_blank(devs, nr, newest, present);
-	for (unsigned i = 0; i < nr && !ret && !ctx->cancelled; i++) {
+	for (unsigned i = 0; i < nr && !ctx->cancelled; i++) {
 		if (!devs[i].blank)
 			continue;
+		if (ret) {
+			snprintf(devs[i].why, sizeof(devs[i].why), "the other devices given disagree");
+			devs[i].member = -1;
+		}
 		if (devs[i].member >= 0)
 			present[devs[i].member] = true;	/* given, rewritten or not */
-		ret = rebuild_blank(ctx, &devs[i], newest, buf_bytes);
-		if (ret)
+		int r = rebuild_blank(ctx, &devs[i], newest, buf_bytes);
+		if (r) {
 			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s: writing superblock: %s",
-				 paths[i], bch_err_str(ret));
-		else if (devs[i].sb)
+				 paths[i], bch_err_str(r));
+			ret = r;
+			goto out;
+		}
+		if (devs[i].sb)
 			devs[i].blank = false;
 	}
-	if (ret || ctx->fatal || ctx->stop || ctx->cancelled) {
-		if (!ret && ctx->fatal)
-			ret = -BCH_ERR_sb_not_found;
+	if (!ret && ctx->fatal)
+		ret = -BCH_ERR_sb_not_found;
+	if (ret || ctx->cancelled)
 		goto out;
-	}
 	/*
 	 * A member not given is no damage of the filesystem: checked degraded
 	 * (the open says which), or an operational error naming it.
@@ -574,7 +580,10 @@ int bch_fsck_superblocks(struct bch_fsck_ctx *ctx, char * const *paths, unsigned
 	if (ret)
 		goto out;
 
+	/* (a device left without any valid copy, -n: reported above, ctx->stop set) */
 	for (unsigned i = 0; i < nr && !ctx->cancelled; i++) {
+		if (devs[i].blank)
+			continue;
 		ret = check_dev_copies(ctx, &devs[i], newest, buf_bytes);
 		if (ret) {
 			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s: writing superblock: %s",
@@ -586,7 +595,7 @@ int bch_fsck_superblocks(struct bch_fsck_ctx *ctx, char * const *paths, unsigned
 		ret = -BCH_ERR_sb_invalid;
 		goto out;
 	}
-	if (sb_ret) {
+	if (sb_ret && !ctx->stop) {
 		*sb_ret = malloc(buf_bytes);
 		if (!*sb_ret) {
 			ret = -ENOMEM;
