@@ -93,11 +93,12 @@ static enum bch_fsck_answer report(struct bch_fsck_ctx *ctx, enum bch_fsck_probl
 
 	fprintf(f, "%s%s%s%s\n  %s (0x%04x): %s", where, detail ? ": " : "", detail ? detail : "",
 		"", info->name, info->number, info->msg);
-	if (fix < 0) {
+	if (fix == -1) {
 		fputc('\n', f);
 		return ask();
 	}
-	fprintf(f, ": %s\n", fix ? "fixing" : (info->flags & (FSCK_FATAL | FSCK_NOFIX)) ? "cannot fix" : "not fixed");
+	fprintf(f, ": %s\n", fix > 0 ? "fixing" : fix == BCH_FSCK_CANNOT_FIX ||
+		(info->flags & (FSCK_FATAL | FSCK_NOFIX)) ? "cannot fix" : "not fixed");
 	return BCH_FSCK_ANSWER_NO;
 }
 
@@ -323,7 +324,10 @@ int cmd_fsck(int argc, char *argv[])
 	free(sb);
 
 	/* passes 3-4: open the filesystem (replaying the journal) and walk the btrees */
-	if (!ret && !ctx->fatal && !ctx->cancelled) {
+	if (!ret && ctx->stop && !o.json)
+		printf("passes 2-12 skipped: they need every member's superblock (fsck -y "
+		       "rewrites it)\n");
+	if (!ret && !ctx->fatal && !ctx->stop && !ctx->cancelled) {
 		struct bch_opts oo;
 		struct bch_fs *c;
 		char err[512];

@@ -507,7 +507,8 @@ static char **mount_devs(const char *mnt, unsigned *nr)
 }
 
 /* Read the superblock of one device into *sb (malloc'd); 0 or the exit code (message printed). */
-static int read_dev(const char *path, struct bch_sb **sb, struct bch_sb_read_report *report)
+static int read_dev(const char *path, struct bch_sb **sb, struct bch_sb_read_report *report,
+		    bool several)
 {
 	struct bch_blockdev *dev;
 
@@ -525,6 +526,9 @@ static int read_dev(const char *path, struct bch_sb **sb, struct bch_sb_read_rep
 			fprintf(stderr, "  copy at sector %" PRIu64 ": %s\n", report->copies[i].offset,
 				report->copies[i].msg[0] ? report->copies[i].msg
 							 : bch_err_str(report->copies[i].err));
+		if (several && ret == -BCH_ERR_sb_not_found)
+			fprintf(stderr, "  if it is a member, `bcachefs fsck -y` rewrites its copies "
+				"from another member's\n");
 		free(*sb);
 		*sb = NULL;
 		return EXIT_FAIL;
@@ -546,7 +550,7 @@ static int show_devs(char * const *devs, unsigned nr, bool json, bool layout)
 	if (!sbs || !reports)
 		abort();
 	for (unsigned i = 0; i < nr && !ret; i++)
-		ret = read_dev(devs[i], &sbs[i], &reports[i]);
+		ret = read_dev(devs[i], &sbs[i], &reports[i], nr > 1);
 	if (ret)
 		goto out;
 	if (json) {

@@ -767,6 +767,29 @@ int bch_alloc_mark_cached(struct bch_fs *c, const struct bch_extent_ptr *p, unsi
 	return 0;
 }
 
+void bch_alloc_recount_begin(struct bch_fs *c)
+{
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		struct bch_dev_alloc *a = dev_alloc(c, d);
+		for (uint64_t b = 0; a && b < a->nbuckets; b++)
+			if (a->type[b] == BCH_DATA_user || a->type[b] == BCH_DATA_cached) {
+				/* user until settled: a dirty pointer may be found in it */
+				a->nr_cached -= a->type[b] == BCH_DATA_cached;
+				a->type[b] = BCH_DATA_user;
+				a->sectors[b] = a->cached[b] = 0;
+			}
+	}
+}
+
+void bch_alloc_recount_end(struct bch_fs *c)
+{
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		struct bch_dev_alloc *a = dev_alloc(c, d);
+		for (uint64_t b = 0; a && b < a->nbuckets; b++)
+			data_bucket_settle(c, a, b);
+	}
+}
+
 int bch_alloc_data_on(struct bch_fs *c, unsigned dev, unsigned sectors, struct bch_extent_ptr *ptr)
 {
 	struct bch_member *m = dev < c->nr_devs ? bch_sb_member(c->sb, dev) : NULL;

@@ -135,6 +135,18 @@ bool bch_alloc_settle_cached_gens(struct bch_fs *c);
 int  bch_alloc_mark_cached(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
 			   unsigned sectors);
 
+/*
+ * fsck: user data counted again from the extents a repair kept.
+ * bch_alloc_recount_begin() zeroes the dirty and cached sectors of every
+ * user and cached bucket, keeping types and gens (nothing becomes free to
+ * allocate meanwhile); the caller marks every extent again
+ * (bch_alloc_mark_data(), then the cached pointers as at open);
+ * bch_alloc_recount_end() frees the buckets left empty (reusable once the
+ * journal is durable, as any other free).
+ */
+void bch_alloc_recount_begin(struct bch_fs *c);
+void bch_alloc_recount_end(struct bch_fs *c);
+
 /* fsck: space on one given device; the data type of the bucket p is in (-1: outside). */
 int  bch_alloc_data_on(struct bch_fs *c, unsigned dev, unsigned sectors, struct bch_extent_ptr *ptr);
 int  bch_alloc_bucket_type(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors);

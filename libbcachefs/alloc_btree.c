@@ -224,6 +224,19 @@ int bch_alloc_btree_rebuilt(struct bch_fs *c)
 	return c->extents_mark_deferred ? 0 : bch_alloc_btree_record_diffs(c);
 }
 
+int bch_alloc_btree_recount(struct bch_fs *c)
+{
+	int r;
+
+	bch_alloc_recount_begin(c);
+	r = bch_extents_mark_all(c);
+	/* cached pointers in a second walk, as at open (alloc.h), only when there are any */
+	if (!r && bch_alloc_settle_cached_gens(c))
+		r = bch_extents_mark_cached(c);
+	bch_alloc_recount_end(c);
+	return r;
+}
+
 int bch_alloc_btree_record_diffs(struct bch_fs *c)
 {
 	struct bch_alloc_btree *ab = c->alloc_btree;

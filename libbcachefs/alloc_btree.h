@@ -39,6 +39,15 @@ int  bch_alloc_btree_rebuilt(struct bch_fs *c);
  */
 int  bch_alloc_btree_record_diffs(struct bch_fs *c);
 int  bch_alloc_btree_sync(struct bch_fs *c, bool *current);
+/*
+ * fsck, after its repairs: the user data buckets counted again from the
+ * extent keys as they are now (every journal key is in the btrees by then).
+ * The repairs drop and move keys, and what was counted before them (at
+ * open, or claimed for keys a rebuild would bring back) may not be what they
+ * kept; the close then writes what differs.  Btree buckets are not touched:
+ * node allocations and frees keep them exact.
+ */
+int  bch_alloc_btree_recount(struct bch_fs *c);
 void bch_alloc_btree_exit(struct bch_fs *c);
 /*
  * Commit the current state of the given buckets of dev to the alloc btree

@@ -269,6 +269,11 @@ static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 			return bch_fs_err(c, r, "%s: %s", paths[i], bch_err_str(r));
 		if ((r = bch_sb_read(bd, &sb, NULL))) {
 			bch_dev_close(bd);
+			/* one of several: fsck -y rewrites a member's from another member's */
+			if (r == -BCH_ERR_sb_not_found && nr > 1)
+				return bch_fs_err(c, r, "%s: no valid superblock copy (every copy "
+						  "damaged); if it is a member, `bcachefs fsck -y` "
+						  "rewrites them from another member's", paths[i]);
 			return bch_fs_err(c, r, "%s: %s", paths[i], bch_err_str(r));
 		}
 		if (newest && memcmp(sb->uuid, newest->uuid, BCH_UUID_SIZE)) {

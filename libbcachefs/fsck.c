@@ -58,6 +58,15 @@ bool bch_fsck_problem(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
 	return fix;
 }
 
+void bch_fsck_problem_unfixable(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
+				const char *where, const char *detail)
+{
+	ctx->found[p]++;
+	ctx->fatal = true;
+	if (ctx->report)
+		ctx->report(ctx, p, where, detail, BCH_FSCK_CANNOT_FIX);
+}
+
 void bch_fsck_fixed(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p)
 {
 	ctx->fixed[p]++;
@@ -80,6 +89,15 @@ uint64_t bch_fsck_nr_fixed(const struct bch_fsck_ctx *ctx)
 	for (unsigned i = 0; i < BCH_FSCK_PROBLEM_NR; i++)
 		if (!(bch_fsck_problems[i].flags & FSCK_MINOR))
 			n += ctx->fixed[i];
+	return n;
+}
+
+uint64_t bch_fsck_nr_repairs(const struct bch_fsck_ctx *ctx)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; i < BCH_FSCK_PROBLEM_NR; i++)
+		n += ctx->fixed[i];
 	return n;
 }
 

@@ -44,8 +44,9 @@
 	  "superblock copy is older than the newest valid copy; rewrite it")		\
 	x(sb_layout_bad,	0x0103, 1, FSCK_SAFE,						\
 	  "superblock layout record is damaged; rewrite it")				\
-	x(sb_none_valid,	0x0104, 1, FSCK_FATAL,						\
-	  "no valid superblock copy on the device")					\
+	x(sb_none_valid,	0x0104, 1, 0,							\
+	  "no valid superblock copy on the device; rewrite its copies from another "	\
+	  "member's superblock")							\
 	x(sb_wrong_fs,		0x0105, 1, FSCK_FATAL,						\
 	  "device belongs to a different filesystem")					\
 	x(sb_dup_dev_idx,	0x0106, 1, FSCK_FATAL,						\
@@ -203,11 +204,15 @@ struct bch_fsck_ctx {
 	bool			cancelled;	/* the user answered quit */
 	bool			fatal;		/* a FSCK_FATAL problem was found */
 	bool			degraded;	/* -o degraded: members may be missing (pass 1) */
+	bool			stop;		/* a problem left that later passes cannot work
+						 * around (pass 1: a member's superblock not
+						 * rewritten): no further pass, no operational error */
 
 	/*
 	 * Report a problem: where (device, btree, position or path) and what.
-	 * fix says what will happen (-1: ask, 0: left, 1: fixed). In ASK mode
-	 * the return value is the answer; otherwise it is ignored.
+	 * fix says what will happen (-1: ask, 0: left, 1: fixed, and
+	 * BCH_FSCK_CANNOT_FIX: there is no repair here). In ASK mode the return
+	 * value is the answer; otherwise it is ignored.
 	 */
 	enum bch_fsck_answer	(*report)(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
 					  const char *where, const char *detail, int fix);
@@ -238,16 +243,28 @@ struct bch_fsck_ctx {
 bool bch_fsck_problem(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
 		      const char *where, const char *detail);
 void bch_fsck_fixed(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p);
+/*
+ * Report an instance of p that has no repair in this case although p may
+ * have one (sb_none_valid with no good member): counted, fatal (fsck stops
+ * after the pass), and reported with fix == BCH_FSCK_CANNOT_FIX.
+ */
+#define BCH_FSCK_CANNOT_FIX	(-2)
+void bch_fsck_problem_unfixable(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
+				const char *where, const char *detail);
 
 /* Totals over all problems (FSCK_MINOR ones not counted). */
 uint64_t bch_fsck_nr_found(const struct bch_fsck_ctx *ctx);
 uint64_t bch_fsck_nr_fixed(const struct bch_fsck_ctx *ctx);
+/* Every repair made, FSCK_MINOR ones included (did this run change anything?). */
+uint64_t bch_fsck_nr_repairs(const struct bch_fsck_ctx *ctx);
 
 /*
  * Pass 1: superblocks.  Reads every copy (and the layout record) on every
  * device in paths, picks the newest valid superblock of the filesystem,
  * checks that the devices are exactly its members, and (when allowed)
- * rewrites damaged or stale copies.  On success *sb_ret (may be NULL) is the
+ * rewrites damaged or stale copies, and every copy of a member device that
+ * has none valid (fsck_super.c says how it is known which member it is;
+ * not allowed, ctx->stop is set: the filesystem cannot be opened).  On success *sb_ret (may be NULL) is the
  * newest superblock, malloc'd.  Returns 0, or a negative error when the
  * filesystem cannot be checked further (no valid superblock, wrong devices,
  * I/O error); the problem was reported.
@@ -274,7 +291,10 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 /*
  * Passes 5-10 (fsck_files.c): extent pointers, extents, inodes, dirents and
  * xattrs, directory structure, link counts; pass 11 (with data set) reads
- * every copy of every extent.  Counts of what was checked in *stats.
+ * every copy of every extent.  Counts of what was checked in *stats.  When
+ * this run repaired anything (read-write), the buckets of file data are then
+ * counted again from the extents as kept (bch_alloc_btree_recount()), so the
+ * close writes counts the next run agrees with.
  */
 struct bch_fsck_file_stats {
 	uint64_t	inodes, dirs, files, extents, dirents, xattrs, data_bytes;

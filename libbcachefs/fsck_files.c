@@ -72,6 +72,7 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "alloc_btree.h"
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
@@ -690,6 +691,9 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	}
 	if (!r)
 		r = s->err;
+	/* bucket counts from what the repairs kept (alloc_btree.h), so one -y converges */
+	if (!r && !c->read_only && !ctx->cancelled && bch_fsck_nr_repairs(ctx))
+		r = bch_alloc_btree_recount(c);
 out:
 	if (r && !ctx->err_msg[0])
 		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s",

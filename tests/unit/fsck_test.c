@@ -3,7 +3,8 @@
  * fsck_test.c - the fix decision per mode (-n, -y, -p, asking with
  * remembered per-class answers and quit), the problem table's stable codes,
  * and pass 1 on superblock damage that the CLI cannot produce: stale copies
- * and a device whose superblock is older than its partner's.
+ * and a device whose superblock is older than its partner's, and a member
+ * with no valid copy at all (rebuilt only when something of it is there).
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -38,7 +39,7 @@ Test(fsck, decision_per_mode)
 	cr_assert_not(bch_fsck_problem(&ctx, BCH_FSCK_sb_copy_bad, "x", NULL));
 	ctx.mode = BCH_FSCK_YES;
 	cr_assert(bch_fsck_problem(&ctx, BCH_FSCK_sb_copy_bad, "x", NULL));
-	cr_assert_not(bch_fsck_problem(&ctx, BCH_FSCK_sb_none_valid, "x", NULL), "fatal fixed");
+	cr_assert_not(bch_fsck_problem(&ctx, BCH_FSCK_sb_wrong_fs, "x", NULL), "fatal fixed");
 	cr_assert(ctx.fatal);
 	ctx.mode = BCH_FSCK_PREEN;
 	cr_assert(bch_fsck_problem(&ctx, BCH_FSCK_sb_layout_bad, "x", NULL), "safe not preened");
@@ -180,4 +181,102 @@ Test(fsck, older_device_rewritten, .init = setup, .fini = teardown)
 	cr_assert_eq(sb->dev_idx, 1);
 	bch_dev_close(bd);
 	free(sb);
+}
+
+/* Every superblock copy and the layout record of device dev zeroed. */
+static void blank_dev(unsigned dev)
+{
+	struct bch_blockdev *bd;
+	struct bch_sb *sb;
+	char zero[4096] = { 0 };
+
+	cr_assert_eq(bch_dev_open(paths[dev], 0, &bd), 0);
+	cr_assert_eq(bch_sb_read(bd, &sb, NULL), 0);
+	cr_assert_eq(bch_dev_write(bd, zero, 512, BCH_SB_LAYOUT_SECTOR << BCH_SECTOR_SHIFT), 0);
+	for (unsigned i = 0; i < sb->layout.nr_superblocks; i++)
+		cr_assert_eq(bch_dev_write(bd, zero, sizeof(zero), sb->layout.sb_offset[i] << BCH_SECTOR_SHIFT), 0);
+	bch_dev_close(bd);
+	free(sb);
+}
+
+/* A journal entry header of this filesystem at the start of member dev's first journal bucket. */
+static void plant_jset(unsigned dev)
+{
+	struct bch_blockdev *bd;
+	struct bch_sb *sb;
+	struct bch_jset js = { .magic = BCH_JSET_MAGIC, .seq = 1 };
+
+	cr_assert_eq(bch_dev_open(paths[0], BCH_DEV_RDONLY, &bd), 0);
+	cr_assert_eq(bch_sb_read(bd, &sb, NULL), 0);
+	bch_dev_close(bd);
+	struct bch_sb_field_journal *jf = bch_sb_get_journal(sb);
+	unsigned runs = (jf->field.u64s * 8 - sizeof(jf->field)) / sizeof(jf->runs[0]), r = 0;
+	while (r < runs && jf->runs[r].dev != dev)
+		r++;
+	cr_assert(r < runs, "member %u has no journal", dev);
+	uint64_t at = jf->runs[r].start * bch_sb_member(sb, dev)->bucket_size;
+	memcpy(js.fs_uuid, sb->uuid, sizeof(js.fs_uuid));
+	cr_assert_eq(bch_dev_open(paths[dev], 0, &bd), 0);
+	cr_assert_eq(bch_dev_write(bd, &js, sizeof(js), at << BCH_SECTOR_SHIFT), 0);
+	bch_dev_close(bd);
+	free(sb);
+}
+
+static bool sb_area_zero(unsigned dev)
+{
+	FILE *f = fopen(paths[dev], "rb");
+	unsigned char buf[65536];
+	bool zero = true;
+
+	cr_assert(f);
+	cr_assert_eq(fread(buf, 1, sizeof(buf), f), sizeof(buf));
+	for (size_t i = 0; i < sizeof(buf) && zero; i++)
+		zero = !buf[i];
+	fclose(f);
+	return zero;
+}
+
+Test(fsck, member_with_no_valid_copy, .init = setup, .fini = teardown)
+{
+	char *p[2] = { paths[0], paths[1] };
+
+	/* nothing of member 1 on it (a fresh format writes no journal): refused, not written */
+	blank_dev(1);
+	struct bch_fsck_ctx y = { .mode = BCH_FSCK_YES };
+	cr_assert_neq(bch_fsck_superblocks(&y, p, 2, NULL), 0);
+	cr_assert(y.fatal);
+	cr_assert_eq(y.found[BCH_FSCK_sb_none_valid], 1);
+	cr_assert_eq(y.fixed[BCH_FSCK_sb_none_valid], 0);
+	cr_assert(sb_area_zero(1), "a device not known to be the member was written");
+
+	/* its journal is there: -n reports it and stops, writing nothing */
+	plant_jset(1);
+	struct bch_fsck_ctx n = { .mode = BCH_FSCK_NO };
+	cr_assert_eq(bch_fsck_superblocks(&n, p, 2, NULL), 0, "%s", n.err_msg);
+	cr_assert(n.stop && !n.fatal);
+	cr_assert_eq(bch_fsck_nr_found(&n), 1);
+	cr_assert(sb_area_zero(1));
+
+	/* -y rewrites its copies as member 1, given in either order */
+	char *q[2] = { paths[1], paths[0] };
+	struct bch_fsck_ctx y2 = { .mode = BCH_FSCK_YES };
+	cr_assert_eq(bch_fsck_superblocks(&y2, q, 2, NULL), 0, "%s", y2.err_msg);
+	cr_assert_eq(y2.fixed[BCH_FSCK_sb_none_valid], 1);
+	cr_assert_eq(bch_fsck_nr_found(&y2), 1);
+
+	struct bch_blockdev *bd;
+	struct bch_sb *sb;
+	struct bch_sb_read_report r;
+	cr_assert_eq(bch_dev_open(paths[1], BCH_DEV_RDONLY, &bd), 0);
+	cr_assert_eq(bch_sb_read(bd, &sb, &r), 0);
+	cr_assert_eq(sb->dev_idx, 1);
+	cr_assert_eq(r.layout_err, 0);
+	for (unsigned i = 0; i < r.nr; i++)
+		cr_assert_eq(r.copies[i].err, 0, "copy at %llu", (unsigned long long)r.copies[i].offset);
+	bch_dev_close(bd);
+	free(sb);
+
+	struct bch_fsck_ctx n2 = { .mode = BCH_FSCK_NO };
+	cr_assert_eq(bch_fsck_superblocks(&n2, p, 2, NULL), 0, "%s", n2.err_msg);
+	cr_assert_eq(bch_fsck_nr_found(&n2), 0);
 }
