@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The source trees and manifests of the format compatibility corpus.
 
-  tree.py gen SET DIR      write the seeded tree SET (base, files, data, late,
-                           many) under DIR; content comes from SHA-256 of
+  tree.py gen SET DIR      write the seeded trees SET,... (base, mini, files,
+                           data, late, many) under DIR; content comes from SHA-256 of
                            fixed labels, never from the machine, so the same
                            command gives the same bytes on every host and
                            every Python
@@ -87,15 +87,16 @@ def text(label, n):
 
 def blocks(label, n):
     """n bytes of 4 KiB blocks, each stamped with its label and number and
-    holding one of four random 4 KiB chunks: a misplaced, lost or repeated
-    block changes the hash, yet zstd stores it in a few KiB."""
-    pool = [stream("%s/chunk%d" % (label, k), 4096) for k in range(4)]
+    filled with one of four random 512-byte chunks repeated: a misplaced,
+    lost or repeated block changes the hash, yet every compressor (and zstd
+    in git) stores the file in a few KiB."""
+    pool = [stream("%s/chunk%d" % (label, k), 512) for k in range(4)]
     r = Rand(label)
     out = bytearray()
     b = 0
     while len(out) < n:
         head = ("%s block %06d\n" % (label, b)).encode()
-        out += head + pool[r.below(4)][len(head):]
+        out += head + (pool[r.below(4)] * 8)[len(head):]
         b += 1
     return bytes(out[:n])
 
@@ -208,10 +209,10 @@ def gen_base(d):
 
 
 def gen_files(d):
-    """The data shapes: a file over 1 MiB, sparse files, a 128 KiB text,
+    """The data shapes: a file over 1 MiB, sparse files, a 64 KiB text,
     16 KiB that no compression shrinks."""
     write(os.path.join(d, "data", "big"), blocks("files/big", 1536 * 1024 + 123), mtime=T0)
-    write(os.path.join(d, "data", "text"), text("files/text", 128 * 1024), mtime=T0)
+    write(os.path.join(d, "data", "text"), text("files/text", 64 * 1024), mtime=T0)
     write(os.path.join(d, "data", "random"), stream("files/random", 16 * 1024), mtime=T0)
     # sparse: data, a hole, data, a hole to the end (size past the last extent)
     p = os.path.join(d, "sparse", "holes")
@@ -240,15 +241,31 @@ def gen_files(d):
 
 def gen_data(d):
     """Data to move or compress without the biggest file (encrypted data
-    does not compress in git): a 100 KiB text."""
-    write(os.path.join(d, "data", "text"), text("data/text", 100 * 1024), mtime=T0)
+    does not compress in git): a 64 KiB text."""
+    write(os.path.join(d, "data", "text"), text("data/text", 64 * 1024), mtime=T0)
+
+
+def gen_mini(d):
+    """A small tree for images whose point is not the files (an encrypted
+    image costs its bytes in git): text, random, a symlink, a hard link, an
+    xattr, an ACL."""
+    write(os.path.join(d, "mini", "a.txt"), text("mini/a", 3000), mtime=T0)
+    write(os.path.join(d, "mini", "sub", "b.txt"), text("mini/b", 700), mtime=T0)
+    write(os.path.join(d, "mini", "r.bin"), stream("mini/r", 2000), mode=0o600, mtime=T0)
+    os.symlink("a.txt", os.path.join(d, "mini", "link"))
+    os.utime(os.path.join(d, "mini", "link"), ns=(T0, T0), follow_symlinks=False)
+    os.link(os.path.join(d, "mini", "a.txt"), os.path.join(d, "mini", "sub", "a-hard"))
+    os.setxattr(os.path.join(d, "mini", "a.txt"), "user.mini", b"value")
+    os.setxattr(os.path.join(d, "mini", "sub"), "system.posix_acl_access",
+                acl([(USER_OBJ, 7, ACL_UNDEF), (USER, 5, 1001), (GROUP_OBJ, 5, ACL_UNDEF),
+                     (MASK, 5, ACL_UNDEF), (OTHER, 5, ACL_UNDEF)]))
 
 
 def gen_many(d):
     """Enough names and inodes for btrees of several levels with 4k nodes."""
-    for i in range(600):
+    for i in range(400):
         write(os.path.join(d, "many", "d%02d" % (i % 12), "file-%04d" % i),
-              text("many/%d" % i, 64 + i % 300), mtime=T0 + i)
+              text("many/%d" % i, 64 + i % 200), mtime=T0 + i)
 
 
 def gen_late(d):
@@ -262,7 +279,7 @@ def gen_late(d):
     os.setxattr(os.path.join(d, "late", "n02"), "user.late", b"journal only")
 
 
-SETS = {"base": gen_base, "files": gen_files, "data": gen_data, "many": gen_many, "late": gen_late}
+SETS = {"base": gen_base, "mini": gen_mini, "files": gen_files, "data": gen_data, "many": gen_many, "late": gen_late}
 
 
 def fix_dir_times(d):
