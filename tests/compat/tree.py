@@ -275,6 +275,7 @@ def gen_late(d):
               text("late/%d" % i, 200 + 700 * i), mtime=T0 + 100 + i)
     write(os.path.join(d, "late", "big"), blocks("late/big", 1100 * 1024), mtime=T0)
     os.symlink("n01", os.path.join(d, "late", "link"))
+    os.utime(os.path.join(d, "late", "link"), ns=(T0, T0), follow_symlinks=False)
     os.link(os.path.join(d, "late", "n01"), os.path.join(d, "late", "n01-hard"))
     os.setxattr(os.path.join(d, "late", "n02"), "user.late", b"journal only")
 
