@@ -5,8 +5,9 @@
 #   tests/compat/run.sh [NAME|vN/NAME...]     all images, or those named
 # Per image, on copies decompressed to $TMPDIR:
 #   1. show-super names the version of its directory;
-#   2. fsck -n -f exits 0 (an unclean image too: replaying the journal is not
-#      damage) and, like extract and the options read, writes nothing;
+#   2. fsck -n -f -c exits 0 (an unclean image too: replaying the journal is
+#      not damage; -c reads every copy of the file data and checks its
+#      checksum) and, like extract and the options read, writes nothing;
 #   3. image extract, then every entry (type, mode, owner, time, size,
 #      sha256, hard links, symlink target, xattrs, ACLs) and every per-file
 #      option (bcachefs.* through image shell getfattr) equals the manifest;
@@ -135,7 +136,7 @@ check_image() {
 	# 2.-3. read-only: fsck -n, extract, options; nothing written
 	cp -a "$w/pristine" "$w/ro"
 	hashes "$w/ro" > "$w/ro.sha"
-	expect_rc 0 fsck-n fsck -n -f "$(members "$w/ro")"
+	expect_rc 0 fsck-n fsck -n -f -c "$(members "$w/ro")"
 	read_tree ro "$w/ro" && same ro
 	hashes "$w/ro" | cmp -s - "$w/ro.sha" ||
 		problem "fsck -n, image extract or image shell -o read_only wrote to the image"
