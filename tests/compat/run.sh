@@ -179,7 +179,7 @@ fi
 if [ -n "${COMPAT_DIR:-}" ]; then
 	dirs=$COMPAT_DIR
 else
-	dirs=$(ls -d "$here"/v[0-9]* 2>/dev/null | sort -t v -k2 -n)
+	dirs=$(ls "$here" | grep -E '^v[0-9]+$' | sort -k1.2n | sed "s|^|$here/|")
 fi
 if [ -z "$dirs" ]; then
 	echo "FAIL compat: no image directories in $here"
