@@ -42,6 +42,15 @@ for t in zstd python3; do
 	fi
 done
 
+# extract restores owners, device nodes and trusted.* xattrs only as root
+if [ "$(id -u)" != 0 ]; then
+	if [ -n "${COMPAT_DIR:-}" ]; then n=$(ls "$COMPAT_DIR"/*.manifest | wc -l)
+	else n=$(ls "$here"/v[0-9]*/*.manifest | wc -l); fi
+	echo "SKIP compat: needs root (image extract restores owners, device nodes, trusted.* xattrs)"
+	echo "compat: 0 passed, 0 failed, $n skipped"
+	exit 0
+fi
+
 # header FIELD: the value of "%FIELD ..." in the manifest
 header() { sed -n "s/^%$1 //p" "$manifest" | head -1; }
 
