@@ -36,7 +36,7 @@ if [ ! -x "$B" ]; then
 fi
 for t in zstd python3; do
 	if ! command -v $t >/dev/null; then
-		echo "FAIL compat: $t not found (scripts/install-deps.sh test installs it)"
+		echo "FAIL compat: $t not found (apt-get install $t; zstd belongs in TEST_PKGS of scripts/install-deps.sh)"
 		echo "compat: 0 passed, 1 failed, 0 skipped"
 		exit 1
 	fi
