@@ -15,6 +15,9 @@
   tree.py getfattr-script MANIFEST
                            the `image shell` lines that read every entry's
                            bcachefs.* options (directories and regular files)
+  tree.py verify WANT TREE OPTS [--ignore PATH]...
+                           manifest TREE (options from OPTS) into
+                           TREE.manifest and compare it with WANT
   tree.py compare WANT GOT [--ignore PATH]...
                            print the differences of two manifests (entry
                            lines only; header lines start with '%' or '#'),
@@ -440,6 +443,15 @@ def main(argv):
                 p = "/" if p == "." else "/" + p
                 print('getfattr "%s"' % p.replace("\\", "\\\\").replace('"', '\\"'))
         return 0
+    if len(argv) >= 4 and argv[0] == "verify":
+        # verify WANT TREE OPTS [--ignore PATH]...: manifest and compare in
+        # one process (the runner's three reads of every image)
+        ign = [argv[i + 1] for i in range(4, len(argv) - 1, 2) if argv[i] == "--ignore"]
+        got = argv[2].rstrip("/") + ".manifest"
+        with open(got, "w") as f:
+            for l in manifest(argv[2], read_opts(argv[3])):
+                f.write(l + "\n")
+        return 1 if compare(argv[1], got, ign) else 0
     if len(argv) >= 3 and argv[0] == "compare":
         ign = [argv[i + 1] for i in range(3, len(argv) - 1, 2) if argv[i] == "--ignore"]
         return 1 if compare(argv[1], argv[2], ign) else 0
