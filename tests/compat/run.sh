@@ -4,7 +4,8 @@
 # byte for byte and fsck clean with this build (tests/compat/README.md).
 #   tests/compat/run.sh [NAME|vN/NAME...]     all images, or those named
 # Per image, on copies decompressed to $TMPDIR:
-#   1. show-super names the version of its directory;
+#   1. show-super names the version of its directory (and an %unclean
+#      image says it was not closed cleanly);
 #   2. fsck -n -f -c exits 0 (an unclean image too: replaying the journal is
 #      not damage; -c reads every copy of the file data and checks its
 #      checksum) and, like extract and the options read, writes nothing;
@@ -147,6 +148,10 @@ check_image() {
 	bch sb show-super --json "$first"
 	v=$(sed -n 's/.*"format_version": *\([0-9]*\).*/\1/p' "$w/sb.last" | head -1)
 	[ "$v" = "$want_version" ] || problem "show-super says format version ${v:-?}, the directory v$want_version"
+	# an unclean image must still be one (its point is the replay)
+	if [ "$(header unclean)" = yes ] && ! grep -q '"clean_shutdown": *false' "$w/sb.last"; then
+		problem "the image is marked %unclean but show-super does not say clean_shutdown false"
+	fi
 
 	# 2.-3. read-only: fsck -n, extract, options; nothing written
 	cp -a "$w/pristine" "$w/ro"
