@@ -7,7 +7,9 @@
 # Run by hand when the format changes, never by make check; an existing
 # vVERSION/ is refused: images are never regenerated for an old version
 # (tests/compat/README.md).  NAME... builds only those recipes (to try one
-# out; they go to $TMPDIR, not to the tree, unless every recipe is built).
+# out; they go to $TMPDIR/bch-compat-vVERSION, not to the tree);
+# --into-tree VERSION NAME... writes just those into vVERSION/ (a version
+# that changed only some structures may add only the images that show it).
 #
 # Every image is built from a seeded tree that tests/compat/tree.py writes
 # (content from SHA-256 of fixed labels, never from this machine), with a
@@ -26,7 +28,9 @@ case $B in /*) ;; *) B=$PWD/$B ;; esac
 TREE="python3 $here/tree.py"
 
 die() { echo "make-images: $*" >&2; exit 1; }
-[ $# -ge 1 ] || die "usage: $0 VERSION [NAME...]"
+into_tree=
+if [ "${1:-}" = --into-tree ]; then into_tree=1; shift; fi
+[ $# -ge 1 ] || die "usage: $0 [--into-tree] VERSION [NAME...]"
 version=$1; shift
 [ -x "$B" ] || die "no binary $B (make bcachefs)"
 writes=$("$B" version | sed -n 's/.*format version \([0-9]*\).*/\1/p')
@@ -38,7 +42,7 @@ for t in python3 zstd fusermount3; do
 done
 dest=$here/v$version
 only="$*"
-if [ -z "$only" ] && [ -e "$dest" ]; then
+if { [ -z "$only" ] || [ -n "$into_tree" ]; } && [ -e "$dest" ]; then
 	die "$dest exists: images of a released version are never regenerated (tests/compat/README.md)"
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/bch-compat-make.XXXXXX")
@@ -391,11 +395,11 @@ done
 
 # the whole set passes the runner before it is kept
 COMPAT_DIR=$out "$here/run.sh" || die "the new images do not pass tests/compat/run.sh (kept nothing)"
-if [ -n "$only" ]; then
+if [ -n "$only" ] && [ -z "$into_tree" ]; then
 	keep=${TMPDIR:-/tmp}/bch-compat-v$version
 	rm -rf "$keep"
 	cp -a "$out" "$keep"
-	echo "built $only into $keep (not into the tree: only a full set goes there)"
+	echo "built $only into $keep (not into the tree: --into-tree puts them there)"
 else
 	cp -a "$out" "$dest"
 	echo "v$version: $(ls "$dest"/*.img.zst | wc -l) images, $(du -cb "$dest"/* | tail -1 | cut -f1) bytes in $dest"
