@@ -134,6 +134,7 @@ echo "== cli, fsck, damage tests, then a sample with the sanitizer binary (two l
 lane_a=$!
 run fsck env FSCK_JOBS=1 tests/fsck/run.sh
 run damage tests/damage/campaign.sh
+run compat tests/compat/run.sh
 fsck_encrypted
 san_fsck
 san_damage
@@ -142,6 +143,7 @@ wait $lane_a
 for s in cli cli-encrypted fsck fsck-encrypted damage san-cli san-fsck san-damage; do
 	report $s
 done
+report compat
 
 echo "total: $(($(now) - t_start)) s"
 
