@@ -9,10 +9,12 @@
  *   replicas_bad_member   an entry names a slot that is not a member (a
  *                         removed device): dropped; no key can use it (pass 5
  *                         drops pointers to such slots)
- *   replicas_unused       an entry nothing uses: dropped.  Minor: a crash
- *                         between the superblock write and the key, or deletes
- *                         since the last gc, leave these, and they cost only a
- *                         pessimistic degraded open
+ *   replicas_unused       an entry nothing uses: dropped.  Counted like any
+ *                         problem (exit 4 under -n): the gc points keep the
+ *                         table exact (replicas.h, invariant 4), so only a
+ *                         crash before one leaves these, and a stale entry
+ *                         makes a degraded open or `device offline` refuse
+ *                         for data that has copies elsewhere
  * The repairs are one superblock write at the end of the pass, which also
  * marks the table kept (BCH_COMPAT_REPLICAS_KEPT) when no set is left
  * missing: a table of an older version becomes one a degraded open uses.
