@@ -745,8 +745,13 @@ int bch_fs_close(struct bch_fs *c)
 		return 0;
 	if (!c->read_only && !c->emergency_ro) {
 		bool alloc_current = false;
-		/* a gc point (replicas.h): entries whose last key went this session go */
-		if (!(r = bch_replicas_gc_stale(c)) && !(r = bch_alloc_btree_sync(c, &alloc_current)))
+		/*
+		 * A gc point (replicas.h): entries whose last key went this session
+		 * go.  After the sync, which writes every node (moving those with a
+		 * copy on a missing member): it reads clean nodes only, and changes
+		 * no bucket.
+		 */
+		if (!(r = bch_alloc_btree_sync(c, &alloc_current)) && !(r = bch_replicas_gc_stale(c)))
 			/*
 			 * Degraded, a missing member's alloc keys were left as they were
 			 * while its pointers came and went: the next open recounts them
