@@ -751,7 +751,7 @@ int bch_fs_close(struct bch_fs *c)
 		 * copy on a missing member): it reads clean nodes only, and changes
 		 * no bucket.
 		 */
-		if (!(r = bch_alloc_btree_sync(c, &alloc_current)) && !(r = bch_replicas_gc_stale(c)))
+		if (!(r = bch_alloc_btree_sync(c, &alloc_current)) && !(r = bch_replicas_gc_at_close(c)))
 			/*
 			 * Degraded, a missing member's alloc keys were left as they were
 			 * while its pointers came and went: the next open recounts them

@@ -231,7 +231,7 @@ static int mark(struct bch_fs *c, unsigned data_type, uint64_t devs)
 /*
  * A key of the extents btree (an extent, or the whiteout of a delete) or a
  * btree pointer replaces older ones, whose member set may have been the
- * last use of an entry: the next gc point recounts (bch_replicas_gc_stale()).
+ * last use of an entry: the next gc point recounts (bch_replicas_gc_at_close()).
  */
 static void note_change(struct bch_fs *c)
 {
@@ -367,12 +367,12 @@ static bool same_table(const struct bch_replicas_cpu *a, const struct bch_replic
  * by the flushed ones); then every key walked.  1 when the btrees changed
  * during the walk (a node written back moved, say): the caller tries again.
  */
-static int gc_once(struct bch_fs *c)
+static int gc_once(struct bch_fs *c, bool flush)
 {
 	struct bch_replicas_cpu t;
 	int r;
 
-	if ((r = bch_journal_flush(c)))
+	if (flush && (r = bch_journal_flush(c)))
 		return r;
 	uint64_t marks = c->replicas->marks;
 	if ((r = bch_replicas_used(c, &t))) {
@@ -398,7 +398,7 @@ static int gc_once(struct bch_fs *c)
 	return r;
 }
 
-int bch_replicas_gc(struct bch_fs *c)
+static int gc(struct bch_fs *c, bool flush)
 {
 	int r = 1;
 
@@ -407,15 +407,25 @@ int bch_replicas_gc(struct bch_fs *c)
 	if (!c->replicas)
 		return 0;
 	for (unsigned tries = 0; r == 1 && tries < 4; tries++)
-		r = gc_once(c);
+		r = gc_once(c, flush);
 	return r == 1 ? 0 : r;	/* the btrees kept changing: the next gc point */
 }
 
-int bch_replicas_gc_stale(struct bch_fs *c)
+int bch_replicas_gc(struct bch_fs *c)
+{
+	return gc(c, true);
+}
+
+int bch_replicas_gc_at_close(struct bch_fs *c)
 {
 	if (c->read_only || c->emergency_ro || !c->replicas || !c->replicas->maybe_stale)
 		return 0;
-	return bch_replicas_gc(c);
+	/*
+	 * Every node is written, so every key is in a durable journal entry
+	 * already (nodes are written after the journal up to their keys):
+	 * a flush would only write an entry with nothing in it.
+	 */
+	return gc(c, false);
 }
 
 /* ------------------------------------------------------------ degraded */

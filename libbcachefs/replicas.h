@@ -132,8 +132,12 @@ int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t, bool co
  * node can still be read, and otherwise leaves the table as it is (0).
  */
 int bch_replicas_gc(struct bch_fs *c);
-/* bch_replicas_gc() if a key or node changed since the last one (a gc point). */
-int bch_replicas_gc_stale(struct bch_fs *c);
+/*
+ * The close's gc point: bch_replicas_gc() if a key or node changed since
+ * the last one.  The caller has written every node (nothing is left for a
+ * journal flush to make durable), so it writes no journal entry.
+ */
+int bch_replicas_gc_at_close(struct bch_fs *c);
 
 /*
  * With the members of c->devs_missing gone: what would be lost?  Returns
