@@ -376,12 +376,13 @@ static int gc_once(struct bch_fs *c, bool flush)
 		return r;
 	uint64_t marks = c->replicas->marks;
 	if ((r = bch_replicas_used(c, &t))) {
-		if (!c->devs_missing)
+		if (r == -ENOMEM)
 			return r;
 		/*
-		 * A node whose only copies are on a missing member cannot be
-		 * read, so neither can every key: the table stays a superset
-		 * (invariant 1 holds) until a gc with the member back.
+		 * A node that cannot be read (its only copies on a missing
+		 * member, or damaged: fsck's business), so neither can every
+		 * key: the table stays a superset (invariant 1 holds) until a gc
+		 * that can read them all.  Not an error of the caller's work.
 		 */
 		c->err_msg[0] = 0;
 		return 0;

@@ -129,7 +129,8 @@ int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t, bool co
  * Recompute the table from every key and replace it (entries nothing uses
  * are dropped), writing the superblock only if it changed.  The journal is
  * flushed first (invariant 4).  With members missing it works when every
- * node can still be read, and otherwise leaves the table as it is (0).
+ * node can still be read; a node that cannot be (missing or damaged) leaves
+ * the table as it is, a superset, and returns 0.
  */
 int bch_replicas_gc(struct bch_fs *c);
 /*
