@@ -28,6 +28,7 @@
 #include "bcachefs.h"
 #include "errcode.h"
 #include "fsck.h"
+#include "journal.h"
 #include "replicas.h"
 #include "super.h"
 
@@ -128,7 +129,15 @@ int bch_fsck_replicas(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 	    ctx->mode != BCH_FSCK_NO && !ctx->cancelled)
 		changed = true;
 	if (!r && changed) {
-		if ((r = bch_replicas_set(c, &fixed, complete)))
+		/*
+		 * Entries dropped: the repairs above durable first, as a gc does
+		 * (replicas.h, invariant 4), so no crash replays to a key whose
+		 * set is gone.
+		 */
+		if (!c->read_only && (r = bch_journal_flush(c)))
+			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "replicas table: flushing the journal: %.200s",
+				 c->err_msg[0] ? c->err_msg : bch_err_str(r));
+		else if ((r = bch_replicas_set(c, &fixed, complete)))
 			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "replicas table: writing the superblock: %.200s",
 				 c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		for (unsigned k = 0; k < BCH_FSCK_PROBLEM_NR && !r; k++)

@@ -3,8 +3,10 @@
  * replicas_model_test.c - the replicas table follows the keys (replicas.h,
  * invariant 4), checked against a model: seeded random sequences of
  * writes, overwrites and deletes (one or two copies), degraded read-write
- * sessions without one member, heals (data rereplicate), evacuations and
- * device removes (evacuate, drop, add a fresh member in its place) on a
+ * sessions without one member, heals (data rereplicate), evacuations,
+ * device removes (evacuate, drop, add a fresh member in its place) and
+ * members lost for good (removed while missing, as `device remove --force`
+ * does it) on a
  * three-member filesystem built with the library API.  After every step,
  * with the filesystem closed:
  *   - the superblock's table (and the one in memory at the next open) is
@@ -24,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "bcachefs.h"
 #include "btree.h"
@@ -58,7 +61,12 @@ struct model {
 	struct mfile	f[MAXF];
 	unsigned	nf;
 	char		what[96];	/* the step being checked */
+	struct bch_replicas_cpu	used;	/* what the keys used at the last check */
+	unsigned	slot[NDEV];	/* member index of each path, at the last check */
 };
+
+/* Over all seeds: steps that ran, and degraded opens checked each way. */
+static unsigned nr_degraded, nr_lost, nr_skipped, nr_opens, nr_refusals;
 
 static unsigned rnd(struct model *m, unsigned n)
 {
@@ -339,6 +347,8 @@ static void verify(struct model *m)
 		if (getenv("BCH_MODEL_VERBOSE"))
 			fprintf(stderr, "  seed %u step %u (%s): without member %u: %s\n", m->seed, m->step,
 				m->what, slot[i], ok ? "opens" : "refused");
+		nr_opens += ok;
+		nr_refusals += !ok;
 		if (ok) {
 			check(m, !r, "without member %u every key has a copy, yet: %s", slot[i], err);
 			read_all(m, c, "degraded");
@@ -353,7 +363,9 @@ static void verify(struct model *m)
 				close_fs(m, c);
 		}
 	}
-	bch_replicas_cpu_free(&used);
+	bch_replicas_cpu_free(&m->used);
+	m->used = used;
+	memcpy(m->slot, slot, sizeof(slot));
 	bch_replicas_cpu_free(&disk);
 }
 
@@ -396,8 +408,10 @@ static void step_degraded(struct model *m)
 	snprintf(m->what, sizeof(m->what), "degraded session without %s", m->devs[gone]);
 	if (open_without(m, gone, false, false, &c, err, sizeof(err))) {
 		check(m, strstr(err, "would be lost") || strstr(err, "no copy left"), "%s", err);
+		nr_skipped++;
 		return;		/* verify() checked the refusal is right */
 	}
+	nr_degraded++;
 	put(m, c, new_file(m), 2);
 	if (rnd(m, 2))
 		put(m, c, new_file(m), 1);
@@ -459,6 +473,55 @@ static void step_remove(struct model *m)
 	close_fs(m, c);
 }
 
+/*
+ * A member lost for good (its image gone): when the others hold a copy of
+ * everything, `device remove --force` of it as the command does it (opened
+ * degraded; evacuated, which re-makes its copies from the others; dropped),
+ * then a fresh member added in its place.
+ */
+static void step_lose(struct model *m)
+{
+	unsigned i = rnd(m, m->nr), idx;
+	char err[512], path[TESTFS_PATH_MAX];
+	struct bch_fs *c;
+	uint64_t lost;
+
+	snprintf(m->what, sizeof(m->what), "lose %s, remove it, add a new member", m->devs[i]);
+	if (!survives(&m->used, m->slot[i])) {
+		nr_skipped++;
+		return;		/* verify() checked that the open without it is refused */
+	}
+	nr_lost++;
+	char **p = calloc(NDEV + 2, sizeof(*p));
+	unsigned n = 0, dev = m->slot[i];
+	cr_assert(p);
+	for (unsigned k = 0; k < m->nr; k++)
+		if (k != i)
+			p[n++] = strdup(m->devs[k]);
+	check(m, !unlink(m->devs[i]), "unlink %s", m->devs[i]);
+	for (unsigned k = 0; k < m->nr; k++)
+		free(m->devs[k]);
+	free(m->devs);
+	m->devs = p;
+	m->nr = n;
+	struct bch_opts o;
+	memset(&o, 0, sizeof(o));
+	bch_opt_set(&o, Opt_degraded, 1);
+	check(m, !bch_fs_open(m->devs, m->nr, &o, &c, err, sizeof(err)), "open without it: %s", err);
+	c->opts.v[Opt_data_replicas] = 2;
+	check(m, bch_dev_missing(c, dev), "member %u not missing", dev);
+	check(m, !bch_dev_set_state(c, dev, BCH_MEMBER_STATE_ro, true, err, sizeof(err)), "ro: %s", err);
+	run_job(m, c, BCH_DATA_JOB_evacuate, dev);
+	check(m, !bch_dev_drop(&c, &m->devs, &m->nr, &o, dev, true, &lost, err, sizeof(err)),
+	      "drop: %s", err);
+	check(m, !lost, "%llu sectors lost although every key had a copy", (unsigned long long)lost);
+	snprintf(path, sizeof(path), "%s/d%u.img", m->dir, m->next_img++);
+	struct bch_dev_add_args a = { .path = path, .size = 24u << 20, .bucket_size = 64 << 10,
+				      .durability = 1 };
+	check(m, !bch_dev_add(&c, &m->devs, &m->nr, NULL, &a, &idx, err, sizeof(err)), "add: %s", err);
+	close_fs(m, c);
+}
+
 static void run_seed(unsigned seed)
 {
 	struct model *m = calloc(1, sizeof(*m));
@@ -472,19 +535,21 @@ static void run_seed(unsigned seed)
 	step_write(m);
 	verify(m);
 	for (m->step = 1; m->step <= STEPS; m->step++) {
-		switch (rnd(m, 8)) {
+		switch (rnd(m, 9)) {
 		case 0: case 1:	step_write(m); break;
 		case 2:		step_overwrite(m); break;
 		case 3: case 4:	step_degraded(m); break;
 		case 5:		step_heal(m); break;
 		case 6:		step_evacuate(m); break;
 		case 7:		step_remove(m); break;
+		case 8:		step_lose(m); break;
 		}
 		verify(m);
 	}
 	for (unsigned i = 0; i < m->nr; i++)
 		free(m->devs[i]);
 	free(m->devs);
+	bch_replicas_cpu_free(&m->used);
 	test_tmpdir_remove(m->dir);
 	free(m);
 }
@@ -499,4 +564,9 @@ Test(replicas_model, random_sequences, .timeout = 900)
 	}
 	for (unsigned seed = 4601; seed < 4621; seed++)
 		run_seed(seed);
+	cr_log_info("replicas_model: 20 seeds x %u steps: %u degraded sessions, %u members lost and "
+		    "removed, %u skipped (something had no copy elsewhere); %u degraded opens, %u "
+		    "refusals checked", STEPS, nr_degraded, nr_lost, nr_skipped, nr_opens, nr_refusals);
+	cr_assert(nr_degraded >= 10 && nr_lost >= 5 && nr_refusals >= 10,
+		  "the sequences should exercise every path");
 }
