@@ -427,7 +427,10 @@ static int degraded_check(struct bch_fs *c, bool roots, bool *verify)
 	}
 	if (roots && *verify) {
 		*verify = false;
+		/* replayed nodes are dirty and the journal not started: evict clean ones only */
+		c->roots->no_shrink++;
 		int r = bch_replicas_degraded_keys(c, lost, sizeof(lost), &loses);
+		c->roots->no_shrink--;
 		if (r)
 			return degraded_lost(c);	/* a node with no copy present */
 		if (loses) {
