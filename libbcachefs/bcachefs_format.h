@@ -305,7 +305,9 @@ struct bch_sb_field_journal {
  *     path, node allocation), so the table is always a superset of what
  *     the keys use (after a crash, perhaps by a set or two).
  *   - gc (bch_replicas_gc(), fsck pass 12) recomputes it from every key and
- *     drops what nothing uses.  Sorted by data_type then member set,
+ *     drops what nothing uses, at the end of every data job and at the
+ *     close of every session that changed a key or node: exact then; only a
+ *     crash leaves an entry no key uses.  Sorted by data_type then member set,
  *     devs[] ascending, entries distinct.
  * An open with members missing reads it: a btree or user entry with no
  * present member of durability > 0 is data that would be lost.

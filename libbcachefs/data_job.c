@@ -491,15 +491,14 @@ int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
 			bch_journal_res_put(c, &res);	/* an entry is written: it carries last_seq */
 			if ((r = bch_journal_flush(c)))
 				return r;
-			/*
-			 * The replicas table forgets the sets naming the member (a degraded
-			 * open without it then knows nothing is lost); with a member
-			 * missing the table cannot be recomputed, and stays a superset.
-			 */
-			if (!c->devs_missing && (r = bch_replicas_gc(c)))
-				return r;
 		}
-		return 0;
+		/*
+		 * A gc point (replicas.h): the sets the job's moves left unused go,
+		 * so a degraded open without a member rereplicated or evacuated to
+		 * the others knows nothing is lost.  A table of an older version,
+		 * or one a crash left a superset, is made exact here too.
+		 */
+		return bch_replicas_gc(c);
 	}
 	return 0;
 }

@@ -374,26 +374,50 @@ static unsigned missing_holders(struct bch_fs *c, unsigned data_type)
 }
 
 /*
+ * The refusal the table gives (degraded_check() deferred it to the keys,
+ * and they could not be read: what the table names is missing).
+ */
+static int degraded_lost(struct bch_fs *c)
+{
+	char who[320], lost[400];
+	bool trusted;
+
+	bch_replicas_degraded(c, lost, sizeof(lost), &trusted);
+	c->err_msg[0] = 0;	/* the read that failed says less than this */
+	return bch_fs_err(c, -BCH_ERR_device_missing,
+			  "%s not given: %s would be lost; -o very_degraded opens it "
+			  "anyway (reads of that fail)", missing_text(c, who, sizeof(who)), lost);
+}
+
+/*
  * Opened with members missing: are the copies that remain enough?  First
  * (before the journal is read) by the replicas table (replicas.h): an entry
  * of file data or metadata with no present member of durability > 0 is what
- * would be lost.  Without -o degraded the open is refused all the same,
- * saying what would be lost, or that nothing would and -o degraded opens it.
- * A table not known to be kept (BCH_COMPAT_REPLICAS_KEPT unset: an older
- * version wrote it) is not trusted: the replication options decide.  Then (roots
- * set) exactly by the btree roots.  -o very_degraded opens anyway: reads of
- * what has no copy left then fail (EIO), and nothing is repaired away.
+ * would be lost.  With -o degraded such an entry is not taken on trust:
+ * *verify asks for the second call (roots set, journal replayed) to judge
+ * from the keys themselves (bch_replicas_degraded_keys()), since an entry
+ * may outlive its keys until the next gc point.  Without -o degraded the
+ * open is refused all the same, saying what would be lost, or that nothing
+ * would and -o degraded opens it.  A table not known to be kept
+ * (BCH_COMPAT_REPLICAS_KEPT unset: an older version wrote it) is not
+ * trusted: the replication options decide.  Then (roots set) exactly by
+ * the btree roots.  -o very_degraded opens anyway: reads of what has no
+ * copy left then fail (EIO), and nothing is repaired away.
  */
-static int degraded_check(struct bch_fs *c, bool roots)
+static int degraded_check(struct bch_fs *c, bool roots, bool *verify)
 {
 	const char *what = NULL;
 	char who[320], lost[400];
-	bool trusted;
+	bool trusted = true, loses;
 
 	if (!c->devs_missing || c->opts.v[Opt_very_degraded])
 		return 0;
 	if (!roots) {
-		bool loses = bch_replicas_degraded(c, lost, sizeof(lost), &trusted);
+		loses = bch_replicas_degraded(c, lost, sizeof(lost), &trusted);
+		if (trusted && loses && c->opts.v[Opt_degraded]) {
+			*verify = true;
+			return 0;
+		}
 		if (trusted && loses)
 			return bch_fs_err(c, -BCH_ERR_device_missing,
 					  "%s not given: %s would be lost; -o very_degraded opens it "
@@ -405,6 +429,21 @@ static int degraded_check(struct bch_fs *c, bool roots)
 					  missing_text(c, who, sizeof(who)));
 		if (!trusted && missing_refusal(c))
 			return -BCH_ERR_device_missing;
+	}
+	if (roots && *verify) {
+		*verify = false;
+		/* replayed nodes are dirty and the journal not started: evict clean ones only */
+		c->roots->no_shrink++;
+		int r = bch_replicas_degraded_keys(c, lost, sizeof(lost), &loses);
+		c->roots->no_shrink--;
+		if (r)
+			return degraded_lost(c);	/* a node with no copy present */
+		if (loses) {
+			c->err_msg[0] = 0;
+			return bch_fs_err(c, -BCH_ERR_device_missing,
+					  "%s not given: %s would be lost; -o very_degraded opens it "
+					  "anyway (reads of that fail)", missing_text(c, who, sizeof(who)), lost);
+		}
 	}
 	if (!roots && !trusted && missing_holders(c, BCH_DATA_btree) >= c->opts.v[Opt_metadata_replicas])
 		what = "metadata (metadata_replicas too low)";
@@ -531,6 +570,7 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 	struct bch_fs *c = calloc(1, sizeof(*c));
 	struct replay_list list = { 0 };
 	uint64_t newest = 0, clean_seq = 0;
+	bool verify = false;	/* degraded: the table says a loss, the keys decide */
 	int r;
 
 	if (!c)
@@ -558,7 +598,7 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		if ((bch_opt_table[i].flags & OPT_FS) && !(opts && bch_opt_is_set(opts, i)))
 			c->opts.v[i] = sbo.v[i];
 
-	if ((r = bch_replicas_load(c)) || (r = degraded_check(c, false)))
+	if ((r = bch_replicas_load(c)) || (r = degraded_check(c, false, &verify)))
 		return r;
 	/* encrypted: the key, before anything past the superblock is read */
 	if ((r = bch_crypt_open(c, c->err_msg, sizeof(c->err_msg))))
@@ -610,12 +650,18 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 			c->replay_oldest = list.j[0]->seq;
 			c->replay_newest = list.j[list.nr - 1]->seq;
 		}
-		if ((r = replay(c, &list)))
+		if ((r = replay(c, &list))) {
+			if (verify)	/* a leaf with no copy present: what the table said */
+				r = degraded_lost(c);
 			goto out;
+		}
 		c->journal_replayed = list.nr;
 	}
-	if ((r = degraded_check(c, true)))
+	if ((r = degraded_check(c, true, &verify)))
 		goto out;
+	/* the first read-write session after a crash: a gc point at its close */
+	if (!clean && !c->read_only && c->replicas)
+		c->replicas->maybe_stale = true;
 	c->roots->no_shrink++;
 	/* bucket state: stored at the clean close, or recomputed from every pointer */
 	bool loaded = false;
@@ -708,7 +754,13 @@ int bch_fs_close(struct bch_fs *c)
 		return 0;
 	if (!c->read_only && !c->emergency_ro) {
 		bool alloc_current = false;
-		if (!(r = bch_alloc_btree_sync(c, &alloc_current)))
+		/*
+		 * A gc point (replicas.h): entries whose last key went this session
+		 * go.  After the sync, which writes every node (moving those with a
+		 * copy on a missing member): it reads clean nodes only, and changes
+		 * no bucket.
+		 */
+		if (!(r = bch_alloc_btree_sync(c, &alloc_current)) && !(r = bch_replicas_gc_at_close(c)))
 			/*
 			 * Degraded, a missing member's alloc keys were left as they were
 			 * while its pointers came and went: the next open recounts them

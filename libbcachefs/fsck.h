@@ -161,9 +161,9 @@
 	  "open would misjudge what is lost); add it")					\
 	x(replicas_bad_member,	0x0c02, 12, FSCK_SAFE,						\
 	  "superblock replicas entry names a member slot that is not a member; drop it") \
-	x(replicas_unused,	0x0c03, 12, FSCK_SAFE | FSCK_MINOR,				\
-	  "superblock replicas entry that no key uses (left by a crash or by deletes); "	\
-	  "drop it")
+	x(replicas_unused,	0x0c03, 12, FSCK_SAFE,						\
+	  "superblock replicas entry that no key uses (left by a crash before a gc "	\
+	  "point; a degraded open would count its data as lost); drop it")
 
 enum bch_fsck_problem {
 #define x(n, ...)	BCH_FSCK_##n,

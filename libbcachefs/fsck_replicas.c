@@ -9,10 +9,12 @@
  *   replicas_bad_member   an entry names a slot that is not a member (a
  *                         removed device): dropped; no key can use it (pass 5
  *                         drops pointers to such slots)
- *   replicas_unused       an entry nothing uses: dropped.  Minor: a crash
- *                         between the superblock write and the key, or deletes
- *                         since the last gc, leave these, and they cost only a
- *                         pessimistic degraded open
+ *   replicas_unused       an entry nothing uses: dropped.  Counted like any
+ *                         problem (exit 4 under -n): the gc points keep the
+ *                         table exact (replicas.h, invariant 4), so only a
+ *                         crash before one leaves these, and a stale entry
+ *                         makes a degraded open or `device offline` refuse
+ *                         for data that has copies elsewhere
  * The repairs are one superblock write at the end of the pass, which also
  * marks the table kept (BCH_COMPAT_REPLICAS_KEPT) when no set is left
  * missing: a table of an older version becomes one a degraded open uses.
@@ -26,6 +28,7 @@
 #include "bcachefs.h"
 #include "errcode.h"
 #include "fsck.h"
+#include "journal.h"
 #include "replicas.h"
 #include "super.h"
 
@@ -126,7 +129,15 @@ int bch_fsck_replicas(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 	    ctx->mode != BCH_FSCK_NO && !ctx->cancelled)
 		changed = true;
 	if (!r && changed) {
-		if ((r = bch_replicas_set(c, &fixed, complete)))
+		/*
+		 * Entries dropped: the repairs above durable first, as a gc does
+		 * (replicas.h, invariant 4), so no crash replays to a key whose
+		 * set is gone.
+		 */
+		if (!c->read_only && (r = bch_journal_flush(c)))
+			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "replicas table: flushing the journal: %.200s",
+				 c->err_msg[0] ? c->err_msg : bch_err_str(r));
+		else if ((r = bch_replicas_set(c, &fixed, complete)))
 			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "replicas table: writing the superblock: %.200s",
 				 c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		for (unsigned k = 0; k < BCH_FSCK_PROBLEM_NR && !r; k++)

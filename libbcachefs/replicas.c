@@ -17,6 +17,7 @@
 #include "bcachefs.h"
 #include "btree.h"
 #include "errcode.h"
+#include "journal.h"
 #include "replicas.h"
 #include "super.h"
 
@@ -227,11 +228,26 @@ static int mark(struct bch_fs *c, unsigned data_type, uint64_t devs)
 	return r;
 }
 
+/*
+ * A key of the extents btree (an extent, or the whiteout of a delete) or a
+ * btree pointer replaces older ones, whose member set may have been the
+ * last use of an entry: the next gc point recounts (bch_replicas_gc_at_close()).
+ */
+static void note_change(struct bch_fs *c)
+{
+	if (c->replicas) {
+		c->replicas->marks++;
+		c->replicas->maybe_stale = true;
+	}
+}
+
 int bch_replicas_mark_key(struct bch_fs *c, unsigned btree_id, const struct bch_bkey *k)
 {
 	unsigned type;
 	uint64_t devs;
 
+	if (btree_id == BCH_BTREE_ID_extents || k->type == BCH_BKEY_btree_ptr)
+		note_change(c);
 	return bch_replicas_key_devs(c, btree_id, k, &type, &devs) ? mark(c, type, devs) : 0;
 }
 
@@ -240,6 +256,7 @@ int bch_replicas_mark_ptrs(struct bch_fs *c, unsigned data_type,
 {
 	uint64_t devs = ptrs_devs(c, ptrs, nr, data_type == BCH_DATA_user);
 
+	note_change(c);		/* a new node: an old one (and its set) goes */
 	return devs ? mark(c, data_type, devs) : 0;
 }
 
@@ -334,27 +351,82 @@ int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t, bool co
 	return 0;
 }
 
-int bch_replicas_gc(struct bch_fs *c)
+static bool same_table(const struct bch_replicas_cpu *a, const struct bch_replicas_cpu *b)
+{
+	if (a->nr != b->nr)
+		return false;
+	for (size_t i = 0; i < a->nr; i++)
+		if (a->e[i].data_type != b->e[i].data_type || a->e[i].devs != b->e[i].devs)
+			return false;
+	return true;
+}
+
+/*
+ * One recount: the journal flushed first, so that a crash replays to the
+ * state walked (older entries' keys naming a dropped set are overwritten
+ * by the flushed ones); then every key walked.  1 when the btrees changed
+ * during the walk (a node written back moved, say): the caller tries again.
+ */
+static int gc_once(struct bch_fs *c, bool flush)
 {
 	struct bch_replicas_cpu t;
 	int r;
 
-	if (c->read_only)
-		return -BCH_ERR_fs_read_only;
-	if (c->devs_missing)
-		return bch_fs_err(c, -BCH_ERR_device_missing,
-				  "replicas gc: every member must be present (the keys are read)");
-	/*
-	 * Keys not yet written back are in the nodes in memory, so they count.
-	 * Older journal entries may still hold keys naming a dropped set until
-	 * reclaim passes them; replay overwrites those keys with newer ones, so
-	 * the state an open arrives at never uses a dropped set.
-	 */
-	if ((r = bch_replicas_used(c, &t)))
+	if (flush && (r = bch_journal_flush(c)))
 		return r;
-	r = bch_replicas_set(c, &t, true);
+	uint64_t marks = c->replicas->marks;
+	if ((r = bch_replicas_used(c, &t))) {
+		if (r == -ENOMEM)
+			return r;
+		/*
+		 * A node that cannot be read (its only copies on a missing
+		 * member, or damaged: fsck's business), so neither can every
+		 * key: the table stays a superset (invariant 1 holds) until a gc
+		 * that can read them all.  Not an error of the caller's work.
+		 */
+		c->err_msg[0] = 0;
+		return 0;
+	}
+	if (c->replicas->marks != marks) {
+		bch_replicas_cpu_free(&t);
+		return 1;
+	}
+	if (same_table(c->replicas, &t) && (c->sb->compat & BCH_COMPAT_REPLICAS_KEPT))
+		c->replicas->maybe_stale = false;	/* nothing to write */
+	else
+		r = bch_replicas_set(c, &t, true);
 	bch_replicas_cpu_free(&t);
 	return r;
+}
+
+static int gc(struct bch_fs *c, bool flush)
+{
+	int r = 1;
+
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	if (!c->replicas)
+		return 0;
+	for (unsigned tries = 0; r == 1 && tries < 4; tries++)
+		r = gc_once(c, flush);
+	return r == 1 ? 0 : r;	/* the btrees kept changing: the next gc point */
+}
+
+int bch_replicas_gc(struct bch_fs *c)
+{
+	return gc(c, true);
+}
+
+int bch_replicas_gc_at_close(struct bch_fs *c)
+{
+	if (c->read_only || c->emergency_ro || !c->replicas || !c->replicas->maybe_stale)
+		return 0;
+	/*
+	 * Every node is written, so every key is in a durable journal entry
+	 * already (nodes are written after the journal up to their keys):
+	 * a flush would only write an entry with nothing in it.
+	 */
+	return gc(c, false);
 }
 
 /* ------------------------------------------------------------ degraded */
@@ -373,24 +445,29 @@ const char *bch_replicas_devs_text(uint64_t devs, char *buf, size_t len)
 	return buf;
 }
 
-bool bch_replicas_degraded(struct bch_fs *c, char *buf, size_t len, bool *trusted)
+/* Members present, of durability > 0: copies there count. */
+static uint64_t present_devs(struct bch_fs *c)
 {
-	static const struct { unsigned type; const char *what; } kinds[] = {
-		{ BCH_DATA_user, "file data" }, { BCH_DATA_btree, "metadata" },
-	};
 	uint64_t present = 0;
-	int w = 0;
 
-	buf[0] = 0;
-	*trusted = false;
-	if (!c->replicas)
-		return false;
-	*trusted = c->sb->compat & BCH_COMPAT_REPLICAS_KEPT;
 	for (unsigned d = 0; d < c->nr_devs; d++) {
 		const struct bch_member *m = bch_sb_member(c->sb, d);
 		if (m && bch_member_exists(m) && !bch_dev_missing(c, d) && m->durability)
 			present |= 1ULL << d;
 	}
+	return present;
+}
+
+/* What table t says is lost without the missing members (buf, empty if nothing). */
+static bool table_lost(struct bch_fs *c, const struct bch_replicas_cpu *t, char *buf, size_t len)
+{
+	static const struct { unsigned type; const char *what; } kinds[] = {
+		{ BCH_DATA_user, "file data" }, { BCH_DATA_btree, "metadata" },
+	};
+	uint64_t present = present_devs(c);
+	int w = 0;
+
+	buf[0] = 0;
 	/*
 	 * The journal is not judged here: each entry is written to as many
 	 * members as metadata_replicas asks, whatever the table says, and
@@ -398,9 +475,9 @@ bool bch_replicas_degraded(struct bch_fs *c, char *buf, size_t len, bool *truste
 	 */
 	for (unsigned k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
 		uint64_t lost = 0;
-		for (size_t i = 0; i < c->replicas->nr; i++)
-			if (c->replicas->e[i].data_type == kinds[k].type && !(c->replicas->e[i].devs & present))
-				lost |= c->replicas->e[i].devs;
+		for (size_t i = 0; i < t->nr; i++)
+			if (t->e[i].data_type == kinds[k].type && !(t->e[i].devs & present))
+				lost |= t->e[i].devs;
 		if (!lost || w < 0 || (size_t)w >= len)
 			continue;
 		char devs[200];
@@ -408,4 +485,30 @@ bool bch_replicas_degraded(struct bch_fs *c, char *buf, size_t len, bool *truste
 			      bch_replicas_devs_text(lost, devs, sizeof(devs)));
 	}
 	return buf[0] != 0;
+}
+
+bool bch_replicas_degraded(struct bch_fs *c, char *buf, size_t len, bool *trusted)
+{
+	buf[0] = 0;
+	*trusted = false;
+	if (!c->replicas)
+		return false;
+	*trusted = c->sb->compat & BCH_COMPAT_REPLICAS_KEPT;
+	return table_lost(c, c->replicas, buf, len);
+}
+
+int bch_replicas_degraded_keys(struct bch_fs *c, char *buf, size_t len, bool *loses)
+{
+	struct bch_replicas_cpu t;
+	int r;
+
+	buf[0] = 0;
+	*loses = false;
+	if ((r = bch_replicas_used(c, &t)))
+		return r;
+	*loses = table_lost(c, &t, buf, len);
+	if (c->replicas && !same_table(c->replicas, &t))
+		c->replicas->maybe_stale = true;	/* read-write: the close drops the rest */
+	bch_replicas_cpu_free(&t);
+	return 0;
 }

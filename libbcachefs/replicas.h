@@ -30,11 +30,34 @@
  *       what the keys use.
  *   (2) Entries are sorted (data type, then members as a bit set) and
  *       distinct, in memory and on disk; members within an entry ascend.
+ *       A set is a set: two pointers on one member (metadata copies on a
+ *       single device) name that member once.
  *   (3) Entries are only removed by bch_replicas_gc() (and fsck), which
  *       recomputes the set from every key first.
+ *   (4) Exact at every gc point: an entry outlives the last key using it
+ *       only until the next one.  The gc points are the end of each data
+ *       job (rereplicate, evacuate: data_job.c), every close of a
+ *       read-write session that changed an extent or a btree node (so
+ *       after device remove, copygc, rebalance, a degraded session, and
+ *       the first read-write open after a crash) and fsck pass 12.  A gc
+ *       flushes the journal before it walks, so every key state a crash
+ *       can replay to is one the new table covers; it retries when the
+ *       btrees changed during the walk (a node written back and moved).
+ *       We chose a recount at safe points over reference counts: counts
+ *       would have to be kept by every path that drops a key and persisted
+ *       crash-safely beside the journal; a recount needs neither and costs
+ *       a read of the interior nodes and the extents leaves at those points.
+ *
+ * Degraded opens (fs.c) judge by the entries and the members present: an
+ * entry of file data or metadata with no present member is what would be
+ * lost.  Entries exact, that is "every key has a copy present".  When the
+ * table says something would be lost and -o degraded was given, the open
+ * checks the keys themselves after replay (bch_replicas_degraded_keys()),
+ * so an entry left by a crash before a gc point costs a walk, not a refusal.
  *
  * Cost: a mark is a binary search in a small array; a superblock write
- * happens only the first time a member set is used.
+ * happens only the first time a member set is used, and at a gc point only
+ * when an entry goes.
  */
 
 #include <stdbool.h>
@@ -56,6 +79,8 @@ struct bch_replicas_cpu_entry {
 struct bch_replicas_cpu {
 	struct bch_replicas_cpu_entry	*e;	/* sorted (invariant 2) */
 	size_t				nr, cap;
+	bool				maybe_stale;	/* c's table: keys may have let an entry go since the last gc */
+	uint64_t			marks;		/* c's table: mark calls (commits, node allocations) */
 };
 
 /* The table of c->sb into c->replicas (at open). */
@@ -102,9 +127,18 @@ int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t, bool co
 
 /*
  * Recompute the table from every key and replace it (entries nothing uses
- * are dropped), writing the superblock.  Needs every member present.
+ * are dropped), writing the superblock only if it changed.  The journal is
+ * flushed first (invariant 4).  With members missing it works when every
+ * node can still be read; a node that cannot be (missing or damaged) leaves
+ * the table as it is, a superset, and returns 0.
  */
 int bch_replicas_gc(struct bch_fs *c);
+/*
+ * The close's gc point: bch_replicas_gc() if a key or node changed since
+ * the last one.  The caller has written every node (nothing is left for a
+ * journal flush to make durable), so it writes no journal entry.
+ */
+int bch_replicas_gc_at_close(struct bch_fs *c);
 
 /*
  * With the members of c->devs_missing gone: what would be lost?  Returns
@@ -117,6 +151,14 @@ int bch_replicas_gc(struct bch_fs *c);
  * judge otherwise.
  */
 bool bch_replicas_degraded(struct bch_fs *c, char *buf, size_t len, bool *trusted);
+/*
+ * The same judged from the keys themselves (roots known, journal
+ * replayed): every node pointer and extent walked, *loses and buf as
+ * above.  An error when a node cannot be read (its copies are on missing
+ * members: metadata lost).  Used when the table says something would be
+ * lost, in case an entry outlived its keys (a crash before a gc point).
+ */
+int bch_replicas_degraded_keys(struct bch_fs *c, char *buf, size_t len, bool *loses);
 
 /* "members 1 and 2" / "member 3" for a set. */
 const char *bch_replicas_devs_text(uint64_t devs, char *buf, size_t len);

@@ -10,8 +10,13 @@
  *   - gc: a file's entry goes when the file does (after bch_replicas_gc());
  *   - degraded open: with and without a copy left, with and without
  *     -o degraded, and the message saying what would be lost;
- *   - power cuts (write recorder) through a workload that adds entries:
- *     whatever survives, the table is a superset of what the keys use.
+ *   - power cuts (write recorder) through a workload that adds entries,
+ *     and through one whose gc points drop them (deletes, a rereplicate
+ *     job, an explicit gc): whatever survives, the table is a superset of
+ *     what the keys use (an entry may outlive its keys, never the reverse);
+ *   - an entry no key uses (a crash before a gc point) does not refuse a
+ *     degraded open: the open checks the keys; real loss is still refused,
+ *     and the close drops the stale entry.
  * Data is deterministic (seed printed in failures).
  */
 #include <criterion/criterion.h>
@@ -23,6 +28,7 @@
 
 #include "bcachefs.h"
 #include "blockdev.h"
+#include "data_job.h"
 #include "errcode.h"
 #include "format.h"
 #include "fs.h"
@@ -338,40 +344,24 @@ Test(replicas, three_devices_two_missing)
 }
 
 /*
- * Power cuts through a workload that adds entries (replicas 1, then 2, then
- * 3 on three members): after any cut the table the superblock holds is a
- * superset of what the keys (after replay) use.
+ * Cut the recorded writes at every `every`th event and on both sides of every
+ * write of a superblock's primary copy (where the table changes): each
+ * crash state must open, and its table must hold every set its keys use.
  */
-Test(replicas, crash_cut_table_is_superset, .timeout = 240)
+static void check_cuts(struct iorec *rec, const char *what, unsigned every)
 {
-	format_n(3, 8, 1, 1);
-	struct bch_fs *c = open_all(3, false);
 	char crash[3][128];
-	struct iorec *rec = iorec_new(3);
-
-	cr_assert(rec);
-	for (unsigned d = 0; d < 3; d++) {
-		snprintf(crash[d], sizeof(crash[d]), "%s/crash%u.img", tmpdir, d);
-		cr_assert_eq(iorec_attach(rec, d, c->devs[d]->bdev), 0);
-	}
-	for (unsigned i = 0; i < 3; i++) {
-		char name[16];
-		snprintf(name, sizeof(name), "r%u", i + 1);
-		put_file(c, name, 96 * 1024, i + 1, i);
-		cr_assert_eq(bch_fs_fsync(c), 0, "%s", c->err_msg);
-	}
 	size_t nr_events = iorec_nr_events(rec);
 	unsigned checked = 0;
+
+	for (unsigned d = 0; d < 3; d++)
+		snprintf(crash[d], sizeof(crash[d]), "%s/crash%u.img", tmpdir, d);
 	for (size_t at = 1; at <= nr_events; at++) {
-		/*
-		 * Cheap: every 8th event, and both sides of every write of a
-		 * superblock's primary copy (where the table changes).
-		 */
 		const struct iorec_event *ev = iorec_event(rec, at - 1);
 		const struct iorec_event *nx = at < nr_events ? iorec_event(rec, at) : NULL;
 		bool sb = (ev->type == IOREC_WRITE && ev->offset == BCH_SB_SECTOR * 512) ||
 			  (nx && nx->type == IOREC_WRITE && nx->offset == BCH_SB_SECTOR * 512);
-		if (at % 8 && !sb)
+		if (at % every && !sb)
 			continue;
 		struct iorec_cut cut = { .at = at, .seed = SEED + at, .keep_pct = 50, .torn = at % 2 };
 		struct iorec_plan plan;
@@ -385,18 +375,146 @@ Test(replicas, crash_cut_table_is_superset, .timeout = 240)
 		struct bch_fs *x;
 		memset(&o, 0, sizeof(o));
 		bch_opt_set(&o, Opt_read_only, 1);
-		cr_assert_eq(bch_fs_open(p, 3, &o, &x, err, sizeof(err)), 0, "cut %zu: %s", at, err);
+		cr_assert_eq(bch_fs_open(p, 3, &o, &x, err, sizeof(err)), 0, "%s: cut %zu: %s", what, at, err);
 		struct bch_replicas_cpu used;
-		cr_assert_eq(bch_replicas_used(x, &used), 0, "cut %zu: %s", at, x->err_msg);
+		cr_assert_eq(bch_replicas_used(x, &used), 0, "%s: cut %zu: %s", what, at, x->err_msg);
 		cr_assert(subset(&used, x->replicas),
-			  "cut %zu (seed %u): keys use a member set the table lacks", at, SEED + (unsigned)at);
+			  "%s: cut %zu (seed %u): keys use a member set the table lacks", what, at,
+			  SEED + (unsigned)at);
 		bch_replicas_cpu_free(&used);
 		bch_fs_close(x);
 		checked++;
 	}
-	cr_log_info("replicas crash: %zu events, %u cuts checked", nr_events, checked);
+	cr_log_info("replicas crash (%s): %zu events, %u cuts checked", what, nr_events, checked);
+}
+
+static struct iorec *record(struct bch_fs *c)
+{
+	struct iorec *rec = iorec_new(3);
+
+	cr_assert(rec);
+	for (unsigned d = 0; d < 3; d++)
+		cr_assert_eq(iorec_attach(rec, d, c->devs[d]->bdev), 0);
+	return rec;
+}
+
+/*
+ * Power cuts through a workload that adds entries (replicas 1, then 2, then
+ * 3 on three members): after any cut the table the superblock holds is a
+ * superset of what the keys (after replay) use.
+ */
+Test(replicas, crash_cut_table_is_superset, .timeout = 240)
+{
+	format_n(3, 8, 1, 1);
+	struct bch_fs *c = open_all(3, false);
+	struct iorec *rec = record(c);
+
+	for (unsigned i = 0; i < 3; i++) {
+		char name[16];
+		snprintf(name, sizeof(name), "r%u", i + 1);
+		put_file(c, name, 96 * 1024, i + 1, i);
+		cr_assert_eq(bch_fs_fsync(c), 0, "%s", c->err_msg);
+	}
+	check_cuts(rec, "adds", 8);
 	iorec_free(rec);
 	cr_assert_eq(bch_fs_close(c), 0);
+}
+
+/*
+ * Power cuts through gc points that drop entries: files of one, two and
+ * three copies, then deletes and overwrites (their sets left unused), a
+ * rereplicate job (which moves the one-copy files to two and ends with a
+ * gc), more deletes and an explicit gc, and the close (another gc point).
+ * A gc flushes the journal before it walks, so no crash state replays to
+ * a key whose set was dropped: the table stays a superset at every cut.
+ */
+Test(replicas, crash_cut_through_gc_table_is_superset, .timeout = 300)
+{
+	format_n(3, 8, 1, 2);
+	struct bch_fs *c = open_all(3, false);
+	char err[256];
+	int r;
+
+	put_file(c, "a1", 64 * 1024, 1, 1);
+	put_file(c, "b1", 64 * 1024, 1, 2);
+	put_file(c, "c2", 64 * 1024, 2, 3);
+	put_file(c, "d3", 64 * 1024, 3, 4);
+	cr_assert_eq(bch_fs_fsync(c), 0, "%s", c->err_msg);
+	struct iorec *rec = record(c);
+	for (unsigned d = 0; d < 3; d++)	/* the close is recorded too: its handles are closed there */
+		cr_assert_eq(iorec_follow(rec, d, paths[d]), 0);
+	cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, "d3"), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, "a1"), 0, "%s", c->err_msg);
+	put_file(c, "c2b", 64 * 1024, 3, 5);
+	c->opts.v[Opt_data_replicas] = 2;
+	struct bch_data_job j = { .kind = BCH_DATA_JOB_rereplicate };
+	cr_assert_eq(bch_data_job_init(c, &j, err, sizeof(err)), 0, "%s", err);
+	while ((r = bch_data_job_step(c, &j, 1 << 20)) > 0)
+		;
+	cr_assert_eq(r, 0, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, "c2b"), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_replicas_gc(c), 0, "%s", c->err_msg);
+	assert_exact(c, "after the gc");
+	cr_assert(!bch_replicas_cpu_has(c->replicas, BCH_DATA_user, 7), "the three-copy set is left");
+	cr_assert_eq(bch_fs_close(c), 0);
+	check_cuts(rec, "gc points", 1);
+	iorec_free(rec);
+}
+
+/*
+ * An entry no key uses, as a crash before a gc point leaves it: a degraded
+ * open without its member does not refuse for it (the keys are checked),
+ * fsck -n counts it, and a read-write session's close drops it.  Data with
+ * no copy left is refused all the same, naming what.
+ */
+Test(replicas, stale_entry_no_refusal)
+{
+	struct bch_fs *c;
+	char err[512];
+
+	format_n(2, 32, 2, 2);
+	c = open_all(2, false);
+	put_file(c, "two", 128 * 1024, 2, 1);
+	/* a set only member 1 holds, that no key uses */
+	struct bch_replicas_cpu t = { 0 };
+	for (size_t i = 0; i < c->replicas->nr; i++)
+		cr_assert_geq(bch_replicas_cpu_add(&t, c->replicas->e[i].data_type, c->replicas->e[i].devs), 0);
+	cr_assert_eq(bch_replicas_cpu_add(&t, BCH_DATA_user, 2), 1);
+	cr_assert_eq(bch_replicas_set(c, &t, true), 0);
+	bch_replicas_cpu_free(&t);
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	/* the table alone says member 1 holds the only copy of something */
+	c = open_all(2, true);
+	char lost[256];
+	bool trusted;
+	c->devs_missing = 2;
+	cr_assert(bch_replicas_degraded(c, lost, sizeof(lost), &trusted) && trusted);
+	c->devs_missing = 0;
+	struct bch_fsck_ctx *ctx = calloc(1, sizeof(*ctx));
+	ctx->mode = BCH_FSCK_NO;
+	cr_assert_eq(bch_fsck_replicas(ctx, c), 0, "%s", ctx->err_msg);
+	cr_assert_eq(ctx->found[BCH_FSCK_replicas_unused], 1);
+	cr_assert_eq(bch_fsck_nr_found(ctx), 1, "an unused entry is counted");
+	free(ctx);
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	/* ... but the keys say otherwise: -o degraded opens, read-only and read-write */
+	cr_assert_eq(open_mask(2, 1, true, true, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(bch_fs_close(c), 0);
+	cr_assert_eq(open_mask(2, 1, true, false, &c, err, sizeof(err)), 0, "%s", err);
+	put_file(c, "degraded", 64 * 1024, 2, 2);	/* only on member 0 */
+	cr_assert_eq(bch_fs_close(c), 0);
+	c = open_all(2, false);		/* both: member 1 learns of the write */
+	cr_assert(!bch_replicas_cpu_has(c->replicas, BCH_DATA_user, 2), "the close kept the stale entry");
+	assert_exact(c, "after the degraded session");
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	/* now member 0 does hold the only copy of "degraded": refused, and said so */
+	int r = open_mask(2, 2, true, true, &c, err, sizeof(err));
+	cr_assert_eq(r, -BCH_ERR_device_missing, "opened without the only copy");
+	cr_assert(strstr(err, "file data kept only on member 0") && strstr(err, "would be lost"),
+		  "message: %s", err);
 }
 
 /*
