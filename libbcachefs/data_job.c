@@ -251,11 +251,23 @@ static bool node_needs_work(struct bch_fs *c, struct bch_data_job *j, struct btr
 				return true;
 		return false;
 	}
+	/*
+	 * Copies on distinct devices count, unless the filesystem keeps its
+	 * metadata copies on one device (alloc.h): a node whose two copies
+	 * share a device (written while the filesystem had one member) gets
+	 * one moved to the member added since.
+	 */
+	bool dup = bch_alloc_btree_dup(c);
 	unsigned live = 0, want = c->opts.v[Opt_metadata_replicas];
-	for (unsigned i = 0; i < b->nr_ptrs; i++)
-		live += ptr_durability(c, &b->ptrs[i]) > 0;
-	if (want > btree_devs)
-		want = btree_devs;
+	uint64_t devs = 0;
+	for (unsigned i = 0; i < b->nr_ptrs; i++) {
+		if (ptr_durability(c, &b->ptrs[i]) <= 0 || (!dup && (devs >> b->ptrs[i].dev) & 1))
+			continue;
+		devs |= 1ULL << b->ptrs[i].dev;
+		live++;
+	}
+	if (want > (dup ? 2 * btree_devs : btree_devs))
+		want = dup ? 2 * btree_devs : btree_devs;
 	return live < want;
 }
 

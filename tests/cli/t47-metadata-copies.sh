@@ -69,9 +69,25 @@ expect_in err "metadata_replicas_required=2 but only 1 device can take journal c
 extract -o degraded p.img
 same "degraded read-only"
 
-# 6. the journal tail (the reproduction of issue 29): overwrite and delete
+# 6. a second member added to a filesystem with both copies on one device:
+# data rereplicate moves one copy of every node to it, and the replicas
+# table drops the one-device btree entry
+expect_rc 0 $B format -q --metadata-replicas=2 --fs-size=64M --source=src u0.img
+truncate -s 64M u1.img
+expect_rc 0 $B device add u0.img u1.img
+expect_rc 0 $B data rereplicate u0.img:u1.img
+expect_rc 0 $B list -m nodes u0.img:u1.img
+expect_not_in out " ptr 0:[0-9]+ gen [0-9]+ ptr 0:"
+expect_in out " ptr 1:"
+expect_rc 0 $B fsck -n -f u0.img:u1.img
+expect_rc 0 $B show-super u0.img
+expect_not_in out "btree: 1/1 \[0\]"
+extract u0.img:u1.img
+same "after device add and rereplicate"
+
+# 7. the journal tail (the reproduction of issue 29): overwrite and delete
 # with fsync, kill -9 the daemon, zero the newest journal blocks
-[ -c /dev/fuse ] || skip "no /dev/fuse"
+need_fuse
 mkdir -p small
 for i in $(seq 1 20); do echo "original $i" > small/f$i; done
 # newest N: zero the last N records (entries or stubs) of the journal, newest first
@@ -137,3 +153,4 @@ tail_case j2.img
 zero_journal_tail j2.img 2
 expect_rc 0 $B fsck -n -f j2.img
 check_after j2.img
+
