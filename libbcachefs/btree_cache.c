@@ -20,6 +20,7 @@
  * bch_btree_cache_drop() of it, forgets the failure.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -509,6 +510,17 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	for (b = bc->hash[hash_of(bc, &bp->ptrs[0])]; b; b = b->hnext)
 		if (b->ptrs[0].dev == bp->ptrs[0].dev && b->ptrs[0].offset == bp->ptrs[0].offset &&
 		    b->id == id && b->level == level && b->seq == bp->seq) {
+			/*
+			 * one node, two ranges: a damaged parent (or two) points
+			 * twice at it.  Handing it out would give a walk a node
+			 * twice and an iterator a leaf behind its position.
+			 */
+			if (!bpos_eq(b->min_key, bp->min_key) || !bpos_eq(b->max_key, ptr->p))
+				return bch_fs_err(c, -BCH_ERR_btree_node_bad,
+						  "%s btree level %u node at %u:%" PRIu64
+						  ": reached for another key range",
+						  bch_btree_id_name(id), level, bp->ptrs[0].dev,
+						  (uint64_t)bp->ptrs[0].offset);
 			b->refs++;
 			lru_touch(bc, b);
 			*ret = b;
