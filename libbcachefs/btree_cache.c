@@ -505,6 +505,8 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	struct btree *b;
 	int r;
 
+	if (c->panicked)
+		return -BCH_ERR_fs_panic;	/* errors=panic: the command is stopping */
 	if (!bch_btree_ptr_nr(ptr))
 		return bch_fs_err(c, -BCH_ERR_btree_node_bad, "invalid btree pointer");
 	for (b = bc->hash[hash_of(bc, &bp->ptrs[0])]; b; b = b->hnext)
@@ -537,6 +539,8 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 		if (c->opts.v[Opt_fsck] &&
 		    (r == -BCH_ERR_btree_node_bad || r == -BCH_ERR_btree_node_read))
 			bad_remember(c, id, level, bp, r);
+		if (r == -BCH_ERR_btree_node_bad || r == -BCH_ERR_btree_node_read)
+			r = bch_fs_error(c, r, true);	/* the errors option */
 		return r;
 	}
 	/* a read node's arrays grew by doubling: cut them to the keys it has */
