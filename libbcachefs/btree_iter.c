@@ -7,6 +7,12 @@
  * held between calls, so an iteration sees the tree as it is at each step
  * and never a freed node.  Interior nodes cover their whole range: the key
  * for each child is the child's max_key, and the last key is the node's.
+ *
+ * Bounds (damage without checksums must not make a walk endless): a node
+ * is handed out only for the range its pointer names (btree_cache.c), so a
+ * leaf found for pos ends at or after pos and iterators only move forward;
+ * walks check the order of an interior node's children and stop past the
+ * node count the devices can hold (nodes_max()).
  */
 #include <errno.h>
 #include <stdio.h>
