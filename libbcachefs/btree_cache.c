@@ -497,6 +497,17 @@ int bch_btree_cache_shrink(struct bch_fs *c)
 	return 0;
 }
 
+/* Every copy on a member not given (degraded): not damage, not an error of the filesystem. */
+static bool all_copies_missing(struct bch_fs *c, const struct bch_bkey *ptr)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+
+	for (unsigned i = 0; i < bch_btree_ptr_nr(ptr); i++)
+		if (!bch_dev_missing(c, bp->ptrs[i].dev))
+			return false;
+	return true;
+}
+
 int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 		       const struct bch_bkey *ptr, struct btree **ret)
 {
@@ -539,7 +550,8 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 		if (c->opts.v[Opt_fsck] &&
 		    (r == -BCH_ERR_btree_node_bad || r == -BCH_ERR_btree_node_read))
 			bad_remember(c, id, level, bp, r);
-		if (r == -BCH_ERR_btree_node_bad || r == -BCH_ERR_btree_node_read)
+		if ((r == -BCH_ERR_btree_node_bad || r == -BCH_ERR_btree_node_read) &&
+		    !all_copies_missing(c, ptr))
 			r = bch_fs_error(c, r, true);	/* the errors option */
 		return r;
 	}

@@ -148,7 +148,7 @@ r = random.Random(seed)
 SECTORS_MAX = 1 << 54
 def run(args):
     try:
-        p = subprocess.run(["timeout", "30", B] + args, capture_output=True, text=True)
+        p = subprocess.run(["timeout", "30", B] + args, capture_output=True, text=True, errors="replace")
     except Exception as e:
         sys.exit("%s: %s" % (args, e))
     if p.returncode >= 124:
