@@ -51,3 +51,21 @@ for i in 0 1 2 3 4 5 7 9 11; do
 done
 cmp big x/big || fail "big differs after churn with --discard"
 expect_rc 0 $B fsck -n -f discard.img
+
+# a block device: BLKDISCARD on a loop device, which punches its backing file
+if [ "$(id -u)" = 0 ] && command -v losetup >/dev/null; then
+	truncate -s 64M lo.img
+	if loop=$(losetup -f --show lo.img 2>/dev/null); then
+		trap 'losetup -d "$loop"' EXIT
+		expect_rc 0 $B format -q -f --discard "$loop"
+		expect_rc 0 $B image put "$loop" big /big
+		put=$(kib lo.img)
+		expect_rc 0 $B image rm "$loop" /big
+		rm_=$(kib lo.img)
+		echo "loop device: $put KiB after the put, $rm_ KiB after the rm"
+		[ "$rm_" -lt $((put - 20000)) ] || fail "--discard on $loop: backing file $rm_ KiB after the rm (was $put)"
+		expect_rc 0 $B fsck -n -f "$loop"
+	else
+		echo "note: no loop device: BLKDISCARD not tested"
+	fi
+fi
