@@ -108,6 +108,15 @@ int bch_btree_peek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos,
 		bch_btree_node_put(c, b);
 		if (bpos_eq(min, POS_MIN) || bpos_cmp(min, start) <= 0)
 			return -BCH_ERR_key_not_found;
+		if (bpos_cmp(min, pos) > 0) {
+			/* children tile their parent: a gap before pos is damage, and
+			 * stepping back to min's predecessor would find this leaf again */
+			char p[80];
+			bch_bpos_to_text(pos, p, sizeof(p));
+			return bch_fs_err(c, -BCH_ERR_btree_node_bad,
+					  "%s btree: no leaf covers %s (a gap between nodes)",
+					  bch_btree_id_name(id), p);
+		}
 		pos = bpos_predecessor(min);
 	}
 }
