@@ -114,6 +114,7 @@ struct fmount {
 	unsigned	nr_devs;
 	struct bch_opts	opts;		/* what the filesystem was opened with */
 	char		mnt[PATH_MAX];	/* absolute, for messages */
+	uint64_t	errors_logged;	/* c->nr_errors printed so far (errors=continue) */
 	/*
 	 * Readahead is issued after the lock is released, on the devices of the
 	 * filesystem it was planned on: held for reading meanwhile, and for
@@ -277,8 +278,37 @@ static void fg_lock(struct fmount *m)
 	atomic_fetch_sub(&m->fg_waiting, 1);
 }
 
+/*
+ * errors=panic: a filesystem error stops the daemon before anything more is
+ * written (no close, no clean record); the mount is left to be unmounted.
+ */
+static void exit_if_panicked(struct fmount *m)
+{
+	if (m->c && m->c->nr_errors != m->errors_logged && !m->c->panicked) {
+		/* errors=continue keeps going, errors=ro went read-only: say so once each */
+		m->errors_logged = m->c->nr_errors;
+		fprintf(stderr, "bcachefs fusemount: %s: filesystem error (errors=%s%s): %s\n",
+			m->mnt, bch_error_action_names[m->c->opts.v[Opt_errors] > 2 ? 1
+						       : m->c->opts.v[Opt_errors]],
+			m->c->emergency_ro ? "; read-only now" : "; going on",
+			m->c->err_msg[0] ? m->c->err_msg : bch_err_str(m->c->first_error));
+	}
+	if (!bch_fs_panicked(m->c))
+		return;
+	fprintf(stderr, "bcachefs fusemount: %s: filesystem error with errors=panic (%s); "
+		"exiting without writing\n", m->mnt,
+		m->c->err_msg[0] ? m->c->err_msg : bch_err_str(m->c->first_error));
+	_exit(1);
+}
+
+static void fg_unlock(struct fmount *m)
+{
+	exit_if_panicked(m);
+	pthread_mutex_unlock(&m->lock);
+}
+
 #define LOCK(m)		fg_lock(m)
-#define UNLOCK(m)	pthread_mutex_unlock(&(m)->lock)
+#define UNLOCK(m)	fg_unlock(m)
 
 /* Data was written (kick) or a file's options changed (unpark): lock held. */
 static void bg_wake(struct fmount *m, bool unpark)

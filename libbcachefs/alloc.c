@@ -20,6 +20,7 @@
 #include "alloc.h"
 #include "alloc_btree.h"
 #include "bcachefs.h"
+#include "blockdev.h"
 #include "errcode.h"
 #include "journal.h"
 #include "super.h"
@@ -52,6 +53,12 @@ struct bch_dev_alloc {
 	uint32_t	*read_clock;	/* per bucket: clock of its last cached read (or of
 					 * its opening for data); eviction takes the oldest */
 	uint32_t	clock;		/* bumped per cached read and per bucket opened */
+	/* the member's discard option: buckets emptied, discarded once free (below) */
+	struct bch_blockdev *discard_bdev;	/* NULL: discard off (or read-only) */
+	uint64_t	*discard;	/* queued buckets, each once (discard_queued) */
+	uint8_t		*discard_queued;
+	uint64_t	nr_discard, discard_cap;
+	uint64_t	discard_durable;	/* journal seq durable at the last pass */
 };
 
 int bch_fs_alloc_init(struct bch_fs *c)
@@ -85,6 +92,8 @@ int bch_fs_alloc_init(struct bch_fs *c)
 		a->rotor_dup = a->nbuckets / 2;
 		a->open_user = -1;
 		a->nr_empty = a->nbuckets;
+		if (m->discard && !c->read_only && ca->bdev)
+			a->discard_bdev = ca->bdev;
 		for (uint64_t b = 0; b < m->first_bucket && b < a->nbuckets; b++) {
 			a->nr_empty--;
 			a->type[b] = BCH_DATA_sb;
@@ -115,6 +124,8 @@ void bch_fs_alloc_exit(struct bch_fs *c)
 		free(ca->alloc->read_clock);
 		free(ca->alloc->cached_gen);
 		free(ca->alloc->free_seq);
+		free(ca->alloc->discard);
+		free(ca->alloc->discard_queued);
 		free(ca->alloc);
 		ca->alloc = NULL;
 	}
@@ -189,6 +200,72 @@ static bool bucket_free(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b)
 	       (!a->free_seq || a->free_seq[b] <= bch_journal_seq_durable(c));
 }
 
+/*
+ * Discard (the member's discard option): a bucket emptied in this session
+ * is queued, and discarded (BLKDISCARD, or a hole punched in an image file:
+ * bch_dev_discard()) when it is free by bucket_free(): the journal sequence
+ * of its free is durable (invariant 2 of DESIGN.md section 4: what is
+ * discarded is what the allocator could overwrite), it is not open, and it
+ * was not reused meanwhile (then it is dropped from the queue; its next
+ * emptying queues it again).  Passes run before a bucket is opened, when
+ * the durable sequence moved, and at close (bch_alloc_discard_free()).
+ * Buckets that were already empty at open are not discarded.
+ */
+static void discard_queue(struct bch_dev_alloc *a, uint64_t b)
+{
+	if (!a->discard_queued && !(a->discard_queued = calloc(a->nbuckets, 1)))
+		abort();
+	if (a->discard_queued[b])
+		return;
+	if (a->nr_discard == a->discard_cap) {
+		a->discard_cap = a->discard_cap ? a->discard_cap * 2 : 64;
+		if (!(a->discard = realloc(a->discard, a->discard_cap * sizeof(*a->discard))))
+			abort();
+	}
+	a->discard[a->nr_discard++] = b;
+	a->discard_queued[b] = 1;
+}
+
+static int discard_pass(struct bch_fs *c, struct bch_dev_alloc *a)
+{
+	uint64_t durable = bch_journal_seq_durable(c), kept = 0;
+	int ret = 0;
+
+	if (!a->nr_discard || durable == a->discard_durable)
+		return 0;
+	a->discard_durable = durable;
+	for (uint64_t i = 0; i < a->nr_discard; i++) {
+		uint64_t b = a->discard[i];
+		bool reused = a->type[b] != BCH_DATA_free || a->sectors[b] || a->cached[b] ||
+			      (int64_t)b == a->open || (int64_t)b == a->open_user;
+
+		if (!reused && !bucket_free(c, a, b)) {
+			a->discard[kept++] = b;		/* not durable yet */
+			continue;
+		}
+		a->discard_queued[b] = 0;
+		if (!reused && !ret)
+			ret = bch_dev_discard(a->discard_bdev,
+					      (b * a->bucket_sectors) << BCH_SECTOR_SHIFT,
+					      (uint64_t)a->bucket_sectors << BCH_SECTOR_SHIFT);
+	}
+	a->nr_discard = kept;
+	return ret;
+}
+
+int bch_alloc_discard_free(struct bch_fs *c)
+{
+	int ret = 0;
+
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, i);
+		int r = a && a->discard_bdev ? discard_pass(c, a) : 0;
+		if (!ret)
+			ret = r;
+	}
+	return ret;
+}
+
 /* Bucket b became empty now: it is reused once this journal sequence is durable. */
 static void bucket_emptied(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b)
 {
@@ -196,6 +273,8 @@ static void bucket_emptied(struct bch_fs *c, struct bch_dev_alloc *a, uint64_t b
 		abort();
 	a->free_seq[b] = bch_journal_cur_seq(c);
 	c->space_gen++;
+	if (a->discard_bdev)
+		discard_queue(a, b);
 }
 
 /*
@@ -283,6 +362,8 @@ static int alloc_on_dev_reserve(struct bch_fs *c, unsigned dev, unsigned data_ty
 		uint64_t b = 0, n;
 		if (user && a->nr_empty <= (half_reserve ? reserve_of(a) / 2 + 1 : reserve_of(a)))
 			return -BCH_ERR_no_space;
+		if (a->discard_bdev)
+			discard_pass(c, a);	/* best effort: an I/O error shows at the next write */
 		for (n = 0; n < a->nbuckets; n++) {
 			b = (a->rotor + n) % a->nbuckets;
 			if (b < a->limit && bucket_free(c, a, b))

@@ -70,6 +70,14 @@ int  bch_alloc_btree_node(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *
 void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr);
 
 /*
+ * Discard the buckets emptied this session that are free now (their free is
+ * durable), on members with the discard option; also done before a bucket is
+ * opened.  fs.c calls it at close, after the last journal write.  Returns an
+ * I/O error of a discard (others are ignored: discard is advisory).
+ */
+int  bch_alloc_discard_free(struct bch_fs *c);
+
+/*
  * User data.  bch_alloc_data(): sectors in one bucket on each of up to nr
  * distinct devices (target's devices first); *got says how many (at least
  * 1).  The sectors are counted as live at once; the caller hands them to

@@ -53,7 +53,9 @@ struct bch_fs {
 	bool			read_only;	/* opened read-only: never write */
 	uint64_t		devs_missing;	/* bit per member not given (-o degraded) */
 	bool			emergency_ro;	/* an error made it read-only */
+	bool			panicked;	/* errors=panic met an error: see fs_err.c */
 	int			first_error;	/* first fatal error, for emergency_ro */
+	uint64_t		nr_errors;	/* filesystem errors met (bch_fs_error) */
 	uint64_t		journal_replayed;	/* entries replayed at open (0: was clean) */
 	uint64_t		replay_oldest, replay_newest;	/* journal seqs replayed at open
 							 * (0, 0: none): a torn append whose keys all
@@ -147,5 +149,21 @@ static inline bool bch_fs_has_v2(const struct bch_fs *c)
  */
 int bch_fs_err(struct bch_fs *c, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+/*
+ * A filesystem error: metadata found damaged (can_continue: nothing was
+ * left half done, only the call that met it fails) or a metadata write that
+ * failed (a commit or node write left half done).  What follows is the
+ * errors option's (fs_err.c, the one place that reads it): continue, go
+ * read-only, or panic.  Returns the error for the caller to pass up:
+ * err, or -BCH_ERR_fs_panic under errors=panic.
+ */
+int bch_fs_error(struct bch_fs *c, int err, bool can_continue);
+
+/* errors=panic met an error: the command must exit now, writing nothing. */
+static inline bool bch_fs_panicked(const struct bch_fs *c)
+{
+	return c && c->panicked;
+}
 
 #endif /* _BCACHEFS_H */

@@ -378,6 +378,9 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 	if (k->type == BCH_BKEY_extent || k->type == BCH_BKEY_reservation) {
 		if (!k->size || k->size > k->p.offset)
 			return INVALID("extent of bad size %u ending at %" PRIu64, k->size, (uint64_t)k->p.offset);
+		if (k->p.offset > BCH_FILE_SECTORS_MAX)
+			return INVALID("extent ending at sector %" PRIu64 ", past the largest file",
+				       (uint64_t)k->p.offset);
 	} else if (k->size) {
 		return INVALID("size %u on a non-extent key", k->size);
 	}

@@ -22,6 +22,13 @@
 #define POS_MIN		POS(0, 0, 0)
 #define POS_MAX		POS(UINT64_MAX, UINT64_MAX, UINT32_MAX)
 
+/*
+ * The largest file: i_size is below 2^63 (inode_validate), so no extent of a
+ * file ends past 2^54 sectors; one that does is damage, and a byte offset
+ * computed from any valid extent (sectors << 9) cannot overflow.
+ */
+#define BCH_FILE_SECTORS_MAX	(1ULL << (63 - BCH_SECTOR_SHIFT))
+
 static inline int bpos_cmp(struct bch_bpos a, struct bch_bpos b)
 {
 	if (a.inode != b.inode)

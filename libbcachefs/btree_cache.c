@@ -20,6 +20,7 @@
  * bch_btree_cache_drop() of it, forgets the failure.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -496,6 +497,17 @@ int bch_btree_cache_shrink(struct bch_fs *c)
 	return 0;
 }
 
+/* Every copy on a member not given (degraded): not damage, not an error of the filesystem. */
+static bool all_copies_missing(struct bch_fs *c, const struct bch_bkey *ptr)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+
+	for (unsigned i = 0; i < bch_btree_ptr_nr(ptr); i++)
+		if (!bch_dev_missing(c, bp->ptrs[i].dev))
+			return false;
+	return true;
+}
+
 int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 		       const struct bch_bkey *ptr, struct btree **ret)
 {
@@ -504,11 +516,24 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	struct btree *b;
 	int r;
 
+	if (c->panicked)
+		return -BCH_ERR_fs_panic;	/* errors=panic: the command is stopping */
 	if (!bch_btree_ptr_nr(ptr))
 		return bch_fs_err(c, -BCH_ERR_btree_node_bad, "invalid btree pointer");
 	for (b = bc->hash[hash_of(bc, &bp->ptrs[0])]; b; b = b->hnext)
 		if (b->ptrs[0].dev == bp->ptrs[0].dev && b->ptrs[0].offset == bp->ptrs[0].offset &&
 		    b->id == id && b->level == level && b->seq == bp->seq) {
+			/*
+			 * one node, two ranges: a damaged parent (or two) points
+			 * twice at it.  Handing it out would give a walk a node
+			 * twice and an iterator a leaf behind its position.
+			 */
+			if (!bpos_eq(b->min_key, bp->min_key) || !bpos_eq(b->max_key, ptr->p))
+				return bch_fs_err(c, -BCH_ERR_btree_node_bad,
+						  "%s btree level %u node at %u:%" PRIu64
+						  ": reached for another key range",
+						  bch_btree_id_name(id), level, bp->ptrs[0].dev,
+						  (uint64_t)bp->ptrs[0].offset);
 			b->refs++;
 			lru_touch(bc, b);
 			*ret = b;
@@ -525,6 +550,9 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 		if (c->opts.v[Opt_fsck] &&
 		    (r == -BCH_ERR_btree_node_bad || r == -BCH_ERR_btree_node_read))
 			bad_remember(c, id, level, bp, r);
+		if ((r == -BCH_ERR_btree_node_bad || r == -BCH_ERR_btree_node_read) &&
+		    !all_copies_missing(c, ptr))
+			r = bch_fs_error(c, r, true);	/* the errors option */
 		return r;
 	}
 	/* a read node's arrays grew by doubling: cut them to the keys it has */

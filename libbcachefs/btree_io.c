@@ -677,7 +677,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 			b->sectors_written += bytes >> BCH_SECTOR_SHIFT;
 	}
 	if (ret)
-		c->emergency_ro = true;
+		bch_fs_error(c, ret, false);	/* half written: never continue */
 	else
 		bch_btree_node_pack_keys(b);	/* a written node's keys lie in order */
 	return ret;

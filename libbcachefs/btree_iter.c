@@ -7,14 +7,22 @@
  * held between calls, so an iteration sees the tree as it is at each step
  * and never a freed node.  Interior nodes cover their whole range: the key
  * for each child is the child's max_key, and the last key is the node's.
+ *
+ * Bounds (damage without checksums must not make a walk endless): a node
+ * is handed out only for the range its pointer names (btree_cache.c), so a
+ * leaf found for pos ends at or after pos and iterators only move forward;
+ * walks check the order of an interior node's children and stop past the
+ * node count the devices can hold (nodes_max()).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <inttypes.h>
 #include <stdlib.h>
 
 #include "bcachefs.h"
 #include "btree.h"
 #include "errcode.h"
+#include "super.h"
 
 int bch_btree_find_node(struct bch_fs *c, unsigned id, unsigned level, struct bch_bpos pos,
 			struct btree **ret)
@@ -100,6 +108,15 @@ int bch_btree_peek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos,
 		bch_btree_node_put(c, b);
 		if (bpos_eq(min, POS_MIN) || bpos_cmp(min, start) <= 0)
 			return -BCH_ERR_key_not_found;
+		if (bpos_cmp(min, pos) > 0) {
+			/* children tile their parent: a gap before pos is damage, and
+			 * stepping back to min's predecessor would find this leaf again */
+			char p[80];
+			bch_bpos_to_text(pos, p, sizeof(p));
+			return bch_fs_err(c, -BCH_ERR_btree_node_bad,
+					  "%s btree: no leaf covers %s (a gap between nodes)",
+					  bch_btree_id_name(id), p);
+		}
 		pos = bpos_predecessor(min);
 	}
 }
@@ -154,19 +171,72 @@ void bch_btree_iter_exit(struct btree_iter *it)
 	it->leaf = NULL;
 }
 
-static int walk(struct bch_fs *c, struct btree *b, unsigned min_level,
-		int (*fn)(struct bch_fs *c, struct btree *b, void *priv), void *priv)
+/*
+ * The most nodes the devices could hold: a walk that meets more is going
+ * round a loop that damage made (or would take longer than the image can
+ * justify), and stops.
+ */
+static uint64_t nodes_max(struct bch_fs *c)
 {
-	int r = fn(c, b, priv);
+	uint64_t sectors = 0;
 
-	if (r || b->level <= min_level)
+	for (unsigned i = 0; i < bch_sb_nr_members(c->sb); i++) {
+		const struct bch_member *m = bch_sb_member(c->sb, i);
+		sectors += (uint64_t)m->nbuckets * m->bucket_size;
+	}
+	return sectors / (c->sb->btree_node_size ? c->sb->btree_node_size : 1) + 1;
+}
+
+struct walk {
+	unsigned	min_level;
+	uint64_t	nodes, max;
+	int		(*fn)(struct bch_fs *c, struct btree *b, void *priv);
+	void		*priv;
+};
+
+/*
+ * Is child i of b where the tree says: inside b's range, after child i - 1?
+ * Node reads check that a node is the range its pointer names; this checks
+ * the pointers among themselves, so no node is reached twice, and damage
+ * without checksums cannot make a walk visit a range again.
+ */
+static int child_range_ok(struct bch_fs *c, const struct btree *b, unsigned i)
+{
+	const struct bch_btree_ptr *bp = bkey_val(b->keys[i]);
+	bool ok = i ? bpos_cmp(bp->min_key, b->keys[i - 1]->p) > 0
+		    : bpos_cmp(bp->min_key, b->min_key) >= 0;
+	char p[80];
+
+	if (ok)
+		return 0;
+	bch_bpos_to_text(bp->min_key, p, sizeof(p));
+	return bch_fs_err(c, -BCH_ERR_btree_node_bad,
+			  "%s btree level %u node at %u:%" PRIu64 ": child %u starts at %s, "
+			  "inside the range of the one before", bch_btree_id_name(b->id), b->level,
+			  b->nr_ptrs ? b->ptrs[0].dev : 0, b->nr_ptrs ? (uint64_t)b->ptrs[0].offset : 0,
+			  i, p);
+}
+
+static int walk(struct bch_fs *c, struct btree *b, struct walk *w)
+{
+	if (++w->nodes > w->max)
+		return bch_fs_err(c, -BCH_ERR_btree_node_bad,
+				  "%s btree: more than %" PRIu64 " nodes, more than the devices hold",
+				  bch_btree_id_name(b->id), w->max);
+
+	int r = w->fn(c, b, w->priv);
+
+	if (r || b->level <= w->min_level)
 		return r;
 	/* children by position: b may be changed by nothing here (read-only walk) */
 	for (unsigned i = 0; i < b->nr && !r; i++) {
 		struct btree *child;
-		if ((r = bch_btree_node_get(c, b->id, b->level - 1, b->keys[i], &child)))
+		if (b->keys[i]->type != BCH_BKEY_btree_ptr)
+			continue;	/* a whiteout (merge) */
+		if ((r = child_range_ok(c, b, i)) ||
+		    (r = bch_btree_node_get(c, b->id, b->level - 1, b->keys[i], &child)))
 			break;
-		r = walk(c, child, min_level, fn, priv);
+		r = walk(c, child, w);
 		bch_btree_node_put(c, child);
 	}
 	return r;
@@ -192,7 +262,8 @@ int bch_btree_walk_levels(struct bch_fs *c, unsigned id, unsigned min_level,
 	/* no writes during a walk: they could split the nodes being walked */
 	c->roots->no_shrink++;
 	if (!(r = bch_btree_node_get(c, id, root->level, root->key, &b))) {
-		r = walk(c, b, min_level, fn, priv);
+		struct walk w = { .min_level = min_level, .max = nodes_max(c), .fn = fn, .priv = priv };
+		r = walk(c, b, &w);
 		bch_btree_node_put(c, b);
 	}
 	c->roots->no_shrink--;

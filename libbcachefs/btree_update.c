@@ -350,7 +350,7 @@ static int split(struct bch_fs *c, struct btree *b)
 	bch_btree_node_put(c, n[1]);
 	return 0;
 err:
-	c->emergency_ro = true;
+	bch_fs_error(c, r, false);	/* a split half done */
 	bch_btree_node_put(c, b);
 	for (unsigned i = 0; i < 2; i++)
 		if (n[i])
@@ -917,7 +917,7 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 	if (r) {
 		free(deleted);
 		free(deleted_ids);
-		c->emergency_ro = true;
+		bch_fs_error(c, r, false);	/* a commit half applied */
 		return r;
 	}
 	/* deletes can leave leaves nearly empty: merge them with a sibling */

@@ -51,6 +51,7 @@
 	x(no_space,		ENOSPC,	"no space left on filesystem")		\
 	x(fs_read_only,		EROFS,	"filesystem is read-only")		\
 	x(fs_emergency_ro,	EROFS,	"filesystem went read-only after an error") \
+	x(fs_panic,		EIO,	"filesystem error with errors=panic: stopping") \
 	x(transaction_poisoned,	EIO,	"transaction already failed")		\
 	x(key_not_found,	ENOENT,	"key not found")				\
 	x(compress_failed,	EIO,	"compression failed")			\

@@ -767,6 +767,8 @@ int bch_fs_close(struct bch_fs *c)
 			 * from the pointers (device online, or the member given again).
 			 */
 			r = write_clean(c, alloc_current && !c->devs_missing);
+		if (!r)
+			r = bch_alloc_discard_free(c);	/* every free is durable now */
 	}
 	if (!r && c->emergency_ro)
 		r = -BCH_ERR_fs_emergency_ro;

@@ -1141,7 +1141,7 @@ static int journal_write(struct bch_fs *c)
 		j->pending = false;
 		remember_roots(j, roots ? roots : js->_data + (u64s - r), r);
 	} else {
-		c->emergency_ro = true;
+		bch_fs_error(c, ret, false);	/* an entry not written */
 	}
 	free(roots);
 	free(js);
