@@ -19,6 +19,8 @@
 #include "opts.h"
 #include "super.h"
 
+static char last_err[1024];
+
 void cmd_err(const char *cmd, const char *fmt, ...)
 {
 	va_list args;
@@ -29,6 +31,14 @@ void cmd_err(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, args);
 	va_end(args);
 	fputc('\n', stderr);
+	va_start(args, fmt);
+	vsnprintf(last_err, sizeof(last_err), fmt, args);
+	va_end(args);
+}
+
+const char *cmd_err_last(void)
+{
+	return last_err[0] ? last_err : NULL;
 }
 
 int cmd_open_opts_parse(const char *cmd, struct bch_opts *o, const char *arg)

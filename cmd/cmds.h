@@ -79,6 +79,8 @@ int cmd_open_opts_parse(const char *cmd, struct bch_opts *o, const char *arg);
 
 /* Print "bcachefs CMD: msg\n" on stderr. */
 void cmd_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last message cmd_err printed (without "bcachefs CMD: "), NULL if none: for a JSON "error". */
+const char *cmd_err_last(void);
 
 /*
  * Opened with members missing (-o degraded): one line on stderr per missing
