@@ -114,3 +114,18 @@ run $B fsck -y -f d0.img d1.img
 expect_rc 0 $B fsck -n -f d0.img d1.img
 expect_rc 0 $B show-super d1.img
 expect_in out 'compression: +lz4|Compression: +lz4'
+
+# set-passphrase and remove-passphrase rewrite every member's superblock: with
+# a member missing they say to give every member, not "-o degraded" (which
+# they do not take); unlock -c only reads and answers
+printf 'pw\n' > pass
+expect_rc 0 $B format -q --encrypted --passphrase-file pass --replicas=2 --fs-size=32M e0.img e1.img
+mv e1.img e1.away
+esum=$(sha e0.img)
+for c in "set-passphrase --passphrase-file pass" "remove-passphrase"; do
+	BCACHEFS_PASSPHRASE_FILE=pass expect_rc 1 $B $c e0.img
+	expect_in err 'member 1 .*was not given.*give every member device'
+	expect_not_in err '-o degraded'
+done
+BCACHEFS_PASSPHRASE_FILE=pass expect_rc 0 $B unlock -c e0.img
+[ "$(sha e0.img)" = "$esum" ] || fail "a refused passphrase change wrote to e0.img"
