@@ -526,6 +526,11 @@ int cmd_dev_set_state_body(struct cmd_ctx *x, int argc, char **argv)
 	if ((r = member(x, o.ops[1], &dev)))
 		return r;
 	x->lock(x);
+	if (bch_sb_member((*x->cp)->sb, dev)->state == state) {
+		x->unlock(x);
+		fprintf(x->out, "Member %u is %s already (nothing written)\n", dev, state_names[state]);
+		return x->check_only ? CMD_CHECK_DONE : 0;
+	}
 	r = x->check_only ? bch_dev_set_state_check(*x->cp, dev, state, o.force, err, sizeof(err))
 			  : bch_dev_set_state(*x->cp, dev, state, o.force, err, sizeof(err));
 	if (x->check_only) {
@@ -607,13 +612,19 @@ int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv)
 	x->lock(x);
 	struct bch_fs *c = *x->cp;
 	/* every refusal before anything moves */
-	if ((r = bch_dev_resize_check(c, dev, size, &nbuckets, err, sizeof(err))) || x->check_only) {
+	if ((r = bch_dev_resize_check(c, dev, size, &nbuckets, err, sizeof(err))) ||
+	    (x->check_only && nbuckets != bch_sb_member(c->sb, dev)->nbuckets)) {
 		x->unlock(x);
 		if (r)
 			xerr(x, "%s", err);
 		return r ? EXIT_FAIL : 0;
 	}
 	struct bch_member *m = bch_sb_member(c->sb, dev);
+	if (nbuckets == m->nbuckets) {
+		x->unlock(x);
+		fprintf(x->out, "Member %u has that size already (nothing written)\n", dev);
+		return x->check_only ? CMD_CHECK_DONE : 0;
+	}
 	bool shrink = nbuckets < m->nbuckets && nbuckets;
 	uint64_t old_bytes = (uint64_t)m->nbuckets * m->bucket_size << 9;
 	if (shrink)

@@ -161,6 +161,9 @@ done <<'EOF'
 0  | |                                       $B data rebalance one.img
 0  | |                                       $B data rebalance --json p.img:q.img
 0  | |                                       $B data rebalance -o degraded p.img
+0  | |                                       $B device set-state rw one.img 0
+0  | |                                       $B device set-state rw p.img:q.img 1
+0  | |                                       $B device resize one.img 0 24M
 # ---- image verbs: bad paths and arguments
 16 | unknown verb|                           $B image frob one.img
 16 | |                                       $B image cat
