@@ -346,7 +346,7 @@ int cmd_fsck(int argc, char *argv[])
 		cmd_err("fsck", "%s", ctx->err_msg);
 		exit_code |= FSCK_EXIT_ERROR;
 	} else if (ret || ctx->fatal) {
-		if (ret && !ctx->fatal)
+		if (ret && !ctx->fatal && o.json)	/* the JSON's "error"; text as it was */
 			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "reading the superblocks: %s",
 				 bch_err_str(ret));
 		exit_code |= FSCK_EXIT_ERROR;
