@@ -365,7 +365,16 @@ static int set_or_remove(int argc, char *argv[], bool remove)
 	bch_opts_default(&o);
 	/* the current key: the provider (keyring, env file, terminal, stdin) */
 	if ((r = bch_fs_open(fs.devs, fs.nr, &o, &c, err, sizeof(err)))) {
-		cmd_err(cmd, "%s: %s", fs.devs[0], err);
+		/*
+		 * not "-o degraded opens it": the key is rewrapped in every member's
+		 * superblock, and a member left out would keep the old passphrase
+		 */
+		if (r == -BCH_ERR_device_missing)
+			cmd_err(cmd, "%s: %s: %s rewrites every member's superblock: give every "
+				"member device (nothing written)", fs.devs[0],
+				strstr(err, " was not given") ? strtok(err, ":") : err, cmd);
+		else
+			cmd_err(cmd, "%s: %s", fs.devs[0], err);
 		cmd_fs_free(&fs);
 		return EXIT_FAIL;
 	}

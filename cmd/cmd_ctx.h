@@ -48,8 +48,12 @@ struct cmd_ctx {
 	bool		check_only;	/* offline first pass (cmd_ctl_cmd.checks): the
 					 * filesystem is open read-only; check everything
 					 * that can be refused, write nothing, return 0
-					 * to go on or the exit code of the refusal */
+					 * to go on, the exit code of the refusal, or
+					 * CMD_CHECK_DONE when there is nothing to do (the
+					 * answer is printed: exit 0, no read-write open) */
 };
+
+#define CMD_CHECK_DONE	0x100	/* check_only: nothing to do, answered (exit 0) */
 
 /*
  * A body.  argv is the command line as the front parsed it (so it is well

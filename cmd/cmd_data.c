@@ -53,7 +53,7 @@
 static void usage_rebalance(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs data rebalance [--wait] [--json] FS\n"
+"Usage: bcachefs data rebalance [--wait] [--json] [-o degraded] FS\n"
 "Run the pending rebalance work of a filesystem to the end: move data that\n"
 "is not on its background_target there, recompress data that is not in its\n"
 "background_compression (filesystem options, or a file's own).  FS: the\n"
@@ -66,10 +66,13 @@ static void usage_rebalance(FILE *f)
 "readable copy, left for want of space, and the last problem.\n"
 "Interrupted (Ctrl-C), it stops after the current step and closes cleanly;\n"
 "the work left stays recorded, and running the command again resumes it.\n"
+"With nothing recorded to do, the devices are only read (nothing written).\n"
 "\n"
 "      --wait        wait for the work to finish.  The command always runs to\n"
 "                    the end, with or without --wait (accepted for scripts)\n"
 "      --json        the summary as one JSON object on stdout (sizes in bytes)\n"
+"  -o degraded       members may be missing when the others hold a copy of\n"
+"                    everything (each missing one is named on stderr)\n"
 "      --help        this text\n"
 "\n"
 "Exit: 0 nothing left to do, 1 failure (or interrupted), 2 work left: some\n"
@@ -277,6 +280,44 @@ int cmd_data_rebalance_body(struct cmd_ctx *x, int argc, char **argv)
 	return ret;
 }
 
+/*
+ * Offline, before the read-write open (which writes superblocks and the
+ * journal): on a read-only open, is any work recorded?  None: the summary
+ * (all zeros) and EXIT_OK, the devices untouched.  -1 to go on (work
+ * pending), EXIT_FAIL when the filesystem does not open (message printed).
+ */
+static int nothing_to_do(const struct cmd_fs *fs, const struct bch_opts *open, bool json)
+{
+	struct bch_opts ro = *open;
+	struct bch_rebalance_pending left = { 0 };
+	struct bch_move_stats s;
+	char names[1024] = "", err[512];
+	struct bch_fs *c;
+	int r;
+
+	for (unsigned i = 0, n = 0; i < fs->nr && n < sizeof(names); i++)
+		n += snprintf(names + n, sizeof(names) - n, "%s%s", i ? ":" : "", fs->devs[i]);
+	bch_opt_set(&ro, Opt_read_only, 1);
+	if (bch_fs_open(fs->devs, fs->nr, &ro, &c, err, sizeof(err))) {
+		cmd_err("data rebalance", "%s", err);
+		return EXIT_FAIL;
+	}
+	c->err_msg[0] = 0;
+	r = bch_rebalance_pending(c, &left);
+	if (r || pending_sectors(&left) || left.scan || left.sectors_waiting || left.inodes) {
+		bch_fs_close(c);
+		return -1;	/* the read-write pass reads it again, and says what fails */
+	}
+	cmd_note_degraded("data rebalance", c, fs->devs, fs->nr);
+	memset(&s, 0, sizeof(s));
+	if (json)
+		summary_json(stdout, &s, &left, 0, true);
+	else
+		summary_text(stdout, stderr, names, &s, &left, 0);
+	bch_fs_close(c);
+	return EXIT_OK;
+}
+
 static int cmd_data_rebalance(int argc, char *argv[])
 {
 	static const struct option longopts[] = {
@@ -286,12 +327,19 @@ static int cmd_data_rebalance(int argc, char *argv[])
 		{ NULL }
 	};
 	char *bargv[4] = { "data rebalance" };
+	struct bch_opts open;
+	bool json = false;
 	int bargc = 1, o;
 
-	while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+	memset(&open, 0, sizeof(open));
+	while ((o = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1)
 		switch (o) {
 		case 'w': bargv[bargc++] = "--wait"; break;
-		case 'j': bargv[bargc++] = "--json"; break;
+		case 'j': bargv[bargc++] = "--json"; json = true; break;
+		case 'o':
+			if (cmd_open_opts_parse("data rebalance", &open, optarg))
+				return EXIT_USAGE;
+			break;
 		case 'h':
 		case 'H': usage_rebalance(stdout); return EXIT_OK;
 		default: usage_rebalance(stderr); return EXIT_USAGE;
@@ -309,8 +357,10 @@ static int cmd_data_rebalance(int argc, char *argv[])
 
 	struct cmd_fs fs;
 	int ret = cmd_fs_resolve("data rebalance", argv + optind, argc - optind, &fs);
-	if (!ret)
-		ret = cmd_run("data rebalance", &fs, NULL, bargc, bargv);
+	if (!ret && !fs.mounted)
+		ret = nothing_to_do(&fs, &open, json);
+	if (ret == -1)
+		ret = cmd_run("data rebalance", &fs, &open, bargc, bargv);
 	cmd_fs_free(&fs);
 	return ret;
 }

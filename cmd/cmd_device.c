@@ -79,6 +79,22 @@ static int parse(const char *cmd, int argc, char **argv, const char *allowed, st
 	int c, ret = 0;
 
 	memset(o, 0, sizeof(*o));
+	/*
+	 * "-5G" would be taken for the options -5 and -G: no option of ours is
+	 * a digit, so a negative number is an operand given wrong.  Named as
+	 * given, with what the command wants there.
+	 */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		if (argv[i][0] == '-' && argv[i][1] >= '0' && argv[i][1] <= '9') {
+			if (strstr(cmd, "resize"))
+				cmd_err(cmd, "'%s': not a size: give the member's new size, smaller than "
+					"now to shrink it (fs usage shows its size now)",
+					argv[i]);
+			else
+				cmd_err(cmd, "'%s': a negative number is neither an option nor a member "
+					"(a member is its device path, index or UUID; see --help)", argv[i]);
+			return EXIT_USAGE;
+		}
 	pthread_mutex_lock(&parse_lock);
 	optind = 0;
 	opterr = 0;
@@ -144,7 +160,11 @@ static int parse(const char *cmd, int argc, char **argv, const char *allowed, st
 			break;
 		}
 		default:
-			cmd_err(cmd, "unknown option '%s' (see --help)", argv[optind - 1]);
+			/* a short option in a cluster (-xyz): getopt may not have moved on yet */
+			if (optopt && optopt < 128)
+				cmd_err(cmd, "unknown option '-%c' (see --help)", optopt);
+			else
+				cmd_err(cmd, "unknown option '%s' (see --help)", argv[optind - 1]);
 			ret = EXIT_USAGE;
 		}
 		if (ret)
@@ -506,6 +526,11 @@ int cmd_dev_set_state_body(struct cmd_ctx *x, int argc, char **argv)
 	if ((r = member(x, o.ops[1], &dev)))
 		return r;
 	x->lock(x);
+	if (bch_sb_member((*x->cp)->sb, dev)->state == state) {
+		x->unlock(x);
+		fprintf(x->out, "Member %u is %s already (nothing written)\n", dev, state_names[state]);
+		return x->check_only ? CMD_CHECK_DONE : 0;
+	}
 	r = x->check_only ? bch_dev_set_state_check(*x->cp, dev, state, o.force, err, sizeof(err))
 			  : bch_dev_set_state(*x->cp, dev, state, o.force, err, sizeof(err));
 	if (x->check_only) {
@@ -587,13 +612,19 @@ int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv)
 	x->lock(x);
 	struct bch_fs *c = *x->cp;
 	/* every refusal before anything moves */
-	if ((r = bch_dev_resize_check(c, dev, size, &nbuckets, err, sizeof(err))) || x->check_only) {
+	if ((r = bch_dev_resize_check(c, dev, size, &nbuckets, err, sizeof(err))) ||
+	    (x->check_only && nbuckets != bch_sb_member(c->sb, dev)->nbuckets)) {
 		x->unlock(x);
 		if (r)
 			xerr(x, "%s", err);
 		return r ? EXIT_FAIL : 0;
 	}
 	struct bch_member *m = bch_sb_member(c->sb, dev);
+	if (nbuckets == m->nbuckets) {
+		x->unlock(x);
+		fprintf(x->out, "Member %u has that size already (nothing written)\n", dev);
+		return x->check_only ? CMD_CHECK_DONE : 0;
+	}
 	bool shrink = nbuckets < m->nbuckets && nbuckets;
 	uint64_t old_bytes = (uint64_t)m->nbuckets * m->bucket_size << 9;
 	if (shrink)
@@ -628,6 +659,61 @@ int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv)
 	return 0;
 }
 
+/*
+ * device online: is path a member this filesystem lacks?  Decided from its
+ * superblock, before the filesystem is closed to be opened again with it (a
+ * close writes the superblocks).  0 to go on, else the exit code (printed).
+ */
+static int online_check(struct cmd_ctx *x, const char *path)
+{
+	struct bch_blockdev *bd;
+	struct bch_sb *sb = NULL;
+	struct bch_sb_read_report rep;
+	char real[PATH_MAX], ri[PATH_MAX];
+	int r, ret = 0;
+
+	x->lock(x);
+	struct bch_fs *c = *x->cp;
+	if (!realpath(path, real))
+		snprintf(real, sizeof(real), "%s", path);
+	for (unsigned i = 0; c && i < c->nr_devs && !ret; i++) {
+		const char *p = c->devs[i] && c->devs[i]->bdev ? bch_dev_path(c->devs[i]->bdev) : NULL;
+		if (p && realpath(p, ri) && !strcmp(ri, real)) {
+			xerr(x, "%s: member %u is online already (nothing to do)", path, i);
+			ret = EXIT_FAIL;
+		}
+	}
+	x->unlock(x);
+	if (ret)
+		return ret;
+	memset(&rep, 0, sizeof(rep));
+	if ((r = bch_dev_open(path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &bd))) {
+		xerr(x, "%s: %s", path, bch_err_str(r));
+		return EXIT_FAIL;
+	}
+	r = bch_sb_read(bd, &sb, &rep);
+	bch_dev_close(bd);
+	if (r) {
+		xerr(x, "%s: not a member of this filesystem: %s", path, bch_err_str(r));
+		return EXIT_FAIL;
+	}
+	x->lock(x);
+	c = *x->cp;
+	if (!c)
+		ret = EXIT_FAIL;
+	else if (memcmp(sb->uuid, c->sb->uuid, sizeof(sb->uuid))) {
+		xerr(x, "%s: a device of another filesystem", path);
+		ret = EXIT_FAIL;
+	} else if (sb->dev_idx >= c->nr_devs || !bch_dev_missing(c, sb->dev_idx)) {
+		xerr(x, "%s: member %u, which is not missing here (removed, or another copy of a "
+		     "member that is online)", path, sb->dev_idx);
+		ret = EXIT_FAIL;
+	}
+	x->unlock(x);
+	free(sb);
+	return ret;
+}
+
 static int dev_online_body(struct cmd_ctx *x, int argc, char **argv, bool online)
 {
 	struct dev_opts o;
@@ -647,6 +733,8 @@ static int dev_online_body(struct cmd_ctx *x, int argc, char **argv, bool online
 		return EXIT_FAIL;
 	}
 	if (!online && (r = member(x, o.ops[0], &dev)))
+		return r;
+	if (online && (r = online_check(x, o.ops[0])))
 		return r;
 	x->lock(x);
 	struct bch_fs *c = *x->cp;
@@ -848,6 +936,14 @@ static int front(const char *cmd, int argc, char **argv, const char *allowed, in
 	struct cmd_fs fs;
 	if ((r = cmd_fs_resolve(cmd, o.ops, nfs, &fs)))
 		goto out;
+	/* online/offline change what a daemon holds: unmounted, there is nothing to change */
+	if (!fs.mounted && (!strcmp(cmd, "device online") || !strcmp(cmd, "device offline"))) {
+		cmd_err(cmd, "the filesystem is not mounted: nothing holds its devices (name the "
+			"devices when you open it, or leave one out with -o degraded); nothing written");
+		cmd_fs_free(&fs);
+		r = EXIT_FAIL;
+		goto out;
+	}
 	r = cmd_run(cmd, &fs, &o.open, bargc, bargv);
 	cmd_fs_free(&fs);
 out:

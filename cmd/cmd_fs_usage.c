@@ -41,7 +41,7 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...] | UUID=<uuid> | MOUNTPOINT\n"
+"Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | UUID=<uuid> | MOUNTPOINT\n"
 "Show the space of a filesystem: size, used and free, per device and per data\n"
 "type (superblock, journal, btree, user data), cached data and fragmentation\n"
 "(space in user-data buckets not holding live data) per device, the\n"
@@ -56,6 +56,9 @@ static void usage(FILE *f)
 "\n"
 "  -h, --human-readable   human sizes\n"
 "      --json             one JSON object (man bcachefs: JSON OUTPUT)\n"
+"  -o degraded            members may be missing when the others hold a copy of\n"
+"                         everything (each missing one is named on stderr);\n"
+"     very_degraded       even when some data has no copy left\n"
 "      --help             this text\n"
 "\n"
 "Exit: 0 done, 1 failure, 16 usage error.\n");
@@ -259,13 +262,19 @@ static int cmd_fs_usage(int argc, char *argv[])
 		{ "help",		no_argument, NULL, 'H' },
 		{ NULL }
 	};
+	struct bch_opts opts;
 	bool json = false;
 	int o;
 
-	while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+	memset(&opts, 0, sizeof(opts));
+	while ((o = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1)
 		switch (o) {
 		case 'h': human = true; break;
 		case 'j': json = true; break;
+		case 'o':
+			if (cmd_open_opts_parse("fs usage", &opts, optarg))
+				return EXIT_USAGE;
+			break;
 		case 'H': usage(stdout); return EXIT_OK;
 		default: usage(stderr); return EXIT_USAGE;
 		}
@@ -292,10 +301,8 @@ static int cmd_fs_usage(int argc, char *argv[])
 	}
 	unsigned nr = fs.nr;
 	char **devs = fs.devs, err[512];
-	struct bch_opts opts;
 	struct bch_fs *c;
 
-	memset(&opts, 0, sizeof(opts));
 	bch_opt_set(&opts, Opt_read_only, 1);
 	int r = bch_fs_open(devs, nr, &opts, &c, err, sizeof(err));
 	if (r) {
@@ -303,6 +310,7 @@ static int cmd_fs_usage(int argc, char *argv[])
 		free_devs(devs);
 		return EXIT_FAIL;
 	}
+	cmd_note_degraded("fs usage", c, devs, nr);
 
 	r = bch_fs_usage_print(stdout, c, json, human);
 	if (r)
@@ -319,7 +327,7 @@ int cmd_fs(int argc, char *argv[])
 	if (argc >= 2 && !strcmp(argv[1], "usage"))
 		return cmd_fs_usage(argc - 1, argv + 1);
 	FILE *f = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout : stderr;
-	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...] | MOUNTPOINT\n"
+	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | MOUNTPOINT\n"
 		   "Filesystem-wide commands:\n"
 		   "  usage    space used and free, per device and data type\n");
 	return f == stdout ? EXIT_OK : EXIT_USAGE;

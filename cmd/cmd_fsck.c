@@ -39,6 +39,7 @@ struct fsck_out {
 	bool				ticked;		/* a percentage is on the line */
 	struct bch_fsck_file_stats	files;
 	bool				files_checked;
+	char				fatal[512];	/* the first problem that stops fsck */
 };
 
 static void progress(struct bch_fsck_ctx *ctx, unsigned pass, const char *what)
@@ -99,6 +100,9 @@ static enum bch_fsck_answer report(struct bch_fsck_ctx *ctx, enum bch_fsck_probl
 	}
 	fprintf(f, ": %s\n", fix > 0 ? "fixing" : fix == BCH_FSCK_CANNOT_FIX ||
 		(info->flags & (FSCK_FATAL | FSCK_NOFIX)) ? "cannot fix" : "not fixed");
+	if ((info->flags & FSCK_FATAL) && !o->fatal[0])
+		snprintf(o->fatal, sizeof(o->fatal), "%s%s%s: %s (%s): cannot fix", where,
+			 detail ? ": " : "", detail ? detail : "", info->msg, info->name);
 	return BCH_FSCK_ANSWER_NO;
 }
 
@@ -144,7 +148,7 @@ static void usage(FILE *f)
 "uncorrected, 8 operational error, 16 usage error, 32 cancelled.\n");
 }
 
-static void summary(struct bch_fsck_ctx *ctx, struct fsck_out *o, char **devs, unsigned nr,
+static void summary(struct bch_fsck_ctx *ctx, struct fsck_out *o, char * const *devs, unsigned nr,
 		    int exit_code)
 {
 	uint64_t found = bch_fsck_nr_found(ctx), fixed = bch_fsck_nr_fixed(ctx);
@@ -181,8 +185,19 @@ static void summary(struct bch_fsck_ctx *ctx, struct fsck_out *o, char **devs, u
 		json_u64(&j, "data_bytes_verified", o->files.data_bytes);
 		json_u64(&j, "peak_rss", (uint64_t)ru.ru_maxrss * 1024);
 		json_u64(&j, "exit_code", exit_code);
-		/* an operational error (exit 8): its message, also on stderr */
-		json_string(&j, "error", ctx->err_msg[0] && (exit_code & FSCK_EXIT_ERROR) ? ctx->err_msg : NULL);
+		/*
+		 * an operational error (8), a usage error (16) or a cancel (32):
+		 * what stopped fsck, also on stderr; null only when fsck ran to its end
+		 */
+		const char *err = NULL;
+		if (exit_code & (FSCK_EXIT_ERROR | FSCK_EXIT_USAGE))
+			err = ctx->err_msg[0] ? ctx->err_msg : o->fatal[0] ? o->fatal :
+			      cmd_err_last() ? cmd_err_last() :
+			      exit_code & FSCK_EXIT_USAGE ? "usage error (see bcachefs fsck --help)"
+							  : "operational error (see stderr)";
+		else if (exit_code & FSCK_EXIT_CANCELLED)
+			err = "cancelled: the user answered quit";
+		json_string(&j, "error", err);
 		json_end(&j);
 		return;
 	}
@@ -200,6 +215,15 @@ static void summary(struct bch_fsck_ctx *ctx, struct fsck_out *o, char **devs, u
 	       found, found == 1 ? "" : "s", fixed, found - fixed);
 	if (ctx->verbose)
 		printf("peak memory: %ld KiB\n", ru.ru_maxrss);
+}
+
+/* A usage error (exit 16, message printed): with --json, the summary says it too. */
+static int usage_fail(struct bch_fsck_ctx *ctx, struct fsck_out *o)
+{
+	if (o->json)
+		summary(ctx, o, NULL, 0, FSCK_EXIT_USAGE);
+	free(ctx);
+	return FSCK_EXIT_USAGE;
 }
 
 int cmd_fsck(int argc, char *argv[])
@@ -225,6 +249,9 @@ int cmd_fsck(int argc, char *argv[])
 
 	if (!ctx)
 		abort();
+	/* --json anywhere: a usage error found before getopt reaches it still ends in JSON */
+	for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+		o.json |= !strcmp(argv[i], "--json");
 	ctx->mode = BCH_FSCK_ASK;
 	ctx->report = report;
 	ctx->progress = progress;
@@ -248,8 +275,7 @@ int cmd_fsck(int argc, char *argv[])
 			    (dopts.set & ~((1ULL << Opt_degraded) | (1ULL << Opt_very_degraded)))) {
 				cmd_err("fsck", "-o %s: %s", optarg, dopts.set ? "fsck takes only "
 					"degraded and very_degraded" : oerr);
-				free(ctx);
-				return FSCK_EXIT_USAGE;
+				return usage_fail(ctx, &o);
 			}
 			break;
 		case 'h':
@@ -257,43 +283,44 @@ int cmd_fsck(int argc, char *argv[])
 			free(ctx);
 			return FSCK_EXIT_OK;
 		default:
-			usage(stderr);
-			free(ctx);
-			return FSCK_EXIT_USAGE;
+			usage(stderr);	/* getopt said what is wrong */
+			return usage_fail(ctx, &o);
 		}
 	if (modes > 1) {
 		cmd_err("fsck", "only one of -n, -y and -p");
-		free(ctx);
-		return FSCK_EXIT_USAGE;
+		return usage_fail(ctx, &o);
 	}
 	ctx->degraded = dopts.v[Opt_degraded] || dopts.v[Opt_very_degraded];
 	if (dopts.v[Opt_very_degraded] && ctx->mode != BCH_FSCK_NO) {
 		/* a btree node with no copy left would be "repaired" away */
 		cmd_err("fsck", "-o very_degraded checks only: use it with -n");
-		free(ctx);
-		return FSCK_EXIT_USAGE;
+		return usage_fail(ctx, &o);
 	}
 	if (optind == argc) {
-		cmd_err("fsck", "no devices given");
 		usage(stderr);
-		free(ctx);
-		return FSCK_EXIT_USAGE;
+		cmd_err("fsck", "no devices given");
+		return usage_fail(ctx, &o);
 	}
 	if (ctx->mode == BCH_FSCK_ASK && (!isatty(STDIN_FILENO) || o.json)) {
 		cmd_err("fsck", "need a terminal to ask about repairs; use -n, -p or -y");
-		free(ctx);
-		return FSCK_EXIT_USAGE;
+		return usage_fail(ctx, &o);
 	}
 
 	struct cmd_fs fs;
 	int rr = cmd_fs_resolve("fsck", argv + optind, argc - optind, &fs);
 	if (rr) {
+		int code = rr == EXIT_USAGE ? FSCK_EXIT_USAGE : FSCK_EXIT_ERROR;
+		if (o.json)
+			summary(ctx, &o, argv + optind, argc - optind, code);
 		free(ctx);
-		return rr == EXIT_USAGE ? FSCK_EXIT_USAGE : FSCK_EXIT_ERROR;
+		return code;
 	}
 	if (fs.mounted) {
 		/* the daemon holds the devices and changes them under us */
 		cmd_err("fsck", "%s: mounted (fusemount): unmount it first", fs.mnt);
+		if (o.json)
+			summary(ctx, &o, argv + optind, argc - optind, FSCK_EXIT_ERROR);
+		cmd_fs_free(&fs);
 		free(ctx);
 		return FSCK_EXIT_ERROR;
 	}
@@ -319,6 +346,9 @@ int cmd_fsck(int argc, char *argv[])
 		cmd_err("fsck", "%s", ctx->err_msg);
 		exit_code |= FSCK_EXIT_ERROR;
 	} else if (ret || ctx->fatal) {
+		if (ret && !ctx->fatal && o.json)	/* the JSON's "error"; text as it was */
+			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "reading the superblocks: %s",
+				 bch_err_str(ret));
 		exit_code |= FSCK_EXIT_ERROR;
 	}
 	free(sb);

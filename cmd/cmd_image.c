@@ -39,12 +39,20 @@ struct img {
 	bool		json;		/* --json (ls, stat) */
 	struct bch_json	*j;		/* ls --json: the document being written */
 	bool		check_only;	/* c is a read-only open: check, change nothing */
+	char		*script;	/* shell: stdin, read whole before the open */
 };
 
 typedef int (*verb_fn)(struct img *im, int argc, char **argv);
 
+/*
+ * A verb's failure on path: printed, EXIT_FAIL.  On the check pass (a
+ * read-only open) -EROFS means everything up to the write passed: EXIT_OK,
+ * nothing printed.
+ */
 static int verb_err(struct img *im, const char *verb, const char *path, int r)
 {
+	if (im->check_only && r == -EROFS)
+		return EXIT_OK;
 	/* the detail: which copy failed, or which library is missing */
 	if ((r == -EIO || r == -ELIBACC) && im->c->err_msg[0])
 		cmd_err("image", "%s: %s: %s (%s)", verb, path, strerror(-r), im->c->err_msg);
@@ -615,6 +623,23 @@ static int mkdir_p(struct img *im, const char *path, mode_t mode)
 	return r;
 }
 
+/* Check pass of mkdir: is parent (a path) one of argv[first..i) (trailing slashes aside)? */
+static bool made_before(char **argv, int first, int i, const char *parent)
+{
+	size_t pl = strlen(parent);
+
+	while (pl > 1 && parent[pl - 1] == '/')
+		pl--;
+	for (int k = first; k < i; k++) {
+		size_t n = strlen(argv[k]);
+		while (n > 1 && argv[k][n - 1] == '/')
+			n--;
+		if (n == pl && !strncmp(argv[k], parent, n))
+			return true;
+	}
+	return false;
+}
+
 static int verb_mkdir(struct img *im, int argc, char **argv)
 {
 	bool parents = false;
@@ -640,10 +665,12 @@ static int verb_mkdir(struct img *im, int argc, char **argv)
 		uint64_t dir;
 		char buf[4096], *name;
 		int r = parents ? mkdir_p(im, argv[i], mode) : split_path(im, argv[i], &dir, buf, sizeof(buf), &name);
+		if (r == -ENOENT && im->check_only && made_before(argv, optind, i, buf))
+			r = -EROFS;	/* its parent is one made by an earlier argument */
 		if (!r && !parents)
 			r = bch_fs_create(im->c, dir, name, S_IFDIR | mode, 0, getuid(), getgid(), NULL);
-		if (r)
-			ret = verb_err(im, "mkdir", argv[i], r);
+		if (r && verb_err(im, "mkdir", argv[i], r))
+			ret = EXIT_FAIL;
 	}
 	return ret;
 }
@@ -704,8 +731,8 @@ static int verb_rm(struct img *im, int argc, char **argv)
 			r = recursive ? rm_tree(im, dir, name, argv[i]) : bch_fs_unlink(im->c, dir, name);
 		if (r == -EISDIR && !recursive)
 			r = -EISDIR;
-		if (r && !(force && r == -ENOENT))
-			ret = verb_err(im, "rm", argv[i], r);
+		if (r && !(force && r == -ENOENT) && verb_err(im, "rm", argv[i], r))
+			ret = EXIT_FAIL;
 	}
 	return ret;
 }
@@ -779,8 +806,8 @@ static int verb_chmod(struct img *im, int argc, char **argv)
 		int r = bch_fs_lookup_path(im->c, argv[i], true, &inum);
 		if (!r)
 			r = bch_fs_setattr(im->c, inum, &sa);
-		if (r)
-			ret = verb_err(im, "chmod", argv[i], r);
+		if (r && verb_err(im, "chmod", argv[i], r))
+			ret = EXIT_FAIL;
 	}
 	return ret;
 }
@@ -844,8 +871,8 @@ static int verb_chown(struct img *im, int argc, char **argv)
 		int r = bch_fs_lookup_path(im->c, argv[i], false, &inum);
 		if (!r)
 			r = bch_fs_setattr(im->c, inum, &sa);
-		if (r)
-			ret = verb_err(im, "chown", argv[i], r);
+		if (r && verb_err(im, "chown", argv[i], r))
+			ret = EXIT_FAIL;
 	}
 	return ret;
 }
@@ -892,8 +919,8 @@ static int verb_touch(struct img *im, int argc, char **argv)
 			r = bch_fs_create(im->c, dir, name, S_IFREG | 0644, 0, getuid(), getgid(), &inum);
 		if (!r)
 			r = bch_fs_setattr(im->c, inum, &sa);
-		if (r)
-			ret = verb_err(im, "touch", argv[i], r);
+		if (r && verb_err(im, "touch", argv[i], r))
+			ret = EXIT_FAIL;
 	}
 	return ret;
 }
@@ -1092,12 +1119,22 @@ static int verb_import_tar(struct img *im, int argc, char **argv)
 {
 	if (argc < 2 || argc > 3)
 		return EXIT_USAGE;
-	if (!im->c)	/* dry run: arguments are fine; is libarchive there? */
+	if (!im->c) {	/* dry run: arguments are fine; is libarchive there? the archive? */
+		if (strcmp(argv[1], "-") && access(argv[1], R_OK)) {
+			cmd_err("image", "import-tar: %s: %s", argv[1], strerror(errno));
+			return EXIT_FAIL;
+		}
 		return tar_load("import-tar") ? EXIT_FAIL : EXIT_OK;
+	}
 	uint64_t dir = BCH_ROOT_INO;
+	struct stat st;
 	int r = argc == 3 ? bch_fs_lookup_path(im->c, argv[2], true, &dir) : 0;
+	if (!r && !(r = bch_fs_getattr(im->c, dir, &st)) && !S_ISDIR(st.st_mode))
+		r = -ENOTDIR;
 	if (r)
 		return verb_err(im, "import-tar", argv[2], r);
+	if (im->check_only)
+		return EXIT_OK;
 	return tar_import(im->c, argv[1], dir) ? EXIT_FAIL : EXIT_OK;
 }
 
@@ -1133,16 +1170,16 @@ static const struct verb {
 	{ "getfattr",	verb_getfattr, "n:d",	false, "[-n NAME] PATH...",	"show xattrs" },
 	{ "export-tar",	verb_export_tar, "", false, "TARFILE|- [PATH]",	"write a pax tar archive" },
 	{ "put",	verb_put, "r",	true,  "[-r] HOSTSRC PATH",	"copy in (directories whole)", true },
-	{ "mkdir",	verb_mkdir, "pm:",	true,  "[-p] [-m MODE] PATH...", "make directories" },
-	{ "rm",		verb_rm, "rRf",	true,  "[-rf] PATH...",		"remove files (-r: trees)" },
-	{ "mv",		verb_mv, "",	true,  "SRC DST",		"rename or move" },
-	{ "ln",		verb_ln, "s",	true,  "[-s] TARGET LINK",	"hard or symbolic link" },
-	{ "chmod",	verb_chmod, "",	true,  "MODE PATH...",		"change mode (octal)" },
-	{ "chown",	verb_chown, "",	true,  "USER[:GROUP] PATH...",	"change owner" },
-	{ "touch",	verb_touch, "d:",	true,  "[-d @SECONDS] PATH...",	"create or set times" },
+	{ "mkdir",	verb_mkdir, "pm:",	true,  "[-p] [-m MODE] PATH...", "make directories", true },
+	{ "rm",		verb_rm, "rRf",	true,  "[-rf] PATH...",		"remove files (-r: trees)", true },
+	{ "mv",		verb_mv, "",	true,  "SRC DST",		"rename or move", true },
+	{ "ln",		verb_ln, "s",	true,  "[-s] TARGET LINK",	"hard or symbolic link", true },
+	{ "chmod",	verb_chmod, "",	true,  "MODE PATH...",		"change mode (octal)", true },
+	{ "chown",	verb_chown, "",	true,  "USER[:GROUP] PATH...",	"change owner", true },
+	{ "touch",	verb_touch, "d:",	true,  "[-d @SECONDS] PATH...",	"create or set times", true },
 	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs", true },
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
-	{ "import-tar",	verb_import_tar, "", true, "TARFILE|- [PATH]",	"unpack a tar archive into the image" },
+	{ "import-tar",	verb_import_tar, "", true, "TARFILE|- [PATH]",	"unpack a tar archive into the image", true },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
 
@@ -1223,23 +1260,78 @@ static int split_line(char *line, char **argv, int max)
 	return argc;
 }
 
+/*
+ * Dry run of shell (no filesystem yet): read stdin whole, and check every
+ * line's words, verb and arguments as that verb's dry run does, so that a
+ * script with a bad line is refused before the open writes anything.  What
+ * a line finds in the image (a path missing) is known only when it runs.
+ */
+static int shell_check(struct img *im)
+{
+	size_t cap = 0, len = 0;
+	char buf[65536];
+	size_t n;
+
+	while ((n = fread(buf, 1, sizeof(buf), stdin)) > 0) {
+		if (len + n + 1 > cap) {
+			cap = 2 * (len + n + 1);
+			if (!(im->script = realloc(im->script, cap)))
+				abort();
+		}
+		memcpy(im->script + len, buf, n);
+		len += n;
+	}
+	if (!im->script && !(im->script = calloc(1, 1)))
+		abort();
+	im->script[len] = 0;
+
+	char *copy = strdup(im->script), *next = copy;
+	unsigned lineno = 0;
+	int r = EXIT_OK;
+	while (!r && next && *next) {
+		char *words[256], *line = next, *nl = strchr(next, '\n');
+		if (nl)
+			*nl = 0;
+		next = nl ? nl + 1 : NULL;
+		lineno++;
+		int nw = split_line(line, words, 255);
+		const struct verb *v = nw > 0 ? find_verb(words[0]) : NULL;
+		if (nw < 0) {
+			cmd_err("image", "shell: line %u: unbalanced quotes or too many words (nothing done)", lineno);
+			r = EXIT_USAGE;
+		} else if (nw && (!v || v->fn == verb_shell)) {
+			cmd_err("image", "shell: line %u: unknown verb '%s' (nothing done)", lineno, words[0]);
+			r = EXIT_USAGE;
+		} else if (nw) {
+			words[nw] = NULL;
+			if ((r = run_verb(im, v, nw, words)))
+				cmd_err("image", "shell: line %u (%s): nothing done", lineno, v->name);
+		}
+	}
+	free(copy);
+	return r;
+}
+
 static int verb_shell(struct img *im, int argc, char **argv)
 {
-	char *line = NULL;
-	size_t cap = 0;
+	char *line, *next;
 	unsigned lineno = 0;
 	(void)argc; (void)argv;
 
 	if (!im->c)
-		return EXIT_OK;
+		return shell_check(im);
 
-	while (getline(&line, &cap, stdin) > 0) {
+	for (next = im->script; next && *next; ) {
 		char *words[256];
+		char *nl = strchr(next, '\n');
+		line = next;
+		if (nl)
+			*nl = 0;
+		next = nl ? nl + 1 : NULL;
 		lineno++;
 		int n = split_line(line, words, 255);
 		if (n < 0) {
 			cmd_err("image", "shell: line %u: unbalanced quotes or too many words", lineno);
-			free(line);
 			return EXIT_USAGE;
 		}
 		if (!n)
@@ -1248,23 +1340,19 @@ static int verb_shell(struct img *im, int argc, char **argv)
 		const struct verb *v = find_verb(words[0]);
 		if (!v || v->fn == verb_shell) {
 			cmd_err("image", "shell: line %u: unknown verb '%s'", lineno, words[0]);
-			free(line);
 			return EXIT_USAGE;
 		}
 		if (v->rw && im->c->read_only) {
 			cmd_err("image", "shell: line %u: %s needs a writable filesystem", lineno, v->name);
-			free(line);
 			return EXIT_FAIL;
 		}
 		int r = run_verb(im, v, n, words);
 		if (r) {
 			cmd_err("image", "shell: line %u (%s) failed", lineno, v->name);
-			free(line);
 			return r;
 		}
 		fflush(stdout);
 	}
-	free(line);
 	return EXIT_OK;
 }
 
@@ -1398,6 +1486,7 @@ int cmd_image(int argc, char *argv[])
 	free_devs(devs);
 	int ret = run_verb(&im, v, vargc, vargv);
 	free(vargv);
+	free(im.script);
 	if (im.c->data_bad_copies)
 		fprintf(stderr, "bcachefs image: warning: %" PRIu64 " damaged copies of file data "
 			"found (read from another copy where there was one; run bcachefs fsck)\n",

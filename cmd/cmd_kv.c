@@ -37,6 +37,8 @@ static void usage(FILE *f)
 "key back.  Several keys given to one put, puthex or del are one atomic\n"
 "transaction.\n"
 "\n"
+"  -o degraded          members may be missing when the others hold a copy of\n"
+"                       everything (each missing one is named on stderr)\n"
 "  -b, --btree=NAME     btree (extents, inodes, dirents, xattrs, alloc, test;\n"
 "                       default test)\n"
 "      --unchecked      do not validate keys (to build images with invalid keys)\n"
@@ -82,9 +84,15 @@ int cmd_kv(int argc, char *argv[])
 	};
 	bool no_clean_close = false, unchecked = false;
 	int btree = BCH_BTREE_ID_test, o;
+	struct bch_opts opts;
 
-	while ((o = getopt_long(argc, argv, "+b:h", longopts, NULL)) != -1)
+	memset(&opts, 0, sizeof(opts));
+	while ((o = getopt_long(argc, argv, "+b:o:h", longopts, NULL)) != -1)
 		switch (o) {
+		case 'o':
+			if (cmd_open_opts_parse("kv", &opts, optarg))
+				return EXIT_USAGE;
+			break;
 		case 'b':
 			if ((btree = bch_btree_id_parse(optarg)) < 0) {
 				cmd_err("kv", "unknown btree '%s'", optarg);
@@ -146,12 +154,10 @@ int cmd_kv(int argc, char *argv[])
 	unsigned nr;
 	char *dev_arg[1] = { argv[1] };
 	char **devs = split_devs(dev_arg, 1, &nr);
-	struct bch_opts opts;
 	struct bch_fs *c;
 	char err[512];
 	int r;
 
-	memset(&opts, 0, sizeof(opts));
 	if (get || gethex)
 		bch_opt_set(&opts, Opt_read_only, 1);
 	if ((r = bch_fs_open(devs, nr, &opts, &c, err, sizeof(err)))) {
@@ -159,6 +165,7 @@ int cmd_kv(int argc, char *argv[])
 		free_devs(devs);
 		return EXIT_FAIL;
 	}
+	cmd_note_degraded("kv", c, devs, nr);
 	if (get || gethex) {
 		struct bch_bpos p;
 		struct bch_bkey *k;

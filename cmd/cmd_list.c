@@ -24,16 +24,17 @@
 #include "fsname.h"
 #include "journal.h"
 
-static int open_ro(const char *cmd, char **devs, unsigned nr, struct bch_fs **c)
+/* o: -o degraded / very_degraded as given (cmd_open_opts_parse) */
+static int open_ro(const char *cmd, char **devs, unsigned nr, struct bch_opts *o, struct bch_fs **c)
 {
-	struct bch_opts o;
 	char err[512];
 
-	memset(&o, 0, sizeof(o));
-	bch_opt_set(&o, Opt_read_only, 1);
-	int r = bch_fs_open(devs, nr, &o, c, err, sizeof(err));
+	bch_opt_set(o, Opt_read_only, 1);
+	int r = bch_fs_open(devs, nr, o, c, err, sizeof(err));
 	if (r)
 		cmd_err(cmd, "%s", err);
+	else
+		cmd_note_degraded(cmd, *c, devs, nr);
 	return r;
 }
 
@@ -178,7 +179,7 @@ static int fs_devs(const char *cmd, char * const *args, unsigned nr, struct cmd_
 static void list_usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs list [OPTION]... FS\n"
+"Usage: bcachefs list [OPTION]... [-o degraded] FS\n"
 "Print the keys (or nodes) of btrees, read-only.  FS: the member devices (as\n"
 "arguments or joined by ':') or UUID=<uuid>; a mounted filesystem is refused.\n"
 "\n"
@@ -188,6 +189,9 @@ static void list_usage(FILE *f)
 "  -e, --end=POS       last position; default max\n"
 "  -l, --level=N       keys of the nodes at level N (0: leaves)\n"
 "  -m, --mode=MODE     keys (default) or nodes\n"
+"  -o degraded         members may be missing when the others hold a copy of\n"
+"                      everything (each missing one is named on stderr);\n"
+"     very_degraded    even when some data has no copy left (its nodes fail)\n"
 "      --json          one JSON document: {\"version\", \"btrees\": [{\"btree\",\n"
 "                      \"keys\" or \"nodes\": [...]}]} (man bcachefs, JSON OUTPUT)\n"
 "  -h, --help          this text\n"
@@ -208,13 +212,19 @@ int cmd_list(int argc, char *argv[])
 		{ NULL }
 	};
 	struct list_args a = { POS_MIN, POS_MAX, -1, false, NULL };
+	struct bch_opts oo;
 	struct bch_json j;
 	bool json = false;
 	int btree = -1, opt;
 	char *end;
 
-	while ((opt = getopt_long(argc, argv, "b:s:e:l:m:h", longopts, NULL)) != -1)
+	memset(&oo, 0, sizeof(oo));
+	while ((opt = getopt_long(argc, argv, "b:s:e:l:m:o:h", longopts, NULL)) != -1)
 		switch (opt) {
+		case 'o':
+			if (cmd_open_opts_parse("list", &oo, optarg))
+				return EXIT_USAGE;
+			break;
 		case 'b':
 			if ((btree = bch_btree_id_parse(optarg)) < 0) {
 				cmd_err("list", "unknown btree '%s'", optarg);
@@ -266,7 +276,7 @@ int cmd_list(int argc, char *argv[])
 	unsigned nr = fs.nr;
 	char **devs = fs.devs;
 	struct bch_fs *c;
-	r = open_ro("list", devs, nr, &c);
+	r = open_ro("list", devs, nr, &oo, &c);
 	if (r) {
 		free_devs(devs);
 		return EXIT_FAIL;
@@ -373,7 +383,7 @@ static int print_jset(struct bch_fs *c, struct bch_jset *j, void *priv)
 static void list_journal_usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs list-journal [--json] FS\n"
+"Usage: bcachefs list-journal [--json] [-o degraded] FS\n"
 "Print the journal entries that replay would use (from the newest entry's\n"
 "last_seq to it), with their keys and roots.  Read-only.  FS: the member\n"
 "devices (as arguments or joined by ':') or UUID=<uuid>; a mounted\n"
@@ -381,6 +391,8 @@ static void list_journal_usage(FILE *f)
 "\n"
 "      --json   one JSON document: {\"version\", \"entries\": [{\"seq\", \"last_seq\",\n"
 "               \"bytes\", \"items\": [...]}]} (man bcachefs, JSON OUTPUT)\n"
+"  -o degraded  read the journal of the members given with others missing\n"
+"               (very_degraded: the same; each missing one is named on stderr)\n"
 "  -h, --help   this text\n"
 "\n"
 "Exit: 0 printed, 1 the journal could not be read, 16 usage error.\n");
@@ -393,12 +405,18 @@ int cmd_list_journal(int argc, char *argv[])
 		{ "help",  no_argument, NULL, 'h' },
 		{ NULL }
 	};
+	struct bch_opts oo;
 	struct bch_json js;
 	bool json = false;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+	memset(&oo, 0, sizeof(oo));
+	while ((opt = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1)
 		switch (opt) {
+		case 'o':
+			if (cmd_open_opts_parse("list-journal", &oo, optarg))
+				return EXIT_USAGE;
+			break;
 		case 'j':
 			json = true;
 			break;
@@ -424,11 +442,12 @@ int cmd_list_journal(int argc, char *argv[])
 	uint64_t newest;
 	char err[512];
 	/* no replay: the journal of a filesystem that cannot be opened can be read */
-	r = bch_fs_open_journal_only(devs, nr, &c, err, sizeof(err));
+	r = bch_fs_open_journal_only(devs, nr, &oo, &c, err, sizeof(err));
 
 	if (r)
 		cmd_err("list-journal", "%s", err);
 	if (!r) {
+		cmd_note_degraded("list-journal", c, devs, nr);
 		if (json) {
 			json_begin(&js, stdout, true);
 			json_open(&js, "entries", true);

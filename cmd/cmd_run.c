@@ -90,7 +90,7 @@ int cmd_run(const char *cmd, const struct cmd_fs *fs, const struct bch_opts *opt
 			devs[i] = strdup(fs->devs[i]);
 		if (code) {
 			free_devs(devs);
-			return code;
+			return code == CMD_CHECK_DONE ? EXIT_OK : code;
 		}
 	}
 	ret = bch_fs_open(devs, nr, opts, &c, err, sizeof(err));

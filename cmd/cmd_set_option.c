@@ -61,7 +61,7 @@ struct set_one {
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs set-fs-option [--NAME=VALUE...] FS\n"
+"Usage: bcachefs set-fs-option [--NAME=VALUE...] [-o degraded] FS\n"
 "Change filesystem options stored in the superblock; every member device's\n"
 "superblock is written.  FS: the member devices (DEVICE[:DEVICE...]...),\n"
 "or the mountpoint of a fusemount (the daemon changes them, and the mounted\n"
@@ -83,8 +83,13 @@ static void usage(FILE *f)
 "compression and copies until it is rewritten).\n"
 "Options fixed at format (block_size, btree_node_size, encoded_extent_max,\n"
 "str_hash, ...) are refused, as are open-time and per-device options.  When\n"
-"anything is refused nothing is written.\n"
+"anything is refused nothing is written; nor when every value given is the\n"
+"stored one already (\"unchanged\").\n"
 "\n"
+"  -o degraded       change the members present when others are missing and\n"
+"                    the present ones hold a copy of everything (each missing\n"
+"                    one is named on stderr; it takes the options of the\n"
+"                    others when it is given again)\n"
 "      --help        this text\n"
 "\n"
 "Exit: 0 changed, 1 refused or failed (option that cannot change, unknown\n"
@@ -133,10 +138,12 @@ static bool rebalance_opt(enum bch_opt_id id)
 
 /*
  * Parse the command line; returns the exit code on error, -1 to go on.
- * The body passes dev_args NULL: its argv holds no devices.
+ * The body passes dev_args and open NULL: its argv holds no devices, and
+ * -o (how the front opens the devices) is not passed on.
  */
 static int parse_args(int argc, char *argv[], struct set_one *set, unsigned *nr_set,
-		      char ***dev_args, unsigned *nr_dev_args, FILE *out, FILE *err)
+		      char ***dev_args, unsigned *nr_dev_args, struct bch_opts *open,
+		      FILE *out, FILE *err)
 {
 	unsigned nr_devs = 0;
 
@@ -157,6 +164,16 @@ static int parse_args(int argc, char *argv[], struct set_one *set, unsigned *nr_
 		if (!dev_args && (a[0] != '-' || !strcmp(a, "--"))) {
 			serr(out, err, "unexpected argument '%s'", a);
 			return EXIT_USAGE;
+		}
+		if (open && !strncmp(a, "-o", 2)) {
+			const char *list = a[2] ? a + 2 : i + 1 < argc ? argv[++i] : NULL;
+			if (!list) {
+				serr(out, err, "-o needs degraded or very_degraded");
+				return EXIT_USAGE;
+			}
+			if (cmd_open_opts_parse("set-fs-option", open, list))
+				return EXIT_USAGE;
+			continue;
 		}
 		if (!strcmp(a, "--")) {
 			while (++i < argc)
@@ -339,7 +356,7 @@ int cmd_set_fs_option_body(struct cmd_ctx *x, int argc, char **argv)
 	struct bch_opts after;
 	char names[1024];
 	unsigned nr_set;
-	int ret = parse_args(argc, argv, set, &nr_set, NULL, NULL, x->out, x->err);
+	int ret = parse_args(argc, argv, set, &nr_set, NULL, NULL, NULL, x->out, x->err);
 
 	if (ret >= 0)
 		return ret;
@@ -362,24 +379,34 @@ int cmd_set_fs_option_body(struct cmd_ctx *x, int argc, char **argv)
  * Offline, invariant (1): check everything that needs the filesystem on a
  * read-only open, so that a refusal writes nothing.  -1 to go on.
  */
-static int check_offline(const struct cmd_fs *fs, struct set_one *set, unsigned nr_set)
+static int check_offline(const struct cmd_fs *fs, const struct bch_opts *open,
+			 struct set_one *set, unsigned nr_set)
 {
 	struct cmd_ctx x = { .cmd = "set-fs-option", .out = stdout, .err = stderr };
-	struct bch_opts ro_opts, after;
+	struct bch_opts ro_opts = *open, before, after;
 	char names[1024], err[512];
 	struct bch_fs *c;
 	int ret;
 
 	dev_names(fs->devs, fs->nr, names, sizeof(names));
-	memset(&ro_opts, 0, sizeof(ro_opts));
 	bch_opt_set(&ro_opts, Opt_read_only, 1);
 	if (bch_fs_open(fs->devs, fs->nr, &ro_opts, &c, err, sizeof(err))) {
 		cmd_err("set-fs-option", "%s", err);
 		return EXIT_FAIL;
 	}
 	ret = resolve(&x, c, names, set, nr_set, &after);
+	/* every value is the stored one already: nothing to write (not even the open's) */
+	bch_opts_from_sb(&before, c->sb);
+	bool same = ret < 0;
+	for (unsigned i = 0; same && i < nr_set; i++)
+		same = before.v[set[i].id] == set[i].v;
+	for (unsigned i = 0; same && i < nr_set; i++) {
+		char v[128];
+		value_text(c, set[i].id, set[i].v, v, sizeof(v));
+		printf("%s: %s -> %s (unchanged)\n", bch_opt_table[set[i].id].name, v, v);
+	}
 	bch_fs_close(c);
-	return ret;
+	return same ? EXIT_OK : ret;
 }
 
 int cmd_set_fs_option(int argc, char *argv[])
@@ -388,13 +415,15 @@ int cmd_set_fs_option(int argc, char *argv[])
 	struct cmd_fs fs = { 0 };
 	char **dev_args, **bargv = NULL;
 	unsigned nr_set, nr_dev_args;
-	int ret = parse_args(argc, argv, set, &nr_set, &dev_args, &nr_dev_args, stdout, stderr);
+	struct bch_opts open;
+	memset(&open, 0, sizeof(open));
+	int ret = parse_args(argc, argv, set, &nr_set, &dev_args, &nr_dev_args, &open, stdout, stderr);
 
 	if (ret >= 0)
 		goto out;
 	if ((ret = cmd_fs_resolve("set-fs-option", dev_args, nr_dev_args, &fs)))
 		goto out;
-	if (!fs.mounted && (ret = check_offline(&fs, set, nr_set)) >= 0)
+	if (!fs.mounted && (ret = check_offline(&fs, &open, set, nr_set)) >= 0)
 		goto out;
 
 	/* the body's argv: the options, spelled one way, without the devices */
@@ -405,7 +434,7 @@ int cmd_set_fs_option(int argc, char *argv[])
 	for (unsigned i = 0; i < nr_set; i++)
 		if (asprintf(&bargv[i + 1], "--%s=%s", bch_opt_table[set[i].id].name, set[i].arg) < 0)
 			abort();
-	ret = cmd_run("set-fs-option", &fs, NULL, nr_set + 1, bargv);
+	ret = cmd_run("set-fs-option", &fs, &open, nr_set + 1, bargv);
 out:
 	free_devs(bargv);
 	cmd_fs_free(&fs);

@@ -583,12 +583,14 @@ out:
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs show-super [OPTION]... DEVICE[:DEVICE...] | UUID=<uuid> | MOUNTPOINT\n"
+"Usage: bcachefs show-super [OPTION]... [-o degraded] DEVICE[:DEVICE...] | UUID=<uuid> | MOUNTPOINT\n"
 "Print the superblock of a bcachefs device or image file (read-only).  Several\n"
 "devices, UUID=<uuid> (block devices are scanned for its members) or the\n"
 "mountpoint of a fusemount (its devices): each device's in turn.\n"
 "\n"
 "  -l, --layout   also print where the superblock copies live\n"
+"  -o degraded    accepted as by the other commands: show-super reads each\n"
+"                 device given on its own, so members missing never stop it\n"
 "      --json     one JSON document (man bcachefs, JSON OUTPUT; several\n"
 "                 devices: under \"superblocks\")\n"
 "  -h, --help     this text\n"
@@ -606,10 +608,16 @@ int cmd_show_super(int argc, char *argv[])
 		{ NULL }
 	};
 	bool layout = false, json = false;
+	struct bch_opts oo;
 	int opt;
 
-	while ((opt = getopt_long(argc, argv, "lh", longopts, NULL)) != -1)
+	memset(&oo, 0, sizeof(oo));
+	while ((opt = getopt_long(argc, argv, "lo:h", longopts, NULL)) != -1)
 		switch (opt) {
+		case 'o':
+			if (cmd_open_opts_parse("show-super", &oo, optarg))
+				return EXIT_USAGE;
+			break;
 		case 'l':
 			layout = true;
 			break;

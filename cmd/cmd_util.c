@@ -16,7 +16,10 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "cmds.h"
+#include "opts.h"
 #include "super.h"
+
+static char last_err[1024];
 
 void cmd_err(const char *cmd, const char *fmt, ...)
 {
@@ -28,6 +31,30 @@ void cmd_err(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, args);
 	va_end(args);
 	fputc('\n', stderr);
+	va_start(args, fmt);
+	vsnprintf(last_err, sizeof(last_err), fmt, args);
+	va_end(args);
+}
+
+const char *cmd_err_last(void)
+{
+	return last_err[0] ? last_err : NULL;
+}
+
+int cmd_open_opts_parse(const char *cmd, struct bch_opts *o, const char *arg)
+{
+	uint64_t allowed = (1ULL << Opt_degraded) | (1ULL << Opt_very_degraded);
+	char err[256];
+
+	if (bch_opts_parse_list(o, arg, OPT_MOUNT, err, sizeof(err))) {
+		cmd_err(cmd, "-o %s: %s (%s takes degraded and very_degraded)", arg, err, cmd);
+		return EXIT_USAGE;
+	}
+	if (o->set & ~allowed) {
+		cmd_err(cmd, "-o %s: %s takes only degraded and very_degraded", arg, cmd);
+		return EXIT_USAGE;
+	}
+	return 0;
 }
 
 void cmd_note_degraded(const char *cmd, struct bch_fs *c, char * const *devs, unsigned nr)

@@ -67,8 +67,20 @@ int cmd_set_fs_option_body(struct cmd_ctx *x, int argc, char **argv);
 struct bch_fs;
 int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human);
 
+/*
+ * -o ARG of a command that reads (fs usage, list, list-journal, show-super,
+ * kv) or whose open is refused for a missing member with "-o degraded opens
+ * it" (set-fs-option, data rebalance): the open options degraded and
+ * very_degraded, comma-separated, into *o.  0, or EXIT_USAGE after a message
+ * naming cmd (any other option: "CMD takes only degraded and very_degraded").
+ */
+struct bch_opts;
+int cmd_open_opts_parse(const char *cmd, struct bch_opts *o, const char *arg);
+
 /* Print "bcachefs CMD: msg\n" on stderr. */
 void cmd_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last message cmd_err printed (without "bcachefs CMD: "), NULL if none: for a JSON "error". */
+const char *cmd_err_last(void);
 
 /*
  * Opened with members missing (-o degraded): one line on stderr per missing

@@ -776,8 +776,8 @@ int bch_fs_close(struct bch_fs *c)
 	return r;
 }
 
-int bch_fs_open_journal_only(char * const *paths, unsigned nr, struct bch_fs **ret,
-			     char *err, size_t errlen)
+int bch_fs_open_journal_only(char * const *paths, unsigned nr, const struct bch_opts *opts,
+			     struct bch_fs **ret, char *err, size_t errlen)
 {
 	struct bch_fs *c = calloc(1, sizeof(*c));
 	int r;
@@ -788,6 +788,10 @@ int bch_fs_open_journal_only(char * const *paths, unsigned nr, struct bch_fs **r
 	bch_opts_default(&c->opts);
 	c->read_only = true;
 	bch_opt_set(&c->opts, Opt_read_only, 1);
+	if (opts && opts->v[Opt_degraded])
+		bch_opt_set(&c->opts, Opt_degraded, 1);
+	if (opts && opts->v[Opt_very_degraded])
+		bch_opt_set(&c->opts, Opt_very_degraded, 1);
 	if (!nr)
 		r = bch_fs_err(c, -EINVAL, "no devices");
 	else if (!(r = open_devices(c, paths, nr)) && !(r = missing_refusal(c))) {

@@ -43,10 +43,11 @@ int bch_fs_close(struct bch_fs *c);
 /*
  * Open read-only with only the superblock and the journal set up (no btree,
  * no replay): for reading the journal of a filesystem that will not open.
- * Close with bch_fs_close().
+ * opts (may be NULL): only degraded and very_degraded are read (members may
+ * be missing).  Close with bch_fs_close().
  */
-int bch_fs_open_journal_only(char * const *paths, unsigned nr, struct bch_fs **ret,
-			     char *err, size_t errlen);
+int bch_fs_open_journal_only(char * const *paths, unsigned nr, const struct bch_opts *opts,
+			     struct bch_fs **ret, char *err, size_t errlen);
 
 /* Give freshly formatted devices an empty root node for every btree, closed clean. */
 int bch_fs_init_empty(char * const *paths, unsigned nr, char *err, size_t errlen);
