@@ -252,7 +252,15 @@ static int check_replicas(struct bch_fs *c, const struct bch_opts *o, char *err,
 	};
 	for (unsigned i = 0; i < sizeof(r) / sizeof(r[0]); i++) {
 		const char *name = bch_opt_table[r[i].id].name;
-		if (o->v[r[i].id] > durable) {
+		/* metadata copies on one device (format version 2): two per device */
+		bool two_per_dev = r[i].id == Opt_metadata_replicas && bch_fs_has_v2(c);
+		if (two_per_dev && o->v[r[i].id] > 2 * durable) {
+			snprintf(err, len, "%s=%" PRIu64 " needs %" PRIu64 " read-write devices of "
+				 "durability 1 or more, two copies per device at most (the filesystem "
+				 "has %u)", name, o->v[r[i].id], (o->v[r[i].id] + 1) / 2, durable);
+			return -1;
+		}
+		if (!two_per_dev && o->v[r[i].id] > durable) {
 			snprintf(err, len, "%s=%" PRIu64 " needs %" PRIu64 " read-write devices of "
 				 "durability 1 or more, one per copy (the filesystem has %u)",
 				 name, o->v[r[i].id], o->v[r[i].id], durable);
