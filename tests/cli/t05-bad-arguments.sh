@@ -15,10 +15,12 @@ bad --block-size=64k --btree-node-size=32k a.img
 bad --bucket-size=4k --btree-node-size=256k a.img
 # more copies than devices to hold them: refused before any image is made
 bad --replicas=2 --fs-size=256M new.img
-expect_in err 'metadata_replicas=2 needs 2 devices of durability 1 or more'
+expect_in err 'data_replicas=2 needs 2 devices of durability 1 or more'
 bad --data-replicas=2 a.img
 expect_in err 'data_replicas=2 needs 2 devices'
-bad --durability=2 --metadata-replicas=2 a.img
+# a device of durability 2 still holds two copies of metadata at most
+bad --durability=2 --metadata-replicas=3 a.img
+expect_in err 'metadata_replicas=3 needs 2 devices .*two copies per device at most'
 # small nodes with buckets too small for a 1 MiB write's keys, or for the journal
 bad --btree-node-size=4k --bucket-size=16k a.img
 expect_in err 'bucket size 16k is too small .*half a btree node.*--bucket-size=64k'
