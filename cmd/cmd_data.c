@@ -357,8 +357,9 @@ static int cmd_data_rebalance(int argc, char *argv[])
 
 	struct cmd_fs fs;
 	int ret = cmd_fs_resolve("data rebalance", argv + optind, argc - optind, &fs);
-	if (!ret && !fs.mounted)
-		ret = nothing_to_do(&fs, &open, json);
+	/* a mounted filesystem's daemon decides; offline, nothing to do writes nothing */
+	if (!ret)
+		ret = fs.mounted ? -1 : nothing_to_do(&fs, &open, json);
 	if (ret == -1)
 		ret = cmd_run("data rebalance", &fs, &open, bargc, bargv);
 	cmd_fs_free(&fs);
