@@ -84,14 +84,19 @@ static void usage(FILE *f)
 		   "fusemount, or (image setattr) a path inside an unmounted filesystem.\n"
 		   "A directory's descendants that inherited the old value take the new one,\n"
 		   "and files created in it later inherit it.\n\nOptions:\n");
-	for (unsigned id = 0; id < BCH_OPT_NR; id++)
-		if (bch_fs_is_inode_opt(bch_opt_table[id].name))
-			fprintf(f, "  --%-24s %s\n", bch_opt_table[id].name, bch_opt_table[id].help);
-	fprintf(f, "  --OPTION=- (or --OPTION=)  inherit that option again (remove it)\n"
-		   "  --remove-all               remove every per-file option first\n"
-		   "  -h, --help                 this text\n"
-		   "The values in use (own or inherited) are the read-only xattrs\n"
-		   "bcachefs_effective.OPTION (getfattr -d -m - PATH).\n");
+	for (unsigned id = 0; id < BCH_OPT_NR; id++) {
+		char opt[64];
+		if (!bch_fs_is_inode_opt(bch_opt_table[id].name))
+			continue;
+		snprintf(opt, sizeof(opt), "--%s=VALUE", bch_opt_table[id].name);
+		fprintf(f, "  %-30s %s\n", opt, bch_opt_table[id].help);
+	}
+	fprintf(f, "  --OPTION=- (or --OPTION=)      inherit that option again (remove it)\n"
+		   "  --remove-all                   remove every per-file option first\n"
+		   "  -h, --help                     this text\n"
+		   "The value a file uses (its own or inherited, else the filesystem's) is\n"
+		   "the read-only xattr bcachefs_effective.OPTION\n"
+		   "(getfattr -n bcachefs_effective.compression PATH).\n");
 }
 
 /* Parse argv[first..argc) into a; 0 or EXIT_USAGE after a message (EXIT_OK: help shown). */
