@@ -271,16 +271,18 @@ static void path_err(struct sa_ctx *x, const char *path, const char *what, int r
 {
 	if (x->check_only && r == -EROFS)
 		return;		/* everything before the write passed */
-	if (x->c && x->c->err_msg[0])
+	if (x->c && x->c->err_msg[0]) {
 		cmd_err(x->cmd, "%s: %s: %s", path, what, x->c->err_msg);
-	else if (r == -EINVAL)
+		x->c->err_msg[0] = 0;	/* said: not the reason of a later failure */
+	} else if (r == -EINVAL) {
 		cmd_err(x->cmd, "%s: %s: %s (a label or device the filesystem does not have?)",
 			path, what, strerror(-r));
-	else if (r == -EPERM)
+	} else if (r == -EPERM) {
 		cmd_err(x->cmd, "%s: %s: %s (only the file's owner or root may change its options)",
 			path, what, strerror(-r));
-	else
+	} else {
 		cmd_err(x->cmd, "%s: %s: %s", path, what, strerror(-r));
+	}
 	x->ret = EXIT_FAIL;
 }
 
