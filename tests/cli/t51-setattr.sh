@@ -106,6 +106,13 @@ expect_not_in out 'compression=|data_replicas'
 expect_rc 0 $B image setattr $I --remove-all /d/sub
 expect_rc 0 $B image getfattr $I /d/sub
 expect_not_in out bcachefs
+# --remove-all with a new value: everything else goes, the one given stays;
+# image shell runs the verb too
+printf 'setattr --data-checksum=xxhash64 /d/own\nsetattr --remove-all --compression=gzip /d/own\n' |
+	$B image shell $I || fail "image shell setattr"
+expect_rc 0 $B image getfattr $I /d/own
+expect_in out '^bcachefs.compression="gzip"$'
+expect_not_in out 'data_checksum'
 expect_rc 0 $B fsck -n $I
 
 # ---- through a fusemount
