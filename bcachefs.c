@@ -54,6 +54,7 @@ static const struct command commands[] = {
 	{ "fs",		 cmd_fs,	 "fs usage: space used and free per device and data type", "Files" },
 	{ "data",	 cmd_data,	 "data rebalance, rereplicate, scrub: move, copy and check data", "Files" },
 	{ "device",	 cmd_device,	 "Add, remove, evacuate, resize members; set their state or label", "Devices" },
+	{ "setattr",	 cmd_setattr,	 "Set per-file options (compression, targets, ...) of files", "Files" },
 	{ "fusemount",	 cmd_fusemount,	 "Mount through FUSE (no kernel driver)", "Files" },
 	{ "fsck",	 cmd_fsck,	 "Check and repair a filesystem (exit codes of fsck(8))", "Repair" },
 	{ "help-opts",	 cmd_help_opts,	 "List every filesystem option (--man: roff)",	"Other" },

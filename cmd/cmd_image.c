@@ -966,9 +966,7 @@ static int verb_getfattr(struct img *im, int argc, char **argv)
 			continue;
 		}
 		printf("# file: %s\n", argv[i]);
-		for (ssize_t off = 0; off < len; off += strlen(names + off) + 1) {
-			if (only && strcmp(only, names + off))
-				continue;
+		for (ssize_t off = 0; !only && off < len; off += strlen(names + off) + 1) {
 			ssize_t n = bch_fs_getxattr(im->c, inum, names + off, val, 65536);
 			if (n < 0)
 				continue;
@@ -976,10 +974,17 @@ static int verb_getfattr(struct img *im, int argc, char **argv)
 			print_value(val, n);
 			printf("\n");
 		}
+		/* -n asks by name, as getfattr(1) does: also names listxattr leaves out
+		 * (bcachefs_effective.* of options the file takes from the filesystem) */
 		if (only) {
 			ssize_t n = bch_fs_getxattr(im->c, inum, only, val, 65536);
-			if (n < 0)
+			if (n < 0) {
 				ret = verb_err(im, "getfattr", only, (int)n);
+			} else {
+				printf("%s=", only);
+				print_value(val, n);
+				printf("\n");
+			}
 		}
 		printf("\n");
 	}
@@ -1115,6 +1120,12 @@ static int verb_setopt(struct img *im, int argc, char **argv)
 	return ret;	/* dry run (no filesystem): arguments are fine */
 }
 
+/* setattr: bcachefs setattr's options and walk (cmd_setattr.c) on the image */
+static int verb_setattr(struct img *im, int argc, char **argv)
+{
+	return cmd_setattr_image(im->c, im->check_only, argc, argv);
+}
+
 static int verb_import_tar(struct img *im, int argc, char **argv)
 {
 	if (argc < 2 || argc > 3)
@@ -1161,6 +1172,7 @@ static const struct verb {
 	const char	*args;
 	const char	*help;
 	bool		check;		/* checked on a read-only open before the read-write one */
+	bool		longopts;	/* takes --NAME=VALUE options before the device too */
 } verbs[] = {
 	{ "ls",		verb_ls, "lRa",	false, "[-lRa] [--json] [PATH...]", "list directories" },
 	{ "cat",	verb_cat, "",	false, "PATH...",		"print files" },
@@ -1179,6 +1191,7 @@ static const struct verb {
 	{ "touch",	verb_touch, "d:",	true,  "[-d @SECONDS] PATH...",	"create or set times", true },
 	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs", true },
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
+	{ "setattr",	verb_setattr, "",	true,  "[--OPT=VALUE]... PATH...", "per-file options as bcachefs setattr", true, true },
 	{ "import-tar",	verb_import_tar, "", true, "TARFILE|- [PATH]",	"unpack a tar archive into the image", true },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
@@ -1394,6 +1407,8 @@ int cmd_image(int argc, char *argv[])
 				free(vargv);
 				return EXIT_USAGE;
 			}
+		} else if (dev_idx < 0 && v->longopts && a[0] == '-' && a[1] == '-' && a[2]) {
+			vargv[vargc++] = argv[i];	/* the verb parses them */
 		} else if (dev_idx < 0 && a[0] == '-' && a[1] && a[1] != '-') {
 			/* a verb option before the device (with its argument, if it takes one) */
 			const char *o = strchr(v->optstr, a[1]);

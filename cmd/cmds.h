@@ -38,6 +38,14 @@ int cmd_data_rereplicate(int argc, char *argv[]);	/* cmd_device.c */
 int cmd_unlock(int argc, char *argv[]);			/* cmd_crypt.c */
 int cmd_set_passphrase(int argc, char *argv[]);
 int cmd_remove_passphrase(int argc, char *argv[]);
+int cmd_setattr(int argc, char *argv[]);
+/*
+ * image setattr (cmd_setattr.c): argv as `setattr [--OPTION=VALUE]... PATH...`
+ * on the open filesystem c (NULL: check the arguments only; check_only: a
+ * read-only open, check the PATHs and values, change nothing).  Exit code.
+ */
+struct bch_fs;
+int cmd_setattr_image(struct bch_fs *c, bool check_only, int argc, char **argv);
 /*
  * Before a command changes anything (fsck's superblock repairs): when devs
  * hold an encrypted filesystem with a passphrase, find its key now (keyring,

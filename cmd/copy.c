@@ -19,6 +19,7 @@
 #include "cmds.h"
 #include "copy.h"
 #include "fs_ops.h"
+#include "xattr_effective.h"
 
 #define BUF_SIZE	(1U << 20)
 
@@ -258,6 +259,8 @@ static int copy_in_xattrs(struct copy_ctx *x, const char *src, uint64_t inum)
 	len = llistxattr(src, names, len);
 	for (ssize_t off = 0; len > 0 && off < len; off += strlen(names + off) + 1) {
 		const char *n = names + off;
+		if (bch_xattr_is_effective(n))
+			continue;	/* a view of the options, not kept: nothing to copy */
 		ssize_t vl = lgetxattr(src, n, val, BUF_SIZE);
 		if (vl < 0) {
 			warn(x, "reading xattrs of %s", src, errno);
@@ -475,7 +478,7 @@ static void copy_out_xattrs(struct copy_ctx *x, uint64_t inum, int fd, const cha
 	len = bch_fs_listxattr(x->c, inum, names, len);
 	for (ssize_t off = 0; len > 0 && off < len; off += strlen(names + off) + 1) {
 		const char *n = names + off;
-		ssize_t vl = bch_fs_getxattr(x->c, inum, n, x->buf, BUF_SIZE);
+		ssize_t vl = bch_xattr_is_effective(n) ? -1 : bch_fs_getxattr(x->c, inum, n, x->buf, BUF_SIZE);
 		if (vl < 0)
 			continue;
 		int r;

@@ -20,6 +20,7 @@
 #include "cmds.h"
 #include "fs_ops.h"
 #include "tar.h"
+#include "xattr_effective.h"
 
 #define BUF_SIZE	(1U << 20)
 
@@ -444,6 +445,8 @@ static int export_one(struct export *x, uint64_t inum, const char *path)
 		char *names = malloc(len);
 		len = bch_fs_listxattr(x->c, inum, names, len);
 		for (ssize_t off = 0; len > 0 && off < len; off += strlen(names + off) + 1) {
+			if (bch_xattr_is_effective(names + off))
+				continue;	/* a view of the options, not kept */
 			ssize_t vl = bch_fs_getxattr(x->c, inum, names + off, x->buf, BUF_SIZE);
 			if (vl >= 0)
 				la->entry_xattr_add_entry(e, names + off, x->buf, vl);

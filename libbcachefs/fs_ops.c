@@ -43,6 +43,7 @@
 #include "rebalance.h"
 #include "str_hash.h"
 #include "super.h"
+#include "xattr_effective.h"
 
 #define MAX_FILE_SIZE		((uint64_t)INT64_MAX)
 #define WRITE_CHUNK		(1U << 20)	/* bytes of data per transaction */
@@ -1929,6 +1930,8 @@ ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void 
 
 	if (is_inode_opt_xattr(name))
 		return inode_opt_xattr_get(c, inum, name + strlen(INODE_OPT_PREFIX), buf, size);
+	if (bch_xattr_is_effective(name))
+		return bch_xattr_effective_get(c, inum, name, buf, size);
 	int r = xattr_parse(name, &xk);
 	if (r)
 		return r == -EOPNOTSUPP ? -ENODATA : r;
@@ -1979,6 +1982,8 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 
 	if (is_inode_opt_xattr(name))
 		return inode_opt_xattr_set(c, inum, name + strlen(INODE_OPT_PREFIX), val, size, flags);
+	if (bch_xattr_is_effective(name))
+		return bch_xattr_effective_set(c, name);
 	int r = xattr_parse(name, &xk);
 	if (r)
 		return r;
@@ -2079,7 +2084,8 @@ ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size
 	bch_btree_iter_exit(&it);
 	if (err)
 		return ret_errno(err);
-	if (total == (size_t)-ERANGE || (err = inode_opt_xattr_list(&i, buf, size, &total)))
+	if (total == (size_t)-ERANGE || (err = inode_opt_xattr_list(&i, buf, size, &total)) ||
+	    (err = bch_xattr_effective_list(&i, buf, size, &total)))
 		return -ERANGE;
 	return (ssize_t)total;
 }
@@ -2096,6 +2102,8 @@ int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 		int id = inode_opt_lookup(name + strlen(INODE_OPT_PREFIX));
 		return id < 0 ? -ENODATA : inode_opt_set(c, inum, id, NULL, 0, true);
 	}
+	if (bch_xattr_is_effective(name))
+		return bch_xattr_effective_set(c, name);
 	int r = xattr_parse(name, &xk);
 	if (r)
 		return r == -EOPNOTSUPP ? -ENODATA : r;

@@ -134,7 +134,9 @@ int bch_fs_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn 
 
 /*
  * xattrs by full name ("user.x", "trusted.x", "security.x", "system.posix_acl_*",
- * and the per-file options "bcachefs.<option>", below)
+ * the per-file options "bcachefs.<option>", below, and the read-only
+ * "bcachefs_effective.<option>" of xattr_effective.h: get and list only,
+ * set and remove -EOPNOTSUPP)
  */
 ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void *buf, size_t size);
 int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,

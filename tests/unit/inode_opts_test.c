@@ -17,6 +17,8 @@
  *     background_compression of a written file records its work in the
  *     same change, and a run moves / recompresses its data (and a file
  *     created in a directory with them is moved after its write);
+ *   - bcachefs_effective.<option> (xattr_effective.h): own, inherited and
+ *     filesystem values, what is listed, set/remove refused;
  *   - inode key validation of the option fields;
  *   - fsck -n clean at the end.
  * Data: a fixed pattern (no randomness).
@@ -42,6 +44,7 @@
 #include "move.h"
 #include "rebalance.h"
 #include "super.h"
+#include "xattr_effective.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
@@ -178,7 +181,13 @@ Test(inode_opts, set_get_list_remove)
 		expect_x(f, all_opts[i].name, all_opts[i].shown);
 		snprintf(want + strlen(want), sizeof(want) - strlen(want), " %s", all_opts[i].name);
 	}
-	/* the options after the xattrs of the btree, in a fixed order */
+	/* the options after the xattrs of the btree, in a fixed order, then the
+	 * effective names of the same options (xattr_effective.h), table order */
+	snprintf(want + strlen(want), sizeof(want) - strlen(want), "%s",
+		 " bcachefs_effective.data_replicas bcachefs_effective.data_checksum"
+		 " bcachefs_effective.compression bcachefs_effective.background_compression"
+		 " bcachefs_effective.foreground_target bcachefs_effective.background_target"
+		 " bcachefs_effective.promote_target");
 	list_names(f, names, sizeof(names));
 	cr_assert_str_eq(names, want);
 	cr_assert_eq(bch_fs_listxattr(c, f, names, strlen("user.x") + 1 + 3), -ERANGE);
@@ -208,6 +217,90 @@ Test(inode_opts, set_get_list_remove)
 	cr_assert(bch_fs_is_inode_opt("promote_target"));
 	cr_assert(!bch_fs_is_inode_opt("metadata_target"));
 	cr_assert(!bch_fs_is_inode_opt("str_hash"));
+}
+
+/*
+ * bcachefs_effective.<option>: the file's own value (set or inherited when
+ * it was made), else the filesystem's (foreground_target ssd from format,
+ * the defaults for the rest); listed only where the inode has a value;
+ * set and remove refused with ENOTSUP; the shown values parse back.
+ */
+Test(inode_opts, effective)
+{
+	uint64_t d = mk(BCH_ROOT_INO, "d", S_IFDIR | 0755), l;
+	char names[1024], fsval[64], buf[64];
+
+	cr_assert_eq(setx(d, "bcachefs.compression", "zstd:3", 0), 0, "%s", c->err_msg);
+	cr_assert_eq(setx(d, "bcachefs.background_target", "hdd", 0), 0, "%s", c->err_msg);
+	uint64_t f = mk(d, "f", S_IFREG | 0644), g = mk(d, "g", S_IFREG | 0644);
+	cr_assert_eq(setx(g, "bcachefs.compression", "lz4", 0), 0);
+	cr_assert_eq(bch_fs_symlink(c, d, "l", "f", 0, 0, &l), 0);
+
+	/* own, inherited, the filesystem's */
+	expect_x(d, "bcachefs_effective.compression", "zstd:3");
+	expect_x(f, "bcachefs_effective.compression", "zstd:3");
+	expect_x(g, "bcachefs_effective.compression", "lz4");
+	expect_x(f, "bcachefs_effective.background_target", "hdd");
+	expect_x(BCH_ROOT_INO, "bcachefs_effective.compression", "none");
+	expect_x(BCH_ROOT_INO, "bcachefs_effective.background_target", "none");
+	expect_x(f, "bcachefs_effective.foreground_target", "ssd");
+	bch_opt_to_text(Opt_data_checksum, c->opts.v[Opt_data_checksum], fsval, sizeof(fsval));
+	expect_x(f, "bcachefs_effective.data_checksum", fsval);
+	/* what the data path is given, for every option */
+	struct bch_inode fi;
+	struct bch_io_opts o;
+	cr_assert_eq(bch_inode_get(c, f, &fi), 0);
+	bch_io_opts_get(c, &fi, &o);
+	bch_opt_to_text(Opt_compression, o.compression, fsval, sizeof(fsval));
+	cr_assert_eq(bch_inode_opt_effective_text(c, &fi, Opt_compression, buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, fsval);
+	snprintf(fsval, sizeof(fsval), "%u", o.replicas);
+	expect_x(f, "bcachefs_effective.data_replicas", fsval);
+	cr_assert_eq(bch_inode_opt_effective_text(c, &fi, Opt_metadata_target, buf, sizeof(buf)), -EINVAL);
+
+	/* listed only for the options the inode carries */
+	list_names(BCH_ROOT_INO, names, sizeof(names));
+	cr_assert_str_eq(names, "");
+	list_names(f, names, sizeof(names));
+	cr_assert_str_eq(names, "bcachefs.background_target bcachefs.compression "
+			 "bcachefs_effective.compression bcachefs_effective.background_target");
+	cr_assert_eq(bch_fs_getxattr(c, f, "bcachefs_effective.compression", buf, 3), -ERANGE);
+
+	/* not options, or no options taken */
+	cr_assert_eq(bch_fs_getxattr(c, f, "bcachefs_effective.metadata_target", buf, sizeof(buf)), -ENODATA);
+	cr_assert_eq(bch_fs_getxattr(c, f, "bcachefs_effective.", buf, sizeof(buf)), -ENODATA);
+	cr_assert_eq(bch_fs_getxattr(c, f, "bcachefs_effective.data-replicas", buf, sizeof(buf)), -ENODATA);
+	cr_assert_eq(bch_fs_getxattr(c, l, "bcachefs_effective.compression", buf, sizeof(buf)), -ENODATA);
+
+	/* read-only: ENOTSUP with the reason, nothing changed */
+	struct stat before, after;
+	cr_assert_eq(bch_fs_getattr(c, f, &before), 0);
+	cr_assert_eq(setx(f, "bcachefs_effective.compression", "lz4", 0), -EOPNOTSUPP);
+	cr_assert(strstr(c->err_msg, "read-only") && strstr(c->err_msg, "bcachefs.compression"),
+		  "%s", c->err_msg);
+	cr_assert_eq(setx(f, "bcachefs_effective.nonsense", "1", 0), -EOPNOTSUPP);
+	cr_assert_eq(bch_fs_removexattr(c, f, "bcachefs_effective.compression"), -EOPNOTSUPP);
+	cr_assert_eq(bch_fs_getattr(c, f, &after), 0);
+	cr_assert_eq(after.st_ctim.tv_nsec, before.st_ctim.tv_nsec);
+	expect_x(f, "bcachefs_effective.compression", "zstd:3");
+
+	/* removing the file's own value: the filesystem's shows */
+	cr_assert_eq(bch_fs_removexattr(c, f, "bcachefs.compression"), 0);
+	expect_x(f, "bcachefs_effective.compression", "none");
+	/* every shown value sets back as it reads */
+	for (unsigned i = 0; i < NR_ALL; i++) {
+		char en[64], v[64];
+		snprintf(en, sizeof(en), "bcachefs_effective.%s", all_opts[i].name + strlen("bcachefs."));
+		ssize_t n = bch_fs_getxattr(c, g, en, v, sizeof(v) - 1);
+		cr_assert_geq(n, 0, "%s", en);
+		v[n] = 0;
+		cr_assert_eq(setx(g, all_opts[i].name, v, 0), 0, "%s=%s: %s", all_opts[i].name, v, c->err_msg);
+		expect_x(g, en, v);
+	}
+	/* a read-only open answers too */
+	reopen(TESTFS_RO);
+	expect_x(d, "bcachefs_effective.compression", "zstd:3");
+	cr_assert_eq(setx(d, "bcachefs_effective.compression", "lz4", 0), -EOPNOTSUPP);
 }
 
 Test(inode_opts, refusals)
