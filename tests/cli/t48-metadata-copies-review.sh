@@ -1,0 +1,38 @@
+# Metadata copies on one device (format version 2), review cases: what
+# happens to a filesystem with two copies on one device when devices come
+# and go, and the options that name copies.  Deterministic: treetool.py
+# seed 48.
+tree=$ROOT/tests/cli/treetool.py
+python3 "$tree" gen src 48 40 || fail "treetool gen"
+
+same() {
+	python3 "$tree" compare src got > cmp.log || fail "$1: $(tail -5 cmp.log)"
+}
+extract() {
+	rm -rf got && mkdir got
+	expect_rc 0 $B image extract "$@" got
+}
+# every node listed in ./out has copies on N distinct devices
+nodes_on_devs() {
+	grep ' ptr ' out > nodes || fail "no nodes listed"
+	awk -v want="$1" '/ ptr /{ delete d; n = 0
+		for (i = 1; i <= NF; i++) if ($i == "ptr") { split($(i + 1), a, ":"); if (!(a[1] in d)) n++; d[a[1]] = 1 }
+		if (n != want) { print; bad = 1 } } END { exit bad }' nodes > wrong ||
+		fail "$2: nodes not on $1 distinct devices: $(head -3 wrong)"
+}
+
+# 1. two copies on one device, a second device added, rereplicate: every
+# node gets its copies on the two devices (two copies on the first device
+# count as one device), and the first device alone can then be lost
+expect_rc 0 $B format -q --metadata-replicas=2 --fs-size=64M --btree-node-size=32k --source=src a.img
+truncate -s 64M b.img
+expect_rc 0 $B device add a.img b.img
+expect_rc 0 $B set-fs-option --data-replicas=2 a.img:b.img
+expect_rc 0 $B data rereplicate a.img:b.img
+expect_rc 0 $B list -m nodes a.img:b.img
+nodes_on_devs 2 "device added, rereplicate"
+expect_rc 0 $B fsck -n -f a.img:b.img
+# (the replicas table keeps its one-device entries: very_degraded, as
+# after any rereplicate; every read must still succeed)
+extract -o very_degraded b.img
+same "the first device lost after rereplicate"
