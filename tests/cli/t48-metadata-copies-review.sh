@@ -36,3 +36,15 @@ expect_rc 0 $B fsck -n -f a.img:b.img
 # after any rereplicate; every read must still succeed)
 extract -o very_degraded b.img
 same "the first device lost after rereplicate"
+
+# 2. set-fs-option takes two copies on one device as format does, and
+# rereplicate gives the nodes written with one copy their second
+expect_rc 0 $B format -q --fs-size=64M --btree-node-size=32k --source=src c.img
+expect_rc 0 $B set-fs-option --metadata-replicas=2 c.img
+expect_rc 0 $B data rereplicate c.img
+expect_rc 0 $B list -m nodes c.img
+grep ' ptr ' out | awk '{ n = 0; for (i = 1; i <= NF; i++) if ($i == "ptr") n++; if (n != 2) bad = 1 } END { exit bad }' ||
+	fail "metadata_replicas=2 set, rereplicate: a node without two copies: $(grep ' ptr ' out | head -3)"
+expect_rc 0 $B fsck -n -f c.img
+expect_rc 1 $B set-fs-option --metadata-replicas=3 c.img
+expect_in err "metadata_replicas=3"
