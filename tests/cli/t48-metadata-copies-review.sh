@@ -48,3 +48,16 @@ grep ' ptr ' out | awk '{ n = 0; for (i = 1; i <= NF; i++) if ($i == "ptr") n++;
 expect_rc 0 $B fsck -n -f c.img
 expect_rc 1 $B set-fs-option --metadata-replicas=3 c.img
 expect_in err "metadata_replicas=3"
+
+# 3. the second device removed again (from case 1): no --force-metadata
+# needed (one member holds two copies), and the nodes moved off it get
+# their two copies on the first device
+expect_rc 0 $B set-fs-option --data-replicas=1 a.img:b.img
+expect_rc 0 $B device remove a.img:b.img 1
+expect_rc 0 $B list -m nodes a.img
+nodes_on_devs 1 "second device removed"
+grep ' ptr ' out | awk '{ n = 0; for (i = 1; i <= NF; i++) if ($i == "ptr") n++; if (n != 2) bad = 1 } END { exit bad }' ||
+	fail "second device removed: a node without two copies: $(grep ' ptr ' out | head -3)"
+expect_rc 0 $B fsck -n -f a.img
+extract a.img
+same "second device removed"
