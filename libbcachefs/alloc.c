@@ -334,6 +334,13 @@ static int alloc_dup_on_dev(struct bch_fs *c, unsigned dev, unsigned sectors,
 	uint64_t rotor = a->rotor;
 	int r;
 
+	/*
+	 * Below the usable end (a shrink moves nodes below it): half of what
+	 * is usable away from the first stream, or the search would wrap to
+	 * the buckets right after the first copies
+	 */
+	if (a->rotor_dup >= a->limit && a->limit)
+		a->rotor_dup = (a->rotor + a->limit / 2) % a->limit;
 	/* the stream's state swapped into the first's: one carving routine */
 	a->open = a->open_dup;
 	a->open_off = a->open_dup_off;

@@ -87,3 +87,16 @@ run $B fsck -y -f d.img
 expect_rc 0 $B fsck -n -f d.img
 extract d.img
 same "damaged second copy repaired"
+
+# 5. a device shrunk below where the second stream was: the nodes moved
+# keep their two copies far apart (a quarter of the device or more), not in
+# neighbouring buckets
+expect_rc 0 $B format -q --metadata-replicas=2 --fs-size=64M --btree-node-size=32k --source=src z.img
+expect_rc 0 $B device resize z.img 0 24M
+expect_rc 0 $B list -m nodes z.img
+awk '/ ptr /{ n = 0; for (i = 1; i <= NF; i++) if ($i == "ptr") { split($(i + 1), a, ":"); o[++n] = a[2] }
+	d = o[2] - o[1]; if (d < 0) d = -d; if (d < 12288) { print; bad = 1 } } END { exit bad }' out > near ||
+	fail "shrunk: two copies of a node less than 6M apart: $(head -3 near)"
+expect_rc 0 $B fsck -n -f z.img
+extract z.img
+same "shrunk"
