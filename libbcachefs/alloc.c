@@ -334,6 +334,13 @@ static int alloc_dup_on_dev(struct bch_fs *c, unsigned dev, unsigned sectors,
 	uint64_t rotor = a->rotor;
 	int r;
 
+	/*
+	 * Below the usable end (a shrink moves nodes below it): half of what
+	 * is usable away from the first stream, or the search would wrap to
+	 * the buckets right after the first copies
+	 */
+	if (a->rotor_dup >= a->limit && a->limit)
+		a->rotor_dup = (a->rotor + a->limit / 2) % a->limit;
 	/* the stream's state swapped into the first's: one carving routine */
 	a->open = a->open_dup;
 	a->open_off = a->open_dup_off;
@@ -414,15 +421,15 @@ static int alloc_nodes(struct bch_fs *c, unsigned nr, struct bch_extent_ptr *ptr
 
 bool bch_alloc_btree_dup(struct bch_fs *c)
 {
-	unsigned members = 0, want = c->opts.v[Opt_metadata_replicas];
+	unsigned members, want = c->opts.v[Opt_metadata_replicas];
 
 	if (!bch_fs_has_v2(c) || c->devs_missing)
 		return false;
-	for (unsigned i = 0; i < c->nr_devs; i++) {
-		struct bch_member *m = bch_sb_member(c->sb, i);
-		members += bch_member_exists(m) && m->state != BCH_MEMBER_STATE_failed &&
-			   (m->data_allowed & (1U << BCH_DATA_btree));
-	}
+	/*
+	 * The members nodes can be written to: a member set read-only (one
+	 * being evacuated or removed) takes no copy, so the others take two
+	 */
+	members = bch_alloc_nr_devs_for(c, BCH_DATA_btree);
 	return members && members < want;
 }
 

@@ -48,8 +48,8 @@ unsigned bch_alloc_nr_devs_for(struct bch_fs *c, unsigned data_type);
 
 /*
  * Metadata copies on one device (version 2): true when the filesystem has
- * fewer members that may hold btree nodes (not failed) than
- * metadata_replicas, and no member is missing.  Then a node's copies beyond
+ * fewer members that may take btree nodes (read-write, btree data allowed)
+ * than metadata_replicas, and no member is missing.  Then a node's copies beyond
  * one per member go to a second bucket of members already used (two at
  * most per device, from a second allocation stream half a device away).
  * A degraded session writes fewer copies instead, as before version 2.

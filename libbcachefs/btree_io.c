@@ -472,27 +472,37 @@ int bch_btree_node_verify(struct bch_fs *c, unsigned id, unsigned level, const s
 
 /*
  * Do two copies of a node hold the same bytes over what the node has
- * written?  Copies are written from one buffer, so a good second copy is
- * byte-identical to the first: fsck then need not parse and validate it
- * again (that doubled its time with two copies).  Any difference, or a read
- * that fails, says no: the caller validates the copy itself.
+ * written, and then a block of zeros (where the first copy's parse ended:
+ * the second's would end there too)?  Copies are written from one buffer,
+ * so a good second copy is byte-identical to the first: fsck then need not
+ * parse and validate it again (that doubled its time with two copies).  Any
+ * difference, anything but zeros after (an append only one copy has, a torn
+ * one, a bucket's old contents: what follows decides how that copy parses),
+ * or a read that fails, says no: the caller validates the copy itself.
  */
 static bool copies_identical(struct bch_fs *c, const struct bch_extent_ptr *a,
 			     const struct bch_extent_ptr *b, unsigned sectors)
 {
 	struct bch_dev *ca = a->dev < BCH_SB_MEMBERS_MAX ? c->devs[a->dev] : NULL;
 	struct bch_dev *cb = b->dev < BCH_SB_MEMBERS_MAX ? c->devs[b->dev] : NULL;
-	size_t bytes = (size_t)sectors << BCH_SECTOR_SHIFT;
+	size_t written = (size_t)sectors << BCH_SECTOR_SHIFT, bytes = written;
 	bool same = false;
 
-	if (!ca || !ca->bdev || !cb || !cb->bdev || !bytes || bytes > node_bytes(c))
+	if (!ca || !ca->bdev || !cb || !cb->bdev || !written || written > node_bytes(c))
+		return false;
+	if (bytes < node_bytes(c))
+		bytes += block_bytes(c);	/* the block after: zeros on both */
+	if (bytes > node_bytes(c))
 		return false;
 	/* filled by the reads: not cleared first (bch_dev_alloc_buf() would) */
 	void *x = NULL, *y = NULL;
 	if (!posix_memalign(&x, 4096, bytes) && !posix_memalign(&y, 4096, bytes) &&
 	    !bch_dev_read(ca->bdev, x, bytes, (uint64_t)a->offset << BCH_SECTOR_SHIFT) &&
-	    !bch_dev_read(cb->bdev, y, bytes, (uint64_t)b->offset << BCH_SECTOR_SHIFT))
+	    !bch_dev_read(cb->bdev, y, bytes, (uint64_t)b->offset << BCH_SECTOR_SHIFT)) {
 		same = !memcmp(x, y, bytes);
+		for (size_t i = written; same && i < bytes; i++)
+			same = !((const char *)x)[i];
+	}
 	free(x);
 	free(y);
 	return same;

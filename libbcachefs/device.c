@@ -643,6 +643,16 @@ static unsigned rw_holders(struct bch_fs *c, unsigned data_type, int except)
 	return n;
 }
 
+/*
+ * How many copies of a node btree read-write members can hold: two a
+ * member on a version-2 filesystem (metadata copies on one device), unless
+ * a member is missing (a degraded session writes fewer copies: alloc.h).
+ */
+static unsigned metadata_room(struct bch_fs *c, unsigned btree)
+{
+	return bch_fs_has_v2(c) && !c->devs_missing ? 2 * btree : btree;
+}
+
 int bch_dev_set_state_check(struct bch_fs *c, unsigned dev, unsigned state, bool force,
 			    char *err, size_t errlen)
 {
@@ -662,14 +672,16 @@ int bch_dev_set_state_check(struct bch_fs *c, unsigned dev, unsigned state, bool
 					"member %u is the last read-write member for %s: nothing could "
 					"be written; --force to do it anyway", dev,
 					!btree ? "metadata" : "file data");
-		if (btree < c->opts.v[Opt_metadata_replicas] || user < c->opts.v[Opt_data_replicas])
+		if (metadata_room(c, btree) < c->opts.v[Opt_metadata_replicas] ||
+		    user < c->opts.v[Opt_data_replicas])
 			return bch_errf(err, errlen, -EBUSY,
 					"without member %u, %u read-write member%s could hold %s, which "
 					"asks for %" PRIu64 " copies; --force to accept fewer",
-					dev, btree < c->opts.v[Opt_metadata_replicas] ? btree : user,
-					(btree < c->opts.v[Opt_metadata_replicas] ? btree : user) == 1 ? "" : "s",
-					btree < c->opts.v[Opt_metadata_replicas] ? "metadata" : "file data",
-					btree < c->opts.v[Opt_metadata_replicas]
+					dev, metadata_room(c, btree) < c->opts.v[Opt_metadata_replicas] ? btree : user,
+					(metadata_room(c, btree) < c->opts.v[Opt_metadata_replicas] ? btree : user) == 1
+					? "" : "s",
+					metadata_room(c, btree) < c->opts.v[Opt_metadata_replicas] ? "metadata" : "file data",
+					metadata_room(c, btree) < c->opts.v[Opt_metadata_replicas]
 					? c->opts.v[Opt_metadata_replicas] : c->opts.v[Opt_data_replicas]);
 	}
 	return 0;
@@ -1193,7 +1205,7 @@ int bch_dev_remove_check(struct bch_fs *c, unsigned dev, bool force, bool force_
 	if (!user && h->user_sectors && !force)
 		return bch_errf(err, errlen, -EBUSY, "no other read-write member may hold file data: "
 				"member %u's cannot go anywhere (--force drops it)", dev);
-	if (btree < c->opts.v[Opt_metadata_replicas] && h->btree_sectors && !force_metadata)
+	if (metadata_room(c, btree) < c->opts.v[Opt_metadata_replicas] && h->btree_sectors && !force_metadata)
 		return bch_errf(err, errlen, -EBUSY,
 				"metadata_replicas=%" PRIu64 " needs %" PRIu64 " read-write members besides "
 				"member %u; there %s %u: --force-metadata to keep fewer copies of metadata",

@@ -693,10 +693,15 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 	bch_journal_set_roots_fn(c, bch_btree_roots_u64s, bch_btree_roots_to_jset);
 	bch_journal_set_spill_fn(c, spill_to_clean);
 	if (!c->read_only) {
+		/*
+		 * Started first: it refuses a degraded open below
+		 * metadata_replicas_required, before the nonce reservation
+		 * writes the superblock (a refused open writes nothing)
+		 */
+		if ((r = bch_journal_start(c, (clean ? clean_seq : newest) + 1)))
+			goto out;
 		/* a fresh nonce reservation before anything is encrypted */
 		if ((r = bch_crypt_start_rw(c)))
-			goto out;
-		if ((r = bch_journal_start(c, (clean ? clean_seq : newest) + 1)))
 			goto out;
 		/*
 		 * The session's first entry is durable before the superblock names

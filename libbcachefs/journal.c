@@ -561,6 +561,47 @@ static int scan_bucket(struct bch_fs *c, struct bch_journal *j, unsigned d, unsi
 	return 0;
 }
 
+/*
+ * Every bucket of every device read whole (a slow path: see
+ * bch_journal_read()).  Entries already found are found again: replay and
+ * the checks skip a seq seen twice.
+ */
+static int scan_all(struct bch_fs *c, struct bch_journal *j, struct jlocation **locs,
+		    size_t *nr, size_t *cap)
+{
+	int ret = 0;
+
+	for (unsigned d = 0; d < j->nr_devs && !ret; d++) {
+		struct journal_dev *jd = &j->devs[d];
+		struct scan_state st = { .locs = locs, .nr = nr, .cap = cap };
+
+		if (!c->devs[jd->dev] || !c->devs[jd->dev]->bdev)
+			continue;
+		void *buf = bch_dev_alloc_buf((size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT);
+		if (!buf)
+			return -ENOMEM;
+		for (unsigned sl = 0; sl < jd->nr && !ret; sl++)
+			ret = scan_bucket(c, j, d, sl, buf, &st);
+		free(buf);
+	}
+	return ret;
+}
+
+/* Do locs (sorted) hold every entry from the newest's last_seq on, and no stub names a newer one? */
+static bool replay_range_whole(struct bch_journal *j, const struct jlocation *locs, size_t nr)
+{
+	uint64_t want = locs[nr - 1].last_seq;
+
+	for (size_t i = 0; i < nr; i++) {
+		if (locs[i].seq < want)
+			continue;
+		if (locs[i].seq > want)
+			return false;
+		want++;
+	}
+	return j->stub_max <= locs[nr - 1].seq;
+}
+
 enum { HEAD_EMPTY, HEAD_ENTRY, HEAD_ODD };
 
 /*
@@ -730,6 +771,18 @@ int bch_journal_read(struct bch_fs *c,
 		goto out;
 
 	qsort(locs, nr, sizeof(*locs), loc_cmp);
+	/*
+	 * Phase 3 takes buckets in sequence order as one ring's: a ring split
+	 * in lanes in an earlier session than this one (or split differently)
+	 * interleaves two rings, and the bucket "before" may be the other
+	 * lane's.  A replay range with a hole, or a stub newer than the newest
+	 * entry, reads every bucket before anything is called missing.
+	 */
+	if (!replay_range_whole(j, locs, nr)) {
+		if ((ret = scan_all(c, j, &locs, &nr, &cap)))
+			goto out;
+		qsort(locs, nr, sizeof(*locs), loc_cmp);
+	}
 	struct jlocation *top = &locs[nr - 1];
 	uint64_t last_seq = top->last_seq, want = last_seq;
 	*newest = top->seq;

@@ -129,7 +129,8 @@ static const char *check(struct bch_fs *c, size_t at, char *msg, size_t len)
 	return snprintf(msg, len, "no prefix of the transactions matches"), msg;
 }
 
-Test(btree_crash, every_cut_replays_durable_state, .timeout = 600)
+/* The workload and every cut of it, with mr copies of each node on the one device. */
+static void crash_run(unsigned mr)
 {
 	struct bch_format_dev d = { 0 };
 	struct bch_format_args args = { 0 };
@@ -145,6 +146,7 @@ Test(btree_crash, every_cut_replays_durable_state, .timeout = 600)
 	d.durability = 1;
 	bch_opts_default(&o);
 	bch_opt_set(&o, Opt_btree_node_size, 4096);
+	bch_opt_set(&o, Opt_metadata_replicas, mr);
 	cr_assert_eq(bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
 
 	struct bch_fs *c = open_img(path, false, err);
@@ -243,4 +245,15 @@ Test(btree_crash, every_cut_replays_durable_state, .timeout = 600)
 	cr_log_info("btree crash: %zu events, %u crash states", events, states);
 	iorec_free(rec);
 	test_tmpdir_remove(tmpdir);
+}
+
+Test(btree_crash, every_cut_replays_durable_state, .timeout = 600)
+{
+	crash_run(1);
+}
+
+/* Two copies of every node and journal entry on the one device (version 2). */
+Test(btree_crash, two_copies_every_cut_replays_durable_state, .timeout = 600)
+{
+	crash_run(2);
 }

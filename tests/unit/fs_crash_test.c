@@ -109,7 +109,8 @@ static const char *check(struct bch_fs *c, unsigned from, unsigned to, char *msg
 	return snprintf(msg, len, "no state after ops %u..%u matches", from, to), msg;
 }
 
-Test(fs_crash, fsynced_files_survive_every_cut, .timeout = 900)
+/* The workload and every cut of it, with mr metadata copies on the one device. */
+static void crash_run(unsigned mr)
 {
 	struct bch_format_dev d = { 0 };
 	struct bch_format_args args = { 0 };
@@ -117,7 +118,7 @@ Test(fs_crash, fsynced_files_survive_every_cut, .timeout = 900)
 	char err[256], path[128], crash[128];
 	unsigned seed = 31337;
 
-	fprintf(stderr, "fs_crash: seed %u, %u ops\n", seed, NOPS);
+	fprintf(stderr, "fs_crash: seed %u, %u ops, metadata_replicas %u\n", seed, NOPS, mr);
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "fscrash");
 	snprintf(path, sizeof(path), "%s/d.img", tmpdir);
 	snprintf(crash, sizeof(crash), "%s/crash.img", tmpdir);
@@ -127,6 +128,7 @@ Test(fs_crash, fsynced_files_survive_every_cut, .timeout = 900)
 	d.durability = 1;
 	bch_opts_default(&o);
 	bch_opt_set(&o, Opt_btree_node_size, 8192);
+	bch_opt_set(&o, Opt_metadata_replicas, mr);
 	cr_assert_eq(bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
 
 	states = calloc(NOPS + 1, sizeof(*states));
@@ -250,4 +252,15 @@ Test(fs_crash, fsynced_files_survive_every_cut, .timeout = 900)
 	free(op_event);
 	free(synced_op);
 	test_tmpdir_remove(tmpdir);
+}
+
+Test(fs_crash, fsynced_files_survive_every_cut, .timeout = 900)
+{
+	crash_run(1);
+}
+
+/* Two copies of every node and journal entry on the one device (version 2). */
+Test(fs_crash, two_copies_on_one_device_survive_every_cut, .timeout = 900)
+{
+	crash_run(2);
 }

@@ -49,6 +49,8 @@ static void make_fs(unsigned nr, unsigned replicas)
 
 /* Nonzero: open_fs() takes the filesystem for one of this format version. */
 static unsigned force_version;
+/* open_fs(): members not given (a degraded open), a bit per index */
+static uint64_t force_missing;
 
 /* A bch_fs with devices open and the journal initialised (what fs.c does). */
 static struct bch_fs *open_fs(char paths_[][128], unsigned nr, bool ro)
@@ -74,6 +76,7 @@ static struct bch_fs *open_fs(char paths_[][128], unsigned nr, bool ro)
 	c->read_only = ro;
 	if (force_version)
 		c->sb->version = force_version;
+	c->devs_missing = force_missing;
 	bch_opts_from_sb(&c->opts, c->sb);
 	cr_assert_eq(bch_fs_journal_init(c), 0, "%s", c->err_msg);
 	return c;
@@ -687,6 +690,57 @@ Test(journal, copies_on_one_device)
 	cr_assert_eq(bch_journal_read(c, collect, s, &newest), 0, "%s", c->err_msg);
 	cr_assert_eq(newest, last);
 	cr_assert_eq(s->nr_tags, 8, "tags replayed: %u", s->nr_tags);
+	close_fs(c);
+	free(s);
+	test_tmpdir_remove(tmpdir);
+}
+
+/*
+ * Lanes split differently in two sessions: a degraded one (member 1 not
+ * given) splits member 0's ring in two lanes, entries alternating between
+ * them with their stubs; the next one, with both members, reads member 0's
+ * ring whole.  Every entry from last_seq on is found there.
+ */
+Test(journal, lanes_then_whole_ring)
+{
+	uint64_t newest;
+	struct seen *s = calloc(1, sizeof(*s));
+
+	make_fs(2, 1);
+	force_missing = 1ULL << 1;
+	struct bch_fs *c = open_fs(paths, 1, false);
+	force_missing = 0;
+	pin_flushes = 0;
+	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_journal_start(c, 1), 0, "%s", c->err_msg);
+	uint64_t pinned = 0, durable = 0;
+	for (unsigned t = 1; t <= 20; t++) {
+		uint64_t seq = add_record(c, t, 5);
+		/* last_seq moves on to tag 14's entry: the first of the second bucket of one lane, the
+		 * other lane's second bucket starting one entry earlier */
+		if (t == 1 || t == 14) {
+			if (test_pin.seq)
+				bch_journal_pin_drop(c, &test_pin);
+			bch_journal_pin_add(c, &test_pin, seq, pin_flush);
+			pinned = seq;
+		}
+		cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+		durable = seq;
+	}
+	cr_assert_eq(bch_journal_last_seq(c), pinned, "last_seq %" PRIu64 ", pinned %" PRIu64 ", %u pin flushes",
+		     bch_journal_last_seq(c), pinned, pin_flushes);
+	bch_journal_pin_drop(c, &test_pin);
+	close_fs(c);		/* a crash: no clean record */
+
+	c = open_fs(paths, 2, true);
+	int ret = bch_journal_read(c, collect, s, &newest);
+	cr_assert_eq(ret, 0, "entries from last_seq %" PRIu64 " not all read: %s", pinned, c->err_msg);
+	cr_assert_eq(newest, durable);
+	cr_assert_not(s->bad);
+	cr_assert_eq(s->first, pinned, "replay starts at %" PRIu64 ", last_seq is %" PRIu64, s->first, pinned);
+	cr_assert_eq(s->nr_tags, 7, "tags seen: %u", s->nr_tags);
+	for (unsigned i = 0; i < 7; i++)
+		cr_assert_eq(s->tags[i], 14 + i);
 	close_fs(c);
 	free(s);
 	test_tmpdir_remove(tmpdir);
