@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -903,9 +904,18 @@ static char *absolute(const char *p, bool path, bool create)
  * Split argv into FS operands (all but the last n_after operands) and the
  * body's argv (options + the last n_after operands, made absolute when
  * they name existing files).  Then resolve FS and run.
+ *
+ * FS or a lone member: the operands after FS are counted (n_after), so
+ * exactly n_after operands means no FS was given.  Then the one at index
+ * lone among them (-1: the command has no such form) names a member by its
+ * device path, and its superblock names the filesystem
+ * (cmd_fs_resolve_member).  More than n_after: the first ones are FS; each
+ * must be a device (or a ':' list, UUID=, a mountpoint), so that a stray
+ * word ("p.img:q.img 0 1") is told as too many arguments, not as a missing
+ * file.  form is the command's operands for the messages: "[FS] MEMBER".
  */
 static int front(const char *cmd, int argc, char **argv, const char *allowed, int n_after,
-		 int min_fs, unsigned path_mask)
+		 int lone, const char *form, unsigned path_mask)
 {
 	struct dev_opts o;
 	int r;
@@ -916,11 +926,17 @@ static int front(const char *cmd, int argc, char **argv, const char *allowed, in
 		fputs(device_usage, stdout);
 		return 0;
 	}
-	if (o.nr_ops < n_after + min_fs) {
-		cmd_err(cmd, "too few arguments (see --help)");
+	if (o.nr_ops < n_after + (lone < 0)) {
+		cmd_err(cmd, "too few arguments: bcachefs %s %s (see --help)", cmd, form);
 		return EXIT_USAGE;
 	}
 	int nfs = o.nr_ops - n_after;
+	for (int i = 1; i < nfs; i++)
+		if (!strchr(o.ops[i], ':') && strncmp(o.ops[i], "UUID=", 5) && access(o.ops[i], F_OK)) {
+			cmd_err(cmd, "too many arguments: '%s' is no device, so FS ends before it: "
+				"bcachefs %s %s (see --help)", o.ops[i], cmd, form);
+			return EXIT_USAGE;
+		}
 	char **bargv = calloc(argc + 1, sizeof(*bargv));
 	int bargc = 0;
 	if (!bargv)
@@ -934,10 +950,38 @@ static int front(const char *cmd, int argc, char **argv, const char *allowed, in
 					  !strcmp(cmd, "device add"));
 
 	struct cmd_fs fs;
-	if ((r = cmd_fs_resolve(cmd, o.ops, nfs, &fs)))
+	bool mnt_only = !strcmp(cmd, "device online") || !strcmp(cmd, "device offline");
+	if (nfs) {
+		r = cmd_fs_resolve(cmd, o.ops, nfs, &fs);
+	} else {
+		const char *m = o.ops[lone];
+		struct stat st;
+		if (!strncmp(m, "UUID=", 5) || (!stat(m, &st) && S_ISDIR(st.st_mode))) {
+			cmd_err(cmd, "%s names a filesystem: give the member too: bcachefs %s %s",
+				m, cmd, form);
+			r = EXIT_USAGE;
+			goto out;
+		}
+		uuid_t u;
+		if (access(m, F_OK) && (!uuid_parse(m, u) || strspn(m, "0123456789") == strlen(m))) {
+			cmd_err(cmd, "'%s': a member index or UUID needs the filesystem before it; "
+				"alone, a member is named by its device: bcachefs %s %s", m, cmd, form);
+			r = EXIT_USAGE;
+			goto out;
+		}
+		if (access(m, F_OK)) {
+			cmd_err(cmd, "%s: %s", m, strerror(errno));
+			r = EXIT_FAIL;
+			goto out;
+		}
+		r = cmd_fs_resolve_member(cmd, m, (mnt_only ? CMD_FS_MOUNTED_ONLY : 0) |
+					  (o.open.v[Opt_degraded] || o.open.v[Opt_very_degraded]
+					   ? CMD_FS_DEGRADED : 0), &fs);
+	}
+	if (r)
 		goto out;
 	/* online/offline change what a daemon holds: unmounted, there is nothing to change */
-	if (!fs.mounted && (!strcmp(cmd, "device online") || !strcmp(cmd, "device offline"))) {
+	if (!fs.mounted && mnt_only) {
 		cmd_err(cmd, "the filesystem is not mounted: nothing holds its devices (name the "
 			"devices when you open it, or leave one out with -o degraded); nothing written");
 		cmd_fs_free(&fs);
@@ -956,15 +1000,21 @@ out:
 int cmd_device(int argc, char *argv[])
 {
 	/* after: operands after FS; paths: which of them are paths (made absolute) */
-	static const struct { const char *name, *allowed; int after; unsigned paths; } subs[] = {
-		{ "add",	"label durability fs-size bucket-size bucket discard force json", 1, 1 },
-		{ "remove",	"force force-metadata json", 1, 1 },
-		{ "evacuate",	"force force-metadata json", 1, 1 },
-		{ "set-state",	"force", 1, 2 },
-		{ "set-label",	"", 2, 1 },
-		{ "resize",	"json", 2, 1 },
-		{ "online",	"", 1, 1 },
-		{ "offline",	"", 1, 1 },
+	/* lone: which of them is a lone member when no FS is given (-1: none) */
+	static const struct {
+		const char *name, *allowed;
+		int after, lone;
+		unsigned paths;
+		const char *form;
+	} subs[] = {
+		{ "add",	"label durability fs-size bucket-size bucket discard force json", 1, -1, 1, "FS NEWDEV" },
+		{ "remove",	"force force-metadata json", 1, 0, 1, "[FS] MEMBER" },
+		{ "evacuate",	"force force-metadata json", 1, 0, 1, "[FS] MEMBER" },
+		{ "set-state",	"force", 2, 1, 2, "STATE [FS] MEMBER" },
+		{ "set-label",	"", 2, 0, 1, "[FS] MEMBER LABEL" },
+		{ "resize",	"json", 2, 0, 1, "[FS] MEMBER SIZE" },
+		{ "online",	"", 1, 0, 1, "[MNT] DEVICE" },
+		{ "offline",	"", 1, 0, 1, "[MNT] MEMBER" },
 	};
 	char cmd[64];
 
@@ -987,9 +1037,12 @@ int cmd_device(int argc, char *argv[])
 				fputs(device_usage, stdout);
 				return 0;
 			}
-			if (o.nr_ops < 3 || state_parse(o.ops[0]) < 0) {
-				cmd_err(cmd, o.nr_ops ? "'%s' is not a state: rw, ro, failed or spare"
-					: "give a state, FS and a member%s", o.nr_ops ? o.ops[0] : "");
+			if (o.nr_ops < 2 || state_parse(o.ops[0]) < 0) {
+				if (o.nr_ops && state_parse(o.ops[0]) < 0)
+					cmd_err(cmd, "'%s' is not a state: rw, ro, failed or spare", o.ops[0]);
+				else
+					cmd_err(cmd, "too few arguments: bcachefs %s %s (see --help)", cmd,
+						subs[i].form);
 				return EXIT_USAGE;
 			}
 			/* move the state after FS so the front's split works: FS... STATE MEMBER */
@@ -998,10 +1051,11 @@ int cmd_device(int argc, char *argv[])
 			char *mem = o.ops[o.nr_ops - 2];
 			o.ops[o.nr_ops - 2] = state;
 			o.ops[o.nr_ops - 1] = mem;
-			return front(cmd, argc - 1, argv + 1, subs[i].allowed, 2, 1, subs[i].paths);
+			return front(cmd, argc - 1, argv + 1, subs[i].allowed, 2, 1, subs[i].form,
+				     subs[i].paths);
 		}
-		return front(cmd, argc - 1, argv + 1, subs[i].allowed, subs[i].after, 1,
-			     subs[i].paths);
+		return front(cmd, argc - 1, argv + 1, subs[i].allowed, subs[i].after, subs[i].lone,
+			     subs[i].form, subs[i].paths);
 	}
 	cmd_err("device", "unknown command '%s' (see --help)", argv[1]);
 	return EXIT_USAGE;
@@ -1028,5 +1082,5 @@ int cmd_data_rereplicate(int argc, char *argv[])
 		fputs(rereplicate_usage, stdout);
 		return 0;
 	}
-	return front("data rereplicate", argc, argv, "json", 0, 1, 0);
+	return front("data rereplicate", argc, argv, "json", 0, -1, "FS", 0);
 }
