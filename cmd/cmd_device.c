@@ -161,12 +161,7 @@ static int parse(const char *cmd, int argc, char **argv, const char *allowed, st
 			break;
 		}
 		default:
-			/* a short option in a cluster (-xyz): getopt may not have moved on yet */
-			if (optopt && optopt < 128)
-				cmd_err(cmd, "unknown option '-%c' (see --help)", optopt);
-			else
-				cmd_err(cmd, "unknown option '%s' (see --help)", argv[optind - 1]);
-			ret = EXIT_USAGE;
+			ret = cmd_opt_err(cmd, argv, "fho:");
 		}
 		if (ret)
 			break;
@@ -1057,7 +1052,8 @@ int cmd_device(int argc, char *argv[])
 		return front(cmd, argc - 1, argv + 1, subs[i].allowed, subs[i].after, subs[i].lone,
 			     subs[i].form, subs[i].paths);
 	}
-	cmd_err("device", "unknown command '%s' (see --help)", argv[1]);
+	cmd_err("device", "unknown %s '%s' (see bcachefs device --help)",
+		argv[1][0] == '-' ? "option" : "subcommand", argv[1]);
 	return EXIT_USAGE;
 }
 
