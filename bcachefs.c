@@ -96,9 +96,11 @@ static int cmd_help(int argc, char *argv[])
 	const struct command *cmd;
 
 	if (argc > 1 && strcmp(argv[1], "-h") && strcmp(argv[1], "--help")) {
-		if (argc > 2 || !(cmd = find_command(argv[1])) || cmd->fn == cmd_help) {
+		cmd = argv[1][0] != '-' ? find_command(argv[1]) : NULL;
+		if (!cmd || cmd->fn == cmd_help || argc > 2) {
+			const char *w = cmd && cmd->fn != cmd_help ? argv[2] : argv[1];
 			cmd_err("help", "unknown %s '%s' (bcachefs help lists the commands)",
-				argv[argc > 2 ? 2 : 1][0] == '-' ? "option" : "command", argv[argc > 2 ? 2 : 1]);
+				w[0] == '-' ? "option" : cmd ? "argument" : "command", w);
 			return EXIT_USAGE;
 		}
 		char *av[] = { argv[1], "--help", NULL };
