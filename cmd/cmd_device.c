@@ -955,9 +955,11 @@ static int front(const char *cmd, int argc, char **argv, const char *allowed, in
 	} else {
 		const char *m = o.ops[lone];
 		struct stat st;
-		if (!strncmp(m, "UUID=", 5) || (!stat(m, &st) && S_ISDIR(st.st_mode))) {
-			cmd_err(cmd, "%s names a filesystem: give the member too: bcachefs %s %s",
-				m, cmd, form);
+		/* a list, UUID= or a mountpoint: FS with its member left out */
+		if (!strncmp(m, "UUID=", 5) || (!stat(m, &st) && S_ISDIR(st.st_mode)) ||
+		    (strchr(m, ':') && access(m, F_OK))) {
+			cmd_err(cmd, "too few arguments: %s names a filesystem; give the member too: "
+				"bcachefs %s %s", m, cmd, form);
 			r = EXIT_USAGE;
 			goto out;
 		}

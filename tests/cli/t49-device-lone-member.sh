@@ -74,9 +74,11 @@ expect_in err "'0': a member index or UUID needs the filesystem"
 expect_rc 16 $B device evacuate "$($B show-super c.img | awk '/^    UUID:/ { print $2; exit }')"
 expect_in err 'a member index or UUID needs the filesystem'
 expect_rc 16 $B device remove UUID=01234567-89ab-cdef-0123-456789abcdef
-expect_in err 'names a filesystem: give the member too'
+expect_in err 'too few arguments: .* names a filesystem; give the member too'
 expect_rc 16 $B device remove sub
-expect_in err 'names a filesystem: give the member too'
+expect_in err 'too few arguments: .* names a filesystem; give the member too'
+expect_rc 16 $B device remove a.img:b.img:c.img
+expect_in err 'too few arguments: .* names a filesystem; give the member too'
 head -c 1M /dev/zero > plain.img
 expect_rc 16 $B device remove plain.img
 expect_in err 'plain.img: no bcachefs superblock here: name the filesystem first'
