@@ -79,7 +79,8 @@ static void usage(FILE *f)
 			fprintf(f, "  %-18s %s\n", commands[i].name, commands[i].summary);
 		}
 	}
-	fprintf(f, "\nExit codes: 0 success, 1 failure, 16 usage error (fsck: see fsck --help).\n");
+	fprintf(f, "\nExit codes: 0 success, 1 failure, 2 work left (data rebalance), 16 usage error\n"
+		   "(fsck: see fsck --help).\n");
 }
 
 static const struct command *find_command(const char *name)

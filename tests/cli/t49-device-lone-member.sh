@@ -1,7 +1,8 @@
 # Device commands given a lone member, as bcachefs-tools takes them
 # (`device remove /dev/sdX`): no FS operand, the member's superblock names
 # the filesystem.  Offline on image files (the other members are the files
-# beside it that hold the member UUIDs it lists), then on a fusemount (the
+# beside it that hold the member UUIDs it lists; as root also on loop
+# devices, found among the block devices), then on a fusemount (the
 # mount whose devices hold the same filesystem), each of remove, evacuate,
 # set-state, set-label, resize, online, offline; the FS-first form still
 # works; and how a lone member is told from FS: one operand fewer, a device
@@ -98,6 +99,24 @@ expect_in err 'member 0 .*not found \(looked at the files beside it\): name the 
 expect_in err 'member 1 '
 [ "$(sha a.img)$(sha b.img)$(sha c.img)" = "$s0$s1$s2" ] || fail "a refusal wrote to the members"
 rm -rf alone
+
+# ---- block devices: the other members are looked for among them
+if root_part "lone members on loop devices" &&
+   l0=$(losetup -f --show a.img 2>/dev/null); then
+	l1= l2=
+	trap 'losetup -d $l0 $l1 $l2 2>/dev/null' EXIT
+	l1=$(losetup -f --show b.img) && l2=$(losetup -f --show c.img) || fail "losetup"
+	expect_rc 0 $B device set-label "$l2" loopy
+	expect_in out 'Member 2 has label loopy'
+	expect_rc 0 $B device set-state ro "$l1"
+	expect_in out 'Member 1 is ro'
+	expect_rc 0 $B device set-state rw "$l1"
+	losetup -d $l0 $l1 $l2
+	trap - EXIT
+	[ "$(mfield a.img 2 Label)" = loopy ] || fail "label through the loop device: $(cat ss)"
+elif [ "$(id -u)" = 0 ]; then
+	skip_part "lone members on loop devices: no loop device"
+fi
 
 # ---- mounted: the fusemount holding the member's filesystem does the work
 fuse_part "lone members on a fusemount" || exit 0
