@@ -276,24 +276,29 @@ static bool mount_of_uuid(const uint8_t *uuid, char *mnt, size_t len)
 	return found;
 }
 
+/* A device's own member UUID, as its superblock records it. */
+static const uint8_t *own_uuid(const struct bch_sb *sb)
+{
+	struct bch_member *m = bch_sb_member(sb, sb->dev_idx);
+
+	return m ? m->uuid : NULL;
+}
+
 /*
- * Is candidate path a member of the filesystem of sb (same internal UUID, a
- * member UUID sb lists)?  Its index in *idx.
+ * candidate's superblock when it is of the filesystem of sb (same internal
+ * UUID) and holds a member UUID sb lists, else NULL (caller frees).
  */
-static bool member_of(const struct bch_sb *sb, const char *path, unsigned *idx)
+static struct bch_sb *member_of(const struct bch_sb *sb, const char *path)
 {
 	struct bch_sb *c = sb_of(path);
-	struct bch_member *m;
-	bool ret;
+	struct bch_member *m = c ? bch_sb_member(sb, c->dev_idx) : NULL;
 
-	if (!c)
-		return false;
-	m = bch_sb_member(sb, c->dev_idx);
-	ret = !memcmp(c->uuid, sb->uuid, BCH_UUID_SIZE) && m && bch_member_exists(m) &&
-	      !memcmp(m->uuid, bch_sb_member(c, c->dev_idx)->uuid, BCH_UUID_SIZE);
-	*idx = c->dev_idx;
-	free(c);
-	return ret;
+	if (c && (memcmp(c->uuid, sb->uuid, BCH_UUID_SIZE) || !m || !bch_member_exists(m) ||
+		  !own_uuid(c) || memcmp(m->uuid, own_uuid(c), BCH_UUID_SIZE))) {
+		free(c);
+		c = NULL;
+	}
+	return c;
 }
 
 /* The candidates for the other members: block devices, or the files beside an image. */
@@ -374,44 +379,63 @@ int cmd_fs_resolve_member(const char *cmd, const char *member, unsigned flags, s
 		return 0;
 	}
 
-	unsigned nr_cand, nr_members = bch_sb_nr_members(sb);
+	/*
+	 * by_idx: the device holding each member the given superblock lists.
+	 * The newest superblock among them (ref) says who the members are now:
+	 * a member removed by a cut `device remove` still lists itself, and is
+	 * then left out (the body wipes what is left of it).
+	 */
+	unsigned nr_cand, nr_members = BCH_SB_MEMBERS_MAX;
 	char **cand = candidates(real, S_ISBLK(st.st_mode), &nr_cand);
-	char **by_idx = calloc(nr_members + 1, sizeof(*by_idx));
+	char *by_idx[BCH_SB_MEMBERS_MAX] = { NULL };
+	struct bch_sb *sbs[BCH_SB_MEMBERS_MAX] = { NULL }, *ref = sb;
 
-	if (!by_idx)
-		abort();
 	for (unsigned i = 0; i < nr_cand && !ret; i++) {
-		unsigned idx;
+		struct bch_sb *c = member_of(sb, cand[i]);
+		char ri[PATH_MAX], rc[PATH_MAX];
+		unsigned idx = c ? c->dev_idx : 0;
 
-		if (!member_of(sb, cand[i], &idx) || idx >= nr_members)
+		if (!c || idx >= BCH_SB_MEMBERS_MAX) {
+			free(c);
 			continue;
-		char ri[PATH_MAX];
-		if (by_idx[idx] && realpath(by_idx[idx], ri) && realpath(cand[i], who) && !strcmp(ri, who))
+		}
+		if (by_idx[idx] && realpath(by_idx[idx], ri) && realpath(cand[i], rc) && !strcmp(ri, rc)) {
+			free(c);
 			continue;	/* the same device by two names */
+		}
 		if (by_idx[idx]) {
 			cmd_err(cmd, "%s: %s and %s both hold member %u: name the filesystem's devices "
 				"first (FS MEMBER)", member, by_idx[idx], cand[i], idx);
 			ret = EXIT_FAIL;
 		}
+		free(by_idx[idx]);
+		free(sbs[idx]);
 		by_idx[idx] = strdup(cand[i]);
+		sbs[idx] = c;
+		if (c->seq > ref->seq)
+			ref = c;
 	}
 	/* the member as named, not as found: the body looks it up by that path */
-	if (!ret && sb->dev_idx < nr_members) {
+	if (!ret && sb->dev_idx < BCH_SB_MEMBERS_MAX) {
 		free(by_idx[sb->dev_idx]);
 		by_idx[sb->dev_idx] = strdup(real);
 	}
+	nr_members = bch_sb_nr_members(ref);
 	unsigned n = 0, missing = 0;
-	fs->devs = calloc(nr_members + 1, sizeof(*fs->devs));
+	fs->devs = calloc(BCH_SB_MEMBERS_MAX + 1, sizeof(*fs->devs));
 	if (!fs->devs)
 		abort();
 	for (unsigned i = 0; i < nr_members && !ret; i++) {
-		struct bch_member *m = bch_sb_member(sb, i);
+		struct bch_member *m = bch_sb_member(ref, i);
+		const uint8_t *u = i == sb->dev_idx ? own_uuid(sb) : sbs[i] ? own_uuid(sbs[i]) : NULL;
 
-		if (by_idx[i])
+		if (!m || !bch_member_exists(m))
+			continue;
+		if (by_idx[i] && u && !memcmp(u, m->uuid, BCH_UUID_SIZE))
 			fs->devs[n++] = strdup(by_idx[i]);
-		else if (m && bch_member_exists(m)) {
+		else {
 			cmd_err(cmd, "%s: %s of its filesystem not found (looked at %s)%s", member,
-				bch_sb_member_text(sb, i, who, sizeof(who)),
+				bch_sb_member_text(ref, i, who, sizeof(who)),
 				S_ISBLK(st.st_mode) ? "the block devices" : "the files beside it",
 				degraded ? "" : ": name the filesystem's devices first (FS MEMBER), "
 				"or -o degraded to go on without it");
@@ -421,9 +445,10 @@ int cmd_fs_resolve_member(const char *cmd, const char *member, unsigned flags, s
 	fs->nr = n;
 	if (!ret && missing && !degraded)
 		ret = EXIT_FAIL;
-	for (unsigned i = 0; i < nr_members; i++)
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++) {
 		free(by_idx[i]);
-	free(by_idx);
+		free(sbs[i]);
+	}
 	free_devs(cand);
 	free(sb);
 	if (ret)

@@ -53,6 +53,18 @@ mkdir sub
 expect_in out 'Removed member 2'
 same_data a.img:b.img
 expect_rc 0 $B fsck -n -f a.img:b.img
+# a member a cut remove left behind (its superblock still lists itself; the
+# others' newer ones do not): the others are the filesystem, and its own
+# superblocks are wiped
+mk
+mkdir -p keep && cp c.img keep/c.img
+expect_rc 0 $B device remove c.img
+mv keep/c.img c.img
+expect_rc 0 $B device remove c.img
+expect_in out 'was removed already; its superblocks are wiped now'
+expect_rc 1 $B show-super c.img
+expect_rc 0 $B fsck -n -f a.img:b.img
+same_data a.img:b.img
 # online/offline change what a daemon holds: unmounted, refused
 expect_rc 1 $B device offline b.img
 expect_in err 'not mounted'
