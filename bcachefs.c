@@ -258,6 +258,7 @@ int main(int argc, char *argv[])
 		return mount_helper(argc, argv, false);
 
 	if (argc < 2) {
+		fprintf(stderr, "bcachefs: no command given\n\n");
 		usage(stderr);
 		return EXIT_USAGE;
 	}

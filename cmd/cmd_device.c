@@ -1019,6 +1019,8 @@ int cmd_device(int argc, char *argv[])
 	};
 	char cmd[64];
 
+	if (argc < 2)
+		cmd_err("device", "no subcommand given");
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
 	    !strcmp(argv[1], "help")) {
 		fputs(device_usage, argc < 2 ? stderr : stdout);

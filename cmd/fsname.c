@@ -18,8 +18,10 @@
  *   2. else the other members, each the holder of one of the member UUIDs
  *      the superblock lists: a block device's are looked for among the
  *      block devices (/proc/partitions), an image file's among the regular
- *      files of its directory.  Members not found are named; the open then
- *      needs -o degraded, as with any missing member.
+ *      files of its directory.  The newest superblock found (seq) then says
+ *      who the members are now, so a member a cut `device remove` left
+ *      behind (still listing itself) is left out.  Members not found are
+ *      named; the open then needs -o degraded, as with any missing member.
  */
 #include <dirent.h>
 #include <errno.h>
