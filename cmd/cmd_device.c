@@ -899,6 +899,14 @@ static char *absolute(const char *p, bool path, bool create)
 	return strdup(p);
 }
 
+/* A member index or UUID (not a file here): a word only a MEMBER can be. */
+static bool member_word(const char *w)
+{
+	uuid_t u;
+
+	return access(w, F_OK) && ((*w && strspn(w, "0123456789") == strlen(w)) || !uuid_parse(w, u));
+}
+
 /*
  * Split argv into FS operands (all but the last n_after operands) and the
  * body's argv (options + the last n_after operands, made absolute when
@@ -908,10 +916,11 @@ static char *absolute(const char *p, bool path, bool create)
  * exactly n_after operands means no FS was given.  Then the one at index
  * lone among them (-1: the command has no such form) names a member by its
  * device path, and its superblock names the filesystem
- * (cmd_fs_resolve_member).  More than n_after: the first ones are FS; each
- * must be a device (or a ':' list, UUID=, a mountpoint), so that a stray
- * word ("p.img:q.img 0 1") is told as too many arguments, not as a missing
- * file.  form is the command's operands for the messages: "[FS] MEMBER".
+ * (cmd_fs_resolve_member).  More than n_after: the first ones are FS; one
+ * of them after the first that only a member can be (an index or UUID
+ * that is no file: "p.img:q.img 0 1") makes it too many arguments, not a
+ * missing file.  form is the command's operands for the messages:
+ * "[FS] MEMBER".
  */
 static int front(const char *cmd, int argc, char **argv, const char *allowed, int n_after,
 		 int lone, const char *form, unsigned path_mask)
@@ -931,9 +940,9 @@ static int front(const char *cmd, int argc, char **argv, const char *allowed, in
 	}
 	int nfs = o.nr_ops - n_after;
 	for (int i = 1; i < nfs; i++)
-		if (!strchr(o.ops[i], ':') && strncmp(o.ops[i], "UUID=", 5) && access(o.ops[i], F_OK)) {
-			cmd_err(cmd, "too many arguments: '%s' is no device, so FS ends before it: "
-				"bcachefs %s %s (see --help)", o.ops[i], cmd, form);
+		if (member_word(o.ops[i])) {
+			cmd_err(cmd, "too many arguments: '%s' is a member, not a device of FS, and "
+				"one is taken: bcachefs %s %s (see --help)", o.ops[i], cmd, form);
 			return EXIT_USAGE;
 		}
 	char **bargv = calloc(argc + 1, sizeof(*bargv));
@@ -963,8 +972,7 @@ static int front(const char *cmd, int argc, char **argv, const char *allowed, in
 			r = EXIT_USAGE;
 			goto out;
 		}
-		uuid_t u;
-		if (access(m, F_OK) && (!uuid_parse(m, u) || strspn(m, "0123456789") == strlen(m))) {
+		if (member_word(m)) {
 			cmd_err(cmd, "'%s': a member index or UUID needs the filesystem before it; "
 				"alone, a member is named by its device: bcachefs %s %s", m, cmd, form);
 			r = EXIT_USAGE;

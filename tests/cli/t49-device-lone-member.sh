@@ -7,8 +7,8 @@
 # set-state, set-label, resize, online, offline; the FS-first form still
 # works; and how a lone member is told from FS: one operand fewer, a device
 # path (an index, UUID, UUID=, a mountpoint or a file of no filesystem are
-# refused with the form to use), while FS followed by a word that is no
-# device ("p.img:q.img 0 1") is "too many arguments", not a missing file.
+# refused with the form to use), while FS followed by a word only a member
+# can be ("p.img:q.img 0 1") is "too many arguments", not a missing file.
 # Data: python's random.Random(49), 2 MiB, compared after every step.
 python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(49).randbytes(2 << 20))' > data.bin
 echo "seed: 49 (data.bin)"
@@ -78,10 +78,13 @@ expect_rc 0 $B device set-label a.img:b.img b.img slow
 mk
 s0=$(sha a.img) s1=$(sha b.img) s2=$(sha c.img)
 expect_rc 16 $B device remove p.img:q.img 0 1
-expect_in err "^bcachefs device remove: too many arguments: '0' is no device"
+expect_in err "^bcachefs device remove: too many arguments: '0' is a member, not a device of FS"
 expect_not_in err 'No such file'
 expect_rc 16 $B device remove a.img:b.img:c.img 0 1
 expect_in err "too many arguments: '0'"
+# a device of FS that is not there is said as such
+expect_rc 1 $B device remove a.img nope.img 1
+expect_in err '^bcachefs device remove: nope.img: No such file or directory$' 
 expect_rc 16 $B device remove 0
 expect_in err "'0': a member index or UUID needs the filesystem"
 expect_rc 16 $B device evacuate "$($B show-super c.img | awk '/^    UUID:/ { print $2; exit }')"
