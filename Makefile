@@ -33,7 +33,8 @@ PKGS	= uuid libsodium
 DL_PKGS	= libarchive fuse3 zlib liblz4 libzstd libxxhash blkid libkeyutils
 
 # Install build dependencies when pkg-config cannot find them (see scripts/install-deps.sh).
-ifneq ($(MAKECMDGOALS),clean)
+# (Not for goals that build nothing: clean, uninstall.)
+ifneq ($(if $(MAKECMDGOALS),$(filter-out clean uninstall,$(MAKECMDGOALS)),all),)
 ifeq ($(shell pkg-config --exists $(PKGS) $(DL_PKGS) criterion 2>/dev/null && test -e /usr/include/libscrypt.h && test -e /usr/include/libaio.h && echo ok),)
 DEPS_RC := $(shell scripts/install-deps.sh build >&2; echo $$?)
 ifneq ($(DEPS_RC),0)
