@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * cmd_util.c - small helpers shared by the commands: messages, device lists,
+ * cmd_util.c - small helpers shared by the commands: messages (and the one
+ * report of a getopt error, cmd_opt_err), device lists,
  * the JSON writer (cmds.h: every --json goes through it), finding the
  * fusemount that holds a device.
  */
