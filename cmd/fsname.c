@@ -265,10 +265,11 @@ static bool mount_of_uuid(const uint8_t *uuid, char *mnt, size_t len)
 		bch_mountinfo_unescape(src);
 		for (char *p = strtok_r(src, ":", &save); p && !found; p = strtok_r(NULL, ":", &save)) {
 			struct bch_sb *sb = sb_of(p);
+			bool read = sb;
 
 			found = sb && !memcmp(sb->uuid, uuid, BCH_UUID_SIZE);
 			free(sb);
-			if (sb)
+			if (read)
 				break;	/* one readable source says which filesystem it is */
 		}
 		if (found)
