@@ -7,7 +7,9 @@
 #                   binary under ASan + UBSan + LeakSanitizer (BCH= for the runners)
 #   make demo       format an example image and show it
 #   make install    PREFIX=/usr/local DESTDIR= (binary, links, man pages, bash completion)
-#   make deb        Debian package (debian/) into build/deb/
+#   make uninstall  the same PREFIX, DESTDIR, MOUNT_HELPER_DIR: removes what install put there
+#   make deb        Debian package (debian/) into build/deb/ (installs its
+#                   Build-Depends first, as root: apt-get build-dep)
 #   make soak | fuzz | bench   long runs, not part of check (soak: all of
 #                   the cli and fsck suites with build/san/bcachefs too)
 #   make bench-tiering         only the tiering benchmarks (bench/README)
@@ -31,7 +33,8 @@ PKGS	= uuid libsodium
 DL_PKGS	= libarchive fuse3 zlib liblz4 libzstd libxxhash blkid libkeyutils
 
 # Install build dependencies when pkg-config cannot find them (see scripts/install-deps.sh).
-ifneq ($(MAKECMDGOALS),clean)
+# (Not for goals that build nothing: clean, uninstall.)
+ifneq ($(if $(MAKECMDGOALS),$(filter-out clean uninstall,$(MAKECMDGOALS)),all),)
 ifeq ($(shell pkg-config --exists $(PKGS) $(DL_PKGS) criterion 2>/dev/null && test -e /usr/include/libscrypt.h && test -e /usr/include/libaio.h && echo ok),)
 DEPS_RC := $(shell scripts/install-deps.sh build >&2; echo $$?)
 ifneq ($(DEPS_RC),0)
@@ -200,10 +203,24 @@ install: bcachefs build/bcachefs.bash
 	ln -sf bcachefs $(DESTDIR)$(datarootdir)/bash-completion/completions/mkfs.bcachefs
 	ln -sf bcachefs $(DESTDIR)$(datarootdir)/bash-completion/completions/fsck.bcachefs
 
+# Removes what install put in place, and nothing else: the files and links it
+# installs (the /sbin mount helper only while it is the link install made);
+# directories stay, another package may use them.
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/sbin/bcachefs $(DESTDIR)$(PREFIX)/sbin/mkfs.bcachefs \
+		$(DESTDIR)$(PREFIX)/sbin/fsck.bcachefs $(DESTDIR)$(PREFIX)/sbin/mount.fuse.bcachefs
+	if [ -n "$(MOUNT_HELPER_DIR)" ] && [ "$(MOUNT_HELPER_DIR)" != "$(PREFIX)/sbin" ] && \
+	   [ "$$(readlink $(DESTDIR)$(MOUNT_HELPER_DIR)/mount.fuse.bcachefs)" = "$(PREFIX)/sbin/bcachefs" ]; then \
+		rm -f $(DESTDIR)$(MOUNT_HELPER_DIR)/mount.fuse.bcachefs; fi
+	rm -f $(DESTDIR)$(datarootdir)/man/man8/bcachefs.8 $(DESTDIR)$(datarootdir)/man/man5/bcachefs-format.5
+	rm -f $(DESTDIR)$(datarootdir)/bash-completion/completions/bcachefs \
+		$(DESTDIR)$(datarootdir)/bash-completion/completions/mkfs.bcachefs \
+		$(DESTDIR)$(datarootdir)/bash-completion/completions/fsck.bcachefs
+
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt bench-metacopies fuzz install clean test-deps
+.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt bench-metacopies fuzz install uninstall clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8
@@ -225,10 +242,13 @@ completion: build/bcachefs.bash
 # is left alone.  DEB_REUSE=1 copies this tree's build (binary, objects,
 # completion) along and skips the clean, so only the packaging runs (the
 # cheap path tests/cli/t40-deb.sh takes under make check; make soak and
-# releases build from scratch).
+# releases build from scratch).  First the Build-Depends of debian/control
+# (scripts/install-deps.sh deb: as root apt-get build-dep installs them,
+# otherwise it prints that apt-get line and stops).
 DEB_DIR ?= build/deb
 DEB_REUSE ?=
 deb: $(if $(DEB_REUSE),bcachefs build/bcachefs.bash)
+	@scripts/install-deps.sh deb
 	rm -rf $(DEB_DIR)/src $(DEB_DIR)/bcachefs-tools-own*_* && mkdir -p $(DEB_DIR)/src
 	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
 		git ls-files -z -co --exclude-standard | xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' _ | \

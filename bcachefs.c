@@ -18,6 +18,7 @@
  * fstab's userspace options (nofail, noauto, _netdev, x-*, ...) are dropped
  * on the way: they are mount(8)'s, not the filesystem's.
  */
+#include <getopt.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,24 +43,24 @@ static int cmd_help(int argc, char *argv[]);
 static const struct command commands[] = {
 	{ "format",	 cmd_format,	 "Format one or more devices or image files", "Superblock" },
 	{ "mkfs",	 cmd_format,	 "Alias of format",				"" },
-	{ "show-super",	 cmd_show_super, "Print the superblock of a device",		"Superblock" },
-	{ "set-fs-option", cmd_set_fs_option, "Change options of an unmounted filesystem", "Superblock" },
-	{ "unlock",	 cmd_unlock,	 "Check an encrypted filesystem's passphrase; key into the keyring", "Encryption" },
+	{ "show-super",	 cmd_show_super, "Print the superblock of a device (or of each member)", "Superblock" },
+	{ "set-fs-option", cmd_set_fs_option, "Change filesystem options (mounted: through its daemon)", "Superblock" },
+	{ "unlock",	 cmd_unlock,	 "Check an encrypted filesystem's passphrase; put its key in the keyring", "Encryption" },
 	{ "set-passphrase", cmd_set_passphrase, "Change the passphrase of an encrypted filesystem", "Encryption" },
 	{ "remove-passphrase", cmd_remove_passphrase, "Store an encrypted filesystem's key in the clear", "Encryption" },
-	{ "list",	 cmd_list,	 "Print the keys or nodes of btrees",		"Engine" },
-	{ "list-journal", cmd_list_journal, "Print the journal entries replay would use", "Engine" },
+	{ "list",	 cmd_list,	 "Print the keys or nodes of btrees (unmounted)",	"Engine" },
+	{ "list-journal", cmd_list_journal, "Print the journal entries replay would use (unmounted)", "Engine" },
 	{ "kv",		 cmd_kv,	 "Put, get, delete raw keys (debugging, tests)", "Engine" },
 	{ "image",	 cmd_image,	 "Read and change files inside an unmounted filesystem", "Files" },
 	{ "fs",		 cmd_fs,	 "fs usage: space used and free per device and data type", "Files" },
 	{ "data",	 cmd_data,	 "data rebalance, rereplicate, scrub: move, copy and check data", "Files" },
-	{ "device",	 cmd_device,	 "Add, remove, evacuate, resize members; set their state or label", "Devices" },
+	{ "device",	 cmd_device,	 "Add, remove, evacuate, resize, online/offline members; set state or label", "Devices" },
 	{ "setattr",	 cmd_setattr,	 "Set per-file options (compression, targets, ...) of files", "Files" },
 	{ "fusemount",	 cmd_fusemount,	 "Mount through FUSE (no kernel driver)", "Files" },
-	{ "fsck",	 cmd_fsck,	 "Check and repair a filesystem (exit codes of fsck(8))", "Repair" },
-	{ "help-opts",	 cmd_help_opts,	 "List every filesystem option (--man: roff)",	"Other" },
+	{ "fsck",	 cmd_fsck,	 "Check and repair an unmounted filesystem (exit codes of fsck(8))", "Repair" },
+	{ "help-opts",	 cmd_help_opts,	 "List every filesystem option (--man: roff, --json)", "Other" },
 	{ "version",	 cmd_version,	 "Print the version of the tool and format",	"Other" },
-	{ "help",	 cmd_help,	 "This list",					"Other" },
+	{ "help",	 cmd_help,	 "This list; help COMMAND: its --help",		"Other" },
 };
 
 static void usage(FILE *f)
@@ -76,18 +77,11 @@ static void usage(FILE *f)
 			if (!any)
 				fprintf(f, "\n%s:\n", groups[g]);
 			any = true;
-			fprintf(f, "  %-16s %s\n", commands[i].name, commands[i].summary);
+			fprintf(f, "  %-18s %s\n", commands[i].name, commands[i].summary);
 		}
 	}
-	fprintf(f, "\nExit codes: 0 success, 1 failure, 16 usage error (fsck: see fsck --help).\n");
-}
-
-static int cmd_help(int argc, char *argv[])
-{
-	(void)argc;
-	(void)argv;
-	usage(stdout);
-	return EXIT_OK;
+	fprintf(f, "\nExit codes: 0 success, 1 failure, 2 work left (data rebalance), 16 usage error\n"
+		   "(fsck: see fsck --help).\n");
 }
 
 static const struct command *find_command(const char *name)
@@ -96,6 +90,26 @@ static const struct command *find_command(const char *name)
 		if (!strcmp(commands[i].name, name))
 			return &commands[i];
 	return NULL;
+}
+
+/* `help` alone: the table; `help CMD`: CMD --help (as git help CMD) */
+static int cmd_help(int argc, char *argv[])
+{
+	const struct command *cmd;
+
+	if (argc > 1 && strcmp(argv[1], "-h") && strcmp(argv[1], "--help")) {
+		cmd = argv[1][0] != '-' ? find_command(argv[1]) : NULL;
+		if (!cmd || cmd->fn == cmd_help || argc > 2) {
+			const char *w = cmd && cmd->fn != cmd_help ? argv[2] : argv[1];
+			cmd_err("help", "unknown %s '%s' (bcachefs help lists the commands)",
+				w[0] == '-' ? "option" : cmd ? "argument" : "command", w);
+			return EXIT_USAGE;
+		}
+		char *av[] = { argv[1], "--help", NULL };
+		return cmd->fn(2, av);
+	}
+	usage(stdout);
+	return EXIT_OK;
 }
 
 /*
@@ -225,6 +239,8 @@ int main(int argc, char *argv[])
 	const char *prog = basename(argv[0]);
 	const struct command *cmd;
 
+	/* getopt's own messages ("fsck: invalid option -- 'Z'") differ from ours: cmd_opt_err says it */
+	opterr = 0;
 	bch_dev_on_wait(print_wait);
 	/* an encrypted filesystem's key: keyring, passphrase file, terminal, stdin */
 	bch_crypt_set_key_provider(bch_cmd_key_provider);
@@ -243,6 +259,7 @@ int main(int argc, char *argv[])
 		return mount_helper(argc, argv, false);
 
 	if (argc < 2) {
+		fprintf(stderr, "bcachefs: no command given\n\n");
 		usage(stderr);
 		return EXIT_USAGE;
 	}
@@ -262,8 +279,15 @@ int main(int argc, char *argv[])
 
 int cmd_version(int argc, char *argv[])
 {
-	(void)argc;
-	(void)argv;
+	if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		printf("Usage: bcachefs version\nPrint the version of the tool and of the on-disk format.\n");
+		return EXIT_OK;
+	}
+	if (argc > 1) {
+		cmd_err("version", "unknown %s '%s' (version takes none)",
+			argv[1][0] == '-' ? "option" : "argument", argv[1]);
+		return EXIT_USAGE;
+	}
 	printf("bcachefs-tools %s (on-disk format version %u, this project's own format)\n",
 	       BCH_VERSION_STRING, BCH_VERSION_CURRENT);
 	return EXIT_OK;

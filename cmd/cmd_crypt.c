@@ -213,8 +213,7 @@ int cmd_unlock(int argc, char *argv[])
 			unlock_usage(stdout);
 			return EXIT_OK;
 		default:
-			fprintf(stderr, "Try 'bcachefs unlock --help'.\n");
-			return EXIT_USAGE;
+			return cmd_opt_err("unlock", argv, "ck:qh");
 		}
 	if (optind >= argc) {
 		cmd_err("unlock", "no device given");
@@ -335,7 +334,7 @@ static int set_or_remove(int argc, char *argv[], bool remove)
 			set_pass_usage(stdout, remove);
 			return EXIT_OK;
 		default:
-			goto usage;
+			return cmd_opt_err(cmd, argv, "qh");
 		}
 	if (optind >= argc) {
 		cmd_err(cmd, "no device given");

@@ -342,7 +342,7 @@ static int cmd_data_rebalance(int argc, char *argv[])
 			break;
 		case 'h':
 		case 'H': usage_rebalance(stdout); return EXIT_OK;
-		default: usage_rebalance(stderr); return EXIT_USAGE;
+		default: return cmd_opt_err("data rebalance", argv, "ho:");
 		}
 	if (optind >= argc) {
 		cmd_err("data rebalance", "no device given");
@@ -390,7 +390,7 @@ int cmd_data(int argc, char *argv[])
 		return cmd_data_scrub(argc - 1, argv + 1);
 	bool help = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
 	if (!help && argc >= 2)
-		cmd_err("data", "unknown subcommand '%s'", argv[1]);
+		cmd_err("data", "unknown %s '%s' (see bcachefs data --help)", argv[1][0] == '-' ? "option" : "subcommand", argv[1]);
 	usage(help ? stdout : stderr);
 	return help ? EXIT_OK : EXIT_USAGE;
 }

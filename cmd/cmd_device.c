@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -160,12 +161,7 @@ static int parse(const char *cmd, int argc, char **argv, const char *allowed, st
 			break;
 		}
 		default:
-			/* a short option in a cluster (-xyz): getopt may not have moved on yet */
-			if (optopt && optopt < 128)
-				cmd_err(cmd, "unknown option '-%c' (see --help)", optopt);
-			else
-				cmd_err(cmd, "unknown option '%s' (see --help)", argv[optind - 1]);
-			ret = EXIT_USAGE;
+			ret = cmd_opt_err(cmd, argv, "fho:");
 		}
 		if (ret)
 			break;
@@ -843,10 +839,14 @@ int cmd_data_rereplicate_body(struct cmd_ctx *x, int argc, char **argv)
 /* --------------------------------------------------------------- fronts */
 
 static const char device_usage[] =
-"Usage: bcachefs device COMMAND [OPTION]... FS ARGS\n"
+"Usage: bcachefs device COMMAND [OPTION]... [FS] ARGS\n"
 "\n"
 "Change the members of a filesystem.  FS is the mountpoint of a fusemount,\n"
 "its member devices (several arguments or joined by ':'), or UUID=<uuid>.\n"
+"Without FS (one operand fewer: device remove /dev/sdX), MEMBER is a\n"
+"member's device path and its superblock names the filesystem: mounted,\n"
+"the fusemount holding it; else the members it lists, looked for among the\n"
+"block devices (a block device member) or the files beside it (an image).\n"
 "On a mounted filesystem the daemon does the work (the control channel);\n"
 "killing the command leaves it running, Ctrl-C stops it where a rerun\n"
 "goes on.\n"
@@ -855,19 +855,19 @@ static const char device_usage[] =
 "  add [--label L] [--durability N] [--fs-size S] [--bucket-size B] [--discard] [-f] FS NEWDEV\n"
 "        format NEWDEV as a new member and use it at once; refused when NEWDEV\n"
 "        holds a filesystem or partition table, unless -f\n"
-"  remove [--force] [--force-metadata] FS MEMBER\n"
+"  remove [--force] [--force-metadata] [FS] MEMBER\n"
 "        move everything off MEMBER, then drop it and wipe its superblocks;\n"
 "        refused up front when the others cannot hold its data or keep the\n"
 "        copies asked for.  --force accepts fewer copies of file data (and\n"
 "        drops the data only a lost member held), --force-metadata of metadata\n"
-"  evacuate [--force] [--force-metadata] FS MEMBER\n"
+"  evacuate [--force] [--force-metadata] [FS] MEMBER\n"
 "        the same move, keeping MEMBER (read-only, empty)\n"
-"  set-state [--force] {rw|ro|failed|spare} FS MEMBER\n"
-"  set-label FS MEMBER LABEL          (\"\" removes the label)\n"
-"  resize FS MEMBER SIZE              grow (an image file grows with it) or shrink\n"
+"  set-state [--force] {rw|ro|failed|spare} [FS] MEMBER\n"
+"  set-label [FS] MEMBER LABEL        (\"\" removes the label)\n"
+"  resize [FS] MEMBER SIZE            grow (an image file grows with it) or shrink\n"
 "                                     (the buckets past the new end are emptied first)\n"
-"  online MNT DEVICE                  a mounted filesystem opens a member it lacks\n"
-"  offline MNT MEMBER                 ... or lets one go (it runs degraded)\n"
+"  online [MNT] DEVICE                a mounted filesystem opens a member it lacks\n"
+"  offline [MNT] MEMBER               ... or lets one go (it runs degraded)\n"
 "\n"
 "MEMBER is a member's device path, index (show-super), or UUID.\n"
 "Options:  --json  a summary for scripts (add, remove, evacuate, resize)\n"
@@ -899,13 +899,31 @@ static char *absolute(const char *p, bool path, bool create)
 	return strdup(p);
 }
 
+/* A member index or UUID (not a file here): a word only a MEMBER can be. */
+static bool member_word(const char *w)
+{
+	uuid_t u;
+
+	return access(w, F_OK) && ((*w && strspn(w, "0123456789") == strlen(w)) || !uuid_parse(w, u));
+}
+
 /*
  * Split argv into FS operands (all but the last n_after operands) and the
  * body's argv (options + the last n_after operands, made absolute when
  * they name existing files).  Then resolve FS and run.
+ *
+ * FS or a lone member: the operands after FS are counted (n_after), so
+ * exactly n_after operands means no FS was given.  Then the one at index
+ * lone among them (-1: the command has no such form) names a member by its
+ * device path, and its superblock names the filesystem
+ * (cmd_fs_resolve_member).  More than n_after: the first ones are FS; one
+ * of them after the first that only a member can be (an index or UUID
+ * that is no file: "p.img:q.img 0 1") makes it too many arguments, not a
+ * missing file.  form is the command's operands for the messages:
+ * "[FS] MEMBER".
  */
 static int front(const char *cmd, int argc, char **argv, const char *allowed, int n_after,
-		 int min_fs, unsigned path_mask)
+		 int lone, const char *form, unsigned path_mask)
 {
 	struct dev_opts o;
 	int r;
@@ -916,11 +934,17 @@ static int front(const char *cmd, int argc, char **argv, const char *allowed, in
 		fputs(device_usage, stdout);
 		return 0;
 	}
-	if (o.nr_ops < n_after + min_fs) {
-		cmd_err(cmd, "too few arguments (see --help)");
+	if (o.nr_ops < n_after + (lone < 0)) {
+		cmd_err(cmd, "too few arguments: bcachefs %s %s (see --help)", cmd, form);
 		return EXIT_USAGE;
 	}
 	int nfs = o.nr_ops - n_after;
+	for (int i = 1; i < nfs; i++)
+		if (member_word(o.ops[i])) {
+			cmd_err(cmd, "too many arguments: '%s' is a member, not a device of FS, and "
+				"one is taken: bcachefs %s %s (see --help)", o.ops[i], cmd, form);
+			return EXIT_USAGE;
+		}
 	char **bargv = calloc(argc + 1, sizeof(*bargv));
 	int bargc = 0;
 	if (!bargv)
@@ -934,10 +958,39 @@ static int front(const char *cmd, int argc, char **argv, const char *allowed, in
 					  !strcmp(cmd, "device add"));
 
 	struct cmd_fs fs;
-	if ((r = cmd_fs_resolve(cmd, o.ops, nfs, &fs)))
+	bool mnt_only = !strcmp(cmd, "device online") || !strcmp(cmd, "device offline");
+	if (nfs) {
+		r = cmd_fs_resolve(cmd, o.ops, nfs, &fs);
+	} else {
+		const char *m = o.ops[lone];
+		struct stat st;
+		/* a list, UUID= or a mountpoint: FS with its member left out */
+		if (!strncmp(m, "UUID=", 5) || (!stat(m, &st) && S_ISDIR(st.st_mode)) ||
+		    (strchr(m, ':') && access(m, F_OK))) {
+			cmd_err(cmd, "too few arguments: %s names a filesystem; give the member too: "
+				"bcachefs %s %s", m, cmd, form);
+			r = EXIT_USAGE;
+			goto out;
+		}
+		if (member_word(m)) {
+			cmd_err(cmd, "'%s': a member index or UUID needs the filesystem before it; "
+				"alone, a member is named by its device: bcachefs %s %s", m, cmd, form);
+			r = EXIT_USAGE;
+			goto out;
+		}
+		if (access(m, F_OK)) {
+			cmd_err(cmd, "%s: %s", m, strerror(errno));
+			r = EXIT_FAIL;
+			goto out;
+		}
+		r = cmd_fs_resolve_member(cmd, m, (mnt_only ? CMD_FS_MOUNTED_ONLY : 0) |
+					  (o.open.v[Opt_degraded] || o.open.v[Opt_very_degraded]
+					   ? CMD_FS_DEGRADED : 0), &fs);
+	}
+	if (r)
 		goto out;
 	/* online/offline change what a daemon holds: unmounted, there is nothing to change */
-	if (!fs.mounted && (!strcmp(cmd, "device online") || !strcmp(cmd, "device offline"))) {
+	if (!fs.mounted && mnt_only) {
 		cmd_err(cmd, "the filesystem is not mounted: nothing holds its devices (name the "
 			"devices when you open it, or leave one out with -o degraded); nothing written");
 		cmd_fs_free(&fs);
@@ -956,18 +1009,26 @@ out:
 int cmd_device(int argc, char *argv[])
 {
 	/* after: operands after FS; paths: which of them are paths (made absolute) */
-	static const struct { const char *name, *allowed; int after; unsigned paths; } subs[] = {
-		{ "add",	"label durability fs-size bucket-size bucket discard force json", 1, 1 },
-		{ "remove",	"force force-metadata json", 1, 1 },
-		{ "evacuate",	"force force-metadata json", 1, 1 },
-		{ "set-state",	"force", 1, 2 },
-		{ "set-label",	"", 2, 1 },
-		{ "resize",	"json", 2, 1 },
-		{ "online",	"", 1, 1 },
-		{ "offline",	"", 1, 1 },
+	/* lone: which of them is a lone member when no FS is given (-1: none) */
+	static const struct {
+		const char *name, *allowed;
+		int after, lone;
+		unsigned paths;
+		const char *form;
+	} subs[] = {
+		{ "add",	"label durability fs-size bucket-size bucket discard force json", 1, -1, 1, "FS NEWDEV" },
+		{ "remove",	"force force-metadata json", 1, 0, 1, "[FS] MEMBER" },
+		{ "evacuate",	"force force-metadata json", 1, 0, 1, "[FS] MEMBER" },
+		{ "set-state",	"force", 2, 1, 2, "STATE [FS] MEMBER" },
+		{ "set-label",	"", 2, 0, 1, "[FS] MEMBER LABEL" },
+		{ "resize",	"json", 2, 0, 1, "[FS] MEMBER SIZE" },
+		{ "online",	"", 1, 0, 1, "[MNT] DEVICE" },
+		{ "offline",	"", 1, 0, 1, "[MNT] MEMBER" },
 	};
 	char cmd[64];
 
+	if (argc < 2)
+		cmd_err("device", "no subcommand given");
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
 	    !strcmp(argv[1], "help")) {
 		fputs(device_usage, argc < 2 ? stderr : stdout);
@@ -987,9 +1048,12 @@ int cmd_device(int argc, char *argv[])
 				fputs(device_usage, stdout);
 				return 0;
 			}
-			if (o.nr_ops < 3 || state_parse(o.ops[0]) < 0) {
-				cmd_err(cmd, o.nr_ops ? "'%s' is not a state: rw, ro, failed or spare"
-					: "give a state, FS and a member%s", o.nr_ops ? o.ops[0] : "");
+			if (o.nr_ops < 2 || state_parse(o.ops[0]) < 0) {
+				if (o.nr_ops && state_parse(o.ops[0]) < 0)
+					cmd_err(cmd, "'%s' is not a state: rw, ro, failed or spare", o.ops[0]);
+				else
+					cmd_err(cmd, "too few arguments: bcachefs %s %s (see --help)", cmd,
+						subs[i].form);
 				return EXIT_USAGE;
 			}
 			/* move the state after FS so the front's split works: FS... STATE MEMBER */
@@ -998,12 +1062,14 @@ int cmd_device(int argc, char *argv[])
 			char *mem = o.ops[o.nr_ops - 2];
 			o.ops[o.nr_ops - 2] = state;
 			o.ops[o.nr_ops - 1] = mem;
-			return front(cmd, argc - 1, argv + 1, subs[i].allowed, 2, 1, subs[i].paths);
+			return front(cmd, argc - 1, argv + 1, subs[i].allowed, 2, 1, subs[i].form,
+				     subs[i].paths);
 		}
-		return front(cmd, argc - 1, argv + 1, subs[i].allowed, subs[i].after, 1,
-			     subs[i].paths);
+		return front(cmd, argc - 1, argv + 1, subs[i].allowed, subs[i].after, subs[i].lone,
+			     subs[i].form, subs[i].paths);
 	}
-	cmd_err("device", "unknown command '%s' (see --help)", argv[1]);
+	cmd_err("device", "unknown %s '%s' (see bcachefs device --help)",
+		argv[1][0] == '-' ? "option" : "subcommand", argv[1]);
 	return EXIT_USAGE;
 }
 
@@ -1028,5 +1094,5 @@ int cmd_data_rereplicate(int argc, char *argv[])
 		fputs(rereplicate_usage, stdout);
 		return 0;
 	}
-	return front("data rereplicate", argc, argv, "json", 0, 1, 0);
+	return front("data rereplicate", argc, argv, "json", 0, -1, "FS", 0);
 }

@@ -275,7 +275,7 @@ static int parse_args(struct format_state *s, int argc, char *argv[])
 				ret = table_opt(s, Opt_metadata_replicas, optarg);
 			break;
 		case '?':
-			ret = -1;
+			ret = cmd_opt_err("format", argv, "-L:U:fqC:h");
 			break;
 		default:
 			if (c >= O_table_base && c < O_table_base + BCH_OPT_NR)

@@ -276,7 +276,7 @@ static int cmd_fs_usage(int argc, char *argv[])
 				return EXIT_USAGE;
 			break;
 		case 'H': usage(stdout); return EXIT_OK;
-		default: usage(stderr); return EXIT_USAGE;
+		default: return cmd_opt_err("fs usage", argv, "ho:");
 		}
 	if (optind >= argc) {
 		usage(stderr);
@@ -327,6 +327,7 @@ int cmd_fs(int argc, char *argv[])
 	if (argc >= 2 && !strcmp(argv[1], "usage"))
 		return cmd_fs_usage(argc - 1, argv + 1);
 	FILE *f = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout : stderr;
+	if (f == stderr && argc >= 2) cmd_err("fs", "unknown %s '%s' (see bcachefs fs --help)", argv[1][0] == '-' ? "option" : "subcommand", argv[1]);
 	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | MOUNTPOINT\n"
 		   "Filesystem-wide commands:\n"
 		   "  usage    space used and free, per device and data type\n");

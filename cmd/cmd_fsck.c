@@ -283,7 +283,7 @@ int cmd_fsck(int argc, char *argv[])
 			free(ctx);
 			return FSCK_EXIT_OK;
 		default:
-			usage(stderr);	/* getopt said what is wrong */
+			cmd_opt_err("fsck", argv, "nypafvhco:");
 			return usage_fail(ctx, &o);
 		}
 	if (modes > 1) {

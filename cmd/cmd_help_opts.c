@@ -180,8 +180,7 @@ int cmd_help_opts(int argc, char *argv[])
 			usage(stdout);
 			return EXIT_OK;
 		default:
-			usage(stderr);
-			return EXIT_USAGE;
+			return cmd_opt_err("help-opts", argv, "h");
 		}
 	if (optind != argc) {
 		cmd_err("help-opts", "unexpected argument '%s'", argv[optind]);

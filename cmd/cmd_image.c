@@ -276,7 +276,7 @@ static int verb_ls(struct img *im, int argc, char **argv)
 		case 'l': lng = true; break;
 		case 'R': rec = true; break;
 		case 'a': all = true; break;
-		default: return EXIT_USAGE;
+		default: return cmd_opt_err("image ls", argv, "+lRa");
 		}
 	if (!im->c)
 		return EXIT_OK;	/* dry run: arguments are fine */
@@ -427,7 +427,7 @@ static int verb_get(struct img *im, int argc, char **argv)
 
 	while ((o = getopt(argc, argv, "+r")) != -1)
 		if (o != 'r')
-			return EXIT_USAGE;	/* -r accepted: directories are always copied whole */
+			return cmd_opt_err("image get", argv, "+r");	/* -r accepted: directories are always copied whole */
 	if (argc - optind != 2)
 		return EXIT_USAGE;
 	if (!im->c)
@@ -482,7 +482,7 @@ static int verb_put(struct img *im, int argc, char **argv)
 
 	while ((o = getopt(argc, argv, "+r")) != -1)
 		if (o != 'r')
-			return EXIT_USAGE;
+			return cmd_opt_err("image put", argv, "+r");
 	if (argc - optind != 2)
 		return EXIT_USAGE;
 	const char *src = argv[optind], *dst = argv[optind + 1];
@@ -655,7 +655,7 @@ static int verb_mkdir(struct img *im, int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			break;
-		default: return EXIT_USAGE;
+		default: return cmd_opt_err("image mkdir", argv, "+pm:");
 		}
 	if (optind >= argc)
 		return EXIT_USAGE;
@@ -717,7 +717,7 @@ static int verb_rm(struct img *im, int argc, char **argv)
 		switch (o) {
 		case 'r': case 'R': recursive = true; break;
 		case 'f': force = true; break;
-		default: return EXIT_USAGE;
+		default: return cmd_opt_err("image rm", argv, "+rRf");
 		}
 	if (optind >= argc)
 		return EXIT_USAGE;
@@ -771,7 +771,7 @@ static int verb_ln(struct img *im, int argc, char **argv)
 		if (o == 's')
 			sym = true;
 		else
-			return EXIT_USAGE;
+			return cmd_opt_err("image ln", argv, "+s");
 	if (argc - optind != 2)
 		return EXIT_USAGE;
 	if (!im->c)
@@ -885,7 +885,7 @@ static int verb_touch(struct img *im, int argc, char **argv)
 
 	while ((o = getopt(argc, argv, "+d:")) != -1) {
 		if (o != 'd')
-			return EXIT_USAGE;
+			return cmd_opt_err("image touch", argv, "+d:");
 		/* @SECONDS[.FRACTION] */
 		char *end;
 		if (optarg[0] != '@') {
@@ -950,7 +950,7 @@ static int verb_getfattr(struct img *im, int argc, char **argv)
 		switch (o) {
 		case 'n': only = optarg; break;
 		case 'd': break;
-		default: return EXIT_USAGE;
+		default: return cmd_opt_err("image getfattr", argv, "+n:d");
 		}
 	if (optind >= argc)
 		return EXIT_USAGE;
@@ -1030,7 +1030,7 @@ static int verb_setfattr(struct img *im, int argc, char **argv)
 		case 'n': name = optarg; break;
 		case 'v': value = optarg; break;
 		case 'x': remove = optarg; break;
-		default: return EXIT_USAGE;
+		default: return cmd_opt_err("image setfattr", argv, "+n:v:x:");
 		}
 	if (optind >= argc || (!name && !remove) || (name && remove))
 		return EXIT_USAGE;
@@ -1231,7 +1231,7 @@ static void verb_usage(const struct verb *v)
 static int run_verb(struct img *im, const struct verb *v, int argc, char **argv)
 {
 	optind = 0;	/* getopt from scratch for every verb (shell runs many) */
-	opterr = 1;
+	opterr = 0;	/* cmd_opt_err reports: bcachefs image VERB: ... */
 	int r = v->fn(im, argc, argv);
 	if (r == EXIT_USAGE)
 		verb_usage(v);
@@ -1413,7 +1413,9 @@ int cmd_image(int argc, char *argv[])
 			/* a verb option before the device (with its argument, if it takes one) */
 			const char *o = strchr(v->optstr, a[1]);
 			if (!o) {
-				cmd_err("image", "%s: unknown option '%s'", v->name, a);
+				char vc[64];
+				snprintf(vc, sizeof(vc), "image %s", v->name);
+				cmd_err(vc, "unknown option '%s' (see bcachefs %s --help)", a, vc);
 				verb_usage(v);
 				free(vargv);
 				return EXIT_USAGE;

@@ -102,7 +102,7 @@ int cmd_kv(int argc, char *argv[])
 		case 'u': unchecked = true; break;
 		case 'N': no_clean_close = true; break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: usage(stderr); return EXIT_USAGE;
+		default: return cmd_opt_err("kv", argv, "+b:o:h");
 		}
 	argc -= optind - 1;
 	argv += optind - 1;

@@ -260,8 +260,7 @@ int cmd_list(int argc, char *argv[])
 			list_usage(stdout);
 			return EXIT_OK;
 		default:
-			list_usage(stderr);
-			return EXIT_USAGE;
+			return cmd_opt_err("list", argv, "b:s:e:l:m:o:h");
 		}
 	if (optind == argc) {
 		cmd_err("list", "no devices given");
@@ -424,8 +423,7 @@ int cmd_list_journal(int argc, char *argv[])
 			list_journal_usage(stdout);
 			return EXIT_OK;
 		default:
-			list_journal_usage(stderr);
-			return EXIT_USAGE;
+			return cmd_opt_err("list-journal", argv, "ho:");
 		}
 	if (optind == argc) {
 		cmd_err("list-journal", "no devices given");

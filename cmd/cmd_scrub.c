@@ -276,7 +276,7 @@ int cmd_data_scrub(int argc, char *argv[])
 			}
 			break;
 		case 'h': usage(stdout); return EXIT_OK;
-		default: usage(stderr); return EXIT_USAGE;
+		default: return cmd_opt_err("data scrub", argv, "ho:");
 		}
 	if (argc - optind < 1 || argc - optind > 2) {
 		cmd_err(CMD, argc - optind < 1 ? "no filesystem given" : "too many arguments");

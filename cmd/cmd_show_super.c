@@ -628,8 +628,7 @@ int cmd_show_super(int argc, char *argv[])
 			usage(stdout);
 			return EXIT_OK;
 		default:
-			usage(stderr);
-			return EXIT_USAGE;
+			return cmd_opt_err("show-super", argv, "lo:h");
 		}
 	if (argc == optind) {
 		cmd_err("show-super", "no device given");

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * cmd_util.c - small helpers shared by the commands: messages, device lists,
+ * cmd_util.c - small helpers shared by the commands: messages (and the one
+ * report of a getopt error, cmd_opt_err), device lists,
  * the JSON writer (cmds.h: every --json goes through it), finding the
  * fusemount that holds a device.
  */
+#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -39,6 +41,29 @@ void cmd_err(const char *cmd, const char *fmt, ...)
 const char *cmd_err_last(void)
 {
 	return last_err[0] ? last_err : NULL;
+}
+
+int cmd_opt_err(const char *cmd, char * const *argv, const char *optstring)
+{
+	const char *word = optind > 0 ? argv[optind - 1] : "";
+	int len = strcspn(word, "=");
+
+	if (!strncmp(word, "--", 2) && optopt && word[len])
+		cmd_err(cmd, "option '%.*s' takes no value (see bcachefs %s --help)", len, word, cmd);
+	else if (!strncmp(word, "--", 2) && optopt)
+		cmd_err(cmd, "option '%s' needs a value (see bcachefs %s --help)", word, cmd);
+	else if (!optopt)	/* a long option getopt does not know (or a prefix of two) */
+		cmd_err(cmd, "unknown option '%.*s' (see bcachefs %s --help)", len, word, cmd);
+	else {
+		/* a short option: the last of the line lacks its value, or is unknown */
+		const char *o = optopt < 128 && optstring ? strchr(optstring + strspn(optstring, "+-:"), optopt) : NULL;
+
+		if (o && o[1] == ':')
+			cmd_err(cmd, "option '-%c' needs a value (see bcachefs %s --help)", optopt, cmd);
+		else
+			cmd_err(cmd, "unknown option '-%c' (see bcachefs %s --help)", optopt, cmd);
+	}
+	return EXIT_USAGE;
 }
 
 int cmd_open_opts_parse(const char *cmd, struct bch_opts *o, const char *arg)

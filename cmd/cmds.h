@@ -87,6 +87,16 @@ int cmd_open_opts_parse(const char *cmd, struct bch_opts *o, const char *arg);
 
 /* Print "bcachefs CMD: msg\n" on stderr. */
 void cmd_err(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/*
+ * The one report of a getopt error, called where getopt returned '?'
+ * (main() sets opterr to 0: getopt prints nothing itself).  Names the word:
+ * "bcachefs CMD: unknown option '--bogus' (see bcachefs CMD --help)", or
+ * "option '-o' needs a value", or "option '--json' takes no value".
+ * optstring: the command's short options, as given to getopt (to tell an
+ * option that lacks its value from an unknown one; NULL: unknown).  Returns
+ * EXIT_USAGE.
+ */
+int cmd_opt_err(const char *cmd, char * const *argv, const char *optstring);
 /* The last message cmd_err printed (without "bcachefs CMD: "), NULL if none: for a JSON "error". */
 const char *cmd_err_last(void);
 

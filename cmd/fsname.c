@@ -9,6 +9,19 @@
  * read-only without the exclusive lock; what cannot be opened or holds no
  * valid superblock of ours is skipped without a message (most block devices
  * are not ours).  Image files are not scanned: they have to be named.
+ *
+ * A lone member (cmd_fs_resolve_member: `device remove /dev/sdX`, as
+ * bcachefs-tools takes it) names its filesystem through its superblock:
+ *   1. mounted: a fuse.bcachefs mount one of whose source devices holds a
+ *      superblock with the same internal UUID (so a member the daemon lacks,
+ *      for `device online`, finds its mount too);
+ *   2. else the other members, each the holder of one of the member UUIDs
+ *      the superblock lists: a block device's are looked for among the
+ *      block devices (/proc/partitions), an image file's among the regular
+ *      files of its directory.  The newest superblock found (seq) then says
+ *      who the members are now, so a member a cut `device remove` left
+ *      behind (still listing itself) is left out.  Members not found are
+ *      named; the open then needs -o degraded, as with any missing member.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -212,6 +225,238 @@ static char **loops_of(char * const *devs, unsigned nr, unsigned *nr_loops)
 	if (d)
 		closedir(d);
 	return loops;
+}
+
+/* ------------------------------------------------------- a lone member */
+
+/* The superblock at path (read-only, no lock: a daemon may hold it), NULL if none. */
+static struct bch_sb *sb_of(const char *path)
+{
+	struct bch_blockdev *dev;
+	struct bch_sb *sb = NULL;
+
+	if (bch_dev_open(path, BCH_DEV_RDONLY | BCH_DEV_NO_LOCK, &dev))
+		return NULL;
+	if (bch_sb_read(dev, &sb, NULL)) {
+		free(sb);
+		sb = NULL;
+	}
+	bch_dev_close(dev);
+	return sb;
+}
+
+/* The mount point of the fuse.bcachefs mount of the filesystem with internal uuid. */
+static bool mount_of_uuid(const uint8_t *uuid, char *mnt, size_t len)
+{
+	char line[16384], src[8192], point[8192];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *sep = strstr(line, " - "), *save = NULL;
+
+		if (!sep || strncmp(sep + 3, "fuse.bcachefs ", 14) ||
+		    sscanf(line, "%*u %*u %*u:%*u %*s %8191s", point) != 1 ||
+		    sscanf(sep + 17, "%8191s", src) != 1)
+			continue;
+		bch_mountinfo_unescape(point);
+		bch_mountinfo_unescape(src);
+		for (char *p = strtok_r(src, ":", &save); p && !found; p = strtok_r(NULL, ":", &save)) {
+			struct bch_sb *sb = sb_of(p);
+			bool read = sb;
+
+			found = sb && !memcmp(sb->uuid, uuid, BCH_UUID_SIZE);
+			free(sb);
+			if (read)
+				break;	/* one readable source says which filesystem it is */
+		}
+		if (found)
+			snprintf(mnt, len, "%.*s", (int)len - 1, point);
+	}
+	fclose(f);
+	return found;
+}
+
+/* A device's own member UUID, as its superblock records it. */
+static const uint8_t *own_uuid(const struct bch_sb *sb)
+{
+	struct bch_member *m = bch_sb_member(sb, sb->dev_idx);
+
+	return m ? m->uuid : NULL;
+}
+
+/*
+ * candidate's superblock when it is of the filesystem of sb (same internal
+ * UUID) and holds a member UUID sb lists, else NULL (caller frees).
+ */
+static struct bch_sb *member_of(const struct bch_sb *sb, const char *path)
+{
+	struct bch_sb *c = sb_of(path);
+	struct bch_member *m = c ? bch_sb_member(sb, c->dev_idx) : NULL;
+
+	if (c && (memcmp(c->uuid, sb->uuid, BCH_UUID_SIZE) || !m || !bch_member_exists(m) ||
+		  !own_uuid(c) || memcmp(m->uuid, own_uuid(c), BCH_UUID_SIZE))) {
+		free(c);
+		c = NULL;
+	}
+	return c;
+}
+
+/* The candidates for the other members: block devices, or the files beside an image. */
+static char **candidates(const char *member, bool blockdev, unsigned *nr)
+{
+	unsigned cap = 16, n = 0;
+	char **v = malloc(cap * sizeof(*v)), path[PATH_MAX];
+
+	if (!v)
+		abort();
+	if (blockdev) {
+		char line[512], name[256];
+		unsigned long long blocks;
+		FILE *f = fopen("/proc/partitions", "re");
+
+		while (f && fgets(line, sizeof(line), f)) {
+			if (sscanf(line, " %*u %*u %llu %255s", &blocks, name) != 2 || !blocks ||
+			    !strncmp(name, "fd", 2) || !strncmp(name, "sr", 2))
+				continue;
+			snprintf(path, sizeof(path), "/dev/%s", name);
+			if (n + 2 > cap && !(v = realloc(v, (cap *= 2) * sizeof(*v))))
+				abort();
+			v[n++] = strdup(path);
+		}
+		if (f)
+			fclose(f);
+	} else {
+		char dir[PATH_MAX];
+		struct dirent *e;
+		struct stat st;
+		DIR *d;
+
+		snprintf(dir, sizeof(dir), "%s", member);
+		*strrchr(dir, '/') = 0;		/* member is absolute */
+		d = opendir(*dir ? dir : "/");
+		while (d && (e = readdir(d))) {
+			if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= sizeof(path) ||
+			    stat(path, &st) || !S_ISREG(st.st_mode) || st.st_size < 64 << 10)
+				continue;
+			if (n + 2 > cap && !(v = realloc(v, (cap *= 2) * sizeof(*v))))
+				abort();
+			v[n++] = strdup(path);
+		}
+		if (d)
+			closedir(d);
+	}
+	v[n] = NULL;
+	*nr = n;
+	return v;
+}
+
+int cmd_fs_resolve_member(const char *cmd, const char *member, unsigned flags, struct cmd_fs *fs)
+{
+	bool degraded = flags & CMD_FS_DEGRADED;
+	char real[PATH_MAX], who[160];
+	struct stat st;
+	struct bch_sb *sb;
+	int ret = 0;
+
+	memset(fs, 0, sizeof(*fs));
+	if (!realpath(member, real) || stat(real, &st)) {
+		cmd_err(cmd, "%s: %s", member, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (S_ISDIR(st.st_mode) || !(sb = sb_of(real))) {
+		cmd_err(cmd, "%s: %s: name the filesystem first (FS MEMBER: its devices, "
+			"UUID=..., or its mountpoint)", member,
+			S_ISDIR(st.st_mode) ? "a directory, not a member" : "no bcachefs superblock here");
+		return EXIT_USAGE;
+	}
+	if (mount_of_uuid(sb->uuid, fs->mnt, sizeof(fs->mnt))) {
+		fs->mounted = true;
+		free(sb);
+		return 0;
+	}
+	if (flags & CMD_FS_MOUNTED_ONLY) {
+		free(sb);
+		return 0;
+	}
+
+	/*
+	 * by_idx: the device holding each member the given superblock lists.
+	 * The newest superblock among them (ref) says who the members are now:
+	 * a member removed by a cut `device remove` still lists itself, and is
+	 * then left out (the body wipes what is left of it).
+	 */
+	unsigned nr_cand, nr_members = BCH_SB_MEMBERS_MAX;
+	char **cand = candidates(real, S_ISBLK(st.st_mode), &nr_cand);
+	char *by_idx[BCH_SB_MEMBERS_MAX] = { NULL };
+	struct bch_sb *sbs[BCH_SB_MEMBERS_MAX] = { NULL }, *ref = sb;
+
+	for (unsigned i = 0; i < nr_cand && !ret; i++) {
+		struct bch_sb *c = member_of(sb, cand[i]);
+		char ri[PATH_MAX], rc[PATH_MAX];
+		unsigned idx = c ? c->dev_idx : 0;
+
+		if (!c || idx >= BCH_SB_MEMBERS_MAX) {
+			free(c);
+			continue;
+		}
+		if (by_idx[idx] && realpath(by_idx[idx], ri) && realpath(cand[i], rc) && !strcmp(ri, rc)) {
+			free(c);
+			continue;	/* the same device by two names */
+		}
+		if (by_idx[idx]) {
+			cmd_err(cmd, "%s: %s and %s both hold member %u: name the filesystem's devices "
+				"first (FS MEMBER)", member, by_idx[idx], cand[i], idx);
+			ret = EXIT_FAIL;
+		}
+		free(by_idx[idx]);
+		free(sbs[idx]);
+		by_idx[idx] = strdup(cand[i]);
+		sbs[idx] = c;
+		if (c->seq > ref->seq)
+			ref = c;
+	}
+	/* the member as named, not as found: the body looks it up by that path */
+	if (!ret && sb->dev_idx < BCH_SB_MEMBERS_MAX) {
+		free(by_idx[sb->dev_idx]);
+		by_idx[sb->dev_idx] = strdup(real);
+	}
+	nr_members = bch_sb_nr_members(ref);
+	unsigned n = 0, missing = 0;
+	fs->devs = calloc(BCH_SB_MEMBERS_MAX + 1, sizeof(*fs->devs));
+	if (!fs->devs)
+		abort();
+	for (unsigned i = 0; i < nr_members && !ret; i++) {
+		struct bch_member *m = bch_sb_member(ref, i);
+		const uint8_t *u = i == sb->dev_idx ? own_uuid(sb) : sbs[i] ? own_uuid(sbs[i]) : NULL;
+
+		if (!m || !bch_member_exists(m))
+			continue;
+		if (by_idx[i] && u && !memcmp(u, m->uuid, BCH_UUID_SIZE))
+			fs->devs[n++] = strdup(by_idx[i]);
+		else {
+			cmd_err(cmd, "%s: %s of its filesystem not found (looked at %s)%s", member,
+				bch_sb_member_text(ref, i, who, sizeof(who)),
+				S_ISBLK(st.st_mode) ? "the block devices" : "the files beside it",
+				degraded ? "" : ": name the filesystem's devices first (FS MEMBER), "
+				"or -o degraded to go on without it");
+			missing++;
+		}
+	}
+	fs->nr = n;
+	if (!ret && missing && !degraded)
+		ret = EXIT_FAIL;
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++) {
+		free(by_idx[i]);
+		free(sbs[i]);
+	}
+	free_devs(cand);
+	free(sb);
+	if (ret)
+		cmd_fs_free(fs);
+	return ret;
 }
 
 int cmd_fs_resolve(const char *cmd, char * const *args, unsigned nr, struct cmd_fs *fs)

@@ -35,4 +35,17 @@ struct cmd_fs {
 int  cmd_fs_resolve(const char *cmd, char * const *args, unsigned nr, struct cmd_fs *fs);
 void cmd_fs_free(struct cmd_fs *fs);
 
+/*
+ * A lone member (`device remove /dev/sdX`): its filesystem, found from the
+ * member's superblock (fsname.c says how: the mount table first, then the
+ * holders of the member UUIDs it lists).  Members not found are named on
+ * stderr; with CMD_FS_DEGRADED the others are used, else EXIT_FAIL.
+ * CMD_FS_MOUNTED_ONLY: only the mount table (device online/offline: 0 and
+ * fs->mounted false when unmounted).  EXIT_USAGE when member holds no
+ * superblock of ours (or is a directory).
+ */
+#define CMD_FS_DEGRADED		(1U << 0)
+#define CMD_FS_MOUNTED_ONLY	(1U << 1)
+int cmd_fs_resolve_member(const char *cmd, const char *member, unsigned flags, struct cmd_fs *fs);
+
 #endif /* _BCACHEFS_FSNAME_H */

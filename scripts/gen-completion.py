@@ -22,6 +22,10 @@ what the built binary prints, so the completion cannot drift from it.
   option values  `bcachefs help-opts`: the option table of libbcachefs/opts.h
                  (enum choices, yes|no, which options are targets, which apply
                  when opening: -o)
+  -o words       a command's own -o items beside the table's (fusemount's
+                 norebalance, nocopygc, iostats, FUSE's allow_other): in the
+                 -o block of its --help, a word that starts a line and ends
+                 in ':' ("norebalance: ..."), and words_with_underscores
   word choices   {a|b|c} in a usage line (device set-state's states)
 
 The completion function itself is the template at the end of this file; at
@@ -41,7 +45,8 @@ def run(binary, *args):
 
 def commands(binary):
     out = run(binary, "help")
-    return re.findall(r"^  ([a-z][a-z0-9-]*)  ", out, re.M)
+    # one space is enough: a name as wide as the column (remove-passphrase)
+    return re.findall(r"^  ([a-z][a-z0-9-]*) +\S", out, re.M)
 
 
 def subcommands(text):
@@ -89,6 +94,21 @@ def blocks(text, subs):
     return own, rest
 
 
+def o_words(text):
+    """A command's own -o items, from the -o block of its usage text."""
+    m = re.search(r"^\s+-o [A-Z]+\s(.*?)(?=^\s+-[a-zA-Z-]|^\S|\Z)", text, re.M | re.S)
+    if not m:
+        return []
+    block, out = m.group(1), []
+    for w in re.findall(r"^\s+([a-z][a-z0-9_]*):\s", block, re.M):
+        out.append(w)
+    # valued ones are the option table's; "read_bytes=N" is an example output
+    for w, eq in re.findall(r"\b([a-z][a-z0-9]*_[a-z0-9_]*[a-z0-9])\b(=?)", block):
+        if not eq:
+            out.append(w)
+    return out
+
+
 def words(text):
     """{a|b|c} choices in the usage line (the text's first line)."""
     out = []
@@ -118,15 +138,16 @@ def main():
     binary = sys.argv[1]
     cmds = commands(binary)
     listing = run(binary, "help")
-    opts, subs, choices = {}, {}, {}
+    opts, subs, choices, owords = {}, {}, {}, {}
     for c in cmds:
         text = run(binary, c, "--help")
-        if text == listing:
+        if text == listing or text.startswith(listing.split("\n", 1)[0]):
             continue	# help: the command list itself
         s = subcommands(text)
         if not s:
             opts[c] = options(text)
             choices[c] = words(text)
+            owords[c] = o_words(text)
             continue
         subs[c] = s
         own, rest = blocks(text, s)
@@ -179,6 +200,13 @@ def main():
     print(")")
     print("_bcachefs_targets=" + q(" ".join(targets)))
     print("_bcachefs_open_opts=" + q(" ".join(["ro"] + open_opts)))
+    print("# a command's own -o items, beside the open options")
+    print("declare -gA _bcachefs_oopts=(")
+    for k, w in owords.items():
+        extra = [x for x in dict.fromkeys(w) if x not in open_opts and x + "=" not in open_opts]
+        if extra:
+            print(f"\t[{q(k)}]={q(' '.join(extra))}")
+    print(")")
     print(TEMPLATE, end="")
 
 
@@ -239,7 +267,7 @@ _bcachefs_value()
 			done
 			return
 		fi
-		COMPREPLY=($(compgen -P "$head" -W "$_bcachefs_open_opts" -- "$item"))
+		COMPREPLY=($(compgen -P "$head" -W "$_bcachefs_open_opts ${_bcachefs_oopts[$_bcachefs_key]}" -- "$item"))
 		compopt -o nospace 2>/dev/null
 		return
 		;;
@@ -264,6 +292,7 @@ _bcachefs()
 	local prog=${COMP_WORDS[0]##*/} cmd= sub= key i w
 	local -a line=()
 	COMPREPLY=()
+	_bcachefs_key=
 
 	# the words before the cursor, with bash's = and : splits joined again
 	for ((i = 1; i < COMP_CWORD; i++)); do
@@ -311,6 +340,7 @@ _bcachefs()
 		return
 	fi
 	key=$cmd${sub:+ $sub}
+	_bcachefs_key=$key	# _bcachefs_value: whose -o items
 
 	if [[ $cur == --*=* ]]; then
 		_bcachefs_value "${cur%%=*}" "${cur#*=}" "${line[@]}"

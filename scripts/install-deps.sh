@@ -3,7 +3,9 @@
 # The list lives here and nowhere else. Only missing packages are installed.
 # As root: apt-get installs them. Otherwise: prints the command and fails.
 #
-# usage: scripts/install-deps.sh [build|test|bench|fuzz]   (default: test)
+# usage: scripts/install-deps.sh [build|test|bench|fuzz|deb]   (default: test)
+#   deb: the Build-Depends of debian/control (what dpkg-buildpackage checks),
+#   through apt-get build-dep on the source tree, which reads them from there.
 set -eu
 
 BUILD_PKGS="build-essential pkg-config uuid-dev libblkid-dev zlib1g-dev liblz4-dev \
@@ -32,12 +34,34 @@ BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils fio hyperfine time fuse2fs gocry
 FUZZ_PKGS="clang libclang-rt-14-dev"
 
 what=${1:-test}
+# make deb: what dpkg-checkbuilddeps finds unmet (all of it without dpkg-dev)
+if [ "$what" = deb ]; then
+	src=$(cd "$(dirname "$0")/.." && pwd)
+	if command -v dpkg-checkbuilddeps >/dev/null &&
+	   (cd "$src" && dpkg-checkbuilddeps) 2>/dev/null; then
+		exit 0
+	fi
+	if [ "$(id -u)" != 0 ]; then
+		if command -v dpkg-checkbuilddeps >/dev/null; then
+			(cd "$src" && dpkg-checkbuilddeps) 2>&1 | sed 's/^/missing: /' >&2 || true
+		else
+			echo "missing: dpkg-dev (dpkg-buildpackage) and the Build-Depends of debian/control" >&2
+		fi
+		echo "run as root: apt-get build-dep -y $src" >&2
+		exit 1
+	fi
+	echo "installing the Build-Depends of $src/debian/control" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq >/dev/null || true
+	apt-get build-dep -y -qq "$src" >/dev/null
+	exit 0
+fi
 case "$what" in
 	build) want="$BUILD_PKGS $RUNTIME_PKGS" ;;
 	test)  want="$BUILD_PKGS $RUNTIME_PKGS $TEST_PKGS" ;;
 	bench) want="$BUILD_PKGS $RUNTIME_PKGS $TEST_PKGS $BENCH_PKGS" ;;
 	fuzz)  want="$BUILD_PKGS $RUNTIME_PKGS $FUZZ_PKGS" ;;
-	*) echo "usage: $0 [build|test|bench|fuzz]" >&2; exit 2 ;;
+	*) echo "usage: $0 [build|test|bench|fuzz|deb]" >&2; exit 2 ;;
 esac
 
 missing=""

@@ -23,3 +23,22 @@ if command -v man >/dev/null; then
 else
 	skip_part "the man pages are not rendered: no man (man-db) on this machine"
 fi
+
+# make uninstall (same DESTDIR and PREFIX) removes what install put there and
+# nothing else: a file of another package beside ours stays; the mount
+# helper link in MOUNT_HELPER_DIR goes only while it is the one install made
+mkdir -p root/usr/sbin && echo other > root/usr/sbin/other-tool
+make -s -C "$ROOT" uninstall DESTDIR="$PWD/root" PREFIX=/usr >log 2>&1 || fail "uninstall: $(cat log)"
+left=$(cd root && find . ! -type d ! -path ./usr/sbin/other-tool)
+[ -z "$left" ] || fail "make uninstall left: $left"
+[ -e root/usr/sbin/other-tool ] || fail "make uninstall removed another package's file"
+make -s -C "$ROOT" install DESTDIR="$PWD/r2" PREFIX=/usr MOUNT_HELPER_DIR=/sbin >log 2>&1 || fail "install: $(cat log)"
+[ "$(readlink r2/sbin/mount.fuse.bcachefs)" = /usr/sbin/bcachefs ] || fail "no /sbin helper link"
+ln -sf /usr/bin/other r2/sbin/mount.fuse.bcachefs	# another one took its place since
+make -s -C "$ROOT" uninstall DESTDIR="$PWD/r2" PREFIX=/usr MOUNT_HELPER_DIR=/sbin >log 2>&1 || fail "uninstall: $(cat log)"
+[ -L r2/sbin/mount.fuse.bcachefs ] || fail "uninstall removed a mount helper it did not install"
+rm r2/sbin/mount.fuse.bcachefs
+left=$(cd r2 && find . ! -type d)
+[ -z "$left" ] || fail "make uninstall left: $left"
+# the same PREFIX again: nothing left to remove is no error
+make -s -C "$ROOT" uninstall DESTDIR="$PWD/r2" PREFIX=/usr >log 2>&1 || fail "uninstall twice: $(cat log)"

@@ -295,7 +295,7 @@ rm q0.img q1.img q2.img
 expect_rc 0 $B format -q --fs-size=20M q0.img q1.img q2.img
 R=q0.img:q1.img:q2.img; changed
 refused 16 'Usage: bcachefs device' $B device
-refused 16 "unknown command 'bogus'" $B device bogus $R
+refused 16 "unknown subcommand 'bogus'" $B device bogus $R
 refused 16 'too few arguments' $B device add $R
 refused 16 'too few arguments' $B device remove $R
 refused 16 "unknown option '--bogus'" $B device remove --bogus $R 0

@@ -74,6 +74,11 @@ has "bcachefs set-fs-option --compress" --compression=
 # -o: the open options of the option table, comma-separated
 has "bcachefs fusemount -o " ro degraded very_degraded compression=
 has "bcachefs fusemount -o ro,deg" ro,degraded
+# fusemount's own -o items (its --help's -o block) and FUSE's
+only "bcachefs fusemount -o no" norebalance nocopygc
+has "bcachefs fusemount -o ro,io" ro,iostats
+has "bcachefs fusemount -o allow" allow_other
+only "bcachefs remove-p" remove-passphrase
 # (bash completes the word after "=": the value alone)
 only "bcachefs fsck -o ro,compression=z" zstd
 # targets: labels (and their groups) of format's own --label values ...

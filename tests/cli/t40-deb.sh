@@ -5,6 +5,31 @@
 # package's /usr/sbin/mount.fuse.bcachefs in a private mount namespace.
 # Under make check the package reuses this tree's build (make deb
 # DEB_REUSE=1: packaging only, ~25 s); SOAK=1 builds it from scratch (~75 s).
+# make deb on a machine without the Build-Depends: as root they are
+# installed (apt-get build-dep), otherwise the exact apt-get line is printed.
+# Here dpkg-checkbuilddeps is a stand-in that finds debhelper-compat missing,
+# and the script runs as a user who is not root.
+chmod 755 .	# the user who is not root runs from here
+mkdir -m 755 fake
+printf '#!/bin/sh\necho "dpkg-checkbuilddeps: error: Unmet build dependencies: debhelper-compat (= 13)" >&2\nexit 1\n' > fake/dpkg-checkbuilddeps
+chmod 755 fake/dpkg-checkbuilddeps
+if [ "$(id -u)" = 0 ]; then
+	as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+else
+	as_user() { "$@"; }
+fi
+run as_user env PATH="$PWD/fake:$PATH" "$ROOT/scripts/install-deps.sh" deb
+[ "$rc" = 1 ] || fail "install-deps.sh deb with a dependency missing exited $rc: $(cat err)"
+expect_in err 'missing: .*Unmet build dependencies: debhelper-compat'
+expect_in err "^run as root: apt-get build-dep -y $ROOT\$"
+# debian/control builds with what install-deps.sh build installs
+devs=$(sed -n '/^BUILD_PKGS=/,/"$/p' "$ROOT/scripts/install-deps.sh" | tr -d '"\\' | tr ' ' '\n' | grep -- '-dev$')
+[ -n "$devs" ] || fail "no -dev packages read from scripts/install-deps.sh"
+for p in $devs; do
+	grep -Eq "^(Build-Depends:)? *$p(,|$)" "$ROOT/debian/control" ||
+		fail "debian/control's Build-Depends lacks $p (scripts/install-deps.sh build has it)"
+done
+
 for t in dpkg-buildpackage dh lintian dpkg-deb; do
 	command -v $t >/dev/null || skip "no $t (apt-get install dpkg-dev debhelper lintian)"
 done

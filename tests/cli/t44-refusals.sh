@@ -72,7 +72,7 @@ $(diff before after)
 $(head -c 1500 err)"; mv after before; }
 done <<'EOF'
 # ---- format
-16 | unrecognized option|                   $B format --no-such-option one.img
+16 | unknown option '--no-such-option'|      $B format --no-such-option one.img
 1  | one.img.*-f|                            $B format one.img
 1  | p.img.*-f|                              $B format --replicas=2 p.img q.img
 16 | |                                       $B format --block-size=3000 one.img
@@ -115,8 +115,8 @@ done <<'EOF'
 16 | takes only degraded|                    $B set-fs-option -o ro --compression=lz4 one.img
 0  | |                                       $B set-fs-option --compression=none one.img
 # ---- device
-16 | unknown command|                        $B device frob one.img
-16 | unknown command|                        $B device resize-journal one.img 0 8M
+16 | unknown subcommand|                     $B device frob one.img
+16 | unknown subcommand|                     $B device resize-journal one.img 0 8M
 16 | too few arguments|                      $B device add one.img
 16 | durability|                             $B device add --durability=9 one.img new.img
 16 | does not apply|                         $B device remove --label=x one.img 0
