@@ -973,6 +973,7 @@ int cmd_device(int argc, char *argv[])
 		fputs(device_usage, argc < 2 ? stderr : stdout);
 		return argc < 2 ? EXIT_USAGE : 0;
 	}
+	if (!strcmp(argv[1], "stats")) return cmd_device_stats(argc - 1, argv + 1);	/* cmd_device_stats.c */
 	for (unsigned i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (strcmp(argv[1], subs[i].name))
 			continue;

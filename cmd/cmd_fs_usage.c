@@ -344,7 +344,7 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
  * the mountpoint of the fuse.bcachefs mount that holds it (the longest
  * mountpoint that is a prefix), into mnt.  False when it is in none.
  */
-static bool mount_holding(const char *path, char *mnt, size_t len)
+bool cmd_mount_holding(const char *path, char *mnt, size_t len)
 {
 	char real[PATH_MAX], line[16384], point[8192];
 	size_t best = 0;
@@ -403,7 +403,7 @@ static int cmd_fs_usage(int argc, char *argv[])
 	char mnt[PATH_MAX];
 	struct stat st;
 	if (argc - optind == 1 && !stat(argv[optind], &st) &&
-	    (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) && mount_holding(argv[optind], mnt, sizeof(mnt)))
+	    (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) && cmd_mount_holding(argv[optind], mnt, sizeof(mnt)))
 		argv[optind] = mnt;
 	struct cmd_fs fs;
 	int rr = cmd_fs_resolve("fs usage", argv + optind, argc - optind, &fs);
