@@ -185,8 +185,8 @@ static void json_device(struct bch_json *j, struct bch_fs *c, unsigned d,
 	for (unsigned t = 0; t < BCH_DATA_NR; t++) {
 		json_open(j, data_names[t], false);
 		json_u64(j, "buckets", u->buckets[t]);
-		json_u64(j, "space", u->buckets[t] * bs);
 		json_u64(j, "bytes", u->sectors[t] << 9);
+		json_u64(j, "space", u->buckets[t] * bs);
 		json_u64(j, "cached_bytes", u->cached_by_type[t] << 9);
 		json_close(j);
 	}
