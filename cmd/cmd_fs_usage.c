@@ -266,7 +266,7 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 			bch_dev_usage_get(c, d, &u[d]);
 		else
 			memset(&u[d], 0, sizeof(u[d]));
-	char uuid[37], a[32], b[32], cc[32], dd[32], ee[32];
+	char uuid[37], a[32], b[32], cc[32];
 	uuid_unparse(c->sb->user_uuid, uuid);
 	double ratio = ondisk ? (double)logical / ondisk : 1.0;
 
@@ -305,21 +305,21 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 		return 0;
 	}
 	fprintf(f, "Filesystem:        %s\n", uuid);
-	fprintf(f, "Size:              %s (every bucket of the online members)\n", sz(sp.size, a, sizeof(a)));
-	fprintf(f, "Used:              %s (buckets holding anything: superblock, journal, btree, data, cached)\n",
-		sz(sp.used, a, sizeof(a)));
-	fprintf(f, "Free:              %s (empty buckets)\n", sz(sp.free, a, sizeof(a)));
-	fprintf(f, "Available:         %s = (free %s - reserve %s + reclaimable %s - promised %s) / %u %s\n",
-		sz(sp.available, a, sizeof(a)), sz(sp.free, b, sizeof(b)), sz(sp.reserve, cc, sizeof(cc)),
-		sz(sp.reclaimable, dd, sizeof(dd)), sz(sp.promised, ee, sizeof(ee)), sp.replicas,
-		sp.replicas == 1 ? "copy" : "copies");
-	fprintf(f, "  reserve:         free space new data may not take (each data member's metadata\n"
-		   "                   reserve; all the free space of members that take no new data)\n");
-	fprintf(f, "  reclaimable:     used space new data takes all the same (cached data, the rest of\n"
-		   "                   the open data buckets)\n");
-	if (sp.promised)
-		fprintf(f, "  promised:        preallocated by fallocate, not yet written\n");
-	fprintf(f, "  (df shows Size, Used and Available; see man bcachefs, fs usage)\n");
+	/* one value a line (scripts read "Key: value"); what they mean: man bcachefs, fs usage */
+	fprintf(f, "Size:              %s\n", sz(sp.size, a, sizeof(a)));
+	fprintf(f, "Used:              %s\n", sz(sp.used, a, sizeof(a)));
+	fprintf(f, "Free:              %s\n", sz(sp.free, a, sizeof(a)));
+	fprintf(f, "Reserve:           %s\n", sz(sp.reserve, a, sizeof(a)));
+	fprintf(f, "Reclaimable:       %s\n", sz(sp.reclaimable, a, sizeof(a)));
+	fprintf(f, "Promised:          %s\n", sz(sp.promised, a, sizeof(a)));
+	fprintf(f, "Available:         %s\n", sz(sp.available, a, sizeof(a)));
+	fprintf(f, "  used = size - free: buckets holding anything (superblock, journal, btree, data, cached)\n"
+		   "  reserve: free space new data may not take (each data member's metadata reserve,\n"
+		   "    all the free space of members that take no new data)\n"
+		   "  reclaimable: used space new data takes all the same (cached data, the rest of\n"
+		   "    the open data buckets); promised: preallocated by fallocate, not yet written\n"
+		   "  available = (free - reserve + reclaimable - promised) / %u (data_replicas)\n"
+		   "  df shows size, used and available (man bcachefs, fs usage)\n", sp.replicas);
 	fprintf(f, "File data:         %s in %" PRIu64 " extents, %s on disk per copy (compression ratio %.2f)\n",
 	       sz(logical << 9, a, sizeof(a)), nr_extents, sz(ondisk << 9, b, sizeof(b)), ratio);
 	if (!pend.scan && !pend.sectors_target && !pend.sectors_compression)
