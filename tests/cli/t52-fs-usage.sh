@@ -80,12 +80,13 @@ expect_rc 0 jq -e '(.devices | length) == 2 and .devices[1].online == false and 
 expect_rc 0 $B fs usage -o degraded a.img
 expect_in out '^Device 1: \(not open\) rw, offline$'
 
-expect_rc 0 $B device set-state ro a.img:b.img 1
+expect_rc 0 $B device set-state --force ro a.img:b.img 1
 expect_rc 0 $B fs usage --json a.img:b.img
-expect_rc 0 jq -e '.devices[0].state == "rw" and .devices[1].state == "ro"' out
-python3 sums.py out || fail "sums (a member ro)"
+cp out ro.json
+expect_rc 0 jq -e '.devices[0].state == "rw" and .devices[1].state == "ro"' ro.json
+python3 sums.py ro.json || fail "sums (a member ro)"
 # an ro member's free space is all reserve: new data cannot go there
-expect_rc 0 jq -e '.reserve >= .devices[1].free.space' out
+expect_rc 0 jq -e '.reserve >= .devices[1].free.space' ro.json
 expect_rc 0 $B fs usage a.img:b.img
 expect_in out '^Device 1: b.img ro, online$'
 expect_rc 0 $B device set-state rw a.img:b.img 1
@@ -129,6 +130,19 @@ expect_in err '^bcachefs data rebalance: .*space'
 expect_rc 0 $B image rm $F /a.bin
 expect_rc 0 $B data rebalance --json $F
 expect_rc 0 jq -e '.done == true and .last_problem == ""' out
+
+# ---- pending is right before the scan reaches the files (the progress line's
+# figure): an option change schedules a scan, and the data it will move is
+# pending at once
+expect_rc 0 $B format -q --fs-size=64M --label=ssd s1.img --fs-size=64M --label=hdd s2.img \
+	--foreground-target=ssd
+expect_rc 0 $B image put s1.img:s2.img data.bin /data.bin
+expect_rc 0 $B set-fs-option --background_target=hdd s1.img:s2.img
+expect_rc 0 $B fs usage --json s1.img:s2.img
+cp out scan.json
+expect_rc 0 jq -e '.rebalance_pending.scan == true and .rebalance_pending.target == 3145728' scan.json
+expect_rc 0 $B data rebalance --json s1.img:s2.img
+expect_rc 0 jq -e '.done == true and .moved == 3145728 and .pending.target == 0' out
 
 # ---- kv on a mount is refused as list refuses it (below, once mounted)
 
