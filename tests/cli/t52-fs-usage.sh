@@ -105,6 +105,29 @@ expect_rc 16 $B device stats
 expect_rc 0 $B device stats --help
 expect_in out '^Usage: bcachefs device stats'
 
+# ---- on disk: the counters are superblock field 7 (dev_errors), one 32-byte
+# entry per member, written by a read-write session of a version-2
+# filesystem; a version-1 filesystem never gets it (the older tool opens it)
+cat > sbfields.py <<'EOF'
+import struct, sys
+sb = open(sys.argv[1], "rb").read(8 * 512 + 65536)[8 * 512:]
+version, u64s = struct.unpack_from("<H", sb, 24)[0], struct.unpack_from("<I", sb, 160)[0]
+p, fields = 512, {}
+while p < 512 + u64s * 8:
+    n, t = struct.unpack_from("<II", sb, p)
+    fields[t] = n
+    p += n * 8
+print("version %d dev_errors %s" % (version, (fields[7] * 8 - 8) // 32 if 7 in fields else "absent"))
+EOF
+expect_rc 0 python3 sbfields.py a.img
+expect_in out '^version 2 dev_errors 2$'
+need zstd
+zstd -q -dc "$ROOT/tests/compat/v1/checksums.img.zst" > v1.img || fail "zstd"
+expect_rc 0 $B kv v1.img put 3:3 v1
+expect_rc 0 python3 sbfields.py v1.img
+expect_in out '^version 1 dev_errors absent$'
+expect_rc 0 $B device stats -c v1.img
+
 # ---- the rebalance summary agrees with its exit status and names the problem
 python3 -c 'import random
 r = random.Random(520)
