@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * cmd_fs_usage.c - `bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...]`:
- * size, used and free space of the filesystem and of each device, per data
- * type, cached data and fragmentation per device, the compression ratio of
- * file data, the rebalance work pending, and each device's I/O counters
- * (requests and bytes since the filesystem was opened: since mount when a
- * mount daemon answers, else this command's own reads).
+ * cmd_fs_usage.c - `bcachefs fs usage [-h] [--json] FS|PATH`: the space of a
+ * filesystem as bch_fs_space() (alloc.h) defines it, the figures statfs
+ * gives df too; file data and its compression ratio; the rebalance work
+ * pending; and every member slot in use, online or not, with its state,
+ * its buckets and live data per type (online ones), cached data and
+ * fragmentation, its I/O since the filesystem was opened (since mount when
+ * a mount daemon answers, else this command's own reads), and its error
+ * counters (super.h, bch_dev_errors_get()).
  *
  * Opens read-only (writes nothing).  Bucket figures come from the bucket
  * state built at open; the compression ratio from one pass over the extent
@@ -13,6 +15,7 @@
  * pending work from bch_rebalance_pending() (a walk over the work keys).
  * Fragmentation of a device: the space of its user-data buckets that holds
  * no live data (bucket space - live sectors), which copygc can win back.
+ * A PATH inside a fusemount names that mount (cmd_mount_holding()).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -43,18 +46,17 @@
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | UUID=<uuid> | MOUNTPOINT\n"
-"Show the space of a filesystem: size, used and free, per device and per data\n"
-"type (superblock, journal, btree, user data), cached data and fragmentation\n"
-"(space in user-data buckets not holding live data) per device, the\n"
-"compression ratio of file data, and the rebalance work pending (data off its\n"
-"background_target, data not in its background_compression, how much of it\n"
-"waits for space, and whether a scan of every file is pending).\n"
+"Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | UUID=<uuid> | PATH\n"
+"Show the space of a filesystem: size, used, free, reserve, reclaimable,\n"
+"promised and available (defined in man bcachefs, fs usage: df shows size,\n"
+"used and available); file data and its compression ratio; the rebalance\n"
+"work pending; and every member with its state (rw, ro, failed, spare) and\n"
+"whether it is online (an offline member stays listed), its buckets and live\n"
+"data per type, cached data, fragmentation, I/O since the filesystem was\n"
+"opened, and its error counters (read, write, checksum: see device stats).\n"
+"PATH is a mountpoint or any directory or file inside a mount (the daemon\n"
+"answers, I/O counted since the mount); devices are opened read-only.\n"
 "Sizes are bytes; -h prints them in binary units (k, M, G, T).\n"
-"Opens the filesystem read-only.\n"
-"Each device also shows its I/O since the filesystem was opened (reads,\n"
-"writes: requests and bytes): for a MOUNTPOINT, since the mount; for\n"
-"devices, only this command's own reads.\n"
 "\n"
 "  -h, --human-readable   human sizes\n"
 "      --json             one JSON object (man bcachefs: JSON OUTPUT)\n"
@@ -450,7 +452,7 @@ int cmd_fs(int argc, char *argv[])
 	if (argc >= 2 && !strcmp(argv[1], "usage"))
 		return cmd_fs_usage(argc - 1, argv + 1);
 	FILE *f = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout : stderr;
-	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | MOUNTPOINT\n"
+	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | UUID=<uuid> | PATH\n"
 		   "Filesystem-wide commands:\n"
 		   "  usage    space used and free, per device and data type\n");
 	return f == stdout ? EXIT_OK : EXIT_USAGE;
