@@ -30,6 +30,7 @@ const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
 	{ "device online",	cmd_dev_online_body,		true },
 	{ "device offline",	cmd_dev_offline_body,		true },
 	{ "device stats",	cmd_dev_stats_body,		false, true },
+	{ "device stats --reset", cmd_dev_stats_body,		true, true },	/* writes: the rights */
 	{ "data rereplicate",	cmd_data_rereplicate_body,	true },
 	{ "data scrub",	cmd_scrub_body,	true },
 	{ "data rebalance",	cmd_data_rebalance_body,	true },

@@ -12,6 +12,10 @@
  * pass reads, and a read-write open zeroes them and writes the superblock.
  * --reset prints the counts as they were, then zeroes them (as btrfs).
  *
+ * Mounted, reading is open to anyone who may use the control channel; a
+ * reset is a change (body "device stats --reset": root, or the user who
+ * mounted it and owns every member).
+ *
  * Exit (btrfs device stats): 0; with -c/--check, 64 (bit 6) when any
  * counter shown is nonzero; 1 failure; 16 usage error.
  */
@@ -220,7 +224,8 @@ int cmd_device_stats(int argc, char **argv)
 	struct cmd_fs fs;
 	if ((r = cmd_fs_resolve(cmd, ops, nops, &fs)))
 		return r;
-	r = cmd_run(cmd, &fs, &o.open, bargc, bargv);
+	/* a reset writes: on a mount it needs the rights a change needs (ctl.h) */
+	r = cmd_run(o.reset ? "device stats --reset" : cmd, &fs, &o.open, bargc, bargv);
 	cmd_fs_free(&fs);
 	return r;
 }
