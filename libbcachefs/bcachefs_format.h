@@ -468,7 +468,8 @@ _Static_assert(sizeof(struct bch_sb_field_crypt) == 136, "bch_sb_field_crypt siz
 /*
  * Device error counters (version 2): the superblock field dev_errors holds
  * one struct bch_dev_errors per member slot, indexed by member index (a
- * field shorter than nr_devices: the missing slots read as zero).  The
+ * field shorter than nr_devices: the missing slots read as zero; it only
+ * grows, so slots past nr_devices may be there, zeroed).  The
  * counts are those of the member's whole life, or since its last `device
  * stats --reset` (reset_time).  They are bumped in memory where the engine
  * meets the error (blockdev.c: a read or write the device failed; io.c and

@@ -748,13 +748,18 @@ static void dev_errors_store(struct bch_fs *c)
 			c->dev_errors_reset[i] = 0;
 		}
 	}
+	/*
+	 * It only grows (a device add past the last slot), so the fields after
+	 * it move only then; slots past nr_devices stay, zeroed.
+	 */
 	struct bch_sb_field_dev_errors *f = (void *)bch_sb_field_get(c->sb, BCH_SB_FIELD_dev_errors);
-	if (dev_errors_nr(c->sb) != nr)
+	if (dev_errors_nr(c->sb) < nr)
 		f = (void *)bch_sb_field_resize(&c->sb, &c->sb_bytes, BCH_SB_FIELD_dev_errors,
 						(sizeof(*f) + nr * sizeof(struct bch_dev_errors)) / 8, &err);
 	if (!f)
 		return;
-	for (unsigned i = 0; i < nr; i++) {
+	nr = dev_errors_nr(c->sb);
+	for (unsigned i = 0; i < nr && i < BCH_SB_MEMBERS_MAX; i++) {
 		for (unsigned t = 0; t < BCH_DEV_ERROR_NR; t++)
 			f->d[i].count[t] = c->dev_errors[i][t];
 		f->d[i].reset_time = c->dev_errors_reset[i];
