@@ -868,6 +868,7 @@ static const char device_usage[] =
 "                                     (the buckets past the new end are emptied first)\n"
 "  online MNT DEVICE                  a mounted filesystem opens a member it lacks\n"
 "  offline MNT MEMBER                 ... or lets one go (it runs degraded)\n"
+"  stats [-z|--reset] [-c|--check] [--json] FS   each member's error counters\n"
 "\n"
 "MEMBER is a member's device path, index (show-super), or UUID.\n"
 "Options:  --json  a summary for scripts (add, remove, evacuate, resize)\n"
