@@ -7,6 +7,7 @@
  *     back at the next open; a read-only session's counts are not written;
  *   - a reset zeroes them and notes the time;
  *   - a field that is not a whole number of entries invalidates the copy;
+ *   - the blockdev counts the read and write requests a device fails;
  *   - statfs gives size, free and available exactly as bch_fs_space says,
  *     and available = (free - reserve + reclaimable - promised) / replicas.
  */
@@ -16,9 +17,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "bcachefs.h"
+#include "blockdev.h"
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
@@ -143,4 +146,30 @@ Test(dev_errors, statfs_is_fs_space)
 	cr_assert_eq(sp.available, take > sp.promised ? (take - sp.promised) / sp.replicas : 0);
 	cr_assert_gt(sp.reclaimable, 0, "the open data bucket's rest is reclaimable");
 	cr_assert_eq(bch_fs_close(c), 0);
+}
+
+/*
+ * The blockdev counts the requests a device fails (here: a read past the
+ * end of a file that shrank under it), not those it refuses up front.
+ */
+Test(dev_errors, blockdev_counts_failed_requests)
+{
+	char path[TESTFS_PATH_MAX], buf[4096];
+	struct bch_blockdev *d;
+	struct bch_dev_io_stats io;
+
+	snprintf(path, sizeof(path), "%s/shrinks.img", tmpdir);
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(ftruncate(fileno(f), 1 << 20), 0);
+	fclose(f);
+	cr_assert_eq(bch_dev_open(path, 0, &d), 0);
+	cr_assert_eq(bch_dev_read(d, buf, sizeof(buf), 4096), 0);
+	cr_assert_eq(truncate(path, 8192), 0);
+	cr_assert_neq(bch_dev_read(d, buf, sizeof(buf), 512 << 10), 0);
+	cr_assert_eq(bch_dev_read(d, buf, sizeof(buf), 2 << 20), -BCH_ERR_device_short_io);	/* refused */
+	bch_dev_io_stats(d, &io);
+	cr_assert_eq(io.read_errors, 1);
+	cr_assert_eq(io.write_errors, 0);
+	bch_dev_close(d);
 }
