@@ -18,6 +18,7 @@ int cmd_dev_resize_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_dev_online_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_dev_offline_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_data_rereplicate_body(struct cmd_ctx *x, int argc, char **argv);
+int cmd_dev_stats_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_device_stats.c */
 
 const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
 	{ "device add",		cmd_dev_add_body,		true, true },
@@ -28,6 +29,8 @@ const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
 	{ "device resize",	cmd_dev_resize_body,		true, true },
 	{ "device online",	cmd_dev_online_body,		true },
 	{ "device offline",	cmd_dev_offline_body,		true },
+	{ "device stats",	cmd_dev_stats_body,		false, true },
+	{ "device stats --reset", cmd_dev_stats_body,		true, true },	/* writes: the rights */
 	{ "data rereplicate",	cmd_data_rereplicate_body,	true },
 	{ "data scrub",	cmd_scrub_body,	true },
 	{ "data rebalance",	cmd_data_rebalance_body,	true },

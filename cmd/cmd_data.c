@@ -112,7 +112,7 @@ static void progress(FILE *f, const struct bch_move_stats *s, double start, uint
 }
 
 static void summary_text(FILE *out, FILE *err, const char *devs, const struct bch_move_stats *s,
-			 const struct bch_rebalance_pending *left, double secs)
+			 const struct bch_rebalance_pending *left, double secs, bool done)
 {
 	char a[32], b[32], cc[32];
 
@@ -133,7 +133,7 @@ static void summary_text(FILE *out, FILE *err, const char *devs, const struct bc
 	       hsize(left->sectors_compression << 9, b, sizeof(b)),
 	       hsize(left->sectors_waiting << 9, cc, sizeof(cc)),
 	       left->scan ? ", a scan of every file" : "");
-	if (s->last_problem[0] && (s->keys_no_good_copy || s->keys_no_space)) {
+	if (s->last_problem[0] && !done) {	/* exit 2: what is left, and why */
 		fflush(out);
 		fprintf(err, "bcachefs data rebalance: %s: %s\n", devs, s->last_problem);
 	}
@@ -156,6 +156,39 @@ static void summary_json(FILE *out, const struct bch_move_stats *s, const struct
 	       left->sectors_compression << 9, left->sectors_waiting << 9);
 	json_str(out, s->last_problem);
 	fprintf(out, "}\n");
+}
+
+/*
+ * The summary's last_problem names what the exit status says: empty when
+ * everything was done (exit 0: an extent that waited for space and then
+ * moved is no problem left), else why work is left (exit 2): the last
+ * extent left as it was, or, when this run met none (the work waited
+ * before it started), what the pending figures say.
+ */
+static void why_left(struct bch_move_stats *s, const struct bch_rebalance_pending *left,
+		     bool parked, bool done)
+{
+	char a[32], b[32];
+
+	if (done) {
+		s->last_problem[0] = 0;
+		return;
+	}
+	if (s->last_problem[0])
+		return;
+	if (left->sectors_waiting || parked)
+		snprintf(s->last_problem, sizeof(s->last_problem),
+			 "%s of data waits for space on its target (no space was freed there "
+			 "since it waited: free some or add a device, then run again)",
+			 hsize(left->sectors_waiting << 9, a, sizeof(a)));
+	else if (left->scan)
+		snprintf(s->last_problem, sizeof(s->last_problem),
+			 "a scan of every file is still pending");
+	else
+		snprintf(s->last_problem, sizeof(s->last_problem),
+			 "%s off target and %s to recompress were left (written while the run went on)",
+			 hsize(left->sectors_target << 9, a, sizeof(a)),
+			 hsize(left->sectors_compression << 9, b, sizeof(b)));
 }
 
 /* "bcachefs data rebalance: ..." on x->err, after what was printed on x->out. */
@@ -272,10 +305,11 @@ int cmd_data_rebalance_body(struct cmd_ctx *x, int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	bool done = !pending_sectors(&left) && !left.scan && !parked;
+	why_left(&s, &left, parked, done);
 	if (json)
 		summary_json(x->out, &s, &left, secs, done);
 	else
-		summary_text(x->out, x->err, names, &s, &left, secs);
+		summary_text(x->out, x->err, names, &s, &left, secs, done);
 	ret = done ? EXIT_OK : EXIT_WORK_LEFT;
 	return ret;
 }
@@ -313,7 +347,7 @@ static int nothing_to_do(const struct cmd_fs *fs, const struct bch_opts *open, b
 	if (json)
 		summary_json(stdout, &s, &left, 0, true);
 	else
-		summary_text(stdout, stderr, names, &s, &left, 0);
+		summary_text(stdout, stderr, names, &s, &left, 0, true);
 	bch_fs_close(c);
 	return EXIT_OK;
 }

@@ -868,6 +868,7 @@ static const char device_usage[] =
 "                                     (the buckets past the new end are emptied first)\n"
 "  online [MNT] DEVICE                a mounted filesystem opens a member it lacks\n"
 "  offline [MNT] MEMBER               ... or lets one go (it runs degraded)\n"
+"  stats [-z|--reset] [-c|--check] [--json] FS   each member's error counters\n"
 "\n"
 "MEMBER is a member's device path, index (show-super), or UUID.\n"
 "Options:  --json  a summary for scripts (add, remove, evacuate, resize)\n"
@@ -1034,6 +1035,7 @@ int cmd_device(int argc, char *argv[])
 		fputs(device_usage, argc < 2 ? stderr : stdout);
 		return argc < 2 ? EXIT_USAGE : 0;
 	}
+	if (!strcmp(argv[1], "stats")) return cmd_device_stats(argc - 1, argv + 1);	/* cmd_device_stats.c */
 	for (unsigned i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		if (strcmp(argv[1], subs[i].name))
 			continue;

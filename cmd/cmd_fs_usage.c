@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * cmd_fs_usage.c - `bcachefs fs usage [-h] [--json] DEVICE[:DEVICE...]`:
- * size, used and free space of the filesystem and of each device, per data
- * type, cached data and fragmentation per device, the compression ratio of
- * file data, the rebalance work pending, and each device's I/O counters
- * (requests and bytes since the filesystem was opened: since mount when a
- * mount daemon answers, else this command's own reads).
+ * cmd_fs_usage.c - `bcachefs fs usage [-h] [--json] FS|PATH`: the space of a
+ * filesystem as bch_fs_space() (alloc.h) defines it, the figures statfs
+ * gives df too; file data and its compression ratio; the rebalance work
+ * pending; and every member slot in use, online or not, with its state,
+ * its buckets and live data per type (online ones), cached data and
+ * fragmentation, its I/O since the filesystem was opened (since mount when
+ * a mount daemon answers, else this command's own reads), and its error
+ * counters (super.h, bch_dev_errors_get()).
  *
  * Opens read-only (writes nothing).  Bucket figures come from the bucket
  * state built at open; the compression ratio from one pass over the extent
@@ -13,6 +15,7 @@
  * pending work from bch_rebalance_pending() (a walk over the work keys).
  * Fragmentation of a device: the space of its user-data buckets that holds
  * no live data (bucket space - live sectors), which copygc can win back.
+ * A PATH inside a fusemount names that mount (cmd_mount_holding()).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
@@ -37,22 +41,22 @@
 #include "fsname.h"
 #include "rebalance.h"
 #include "super.h"
+#include "opts.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-"Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | UUID=<uuid> | MOUNTPOINT\n"
-"Show the space of a filesystem: size, used and free, per device and per data\n"
-"type (superblock, journal, btree, user data), cached data and fragmentation\n"
-"(space in user-data buckets not holding live data) per device, the\n"
-"compression ratio of file data, and the rebalance work pending (data off its\n"
-"background_target, data not in its background_compression, how much of it\n"
-"waits for space, and whether a scan of every file is pending).\n"
+"Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | UUID=<uuid> | PATH\n"
+"Show the space of a filesystem: size, used, free, reserve, reclaimable,\n"
+"promised and available (defined in man bcachefs, fs usage: df shows size,\n"
+"used and available); file data and its compression ratio; the rebalance\n"
+"work pending; and every member with its state (rw, ro, failed, spare) and\n"
+"whether it is online (an offline member stays listed), its buckets and live\n"
+"data per type, cached data, fragmentation, I/O since the filesystem was\n"
+"opened, and its error counters (read, write, checksum: see device stats).\n"
+"PATH is a mountpoint or any directory or file inside a mount (the daemon\n"
+"answers, I/O counted since the mount); devices are opened read-only.\n"
 "Sizes are bytes; -h prints them in binary units (k, M, G, T).\n"
-"Opens the filesystem read-only.\n"
-"Each device also shows its I/O since the filesystem was opened (reads,\n"
-"writes: requests and bytes): for a MOUNTPOINT, since the mount; for\n"
-"devices, only this command's own reads.\n"
 "\n"
 "  -h, --human-readable   human sizes\n"
 "      --json             one JSON object (man bcachefs: JSON OUTPUT)\n"
@@ -111,6 +115,126 @@ static double pct(uint64_t part, uint64_t whole)
 	return whole ? 100.0 * part / whole : 0.0;
 }
 
+static const char *err_names[] = {
+#define x(n, id) [id] = #n,
+	BCH_DEV_ERROR_TYPES()
+#undef x
+};
+
+static bool member_online(const struct bch_fs *c, unsigned d)
+{
+	return c->devs[d] && c->devs[d]->bdev;
+}
+
+static const char *state_name(const struct bch_member *m)
+{
+	return m->state < BCH_MEMBER_STATE_NR ? bch_member_state_names[m->state] : "unknown";
+}
+
+/* The error counters of member d: JSON object "errors". */
+static void json_errors(struct bch_json *j, struct bch_fs *c, unsigned d)
+{
+	uint64_t n[BCH_DEV_ERROR_NR], reset;
+
+	bch_dev_errors_get(c, d, n, &reset);
+	json_open(j, "errors", false);
+	for (unsigned t = 0; t < BCH_DEV_ERROR_NR; t++)
+		json_u64(j, err_names[t], n[t]);
+	if (reset)
+		json_time(j, "reset_time", reset, 0);
+	else
+		json_null(j, "reset_time");
+	json_close(j);
+}
+
+static void text_errors(FILE *f, struct bch_fs *c, unsigned d)
+{
+	uint64_t n[BCH_DEV_ERROR_NR], reset;
+
+	bch_dev_errors_get(c, d, n, &reset);
+	fprintf(f, "  errors: %" PRIu64 " read, %" PRIu64 " write, %" PRIu64 " checksum%s\n",
+		n[BCH_DEV_ERROR_read], n[BCH_DEV_ERROR_write], n[BCH_DEV_ERROR_checksum],
+		reset ? " (since the last reset)" : "");
+}
+
+static void json_device(struct bch_json *j, struct bch_fs *c, unsigned d,
+			const struct bch_dev_usage *u)
+{
+	struct bch_member *m = bch_sb_member(c->sb, d);
+	uint64_t bs = (uint64_t)m->bucket_size << 9;
+	bool online = member_online(c, d);
+
+	json_open(j, NULL, false);
+	json_u64(j, "index", d);
+	if (online)
+		json_string(j, "path", bch_dev_path(c->devs[d]->bdev));
+	else
+		json_null(j, "path");
+	json_string(j, "state", state_name(m));
+	json_bool(j, "online", online);
+	json_u64(j, "size", (online ? u->nbuckets : m->nbuckets) * bs);
+	json_u64(j, "bucket_size", bs);
+	json_errors(j, c, d);
+	if (!online) {		/* its buckets are not read: no usage */
+		json_close(j);
+		return;
+	}
+	uint64_t frag = fragmented(u, bs);
+	json_u64(j, "free_buckets", u->free_buckets);
+	json_u64(j, "cached_data", cached_sectors(u) << 9);
+	json_u64(j, "fragmented", frag);
+	json_double(j, "fragmented_percent", pct(frag, u->buckets[BCH_DATA_user] * bs), 1);
+	for (unsigned t = 0; t < BCH_DATA_NR; t++) {
+		json_open(j, data_names[t], false);
+		json_u64(j, "buckets", u->buckets[t]);
+		json_u64(j, "bytes", u->sectors[t] << 9);
+		json_u64(j, "space", u->buckets[t] * bs);
+		json_u64(j, "cached_bytes", u->cached_by_type[t] << 9);
+		json_close(j);
+	}
+	struct bch_dev_io_stats io;
+	dev_io(c->devs[d], &io);
+	json_u64(j, "reads", io.reads);
+	json_u64(j, "read_bytes", io.read_bytes);
+	json_u64(j, "writes", io.writes);
+	json_u64(j, "write_bytes", io.write_bytes);
+	json_close(j);
+}
+
+static void text_device(FILE *f, struct bch_fs *c, unsigned d, const struct bch_dev_usage *u)
+{
+	struct bch_member *m = bch_sb_member(c->sb, d);
+	uint64_t bs = (uint64_t)m->bucket_size << 9;
+	char a[32], b[32], cc[32];
+
+	if (!member_online(c, d)) {
+		fprintf(f, "\nDevice %u: (not open) %s, offline\n", d, state_name(m));
+		fprintf(f, "  size %s; its buckets were not read (the filesystem runs without it)\n",
+			sz(m->nbuckets * bs, a, sizeof(a)));
+		text_errors(f, c, d);
+		return;
+	}
+	fprintf(f, "\nDevice %u: %s %s, online\n", d, bch_dev_path(c->devs[d]->bdev), state_name(m));
+	fprintf(f, "  %-10s %12s %10s %14s\n", "type", "buckets", "", "live data");
+	for (unsigned t = 0; t < BCH_DATA_NR; t++) {
+		if (t == BCH_DATA_cached && !u->buckets[t])
+			continue;
+		fprintf(f, "  %-10s %12" PRIu64 " %10s %14s\n", data_names[t], u->buckets[t],
+		       sz(u->buckets[t] * bs, cc, sizeof(cc)),
+		       t == BCH_DATA_free ? "" : sz(u->sectors[t] << 9, b, sizeof(b)));
+	}
+	fprintf(f, "  %-10s %12" PRIu64 " %10s\n", "total", u->nbuckets, sz(u->nbuckets * bs, a, sizeof(a)));
+	uint64_t frag = fragmented(u, bs);
+	fprintf(f, "  cached data: %s; fragmented: %s (%.1f%% of user-data buckets)\n",
+		sz(cached_sectors(u) << 9, a, sizeof(a)), sz(frag, b, sizeof(b)),
+		pct(frag, u->buckets[BCH_DATA_user] * bs));
+	struct bch_dev_io_stats io;
+	dev_io(c->devs[d], &io);
+	fprintf(f, "  I/O since open: %" PRIu64 " reads (%s), %" PRIu64 " writes (%s)\n",
+		io.reads, sz(io.read_bytes, a, sizeof(a)), io.writes, sz(io.write_bytes, b, sizeof(b)));
+	text_errors(f, c, d);
+}
+
 int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 {
 	human = human_units;
@@ -135,20 +259,15 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 	if (r)
 		return r;
 
-	struct statvfs sv;
-	bch_fs_statfs(c, &sv);
-	uint64_t total = 0, used = 0, free_b = 0;
+	/* the figures statfs (df) shows too: alloc.h, struct bch_fs_space */
+	struct bch_fs_space sp;
+	bch_fs_space(c, &sp);
 	struct bch_dev_usage u[BCH_SB_MEMBERS_MAX];
-	for (unsigned d = 0; d < c->nr_devs; d++) {
-		struct bch_member *m = bch_sb_member(c->sb, d);
-		if (!c->devs[d])
-			continue;
-		bch_dev_usage_get(c, d, &u[d]);
-		uint64_t bs = (uint64_t)m->bucket_size << 9;
-		total += u[d].nbuckets * bs;
-		free_b += u[d].free_buckets * bs;
-	}
-	used = total - free_b;
+	for (unsigned d = 0; d < c->nr_devs; d++)
+		if (c->devs[d])
+			bch_dev_usage_get(c, d, &u[d]);
+		else
+			memset(&u[d], 0, sizeof(u[d]));
 	char uuid[37], a[32], b[32], cc[32];
 	uuid_unparse(c->sb->user_uuid, uuid);
 	double ratio = ondisk ? (double)logical / ondisk : 1.0;
@@ -158,11 +277,15 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 
 		json_begin(&j, f, false);
 		json_uuid(&j, "uuid", c->sb->user_uuid);
-		json_u64(&j, "size", total);
-		json_u64(&j, "used", used);
-		json_u64(&j, "free", free_b);
-		json_u64(&j, "available", (uint64_t)sv.f_bavail * sv.f_frsize);
-		json_u64(&j, "reserved", c->reserved_sectors << 9);
+		json_u64(&j, "size", sp.size);
+		json_u64(&j, "used", sp.used);
+		json_u64(&j, "free", sp.free);
+		json_u64(&j, "reserve", sp.reserve);
+		json_u64(&j, "reclaimable", sp.reclaimable);
+		json_u64(&j, "promised", sp.promised);
+		json_u64(&j, "data_replicas", sp.replicas);
+		json_u64(&j, "available", sp.available);
+		json_u64(&j, "reserved", sp.promised);	/* the old name of promised */
 		json_u64(&j, "data_bytes", logical << 9);
 		json_u64(&j, "data_disk_bytes", ondisk << 9);
 		json_u64(&j, "extents", nr_extents);
@@ -176,82 +299,78 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 		json_close(&j);
 		json_open(&j, "devices", true);
 		for (unsigned d = 0; d < c->nr_devs; d++) {
-			if (!c->devs[d])
-				continue;
 			struct bch_member *m = bch_sb_member(c->sb, d);
-			uint64_t bs = (uint64_t)m->bucket_size << 9, frag = fragmented(&u[d], bs);
-			struct bch_dev_io_stats io;
-
-			json_open(&j, NULL, false);
-			json_u64(&j, "index", d);
-			json_string(&j, "path", bch_dev_path(c->devs[d]->bdev));
-			json_u64(&j, "size", u[d].nbuckets * bs);
-			json_u64(&j, "bucket_size", bs);
-			json_u64(&j, "free_buckets", u[d].free_buckets);
-			json_u64(&j, "cached_data", cached_sectors(&u[d]) << 9);
-			json_u64(&j, "fragmented", frag);
-			json_double(&j, "fragmented_percent", pct(frag, u[d].buckets[BCH_DATA_user] * bs), 1);
-			for (unsigned t = 0; t < BCH_DATA_NR; t++) {
-				json_open(&j, data_names[t], false);
-				json_u64(&j, "buckets", u[d].buckets[t]);
-				json_u64(&j, "bytes", u[d].sectors[t] << 9);
-				json_close(&j);
-			}
-			dev_io(c->devs[d], &io);
-			json_u64(&j, "reads", io.reads);
-			json_u64(&j, "read_bytes", io.read_bytes);
-			json_u64(&j, "writes", io.writes);
-			json_u64(&j, "write_bytes", io.write_bytes);
-			json_close(&j);
+			if (m && bch_member_exists(m))
+				json_device(&j, c, d, &u[d]);
 		}
 		json_end(&j);
-	} else {
-		fprintf(f, "Filesystem:        %s\n", uuid);
-		fprintf(f, "Size:              %s\n", sz(total, a, sizeof(a)));
-		fprintf(f, "Used:              %s\n", sz(used, a, sizeof(a)));
-		fprintf(f, "Free:              %s\n", sz(free_b, a, sizeof(a)));
-		fprintf(f, "Available:         %s (free space for file data, reserve excluded)\n",
-		       sz((uint64_t)sv.f_bavail * sv.f_frsize, a, sizeof(a)));
-		if (c->reserved_sectors)
-			fprintf(f, "Reserved:          %s (preallocated by fallocate, not yet written)\n",
-				sz(c->reserved_sectors << 9, a, sizeof(a)));
-		fprintf(f, "File data:         %s in %" PRIu64 " extents, %s on disk per copy (compression ratio %.2f)\n",
-		       sz(logical << 9, a, sizeof(a)), nr_extents, sz(ondisk << 9, b, sizeof(b)), ratio);
-		if (!pend.scan && !pend.sectors_target && !pend.sectors_compression)
-			fprintf(f, "Rebalance pending: none\n");
-		else
-			fprintf(f, "Rebalance pending: %s off its target, %s to recompress, %s of it "
-				"waiting for space (%" PRIu64 " files)%s\n",
-				sz(pend.sectors_target << 9, a, sizeof(a)),
-				sz(pend.sectors_compression << 9, b, sizeof(b)),
-				sz(pend.sectors_waiting << 9, cc, sizeof(cc)), pend.inodes,
-				pend.scan ? "; a scan of every file is pending" : "");
-		for (unsigned d = 0; d < c->nr_devs; d++) {
-			if (!c->devs[d])
-				continue;
-			struct bch_member *m = bch_sb_member(c->sb, d);
-			uint64_t bs = (uint64_t)m->bucket_size << 9;
-			fprintf(f, "\nDevice %u: %s\n", d, bch_dev_path(c->devs[d]->bdev));
-			fprintf(f, "  %-10s %12s %10s %14s\n", "type", "buckets", "", "live data");
-			for (unsigned t = 0; t < BCH_DATA_NR; t++) {
-				if (t == BCH_DATA_cached && !u[d].buckets[t])
-					continue;
-				fprintf(f, "  %-10s %12" PRIu64 " %10s %14s\n", data_names[t], u[d].buckets[t],
-				       sz(u[d].buckets[t] * bs, cc, sizeof(cc)),
-				       t == BCH_DATA_free ? "" : sz(u[d].sectors[t] << 9, b, sizeof(b)));
-			}
-			fprintf(f, "  %-10s %12" PRIu64 " %10s\n", "total", u[d].nbuckets, sz(u[d].nbuckets * bs, a, sizeof(a)));
-			uint64_t frag = fragmented(&u[d], bs);
-			fprintf(f, "  cached data: %s; fragmented: %s (%.1f%% of user-data buckets)\n",
-				sz(cached_sectors(&u[d]) << 9, a, sizeof(a)), sz(frag, b, sizeof(b)),
-				pct(frag, u[d].buckets[BCH_DATA_user] * bs));
-			struct bch_dev_io_stats io;
-			dev_io(c->devs[d], &io);
-			fprintf(f, "  I/O since open: %" PRIu64 " reads (%s), %" PRIu64 " writes (%s)\n",
-				io.reads, sz(io.read_bytes, a, sizeof(a)), io.writes, sz(io.write_bytes, b, sizeof(b)));
-		}
+		return 0;
+	}
+	fprintf(f, "Filesystem:        %s\n", uuid);
+	/* one value a line (scripts read "Key: value"); what they mean: man bcachefs, fs usage */
+	fprintf(f, "Size:              %s\n", sz(sp.size, a, sizeof(a)));
+	fprintf(f, "Used:              %s\n", sz(sp.used, a, sizeof(a)));
+	fprintf(f, "Free:              %s\n", sz(sp.free, a, sizeof(a)));
+	fprintf(f, "Reserve:           %s\n", sz(sp.reserve, a, sizeof(a)));
+	fprintf(f, "Reclaimable:       %s\n", sz(sp.reclaimable, a, sizeof(a)));
+	fprintf(f, "Promised:          %s\n", sz(sp.promised, a, sizeof(a)));
+	fprintf(f, "Available:         %s\n", sz(sp.available, a, sizeof(a)));
+	fprintf(f, "  used = size - free: buckets holding anything (superblock, journal, btree, data, cached)\n"
+		   "  reserve: free space new data may not take (each data member's metadata reserve,\n"
+		   "    all the free space of members that take no new data)\n"
+		   "  reclaimable: used space new data takes all the same (cached data, the rest of\n"
+		   "    the open data buckets); promised: preallocated by fallocate, not yet written\n"
+		   "  available = (free - reserve + reclaimable - promised) / %u (data_replicas)\n"
+		   "  df shows size, used and available (man bcachefs, fs usage)\n", sp.replicas);
+	fprintf(f, "File data:         %s in %" PRIu64 " extents, %s on disk per copy (compression ratio %.2f)\n",
+	       sz(logical << 9, a, sizeof(a)), nr_extents, sz(ondisk << 9, b, sizeof(b)), ratio);
+	if (!pend.scan && !pend.sectors_target && !pend.sectors_compression)
+		fprintf(f, "Rebalance pending: none\n");
+	else
+		fprintf(f, "Rebalance pending: %s off its target, %s to recompress, %s of it "
+			"waiting for space (%" PRIu64 " files)%s\n",
+			sz(pend.sectors_target << 9, a, sizeof(a)),
+			sz(pend.sectors_compression << 9, b, sizeof(b)),
+			sz(pend.sectors_waiting << 9, cc, sizeof(cc)), pend.inodes,
+			pend.scan ? "; a scan of every file is pending" : "");
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		struct bch_member *m = bch_sb_member(c->sb, d);
+		if (m && bch_member_exists(m))
+			text_device(f, c, d, &u[d]);
 	}
 	return 0;
+}
+
+/*
+ * A path inside a fusemount (MNT/subdir, a file in it), as btrfs takes:
+ * the mountpoint of the fuse.bcachefs mount that holds it (the longest
+ * mountpoint that is a prefix), into mnt.  False when it is in none.
+ */
+bool cmd_mount_holding(const char *path, char *mnt, size_t len)
+{
+	char real[PATH_MAX], line[16384], point[8192];
+	size_t best = 0;
+	FILE *f;
+
+	if (!realpath(path, real) || !(f = fopen("/proc/self/mountinfo", "re")))
+		return false;
+	while (fgets(line, sizeof(line), f)) {
+		char *sep = strstr(line, " - ");
+
+		if (!sep || strncmp(sep + 3, "fuse.bcachefs ", 14) ||
+		    sscanf(line, "%*u %*u %*u:%*u %*s %8191s", point) != 1)
+			continue;
+		bch_mountinfo_unescape(point);
+		size_t n = strlen(point);
+		bool in = !strcmp(point, "/") ||
+			(!strncmp(real, point, n) && (real[n] == '/' || !real[n]));
+		if (in && n > best && n < len) {
+			best = n;
+			snprintf(mnt, len, "%s", point);
+		}
+	}
+	fclose(f);
+	return best > 0;
 }
 
 static int cmd_fs_usage(int argc, char *argv[])
@@ -282,6 +401,12 @@ static int cmd_fs_usage(int argc, char *argv[])
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	/* a directory, or a file inside a mount: the mount that holds it */
+	char mnt[PATH_MAX];
+	struct stat st;
+	if (argc - optind == 1 && !stat(argv[optind], &st) &&
+	    (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) && cmd_mount_holding(argv[optind], mnt, sizeof(mnt)))
+		argv[optind] = mnt;
 	struct cmd_fs fs;
 	int rr = cmd_fs_resolve("fs usage", argv + optind, argc - optind, &fs);
 	if (rr)
@@ -328,7 +453,7 @@ int cmd_fs(int argc, char *argv[])
 		return cmd_fs_usage(argc - 1, argv + 1);
 	FILE *f = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout : stderr;
 	if (f == stderr && argc >= 2) cmd_err("fs", "unknown %s '%s' (see bcachefs fs --help)", argv[1][0] == '-' ? "option" : "subcommand", argv[1]);
-	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | MOUNTPOINT\n"
+	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | UUID=<uuid> | PATH\n"
 		   "Filesystem-wide commands:\n"
 		   "  usage    space used and free, per device and data type\n");
 	return f == stdout ? EXIT_OK : EXIT_USAGE;

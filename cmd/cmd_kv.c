@@ -21,6 +21,7 @@
 #include "cmds.h"
 #include "errcode.h"
 #include "fs.h"
+#include "fsname.h"
 
 static void usage(FILE *f)
 {
@@ -31,6 +32,7 @@ static void usage(FILE *f)
 "       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] gethex POS\n"
 "       bcachefs kv [OPTIONS] DEVICE[:DEVICE...] puthex POS TYPE SIZE HEX [POS TYPE SIZE HEX]...\n"
 "Put, get or delete keys (a debugging tool).  POS is inode:offset[:snapshot].\n"
+"DEVICE may also be UUID=<uuid>; a mounted filesystem is refused (as by list).\n"
 "put/get: string values (up to 1024 bytes) as raw keys of the test btree; get\n"
 "on another btree prints the key as text.  gethex prints \"TYPE SIZE HEX\" (the\n"
 "key's type name, its size field and its value in hex); puthex writes such a\n"
@@ -151,12 +153,24 @@ int cmd_kv(int argc, char *argv[])
 		}
 	}
 
-	unsigned nr;
-	char *dev_arg[1] = { argv[1] };
-	char **devs = split_devs(dev_arg, 1, &nr);
+	/*
+	 * FS as list and fsck take it (fsname.h); a mounted filesystem is
+	 * refused for every verb, as list refuses it: its daemon holds the
+	 * devices and changes them as we read.
+	 */
+	struct cmd_fs fs;
+	int r = cmd_fs_resolve("kv", argv + 1, 1, &fs);
+	if (r)
+		return r;
+	if (fs.mounted) {
+		cmd_err("kv", "%s: mounted (fusemount): unmount it first", fs.mnt);
+		cmd_fs_free(&fs);
+		return EXIT_FAIL;
+	}
+	unsigned nr = fs.nr;
+	char **devs = fs.devs;
 	struct bch_fs *c;
 	char err[512];
-	int r;
 
 	if (get || gethex)
 		bch_opt_set(&opts, Opt_read_only, 1);

@@ -104,6 +104,14 @@ const char *cmd_err_last(void);
  * Opened with members missing (-o degraded): one line on stderr per missing
  * member, "bcachefs CMD: DEVS: member 1 (uuid ...) missing: opened degraded".
  */
+/*
+ * A path inside a fusemount (any directory or file in it, as btrfs takes):
+ * the mountpoint of the fuse.bcachefs mount holding it into mnt; false when
+ * none does (cmd_fs_usage.c).
+ */
+bool cmd_mount_holding(const char *path, char *mnt, size_t len);
+/* `bcachefs device stats` (cmd_device_stats.c) */
+int cmd_device_stats(int argc, char **argv);
 void cmd_note_degraded(const char *cmd, struct bch_fs *c, char * const *devs, unsigned nr);
 
 /*

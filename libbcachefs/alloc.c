@@ -532,6 +532,7 @@ void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u)
 		u->buckets[a->type[b]]++;
 		u->sectors[a->type[b]] += a->sectors[b];
 		u->cached_sectors += a->cached[b];
+		u->cached_by_type[a->type[b]] += a->cached[b];
 	}
 }
 
@@ -595,6 +596,43 @@ uint64_t bch_alloc_user_free(struct bch_fs *c)
 			sectors += a->bucket_sectors - a->open_user_off;
 	}
 	return sectors;
+}
+
+void bch_fs_space(struct bch_fs *c, struct bch_fs_space *s)
+{
+	uint64_t take = 0;
+
+	memset(s, 0, sizeof(*s));
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, i);
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		struct bch_dev_usage u;
+
+		if (!a)
+			continue;	/* a missing member: not counted */
+		bch_dev_usage_get(c, i, &u);
+		uint64_t bb = (uint64_t)a->bucket_sectors << BCH_SECTOR_SHIFT;
+		uint64_t free_d = u.free_buckets * bb;
+		s->size += u.nbuckets * bb;
+		s->free += free_d;
+		if (m->state != BCH_MEMBER_STATE_rw || !(m->data_allowed & (1U << BCH_DATA_user))) {
+			s->reserve += free_d;
+			continue;
+		}
+		/* as bch_alloc_user_free(): cached-only buckets are evicted when needed */
+		uint64_t open = a->open_user >= 0
+			? (uint64_t)(a->bucket_sectors - a->open_user_off) << BCH_SECTOR_SHIFT : 0;
+		uint64_t reclaim = u.buckets[BCH_DATA_cached] * bb + open;
+		uint64_t have = u.free_buckets + u.buckets[BCH_DATA_cached];
+		uint64_t take_d = (have > reserve_of(a) ? (have - reserve_of(a)) * bb : 0) + open;
+		s->reclaimable += reclaim;
+		s->reserve += free_d + reclaim - take_d;
+		take += take_d;
+	}
+	s->used = s->size - s->free;
+	s->promised = c->reserved_sectors << BCH_SECTOR_SHIFT;
+	s->replicas = c->opts.v[Opt_data_replicas] ? c->opts.v[Opt_data_replicas] : 1;
+	s->available = take > s->promised ? (take - s->promised) / s->replicas : 0;
 }
 
 uint64_t bch_alloc_target_free(struct bch_fs *c, uint64_t target, uint64_t exclude)

@@ -30,6 +30,7 @@ struct bch_dev_usage {
 	uint64_t	buckets[BCH_DATA_NR];
 	uint64_t	sectors[BCH_DATA_NR];
 	uint64_t	cached_sectors;		/* live cached pointers' sectors, any bucket */
+	uint64_t	cached_by_type[BCH_DATA_NR];	/* the same, by the type of their bucket */
 };
 
 int  bch_fs_alloc_init(struct bch_fs *c);	/* sb and journal buckets marked */
@@ -120,6 +121,35 @@ void bch_alloc_data_cached(struct bch_fs *c, struct bch_extent_ptr *p, unsigned 
  * empty buckets above the reserve and the rest of the open bucket.
  */
 uint64_t bch_alloc_target_free(struct bch_fs *c, uint64_t target, uint64_t exclude);
+/*
+ * The space of the filesystem, defined once for `fs usage` and statfs (df
+ * shows size, used and available); man bcachefs, "fs usage", says the same.
+ * Bytes, over the members that are online (a missing member counts nowhere):
+ *   size         every bucket of the members (the superblock area included,
+ *                as sb buckets)
+ *   free         empty buckets;  used = size - free (sb, journal, btree,
+ *                user and cached buckets)
+ *   reclaimable  part of used that new data takes all the same: buckets of
+ *                cached data only (evicted when space is needed) and the
+ *                unwritten rest of the open data buckets, on members that
+ *                take new data (state rw, data_allowed user)
+ *   reserve      free + reclaimable space new data may not take: on each
+ *                member that takes new data its metadata reserve (1/32 of
+ *                its buckets, at least 4: deletes and metadata updates
+ *                always find room), on any other member all of its free
+ *   promised     space promised to preallocated ranges (fallocate)
+ *   available    file data that still fits, counted once however many
+ *                copies: (free - reserve + reclaimable - promised) / replicas
+ *                (data_replicas), 0 when negative
+ */
+struct bch_fs_space {
+	uint64_t	size, used, free;
+	uint64_t	reclaimable, reserve, promised;
+	unsigned	replicas;
+	uint64_t	available;
+};
+void bch_fs_space(struct bch_fs *c, struct bch_fs_space *s);
+
 int  bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released);
 void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
 			 unsigned sectors);

@@ -104,6 +104,17 @@ struct bch_fs {
 							 * keeps its data (flag UNLINKED) until the
 							 * caller frees it (FUSE: open files) */
 
+	/*
+	 * super.c: device error counters (bcachefs_format.h, struct
+	 * bch_dev_errors), loaded from the superblock at the first use;
+	 * read and write errors add what each device's blockdev counted
+	 * since dev_io_err_seen.  bch_dev_error_*() in super.h.
+	 */
+	bool			dev_errors_loaded;
+	uint64_t		dev_errors[BCH_SB_MEMBERS_MAX][BCH_DEV_ERROR_NR];
+	uint64_t		dev_errors_reset[BCH_SB_MEMBERS_MAX];	/* reset_time */
+	uint64_t		dev_io_err_seen[BCH_SB_MEMBERS_MAX][2];	/* blockdev read, write */
+
 	struct bch_alloc_btree	*alloc_btree;
 	struct bch_journal	*journal;
 	struct bch_btree_cache	*btree_cache;

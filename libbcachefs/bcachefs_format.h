@@ -79,7 +79,13 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian hosts o
  *   - journal stubs (BCH_JSET_STUB): with one copy of each entry, a
  *     header-only record of the entry goes to another lane, so a journal
  *     tail lost after it was acknowledged is found, not taken for one that
- *     was never written.
+ *     was never written;
+ *   - device error counters (BCH_SB_FIELD_dev_errors, below): read, write
+ *     and checksum errors of each member, kept across sessions.  Written
+ *     only on version-2 filesystems; a reader that does not know the field
+ *     skips it and keeps it (bch_sb_validate() walks every field by its
+ *     size, bch_sb_field_get() finds fields by type), so it never makes a
+ *     superblock invalid.
  * Bsets and jsets carry the version of the filesystem that wrote them
  * (between version_min and version).
  */
@@ -207,7 +213,8 @@ _Static_assert(sizeof(struct bch_sb_field) == 8, "bch_sb_field size");
 	x(journal,	3)		\
 	x(replicas,	4)		\
 	x(clean,	5)		\
-	x(crypt,	6)
+	x(crypt,	6)		\
+	x(dev_errors,	7)
 
 enum bch_sb_field_type {
 #define x(n, id)	BCH_SB_FIELD_##n = id,
@@ -457,6 +464,53 @@ _Static_assert(sizeof(struct bch_sb_field_crypt) == 136, "bch_sb_field_crypt siz
 #define BCH_KDF_NONE		0
 #define BCH_KDF_SCRYPT		1
 #define BCH_CRYPT_KDF_MASK	0xfULL
+
+/*
+ * Device error counters (version 2): the superblock field dev_errors holds
+ * one struct bch_dev_errors per member slot, indexed by member index (a
+ * field shorter than nr_devices: the missing slots read as zero; it only
+ * grows, so slots past nr_devices may be there, zeroed).  The
+ * counts are those of the member's whole life, or since its last `device
+ * stats --reset` (reset_time).  They are bumped in memory where the engine
+ * meets the error (blockdev.c: a read or write the device failed; io.c and
+ * btree_io.c: data or a btree node read from this member whose checksum or
+ * MAC did not match) and reach the disk with the superblock writes that
+ * happen anyway: a read-write open, a close (unmount), and every change of
+ * the superblock (device commands, replicas, options).  A crash loses the
+ * counts since the last of those; a read-only session counts but never
+ * writes them.
+ *
+ * struct bch_dev_errors (32 bytes):
+ *   OFFSET SIZE DESCRIPTION
+ *     0     8  read        read requests the device failed (I/O error)
+ *     8     8  write       write requests the device failed
+ *    16     8  checksum    extents or btree nodes read from it that failed
+ *                          their checksum (damage the device returned as data)
+ *    24     8  reset_time  seconds since the epoch of the last reset; 0: never
+ */
+#define BCH_DEV_ERROR_TYPES()		\
+	x(read,		0)		\
+	x(write,	1)		\
+	x(checksum,	2)
+
+enum bch_dev_error_type {
+#define x(n, id)	BCH_DEV_ERROR_##n = id,
+	BCH_DEV_ERROR_TYPES()
+#undef x
+	BCH_DEV_ERROR_NR
+};
+
+struct bch_dev_errors {
+	__le64			count[BCH_DEV_ERROR_NR];	/* by enum bch_dev_error_type */
+	__le64			reset_time;	/* seconds since epoch; 0 = never reset */
+};
+_Static_assert(sizeof(struct bch_dev_errors) == 32, "bch_dev_errors size");
+
+struct bch_sb_field_dev_errors {
+	struct bch_sb_field	field;
+	struct bch_dev_errors	d[];		/* indexed by member index */
+};
+_Static_assert(sizeof(struct bch_sb_field_dev_errors) == 8, "bch_sb_field_dev_errors size");
 
 /*
  * Superblock options.  Each option stored in the superblock has a fixed slot

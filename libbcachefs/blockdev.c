@@ -99,6 +99,7 @@ struct bch_blockdev {
 	bool			aio_failed;	/* io_setup failed: use the loop */
 	unsigned		delay_us;	/* BCH_DEV_DELAY_ENV: sleep per request */
 	atomic_uint_fast64_t	nr_reads, read_bytes, nr_writes, write_bytes;
+	atomic_uint_fast64_t	read_errors, write_errors;	/* requests the device failed */
 };
 
 /* ------------------------------------------------------------ open/close */
@@ -443,6 +444,15 @@ void bch_dev_io_stats(const struct bch_blockdev *dev, struct bch_dev_io_stats *s
 	s->read_bytes = atomic_load_explicit(&dev->read_bytes, memory_order_relaxed);
 	s->writes = atomic_load_explicit(&dev->nr_writes, memory_order_relaxed);
 	s->write_bytes = atomic_load_explicit(&dev->write_bytes, memory_order_relaxed);
+	s->read_errors = atomic_load_explicit(&dev->read_errors, memory_order_relaxed);
+	s->write_errors = atomic_load_explicit(&dev->write_errors, memory_order_relaxed);
+}
+
+/* A request the device failed (not one refused before it was issued). */
+static void count_err(struct bch_blockdev *dev, bool write)
+{
+	atomic_fetch_add_explicit(write ? &dev->write_errors : &dev->read_errors, 1,
+				  memory_order_relaxed);
 }
 
 void bch_dev_on_close(void (*fn)(const struct bch_blockdev *dev))
@@ -746,6 +756,8 @@ static int dev_rw(struct bch_blockdev *dev, bool write, void *buf,
 		delay(dev);
 	ret = do_rw(dev, write, buf, len, offset);
 	count(dev, write, 1, ret ? 0 : len);
+	if (ret)
+		count_err(dev, write);
 	return ret;
 }
 
@@ -976,6 +988,8 @@ static int batch_rw(struct bch_blockdev *dev, bool write,
 			for (unsigned j = 0; !err && j < n; j++)
 				bytes += v[i + j].len;
 			count(dev, write, n, bytes);	/* a failed chunk: no bytes */
+			if (err)
+				count_err(dev, write);
 		} else {
 			err = dev_rw(dev, write, v[i].buf, v[i].len, v[i].offset);
 			n = 1;

@@ -142,6 +142,8 @@ struct bch_dev_io_stats {
 	uint64_t	read_bytes;
 	uint64_t	writes;		/* write requests */
 	uint64_t	write_bytes;
+	uint64_t	read_errors;	/* requests the device failed (EIO...) */
+	uint64_t	write_errors;
 };
 void bch_dev_io_stats(const struct bch_blockdev *dev, struct bch_dev_io_stats *s);
 

@@ -31,6 +31,7 @@
 #include "checksum.h"
 #include "crypt.h"
 #include "errcode.h"
+#include "super.h"
 
 static size_t node_bytes(struct bch_fs *c)
 {
@@ -338,6 +339,8 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 	else
 		ret = bch_csum_verify(n->csum_type, &n->magic,
 				      sizeof(*n) - sizeof(n->csum) + n->keys.u64s * 8, n->csum);
+	if (ret == -BCH_ERR_csum_mismatch)	/* the member's error counter (super.h) */
+		bch_dev_error_inc(c, ptr->dev, BCH_DEV_ERROR_checksum);
 	if (ret)
 		return snprintf(err, errlen, "%s", ret == -BCH_ERR_csum_mismatch
 				? (n->csum_type == BCH_CSUM_chacha20_poly1305 ? "bad MAC" : "bad checksum")

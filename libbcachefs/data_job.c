@@ -201,7 +201,8 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 	r = bch_mover_add(mv, k, &op);
 	if (r == -BCH_ERR_no_space && op.same_dev) {
 		/* a shrink with no room left below the new end: another member */
-		j->ms.keys_no_space--;
+		j->ms.keys_no_space--;	/* seen once, counted once: the retry counts it */
+		j->ms.keys_seen--;
 		op.same_dev = false;
 		r = bch_mover_add(mv, k, &op);
 	}

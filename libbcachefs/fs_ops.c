@@ -2138,26 +2138,17 @@ int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 
 int bch_fs_statfs(struct bch_fs *c, struct statvfs *st)
 {
-	uint64_t total = 0, avail = 0, bs = block_bytes(c);
+	uint64_t bs = block_bytes(c);
+	struct bch_fs_space sp;
 
+	/* df's Size, Used and Avail are fs usage's size, used and available (alloc.h) */
 	memset(st, 0, sizeof(*st));
-	for (unsigned d = 0; d < c->nr_devs; d++) {
-		struct bch_dev_usage u;
-		struct bch_member *m = bch_sb_member(c->sb, d);
-		if (!c->devs[d])
-			continue;
-		bch_dev_usage_get(c, d, &u);
-		total += (u.nbuckets - m->first_bucket) * m->bucket_size;
-	}
-	/* what new data can take: preallocated ranges count as used */
-	avail = bch_alloc_user_free(c);
-	avail = avail > c->reserved_sectors ? avail - c->reserved_sectors : 0;
-	uint64_t replicas = c->opts.v[Opt_data_replicas] ? c->opts.v[Opt_data_replicas] : 1;
+	bch_fs_space(c, &sp);
 	st->f_bsize = bs;
 	st->f_frsize = bs;
-	st->f_blocks = (total << BCH_SECTOR_SHIFT) / bs;
-	st->f_bfree = (avail << BCH_SECTOR_SHIFT) / bs / replicas;
-	st->f_bavail = st->f_bfree;
+	st->f_blocks = sp.size / bs;
+	st->f_bfree = sp.free / bs;
+	st->f_bavail = sp.available / bs;
 	st->f_files = c->opts.v[Opt_inodes_32bit] ? UINT32_MAX : (1ULL << 40);
 	st->f_ffree = st->f_files - (c->inum_next > BCH_FIRST_INO ? c->inum_next - BCH_FIRST_INO : 0);
 	st->f_favail = st->f_ffree;

@@ -209,7 +209,7 @@ static int read_encrypted(struct bch_fs *c, const struct bch_bkey *k, void *enc,
  * enc keeps the bytes as read (ciphertext: what a copy writes elsewhere)
  * and the data goes to dec; without, enc is decrypted in place.
  */
-int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
+static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
 {
 	const struct bch_extent *e = bkey_val(k);
 	const struct bch_extent_ptr *p = &e->ptrs[i];
@@ -231,6 +231,17 @@ int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i,
 		return bch_csum_verify(e->crc.csum_type, enc, bytes, e->crc.csum);
 	}
 	return bch_extent_decode(&e->crc, enc, dec);
+}
+
+/* ... counting a copy that fails its checksum against its member (super.h) */
+int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
+{
+	int r = read_copy(c, k, i, enc, dec);
+
+	if (r == -BCH_ERR_csum_mismatch)
+		bch_dev_error_inc(c, ((const struct bch_extent *)bkey_val(k))->ptrs[i].dev,
+				  BCH_DEV_ERROR_checksum);
+	return r;
 }
 
 /* An I/O buffer (aligned for direct I/O, not zeroed: reads fill it). */

@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -315,9 +316,18 @@ static int inode_step(struct bch_fs *c, struct bch_mover *m, struct bch_move_sta
 			op_for(c, key, &o, why, &op);
 			/* a full target: do not read what cannot be written */
 			const struct bch_extent *e = bkey_val(key);
-			if (op.target_only &&
-			    bch_alloc_target_free(c, op.target, 0) < (uint64_t)e->crc.compressed_sectors * op.nr_new) {
+			uint64_t room = op.target_only ? bch_alloc_target_free(c, op.target, 0) : 0;
+			if (op.target_only && room < (uint64_t)e->crc.compressed_sectors * op.nr_new) {
+				char tgt[64];
+				/* counted as the mover counts what it sees: seen, and why it stays */
+				s->keys_seen++;
 				s->keys_no_space++;
+				bch_target_to_text(c->sb, op.target, tgt, sizeof(tgt));
+				snprintf(s->last_problem, sizeof(s->last_problem),
+					 "inode %" PRIu64 " sectors %" PRIu64 "..%" PRIu64 ": no space on "
+					 "target %s (%" PRIu64 " sectors free there, %" PRIu64 " needed)",
+					 inum, bch_extent_start(key), (uint64_t)key->p.offset, tgt,
+					 room, (uint64_t)e->crc.compressed_sectors * op.nr_new);
 				if (*waiting == UINT64_MAX)
 					*waiting = bch_extent_start(key);
 				continue;
@@ -424,6 +434,82 @@ int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats 
 	return r < 0 ? r : f ? f : r;
 }
 
+/* The extents of inode inum that need work, added to p (waiting: they wait for space). */
+static int inode_pending(struct bch_fs *c, uint64_t inum, const struct bch_inode *bi, bool waiting,
+			 struct bch_rebalance_pending *p)
+{
+	struct bch_io_opts o;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0;
+
+	bch_io_opts_get(c, bi, &o);
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, 0, 0), POS(inum, UINT64_MAX, 0));
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		unsigned why = bch_extent_rebalance_reasons(c, k, &o);
+		if (why & BCH_REBALANCE_REASON_TARGET)
+			p->sectors_target += k->size;
+		if (why & BCH_REBALANCE_REASON_COMPRESSION)
+			p->sectors_compression += k->size;
+		if (why && waiting)
+			p->sectors_waiting += k->size;
+	}
+	bch_btree_iter_exit(&it);
+	return err;
+}
+
+/*
+ * A scan is pending: the regular files from its cursor on that have no work
+ * key yet (inums[], sorted) will get one, so their work is pending too; the
+ * progress line shows it from the first update, not once the scan reaches
+ * them.
+ */
+static int scan_pending(struct bch_fs *c, const uint64_t *inums, size_t nr,
+			struct bch_rebalance_pending *p)
+{
+	struct bch_rebalance_work w = { 0 };
+	uint64_t *files = NULL;
+	size_t nf = 0, cap = 0, j = 0;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0;
+
+	if (work_get(c, 0, &w)) {
+		c->err_msg[0] = 0;
+		return 0;
+	}
+	/* the inodes first (the extents walk must not hold the inode leaf) */
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_inodes, POS(0, w.cursor, 0), POS(0, UINT64_MAX, 0));
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (k->type != BCH_BKEY_inode || !S_ISREG(((const struct bch_inode *)bkey_val(k))->mode))
+			continue;
+		while (j < nr && inums[j] < k->p.offset)
+			j++;
+		if (j < nr && inums[j] == k->p.offset)
+			continue;	/* counted with its work key */
+		if (nf == cap) {
+			uint64_t *n = realloc(files, (cap = cap ? cap * 2 : 256) * sizeof(*n));
+			if (!n) {
+				err = -ENOMEM;
+				break;
+			}
+			files = n;
+		}
+		files[nf++] = k->p.offset;
+	}
+	bch_btree_iter_exit(&it);
+	for (size_t i = 0; i < nf && !err; i++) {
+		struct bch_inode bi;
+		if (bch_inode_get(c, files[i], &bi)) {
+			c->err_msg[0] = 0;
+			continue;
+		}
+		err = inode_pending(c, files[i], &bi, false, p);
+	}
+	free(files);
+	return err;
+}
+
 int bch_rebalance_pending(struct bch_fs *c, struct bch_rebalance_pending *p)
 {
 	struct btree_iter wit;
@@ -463,28 +549,15 @@ int bch_rebalance_pending(struct bch_fs *c, struct bch_rebalance_pending *p)
 	}
 	bch_btree_iter_exit(&wit);
 	p->inodes = nr;
+	if (p->scan && !err)
+		err = scan_pending(c, inums, nr, p);
 	for (size_t i = 0; i < nr && !err && !r; i++) {
 		struct bch_inode bi;
-		struct bch_io_opts o;
 		if (bch_inode_get(c, inums[i], &bi)) {
 			c->err_msg[0] = 0;
 			continue;
 		}
-		bch_io_opts_get(c, &bi, &o);
-		struct btree_iter it;
-		const struct bch_bkey *k;
-		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inums[i], 0, 0),
-				    POS(inums[i], UINT64_MAX, 0));
-		while ((k = bch_btree_iter_next(&it, &err))) {
-			unsigned why = bch_extent_rebalance_reasons(c, k, &o);
-			if (why & BCH_REBALANCE_REASON_TARGET)
-				p->sectors_target += k->size;
-			if (why & BCH_REBALANCE_REASON_COMPRESSION)
-				p->sectors_compression += k->size;
-			if (why && (flags[i] & BCH_REBALANCE_WAITING))
-				p->sectors_waiting += k->size;
-		}
-		bch_btree_iter_exit(&it);
+		err = inode_pending(c, inums[i], &bi, flags[i] & BCH_REBALANCE_WAITING, p);
 	}
 	free(inums);
 	free(flags);

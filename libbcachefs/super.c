@@ -348,6 +348,16 @@ static int validate_replicas(const struct bch_sb *sb, char *err, size_t errlen)
 	return 0;
 }
 
+static int validate_dev_errors(const struct bch_sb *sb, char *err, size_t errlen)
+{
+	struct bch_sb_field *f = bch_sb_field_get(sb, BCH_SB_FIELD_dev_errors);
+
+	if (f && (f->u64s * 8 - sizeof(*f)) % sizeof(struct bch_dev_errors))
+		return bch_errf(err, errlen, -BCH_ERR_sb_invalid,
+			    "dev_errors: %u u64s is not a whole number of entries", f->u64s);
+	return 0;
+}
+
 static int validate_opts(const struct bch_sb *sb, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
@@ -438,6 +448,7 @@ int bch_sb_validate(const struct bch_sb *sb, size_t buf_bytes, char *err, size_t
 	if ((ret = validate_members(sb, err, errlen)) ||
 	    (ret = validate_journal(sb, err, errlen)) ||
 	    (ret = validate_replicas(sb, err, errlen)) ||
+	    (ret = validate_dev_errors(sb, err, errlen)) ||
 	    (ret = validate_opts(sb, err, errlen)) ||
 	    (ret = bch_sb_crypt_validate(sb, err, errlen)))
 		return ret;
@@ -672,6 +683,125 @@ uint64_t bch_now_secs(void)
 	return time(NULL);
 }
 
+/* ------------------------------------------------ device error counters */
+
+static unsigned dev_errors_nr(const struct bch_sb *sb)
+{
+	struct bch_sb_field *f = bch_sb_field_get(sb, BCH_SB_FIELD_dev_errors);
+
+	return f ? (f->u64s * 8 - sizeof(*f)) / sizeof(struct bch_dev_errors) : 0;
+}
+
+static void dev_errors_load(struct bch_fs *c)
+{
+	struct bch_sb_field_dev_errors *f =
+		(void *)bch_sb_field_get(c->sb, BCH_SB_FIELD_dev_errors);
+	unsigned nr = dev_errors_nr(c->sb);
+
+	if (c->dev_errors_loaded)
+		return;
+	c->dev_errors_loaded = true;
+	for (unsigned i = 0; i < nr && i < BCH_SB_MEMBERS_MAX; i++) {
+		for (unsigned t = 0; t < BCH_DEV_ERROR_NR; t++)
+			c->dev_errors[i][t] = f->d[i].count[t];
+		c->dev_errors_reset[i] = f->d[i].reset_time;
+	}
+}
+
+/* Fold what each blockdev counted since the last look into the counters. */
+static void dev_errors_fold(struct bch_fs *c)
+{
+	dev_errors_load(c);
+	for (unsigned i = 0; i < c->nr_devs && i < BCH_SB_MEMBERS_MAX; i++) {
+		struct bch_dev *ca = c->devs[i];
+		struct bch_dev_io_stats io;
+
+		if (!ca || !ca->bdev)
+			continue;
+		bch_dev_io_stats(ca->bdev, &io);
+		c->dev_errors[i][BCH_DEV_ERROR_read] += io.read_errors - c->dev_io_err_seen[i][0];
+		c->dev_errors[i][BCH_DEV_ERROR_write] += io.write_errors - c->dev_io_err_seen[i][1];
+		c->dev_io_err_seen[i][0] = io.read_errors;
+		c->dev_io_err_seen[i][1] = io.write_errors;
+	}
+}
+
+/*
+ * Into the superblock image about to be written (version 2 only: the field
+ * is part of version 2).  Slots of members that no longer exist are zeroed,
+ * so a device added into one starts from nothing.  A superblock with no room
+ * left keeps the field as it was: the counts are advisory.
+ */
+static void dev_errors_store(struct bch_fs *c)
+{
+	unsigned nr = c->sb->nr_devices;
+	int err;
+
+	if (!bch_fs_has_v2(c))
+		return;
+	dev_errors_fold(c);
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++) {
+		const struct bch_member *m = i < nr ? bch_sb_member(c->sb, i) : NULL;
+
+		if (!m || !bch_member_exists(m)) {
+			memset(c->dev_errors[i], 0, sizeof(c->dev_errors[i]));
+			c->dev_errors_reset[i] = 0;
+		}
+	}
+	/*
+	 * It only grows (a device add past the last slot), so the fields after
+	 * it move only then; slots past nr_devices stay, zeroed.
+	 */
+	struct bch_sb_field_dev_errors *f = (void *)bch_sb_field_get(c->sb, BCH_SB_FIELD_dev_errors);
+	if (dev_errors_nr(c->sb) < nr)
+		f = (void *)bch_sb_field_resize(&c->sb, &c->sb_bytes, BCH_SB_FIELD_dev_errors,
+						(sizeof(*f) + nr * sizeof(struct bch_dev_errors)) / 8, &err);
+	if (!f)
+		return;
+	nr = dev_errors_nr(c->sb);
+	for (unsigned i = 0; i < nr && i < BCH_SB_MEMBERS_MAX; i++) {
+		for (unsigned t = 0; t < BCH_DEV_ERROR_NR; t++)
+			f->d[i].count[t] = c->dev_errors[i][t];
+		f->d[i].reset_time = c->dev_errors_reset[i];
+	}
+}
+
+void bch_dev_error_inc(struct bch_fs *c, unsigned dev, enum bch_dev_error_type type)
+{
+	if (!c || dev >= BCH_SB_MEMBERS_MAX || type >= BCH_DEV_ERROR_NR)
+		return;
+	dev_errors_load(c);
+	c->dev_errors[dev][type]++;
+}
+
+void bch_dev_errors_get(struct bch_fs *c, unsigned dev, uint64_t counts[BCH_DEV_ERROR_NR],
+			uint64_t *reset_time)
+{
+	dev_errors_fold(c);
+	for (unsigned t = 0; t < BCH_DEV_ERROR_NR; t++)
+		counts[t] = dev < BCH_SB_MEMBERS_MAX ? c->dev_errors[dev][t] : 0;
+	if (reset_time)
+		*reset_time = dev < BCH_SB_MEMBERS_MAX ? c->dev_errors_reset[dev] : 0;
+}
+
+int bch_dev_errors_reset(struct bch_fs *c)
+{
+	uint64_t now = bch_now_secs();
+
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	dev_errors_fold(c);
+	for (unsigned i = 0; i < c->nr_devs && i < BCH_SB_MEMBERS_MAX; i++) {
+		const struct bch_member *m = bch_sb_member(c->sb, i);
+
+		if (!m || !bch_member_exists(m))
+			continue;
+		memset(c->dev_errors[i], 0, sizeof(c->dev_errors[i]));
+		c->dev_errors_reset[i] = now;
+	}
+	return bch_write_super(c);
+}
+
 int bch_write_super(struct bch_fs *c)
 {
 	int ret = 0;
@@ -679,6 +809,7 @@ int bch_write_super(struct bch_fs *c)
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
 
+	dev_errors_store(c);
 	c->sb->seq++;
 	c->sb->write_time = bch_now_secs();
 	for (unsigned i = 0; i < c->nr_devs; i++) {

@@ -95,6 +95,22 @@ uint64_t bch_now_secs(void);
 /* Bump seq and write c->sb to every present member device. */
 int bch_write_super(struct bch_fs *c);
 
+/*
+ * Device error counters (bcachefs_format.h, struct bch_dev_errors): kept in
+ * c, loaded from the superblock at first use, written by every
+ * bch_write_super() of a version-2 filesystem.
+ * bch_dev_error_inc(): count one error of member dev (checksum errors: the
+ * blockdev counts read and write errors itself, folded in on each look).
+ * bch_dev_errors_get(): the counts of member dev (by enum
+ * bch_dev_error_type) and the time of its last reset (0: never).
+ * bch_dev_errors_reset(): zero every member's counts, note the time, and
+ * write the superblock (-BCH_ERR_fs_read_only on a read-only open).
+ */
+void bch_dev_error_inc(struct bch_fs *c, unsigned dev, enum bch_dev_error_type type);
+void bch_dev_errors_get(struct bch_fs *c, unsigned dev, uint64_t counts[BCH_DEV_ERROR_NR],
+			uint64_t *reset_time);
+int  bch_dev_errors_reset(struct bch_fs *c);
+
 /* Fields */
 struct bch_sb_field *bch_sb_field_get(const struct bch_sb *sb, unsigned type);
 /*

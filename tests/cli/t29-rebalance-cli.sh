@@ -28,7 +28,7 @@ jget() {
 }
 # dev_user IDX: live user bytes on device IDX, from fs usage --json in ./out
 dev_user() {
-	v=$(grep -o '"user": {"buckets": [0-9]*, "bytes": [0-9]*}' out | sed -n "$(($1 + 1))s/.*bytes\": //p" | tr -d '}')
+	v=$(grep -o '"user": {"buckets": [0-9]*, "bytes": [0-9]*' out | sed -n "$(($1 + 1))s/.*bytes\": //p")
 	[ -n "$v" ] || fail "dev_user $1: $(head -c 1000 out)"
 	echo "$v"
 }

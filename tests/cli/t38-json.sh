@@ -97,6 +97,8 @@ expect_rc 0 $B show-super enc.img
 expect_in out '^Encrypted: +yes$'
 expect_rc 0 $B fs usage --json $F
 valid fs-usage fs-usage
+expect_rc 0 $B device stats --json $F
+valid device-stats device-stats
 expect_rc 0 $B fsck -n -f --json $F
 valid fsck fsck
 jq -e '.exit_code == 0 and .files_checked and .files == 5 and .dirents == 8' out >/dev/null || fail "fsck summary: $(cat out)"
