@@ -95,8 +95,7 @@ static int parse(const char *cmd, int argc, char **argv, struct stats_opts *o)
 		case 'h':
 		case 'H': o->help = true; break;
 		default:
-			cmd_err(cmd, "unknown option '%s' (see --help)", argv[optind - 1]);
-			return EXIT_USAGE;
+			return cmd_opt_err(cmd, argv, "zco:h");
 		}
 	return 0;
 }
