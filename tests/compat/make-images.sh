@@ -373,6 +373,7 @@ recipe_metadup() {
 	begin metadup base,files
 	fmt --metadata-replicas=2 --fs-size=17M DEV0
 	expect show-super "$(dev0)" 'metadata_replicas: +2'
+	expect list -m nodes "$(dev0)" 'ptr 0:[0-9]+ gen [0-9]+ ptr 0:'
 	finish
 }
 recipe_metadup_unclean() {
