@@ -346,31 +346,38 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
  * the mountpoint of the fuse.bcachefs mount that holds it (the longest
  * mountpoint that is a prefix), into mnt.  False when it is in none.
  */
+struct holding {
+	const char	*real;
+	char		*mnt;
+	size_t		len, best;
+};
+
+/* the deepest mount point at or above h->real */
+static bool mount_holds(const char *point, char *src, dev_t dev, void *priv)
+{
+	struct holding *h = priv;
+	size_t n = strlen(point);
+
+	(void)src;
+	(void)dev;
+	bool in = !strcmp(point, "/") ||
+		(!strncmp(h->real, point, n) && (h->real[n] == '/' || !h->real[n]));
+	if (in && n > h->best && n < h->len) {
+		h->best = n;
+		snprintf(h->mnt, h->len, "%s", point);
+	}
+	return false;
+}
+
 bool cmd_mount_holding(const char *path, char *mnt, size_t len)
 {
-	char real[PATH_MAX], line[16384], point[8192];
-	size_t best = 0;
-	FILE *f;
+	char real[PATH_MAX];
+	struct holding h = { real, mnt, len, 0 };
 
-	if (!realpath(path, real) || !(f = fopen("/proc/self/mountinfo", "re")))
+	if (!realpath(path, real))
 		return false;
-	while (fgets(line, sizeof(line), f)) {
-		char *sep = strstr(line, " - ");
-
-		if (!sep || strncmp(sep + 3, "fuse.bcachefs ", 14) ||
-		    sscanf(line, "%*u %*u %*u:%*u %*s %8191s", point) != 1)
-			continue;
-		bch_mountinfo_unescape(point);
-		size_t n = strlen(point);
-		bool in = !strcmp(point, "/") ||
-			(!strncmp(real, point, n) && (real[n] == '/' || !real[n]));
-		if (in && n > best && n < len) {
-			best = n;
-			snprintf(mnt, len, "%s", point);
-		}
-	}
-	fclose(f);
-	return best > 0;
+	cmd_each_mount(mount_holds, &h);
+	return h.best > 0;
 }
 
 static int cmd_fs_usage(int argc, char *argv[])

@@ -381,24 +381,17 @@ static void setattr_path(struct sa_ctx *x, const struct sa_args *a, struct sa_no
 
 /* --------------------------------------------------------------- entry points */
 
+static bool mount_dev_is(const char *point, char *src, dev_t dev, void *st)
+{
+	(void)point;
+	(void)src;
+	return dev == ((const struct stat *)st)->st_dev;
+}
+
 /* Is path (already stat'ed) on a fuse.bcachefs mount? The device number says. */
 static bool on_our_mount(const struct stat *st)
 {
-	char line[16384];
-	unsigned maj, min;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *sep = strstr(line, " - ");
-		if (sep && !strncmp(sep + 3, "fuse.bcachefs ", 14) &&
-		    sscanf(line, "%*u %*u %u:%u", &maj, &min) == 2)
-			found = maj == major(st->st_dev) && min == minor(st->st_dev);
-	}
-	fclose(f);
-	return found;
+	return cmd_each_mount(mount_dev_is, (void *)st);
 }
 
 int cmd_setattr(int argc, char *argv[])

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <uuid/uuid.h>
 
@@ -317,31 +318,55 @@ void json_time(struct bch_json *j, const char *key, int64_t secs, long nsec)
 	json_string(j, key, buf);
 }
 
-int cmd_mounted_at(char * const *devs, unsigned nr, char *mnt, size_t len)
+bool cmd_each_mount(bool (*fn)(const char *point, char *src, dev_t dev, void *priv), void *priv)
 {
-	char line[16384], src[8192], point[8192], want[PATH_MAX];
+	char line[16384], src[8192], point[8192];
+	unsigned maj, min;
 	FILE *f = fopen("/proc/self/mountinfo", "re");
-	int found = 0;
+	bool stop = false;
 
 	if (!f)
-		return 0;
-	while (!found && fgets(line, sizeof(line), f)) {
+		return false;
+	while (!stop && fgets(line, sizeof(line), f)) {
 		char *sep = strstr(line, " - ");
 		if (!sep || strncmp(sep + 3, "fuse.bcachefs ", 14) ||
-		    sscanf(line, "%*u %*u %*u:%*u %*s %8191s", point) != 1 ||
+		    sscanf(line, "%*u %*u %u:%u %*s %8191s", &maj, &min, point) != 3 ||
 		    sscanf(sep + 17, "%8191s", src) != 1)
 			continue;
 		bch_mountinfo_unescape(point);
 		bch_mountinfo_unescape(src);
-		/* the source is the daemon's fsname: absolute device paths joined by ':' */
-		char *save = NULL;
-		for (char *p = strtok_r(src, ":", &save); p && !found; p = strtok_r(NULL, ":", &save))
-			for (unsigned i = 0; i < nr && !found; i++)
-				if (realpath(devs[i], want) && !strcmp(p, want)) {
-					snprintf(mnt, len, "%s", point);
-					found = 1;
-				}
+		stop = fn(point, src, makedev(maj, min), priv);
 	}
 	fclose(f);
-	return found;
+	return stop;
+}
+
+struct mounted_at {
+	char * const	*devs;
+	unsigned	nr;
+	char		*mnt;
+	size_t		len;
+};
+
+/* the source is the daemon's fsname: absolute device paths joined by ':' */
+static bool mount_has_dev(const char *point, char *src, dev_t dev, void *priv)
+{
+	struct mounted_at *m = priv;
+	char want[PATH_MAX], *save = NULL;
+
+	(void)dev;
+	for (char *p = strtok_r(src, ":", &save); p; p = strtok_r(NULL, ":", &save))
+		for (unsigned i = 0; i < m->nr; i++)
+			if (realpath(m->devs[i], want) && !strcmp(p, want)) {
+				snprintf(m->mnt, m->len, "%s", point);
+				return true;
+			}
+	return false;
+}
+
+int cmd_mounted_at(char * const *devs, unsigned nr, char *mnt, size_t len)
+{
+	struct mounted_at m = { devs, nr, mnt, len };
+
+	return cmd_each_mount(mount_has_dev, &m);
 }

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define EXIT_OK		0
 #define EXIT_FAIL	1
@@ -128,6 +129,13 @@ void free_devs(char **devs);
  * (the daemon's fsname: absolute device paths) names one of them, else 0.
  */
 int cmd_mounted_at(char * const *devs, unsigned nr, char *mnt, size_t len);
+/*
+ * fn for each fuse.bcachefs mount of /proc/self/mountinfo (its mountpoint
+ * and source, the daemon's fsname, unescaped; src may be changed; its device
+ * number) until fn returns true.  Returns whether it did.  The one reader
+ * of the mount table for the commands.
+ */
+bool cmd_each_mount(bool (*fn)(const char *point, char *src, dev_t dev, void *priv), void *priv);
 
 /* Print s as a JSON string literal (with quotes). */
 void json_str(FILE *f, const char *s);

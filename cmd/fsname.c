@@ -48,26 +48,17 @@ void cmd_fs_free(struct cmd_fs *fs)
 	fs->mnt[0] = 0;
 }
 
+static bool mount_point_is(const char *point, char *src, dev_t dev, void *dir)
+{
+	(void)src;
+	(void)dev;
+	return !strcmp(point, dir);
+}
+
 /* Is the canonical path dir the mount point of a fuse.bcachefs mount? */
 static bool is_our_mount(const char *dir)
 {
-	char line[16384], point[8192];
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	bool found = false;
-
-	if (!f)
-		return false;
-	while (!found && fgets(line, sizeof(line), f)) {
-		char *sep = strstr(line, " - ");
-
-		if (!sep || strncmp(sep + 3, "fuse.bcachefs ", 14) ||
-		    sscanf(line, "%*u %*u %*u:%*u %*s %8191s", point) != 1)
-			continue;
-		bch_mountinfo_unescape(point);
-		found = !strcmp(point, dir);
-	}
-	fclose(f);
-	return found;
+	return cmd_each_mount(mount_point_is, (void *)dir);
 }
 
 static int resolve_dir(const char *cmd, const char *path, struct cmd_fs *fs)

@@ -1531,21 +1531,6 @@ static int inode_opt_lookup(const char *name)
 	return -1;
 }
 
-/* The stored form: the option's value + 1, 0 when the inode inherits it. */
-static unsigned inode_opt_raw(const struct bch_inode *i, enum bch_opt_id id)
-{
-	switch (id) {
-	case Opt_foreground_target:	return i->opt_foreground_target;
-	case Opt_background_target:	return i->opt_background_target;
-	case Opt_promote_target:	return i->opt_promote_target;
-	case Opt_compression:		return i->opt_compression;
-	case Opt_background_compression: return i->opt_background_compression;
-	case Opt_data_checksum:		return i->opt_data_checksum;
-	case Opt_data_replicas:		return i->opt_data_replicas;
-	default:			return 0;
-	}
-}
-
 static void inode_opt_raw_set(struct bch_inode *i, enum bch_opt_id id, unsigned raw)
 {
 	switch (id) {
@@ -1623,7 +1608,7 @@ static int inode_opt_set(struct bch_fs *c, uint64_t inum, enum bch_opt_id id, co
 		return bch_fs_err(c, -EINVAL, "inode %" PRIu64 ": " INODE_OPT_PREFIX "%s: only "
 				  "regular files and directories take file options",
 				  inum, bch_opt_table[id].name);
-	unsigned old = inode_opt_raw(i, id);
+	unsigned old = bch_inode_opt_raw(i, id);
 	if ((flags & XATTR_CREATE) && old)
 		return -EEXIST;
 	if (((flags & XATTR_REPLACE) || must_exist) && !old)
@@ -1675,7 +1660,7 @@ static ssize_t inode_opt_xattr_get(struct bch_fs *c, uint64_t inum, const char *
 		return -ENODATA;
 	if ((r = bch_inode_get(c, inum, &i)))
 		return ret_errno(r);
-	unsigned raw = inode_opt_raw(&i, id);
+	unsigned raw = bch_inode_opt_raw(&i, id);
 	if (!raw)
 		return -ENODATA;
 	inode_opt_to_text(c, id, raw - 1, text, sizeof(text));
@@ -1709,7 +1694,7 @@ static int inode_opt_xattr_set(struct bch_fs *c, uint64_t inum, const char *name
 static int inode_opt_xattr_list(const struct bch_inode *i, char *buf, size_t size, size_t *total)
 {
 	for (unsigned n = 0; n < NR_INODE_OPTS; n++) {
-		if (!inode_opt_raw(i, inode_opts[n]))
+		if (!bch_inode_opt_raw(i, inode_opts[n]))
 			continue;
 		const char *name = bch_opt_table[inode_opts[n]].name;
 		size_t pl = strlen(INODE_OPT_PREFIX), need = pl + strlen(name) + 1;

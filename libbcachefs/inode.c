@@ -128,3 +128,18 @@ unsigned bch_mode_to_dtype(mode_t mode)
 	}
 	return DT_UNKNOWN;
 }
+
+/* The stored form: the option's value + 1, 0 when the inode inherits it. */
+unsigned bch_inode_opt_raw(const struct bch_inode *i, enum bch_opt_id id)
+{
+	switch (id) {
+	case Opt_foreground_target:	return i->opt_foreground_target;
+	case Opt_background_target:	return i->opt_background_target;
+	case Opt_promote_target:	return i->opt_promote_target;
+	case Opt_compression:		return i->opt_compression;
+	case Opt_background_compression: return i->opt_background_compression;
+	case Opt_data_checksum:		return i->opt_data_checksum;
+	case Opt_data_replicas:		return i->opt_data_replicas;
+	default:			return 0;
+	}
+}

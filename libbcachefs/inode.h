@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "bcachefs_format.h"
+#include "opts.h"
 
 struct bch_fs;
 struct btree_trans;
@@ -33,5 +34,11 @@ void bch_inode_init(struct bch_fs *c, struct bch_inode *inode, uint64_t inum, mo
 
 /* DT_* for a mode */
 unsigned bch_mode_to_dtype(mode_t mode);
+
+/*
+ * A per-file option as the inode stores it: the value + 1, 0 when the
+ * inode inherits it (every option that is not per-file: 0).
+ */
+unsigned bch_inode_opt_raw(const struct bch_inode *i, enum bch_opt_id id);
 
 #endif /* _BCACHEFS_INODE_H */

@@ -24,20 +24,11 @@ bool bch_xattr_is_effective(const char *name)
 
 /*
  * Does the inode carry a value of its own (set on it, or copied from its
- * directory when it was made) for id?  The stored form is value + 1.
+ * directory when it was made) for id?
  */
 static bool inode_has_opt(const struct bch_inode *i, enum bch_opt_id id)
 {
-	switch (id) {
-	case Opt_foreground_target:	 return i->opt_foreground_target;
-	case Opt_background_target:	 return i->opt_background_target;
-	case Opt_promote_target:	 return i->opt_promote_target;
-	case Opt_compression:		 return i->opt_compression;
-	case Opt_background_compression: return i->opt_background_compression;
-	case Opt_data_checksum:		 return i->opt_data_checksum;
-	case Opt_data_replicas:		 return i->opt_data_replicas;
-	default:			 return false;
-	}
+	return bch_inode_opt_raw(i, id) != 0;
 }
 
 /* The per-file option named (without the prefix), or -1. */
