@@ -30,6 +30,7 @@
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "image_shrink.h"
 #include "opts.h"
 #include "tar.h"
 
@@ -1375,6 +1376,7 @@ int cmd_image(int argc, char *argv[])
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? EXIT_USAGE : EXIT_OK;
 	}
+	if (!strcmp(argv[1], "shrink"))	return cmd_image_shrink(argc - 1, argv + 1);
 	const struct verb *v = find_verb(argv[1]);
 	if (!v) {
 		cmd_err("image", "unknown verb '%s' (see bcachefs image --help)", argv[1]);
