@@ -18,11 +18,13 @@
  * one fails its read-only fsck first).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -195,20 +197,35 @@ static void print_plan(FILE *f, const char *img, const struct image_shrink_plan 
 		p->target_bytes);
 }
 
-/* A read-only check of the image: 0 clean. */
+/*
+ * The image checked whole before anything moves: `bcachefs fsck -n -f` in a
+ * child (its output to /dev/null), so that a damaged image is refused with
+ * nothing written.  0 clean; else err says what.
+ */
 static int check_clean(const char *img, char *err, size_t errlen)
 {
-	char *paths[] = { (char *)img };
-	struct bch_opts o;
-	struct bch_fs *c;
-	int r;
+	char *argv[] = { "fsck", "-n", "-f", (char *)img, NULL };
+	int status;
+	pid_t pid;
 
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_read_only, 1);
-	if ((r = bch_fs_open(paths, 1, &o, &c, err, errlen)))
-		return r;
-	r = bch_fs_close(c);
-	return r;
+	fflush(stdout);
+	fflush(stderr);
+	if ((pid = fork()) < 0)
+		return bch_errf(err, errlen, -errno, "fork: %s", strerror(errno));
+	if (!pid) {
+		int fd = open("/dev/null", O_WRONLY);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		_exit(cmd_fsck(4, argv));
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		return bch_errf(err, errlen, -errno, "waitpid: %s", strerror(errno));
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	return bch_errf(err, errlen, -EIO, "fsck -n -f does not find it clean (exit %d): "
+			"run bcachefs fsck first", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
 int cmd_image_shrink(int argc, char *argv[])
