@@ -99,6 +99,7 @@ int image_shrink_plan(struct bch_fs *c, const struct image_headroom *h, struct i
 
 	p->bucket_bytes = bucket;
 	p->used_bytes = used * bucket;
+	p->nbuckets = m->nbuckets;
 	p->size_bytes = bytes_of(m->nbuckets, m->bucket_size);
 	p->headroom_bytes = h->is_pct ? (p->used_bytes * h->pct_x100 + 9999) / 10000 : h->bytes;
 
@@ -218,6 +219,7 @@ static int check_clean(const char *img, char *err, size_t errlen)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
+		optind = 0;	/* a fresh getopt for fsck */
 		_exit(cmd_fsck(4, argv));
 	}
 	if (waitpid(pid, &status, 0) < 0)
@@ -278,23 +280,25 @@ int cmd_image_shrink(int argc, char *argv[])
 	char **paths = calloc(1, sizeof(*paths));
 	unsigned nr = 1;
 	struct bch_opts o;
-	struct bch_fs *c;
+	struct bch_fs *c = NULL;
 	struct image_shrink_plan p;
 	struct image_shrink_result res = { 0 };
 	double t0 = cmd_now();
 
 	paths[0] = strdup(img);
+	/* the sizes from a read-only open: a refusal writes nothing */
 	bch_opts_default(&o);
-	if (dry)
-		bch_opt_set(&o, Opt_read_only, 1);
+	bch_opt_set(&o, Opt_read_only, 1);
 	if ((r = bch_fs_open(paths, nr, &o, &c, err, sizeof(err)))) {
 		cmd_err("image shrink", "%s: %s (nothing written)", img, err);
 		r = EXIT_FAIL;
 		goto out;
 	}
-	if ((r = image_shrink_plan(c, &h, &p, err, sizeof(err)))) {
+	r = image_shrink_plan(c, &h, &p, err, sizeof(err));
+	bch_fs_close(c);
+	c = NULL;
+	if (r) {
 		cmd_err("image shrink", "%s: %s (nothing written)", img, err);
-		bch_fs_close(c);
 		r = EXIT_USAGE;
 		goto out;
 	}
@@ -307,23 +311,28 @@ int cmd_image_shrink(int argc, char *argv[])
 		bch_human_size(p.size_bytes, b, sizeof(b));
 		cmd_err("image shrink", "%s: a headroom of %s does not fit: the image would grow "
 			"past its %s (nothing written; grow it with device resize)", img, a, b);
-		bch_fs_close(c);
 		r = EXIT_USAGE;
 		goto out;
 	}
-	if (!dry)
-		r = image_shrink_run(&c, &paths, &nr, &o, &p, isatty(2) && !json, &res,
-				     err, sizeof(err));
-	else
-		res.old_bytes = res.new_bytes = p.size_bytes;
+	res.old_bytes = res.new_bytes = p.size_bytes;
+	if (!dry && p.target_nbuckets < p.nbuckets) {
+		bch_opts_default(&o);
+		if ((r = bch_fs_open(paths, nr, &o, &c, err, sizeof(err)))) {
+			cmd_err("image shrink", "%s: %s (nothing written)", img, err);
+			r = EXIT_FAIL;
+			goto out;
+		}
+		if (!(r = image_shrink_plan(c, &h, &p, err, sizeof(err))))
+			r = image_shrink_run(&c, &paths, &nr, &o, &p, isatty(2) && !json, &res,
+					     err, sizeof(err));
+	}
 	int cr = c ? bch_fs_close(c) : 0;
 	if (r || cr) {
 		cmd_err("image shrink", "%s: %s", img, r ? err : bch_err_str(cr));
 		r = EXIT_FAIL;
 		goto out;
 	}
-	if (json)
-	{
+	if (json) {
 		printf("{\"version\":%d,\"image\":", BCH_JSON_VERSION);
 		json_str(stdout, img);
 		printf(",\"old_size\":%" PRIu64 ",\"min_size\":%" PRIu64

@@ -26,6 +26,7 @@ struct image_headroom {
 
 struct image_shrink_plan {
 	uint64_t	bucket_bytes;
+	uint64_t	nbuckets;	/* now */
 	uint64_t	size_bytes;	/* now: buckets and the end superblock area */
 	uint64_t	used_bytes;	/* buckets in use (superblocks, journal, nodes, data) */
 	uint64_t	headroom_bytes;
