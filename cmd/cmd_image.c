@@ -1211,6 +1211,7 @@ static void usage(FILE *f)
 		   "Read and change files inside an unmounted filesystem (no root needed).\n\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  %-10s %-36s %s\n", verbs[i].name, verbs[i].args, verbs[i].help);
+	fprintf(f, "  %-10s %-36s %s\n", "shrink", "[--headroom=PCT%|SIZE] [-n] IMAGE", "cut the image file to what it holds");
 	fprintf(f, "\nPaths in the image start at its root; symlinks are followed only inside it.\n"
 		   "-o takes open options (read_only, degraded, very_degraded,\n"
 		   "btree_cache_size=SIZE).  degraded: open with member devices missing when\n"
