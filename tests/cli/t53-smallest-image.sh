@@ -26,9 +26,17 @@ expect_rc 0 $B fsck -n a.img
 
 # ---- --json: sizes in bytes
 expect_rc 0 $B format --json --headroom=10% --source src j.img
+cp out doc.json
 expect_rc 0 jq -e --argjson s "$(stat -c %s j.img)" '.version == 1 and .smallest == true and
 	.size == $s and .min_size <= .size and .used_bytes < .size and .headroom_bytes > 0 and
 	.files > 0' out
+# schema_ok NAME: ./doc.json validates against docs/json/NAME.schema.json
+schema_ok() {
+	python3 -c 'import json, sys, jsonschema; jsonschema.validate(json.load(open("doc.json")),
+		json.load(open(sys.argv[1])))' "$ROOT/docs/json/$1.schema.json" ||
+		fail "$1 --json output does not validate: $(cat doc.json)"
+}
+schema_ok format
 
 # ---- reproducible: same tree, same bytes
 export SOURCE_DATE_EPOCH=1700000000
@@ -64,8 +72,10 @@ expect_rc 0 $B image shrink --dry-run s.img
 expect_in out 'smallest possible size .* \([0-9]+ bytes\)'
 [ "$(stat -c %s s.img)" = "$before" ] || fail "shrink --dry-run changed the size"
 expect_rc 0 $B image shrink --json s.img
+cp out doc.json
 expect_rc 0 jq -e --argjson s "$(stat -c %s s.img)" --argjson b "$before" \
 	'.size == $s and .old_size == $b and .size < .old_size and .min_size <= .size' out
+schema_ok image-shrink
 after=$(stat -c %s s.img)
 [ "$after" -lt $((before / 2)) ] || fail "shrink left $after of $before bytes"
 expect_rc 0 $B fsck -n s.img
