@@ -13,6 +13,12 @@
  * foreground, promote and metadata target and the highest the background
  * target: new writes land on the fast tier and move to the slow one.
  * Devices given before the first --tier are on tier 0.
+ *
+ * The smallest image (--source onto a new image file without --fs-size, or
+ * --fs-size=min): the tree is measured (plan_min_size), the geometry chosen
+ * for the estimate (bch_format_dev.plan_size: bucket, node size, journal,
+ * metadata copies), the tree copied into a larger sparse file and the file
+ * shrunk to what is used plus --headroom (shrink_new, cmd_image_shrink.c).
  */
 #include <errno.h>
 #include <ftw.h>

@@ -194,7 +194,7 @@ uint64_t bch_pick_bucket_size(uint64_t dev_size, uint64_t btree_node_size)
  * data (~80 bytes); btree nodes are kept about half full after splits, so
  * metadata counts twice, and twice again with two metadata copies (the
  * estimate passes BCH_METADATA_COPIES_MIN_BYTES).  The journal is 1/32 of
- * the buckets, the reserve for btree nodes another 1/32.
+ * the buckets (1/128 for the smallest image), the reserve for btree nodes 1/32.
  */
 #define MIN_INODE_BYTES		240
 #define MIN_EXTENT_BYTES	80
@@ -412,7 +412,8 @@ static int plan_device(struct bch_format_dev *d, struct dev_plan *p,
 	uint64_t usable = p->nbuckets - p->first_bucket;
 	if (d->plan_size && plan / p->bucket < p->nbuckets)	/* the journal of the shrunk image */
 		usable = plan / p->bucket > p->first_bucket ? plan / p->bucket - p->first_bucket : 0;
-	uint64_t j = usable >> 5;
+	/* the smallest image: 1/128 (an image is built once and read mostly) */
+	uint64_t j = d->plan_size ? usable >> 7 : usable >> 5;
 	if (j > BCH_JOURNAL_MAX_BYTES / p->bucket)
 		j = BCH_JOURNAL_MAX_BYTES / p->bucket;
 	if (j < 4)
