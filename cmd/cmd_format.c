@@ -13,14 +13,22 @@
  * foreground, promote and metadata target and the highest the background
  * target: new writes land on the fast tier and move to the slow one.
  * Devices given before the first --tier are on tier 0.
+ *
+ * The smallest image (--source onto a new image file without --fs-size, or
+ * --fs-size=min): the tree is measured (plan_min_size), the geometry chosen
+ * for the estimate (bch_format_dev.plan_size: bucket, node size, journal,
+ * metadata copies), the tree copied into a larger sparse file and the file
+ * shrunk to what is used plus --headroom (shrink_new, cmd_image_shrink.c).
  */
 #include <errno.h>
+#include <ftw.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <blkid.h>
@@ -34,13 +42,15 @@
 #include "fs.h"
 #include "errcode.h"
 #include "format.h"
+#include "image_shrink.h"
 #include "opts.h"
 #include "passphrase.h"
 #include "super.h"
 
 enum {
 	O_fs_label = 256, O_uuid, O_force, O_quiet, O_cache, O_tier, O_replicas,
-	O_help, O_no_btrees, O_source, O_passphrase_file, O_no_passphrase, O_table_base = 1024,
+	O_help, O_no_btrees, O_source, O_passphrase_file, O_no_passphrase, O_headroom, O_json,
+	O_table_base = 1024,
 };
 
 /* "      --name=VALUE            help", wrapping after long names. */
@@ -91,6 +101,12 @@ static void format_usage(FILE *f)
 "      --source=DIR            copy the tree under DIR into the new filesystem\n"
 "                              (files, sparse files, hard links, symlinks, devices,\n"
 "                              fifos, xattrs, owners, modes, times in ns)\n"
+"      --fs-size=min           with --source: the smallest image file for the tree\n"
+"                              (the default when the image file does not exist)\n"
+"      --headroom=PCT%%|SIZE    with the smallest image: empty space kept for file\n"
+"                              data, a percentage of the bytes in use or a size\n"
+"                              (default 5%%)\n"
+"      --json                  a summary for scripts (sizes in bytes)\n"
 "      --passphrase-file=FILE  with --encrypted: the passphrase, one line of FILE\n"
 "                              (default: asked twice on the terminal, or one line\n"
 "                              of stdin when it is not a terminal)\n"
@@ -101,8 +117,10 @@ static void format_usage(FILE *f)
 "  -h, --help                  this text\n"
 "\n"
 "Sizes take k, M, G, T suffixes (powers of 1024). Image files that do not exist\n"
-"are created when --fs-size is given. SOURCE_DATE_EPOCH and -U make the\n"
-"superblock reproducible.\n"
+"are created when --fs-size is given, or with --source just large enough for\n"
+"the tree plus the headroom (bucket, journal and metadata copies chosen for that\n"
+"size; grow it later with device resize). SOURCE_DATE_EPOCH and -U make the\n"
+"image reproducible.\n"
 "Small btree nodes need larger buckets (a 1 MiB write must fit half a node and\n"
 "one journal entry, half a bucket; a bucket holds at least 4 blocks): with 4k\n"
 "blocks and one replica, 4k nodes need 64k buckets, 8k and 16k nodes 32k.\n"
@@ -125,6 +143,13 @@ struct format_state {
 	const char		*source;	/* --source: directory to copy in */
 	const char		*passphrase_file;
 	bool			no_passphrase;
+	bool			min_size;	/* --fs-size=min, or --source onto a new file */
+	const char		*headroom;	/* --headroom */
+	struct image_headroom	hr;
+	bool			json;
+	uint64_t		files, bytes;	/* copied */
+	struct image_shrink_plan sp;
+	struct image_shrink_result sr;
 };
 
 static void add_dev(struct format_state *s, const char *path)
@@ -159,6 +184,8 @@ static struct option *build_longopts(void)
 		{ "source",	required_argument, NULL, O_source },
 		{ "passphrase-file", required_argument, NULL, O_passphrase_file },
 		{ "no-passphrase", no_argument,	   NULL, O_no_passphrase },
+		{ "headroom",	required_argument, NULL, O_headroom },
+		{ "json",	no_argument,	   NULL, O_json },
 		{ "help",	no_argument,	   NULL, O_help },
 	};
 	unsigned nfixed = sizeof(fixed) / sizeof(fixed[0]), n = nfixed;
@@ -205,6 +232,11 @@ static int table_opt(struct format_state *s, enum bch_opt_id id, const char *arg
 		s->target_names[id] = arg;
 		return 0;
 	}
+	if (id == Opt_fs_size && arg && !strcmp(arg, "min")) {
+		s->min_size = true;
+		s->cur.size = 0;
+		return 0;
+	}
 	if (o->type == BCH_OPT_STR) {	/* label */
 		s->cur.label = arg;
 		return 0;
@@ -214,7 +246,7 @@ static int table_opt(struct format_state *s, enum bch_opt_id id, const char *arg
 		return -1;
 	}
 	switch (id) {
-	case Opt_fs_size:	s->cur.size = v;		break;
+	case Opt_fs_size:	s->cur.size = v; s->min_size = false;	break;
 	case Opt_bucket_size:	s->cur.bucket_size = v;		break;
 	case Opt_durability:	s->cur.durability = v;		break;
 	case Opt_discard:	s->cur.discard = v;		break;
@@ -259,6 +291,8 @@ static int parse_args(struct format_state *s, int argc, char *argv[])
 		case O_source:			s->source = optarg;		break;
 		case O_passphrase_file:		s->passphrase_file = optarg;	break;
 		case O_no_passphrase:		s->no_passphrase = true;	break;
+		case O_headroom:		s->headroom = optarg;		break;
+		case O_json:			s->json = true;			break;
 		case 'h': case O_help:
 			free_longopts(longopts);
 			format_usage(stdout);
@@ -403,6 +437,103 @@ int cmd_probe_existing(const char *path, bool skip_ours, char *what, size_t len)
 	return found;
 }
 
+/* The smallest image: the tree under --source as bch_format_min_estimate() counts it. */
+static struct tree_measure {
+	uint64_t	block, data, inodes, names;
+} tm;
+
+static int measure_one(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)flag;
+	tm.inodes++;
+	tm.names += strlen(path + f->base) + 1;
+	if (S_ISREG(st->st_mode)) {
+		uint64_t whole = ((uint64_t)st->st_size + tm.block - 1) / tm.block * tm.block;
+		uint64_t alloc = ((uint64_t)st->st_blocks * 512 + tm.block - 1) / tm.block * tm.block;
+		tm.data += alloc < whole ? alloc : whole;	/* holes stay holes */
+	} else if (S_ISLNK(st->st_mode)) {
+		tm.names += st->st_size;
+	}
+	ssize_t x = llistxattr(path, NULL, 0);
+	if (x > 0)
+		tm.names += 4 * x;	/* names, and values seldom longer */
+	return 0;
+}
+
+/*
+ * --fs-size=min (or --source onto a new image file): measure the tree and
+ * size the image to copy into (bch_format_min_room) and the geometry for
+ * the shrunk one (bch_format_min_estimate).  0, or an exit code after a
+ * message.
+ */
+static int plan_min_size(struct format_state *s)
+{
+	struct bch_format_dev *d = &s->devs[0];
+	struct stat st;
+	char a[32];
+
+	if (!s->source) {
+		cmd_err("format", "--fs-size=min needs --source (the tree to size the image for)");
+		return EXIT_USAGE;
+	}
+	if (s->nr_devs != 1) {
+		cmd_err("format", "the smallest image is one image file (%u devices given)", s->nr_devs);
+		return EXIT_USAGE;
+	}
+	if (!stat(d->path, &st) && !S_ISREG(st.st_mode)) {
+		cmd_err("format", "%s: --fs-size=min makes an image file, not a device", d->path);
+		return EXIT_USAGE;
+	}
+	if (image_headroom_parse(s->headroom ? s->headroom : IMAGE_HEADROOM_DEFAULT, &s->hr)) {
+		cmd_err("format", "--headroom '%s' does not fit: not a percentage (0..%u%%) or a "
+			"size up to 1T", s->headroom, IMAGE_HEADROOM_MAX_PCT);
+		return EXIT_USAGE;
+	}
+	memset(&tm, 0, sizeof(tm));
+	tm.block = s->opts.v[Opt_block_size];
+	if (nftw(s->source, measure_one, 64, FTW_PHYS)) {
+		cmd_err("format", "--source %s: %s", s->source, strerror(errno));
+		return EXIT_FAIL;
+	}
+	uint64_t hr = s->hr.is_pct ? tm.data * s->hr.pct_x100 / 10000 : s->hr.bytes;
+	d->plan_size = bch_format_min_estimate(tm.data, tm.inodes, tm.names, hr, &s->opts);
+	/* small trees: smaller nodes, so that the empty ones and the 64 buckets cost less */
+	if (!bch_opt_is_set(&s->opts, Opt_btree_node_size)) {
+		bch_opt_set(&s->opts, Opt_btree_node_size,
+			    bch_format_min_node_size(d->plan_size, s->opts.v[Opt_btree_node_size],
+						     s->opts.v[Opt_block_size]));
+		d->plan_size = bch_format_min_estimate(tm.data, tm.inodes, tm.names, hr, &s->opts);
+	}
+	d->size = bch_format_min_room(d->plan_size);
+	if (!s->quiet && !s->json) {
+		bch_human_size(tm.data, a, sizeof(a));
+		printf("Tree:        %" PRIu64 " inodes, %s of file data in blocks\n", tm.inodes, a);
+	}
+	return 0;
+}
+
+/* The smallest image: move the data down and cut the file (cmd_image_shrink.c). */
+static int shrink_new(struct format_state *s, struct bch_fs **cp)
+{
+	char **paths = calloc(1, sizeof(*paths)), err[512];
+	unsigned nr = 1;
+	struct bch_opts o;
+	int r;
+
+	if (!paths || !(paths[0] = strdup(s->devs[0].path)))
+		return -ENOMEM;
+	bch_opts_default(&o);
+	if (!(r = image_shrink_plan(*cp, &s->hr, &s->sp, err, sizeof(err))))
+		r = image_shrink_run(cp, &paths, &nr, &o, &s->sp, isatty(2) && !s->quiet && !s->json,
+				     &s->sr, err, sizeof(err));
+	if (r)
+		cmd_err("format", "%s: shrinking to the smallest image: %s", s->devs[0].path, err);
+	for (unsigned i = 0; i < nr; i++)
+		free(paths[i]);
+	free(paths);
+	return r;
+}
+
 /* format --source: open the new filesystem and copy the tree in. */
 static int populate(struct format_state *s)
 {
@@ -424,11 +555,15 @@ static int populate(struct format_state *s)
 	if ((r = copy_ctx_init(&x, c, "format")) == 0)
 		r = copy_in(&x, s->source, BCH_ROOT_INO, NULL);
 	copy_progress_done(&x);
-	if (!r && !s->quiet)
+	s->files = x.files;
+	s->bytes = x.bytes;
+	if (!r && !s->quiet && !s->json)
 		printf("Copied:      %" PRIu64 " files, %" PRIu64 " bytes from %s\n", x.files, x.bytes,
 		       s->source);
 	copy_ctx_exit(&x);
-	int cr = bch_fs_close(c);
+	if (!r && s->min_size)
+		r = shrink_new(s, &c);
+	int cr = c ? bch_fs_close(c) : 0;
 	if (cr && !r) {
 		cmd_err("format", "closing the new filesystem: %s", bch_err_str(cr));
 		r = cr;
@@ -470,7 +605,17 @@ int cmd_format(int argc, char *argv[])
 			ret = EXIT_USAGE;
 			goto out;
 		}
+		/* a new image file without a size: the smallest one */
+		if (s.nr_devs == 1 && !s.devs[0].size && access(s.devs[0].path, F_OK) && errno == ENOENT)
+			s.min_size = true;
 	}
+	if (s.headroom && !s.min_size) {
+		cmd_err("format", "--headroom is for the smallest image (--source, no --fs-size)");
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	if (s.min_size && (ret = plan_min_size(&s)))
+		goto out;
 
 	if ((s.passphrase_file || s.no_passphrase) && !s.opts.v[Opt_encrypted]) {
 		cmd_err("format", "--%s needs --encrypted",
@@ -525,7 +670,22 @@ int cmd_format(int argc, char *argv[])
 	if (s.source && (ret = populate(&s)))
 		goto out;
 
-	if (!s.quiet) {
+	if (s.json) {
+		printf("{\"version\":%d,\"image\":", BCH_JSON_VERSION);
+		json_str(stdout, s.devs[0].path);
+		printf(",\"smallest\":%s", s.min_size ? "true" : "false");
+		if (s.source)
+			printf(",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64, s.files, s.bytes);
+		if (s.min_size)
+			printf(",\"estimate\":%" PRIu64 ",\"used_bytes\":%" PRIu64 ",\"headroom_bytes\":%"
+			       PRIu64 ",\"min_size\":%" PRIu64 ",\"moved_bytes\":%" PRIu64,
+			       s.devs[0].plan_size, s.sp.used_bytes, s.sp.headroom_bytes, s.sp.min_bytes,
+			       s.sr.moved_bytes);
+		struct stat st;
+		if (!stat(s.devs[0].path, &st))
+			printf(",\"size\":%" PRIu64, (uint64_t)st.st_size);
+		printf("}\n");
+	} else if (!s.quiet) {
 		struct bch_blockdev *bd;
 		struct bch_sb *sb;
 		char uuid[37], size[32];
@@ -540,6 +700,16 @@ int cmd_format(int argc, char *argv[])
 					bch_human_size(m->nbuckets * m->bucket_size * 512ULL,
 						       size, sizeof(size));
 					printf("Device %-4u %s: %s\n", i, s.devs[i].path, size);
+				}
+				if (s.min_size) {
+					char a[32], b[32];
+					struct stat st = { 0 };
+					stat(s.devs[0].path, &st);
+					bch_human_size(s.sp.min_bytes, a, sizeof(a));
+					bch_human_size(s.sp.headroom_bytes, b, sizeof(b));
+					printf("Smallest:    %" PRIu64 " bytes (%s without the headroom of %s; "
+					       "metadata copies %u)\n", (uint64_t)st.st_size, a, b,
+					       (unsigned)sb->opts[bch_opt_table[Opt_metadata_replicas].sb_slot]);
 				}
 				free(sb);
 			}

@@ -30,6 +30,7 @@
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "image_shrink.h"
 #include "opts.h"
 #include "tar.h"
 
@@ -1210,6 +1211,7 @@ static void usage(FILE *f)
 		   "Read and change files inside an unmounted filesystem (no root needed).\n\n");
 	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
 		fprintf(f, "  %-10s %-36s %s\n", verbs[i].name, verbs[i].args, verbs[i].help);
+	fprintf(f, "  %-10s %-36s %s\n", "shrink", "[--headroom=PCT%|SIZE] [-n] IMAGE", "cut the image file to what it holds");
 	fprintf(f, "\nPaths in the image start at its root; symlinks are followed only inside it.\n"
 		   "-o takes open options (read_only, degraded, very_degraded,\n"
 		   "btree_cache_size=SIZE).  degraded: open with member devices missing when\n"
@@ -1375,6 +1377,7 @@ int cmd_image(int argc, char *argv[])
 		usage(argc < 2 ? stderr : stdout);
 		return argc < 2 ? EXIT_USAGE : EXIT_OK;
 	}
+	if (!strcmp(argv[1], "shrink"))	return cmd_image_shrink(argc - 1, argv + 1);
 	const struct verb *v = find_verb(argv[1]);
 	if (!v) {
 		cmd_err("image", "unknown verb '%s' (see bcachefs image --help)", argv[1]);

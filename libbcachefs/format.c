@@ -38,6 +38,8 @@
 #include "super.h"
 
 #define BCH_JOURNAL_MAX_BYTES	(512ULL << 20)
+/* a single device this large gets two metadata copies (metadata_copies_default) */
+#define BCH_METADATA_COPIES_MIN_BYTES	(1ULL << 30)
 
 struct dev_plan {
 	struct stat	st;
@@ -187,6 +189,54 @@ uint64_t bch_pick_bucket_size(uint64_t dev_size, uint64_t btree_node_size)
 }
 
 /*
+ * The smallest image.  Per inode: its key (~200 bytes with the times and
+ * fields), a dirent (~40 bytes and the name) and an extent key per 128k of
+ * data (~80 bytes); btree nodes are kept about half full after splits, so
+ * metadata counts twice, and twice again with two metadata copies (the
+ * estimate passes BCH_METADATA_COPIES_MIN_BYTES).  The journal is 1/32 of
+ * the buckets (1/128 for the smallest image), the reserve for btree nodes 1/32.
+ */
+#define MIN_INODE_BYTES		240
+#define MIN_EXTENT_BYTES	80
+#define MIN_EXTENT_SPAN		(128ULL << 10)
+
+uint64_t bch_format_min_estimate(uint64_t data_bytes, uint64_t nr_inodes, uint64_t name_bytes,
+				 uint64_t headroom, const struct bch_opts *opts)
+{
+	uint64_t meta = nr_inodes * MIN_INODE_BYTES + name_bytes +
+			(data_bytes / MIN_EXTENT_SPAN + nr_inodes) * MIN_EXTENT_BYTES;
+	uint64_t node = opts->v[Opt_btree_node_size];
+
+	meta = 2 * meta + BCH_BTREE_ID_NR * 2 * node;
+	uint64_t est = data_bytes + meta + headroom;
+	if (est + meta >= BCH_METADATA_COPIES_MIN_BYTES && !bch_opt_is_set(opts, Opt_metadata_replicas))
+		est += meta;
+	return est + est / 16 + (4ULL << 20);	/* journal, reserve, superblocks */
+}
+
+/*
+ * Every btree has a node however little it holds, and a member needs 64
+ * buckets past its journal, whose size follows the node's: below 64 MiB a
+ * node of 1/256 of the image (32k at 12 MiB, measured smallest for a 6 MiB
+ * tree of 800 headers: 9.8 MB against 10.7 MB with 128k nodes), 16k at least.
+ */
+uint64_t bch_format_min_node_size(uint64_t estimate, uint64_t dflt, uint64_t block)
+{
+	uint64_t n = rounddown_pow2(estimate / 256);
+
+	if (n < 16384)
+		n = 16384;
+	if (n < block)
+		n = block;
+	return n < dflt ? n : dflt;
+}
+
+uint64_t bch_format_min_room(uint64_t estimate)
+{
+	return 2 * estimate + (64ULL << 20);
+}
+
+/*
  * Deterministic UUIDs for reproducible images: hash of the user UUID and a
  * tag.  Cannot fail: bch_format() loaded libxxhash before building the sb.
  */
@@ -311,7 +361,9 @@ static int plan_device(struct bch_format_dev *d, struct dev_plan *p,
 			    "%s: block size %" PRIu64 " is below the device's logical block size %u",
 			    d->path, block, p->logical_block);
 
-	p->bucket = d->bucket_size ? d->bucket_size : bch_pick_bucket_size(p->size, node);
+	uint64_t plan = d->plan_size ? d->plan_size : p->size;
+
+	p->bucket = d->bucket_size ? d->bucket_size : bch_pick_bucket_size(plan, node);
 	if (p->bucket < node || p->bucket < block)
 		return bch_errf(err, errlen, -BCH_ERR_opt_invalid,
 			    "%s: bucket size %" PRIu64 " is smaller than the btree node size %" PRIu64,
@@ -358,7 +410,10 @@ static int plan_device(struct bch_format_dev *d, struct dev_plan *p,
 			    "%s: too many buckets; use a larger --bucket-size", d->path);
 
 	uint64_t usable = p->nbuckets - p->first_bucket;
-	uint64_t j = usable >> 5;
+	if (d->plan_size && plan / p->bucket < p->nbuckets)	/* the journal of the shrunk image */
+		usable = plan / p->bucket > p->first_bucket ? plan / p->bucket - p->first_bucket : 0;
+	/* the smallest image: 1/128 (an image is built once and read mostly) */
+	uint64_t j = d->plan_size ? usable >> 7 : usable >> 5;
 	if (j > BCH_JOURNAL_MAX_BYTES / p->bucket)
 		j = BCH_JOURNAL_MAX_BYTES / p->bucket;
 	if (j < 4)
@@ -655,13 +710,13 @@ out:
  * be small: the copies double the space of the btree nodes) and with more
  * devices (replication is chosen with --replicas there).
  */
-#define BCH_METADATA_COPIES_MIN_BYTES	(1ULL << 30)
-
 static bool metadata_copies_default(const struct bch_format_dev *devs, const struct dev_plan *plans,
 				    unsigned nr, const struct bch_opts *opts)
 {
+	uint64_t size = devs[0].plan_size ? devs[0].plan_size : plans[0].size;
+
 	return nr == 1 && !bch_opt_is_set(opts, Opt_metadata_replicas) && devs[0].durability > 0 &&
-	       plans[0].size >= BCH_METADATA_COPIES_MIN_BYTES;
+	       size >= BCH_METADATA_COPIES_MIN_BYTES;
 }
 
 int bch_format(struct bch_format_dev *devs, unsigned nr,

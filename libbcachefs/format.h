@@ -24,6 +24,9 @@ struct bch_format_dev {
 	const char	*path;
 	uint64_t	size;		/* bytes; 0 = whole device/file */
 	uint64_t	bucket_size;	/* bytes; 0 = choose from size */
+	uint64_t	plan_size;	/* bytes the bucket size, journal and metadata
+					 * copies are chosen for; 0 = size (the smallest
+					 * image: formatted larger, shrunk to this after) */
 	unsigned	durability;	/* default 1 */
 	bool		discard;
 	const char	*label;		/* NULL = none */
@@ -51,6 +54,21 @@ int bch_format(struct bch_format_dev *devs, unsigned nr_devs,
 
 /* Bucket size format picks for a device of dev_size bytes (bytes). */
 uint64_t bch_pick_bucket_size(uint64_t dev_size, uint64_t btree_node_size);
+
+/*
+ * The smallest image (format --source without --fs-size): a tree measured
+ * as data_bytes of file data (each file rounded up to blocks), nr_inodes
+ * inodes and name_bytes of names and xattrs.  _estimate: the bytes of an
+ * image that holds it with headroom bytes to spare, no compression assumed
+ * (the geometry is chosen for it: bch_format_dev.plan_size).  _room: the
+ * size of the image file to copy into before the shrink, with room for
+ * an estimate that fell short.
+ */
+uint64_t bch_format_min_estimate(uint64_t data_bytes, uint64_t nr_inodes, uint64_t name_bytes,
+				 uint64_t headroom, const struct bch_opts *opts);
+uint64_t bch_format_min_room(uint64_t estimate);
+/* The btree node size for an image of estimate bytes: dflt, smaller below 64 MiB. */
+uint64_t bch_format_min_node_size(uint64_t estimate, uint64_t dflt, uint64_t block);
 
 /*
  * Device add (device.c): one new member of an existing filesystem whose

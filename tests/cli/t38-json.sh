@@ -130,6 +130,10 @@ valid device-add device-add
 F=$F:c.img
 expect_rc 0 $B device resize --json $F c.img 48M
 valid device-resize device-resize
+expect_rc 0 $B format --json --source src small.img
+valid format format
+expect_rc 0 $B image shrink --json small.img
+valid image-shrink image-shrink
 expect_rc 0 $B device evacuate --json $F c.img
 valid device-evacuate device-evacuate
 expect_rc 0 $B device remove --json $F c.img
