@@ -253,8 +253,7 @@ int cmd_image_shrink(int argc, char *argv[])
 		case 'j': json = true;		break;
 		case 'h': usage(stdout);	return EXIT_OK;
 		default:
-			fprintf(stderr, "Try 'bcachefs image shrink --help'.\n");
-			return EXIT_USAGE;
+			return cmd_opt_err("image shrink", argv, "nh");
 		}
 	}
 	if (optind + 1 != argc) {
