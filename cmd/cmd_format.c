@@ -433,13 +433,13 @@ static int populate(struct format_state *s)
 		x.spec = &s->spec;
 		r = copy_in(&x, s->source, BCH_ROOT_INO, NULL);
 	}
-	if (!r && (r = spec_apply(&s->spec, c, BCH_ROOT_INO, "format")) == 0 && s->spec.nr && !s->quiet)
-		printf("Spec:        %" PRIu64 " created, %" PRIu64 " modified, %" PRIu64 " xattrs from %s\n",
-		       s->spec.created, s->spec.modified, s->spec.xattrs, s->spec.file);
 	copy_progress_done(&x);
 	if (!r && !s->quiet)
 		printf("Copied:      %" PRIu64 " files, %" PRIu64 " bytes from %s\n", x.files, x.bytes,
 		       s->source);
+	if (!r && (r = spec_apply(&s->spec, c, BCH_ROOT_INO, "format")) == 0 && s->spec.nr && !s->quiet)
+		printf("Spec:        %" PRIu64 " created, %" PRIu64 " modified, %" PRIu64 " xattrs from %s\n",
+		       s->spec.created, s->spec.modified, s->spec.xattrs, s->spec.file);
 	copy_ctx_exit(&x);
 	int cr = bch_fs_close(c);
 	if (cr && !r) {

@@ -1140,10 +1140,14 @@ static int import_tar_opts(struct bch_spec *spec, int *argc, char ***argv)
 			     : cmd_opt_err("image import-tar", *argv, "");
 	if (!r)
 		r = spec_load(spec, "image import-tar");
-	/* the verb sees its name and the operands */
-	(*argv)[optind - 1] = (*argv)[0];
+	/* the verb sees its name and the operands (argv is read again on the next pass) */
+	char **v = calloc(*argc - optind + 2, sizeof(*v));
+	if (!v)
+		abort();
+	v[0] = (*argv)[0];
+	memcpy(v + 1, *argv + optind, (*argc - optind) * sizeof(*v));
 	*argc -= optind - 1;
-	*argv += optind - 1;
+	*argv = v;
 	return r;
 }
 
@@ -1156,6 +1160,7 @@ static int verb_import_tar(struct img *im, int argc, char **argv)
 
 	if (!ret)
 		ret = __verb_import_tar(im, &spec, argc, argv);
+	free(argv);
 	spec_exit(&spec);
 	return ret;
 }
