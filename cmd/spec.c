@@ -395,7 +395,12 @@ static int parse_xattr(struct parse *ps, struct spec_line *l)
 	if (!strchr(w, '.'))
 		return perr(ps, "xattr name '%s' has no namespace (user., security., trusted.)", w);
 	l->arg = strdup(w);
-	if (!strncmp(eq, "0x", 2) || !strncmp(eq, "0X", 2)) {
+	/* setfattr's encodings, as mksquashfs: 0x hex, 0t text, 0s base64 (not taken) */
+	if (!strncmp(eq, "0s", 2) || !strncmp(eq, "0S", 2))
+		return perr(ps, "xattr value '%s': base64 (0s) is not supported; give 0x hex", eq);
+	if (!strncmp(eq, "0t", 2) || !strncmp(eq, "0T", 2))
+		eq += 2;
+	else if (!strncmp(eq, "0x", 2) || !strncmp(eq, "0X", 2)) {
 		size_t n = strlen(eq + 2);
 		if (!n || n % 2)
 			return perr(ps, "xattr value '%s': an even number of hex digits after 0x", eq);
@@ -407,10 +412,10 @@ static int parse_xattr(struct parse *ps, struct spec_line *l)
 			l->val[i] = hi << 4 | lo;
 		}
 		l->val_len = n / 2;
-	} else {
-		l->val = strdup(eq);
-		l->val_len = strlen(eq);
+		return 0;
 	}
+	l->val = strdup(eq);
+	l->val_len = strlen(eq);
 	return 0;
 }
 

@@ -24,7 +24,7 @@
  *	PATH s MODE UID GID TARGET          symlink
  *	PATH i MODE UID GID s|f             socket or fifo
  *	PATH l TARGETPATH                   hard link to an entry of the tree
- *	PATH x NAME=VALUE                   xattr (VALUE text, or 0x hex)
+ *	PATH x NAME=VALUE                   xattr (VALUE text, 0t text or 0x hex)
  *	PATH D|M|B|C|S|I TIME MODE UID GID ... the same with mtime TIME (seconds)
  *
  *     f/F (file from a command), R (reference) and L are refused by name.

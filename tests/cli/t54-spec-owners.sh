@@ -39,13 +39,14 @@ dev/sda B 1000 660 0 6 8 0
 /bin/link l bin/sh
 /bin/sh x security.capability=0x0100000200100000000000000000000000000000
 /etc/hosts x security.selinux=system_u:object_r:etc_t:s0
+/etc/hosts x user.t=0thello
 / m 755 0 0
 SPEC
 
 # --- format --source, unprivileged
 nexpect_rc 0 $B format --fs-size=64M --source=src --uid-map=+1000 --gid-map=65534:100 \
 	--spec=spec a.img
-expect_in out '^Spec: +8 created, 3 modified, 2 xattrs from spec'
+expect_in out '^Spec: +8 created, 3 modified, 3 xattrs from spec'
 lsl a.img / etc | grep -Eq '^drwx.* 66534 +100 ' || fail "etc not mapped: $(lsl a.img / etc)"
 lsl a.img / etc >/dev/null
 [ "$(lsl a.img /dev null | awk '{print $1, $3, $4, $5, $6}')" = "crw-rw-rw- 0 0 1, 3" ] ||
@@ -68,6 +69,7 @@ expect_in out 'Modify: 1970-01-01 00:50:00\.0'
 expect_rc 0 $B image getfattr w/a.img /bin/sh /etc/hosts
 expect_in out '^security\.capability=0x0100000200100000000000000000000000000000$'
 expect_in out '^security\.selinux="system_u:object_r:etc_t:s0"$'
+expect_in out '^user\.t="hello"$'
 # as root sees it: extracted as root, the nodes and owners are real
 expect_rc 0 $B image extract w/a.img x
 [ "$(stat -c '%F %t:%T %u:%g %a' x/dev/null)" = "character special file 1:3 0:0 666" ] ||
@@ -77,6 +79,14 @@ expect_rc 0 $B image extract w/a.img x
 [ "$(stat -c '%u:%g %a %h' x/bin/sh)" = "0:0 4755 3" ] || fail "extracted sh: $(stat -c '%u:%g %a %h' x/bin/sh)"
 [ "$(stat -c '%u:%g' x/etc)" = "66534:100" ] || fail "extracted etc: $(stat -c '%u:%g' x/etc)"
 expect_rc 0 $B fsck -n w/a.img
+
+# reproducible: the same input, -U and SOURCE_DATE_EPOCH give the same bytes
+U=$(cat /proc/sys/kernel/random/uuid)
+for i in 1 2; do
+	nexpect_rc 0 env SOURCE_DATE_EPOCH=1700000000 $B format -q -U $U --fs-size=64M \
+		--source=src --all-root --spec=spec r$i.img
+done
+[ "$(sha w/r1.img)" = "$(sha w/r2.img)" ] || fail "format --spec is not reproducible"
 
 # --all-root after the maps; --timestamp for every file; tables and @FILE
 nexpect_rc 0 $B format -q --fs-size=64M --source=src --uid-map=+1000 --all-root \
@@ -150,6 +160,7 @@ a x user.a|'user\.a' is not NAME=VALUE
 a x nonamespace=1|xattr name 'nonamespace' has no namespace
 a x user.a=0xZZ|xattr value '0xZZ': not hex
 a x user.a=0x123|xattr value '0x123': an even number of hex digits
+a x user.a=0sAAAA|xattr value '0sAAAA': base64 \(0s\) is not supported
 a D yesterday 755 0 0|bad time 'yesterday'
 / c 666 0 0 1 3|kind 'c' cannot name the root
 a f 644 0 0 echo hi|kind 'f' \(a file from a command\) is not supported
