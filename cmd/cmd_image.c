@@ -1233,7 +1233,7 @@ static const struct verb {
 	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs", true },
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
 	{ "setattr",	verb_setattr, "",	true,  "[--OPT=VALUE]... PATH...", "per-file options as bcachefs setattr", true, true },
-	{ "import-tar",	verb_import_tar, "", true, "[--spec=FILE ...] TARFILE|- [PATH]", "unpack a tar archive into the image", true, true },
+	{ "import-tar",	verb_import_tar, "", true, "[--spec=FILE...] TARFILE|- [PATH]",	"unpack a tar archive into the image", true, true },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
 
@@ -1267,6 +1267,8 @@ static void usage(FILE *f)
 static void verb_usage(const struct verb *v)
 {
 	fprintf(stderr, "Usage: bcachefs image %s DEVICE[:DEVICE...] %s\n", v->name, v->args);
+	if (v->fn == verb_import_tar)	/* owners, times and the spec file (spec.h) */
+		fputs(spec_help, stderr);
 }
 
 static int run_verb(struct img *im, const struct verb *v, int argc, char **argv)

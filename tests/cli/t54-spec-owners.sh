@@ -203,3 +203,6 @@ expect_in out -- '--spec=FILE'
 expect_in out -- '--uid-map=MAP'
 expect_rc 0 $B image --help
 expect_in out 'import-tar .*--spec'
+expect_rc 0 $B image import-tar --help
+expect_in err -- '--uid-map=MAP'
+expect_in err -- '--all-root'
