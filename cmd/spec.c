@@ -568,20 +568,52 @@ static int aerr(const struct bch_spec *s, const char *cmd, const struct spec_lin
 	return r;
 }
 
-/* Split l->path into its directory (looked up) and the last name. */
+/*
+ * Look up the n bytes of path under root one name at a time: every
+ * directory on the way must be a directory of the tree, not a symlink, so a
+ * line never reaches outside root (import-tar into a directory).
+ */
+static int walk(struct bch_fs *c, uint64_t root, const char *path, size_t n, uint64_t *inum)
+{
+	char name[256];
+	struct stat st;
+	int r;
+
+	*inum = root;
+	for (size_t i = 0, l; i < n; i += l + 1) {
+		l = strcspn(path + i, "/");
+		if (l > n - i)
+			l = n - i;
+		if (l >= sizeof(name))
+			return -ENAMETOOLONG;
+		memcpy(name, path + i, l);
+		name[l] = 0;
+		if ((r = bch_fs_getattr(c, *inum, &st)))
+			return r;
+		if (!S_ISDIR(st.st_mode))
+			return S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR;
+		if ((r = bch_fs_lookup(c, *inum, name, inum)))
+			return r;
+	}
+	return 0;
+}
+
+/* Split path into its directory (looked up) and the last name. */
 static int parent_of(struct bch_fs *c, uint64_t root, const char *path, uint64_t *dir, const char **name)
 {
 	const char *slash = strrchr(path, '/');
+	uint64_t d;
+	struct stat st;
+	int r;
 
 	*name = slash ? slash + 1 : path;
-	if (!slash) {
-		*dir = root;
-		return 0;
-	}
-	char *p = strndup(path, slash - path);
-	int r = bch_fs_lookup_path_at(c, root, p, true, dir);
-	free(p);
-	return r;
+	if ((r = walk(c, root, path, slash ? slash - path : 0, &d)) ||
+	    (r = bch_fs_getattr(c, d, &st)))
+		return r;
+	if (!S_ISDIR(st.st_mode))
+		return S_ISLNK(st.st_mode) ? -ELOOP : -ENOTDIR;
+	*dir = d;
+	return 0;
 }
 
 static int apply_line(struct bch_spec *s, struct bch_fs *c, uint64_t root, const struct spec_line *l,
@@ -615,7 +647,7 @@ static int apply_line(struct bch_spec *s, struct bch_fs *c, uint64_t root, const
 	case 'l':
 		if (exists)
 			return aerr(s, cmd, l, "linking", -EEXIST);
-		if ((r = bch_fs_lookup_path_at(c, root, l->arg, false, &target)))
+		if ((r = walk(c, root, l->arg, strlen(l->arg), &target)))
 			return aerr(s, cmd, l, "looking up the link target", r);
 		if ((r = bch_fs_link(c, target, dir, name)))
 			return aerr(s, cmd, l, "linking", r);

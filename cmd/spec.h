@@ -30,7 +30,7 @@
  *     f/F (file from a command), R (reference) and L are refused by name.
  *     MODE is octal (at most 07777); UID/GID a number or a name of the
  *     host's passwd/group.  PATH is relative to the root ("/" leading is
- *     taken off); no "." or ".." component.  Entries without a time get
+ *     taken off); no "." or ".." component, no symlink followed on the way.  Entries without a time get
  *     --timestamp, else SOURCE_DATE_EPOCH, else the current time.
  *
  * Invariants: (1) spec_load() checks every line before anything is

@@ -196,6 +196,13 @@ expect_in err '^bcachefs format: late:1: nope/x: looking up its directory: No su
 printf '/etc m 755 0 0\n/etc/hosts d 755 0 0\n' | as_nobody sh -c 'cat > w/late'
 nexpect_rc 1 $B format -f -q --fs-size=64M --source=src --spec=late f.img
 expect_in err '^bcachefs format: late:2: etc/hosts: making a directory: File exists'
+# a line never leaves the tree through a symlink of the image
+as_nobody sh -c 'mkdir -p w/src2/etc && ln -s / w/src2/up && ln -s .. w/src2/etc/back'
+for line in 'up/etc m 700 0 0' 'etc/back/x d 755 0 0' 'x l up/etc'; do
+	printf '%s\n' "$line" | as_nobody sh -c 'cat > w/late'
+	nexpect_rc 1 $B format -f -q --fs-size=64M --source=src2 --spec=late f.img
+	expect_in err '^bcachefs format: late:1: .*Too many levels of symbolic links'
+done
 
 # documented
 expect_rc 0 $B format --help
