@@ -45,12 +45,13 @@
 #include "image_shrink.h"
 #include "opts.h"
 #include "passphrase.h"
+#include "spec.h"
 #include "super.h"
 
 enum {
 	O_fs_label = 256, O_uuid, O_force, O_quiet, O_cache, O_tier, O_replicas,
 	O_help, O_no_btrees, O_source, O_passphrase_file, O_no_passphrase, O_headroom, O_json,
-	O_table_base = 1024,
+	O_spec_base = 512, O_table_base = 1024,
 };
 
 /* "      --name=VALUE            help", wrapping after long names. */
@@ -107,6 +108,7 @@ static void format_usage(FILE *f)
 "                              data, a percentage of the bytes in use or a size\n"
 "                              (default 5%%)\n"
 "      --json                  a summary for scripts (sizes in bytes)\n"
+"%s"
 "      --passphrase-file=FILE  with --encrypted: the passphrase, one line of FILE\n"
 "                              (default: asked twice on the terminal, or one line\n"
 "                              of stdin when it is not a terminal)\n"
@@ -126,7 +128,8 @@ static void format_usage(FILE *f)
 "blocks and one replica, 4k nodes need 64k buckets, 8k and 16k nodes 32k.\n"
 "Without --bucket-size, format picks a bucket size that works; a smaller one\n"
 "given is refused (exit 16) before anything is written.\n"
-"Exit codes: 0 success, 1 failure (device error, existing data), 16 usage error.\n");
+"Exit codes: 0 success, 1 failure (device error, existing data), 16 usage error.\n",
+	spec_help);
 }
 
 struct format_state {
@@ -141,6 +144,7 @@ struct format_state {
 	struct bch_format_args	args;
 	bool			force, quiet;
 	const char		*source;	/* --source: directory to copy in */
+	struct bch_spec		spec;		/* with --source: owners, times, --spec */
 	const char		*passphrase_file;
 	bool			no_passphrase;
 	bool			min_size;	/* --fs-size=min, or --source onto a new file */
@@ -189,11 +193,13 @@ static struct option *build_longopts(void)
 		{ "help",	no_argument,	   NULL, O_help },
 	};
 	unsigned nfixed = sizeof(fixed) / sizeof(fixed[0]), n = nfixed;
-	struct option *o = calloc(nfixed + 2 * BCH_OPT_NR + 1, sizeof(*o));
+	struct option *o = calloc(nfixed + SPEC_NR_OPTS + 2 * BCH_OPT_NR + 1, sizeof(*o));
 
 	if (!o)
 		abort();
 	memcpy(o, fixed, sizeof(fixed));
+	for (unsigned i = 0; i < SPEC_NR_OPTS; i++, n++)
+		o[n] = (struct option) { spec_longopts[i].name, spec_longopts[i].has_arg, NULL, O_spec_base + i };
 	for (unsigned i = 0; i < BCH_OPT_NR; i++) {
 		const struct bch_option *opt = &bch_opt_table[i];
 		int has_arg = opt->type == BCH_OPT_BOOL ? optional_argument : required_argument;
@@ -314,6 +320,8 @@ static int parse_args(struct format_state *s, int argc, char *argv[])
 		default:
 			if (c >= O_table_base && c < O_table_base + BCH_OPT_NR)
 				ret = table_opt(s, c - O_table_base, optarg);
+			else if (c >= O_spec_base && c < O_spec_base + SPEC_NR_OPTS)
+				ret = spec_opt(&s->spec, c - O_spec_base, optarg, "format");
 			else
 				ret = -1;
 		}
@@ -552,14 +560,19 @@ static int populate(struct format_state *s)
 		cmd_err("format", "opening the new filesystem: %s", err);
 		return EXIT_FAIL;
 	}
-	if ((r = copy_ctx_init(&x, c, "format")) == 0)
+	if ((r = copy_ctx_init(&x, c, "format")) == 0) {
+		x.spec = &s->spec;
 		r = copy_in(&x, s->source, BCH_ROOT_INO, NULL);
+	}
 	copy_progress_done(&x);
 	s->files = x.files;
 	s->bytes = x.bytes;
 	if (!r && !s->quiet && !s->json)
 		printf("Copied:      %" PRIu64 " files, %" PRIu64 " bytes from %s\n", x.files, x.bytes,
 		       s->source);
+	if (!r && (r = spec_apply(&s->spec, c, BCH_ROOT_INO, "format")) == 0 && s->spec.nr && !s->quiet)
+		printf("Spec:        %" PRIu64 " created, %" PRIu64 " modified, %" PRIu64 " xattrs from %s\n",
+		       s->spec.created, s->spec.modified, s->spec.xattrs, s->spec.file);
 	copy_ctx_exit(&x);
 	if (!r && s->min_size)
 		r = shrink_new(s, &c);
@@ -614,6 +627,14 @@ int cmd_format(int argc, char *argv[])
 		ret = EXIT_USAGE;
 		goto out;
 	}
+	/* every spec line checked before anything is written */
+	if (spec_active(&s.spec) && !s.source) {
+		cmd_err("format", "--all-root, --uid-map, --gid-map, --timestamp and --spec need --source");
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	if ((ret = spec_load(&s.spec, "format")))
+		goto out;
 	if (s.min_size && (ret = plan_min_size(&s)))
 		goto out;
 
@@ -718,6 +739,7 @@ int cmd_format(int argc, char *argv[])
 	}
 	ret = EXIT_OK;
 out:
+	spec_exit(&s.spec);
 	free(s.devs);
 	return ret;
 }

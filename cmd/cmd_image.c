@@ -32,6 +32,7 @@
 #include "fs_ops.h"
 #include "image_shrink.h"
 #include "opts.h"
+#include "spec.h"
 #include "tar.h"
 
 struct img {
@@ -1127,7 +1128,45 @@ static int verb_setattr(struct img *im, int argc, char **argv)
 	return cmd_setattr_image(im->c, im->check_only, argc, argv);
 }
 
+/* import-tar's options (spec.h): taken out of argv; the spec file read and checked. */
+static int import_tar_opts(struct bch_spec *spec, int *argc, char ***argv)
+{
+	struct option lo[SPEC_NR_OPTS + 1] = { { 0 } };
+	int o, r = 0;
+
+	for (int i = 0; i < SPEC_NR_OPTS; i++)
+		lo[i] = (struct option) { spec_longopts[i].name, spec_longopts[i].has_arg, NULL, 256 + i };
+	while (!r && (o = getopt_long(*argc, *argv, "", lo, NULL)) != -1)
+		r = o >= 256 ? spec_opt(spec, o - 256, optarg, "image import-tar")
+			     : cmd_opt_err("image import-tar", *argv, "");
+	if (!r)
+		r = spec_load(spec, "image import-tar");
+	/* the verb sees its name and the operands (argv is read again on the next pass) */
+	char **v = calloc(*argc - optind + 2, sizeof(*v));
+	if (!v)
+		abort();
+	v[0] = (*argv)[0];
+	memcpy(v + 1, *argv + optind, (*argc - optind) * sizeof(*v));
+	*argc -= optind - 1;
+	*argv = v;
+	return r;
+}
+
+static int __verb_import_tar(struct img *im, struct bch_spec *spec, int argc, char **argv);
+
 static int verb_import_tar(struct img *im, int argc, char **argv)
+{
+	struct bch_spec spec = { 0 };
+	int ret = import_tar_opts(&spec, &argc, &argv);
+
+	if (!ret)
+		ret = __verb_import_tar(im, &spec, argc, argv);
+	free(argv);
+	spec_exit(&spec);
+	return ret;
+}
+
+static int __verb_import_tar(struct img *im, struct bch_spec *spec, int argc, char **argv)
 {
 	if (argc < 2 || argc > 3)
 		return EXIT_USAGE;
@@ -1147,7 +1186,9 @@ static int verb_import_tar(struct img *im, int argc, char **argv)
 		return verb_err(im, "import-tar", argv[2], r);
 	if (im->check_only)
 		return EXIT_OK;
-	return tar_import(im->c, argv[1], dir) ? EXIT_FAIL : EXIT_OK;
+	if (tar_import_spec(im->c, argv[1], dir, spec) || spec_apply(spec, im->c, dir, "image import-tar"))
+		return EXIT_FAIL;
+	return EXIT_OK;
 }
 
 static int verb_export_tar(struct img *im, int argc, char **argv)
@@ -1193,7 +1234,7 @@ static const struct verb {
 	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs", true },
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
 	{ "setattr",	verb_setattr, "",	true,  "[--OPT=VALUE]... PATH...", "per-file options as bcachefs setattr", true, true },
-	{ "import-tar",	verb_import_tar, "", true, "TARFILE|- [PATH]",	"unpack a tar archive into the image", true },
+	{ "import-tar",	verb_import_tar, "", true, "[--spec=FILE...] TARFILE|- [PATH]",	"unpack a tar archive into the image", true, true },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
 
@@ -1228,6 +1269,8 @@ static void usage(FILE *f)
 static void verb_usage(const struct verb *v)
 {
 	fprintf(stderr, "Usage: bcachefs image %s DEVICE[:DEVICE...] %s\n", v->name, v->args);
+	if (v->fn == verb_import_tar)	/* owners, times and the spec file (spec.h) */
+		fputs(spec_help, stderr);
 }
 
 static int run_verb(struct img *im, const struct verb *v, int argc, char **argv)

@@ -19,6 +19,7 @@
 #include "cmds.h"
 #include "copy.h"
 #include "fs_ops.h"
+#include "spec.h"
 #include "xattr_effective.h"
 
 #define BUF_SIZE	(1U << 20)
@@ -364,6 +365,8 @@ int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name)
 
 	if (lstat(src, &st))
 		return fail(x, -errno, "reading", src);
+	if ((r = spec_map_stat(x->spec, &st)))
+		return fail(x, r, "mapping the owner of", src);
 	if (!name) {
 		if (!S_ISDIR(st.st_mode)) {
 			cmd_err(x->cmd, "%s: not a directory", src);

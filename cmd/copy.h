@@ -32,6 +32,7 @@
 
 struct bch_fs;
 struct copy_links;
+struct bch_spec;
 
 struct copy_ctx {
 	struct bch_fs		*c;
@@ -46,6 +47,7 @@ struct copy_ctx {
 	double			last_progress;
 	struct copy_links	*links;
 	char			*buf;		/* 1 MiB */
+	const struct bch_spec	*spec;		/* copy in: owner maps, --timestamp (or NULL) */
 };
 
 int  copy_ctx_init(struct copy_ctx *x, struct bch_fs *c, const char *cmd);

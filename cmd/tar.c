@@ -19,6 +19,7 @@
 #include "bcachefs.h"
 #include "cmds.h"
 #include "fs_ops.h"
+#include "spec.h"
 #include "tar.h"
 #include "xattr_effective.h"
 
@@ -108,13 +109,22 @@ static char *clean_name(const char *name)
 	return out;
 }
 
+/* tar_import_spec's maps, for the one import running (NULL: none) */
+static const struct bch_spec *import_spec;
+
 static int import_entry(struct bch_fs *c, struct archive *a, struct archive_entry *e, uint64_t top,
 			char *buf, struct dir_time **dts, size_t *nr_dts, size_t *cap_dts)
 {
 	const char *raw = la->entry_pathname(e);
 	char *name = raw ? clean_name(raw) : NULL;
 	uint64_t dir, inum = 0;
-	int r = 0;
+	uint32_t uid = la->entry_uid(e), gid = la->entry_gid(e);	/* the tar's, not ours */
+	int r = spec_map_owner(import_spec, &uid, &gid);
+
+	if (r) {
+		free(name);
+		return terr(c, "mapping the owner of", raw, r);
+	}
 
 	if (!name) {
 		fprintf(stderr, "bcachefs image: warning: skipping %s: name leaves the target\n",
@@ -169,11 +179,11 @@ static int import_entry(struct bch_fs *c, struct archive *a, struct archive_entr
 	switch (type) {
 	case AE_IFLNK:
 		r = bch_fs_symlink(c, dir, base, la->entry_symlink(e) ? la->entry_symlink(e) : "",
-				   la->entry_uid(e), la->entry_gid(e), &inum);
+				   uid, gid, &inum);
 		break;
 	case AE_IFREG: case AE_IFDIR: case AE_IFCHR: case AE_IFBLK: case AE_IFIFO: case AE_IFSOCK:
 		r = bch_fs_create(c, dir, base, type | (la->entry_perm(e) & 07777),
-				  la->entry_rdev(e), la->entry_uid(e), la->entry_gid(e), &inum);
+				  la->entry_rdev(e), uid, gid, &inum);
 		break;
 	default:
 		fprintf(stderr, "bcachefs image: warning: skipping %s: unknown type\n", raw);
@@ -234,12 +244,13 @@ attrs:
 			sa.mode = la->entry_perm(e) & 07777;
 		}
 		sa.valid |= BCH_SETATTR_UID | BCH_SETATTR_GID;
-		sa.uid = la->entry_uid(e);
-		sa.gid = la->entry_gid(e);
+		sa.uid = uid;
+		sa.gid = gid;
 		int64_t mt = la->entry_mtime_is_set(e)
 			? (int64_t)la->entry_mtime(e) * 1000000000LL + la->entry_mtime_nsec(e) : BCH_TIME_NOW;
 		int64_t at = la->entry_atime_is_set(e)
 			? (int64_t)la->entry_atime(e) * 1000000000LL + la->entry_atime_nsec(e) : mt;
+		spec_map_time(import_spec, &at, &mt);
 		sa.valid |= BCH_SETATTR_MTIME | BCH_SETATTR_ATIME;
 		sa.mtime = mt;
 		sa.atime = at;
@@ -260,6 +271,14 @@ attrs:
 out:
 	(void)buf;
 	free(name);
+	return r;
+}
+
+int tar_import_spec(struct bch_fs *c, const char *path, uint64_t top, const struct bch_spec *spec)
+{
+	import_spec = spec;
+	int r = tar_import(c, path, top);
+	import_spec = NULL;
 	return r;
 }
 

@@ -24,6 +24,9 @@ struct bch_fs;
 int tar_load(const char *verb);
 /* Unpack archive path into directory dir.  0 or -errno (message printed). */
 int tar_import(struct bch_fs *c, const char *path, uint64_t dir);
+/* The same with owners and times mapped as spec says (spec.h). */
+struct bch_spec;
+int tar_import_spec(struct bch_fs *c, const char *path, uint64_t dir, const struct bch_spec *spec);
 /* Pack the tree under directory dir into archive path. */
 int tar_export(struct bch_fs *c, const char *path, uint64_t dir);
 
