@@ -246,14 +246,24 @@ int cmd_image_shrink(int argc, char *argv[])
 	int c_, r;
 
 	optind = 1;
-	while ((c_ = getopt_long(argc, argv, "nh", longopts, NULL)) != -1) {
+	while ((c_ = getopt_long(argc, argv, "no:h", longopts, NULL)) != -1) {
 		switch (c_) {
+		case 'o': {
+			/* image verbs take -o; a shrink moves data: every member, read-write */
+			struct bch_opts open;
+			bch_opts_default(&open);
+			if (cmd_open_opts_parse("image shrink", &open, optarg))
+				return EXIT_USAGE;
+			cmd_err("image shrink", "-o %s: a shrink moves data and needs its member "
+				"present and writable", optarg);
+			return EXIT_USAGE;
+		}
 		case 'H': hs = optarg;		break;
 		case 'n': dry = true;		break;
 		case 'j': json = true;		break;
 		case 'h': usage(stdout);	return EXIT_OK;
 		default:
-			return cmd_opt_err("image shrink", argv, "nh");
+			return cmd_opt_err("image shrink", argv, "no:h");
 		}
 	}
 	if (optind + 1 != argc) {
