@@ -1128,6 +1128,20 @@ static int verb_setattr(struct img *im, int argc, char **argv)
 
 static int verb_import_tar(struct img *im, int argc, char **argv)
 {
+	static const struct option lo[] = {
+		{ "no-whiteouts", no_argument, NULL, 'W' },
+		{ NULL }
+	};
+	unsigned flags = 0;
+	int o;
+
+	while ((o = getopt_long(argc, argv, "+W", lo, NULL)) != -1)
+		switch (o) {
+		case 'W': flags |= TAR_NO_WHITEOUTS; break;
+		default: return cmd_opt_err("image import-tar", argv, "+W");
+		}
+	argc -= optind - 1;
+	argv += optind - 1;
 	if (argc < 2 || argc > 3)
 		return EXIT_USAGE;
 	if (!im->c) {	/* dry run: arguments are fine; is libarchive there? the archive? */
@@ -1135,7 +1149,10 @@ static int verb_import_tar(struct img *im, int argc, char **argv)
 			cmd_err("image", "import-tar: %s: %s", argv[1], strerror(errno));
 			return EXIT_FAIL;
 		}
-		return tar_load("import-tar") ? EXIT_FAIL : EXIT_OK;
+		if (tar_load("import-tar"))
+			return EXIT_FAIL;
+		/* a file is read twice: a bad entry refused before anything is written */
+		return strcmp(argv[1], "-") && tar_check(argv[1], flags) ? EXIT_FAIL : EXIT_OK;
 	}
 	uint64_t dir = BCH_ROOT_INO;
 	struct stat st;
@@ -1146,7 +1163,7 @@ static int verb_import_tar(struct img *im, int argc, char **argv)
 		return verb_err(im, "import-tar", argv[2], r);
 	if (im->check_only)
 		return EXIT_OK;
-	return tar_import(im->c, argv[1], dir) ? EXIT_FAIL : EXIT_OK;
+	return tar_import(im->c, argv[1], dir, flags) ? EXIT_FAIL : EXIT_OK;
 }
 
 static int verb_export_tar(struct img *im, int argc, char **argv)
@@ -1192,7 +1209,7 @@ static const struct verb {
 	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs", true },
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
 	{ "setattr",	verb_setattr, "",	true,  "[--OPT=VALUE]... PATH...", "per-file options as bcachefs setattr", true, true },
-	{ "import-tar",	verb_import_tar, "", true, "TARFILE|- [PATH]",	"unpack a tar archive into the image", true },
+	{ "import-tar",	verb_import_tar, "W", true, "[--no-whiteouts] TARFILE|- [PATH]", "unpack a tar (an OCI layer: whiteouts applied)", true, true },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
 
