@@ -1179,6 +1179,11 @@ static int verb_export_tar(struct img *im, int argc, char **argv)
 	return tar_export(im->c, argv[1], dir) ? EXIT_FAIL : EXIT_OK;
 }
 
+static int verb_update(struct img *im, int argc, char **argv)
+{
+	return cmd_image_update(im->c, im->check_only, im->json, argc, argv);
+}
+
 static int verb_shell(struct img *im, int argc, char **argv);
 
 static const struct verb {
@@ -1210,6 +1215,8 @@ static const struct verb {
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
 	{ "setattr",	verb_setattr, "",	true,  "[--OPT=VALUE]... PATH...", "per-file options as bcachefs setattr", true, true },
 	{ "import-tar",	verb_import_tar, "W", true, "[--no-whiteouts] TARFILE|- [PATH]", "unpack a tar (an OCI layer: whiteouts applied)", true, true },
+	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] HOSTDIR [PATH]", "make the tree equal to HOSTDIR, writing only what differs", true, true },
+	{ "sync",	verb_update, "cn",	true,  "...",			"the same as update", true, true },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
 
@@ -1502,7 +1509,7 @@ int cmd_image(int argc, char *argv[])
 		if (ret) {
 			free_devs(devs);
 			free(vargv);
-			return ret;
+			return ret == EXIT_IMAGE_DONE ? EXIT_OK : ret;
 		}
 	}
 	if (!v->rw)
