@@ -14,7 +14,7 @@
 # update's --json counts show that it wrote only what changed.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-B="$root/bcachefs"
+B=${BCH:-$root/bcachefs}
 REPS=${REPS:-3}
 NCHANGE=${NCHANGE:-100}
 FS_SIZE=${FS_SIZE:-4G}

@@ -40,6 +40,7 @@ struct img {
 	struct bch_json	*j;		/* ls --json: the document being written */
 	bool		check_only;	/* c is a read-only open: check, change nothing */
 	char		*script;	/* shell: stdin, read whole before the open */
+	void		*verb_priv;	/* update: the check pass's findings, for the rw pass */
 };
 
 typedef int (*verb_fn)(struct img *im, int argc, char **argv);
@@ -1181,7 +1182,7 @@ static int verb_export_tar(struct img *im, int argc, char **argv)
 
 static int verb_update(struct img *im, int argc, char **argv)
 {
-	return cmd_image_update(im->c, im->check_only, im->json, argc, argv);
+	return cmd_image_update(im->c, im->check_only, im->json, &im->verb_priv, argc, argv);
 }
 
 static int verb_shell(struct img *im, int argc, char **argv);

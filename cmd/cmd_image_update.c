@@ -59,8 +59,18 @@ struct pair_map {
 	size_t		nr, cap;	/* cap: power of two */
 };
 
+/* A change found by the check pass, made by the read-write one. */
+struct op {
+	char		kind;		/* as printed: + - R W M; m: metadata to compare again */
+	char		*hpath, *ipath;
+};
+
 struct upd {
 	struct bch_fs		*c;
+	bool			record;		/* check pass: note the changes in ops */
+	bool			entries;	/* the directory being walked had entries changed */
+	struct op		*ops;
+	size_t			nr_ops, cap_ops;
 	bool			write;		/* not the check pass, not --dry-run */
 	bool			print;		/* lines on stdout: not check pass, not --json */
 	bool			checksum;
@@ -122,10 +132,23 @@ static int upd_err(struct upd *u, int r, const char *what, const char *path)
 	return r;
 }
 
-static void report(struct upd *u, char what, const char *ipath)
+static void report(struct upd *u, char what, const char *hpath, const char *ipath)
 {
-	if (u->print)
+	if (u->print && what != 'm')
 		printf("%c %s\n", what, *ipath ? ipath : "/");
+	if (what == '+' || what == '-' || what == 'R')
+		u->entries = true;
+	if (!u->record)
+		return;
+	if (u->nr_ops == u->cap_ops) {
+		u->cap_ops = u->cap_ops ? u->cap_ops * 2 : 64;
+		if (!(u->ops = realloc(u->ops, u->cap_ops * sizeof(*u->ops))))
+			abort();
+	}
+	struct op *o = &u->ops[u->nr_ops++];
+	o->kind = what;
+	if (!(o->hpath = strdup(hpath)) || !(o->ipath = strdup(*ipath ? ipath : "/")))
+		abort();
 }
 
 static char *join(const char *a, const char *b)
@@ -427,7 +450,8 @@ static bool must_replace(struct upd *u, const char *hpath, const struct stat *hs
 	return false;
 }
 
-static int sync_dir(struct upd *u, const char *hpath, uint64_t dir, const char *ipath);
+static int sync_dir(struct upd *u, const char *hpath, uint64_t dir, const char *ipath,
+		    bool *entries);
 
 /* One name present on the host side (rules (2) to (5)). */
 static int sync_one(struct upd *u, const char *hpath, uint64_t dir, const char *name,
@@ -444,7 +468,7 @@ static int sync_one(struct upd *u, const char *hpath, uint64_t dir, const char *
 	}
 	r = bch_fs_lookup(u->c, dir, name, &inum);
 	if (r == -ENOENT) {
-		report(u, '+', ipath);
+		report(u, '+', hpath, ipath);
 		return create(u, hpath, &hs, dir, name, ipath);
 	}
 	if (!r)
@@ -459,7 +483,7 @@ static int sync_one(struct upd *u, const char *hpath, uint64_t dir, const char *
 		return 0;
 	}
 	if (l || must_replace(u, hpath, &hs, inum, &is)) {
-		report(u, 'R', ipath);
+		report(u, 'R', hpath, ipath);
 		u->n.replaced++;
 		u->n.created--;		/* create() counts it again */
 		uint64_t removed = u->n.removed;
@@ -469,8 +493,8 @@ static int sync_one(struct upd *u, const char *hpath, uint64_t dir, const char *
 		return create(u, hpath, &hs, dir, name, ipath);
 	}
 
-	bool data = false, meta = false;
-	if (S_ISDIR(hs.st_mode) && (r = sync_dir(u, hpath, inum, ipath)))
+	bool data = false, meta = false, entries = false;
+	if (S_ISDIR(hs.st_mode) && (r = sync_dir(u, hpath, inum, ipath, &entries)))
 		return r;
 	if (S_ISREG(hs.st_mode)) {
 		data = is.st_size != hs.st_size || ts_ns(is.st_mtim) != ts_ns(hs.st_mtim);
@@ -492,12 +516,14 @@ static int sync_one(struct upd *u, const char *hpath, uint64_t dir, const char *
 	if ((r = sync_meta(u, hpath, &hs, inum, ipath, &meta)))
 		return r;
 	if (data)
-		report(u, 'W', ipath);
+		report(u, 'W', hpath, ipath);
 	else if (meta) {
-		report(u, 'M', ipath);
+		report(u, 'M', hpath, ipath);
 		u->n.metadata++;
 	} else {
 		u->n.unchanged++;
+		if (entries)	/* changing them changes its times in the image */
+			report(u, 'm', hpath, ipath);
 	}
 	if (!S_ISDIR(hs.st_mode) && hs.st_nlink > 1)
 		pair_find(&u->host_links, hs.st_dev, hs.st_ino, true)->v1 = inum;
@@ -505,11 +531,14 @@ static int sync_one(struct upd *u, const char *hpath, uint64_t dir, const char *
 }
 
 /* Make the entries of image directory dir those of host directory hpath. */
-static int sync_dir(struct upd *u, const char *hpath, uint64_t dir, const char *ipath)
+static int sync_dir(struct upd *u, const char *hpath, uint64_t dir, const char *ipath,
+		    bool *entries)
 {
 	struct names h = { 0 }, i = { 0 };
+	bool saved = u->entries;
 	int r;
 
+	u->entries = false;
 	if ((r = host_list(hpath, &h))) {
 		cmd_err(CMD, "listing %s: %s", hpath, strerror(-r));
 		return r;
@@ -528,7 +557,7 @@ static int sync_dir(struct upd *u, const char *hpath, uint64_t dir, const char *
 		if (dir == BCH_ROOT_INO && !strcmp(i.name[b], "lost+found"))
 			continue;
 		char *ip = join(ipath, i.name[b]);
-		report(u, '-', ip);
+		report(u, '-', "", ip);
 		r = remove_tree(u, dir, i.name[b], ip);
 		free(ip);
 	}
@@ -539,6 +568,8 @@ static int sync_dir(struct upd *u, const char *hpath, uint64_t dir, const char *
 		free(ip);
 	}
 out:
+	*entries = u->entries;
+	u->entries = saved;
 	names_free(&h);
 	names_free(&i);
 	return r;
@@ -563,7 +594,106 @@ static void json_summary(struct upd *u, bool dry_run)
 	json_end(&j);
 }
 
-int cmd_image_update(struct bch_fs *c, bool check_only, bool json, int argc, char **argv)
+/* Resolve ipath's parent directory into *dir and its last name into *name (in buf). */
+static int parent_of(struct upd *u, const char *ipath, char *buf, size_t len, uint64_t *dir,
+		     char **name)
+{
+	snprintf(buf, len, "%s", ipath);
+	char *slash = strrchr(buf, '/');
+	*name = slash + 1;
+	*slash = 0;
+	return bch_fs_lookup_path(u->c, buf[0] ? buf : "/", true, dir);
+}
+
+/* The read-write pass: make one change the check pass found. */
+static int apply_op(struct upd *u, struct op *o)
+{
+	char buf[8192], *name;
+	uint64_t dir, inum;
+	struct stat hs;
+	bool changed = false;
+	int r = 0;
+
+	if (o->kind != '-' && lstat(o->hpath, &hs)) {
+		r = -errno;
+		cmd_err(CMD, "reading %s: %s", o->hpath, strerror(-r));
+		return r;
+	}
+	switch (o->kind) {
+	case '-': case '+': case 'R':
+		if ((r = parent_of(u, o->ipath, buf, sizeof(buf), &dir, &name)))
+			return upd_err(u, r, "finding the directory of", o->ipath);
+		report(u, o->kind, o->hpath, o->ipath);
+		if (o->kind == '-')
+			return remove_tree(u, dir, name, o->ipath);
+		if (o->kind == 'R') {
+			uint64_t removed = u->n.removed;
+			u->n.replaced++;
+			u->n.created--;
+			if ((r = remove_tree(u, dir, name, o->ipath)))
+				return r;
+			u->n.removed = removed;
+		}
+		return create(u, o->hpath, &hs, dir, name, o->ipath);
+	}
+	if ((r = bch_fs_lookup_path(u->c, o->ipath, false, &inum)))
+		return upd_err(u, r, "finding", o->ipath);
+	if (o->kind == 'W') {
+		u->n.written++;
+		u->n.bytes_written += hs.st_size;
+		if ((r = bch_fs_truncate(u->c, inum, 0)))
+			return upd_err(u, r, "truncating", o->ipath);
+		if ((r = copy_in_data(&u->x, o->hpath, inum, &hs)))
+			return r;
+	}
+	if ((r = sync_meta(u, o->hpath, &hs, inum, o->ipath, &changed)))
+		return r;
+	if (o->kind == 'W')
+		report(u, 'W', o->hpath, o->ipath);
+	else if (changed || o->kind == 'M') {
+		report(u, 'M', o->hpath, o->ipath);
+		u->n.metadata++;
+	}
+	return 0;
+}
+
+static void upd_free(struct upd *u)
+{
+	for (size_t i = 0; i < u->nr_ops; i++) {
+		free(u->ops[i].hpath);
+		free(u->ops[i].ipath);
+	}
+	free(u->ops);
+	copy_ctx_exit(&u->x);
+	free(u->cmp_buf);
+	free(u->host_links.t);
+	free(u->img_claims.t);
+	free(u);
+}
+
+/* The read-write pass after a check pass: only the changes it found. */
+static int apply_ops(struct upd *u, struct bch_fs *c, bool json)
+{
+	uint64_t unchanged = u->n.unchanged, compared = u->n.bytes_compared;
+	int r = 0;
+
+	u->c = c;
+	u->write = true;
+	u->record = false;
+	u->print = !json;
+	copy_ctx_exit(&u->x);
+	if (copy_ctx_init(&u->x, c, CMD))
+		abort();
+	memset(&u->n, 0, sizeof(u->n));
+	u->n.unchanged = unchanged;
+	u->n.bytes_compared = compared;
+	for (size_t i = 0; !r && i < u->nr_ops; i++)
+		r = apply_op(u, &u->ops[i]);
+	return r;
+}
+
+int cmd_image_update(struct bch_fs *c, bool check_only, bool json, void **priv, int argc,
+		     char **argv)
 {
 	static const struct option lo[] = {
 		{ "checksum",	no_argument, NULL, 'c' },
@@ -596,37 +726,53 @@ int cmd_image_update(struct bch_fs *c, bool check_only, bool json, int argc, cha
 		}
 		return EXIT_OK;
 	}
-	/* --dry-run: the check pass prints and is the only one (cmd_image.c) */
-	struct upd u = {
-		.c = c, .checksum = checksum,
-		.write = !check_only && !dry_run,
-		.print = (!check_only || dry_run) && !json,	/* -o read_only: no check pass */
-	};
+	/*
+	 * The check pass walks writing nothing and notes the changes; the
+	 * read-write pass makes only those (*priv carries them across).  With
+	 * --dry-run the check pass prints and is the only one; with -o
+	 * read_only there is no check pass and the one walk does everything.
+	 */
+	struct upd *u = priv ? *priv : NULL;
+	int r;
+	if (u && !check_only) {
+		*priv = NULL;
+		r = apply_ops(u, c, json);
+		goto done;
+	}
+	if (!(u = calloc(1, sizeof(*u))) || !(u->cmp_buf = malloc(CMP_BUF)))
+		abort();
+	u->c = c;
+	u->checksum = checksum;
+	u->write = !check_only && !dry_run;
+	u->print = (!check_only || dry_run) && !json;
+	u->record = check_only && !dry_run && priv;
+	if (copy_ctx_init(&u->x, c, CMD))
+		abort();
 	uint64_t dir;
 	struct stat st;
-	int r = bch_fs_lookup_path(c, dst, true, &dir);
+	r = bch_fs_lookup_path(c, dst, true, &dir);
 	if (!r && !(r = bch_fs_getattr(c, dir, &st)) && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
 	if (r) {
-		upd_err(&u, r, "finding", dst);
-		return EXIT_FAIL;
+		upd_err(u, r, "finding", dst);
+		goto done;
 	}
-	if (copy_ctx_init(&u.x, c, CMD) || !(u.cmp_buf = malloc(CMP_BUF)))
-		abort();
-	r = sync_dir(&u, src, dir, strcmp(dst, "/") ? dst : "");
+	bool entries = false, meta = false;
+	r = sync_dir(u, src, dir, strcmp(dst, "/") ? dst : "", &entries);
 	if (!r && (r = lstat(src, &st) ? -errno : 0))
 		cmd_err(CMD, "reading %s: %s", src, strerror(-r));
-	bool meta = false;
-	if (!r && !(r = sync_meta(&u, src, &st, dir, dst, &meta)) && meta) {
-		report(&u, 'M', strcmp(dst, "/") ? dst : "");
-		u.n.metadata++;
+	if (!r && !(r = sync_meta(u, src, &st, dir, dst, &meta)) && (meta || entries)) {
+		report(u, meta ? 'M' : 'm', src, strcmp(dst, "/") ? dst : "");
+		u->n.metadata += meta;
 	}
+	if (!r && u->record) {
+		*priv = u;		/* for the read-write pass */
+		return EXIT_OK;
+	}
+done:
 	if (!r && json && (!check_only || dry_run))
-		json_summary(&u, dry_run);
-	copy_ctx_exit(&u.x);
-	free(u.cmp_buf);
-	free(u.host_links.t);
-	free(u.img_claims.t);
+		json_summary(u, dry_run);
+	upd_free(u);
 	if (r)
 		return EXIT_FAIL;
 	/* --dry-run: done on the read-only pass, which EXIT_IMAGE_DONE makes the last */
