@@ -23,9 +23,14 @@
  * Per-file options (bcachefs.* xattrs) the image has and DIR does not are
  * left alone: they are the image's settings, not the tree's.
  *
- * The image verbs open read-only first (cmd_image.c): that pass walks
- * everything writing nothing, so a damaged image or an unreadable DIR is
- * refused before the read-write open.  --dry-run stops there, printing.
+ * States.  The image verbs open read-only first (cmd_image.c).  That
+ * check pass does the whole walk writing nothing and notes each change (an
+ * op: kind, host path, image path); a damaged image or an unreadable DIR
+ * fails there, before the read-write open, so nothing is written.  The
+ * read-write pass then makes only the noted changes, each found again by
+ * its path: both trees are walked once.  --dry-run prints on the check
+ * pass and ends there (EXIT_IMAGE_DONE); without a check pass (-o
+ * read_only, shell) one walk finds and makes the changes.
  */
 #include <dirent.h>
 #include <errno.h>
