@@ -42,6 +42,7 @@ struct img {
 	struct bch_json	*j;		/* ls --json: the document being written */
 	bool		check_only;	/* c is a read-only open: check, change nothing */
 	char		*script;	/* shell: stdin, read whole before the open */
+	void		*verb_priv;	/* update: the check pass's findings, for the rw pass */
 };
 
 typedef int (*verb_fn)(struct img *im, int argc, char **argv);
@@ -1129,16 +1130,18 @@ static int verb_setattr(struct img *im, int argc, char **argv)
 }
 
 /* import-tar's options (spec.h): taken out of argv; the spec file read and checked. */
-static int import_tar_opts(struct bch_spec *spec, int *argc, char ***argv)
+static int import_tar_opts(struct bch_spec *spec, unsigned *flags, int *argc, char ***argv)
 {
-	struct option lo[SPEC_NR_OPTS + 1] = { { 0 } };
+	struct option lo[SPEC_NR_OPTS + 2] = { { 0 } };
 	int o, r = 0;
 
 	for (int i = 0; i < SPEC_NR_OPTS; i++)
 		lo[i] = (struct option) { spec_longopts[i].name, spec_longopts[i].has_arg, NULL, 256 + i };
-	while (!r && (o = getopt_long(*argc, *argv, "", lo, NULL)) != -1)
+	lo[SPEC_NR_OPTS] = (struct option) { "no-whiteouts", no_argument, NULL, 'W' };
+	while (!r && (o = getopt_long(*argc, *argv, "W", lo, NULL)) != -1)
 		r = o >= 256 ? spec_opt(spec, o - 256, optarg, "image import-tar")
-			     : cmd_opt_err("image import-tar", *argv, "");
+		  : o == 'W' ? (*flags |= TAR_NO_WHITEOUTS, 0)
+			     : cmd_opt_err("image import-tar", *argv, "W");
 	if (!r)
 		r = spec_load(spec, "image import-tar");
 	/* the verb sees its name and the operands (argv is read again on the next pass) */
@@ -1152,21 +1155,24 @@ static int import_tar_opts(struct bch_spec *spec, int *argc, char ***argv)
 	return r;
 }
 
-static int __verb_import_tar(struct img *im, struct bch_spec *spec, int argc, char **argv);
+static int __verb_import_tar(struct img *im, struct bch_spec *spec, unsigned flags,
+			     int argc, char **argv);
 
 static int verb_import_tar(struct img *im, int argc, char **argv)
 {
 	struct bch_spec spec = { 0 };
-	int ret = import_tar_opts(&spec, &argc, &argv);
+	unsigned flags = 0;
+	int ret = import_tar_opts(&spec, &flags, &argc, &argv);
 
 	if (!ret)
-		ret = __verb_import_tar(im, &spec, argc, argv);
+		ret = __verb_import_tar(im, &spec, flags, argc, argv);
 	free(argv);
 	spec_exit(&spec);
 	return ret;
 }
 
-static int __verb_import_tar(struct img *im, struct bch_spec *spec, int argc, char **argv)
+static int __verb_import_tar(struct img *im, struct bch_spec *spec, unsigned flags,
+			     int argc, char **argv)
 {
 	if (argc < 2 || argc > 3)
 		return EXIT_USAGE;
@@ -1175,7 +1181,10 @@ static int __verb_import_tar(struct img *im, struct bch_spec *spec, int argc, ch
 			cmd_err("image", "import-tar: %s: %s", argv[1], strerror(errno));
 			return EXIT_FAIL;
 		}
-		return tar_load("import-tar") ? EXIT_FAIL : EXIT_OK;
+		if (tar_load("import-tar"))
+			return EXIT_FAIL;
+		/* a file is read twice: a bad entry refused before anything is written */
+		return strcmp(argv[1], "-") && tar_check(argv[1], flags) ? EXIT_FAIL : EXIT_OK;
 	}
 	uint64_t dir = BCH_ROOT_INO;
 	struct stat st;
@@ -1186,7 +1195,8 @@ static int __verb_import_tar(struct img *im, struct bch_spec *spec, int argc, ch
 		return verb_err(im, "import-tar", argv[2], r);
 	if (im->check_only)
 		return EXIT_OK;
-	if (tar_import_spec(im->c, argv[1], dir, spec) || spec_apply(spec, im->c, dir, "image import-tar"))
+	if (tar_import_spec(im->c, argv[1], dir, spec, flags) ||
+	    spec_apply(spec, im->c, dir, "image import-tar"))
 		return EXIT_FAIL;
 	return EXIT_OK;
 }
@@ -1202,6 +1212,11 @@ static int verb_export_tar(struct img *im, int argc, char **argv)
 	if (r)
 		return verb_err(im, "export-tar", argv[2], r);
 	return tar_export(im->c, argv[1], dir) ? EXIT_FAIL : EXIT_OK;
+}
+
+static int verb_update(struct img *im, int argc, char **argv)
+{
+	return cmd_image_update(im->c, im->check_only, im->json, &im->verb_priv, argc, argv);
 }
 
 static int verb_shell(struct img *im, int argc, char **argv);
@@ -1234,7 +1249,9 @@ static const struct verb {
 	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs", true },
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
 	{ "setattr",	verb_setattr, "",	true,  "[--OPT=VALUE]... PATH...", "per-file options as bcachefs setattr", true, true },
-	{ "import-tar",	verb_import_tar, "", true, "[--spec=FILE...] TARFILE|- [PATH]",	"unpack a tar archive into the image", true, true },
+	{ "import-tar",	verb_import_tar, "W", true, "[--spec=FILE...] [--no-whiteouts] TARFILE|- [PATH]", "unpack a tar (an OCI layer: whiteouts applied)", true, true },
+	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] HOSTDIR [PATH]", "make the tree equal to HOSTDIR, writing only what differs", true, true },
+	{ "sync",	verb_update, "cn",	true,  "...",			"the same as update", true, true },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
 
@@ -1260,6 +1277,10 @@ static void usage(FILE *f)
 		   "very_degraded: even if some data has no copy left (its reads fail).\n"
 		   "shell reads lines \"VERB ARGS\" (words split on blanks, \"quotes\" group) and\n"
 		   "stops at the first failing line.\n"
+		   "import-tar applies OCI layer whiteouts (.wh.NAME, .wh..wh..opq) unless\n"
+		   "told not to, and refuses absolute names, \"..\" and hard links out.\n"
+		   "update prints a line per change (+ created, - removed, R replaced,\n"
+		   "W data written, M metadata); equal files are not read or written.\n"
 		   "extract goes on past files it cannot read: it names each on stderr, removes\n"
 		   "any it could read only in part, extracts the rest and then exits 1.\n\n"
 		   "Exit: 0 done, 1 failure (message on stderr; extract: some files were not\n"
@@ -1531,7 +1552,7 @@ int cmd_image(int argc, char *argv[])
 		if (ret) {
 			free_devs(devs);
 			free(vargv);
-			return ret;
+			return ret == EXIT_IMAGE_DONE ? EXIT_OK : ret;
 		}
 	}
 	if (!v->rw)

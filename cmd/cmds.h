@@ -48,6 +48,16 @@ int cmd_setattr(int argc, char *argv[]);
 struct bch_fs;
 int cmd_setattr_image(struct bch_fs *c, bool check_only, int argc, char **argv);
 /*
+ * image update (cmd_image_update.c): argv as `update [OPTS] DIR [PATH]`,
+ * with c as for cmd_setattr_image.  Exit code, or EXIT_IMAGE_DONE from
+ * the check pass when nothing is left for a read-write one (--dry-run).
+ * *priv (NULL at first) carries what the check pass found to the
+ * read-write pass, which frees it.
+ */
+#define EXIT_IMAGE_DONE	0x100
+int cmd_image_update(struct bch_fs *c, bool check_only, bool json, void **priv, int argc,
+		     char **argv);
+/*
  * Before a command changes anything (fsck's superblock repairs): when devs
  * hold an encrypted filesystem with a passphrase, find its key now (keyring,
  * BCACHEFS_PASSPHRASE_FILE, terminal, stdin) and remember it for the open.

@@ -193,7 +193,7 @@ static int64_t atime_of(const struct stat *st)
 	return sde && *sde ? ts_ns(st->st_mtim) : ts_ns(st->st_atim);
 }
 
-static int copy_in_data(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st)
+int copy_in_data(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st)
 {
 	/* O_NOATIME: reading the source must not change it (reproducible images) */
 	int fd = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME), r = 0;

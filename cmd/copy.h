@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 struct bch_fs;
 struct copy_links;
@@ -60,6 +61,13 @@ void copy_progress_done(struct copy_ctx *x);
  * into dir itself (format --source).  Negative errno, message printed.
  */
 int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name);
+
+/*
+ * Write host file src's data (st: its lstat) into the regular file inum,
+ * holes kept, and set its size (image update: inum is empty, or only its
+ * tail past st_size would be left).  Negative errno, message printed.
+ */
+int copy_in_data(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st);
 
 /*
  * Copy out: the path in the image of what the next copy_out() or

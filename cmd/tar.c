@@ -2,12 +2,32 @@
 /*
  * tar.c - tar archives into and out of a filesystem (see tar.h).
  *
- * Import never leaves the target directory: absolute names are taken as
- * relative to it, and names with a ".." component are refused (skipped
- * with a warning), like GNU tar.  Directory times are set after the whole
- * archive is in, since adding children changes them.
+ * Import never leaves the target directory.  An entry is refused (error
+ * naming it, nothing of the archive imported when it is a file: see
+ * tar_check()) when its name is absolute, has a ".." component, or is a
+ * hard link whose target is; symlinks are data and are stored as written
+ * (an absolute target means the image's root when the image is used),
+ * and nothing is ever created through one: a later entry below a symlink
+ * fails with ENOTDIR.  Directory times are set after the whole archive is
+ * in, since adding children changes them.
+ *
+ * OCI layer whiteouts (image-spec layer.md, "Whiteouts"), unless turned
+ * off (TAR_NO_WHITEOUTS):
+ *  (1) a regular file ".wh.NAME" removes NAME (a whole tree for a
+ *      directory) as the lower layers (what the target held before this
+ *      archive) left it;
+ *  (2) a regular file ".wh..wh..opq" makes its directory opaque: every
+ *      child the lower layers put there goes;
+ *  (3) whiteouts apply to lower layers only: what this archive itself
+ *      adds stays, before or after the whiteout (the names it created are
+ *      kept in a set, with their parents, and removal skips them);
+ *  (4) the whiteout entries never appear in the image; ".wh.", ".wh.."
+ *      and ".wh..." (naming the directory itself or its parent) are
+ *      refused, and other ".wh..wh." names (aufs' .plnk and .aufs) are
+ *      skipped with a warning.
  */
 #include <errno.h>
+#include <search.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +69,17 @@ struct dir_time {
 	int64_t		atime, mtime;
 };
 
+struct import {
+	struct bch_fs		*c;
+	struct archive		*a;
+	const char		*path;		/* the archive, for messages */
+	uint64_t		top;
+	unsigned		flags;		/* TAR_* */
+	void			*made;		/* tsearch set: names this archive wrote, and parents */
+	struct dir_time		*dts;
+	size_t			nr_dts, cap_dts;
+};
+
 /* Find or create the directory path (components of p, relative to dir). */
 static int mkdirs(struct bch_fs *c, uint64_t dir, char *p, uint64_t *ret)
 {
@@ -82,18 +113,27 @@ static int mkdirs(struct bch_fs *c, uint64_t dir, char *p, uint64_t *ret)
 	return 0;
 }
 
-/* Clean an archive name: relative, no "." parts; NULL if it climbs out with "..". */
-static char *clean_name(const char *name)
+/*
+ * Clean an archive name: relative, no "." parts.  NULL (with *why set)
+ * when it is absolute or has a ".." component: refused.
+ */
+static char *clean_name(const char *name, const char **why)
 {
 	char *out = malloc(strlen(name) + 1), *o = out;
 	const char *p = name;
 
+	if (*p == '/') {
+		*why = "absolute name";
+		free(out);
+		return NULL;
+	}
 	while (*p) {
 		while (*p == '/')
 			p++;
 		const char *e = strchr(p, '/');
 		size_t n = e ? (size_t)(e - p) : strlen(p);
 		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			*why = "name with a \"..\" component leaves the target";
 			free(out);
 			return NULL;
 		}
@@ -109,28 +149,215 @@ static char *clean_name(const char *name)
 	return out;
 }
 
+enum wh { WH_NONE, WH_FILE, WH_OPAQUE, WH_RESERVED, WH_BAD };
+
+/* What base, the last name of a regular file entry, is as a whiteout. */
+static enum wh whiteout_kind(const char *base)
+{
+	if (strncmp(base, ".wh.", 4))
+		return WH_NONE;
+	if (!strcmp(base, ".wh..wh..opq"))
+		return WH_OPAQUE;
+	if (!strncmp(base, ".wh..wh.", 8))
+		return WH_RESERVED;
+	if (!base[4] || !strcmp(base + 4, ".") || !strcmp(base + 4, ".."))
+		return WH_BAD;
+	return WH_FILE;
+}
+
+static const char *base_of(const char *name)
+{
+	const char *s = strrchr(name, '/');
+	return s ? s + 1 : name;
+}
+
+/*
+ * Check one entry's names as import would: 0, or -EINVAL with the message
+ * printed naming the entry.
+ */
+static int check_entry(const char *path, struct archive_entry *e, unsigned flags)
+{
+	const char *raw = la->entry_pathname(e), *why = "no name";
+	const char *hl = la->entry_hardlink(e);
+	char *name = raw ? clean_name(raw, &why) : NULL;
+	int r = 0;
+
+	if (!name) {
+		cmd_err("image", "import-tar: %s: %s: %s", path, raw ? raw : "(no name)", why);
+		return -EINVAL;
+	}
+	if (hl) {
+		char *t = clean_name(hl, &why);
+		if (!t || !*t) {
+			cmd_err("image", "import-tar: %s: %s: hard link to %s: %s", path, raw, hl,
+				t ? "the target itself" : why);
+			r = -EINVAL;
+		}
+		free(t);
+	}
+	if (!r && !(flags & TAR_NO_WHITEOUTS) && la->entry_filetype(e) == AE_IFREG && !hl &&
+	    whiteout_kind(base_of(name)) == WH_BAD) {
+		cmd_err("image", "import-tar: %s: %s: whiteout of the directory itself or its parent",
+			path, raw);
+		r = -EINVAL;
+	}
+	free(name);
+	return r;
+}
+
+int tar_check(const char *path, unsigned flags)
+{
+	struct archive *a;
+	struct archive_entry *e;
+	int r = 0, ar;
+
+	if ((r = tar_load("import-tar")))
+		return r;
+	a = la->read_new();
+	la->read_support_filter_all(a);
+	la->read_support_format_all(a);
+	if (la->read_open_filename(a, path, 65536) != ARCHIVE_OK) {
+		cmd_err("image", "import-tar: %s: %s", path, la->error_string(a));
+		la->read_free(a);
+		return -EINVAL;
+	}
+	while (!r && (ar = la->read_next_header(a, &e)) != ARCHIVE_EOF) {
+		if (ar < ARCHIVE_WARN) {
+			cmd_err("image", "import-tar: %s: %s", path, la->error_string(a));
+			r = -EIO;
+			break;
+		}
+		r = check_entry(path, e, flags);
+	}
+	la->read_free(a);
+	return r;
+}
+
+static int made_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* Remember that this archive wrote name (and so its parents). */
+static void mark_made(struct import *im, const char *name)
+{
+	char *p = strdup(name);
+
+	while (*p) {
+		char **found = tsearch(p, &im->made, made_cmp);
+		if (!found)
+			abort();
+		if (*found != p) {	/* there already, and so are its parents */
+			free(p);
+			return;
+		}
+		char *slash = strrchr(p, '/');
+		if (!slash)
+			return;
+		p = strndup(p, slash - p);
+	}
+}
+
+static bool was_made(struct import *im, const char *name)
+{
+	return tfind(name, &im->made, made_cmp) != NULL;
+}
+
+struct child_names {
+	char		**name;
+	size_t		nr, cap;
+};
+
+static int child_collect(void *priv, const char *name, size_t len, uint64_t inum, unsigned t,
+			 uint64_t next)
+{
+	struct child_names *l = priv;
+	(void)inum; (void)t; (void)next;
+
+	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+		return 0;
+	if (l->nr == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 16;
+		if (!(l->name = realloc(l->name, l->cap * sizeof(*l->name))))
+			abort();
+	}
+	l->name[l->nr++] = strndup(name, len);
+	return 0;
+}
+
+static int whiteout(struct import *im, uint64_t dir, const char *dpath, const char *name);
+
+/* Remove what the lower layers put in directory inum (path dpath): rules (2), (3). */
+static int whiteout_children(struct import *im, uint64_t inum, const char *dpath)
+{
+	struct child_names l = { 0 };
+	int r = bch_fs_readdir(im->c, inum, 0, child_collect, &l);
+
+	for (size_t i = 0; i < l.nr; i++) {
+		if (!r)
+			r = whiteout(im, inum, dpath, l.name[i]);
+		free(l.name[i]);
+	}
+	free(l.name);
+	return r;
+}
+
+/*
+ * Remove name in dir (dpath/name) as the lower layers left it: all of it,
+ * or when this archive wrote into it, the parts it did not write.
+ */
+static int whiteout(struct import *im, uint64_t dir, const char *dpath, const char *name)
+{
+	char *path;
+	uint64_t inum;
+	struct stat st;
+	int r;
+
+	if (asprintf(&path, "%s%s%s", dpath, *dpath ? "/" : "", name) < 0)
+		abort();
+	r = bch_fs_lookup(im->c, dir, name, &inum);
+	if (r == -ENOENT) {
+		r = 0;
+		goto out;
+	}
+	if (!r)
+		r = bch_fs_getattr(im->c, inum, &st);
+	if (r)
+		goto out;
+	if (!was_made(im, path)) {
+		if (S_ISDIR(st.st_mode) && !(r = whiteout_children(im, inum, path)))
+			r = bch_fs_rmdir(im->c, dir, name);
+		else if (!S_ISDIR(st.st_mode))
+			r = bch_fs_unlink(im->c, dir, name);
+	} else if (S_ISDIR(st.st_mode)) {
+		r = whiteout_children(im, inum, path);
+	}
+	if (r)
+		terr(im->c, "whiting out", path, r);
+out:
+	free(path);
+	return r;
+}
+
 /* tar_import_spec's maps, for the one import running (NULL: none) */
 static const struct bch_spec *import_spec;
 
-static int import_entry(struct bch_fs *c, struct archive *a, struct archive_entry *e, uint64_t top,
-			char *buf, struct dir_time **dts, size_t *nr_dts, size_t *cap_dts)
+static int import_entry(struct import *im, struct archive_entry *e)
 {
-	const char *raw = la->entry_pathname(e);
-	char *name = raw ? clean_name(raw) : NULL;
+	struct bch_fs *c = im->c;
+	struct archive *a = im->a;
+	uint64_t top = im->top;
+	const char *raw = la->entry_pathname(e), *why;
+	char *name = NULL;
 	uint64_t dir, inum = 0;
 	uint32_t uid = la->entry_uid(e), gid = la->entry_gid(e);	/* the tar's, not ours */
-	int r = spec_map_owner(import_spec, &uid, &gid);
+	int r;
 
-	if (r) {
-		free(name);
+	if ((r = check_entry(im->path, e, im->flags)))
+		return r;
+	if ((r = spec_map_owner(import_spec, &uid, &gid)))
 		return terr(c, "mapping the owner of", raw, r);
-	}
-
-	if (!name) {
-		fprintf(stderr, "bcachefs image: warning: skipping %s: name leaves the target\n",
-			raw ? raw : "(no name)");
-		return 0;
-	}
+	name = clean_name(raw, &why);
 	if (!*name) {	/* "./": the target directory itself */
 		inum = top;
 		goto attrs;
@@ -151,6 +378,26 @@ static int import_entry(struct bch_fs *c, struct archive *a, struct archive_entr
 
 	mode_t type = la->entry_filetype(e);
 	const char *hl = la->entry_hardlink(e);
+	enum wh wh = type == AE_IFREG && !hl && !(im->flags & TAR_NO_WHITEOUTS)
+		? whiteout_kind(base) : WH_NONE;
+	if (wh != WH_NONE) {
+		const char *dpath = slash ? name : "";
+		if (slash)
+			mark_made(im, name);	/* the whiteout's directory is this layer's */
+		if (wh == WH_OPAQUE)
+			r = whiteout_children(im, dir, dpath);
+		else if (wh == WH_FILE)
+			r = whiteout(im, dir, dpath, base + 4);
+		else
+			fprintf(stderr, "bcachefs image: warning: skipping %s: reserved whiteout name\n",
+				raw);
+		goto out;
+	}
+	if (slash)
+		*slash = '/';
+	mark_made(im, name);
+	if (slash)
+		*slash = 0;
 	uint64_t existing;
 	struct stat est;
 	if (!bch_fs_lookup(c, dir, base, &existing) && !bch_fs_getattr(c, existing, &est)) {
@@ -166,9 +413,9 @@ static int import_entry(struct bch_fs *c, struct archive *a, struct archive_entr
 		}
 	}
 	if (hl) {
-		char *target = clean_name(hl);
+		char *target = clean_name(hl, &why);	/* checked: not NULL */
 		uint64_t tinum;
-		r = target ? bch_fs_lookup_path_at(c, top, target, false, &tinum) : -EINVAL;
+		r = bch_fs_lookup_path_at(c, top, target, false, &tinum);
 		if (!r)
 			r = bch_fs_link(c, tinum, dir, base);
 		free(target);
@@ -259,66 +506,61 @@ attrs:
 			goto out;
 		}
 		if (S_ISDIR(st.st_mode)) {
-			if (*nr_dts == *cap_dts) {
-				*cap_dts = *cap_dts ? *cap_dts * 2 : 64;
-				*dts = realloc(*dts, *cap_dts * sizeof(**dts));
-				if (!*dts)
+			if (im->nr_dts == im->cap_dts) {
+				im->cap_dts = im->cap_dts ? im->cap_dts * 2 : 64;
+				im->dts = realloc(im->dts, im->cap_dts * sizeof(*im->dts));
+				if (!im->dts)
 					abort();
 			}
-			(*dts)[(*nr_dts)++] = (struct dir_time) { inum, sa.atime, sa.mtime };
+			im->dts[im->nr_dts++] = (struct dir_time) { inum, sa.atime, sa.mtime };
 		}
 	}
 out:
-	(void)buf;
 	free(name);
 	return r;
 }
 
-int tar_import_spec(struct bch_fs *c, const char *path, uint64_t top, const struct bch_spec *spec)
+int tar_import_spec(struct bch_fs *c, const char *path, uint64_t top, const struct bch_spec *spec,
+		    unsigned flags)
 {
 	import_spec = spec;
-	int r = tar_import(c, path, top);
+	int r = tar_import(c, path, top, flags);
 	import_spec = NULL;
 	return r;
 }
 
-int tar_import(struct bch_fs *c, const char *path, uint64_t top)
+int tar_import(struct bch_fs *c, const char *path, uint64_t top, unsigned flags)
 {
-	struct archive *a;
+	struct import im = { .c = c, .path = path, .top = top, .flags = flags };
 	struct archive_entry *e;
-	struct dir_time *dts = NULL;
-	size_t nr_dts = 0, cap_dts = 0;
-	char *buf;
 	int r, ar;
 
 	if ((r = tar_load("import-tar")))
 		return r;
-	a = la->read_new();
-	buf = malloc(BUF_SIZE);
-	la->read_support_filter_all(a);
-	la->read_support_format_all(a);
-	if (la->read_open_filename(a, strcmp(path, "-") ? path : NULL, 65536) != ARCHIVE_OK) {
-		cmd_err("image", "import-tar: %s: %s", path, la->error_string(a));
-		la->read_free(a);
-		free(buf);
+	im.a = la->read_new();
+	la->read_support_filter_all(im.a);
+	la->read_support_format_all(im.a);
+	if (la->read_open_filename(im.a, strcmp(path, "-") ? path : NULL, 65536) != ARCHIVE_OK) {
+		cmd_err("image", "import-tar: %s: %s", path, la->error_string(im.a));
+		la->read_free(im.a);
 		return -EINVAL;
 	}
-	while (!r && (ar = la->read_next_header(a, &e)) != ARCHIVE_EOF) {
+	while (!r && (ar = la->read_next_header(im.a, &e)) != ARCHIVE_EOF) {
 		if (ar < ARCHIVE_WARN) {
-			cmd_err("image", "import-tar: %s: %s", path, la->error_string(a));
+			cmd_err("image", "import-tar: %s: %s", path, la->error_string(im.a));
 			r = -EIO;
 			break;
 		}
-		r = import_entry(c, a, e, top, buf, &dts, &nr_dts, &cap_dts);
+		r = import_entry(&im, e);
 	}
-	for (size_t i = nr_dts; !r && i-- > 0;) {
+	for (size_t i = im.nr_dts; !r && i-- > 0;) {
 		struct bch_setattr sa = { .valid = BCH_SETATTR_ATIME | BCH_SETATTR_MTIME,
-					  .atime = dts[i].atime, .mtime = dts[i].mtime };
-		r = bch_fs_setattr(c, dts[i].inum, &sa);
+					  .atime = im.dts[i].atime, .mtime = im.dts[i].mtime };
+		r = bch_fs_setattr(c, im.dts[i].inum, &sa);
 	}
-	free(dts);
-	free(buf);
-	la->read_free(a);
+	tdestroy(im.made, free);
+	free(im.dts);
+	la->read_free(im.a);
 	return r;
 }
 

@@ -22,11 +22,24 @@ struct bch_fs;
  * it first so that a missing library stops them before the filesystem opens.
  */
 int tar_load(const char *verb);
-/* Unpack archive path into directory dir.  0 or -errno (message printed). */
-int tar_import(struct bch_fs *c, const char *path, uint64_t dir);
+#define TAR_NO_WHITEOUTS	(1U << 0)	/* import ".wh." files as files */
+
+/*
+ * Unpack archive path into directory dir, applying OCI layer whiteouts
+ * (see tar.c) unless flags has TAR_NO_WHITEOUTS.  0 or -errno (message
+ * printed); an entry refused stops the import where it is.
+ */
+int tar_import(struct bch_fs *c, const char *path, uint64_t dir, unsigned flags);
+/*
+ * Read archive path's headers only and refuse it as import would (absolute
+ * names, "..", hard links out, bad whiteouts): 0 or -EINVAL, naming the
+ * entry.  For a file, before anything is opened for writing.
+ */
+int tar_check(const char *path, unsigned flags);
 /* The same with owners and times mapped as spec says (spec.h). */
 struct bch_spec;
-int tar_import_spec(struct bch_fs *c, const char *path, uint64_t dir, const struct bch_spec *spec);
+int tar_import_spec(struct bch_fs *c, const char *path, uint64_t dir, const struct bch_spec *spec,
+		    unsigned flags);
 /* Pack the tree under directory dir into archive path. */
 int tar_export(struct bch_fs *c, const char *path, uint64_t dir);
 

@@ -1,0 +1,74 @@
+#!/bin/sh
+# bench/update.sh: `image update` after changing NCHANGE (default 100) files
+# of a large tree, against rebuilding the image with `format --source`
+# (issue 33; goal: update at least 20x faster).
+#
+# The tree: SRC if set, else a copy of /usr/include and /usr/share (the
+# 55k-file tree of bench/run.sh; BENCH_TREE="/usr/include" for a smaller
+# one).  An image is built from it; then NCHANGE regular files, picked with
+# a fixed seed (1), each get a line appended (new size and mtime).  Each
+# of REPS (default 3) rounds times, with a warm page cache:
+#   rebuild   format --source of the changed tree into a fresh image file
+#   update    image update of a copy of the old image (the copy not timed)
+# and the best of each is printed with the ratio rebuild / update.  The
+# update's --json counts show that it wrote only what changed.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+B=${BCH:-$root/bcachefs}
+REPS=${REPS:-3}
+NCHANGE=${NCHANGE:-100}
+FS_SIZE=${FS_SIZE:-4G}
+BENCH_TREE=${BENCH_TREE:-/usr/include /usr/share}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-bench-update.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+
+if [ -n "${SRC:-}" ]; then
+	mkdir "$dir/tree"
+	cp -a "$SRC/." "$dir/tree/"
+else
+	mkdir "$dir/tree"
+	for t in $BENCH_TREE; do cp -a "$t" "$dir/tree/" 2>/dev/null || true; done
+fi
+src=$dir/tree
+nfiles=$(find "$src" | wc -l)
+bytes=$(du -sb "$src" | cut -f1)
+echo "tree: $nfiles files, $((bytes / 1048576)) MiB; changing $NCHANGE files"
+
+"$B" format -q --fs-size="$FS_SIZE" --source "$src" "$dir/base.img"
+python3 - "$src" "$NCHANGE" <<'PY'
+import os, random, stat, sys
+root, n = sys.argv[1], int(sys.argv[2])
+files = []
+for dp, dns, fns in os.walk(root):
+    for f in fns:
+        p = os.path.join(dp, f)
+        st = os.lstat(p)
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o200:
+            files.append(p)
+files.sort()
+for p in random.Random(1).sample(files, min(n, len(files))):
+    with open(p, 'a') as f:
+        f.write('\n/* changed by bench/update.sh */\n')
+PY
+
+now() { date +%s.%N; }
+best_rebuild= best_update=
+for i in $(seq "$REPS"); do
+	rm -f "$dir/new.img"
+	t0=$(now)
+	"$B" format -q --fs-size="$FS_SIZE" --source "$src" "$dir/new.img"
+	t1=$(now)
+	r=$(echo "$t1 - $t0" | bc)
+	cp --sparse=always "$dir/base.img" "$dir/upd.img"
+	t0=$(now)
+	"$B" image update --json "$dir/upd.img" "$src" > "$dir/json"
+	t1=$(now)
+	u=$(echo "$t1 - $t0" | bc)
+	[ -z "$best_rebuild" ] || [ "$(echo "$r < $best_rebuild" | bc)" = 1 ] && best_rebuild=$r
+	[ -z "$best_update" ] || [ "$(echo "$u < $best_update" | bc)" = 1 ] && best_update=$u
+done
+echo "update counts: $(cat "$dir/json")"
+printf '%-28s %10s\n' "" "seconds"
+printf '%-28s %10.3f\n' "format --source (rebuild)" "$best_rebuild"
+printf '%-28s %10.3f\n' "image update" "$best_update"
+printf 'ratio rebuild / update: %.1fx (goal >= 20x)\n' "$(echo "$best_rebuild / $best_update" | bc -l)"
