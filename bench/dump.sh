@@ -37,7 +37,7 @@ size=$(( (N * 8 + 262144) / 1024 ))M
 t0=$(date +%s%N)
 "$B" format -q --source tree --fs-size="$size" b.img
 t1=$(date +%s%N)
-mke2fs -q -t ext4 -N $((N + N / 10 + 1000)) -d tree e.img "$size" 2>/dev/null
+mke2fs -q -t ext4 -N $((N + N / 10 + 1000)) -d tree e.img "$size" >/dev/null 2>&1
 t2=$(date +%s%N)
 echo "N=$N files, images of $size: format --source $(( (t1 - t0) / 1000000 )) ms, mke2fs -d $(( (t2 - t1) / 1000000 )) ms"
 

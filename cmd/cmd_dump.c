@@ -309,7 +309,9 @@ int cmd_dump(int argc, char *argv[])
 
 	struct bch_fs *c;
 	char err[512];
+	/* opened as fsck -n opens: a damaged node does not stop the dump */
 	bch_opt_set(&oo, Opt_read_only, 1);
+	bch_opt_set(&oo, Opt_fsck, 1);
 	if ((r = bch_fs_open(fs.devs, fs.nr, &oo, &c, err, sizeof(err)))) {
 		cmd_err("dump", "%s", err);
 		cmd_fs_free(&fs);

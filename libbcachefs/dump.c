@@ -109,7 +109,8 @@ static int journal_ranges(struct bch_fs *c, struct bch_dump_ranges *d, const uin
  */
 static int btree_ranges(struct bch_fs *c, struct bch_dump_ranges *d, const uint64_t *sizes)
 {
-	bool trust_gens = bch_alloc_btree_was_current(c) && !c->journal_replayed;
+	bool trust_gens = bch_alloc_btree_was_current(c) && !c->journal_replayed &&
+			  !c->alloc_recount_partial;
 	uint64_t ns = (uint64_t)c->sb->btree_node_size << BCH_SECTOR_SHIFT;
 	struct bch_node_scan s;
 	struct bch_bucket_state st;

@@ -10,6 +10,8 @@
 #   - --json summary, --no-compress, refusals: OUT exists, wrong number of
 #     OUT-IMG, existing OUT-IMG, damaged and truncated dumps (exit 1, a
 #     message naming what is wrong, no file written);
+#   - a filesystem not closed cleanly (journal replayed) and one with a
+#     damaged btree node: fsck of the restored images prints the same;
 #   - a mounted filesystem is refused.
 need jq python3
 tree="$here/treetool.py"
@@ -71,6 +73,25 @@ fsck_same d0.img:d1.img r0.img:r1.img
 $B image ls r0.img:r1.img /x/y > ls.out 2>&1 || fail "image ls of the restored images: $(cat ls.out)"
 expect_in ls.out file5
 ! cat r0.img r1.img | grep -q QZXMARKER57 || fail "file data in the restored two-device images"
+
+# ---- not closed cleanly: the journal is replayed alike
+expect_rc 0 $B kv --no-clean-close d0.img:d1.img put 3:1 first 3:2 second
+expect_rc 0 $B dump d0.img:d1.img u.dump
+expect_rc 0 $B undump u.dump u0.img:u1.img
+fsck_same d0.img:d1.img u0.img:u1.img
+expect_in f.rest "not closed cleanly"
+
+# ---- a damaged node: the dump keeps it as it is, fsck finds the same
+cp a.img dmg.img
+ptr=$($B list -m nodes -b dirents dmg.img | sed -n 's/.* ptr 0:\([0-9]*\) .*/\1/p' | head -1)
+[ -n "$ptr" ] || fail "no dirents node listed"
+printf 'XXXX' | dd of=dmg.img bs=1 seek=$((ptr * 512 + 4196)) conv=notrunc status=none
+expect_rc 0 $B dump dmg.img dmg.dump
+expect_rc 0 $B undump dmg.dump rdmg.img
+$B fsck -f -n dmg.img 2>&1 | sed "s|dmg.img|DEV|g" > f.orig
+$B fsck -f -n rdmg.img 2>&1 | sed "s|rdmg.img|DEV|g" > f.rest
+diff f.orig f.rest > f.diff || fail "fsck of the damaged image and of its dump differ: $(cat f.diff)"
+expect_in f.orig "bad checksum"
 
 # ---- refusals
 expect_rc 1 $B dump a.img a.dump
