@@ -22,7 +22,9 @@
  *   u32 stored length, u32 crc32c of the uncompressed bytes, u32 crc32c of
  *   the header's first 28 bytes; last, one record with magic "END1": offset
  *   = the number of records, lengths zero, crc = crc32c of the whole file
- *   before it.  Nothing may follow it.
+ *   before it.  Nothing may follow it.  Zero bytes need no record: a
+ *   record's leading and trailing all-zero 4 KiB blocks are left out, and a
+ *   chunk of zeros has none.
  *
  * Invariants: (1) undump checks the whole dump (every crc, every range
  * inside its device, the end record) before it creates any file, so a
@@ -54,6 +56,7 @@
 #define DUMP_MAGIC	"bchDUMP1"
 #define DUMP_VERSION	1
 #define DUMP_CHUNK	(1U << 20)
+#define DUMP_ZERO_BLOCK	4096	/* all-zero blocks at a record's ends are left out */
 #define REC_MAGIC	0x31434552U	/* "REC1" */
 #define END_MAGIC	0x31444e45U	/* "END1" */
 
@@ -126,6 +129,36 @@ static void dump_usage(FILE *f)
 "16 usage error.\n");
 }
 
+static bool zero_block(const char *p, size_t len)
+{
+	static const char zero[DUMP_ZERO_BLOCK];
+
+	return !memcmp(p, zero, len);
+}
+
+/*
+ * The part of buf[0..len) from its first to past its last block that is not
+ * all zero (blocks of DUMP_ZERO_BLOCK bytes from buf); false if all is zero.
+ */
+static bool nonzero_span(const char *buf, uint32_t len, uint32_t *first, uint32_t *last)
+{
+	uint32_t a = 0, b = len;
+
+	while (a < len && zero_block(buf + a, len - a < DUMP_ZERO_BLOCK ? len - a : DUMP_ZERO_BLOCK))
+		a += DUMP_ZERO_BLOCK;
+	if (a >= len)
+		return false;
+	while (b > a) {
+		uint32_t bs = (b - a) % DUMP_ZERO_BLOCK ? (b - a) % DUMP_ZERO_BLOCK : DUMP_ZERO_BLOCK;
+		if (!zero_block(buf + b - bs, bs))
+			break;
+		b -= bs;
+	}
+	*first = a;
+	*last = b;
+	return true;
+}
+
 /* Write the records of ranges d from c into w; progress on p. */
 static int dump_records(const char *out, struct bch_fs *c, const struct bch_dump_ranges *d,
 			const unsigned *tab, bool compress, struct writer *w,
@@ -153,10 +186,18 @@ static int dump_records(const char *out, struct bch_fs *c, const struct bch_dump
 					bch_dev_path(c->devs[rg->dev]->bdev), h.offset, len, bch_err_str(r));
 				goto out;
 			}
-			h.data_crc = crc32c(buf, len);
-			const char *data = buf;
-			long z = compress ? bch_compress(BCH_COMPRESSION_zstd, 0, buf, len, zbuf, cap, 1) : 0;
-			if (z > 0 && z < len) {
+			/* zeros need no record: undump's images are zero where none is */
+			uint32_t first, last;
+			if (!nonzero_span(buf, len, &first, &last)) {
+				done += len;
+				continue;
+			}
+			h.offset += first;
+			h.len = h.stored = last - first;
+			h.data_crc = crc32c(buf + first, h.len);
+			const char *data = buf + first;
+			long z = compress ? bch_compress(BCH_COMPRESSION_zstd, 0, data, h.len, zbuf, cap, 1) : 0;
+			if (z > 0 && z < h.len) {
 				h.compression = BCH_COMPRESSION_zstd;
 				h.stored = z;
 				data = zbuf;
