@@ -31,7 +31,8 @@ find tree -type f | while read -r f; do
 	n=$((n + 1)); printf 'QZXMARKER57-%s-%06d\n' "data" "$n" >> "$f"
 done
 expect_rc 0 $B format -q --source tree --fs-size=64M a.img
-grep -c QZXMARKER57 a.img >/dev/null || fail "the marker is not in the original image"
+# (encrypted, the data on disk is ciphertext: the marker cannot be seen in any case)
+encrypted || grep -c QZXMARKER57 a.img >/dev/null || fail "the marker is not in the original image"
 
 expect_rc 0 $B dump a.img a.dump
 expect_in out "a.dump: 1 devices"
@@ -43,7 +44,7 @@ expect_rc 0 $B dump --no-compress --json a.img plain.dump
 ! grep -q QZXMARKER57 plain.dump || fail "file data in the plain dump"
 ! grep -q QZXMARKER57 a.dump || fail "file data in the dump"
 # names are metadata: they are in the dump (no --scramble-names yet)
-grep -q f00052 plain.dump || fail "a file name is not in the dump"
+encrypted || grep -q f00052 plain.dump || fail "a file name is not in the dump"
 
 expect_rc 0 $B undump --json a.dump r.img
 [ "$(jq -r .devices out)" = 1 ] || fail "undump json: $(cat out)"
@@ -91,7 +92,7 @@ expect_rc 0 $B undump dmg.dump rdmg.img
 $B fsck -f -n dmg.img 2>&1 | sed "s|dmg.img|DEV|g" > f.orig
 $B fsck -f -n rdmg.img 2>&1 | sed "s|rdmg.img|DEV|g" > f.rest
 diff f.orig f.rest > f.diff || fail "fsck of the damaged image and of its dump differ: $(cat f.diff)"
-expect_in f.orig "bad checksum"
+expect_in f.orig "bad checksum|bad MAC"
 
 # ---- refusals
 expect_rc 1 $B dump a.img a.dump
