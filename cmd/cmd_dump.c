@@ -120,7 +120,7 @@ static void dump_usage(FILE *f)
 "      --no-compress   store the ranges plain (default: zstd where smaller)\n"
 "      --json          a summary as one JSON document: {\"version\", \"devices\",\n"
 "                      \"records\", \"metadata_bytes\", \"superblock_bytes\",\n"
-"                      \"journal_bytes\", \"btree_bytes\", \"btree_nodes\",\n"
+"                      \"journal_bytes\", \"btree_bytes\", \"free_bucket_nodes\",\n"
 "                      \"dump_bytes\"}\n"
 "  -o degraded         members may be missing (their metadata is not dumped)\n"
 "  -h, --help          this text\n"
@@ -283,7 +283,7 @@ static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
 		json_u64(&j, "superblock_bytes", d.sb_bytes);
 		json_u64(&j, "journal_bytes", d.journal_bytes);
 		json_u64(&j, "btree_bytes", d.btree_bytes);
-		json_u64(&j, "btree_nodes", d.nodes);
+		json_u64(&j, "free_bucket_nodes", d.nodes);
 		json_u64(&j, "dump_bytes", w.bytes);
 		json_end(&j);
 	} else {
@@ -291,7 +291,7 @@ static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
 		bch_human_size(total, a, sizeof(a));
 		bch_human_size(w.bytes, b, sizeof(b));
 		printf("%s: %u devices, %s of metadata in %" PRIu64 " records (%" PRIu64
-		       " btree nodes), %s written\n", out, h.nr_devs, a, nr_rec, d.nodes, b);
+		       " nodes in free buckets), %s written\n", out, h.nr_devs, a, nr_rec, d.nodes, b);
 	}
 	ret = EXIT_OK;
 	goto out;

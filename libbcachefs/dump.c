@@ -11,7 +11,6 @@
 #include "alloc_btree.h"
 #include "bcachefs.h"
 #include "blockdev.h"
-#include "btree_node_scan.h"
 #include "dump.h"
 #include "super.h"
 
@@ -102,18 +101,37 @@ static int journal_ranges(struct bch_fs *c, struct bch_dump_ranges *d, const uin
 	return 0;
 }
 
+/* Does the node slot at byte off of dev start with a node header of this filesystem? */
+static int node_at(struct bch_fs *c, unsigned dev, uint64_t off, bool *yes)
+{
+	union {
+		struct bch_btree_node	n;
+		char			b[BCH_SECTOR_SIZE];
+	} u;
+	int r = bch_dev_read(c->devs[dev]->bdev, u.b, sizeof(u.b), off);
+
+	*yes = !r && u.n.magic == BCH_BTREE_NODE_MAGIC &&
+	       !memcmp(u.n.fs_uuid, c->sb->uuid, BCH_UUID_SIZE);
+	return r;
+}
+
 /*
  * Btree nodes: every bucket the alloc info calls btree, whole (a node whose
- * first bset is damaged is kept as it is, for fsck to report the same), and
- * every node the scan finds elsewhere (unreachable, in buckets since freed).
+ * header or bsets are damaged is kept as it is, for fsck to report the
+ * same), and in the other buckets that hold no user data (free, or with
+ * generations not trusted never allocated either), every node slot that
+ * starts with a node header of this filesystem: nodes no longer reachable,
+ * which fsck's node scan would find.  Only one sector per slot is read
+ * there; bch_node_scan() would read those buckets and the btree buckets
+ * whole, which the dump reads anyway.
  */
 static int btree_ranges(struct bch_fs *c, struct bch_dump_ranges *d, const uint64_t *sizes)
 {
 	bool trust_gens = bch_alloc_btree_was_current(c) && !c->journal_replayed &&
 			  !c->alloc_recount_partial;
 	uint64_t ns = (uint64_t)c->sb->btree_node_size << BCH_SECTOR_SHIFT;
-	struct bch_node_scan s;
 	struct bch_bucket_state st;
+	bool yes;
 	int r;
 
 	for (unsigned dev = 0; dev < c->nr_devs; dev++) {
@@ -121,25 +139,30 @@ static int btree_ranges(struct bch_fs *c, struct bch_dump_ranges *d, const uint6
 			continue;
 		uint64_t bb = (uint64_t)bch_alloc_bucket_sectors(c, dev) << BCH_SECTOR_SHIFT;
 		uint64_t nb = bch_alloc_nbuckets(c, dev);
-		for (uint64_t b = bch_sb_member(c->sb, dev)->first_bucket; b < nb; b++)
-			if (bch_alloc_bucket_get(c, dev, b, &st) && st.data_type == BCH_DATA_btree) {
+		for (uint64_t b = bch_sb_member(c->sb, dev)->first_bucket; b < nb; b++) {
+			if (!bch_alloc_bucket_get(c, dev, b, &st))
+				continue;
+			if (st.data_type == BCH_DATA_btree) {
 				if ((r = add(d, dev, b * bb, bb, sizes[dev])))
 					return r;
 				d->btree_bytes += bb;
+				continue;
 			}
+			if (st.data_type != BCH_DATA_free || (trust_gens && !st.gen))
+				continue;
+			for (uint64_t o = 0; o + ns <= bb; o += ns) {
+				if ((r = node_at(c, dev, b * bb + o, &yes)))
+					return r;
+				if (!yes)
+					continue;
+				if ((r = add(d, dev, b * bb + o, ns, sizes[dev])))
+					return r;
+				d->btree_bytes += ns;
+				d->nodes++;
+			}
+		}
 	}
-
-	memset(&s, 0, sizeof(s));
-	r = bch_node_scan(c, &s, trust_gens);
-	for (size_t i = 0; !r && i < s.nr; i++) {
-		const struct bch_extent_ptr *p = &s.n[i].ptr;
-		if (p->dev < c->nr_devs && sizes[p->dev] &&
-		    !(r = add(d, p->dev, (uint64_t)p->offset << BCH_SECTOR_SHIFT, ns, sizes[p->dev])))
-			d->btree_bytes += ns;
-	}
-	d->nodes = s.nr;
-	bch_node_scan_exit(&s);
-	return r;
+	return 0;
 }
 
 int bch_dump_ranges(struct bch_fs *c, struct bch_dump_ranges *d)

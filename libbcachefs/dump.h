@@ -15,13 +15,14 @@
  *       sectors, cut at the end of the device;
  *   (3) every journal bucket (the journal field's runs), whole: entries,
  *       stubs and the stale tail a reader must see to stop where it does;
- *   (4) every btree node found by a scan of the buckets that do not hold
- *       user data (bch_node_scan(): reachable nodes, every copy, and the
- *       unreachable ones fsck's node scan would find), each its full
- *       btree_node_size (later bsets and the stale tail included).
+ *   (4) every bucket the alloc info calls btree, whole; and in the free
+ *       buckets (with generations not trusted, also those never allocated)
+ *       each node slot that starts with a node header of this filesystem
+ *       (nodes no longer reachable, which fsck's node scan would find), its
+ *       full btree_node_size.
  * Nothing in a bucket of user (or cached) data is ever included, so file
- * data never is, except data inlined in metadata keys (inline extents,
- * symlink targets, xattrs: those are metadata).
+ * data (symlink targets too: they are stored as file data) never is; names
+ * and xattr values are in keys, so they are.
  *
  * Invariants: ranges come out sorted by (dev, offset), merged, non-empty,
  * inside their device.  The library reads; it writes and prints nothing.
@@ -42,7 +43,7 @@ struct bch_dump_ranges {
 	struct bch_dump_range	*r;	/* malloc'd, nr entries */
 	size_t			nr, cap;
 	uint64_t		sb_bytes, journal_bytes, btree_bytes;	/* before merging */
-	uint64_t		nodes;	/* btree nodes found */
+	uint64_t		nodes;	/* unreachable nodes found in free buckets */
 };
 
 /*

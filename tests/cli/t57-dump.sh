@@ -38,7 +38,7 @@ expect_rc 0 $B dump a.img a.dump
 expect_in out "a.dump: 1 devices"
 expect_rc 0 $B dump --no-compress --json a.img plain.dump
 [ "$(jq -r .devices out)" = 1 ] || fail "json devices: $(cat out)"
-[ "$(jq -r .btree_nodes out)" -gt 0 ] || fail "json btree_nodes: $(cat out)"
+[ "$(jq -r .btree_bytes out)" -gt 0 ] || fail "json btree_bytes: $(cat out)"
 [ "$(jq -r .dump_bytes out)" = "$(stat -c %s plain.dump)" ] || fail "json dump_bytes"
 [ "$(stat -c %s a.dump)" -lt "$(stat -c %s plain.dump)" ] || fail "zstd did not pay"
 ! grep -q QZXMARKER57 plain.dump || fail "file data in the plain dump"
