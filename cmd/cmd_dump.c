@@ -118,6 +118,8 @@ static void dump_usage(FILE *f)
 "as it would be read).  OUT must not exist.\n"
 "\n"
 "      --no-compress   store the ranges plain (default: zstd where smaller)\n"
+"      --scramble-names  not supported yet (exit 16): names, xattr names and\n"
+"                      values are kept; read a dump before you send it\n"
 "      --json          a summary as one JSON document: {\"version\", \"devices\",\n"
 "                      \"records\", \"metadata_bytes\", \"superblock_bytes\",\n"
 "                      \"journal_bytes\", \"btree_bytes\", \"free_bucket_nodes\",\n"
@@ -308,6 +310,7 @@ int cmd_dump(int argc, char *argv[])
 {
 	static const struct option longopts[] = {
 		{ "no-compress", no_argument, NULL, 'z' },
+		{ "scramble-names", no_argument, NULL, 's' },
 		{ "json",  no_argument, NULL, 'j' },
 		{ "help",  no_argument, NULL, 'h' },
 		{ NULL }
@@ -324,6 +327,11 @@ int cmd_dump(int argc, char *argv[])
 				return EXIT_USAGE;
 			break;
 		case 'z': compress = false; break;
+		case 's':
+			cmd_err("dump", "--scramble-names is not supported yet: names are keyed "
+				"hash positions in the btrees, so renaming rewrites the nodes and "
+				"the journal (see man bcachefs, dump); the dump keeps names");
+			return EXIT_USAGE;
 		case 'j': json = true; break;
 		case 'h': dump_usage(stdout); return EXIT_OK;
 		default: return cmd_opt_err("dump", argv, "o:h");

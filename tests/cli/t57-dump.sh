@@ -101,6 +101,9 @@ expect_rc 1 $B undump a.dump r.img
 expect_in err "r.img: exists"
 expect_rc 16 $B dump a.img
 expect_rc 16 $B dump --bogus a.img x.dump
+expect_rc 16 $B dump --scramble-names a.img x.dump
+expect_in err "not supported yet"
+[ ! -e x.dump ] || fail "a refused dump wrote x.dump"
 
 # damaged: one byte flipped in the middle, in the header, truncated, trailing bytes
 size=$(stat -c %s a.dump)
