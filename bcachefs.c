@@ -50,6 +50,8 @@ static const struct command commands[] = {
 	{ "remove-passphrase", cmd_remove_passphrase, "Store an encrypted filesystem's key in the clear", "Encryption" },
 	{ "list",	 cmd_list,	 "Print the keys or nodes of btrees (unmounted)",	"Engine" },
 	{ "list-journal", cmd_list_journal, "Print the journal entries replay would use (unmounted)", "Engine" },
+	{ "dump",	 cmd_dump,	 "Write the metadata of a filesystem to a file (bug reports)", "Repair" },
+	{ "undump",	 cmd_undump,	 "Make sparse images from a dump file",		"Repair" },
 	{ "kv",		 cmd_kv,	 "Put, get, delete raw keys (debugging, tests)", "Engine" },
 	{ "image",	 cmd_image,	 "Read and change files inside an unmounted filesystem", "Files" },
 	{ "fs",		 cmd_fs,	 "fs usage: space used and free per device and data type", "Files" },

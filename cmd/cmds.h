@@ -26,6 +26,8 @@ int cmd_version(int argc, char *argv[]);
 int cmd_help_opts(int argc, char *argv[]);
 int cmd_fsck(int argc, char *argv[]);
 int cmd_list(int argc, char *argv[]);
+int cmd_dump(int argc, char *argv[]);
+int cmd_undump(int argc, char *argv[]);
 int cmd_list_journal(int argc, char *argv[]);
 int cmd_kv(int argc, char *argv[]);
 int cmd_image(int argc, char *argv[]);

@@ -1,0 +1,628 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cmd_dump.c - `bcachefs dump`: the metadata of a filesystem in one file,
+ * for bug reports; `bcachefs undump`: sparse images back from it.
+ *
+ * What is metadata is the library's (dump.h).  The container is this
+ * command's; man/bcachefs-format.5 "DUMP FILES" is its spec:
+ *
+ *   OFFSET SIZE  header (64 bytes)
+ *   0      8     magic "bchDUMP1"
+ *   8      4     version (1)
+ *   12     4     flags (0)
+ *   16     4     nr_devs: entries of the device table that follows
+ *   20     4     chunk: largest uncompressed record (bytes)
+ *   24     16    the filesystem's user UUID
+ *   40     20    reserved, zero
+ *   60     4     crc32c of bytes 0..60 and the device table
+ *   then nr_devs devices (32 bytes): u32 member index, u32 zero, u64 size
+ *   in bytes, 16 bytes member UUID; then records (32-byte header, then
+ *   stored bytes): u32 magic "REC1", u16 table index, u8 compression (0
+ *   none, 3 zstd), u8 zero, u64 byte offset on the device, u32 length,
+ *   u32 stored length, u32 crc32c of the uncompressed bytes, u32 crc32c of
+ *   the header's first 28 bytes; last, one record with magic "END1": offset
+ *   = the number of records, lengths zero, crc = crc32c of the whole file
+ *   before it.  Nothing may follow it.  Zero bytes need no record: a
+ *   record's leading and trailing all-zero 4 KiB blocks are left out, and a
+ *   chunk of zeros has none.
+ *
+ * Invariants: (1) undump checks the whole dump (every crc, every range
+ * inside its device, the end record) before it creates any file, so a
+ * damaged or truncated dump writes nothing; (2) undump never overwrites an
+ * existing file; (3) records are in (device, offset) order and disjoint.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "checksum.h"
+#include "cmds.h"
+#include "compress.h"
+#include "dump.h"
+#include "errcode.h"
+#include "fs.h"
+#include "fsname.h"
+#include "progress.h"
+#include "super.h"
+
+#define DUMP_MAGIC	"bchDUMP1"
+#define DUMP_VERSION	1
+#define DUMP_CHUNK	(1U << 20)
+#define DUMP_ZERO_BLOCK	4096	/* all-zero blocks at a record's ends are left out */
+#define REC_MAGIC	0x31434552U	/* "REC1" */
+#define END_MAGIC	0x31444e45U	/* "END1" */
+
+struct dump_hdr {
+	char		magic[8];
+	uint32_t	version, flags, nr_devs, chunk;
+	uint8_t		uuid[16];
+	uint8_t		reserved[20];
+	uint32_t	crc;
+};
+_Static_assert(sizeof(struct dump_hdr) == 64, "dump_hdr size");
+
+struct dump_dev {
+	uint32_t	idx, zero;
+	uint64_t	size;
+	uint8_t		uuid[16];
+};
+_Static_assert(sizeof(struct dump_dev) == 32, "dump_dev size");
+
+struct dump_rec {
+	uint32_t	magic;
+	uint16_t	dev;
+	uint8_t		compression, zero;
+	uint64_t	offset;
+	uint32_t	len, stored, data_crc, hdr_crc;
+};
+_Static_assert(sizeof(struct dump_rec) == 32, "dump_rec size");
+
+static uint32_t crc32c(const void *p, size_t len)
+{
+	return ~bch_crc32c(~0U, p, len);
+}
+
+/* ------------------------------------------------------------------ dump */
+
+struct writer {
+	FILE		*f;
+	uint32_t	crc;		/* running, raw */
+	uint64_t	bytes;
+};
+
+static int w_put(struct writer *w, const void *p, size_t len)
+{
+	w->crc = bch_crc32c(w->crc, p, len);
+	w->bytes += len;
+	return fwrite(p, 1, len, w->f) == len ? 0 : -errno;
+}
+
+static void dump_usage(FILE *f)
+{
+	fprintf(f,
+"Usage: bcachefs dump [OPTION]... FS OUT\n"
+"Write the metadata of an unmounted filesystem (every superblock copy, the\n"
+"journal buckets, every btree node, reachable or not) into OUT, a dump file\n"
+"(man bcachefs-format, DUMP FILES), for bug reports.  File data is never\n"
+"included; `bcachefs undump` makes sparse images of it.  FS: the member\n"
+"devices (as arguments or joined by ':') or UUID=<uuid>; a mounted\n"
+"filesystem is refused (unmount it first: its daemon changes the metadata\n"
+"as it would be read).  OUT must not exist.\n"
+"\n"
+"      --no-compress   store the ranges plain (default: zstd where smaller)\n"
+"      --scramble-names  not supported yet (exit 16): names, xattr names and\n"
+"                      values are kept; read a dump before you send it\n"
+"      --json          a summary as one JSON document: {\"version\", \"devices\",\n"
+"                      \"records\", \"metadata_bytes\", \"superblock_bytes\",\n"
+"                      \"journal_bytes\", \"btree_bytes\", \"free_bucket_nodes\",\n"
+"                      \"dump_bytes\"}\n"
+"  -o degraded         members may be missing (their metadata is not dumped)\n"
+"  -h, --help          this text\n"
+"\n"
+"Exit: 0 written, 1 the filesystem could not be read or OUT not written,\n"
+"16 usage error.\n");
+}
+
+static bool zero_block(const char *p, size_t len)
+{
+	static const char zero[DUMP_ZERO_BLOCK];
+
+	return !memcmp(p, zero, len);
+}
+
+/*
+ * The part of buf[0..len) from its first to past its last block that is not
+ * all zero (blocks of DUMP_ZERO_BLOCK bytes from buf); false if all is zero.
+ */
+static bool nonzero_span(const char *buf, uint32_t len, uint32_t *first, uint32_t *last)
+{
+	uint32_t a = 0, b = len;
+
+	while (a < len && zero_block(buf + a, len - a < DUMP_ZERO_BLOCK ? len - a : DUMP_ZERO_BLOCK))
+		a += DUMP_ZERO_BLOCK;
+	if (a >= len)
+		return false;
+	while (b > a) {
+		uint32_t bs = (b - a) % DUMP_ZERO_BLOCK ? (b - a) % DUMP_ZERO_BLOCK : DUMP_ZERO_BLOCK;
+		if (!zero_block(buf + b - bs, bs))
+			break;
+		b -= bs;
+	}
+	*first = a;
+	*last = b;
+	return true;
+}
+
+/* Write the records of ranges d from c into w; progress on p. */
+static int dump_records(const char *out, struct bch_fs *c, const struct bch_dump_ranges *d,
+			const unsigned *tab, bool compress, struct writer *w,
+			struct cmd_progress *p, uint64_t total, uint64_t *nr_rec)
+{
+	size_t cap = bch_compress_bound(DUMP_CHUNK);
+	char *buf = malloc(DUMP_CHUNK), *zbuf = malloc(cap);
+	uint64_t done = 0;
+	int r = 0;
+
+	if (!buf || !zbuf) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < d->nr && !r; i++) {
+		const struct bch_dump_range *rg = &d->r[i];
+		for (uint64_t o = 0; o < rg->len && !r; o += DUMP_CHUNK) {
+			uint32_t len = rg->len - o < DUMP_CHUNK ? rg->len - o : DUMP_CHUNK;
+			struct dump_rec h = {
+				.magic = REC_MAGIC, .dev = tab[rg->dev],
+				.offset = rg->offset + o, .len = len, .stored = len,
+			};
+			if ((r = bch_dev_read(c->devs[rg->dev]->bdev, buf, len, h.offset))) {
+				cmd_err("dump", "%s: reading %" PRIu64 "+%u: %s",
+					bch_dev_path(c->devs[rg->dev]->bdev), h.offset, len, bch_err_str(r));
+				goto out;
+			}
+			/* zeros need no record: undump's images are zero where none is */
+			uint32_t first, last;
+			if (!nonzero_span(buf, len, &first, &last)) {
+				done += len;
+				continue;
+			}
+			h.offset += first;
+			h.len = h.stored = last - first;
+			h.data_crc = crc32c(buf + first, h.len);
+			const char *data = buf + first;
+			long z = compress ? bch_compress(BCH_COMPRESSION_zstd, 0, data, h.len, zbuf, cap, 1) : 0;
+			if (z > 0 && z < h.len) {
+				h.compression = BCH_COMPRESSION_zstd;
+				h.stored = z;
+				data = zbuf;
+			}
+			h.hdr_crc = crc32c(&h, offsetof(struct dump_rec, hdr_crc));
+			if ((r = w_put(w, &h, sizeof(h))) || (r = w_put(w, data, h.stored))) {
+				cmd_err("dump", "%s: %s", out, strerror(-r));
+				goto out;
+			}
+			(*nr_rec)++;
+			done += len;
+			cmd_progress_update(p, done, total, false);
+		}
+	}
+out:
+	if (r == -ENOMEM)
+		cmd_err("dump", "out of memory");
+	free(buf);
+	free(zbuf);
+	return r;
+}
+
+static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
+{
+	struct bch_dump_ranges d;
+	struct writer w = { .crc = ~0U };
+	struct dump_hdr h = { .version = DUMP_VERSION, .chunk = DUMP_CHUNK };
+	struct dump_dev devs[BCH_SB_MEMBERS_MAX];
+	unsigned tab[BCH_SB_MEMBERS_MAX] = { 0 };
+	struct cmd_progress p;
+	uint64_t total = 0, nr_rec = 0;
+	int fd = -1, r, ret = EXIT_FAIL;
+
+	if ((r = bch_dump_ranges(c, &d))) {
+		cmd_err("dump", "finding the metadata: %s", bch_err_str(r));
+		goto out;
+	}
+	memcpy(h.magic, DUMP_MAGIC, 8);
+	memcpy(h.uuid, c->sb->user_uuid, 16);
+	for (unsigned i = 0; i < c->nr_devs; i++)
+		if (c->devs[i] && c->devs[i]->bdev) {
+			tab[i] = h.nr_devs;
+			devs[h.nr_devs++] = (struct dump_dev) {
+				.idx = i, .size = bch_dev_size(c->devs[i]->bdev),
+			};
+			memcpy(devs[h.nr_devs - 1].uuid, bch_sb_member(c->sb, i)->uuid, 16);
+		}
+	uint32_t hc = bch_crc32c(~0U, &h, offsetof(struct dump_hdr, crc));
+	h.crc = ~bch_crc32c(hc, devs, h.nr_devs * sizeof(devs[0]));
+	for (size_t i = 0; i < d.nr; i++)
+		total += d.r[i].len;
+
+	if ((fd = open(out, O_WRONLY | O_CREAT | O_EXCL, 0644)) < 0 || !(w.f = fdopen(fd, "w"))) {
+		cmd_err("dump", "%s: %s", out, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	cmd_progress_init(&p, stderr, isatty(2), "dump: read");
+	if ((r = w_put(&w, &h, sizeof(h))) ||
+	    (r = w_put(&w, devs, h.nr_devs * sizeof(devs[0])))) {
+		cmd_err("dump", "%s: %s", out, strerror(-r));
+		goto unlink;
+	}
+	if (dump_records(out, c, &d, tab, compress, &w, &p, total, &nr_rec))
+		goto unlink;
+	struct dump_rec e = { .magic = END_MAGIC, .offset = nr_rec, .data_crc = ~w.crc };
+	e.hdr_crc = crc32c(&e, offsetof(struct dump_rec, hdr_crc));
+	if ((r = w_put(&w, &e, sizeof(e))) || fflush(w.f) || fsync(fileno(w.f))) {
+		cmd_err("dump", "%s: %s", out, strerror(r ? -r : errno));
+		goto unlink;
+	}
+	cmd_progress_done(&p);
+	fclose(w.f);
+	w.f = NULL;
+
+	if (json) {
+		struct bch_json j;
+		json_begin(&j, stdout, true);
+		json_u64(&j, "devices", h.nr_devs);
+		json_u64(&j, "records", nr_rec);
+		json_u64(&j, "metadata_bytes", total);
+		json_u64(&j, "superblock_bytes", d.sb_bytes);
+		json_u64(&j, "journal_bytes", d.journal_bytes);
+		json_u64(&j, "btree_bytes", d.btree_bytes);
+		json_u64(&j, "free_bucket_nodes", d.nodes);
+		json_u64(&j, "dump_bytes", w.bytes);
+		json_end(&j);
+	} else {
+		char a[32], b[32];
+		bch_human_size(total, a, sizeof(a));
+		bch_human_size(w.bytes, b, sizeof(b));
+		printf("%s: %u devices, %s of metadata in %" PRIu64 " records (%" PRIu64
+		       " nodes in free buckets), %s written\n", out, h.nr_devs, a, nr_rec, d.nodes, b);
+	}
+	ret = EXIT_OK;
+	goto out;
+unlink:
+	cmd_progress_done(&p);
+	fclose(w.f);
+	unlink(out);
+out:
+	bch_dump_ranges_exit(&d);
+	return ret;
+}
+
+int cmd_dump(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "no-compress", no_argument, NULL, 'z' },
+		{ "scramble-names", no_argument, NULL, 's' },
+		{ "json",  no_argument, NULL, 'j' },
+		{ "help",  no_argument, NULL, 'h' },
+		{ NULL }
+	};
+	struct bch_opts oo;
+	bool json = false, compress = true;
+	int opt;
+
+	memset(&oo, 0, sizeof(oo));
+	while ((opt = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1)
+		switch (opt) {
+		case 'o':
+			if (cmd_open_opts_parse("dump", &oo, optarg))
+				return EXIT_USAGE;
+			break;
+		case 'z': compress = false; break;
+		case 's':
+			cmd_err("dump", "--scramble-names is not supported yet: names are keyed "
+				"hash positions in the btrees, so renaming rewrites the nodes and "
+				"the journal (see man bcachefs, dump); the dump keeps names");
+			return EXIT_USAGE;
+		case 'j': json = true; break;
+		case 'h': dump_usage(stdout); return EXIT_OK;
+		default: return cmd_opt_err("dump", argv, "o:h");
+		}
+	if (argc - optind < 2) {
+		cmd_err("dump", "need FS and OUT (see bcachefs dump --help)");
+		return EXIT_USAGE;
+	}
+	const char *out = argv[argc - 1];
+	struct cmd_fs fs;
+	int r = cmd_fs_resolve("dump", argv + optind, argc - optind - 1, &fs);
+	if (r)
+		return r;
+	if (fs.mounted) {
+		cmd_err("dump", "%s: mounted (fusemount): unmount it first", fs.mnt);
+		cmd_fs_free(&fs);
+		return EXIT_FAIL;
+	}
+	if (!access(out, F_OK)) {
+		cmd_err("dump", "%s: exists (dump never overwrites)", out);
+		cmd_fs_free(&fs);
+		return EXIT_FAIL;
+	}
+
+	struct bch_fs *c;
+	char err[512];
+	/* opened as fsck -n opens: a damaged node does not stop the dump */
+	bch_opt_set(&oo, Opt_read_only, 1);
+	bch_opt_set(&oo, Opt_fsck, 1);
+	if ((r = bch_fs_open(fs.devs, fs.nr, &oo, &c, err, sizeof(err)))) {
+		cmd_err("dump", "%s", err);
+		cmd_fs_free(&fs);
+		return EXIT_FAIL;
+	}
+	cmd_note_degraded("dump", c, fs.devs, fs.nr);
+	r = dump_fs(c, out, compress, json);
+	bch_fs_close(c);
+	cmd_fs_free(&fs);
+	return r;
+}
+
+/* ---------------------------------------------------------------- undump */
+
+static void undump_usage(FILE *f)
+{
+	fprintf(f,
+"Usage: bcachefs undump DUMP OUT-IMG[:OUT-IMG...]\n"
+"Make sparse images from a dump file of `bcachefs dump`: one per device of\n"
+"the dump, in its order (as `dump` listed the members), each of the\n"
+"device's size with the metadata at its place and zeros elsewhere: the\n"
+"images open and fsck like the original, with file data zeroed (fsck -c\n"
+"reports the zeroed data as checksum errors).  The whole dump is checked\n"
+"first: a damaged or truncated dump writes nothing.  Existing files are\n"
+"never overwritten.\n"
+"\n"
+"      --json          a summary: {\"version\", \"devices\", \"records\", \"metadata_bytes\"}\n"
+"  -h, --help          this text\n"
+"\n"
+"Exit: 0 written, 1 the dump is damaged or an image could not be written,\n"
+"16 usage error.\n");
+}
+
+struct reader {
+	const char	*path;
+	FILE		*f;
+	uint64_t	pos;
+	uint32_t	crc;
+};
+
+/* Read exactly len bytes; -1 (after a message) on a short read. */
+static int r_get(struct reader *r, void *p, size_t len, const char *what)
+{
+	if (fread(p, 1, len, r->f) != len) {
+		cmd_err("undump", "%s: truncated at byte %" PRIu64 " (reading %s): not a complete dump",
+			r->path, r->pos, what);
+		return -1;
+	}
+	r->crc = bch_crc32c(r->crc, p, len);
+	r->pos += len;
+	return 0;
+}
+
+static int read_head(struct reader *rd, struct dump_hdr *h, struct dump_dev *devs)
+{
+	if (r_get(rd, h, sizeof(*h), "the header"))
+		return -1;
+	if (memcmp(h->magic, DUMP_MAGIC, 8)) {
+		cmd_err("undump", "%s: not a dump file (bad magic)", rd->path);
+		return -1;
+	}
+	if (h->version != DUMP_VERSION || h->nr_devs == 0 || h->nr_devs > BCH_SB_MEMBERS_MAX ||
+	    h->chunk == 0 || h->chunk > (64U << 20)) {
+		cmd_err("undump", "%s: unsupported dump version %u or bad header", rd->path, h->version);
+		return -1;
+	}
+	if (r_get(rd, devs, h->nr_devs * sizeof(devs[0]), "the device table"))
+		return -1;
+	uint32_t c = bch_crc32c(~0U, h, offsetof(struct dump_hdr, crc));
+	if (~bch_crc32c(c, devs, h->nr_devs * sizeof(devs[0])) != h->crc) {
+		cmd_err("undump", "%s: header checksum mismatch: damaged dump", rd->path);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * One pass over the records: check each (fds NULL) or write each to its
+ * image.  Returns the number of records, or -1 after a message.
+ */
+static int64_t records(struct reader *rd, const struct dump_hdr *h, const struct dump_dev *devs,
+		       const int *fds, uint64_t *bytes)
+{
+	size_t cap = bch_compress_bound(h->chunk);
+	char *buf = malloc(h->chunk), *zbuf = malloc(cap);
+	int64_t n = 0, ret = -1;
+	uint16_t last_dev = 0;
+	uint64_t last_end = 0;
+
+	*bytes = 0;
+	if (!buf || !zbuf) {
+		cmd_err("undump", "out of memory");
+		goto out;
+	}
+	for (;; n++) {
+		struct dump_rec rc;
+		uint64_t at = rd->pos;
+		uint32_t before = ~rd->crc;
+		if (r_get(rd, &rc, sizeof(rc), "a record header"))
+			goto out;
+		if (crc32c(&rc, offsetof(struct dump_rec, hdr_crc)) != rc.hdr_crc ||
+		    (rc.magic != REC_MAGIC && rc.magic != END_MAGIC)) {
+			cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64
+				": bad header (checksum or magic): damaged dump", rd->path, n, at);
+			goto out;
+		}
+		if (rc.magic == END_MAGIC) {
+			char extra;
+			if (rc.offset != (uint64_t)n || rc.data_crc != before) {
+				cmd_err("undump", "%s: end record: %s: damaged dump", rd->path,
+					rc.offset != (uint64_t)n ? "wrong record count" : "file checksum mismatch");
+				goto out;
+			}
+			if (fread(&extra, 1, 1, rd->f) == 1) {
+				cmd_err("undump", "%s: bytes after the end record: damaged dump", rd->path);
+				goto out;
+			}
+			ret = n;
+			goto out;
+		}
+		if (rc.dev >= h->nr_devs || rc.len == 0 || rc.len > h->chunk ||
+		    rc.stored > cap || rc.offset > devs[rc.dev].size ||
+		    rc.len > devs[rc.dev].size - rc.offset ||
+		    (rc.compression != 0 && rc.compression != BCH_COMPRESSION_zstd) ||
+		    (!rc.compression && rc.stored != rc.len) ||
+		    rc.dev < last_dev || (rc.dev == last_dev && n && rc.offset < last_end)) {
+			cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64
+				": range outside its device or out of order: damaged dump", rd->path, n, at);
+			goto out;
+		}
+		last_dev = rc.dev;
+		last_end = rc.offset + rc.len;
+		if (r_get(rd, rc.compression ? zbuf : buf, rc.stored, "record data"))
+			goto out;
+		int e = rc.compression ? bch_decompress(rc.compression, zbuf, rc.stored, buf, rc.len) : 0;
+		if (e) {
+			cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64 ": %s", rd->path, n, at,
+				bch_err_str(e));
+			goto out;
+		}
+		if (crc32c(buf, rc.len) != rc.data_crc) {
+			cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64
+				": data checksum mismatch: damaged dump", rd->path, n, at);
+			goto out;
+		}
+		*bytes += rc.len;
+		if (fds && pwrite(fds[rc.dev], buf, rc.len, rc.offset) != (ssize_t)rc.len) {
+			cmd_err("undump", "writing image %u: %s", rc.dev, strerror(errno));
+			goto out;
+		}
+	}
+out:
+	free(buf);
+	free(zbuf);
+	return ret;
+}
+
+static int undump_open(struct reader *rd, const char *path)
+{
+	memset(rd, 0, sizeof(*rd));
+	rd->path = path;
+	rd->crc = ~0U;
+	if (!(rd->f = fopen(path, "r"))) {
+		cmd_err("undump", "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int cmd_undump(int argc, char *argv[])
+{
+	static const struct option longopts[] = {
+		{ "json",  no_argument, NULL, 'j' },
+		{ "help",  no_argument, NULL, 'h' },
+		{ NULL }
+	};
+	struct dump_dev devs[BCH_SB_MEMBERS_MAX];
+	int fds[BCH_SB_MEMBERS_MAX];
+	struct dump_hdr h;
+	struct reader rd;
+	bool json = false;
+	unsigned nr = 0, made = 0;
+	uint64_t bytes;
+	int64_t n;
+	char **outs = NULL;
+	int opt, ret = EXIT_FAIL;
+
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+		switch (opt) {
+		case 'j': json = true; break;
+		case 'h': undump_usage(stdout); return EXIT_OK;
+		default: return cmd_opt_err("undump", argv, "h");
+		}
+	if (argc - optind < 2) {
+		cmd_err("undump", "need DUMP and OUT-IMG (see bcachefs undump --help)");
+		return EXIT_USAGE;
+	}
+	outs = split_devs(argv + optind + 1, argc - optind - 1, &nr);
+
+	/* pass 1: check everything, write nothing */
+	if (undump_open(&rd, argv[optind]))
+		goto out;
+	if (read_head(&rd, &h, devs) || (n = records(&rd, &h, devs, NULL, &bytes)) < 0) {
+		fclose(rd.f);
+		goto out;
+	}
+	fclose(rd.f);
+	if (nr != h.nr_devs) {
+		cmd_err("undump", "%s holds %u devices: give as many OUT-IMG (got %u)",
+			argv[optind], h.nr_devs, nr);
+		ret = EXIT_USAGE;
+		goto out;
+	}
+	for (unsigned i = 0; i < nr; i++)
+		if (!access(outs[i], F_OK)) {
+			cmd_err("undump", "%s: exists (undump never overwrites)", outs[i]);
+			goto out;
+		}
+
+	/* pass 2: write */
+	for (made = 0; made < nr; made++) {
+		fds[made] = open(outs[made], O_WRONLY | O_CREAT | O_EXCL, 0644);
+		if (fds[made] < 0 || ftruncate(fds[made], devs[made].size)) {
+			cmd_err("undump", "%s: %s", outs[made], strerror(errno));
+			if (fds[made] >= 0)
+				made++;
+			goto fail;
+		}
+	}
+	if (undump_open(&rd, argv[optind]))
+		goto fail;
+	if (read_head(&rd, &h, devs) || records(&rd, &h, devs, fds, &bytes) != n) {
+		fclose(rd.f);
+		goto fail;
+	}
+	fclose(rd.f);
+	for (unsigned i = 0; i < nr; i++)
+		if (fsync(fds[i]) || close(fds[i])) {
+			cmd_err("undump", "%s: %s", outs[i], strerror(errno));
+			made = nr;
+			goto fail_closed;
+		}
+	if (json) {
+		struct bch_json j;
+		json_begin(&j, stdout, true);
+		json_u64(&j, "devices", nr);
+		json_u64(&j, "records", n);
+		json_u64(&j, "metadata_bytes", bytes);
+		json_end(&j);
+	} else {
+		printf("%s: %u images, %" PRId64 " records restored\n", argv[optind], nr, n);
+	}
+	ret = EXIT_OK;
+	goto out;
+fail:
+	for (unsigned i = 0; i < made; i++)
+		close(fds[i]);
+fail_closed:
+	for (unsigned i = 0; i < made; i++)
+		unlink(outs[i]);
+out:
+	if (outs)
+		free_devs(outs);
+	return ret;
+}

@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_DUMP_H
+#define _BCACHEFS_DUMP_H
+
+/*
+ * dump.h - which byte ranges of the member devices are metadata, for
+ * `bcachefs dump` (a metadata image for bug reports; cmd/cmd_dump.c writes
+ * the container, man/bcachefs-format.5 "DUMP FILES" describes it).
+ *
+ * The metadata of a device is:
+ *   (1) the superblock area: sectors 0 .. first_bucket * bucket_size (the
+ *       layout at sector 7 and the copies placed there);
+ *   (2) every superblock copy the layout lists (the end-of-device backup
+ *       lies past the last bucket), each its full 1 << sb_max_size_bits
+ *       sectors, cut at the end of the device;
+ *   (3) every journal bucket (the journal field's runs), whole: entries,
+ *       stubs and the stale tail a reader must see to stop where it does;
+ *   (4) every bucket the alloc info calls btree, whole; and in the free
+ *       buckets (with generations not trusted, also those never allocated)
+ *       each node slot that starts with a node header of this filesystem
+ *       (nodes no longer reachable, which fsck's node scan would find), its
+ *       full btree_node_size.
+ * Nothing in a bucket of user (or cached) data is ever included, so file
+ * data (symlink targets too: they are stored as file data) never is; names
+ * and xattr values are in keys, so they are.
+ *
+ * Invariants: ranges come out sorted by (dev, offset), merged, non-empty,
+ * inside their device.  The library reads; it writes and prints nothing.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct bch_fs;
+
+struct bch_dump_range {
+	uint32_t	dev;		/* member index */
+	uint64_t	offset;		/* bytes from the start of the device */
+	uint64_t	len;		/* bytes */
+};
+
+struct bch_dump_ranges {
+	struct bch_dump_range	*r;	/* malloc'd, nr entries */
+	size_t			nr, cap;
+	uint64_t		sb_bytes, journal_bytes, btree_bytes;	/* before merging */
+	uint64_t		nodes;	/* unreachable nodes found in free buckets */
+};
+
+/*
+ * Collect the metadata ranges of every member present on the open
+ * filesystem c (opened read-only).  Returns 0 or a negative error (I/O of
+ * the node scan, -ENOMEM); free with bch_dump_ranges_exit() either way.
+ */
+int  bch_dump_ranges(struct bch_fs *c, struct bch_dump_ranges *d);
+void bch_dump_ranges_exit(struct bch_dump_ranges *d);
+
+#endif /* _BCACHEFS_DUMP_H */
