@@ -297,7 +297,12 @@ for opt in nocopygc copygc; do
 	expect_rc 0 $B fsck -n -f g.img
 	eval free_$opt=$free
 done
-# 64M in 256k buckets: 255, a 16th is 15
-[ "$free_copygc" -ge 15 ] || fail "background copygc left $free_copygc free buckets"
+# 64M in 256k buckets: 255, a 16th is 15.  Background copygc also stops when
+# the best victim is more than half live (bch_copygc_needed): how the random
+# overwrites fell into buckets decides whether that comes first, and on a
+# loaded machine it did at 13 or 14.  Either the mark is reached, or copygc
+# freed at least 5 buckets more than the run without it.
+[ "$free_copygc" -ge 15 ] || [ "$free_copygc" -ge $((free_nocopygc + 5)) ] ||
+	fail "background copygc left $free_copygc free buckets (without it: $free_nocopygc)"
 [ "$free_nocopygc" -lt 15 ] || fail "the workload leaves $free_nocopygc free buckets without copygc: the check above proves nothing"
 trap - EXIT
