@@ -678,39 +678,6 @@ static int verb_mkdir(struct img *im, int argc, char **argv)
 	return ret;
 }
 
-static int rm_tree(struct img *im, uint64_t dir, const char *name, const char *path);
-
-static int rm_children(void *priv, const char *name, size_t len, uint64_t inum, unsigned d_type,
-		       uint64_t next)
-{
-	struct ls_collect *l = priv;
-	return ls_collect_fn(l, name, len, inum, d_type, next);
-}
-
-static int rm_tree(struct img *im, uint64_t dir, const char *name, const char *path)
-{
-	uint64_t inum;
-	struct stat st;
-	int r = bch_fs_lookup(im->c, dir, name, &inum);
-
-	if (!r)
-		r = bch_fs_getattr(im->c, inum, &st);
-	if (r)
-		return r;
-	if (!S_ISDIR(st.st_mode))
-		return bch_fs_unlink(im->c, dir, name);
-	struct ls_collect l = { .all = true };
-	if ((r = bch_fs_readdir(im->c, inum, 0, rm_children, &l)))
-		return r;
-	for (size_t i = 0; i < l.nr; i++) {
-		if (!r && strcmp(l.e[i].name, ".") && strcmp(l.e[i].name, ".."))
-			r = rm_tree(im, inum, l.e[i].name, path);
-		free(l.e[i].name);
-	}
-	free(l.e);
-	return r ? r : bch_fs_rmdir(im->c, dir, name);
-}
-
 static int verb_rm(struct img *im, int argc, char **argv)
 {
 	bool recursive = false, force = false;
@@ -731,7 +698,7 @@ static int verb_rm(struct img *im, int argc, char **argv)
 		char buf[4096], *name;
 		int r = split_path(im, argv[i], &dir, buf, sizeof(buf), &name);
 		if (!r)
-			r = recursive ? rm_tree(im, dir, name, argv[i]) : bch_fs_unlink(im->c, dir, name);
+			r = recursive ? copy_rm_tree(im->c, dir, name) : bch_fs_unlink(im->c, dir, name);
 		if (r == -EISDIR && !recursive)
 			r = -EISDIR;
 		if (r && !(force && r == -ENOENT) && verb_err(im, "rm", argv[i], r))

@@ -721,3 +721,51 @@ out:
 	path_pop(l, saved);
 	return r;
 }
+
+/* ------------------------------------------------------------ removing */
+
+struct rm_names {
+	char	**name;
+	size_t	nr, cap;
+};
+
+static int rm_collect(void *priv, const char *name, size_t len, uint64_t inum, unsigned d_type,
+		      uint64_t next)
+{
+	struct rm_names *l = priv;
+
+	(void)inum; (void)d_type; (void)next;
+	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+		return 0;
+	if (l->nr == l->cap) {
+		l->cap = l->cap ? l->cap * 2 : 16;
+		if (!(l->name = realloc(l->name, l->cap * sizeof(*l->name))))
+			abort();
+	}
+	if (!(l->name[l->nr++] = strndup(name, len)))
+		abort();
+	return 0;
+}
+
+int copy_rm_tree(struct bch_fs *c, uint64_t dir, const char *name)
+{
+	uint64_t inum;
+	struct stat st;
+	int r = bch_fs_lookup(c, dir, name, &inum);
+
+	if (!r)
+		r = bch_fs_getattr(c, inum, &st);
+	if (r)
+		return r;
+	if (!S_ISDIR(st.st_mode))
+		return bch_fs_unlink(c, dir, name);
+	struct rm_names l = { 0 };
+	r = bch_fs_readdir(c, inum, 0, rm_collect, &l);
+	for (size_t i = 0; i < l.nr; i++) {
+		if (!r)
+			r = copy_rm_tree(c, inum, l.name[i]);
+		free(l.name[i]);
+	}
+	free(l.name);
+	return r ? r : bch_fs_rmdir(c, dir, name);
+}

@@ -86,4 +86,11 @@ int copy_out(struct copy_ctx *x, uint64_t inum, int dirfd, const char *dst_name)
 /* Copy the contents of directory inum into the host directory dirfd. */
 int copy_out_contents(struct copy_ctx *x, uint64_t inum, int dirfd);
 
+/*
+ * Remove dir/name from the open filesystem, a whole tree for a directory
+ * (children first).  0 or -errno of the first failure (what came before it
+ * is gone).  image rm -r and import-tar's whiteouts.
+ */
+int copy_rm_tree(struct bch_fs *c, uint64_t dir, const char *name);
+
 #endif /* _BCACHEFS_CMD_COPY_H */

@@ -38,6 +38,7 @@
 #include "archive_dl.h"
 #include "bcachefs.h"
 #include "cmds.h"
+#include "copy.h"
 #include "fs_ops.h"
 #include "spec.h"
 #include "tar.h"
@@ -325,10 +326,8 @@ static int whiteout(struct import *im, uint64_t dir, const char *dpath, const ch
 	if (r)
 		goto out;
 	if (!was_made(im, path)) {
-		if (S_ISDIR(st.st_mode) && !(r = whiteout_children(im, inum, path)))
-			r = bch_fs_rmdir(im->c, dir, name);
-		else if (!S_ISDIR(st.st_mode))
-			r = bch_fs_unlink(im->c, dir, name);
+		/* nothing below a path this archive did not write was written by it */
+		r = copy_rm_tree(im->c, dir, name);
 	} else if (S_ISDIR(st.st_mode)) {
 		r = whiteout_children(im, inum, path);
 	}
