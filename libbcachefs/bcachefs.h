@@ -33,6 +33,7 @@ struct bch_btree_cache;		/* btree_cache.c */
 struct bch_btree_roots;		/* btree_update.c / btree_io.c */
 struct bch_replicas_cpu;	/* replicas.c: the superblock's replicas table */
 struct bch_crypt;		/* crypt.c: the key and nonce counter (NULL: not encrypted) */
+struct bch_snapshots;		/* snapshot.c: the snapshot tree and subvolumes, read at first use */
 
 struct bch_dev {
 	struct bch_fs		*fs;
@@ -121,6 +122,7 @@ struct bch_fs {
 	struct bch_btree_roots	*roots;
 	struct bch_replicas_cpu	*replicas;
 	struct bch_crypt	*crypt;		/* crypt.c; NULL when not encrypted */
+	struct bch_snapshots	*snaps;		/* snapshot.c */
 
 	char			err_msg[512];	/* last detailed error message */
 };

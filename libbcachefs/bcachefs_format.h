@@ -61,7 +61,8 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian hosts o
  */
 #define BCH_VERSION_1		1
 #define BCH_VERSION_2		2
-#define BCH_VERSION_CURRENT	BCH_VERSION_2
+#define BCH_VERSION_3		3
+#define BCH_VERSION_CURRENT	BCH_VERSION_3
 #define BCH_VERSION_MIN		BCH_VERSION_1
 
 /*
@@ -86,6 +87,15 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian hosts o
  *     skips it and keeps it (bch_sb_validate() walks every field by its
  *     size, bch_sb_field_get() finds fields by type), so it never makes a
  *     superblock invalid.
+ * Version 3 (2026-12) adds subvolumes and snapshots (see "Snapshots and
+ * subvolumes" below): the snapshots btree (id 7, created empty by format),
+ * the key types whiteout, snapshot and subvolume, keys of the file btrees
+ * in snapshots other than 0, and dirents naming a subvolume
+ * (BCH_DT_SUBVOL).  Format writes version and version_min 3; the feature
+ * bit BCH_FEATURE_SNAPSHOTS is set when the first subvolume or snapshot is
+ * made.  Filesystems of versions 1 and 2 open and keep writing their own
+ * version; they cannot hold subvolumes (the commands refuse, naming the
+ * version).
  * Bsets and jsets carry the version of the filesystem that wrote them
  * (between version_min and version).
  */
@@ -594,7 +604,8 @@ _Static_assert(__builtin_offsetof(struct bch_sb, opts) == 232, "sb opts");
 
 /* Feature bits: a reader refuses a filesystem with a feature it lacks. */
 #define BCH_FEATURE_ENCRYPTION	(1ULL << 0)
-#define BCH_FEATURES_KNOWN	(BCH_FEATURE_ENCRYPTION)
+#define BCH_FEATURE_SNAPSHOTS	(1ULL << 1)	/* a subvolume or snapshot was made */
+#define BCH_FEATURES_KNOWN	(BCH_FEATURE_ENCRYPTION | BCH_FEATURE_SNAPSHOTS)
 
 /* ------------------------------------------------------------------ keys */
 
@@ -638,7 +649,8 @@ _Static_assert(sizeof(struct bch_bkey) == 40, "bch_bkey size");
 	x(xattrs,	3)		\
 	x(alloc,	4)		\
 	x(test,		5)		\
-	x(rebalance_work, 6)
+	x(rebalance_work, 6)		\
+	x(snapshots,	7)
 
 enum bch_btree_id {
 #define x(n, id)	BCH_BTREE_ID_##n = id,
@@ -663,7 +675,10 @@ enum bch_btree_id {
 	x(extent,	8)				\
 	x(reservation,	9)				\
 	x(xattr_piece,	10)				\
-	x(rebalance_work, 11)
+	x(rebalance_work, 11)				\
+	x(whiteout,	12)				\
+	x(snapshot,	13)				\
+	x(subvolume,	14)
 
 enum bch_bkey_type {
 #define x(n, id)	BCH_BKEY_##n = id,
@@ -944,6 +959,123 @@ struct bch_rebalance_work {
 _Static_assert(sizeof(struct bch_rebalance_work) == 16, "bch_rebalance_work size");
 #define BCH_REBALANCE_WAITING	(1U << 0)
 #define BCH_REBALANCE_FLAGS_KNOWN	(BCH_REBALANCE_WAITING)
+
+/* ------------------------------------------------- snapshots and subvolumes */
+
+/*
+ * Snapshots and subvolumes (version 3).
+ *
+ * Every key of the file btrees (extents, inodes, dirents, xattrs) lies in
+ * one snapshot: the snapshot field of its position.  Snapshots form trees:
+ * each snapshot ID but a tree's root has a parent, and a child's ID is
+ * always greater than its parent's (IDs are handed out in increasing order,
+ * the highest in use + 1).  Snapshot 0 is the root of the tree every
+ * filesystem starts with; a filesystem that never made a snapshot has only
+ * it, and then no snapshot keys at all.
+ *
+ * Visibility.  A key at (inode, offset, s) is visible from snapshot v when
+ * s is v or an ancestor of v, and no other key at (inode, offset) lies in a
+ * snapshot between them (a descendant of s that is v or an ancestor of v):
+ * of the keys at one (inode, offset), v sees the one in the deepest of its
+ * ancestors-or-self, which is the one with the greatest such ID.  A key of
+ * type whiteout (no value) hides what its ancestors hold at its position
+ * and is itself seen as nothing.  For extents the position is the END of
+ * the extent, so overlaps between snapshots are kept to whole keys: a
+ * write in snapshot v over part of an extent k seen from an ancestor does
+ * not change k; it adds, in v, the new extent, the pieces of k left on
+ * either side (copies of its pointers: each key holds its own share of the
+ * bucket's sectors, so shared data is counted once per key, as a reference
+ * count) and a whiteout at k's position unless a piece already lies there.
+ * So the extents v sees never overlap, as without snapshots.
+ *
+ * Only leaves are written.  A snapshot with children is frozen: keys are
+ * written only in a leaf (the snapshot of a subvolume).  Taking a snapshot
+ * of a subvolume writing in leaf p gives p two children: the subvolume goes
+ * on writing in the first, the new snapshot subvolume sees the second.  No
+ * key is copied or changed: a snapshot costs the same for any tree.
+ *
+ * Deletion.  Deleting a subvolume removes its subvolume key and the dirent
+ * that names it and marks its snapshot BCH_SNAPSHOT_DELETED, in one
+ * transaction.  Then (in the background, or to the end offline) the keys no
+ * live leaf sees are deleted, and snapshots with no live leaf below them
+ * go: a crash in between leaves work that the next pass (or fsck) finishes.
+ *
+ * snapshot: btree snapshots, position (BCH_SNAPSHOT_INO, id, 0).  (32 bytes)
+ *
+ * OFFSET SIZE DESCRIPTION
+ *   0     4  parent       parent snapshot ID, BCH_SNAPSHOT_NONE for a root
+ *   4     4  flags        BCH_SNAPSHOT_DELETED: its subvolume is gone
+ *   8     4  subvol       the subvolume seeing this leaf (BCH_SUBVOL_NONE:
+ *                         none; interior snapshots have none)
+ *  12     4  depth        0 for a root, parent's depth + 1
+ *  16     4  children[0]  BCH_SNAPSHOT_NONE when absent
+ *  20     4  children[1]
+ *  24     8  created      s64 ns since the Unix epoch
+ */
+#define BCH_SNAPSHOT_INO		0ULL
+#define BCH_SNAPSHOT_NONE		0xffffffffU
+#define BCH_SNAPSHOT_DELETED		(1U << 0)
+#define BCH_SNAPSHOT_FLAGS_KNOWN	(BCH_SNAPSHOT_DELETED)
+#define BCH_SNAPSHOT_DEPTH_MAX		4096U
+
+struct bch_snapshot {
+	__le32			parent;
+	__le32			flags;
+	__le32			subvol;
+	__le32			depth;
+	__le32			children[2];
+	__le64			created;
+};
+_Static_assert(sizeof(struct bch_snapshot) == 32, "bch_snapshot size");
+
+/*
+ * subvolume: btree snapshots, position (BCH_SUBVOL_INO, id, 0).  (48 bytes)
+ * A subvolume is a directory tree with its own root inode, seen through
+ * one leaf snapshot; subvolume 0 is the filesystem's root tree (root inode
+ * BCH_ROOT_INO; until the first subvolume is made it has no key and sees
+ * snapshot 0).  Another subvolume is named by a dirent of type
+ * BCH_DT_SUBVOL in a directory of its parent subvolume (dir_subvol, dir,
+ * dir_offset say where), and shows as a directory.  A snapshot is a
+ * subvolume made from another (BCH_SUBVOL_SNAP; parent names the source
+ * and keeps naming it after the source is deleted).  Files in different
+ * subvolumes are different files even with the same inode number: inode
+ * numbers are unique across all snapshots (a new inode takes the number
+ * after the highest in any snapshot), and callers name a file by
+ * (subvolume, inode), which fs_ops.h packs into one 64-bit number.
+ *
+ * OFFSET SIZE DESCRIPTION
+ *   0     4  snapshot     the leaf snapshot it reads and writes
+ *   4     4  flags        BCH_SUBVOL_RO (every change is refused with
+ *                         EROFS), BCH_SUBVOL_SNAP (made by a snapshot)
+ *   8     8  root_inum    its root directory's inode number
+ *  16     4  parent       source subvolume of a snapshot (BCH_SUBVOL_NONE:
+ *                         none)
+ *  20     4  dir_subvol   subvolume of the directory holding its name
+ *  24     8  dir          that directory's inode number (0 for subvolume 0)
+ *  32     8  dir_offset   the dirent's offset in it
+ *  40     8  created      s64 ns since the Unix epoch
+ */
+#define BCH_SUBVOL_INO			1ULL
+#define BCH_SUBVOL_NONE			0xffffffffU
+#define BCH_SUBVOL_RO			(1U << 0)
+#define BCH_SUBVOL_SNAP			(1U << 1)
+#define BCH_SUBVOL_FLAGS_KNOWN		(BCH_SUBVOL_RO | BCH_SUBVOL_SNAP)
+#define BCH_SUBVOL_MAX			0xfffeU	/* IDs 0..BCH_SUBVOL_MAX (16 bits, see fs_ops.h) */
+
+struct bch_subvolume {
+	__le32			snapshot;
+	__le32			flags;
+	__le64			root_inum;
+	__le32			parent;
+	__le32			dir_subvol;
+	__le64			dir;
+	__le64			dir_offset;
+	__le64			created;
+};
+_Static_assert(sizeof(struct bch_subvolume) == 48, "bch_subvolume size");
+
+/* A dirent naming subvolume inum (its d_type; readdir shows it as DT_DIR). */
+#define BCH_DT_SUBVOL			16
 
 /* --------------------------------------------------------- btree nodes */
 

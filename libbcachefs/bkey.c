@@ -326,6 +326,48 @@ static int rebalance_work_validate(const struct bch_bkey *k, char *err, size_t e
 	return 0;
 }
 
+static int whiteout_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k))
+		return INVALID("whiteout with a value");
+	return 0;
+}
+
+static int snapshot_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) != sizeof(struct bch_snapshot))
+		return INVALID("snapshot: bad size %zu", bkey_val_bytes(k));
+	const struct bch_snapshot *s = bkey_val(k);
+	if (k->p.inode != BCH_SNAPSHOT_INO || k->p.offset >= BCH_SNAPSHOT_NONE || k->p.snapshot)
+		return INVALID("snapshot key at a bad position");
+	if (s->flags & ~BCH_SNAPSHOT_FLAGS_KNOWN)
+		return INVALID("snapshot: unknown flags %#x", (unsigned)s->flags);
+	if (s->parent != BCH_SNAPSHOT_NONE && s->parent >= k->p.offset)
+		return INVALID("snapshot %u: parent %u not older", (unsigned)k->p.offset, (unsigned)s->parent);
+	if ((s->parent == BCH_SNAPSHOT_NONE) != !s->depth || s->depth > BCH_SNAPSHOT_DEPTH_MAX)
+		return INVALID("snapshot %u: depth %u does not fit its parent", (unsigned)k->p.offset,
+			       (unsigned)s->depth);
+	for (unsigned i = 0; i < 2; i++)
+		if (s->children[i] != BCH_SNAPSHOT_NONE && s->children[i] <= k->p.offset)
+			return INVALID("snapshot %u: child %u not newer", (unsigned)k->p.offset,
+				       (unsigned)s->children[i]);
+	return 0;
+}
+
+static int subvolume_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) != sizeof(struct bch_subvolume))
+		return INVALID("subvolume: bad size %zu", bkey_val_bytes(k));
+	const struct bch_subvolume *v = bkey_val(k);
+	if (k->p.inode != BCH_SUBVOL_INO || k->p.offset > BCH_SUBVOL_MAX || k->p.snapshot)
+		return INVALID("subvolume key at a bad position");
+	if (v->flags & ~BCH_SUBVOL_FLAGS_KNOWN)
+		return INVALID("subvolume: unknown flags %#x", (unsigned)v->flags);
+	if (v->snapshot == BCH_SNAPSHOT_NONE || v->root_inum < BCH_FIRST_INO)
+		return INVALID("subvolume %u: bad snapshot or root", (unsigned)k->p.offset);
+	return 0;
+}
+
 unsigned bch_extent_nr_ptrs(const struct bch_bkey *k)
 {
 	if (k->type != BCH_BKEY_extent || bkey_val_bytes(k) < sizeof(struct bch_extent))
@@ -352,6 +394,11 @@ static bool type_allowed(unsigned btree_id, unsigned type)
 		return btree_id == BCH_BTREE_ID_extents;
 	case BCH_BKEY_rebalance_work:
 		return btree_id == BCH_BTREE_ID_rebalance_work;
+	case BCH_BKEY_whiteout:
+		return bch_btree_id_is_file(btree_id);
+	case BCH_BKEY_snapshot:
+	case BCH_BKEY_subvolume:
+		return btree_id == BCH_BTREE_ID_snapshots;
 	default:		return false;
 	}
 }
@@ -372,9 +419,12 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 		  : !type_allowed(btree_id, k->type))
 		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "%s key in %s btree at level %u",
 			    bch_bkey_type_name(k->type), bch_btree_id_name(btree_id), level);
-	/* snapshots are not implemented: file keys live in snapshot 0 */
-	if (!level && k->p.snapshot && btree_id != BCH_BTREE_ID_test && btree_id != BCH_BTREE_ID_alloc)
-		return INVALID("key in snapshot %u (this version has none)", (unsigned)k->p.snapshot);
+	/* only the file btrees have snapshots (snapshot.h) */
+	if (!level && k->p.snapshot && !bch_btree_id_is_file(btree_id) &&
+	    btree_id != BCH_BTREE_ID_test && btree_id != BCH_BTREE_ID_alloc)
+		return INVALID("key in snapshot %u of a btree without snapshots", (unsigned)k->p.snapshot);
+	if (!level && k->p.snapshot == BCH_SNAPSHOT_NONE && bch_btree_id_is_file(btree_id))
+		return INVALID("key in snapshot %u (no snapshot has that ID)", (unsigned)k->p.snapshot);
 	if (k->type == BCH_BKEY_extent || k->type == BCH_BKEY_reservation) {
 		if (!k->size || k->size > k->p.offset)
 			return INVALID("extent of bad size %u ending at %" PRIu64, k->size, (uint64_t)k->p.offset);
@@ -397,6 +447,9 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 	case BCH_BKEY_extent:		return extent_validate(k, err, errlen);
 	case BCH_BKEY_reservation:	return reservation_validate(k, err, errlen);
 	case BCH_BKEY_rebalance_work:	return rebalance_work_validate(k, err, errlen);
+	case BCH_BKEY_whiteout:		return whiteout_validate(k, err, errlen);
+	case BCH_BKEY_snapshot:		return snapshot_validate(k, err, errlen);
+	case BCH_BKEY_subvolume:	return subvolume_validate(k, err, errlen);
 	}
 	return 0;
 }
@@ -538,6 +591,20 @@ void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 	case BCH_BKEY_reservation:
 		snprintf(buf, len, " size %u", k->size);
 		break;
+	case BCH_BKEY_snapshot: {
+		const struct bch_snapshot *s = bkey_val(k);
+		snprintf(buf, len, " parent %d subvol %d depth %u children %d %d flags %x",
+			 (int)s->parent, (int)s->subvol, (unsigned)s->depth, (int)s->children[0],
+			 (int)s->children[1], (unsigned)s->flags);
+		break;
+	}
+	case BCH_BKEY_subvolume: {
+		const struct bch_subvolume *v = bkey_val(k);
+		snprintf(buf, len, " snapshot %u root %" PRIu64 " parent %d dir %u:%" PRIu64 " flags %x",
+			 (unsigned)v->snapshot, (uint64_t)v->root_inum, (int)v->parent,
+			 (unsigned)v->dir_subvol, (uint64_t)v->dir, (unsigned)v->flags);
+		break;
+	}
 	case BCH_BKEY_rebalance_work: {
 		const struct bch_rebalance_work *w = bkey_val(k);
 		snprintf(buf, len, " cursor %" PRIu64 "%s", (uint64_t)w->cursor,

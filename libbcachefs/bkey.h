@@ -90,6 +90,12 @@ void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len);
 
 const char *bch_bkey_type_name(unsigned type);
 const char *bch_btree_id_name(unsigned id);
+/* The btrees whose keys lie in snapshots (snapshot.h): files' extents, inodes, dirents, xattrs. */
+static inline bool bch_btree_id_is_file(unsigned id)
+{
+	return id == BCH_BTREE_ID_extents || id == BCH_BTREE_ID_inodes ||
+	       id == BCH_BTREE_ID_dirents || id == BCH_BTREE_ID_xattrs;
+}
 int bch_btree_id_parse(const char *s);		/* -1 if unknown */
 
 #endif /* _BCACHEFS_BKEY_H */

@@ -25,6 +25,7 @@
 #include "alloc.h"
 #include "bcachefs.h"
 #include "btree.h"
+#include "snapshot.h"
 #include "crypt.h"
 #include "checksum.h"
 #include "errcode.h"
@@ -766,6 +767,11 @@ int bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *
 			abort();
 	}
 	t->keys[t->nr] = bch_bkey_dup(k);
+	int r = bch_snap_trans_fixup(t->c, id, t->keys[t->nr]);
+	if (r) {
+		free(t->keys[t->nr]);
+		return r;
+	}
 	t->ids[t->nr++] = id;
 	return 0;
 }

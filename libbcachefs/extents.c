@@ -61,6 +61,11 @@ static void acct_add(struct bch_extent_update *u, const struct bch_bkey *k, int 
 	}
 }
 
+void bch_extent_account_drop(struct bch_extent_update *u, const struct bch_bkey *k)
+{
+	acct_add(u, k, -1);
+}
+
 static int update(struct btree_trans *t, struct bch_extent_update *u, const struct bch_bkey *k)
 {
 	u->keys++;

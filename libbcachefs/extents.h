@@ -86,6 +86,9 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 int bch_extent_insert(struct btree_trans *t, const struct bch_bkey *k, bool account,
 		      struct bch_extent_update *u);
 
+/* A key the transaction deletes outright (snapshot gc): its space goes. */
+void bch_extent_account_drop(struct bch_extent_update *u, const struct bch_bkey *k);
+
 /*
  * After a successful commit: apply the bucket changes; after a failed one:
  * give back the space of the new data.  Both reset u.

@@ -38,6 +38,7 @@
 #include "fs_ops.h"
 #include "journal.h"
 #include "replicas.h"
+#include "snapshot.h"
 #include "super.h"
 
 struct replay_list {
@@ -220,6 +221,7 @@ static void fs_free(struct bch_fs *c)
 	bch_fs_alloc_exit(c);
 	bch_replicas_exit(c);
 	bch_crypt_close(c);
+	bch_snapshots_exit(c);
 	if (c->roots) {
 		for (unsigned i = 0; i < BCH_BTREE_ID_NR; i++)
 			free(c->roots->r[i].key);

@@ -1,0 +1,865 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * snapshot.c - the snapshot tree, subvolumes, views and snapshot-aware
+ * reads of the file btrees (see snapshot.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcachefs.h"
+#include "btree.h"
+#include "errcode.h"
+#include "extents.h"
+#include "inode.h"
+#include "snapshot.h"
+#include "super.h"
+
+struct bch_snapshots {
+	bool			loaded;
+	struct bch_snap_info	*s;		/* sorted by id */
+	unsigned		nr;
+	struct bch_subvol_info	*sv;		/* sorted by id */
+	unsigned		nr_sv;
+	struct bch_subvol_info	root;		/* subvolume 0 without keys */
+};
+
+/* ------------------------------------------------------------ the table */
+
+void bch_snapshots_exit(struct bch_fs *c)
+{
+	if (!c->snaps)
+		return;
+	free(c->snaps->s);
+	free(c->snaps->sv);
+	free(c->snaps);
+	c->snaps = NULL;
+}
+
+int bch_snapshots_load(struct bch_fs *c)
+{
+	struct bch_snapshots *t = c->snaps;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0;
+
+	if (!t && !(t = c->snaps = calloc(1, sizeof(*t))))
+		return -ENOMEM;
+	t->nr = t->nr_sv = 0;
+	t->loaded = true;
+	t->root.id = 0;
+	t->root.v = (struct bch_subvolume) { .snapshot = 0, .root_inum = BCH_ROOT_INO,
+					     .parent = BCH_SUBVOL_NONE, .dir_subvol = BCH_SUBVOL_NONE };
+	if (!c->roots || !c->roots->r[BCH_BTREE_ID_snapshots].key)
+		return 0;
+	unsigned cap_s = 0, cap_sv = 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_snapshots, POS_MIN, POS_MAX);
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (k->type == BCH_BKEY_snapshot) {
+			const struct bch_snapshot *s = bkey_val(k);
+			if (t->nr == cap_s) {
+				cap_s = cap_s ? 2 * cap_s : 16;
+				if (!(t->s = realloc(t->s, cap_s * sizeof(*t->s))))
+					abort();
+			}
+			t->s[t->nr++] = (struct bch_snap_info) {
+				.id = (uint32_t)k->p.offset, .parent = s->parent, .flags = s->flags,
+				.subvol = s->subvol, .depth = s->depth,
+				.children = { s->children[0], s->children[1] }, .created = (int64_t)s->created,
+			};
+		} else if (k->type == BCH_BKEY_subvolume) {
+			if (t->nr_sv == cap_sv) {
+				cap_sv = cap_sv ? 2 * cap_sv : 16;
+				if (!(t->sv = realloc(t->sv, cap_sv * sizeof(*t->sv))))
+					abort();
+			}
+			t->sv[t->nr_sv].id = (uint32_t)k->p.offset;
+			memcpy(&t->sv[t->nr_sv++].v, bkey_val(k), sizeof(struct bch_subvolume));
+		}
+	}
+	bch_btree_iter_exit(&it);
+	return err;
+}
+
+static struct bch_snapshots *table(struct bch_fs *c)
+{
+	if ((!c->snaps || !c->snaps->loaded) && bch_snapshots_load(c))
+		return NULL;
+	return c->snaps;
+}
+
+bool bch_fs_has_snapshots(struct bch_fs *c)
+{
+	struct bch_snapshots *t = table(c);
+
+	return t && t->nr;
+}
+
+const struct bch_snap_info *bch_snap_get(struct bch_fs *c, uint32_t id)
+{
+	struct bch_snapshots *t = table(c);
+	unsigned lo = 0, hi = t ? t->nr : 0;
+
+	while (lo < hi) {
+		unsigned m = (lo + hi) / 2;
+		if (t->s[m].id == id)
+			return &t->s[m];
+		if (t->s[m].id < id)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return NULL;
+}
+
+const struct bch_subvol_info *bch_subvol_get(struct bch_fs *c, uint32_t id)
+{
+	struct bch_snapshots *t = table(c);
+	unsigned lo = 0, hi;
+
+	if (!t)
+		return NULL;
+	if (!t->nr_sv)
+		return id ? NULL : &t->root;
+	hi = t->nr_sv;
+	while (lo < hi) {
+		unsigned m = (lo + hi) / 2;
+		if (t->sv[m].id == id)
+			return &t->sv[m];
+		if (t->sv[m].id < id)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return NULL;
+}
+
+const struct bch_subvol_info *bch_subvols(struct bch_fs *c, unsigned *nr)
+{
+	struct bch_snapshots *t = table(c);
+
+	if (!t) {
+		*nr = 0;
+		return NULL;
+	}
+	if (!t->nr_sv) {
+		*nr = 1;
+		return &t->root;
+	}
+	*nr = t->nr_sv;
+	return t->sv;
+}
+
+const struct bch_snap_info *bch_snaps(struct bch_fs *c, unsigned *nr)
+{
+	struct bch_snapshots *t = table(c);
+
+	*nr = t ? t->nr : 0;
+	return t ? t->s : NULL;
+}
+
+bool bch_snap_is_ancestor(struct bch_fs *c, uint32_t anc, uint32_t s)
+{
+	/* parents have smaller IDs: climb while above anc */
+	for (unsigned n = 0; s > anc && n <= BCH_SNAPSHOT_DEPTH_MAX; n++) {
+		const struct bch_snap_info *i = bch_snap_get(c, s);
+		if (!i || i->parent == BCH_SNAPSHOT_NONE)
+			return false;
+		s = i->parent;
+	}
+	return s == anc;
+}
+
+/* ------------------------------------------------------------ views */
+
+static _Thread_local struct bch_view *view_cur;
+
+const struct bch_view *bch_view_cur(struct bch_fs *c)
+{
+	for (struct bch_view *v = view_cur; v; v = v->prev)
+		if (v->c == c)
+			return v;
+	return NULL;
+}
+
+int bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum)
+{
+	uint32_t subvol = bch_handle_subvol(*inum);
+	const struct bch_view *cur = bch_view_cur(c);
+
+	*inum &= BCH_HANDLE_INUM_MASK;
+	if (cur && (!subvol || subvol == cur->subvol)) {
+		*v = *cur;		/* an inner call: same view */
+	} else {
+		const struct bch_subvol_info *sv = bch_subvol_get(c, subvol);
+		if (!sv)
+			return bch_fs_err(c, -ESTALE, "subvolume %u does not exist", subvol);
+		v->c = c;
+		v->subvol = subvol;
+		v->snap = sv->v.snapshot;
+		v->ro = sv->v.flags & BCH_SUBVOL_RO;
+	}
+	v->prev = view_cur;
+	view_cur = v;
+	return 0;
+}
+
+void bch_view_enter_snap(struct bch_fs *c, struct bch_view *v, uint32_t subvol, uint32_t snap, bool ro)
+{
+	v->c = c;
+	v->subvol = subvol;
+	v->snap = snap;
+	v->ro = ro;
+	v->prev = view_cur;
+	view_cur = v;
+}
+
+void bch_view_exit(struct bch_view *v)
+{
+	view_cur = v->prev;
+}
+
+uint32_t bch_view_snap(struct bch_fs *c)
+{
+	const struct bch_view *v = bch_view_cur(c);
+
+	if (v)
+		return v->snap;
+	const struct bch_subvol_info *sv = bch_subvol_get(c, 0);
+	return sv ? sv->v.snapshot : 0;
+}
+
+uint64_t bch_view_handle(struct bch_fs *c, uint64_t inum)
+{
+	const struct bch_view *v = bch_view_cur(c);
+
+	return v && v->subvol != BCH_SUBVOL_NONE ? bch_handle(v->subvol, inum) : inum;
+}
+
+/* ------------------------------------------------------------ reading */
+
+static bool filtered(struct bch_fs *c, unsigned id)
+{
+	return bch_btree_id_is_file(id) && bch_fs_has_snapshots(c);
+}
+
+static struct bch_bpos group_pos(struct bch_bpos p, uint32_t snap)
+{
+	return POS(p.inode, p.offset, snap);
+}
+
+/* The key snapshot snap sees at (pos.inode, pos.offset), whiteouts included. */
+static int visible_at(struct bch_fs *c, unsigned id, struct bch_bpos pos, uint32_t snap,
+		      struct bch_bkey **ret)
+{
+	struct bch_bpos at = group_pos(pos, snap), start = group_pos(pos, 0);
+
+	for (;;) {
+		struct bch_bkey *k;
+		int r = bch_btree_peek_prev(c, id, at, start, &k);
+		if (r)
+			return r;
+		if (bch_snap_is_ancestor(c, k->p.snapshot, snap)) {
+			*ret = k;
+			return 0;
+		}
+		uint32_t s = k->p.snapshot;
+		free(k);
+		if (!s)
+			return -BCH_ERR_key_not_found;
+		at = group_pos(pos, s - 1);
+	}
+}
+
+int bch_vlookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey **ret)
+{
+	uint32_t snap = bch_view_snap(c);
+
+	if (!filtered(c, id))
+		return bch_btree_lookup(c, id, group_pos(pos, snap), ret);
+	struct bch_bkey *k;
+	int r = visible_at(c, id, pos, snap, &k);
+	if (r)
+		return r;
+	if (k->type == BCH_BKEY_whiteout) {
+		free(k);
+		return -BCH_ERR_key_not_found;
+	}
+	*ret = k;
+	return 0;
+}
+
+int bch_vpeek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
+	      struct bch_bkey **ret)
+{
+	uint32_t snap = bch_view_snap(c);
+
+	if (!filtered(c, id))
+		return bch_btree_peek(c, id, group_pos(pos, snap), end, ret);
+	struct bch_bpos at = group_pos(pos, 0), last = group_pos(end, UINT32_MAX);
+	for (;;) {
+		struct bch_bkey *k, *v;
+		int r = bch_btree_peek(c, id, at, last, &k);
+		if (r)
+			return r;
+		r = visible_at(c, id, k->p, snap, &v);
+		struct bch_bpos p = k->p;
+		free(k);
+		if (!r && v->type != BCH_BKEY_whiteout) {
+			*ret = v;
+			return 0;
+		}
+		if (!r)
+			free(v);
+		else if (r != -BCH_ERR_key_not_found)
+			return r;
+		at = bpos_successor(group_pos(p, UINT32_MAX));
+		if (bpos_cmp(at, last) > 0 || bpos_eq(p, POS_MAX))
+			return -BCH_ERR_key_not_found;
+	}
+}
+
+int bch_vpeek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos start,
+		   struct bch_bkey **ret)
+{
+	uint32_t snap = bch_view_snap(c);
+
+	if (!filtered(c, id))
+		return bch_btree_peek_prev(c, id, group_pos(pos, snap), start, ret);
+	struct bch_bpos at = group_pos(pos, UINT32_MAX), first = group_pos(start, 0);
+	for (;;) {
+		struct bch_bkey *k, *v;
+		int r = bch_btree_peek_prev(c, id, at, first, &k);
+		if (r)
+			return r;
+		r = visible_at(c, id, k->p, snap, &v);
+		struct bch_bpos p = group_pos(k->p, 0);
+		free(k);
+		if (!r && v->type != BCH_BKEY_whiteout) {
+			*ret = v;
+			return 0;
+		}
+		if (!r)
+			free(v);
+		else if (r != -BCH_ERR_key_not_found)
+			return r;
+		if (bpos_cmp(p, first) <= 0 || (!p.inode && !p.offset))
+			return -BCH_ERR_key_not_found;
+		at = bpos_predecessor(p);
+	}
+}
+
+void bch_viter_init(struct bch_viter *it, struct bch_fs *c, unsigned id, struct bch_bpos start,
+		    struct bch_bpos end)
+{
+	memset(it, 0, sizeof(*it));
+	it->c = c;
+	it->snap = bch_view_snap(c);
+	it->filter = filtered(c, id);
+	if (it->filter)
+		bch_btree_iter_init(&it->raw, c, id, group_pos(start, 0), group_pos(end, UINT32_MAX));
+	else
+		bch_btree_iter_init(&it->raw, c, id, group_pos(start, it->snap), end);
+}
+
+const struct bch_bkey *bch_viter_next(struct bch_viter *it, int *err)
+{
+	if (!it->filter)
+		return bch_btree_iter_next(&it->raw, err);
+	*err = 0;
+	free(it->out);
+	it->out = NULL;
+	while (!it->done || it->ahead_valid) {
+		struct bch_bkey *first;
+		if (it->ahead_valid) {
+			first = it->ahead;
+			it->ahead = NULL;
+			it->ahead_valid = false;
+		} else {
+			const struct bch_bkey *k = bch_btree_iter_next(&it->raw, err);
+			if (!k) {
+				it->done = true;
+				return NULL;
+			}
+			first = bch_bkey_dup(k);
+		}
+		struct bch_bkey *best = NULL;
+		struct bch_bpos gp = group_pos(first->p, 0);
+		struct bch_bkey *k = first;
+		for (;;) {
+			if (k->p.snapshot <= it->snap && bch_snap_is_ancestor(it->c, k->p.snapshot, it->snap) &&
+			    (!best || k->p.snapshot > best->p.snapshot)) {
+				free(best);
+				best = k;
+			} else {
+				free(k);
+			}
+			if (it->done)
+				break;
+			const struct bch_bkey *n = bch_btree_iter_next(&it->raw, err);
+			if (!n) {
+				it->done = true;
+				if (*err) {
+					free(best);
+					return NULL;
+				}
+				break;
+			}
+			if (!bpos_eq(group_pos(n->p, 0), gp)) {
+				it->ahead = bch_bkey_dup(n);
+				it->ahead_valid = true;
+				break;
+			}
+			k = bch_bkey_dup(n);
+		}
+		if (best && best->type != BCH_BKEY_whiteout) {
+			it->out = best;
+			return best;
+		}
+		free(best);
+	}
+	return NULL;
+}
+
+void bch_viter_exit(struct bch_viter *it)
+{
+	bch_btree_iter_exit(&it->raw);
+	free(it->ahead);
+	free(it->out);
+	it->ahead = it->out = NULL;
+}
+
+/* ------------------------------------------------------------ updates */
+
+int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k)
+{
+	const struct bch_view *v = bch_view_cur(c);
+
+	if (!v || !bch_btree_id_is_file(id))
+		return 0;
+	if (v->ro)
+		return bch_fs_err(c, -EROFS, "subvolume %u is read-only", v->subvol);
+	k->p.snapshot = v->snap;
+	if (k->type != BCH_BKEY_deleted || !bch_fs_has_snapshots(c))
+		return 0;
+	const struct bch_snap_info *s = bch_snap_get(c, v->snap);
+	if (!s || s->parent == BCH_SNAPSHOT_NONE)
+		return 0;
+	/* what the parent sees here would show through a plain delete */
+	struct bch_bkey *below;
+	int r = visible_at(c, id, k->p, s->parent, &below);
+	if (r == -BCH_ERR_key_not_found)
+		return 0;
+	if (r)
+		return r;
+	if (below->type != BCH_BKEY_whiteout)
+		k->type = BCH_BKEY_whiteout;
+	free(below);
+	return 0;
+}
+
+/* ------------------------------------------------------------ changes */
+
+struct bch_bkey *bch_snap_key(uint32_t id, const struct bch_snap_info *s)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_snapshot, POS(BCH_SNAPSHOT_INO, id, 0),
+					    sizeof(struct bch_snapshot));
+	struct bch_snapshot *v = bkey_val(k);
+
+	v->parent = s->parent;
+	v->flags = s->flags;
+	v->subvol = s->subvol;
+	v->depth = s->depth;
+	v->children[0] = s->children[0];
+	v->children[1] = s->children[1];
+	v->created = (uint64_t)s->created;
+	return k;
+}
+
+struct bch_bkey *bch_subvol_key(uint32_t id, const struct bch_subvolume *sv)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_subvolume, POS(BCH_SUBVOL_INO, id, 0),
+					    sizeof(struct bch_subvolume));
+
+	memcpy(bkey_val(k), sv, sizeof(*sv));
+	return k;
+}
+
+int bch_snapshots_enable(struct bch_fs *c)
+{
+	if (bch_fs_has_snapshots(c))
+		return 0;
+	if (c->sb->version < BCH_VERSION_3 || !c->roots->r[BCH_BTREE_ID_snapshots].key)
+		return bch_fs_err(c, -EOPNOTSUPP, "this filesystem is format version %u; subvolumes and "
+				  "snapshots need version %u (format it with this version)",
+				  (unsigned)c->sb->version, BCH_VERSION_3);
+	if (c->read_only)
+		return -EROFS;
+	struct bch_snap_info s0 = {
+		.id = 0, .parent = BCH_SNAPSHOT_NONE, .subvol = 0, .depth = 0,
+		.children = { BCH_SNAPSHOT_NONE, BCH_SNAPSHOT_NONE }, .created = bch_now_ns(),
+	};
+	struct bch_subvolume v0 = {
+		.snapshot = 0, .root_inum = BCH_ROOT_INO, .parent = BCH_SUBVOL_NONE,
+		.dir_subvol = BCH_SUBVOL_NONE, .created = s0.created,
+	};
+	struct btree_trans *t;
+	int r = bch_trans_init(c, &t);
+	if (r)
+		return r;
+	struct bch_bkey *a = bch_snap_key(0, &s0), *b = bch_subvol_key(0, &v0);
+	if (!(r = bch_trans_update(t, BCH_BTREE_ID_snapshots, a)) &&
+	    !(r = bch_trans_update(t, BCH_BTREE_ID_snapshots, b)))
+		r = bch_trans_commit(t, BCH_TRANS_SYNC);
+	free(a);
+	free(b);
+	bch_trans_exit(t);
+	if (!r) {
+		c->sb->features |= BCH_FEATURE_SNAPSHOTS;
+		r = bch_write_super(c);
+	}
+	int r2 = bch_snapshots_load(c);
+	return r ? r : r2;
+}
+
+int bch_snap_alloc_ids(struct bch_fs *c, uint32_t *ids, unsigned nr)
+{
+	unsigned n;
+	const struct bch_snap_info *s = bch_snaps(c, &n);
+	uint64_t next = n ? (uint64_t)s[n - 1].id + 1 : 1;
+
+	if (next + nr >= BCH_SNAPSHOT_NONE)
+		return bch_fs_err(c, -ENOSPC, "no snapshot IDs left");
+	for (unsigned i = 0; i < nr; i++)
+		ids[i] = (uint32_t)(next + i);
+	return 0;
+}
+
+int bch_subvol_alloc_id(struct bch_fs *c, uint32_t *id)
+{
+	unsigned n;
+	const struct bch_subvol_info *sv = bch_subvols(c, &n);
+
+	/* the lowest free one: IDs are 16 bits of the file handles */
+	uint32_t want = 1;
+	for (unsigned i = 0; i < n; i++) {
+		if (sv[i].id == want)
+			want++;
+		else if (sv[i].id > want)
+			break;
+	}
+	if (want > BCH_SUBVOL_MAX)
+		return bch_fs_err(c, -ENOSPC, "no subvolume IDs left (at most %u)", BCH_SUBVOL_MAX);
+	*id = want;
+	return 0;
+}
+
+/* ------------------------------------------------------------ gc */
+
+bool bch_snapshot_gc_pending(struct bch_fs *c)
+{
+	unsigned n;
+	const struct bch_snap_info *s = bch_snaps(c, &n);
+
+	for (unsigned i = 0; i < n; i++)
+		if (s[i].flags & BCH_SNAPSHOT_DELETED)
+			return true;
+	return false;
+}
+
+struct gc_state {
+	struct bch_fs		*c;
+	const struct bch_snap_info *s;
+	unsigned		nr;
+	bool			*alive;		/* per table entry: a live leaf at or below */
+	uint32_t		*leaves;	/* live leaves */
+	unsigned		nr_leaves;
+};
+
+static int snap_idx(const struct gc_state *g, uint32_t id)
+{
+	unsigned lo = 0, hi = g->nr;
+
+	while (lo < hi) {
+		unsigned m = (lo + hi) / 2;
+		if (g->s[m].id == id)
+			return m;
+		if (g->s[m].id < id)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return -1;
+}
+
+static bool live_leaf(const struct bch_snap_info *s)
+{
+	return !(s->flags & BCH_SNAPSHOT_DELETED) &&
+	       s->children[0] == BCH_SNAPSHOT_NONE && s->children[1] == BCH_SNAPSHOT_NONE;
+}
+
+static int gc_state_init(struct bch_fs *c, struct gc_state *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->c = c;
+	g->s = bch_snaps(c, &g->nr);
+	g->alive = calloc(g->nr + 1, sizeof(*g->alive));
+	g->leaves = calloc(g->nr + 1, sizeof(*g->leaves));
+	if (!g->alive || !g->leaves)
+		return -ENOMEM;
+	/* children have greater IDs: walk down from the newest, marking parents */
+	for (unsigned i = g->nr; i--; ) {
+		if (live_leaf(&g->s[i])) {
+			g->alive[i] = true;
+			g->leaves[g->nr_leaves++] = g->s[i].id;
+		}
+		if (g->alive[i] && g->s[i].parent != BCH_SNAPSHOT_NONE) {
+			int p = snap_idx(g, g->s[i].parent);
+			if (p >= 0)
+				g->alive[p] = true;
+		}
+	}
+	return 0;
+}
+
+static void gc_state_exit(struct gc_state *g)
+{
+	free(g->alive);
+	free(g->leaves);
+}
+
+/* Of the keys at one position (group[0..n), snapshots ascending), which are seen by a live leaf? */
+static void gc_group(struct gc_state *g, struct bch_bkey **group, unsigned n, bool *needed)
+{
+	for (unsigned i = 0; i < n; i++) {
+		int x = snap_idx(g, group[i]->p.snapshot);
+		needed[i] = false;
+		if (x < 0 || !g->alive[x])
+			continue;
+		if (n == 1) {
+			needed[i] = true;
+			continue;
+		}
+		for (unsigned l = 0; l < g->nr_leaves && !needed[i]; l++) {
+			uint32_t leaf = g->leaves[l];
+			if (!bch_snap_is_ancestor(g->c, group[i]->p.snapshot, leaf))
+				continue;
+			bool deeper = false;
+			for (unsigned j = i + 1; j < n && !deeper; j++)
+				deeper = bch_snap_is_ancestor(g->c, group[j]->p.snapshot, leaf);
+			needed[i] = !deeper;
+		}
+	}
+}
+
+#define GC_BATCH	256
+
+struct gc_batch {
+	struct bch_bkey		**del;
+	unsigned		nr, cap;
+	struct bch_extent_update u;
+};
+
+static int gc_flush(struct bch_fs *c, unsigned id, struct gc_batch *b)
+{
+	struct btree_trans *t;
+	int r;
+
+	if (!b->nr)
+		return 0;
+	if ((r = bch_trans_init(c, &t)))
+		return r;
+	for (unsigned i = 0; i < b->nr && !r; i++) {
+		struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = b->del[i]->p };
+		r = bch_trans_update(t, id, &d);
+	}
+	if (!r)
+		r = bch_trans_commit(t, 0);
+	bch_trans_exit(t);
+	if (!r)
+		bch_extent_update_apply(c, &b->u);
+	else
+		bch_extent_update_abort(c, &b->u);
+	for (unsigned i = 0; i < b->nr; i++)
+		free(b->del[i]);
+	b->nr = 0;
+	return r;
+}
+
+static const unsigned gc_btrees[] = {
+	BCH_BTREE_ID_extents, BCH_BTREE_ID_inodes, BCH_BTREE_ID_dirents, BCH_BTREE_ID_xattrs,
+};
+
+static int gc_btree(struct gc_state *g, unsigned id, struct gc_batch *b, uint64_t *seen,
+		    void (*progress)(void *, uint64_t), void *priv, uint64_t *freed)
+{
+	struct bch_fs *c = g->c;
+	struct bch_bpos from = POS_MIN;
+	struct bch_bkey **group = NULL;
+	bool *needed = NULL;
+	unsigned cap = 0;
+	int r = 0;
+
+	for (bool more = true; more && !r; ) {
+		struct btree_iter it;
+		const struct bch_bkey *k;
+		unsigned n = 0;
+		int err = 0;
+
+		more = false;
+		bch_btree_iter_init(&it, c, id, from, POS_MAX);
+		k = bch_btree_iter_next(&it, &err);
+		while (k && !r) {
+			/* one position's keys */
+			struct bch_bpos gp = POS(k->p.inode, k->p.offset, 0);
+			n = 0;
+			while (k && k->p.inode == gp.inode && k->p.offset == gp.offset) {
+				if (n == cap) {
+					cap = cap ? 2 * cap : 16;
+					group = realloc(group, cap * sizeof(*group));
+					needed = realloc(needed, cap * sizeof(*needed));
+					if (!group || !needed)
+						abort();
+				}
+				group[n++] = bch_bkey_dup(k);
+				k = bch_btree_iter_next(&it, &err);
+			}
+			++*seen;
+			if (progress && !(*seen & 4095))
+				progress(priv, *seen);
+			gc_group(g, group, n, needed);
+			for (unsigned i = 0; i < n; i++) {
+				if (needed[i]) {
+					free(group[i]);
+					continue;
+				}
+				if (id == BCH_BTREE_ID_extents)
+					bch_extent_account_drop(&b->u, group[i]);
+				if (b->nr == b->cap) {
+					b->cap = b->cap ? 2 * b->cap : GC_BATCH;
+					if (!(b->del = realloc(b->del, b->cap * sizeof(*b->del))))
+						abort();
+				}
+				b->del[b->nr++] = group[i];
+				++*freed;
+			}
+			if (b->nr >= GC_BATCH) {
+				/* the tree is about to change: go on after this position */
+				from = bpos_successor(POS(gp.inode, gp.offset, UINT32_MAX));
+				more = !bpos_eq(POS(gp.inode, gp.offset, UINT32_MAX), POS_MAX);
+				break;
+			}
+		}
+		bch_btree_iter_exit(&it);
+		if (!r)
+			r = err;
+		if (!r)
+			r = gc_flush(c, id, b);
+	}
+	free(group);
+	free(needed);
+	return r;
+}
+
+int bch_snapshot_gc(struct bch_fs *c, void (*progress)(void *priv, uint64_t seen), void *priv,
+		    uint64_t *freed)
+{
+	struct gc_state g;
+	struct gc_batch *b = calloc(1, sizeof(*b));
+	uint64_t seen = 0;
+	int r;
+
+	*freed = 0;
+	if (!b)
+		return -ENOMEM;
+	if (!bch_fs_has_snapshots(c)) {
+		free(b);
+		return 0;
+	}
+	if (c->read_only) {
+		free(b);
+		return -EROFS;
+	}
+	if ((r = gc_state_init(c, &g)))
+		goto out;
+	for (unsigned i = 0; i < sizeof(gc_btrees) / sizeof(gc_btrees[0]) && !r; i++)
+		r = gc_btree(&g, gc_btrees[i], b, &seen, progress, priv, freed);
+	if (r)
+		goto out;
+	/* the snapshots no live leaf is below: their keys are gone now */
+	struct btree_trans *t;
+	if ((r = bch_trans_init(c, &t)))
+		goto out;
+	for (unsigned i = 0; i < g.nr && !r; i++) {
+		const struct bch_snap_info *s = &g.s[i];
+		if (g.alive[i])
+			continue;
+		struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted,
+				      .p = POS(BCH_SNAPSHOT_INO, s->id, 0) };
+		r = bch_trans_update(t, BCH_BTREE_ID_snapshots, &d);
+		int p = s->parent != BCH_SNAPSHOT_NONE ? snap_idx(&g, s->parent) : -1;
+		if (!r && p >= 0 && g.alive[p]) {
+			struct bch_snap_info pi = g.s[p];
+			for (unsigned j = 0; j < 2; j++)
+				if (pi.children[j] == s->id)
+					pi.children[j] = BCH_SNAPSHOT_NONE;
+			/* a parent may lose both children in one pass: start from what this pass wrote */
+			for (unsigned q = 0; q < g.nr; q++)
+				if (!g.alive[q] && q != i && g.s[q].parent == pi.id)
+					for (unsigned j = 0; j < 2; j++)
+						if (pi.children[j] == g.s[q].id)
+							pi.children[j] = BCH_SNAPSHOT_NONE;
+			struct bch_bkey *pk = bch_snap_key(pi.id, &pi);
+			r = bch_trans_update(t, BCH_BTREE_ID_snapshots, pk);
+			free(pk);
+		}
+	}
+	if (!r)
+		r = bch_trans_commit(t, BCH_TRANS_SYNC);
+	bch_trans_exit(t);
+	if (!r && progress)
+		progress(priv, seen);
+out:
+	gc_state_exit(&g);
+	bch_extent_update_exit(&b->u);
+	free(b->del);
+	free(b);
+	int r2 = bch_snapshots_load(c);
+	return r ? r : r2;
+}
+
+int bch_snapshot_usage(struct bch_fs *c, uint64_t **out)
+{
+	unsigned n;
+	const struct bch_snap_info *s = bch_snaps(c, &n);
+	uint64_t *u = calloc(n + 1, sizeof(*u));
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0;
+
+	if (!u)
+		return -ENOMEM;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (k->type != BCH_BKEY_extent)
+			continue;
+		unsigned lo = 0, hi = n;
+		while (lo < hi) {
+			unsigned m = (lo + hi) / 2;
+			if (s[m].id == k->p.snapshot) {
+				lo = m;
+				break;
+			}
+			if (s[m].id < k->p.snapshot)
+				lo = m + 1;
+			else
+				hi = m;
+		}
+		if (lo < n && s[lo].id == k->p.snapshot)
+			u[lo] += (uint64_t)bch_extent_disk_sectors(k) * bch_extent_nr_ptrs(k);
+	}
+	bch_btree_iter_exit(&it);
+	*out = u;
+	return err;
+}
