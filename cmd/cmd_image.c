@@ -31,6 +31,8 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "image_shrink.h"
+#include "progress.h"
+#include "snapshot.h"
 #include "opts.h"
 #include "spec.h"
 #include "tar.h"
@@ -488,6 +490,8 @@ static int verb_put(struct img *im, int argc, char **argv)
 			return cmd_opt_err("image put", argv, "+r");
 	if (argc - optind != 2)
 		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;
 	const char *src = argv[optind], *dst = argv[optind + 1];
 	uint64_t dir, inum;
 	char buf[4096], *name;
@@ -1186,6 +1190,162 @@ static int verb_update(struct img *im, int argc, char **argv)
 	return cmd_image_update(im->c, im->check_only, im->json, &im->verb_priv, argc, argv);
 }
 
+/* ------------------------------------------------------------ subvolumes */
+
+static int verb_subvol_create(struct img *im, int argc, char **argv)
+{
+	if (argc != 2)
+		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;
+	uint64_t dir, h;
+	char buf[4096], *name;
+	int r = split_path(im, argv[1], &dir, buf, sizeof(buf), &name);
+	if (!r)
+		r = bch_fs_subvol_create(im->c, dir, name, 0755, getuid(), getgid(), &h);
+	return r ? verb_err(im, "subvolume create", argv[1], r) : EXIT_OK;
+}
+
+static int verb_subvol_snapshot(struct img *im, int argc, char **argv)
+{
+	bool ro = false;
+	int o;
+
+	while ((o = getopt(argc, argv, "+r")) != -1) {
+		switch (o) {
+		case 'r': ro = true; break;
+		default: return cmd_opt_err("image subvolume-snapshot", argv, "+r");
+		}
+	}
+	if (argc - optind != 2)
+		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;
+	const char *src = argv[optind], *dst = argv[optind + 1];
+	uint64_t from, dir, h;
+	char buf[4096], *name;
+	int r = bch_fs_lookup_path(im->c, src, true, &from);
+	if (r)
+		return verb_err(im, "subvolume snapshot", src, r);
+	if ((r = split_path(im, dst, &dir, buf, sizeof(buf), &name)) ||
+	    (r = bch_fs_subvol_snapshot(im->c, from, dir, name, ro, &h))) {
+		if (r == -EINVAL && !im->check_only) {
+			cmd_err("image", "subvolume snapshot: %s: not a subvolume", src);
+			return EXIT_FAIL;
+		}
+		return verb_err(im, "subvolume snapshot", r == -EINVAL ? src : dst, r);
+	}
+	return EXIT_OK;
+}
+
+static void gc_progress(void *priv, uint64_t seen)
+{
+	cmd_progress_update(priv, seen, 0, false);
+}
+
+/* Delete what no subvolume sees any more, to the end (offline: the daemon does it in the background). */
+static int subvol_gc(struct img *im)
+{
+	struct cmd_progress p;
+	uint64_t freed;
+
+	cmd_progress_init(&p, stderr, isatty(2), "freeing deleted snapshots' keys");
+	int r = bch_snapshot_gc(im->c, gc_progress, &p, &freed);
+	cmd_progress_done(&p);
+	if (r) {
+		cmd_err("image", "subvolume delete: freeing the snapshot's keys: %s (%s); "
+			"the next delete or fsck goes on", strerror(-r), im->c->err_msg);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+static int verb_subvol_delete(struct img *im, int argc, char **argv)
+{
+	if (argc < 2)
+		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;
+	for (int i = 1; i < argc; i++) {
+		uint64_t dir;
+		char buf[4096], *name;
+		int r = split_path(im, argv[i], &dir, buf, sizeof(buf), &name);
+		if (!r)
+			r = bch_fs_subvol_delete(im->c, dir, name);
+		if (r) {
+			if ((r == -EINVAL || r == -ENOTEMPTY || r == -EIO) && !im->check_only && im->c->err_msg[0]) {
+				cmd_err("image", "subvolume delete: %s: %s", argv[i], im->c->err_msg);
+				return EXIT_FAIL;
+			}
+			return verb_err(im, "subvolume delete", argv[i], r);
+		}
+	}
+	return im->check_only ? EXIT_OK : subvol_gc(im);
+}
+
+static int verb_subvol_list(struct img *im, int argc, char **argv __attribute__((unused)))
+{
+	if (argc != 1)
+		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;
+	unsigned n, ns;
+	const struct bch_subvol_info *sv = bch_subvols(im->c, &n);
+	const struct bch_snap_info *snaps = bch_snaps(im->c, &ns);
+	uint64_t *usage = NULL;
+	int r = bch_snapshot_usage(im->c, &usage);
+	if (r)
+		return verb_err(im, "subvolume list", im->dev, r);
+	struct bch_json j;
+	if (im->json) {
+		json_begin(&j, stdout, true);
+		json_open(&j, "subvolumes", true);
+	} else {
+		printf("%-5s %-8s %-6s %-3s %-20s %10s  %s\n", "ID", "SNAPSHOT", "PARENT", "RO", "CREATED",
+		       "EXCLUSIVE", "PATH");
+	}
+	for (unsigned i = 0; i < n; i++) {
+		char path[4096], when[32], size[32];
+		uint64_t excl = 0;
+		if (bch_fs_subvol_path(im->c, sv[i].id, path, sizeof(path)))
+			snprintf(path, sizeof(path), "?");
+		for (unsigned k = 0; k < ns; k++)
+			if (snaps[k].id == sv[i].v.snapshot)
+				excl = usage[k] << 9;
+		time_t t = (time_t)((int64_t)sv[i].v.created / 1000000000LL);
+		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime(&t));
+		bool ro = sv[i].v.flags & BCH_SUBVOL_RO;
+		if (im->json) {
+			json_open(&j, NULL, false);
+			json_u64(&j, "id", sv[i].id);
+			json_string(&j, "path", path);
+			json_u64(&j, "snapshot", sv[i].v.snapshot);
+			if (sv[i].v.parent == BCH_SUBVOL_NONE)
+				json_null(&j, "parent");
+			else
+				json_u64(&j, "parent", sv[i].v.parent);
+			json_bool(&j, "read_only", ro);
+			json_bool(&j, "snapshot_of_parent", sv[i].v.flags & BCH_SUBVOL_SNAP);
+			json_s64(&j, "created_ns", (int64_t)sv[i].v.created);
+			json_u64(&j, "exclusive_bytes", excl);
+			json_close(&j);
+		} else {
+			char parent[16] = "-";
+			if (sv[i].v.parent != BCH_SUBVOL_NONE)
+				snprintf(parent, sizeof(parent), "%u", (unsigned)sv[i].v.parent);
+			bch_human_size(excl, size, sizeof(size));
+			printf("%-5u %-8u %-6s %-3s %-20s %10s  %s\n", sv[i].id, (unsigned)sv[i].v.snapshot,
+			       parent, ro ? "ro" : "rw", when, size, path);
+		}
+	}
+	if (im->json) {
+		json_close(&j);
+		json_end(&j);
+	}
+	free(usage);
+	return EXIT_OK;
+}
+
 static int verb_shell(struct img *im, int argc, char **argv);
 
 static const struct verb {
@@ -1219,6 +1379,10 @@ static const struct verb {
 	{ "import-tar",	verb_import_tar, "W", true, "[--spec=FILE...] [--no-whiteouts] TARFILE|- [PATH]", "unpack a tar (an OCI layer: whiteouts applied)", true, true },
 	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] HOSTDIR [PATH]", "make the tree equal to HOSTDIR, writing only what differs", true, true },
 	{ "sync",	verb_update, "cn",	true,  "...",			"the same as update", true, true },
+	{ "subvolume-create", verb_subvol_create, "", true, "PATH",	"make an empty subvolume", true },
+	{ "subvolume-snapshot", verb_subvol_snapshot, "r", true, "[-r] SOURCE DEST", "snapshot subvolume SOURCE (-r: read-only)", true },
+	{ "subvolume-delete", verb_subvol_delete, "", true, "PATH...",	"delete subvolumes, free their space", true },
+	{ "subvolume-list", verb_subvol_list, "", false, "[--json]",	"list subvolumes and snapshots" },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
 

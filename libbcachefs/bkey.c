@@ -214,8 +214,12 @@ static int dirent_validate(const struct bch_bkey *k, char *err, size_t errlen)
 	for (size_t i = d->name_len; i < room; i++)
 		if (d->name[i])
 			return INVALID("dirent: nonzero padding");
-	if (d->d_type > 14 || d->inum < BCH_FIRST_INO)
+	if (d->d_type == BCH_DT_SUBVOL) {
+		if (!d->inum || d->inum > BCH_SUBVOL_MAX)
+			return INVALID("dirent: subvolume %" PRIu64 " out of range", (uint64_t)d->inum);
+	} else if (d->d_type > 14 || d->inum < BCH_FIRST_INO) {
 		return INVALID("dirent: bad type or target");
+	}
 	if (k->p.offset < BCH_HASH_MIN || k->p.offset > BCH_HASH_MAX)
 		return INVALID("dirent: offset outside the hash range");
 	return 0;

@@ -4,12 +4,14 @@
  * extents.h).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
 #include "bcachefs.h"
 #include "btree.h"
+#include "snapshot.h"
 #include "errcode.h"
 #include "extents.h"
 
@@ -76,7 +78,7 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		      uint64_t end, unsigned max_keys, struct bch_extent_update *u,
 		      uint64_t *done_to)
 {
-	struct btree_iter it;
+	struct bch_viter it;
 	const struct bch_bkey *cur;
 	unsigned seen = 0;
 	int r = 0, err = 0;
@@ -84,8 +86,8 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 	*done_to = end;
 	if (start >= end)
 		return 0;
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0), POS(inum, UINT64_MAX, 0));
-	while (!r && (cur = bch_btree_iter_next(&it, &err))) {
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0), POS(inum, UINT64_MAX, 0));
+	while (!r && (cur = bch_viter_next(&it, &err))) {
 		if (cur->type != BCH_BKEY_extent && cur->type != BCH_BKEY_reservation)
 			continue;
 		uint64_t ks = bch_extent_start(cur), ke = cur->p.offset;
@@ -97,7 +99,16 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		}
 		seen++;
 		struct bch_bkey *k = bch_bkey_dup(cur);
-		acct_add(u, k, -1);
+		if (k->p.snapshot == bch_view_snap(c)) {
+			acct_add(u, k, -1);
+		} else {
+			/*
+			 * An ancestor's key stays where it is (snapshot.h): the
+			 * file loses its sectors, no bucket loses a reference;
+			 * the pieces kept are new keys in this snapshot.
+			 */
+			u->i_sectors_delta -= k->size;
+		}
 		if (ks < start) {
 			struct bch_bkey *front = bch_bkey_dup(k);
 			bch_extent_cut_back(front, start);
@@ -117,7 +128,7 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		}
 		free(k);
 	}
-	bch_btree_iter_exit(&it);
+	bch_viter_exit(&it);
 	return r ? r : err;
 }
 
@@ -317,7 +328,7 @@ int bch_extents_split(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		      struct bch_extent_update *u)
 {
 	struct bch_bkey *k;
-	int r = bch_btree_peek(c, BCH_BTREE_ID_extents, POS(inum, at + 1, 0), POS(inum, UINT64_MAX, 0), &k);
+	int r = bch_vpeek(c, BCH_BTREE_ID_extents, POS(inum, at + 1, 0), POS(inum, UINT64_MAX, 0), &k);
 
 	if (r == -BCH_ERR_key_not_found)
 		return 0;
@@ -327,7 +338,10 @@ int bch_extents_split(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		struct bch_bkey *front = bch_bkey_dup(k), *back = bch_bkey_dup(k);
 		bch_extent_cut_back(front, at);
 		bch_extent_cut_front(back, at);
-		acct_add(u, k, -1);
+		if (k->p.snapshot == bch_view_snap(c))
+			acct_add(u, k, -1);
+		else
+			u->i_sectors_delta -= k->size;	/* an ancestor's key stays (see punch) */
 		acct_add(u, front, 1);
 		acct_add(u, back, 1);
 		r = update(t, u, front);
@@ -352,13 +366,13 @@ int bch_extents_shift(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 	*next = UINT64_MAX;
 	if (by < 0) {
 		/* left: in ascending order, so moved keys never land on unmoved ones */
-		struct btree_iter it;
+		struct bch_viter it;
 		const struct bch_bkey *k;
-		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, from + 1, 0), POS(inum, UINT64_MAX, 0));
-		while (n < max_keys && (k = bch_btree_iter_next(&it, &err)))
+		bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, from + 1, 0), POS(inum, UINT64_MAX, 0));
+		while (n < max_keys && (k = bch_viter_next(&it, &err)))
 			if (bch_extent_start(k) >= from)
 				keys[n++] = bch_bkey_dup(k);
-		bch_btree_iter_exit(&it);
+		bch_viter_exit(&it);
 		if (n && n == max_keys)
 			*next = keys[n - 1]->p.offset;
 	} else {
@@ -366,7 +380,7 @@ int bch_extents_shift(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		struct bch_bpos pos = POS(inum, UINT64_MAX, 0);
 		while (n < max_keys) {
 			struct bch_bkey *k;
-			int e = bch_btree_peek_prev(c, BCH_BTREE_ID_extents, pos, POS(inum, 0, 0), &k);
+			int e = bch_vpeek_prev(c, BCH_BTREE_ID_extents, pos, POS(inum, 0, 0), &k);
 			if (e == -BCH_ERR_key_not_found)
 				break;
 			if (e) {
@@ -377,13 +391,17 @@ int bch_extents_shift(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 				free(k);
 				break;
 			}
-			pos = bpos_predecessor(k->p);
+			pos = POS(inum, k->p.offset - 1, 0);	/* the position before (any snapshot) */
 			keys[n++] = k;
 		}
 		if (n && n == max_keys)
 			*next = bch_extent_start(keys[n - 1]);
 	}
 	for (unsigned i = 0; i < n; i++) {
+		if (!r && !err && keys[i]->p.snapshot != bch_view_snap(c))
+			/* moving it would add a reference this path does not count */
+			r = bch_fs_err(c, -EOPNOTSUPP, "inode %" PRIu64 ": collapse or insert range of "
+				       "data shared with a snapshot is not supported", inum);
 		if (!r && !err) {
 			struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = keys[i]->p };
 			r = bch_trans_update(t, BCH_BTREE_ID_extents, &del);

@@ -32,6 +32,7 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "snapshot.h"
 #include "copygc.h"
 #include "errcode.h"
 #include "extents.h"
@@ -50,6 +51,21 @@
 #define PUNCH_KEYS_PER_TRANS	256
 
 /* --------------------------------------------------------------- helpers */
+
+/*
+ * Every entry point taking a file handle runs in the view of its subvolume
+ * (snapshot.h): it enters the view, calls its v_ function with the inode
+ * number, and leaves the view.
+ */
+#define VIEW_CALL(c, h, call) ({					\
+	struct bch_view _v;						\
+	int64_t _r = bch_view_enter(c, &_v, &(h));			\
+	if (!_r) {							\
+		_r = (call);						\
+		bch_view_exit(&_v);					\
+	}								\
+	_r;								\
+})
 
 static int ret_errno(int r)
 {
@@ -257,23 +273,52 @@ static int dirent_new_slot(struct bch_fs *c, uint64_t dir, const struct bch_inod
 
 static int dir_is_empty(struct bch_fs *c, uint64_t dir)
 {
-	struct btree_iter it;
+	struct bch_viter it;
 	const struct bch_bkey *k;
 	int err = 0, ret = 1;
 
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_dirents, POS(dir, 0, 0), POS(dir, UINT64_MAX, 0));
-	while ((k = bch_btree_iter_next(&it, &err)))
+	bch_viter_init(&it, c, BCH_BTREE_ID_dirents, POS(dir, 0, 0), POS(dir, UINT64_MAX, 0));
+	while ((k = bch_viter_next(&it, &err)))
 		if (k->type == BCH_BKEY_dirent) {
 			ret = 0;
 			break;
 		}
-	bch_btree_iter_exit(&it);
+	bch_viter_exit(&it);
 	return err ? err : ret;
+}
+
+/*
+ * The handle a dirent names: the inode in this view, or the root of the
+ * subvolume a BCH_DT_SUBVOL dirent names (*d_type: DT_DIR for it).
+ */
+static uint64_t dirent_target(struct bch_fs *c, const struct bch_dirent *d, unsigned *d_type)
+{
+	if (d_type)
+		*d_type = d->d_type;
+	if (d->d_type == BCH_DT_SUBVOL) {
+		const struct bch_subvol_info *sv = bch_subvol_get(c, (uint32_t)d->inum);
+		if (d_type)
+			*d_type = DT_DIR;
+		/* a name left by a crash mid-delete: fsck removes it */
+		return sv ? bch_handle(sv->id, sv->v.root_inum) : bch_view_handle(c, d->inum);
+	}
+	return bch_view_handle(c, d->inum);
+}
+
+/* ".." of dir: its parent, or at a subvolume's root the directory holding its name. */
+static uint64_t parent_handle(struct bch_fs *c, uint64_t dir, const struct bch_inode *di)
+{
+	const struct bch_view *v = bch_view_cur(c);
+	const struct bch_subvol_info *sv = v && v->subvol != BCH_SUBVOL_NONE ? bch_subvol_get(c, v->subvol) : NULL;
+
+	if (sv && sv->id && dir == sv->v.root_inum)
+		return bch_handle(sv->v.dir_subvol, sv->v.dir);
+	return bch_view_handle(c, dir == BCH_ROOT_INO || !di->dir ? BCH_ROOT_INO : di->dir);
 }
 
 /* ------------------------------------------------------------ namespace */
 
-int bch_fs_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *inum)
+static int v_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *inum)
 {
 	struct bch_inode di;
 	struct bch_bkey *k;
@@ -284,18 +329,18 @@ int bch_fs_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *in
 	if (!S_ISDIR(di.mode))
 		return -ENOTDIR;
 	if (!strcmp(name, ".")) {
-		*inum = dir;
+		*inum = bch_view_handle(c, dir);
 		return 0;
 	}
 	if (!strcmp(name, "..")) {
-		*inum = dir == BCH_ROOT_INO || !di.dir ? BCH_ROOT_INO : di.dir;
+		*inum = parent_handle(c, dir, &di);
 		return 0;
 	}
 	if ((r = check_name(name)))
 		return r;
 	if ((r = dirent_lookup(c, dir, &di, name, &k)))
 		return ret_errno(r);
-	*inum = ((const struct bch_dirent *)bkey_val(k))->inum;
+	*inum = dirent_target(c, bkey_val(k), NULL);
 	free(k);
 	return 0;
 }
@@ -310,7 +355,7 @@ static void ns_to_ts(int64_t ns, struct timespec *ts)
 	}
 }
 
-int bch_fs_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
+static int v_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
 {
 	struct bch_inode i;
 	int r = bch_inode_get(c, inum, &i);
@@ -318,7 +363,7 @@ int bch_fs_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
 	if (r)
 		return ret_errno(r);
 	memset(st, 0, sizeof(*st));
-	st->st_ino = inum;
+	st->st_ino = bch_view_handle(c, inum);
 	st->st_mode = i.mode;
 	st->st_nlink = i.nlink;
 	st->st_uid = i.uid;
@@ -396,11 +441,11 @@ static int create_common(struct bch_fs *c, uint64_t dir, const char *name, mode_
 	bch_trans_exit(t);
 	bch_extent_update_exit(&u);
 	if (!r && ret_inum)
-		*ret_inum = inum;
+		*ret_inum = bch_view_handle(c, inum);
 	return ret_errno(r);
 }
 
-int bch_fs_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, dev_t rdev,
+static int v_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, dev_t rdev,
 		  uid_t uid, gid_t gid, uint64_t *inum)
 {
 	switch (mode & S_IFMT) {
@@ -415,7 +460,7 @@ int bch_fs_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode,
 	return create_common(c, dir, name, mode, rdev, uid, gid, NULL, inum);
 }
 
-int bch_fs_symlink(struct bch_fs *c, uint64_t dir, const char *name, const char *target,
+static int v_symlink(struct bch_fs *c, uint64_t dir, const char *name, const char *target,
 		   uid_t uid, gid_t gid, uint64_t *inum)
 {
 	size_t len = strlen(target);
@@ -427,7 +472,7 @@ int bch_fs_symlink(struct bch_fs *c, uint64_t dir, const char *name, const char 
 	return create_common(c, dir, name, S_IFLNK | 0777, 0, uid, gid, target, inum);
 }
 
-ssize_t bch_fs_readlink(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
+static ssize_t v_readlink(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
 {
 	struct bch_inode i;
 	int r = bch_inode_get(c, inum, &i);
@@ -446,7 +491,7 @@ ssize_t bch_fs_readlink(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
 	return n;
 }
 
-int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
+static int v_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *di, *ti;
@@ -493,7 +538,7 @@ int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
 static int has_keys(struct bch_fs *c, unsigned id, uint64_t inum)
 {
 	struct bch_bkey *k;
-	int r = bch_btree_peek(c, id, POS(inum, 0, 0), POS(inum, UINT64_MAX, UINT32_MAX), &k);
+	int r = bch_vpeek(c, id, POS(inum, 0, 0), POS(inum, UINT64_MAX, UINT32_MAX), &k);
 
 	if (r == -BCH_ERR_key_not_found)
 		return 0;
@@ -519,7 +564,7 @@ static int delete_all_keys(struct bch_fs *c, unsigned id, uint64_t inum)
 	unsigned per_trans = fit < PUNCH_KEYS_PER_TRANS ? (unsigned)fit : PUNCH_KEYS_PER_TRANS;
 
 	for (;;) {
-		struct btree_iter it;
+		struct bch_viter it;
 		const struct bch_bkey *k;
 		struct btree_trans *t;
 		unsigned n = 0;
@@ -527,13 +572,13 @@ static int delete_all_keys(struct bch_fs *c, unsigned id, uint64_t inum)
 
 		if ((r = bch_trans_init(c, &t)))
 			return r;
-		bch_btree_iter_init(&it, c, id, POS(inum, 0, 0), POS(inum, UINT64_MAX, UINT32_MAX));
-		while (n < per_trans && (k = bch_btree_iter_next(&it, &err))) {
+		bch_viter_init(&it, c, id, POS(inum, 0, 0), POS(inum, UINT64_MAX, UINT32_MAX));
+		while (n < per_trans && (k = bch_viter_next(&it, &err))) {
 			struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = k->p };
 			bch_trans_update(t, id, &del);
 			n++;
 		}
-		bch_btree_iter_exit(&it);
+		bch_viter_exit(&it);
 		r = err ? err : n ? commit(c, t, NULL) : 0;
 		bch_trans_exit(t);
 		if (r || !n)
@@ -592,7 +637,10 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 		return ret_errno(r);
 	inum = ((const struct bch_dirent *)bkey_val(k))->inum;
 	uint64_t slot = k->p.offset;
+	bool subvol = ((const struct bch_dirent *)bkey_val(k))->d_type == BCH_DT_SUBVOL;
 	free(k);
+	if (subvol)
+		return bch_fs_err(c, -EPERM, "%s is a subvolume: use subvolume delete", name);
 	if ((r = ino_get(c, &s, inum, &ti)))
 		return ret_errno(r == -ENOENT ? -EIO : r);	/* dirent to a missing inode: fsck */
 	if (want_dir && !S_ISDIR(ti->mode))
@@ -641,12 +689,12 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 	return ret_errno(r);
 }
 
-int bch_fs_unlink(struct bch_fs *c, uint64_t dir, const char *name)
+static int v_unlink(struct bch_fs *c, uint64_t dir, const char *name)
 {
 	return remove_entry(c, dir, name, false);
 }
 
-int bch_fs_rmdir(struct bch_fs *c, uint64_t dir, const char *name)
+static int v_rmdir(struct bch_fs *c, uint64_t dir, const char *name)
 {
 	return remove_entry(c, dir, name, true);
 }
@@ -670,7 +718,7 @@ static int is_inside(struct bch_fs *c, uint64_t dir, uint64_t inum)
 	return -ELOOP;
 }
 
-int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64_t newdir,
+static int v_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64_t newdir,
 		  const char *newname, unsigned flags)
 {
 	struct ino_set s = { 0 };
@@ -703,6 +751,12 @@ int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64
 	if (dk)
 		dst_inum = ((const struct bch_dirent *)bkey_val(dk))->inum;
 	r = 0;
+	if (((const struct bch_dirent *)bkey_val(sk))->d_type == BCH_DT_SUBVOL ||
+	    (dk && ((const struct bch_dirent *)bkey_val(dk))->d_type == BCH_DT_SUBVOL)) {
+		/* its subvolume key names the dirent's place: not moved yet */
+		r = bch_fs_err(c, -EBUSY, "renaming a subvolume or over one is not supported");
+		goto out;
+	}
 	if ((flags & BCH_RENAME_NOREPLACE) && dk) {
 		r = -EEXIST;
 		goto out;
@@ -832,7 +886,7 @@ out:
 
 /* ------------------------------------------------------------------ data */
 
-ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len)
+static ssize_t v_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len)
 {
 	struct bch_inode i;
 	int r = bch_inode_get(c, inum, &i);
@@ -931,7 +985,7 @@ out:
 	return r;
 }
 
-ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *buf, size_t len)
+static ssize_t v_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *buf, size_t len)
 {
 	struct bch_inode i;
 	size_t done = 0;
@@ -1017,7 +1071,7 @@ static int punch_range(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t
 /* Zero [from, to) bytes inside one block (keeps the file's size). */
 static int zero_partial(struct bch_fs *c, uint64_t inum, uint64_t from, uint64_t to)
 {
-	struct btree_iter it;
+	struct bch_viter it;
 	const struct bch_bkey *k;
 	int err = 0;
 	bool any = false;
@@ -1025,11 +1079,11 @@ static int zero_partial(struct bch_fs *c, uint64_t inum, uint64_t from, uint64_t
 	if (from >= to)
 		return 0;
 	/* nothing to do over a hole */
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, (from >> BCH_SECTOR_SHIFT) + 1, 0),
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, (from >> BCH_SECTOR_SHIFT) + 1, 0),
 			    POS(inum, UINT64_MAX, 0));
-	k = bch_btree_iter_next(&it, &err);
+	k = bch_viter_next(&it, &err);
 	any = k && bch_extent_start(k) < ((to + BCH_SECTOR_SIZE - 1) >> BCH_SECTOR_SHIFT);
-	bch_btree_iter_exit(&it);
+	bch_viter_exit(&it);
 	if (err)
 		return err;
 	if (!any)
@@ -1042,7 +1096,7 @@ static int zero_partial(struct bch_fs *c, uint64_t inum, uint64_t from, uint64_t
 	return r;
 }
 
-int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size)
+static int v_truncate(struct bch_fs *c, uint64_t inum, uint64_t size)
 {
 	struct bch_inode i;
 	uint64_t bs = block_bytes(c);
@@ -1134,14 +1188,14 @@ static int collapse_insert(struct bch_fs *c, uint64_t inum, const struct bch_ino
 /* Sectors of [s0, s1) no extent or reservation of inum covers. */
 static int hole_sectors(struct bch_fs *c, uint64_t inum, uint64_t s0, uint64_t s1, uint64_t *holes)
 {
-	struct btree_iter it;
+	struct bch_viter it;
 	const struct bch_bkey *k;
 	uint64_t at = s0;
 	int err = 0;
 
 	*holes = 0;
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, s0 + 1, 0), POS(inum, UINT64_MAX, 0));
-	while (at < s1 && (k = bch_btree_iter_next(&it, &err))) {
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, s0 + 1, 0), POS(inum, UINT64_MAX, 0));
+	while (at < s1 && (k = bch_viter_next(&it, &err))) {
 		uint64_t ks = bch_extent_start(k);
 		if (ks >= s1)
 			break;
@@ -1150,13 +1204,13 @@ static int hole_sectors(struct bch_fs *c, uint64_t inum, uint64_t s0, uint64_t s
 		if (k->p.offset > at)
 			at = k->p.offset;
 	}
-	bch_btree_iter_exit(&it);
+	bch_viter_exit(&it);
 	if (at < s1)
 		*holes += s1 - at;
 	return err;
 }
 
-int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset, uint64_t len)
+static int v_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset, uint64_t len)
 {
 	struct bch_inode i;
 	uint64_t bs = block_bytes(c);
@@ -1220,14 +1274,14 @@ int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset,
 		struct bch_extent_update u = { 0 };
 		struct bch_bkey *holes[PUNCH_KEYS_PER_TRANS];
 		struct btree_trans *t;
-		struct btree_iter it;
+		struct bch_viter it;
 		const struct bch_bkey *k;
 		unsigned n = 0;
 		int err = 0;
 
-		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, s0 + 1, 0), POS(inum, UINT64_MAX, 0));
+		bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, s0 + 1, 0), POS(inum, UINT64_MAX, 0));
 		while (n < PUNCH_KEYS_PER_TRANS && s0 < s1) {
-			k = bch_btree_iter_next(&it, &err);
+			k = bch_viter_next(&it, &err);
 			if (err)
 				break;
 			uint64_t ks = k ? bch_extent_start(k) : UINT64_MAX;
@@ -1248,7 +1302,7 @@ int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset,
 			if (k->p.offset > s0)
 				s0 = k->p.offset;
 		}
-		bch_btree_iter_exit(&it);
+		bch_viter_exit(&it);
 		if (!err && !(err = ino_get(c, &s, inum, &ip)) && !(err = bch_trans_init(c, &t))) {
 			for (unsigned h = 0; h < n && !err; h++)
 				err = bch_extent_insert(t, holes[h], true, &u);
@@ -1279,10 +1333,10 @@ int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset,
 	return 0;
 }
 
-int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence)
+static int64_t v_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence)
 {
 	struct bch_inode i;
-	struct btree_iter it;
+	struct bch_viter it;
 	const struct bch_bkey *k;
 	int err = 0, r = bch_inode_get(c, inum, &i);
 
@@ -1293,13 +1347,13 @@ int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence
 	if (offset >= i.size)
 		return -ENXIO;
 	uint64_t s = offset >> BCH_SECTOR_SHIFT, pos = offset;
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, s + 1, 0), POS(inum, UINT64_MAX, 0));
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, s + 1, 0), POS(inum, UINT64_MAX, 0));
 	/*
 	 * A reservation (fallocate) reads as zeroes and holds no data: a hole
 	 * to SEEK_DATA and SEEK_HOLE, as unwritten extents are on ext4 and XFS.
 	 */
 	if (whence == SEEK_DATA) {
-		while ((k = bch_btree_iter_next(&it, &err)) && k->type == BCH_BKEY_reservation)
+		while ((k = bch_viter_next(&it, &err)) && k->type == BCH_BKEY_reservation)
 			;
 		if (!k)
 			pos = i.size;
@@ -1309,7 +1363,7 @@ int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence
 			err = -ENXIO;
 	} else {
 		uint64_t at = s;
-		while ((k = bch_btree_iter_next(&it, &err))) {
+		while ((k = bch_viter_next(&it, &err))) {
 			if (bch_extent_start(k) > at || k->type == BCH_BKEY_reservation)
 				break;
 			at = k->p.offset;
@@ -1320,7 +1374,7 @@ int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence
 		if (pos > i.size)
 			pos = i.size;
 	}
-	bch_btree_iter_exit(&it);
+	bch_viter_exit(&it);
 	return err ? ret_errno(err) : (int64_t)pos;
 }
 
@@ -1331,7 +1385,7 @@ int bch_fs_fsync(struct bch_fs *c)
 
 /* -------------------------------------------------------------- setattr */
 
-int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa)
+static int v_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
@@ -1422,7 +1476,7 @@ mode_t bch_kill_priv_bits(mode_t mode, gid_t file_gid, const struct bch_caller *
 	return kill;
 }
 
-int bch_fs_kill_priv(struct bch_fs *c, uint64_t inum, const struct bch_caller *cr)
+static int v_kill_priv(struct bch_fs *c, uint64_t inum, const struct bch_caller *cr)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
@@ -1449,7 +1503,7 @@ struct dirent_copy {
 	char		name[BCH_NAME_MAX + 1];
 };
 
-int bch_fs_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn fn, void *priv)
+static int v_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn fn, void *priv)
 {
 	struct bch_inode di;
 	int r = bch_inode_get(c, dir, &di);
@@ -1458,9 +1512,9 @@ int bch_fs_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn 
 		return ret_errno(r);
 	if (!S_ISDIR(di.mode))
 		return -ENOTDIR;
-	if (pos == 0 && (r = fn(priv, ".", 1, dir, DT_DIR, 1)))
+	if (pos == 0 && (r = fn(priv, ".", 1, bch_view_handle(c, dir), DT_DIR, 1)))
 		return r;
-	if (pos <= 1 && (r = fn(priv, "..", 2, di.dir ? di.dir : BCH_ROOT_INO, DT_DIR, BCH_HASH_MIN)))
+	if (pos <= 1 && (r = fn(priv, "..", 2, parent_handle(c, dir, &di), DT_DIR, BCH_HASH_MIN)))
 		return r;
 	if (pos < BCH_HASH_MIN)
 		pos = BCH_HASH_MIN;
@@ -1471,25 +1525,24 @@ int bch_fs_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn 
 	if (!batch)
 		return -ENOMEM;
 	for (;;) {
-		struct btree_iter it;
+		struct bch_viter it;
 		const struct bch_bkey *k;
 		unsigned n = 0;
 		int err = 0;
 
-		bch_btree_iter_init(&it, c, BCH_BTREE_ID_dirents, POS(dir, pos, 0), POS(dir, BCH_HASH_MAX, 0));
-		while (n < BATCH && (k = bch_btree_iter_next(&it, &err))) {
+		bch_viter_init(&it, c, BCH_BTREE_ID_dirents, POS(dir, pos, 0), POS(dir, BCH_HASH_MAX, 0));
+		while (n < BATCH && (k = bch_viter_next(&it, &err))) {
 			if (k->type != BCH_BKEY_dirent)
 				continue;
 			const struct bch_dirent *d = bkey_val(k);
 			batch[n].pos = k->p.offset;
-			batch[n].inum = d->inum;
-			batch[n].d_type = d->d_type;
+			batch[n].inum = dirent_target(c, d, &batch[n].d_type);
 			batch[n].len = d->name_len;
 			memcpy(batch[n].name, d->name, d->name_len);
 			batch[n].name[d->name_len] = 0;
 			n++;
 		}
-		bch_btree_iter_exit(&it);
+		bch_viter_exit(&it);
 		if (err) {
 			r = ret_errno(err);
 			break;
@@ -1639,7 +1692,7 @@ bool bch_fs_is_inode_opt(const char *name)
 	return inode_opt_lookup(name) >= 0;
 }
 
-int bch_fs_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, const char *value)
+static int v_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, const char *value)
 {
 	int id = inode_opt_lookup(opt);
 
@@ -1846,7 +1899,7 @@ static int xattr_id_alloc(struct bch_fs *c, uint64_t inum, uint64_t slot, uint32
 	for (uint32_t n = 0; n <= BCH_XATTR_ID_MAX; n++) {
 		uint32_t cand = (uint32_t)(slot + n) & BCH_XATTR_ID_MAX;
 		struct bch_bkey *k;
-		int r = bch_btree_peek(c, BCH_BTREE_ID_xattrs, POS(inum, BCH_XATTR_PIECE_POS(cand, 0), 0),
+		int r = bch_vpeek(c, BCH_BTREE_ID_xattrs, POS(inum, BCH_XATTR_PIECE_POS(cand, 0), 0),
 				       POS(inum, piece_pos_end(cand), 0), &k);
 		if (r == -BCH_ERR_key_not_found) {
 			*id = cand;
@@ -1869,14 +1922,14 @@ static ssize_t xattr_pieces_read(struct bch_fs *c, uint64_t inum, uint32_t piece
 {
 	uint32_t id = BCH_XATTR_PIECES_ID(pieces);
 	unsigned nr = BCH_XATTR_PIECES_NR(pieces), next = 0;
-	struct btree_iter it;
+	struct bch_viter it;
 	const struct bch_bkey *k;
 	size_t total = 0;
 	int err = 0;
 
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_xattrs, POS(inum, BCH_XATTR_PIECE_POS(id, 0), 0),
+	bch_viter_init(&it, c, BCH_BTREE_ID_xattrs, POS(inum, BCH_XATTR_PIECE_POS(id, 0), 0),
 			    POS(inum, piece_pos_end(id), 0));
-	while ((k = bch_btree_iter_next(&it, &err))) {
+	while ((k = bch_viter_next(&it, &err))) {
 		if (k->type != BCH_BKEY_xattr_piece)
 			continue;
 		const struct bch_xattr_piece *p = bkey_val(k);
@@ -1890,7 +1943,7 @@ static ssize_t xattr_pieces_read(struct bch_fs *c, uint64_t inum, uint32_t piece
 			memcpy((char *)buf + total, p->data, p->len);
 		total += p->len;
 	}
-	bch_btree_iter_exit(&it);
+	bch_viter_exit(&it);
 	if (!err && next != nr)
 		err = -EIO;
 	if (err)
@@ -1907,7 +1960,7 @@ static bool is_inode_opt_xattr(const char *name)
 	return !strncmp(name, INODE_OPT_PREFIX, strlen(INODE_OPT_PREFIX));
 }
 
-ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void *buf, size_t size)
+static ssize_t v_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void *buf, size_t size)
 {
 	struct bch_inode i;
 	struct xattr_key xk;
@@ -1941,7 +1994,7 @@ ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void 
 static int xattr_pieces_at(struct bch_fs *c, uint64_t inum, uint64_t slot, uint32_t *pieces)
 {
 	struct bch_bkey *k;
-	int r = bch_btree_lookup(c, BCH_BTREE_ID_xattrs, POS(inum, slot, 0), &k);
+	int r = bch_vlookup(c, BCH_BTREE_ID_xattrs, POS(inum, slot, 0), &k);
 
 	*pieces = 0;
 	if (r == -BCH_ERR_key_not_found)
@@ -1954,7 +2007,7 @@ static int xattr_pieces_at(struct bch_fs *c, uint64_t inum, uint64_t slot, uint3
 	return 0;
 }
 
-int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
+static int v_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
 		    size_t size, int flags)
 {
 	struct ino_set s = { 0 };
@@ -2037,10 +2090,10 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 	return ret_errno(r);
 }
 
-ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
+static ssize_t v_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
 {
 	struct bch_inode i;
-	struct btree_iter it;
+	struct bch_viter it;
 	const struct bch_bkey *k;
 	size_t total = 0;
 	int err = 0, r = bch_inode_get(c, inum, &i);
@@ -2048,8 +2101,8 @@ ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size
 	if (r)
 		return ret_errno(r);
 	/* names only: the pieces, above the hash range, are not visited */
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_xattrs, POS(inum, 0, 0), POS(inum, BCH_HASH_MAX, 0));
-	while ((k = bch_btree_iter_next(&it, &err))) {
+	bch_viter_init(&it, c, BCH_BTREE_ID_xattrs, POS(inum, 0, 0), POS(inum, BCH_HASH_MAX, 0));
+	while ((k = bch_viter_next(&it, &err))) {
 		if (k->type != BCH_BKEY_xattr)
 			continue;
 		const struct bch_xattr *x = bkey_val(k);
@@ -2066,7 +2119,7 @@ ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size
 		}
 		total += need;
 	}
-	bch_btree_iter_exit(&it);
+	bch_viter_exit(&it);
 	if (err)
 		return ret_errno(err);
 	if (total == (size_t)-ERANGE || (err = inode_opt_xattr_list(&i, buf, size, &total)) ||
@@ -2075,7 +2128,7 @@ ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size
 	return (ssize_t)total;
 }
 
-int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
+static int v_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
@@ -2247,7 +2300,7 @@ uint64_t bch_fs_dirent_hash(struct bch_fs *c, const struct bch_inode *dir, const
 	return dirent_hash(c, dir, name);
 }
 
-int bch_fs_dirent_first(struct bch_fs *c, uint64_t dir, const struct bch_inode *di, const char *name,
+static int v_dirent_first(struct bch_fs *c, uint64_t dir, const struct bch_inode *di, const char *name,
 			uint64_t *slot)
 {
 	struct bch_bkey *k;
@@ -2260,7 +2313,7 @@ int bch_fs_dirent_first(struct bch_fs *c, uint64_t dir, const struct bch_inode *
 	return r;
 }
 
-int bch_fs_dirent_add(struct bch_fs *c, uint64_t dir, const char *name, uint64_t inum, unsigned d_type)
+static int v_dirent_add(struct bch_fs *c, uint64_t dir, const char *name, uint64_t inum, unsigned d_type)
 {
 	struct bch_inode di;
 	struct btree_trans *t;
@@ -2278,7 +2331,7 @@ int bch_fs_dirent_add(struct bch_fs *c, uint64_t dir, const char *name, uint64_t
 	return r;
 }
 
-int bch_fs_dirent_delete(struct bch_fs *c, uint64_t dir, uint64_t slot)
+static int v_dirent_delete(struct bch_fs *c, uint64_t dir, uint64_t slot)
 {
 	struct btree_trans *t;
 	int r = bch_trans_init(c, &t);
@@ -2300,7 +2353,7 @@ uint64_t bch_fs_xattr_hash(struct bch_fs *c, const struct bch_inode *i, const st
 	return xattr_hash(c, i, &xk);
 }
 
-int bch_fs_xattr_first(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
+static int v_xattr_first(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
 		       const struct bch_bkey *k, uint64_t *slot)
 {
 	const struct bch_xattr *x = bkey_val(k);
@@ -2315,7 +2368,7 @@ int bch_fs_xattr_first(struct bch_fs *c, uint64_t inum, const struct bch_inode *
 	return r;
 }
 
-int bch_fs_xattr_reinsert(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
+static int v_xattr_reinsert(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
 			  const struct bch_bkey *k)
 {
 	const struct bch_xattr *x = bkey_val(k);
@@ -2345,14 +2398,14 @@ int bch_fs_xattr_reinsert(struct bch_fs *c, uint64_t inum, const struct bch_inod
 	return r;
 }
 
-int bch_fs_xattr_pieces_check(struct bch_fs *c, uint64_t inum, uint32_t pieces)
+static int v_xattr_pieces_check(struct bch_fs *c, uint64_t inum, uint32_t pieces)
 {
 	ssize_t r = xattr_pieces_read(c, inum, pieces, NULL, 0);
 
 	return r < 0 ? (int)r : 0;
 }
 
-int bch_fs_xattr_pieces_drop(struct bch_fs *c, uint64_t inum, uint32_t id, unsigned from)
+static int v_xattr_pieces_drop(struct bch_fs *c, uint64_t inum, uint32_t id, unsigned from)
 {
 	struct xbatch b;
 	struct bch_bkey *k;
@@ -2361,7 +2414,7 @@ int bch_fs_xattr_pieces_drop(struct bch_fs *c, uint64_t inum, uint32_t id, unsig
 
 	if (r)
 		return r;
-	while (!(r = bch_btree_peek(c, BCH_BTREE_ID_xattrs, POS(inum, pos, 0),
+	while (!(r = bch_vpeek(c, BCH_BTREE_ID_xattrs, POS(inum, pos, 0),
 				    POS(inum, piece_pos_end(id), 0), &k))) {
 		pos = k->p.offset + 1;
 		free(k);
@@ -2375,7 +2428,7 @@ int bch_fs_xattr_pieces_drop(struct bch_fs *c, uint64_t inum, uint32_t id, unsig
 	return r;
 }
 
-int bch_fs_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot)
+static int v_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot)
 {
 	struct btree_trans *t;
 	int r = bch_trans_init(c, &t);
@@ -2389,7 +2442,525 @@ int bch_fs_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot)
 	return r;
 }
 
-int bch_fs_inode_free(struct bch_fs *c, uint64_t inum)
+static int v_inode_free(struct bch_fs *c, uint64_t inum)
 {
 	return inode_free(c, inum);
+}
+
+/* ------------------------------------------------------------ subvolumes */
+
+static int subvol_commit(struct bch_fs *c, struct btree_trans *t)
+{
+	int r = bch_trans_commit(t, BCH_TRANS_SYNC);
+	int r2 = bch_snapshots_load(c);
+
+	return r ? r : r2;
+}
+
+/*
+ * The checks and the dirent of a new subvolume name in dir (current view):
+ * *slot is where the dirent goes.
+ */
+static int subvol_name_check(struct bch_fs *c, uint64_t dir, struct bch_inode *di, const char *name,
+			     uint64_t *slot)
+{
+	int r;
+
+	if (!S_ISDIR(di->mode))
+		return -ENOTDIR;
+	if (di->flags & BCH_INODE_UNLINKED)
+		return -ENOENT;
+	if (is_dot(name))
+		return -EEXIST;
+	if ((r = check_name(name)))
+		return r;
+	if ((r = metadata_room(c)))
+		return r;
+	return dirent_new_slot(c, dir, di, name, slot);
+}
+
+static int v_subvol_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, uid_t uid,
+			   gid_t gid, uint64_t *ret)
+{
+	const struct bch_view *pv = bch_view_cur(c);
+	struct ino_set s = { 0 };
+	struct bch_inode *di, root;
+	struct btree_trans *t;
+	uint64_t slot, inum;
+	uint32_t sv, sn;
+	int r;
+
+	if ((r = ino_get(c, &s, dir, &di)) || (r = subvol_name_check(c, dir, di, name, &slot)))
+		return ret_errno(r);
+	if (pv->ro)
+		return -EROFS;
+	if ((r = bch_subvol_alloc_id(c, &sv)) || (r = bch_snap_alloc_ids(c, &sn, 1)) ||
+	    (r = bch_inode_alloc_num(c, &inum)))
+		return ret_errno(r);
+	if (inum > BCH_HANDLE_INUM_MASK)
+		return -ENOSPC;
+	struct bch_snap_info si = {
+		.id = sn, .parent = BCH_SNAPSHOT_NONE, .subvol = sv, .depth = 0,
+		.children = { BCH_SNAPSHOT_NONE, BCH_SNAPSHOT_NONE }, .created = bch_now_ns(),
+	};
+	struct bch_subvolume v = {
+		.snapshot = sn, .root_inum = inum, .parent = BCH_SUBVOL_NONE,
+		.dir_subvol = pv->subvol, .dir = dir, .dir_offset = slot, .created = si.created,
+	};
+	bch_inode_init(c, &root, inum, S_IFDIR | (mode & 07777), uid, gid, 0, di);
+	di->nlink++;
+	touch(di, true);
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	struct bch_bkey *sk = bch_snap_key(sn, &si), *vk = bch_subvol_key(sv, &v);
+	r = bch_trans_update(t, BCH_BTREE_ID_snapshots, sk);
+	if (!r)
+		r = bch_trans_update(t, BCH_BTREE_ID_snapshots, vk);
+	if (!r)
+		r = dirent_put(t, dir, slot, name, sv, BCH_DT_SUBVOL);
+	if (!r)
+		r = ino_set_write(c, &s, t);
+	if (!r) {
+		struct bch_view nv;
+		bch_view_enter_snap(c, &nv, sv, sn, false);
+		r = bch_inode_update(t, inum, &root);
+		bch_view_exit(&nv);
+	}
+	if (!r)
+		r = subvol_commit(c, t);
+	free(sk);
+	free(vk);
+	bch_trans_exit(t);
+	if (!r)
+		*ret = bch_handle(sv, inum);
+	return ret_errno(r);
+}
+
+int bch_fs_subvol_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, uid_t uid,
+			 gid_t gid, uint64_t *ret)
+{
+	int r = bch_snapshots_enable(c);
+
+	return r ? ret_errno(r) : VIEW_CALL(c, dir, v_subvol_create(c, dir, name, mode, uid, gid, ret));
+}
+
+static int v_subvol_snapshot(struct bch_fs *c, uint32_t src, uint64_t dir, const char *name, bool ro,
+			     uint64_t *ret)
+{
+	const struct bch_view *pv = bch_view_cur(c);
+	const struct bch_subvol_info *svi = bch_subvol_get(c, src);
+	struct ino_set s = { 0 };
+	struct bch_inode *di;
+	struct btree_trans *t;
+	uint64_t slot;
+	uint32_t ids[2], w;
+	int r;
+
+	if (!svi)
+		return -ESTALE;
+	struct bch_subvolume old = svi->v;
+	const struct bch_snap_info *pi = bch_snap_get(c, old.snapshot);
+	if (!pi)
+		return bch_fs_err(c, -EIO, "subvolume %u: its snapshot %u is missing (run fsck)",
+				  src, (unsigned)old.snapshot);
+	struct bch_snap_info p = *pi;
+	if (p.depth + 1 > BCH_SNAPSHOT_DEPTH_MAX)
+		return bch_fs_err(c, -EMLINK, "snapshots nested deeper than %u", BCH_SNAPSHOT_DEPTH_MAX);
+	if ((r = ino_get(c, &s, dir, &di)) || (r = subvol_name_check(c, dir, di, name, &slot)))
+		return ret_errno(r);
+	if (pv->ro)
+		return -EROFS;
+	if ((r = bch_subvol_alloc_id(c, &w)) || (r = bch_snap_alloc_ids(c, ids, 2)))
+		return ret_errno(r);
+
+	int64_t now = bch_now_ns();
+	struct bch_snap_info a = {
+		.id = ids[0], .parent = p.id, .subvol = src, .depth = p.depth + 1,
+		.children = { BCH_SNAPSHOT_NONE, BCH_SNAPSHOT_NONE }, .created = now,
+	}, b = a;
+	b.id = ids[1];
+	b.subvol = w;
+	p.children[0] = a.id;
+	p.children[1] = b.id;
+	p.subvol = BCH_SUBVOL_NONE;
+	struct bch_subvolume nv = old, wv = {
+		.snapshot = b.id, .flags = BCH_SUBVOL_SNAP | (ro ? BCH_SUBVOL_RO : 0),
+		.root_inum = old.root_inum, .parent = src, .dir_subvol = pv->subvol, .dir = dir,
+		.dir_offset = slot, .created = now,
+	};
+	nv.snapshot = a.id;
+	/* the name lands in the source's new leaf when made inside the source */
+	uint32_t dir_snap = pv->subvol == src ? a.id : pv->snap;
+
+	di->nlink++;
+	touch(di, true);
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	struct bch_bkey *keys[5] = {
+		bch_snap_key(p.id, &p), bch_snap_key(a.id, &a), bch_snap_key(b.id, &b),
+		bch_subvol_key(src, &nv), bch_subvol_key(w, &wv),
+	};
+	for (unsigned i = 0; i < 5 && !r; i++)
+		r = bch_trans_update(t, BCH_BTREE_ID_snapshots, keys[i]);
+	if (!r) {
+		struct bch_view dv;
+		bch_view_enter_snap(c, &dv, pv->subvol, dir_snap, false);
+		r = dirent_put(t, dir, slot, name, w, BCH_DT_SUBVOL);
+		if (!r)
+			r = ino_set_write(c, &s, t);
+		bch_view_exit(&dv);
+	}
+	if (!r)
+		r = subvol_commit(c, t);
+	for (unsigned i = 0; i < 5; i++)
+		free(keys[i]);
+	bch_trans_exit(t);
+	if (!r)
+		*ret = bch_handle(w, old.root_inum);
+	return ret_errno(r);
+}
+
+int bch_fs_subvol_snapshot(struct bch_fs *c, uint64_t src, uint64_t dir, const char *name, bool ro,
+			   uint64_t *ret)
+{
+	uint32_t sv = bch_handle_subvol(src);
+	const struct bch_subvol_info *svi;
+	int r = bch_snapshots_enable(c);
+
+	if (r)
+		return ret_errno(r);
+	if (!(svi = bch_subvol_get(c, sv)))
+		return -ESTALE;
+	if ((src & BCH_HANDLE_INUM_MASK) != svi->v.root_inum)
+		return bch_fs_err(c, -EINVAL, "not the root of a subvolume");
+	return VIEW_CALL(c, dir, v_subvol_snapshot(c, sv, dir, name, ro, ret));
+}
+
+static int v_subvol_delete(struct bch_fs *c, uint64_t dir, const char *name)
+{
+	const struct bch_view *pv = bch_view_cur(c);
+	struct ino_set s = { 0 };
+	struct bch_inode *di;
+	struct bch_bkey *k;
+	struct btree_trans *t;
+	int r;
+
+	if ((r = ino_get(c, &s, dir, &di)))
+		return ret_errno(r);
+	if (!S_ISDIR(di->mode))
+		return -ENOTDIR;
+	if (is_dot(name))
+		return -EINVAL;
+	if ((r = check_name(name)))
+		return r;
+	if ((r = dirent_lookup(c, dir, di, name, &k)))
+		return ret_errno(r);
+	const struct bch_dirent *d = bkey_val(k);
+	uint32_t sv = (uint32_t)d->inum;
+	uint64_t slot = k->p.offset;
+	bool is_subvol = d->d_type == BCH_DT_SUBVOL;
+	free(k);
+	if (!is_subvol)
+		return bch_fs_err(c, -EINVAL, "%s is not a subvolume", name);
+	if (pv->ro)
+		return -EROFS;
+	const struct bch_subvol_info *svi = bch_subvol_get(c, sv);
+	if (!svi)
+		return bch_fs_err(c, -EIO, "%s names subvolume %u, which does not exist (run fsck)", name, sv);
+	unsigned n;
+	const struct bch_subvol_info *all = bch_subvols(c, &n);
+	for (unsigned i = 0; i < n; i++)
+		if (all[i].id != sv && all[i].v.dir_subvol == sv)
+			return bch_fs_err(c, -ENOTEMPTY, "%s holds subvolume %u: delete that first", name,
+					  all[i].id);
+	const struct bch_snap_info *si = bch_snap_get(c, svi->v.snapshot);
+	if (!si)
+		return bch_fs_err(c, -EIO, "subvolume %u: its snapshot is missing (run fsck)", sv);
+	struct bch_snap_info dead = *si;
+	dead.flags |= BCH_SNAPSHOT_DELETED;
+	dead.subvol = BCH_SUBVOL_NONE;
+
+	di->nlink--;
+	touch(di, true);
+	if ((r = bch_trans_init(c, &t)))
+		return ret_errno(r);
+	struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted,
+				.p = POS(BCH_SUBVOL_INO, sv, 0) };
+	struct bch_bkey *sk = bch_snap_key(dead.id, &dead);
+	r = bch_trans_update(t, BCH_BTREE_ID_snapshots, &del);
+	if (!r)
+		r = bch_trans_update(t, BCH_BTREE_ID_snapshots, sk);
+	if (!r)
+		r = bch_hash_delete_at(c, t, &dirent_desc, dir, slot, 0);
+	if (!r)
+		r = ino_set_write(c, &s, t);
+	if (!r)
+		r = subvol_commit(c, t);
+	free(sk);
+	bch_trans_exit(t);
+	return ret_errno(r);
+}
+
+/* The path of inode inum from its subvolume's root (current view), at most len - 1 bytes. */
+static int v_inode_path(struct bch_fs *c, uint64_t inum, uint64_t root, char *buf, size_t len)
+{
+	char *end = buf + len - 1, *p = end;
+
+	*p = 0;
+	for (unsigned depth = 0; inum != root; depth++) {
+		struct bch_inode i;
+		struct bch_bkey *k;
+		int r = bch_inode_get(c, inum, &i);
+		if (r)
+			return ret_errno(r);
+		if (!i.dir || depth > 4096)
+			return -ENOENT;
+		if ((r = bch_vlookup(c, BCH_BTREE_ID_dirents, POS(i.dir, i.dir_offset, 0), &k)))
+			return ret_errno(r);
+		const struct bch_dirent *d = bkey_val(k);
+		if (k->type != BCH_BKEY_dirent || (size_t)(p - buf) < d->name_len + 1u) {
+			r = k->type != BCH_BKEY_dirent ? -ENOENT : -ENAMETOOLONG;
+			free(k);
+			return r;
+		}
+		p -= d->name_len;
+		memcpy(p, d->name, d->name_len);
+		*--p = '/';
+		free(k);
+		inum = i.dir;
+	}
+	memmove(buf, p, end - p + 1);
+	return 0;
+}
+
+int bch_fs_subvol_path(struct bch_fs *c, uint32_t subvol, char *buf, size_t len)
+{
+	char *tmp = malloc(len);
+	size_t n = 0;
+	int r = 0;
+
+	if (!tmp)
+		return -ENOMEM;
+	buf[0] = 0;
+	for (unsigned depth = 0; subvol && !r; depth++) {
+		const struct bch_subvol_info *sv = bch_subvol_get(c, subvol);
+		if (!sv || depth > BCH_SUBVOL_MAX) {
+			r = -ENOENT;
+			break;
+		}
+		const struct bch_subvol_info *psv = bch_subvol_get(c, sv->v.dir_subvol);
+		struct bch_bkey *k;
+		struct bch_view v;
+		if (!psv) {
+			r = -ENOENT;
+			break;
+		}
+		bch_view_enter_snap(c, &v, psv->id, psv->v.snapshot, true);
+		r = v_inode_path(c, sv->v.dir, psv->v.root_inum, tmp, len);
+		if (!r && !(r = ret_errno(bch_vlookup(c, BCH_BTREE_ID_dirents,
+						       POS(sv->v.dir, sv->v.dir_offset, 0), &k)))) {
+			const struct bch_dirent *d = bkey_val(k);
+			size_t tl = strlen(tmp);
+			if (k->type != BCH_BKEY_dirent)
+				r = -ENOENT;
+			else if (tl + 1 + d->name_len + n + 1 > len)
+				r = -ENAMETOOLONG;
+			else {
+				/* buf = tmp + "/" + name + buf */
+				memmove(buf + tl + 1 + d->name_len, buf, n + 1);
+				memcpy(buf, tmp, tl);
+				buf[tl] = '/';
+				memcpy(buf + tl + 1, d->name, d->name_len);
+				n += tl + 1 + d->name_len;
+			}
+			free(k);
+		}
+		bch_view_exit(&v);
+		subvol = psv->id;
+	}
+	if (!r && !n)
+		snprintf(buf, len, "/");
+	free(tmp);
+	return r;
+}
+
+int bch_fs_subvol_delete(struct bch_fs *c, uint64_t dir, const char *name)
+{
+	return VIEW_CALL(c, dir, v_subvol_delete(c, dir, name));
+}
+
+uint32_t bch_fs_subvol_of(uint64_t handle)
+{
+	return bch_handle_subvol(handle);
+}
+
+/* ------------------------------------------- entry points: views of handles */
+
+int bch_fs_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *inum)
+{
+	return VIEW_CALL(c, dir, v_lookup(c, dir, name, inum));
+}
+
+int bch_fs_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
+{
+	return VIEW_CALL(c, inum, v_getattr(c, inum, st));
+}
+
+int bch_fs_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, dev_t rdev,
+		  uid_t uid, gid_t gid, uint64_t *inum)
+{
+	return VIEW_CALL(c, dir, v_create(c, dir, name, mode, rdev, uid, gid, inum));
+}
+
+int bch_fs_symlink(struct bch_fs *c, uint64_t dir, const char *name, const char *target,
+		   uid_t uid, gid_t gid, uint64_t *inum)
+{
+	return VIEW_CALL(c, dir, v_symlink(c, dir, name, target, uid, gid, inum));
+}
+
+ssize_t bch_fs_readlink(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
+{
+	return VIEW_CALL(c, inum, v_readlink(c, inum, buf, size));
+}
+
+int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
+{
+	if (bch_handle_subvol(inum) && bch_handle_subvol(dir) &&
+	    bch_handle_subvol(inum) != bch_handle_subvol(dir))
+		return -EXDEV;
+	inum &= BCH_HANDLE_INUM_MASK;
+	return VIEW_CALL(c, inum, v_link(c, inum, dir, name));
+}
+
+int bch_fs_unlink(struct bch_fs *c, uint64_t dir, const char *name)
+{
+	return VIEW_CALL(c, dir, v_unlink(c, dir, name));
+}
+
+int bch_fs_rmdir(struct bch_fs *c, uint64_t dir, const char *name)
+{
+	return VIEW_CALL(c, dir, v_rmdir(c, dir, name));
+}
+
+int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64_t newdir,
+		  const char *newname, unsigned flags)
+{
+	if (bch_handle_subvol(olddir) != bch_handle_subvol(newdir))
+		return -EXDEV;
+	newdir &= BCH_HANDLE_INUM_MASK;
+	return VIEW_CALL(c, olddir, v_rename(c, olddir, oldname, newdir, newname, flags));
+}
+
+ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len)
+{
+	return VIEW_CALL(c, inum, v_read(c, inum, offset, buf, len));
+}
+
+ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *buf, size_t len)
+{
+	return VIEW_CALL(c, inum, v_write(c, inum, offset, buf, len));
+}
+
+int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size)
+{
+	return VIEW_CALL(c, inum, v_truncate(c, inum, size));
+}
+
+int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset, uint64_t len)
+{
+	return VIEW_CALL(c, inum, v_fallocate(c, inum, mode, offset, len));
+}
+
+int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence)
+{
+	return VIEW_CALL(c, inum, v_seek(c, inum, offset, whence));
+}
+
+int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa)
+{
+	return VIEW_CALL(c, inum, v_setattr(c, inum, sa));
+}
+
+int bch_fs_kill_priv(struct bch_fs *c, uint64_t inum, const struct bch_caller *cr)
+{
+	return VIEW_CALL(c, inum, v_kill_priv(c, inum, cr));
+}
+
+int bch_fs_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn fn, void *priv)
+{
+	return VIEW_CALL(c, dir, v_readdir(c, dir, pos, fn, priv));
+}
+
+int bch_fs_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, const char *value)
+{
+	return VIEW_CALL(c, inum, v_set_inode_opt(c, inum, opt, value));
+}
+
+ssize_t bch_fs_getxattr(struct bch_fs *c, uint64_t inum, const char *name, void *buf, size_t size)
+{
+	return VIEW_CALL(c, inum, v_getxattr(c, inum, name, buf, size));
+}
+
+int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
+		    size_t size, int flags)
+{
+	return VIEW_CALL(c, inum, v_setxattr(c, inum, name, val, size, flags));
+}
+
+ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
+{
+	return VIEW_CALL(c, inum, v_listxattr(c, inum, buf, size));
+}
+
+int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
+{
+	return VIEW_CALL(c, inum, v_removexattr(c, inum, name));
+}
+
+int bch_fs_dirent_first(struct bch_fs *c, uint64_t dir, const struct bch_inode *di, const char *name,
+			uint64_t *slot)
+{
+	return VIEW_CALL(c, dir, v_dirent_first(c, dir, di, name, slot));
+}
+
+int bch_fs_dirent_add(struct bch_fs *c, uint64_t dir, const char *name, uint64_t inum, unsigned d_type)
+{
+	return VIEW_CALL(c, dir, v_dirent_add(c, dir, name, inum, d_type));
+}
+
+int bch_fs_dirent_delete(struct bch_fs *c, uint64_t dir, uint64_t slot)
+{
+	return VIEW_CALL(c, dir, v_dirent_delete(c, dir, slot));
+}
+
+int bch_fs_xattr_first(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
+		       const struct bch_bkey *k, uint64_t *slot)
+{
+	return VIEW_CALL(c, inum, v_xattr_first(c, inum, i, k, slot));
+}
+
+int bch_fs_xattr_reinsert(struct bch_fs *c, uint64_t inum, const struct bch_inode *i,
+			  const struct bch_bkey *k)
+{
+	return VIEW_CALL(c, inum, v_xattr_reinsert(c, inum, i, k));
+}
+
+int bch_fs_xattr_pieces_check(struct bch_fs *c, uint64_t inum, uint32_t pieces)
+{
+	return VIEW_CALL(c, inum, v_xattr_pieces_check(c, inum, pieces));
+}
+
+int bch_fs_xattr_pieces_drop(struct bch_fs *c, uint64_t inum, uint32_t id, unsigned from)
+{
+	return VIEW_CALL(c, inum, v_xattr_pieces_drop(c, inum, id, from));
+}
+
+int bch_fs_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot)
+{
+	return VIEW_CALL(c, inum, v_xattr_delete_at(c, inum, slot));
+}
+
+int bch_fs_inode_free(struct bch_fs *c, uint64_t inum)
+{
+	return VIEW_CALL(c, inum, v_inode_free(c, inum));
 }

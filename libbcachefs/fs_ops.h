@@ -208,4 +208,37 @@ int bch_fs_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot);
 /* Free an inode with no links: its extents, xattrs, leftover whiteouts, the inode. */
 int bch_fs_inode_free(struct bch_fs *c, uint64_t inum);
 
+/*
+ * Subvolumes and snapshots (snapshot.h, bcachefs_format.h).  File handles:
+ * every inum taken or given above is a handle, the subvolume ID in the top
+ * 16 bits and the inode number in the low 48 (BCH_HANDLE_INUM_BITS), so the
+ * same file in two snapshots has two numbers; subvolume 0's handles are
+ * plain inode numbers.  Links and renames between subvolumes: -EXDEV.
+ * A subvolume shows as a directory in its parent (lookup and readdir give
+ * its root's handle, DT_DIR); unlink/rmdir of it -EPERM, rename of it or
+ * over it -EBUSY.  In a read-only subvolume every change is -EROFS.
+ * The filesystem must be format version 3 (-EOPNOTSUPP, reason in
+ * c->err_msg).
+ */
+/* A new empty subvolume named name in dir; *ret: its root's handle. */
+int bch_fs_subvol_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, uid_t uid,
+			 gid_t gid, uint64_t *ret);
+/*
+ * A snapshot of the subvolume whose root is src, named name in dir (ro:
+ * read-only).  Costs the same for any size of tree: no key is copied.
+ * -EINVAL when src is not a subvolume's root.
+ */
+int bch_fs_subvol_snapshot(struct bch_fs *c, uint64_t src, uint64_t dir, const char *name, bool ro,
+			   uint64_t *ret);
+/*
+ * Delete the subvolume named name in dir (its keys go with
+ * bch_snapshot_gc(), in the background or offline).  -EINVAL: not a
+ * subvolume; -ENOTEMPTY: another subvolume is named inside it.
+ */
+int bch_fs_subvol_delete(struct bch_fs *c, uint64_t dir, const char *name);
+/* Where subvolume subvol is named, from the filesystem's root ("/" for 0). */
+int bch_fs_subvol_path(struct bch_fs *c, uint32_t subvol, char *buf, size_t len);
+/* The subvolume of a handle. */
+uint32_t bch_fs_subvol_of(uint64_t handle);
+
 #endif /* _BCACHEFS_FS_OPS_H */

@@ -7,6 +7,7 @@
 
 #include "bcachefs.h"
 #include "btree.h"
+#include "snapshot.h"
 #include "errcode.h"
 #include "hash_table.h"
 
@@ -23,15 +24,15 @@ uint64_t bch_hash_slot(uint64_t h)
 static int probe(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t inum, uint64_t hash,
 		 const void *key, struct bch_bkey **found, uint64_t *first_free, uint64_t *end)
 {
-	struct btree_iter it;
+	struct bch_viter it;
 	const struct bch_bkey *k;
 	uint64_t expect = hash;
 	int err = 0;
 
 	*found = NULL;
 	*first_free = 0;
-	bch_btree_iter_init(&it, c, d->btree_id, POS(inum, hash, 0), POS(inum, BCH_HASH_MAX, 0));
-	while ((k = bch_btree_iter_next(&it, &err))) {
+	bch_viter_init(&it, c, d->btree_id, POS(inum, hash, 0), POS(inum, BCH_HASH_MAX, 0));
+	while ((k = bch_viter_next(&it, &err))) {
 		if (k->p.offset != expect)
 			break;		/* an empty offset ends the chain */
 		if (k->type == d->key_type && d->match(k, key)) {
@@ -42,7 +43,7 @@ static int probe(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t inum,
 			*first_free = expect;	/* whiteout (or deleted): reusable */
 		expect++;
 	}
-	bch_btree_iter_exit(&it);
+	bch_viter_exit(&it);
 	*end = expect;
 	return err;
 }
@@ -82,7 +83,7 @@ int bch_hash_delete_at(struct bch_fs *c, struct btree_trans *t, const struct bch
 {
 	struct bch_bkey *next;
 	struct bch_bkey k = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = POS(inum, slot, 0) };
-	int r = bch_btree_lookup(c, d->btree_id, POS(inum, slot + 1, 0), &next);
+	int r = bch_vlookup(c, d->btree_id, POS(inum, slot + 1, 0), &next);
 
 	if (queued_slot == slot + 1) {
 		k.type = BCH_BKEY_hash_whiteout;

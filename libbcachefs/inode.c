@@ -11,6 +11,7 @@
 
 #include "bcachefs.h"
 #include "btree.h"
+#include "snapshot.h"
 #include "errcode.h"
 #include "inode.h"
 #include "str_hash.h"
@@ -33,7 +34,7 @@ int64_t bch_now_ns(void)
 int bch_inode_get(struct bch_fs *c, uint64_t inum, struct bch_inode *inode)
 {
 	struct bch_bkey *k;
-	int r = bch_btree_lookup(c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
+	int r = bch_vlookup(c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
 
 	if (r == -BCH_ERR_key_not_found)
 		return -ENOENT;

@@ -21,6 +21,7 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "snapshot.h"
 #include "errcode.h"
 #include "checksum.h"
 #include "compress.h"
@@ -415,16 +416,16 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 static int data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors,
 		     struct promote_list *pl)
 {
-	struct btree_iter it;
+	struct bch_viter it;
 	const struct bch_bkey *cur;
 	int r = 0, err = 0;
 
 	uint64_t done = start;	/* sectors before this are filled */
 
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
 			    POS(inum, UINT64_MAX, 0));
 	/* the iterator's key is only valid until the next step: reads use a copy */
-	while (!r && (cur = bch_btree_iter_next(&it, &err))) {
+	while (!r && (cur = bch_viter_next(&it, &err))) {
 		if (bch_extent_start(cur) >= start + sectors)
 			break;
 		if (cur->type != BCH_BKEY_extent && cur->type != BCH_BKEY_reservation)
@@ -439,7 +440,7 @@ static int data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf,
 		if (cur->p.offset > done)
 			done = cur->p.offset;
 	}
-	bch_btree_iter_exit(&it);
+	bch_viter_exit(&it);
 	if (!r && !err && done < start + sectors)
 		memset((char *)buf + ((done - start) << BCH_SECTOR_SHIFT), 0,
 		       (start + sectors - done) << BCH_SECTOR_SHIFT);
@@ -487,15 +488,15 @@ int bch_data_read_promote(struct bch_fs *c, uint64_t inum, const struct bch_io_o
 uint64_t bch_data_readahead_plan(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors,
 				 struct bch_readahead *ra)
 {
-	struct btree_iter it;
+	struct bch_viter it;
 	const struct bch_bkey *k;
 	uint64_t covered = start + sectors;
 	int err;
 
 	ra->nr = 0;
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
 			    POS(inum, start + sectors, 0));
-	while ((k = bch_btree_iter_next(&it, &err))) {
+	while ((k = bch_viter_next(&it, &err))) {
 		if (k->type != BCH_BKEY_extent || !bch_extent_nr_ptrs(k))
 			continue;
 		const struct bch_extent *e = bkey_val(k);
@@ -522,7 +523,7 @@ uint64_t bch_data_readahead_plan(struct bch_fs *c, uint64_t inum, uint64_t start
 		ra->run[ra->nr].len = len;
 		ra->nr++;
 	}
-	bch_btree_iter_exit(&it);
+	bch_viter_exit(&it);
 	return covered > start ? covered : start;
 }
 
