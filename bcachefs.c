@@ -54,6 +54,7 @@ static const struct command commands[] = {
 	{ "undump",	 cmd_undump,	 "Make sparse images from a dump file",		"Repair" },
 	{ "kv",		 cmd_kv,	 "Put, get, delete raw keys (debugging, tests)", "Engine" },
 	{ "image",	 cmd_image,	 "Read and change files inside an unmounted filesystem", "Files" },
+	{ "subvolume",	 cmd_subvolume,	 "Subvolumes and snapshots: create, snapshot, delete, list (unmounted)", "Files" },
 	{ "fs",		 cmd_fs,	 "fs usage: space used and free per device and data type", "Files" },
 	{ "data",	 cmd_data,	 "data rebalance, rereplicate, scrub: move, copy and check data", "Files" },
 	{ "device",	 cmd_device,	 "Add, remove, evacuate, resize, online/offline members; set state or label", "Devices" },

@@ -56,10 +56,11 @@ typedef int (*verb_fn)(struct img *im, int argc, char **argv);
  */
 static int verb_err(struct img *im, const char *verb, const char *path, int r)
 {
-	if (im->check_only && r == -EROFS)
+	/* a read-only subvolume refuses on the check pass too: that one counts */
+	if (im->check_only && r == -EROFS && !bch_snapshot_ro_refused(im->c))
 		return EXIT_OK;
 	/* the detail: which copy failed, or which library is missing */
-	if ((r == -EIO || r == -ELIBACC) && im->c->err_msg[0])
+	if ((r == -EIO || r == -ELIBACC || r == -EOPNOTSUPP) && im->c->err_msg[0])
 		cmd_err("image", "%s: %s: %s (%s)", verb, path, strerror(-r), im->c->err_msg);
 	else
 		cmd_err("image", "%s: %s: %s", verb, path, strerror(-r));
@@ -529,6 +530,8 @@ static int verb_put(struct img *im, int argc, char **argv)
 	if (!(r = bch_fs_lookup(im->c, dir, name, &inum)))
 		r = -EEXIST;
 	if (r != -ENOENT)
+		return verb_err(im, "put", dst, r);
+	if ((r = bch_subvol_writable(im->c, dir)))
 		return verb_err(im, "put", dst, r);
 	if (im->check_only)
 		return EXIT_OK;
@@ -1229,7 +1232,7 @@ static int verb_subvol_snapshot(struct img *im, int argc, char **argv)
 		return verb_err(im, "subvolume snapshot", src, r);
 	if ((r = split_path(im, dst, &dir, buf, sizeof(buf), &name)) ||
 	    (r = bch_fs_subvol_snapshot(im->c, from, dir, name, ro, &h))) {
-		if (r == -EINVAL && !im->check_only) {
+		if (r == -EINVAL) {
 			cmd_err("image", "subvolume snapshot: %s: not a subvolume", src);
 			return EXIT_FAIL;
 		}
@@ -1273,7 +1276,7 @@ static int verb_subvol_delete(struct img *im, int argc, char **argv)
 		if (!r)
 			r = bch_fs_subvol_delete(im->c, dir, name);
 		if (r) {
-			if ((r == -EINVAL || r == -ENOTEMPTY || r == -EIO) && !im->check_only && im->c->err_msg[0]) {
+			if ((r == -EINVAL || r == -ENOTEMPTY || r == -EIO) && im->c->err_msg[0]) {
 				cmd_err("image", "subvolume delete: %s: %s", argv[i], im->c->err_msg);
 				return EXIT_FAIL;
 			}

@@ -31,6 +31,7 @@ int cmd_undump(int argc, char *argv[]);
 int cmd_list_journal(int argc, char *argv[]);
 int cmd_kv(int argc, char *argv[]);
 int cmd_image(int argc, char *argv[]);
+int cmd_subvolume(int argc, char *argv[]);
 int cmd_fs(int argc, char *argv[]);
 int cmd_fusemount(int argc, char *argv[]);
 int cmd_data(int argc, char *argv[]);

@@ -2825,8 +2825,7 @@ ssize_t bch_fs_readlink(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
 
 int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
 {
-	if (bch_handle_subvol(inum) && bch_handle_subvol(dir) &&
-	    bch_handle_subvol(inum) != bch_handle_subvol(dir))
+	if (bch_handle_subvol(inum) != bch_handle_subvol(dir))
 		return -EXDEV;
 	inum &= BCH_HANDLE_INUM_MASK;
 	return VIEW_CALL(c, inum, v_link(c, inum, dir, name));

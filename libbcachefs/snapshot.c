@@ -23,6 +23,7 @@ struct bch_snapshots {
 	struct bch_subvol_info	*sv;		/* sorted by id */
 	unsigned		nr_sv;
 	struct bch_subvol_info	root;		/* subvolume 0 without keys */
+	bool			ro_refused;	/* a change was refused: read-only subvolume */
 };
 
 /* ------------------------------------------------------------ the table */
@@ -87,6 +88,28 @@ static struct bch_snapshots *table(struct bch_fs *c)
 	if ((!c->snaps || !c->snaps->loaded) && bch_snapshots_load(c))
 		return NULL;
 	return c->snaps;
+}
+
+int bch_subvol_writable(struct bch_fs *c, uint64_t handle)
+{
+	const struct bch_subvol_info *sv = bch_subvol_get(c, bch_handle_subvol(handle));
+
+	if (!sv)
+		return -ESTALE;
+	if (!(sv->v.flags & BCH_SUBVOL_RO))
+		return 0;
+	if (c->snaps)
+		c->snaps->ro_refused = true;
+	return bch_fs_err(c, -EROFS, "subvolume %u is read-only", sv->id);
+}
+
+bool bch_snapshot_ro_refused(struct bch_fs *c)
+{
+	bool r = c->snaps && c->snaps->ro_refused;
+
+	if (c->snaps)
+		c->snaps->ro_refused = false;
+	return r;
 }
 
 bool bch_fs_has_snapshots(struct bch_fs *c)
@@ -438,8 +461,11 @@ int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k)
 
 	if (!v || !bch_btree_id_is_file(id))
 		return 0;
-	if (v->ro)
+	if (v->ro) {
+		if (c->snaps)
+			c->snaps->ro_refused = true;
 		return bch_fs_err(c, -EROFS, "subvolume %u is read-only", v->subvol);
+	}
 	k->p.snapshot = v->snap;
 	if (k->type != BCH_BKEY_deleted || !bch_fs_has_snapshots(c))
 		return 0;
@@ -557,6 +583,17 @@ int bch_subvol_alloc_id(struct bch_fs *c, uint32_t *id)
 
 /* ------------------------------------------------------------ gc */
 
+unsigned bch_snapshot_live_leaves(struct bch_fs *c)
+{
+	unsigned n, leaves = 0;
+	const struct bch_snap_info *s = bch_snaps(c, &n);
+
+	for (unsigned i = 0; i < n; i++)
+		leaves += !(s[i].flags & BCH_SNAPSHOT_DELETED) && s[i].children[0] == BCH_SNAPSHOT_NONE &&
+			  s[i].children[1] == BCH_SNAPSHOT_NONE;
+	return leaves;
+}
+
 bool bch_snapshot_gc_pending(struct bch_fs *c)
 {
 	unsigned n;
@@ -650,6 +687,16 @@ static void gc_group(struct gc_state *g, struct bch_bkey **group, unsigned n, bo
 				deeper = bch_snap_is_ancestor(g->c, group[j]->p.snapshot, leaf);
 			needed[i] = !deeper;
 		}
+	}
+	/* a whiteout with nothing kept below it hides nothing */
+	for (unsigned i = 0; i < n; i++) {
+		if (!needed[i] || group[i]->type != BCH_BKEY_whiteout)
+			continue;
+		bool below = false;
+		for (unsigned j = 0; j < i && !below; j++)
+			below = needed[j] && group[j]->type != BCH_BKEY_whiteout &&
+				bch_snap_is_ancestor(g->c, group[j]->p.snapshot, group[i]->p.snapshot);
+		needed[i] = below;
 	}
 }
 

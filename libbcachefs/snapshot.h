@@ -135,6 +135,14 @@ void bch_viter_exit(struct bch_viter *it);
 
 /* ------------------------------------------------------------ updates */
 
+/* 0 when the subvolume of handle takes changes, -EROFS when it is read-only (counted below). */
+int bch_subvol_writable(struct bch_fs *c, uint64_t handle);
+/*
+ * Was a change refused since the last call because its subvolume is
+ * read-only (not because the filesystem was opened read-only)?  Clears it.
+ */
+bool bch_snapshot_ro_refused(struct bch_fs *c);
+
 /* bch_trans_update's part for the file btrees (invariant (2)); k is the transaction's copy. */
 int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k);
 
@@ -161,6 +169,8 @@ struct bch_bkey *bch_subvol_key(uint32_t id, const struct bch_subvolume *v);
  */
 int bch_snapshot_gc(struct bch_fs *c, void (*progress)(void *priv, uint64_t seen), void *priv,
 		    uint64_t *freed);
+/* Snapshots seen by a subvolume (leaves not deleted); 0 without snapshot keys. */
+unsigned bch_snapshot_live_leaves(struct bch_fs *c);
 /* Is there work for bch_snapshot_gc (a snapshot marked deleted)? */
 bool bch_snapshot_gc_pending(struct bch_fs *c);
 

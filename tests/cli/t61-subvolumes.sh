@@ -1,0 +1,139 @@
+# Subvolumes and snapshots (issue 30), offline through the image verbs and
+# the subvolume command, and through a FUSE mount:
+#   - a snapshot of / holds the tree as it was; changes after it in either
+#     side stay on that side (files rewritten, removed, made; a big file's
+#     middle overwritten: both copies compared byte for byte);
+#   - snapshots of snapshots; an empty subvolume; list (text and --json);
+#   - a read-only snapshot refuses every change (EROFS), nothing written;
+#   - delete gives the space back: after deleting every snapshot the used
+#     space equals that before the first one (the same files);
+#   - fsck -n -f clean once one subvolume is left;
+#   - refusals: a source that is not a subvolume, a destination that exists,
+#     deleting a directory that is not a subvolume, rmdir of a subvolume,
+#     a version-2 filesystem;
+#   - through fusemount: a file and its snapshot copy have different inode
+#     numbers, a link across subvolumes is EXDEV, the snapshot's tree reads
+#     back equal.
+need jq cmp zstd
+
+used() { $B fs usage --json "$1" | jq '[.devices[].data_types[]? | select(.type=="user" or .type=="btree") | .bytes] | add // 0'; }
+files_used() { $B fs usage --json "$1" | jq '.used'; }
+
+dd if=/dev/urandom of=big bs=1M count=4 status=none
+printf 'one\n' > one
+printf 'two\n' > two
+expect_rc 0 $B format -q --fs-size=256M a.img
+expect_rc 0 $B image put a.img one /f
+expect_rc 0 $B image mkdir a.img /d
+expect_rc 0 $B image put a.img big /d/big
+base=$(files_used a.img)
+
+# ---- a snapshot, then changes on both sides
+expect_rc 0 $B subvolume snapshot a.img / /s1
+expect_rc 0 $B image rm a.img /f
+expect_rc 0 $B image put a.img two /f
+expect_rc 0 $B image put a.img two /new-in-root
+expect_rc 0 $B image put a.img two /s1/new-in-s1
+# overwrite 1 MiB in the middle of the root's big file
+dd if=/dev/zero of=big.root bs=1M count=4 status=none
+cp big big.root
+dd if=/dev/urandom of=mid bs=1M count=1 status=none
+dd if=mid of=big.root bs=1M seek=1 conv=notrunc status=none
+expect_rc 0 $B image rm a.img /d/big
+expect_rc 0 $B image put a.img big.root /d/big
+
+expect_rc 0 $B image cat a.img /f;		expect_in out '^two$'
+expect_rc 0 $B image cat a.img /s1/f;		expect_in out '^one$'
+expect_rc 0 $B image get a.img /d/big got.root;	cmp got.root big.root || fail "root's big file"
+expect_rc 0 $B image get a.img /s1/d/big got.s1;	cmp got.s1 big || fail "the snapshot's big file changed"
+expect_rc 1 $B image cat a.img /s1/new-in-root
+expect_rc 1 $B image cat a.img /new-in-s1
+expect_rc 0 $B image cat a.img /s1/new-in-s1;	expect_in out '^two$'
+
+# ---- a snapshot of the snapshot, read-only; an empty subvolume
+expect_rc 0 $B subvolume snapshot -r a.img /s1 /s1/ro
+expect_rc 0 $B subvolume create a.img /empty
+expect_rc 0 $B image ls a.img /empty
+[ ! -s out ] || fail "a new subvolume is not empty: $(cat out)"
+expect_rc 0 $B image put a.img one /empty/x
+expect_rc 0 $B image cat a.img /s1/ro/new-in-s1;	expect_in out '^two$'
+before=$(sha a.img)
+expect_rc 1 $B image put a.img one /s1/ro/x
+expect_in err 'Read-only file system'
+expect_rc 1 $B image rm a.img /s1/ro/f
+expect_rc 1 $B image mkdir a.img /s1/ro/dir
+[ "$(sha a.img)" = "$before" ] || fail "a refused change to a read-only snapshot wrote to the image"
+
+expect_rc 0 $B subvolume list a.img
+expect_in out '^1 .* /s1$'
+expect_in out ' ro .* /s1/ro$'
+expect_rc 0 $B subvolume list --json a.img
+[ "$(jq '.subvolumes | length' out)" = 4 ] || fail "list --json: $(cat out)"
+[ "$(jq -r '.subvolumes[] | select(.path=="/s1/ro") | .read_only' out)" = true ] || fail "read_only: $(cat out)"
+[ "$(jq -r '.subvolumes[] | select(.path=="/s1/ro") | .parent' out)" = 1 ] || fail "parent: $(cat out)"
+
+# ---- refusals
+expect_rc 1 $B subvolume snapshot a.img /d /snapd
+expect_in err 'not a subvolume'
+expect_rc 1 $B subvolume snapshot a.img / /d
+expect_in err 'File exists'
+expect_rc 1 $B subvolume delete a.img /d
+expect_in err 'not a subvolume'
+expect_rc 1 $B subvolume delete a.img /s1
+expect_in err 'holds subvolume'
+# a filesystem of format version 2 (tests/compat) keeps its version: no subvolumes
+v2="$here/../compat/v2/plain.img.zst"
+zstd -dq "$v2" -o old.img || fail "unpacking $v2"
+before=$(sha old.img)
+expect_rc 1 $B subvolume create old.img /x
+expect_in err 'version 2; subvolumes and snapshots need version 3'
+[ "$(sha old.img)" = "$before" ] || fail "a refused subvolume create wrote to a version-2 image"
+
+
+# ---- through FUSE: distinct inode numbers, EXDEV across subvolumes
+if fuse_part "the mounted part"; then
+	mkdir mnt
+	mnt=$PWD/mnt
+	pid=
+	trap 'cd /; [ -n "$pid" ] && kill $pid 2>/dev/null; fusermount3 -uz "$mnt" 2>/dev/null' EXIT
+	$B fusemount -f a.img mnt 2>fuse.err & pid=$!
+	for i in $(seq 100); do mountpoint -q mnt && break; sleep 0.1; done
+	mountpoint -q mnt || fail "fusemount: $(cat fuse.err)"
+	a=$(stat -c %i mnt/d/big) b=$(stat -c %i mnt/s1/d/big)
+	[ "$a" != "$b" ] || fail "a file and its snapshot copy share inode number $a"
+	cmp mnt/s1/d/big big || fail "the snapshot through FUSE"
+	cmp mnt/d/big big.root || fail "the root's big file through FUSE"
+	[ "$(find mnt -xdev -type f | wc -l)" -ge 8 ] || fail "find: $(find mnt)"
+	! ln mnt/f mnt/s1/linked 2>lnerr || fail "a hard link across subvolumes"
+	grep -q 'Invalid cross-device link' lnerr || fail "link across subvolumes: $(cat lnerr)"
+	! rmdir mnt/empty 2>rmerr || fail "rmdir of a subvolume"
+	grep -q 'Operation not permitted' rmerr || fail "rmdir of a subvolume: $(cat rmerr)"
+	echo hello > mnt/s1/via-fuse || fail "write in a snapshot through FUSE"
+	! sh -c 'echo no > mnt/s1/ro/via-fuse' 2>roerr || fail "write in a read-only snapshot through FUSE"
+	grep -q 'Read-only' roerr || fail "read-only snapshot through FUSE: $(cat roerr)"
+	fusermount3 -u mnt || fail "unmount"
+	wait $pid || fail "fusemount exited $?: $(cat fuse.err)"
+	pid=
+	expect_rc 0 $B image cat a.img /s1/via-fuse;	expect_in out '^hello$'
+fi
+
+# ---- delete everything but /: the space comes back
+expect_rc 0 $B subvolume delete a.img /s1/ro
+expect_rc 0 $B subvolume delete a.img /s1 /empty
+expect_rc 0 $B subvolume list --json a.img
+[ "$(jq '.subvolumes | length' out)" = 1 ] || fail "after deletes: $(cat out)"
+expect_rc 1 $B image cat a.img /s1/f
+expect_rc 0 $B image get a.img /d/big got.after;	cmp got.after big.root || fail "root's big file after deletes"
+expect_rc 0 $B fsck -n -f a.img
+expect_in out '0 problems found'
+# the same files written without snapshots
+expect_rc 0 $B format -q --fs-size=256M b.img
+expect_rc 0 $B image put b.img two /f
+expect_rc 0 $B image put b.img two /new-in-root
+expect_rc 0 $B image mkdir b.img /d
+expect_rc 0 $B image put b.img big.root /d/big
+ua=$(files_used a.img) ub=$(files_used b.img)
+# metadata rounding: a few nodes
+diff=$(( ua > ub ? ua - ub : ub - ua ))
+[ "$diff" -le $((2 * 1024 * 1024)) ] || fail "used after deleting every snapshot: $ua, without snapshots $ub (base $base)"
+true
