@@ -4,7 +4,7 @@ expect_rc 0 $B format --fs-size=64M -L mylabel a.img
 expect_in out 'UUID'
 expect_rc 0 $B show-super a.img
 [ "$(field Label)" = mylabel ] || fail "label: $(field Label)"
-[ "$(field Version)" = 2 ] || fail "version $(field Version), want 2"
+[ "$(field Version)" = 3 ] || fail "version $(field Version), want 3"
 [ "$(field Devices)" = 1 ] || fail "devices"
 [ "$(field 'Superblock checksum')" = crc32c ] || fail "csum"
 [ "$(field 'Block size')" = 4k ] || fail "block size"
