@@ -491,8 +491,6 @@ static int verb_put(struct img *im, int argc, char **argv)
 			return cmd_opt_err("image put", argv, "+r");
 	if (argc - optind != 2)
 		return EXIT_USAGE;
-	if (!im->c)
-		return EXIT_OK;
 	const char *src = argv[optind], *dst = argv[optind + 1];
 	uint64_t dir, inum;
 	char buf[4096], *name;
