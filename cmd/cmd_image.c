@@ -38,7 +38,7 @@
 struct img {
 	struct bch_fs	*c;
 	const char	*dev;		/* the device list as given, for messages */
-	bool		json;		/* --json (ls, stat) */
+	bool		json;		/* --json (ls, stat, update, import-tar) */
 	struct bch_json	*j;		/* ls --json: the document being written */
 	bool		check_only;	/* c is a read-only open: check, change nothing */
 	char		*script;	/* shell: stdin, read whole before the open */
@@ -1165,6 +1165,14 @@ static int __verb_import_tar(struct img *im, struct bch_spec *spec, unsigned fla
 	if (tar_import_spec(im->c, argv[1], dir, spec, flags) ||
 	    spec_apply(spec, im->c, dir, "image import-tar"))
 		return EXIT_FAIL;
+	if (im->json) {		/* {"version", "tar", "path", "spec"} */
+		struct bch_json j;
+		json_begin(&j, stdout, false);
+		json_string(&j, "tar", argv[1]);
+		json_string(&j, "path", argc == 3 ? argv[2] : "/");
+		spec_json(spec, &j);
+		json_end(&j);
+	}
 	return EXIT_OK;
 }
 
