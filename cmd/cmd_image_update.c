@@ -83,6 +83,15 @@
 
 /* ----------------------------------------------------------- small maps */
 
+#define GROW(p, nr, cap) do {						\
+	if ((nr) == (cap)) {						\
+		(cap) = (cap) ? (cap) * 2 : 1024;			\
+		if (!((p) = realloc((p), (cap) * sizeof(*(p)))))	\
+			abort();					\
+	}								\
+} while (0)
+
+
 /* Two u64 keys to two u64 values (hard links, claims), open addressing. */
 struct pair_ent {
 	uint64_t	k1, k2, v1, v2;
@@ -180,6 +189,70 @@ static int name_cmp(const void *a, const void *b)
 
 /* ------------------------------------------------------------ host scan */
 
+/* The memory of the host listing: chunks, freed together (not per name). */
+#define ARENA_CHUNK	(1U << 20)
+
+struct arena_chunk {
+	struct arena_chunk	*next;
+	size_t			used, cap;
+	char			data[];
+};
+
+struct arena {
+	struct arena_chunk	*head;
+};
+
+static void *arena_alloc(struct arena *a, size_t n)
+{
+	struct arena_chunk *c = a->head;
+
+	n = (n + 15) & ~(size_t)15;
+	if (!c || c->used + n > c->cap) {
+		size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+		if (!(c = malloc(sizeof(*c) + cap)))
+			abort();
+		c->next = a->head;
+		c->used = 0;
+		c->cap = cap;
+		a->head = c;
+	}
+	void *p = c->data + c->used;
+	c->used += n;
+	return p;
+}
+
+static char *arena_join(struct arena *a, const char *dir, const char *name)
+{
+	size_t dl = dir ? strlen(dir) : 0, nl = strlen(name);
+	char *p = arena_alloc(a, dl + nl + 2);
+	if (dir) {
+		memcpy(p, dir, dl);
+		p[dl++] = '/';
+	}
+	memcpy(p + dl, name, nl + 1);
+	return p;
+}
+
+/* Move b's chunks to a. */
+static void arena_splice(struct arena *a, struct arena *b)
+{
+	struct arena_chunk **end = &b->head;
+	while (*end)
+		end = &(*end)->next;
+	*end = a->head;
+	a->head = b->head;
+	b->head = NULL;
+}
+
+static void arena_free(struct arena *a)
+{
+	for (struct arena_chunk *c = a->head, *n; c; c = n) {
+		n = c->next;
+		free(c);
+	}
+	a->head = NULL;
+}
+
 /* One name of DIR, as its worker found it. */
 struct hent {
 	char		*name;		/* first member: sorted with name_cmp */
@@ -201,6 +274,7 @@ struct hdir {
 struct scan {
 	pthread_mutex_t	lock;
 	pthread_cond_t	cond;
+	struct arena	*mem;		/* where each worker's memory goes when it ends */
 	struct hdir	**q;		/* directories waiting for a worker */
 	size_t		nr, cap;
 	unsigned	busy;		/* workers reading a directory */
@@ -255,13 +329,21 @@ static int open_dir(int at, const char *path)
 	return fd;
 }
 
+/* One worker's own: its memory, and the listing being read. */
+struct scan_worker {
+	struct scan	*s;
+	struct arena	mem;
+	struct hent	*tmp;
+	size_t		cap;
+};
+
 /* Read directory d whole: names, lstat, xattr presence, link targets. */
-static void scan_dir(struct scan *s, struct hdir *d)
+static void scan_dir(struct scan_worker *w, struct hdir *d)
 {
 	int fd = open_dir(AT_FDCWD, d->path);
 	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
 	struct dirent *de;
-	size_t cap = 0;
+	size_t nr = 0;
 
 	if (!dir) {
 		d->err = -errno;
@@ -272,15 +354,10 @@ static void scan_dir(struct scan *s, struct hdir *d)
 	while ((de = readdir(dir))) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		if (d->nr == cap) {
-			cap = cap ? cap * 2 : 16;
-			if (!(d->e = realloc(d->e, cap * sizeof(*d->e))))
-				abort();
-		}
-		struct hent *e = &d->e[d->nr++];
+		GROW(w->tmp, nr, w->cap);
+		struct hent *e = &w->tmp[nr++];
 		memset(e, 0, sizeof(*e));
-		if (!(e->name = strdup(de->d_name)))
-			abort();
+		e->name = arena_join(&w->mem, NULL, de->d_name);
 		if (fstatat(fd, e->name, &e->st, AT_SYMLINK_NOFOLLOW)) {
 			e->err = -errno;
 			continue;
@@ -291,28 +368,30 @@ static void scan_dir(struct scan *s, struct hdir *d)
 			ssize_t n = readlinkat(fd, e->name, t, sizeof(t) - 1);
 			if (n >= 0) {
 				t[n] = 0;
-				if (!(e->target = strdup(t)))
-					abort();
+				e->target = arena_join(&w->mem, NULL, t);
 			}
 		}
 		if (!S_ISDIR(e->st.st_mode) && e->st.st_nlink > 1)
-			__atomic_store_n(&s->links, true, __ATOMIC_RELAXED);
+			__atomic_store_n(&w->s->links, true, __ATOMIC_RELAXED);
 	}
 	closedir(dir);
-	qsort(d->e, d->nr, sizeof(*d->e), name_cmp);
+	qsort(w->tmp, nr, sizeof(*w->tmp), name_cmp);
+	d->e = arena_alloc(&w->mem, nr * sizeof(*d->e));
+	memcpy(d->e, w->tmp, nr * sizeof(*d->e));
+	d->nr = nr;
 	for (size_t i = 0; i < d->nr; i++) {
 		struct hent *e = &d->e[i];
 		if (e->err || !S_ISDIR(e->st.st_mode))
 			continue;
-		if (!(e->sub = calloc(1, sizeof(*e->sub))))
-			abort();
-		e->sub->path = join(d->path, e->name);
+		e->sub = memset(arena_alloc(&w->mem, sizeof(*e->sub)), 0, sizeof(*e->sub));
+		e->sub->path = arena_join(&w->mem, d->path, e->name);
 	}
 }
 
 static void *scan_worker(void *arg)
 {
-	struct scan *s = arg;
+	struct scan_worker w = { .s = arg };
+	struct scan *s = w.s;
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -323,7 +402,7 @@ static void *scan_worker(void *arg)
 		struct hdir *d = s->q[--s->nr];
 		s->busy++;
 		pthread_mutex_unlock(&s->lock);
-		scan_dir(s, d);
+		scan_dir(&w, d);
 		pthread_mutex_lock(&s->lock);
 		for (size_t i = 0; i < d->nr; i++)
 			if (d->e[i].sub)
@@ -331,23 +410,11 @@ static void *scan_worker(void *arg)
 		s->busy--;
 		pthread_cond_broadcast(&s->cond);
 	}
+	arena_splice(s->mem, &w.mem);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+	free(w.tmp);
 	return NULL;
-}
-
-static void hdir_free(struct hdir *d)
-{
-	if (!d)
-		return;
-	for (size_t i = 0; i < d->nr; i++) {
-		free(d->e[i].name);
-		free(d->e[i].target);
-		hdir_free(d->e[i].sub);
-	}
-	free(d->e);
-	free(d->path);
-	free(d);
 }
 
 /* ----------------------------------------------------------- image scan */
@@ -380,14 +447,6 @@ struct iscan {
 	char		*names;
 	size_t		names_len, names_cap;
 };
-
-#define GROW(p, nr, cap) do {						\
-	if ((nr) == (cap)) {						\
-		(cap) = (cap) ? (cap) * 2 : 1024;			\
-		if (!((p) = realloc((p), (cap) * sizeof(*(p)))))	\
-			abort();					\
-	}								\
-} while (0)
 
 static struct iino *iino_find(struct iscan *s, uint64_t inum)
 {
@@ -494,6 +553,7 @@ static void iscan_free(struct iscan *s)
 struct op {
 	char		kind;		/* as printed: + - R W M; m: metadata to compare again */
 	char		*hpath, *ipath;
+	uint64_t	at;		/* + - R: the directory of the last name; W M m: the inode */
 };
 
 struct upd {
@@ -510,6 +570,7 @@ struct upd {
 	char			*cmp_buf;	/* --checksum: image side */
 	struct iscan		img;
 	struct hdir		*host;
+	struct arena		host_mem;	/* host, its listings and names */
 	struct pbuf		hp, ip;		/* the paths being walked */
 	struct pair_map		links;		/* host dev, ino -> kept image inum (v1) */
 	struct pair_map		claims;		/* image inum -> host dev, ino */
@@ -533,7 +594,8 @@ static int upd_err(struct upd *u, int r, const char *what, const char *path)
 	return r;
 }
 
-static void report(struct upd *u, char what, const char *hpath, const char *ipath)
+/* A change (at: as in struct op), printed or noted. */
+static void report(struct upd *u, char what, const char *hpath, const char *ipath, uint64_t at)
 {
 	if (!*ipath)
 		ipath = "/";
@@ -554,6 +616,7 @@ static void report(struct upd *u, char what, const char *hpath, const char *ipat
 	GROW(u->ops, u->nr_ops, u->cap_ops);
 	struct op *o = &u->ops[u->nr_ops++];
 	o->kind = what;
+	o->at = at;
 	if (!(o->hpath = strdup(hpath)) || !(o->ipath = strdup(ipath)))
 		abort();
 }
@@ -803,12 +866,16 @@ static bool compatible(struct upd *u, const struct hent *e, const struct iino *i
 		return false;
 	if ((S_ISCHR(hs->st_mode) || S_ISBLK(hs->st_mode)) && ii->rdev != hs->st_rdev)
 		return false;
-	if (S_ISLNK(hs->st_mode)) {
-		char b[4096];
-		ssize_t nb = bch_fs_readlink(u->c, ii->inum, b, sizeof(b));
+	if (S_ISLNK(hs->st_mode)) {	/* the target is read as a file's data would be */
 		size_t na = e->target ? strlen(e->target) : 0;
-		if (!e->target || nb < 0 || (size_t)nb != na || memcmp(e->target, b, na))
+		if (!e->target || ii->size != na)
 			return false;
+		if (u->checksum || ii->mtime != ts_ns(hs->st_mtim)) {
+			char b[4096];
+			ssize_t nb = bch_fs_readlink(u->c, ii->inum, b, sizeof(b));
+			if (nb < 0 || (size_t)nb != na || memcmp(e->target, b, na))
+				return false;
+		}
 	}
 	return true;
 }
@@ -895,7 +962,7 @@ static int walk_one(struct upd *u, const struct hent *e, uint64_t dir, const str
 		return e->err;
 	}
 	if (!ie) {
-		report(u, '+', hpath, ipath);
+		report(u, '+', hpath, ipath, dir);
 		return create(u, e, hpath, dir, e->name);
 	}
 	const struct iino *ii = iino_find(&u->img, ie->inum);
@@ -909,7 +976,7 @@ static int walk_one(struct upd *u, const struct hent *e, uint64_t dir, const str
 		return 0;
 	}
 	if (l ? l->v1 != ii->inum : !compatible(u, e, ii) || claimed_by_other(u, e, ii)) {
-		report(u, 'R', hpath, ipath);
+		report(u, 'R', hpath, ipath, dir);
 		u->n.replaced++;
 		u->n.created--;		/* create() counts it again */
 		uint64_t removed = u->n.removed;
@@ -946,14 +1013,14 @@ static int walk_one(struct upd *u, const struct hent *e, uint64_t dir, const str
 	if ((r = sync_meta_known(u, hpath, hs, e->xattrs, ii, ipath, &meta)))
 		return r;
 	if (data) {
-		report(u, 'W', hpath, ipath);
+		report(u, 'W', hpath, ipath, ii->inum);
 	} else if (meta) {
-		report(u, 'M', hpath, ipath);
+		report(u, 'M', hpath, ipath, ii->inum);
 		u->n.metadata++;
 	} else {
 		u->n.unchanged++;
 		if (entries)	/* changing them changes its times in the image */
-			report(u, 'm', hpath, ipath);
+			report(u, 'm', hpath, ipath, ii->inum);
 	}
 	return 0;
 }
@@ -983,7 +1050,7 @@ static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *ent
 		if (dir == BCH_ROOT_INO && !strcmp(name, "lost+found"))
 			continue;
 		size_t saved_ip = pb_push(&u->ip, name);
-		report(u, '-', "", u->ip.s);
+		report(u, '-', "", u->ip.s, dir);
 		r = remove_tree(u, dir, name, u->ip.s);
 		pb_pop(&u->ip, saved_ip);
 	}
@@ -1005,13 +1072,15 @@ static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *ent
 /* Read DIR (worker threads) and the image (this thread) at once. */
 static int load(struct upd *u, const char *src)
 {
-	struct scan s = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	struct scan s = {
+		.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .mem = &u->host_mem,
+	};
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned nt = ncpu < 1 ? 1 : ncpu > SCAN_THREADS ? SCAN_THREADS : ncpu, started = 0;
 	pthread_t t[SCAN_THREADS];
 
-	if (!(u->host = calloc(1, sizeof(*u->host))) || !(u->host->path = strdup(src)))
-		abort();
+	u->host = memset(arena_alloc(&u->host_mem, sizeof(*u->host)), 0, sizeof(*u->host));
+	u->host->path = arena_join(&u->host_mem, NULL, src);
 	scan_push(&s, u->host);
 	for (unsigned i = 0; i < nt; i++)
 		started += !pthread_create(&t[started], NULL, scan_worker, &s);
@@ -1068,22 +1137,11 @@ static void json_summary(struct upd *u, bool dry_run)
 	json_end(&j);
 }
 
-/* Resolve ipath's parent directory into *dir and its last name into *name (in buf). */
-static int parent_of(struct upd *u, const char *ipath, char *buf, size_t len, uint64_t *dir,
-		     char **name)
-{
-	snprintf(buf, len, "%s", ipath);
-	char *slash = strrchr(buf, '/');
-	*name = slash + 1;
-	*slash = 0;
-	return bch_fs_lookup_path(u->c, buf[0] ? buf : "/", true, dir);
-}
-
 /* The read-write pass: make one change the check pass found. */
 static int apply_op(struct upd *u, struct op *o)
 {
-	char buf[8192], *name;
-	uint64_t dir, inum;
+	const char *name = strrchr(o->ipath, '/');	/* + - R: there is one */
+	uint64_t dir = o->at, inum = o->at;
 	struct stat hs;
 	bool changed = false;
 	int r = 0;
@@ -1095,9 +1153,8 @@ static int apply_op(struct upd *u, struct op *o)
 	}
 	switch (o->kind) {
 	case '-': case '+': case 'R':
-		if ((r = parent_of(u, o->ipath, buf, sizeof(buf), &dir, &name)))
-			return upd_err(u, r, "finding the directory of", o->ipath);
-		report(u, o->kind, o->hpath, o->ipath);
+		name++;
+		report(u, o->kind, o->hpath, o->ipath, o->at);
 		if (o->kind == '-')
 			return remove_tree(u, dir, name, o->ipath);
 		if (o->kind == 'R') {
@@ -1110,8 +1167,6 @@ static int apply_op(struct upd *u, struct op *o)
 		}
 		return create(u, NULL, o->hpath, dir, name);
 	}
-	if ((r = bch_fs_lookup_path(u->c, o->ipath, false, &inum)))
-		return upd_err(u, r, "finding", o->ipath);
 	if (o->kind == 'W') {
 		u->n.written++;
 		u->n.bytes_written += hs.st_size;
@@ -1123,9 +1178,9 @@ static int apply_op(struct upd *u, struct op *o)
 	if ((r = sync_meta(u, o->hpath, &hs, inum, o->ipath, &changed)))
 		return r;
 	if (o->kind == 'W')
-		report(u, 'W', o->hpath, o->ipath);
+		report(u, 'W', o->hpath, o->ipath, o->at);
 	else if (changed || o->kind == 'M') {
-		report(u, 'M', o->hpath, o->ipath);
+		report(u, 'M', o->hpath, o->ipath, o->at);
 		u->n.metadata++;
 	}
 	return 0;
@@ -1144,7 +1199,7 @@ static void upd_free(struct upd *u)
 	copy_ctx_exit(&u->x);
 	free(u->cmp_buf);
 	iscan_free(&u->img);
-	hdir_free(u->host);
+	arena_free(&u->host_mem);
 	free(u->hp.s);
 	free(u->ip.s);
 	free(u->links.t);
@@ -1201,7 +1256,7 @@ static int walk(struct upd *u, const char *src, const char *dst)
 		return r;
 	}
 	if (!(r = sync_meta(u, src, &st, dir, dst, &meta)) && (meta || entries)) {
-		report(u, meta ? 'M' : 'm', src, u->ip.s);
+		report(u, meta ? 'M' : 'm', src, u->ip.s, dir);
 		u->n.metadata += meta;
 	}
 	return r;
@@ -1270,7 +1325,7 @@ int cmd_image_update(struct bch_fs *c, bool check_only, bool json, void **priv, 
 	if (!r && u->record && u->nr_ops) {
 		/* for the read-write pass; the trees are no longer needed */
 		iscan_free(&u->img);
-		hdir_free(u->host);
+		arena_free(&u->host_mem);
 		u->host = NULL;
 		*priv = u;
 		return EXIT_OK;
