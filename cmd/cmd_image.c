@@ -1224,8 +1224,8 @@ static const struct verb {
 	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs", true },
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
 	{ "setattr",	verb_setattr, "",	true,  "[--OPT=VALUE]... PATH...", "per-file options as bcachefs setattr", true, true },
-	{ "import-tar",	verb_import_tar, "W", true, "[--spec=FILE...] [--no-whiteouts] TARFILE|- [PATH]", "unpack a tar (an OCI layer: whiteouts applied)", true, true },
-	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] HOSTDIR [PATH]", "make the tree equal to HOSTDIR, writing only what differs", true, true },
+	{ "import-tar",	verb_import_tar, "W", true, "[--spec=FILE...] [--no-whiteouts] [--json] TARFILE|- [PATH]", "unpack a tar (an OCI layer: whiteouts applied)", true, true },
+	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] [--json] HOSTDIR [PATH]", "make the tree equal to HOSTDIR, writing only what differs", true, true },
 	{ "sync",	verb_update, "cn",	true,  "...",			"the same as update", true, true },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };

@@ -142,6 +142,16 @@ tar cf src.tar -C src .
 expect_rc 0 $B format -q --fs-size=64M tar.img
 expect_rc 0 $B image import-tar --json --spec=spec.txt tar.img src.tar
 valid image-import-tar image-import-tar
+# what image update changed: counts and the changes
+printf 'new\n' > src/new-file
+chmod 600 src/hello.txt
+expect_rc 0 $B image update --dry-run --json spec.img src
+valid image-update image-update-dry
+expect_rc 0 $B image update --json spec.img src
+valid image-update image-update
+jq -e '.dry_run == false and .created == 1 and
+	([.changes[] | select(.change == "created" and .path == "/new-file")] | length) == 1' out \
+	>/dev/null || fail "image update --json: $(cat out)"
 expect_rc 0 $B image shrink --json small.img
 valid image-shrink image-shrink
 expect_rc 0 $B device evacuate --json $F c.img
