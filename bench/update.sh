@@ -67,7 +67,10 @@ for i in $(seq "$REPS"); do
 	[ -z "$best_rebuild" ] || [ "$(echo "$r < $best_rebuild" | bc)" = 1 ] && best_rebuild=$r
 	[ -z "$best_update" ] || [ "$(echo "$u < $best_update" | bc)" = 1 ] && best_update=$u
 done
-echo "update counts: $(cat "$dir/json")"
+# the counts (the list of changes is one element per file changed here)
+echo "update counts: $(python3 -c 'import json, sys
+d = json.load(open(sys.argv[1])); n = len(d.pop("changes", []))
+print(json.dumps(d), "and", n, "changes listed")' "$dir/json")"
 printf '%-28s %10s\n' "" "seconds"
 printf '%-28s %10.3f\n' "format --source (rebuild)" "$best_rebuild"
 printf '%-28s %10.3f\n' "image update" "$best_update"

@@ -570,7 +570,8 @@ static int populate(struct format_state *s)
 	if (!r && !s->quiet && !s->json)
 		printf("Copied:      %" PRIu64 " files, %" PRIu64 " bytes from %s\n", x.files, x.bytes,
 		       s->source);
-	if (!r && (r = spec_apply(&s->spec, c, BCH_ROOT_INO, "format")) == 0 && s->spec.nr && !s->quiet)
+	if (!r && (r = spec_apply(&s->spec, c, BCH_ROOT_INO, "format")) == 0 && s->spec.nr &&
+	    !s->quiet && !s->json)
 		printf("Spec:        %" PRIu64 " created, %" PRIu64 " modified, %" PRIu64 " xattrs from %s\n",
 		       s->spec.created, s->spec.modified, s->spec.xattrs, s->spec.file);
 	copy_ctx_exit(&x);
@@ -692,20 +693,28 @@ int cmd_format(int argc, char *argv[])
 		goto out;
 
 	if (s.json) {
-		printf("{\"version\":%d,\"image\":", BCH_JSON_VERSION);
-		json_str(stdout, s.devs[0].path);
-		printf(",\"smallest\":%s", s.min_size ? "true" : "false");
-		if (s.source)
-			printf(",\"files\":%" PRIu64 ",\"bytes\":%" PRIu64, s.files, s.bytes);
-		if (s.min_size)
-			printf(",\"estimate\":%" PRIu64 ",\"used_bytes\":%" PRIu64 ",\"headroom_bytes\":%"
-			       PRIu64 ",\"min_size\":%" PRIu64 ",\"moved_bytes\":%" PRIu64,
-			       s.devs[0].plan_size, s.sp.used_bytes, s.sp.headroom_bytes, s.sp.min_bytes,
-			       s.sr.moved_bytes);
+		struct bch_json j;
 		struct stat st;
+
+		json_begin(&j, stdout, false);
+		json_string(&j, "image", s.devs[0].path);
+		json_bool(&j, "smallest", s.min_size);
+		if (s.source) {
+			json_u64(&j, "files", s.files);
+			json_u64(&j, "bytes", s.bytes);
+		}
+		if (s.min_size) {
+			json_u64(&j, "estimate", s.devs[0].plan_size);
+			json_u64(&j, "used_bytes", s.sp.used_bytes);
+			json_u64(&j, "headroom_bytes", s.sp.headroom_bytes);
+			json_u64(&j, "min_size", s.sp.min_bytes);
+			json_u64(&j, "moved_bytes", s.sr.moved_bytes);
+		}
+		if (s.source)
+			spec_json(&s.spec, &j);
 		if (!stat(s.devs[0].path, &st))
-			printf(",\"size\":%" PRIu64, (uint64_t)st.st_size);
-		printf("}\n");
+			json_u64(&j, "size", st.st_size);
+		json_end(&j);
 	} else if (!s.quiet) {
 		struct bch_blockdev *bd;
 		struct bch_sb *sb;

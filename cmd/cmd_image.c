@@ -40,7 +40,7 @@
 struct img {
 	struct bch_fs	*c;
 	const char	*dev;		/* the device list as given, for messages */
-	bool		json;		/* --json (ls, stat) */
+	bool		json;		/* --json (ls, stat, update, import-tar) */
 	struct bch_json	*j;		/* ls --json: the document being written */
 	bool		check_only;	/* c is a read-only open: check, change nothing */
 	char		*script;	/* shell: stdin, read whole before the open */
@@ -1170,6 +1170,14 @@ static int __verb_import_tar(struct img *im, struct bch_spec *spec, unsigned fla
 	if (tar_import_spec(im->c, argv[1], dir, spec, flags) ||
 	    spec_apply(spec, im->c, dir, "image import-tar"))
 		return EXIT_FAIL;
+	if (im->json) {		/* {"version", "tar", "path", "spec"} */
+		struct bch_json j;
+		json_begin(&j, stdout, false);
+		json_string(&j, "tar", argv[1]);
+		json_string(&j, "path", argc == 3 ? argv[2] : "/");
+		spec_json(spec, &j);
+		json_end(&j);
+	}
 	return EXIT_OK;
 }
 
@@ -1377,8 +1385,8 @@ static const struct verb {
 	{ "setfattr",	verb_setfattr, "n:v:x:",	true,  "-n NAME -v VALUE | -x NAME PATH...", "set or remove xattrs", true },
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
 	{ "setattr",	verb_setattr, "",	true,  "[--OPT=VALUE]... PATH...", "per-file options as bcachefs setattr", true, true },
-	{ "import-tar",	verb_import_tar, "W", true, "[--spec=FILE...] [--no-whiteouts] TARFILE|- [PATH]", "unpack a tar (an OCI layer: whiteouts applied)", true, true },
-	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] HOSTDIR [PATH]", "make the tree equal to HOSTDIR, writing only what differs", true, true },
+	{ "import-tar",	verb_import_tar, "W", true, "[--spec=FILE...] [--no-whiteouts] [--json] TARFILE|- [PATH]", "unpack a tar (an OCI layer: whiteouts applied)", true, true },
+	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] [--json] HOSTDIR [PATH]", "make the tree equal to HOSTDIR, writing only what differs", true, true },
 	{ "sync",	verb_update, "cn",	true,  "...",			"the same as update", true, true },
 	{ "subvolume-create", verb_subvol_create, "", true, "PATH",	"make an empty subvolume", true },
 	{ "subvolume-snapshot", verb_subvol_snapshot, "r", true, "[-r] SOURCE DEST", "snapshot subvolume SOURCE (-r: read-only)", true },

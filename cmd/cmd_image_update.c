@@ -4,47 +4,69 @@
  * `image sync`): make the tree at PATH in the image (its root by default)
  * equal to the host directory DIR, changing only what differs.
  *
- * Both trees are walked together, a directory at a time, in name order;
- * only metadata is read for a file that compares equal, so the time
- * follows the size of the change, not of the tree.  Per name:
+ * Per name, the trees compared a directory at a time in name order:
  *  (1) in the image only: removed (a whole tree for a directory); except
  *      lost+found at the image root, the filesystem's own;
  *  (2) in DIR only: copied in (copy.c, as format --source does);
  *  (3) in both with another type, another symlink target or device
- *      number, or sharing an inode the host no longer shares: replaced;
+ *      number, or sharing an inode the host does not share: replaced;
  *  (4) a regular file whose size or mtime (ns) differs, or with
  *      --checksum whose content differs: its data rewritten in place (the
  *      same inode, so its other hard links follow);
  *  (5) then mode, owner, mtime and xattrs set where they differ; an equal
  *      file is not written at all and keeps its extents.  atime is not
  *      compared (reading DIR changes it) but is set with the rest.
- * Hard links: names of one host inode end up on one image inode (the
- * first name found keeps or makes it, later ones are linked to it).
+ * Hard links: the names of one host inode end up on one image inode.  The
+ * image inode kept is the one the first of its names (in walk order) that
+ * the image already has as that file points to; other names are linked to
+ * it, and a host inode the image does not have yet is made by its first
+ * name (copy.c's link map, seeded with the kept ones, so that names inside
+ * new directories are linked as well).
  * Per-file options (bcachefs.* xattrs) the image has and DIR does not are
  * left alone: they are the image's settings, not the tree's.
  *
+ * Speed.  The time must follow the change, not the tree, and the tree must
+ * still be looked at whole (a file's content changes nothing above it).
+ * So the looking is made cheap:
+ *  - DIR is read by worker threads, a directory at a time relative to its
+ *    descriptor (fstatat, listxattrat, readlinkat: no path walks), into
+ *    memory, while the main thread reads the image's metadata;
+ *  - the image side is three forward scans (inodes, dirents, xattrs),
+ *    not a lookup per name: what the walk compares (mode, owner, size,
+ *    mtime, link count, device, whether any xattr exists) is in memory;
+ *  - xattrs are read by name only for a file that has some on either side;
+ *  - the walk itself then does no I/O for an equal file.
+ * The scans read keys through the btree iterator as `bcachefs list` does;
+ * inodes are at (0, inum, 0), dirents at (dir, hash, 0), xattrs at
+ * (inum, hash, 0) with value pieces above BCH_HASH_MAX.
+ *
  * States.  The image verbs open read-only first (cmd_image.c).  That
- * check pass does the whole walk writing nothing and notes each change (an
- * op: kind, host path, image path); a damaged image or an unreadable DIR
- * fails there, before the read-write open, so nothing is written.  The
- * read-write pass then makes only the noted changes, each found again by
- * its path: both trees are walked once.  --dry-run prints on the check
- * pass and ends there (EXIT_IMAGE_DONE); without a check pass (-o
- * read_only, shell) one walk finds and makes the changes.
+ * check pass does the whole comparison writing nothing and notes each
+ * change (an op: kind, host path, image path); a damaged image or an
+ * unreadable DIR fails there, before the read-write open, so nothing is
+ * written; when nothing differs it ends there too (EXIT_IMAGE_DONE), so
+ * an image already equal is not opened read-write at all.  The read-write
+ * pass then makes only the noted changes, each found again by its path.
+ * --dry-run prints on the check pass and ends there; without a check pass
+ * (-o read_only, shell) one walk finds and makes the changes.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
 #include "bcachefs.h"
+#include "bkey.h"
+#include "btree.h"
 #include "cmds.h"
 #include "copy.h"
 #include "fs_ops.h"
@@ -52,41 +74,34 @@
 
 #define CMD		"image update"
 #define CMP_BUF		(1U << 20)
+#define SCAN_THREADS	8
+#define KEEPER_NEW	UINT64_MAX	/* a host inode made by this update */
 
-/* A small map of two u64 keys to two u64 values (hard links). */
+#if !defined(SYS_listxattrat) && (defined(__x86_64__) || defined(__aarch64__) || defined(__riscv))
+#define SYS_listxattrat	465		/* Linux 6.13; the same number on these */
+#endif
+
+/* ----------------------------------------------------------- small maps */
+
+#define GROW(p, nr, cap) do {						\
+	if ((nr) == (cap)) {						\
+		(cap) = (cap) ? (cap) * 2 : 1024;			\
+		if (!((p) = realloc((p), (cap) * sizeof(*(p)))))	\
+			abort();					\
+	}								\
+} while (0)
+
+
+/* Two u64 keys to two u64 values (hard links, claims), open addressing. */
 struct pair_ent {
 	uint64_t	k1, k2, v1, v2;
 	bool		used;
+	bool		done;		/* links: the kept inode was compared */
 };
 
 struct pair_map {
 	struct pair_ent	*t;
 	size_t		nr, cap;	/* cap: power of two */
-};
-
-/* A change found by the check pass, made by the read-write one. */
-struct op {
-	char		kind;		/* as printed: + - R W M; m: metadata to compare again */
-	char		*hpath, *ipath;
-};
-
-struct upd {
-	struct bch_fs		*c;
-	bool			record;		/* check pass: note the changes in ops */
-	bool			entries;	/* the directory being walked had entries changed */
-	struct op		*ops;
-	size_t			nr_ops, cap_ops;
-	bool			write;		/* not the check pass, not --dry-run */
-	bool			print;		/* lines on stdout: not check pass, not --json */
-	bool			checksum;
-	struct copy_ctx		x;
-	char			*cmp_buf;	/* --checksum: image side */
-	struct pair_map		host_links;	/* host dev, ino -> image inum */
-	struct pair_map		img_claims;	/* image inum -> host dev, ino */
-	struct {
-		uint64_t	created, removed, written, replaced, metadata, unchanged;
-		uint64_t	bytes_written, bytes_compared;
-	} n;
 };
 
 static uint64_t mix(uint64_t a, uint64_t b)
@@ -123,10 +138,452 @@ static struct pair_ent *pair_find(struct pair_map *m, uint64_t k1, uint64_t k2, 
 	}
 }
 
+/* A path built a component at a time (push returns the length to pop to). */
+struct pbuf {
+	char		*s;
+	size_t		len, cap;
+};
+
+static size_t pb_push(struct pbuf *p, const char *name)
+{
+	size_t old = p->len, n = strlen(name);
+	if (p->len + n + 2 > p->cap) {
+		p->cap = (p->len + n + 2) * 2;
+		if (!(p->s = realloc(p->s, p->cap)))
+			abort();
+	}
+	p->s[p->len++] = '/';
+	memcpy(p->s + p->len, name, n + 1);
+	p->len += n;
+	return old;
+}
+
+static void pb_pop(struct pbuf *p, size_t len)
+{
+	p->len = len;
+	p->s[len] = 0;
+}
+
+/* Start at path s, without trailing slashes ("/" alone: "", the image root). */
+static void pb_set(struct pbuf *p, const char *s)
+{
+	size_t n = strlen(s);
+	while (n && s[n - 1] == '/')
+		n--;
+	if (n + 1 > p->cap && !(p->s = realloc(p->s, p->cap = n + 256)))
+		abort();
+	memcpy(p->s, s, n);
+	p->s[n] = 0;
+	p->len = n;
+}
+
 static int64_t ts_ns(struct timespec ts)
 {
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char * const *)a, *(char * const *)b);
+}
+
+/* ------------------------------------------------------------ host scan */
+
+/* The memory of the host listing: chunks, freed together (not per name). */
+#define ARENA_CHUNK	(1U << 20)
+
+struct arena_chunk {
+	struct arena_chunk	*next;
+	size_t			used, cap;
+	char			data[];
+};
+
+struct arena {
+	struct arena_chunk	*head;
+};
+
+static void *arena_alloc(struct arena *a, size_t n)
+{
+	struct arena_chunk *c = a->head;
+
+	n = (n + 15) & ~(size_t)15;
+	if (!c || c->used + n > c->cap) {
+		size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+		if (!(c = malloc(sizeof(*c) + cap)))
+			abort();
+		c->next = a->head;
+		c->used = 0;
+		c->cap = cap;
+		a->head = c;
+	}
+	void *p = c->data + c->used;
+	c->used += n;
+	return p;
+}
+
+static char *arena_join(struct arena *a, const char *dir, const char *name)
+{
+	size_t dl = dir ? strlen(dir) : 0, nl = strlen(name);
+	char *p = arena_alloc(a, dl + nl + 2);
+	if (dir) {
+		memcpy(p, dir, dl);
+		p[dl++] = '/';
+	}
+	memcpy(p + dl, name, nl + 1);
+	return p;
+}
+
+/* Move b's chunks to a. */
+static void arena_splice(struct arena *a, struct arena *b)
+{
+	struct arena_chunk **end = &b->head;
+	while (*end)
+		end = &(*end)->next;
+	*end = a->head;
+	a->head = b->head;
+	b->head = NULL;
+}
+
+static void arena_free(struct arena *a)
+{
+	for (struct arena_chunk *c = a->head, *n; c; c = n) {
+		n = c->next;
+		free(c);
+	}
+	a->head = NULL;
+}
+
+/* One name of DIR, as its worker found it. */
+struct hent {
+	char		*name;		/* first member: sorted with name_cmp */
+	int		err;		/* fstatat failed: -errno */
+	bool		xattrs;		/* it has xattrs (of any kind) */
+	struct stat	st;
+	char		*target;	/* symlink target (NULL: unreadable) */
+	struct hdir	*sub;		/* a directory: its listing */
+};
+
+/* One directory of DIR: its entries in name order. */
+struct hdir {
+	char		*path;		/* host path */
+	struct hent	*e;
+	size_t		nr;
+	int		err;		/* listing failed: -errno */
+};
+
+struct scan {
+	pthread_mutex_t	lock;
+	pthread_cond_t	cond;
+	struct arena	*mem;		/* where each worker's memory goes when it ends */
+	struct hdir	**q;		/* directories waiting for a worker */
+	size_t		nr, cap;
+	unsigned	busy;		/* workers reading a directory */
+	bool		links;		/* some non-directory has more than one link */
+};
+
+static char *join(const char *a, const char *b)
+{
+	char *p;
+	if (asprintf(&p, "%s/%s", a, b) < 0)
+		abort();
+	return p;
+}
+
+static void scan_push(struct scan *s, struct hdir *d)
+{
+	if (s->nr == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 64;
+		if (!(s->q = realloc(s->q, s->cap * sizeof(*s->q))))
+			abort();
+	}
+	s->q[s->nr++] = d;
+}
+
+/* Has dirfd/name any xattr?  listxattrat where the kernel has it. */
+static bool has_xattrs(int dirfd, const char *dirpath, const char *name)
+{
+	ssize_t n = -1;
+#ifdef SYS_listxattrat
+	static int no_at;
+	if (!__atomic_load_n(&no_at, __ATOMIC_RELAXED)) {
+		n = syscall(SYS_listxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, NULL, 0);
+		if (n < 0 && (errno == ENOSYS || errno == EINVAL))
+			__atomic_store_n(&no_at, 1, __ATOMIC_RELAXED);
+		else
+			return n > 0;
+	}
+#else
+	(void)dirfd;
+#endif
+	char *p = join(dirpath, name);
+	n = llistxattr(p, NULL, 0);
+	free(p);
+	return n > 0;
+}
+
+static int open_dir(int at, const char *path)
+{
+	int fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd;
+}
+
+/* One worker's own: its memory, and the listing being read. */
+struct scan_worker {
+	struct scan	*s;
+	struct arena	mem;
+	struct hent	*tmp;
+	size_t		cap;
+};
+
+/* Read directory d whole: names, lstat, xattr presence, link targets. */
+static void scan_dir(struct scan_worker *w, struct hdir *d)
+{
+	int fd = open_dir(AT_FDCWD, d->path);
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+	size_t nr = 0;
+
+	if (!dir) {
+		d->err = -errno;
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	while ((de = readdir(dir))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		GROW(w->tmp, nr, w->cap);
+		struct hent *e = &w->tmp[nr++];
+		memset(e, 0, sizeof(*e));
+		e->name = arena_join(&w->mem, NULL, de->d_name);
+		if (fstatat(fd, e->name, &e->st, AT_SYMLINK_NOFOLLOW)) {
+			e->err = -errno;
+			continue;
+		}
+		e->xattrs = has_xattrs(fd, d->path, e->name);
+		if (S_ISLNK(e->st.st_mode)) {
+			char t[4096];
+			ssize_t n = readlinkat(fd, e->name, t, sizeof(t) - 1);
+			if (n >= 0) {
+				t[n] = 0;
+				e->target = arena_join(&w->mem, NULL, t);
+			}
+		}
+		if (!S_ISDIR(e->st.st_mode) && e->st.st_nlink > 1)
+			__atomic_store_n(&w->s->links, true, __ATOMIC_RELAXED);
+	}
+	closedir(dir);
+	qsort(w->tmp, nr, sizeof(*w->tmp), name_cmp);
+	d->e = arena_alloc(&w->mem, nr * sizeof(*d->e));
+	memcpy(d->e, w->tmp, nr * sizeof(*d->e));
+	d->nr = nr;
+	for (size_t i = 0; i < d->nr; i++) {
+		struct hent *e = &d->e[i];
+		if (e->err || !S_ISDIR(e->st.st_mode))
+			continue;
+		e->sub = memset(arena_alloc(&w->mem, sizeof(*e->sub)), 0, sizeof(*e->sub));
+		e->sub->path = arena_join(&w->mem, d->path, e->name);
+	}
+}
+
+static void *scan_worker(void *arg)
+{
+	struct scan_worker w = { .s = arg };
+	struct scan *s = w.s;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		while (!s->nr && s->busy)
+			pthread_cond_wait(&s->cond, &s->lock);
+		if (!s->nr)
+			break;
+		struct hdir *d = s->q[--s->nr];
+		s->busy++;
+		pthread_mutex_unlock(&s->lock);
+		scan_dir(&w, d);
+		pthread_mutex_lock(&s->lock);
+		for (size_t i = 0; i < d->nr; i++)
+			if (d->e[i].sub)
+				scan_push(s, d->e[i].sub);
+		s->busy--;
+		pthread_cond_broadcast(&s->cond);
+	}
+	arena_splice(s->mem, &w.mem);
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	free(w.tmp);
+	return NULL;
+}
+
+/* ----------------------------------------------------------- image scan */
+
+/* What the walk compares of an image inode. */
+struct iino {
+	uint64_t	inum, size, rdev;
+	int64_t		mtime;
+	uint32_t	mode, uid, gid, nlink;
+	bool		xattrs;		/* it has xattr keys */
+};
+
+struct ient {
+	size_t		name;		/* offset in names */
+	uint64_t	inum;
+};
+
+struct idir {
+	uint64_t	inum;
+	size_t		start, nr;	/* in ent, sorted by name once loaded */
+};
+
+struct iscan {
+	struct iino	*ino;
+	size_t		nr_ino, cap_ino;
+	struct ient	*ent;
+	size_t		nr_ent, cap_ent;
+	struct idir	*dir;
+	size_t		nr_dir, cap_dir;
+	char		*names;
+	size_t		names_len, names_cap;
+};
+
+static struct iino *iino_find(struct iscan *s, uint64_t inum)
+{
+	size_t lo = 0, hi = s->nr_ino;
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+		if (s->ino[m].inum < inum)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo < s->nr_ino && s->ino[lo].inum == inum ? &s->ino[lo] : NULL;
+}
+
+static struct idir *idir_find(struct iscan *s, uint64_t inum)
+{
+	size_t lo = 0, hi = s->nr_dir;
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+		if (s->dir[m].inum < inum)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo < s->nr_dir && s->dir[lo].inum == inum ? &s->dir[lo] : NULL;
+}
+
+static int ient_cmp(const void *a, const void *b, void *names)
+{
+	return strcmp((char *)names + ((const struct ient *)a)->name,
+		      (char *)names + ((const struct ient *)b)->name);
+}
+
+static int iscan_key(struct iscan *s, unsigned id, const struct bch_bkey *k)
+{
+	if (id == BCH_BTREE_ID_inodes && k->type == BCH_BKEY_inode) {
+		const struct bch_inode *v = bkey_val(k);
+		GROW(s->ino, s->nr_ino, s->cap_ino);
+		s->ino[s->nr_ino++] = (struct iino) {
+			.inum = k->p.offset, .size = v->size, .rdev = v->rdev, .mtime = v->mtime,
+			.mode = v->mode, .uid = v->uid, .gid = v->gid, .nlink = v->nlink,
+		};
+	} else if (id == BCH_BTREE_ID_dirents && k->type == BCH_BKEY_dirent) {
+		const struct bch_dirent *d = bkey_val(k);
+		if (!s->nr_dir || s->dir[s->nr_dir - 1].inum != k->p.inode) {
+			GROW(s->dir, s->nr_dir, s->cap_dir);
+			s->dir[s->nr_dir++] = (struct idir) { .inum = k->p.inode, .start = s->nr_ent };
+		}
+		if (s->names_len + d->name_len + 1 > s->names_cap) {
+			s->names_cap = (s->names_len + d->name_len + 1) * 2;
+			if (!(s->names = realloc(s->names, s->names_cap)))
+				abort();
+		}
+		GROW(s->ent, s->nr_ent, s->cap_ent);
+		s->ent[s->nr_ent++] = (struct ient) { .name = s->names_len, .inum = d->inum };
+		memcpy(s->names + s->names_len, d->name, d->name_len);
+		s->names[s->names_len + d->name_len] = 0;
+		s->names_len += d->name_len + 1;
+		s->dir[s->nr_dir - 1].nr++;
+	} else if (id == BCH_BTREE_ID_xattrs && k->type == BCH_BKEY_xattr &&
+		   k->p.offset <= BCH_HASH_MAX) {
+		struct iino *i = iino_find(s, k->p.inode);
+		if (i)
+			i->xattrs = true;
+	}
+	return 0;
+}
+
+/* Read what the walk needs of the image: three forward scans. */
+static int iscan_load(struct iscan *s, struct bch_fs *c)
+{
+	static const unsigned ids[] = {
+		BCH_BTREE_ID_inodes, BCH_BTREE_ID_dirents, BCH_BTREE_ID_xattrs,
+	};
+	int r = 0;
+
+	for (unsigned i = 0; !r && i < sizeof(ids) / sizeof(ids[0]); i++) {
+		struct btree_iter it;
+		const struct bch_bkey *k;
+
+		bch_btree_iter_init(&it, c, ids[i], POS_MIN, POS_MAX);
+		while ((k = bch_btree_iter_next(&it, &r)) && !(r = iscan_key(s, ids[i], k)))
+			if (bpos_eq(k->p, POS_MAX))
+				break;
+		bch_btree_iter_exit(&it);
+	}
+	for (size_t i = 0; !r && i < s->nr_dir; i++)
+		qsort_r(s->ent + s->dir[i].start, s->dir[i].nr, sizeof(*s->ent), ient_cmp, s->names);
+	return r;
+}
+
+static void iscan_free(struct iscan *s)
+{
+	free(s->ino);
+	free(s->ent);
+	free(s->dir);
+	free(s->names);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ------------------------------------------------------------- the walk */
+
+/* A change found by the check pass, made by the read-write one. */
+struct op {
+	char		kind;		/* as printed: + - R W M; m: metadata to compare again */
+	char		*hpath, *ipath;
+	uint64_t	at;		/* + - R: the directory of the last name; W M m: the inode */
+};
+
+struct upd {
+	struct bch_fs		*c;
+	bool			record;		/* check pass: note the changes in ops */
+	bool			entries;	/* the directory being walked had entries changed */
+	struct op		*ops;
+	size_t			nr_ops, cap_ops;
+	bool			write;		/* not the check pass, not --dry-run */
+	bool			out;		/* this pass says what changed */
+	bool			json;
+	bool			checksum;
+	struct copy_ctx		x;
+	char			*cmp_buf;	/* --checksum: image side */
+	struct iscan		img;
+	struct hdir		*host;
+	struct arena		host_mem;	/* host, its listings and names */
+	struct pbuf		hp, ip;		/* the paths being walked */
+	struct pair_map		links;		/* host dev, ino -> kept image inum (v1) */
+	struct pair_map		claims;		/* image inum -> host dev, ino */
+	struct {			/* --json: the changes, in order */
+		char		kind;
+		char		*path;
+	}			*log;
+	size_t			nr_log, cap_log;
+	struct {
+		uint64_t	created, removed, written, replaced, metadata, unchanged;
+		uint64_t	bytes_written, bytes_compared;
+	} n;
+};
 
 static int upd_err(struct upd *u, int r, const char *what, const char *path)
 {
@@ -137,49 +594,51 @@ static int upd_err(struct upd *u, int r, const char *what, const char *path)
 	return r;
 }
 
-static void report(struct upd *u, char what, const char *hpath, const char *ipath)
+/* A change (at: as in struct op), printed or noted. */
+static void report(struct upd *u, char what, const char *hpath, const char *ipath, uint64_t at)
 {
-	if (u->print && what != 'm')
-		printf("%c %s\n", what, *ipath ? ipath : "/");
+	if (!*ipath)
+		ipath = "/";
+	if (u->out && what != 'm') {
+		if (!u->json) {
+			printf("%c %s\n", what, ipath);
+		} else {
+			GROW(u->log, u->nr_log, u->cap_log);
+			u->log[u->nr_log].kind = what;
+			if (!(u->log[u->nr_log++].path = strdup(ipath)))
+				abort();
+		}
+	}
 	if (what == '+' || what == '-' || what == 'R')
 		u->entries = true;
 	if (!u->record)
 		return;
-	if (u->nr_ops == u->cap_ops) {
-		u->cap_ops = u->cap_ops ? u->cap_ops * 2 : 64;
-		if (!(u->ops = realloc(u->ops, u->cap_ops * sizeof(*u->ops))))
-			abort();
-	}
+	GROW(u->ops, u->nr_ops, u->cap_ops);
 	struct op *o = &u->ops[u->nr_ops++];
 	o->kind = what;
-	if (!(o->hpath = strdup(hpath)) || !(o->ipath = strdup(*ipath ? ipath : "/")))
+	o->at = at;
+	if (!(o->hpath = strdup(hpath)) || !(o->ipath = strdup(ipath)))
 		abort();
 }
 
-static char *join(const char *a, const char *b)
-{
-	char *p;
-	if (asprintf(&p, "%s/%s", a, b) < 0)
-		abort();
-	return p;
-}
-
-/* ------------------------------------------------------------ listings */
+/* ------------------------------------------------------------- changes */
 
 struct names {
 	char		**name;
 	size_t		nr, cap;
 };
 
-static void names_add(struct names *l, const char *name, size_t len)
+static int img_collect(void *priv, const char *name, size_t len, uint64_t inum, unsigned t,
+		       uint64_t next)
 {
-	if (l->nr == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 32;
-		if (!(l->name = realloc(l->name, l->cap * sizeof(*l->name))))
-			abort();
-	}
+	struct names *l = priv;
+	(void)inum; (void)t; (void)next;
+	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+		return 0;
+	GROW(l->name, l->nr, l->cap);
 	if (!(l->name[l->nr++] = strndup(name, len)))
 		abort();
+	return 0;
 }
 
 static void names_free(struct names *l)
@@ -188,66 +647,6 @@ static void names_free(struct names *l)
 		free(l->name[i]);
 	free(l->name);
 }
-
-static int name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char * const *)a, *(char * const *)b);
-}
-
-static int img_collect(void *priv, const char *name, size_t len, uint64_t inum, unsigned t,
-		       uint64_t next)
-{
-	(void)inum; (void)t; (void)next;
-	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
-		return 0;
-	names_add(priv, name, len);
-	return 0;
-}
-
-static int host_list(const char *path, struct names *l)
-{
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-	if (fd < 0 && errno == EPERM)
-		fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *de;
-
-	if (!d) {
-		int e = -errno;
-		if (fd >= 0)
-			close(fd);
-		return e;
-	}
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			names_add(l, de->d_name, strlen(de->d_name));
-	closedir(d);
-	qsort(l->name, l->nr, sizeof(*l->name), name_cmp);
-	return 0;
-}
-
-/* Files and bytes under host path (what copy_in would write), for --dry-run. */
-static void host_count(struct upd *u, const char *path, const struct stat *st)
-{
-	u->n.created++;
-	if (S_ISREG(st->st_mode))
-		u->n.bytes_written += st->st_size;
-	if (!S_ISDIR(st->st_mode))
-		return;
-	struct names l = { 0 };
-	if (host_list(path, &l))
-		return;
-	for (size_t i = 0; i < l.nr; i++) {
-		char *p = join(path, l.name[i]);
-		struct stat cst;
-		if (!lstat(p, &cst))
-			host_count(u, p, &cst);
-		free(p);
-	}
-	names_free(&l);
-}
-
-/* ------------------------------------------------------------- changes */
 
 /* Remove name from dir, a tree for a directory: rule (1). */
 static int remove_tree(struct upd *u, uint64_t dir, const char *name, const char *ipath)
@@ -280,34 +679,39 @@ static int remove_tree(struct upd *u, uint64_t dir, const char *name, const char
 	return r;
 }
 
-/* Copy host path in as dir/name (rule (2)), and note its inode for hard links. */
-static int create(struct upd *u, const char *hpath, const struct stat *hs, uint64_t dir,
-		  const char *name, const char *ipath)
+/*
+ * What copying in host entry e would make (check pass, --dry-run): counts,
+ * and the hard links it makes noted, as copy_in's link map will have them.
+ */
+static void count_new(struct upd *u, const struct hent *e)
 {
-	struct pair_ent *l = !S_ISDIR(hs->st_mode) && hs->st_nlink > 1
-		? pair_find(&u->host_links, hs->st_dev, hs->st_ino, false) : NULL;
-	int r;
+	u->n.created++;
+	if (!S_ISDIR(e->st.st_mode) && e->st.st_nlink > 1) {
+		struct pair_ent *l = pair_find(&u->links, e->st.st_dev, e->st.st_ino, true);
+		if (l->v1)
+			return;		/* a link to an inode made or kept */
+		l->v1 = KEEPER_NEW;
+	}
+	if (S_ISREG(e->st.st_mode))
+		u->n.bytes_written += e->st.st_size;
+	for (size_t i = 0; e->sub && i < e->sub->nr; i++)
+		count_new(u, &e->sub->e[i]);
+}
 
+/* Copy host path in as dir/name (rule (2)); hard links through copy's map. */
+static int create(struct upd *u, const struct hent *e, const char *hpath, uint64_t dir,
+		  const char *name)
+{
 	if (!u->write) {
-		if (l)
-			u->n.created++;
-		else
-			host_count(u, hpath, hs);
+		if (e)
+			count_new(u, e);
 		return 0;
 	}
-	if (l) {	/* another name of a host inode the image already has */
-		u->n.created++;
-		r = bch_fs_link(u->c, l->v1, dir, name);
-		return r ? upd_err(u, r, "linking", ipath) : 0;
-	}
-	uint64_t files = u->x.files, bytes = u->x.bytes, inum;
-	if ((r = copy_in(&u->x, hpath, dir, name)))
-		return r;
+	uint64_t files = u->x.files, bytes = u->x.bytes;
+	int r = copy_in(&u->x, hpath, dir, name);
 	u->n.created += u->x.files - files;
 	u->n.bytes_written += u->x.bytes - bytes;
-	if (!S_ISDIR(hs->st_mode) && hs->st_nlink > 1 && !bch_fs_lookup(u->c, dir, name, &inum))
-		pair_find(&u->host_links, hs->st_dev, hs->st_ino, true)->v1 = inum;
-	return 0;
+	return r;
 }
 
 /* --checksum: does the image file's content equal the host file's? */
@@ -393,25 +797,11 @@ out:
 	return r;
 }
 
-/* Rule (5): mode, owner, times and xattrs; *changed when any differed. */
-static int sync_meta(struct upd *u, const char *hpath, const struct stat *hs, uint64_t inum,
-		     const char *ipath, bool *changed)
+/* Set mode, owner and times of inum from host stat hs. */
+static int set_attrs(struct upd *u, const struct stat *hs, uint64_t inum, const char *ipath)
 {
-	struct stat is;
-	int r = bch_fs_getattr(u->c, inum, &is);
-
-	if (r)
-		return upd_err(u, r, "reading", ipath);
-	if ((r = sync_xattrs(u, hpath, inum, ipath, changed)))
-		return r;
-	bool lnk = S_ISLNK(hs->st_mode);
-	if ((!lnk && (is.st_mode & 07777) != (hs->st_mode & 07777)) ||
-	    is.st_uid != hs->st_uid || is.st_gid != hs->st_gid ||
-	    ts_ns(is.st_mtim) != ts_ns(hs->st_mtim))
-		*changed = true;
-	if (!*changed || !u->write)
-		return 0;
 	const char *sde = getenv("SOURCE_DATE_EPOCH");
+	bool lnk = S_ISLNK(hs->st_mode);
 	struct bch_setattr sa = {
 		.valid	= BCH_SETATTR_UID | BCH_SETATTR_GID | BCH_SETATTR_ATIME | BCH_SETATTR_MTIME |
 			  (lnk ? 0 : BCH_SETATTR_MODE),
@@ -421,166 +811,306 @@ static int sync_meta(struct upd *u, const char *hpath, const struct stat *hs, ui
 		.atime	= sde && *sde ? ts_ns(hs->st_mtim) : ts_ns(hs->st_atim),
 		.mtime	= ts_ns(hs->st_mtim),
 	};
-	if ((r = bch_fs_setattr(u->c, inum, &sa)))
-		upd_err(u, r, "setting attributes of", ipath);
-	return r;
+	int r = bch_fs_setattr(u->c, inum, &sa);
+	return r ? upd_err(u, r, "setting attributes of", ipath) : 0;
 }
 
-/* Rule (3): must dir/name (inode is, of host file hs) be made anew? */
-static bool must_replace(struct upd *u, const char *hpath, const struct stat *hs, uint64_t inum,
-			 const struct stat *is)
+/* Do mode, owner and mtime of the image inode (is) differ from the host's? */
+static bool attrs_differ(const struct stat *hs, uint32_t mode, uint32_t uid, uint32_t gid,
+			 int64_t mtime)
 {
-	if ((is->st_mode & S_IFMT) != (hs->st_mode & S_IFMT))
-		return true;
-	if ((S_ISCHR(hs->st_mode) || S_ISBLK(hs->st_mode)) && is->st_rdev != hs->st_rdev)
-		return true;
-	if (S_ISLNK(hs->st_mode)) {
-		char a[4096], b[4096];
-		ssize_t na = readlink(hpath, a, sizeof(a));
-		ssize_t nb = bch_fs_readlink(u->c, inum, b, sizeof(b));
-		if (na != nb || (na > 0 && memcmp(a, b, na)))
-			return true;
-	}
-	if (!S_ISDIR(hs->st_mode) && is->st_nlink > 1) {
-		/* an image inode with other names: is it this host file's? */
-		struct pair_ent *e = pair_find(&u->img_claims, inum, 0, false);
-		if (e && (e->v1 != hs->st_dev || e->v2 != hs->st_ino))
-			return true;
-		if (!e) {
-			e = pair_find(&u->img_claims, inum, 0, true);
-			e->v1 = hs->st_dev;
-			e->v2 = hs->st_ino;
-		}
-	}
-	return false;
+	return (!S_ISLNK(hs->st_mode) && (mode & 07777) != (hs->st_mode & 07777)) ||
+		uid != hs->st_uid || gid != hs->st_gid || mtime != ts_ns(hs->st_mtim);
 }
 
-static int sync_dir(struct upd *u, const char *hpath, uint64_t dir, const char *ipath,
-		    bool *entries);
-
-/* One name present on the host side (rules (2) to (5)). */
-static int sync_one(struct upd *u, const char *hpath, uint64_t dir, const char *name,
-		    const char *ipath)
+/*
+ * Rule (5) from what is known: xattrs compared by name when either side
+ * has some; *changed when anything differed (and, writing, was set).
+ */
+static int sync_meta_known(struct upd *u, const char *hpath, const struct stat *hs,
+			   bool host_xattrs, const struct iino *ii, const char *ipath,
+			   bool *changed)
 {
-	struct stat hs, is;
-	uint64_t inum;
 	int r;
 
-	if (lstat(hpath, &hs)) {
-		r = -errno;
-		cmd_err(CMD, "reading %s: %s", hpath, strerror(-r));
+	if ((host_xattrs || ii->xattrs) &&
+	    (r = sync_xattrs(u, hpath, ii->inum, ipath, changed)))
 		return r;
-	}
-	r = bch_fs_lookup(u->c, dir, name, &inum);
-	if (r == -ENOENT) {
-		report(u, '+', hpath, ipath);
-		return create(u, hpath, &hs, dir, name, ipath);
-	}
-	if (!r)
-		r = bch_fs_getattr(u->c, inum, &is);
+	if (attrs_differ(hs, ii->mode, ii->uid, ii->gid, ii->mtime))
+		*changed = true;
+	return *changed && u->write ? set_attrs(u, hs, ii->inum, ipath) : 0;
+}
+
+/* Rule (5) read afresh from both sides (the read-write pass, the root). */
+static int sync_meta(struct upd *u, const char *hpath, const struct stat *hs, uint64_t inum,
+		     const char *ipath, bool *changed)
+{
+	struct stat is;
+	int r = bch_fs_getattr(u->c, inum, &is);
+
 	if (r)
 		return upd_err(u, r, "reading", ipath);
+	struct iino ii = {
+		.inum = inum, .mode = is.st_mode, .uid = is.st_uid, .gid = is.st_gid,
+		.mtime = ts_ns(is.st_mtim), .xattrs = true,
+	};
+	return sync_meta_known(u, hpath, hs, true, &ii, ipath, changed);
+}
 
-	struct pair_ent *l = !S_ISDIR(hs.st_mode) && hs.st_nlink > 1
-		? pair_find(&u->host_links, hs.st_dev, hs.st_ino, false) : NULL;
-	if (l && l->v1 == inum) {	/* a second name of a file already done */
+/* Same type, device number and symlink target: could the image entry be kept? */
+static bool compatible(struct upd *u, const struct hent *e, const struct iino *ii)
+{
+	const struct stat *hs = &e->st;
+
+	if ((ii->mode & S_IFMT) != (hs->st_mode & S_IFMT))
+		return false;
+	if ((S_ISCHR(hs->st_mode) || S_ISBLK(hs->st_mode)) && ii->rdev != hs->st_rdev)
+		return false;
+	if (S_ISLNK(hs->st_mode)) {	/* the target is read as a file's data would be */
+		size_t na = e->target ? strlen(e->target) : 0;
+		if (!e->target || ii->size != na)
+			return false;
+		if (u->checksum || ii->mtime != ts_ns(hs->st_mtim)) {
+			char b[4096];
+			ssize_t nb = bch_fs_readlink(u->c, ii->inum, b, sizeof(b));
+			if (nb < 0 || (size_t)nb != na || memcmp(e->target, b, na))
+				return false;
+		}
+	}
+	return true;
+}
+
+/* Rule (3) for an image inode with other names: is it this host file's? */
+static bool claimed_by_other(struct upd *u, const struct hent *e, const struct iino *ii)
+{
+	if (S_ISDIR(e->st.st_mode) || ii->nlink <= 1)
+		return false;
+	struct pair_ent *c = pair_find(&u->claims, ii->inum, 0, true);
+	if (!c->v1 && !c->v2) {
+		c->v1 = e->st.st_dev;
+		c->v2 = e->st.st_ino;
+		return false;
+	}
+	return c->v1 != e->st.st_dev || c->v2 != e->st.st_ino;
+}
+
+static const struct ient *ient_find(struct upd *u, const struct idir *d, const char *name)
+{
+	size_t lo = 0, hi = d ? d->nr : 0;
+	while (lo < hi) {
+		size_t m = (lo + hi) / 2;
+		int c = strcmp(u->img.names + u->img.ent[d->start + m].name, name);
+		if (!c)
+			return &u->img.ent[d->start + m];
+		if (c < 0)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return NULL;
+}
+
+/*
+ * Before the walk: for each host inode with several names, the image inode
+ * to keep, the first (in walk order) of its names the image has as that
+ * same file and no other host inode claims.
+ */
+static void plan_links(struct upd *u, const struct hdir *h, uint64_t dir)
+{
+	const struct idir *d = idir_find(&u->img, dir);
+
+	for (size_t i = 0; i < h->nr; i++) {
+		const struct hent *e = &h->e[i];
+		const struct ient *ie = e->err ? NULL : ient_find(u, d, e->name);
+		const struct iino *ii = ie ? iino_find(&u->img, ie->inum) : NULL;
+		if (!ii)
+			continue;
+		if (e->sub && S_ISDIR(ii->mode)) {
+			plan_links(u, e->sub, ie->inum);
+			continue;
+		}
+		if (S_ISDIR(e->st.st_mode) || e->st.st_nlink <= 1)
+			continue;
+		struct pair_ent *l = pair_find(&u->links, e->st.st_dev, e->st.st_ino, true);
+		if (l->v1 || !compatible(u, e, ii) || claimed_by_other(u, e, ii))
+			continue;
+		l->v1 = ii->inum;
+	}
+}
+
+/* copy_in's link map: the kept inodes, so new names become links to them. */
+static void seed_links(struct upd *u)
+{
+	for (size_t i = 0; i < u->links.cap; i++) {
+		struct pair_ent *l = &u->links.t[i];
+		if (l->used && l->v1 && l->v1 != KEEPER_NEW)
+			copy_link_note(&u->x, l->k1, l->k2, l->v1);
+	}
+}
+
+static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *entries);
+
+/* One name present on the host side (rules (2) to (5)). */
+static int walk_one(struct upd *u, const struct hent *e, uint64_t dir, const struct ient *ie)
+{
+	const char *hpath = u->hp.s, *ipath = u->ip.s;
+	const struct stat *hs = &e->st;
+	int r;
+
+	if (e->err) {
+		cmd_err(CMD, "reading %s: %s", hpath, strerror(-e->err));
+		return e->err;
+	}
+	if (!ie) {
+		report(u, '+', hpath, ipath, dir);
+		return create(u, e, hpath, dir, e->name);
+	}
+	const struct iino *ii = iino_find(&u->img, ie->inum);
+	if (!ii)
+		return upd_err(u, -EIO, "reading", ipath);
+
+	struct pair_ent *l = !S_ISDIR(hs->st_mode) && hs->st_nlink > 1
+		? pair_find(&u->links, hs->st_dev, hs->st_ino, true) : NULL;
+	if (l && l->v1 == ii->inum && l->done) {	/* a second name of a file done */
 		u->n.unchanged++;
 		return 0;
 	}
-	if (l || must_replace(u, hpath, &hs, inum, &is)) {
-		report(u, 'R', hpath, ipath);
+	if (l ? l->v1 != ii->inum : !compatible(u, e, ii) || claimed_by_other(u, e, ii)) {
+		report(u, 'R', hpath, ipath, dir);
 		u->n.replaced++;
 		u->n.created--;		/* create() counts it again */
 		uint64_t removed = u->n.removed;
-		if ((r = remove_tree(u, dir, name, ipath)))
+		if ((r = remove_tree(u, dir, e->name, ipath)))
 			return r;
 		u->n.removed = removed;
-		return create(u, hpath, &hs, dir, name, ipath);
+		return create(u, e, hpath, dir, e->name);
 	}
+	if (l)
+		l->done = true;
 
 	bool data = false, meta = false, entries = false;
-	if (S_ISDIR(hs.st_mode) && (r = sync_dir(u, hpath, inum, ipath, &entries)))
+	if (e->sub && (r = walk_dir(u, e->sub, ii->inum, &entries)))
 		return r;
-	if (S_ISREG(hs.st_mode)) {
-		data = is.st_size != hs.st_size || ts_ns(is.st_mtim) != ts_ns(hs.st_mtim);
+	hpath = u->hp.s;	/* the walk below may have moved them */
+	ipath = u->ip.s;
+	if (S_ISREG(hs->st_mode)) {
+		data = ii->size != (uint64_t)hs->st_size || ii->mtime != ts_ns(hs->st_mtim);
 		if (!data && u->checksum) {
 			bool same;
-			if ((r = same_content(u, hpath, inum, hs.st_size, &same)))
+			if ((r = same_content(u, hpath, ii->inum, hs->st_size, &same)))
 				return upd_err(u, r, "comparing", ipath);
 			data = !same;
 		}
 		if (data) {
 			u->n.written++;
-			u->n.bytes_written += hs.st_size;
-			if (u->write && (r = bch_fs_truncate(u->c, inum, 0)))
+			u->n.bytes_written += hs->st_size;
+			if (u->write && (r = bch_fs_truncate(u->c, ii->inum, 0)))
 				return upd_err(u, r, "truncating", ipath);
-			if (u->write && (r = copy_in_data(&u->x, hpath, inum, &hs)))
+			if (u->write && (r = copy_in_data(&u->x, hpath, ii->inum, hs)))
 				return r;
 		}
 	}
-	if ((r = sync_meta(u, hpath, &hs, inum, ipath, &meta)))
+	if ((r = sync_meta_known(u, hpath, hs, e->xattrs, ii, ipath, &meta)))
 		return r;
-	if (data)
-		report(u, 'W', hpath, ipath);
-	else if (meta) {
-		report(u, 'M', hpath, ipath);
+	if (data) {
+		report(u, 'W', hpath, ipath, ii->inum);
+	} else if (meta) {
+		report(u, 'M', hpath, ipath, ii->inum);
 		u->n.metadata++;
 	} else {
 		u->n.unchanged++;
 		if (entries)	/* changing them changes its times in the image */
-			report(u, 'm', hpath, ipath);
+			report(u, 'm', hpath, ipath, ii->inum);
 	}
-	if (!S_ISDIR(hs.st_mode) && hs.st_nlink > 1)
-		pair_find(&u->host_links, hs.st_dev, hs.st_ino, true)->v1 = inum;
 	return 0;
 }
 
-/* Make the entries of image directory dir those of host directory hpath. */
-static int sync_dir(struct upd *u, const char *hpath, uint64_t dir, const char *ipath,
-		    bool *entries)
+/* Make the entries of image directory dir those of host directory h. */
+static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *entries)
 {
-	struct names h = { 0 }, i = { 0 };
+	const struct idir *d = idir_find(&u->img, dir);
+	const struct ient *ie = d ? u->img.ent + d->start : NULL;
+	size_t ni = d ? d->nr : 0;
 	bool saved = u->entries;
-	int r;
+	int r = 0;
 
+	if (h->err) {
+		cmd_err(CMD, "listing %s: %s", h->path, strerror(-h->err));
+		return h->err;
+	}
 	u->entries = false;
-	if ((r = host_list(hpath, &h))) {
-		cmd_err(CMD, "listing %s: %s", hpath, strerror(-r));
-		return r;
-	}
-	if ((r = bch_fs_readdir(u->c, dir, 0, img_collect, &i))) {
-		upd_err(u, r, "listing", *ipath ? ipath : "/");
-		goto out;
-	}
-	qsort(i.name, i.nr, sizeof(*i.name), name_cmp);
-	/* both sorted: one merge pass; removals first, so a name is free again */
-	for (size_t a = 0, b = 0; !r && b < i.nr; b++) {
-		while (a < h.nr && strcmp(h.name[a], i.name[b]) < 0)
+	/* both sorted: removals first, so a name is free again */
+	for (size_t a = 0, b = 0; !r && b < ni; b++) {
+		const char *name = u->img.names + ie[b].name;
+		int c = 1;
+		while (a < h->nr && (c = strcmp(h->e[a].name, name)) < 0)
 			a++;
-		if (a < h.nr && !strcmp(h.name[a], i.name[b]))
+		if (a < h->nr && !c)
 			continue;
-		if (dir == BCH_ROOT_INO && !strcmp(i.name[b], "lost+found"))
+		if (dir == BCH_ROOT_INO && !strcmp(name, "lost+found"))
 			continue;
-		char *ip = join(ipath, i.name[b]);
-		report(u, '-', "", ip);
-		r = remove_tree(u, dir, i.name[b], ip);
-		free(ip);
+		size_t saved_ip = pb_push(&u->ip, name);
+		report(u, '-', "", u->ip.s, dir);
+		r = remove_tree(u, dir, name, u->ip.s);
+		pb_pop(&u->ip, saved_ip);
 	}
-	for (size_t a = 0; !r && a < h.nr; a++) {
-		char *hp = join(hpath, h.name[a]), *ip = join(ipath, h.name[a]);
-		r = sync_one(u, hp, dir, h.name[a], ip);
-		free(hp);
-		free(ip);
+	for (size_t a = 0, b = 0; !r && a < h->nr; a++) {
+		const struct hent *e = &h->e[a];
+		int c = 1;
+		while (b < ni && (c = strcmp(u->img.names + ie[b].name, e->name)) < 0)
+			b++;
+		size_t saved_hp = pb_push(&u->hp, e->name), saved_ip = pb_push(&u->ip, e->name);
+		r = walk_one(u, e, dir, b < ni && !c ? &ie[b] : NULL);
+		pb_pop(&u->hp, saved_hp);
+		pb_pop(&u->ip, saved_ip);
 	}
-out:
 	*entries = u->entries;
 	u->entries = saved;
-	names_free(&h);
-	names_free(&i);
 	return r;
 }
 
+/* Read DIR (worker threads) and the image (this thread) at once. */
+static int load(struct upd *u, const char *src)
+{
+	struct scan s = {
+		.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .mem = &u->host_mem,
+	};
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned nt = ncpu < 1 ? 1 : ncpu > SCAN_THREADS ? SCAN_THREADS : ncpu, started = 0;
+	pthread_t t[SCAN_THREADS];
+
+	u->host = memset(arena_alloc(&u->host_mem, sizeof(*u->host)), 0, sizeof(*u->host));
+	u->host->path = arena_join(&u->host_mem, NULL, src);
+	scan_push(&s, u->host);
+	for (unsigned i = 0; i < nt; i++)
+		started += !pthread_create(&t[started], NULL, scan_worker, &s);
+	if (!started)		/* no threads: read it here */
+		scan_worker(&s);
+	int r = iscan_load(&u->img, u->c);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(t[i], NULL);
+	free(s.q);
+	if (r) {
+		upd_err(u, r, "reading the metadata of", "the image");
+		return r;
+	}
+	if (s.links)
+		plan_links(u, u->host, BCH_ROOT_INO);
+	return 0;
+}
+
 /* ------------------------------------------------------------- the verb */
+
+static const char *change_name(char kind)
+{
+	switch (kind) {
+	case '+': return "created";
+	case '-': return "removed";
+	case 'R': return "replaced";
+	case 'W': return "written";
+	default:  return "metadata";
+	}
+}
 
 static void json_summary(struct upd *u, bool dry_run)
 {
@@ -596,25 +1126,22 @@ static void json_summary(struct upd *u, bool dry_run)
 	json_u64(&j, "unchanged", u->n.unchanged);
 	json_u64(&j, "bytes_written", u->n.bytes_written);
 	json_u64(&j, "bytes_compared", u->n.bytes_compared);
+	json_open(&j, "changes", true);
+	for (size_t i = 0; i < u->nr_log; i++) {
+		json_open(&j, NULL, false);
+		json_string(&j, "change", change_name(u->log[i].kind));
+		json_string(&j, "path", u->log[i].path);
+		json_close(&j);
+	}
+	json_close(&j);
 	json_end(&j);
-}
-
-/* Resolve ipath's parent directory into *dir and its last name into *name (in buf). */
-static int parent_of(struct upd *u, const char *ipath, char *buf, size_t len, uint64_t *dir,
-		     char **name)
-{
-	snprintf(buf, len, "%s", ipath);
-	char *slash = strrchr(buf, '/');
-	*name = slash + 1;
-	*slash = 0;
-	return bch_fs_lookup_path(u->c, buf[0] ? buf : "/", true, dir);
 }
 
 /* The read-write pass: make one change the check pass found. */
 static int apply_op(struct upd *u, struct op *o)
 {
-	char buf[8192], *name;
-	uint64_t dir, inum;
+	const char *name = strrchr(o->ipath, '/');	/* + - R: there is one */
+	uint64_t dir = o->at, inum = o->at;
 	struct stat hs;
 	bool changed = false;
 	int r = 0;
@@ -626,9 +1153,8 @@ static int apply_op(struct upd *u, struct op *o)
 	}
 	switch (o->kind) {
 	case '-': case '+': case 'R':
-		if ((r = parent_of(u, o->ipath, buf, sizeof(buf), &dir, &name)))
-			return upd_err(u, r, "finding the directory of", o->ipath);
-		report(u, o->kind, o->hpath, o->ipath);
+		name++;
+		report(u, o->kind, o->hpath, o->ipath, o->at);
 		if (o->kind == '-')
 			return remove_tree(u, dir, name, o->ipath);
 		if (o->kind == 'R') {
@@ -639,10 +1165,8 @@ static int apply_op(struct upd *u, struct op *o)
 				return r;
 			u->n.removed = removed;
 		}
-		return create(u, o->hpath, &hs, dir, name, o->ipath);
+		return create(u, NULL, o->hpath, dir, name);
 	}
-	if ((r = bch_fs_lookup_path(u->c, o->ipath, false, &inum)))
-		return upd_err(u, r, "finding", o->ipath);
 	if (o->kind == 'W') {
 		u->n.written++;
 		u->n.bytes_written += hs.st_size;
@@ -654,9 +1178,9 @@ static int apply_op(struct upd *u, struct op *o)
 	if ((r = sync_meta(u, o->hpath, &hs, inum, o->ipath, &changed)))
 		return r;
 	if (o->kind == 'W')
-		report(u, 'W', o->hpath, o->ipath);
+		report(u, 'W', o->hpath, o->ipath, o->at);
 	else if (changed || o->kind == 'M') {
-		report(u, 'M', o->hpath, o->ipath);
+		report(u, 'M', o->hpath, o->ipath, o->at);
 		u->n.metadata++;
 	}
 	return 0;
@@ -668,16 +1192,23 @@ static void upd_free(struct upd *u)
 		free(u->ops[i].hpath);
 		free(u->ops[i].ipath);
 	}
+	for (size_t i = 0; i < u->nr_log; i++)
+		free(u->log[i].path);
+	free(u->log);
 	free(u->ops);
 	copy_ctx_exit(&u->x);
 	free(u->cmp_buf);
-	free(u->host_links.t);
-	free(u->img_claims.t);
+	iscan_free(&u->img);
+	arena_free(&u->host_mem);
+	free(u->hp.s);
+	free(u->ip.s);
+	free(u->links.t);
+	free(u->claims.t);
 	free(u);
 }
 
 /* The read-write pass after a check pass: only the changes it found. */
-static int apply_ops(struct upd *u, struct bch_fs *c, bool json)
+static int apply_ops(struct upd *u, struct bch_fs *c)
 {
 	uint64_t unchanged = u->n.unchanged, compared = u->n.bytes_compared;
 	int r = 0;
@@ -685,15 +1216,49 @@ static int apply_ops(struct upd *u, struct bch_fs *c, bool json)
 	u->c = c;
 	u->write = true;
 	u->record = false;
-	u->print = !json;
+	u->out = true;
 	copy_ctx_exit(&u->x);
 	if (copy_ctx_init(&u->x, c, CMD))
 		abort();
+	seed_links(u);
 	memset(&u->n, 0, sizeof(u->n));
 	u->n.unchanged = unchanged;
 	u->n.bytes_compared = compared;
 	for (size_t i = 0; !r && i < u->nr_ops; i++)
 		r = apply_op(u, &u->ops[i]);
+	return r;
+}
+
+/* Check pass, dry run, or the one pass: compare the trees (and change the image). */
+static int walk(struct upd *u, const char *src, const char *dst)
+{
+	uint64_t dir;
+	struct stat st;
+	int r = bch_fs_lookup_path(u->c, dst, true, &dir);
+
+	if (!r && !(r = bch_fs_getattr(u->c, dir, &st)) && !S_ISDIR(st.st_mode))
+		r = -ENOTDIR;
+	if (r)
+		return upd_err(u, r, "finding", dst);
+	if ((r = load(u, src)))
+		return r;
+	if (u->write)
+		seed_links(u);
+	pb_set(&u->hp, src);
+	pb_set(&u->ip, dst);
+
+	bool entries = false, meta = false;
+	if ((r = walk_dir(u, u->host, dir, &entries)))
+		return r;
+	if (lstat(src, &st)) {
+		r = -errno;
+		cmd_err(CMD, "reading %s: %s", src, strerror(-r));
+		return r;
+	}
+	if (!(r = sync_meta(u, src, &st, dir, dst, &meta)) && (meta || entries)) {
+		report(u, meta ? 'M' : 'm', src, u->ip.s, dir);
+		u->n.metadata += meta;
+	}
 	return r;
 }
 
@@ -738,48 +1303,41 @@ int cmd_image_update(struct bch_fs *c, bool check_only, bool json, void **priv, 
 	 * read_only there is no check pass and the one walk does everything.
 	 */
 	struct upd *u = priv ? *priv : NULL;
+	bool last = !check_only || dry_run;
 	int r;
 	if (u && !check_only) {
 		*priv = NULL;
-		r = apply_ops(u, c, json);
+		u->json = json;
+		r = apply_ops(u, c);
 		goto done;
 	}
 	if (!(u = calloc(1, sizeof(*u))) || !(u->cmp_buf = malloc(CMP_BUF)))
 		abort();
 	u->c = c;
 	u->checksum = checksum;
+	u->json = json;
 	u->write = !check_only && !dry_run;
-	u->print = (!check_only || dry_run) && !json;
+	u->out = last;
 	u->record = check_only && !dry_run && priv;
 	if (copy_ctx_init(&u->x, c, CMD))
 		abort();
-	uint64_t dir;
-	struct stat st;
-	r = bch_fs_lookup_path(c, dst, true, &dir);
-	if (!r && !(r = bch_fs_getattr(c, dir, &st)) && !S_ISDIR(st.st_mode))
-		r = -ENOTDIR;
-	if (r) {
-		upd_err(u, r, "finding", dst);
-		goto done;
-	}
-	bool entries = false, meta = false;
-	r = sync_dir(u, src, dir, strcmp(dst, "/") ? dst : "", &entries);
-	if (!r && (r = lstat(src, &st) ? -errno : 0))
-		cmd_err(CMD, "reading %s: %s", src, strerror(-r));
-	if (!r && !(r = sync_meta(u, src, &st, dir, dst, &meta)) && (meta || entries)) {
-		report(u, meta ? 'M' : 'm', src, strcmp(dst, "/") ? dst : "");
-		u->n.metadata += meta;
-	}
-	if (!r && u->record) {
-		*priv = u;		/* for the read-write pass */
+	r = walk(u, src, dst);
+	if (!r && u->record && u->nr_ops) {
+		/* for the read-write pass; the trees are no longer needed */
+		iscan_free(&u->img);
+		arena_free(&u->host_mem);
+		u->host = NULL;
+		*priv = u;
 		return EXIT_OK;
 	}
+	if (!r && u->record)	/* nothing differs: no read-write open at all */
+		last = true;
 done:
-	if (!r && json && (!check_only || dry_run))
+	if (!r && json && last)
 		json_summary(u, dry_run);
 	upd_free(u);
 	if (r)
 		return EXIT_FAIL;
-	/* --dry-run: done on the read-only pass, which EXIT_IMAGE_DONE makes the last */
-	return check_only && dry_run ? EXIT_IMAGE_DONE : EXIT_OK;
+	/* done on the read-only pass: EXIT_IMAGE_DONE makes it the last */
+	return check_only && last ? EXIT_IMAGE_DONE : EXIT_OK;
 }

@@ -82,6 +82,11 @@ static struct link_ent *links_find(struct copy_links *l, uint64_t a, uint64_t b,
 	return &l->t[j];
 }
 
+void copy_link_note(struct copy_ctx *x, uint64_t dev, uint64_t ino, uint64_t inum)
+{
+	links_find(x->links, dev, ino, true)->inum = inum;
+}
+
 /* ------------------------------------------------------------ context */
 
 int copy_ctx_init(struct copy_ctx *x, struct bch_fs *c, const char *cmd)

@@ -63,6 +63,13 @@ void copy_progress_done(struct copy_ctx *x);
 int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name);
 
 /*
+ * Copy in: host file (dev, ino) is already inode inum of the filesystem, so
+ * a name of it copied in later becomes a hard link to inum (image update:
+ * the files it keeps).
+ */
+void copy_link_note(struct copy_ctx *x, uint64_t dev, uint64_t ino, uint64_t inum);
+
+/*
  * Write host file src's data (st: its lstat) into the regular file inum,
  * holes kept, and set its size (image update: inum is empty, or only its
  * tail past st_size would be left).  Negative errno, message printed.

@@ -533,6 +533,21 @@ int spec_load(struct bch_spec *s, const char *cmd)
 	return r;
 }
 
+void spec_json(const struct bch_spec *s, struct bch_json *j)
+{
+	if (!s->file) {
+		json_null(j, "spec");
+		return;
+	}
+	json_open(j, "spec", false);
+	json_string(j, "file", s->file);
+	json_u64(j, "entries", s->nr);
+	json_u64(j, "created", s->created);
+	json_u64(j, "modified", s->modified);
+	json_u64(j, "xattrs", s->xattrs);
+	json_close(j);
+}
+
 void spec_exit(struct bch_spec *s)
 {
 	for (size_t i = 0; i < s->nr; i++) {

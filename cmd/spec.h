@@ -98,6 +98,14 @@ void spec_map_time(const struct bch_spec *s, int64_t *atime, int64_t *mtime);
 /* Apply the spec file's lines under root: 0, or -errno after "CMD: FILE:LINE: why". */
 int spec_apply(struct bch_spec *s, struct bch_fs *c, uint64_t root, const char *cmd);
 
+/*
+ * --json: member "spec" of the open object j, what --spec did (the text
+ * form's "Spec:" line): {"file", "entries", "created", "modified",
+ * "xattrs"}, or null without --spec.
+ */
+struct bch_json;
+void spec_json(const struct bch_spec *s, struct bch_json *j);
+
 void spec_exit(struct bch_spec *s);
 
 #endif /* _BCACHEFS_CMD_SPEC_H */

@@ -132,6 +132,26 @@ expect_rc 0 $B device resize --json $F c.img 48M
 valid device-resize device-resize
 expect_rc 0 $B format --json --source src small.img
 valid format format
+# what a --spec file did (issue 33), in format and image import-tar
+printf '/dev d 755 0 0\n/dev/null c 666 0 0 1 3\n/hello.txt m 600 0 0\n' > spec.txt
+expect_rc 0 $B format --json --spec=spec.txt --source src spec.img
+valid format format-spec
+jq -e '.spec.file == "spec.txt" and .spec.entries == 3 and .spec.created == 2 and
+	.spec.modified == 1' out >/dev/null || fail "format --spec --json: $(cat out)"
+tar cf src.tar -C src .
+expect_rc 0 $B format -q --fs-size=64M tar.img
+expect_rc 0 $B image import-tar --json --spec=spec.txt tar.img src.tar
+valid image-import-tar image-import-tar
+# what image update changed: counts and the changes
+printf 'new\n' > src/new-file
+chmod 600 src/hello.txt
+expect_rc 0 $B image update --dry-run --json spec.img src
+valid image-update image-update-dry
+expect_rc 0 $B image update --json spec.img src
+valid image-update image-update
+jq -e '.dry_run == false and .created == 1 and
+	([.changes[] | select(.change == "created" and .path == "/new-file")] | length) == 1' out \
+	>/dev/null || fail "image update --json: $(cat out)"
 expect_rc 0 $B image shrink --json small.img
 valid image-shrink image-shrink
 expect_rc 0 $B device evacuate --json $F c.img
