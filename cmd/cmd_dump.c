@@ -8,7 +8,7 @@
  *
  *   OFFSET SIZE  header (64 bytes)
  *   0      8     magic "bchDUMP1"
- *   8      4     version (1)
+ *   8      4     version (2; undump reads 1, which has no REF records)
  *   12     4     flags (0)
  *   16     4     nr_devs: entries of the device table that follows
  *   20     4     chunk: largest uncompressed record (bytes)
@@ -20,7 +20,11 @@
  *   stored bytes): u32 magic "REC1", u16 table index, u8 compression (0
  *   none, 3 zstd), u8 zero, u64 byte offset on the device, u32 length,
  *   u32 stored length, u32 crc32c of the uncompressed bytes, u32 crc32c of
- *   the header's first 28 bytes; last, one record with magic "END1": offset
+ *   the header's first 28 bytes; a REF record (magic "REF1", compression
+ *   0, stored 16) repeats an earlier REC record of exactly its length and
+ *   data crc, named by its stored bytes: u64 offset, u16 table index, 6
+ *   zero bytes (the metadata_replicas copies of a node are written once);
+ *   last, one record with magic "END1": offset
  *   = the number of records, lengths zero, crc = crc32c of the whole file
  *   before it.  Nothing may follow it.  Zero bytes need no record: a
  *   record's leading and trailing all-zero 4 KiB blocks are left out, and a
@@ -29,23 +33,33 @@
  * Invariants: (1) undump checks the whole dump (every crc, every range
  * inside its device, the end record) before it creates any file, so a
  * damaged or truncated dump writes nothing; (2) undump never overwrites an
- * existing file; (3) records are in (device, offset) order and disjoint.
+ * existing file; (3) records are in (device, offset) order and disjoint;
+ * (4) a REF record's source comes before it in the file, so undump copies
+ * it from the image it is writing.
+ *
+ * Speed: the records are read and deduplicated in order by one thread,
+ * compressed a batch at a time by one thread per CPU (each with its own
+ * zstd context), and written in order.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "checksum.h"
 #include "cmds.h"
 #include "compress.h"
+#include "dl.h"
 #include "dump.h"
 #include "errcode.h"
 #include "fs.h"
@@ -54,11 +68,13 @@
 #include "super.h"
 
 #define DUMP_MAGIC	"bchDUMP1"
-#define DUMP_VERSION	1
+#define DUMP_VERSION	2	/* 2: REF records; undump reads 1 and 2 */
+#define DUMP_ZSTD_LEVEL	1	/* metadata compresses 5-10x at 1; 3 gains 15%, costs 1.5x time */
 #define DUMP_CHUNK	(1U << 20)
 #define DUMP_ZERO_BLOCK	4096	/* all-zero blocks at a record's ends are left out */
 #define REC_MAGIC	0x31434552U	/* "REC1" */
 #define END_MAGIC	0x31444e45U	/* "END1" */
+#define REF_MAGIC	0x31464552U	/* "REF1" */
 
 struct dump_hdr {
 	char		magic[8];
@@ -84,6 +100,14 @@ struct dump_rec {
 	uint32_t	len, stored, data_crc, hdr_crc;
 };
 _Static_assert(sizeof(struct dump_rec) == 32, "dump_rec size");
+
+/* A REF record's payload: the record whose bytes it repeats. */
+struct dump_ref {
+	uint64_t	offset;		/* of that record, on its device */
+	uint16_t	dev;		/* its device table index */
+	uint8_t		zero[6];
+};
+_Static_assert(sizeof(struct dump_ref) == 16, "dump_ref size");
 
 static uint32_t crc32c(const void *p, size_t len)
 {
@@ -161,65 +185,284 @@ static bool nonzero_span(const char *buf, uint32_t len, uint32_t *first, uint32_
 	return true;
 }
 
-/* Write the records of ranges d from c into w; progress on p. */
-static int dump_records(const char *out, struct bch_fs *c, const struct bch_dump_ranges *d,
-			const unsigned *tab, bool compress, struct writer *w,
-			struct cmd_progress *p, uint64_t total, uint64_t *nr_rec)
-{
-	size_t cap = bch_compress_bound(DUMP_CHUNK);
-	char *buf = malloc(DUMP_CHUNK), *zbuf = malloc(cap);
-	uint64_t done = 0;
-	int r = 0;
+/*
+ * zstd with one context per thread, kept for the whole dump: the library's
+ * bch_compress() makes and frees a context on every call, which for 1 MiB
+ * records costs as much as compressing.  Loaded as the engine loads it (dl.h).
+ */
+#define DUMP_ZSTD_FUNCS()					\
+	x(createCCtx,	ZSTD_createCCtx)			\
+	x(freeCCtx,	ZSTD_freeCCtx)				\
+	x(compressCCtx,	ZSTD_compressCCtx)			\
+	x(isError,	ZSTD_isError)
 
-	if (!buf || !zbuf) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < d->nr && !r; i++) {
-		const struct bch_dump_range *rg = &d->r[i];
-		for (uint64_t o = 0; o < rg->len && !r; o += DUMP_CHUNK) {
-			uint32_t len = rg->len - o < DUMP_CHUNK ? rg->len - o : DUMP_CHUNK;
-			struct dump_rec h = {
-				.magic = REC_MAGIC, .dev = tab[rg->dev],
-				.offset = rg->offset + o, .len = len, .stored = len,
-			};
-			if ((r = bch_dev_read(c->devs[rg->dev]->bdev, buf, len, h.offset))) {
-				cmd_err("dump", "%s: reading %" PRIu64 "+%u: %s",
-					bch_dev_path(c->devs[rg->dev]->bdev), h.offset, len, bch_err_str(r));
-				goto out;
-			}
-			/* zeros need no record: undump's images are zero where none is */
-			uint32_t first, last;
-			if (!nonzero_span(buf, len, &first, &last)) {
-				done += len;
+static struct dump_zstd {
+#define x(m, f)	BCH_DL_MEMBER(m, f)
+	DUMP_ZSTD_FUNCS()
+#undef x
+} zs;
+
+static const struct bch_dl_sym zstd_syms[] = {
+#define x(m, f)	BCH_DL_SYM(struct dump_zstd, m, f, NULL)
+	DUMP_ZSTD_FUNCS()
+#undef x
+};
+
+static struct bch_dl_lib zstd_lib = BCH_DL_LIB(BCH_SONAME_ZSTD, -ELIBACC, zstd_syms, &zs);
+
+/*
+ * The records being made, a batch at a time: read and deduplicated in order
+ * by the main thread, compressed by DUMP_THREADS threads, written in order.
+ */
+#define DUMP_BATCH	16	/* records (of at most DUMP_CHUNK) per batch */
+#define DUMP_THREADS	4	/* at most; one per online CPU */
+
+struct job {
+	struct dump_rec	h;
+	char		*buf, *zbuf;	/* DUMP_CHUNK and its compress bound */
+	const char	*data;		/* what follows the header: h.stored bytes */
+	struct dump_ref	ref;		/* a REF record's payload */
+};
+
+/* Records already written, by (len, crc): the sources of REF records. */
+struct seen {
+	uint64_t	key;		/* len << 32 | data_crc; 0: empty slot */
+	uint64_t	offset;
+	uint32_t	dev;		/* member index */
+	uint16_t	tab;		/* device table index */
+};
+
+struct dumper {
+	struct bch_fs	*c;
+	const char	*out;
+	const unsigned	*tab;
+	bool		compress;
+	struct writer	*w;
+	struct job	jobs[DUMP_BATCH];
+	unsigned	nr_jobs;
+	ZSTD_CCtx	*cctx[DUMP_THREADS];
+	unsigned	threads;
+	atomic_uint	next;		/* the next job to compress */
+	char		*cmp;		/* DUMP_CHUNK: a REF candidate's source, read back */
+	struct seen	*seen;
+	size_t		seen_nr, seen_cap;	/* cap: a power of two */
+	uint64_t	nr_rec, nr_ref, ref_bytes;
+};
+
+static size_t seen_slot(uint64_t key, size_t cap)
+{
+	key *= 0x9e3779b97f4a7c15ULL;
+	return (key ^ (key >> 29)) & (cap - 1);
+}
+
+static int seen_add(struct dumper *dp, uint64_t key, unsigned dev, uint64_t offset)
+{
+	if (2 * (dp->seen_nr + 1) > dp->seen_cap) {
+		size_t cap = dp->seen_cap ? 2 * dp->seen_cap : 4096;
+		struct seen *n = calloc(cap, sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		for (size_t i = 0; i < dp->seen_cap; i++) {
+			if (!dp->seen[i].key)
 				continue;
-			}
-			h.offset += first;
-			h.len = h.stored = last - first;
-			h.data_crc = crc32c(buf + first, h.len);
-			const char *data = buf + first;
-			long z = compress ? bch_compress(BCH_COMPRESSION_zstd, 0, data, h.len, zbuf, cap, 1) : 0;
-			if (z > 0 && z < h.len) {
-				h.compression = BCH_COMPRESSION_zstd;
-				h.stored = z;
-				data = zbuf;
-			}
-			h.hdr_crc = crc32c(&h, offsetof(struct dump_rec, hdr_crc));
-			if ((r = w_put(w, &h, sizeof(h))) || (r = w_put(w, data, h.stored))) {
-				cmd_err("dump", "%s: %s", out, strerror(-r));
-				goto out;
-			}
-			(*nr_rec)++;
+			size_t j = seen_slot(dp->seen[i].key, cap);
+			while (n[j].key)
+				j = (j + 1) & (cap - 1);
+			n[j] = dp->seen[i];
+		}
+		free(dp->seen);
+		dp->seen = n;
+		dp->seen_cap = cap;
+	}
+	size_t j = seen_slot(key, dp->seen_cap);
+	while (dp->seen[j].key)
+		j = (j + 1) & (dp->seen_cap - 1);
+	dp->seen[j] = (struct seen) { key, offset, dev, dp->tab[dev] };
+	dp->seen_nr++;
+	return 0;
+}
+
+/*
+ * Is the record in j (its bytes in j->data) a copy of one written before?
+ * Then make it a REF record to it (btree nodes are written in
+ * metadata_replicas copies, byte for byte the same).  Equal (len, crc) is
+ * only a candidate: the source is read back and compared.
+ */
+static int dedup(struct dumper *dp, struct job *j, unsigned dev, bool *ref)
+{
+	uint64_t key = (uint64_t)j->h.len << 32 | j->h.data_crc;
+	int r;
+
+	*ref = false;
+	for (size_t i = dp->seen_cap ? seen_slot(key, dp->seen_cap) : 0;
+	     dp->seen_cap && dp->seen[i].key; i = (i + 1) & (dp->seen_cap - 1)) {
+		const struct seen *s = &dp->seen[i];
+		if (s->key != key)
+			continue;
+		if ((r = bch_dev_read(dp->c->devs[s->dev]->bdev, dp->cmp, j->h.len, s->offset)))
+			return r;
+		if (memcmp(dp->cmp, j->data, j->h.len))
+			continue;
+		j->h.magic = REF_MAGIC;
+		j->h.stored = sizeof(j->ref);
+		j->ref = (struct dump_ref) { .offset = s->offset, .dev = s->tab };
+		j->data = (const char *)&j->ref;
+		*ref = true;
+		return 0;
+	}
+	return seen_add(dp, key, dev, j->h.offset);
+}
+
+static void *compress_jobs(void *arg)
+{
+	struct dumper *dp = ((void **)arg)[0];
+	ZSTD_CCtx *cctx = ((void **)arg)[1];
+	unsigned i;
+
+	while ((i = atomic_fetch_add(&dp->next, 1)) < dp->nr_jobs) {
+		struct job *j = &dp->jobs[i];
+		if (j->h.magic != REC_MAGIC)
+			continue;
+		size_t z = zs.compressCCtx(cctx, j->zbuf, bch_compress_bound(DUMP_CHUNK),
+					   j->data, j->h.len, DUMP_ZSTD_LEVEL);
+		if (!zs.isError(z) && z < j->h.len) {
+			j->h.compression = BCH_COMPRESSION_zstd;
+			j->h.stored = z;
+			j->data = j->zbuf;
+		}
+	}
+	return NULL;
+}
+
+/* Compress the batch's REC records (in parallel), then write the batch in order. */
+static int flush_batch(struct dumper *dp)
+{
+	pthread_t th[DUMP_THREADS];
+	void *args[DUMP_THREADS][2];
+	unsigned started = 0;
+	int r;
+
+	if (dp->compress) {
+		atomic_store(&dp->next, 0);
+		for (unsigned t = 1; t < dp->threads && t < dp->nr_jobs; t++) {
+			args[t][0] = dp;
+			args[t][1] = dp->cctx[t];
+			if (pthread_create(&th[t], NULL, compress_jobs, args[t]))
+				break;
+			started = t;
+		}
+		args[0][0] = dp;
+		args[0][1] = dp->cctx[0];
+		compress_jobs(args[0]);
+		for (unsigned t = 1; t <= started; t++)
+			pthread_join(th[t], NULL);
+	}
+	for (unsigned i = 0; i < dp->nr_jobs; i++) {
+		struct job *j = &dp->jobs[i];
+		j->h.hdr_crc = crc32c(&j->h, offsetof(struct dump_rec, hdr_crc));
+		if ((r = w_put(dp->w, &j->h, sizeof(j->h))) || (r = w_put(dp->w, j->data, j->h.stored))) {
+			cmd_err("dump", "%s: %s", dp->out, strerror(-r));
+			return r;
+		}
+		dp->nr_rec++;
+	}
+	dp->nr_jobs = 0;
+	return 0;
+}
+
+/*
+ * Read one chunk (dev, offset, len) into the next job; leave out its zero
+ * ends, and make it a REF record when it copies one before.
+ */
+static int add_chunk(struct dumper *dp, unsigned dev, uint64_t offset, uint32_t len)
+{
+	struct job *j = &dp->jobs[dp->nr_jobs];
+	uint32_t first, last;
+	bool ref;
+	int r;
+
+	if ((r = bch_dev_read(dp->c->devs[dev]->bdev, j->buf, len, offset))) {
+		cmd_err("dump", "%s: reading %" PRIu64 "+%u: %s",
+			bch_dev_path(dp->c->devs[dev]->bdev), offset, len, bch_err_str(r));
+		return r;
+	}
+	/* zeros need no record: undump's images are zero where none is */
+	if (!nonzero_span(j->buf, len, &first, &last))
+		return 0;
+	j->h = (struct dump_rec) {
+		.magic = REC_MAGIC, .dev = dp->tab[dev],
+		.offset = offset + first, .len = last - first, .stored = last - first,
+	};
+	j->data = j->buf + first;
+	j->h.data_crc = crc32c(j->data, j->h.len);
+	if ((r = dedup(dp, j, dev, &ref))) {
+		cmd_err("dump", "%s", bch_err_str(r));
+		return r;
+	}
+	dp->nr_ref += ref;
+	dp->ref_bytes += ref ? j->h.len : 0;
+	if (++dp->nr_jobs == DUMP_BATCH)
+		return flush_batch(dp);
+	return 0;
+}
+
+static void dumper_exit(struct dumper *dp)
+{
+	for (unsigned i = 0; i < DUMP_BATCH; i++) {
+		free(dp->jobs[i].buf);
+		free(dp->jobs[i].zbuf);
+	}
+	for (unsigned t = 0; t < dp->threads; t++)
+		if (dp->cctx[t])
+			zs.freeCCtx(dp->cctx[t]);
+	free(dp->cmp);
+	free(dp->seen);
+}
+
+static int dumper_init(struct dumper *dp)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int r;
+
+	dp->threads = cpus < 1 ? 1 : cpus > DUMP_THREADS ? DUMP_THREADS : cpus;
+	if (dp->compress && (r = bch_dl_load(&zstd_lib))) {
+		cmd_err("dump", "cannot load %s: %s (or give --no-compress)", zstd_lib.soname,
+			zstd_lib.why);
+		return r;
+	}
+	for (unsigned i = 0; i < DUMP_BATCH; i++)
+		if (!(dp->jobs[i].buf = malloc(DUMP_CHUNK)) ||
+		    !(dp->jobs[i].zbuf = malloc(bch_compress_bound(DUMP_CHUNK))))
+			goto nomem;
+	for (unsigned t = 0; dp->compress && t < dp->threads; t++)
+		if (!(dp->cctx[t] = zs.createCCtx()))
+			goto nomem;
+	if (!(dp->cmp = malloc(DUMP_CHUNK)))
+		goto nomem;
+	return 0;
+nomem:
+	cmd_err("dump", "out of memory");
+	return -ENOMEM;
+}
+
+/* Write the records of ranges d from c into dp's writer; progress on p. */
+static int dump_records(struct dumper *dp, const struct bch_dump_ranges *d,
+			struct cmd_progress *p, uint64_t total)
+{
+	uint64_t done = 0;
+	int r;
+
+	for (size_t i = 0; i < d->nr; i++) {
+		const struct bch_dump_range *rg = &d->r[i];
+		for (uint64_t o = 0; o < rg->len; o += DUMP_CHUNK) {
+			uint32_t len = rg->len - o < DUMP_CHUNK ? rg->len - o : DUMP_CHUNK;
+			if ((r = add_chunk(dp, rg->dev, rg->offset + o, len)))
+				return r;
 			done += len;
 			cmd_progress_update(p, done, total, false);
 		}
 	}
-out:
-	if (r == -ENOMEM)
-		cmd_err("dump", "out of memory");
-	free(buf);
-	free(zbuf);
-	return r;
+	return flush_batch(dp);
 }
 
 static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
@@ -230,13 +473,16 @@ static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
 	struct dump_dev devs[BCH_SB_MEMBERS_MAX];
 	unsigned tab[BCH_SB_MEMBERS_MAX] = { 0 };
 	struct cmd_progress p;
-	uint64_t total = 0, nr_rec = 0;
+	uint64_t total = 0;
 	int fd = -1, r, ret = EXIT_FAIL;
+	struct dumper dp = { .c = c, .out = out, .tab = tab, .compress = compress, .w = &w };
 
 	if ((r = bch_dump_ranges(c, &d))) {
 		cmd_err("dump", "finding the metadata: %s", bch_err_str(r));
 		goto out;
 	}
+	if (dumper_init(&dp))
+		goto out;
 	memcpy(h.magic, DUMP_MAGIC, 8);
 	memcpy(h.uuid, c->sb->user_uuid, 16);
 	for (unsigned i = 0; i < c->nr_devs; i++)
@@ -264,9 +510,9 @@ static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
 		cmd_err("dump", "%s: %s", out, strerror(-r));
 		goto unlink;
 	}
-	if (dump_records(out, c, &d, tab, compress, &w, &p, total, &nr_rec))
+	if (dump_records(&dp, &d, &p, total))
 		goto unlink;
-	struct dump_rec e = { .magic = END_MAGIC, .offset = nr_rec, .data_crc = ~w.crc };
+	struct dump_rec e = { .magic = END_MAGIC, .offset = dp.nr_rec, .data_crc = ~w.crc };
 	e.hdr_crc = crc32c(&e, offsetof(struct dump_rec, hdr_crc));
 	if ((r = w_put(&w, &e, sizeof(e))) || fflush(w.f) || fsync(fileno(w.f))) {
 		cmd_err("dump", "%s: %s", out, strerror(r ? -r : errno));
@@ -280,7 +526,9 @@ static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
 		struct bch_json j;
 		json_begin(&j, stdout, true);
 		json_u64(&j, "devices", h.nr_devs);
-		json_u64(&j, "records", nr_rec);
+		json_u64(&j, "records", dp.nr_rec);
+		json_u64(&j, "copy_records", dp.nr_ref);
+		json_u64(&j, "copy_bytes", dp.ref_bytes);
 		json_u64(&j, "metadata_bytes", total);
 		json_u64(&j, "superblock_bytes", d.sb_bytes);
 		json_u64(&j, "journal_bytes", d.journal_bytes);
@@ -293,7 +541,7 @@ static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
 		bch_human_size(total, a, sizeof(a));
 		bch_human_size(w.bytes, b, sizeof(b));
 		printf("%s: %u devices, %s of metadata in %" PRIu64 " records (%" PRIu64
-		       " nodes in free buckets), %s written\n", out, h.nr_devs, a, nr_rec, d.nodes, b);
+		       " nodes in free buckets), %s written\n", out, h.nr_devs, a, dp.nr_rec, d.nodes, b);
 	}
 	ret = EXIT_OK;
 	goto out;
@@ -302,6 +550,7 @@ unlink:
 	fclose(w.f);
 	unlink(out);
 out:
+	dumper_exit(&dp);
 	bch_dump_ranges_exit(&d);
 	return ret;
 }
@@ -422,7 +671,7 @@ static int read_head(struct reader *rd, struct dump_hdr *h, struct dump_dev *dev
 		cmd_err("undump", "%s: not a dump file (bad magic)", rd->path);
 		return -1;
 	}
-	if (h->version != DUMP_VERSION || h->nr_devs == 0 || h->nr_devs > BCH_SB_MEMBERS_MAX ||
+	if (h->version < 1 || h->version > DUMP_VERSION || h->nr_devs == 0 || h->nr_devs > BCH_SB_MEMBERS_MAX ||
 	    h->chunk == 0 || h->chunk > (64U << 20)) {
 		cmd_err("undump", "%s: unsupported dump version %u or bad header", rd->path, h->version);
 		return -1;
@@ -437,15 +686,59 @@ static int read_head(struct reader *rd, struct dump_hdr *h, struct dump_dev *dev
 	return 0;
 }
 
+/* The REC records read so far, in file order (which is (dev, offset) order). */
+struct recs {
+	struct rec_seen { uint64_t offset; uint32_t len, crc; uint16_t dev; } *r;
+	size_t	nr, cap;
+};
+
+static int recs_add(struct recs *rs, const struct dump_rec *rc)
+{
+	if (rs->nr == rs->cap) {
+		size_t cap = rs->cap ? 2 * rs->cap : 1024;
+		struct rec_seen *n = realloc(rs->r, cap * sizeof(*n));
+		if (!n)
+			return -1;
+		rs->r = n;
+		rs->cap = cap;
+	}
+	rs->r[rs->nr++] = (struct rec_seen) { rc->offset, rc->len, rc->data_crc, rc->dev };
+	return 0;
+}
+
+/* Does a REC record before hold exactly the bytes REF record rc (payload f) repeats? */
+static bool ref_valid(const struct recs *rs, const struct dump_rec *rc, const struct dump_ref *f)
+{
+	size_t lo = 0, hi = rs->nr;
+
+	for (unsigned i = 0; i < sizeof(f->zero); i++)
+		if (f->zero[i])
+			return false;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct rec_seen *x = &rs->r[mid];
+		if (x->dev < f->dev || (x->dev == f->dev && x->offset < f->offset))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < rs->nr && rs->r[lo].dev == f->dev && rs->r[lo].offset == f->offset &&
+	       rs->r[lo].len == rc->len && rs->r[lo].crc == rc->data_crc;
+}
+
 /*
  * One pass over the records: check each (fds NULL) or write each to its
- * image.  Returns the number of records, or -1 after a message.
+ * image.  A REF record (version 2) copies the bytes of an earlier REC
+ * record, which pass 1 finds and checks (same length and crc), and pass 2
+ * reads back from the image it wrote.  Returns the number of records, or
+ * -1 after a message.
  */
 static int64_t records(struct reader *rd, const struct dump_hdr *h, const struct dump_dev *devs,
 		       const int *fds, uint64_t *bytes)
 {
 	size_t cap = bch_compress_bound(h->chunk);
 	char *buf = malloc(h->chunk), *zbuf = malloc(cap);
+	struct recs rs = { 0 };
 	int64_t n = 0, ret = -1;
 	uint16_t last_dev = 0;
 	uint64_t last_end = 0;
@@ -462,7 +755,8 @@ static int64_t records(struct reader *rd, const struct dump_hdr *h, const struct
 		if (r_get(rd, &rc, sizeof(rc), "a record header"))
 			goto out;
 		if (crc32c(&rc, offsetof(struct dump_rec, hdr_crc)) != rc.hdr_crc ||
-		    (rc.magic != REC_MAGIC && rc.magic != END_MAGIC)) {
+		    (rc.magic != REC_MAGIC && rc.magic != END_MAGIC &&
+		     (rc.magic != REF_MAGIC || h->version < 2))) {
 			cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64
 				": bad header (checksum or magic): damaged dump", rd->path, n, at);
 			goto out;
@@ -481,11 +775,13 @@ static int64_t records(struct reader *rd, const struct dump_hdr *h, const struct
 			ret = n;
 			goto out;
 		}
+		bool ref = rc.magic == REF_MAGIC;
 		if (rc.dev >= h->nr_devs || rc.len == 0 || rc.len > h->chunk ||
 		    rc.stored > cap || rc.offset > devs[rc.dev].size ||
 		    rc.len > devs[rc.dev].size - rc.offset ||
-		    (rc.compression != 0 && rc.compression != BCH_COMPRESSION_zstd) ||
-		    (!rc.compression && rc.stored != rc.len) ||
+		    (rc.compression != 0 && (ref || rc.compression != BCH_COMPRESSION_zstd)) ||
+		    (ref && rc.stored != sizeof(struct dump_ref)) ||
+		    (!ref && !rc.compression && rc.stored != rc.len) ||
 		    rc.dev < last_dev || (rc.dev == last_dev && n && rc.offset < last_end)) {
 			cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64
 				": range outside its device or out of order: damaged dump", rd->path, n, at);
@@ -493,26 +789,52 @@ static int64_t records(struct reader *rd, const struct dump_hdr *h, const struct
 		}
 		last_dev = rc.dev;
 		last_end = rc.offset + rc.len;
-		if (r_get(rd, rc.compression ? zbuf : buf, rc.stored, "record data"))
-			goto out;
-		int e = rc.compression ? bch_decompress(rc.compression, zbuf, rc.stored, buf, rc.len) : 0;
-		if (e) {
-			cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64 ": %s", rd->path, n, at,
-				bch_err_str(e));
-			goto out;
+		if (ref) {
+			struct dump_ref f;
+			if (r_get(rd, &f, sizeof(f), "record data"))
+				goto out;
+			if (!ref_valid(&rs, &rc, &f)) {
+				cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64
+					": copies no record before it: damaged dump", rd->path, n, at);
+				goto out;
+			}
+			*bytes += rc.len;
+			if (!fds)
+				continue;
+			errno = 0;
+			if (pread(fds[f.dev], buf, rc.len, f.offset) != (ssize_t)rc.len ||
+			    crc32c(buf, rc.len) != rc.data_crc) {
+				cmd_err("undump", "reading back image %u at %" PRIu64 ": %s", f.dev,
+					f.offset, errno ? strerror(errno) : "changed under us");
+				goto out;
+			}
+		} else {
+			if (r_get(rd, rc.compression ? zbuf : buf, rc.stored, "record data"))
+				goto out;
+			int e = rc.compression ? bch_decompress(rc.compression, zbuf, rc.stored, buf, rc.len) : 0;
+			if (e) {
+				cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64 ": %s", rd->path, n,
+					at, bch_err_str(e));
+				goto out;
+			}
+			if (crc32c(buf, rc.len) != rc.data_crc) {
+				cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64
+					": data checksum mismatch: damaged dump", rd->path, n, at);
+				goto out;
+			}
+			if (recs_add(&rs, &rc)) {
+				cmd_err("undump", "out of memory");
+				goto out;
+			}
+			*bytes += rc.len;
 		}
-		if (crc32c(buf, rc.len) != rc.data_crc) {
-			cmd_err("undump", "%s: record %" PRId64 " at byte %" PRIu64
-				": data checksum mismatch: damaged dump", rd->path, n, at);
-			goto out;
-		}
-		*bytes += rc.len;
 		if (fds && pwrite(fds[rc.dev], buf, rc.len, rc.offset) != (ssize_t)rc.len) {
 			cmd_err("undump", "writing image %u: %s", rc.dev, strerror(errno));
 			goto out;
 		}
 	}
 out:
+	free(rs.r);
 	free(buf);
 	free(zbuf);
 	return ret;
@@ -582,7 +904,7 @@ int cmd_undump(int argc, char *argv[])
 
 	/* pass 2: write */
 	for (made = 0; made < nr; made++) {
-		fds[made] = open(outs[made], O_WRONLY | O_CREAT | O_EXCL, 0644);
+		fds[made] = open(outs[made], O_RDWR | O_CREAT | O_EXCL, 0644);
 		if (fds[made] < 0 || ftruncate(fds[made], devs[made].size)) {
 			cmd_err("undump", "%s: %s", outs[made], strerror(errno));
 			if (fds[made] >= 0)

@@ -11,6 +11,8 @@
 #include "alloc_btree.h"
 #include "bcachefs.h"
 #include "blockdev.h"
+#include "checksum.h"
+#include "crypt.h"
 #include "dump.h"
 #include "super.h"
 
@@ -101,68 +103,214 @@ static int journal_ranges(struct bch_fs *c, struct bch_dump_ranges *d, const uin
 	return 0;
 }
 
-/* Does the node slot at byte off of dev start with a node header of this filesystem? */
-static int node_at(struct bch_fs *c, unsigned dev, uint64_t off, bool *yes)
-{
-	union {
-		struct bch_btree_node	n;
-		char			b[BCH_SECTOR_SIZE];
-	} u;
-	int r = bch_dev_read(c->devs[dev]->bdev, u.b, sizeof(u.b), off);
+/*
+ * A node slot being measured: the slot's bytes read so far (buf[0..have)),
+ * grown on demand in blocks.
+ */
+struct slot {
+	struct bch_fs	*c;
+	unsigned	dev;
+	uint64_t	where;		/* byte offset of the slot on dev */
+	char		*buf;		/* btree_node_size bytes */
+	size_t		have, nb, bs;	/* read; node bytes; block bytes */
+};
 
-	*yes = !r && u.n.magic == BCH_BTREE_NODE_MAGIC &&
-	       !memcmp(u.n.fs_uuid, c->sb->uuid, BCH_UUID_SIZE);
+static size_t round_up(size_t v, size_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+/* Make buf hold at least bytes of the slot (and the block after: cheap). */
+static int slot_need(struct slot *s, size_t bytes)
+{
+	if (bytes <= s->have)
+		return 0;
+	size_t more = round_up(bytes, s->bs) + s->bs;
+	if (more < 64 << 10 && s->have)
+		more = 64 << 10;	/* a node past its first block: most are tens of KiB */
+	if (more > s->nb)
+		more = s->nb;
+	int r = bch_dev_read(s->c->devs[s->dev]->bdev, s->buf + s->have, more - s->have,
+			     s->where + s->have);
+	if (!r)
+		s->have = more;
 	return r;
 }
 
+/* Does the bset at byte off (header e, keys after it) verify as one of node n's? */
+static bool bset_ok(struct slot *s, const struct bch_btree_node *n, size_t off,
+		    const struct bch_bset *i, struct bch_csum csum)
+{
+	size_t kb = (size_t)i->u64s * 8;
+
+	if (n->csum_type == BCH_CSUM_chacha20_poly1305)
+		return !bch_crypt_bset_verify(s->c, n->seq, off, i->journal_seq, i, sizeof(*i),
+					      i->_data, kb, csum);
+	return !bch_csum_verify(n->csum_type, i, sizeof(*i) + kb, csum);
+}
+
 /*
- * Btree nodes: every bucket the alloc info calls btree, whole (a node whose
- * header or bsets are damaged is kept as it is, for fsck to report the
- * same), and in the other buckets that hold no user data (free, or with
- * generations not trusted never allocated either), every node slot that
- * starts with a node header of this filesystem: nodes no longer reachable,
- * which fsck's node scan would find.  Only one sector per slot is read
- * there; bch_node_scan() would read those buckets and the btree buckets
- * whole, which the dump reads anyway.
+ * The header at off carries another seq than node n: is it a bset of n whose
+ * seq alone was damaged (the node reader's fsck check, seq_damaged())?
+ */
+static int seq_damaged(struct slot *s, const struct bch_btree_node *n, size_t off, bool *yes)
+{
+	const struct bch_btree_node_entry *e = (const void *)(s->buf + off);
+	size_t end = off + sizeof(*e) + (size_t)e->keys.u64s * 8;
+	int r;
+
+	*yes = false;
+	if (e->keys.version < BCH_VERSION_MIN || e->keys.version > s->c->sb->version ||
+	    end > s->nb || !e->keys.u64s || !e->keys.journal_seq)
+		return 0;
+	if ((r = slot_need(s, end)))
+		return r;
+	e = (const void *)(s->buf + off);
+	n = (const void *)s->buf;
+	size_t bytes = sizeof(e->keys) + (size_t)e->keys.u64s * 8;
+	struct bch_bset *copy = malloc(bytes);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, &e->keys, bytes);
+	copy->seq = n->seq;
+	*yes = bset_ok(s, n, off, copy, e->csum);
+	free(copy);
+	return 0;
+}
+
+/*
+ * How much of the node slot at s->where to keep (*keep) and whether it
+ * starts with a node header of this filesystem (*node).
+ *
+ * A node whose every bset verifies is kept from its start through the
+ * block after its last bset: the node reader (btree_io.c) and the node scan
+ * stop at the first block whose header carries another seq and look no
+ * further, so what lies past that block (space never written in this life
+ * of the node, or an older life's bsets) reads the same as zeros.  Anything
+ * else is kept whole, so that every reader meets the same bytes as on the
+ * original: no node header (damage, or space never used: zeros, which cost
+ * nothing), a bad checksum or size anywhere (the torn-append rule and fsck
+ * look through the whole node), a stopping block that is a bset of the node
+ * with a damaged seq, or an encrypted node without the key.
+ */
+static int node_keep(struct slot *s, size_t *keep, bool *node)
+{
+	const struct bch_btree_node *n;
+	int r;
+
+	*keep = s->nb;
+	*node = false;
+	s->have = 0;
+	if ((r = slot_need(s, BCH_SECTOR_SIZE)))
+		return r;
+	n = (const void *)s->buf;
+	if (n->magic != BCH_BTREE_NODE_MAGIC || memcmp(n->fs_uuid, s->c->sb->uuid, BCH_UUID_SIZE))
+		return 0;
+	*node = true;
+	if (!bch_csum_type_valid(n->csum_type) || !n->seq || n->keys.seq != n->seq ||
+	    (n->csum_type == BCH_CSUM_chacha20_poly1305 && !bch_fs_encrypted(s->c)))
+		return 0;
+	size_t end = sizeof(*n) + (size_t)n->keys.u64s * 8;
+	if (end > s->nb)
+		return 0;
+	if ((r = slot_need(s, end)))
+		return r;
+	n = (const void *)s->buf;
+	bool ok = n->csum_type == BCH_CSUM_chacha20_poly1305
+		? !bch_crypt_bset_verify(s->c, n->seq, 0, n->keys.journal_seq, &n->magic,
+					 sizeof(*n) - sizeof(n->csum), n->keys._data,
+					 (size_t)n->keys.u64s * 8, n->csum)
+		: !bch_csum_verify(n->csum_type, &n->magic, end - sizeof(n->csum), n->csum);
+	if (!ok)
+		return 0;
+
+	size_t off = round_up(end, s->bs);
+	while (off + sizeof(struct bch_btree_node_entry) <= s->nb) {
+		if ((r = slot_need(s, off + sizeof(struct bch_btree_node_entry))))
+			return r;
+		n = (const void *)s->buf;
+		const struct bch_btree_node_entry *e = (const void *)(s->buf + off);
+		if (e->keys.seq != n->seq) {
+			bool damaged;
+			if ((r = seq_damaged(s, n, off, &damaged)) || damaged)
+				return r;
+			break;
+		}
+		end = off + sizeof(*e) + (size_t)e->keys.u64s * 8;
+		if (end > s->nb)
+			return 0;
+		if ((r = slot_need(s, end)))
+			return r;
+		n = (const void *)s->buf;
+		e = (const void *)(s->buf + off);
+		if (!bset_ok(s, n, off, &e->keys, e->csum))
+			return 0;
+		off = round_up(end, s->bs);
+	}
+	*keep = off + s->bs < s->nb ? off + s->bs : s->nb;
+	return 0;
+}
+
+/*
+ * Btree nodes: in every bucket the alloc info calls btree, each node slot
+ * as node_keep() measures it; in the other buckets that hold no user data
+ * (free, or with generations not trusted never allocated either), each node
+ * slot that starts with a node header of this filesystem (nodes no longer
+ * reachable, which fsck's node scan would find), measured the same way.
+ * Slots are at multiples of btree_node_size from the bucket's start (where
+ * the allocator carves nodes and the node scan looks); a bucket's tail
+ * shorter than a node is kept whole.
  */
 static int btree_ranges(struct bch_fs *c, struct bch_dump_ranges *d, const uint64_t *sizes)
 {
 	bool trust_gens = bch_alloc_btree_was_current(c) && !c->journal_replayed &&
 			  !c->alloc_recount_partial;
-	uint64_t ns = (uint64_t)c->sb->btree_node_size << BCH_SECTOR_SHIFT;
+	struct slot s = {
+		.c = c,
+		.nb = (size_t)c->sb->btree_node_size << BCH_SECTOR_SHIFT,
+		.bs = (size_t)c->sb->block_size << BCH_SECTOR_SHIFT,
+	};
 	struct bch_bucket_state st;
-	bool yes;
-	int r;
+	size_t keep;
+	bool node;
+	int r = 0;
 
+	if (!(s.buf = malloc(s.nb)))
+		return -ENOMEM;
 	for (unsigned dev = 0; dev < c->nr_devs; dev++) {
 		if (!sizes[dev])
 			continue;
 		uint64_t bb = (uint64_t)bch_alloc_bucket_sectors(c, dev) << BCH_SECTOR_SHIFT;
 		uint64_t nb = bch_alloc_nbuckets(c, dev);
+		s.dev = dev;
 		for (uint64_t b = bch_sb_member(c->sb, dev)->first_bucket; b < nb; b++) {
 			if (!bch_alloc_bucket_get(c, dev, b, &st))
 				continue;
-			if (st.data_type == BCH_DATA_btree) {
-				if ((r = add(d, dev, b * bb, bb, sizes[dev])))
-					return r;
-				d->btree_bytes += bb;
+			bool btree = st.data_type == BCH_DATA_btree;
+			if (!btree && (st.data_type != BCH_DATA_free || (trust_gens && !st.gen)))
 				continue;
-			}
-			if (st.data_type != BCH_DATA_free || (trust_gens && !st.gen))
-				continue;
-			for (uint64_t o = 0; o + ns <= bb; o += ns) {
-				if ((r = node_at(c, dev, b * bb + o, &yes)))
-					return r;
-				if (!yes)
+			uint64_t o = 0;
+			for (; o + s.nb <= bb; o += s.nb) {
+				s.where = b * bb + o;
+				if ((r = node_keep(&s, &keep, &node)))
+					goto out;
+				if (!btree && !node)
 					continue;
-				if ((r = add(d, dev, b * bb + o, ns, sizes[dev])))
-					return r;
-				d->btree_bytes += ns;
-				d->nodes++;
+				if ((r = add(d, dev, s.where, keep, sizes[dev])))
+					goto out;
+				d->btree_bytes += keep;
+				d->nodes += !btree;
+			}
+			if (btree && o < bb) {
+				if ((r = add(d, dev, b * bb + o, bb - o, sizes[dev])))
+					goto out;
+				d->btree_bytes += bb - o;
 			}
 		}
 	}
-	return 0;
+out:
+	free(s.buf);
+	return r;
 }
 
 int bch_dump_ranges(struct bch_fs *c, struct bch_dump_ranges *d)

@@ -15,11 +15,15 @@
  *       sectors, cut at the end of the device;
  *   (3) every journal bucket (the journal field's runs), whole: entries,
  *       stubs and the stale tail a reader must see to stop where it does;
- *   (4) every bucket the alloc info calls btree, whole; and in the free
- *       buckets (with generations not trusted, also those never allocated)
- *       each node slot that starts with a node header of this filesystem
- *       (nodes no longer reachable, which fsck's node scan would find), its
- *       full btree_node_size.
+ *   (4) every node slot (btree_node_size from the bucket's start) of every
+ *       bucket the alloc info calls btree; and in the free buckets (with
+ *       generations not trusted, also those never allocated) each node
+ *       slot that starts with a node header of this filesystem (nodes no
+ *       longer reachable, which fsck's node scan would find).  A slot whose
+ *       node verifies (header, every bset's checksum or MAC) is cut after
+ *       the block following its last bset, where the node reader and the
+ *       node scan stop; any other slot is kept whole, so every reader meets
+ *       the bytes it met on the original.
  * Nothing in a bucket of user (or cached) data is ever included, so file
  * data (symlink targets too: they are stored as file data) never is; names
  * and xattr values are in keys, so they are.
@@ -48,8 +52,10 @@ struct bch_dump_ranges {
 
 /*
  * Collect the metadata ranges of every member present on the open
- * filesystem c (opened read-only).  Returns 0 or a negative error (I/O of
- * the node scan, -ENOMEM); free with bch_dump_ranges_exit() either way.
+ * filesystem c (opened read-only; an encrypted one with its key, to verify
+ * node MACs).  Reads every node slot's header and each verifying node's
+ * bsets.  Returns 0 or a negative error (I/O, -ENOMEM); free with
+ * bch_dump_ranges_exit() either way.
  */
 int  bch_dump_ranges(struct bch_fs *c, struct bch_dump_ranges *d);
 void bch_dump_ranges_exit(struct bch_dump_ranges *d);
