@@ -50,6 +50,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -142,8 +143,13 @@ static void dump_usage(FILE *f)
 "as it would be read).  OUT must not exist.\n"
 "\n"
 "      --no-compress   store the ranges plain (default: zstd where smaller)\n"
-"      --scramble-names  not supported yet (exit 16): names, xattr names and\n"
-"                      values are kept; read a dump before you send it\n"
+"      --scramble-names  rename every file and directory (lost+found in the\n"
+"                      root kept) to a random name of the same length, and\n"
+"                      user.* and trusted.* xattrs (names and values), in a\n"
+"                      private copy of the metadata (in TMPDIR) that is then\n"
+"                      dumped: with the nodes the btrees reach and no journal\n"
+"                      (they hold the old names); the filesystem must open\n"
+"                      read-write (its journal is replayed in the copy)\n"
 "      --json          a summary as one JSON document: {\"version\", \"devices\",\n"
 "                      \"records\", \"metadata_bytes\", \"superblock_bytes\",\n"
 "                      \"journal_bytes\", \"btree_bytes\", \"free_bucket_nodes\",\n"
@@ -465,7 +471,13 @@ static int dump_records(struct dumper *dp, const struct bch_dump_ranges *d,
 	return flush_batch(dp);
 }
 
-static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
+/* What --scramble-names did, for the summary (NULL: not asked). */
+struct scrambled {
+	uint64_t	names, xattrs;
+};
+
+static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json,
+		   const struct scrambled *sc)
 {
 	struct bch_dump_ranges d;
 	struct writer w = { .crc = ~0U };
@@ -477,7 +489,7 @@ static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
 	int fd = -1, r, ret = EXIT_FAIL;
 	struct dumper dp = { .c = c, .out = out, .tab = tab, .compress = compress, .w = &w };
 
-	if ((r = bch_dump_ranges(c, &d))) {
+	if ((r = bch_dump_ranges(c, sc ? BCH_DUMP_REACHABLE | BCH_DUMP_NO_JOURNAL : 0, &d))) {
 		cmd_err("dump", "finding the metadata: %s", bch_err_str(r));
 		goto out;
 	}
@@ -535,6 +547,10 @@ static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
 		json_u64(&j, "btree_bytes", d.btree_bytes);
 		json_u64(&j, "free_bucket_nodes", d.nodes);
 		json_u64(&j, "dump_bytes", w.bytes);
+		if (sc) {
+			json_u64(&j, "scrambled_names", sc->names);
+			json_u64(&j, "scrambled_xattrs", sc->xattrs);
+		}
 		json_end(&j);
 	} else {
 		char a[32], b[32];
@@ -542,6 +558,9 @@ static int dump_fs(struct bch_fs *c, const char *out, bool compress, bool json)
 		bch_human_size(w.bytes, b, sizeof(b));
 		printf("%s: %u devices, %s of metadata in %" PRIu64 " records (%" PRIu64
 		       " nodes in free buckets), %s written\n", out, h.nr_devs, a, dp.nr_rec, d.nodes, b);
+		if (sc)
+			printf("%s: %" PRIu64 " names and %" PRIu64 " xattrs scrambled; no journal, "
+			       "reachable nodes only\n", out, sc->names, sc->xattrs);
 	}
 	ret = EXIT_OK;
 	goto out;
@@ -555,6 +574,139 @@ out:
 	return ret;
 }
 
+/*
+ * --scramble-names.  Names are keyed hash positions in the btrees, so they
+ * cannot be changed in the dumped bytes: the metadata is copied into private
+ * sparse files (made in TMPDIR and unlinked at once, opened through
+ * /proc/self/fd, so nothing is left behind whatever happens), that copy is
+ * opened read-write (the journal replayed) and every name renamed through
+ * the engine (bch_dump_scramble()), closed clean, and dumped with only the
+ * nodes it reaches and no journal: old nodes and journal entries still hold
+ * the original names.  The original is only read.
+ */
+struct scratch {
+	int		fd[BCH_SB_MEMBERS_MAX];
+	char		*paths[BCH_SB_MEMBERS_MAX + 1];
+	unsigned	nr;
+};
+
+static void scratch_exit(struct scratch *t)
+{
+	for (unsigned i = 0; i < t->nr; i++) {
+		close(t->fd[i]);
+		free(t->paths[i]);
+	}
+	t->nr = 0;
+}
+
+/* Copy the metadata of c (ranges d) into a new private sparse file per member. */
+static int scratch_make(struct bch_fs *c, const struct bch_dump_ranges *d, struct scratch *t)
+{
+	const char *tmp = getenv("TMPDIR");
+	unsigned idx[BCH_SB_MEMBERS_MAX];
+	char *buf = malloc(DUMP_CHUNK);
+	int r = -ENOMEM;
+
+	memset(t, 0, sizeof(*t));
+	if (!buf)
+		goto out;
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		if (!c->devs[i] || !c->devs[i]->bdev)
+			continue;
+		char tmpl[PATH_MAX];
+		snprintf(tmpl, sizeof(tmpl), "%s/bcachefs-dump.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		int fd = mkstemp(tmpl);
+		if (fd < 0 || unlink(tmpl) || ftruncate(fd, bch_dev_size(c->devs[i]->bdev))) {
+			r = -errno;
+			cmd_err("dump", "%s: %s (TMPDIR: where the scrambled copy is made)", tmpl,
+				strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			goto out;
+		}
+		idx[i] = t->nr;
+		t->fd[t->nr] = fd;
+		if (asprintf(&t->paths[t->nr], "/proc/self/fd/%d", fd) < 0) {
+			close(fd);
+			goto out;
+		}
+		t->nr++;
+	}
+	for (size_t i = 0; i < d->nr; i++) {
+		const struct bch_dump_range *rg = &d->r[i];
+		for (uint64_t o = 0; o < rg->len; o += DUMP_CHUNK) {
+			uint32_t len = rg->len - o < DUMP_CHUNK ? rg->len - o : DUMP_CHUNK;
+			if ((r = bch_dev_read(c->devs[rg->dev]->bdev, buf, len, rg->offset + o))) {
+				cmd_err("dump", "%s: reading %" PRIu64 "+%u: %s",
+					bch_dev_path(c->devs[rg->dev]->bdev), rg->offset + o, len,
+					bch_err_str(r));
+				goto out;
+			}
+			uint32_t first, last;
+			if (nonzero_span(buf, len, &first, &last) &&
+			    pwrite(t->fd[idx[rg->dev]], buf + first, last - first,
+				   rg->offset + o + first) != (ssize_t)(last - first)) {
+				r = -errno;
+				cmd_err("dump", "writing the scrambled copy in %s: %s",
+					tmp && *tmp ? tmp : "/tmp", strerror(errno));
+				goto out;
+			}
+		}
+	}
+	r = 0;
+out:
+	if (r == -ENOMEM)
+		cmd_err("dump", "out of memory");
+	free(buf);
+	return r;
+}
+
+/* Copy, scramble, close: the copy in t is then a clean filesystem with the names scrambled. */
+static int scramble_copy(struct bch_fs *c, const struct bch_opts *oo, struct scratch *t,
+			 struct scrambled *sc)
+{
+	struct bch_dump_ranges d;
+	uint8_t key[BCH_DUMP_KEY_BYTES];
+	char err[512];
+	int r;
+
+	if ((r = bch_dump_ranges(c, 0, &d))) {
+		cmd_err("dump", "finding the metadata: %s", bch_err_str(r));
+		bch_dump_ranges_exit(&d);
+		return r;
+	}
+	r = scratch_make(c, &d, t);
+	bch_dump_ranges_exit(&d);
+	if (r)
+		return r;
+
+	struct bch_opts o = *oo;
+	struct bch_fs *s;
+	bch_opt_set(&o, Opt_read_only, 0);
+	bch_opt_set(&o, Opt_fsck, 0);
+	if ((r = bch_fs_open(t->paths, t->nr, &o, &s, err, sizeof(err)))) {
+		cmd_err("dump", "--scramble-names: opening the copy read-write: %s "
+			"(a filesystem that does not open read-write can only be dumped as it is)", err);
+		return r;
+	}
+	if (getrandom(key, sizeof(key), 0) != sizeof(key)) {
+		r = -errno;
+		cmd_err("dump", "getrandom: %s", strerror(errno));
+		bch_fs_close(s);
+		return r;
+	}
+	r = bch_dump_scramble(s, key, &sc->names, &sc->xattrs);
+	explicit_bzero(key, sizeof(key));
+	if (r) {
+		cmd_err("dump", "--scramble-names: %s", bch_err_str(r));
+		bch_fs_close(s);
+		return r;
+	}
+	if ((r = bch_fs_close(s)))
+		cmd_err("dump", "--scramble-names: closing the copy: %s", bch_err_str(r));
+	return r;
+}
+
 int cmd_dump(int argc, char *argv[])
 {
 	static const struct option longopts[] = {
@@ -565,7 +717,7 @@ int cmd_dump(int argc, char *argv[])
 		{ NULL }
 	};
 	struct bch_opts oo;
-	bool json = false, compress = true;
+	bool json = false, compress = true, scramble = false;
 	int opt;
 
 	memset(&oo, 0, sizeof(oo));
@@ -576,11 +728,7 @@ int cmd_dump(int argc, char *argv[])
 				return EXIT_USAGE;
 			break;
 		case 'z': compress = false; break;
-		case 's':
-			cmd_err("dump", "--scramble-names is not supported yet: names are keyed "
-				"hash positions in the btrees, so renaming rewrites the nodes and "
-				"the journal (see man bcachefs, dump); the dump keeps names");
-			return EXIT_USAGE;
+		case 's': scramble = true; break;
 		case 'j': json = true; break;
 		case 'h': dump_usage(stdout); return EXIT_OK;
 		default: return cmd_opt_err("dump", argv, "o:h");
@@ -606,18 +754,33 @@ int cmd_dump(int argc, char *argv[])
 	}
 
 	struct bch_fs *c;
+	struct bch_opts ro = oo;
+	struct scratch t = { .nr = 0 };
+	struct scrambled sc = { 0 };
 	char err[512];
 	/* opened as fsck -n opens: a damaged node does not stop the dump */
-	bch_opt_set(&oo, Opt_read_only, 1);
-	bch_opt_set(&oo, Opt_fsck, 1);
-	if ((r = bch_fs_open(fs.devs, fs.nr, &oo, &c, err, sizeof(err)))) {
+	bch_opt_set(&ro, Opt_read_only, 1);
+	bch_opt_set(&ro, Opt_fsck, 1);
+	if ((r = bch_fs_open(fs.devs, fs.nr, &ro, &c, err, sizeof(err)))) {
 		cmd_err("dump", "%s", err);
 		cmd_fs_free(&fs);
 		return EXIT_FAIL;
 	}
 	cmd_note_degraded("dump", c, fs.devs, fs.nr);
-	r = dump_fs(c, out, compress, json);
+	if (scramble) {
+		r = scramble_copy(c, &oo, &t, &sc);
+		bch_fs_close(c);
+		if (!r && (r = bch_fs_open(t.paths, t.nr, &ro, &c, err, sizeof(err))))
+			cmd_err("dump", "--scramble-names: reopening the copy: %s", err);
+		if (r) {
+			scratch_exit(&t);
+			cmd_fs_free(&fs);
+			return EXIT_FAIL;
+		}
+	}
+	r = dump_fs(c, out, compress, json, scramble ? &sc : NULL);
 	bch_fs_close(c);
+	scratch_exit(&t);
 	cmd_fs_free(&fs);
 	return r;
 }

@@ -3,16 +3,21 @@
  * dump.c - the metadata ranges of a filesystem, for `bcachefs dump`.
  * See dump.h for what counts as metadata and the invariants.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 
 #include "alloc.h"
 #include "alloc_btree.h"
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "checksum.h"
+#include "btree.h"
 #include "crypt.h"
+#include "fs_ops.h"
+#include "str_hash.h"
 #include "dump.h"
 #include "super.h"
 
@@ -313,7 +318,56 @@ out:
 	return r;
 }
 
-int bch_dump_ranges(struct bch_fs *c, struct bch_dump_ranges *d)
+/* BCH_DUMP_REACHABLE: each copy of every node the btrees reach, measured by node_keep(). */
+struct reach {
+	struct bch_dump_ranges	*d;
+	const uint64_t		*sizes;
+	struct slot		s;
+};
+
+static int reach_node(struct bch_fs *c, struct btree *b, void *priv)
+{
+	struct reach *rc = priv;
+	size_t keep;
+	bool node;
+	int r;
+
+	(void)c;
+	for (unsigned i = 0; i < b->nr_ptrs; i++) {
+		unsigned dev = b->ptrs[i].dev;
+		if (dev >= rc->s.c->nr_devs || !rc->sizes[dev])
+			continue;
+		rc->s.dev = dev;
+		rc->s.where = (uint64_t)b->ptrs[i].offset << BCH_SECTOR_SHIFT;
+		if ((r = node_keep(&rc->s, &keep, &node)) ||
+		    (r = add(rc->d, dev, rc->s.where, keep, rc->sizes[dev])))
+			return r;
+		rc->d->btree_bytes += keep;
+	}
+	return 0;
+}
+
+static int reachable_ranges(struct bch_fs *c, struct bch_dump_ranges *d, const uint64_t *sizes)
+{
+	struct reach rc = {
+		.d = d, .sizes = sizes,
+		.s = {
+			.c = c,
+			.nb = (size_t)c->sb->btree_node_size << BCH_SECTOR_SHIFT,
+			.bs = (size_t)c->sb->block_size << BCH_SECTOR_SHIFT,
+		},
+	};
+	int r = 0;
+
+	if (!(rc.s.buf = malloc(rc.s.nb)))
+		return -ENOMEM;
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r; id++)
+		r = bch_btree_walk_nodes(c, id, reach_node, &rc);
+	free(rc.s.buf);
+	return r;
+}
+
+int bch_dump_ranges(struct bch_fs *c, unsigned flags, struct bch_dump_ranges *d)
 {
 	uint64_t sizes[BCH_SB_MEMBERS_MAX] = { 0 };
 	int r;
@@ -326,7 +380,10 @@ int bch_dump_ranges(struct bch_fs *c, struct bch_dump_ranges *d)
 	for (unsigned dev = 0; dev < c->nr_devs; dev++)
 		if (sizes[dev] && (r = sb_ranges(c, d, dev, sizes[dev])))
 			return r;
-	if ((r = journal_ranges(c, d, sizes)) || (r = btree_ranges(c, d, sizes)))
+	if (!(flags & BCH_DUMP_NO_JOURNAL) && (r = journal_ranges(c, d, sizes)))
+		return r;
+	if ((r = flags & BCH_DUMP_REACHABLE ? reachable_ranges(c, d, sizes)
+					    : btree_ranges(c, d, sizes)))
 		return r;
 	merge(d);
 	return 0;
@@ -336,4 +393,253 @@ void bch_dump_ranges_exit(struct bch_dump_ranges *d)
 {
 	free(d->r);
 	memset(d, 0, sizeof(*d));
+}
+
+/* ------------------------------------------------------------ scrambling */
+
+struct entry {
+	char		*name;
+	uint64_t	inum;
+	unsigned	d_type;
+};
+
+struct entries {
+	struct entry	*v;
+	size_t		nr, cap;
+};
+
+static int collect_entry(void *priv, const char *name, size_t len, uint64_t inum,
+			 unsigned d_type, uint64_t next_pos)
+{
+	struct entries *e = priv;
+
+	(void)next_pos;
+	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+		return 0;
+	if (e->nr == e->cap) {
+		size_t cap = e->cap ? 2 * e->cap : 64;
+		struct entry *n = realloc(e->v, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		e->v = n;
+		e->cap = cap;
+	}
+	if (!(e->v[e->nr].name = strndup(name, len)))
+		return -ENOMEM;
+	e->v[e->nr].inum = inum;
+	e->v[e->nr].d_type = d_type;
+	e->nr++;
+	return 0;
+}
+
+static void entries_free(struct entries *e)
+{
+	for (size_t i = 0; i < e->nr; i++)
+		free(e->v[i].name);
+	free(e->v);
+	memset(e, 0, sizeof(*e));
+}
+
+static uint64_t mix(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/*
+ * The scrambled form of name (len bytes) in dir, try attempt, into out
+ * (len bytes and a NUL): keyed, so it says nothing of the name without the
+ * key.  The first tries draw from 64 plain characters; later ones from
+ * every byte a name may hold, for directories with more names of a length
+ * than 64 characters give.
+ */
+static void scramble_name(const uint8_t key[BCH_DUMP_KEY_BYTES], uint64_t dir, const char *name,
+			  size_t len, unsigned attempt, char *out)
+{
+	static const char plain[] =
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-";
+	uint64_t x = bch_siphash24(key, name, len) ^ (dir * 0x9e3779b97f4a7c15ULL) ^
+		     ((uint64_t)attempt << 48);
+
+	for (size_t i = 0; i < len; i++) {
+		uint64_t v = mix(&x);
+		if (attempt < 32) {
+			out[i] = plain[v & 63];
+		} else {
+			do
+				out[i] = (char)(1 + v % 255);
+			while (out[i] == '/' && (v = mix(&x)));
+		}
+	}
+	out[len] = 0;
+	if ((len == 1 && out[0] == '.') || (len == 2 && out[0] == '.' && out[1] == '.'))
+		out[0] = '_';
+}
+
+static int scramble_xattrs(struct bch_fs *c, const uint8_t key[BCH_DUMP_KEY_BYTES], uint64_t inum,
+			   uint64_t *xattrs)
+{
+	ssize_t n = bch_fs_listxattr(c, inum, NULL, 0);
+	char *list = NULL, *val = NULL, *nn = NULL;
+	int r = 0;
+
+	if (n <= 0)
+		return n == -EOPNOTSUPP || n == -ENODATA ? 0 : (int)n;
+	if (!(list = malloc(n)) || !(val = malloc(65536)) || !(nn = malloc(256))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if ((n = bch_fs_listxattr(c, inum, list, n)) < 0) {
+		r = n;
+		goto out;
+	}
+	for (char *name = list; name < list + n && !r; name += strlen(name) + 1) {
+		size_t pre = !strncmp(name, "user.", 5) ? 5 : !strncmp(name, "trusted.", 8) ? 8 : 0;
+		size_t len = strlen(name);
+		if (!pre || len > 255)
+			continue;
+		ssize_t vl = bch_fs_getxattr(c, inum, name, val, 65536);
+		if (vl < 0) {
+			r = vl;
+			break;
+		}
+		unsigned attempt = 0;
+		memcpy(nn, name, pre);
+		do {
+			scramble_name(key, inum, name + pre, len - pre, attempt++, nn + pre);
+		} while (bch_fs_getxattr(c, inum, nn, NULL, 0) != -ENODATA && attempt < 256);
+		if (attempt == 256) {
+			r = -EEXIST;
+			break;
+		}
+		uint64_t x = bch_siphash24(key, val, vl) ^ inum;
+		for (ssize_t i = 0; i < vl; i++)
+			val[i] = (char)mix(&x);
+		if ((r = bch_fs_setxattr(c, inum, nn, val, vl, XATTR_CREATE)) ||
+		    (r = bch_fs_removexattr(c, inum, name)))
+			break;
+		(*xattrs)++;
+	}
+out:
+	free(list);
+	free(val);
+	free(nn);
+	return r;
+}
+
+/* Rename the entries of directory dir (listed first: renames move them); push subdirectories. */
+static int scramble_dir(struct bch_fs *c, const uint8_t key[BCH_DUMP_KEY_BYTES], uint64_t dir,
+			struct entries *todo, uint64_t *names, uint64_t *xattrs)
+{
+	struct entries e = { 0 };
+	char nn[256];
+	uint64_t ino;
+	int r;
+
+	if ((r = bch_fs_readdir(c, dir, 0, collect_entry, &e)))
+		goto out;
+	for (size_t i = 0; i < e.nr; i++) {
+		const char *name = e.v[i].name;
+		size_t len = strlen(name);
+
+		/* a directory's xattrs when it is taken from todo; a file's here
+		 * (a hard link's again: scrambled twice, no harm) */
+		if ((r = e.v[i].d_type == DT_DIR
+			 ? collect_entry(todo, "", 0, e.v[i].inum, DT_DIR, 0)
+			 : scramble_xattrs(c, key, e.v[i].inum, xattrs)))
+			goto out;
+		if ((dir == BCH_ROOT_INO && !strcmp(name, "lost+found")) || len > 255)
+			continue;
+		unsigned attempt = 0;
+		do {
+			scramble_name(key, dir, name, len, attempt++, nn);
+			r = bch_fs_lookup(c, dir, nn, &ino);
+		} while (!r && attempt < 256);
+		if (r != -ENOENT) {
+			r = r ? r : -EEXIST;
+			goto out;
+		}
+		if ((r = bch_fs_rename(c, dir, name, dir, nn, BCH_RENAME_NOREPLACE)))
+			goto out;
+		(*names)++;
+	}
+out:
+	entries_free(&e);
+	return r;
+}
+
+struct node_ref {
+	unsigned	id, level;
+	struct bch_bpos	max_key;
+};
+
+struct node_refs {
+	struct node_ref	*v;
+	size_t		nr, cap;
+};
+
+static int collect_node(struct bch_fs *c, struct btree *b, void *priv)
+{
+	struct node_refs *l = priv;
+
+	(void)c;
+	if (l->nr == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		struct node_ref *n = realloc(l->v, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		l->v = n;
+		l->cap = cap;
+	}
+	l->v[l->nr++] = (struct node_ref) { b->id, b->level, b->max_key };
+	return 0;
+}
+
+/* Rewrite every node of btree id whole: no older bset of it stays in use. */
+static int rewrite_btree(struct bch_fs *c, unsigned id)
+{
+	struct node_refs l = { 0 };
+	int r = bch_btree_walk_nodes(c, id, collect_node, &l);
+
+	/* children first: a rewritten child changes its parent, rewritten after */
+	for (size_t i = l.nr; i-- > 0 && !r;) {
+		struct btree *b;
+		if ((r = bch_btree_find_node(c, l.v[i].id, l.v[i].level, l.v[i].max_key, &b)))
+			break;
+		if (b->level == l.v[i].level && bpos_eq(b->max_key, l.v[i].max_key))
+			r = bch_btree_node_rewrite(c, b);
+		bch_btree_node_put(c, b);
+	}
+	free(l.v);
+	return r;
+}
+
+int bch_dump_scramble(struct bch_fs *c, const uint8_t key[BCH_DUMP_KEY_BYTES],
+		      uint64_t *names, uint64_t *xattrs)
+{
+	struct entries todo = { 0 };
+	int r;
+
+	*names = *xattrs = 0;
+	if ((r = collect_entry(&todo, "", 0, BCH_ROOT_INO, DT_DIR, 0)))
+		goto out;
+	while (todo.nr) {
+		uint64_t dir = todo.v[--todo.nr].inum;
+		free(todo.v[todo.nr].name);
+		if ((r = scramble_xattrs(c, key, dir, xattrs)) ||
+		    (r = scramble_dir(c, key, dir, &todo, names, xattrs)))
+			goto out;
+	}
+	if ((r = bch_fs_fsync(c)))
+		goto out;
+	if ((r = rewrite_btree(c, BCH_BTREE_ID_dirents)) ||
+	    (r = rewrite_btree(c, BCH_BTREE_ID_xattrs)))
+		goto out;
+	r = bch_journal_flush(c);
+out:
+	entries_free(&todo);
+	return r;
 }

@@ -18,8 +18,13 @@
 #     node with a damaged appended bset (bad checksum, damaged seq) is kept
 #     whole and fsck reports the same;
 #   - metadata_replicas=2: the second copy of each node is a copy record,
-#     the restored image equals the one of the plain dump.
-need jq python3
+#     the restored image equals the one of the plain dump;
+#   - --scramble-names: no name of the tree (5 bytes or longer) and no
+#     user.* xattr value is in the restored image (the original holds them),
+#     lost+found is kept, the same counts of files and directories; fsck of
+#     the restored image is clean and it takes writes; the original is
+#     unchanged; no scratch file is left in TMPDIR.
+need jq python3 setfattr
 tree="$here/treetool.py"
 
 # fsck_same ORIG RESTORED: fsck -f -n output equal, device names normalised
@@ -36,6 +41,9 @@ n=0
 find tree -type f | while read -r f; do
 	n=$((n + 1)); printf 'QZXMARKER57-%s-%06d\n' "data" "$n" >> "$f"
 done
+# a known user xattr (the tree's own are binary), for --scramble-names
+xf=$(find tree -type f | sort | head -1)
+setfattr -n user.qzxname57 -v QZXVALUE57 "$xf" || fail "setfattr (user xattrs in TMPDIR)"
 expect_rc 0 $B format -q --source tree --fs-size=64M a.img
 # (encrypted, the data on disk is ciphertext: the marker cannot be seen in any case)
 encrypted || grep -c QZXMARKER57 a.img >/dev/null || fail "the marker is not in the original image"
@@ -49,7 +57,7 @@ expect_rc 0 $B dump --no-compress --json a.img plain.dump
 [ "$(stat -c %s a.dump)" -lt "$(stat -c %s plain.dump)" ] || fail "zstd did not pay"
 ! grep -q QZXMARKER57 plain.dump || fail "file data in the plain dump"
 ! grep -q QZXMARKER57 a.dump || fail "file data in the dump"
-# names are metadata: they are in the dump (no --scramble-names yet)
+# names are metadata: they are in the dump (without --scramble-names)
 encrypted || grep -q f00052 plain.dump || fail "a file name is not in the dump"
 
 expect_rc 0 $B undump --json a.dump r.img
@@ -142,6 +150,46 @@ expect_rc 0 $B undump rep-plain.dump prep.img
 cmp -s rrep.img prep.img || fail "copy records restore differently from the plain dump"
 fsck_same rep.img rrep.img
 
+# ---- --scramble-names
+find tree -mindepth 1 -printf '%f\n' | awk 'length($0) >= 5' | sort -u > names.txt
+[ "$(wc -l < names.txt)" -gt 100 ] || fail "too few names to look for"
+encrypted || grep -a -q -F -f names.txt a.img || fail "the names are not in the original"
+cp a.img a-before.img
+mkdir scratch
+expect_rc 0 env TMPDIR="$PWD/scratch" $B dump --scramble-names --json a.img s.dump
+[ "$(jq -r .scrambled_names out)" -gt 300 ] || fail "scrambled_names: $(cat out)"
+[ "$(jq -r .journal_bytes out)" = 0 ] || fail "a scrambled dump holds the journal: $(cat out)"
+[ -z "$(ls scratch)" ] || fail "scratch files left: $(ls scratch)"
+cmp -s a.img a-before.img || fail "--scramble-names changed the original"
+expect_rc 0 $B undump s.dump rs.img
+if grep -a -o -F -f names.txt rs.img > found.txt; then
+	fail "original names in the scrambled image: $(sort -u found.txt | head -5)"
+fi
+# the user xattr: its name and value are gone
+encrypted || grep -a -q QZXVALUE57 a.img || fail "the xattr value is not in the original"
+encrypted || grep -a -q qzxname57 a.img || fail "the xattr name is not in the original"
+! grep -a -q -e QZXVALUE57 -e qzxname57 rs.img || fail "the user xattr is in the scrambled image"
+$B fsck -f -n rs.img > f.rest 2>&1 || fail "fsck of the scrambled image: $(cat f.rest)"
+expect_in f.rest "0 problems found"
+$B fsck -f -n a.img > f.orig 2>&1
+grep "inodes checked" f.orig > c.orig; grep "inodes checked" f.rest > c.rest
+cmp -s c.orig c.rest || fail "scrambled counts differ: $(cat c.orig c.rest)"
+expect_rc 0 $B image ls rs.img /
+expect_in out "lost\+found"
+expect_rc 0 $B image put rs.img app.f /after-scramble
+expect_rc 0 $B fsck -n rs.img
+expect_in out "0 problems found"
+# a filesystem with its journal to replay: the copy replays it, the original is untouched
+expect_rc 0 $B kv --no-clean-close d0.img:d1.img put 3:7 seven
+cp d0.img d0-before.img
+expect_rc 0 $B dump --scramble-names d0.img:d1.img s2.dump
+cmp -s d0.img d0-before.img || fail "--scramble-names wrote to the original"
+expect_rc 0 $B undump s2.dump s0.img:s1.img
+expect_rc 0 $B fsck -f -n s0.img:s1.img
+expect_in out "0 problems found"
+expect_rc 0 $B image ls s0.img:s1.img /
+! grep -q "^x$" out || fail "the directory x kept its name"
+
 # ---- refusals
 expect_rc 1 $B dump a.img a.dump
 expect_in err "exists"
@@ -149,8 +197,8 @@ expect_rc 1 $B undump a.dump r.img
 expect_in err "r.img: exists"
 expect_rc 16 $B dump a.img
 expect_rc 16 $B dump --bogus a.img x.dump
-expect_rc 16 $B dump --scramble-names a.img x.dump
-expect_in err "not supported yet"
+expect_rc 1 env TMPDIR=/nonexistent $B dump --scramble-names a.img x.dump
+expect_in err "TMPDIR"
 [ ! -e x.dump ] || fail "a refused dump wrote x.dump"
 
 # damaged: one byte flipped in the middle, in the header, truncated, trailing bytes
