@@ -11,18 +11,29 @@
 # Each best of REPS (3) wall times, images in the page cache; sizes are the
 # output files' bytes (du: allocated, ls: apparent, the same here).  The
 # dump must restore: undump, then fsck -n of the restored image exits 0
-# (checked once, not timed).
+# (checked once, not timed).  KEEP=DIR builds the tree and images in DIR
+# and keeps them, and a later run with the same KEEP and N reuses them.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B="$root/bcachefs"
 N=${N:-100000}
 REPS=${REPS:-3}
-dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-dump.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-cd "$dir"
 command -v mke2fs >/dev/null && command -v e2image >/dev/null ||
 	{ echo "SKIP: no mke2fs/e2image (e2fsprogs)"; exit 0; }
+if [ -n "${KEEP:-}" ]; then
+	mkdir -p "$KEEP"
+	dir=$(cd "$KEEP" && pwd)
+	trap 'rm -f "$dir"/*.dump "$dir"/e.qcow2 "$dir"/r.img' EXIT
+	[ "$(cat "$dir/N" 2>/dev/null)" = "$N" ] || rm -rf "$dir/tree" "$dir/b.img" "$dir/e.img" "$dir/N"
+else
+	dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-dump.XXXXXX")
+	trap 'rm -rf "$dir"' EXIT
+fi
+cd "$dir"
+rm -f ./*.dump e.qcow2 r.img
 
+size=$(( (N * 8 + 262144) / 1024 ))M
+if [ ! -e N ]; then
 python3 - "$N" <<'PY'
 import os, random, sys
 n = int(sys.argv[1]); rnd = random.Random(33)
@@ -33,13 +44,16 @@ for i in range(n):
     with open("%s/file-%07d" % (d, i), "w") as f:
         f.write("x%07d " % i * rnd.randint(2, 30))
 PY
-size=$(( (N * 8 + 262144) / 1024 ))M
 t0=$(date +%s%N)
 "$B" format -q --source tree --fs-size="$size" b.img
 t1=$(date +%s%N)
 mke2fs -q -t ext4 -N $((N + N / 10 + 1000)) -d tree e.img "$size" >/dev/null 2>&1
 t2=$(date +%s%N)
 echo "N=$N files, images of $size: format --source $(( (t1 - t0) / 1000000 )) ms, mke2fs -d $(( (t2 - t1) / 1000000 )) ms"
+echo "$N" > N
+else
+	echo "N=$N files, images of $size (kept in $dir)"
+fi
 
 # best OUT CMD...: ms = best wall time of REPS runs (OUT removed before each)
 best() {

@@ -12,8 +12,19 @@
 #     message naming what is wrong, no file written);
 #   - a filesystem not closed cleanly (journal replayed) and one with a
 #     damaged btree node: fsck of the restored images prints the same;
-#   - a mounted filesystem is refused.
-need jq python3
+#   - a mounted filesystem is refused;
+#   - nodes are cut after the block following their last bset: stale bytes
+#     past it are in no dump, fsck of the restored image is the same; a
+#     node with a damaged appended bset (bad checksum, damaged seq) is kept
+#     whole and fsck reports the same;
+#   - metadata_replicas=2: the second copy of each node is a copy record,
+#     the restored image equals the one of the plain dump;
+#   - --scramble-names: no name of the tree (5 bytes or longer) and no
+#     user.* xattr value is in the restored image (the original holds them),
+#     lost+found is kept, the same counts of files and directories; fsck of
+#     the restored image is clean and it takes writes; the original is
+#     unchanged; no scratch file is left in TMPDIR.
+need jq python3 setfattr
 tree="$here/treetool.py"
 
 # fsck_same ORIG RESTORED: fsck -f -n output equal, device names normalised
@@ -30,6 +41,9 @@ n=0
 find tree -type f | while read -r f; do
 	n=$((n + 1)); printf 'QZXMARKER57-%s-%06d\n' "data" "$n" >> "$f"
 done
+# a known user xattr (the tree's own are binary), for --scramble-names
+xf=$(find tree -type f | sort | head -1)
+setfattr -n user.qzxname57 -v QZXVALUE57 "$xf" || fail "setfattr (user xattrs in TMPDIR)"
 expect_rc 0 $B format -q --source tree --fs-size=64M a.img
 # (encrypted, the data on disk is ciphertext: the marker cannot be seen in any case)
 encrypted || grep -c QZXMARKER57 a.img >/dev/null || fail "the marker is not in the original image"
@@ -43,7 +57,7 @@ expect_rc 0 $B dump --no-compress --json a.img plain.dump
 [ "$(stat -c %s a.dump)" -lt "$(stat -c %s plain.dump)" ] || fail "zstd did not pay"
 ! grep -q QZXMARKER57 plain.dump || fail "file data in the plain dump"
 ! grep -q QZXMARKER57 a.dump || fail "file data in the dump"
-# names are metadata: they are in the dump (no --scramble-names yet)
+# names are metadata: they are in the dump (without --scramble-names)
 encrypted || grep -q f00052 plain.dump || fail "a file name is not in the dump"
 
 expect_rc 0 $B undump --json a.dump r.img
@@ -94,6 +108,88 @@ $B fsck -f -n rdmg.img 2>&1 | sed "s|rdmg.img|DEV|g" > f.rest
 diff f.orig f.rest > f.diff || fail "fsck of the damaged image and of its dump differ: $(cat f.diff)"
 expect_in f.orig "bad checksum|bad MAC"
 
+# ---- nodes are cut after their last bset; damaged appends keep them whole
+cp a.img app.img
+printf 'QZXAPPEND57\n' > app.f
+expect_rc 0 $B image put app.img app.f /appended	# appends a bset to the dirents leaf (plain)
+nodes=$($B list -m nodes -b dirents app.img)
+ptr=$(echo "$nodes" | sed -n 's/.* ptr 0:\([0-9]*\) .*/\1/p' | head -1)
+written=$(echo "$nodes" | sed -n 's/.* written \([0-9]*\) sectors.*/\1/p' | head -1)
+[ -n "$ptr" ] && [ "$written" -gt 8 ] || fail "no appended dirents leaf: $nodes"
+nsec=$($B show-super app.img | sed -n 's/^Btree node size: *\([0-9]*\)k$/\1/p')
+nsec=$((nsec * 2))
+# stale bytes two blocks past the last bset: no reader looks there
+[ $((written + 16)) -lt "$nsec" ] || fail "node too full for the stale-bytes check"
+printf 'QZXSTALE57' | dd of=app.img bs=1 seek=$(((ptr + written + 16) * 512 + 64)) conv=notrunc status=none
+expect_rc 0 $B dump --no-compress app.img app.dump
+! grep -q QZXSTALE57 app.dump || fail "bytes past a node's last bset are in the dump"
+expect_rc 0 $B undump app.dump rapp.img
+fsck_same app.img rapp.img
+# the appended bset (the last block written) damaged: in its keys, in its seq
+for at in 100 16; do
+	cp app.img dapp.img
+	printf 'XXXX' | dd of=dapp.img bs=1 seek=$(((ptr + written - 8) * 512 + at)) conv=notrunc status=none
+	rm -f dapp.dump rdapp.img
+	expect_rc 0 $B dump --no-compress dapp.img dapp.dump
+	grep -q QZXSTALE57 dapp.dump || fail "a node with a damaged bset was not kept whole"
+	expect_rc 0 $B undump dapp.dump rdapp.img
+	$B fsck -f -n dapp.img 2>&1 | sed "s|dapp.img|DEV|g" > f.orig
+	$B fsck -f -n rdapp.img 2>&1 | sed "s|rdapp.img|DEV|g" > f.rest
+	diff f.orig f.rest > f.diff || fail "damaged append at +$at: fsck differs: $(cat f.diff)"
+	# (encrypted, a node is rewritten whole rather than appended to)
+	encrypted && expect_in f.orig "bad MAC" || expect_in f.orig "bset at sector $((written - 8))"
+done
+
+# ---- two copies of every node on one device: the second is a copy record
+expect_rc 0 $B format -q --metadata-replicas=2 --source tree --fs-size=64M rep.img
+expect_rc 0 $B dump --json rep.img rep.dump
+[ "$(jq -r .copy_records out)" -gt 0 ] || fail "no copy records: $(cat out)"
+expect_rc 0 $B dump --no-compress rep.img rep-plain.dump
+expect_rc 0 $B undump rep.dump rrep.img
+expect_rc 0 $B undump rep-plain.dump prep.img
+cmp -s rrep.img prep.img || fail "copy records restore differently from the plain dump"
+fsck_same rep.img rrep.img
+
+# ---- --scramble-names
+find tree -mindepth 1 -printf '%f\n' | awk 'length($0) >= 5' | sort -u > names.txt
+[ "$(wc -l < names.txt)" -gt 100 ] || fail "too few names to look for"
+encrypted || grep -a -q -F -f names.txt a.img || fail "the names are not in the original"
+cp a.img a-before.img
+mkdir scratch
+expect_rc 0 env TMPDIR="$PWD/scratch" $B dump --scramble-names --json a.img s.dump
+[ "$(jq -r .scrambled_names out)" -gt 300 ] || fail "scrambled_names: $(cat out)"
+[ "$(jq -r .journal_bytes out)" = 0 ] || fail "a scrambled dump holds the journal: $(cat out)"
+[ -z "$(ls scratch)" ] || fail "scratch files left: $(ls scratch)"
+cmp -s a.img a-before.img || fail "--scramble-names changed the original"
+expect_rc 0 $B undump s.dump rs.img
+if grep -a -o -F -f names.txt rs.img > found.txt; then
+	fail "original names in the scrambled image: $(sort -u found.txt | head -5)"
+fi
+# the user xattr: its name and value are gone
+encrypted || grep -a -q QZXVALUE57 a.img || fail "the xattr value is not in the original"
+encrypted || grep -a -q qzxname57 a.img || fail "the xattr name is not in the original"
+! grep -a -q -e QZXVALUE57 -e qzxname57 rs.img || fail "the user xattr is in the scrambled image"
+$B fsck -f -n rs.img > f.rest 2>&1 || fail "fsck of the scrambled image: $(cat f.rest)"
+expect_in f.rest "0 problems found"
+$B fsck -f -n a.img > f.orig 2>&1
+grep "inodes checked" f.orig > c.orig; grep "inodes checked" f.rest > c.rest
+cmp -s c.orig c.rest || fail "scrambled counts differ: $(cat c.orig c.rest)"
+expect_rc 0 $B image ls rs.img /
+expect_in out "lost\+found"
+expect_rc 0 $B image put rs.img app.f /after-scramble
+expect_rc 0 $B fsck -n rs.img
+expect_in out "0 problems found"
+# a filesystem with its journal to replay: the copy replays it, the original is untouched
+expect_rc 0 $B kv --no-clean-close d0.img:d1.img put 3:7 seven
+cp d0.img d0-before.img
+expect_rc 0 $B dump --scramble-names d0.img:d1.img s2.dump
+cmp -s d0.img d0-before.img || fail "--scramble-names wrote to the original"
+expect_rc 0 $B undump s2.dump s0.img:s1.img
+expect_rc 0 $B fsck -f -n s0.img:s1.img
+expect_in out "0 problems found"
+expect_rc 0 $B image ls s0.img:s1.img /
+! grep -q "^x$" out || fail "the directory x kept its name"
+
 # ---- refusals
 expect_rc 1 $B dump a.img a.dump
 expect_in err "exists"
@@ -101,8 +197,8 @@ expect_rc 1 $B undump a.dump r.img
 expect_in err "r.img: exists"
 expect_rc 16 $B dump a.img
 expect_rc 16 $B dump --bogus a.img x.dump
-expect_rc 16 $B dump --scramble-names a.img x.dump
-expect_in err "not supported yet"
+expect_rc 1 env TMPDIR=/nonexistent $B dump --scramble-names a.img x.dump
+expect_in err "TMPDIR"
 [ ! -e x.dump ] || fail "a refused dump wrote x.dump"
 
 # damaged: one byte flipped in the middle, in the header, truncated, trailing bytes
