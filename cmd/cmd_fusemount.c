@@ -1640,7 +1640,8 @@ static void usage(FILE *f)
 "Unmount with fusermount3 -u MOUNTPOINT (or umount as root): the filesystem is\n"
 "closed cleanly.  Both return before the daemon has finished closing; a command\n"
 "run at once on the same devices (fsck, fusemount, image) waits for the close\n"
-"(up to 30 s, saying so on stderr).  Also installed as mount.fuse.bcachefs, so\n"
+"(up to 30 s; silent unless it lasts over a second).  Also installed as\n"
+"mount.fuse.bcachefs, so\n"
 "`mount -t fuse.bcachefs DEVICE MOUNTPOINT` and fstab entries work.\n"
 "Exit: 0 unmounted cleanly, 1 failure, 16 usage error.\n");
 }
