@@ -611,16 +611,23 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (!r && (to_set & FUSE_SET_ATTR_MODE) && !bch_fs_getattr(m->c, from_fuse(ino), &st))
 			sa.mode &= ~(S_ISUID | S_ISGID) | st.st_mode;
 	}
-	if (!r)
+	/* chmod: the access ACL's owner, mask and other entries follow the mode */
+	char acl[4096];
+	ssize_t n = 0;
+	if (!r && (to_set & FUSE_SET_ATTR_MODE) &&
+	    (n = bch_fs_getxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, sizeof(acl))) > 0 &&
+	    bch_acl_valid(acl, n))
+		bch_acl_chmod(acl, n, sa.mode);
+	else
+		n = 0;
+	if (r) {
+		/* nothing more */
+	} else if (n && !(to_set & ~(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_CTIME))) {
+		r = bch_fs_set_acl(m->c, from_fuse(ino), acl, n, sa.mode);	/* one transaction */
+	} else {
 		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
-	if (!r && (to_set & FUSE_SET_ATTR_MODE)) {
-		/* chmod: the access ACL's owner, mask and other entries follow the mode */
-		char acl[4096];
-		ssize_t n = bch_fs_getxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, sizeof(acl));
-		if (n > 0 && bch_acl_valid(acl, n)) {
-			bch_acl_chmod(acl, n, sa.mode);
+		if (!r && n)
 			r = bch_fs_setxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, n, 0);
-		}
 	}
 	if (!r)
 		r = bch_fs_getattr(m->c, from_fuse(ino), &st);
@@ -1113,21 +1120,22 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	}
 	LOCK(m);
 	if (access) {
-		/* the mode follows the ACL; an ACL the mode says all of is not kept */
+		/*
+		 * The mode follows the ACL, and loses S_ISGID as chmod's would (the
+		 * kernel leaves that to us); an ACL the mode says all of is not
+		 * kept.  Both in one transaction: a refusal changes neither.
+		 */
 		struct stat st;
+		struct bch_caller *cr = NULL;
 		r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+		if (!r && !(cr = caller_new(req)))
+			r = -ENOMEM;
 		if (!r) {
-			struct bch_setattr sa = { .valid = BCH_SETATTR_MODE,
-						  .mode = (st.st_mode & 07000) | bch_acl_to_mode(value, size) };
-			r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
+			mode_t mode = bch_acl_update_mode(st.st_mode, st.st_gid, cr, value, size);
+			r = bch_fs_set_acl(m->c, from_fuse(ino),
+					   bch_acl_is_equiv_mode(value, size) ? NULL : value, size, mode);
 		}
-		if (!r && bch_acl_is_equiv_mode(value, size)) {
-			r = bch_fs_removexattr(m->c, from_fuse(ino), name);
-			if (r == -ENODATA)
-				r = 0;
-		} else if (!r) {
-			r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
-		}
+		free(cr);
 	} else if (!(r = inode_opt_xattr_perm(req, m, ino, name))) {
 		r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
 	}

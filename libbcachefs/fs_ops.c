@@ -1954,8 +1954,9 @@ static int xattr_pieces_at(struct bch_fs *c, uint64_t inum, uint64_t slot, uint3
 	return 0;
 }
 
-int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
-		    size_t size, int flags)
+/* mode (not NULL): the inode's permission bits change in the same transaction (ACLs) */
+static int xattr_set(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
+		     size_t size, int flags, const mode_t *mode)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
@@ -2006,6 +2007,8 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 	if (size && !split)
 		memcpy(x->data + xk.len, val, size);
 	touch(i, false);
+	if (mode)
+		i->mode = (i->mode & S_IFMT) | (*mode & 07777);
 	if ((r = xbatch_init(c, &b))) {
 		free(k);
 		return ret_errno(r);
@@ -2035,6 +2038,12 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 	bch_trans_exit(b.t);
 	free(k);
 	return ret_errno(r);
+}
+
+int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
+		    size_t size, int flags)
+{
+	return xattr_set(c, inum, name, val, size, flags, NULL);
 }
 
 ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
@@ -2075,7 +2084,7 @@ ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size
 	return (ssize_t)total;
 }
 
-int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
+static int xattr_remove(struct bch_fs *c, uint64_t inum, const char *name, const mode_t *mode)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
@@ -2103,6 +2112,8 @@ int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 	uint32_t pieces = ((const struct bch_xattr *)bkey_val(k))->pieces;
 	free(k);
 	touch(i, false);
+	if (mode)
+		i->mode = (i->mode & S_IFMT) | (*mode & 07777);
 	if ((r = xbatch_init(c, &b)))
 		return ret_errno(r);
 	/* the name first: a crash after it leaves pieces fsck removes */
@@ -2117,6 +2128,24 @@ int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 		r = commit(c, b.t, NULL);
 	bch_trans_exit(b.t);
 	return ret_errno(r);
+}
+
+int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
+{
+	return xattr_remove(c, inum, name, NULL);
+}
+
+int bch_fs_set_acl(struct bch_fs *c, uint64_t inum, const void *acl, size_t size, mode_t mode)
+{
+	const char *name = "system.posix_acl_access";
+
+	if (acl)
+		return xattr_set(c, inum, name, acl, size, 0, &mode);
+	int r = xattr_remove(c, inum, name, &mode);
+	if (r != -ENODATA)
+		return r;
+	struct bch_setattr sa = { .valid = BCH_SETATTR_MODE, .mode = mode };
+	return bch_fs_setattr(c, inum, &sa);
 }
 
 /* ---------------------------------------------------------------- misc */
