@@ -950,6 +950,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		lf->reply_err(req, -r);
 		return;
 	}
+	/* the kernel forgets a cached atime after a read, not after an open */
+	if (due && m->se)
+		lf->lowlevel_notify_inval_inode(m->se, ino, -1, 0);
 	fi->keep_cache = !due;
 	lf->reply_open(req, fi);
 }
@@ -2061,13 +2064,23 @@ static int remount_front(const char *mnt, const char *list)
 	free(dup);
 	if (in_list("lazytime", sup))	/* a superblock flag: listed with its options */
 		cur |= MS_LAZYTIME;
-	ms = cur;
+	/*
+	 * The list is whole, as mount(2) takes it (mount(8) merges the present
+	 * flags in, and leaves out those the new ones negate): flags not named
+	 * are the kernel's defaults, but for atime, kept when none is named.
+	 */
+	ms = 0;
+	bool atime_named = false;
 	dup = strdup(list);
 	save = NULL;
 	for (char *o = strtok_r(dup, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
 		char name[64];
 		snprintf(name, sizeof(name), "%.*s", (int)strcspn(o, "="), o);
-		if (!strcmp(o, "remount") || mnt_flag_apply(o, &ms) || in_list(o, sup))
+		if (mnt_flag_apply(o, &ms)) {
+			atime_named |= strstr(o, "atime") != NULL;
+			continue;
+		}
+		if (!strcmp(o, "remount") || in_list(o, sup))
 			continue;
 		if (daemon_opt(o, &nrb, &ncg, &ios) || bch_opt_lookup(name) >= 0) {
 			l += snprintf(dopts + l, sizeof(dopts) - l, "%s,", o);
@@ -2079,6 +2092,9 @@ static int remount_front(const char *mnt, const char *list)
 		return EXIT_FAIL;
 	}
 	free(dup);
+	if (!atime_named)
+		ms = (ms & ~(MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME)) |
+		     (cur & (MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME));
 	if (l >= sizeof(dopts) - 64) {
 		cmd_err("fusemount", "%s: remount: option list too long", real);
 		return EXIT_USAGE;
