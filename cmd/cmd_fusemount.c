@@ -45,6 +45,18 @@
  *       engine reads m->c after taking the lock, never a copy kept across
  *       an unlock.  The mountpoint's root answers getxattr "bcachefs.ctl"
  *       with the socket's path.
+ *   (7) atime is ours: the kernel marks FUSE inodes S_NOATIME.  A read, a
+ *       listing or a readlink that reaches us updates it by the mount's
+ *       rules (m->atime, nodiratime: Linux's atime_needs_update()), never
+ *       the ctime; with lazytime the new atime waits in the held table
+ *       (lazy_atime, seen by every getattr) until fsync, the inode's forget,
+ *       a remount or unmount.  Reads from the kernel's page cache never come:
+ *       an open whose next read is due to update atime drops the cache.
+ *   (8) mount -o remount (remount_front) asks the daemon over the control
+ *       channel ("remount", cmd_fusemount_remount_body): options are
+ *       checked whole first, then ro closes cleanly and reopens read-only
+ *       (rw the other way: reopen()), with m->c replaced under the lock as
+ *       in (6) and background work restarted as the mount now is.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1778,6 +1790,13 @@ static void usage(FILE *f)
 "               iostats: at unmount print each device's I/O counters to stderr\n"
 "               (with -f; a daemon's stderr is /dev/null), one line per device:\n"
 "               iostats DEVICE reads=N read_bytes=N writes=N write_bytes=N\n"
+"               mount(8)'s flags: ro, rw, suid, dev, exec (nosuid,nodev unless\n"
+"               given, and only root may), noexec, sync, dirsync, nosymfollow;\n"
+"               atime: relatime (default), strictatime, noatime, nodiratime,\n"
+"               lazytime, kept by this daemon as the kernel keeps them\n"
+"               remount: change a mounted filesystem (mount -o remount,ro|rw):\n"
+"               ro/rw, the atime rules, norebalance, nocopygc, iostats and\n"
+"               run-time filesystem options change live; others are refused\n"
 "  -f           stay in the foreground\n"
 "  -d           debug: print every FUSE request (implies -f)\n"
 "  -h, --help   this text\n"
@@ -1801,8 +1820,9 @@ static void usage(FILE *f)
 "closed cleanly.  Both return before the daemon has finished closing; a command\n"
 "run at once on the same devices (fsck, fusemount, image) waits for the close\n"
 "(up to 30 s; silent unless it lasts over a second).  Also installed as\n"
-"mount.fuse.bcachefs, so\n"
-"`mount -t fuse.bcachefs DEVICE MOUNTPOINT` and fstab entries work.\n"
+"mount.fuse.bcachefs, so `mount -t fuse.bcachefs DEVICE MOUNTPOINT` and fstab\n"
+"entries work (as root: suid,dev unless nosuid/nodev are given, as mount(8)\n"
+"means), and so does `mount -o remount,OPTIONS MOUNTPOINT`.\n"
 "Exit: 0 unmounted cleanly, 1 failure, 16 usage error.\n");
 }
 
