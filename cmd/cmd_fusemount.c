@@ -2003,8 +2003,6 @@ static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, 
 		snprintf(fuse_opts + used, len - used, ",%s", o);
 	}
 	free(dup);
-	if (a->ms & MS_RDONLY)
-		bch_opt_set(opts, Opt_read_only, 1);
 	return r;
 }
 
@@ -2148,7 +2146,12 @@ static int remount_front(const char *mnt, const char *list)
 	return EXIT_OK;
 }
 
-/* Read-only <-> read-write: close, open again the other way.  x locked. */
+/*
+ * Read-only <-> read-write: close, open again the other way.  x locked.  No
+ * inode is unlinked and still open when going read-only: the kernel refuses
+ * that remount (EBUSY, as for a file open for writing), so none is left for
+ * fsck by a read-only forget.
+ */
 static int reopen(struct cmd_ctx *x, struct fmount *m, bool ro)
 {
 	struct bch_opts o = m->opts, old = m->opts;
@@ -2374,6 +2377,8 @@ int cmd_fusemount(int argc, char *argv[])
 			return EXIT_USAGE;
 		}
 	}
+	if (ma.ms & MS_RDONLY)		/* the last of ro and rw, in every -o */
+		bch_opt_set(&opts, Opt_read_only, 1);
 	struct stat st;
 	if (stat(mnt, &st) || !S_ISDIR(st.st_mode)) {
 		cmd_err("fusemount", "%s: not a directory", mnt);
