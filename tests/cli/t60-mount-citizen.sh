@@ -80,6 +80,10 @@ remount_seq() {
 	mount -o remount,ro $d >/dev/null 2>&1 && r=0 || r=fails
 	echo "remount ro with a file open for writing: $r: $(vfs $d)"
 	exec 3>&-
+	echo u > $d/u; exec 4<$d/u; rm $d/u
+	mount -o remount,ro $d >/dev/null 2>&1 && r=0 || r=fails
+	echo "remount ro with an unlinked file open: $r: $(vfs $d)"
+	exec 4<&-
 	echo four >> $d/a && echo "still writable"
 	mount -o remount,noatime $d; echo "remount noatime: $(vfs $d)"
 	mount -o remount,relatime $d; echo "remount relatime: $(vfs $d)"
