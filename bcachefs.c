@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cmd/cmds.h"
 #include "cmd/passphrase.h"
@@ -117,13 +118,13 @@ static int cmd_help(int argc, char *argv[])
 
 /*
  * Options of fstab and mount(8) that mean nothing to the filesystem or FUSE
- * (libfuse refuses them); relatime is what a FUSE mount gets anyway.
+ * (libfuse refuses them).
  */
 static bool userspace_opt(const char *o)
 {
 	static const char * const drop[] = {
 		"defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group",
-		"nofail", "_netdev", "loud", "silent", "relatime",
+		"nofail", "_netdev", "loud", "silent",
 	};
 
 	for (unsigned i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
@@ -185,13 +186,23 @@ static int mount_helper(int argc, char *argv[], bool helper)
 			goto out;
 		}
 	}
-	if (opts && !(kept = calloc(strlen(opts) + 1, 1))) {
+	if ((!opts && !getuid() && !(opts = strdup(""))) ||
+	    (opts && !(kept = calloc(strlen(opts) + 16, 1)))) {
 		ret = EXIT_FAIL;
 		goto out;
 	}
 	if (opts) {
 		char *save = NULL;
 		size_t l = 0;
+		/*
+		 * mount(8) says nothing of suid and dev when they are wanted (the
+		 * kernel's default), where FUSE's default is nosuid,nodev: root gets
+		 * what mount(8) means, the nosuid or nodev it names still win.  Not
+		 * for a user mount (mount(8) names nosuid,nodev then; fusermount3
+		 * would refuse), nor a remount (its list is complete).
+		 */
+		if (!getuid() && !strstr(opts, "remount"))
+			l += sprintf(kept, "suid,dev");
 		for (char *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
 			if (!userspace_opt(o))
 				l += sprintf(kept + l, "%s%s", l ? "," : "", o);

@@ -19,6 +19,7 @@ int cmd_dev_online_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_dev_offline_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_data_rereplicate_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_dev_stats_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_device_stats.c */
+int cmd_fusemount_remount_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_fusemount.c */
 
 const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
 	{ "device add",		cmd_dev_add_body,		true, true },
@@ -35,6 +36,7 @@ const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
 	{ "data scrub",	cmd_scrub_body,	true },
 	{ "data rebalance",	cmd_data_rebalance_body,	true },
 	{ "set-fs-option",	cmd_set_fs_option_body,		true },
+	{ "remount",		cmd_fusemount_remount_body,	true },	/* mount -o remount */
 	{ NULL, NULL, false }
 };
 

@@ -45,8 +45,21 @@
  *       engine reads m->c after taking the lock, never a copy kept across
  *       an unlock.  The mountpoint's root answers getxattr "bcachefs.ctl"
  *       with the socket's path.
+ *   (7) atime is ours: the kernel marks FUSE inodes S_NOATIME.  A read, a
+ *       listing or a readlink that reaches us updates it by the mount's
+ *       rules (m->atime, nodiratime: Linux's atime_needs_update()), never
+ *       the ctime; with lazytime the new atime waits in the held table
+ *       (lazy_atime, seen by every getattr) until fsync, the inode's forget,
+ *       a remount or unmount.  Reads from the kernel's page cache never come:
+ *       an open whose next read is due to update atime drops the cache.
+ *   (8) mount -o remount (remount_front) asks the daemon over the control
+ *       channel ("remount", cmd_fusemount_remount_body): options are
+ *       checked whole first, then ro closes cleanly and reopens read-only
+ *       (rw the other way: reopen()), with m->c replaced under the lock as
+ *       in (6) and background work restarted as the mount now is.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <limits.h>
@@ -54,6 +67,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -87,6 +101,14 @@ static const struct fuse_dl *lf;
 struct held {
 	uint64_t	inum;		/* 0: empty */
 	uint64_t	refs;
+	int64_t		lazy_atime;	/* ns, not written yet (lazytime); 0: none */
+};
+
+/* -o relatime (the default), strictatime, noatime: when a read updates atime */
+enum atime_mode {
+	ATIME_RELATIME,
+	ATIME_STRICT,
+	ATIME_NONE,
 };
 
 struct fmount {
@@ -95,12 +117,18 @@ struct fmount {
 	struct held	*held;
 	size_t		nr_held, cap_held;	/* cap: power of two */
 	bool		read_only;
+	/* atime rules (invariant 7): from the mount's flags, changed by remount */
+	enum atime_mode	atime;
+	bool		nodiratime;
+	bool		lazytime;
+	size_t		nr_lazy;	/* held entries with lazy_atime */
 	struct fuse_session *se;	/* for notifications */
 	/* the last read: a read that follows it is sequential (readahead) */
 	uint64_t	ra_inum, ra_end, ra_hinted;
 	/* background work, invariant (5); the flags are under lock */
 	bool		norebalance;	/* -o norebalance */
 	bool		nocopygc;	/* -o nocopygc */
+	bool		iostats;	/* -o iostats */
 	pthread_t	bg;
 	bool		bg_running;	/* bg is to be joined */
 	bool		bg_stop;	/* unmounting: the thread returns */
@@ -205,6 +233,8 @@ static void hold(struct fmount *m, uint64_t inum, uint64_t n)
 	held_find(m, inum, true)->refs += n;
 }
 
+static void lazy_flush(struct fmount *m, struct held *h);
+
 /* Drop n references; free an unlinked inode when none are left (lock held). */
 static void unhold(struct fmount *m, uint64_t inum, uint64_t n)
 {
@@ -216,6 +246,7 @@ static void unhold(struct fmount *m, uint64_t inum, uint64_t n)
 	h->refs = h->refs > n ? h->refs - n : 0;
 	if (h->refs)
 		return;
+	lazy_flush(m, h);
 	held_remove(m, h);
 	if (!m->read_only && !bch_fs_getattr(m->c, inum, &st) && !st.st_nlink)
 		bch_fs_inode_free(m->c, inum);
@@ -254,11 +285,122 @@ static uint32_t generation(struct fmount *m, uint64_t inum)
 	return (uint32_t)(h ^ (h >> 32)) | 1;
 }
 
+/* ------------------------------------------------------------ atime */
+
+static int64_t ts_ns(struct timespec ts)
+{
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+#define RELATIME_MAX_NS	(24LL * 3600 * 1000000000LL)
+
+/*
+ * Linux's atime_needs_update() for a read of the inode st describes (dir: a
+ * listing), atime its atime as seen (a lazy one included): relatime updates
+ * only an atime not newer than mtime or ctime, or a day old.  Lock held.
+ */
+static bool atime_due(struct fmount *m, const struct stat *st, int64_t atime, int64_t now)
+{
+	if (m->read_only || m->atime == ATIME_NONE || (S_ISDIR(st->st_mode) && m->nodiratime))
+		return false;
+	if (m->atime == ATIME_RELATIME && atime > ts_ns(st->st_mtim) && atime > ts_ns(st->st_ctim) &&
+	    now - atime < RELATIME_MAX_NS)
+		return false;
+	return atime != now;
+}
+
+/* Store atime, leaving ctime as it is (a read changes no attribute). */
+static void atime_write(struct fmount *m, uint64_t inum, int64_t atime)
+{
+	struct stat st;
+
+	if (m->read_only || bch_fs_getattr(m->c, inum, &st))
+		return;
+	struct bch_setattr sa = {
+		.valid = BCH_SETATTR_ATIME | BCH_SETATTR_CTIME,
+		.atime = atime,
+		.ctime = ts_ns(st.st_ctim),
+	};
+	bch_fs_setattr(m->c, inum, &sa);	/* as the kernel's, a failed update is no error */
+}
+
+/* lazytime: write h's atime now (it goes, is synced, or the mount changes). */
+static void lazy_flush(struct fmount *m, struct held *h)
+{
+	if (!h->lazy_atime)
+		return;
+	atime_write(m, h->inum, h->lazy_atime);
+	h->lazy_atime = 0;
+	m->nr_lazy--;
+}
+
+static void lazy_flush_all(struct fmount *m)
+{
+	for (size_t i = 0; m->nr_lazy && i < m->cap_held; i++)
+		if (m->held[i].inum)
+			lazy_flush(m, &m->held[i]);
+	m->nr_lazy = 0;
+}
+
+/* The atime not written yet, or 0. */
+static int64_t lazy_atime(struct fmount *m, uint64_t inum)
+{
+	struct held *h = m->nr_lazy ? held_find(m, inum, false) : NULL;
+
+	return h ? h->lazy_atime : 0;
+}
+
+/* bch_fs_getattr() with the atime lazytime has not written yet. */
+static int getattr(struct fmount *m, uint64_t inum, struct stat *st)
+{
+	int r = bch_fs_getattr(m->c, inum, st);
+	int64_t a = r ? 0 : lazy_atime(m, inum);
+
+	if (a) {
+		st->st_atim.tv_sec = a / 1000000000LL;
+		st->st_atim.tv_nsec = a % 1000000000LL;
+	}
+	return r;
+}
+
+/*
+ * touch_atime(): a read of inum (a file's data, a listing, a symlink's
+ * target) reached us: update its atime by the mount's rules.  Lock held.
+ */
+static void read_atime(struct fmount *m, uint64_t inum)
+{
+	struct stat st;
+	int64_t now = bch_now_ns();
+
+	if (m->read_only || m->atime == ATIME_NONE || getattr(m, inum, &st) ||
+	    !atime_due(m, &st, ts_ns(st.st_atim), now))
+		return;
+	if (!m->lazytime) {
+		atime_write(m, inum, now);
+		return;
+	}
+	struct held *h = held_find(m, inum, true);
+	if (!h->lazy_atime)
+		m->nr_lazy++;
+	h->lazy_atime = now;
+}
+
+/* An explicit atime (utimes, touch -a) replaces the lazy one. */
+static void lazy_drop(struct fmount *m, uint64_t inum)
+{
+	struct held *h = m->nr_lazy ? held_find(m, inum, false) : NULL;
+
+	if (h && h->lazy_atime) {
+		h->lazy_atime = 0;
+		m->nr_lazy--;
+	}
+}
+
 /* Reply with an entry for inum (and count the lookup); lock held. */
 static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e)
 {
 	memset(e, 0, sizeof(*e));
-	int r = bch_fs_getattr(m->c, inum, &e->attr);
+	int r = getattr(m, inum, &e->attr);
 	if (r)
 		return r;
 	fix_st(&e->attr);
@@ -447,6 +589,7 @@ static void op_destroy(void *userdata)
 	struct fmount *m = userdata;
 
 	LOCK(m);
+	lazy_flush_all(m);
 	/* inodes unlinked while open: nothing holds them any more */
 	for (size_t i = 0; i < m->cap_held; i++) {
 		struct stat st;
@@ -516,7 +659,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	(void)fi;
 
 	LOCK(m);
-	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+	int r = getattr(m, from_fuse(ino), &st);
 	UNLOCK(m);
 	if (r)
 		lf->reply_err(req, -r);
@@ -524,11 +667,6 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fix_st(&st);
 		lf->reply_attr(req, &st, TIMEOUT);
 	}
-}
-
-static int64_t ts_ns(struct timespec ts)
-{
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 /*
@@ -611,19 +749,28 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (!r && (to_set & FUSE_SET_ATTR_MODE) && !bch_fs_getattr(m->c, from_fuse(ino), &st))
 			sa.mode &= ~(S_ISUID | S_ISGID) | st.st_mode;
 	}
-	if (!r)
+	/* chmod: the access ACL's owner, mask and other entries follow the mode */
+	char acl[4096];
+	ssize_t n = 0;
+	if (!r && (to_set & FUSE_SET_ATTR_MODE) &&
+	    (n = bch_fs_getxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, sizeof(acl))) > 0 &&
+	    bch_acl_valid(acl, n))
+		bch_acl_chmod(acl, n, sa.mode);
+	else
+		n = 0;
+	if (r) {
+		/* nothing more */
+	} else if (n && !(to_set & ~(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_CTIME))) {
+		r = bch_fs_set_acl(m->c, from_fuse(ino), acl, n, sa.mode);	/* one transaction */
+	} else {
 		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
-	if (!r && (to_set & FUSE_SET_ATTR_MODE)) {
-		/* chmod: the access ACL's owner, mask and other entries follow the mode */
-		char acl[4096];
-		ssize_t n = bch_fs_getxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, sizeof(acl));
-		if (n > 0 && bch_acl_valid(acl, n)) {
-			bch_acl_chmod(acl, n, sa.mode);
+		if (!r && n)
 			r = bch_fs_setxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, n, 0);
-		}
 	}
+	if (!r && (to_set & FUSE_SET_ATTR_ATIME))
+		lazy_drop(m, from_fuse(ino));
 	if (!r)
-		r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+		r = getattr(m, from_fuse(ino), &st);
 	UNLOCK(m);
 	if (r)
 		lf->reply_err(req, -r);
@@ -640,6 +787,8 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 
 	LOCK(m);
 	ssize_t n = bch_fs_readlink(m->c, from_fuse(ino), buf, sizeof(buf));
+	if (n >= 0)
+		read_atime(m, from_fuse(ino));
 	UNLOCK(m);
 	if (n < 0)
 		lf->reply_err(req, (int)-n);
@@ -792,6 +941,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		struct bch_setattr sa = { .valid = BCH_SETATTR_SIZE, .size = 0 };
 		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
 	}
+	/*
+	 * Reads the kernel answers from its cache never reach us: when the next
+	 * read is to update atime, the cache goes (keep_cache 0), so it does.
+	 * An empty file's reads never come (nothing to read): atime at open.
+	 */
+	bool due = false;
+	if (!r && (fi->flags & O_ACCMODE) != O_WRONLY && !(fi->flags & O_NOATIME) &&
+	    !(fi->flags & O_TRUNC)) {
+		struct stat now;
+		if (!getattr(m, from_fuse(ino), &now))
+			due = atime_due(m, &now, ts_ns(now.st_atim), bch_now_ns());
+		if (due && !now.st_size)
+			read_atime(m, from_fuse(ino));
+	}
 	if (!r)
 		hold(m, from_fuse(ino), 1);
 	UNLOCK(m);
@@ -799,7 +962,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		lf->reply_err(req, -r);
 		return;
 	}
-	fi->keep_cache = 1;
+	/* the kernel forgets a cached atime after a read, not after an open */
+	if (due && m->se)
+		lf->lowlevel_notify_inval_inode(m->se, ino, -1, 0);
+	fi->keep_cache = !due;
 	lf->reply_open(req, fi);
 }
 
@@ -915,7 +1081,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	struct fmount *m = FM(req);
 	struct bch_readahead ra = { 0 };
 	char *buf = thread_buf(size ? size : 1);
-	(void)fi;
 
 	if (!buf) {
 		lf->reply_err(req, ENOMEM);
@@ -925,6 +1090,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	ssize_t n = bch_fs_read(m->c, from_fuse(ino), off, buf, size);
 	if (n > 0)
 		readahead_hint(m, from_fuse(ino), (uint64_t)off, (uint64_t)n, &ra);
+	if (n >= 0 && !(fi->flags & O_NOATIME))
+		read_atime(m, from_fuse(ino));
 	pthread_rwlock_rdlock(&m->ra_lock);	/* the devices stay open until it is issued */
 	UNLOCK(m);
 	if (n < 0)
@@ -969,6 +1136,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	(void)fi;
 
 	LOCK(m);
+	lazy_flush_all(m);
 	int r = m->read_only ? 0 : bch_fs_fsync(m->c);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
@@ -1044,6 +1212,8 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 	}
 	LOCK(m);
 	int r = bch_fs_readdir(m->c, from_fuse(ino), off, fill_one, &f);
+	if (r >= 0)
+		read_atime(m, from_fuse(ino));
 	UNLOCK(m);
 	if (r < 0)
 		lf->reply_err(req, -r);
@@ -1113,21 +1283,22 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	}
 	LOCK(m);
 	if (access) {
-		/* the mode follows the ACL; an ACL the mode says all of is not kept */
+		/*
+		 * The mode follows the ACL, and loses S_ISGID as chmod's would (the
+		 * kernel leaves that to us); an ACL the mode says all of is not
+		 * kept.  Both in one transaction: a refusal changes neither.
+		 */
 		struct stat st;
+		struct bch_caller *cr = NULL;
 		r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+		if (!r && !(cr = caller_new(req)))
+			r = -ENOMEM;
 		if (!r) {
-			struct bch_setattr sa = { .valid = BCH_SETATTR_MODE,
-						  .mode = (st.st_mode & 07000) | bch_acl_to_mode(value, size) };
-			r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
+			mode_t mode = bch_acl_update_mode(st.st_mode, st.st_gid, cr, value, size);
+			r = bch_fs_set_acl(m->c, from_fuse(ino),
+					   bch_acl_is_equiv_mode(value, size) ? NULL : value, size, mode);
 		}
-		if (!r && bch_acl_is_equiv_mode(value, size)) {
-			r = bch_fs_removexattr(m->c, from_fuse(ino), name);
-			if (r == -ENODATA)
-				r = 0;
-		} else if (!r) {
-			r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
-		}
+		free(cr);
 	} else if (!(r = inode_opt_xattr_perm(req, m, ino, name))) {
 		r = bch_fs_setxattr(m->c, from_fuse(ino), name, value, size, flags);
 	}
@@ -1568,6 +1739,7 @@ static void ctl_unlock(struct cmd_ctx *x)
 	if (m->c && m->c != m->marked_c) {
 		mark_mounted(m->c, m->mnt);
 		m->marked_c = m->c;
+		m->c->defer_unlinked_free = true;	/* invariant (1) holds across the reopen */
 	}
 	pthread_rwlock_unlock(&m->ra_lock);
 	bg_wake(m, false);
@@ -1618,6 +1790,13 @@ static void usage(FILE *f)
 "               iostats: at unmount print each device's I/O counters to stderr\n"
 "               (with -f; a daemon's stderr is /dev/null), one line per device:\n"
 "               iostats DEVICE reads=N read_bytes=N writes=N write_bytes=N\n"
+"               mount(8)'s flags: ro, rw, suid, dev, exec (nosuid,nodev unless\n"
+"               given, and only root may), noexec, sync, dirsync, nosymfollow;\n"
+"               atime: relatime (default), strictatime, noatime, nodiratime,\n"
+"               lazytime, kept by this daemon as the kernel keeps them\n"
+"               remount: change a mounted filesystem (mount -o remount,ro|rw):\n"
+"               ro/rw, the atime rules, norebalance, nocopygc, iostats and\n"
+"               run-time filesystem options change live; others are refused\n"
 "  -f           stay in the foreground\n"
 "  -d           debug: print every FUSE request (implies -f)\n"
 "  -h, --help   this text\n"
@@ -1640,8 +1819,10 @@ static void usage(FILE *f)
 "Unmount with fusermount3 -u MOUNTPOINT (or umount as root): the filesystem is\n"
 "closed cleanly.  Both return before the daemon has finished closing; a command\n"
 "run at once on the same devices (fsck, fusemount, image) waits for the close\n"
-"(up to 30 s, saying so on stderr).  Also installed as mount.fuse.bcachefs, so\n"
-"`mount -t fuse.bcachefs DEVICE MOUNTPOINT` and fstab entries work.\n"
+"(up to 30 s; silent unless it lasts over a second).  Also installed as\n"
+"mount.fuse.bcachefs, so `mount -t fuse.bcachefs DEVICE MOUNTPOINT` and fstab\n"
+"entries work (as root: suid,dev unless nosuid/nodev are given, as mount(8)\n"
+"means), and so does `mount -o remount,OPTIONS MOUNTPOINT`.\n"
 "Exit: 0 unmounted cleanly, 1 failure, 16 usage error.\n");
 }
 
@@ -1699,9 +1880,101 @@ static void print_iostats(const struct bch_blockdev *dev)
 		bch_dev_path(dev), s.reads, s.read_bytes, s.writes, s.write_bytes);
 }
 
-/* Split -o: our options go to the filesystem, the rest to FUSE. */
+/* ------------------------------------------------------------ mount flags */
+
+/*
+ * The VFS flags mount(8) names, read as libmount reads them: each sets or
+ * clears one MS_ bit, in order.  libfuse is given the ones it knows
+ * (fuse_flags()); the rest (nodiratime, strictatime, lazytime,
+ * nosymfollow) are applied by a remount of our own once mounted, which
+ * only root may do.  The daemon keeps the atime ones (invariant 7).
+ */
+struct mnt_flag {
+	const char	*name;
+	unsigned long	flag;
+	bool		set;
+};
+
+static const struct mnt_flag mnt_flags[] = {
+	{ "rw", MS_RDONLY, false },		{ "ro", MS_RDONLY, true },
+	{ "suid", MS_NOSUID, false },		{ "nosuid", MS_NOSUID, true },
+	{ "dev", MS_NODEV, false },		{ "nodev", MS_NODEV, true },
+	{ "exec", MS_NOEXEC, false },		{ "noexec", MS_NOEXEC, true },
+	{ "async", MS_SYNCHRONOUS, false },	{ "sync", MS_SYNCHRONOUS, true },
+	{ "dirsync", MS_DIRSYNC, true },
+	{ "atime", MS_NOATIME, false },		{ "noatime", MS_NOATIME, true },
+	{ "diratime", MS_NODIRATIME, false },	{ "nodiratime", MS_NODIRATIME, true },
+	{ "norelatime", MS_RELATIME, false },	{ "relatime", MS_RELATIME, true },
+	{ "nostrictatime", MS_STRICTATIME, false }, { "strictatime", MS_STRICTATIME, true },
+	{ "nolazytime", MS_LAZYTIME, false },	{ "lazytime", MS_LAZYTIME, true },
+	{ "symfollow", MS_NOSYMFOLLOW, false },	{ "nosymfollow", MS_NOSYMFOLLOW, true },
+};
+
+/* The MS_ flags a remount sets (mount(2)); what libfuse's mount cannot. */
+#define MNT_FLAGS_ALL	(MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_SYNCHRONOUS | \
+			 MS_DIRSYNC | MS_NOATIME | MS_NODIRATIME | MS_RELATIME | \
+			 MS_STRICTATIME | MS_LAZYTIME | MS_NOSYMFOLLOW)
+#define MNT_FLAGS_OURS	(MS_NODIRATIME | MS_STRICTATIME | MS_LAZYTIME | MS_NOSYMFOLLOW)
+
+/* Apply o to *ms if it is a flag of mnt_flags[]; false if it is not one. */
+static bool mnt_flag_apply(const char *o, unsigned long *ms)
+{
+	for (unsigned i = 0; i < sizeof(mnt_flags) / sizeof(mnt_flags[0]); i++)
+		if (!strcmp(o, mnt_flags[i].name)) {
+			if (mnt_flags[i].set)
+				*ms |= mnt_flags[i].flag;
+			else
+				*ms &= ~mnt_flags[i].flag;
+			return true;
+		}
+	return false;
+}
+
+/* Linux's rule (path_mount()): strictatime wins, then noatime, else relatime. */
+static enum atime_mode atime_of(unsigned long ms)
+{
+	return (ms & MS_STRICTATIME) ? ATIME_STRICT : (ms & MS_NOATIME) ? ATIME_NONE : ATIME_RELATIME;
+}
+
+/* The flags of ms libfuse's mount takes, as options (it starts from nosuid,nodev). */
+static void fuse_flags(unsigned long ms, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s%s%s%s%s%s%s", (ms & MS_RDONLY) ? ",ro" : "",
+		 (ms & MS_NOSUID) ? "" : ",suid", (ms & MS_NODEV) ? "" : ",dev",
+		 (ms & MS_NOEXEC) ? ",noexec" : "", (ms & MS_SYNCHRONOUS) ? ",sync" : "",
+		 (ms & MS_DIRSYNC) ? ",dirsync" : "",
+		 (ms & MS_NOATIME) && !(ms & MS_STRICTATIME) ? ",noatime" : "");
+}
+
+/* The mount's VFS flags become ms (mount(2) MS_REMOUNT; root).  0 or -errno. */
+static int kernel_remount(const char *mnt, unsigned long ms)
+{
+	return mount(NULL, mnt, NULL, MS_REMOUNT | (ms & MNT_FLAGS_ALL), NULL) ? -errno : 0;
+}
+
+struct mount_args {
+	bool		norebalance, nocopygc, iostats;
+	unsigned long	ms;		/* MS_ flags (mnt_flags[]) */
+	bool		remount;	/* -o remount */
+};
+
+/* The daemon's own options (also live through remount); false if o is none. */
+static bool daemon_opt(const char *o, bool *norebalance, bool *nocopygc, bool *iostats)
+{
+	if (!strcmp(o, "norebalance") || !strcmp(o, "rebalance"))
+		*norebalance = o[0] == 'n';
+	else if (!strcmp(o, "nocopygc") || !strcmp(o, "copygc"))
+		*nocopygc = o[0] == 'n';
+	else if (!strcmp(o, "iostats") || !strcmp(o, "noiostats"))
+		*iostats = o[0] == 'i';
+	else
+		return false;
+	return true;
+}
+
+/* Split -o: the flags, our options and the filesystem's; the rest go to FUSE. */
 static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, size_t len,
-		      bool *ro, bool *norebalance, bool *nocopygc, bool *iostats)
+		      struct mount_args *a)
 {
 	char *dup = strdup(list), *save = NULL;
 	int r = 0;
@@ -1710,25 +1983,13 @@ static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, 
 		char name[64], err[256];
 		const char *eq = strchr(o, '=');
 		snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - o : (long)strlen(o)), o);
-		if (!strcmp(o, "ro")) {
-			*ro = true;
-			bch_opt_set(opts, Opt_read_only, 1);
+		if (!strcmp(o, "remount")) {
+			a->remount = true;
 			continue;
 		}
-		if (!strcmp(o, "rw") || !strcmp(o, "default_permissions"))
+		if (!strcmp(o, "default_permissions") || mnt_flag_apply(o, &a->ms) ||
+		    daemon_opt(o, &a->norebalance, &a->nocopygc, &a->iostats))
 			continue;
-		if (!strcmp(o, "norebalance")) {
-			*norebalance = true;
-			continue;
-		}
-		if (!strcmp(o, "nocopygc")) {
-			*nocopygc = true;
-			continue;
-		}
-		if (!strcmp(o, "iostats")) {
-			*iostats = true;
-			continue;
-		}
 		int id = bch_opt_lookup(name);
 		if (id >= 0 && (bch_opt_table[id].flags & (OPT_MOUNT | OPT_RUNTIME))) {
 			if (bch_opts_parse_list(opts, o, OPT_MOUNT | OPT_RUNTIME, err, sizeof(err))) {
@@ -1745,12 +2006,283 @@ static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, 
 	return r;
 }
 
+/* ------------------------------------------------------------ remount */
+
+/*
+ * The newest fuse.bcachefs mount on mnt (absolute): its VFS flags and its
+ * superblock's options (mountinfo's fourth and last fields).  0 or -ENOENT.
+ */
+static int find_mount(const char *mnt, char *vfs, char *sup, size_t len)
+{
+	char line[16384];
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	int r = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char point[8192], v[4096], type[256], src[8192], so[4096];
+		char *sep = strstr(line, " - ");
+		if (!sep || sscanf(line, "%*u %*u %*u:%*u %*s %8191s %4095s", point, v) != 2 ||
+		    sscanf(sep + 3, "%255s %8191s %4095s", type, src, so) != 3 ||
+		    strcmp(type, "fuse.bcachefs"))
+			continue;
+		bch_mountinfo_unescape(point);
+		if (strcmp(point, mnt))
+			continue;
+		snprintf(vfs, len, "%s", v);
+		snprintf(sup, len, "%s", so);
+		r = 0;
+	}
+	fclose(f);
+	return r;
+}
+
+/* Is o one of the comma-separated list? */
+static bool in_list(const char *o, const char *list)
+{
+	size_t l = strlen(o);
+
+	for (const char *p = list; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (!strncmp(p, o, l) && (p[l] == ',' || !p[l]))
+			return true;
+	return false;
+}
+
+/*
+ * `mount -o remount,...`: mount(8) runs the helper with the mount's whole
+ * option list (its present flags and options merged with the new ones).
+ * The flags go to the kernel (mount(2) MS_REMOUNT), ro/rw, the atime rules
+ * and the daemon's and filesystem's options to the daemon over the control
+ * channel (cmd_fusemount_remount_body); an option that cannot change on a
+ * mounted filesystem is refused by name before anything changes.  Going
+ * read-only, the kernel first (it refuses while a file is open for
+ * writing: EBUSY), then the daemon; otherwise the daemon first (it may fail
+ * to open the devices read-write), then the kernel.  Exit code.
+ */
+static int remount_front(const char *mnt, const char *list)
+{
+	char real[PATH_MAX], vfs[4096], sup[4096], dopts[8192] = "";
+	unsigned long cur = 0, ms;
+	bool nrb = false, ncg = false, ios = false;
+	size_t l = 0;
+	int r;
+
+	if (!realpath(mnt, real) || find_mount(real, vfs, sup, sizeof(vfs))) {
+		cmd_err("fusemount", "%s: remount: not a mounted bcachefs filesystem", mnt);
+		return EXIT_FAIL;
+	}
+	if (geteuid()) {
+		cmd_err("fusemount", "%s: remount: only root may remount (as mount(8) says)", real);
+		return EXIT_FAIL;
+	}
+	char *dup = strdup(vfs), *save = NULL;
+	for (char *o = strtok_r(dup, ",", &save); o; o = strtok_r(NULL, ",", &save))
+		mnt_flag_apply(o, &cur);
+	free(dup);
+	if (in_list("lazytime", sup))	/* a superblock flag: listed with its options */
+		cur |= MS_LAZYTIME;
+	/*
+	 * The list is whole, as mount(2) takes it (mount(8) merges the present
+	 * flags in, and leaves out those the new ones negate): flags not named
+	 * are the kernel's defaults, but for atime, kept when none is named.
+	 */
+	ms = 0;
+	bool atime_named = false;
+	dup = strdup(list);
+	save = NULL;
+	for (char *o = strtok_r(dup, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		char name[64];
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(o, "="), o);
+		if (mnt_flag_apply(o, &ms)) {
+			atime_named |= strstr(o, "atime") != NULL;
+			continue;
+		}
+		if (!strcmp(o, "remount") || in_list(o, sup))
+			continue;
+		if (daemon_opt(o, &nrb, &ncg, &ios) || bch_opt_lookup(name) >= 0) {
+			l += snprintf(dopts + l, sizeof(dopts) - l, "%s,", o);
+			continue;
+		}
+		cmd_err("fusemount", "%s: remount: option '%s' cannot change on a mounted filesystem "
+			"(unmount and mount again)", real, o);
+		free(dup);
+		return EXIT_FAIL;
+	}
+	free(dup);
+	if (!atime_named)
+		ms = (ms & ~(MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME)) |
+		     (cur & (MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME));
+	if (l >= sizeof(dopts) - 64) {
+		cmd_err("fusemount", "%s: remount: option list too long", real);
+		return EXIT_USAGE;
+	}
+	enum atime_mode am = atime_of(ms);
+	snprintf(dopts + l, sizeof(dopts) - l, "%s,%s,%s,%s", (ms & MS_RDONLY) ? "ro" : "rw",
+		 am == ATIME_STRICT ? "strictatime" : am == ATIME_NONE ? "noatime" : "relatime",
+		 (ms & MS_NODIRATIME) ? "nodiratime" : "diratime",
+		 (ms & MS_LAZYTIME) ? "lazytime" : "nolazytime");
+
+	char *check[] = { "remount", "--check", "-o", dopts, NULL };
+	char *apply[] = { "remount", "-o", dopts, NULL };
+	if ((r = ctl_forward("fusemount", real, 4, check)))
+		return r;
+	bool to_ro = (ms & MS_RDONLY) && !(cur & MS_RDONLY);
+	if (to_ro && (r = kernel_remount(real, ms))) {
+		cmd_err("fusemount", "%s: remount read-only: %s", real,
+			r == -EBUSY ? "busy (a file is open for writing)" : strerror(-r));
+		return EXIT_FAIL;
+	}
+	if ((r = ctl_forward("fusemount", real, 3, apply))) {
+		if (to_ro)
+			kernel_remount(real, cur);	/* the daemon stayed as it was */
+		return r;
+	}
+	if (!to_ro && (r = kernel_remount(real, ms))) {
+		cmd_err("fusemount", "%s: remount: the daemon took the options, the kernel refused "
+			"the flags: %s", real, strerror(-r));
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
+}
+
+/*
+ * Read-only <-> read-write: close, open again the other way.  x locked.  No
+ * inode is unlinked and still open when going read-only: the kernel refuses
+ * that remount (EBUSY, as for a file open for writing), so none is left for
+ * fsck by a read-only forget.
+ */
+static int reopen(struct cmd_ctx *x, struct fmount *m, bool ro)
+{
+	struct bch_opts o = m->opts, old = m->opts;
+	char err[512], e2[512];
+	int r;
+
+	if (ro)
+		lazy_flush_all(m);
+	bch_opt_set(&o, Opt_read_only, ro);
+	r = bch_fs_close(m->c);
+	m->c = NULL;
+	if (r)
+		fprintf(x->err, "bcachefs remount: %s: closing: %s\n", m->mnt, bch_err_str(r));
+	r = bch_fs_open(m->devs, m->nr_devs, &o, &m->c, err, sizeof(err));
+	if (r) {
+		fprintf(x->err, "bcachefs remount: %s: opening %s: %s\n", m->mnt,
+			ro ? "read-only" : "read-write", err);
+		if (bch_fs_open(m->devs, m->nr_devs, &old, &m->c, e2, sizeof(e2))) {
+			/* nothing to serve requests with: as errors=panic does */
+			fprintf(stderr, "bcachefs fusemount: %s: remount: cannot open the filesystem "
+				"again (%s); exiting\n", m->mnt, e2);
+			_exit(1);
+		}
+	} else {
+		m->opts = o;
+	}
+	m->c->defer_unlinked_free = true;
+	m->read_only = m->c->read_only;
+	return r ? EXIT_FAIL : 0;
+}
+
+int cmd_fusemount_remount_body(struct cmd_ctx *x, int argc, char **argv)
+{
+	struct fmount *m = x->priv;
+	const char *list = NULL;
+	bool check = false;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--check"))
+			check = true;
+		else if (!strcmp(argv[i], "-o") && i + 1 < argc)
+			list = argv[++i];
+		else
+			break;
+	}
+	if (!x->mounted || !m || !list) {
+		fprintf(x->err, "bcachefs remount: usage: remount [--check] -o OPTIONS (daemon only)\n");
+		return EXIT_USAGE;
+	}
+
+	/* what the mount becomes: checked whole before anything changes */
+	x->lock(x);
+	bool ro = m->read_only, nodir = m->nodiratime, lazy = m->lazytime;
+	bool nrb = m->norebalance, ncg = m->nocopygc, ios = m->iostats;
+	enum atime_mode am = m->atime;
+	struct bch_opts set, cur = m->c->opts;
+	char *dup = strdup(list), *save = NULL, err[256];
+	int ret = 0;
+
+	bch_opts_default(&set);
+	set.set = 0;
+	for (char *o = strtok_r(dup, ",", &save); o && !ret; o = strtok_r(NULL, ",", &save)) {
+		char name[64];
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(o, "="), o);
+		int id = bch_opt_lookup(name);
+		if (!strcmp(o, "ro") || !strcmp(o, "rw")) {
+			ro = o[1] == 'o';
+		} else if (!strcmp(o, "relatime") || !strcmp(o, "strictatime") || !strcmp(o, "noatime")) {
+			am = o[0] == 'r' ? ATIME_RELATIME : o[0] == 's' ? ATIME_STRICT : ATIME_NONE;
+		} else if (!strcmp(o, "nodiratime") || !strcmp(o, "diratime")) {
+			nodir = o[0] == 'n';
+		} else if (!strcmp(o, "lazytime") || !strcmp(o, "nolazytime")) {
+			lazy = o[0] == 'l';
+		} else if (daemon_opt(o, &nrb, &ncg, &ios)) {
+		} else if (id < 0 || !(bch_opt_table[id].flags & (OPT_MOUNT | OPT_RUNTIME)) ||
+			   id == Opt_read_only) {
+			fprintf(x->err, "bcachefs remount: %s: unknown option '%s'\n", m->mnt, o);
+			ret = EXIT_USAGE;
+		} else if (bch_opts_parse_list(&set, o, OPT_MOUNT | OPT_RUNTIME, err, sizeof(err))) {
+			fprintf(x->err, "bcachefs remount: %s: %s\n", m->mnt, err);
+			ret = EXIT_USAGE;
+		} else if (!(bch_opt_table[id].flags & OPT_RUNTIME) && set.v[id] != cur.v[id]) {
+			fprintf(x->err, "bcachefs remount: %s: option '%s' cannot change on a mounted "
+				"filesystem (unmount and mount again)\n", m->mnt, name);
+			ret = EXIT_FAIL;
+		}
+	}
+	free(dup);
+	if (!ret && !ro && m->read_only && m->c->emergency_ro) {
+		fprintf(x->err, "bcachefs remount: %s: an error made the filesystem read-only; "
+			"unmount and run fsck\n", m->mnt);
+		ret = EXIT_FAIL;
+	}
+	if (ret || check) {
+		x->unlock(x);
+		return ret;
+	}
+
+	if (ro != m->read_only)
+		ret = reopen(x, m, ro);
+	if (!ret) {
+		for (unsigned id = 0; id < BCH_OPT_NR; id++)
+			if (bch_opt_is_set(&set, id) && (bch_opt_table[id].flags & OPT_RUNTIME)) {
+				bch_opt_set(&m->opts, id, set.v[id]);
+				m->c->opts.v[id] = set.v[id];
+			}
+		if (m->lazytime && !lazy)
+			lazy_flush_all(m);
+		m->atime = am;
+		m->nodiratime = nodir;
+		m->lazytime = lazy;
+		m->norebalance = nrb;
+		m->nocopygc = ncg;
+		m->iostats = ios;
+		bg_wake(m, true);
+	}
+	x->unlock(x);
+	/* background work as the mount now is: stopped read-only, or with its options */
+	bg_stop(m);
+	m->bg_stop = false;
+	bg_start(m);
+	return ret;
+}
+
 int cmd_fusemount(int argc, char *argv[])
 {
 	struct bch_opts opts;
 	char fuse_opts[10240] = "default_permissions,fsname=";
-	bool foreground = false, debug = false, ro = false, norebalance = false, nocopygc = false;
-	bool iostats = false;
+	bool foreground = false, debug = false;
+	/* FUSE's defaults: nosuid,nodev (mount(8)'s helper asks for suid,dev as root) */
+	struct mount_args ma = { .ms = MS_NOSUID | MS_NODEV };
 	const char *dev = NULL, *mnt = NULL;
 
 	bch_opts_default(&opts);
@@ -1787,6 +2319,25 @@ int cmd_fusemount(int argc, char *argv[])
 		usage(stderr);
 		return EXIT_USAGE;
 	}
+	/* -o remount: the mount there changes, nothing is opened here */
+	for (int i = 1; i < argc; i++) {
+		const char *list = !strcmp(argv[i], "-o") && i + 1 < argc ? argv[++i] :
+				   !strncmp(argv[i], "-o", 2) ? argv[i] + 2 : NULL;
+		if (list && in_list("remount", list)) {
+			char all[16384] = "";
+			for (int j = 1, l = 0; j < argc; j++) {
+				const char *o = !strcmp(argv[j], "-o") && j + 1 < argc ? argv[++j] :
+						!strncmp(argv[j], "-o", 2) ? argv[j] + 2 : NULL;
+				if (o)
+					l += snprintf(all + l, sizeof(all) - l, "%s%s", l ? "," : "", o);
+				if (l >= (int)sizeof(all)) {
+					cmd_err("fusemount", "option list too long");
+					return EXIT_USAGE;
+				}
+			}
+			return remount_front(mnt, all);
+		}
+	}
 	/* DEV[:DEV...] or UUID=... (fsname.h) */
 	struct cmd_fs fsn;
 	char *dev_arg[1] = { (char *)dev };
@@ -1821,12 +2372,13 @@ int cmd_fusemount(int argc, char *argv[])
 			list = argv[++i];
 		else if (!strncmp(argv[i], "-o", 2) && argv[i][2])
 			list = argv[i] + 2;
-		if (list && split_opts(list, &opts, fuse_opts, sizeof(fuse_opts), &ro, &norebalance, &nocopygc,
-				       &iostats)) {
+		if (list && split_opts(list, &opts, fuse_opts, sizeof(fuse_opts), &ma)) {
 			cmd_fs_free(&fsn);
 			return EXIT_USAGE;
 		}
 	}
+	if (ma.ms & MS_RDONLY)		/* the last of ro and rw, in every -o */
+		bch_opt_set(&opts, Opt_read_only, 1);
 	struct stat st;
 	if (stat(mnt, &st) || !S_ISDIR(st.st_mode)) {
 		cmd_err("fusemount", "%s: not a directory", mnt);
@@ -1841,7 +2393,11 @@ int cmd_fusemount(int argc, char *argv[])
 
 	unsigned nr = fsn.nr;
 	char **devs = fsn.devs, err[512];
-	struct fmount m = { .read_only = ro, .norebalance = norebalance, .nocopygc = nocopygc };
+	struct fmount m = {
+		.read_only = ma.ms & MS_RDONLY, .norebalance = ma.norebalance, .nocopygc = ma.nocopygc,
+		.iostats = ma.iostats, .atime = atime_of(ma.ms), .nodiratime = ma.ms & MS_NODIRATIME,
+		.lazytime = ma.ms & MS_LAZYTIME,
+	};
 	pthread_condattr_t ca;
 	pthread_mutex_init(&m.lock, NULL);
 	pthread_rwlock_init(&m.ra_lock, NULL);
@@ -1850,10 +2406,8 @@ int cmd_fusemount(int argc, char *argv[])
 	pthread_cond_init(&m.bg_cond, &ca);
 	pthread_condattr_destroy(&ca);
 
-	if (ro) {
-		l = strlen(fuse_opts);
-		snprintf(fuse_opts + l, sizeof(fuse_opts) - l, ",ro");
-	}
+	l = strlen(fuse_opts);
+	fuse_flags(ma.ms, fuse_opts + l, sizeof(fuse_opts) - l);
 	char *fargv[] = { "bcachefs", "-o", fuse_opts, debug ? "-d" : NULL, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
 	/*
@@ -1904,6 +2458,10 @@ int cmd_fusemount(int argc, char *argv[])
 	}
 	mark_mounted(m.c, mnt);
 	m.marked_c = m.c;
+	/* the flags libfuse does not know (invariant 7): root only, as for any mount */
+	if ((ma.ms & MNT_FLAGS_OURS) && !geteuid() && (r = kernel_remount(m.mnt, ma.ms)))
+		cmd_err("fusemount", "%s: setting the mount's flags (nodiratime, strictatime, lazytime, "
+			"nosymfollow): %s; the daemon follows them all the same", m.mnt, strerror(-r));
 	if (!foreground && lf->daemonize(0)) {
 		cmd_err("fusemount", "could not go to the background");
 		goto unmount;
@@ -1922,7 +2480,7 @@ signals:
 destroy:
 	lf->session_destroy(se);
 	lf->opt_free_args(&args);
-	if (iostats)
+	if (m.iostats)
 		bch_dev_on_close(print_iostats);
 	r = bch_fs_close(m.c);
 	if (r) {

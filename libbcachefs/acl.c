@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "acl.h"
+#include "fs_ops.h"
 
 #define ACL_VERSION	2
 #define TAG_USER_OBJ	0x01
@@ -133,4 +134,13 @@ void bch_acl_create_masq(const void *def, size_t len, void *out, mode_t *mode)
 			 perm_of(out, find(out, len, TAG_GROUP_OBJ)) & (*mode >> 3));
 	set_perm(out, find(out, len, TAG_OTHER), perm_of(out, find(out, len, TAG_OTHER)) & *mode);
 	*mode = (*mode & ~0777) | bch_acl_to_mode(out, len);
+}
+
+mode_t bch_acl_update_mode(mode_t mode, gid_t gid, const struct bch_caller *cr,
+			   const void *v, size_t len)
+{
+	mode = (mode & 07000) | bch_acl_to_mode(v, len);
+	if (!cr->cap_fsetid && !bch_caller_in_group(cr, gid))
+		mode &= ~S_ISGID;
+	return mode;
 }

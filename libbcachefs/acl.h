@@ -37,4 +37,14 @@ void bch_acl_chmod(void *v, size_t len, mode_t mode);
  */
 void bch_acl_create_masq(const void *def, size_t len, void *out, mode_t *mode);
 
+/*
+ * posix_acl_update_mode(): setting the access ACL of a file (mode, group
+ * gid) gives it the permission bits the ACL implies; S_ISGID goes unless
+ * the caller is in gid or has CAP_FSETID (the rule chmod follows).  Store
+ * both with bch_fs_set_acl(), the ACL left out when bch_acl_is_equiv_mode().
+ */
+struct bch_caller;
+mode_t bch_acl_update_mode(mode_t mode, gid_t gid, const struct bch_caller *cr,
+			   const void *v, size_t len);
+
 #endif /* _BCACHEFS_ACL_H */

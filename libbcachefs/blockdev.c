@@ -38,7 +38,9 @@
  *       was unmounted and is still closing (FUSE's umount does not wait for
  *       it): it waits, up to CLOSE_WAIT_MS, for the close -- a writer for the
  *       claim, a reader (which takes no claim) for the mark to go -- instead
- *       of failing or reading a half-closed filesystem.  A holder that is
+ *       of failing or reading a half-closed filesystem; only a wait past
+ *       CLOSE_NOTICE_MS is told (wait_notice), so the usual few
+ *       milliseconds after an unmount print nothing.  A holder that is
  *       not marked, or whose mount is still there, is refused (a writer) or
  *       shared (a reader) at once, as before.
  *   (7) Counters and delay sit where a request reaches the descriptor
@@ -78,6 +80,7 @@
 #define MOUNT_MARK_SPAN	(1LL << 44)	/* room for any encoded dev_t */
 #define CLOSE_WAIT_MS	30000		/* longest wait for a closing daemon */
 #define CLOSE_POLL_MS	10
+#define CLOSE_NOTICE_MS	1000		/* a wait this long is told (wait_notice) */
 #define DELAY_MAX_US	10000000	/* 10 s: more is a typo, not a disk */
 
 static void (*wait_notice)(const char *path, unsigned timeout_s);
@@ -528,6 +531,7 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 	struct bch_blockdev *dev;
 	struct stat st;
 	uint64_t start = 0;
+	bool noticed = false;
 	int err;
 
 	*ret = NULL;
@@ -561,13 +565,19 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 			continue;
 		}
 		/* a daemon closing: wait, then open again (a reader too: from scratch) */
+		/*
+		 * A close right after an unmount takes a few milliseconds: only a
+		 * long wait is told, so a script's mount after umount stays quiet.
+		 */
 		if (!start) {
 			start = now_ms();
-			if (wait_notice)
-				wait_notice(path, CLOSE_WAIT_MS / 1000);
 		} else if (now_ms() - start >= CLOSE_WAIT_MS) {
 			err = -BCH_ERR_device_busy;
 			break;
+		} else if (!noticed && now_ms() - start >= CLOSE_NOTICE_MS) {
+			noticed = true;
+			if (wait_notice)
+				wait_notice(path, (CLOSE_WAIT_MS - CLOSE_NOTICE_MS) / 1000);
 		}
 		if (!err) {
 			close(dev->fd);

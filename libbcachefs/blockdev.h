@@ -68,8 +68,9 @@ void bch_dev_close(struct bch_blockdev *dev);
  * dev is closed.  bch_dev_open() of a device held by such a daemon whose
  * mount is gone waits for the close (at most 30 s; then
  * -BCH_ERR_device_busy) instead of failing or reading a half-closed
- * filesystem; fn, when set, is called once per waiting open first (the
- * command prints "waiting ... to close").  Returns 0 or -errno.
+ * filesystem; fn, when set, is called once per open that has waited a
+ * second (the command prints "waiting ... to close"; the usual wait of a
+ * few milliseconds prints nothing).  Returns 0 or -errno.
  */
 int bch_dev_mark_mounted(struct bch_blockdev *dev, dev_t mnt_dev);
 void bch_dev_on_wait(void (*fn)(const char *path, unsigned timeout_s));

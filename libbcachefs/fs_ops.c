@@ -2007,8 +2007,9 @@ static int xattr_pieces_at(struct bch_fs *c, uint64_t inum, uint64_t slot, uint3
 	return 0;
 }
 
-static int v_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
-		    size_t size, int flags)
+/* mode (not NULL): the inode's permission bits change in the same transaction (ACLs) */
+static int xattr_set(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
+		     size_t size, int flags, const mode_t *mode)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
@@ -2059,6 +2060,8 @@ static int v_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const v
 	if (size && !split)
 		memcpy(x->data + xk.len, val, size);
 	touch(i, false);
+	if (mode)
+		i->mode = (i->mode & S_IFMT) | (*mode & 07777);
 	if ((r = xbatch_init(c, &b))) {
 		free(k);
 		return ret_errno(r);
@@ -2088,6 +2091,12 @@ static int v_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const v
 	bch_trans_exit(b.t);
 	free(k);
 	return ret_errno(r);
+}
+
+static int v_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
+		      size_t size, int flags)
+{
+	return xattr_set(c, inum, name, val, size, flags, NULL);
 }
 
 static ssize_t v_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
@@ -2128,7 +2137,7 @@ static ssize_t v_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t si
 	return (ssize_t)total;
 }
 
-static int v_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
+static int xattr_remove(struct bch_fs *c, uint64_t inum, const char *name, const mode_t *mode)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
@@ -2156,6 +2165,8 @@ static int v_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 	uint32_t pieces = ((const struct bch_xattr *)bkey_val(k))->pieces;
 	free(k);
 	touch(i, false);
+	if (mode)
+		i->mode = (i->mode & S_IFMT) | (*mode & 07777);
 	if ((r = xbatch_init(c, &b)))
 		return ret_errno(r);
 	/* the name first: a crash after it leaves pieces fsck removes */
@@ -2170,6 +2181,24 @@ static int v_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 		r = commit(c, b.t, NULL);
 	bch_trans_exit(b.t);
 	return ret_errno(r);
+}
+
+static int v_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
+{
+	return xattr_remove(c, inum, name, NULL);
+}
+
+static int v_set_acl(struct bch_fs *c, uint64_t inum, const void *acl, size_t size, mode_t mode)
+{
+	const char *name = "system.posix_acl_access";
+
+	if (acl)
+		return xattr_set(c, inum, name, acl, size, 0, &mode);
+	int r = xattr_remove(c, inum, name, &mode);
+	if (r != -ENODATA)
+		return r;
+	struct bch_setattr sa = { .valid = BCH_SETATTR_MODE, .mode = mode };
+	return bch_fs_setattr(c, inum, &sa);
 }
 
 /* ---------------------------------------------------------------- misc */
@@ -2962,4 +2991,9 @@ int bch_fs_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot)
 int bch_fs_inode_free(struct bch_fs *c, uint64_t inum)
 {
 	return VIEW_CALL(c, inum, v_inode_free(c, inum));
+}
+
+int bch_fs_set_acl(struct bch_fs *c, uint64_t inum, const void *acl, size_t size, mode_t mode)
+{
+	return VIEW_CALL(c, inum, v_set_acl(c, inum, acl, size, mode));
 }

@@ -143,6 +143,12 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 		    size_t size, int flags);	/* XATTR_CREATE / XATTR_REPLACE */
 ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size);
 int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name);
+/*
+ * setfacl: the access ACL (acl NULL: none, removed if there is one) and the
+ * mode's permission and set-id bits in one transaction, so a refused change
+ * (-ENOSPC, -EROFS) changes neither.
+ */
+int bch_fs_set_acl(struct bch_fs *c, uint64_t inum, const void *acl, size_t size, mode_t mode);
 
 int bch_fs_statfs(struct bch_fs *c, struct statvfs *st);
 
