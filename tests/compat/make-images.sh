@@ -384,9 +384,23 @@ recipe_metadup_unclean() {
 	expect list-journal "$(colon)" '"n11"'
 	finish
 }
+# version 3: a snapshot of / (its tree as formatted), then a file in / only
+recipe_snapshots() {
+	since 3 || return 0
+	begin snapshots base
+	fmt --fs-size=17M DEV0
+	mkdir "$dir/snapwant"
+	cp -a "$want/." "$dir/snapwant/"
+	bch subvolume snapshot "$(colon)" / /snap
+	cp -a "$dir/snapwant" "$want/snap"
+	touch -d @1700000000 "$want/snap/lost+found"	# as format made it
+	put opts/file 3000 /after-snapshot 1700000300
+	expect subvolume list "$(colon)" ' /snap$'
+	finish
+}
 
 recipes="plain replicas2 targets lz4 gzip zstd bgcompress encrypted encrypted_nopass
-encrypted_zstd checksums nochecksum smallnodes unclean metadup metadup_unclean"
+encrypted_zstd checksums nochecksum smallnodes unclean metadup metadup_unclean snapshots"
 
 for r in ${only:-$recipes}; do
 	r=$(echo "$r" | tr - _)
