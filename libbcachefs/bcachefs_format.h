@@ -678,7 +678,8 @@ enum bch_btree_id {
 	x(rebalance_work, 11)				\
 	x(whiteout,	12)				\
 	x(snapshot,	13)				\
-	x(subvolume,	14)
+	x(subvolume,	14)				\
+	x(snapshot_touch, 15)
 
 enum bch_bkey_type {
 #define x(n, id)	BCH_BKEY_##n = id,
@@ -1073,6 +1074,17 @@ struct bch_subvolume {
 	__le64			created;
 };
 _Static_assert(sizeof(struct bch_subvolume) == 48, "bch_subvolume size");
+
+/*
+ * snapshot_touch: btree snapshots, position (BCH_SNAP_TOUCH_INO(snapshot),
+ * inode number, 0), no value: some key of that inode (its inode key, or an
+ * extent, dirent or xattr under it) was written in that snapshot.  Written
+ * in the same transaction as the key, for snapshots that have a parent, so
+ * the difference between two snapshots (subvolume diff) is found from the
+ * inodes touched on the paths between them, in proportion to the change.
+ * Deleted with the snapshot.
+ */
+#define BCH_SNAP_TOUCH_INO(snap)	((1ULL << 32) + (snap))
 
 /* A dirent naming subvolume inum (its d_type; readdir shows it as DT_DIR). */
 #define BCH_DT_SUBVOL			16

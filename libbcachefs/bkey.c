@@ -372,6 +372,16 @@ static int subvolume_validate(const struct bch_bkey *k, char *err, size_t errlen
 	return 0;
 }
 
+static int snapshot_touch_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k))
+		return INVALID("snapshot_touch with a value");
+	if (k->p.inode < BCH_SNAP_TOUCH_INO(0) || k->p.inode >= BCH_SNAP_TOUCH_INO(BCH_SNAPSHOT_NONE) ||
+	    k->p.snapshot)
+		return INVALID("snapshot_touch at a bad position");
+	return 0;
+}
+
 unsigned bch_extent_nr_ptrs(const struct bch_bkey *k)
 {
 	if (k->type != BCH_BKEY_extent || bkey_val_bytes(k) < sizeof(struct bch_extent))
@@ -402,6 +412,7 @@ static bool type_allowed(unsigned btree_id, unsigned type)
 		return bch_btree_id_is_file(btree_id);
 	case BCH_BKEY_snapshot:
 	case BCH_BKEY_subvolume:
+	case BCH_BKEY_snapshot_touch:
 		return btree_id == BCH_BTREE_ID_snapshots;
 	default:		return false;
 	}
@@ -454,6 +465,7 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 	case BCH_BKEY_whiteout:		return whiteout_validate(k, err, errlen);
 	case BCH_BKEY_snapshot:		return snapshot_validate(k, err, errlen);
 	case BCH_BKEY_subvolume:	return subvolume_validate(k, err, errlen);
+	case BCH_BKEY_snapshot_touch:	return snapshot_touch_validate(k, err, errlen);
 	}
 	return 0;
 }

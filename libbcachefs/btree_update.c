@@ -36,6 +36,8 @@ struct btree_trans {
 	struct bch_bkey		**keys;
 	uint8_t			*ids;
 	unsigned		nr, cap;
+	struct bch_bpos		last_touch;	/* snapshot_touch key added last */
+	bool			last_touch_valid;
 };
 
 static size_t node_u64s_max(struct bch_fs *c)
@@ -773,6 +775,15 @@ int bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *
 		return r;
 	}
 	t->ids[t->nr++] = id;
+	/* the snapshot's record of the inodes it touched (snapshot.h), once per inode and transaction */
+	struct bch_bpos touch;
+	if (bch_snap_touch_pos(t->c, id, t->keys[t->nr - 1], &touch) &&
+	    !(t->last_touch_valid && bpos_eq(t->last_touch, touch))) {
+		t->last_touch = touch;
+		t->last_touch_valid = true;
+		struct bch_bkey tk = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_snapshot_touch, .p = touch };
+		return bch_trans_update(t, BCH_BTREE_ID_snapshots, &tk);
+	}
 	return 0;
 }
 

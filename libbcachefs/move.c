@@ -26,6 +26,7 @@
 #include "extents.h"
 #include "io.h"
 #include "move.h"
+#include "snapshot.h"
 #include "super.h"
 
 struct move_pending {
@@ -479,6 +480,8 @@ int bch_mover_flush(struct bch_mover *m)
 
 		if ((r = bch_trans_init(c, &t)))
 			break;
+		struct bch_view raw;	/* keys are replaced in the snapshot they lie in */
+		bch_view_enter_raw(c, &raw);
 		for (; i < m->nr; i++) {
 			struct move_pending *p = &m->q[i];
 			if (used && used + 1 + p->new->u64s > max)
@@ -493,6 +496,7 @@ int bch_mover_flush(struct bch_mover *m)
 				break;
 			used += 1 + p->new->u64s;
 		}
+		bch_view_exit(&raw);
 		if (!r && used)
 			r = bch_trans_commit(t, 0);
 		for (unsigned j = start; j < i; j++) {

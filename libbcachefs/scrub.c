@@ -19,6 +19,7 @@
 #include "fsck_files.h"
 #include "io.h"
 #include "scrub.h"
+#include "snapshot.h"
 
 /* ------------------------------------------------------------ one extent */
 
@@ -213,7 +214,10 @@ static int put_extent(struct bch_fs *c, const struct bch_bkey *k)
 	int r = bch_trans_init(c, &t);
 
 	if (!r) {
+		struct bch_view raw;	/* the copy is rewritten where the key lies */
+		bch_view_enter_raw(c, &raw);
 		r = bch_trans_update(t, BCH_BTREE_ID_extents, k);
+		bch_view_exit(&raw);
 		if (!r)
 			r = bch_trans_commit(t, 0);
 		bch_trans_exit(t);

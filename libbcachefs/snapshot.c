@@ -222,6 +222,7 @@ int bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum)
 		v->subvol = subvol;
 		v->snap = sv->v.snapshot;
 		v->ro = sv->v.flags & BCH_SUBVOL_RO;
+		v->raw = false;
 	}
 	v->prev = view_cur;
 	view_cur = v;
@@ -234,8 +235,17 @@ void bch_view_enter_snap(struct bch_fs *c, struct bch_view *v, uint32_t subvol, 
 	v->subvol = subvol;
 	v->snap = snap;
 	v->ro = ro;
+	v->raw = false;
 	v->prev = view_cur;
 	view_cur = v;
+}
+
+void bch_view_enter_raw(struct bch_fs *c, struct bch_view *v)
+{
+	const struct bch_subvol_info *sv = bch_subvol_get(c, 0);
+
+	bch_view_enter_snap(c, v, 0, sv ? sv->v.snapshot : 0, false);
+	v->raw = true;
 }
 
 void bch_view_exit(struct bch_view *v)
@@ -459,7 +469,7 @@ int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k)
 {
 	const struct bch_view *v = bch_view_cur(c);
 
-	if (!v || !bch_btree_id_is_file(id))
+	if (!v || v->raw || !bch_btree_id_is_file(id))
 		return 0;
 	if (v->ro) {
 		if (c->snaps)
@@ -483,6 +493,20 @@ int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k)
 		k->type = BCH_BKEY_whiteout;
 	free(below);
 	return 0;
+}
+
+bool bch_snap_touch_pos(struct bch_fs *c, unsigned id, const struct bch_bkey *k, struct bch_bpos *pos)
+{
+	const struct bch_view *v = bch_view_cur(c);
+
+	if (!v || v->raw || !bch_btree_id_is_file(id) || k->p.snapshot != v->snap ||
+	    !bch_fs_has_snapshots(c))
+		return false;
+	const struct bch_snap_info *s = bch_snap_get(c, v->snap);
+	if (!s || s->parent == BCH_SNAPSHOT_NONE)
+		return false;
+	*pos = POS(BCH_SNAP_TOUCH_INO(v->snap), id == BCH_BTREE_ID_inodes ? k->p.offset : k->p.inode, 0);
+	return true;
 }
 
 /* ------------------------------------------------------------ changes */
@@ -809,6 +833,40 @@ static int gc_btree(struct gc_state *g, unsigned id, struct gc_batch *b, uint64_
 	return r;
 }
 
+/* Delete the snapshot_touch keys of snapshot id. */
+static int gc_touch(struct bch_fs *c, uint32_t id)
+{
+	struct bch_bpos from = POS(BCH_SNAP_TOUCH_INO(id), 0, 0), end = POS(BCH_SNAP_TOUCH_INO(id), UINT64_MAX, 0);
+
+	for (;;) {
+		struct btree_iter it;
+		const struct bch_bkey *k;
+		struct bch_bpos del[GC_BATCH];
+		unsigned n = 0;
+		int err = 0, r;
+
+		bch_btree_iter_init(&it, c, BCH_BTREE_ID_snapshots, from, end);
+		while (n < GC_BATCH && (k = bch_btree_iter_next(&it, &err)))
+			del[n++] = k->p;
+		bch_btree_iter_exit(&it);
+		if (err || !n)
+			return err;
+		struct btree_trans *t;
+		if ((r = bch_trans_init(c, &t)))
+			return r;
+		for (unsigned i = 0; i < n && !r; i++) {
+			struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = del[i] };
+			r = bch_trans_update(t, BCH_BTREE_ID_snapshots, &d);
+		}
+		if (!r)
+			r = bch_trans_commit(t, 0);
+		bch_trans_exit(t);
+		if (r || n < GC_BATCH)
+			return r;
+		from = bpos_successor(del[n - 1]);
+	}
+}
+
 int bch_snapshot_gc(struct bch_fs *c, void (*progress)(void *priv, uint64_t seen), void *priv,
 		    uint64_t *freed)
 {
@@ -832,6 +890,12 @@ int bch_snapshot_gc(struct bch_fs *c, void (*progress)(void *priv, uint64_t seen
 		goto out;
 	for (unsigned i = 0; i < sizeof(gc_btrees) / sizeof(gc_btrees[0]) && !r; i++)
 		r = gc_btree(&g, gc_btrees[i], b, &seen, progress, priv, freed);
+	if (r)
+		goto out;
+	/* their records of touched inodes */
+	for (unsigned i = 0; i < g.nr && !r; i++)
+		if (!g.alive[i])
+			r = gc_touch(c, g.s[i].id);
 	if (r)
 		goto out;
 	/* the snapshots no live leaf is below: their keys are gone now */

@@ -73,6 +73,7 @@ struct bch_view {
 	uint32_t		subvol;		/* BCH_SUBVOL_NONE: a snapshot without one */
 	uint32_t		snap;
 	bool			ro;
+	bool			raw;		/* updates are written where their keys say */
 	struct bch_view		*prev;
 };
 
@@ -97,6 +98,12 @@ static inline uint32_t bch_handle_subvol(uint64_t h)
 int  bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum);
 /* Enter a view of any snapshot (fsck, rebalance, snapshot creation). */
 void bch_view_enter_snap(struct bch_fs *c, struct bch_view *v, uint32_t subvol, uint32_t snap, bool ro);
+/*
+ * Enter a raw view: updates keep the snapshot their keys carry (the move
+ * path and scrub replace keys where they lie, whatever view asked for the
+ * work); reads see subvolume 0.
+ */
+void bch_view_enter_raw(struct bch_fs *c, struct bch_view *v);
 void bch_view_exit(struct bch_view *v);
 /* The current view of c (NULL: none entered). */
 const struct bch_view *bch_view_cur(struct bch_fs *c);
@@ -145,6 +152,12 @@ bool bch_snapshot_ro_refused(struct bch_fs *c);
 
 /* bch_trans_update's part for the file btrees (invariant (2)); k is the transaction's copy. */
 int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k);
+
+/*
+ * The snapshot_touch key (bcachefs_format.h) that update k of btree id in
+ * the current view records, if any: in a snapshot with a parent.
+ */
+bool bch_snap_touch_pos(struct bch_fs *c, unsigned id, const struct bch_bkey *k, struct bch_bpos *pos);
 
 /* ------------------------------------------------------------ changes */
 
