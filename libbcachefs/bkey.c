@@ -334,6 +334,8 @@ static int whiteout_validate(const struct bch_bkey *k, char *err, size_t errlen)
 {
 	if (bkey_val_bytes(k))
 		return INVALID("whiteout with a value");
+	if (!k->p.snapshot)
+		return INVALID("whiteout in snapshot 0 (a root: nothing below to hide)");
 	return 0;
 }
 

@@ -28,6 +28,7 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "snapshot.h"
 #include "checksum.h"
 #include "crypt.h"
 #include "errcode.h"
@@ -73,7 +74,7 @@ static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i
 
 		if (end - p < (ptrdiff_t)BCH_BKEY_U64s || k->u64s < BCH_BKEY_U64s || k->u64s > end - p)
 			return snprintf(err, errlen, "key overruns its bset"), -BCH_ERR_btree_node_bad;
-		if (bch_bkey_validate(k, b->id, b->level, err, errlen)) {
+		if (bch_bkey_validate_fs(c, k, b->id, b->level, err, errlen)) {
 			if (!c->opts.v[Opt_fsck] || b->level)
 				return -BCH_ERR_btree_node_bad;
 			/* fsck: skip the key, keep the node; fsck reports it and rewrites the node */

@@ -866,7 +866,7 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 	if (c->emergency_ro)
 		return -BCH_ERR_fs_emergency_ro;
 	for (unsigned i = 0; i < t->nr; i++) {
-		if (!bch_trans_unchecked && bch_bkey_validate(t->keys[i], t->ids[i], 0, err, sizeof(err)))
+		if (!bch_trans_unchecked && bch_bkey_validate_fs(c, t->keys[i], t->ids[i], 0, err, sizeof(err)))
 			return bch_fs_err(c, -EINVAL, "invalid key: %s", err);
 		total += 1 + t->keys[i]->u64s;
 	}

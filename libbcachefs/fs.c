@@ -121,7 +121,7 @@ static int replay_level(struct bch_fs *c, struct replay_list *l, unsigned level)
 			while (p < end) {
 				const struct bch_bkey *k = (const void *)p;
 				if (end - p < (ptrdiff_t)BCH_BKEY_U64s || k->u64s > end - p ||
-				    bch_bkey_validate(k, e->btree_id, e->level, err, sizeof(err)))
+				    bch_bkey_validate_fs(c, k, e->btree_id, e->level, err, sizeof(err)))
 					return bch_fs_err(c, -BCH_ERR_journal_bad,
 							  "journal entry %" PRIu64 ": invalid key: %s",
 							  (uint64_t)j->seq, err);

@@ -463,6 +463,18 @@ void bch_viter_exit(struct bch_viter *it)
 	it->ahead = it->out = NULL;
 }
 
+int bch_bkey_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned btree_id, unsigned level,
+			 char *err, size_t errlen)
+{
+	int r = bch_bkey_validate(k, btree_id, level, err, errlen);
+
+	if (r || level || !bch_btree_id_is_file(btree_id) || !k->p.snapshot ||
+	    (c->sb->features & BCH_FEATURE_SNAPSHOTS))
+		return r;
+	return bch_errf(err, errlen, -BCH_ERR_bkey_invalid,
+			"key in snapshot %u of a filesystem without snapshots", (unsigned)k->p.snapshot);
+}
+
 /* ------------------------------------------------------------ updates */
 
 int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k)
@@ -538,8 +550,15 @@ struct bch_bkey *bch_subvol_key(uint32_t id, const struct bch_subvolume *sv)
 
 int bch_snapshots_enable(struct bch_fs *c)
 {
-	if (bch_fs_has_snapshots(c))
-		return 0;
+	if (bch_fs_has_snapshots(c)) {
+		if (c->sb->features & BCH_FEATURE_SNAPSHOTS)
+			return 0;
+		if (c->read_only)
+			return -EROFS;
+		/* a crash between the keys and the superblock: the bit first */
+		c->sb->features |= BCH_FEATURE_SNAPSHOTS;
+		return bch_write_super(c);
+	}
 	if (c->sb->version < BCH_VERSION_3 || !c->roots->r[BCH_BTREE_ID_snapshots].key)
 		return bch_fs_err(c, -EOPNOTSUPP, "this filesystem is format version %u; subvolumes and "
 				  "snapshots need version %u (format it with this version)",

@@ -140,6 +140,13 @@ void bch_viter_init(struct bch_viter *it, struct bch_fs *c, unsigned id, struct 
 const struct bch_bkey *bch_viter_next(struct bch_viter *it, int *err);
 void bch_viter_exit(struct bch_viter *it);
 
+/*
+ * bch_bkey_validate() and what only the filesystem can say: a key of a file
+ * btree in a snapshot other than 0 needs the snapshots feature bit.
+ */
+int bch_bkey_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned btree_id, unsigned level,
+			 char *err, size_t errlen);
+
 /* ------------------------------------------------------------ updates */
 
 /* 0 when the subvolume of handle takes changes, -EROFS when it is read-only (counted below). */
