@@ -16,6 +16,7 @@
 #   make bench-devices         only the device benchmarks (bench/README)
 #   make bench-crypt           only the encryption benchmarks (bench/README)
 #   make bench-metacopies      the cost of metadata copies on one device
+#   make bench-snapshots       snapshot creation against tree size, snapshot delete against rm -r
 
 PREFIX	?= /usr/local
 DESTDIR	?=
@@ -182,6 +183,12 @@ bench-metacopies: bcachefs
 	@scripts/install-deps.sh bench
 	@bench/metacopies.sh
 
+# What snapshots cost (issue 30): creation against tree size, deleting a
+# snapshot that alone holds 1 GiB against rm -r (bench/snapshots.sh).
+bench-snapshots: bcachefs
+	@scripts/install-deps.sh bench
+	@bench/snapshots.sh
+
 # mount(8) looks for mount.fuse.bcachefs in /sbin only (not $(PREFIX)/sbin):
 # install also links it there, unless MOUNT_HELPER_DIR is empty or is
 # $(PREFIX)/sbin.  Without that link `mount -t fuse.bcachefs` still works
@@ -220,7 +227,7 @@ uninstall:
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt bench-metacopies fuzz install uninstall clean test-deps
+.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt bench-metacopies bench-snapshots fuzz install uninstall clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8

@@ -1,0 +1,83 @@
+#!/bin/sh
+# bench/snapshots.sh: what snapshots cost (issue 30).
+#
+#   create   `subvolume snapshot` of / with SIZES files in the source (default
+#            "10000 1000000"; each an image built with format --source from a
+#            tree of empty and small files): best of REPS (3) runs, each on
+#            a fresh copy of the image (the copy not timed).  A snapshot
+#            copies no key, so the ratio largest/smallest should stay near
+#            1 (the goal: at most 1.2; btrfs snapshots are constant time).
+#            The time includes opening and closing the filesystem, as a
+#            user's command does.
+#   delete   deleting a snapshot that alone holds DELETE_MIB (1024) MiB in
+#            64 MiB files (the files removed from / after the snapshot),
+#            against `image rm -r` of the same files from an image without
+#            snapshots.
+# Figures go to stdout, one line each, with the ratio.
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+B=${BCH:-$root/bcachefs}
+REPS=${REPS:-3}
+SIZES=${SIZES:-10000 1000000}
+DELETE_MIB=${DELETE_MIB:-1024}
+dir=$(mktemp -d "${TMPDIR:-/dev/shm}/bch-bench-snap.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+
+now() { date +%s.%N; }
+best() {	# best CMD...: the shortest of REPS runs, in seconds
+	b=
+	for i in $(seq "$REPS"); do
+		$prep
+		t0=$(now); "$@" >/dev/null 2>"$dir/err" || { echo "failed: $* ($(cat "$dir/err"))" >&2; exit 1; }; t1=$(now)
+		t=$(echo "$t1 - $t0" | bc)
+		if [ -z "$b" ] || [ "$(echo "$t < $b" | bc)" = 1 ]; then b=$t; fi
+	done
+	echo "$b"
+}
+
+# ---- create
+first=
+for n in $SIZES; do
+	rm -rf "$dir/tree"
+	python3 - "$dir/tree" "$n" <<'PY'
+import os, sys
+root, n = sys.argv[1], int(sys.argv[2])
+per = 1000
+for i in range(n):
+    d = os.path.join(root, "d%04d" % (i // per))
+    if i % per == 0:
+        os.makedirs(d)
+    with open(os.path.join(d, "f%06d" % i), "wb") as f:
+        if i % 10 == 0:
+            f.write(b"x" * 100)
+PY
+	mib=$(( (n / 1000 + 64) ))
+	"$B" format -q --fs-size="${mib}M" --source "$dir/tree" "$dir/base.img"
+	rm -rf "$dir/tree"
+	prep="cp $dir/base.img $dir/t.img"
+	t=$(best "$B" subvolume snapshot "$dir/t.img" / /snap)
+	"$B" image ls "$dir/t.img" /snap/d0000 | grep -q f000001 || { echo "the snapshot does not hold the tree" >&2; exit 1; }
+	echo "snapshot create, $n files: $t s"
+	[ -n "$first" ] || first=$t
+	last=$t
+	rm -f "$dir/base.img" "$dir/t.img"
+done
+echo "snapshot create ratio (largest/smallest tree): $(echo "scale=2; $last / $first" | bc)"
+
+# ---- delete
+mkdir "$dir/data"
+for i in $(seq $((DELETE_MIB / 64))); do
+	head -c $((64 << 20)) /dev/urandom > "$dir/data/f$i"
+done
+size=$(( DELETE_MIB * 2 + 256 ))
+"$B" format -q --fs-size="${size}M" "$dir/plain.img"
+"$B" image put -r "$dir/plain.img" "$dir/data" /data
+cp "$dir/plain.img" "$dir/snapbase.img"
+"$B" subvolume snapshot "$dir/snapbase.img" / /snap
+"$B" image rm -r "$dir/snapbase.img" /data
+rm -rf "$dir/data"
+prep="cp $dir/snapbase.img $dir/t.img"
+td=$(best "$B" subvolume delete "$dir/t.img" /snap)
+prep="cp $dir/plain.img $dir/t.img"
+tr=$(best "$B" image rm -r "$dir/t.img" /data)
+echo "delete a snapshot holding $DELETE_MIB MiB alone: $td s; image rm -r of the same files: $tr s; ratio $(echo "scale=2; $td / $tr" | bc)"
