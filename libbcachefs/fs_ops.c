@@ -52,6 +52,8 @@
 
 /* --------------------------------------------------------------- helpers */
 
+static int subvol_commit(struct bch_fs *c, struct btree_trans *t);
+
 /*
  * Every entry point taking a file handle runs in the view of its subvolume
  * (snapshot.h): it enters the view, calls its v_ function with the inode
@@ -718,6 +720,54 @@ static int is_inside(struct bch_fs *c, uint64_t dir, uint64_t inum)
 	return -ELOOP;
 }
 
+/*
+ * Move the name of a subvolume (dirent sk in olddir) to newname in newdir,
+ * both in the current view: the dirents, both directories and the
+ * subvolume key (which says where its name is) in one transaction.
+ */
+static int rename_subvol(struct bch_fs *c, struct ino_set *s, uint64_t olddir, struct bch_inode *od,
+			 const struct bch_bkey *sk, uint64_t newdir, struct bch_inode *nd,
+			 const char *newname)
+{
+	const struct bch_view *v = bch_view_cur(c);
+	uint32_t sv = (uint32_t)((const struct bch_dirent *)bkey_val(sk))->inum;
+	const struct bch_subvol_info *svi = bch_subvol_get(c, sv);
+	struct btree_trans *t;
+	uint64_t slot;
+	int r;
+
+	if (!svi)
+		return bch_fs_err(c, -EIO, "a name of subvolume %u, which does not exist (run fsck)", sv);
+	if (v->ro)
+		return -EROFS;
+	if ((r = dirent_new_slot(c, newdir, nd, newname, &slot)))
+		return r;
+	struct bch_subvolume nv = svi->v;
+	nv.dir = newdir;
+	nv.dir_offset = slot;
+	if (olddir != newdir) {
+		od->nlink--;
+		nd->nlink++;
+	}
+	touch(od, true);
+	touch(nd, true);
+	if ((r = bch_trans_init(c, &t)))
+		return r;
+	struct bch_bkey *vk = bch_subvol_key(sv, &nv);
+	r = bch_hash_delete_at(c, t, &dirent_desc, olddir, sk->p.offset, olddir == newdir ? slot : 0);
+	if (!r)
+		r = dirent_put(t, newdir, slot, newname, sv, BCH_DT_SUBVOL);
+	if (!r)
+		r = bch_trans_update(t, BCH_BTREE_ID_snapshots, vk);
+	if (!r)
+		r = ino_set_write(c, s, t);
+	if (!r)
+		r = subvol_commit(c, t);
+	free(vk);
+	bch_trans_exit(t);
+	return r;
+}
+
 static int v_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64_t newdir,
 		  const char *newname, unsigned flags)
 {
@@ -751,10 +801,18 @@ static int v_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint
 	if (dk)
 		dst_inum = ((const struct bch_dirent *)bkey_val(dk))->inum;
 	r = 0;
-	if (((const struct bch_dirent *)bkey_val(sk))->d_type == BCH_DT_SUBVOL ||
-	    (dk && ((const struct bch_dirent *)bkey_val(dk))->d_type == BCH_DT_SUBVOL)) {
-		/* its subvolume key names the dirent's place: not moved yet */
-		r = bch_fs_err(c, -EBUSY, "renaming a subvolume or over one is not supported");
+	if (dk && ((const struct bch_dirent *)bkey_val(dk))->d_type == BCH_DT_SUBVOL) {
+		/* a subvolume goes with subvolume delete only */
+		r = bch_fs_err(c, -EBUSY, "%s is a subvolume: it cannot be replaced", newname);
+		goto out;
+	}
+	if (((const struct bch_dirent *)bkey_val(sk))->d_type == BCH_DT_SUBVOL) {
+		if (dk)		/* a directory onto another name: as rename(2) wants */
+			r = (flags & BCH_RENAME_EXCHANGE) ?
+				bch_fs_err(c, -EBUSY, "exchanging a subvolume is not supported") :
+				-EEXIST;
+		else
+			r = rename_subvol(c, &s, olddir, od, sk, newdir, nd, newname);
 		goto out;
 	}
 	if ((flags & BCH_RENAME_NOREPLACE) && dk) {

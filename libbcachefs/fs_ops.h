@@ -221,8 +221,8 @@ int bch_fs_inode_free(struct bch_fs *c, uint64_t inum);
  * same file in two snapshots has two numbers; subvolume 0's handles are
  * plain inode numbers.  Links and renames between subvolumes: -EXDEV.
  * A subvolume shows as a directory in its parent (lookup and readdir give
- * its root's handle, DT_DIR); unlink/rmdir of it -EPERM, rename of it or
- * over it -EBUSY.  In a read-only subvolume every change is -EROFS.
+ * its root's handle, DT_DIR); unlink/rmdir of it -EPERM, a rename over it
+ * -EBUSY; its own name moves with rename inside its parent subvolume.  In a read-only subvolume every change is -EROFS.
  * The filesystem must be format version 3 (-EOPNOTSUPP, reason in
  * c->err_msg).
  */

@@ -117,9 +117,20 @@ if fuse_part "the mounted part"; then
 	expect_rc 0 $B image cat a.img /s1/via-fuse;	expect_in out '^hello$'
 fi
 
+# ---- a subvolume's name moves (rename within its parent subvolume)
+expect_rc 0 $B image mv a.img /empty /d/moved
+expect_rc 0 $B image cat a.img /d/moved/x;	expect_in out '^one$'
+expect_rc 1 $B image cat a.img /empty/x
+expect_rc 0 $B subvolume list a.img
+expect_in out ' /d/moved$'
+expect_rc 1 $B image mv a.img /f /d/moved
+expect_rc 1 $B image mv a.img /d/moved /s1/moved
+expect_in err 'Invalid cross-device link'
+expect_rc 0 $B fsck -n -f a.img
+
 # ---- delete everything but /: the space comes back
 expect_rc 0 $B subvolume delete a.img /s1/ro
-expect_rc 0 $B subvolume delete a.img /s1 /empty
+expect_rc 0 $B subvolume delete a.img /s1 /d/moved
 expect_rc 0 $B subvolume list --json a.img
 [ "$(jq '.subvolumes | length' out)" = 1 ] || fail "after deletes: $(cat out)"
 expect_rc 1 $B image cat a.img /s1/f
