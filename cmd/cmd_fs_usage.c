@@ -34,6 +34,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "cmds.h"
+#include "snapshot.h"
 #include "errcode.h"
 #include "extents.h"
 #include "fs.h"
@@ -258,6 +259,26 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 	int r = bch_rebalance_pending(c, &pend);
 	if (r)
 		return r;
+	/* per subvolume: what its own snapshot's extents take (every copy) */
+	unsigned nr_sv, nr_snaps;
+	const struct bch_subvol_info *svs = bch_subvols(c, &nr_sv);
+	const struct bch_snap_info *snaps = bch_snaps(c, &nr_snaps);
+	uint64_t *snap_sectors = NULL;
+	if ((r = bch_snapshot_usage(c, &snap_sectors)))
+		return r;
+	uint64_t *sv_bytes = calloc(nr_sv + 1, sizeof(*sv_bytes));
+	if (!sv_bytes) {
+		free(snap_sectors);
+		return -ENOMEM;
+	}
+	for (unsigned i = 0; i < nr_sv; i++) {
+		if (!nr_snaps)	/* no snapshot keys: subvolume 0 holds every extent */
+			sv_bytes[i] = snap_sectors[0] << 9;
+		for (unsigned x = 0; x < nr_snaps; x++)
+			if (snaps[x].id == svs[i].v.snapshot)
+				sv_bytes[i] = snap_sectors[x] << 9;
+	}
+	free(snap_sectors);
 
 	/* the figures statfs (df) shows too: alloc.h, struct bch_fs_space */
 	struct bch_fs_space sp;
@@ -303,7 +324,20 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 			if (m && bch_member_exists(m))
 				json_device(&j, c, d, &u[d]);
 		}
+		json_close(&j);
+		json_open(&j, "subvolumes", true);
+		for (unsigned i = 0; i < nr_sv; i++) {
+			char path[4096];
+			if (bch_fs_subvol_path(c, svs[i].id, path, sizeof(path)))
+				snprintf(path, sizeof(path), "?");
+			json_open(&j, NULL, false);
+			json_u64(&j, "id", svs[i].id);
+			json_string(&j, "path", path);
+			json_u64(&j, "exclusive_bytes", sv_bytes[i]);
+			json_close(&j);
+		}
 		json_end(&j);
+		free(sv_bytes);
 		return 0;
 	}
 	fprintf(f, "Filesystem:        %s\n", uuid);
@@ -333,6 +367,16 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 			sz(pend.sectors_compression << 9, b, sizeof(b)),
 			sz(pend.sectors_waiting << 9, cc, sizeof(cc)), pend.inodes,
 			pend.scan ? "; a scan of every file is pending" : "");
+	if (nr_sv > 1) {
+		fprintf(f, "Subvolumes:        space only each one's own snapshot holds (every copy)\n");
+		for (unsigned i = 0; i < nr_sv; i++) {
+			char path[4096];
+			if (bch_fs_subvol_path(c, svs[i].id, path, sizeof(path)))
+				snprintf(path, sizeof(path), "?");
+			fprintf(f, "  %-5u %10s  %s\n", svs[i].id, sz(sv_bytes[i], a, sizeof(a)), path);
+		}
+	}
+	free(sv_bytes);
 	for (unsigned d = 0; d < c->nr_devs; d++) {
 		struct bch_member *m = bch_sb_member(c->sb, d);
 		if (m && bch_member_exists(m))

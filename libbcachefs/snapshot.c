@@ -974,6 +974,10 @@ int bch_snapshot_usage(struct bch_fs *c, uint64_t **out)
 	while ((k = bch_btree_iter_next(&it, &err))) {
 		if (k->type != BCH_BKEY_extent)
 			continue;
+		if (!n) {	/* no snapshot keys: everything is snapshot 0's */
+			u[0] += (uint64_t)bch_extent_disk_sectors(k) * bch_extent_nr_ptrs(k);
+			continue;
+		}
 		unsigned lo = 0, hi = n;
 		while (lo < hi) {
 			unsigned m = (lo + hi) / 2;

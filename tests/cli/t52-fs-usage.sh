@@ -125,7 +125,7 @@ while p < 512 + u64s * 8:
 print("version %d dev_errors %s" % (version, (fields[7] * 8 - 8) // 32 if 7 in fields else "absent"))
 EOF
 expect_rc 0 python3 sbfields.py a.img
-expect_in out '^version 2 dev_errors 2$'
+expect_in out '^version 3 dev_errors 2$'
 need zstd
 zstd -q -dc "$ROOT/tests/compat/v1/checksums.img.zst" > v1.img || fail "zstd"
 expect_rc 0 $B kv v1.img put 3:3 v1
