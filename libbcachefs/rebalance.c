@@ -32,6 +32,7 @@
 #include "journal.h"
 #include "move.h"
 #include "rebalance.h"
+#include "snapshot.h"
 #include "super.h"
 
 #define SCAN_INODES_PER_STEP	512
@@ -266,7 +267,7 @@ static int inode_step(struct bch_fs *c, struct bch_mover *m, struct bch_move_sta
 {
 	struct bch_inode bi;
 	struct bch_io_opts o;
-	int r = bch_inode_get(c, inum, &bi);
+	int r = bch_inode_get_any_snapshot(c, inum, &bi);
 
 	*done = true;
 	*waiting = UINT64_MAX;
@@ -284,16 +285,16 @@ static int inode_step(struct bch_fs *c, struct bch_mover *m, struct bch_move_sta
 	/* keys are copied out before moving: the mover commits and changes the leaves */
 	struct bch_bkey *keys[BCH_MOVE_BATCH_KEYS];
 	unsigned nr = 0;
-	uint64_t pos = cursor;
+	/* keys of every snapshot (each moved where it lies): the next batch after the last key seen */
+	struct bch_bpos from = POS(inum, cursor + 1, 0);
 	while (!r) {
 		struct btree_iter it;
 		const struct bch_bkey *k;
 		int err = 0;
 		nr = 0;
-		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, pos + 1, 0),
-				    POS(inum, UINT64_MAX, 0));
+		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, from, POS(inum, UINT64_MAX, UINT32_MAX));
 		while (nr < BCH_MOVE_BATCH_KEYS && (k = bch_btree_iter_next(&it, &err))) {
-			pos = k->p.offset;
+			from = bpos_successor(k->p);
 			if (bch_extent_rebalance_reasons(c, k, &o) && !(keys[nr++] = bch_bkey_dup(k)))
 				err = -ENOMEM;
 		}
@@ -500,7 +501,7 @@ static int scan_pending(struct bch_fs *c, const uint64_t *inums, size_t nr,
 	bch_btree_iter_exit(&it);
 	for (size_t i = 0; i < nf && !err; i++) {
 		struct bch_inode bi;
-		if (bch_inode_get(c, files[i], &bi)) {
+		if (bch_inode_get_any_snapshot(c, files[i], &bi)) {
 			c->err_msg[0] = 0;
 			continue;
 		}
@@ -553,7 +554,7 @@ int bch_rebalance_pending(struct bch_fs *c, struct bch_rebalance_pending *p)
 		err = scan_pending(c, inums, nr, p);
 	for (size_t i = 0; i < nr && !err && !r; i++) {
 		struct bch_inode bi;
-		if (bch_inode_get(c, inums[i], &bi)) {
+		if (bch_inode_get_any_snapshot(c, inums[i], &bi)) {
 			c->err_msg[0] = 0;
 			continue;
 		}

@@ -475,6 +475,26 @@ int bch_bkey_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned bt
 			"key in snapshot %u of a filesystem without snapshots", (unsigned)k->p.snapshot);
 }
 
+int bch_inode_get_any_snapshot(struct bch_fs *c, uint64_t inum, struct bch_inode *inode)
+{
+	int r = bch_inode_get(c, inum, inode);
+
+	if (r != -ENOENT || !bch_fs_has_snapshots(c))
+		return r;
+	/* not seen by subvolume 0: the newest key of the number in any snapshot */
+	struct bch_bkey *k;
+	r = bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, inum, UINT32_MAX), POS(0, inum, 0), &k);
+	if (r)
+		return r == -BCH_ERR_key_not_found ? -ENOENT : r;
+	if (k->type != BCH_BKEY_inode) {
+		free(k);
+		return -ENOENT;
+	}
+	memcpy(inode, bkey_val(k), sizeof(*inode));
+	free(k);
+	return 0;
+}
+
 /* ------------------------------------------------------------ updates */
 
 int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k)

@@ -147,6 +147,15 @@ void bch_viter_exit(struct bch_viter *it);
 int bch_bkey_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned btree_id, unsigned level,
 			 char *err, size_t errlen);
 
+/*
+ * The inode inum as the current view sees it, else (a file only some
+ * snapshot holds) its newest key in any snapshot: for background work
+ * (rebalance) that follows extents of every snapshot and wants the file's
+ * options, which snapshots share.
+ */
+struct bch_inode;
+int bch_inode_get_any_snapshot(struct bch_fs *c, uint64_t inum, struct bch_inode *inode);
+
 /* ------------------------------------------------------------ updates */
 
 /* 0 when the subvolume of handle takes changes, -EROFS when it is read-only (counted below). */
