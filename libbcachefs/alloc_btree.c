@@ -123,8 +123,13 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k)
 		   (a->data_type == BCH_DATA_cached) != (!a->dirty_sectors && a->cached_sectors) ||
 		   (a->data_type == BCH_DATA_btree && a->cached_sectors)) {
 		why = "free with sectors, or used without";
-	} else if (a->dirty_sectors > bch_alloc_bucket_sectors(c, dev) ||
+	} else if ((a->dirty_sectors > bch_alloc_bucket_sectors(c, dev) &&
+		    !(c->sb->features & BCH_FEATURE_SNAPSHOTS)) ||
 		   a->cached_sectors > bch_alloc_bucket_sectors(c, dev)) {
+		/*
+		 * With snapshots, data two snapshots' keys share counts once per
+		 * key (snapshot.h): a bucket's count may then pass its size.
+		 */
 		why = "more sectors than the bucket holds";
 	}
 	if (why) {
