@@ -11,6 +11,9 @@
 #   - refusals: a source that is not a subvolume, a destination that exists,
 #     deleting a directory that is not a subvolume, rmdir of a subvolume,
 #     a version-2 filesystem;
+#   - the data jobs keep every snapshot's files: rebalance (background
+#     compression set on a snapshot's file), device evacuate, rereplicate,
+#     scrub on three members;
 #   - through fusemount: a file and its snapshot copy have different inode
 #     numbers, a link across subvolumes is EXDEV, the snapshot's tree reads
 #     back equal.
@@ -147,4 +150,23 @@ ua=$(files_used a.img) ub=$(files_used b.img)
 # metadata rounding: a few nodes
 diff=$(( ua > ub ? ua - ub : ub - ua ))
 [ "$diff" -le $((2 * 1024 * 1024)) ] || fail "used after deleting every snapshot: $ua, without snapshots $ub (base $base)"
+
+# ---- the data jobs over snapshots: every snapshot's files stay whole
+dd if=/dev/urandom of=big2 bs=1M count=2 status=none
+expect_rc 0 $B format -q --fs-size=128M m0.img --fs-size=128M m1.img --fs-size=128M m2.img
+M=m0.img:m1.img:m2.img
+expect_rc 0 $B image put $M big /big
+expect_rc 0 $B subvolume snapshot $M / /s
+expect_rc 0 $B image rm $M /big
+expect_rc 0 $B image put $M big2 /big
+expect_rc 0 $B image setopt $M background_compression=zstd /s/big
+expect_rc 0 $B data rebalance $M
+expect_in out 'Pending: +0 off target, 0 not in background_compression'
+expect_rc 0 $B list -b extents $M
+expect_in out ' comp [1-9]'
+expect_rc 0 $B device evacuate $M 0
+expect_rc 0 $B data rereplicate $M
+expect_rc 0 $B data scrub $M
+expect_rc 0 $B image get $M /s/big got.s;	cmp got.s big || fail "the snapshot's file after the data jobs"
+expect_rc 0 $B image get $M /big got.r;		cmp got.r big2 || fail "the root's file after the data jobs"
 true
