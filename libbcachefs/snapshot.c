@@ -24,6 +24,7 @@ struct bch_snapshots {
 	unsigned		nr_sv;
 	struct bch_subvol_info	root;		/* subvolume 0 without keys */
 	bool			ro_refused;	/* a change was refused: read-only subvolume */
+	uint64_t		gen;		/* bumped by every load (gc cursors restart) */
 };
 
 /* ------------------------------------------------------------ the table */
@@ -49,6 +50,7 @@ int bch_snapshots_load(struct bch_fs *c)
 		return -ENOMEM;
 	t->nr = t->nr_sv = 0;
 	t->loaded = true;
+	t->gen++;
 	t->root.id = 0;
 	t->root.v = (struct bch_subvolume) { .snapshot = 0, .root_inum = BCH_ROOT_INO,
 					     .parent = BCH_SUBVOL_NONE, .dir_subvol = BCH_SUBVOL_NONE };
@@ -801,24 +803,28 @@ static const unsigned gc_btrees[] = {
 	BCH_BTREE_ID_extents, BCH_BTREE_ID_inodes, BCH_BTREE_ID_dirents, BCH_BTREE_ID_xattrs,
 };
 
-static int gc_btree(struct gc_state *g, unsigned id, struct gc_batch *b, uint64_t *seen,
-		    void (*progress)(void *, uint64_t), void *priv, uint64_t *freed)
+/*
+ * Look at up to *budget positions of btree id from *from, deleting what no
+ * live leaf sees; *from is where to go on (*more false: the btree is done).
+ */
+static int gc_btree(struct gc_state *g, unsigned id, struct gc_batch *b, struct bch_bpos *from,
+		    uint64_t *budget, bool *more, uint64_t *seen, uint64_t *freed,
+		    void (*progress)(void *, uint64_t), void *priv)
 {
 	struct bch_fs *c = g->c;
-	struct bch_bpos from = POS_MIN;
 	struct bch_bkey **group = NULL;
 	bool *needed = NULL;
 	unsigned cap = 0;
 	int r = 0;
 
-	for (bool more = true; more && !r; ) {
+	for (*more = true; *more && *budget && !r; ) {
 		struct btree_iter it;
 		const struct bch_bkey *k;
 		unsigned n = 0;
 		int err = 0;
+		bool stopped = false;
 
-		more = false;
-		bch_btree_iter_init(&it, c, id, from, POS_MAX);
+		bch_btree_iter_init(&it, c, id, *from, POS_MAX);
 		k = bch_btree_iter_next(&it, &err);
 		while (k && !r) {
 			/* one position's keys */
@@ -836,6 +842,7 @@ static int gc_btree(struct gc_state *g, unsigned id, struct gc_batch *b, uint64_
 				k = bch_btree_iter_next(&it, &err);
 			}
 			++*seen;
+			--*budget;
 			if (progress && !(*seen & 4095))
 				progress(priv, *seen);
 			gc_group(g, group, n, needed);
@@ -854,14 +861,19 @@ static int gc_btree(struct gc_state *g, unsigned id, struct gc_batch *b, uint64_
 				b->del[b->nr++] = group[i];
 				++*freed;
 			}
-			if (b->nr >= GC_BATCH) {
-				/* the tree is about to change: go on after this position */
-				from = bpos_successor(POS(gp.inode, gp.offset, UINT32_MAX));
-				more = !bpos_eq(POS(gp.inode, gp.offset, UINT32_MAX), POS_MAX);
+			if (b->nr >= GC_BATCH || !*budget) {
+				/* the tree is about to change, or the step is over: go on after this position */
+				struct bch_bpos last = POS(gp.inode, gp.offset, UINT32_MAX);
+				*more = !bpos_eq(last, POS_MAX);
+				if (*more)
+					*from = bpos_successor(last);
+				stopped = true;
 				break;
 			}
 		}
 		bch_btree_iter_exit(&it);
+		if (!stopped)
+			*more = false;
 		if (!r)
 			r = err;
 		if (!r)
@@ -871,6 +883,8 @@ static int gc_btree(struct gc_state *g, unsigned id, struct gc_batch *b, uint64_
 	free(needed);
 	return r;
 }
+
+static const unsigned gc_btrees_nr = sizeof(gc_btrees) / sizeof(gc_btrees[0]);
 
 /* Delete the snapshot_touch keys of snapshot id. */
 static int gc_touch(struct bch_fs *c, uint32_t id)
@@ -906,77 +920,115 @@ static int gc_touch(struct bch_fs *c, uint32_t id)
 	}
 }
 
-int bch_snapshot_gc(struct bch_fs *c, void (*progress)(void *priv, uint64_t seen), void *priv,
-		    uint64_t *freed)
+/* The end of a pass: the dead snapshots' records and keys. */
+static int gc_finish(struct gc_state *g)
 {
-	struct gc_state g;
-	struct gc_batch *b = calloc(1, sizeof(*b));
-	uint64_t seen = 0;
-	int r;
+	struct bch_fs *c = g->c;
+	int r = 0;
 
-	*freed = 0;
-	if (!b)
-		return -ENOMEM;
-	if (!bch_fs_has_snapshots(c)) {
-		free(b);
-		return 0;
-	}
-	if (c->read_only) {
-		free(b);
-		return -EROFS;
-	}
-	if ((r = gc_state_init(c, &g)))
-		goto out;
-	for (unsigned i = 0; i < sizeof(gc_btrees) / sizeof(gc_btrees[0]) && !r; i++)
-		r = gc_btree(&g, gc_btrees[i], b, &seen, progress, priv, freed);
-	if (r)
-		goto out;
 	/* their records of touched inodes */
-	for (unsigned i = 0; i < g.nr && !r; i++)
-		if (!g.alive[i])
-			r = gc_touch(c, g.s[i].id);
+	for (unsigned i = 0; i < g->nr && !r; i++)
+		if (!g->alive[i])
+			r = gc_touch(c, g->s[i].id);
 	if (r)
-		goto out;
+		return r;
 	/* the snapshots no live leaf is below: their keys are gone now */
 	struct btree_trans *t;
 	if ((r = bch_trans_init(c, &t)))
-		goto out;
-	for (unsigned i = 0; i < g.nr && !r; i++) {
-		const struct bch_snap_info *s = &g.s[i];
-		if (g.alive[i])
+		return r;
+	bool any = false;
+	for (unsigned i = 0; i < g->nr && !r; i++) {
+		const struct bch_snap_info *s = &g->s[i];
+		if (g->alive[i])
 			continue;
+		any = true;
 		struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted,
 				      .p = POS(BCH_SNAPSHOT_INO, s->id, 0) };
 		r = bch_trans_update(t, BCH_BTREE_ID_snapshots, &d);
-		int p = s->parent != BCH_SNAPSHOT_NONE ? snap_idx(&g, s->parent) : -1;
-		if (!r && p >= 0 && g.alive[p]) {
-			struct bch_snap_info pi = g.s[p];
-			for (unsigned j = 0; j < 2; j++)
-				if (pi.children[j] == s->id)
-					pi.children[j] = BCH_SNAPSHOT_NONE;
-			/* a parent may lose both children in one pass: start from what this pass wrote */
-			for (unsigned q = 0; q < g.nr; q++)
-				if (!g.alive[q] && q != i && g.s[q].parent == pi.id)
+		int p = s->parent != BCH_SNAPSHOT_NONE ? snap_idx(g, s->parent) : -1;
+		if (!r && p >= 0 && g->alive[p]) {
+			struct bch_snap_info pi = g->s[p];
+			/* a parent may lose both children in one pass */
+			for (unsigned q = 0; q < g->nr; q++)
+				if (!g->alive[q] && g->s[q].parent == pi.id)
 					for (unsigned j = 0; j < 2; j++)
-						if (pi.children[j] == g.s[q].id)
+						if (pi.children[j] == g->s[q].id)
 							pi.children[j] = BCH_SNAPSHOT_NONE;
 			struct bch_bkey *pk = bch_snap_key(pi.id, &pi);
 			r = bch_trans_update(t, BCH_BTREE_ID_snapshots, pk);
 			free(pk);
 		}
 	}
-	if (!r)
+	if (!r && any)
 		r = bch_trans_commit(t, BCH_TRANS_SYNC);
 	bch_trans_exit(t);
-	if (!r && progress)
-		progress(priv, seen);
+	int r2 = bch_snapshots_load(c);
+	return r ? r : r2;
+}
+
+int bch_snapshot_gc_step(struct bch_fs *c, struct bch_snapshot_gc_cursor *cur, uint64_t budget,
+			 bool *done, void (*progress)(void *priv, uint64_t seen), void *priv)
+{
+	struct gc_state g;
+	int r;
+
+	*done = false;
+	if (!bch_fs_has_snapshots(c)) {
+		*done = true;
+		return 0;
+	}
+	if (c->read_only)
+		return -EROFS;
+	if (!cur->started || cur->gen != c->snaps->gen) {
+		/* first step, or the table changed (a delete meanwhile): from the start */
+		memset(cur, 0, sizeof(*cur));
+		cur->started = true;
+		cur->gen = c->snaps->gen;
+		cur->pos = POS_MIN;
+	}
+	struct gc_batch *b = calloc(1, sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	if ((r = gc_state_init(c, &g)))
+		goto out;
+	while (!r && budget && cur->btree < gc_btrees_nr) {
+		bool more;
+		r = gc_btree(&g, gc_btrees[cur->btree], b, &cur->pos, &budget, &more, &cur->seen,
+			     &cur->freed, progress, priv);
+		if (!r && !more) {
+			cur->btree++;
+			cur->pos = POS_MIN;
+		}
+	}
+	if (!r && cur->btree == gc_btrees_nr) {
+		r = gc_finish(&g);
+		if (!r) {
+			*done = true;
+			cur->started = false;
+			if (progress)
+				progress(priv, cur->seen);
+		}
+	}
 out:
 	gc_state_exit(&g);
 	bch_extent_update_exit(&b->u);
 	free(b->del);
 	free(b);
-	int r2 = bch_snapshots_load(c);
-	return r ? r : r2;
+	return r;
+}
+
+int bch_snapshot_gc(struct bch_fs *c, void (*progress)(void *priv, uint64_t seen), void *priv,
+		    uint64_t *freed)
+{
+	struct bch_snapshot_gc_cursor cur = { 0 };
+	bool done = false;
+	int r = 0;
+
+	*freed = 0;
+	while (!r && !done)
+		r = bch_snapshot_gc_step(c, &cur, UINT64_MAX, &done, progress, priv);
+	*freed = cur.freed;
+	return r;
 }
 
 int bch_snapshot_usage(struct bch_fs *c, uint64_t **out)

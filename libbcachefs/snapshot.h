@@ -198,6 +198,21 @@ struct bch_bkey *bch_subvol_key(uint32_t id, const struct bch_subvolume *v);
  */
 int bch_snapshot_gc(struct bch_fs *c, void (*progress)(void *priv, uint64_t seen), void *priv,
 		    uint64_t *freed);
+/*
+ * The same in steps, for a daemon that releases its lock between them:
+ * each step looks at up to budget positions (and commits what it deleted);
+ * *done at the end of the pass.  A cursor starts zeroed; a change of the
+ * table between steps (a subvolume made or deleted) starts the pass again.
+ */
+struct bch_snapshot_gc_cursor {
+	bool		started;
+	uint64_t	gen;		/* the table's when the pass began */
+	unsigned	btree;		/* index into the file btrees */
+	struct bch_bpos	pos;
+	uint64_t	seen, freed;
+};
+int bch_snapshot_gc_step(struct bch_fs *c, struct bch_snapshot_gc_cursor *cur, uint64_t budget,
+			 bool *done, void (*progress)(void *priv, uint64_t seen), void *priv);
 /* Snapshots seen by a subvolume (leaves not deleted); 0 without snapshot keys. */
 unsigned bch_snapshot_live_leaves(struct bch_fs *c);
 /* Is there work for bch_snapshot_gc (a snapshot marked deleted)? */
