@@ -1298,61 +1298,8 @@ static int verb_subvol_list(struct img *im, int argc, char **argv __attribute__(
 		return EXIT_USAGE;
 	if (!im->c)
 		return EXIT_OK;
-	unsigned n, ns;
-	const struct bch_subvol_info *sv = bch_subvols(im->c, &n);
-	const struct bch_snap_info *snaps = bch_snaps(im->c, &ns);
-	uint64_t *usage = NULL;
-	int r = bch_snapshot_usage(im->c, &usage);
-	if (r)
-		return verb_err(im, "subvolume list", im->dev, r);
-	struct bch_json j;
-	if (im->json) {
-		json_begin(&j, stdout, true);
-		json_open(&j, "subvolumes", true);
-	} else {
-		printf("%-5s %-8s %-6s %-3s %-20s %10s  %s\n", "ID", "SNAPSHOT", "PARENT", "RO", "CREATED",
-		       "EXCLUSIVE", "PATH");
-	}
-	for (unsigned i = 0; i < n; i++) {
-		char path[4096], when[32], size[32];
-		uint64_t excl = 0;
-		if (bch_fs_subvol_path(im->c, sv[i].id, path, sizeof(path)))
-			snprintf(path, sizeof(path), "?");
-		for (unsigned k = 0; k < ns; k++)
-			if (snaps[k].id == sv[i].v.snapshot)
-				excl = usage[k] << 9;
-		time_t t = (time_t)((int64_t)sv[i].v.created / 1000000000LL);
-		strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", gmtime(&t));
-		bool ro = sv[i].v.flags & BCH_SUBVOL_RO;
-		if (im->json) {
-			json_open(&j, NULL, false);
-			json_u64(&j, "id", sv[i].id);
-			json_string(&j, "path", path);
-			json_u64(&j, "snapshot", sv[i].v.snapshot);
-			if (sv[i].v.parent == BCH_SUBVOL_NONE)
-				json_null(&j, "parent");
-			else
-				json_u64(&j, "parent", sv[i].v.parent);
-			json_bool(&j, "read_only", ro);
-			json_bool(&j, "snapshot_of_parent", sv[i].v.flags & BCH_SUBVOL_SNAP);
-			json_s64(&j, "created_ns", (int64_t)sv[i].v.created);
-			json_u64(&j, "exclusive_bytes", excl);
-			json_close(&j);
-		} else {
-			char parent[16] = "-";
-			if (sv[i].v.parent != BCH_SUBVOL_NONE)
-				snprintf(parent, sizeof(parent), "%u", (unsigned)sv[i].v.parent);
-			bch_human_size(excl, size, sizeof(size));
-			printf("%-5u %-8u %-6s %-3s %-20s %10s  %s\n", sv[i].id, (unsigned)sv[i].v.snapshot,
-			       parent, ro ? "ro" : "rw", when, size, path);
-		}
-	}
-	if (im->json) {
-		json_close(&j);
-		json_end(&j);
-	}
-	free(usage);
-	return EXIT_OK;
+	int r = cmd_subvolume_list_print(stdout, im->c, im->json);
+	return r ? verb_err(im, "subvolume list", im->dev, r) : EXIT_OK;
 }
 
 static int verb_shell(struct img *im, int argc, char **argv);

@@ -16,7 +16,8 @@
 #     scrub on three members;
 #   - through fusemount: a file and its snapshot copy have different inode
 #     numbers, a link across subvolumes is EXDEV, the snapshot's tree reads
-#     back equal.
+#     back equal; the subvolume commands given paths on the mount (its
+#     daemon runs them over the control channel).
 need jq cmp zstd
 
 used() { $B fs usage --json "$1" | jq '[.devices[].data_types[]? | select(.type=="user" or .type=="btree") | .bytes] | add // 0'; }
@@ -114,10 +115,28 @@ if fuse_part "the mounted part"; then
 	echo hello > mnt/s1/via-fuse || fail "write in a snapshot through FUSE"
 	! sh -c 'echo no > mnt/s1/ro/via-fuse' 2>roerr || fail "write in a read-only snapshot through FUSE"
 	grep -q 'Read-only' roerr || fail "read-only snapshot through FUSE: $(cat roerr)"
+	# the commands on the mount (the daemon runs them): paths as btrfs takes them
+	echo mounted > mnt/s1/m
+	expect_rc 0 $B subvolume snapshot mnt/s1 mnt/s1/msnap
+	cmp mnt/s1/msnap/m mnt/s1/m || fail "a snapshot made through the mount"
+	echo after > mnt/s1/m
+	grep -q '^mounted$' mnt/s1/msnap/m || fail "the mounted snapshot changed with its source"
+	expect_rc 0 $B subvolume create mnt/d/msub
+	[ -d mnt/d/msub ] || fail "a subvolume made through the mount"
+	expect_rc 0 $B subvolume list --json mnt
+	[ "$(jq -r '.subvolumes[] | select(.path=="/s1/msnap") | .parent' out)" = 1 ] || fail "mounted list: $(cat out)"
+	expect_rc 1 $B subvolume snapshot mnt/f mnt/fsnap
+	expect_in err 'not a subvolume'
+	expect_rc 1 $B subvolume delete mnt/d
+	expect_in err 'not a subvolume'
+	expect_rc 0 $B subvolume delete mnt/s1/msnap mnt/d/msub
+	expect_rc 0 $B subvolume list mnt
+	expect_not_in out 'msnap|msub'
 	fusermount3 -u mnt || fail "unmount"
 	wait $pid || fail "fusemount exited $?: $(cat fuse.err)"
 	pid=
 	expect_rc 0 $B image cat a.img /s1/via-fuse;	expect_in out '^hello$'
+	expect_rc 1 $B image ls a.img /s1/msnap
 fi
 
 # ---- a subvolume's name moves (rename within its parent subvolume)
