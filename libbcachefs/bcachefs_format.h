@@ -88,7 +88,8 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "little-endian hosts o
  *     size, bch_sb_field_get() finds fields by type), so it never makes a
  *     superblock invalid.
  * Version 3 (2026-12) adds subvolumes and snapshots (see "Snapshots and
- * subvolumes" below): the snapshots btree (id 7, created empty by format),
+ * subvolumes" below): the snapshots btree (id 7, its root made with the
+ * first subvolume or snapshot),
  * the key types whiteout, snapshot and subvolume, keys of the file btrees
  * in snapshots other than 0, and dirents naming a subvolume
  * (BCH_DT_SUBVOL).  Format writes version and version_min 3; the feature

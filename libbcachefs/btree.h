@@ -98,9 +98,6 @@ struct btree_root {
 struct bch_btree_roots {
 	struct btree_root	r[BCH_BTREE_ID_NR];
 	unsigned		no_shrink;	/* inside a commit: no eviction (no nested writes) */
-	unsigned		splitting;	/* inside split(): its parent update may not
-						 * reclaim (a node write meanwhile could split or
-						 * change the node being split) */
 	uint64_t		seq_counter;	/* makes node seqs unique */
 	uint64_t		copygc_moves;	/* nodes moved by copygc (for tests, -v) */
 };

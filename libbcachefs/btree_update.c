@@ -194,13 +194,12 @@ static int journal_and_apply(struct bch_fs *c, unsigned id, unsigned level,
 	for (unsigned i = 0; i < nr; i++)
 		u64s += 1 + keys[i]->u64s;
 	/*
-	 * Inside a node write (no_shrink) or a split's parent update: an
-	 * internal reservation, which may use the journal's reserve and never
-	 * reclaims, so node writes never nest and never meet a node halfway
-	 * through its split.  At the top of a commit (merges): an ordinary one.
+	 * Inside a node write (no_shrink): an internal reservation, which may use
+	 * the journal's reserve and never reclaims, so node writes never nest.
+	 * At the top of a commit (splits, merges): an ordinary one.
 	 */
-	r = c->roots->no_shrink || c->roots->splitting ? bch_journal_res_get_internal(c, u64s, &res)
-						       : bch_journal_res_get(c, u64s, &res);
+	r = c->roots->no_shrink ? bch_journal_res_get_internal(c, u64s, &res)
+				: bch_journal_res_get(c, u64s, &res);
 	if (r)
 		return r;
 	c->roots->no_shrink++;
@@ -342,9 +341,7 @@ static int split(struct bch_fs *c, struct btree *b)
 		bch_btree_node_put(c, nr_);
 	} else {
 		struct bch_bkey *keys[2] = { bch_btree_ptr_key(n[0]), bch_btree_ptr_key(n[1]) };
-		c->roots->splitting++;
 		r = journal_and_apply(c, id, level + 1, keys, 2);
-		c->roots->splitting--;
 		free(keys[0]);
 		free(keys[1]);
 		if (r)
@@ -1020,6 +1017,9 @@ int bch_btree_create_root(struct bch_fs *c, unsigned id)
 int bch_btree_create_roots(struct bch_fs *c)
 {
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
+		/* made with the first subvolume (snapshot.c): journal entries stay as they were */
+		if (id == BCH_BTREE_ID_snapshots)
+			continue;
 		int r = bch_btree_create_root(c, id);
 		if (r)
 			return r;

@@ -581,12 +581,16 @@ int bch_snapshots_enable(struct bch_fs *c)
 		c->sb->features |= BCH_FEATURE_SNAPSHOTS;
 		return bch_write_super(c);
 	}
-	if (c->sb->version < BCH_VERSION_3 || !c->roots->r[BCH_BTREE_ID_snapshots].key)
+	if (c->sb->version < BCH_VERSION_3)
 		return bch_fs_err(c, -EOPNOTSUPP, "this filesystem is format version %u; subvolumes and "
 				  "snapshots need version %u (format it with this version)",
 				  (unsigned)c->sb->version, BCH_VERSION_3);
 	if (c->read_only)
 		return -EROFS;
+	int r;
+	/* the snapshots btree is made with the first subvolume */
+	if (!c->roots->r[BCH_BTREE_ID_snapshots].key && (r = bch_btree_create_root(c, BCH_BTREE_ID_snapshots)))
+		return r;
 	struct bch_snap_info s0 = {
 		.id = 0, .parent = BCH_SNAPSHOT_NONE, .subvol = 0, .depth = 0,
 		.children = { BCH_SNAPSHOT_NONE, BCH_SNAPSHOT_NONE }, .created = bch_now_ns(),
@@ -596,8 +600,7 @@ int bch_snapshots_enable(struct bch_fs *c)
 		.dir_subvol = BCH_SUBVOL_NONE, .created = s0.created,
 	};
 	struct btree_trans *t;
-	int r = bch_trans_init(c, &t);
-	if (r)
+	if ((r = bch_trans_init(c, &t)))
 		return r;
 	struct bch_bkey *a = bch_snap_key(0, &s0), *b = bch_subvol_key(0, &v0);
 	if (!(r = bch_trans_update(t, BCH_BTREE_ID_snapshots, a)) &&

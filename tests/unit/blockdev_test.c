@@ -289,7 +289,7 @@ static unsigned waits;
 static void count_wait(const char *path, unsigned timeout_s)
 {
 	(void)path;
-	cr_expect_eq(timeout_s, 30);
+	cr_expect(timeout_s >= 1 && timeout_s <= 30, "timeout %u s", timeout_s);	/* what is left of the wait */
 	waits++;
 }
 
