@@ -141,6 +141,8 @@ static int print_node(struct bch_fs *c, struct btree *b, void *priv)
 
 static int list_keys(struct bch_fs *c, unsigned id, struct list_args *a)
 {
+	if (!c->roots->r[id].key)
+		return 0;	/* a btree not made yet (snapshots: with the first subvolume) */
 	struct btree_iter it;
 	const struct bch_bkey *k;
 	char buf[512];

@@ -355,15 +355,35 @@ int cmd_subvolume(int argc, char *argv[])
 	for (size_t i = 0; i < NR_VERBS; i++) {
 		if (strcmp(argv[1], subvol_verbs[i].name))
 			continue;
-		/* the first argument that is not an option: a device (offline) or a path in a mount */
-		int p = 2;
-		while (p < argc && argv[p][0] == '-') {
-			if (!strcmp(argv[p], "-h") || !strcmp(argv[p], "--help")) {
+		/* the options, checked before anything is opened (the same style as every command) */
+		char cmd[64];
+		snprintf(cmd, sizeof(cmd), "subvolume %s", subvol_verbs[i].name);
+		for (int q = 2; q < argc; q++) {
+			const char *a = argv[q];
+			if (a[0] != '-' || !a[1])
+				continue;
+			if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 				usage(stdout);
 				return EXIT_OK;
 			}
-			p += !strcmp(argv[p], "-o") ? 2 : 1;
+			if (!strcmp(a, "-o")) {
+				if (++q == argc) {
+					cmd_err(cmd, "option '-o' needs a value (see bcachefs subvolume --help)");
+					return EXIT_USAGE;
+				}
+				continue;
+			}
+			if ((!strcmp(a, "-r") && !strcmp(subvol_verbs[i].name, "snapshot")) ||
+			    (!strcmp(a, "--json") && !strcmp(subvol_verbs[i].name, "list")))
+				continue;
+			cmd_err(cmd, "unknown option '%.*s' (see bcachefs subvolume --help)",
+				(int)strcspn(a, "="), a);
+			return EXIT_USAGE;
 		}
+		/* the first argument that is not an option: a device (offline) or a path in a mount */
+		int p = 2;
+		while (p < argc && argv[p][0] == '-')
+			p += !strcmp(argv[p], "-o") ? 2 : 1;
 		char mnt[PATH_MAX], rel[PATH_MAX];
 		/*
 		 * create and snapshot: the mounted form has one path fewer (no
@@ -394,6 +414,7 @@ int cmd_subvolume(int argc, char *argv[])
 		free(v);
 		return r;
 	}
-	cmd_err("subvolume", "unknown verb '%s' (see bcachefs subvolume --help)", argv[1]);
+	cmd_err("subvolume", "unknown %s '%s' (see bcachefs subvolume --help)",
+		argv[1][0] == '-' ? "option" : "subcommand", argv[1]);
 	return EXIT_USAGE;
 }

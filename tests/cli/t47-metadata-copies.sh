@@ -19,7 +19,7 @@ extract() {
 # 1. two copies on one device: format, the copies' places
 expect_rc 0 $B format -q --metadata-replicas=2 --fs-size=64M --btree-node-size=32k --source=src one.img
 expect_rc 0 $B show-super one.img
-[ "$(field Version)" = 2 ] || fail "format version $(field Version), want 2"
+[ "$(field Version)" = 3 ] || fail "format version $(field Version), want 3"
 expect_in out "btree_root extents level [0-9]+ ptr 0:[0-9]+ gen [0-9]+ ptr 0:[0-9]+ gen"
 expect_rc 0 $B list -m nodes one.img
 grep ' ptr ' out | awk '{ n = 0; for (i = 1; i <= NF; i++) if ($i == "ptr") n++; if (n != 2) bad = 1 } END { exit bad }' ||

@@ -31,7 +31,7 @@ for c in $cmds; do
 	help=$($B $c --help 2>&1)
 	subs=
 	case $c in
-	fs|data|device|image) subs=$(echo "$help" | sed -n 's/^  \([a-z][a-z0-9-]*\)\( .*\)\{0,1\}$/\1/p') ;;
+	fs|data|device|image|subvolume) subs=$(echo "$help" | sed -n 's/^  \([a-z][a-z0-9-]*\)\( .*\)\{0,1\}$/\1/p') ;;
 	esac
 	if [ -z "$subs" ]; then
 		# set-fs-option names a filesystem option without its dashes
