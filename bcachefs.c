@@ -16,7 +16,12 @@
  *     own is installed where mount(8) looks.  argv[1] is then no command
  *     name and argv[2] an existing directory.
  * fstab's userspace options (nofail, noauto, _netdev, x-*, ...) are dropped
- * on the way: they are mount(8)'s, not the filesystem's.
+ * on the way: they are mount(8)'s, not the filesystem's.  Run by root, the
+ * helper asks for suid,dev (mount(8) names only the nosuid/nodev it wants;
+ * FUSE's default is both).  `mount -o remount,...` runs the helper too,
+ * with the mount's source and its whole option list (the present flags and
+ * superblock options merged with the new ones, "remount" among them):
+ * fusemount then changes the running mount (cmd_fusemount.c, remount_front).
  */
 #include <getopt.h>
 #include <libgen.h>

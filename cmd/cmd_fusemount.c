@@ -297,11 +297,14 @@ static int64_t ts_ns(struct timespec ts)
 /*
  * Linux's atime_needs_update() for a read of the inode st describes (dir: a
  * listing), atime its atime as seen (a lazy one included): relatime updates
- * only an atime not newer than mtime or ctime, or a day old.  Lock held.
+ * only an atime not newer than mtime or ctime, or a day old.  Not while a
+ * member is missing: a read would write metadata with fewer copies than
+ * asked, left for `data rereplicate` to mend.  Lock held.
  */
 static bool atime_due(struct fmount *m, const struct stat *st, int64_t atime, int64_t now)
 {
-	if (m->read_only || m->atime == ATIME_NONE || (S_ISDIR(st->st_mode) && m->nodiratime))
+	if (m->read_only || m->atime == ATIME_NONE || (S_ISDIR(st->st_mode) && m->nodiratime) ||
+	    m->c->devs_missing)
 		return false;
 	if (m->atime == ATIME_RELATIME && atime > ts_ns(st->st_mtim) && atime > ts_ns(st->st_ctim) &&
 	    now - atime < RELATIME_MAX_NS)

@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /* acl_test.c - POSIX ACL xattr helpers: validation, mode sync, inheritance. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "acl.h"
+#include "bcachefs.h"
+#include "fs.h"
+#include "fs_ops.h"
+#include "tests/lib/testfs.h"
+#include "tests/lib/tmpdir.h"
 
 struct ent { uint16_t tag, perm; uint32_t id; };
 
@@ -71,4 +77,62 @@ Test(acl, inheritance)
 	mode = S_IFDIR | 0700;
 	bch_acl_create_masq(def, n, out, &mode);
 	cr_assert_eq(mode, S_IFDIR | 0700);
+}
+
+/* posix_acl_update_mode(): the ACL's bits; S_ISGID only for a member or CAP_FSETID */
+Test(acl, update_mode_sgid)
+{
+	unsigned char b[256];
+	const struct ent named[] = { { 1, 7, 0 }, { 2, 6, 1000 }, { 4, 5, 0 }, { 0x10, 6, 0 }, { 0x20, 4, 0 } };
+	size_t n = build(b, named, 5);
+	gid_t member_of[] = { 4242 };
+	struct bch_caller outsider = { .uid = 65534, .gid = 65534 };
+	struct bch_caller member = { .uid = 65534, .gid = 65534, .groups = member_of, .nr_groups = 1 };
+	struct bch_caller fsetid = { .uid = 65534, .gid = 65534, .cap_fsetid = true };
+
+	cr_assert_eq(bch_acl_update_mode(S_IFREG | 02775, 4242, &outsider, b, n), 0764);
+	cr_assert_eq(bch_acl_update_mode(S_IFREG | 02775, 4242, &member, b, n), 02764);
+	cr_assert_eq(bch_acl_update_mode(S_IFREG | 02775, 4242, &fsetid, b, n), 02764);
+	cr_assert_eq(bch_acl_update_mode(S_IFDIR | 06775, 65534, &outsider, b, n), 06764,
+		     "the caller's own group keeps it; S_ISUID is not the ACL's business");
+}
+
+/* bch_fs_set_acl(): mode and access ACL together, or neither */
+Test(acl, set_acl_one_transaction)
+{
+	char tmp[64], paths[1][TESTFS_PATH_MAX], err[256], v[256];
+	unsigned char b[256];
+	const struct ent named[] = { { 1, 6, 0 }, { 2, 6, 1000 }, { 4, 4, 0 }, { 0x10, 6, 0 }, { 0x20, 0, 0 } };
+	size_t n = build(b, named, 5);
+	struct stat st;
+	uint64_t inum;
+
+	test_tmpdir_make(tmp, sizeof(tmp), "acl");
+	testfs_format(tmp, 1, 64, 64 << 10, 1, paths);
+	struct bch_fs *c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(c, "open: %s", err);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "f", S_IFREG | 02644, 0, 0, 0, &inum), 0);
+	cr_assert_eq(bch_fs_set_acl(c, inum, b, n, 0664), 0);
+	cr_assert_eq(bch_fs_getattr(c, inum, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0664);
+	cr_assert_eq(bch_fs_getxattr(c, inum, BCH_ACL_XATTR_ACCESS, v, sizeof(v)), (ssize_t)n);
+	/* no ACL: removed, and the mode set in the same commit; without one, the mode alone */
+	cr_assert_eq(bch_fs_set_acl(c, inum, NULL, 0, 0640), 0);
+	cr_assert_eq(bch_fs_getattr(c, inum, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0640);
+	cr_assert_eq(bch_fs_getxattr(c, inum, BCH_ACL_XATTR_ACCESS, v, sizeof(v)), -ENODATA);
+	cr_assert_eq(bch_fs_set_acl(c, inum, NULL, 0, 0600), 0);
+	cr_assert_eq(bch_fs_getattr(c, inum, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0600);
+	cr_assert_eq(bch_fs_close(c), 0);
+
+	/* refused (read-only): neither changes */
+	c = testfs_open(paths, 1, TESTFS_RO, 0, err, sizeof(err));
+	cr_assert(c, "open: %s", err);
+	cr_assert_eq(bch_fs_set_acl(c, inum, b, n, 0664), -EROFS);
+	cr_assert_eq(bch_fs_getattr(c, inum, &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0600);
+	cr_assert_eq(bch_fs_getxattr(c, inum, BCH_ACL_XATTR_ACCESS, v, sizeof(v)), -ENODATA);
+	cr_assert_eq(bch_fs_close(c), 0);
+	test_tmpdir_remove(tmp);
 }
