@@ -1087,6 +1087,8 @@ static int load(struct upd *u, const char *src)
 	if (!started)		/* no threads: read it here */
 		scan_worker(&s);
 	int r = iscan_load(&u->img, u->c);
+	if (started)		/* then help with what is left of DIR */
+		scan_worker(&s);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
 	free(s.q);
