@@ -16,12 +16,16 @@
  *  (5) then mode, owner, mtime and xattrs set where they differ; an equal
  *      file is not written at all and keeps its extents.  atime is not
  *      compared (reading DIR changes it) but is set with the rest.
- * Hard links: the names of one host inode end up on one image inode.  The
- * image inode kept is the one the first of its names (in walk order) that
- * the image already has as that file points to; other names are linked to
- * it, and a host inode the image does not have yet is made by its first
- * name (copy.c's link map, seeded with the kept ones, so that names inside
- * new directories are linked as well).
+ * Hard links: the names of one host inode end up on one image inode.  Kept
+ * is the image inode of the first of those names (in walk order) that the
+ * image already has as that same file and no other host inode claims
+ * (plan_links(), before the walk, so that it is kept whichever name comes
+ * first); other names are linked to it.  A host inode the image does not
+ * have yet is made by its first name.  Both through copy.c's link map,
+ * seeded with the kept inodes, so names inside new directories (copied by
+ * copy_in) are linked as well.
+ * Symlink targets and regular files' data are trusted equal, as rsync
+ * trusts them, when size and mtime are (--checksum reads them).
  * Per-file options (bcachefs.* xattrs) the image has and DIR does not are
  * left alone: they are the image's settings, not the tree's.
  *
@@ -36,6 +40,9 @@
  *    mtime, link count, device, whether any xattr exists) is in memory;
  *  - xattrs are read by name only for a file that has some on either side;
  *  - the walk itself then does no I/O for an equal file.
+ * What is left is one fstatat and one listxattrat per name of DIR (the
+ * floor for noticing a change anywhere), three btree scans, and two opens
+ * of the image (read-only, then read-write when something differs).
  * The scans read keys through the btree iterator as `bcachefs list` does;
  * inodes are at (0, inum, 0), dirents at (dir, hash, 0), xattrs at
  * (inum, hash, 0) with value pieces above BCH_HASH_MAX.
@@ -46,7 +53,9 @@
  * unreadable DIR fails there, before the read-write open, so nothing is
  * written; when nothing differs it ends there too (EXIT_IMAGE_DONE), so
  * an image already equal is not opened read-write at all.  The read-write
- * pass then makes only the noted changes, each found again by its path.
+ * pass then makes only the noted changes, each found again by the inode
+ * number the check pass saw (nothing changes the image between the passes:
+ * cmd_image.c holds the devices).
  * --dry-run prints on the check pass and ends there; without a check pass
  * (-o read_only, shell) one walk finds and makes the changes.
  */
