@@ -54,8 +54,9 @@
  * written; when nothing differs it ends there too (EXIT_IMAGE_DONE), so
  * an image already equal is not opened read-write at all.  The read-write
  * pass then makes only the noted changes, each found again by the inode
- * number the check pass saw (nothing changes the image between the passes:
- * cmd_image.c holds the devices).
+ * number the check pass saw (another writer between the two opens would
+ * make them stale as it would make paths stale: the change then fails,
+ * -ENOENT, rather than landing elsewhere, as inode numbers are not reused).
  * --dry-run prints on the check pass and ends there; without a check pass
  * (-o read_only, shell) one walk finds and makes the changes.
  */
