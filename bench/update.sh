@@ -9,7 +9,10 @@
 # a fixed seed (1), each get a line appended (new size and mtime).  Each
 # of REPS (default 3) rounds times, with a warm page cache:
 #   rebuild   format --source of the changed tree into a fresh image file
-#   update    image update of a copy of the old image (the copy not timed)
+#   update    image update of a copy of the old image (the copy, and its
+#             writeback to disk, not timed: an image file being updated has
+#             been on disk for a while; otherwise update's first flush pays
+#             for writing the whole copy)
 # and the best of each is printed with the ratio rebuild / update.  The
 # update's --json counts show that it wrote only what changed.
 set -eu
@@ -51,27 +54,35 @@ for p in random.Random(1).sample(files, min(n, len(files))):
         f.write('\n/* changed by bench/update.sh */\n')
 PY
 
-now() { date +%s.%N; }
-best_rebuild= best_update=
+# timed CMD...: "wall cpu" seconds (cpu: user + system, of every thread), so
+# a run on a busy machine can be read: wall grows with the load, cpu less
+timed() {
+	/usr/bin/time -f '%e %U %S' -o "$dir/time" "$@" || exit 1
+	awk '{ printf "%s %.2f\n", $1, $2 + $3 }' "$dir/time"
+}
+best_rebuild= best_update= cpu_rebuild= cpu_update=
 for i in $(seq "$REPS"); do
 	rm -f "$dir/new.img"
-	t0=$(now)
-	"$B" format -q --fs-size="$FS_SIZE" --source "$src" "$dir/new.img"
-	t1=$(now)
-	r=$(echo "$t1 - $t0" | bc)
+	set -- $(timed "$B" format -q --fs-size="$FS_SIZE" --source "$src" "$dir/new.img")
+	r=$1 rc=$2
 	cp --sparse=always "$dir/base.img" "$dir/upd.img"
-	t0=$(now)
-	"$B" image update --json "$dir/upd.img" "$src" > "$dir/json"
-	t1=$(now)
-	u=$(echo "$t1 - $t0" | bc)
-	[ -z "$best_rebuild" ] || [ "$(echo "$r < $best_rebuild" | bc)" = 1 ] && best_rebuild=$r
-	[ -z "$best_update" ] || [ "$(echo "$u < $best_update" | bc)" = 1 ] && best_update=$u
+	sync "$dir/upd.img"	# the copy's writeback is the copy's, not the update's
+	set -- $(timed sh -c '"$1" image update --json "$2" "$3" > "$4"' sh "$B" "$dir/upd.img" \
+		"$src" "$dir/json")
+	u=$1 uc=$2
+	if [ -z "$best_rebuild" ] || [ "$(echo "$r < $best_rebuild" | bc)" = 1 ]; then
+		best_rebuild=$r cpu_rebuild=$rc
+	fi
+	if [ -z "$best_update" ] || [ "$(echo "$u < $best_update" | bc)" = 1 ]; then
+		best_update=$u cpu_update=$uc
+	fi
 done
 # the counts (the list of changes is one element per file changed here)
 echo "update counts: $(python3 -c 'import json, sys
 d = json.load(open(sys.argv[1])); n = len(d.pop("changes", []))
 print(json.dumps(d), "and", n, "changes listed")' "$dir/json")"
-printf '%-28s %10s\n' "" "seconds"
-printf '%-28s %10.3f\n' "format --source (rebuild)" "$best_rebuild"
-printf '%-28s %10.3f\n' "image update" "$best_update"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
+printf '%-28s %10s %10s\n' "" "seconds" "cpu s"
+printf '%-28s %10.3f %10.2f\n' "format --source (rebuild)" "$best_rebuild" "$cpu_rebuild"
+printf '%-28s %10.3f %10.2f\n' "image update" "$best_update" "$cpu_update"
 printf 'ratio rebuild / update: %.1fx (goal >= 20x)\n' "$(echo "$best_rebuild / $best_update" | bc -l)"

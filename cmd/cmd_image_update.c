@@ -16,12 +16,16 @@
  *  (5) then mode, owner, mtime and xattrs set where they differ; an equal
  *      file is not written at all and keeps its extents.  atime is not
  *      compared (reading DIR changes it) but is set with the rest.
- * Hard links: the names of one host inode end up on one image inode.  The
- * image inode kept is the one the first of its names (in walk order) that
- * the image already has as that file points to; other names are linked to
- * it, and a host inode the image does not have yet is made by its first
- * name (copy.c's link map, seeded with the kept ones, so that names inside
- * new directories are linked as well).
+ * Hard links: the names of one host inode end up on one image inode.  Kept
+ * is the image inode of the first of those names (in walk order) that the
+ * image already has as that same file and no other host inode claims
+ * (plan_links(), before the walk, so that it is kept whichever name comes
+ * first); other names are linked to it.  A host inode the image does not
+ * have yet is made by its first name.  Both through copy.c's link map,
+ * seeded with the kept inodes, so names inside new directories (copied by
+ * copy_in) are linked as well.
+ * Symlink targets and regular files' data are trusted equal, as rsync
+ * trusts them, when size and mtime are (--checksum reads them).
  * Per-file options (bcachefs.* xattrs) the image has and DIR does not are
  * left alone: they are the image's settings, not the tree's.
  *
@@ -36,6 +40,9 @@
  *    mtime, link count, device, whether any xattr exists) is in memory;
  *  - xattrs are read by name only for a file that has some on either side;
  *  - the walk itself then does no I/O for an equal file.
+ * What is left is one fstatat and one listxattrat per name of DIR (the
+ * floor for noticing a change anywhere), three btree scans, and two opens
+ * of the image (read-only, then read-write when something differs).
  * The scans read keys through the btree iterator as `bcachefs list` does;
  * inodes are at (0, inum, 0), dirents at (dir, hash, 0), xattrs at
  * (inum, hash, 0) with value pieces above BCH_HASH_MAX.
@@ -46,7 +53,10 @@
  * unreadable DIR fails there, before the read-write open, so nothing is
  * written; when nothing differs it ends there too (EXIT_IMAGE_DONE), so
  * an image already equal is not opened read-write at all.  The read-write
- * pass then makes only the noted changes, each found again by its path.
+ * pass then makes only the noted changes, each found again by the inode
+ * number the check pass saw (another writer between the two opens would
+ * make them stale as it would make paths stale: the change then fails,
+ * -ENOENT, rather than landing elsewhere, as inode numbers are not reused).
  * --dry-run prints on the check pass and ends there; without a check pass
  * (-o read_only, shell) one walk finds and makes the changes.
  */
@@ -182,6 +192,16 @@ static int64_t ts_ns(struct timespec ts)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+static struct timespec ns_ts(int64_t ns)
+{
+	int64_t sec = ns / 1000000000, rem = ns % 1000000000;
+	if (rem < 0) {		/* before 1970: nanoseconds stay positive */
+		sec--;
+		rem += 1000000000;
+	}
+	return (struct timespec) { .tv_sec = sec, .tv_nsec = rem };
+}
+
 static int name_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char * const *)a, *(char * const *)b);
@@ -253,14 +273,16 @@ static void arena_free(struct arena *a)
 	a->head = NULL;
 }
 
-/* One name of DIR, as its worker found it. */
+/* One name of DIR, as its worker found it: what the walk compares of its lstat. */
 struct hent {
 	char		*name;		/* first member: sorted with name_cmp */
-	int		err;		/* fstatat failed: -errno */
-	bool		xattrs;		/* it has xattrs (of any kind) */
-	struct stat	st;
 	char		*target;	/* symlink target (NULL: unreadable) */
 	struct hdir	*sub;		/* a directory: its listing */
+	uint64_t	dev, ino, rdev, size;
+	int64_t		atime, mtime;	/* ns */
+	uint32_t	mode, uid, gid, nlink;
+	int		err;		/* fstatat failed: -errno */
+	bool		xattrs;		/* it has xattrs (of any kind) */
 };
 
 /* One directory of DIR: its entries in name order. */
@@ -358,12 +380,23 @@ static void scan_dir(struct scan_worker *w, struct hdir *d)
 		struct hent *e = &w->tmp[nr++];
 		memset(e, 0, sizeof(*e));
 		e->name = arena_join(&w->mem, NULL, de->d_name);
-		if (fstatat(fd, e->name, &e->st, AT_SYMLINK_NOFOLLOW)) {
+		struct stat st;
+		if (fstatat(fd, e->name, &st, AT_SYMLINK_NOFOLLOW)) {
 			e->err = -errno;
 			continue;
 		}
+		e->dev = st.st_dev;
+		e->ino = st.st_ino;
+		e->rdev = st.st_rdev;
+		e->size = st.st_size;
+		e->atime = ts_ns(st.st_atim);
+		e->mtime = ts_ns(st.st_mtim);
+		e->mode = st.st_mode;
+		e->uid = st.st_uid;
+		e->gid = st.st_gid;
+		e->nlink = st.st_nlink;
 		e->xattrs = has_xattrs(fd, d->path, e->name);
-		if (S_ISLNK(e->st.st_mode)) {
+		if (S_ISLNK(e->mode)) {
 			char t[4096];
 			ssize_t n = readlinkat(fd, e->name, t, sizeof(t) - 1);
 			if (n >= 0) {
@@ -371,7 +404,7 @@ static void scan_dir(struct scan_worker *w, struct hdir *d)
 				e->target = arena_join(&w->mem, NULL, t);
 			}
 		}
-		if (!S_ISDIR(e->st.st_mode) && e->st.st_nlink > 1)
+		if (!S_ISDIR(e->mode) && e->nlink > 1)
 			__atomic_store_n(&w->s->links, true, __ATOMIC_RELAXED);
 	}
 	closedir(dir);
@@ -381,7 +414,7 @@ static void scan_dir(struct scan_worker *w, struct hdir *d)
 	d->nr = nr;
 	for (size_t i = 0; i < d->nr; i++) {
 		struct hent *e = &d->e[i];
-		if (e->err || !S_ISDIR(e->st.st_mode))
+		if (e->err || !S_ISDIR(e->mode))
 			continue;
 		e->sub = memset(arena_alloc(&w->mem, sizeof(*e->sub)), 0, sizeof(*e->sub));
 		e->sub->path = arena_join(&w->mem, d->path, e->name);
@@ -686,14 +719,14 @@ static int remove_tree(struct upd *u, uint64_t dir, const char *name, const char
 static void count_new(struct upd *u, const struct hent *e)
 {
 	u->n.created++;
-	if (!S_ISDIR(e->st.st_mode) && e->st.st_nlink > 1) {
-		struct pair_ent *l = pair_find(&u->links, e->st.st_dev, e->st.st_ino, true);
+	if (!S_ISDIR(e->mode) && e->nlink > 1) {
+		struct pair_ent *l = pair_find(&u->links, e->dev, e->ino, true);
 		if (l->v1)
 			return;		/* a link to an inode made or kept */
 		l->v1 = KEEPER_NEW;
 	}
-	if (S_ISREG(e->st.st_mode))
-		u->n.bytes_written += e->st.st_size;
+	if (S_ISREG(e->mode))
+		u->n.bytes_written += e->size;
 	for (size_t i = 0; e->sub && i < e->sub->nr; i++)
 		count_new(u, &e->sub->e[i]);
 }
@@ -860,17 +893,15 @@ static int sync_meta(struct upd *u, const char *hpath, const struct stat *hs, ui
 /* Same type, device number and symlink target: could the image entry be kept? */
 static bool compatible(struct upd *u, const struct hent *e, const struct iino *ii)
 {
-	const struct stat *hs = &e->st;
-
-	if ((ii->mode & S_IFMT) != (hs->st_mode & S_IFMT))
+	if ((ii->mode & S_IFMT) != (e->mode & S_IFMT))
 		return false;
-	if ((S_ISCHR(hs->st_mode) || S_ISBLK(hs->st_mode)) && ii->rdev != hs->st_rdev)
+	if ((S_ISCHR(e->mode) || S_ISBLK(e->mode)) && ii->rdev != e->rdev)
 		return false;
-	if (S_ISLNK(hs->st_mode)) {	/* the target is read as a file's data would be */
+	if (S_ISLNK(e->mode)) {	/* the target is read as a file's data would be */
 		size_t na = e->target ? strlen(e->target) : 0;
 		if (!e->target || ii->size != na)
 			return false;
-		if (u->checksum || ii->mtime != ts_ns(hs->st_mtim)) {
+		if (u->checksum || ii->mtime != e->mtime) {
 			char b[4096];
 			ssize_t nb = bch_fs_readlink(u->c, ii->inum, b, sizeof(b));
 			if (nb < 0 || (size_t)nb != na || memcmp(e->target, b, na))
@@ -883,15 +914,15 @@ static bool compatible(struct upd *u, const struct hent *e, const struct iino *i
 /* Rule (3) for an image inode with other names: is it this host file's? */
 static bool claimed_by_other(struct upd *u, const struct hent *e, const struct iino *ii)
 {
-	if (S_ISDIR(e->st.st_mode) || ii->nlink <= 1)
+	if (S_ISDIR(e->mode) || ii->nlink <= 1)
 		return false;
 	struct pair_ent *c = pair_find(&u->claims, ii->inum, 0, true);
 	if (!c->v1 && !c->v2) {
-		c->v1 = e->st.st_dev;
-		c->v2 = e->st.st_ino;
+		c->v1 = e->dev;
+		c->v2 = e->ino;
 		return false;
 	}
-	return c->v1 != e->st.st_dev || c->v2 != e->st.st_ino;
+	return c->v1 != e->dev || c->v2 != e->ino;
 }
 
 static const struct ient *ient_find(struct upd *u, const struct idir *d, const char *name)
@@ -929,9 +960,9 @@ static void plan_links(struct upd *u, const struct hdir *h, uint64_t dir)
 			plan_links(u, e->sub, ie->inum);
 			continue;
 		}
-		if (S_ISDIR(e->st.st_mode) || e->st.st_nlink <= 1)
+		if (S_ISDIR(e->mode) || e->nlink <= 1)
 			continue;
-		struct pair_ent *l = pair_find(&u->links, e->st.st_dev, e->st.st_ino, true);
+		struct pair_ent *l = pair_find(&u->links, e->dev, e->ino, true);
 		if (l->v1 || !compatible(u, e, ii) || claimed_by_other(u, e, ii))
 			continue;
 		l->v1 = ii->inum;
@@ -954,7 +985,12 @@ static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *ent
 static int walk_one(struct upd *u, const struct hent *e, uint64_t dir, const struct ient *ie)
 {
 	const char *hpath = u->hp.s, *ipath = u->ip.s;
-	const struct stat *hs = &e->st;
+	struct stat st = {
+		.st_dev = e->dev, .st_ino = e->ino, .st_rdev = e->rdev, .st_size = e->size,
+		.st_mode = e->mode, .st_uid = e->uid, .st_gid = e->gid, .st_nlink = e->nlink,
+		.st_atim = ns_ts(e->atime), .st_mtim = ns_ts(e->mtime),
+	};
+	const struct stat *hs = &st;	/* as copy.c and the setters take it */
 	int r;
 
 	if (e->err) {
@@ -1087,6 +1123,8 @@ static int load(struct upd *u, const char *src)
 	if (!started)		/* no threads: read it here */
 		scan_worker(&s);
 	int r = iscan_load(&u->img, u->c);
+	if (started)		/* then help with what is left of DIR */
+		scan_worker(&s);
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
 	free(s.q);

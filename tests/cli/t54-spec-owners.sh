@@ -5,6 +5,7 @@
 [ "$(id -u)" = 0 ] || skip "needs root to drop to an unprivileged user"
 command -v setpriv >/dev/null || skip "no setpriv"
 plain_only "owners and specs do not depend on encryption"
+need jq
 
 # the unprivileged user (65534) works in w/, which it owns
 chmod 711 .
@@ -47,6 +48,11 @@ SPEC
 nexpect_rc 0 $B format --fs-size=64M --source=src --uid-map=+1000 --gid-map=65534:100 \
 	--spec=spec a.img
 expect_in out '^Spec: +8 created, 3 modified, 3 xattrs from spec'
+# the same counts in --json, and no text line in it
+nexpect_rc 0 $B format --json --fs-size=64M --source=src --uid-map=+1000 --gid-map=65534:100 \
+	--spec=spec aj.img
+jq -e '.spec == {"file": "spec", "entries": 14, "created": 8, "modified": 3, "xattrs": 3}' out \
+	>/dev/null || fail "format --json spec: $(cat out)"
 lsl a.img / etc | grep -Eq '^drwx.* 66534 +100 ' || fail "etc not mapped: $(lsl a.img / etc)"
 lsl a.img / etc >/dev/null
 [ "$(lsl a.img /dev null | awk '{print $1, $3, $4, $5, $6}')" = "crw-rw-rw- 0 0 1, 3" ] ||
@@ -106,7 +112,9 @@ nexpect_rc 0 $B image import-tar d.img t.tar
 lsl d.img /etc hosts | grep -Eq ' 1234 +5678 ' || fail "tar owners: $(lsl d.img /etc hosts)"
 # into a directory: the spec's paths are under it
 nexpect_rc 0 $B image mkdir d.img /sub
-nexpect_rc 0 $B image import-tar --uid-map=1234:0 --gid-map=+1 --spec=spec d.img t.tar /sub
+nexpect_rc 0 $B image import-tar --json --uid-map=1234:0 --gid-map=+1 --spec=spec d.img t.tar /sub
+jq -e '.tar == "t.tar" and .path == "/sub" and .spec.created == 8 and .spec.modified == 3 and
+	.spec.xattrs == 3' out >/dev/null || fail "import-tar --json spec: $(cat out)"
 lsl d.img /sub/etc hosts | grep -Eq '^-rw-r----- +1 +7 +8 ' || fail "tar spec: $(lsl d.img /sub/etc hosts)"
 lsl d.img /sub/bin ash | grep -Eq '^-rwsr-xr-x +3 +0 +0 ' || fail "tar spec m: $(lsl d.img /sub/bin ash)"
 lsl d.img /sub etc | grep -Eq ' 0 +5679 ' || fail "tar maps: $(lsl d.img /sub etc)"
