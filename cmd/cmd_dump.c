@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -261,6 +262,8 @@ struct dumper {
 	pthread_t	th[DUMP_THREADS];
 	unsigned	threads, started;
 	char		*cmp;		/* DUMP_CHUNK: a REF candidate's source, read back */
+	const char	*map[BCH_SB_MEMBERS_MAX];	/* each member mapped, or NULL: pread */
+	uint64_t	map_len[BCH_SB_MEMBERS_MAX];
 	struct seen	*seen;
 	size_t		seen_nr, seen_cap;	/* cap: a power of two */
 	uint64_t	nr_rec, nr_ref, ref_bytes;
@@ -316,9 +319,13 @@ static int dedup(struct dumper *dp, struct job *j, unsigned dev, bool *ref)
 		const struct seen *s = &dp->seen[i];
 		if (s->key != key)
 			continue;
-		if ((r = bch_dev_read(dp->c->devs[s->dev]->bdev, dp->cmp, j->h.len, s->offset)))
-			return r;
-		if (memcmp(dp->cmp, j->data, j->h.len))
+		const char *src = dp->map[s->dev] ? dp->map[s->dev] + s->offset : NULL;
+		if (!src) {
+			if ((r = bch_dev_read(dp->c->devs[s->dev]->bdev, dp->cmp, j->h.len, s->offset)))
+				return r;
+			src = dp->cmp;
+		}
+		if (memcmp(src, j->data, j->h.len))
 			continue;
 		j->h.magic = REF_MAGIC;
 		j->h.stored = sizeof(j->ref);
@@ -429,19 +436,23 @@ static int add_chunk(struct dumper *dp, unsigned dev, uint64_t offset, uint32_t 
 	if (dp->head - dp->wtail >= DUMP_RING && (r = write_jobs(dp, true, false)))
 		return r;
 
-	if ((r = bch_dev_read(dp->c->devs[dev]->bdev, j->buf, len, offset))) {
-		cmd_err("dump", "%s: reading %" PRIu64 "+%u: %s",
-			bch_dev_path(dp->c->devs[dev]->bdev), offset, len, bch_err_str(r));
-		return r;
+	const char *buf = dp->map[dev] ? dp->map[dev] + offset : NULL;
+	if (!buf) {
+		if ((r = bch_dev_read(dp->c->devs[dev]->bdev, j->buf, len, offset))) {
+			cmd_err("dump", "%s: reading %" PRIu64 "+%u: %s",
+				bch_dev_path(dp->c->devs[dev]->bdev), offset, len, bch_err_str(r));
+			return r;
+		}
+		buf = j->buf;
 	}
 	/* zeros need no record: undump's images are zero where none is */
-	if (!nonzero_span(j->buf, len, &first, &last))
+	if (!nonzero_span(buf, len, &first, &last))
 		return 0;
 	j->h = (struct dump_rec) {
 		.magic = REC_MAGIC, .dev = dp->tab[dev],
 		.offset = offset + first, .len = last - first, .stored = last - first,
 	};
-	j->data = j->buf + first;
+	j->data = buf + first;
 	j->h.data_crc = crc32c(j->data, j->h.len);
 	if ((r = dedup(dp, j, dev, &ref))) {
 		cmd_err("dump", "%s", bch_err_str(r));
@@ -488,6 +499,9 @@ static void dumper_exit(struct dumper *dp)
 			zs.freeCCtx(dp->cctx[t]);
 	free(dp->cmp);
 	free(dp->seen);
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
+		if (dp->map[i])
+			munmap((void *)dp->map[i], dp->map_len[i]);
 }
 
 static int dumper_init(struct dumper *dp)
@@ -512,6 +526,22 @@ static int dumper_init(struct dumper *dp)
 			goto nomem;
 	if (!(dp->cmp = malloc(DUMP_CHUNK)))
 		goto nomem;
+	/*
+	 * Each member mapped read-only: the records are compressed and compared
+	 * straight from the page cache (pread copied every byte once more, half
+	 * of the main thread's time at 1M files).  The filesystem is not mounted
+	 * and not written meanwhile.  A member that cannot be mapped is read.
+	 */
+	for (unsigned i = 0; i < dp->c->nr_devs; i++) {
+		struct bch_dev *ca = dp->c->devs[i];
+		uint64_t len = ca && ca->bdev ? bch_dev_size(ca->bdev) : 0;
+		void *m = len ? mmap(NULL, len, PROT_READ, MAP_SHARED, bch_dev_fd(ca->bdev), 0)
+			      : MAP_FAILED;
+		if (m != MAP_FAILED) {
+			dp->map[i] = m;
+			dp->map_len[i] = len;
+		}
+	}
 	for (unsigned t = 0; dp->compress && t < dp->threads; t++) {
 		struct worker *w = malloc(sizeof(*w));
 		if (!w)
