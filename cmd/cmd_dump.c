@@ -217,12 +217,12 @@ static const struct bch_dl_sym zstd_syms[] = {
 static struct bch_dl_lib zstd_lib = BCH_DL_LIB(BCH_SONAME_ZSTD, -ELIBACC, zstd_syms, &zs);
 
 /*
- * The records being made, through a ring of jobs: read, checked for zeros
- * and deduplicated in order by the main thread, compressed by one worker
- * per CPU (each with its zstd context) meanwhile, written in order by the
- * main thread.  Job states: FREE (written) -> filled by main -> READY (to
- * compress) or DONE (a REF record, or not compressing) -> BUSY (a worker)
- * -> DONE -> written -> FREE.  head, ctail and wtail count jobs filled,
+ * The records being made, through a ring of jobs: cut to their non-zero
+ * span and deduplicated in order by the main thread, checksummed and
+ * compressed by one worker per CPU (each with its zstd context) meanwhile,
+ * written in order by the main thread.  Job states: FREE (written) ->
+ * filled by main -> READY (a REC record) or DONE (a REF record) -> BUSY (a
+ * worker: crc, zstd) -> DONE -> written -> FREE.  head, ctail and wtail count jobs filled,
  * taken by workers and written; a job's fields belong to whoever moved it
  * to its state, under lock.
  */
@@ -236,15 +236,30 @@ struct job {
 	char		*buf, *zbuf;	/* DUMP_CHUNK and its compress bound */
 	const char	*data;		/* what follows the header: h.stored bytes */
 	struct dump_ref	ref;		/* a REF record's payload */
+	size_t		src;		/* a REF record: its source in dp->recs */
+	size_t		rec;		/* a REC record: its entry in dp->recs */
 	enum job_state	state;
 };
 
-/* Records already written, by (len, crc): the sources of REF records. */
+/*
+ * REC records made so far, by (len, crc32c of their first DEDUP_PREFIX
+ * bytes): the candidates a REF record may copy (confirmed byte for byte).
+ * A prefix keeps the main thread from reading every byte: the header of a
+ * node (its seq, its checksum) is in it.  The full crc of each record is
+ * computed by the worker that compresses it and kept in recs[] for the REF
+ * records that copy it, which are written after it.
+ */
+#define DEDUP_PREFIX	512
+
 struct seen {
-	uint64_t	key;		/* len << 32 | data_crc; 0: empty slot */
+	uint64_t	key;		/* len << 32 | prefix crc; 0: empty slot */
+	size_t		rec;		/* index in dp->recs */
+};
+
+struct rec_info {
 	uint64_t	offset;
 	uint32_t	dev;		/* member index */
-	uint16_t	tab;		/* device table index */
+	uint32_t	crc;		/* data crc, once its job is compressed */
 };
 
 struct dumper {
@@ -266,6 +281,8 @@ struct dumper {
 	uint64_t	map_len[BCH_SB_MEMBERS_MAX];
 	struct seen	*seen;
 	size_t		seen_nr, seen_cap;	/* cap: a power of two */
+	struct rec_info	*recs;
+	size_t		recs_nr, recs_cap;
 	uint64_t	nr_rec, nr_ref, ref_bytes;
 };
 
@@ -275,8 +292,19 @@ static size_t seen_slot(uint64_t key, size_t cap)
 	return (key ^ (key >> 29)) & (cap - 1);
 }
 
-static int seen_add(struct dumper *dp, uint64_t key, unsigned dev, uint64_t offset)
+static int seen_add(struct dumper *dp, uint64_t key, unsigned dev, uint64_t offset, size_t *rec)
 {
+	if (dp->recs_nr == dp->recs_cap) {
+		size_t cap = dp->recs_cap ? 2 * dp->recs_cap : 4096;
+		struct rec_info *n = realloc(dp->recs, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		dp->recs = n;
+		dp->recs_cap = cap;
+	}
+	*rec = dp->recs_nr;
+	dp->recs[dp->recs_nr++] = (struct rec_info) { offset, dev, 0 };
+
 	if (2 * (dp->seen_nr + 1) > dp->seen_cap) {
 		size_t cap = dp->seen_cap ? 2 * dp->seen_cap : 4096;
 		struct seen *n = calloc(cap, sizeof(*n));
@@ -297,7 +325,7 @@ static int seen_add(struct dumper *dp, uint64_t key, unsigned dev, uint64_t offs
 	size_t j = seen_slot(key, dp->seen_cap);
 	while (dp->seen[j].key)
 		j = (j + 1) & (dp->seen_cap - 1);
-	dp->seen[j] = (struct seen) { key, offset, dev, dp->tab[dev] };
+	dp->seen[j] = (struct seen) { key, *rec };
 	dp->seen_nr++;
 	return 0;
 }
@@ -310,18 +338,20 @@ static int seen_add(struct dumper *dp, uint64_t key, unsigned dev, uint64_t offs
  */
 static int dedup(struct dumper *dp, struct job *j, unsigned dev, bool *ref)
 {
-	uint64_t key = (uint64_t)j->h.len << 32 | j->h.data_crc;
+	uint32_t pre = crc32c(j->data, j->h.len < DEDUP_PREFIX ? j->h.len : DEDUP_PREFIX);
+	uint64_t key = (uint64_t)j->h.len << 32 | pre;	/* len > 0: never the empty 0 */
 	int r;
 
 	*ref = false;
 	for (size_t i = dp->seen_cap ? seen_slot(key, dp->seen_cap) : 0;
 	     dp->seen_cap && dp->seen[i].key; i = (i + 1) & (dp->seen_cap - 1)) {
 		const struct seen *s = &dp->seen[i];
+		const struct rec_info *ri = &dp->recs[s->rec];
 		if (s->key != key)
 			continue;
-		const char *src = dp->map[s->dev] ? dp->map[s->dev] + s->offset : NULL;
+		const char *src = dp->map[ri->dev] ? dp->map[ri->dev] + ri->offset : NULL;
 		if (!src) {
-			if ((r = bch_dev_read(dp->c->devs[s->dev]->bdev, dp->cmp, j->h.len, s->offset)))
+			if ((r = bch_dev_read(dp->c->devs[ri->dev]->bdev, dp->cmp, j->h.len, ri->offset)))
 				return r;
 			src = dp->cmp;
 		}
@@ -329,16 +359,21 @@ static int dedup(struct dumper *dp, struct job *j, unsigned dev, bool *ref)
 			continue;
 		j->h.magic = REF_MAGIC;
 		j->h.stored = sizeof(j->ref);
-		j->ref = (struct dump_ref) { .offset = s->offset, .dev = s->tab };
+		j->ref = (struct dump_ref) { .offset = ri->offset, .dev = dp->tab[ri->dev] };
 		j->data = (const char *)&j->ref;
+		j->src = s->rec;
 		*ref = true;
 		return 0;
 	}
-	return seen_add(dp, key, dev, j->h.offset);
+	return seen_add(dp, key, dev, j->h.offset, &j->rec);
 }
 
+/* A worker's part of a REC record: its data crc, and with compress its zstd frame. */
 static void compress_one(struct job *j, ZSTD_CCtx *cctx)
 {
+	j->h.data_crc = crc32c(j->data, j->h.len);
+	if (!cctx)
+		return;
 	size_t z = zs.compressCCtx(cctx, j->zbuf, bch_compress_bound(DUMP_CHUNK), j->data,
 				   j->h.len, DUMP_ZSTD_LEVEL);
 
@@ -368,7 +403,7 @@ static void *worker(void *arg)
 				continue;
 			j->state = JOB_BUSY;
 			pthread_mutex_unlock(&dp->lock);
-			compress_one(j, cctx);
+			compress_one(j, dp->compress ? cctx : NULL);
 			pthread_mutex_lock(&dp->lock);
 			j->state = JOB_DONE;
 			pthread_cond_broadcast(&dp->cond);
@@ -408,6 +443,11 @@ static int write_jobs(struct dumper *dp, bool wait, bool all)
 		pthread_mutex_unlock(&dp->lock);
 		if (!done)
 			return 0;
+		/* a REF record's source is written before it, its crc known */
+		if (j->h.magic == REF_MAGIC)
+			j->h.data_crc = dp->recs[j->src].crc;
+		else
+			dp->recs[j->rec].crc = j->h.data_crc;
 		j->h.hdr_crc = crc32c(&j->h, offsetof(struct dump_rec, hdr_crc));
 		if ((r = w_put(dp->w, &j->h, sizeof(j->h))) || (r = w_put(dp->w, j->data, j->h.stored))) {
 			cmd_err("dump", "%s: %s", dp->out, strerror(-r));
@@ -453,17 +493,16 @@ static int add_chunk(struct dumper *dp, unsigned dev, uint64_t offset, uint32_t 
 		.offset = offset + first, .len = last - first, .stored = last - first,
 	};
 	j->data = buf + first;
-	j->h.data_crc = crc32c(j->data, j->h.len);
 	if ((r = dedup(dp, j, dev, &ref))) {
 		cmd_err("dump", "%s", bch_err_str(r));
 		return r;
 	}
 	dp->nr_ref += ref;
 	dp->ref_bytes += ref ? j->h.len : 0;
-	if (!ref && dp->compress && !dp->started)
-		compress_one(j, dp->cctx[0]);	/* no worker could be started */
+	if (!ref && !dp->started)	/* no worker could be started */
+		compress_one(j, dp->compress ? dp->cctx[0] : NULL);
 	pthread_mutex_lock(&dp->lock);
-	j->state = !ref && dp->compress && dp->started ? JOB_READY : JOB_DONE;
+	j->state = !ref && dp->started ? JOB_READY : JOB_DONE;
 	dp->head++;
 	pthread_cond_broadcast(&dp->cond);
 	pthread_mutex_unlock(&dp->lock);
@@ -499,6 +538,7 @@ static void dumper_exit(struct dumper *dp)
 			zs.freeCCtx(dp->cctx[t]);
 	free(dp->cmp);
 	free(dp->seen);
+	free(dp->recs);
 	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
 		if (dp->map[i])
 			munmap((void *)dp->map[i], dp->map_len[i]);
@@ -542,7 +582,7 @@ static int dumper_init(struct dumper *dp)
 			dp->map_len[i] = len;
 		}
 	}
-	for (unsigned t = 0; dp->compress && t < dp->threads; t++) {
+	for (unsigned t = 0; t < dp->threads; t++) {
 		struct worker *w = malloc(sizeof(*w));
 		if (!w)
 			goto nomem;
