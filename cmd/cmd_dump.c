@@ -749,6 +749,21 @@ static void scratch_exit(struct scratch *t)
 	t->nr = 0;
 }
 
+/* Memory that can be had without swapping (MemAvailable), in bytes; 0 if unknown. */
+static uint64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	unsigned long long kb = 0;
+	char line[128];
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb * 1024;
+}
+
 /* Copy the metadata of c (ranges d) into a new private sparse file per member. */
 static int scratch_make(struct bch_fs *c, const struct bch_dump_ranges *d, struct scratch *t)
 {
@@ -760,14 +775,13 @@ static int scratch_make(struct bch_fs *c, const struct bch_dump_ranges *d, struc
 
 	/*
 	 * Where: without TMPDIR, in memory (memfd) when the metadata takes at
-	 * most a quarter of the free memory, for the renames flush the journal
+	 * most a quarter of the available memory, for the renames flush the journal
 	 * often and each flush of a file on disk waits for it (100k names: 11 s
 	 * on a disk, 1.5 s in memory); else in TMPDIR (default /tmp).
 	 */
 	for (size_t i = 0; i < d->nr; i++)
 		bytes += d->r[i].len;
-	bool in_memory = !(tmp && *tmp) &&
-		bytes / 4096 < (uint64_t)sysconf(_SC_AVPHYS_PAGES) / 4 * (sysconf(_SC_PAGESIZE) / 4096);
+	bool in_memory = !(tmp && *tmp) && bytes < mem_available() / 4;
 
 	memset(t, 0, sizeof(*t));
 	if (!buf)
