@@ -23,7 +23,8 @@
 #     user.* xattr value is in the restored image (the original holds them),
 #     lost+found is kept, the same counts of files and directories; fsck of
 #     the restored image is clean and it takes writes; the original is
-#     unchanged; no scratch file is left in TMPDIR.
+#     unchanged; no scratch file is left in TMPDIR; a filesystem with a
+#     journal to replay, its copy made in memory (no TMPDIR).
 need jq python3 setfattr
 tree="$here/treetool.py"
 
@@ -182,7 +183,8 @@ expect_in out "0 problems found"
 # a filesystem with its journal to replay: the copy replays it, the original is untouched
 expect_rc 0 $B kv --no-clean-close d0.img:d1.img put 3:7 seven
 cp d0.img d0-before.img
-expect_rc 0 $B dump --scramble-names d0.img:d1.img s2.dump
+# (without TMPDIR the copy is made in memory, memfd)
+expect_rc 0 env -u TMPDIR $B dump --scramble-names d0.img:d1.img s2.dump
 cmp -s d0.img d0-before.img || fail "--scramble-names wrote to the original"
 expect_rc 0 $B undump s2.dump s0.img:s1.img
 expect_rc 0 $B fsck -f -n s0.img:s1.img
