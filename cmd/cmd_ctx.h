@@ -27,6 +27,7 @@
  */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 struct bch_fs;
@@ -63,6 +64,14 @@ struct cmd_ctx {
  * Returns the exit code (cmds.h).
  */
 typedef int (*cmd_body_fn)(struct cmd_ctx *x, int argc, char **argv);
+
+/*
+ * In the daemon (x->priv): a name a body made or removed in directory dir
+ * (a file handle); the kernel drops what it cached of it (a negative entry
+ * would hide a new name until it times out).  Call with the lock released:
+ * the kernel may need the daemon to finish (cmd_fusemount.c).
+ */
+void fusemount_name_changed(void *priv, uint64_t dir, const char *name);
 
 struct cmd_ctl_cmd {
 	const char	*name;		/* "device add", "data scrub", ... */

@@ -1751,6 +1751,14 @@ static void ctl_unlock(struct cmd_ctx *x)
 		usleep(100);
 }
 
+void fusemount_name_changed(void *priv, uint64_t dir, const char *name)
+{
+	struct fmount *m = priv;
+
+	if (m && m->se)
+		lf->lowlevel_notify_inval_entry(m->se, to_fuse(dir), name, strlen(name));
+}
+
 /* After daemonizing (threads); a failure only warns: the mount works without it. */
 static void ctl_start(struct fmount *m)
 {

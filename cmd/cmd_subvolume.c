@@ -136,6 +136,14 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 	char buf[PATH_MAX], *name;
 	int r = 0;
 	bool deleted = false;
+	/* the names made or removed: the kernel is told once the lock is released */
+	struct { uint64_t dir; char *name; } *changed = calloc(argc + 1, sizeof(*changed));
+	unsigned nr_changed = 0;
+	if (!changed) {
+		x->unlock(x);
+		return EXIT_FAIL;
+	}
+#define CHANGED(d, n)	do { changed[nr_changed].dir = (d); changed[nr_changed++].name = strdup(n); } while (0)
 
 	c->err_msg[0] = 0;
 	if (!strcmp(verb, "create")) {
@@ -143,6 +151,8 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 			r = bch_fs_subvol_create(c, dir, name, 0755, getuid(), getgid(), &h);
 		if (r)
 			ret = body_err(x, c, argv[first], r);
+		else
+			CHANGED(dir, name);
 	} else if (!strcmp(verb, "snapshot")) {
 		uint64_t from;
 		if ((r = bch_fs_lookup_path(c, argv[first], true, &from))) {
@@ -155,15 +165,19 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 			} else {
 				ret = body_err(x, c, argv[first + 1], r);
 			}
+		} else {
+			CHANGED(dir, name);
 		}
 	} else if (!strcmp(verb, "delete")) {
 		for (int i = first; i < argc && ret == EXIT_OK; i++) {
 			if (!(r = split_fs_path(c, argv[i], &dir, buf, sizeof(buf), &name)))
 				r = bch_fs_subvol_delete(c, dir, name);
-			if (r)
+			if (r) {
 				ret = body_err(x, c, argv[i], r);
-			else
+			} else {
 				deleted = true;
+				CHANGED(dir, name);
+			}
 		}
 	} else {
 		r = cmd_subvolume_list_print(x->out, c, json);
@@ -171,6 +185,13 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 			ret = body_err(x, c, "/", r);
 	}
 	x->unlock(x);
+#undef CHANGED
+	for (unsigned i = 0; i < nr_changed; i++) {
+		if (x->mounted && changed[i].name)
+			fusemount_name_changed(x->priv, changed[i].dir, changed[i].name);
+		free(changed[i].name);
+	}
+	free(changed);
 	if (!deleted)
 		return ret;
 	/* free what the deleted snapshots alone held, in steps */

@@ -39,6 +39,7 @@
 	x(add_direntry,		fuse_add_direntry,		"FUSE_3.0")	\
 	x(add_direntry_plus,	fuse_add_direntry_plus,		"FUSE_3.0")	\
 	x(daemonize,		fuse_daemonize,			"FUSE_3.0")	\
+	x(lowlevel_notify_inval_entry, fuse_lowlevel_notify_inval_entry, "FUSE_3.0") \
 	x(lowlevel_notify_inval_inode, fuse_lowlevel_notify_inval_inode, "FUSE_3.0") \
 	x(opt_free_args,	fuse_opt_free_args,		"FUSE_3.0")	\
 	x(remove_signal_handlers, fuse_remove_signal_handlers,	"FUSE_3.0")	\

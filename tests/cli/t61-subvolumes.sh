@@ -117,6 +117,7 @@ if fuse_part "the mounted part"; then
 	grep -q 'Read-only' roerr || fail "read-only snapshot through FUSE: $(cat roerr)"
 	# the commands on the mount (the daemon runs them): paths as btrfs takes them
 	echo mounted > mnt/s1/m
+	[ ! -e mnt/s1/msnap ] || fail "msnap exists"	# the kernel may keep this negative entry
 	expect_rc 0 $B subvolume snapshot mnt/s1 mnt/s1/msnap
 	cmp mnt/s1/msnap/m mnt/s1/m || fail "a snapshot made through the mount"
 	echo after > mnt/s1/m
@@ -130,6 +131,7 @@ if fuse_part "the mounted part"; then
 	expect_rc 1 $B subvolume delete mnt/d
 	expect_in err 'not a subvolume'
 	expect_rc 0 $B subvolume delete mnt/s1/msnap mnt/d/msub
+	[ ! -e mnt/s1/msnap ] || fail "a deleted subvolume is still seen through the mount"
 	expect_rc 0 $B subvolume list mnt
 	expect_not_in out 'msnap|msub'
 	fusermount3 -u mnt || fail "unmount"
