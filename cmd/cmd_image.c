@@ -1292,13 +1292,22 @@ static int verb_subvol_delete(struct img *im, int argc, char **argv)
 	return im->check_only ? EXIT_OK : subvol_gc(im);
 }
 
-static int verb_subvol_list(struct img *im, int argc, char **argv __attribute__((unused)))
+static int verb_subvol_list(struct img *im, int argc, char **argv)
 {
-	if (argc != 1)
+	bool tree = false;
+	int o;
+
+	while ((o = getopt(argc, argv, "+t")) != -1) {
+		switch (o) {
+		case 't': tree = true; break;
+		default: return cmd_opt_err("image subvolume-list", argv, "+t");
+		}
+	}
+	if (argc != optind)
 		return EXIT_USAGE;
 	if (!im->c)
 		return EXIT_OK;
-	int r = cmd_subvolume_list_print(stdout, im->c, im->json);
+	int r = cmd_subvolume_list_print(stdout, im->c, im->json, tree);
 	return r ? verb_err(im, "subvolume list", im->dev, r) : EXIT_OK;
 }
 
@@ -1338,7 +1347,7 @@ static const struct verb {
 	{ "subvolume-create", verb_subvol_create, "", true, "PATH",	"make an empty subvolume", true },
 	{ "subvolume-snapshot", verb_subvol_snapshot, "r", true, "[-r] SOURCE DEST", "snapshot subvolume SOURCE (-r: read-only)", true },
 	{ "subvolume-delete", verb_subvol_delete, "", true, "PATH...",	"delete subvolumes, free their space", true },
-	{ "subvolume-list", verb_subvol_list, "", false, "[--json]",	"list subvolumes and snapshots" },
+	{ "subvolume-list", verb_subvol_list, "t", false, "[--json] [-t]",	"list subvolumes and snapshots (-t: as a tree)" },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
 

@@ -41,8 +41,8 @@ static const struct {
 	  "snapshot subvolume SOURCE as DEST (-r: read-only)" },
 	{ "delete",   "subvolume-delete",   "DEVICE PATH...", "PATH...",
 	  "delete subvolumes and free what only they held" },
-	{ "list",     "subvolume-list",	    "[--json] DEVICE", "[--json] PATH",
-	  "list subvolumes: ID, snapshot, parent, read-only, creation time, space only it holds, path" },
+	{ "list",     "subvolume-list",	    "[--json] [-t] DEVICE", "[--json] [-t] PATH",
+	  "list subvolumes: ID, snapshot, parent, read-only, creation time, space only it holds, path (-t: as a tree)" },
 };
 #define NR_VERBS	(sizeof(subvol_verbs) / sizeof(subvol_verbs[0]))
 
@@ -111,7 +111,7 @@ static void body_progress(void *priv, uint64_t seen)
 int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 {
 	const char *verb = x->cmd + strlen("subvolume ");
-	bool ro = false, json = false;
+	bool ro = false, json = false, tree = false;
 	int first = 1, ret = EXIT_OK;
 
 	for (; first < argc && argv[first][0] == '-'; first++) {
@@ -119,6 +119,8 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 			ro = true;
 		else if (!strcmp(argv[first], "--json") && !strcmp(verb, "list"))
 			json = true;
+		else if (!strcmp(argv[first], "-t") && !strcmp(verb, "list"))
+			tree = true;
 		else {
 			fprintf(x->err, "bcachefs %s: unknown option '%s'\n", x->cmd, argv[first]);
 			return EXIT_USAGE;
@@ -180,7 +182,7 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 			}
 		}
 	} else {
-		r = cmd_subvolume_list_print(x->out, c, json);
+		r = cmd_subvolume_list_print(x->out, c, json, tree);
 		if (r)
 			ret = body_err(x, c, "/", r);
 	}
@@ -211,7 +213,7 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 
 /* ------------------------------------------------------------ listing */
 
-int cmd_subvolume_list_print(FILE *f, struct bch_fs *c, bool json)
+int cmd_subvolume_list_print(FILE *f, struct bch_fs *c, bool json, bool tree)
 {
 	unsigned n, ns;
 	const struct bch_subvol_info *sv = bch_subvols(c, &n);
@@ -228,11 +230,42 @@ int cmd_subvolume_list_print(FILE *f, struct bch_fs *c, bool json)
 		fprintf(f, "%-5s %-8s %-6s %-3s %-20s %10s  %s\n", "ID", "SNAPSHOT", "PARENT", "RO", "CREATED",
 			"EXCLUSIVE", "PATH");
 	}
+	/* -t: in path order, each name indented under the subvolume that holds it */
+	unsigned *order = calloc(n + 1, sizeof(*order));
+	char (*paths)[4096] = calloc(n + 1, sizeof(*paths));
+	if (!order || !paths) {
+		free(order);
+		free(paths);
+		free(usage);
+		return -ENOMEM;
+	}
 	for (unsigned i = 0; i < n; i++) {
-		char path[4096], when[32], size[32];
+		order[i] = i;
+		if (bch_fs_subvol_path(c, sv[i].id, paths[i], sizeof(paths[i])))
+			snprintf(paths[i], sizeof(paths[i]), "?");
+	}
+	if (tree)	/* insertion sort: few subvolumes */
+		for (unsigned i = 1; i < n; i++)
+			for (unsigned k = i; k && strcmp(paths[order[k - 1]], paths[order[k]]) > 0; k--) {
+				unsigned t = order[k];
+				order[k] = order[k - 1];
+				order[k - 1] = t;
+			}
+	for (unsigned oi = 0; oi < n; oi++) {
+		unsigned i = order[oi];
+		char path[4096 + 64], when[32], size[32];
 		uint64_t excl = !ns ? usage[0] << 9 : 0;
-		if (bch_fs_subvol_path(c, sv[i].id, path, sizeof(path)))
-			snprintf(path, sizeof(path), "?");
+		unsigned depth = 0;
+		for (uint32_t d = sv[i].v.dir_subvol; d != BCH_SUBVOL_NONE && depth < 64; depth++) {
+			const struct bch_subvol_info *p = bch_subvol_get(c, d);
+			d = p && p->id ? p->v.dir_subvol : BCH_SUBVOL_NONE;
+		}
+		if (tree && !json && sv[i].id) {
+			const char *base = strrchr(paths[i], '/');
+			snprintf(path, sizeof(path), "%*s%s", 2 * depth, "", base ? base + 1 : paths[i]);
+		} else {
+			snprintf(path, sizeof(path), "%s", paths[i]);
+		}
 		for (unsigned k = 0; k < ns; k++)
 			if (snaps[k].id == sv[i].v.snapshot)
 				excl = usage[k] << 9;
@@ -267,6 +300,8 @@ int cmd_subvolume_list_print(FILE *f, struct bch_fs *c, bool json)
 		json_close(&j);
 		json_end(&j);
 	}
+	free(order);
+	free(paths);
 	free(usage);
 	return 0;
 }
@@ -395,7 +430,7 @@ int cmd_subvolume(int argc, char *argv[])
 				continue;
 			}
 			if ((!strcmp(a, "-r") && !strcmp(subvol_verbs[i].name, "snapshot")) ||
-			    (!strcmp(a, "--json") && !strcmp(subvol_verbs[i].name, "list")))
+			    ((!strcmp(a, "--json") || !strcmp(a, "-t")) && !strcmp(subvol_verbs[i].name, "list")))
 				continue;
 			cmd_err(cmd, "unknown option '%.*s' (see bcachefs subvolume --help)",
 				(int)strcspn(a, "="), a);

@@ -32,9 +32,9 @@ int cmd_list_journal(int argc, char *argv[]);
 int cmd_kv(int argc, char *argv[]);
 int cmd_image(int argc, char *argv[]);
 int cmd_subvolume(int argc, char *argv[]);
-/* The table of `subvolume list` (text or --json) of an open filesystem; 0 or -errno. */
+/* The table of `subvolume list` (text or --json; tree: -t) of an open filesystem; 0 or -errno. */
 struct bch_fs;
-int cmd_subvolume_list_print(FILE *f, struct bch_fs *c, bool json);
+int cmd_subvolume_list_print(FILE *f, struct bch_fs *c, bool json, bool tree);
 int cmd_fs(int argc, char *argv[]);
 int cmd_fusemount(int argc, char *argv[]);
 int cmd_data(int argc, char *argv[]);

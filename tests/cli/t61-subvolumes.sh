@@ -71,6 +71,8 @@ expect_rc 1 $B image mkdir a.img /s1/ro/dir
 expect_rc 0 $B subvolume list a.img
 expect_in out '^1 .* /s1$'
 expect_in out ' ro .* /s1/ro$'
+expect_rc 0 $B subvolume list -t a.img
+expect_in out '^[0-9]+ .*    ro$' && expect_in out ' {4}ro$'
 expect_rc 0 $B subvolume list --json a.img
 [ "$(jq '.subvolumes | length' out)" = 4 ] || fail "list --json: $(cat out)"
 [ "$(jq -r '.subvolumes[] | select(.path=="/s1/ro") | .read_only' out)" = true ] || fail "read_only: $(cat out)"
