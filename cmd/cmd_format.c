@@ -41,6 +41,7 @@
 #include "dl.h"
 #include "fs.h"
 #include "errcode.h"
+#include "fs_ops.h"
 #include "format.h"
 #include "image_shrink.h"
 #include "opts.h"
@@ -50,7 +51,7 @@
 
 enum {
 	O_fs_label = 256, O_uuid, O_force, O_quiet, O_cache, O_tier, O_replicas,
-	O_help, O_no_btrees, O_source, O_passphrase_file, O_no_passphrase, O_headroom, O_json,
+	O_help, O_no_btrees, O_source, O_passphrase_file, O_no_passphrase, O_headroom, O_json, O_subvolume,
 	O_spec_base = 512, O_table_base = 1024,
 };
 
@@ -102,6 +103,8 @@ static void format_usage(FILE *f)
 "      --source=DIR            copy the tree under DIR into the new filesystem\n"
 "                              (files, sparse files, hard links, symlinks, devices,\n"
 "                              fifos, xattrs, owners, modes, times in ns)\n"
+"      --subvolume=NAME        with --source: the tree goes into a new subvolume NAME\n"
+"                              at the root (more variants: bcachefs subvolume)\n"
 "      --fs-size=min           with --source: the smallest image file for the tree\n"
 "                              (the default when the image file does not exist)\n"
 "      --headroom=PCT%%|SIZE    with the smallest image: empty space kept for file\n"
@@ -144,6 +147,7 @@ struct format_state {
 	struct bch_format_args	args;
 	bool			force, quiet;
 	const char		*source;	/* --source: directory to copy in */
+	const char		*subvolume;	/* --subvolume: into a new subvolume of this name */
 	struct bch_spec		spec;		/* with --source: owners, times, --spec */
 	const char		*passphrase_file;
 	bool			no_passphrase;
@@ -190,6 +194,7 @@ static struct option *build_longopts(void)
 		{ "no-passphrase", no_argument,	   NULL, O_no_passphrase },
 		{ "headroom",	required_argument, NULL, O_headroom },
 		{ "json",	no_argument,	   NULL, O_json },
+		{ "subvolume",	required_argument, NULL, O_subvolume },
 		{ "help",	no_argument,	   NULL, O_help },
 	};
 	unsigned nfixed = sizeof(fixed) / sizeof(fixed[0]), n = nfixed;
@@ -299,6 +304,7 @@ static int parse_args(struct format_state *s, int argc, char *argv[])
 		case O_no_passphrase:		s->no_passphrase = true;	break;
 		case O_headroom:		s->headroom = optarg;		break;
 		case O_json:			s->json = true;			break;
+		case O_subvolume:		s->subvolume = optarg;		break;
 		case 'h': case O_help:
 			free_longopts(longopts);
 			format_usage(stdout);
@@ -560,9 +566,18 @@ static int populate(struct format_state *s)
 		cmd_err("format", "opening the new filesystem: %s", err);
 		return EXIT_FAIL;
 	}
+	/* --subvolume: the tree goes into a new subvolume at the root */
+	uint64_t top = BCH_ROOT_INO;
+	if (s->subvolume && (r = bch_fs_subvol_create(c, BCH_ROOT_INO, s->subvolume, 0755, getuid(), getgid(),
+						     &top))) {
+		cmd_err("format", "--subvolume %s: %s%s%s%s", s->subvolume, strerror(-r),
+			c->err_msg[0] ? " (" : "", c->err_msg, c->err_msg[0] ? ")" : "");
+		bch_fs_close(c);
+		return EXIT_FAIL;
+	}
 	if ((r = copy_ctx_init(&x, c, "format")) == 0) {
 		x.spec = &s->spec;
-		r = copy_in(&x, s->source, BCH_ROOT_INO, NULL);
+		r = copy_in(&x, s->source, top, NULL);
 	}
 	copy_progress_done(&x);
 	s->files = x.files;
@@ -570,7 +585,7 @@ static int populate(struct format_state *s)
 	if (!r && !s->quiet && !s->json)
 		printf("Copied:      %" PRIu64 " files, %" PRIu64 " bytes from %s\n", x.files, x.bytes,
 		       s->source);
-	if (!r && (r = spec_apply(&s->spec, c, BCH_ROOT_INO, "format")) == 0 && s->spec.nr &&
+	if (!r && (r = spec_apply(&s->spec, c, top, "format")) == 0 && s->spec.nr &&
 	    !s->quiet && !s->json)
 		printf("Spec:        %" PRIu64 " created, %" PRIu64 " modified, %" PRIu64 " xattrs from %s\n",
 		       s->spec.created, s->spec.modified, s->spec.xattrs, s->spec.file);
@@ -622,6 +637,14 @@ int cmd_format(int argc, char *argv[])
 		/* a new image file without a size: the smallest one */
 		if (s.nr_devs == 1 && !s.devs[0].size && access(s.devs[0].path, F_OK) && errno == ENOENT)
 			s.min_size = true;
+	}
+	if (s.subvolume && (!s.source || !*s.subvolume || strchr(s.subvolume, '/') ||
+			    !strcmp(s.subvolume, ".") || !strcmp(s.subvolume, "..") ||
+			    strlen(s.subvolume) > 255)) {
+		cmd_err("format", s.source ? "--subvolume %s: a name (no '/', 1 to 255 bytes)"
+					   : "--subvolume needs --source (the tree to put in it)", s.subvolume);
+		ret = EXIT_USAGE;
+		goto out;
 	}
 	if (s.headroom && !s.min_size) {
 		cmd_err("format", "--headroom is for the smallest image (--source, no --fs-size)");

@@ -174,6 +174,25 @@ ua=$(files_used a.img) ub=$(files_used b.img)
 diff=$(( ua > ub ? ua - ub : ub - ua ))
 [ "$diff" -le $((2 * 1024 * 1024)) ] || fail "used after deleting every snapshot: $ua, without snapshots $ub (base $base)"
 
+# ---- format --source --subvolume: a base, then a variant of it
+mkdir -p tree/d
+cp one tree/d/one
+expect_rc 0 $B format -q -U 11111111-2222-3333-4444-555555555555 --source tree --subvolume base v.img
+expect_rc 0 $B image cat v.img /base/d/one;	expect_in out '^one$'
+expect_rc 0 $B subvolume snapshot v.img /base /variant
+expect_rc 0 $B image put v.img two /variant/d/two
+expect_rc 1 $B image cat v.img /base/d/two
+expect_rc 0 $B fsck -n -f v.img
+expect_rc 16 $B format -q --subvolume base w.img
+expect_in err 'needs --source'
+[ ! -e w.img ] || fail "a refused format wrote w.img"
+expect_rc 16 $B format -q --source tree --subvolume a/b w.img
+[ ! -e w.img ] || fail "a refused format wrote w.img"
+# reproducible, as format --source is
+SOURCE_DATE_EPOCH=1700000000 $B format -q -U 11111111-2222-3333-4444-555555555555 --source tree --subvolume base r1.img
+SOURCE_DATE_EPOCH=1700000000 $B format -q -U 11111111-2222-3333-4444-555555555555 --source tree --subvolume base r2.img
+cmp -s r1.img r2.img || fail "format --source --subvolume is not reproducible"
+
 # ---- the data jobs over snapshots: every snapshot's files stay whole
 dd if=/dev/urandom of=big2 bs=1M count=2 status=none
 expect_rc 0 $B format -q --fs-size=128M m0.img --fs-size=128M m1.img --fs-size=128M m2.img
