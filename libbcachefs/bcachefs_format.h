@@ -761,13 +761,14 @@ _Static_assert(sizeof(struct bch_raw) == 8, "bch_raw size");
 /*
  * Inode numbers: 0..4095 are reserved; the root directory is 4096 and
  * lost+found is created by format as the next number.  New inodes take the
- * number after the highest one in use.
+ * number after the highest one in use (in any snapshot), below 2^48 (file
+ * handles carry the subvolume in the bits above: fs_ops.h).
  */
 #define BCH_ROOT_INO		4096ULL
 #define BCH_FIRST_INO		4096ULL
 
 /*
- * inode: btree inodes, position (0, inode number, 0).  (120 bytes)
+ * inode: btree inodes, position (0, inode number, snapshot).  (120 bytes)
  * Times are nanoseconds since the Unix epoch, signed.  dir/dir_offset point
  * back at the dirent that names the inode (its parent and the dirent's
  * offset) for the first link; fsck uses them to find paths and loops.
@@ -850,7 +851,7 @@ _Static_assert(sizeof(struct bch_inode) == 120, "bch_inode size");
 #define BCH_NAME_MAX		255
 
 /*
- * dirent: btree dirents, position (directory inode, name hash, 0).
+ * dirent: btree dirents, position (directory inode, name hash, snapshot).
  * Value: target inode, d_type (DT_* of <dirent.h>), name length, name
  * (not NUL-terminated, zero padded to u64).  (16 bytes + name)
  */
@@ -864,7 +865,7 @@ struct bch_dirent {
 _Static_assert(sizeof(struct bch_dirent) == 16, "bch_dirent size");
 
 /*
- * xattr: btree xattrs, position (inode, hash of namespace byte + name, 0).
+ * xattr: btree xattrs, position (inode, hash of namespace byte + name, snapshot).
  * Value: namespace, name length, value length, pieces, name, value.
  * (8 bytes +)
  *

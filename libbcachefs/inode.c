@@ -83,7 +83,8 @@ int bch_inode_alloc_num(struct bch_fs *c, uint64_t *inum)
 		if (c->inum_next < BCH_FIRST_INO)
 			c->inum_next = BCH_FIRST_INO;
 	}
-	uint64_t limit = c->opts.v[Opt_inodes_32bit] ? UINT32_MAX : UINT64_MAX - 1;
+	/* file handles keep the low 48 bits for the number (snapshot.h) */
+	uint64_t limit = c->opts.v[Opt_inodes_32bit] ? UINT32_MAX : BCH_HANDLE_INUM_MASK;
 	if (c->inum_next > limit)
 		return -ENOSPC;
 	*inum = c->inum_next++;
