@@ -42,6 +42,15 @@ step "$B" image put files.img "$B" /usr/bcachefs
 step "$B" image cat files.img /etc/hostname
 step "$B" fs usage -h files.img
 step "$B" fsck -f -n files.img
+echo
+echo "# Snapshots: instant, and a write afterwards lands on one side only"
+step "$B" subvolume snapshot -r files.img / /before
+printf 'changed\n' > hostname.new
+step "$B" image rm files.img /etc/hostname
+step "$B" image put files.img hostname.new /etc/hostname
+step "$B" image cat files.img /etc/hostname /before/etc/hostname
+step "$B" subvolume list files.img
+step "$B" subvolume delete files.img /before
 if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null && mkdir mnt &&
    "$B" fusemount files.img mnt 2>/dev/null; then
 	echo
