@@ -71,21 +71,7 @@ static int verb_err(struct img *im, const char *verb, const char *path, int r)
 static int split_path(struct img *im, const char *path, uint64_t *dir, char *buf, size_t len,
 		      char **name)
 {
-	snprintf(buf, len, "%s", path);
-	size_t n = strlen(buf);
-	while (n > 1 && buf[n - 1] == '/')
-		buf[--n] = 0;
-	char *slash = strrchr(buf, '/');
-	if (!slash) {
-		*dir = BCH_ROOT_INO;
-		*name = buf;
-		return 0;
-	}
-	*slash = 0;
-	*name = slash + 1;
-	if (!**name)
-		return -EEXIST;		/* the root itself */
-	return bch_fs_lookup_path(im->c, buf[0] ? buf : "/", true, dir);
+	return bch_fs_lookup_parent(im->c, path, dir, buf, len, name);
 }
 
 /* ------------------------------------------------------------- listing */

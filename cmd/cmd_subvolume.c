@@ -66,27 +66,6 @@ static void usage(FILE *f)
 
 /* ------------------------------------------------------------ the body */
 
-/* "DIR/NAME" (relative to the root) into the directory's handle and the name. */
-static int split_fs_path(struct bch_fs *c, const char *path, uint64_t *dir, char *buf, size_t len,
-			 char **name)
-{
-	snprintf(buf, len, "%s", path);
-	size_t n = strlen(buf);
-	while (n > 1 && buf[n - 1] == '/')
-		buf[--n] = 0;
-	char *slash = strrchr(buf, '/');
-	if (!slash) {
-		*dir = BCH_ROOT_INO;
-		*name = buf;
-		return 0;
-	}
-	*slash = 0;
-	*name = slash + 1;
-	if (!**name)
-		return -EEXIST;		/* the root itself */
-	return bch_fs_lookup_path(c, buf[0] ? buf : "/", true, dir);
-}
-
 static int body_err(struct cmd_ctx *x, struct bch_fs *c, const char *path, int r)
 {
 	const char *detail = c->err_msg[0] && r != -ENOENT && r != -EEXIST ? c->err_msg : NULL;
@@ -149,7 +128,7 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 
 	c->err_msg[0] = 0;
 	if (!strcmp(verb, "create")) {
-		if (!(r = split_fs_path(c, argv[first], &dir, buf, sizeof(buf), &name)))
+		if (!(r = bch_fs_lookup_parent(c, argv[first], &dir, buf, sizeof(buf), &name)))
 			r = bch_fs_subvol_create(c, dir, name, 0755, getuid(), getgid(), &h);
 		if (r)
 			ret = body_err(x, c, argv[first], r);
@@ -159,7 +138,7 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 		uint64_t from;
 		if ((r = bch_fs_lookup_path(c, argv[first], true, &from))) {
 			ret = body_err(x, c, argv[first], r);
-		} else if ((r = split_fs_path(c, argv[first + 1], &dir, buf, sizeof(buf), &name)) ||
+		} else if ((r = bch_fs_lookup_parent(c, argv[first + 1], &dir, buf, sizeof(buf), &name)) ||
 			   (r = bch_fs_subvol_snapshot(c, from, dir, name, ro, &h))) {
 			if (r == -EINVAL) {
 				fprintf(x->err, "bcachefs %s: %s: not a subvolume\n", x->cmd, argv[first]);
@@ -172,7 +151,7 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 		}
 	} else if (!strcmp(verb, "delete")) {
 		for (int i = first; i < argc && ret == EXIT_OK; i++) {
-			if (!(r = split_fs_path(c, argv[i], &dir, buf, sizeof(buf), &name)))
+			if (!(r = bch_fs_lookup_parent(c, argv[i], &dir, buf, sizeof(buf), &name)))
 				r = bch_fs_subvol_delete(c, dir, name);
 			if (r) {
 				ret = body_err(x, c, argv[i], r);

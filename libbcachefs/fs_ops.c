@@ -380,6 +380,28 @@ static int v_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
 	return 0;
 }
 
+/*
+ * A new name in directory dir (inode di, current view): the checks, and
+ * *slot, where its dirent goes.
+ */
+static int new_name_check(struct bch_fs *c, uint64_t dir, struct bch_inode *di, const char *name,
+			  uint64_t *slot)
+{
+	int r;
+
+	if (!S_ISDIR(di->mode))
+		return -ENOTDIR;
+	if (di->flags & BCH_INODE_UNLINKED)
+		return -ENOENT;
+	if (is_dot(name))
+		return -EEXIST;
+	if ((r = check_name(name)))
+		return r;
+	if ((r = metadata_room(c)))
+		return r;
+	return dirent_new_slot(c, dir, di, name, slot);
+}
+
 static int create_common(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, dev_t rdev,
 			 uid_t uid, gid_t gid, const char *symlink_target, uint64_t *ret_inum)
 {
@@ -390,21 +412,8 @@ static int create_common(struct bch_fs *c, uint64_t dir, const char *name, mode_
 	uint64_t slot, inum;
 	int r;
 
-	if ((r = ino_get(c, &s, dir, &di)))
-		return ret_errno(r);
-	if (!S_ISDIR(di->mode))
-		return -ENOTDIR;
-	if (di->flags & BCH_INODE_UNLINKED)
-		return -ENOENT;
-	if (is_dot(name))
-		return -EEXIST;
-	if ((r = check_name(name)))
-		return r;
-	if ((r = metadata_room(c)))
-		return ret_errno(r);
-	if ((r = dirent_new_slot(c, dir, di, name, &slot)))
-		return ret_errno(r);
-	if ((r = bch_inode_alloc_num(c, &inum)))
+	if ((r = ino_get(c, &s, dir, &di)) || (r = new_name_check(c, dir, di, name, &slot)) ||
+	    (r = bch_inode_alloc_num(c, &inum)))
 		return ret_errno(r);
 
 	ni = &s.v[s.nr];
@@ -2544,27 +2553,6 @@ static int subvol_commit(struct bch_fs *c, struct btree_trans *t)
 	return r ? r : r2;
 }
 
-/*
- * The checks and the dirent of a new subvolume name in dir (current view):
- * *slot is where the dirent goes.
- */
-static int subvol_name_check(struct bch_fs *c, uint64_t dir, struct bch_inode *di, const char *name,
-			     uint64_t *slot)
-{
-	int r;
-
-	if (!S_ISDIR(di->mode))
-		return -ENOTDIR;
-	if (di->flags & BCH_INODE_UNLINKED)
-		return -ENOENT;
-	if (is_dot(name))
-		return -EEXIST;
-	if ((r = check_name(name)))
-		return r;
-	if ((r = metadata_room(c)))
-		return r;
-	return dirent_new_slot(c, dir, di, name, slot);
-}
 
 static int v_subvol_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, uid_t uid,
 			   gid_t gid, uint64_t *ret)
@@ -2577,7 +2565,7 @@ static int v_subvol_create(struct bch_fs *c, uint64_t dir, const char *name, mod
 	uint32_t sv, sn;
 	int r;
 
-	if ((r = ino_get(c, &s, dir, &di)) || (r = subvol_name_check(c, dir, di, name, &slot)))
+	if ((r = ino_get(c, &s, dir, &di)) || (r = new_name_check(c, dir, di, name, &slot)))
 		return ret_errno(r);
 	if (pv->ro)
 		return -EROFS;
@@ -2653,7 +2641,7 @@ static int v_subvol_snapshot(struct bch_fs *c, uint32_t src, uint64_t dir, const
 	struct bch_snap_info p = *pi;
 	if (p.depth + 1 > BCH_SNAPSHOT_DEPTH_MAX)
 		return bch_fs_err(c, -EMLINK, "snapshots nested deeper than %u", BCH_SNAPSHOT_DEPTH_MAX);
-	if ((r = ino_get(c, &s, dir, &di)) || (r = subvol_name_check(c, dir, di, name, &slot)))
+	if ((r = ino_get(c, &s, dir, &di)) || (r = new_name_check(c, dir, di, name, &slot)))
 		return ret_errno(r);
 	if (pv->ro)
 		return -EROFS;
@@ -2786,6 +2774,26 @@ static int v_subvol_delete(struct bch_fs *c, uint64_t dir, const char *name)
 	free(sk);
 	bch_trans_exit(t);
 	return ret_errno(r);
+}
+
+int bch_fs_lookup_parent(struct bch_fs *c, const char *path, uint64_t *dir, char *buf, size_t len,
+			 char **name)
+{
+	snprintf(buf, len, "%s", path);
+	size_t n = strlen(buf);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = 0;
+	char *slash = strrchr(buf, '/');
+	if (!slash) {
+		*dir = BCH_ROOT_INO;
+		*name = buf;
+		return 0;
+	}
+	*slash = 0;
+	*name = slash + 1;
+	if (!**name)
+		return -EEXIST;		/* the root itself */
+	return bch_fs_lookup_path(c, buf[0] ? buf : "/", true, dir);
 }
 
 /* The path of inode inum from its subvolume's root (current view), at most len - 1 bytes. */

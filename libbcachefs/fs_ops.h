@@ -183,6 +183,13 @@ int bch_fs_lookup_path(struct bch_fs *c, const char *path, bool follow_last, uin
 /* The same from directory start for relative paths. */
 int bch_fs_lookup_path_at(struct bch_fs *c, uint64_t start, const char *path, bool follow_last,
 			  uint64_t *inum);
+/*
+ * The directory holding path's last name (resolved from the root) and the
+ * name itself, which points into buf (a copy of path, trailing slashes
+ * dropped).  -EEXIST for the root itself.
+ */
+int bch_fs_lookup_parent(struct bch_fs *c, const char *path, uint64_t *dir, char *buf, size_t len,
+			 char **name);
 
 /*
  * For fsck: name hashes and direct dirent/xattr changes that keep the

@@ -121,43 +121,42 @@ bool bch_fs_has_snapshots(struct bch_fs *c)
 	return t && t->nr;
 }
 
-const struct bch_snap_info *bch_snap_get(struct bch_fs *c, uint32_t id)
+/* The index of id in an array sorted by id (a u32 first in each element), or -1. */
+static int id_index(const void *base, unsigned nr, size_t size, uint32_t id)
 {
-	struct bch_snapshots *t = table(c);
-	unsigned lo = 0, hi = t ? t->nr : 0;
+	unsigned lo = 0, hi = nr;
 
 	while (lo < hi) {
 		unsigned m = (lo + hi) / 2;
-		if (t->s[m].id == id)
-			return &t->s[m];
-		if (t->s[m].id < id)
+		uint32_t v = *(const uint32_t *)((const char *)base + m * size);
+		if (v == id)
+			return m;
+		if (v < id)
 			lo = m + 1;
 		else
 			hi = m;
 	}
-	return NULL;
+	return -1;
+}
+
+const struct bch_snap_info *bch_snap_get(struct bch_fs *c, uint32_t id)
+{
+	struct bch_snapshots *t = table(c);
+	int i = t ? id_index(t->s, t->nr, sizeof(*t->s), id) : -1;
+
+	return i >= 0 ? &t->s[i] : NULL;
 }
 
 const struct bch_subvol_info *bch_subvol_get(struct bch_fs *c, uint32_t id)
 {
 	struct bch_snapshots *t = table(c);
-	unsigned lo = 0, hi;
 
 	if (!t)
 		return NULL;
 	if (!t->nr_sv)
 		return id ? NULL : &t->root;
-	hi = t->nr_sv;
-	while (lo < hi) {
-		unsigned m = (lo + hi) / 2;
-		if (t->sv[m].id == id)
-			return &t->sv[m];
-		if (t->sv[m].id < id)
-			lo = m + 1;
-		else
-			hi = m;
-	}
-	return NULL;
+	int i = id_index(t->sv, t->nr_sv, sizeof(*t->sv), id);
+	return i >= 0 ? &t->sv[i] : NULL;
 }
 
 const struct bch_subvol_info *bch_subvols(struct bch_fs *c, unsigned *nr)
@@ -684,18 +683,7 @@ struct gc_state {
 
 static int snap_idx(const struct gc_state *g, uint32_t id)
 {
-	unsigned lo = 0, hi = g->nr;
-
-	while (lo < hi) {
-		unsigned m = (lo + hi) / 2;
-		if (g->s[m].id == id)
-			return m;
-		if (g->s[m].id < id)
-			lo = m + 1;
-		else
-			hi = m;
-	}
-	return -1;
+	return id_index(g->s, g->nr, sizeof(*g->s), id);
 }
 
 static bool live_leaf(const struct bch_snap_info *s)
@@ -1053,20 +1041,9 @@ int bch_snapshot_usage(struct bch_fs *c, uint64_t **out)
 			u[0] += (uint64_t)bch_extent_disk_sectors(k) * bch_extent_nr_ptrs(k);
 			continue;
 		}
-		unsigned lo = 0, hi = n;
-		while (lo < hi) {
-			unsigned m = (lo + hi) / 2;
-			if (s[m].id == k->p.snapshot) {
-				lo = m;
-				break;
-			}
-			if (s[m].id < k->p.snapshot)
-				lo = m + 1;
-			else
-				hi = m;
-		}
-		if (lo < n && s[lo].id == k->p.snapshot)
-			u[lo] += (uint64_t)bch_extent_disk_sectors(k) * bch_extent_nr_ptrs(k);
+		int i = id_index(s, n, sizeof(*s), k->p.snapshot);
+		if (i >= 0)
+			u[i] += (uint64_t)bch_extent_disk_sectors(k) * bch_extent_nr_ptrs(k);
 	}
 	bch_btree_iter_exit(&it);
 	*out = u;
