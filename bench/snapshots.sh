@@ -9,6 +9,12 @@
 #            1 (the goal: at most 1.2; btrfs snapshots are constant time).
 #            The time includes opening and closing the filesystem, as a
 #            user's command does.
+#   behind   the cost of snapshots behind a subvolume: put -r of TREE
+#            (default /usr/include) into an image, then extract it, on a
+#            plain image and on one whose root subvolume has NSNAP (100)
+#            snapshots behind it (every lookup climbs that chain); best of
+#            REPS, wall and user CPU seconds, ratio plain/snapshots (goal:
+#            at least 0.9).
 #   delete   deleting a snapshot that alone holds DELETE_MIB (1024) MiB in
 #            64 MiB files (the files removed from / after the snapshot),
 #            against `image rm -r` of the same files from an image without
@@ -20,6 +26,8 @@ B=${BCH:-$root/bcachefs}
 REPS=${REPS:-3}
 SIZES=${SIZES:-10000 1000000}
 DELETE_MIB=${DELETE_MIB:-1024}
+NSNAP=${NSNAP:-100}
+TREE=${TREE:-/usr/include}
 dir=$(mktemp -d "${TMPDIR:-/dev/shm}/bch-bench-snap.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 
@@ -63,6 +71,22 @@ PY
 	rm -f "$dir/base.img" "$dir/t.img"
 done
 echo "snapshot create ratio (largest/smallest tree): $(echo "scale=2; $last / $first" | bc)"
+
+# ---- behind
+"$B" format -q --fs-size=2G "$dir/plain0.img"
+cp "$dir/plain0.img" "$dir/snap0.img"
+for i in $(seq "$NSNAP"); do echo "subvolume-snapshot / /s$i"; done | "$B" image shell "$dir/snap0.img"
+for kind in plain snap; do
+	prep="cp $dir/${kind}0.img $dir/t.img"
+	eval "put_$kind=\$(best \"\$B\" image put -r \"\$dir/t.img\" \"\$TREE\" /tree)"
+	cp "$dir/${kind}0.img" "$dir/${kind}1.img"
+	"$B" image put -r "$dir/${kind}1.img" "$TREE" /tree
+	prep="rm -rf $dir/ex"
+	eval "ext_$kind=\$(best \"\$B\" image extract \"\$dir/${kind}1.img\" \"\$dir/ex\" /tree)"
+done
+rm -rf "$dir/ex" "$dir"/plain?.img "$dir"/snap?.img
+echo "put -r $TREE: plain $put_plain s, $NSNAP snapshots behind $put_snap s; ratio $(echo "scale=2; $put_plain / $put_snap" | bc)"
+echo "extract: plain $ext_plain s, $NSNAP snapshots behind $ext_snap s; ratio $(echo "scale=2; $ext_plain / $ext_snap" | bc)"
 
 # ---- delete
 mkdir "$dir/data"
