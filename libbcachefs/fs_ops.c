@@ -290,19 +290,28 @@ static int dir_is_empty(struct bch_fs *c, uint64_t dir)
 }
 
 /*
- * The handle a dirent names: the inode in this view, or the root of the
- * subvolume a BCH_DT_SUBVOL dirent names (*d_type: DT_DIR for it).
+ * The handle dirent k (in directory dir) names: the inode in this view, or
+ * the root of the subvolume a BCH_DT_SUBVOL dirent names (*d_type: DT_DIR
+ * for it).  0 for a subvolume name that is not the subvolume's own: a
+ * snapshot's copy of the name (a snapshot does not hold the subvolumes
+ * named inside it, as in btrfs), or a name left by a crash mid-delete
+ * (fsck removes those); lookup and readdir do not show it.
  */
-static uint64_t dirent_target(struct bch_fs *c, const struct bch_dirent *d, unsigned *d_type)
+static uint64_t dirent_target(struct bch_fs *c, uint64_t dir, const struct bch_bkey *k, unsigned *d_type)
 {
+	const struct bch_dirent *d = bkey_val(k);
+
 	if (d_type)
 		*d_type = d->d_type;
 	if (d->d_type == BCH_DT_SUBVOL) {
 		const struct bch_subvol_info *sv = bch_subvol_get(c, (uint32_t)d->inum);
+		const struct bch_view *v = bch_view_cur(c);
 		if (d_type)
 			*d_type = DT_DIR;
-		/* a name left by a crash mid-delete: fsck removes it */
-		return sv ? bch_handle(sv->id, sv->v.root_inum) : bch_view_handle(c, d->inum);
+		if (!sv || !v || sv->v.dir_subvol != v->subvol || sv->v.dir != dir ||
+		    sv->v.dir_offset != k->p.offset)
+			return 0;
+		return bch_handle(sv->id, sv->v.root_inum);
 	}
 	return bch_view_handle(c, d->inum);
 }
@@ -342,9 +351,9 @@ static int v_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *
 		return r;
 	if ((r = dirent_lookup(c, dir, &di, name, &k)))
 		return ret_errno(r);
-	*inum = dirent_target(c, bkey_val(k), NULL);
+	*inum = dirent_target(c, dir, k, NULL);
 	free(k);
-	return 0;
+	return *inum ? 0 : -ENOENT;
 }
 
 static void ns_to_ts(int64_t ns, struct timespec *ts)
@@ -1603,7 +1612,9 @@ static int v_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_f
 				continue;
 			const struct bch_dirent *d = bkey_val(k);
 			batch[n].pos = k->p.offset;
-			batch[n].inum = dirent_target(c, d, &batch[n].d_type);
+			batch[n].inum = dirent_target(c, dir, k, &batch[n].d_type);
+			if (!batch[n].inum)
+				continue;	/* not shown: see dirent_target() */
 			batch[n].len = d->name_len;
 			memcpy(batch[n].name, d->name, d->name_len);
 			batch[n].name[d->name_len] = 0;
@@ -2922,7 +2933,7 @@ int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name)
 {
 	if (bch_handle_subvol(inum) != bch_handle_subvol(dir))
 		return -EXDEV;
-	inum &= BCH_HANDLE_INUM_MASK;
+	dir &= BCH_HANDLE_INUM_MASK;	/* the view is inum's (the same subvolume) */
 	return VIEW_CALL(c, inum, v_link(c, inum, dir, name));
 }
 

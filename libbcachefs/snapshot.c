@@ -183,8 +183,59 @@ const struct bch_snap_info *bch_snaps(struct bch_fs *c, unsigned *nr)
 	return t ? t->s : NULL;
 }
 
+static struct bch_view *view_of(struct bch_fs *c);
+
+/* The view's ancestor list (v->snap first, then each parent), made on first use. */
+static bool view_ancestors(struct bch_fs *c, struct bch_view *v)
+{
+	if (v->anc && v->anc_gen == c->snaps->gen)
+		return true;
+	free(v->anc);
+	v->anc = NULL;
+	v->nr_anc = 0;
+	unsigned cap = 16;
+	uint32_t *a = malloc(cap * sizeof(*a));
+	if (!a)
+		return false;
+	for (uint32_t s = v->snap; ; ) {
+		if (v->nr_anc == cap) {
+			uint32_t *n = realloc(a, 2 * cap * sizeof(*a));
+			if (!n) {
+				free(a);
+				return false;
+			}
+			a = n;
+			cap *= 2;
+		}
+		a[v->nr_anc++] = s;
+		const struct bch_snap_info *i = bch_snap_get(c, s);
+		if (!i || i->parent == BCH_SNAPSHOT_NONE || v->nr_anc > BCH_SNAPSHOT_DEPTH_MAX)
+			break;
+		s = i->parent;
+	}
+	v->anc = a;
+	v->anc_gen = c->snaps->gen;
+	return true;
+}
+
 bool bch_snap_is_ancestor(struct bch_fs *c, uint32_t anc, uint32_t s)
 {
+	struct bch_view *v = view_of(c);
+
+	/* the common question: is a key's snapshot seen from the view's? (a search, newest first) */
+	if (v && v->snap == s && c->snaps && view_ancestors(c, v)) {
+		unsigned lo = 0, hi = v->nr_anc;
+		while (lo < hi) {
+			unsigned m = (lo + hi) / 2;
+			if (v->anc[m] == anc)
+				return true;
+			if (v->anc[m] > anc)
+				lo = m + 1;
+			else
+				hi = m;
+		}
+		return false;
+	}
 	/* parents have smaller IDs: climb while above anc */
 	for (unsigned n = 0; s > anc && n <= BCH_SNAPSHOT_DEPTH_MAX; n++) {
 		const struct bch_snap_info *i = bch_snap_get(c, s);
@@ -199,12 +250,17 @@ bool bch_snap_is_ancestor(struct bch_fs *c, uint32_t anc, uint32_t s)
 
 static _Thread_local struct bch_view *view_cur;
 
-const struct bch_view *bch_view_cur(struct bch_fs *c)
+static struct bch_view *view_of(struct bch_fs *c)
 {
 	for (struct bch_view *v = view_cur; v; v = v->prev)
 		if (v->c == c)
 			return v;
 	return NULL;
+}
+
+const struct bch_view *bch_view_cur(struct bch_fs *c)
+{
+	return view_of(c);
 }
 
 int bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum)
@@ -215,6 +271,8 @@ int bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum)
 	*inum &= BCH_HANDLE_INUM_MASK;
 	if (cur && (!subvol || subvol == cur->subvol)) {
 		*v = *cur;		/* an inner call: same view */
+		v->anc = NULL;		/* its own ancestor list */
+		v->nr_anc = 0;
 	} else {
 		const struct bch_subvol_info *sv = bch_subvol_get(c, subvol);
 		if (!sv)
@@ -224,6 +282,8 @@ int bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum)
 		v->snap = sv->v.snapshot;
 		v->ro = sv->v.flags & BCH_SUBVOL_RO;
 		v->raw = false;
+		v->anc = NULL;
+		v->nr_anc = 0;
 	}
 	v->prev = view_cur;
 	view_cur = v;
@@ -237,6 +297,8 @@ void bch_view_enter_snap(struct bch_fs *c, struct bch_view *v, uint32_t subvol, 
 	v->snap = snap;
 	v->ro = ro;
 	v->raw = false;
+	v->anc = NULL;
+	v->nr_anc = 0;
 	v->prev = view_cur;
 	view_cur = v;
 }
@@ -251,6 +313,8 @@ void bch_view_enter_raw(struct bch_fs *c, struct bch_view *v)
 
 void bch_view_exit(struct bch_view *v)
 {
+	free(v->anc);
+	v->anc = NULL;
 	view_cur = v->prev;
 }
 
@@ -634,14 +698,22 @@ int bch_subvol_alloc_id(struct bch_fs *c, uint32_t *id)
 	unsigned n;
 	const struct bch_subvol_info *sv = bch_subvols(c, &n);
 
-	/* the lowest free one: IDs are 16 bits of the file handles */
-	uint32_t want = 1;
-	for (unsigned i = 0; i < n; i++) {
-		if (sv[i].id == want)
-			want++;
-		else if (sv[i].id > want)
-			break;
-	}
+	/*
+	 * After the highest: a snapshot's stale copy of a deleted subvolume's
+	 * name then names no subvolume (fs_ops checks where a subvolume's name
+	 * is, too).  IDs are 16 bits of the file handles: past the top, the
+	 * lowest free one.
+	 */
+	uint32_t want = n ? sv[n - 1].id + 1 : 1;
+	if (want > BCH_SUBVOL_MAX)
+		for (unsigned i = 0, w = 1; i <= n; i++) {
+			if (i == n || sv[i].id > w) {
+				want = w;
+				break;
+			}
+			if (sv[i].id == w)
+				w++;
+		}
 	if (want > BCH_SUBVOL_MAX)
 		return bch_fs_err(c, -ENOSPC, "no subvolume IDs left (at most %u)", BCH_SUBVOL_MAX);
 	*id = want;

@@ -75,6 +75,10 @@ struct bch_view {
 	bool			ro;
 	bool			raw;		/* updates are written where their keys say */
 	struct bch_view		*prev;
+	/* snap and its ancestors, newest first: made at the first ancestry question */
+	uint32_t		*anc;
+	unsigned		nr_anc;
+	uint64_t		anc_gen;	/* the table's when made */
 };
 
 /* File handles (fs_ops.h): the subvolume in the top bits, the inode number below. */
