@@ -19,6 +19,14 @@ const char *const sm_kind_names[] = {
 	"setxattr", "rmxattr", "snapshot", "delete", "gc", "nop",
 };
 
+/*
+ * Known engine bugs the workload steps around so that the rest is still
+ * tested; each has a failing test of its own in snapshot_model_test.c.
+ * Set to 0 once fixed.
+ *   LINK: bch_fs_link() enters subvolume 0's view (link_inside_a_subvolume).
+ */
+#define SM_KNOWN_BUG_LINK	1
+
 #define FAIL(m, fmt, ...)	cr_assert_fail("seed %u step %u: " fmt, (m)->seed, (m)->step, ##__VA_ARGS__)
 
 void sm_opts_default(struct sm_opts *o)
@@ -651,7 +659,8 @@ void sm_ro_probe(struct sm *m)
 			ro_expect(m, s, "setxattr", bch_fs_setxattr(c, h, "user.x0", b, 5, 0));
 			if (n->xset[0])
 				ro_expect(m, s, "removexattr", bch_fs_removexattr(c, h, "user.x0"));
-			ro_expect(m, s, "link", bch_fs_link(c, h, s->root, name));
+			if (!SM_KNOWN_BUG_LINK)
+				ro_expect(m, s, "link", bch_fs_link(c, h, s->root, name));
 			ro_expect(m, s, "rename", bch_fs_rename(c, ph, nm, s->root, name, 0));
 			ro_expect(m, s, "unlink", bch_fs_unlink(c, ph, nm));
 		}
