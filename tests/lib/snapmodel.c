@@ -132,7 +132,7 @@ static int tree_find(const struct sm_tree *t, const char *path)
 	return -1;
 }
 
-static void tree_copy(struct sm_tree *dst, const struct sm_tree *src)
+void sm_tree_copy(struct sm_tree *dst, const struct sm_tree *src)
 {
 	dst->nr = dst->cap = src->nr;
 	dst->n = calloc(src->nr ? src->nr : 1, sizeof(*dst->n));
@@ -304,7 +304,7 @@ unsigned sm_snapshot(struct sm *m, unsigned src, bool ro)
 	s->id = bch_handle_subvol(h);
 	s->root = h;
 	s->ro = ro;
-	tree_copy(&s->t, &m->sub[src].t);
+	sm_tree_copy(&s->t, &m->sub[src].t);
 	for (unsigned i = 0; i < m->nr; i++)
 		if (m->sub[i].id == s->id)
 			FAIL(m, "snapshot %s got subvolume ID %u of live %s", s->name, s->id, m->sub[i].name);
@@ -329,6 +329,7 @@ void sm_delete(struct sm *m, unsigned i)
 uint64_t sm_gc(struct sm *m)
 {
 	uint64_t freed = 0;
+	m->gc_had_work = bch_snapshot_gc_pending(m->c);
 	int r = bch_snapshot_gc(m->c, NULL, NULL, &freed);
 	if (r)
 		FAIL(m, "snapshot gc: %d (%s) [%s]", r, strerror(-r), m->c->err_msg);

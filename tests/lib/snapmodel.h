@@ -91,6 +91,7 @@ struct sm {
 	struct sm_sub	sub[SM_SUBS_MAX];
 	unsigned	next_name;
 	unsigned char	*buf, *buf2;	/* SM_MAX_FILE + 64 KiB each */
+	bool		gc_had_work;	/* the last sm_gc() found deleted snapshots */
 	/* counts, for the log */
 	unsigned	nr_ops, nr_snaps, nr_ro_snaps, nr_deletes, nr_gc, nr_ro_refused;
 };
@@ -125,7 +126,7 @@ enum sm_kind sm_step(struct sm *m);
 unsigned sm_snapshot(struct sm *m, unsigned src, bool ro);
 /* Delete the subvolume at index i (model and filesystem). */
 void sm_delete(struct sm *m, unsigned i);
-/* bch_snapshot_gc(); the keys it freed. */
+/* bch_snapshot_gc(); the keys it freed.  Sets gc_had_work. */
 uint64_t sm_gc(struct sm *m);
 
 /*
@@ -163,6 +164,8 @@ int sm_fs_digest(struct bch_fs *c, uint64_t root, uint64_t *digest, char *msg, s
  */
 void sm_tree_build(struct bch_fs *c, uint64_t dir, const struct sm_tree *t);
 
+/* A copy of src sharing its file data (copy on write). */
+void sm_tree_copy(struct sm_tree *dst, const struct sm_tree *src);
 void sm_tree_free(struct sm_tree *t);
 
 #endif
