@@ -311,3 +311,37 @@ Test(snapshot_model, link_inside_a_subvolume)
 	cr_assert_eq(bch_fs_close(c), 0);
 	test_tmpdir_remove(tmpdir);
 }
+
+/*
+ * A snapshot of subvolume 0 taken while it names subvolume "a" holds a
+ * copy of that name.  After "a" is deleted and its ID handed to a new
+ * subvolume "b", the old name in the snapshot must not lead into "b".
+ */
+Test(snapshot_model, deleted_subvolume_name_in_an_older_snapshot)
+{
+	uint64_t a, snap0, b, h, f;
+
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "snapmodel");
+	testfs_format(tmpdir, 1, 64, NODE_BYTES, 1, paths);
+	struct bch_fs *c = open_fs(0);
+	cr_assert_eq(bch_fs_subvol_create(c, BCH_ROOT_INO, "a", S_IFDIR | 0755, 0, 0, &a), 0);
+	cr_assert_eq(bch_fs_subvol_snapshot(c, BCH_ROOT_INO, BCH_ROOT_INO, "snap0", true, &snap0), 0,
+		     "%s", c->err_msg);
+	int r = bch_fs_lookup(c, snap0, "a", &h);
+	fprintf(stderr, "deleted_subvolume_name: snap0/a: %d, handle %#lx (a is %#lx)\n", r, (unsigned long)h,
+		(unsigned long)a);
+	cr_assert_eq(bch_fs_subvol_delete(c, BCH_ROOT_INO, "a"), 0, "%s", c->err_msg);
+	uint64_t freed;
+	cr_assert_eq(bch_snapshot_gc(c, NULL, NULL, &freed), 0);
+	cr_assert_eq(bch_fs_subvol_create(c, BCH_ROOT_INO, "b", S_IFDIR | 0755, 0, 0, &b), 0);
+	cr_assert_eq(bch_fs_create(c, b, "only-in-b", S_IFREG | 0644, 0, 0, 0, &f), 0);
+	fprintf(stderr, "deleted_subvolume_name: b is %#lx\n", (unsigned long)b);
+	r = bch_fs_lookup(c, snap0, "a", &h);
+	if (!r) {
+		uint64_t x;
+		cr_assert_neq(h, b, "snap0/a leads into the new subvolume b (handle %#lx)", (unsigned long)h);
+		cr_assert_neq(bch_fs_lookup(c, h, "only-in-b", &x), 0, "snap0/a shows b's files");
+	}
+	cr_assert_eq(bch_fs_close(c), 0);
+	test_tmpdir_remove(tmpdir);
+}
