@@ -673,6 +673,47 @@ void sm_ro_probe(struct sm *m)
 	}
 }
 
+/* ------------------------------------------------------------ refusals */
+
+static void refuse(struct sm *m, const char *what, long r, long want)
+{
+	if (r != want)
+		FAIL(m, "%s gave %ld (%s), want %ld (%s) [%s]", what, r, r < 0 ? strerror(-r) : "", want,
+		     strerror(-want), m->c->err_msg);
+}
+
+void sm_refusal_probe(struct sm *m)
+{
+	struct bch_fs *c = m->c;
+	uint64_t x;
+
+	if (!m->nr)
+		return;
+	struct sm_sub *s = &m->sub[rnd(m, m->nr)], *o = &m->sub[rnd(m, m->nr)];
+	/* the names of subvolumes in subvolume 0's root */
+	refuse(m, "unlink of a subvolume's name", bch_fs_unlink(c, BCH_ROOT_INO, s->name), -EPERM);
+	refuse(m, "rmdir of a subvolume", bch_fs_rmdir(c, BCH_ROOT_INO, s->name), -EPERM);
+	refuse(m, "rename of a subvolume", bch_fs_rename(c, BCH_ROOT_INO, s->name, BCH_ROOT_INO, "elsewhere", 0),
+	       -EBUSY);
+	refuse(m, "a snapshot named as an existing subvolume",
+	       bch_fs_subvol_snapshot(c, s->root, BCH_ROOT_INO, o->name, false, &x), -EEXIST);
+	int d = pick(m, &s->t, 1);
+	if (d >= 0) {
+		uint64_t h = lookup_ok(m, s->root, s->t.n[d].path);
+		refuse(m, "a snapshot of a directory that is no subvolume's root",
+		       bch_fs_subvol_snapshot(c, h, BCH_ROOT_INO, "nosuch", false, &x), -EINVAL);
+	}
+	/* between subvolumes */
+	int f = pick(m, &s->t, 0);
+	if (f >= 0 && o != s) {
+		char parent[SM_PATH], nm[SM_PATH];
+		split(s->t.n[f].path, parent, nm);
+		uint64_t h = lookup_ok(m, s->root, s->t.n[f].path), ph = lookup_ok(m, s->root, parent);
+		refuse(m, "a link across subvolumes", bch_fs_link(c, h, o->root, "xdev"), -EXDEV);
+		refuse(m, "a rename across subvolumes", bch_fs_rename(c, ph, nm, o->root, "xdev", 0), -EXDEV);
+	}
+}
+
 /* ------------------------------------------------------------ walking the filesystem */
 
 struct fs_ent {

@@ -137,6 +137,14 @@ uint64_t sm_gc(struct sm *m);
 void sm_ro_probe(struct sm *m);
 
 /*
+ * Refusals around subvolumes, on random live ones: unlink, rmdir (-EPERM)
+ * and rename (-EBUSY) of a subvolume's name; a snapshot over an existing
+ * name (-EEXIST) or of a directory that is not a subvolume's root
+ * (-EINVAL); a link or rename across subvolumes (-EXDEV).
+ */
+void sm_refusal_probe(struct sm *m);
+
+/*
  * The tree of the subvolume rooted at handle root on c against t: names,
  * types, sizes, contents and xattrs.  NULL when equal, else a message in
  * msg.  *inos (may be NULL) gets every st_ino seen, *nr_inos counts them

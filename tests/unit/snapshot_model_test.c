@@ -128,8 +128,10 @@ static void run(unsigned def_seed, unsigned steps, unsigned size_mb)
 		kinds[k]++;
 		snprintf(when, sizeof(when), "after %s", sm_kind_names[k]);
 		sm_check(m, when);
-		if (step % 10 == 0)
+		if (step % 10 == 0) {
 			sm_ro_probe(m);
+			sm_refusal_probe(m);
+		}
 		if (step % (steps / 4) == 0 || step == steps / 3) {
 			if (step == steps / 2) {		/* a power cut after a sync: replay */
 				cr_assert_eq(bch_fs_fsync(c), 0);
@@ -343,5 +345,50 @@ Test(snapshot_model, deleted_subvolume_name_in_an_older_snapshot)
 		cr_assert_neq(bch_fs_lookup(c, h, "only-in-b", &x), 0, "snap0/a shows b's files");
 	}
 	cr_assert_eq(bch_fs_close(c), 0);
+	test_tmpdir_remove(tmpdir);
+}
+
+/*
+ * A read-only snapshot named inside its own source (t61's /s1/ro): the
+ * name lands in the source's new leaf, so the snapshot does not hold its
+ * own name; the source cannot be deleted while it names the snapshot; the
+ * snapshot keeps the source's tree as it was; both survive a reopen.
+ */
+Test(snapshot_model, snapshot_named_inside_its_source)
+{
+	uint64_t work, f, ro, h, x;
+	char buf[16];
+
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "snapmodel");
+	testfs_format(tmpdir, 1, 64, NODE_BYTES, 1, paths);
+	struct bch_fs *c = open_fs(0);
+	cr_assert_eq(bch_fs_subvol_create(c, BCH_ROOT_INO, "work", S_IFDIR | 0755, 0, 0, &work), 0);
+	cr_assert_eq(bch_fs_create(c, work, "f", S_IFREG | 0644, 0, 0, 0, &f), 0);
+	cr_assert_eq(bch_fs_write(c, f, 0, "before", 6), 6);
+	cr_assert_eq(bch_fs_subvol_snapshot(c, work, work, "ro", true, &ro), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_write(c, f, 0, "after!", 6), 6);
+	for (int pass = 0; pass < 2; pass++) {
+		cr_assert_eq(bch_fs_lookup(c, work, "ro", &h), 0, "pass %d", pass);
+		cr_assert_eq(h, ro, "pass %d: work/ro is %#lx, the snapshot's root %#lx", pass, (unsigned long)h,
+			     (unsigned long)ro);
+		cr_assert_eq(bch_fs_lookup(c, ro, "ro", &x), -ENOENT, "pass %d: the snapshot holds its own name",
+			     pass);
+		cr_assert_eq(bch_fs_lookup(c, ro, "f", &h), 0);
+		cr_assert_eq(bch_fs_read(c, h, 0, buf, sizeof(buf)), 6);
+		cr_assert(!memcmp(buf, "before", 6), "pass %d: the snapshot's f reads %.6s", pass, buf);
+		cr_assert_eq(bch_fs_read(c, f, 0, buf, sizeof(buf)), 6);
+		cr_assert(!memcmp(buf, "after!", 6), "pass %d: work's f reads %.6s", pass, buf);
+		cr_assert_eq(bch_fs_subvol_delete(c, BCH_ROOT_INO, "work"), -ENOTEMPTY, "pass %d", pass);
+		cr_assert_eq(bch_fs_close(c), 0);
+		c = open_fs(0);
+	}
+	cr_assert_eq(bch_fs_subvol_delete(c, work, "ro"), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_lookup(c, work, "ro", &x), -ENOENT);
+	cr_assert_eq(bch_fs_subvol_delete(c, BCH_ROOT_INO, "work"), 0, "%s", c->err_msg);
+	uint64_t freed;
+	cr_assert_eq(bch_snapshot_gc(c, NULL, NULL, &freed), 0);
+	cr_assert_eq(bch_snapshot_live_leaves(c), 1);
+	cr_assert_eq(bch_fs_close(c), 0);
+	fsck_clean(0);
 	test_tmpdir_remove(tmpdir);
 }
