@@ -547,7 +547,7 @@ static enum sm_kind op_xattr(struct sm *m, struct sm_sub *s, bool rm)
 		}
 		return SM_RMXATTR;
 	}
-	size_t len = rnd(m, 4) ? rnd(m, 64) : rnd(m, SM_XMAX + 1);
+	size_t len = rnd(m, 8) ? rnd(m, 200) : rnd(m, SM_XMAX + 1);
 	unsigned char *v = malloc(len ? len : 1);
 	fill(m, v, len);
 	expect(m, "setxattr", n->path, bch_fs_setxattr(m->c, h, name, v, len, 0), 0);

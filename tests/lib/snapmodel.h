@@ -32,7 +32,7 @@ struct bch_fs;
 #define SM_MAX_FILE	(512 << 10)
 #define SM_NBLK		(SM_MAX_FILE / SM_BLOCK)
 #define SM_NX		3		/* xattr names user.x0 .. user.x2 */
-#define SM_XMAX		700		/* longest xattr value */
+#define SM_XMAX		3000		/* longest xattr value (long ones go in pieces) */
 #define SM_PATH		64
 
 struct sm_blob {
