@@ -13,8 +13,10 @@
  * snapshot create and delete commit synchronously, so a snapshot whose
  * create returned is there and intact, one whose delete returned is gone,
  * and nothing is half done.  fsck -n finds nothing (the btrees while
- * several snapshots live, the files too once one is left), and a clean
- * close and reopen keeps the state (on a sample of the cuts).
+ * several snapshots live, the files too once one is left), a clean close
+ * and reopen keeps the state, and snapshot gc then finishes any deletion
+ * the cut left half done without changing what a subvolume shows (on a
+ * sample of the cuts).
  *
  * Every operation is one transaction here: files stay under 1 MiB, so a
  * write is one chunk, and truncates are block-aligned (fs_ops.h: large
@@ -304,6 +306,7 @@ static void crash_run(unsigned def_seed)
 	fprintf(stderr, "\n");
 
 	unsigned checked = 0, reopened = 0, fscked = 0;
+	uint64_t gc_freed = 0;
 	for (size_t at = 0; at <= events; at++) {
 		bool flush = at > 0 && iorec_event(rec, at - 1)->type == IOREC_FLUSH;
 		if (!flush && at % CUT_EVERY && at != events)
@@ -361,15 +364,28 @@ static void crash_run(unsigned def_seed)
 				r = open_crash(seed, at, TESTFS_RO | TESTFS_FSCK);
 				fsck_clean(r, seed, at);
 				fscked++;
+				bch_fs_close(r);
+				/* deletion resumes where the cut left it, and changes nothing seen */
+				r = open_crash(seed, at, 0);
+				uint64_t freed;
+				cr_assert_eq(bch_snapshot_gc(r, NULL, NULL, &freed), 0, "seed %u cut %zu: gc: %s",
+					     seed, at, r->err_msg);
+				cr_assert(!bch_snapshot_gc_pending(r), "seed %u cut %zu: gc left work", seed, at);
+				struct state after;
+				bad = fs_state(r, &after, msg, sizeof(msg));
+				cr_assert_null(bad, "seed %u cut %zu after gc: %s", seed, at, bad);
+				cr_assert(state_eq(&after, &states[k]), "seed %u cut %zu: gc changed what the "
+					  "subvolumes show", seed, at);
+				gc_freed += freed;
 			}
 			bch_fs_close(r);
 		}
 		iorec_plan_free(&plan);
 		checked++;
 	}
-	fprintf(stderr, "snapshot_crash: seed %u: %zu events, %u crash states checked, %u reopened, %u fsck'd, "
-		"%u failed to open%s%s\n", seed, events, checked, reopened, fscked, open_failures,
-		open_failures ? "; first: " : "", first_open_failure);
+	fprintf(stderr, "snapshot_crash: seed %u: %zu events, %u crash states checked, %u reopened, %u fsck'd "
+		"and gc'd (%lu keys freed), %u failed to open%s%s\n", seed, events, checked, reopened, fscked,
+		(unsigned long)gc_freed, open_failures, open_failures ? "; first: " : "", first_open_failure);
 	iorec_free(rec);
 	sm_free(m);
 	free(m);
