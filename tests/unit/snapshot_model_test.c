@@ -25,6 +25,7 @@
 #include "bcachefs.h"
 #include "bcachefs_format.h"
 #include "alloc.h"
+#include "opts.h"
 #include "fs.h"
 #include "fs_ops.h"
 #include "fsck.h"
@@ -107,7 +108,27 @@ static void fsck_clean(unsigned seed)
 	bch_fs_close(c);
 }
 
-static void run(unsigned def_seed, unsigned steps, unsigned size_mb)
+/* Format (encrypted if asked) with compression comp (NULL: none), a superblock option. */
+static void format(unsigned size_mb, const char *comp)
+{
+	testfs_format(tmpdir, 1, size_mb, NODE_BYTES, 1, paths);
+	if (comp) {
+		struct bch_fs *c = open_fs(0);
+		char err[128];
+		uint64_t v;
+		cr_assert_eq(bch_opt_parse(Opt_compression, comp, &v, err, sizeof(err)), 0);
+		c->opts.v[Opt_compression] = v;
+		c->sb->opts[bch_opt_table[Opt_compression].sb_slot] = v;
+		cr_assert_eq(bch_fs_close(c), 0);
+	}
+}
+
+/*
+ * The model on a filesystem of size_mb MiB, compressed with comp (NULL:
+ * not; the space check then wants the same user data exactly, else it only
+ * reports: compressed pieces keep whole compressed extents).
+ */
+static void run(unsigned def_seed, unsigned steps, unsigned size_mb, const char *comp)
 {
 	struct sm *m = calloc(1, sizeof(*m));
 	struct sm_opts o;
@@ -116,9 +137,10 @@ static void run(unsigned def_seed, unsigned steps, unsigned size_mb)
 	char when[64];
 
 	cr_assert(m);
-	fprintf(stderr, "snapshot_model: seed %u, %u steps\n", seed, steps);
+	fprintf(stderr, "snapshot_model: seed %u, %u steps, compression %s%s\n", seed, steps, comp ? comp : "none",
+		testfs_encrypted ? ", encrypted" : "");
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "snapmodel");
-	testfs_format(tmpdir, 1, size_mb, NODE_BYTES, 1, paths);
+	format(size_mb, comp);
 	sm_opts_default(&o);
 	struct bch_fs *c = open_fs(seed);
 	sm_init(m, c, seed, &o);
@@ -201,7 +223,7 @@ static void run(unsigned def_seed, unsigned steps, unsigned size_mb)
 	/* the same tree on a filesystem that never had snapshots */
 	test_tmpdir_remove(tmpdir);
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "snapmodel");
-	testfs_format(tmpdir, 1, size_mb, NODE_BYTES, 1, paths);
+	format(size_mb, comp);
 	c = open_fs(seed);
 	uint64_t dir;
 	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "work", S_IFDIR | 0755, 0, 0, 0, &dir), 0);
@@ -219,6 +241,8 @@ static void run(unsigned def_seed, unsigned steps, unsigned size_mb)
 		(unsigned long)freed, (unsigned long)a.user << 9, (unsigned long)a.btree << 9,
 		(unsigned long)a.used, (unsigned long)b.user << 9, (unsigned long)b.btree << 9,
 		(unsigned long)b.used);
+	if (comp)
+		goto out;
 	cr_assert_eq(a.user, b.user, "seed %u: user data %lu sectors after deleting every snapshot, "
 		     "%lu without snapshots", seed, (unsigned long)a.user, (unsigned long)b.user);
 	uint64_t node = NODE_BYTES >> 9, d = a.btree > b.btree ? a.btree - b.btree : b.btree - a.btree;
@@ -228,6 +252,7 @@ static void run(unsigned def_seed, unsigned steps, unsigned size_mb)
 	cr_assert_leq(d, 4 * node, "seed %u: btree %lu sectors after deleting every snapshot, %lu without "
 		      "snapshots (more than 4 nodes apart)", seed, (unsigned long)a.btree,
 		      (unsigned long)b.btree);
+out:
 	sm_tree_free(&final);
 	sm_free(m);
 	free(m);
@@ -242,12 +267,19 @@ static unsigned nsteps(unsigned base)
 
 Test(snapshot_model, random_ops_snapshots_deletes, .timeout = 1800)
 {
-	run(3001, nsteps(300), 64);
+	run(3001, nsteps(300), 64, NULL);
 }
 
 Test(snapshot_model, another_seed, .timeout = 1800)
 {
-	run(3002, nsteps(200), 64);
+	run(3002, nsteps(200), 64, NULL);
+}
+
+/* Compressed extents cut into pieces by snapshots, and encrypted ones. */
+Test(snapshot_model, lz4_encrypted, .timeout = 1800)
+{
+	testfs_encrypted = true;
+	run(3003, nsteps(150), 64, "lz4");
 }
 
 /*
