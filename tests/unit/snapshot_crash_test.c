@@ -36,6 +36,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "fsck.h"
+#include "opts.h"
 #include "snapshot.h"
 #include "tests/lib/iorecord.h"
 #include "tests/lib/snapmodel.h"
@@ -43,7 +44,6 @@
 #include "tests/lib/tmpdir.h"
 
 #define SOAK		(getenv("SOAK") != NULL)
-#define NOPS		(SOAK ? 400 : 100)
 /*
  * Cut after every flush, and after every CUT_EVERY-th other event: 1, every
  * write (about 0.1 s a cut under ASan: an image, an open with replay, a walk
@@ -234,7 +234,7 @@ static struct bch_fs *open_crash(unsigned seed, size_t at, unsigned flags)
 	return c;
 }
 
-static void crash_run(unsigned def_seed)
+static void crash_run(unsigned def_seed, const char *comp, unsigned nops)
 {
 	unsigned seed = getenv("SEED") ? (unsigned)atoi(getenv("SEED")) : def_seed;
 	struct sm *m = calloc(1, sizeof(*m));
@@ -242,17 +242,26 @@ static void crash_run(unsigned def_seed)
 	char err[256];
 
 	cr_assert(m);
-	fprintf(stderr, "snapshot_crash: seed %u, %u ops, cut after every flush and every %u event(s)\n",
-		seed, NOPS, CUT_EVERY);
+	fprintf(stderr, "snapshot_crash: seed %u, %u ops, cut after every flush and every %u event(s)%s%s\n",
+		seed, nops, CUT_EVERY, comp ? ", compression " : "", comp ? comp : "");
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "snapcrash");
 	testfs_format(tmpdir, 1, 24, 8192, 1, paths);
+	if (comp) {		/* a superblock option, set as format would */
+		struct bch_fs *f = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+		uint64_t v;
+		cr_assert(f, "%s", err);
+		cr_assert_eq(bch_opt_parse(Opt_compression, comp, &v, err, sizeof(err)), 0);
+		f->opts.v[Opt_compression] = v;
+		f->sb->opts[bch_opt_table[Opt_compression].sb_slot] = v;
+		cr_assert_eq(bch_fs_close(f), 0);
+	}
 	snprintf(crash[0], sizeof(crash[0]), "%s/crash.img", tmpdir);
 
-	struct state *states = calloc(NOPS + 1, sizeof(*states));
-	size_t *op_event = calloc(NOPS + 1, sizeof(*op_event));
-	unsigned *synced_op = calloc(NOPS + 1, sizeof(*synced_op));	/* per op: the last durable op */
+	struct state *states = calloc(nops + 1, sizeof(*states));
+	size_t *op_event = calloc(nops + 1, sizeof(*op_event));
+	unsigned *synced_op = calloc(nops + 1, sizeof(*synced_op));	/* per op: the last durable op */
 	unsigned kinds[SM_NOP + 1] = { 0 };
-	enum sm_kind *op_kind = calloc(NOPS + 1, sizeof(*op_kind));
+	enum sm_kind *op_kind = calloc(nops + 1, sizeof(*op_kind));
 	cr_assert(states && op_event && synced_op);
 
 	struct bch_fs *c = testfs_open(paths, 1, 0, 1 << 20, err, sizeof(err));
@@ -273,7 +282,7 @@ static void crash_run(unsigned def_seed)
 	cr_assert(rec);
 	cr_assert_eq(iorec_attach(rec, 0, c->devs[0]->bdev), 0);
 	unsigned last_sync = 0;
-	for (unsigned op = 1; op <= NOPS; op++) {
+	for (unsigned op = 1; op <= nops; op++) {
 		enum sm_kind k = sm_step(m);
 		kinds[k]++;
 		op_kind[op] = k;
@@ -313,7 +322,7 @@ static void crash_run(unsigned def_seed)
 			continue;
 		/* the newest durable op when power went, and the last op begun */
 		unsigned durable = 0, issued = 0;
-		for (unsigned op = 1; op <= NOPS; op++) {
+		for (unsigned op = 1; op <= nops; op++) {
 			if (op_event[op] <= at)
 				durable = synced_op[op];
 			if (op == 1 || op_event[op - 1] <= at)
@@ -343,7 +352,7 @@ static void crash_run(unsigned def_seed)
 				for (unsigned op = durable > 12 ? durable - 12 : 1; op <= issued; op++)
 					fprintf(stderr, "  op %u: %s, events to %zu, durable from op %u\n", op,
 						sm_kind_names[op_kind[op]], op_event[op], synced_op[op]);
-				for (unsigned any = 0; any <= NOPS; any++)
+				for (unsigned any = 0; any <= nops; any++)
 					if (state_eq(&found, &states[any]))
 						fprintf(stderr, "  (the state after op %u)\n", any);
 				explain(r, &found, &states[durable], durable);
@@ -389,7 +398,7 @@ static void crash_run(unsigned def_seed)
 	iorec_free(rec);
 	sm_free(m);
 	free(m);
-	for (unsigned op = 0; op <= NOPS; op++)
+	for (unsigned op = 0; op <= nops; op++)
 		state_free(&states[op]);
 	free(states);
 	free(op_event);
@@ -400,5 +409,11 @@ static void crash_run(unsigned def_seed)
 
 Test(snapshot_crash, every_returned_snapshot_survives_every_cut, .timeout = 900)
 {
-	crash_run(4001);
+	crash_run(4001, NULL, SOAK ? 400 : 100);
+}
+
+/* The same on a compressed filesystem: pieces of compressed extents. */
+Test(snapshot_crash, compressed_every_returned_snapshot_survives_every_cut, .timeout = 900)
+{
+	crash_run(4002, "lz4", SOAK ? 400 : 60);
 }
