@@ -2,6 +2,7 @@
 /* snapmodel.c - a model of subvolumes and snapshots for tests (see snapmodel.h). */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <linux/falloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 
 const char *const sm_kind_names[] = {
 	"create", "mkdir", "write", "truncate", "unlink", "rmdir", "rename",
-	"setxattr", "rmxattr", "snapshot", "delete", "gc", "nop",
+	"setxattr", "rmxattr", "punch", "snapshot", "delete", "gc", "nop",
 };
 
 /*
@@ -429,6 +430,26 @@ static enum sm_kind op_write(struct sm *m, struct sm_sub *s)
 	return SM_WRITE;
 }
 
+/* A hole punched (partial blocks zeroed, whole ones freed; the size kept). */
+static enum sm_kind op_punch(struct sm *m, struct sm_sub *s)
+{
+	int i = pick(m, &s->t, 0);
+	if (i < 0)
+		return op_create(m, s, false);
+	struct sm_node *n = &s->t.n[i];
+	size_t off = rnd(m, m->o.max_file), len = 1 + rnd(m, 128 << 10);
+	uint64_t h = lookup_ok(m, s->root, n->path);
+	int r = bch_fs_fallocate(m->c, h, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, len);
+	expect(m, "punch", n->path, r, 0);
+	size_t zend = off + len < n->size ? off + len : n->size;
+	if (n->data && off < zend)
+		memset(blob_mut(n, 0) + off, 0, zend - off);
+	size_t a = (off + SM_BLOCK - 1) / SM_BLOCK, b = (off + len) / SM_BLOCK;
+	if (a < b)
+		set_alloc(n, a * SM_BLOCK, (b - a) * SM_BLOCK, false);
+	return SM_PUNCH;
+}
+
 static enum sm_kind op_truncate(struct sm *m, struct sm_sub *s)
 {
 	int i = pick(m, &s->t, 0);
@@ -601,8 +622,10 @@ enum sm_kind sm_step(struct sm *m)
 		return op_create(m, s, false);
 	if (k < 18)
 		return op_create(m, s, true);
-	if (k < 48)
+	if (k < 44 || (k < 48 && m->o.aligned_truncate))
 		return op_write(m, s);
+	if (k < 48)
+		return op_punch(m, s);
 	if (k < 56)
 		return op_truncate(m, s);
 	if (k < 64)

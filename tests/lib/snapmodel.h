@@ -4,8 +4,8 @@
 
 /*
  * snapmodel.h - a model of subvolumes and snapshots for tests: random file
- * operations (create, mkdir, write, truncate, unlink, rmdir, rename within
- * a subvolume, xattrs) interleaved with snapshots of random live
+ * operations (create, mkdir, write, truncate, punch, unlink, rmdir,
+ * rename within a subvolume, xattrs) interleaved with snapshots of random live
  * subvolumes (nested, some read-only) and deletions in random order, run
  * on a filesystem and on an in-memory copy of every live subvolume's tree.
  *
@@ -71,7 +71,8 @@ struct sm_sub {
 /* Workload knobs: the defaults suit a model test; crash tests restrict. */
 struct sm_opts {
 	size_t		max_file;	/* files stay below this (<= SM_MAX_FILE) */
-	bool		aligned_truncate; /* truncates to block multiples only */
+	bool		aligned_truncate; /* truncates to block multiples only, no punches
+					     (crash tests: each operation one transaction) */
 	unsigned	max_subs;	/* live subvolumes at most */
 	unsigned	pct_snapshot;	/* chance per step of a snapshot */
 	unsigned	pct_delete;	/* of a deletion */
@@ -99,7 +100,7 @@ struct sm {
 /* What sm_step() did. */
 enum sm_kind {
 	SM_CREATE, SM_MKDIR, SM_WRITE, SM_TRUNCATE, SM_UNLINK, SM_RMDIR, SM_RENAME,
-	SM_SETXATTR, SM_RMXATTR, SM_SNAPSHOT, SM_DELETE, SM_GC, SM_NOP,
+	SM_SETXATTR, SM_RMXATTR, SM_PUNCH, SM_SNAPSHOT, SM_DELETE, SM_GC, SM_NOP,
 };
 extern const char *const sm_kind_names[];
 
