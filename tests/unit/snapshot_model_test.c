@@ -369,6 +369,9 @@ Test(snapshot_model, deleted_subvolume_name_in_an_older_snapshot)
 	cr_assert_eq(bch_fs_subvol_delete(c, BCH_ROOT_INO, "a"), 0, "%s", c->err_msg);
 	uint64_t freed;
 	cr_assert_eq(bch_snapshot_gc(c, NULL, NULL, &freed), 0);
+	r = bch_fs_lookup(c, snap0, "a", &h);
+	fprintf(stderr, "deleted_subvolume_name: after the delete, snap0/a: %d (%s), handle %#lx\n", r,
+		strerror(-r), (unsigned long)h);
 	cr_assert_eq(bch_fs_subvol_create(c, BCH_ROOT_INO, "b", S_IFDIR | 0755, 0, 0, &b), 0);
 	cr_assert_eq(bch_fs_create(c, b, "only-in-b", S_IFREG | 0644, 0, 0, 0, &f), 0);
 	fprintf(stderr, "deleted_subvolume_name: b is %#lx\n", (unsigned long)b);
