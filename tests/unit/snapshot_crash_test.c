@@ -4,15 +4,15 @@
  * (issue 30, "Tests"; tests/lib/snapmodel.h): file operations in random
  * subvolumes, snapshots of random live ones (nested, some read-only),
  * deletions and snapshot gc, recorded with the write recorder
- * (tests/lib/iorecord.h) and cut at every flush and at every write (or
- * every CUT_EVERY-th write; see below), with half the unflushed writes
- * surviving and one torn.  Each image must open (journal replay) and show,
+ * (tests/lib/iorecord.h) and cut after every write and every flush, with
+ * half the unflushed writes surviving and one torn.  Each image must open (journal replay) and show,
  * over all live subvolumes at once (their names in subvolume 0's root, IDs,
  * read-only flags and trees), exactly the model's state after some
  * operation at or after the last one that was durable when power went:
  * snapshot create and delete commit synchronously, so a snapshot whose
  * create returned is there and intact, one whose delete returned is gone,
- * and nothing is half done.  fsck -n finds nothing (the btrees while
+ * and nothing is half done.  The recorded run itself is checked against
+ * the model after every operation.  fsck -n finds nothing (the btrees while
  * several snapshots live, the files too once one is left), a clean close
  * and reopen keeps the state, and snapshot gc then finishes any deletion
  * the cut left half done without changing what a subvolume shows (on a
@@ -20,8 +20,12 @@
  *
  * Every operation is one transaction here: files stay under 1 MiB, so a
  * write is one chunk, and truncates are block-aligned (fs_ops.h: large
- * operations commit in pieces).  Seeds are printed (SEED= repeats one);
- * SOAK=1 records a longer workload and cuts at every write.
+ * operations commit in pieces), and there are no hole punches.  Seeds
+ * are printed (SEED= repeats one); SOAK=1 records a longer workload.
+ *
+ * A filesystem that fails to open after a cut fails the test (counted, the
+ * first message printed) and is then checked opened for fsck, so that one
+ * open bug does not hide the others.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
