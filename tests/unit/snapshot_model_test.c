@@ -37,12 +37,13 @@
 #define NODE_BYTES	(64 << 10)
 
 static char tmpdir[64];
-static char paths[1][TESTFS_PATH_MAX];
+static char paths[2][TESTFS_PATH_MAX];
+static unsigned nr_devs = 1;	/* the model's filesystem: 1, or 2 with metadata on both */
 
 static struct bch_fs *open_fs(unsigned seed)
 {
 	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	struct bch_fs *c = testfs_open(paths, nr_devs, 0, 0, err, sizeof(err));
 
 	cr_assert(c, "seed %u: open: %s", seed, err);
 	return c;
@@ -57,14 +58,14 @@ static struct bch_fs *open_fs(unsigned seed)
 static struct bch_fs *reopen_fs(unsigned seed, unsigned step)
 {
 	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	struct bch_fs *c = testfs_open(paths, nr_devs, 0, 0, err, sizeof(err));
 
 	if (c)
 		return c;
 	cr_expect_fail("seed %u step %u: open: %s", seed, step, err);
 	fprintf(stderr, "snapshot_model: seed %u step %u: open failed (%s); going on opened for fsck\n", seed,
 		step, err);
-	c = testfs_open(paths, 1, TESTFS_FSCK, 0, err, sizeof(err));
+	c = testfs_open(paths, nr_devs, TESTFS_FSCK, 0, err, sizeof(err));
 	cr_assert(c, "seed %u step %u: open for fsck: %s", seed, step, err);
 	return c;
 }
@@ -75,12 +76,18 @@ struct space {
 
 static struct space space_of(struct bch_fs *c)
 {
-	struct bch_dev_usage u;
+	struct space r = { 0 };
 	struct bch_fs_space sp;
 
-	bch_dev_usage_get(c, 0, &u);
+	for (unsigned d = 0; d < nr_devs; d++) {
+		struct bch_dev_usage u;
+		bch_dev_usage_get(c, d, &u);
+		r.user += u.sectors[BCH_DATA_user];
+		r.btree += u.sectors[BCH_DATA_btree];
+	}
 	bch_fs_space(c, &sp);
-	return (struct space) { u.sectors[BCH_DATA_user], u.sectors[BCH_DATA_btree], sp.used };
+	r.used = sp.used;
+	return r;
 }
 
 /*
@@ -90,7 +97,7 @@ static struct space space_of(struct bch_fs *c)
 static void fsck_clean(unsigned seed)
 {
 	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
+	struct bch_fs *c = testfs_open(paths, nr_devs, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
 
 	cr_assert(c, "seed %u: open for fsck: %s", seed, err);
 	if (bch_snapshot_live_leaves(c) <= 1) {
@@ -111,7 +118,7 @@ static void fsck_clean(unsigned seed)
 /* Format (encrypted if asked) with compression comp (NULL: none), a superblock option. */
 static void format(unsigned size_mb, const char *comp)
 {
-	testfs_format(tmpdir, 1, size_mb, NODE_BYTES, 1, paths);
+	testfs_format(tmpdir, nr_devs, size_mb, NODE_BYTES, nr_devs, paths);
 	if (comp) {
 		struct bch_fs *c = open_fs(0);
 		char err[128];
@@ -137,8 +144,8 @@ static void run(unsigned def_seed, unsigned steps, unsigned size_mb, const char 
 	char when[64];
 
 	cr_assert(m);
-	fprintf(stderr, "snapshot_model: seed %u, %u steps, compression %s%s\n", seed, steps, comp ? comp : "none",
-		testfs_encrypted ? ", encrypted" : "");
+	fprintf(stderr, "snapshot_model: seed %u, %u steps, %u device(s), compression %s%s\n", seed, steps,
+		nr_devs, comp ? comp : "none", testfs_encrypted ? ", encrypted" : "");
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "snapmodel");
 	format(size_mb, comp);
 	sm_opts_default(&o);
@@ -155,7 +162,7 @@ static void run(unsigned def_seed, unsigned steps, unsigned size_mb, const char 
 			sm_refusal_probe(m);
 		}
 		if (step % (steps / 4) == 0 || step == steps / 3) {
-			if (step == steps / 2) {		/* a power cut after a sync: replay */
+			if (step == 2 * (steps / 4)) {	/* a power cut after a sync: replay */
 				cr_assert_eq(bch_fs_fsync(c), 0);
 				c->read_only = true;
 				bch_fs_close(c);
@@ -273,6 +280,13 @@ Test(snapshot_model, random_ops_snapshots_deletes, .timeout = 1800)
 Test(snapshot_model, another_seed, .timeout = 1800)
 {
 	run(3002, nsteps(200), 64, NULL);
+}
+
+/* Two devices, every btree node on both. */
+Test(snapshot_model, two_devices, .timeout = 1800)
+{
+	nr_devs = 2;
+	run(3004, nsteps(150), 48, NULL);
 }
 
 /* Compressed extents cut into pieces by snapshots, and encrypted ones. */
