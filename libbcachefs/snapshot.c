@@ -20,6 +20,8 @@ struct bch_snapshots {
 	bool			loaded;
 	struct bch_snap_info	*s;		/* sorted by id */
 	unsigned		nr;
+	uint32_t		**anc;		/* per entry: ancestors() (NULL: not made yet) */
+	unsigned		*nr_anc;
 	struct bch_subvol_info	*sv;		/* sorted by id */
 	unsigned		nr_sv;
 	struct bch_subvol_info	root;		/* subvolume 0 without keys */
@@ -29,10 +31,21 @@ struct bch_snapshots {
 
 /* ------------------------------------------------------------ the table */
 
+static void anc_free(struct bch_snapshots *t)
+{
+	for (unsigned i = 0; t->anc && i < t->nr; i++)
+		free(t->anc[i]);
+	free(t->anc);
+	free(t->nr_anc);
+	t->anc = NULL;
+	t->nr_anc = NULL;
+}
+
 void bch_snapshots_exit(struct bch_fs *c)
 {
 	if (!c->snaps)
 		return;
+	anc_free(c->snaps);
 	free(c->snaps->s);
 	free(c->snaps->sv);
 	free(c->snaps);
@@ -48,6 +61,7 @@ int bch_snapshots_load(struct bch_fs *c)
 
 	if (!t && !(t = c->snaps = calloc(1, sizeof(*t))))
 		return -ENOMEM;
+	anc_free(t);
 	t->nr = t->nr_sv = 0;
 	t->loaded = true;
 	t->gen++;
@@ -55,7 +69,7 @@ int bch_snapshots_load(struct bch_fs *c)
 	t->root.v = (struct bch_subvolume) { .snapshot = 0, .root_inum = BCH_ROOT_INO,
 					     .parent = BCH_SUBVOL_NONE, .dir_subvol = BCH_SUBVOL_NONE };
 	if (!c->roots || !c->roots->r[BCH_BTREE_ID_snapshots].key)
-		return 0;
+		return 0;	/* nr 0: ancestors() is never asked */
 	unsigned cap_s = 0, cap_sv = 0;
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_snapshots, POS_MIN, POS_MAX);
 	while ((k = bch_btree_iter_next(&it, &err))) {
@@ -82,6 +96,10 @@ int bch_snapshots_load(struct bch_fs *c)
 		}
 	}
 	bch_btree_iter_exit(&it);
+	t->anc = calloc(t->nr + 1, sizeof(*t->anc));
+	t->nr_anc = calloc(t->nr + 1, sizeof(*t->nr_anc));
+	if (!t->anc || !t->nr_anc)
+		abort();
 	return err;
 }
 
@@ -183,67 +201,56 @@ const struct bch_snap_info *bch_snaps(struct bch_fs *c, unsigned *nr)
 	return t ? t->s : NULL;
 }
 
-static struct bch_view *view_of(struct bch_fs *c);
-
-/* The view's ancestor list (v->snap first, then each parent), made on first use. */
-static bool view_ancestors(struct bch_fs *c, struct bch_view *v)
+/*
+ * Snapshot table entry i's ancestors-or-self, newest first: made at the
+ * first question and kept with the table (freed when it is read again).
+ */
+static const uint32_t *ancestors(struct bch_snapshots *t, unsigned i, unsigned *nr)
 {
-	if (v->anc && v->anc_gen == c->snaps->gen)
-		return true;
-	free(v->anc);
-	v->anc = NULL;
-	v->nr_anc = 0;
-	unsigned cap = 16;
-	uint32_t *a = malloc(cap * sizeof(*a));
-	if (!a)
-		return false;
-	for (uint32_t s = v->snap; ; ) {
-		if (v->nr_anc == cap) {
-			uint32_t *n = realloc(a, 2 * cap * sizeof(*a));
-			if (!n) {
-				free(a);
-				return false;
-			}
-			a = n;
-			cap *= 2;
+	if (!t->anc[i]) {
+		unsigned n = 0, cap = 8;
+		uint32_t *a = malloc(cap * sizeof(*a));
+		if (!a)
+			abort();
+		for (int j = (int)i; j >= 0 && n <= BCH_SNAPSHOT_DEPTH_MAX; ) {
+			if (n == cap && !(a = realloc(a, (cap *= 2) * sizeof(*a))))
+				abort();
+			a[n++] = t->s[j].id;
+			if (t->s[j].parent == BCH_SNAPSHOT_NONE)
+				break;
+			j = id_index(t->s, t->nr, sizeof(*t->s), t->s[j].parent);
 		}
-		a[v->nr_anc++] = s;
-		const struct bch_snap_info *i = bch_snap_get(c, s);
-		if (!i || i->parent == BCH_SNAPSHOT_NONE || v->nr_anc > BCH_SNAPSHOT_DEPTH_MAX)
-			break;
-		s = i->parent;
+		t->anc[i] = a;
+		t->nr_anc[i] = n;
 	}
-	v->anc = a;
-	v->anc_gen = c->snaps->gen;
-	return true;
+	*nr = t->nr_anc[i];
+	return t->anc[i];
 }
 
 bool bch_snap_is_ancestor(struct bch_fs *c, uint32_t anc, uint32_t s)
 {
-	struct bch_view *v = view_of(c);
+	struct bch_snapshots *t = table(c);
 
-	/* the common question: is a key's snapshot seen from the view's? (a search, newest first) */
-	if (v && v->snap == s && c->snaps && view_ancestors(c, v)) {
-		unsigned lo = 0, hi = v->nr_anc;
-		while (lo < hi) {
-			unsigned m = (lo + hi) / 2;
-			if (v->anc[m] == anc)
-				return true;
-			if (v->anc[m] > anc)
-				lo = m + 1;
-			else
-				hi = m;
-		}
+	if (anc == s)
+		return true;
+	if (!t || anc > s)	/* parents have smaller IDs */
 		return false;
+	int i = id_index(t->s, t->nr, sizeof(*t->s), s);
+	if (i < 0)
+		return false;
+	unsigned n;
+	const uint32_t *a = ancestors(t, i, &n);
+	unsigned lo = 0, hi = n;	/* descending */
+	while (lo < hi) {
+		unsigned m = (lo + hi) / 2;
+		if (a[m] == anc)
+			return true;
+		if (a[m] > anc)
+			lo = m + 1;
+		else
+			hi = m;
 	}
-	/* parents have smaller IDs: climb while above anc */
-	for (unsigned n = 0; s > anc && n <= BCH_SNAPSHOT_DEPTH_MAX; n++) {
-		const struct bch_snap_info *i = bch_snap_get(c, s);
-		if (!i || i->parent == BCH_SNAPSHOT_NONE)
-			return false;
-		s = i->parent;
-	}
-	return s == anc;
+	return false;
 }
 
 /* ------------------------------------------------------------ views */
@@ -271,8 +278,6 @@ int bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum)
 	*inum &= BCH_HANDLE_INUM_MASK;
 	if (cur && (!subvol || subvol == cur->subvol)) {
 		*v = *cur;		/* an inner call: same view */
-		v->anc = NULL;		/* its own ancestor list */
-		v->nr_anc = 0;
 	} else {
 		const struct bch_subvol_info *sv = bch_subvol_get(c, subvol);
 		if (!sv)
@@ -282,8 +287,6 @@ int bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum)
 		v->snap = sv->v.snapshot;
 		v->ro = sv->v.flags & BCH_SUBVOL_RO;
 		v->raw = false;
-		v->anc = NULL;
-		v->nr_anc = 0;
 	}
 	v->prev = view_cur;
 	view_cur = v;
@@ -297,8 +300,6 @@ void bch_view_enter_snap(struct bch_fs *c, struct bch_view *v, uint32_t subvol, 
 	v->snap = snap;
 	v->ro = ro;
 	v->raw = false;
-	v->anc = NULL;
-	v->nr_anc = 0;
 	v->prev = view_cur;
 	view_cur = v;
 }
@@ -313,8 +314,6 @@ void bch_view_enter_raw(struct bch_fs *c, struct bch_view *v)
 
 void bch_view_exit(struct bch_view *v)
 {
-	free(v->anc);
-	v->anc = NULL;
 	view_cur = v->prev;
 }
 
@@ -448,6 +447,8 @@ int bch_vpeek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bc
 	}
 }
 
+#define VITER_KEY_BYTES	(255 * 8)	/* the largest key (u64s is at most 255) */
+
 void bch_viter_init(struct bch_viter *it, struct bch_fs *c, unsigned id, struct bch_bpos start,
 		    struct bch_bpos end)
 {
@@ -455,10 +456,29 @@ void bch_viter_init(struct bch_viter *it, struct bch_fs *c, unsigned id, struct 
 	it->c = c;
 	it->snap = bch_view_snap(c);
 	it->filter = filtered(c, id);
-	if (it->filter)
+	if (it->filter) {
 		bch_btree_iter_init(&it->raw, c, id, group_pos(start, 0), group_pos(end, UINT32_MAX));
-	else
+		/* three key buffers, swapped, never freed per key: out, a candidate, the next group's first */
+		it->out = malloc(VITER_KEY_BYTES);
+		it->ahead = malloc(VITER_KEY_BYTES);
+		it->cand = malloc(VITER_KEY_BYTES);
+		if (!it->out || !it->ahead || !it->cand)
+			abort();
+	} else {
 		bch_btree_iter_init(&it->raw, c, id, group_pos(start, it->snap), end);
+	}
+}
+
+static void key_copy(struct bch_bkey *dst, const struct bch_bkey *k)
+{
+	memcpy(dst, k, (size_t)k->u64s * 8);
+}
+
+static void key_swap(struct bch_bkey **a, struct bch_bkey **b)
+{
+	struct bch_bkey *t = *a;
+	*a = *b;
+	*b = t;
 }
 
 const struct bch_bkey *bch_viter_next(struct bch_viter *it, int *err)
@@ -466,13 +486,10 @@ const struct bch_bkey *bch_viter_next(struct bch_viter *it, int *err)
 	if (!it->filter)
 		return bch_btree_iter_next(&it->raw, err);
 	*err = 0;
-	free(it->out);
-	it->out = NULL;
 	while (!it->done || it->ahead_valid) {
-		struct bch_bkey *first;
+		/* the group's first key into cand */
 		if (it->ahead_valid) {
-			first = it->ahead;
-			it->ahead = NULL;
+			key_swap(&it->cand, &it->ahead);
 			it->ahead_valid = false;
 		} else {
 			const struct bch_bkey *k = bch_btree_iter_next(&it->raw, err);
@@ -480,42 +497,35 @@ const struct bch_bkey *bch_viter_next(struct bch_viter *it, int *err)
 				it->done = true;
 				return NULL;
 			}
-			first = bch_bkey_dup(k);
+			key_copy(it->cand, k);
 		}
-		struct bch_bkey *best = NULL;
-		struct bch_bpos gp = group_pos(first->p, 0);
-		struct bch_bkey *k = first;
+		bool have = false;	/* out holds the best so far */
+		struct bch_bpos gp = group_pos(it->cand->p, 0);
 		for (;;) {
+			const struct bch_bkey *k = it->cand;
 			if (k->p.snapshot <= it->snap && bch_snap_is_ancestor(it->c, k->p.snapshot, it->snap) &&
-			    (!best || k->p.snapshot > best->p.snapshot)) {
-				free(best);
-				best = k;
-			} else {
-				free(k);
+			    (!have || k->p.snapshot > it->out->p.snapshot)) {
+				key_swap(&it->out, &it->cand);
+				have = true;
 			}
 			if (it->done)
 				break;
 			const struct bch_bkey *n = bch_btree_iter_next(&it->raw, err);
 			if (!n) {
 				it->done = true;
-				if (*err) {
-					free(best);
+				if (*err)
 					return NULL;
-				}
 				break;
 			}
 			if (!bpos_eq(group_pos(n->p, 0), gp)) {
-				it->ahead = bch_bkey_dup(n);
+				key_copy(it->ahead, n);
 				it->ahead_valid = true;
 				break;
 			}
-			k = bch_bkey_dup(n);
+			key_copy(it->cand, n);
 		}
-		if (best && best->type != BCH_BKEY_whiteout) {
-			it->out = best;
-			return best;
-		}
-		free(best);
+		if (have && it->out->type != BCH_BKEY_whiteout)
+			return it->out;
 	}
 	return NULL;
 }
@@ -525,7 +535,8 @@ void bch_viter_exit(struct bch_viter *it)
 	bch_btree_iter_exit(&it->raw);
 	free(it->ahead);
 	free(it->out);
-	it->ahead = it->out = NULL;
+	free(it->cand);
+	it->ahead = it->out = it->cand = NULL;
 }
 
 int bch_bkey_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned btree_id, unsigned level,

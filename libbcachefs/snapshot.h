@@ -28,7 +28,9 @@
  *       view's snapshot; a delete becomes a whiteout when an ancestor holds
  *       a key the delete would otherwise uncover.  A read-only subvolume's
  *       view refuses them with -EROFS.
- *   (3) The in-memory table equals the btree after every commit made here.
+ *   (3) The in-memory table equals the btree after every commit made here;
+ *       it (and each snapshot's ancestor list, made at the first question
+ *       and kept with it) changes only under the caller's engine lock.
  */
 
 #include <stdbool.h>
@@ -75,10 +77,6 @@ struct bch_view {
 	bool			ro;
 	bool			raw;		/* updates are written where their keys say */
 	struct bch_view		*prev;
-	/* snap and its ancestors, newest first: made at the first ancestry question */
-	uint32_t		*anc;
-	unsigned		nr_anc;
-	uint64_t		anc_gen;	/* the table's when made */
 };
 
 /* File handles (fs_ops.h): the subvolume in the top bits, the inode number below. */
@@ -138,6 +136,7 @@ struct bch_viter {
 	bool			ahead_valid, done;
 	struct bch_bkey		*ahead;		/* first raw key of the next position */
 	struct bch_bkey		*out;		/* what next() returned last */
+	struct bch_bkey		*cand;		/* the key being looked at */
 };
 void bch_viter_init(struct bch_viter *it, struct bch_fs *c, unsigned id, struct bch_bpos start,
 		    struct bch_bpos end);
