@@ -716,8 +716,13 @@ void sm_refusal_probe(struct sm *m)
 	/* the names of subvolumes in subvolume 0's root */
 	refuse(m, "unlink of a subvolume's name", bch_fs_unlink(c, BCH_ROOT_INO, s->name), -EPERM);
 	refuse(m, "rmdir of a subvolume", bch_fs_rmdir(c, BCH_ROOT_INO, s->name), -EPERM);
-	refuse(m, "rename of a subvolume", bch_fs_rename(c, BCH_ROOT_INO, s->name, BCH_ROOT_INO, "elsewhere", 0),
-	       -EBUSY);
+	/* a subvolume's name moves (and back), but never onto another subvolume's */
+	refuse(m, "rename of a subvolume", bch_fs_rename(c, BCH_ROOT_INO, s->name, BCH_ROOT_INO, "elsewhere", 0), 0);
+	refuse(m, "rename of a subvolume back", bch_fs_rename(c, BCH_ROOT_INO, "elsewhere", BCH_ROOT_INO, s->name, 0),
+	       0);
+	if (o != s)
+		refuse(m, "rename onto a subvolume", bch_fs_rename(c, BCH_ROOT_INO, s->name, BCH_ROOT_INO, o->name, 0),
+		       -EBUSY);
 	refuse(m, "a snapshot named as an existing subvolume",
 	       bch_fs_subvol_snapshot(c, s->root, BCH_ROOT_INO, o->name, false, &x), -EEXIST);
 	int d = pick(m, &s->t, 1);
