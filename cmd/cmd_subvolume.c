@@ -20,6 +20,8 @@ static const struct {
 	{ "delete",   "subvolume-delete",   "DEVICE PATH...",		"delete subvolumes and free what only they held" },
 	{ "list",     "subvolume-list",	    "[--json] DEVICE",		"list subvolumes: ID, snapshot, parent, read-only, "
 									"creation time, space only it holds, path" },
+	{ "diff",     "subvolume-diff",     "[--json] DEVICE OLD NEW",	"what changed from OLD to NEW: added, deleted, renamed, "
+									"modified (byte ranges), metadata only" },
 };
 
 static void usage(FILE *f)
@@ -33,6 +35,8 @@ static void usage(FILE *f)
 		   "SOURCE must be a subvolume's root (\"/\" is the filesystem's).  delete frees\n"
 		   "the keys only the deleted subvolumes saw before it returns (progress on a\n"
 		   "terminal); a delete cut short is finished by the next delete or fsck -y.\n"
+		   "diff reads only the snapshots between OLD and NEW (the snapshot_touch keys),\n"
+		   "so its time follows the change; OLD and NEW must share a snapshot tree.\n"
 		   "These verbs are also image verbs (bcachefs image subvolume-create ...), so\n"
 		   "image shell scripts can use them.\n\n"
 		   "Exit: 0 done, 1 failure (message on stderr), 16 usage error.\n");
