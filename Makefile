@@ -16,6 +16,7 @@
 #   make bench-devices         only the device benchmarks (bench/README)
 #   make bench-crypt           only the encryption benchmarks (bench/README)
 #   make bench-metacopies      the cost of metadata copies on one device
+#   make bench-snapshot-diff   subvolume diff against rsync -an (bench/snapshot_diff.sh)
 
 PREFIX	?= /usr/local
 DESTDIR	?=
@@ -182,6 +183,12 @@ bench-metacopies: bcachefs
 	@scripts/install-deps.sh bench
 	@bench/metacopies.sh
 
+# subvolume diff against rsync -an of the two trees (issue 30): NFILES (default
+# 1M), NCHANGE (100), EXTRACT=0 to make the host trees without image extract.
+bench-snapshot-diff: bcachefs
+	@scripts/install-deps.sh bench
+	@bench/snapshot_diff.sh
+
 # mount(8) looks for mount.fuse.bcachefs in /sbin only (not $(PREFIX)/sbin):
 # install also links it there, unless MOUNT_HELPER_DIR is empty or is
 # $(PREFIX)/sbin.  Without that link `mount -t fuse.bcachefs` still works
@@ -220,7 +227,7 @@ uninstall:
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt bench-metacopies fuzz install uninstall clean test-deps
+.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt bench-metacopies bench-snapshot-diff fuzz install uninstall clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8
