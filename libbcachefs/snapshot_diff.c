@@ -541,7 +541,11 @@ out:
 	return r;
 }
 
-/* Subvolumes named inside OLD or NEW: added or deleted as one entry each (invariant (5)). */
+/*
+ * Subvolumes named inside OLD or NEW: added or deleted as one entry each;
+ * the directories naming them are compared too (invariant (5)).  Costs a
+ * lookup per subvolume of the filesystem.
+ */
 static int subvols_diff(struct bch_fs *c, const struct side *os, const struct side *ns,
 			struct bch_sdiff *d, struct u64_set *dirs)
 {
@@ -550,7 +554,12 @@ static int subvols_diff(struct bch_fs *c, const struct side *os, const struct si
 	int r = 0;
 
 	for (unsigned i = 0; i < nr && !r; i++) {
-		if ((sv[i].v.dir_subvol != os->subvol && sv[i].v.dir_subvol != ns->subvol) || !sv[i].v.dir)
+		/*
+		 * Any subvolume: its name may lie in OLD's or NEW's tree even when
+		 * made in an ancestor of theirs (inode numbers are unique, so a
+		 * dirent at (dir, dir_offset) naming it is its name).
+		 */
+		if (!sv[i].v.dir)
 			continue;
 		if ((r = set_add(dirs, sv[i].v.dir)))
 			break;
