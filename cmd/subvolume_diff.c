@@ -9,7 +9,8 @@
  *   renamed   OLDPATH -> NEWPATH
  *   modified  PATH OFFSET+LENGTH,... [size OLD->NEW] [(FIELD,...)]
  *   metadata  PATH FIELD,...
- * sorted by path (a renamed file that also changed has both lines); a
+ * sorted by path (a renamed file that also changed has both lines; control
+ * bytes and backslashes in paths as \ooo, so a line is one change); a
  * subvolume named inside OLD or NEW is one entry, "PATH (subvolume)".
  * JSON: docs/json/subvolume-diff.schema.json.
  */
@@ -73,6 +74,18 @@ static void fields_text(unsigned meta, char *buf, size_t len)
 				      bch_sdiff_field_name(f));
 }
 
+/* A path on one line: control bytes and backslashes as \ooo (ls -b). */
+static void put_path(const char *p)
+{
+	for (; *p; p++) {
+		unsigned char ch = *p;
+		if (ch < 0x20 || ch == 0x7f || ch == '\\')
+			printf("\\%03o", ch);
+		else
+			putchar(ch);
+	}
+}
+
 static void print_text(const struct bch_sdiff *d)
 {
 	for (size_t i = 0; i < d->nr; i++) {
@@ -81,14 +94,26 @@ static void print_text(const struct bch_sdiff *d)
 		char fields[256];
 
 		fields_text(e->meta, fields, sizeof(fields));
-		if (e->flags & BCH_SDIFF_ADDED)
-			printf("added     %s%s\n", e->new_path, sv);
-		if (e->flags & BCH_SDIFF_DELETED)
-			printf("deleted   %s%s\n", e->old_path, sv);
-		if (e->flags & BCH_SDIFF_RENAMED)
-			printf("renamed   %s -> %s%s\n", e->old_path, e->new_path, sv);
+		if (e->flags & BCH_SDIFF_ADDED) {
+			printf("added     ");
+			put_path(e->new_path);
+			printf("%s\n", sv);
+		}
+		if (e->flags & BCH_SDIFF_DELETED) {
+			printf("deleted   ");
+			put_path(e->old_path);
+			printf("%s\n", sv);
+		}
+		if (e->flags & BCH_SDIFF_RENAMED) {
+			printf("renamed   ");
+			put_path(e->old_path);
+			printf(" -> ");
+			put_path(e->new_path);
+			printf("%s\n", sv);
+		}
 		if (e->flags & BCH_SDIFF_DATA) {
-			printf("modified  %s", e->new_path);
+			printf("modified  ");
+			put_path(e->new_path);
 			for (size_t k = 0; k < e->nr_ranges; k++)
 				printf("%c%" PRIu64 "+%" PRIu64, k ? ',' : ' ', e->ranges[k].start,
 				       e->ranges[k].end - e->ranges[k].start);
@@ -99,7 +124,9 @@ static void print_text(const struct bch_sdiff *d)
 				printf(" (%s)", fields);
 			putchar('\n');
 		} else if (e->flags & BCH_SDIFF_META) {
-			printf("metadata  %s %s\n", e->new_path, fields);
+			printf("metadata  ");
+			put_path(e->new_path);
+			printf(" %s\n", fields);
 		}
 	}
 }

@@ -5,7 +5,8 @@
 #     files and a directory added, chmod, setfattr, data rewritten in place
 #     (image update): diff /old / equals what the script did (added,
 #     deleted, renamed, modified with ranges, metadata-only), as text and
-#     --json (validated against docs/json/subvolume-diff.schema.json); the
+#     --json (validated against docs/json/subvolume-diff.schema.json; text
+#     paths with a newline or backslash escaped, one line each); the
 #     reverse diff swaps added and deleted; a diff of a subvolume with
 #     itself is empty;
 #   - export-tar --since=/old: the layer imported onto a copy of /old (a
@@ -90,6 +91,14 @@ json.dump(exp, open("expect.json", "w"), indent=1)
 PY
 expect_rc 0 $B image shell a.img < edits.sh
 expect_rc 0 $B image update a.img modtree /mod
+
+# (made and removed again: then in neither tree, so not in the diff)
+# text: a name with a newline and a backslash stays on one line
+printf 'x' > "$(printf 'odd\nname\\')"
+expect_rc 0 $B image put a.img "$(printf 'odd\nname\\')" /plain/d2/
+expect_rc 0 $B subvolume diff a.img /old /
+expect_in out '^added     /plain/d2/odd\\012name\\134$'
+expect_rc 0 $B image rm a.img "$(printf '/plain/d2/odd\nname\\')"
 
 # ---- the diff, JSON, against the plan
 before=$(sha a.img)
