@@ -976,6 +976,10 @@ int tar_export_since(struct bch_fs *c, const char *path, uint32_t old_subvol, ui
 				"name to write (its first link went); skipped\n", (unsigned long long)e->inum);
 			continue;
 		}
+		if (!e->subvol && ((np && !S_ISDIR(e->new.mode) && e->new.nlink > 1) ||
+				   (op && !S_ISDIR(e->old.mode) && e->old.nlink > 1)))
+			fprintf(stderr, "bcachefs image: warning: export-tar --since: %s has several hard "
+				"links; the layer holds it under this name only\n", np ? np : op);
 		if (e->flags & (BCH_SDIFF_DELETED | BCH_SDIFF_RENAMED))
 			layer_add(&wh, op, true);
 		if (e->flags & (BCH_SDIFF_ADDED | BCH_SDIFF_RENAMED))
