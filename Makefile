@@ -17,6 +17,7 @@
 #   make bench-crypt           only the encryption benchmarks (bench/README)
 #   make bench-metacopies      the cost of metadata copies on one device
 #   make bench-snapshots       snapshot creation against tree size, snapshot delete against rm -r
+#   make bench-snapshot-diff   subvolume diff against rsync -an (bench/snapshot_diff.sh)
 
 PREFIX	?= /usr/local
 DESTDIR	?=
@@ -188,6 +189,11 @@ bench-metacopies: bcachefs
 bench-snapshots: bcachefs
 	@scripts/install-deps.sh bench
 	@bench/snapshots.sh
+# subvolume diff against rsync -an of the two trees (issue 30): NFILES (default
+# 1M), NCHANGE (100), EXTRACT=0 to make the host trees without image extract.
+bench-snapshot-diff: bcachefs
+	@scripts/install-deps.sh bench
+	@bench/snapshot_diff.sh
 
 # mount(8) looks for mount.fuse.bcachefs in /sbin only (not $(PREFIX)/sbin):
 # install also links it there, unless MOUNT_HELPER_DIR is empty or is
@@ -227,7 +233,7 @@ uninstall:
 clean:
 	rm -rf build bcachefs
 
-.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt bench-metacopies bench-snapshots fuzz install uninstall clean test-deps
+.PHONY: all check unit cli san demo soak bench bench-tiering bench-devices bench-crypt bench-metacopies bench-snapshots bench-snapshot-diff fuzz install uninstall clean test-deps
 
 # The man page's option list is generated from the option table.
 man: man/bcachefs.8

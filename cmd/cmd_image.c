@@ -35,6 +35,7 @@
 #include "snapshot.h"
 #include "opts.h"
 #include "spec.h"
+#include "subvolume_diff.h"
 #include "tar.h"
 
 struct img {
@@ -1169,10 +1170,28 @@ static int __verb_import_tar(struct img *im, struct bch_spec *spec, unsigned fla
 
 static int verb_export_tar(struct img *im, int argc, char **argv)
 {
+	static const struct option lo[] = { { "since", required_argument, NULL, 's' }, { 0 } };
+	const char *since = NULL;
+	int o;
+
+	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (o != 's')
+			return cmd_opt_err("image export-tar", argv, "");
+		since = optarg;
+	}
+	argc -= optind - 1;
+	argv += optind - 1;
 	if (argc < 2 || argc > 3)
 		return EXIT_USAGE;
 	if (!im->c)	/* dry run: arguments are fine; is libarchive there? */
 		return tar_load("export-tar") ? EXIT_FAIL : EXIT_OK;
+	if (since) {	/* the change from subvolume OLD to NEW (PATH, "/" by default) as a layer */
+		uint32_t old, new;
+		if (subvol_of_path(im->c, "export-tar --since", since, &old) ||
+		    subvol_of_path(im->c, "export-tar --since", argc == 3 ? argv[2] : "/", &new))
+			return EXIT_FAIL;
+		return tar_export_since(im->c, argv[1], old, new) ? EXIT_FAIL : EXIT_OK;
+	}
 	uint64_t dir = BCH_ROOT_INO;
 	int r = argc == 3 ? bch_fs_lookup_path(im->c, argv[2], true, &dir) : 0;
 	if (r)
@@ -1297,6 +1316,12 @@ static int verb_subvol_list(struct img *im, int argc, char **argv)
 	return r ? verb_err(im, "subvolume list", im->dev, r) : EXIT_OK;
 }
 
+/* subvolume diff (cmd/subvolume_diff.c): what changed from OLD to NEW */
+static int verb_subvol_diff(struct img *im, int argc, char **argv)
+{
+	return cmd_subvolume_diff_image(im->c, im->json, argc, argv);
+}
+
 static int verb_shell(struct img *im, int argc, char **argv);
 
 static const struct verb {
@@ -1315,7 +1340,7 @@ static const struct verb {
 	{ "get",	verb_get, "r",	false, "[-r] PATH HOSTDEST",	"copy out (directories whole)" },
 	{ "extract",	verb_extract, "",	false, "HOSTDIR [PATH]",	"copy the whole tree out, preserving everything" },
 	{ "getfattr",	verb_getfattr, "n:d",	false, "[-n NAME] PATH...",	"show xattrs" },
-	{ "export-tar",	verb_export_tar, "", false, "TARFILE|- [PATH]",	"write a pax tar archive" },
+	{ "export-tar",	verb_export_tar, "", false, "[--since=OLD] TARFILE|- [PATH]", "write a pax tar archive (--since: the change from subvolume OLD to PATH, an OCI layer)", false, true },
 	{ "put",	verb_put, "r",	true,  "[-r] HOSTSRC PATH",	"copy in (directories whole)", true },
 	{ "mkdir",	verb_mkdir, "pm:",	true,  "[-p] [-m MODE] PATH...", "make directories", true },
 	{ "rm",		verb_rm, "rRf",	true,  "[-rf] PATH...",		"remove files (-r: trees)", true },
@@ -1334,6 +1359,7 @@ static const struct verb {
 	{ "subvolume-snapshot", verb_subvol_snapshot, "r", true, "[-r] SOURCE DEST", "snapshot subvolume SOURCE (-r: read-only)", true },
 	{ "subvolume-delete", verb_subvol_delete, "", true, "PATH...",	"delete subvolumes, free their space", true },
 	{ "subvolume-list", verb_subvol_list, "t", false, "[--json] [-t]",	"list subvolumes and snapshots (-t: as a tree)" },
+	{ "subvolume-diff", verb_subvol_diff, "", false, "[--json] OLD NEW", "what changed from subvolume OLD to NEW" },
 	{ "shell",	verb_shell, "",	true,  "",			"run verbs read from stdin, one per line" },
 };
 

@@ -43,6 +43,8 @@ static const struct {
 	  "delete subvolumes and free what only they held" },
 	{ "list",     "subvolume-list",	    "[--json] [-t] DEVICE", "[--json] [-t] PATH",
 	  "list subvolumes: ID, snapshot, parent, read-only, creation time, space only it holds, path (-t: as a tree)" },
+	{ "diff",     "subvolume-diff",     "[--json] DEVICE OLD NEW", NULL,
+	  "what changed from OLD to NEW: added, deleted, renamed, modified (byte ranges), metadata only" },
 };
 #define NR_VERBS	(sizeof(subvol_verbs) / sizeof(subvol_verbs[0]))
 
@@ -53,13 +55,16 @@ static void usage(FILE *f)
 		   "Subvolumes and snapshots (format version 3).\n\n");
 	for (size_t i = 0; i < NR_VERBS; i++)
 		fprintf(f, "  %-9s %-26s %s\n            mounted: %s\n", subvol_verbs[i].name,
-			subvol_verbs[i].args, subvol_verbs[i].help, subvol_verbs[i].margs);
+			subvol_verbs[i].args, subvol_verbs[i].help,
+			subvol_verbs[i].margs ? subvol_verbs[i].margs : "(unmounted only)");
 	fprintf(f, "\nPaths start at the filesystem's root offline, and are ordinary paths on a\n"
 		   "mount; a subvolume shows as a directory.  A snapshot costs the same for any\n"
 		   "tree: nothing is copied until written.  SOURCE must be a subvolume's root\n"
 		   "(\"/\" offline, or the mountpoint, is the filesystem's).  delete frees the keys\n"
 		   "only the deleted subvolumes saw before it returns (progress on a terminal); a\n"
 		   "delete cut short (Ctrl-C, a crash) is finished by the next delete or fsck -y.\n"
+		   "diff reads only the snapshots between OLD and NEW (the snapshot_touch keys),\n"
+		   "so its time follows the change; OLD and NEW must share a snapshot tree.\n"
 		   "Offline these are also image verbs (bcachefs image subvolume-create ...).\n\n"
 		   "Exit: 0 done, 1 failure (message on stderr), 16 usage error.\n");
 }
@@ -409,7 +414,8 @@ int cmd_subvolume(int argc, char *argv[])
 				continue;
 			}
 			if ((!strcmp(a, "-r") && !strcmp(subvol_verbs[i].name, "snapshot")) ||
-			    ((!strcmp(a, "--json") || !strcmp(a, "-t")) && !strcmp(subvol_verbs[i].name, "list")))
+			    ((!strcmp(a, "--json") || !strcmp(a, "-t")) && !strcmp(subvol_verbs[i].name, "list")) ||
+			    (!strcmp(a, "--json") && !strcmp(subvol_verbs[i].name, "diff")))
 				continue;
 			cmd_err(cmd, "unknown option '%.*s' (see bcachefs subvolume --help)",
 				(int)strcspn(a, "="), a);
@@ -429,7 +435,9 @@ int cmd_subvolume(int argc, char *argv[])
 		for (int q = p; q < argc; q++)
 			npos += argv[q][0] != '-' && !(q > 2 && !strcmp(argv[q - 1], "-o"));
 		bool mounted;
-		if (!strcmp(subvol_verbs[i].name, "create"))
+		if (!subvol_verbs[i].margs)
+			mounted = false;	/* diff: unmounted only */
+		else if (!strcmp(subvol_verbs[i].name, "create"))
 			mounted = npos == 1;
 		else if (!strcmp(subvol_verbs[i].name, "snapshot"))
 			mounted = npos == 2;

@@ -40,6 +40,8 @@
 #include "cmds.h"
 #include "copy.h"
 #include "fs_ops.h"
+#include "snapshot.h"
+#include "snapshot_diff.h"
 #include "spec.h"
 #include "tar.h"
 #include "xattr_effective.h"
@@ -573,6 +575,7 @@ struct export {
 	uint64_t		*link_inum;
 	char			**link_path;
 	size_t			nr_links, cap_links;
+	bool			no_recurse;	/* --since: a changed directory's own entry */
 };
 
 struct names {
@@ -727,7 +730,7 @@ static int export_one(struct export *x, uint64_t inum, const char *path)
 	if (S_ISREG(st.st_mode) && !linked)
 		r = export_data(x, e, inum, st.st_size, path, false);
 	la->entry_free(e);
-	if (r || !S_ISDIR(st.st_mode))
+	if (r || !S_ISDIR(st.st_mode) || x->no_recurse)
 		return r;
 
 	struct names l = { 0 };
@@ -761,34 +764,246 @@ static int export_one(struct export *x, uint64_t inum, const char *path)
 	return r;
 }
 
+static int export_open(struct export *x, const char *path)
+{
+	int r;
+
+	if ((r = tar_load("export-tar")))
+		return r;
+	x->a = la->write_new();
+	x->buf = malloc(BUF_SIZE);
+	la->write_set_format_pax(x->a);
+	/* SCHILY.xattr: the xattr records both GNU tar and libarchive read */
+	la->write_set_format_option(x->a, "pax", "xattrheader", "SCHILY");
+	if (la->write_open_filename(x->a, strcmp(path, "-") ? path : NULL) != ARCHIVE_OK) {
+		cmd_err("image", "export-tar: %s: %s", path, la->error_string(x->a));
+		la->write_free(x->a);
+		free(x->buf);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int export_close(struct export *x, const char *path, int r)
+{
+	if (la->write_close(x->a) != ARCHIVE_OK && !r) {
+		cmd_err("image", "export-tar: %s: %s", path, la->error_string(x->a));
+		r = -EIO;
+	}
+	la->write_free(x->a);
+	for (size_t i = 0; i < x->nr_links; i++)
+		free(x->link_path[i]);
+	free(x->link_path);
+	free(x->link_inum);
+	free(x->buf);
+	return r;
+}
+
 int tar_export(struct bch_fs *c, const char *path, uint64_t dir)
 {
 	struct export x = { .c = c };
 	int r;
 
-	if ((r = tar_load("export-tar")))
+	if ((r = export_open(&x, path)))
 		return r;
-	x.a = la->write_new();
-	x.buf = malloc(BUF_SIZE);
-	la->write_set_format_pax(x.a);
-	/* SCHILY.xattr: the xattr records both GNU tar and libarchive read */
-	la->write_set_format_option(x.a, "pax", "xattrheader", "SCHILY");
-	if (la->write_open_filename(x.a, strcmp(path, "-") ? path : NULL) != ARCHIVE_OK) {
-		cmd_err("image", "export-tar: %s: %s", path, la->error_string(x.a));
-		la->write_free(x.a);
-		free(x.buf);
-		return -EINVAL;
+	return export_close(&x, path, export_one(&x, dir, "."));
+}
+
+/* ---------------------------------------------------------------- export --since */
+
+/*
+ * The layer from OLD to NEW (tar.h).  From the diff (snapshot_diff.h):
+ *  (1) whiteouts: the OLD path of every file deleted or renamed, but none
+ *      below another (the upper one removes the whole tree); they come
+ *      first, so a new file may take the place of a removed one;
+ *  (2) whole trees: every file added or renamed, at its NEW path (a
+ *      directory with everything in it, as export-tar of it would);
+ *  (3) single entries: every file changed in place (data or metadata; a
+ *      directory without its children), and every directory above an
+ *      entry of (1)-(3) (so that the import leaves their times as NEW has
+ *      them), unless inside a tree of (2).
+ * Entries are written in path order with "/" sorting first, so a directory
+ * comes before what is in it.
+ */
+struct layer_ent {
+	char		*path;		/* in NEW (OLD for a whiteout), from the root: "/a/b" */
+	bool		whole;		/* (2) */
+};
+
+struct layer {
+	struct layer_ent *e;
+	size_t		nr, cap;
+};
+
+/* Compare paths component by component: "a" < "a/b" < "a-c". */
+static int path_cmp(const char *a, const char *b)
+{
+	for (;; a++, b++) {
+		unsigned char x = *a == '/' ? 1 : *a, y = *b == '/' ? 1 : *b;
+		if (x != y || !x)
+			return x - y;
 	}
-	r = export_one(&x, dir, ".");
-	if (la->write_close(x.a) != ARCHIVE_OK && !r) {
-		cmd_err("image", "export-tar: %s: %s", path, la->error_string(x.a));
+}
+
+static int layer_ent_cmp(const void *a, const void *b)
+{
+	const struct layer_ent *x = a, *y = b;
+	int c = path_cmp(x->path, y->path);
+
+	return c ? c : (int)y->whole - (int)x->whole;	/* whole first */
+}
+
+static void layer_add(struct layer *l, const char *path, bool whole)
+{
+	if (l->nr == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 64;
+		if (!(l->e = realloc(l->e, l->cap * sizeof(*l->e))))
+			abort();
+	}
+	l->e[l->nr++] = (struct layer_ent) { strdup(path), whole };
+}
+
+/* Add path's parent directories (not the root's own entry when path is "/"). */
+static void layer_add_parents(struct layer *l, const char *path)
+{
+	char *p = strdup(path), *s;
+
+	while ((s = strrchr(p, '/'))) {
+		if (s == p) {
+			if (p[1])
+				layer_add(l, "/", false);
+			break;
+		}
+		*s = 0;
+		layer_add(l, p, false);
+	}
+	free(p);
+}
+
+static bool is_under(const char *path, const char *top)
+{
+	size_t n = strlen(top);
+
+	if (!strcmp(top, "/"))
+		return strcmp(path, "/") != 0;
+	return !strncmp(path, top, n) && path[n] == '/';
+}
+
+/* Sort, drop duplicates and what lies inside a whole tree (or a whiteout above). */
+static void layer_prune(struct layer *l)
+{
+	size_t o = 0;
+	const char *top = NULL;
+
+	qsort(l->e, l->nr, sizeof(*l->e), layer_ent_cmp);
+	for (size_t i = 0; i < l->nr; i++) {
+		if ((o && !strcmp(l->e[o - 1].path, l->e[i].path)) || (top && is_under(l->e[i].path, top))) {
+			free(l->e[i].path);
+			continue;
+		}
+		l->e[o] = l->e[i];
+		if (l->e[o].whole)
+			top = l->e[o].path;
+		o++;
+	}
+	l->nr = o;
+}
+
+static void layer_exit(struct layer *l)
+{
+	for (size_t i = 0; i < l->nr; i++)
+		free(l->e[i].path);
+	free(l->e);
+}
+
+static int export_whiteout(struct export *x, const char *path)
+{
+	const char *base = strrchr(path, '/') + 1;
+	size_t dl = base - path;
+	char *name;
+
+	if (asprintf(&name, ".%.*s.wh.%s", (int)dl, path, base) < 0)
+		abort();
+	struct archive_entry *e = la->entry_new();
+	struct stat st = { .st_mode = S_IFREG | 0644, .st_nlink = 1 };
+	la->entry_set_pathname(e, name);
+	la->entry_copy_stat(e, &st);
+	la->entry_unset_ctime(e);
+	int r = 0;
+	if (la->write_header(x->a, e) < ARCHIVE_WARN) {
+		cmd_err("image", "export-tar: %s: %s", name, la->error_string(x->a));
 		r = -EIO;
 	}
-	la->write_free(x.a);
-	for (size_t i = 0; i < x.nr_links; i++)
-		free(x.link_path[i]);
-	free(x.link_path);
-	free(x.link_inum);
-	free(x.buf);
+	la->entry_free(e);
+	free(name);
+	return r;
+}
+
+static int export_layer_ent(struct export *x, uint64_t root, const struct layer_ent *le)
+{
+	uint64_t h = root;
+	char *name;
+	int r = 0;
+
+	if (strcmp(le->path, "/"))
+		r = bch_fs_lookup_path_at(x->c, root, le->path + 1, false, &h);
+	if (r)
+		return terr(x->c, "finding", le->path, r);
+	if (asprintf(&name, ".%s", strcmp(le->path, "/") ? le->path : "") < 0)
+		abort();
+	x->no_recurse = !le->whole;
+	r = export_one(x, h, name);
+	free(name);
+	return r;
+}
+
+int tar_export_since(struct bch_fs *c, const char *path, uint32_t old_subvol, uint32_t new_subvol)
+{
+	struct bch_sdiff d;
+	struct layer wh = { 0 }, add = { 0 };
+	struct export x = { .c = c };
+	int r = bch_snapshot_diff(c, old_subvol, new_subvol, &d);
+
+	if (r) {
+		cmd_err("image", "export-tar --since: %s", c->err_msg[0] ? c->err_msg : strerror(-r));
+		goto out;
+	}
+	for (size_t i = 0; i < d.nr; i++) {
+		const struct bch_sdiff_entry *e = &d.e[i];
+		const char *np = e->new_path, *op = e->old_path;
+		if ((np && np[0] != '/') || (op && op[0] != '/')) {
+			fprintf(stderr, "bcachefs image: warning: export-tar --since: inode %llu has no "
+				"name to write (its first link went); skipped\n", (unsigned long long)e->inum);
+			continue;
+		}
+		if (!e->subvol && ((np && !S_ISDIR(e->new.mode) && e->new.nlink > 1) ||
+				   (op && !S_ISDIR(e->old.mode) && e->old.nlink > 1)))
+			fprintf(stderr, "bcachefs image: warning: export-tar --since: %s has several hard "
+				"links; the layer holds it under this name only\n", np ? np : op);
+		if (e->flags & (BCH_SDIFF_DELETED | BCH_SDIFF_RENAMED))
+			layer_add(&wh, op, true);
+		if (e->flags & (BCH_SDIFF_ADDED | BCH_SDIFF_RENAMED))
+			layer_add(&add, np, true);
+		else if (e->flags & (BCH_SDIFF_DATA | BCH_SDIFF_META))
+			layer_add(&add, np, false);
+	}
+	layer_prune(&wh);
+	for (size_t i = 0; i < wh.nr; i++)
+		layer_add_parents(&add, wh.e[i].path);
+	for (size_t i = 0, n = add.nr; i < n; i++)
+		layer_add_parents(&add, add.e[i].path);
+	layer_prune(&add);
+	if ((r = export_open(&x, path)))
+		goto out;
+	for (size_t i = 0; i < wh.nr && !r; i++)
+		r = export_whiteout(&x, wh.e[i].path);
+	uint64_t root = bch_handle(new_subvol, d.new_root);
+	for (size_t i = 0; i < add.nr && !r; i++)
+		r = export_layer_ent(&x, root, &add.e[i]);
+	r = export_close(&x, path, r);
+out:
+	layer_exit(&wh);
+	layer_exit(&add);
+	bch_snapshot_diff_exit(&d);
 	return r;
 }

@@ -42,5 +42,13 @@ int tar_import_spec(struct bch_fs *c, const char *path, uint64_t dir, const stru
 		    unsigned flags);
 /* Pack the tree under directory dir into archive path. */
 int tar_export(struct bch_fs *c, const char *path, uint64_t dir);
+/*
+ * The change from subvolume old_subvol to new_subvol (same snapshot tree) as
+ * an OCI layer (tar.c, "export --since"): NEW's files that differ from OLD's,
+ * whole trees for what was added or renamed, a whiteout ".wh.NAME" for each
+ * name OLD has and NEW does not (a rename: whiteout + add).  Unpacked by
+ * tar_import() onto a copy of OLD, it gives NEW.  0 or -errno (message printed).
+ */
+int tar_export_since(struct bch_fs *c, const char *path, uint32_t old_subvol, uint32_t new_subvol);
 
 #endif /* _BCACHEFS_CMD_TAR_H */

@@ -29,7 +29,7 @@ RUNTIME_PKGS="libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0 libblk
 # pgrep tells which mount helper ran).
 TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 python3-jsonschema tar fio stress-ng dbench acl attr \
 keyutils dpkg-dev debhelper lintian procps zstd"
-BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils squashfs-tools fio hyperfine time fuse2fs gocryptfs bc"
+BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils squashfs-tools fio hyperfine time fuse2fs gocryptfs bc rsync"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"
 

@@ -161,6 +161,15 @@ valid device-remove device-remove
 F=a.img:b.img
 expect_rc 0 $B data rereplicate --json $F
 valid data-rereplicate data-rereplicate
+# subvolume diff: a snapshot of /, then a file added and one changed in /
+expect_rc 0 $B format -q --fs-size=64M --source src sv.img
+expect_rc 0 $B subvolume snapshot sv.img / /snap
+expect_rc 0 $B image put sv.img src/hello.txt /after
+expect_rc 0 $B image chmod sv.img 600 /hello.txt
+expect_rc 0 $B subvolume diff --json sv.img /snap /
+valid subvolume-diff subvolume-diff
+jq -e '([.added[].path] | index("/after")) != null and .metadata_only[0].path == "/"' out >/dev/null ||
+	fail "subvolume diff --json: $(cat out)"
 
 # every schema in docs/json is used
 for s in "$S"/*.schema.json; do
