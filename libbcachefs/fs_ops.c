@@ -2695,6 +2695,15 @@ static int v_subvol_snapshot(struct bch_fs *c, uint32_t src, uint64_t dir, const
 		if (!r)
 			r = ino_set_write(c, &s, t);
 		bch_view_exit(&dv);
+		/*
+		 * The record that the name's directory changed there (snapshot.h):
+		 * a new leaf is not in the table until the commit, so it is not
+		 * added by the update itself.
+		 */
+		struct bch_bkey tk = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_snapshot_touch,
+				       .p = POS(BCH_SNAP_TOUCH_INO(dir_snap), dir, 0) };
+		if (!r && dir_snap == a.id)
+			r = bch_trans_update(t, BCH_BTREE_ID_snapshots, &tk);
 	}
 	if (!r)
 		r = subvol_commit(c, t);
