@@ -150,6 +150,21 @@ expect_rc 0 $B undump rep.dump rrep.img
 expect_rc 0 $B undump rep-plain.dump prep.img
 cmp -s rrep.img prep.img || fail "copy records restore differently from the plain dump"
 fsck_same rep.img rrep.img
+# a copy record naming no record before it: refused, nothing written
+python3 - rep.dump refbad.dump <<'PY' || fail "no copy record found in rep.dump"
+import sys
+d = bytearray(open(sys.argv[1], 'rb').read())
+i = d.find(b'REF1')
+while i >= 0 and (i < 64 or int.from_bytes(d[i + 20:i + 24], 'little') != 16):
+    i = d.find(b'REF1', i + 1)
+if i < 0:
+    sys.exit(1)
+d[i + 32] ^= 0x10	# the source's offset, 4 KiB off
+open(sys.argv[2], 'wb').write(d)
+PY
+expect_rc 1 $B undump refbad.dump rrefbad.img
+expect_in err "copies no record before it"
+[ ! -e rrefbad.img ] || fail "undump of a bad copy record wrote an image"
 
 # ---- --scramble-names
 find tree -mindepth 1 -printf '%f\n' | awk 'length($0) >= 5' | sort -u > names.txt
