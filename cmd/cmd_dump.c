@@ -877,7 +877,7 @@ static int scramble_copy(struct bch_fs *c, const struct bch_opts *oo, struct scr
 	r = bch_dump_scramble(s, key, &sc->names, &sc->xattrs);
 	explicit_bzero(key, sizeof(key));
 	if (r) {
-		cmd_err("dump", "--scramble-names: %s", bch_err_str(r));
+		cmd_err("dump", "%s", s->err_msg[0] ? s->err_msg : bch_err_str(r));
 		bch_fs_close(s);
 		return r;
 	}

@@ -19,6 +19,7 @@
 #include "fs_ops.h"
 #include "str_hash.h"
 #include "dump.h"
+#include "snapshot.h"
 #include "super.h"
 
 static int add(struct bch_dump_ranges *d, unsigned dev, uint64_t off, uint64_t len,
@@ -624,6 +625,13 @@ int bch_dump_scramble(struct bch_fs *c, const uint8_t key[BCH_DUMP_KEY_BYTES],
 	int r;
 
 	*names = *xattrs = 0;
+	/*
+	 * With snapshots a rename writes the new name in a leaf and leaves the
+	 * old one in the snapshots below it: names would survive in the dump.
+	 */
+	if (bch_fs_has_snapshots(c))
+		return bch_fs_err(c, -EOPNOTSUPP, "--scramble-names of a filesystem with subvolumes or "
+				  "snapshots is not supported (their older snapshots keep the names)");
 	if ((r = collect_entry(&todo, "", 0, BCH_ROOT_INO, DT_DIR, 0)))
 		goto out;
 	while (todo.nr) {

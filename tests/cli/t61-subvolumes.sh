@@ -193,6 +193,11 @@ SOURCE_DATE_EPOCH=1700000000 $B format -q -U 11111111-2222-3333-4444-55555555555
 SOURCE_DATE_EPOCH=1700000000 $B format -q -U 11111111-2222-3333-4444-555555555555 --source tree --subvolume base r2.img
 cmp -s r1.img r2.img || fail "format --source --subvolume is not reproducible"
 
+# dump --scramble-names would leave the old names in older snapshots: refused
+expect_rc 1 $B dump --scramble-names v.img v.dump
+expect_in err 'snapshots is not supported'
+[ ! -e v.dump ] || fail "a refused dump wrote v.dump"
+
 # ---- the data jobs over snapshots: every snapshot's files stay whole
 dd if=/dev/urandom of=big2 bs=1M count=2 status=none
 expect_rc 0 $B format -q --fs-size=128M m0.img --fs-size=128M m1.img --fs-size=128M m2.img
