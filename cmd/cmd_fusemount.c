@@ -36,6 +36,8 @@
  *       to a waiting file), so a parked daemon costs no CPU.  Copygc
  *       runs when bch_copygc_needed() says free buckets run low.  Never on
  *       a read-only mount; -o norebalance and -o nocopygc turn either off.
+ *       A subvolume delete left unfinished (snapshot.h) is finished here in
+ *       steps of BG_SNAP_GC_BUDGET positions.
  *   (6) Commands on the mountpoint (device add, data rebalance, ...) reach
  *       the daemon through its control channel (ctl.h, ctl_server.c),
  *       started with the background thread and stopped (running jobs
@@ -83,6 +85,7 @@
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "snapshot.h"
 #include "fuse_dl.h"
 #include "fsname.h"
 #include "inode.h"
@@ -154,6 +157,7 @@ struct fmount {
 };
 
 #define BG_BUDGET	2048	/* sectors of work per step (1 MiB): lock held briefly */
+#define BG_SNAP_GC_BUDGET	4096	/* positions per snapshot gc step */
 #define BG_IDLE		1	/* seconds between looks when idle or parked */
 #define BG_BACKOFF_MAX	64	/* seconds between retries after errors */
 #define BG_YIELD_US	10000	/* at most this long for waiting requests between steps */
@@ -1650,7 +1654,8 @@ static void *bg_thread(void *arg)
 	struct fmount *m = arg;
 	struct bch_fs *last = NULL;
 	struct bch_move_stats s;
-	struct bg_job rb = { .name = "rebalance" }, gc = { .name = "copygc" };
+	struct bg_job rb = { .name = "rebalance" }, gc = { .name = "copygc" }, sg = { .name = "snapshot gc" };
+	struct bch_snapshot_gc_cursor sgc = { 0 };
 	bool parked = false;
 	uint64_t parked_gen = 0;
 
@@ -1676,6 +1681,13 @@ static void *bg_thread(void *arg)
 		if (!m->nocopygc && now >= gc.retry_at && bch_copygc_needed(c)) {
 			c->err_msg[0] = 0;
 			more |= bg_job_done(m, &gc, bch_copygc_step(c, &s)) == 1;
+		}
+		/* a subvolume delete left unfinished (a crash, a Ctrl-C): its keys, in steps */
+		if (now >= sg.retry_at && bch_snapshot_gc_pending(c)) {
+			bool done = false;
+			c->err_msg[0] = 0;
+			int r = bch_snapshot_gc_step(c, &sgc, BG_SNAP_GC_BUDGET, &done, NULL, NULL);
+			more |= bg_job_done(m, &sg, r ? r : !done) == 1;
 		}
 		if (!more) {
 			bg_sleep(m, BG_IDLE);
