@@ -53,6 +53,8 @@ for p in random.Random(1).sample(files, min(n, len(files))):
     with open(p, 'a') as f:
         f.write('\n/* changed by bench/update.sh */\n')
 PY
+# the tree's and the base image's writeback is theirs, not the first rebuild's
+sync -f "$dir"
 
 # timed CMD...: "wall cpu" seconds (cpu: user + system, of every thread), so
 # a run on a busy machine can be read: wall grows with the load, cpu less

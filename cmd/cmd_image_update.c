@@ -359,6 +359,45 @@ struct scan_worker {
 	size_t		cap;
 };
 
+/* lstat, xattr presence and link target of dirfd/e->name into e. */
+static void scan_one(struct scan_worker *w, int fd, const char *dirpath, struct hent *e)
+{
+	struct stat st;
+
+	if (fstatat(fd, e->name, &st, AT_SYMLINK_NOFOLLOW)) {
+		e->err = -errno;
+		return;
+	}
+	e->dev = st.st_dev;
+	e->ino = st.st_ino;
+	e->rdev = st.st_rdev;
+	e->size = st.st_size;
+	e->atime = ts_ns(st.st_atim);
+	e->mtime = ts_ns(st.st_mtim);
+	e->mode = st.st_mode;
+	e->uid = st.st_uid;
+	e->gid = st.st_gid;
+	e->nlink = st.st_nlink;
+	e->xattrs = has_xattrs(fd, dirpath, e->name);
+	if (S_ISLNK(e->mode)) {
+		char t[4096];
+		ssize_t n = readlinkat(fd, e->name, t, sizeof(t) - 1);
+		if (n >= 0) {
+			t[n] = 0;
+			e->target = arena_join(&w->mem, NULL, t);
+		}
+	}
+	if (!S_ISDIR(e->mode) && e->nlink > 1)
+		__atomic_store_n(&w->s->links, true, __ATOMIC_RELAXED);
+}
+
+static int ino_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct hent *)a)->ino, y = ((const struct hent *)b)->ino;
+	return x < y ? -1 : x > y;
+}
+
+
 /* Read directory d whole: names, lstat, xattr presence, link targets. */
 static void scan_dir(struct scan_worker *w, struct hdir *d)
 {
@@ -380,33 +419,12 @@ static void scan_dir(struct scan_worker *w, struct hdir *d)
 		struct hent *e = &w->tmp[nr++];
 		memset(e, 0, sizeof(*e));
 		e->name = arena_join(&w->mem, NULL, de->d_name);
-		struct stat st;
-		if (fstatat(fd, e->name, &st, AT_SYMLINK_NOFOLLOW)) {
-			e->err = -errno;
-			continue;
-		}
-		e->dev = st.st_dev;
-		e->ino = st.st_ino;
-		e->rdev = st.st_rdev;
-		e->size = st.st_size;
-		e->atime = ts_ns(st.st_atim);
-		e->mtime = ts_ns(st.st_mtim);
-		e->mode = st.st_mode;
-		e->uid = st.st_uid;
-		e->gid = st.st_gid;
-		e->nlink = st.st_nlink;
-		e->xattrs = has_xattrs(fd, d->path, e->name);
-		if (S_ISLNK(e->mode)) {
-			char t[4096];
-			ssize_t n = readlinkat(fd, e->name, t, sizeof(t) - 1);
-			if (n >= 0) {
-				t[n] = 0;
-				e->target = arena_join(&w->mem, NULL, t);
-			}
-		}
-		if (!S_ISDIR(e->mode) && e->nlink > 1)
-			__atomic_store_n(&w->s->links, true, __ATOMIC_RELAXED);
+		e->ino = de->d_ino;
 	}
+	/* in inode order: the inode table is read in order when it is not cached */
+	qsort(w->tmp, nr, sizeof(*w->tmp), ino_cmp);
+	for (size_t i = 0; i < nr; i++)
+		scan_one(w, fd, d->path, &w->tmp[i]);
 	closedir(dir);
 	qsort(w->tmp, nr, sizeof(*w->tmp), name_cmp);
 	d->e = arena_alloc(&w->mem, nr * sizeof(*d->e));
