@@ -80,6 +80,7 @@
 #include "cmds.h"
 #include "copy.h"
 #include "fs_ops.h"
+#include "snapshot.h"
 #include "xattr_effective.h"
 
 #define CMD		"image update"
@@ -540,7 +541,9 @@ static int iscan_key(struct iscan *s, unsigned id, const struct bch_bkey *k)
 			.inum = k->p.offset, .size = v->size, .rdev = v->rdev, .mtime = v->mtime,
 			.mode = v->mode, .uid = v->uid, .gid = v->gid, .nlink = v->nlink,
 		};
-	} else if (id == BCH_BTREE_ID_dirents && k->type == BCH_BKEY_dirent) {
+	} else if (id == BCH_BTREE_ID_dirents && k->type == BCH_BKEY_dirent &&
+		   ((const struct bch_dirent *)bkey_val(k))->d_type != BCH_DT_SUBVOL) {
+		/* a subvolume's name is another tree's: update leaves it alone */
 		const struct bch_dirent *d = bkey_val(k);
 		if (!s->nr_dir || s->dir[s->nr_dir - 1].inum != k->p.inode) {
 			GROW(s->dir, s->nr_dir, s->cap_dir);
@@ -575,14 +578,14 @@ static int iscan_load(struct iscan *s, struct bch_fs *c)
 	int r = 0;
 
 	for (unsigned i = 0; !r && i < sizeof(ids) / sizeof(ids[0]); i++) {
-		struct btree_iter it;
+		struct bch_viter it;	/* what subvolume 0 sees (snapshot.h) */
 		const struct bch_bkey *k;
 
-		bch_btree_iter_init(&it, c, ids[i], POS_MIN, POS_MAX);
-		while ((k = bch_btree_iter_next(&it, &r)) && !(r = iscan_key(s, ids[i], k)))
+		bch_viter_init(&it, c, ids[i], POS_MIN, POS_MAX);
+		while ((k = bch_viter_next(&it, &r)) && !(r = iscan_key(s, ids[i], k)))
 			if (bpos_eq(k->p, POS_MAX))
 				break;
-		bch_btree_iter_exit(&it);
+		bch_viter_exit(&it);
 	}
 	for (size_t i = 0; !r && i < s->nr_dir; i++)
 		qsort_r(s->ent + s->dir[i].start, s->dir[i].nr, sizeof(*s->ent), ient_cmp, s->names);
@@ -1296,6 +1299,12 @@ static int walk(struct upd *u, const char *src, const char *dst)
 		r = -ENOTDIR;
 	if (r)
 		return upd_err(u, r, "finding", dst);
+	/* the scans read subvolume 0's view (iscan_load): a tree in another is not for them yet */
+	if (bch_fs_subvol_of(dir)) {
+		cmd_err(CMD, "%s: inside subvolume %u: image update works in the filesystem's own tree "
+			"only (not yet in other subvolumes)", dst, bch_fs_subvol_of(dir));
+		return -EOPNOTSUPP;
+	}
 	if ((r = load(u, src)))
 		return r;
 	if (u->write)

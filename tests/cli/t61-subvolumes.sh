@@ -193,6 +193,19 @@ SOURCE_DATE_EPOCH=1700000000 $B format -q -U 11111111-2222-3333-4444-55555555555
 SOURCE_DATE_EPOCH=1700000000 $B format -q -U 11111111-2222-3333-4444-555555555555 --source tree --subvolume base r2.img
 cmp -s r1.img r2.img || fail "format --source --subvolume is not reproducible"
 
+# image update of the root tree leaves the subvolumes named in it alone
+mkdir -p tree2/d
+cp one tree2/d/one
+cp two tree2/new
+expect_rc 0 $B image update v.img tree2
+expect_rc 0 $B image ls v.img /
+expect_in out '^base$'
+expect_in out '^variant$'
+expect_rc 0 $B image cat v.img /new;		expect_in out '^two$'
+expect_rc 0 $B image cat v.img /variant/d/two;	expect_in out '^two$'
+expect_rc 1 $B image update v.img tree2 /base
+expect_in err 'inside subvolume'
+
 # dump --scramble-names would leave the old names in older snapshots: refused
 expect_rc 1 $B dump --scramble-names v.img v.dump
 expect_in err 'snapshots is not supported'
