@@ -387,6 +387,26 @@ int bch_vlookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_b
 	return 0;
 }
 
+/*
+ * Of the position of k (a raw key, freed here): the key snap sees there into
+ * *ret (0), nothing seen (1: go on to the next position), or an error.
+ */
+static int seen_at(struct bch_fs *c, unsigned id, struct bch_bkey *k, uint32_t snap, struct bch_bkey **ret)
+{
+	struct bch_bkey *v;
+	int r = visible_at(c, id, k->p, snap, &v);
+
+	free(k);
+	if (r)
+		return r == -BCH_ERR_key_not_found ? 1 : r;
+	if (v->type == BCH_BKEY_whiteout) {
+		free(v);
+		return 1;
+	}
+	*ret = v;
+	return 0;
+}
+
 int bch_vpeek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
 	      struct bch_bkey **ret)
 {
@@ -396,20 +416,12 @@ int bch_vpeek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpo
 		return bch_btree_peek(c, id, group_pos(pos, snap), end, ret);
 	struct bch_bpos at = group_pos(pos, 0), last = group_pos(end, UINT32_MAX);
 	for (;;) {
-		struct bch_bkey *k, *v;
+		struct bch_bkey *k;
 		int r = bch_btree_peek(c, id, at, last, &k);
 		if (r)
 			return r;
-		r = visible_at(c, id, k->p, snap, &v);
 		struct bch_bpos p = k->p;
-		free(k);
-		if (!r && v->type != BCH_BKEY_whiteout) {
-			*ret = v;
-			return 0;
-		}
-		if (!r)
-			free(v);
-		else if (r != -BCH_ERR_key_not_found)
+		if ((r = seen_at(c, id, k, snap, ret)) <= 0)
 			return r;
 		at = bpos_successor(group_pos(p, UINT32_MAX));
 		if (bpos_cmp(at, last) > 0 || bpos_eq(p, POS_MAX))
@@ -426,20 +438,12 @@ int bch_vpeek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bc
 		return bch_btree_peek_prev(c, id, group_pos(pos, snap), start, ret);
 	struct bch_bpos at = group_pos(pos, UINT32_MAX), first = group_pos(start, 0);
 	for (;;) {
-		struct bch_bkey *k, *v;
+		struct bch_bkey *k;
 		int r = bch_btree_peek_prev(c, id, at, first, &k);
 		if (r)
 			return r;
-		r = visible_at(c, id, k->p, snap, &v);
 		struct bch_bpos p = group_pos(k->p, 0);
-		free(k);
-		if (!r && v->type != BCH_BKEY_whiteout) {
-			*ret = v;
-			return 0;
-		}
-		if (!r)
-			free(v);
-		else if (r != -BCH_ERR_key_not_found)
+		if ((r = seen_at(c, id, k, snap, ret)) <= 0)
 			return r;
 		if (bpos_cmp(p, first) <= 0 || (!p.inode && !p.offset))
 			return -BCH_ERR_key_not_found;
