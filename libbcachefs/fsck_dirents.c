@@ -30,6 +30,7 @@
 #include "fsck.h"
 #include "inode.h"
 #include "io.h"
+#include "snapshot.h"
 #include "super.h"
 #include "fsck_files.h"
 
@@ -39,6 +40,68 @@ static void dirent_where(struct fstate *s, uint64_t dir, const char *name, char 
 
 	fsck_inode_where(s->c, dir, dw, sizeof(dw));
 	snprintf(buf, len, "%s entry \"%s\"", dw, name);
+}
+
+/*
+ * A name of another subvolume (BCH_DT_SUBVOL: d->inum is its ID).  The
+ * subvolume must exist: a name a snapshot took of its directory outlives
+ * the subvolume's delete (normal, so minor), as does one a crash left in
+ * the middle of a delete.  It counts as a subdirectory of its directory.
+ * The name's hash is checked like any other's; the subvolume's own pointer
+ * to its name is checked in pass 4 (fsck_snapshots.c): in a snapshot of
+ * the directory the name is a copy, and the pointer names the original.
+ */
+static int check_subvol_dirent(struct fstate *s, const struct bch_bkey *k,
+			       const struct bch_dirent *d, const char *name)
+{
+	struct bch_fs *c = s->c;
+	uint64_t dir = k->p.inode, slot = k->p.offset;
+	char where[1024], detail[96];
+
+	if (!d->inum || d->inum > BCH_SUBVOL_MAX || !bch_subvol_get(c, (uint32_t)d->inum)) {
+		snprintf(detail, sizeof(detail), "-> subvolume %" PRIu64, (uint64_t)d->inum);
+		dirent_where(s, dir, name, where, sizeof(where));
+		if (fsck_fixing(s, BCH_FSCK_dirent_subvol_dangling, where, detail)) {
+			int r = bch_fs_dirent_delete(c, dir, slot);
+			if (!r)
+				r = fsck_adjust_nlink(c, dir, -1);
+			fsck_fix_done(s, BCH_FSCK_dirent_subvol_dangling, r);
+			return s->err;
+		}
+	}
+	int r = 0;
+	uint64_t first;
+	struct bch_inode dinode;
+	if (!(r = bch_inode_get(c, dir, &dinode)) && bch_fs_dirent_hash(c, &dinode, name) != slot)
+		r = bch_fs_dirent_first(c, dir, &dinode, name, &first);
+	else
+		first = slot;
+	if (r == -ENOENT) {
+		snprintf(detail, sizeof(detail), "at %" PRIu64 ", name hashes to %" PRIu64, slot,
+			 bch_fs_dirent_hash(c, &dinode, name));
+		dirent_where(s, dir, name, where, sizeof(where));
+		/*
+		 * Not moved: the subvolume's pointer names this slot.  Reported
+		 * (lookups miss it; `subvolume delete` of it fails) and left.
+		 */
+		bch_fsck_problem(s->ctx, BCH_FSCK_dirent_misplaced, where, detail);
+		first = slot;
+		r = 0;
+	} else if (r) {
+		return r;
+	} else if (first != slot) {
+		snprintf(detail, sizeof(detail), "same name as the entry at %" PRIu64, first);
+		dirent_where(s, dir, name, where, sizeof(where));
+		if (fsck_fixing(s, BCH_FSCK_dirent_duplicate, where, detail)) {
+			r = bch_fs_dirent_delete(c, dir, slot);
+			if (!r)
+				r = fsck_adjust_nlink(c, dir, -1);
+			fsck_fix_done(s, BCH_FSCK_dirent_duplicate, r);
+			return s->err;
+		}
+	}
+	fsck_ino_extra(&s->inodes, dir, true)->subdirs++;
+	return 0;
 }
 
 int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
@@ -63,9 +126,11 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	enum bch_fsck_problem prob = BCH_FSCK_PROBLEM_NR;
 	if (!di || !S_ISDIR(ino_mode(di)))
 		prob = BCH_FSCK_dirent_bad_dir;
+	else if (d->d_type == BCH_DT_SUBVOL)
+		return check_subvol_dirent(s, k, d, name);
 	else if (!ti || !ino_has_key(ti))
 		prob = BCH_FSCK_dirent_dangling;
-	else if (d->inum == BCH_ROOT_INO)
+	else if (d->inum == s->root_inum)
 		prob = BCH_FSCK_dirent_to_root;
 	if (prob != BCH_FSCK_PROBLEM_NR) {
 		snprintf(detail, sizeof(detail), "-> inode %" PRIu64, (uint64_t)d->inum);

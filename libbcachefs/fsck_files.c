@@ -83,6 +83,7 @@
 #include "fsck.h"
 #include "inode.h"
 #include "io.h"
+#include "snapshot.h"
 #include "super.h"
 #include "fsck_files.h"
 
@@ -387,21 +388,33 @@ void fsck_fix_done(struct fstate *s, enum bch_fsck_problem p, int r)
 		s->err = r;
 }
 
+uint64_t fsck_view_root(struct bch_fs *c)
+{
+	const struct bch_view *v = bch_view_cur(c);
+	const struct bch_subvol_info *sv = v && v->subvol != BCH_SUBVOL_NONE
+		? bch_subvol_get(c, v->subvol) : NULL;
+
+	return sv ? sv->v.root_inum : BCH_ROOT_INO;
+}
+
 /* "inode 4100 (/etc/passwd)": the path from the inode's parent pointers, best effort. */
 void fsck_inode_where(struct bch_fs *c, uint64_t inum, char *buf, size_t len)
 {
-	char path[512] = "";
-	uint64_t cur = inum;
+	char path[512] = "", sv[32] = "";
+	uint64_t cur = inum, root = fsck_view_root(c);
+	const struct bch_view *v = bch_view_cur(c);
 	unsigned depth = 0;
 
-	while (cur != BCH_ROOT_INO && depth++ < 64) {
+	if (v && v->subvol != BCH_SUBVOL_NONE && bch_fs_has_snapshots(c))
+		snprintf(sv, sizeof(sv), "subvolume %u ", v->subvol);
+	while (cur != root && depth++ < 64) {
 		struct bch_inode i;
 		struct bch_bkey *k;
 		if (bch_inode_get(c, cur, &i) || !i.dir ||
-		    bch_btree_lookup(c, BCH_BTREE_ID_dirents, POS(i.dir, i.dir_offset, 0), &k))
+		    bch_vlookup(c, BCH_BTREE_ID_dirents, POS(i.dir, i.dir_offset, 0), &k))
 			break;
 		const struct bch_dirent *d = bkey_val(k);
-		if (k->type != BCH_BKEY_dirent || d->inum != cur) {
+		if (k->type != BCH_BKEY_dirent || d->inum != cur || d->d_type == BCH_DT_SUBVOL) {
 			free(k);
 			break;
 		}
@@ -413,10 +426,11 @@ void fsck_inode_where(struct bch_fs *c, uint64_t inum, char *buf, size_t len)
 		free(k);
 		cur = i.dir;
 	}
-	if (cur == BCH_ROOT_INO)
-		snprintf(buf, len, "inode %" PRIu64 " (%s)", inum, path[0] ? path : "/");
+	c->err_msg[0] = 0;	/* a lookup that missed is no error of the pass */
+	if (cur == root)
+		snprintf(buf, len, "%sinode %" PRIu64 " (%s)", sv, inum, path[0] ? path : "/");
 	else
-		snprintf(buf, len, "inode %" PRIu64, inum);
+		snprintf(buf, len, "%sinode %" PRIu64, sv, inum);
 }
 
 int fsck_put_key(struct bch_fs *c, unsigned id, const struct bch_bkey *k)
@@ -503,6 +517,8 @@ void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id)
 	cur->id = id;
 	cur->next = POS_MIN;
 	cur->done = !c->roots->r[id].key;
+	cur->filter = bch_btree_id_is_file(id) && bch_view_cur(c) && bch_fs_has_snapshots(c);
+	cur->snap = bch_view_snap(c);
 }
 
 void fsck_cursor_exit(struct key_cursor *cur)
@@ -511,6 +527,64 @@ void fsck_cursor_exit(struct key_cursor *cur)
 	free(cur->key);
 	cur->key = NULL;
 	cur->key_cap = 0;
+}
+
+/* Room for a copy of k in cur->key. */
+static int cursor_copy(struct key_cursor *cur, const struct bch_bkey *k)
+{
+	size_t bytes = bkey_bytes(k);
+
+	if (bytes > cur->key_cap) {
+		struct bch_bkey *n = realloc(cur->key, bytes * 2);
+		if (!n)
+			return -ENOMEM;
+		cur->key = n;
+		cur->key_cap = bytes * 2;
+	}
+	memcpy(cur->key, k, bytes);
+	return 0;
+}
+
+static bool same_pos(const struct bch_bkey *a, const struct bch_bkey *b)
+{
+	return a->p.inode == b->p.inode && a->p.offset == b->p.offset;
+}
+
+/*
+ * Filtered: the key cur->snap sees at the position of b->keys[cur->idx]
+ * into cur->key (*seen false: none, or a whiteout).  The position's keys
+ * lie side by side, snapshots ascending; when they may go on in the next
+ * leaf the answer is looked up instead (rare).
+ */
+static int cursor_pick(struct key_cursor *cur, struct btree *b, bool *seen)
+{
+	const struct bch_bkey *first = b->keys[cur->idx], *best = NULL;
+	unsigned j = cur->idx;
+
+	for (; j < b->nr && same_pos(b->keys[j], first); j++)
+		if (bch_snap_is_ancestor(cur->c, b->keys[j]->p.snapshot, cur->snap))
+			best = b->keys[j];
+	cur->group_end = j;
+	*seen = false;
+	if (j == b->nr && !bpos_eq(b->max_key, POS_MAX) &&
+	    b->max_key.inode == first->p.inode && b->max_key.offset == first->p.offset) {
+		struct bch_bkey *k;
+		int r = bch_vlookup(cur->c, cur->id, first->p, &k);
+		if (r == -BCH_ERR_key_not_found) {
+			cur->c->err_msg[0] = 0;
+			return 0;
+		}
+		if (!r) {
+			r = cursor_copy(cur, k);
+			*seen = !r;
+			free(k);
+		}
+		return r;
+	}
+	if (!best || best->type == BCH_BKEY_whiteout)
+		return 0;
+	*seen = true;
+	return cursor_copy(cur, best);
 }
 
 const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
@@ -538,19 +612,32 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 			bch_btree_unhold(cur->c, &cur->leaf);
 			continue;
 		}
-		const struct bch_bkey *k = b->keys[cur->idx];
-		size_t bytes = bkey_bytes(k);
-		if (bytes > cur->key_cap) {
-			struct bch_bkey *n = realloc(cur->key, bytes * 2);
-			if (!n) {
-				*err = -ENOMEM;
+		if (cur->filter) {
+			bool seen;
+			int r = cursor_pick(cur, b, &seen);
+			if (r) {
+				*err = r;
 				cur->done = true;
 				break;
 			}
-			cur->key = n;
-			cur->key_cap = bytes * 2;
+			if (!seen) {
+				/* nothing here for this snapshot: past the whole position */
+				struct bch_bpos end = POS(b->keys[cur->idx]->p.inode,
+							  b->keys[cur->idx]->p.offset, UINT32_MAX);
+				cur->idx = cur->group_end;
+				if (bpos_eq(end, POS_MAX))
+					cur->done = true;
+				else
+					cur->next = bpos_successor(end);
+				if (cur->idx >= b->nr)
+					bch_btree_unhold(cur->c, &cur->leaf);	/* the position may go on */
+				continue;
+			}
+		} else if (cursor_copy(cur, b->keys[cur->idx])) {
+			*err = -ENOMEM;
+			cur->done = true;
+			break;
 		}
-		memcpy(cur->key, k, bytes);
 		cur->have = true;
 		return cur->key;
 	}
@@ -564,11 +651,19 @@ void fsck_cursor_pop(struct key_cursor *cur)
 		return;
 	cur->have = false;
 	cur->nr_popped++;
-	cur->idx++;
-	if (bpos_eq(cur->key->p, POS_MAX))
+	struct bch_bpos end = cur->key->p;
+	if (cur->filter) {
+		cur->idx = cur->group_end;
+		end.snapshot = UINT32_MAX;
+		if (cur->leaf.b && cur->idx >= cur->leaf.b->nr)
+			bch_btree_unhold(cur->c, &cur->leaf);	/* looked up past the leaf */
+	} else {
+		cur->idx++;
+	}
+	if (bpos_eq(end, POS_MAX))
 		cur->done = true;
 	else
-		cur->next = bpos_successor(cur->key->p);
+		cur->next = bpos_successor(end);
 }
 
 /*
@@ -599,30 +694,47 @@ int fsck_for_each_key(struct fstate *s, unsigned id, key_fn fn)
 
 /* -------------------------------------------------------------- driver */
 
-int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
-		   struct bch_fsck_file_stats *stats)
+/* "pass N: what" (with snapshots: which subvolume's view). */
+static void heading(struct fstate *s, unsigned pass, const char *what)
 {
-	struct fstate *s = calloc(1, sizeof(*s));
+	char buf[160];
+
+	if (!s->ctx->progress)
+		return;
+	snprintf(buf, sizeof(buf), "%s%s", what, s->label);
+	s->ctx->progress(s->ctx, pass, buf);
+}
+
+/* What the passes of one view leave to free. */
+static void fstate_free(struct fstate *s)
+{
+	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
+		free(s->claimed[d]);
+	fsck_ino_exit(&s->inodes);
+	if (s->inode_keys.c)
+		fsck_cursor_exit(&s->inode_keys);
+	if (s->work_keys.c)
+		fsck_cursor_exit(&s->work_keys);
+	free(s->sectors_wrong);
+	free(s->moved);
+	free(s->xattr_pieces);
+	free(s->bp_lost);
+}
+
+/*
+ * Passes 5 to 10 over what the current view sees (without snapshots: the
+ * whole filesystem).  whole: the checks of things no view owns are made
+ * here too (the alloc keys against the pointers, the reservations promised).
+ */
+static int files_view(struct fstate *s, bool whole)
+{
+	struct bch_fsck_ctx *ctx = s->ctx;
+	struct bch_fs *c = s->c;
 	int r = 0;
 
-	if (!s)
-		return -ENOMEM;
-	memset(stats, 0, sizeof(*stats));
-#ifdef __GLIBC__
-	/*
-	 * The passes before freed their working memory (node pointers, copies
-	 * of keys, the arrays of nodes read and evicted) between allocations
-	 * that stay: hand the holes back before the inode table is made, or
-	 * they stay resident beside it (1M files: 9.9 MB -> 7.9 MB at peak).
-	 */
-	malloc_trim(0);
-#endif
-	s->ctx = ctx;
-	s->c = c;
-	s->stats = stats;
 	s->cur_inum = UINT64_MAX;
 	struct bch_bkey *last;
-	if (!bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, 0), POS_MIN, &last)) {
+	if (!bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, UINT32_MAX), POS_MIN, &last)) {
 		s->max_inum = last->p.offset;
 		free(last);
 	}
@@ -636,21 +748,19 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		struct bch_member *m = bch_sb_member(c->sb, d);
 		s->claimed_blocks[d] = m->nbuckets * m->bucket_size / c->sb->block_size;
 		s->claimed[d] = calloc((s->claimed_blocks[d] + 7) / 8, 1);
-		if (!s->claimed[d]) {
-			r = -ENOMEM;
-			goto out;
-		}
+		if (!s->claimed[d])
+			return -ENOMEM;
 	}
-	if (ctx->progress)
-		ctx->progress(ctx, 5, "extents");
-	r = fsck_check_alloc(s);
+	heading(s, 5, "extents");
+	if (whole)
+		r = fsck_check_alloc(s);
 	fsck_cursor_init(&s->inode_keys, c, BCH_BTREE_ID_inodes);
 	fsck_cursor_init(&s->work_keys, c, BCH_BTREE_ID_rebalance_work);
 	if (!r)
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r)
 		r = fsck_extents_done(s);
-	if (!r && !s->err) {
+	if (!r && !s->err && !s->snapshots) {
 		if (c->reserved_clean != UINT64_MAX && c->reserved_clean != s->reserved) {
 			char detail[96];
 			snprintf(detail, sizeof(detail), "%" PRIu64 " sectors recorded, %" PRIu64 " promised",
@@ -662,12 +772,12 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	}
 	fsck_cursor_exit(&s->inode_keys);	/* their leaves are not needed past pass 6 */
 	fsck_cursor_exit(&s->work_keys);
-	if (!r && !s->err && ctx->progress)
-		ctx->progress(ctx, 7, "inodes");
+	if (!r && !s->err)
+		heading(s, 7, "inodes");
 	if (!r && !s->err)
 		r = fsck_check_inodes(s);
-	if (!r && !s->err && ctx->progress)
-		ctx->progress(ctx, 8, "directory entries and xattrs");
+	if (!r && !s->err)
+		heading(s, 8, "directory entries and xattrs");
 	if (!r && !s->err)
 		r = fsck_check_root(s);
 	if (!r && !s->err)
@@ -675,38 +785,157 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	if (!r && !s->err)
 		r = fsck_for_each_key(s, BCH_BTREE_ID_xattrs, fsck_check_xattr);
 	if (!r && !s->err && !ctx->cancelled) {
-		if (ctx->progress)
-			ctx->progress(ctx, 9, "directory structure");
+		heading(s, 9, "directory structure");
 		r = fsck_check_structure(s);
 	}
 	if (!r && !s->err && !ctx->cancelled) {
-		if (ctx->progress)
-			ctx->progress(ctx, 10, "link counts");
+		heading(s, 10, "link counts");
 		r = fsck_check_links(s);
 	}
+	return r ? r : s->err;
+}
+
+/* Reservation keys of every snapshot: each holds its own share (a copy counts again). */
+static int reserved_raw(struct fstate *s, const struct bch_bkey *k)
+{
+	if (k->type == BCH_BKEY_reservation)
+		s->reserved += (uint64_t)k->size * bch_reservation_replicas(k);
+	return 0;
+}
+
+/*
+ * With snapshots: passes 5 to 10 once per live leaf, in the view of the
+ * subvolume that sees it, so each sees a file once, as that subvolume
+ * does, and repairs go into that leaf (keys of interior snapshots are
+ * checked, and mended, through every leaf that sees them).  Then the
+ * checks of what no view owns, over the raw keys of every snapshot:
+ * the reservations promised, and pass 11.
+ *
+ * Cost: per live leaf, one walk of the keys it sees (the keys of its
+ * ancestors are read again for each leaf below them): a filesystem with L
+ * subvolumes costs about L times one without snapshots, plus the keys
+ * other snapshots hold beside them (read and skipped).  Memory: the table
+ * of one view at a time (it is freed before the next view's).
+ */
+static int files_snapshots(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
+			   struct bch_fsck_file_stats *stats)
+{
+	unsigned nr;
+	const struct bch_subvol_info *svs = bch_subvols(c, &nr);
+	struct bch_subvol_info *copy = malloc((nr + 1) * sizeof(*copy));
+	bool first = true;
+	int r = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, svs, nr * sizeof(*copy));	/* repairs reload the table */
+	for (unsigned i = 0; i < nr && !r && !ctx->cancelled; i++) {
+		const struct bch_snap_info *sn = bch_snap_get(c, copy[i].v.snapshot);
+		if (!sn || sn->children[0] != BCH_SNAPSHOT_NONE || sn->children[1] != BCH_SNAPSHOT_NONE)
+			continue;	/* pass 4 reported it */
+		struct fstate *s = calloc(1, sizeof(*s));
+		struct bch_fsck_file_stats one = { 0 };
+		struct bch_view v;
+		if (!s)
+			return -ENOMEM;
+		s->ctx = ctx;
+		s->c = c;
+		s->stats = &one;
+		s->snapshots = true;
+		s->subvol = copy[i].id;
+		s->root_inum = copy[i].v.root_inum;
+		snprintf(s->label, sizeof(s->label), " (subvolume %u, snapshot %u)", copy[i].id,
+			 copy[i].v.snapshot);
+		bch_view_enter_snap(c, &v, copy[i].id, copy[i].v.snapshot, false);
+		r = files_view(s, first);
+		bch_view_exit(&v);
+		first = false;
+		stats->inodes += one.inodes;
+		stats->dirs += one.dirs;
+		stats->files += one.files;
+		stats->extents += one.extents;
+		stats->dirents += one.dirents;
+		stats->xattrs += one.xattrs;
+		fstate_free(s);
+		free(s);
+#ifdef __GLIBC__
+		malloc_trim(0);	/* the next view's table in the same pages */
+#endif
+	}
+	free(copy);
+	struct fstate *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->ctx = ctx;
+	s->c = c;
+	s->stats = stats;
+	s->root_inum = BCH_ROOT_INO;
+	if (!r && !ctx->cancelled)
+		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, reserved_raw);
+	if (!r && !ctx->cancelled) {
+		if (c->reserved_clean != UINT64_MAX && c->reserved_clean != s->reserved) {
+			char detail[96];
+			snprintf(detail, sizeof(detail), "%" PRIu64 " sectors recorded, %" PRIu64 " promised",
+				 c->reserved_clean, s->reserved);
+			if (fsck_fixing(s, BCH_FSCK_reserved_sectors_wrong, "clean record", detail))
+				fsck_fix_done(s, BCH_FSCK_reserved_sectors_wrong, 0);
+		}
+		c->reserved_sectors = s->reserved;
+	}
 	if (!r && !s->err && data && !ctx->cancelled) {
+		/* every key's copies, once, whichever snapshot it lies in */
 		if (ctx->progress)
 			ctx->progress(ctx, 11, "data");
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_data);
 	}
 	if (!r)
 		r = s->err;
+	fstate_free(s);
+	free(s);
+	return r;
+}
+
+int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
+		   struct bch_fsck_file_stats *stats)
+{
+	int r = 0;
+
+	memset(stats, 0, sizeof(*stats));
+#ifdef __GLIBC__
+	/*
+	 * The passes before freed their working memory (node pointers, copies
+	 * of keys, the arrays of nodes read and evicted) between allocations
+	 * that stay: hand the holes back before the inode table is made, or
+	 * they stay resident beside it (1M files: 9.9 MB -> 7.9 MB at peak).
+	 */
+	malloc_trim(0);
+#endif
+	if (bch_fs_has_snapshots(c)) {
+		r = files_snapshots(ctx, c, data, stats);
+	} else {
+		struct fstate *s = calloc(1, sizeof(*s));
+		if (!s)
+			return -ENOMEM;
+		s->ctx = ctx;
+		s->c = c;
+		s->stats = stats;
+		s->root_inum = BCH_ROOT_INO;
+		r = files_view(s, true);
+		if (!r && data && !ctx->cancelled) {
+			if (ctx->progress)
+				ctx->progress(ctx, 11, "data");
+			r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_data);
+		}
+		if (!r)
+			r = s->err;
+		fstate_free(s);
+		free(s);
+	}
 	/* bucket counts from what the repairs kept (alloc_btree.h), so one -y converges */
 	if (!r && !c->read_only && !ctx->cancelled && bch_fsck_nr_repairs(ctx))
 		r = bch_alloc_btree_recount(c);
-out:
 	if (r && !ctx->err_msg[0])
 		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s",
 			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
-	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
-		free(s->claimed[d]);
-	fsck_ino_exit(&s->inodes);
-	fsck_cursor_exit(&s->inode_keys);
-	fsck_cursor_exit(&s->work_keys);
-	free(s->sectors_wrong);
-	free(s->moved);
-	free(s->xattr_pieces);
-	free(s->bp_lost);
-	free(s);
 	return r;
 }
