@@ -101,8 +101,8 @@
 	  "two subvolumes see the same snapshot (writes of one would show in the "	\
 	  "other); give each a new leaf below it, as a snapshot does")		\
 	x(subvol_root_missing,	0x041a, 4, 0,							\
-	  "subvolume's root directory is missing in its snapshot; create an empty one "	\
-	  "(pass 9 puts what it held in lost+found)")					\
+	  "subvolume's root directory is missing in its snapshot; create it again "	\
+	  "(the entries in it stay; pass 10 counts its links)")			\
 	x(subvol_name_missing,	0x041b, 4, 0,							\
 	  "subvolume's name (the directory entry its key points at) is missing or "	\
 	  "names something else; point at its name, or name it again")		\

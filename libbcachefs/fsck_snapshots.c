@@ -367,8 +367,31 @@ static uint64_t find_root(struct bch_fs *c, uint32_t snap)
 	return root ? root : BCH_ROOT_INO;
 }
 
-/* A name for subvolume id in directory dir of subvolume dsv ("#subvol<ID>"); *slot set. */
-static int name_subvol(struct bch_fs *c, uint32_t dsv, uint64_t dir, uint32_t id, uint64_t *slot)
+/* A name of subvolume id elsewhere in dir (current view): its slot, or 0. */
+static uint64_t find_name(struct bch_fs *c, uint64_t dir, uint32_t id)
+{
+	struct bch_viter it;
+	const struct bch_bkey *k;
+	uint64_t slot = 0;
+	int err = 0;
+
+	bch_viter_init(&it, c, BCH_BTREE_ID_dirents, POS(dir, 0, 0), POS(dir, UINT64_MAX, 0));
+	while (!slot && (k = bch_viter_next(&it, &err))) {
+		const struct bch_dirent *d = bkey_val(k);
+		if (k->type == BCH_BKEY_dirent && d->d_type == BCH_DT_SUBVOL && d->inum == id)
+			slot = k->p.offset;
+	}
+	bch_viter_exit(&it);
+	return slot;
+}
+
+/*
+ * A name for subvolume id in directory dir of subvolume dsv ("#subvol<ID>"),
+ * or the name it has there already; *slot set.  nlink: count the new name
+ * in the directory's link count (not when the count still has the name lost).
+ */
+static int name_subvol(struct bch_fs *c, uint32_t dsv, uint64_t dir, uint32_t id, uint64_t *slot,
+		       bool nlink)
 {
 	const struct bch_subvol_info *d = bch_subvol_get(c, dsv);
 	struct bch_view v;
@@ -380,8 +403,12 @@ static int name_subvol(struct bch_fs *c, uint32_t dsv, uint64_t dir, uint32_t id
 		return -ENOENT;
 	snprintf(name, sizeof(name), "#subvol%u", id);
 	bch_view_enter_snap(c, &v, d->id, d->v.snapshot, false);
+	if ((*slot = find_name(c, dir, id))) {
+		bch_view_exit(&v);
+		return 0;
+	}
 	r = bch_fs_dirent_add(c, dir, name, id, BCH_DT_SUBVOL);
-	if (!r)
+	if (!r && nlink)
 		r = fsck_adjust_nlink(c, dir, 1);
 	if (!r)
 		r = bch_inode_get(c, dir, &di);
@@ -409,7 +436,7 @@ static int subvol_adopt(struct snap_state *st, unsigned i)
 		id = s->subvol;		/* its key was lost: the same ID again */
 	else if ((r = bch_subvol_alloc_id(c, &id)))
 		return r;
-	if ((r = name_subvol(c, 0, root->v.root_inum, id, &slot)))
+	if ((r = name_subvol(c, 0, root->v.root_inum, id, &slot, true)))
 		return r;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct bch_subvolume v = {
@@ -493,7 +520,8 @@ static void check_subvols(struct snap_state *st)
 		bool live = is_leaf(s) && !(s->flags & BCH_SNAPSHOT_DELETED);
 		snprintf(where, sizeof(where), "snapshot %u", s->id);
 		if (live && owner == BCH_SUBVOL_NONE) {
-			if (fixing(st, BCH_FSCK_snapshot_no_subvol, where, NULL))
+			snprintf(detail, sizeof(detail), "names subvolume %d", (int)s->subvol);
+			if (fixing(st, BCH_FSCK_snapshot_no_subvol, where, detail))
 				fix_done(st, BCH_FSCK_snapshot_no_subvol, subvol_adopt(st, i));
 			continue;
 		}
@@ -552,24 +580,6 @@ static bool names_subvol(struct bch_fs *c, uint64_t dir, uint64_t slot, uint32_t
 	return ok;
 }
 
-/* A name of subvolume id elsewhere in dir (current view): its slot, or 0. */
-static uint64_t find_name(struct bch_fs *c, uint64_t dir, uint32_t id)
-{
-	struct bch_viter it;
-	const struct bch_bkey *k;
-	uint64_t slot = 0;
-	int err = 0;
-
-	bch_viter_init(&it, c, BCH_BTREE_ID_dirents, POS(dir, 0, 0), POS(dir, UINT64_MAX, 0));
-	while (!slot && (k = bch_viter_next(&it, &err))) {
-		const struct bch_dirent *d = bkey_val(k);
-		if (k->type == BCH_BKEY_dirent && d->d_type == BCH_DT_SUBVOL && d->inum == id)
-			slot = k->p.offset;
-	}
-	bch_viter_exit(&it);
-	return slot;
-}
-
 static void check_subvol_name(struct snap_state *st, uint32_t id)
 {
 	struct bch_fs *c = st->c;
@@ -596,6 +606,7 @@ static void check_subvol_name(struct snap_state *st, uint32_t id)
 	if (!fixing(st, BCH_FSCK_subvol_name_missing, where, detail))
 		return;
 	struct bch_subvolume nv = sv->v;
+	bool counted = false;	/* the directory's link count has the lost name */
 	int r = 0;
 	uint64_t slot = 0;
 	if (dsv) {
@@ -603,7 +614,7 @@ static void check_subvol_name(struct snap_state *st, uint32_t id)
 		bch_view_enter_snap(c, &v, dsv->id, dsv->v.snapshot, false);
 		struct bch_inode di;
 		if (!bch_inode_get(c, sv->v.dir, &di) && S_ISDIR(di.mode))
-			slot = find_name(c, sv->v.dir, id);
+			counted = true;
 		else
 			nv.dir = dsv->v.root_inum;	/* its directory is gone: the root */
 		c->err_msg[0] = 0;
@@ -613,7 +624,7 @@ static void check_subvol_name(struct snap_state *st, uint32_t id)
 		nv.dir = bch_subvol_get(c, 0)->v.root_inum;
 	}
 	if (!slot)
-		r = name_subvol(c, nv.dir_subvol, nv.dir, id, &slot);
+		r = name_subvol(c, nv.dir_subvol, nv.dir, id, &slot, !counted);
 	nv.dir_offset = slot;
 	if (!r)
 		r = subvol_put(c, id, &nv);
