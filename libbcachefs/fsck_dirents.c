@@ -80,13 +80,35 @@ static int check_subvol_dirent(struct fstate *s, const struct bch_bkey *k,
 		snprintf(detail, sizeof(detail), "at %" PRIu64 ", name hashes to %" PRIu64, slot,
 			 bch_fs_dirent_hash(c, &dinode, name));
 		dirent_where(s, dir, name, where, sizeof(where));
-		/*
-		 * Not moved: the subvolume's pointer names this slot.  Reported
-		 * (lookups miss it; `subvolume delete` of it fails) and left.
-		 */
-		bch_fsck_problem(s->ctx, BCH_FSCK_dirent_misplaced, where, detail);
-		first = slot;
 		r = 0;
+		if (fsck_fixing(s, BCH_FSCK_dirent_misplaced, where, detail)) {
+			/* re-hashed, and the subvolume's pointer to its name (when it is this one) with it */
+			const struct bch_subvol_info *sv = bch_subvol_get(c, (uint32_t)d->inum);
+			bool named = sv && sv->v.dir_subvol == s->subvol && sv->v.dir == dir &&
+				     sv->v.dir_offset == slot;
+			struct bch_subvolume nv = sv ? sv->v : (struct bch_subvolume){ 0 };
+			uint32_t id = (uint32_t)d->inum;
+			r = bch_fs_dirent_delete(c, dir, slot);
+			if (!r)
+				r = bch_fs_dirent_add(c, dir, name, id, BCH_DT_SUBVOL);
+			if (!r)
+				r = bch_fs_dirent_first(c, dir, &dinode, name, &first);
+			if (!r && named) {
+				nv.dir_offset = first;
+				struct bch_bkey *n = bch_subvol_key(id, &nv);
+				r = fsck_put_key(c, BCH_BTREE_ID_snapshots, n);
+				free(n);
+				if (!r)
+					r = bch_snapshots_load(c);
+			}
+			fsck_fix_done(s, BCH_FSCK_dirent_misplaced, r);
+			if (r)
+				return r;
+			s->moved = realloc(s->moved, (s->nr_moved + 1) * sizeof(*s->moved));
+			if (!s->moved)
+				abort();
+			s->moved[s->nr_moved++] = POS(dir, first, 0);
+		}
 	} else if (r) {
 		return r;
 	} else if (first != slot) {
@@ -112,8 +134,9 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	if (k->type != BCH_BKEY_dirent)
 		return 0;
 	for (size_t i = 0; i < s->nr_moved; i++)
-		if (bpos_eq(s->moved[i], k->p))
-			return 0;	/* re-hashed here earlier in this pass: already counted */
+		if (s->moved[i].inode == k->p.inode && s->moved[i].offset == k->p.offset)
+			return 0;	/* re-hashed here earlier in this pass: already counted
+					 * (in a view the key lies in its snapshot, not 0) */
 	const struct bch_dirent *d = bkey_val(k);
 	char name[BCH_NAME_MAX + 1];
 	memcpy(name, d->name, d->name_len);
