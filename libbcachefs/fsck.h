@@ -340,14 +340,16 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 int bch_fsck_snapshots(struct bch_fsck_ctx *ctx, struct bch_fs *c);
 
 /*
- * Passes 5-10 (fsck_files.c): extent pointers, extents, inodes, dirents and
- * xattrs, directory structure, link counts; pass 11 (with data set) reads
- * every copy of every extent.  With snapshots, passes 5-10 run once per
- * subvolume, in its view (what it sees; repairs go into its snapshot);
- * pass 11 reads every key of every snapshot once.  Counts of what was checked in *stats.  When
- * this run repaired anything (read-write), the buckets of file data are then
- * counted again from the extents as kept (bch_alloc_btree_recount()), so the
- * close writes counts the next run agrees with.
+ * Passes 5-10 (fsck_files_run.c): extent pointers, extents, inodes, dirents
+ * and xattrs, directory structure, link counts; pass 11 (with data set)
+ * reads every copy of every extent.  With snapshots, passes 5-10 run once
+ * per subvolume, in its view (what it sees; repairs go into its snapshot);
+ * pass 11 reads every key of every snapshot once.  Counts of what was
+ * checked in *stats (summed over the views: a file two subvolumes see
+ * counts twice).  When this run repaired anything (read-write), the
+ * buckets of file data are then counted again from the extents as kept
+ * (bch_alloc_btree_recount()), so the close writes counts the next run
+ * agrees with.
  */
 struct bch_fsck_file_stats {
 	uint64_t	inodes, dirs, files, extents, dirents, xattrs, data_bytes;
