@@ -33,8 +33,10 @@
  * "#subvol<ID>" in the root of subvolume 0) rather than being deleted;
  * two subvolumes on one leaf each get a child of it, as a snapshot would
  * make; a subvolume on an interior snapshot moves to a leaf below it; only
- * a subvolume whose snapshot is gone (nothing to see) is deleted, and keys
- * in snapshots that do not exist (no view sees them).
+ * a subvolume whose snapshot is gone and held nothing is deleted (one
+ * whose keys are still there gets its snapshot back, as a tree of its
+ * own), and keys in snapshots that do not exist and no subvolume names
+ * (no view sees them).
  *
  * Cost: the snapshot and subvolume tables are small (in memory already);
  * step (4) reads every key of the file btrees once, holding one
@@ -451,6 +453,48 @@ static int subvol_adopt(struct snap_state *st, unsigned i)
 	return 0;
 }
 
+/* Does any key of the file btrees lie in snapshot snap?  (A walk of them all: rare damage.) */
+static int snap_has_keys(struct bch_fs *c, uint32_t snap, bool *ret)
+{
+	static const unsigned ids[] = {
+		BCH_BTREE_ID_extents, BCH_BTREE_ID_inodes, BCH_BTREE_ID_dirents, BCH_BTREE_ID_xattrs,
+	};
+	int err = 0;
+
+	*ret = false;
+	for (unsigned b = 0; b < sizeof(ids) / sizeof(ids[0]) && !*ret && !err; b++) {
+		struct btree_iter it;
+		const struct bch_bkey *k;
+		if (!c->roots->r[ids[b]].key)
+			continue;
+		bch_btree_iter_init(&it, c, ids[b], POS_MIN, POS_MAX);
+		while (!*ret && (k = bch_btree_iter_next(&it, &err)))
+			*ret = k->p.snapshot == snap;
+		bch_btree_iter_exit(&it);
+	}
+	return err;
+}
+
+/*
+ * Snapshot id (its key lost) made again for subvolume sv: the root of a
+ * tree of its own, a leaf (its parent is not known: what its ancestors
+ * held is not seen through it).
+ */
+static int snap_remake(struct snap_state *st, uint32_t id, uint32_t sv)
+{
+	struct bch_snap_info n = {
+		.id = id, .parent = BCH_SNAPSHOT_NONE, .subvol = sv, .depth = 0,
+		.children = { BCH_SNAPSHOT_NONE, BCH_SNAPSHOT_NONE },
+	};
+	struct bch_bkey *k = bch_snap_key(id, &n);
+	int r = fsck_put_key(st->c, BCH_BTREE_ID_snapshots, k);
+
+	free(k);
+	if (!r)
+		r = bch_snapshots_load(st->c);
+	return r ? r : table_copy(st);
+}
+
 static void check_subvols(struct snap_state *st)
 {
 	struct bch_fs *c = st->c;
@@ -472,11 +516,22 @@ static void check_subvols(struct snap_state *st)
 		snprintf(where, sizeof(where), "subvolume %u", sv->id);
 		snprintf(detail, sizeof(detail), "snapshot %u", sv->v.snapshot);
 		if (i < 0) {
-			if (!sv->id)	/* the filesystem's own tree: never deleted */
-				bch_fsck_problem_unfixable(st->ctx, BCH_FSCK_subvol_snapshot_missing,
-							   where, detail);
-			else if (fixing(st, BCH_FSCK_subvol_snapshot_missing, where, detail))
-				fix_done(st, BCH_FSCK_subvol_snapshot_missing, subvol_delete(c, sv->id, &sv->v));
+			bool keys;
+			int r = snap_has_keys(c, sv->v.snapshot, &keys);
+			if (r) {
+				st->err = r;
+				break;
+			}
+			snprintf(detail, sizeof(detail), "snapshot %u, %s", sv->v.snapshot,
+				 keys ? "which keys lie in" : "nothing in it");
+			if (!fixing(st, BCH_FSCK_subvol_snapshot_missing, where, detail))
+				continue;
+			/* its keys are what the user has: their snapshot again, or the subvolume goes */
+			if (keys || !sv->id)
+				r = snap_remake(st, sv->v.snapshot, sv->id);
+			else
+				r = subvol_delete(c, sv->id, &sv->v);
+			fix_done(st, BCH_FSCK_subvol_snapshot_missing, r);
 			continue;
 		}
 		if (!is_leaf(&st->s[i])) {
