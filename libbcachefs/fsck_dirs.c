@@ -27,6 +27,7 @@
 #include "fsck.h"
 #include "inode.h"
 #include "io.h"
+#include "snapshot.h"
 #include "super.h"
 #include "fsck_files.h"
 
@@ -64,18 +65,23 @@ static int need_lost_found(struct fstate *s)
 	if (lost_found)
 		return 0;
 	if (!bch_fs_lookup(s->c, s->root_inum, "lost+found", &inum)) {
+		inum &= BCH_HANDLE_INUM_MASK;	/* in a view fs_ops answers handles (fs_ops.h) */
 		struct ino_info *ii = fsck_ino_find(&s->inodes, inum, false);
 		if (ii && S_ISDIR(ino_mode(ii))) {
 			lost_found = inum;
 			return 0;
 		}
 	}
-	if (!fsck_fixing(s, BCH_FSCK_lost_found_missing, "/lost+found", NULL))
+	char where[48] = "/lost+found";
+	if (s->snapshots)
+		snprintf(where, sizeof(where), "subvolume %u /lost+found", s->subvol);
+	if (!fsck_fixing(s, BCH_FSCK_lost_found_missing, where, NULL))
 		return -ENOENT;
 	int r = bch_fs_create(s->c, s->root_inum, "lost+found", S_IFDIR | 0700, 0, 0, 0, &inum);
 	fsck_fix_done(s, BCH_FSCK_lost_found_missing, r);
 	if (r)
 		return r;
+	inum &= BCH_HANDLE_INUM_MASK;
 	struct ino_info *ii = fsck_ino_find(&s->inodes, inum, true);
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, true);
 	struct bch_inode root;
