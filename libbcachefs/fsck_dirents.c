@@ -8,8 +8,9 @@
  * dirent_duplicate (a lookup finds an earlier one), dir_multiple_links;
  * xattr_no_inode, xattr_misplaced, xattr_piece_missing (every piece of a value
  * kept in pieces is there, of the right length), xattr_piece_orphan (a piece
- * whose value no xattr key of its inode names).  Names are counted for
- * passes 9 and 10.
+ * whose value no xattr key of its inode names); dirent_subvol_dangling (a
+ * name of a subvolume that is gone: deleted).  Names are counted for passes
+ * 9 and 10 (a subvolume's name as a subdirectory).
  */
 #include <dirent.h>
 #include <errno.h>

@@ -43,6 +43,10 @@
  *     dirent_misplaced     a lookup of its name does not reach it: re-hashed
  *     dirent_duplicate     a lookup of its name finds an earlier entry: deleted
  *     dir_multiple_links   a directory with a second name: the entry is deleted
+ *     dirent_subvol_dangling  a name (BCH_DT_SUBVOL) of a subvolume that does
+ *                          not exist: deleted (minor: a snapshot of its
+ *                          directory keeps it); the names of subvolumes count
+ *                          as subdirectories
  *     xattr_no_inode, xattr_misplaced   likewise for xattrs
  *   pass 9
  *     root_missing         a new root directory is created
