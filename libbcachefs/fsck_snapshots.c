@@ -509,9 +509,11 @@ static void check_subvols(struct snap_state *st)
 	for (unsigned n = 0; n < nr; n++)
 		ids[n] = svs[n].id;
 	for (unsigned n = 0; n < nr && !st->err; n++) {
-		const struct bch_subvol_info *sv = bch_subvol_get(c, ids[n]);
-		if (!sv)
+		/* a copy: repairs read the table again, which moves its entries */
+		const struct bch_subvol_info *cur = bch_subvol_get(c, ids[n]);
+		if (!cur)
 			continue;
+		const struct bch_subvol_info svc = *cur, *sv = &svc;
 		int i = snap_find(st, sv->v.snapshot);
 		snprintf(where, sizeof(where), "subvolume %u", sv->id);
 		snprintf(detail, sizeof(detail), "snapshot %u", sv->v.snapshot);
