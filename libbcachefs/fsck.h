@@ -90,8 +90,9 @@
 	  "live snapshot leaf that no subvolume sees (its files are unreachable); give "	\
 	  "it a new subvolume, named in the root of subvolume 0")			\
 	x(subvol_snapshot_missing, 0x0416, 4, 0,						\
-	  "subvolume's snapshot does not exist; make it again, as the root of a tree "	\
-	  "of its own, when keys lie in it (else delete the subvolume and its name)")	\
+	  "subvolume's snapshot does not exist; make it again when keys lie in it "	\
+	  "(below the parent that listed it, or as a tree of its own), else delete "	\
+	  "the subvolume and its name")							\
 	x(subvol_snapshot_interior, 0x0417, 4, 0,						\
 	  "subvolume's snapshot has children (only leaves are written); move the "	\
 	  "subvolume to a leaf below it (a new one if none is free)")			\

@@ -66,6 +66,9 @@ struct snap_state {
 	unsigned		nr;
 	bool			*dirty;		/* per entry: rewrite its key */
 	bool			*gone;		/* per entry: delete its key */
+	/* children dropped because their key is missing: (child, parent) */
+	struct { uint32_t child, parent; } lost[16];
+	unsigned		nr_lost;
 	int			err;
 };
 
@@ -210,6 +213,11 @@ static void check_tree(struct snap_state *st)
 				 c < 0 ? "does not exist" : st->s[c].parent == s->id ? "listed twice"
 				 : "names another parent");
 			if (fixing(st, BCH_FSCK_snapshot_children_wrong, where, detail)) {
+				/* a lost key: a subvolume's may be made again below its parent */
+				if (c < 0 && st->nr_lost < sizeof(st->lost) / sizeof(st->lost[0])) {
+					st->lost[st->nr_lost].child = ch;
+					st->lost[st->nr_lost++].parent = s->id;
+				}
 				s->children[j] = BCH_SNAPSHOT_NONE;
 				st->dirty[i] = true;
 				fix_done(st, BCH_FSCK_snapshot_children_wrong, 0);
@@ -476,9 +484,10 @@ static int snap_has_keys(struct bch_fs *c, uint32_t snap, bool *ret)
 }
 
 /*
- * Snapshot id (its key lost) made again for subvolume sv: the root of a
- * tree of its own, a leaf (its parent is not known: what its ancestors
- * held is not seen through it).
+ * Snapshot id (its key lost) made again for subvolume sv: a leaf below the
+ * parent that listed it, when that is known (check_tree() dropped the
+ * link), so the subvolume sees what it saw; else the root of a tree of its
+ * own (what its ancestors held is not seen through it).
  */
 static int snap_remake(struct snap_state *st, uint32_t id, uint32_t sv)
 {
@@ -486,9 +495,23 @@ static int snap_remake(struct snap_state *st, uint32_t id, uint32_t sv)
 		.id = id, .parent = BCH_SNAPSHOT_NONE, .subvol = sv, .depth = 0,
 		.children = { BCH_SNAPSHOT_NONE, BCH_SNAPSHOT_NONE },
 	};
-	struct bch_bkey *k = bch_snap_key(id, &n);
-	int r = fsck_put_key(st->c, BCH_BTREE_ID_snapshots, k);
+	int r, p = -1;
 
+	for (unsigned l = 0; l < st->nr_lost && p < 0; l++)
+		if (st->lost[l].child == id && st->lost[l].parent < id)
+			p = snap_find(st, st->lost[l].parent);
+	if (p >= 0 && (st->s[p].children[0] == BCH_SNAPSHOT_NONE ||
+		       st->s[p].children[1] == BCH_SNAPSHOT_NONE)) {
+		struct bch_snap_info *ps = &st->s[p];
+		n.parent = ps->id;
+		n.depth = ps->depth + 1;
+		ps->children[ps->children[0] == BCH_SNAPSHOT_NONE ? 0 : 1] = id;
+		st->dirty[p] = true;
+		if ((r = table_write(st)))
+			return r;
+	}
+	struct bch_bkey *k = bch_snap_key(id, &n);
+	r = fsck_put_key(st->c, BCH_BTREE_ID_snapshots, k);
 	free(k);
 	if (!r)
 		r = bch_snapshots_load(st->c);
