@@ -417,20 +417,15 @@ int cmd_fsck(int argc, char *argv[])
 				}
 				/* the files passes need sound btrees: after a rebuild, or when none was needed */
 				bool btrees_bad = bch_fsck_nr_found(ctx) > bch_fsck_nr_fixed(ctx);
-				unsigned leaves = bch_snapshot_live_leaves(c);
-				if (!ret && !btrees_bad && !c->read_only && bch_snapshot_gc_pending(c)) {
-					/* a subvolume delete cut short: finish freeing its keys */
-					uint64_t freed;
-					if (bch_snapshot_gc(c, NULL, NULL, &freed))
-						cmd_err("fsck", "freeing deleted snapshots' keys: %s", c->err_msg);
-					else if (!o.json && freed)
-						printf("deleted snapshots: %" PRIu64 " keys freed\n", freed);
+				/* pass 4's second half: the snapshot tree the files passes read through */
+				if (!ret && !btrees_bad && !ctx->cancelled) {
+					ret = bch_fsck_snapshots(ctx, c);
+					if (ret) {
+						cmd_err("fsck", "%s", ctx->err_msg);
+						exit_code |= FSCK_EXIT_ERROR;
+					}
 				}
-				if (!ret && !btrees_bad && !ctx->cancelled && leaves > 1) {
-					fprintf(stderr, "bcachefs fsck: passes 5-12 (files) skipped: %u subvolumes or "
-						"snapshots; checking files across snapshots is not supported yet\n",
-						leaves);
-				} else if (!ret && !btrees_bad && !ctx->cancelled) {
+				if (!ret && !btrees_bad && !ctx->cancelled) {
 					ret = bch_fsck_files(ctx, c, data, &o.files);
 					o.files_checked = !ret;
 					if (!ret && !ctx->cancelled)

@@ -74,6 +74,46 @@
 	  "in the rebuilt btree")							\
 	x(bkey_invalid,		0x0401, 4, 0,							\
 	  "key fails validation; delete it (the node is rewritten without it)")	\
+	x(snapshot_parent_bad,	0x0411, 4, 0,							\
+	  "snapshot's parent does not exist, has a greater ID, or does not list it as "	\
+	  "a child; list it there (or, with no parent to list it, make it the root of "	\
+	  "a tree: what its lost ancestors held is gone)")				\
+	x(snapshot_children_wrong, 0x0412, 4, FSCK_SAFE,					\
+	  "snapshot lists a child that does not exist or names another parent; "	\
+	  "drop it from the list")							\
+	x(snapshot_depth_wrong,	0x0413, 4, FSCK_SAFE,						\
+	  "snapshot's depth is not its parent's + 1; correct it")			\
+	x(snapshot_subvol_wrong, 0x0414, 4, FSCK_SAFE,					\
+	  "snapshot's subvolume field does not name the subvolume that sees it; "	\
+	  "correct it")									\
+	x(snapshot_no_subvol,	0x0415, 4, 0,							\
+	  "live snapshot leaf that no subvolume sees (its files are unreachable); give "	\
+	  "it a new subvolume, named in the root of subvolume 0")			\
+	x(subvol_snapshot_missing, 0x0416, 4, 0,						\
+	  "subvolume's snapshot does not exist; make it again when keys lie in it "	\
+	  "(below the parent that listed it, or as a tree of its own), else delete "	\
+	  "the subvolume and its name")							\
+	x(subvol_snapshot_interior, 0x0417, 4, 0,						\
+	  "subvolume's snapshot has children (only leaves are written); move the "	\
+	  "subvolume to a leaf below it (a new one if none is free)")			\
+	x(subvol_snapshot_deleted, 0x0418, 4, FSCK_SAFE,					\
+	  "subvolume's snapshot is marked deleted; clear the mark (its files stay)")	\
+	x(subvol_snapshot_shared, 0x0419, 4, 0,						\
+	  "two subvolumes see the same snapshot (writes of one would show in the "	\
+	  "other); give each a new leaf below it, as a snapshot does")		\
+	x(subvol_root_missing,	0x041a, 4, 0,							\
+	  "subvolume's root directory is missing in its snapshot; create it again "	\
+	  "(the entries in it stay; pass 10 counts its links)")			\
+	x(subvol_name_missing,	0x041b, 4, 0,							\
+	  "subvolume's name (the directory entry its key points at) is missing or "	\
+	  "names something else; point at its name, or name it again")		\
+	x(snapshot_key_missing,	0x041c, 4, 0,							\
+	  "keys in a snapshot that does not exist (no subvolume can see them); delete "	\
+	  "them")									\
+	x(snapshot_deleted_keys, 0x041d, 4, FSCK_SAFE | FSCK_MINOR,				\
+	  "keys of deleted snapshots (a subvolume delete not finished); free them")	\
+	x(whiteout_orphan,	0x041e, 4, FSCK_SAFE | FSCK_MINOR,				\
+	  "whiteouts that hide nothing (harmless); delete them")			\
 	x(extent_ptr_bad,	0x0501, 5, 0,							\
 	  "extent points to a missing device, outside the device or into metadata; "	\
 	  "drop the pointer (the extent goes when none is left)")			\
@@ -137,6 +177,9 @@
 	  "xattr value kept in pieces has a piece missing or damaged; delete the xattr") \
 	x(xattr_piece_orphan,	0x080a, 8, FSCK_SAFE,						\
 	  "xattr value piece that no xattr names (an interrupted change); delete it")	\
+	x(dirent_subvol_dangling, 0x080b, 8, FSCK_SAFE | FSCK_MINOR,				\
+	  "directory entry names a subvolume that does not exist (deleted after a "	\
+	  "snapshot of its directory, or a delete cut short); delete it")		\
 	x(root_missing,		0x0901, 9, 0,							\
 	  "root directory missing or not a directory; create a new one")		\
 	x(lost_found_missing,	0x0902, 9, FSCK_SAFE,						\
@@ -289,12 +332,25 @@ int bch_fsck_journal(struct bch_fsck_ctx *ctx, struct bch_fs *c);
 int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_checked);
 
 /*
- * Passes 5-10 (fsck_files.c): extent pointers, extents, inodes, dirents and
- * xattrs, directory structure, link counts; pass 11 (with data set) reads
- * every copy of every extent.  Counts of what was checked in *stats.  When
- * this run repaired anything (read-write), the buckets of file data are then
- * counted again from the extents as kept (bch_alloc_btree_recount()), so the
- * close writes counts the next run agrees with.
+ * Pass 4, second half (fsck_snapshots.c), on a filesystem with snapshots:
+ * the snapshot tree, the subvolumes (their leaves, root directories and
+ * names), and the snapshots the keys of the file btrees lie in; keys of
+ * deleted snapshots are freed (bch_snapshot_gc()) when repairing.  Run
+ * after passes 3-4 found the btrees sound, before bch_fsck_files().
+ */
+int bch_fsck_snapshots(struct bch_fsck_ctx *ctx, struct bch_fs *c);
+
+/*
+ * Passes 5-10 (fsck_files_run.c): extent pointers, extents, inodes, dirents
+ * and xattrs, directory structure, link counts; pass 11 (with data set)
+ * reads every copy of every extent.  With snapshots, passes 5-10 run once
+ * per subvolume, in its view (what it sees; repairs go into its snapshot);
+ * pass 11 reads every key of every snapshot once.  Counts of what was
+ * checked in *stats (summed over the views: a file two subvolumes see
+ * counts twice).  When this run repaired anything (read-write), the
+ * buckets of file data are then counted again from the extents as kept
+ * (bch_alloc_btree_recount()), so the close writes counts the next run
+ * agrees with.
  */
 struct bch_fsck_file_stats {
 	uint64_t	inodes, dirs, files, extents, dirents, xattrs, data_bytes;

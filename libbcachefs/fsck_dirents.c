@@ -8,8 +8,9 @@
  * dirent_duplicate (a lookup finds an earlier one), dir_multiple_links;
  * xattr_no_inode, xattr_misplaced, xattr_piece_missing (every piece of a value
  * kept in pieces is there, of the right length), xattr_piece_orphan (a piece
- * whose value no xattr key of its inode names).  Names are counted for
- * passes 9 and 10.
+ * whose value no xattr key of its inode names); dirent_subvol_dangling (a
+ * name of a subvolume that is gone: deleted).  Names are counted for passes
+ * 9 and 10 (a subvolume's name as a subdirectory).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +31,7 @@
 #include "fsck.h"
 #include "inode.h"
 #include "io.h"
+#include "snapshot.h"
 #include "super.h"
 #include "fsck_files.h"
 
@@ -41,6 +43,90 @@ static void dirent_where(struct fstate *s, uint64_t dir, const char *name, char 
 	snprintf(buf, len, "%s entry \"%s\"", dw, name);
 }
 
+/*
+ * A name of another subvolume (BCH_DT_SUBVOL: d->inum is its ID).  The
+ * subvolume must exist: a name a snapshot took of its directory outlives
+ * the subvolume's delete (normal, so minor), as does one a crash left in
+ * the middle of a delete.  It counts as a subdirectory of its directory.
+ * The name's hash is checked like any other's; the subvolume's own pointer
+ * to its name is checked in pass 4 (fsck_snapshots.c): in a snapshot of
+ * the directory the name is a copy, and the pointer names the original.
+ */
+static int check_subvol_dirent(struct fstate *s, const struct bch_bkey *k,
+			       const struct bch_dirent *d, const char *name)
+{
+	struct bch_fs *c = s->c;
+	uint64_t dir = k->p.inode, slot = k->p.offset;
+	char where[1024], detail[96];
+
+	if (!d->inum || d->inum > BCH_SUBVOL_MAX || !bch_subvol_get(c, (uint32_t)d->inum)) {
+		snprintf(detail, sizeof(detail), "-> subvolume %" PRIu64, (uint64_t)d->inum);
+		dirent_where(s, dir, name, where, sizeof(where));
+		if (fsck_fixing(s, BCH_FSCK_dirent_subvol_dangling, where, detail)) {
+			int r = bch_fs_dirent_delete(c, dir, slot);
+			if (!r)
+				r = fsck_adjust_nlink(c, dir, -1);
+			fsck_fix_done(s, BCH_FSCK_dirent_subvol_dangling, r);
+			return s->err;
+		}
+	}
+	int r = 0;
+	uint64_t first;
+	struct bch_inode dinode;
+	if (!(r = bch_inode_get(c, dir, &dinode)) && bch_fs_dirent_hash(c, &dinode, name) != slot)
+		r = bch_fs_dirent_first(c, dir, &dinode, name, &first);
+	else
+		first = slot;
+	if (r == -ENOENT) {
+		snprintf(detail, sizeof(detail), "at %" PRIu64 ", name hashes to %" PRIu64, slot,
+			 bch_fs_dirent_hash(c, &dinode, name));
+		dirent_where(s, dir, name, where, sizeof(where));
+		r = 0;
+		if (fsck_fixing(s, BCH_FSCK_dirent_misplaced, where, detail)) {
+			/* re-hashed, and the subvolume's pointer to its name (when it is this one) with it */
+			const struct bch_subvol_info *sv = bch_subvol_get(c, (uint32_t)d->inum);
+			bool named = sv && sv->v.dir_subvol == s->subvol && sv->v.dir == dir &&
+				     sv->v.dir_offset == slot;
+			struct bch_subvolume nv = sv ? sv->v : (struct bch_subvolume){ 0 };
+			uint32_t id = (uint32_t)d->inum;
+			r = bch_fs_dirent_delete(c, dir, slot);
+			if (!r)
+				r = bch_fs_dirent_add(c, dir, name, id, BCH_DT_SUBVOL);
+			if (!r)
+				r = bch_fs_dirent_first(c, dir, &dinode, name, &first);
+			if (!r && named) {
+				nv.dir_offset = first;
+				struct bch_bkey *n = bch_subvol_key(id, &nv);
+				r = fsck_put_key(c, BCH_BTREE_ID_snapshots, n);
+				free(n);
+				if (!r)
+					r = bch_snapshots_load(c);
+			}
+			fsck_fix_done(s, BCH_FSCK_dirent_misplaced, r);
+			if (r)
+				return r;
+			s->moved = realloc(s->moved, (s->nr_moved + 1) * sizeof(*s->moved));
+			if (!s->moved)
+				abort();
+			s->moved[s->nr_moved++] = POS(dir, first, 0);
+		}
+	} else if (r) {
+		return r;
+	} else if (first != slot) {
+		snprintf(detail, sizeof(detail), "same name as the entry at %" PRIu64, first);
+		dirent_where(s, dir, name, where, sizeof(where));
+		if (fsck_fixing(s, BCH_FSCK_dirent_duplicate, where, detail)) {
+			r = bch_fs_dirent_delete(c, dir, slot);
+			if (!r)
+				r = fsck_adjust_nlink(c, dir, -1);
+			fsck_fix_done(s, BCH_FSCK_dirent_duplicate, r);
+			return s->err;
+		}
+	}
+	fsck_ino_extra(&s->inodes, dir, true)->subdirs++;
+	return 0;
+}
+
 int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 {
 	struct bch_fs *c = s->c;
@@ -49,8 +135,9 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	if (k->type != BCH_BKEY_dirent)
 		return 0;
 	for (size_t i = 0; i < s->nr_moved; i++)
-		if (bpos_eq(s->moved[i], k->p))
-			return 0;	/* re-hashed here earlier in this pass: already counted */
+		if (s->moved[i].inode == k->p.inode && s->moved[i].offset == k->p.offset)
+			return 0;	/* re-hashed here earlier in this pass: already counted
+					 * (in a view the key lies in its snapshot, not 0) */
 	const struct bch_dirent *d = bkey_val(k);
 	char name[BCH_NAME_MAX + 1];
 	memcpy(name, d->name, d->name_len);
@@ -63,9 +150,11 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	enum bch_fsck_problem prob = BCH_FSCK_PROBLEM_NR;
 	if (!di || !S_ISDIR(ino_mode(di)))
 		prob = BCH_FSCK_dirent_bad_dir;
+	else if (d->d_type == BCH_DT_SUBVOL)
+		return check_subvol_dirent(s, k, d, name);
 	else if (!ti || !ino_has_key(ti))
 		prob = BCH_FSCK_dirent_dangling;
-	else if (d->inum == BCH_ROOT_INO)
+	else if (d->inum == s->root_inum)
 		prob = BCH_FSCK_dirent_to_root;
 	if (prob != BCH_FSCK_PROBLEM_NR) {
 		snprintf(detail, sizeof(detail), "-> inode %" PRIu64, (uint64_t)d->inum);

@@ -27,25 +27,31 @@
 #include "fsck.h"
 #include "inode.h"
 #include "io.h"
+#include "snapshot.h"
 #include "super.h"
 #include "fsck_files.h"
 
 /* Before the dirents are checked: a root to hang them from. */
 int fsck_check_root(struct fstate *s)
 {
-	struct ino_info *root = fsck_ino_find(&s->inodes, BCH_ROOT_INO, false);
+	struct ino_info *root = fsck_ino_find(&s->inodes, s->root_inum, false);
+	char where[96];
 
 	if (root && S_ISDIR(ino_mode(root)))
 		return 0;
-	if (!fsck_fixing(s, BCH_FSCK_root_missing, "inode 4096 (/)", NULL))
+	if (s->snapshots)
+		snprintf(where, sizeof(where), "subvolume %u inode %" PRIu64 " (/)", s->subvol, s->root_inum);
+	else
+		snprintf(where, sizeof(where), "inode %" PRIu64 " (/)", s->root_inum);
+	if (!fsck_fixing(s, BCH_FSCK_root_missing, where, NULL))
 		return 0;
 	struct bch_inode ri;
-	bch_inode_init(s->c, &ri, BCH_ROOT_INO, S_IFDIR | 0755, 0, 0, 0, NULL);
-	int r = fsck_update_inode(s->c, BCH_ROOT_INO, &ri);
+	bch_inode_init(s->c, &ri, s->root_inum, S_IFDIR | 0755, 0, 0, 0, NULL);
+	int r = fsck_update_inode(s->c, s->root_inum, &ri);
 	fsck_fix_done(s, BCH_FSCK_root_missing, r);
 	if (!r) {
-		ino_set_mode(fsck_ino_find(&s->inodes, BCH_ROOT_INO, true), ri.mode);
-		fsck_ino_extra(&s->inodes, BCH_ROOT_INO, true);
+		ino_set_mode(fsck_ino_find(&s->inodes, s->root_inum, true), ri.mode);
+		fsck_ino_extra(&s->inodes, s->root_inum, true);
 	}
 	return r;
 }
@@ -58,29 +64,34 @@ static int need_lost_found(struct fstate *s)
 
 	if (lost_found)
 		return 0;
-	if (!bch_fs_lookup(s->c, BCH_ROOT_INO, "lost+found", &inum)) {
+	if (!bch_fs_lookup(s->c, s->root_inum, "lost+found", &inum)) {
+		inum &= BCH_HANDLE_INUM_MASK;	/* in a view fs_ops answers handles (fs_ops.h) */
 		struct ino_info *ii = fsck_ino_find(&s->inodes, inum, false);
 		if (ii && S_ISDIR(ino_mode(ii))) {
 			lost_found = inum;
 			return 0;
 		}
 	}
-	if (!fsck_fixing(s, BCH_FSCK_lost_found_missing, "/lost+found", NULL))
+	char where[48] = "/lost+found";
+	if (s->snapshots)
+		snprintf(where, sizeof(where), "subvolume %u /lost+found", s->subvol);
+	if (!fsck_fixing(s, BCH_FSCK_lost_found_missing, where, NULL))
 		return -ENOENT;
-	int r = bch_fs_create(s->c, BCH_ROOT_INO, "lost+found", S_IFDIR | 0700, 0, 0, 0, &inum);
+	int r = bch_fs_create(s->c, s->root_inum, "lost+found", S_IFDIR | 0700, 0, 0, 0, &inum);
 	fsck_fix_done(s, BCH_FSCK_lost_found_missing, r);
 	if (r)
 		return r;
+	inum &= BCH_HANDLE_INUM_MASK;
 	struct ino_info *ii = fsck_ino_find(&s->inodes, inum, true);
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, true);
 	struct bch_inode root;
 	ino_set_mode(ii, S_IFDIR);
 	fsck_ino_set_names(&s->inodes, inum, ii, 1);
-	x->parent = BCH_ROOT_INO;
-	if (!bch_inode_get(s->c, BCH_ROOT_INO, &root))
-		bch_fs_dirent_first(s->c, BCH_ROOT_INO, &root, "lost+found", &x->parent_slot);
+	x->parent = s->root_inum;
+	if (!bch_inode_get(s->c, s->root_inum, &root))
+		bch_fs_dirent_first(s->c, s->root_inum, &root, "lost+found", &x->parent_slot);
 	x->state = 2;
-	fsck_ino_extra(&s->inodes, BCH_ROOT_INO, true)->subdirs++;
+	fsck_ino_extra(&s->inodes, s->root_inum, true)->subdirs++;
 	/* create() counted the new directory in the root's nlink: keep the table in step */
 	lost_found = inum;
 	return 0;
@@ -156,7 +167,7 @@ static int nameless(struct fstate *s, uint64_t inum, struct ino_info *ii,
 	if (!in.nlink || (in.flags & BCH_INODE_UNLINKED)) {
 		if (fsck_fixing(s, BCH_FSCK_inode_unlinked, where, NULL)) {
 			r = bch_fs_inode_free(c, inum);
-			if (!r)
+			if (!r && !s->snapshots)	/* with snapshots: other views may have it */
 				r = work_key_delete(c, inum);
 			fsck_fix_done(s, BCH_FSCK_inode_unlinked, r);
 			ii->bits &= ~INO_TYPE;	/* gone */
@@ -175,10 +186,10 @@ int fsck_check_structure(struct fstate *s)
 
 	lost_found = 0;
 	fsck_ino_reserve(&s->inodes, 4);	/* root and lost+found may be added below */
-	struct ino_info *root = fsck_ino_find(&s->inodes, BCH_ROOT_INO, false);
+	struct ino_info *root = fsck_ino_find(&s->inodes, s->root_inum, false);
 	if (!root || !S_ISDIR(ino_mode(root)))
 		return 0;	/* not recreated (-n): nothing can be reached */
-	fsck_ino_set_state(&s->inodes, BCH_ROOT_INO, 2);
+	fsck_ino_set_state(&s->inodes, s->root_inum, 2);
 
 	/* directories: named once, and every parent chain reaches the root */
 	size_t pos = 0;

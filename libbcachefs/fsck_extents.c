@@ -243,6 +243,8 @@ static void work_stale(struct fstate *s, uint64_t inum, const char *why)
 {
 	char where[64];
 
+	if (s->snapshots)
+		return;	/* keyed by inode number: the inode may be another view's */
 	snprintf(where, sizeof(where), "rebalance_work key %" PRIu64 ":0:0", inum);
 	if (fsck_fixing(s, BCH_FSCK_rebalance_work_stale, where, why))
 		fsck_fix_done(s, BCH_FSCK_rebalance_work_stale,

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * fsck_files.c - passes 5 to 11 over files: what they share, and the driver.
- * Each pass lives in its own file (fsck_extents.c, fsck_inodes.c,
- * fsck_dirents.c, fsck_dirs.c, fsck_links.c, fsck_data.c); this overview
- * lists every check:
+ * fsck_files.c - passes 5 to 11 over files: what they share (the inode
+ * table, the key cursor, one-key repairs).  The driver, which runs them
+ * (once per subvolume view on a filesystem with snapshots), is
+ * fsck_files_run.c; each pass lives in its own file (fsck_extents.c,
+ * fsck_inodes.c, fsck_dirents.c, fsck_dirs.c, fsck_links.c, fsck_data.c);
+ * this overview lists every check:
  *
  * Checks
  *   pass 5 (one scan of the extents btree, with pass 6)
@@ -41,6 +43,10 @@
  *     dirent_misplaced     a lookup of its name does not reach it: re-hashed
  *     dirent_duplicate     a lookup of its name finds an earlier entry: deleted
  *     dir_multiple_links   a directory with a second name: the entry is deleted
+ *     dirent_subvol_dangling  a name (BCH_DT_SUBVOL) of a subvolume that does
+ *                          not exist: deleted (minor: a snapshot of its
+ *                          directory keeps it); the names of subvolumes count
+ *                          as subdirectories
  *     xattr_no_inode, xattr_misplaced   likewise for xattrs
  *   pass 9
  *     root_missing         a new root directory is created
@@ -83,6 +89,7 @@
 #include "fsck.h"
 #include "inode.h"
 #include "io.h"
+#include "snapshot.h"
 #include "super.h"
 #include "fsck_files.h"
 
@@ -387,21 +394,33 @@ void fsck_fix_done(struct fstate *s, enum bch_fsck_problem p, int r)
 		s->err = r;
 }
 
+uint64_t fsck_view_root(struct bch_fs *c)
+{
+	const struct bch_view *v = bch_view_cur(c);
+	const struct bch_subvol_info *sv = v && v->subvol != BCH_SUBVOL_NONE
+		? bch_subvol_get(c, v->subvol) : NULL;
+
+	return sv ? sv->v.root_inum : BCH_ROOT_INO;
+}
+
 /* "inode 4100 (/etc/passwd)": the path from the inode's parent pointers, best effort. */
 void fsck_inode_where(struct bch_fs *c, uint64_t inum, char *buf, size_t len)
 {
-	char path[512] = "";
-	uint64_t cur = inum;
+	char path[512] = "", sv[32] = "";
+	uint64_t cur = inum, root = fsck_view_root(c);
+	const struct bch_view *v = bch_view_cur(c);
 	unsigned depth = 0;
 
-	while (cur != BCH_ROOT_INO && depth++ < 64) {
+	if (v && v->subvol != BCH_SUBVOL_NONE && bch_fs_has_snapshots(c))
+		snprintf(sv, sizeof(sv), "subvolume %u ", v->subvol);
+	while (cur != root && depth++ < 64) {
 		struct bch_inode i;
 		struct bch_bkey *k;
 		if (bch_inode_get(c, cur, &i) || !i.dir ||
-		    bch_btree_lookup(c, BCH_BTREE_ID_dirents, POS(i.dir, i.dir_offset, 0), &k))
+		    bch_vlookup(c, BCH_BTREE_ID_dirents, POS(i.dir, i.dir_offset, 0), &k))
 			break;
 		const struct bch_dirent *d = bkey_val(k);
-		if (k->type != BCH_BKEY_dirent || d->inum != cur) {
+		if (k->type != BCH_BKEY_dirent || d->inum != cur || d->d_type == BCH_DT_SUBVOL) {
 			free(k);
 			break;
 		}
@@ -413,10 +432,11 @@ void fsck_inode_where(struct bch_fs *c, uint64_t inum, char *buf, size_t len)
 		free(k);
 		cur = i.dir;
 	}
-	if (cur == BCH_ROOT_INO)
-		snprintf(buf, len, "inode %" PRIu64 " (%s)", inum, path[0] ? path : "/");
+	c->err_msg[0] = 0;	/* a lookup that missed is no error of the pass */
+	if (cur == root)
+		snprintf(buf, len, "%sinode %" PRIu64 " (%s)", sv, inum, path[0] ? path : "/");
 	else
-		snprintf(buf, len, "inode %" PRIu64, inum);
+		snprintf(buf, len, "%sinode %" PRIu64, sv, inum);
 }
 
 int fsck_put_key(struct bch_fs *c, unsigned id, const struct bch_bkey *k)
@@ -503,6 +523,8 @@ void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id)
 	cur->id = id;
 	cur->next = POS_MIN;
 	cur->done = !c->roots->r[id].key;
+	cur->filter = bch_btree_id_is_file(id) && bch_view_cur(c) && bch_fs_has_snapshots(c);
+	cur->snap = bch_view_snap(c);
 }
 
 void fsck_cursor_exit(struct key_cursor *cur)
@@ -511,6 +533,64 @@ void fsck_cursor_exit(struct key_cursor *cur)
 	free(cur->key);
 	cur->key = NULL;
 	cur->key_cap = 0;
+}
+
+/* Room for a copy of k in cur->key. */
+static int cursor_copy(struct key_cursor *cur, const struct bch_bkey *k)
+{
+	size_t bytes = bkey_bytes(k);
+
+	if (bytes > cur->key_cap) {
+		struct bch_bkey *n = realloc(cur->key, bytes * 2);
+		if (!n)
+			return -ENOMEM;
+		cur->key = n;
+		cur->key_cap = bytes * 2;
+	}
+	memcpy(cur->key, k, bytes);
+	return 0;
+}
+
+static bool same_pos(const struct bch_bkey *a, const struct bch_bkey *b)
+{
+	return a->p.inode == b->p.inode && a->p.offset == b->p.offset;
+}
+
+/*
+ * Filtered: the key cur->snap sees at the position of b->keys[cur->idx]
+ * into cur->key (*seen false: none, or a whiteout).  The position's keys
+ * lie side by side, snapshots ascending; when they may go on in the next
+ * leaf the answer is looked up instead (rare).
+ */
+static int cursor_pick(struct key_cursor *cur, struct btree *b, bool *seen)
+{
+	const struct bch_bkey *first = b->keys[cur->idx], *best = NULL;
+	unsigned j = cur->idx;
+
+	for (; j < b->nr && same_pos(b->keys[j], first); j++)
+		if (bch_snap_is_ancestor(cur->c, b->keys[j]->p.snapshot, cur->snap))
+			best = b->keys[j];
+	cur->group_end = j;
+	*seen = false;
+	if (j == b->nr && !bpos_eq(b->max_key, POS_MAX) &&
+	    b->max_key.inode == first->p.inode && b->max_key.offset == first->p.offset) {
+		struct bch_bkey *k;
+		int r = bch_vlookup(cur->c, cur->id, first->p, &k);
+		if (r == -BCH_ERR_key_not_found) {
+			cur->c->err_msg[0] = 0;
+			return 0;
+		}
+		if (!r) {
+			r = cursor_copy(cur, k);
+			*seen = !r;
+			free(k);
+		}
+		return r;
+	}
+	if (!best || best->type == BCH_BKEY_whiteout)
+		return 0;
+	*seen = true;
+	return cursor_copy(cur, best);
 }
 
 const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
@@ -538,19 +618,32 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 			bch_btree_unhold(cur->c, &cur->leaf);
 			continue;
 		}
-		const struct bch_bkey *k = b->keys[cur->idx];
-		size_t bytes = bkey_bytes(k);
-		if (bytes > cur->key_cap) {
-			struct bch_bkey *n = realloc(cur->key, bytes * 2);
-			if (!n) {
-				*err = -ENOMEM;
+		if (cur->filter) {
+			bool seen;
+			int r = cursor_pick(cur, b, &seen);
+			if (r) {
+				*err = r;
 				cur->done = true;
 				break;
 			}
-			cur->key = n;
-			cur->key_cap = bytes * 2;
+			if (!seen) {
+				/* nothing here for this snapshot: past the whole position */
+				struct bch_bpos end = POS(b->keys[cur->idx]->p.inode,
+							  b->keys[cur->idx]->p.offset, UINT32_MAX);
+				cur->idx = cur->group_end;
+				if (bpos_eq(end, POS_MAX))
+					cur->done = true;
+				else
+					cur->next = bpos_successor(end);
+				if (cur->idx >= b->nr)
+					bch_btree_unhold(cur->c, &cur->leaf);	/* the position may go on */
+				continue;
+			}
+		} else if (cursor_copy(cur, b->keys[cur->idx])) {
+			*err = -ENOMEM;
+			cur->done = true;
+			break;
 		}
-		memcpy(cur->key, k, bytes);
 		cur->have = true;
 		return cur->key;
 	}
@@ -564,11 +657,19 @@ void fsck_cursor_pop(struct key_cursor *cur)
 		return;
 	cur->have = false;
 	cur->nr_popped++;
-	cur->idx++;
-	if (bpos_eq(cur->key->p, POS_MAX))
+	struct bch_bpos end = cur->key->p;
+	if (cur->filter) {
+		cur->idx = cur->group_end;
+		end.snapshot = UINT32_MAX;
+		if (cur->leaf.b && cur->idx >= cur->leaf.b->nr)
+			bch_btree_unhold(cur->c, &cur->leaf);	/* looked up past the leaf */
+	} else {
+		cur->idx++;
+	}
+	if (bpos_eq(end, POS_MAX))
 		cur->done = true;
 	else
-		cur->next = bpos_successor(cur->key->p);
+		cur->next = bpos_successor(end);
 }
 
 /*
@@ -595,118 +696,4 @@ int fsck_for_each_key(struct fstate *s, unsigned id, key_fn fn)
 	}
 	fsck_cursor_exit(&cur);
 	return err ? err : r;
-}
-
-/* -------------------------------------------------------------- driver */
-
-int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
-		   struct bch_fsck_file_stats *stats)
-{
-	struct fstate *s = calloc(1, sizeof(*s));
-	int r = 0;
-
-	if (!s)
-		return -ENOMEM;
-	memset(stats, 0, sizeof(*stats));
-#ifdef __GLIBC__
-	/*
-	 * The passes before freed their working memory (node pointers, copies
-	 * of keys, the arrays of nodes read and evicted) between allocations
-	 * that stay: hand the holes back before the inode table is made, or
-	 * they stay resident beside it (1M files: 9.9 MB -> 7.9 MB at peak).
-	 */
-	malloc_trim(0);
-#endif
-	s->ctx = ctx;
-	s->c = c;
-	s->stats = stats;
-	s->cur_inum = UINT64_MAX;
-	struct bch_bkey *last;
-	if (!bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, 0), POS_MIN, &last)) {
-		s->max_inum = last->p.offset;
-		free(last);
-	}
-	/* pass 3 counted the inode keys: the table is sized once */
-	fsck_ino_init(&s->inodes, ctx->leaf_keys[BCH_BTREE_ID_inodes], s->max_inum);
-	/* and the directories' side table: growing it would hold old and new at once */
-	fsck_map_reserve(&s->inodes.extra, ctx->dir_keys + 16);
-	for (unsigned d = 0; d < c->nr_devs; d++) {
-		if (!c->devs[d] || !c->devs[d]->bdev)
-			continue;
-		struct bch_member *m = bch_sb_member(c->sb, d);
-		s->claimed_blocks[d] = m->nbuckets * m->bucket_size / c->sb->block_size;
-		s->claimed[d] = calloc((s->claimed_blocks[d] + 7) / 8, 1);
-		if (!s->claimed[d]) {
-			r = -ENOMEM;
-			goto out;
-		}
-	}
-	if (ctx->progress)
-		ctx->progress(ctx, 5, "extents");
-	r = fsck_check_alloc(s);
-	fsck_cursor_init(&s->inode_keys, c, BCH_BTREE_ID_inodes);
-	fsck_cursor_init(&s->work_keys, c, BCH_BTREE_ID_rebalance_work);
-	if (!r)
-		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
-	if (!r)
-		r = fsck_extents_done(s);
-	if (!r && !s->err) {
-		if (c->reserved_clean != UINT64_MAX && c->reserved_clean != s->reserved) {
-			char detail[96];
-			snprintf(detail, sizeof(detail), "%" PRIu64 " sectors recorded, %" PRIu64 " promised",
-				 c->reserved_clean, s->reserved);
-			if (fsck_fixing(s, BCH_FSCK_reserved_sectors_wrong, "clean record", detail))
-				fsck_fix_done(s, BCH_FSCK_reserved_sectors_wrong, 0);
-		}
-		c->reserved_sectors = s->reserved;	/* what the clean close records */
-	}
-	fsck_cursor_exit(&s->inode_keys);	/* their leaves are not needed past pass 6 */
-	fsck_cursor_exit(&s->work_keys);
-	if (!r && !s->err && ctx->progress)
-		ctx->progress(ctx, 7, "inodes");
-	if (!r && !s->err)
-		r = fsck_check_inodes(s);
-	if (!r && !s->err && ctx->progress)
-		ctx->progress(ctx, 8, "directory entries and xattrs");
-	if (!r && !s->err)
-		r = fsck_check_root(s);
-	if (!r && !s->err)
-		r = fsck_for_each_key(s, BCH_BTREE_ID_dirents, fsck_check_dirent);
-	if (!r && !s->err)
-		r = fsck_for_each_key(s, BCH_BTREE_ID_xattrs, fsck_check_xattr);
-	if (!r && !s->err && !ctx->cancelled) {
-		if (ctx->progress)
-			ctx->progress(ctx, 9, "directory structure");
-		r = fsck_check_structure(s);
-	}
-	if (!r && !s->err && !ctx->cancelled) {
-		if (ctx->progress)
-			ctx->progress(ctx, 10, "link counts");
-		r = fsck_check_links(s);
-	}
-	if (!r && !s->err && data && !ctx->cancelled) {
-		if (ctx->progress)
-			ctx->progress(ctx, 11, "data");
-		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_data);
-	}
-	if (!r)
-		r = s->err;
-	/* bucket counts from what the repairs kept (alloc_btree.h), so one -y converges */
-	if (!r && !c->read_only && !ctx->cancelled && bch_fsck_nr_repairs(ctx))
-		r = bch_alloc_btree_recount(c);
-out:
-	if (r && !ctx->err_msg[0])
-		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s",
-			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
-	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
-		free(s->claimed[d]);
-	fsck_ino_exit(&s->inodes);
-	fsck_cursor_exit(&s->inode_keys);
-	fsck_cursor_exit(&s->work_keys);
-	free(s->sectors_wrong);
-	free(s->moved);
-	free(s->xattr_pieces);
-	free(s->bp_lost);
-	free(s);
-	return r;
 }

@@ -193,6 +193,15 @@ struct key_cursor {
 	size_t			key_cap;	/* bytes */
 	bool			have;		/* key is peeked and not yet popped */
 	uint64_t		nr_popped;
+	/*
+	 * Snapshots: the cursor shows what snapshot snap sees (a file btree,
+	 * in a view): of the keys at one (inode, offset), the one in snap's
+	 * deepest ancestor-or-self, whiteouts skipped.  The key keeps the
+	 * snapshot it lies in; pop() goes on after the whole position.
+	 */
+	bool			filter;
+	uint32_t		snap;
+	unsigned		group_end;	/* index after the peeked position's keys */
 };
 
 void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id);
@@ -204,6 +213,15 @@ void fsck_cursor_pop(struct key_cursor *cur);
 struct fstate {
 	struct bch_fsck_ctx	*ctx;
 	struct bch_fs		*c;
+	/*
+	 * The subvolume checked (fsck_snapshots.c: with snapshots, the passes
+	 * run once per live leaf, in its view): its root directory, and a
+	 * label for the pass headings ("" without snapshots).
+	 */
+	bool			snapshots;
+	uint32_t		subvol;
+	uint64_t		root_inum;
+	char			label[64];
 	struct ino_table	inodes;
 	struct bch_fsck_file_stats *stats;
 	int			err;
@@ -324,7 +342,10 @@ void fsck_ino_set_state(struct ino_table *t, uint64_t inum, unsigned state);
 bool fsck_fixing(struct fstate *s, enum bch_fsck_problem p, const char *where, const char *detail);
 /* Count the repair of p, or keep its error. */
 void fsck_fix_done(struct fstate *s, enum bch_fsck_problem p, int r);
-/* "inode 4100 (/etc/passwd)": the path from parent pointers, best effort. */
+/*
+ * "inode 4100 (/etc/passwd)": the path from parent pointers, best effort
+ * (in a view: from its subvolume's root, "subvolume N" in front).
+ */
 void fsck_inode_where(struct bch_fs *c, uint64_t inum, char *buf, size_t len);
 
 /* One-key transactions. */
@@ -356,5 +377,8 @@ int fsck_check_root(struct fstate *s);				/* 9: fsck_dirs.c */
 int fsck_check_structure(struct fstate *s);				/* 9 */
 int fsck_check_links(struct fstate *s);				/* 10: fsck_links.c */
 int fsck_check_data(struct fstate *s, const struct bch_bkey *k);	/* 11: fsck_data.c */
+
+/* The root directory of the subvolume c's view is in (BCH_ROOT_INO without one). */
+uint64_t fsck_view_root(struct bch_fs *c);
 
 #endif /* _BCACHEFS_FSCK_FILES_H */

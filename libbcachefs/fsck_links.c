@@ -46,6 +46,7 @@
 #include "fsck.h"
 #include "inode.h"
 #include "io.h"
+#include "snapshot.h"
 #include "super.h"
 #include "fsck_files.h"
 
@@ -53,7 +54,7 @@
 static bool bp_dirent_ok(struct bch_fs *c, uint64_t inum, uint64_t dir, uint64_t slot)
 {
 	struct bch_bkey *d;
-	bool ok = !bch_btree_lookup(c, BCH_BTREE_ID_dirents, POS(dir, slot, 0), &d);
+	bool ok = !bch_vlookup(c, BCH_BTREE_ID_dirents, POS(dir, slot, 0), &d);
 
 	if (ok) {
 		ok = d->type == BCH_BKEY_dirent &&
@@ -83,8 +84,8 @@ static void bp_report(struct fstate *s, uint64_t inum, const struct bch_inode *i
 	snprintf(detail, sizeof(detail), "parent %" PRIu64 " offset %" PRIu64, (uint64_t)in->dir,
 		 (uint64_t)in->dir_offset);
 	if (fsck_fixing(s, BCH_FSCK_inode_back_pointer, where, detail)) {
-		n->dir = inum == BCH_ROOT_INO ? 0 : parent;
-		n->dir_offset = inum == BCH_ROOT_INO ? 0 : parent_slot;
+		n->dir = inum == s->root_inum ? 0 : parent;
+		n->dir_offset = inum == s->root_inum ? 0 : parent_slot;
 		bch_fsck_fixed(s->ctx, BCH_FSCK_inode_back_pointer);
 	}
 }
@@ -100,7 +101,7 @@ static void check_bp(struct fstate *s, uint64_t inum, const struct bch_inode *in
 	uint64_t parent = x ? x->parent : 0, parent_slot = x ? x->parent_slot : 0;
 	bool ok = true;
 
-	if (inum == BCH_ROOT_INO) {
+	if (inum == s->root_inum) {
 		ok = !in->dir;
 	} else if (S_ISDIR(in->mode)) {
 		ok = in->dir == parent && in->dir_offset == parent_slot;
@@ -179,7 +180,7 @@ static bool links_ok(struct fstate *s, uint64_t inum, struct ino_info *ii)
 		return true;
 	if (fsck_ino_nlink(&s->inodes, inum, ii) != want)
 		return false;
-	if (inum == BCH_ROOT_INO)
+	if (inum == s->root_inum)
 		return !(ii->bits & INO_HAS_BP);
 	if (!dir)
 		return !(ii->bits & INO_HAS_BP) || (ii->bits & INO_BP_NAMED);
@@ -204,7 +205,7 @@ static int bp_recheck(struct fstate *s)
 		if (!(ii->bits & INO_BP_NAMED) || !ino_has_key(ii))
 			continue;
 		struct bch_bkey *k;
-		int r = bch_btree_lookup(s->c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
+		int r = bch_vlookup(s->c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
 		if (r == -BCH_ERR_key_not_found)
 			continue;
 		if (r)
@@ -294,7 +295,7 @@ int fsck_check_links(struct fstate *s)
 		if (!ino_has_key(ii) || links_ok(s, inum, ii))
 			continue;
 		struct bch_bkey *k;
-		r = bch_btree_lookup(s->c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
+		r = bch_vlookup(s->c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
 		if (r == -BCH_ERR_key_not_found)
 			continue;
 		if (r)

@@ -88,3 +88,30 @@ dirent_hex() {
 	printf '%s%s%s000000000000%s' "$(le 8 "$1")" "$(le 1 "$2")" "$(le 1 "$len")" "$name"
 	i=0; while [ $i -lt $pad ]; do printf '00'; i=$((i + 1)); done
 }
+
+# mkfs_snaps IMG: mkfs_files, then a snapshot /s1 of / (subvolume 1 in
+# snapshot 2; / goes on in snapshot 1, their parent is snapshot 0) and a
+# file on each side only: /s1/only-s1, /dir/only-root
+mkfs_snaps() {
+	mkfs_files "$1" || exit 1
+	$B subvolume snapshot "$1" / /s1 || exit 1
+	$B image put "$1" f_a /s1/only-s1 || exit 1
+	$B image put "$1" f_deep /dir/only-root || exit 1
+}
+
+# ino IMG PATH: the inode number of PATH without its subvolume (fs_ops.h handles)
+ino() { echo $(( $(inum "$1" "$2") & 0xffffffffffff )); }
+
+# snap_set IMG ID OFFSET BYTES VALUE: a field of snapshot ID's key (bcachefs_format.h:
+# parent 0, flags 4, subvol 8, depth 12, children 16 and 20)
+snap_set() { set_field "$1" snapshots "0:$2:0" "$3" "$4" "$5"; }
+
+# subvol_set IMG ID OFFSET BYTES VALUE: a field of subvolume ID's key (snapshot 0,
+# flags 4, root_inum 8, parent 16, dir_subvol 20, dir 24, dir_offset 32)
+subvol_set() { set_field "$1" snapshots "1:$2:0" "$3" "$4" "$5"; }
+
+# copy_key IMG BTREE POS SNAP: the key at POS written again in snapshot SNAP
+copy_key() {
+	set -- "$1" "$2" "$3" "$4" $(key_hex "$1" "$2" "$3")
+	$B kv --unchecked -b "$2" "$1" puthex "${3%:*}:$4" "$5" "$6" "$7"
+}
