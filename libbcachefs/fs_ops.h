@@ -231,7 +231,9 @@ int bch_fs_inode_free(struct bch_fs *c, uint64_t inum);
  * its root's handle, DT_DIR); unlink/rmdir of it -EPERM, a rename over it
  * -EBUSY; its own name moves with rename inside its parent subvolume.  In a read-only subvolume every change is -EROFS.
  * The filesystem must be format version 3 (-EOPNOTSUPP, reason in
- * c->err_msg).
+ * c->err_msg).  Inside a view the library entered itself (fsck, the
+ * subvolume calls), the numbers these calls give back are handles too:
+ * mask them (BCH_HANDLE_INUM_MASK) before using them as inode numbers.
  */
 /* A new empty subvolume named name in dir; *ret: its root's handle. */
 int bch_fs_subvol_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, uid_t uid,
