@@ -72,6 +72,8 @@ typedef int (*cmd_body_fn)(struct cmd_ctx *x, int argc, char **argv);
  * the kernel may need the daemon to finish (cmd_fusemount.c).
  */
 void fusemount_name_changed(void *priv, uint64_t dir, const char *name);
+/* In the daemon (x->priv, lock held): are files or directories of subvolume open? */
+bool fusemount_subvol_busy(void *priv, uint32_t subvol);
 
 struct cmd_ctl_cmd {
 	const char	*name;		/* "device add", "data scrub", ... */

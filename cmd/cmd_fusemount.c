@@ -119,6 +119,9 @@ struct fmount {
 	pthread_mutex_t	lock;
 	struct held	*held;
 	size_t		nr_held, cap_held;	/* cap: power of two */
+	uint32_t	*open_subvol;	/* open files and directories per subvolume
+					 * (subvolume delete refuses a busy one); made
+					 * at the first open, kept for the mount's life */
 	bool		read_only;
 	/* atime rules (invariant 7): from the mount's flags, changed by remount */
 	enum atime_mode	atime;
@@ -265,6 +268,25 @@ static uint64_t from_fuse(fuse_ino_t ino)
 {
 	return ino == FUSE_ROOT_ID ? BCH_ROOT_INO : ino;
 }
+
+/* One more (+1) or one fewer (-1) file or directory open in ino's subvolume (lock held). */
+static void open_count(struct fmount *m, fuse_ino_t ino, int d)
+{
+	uint32_t sv = bch_fs_subvol_of(from_fuse(ino));
+
+	if (!m->open_subvol && !(m->open_subvol = calloc(BCH_SUBVOL_MAX + 1, sizeof(*m->open_subvol))))
+		return;		/* no memory: deletes are not refused for open files */
+	if (sv <= BCH_SUBVOL_MAX && (d > 0 || m->open_subvol[sv]))
+		m->open_subvol[sv] += d;
+}
+
+bool fusemount_subvol_busy(void *priv, uint32_t subvol)
+{
+	struct fmount *m = priv;
+
+	return m && m->open_subvol && subvol <= BCH_SUBVOL_MAX && m->open_subvol[subvol];
+}
+
 
 static void fix_st(struct stat *st)
 {
@@ -962,8 +984,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		if (due && !now.st_size)
 			read_atime(m, from_fuse(ino));
 	}
-	if (!r)
+	if (!r) {
 		hold(m, from_fuse(ino), 1);
+		open_count(m, ino, 1);
+	}
 	UNLOCK(m);
 	if (r) {
 		lf->reply_err(req, -r);
@@ -987,8 +1011,10 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	int r = create_acl(m, req, from_fuse(parent), name, S_IFREG | (mode & 07777), 0, NULL, &inum);
 	if (!r)
 		r = make_entry(m, inum, &e);
-	if (!r)
+	if (!r) {
 		hold(m, inum, 1);	/* the open file */
+		open_count(m, to_fuse(inum), 1);
+	}
 	UNLOCK(m);
 	if (r)
 		lf->reply_err(req, -r);
@@ -1003,6 +1029,7 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 	LOCK(m);
 	unhold(m, from_fuse(ino), 1);
+	open_count(m, ino, -1);
 	UNLOCK(m);
 	lf->reply_err(req, 0);
 }
@@ -1156,9 +1183,11 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 
 	LOCK(m);
 	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
-	UNLOCK(m);
 	if (!r && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
+	if (!r)
+		open_count(m, ino, 1);
+	UNLOCK(m);
 	if (r)
 		lf->reply_err(req, -r);
 	else
@@ -1244,8 +1273,12 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	(void)ino;
+	struct fmount *m = FM(req);
+
 	(void)fi;
+	LOCK(m);
+	open_count(m, ino, -1);
+	UNLOCK(m);
 	lf->reply_err(req, 0);
 }
 

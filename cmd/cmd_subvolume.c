@@ -156,7 +156,17 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 		}
 	} else if (!strcmp(verb, "delete")) {
 		for (int i = first; i < argc && ret == EXIT_OK; i++) {
-			if (!(r = bch_fs_lookup_parent(c, argv[i], &dir, buf, sizeof(buf), &name)))
+			uint64_t root;
+			if (!(r = bch_fs_lookup_parent(c, argv[i], &dir, buf, sizeof(buf), &name)) &&
+			    !bch_fs_lookup(c, dir, name, &root) && bch_fs_subvol_of(root) &&
+			    bch_fs_subvol_of(root) != bch_fs_subvol_of(dir) && x->mounted &&
+			    fusemount_subvol_busy(x->priv, bch_fs_subvol_of(root))) {
+				fprintf(x->err, "bcachefs %s: %s: Device or resource busy (files in it are open)\n",
+					x->cmd, argv[i]);
+				ret = EXIT_FAIL;
+				break;
+			}
+			if (!r)
 				r = bch_fs_subvol_delete(c, dir, name);
 			if (r) {
 				ret = body_err(x, c, argv[i], r);

@@ -132,7 +132,16 @@ if fuse_part "the mounted part"; then
 	expect_in err 'not a subvolume'
 	expect_rc 1 $B subvolume delete mnt/d
 	expect_in err 'not a subvolume'
-	expect_rc 0 $B subvolume delete mnt/s1/msnap mnt/d/msub
+	# a subvolume with a file open in it is not deleted
+	sleep 30 < mnt/s1/msnap/m & holder=$!
+	sleep 0.3
+	expect_rc 1 $B subvolume delete mnt/s1/msnap
+	expect_in err 'busy'
+	kill $holder; wait $holder 2>/dev/null
+	# the kernel sends the release after the close returns: until then, busy
+	for i in $(seq 100); do run $B subvolume delete mnt/s1/msnap; [ "$rc" = 0 ] && break; sleep 0.1; done
+	[ "$rc" = 0 ] || fail "deleting msnap once its file was closed: $(cat err)"
+	expect_rc 0 $B subvolume delete mnt/d/msub
 	[ ! -e mnt/s1/msnap ] || fail "a deleted subvolume is still seen through the mount"
 	expect_rc 0 $B subvolume list mnt
 	expect_not_in out 'msnap|msub'
