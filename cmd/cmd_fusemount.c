@@ -121,7 +121,7 @@ struct fmount {
 	size_t		nr_held, cap_held;	/* cap: power of two */
 	uint32_t	*open_subvol;	/* open files and directories per subvolume
 					 * (subvolume delete refuses a busy one); made
-					 * at the first open, kept for the mount's life */
+					 * at the first open, freed at the unmount */
 	bool		read_only;
 	/* atime rules (invariant 7): from the mount's flags, changed by remount */
 	enum atime_mode	atime;
@@ -2544,6 +2544,7 @@ destroy:
 		ret = EXIT_FAIL;
 	}
 	free(m.held);
+	free(m.open_subvol);
 	free_devs(m.devs);
 	pthread_cond_destroy(&m.bg_cond);
 	return ret;
