@@ -165,6 +165,16 @@ static int reserved_raw(struct fstate *s, const struct bch_bkey *k)
  * other snapshots hold beside them (read and skipped).  Memory: the table
  * of one view at a time (it is freed before the next view's).
  */
+/* Pass 11 (with -c): every extent key's copies, read and checked once. */
+static int data_pass(struct fstate *s, bool data)
+{
+	if (!data || s->ctx->cancelled)
+		return 0;
+	if (s->ctx->progress)
+		s->ctx->progress(s->ctx, 11, "data");
+	return fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_data);
+}
+
 static int files_snapshots(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 			   struct bch_fsck_file_stats *stats)
 {
@@ -230,12 +240,8 @@ static int files_snapshots(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data
 		}
 		c->reserved_sectors = s->reserved;
 	}
-	if (!r && !s->err && data && !ctx->cancelled) {
-		/* every key's copies, once, whichever snapshot it lies in */
-		if (ctx->progress)
-			ctx->progress(ctx, 11, "data");
-		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_data);
-	}
+	if (!r && !s->err)
+		r = data_pass(s, data);	/* once, whichever snapshot a key lies in */
 	if (!r)
 		r = s->err;
 	fstate_free(s);
@@ -269,11 +275,8 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 		s->stats = stats;
 		s->root_inum = BCH_ROOT_INO;
 		r = files_view(s, true);
-		if (!r && data && !ctx->cancelled) {
-			if (ctx->progress)
-				ctx->progress(ctx, 11, "data");
-			r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_data);
-		}
+		if (!r)
+			r = data_pass(s, data);
 		if (!r)
 			r = s->err;
 		fstate_free(s);
