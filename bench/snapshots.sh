@@ -31,7 +31,7 @@ DELETE_MIB=${DELETE_MIB:-1024}
 NSNAP=${NSNAP:-100}
 TREE=${TREE:-/usr/include}
 dir=$(mktemp -d "${TMPDIR:-/dev/shm}/bch-bench-snap.XXXXXX")
-trap 'fusermount3 -uz "$dir/mnt" 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'fusermount3 -uz "$dir/mnt" 2>/dev/null || true; rm -rf "$dir"' EXIT
 
 now() { date +%s.%N; }
 # a snapshot of the mounted root under a new name each time
@@ -74,10 +74,17 @@ PY
 	echo "snapshot create offline, $n files: $t s"
 	[ -n "$first" ] || first=$t
 	last=$t
-	if [ -c /dev/fuse ] && mkdir -p "$dir/mnt" && "$B" fusemount "$dir/t.img" "$dir/mnt" 2>/dev/null; then
+	fpid=
+	if [ -c /dev/fuse ] && mkdir -p "$dir/mnt"; then
+		"$B" fusemount -f "$dir/t.img" "$dir/mnt" 2>/dev/null & fpid=$!
+		for i in $(seq 100); do mountpoint -q "$dir/mnt" && break; sleep 0.1; done
+		mountpoint -q "$dir/mnt" || { kill $fpid 2>/dev/null; wait $fpid; fpid=; }
+	fi
+	if [ -n "$fpid" ]; then
 		prep=:
 		tm=$(best snap_mounted)
 		fusermount3 -u "$dir/mnt"
+		wait $fpid	# the daemon closes the image before it goes
 		echo "snapshot create mounted, $n files: $tm s"
 		[ -n "${mfirst:-}" ] || mfirst=$tm
 		mlast=$tm
