@@ -119,21 +119,32 @@ int image_shrink_run(struct bch_fs **cp, char ***paths, unsigned *nr, const stru
 		     char *err, size_t errlen)
 {
 	struct bch_fs *c = *cp;
-	struct bch_data_job j = { .kind = BCH_DATA_JOB_evacuate, .dev = 0,
-				  .first_bucket = p->target_nbuckets };
 	struct bch_member *m = bch_sb_member(c->sb, 0);
 	struct cmd_progress pr;
-	uint64_t nbuckets;
+	uint64_t nbuckets, target = p->target_nbuckets;
 	int r;
 
 	memset(res, 0, sizeof(*res));
 	res->old_bytes = p->size_bytes;
-	if (p->target_nbuckets >= m->nbuckets) {
-		res->new_bytes = p->size_bytes;
-		return 0;
+	/*
+	 * What lies past the end must fit below it beside the reserve kept
+	 * empty there: when the plan's end leaves too little room for that (a
+	 * tree of a few thousand small files), the end moves up a little at a
+	 * time, never past the file's size.
+	 */
+	for (;;) {
+		if (target >= m->nbuckets) {
+			res->new_bytes = p->size_bytes;
+			return 0;
+		}
+		r = bch_dev_resize_check(c, 0, bytes_of(target, m->bucket_size), &nbuckets, err, errlen);
+		if (r != -ENOSPC)
+			break;
+		target += target / 16 > 4 ? target / 16 : 4;
 	}
-	if ((r = bch_dev_resize_check(c, 0, p->target_bytes, &nbuckets, err, errlen)))
+	if (r)
 		return r;
+	struct bch_data_job j = { .kind = BCH_DATA_JOB_evacuate, .dev = 0, .first_bucket = target };
 	bch_alloc_dev_set_limit(c, 0, nbuckets);
 	if ((r = bch_data_job_init(c, &j, err, errlen)))
 		goto unlimit;
@@ -154,7 +165,7 @@ int image_shrink_run(struct bch_fs **cp, char ***paths, unsigned *nr, const stru
 			     "below the new end (last: %s)", j.stuck, j.problem);
 		goto unlimit;
 	}
-	if ((r = bch_dev_resize(cp, paths, nr, open_opts, 0, p->target_bytes, err, errlen)))
+	if ((r = bch_dev_resize(cp, paths, nr, open_opts, 0, bytes_of(target, m->bucket_size), err, errlen)))
 		goto unlimit;
 	m = bch_sb_member((*cp)->sb, 0);
 	res->new_bytes = bytes_of(m->nbuckets, m->bucket_size);
