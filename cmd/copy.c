@@ -729,15 +729,10 @@ out:
 
 /* ------------------------------------------------------------ removing */
 
-struct rm_names {
-	char	**name;
-	size_t	nr, cap;
-};
-
-static int rm_collect(void *priv, const char *name, size_t len, uint64_t inum, unsigned d_type,
-		      uint64_t next)
+static int names_collect(void *priv, const char *name, size_t len, uint64_t inum, unsigned d_type,
+			 uint64_t next)
 {
-	struct rm_names *l = priv;
+	struct copy_names *l = priv;
 
 	(void)inum; (void)d_type; (void)next;
 	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
@@ -752,6 +747,20 @@ static int rm_collect(void *priv, const char *name, size_t len, uint64_t inum, u
 	return 0;
 }
 
+int copy_names_read(struct bch_fs *c, uint64_t dir, struct copy_names *l)
+{
+	memset(l, 0, sizeof(*l));
+	return bch_fs_readdir(c, dir, 0, names_collect, l);
+}
+
+void copy_names_free(struct copy_names *l)
+{
+	for (size_t i = 0; i < l->nr; i++)
+		free(l->name[i]);
+	free(l->name);
+	memset(l, 0, sizeof(*l));
+}
+
 int copy_rm_tree(struct bch_fs *c, uint64_t dir, const char *name)
 {
 	uint64_t inum;
@@ -764,13 +773,10 @@ int copy_rm_tree(struct bch_fs *c, uint64_t dir, const char *name)
 		return r;
 	if (!S_ISDIR(st.st_mode))
 		return bch_fs_unlink(c, dir, name);
-	struct rm_names l = { 0 };
-	r = bch_fs_readdir(c, inum, 0, rm_collect, &l);
-	for (size_t i = 0; i < l.nr; i++) {
-		if (!r)
-			r = copy_rm_tree(c, inum, l.name[i]);
-		free(l.name[i]);
-	}
-	free(l.name);
+	struct copy_names l;
+	r = copy_names_read(c, inum, &l);
+	for (size_t i = 0; i < l.nr && !r; i++)
+		r = copy_rm_tree(c, inum, l.name[i]);
+	copy_names_free(&l);
 	return r ? r : bch_fs_rmdir(c, dir, name);
 }

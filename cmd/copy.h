@@ -99,5 +99,12 @@ int copy_out_contents(struct copy_ctx *x, uint64_t inum, int dirfd);
  * is gone).  image rm -r and import-tar's whiteouts.
  */
 int copy_rm_tree(struct bch_fs *c, uint64_t dir, const char *name);
+/* The names in directory dir of the image ("." and ".." left out), read whole before any change. */
+struct copy_names {
+	char		**name;
+	size_t		nr, cap;
+};
+int copy_names_read(struct bch_fs *c, uint64_t dir, struct copy_names *l);
+void copy_names_free(struct copy_names *l);
 
 #endif /* _BCACHEFS_CMD_COPY_H */

@@ -266,42 +266,17 @@ static bool was_made(struct import *im, const char *name)
 	return tfind(name, &im->made, made_cmp) != NULL;
 }
 
-struct child_names {
-	char		**name;
-	size_t		nr, cap;
-};
-
-static int child_collect(void *priv, const char *name, size_t len, uint64_t inum, unsigned t,
-			 uint64_t next)
-{
-	struct child_names *l = priv;
-	(void)inum; (void)t; (void)next;
-
-	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
-		return 0;
-	if (l->nr == l->cap) {
-		l->cap = l->cap ? l->cap * 2 : 16;
-		if (!(l->name = realloc(l->name, l->cap * sizeof(*l->name))))
-			abort();
-	}
-	l->name[l->nr++] = strndup(name, len);
-	return 0;
-}
-
 static int whiteout(struct import *im, uint64_t dir, const char *dpath, const char *name);
 
 /* Remove what the lower layers put in directory inum (path dpath): rules (2), (3). */
 static int whiteout_children(struct import *im, uint64_t inum, const char *dpath)
 {
-	struct child_names l = { 0 };
-	int r = bch_fs_readdir(im->c, inum, 0, child_collect, &l);
+	struct copy_names l;
+	int r = copy_names_read(im->c, inum, &l);
 
-	for (size_t i = 0; i < l.nr; i++) {
-		if (!r)
-			r = whiteout(im, inum, dpath, l.name[i]);
-		free(l.name[i]);
-	}
-	free(l.name);
+	for (size_t i = 0; i < l.nr && !r; i++)
+		r = whiteout(im, inum, dpath, l.name[i]);
+	copy_names_free(&l);
 	return r;
 }
 

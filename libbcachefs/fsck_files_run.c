@@ -165,6 +165,21 @@ static int reserved_raw(struct fstate *s, const struct bch_bkey *k)
  * other snapshots hold beside them (read and skipped).  Memory: the table
  * of one view at a time (it is freed before the next view's).
  */
+/* A check state over the filesystem's root, its figures into stats (NULL: no memory). */
+static struct fstate *fstate_new(struct bch_fsck_ctx *ctx, struct bch_fs *c,
+				 struct bch_fsck_file_stats *stats)
+{
+	struct fstate *s = calloc(1, sizeof(*s));
+
+	if (s) {
+		s->ctx = ctx;
+		s->c = c;
+		s->stats = stats;
+		s->root_inum = BCH_ROOT_INO;
+	}
+	return s;
+}
+
 /* Pass 11 (with -c): every extent key's copies, read and checked once. */
 static int data_pass(struct fstate *s, bool data)
 {
@@ -221,13 +236,9 @@ static int files_snapshots(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data
 #endif
 	}
 	free(copy);
-	struct fstate *s = calloc(1, sizeof(*s));
+	struct fstate *s = fstate_new(ctx, c, stats);
 	if (!s)
 		return -ENOMEM;
-	s->ctx = ctx;
-	s->c = c;
-	s->stats = stats;
-	s->root_inum = BCH_ROOT_INO;
 	if (!r && !ctx->cancelled)
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, reserved_raw);
 	if (!r && !ctx->cancelled) {
@@ -267,13 +278,9 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	if (bch_fs_has_snapshots(c)) {
 		r = files_snapshots(ctx, c, data, stats);
 	} else {
-		struct fstate *s = calloc(1, sizeof(*s));
+		struct fstate *s = fstate_new(ctx, c, stats);
 		if (!s)
 			return -ENOMEM;
-		s->ctx = ctx;
-		s->c = c;
-		s->stats = stats;
-		s->root_inum = BCH_ROOT_INO;
 		r = files_view(s, true);
 		if (!r)
 			r = data_pass(s, data);
