@@ -17,10 +17,17 @@
 #            snapshots behind it (every lookup climbs that chain); best of
 #            REPS, wall and user CPU seconds, ratio plain/snapshots (goal:
 #            at least 0.9).
+#   mounted  bench/fuse.sh's workloads through fusemount (untar of TREE, find+stat,
+#            fio sequential write and read of FUSE_SIZE (256M), 4k random
+#            writes with fsync every 32 (16M), rm -rf), each on a fresh mount
+#            of a plain image and of one whose root has NSNAP snapshots
+#            behind it; milliseconds and the ratio plain/snapshots per row
+#            (goal: at least 0.9).  Needs /dev/fuse and fio.
 #   delete   deleting a snapshot that alone holds DELETE_MIB (1024) MiB in
 #            64 MiB files (the files removed from / after the snapshot),
 #            against `image rm -r` of the same files from an image without
 #            snapshots.
+# PARTS picks parts (default "create behind mounted delete").
 # Figures go to stdout, one line each, with the ratio.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,14 +37,19 @@ SIZES=${SIZES:-10000 1000000}
 DELETE_MIB=${DELETE_MIB:-1024}
 NSNAP=${NSNAP:-100}
 TREE=${TREE:-/usr/include}
+PARTS=${PARTS:-create behind mounted delete}
+FUSE_SIZE=${FUSE_SIZE:-256M}
+part() { case " $PARTS " in *" $1 "*) return 0;; esac; return 1; }
 dir=$(mktemp -d "${TMPDIR:-/dev/shm}/bch-bench-snap.XXXXXX")
 trap 'fusermount3 -uz "$dir/mnt" 2>/dev/null || true; rm -rf "$dir"' EXIT
 
 now() { date +%s.%N; }
-# a snapshot of the mounted root under a new name each time
+# a snapshot of the mounted root under a new name each time (a counter: a
+# listing of the mount's root would be timed too, and grows with the tree)
+mk=0
 snap_mounted() {
-	k=$(( $(ls "$dir/mnt" | wc -l) + 1 ))
-	"$B" subvolume snapshot "$dir/mnt" "$dir/mnt/m$k"
+	mk=$((mk + 1))
+	"$B" subvolume snapshot "$dir/mnt" "$dir/mnt/m$mk"
 }
 best() {	# best CMD...: the shortest of REPS runs, in seconds
 	b=
@@ -52,6 +64,7 @@ best() {	# best CMD...: the shortest of REPS runs, in seconds
 
 # ---- create
 first=
+part create || SIZES=
 for n in $SIZES; do
 	rm -rf "$dir/tree"
 	python3 - "$dir/tree" "$n" <<'PY'
@@ -91,10 +104,11 @@ PY
 	fi
 	rm -f "$dir/base.img" "$dir/t.img"
 done
-echo "snapshot create ratio offline (largest/smallest tree): $(echo "scale=2; $last / $first" | bc)"
+[ -z "$first" ] || echo "snapshot create ratio offline (largest/smallest tree): $(echo "scale=2; $last / $first" | bc)"
 [ -z "${mfirst:-}" ] || echo "snapshot create ratio mounted (largest/smallest tree): $(echo "scale=2; $mlast / $mfirst" | bc)"
 
 # ---- behind
+if part behind; then
 "$B" format -q --fs-size=2G "$dir/plain0.img"
 cp "$dir/plain0.img" "$dir/snap0.img"
 for i in $(seq "$NSNAP"); do echo "subvolume-snapshot / /s$i"; done | "$B" image shell "$dir/snap0.img"
@@ -109,8 +123,44 @@ done
 rm -rf "$dir/ex" "$dir"/plain?.img "$dir"/snap?.img
 echo "put -r $TREE: plain $put_plain s, $NSNAP snapshots behind $put_snap s; ratio $(echo "scale=2; $put_plain / $put_snap" | bc)"
 echo "extract: plain $ext_plain s, $NSNAP snapshots behind $ext_snap s; ratio $(echo "scale=2; $ext_plain / $ext_snap" | bc)"
+fi
+
+# ---- mounted: bench/fuse.sh's rows in a subvolume with snapshots behind it
+ms() { t0=$(date +%s%N); "$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; exit 1; }; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 )); }
+fuse_rows() {	# fuse_rows IMAGE: the rows' milliseconds on a fresh mount of IMAGE
+	m="$dir/mnt"
+	mkdir -p "$m"
+	"$B" fusemount "$1" "$m" || { echo "fusemount $1 failed" >&2; exit 1; }
+	u=$(ms sh -c "tar -C '$m' -xf '$dir/src.tar' && sync -f '$m'")
+	f=$(ms sh -c "find '$m' -exec stat -c %s {} + >/dev/null")
+	w=$(ms fio --name=w --directory="$m" --size="$FUSE_SIZE" --bs=1M --rw=write --ioengine=psync --end_fsync=1)
+	sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+	r=$(ms fio --name=w --directory="$m" --size="$FUSE_SIZE" --bs=1M --rw=read --ioengine=psync)
+	x=$(ms fio --name=r --directory="$m" --size=16M --bs=4k --rw=randwrite --ioengine=psync --fsync=32)
+	d=$(ms rm -rf "$m/$(basename "$TREE")" "$m/w.0.0" "$m/r.0.0")
+	fusermount3 -u "$m"
+	sleep 0.5
+	echo "$u $f $w $r $x $d"
+}
+if part mounted && [ -c /dev/fuse ] && command -v fio >/dev/null; then
+	tar -C "$(dirname "$TREE")" -cf "$dir/src.tar" "$(basename "$TREE")"
+	"$B" format -q --fs-size=2G "$dir/plain.img"
+	cp "$dir/plain.img" "$dir/snaps.img"
+	for i in $(seq "$NSNAP"); do echo "subvolume-snapshot / /s$i"; done | "$B" image shell "$dir/snaps.img"
+	for rep in $(seq "$REPS"); do
+		set -- $(fuse_rows "$dir/plain.img") $(fuse_rows "$dir/snaps.img")
+		echo "mounted, $NSNAP snapshots behind against plain (ms; ratio plain/snapshots), run $rep:"
+		for row in untar find+stat seq_write seq_read 4k_rand+fsync rm_rf; do
+			eval "pl=\$1 sn=\$7"
+			echo "  $row: plain $pl, snapshots $sn, ratio $(echo "scale=2; $pl / $sn" | bc)"
+			shift
+		done
+	done
+	rm -f "$dir/plain.img" "$dir/snaps.img" "$dir/src.tar"
+fi
 
 # ---- delete
+part delete || exit 0
 mkdir "$dir/data"
 for i in $(seq $((DELETE_MIB / 64))); do
 	head -c $((64 << 20)) /dev/urandom > "$dir/data/f$i"

@@ -35,6 +35,26 @@ struct move_pending {
 	struct bch_extent_ptr	fresh[BCH_REPLICAS_MAX];
 	unsigned		nr_fresh;
 	unsigned		fresh_span;	/* sectors allocated for each fresh copy */
+	unsigned		group;		/* lead: the members queued after it */
+	bool			raced;		/* changed since read: not replaced */
+};
+
+/*
+ * Sharers (snapshots).  An overwrite in a child snapshot leaves the pieces
+ * of an ancestor's extent around it as keys of their own in the child,
+ * pointing at the same encoded extent.  Moving one key alone would leave the
+ * others on the old copies: the data would take its space twice once moved,
+ * and copygc could never empty the bucket.  So a move takes every key of
+ * the same inode, in any snapshot, that points at the same encoded extent
+ * with the same copies (same_encoded) -- a group -- and replaces them all in
+ * one transaction with keys pointing at one set of new copies.  The group's
+ * first queued key is its lead and owns the new copies (fresh); each member
+ * keeps its own crc offset.  A member that raced is left alone, on the old
+ * copies, which stay valid: sharing is lost there, never data.
+ */
+struct move_group {
+	struct bch_bkey		*keys[BCH_MOVE_BATCH_KEYS - 1];	/* the sharers */
+	unsigned		nr;
 };
 
 struct bch_mover {
@@ -156,16 +176,154 @@ static int alloc_same_dev(struct bch_fs *c, const struct bch_bkey *k, uint32_t r
 	return 0;
 }
 
-/* A free queue slot for k: an older move of the same key is committed first. */
-static int queue_room(struct bch_mover *m, const struct bch_bkey *k)
+/* Is the key at k->p still exactly k? */
+static bool unchanged(struct bch_fs *c, const struct bch_bkey *k)
+{
+	struct bch_bkey *now = NULL;
+	bool same = !bch_btree_lookup(c, BCH_BTREE_ID_extents, k->p, &now) &&
+		    now->u64s == k->u64s && !memcmp(now, k, (size_t)k->u64s * 8);
+
+	free(now);
+	c->err_msg[0] = 0;
+	return same;
+}
+
+/* Do a and b point at the same encoded extent with the same copies? */
+static bool same_encoded(const struct bch_bkey *a, const struct bch_bkey *b)
+{
+	if (a->type != BCH_BKEY_extent || b->type != BCH_BKEY_extent ||
+	    a->u64s != b->u64s || a->version != b->version)
+		return false;
+	const struct bch_extent *ea = bkey_val(a), *eb = bkey_val(b);
+	struct bch_extent_crc ca = ea->crc, cb = eb->crc;
+
+	ca.offset = cb.offset = 0;
+	return !memcmp(&ca, &cb, sizeof(ca)) &&
+	       !memcmp(ea->ptrs, eb->ptrs, bch_extent_nr_ptrs(a) * sizeof(ea->ptrs[0]));
+}
+
+static void group_free(struct move_group *g)
+{
+	for (unsigned i = 0; i < g->nr; i++)
+		free(g->keys[i]);
+	g->nr = 0;
+}
+
+/*
+ * The sharers of k (see struct move_group): only on a filesystem with
+ * snapshots, and no more than one transaction and the queue take with k.
+ */
+static int group_find(struct bch_fs *c, const struct bch_bkey *k, struct move_group *g)
+{
+	const struct bch_extent *e = bkey_val(k);
+	size_t member_u64s = 1 + BCH_BKEY_U64s +
+		(sizeof(struct bch_extent) + BCH_REPLICAS_MAX * sizeof(struct bch_extent_ptr)) / 8;
+	size_t cap = bch_trans_max_u64s(c) / member_u64s;
+	int r = 0;
+
+	g->nr = 0;
+	if (k->type != BCH_BKEY_extent || !bch_fs_has_snapshots(c) ||
+	    e->crc.offset > bch_extent_start(k) || cap < 2)
+		return 0;
+	cap = cap - 1 < BCH_MOVE_BATCH_KEYS - 1 ? cap - 1 : BCH_MOVE_BATCH_KEYS - 1;
+
+	uint64_t estart = bch_extent_start(k) - e->crc.offset;
+	struct bch_bpos from = { .inode = k->p.inode, .offset = estart + 1 };
+	struct bch_bpos to = { .inode = k->p.inode, .offset = estart + e->crc.uncompressed_sectors,
+			       .snapshot = UINT32_MAX };
+	struct btree_iter it;
+	const struct bch_bkey *s;
+
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, from, to);
+	while (g->nr < cap && (s = bch_btree_iter_next(&it, &r))) {
+		if (bpos_eq(s->p, k->p) || !same_encoded(s, k))
+			continue;
+		if (!(g->keys[g->nr] = bch_bkey_dup(s))) {
+			r = -ENOMEM;
+			break;
+		}
+		g->nr++;
+	}
+	bch_btree_iter_exit(&it);
+	if (r)
+		group_free(g);
+	return r;
+}
+
+/* Is k queued, byte for byte (moved with a group already)? */
+static bool queued_same(const struct bch_mover *m, const struct bch_bkey *k)
+{
+	for (unsigned i = 0; i < m->nr; i++)
+		if (bpos_eq(m->q[i].old->p, k->p))
+			return m->q[i].old->u64s == k->u64s &&
+			       !memcmp(m->q[i].old, k, (size_t)k->u64s * 8);
+	return false;
+}
+
+static bool queued_at(const struct bch_mover *m, struct bch_bpos pos)
+{
+	for (unsigned i = 0; i < m->nr; i++)
+		if (bpos_eq(m->q[i].old->p, pos))
+			return true;
+	return false;
+}
+
+/*
+ * Queue slots for k and its group, which is found here: an older move of
+ * any of them is committed first (and the group found again after it).
+ */
+static int queue_room(struct bch_mover *m, const struct bch_bkey *k, struct move_group *g)
 {
 	int r;
 
-	for (unsigned i = 0; i < m->nr; i++)
-		if (bpos_eq(m->q[i].old->p, k->p) && (r = bch_mover_flush(m)))
+	for (unsigned pass = 0; pass < 2; pass++) {
+		if ((r = group_find(m->c, k, g)))
 			return r;
-	if (m->nr == BCH_MOVE_BATCH_KEYS && (r = bch_mover_flush(m)))
-		return r;
+		bool busy = queued_at(m, k->p) || m->nr + 1 + g->nr > BCH_MOVE_BATCH_KEYS;
+		for (unsigned i = 0; i < g->nr && !busy; i++)
+			busy = queued_at(m, g->keys[i]->p);
+		if (!busy)
+			return 0;
+		group_free(g);
+		if ((r = bch_mover_flush(m)))
+			return r;
+	}
+	return group_find(m->c, k, g);
+}
+
+/*
+ * Queue the replacement nk of k (the lead, owning p's fresh copies, which
+ * the caller filled in at m->q[m->nr]) and one for each member of g: nk's
+ * copies and encoding, the member's place, size and crc offset.
+ */
+static int queue_group(struct bch_mover *m, const struct bch_bkey *k, struct bch_bkey *nk,
+		       struct move_group *g)
+{
+	struct move_pending *lead = &m->q[m->nr];
+	struct bch_bkey *old = bch_bkey_dup(k);
+
+	if (!old) {
+		free(nk);
+		return -ENOMEM;
+	}
+	lead->old = old;
+	lead->new = nk;
+	lead->group = 0;
+	for (unsigned i = 0; i < g->nr; i++) {
+		struct bch_bkey *s = g->keys[i], *ns = bch_bkey_dup(nk);
+		if (!ns)
+			break;		/* that sharer is left for later: unshared, not lost */
+		const struct bch_extent *se = bkey_val(s);
+		ns->p = s->p;
+		ns->size = s->size;
+		((struct bch_extent *)bkey_val(ns))->crc.offset = se->crc.offset;
+		struct move_pending *q = &m->q[m->nr + 1 + lead->group++];
+		memset(q, 0, sizeof(*q));
+		q->old = s;
+		q->new = ns;
+		g->keys[i] = NULL;
+	}
+	m->nr += 1 + lead->group;
 	return 0;
 }
 
@@ -174,7 +332,8 @@ static int queue_room(struct bch_mover *m, const struct bch_bkey *k)
  * cached ones); no data moves.  A dirty copy goes only with op->degrade,
  * and never the last one.
  */
-static int drop_ptrs(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op)
+static int drop_ptrs(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op,
+		     struct move_group *g)
 {
 	struct bch_fs *c = m->c;
 	const struct bch_extent *e = bkey_val(k);
@@ -199,39 +358,29 @@ static int drop_ptrs(struct bch_mover *m, const struct bch_bkey *k, const struct
 	}
 	if (!dirty_kept)
 		return -EINVAL;		/* that would lose the data */
-	if ((r = queue_room(m, k)))
+	if ((r = queue_room(m, k, g)))
 		return r;
-	struct move_pending *p = &m->q[m->nr];
 	struct bch_bkey *nk = bch_bkey_alloc(BCH_BKEY_extent, k->p,
 					     sizeof(struct bch_extent) + nr_keep * sizeof(keep[0]));
-	memset(p, 0, sizeof(*p));
-	p->old = bch_bkey_dup(k);
-	if (!nk || !p->old) {
-		free(nk);
-		free(p->old);
-		memset(p, 0, sizeof(*p));
+	if (!nk)
 		return -ENOMEM;
-	}
 	struct bch_extent *ne = bkey_val(nk);
 	nk->size = k->size;
 	nk->version = k->version;
 	ne->crc = e->crc;
 	memcpy(ne->ptrs, keep, nr_keep * sizeof(keep[0]));
-	p->new = nk;
-	m->nr++;
-	return 0;
+	memset(&m->q[m->nr], 0, sizeof(m->q[m->nr]));
+	return queue_group(m, k, nk, g);
 }
 
-int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op)
+static int move_key(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op,
+		    struct move_group *g)
 {
 	struct bch_fs *c = m->c;
 	const struct bch_extent *e = bkey_val(k);
 	unsigned nr = bch_extent_nr_ptrs(k);
 	int r;
 
-	m->s->keys_seen++;
-	if (op->drop_only)
-		return drop_ptrs(m, k, op);
 	if (k->type != BCH_BKEY_extent || !nr || (op->rewrite >> nr) || !op->nr_new ||
 	    (op->cached && op->rewrite))
 		return -EINVAL;
@@ -243,7 +392,7 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	bool may_cache = e->crc.csum_type != BCH_CSUM_none;
 	if (op->cached && !may_cache)
 		return -EINVAL;
-	if ((r = queue_room(m, k)))
+	if ((r = queue_room(m, k, g)))
 		return r;
 
 	/* what stays: pointers not rewritten, minus stale cached ones */
@@ -279,7 +428,7 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	 */
 	bool recompress = op->recompress;
 	uint64_t compression = op->compression;
-	if (!recompress && !op->cached && dirty_rewritten &&
+	if (!recompress && !op->cached && dirty_rewritten && !g->nr &&
 	    (e->crc.offset || k->size < e->crc.uncompressed_sectors)) {
 		bool dirty_kept = false;
 		for (unsigned i = 0; i < nr_keep; i++)
@@ -320,7 +469,12 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 		return -EIO;
 	}
 
-	/* the encoded form of the new copies */
+	/*
+	 * The encoded form of the new copies.  Re-encoded with sharers: the
+	 * whole encoded extent, each member keeping its crc offset.
+	 */
+	unsigned enc_from = g->nr ? 0 : e->crc.offset;
+	unsigned enc_sectors = g->nr ? e->crc.uncompressed_sectors : k->size;
 	struct bch_extent_crc crc = e->crc;
 	uint64_t version = k->version;
 	const void *out = m->enc;
@@ -330,19 +484,19 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 			.csum_type	= c->crypt ? BCH_CSUM_none : e->crc.csum_type,
 			.compression	= compression,
 			.block_sectors	= c->sb->block_size,
-			.max_sectors	= k->size,
+			.max_sectors	= enc_sectors,
 		};
 		const void *src = (const char *)(bch_crc_plain(&e->crc) && !c->crypt ? m->enc : m->dec) +
-				  ((size_t)e->crc.offset << BCH_SECTOR_SHIFT);
+				  ((size_t)enc_from << BCH_SECTOR_SHIFT);
 		void *dst = type != BCH_COMPRESSION_none || c->crypt ? m->out : NULL;
-		if ((r = bch_extent_encode(&eo, src, k->size, dst, &crc)))
+		if ((r = bch_extent_encode(&eo, src, enc_sectors, dst, &crc)))
 			return r;
 		/* tried and did not shrink (now, or when it was written): recorded */
 		if ((type != BCH_COMPRESSION_none ||
 		     e->crc.compression_type == BCH_COMPRESSION_incompressible) &&
 		    crc.compression_type == BCH_COMPRESSION_none)
 			crc.compression_type = BCH_COMPRESSION_incompressible;
-		crc.offset = 0;
+		crc.offset = g->nr ? e->crc.offset : 0;
 		/* encrypted: new bytes, a new nonce (crypt.h invariant (1)) */
 		if (c->crypt && ((r = bch_crypt_nonce_take(c, &version)) ||
 				 (r = bch_crypt_extent_encrypt(c, version, &crc, dst, dst))))
@@ -350,13 +504,14 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 		out = dst ? dst : src;
 		if (!dst) {
 			/* plain data straight from the read: it must sit in an I/O buffer */
-			memmove(m->out, src, (size_t)k->size << BCH_SECTOR_SHIFT);
+			memmove(m->out, src, (size_t)enc_sectors << BCH_SECTOR_SHIFT);
 			out = m->out;
 		}
 	}
 
 	struct move_pending *p = &m->q[m->nr];
 	unsigned got = 0;
+	memset(p, 0, sizeof(*p));
 	if (op->same_dev)
 		r = alloc_same_dev(c, k, op->rewrite, crc.compressed_sectors, p->fresh, &got);
 	else
@@ -400,43 +555,52 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	unsigned nr_new_ptrs = nr_keep + got;
 	struct bch_bkey *nk = bch_bkey_alloc(BCH_BKEY_extent, k->p,
 					     sizeof(struct bch_extent) + nr_new_ptrs * sizeof(struct bch_extent_ptr));
-	p->old = bch_bkey_dup(k);
-	if (!nk || !p->old) {
+	if (nk) {
+		struct bch_extent *ne = bkey_val(nk);
+		nk->size = k->size;
+		nk->version = version;
+		ne->crc = crc;
+		memcpy(ne->ptrs, keep, nr_keep * sizeof(keep[0]));
+		memcpy(ne->ptrs + nr_keep, p->fresh, got * sizeof(p->fresh[0]));
+	}
+	if (!nk || (r = queue_group(m, k, nk, g))) {
 		bch_alloc_data_free(c, p->fresh, got, crc.compressed_sectors);
-		free(nk);
-		free(p->old);
 		memset(p, 0, sizeof(*p));
 		return -ENOMEM;
 	}
-	struct bch_extent *ne = bkey_val(nk);
-	nk->size = k->size;
-	nk->version = version;
-	ne->crc = crc;
-	memcpy(ne->ptrs, keep, nr_keep * sizeof(keep[0]));
-	memcpy(ne->ptrs + nr_keep, p->fresh, got * sizeof(p->fresh[0]));
-	p->new = nk;
-	m->nr++;
 	return 0;
 }
 
-/* Is the key at k->p still exactly k? */
-static bool unchanged(struct bch_fs *c, const struct bch_bkey *k)
+int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op)
 {
-	struct bch_bkey *now = NULL;
-	bool same = !bch_btree_lookup(c, BCH_BTREE_ID_extents, k->p, &now) &&
-		    now->u64s == k->u64s && !memcmp(now, k, (size_t)k->u64s * 8);
+	struct move_group g = { .nr = 0 };
+	int r;
 
-	free(now);
-	c->err_msg[0] = 0;
-	return same;
+	m->s->keys_seen++;
+	if (queued_same(m, k))
+		return 0;	/* queued with its group */
+	/*
+	 * With snapshots, a key handed over from an older read may have moved
+	 * with its group since: not read and written again for nothing.
+	 */
+	if (bch_fs_has_snapshots(m->c) && !unchanged(m->c, k)) {
+		m->s->keys_raced++;
+		return 0;
+	}
+	r = op->drop_only ? drop_ptrs(m, k, op, &g) : move_key(m, k, op, &g);
+	group_free(&g);
+	return r;
 }
 
-/* After the commit of p's replacement: settle the counts (see the header comment). */
+/*
+ * After the commit of p's replacement: the old copies it no longer points
+ * at give up its share, demoted ones keep it (see the header comment).  The
+ * new copies are settled per group (settle_fresh).
+ */
 static void settle(struct bch_fs *c, const struct move_pending *p)
 {
 	const struct bch_extent *oe = bkey_val(p->old), *ne = bkey_val(p->new);
 	unsigned old_share = bch_extent_disk_sectors(p->old);
-	unsigned new_share = bch_extent_disk_sectors(p->new);
 
 	/* gains first, so no bucket looks empty on the way: demoted copies */
 	for (unsigned j = 0; j < bch_extent_nr_ptrs(p->new); j++) {
@@ -448,13 +612,6 @@ static void settle(struct bch_fs *c, const struct move_pending *p)
 			    oe->ptrs[i].offset == np->offset && oe->ptrs[i].gen == np->gen)
 				bch_alloc_data_account(c, np, oe->crc.compressed_sectors, old_share);
 	}
-
-	for (unsigned i = 0; i < p->nr_fresh; i++) {
-		struct bch_extent_ptr f = p->fresh[i];
-		if (new_share < p->fresh_span)
-			bch_alloc_data_account(c, &f, p->fresh_span,
-					       -(int64_t)(p->fresh_span - new_share));
-	}
 	for (unsigned i = 0; i < bch_extent_nr_ptrs(p->old); i++) {
 		bool kept = false;
 		for (unsigned j = 0; j < bch_extent_nr_ptrs(p->new) && !kept; j++)
@@ -464,6 +621,79 @@ static void settle(struct bch_fs *c, const struct move_pending *p)
 			bch_alloc_data_account(c, &oe->ptrs[i], oe->crc.compressed_sectors,
 					       -(int64_t)old_share);
 	}
+}
+
+/*
+ * A group's new copies were counted live in full (fresh_span) when
+ * allocated: after the commit they hold the shares of the members that
+ * committed (more than the span when pieces overlap, as with any shared
+ * bucket), or, when none did, go back.
+ */
+static void settle_fresh(struct bch_fs *c, const struct move_pending *lead, bool committed)
+{
+	int64_t held = 0;
+	bool any = false;
+
+	for (unsigned j = 0; committed && j <= lead->group; j++)
+		if (!lead[j].raced) {
+			held += bch_extent_disk_sectors(lead[j].new);
+			any = true;
+		}
+	if (!any) {
+		bch_alloc_data_free(c, lead->fresh, lead->nr_fresh, lead->fresh_span);
+		return;
+	}
+	for (unsigned i = 0; i < lead->nr_fresh && held != lead->fresh_span; i++) {
+		struct bch_extent_ptr f = lead->fresh[i];
+		bch_alloc_data_account(c, &f, lead->fresh_span, held - (int64_t)lead->fresh_span);
+	}
+}
+
+static size_t group_u64s(const struct move_pending *lead)
+{
+	size_t u64s = 0;
+
+	for (unsigned j = 0; j <= lead->group; j++)
+		u64s += 1 + lead[j].new->u64s;
+	return u64s;
+}
+
+/*
+ * Add the group led by lead to t, each member only if it is unchanged (a
+ * raced member is left alone; its group's other members still move).
+ */
+static int group_update(struct bch_mover *m, struct btree_trans *t, struct move_pending *lead)
+{
+	int r;
+
+	for (unsigned j = 0; j <= lead->group; j++) {
+		struct move_pending *p = &lead[j];
+		if (!unchanged(m->c, p->old)) {
+			m->s->keys_raced++;
+			p->raced = true;
+			continue;
+		}
+		if ((r = bch_trans_update(t, BCH_BTREE_ID_extents, p->new)))
+			return r;
+	}
+	return 0;
+}
+
+/* After the commit (or failure, r) of the groups in q[start, end). */
+static void groups_done(struct bch_mover *m, unsigned start, unsigned end, int r)
+{
+	for (unsigned i = start; i < end; i += 1 + m->q[i].group) {
+		struct move_pending *lead = &m->q[i];
+		for (unsigned j = 0; !r && j <= lead->group; j++)
+			if (!lead[j].raced) {
+				settle(m->c, &lead[j]);
+				m->s->keys_moved++;
+				m->s->sectors_moved += lead[j].new->size;
+			}
+		settle_fresh(m->c, lead, !r);
+	}
+	for (unsigned i = start; i < end; i++)
+		pending_free(&m->q[i]);
 }
 
 int bch_mover_flush(struct bch_mover *m)
@@ -482,44 +712,25 @@ int bch_mover_flush(struct bch_mover *m)
 			break;
 		struct bch_view raw;	/* keys are replaced in the snapshot they lie in */
 		bch_view_enter_raw(c, &raw);
-		for (; i < m->nr; i++) {
-			struct move_pending *p = &m->q[i];
-			if (used && used + 1 + p->new->u64s > max)
+		while (i < m->nr) {
+			struct move_pending *lead = &m->q[i];
+			size_t need = group_u64s(lead);
+			if (used && used + need > max)
 				break;		/* the next transaction takes it */
-			if (!unchanged(c, p->old)) {
-				m->s->keys_raced++;
-				bch_alloc_data_free(c, p->fresh, p->nr_fresh, p->fresh_span);
-				pending_free(p);
-				continue;
-			}
-			if ((r = bch_trans_update(t, BCH_BTREE_ID_extents, p->new)))
+			r = group_update(m, t, lead);
+			i += 1 + lead->group;
+			if (r)
 				break;
-			used += 1 + p->new->u64s;
+			used += need;
 		}
 		bch_view_exit(&raw);
 		if (!r && used)
 			r = bch_trans_commit(t, 0);
-		for (unsigned j = start; j < i; j++) {
-			struct move_pending *q = &m->q[j];
-			if (!q->new)
-				continue;
-			if (r) {
-				bch_alloc_data_free(c, q->fresh, q->nr_fresh, q->fresh_span);
-			} else {
-				settle(c, q);
-				m->s->keys_moved++;
-				m->s->sectors_moved += q->new->size;
-			}
-			pending_free(q);
-		}
+		groups_done(m, start, i, r);
 		bch_trans_exit(t);
 	}
 	/* after an error the rest stays unmoved: give their space back */
-	for (; i < m->nr; i++) {
-		if (m->q[i].new)
-			bch_alloc_data_free(c, m->q[i].fresh, m->q[i].nr_fresh, m->q[i].fresh_span);
-		pending_free(&m->q[i]);
-	}
+	groups_done(m, i, m->nr, -1);
 	m->nr = 0;
 	return r;
 }

@@ -28,6 +28,12 @@
  *       replacement.  Stale cached pointers are dropped on the way.
  *   (5) Memory is bounded: one extent's buffers, and at most
  *       BCH_MOVE_BATCH_KEYS queued keys, whatever the data size.
+ *   (6) What snapshots share stays shared: the keys of one inode, in any
+ *       snapshot, that point at the same encoded extent with the same
+ *       copies (the pieces an overwrite in a child leaves) move as one
+ *       group, in one transaction, onto one set of new copies; the data is
+ *       read and written once (move.c, struct move_group).  A member that
+ *       raced stays on the old copies, which stay valid.
  *
  * The caller holds whatever serialises the engine (fusemount's lock) for
  * each call; between calls it may release it (a race is then caught by
