@@ -30,6 +30,7 @@
 #include "journal.h"
 #include "replicas.h"
 #include "move.h"
+#include "snapshot.h"
 #include "super.h"
 
 #define MAX_PASSES	4
@@ -518,6 +519,87 @@ int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
 
 /* ------------------------------------------------ device remove --force */
 
+/*
+ * The snapshots whose own inode version of k's file counts k's sectors:
+ * those at or below k's snapshot that see k itself at its place (one that
+ * overwrote it there sees its own key or a whiteout).  Without snapshots,
+ * the one view.  At most max; returns how many.
+ */
+static unsigned lost_key_viewers(struct bch_fs *c, const struct bch_bkey *k, uint32_t *out, unsigned max)
+{
+	unsigned n = 0;
+
+	if (!bch_fs_has_snapshots(c)) {
+		out[n++] = k->p.snapshot;
+		return n;
+	}
+	struct btree_iter it;
+	const struct bch_bkey *ik;
+	int err = 0;
+	uint32_t found[64];
+	unsigned nf = 0;
+
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_inodes, POS(0, k->p.inode, 0),
+			    POS(0, k->p.inode, UINT32_MAX));
+	while (nf < 64 && (ik = bch_btree_iter_next(&it, &err)))
+		if (ik->type == BCH_BKEY_inode && bch_snap_is_ancestor(c, k->p.snapshot, ik->p.snapshot))
+			found[nf++] = ik->p.snapshot;
+	bch_btree_iter_exit(&it);
+	c->err_msg[0] = 0;
+	for (unsigned i = 0; i < nf && n < max; i++) {
+		struct bch_view v;
+		struct bch_bkey *vis = NULL;
+		bch_view_enter_snap(c, &v, 0, found[i], false);
+		if (!bch_vlookup(c, BCH_BTREE_ID_extents, k->p, &vis) && vis->p.snapshot == k->p.snapshot)
+			out[n++] = found[i];
+		bch_view_exit(&v);
+		free(vis);
+		c->err_msg[0] = 0;
+	}
+	return n;
+}
+
+/*
+ * k's only copies were on a member that is gone: k becomes a hole where it
+ * lies (in its own snapshot: every snapshot that saw it sees the hole), and
+ * each inode version that counted its sectors loses them (fsck checks it).
+ */
+static int punch_lost(struct bch_fs *c, const struct bch_bkey *k)
+{
+	uint32_t viewers[64];
+	unsigned nv = lost_key_viewers(c, k, viewers, 64);
+	struct btree_trans *t;
+	struct bch_extent_update u;
+	uint64_t done_to;
+	struct bch_view v;
+	int r;
+
+	memset(&u, 0, sizeof(u));
+	if ((r = bch_trans_init(c, &t)))
+		return r;
+	bch_view_enter_snap(c, &v, 0, k->p.snapshot, false);
+	r = bch_extents_punch(c, t, k->p.inode, bch_extent_start(k), k->p.offset, 0, &u, &done_to);
+	bch_view_exit(&v);
+	for (unsigned i = 0; !r && i < nv; i++) {
+		struct bch_inode ino;
+		bch_view_enter_snap(c, &v, 0, viewers[i], false);
+		if (!bch_inode_get(c, k->p.inode, &ino)) {
+			ino.sectors -= ino.sectors < k->size ? ino.sectors : k->size;
+			r = bch_inode_update(t, k->p.inode, &ino);
+		} else {
+			c->err_msg[0] = 0;	/* no inode: nothing counts it */
+		}
+		bch_view_exit(&v);
+	}
+	if (!r && !(r = bch_trans_commit(t, 0)))
+		bch_extent_update_apply(c, &u);
+	else
+		bch_extent_update_abort(c, &u);
+	bch_extent_update_exit(&u);
+	bch_trans_exit(t);
+	return r;
+}
+
 int bch_data_drop_dev_ptrs(struct bch_fs *c, unsigned dev, uint64_t *lost_sectors)
 {
 	struct bch_move_stats ms = { 0 };
@@ -557,36 +639,11 @@ int bch_data_drop_dev_ptrs(struct bch_fs *c, unsigned dev, uint64_t *lost_sector
 			r = bch_mover_add(mv, k, &op);
 		} else if (on) {
 			/* the only copies were there: the range becomes a hole, counted */
-			if (!(r = bch_mover_flush(mv))) {
-				struct btree_trans *t;
-				struct bch_extent_update u;
-				uint64_t done_to;
-				memset(&u, 0, sizeof(u));
-				if (!(r = bch_trans_init(c, &t))) {
-					r = bch_extents_punch(c, t, k->p.inode, bch_extent_start(k),
-							      k->p.offset, 0, &u, &done_to);
-					/* the file's sector count loses the hole (fsck checks it) */
-					struct bch_inode ino;
-					if (!r && !bch_inode_get(c, k->p.inode, &ino)) {
-						ino.sectors += u.i_sectors_delta;
-						r = bch_inode_update(t, k->p.inode, &ino);
-					} else if (!r) {
-						c->err_msg[0] = 0;	/* no inode: nothing counts it */
-					}
-					if (!r && !(r = bch_trans_commit(t, 0)))
-						bch_extent_update_apply(c, &u);
-					else
-						bch_extent_update_abort(c, &u);
-					bch_extent_update_exit(&u);
-					bch_trans_exit(t);
-				}
-				if (!r) {
-					*lost_sectors += k->size;
-					snprintf(c->err_msg, sizeof(c->err_msg),
-						 "lost: inode %" PRIu64 " sectors %" PRIu64 "..%" PRIu64,
-						 (uint64_t)k->p.inode, bch_extent_start(k),
-						 (uint64_t)k->p.offset);
-				}
+			if (!(r = bch_mover_flush(mv)) && !(r = punch_lost(c, k))) {
+				*lost_sectors += k->size;
+				snprintf(c->err_msg, sizeof(c->err_msg),
+					 "lost: inode %" PRIu64 " sectors %" PRIu64 "..%" PRIu64,
+					 (uint64_t)k->p.inode, bch_extent_start(k), (uint64_t)k->p.offset);
 			}
 		}
 		free(k);

@@ -355,7 +355,7 @@ int bch_extents_split(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 }
 
 int bch_extents_shift(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t from,
-		      int64_t by, unsigned max_keys, uint64_t *next)
+		      int64_t by, unsigned max_keys, uint64_t *next, struct bch_extent_update *u)
 {
 	struct bch_bkey **keys = malloc(max_keys * sizeof(*keys));
 	unsigned n = 0;
@@ -398,16 +398,23 @@ int bch_extents_shift(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 			*next = bch_extent_start(keys[n - 1]);
 	}
 	for (unsigned i = 0; i < n; i++) {
-		if (!r && !err && keys[i]->p.snapshot != bch_view_snap(c))
-			/* moving it would add a reference this path does not count */
-			r = bch_fs_err(c, -EOPNOTSUPP, "inode %" PRIu64 ": collapse or insert range of "
-				       "data shared with a snapshot is not supported", inum);
 		if (!r && !err) {
+			/*
+			 * An ancestor's key stays where it is (snapshot.h): the
+			 * delete hides it in this snapshot (a whiteout) and the
+			 * moved copy is a new key here, one more reference to
+			 * its data.
+			 */
+			bool ancestor = keys[i]->p.snapshot != bch_view_snap(c);
 			struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = keys[i]->p };
 			r = bch_trans_update(t, BCH_BTREE_ID_extents, &del);
 			keys[i]->p.offset += by;
 			if (!r)
 				r = bch_trans_update(t, BCH_BTREE_ID_extents, keys[i]);
+			if (!r && ancestor) {
+				acct_add(u, keys[i], 1);
+				u->i_sectors_delta -= keys[i]->size;	/* moved, not added */
+			}
 		}
 		free(keys[i]);
 	}

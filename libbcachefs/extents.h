@@ -101,13 +101,14 @@ void bch_extent_update_exit(struct bch_extent_update *u);
  * fallocate's collapse and insert: split the extent spanning sector at (so
  * a range boundary falls between keys), and move the keys starting at or
  * after from by `by` sectors, at most max_keys per call (the pointers do not
- * change, so neither does space accounting).  *next is where to go on from,
- * UINT64_MAX when done.
+ * change, so neither does space accounting -- but for an ancestor's key,
+ * which stays, hidden here: its moved copy is one more reference, added to
+ * u).  *next is where to go on from, UINT64_MAX when done.
  */
 int bch_extents_split(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t at,
 		      struct bch_extent_update *u);
 int bch_extents_shift(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t from,
-		      int64_t by, unsigned max_keys, uint64_t *next);
+		      int64_t by, unsigned max_keys, uint64_t *next, struct bch_extent_update *u);
 
 /*
  * At open: count every extent pointer in the bucket state, and the

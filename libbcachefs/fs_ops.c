@@ -1244,7 +1244,7 @@ static int collapse_insert(struct bch_fs *c, uint64_t inum, const struct bch_ino
 		if (!r)
 			r = bch_extents_shift(c, t, inum, collapse ? s0 + sl : s0,
 					      collapse ? -(int64_t)sl : (int64_t)sl,
-					      PUNCH_KEYS_PER_TRANS, &next);
+					      PUNCH_KEYS_PER_TRANS, &next, &u);
 		if (!r && collapse && next == UINT64_MAX) {
 			ip->size -= len;
 			touch(ip, true);

@@ -9,7 +9,12 @@
 #   - rebalance re-encoding (background_compression) of shared extents: the
 #     whole encoded extent once, every member on it;
 #   - both the snapshot's file and the live one read back byte for byte,
-#     fsck clean.
+#     fsck clean;
+#   - a member lost with the only copy of a snapshot's file (device remove
+#     --force -o very_degraded): the file becomes a hole in that snapshot
+#     (before, the hole was punched in subvolume 0's view, which does not
+#     see the key: the pointer to the removed member stayed), its size
+#     kept, its sectors counted off; fsck clean.
 need jq cmp
 fuse_part "overwrites through the mount" || exit 0
 
@@ -63,3 +68,25 @@ expect_in out ' comp [1-9]'
 expect_rc 0 $B image get $M /s/big got2.s;	cmp got2.s big || fail "the snapshot's file after rebalance"
 expect_rc 0 $B image get $M /big got2.l;		cmp got2.l live || fail "the live file after rebalance"
 expect_rc 0 $B fsck -n -f $M
+
+# ---- a lost member: data of a snapshot with no other copy becomes a hole in
+# that snapshot (not in subvolume 0's view), its sectors counted off
+dd if=/dev/urandom of=lost bs=1M count=1 status=none
+expect_rc 0 $B format -q --metadata-replicas=2 --fs-size=64M l0.img --fs-size=64M l1.img
+L=l0.img:l1.img
+expect_rc 0 $B device set-state --force ro $L 0
+expect_rc 0 $B image put $L lost /in-root
+expect_rc 0 $B device set-state rw $L 0
+expect_rc 0 $B subvolume snapshot $L / /s
+expect_rc 0 $B device set-state ro $L 1
+expect_rc 0 $B image put $L lost /s/only-on-0
+expect_rc 0 $B device set-state rw $L 1
+rm l0.img
+expect_rc 0 $B device remove --force --force-metadata -o very_degraded l1.img 0
+expect_in err "had no other copy"
+expect_rc 0 $B fsck -fn l1.img
+expect_rc 0 $B image stat --json l1.img /s/only-on-0
+jq -e '.files[0].size == 1048576 and .files[0].allocated == 0' out >/dev/null ||
+	fail "the lost file: its size kept, nothing allocated: $(cat out)"
+expect_rc 0 $B image cat l1.img /in-root
+cmp -s out lost || fail "subvolume 0's copy on the member left"

@@ -17,7 +17,7 @@
 
 const char *const sm_kind_names[] = {
 	"create", "mkdir", "write", "truncate", "unlink", "rmdir", "rename",
-	"setxattr", "rmxattr", "punch", "snapshot", "delete", "gc", "nop",
+	"setxattr", "rmxattr", "punch", "shift", "snapshot", "delete", "gc", "nop",
 };
 
 /*
@@ -450,6 +450,69 @@ static enum sm_kind op_punch(struct sm *m, struct sm_sub *s)
 	return SM_PUNCH;
 }
 
+/* The written-block bits of n from block `from` on, moved by `by` blocks. */
+static void shift_alloc(struct sm_node *n, size_t from, long by)
+{
+	uint64_t old[SM_NBLK / 64];
+
+	memcpy(old, n->alloc, sizeof(old));
+	for (size_t b = from; b < SM_NBLK; b++) {
+		long src = (long)b - by;
+		bool on = src >= (long)from && src < SM_NBLK && (old[src / 64] & (1ULL << (src % 64)));
+		if (on)
+			n->alloc[b / 64] |= 1ULL << (b % 64);
+		else
+			n->alloc[b / 64] &= ~(1ULL << (b % 64));
+	}
+}
+
+/*
+ * fallocate's collapse or insert range (whole blocks): what follows moves
+ * down or up.  In a snapshot the moved keys are often an ancestor's, which
+ * stay where they are, hidden, with a moved copy in the snapshot.
+ */
+static enum sm_kind op_shift(struct sm *m, struct sm_sub *s)
+{
+	int i = pick(m, &s->t, 0);
+	if (i < 0)
+		return op_create(m, s, false);
+	struct sm_node *n = &s->t.n[i];
+	size_t whole = n->size / SM_BLOCK, any = (n->size + SM_BLOCK - 1) / SM_BLOCK;
+	bool collapse = rnd(m, 2);
+	size_t off, len;
+
+	if (collapse) {
+		if (whole < 2)
+			return op_punch(m, s);
+		size_t ob = rnd(m, whole - 1), room = whole - 1 - ob;
+		off = ob * SM_BLOCK;
+		len = (1 + rnd(m, room < 16 ? room : 16)) * SM_BLOCK;
+	} else {
+		len = (1 + rnd(m, 16)) * SM_BLOCK;
+		if (!any || n->size + len > m->o.max_file)
+			return op_punch(m, s);
+		off = rnd(m, any) * SM_BLOCK;
+	}
+	uint64_t h = lookup_ok(m, s->root, n->path);
+	int r = bch_fs_fallocate(m->c, h, collapse ? FALLOC_FL_COLLAPSE_RANGE : FALLOC_FL_INSERT_RANGE,
+				 off, len);
+	expect(m, collapse ? "collapse" : "insert", n->path, r, 0);
+	if (collapse) {
+		unsigned char *b = blob_mut(n, n->size);
+		memmove(b + off, b + off + len, n->size - off - len);
+		memset(b + n->size - len, 0, len);
+		n->size -= len;
+		shift_alloc(n, off / SM_BLOCK, -(long)(len / SM_BLOCK));
+	} else {
+		unsigned char *b = blob_mut(n, n->size + len);
+		memmove(b + off + len, b + off, n->size - off);
+		memset(b + off, 0, len);
+		n->size += len;
+		shift_alloc(n, off / SM_BLOCK, (long)(len / SM_BLOCK));
+	}
+	return SM_SHIFT;
+}
+
 static enum sm_kind op_truncate(struct sm *m, struct sm_sub *s)
 {
 	int i = pick(m, &s->t, 0);
@@ -624,8 +687,10 @@ enum sm_kind sm_step(struct sm *m)
 		return op_create(m, s, true);
 	if (k < 44 || (k < 48 && m->o.aligned_truncate))
 		return op_write(m, s);
-	if (k < 48)
+	if (k < 46)
 		return op_punch(m, s);
+	if (k < 48)
+		return op_shift(m, s);
 	if (k < 56)
 		return op_truncate(m, s);
 	if (k < 64)

@@ -72,7 +72,8 @@ struct sm_sub {
 struct sm_opts {
 	size_t		max_file;	/* files stay below this (<= SM_MAX_FILE) */
 	bool		aligned_truncate; /* truncates to block multiples only, no punches
-					     (crash tests: each operation one transaction) */
+					     or collapse/insert ranges (crash tests: each
+					     operation one transaction) */
 	unsigned	max_subs;	/* live subvolumes at most */
 	unsigned	pct_snapshot;	/* chance per step of a snapshot */
 	unsigned	pct_delete;	/* of a deletion */
@@ -100,7 +101,7 @@ struct sm {
 /* What sm_step() did. */
 enum sm_kind {
 	SM_CREATE, SM_MKDIR, SM_WRITE, SM_TRUNCATE, SM_UNLINK, SM_RMDIR, SM_RENAME,
-	SM_SETXATTR, SM_RMXATTR, SM_PUNCH, SM_SNAPSHOT, SM_DELETE, SM_GC, SM_NOP,
+	SM_SETXATTR, SM_RMXATTR, SM_PUNCH, SM_SHIFT, SM_SNAPSHOT, SM_DELETE, SM_GC, SM_NOP,
 };
 extern const char *const sm_kind_names[];
 
