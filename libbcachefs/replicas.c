@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "bcachefs.h"
 #include "btree.h"
 #include "errcode.h"
@@ -362,6 +363,44 @@ static bool same_table(const struct bch_replicas_cpu *a, const struct bch_replic
 }
 
 /*
+ * A filesystem of one member has no set but {it}: when the table holds
+ * exactly (btree, {it}), (user, {it}) and, with its journal buckets,
+ * (journal, {it}), and the bucket counts say the
+ * member holds live user data (btree nodes it always holds), a walk would
+ * find the same table.  So a close after a small change does not read
+ * every key of a large filesystem.  The counts only ever spare a walk; an
+ * entry is dropped on a walk's word alone.
+ */
+static bool single_member_current(struct bch_fs *c)
+{
+	const struct bch_replicas_cpu *t = c->replicas;
+	int dev = -1;
+
+	if (!(c->sb->compat & BCH_COMPAT_REPLICAS_KEPT) || t->nr < 2 || t->nr > 3)
+		return false;
+	for (unsigned d = 0; d < c->nr_devs; d++)
+		if (is_member(c, d)) {
+			if (dev >= 0)
+				return false;
+			dev = d;
+		}
+	if (dev < 0 || !bch_replicas_cpu_has(t, BCH_DATA_btree, 1ULL << dev) ||
+	    !bch_replicas_cpu_has(t, BCH_DATA_user, 1ULL << dev))
+		return false;
+	/* the journal's entry: there when the member has journal buckets */
+	struct bch_sb_field_journal *j = bch_sb_get_journal(c->sb);
+	size_t nr_runs = j ? ((size_t)j->field.u64s * 8 - sizeof(*j)) / sizeof(j->runs[0]) : 0;
+	bool journal = false;
+	for (size_t i = 0; i < nr_runs; i++)
+		journal |= j->runs[i].nr && j->runs[i].dev == (unsigned)dev;
+	if (t->nr != 2u + journal || (journal && !bch_replicas_cpu_has(t, BCH_DATA_journal, 1ULL << dev)))
+		return false;
+	struct bch_dev_usage u;
+	bch_dev_usage_get(c, dev, &u);
+	return u.sectors[BCH_DATA_user] > 0;
+}
+
+/*
  * One recount: the journal flushed first, so that a crash replays to the
  * state walked (older entries' keys naming a dropped set are overwritten
  * by the flushed ones); then every key walked.  1 when the btrees changed
@@ -372,6 +411,10 @@ static int gc_once(struct bch_fs *c, bool flush)
 	struct bch_replicas_cpu t;
 	int r;
 
+	if (single_member_current(c)) {
+		c->replicas->maybe_stale = false;
+		return 0;
+	}
 	if (flush && (r = bch_journal_flush(c)))
 		return r;
 	uint64_t marks = c->replicas->marks;

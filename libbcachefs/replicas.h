@@ -47,6 +47,11 @@
  *       would have to be kept by every path that drops a key and persisted
  *       crash-safely beside the journal; a recount needs neither and costs
  *       a read of the interior nodes and the extents leaves at those points.
+ *       One member is the exception that needs no walk while it holds user
+ *       data (the bucket counts say so): its only sets are {it}, so a table
+ *       of exactly btree, user and journal on it is what a walk would find;
+ *       a small change to a large one-device image closes without reading
+ *       every key (replicas.c, single_member_current).
  *
  * Degraded opens (fs.c) judge by the entries and the members present: an
  * entry of file data or metadata with no present member is what would be
