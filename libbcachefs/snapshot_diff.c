@@ -220,7 +220,9 @@ static int seen_get(struct bch_fs *c, const struct side *sd, uint64_t inum, stru
 	r = inode_name(c, inum, &s->i, sd->root, s);
 	if (r == -ENOENT && inum != sd->root && !s->i.dir && s->i.nlink) {
 		/* linked, but its first link went (fs_ops unlink): named by number */
+		struct bch_inode i = s->i;	/* seen_exit clears it: the inode is still this */
 		seen_exit(s);
+		s->i = i;
 		if (asprintf(&s->path, "?inode:%llu", (unsigned long long)inum) < 0 ||
 		    !(s->name = strdup("")))
 			return -ENOMEM;
