@@ -29,6 +29,15 @@
  * Per-file options (bcachefs.* xattrs) the image has and DIR does not are
  * left alone: they are the image's settings, not the tree's.
  *
+ * Subvolumes.  PATH may lie in any subvolume (--subvolume NAME: PATH from
+ * the root of the subvolume at NAME): the scans read what that
+ * subvolume's snapshot sees (a view, snapshot.h) and keep every inode
+ * number as that subvolume's handle (fs_ops.h), so the walk and the
+ * changes stay in it; the keys its snapshot shares with others are
+ * overwritten in it alone (copy on write).  Names of other subvolumes
+ * inside it are left alone, as at the root.  A read-only snapshot
+ * refuses (EROFS) on the check pass, before anything is written.
+ *
  * Speed.  The time must follow the change, not the tree, and the tree must
  * still be looked at whole (a file's content changes nothing above it).
  * So the looking is made cheap:
@@ -43,9 +52,15 @@
  * What is left is one fstatat and one listxattrat per name of DIR (the
  * floor for noticing a change anywhere), three btree scans, and two opens
  * of the image (read-only, then read-write when something differs).
- * The scans read keys through the btree iterator as `bcachefs list` does;
- * inodes are at (0, inum, 0), dirents at (dir, hash, 0), xattrs at
- * (inum, hash, 0) with value pieces above BCH_HASH_MAX.
+ * Measured (bench/update.sh, 81k names, 100 changed): the walk is most of
+ * the time; the read-only close and read-write open take 10-50 ms, the
+ * changes 30-70 ms, the close 30-70 ms.  This file makes no flush of its
+ * own: the fdatasyncs of a run (12) are the engine's, 3 in the read-write
+ * open (journal entry, superblock) and 9 in the close (journal entries the
+ * node writes wait for, the clean superblock).
+ * The scans read keys through the view iterator (bch_viter, snapshot.h);
+ * inodes are at (0, inum), dirents at (dir, hash), xattrs at (inum, hash)
+ * with value pieces above BCH_HASH_MAX.
  *
  * States.  The image verbs open read-only first (cmd_image.c).  That
  * check pass does the whole comparison writing nothing and notes each
