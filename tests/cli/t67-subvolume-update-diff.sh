@@ -7,6 +7,8 @@
 #     (treetool compare), the others are untouched (extract, and subvolume
 #     diff: v2's changes all lie under the directory updated); a second
 #     update changes nothing; fsck is clean;
+#   - a diff naming a file by number (its first link removed) gives its
+#     own fields;
 #   - refusals, nothing written (sha): --subvolume ro and a path through ro
 #     (exit 1, Read-only file system; --dry-run may look), --subvolume of a
 #     directory that is not a subvolume's root, of a missing path (exit 1),
@@ -113,6 +115,18 @@ expect_rc 1 $B image update --subvolume nosuch img v1src
 expect_in err 'nosuch: No such file or directory'
 expect_rc 16 $B image update --subvolume= img v1src
 [ "$(sha img)" = "$before" ] || fail "a refused update wrote to the image"
+
+# ---- a file whose first link went is named by number in a diff, with its
+# own fields (not those of an empty inode: "modified ... size 2->0")
+mkdir -p hl/a hl/b
+echo x > hl/a/f
+ln hl/a/f hl/b/g
+expect_rc 0 $B format -q --fs-size=32M --source hl --subvolume base h.img
+expect_rc 0 $B subvolume snapshot h.img /base /s
+expect_rc 0 $B image rm h.img /s/a/f
+expect_rc 0 $B subvolume diff h.img /base /s
+expect_in out '^metadata  \?inode:[0-9]+ ctime,nlink$'
+expect_not_in out '^modified'
 
 # ---- subvolume diff through a mount equals the offline form
 if fuse_part "subvolume diff on a mount"; then
