@@ -438,13 +438,16 @@ static void scan_dir(struct scan_worker *w, struct hdir *d)
 		e->ino = de->d_ino;
 	}
 	/* in inode order: the inode table is read in order when it is not cached */
-	qsort(w->tmp, nr, sizeof(*w->tmp), ino_cmp);
+	if (nr)		/* else w->tmp may be NULL, which qsort may not take */
+		qsort(w->tmp, nr, sizeof(*w->tmp), ino_cmp);
 	for (size_t i = 0; i < nr; i++)
 		scan_one(w, fd, d->path, &w->tmp[i]);
 	closedir(dir);
-	qsort(w->tmp, nr, sizeof(*w->tmp), name_cmp);
-	d->e = arena_alloc(&w->mem, nr * sizeof(*d->e));
-	memcpy(d->e, w->tmp, nr * sizeof(*d->e));
+	if (nr) {
+		qsort(w->tmp, nr, sizeof(*w->tmp), name_cmp);
+		d->e = arena_alloc(&w->mem, nr * sizeof(*d->e));
+		memcpy(d->e, w->tmp, nr * sizeof(*d->e));
+	}
 	d->nr = nr;
 	for (size_t i = 0; i < d->nr; i++) {
 		struct hent *e = &d->e[i];
