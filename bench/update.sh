@@ -13,8 +13,13 @@
 #             writeback to disk, not timed: an image file being updated has
 #             been on disk for a while; otherwise update's first flush pays
 #             for writing the whole copy)
+#   compare   image update --dry-run: the walk alone (DIR and the image's
+#             metadata read, compared; nothing opened read-write)
 # and the best of each is printed with the ratio rebuild / update.  The
-# update's --json counts show that it wrote only what changed.
+# update's --json counts show that it wrote only what changed.  Then, once
+# and untimed, what the rest of update's time (update - walk: the
+# read-write open, the changes, the close) is made of: its opens of the
+# image and its flushes (strace -f, when strace is there).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${BCH:-$root/bcachefs}
@@ -62,7 +67,7 @@ timed() {
 	/usr/bin/time -f '%e %U %S' -o "$dir/time" "$@" || exit 1
 	awk '{ printf "%s %.2f\n", $1, $2 + $3 }' "$dir/time"
 }
-best_rebuild= best_update= cpu_rebuild= cpu_update=
+best_rebuild= best_update= cpu_rebuild= cpu_update= best_compare= cpu_compare=
 for i in $(seq "$REPS"); do
 	rm -f "$dir/new.img"
 	set -- $(timed "$B" format -q --fs-size="$FS_SIZE" --source "$src" "$dir/new.img")
@@ -78,6 +83,13 @@ for i in $(seq "$REPS"); do
 	if [ -z "$best_update" ] || [ "$(echo "$u < $best_update" | bc)" = 1 ]; then
 		best_update=$u cpu_update=$uc
 	fi
+	cp --sparse=always "$dir/base.img" "$dir/cmp.img"
+	sync "$dir/cmp.img"
+	set -- $(timed sh -c '"$1" image update --dry-run "$2" "$3" > /dev/null' sh "$B" \
+		"$dir/cmp.img" "$src")
+	if [ -z "$best_compare" ] || [ "$(echo "$1 < $best_compare" | bc)" = 1 ]; then
+		best_compare=$1 cpu_compare=$2
+	fi
 done
 # the counts (the list of changes is one element per file changed here)
 echo "update counts: $(python3 -c 'import json, sys
@@ -87,4 +99,14 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 printf '%-28s %10s %10s\n' "" "seconds" "cpu s"
 printf '%-28s %10.3f %10.2f\n' "format --source (rebuild)" "$best_rebuild" "$cpu_rebuild"
 printf '%-28s %10.3f %10.2f\n' "image update" "$best_update" "$cpu_update"
+printf '%-28s %10.3f %10.2f\n' "  of it the walk (--dry-run)" "$best_compare" "$cpu_compare"
 printf 'ratio rebuild / update: %.1fx (goal >= 20x)\n' "$(echo "$best_rebuild / $best_update" | bc -l)"
+# what the rest is made of (untimed): opens of the image, flushes
+if command -v strace >/dev/null; then
+	cp --sparse=always "$dir/base.img" "$dir/upd.img"
+	sync "$dir/upd.img"
+	strace -f -qq --seccomp-bpf -e trace=openat,fdatasync,fsync -o "$dir/strace" \
+		"$B" image update "$dir/upd.img" "$src" > /dev/null
+	echo "update: $(grep -c 'upd.img' "$dir/strace") opens of the image," \
+		"$(grep -c -E 'fdatasync|fsync' "$dir/strace") fdatasync/fsync calls"
+fi

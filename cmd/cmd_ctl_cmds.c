@@ -42,6 +42,7 @@ const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
 	{ "subvolume snapshot",	cmd_subvolume_body,		true },
 	{ "subvolume delete",	cmd_subvolume_body,		true },
 	{ "subvolume list",	cmd_subvolume_body,		false },
+	{ "subvolume diff",	cmd_subvolume_body,		false },
 	{ NULL, NULL, false }
 };
 

@@ -1353,7 +1353,7 @@ static const struct verb {
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
 	{ "setattr",	verb_setattr, "",	true,  "[--OPT=VALUE]... PATH...", "per-file options as bcachefs setattr", true, true },
 	{ "import-tar",	verb_import_tar, "W", true, "[--spec=FILE...] [--no-whiteouts] [--json] TARFILE|- [PATH]", "unpack a tar (an OCI layer: whiteouts applied)", true, true },
-	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] [--json] HOSTDIR [PATH]", "make the tree equal to HOSTDIR, writing only what differs", true, true },
+	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] [--json] [--subvolume=NAME] HOSTDIR [PATH]", "make the tree (of subvolume NAME) equal to HOSTDIR, writing only what differs", true, true },
 	{ "sync",	verb_update, "cn",	true,  "...",			"the same as update", true, true },
 	{ "subvolume-create", verb_subvol_create, "", true, "PATH",	"make an empty subvolume", true },
 	{ "subvolume-snapshot", verb_subvol_snapshot, "r", true, "[-r] SOURCE DEST", "snapshot subvolume SOURCE (-r: read-only)", true },
@@ -1388,7 +1388,9 @@ static void usage(FILE *f)
 		   "import-tar applies OCI layer whiteouts (.wh.NAME, .wh..wh..opq) unless\n"
 		   "told not to, and refuses absolute names, \"..\" and hard links out.\n"
 		   "update prints a line per change (+ created, - removed, R replaced,\n"
-		   "W data written, M metadata); equal files are not read or written.\n"
+		   "W data written, M metadata); equal files are not read or written;\n"
+		   "update of subvolume NAME (or of a PATH through a subvolume) changes that\n"
+		   "subvolume's tree only (a read-only snapshot refuses: exit 1, nothing written).\n"
 		   "extract goes on past files it cannot read: it names each on stderr, removes\n"
 		   "any it could read only in part, extracts the rest and then exits 1.\n\n"
 		   "Exit: 0 done, 1 failure (message on stderr; extract: some files were not\n"
@@ -1584,6 +1586,8 @@ int cmd_image(int argc, char *argv[])
 			}
 		} else if (dev_idx < 0 && v->longopts && a[0] == '-' && a[1] == '-' && a[2]) {
 			vargv[vargc++] = argv[i];	/* the verb parses them */
+			if (!strcmp(a, "--subvolume") && i + 1 < argc)	/* its value apart */
+				vargv[vargc++] = argv[++i];
 		} else if (dev_idx < 0 && a[0] == '-' && a[1] && a[1] != '-') {
 			/* a verb option before the device (with its argument, if it takes one) */
 			const char *o = strchr(v->optstr, a[1]);

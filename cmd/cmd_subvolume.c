@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * cmd_subvolume.c - `bcachefs subvolume create|snapshot|delete|list`, with
+ * cmd_subvolume.c - `bcachefs subvolume create|snapshot|delete|list|diff`, with
  * the spelling of bcachefs-tools.
  *
  * Two forms, told apart by the first path:
@@ -15,6 +15,7 @@
  *     steps, the lock released between them (cmd_ctx.h rules).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include "fs_ops.h"
 #include "opts.h"
 #include "snapshot.h"
+#include "subvolume_diff.h"
 
 static const struct {
 	const char *name, *verb, *args, *margs, *help;
@@ -43,7 +45,7 @@ static const struct {
 	  "delete subvolumes and free what only they held" },
 	{ "list",     "subvolume-list",	    "[--json] [-t] DEVICE", "[--json] [-t] PATH",
 	  "list subvolumes: ID, snapshot, parent, read-only, creation time, space only it holds, path (-t: as a tree)" },
-	{ "diff",     "subvolume-diff",     "[--json] DEVICE OLD NEW", NULL,
+	{ "diff",     "subvolume-diff",     "[--json] DEVICE OLD NEW", "[--json] OLD NEW",
 	  "what changed from OLD to NEW: added, deleted, renamed, modified (byte ranges), metadata only" },
 };
 #define NR_VERBS	(sizeof(subvol_verbs) / sizeof(subvol_verbs[0]))
@@ -101,7 +103,7 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 	for (; first < argc && argv[first][0] == '-'; first++) {
 		if (!strcmp(argv[first], "-r") && !strcmp(verb, "snapshot"))
 			ro = true;
-		else if (!strcmp(argv[first], "--json") && !strcmp(verb, "list"))
+		else if (!strcmp(argv[first], "--json") && (!strcmp(verb, "list") || !strcmp(verb, "diff")))
 			json = true;
 		else if (!strcmp(argv[first], "-t") && !strcmp(verb, "list"))
 			tree = true;
@@ -112,7 +114,8 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 	}
 	int nargs = argc - first;
 	if ((!strcmp(verb, "create") && nargs != 1) || (!strcmp(verb, "snapshot") && nargs != 2) ||
-	    (!strcmp(verb, "delete") && nargs < 1) || (!strcmp(verb, "list") && nargs > 1)) {
+	    (!strcmp(verb, "delete") && nargs < 1) || (!strcmp(verb, "list") && nargs > 1) ||
+	    (!strcmp(verb, "diff") && nargs != 2)) {
 		fprintf(x->err, "bcachefs %s: wrong number of paths\n", x->cmd);
 		return EXIT_USAGE;
 	}
@@ -175,6 +178,9 @@ int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv)
 				CHANGED(dir, name);
 			}
 		}
+	} else if (!strcmp(verb, "diff")) {
+		/* the offline verb's printer: the same output */
+		ret = subvolume_diff_print(x->out, x->err, x->cmd, c, json, argv[first], argv[first + 1]);
 	} else {
 		r = cmd_subvolume_list_print(x->out, c, json, tree);
 		if (r)
@@ -387,6 +393,17 @@ static int run_mounted(size_t v, int argc, char **argv)
 		r = EXIT_USAGE;
 		goto out;
 	}
+	if (!strcmp(subvol_verbs[v].name, "diff")) {
+		/*
+		 * What the kernel still caches (written pages, times) goes to the
+		 * daemon first, so the diff sees what the files show.
+		 */
+		int fd = open(mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			syncfs(fd);
+			close(fd);
+		}
+	}
 	r = ctl_forward(cmd, mnt, bargc, bargv);
 out:
 	for (int i = 1; i < bargc; i++)
@@ -445,11 +462,9 @@ int cmd_subvolume(int argc, char *argv[])
 		for (int q = p; q < argc; q++)
 			npos += argv[q][0] != '-' && !(q > 2 && !strcmp(argv[q - 1], "-o"));
 		bool mounted;
-		if (!subvol_verbs[i].margs)
-			mounted = false;	/* diff: unmounted only */
-		else if (!strcmp(subvol_verbs[i].name, "create"))
+		if (!strcmp(subvol_verbs[i].name, "create"))
 			mounted = npos == 1;
-		else if (!strcmp(subvol_verbs[i].name, "snapshot"))
+		else if (!strcmp(subvol_verbs[i].name, "snapshot") || !strcmp(subvol_verbs[i].name, "diff"))
 			mounted = npos == 2;
 		else
 			mounted = p < argc && !strchr(argv[p], ':') &&

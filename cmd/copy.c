@@ -345,7 +345,8 @@ static int copy_in_dir_contents(struct copy_ctx *x, const char *src, uint64_t di
 		names[nr++] = strdup(de->d_name);
 	}
 	closedir(d);
-	qsort(names, nr, sizeof(*names), name_cmp);	/* reproducible order */
+	if (nr)		/* an empty directory: names is NULL, which qsort may not take */
+		qsort(names, nr, sizeof(*names), name_cmp);	/* reproducible order */
 	for (size_t i = 0; i < nr; i++) {
 		if (!r) {
 			size_t len = strlen(src) + 1 + strlen(names[i]) + 1;

@@ -15,6 +15,7 @@
  * JSON: docs/json/subvolume-diff.schema.json.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,22 +29,48 @@
 #include "snapshot_diff.h"
 #include "subvolume_diff.h"
 
-int subvol_of_path(struct bch_fs *c, const char *verb, const char *path, uint32_t *subvol)
+/* Where the messages go: err, each line starting with "bcachefs " and prefix. */
+struct msgs {
+	FILE		*err;
+	const char	*prefix;	/* "image: subvolume diff" offline, "subvolume diff" mounted */
+};
+
+static void msg(const struct msgs *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void msg(const struct msgs *m, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(m->err, "bcachefs %s: ", m->prefix);
+	va_start(ap, fmt);
+	vfprintf(m->err, fmt, ap);
+	va_end(ap);
+	fputc('\n', m->err);
+}
+
+static int subvol_of(struct bch_fs *c, const struct msgs *m, const char *path, uint32_t *subvol)
 {
 	uint64_t h;
 	int r = bch_fs_lookup_path(c, path, true, &h);
 
 	if (r) {
-		cmd_err("image", "%s: %s: %s", verb, path, strerror(-r));
+		msg(m, "%s: %s", path, strerror(-r));
 		return EXIT_FAIL;
 	}
 	const struct bch_subvol_info *sv = bch_subvol_get(c, bch_fs_subvol_of(h));
 	if (!sv || sv->v.root_inum != (h & BCH_HANDLE_INUM_MASK)) {
-		cmd_err("image", "%s: %s: not a subvolume", verb, path);
+		msg(m, "%s: not a subvolume", path);
 		return EXIT_FAIL;
 	}
 	*subvol = sv->id;
 	return EXIT_OK;
+}
+
+int subvol_of_path(struct bch_fs *c, const char *verb, const char *path, uint32_t *subvol)
+{
+	char prefix[128];
+
+	snprintf(prefix, sizeof(prefix), "image: %s", verb);
+	return subvol_of(c, &(struct msgs) { stderr, prefix }, path, subvol);
 }
 
 static const char *type_name(const struct bch_sdiff_entry *e)
@@ -75,18 +102,18 @@ static void fields_text(unsigned meta, char *buf, size_t len)
 }
 
 /* A path on one line: control bytes and backslashes as \ooo (ls -b). */
-static void put_path(const char *p)
+static void put_path(FILE *f, const char *p)
 {
 	for (; *p; p++) {
 		unsigned char ch = *p;
 		if (ch < 0x20 || ch == 0x7f || ch == '\\')
-			printf("\\%03o", ch);
+			fprintf(f, "\\%03o", ch);
 		else
-			putchar(ch);
+			putc(ch, f);
 	}
 }
 
-static void print_text(const struct bch_sdiff *d)
+static void print_text(FILE *f, const struct bch_sdiff *d)
 {
 	for (size_t i = 0; i < d->nr; i++) {
 		const struct bch_sdiff_entry *e = &d->e[i];
@@ -95,38 +122,38 @@ static void print_text(const struct bch_sdiff *d)
 
 		fields_text(e->meta, fields, sizeof(fields));
 		if (e->flags & BCH_SDIFF_ADDED) {
-			printf("added     ");
-			put_path(e->new_path);
-			printf("%s\n", sv);
+			fprintf(f, "added     ");
+			put_path(f, e->new_path);
+			fprintf(f, "%s\n", sv);
 		}
 		if (e->flags & BCH_SDIFF_DELETED) {
-			printf("deleted   ");
-			put_path(e->old_path);
-			printf("%s\n", sv);
+			fprintf(f, "deleted   ");
+			put_path(f, e->old_path);
+			fprintf(f, "%s\n", sv);
 		}
 		if (e->flags & BCH_SDIFF_RENAMED) {
-			printf("renamed   ");
-			put_path(e->old_path);
-			printf(" -> ");
-			put_path(e->new_path);
-			printf("%s\n", sv);
+			fprintf(f, "renamed   ");
+			put_path(f, e->old_path);
+			fprintf(f, " -> ");
+			put_path(f, e->new_path);
+			fprintf(f, "%s\n", sv);
 		}
 		if (e->flags & BCH_SDIFF_DATA) {
-			printf("modified  ");
-			put_path(e->new_path);
+			fprintf(f, "modified  ");
+			put_path(f, e->new_path);
 			for (size_t k = 0; k < e->nr_ranges; k++)
-				printf("%c%" PRIu64 "+%" PRIu64, k ? ',' : ' ', e->ranges[k].start,
+				fprintf(f, "%c%" PRIu64 "+%" PRIu64, k ? ',' : ' ', e->ranges[k].start,
 				       e->ranges[k].end - e->ranges[k].start);
 			if (e->old.size != e->new.size)
-				printf(" size %" PRIu64 "->%" PRIu64, (uint64_t)e->old.size,
+				fprintf(f, " size %" PRIu64 "->%" PRIu64, (uint64_t)e->old.size,
 				       (uint64_t)e->new.size);
 			if (e->meta)
-				printf(" (%s)", fields);
-			putchar('\n');
+				fprintf(f, " (%s)", fields);
+			putc('\n', f);
 		} else if (e->flags & BCH_SDIFF_META) {
-			printf("metadata  ");
-			put_path(e->new_path);
-			printf(" %s\n", fields);
+			fprintf(f, "metadata  ");
+			put_path(f, e->new_path);
+			fprintf(f, " %s\n", fields);
 		}
 	}
 }
@@ -198,11 +225,11 @@ static void json_list(struct bch_json *j, const struct bch_sdiff *d, const char 
 	json_close(j);
 }
 
-static void print_json(const struct bch_sdiff *d, const char *old, const char *new)
+static void print_json(FILE *f, const struct bch_sdiff *d, const char *old, const char *new)
 {
 	struct bch_json j;
 
-	json_begin(&j, stdout, true);
+	json_begin(&j, f, true);
 	json_side(&j, "old", old, d->old_subvol, d->old_snap);
 	json_side(&j, "new", new, d->new_subvol, d->new_snap);
 	json_u64(&j, "common_ancestor", d->ancestor);
@@ -216,32 +243,39 @@ static void print_json(const struct bch_sdiff *d, const char *old, const char *n
 	json_end(&j);
 }
 
-int cmd_subvolume_diff_image(struct bch_fs *c, bool json, int argc, char **argv)
+int subvolume_diff_print(FILE *out, FILE *err, const char *prefix, struct bch_fs *c, bool json,
+			 const char *old_path, const char *new_path)
 {
-	const char *verb = "subvolume diff";
+	const struct msgs m = { err, prefix };
 	uint32_t old, new;
 	struct bch_sdiff d;
 
-	if (argc != 3)
-		return EXIT_USAGE;
-	if (!c)
-		return EXIT_OK;
-	if (subvol_of_path(c, verb, argv[1], &old) || subvol_of_path(c, verb, argv[2], &new))
+	if (subvol_of(c, &m, old_path, &old) || subvol_of(c, &m, new_path, &new))
 		return EXIT_FAIL;
+	c->err_msg[0] = 0;
 	int r = bch_snapshot_diff(c, old, new, &d);
 	if (r) {
 		if (r == -EXDEV)
-			cmd_err("image", "%s: %s and %s: %s", verb, argv[1], argv[2], c->err_msg);
+			msg(&m, "%s and %s: %s", old_path, new_path, c->err_msg);
 		else
-			cmd_err("image", "%s: %s: %s%s%s%s", verb, argv[2], strerror(-r),
-				c->err_msg[0] ? " (" : "", c->err_msg, c->err_msg[0] ? ")" : "");
+			msg(&m, "%s: %s%s%s%s", new_path, strerror(-r), c->err_msg[0] ? " (" : "",
+			    c->err_msg, c->err_msg[0] ? ")" : "");
 		bch_snapshot_diff_exit(&d);
 		return EXIT_FAIL;
 	}
 	if (json)
-		print_json(&d, argv[1], argv[2]);
+		print_json(out, &d, old_path, new_path);
 	else
-		print_text(&d);
+		print_text(out, &d);
 	bch_snapshot_diff_exit(&d);
 	return EXIT_OK;
+}
+
+int cmd_subvolume_diff_image(struct bch_fs *c, bool json, int argc, char **argv)
+{
+	if (argc != 3)
+		return EXIT_USAGE;
+	if (!c)
+		return EXIT_OK;
+	return subvolume_diff_print(stdout, stderr, "image: subvolume diff", c, json, argv[1], argv[2]);
 }

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct bch_fs;
 
@@ -19,6 +20,16 @@ struct bch_fs;
  * message naming verb and path (missing, or not a subvolume's root).
  */
 int subvol_of_path(struct bch_fs *c, const char *verb, const char *path, uint32_t *subvol);
+
+/*
+ * The diff from subvolume root old to new (paths from the filesystem's
+ * root) printed to out, as text or JSON; failures to err as "bcachefs
+ * PREFIX: ...".  Both forms use it: offline (the image verb, stdout and
+ * stderr) and mounted (the daemon's body, cmd_subvolume.c, the client's
+ * streams), so their output is the same.  The exit code.
+ */
+int subvolume_diff_print(FILE *out, FILE *err, const char *prefix, struct bch_fs *c, bool json,
+			 const char *old, const char *new);
 
 /* The verb on an open filesystem: argv = { "subvolume-diff", OLD, NEW }; the exit code. */
 int cmd_subvolume_diff_image(struct bch_fs *c, bool json, int argc, char **argv);

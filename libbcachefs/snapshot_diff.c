@@ -75,7 +75,8 @@ static void set_sort_unique(struct u64_set *s)
 {
 	size_t o = 0;
 
-	qsort(s->v, s->nr, sizeof(*s->v), u64_cmp);
+	if (s->nr)	/* empty: s->v may be NULL */
+		qsort(s->v, s->nr, sizeof(*s->v), u64_cmp);
 	for (size_t i = 0; i < s->nr; i++)
 		if (!o || s->v[o - 1] != s->v[i])
 			s->v[o++] = s->v[i];
@@ -220,7 +221,9 @@ static int seen_get(struct bch_fs *c, const struct side *sd, uint64_t inum, stru
 	r = inode_name(c, inum, &s->i, sd->root, s);
 	if (r == -ENOENT && inum != sd->root && !s->i.dir && s->i.nlink) {
 		/* linked, but its first link went (fs_ops unlink): named by number */
+		struct bch_inode i = s->i;	/* seen_exit clears it: the inode is still this */
 		seen_exit(s);
+		s->i = i;
 		if (asprintf(&s->path, "?inode:%llu", (unsigned long long)inum) < 0 ||
 		    !(s->name = strdup("")))
 			return -ENOMEM;
@@ -633,7 +636,7 @@ int bch_snapshot_diff(struct bch_fs *c, uint32_t old_subvol, uint32_t new_subvol
 	set_sort_unique(&set);
 	for (size_t i = 0; i < set.nr && !r; i++)
 		r = inode_diff(c, &os, &ns, set.v[i], d);
-	if (!r)
+	if (!r && d->nr)	/* no change: d->e is NULL, which qsort may not take */
 		qsort(d->e, d->nr, sizeof(*d->e), entry_cmp);
 out:
 	free(set.v);

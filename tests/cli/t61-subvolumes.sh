@@ -212,8 +212,11 @@ expect_in out '^base$'
 expect_in out '^variant$'
 expect_rc 0 $B image cat v.img /new;		expect_in out '^two$'
 expect_rc 0 $B image cat v.img /variant/d/two;	expect_in out '^two$'
-expect_rc 1 $B image update v.img tree2 /base
-expect_in err 'inside subvolume'
+# and a path through a subvolume updates that subvolume's tree only (t67: more)
+expect_rc 0 $B image update v.img tree2 /base
+expect_rc 0 $B image cat v.img /base/new;	expect_in out '^two$'
+expect_rc 0 $B image cat v.img /variant/d/two;	expect_in out '^two$'
+expect_rc 1 $B image cat v.img /variant/new
 
 # dump --scramble-names would leave the old names in older snapshots: refused
 expect_rc 1 $B dump --scramble-names v.img v.dump
