@@ -26,6 +26,7 @@
 #include "extents.h"
 #include "io.h"
 #include "move.h"
+#include "reflink.h"
 #include "snapshot.h"
 #include "super.h"
 
@@ -35,6 +36,8 @@ struct move_pending {
 	struct bch_extent_ptr	fresh[BCH_REPLICAS_MAX];
 	unsigned		nr_fresh;
 	unsigned		fresh_span;	/* sectors allocated for each fresh copy */
+	unsigned		btree_id;	/* extents, or reflink: old and new are then the
+						 * extent form of a reflink_v (reflink.h) */
 };
 
 struct bch_mover {
@@ -431,6 +434,53 @@ static bool unchanged(struct bch_fs *c, const struct bch_bkey *k)
 	return same;
 }
 
+/* ------------------------------------------------ indirect extents (reflink.h) */
+
+int bch_mover_add_indirect(struct bch_mover *m, const struct bch_bkey *v, const struct bch_move_op *op)
+{
+	struct bch_bkey *x = v->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(v) : NULL;
+
+	if (!x)
+		return v->type == BCH_BKEY_reflink_v ? -ENOMEM : -EINVAL;
+	int r = bch_mover_add(m, x, op);
+	/* queued last (no extent key lies at inode 0, where indirect extents do) */
+	if (!r && m->nr && !m->q[m->nr - 1].btree_id && bpos_eq(m->q[m->nr - 1].old->p, x->p))
+		m->q[m->nr - 1].btree_id = BCH_BTREE_ID_reflink;
+	free(x);
+	return r;
+}
+
+/*
+ * The reflink_v to commit for p: its new encoding and pointers with the
+ * refcount it has now (sharing may have changed it meanwhile), or NULL
+ * when the key's encoding or pointers changed since it was read (raced).
+ */
+static struct bch_bkey *indirect_replacement(struct bch_fs *c, const struct move_pending *p)
+{
+	struct bch_bkey *now = NULL, *x = NULL, *nv = NULL;
+
+	if (!bch_btree_lookup(c, BCH_BTREE_ID_reflink, p->old->p, &now) &&
+	    now->type == BCH_BKEY_reflink_v && (x = bch_reflink_v_to_extent(now)) &&
+	    x->u64s == p->old->u64s && !memcmp(x, p->old, (size_t)x->u64s * 8)) {
+		const struct bch_extent *ne = bkey_val(p->new);
+		unsigned nr = bch_extent_nr_ptrs(p->new);
+		nv = bch_bkey_alloc(BCH_BKEY_reflink_v, p->new->p,
+				    sizeof(struct bch_reflink_v) + nr * sizeof(ne->ptrs[0]));
+		if (nv) {
+			struct bch_reflink_v *rv = bkey_val(nv);
+			nv->size = p->new->size;
+			nv->version = p->new->version;
+			rv->refcount = ((const struct bch_reflink_v *)bkey_val(now))->refcount;
+			rv->crc = ne->crc;
+			memcpy(rv->ptrs, ne->ptrs, nr * sizeof(ne->ptrs[0]));
+		}
+	}
+	free(now);
+	free(x);
+	c->err_msg[0] = 0;
+	return nv;
+}
+
 /* After the commit of p's replacement: settle the counts (see the header comment). */
 static void settle(struct bch_fs *c, const struct move_pending *p)
 {
@@ -484,17 +534,22 @@ int bch_mover_flush(struct bch_mover *m)
 		bch_view_enter_raw(c, &raw);
 		for (; i < m->nr; i++) {
 			struct move_pending *p = &m->q[i];
-			if (used && used + 1 + p->new->u64s > max)
+			if (used && used + 2 + p->new->u64s > max)
 				break;		/* the next transaction takes it */
-			if (!unchanged(c, p->old)) {
+			struct bch_bkey *nv = p->btree_id == BCH_BTREE_ID_reflink
+					      ? indirect_replacement(c, p) : NULL;
+			if (p->btree_id == BCH_BTREE_ID_reflink ? !nv : !unchanged(c, p->old)) {
 				m->s->keys_raced++;
 				bch_alloc_data_free(c, p->fresh, p->nr_fresh, p->fresh_span);
 				pending_free(p);
 				continue;
 			}
-			if ((r = bch_trans_update(t, BCH_BTREE_ID_extents, p->new)))
+			r = nv ? bch_trans_update(t, BCH_BTREE_ID_reflink, nv)
+			       : bch_trans_update(t, BCH_BTREE_ID_extents, p->new);
+			free(nv);
+			if (r)
 				break;
-			used += 1 + p->new->u64s;
+			used += 2 + p->new->u64s;
 		}
 		bch_view_exit(&raw);
 		if (!r && used)
