@@ -261,7 +261,7 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 		return ierr;
 	logical += ru.indirect_sectors;
 	nr_extents += ru.indirect_keys;
-	{
+	if (c->roots->r[BCH_BTREE_ID_reflink].key) {
 		struct btree_iter rit;
 		bch_btree_iter_init(&rit, c, BCH_BTREE_ID_reflink, POS_MIN, POS_MAX);
 		while ((k = bch_btree_iter_next(&rit, &ierr))) {

@@ -407,6 +407,8 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 	const struct bch_bkey *k;
 	int r = 0;
 	for (unsigned id = BCH_BTREE_ID_extents; !r; id = BCH_BTREE_ID_reflink) {
+	if (!c->roots->r[id].key)
+		break;
 	bch_btree_iter_init(&it, c, id, POS_MIN, POS_MAX);
 	while ((k = bch_btree_iter_next(&it, &r))) {
 		struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k) : NULL;

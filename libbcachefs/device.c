@@ -771,7 +771,7 @@ void bch_dev_holdings(struct bch_fs *c, unsigned dev, uint64_t first_bucket,
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
 		bch_btree_walk_nodes(c, id, node_holdings, &w);
 	/* the extents, and the indirect extents shared files point at (reflink.h) */
-	for (unsigned id = BCH_BTREE_ID_extents;; id = BCH_BTREE_ID_reflink) {
+	for (unsigned id = BCH_BTREE_ID_extents; c->roots->r[id].key; id = BCH_BTREE_ID_reflink) {
 		bch_btree_iter_init(&it, c, id, POS_MIN, POS_MAX);
 		while ((k = bch_btree_iter_next(&it, &r))) {
 			struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k) : NULL;
@@ -850,7 +850,7 @@ static void sole_copies(struct bch_fs *c, unsigned dev, uint64_t *sectors, uint6
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
 		bch_btree_walk_nodes(c, id, node_sole, &w);
 	*nodes = w.nodes;
-	for (unsigned id = BCH_BTREE_ID_extents;; id = BCH_BTREE_ID_reflink) {
+	for (unsigned id = BCH_BTREE_ID_extents; c->roots->r[id].key; id = BCH_BTREE_ID_reflink) {
 	bch_btree_iter_init(&it, c, id, POS_MIN, POS_MAX);
 	while ((k = bch_btree_iter_next(&it, &r))) {
 		/* an indirect extent (reflink.h) counts once, whatever its sharers */

@@ -271,6 +271,8 @@ static int indirect_step(struct bch_fs *c, struct bch_mover *m, const struct bch
 	uint64_t from = rp->idx, end = rp->idx + p->size;
 	int r = 0;
 
+	if (!c->roots->r[BCH_BTREE_ID_reflink].key)
+		return 0;	/* damage fsck mends (reflink_p_dangling) */
 	while (!r && from < end) {
 		struct btree_iter it;
 		const struct bch_bkey *k;

@@ -317,10 +317,12 @@ int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t)
 			r = add_key(c, t, BCH_BTREE_ID_extents, k);
 		bch_btree_iter_exit(&it);
 		/* and the indirect extents' leaves (reflink.h) */
-		bch_btree_iter_init(&it, c, BCH_BTREE_ID_reflink, POS_MIN, POS_MAX);
-		while (!r && (k = bch_btree_iter_next(&it, &r)) && !r)
-			r = add_key(c, t, BCH_BTREE_ID_reflink, k);
-		bch_btree_iter_exit(&it);
+		if (!r && c->roots->r[BCH_BTREE_ID_reflink].key) {
+			bch_btree_iter_init(&it, c, BCH_BTREE_ID_reflink, POS_MIN, POS_MAX);
+			while ((k = bch_btree_iter_next(&it, &r)) && !r)
+				r = add_key(c, t, BCH_BTREE_ID_reflink, k);
+			bch_btree_iter_exit(&it);
+		}
 	}
 	struct bch_sb_field_journal *j = bch_sb_get_journal(c->sb);
 	size_t nr_runs = j ? ((size_t)j->field.u64s * 8 - sizeof(*j)) / sizeof(j->runs[0]) : 0;
