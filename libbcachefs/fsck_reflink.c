@@ -180,8 +180,10 @@ static int check_counts(struct rpass *p)
 	char where[96], detail[96];
 	int err = 0, r = 0;
 
-	qsort(p->starts, p->nr, sizeof(*p->starts), cmp_u64);
-	qsort(p->ends, p->nr, sizeof(*p->ends), cmp_u64);
+	if (p->nr) {
+		qsort(p->starts, p->nr, sizeof(*p->starts), cmp_u64);
+		qsort(p->ends, p->nr, sizeof(*p->ends), cmp_u64);
+	}
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_reflink, POS_MIN, POS_MAX);
 	while ((k = bch_btree_iter_next(&it, &err))) {
 		if (k->type != BCH_BKEY_reflink_v)
