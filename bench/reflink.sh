@@ -19,11 +19,12 @@ FILE_MIB=${FILE_MIB:-1024}
 IMG_MIB=${IMG_MIB:-3072}
 dir=$(mktemp -d "${TMPDIR:-/dev/shm}/bch-bench-reflink.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
+trap 'exit 1' INT TERM
 
 now() { date +%s.%N; }
 user_bytes() {
 	"$B" fs usage --json "$1" | grep -o '"user": {"buckets": [0-9]*, "bytes": [0-9]*' |
-		sed 's/.*bytes": //' | awk '{ s += $1 } END { print s + 0 }'
+		sed 's/.*bytes": //' | awk '{ s += $1 } END { printf "%.0f\n", s }'
 }
 # run NAME PREP CMD...: best of REPS runs of CMD on a fresh copy of the image
 # after PREP (a command or :), and the user bytes the last run added

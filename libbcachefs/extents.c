@@ -113,11 +113,12 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		uint64_t ks = bch_extent_start(cur), ke = cur->p.offset;
 		if (ks >= end)
 			break;
-		if (max_keys && seen == max_keys) {
+		if (max_keys && seen >= max_keys) {
 			*done_to = ks > start ? ks : start;
 			break;
 		}
-		seen++;
+		/* a reflink_p also changes the indirect extents it points at: it weighs more */
+		seen += cur->type == BCH_BKEY_reflink_p ? REFLINK_P_WEIGHT : 1;
 		struct bch_bkey *k = bch_bkey_dup(cur);
 		if (k->p.snapshot == bch_view_snap(c)) {
 			acct_add(u, k, -1);

@@ -947,7 +947,8 @@ static int gc_btree(struct gc_state *g, unsigned id, struct gc_batch *b, struct 
 				b->del[b->nr++] = group[i];
 				++*freed;
 			}
-			if (b->nr >= GC_BATCH || !*budget) {
+			/* a dropped reflink_p changes an indirect extent too (reflink.h) */
+			if (b->nr + (REFLINK_P_WEIGHT - 1) * b->u.nr_refs >= GC_BATCH || !*budget) {
 				/* the tree is about to change, or the step is over: go on after this position */
 				struct bch_bpos last = POS(gp.inode, gp.offset, UINT32_MAX);
 				*more = !bpos_eq(last, POS_MAX);

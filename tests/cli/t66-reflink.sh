@@ -25,7 +25,7 @@ jget() {
 # user_bytes: live user bytes on every device, from fs usage --json in ./out
 user_bytes() {
 	grep -o '"user": {"buckets": [0-9]*, "bytes": [0-9]*' out | sed 's/.*bytes": //' |
-		awk '{ s += $1 } END { print s + 0 }'
+		awk '{ s += $1 } END { printf "%.0f\n", s }'
 }
 usage() { expect_rc 0 $B fs usage --json "$1"; }
 fsck_clean() {
