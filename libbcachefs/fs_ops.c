@@ -3047,6 +3047,22 @@ ssize_t bch_fs_remap_range(struct bch_fs *c, uint64_t src, uint64_t src_off, uin
 		r = bch_reflink_remap(c, src, (src_off + head) >> BCH_SECTOR_SHIFT, dst,
 				      (dst_off + head) >> BCH_SECTOR_SHIFT, sectors,
 				      dst_off + head + mid, &done);
+		if (r && bch_err_class(r) == EROFS && !c->read_only) {
+			/*
+			 * The source's extents cannot be made indirect in a
+			 * read-only subvolume (the destination was writable):
+			 * the rest is copied, as copy_file_range would.
+			 */
+			uint64_t at = done << BCH_SECTOR_SHIFT;
+			(void)bch_snapshot_ro_refused(c);
+			c->err_msg[0] = 0;
+			n = remap_copy(c, src, src_off + head + at, dst, dst_off + head + at, mid - at);
+			if (n < 0)
+				return head + at ? (ssize_t)(head + at) : n;
+			if ((uint64_t)n < mid - at)
+				return head + at + n;
+			r = 0;
+		}
 		if (r) {
 			uint64_t got = head + (done << BCH_SECTOR_SHIFT);
 			return got ? (ssize_t)(got < head + mid ? got : head + mid) : ret_errno(r);

@@ -120,7 +120,9 @@ int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size);
 /*
  * Share len bytes of src at src_off as dst at dst_off (reflink.h: no data
  * is copied for whole blocks; the unaligned head and tail, and everything
- * when the two offsets differ modulo the block size, are copied).  The
+ * when the two offsets differ modulo the block size, are copied; so is a
+ * source in a read-only subvolume whose extents are not shared yet: they
+ * cannot be made indirect there).  The
  * handles may name different subvolumes.  Stops at src's end; dst grows
  * as a write would.  Returns the bytes done (fewer after an error part
  * way: each step is committed on its own) or -errno: -EINVAL for

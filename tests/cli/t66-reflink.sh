@@ -4,7 +4,8 @@
 # Removing one file keeps the other whole; removing the last frees the
 # space.  The move paths keep the sharing: device evacuate, data rebalance
 # (to a background target) and data scrub move or check the shared data
-# once, and both files stay equal and shared.  Refusals: a directory, a
+# once, and both files stay equal and shared.  A source in a read-only
+# snapshot is copied.  Refusals: a directory, a
 # missing source, a file onto itself.
 # Data: python's random.Random with fixed seeds (66, 67), printed below.
 need python3
@@ -126,3 +127,13 @@ same $D /big2 big.bin
 expect_rc 0 $B data scrub $D
 expect_in out 'bad copies +0'
 fsck_clean $D
+
+# ---- a source in a read-only snapshot, not shared yet: its extents cannot
+# become indirect there, so the data is copied (as copy_file_range would)
+expect_rc 0 $B format -q --fs-size=64M s.img
+expect_rc 0 $B image put s.img odd.bin /odd
+expect_rc 0 $B image subvolume-snapshot -r s.img / /ro
+expect_rc 0 $B image cp --reflink s.img /ro/odd /copy
+same s.img /copy odd.bin
+same s.img /ro/odd odd.bin
+fsck_clean s.img
