@@ -2,10 +2,10 @@
 # data instead of copying it: no new data space (fs usage), the copy reads
 # back equal, fsck is clean; a plain `image cp` writes the data again.
 # Removing one file keeps the other whole; removing the last frees the
-# space.  The move paths keep the sharing: device evacuate, data rebalance
-# (to a background target) and data scrub move or check the shared data
-# once, and both files stay equal and shared.  A source in a read-only
-# snapshot is copied.  Refusals: a directory, a
+# space.  The move paths keep the sharing: device evacuate and remove,
+# rereplicate, data rebalance (to a background target) and data scrub move
+# or check the shared data once, and both files stay equal and shared.  A
+# source in a read-only snapshot is copied.  Refusals: a directory, a
 # missing source, a file onto itself.
 # Data: python's random.Random with fixed seeds (66, 67), printed below.
 need python3
@@ -108,6 +108,19 @@ fsck_clean $D
 expect_rc 0 $B device remove $D c.img
 same b.img /big2 big.bin
 fsck_clean b.img
+
+# ---- rereplicate: the shared data gets its second copy once
+expect_rc 0 $B format -q --fs-size=64M r0.img --fs-size=64M r1.img
+D=r0.img:r1.img
+expect_rc 0 $B image put $D big.bin /big
+expect_rc 0 $B image cp --reflink $D /big /big2
+expect_rc 0 $B set-fs-option --data-replicas=2 $D
+expect_rc 0 $B data rereplicate $D
+usage $D
+[ "$(user_bytes)" = $((2 * SIZE)) ] || fail "rereplicate: user bytes $(user_bytes), want $((2 * SIZE))"
+[ "$(jget reflinked_bytes)" = $((2 * SIZE)) ] || fail "rereplicate: sharing lost: $(cat out)"
+same $D /big2 big.bin
+fsck_clean $D
 
 # ---- rebalance to a background target, and scrub: once for both files
 expect_rc 0 $B format -q --fs-size=64M --label=ssd ssd.img --fs-size=128M --label=hdd hdd.img \
