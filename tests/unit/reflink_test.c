@@ -31,6 +31,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "reflink.h"
+#include "snapshot.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
@@ -360,5 +361,85 @@ Test(reflink, copygc_keeps_sharing, .timeout = 300)
 	cr_assert(c, "%s", err);
 	testfs_assert_fsck_clean(c, true);
 	bch_fs_close(c);
+	test_tmpdir_remove(tmpdir);
+}
+
+/*
+ * Shared extents and snapshots: a file of a subvolume is shared with
+ * another file there, the subvolume is snapshotted, the snapshot's copy is
+ * shared into subvolume 0, the original is overwritten; every file keeps
+ * its content, refcounts stay exact, and deleting the snapshot (gc) drops
+ * its references while subvolume 0's copy keeps the data; when every file
+ * is gone (and gc drops what the frozen parent snapshot held) no indirect
+ * extent and no data is left.
+ */
+Test(reflink, snapshots)
+{
+	const size_t len = 256 << 10;
+	uint8_t *data = malloc(len), *over = malloc(len), *got = malloc(len);
+	uint64_t root, a, b, snap, a2, cc, freed;
+	unsigned s = 66, nr_v;
+	char err[256];
+
+	cr_assert(data && over && got);
+	for (size_t i = 0; i < len; i++) {
+		data[i] = rnd(&s, 256);
+		over[i] = rnd(&s, 256);
+	}
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "reflinksnap");
+	testfs_format(tmpdir, 1, 64, NODE_BYTES, 1, paths);
+	struct bch_fs *c = open_fs(s);
+#define SAME(h, want) do {								\
+		cr_assert_eq(bch_fs_read(c, (h), 0, got, len), (ssize_t)len, "%s", c->err_msg);	\
+		cr_assert(!memcmp(got, (want), len), "%s differs", #h);			\
+	} while (0)
+	cr_assert_eq(bch_fs_subvol_create(c, BCH_ROOT_INO, "sv", 0755, 0, 0, &root), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_create(c, root, "a", S_IFREG | 0644, 0, 0, 0, &a), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_write(c, a, 0, data, len), (ssize_t)len, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_create(c, root, "b", S_IFREG | 0644, 0, 0, 0, &b), 0);
+	cr_assert_eq(bch_fs_remap_range(c, a, 0, b, 0, len), (ssize_t)len, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_subvol_snapshot(c, root, BCH_ROOT_INO, "snap", false, &snap), 0, "%s",
+		     c->err_msg);
+	cr_assert_eq(bch_fs_lookup(c, snap, "a", &a2), 0);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "c", S_IFREG | 0644, 0, 0, 0, &cc), 0);
+	cr_assert_eq(bch_fs_remap_range(c, a2, 0, cc, 0, len), (ssize_t)len, "%s", c->err_msg);
+	/* the original overwritten in half: nobody else sees it */
+	cr_assert_eq(bch_fs_write(c, a, 0, over, len / 2), (ssize_t)(len / 2), "%s", c->err_msg);
+	uint8_t *mixed = malloc(len);
+	memcpy(mixed, over, len / 2);
+	memcpy(mixed + len / 2, data + len / 2, len - len / 2);
+	SAME(a, mixed);
+	SAME(b, data);
+	SAME(a2, data);
+	SAME(cc, data);
+	check_refs(c, s, 0, &nr_v);
+	cr_assert_gt(nr_v, 0);
+	/* the snapshot goes: its keys' references with it */
+	cr_assert_eq(bch_fs_subvol_delete(c, BCH_ROOT_INO, "snap"), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_snapshot_gc(c, NULL, NULL, &freed), 0, "%s", c->err_msg);
+	check_refs(c, s, 1, &nr_v);
+	SAME(b, data);
+	SAME(cc, data);
+	cr_assert_eq(bch_fs_close(c), 0);
+	c = testfs_open(paths, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
+	cr_assert(c, "%s", err);
+	testfs_assert_fsck_clean(c, true);
+	bch_fs_close(c);
+	/* every file goes: no indirect extent, no data left */
+	c = open_fs(s);
+	cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, "c"), 0);
+	cr_assert_eq(bch_fs_unlink(c, root, "a"), 0);
+	cr_assert_eq(bch_fs_unlink(c, root, "b"), 0);
+	/* what the subvolume's frozen parent snapshot held goes with gc (hidden from every leaf) */
+	cr_assert_eq(bch_snapshot_gc(c, NULL, NULL, &freed), 0, "%s", c->err_msg);
+	check_refs(c, s, 2, &nr_v);
+	cr_assert_eq(nr_v, 0, "%u indirect extents left", nr_v);
+	cr_assert_eq(user_sectors(c), 0, "%lu sectors of data left", (unsigned long)user_sectors(c));
+	cr_assert_eq(bch_fs_close(c), 0);
+#undef SAME
+	free(mixed);
+	free(data);
+	free(over);
+	free(got);
 	test_tmpdir_remove(tmpdir);
 }
