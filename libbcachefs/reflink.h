@@ -33,10 +33,15 @@
  *   (4) Indirect extents never change their data in place: a write to a
  *       file replaces its reflink_p (dropping references) with new
  *       extents, so writing one sharer never changes another.
- *   (5) Each remap step (at most REMAP_KEYS source keys) is one
- *       transaction: source conversion, new indirect extents, destination
- *       keys, counts and both inodes; a crash leaves the whole step or
- *       none of it.
+ *   (5) Each remap step (at most remap_keys() source keys) is two
+ *       transactions, each whole or absent after a crash: the conversion
+ *       (the source's extents become indirect: new reflink_v keys, the
+ *       source's reflink_p keys, their counts) and the sharing (the
+ *       destination's old keys go, its reflink_p keys and counts come,
+ *       its inode's sectors, size and times).  A crash between leaves the
+ *       source converted, its content unchanged, and the destination as
+ *       it was.  (A destination range holding many keys is emptied in
+ *       transactions of their own first.)
  *
  * Locking: the caller's engine lock, like every other engine call.
  */
