@@ -41,6 +41,7 @@
 #include "fs_ops.h"
 #include "fsname.h"
 #include "rebalance.h"
+#include "reflink.h"
 #include "super.h"
 #include "opts.h"
 
@@ -254,6 +255,25 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 	bch_btree_iter_exit(&it);
 	if (ierr)
 		return ierr;
+	/* shared extents (reflink.h): held once, by the indirect extents */
+	struct bch_reflink_usage ru;
+	if ((ierr = bch_reflink_usage(c, &ru)))
+		return ierr;
+	logical += ru.indirect_sectors;
+	nr_extents += ru.indirect_keys;
+	if (c->roots->r[BCH_BTREE_ID_reflink].key) {
+		struct btree_iter rit;
+		bch_btree_iter_init(&rit, c, BCH_BTREE_ID_reflink, POS_MIN, POS_MAX);
+		while ((k = bch_btree_iter_next(&rit, &ierr))) {
+			struct bch_bkey *x = bch_reflink_v_to_extent(k);
+			if (x)
+				ondisk += bch_extent_disk_sectors(x);
+			free(x);
+		}
+		bch_btree_iter_exit(&rit);
+		if (ierr)
+			return ierr;
+	}
 
 	struct bch_rebalance_pending pend;
 	int r = bch_rebalance_pending(c, &pend);
@@ -311,6 +331,11 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 		json_u64(&j, "data_disk_bytes", ondisk << 9);
 		json_u64(&j, "extents", nr_extents);
 		json_double(&j, "compression_ratio", ratio, 3);
+		json_u64(&j, "reflinked_bytes", ru.shared_sectors << 9);
+		json_u64(&j, "reflink_indirect_bytes", ru.indirect_sectors << 9);
+		json_u64(&j, "reflink_indirect_extents", ru.indirect_keys);
+		json_u64(&j, "reflink_saved_bytes", ru.shared_sectors > ru.indirect_sectors
+			 ? (ru.shared_sectors - ru.indirect_sectors) << 9 : 0);
 		json_open(&j, "rebalance_pending", false);
 		json_u64(&j, "inodes", pend.inodes);
 		json_bool(&j, "scan", pend.scan);
@@ -358,6 +383,12 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 		   "  df shows size, used and available (man bcachefs, fs usage)\n", sp.replicas);
 	fprintf(f, "File data:         %s in %" PRIu64 " extents, %s on disk per copy (compression ratio %.2f)\n",
 	       sz(logical << 9, a, sizeof(a)), nr_extents, sz(ondisk << 9, b, sizeof(b)), ratio);
+	if (ru.indirect_keys)
+		fprintf(f, "Shared (reflink): %s of files point at %s held once in %" PRIu64
+			" indirect extents (saves %s)\n", sz(ru.shared_sectors << 9, a, sizeof(a)),
+			sz(ru.indirect_sectors << 9, b, sizeof(b)), ru.indirect_keys,
+			sz(ru.shared_sectors > ru.indirect_sectors
+			   ? (ru.shared_sectors - ru.indirect_sectors) << 9 : 0, cc, sizeof(cc)));
 	if (!pend.scan && !pend.sectors_target && !pend.sectors_compression)
 		fprintf(f, "Rebalance pending: none\n");
 	else

@@ -724,6 +724,92 @@ static int verb_mv(struct img *im, int argc, char **argv)
 	return r ? verb_err(im, "mv", argv[1], r) : EXIT_OK;
 }
 
+/*
+ * cp [--reflink] SRC DST: copy a regular file inside the image; with
+ * --reflink its data is shared (reflink.h), not copied: no new data is
+ * written but the unaligned last block of a destination that ends
+ * elsewhere.  DST an existing directory: into it, under SRC's name; an
+ * existing file: replaced (truncated first).
+ */
+static int verb_cp(struct img *im, int argc, char **argv)
+{
+	static const struct option lo[] = { { "reflink", no_argument, NULL, 'R' }, { 0 } };
+	bool reflink = false;
+	int o;
+
+	while ((o = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		if (o != 'R')
+			return cmd_opt_err("image cp", argv, "");
+		reflink = true;
+	}
+	argc -= optind - 1;
+	argv += optind - 1;
+	if (argc != 3)
+		return EXIT_USAGE;
+	if (!im->c)
+		return EXIT_OK;	/* dry run: arguments are fine */
+	uint64_t src, dir, dst;
+	struct stat ss, ds;
+	char buf[4096], *name;
+	int r = bch_fs_lookup_path(im->c, argv[1], false, &src);
+
+	if (!r && !(r = bch_fs_getattr(im->c, src, &ss)) && !S_ISREG(ss.st_mode))
+		r = S_ISDIR(ss.st_mode) ? -EISDIR : -EINVAL;
+	if (r)
+		return verb_err(im, "cp", argv[1], r);
+	/* into an existing directory, like cp(1) */
+	if (!bch_fs_lookup_path(im->c, argv[2], false, &dir) && !bch_fs_getattr(im->c, dir, &ds) &&
+	    S_ISDIR(ds.st_mode)) {
+		const char *slash = strrchr(argv[1], '/');
+		snprintf(buf, sizeof(buf), "%s", slash ? slash + 1 : argv[1]);
+		name = buf;
+	} else if ((r = split_path(im, argv[2], &dir, buf, sizeof(buf), &name))) {
+		return verb_err(im, "cp", argv[2], r);
+	}
+	r = bch_fs_lookup(im->c, dir, name, &dst);
+	if (!r && !(r = bch_fs_getattr(im->c, dst, &ds)) && !S_ISREG(ds.st_mode))
+		r = S_ISDIR(ds.st_mode) ? -EISDIR : -EINVAL;
+	if (!r && dst == src)
+		r = -EINVAL;	/* a file onto itself */
+	if (r && r != -ENOENT)
+		return verb_err(im, "cp", argv[2], r);
+	if (im->check_only)
+		return EXIT_OK;
+	if (r == -ENOENT)
+		r = bch_fs_create(im->c, dir, name, S_IFREG | (ss.st_mode & 07777), 0, ss.st_uid,
+				  ss.st_gid, &dst);
+	else
+		r = bch_fs_truncate(im->c, dst, 0);
+	if (r)
+		return verb_err(im, "cp", argv[2], r);
+	uint64_t size = ss.st_size, done = 0;
+	if (reflink) {
+		ssize_t n = bch_fs_remap_range(im->c, src, 0, dst, 0, size);
+		if (n < 0)
+			return verb_err(im, "cp --reflink", argv[2], n);
+		done = n;
+	} else {
+		char *data = malloc(1 << 20);
+		if (!data)
+			return verb_err(im, "cp", argv[2], -ENOMEM);
+		while (done < size) {
+			size_t want = size - done < (1 << 20) ? size - done : (1 << 20);
+			ssize_t n = bch_fs_read(im->c, src, done, data, want);
+			if (n > 0)
+				n = bch_fs_write(im->c, dst, done, data, n);
+			if (n <= 0) {
+				free(data);
+				return verb_err(im, "cp", n < 0 ? argv[2] : argv[1], n < 0 ? n : -EIO);
+			}
+			done += n;
+		}
+		free(data);
+	}
+	if (done < size)
+		return verb_err(im, "cp", argv[2], -EIO);
+	return EXIT_OK;
+}
+
 static int verb_ln(struct img *im, int argc, char **argv)
 {
 	bool sym = false;
@@ -1345,6 +1431,7 @@ static const struct verb {
 	{ "mkdir",	verb_mkdir, "pm:",	true,  "[-p] [-m MODE] PATH...", "make directories", true },
 	{ "rm",		verb_rm, "rRf",	true,  "[-rf] PATH...",		"remove files (-r: trees)", true },
 	{ "mv",		verb_mv, "",	true,  "SRC DST",		"rename or move", true },
+	{ "cp",		verb_cp, "",	true,  "[--reflink] SRC DST",	"copy a file (--reflink: share its data, no copy)", true, true },
 	{ "ln",		verb_ln, "s",	true,  "[-s] TARGET LINK",	"hard or symbolic link", true },
 	{ "chmod",	verb_chmod, "",	true,  "MODE PATH...",		"change mode (octal)", true },
 	{ "chown",	verb_chown, "",	true,  "USER[:GROUP] PATH...",	"change owner", true },

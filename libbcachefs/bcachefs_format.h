@@ -606,7 +606,10 @@ _Static_assert(__builtin_offsetof(struct bch_sb, opts) == 232, "sb opts");
 /* Feature bits: a reader refuses a filesystem with a feature it lacks. */
 #define BCH_FEATURE_ENCRYPTION	(1ULL << 0)
 #define BCH_FEATURE_SNAPSHOTS	(1ULL << 1)	/* a subvolume or snapshot was made */
-#define BCH_FEATURES_KNOWN	(BCH_FEATURE_ENCRYPTION | BCH_FEATURE_SNAPSHOTS)
+#define BCH_FEATURE_REFLINK	(1ULL << 3)	/* the reflink btree exists: extents were
+						 * shared (reflink_v, reflink_p below) */
+#define BCH_FEATURES_KNOWN	(BCH_FEATURE_ENCRYPTION | BCH_FEATURE_SNAPSHOTS | \
+				 BCH_FEATURE_REFLINK)
 
 /* ------------------------------------------------------------------ keys */
 
@@ -651,7 +654,8 @@ _Static_assert(sizeof(struct bch_bkey) == 40, "bch_bkey size");
 	x(alloc,	4)		\
 	x(test,		5)		\
 	x(rebalance_work, 6)		\
-	x(snapshots,	7)
+	x(snapshots,	7)		\
+	x(reflink,	8)
 
 enum bch_btree_id {
 #define x(n, id)	BCH_BTREE_ID_##n = id,
@@ -680,7 +684,9 @@ enum bch_btree_id {
 	x(whiteout,	12)				\
 	x(snapshot,	13)				\
 	x(subvolume,	14)				\
-	x(snapshot_touch, 15)
+	x(snapshot_touch, 15)				\
+	x(reflink_v,	16)				\
+	x(reflink_p,	17)
 
 enum bch_bkey_type {
 #define x(n, id)	BCH_BKEY_##n = id,
@@ -1285,5 +1291,62 @@ struct bch_extent {
 	struct bch_extent_ptr	ptrs[];
 };
 _Static_assert(sizeof(struct bch_extent) == 32, "bch_extent size");
+
+/* ------------------------------------------------------------ reflink */
+
+/*
+ * Shared extents (BCH_FEATURE_REFLINK; any format version).  Data shared
+ * between files (bcachefs image cp --reflink, copy_file_range) is held
+ * once, by an indirect extent in the reflink btree (id 8), and each file
+ * that shares it holds reflink_p keys that point at a range of that btree.
+ * The reflink btree's root is made, and the feature bit set (first), with
+ * the first shared extent; a filesystem without the bit has no reflink
+ * btree, and a reader that does not know the bit refuses it.
+ *
+ * reflink_v: btree reflink, position (0, END index, 0), key size = sectors
+ * covered, key version as the extent it was made from (an encrypted
+ * extent's nonce).  The reflink btree's offsets are an index space of its
+ * own: indirect extents never overlap, and new ones take the range after
+ * the highest in use.  Value: a reference count, then exactly the value of
+ * an extent key (the encoding and 1..BCH_REPLICAS_MAX pointers), read,
+ * checked and moved as one.  (40 bytes + pointers)
+ *
+ * OFFSET SIZE DESCRIPTION
+ *   0     8  refcount   reflink_p keys (in any snapshot) whose range
+ *                       overlaps this key's range; 1.. (a key at 0 is
+ *                       deleted with its space)
+ *   8    32  crc        struct bch_extent_crc, as in an extent key
+ *  40    16n ptrs       struct bch_extent_ptr, as in an extent key
+ *
+ * Space: the pointers of a reflink_v account its share of the encoded
+ * extent to their buckets, once, whatever the number of sharers; a
+ * reflink_p holds no pointers and accounts nothing to buckets (it counts
+ * in its inode's sectors as an extent does).
+ */
+struct bch_reflink_v {
+	__le64			refcount;
+	struct bch_extent_crc	crc;
+	struct bch_extent_ptr	ptrs[];
+};
+_Static_assert(sizeof(struct bch_reflink_v) == 40, "bch_reflink_v size");
+_Static_assert(__builtin_offsetof(struct bch_reflink_v, crc) == 8, "reflink_v crc");
+
+/*
+ * reflink_p: btree extents, position (inode, END sector, snapshot) like an
+ * extent key, key size = sectors covered: file sectors [end - size, end)
+ * are the reflink btree's sectors [idx, idx + size).  Trimming its front
+ * moves idx with it.  Every indirect extent the range overlaps holds one
+ * reference for this key; a range no reflink_v covers is damage (fsck
+ * punches it to a hole).  A reflink_p is an extent key of its snapshot in
+ * every other respect (snapshots, whiteouts, punch and truncate).
+ * (8 bytes)
+ *
+ * OFFSET SIZE DESCRIPTION
+ *   0     8  idx        reflink btree sector of the key's first sector
+ */
+struct bch_reflink_p {
+	__le64			idx;
+};
+_Static_assert(sizeof(struct bch_reflink_p) == 8, "bch_reflink_p size");
 
 #endif /* _BCACHEFS_FORMAT_H */

@@ -310,6 +310,33 @@ static int extent_validate(const struct bch_bkey *k, char *err, size_t errlen)
 	return extent_ptrs_validate(e->ptrs, bch_extent_nr_ptrs(k), err, errlen);
 }
 
+static int reflink_v_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	size_t vb = bkey_val_bytes(k);
+	if (vb < sizeof(struct bch_reflink_v) + sizeof(struct bch_extent_ptr) ||
+	    (vb - sizeof(struct bch_reflink_v)) % sizeof(struct bch_extent_ptr) ||
+	    (vb - sizeof(struct bch_reflink_v)) / sizeof(struct bch_extent_ptr) > BCH_REPLICAS_MAX)
+		return INVALID("reflink_v: bad size %zu", vb);
+	if (k->p.inode)
+		return INVALID("reflink_v: bad position");
+	const struct bch_reflink_v *v = bkey_val(k);
+	int r = bch_extent_crc_validate(&v->crc, k->size, err, errlen);
+	if (r)
+		return r;
+	return extent_ptrs_validate(v->ptrs, (vb - sizeof(*v)) / sizeof(v->ptrs[0]), err, errlen);
+}
+
+static int reflink_p_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (bkey_val_bytes(k) != sizeof(struct bch_reflink_p))
+		return INVALID("reflink_p: bad size %zu", bkey_val_bytes(k));
+	const struct bch_reflink_p *rp = bkey_val(k);
+	if (rp->idx > BCH_FILE_SECTORS_MAX - k->size)
+		return INVALID("reflink_p: index %" PRIu64 " past the reflink btree's range",
+			       (uint64_t)rp->idx);
+	return 0;
+}
+
 static int reservation_validate(const struct bch_bkey *k, char *err, size_t errlen)
 {
 	if (bkey_val_bytes(k) != sizeof(struct bch_reservation))
@@ -407,7 +434,10 @@ static bool type_allowed(unsigned btree_id, unsigned type)
 		return btree_id == BCH_BTREE_ID_dirents || btree_id == BCH_BTREE_ID_xattrs;
 	case BCH_BKEY_extent:
 	case BCH_BKEY_reservation:
+	case BCH_BKEY_reflink_p:
 		return btree_id == BCH_BTREE_ID_extents;
+	case BCH_BKEY_reflink_v:
+		return btree_id == BCH_BTREE_ID_reflink;
 	case BCH_BKEY_rebalance_work:
 		return btree_id == BCH_BTREE_ID_rebalance_work;
 	case BCH_BKEY_whiteout:
@@ -442,7 +472,8 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 		return INVALID("key in snapshot %u of a btree without snapshots", (unsigned)k->p.snapshot);
 	if (!level && k->p.snapshot == BCH_SNAPSHOT_NONE && bch_btree_id_is_file(btree_id))
 		return INVALID("key in snapshot %u (no snapshot has that ID)", (unsigned)k->p.snapshot);
-	if (k->type == BCH_BKEY_extent || k->type == BCH_BKEY_reservation) {
+	if (k->type == BCH_BKEY_extent || k->type == BCH_BKEY_reservation ||
+	    k->type == BCH_BKEY_reflink_v || k->type == BCH_BKEY_reflink_p) {
 		if (!k->size || k->size > k->p.offset)
 			return INVALID("extent of bad size %u ending at %" PRIu64, k->size, (uint64_t)k->p.offset);
 		if (k->p.offset > BCH_FILE_SECTORS_MAX)
@@ -463,6 +494,8 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 	case BCH_BKEY_xattr_piece:	return xattr_piece_validate(k, err, errlen);
 	case BCH_BKEY_extent:		return extent_validate(k, err, errlen);
 	case BCH_BKEY_reservation:	return reservation_validate(k, err, errlen);
+	case BCH_BKEY_reflink_v:	return reflink_v_validate(k, err, errlen);
+	case BCH_BKEY_reflink_p:	return reflink_p_validate(k, err, errlen);
 	case BCH_BKEY_rebalance_work:	return rebalance_work_validate(k, err, errlen);
 	case BCH_BKEY_whiteout:		return whiteout_validate(k, err, errlen);
 	case BCH_BKEY_snapshot:		return snapshot_validate(k, err, errlen);
@@ -609,6 +642,24 @@ void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 	case BCH_BKEY_reservation:
 		snprintf(buf, len, " size %u", k->size);
 		break;
+	case BCH_BKEY_reflink_v: {
+		const struct bch_reflink_v *v = bkey_val(k);
+		unsigned nr = (bkey_val_bytes(k) - sizeof(*v)) / sizeof(v->ptrs[0]);
+		n = snprintf(buf, len, " size %u refcount %" PRIu64 " crc %u/%u off %u csum %u comp %u",
+			     k->size, (uint64_t)v->refcount, v->crc.compressed_sectors,
+			     v->crc.uncompressed_sectors, v->crc.offset, v->crc.csum_type,
+			     v->crc.compression_type);
+		for (unsigned i = 0; i < nr && n >= 0 && (size_t)n < len; i++)
+			n += snprintf(buf + n, len - n, " ptr %u:%" PRIu64 " gen %u%s", v->ptrs[i].dev,
+				      (uint64_t)v->ptrs[i].offset, v->ptrs[i].gen,
+				      v->ptrs[i].flags & BCH_EXTENT_PTR_CACHED ? " cached" : "");
+		break;
+	}
+	case BCH_BKEY_reflink_p: {
+		const struct bch_reflink_p *rp = bkey_val(k);
+		snprintf(buf, len, " size %u idx %" PRIu64, k->size, (uint64_t)rp->idx);
+		break;
+	}
 	case BCH_BKEY_snapshot: {
 		const struct bch_snapshot *s = bkey_val(k);
 		snprintf(buf, len, " parent %d subvol %d depth %u children %d %d flags %x",

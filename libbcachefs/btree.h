@@ -207,6 +207,8 @@ struct btree_trans;
 int  bch_trans_init(struct bch_fs *c, struct btree_trans **trans);
 /* Insert or overwrite k (type deleted: delete) in btree id; copies k. */
 int  bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *k);
+/* The filesystem t belongs to. */
+struct bch_fs *bch_trans_fs(struct btree_trans *t);
 /* The most words (a word per key plus its u64s) one transaction may hold. */
 size_t bch_trans_max_u64s(struct bch_fs *c);
 /* Commit atomically through the journal; the transaction is then empty. */

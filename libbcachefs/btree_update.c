@@ -757,6 +757,11 @@ void bch_trans_exit(struct btree_trans *t)
 
 bool bch_trans_unchecked;
 
+struct bch_fs *bch_trans_fs(struct btree_trans *t)
+{
+	return t->c;
+}
+
 int bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *k)
 {
 	if (id >= BCH_BTREE_ID_NR)
@@ -1017,8 +1022,9 @@ int bch_btree_create_root(struct bch_fs *c, unsigned id)
 int bch_btree_create_roots(struct bch_fs *c)
 {
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
-		/* made with the first subvolume (snapshot.c): journal entries stay as they were */
-		if (id == BCH_BTREE_ID_snapshots)
+		/* made with the first subvolume (snapshot.c), the first shared extent
+		 * (reflink.c): journal entries stay as they were */
+		if (id == BCH_BTREE_ID_snapshots || id == BCH_BTREE_ID_reflink)
 			continue;
 		int r = bch_btree_create_root(c, id);
 		if (r)

@@ -25,6 +25,7 @@
 #include "extents.h"
 #include "journal.h"
 #include "move.h"
+#include "reflink.h"
 
 #define COPYGC_MAX_VICTIMS	256	/* buckets per device and step */
 
@@ -162,32 +163,39 @@ static uint32_t rewrite_mask(struct bch_fs *c, const struct bch_bkey *k, const s
 }
 
 /*
- * Walk the extents btree once, a batch of keys at a time, moving every key
- * that points into a victim.  Stops early (0) when the mover finds no space.
+ * Walk btree id (the extents, then the indirect extents of shared files:
+ * reflink.h) once, a batch of keys at a time, moving every key that points
+ * into a victim.  Sets *full when the mover finds no space.
  */
-static int move_victims(struct bch_fs *c, const struct victim *v, unsigned nr,
-			struct bch_move_stats *s)
+static int move_victims_in(struct bch_fs *c, unsigned id, struct bch_mover *m, const struct victim *v,
+			   unsigned nr, bool *full)
 {
-	struct bch_mover *m;
 	struct bch_bkey *batch[BCH_MOVE_BATCH_KEYS];
 	struct bch_bpos pos = POS_MIN;
-	bool done = false, full = false;
-	int r;
+	bool done = false;
+	int r = 0;
 
-	if ((r = bch_mover_init(c, s, &m)))
-		return r;
-	while (!done && !full && !r) {
+	while (!done && !*full && !r) {
 		struct btree_iter it;
 		const struct bch_bkey *k;
 		unsigned nb = 0, dirty;
 		int err;
 
 		/* collect, then move with no leaf held: the mover's commits change the tree */
-		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, pos, POS_MAX);
+		bch_btree_iter_init(&it, c, id, pos, POS_MAX);
 		while (nb < BCH_MOVE_BATCH_KEYS && (k = bch_btree_iter_next(&it, &err))) {
 			pos = bpos_successor(k->p);
-			if (k->type != BCH_BKEY_extent || !rewrite_mask(c, k, v, nr, &dirty))
+			struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k)
+									   : bch_bkey_dup(k);
+			if (!x) {
+				err = -ENOMEM;
+				break;
+			}
+			if (x->type != BCH_BKEY_extent || !rewrite_mask(c, x, v, nr, &dirty)) {
+				free(x);
 				continue;
+			}
+			free(x);
 			if (!(batch[nb] = bch_bkey_dup(k))) {
 				err = -ENOMEM;
 				break;
@@ -199,24 +207,44 @@ static int move_victims(struct bch_fs *c, const struct victim *v, unsigned nr,
 		if (err)
 			r = err;
 		for (unsigned i = 0; i < nb; i++) {
-			uint32_t mask = rewrite_mask(c, batch[i], v, nr, &dirty);
+			struct bch_bkey *x = batch[i]->type == BCH_BKEY_reflink_v
+					     ? bch_reflink_v_to_extent(batch[i]) : NULL;
+			uint32_t mask = rewrite_mask(c, x ? x : batch[i], v, nr, &dirty);
 			struct bch_move_op op = {
 				.rewrite	= mask,
 				.nr_new		= dirty,
 				.same_dev	= true,
 			};
-			int a = !r && !full && mask ? bch_mover_add(m, batch[i], &op) : 0;
+			int a = 0;
+			if (!r && !*full && mask)
+				a = x ? bch_mover_add_indirect(m, batch[i], &op) : bch_mover_add(m, batch[i], &op);
 			if (a == -BCH_ERR_no_space)
-				full = true;		/* what fits is moved; the rest waits */
+				*full = true;		/* what fits is moved; the rest waits */
 			else if (a == -EIO)
 				;			/* no good copy: left as it is, counted */
 			else if (a)
 				r = a;
+			free(x);
 			free(batch[i]);
 		}
-		if (full)
+		if (*full)
 			c->err_msg[0] = 0;
 	}
+	return r;
+}
+
+static int move_victims(struct bch_fs *c, const struct victim *v, unsigned nr,
+			struct bch_move_stats *s)
+{
+	struct bch_mover *m;
+	bool full = false;
+	int r;
+
+	if ((r = bch_mover_init(c, s, &m)))
+		return r;
+	r = move_victims_in(c, BCH_BTREE_ID_extents, m, v, nr, &full);
+	if (!r && !full && c->roots->r[BCH_BTREE_ID_reflink].key)
+		r = move_victims_in(c, BCH_BTREE_ID_reflink, m, v, nr, &full);
 	int f = bch_mover_exit(m);
 	return r ? r : f;
 }

@@ -30,6 +30,7 @@
 #include "journal.h"
 #include "replicas.h"
 #include "move.h"
+#include "reflink.h"
 #include "snapshot.h"
 #include "super.h"
 
@@ -117,8 +118,32 @@ static unsigned popcount32(uint32_t v)
  * Hand k to the mover if it needs work.  Returns bytes it will move (0 if
  * none), or a negative error that stops the job.
  */
+/* The mover for k: an extent, or the extent form of an indirect extent (reflink.h). */
+static int mover_add(struct bch_mover *mv, const struct bch_bkey *k, const struct bch_move_op *op,
+		     const struct bch_bkey *indirect)
+{
+	return indirect ? bch_mover_add_indirect(mv, indirect, op) : bch_mover_add(mv, k, op);
+}
+
+static int64_t extent_work_one(struct bch_fs *c, struct bch_data_job *j, struct bch_mover *mv,
+			       const struct bch_bkey *k, const struct bch_bkey *indirect);
+
+/* What k (an extent, or a reflink_v: its data moves once for all its sharers) needs. */
 static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_mover *mv,
 			   const struct bch_bkey *k)
+{
+	if (k->type != BCH_BKEY_reflink_v)
+		return extent_work_one(c, j, mv, k, NULL);
+	struct bch_bkey *x = bch_reflink_v_to_extent(k);
+	if (!x)
+		return -ENOMEM;
+	int64_t r = extent_work_one(c, j, mv, x, k);
+	free(x);
+	return r;
+}
+
+static int64_t extent_work_one(struct bch_fs *c, struct bch_data_job *j, struct bch_mover *mv,
+			       const struct bch_bkey *k, const struct bch_bkey *indirect)
 {
 	const struct bch_extent *e = bkey_val(k);
 	unsigned nr = bch_extent_nr_ptrs(k);
@@ -142,7 +167,7 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 		if (!dirty) {
 			op.drop_only = true;
 			op.rewrite = cached;
-			r = bch_mover_add(mv, k, &op);
+			r = mover_add(mv, k, &op, indirect);
 			return r == -ENOMEM ? r : 0;
 		}
 		/* copies enough without the ones there (after a rereplicate): just drop those */
@@ -154,7 +179,7 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 			op.drop_only = true;
 			op.degrade = true;
 			op.rewrite = dirty | cached;
-			r = bch_mover_add(mv, k, &op);
+			r = mover_add(mv, k, &op, indirect);
 			if (r == -ENOMEM)
 				return r;
 			return 0;
@@ -199,13 +224,13 @@ static int64_t extent_work(struct bch_fs *c, struct bch_data_job *j, struct bch_
 			short_copies = true;	/* the key stays short: stuck (below) */
 		}
 	}
-	r = bch_mover_add(mv, k, &op);
+	r = mover_add(mv, k, &op, indirect);
 	if (r == -BCH_ERR_no_space && op.same_dev) {
 		/* a shrink with no room left below the new end: another member */
 		j->ms.keys_no_space--;	/* seen once, counted once: the retry counts it */
 		j->ms.keys_seen--;
 		op.same_dev = false;
-		r = bch_mover_add(mv, k, &op);
+		r = mover_add(mv, k, &op, indirect);
 	}
 	if (!r && short_copies) {
 		j->stuck++;
@@ -382,8 +407,14 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 	struct btree_iter it;
 	const struct bch_bkey *k;
 	int r = 0;
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	for (unsigned id = BCH_BTREE_ID_extents; !r; id = BCH_BTREE_ID_reflink) {
+	if (!c->roots->r[id].key)
+		break;
+	bch_btree_iter_init(&it, c, id, POS_MIN, POS_MAX);
 	while ((k = bch_btree_iter_next(&it, &r))) {
+		struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k) : NULL;
+		if (x)
+			k = x;	/* an indirect extent: counted once (reflink.h) */
 		if (k->type != BCH_BKEY_extent)
 			continue;
 		const struct bch_extent *e = bkey_val(k);
@@ -400,8 +431,12 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 				j->bytes_total += (uint64_t)e->crc.compressed_sectors * (want - have)
 						  << BCH_SECTOR_SHIFT;
 		}
+		free(x);
 	}
 	bch_btree_iter_exit(&it);
+	if (id == BCH_BTREE_ID_reflink)
+		break;
+	}
 	if (r)
 		return bch_errf(err, errlen, r, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 	struct total_walk w = { .j = j };
@@ -423,10 +458,18 @@ static int extents_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budge
 		return r;
 	while (done < budget) {
 		struct bch_bkey *k = NULL;
-		r = bch_btree_peek(c, BCH_BTREE_ID_extents, j->pos, POS_MAX, &k);
+		/* the extents, then the indirect extents (reflink.h) */
+		r = bch_btree_peek(c, j->in_reflink ? BCH_BTREE_ID_reflink : BCH_BTREE_ID_extents,
+				   j->pos, POS_MAX, &k);
 		if (r == -BCH_ERR_key_not_found) {
 			c->err_msg[0] = 0;
 			r = 0;
+			if (!j->in_reflink && c->roots->r[BCH_BTREE_ID_reflink].key) {
+				j->in_reflink = true;
+				j->pos = POS_MIN;
+				continue;
+			}
+			j->in_reflink = false;
 			j->pos = POS_MAX;
 			break;
 		}
@@ -482,6 +525,7 @@ int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
 			j->lost_sectors = 0;
 			j->phase = PHASE_EXTENTS;
 			j->pos = POS_MIN;
+			j->in_reflink = false;
 			return 1;
 		}
 		if (j->ms.keys_raced) {
@@ -600,6 +644,74 @@ static int punch_lost(struct bch_fs *c, const struct bch_bkey *k)
 	return r;
 }
 
+/*
+ * The same for the indirect extents (reflink.h): a copy on dev is dropped
+ * where another dirty one stays; an indirect extent whose only copies were
+ * there is deleted (its sharers then read EIO there; fsck punches their
+ * reflink_p keys to holes), its sectors counted.
+ */
+static int drop_dev_ptrs_indirect(struct bch_fs *c, unsigned dev, struct bch_mover *mv,
+				  uint64_t *lost_sectors)
+{
+	struct bch_bpos pos = POS_MIN;
+	int r = 0;
+
+	while (!r && c->roots->r[BCH_BTREE_ID_reflink].key) {
+		struct bch_bkey *k = NULL, *x;
+		r = bch_btree_peek(c, BCH_BTREE_ID_reflink, pos, POS_MAX, &k);
+		if (r == -BCH_ERR_key_not_found) {
+			c->err_msg[0] = 0;
+			return 0;
+		}
+		if (r)
+			break;
+		pos = bpos_successor(k->p);
+		if (!(x = bch_reflink_v_to_extent(k))) {
+			free(k);
+			continue;
+		}
+		const struct bch_extent *e = bkey_val(x);
+		uint32_t on = 0;
+		unsigned other_dirty = 0;
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(x); i++) {
+			if (e->ptrs[i].dev == dev)
+				on |= 1U << i;
+			else if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
+				other_dirty++;
+		}
+		if (on && other_dirty) {
+			struct bch_move_op op = { .drop_only = true, .degrade = true, .rewrite = on };
+			r = bch_mover_add_indirect(mv, k, &op);
+			if (r == -EINVAL)
+				r = 0;
+		} else if (on && !(r = bch_mover_flush(mv))) {
+			struct btree_trans *t;
+			struct bch_extent_update u;
+			struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = k->p };
+			memset(&u, 0, sizeof(u));
+			if (!(r = bch_trans_init(c, &t))) {
+				bch_extent_account_ptrs(&u, k, -1);
+				if (!(r = bch_trans_update(t, BCH_BTREE_ID_reflink, &del)) &&
+				    !(r = bch_trans_commit(t, 0)))
+					bch_extent_update_apply(c, &u);
+				else
+					bch_extent_update_abort(c, &u);
+				bch_extent_update_exit(&u);
+				bch_trans_exit(t);
+			}
+			if (!r) {
+				*lost_sectors += k->size;
+				snprintf(c->err_msg, sizeof(c->err_msg),
+					 "lost: indirect extent %" PRIu64 "..%" PRIu64 " (shared files)",
+					 bch_extent_start(k), (uint64_t)k->p.offset);
+			}
+		}
+		free(x);
+		free(k);
+	}
+	return r;
+}
+
 int bch_data_drop_dev_ptrs(struct bch_fs *c, unsigned dev, uint64_t *lost_sectors)
 {
 	struct bch_move_stats ms = { 0 };
@@ -651,6 +763,8 @@ int bch_data_drop_dev_ptrs(struct bch_fs *c, unsigned dev, uint64_t *lost_sector
 			break;
 		r = 0;
 	}
+	if (!r)
+		r = drop_dev_ptrs_indirect(c, dev, mv, lost_sectors);
 	r2 = bch_mover_exit(mv);
 	if (r || r2)
 		return r ? r : r2;

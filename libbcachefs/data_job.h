@@ -51,6 +51,7 @@ struct bch_data_job {
 	/* walk state (private) */
 	unsigned	phase;
 	struct bch_bpos	pos;
+	bool		in_reflink;	/* pos is in the reflink btree (after the extents) */
 	unsigned	btree_id, level;
 	uint64_t	passes;
 	struct bch_move_stats ms;

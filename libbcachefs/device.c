@@ -23,6 +23,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "device.h"
+#include "reflink.h"
 #include "errcode.h"
 #include "format.h"
 #include "fs.h"
@@ -769,21 +770,30 @@ void bch_dev_holdings(struct bch_fs *c, unsigned dev, uint64_t first_bucket,
 	w.from_sector = first_bucket * m->bucket_size;
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
 		bch_btree_walk_nodes(c, id, node_holdings, &w);
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
-	while ((k = bch_btree_iter_next(&it, &r))) {
-		if (k->type != BCH_BKEY_extent)
-			continue;
-		const struct bch_extent *e = bkey_val(k);
-		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
-			if (e->ptrs[i].dev != dev || e->ptrs[i].offset < w.from_sector)
+	/* the extents, and the indirect extents shared files point at (reflink.h) */
+	for (unsigned id = BCH_BTREE_ID_extents; c->roots->r[id].key; id = BCH_BTREE_ID_reflink) {
+		bch_btree_iter_init(&it, c, id, POS_MIN, POS_MAX);
+		while ((k = bch_btree_iter_next(&it, &r))) {
+			struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k) : NULL;
+			if (x)
+				k = x;
+			if (k->type != BCH_BKEY_extent)
 				continue;
-			if (e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED)
-				h->cached_sectors += e->crc.compressed_sectors;
-			else
-				h->user_sectors += e->crc.compressed_sectors;
+			const struct bch_extent *e = bkey_val(k);
+			for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+				if (e->ptrs[i].dev != dev || e->ptrs[i].offset < w.from_sector)
+					continue;
+				if (e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED)
+					h->cached_sectors += e->crc.compressed_sectors;
+				else
+					h->user_sectors += e->crc.compressed_sectors;
+			}
+			free(x);
 		}
+		bch_btree_iter_exit(&it);
+		if (id == BCH_BTREE_ID_reflink)
+			break;
 	}
-	bch_btree_iter_exit(&it);
 	c->err_msg[0] = 0;
 	struct bch_dev_usage u;
 	if (!bch_dev_missing(c, dev)) {
@@ -840,8 +850,13 @@ static void sole_copies(struct bch_fs *c, unsigned dev, uint64_t *sectors, uint6
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
 		bch_btree_walk_nodes(c, id, node_sole, &w);
 	*nodes = w.nodes;
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	for (unsigned id = BCH_BTREE_ID_extents; c->roots->r[id].key; id = BCH_BTREE_ID_reflink) {
+	bch_btree_iter_init(&it, c, id, POS_MIN, POS_MAX);
 	while ((k = bch_btree_iter_next(&it, &r))) {
+		/* an indirect extent (reflink.h) counts once, whatever its sharers */
+		struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k) : NULL;
+		if (x)
+			k = x;
 		if (k->type != BCH_BKEY_extent)
 			continue;
 		const struct bch_extent *e = bkey_val(k);
@@ -857,8 +872,12 @@ static void sole_copies(struct bch_fs *c, unsigned dev, uint64_t *sectors, uint6
 				 (uint64_t)k->p.inode, (uint64_t)(k->p.offset - k->size),
 				 (uint64_t)k->p.offset);
 		}
+		free(x);
 	}
 	bch_btree_iter_exit(&it);
+	if (id == BCH_BTREE_ID_reflink)
+		break;
+	}
 	c->err_msg[0] = 0;
 }
 

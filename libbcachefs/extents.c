@@ -14,6 +14,7 @@
 #include "snapshot.h"
 #include "errcode.h"
 #include "extents.h"
+#include "reflink.h"
 
 unsigned bch_extent_disk_sectors(const struct bch_bkey *k)
 {
@@ -32,6 +33,12 @@ void bch_extent_cut_front(struct bch_bkey *k, uint64_t start)
 	if (k->type == BCH_BKEY_extent) {
 		struct bch_extent *e = bkey_val(k);
 		e->crc.offset += delta;
+	} else if (k->type == BCH_BKEY_reflink_v) {
+		struct bch_reflink_v *v = bkey_val(k);
+		v->crc.offset += delta;
+	} else if (k->type == BCH_BKEY_reflink_p) {
+		struct bch_reflink_p *rp = bkey_val(k);
+		rp->idx += delta;
 	}
 	k->size -= delta;
 }
@@ -42,14 +49,15 @@ void bch_extent_cut_back(struct bch_bkey *k, uint64_t end)
 	k->p.offset = end;
 }
 
-static void acct_add(struct bch_extent_update *u, const struct bch_bkey *k, int sign)
+void bch_extent_account_ptrs(struct bch_extent_update *u, const struct bch_bkey *k, int sign)
 {
+	struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k) : NULL;
+
+	if (x)
+		k = x;
 	unsigned nr = bch_extent_nr_ptrs(k), s = bch_extent_disk_sectors(k);
 	const struct bch_extent *e = bkey_val(k);
 
-	u->i_sectors_delta += sign * (int64_t)k->size;
-	if (k->type == BCH_BKEY_reservation)
-		u->reserved_delta += sign * (int64_t)k->size * bch_reservation_replicas(k);
 	for (unsigned i = 0; i < nr; i++) {
 		if (u->nr == u->cap) {
 			u->cap = u->cap ? u->cap * 2 : 16;
@@ -61,6 +69,17 @@ static void acct_add(struct bch_extent_update *u, const struct bch_bkey *k, int 
 		u->acct[u->nr].span = e->crc.compressed_sectors;
 		u->acct[u->nr++].delta = sign * (int64_t)s;
 	}
+	free(x);
+}
+
+static void acct_add(struct bch_extent_update *u, const struct bch_bkey *k, int sign)
+{
+	u->i_sectors_delta += sign * (int64_t)k->size;
+	if (k->type == BCH_BKEY_reservation)
+		u->reserved_delta += sign * (int64_t)k->size * bch_reservation_replicas(k);
+	if (k->type == BCH_BKEY_reflink_p)
+		bch_reflink_ref_note(u, k, sign);
+	bch_extent_account_ptrs(u, k, sign);
 }
 
 void bch_extent_account_drop(struct bch_extent_update *u, const struct bch_bkey *k)
@@ -88,16 +107,18 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		return 0;
 	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0), POS(inum, UINT64_MAX, 0));
 	while (!r && (cur = bch_viter_next(&it, &err))) {
-		if (cur->type != BCH_BKEY_extent && cur->type != BCH_BKEY_reservation)
+		if (cur->type != BCH_BKEY_extent && cur->type != BCH_BKEY_reservation &&
+		    cur->type != BCH_BKEY_reflink_p)
 			continue;
 		uint64_t ks = bch_extent_start(cur), ke = cur->p.offset;
 		if (ks >= end)
 			break;
-		if (max_keys && seen == max_keys) {
+		if (max_keys && seen >= max_keys) {
 			*done_to = ks > start ? ks : start;
 			break;
 		}
-		seen++;
+		/* a reflink_p also changes the indirect extents it points at: it weighs more */
+		seen += cur->type == BCH_BKEY_reflink_p ? REFLINK_P_WEIGHT : 1;
 		struct bch_bkey *k = bch_bkey_dup(cur);
 		if (k->p.snapshot == bch_view_snap(c)) {
 			acct_add(u, k, -1);
@@ -129,6 +150,8 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		free(k);
 	}
 	bch_viter_exit(&it);
+	if (!r && !err)
+		r = bch_reflink_refs_trans(c, t, u);
 	return r ? r : err;
 }
 
@@ -153,7 +176,10 @@ int bch_extent_insert(struct btree_trans *t, const struct bch_bkey *k, bool acco
 			u->fresh_sectors[u->nr_fresh++] = e->crc.compressed_sectors;
 		}
 	}
-	return update(t, u, k);
+	int r = update(t, u, k);
+	if (!r && u->nr_refs)
+		r = bch_reflink_refs_trans(bch_trans_fs(t), t, u);
+	return r;
 }
 
 void bch_extent_update_apply(struct bch_fs *c, struct bch_extent_update *u)
@@ -174,6 +200,7 @@ void bch_extent_update_apply(struct bch_fs *c, struct bch_extent_update *u)
 	u->i_sectors_delta = 0;
 	u->reserved_delta = 0;
 	u->keys = 0;
+	bch_reflink_refs_reset(u);
 }
 
 void bch_extent_update_abort(struct bch_fs *c, struct bch_extent_update *u)
@@ -185,10 +212,14 @@ void bch_extent_update_abort(struct bch_fs *c, struct bch_extent_update *u)
 	u->i_sectors_delta = 0;
 	u->reserved_delta = 0;
 	u->keys = 0;
+	bch_reflink_refs_reset(u);
 }
 
 void bch_extent_update_exit(struct bch_extent_update *u)
 {
+	bch_reflink_refs_reset(u);
+	free(u->refs);
+	free(u->rv);
 	free(u->acct);
 	free(u->fresh);
 	free(u->fresh_sectors);
@@ -269,6 +300,8 @@ int bch_extents_mark_all(struct bch_fs *c)
 		c->err_msg[0] = 0;
 		err = 0;
 	}
+	if (!r && !err)		/* the indirect extents' pointers, once each */
+		r = bch_reflink_mark(c, false);
 	return r ? r : err;
 }
 
@@ -297,7 +330,7 @@ int bch_extents_mark_cached(struct bch_fs *c)
 		c->err_msg[0] = 0;	/* the dirty pass met it too: fsck reports it */
 		err = 0;
 	}
-	return err;
+	return err ? err : bch_reflink_mark(c, true);
 }
 
 int bch_extents_count_reserved(struct bch_fs *c)
@@ -334,7 +367,8 @@ int bch_extents_split(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		return 0;
 	if (r)
 		return r;
-	if ((k->type == BCH_BKEY_extent || k->type == BCH_BKEY_reservation) && bch_extent_start(k) < at) {
+	if ((k->type == BCH_BKEY_extent || k->type == BCH_BKEY_reservation ||
+	     k->type == BCH_BKEY_reflink_p) && bch_extent_start(k) < at) {
 		struct bch_bkey *front = bch_bkey_dup(k), *back = bch_bkey_dup(k);
 		bch_extent_cut_back(front, at);
 		bch_extent_cut_front(back, at);
@@ -347,6 +381,8 @@ int bch_extents_split(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		r = update(t, u, front);
 		if (!r)
 			r = update(t, u, back);	/* same position as k: replaces it */
+		if (!r)
+			r = bch_reflink_refs_trans(c, t, u);
 		free(front);
 		free(back);
 	}

@@ -19,6 +19,12 @@
  * (bch_extent_update_apply), so a failed commit changes no bucket.
  * inode->sectors counts the file sectors its extents and reservations cover.
  *
+ * A reflink_p key holds no pointers: it counts in inode->sectors, and its
+ * references to indirect extents (reflink.h) are changed as it is added,
+ * trimmed or dropped (in the same transaction: bch_extents_punch and
+ * bch_extent_insert put them there; a caller that only drops keys with
+ * bch_extent_account_drop calls bch_reflink_refs_trans before its commit).
+ *
  * Reservations (fallocate) hold no pointers but promise space: each counts
  * size x nr_replicas disk sectors in c->reserved_sectors (counted at open,
  * changed with the other deltas after a commit), which user data allocation
@@ -40,6 +46,12 @@ struct bch_extent_acct {
 	int64_t			delta;
 };
 
+/* A change of the reference counts of the indirect extents in [start, end) (reflink.h). */
+struct bch_reflink_ref {
+	uint64_t		start, end;	/* reflink btree sectors */
+	int			delta;
+};
+
 struct bch_extent_update {
 	struct bch_extent_acct	*acct;
 	unsigned		nr, cap;
@@ -49,6 +61,12 @@ struct bch_extent_update {
 	int64_t			i_sectors_delta;	/* change of the inode's sectors */
 	int64_t			reserved_delta;		/* change of c->reserved_sectors */
 	unsigned		keys;			/* updates added to the transaction */
+	/* reflink_p keys added and dropped: their references, until put in the transaction */
+	struct bch_reflink_ref	*refs;
+	unsigned		nr_refs, cap_refs;
+	/* reflink_v keys as this transaction leaves them (reflink.c) */
+	struct bch_bkey		**rv;
+	unsigned		nr_rv, cap_rv;
 };
 
 static inline uint64_t bch_extent_start(const struct bch_bkey *k)
@@ -73,8 +91,11 @@ void bch_extent_cut_back(struct bch_bkey *k, uint64_t end);
 
 /*
  * Remove [start, end) of inum's extents in t, at most max_keys existing keys
- * (0: no limit).  *done_to is where the removal got to (end when complete).
+ * (0: no limit; a reflink_p counts REFLINK_P_WEIGHT: its indirect extents'
+ * counts change in the same transaction).  *done_to is where the removal
+ * got to (end when complete).
  */
+#define REFLINK_P_WEIGHT	4
 int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t start,
 		      uint64_t end, unsigned max_keys, struct bch_extent_update *u,
 		      uint64_t *done_to);
@@ -93,6 +114,9 @@ void bch_extent_account_drop(struct bch_extent_update *u, const struct bch_bkey 
  * After a successful commit: apply the bucket changes; after a failed one:
  * give back the space of the new data.  Both reset u.
  */
+/* Account k's pointers (an extent's or a reflink_v's) with sign (reflink.c). */
+void bch_extent_account_ptrs(struct bch_extent_update *u, const struct bch_bkey *k, int sign);
+
 void bch_extent_update_apply(struct bch_fs *c, struct bch_extent_update *u);
 void bch_extent_update_abort(struct bch_fs *c, struct bch_extent_update *u);
 void bch_extent_update_exit(struct bch_extent_update *u);

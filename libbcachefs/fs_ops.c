@@ -42,6 +42,7 @@
 #include "io.h"
 #include "journal.h"
 #include "rebalance.h"
+#include "reflink.h"
 #include "str_hash.h"
 #include "super.h"
 #include "xattr_effective.h"
@@ -2973,6 +2974,104 @@ ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf,
 ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *buf, size_t len)
 {
 	return VIEW_CALL(c, inum, v_write(c, inum, offset, buf, len));
+}
+
+/* Copy len bytes from src at so to dst at d through the page-sized buffer (remap's unshared ends). */
+static ssize_t remap_copy(struct bch_fs *c, uint64_t src, uint64_t so, uint64_t dst, uint64_t d, uint64_t len)
+{
+	char *buf = malloc(WRITE_CHUNK);
+	uint64_t done = 0;
+	ssize_t r = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (done < len && r >= 0) {
+		size_t n = len - done < WRITE_CHUNK ? len - done : WRITE_CHUNK;
+		if ((r = bch_fs_read(c, src, so + done, buf, n)) > 0)
+			r = bch_fs_write(c, dst, d + done, buf, r);
+		if (r == 0)
+			break;
+		if (r > 0)
+			done += r;
+	}
+	free(buf);
+	return r < 0 && !done ? r : (ssize_t)done;
+}
+
+ssize_t bch_fs_remap_range(struct bch_fs *c, uint64_t src, uint64_t src_off, uint64_t dst,
+			   uint64_t dst_off, uint64_t len)
+{
+	struct stat ss, ds;
+	uint64_t bs = block_bytes(c);
+	int r;
+
+	if ((r = bch_fs_getattr(c, src, &ss)) || (r = bch_fs_getattr(c, dst, &ds)))
+		return r;
+	if (S_ISDIR(ss.st_mode) || S_ISDIR(ds.st_mode))
+		return -EISDIR;
+	if (!S_ISREG(ss.st_mode) || !S_ISREG(ds.st_mode))
+		return -EINVAL;
+	if (src_off > MAX_FILE_SIZE || dst_off > MAX_FILE_SIZE || len > MAX_FILE_SIZE - dst_off)
+		return -EFBIG;
+	if (c->read_only)
+		return -EROFS;
+	if ((r = bch_subvol_writable(c, dst)))
+		return r;
+	if (src_off >= (uint64_t)ss.st_size)
+		return 0;
+	if (len > (uint64_t)ss.st_size - src_off)
+		len = ss.st_size - src_off;
+	if (src == dst && src_off < dst_off + len && dst_off < src_off + len)
+		return -EINVAL;		/* overlapping ranges of one file */
+	if ((r = metadata_room_for(c, true)))
+		return ret_errno(r);
+
+	/*
+	 * Whole blocks are shared; the unaligned head and tail are copied.  The
+	 * source's last block is shared whole when the range ends at the
+	 * source's end and reaches the destination's (bytes past the end of a
+	 * file read as zeros).
+	 */
+	uint64_t head = src_off % bs == dst_off % bs ? (bs - src_off % bs) % bs : len;
+	if (head > len)
+		head = len;
+	uint64_t mid = (len - head) / bs * bs, tail_at = head + mid;
+	if (mid + head < len && src_off + len == (uint64_t)ss.st_size &&
+	    dst_off + len >= (uint64_t)ds.st_size && head < len && src_off % bs == dst_off % bs)
+		mid = len - head, tail_at = len;	/* the partial last block too */
+	ssize_t n = 0;
+	if (head && (n = remap_copy(c, src, src_off, dst, dst_off, head)) < (ssize_t)head)
+		return n;
+	if (mid) {
+		uint64_t sectors = (mid + bs - 1) / bs * bs >> BCH_SECTOR_SHIFT, done = 0;
+		r = bch_reflink_remap(c, src, (src_off + head) >> BCH_SECTOR_SHIFT, dst,
+				      (dst_off + head) >> BCH_SECTOR_SHIFT, sectors,
+				      dst_off + head + mid, &done);
+		if (r && bch_err_class(r) == EROFS && !c->read_only) {
+			/*
+			 * The source's extents cannot be made indirect in a
+			 * read-only subvolume (the destination was writable):
+			 * the rest is copied, as copy_file_range would.
+			 */
+			uint64_t at = done << BCH_SECTOR_SHIFT;
+			(void)bch_snapshot_ro_refused(c);
+			c->err_msg[0] = 0;
+			n = remap_copy(c, src, src_off + head + at, dst, dst_off + head + at, mid - at);
+			if (n < 0)
+				return head + at ? (ssize_t)(head + at) : n;
+			if ((uint64_t)n < mid - at)
+				return head + at + n;
+			r = 0;
+		}
+		if (r) {
+			uint64_t got = head + (done << BCH_SECTOR_SHIFT);
+			return got ? (ssize_t)(got < head + mid ? got : head + mid) : ret_errno(r);
+		}
+	}
+	if (tail_at < len && (n = remap_copy(c, src, src_off + tail_at, dst, dst_off + tail_at,
+					      len - tail_at)) < 0)
+		return tail_at ? (ssize_t)tail_at : n;
+	return tail_at + (tail_at < len ? n : 0);
 }
 
 int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size)

@@ -117,6 +117,21 @@ int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64
 ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len);
 ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *buf, size_t len);
 int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size);
+/*
+ * Share len bytes of src at src_off as dst at dst_off (reflink.h: no data
+ * is copied for whole blocks; the unaligned head and tail, and everything
+ * when the two offsets differ modulo the block size, are copied; so is a
+ * source in a read-only subvolume whose extents are not shared yet: they
+ * cannot be made indirect there).  The
+ * handles may name different subvolumes.  Stops at src's end; dst grows
+ * as a write would.  Returns the bytes done (fewer after an error part
+ * way: each step is committed on its own) or -errno: -EINVAL for
+ * overlapping ranges of one file or a file that is not regular, -EISDIR,
+ * -EFBIG, -EROFS, -ENOSPC.  What copy_file_range needs beyond that
+ * (EXDEV, EBADF, flags) is the caller's.
+ */
+ssize_t bch_fs_remap_range(struct bch_fs *c, uint64_t src, uint64_t src_off, uint64_t dst,
+			   uint64_t dst_off, uint64_t len);
 /* mode: 0 or FALLOC_FL_* (KEEP_SIZE, PUNCH_HOLE, ZERO_RANGE) */
 int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset, uint64_t len);
 /* SEEK_DATA / SEEK_HOLE from offset; -ENXIO past the end */

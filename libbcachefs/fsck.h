@@ -150,6 +150,13 @@
 	x(rebalance_work_stale,	0x0608, 6, FSCK_SAFE,						\
 	  "pending-work record of an inode that does not exist or is not a regular "	\
 	  "file; delete it")								\
+	x(reflink_p_dangling,	0x0508, 5, 0,							\
+	  "shared extent points at indirect extents that are missing; punch it to a hole") \
+	x(reflink_refcount_wrong, 0x0509, 5, FSCK_SAFE,					\
+	  "indirect extent's reference count differs from the shared extents pointing "	\
+	  "at it; correct it")								\
+	x(reflink_v_unreferenced, 0x050a, 5, FSCK_SAFE,					\
+	  "indirect extent no shared extent points at; delete it (its space is freed)") \
 	x(inode_unlinked,	0x0701, 7, FSCK_SAFE,						\
 	  "inode with no links left over from an interrupted delete; finish deleting it") \
 	x(inode_back_pointer,	0x0702, 7, FSCK_SAFE,						\
@@ -364,5 +371,12 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
  * finds something, so a clean run reads as before.
  */
 int bch_fsck_replicas(struct bch_fsck_ctx *ctx, struct bch_fs *c);
+
+/*
+ * Shared extents (fsck_reflink.c), run by bch_fsck_files() before pass 5
+ * when the reflink btree exists: reflink_p keys pointing at missing
+ * indirect extents, refcounts, indirect extents nothing points at.
+ */
+int bch_fsck_reflink(struct bch_fsck_ctx *ctx, struct bch_fs *c);
 
 #endif /* _BCACHEFS_FSCK_H */

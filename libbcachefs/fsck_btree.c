@@ -51,6 +51,7 @@
 #include "errcode.h"
 #include "extents.h"
 #include "fsck.h"
+#include "reflink.h"
 
 struct ptr_list {
 	struct bch_bkey	**k;
@@ -141,17 +142,31 @@ static void where_of(unsigned id, unsigned level, const struct bch_bkey *ptr, ch
  * counted here rather than at open (bch_extents_mark_all() would read every
  * leaf once more); errors are pass 5's to report.
  */
-static void mark_extents(struct bch_fs *c, struct btree *b)
+/* The pointers of an extent, or of an indirect extent (reflink.h), counted in their buckets. */
+static void mark_key(struct bch_fs *c, const struct bch_bkey *k)
 {
-	for (unsigned i = 0; i < b->nr; i++) {
-		const struct bch_bkey *k = b->keys[i];
-		if (k->type != BCH_BKEY_extent)
-			continue;
+	struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k) : NULL;
+
+	if (x)
+		k = x;
+	if (k->type == BCH_BKEY_extent) {
 		const struct bch_extent *e = bkey_val(k);
 		unsigned sectors = bch_extent_disk_sectors(k);
 		for (unsigned p = 0; p < bch_extent_nr_ptrs(k); p++)
 			bch_alloc_mark_data(c, &e->ptrs[p], e->crc.compressed_sectors, sectors);
 	}
+	free(x);
+}
+
+static bool data_btree(unsigned id)
+{
+	return id == BCH_BTREE_ID_extents || id == BCH_BTREE_ID_reflink;
+}
+
+static void mark_extents(struct bch_fs *c, struct btree *b)
+{
+	for (unsigned i = 0; i < b->nr; i++)
+		mark_key(c, b->keys[i]);
 	c->err_msg[0] = 0;
 }
 
@@ -234,7 +249,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	}
 	if (!b->level) {
 		ptr_list_add(&s->leaves, ptr);
-		if (s->id == BCH_BTREE_ID_extents && c->extents_mark_deferred)
+		if (data_btree(s->id) && c->extents_mark_deferred)
 			mark_extents(c, b);
 		bch_btree_node_put(c, b);
 		free(moved);
@@ -472,18 +487,13 @@ static void claim_picks(struct bch_fs *c, struct check_state *s, const struct bc
 			c->err_msg[0] = 0;
 		}
 		struct btree *b;
-		if (s->id == BCH_BTREE_ID_extents && !bch_btree_node_get(c, s->id, 0, k, &b)) {
+		if (data_btree(s->id) && !bch_btree_node_get(c, s->id, 0, k, &b)) {
 			for (unsigned j = 0; j < b->nr; j++) {
 				const struct bch_bkey *e = b->keys[j];
-				if (e->type != BCH_BKEY_extent ||
-				    bpos_cmp(e->p, s->picks[i].min_key) < 0 ||
+				if (bpos_cmp(e->p, s->picks[i].min_key) < 0 ||
 				    bpos_cmp(e->p, s->picks[i].max_key) > 0)
 					continue;
-				const struct bch_extent *x = bkey_val(e);
-				unsigned sectors = bch_extent_disk_sectors(e);
-				for (unsigned p = 0; p < bch_extent_nr_ptrs(e); p++)
-					bch_alloc_mark_data(c, &x->ptrs[p], x->crc.compressed_sectors,
-							    sectors);
+				mark_key(c, e);
 			}
 			bch_btree_node_put(c, b);
 		}
@@ -613,8 +623,12 @@ static void claim_deferred(struct bch_fs *c)
 	for (int pass = 0; pass < 2; pass++, n = 0)
 		for (size_t i = 0; i < c->nr_replay_deferred; i++, n += BCH_REPLICAS_MAX) {
 			const struct bch_bkey *k = c->replay_deferred[i].k;
-			if (c->replay_deferred[i].id != BCH_BTREE_ID_extents ||
-			    k->type != BCH_BKEY_extent)
+			struct bch_bkey *x = NULL;
+			if (c->replay_deferred[i].id == BCH_BTREE_ID_reflink &&
+			    k->type == BCH_BKEY_reflink_v && (x = bch_reflink_v_to_extent(k)))
+				k = x;	/* an indirect extent's pointers (reflink.h) */
+			else if (c->replay_deferred[i].id != BCH_BTREE_ID_extents ||
+				 k->type != BCH_BKEY_extent)
 				continue;
 			const struct bch_extent *e = bkey_val(k);
 			for (unsigned p = 0; p < bch_extent_nr_ptrs(k) && p < BCH_REPLICAS_MAX; p++) {
@@ -628,6 +642,7 @@ static void claim_deferred(struct bch_fs *c)
 					bch_alloc_mark_data(c, &e->ptrs[p], e->crc.compressed_sectors,
 							    bch_extent_disk_sectors(k));
 			}
+			free(x);
 			c->err_msg[0] = 0;	/* pass 5 reports bad pointers */
 		}
 	free(counted);

@@ -404,7 +404,8 @@ int fsck_check_extent(struct fstate *s, const struct bch_bkey *k)
 	struct bch_bkey *repl = NULL;	/* the key after pass 5 dropped pointers */
 	char where[640], detail[160];
 
-	if (k->type != BCH_BKEY_extent && k->type != BCH_BKEY_reservation)
+	if (k->type != BCH_BKEY_extent && k->type != BCH_BKEY_reservation &&
+	    k->type != BCH_BKEY_reflink_p)	/* its target: fsck_reflink.c */
 		return 0;
 	if (k->p.inode != s->cur_inum) {
 		int r = extents_next_inode(s, k->p.inode);

@@ -187,7 +187,10 @@ static int data_pass(struct fstate *s, bool data)
 		return 0;
 	if (s->ctx->progress)
 		s->ctx->progress(s->ctx, 11, "data");
-	return fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_data);
+	int r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_data);
+	if (!r && s->c->roots->r[BCH_BTREE_ID_reflink].key)	/* shared data, once (reflink.h) */
+		r = fsck_for_each_key(s, BCH_BTREE_ID_reflink, fsck_check_data);
+	return r;
 }
 
 static int files_snapshots(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
@@ -275,6 +278,8 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	 */
 	malloc_trim(0);
 #endif
+	if ((r = bch_fsck_reflink(ctx, c)))	/* shared extents: their repairs come first */
+		return r;
 	if (bch_fs_has_snapshots(c)) {
 		r = files_snapshots(ctx, c, data, stats);
 	} else {

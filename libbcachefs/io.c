@@ -31,6 +31,7 @@
 #include "io.h"
 #include "move.h"
 #include "rebalance.h"
+#include "reflink.h"
 #include "super.h"
 
 void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch_io_opts *o)
@@ -413,6 +414,30 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 	return r;
 }
 
+/*
+ * The part of reflink_p k inside [start, start + sectors): the indirect
+ * extents behind it, each read as an extent of the file (no promote: the
+ * cached copy would belong to the indirect extent, which the move path's
+ * compare-and-swap on the extents btree does not reach).
+ */
+static int read_reflink(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, uint64_t sectors,
+			char *buf)
+{
+	uint64_t ks = bch_extent_start(k), from = ks > start ? ks : start;
+	uint64_t to = k->p.offset < start + sectors ? k->p.offset : start + sectors;
+	struct bch_bkey **keys;
+	unsigned nr;
+	int r = bch_reflink_resolve(c, k, from, to, &keys, &nr);
+
+	for (unsigned i = 0; i < nr; i++) {
+		if (!r)
+			r = read_key(c, keys[i], start, sectors, buf, NULL);
+		free(keys[i]);
+	}
+	free(keys);
+	return r;
+}
+
 static int data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors,
 		     struct promote_list *pl)
 {
@@ -428,14 +453,16 @@ static int data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf,
 	while (!r && (cur = bch_viter_next(&it, &err))) {
 		if (bch_extent_start(cur) >= start + sectors)
 			break;
-		if (cur->type != BCH_BKEY_extent && cur->type != BCH_BKEY_reservation)
+		if (cur->type != BCH_BKEY_extent && cur->type != BCH_BKEY_reservation &&
+		    cur->type != BCH_BKEY_reflink_p)
 			continue;
 		uint64_t ks = bch_extent_start(cur);
 		if (ks > done)		/* a hole reads as zeros */
 			memset((char *)buf + ((done - start) << BCH_SECTOR_SHIFT), 0,
 			       (ks - done) << BCH_SECTOR_SHIFT);
 		struct bch_bkey *k = bch_bkey_dup(cur);
-		r = read_key(c, k, start, sectors, buf, pl);
+		r = k->type == BCH_BKEY_reflink_p ? read_reflink(c, k, start, sectors, buf)
+						  : read_key(c, k, start, sectors, buf, pl);
 		free(k);
 		if (cur->p.offset > done)
 			done = cur->p.offset;

@@ -26,6 +26,7 @@
 #include "extents.h"
 #include "io.h"
 #include "move.h"
+#include "reflink.h"
 #include "snapshot.h"
 #include "super.h"
 
@@ -37,6 +38,8 @@ struct move_pending {
 	unsigned		fresh_span;	/* sectors allocated for each fresh copy */
 	unsigned		group;		/* lead: the members queued after it */
 	bool			raced;		/* changed since read: not replaced */
+	unsigned		btree_id;	/* extents, or reflink: old and new are then the
+						 * extent form of a reflink_v (reflink.h) */
 };
 
 /*
@@ -64,6 +67,7 @@ struct bch_mover {
 	unsigned		nr;
 	void			*enc, *dec, *out;	/* one extent's buffers */
 	unsigned		buf_sectors;		/* their size (grown as needed) */
+	unsigned		btree_id;		/* of the key being added */
 };
 
 int bch_mover_init(struct bch_fs *c, struct bch_move_stats *s, struct bch_mover **ret)
@@ -213,7 +217,8 @@ static void group_free(struct move_group *g)
  * The sharers of k (see struct move_group): only on a filesystem with
  * snapshots, and no more than one transaction and the queue take with k.
  */
-static int group_find(struct bch_fs *c, const struct bch_bkey *k, struct move_group *g)
+static int group_find(struct bch_fs *c, unsigned btree_id, const struct bch_bkey *k,
+		      struct move_group *g)
 {
 	const struct bch_extent *e = bkey_val(k);
 	size_t member_u64s = 1 + BCH_BKEY_U64s +
@@ -222,7 +227,7 @@ static int group_find(struct bch_fs *c, const struct bch_bkey *k, struct move_gr
 	int r = 0;
 
 	g->nr = 0;
-	if (k->type != BCH_BKEY_extent || !bch_fs_has_snapshots(c) ||
+	if (k->type != BCH_BKEY_extent || !bch_fs_has_snapshots(c) || btree_id != BCH_BTREE_ID_extents ||
 	    e->crc.offset > bch_extent_start(k) || cap < 2)
 		return 0;
 	cap = cap - 1 < BCH_MOVE_BATCH_KEYS - 1 ? cap - 1 : BCH_MOVE_BATCH_KEYS - 1;
@@ -277,7 +282,7 @@ static int queue_room(struct bch_mover *m, const struct bch_bkey *k, struct move
 	int r;
 
 	for (unsigned pass = 0; pass < 2; pass++) {
-		if ((r = group_find(m->c, k, g)))
+		if ((r = group_find(m->c, m->btree_id, k, g)))
 			return r;
 		bool busy = queued_at(m, k->p) || m->nr + 1 + g->nr > BCH_MOVE_BATCH_KEYS;
 		for (unsigned i = 0; i < g->nr && !busy; i++)
@@ -288,7 +293,7 @@ static int queue_room(struct bch_mover *m, const struct bch_bkey *k, struct move
 		if ((r = bch_mover_flush(m)))
 			return r;
 	}
-	return group_find(m->c, k, g);
+	return group_find(m->c, m->btree_id, k, g);
 }
 
 /*
@@ -309,6 +314,7 @@ static int queue_group(struct bch_mover *m, const struct bch_bkey *k, struct bch
 	lead->old = old;
 	lead->new = nk;
 	lead->group = 0;
+	lead->btree_id = m->btree_id;
 	for (unsigned i = 0; i < g->nr; i++) {
 		struct bch_bkey *s = g->keys[i], *ns = bch_bkey_dup(nk);
 		if (!ns)
@@ -319,6 +325,7 @@ static int queue_group(struct bch_mover *m, const struct bch_bkey *k, struct bch
 		((struct bch_extent *)bkey_val(ns))->crc.offset = se->crc.offset;
 		struct move_pending *q = &m->q[m->nr + 1 + lead->group++];
 		memset(q, 0, sizeof(*q));
+		q->btree_id = m->btree_id;
 		q->old = s;
 		q->new = ns;
 		g->keys[i] = NULL;
@@ -571,7 +578,9 @@ static int move_key(struct bch_mover *m, const struct bch_bkey *k, const struct 
 	return 0;
 }
 
-int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op)
+/* k as it lies in btree_id (for reflink: the extent form of a reflink_v). */
+static int mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op,
+		     unsigned btree_id)
 {
 	struct move_group g = { .nr = 0 };
 	int r;
@@ -583,13 +592,64 @@ int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bc
 	 * With snapshots, a key handed over from an older read may have moved
 	 * with its group since: not read and written again for nothing.
 	 */
-	if (bch_fs_has_snapshots(m->c) && !unchanged(m->c, k)) {
+	if (btree_id == BCH_BTREE_ID_extents && bch_fs_has_snapshots(m->c) && !unchanged(m->c, k)) {
 		m->s->keys_raced++;
 		return 0;
 	}
+	m->btree_id = btree_id;
 	r = op->drop_only ? drop_ptrs(m, k, op, &g) : move_key(m, k, op, &g);
 	group_free(&g);
 	return r;
+}
+
+int bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op)
+{
+	return mover_add(m, k, op, BCH_BTREE_ID_extents);
+}
+
+/* ------------------------------------------------ indirect extents (reflink.h) */
+
+int bch_mover_add_indirect(struct bch_mover *m, const struct bch_bkey *v, const struct bch_move_op *op)
+{
+	struct bch_bkey *x = v->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(v) : NULL;
+
+	if (!x)
+		return v->type == BCH_BKEY_reflink_v ? -ENOMEM : -EINVAL;
+	/* its data moves once for all its sharers: no group to find */
+	int r = mover_add(m, x, op, BCH_BTREE_ID_reflink);
+	free(x);
+	return r;
+}
+
+/*
+ * The reflink_v to commit for p: its new encoding and pointers with the
+ * refcount it has now (sharing may have changed it meanwhile), or NULL
+ * when the key's encoding or pointers changed since it was read (raced).
+ */
+static struct bch_bkey *indirect_replacement(struct bch_fs *c, const struct move_pending *p)
+{
+	struct bch_bkey *now = NULL, *x = NULL, *nv = NULL;
+
+	if (!bch_btree_lookup(c, BCH_BTREE_ID_reflink, p->old->p, &now) &&
+	    now->type == BCH_BKEY_reflink_v && (x = bch_reflink_v_to_extent(now)) &&
+	    x->u64s == p->old->u64s && !memcmp(x, p->old, (size_t)x->u64s * 8)) {
+		const struct bch_extent *ne = bkey_val(p->new);
+		unsigned nr = bch_extent_nr_ptrs(p->new);
+		nv = bch_bkey_alloc(BCH_BKEY_reflink_v, p->new->p,
+				    sizeof(struct bch_reflink_v) + nr * sizeof(ne->ptrs[0]));
+		if (nv) {
+			struct bch_reflink_v *rv = bkey_val(nv);
+			nv->size = p->new->size;
+			nv->version = p->new->version;
+			rv->refcount = ((const struct bch_reflink_v *)bkey_val(now))->refcount;
+			rv->crc = ne->crc;
+			memcpy(rv->ptrs, ne->ptrs, nr * sizeof(ne->ptrs[0]));
+		}
+	}
+	free(now);
+	free(x);
+	c->err_msg[0] = 0;
+	return nv;
 }
 
 /*
@@ -654,7 +714,7 @@ static size_t group_u64s(const struct move_pending *lead)
 	size_t u64s = 0;
 
 	for (unsigned j = 0; j <= lead->group; j++)
-		u64s += 1 + lead[j].new->u64s;
+		u64s += 2 + lead[j].new->u64s;		/* a reflink_v: one u64 more */
 	return u64s;
 }
 
@@ -668,12 +728,17 @@ static int group_update(struct bch_mover *m, struct btree_trans *t, struct move_
 
 	for (unsigned j = 0; j <= lead->group; j++) {
 		struct move_pending *p = &lead[j];
-		if (!unchanged(m->c, p->old)) {
+		bool indirect = p->btree_id == BCH_BTREE_ID_reflink;
+		struct bch_bkey *nv = indirect ? indirect_replacement(m->c, p) : NULL;
+		if (indirect ? !nv : !unchanged(m->c, p->old)) {
 			m->s->keys_raced++;
 			p->raced = true;
 			continue;
 		}
-		if ((r = bch_trans_update(t, BCH_BTREE_ID_extents, p->new)))
+		r = nv ? bch_trans_update(t, BCH_BTREE_ID_reflink, nv)
+		       : bch_trans_update(t, BCH_BTREE_ID_extents, p->new);
+		free(nv);
+		if (r)
 			return r;
 	}
 	return 0;

@@ -98,6 +98,12 @@ int  bch_mover_init(struct bch_fs *c, struct bch_move_stats *s, struct bch_mover
  * good copy), -EINVAL (not an extent key, or an op it cannot satisfy).
  */
 int  bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op);
+/*
+ * The same for v, a reflink_v of the reflink btree (reflink.h): its data is
+ * moved once for every file sharing it, and the key replaced (its refcount
+ * as it is at the commit) only if its encoding and pointers are unchanged.
+ */
+int  bch_mover_add_indirect(struct bch_mover *m, const struct bch_bkey *v, const struct bch_move_op *op);
 /* Commit the queued replacements (compare-and-swap each). */
 int  bch_mover_flush(struct bch_mover *m);
 /* Flush, then free.  Returns the flush's error. */

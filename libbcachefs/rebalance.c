@@ -32,6 +32,7 @@
 #include "journal.h"
 #include "move.h"
 #include "rebalance.h"
+#include "reflink.h"
 #include "snapshot.h"
 #include "super.h"
 
@@ -257,6 +258,62 @@ static void op_for(struct bch_fs *c, const struct bch_bkey *k, const struct bch_
 }
 
 /*
+ * A reflink_p of the inode: the indirect extents behind it (reflink.h) get
+ * the inode's options, moved once for every file sharing them (an extent
+ * that already satisfies them, moved through another sharer, is left).
+ * No space or no readable copy: *waiting, as for the inode's own extents.
+ */
+static int indirect_step(struct bch_fs *c, struct bch_mover *m, const struct bch_bkey *p,
+			 const struct bch_io_opts *o, uint64_t *waiting)
+{
+	const struct bch_reflink_p *rp = bkey_val(p);
+	struct bch_bkey *v[BCH_MOVE_BATCH_KEYS];
+	uint64_t from = rp->idx, end = rp->idx + p->size;
+	int r = 0;
+
+	if (!c->roots->r[BCH_BTREE_ID_reflink].key)
+		return 0;	/* damage fsck mends (reflink_p_dangling) */
+	while (!r && from < end) {
+		struct btree_iter it;
+		const struct bch_bkey *k;
+		unsigned nr = 0;
+		int err = 0;
+		/* copied out: the mover's commits change the leaves */
+		bch_btree_iter_init(&it, c, BCH_BTREE_ID_reflink, POS(0, from + 1, 0), POS(0, UINT64_MAX, 0));
+		while (nr < BCH_MOVE_BATCH_KEYS && (k = bch_btree_iter_next(&it, &err)) &&
+		       bch_extent_start(k) < end) {
+			from = k->p.offset;
+			if (k->type == BCH_BKEY_reflink_v && !(v[nr++] = bch_bkey_dup(k)))
+				err = -ENOMEM;
+		}
+		if (nr < BCH_MOVE_BATCH_KEYS)
+			from = end;
+		bch_btree_iter_exit(&it);
+		r = err;
+		for (unsigned i = 0; i < nr; i++) {
+			struct bch_bkey *x = bch_reflink_v_to_extent(v[i]);
+			unsigned why = x ? bch_extent_rebalance_reasons(c, x, o) : 0;
+			if (!r && !x)
+				r = -ENOMEM;
+			if (!r && why) {
+				struct bch_move_op op;
+				op_for(c, x, o, why, &op);
+				int a = bch_mover_add_indirect(m, v[i], &op);
+				if (a == -BCH_ERR_no_space || a == -EIO || a == -EINVAL) {
+					if (*waiting == UINT64_MAX)
+						*waiting = bch_extent_start(p);
+				} else if (a) {
+					r = a;
+				}
+			}
+			free(x);
+			free(v[i]);
+		}
+	}
+	return r;
+}
+
+/*
  * Work inode inum from cursor: at most *budget sectors.  Sets *done when
  * the inode's end was reached; *waiting to the first extent that found no
  * space (UINT64_MAX: none).
@@ -295,7 +352,8 @@ static int inode_step(struct bch_fs *c, struct bch_mover *m, struct bch_move_sta
 		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, from, POS(inum, UINT64_MAX, UINT32_MAX));
 		while (nr < BCH_MOVE_BATCH_KEYS && (k = bch_btree_iter_next(&it, &err))) {
 			from = bpos_successor(k->p);
-			if (bch_extent_rebalance_reasons(c, k, &o) && !(keys[nr++] = bch_bkey_dup(k)))
+			if ((k->type == BCH_BKEY_reflink_p || bch_extent_rebalance_reasons(c, k, &o)) &&
+			    !(keys[nr++] = bch_bkey_dup(k)))
 				err = -ENOMEM;
 		}
 		bool end = nr < BCH_MOVE_BATCH_KEYS && !err;
@@ -313,6 +371,11 @@ static int inode_step(struct bch_fs *c, struct bch_mover *m, struct bch_move_sta
 				*next = bch_extent_start(key);
 				end = false;
 				break;
+			}
+			if (key->type == BCH_BKEY_reflink_p) {
+				r = indirect_step(c, m, key, &o, waiting);
+				*budget = *budget > key->size ? *budget - key->size : 0;
+				continue;
 			}
 			op_for(c, key, &o, why, &op);
 			/* a full target: do not read what cannot be written */

@@ -206,6 +206,10 @@ bool bch_replicas_key_devs(const struct bch_fs *c, unsigned btree_id, const stru
 		*data_type = BCH_DATA_user;
 		*devs = ptrs_devs(c, ((const struct bch_extent *)bkey_val(k))->ptrs,
 				  bch_extent_nr_ptrs(k), true);
+	} else if (k->type == BCH_BKEY_reflink_v && btree_id == BCH_BTREE_ID_reflink) {
+		unsigned nr = (bkey_val_bytes(k) - sizeof(struct bch_reflink_v)) / sizeof(struct bch_extent_ptr);
+		*data_type = BCH_DATA_user;	/* an indirect extent's copies (reflink.h) */
+		*devs = ptrs_devs(c, ((const struct bch_reflink_v *)bkey_val(k))->ptrs, nr, true);
 	} else {
 		return false;
 	}
@@ -247,7 +251,8 @@ int bch_replicas_mark_key(struct bch_fs *c, unsigned btree_id, const struct bch_
 	unsigned type;
 	uint64_t devs;
 
-	if (btree_id == BCH_BTREE_ID_extents || k->type == BCH_BKEY_btree_ptr)
+	if (btree_id == BCH_BTREE_ID_extents || btree_id == BCH_BTREE_ID_reflink ||
+	    k->type == BCH_BKEY_btree_ptr)
 		note_change(c);
 	return bch_replicas_key_devs(c, btree_id, k, &type, &devs) ? mark(c, type, devs) : 0;
 }
@@ -312,6 +317,13 @@ int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t)
 		while ((k = bch_btree_iter_next(&it, &r)) && !r)
 			r = add_key(c, t, BCH_BTREE_ID_extents, k);
 		bch_btree_iter_exit(&it);
+		/* and the indirect extents' leaves (reflink.h) */
+		if (!r && c->roots->r[BCH_BTREE_ID_reflink].key) {
+			bch_btree_iter_init(&it, c, BCH_BTREE_ID_reflink, POS_MIN, POS_MAX);
+			while ((k = bch_btree_iter_next(&it, &r)) && !r)
+				r = add_key(c, t, BCH_BTREE_ID_reflink, k);
+			bch_btree_iter_exit(&it);
+		}
 	}
 	struct bch_sb_field_journal *j = bch_sb_get_journal(c->sb);
 	size_t nr_runs = j ? ((size_t)j->field.u64s * 8 - sizeof(*j)) / sizeof(j->runs[0]) : 0;

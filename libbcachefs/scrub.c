@@ -18,6 +18,7 @@
 #include "extents.h"
 #include "fsck_files.h"
 #include "io.h"
+#include "reflink.h"
 #include "scrub.h"
 #include "snapshot.h"
 
@@ -225,7 +226,56 @@ static int put_extent(struct bch_fs *c, const struct bch_bkey *k)
 	return r;
 }
 
+/*
+ * An indirect extent's repair (reflink.h): the key as rewritten (n, an
+ * extent form) back as a reflink_v with v's refcount (read in this step,
+ * under the caller's lock: current).
+ */
+static int put_indirect(struct bch_fs *c, const struct bch_bkey *n, const struct bch_bkey *v)
+{
+	const struct bch_extent *e = bkey_val(n);
+	unsigned nr = bch_extent_nr_ptrs(n);
+	struct bch_bkey *nv = bch_bkey_alloc(BCH_BKEY_reflink_v, v->p,
+					     sizeof(struct bch_reflink_v) + nr * sizeof(e->ptrs[0]));
+	struct btree_trans *t;
+	int r;
+
+	if (!nv)
+		return -ENOMEM;
+	struct bch_reflink_v *rv = bkey_val(nv);
+	nv->size = n->size;
+	nv->version = n->version;
+	rv->refcount = ((const struct bch_reflink_v *)bkey_val(v))->refcount;
+	rv->crc = e->crc;
+	memcpy(rv->ptrs, e->ptrs, nr * sizeof(e->ptrs[0]));
+	if (!(r = bch_trans_init(c, &t))) {
+		r = bch_trans_update(t, BCH_BTREE_ID_reflink, nv);
+		if (!r)
+			r = bch_trans_commit(t, 0);
+		bch_trans_exit(t);
+	}
+	free(nv);
+	return r;
+}
+
+static int scrub_extent_one(struct bch_fs *c, struct bch_scrub *s, const struct bch_bkey *k,
+			    const struct bch_bkey *indirect);
+
+/* k: an extent, or a reflink_v (its copies checked once, whatever its sharers). */
 static int scrub_extent(struct bch_fs *c, struct bch_scrub *s, const struct bch_bkey *k)
+{
+	if (k->type != BCH_BKEY_reflink_v)
+		return scrub_extent_one(c, s, k, NULL);
+	struct bch_bkey *x = bch_reflink_v_to_extent(k);
+	if (!x)
+		return -ENOMEM;
+	int r = scrub_extent_one(c, s, x, k);
+	free(x);
+	return r;
+}
+
+static int scrub_extent_one(struct bch_fs *c, struct bch_scrub *s, const struct bch_bkey *k,
+			    const struct bch_bkey *indirect)
 {
 	uint64_t devs = s->dev < 0 ? ~0ULL : 1ULL << s->dev;
 	struct bch_extent_scrub x;
@@ -248,7 +298,7 @@ static int scrub_extent(struct bch_fs *c, struct bch_scrub *s, const struct bch_
 		struct bch_bkey *n;
 		r = bch_extent_scrub_repair(c, k, &x, x.bad, &n, &fixed);
 		if (!r && n)
-			r = put_extent(c, n);
+			r = indirect ? put_indirect(c, n, indirect) : put_extent(c, n);
 		free(n);
 		if (r) {
 			bch_extent_scrub_exit(&x);
@@ -297,15 +347,26 @@ static int step_extents(struct bch_fs *c, struct bch_scrub *s, uint64_t budget)
 	int r = 0;
 
 	/* collect, then check: a repair changes the tree (no iterator open then) */
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, s->pos, POS_MAX);
+	/* the extents, then the indirect extents (reflink.h) */
+	bch_btree_iter_init(&it, c, s->in_reflink ? BCH_BTREE_ID_reflink : BCH_BTREE_ID_extents,
+			    s->pos, POS_MAX);
 	while (nr < STEP_KEYS && est < budget && (k = bch_btree_iter_next(&it, &r))) {
 		keys[nr++] = bch_bkey_dup(k);
 		if (k->type == BCH_BKEY_extent)
 			est += ((uint64_t)((const struct bch_extent *)bkey_val(k))->crc.compressed_sectors
 				<< BCH_SECTOR_SHIFT) * bch_extent_nr_ptrs(k);
+		else if (k->type == BCH_BKEY_reflink_v)
+			est += (uint64_t)((const struct bch_reflink_v *)bkey_val(k))->crc.compressed_sectors
+				<< BCH_SECTOR_SHIFT;
 	}
 	bch_btree_iter_exit(&it);
+	if (!nr && !r && !s->in_reflink && c->roots->r[BCH_BTREE_ID_reflink].key) {
+		s->in_reflink = true;
+		s->pos = POS_MIN;
+		return 0;
+	}
 	if (!nr && !r) {
+		s->in_reflink = false;
 		s->phase = 1;
 		s->btree_id = 0;
 		s->level = 0;

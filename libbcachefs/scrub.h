@@ -112,6 +112,7 @@ struct bch_scrub {
 
 	/* walk state (private) */
 	unsigned	phase;		/* 0 extents, 1 btree nodes, 2 done */
+	bool		in_reflink;	/* phase 0: in the reflink btree (after the extents) */
 	struct bch_bpos	pos;
 	unsigned	btree_id, level;
 };

@@ -14,6 +14,7 @@
 #include "extents.h"
 #include "inode.h"
 #include "snapshot.h"
+#include "reflink.h"
 #include "super.h"
 
 struct bch_snapshots {
@@ -548,6 +549,11 @@ int bch_bkey_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned bt
 {
 	int r = bch_bkey_validate(k, btree_id, level, err, errlen);
 
+	if (!r && !level && (k->type == BCH_BKEY_reflink_v || k->type == BCH_BKEY_reflink_p) &&
+	    !(c->sb->features & BCH_FEATURE_REFLINK))
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid,
+				"%s key in a filesystem without the reflink feature",
+				bch_bkey_type_name(k->type));
 	if (r || level || !bch_btree_id_is_file(btree_id) || !k->p.snapshot ||
 	    (c->sb->features & BCH_FEATURE_SNAPSHOTS))
 		return r;
@@ -864,6 +870,8 @@ static int gc_flush(struct bch_fs *c, unsigned id, struct gc_batch *b)
 		struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = b->del[i]->p };
 		r = bch_trans_update(t, id, &d);
 	}
+	if (!r)		/* dropped reflink_p keys give back their references (reflink.h) */
+		r = bch_reflink_refs_trans(c, t, &b->u);
 	if (!r)
 		r = bch_trans_commit(t, 0);
 	bch_trans_exit(t);
@@ -939,7 +947,8 @@ static int gc_btree(struct gc_state *g, unsigned id, struct gc_batch *b, struct 
 				b->del[b->nr++] = group[i];
 				++*freed;
 			}
-			if (b->nr >= GC_BATCH || !*budget) {
+			/* a dropped reflink_p changes an indirect extent too (reflink.h) */
+			if (b->nr + (REFLINK_P_WEIGHT - 1) * b->u.nr_refs >= GC_BATCH || !*budget) {
 				/* the tree is about to change, or the step is over: go on after this position */
 				struct bch_bpos last = POS(gp.inode, gp.offset, UINT32_MAX);
 				*more = !bpos_eq(last, POS_MAX);

@@ -398,9 +398,32 @@ recipe_snapshots() {
 	expect subvolume list "$(colon)" ' /snap$'
 	finish
 }
+# feature reflink (bit 3, issue 31; built from version 3): files sharing
+# their data through indirect extents (image cp --reflink), one sharer of
+# three removed (refcounts 2 left), one copy shared again (refcount 3)
+recipe_reflink() {
+	since 3 || return 0
+	begin reflink base,files
+	fmt --fs-size=17M DEV0
+	put opts/file 300000 /shared 1700000500
+	for c in /copy /gone; do
+		bch image cp --reflink "$(colon)" /shared "$c"
+		bch image touch "$(colon)" -d @1700000501 "$c" /
+	done
+	bch image rm "$(colon)" /gone
+	bch image cp --reflink "$(colon)" /text/t09 /t09-copy
+	bch image touch "$(colon)" -d @1700000502 /t09-copy /
+	cp -p "$want/shared" "$want/copy"
+	cp -p "$want/text/t09" "$want/t09-copy"
+	touch -d @1700000501 "$want/copy"
+	touch -d @1700000502 "$want/t09-copy" "$want"
+	expect list -b reflink "$(colon)" 'reflink_v .*refcount 2'
+	expect list -b extents "$(colon)" 'reflink_p size [0-9]+ idx'
+	finish
+}
 
 recipes="plain replicas2 targets lz4 gzip zstd bgcompress encrypted encrypted_nopass
-encrypted_zstd checksums nochecksum smallnodes unclean metadup metadup_unclean snapshots"
+encrypted_zstd checksums nochecksum smallnodes unclean metadup metadup_unclean snapshots reflink"
 
 for r in ${only:-$recipes}; do
 	r=$(echo "$r" | tr - _)
