@@ -548,6 +548,8 @@ int bch_bkey_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned bt
 {
 	int r = bch_bkey_validate(k, btree_id, level, err, errlen);
 
+	if (!r && !level && btree_id == BCH_BTREE_ID_inodes)
+		r = bch_inode_validate_fs(c, k, err, errlen);
 	if (r || level || !bch_btree_id_is_file(btree_id) || !k->p.snapshot ||
 	    (c->sb->features & BCH_FEATURE_SNAPSHOTS))
 		return r;
