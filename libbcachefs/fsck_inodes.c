@@ -115,6 +115,23 @@ static void data_lost(struct fstate *s, const struct sectors_wrong *w, const cha
 	fsck_fix_done(s, BCH_FSCK_inode_data_lost, 0);
 }
 
+/*
+ * An older version of the key may still sit in an earlier bset of the leaf,
+ * and every version is validated when the leaf is read: write the leaf
+ * whole, as pass 4 does for keys it drops.
+ */
+static int rewrite_leaf(struct bch_fs *c, uint64_t inum)
+{
+	struct btree *b;
+	int r = bch_btree_find_node(c, BCH_BTREE_ID_inodes, 0, POS(0, inum, 0), &b);
+
+	if (r)
+		return r;
+	r = bch_btree_node_rewrite(c, b);
+	bch_btree_node_put(c, b);
+	return r;
+}
+
 /* Pass 7: the file flags of inum, found bad in pass 6: unknown bits, then flags without the feature. */
 static void flags_bad(struct fstate *s, uint64_t inum)
 {
@@ -149,6 +166,8 @@ static void flags_bad(struct fstate *s, uint64_t inum)
 	if (!fix_unknown && !fix_feature)
 		return;
 	r = fsck_update_inode(s->c, inum, &in);
+	if (!r)
+		r = rewrite_leaf(s->c, inum);
 	if (fix_unknown)
 		fsck_fix_done(s, BCH_FSCK_inode_flags_unknown, r);
 	if (fix_feature)
