@@ -718,9 +718,10 @@ static int kids_fn(void *priv, const char *name, size_t len, uint64_t inum, unsi
 
 /*
  * rm -f: clear the immutable and append-only flags (chattr -ia) of inum and,
- * with tree, of everything below it, so the removal may go on.
+ * with tree, of everything below it, so the removal may go on.  dry: clear
+ * nothing, return 1 when something has them (the read-only check pass).
  */
-static int unfreeze(struct bch_fs *c, uint64_t inum, bool tree)
+static int unfreeze(struct bch_fs *c, uint64_t inum, bool tree, bool dry)
 {
 	const unsigned frozen = FS_IMMUTABLE_FL | FS_APPEND_FL;
 	struct kids k = { 0 };
@@ -730,12 +731,12 @@ static int unfreeze(struct bch_fs *c, uint64_t inum, bool tree)
 	int r = bch_fs_get_flags(c, inum, &fl, &project);
 
 	if (!r && (fl & frozen))
-		r = bch_fs_set_flags(c, inum, fl & ~frozen, project, NULL);
+		r = dry ? 1 : bch_fs_set_flags(c, inum, fl & ~frozen, project, NULL);
 	if (r || !tree || (r = bch_fs_getattr(c, inum, &st)) || !S_ISDIR(st.st_mode))
 		return r;
 	r = bch_fs_readdir(c, inum, 0, kids_fn, &k);
 	for (size_t i = 0; i < k.nr && !r; i++)
-		r = unfreeze(c, k.v[i], true);
+		r = unfreeze(c, k.v[i], true, dry);
 	free(k.v);
 	return r;
 }
@@ -760,11 +761,20 @@ static int verb_rm(struct img *im, int argc, char **argv)
 		char buf[4096], *name;
 		uint64_t inum;
 		int r = split_path(im, argv[i], &dir, buf, sizeof(buf), &name);
-		/* -f: immutable and append-only files go too (their flags first) */
-		if (!r && force && !im->check_only && !bch_fs_lookup(im->c, dir, name, &inum))
-			r = unfreeze(im->c, inum, recursive);
+		/*
+		 * -f: immutable and append-only files go too (their flags first;
+		 * the check pass, read-only, cannot clear them: it lets them by)
+		 */
+		bool frozen = false;
+		if (!r && force && !bch_fs_lookup(im->c, dir, name, &inum)) {
+			r = unfreeze(im->c, inum, recursive, im->check_only);
+			frozen = r == 1;
+			r = r == 1 ? 0 : r;
+		}
 		if (!r)
 			r = recursive ? copy_rm_tree(im->c, dir, name) : bch_fs_unlink(im->c, dir, name);
+		if (r == -EPERM && im->check_only && frozen)
+			r = 0;
 		if (r == -EISDIR && !recursive)
 			r = -EISDIR;
 		if (r == -EPERM && !force) {
