@@ -5,7 +5,8 @@
 #   flags     chattr +i/+a/+d/+A and lsattr on files and directories; what
 #             an immutable or append-only file (or directory) refuses: writes,
 #             truncate, unlink, rename, link, chmod, chown, times, xattrs;
-#             which flags new files inherit; +A keeps atime
+#             which flags new files inherit; +A keeps atime; a fifo has
+#             none (the kernel's FUSE fileattr: files and directories only)
 #   nobody    chattr by a non-owner, +i/+a by an owner without
 #             CAP_LINUX_IMMUTABLE, an owner's +d; writes by the owner to an
 #             append-only file
@@ -107,6 +108,8 @@ flags_seq() {
 	echo data > $D/t; touch -a -d @1000000000 $D/t; touch -m -d @1000000001 $D/t
 	chattr +A $D/t; cat $D/t > /dev/null; echo "atime with +A: $(stat -c %X $D/t)"
 	chattr -A $D/t; cat $D/t > /dev/null; [ "$(stat -c %X $D/t)" != 1000000000 ] && echo "atime without +A: moved"
+	# the kernel asks FUSE (fileattr) for regular files and directories only
+	mkfifo $D/p; lsa -d $D/p; try "chattr +d fifo" chattr +d $D/p
 	ls $D | tr '\n' ' '; echo
 }
 for k in tmpfs ours; do
