@@ -2037,6 +2037,11 @@ static void usage(FILE *f)
 "or root: see \"File options\" in bcachefs(8).  A write that does not fit\n"
 "fails with ENOSPC at that write(2) (the kernel caches no writes), fallocate\n"
 "reserves real space, and a full filesystem still deletes.\n"
+"chattr/lsattr work on files and directories: immutable (i), append-only (a),\n"
+"nodump (d), noatime (A), sync (S) and the project ID (-p), kept with the\n"
+"kernel's rules (i and a by root only).  mknod of a 0/0 character device and\n"
+"renameat2(RENAME_WHITEOUT) make whiteouts: the mount can be an overlayfs\n"
+"upper and work directory.\n"
 "Mounted read-write, a background thread moves data to its background_target\n"
 "and recompresses it with background_compression (rebalance) in small steps\n"
 "between requests; when the target is full it waits, using no CPU, until\n"
@@ -2052,7 +2057,8 @@ static void usage(FILE *f)
 "mount.fuse.bcachefs, so `mount -t fuse.bcachefs DEVICE MOUNTPOINT` and fstab\n"
 "entries work (as root: suid,dev unless nosuid/nodev are given, as mount(8)\n"
 "means), and so does `mount -o remount,OPTIONS MOUNTPOINT`.\n"
-"Exit: 0 unmounted cleanly, 1 failure, 16 usage error.\n");
+"Exit: 0 unmounted cleanly, 1 failure, 16 usage error; a refused remount 32\n"
+"(as mount(8) documents), 1 when the caller is not root.\n");
 }
 
 /*
