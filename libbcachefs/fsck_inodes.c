@@ -53,14 +53,14 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 	ino_set_mode(ii, i->mode);
 	fsck_ino_set_nlink(&s->inodes, k->p.offset, ii, i->nlink);
 	if (bch_inode_flags_check(s->c->sb->features, i) != BCH_INODE_FLAGS_OK &&
-	    (!s->nr_flags_bad || s->flags_bad[s->nr_flags_bad - 1] != k->p.offset)) {
+	    (!s->nr_flags_bad || s->flags_bad[s->nr_flags_bad - 1].offset != k->p.offset)) {
 		if (s->nr_flags_bad == s->flags_bad_cap) {
 			s->flags_bad_cap = s->flags_bad_cap ? 2 * s->flags_bad_cap : 16;
 			s->flags_bad = realloc(s->flags_bad, s->flags_bad_cap * sizeof(*s->flags_bad));
 			if (!s->flags_bad)
 				abort();
 		}
-		s->flags_bad[s->nr_flags_bad++] = k->p.offset;
+		s->flags_bad[s->nr_flags_bad++] = k->p;
 	}
 	ii->bits |= INO_LOADED;
 	if (i->flags & BCH_INODE_UNLINKED) {
@@ -116,14 +116,14 @@ static void data_lost(struct fstate *s, const struct sectors_wrong *w, const cha
 }
 
 /*
- * An older version of the key may still sit in an earlier bset of the leaf,
- * and every version is validated when the leaf is read: write the leaf
- * whole, as pass 4 does for keys it drops.
+ * An older version of the key (at pos) may still sit in an earlier bset of
+ * its leaf, and every version is validated when the leaf is read: write the
+ * leaf whole, as pass 4 does for keys it drops.
  */
-static int rewrite_leaf(struct bch_fs *c, uint64_t inum)
+static int rewrite_leaf(struct bch_fs *c, struct bch_bpos pos)
 {
 	struct btree *b;
-	int r = bch_btree_find_node(c, BCH_BTREE_ID_inodes, 0, POS(0, inum, 0), &b);
+	int r = bch_btree_find_node(c, BCH_BTREE_ID_inodes, 0, pos, &b);
 
 	if (r)
 		return r;
@@ -132,9 +132,13 @@ static int rewrite_leaf(struct bch_fs *c, uint64_t inum)
 	return r;
 }
 
-/* Pass 7: the file flags of inum, found bad in pass 6: unknown bits, then flags without the feature. */
-static void flags_bad(struct fstate *s, uint64_t inum)
+/*
+ * Pass 7: the file flags of the inode whose key pass 6 found bad at pos:
+ * unknown bits, then flags without the feature.
+ */
+static void flags_bad(struct fstate *s, struct bch_bpos pos)
 {
+	uint64_t inum = pos.offset;
 	struct bch_inode in;
 	char where[640], detail[128], names[96];
 	bool fix_unknown = false, fix_feature = false;
@@ -167,7 +171,7 @@ static void flags_bad(struct fstate *s, uint64_t inum)
 		return;
 	r = fsck_update_inode(s->c, inum, &in);
 	if (!r)
-		r = rewrite_leaf(s->c, inum);
+		r = rewrite_leaf(s->c, pos);
 	if (fix_unknown)
 		fsck_fix_done(s, BCH_FSCK_inode_flags_unknown, r);
 	if (fix_feature)
