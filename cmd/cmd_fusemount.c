@@ -65,6 +65,7 @@
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <limits.h>
+#include <linux/fs.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,7 +347,7 @@ static void atime_write(struct fmount *m, uint64_t inum, int64_t atime)
 	if (m->read_only || bch_fs_getattr(m->c, inum, &st))
 		return;
 	struct bch_setattr sa = {
-		.valid = BCH_SETATTR_ATIME | BCH_SETATTR_CTIME,
+		.valid = BCH_SETATTR_ATIME | BCH_SETATTR_CTIME | BCH_SETATTR_ATIME_READ,
 		.atime = atime,
 		.ctime = ts_ns(st.st_ctim),
 	};
@@ -392,6 +393,15 @@ static int getattr(struct fmount *m, uint64_t inum, struct stat *st)
 	return r;
 }
 
+/* chattr +A: reads of inum leave its atime (Linux's S_NOATIME).  Lock held. */
+static bool file_noatime(struct fmount *m, uint64_t inum)
+{
+	unsigned fl;
+	uint32_t project;
+
+	return !bch_fs_get_flags(m->c, inum, &fl, &project) && (fl & FS_NOATIME_FL);
+}
+
 /*
  * touch_atime(): a read of inum (a file's data, a listing, a symlink's
  * target) reached us: update its atime by the mount's rules.  Lock held.
@@ -402,7 +412,7 @@ static void read_atime(struct fmount *m, uint64_t inum)
 	int64_t now = bch_now_ns();
 
 	if (m->read_only || m->atime == ATIME_NONE || getattr(m, inum, &st) ||
-	    !atime_due(m, &st, ts_ns(st.st_atim), now))
+	    !atime_due(m, &st, ts_ns(st.st_atim), now) || file_noatime(m, inum))
 		return;
 	if (!m->lazytime) {
 		atime_write(m, inum, now);
@@ -492,11 +502,13 @@ static void bg_wake(struct fmount *m, bool unpark)
 }
 
 #define CAP_FSETID_BIT	4	/* <linux/capability.h> CAP_FSETID */
+#define CAP_FOWNER_BIT	3	/* CAP_FOWNER */
+#define CAP_LINUX_IMMUTABLE_BIT	9	/* CAP_LINUX_IMMUTABLE */
 
 /*
  * Who asks, for the set-id rules (fs_ops.h), malloc'd (free() it; NULL: no
  * memory): fuse_req_ctx() has the fsuid and fsgid; the supplementary groups
- * and CAP_FSETID are read from /proc/PID/status.  A request the kernel makes
+ * and CAP_FSETID, CAP_FOWNER and CAP_LINUX_IMMUTABLE are read from /proc/PID/status.  A request the kernel makes
  * itself (pid 0) or whose process is gone counts as privileged only for
  * uid 0.
  */
@@ -511,7 +523,8 @@ static struct bch_caller *caller_new(fuse_req_t req)
 
 	if (!cr)
 		return NULL;
-	*cr = (struct bch_caller) { .uid = ctx->uid, .gid = ctx->gid, .cap_fsetid = !ctx->uid };
+	*cr = (struct bch_caller) { .uid = ctx->uid, .gid = ctx->gid, .cap_fsetid = !ctx->uid,
+				    .cap_fowner = !ctx->uid, .cap_linux_immutable = !ctx->uid };
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
 	if (!ctx->pid || !(f = fopen(path, "re")))
 		return cr;
@@ -528,7 +541,10 @@ static struct bch_caller *caller_new(fuse_req_t req)
 				groups[nr++] = g;
 			}
 		} else if (!strncmp(line, "CapEff:", 7)) {
-			cr->cap_fsetid = (strtoull(line + 7, NULL, 16) >> CAP_FSETID_BIT) & 1;
+			unsigned long long caps = strtoull(line + 7, NULL, 16);
+			cr->cap_fsetid = (caps >> CAP_FSETID_BIT) & 1;
+			cr->cap_fowner = (caps >> CAP_FOWNER_BIT) & 1;
+			cr->cap_linux_immutable = (caps >> CAP_LINUX_IMMUTABLE_BIT) & 1;
 		}
 	}
 	free(line);
@@ -943,7 +959,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	struct fmount *m = FM(req);
 	unsigned f = 0;
 
-	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) {
 		lf->reply_err(req, EINVAL);
 		return;
 	}
@@ -952,9 +968,35 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	if (flags & RENAME_EXCHANGE)
 		f |= BCH_RENAME_EXCHANGE;
 	LOCK(m);
-	int r = bch_fs_rename(m->c, from_fuse(parent), name, from_fuse(newparent), newname, f);
+	/* RENAME_WHITEOUT (overlayfs): the kernel checked who may; the whiteout is the caller's */
+	const struct fuse_ctx *ctx = lf->req_ctx(req);
+	int r = (flags & RENAME_WHITEOUT)
+		? bch_fs_rename_whiteout(m->c, from_fuse(parent), name, from_fuse(newparent), newname, f,
+					 ctx->uid, ctx->gid)
+		: bch_fs_rename(m->c, from_fuse(parent), name, from_fuse(newparent), newname, f);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
+}
+
+/*
+ * may_open(): an immutable file opens for reading only; an append-only one
+ * for writing only with O_APPEND, never with O_TRUNC.  (The kernel knows no
+ * FUSE file's flags, so the open is refused here.)  Lock held.
+ */
+static int open_flags_check(struct fmount *m, uint64_t inum, int oflags)
+{
+	unsigned fl;
+	uint32_t project;
+	int r = bch_fs_get_flags(m->c, inum, &fl, &project);
+	bool write = (oflags & O_ACCMODE) != O_RDONLY || (oflags & O_TRUNC);
+
+	if (r || !write)
+		return r;
+	if (fl & FS_IMMUTABLE_FL)
+		return -EPERM;
+	if ((fl & FS_APPEND_FL) && (!(oflags & O_APPEND) || (oflags & O_TRUNC)))
+		return -EPERM;
+	return 0;
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -964,6 +1006,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	LOCK(m);
 	int r = bch_fs_getattr(m->c, from_fuse(ino), &st);
+	if (!r)
+		r = open_flags_check(m, from_fuse(ino), fi->flags);
 	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode))
 		r = kill_priv(req, m, from_fuse(ino));
 	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode) && st.st_size) {
@@ -980,7 +1024,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	    !(fi->flags & O_TRUNC)) {
 		struct stat now;
 		if (!getattr(m, from_fuse(ino), &now))
-			due = atime_due(m, &now, ts_ns(now.st_atim), bch_now_ns());
+			due = atime_due(m, &now, ts_ns(now.st_atim), bch_now_ns()) &&
+			      !file_noatime(m, from_fuse(ino));
 		if (due && !now.st_size)
 			read_atime(m, from_fuse(ino));
 	}
@@ -1561,6 +1606,133 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		lf->reply_write(req, done);
 }
 
+/* ------------------------------------------------------------ file flags */
+
+/* FS_XFLAG_* of FS_IOC_FSGETXATTR and the FS_*_FL they stand for */
+static const struct { unsigned x, fl; } xflags[] = {
+	{ FS_XFLAG_IMMUTABLE,	FS_IMMUTABLE_FL },
+	{ FS_XFLAG_APPEND,	FS_APPEND_FL },
+	{ FS_XFLAG_SYNC,	FS_SYNC_FL },
+	{ FS_XFLAG_NOATIME,	FS_NOATIME_FL },
+	{ FS_XFLAG_NODUMP,	FS_NODUMP_FL },
+};
+
+static unsigned fl_to_xflags(unsigned fl)
+{
+	unsigned x = 0;
+
+	for (size_t i = 0; i < sizeof(xflags) / sizeof(xflags[0]); i++)
+		if (fl & xflags[i].fl)
+			x |= xflags[i].x;
+	return x;
+}
+
+/* -EOPNOTSUPP for an xflag not kept here */
+static int xflags_to_fl(unsigned x, unsigned *fl)
+{
+	*fl = 0;
+	for (size_t i = 0; i < sizeof(xflags) / sizeof(xflags[0]); i++)
+		if (x & xflags[i].x) {
+			*fl |= xflags[i].fl;
+			x &= ~xflags[i].x;
+		}
+	return x ? -EOPNOTSUPP : 0;
+}
+
+/* Set the flags (and project) as the caller of req; lock held. */
+static int ioctl_set(fuse_req_t req, struct fmount *m, uint64_t inum, unsigned fl, uint32_t project)
+{
+	struct bch_caller *cr = caller_new(req);
+
+	if (!cr)
+		return -ENOMEM;
+	int r = bch_fs_set_flags(m->c, inum, fl, project, cr);
+	free(cr);
+	return r;
+}
+
+/*
+ * chattr(1) and lsattr(1): FS_IOC_GETFLAGS / SETFLAGS (an int, whatever the
+ * command's encoded size says: the kernel's fileattr code sends 4 bytes) and
+ * FS_IOC_FSGETXATTR / FSSETXATTR (struct fsxattr: the same flags and the
+ * project ID; extent size hints are not kept, so nonzero ones are refused).
+ * The kernel sends these for regular files and directories only (fs/fuse
+ * fileattr), after its own owner and CAP_LINUX_IMMUTABLE checks; the engine
+ * checks again with the caller's credentials.  Anything else: ENOTTY.
+ */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
+		     size_t out_bufsz)
+{
+	struct fmount *m = FM(req);
+	uint64_t inum = from_fuse(ino);
+	unsigned fl = 0;
+	uint32_t project = 0;
+	struct fsxattr fa;
+	int r, v;
+	(void)arg;
+	(void)fi;
+
+	if (flags & FUSE_IOCTL_COMPAT) {
+		lf->reply_err(req, ENOTTY);
+		return;
+	}
+	LOCK(m);
+	switch (cmd) {
+	case FS_IOC_GETFLAGS:
+		r = out_bufsz < sizeof(int) ? -EINVAL : bch_fs_get_flags(m->c, inum, &fl, &project);
+		UNLOCK(m);
+		v = fl;
+		if (r)
+			lf->reply_err(req, -r);
+		else
+			lf->reply_ioctl(req, 0, &v, sizeof(v));
+		return;
+	case FS_IOC_FSGETXATTR:
+		r = out_bufsz < sizeof(fa) ? -EINVAL : bch_fs_get_flags(m->c, inum, &fl, &project);
+		UNLOCK(m);
+		memset(&fa, 0, sizeof(fa));
+		fa.fsx_xflags = fl_to_xflags(fl);
+		fa.fsx_projid = project;
+		if (r)
+			lf->reply_err(req, -r);
+		else
+			lf->reply_ioctl(req, 0, &fa, sizeof(fa));
+		return;
+	case FS_IOC_SETFLAGS:
+		if (in_bufsz < sizeof(int)) {
+			r = -EINVAL;
+			break;
+		}
+		memcpy(&v, in_buf, sizeof(v));
+		r = bch_fs_get_flags(m->c, inum, &fl, &project);
+		if (!r)
+			r = ioctl_set(req, m, inum, (unsigned)v, project);
+		break;
+	case FS_IOC_FSSETXATTR:
+		if (in_bufsz < sizeof(fa)) {
+			r = -EINVAL;
+			break;
+		}
+		memcpy(&fa, in_buf, sizeof(fa));
+		r = fa.fsx_extsize || fa.fsx_cowextsize ? -EINVAL : xflags_to_fl(fa.fsx_xflags, &fl);
+		if (!r)		/* every flag kept here has its xflag: all are set */
+			r = ioctl_set(req, m, inum, fl, fa.fsx_projid);
+		break;
+	default:
+		r = -ENOTTY;
+		break;
+	}
+	UNLOCK(m);
+	/* ctime changed: the kernel's cached attributes go */
+	if (!r && m->se)
+		lf->lowlevel_notify_inval_inode(m->se, ino, -1, 0);
+	if (r)
+		lf->reply_err(req, -r);
+	else
+		lf->reply_ioctl(req, 0, NULL, 0);
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init		= op_init,
 	.destroy	= op_destroy,
@@ -1597,6 +1769,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.fallocate	= op_fallocate,
 	.lseek		= op_lseek,
 	.copy_file_range = op_copy_file_range,
+	.ioctl		= op_ioctl,
 };
 
 /* ------------------------------------------------------------ background work */
@@ -1864,6 +2037,11 @@ static void usage(FILE *f)
 "or root: see \"File options\" in bcachefs(8).  A write that does not fit\n"
 "fails with ENOSPC at that write(2) (the kernel caches no writes), fallocate\n"
 "reserves real space, and a full filesystem still deletes.\n"
+"chattr/lsattr work on files and directories: immutable (i), append-only (a),\n"
+"nodump (d), noatime (A), sync (S) and the project ID (-p), kept with the\n"
+"kernel's rules (i and a by root only).  mknod of a 0/0 character device and\n"
+"renameat2(RENAME_WHITEOUT) make whiteouts: the mount can be an overlayfs\n"
+"upper and work directory.\n"
 "Mounted read-write, a background thread moves data to its background_target\n"
 "and recompresses it with background_compression (rebalance) in small steps\n"
 "between requests; when the target is full it waits, using no CPU, until\n"
@@ -1879,7 +2057,8 @@ static void usage(FILE *f)
 "mount.fuse.bcachefs, so `mount -t fuse.bcachefs DEVICE MOUNTPOINT` and fstab\n"
 "entries work (as root: suid,dev unless nosuid/nodev are given, as mount(8)\n"
 "means), and so does `mount -o remount,OPTIONS MOUNTPOINT`.\n"
-"Exit: 0 unmounted cleanly, 1 failure, 16 usage error.\n");
+"Exit: 0 unmounted cleanly, 1 failure, 16 usage error; a refused remount 32\n"
+"(as mount(8) documents), 1 when the caller is not root.\n");
 }
 
 /*
@@ -2114,8 +2293,12 @@ static bool in_list(const char *o, const char *list)
  * mounted filesystem is refused by name before anything changes.  Going
  * read-only, the kernel first (it refuses while a file is open for
  * writing: EBUSY), then the daemon; otherwise the daemon first (it may fail
- * to open the devices read-write), then the kernel.  Exit code.
+ * to open the devices read-write), then the kernel.  Exit code as mount(8)
+ * documents it: 32 for a refused remount, 1 for a caller who is not root.
  */
+/* mount(8)'s exit status for a mount (or remount) that failed; 1 is a bad invocation or permission */
+#define MOUNT_EX_FAIL	32
+
 static int remount_front(const char *mnt, const char *list)
 {
 	char real[PATH_MAX], vfs[4096], sup[4096], dopts[8192] = "";
@@ -2126,7 +2309,7 @@ static int remount_front(const char *mnt, const char *list)
 
 	if (!realpath(mnt, real) || find_mount(real, vfs, sup, sizeof(vfs))) {
 		cmd_err("fusemount", "%s: remount: not a mounted bcachefs filesystem", mnt);
-		return EXIT_FAIL;
+		return MOUNT_EX_FAIL;
 	}
 	if (geteuid()) {
 		cmd_err("fusemount", "%s: remount: only root may remount (as mount(8) says)", real);
@@ -2163,7 +2346,7 @@ static int remount_front(const char *mnt, const char *list)
 		cmd_err("fusemount", "%s: remount: option '%s' cannot change on a mounted filesystem "
 			"(unmount and mount again)", real, o);
 		free(dup);
-		return EXIT_FAIL;
+		return MOUNT_EX_FAIL;
 	}
 	free(dup);
 	if (!atime_named)
@@ -2171,7 +2354,7 @@ static int remount_front(const char *mnt, const char *list)
 		     (cur & (MS_NOATIME | MS_NODIRATIME | MS_RELATIME | MS_STRICTATIME));
 	if (l >= sizeof(dopts) - 64) {
 		cmd_err("fusemount", "%s: remount: option list too long", real);
-		return EXIT_USAGE;
+		return EXIT_FAIL;	/* mount(8): incorrect invocation */
 	}
 	enum atime_mode am = atime_of(ms);
 	snprintf(dopts + l, sizeof(dopts) - l, "%s,%s,%s,%s", (ms & MS_RDONLY) ? "ro" : "rw",
@@ -2182,22 +2365,22 @@ static int remount_front(const char *mnt, const char *list)
 	char *check[] = { "remount", "--check", "-o", dopts, NULL };
 	char *apply[] = { "remount", "-o", dopts, NULL };
 	if ((r = ctl_forward("fusemount", real, 4, check)))
-		return r;
+		return MOUNT_EX_FAIL;
 	bool to_ro = (ms & MS_RDONLY) && !(cur & MS_RDONLY);
 	if (to_ro && (r = kernel_remount(real, ms))) {
 		cmd_err("fusemount", "%s: remount read-only: %s", real,
 			r == -EBUSY ? "busy (a file is open for writing)" : strerror(-r));
-		return EXIT_FAIL;
+		return MOUNT_EX_FAIL;
 	}
 	if ((r = ctl_forward("fusemount", real, 3, apply))) {
 		if (to_ro)
 			kernel_remount(real, cur);	/* the daemon stayed as it was */
-		return r;
+		return MOUNT_EX_FAIL;
 	}
 	if (!to_ro && (r = kernel_remount(real, ms))) {
 		cmd_err("fusemount", "%s: remount: the daemon took the options, the kernel refused "
 			"the flags: %s", real, strerror(-r));
-		return EXIT_FAIL;
+		return MOUNT_EX_FAIL;
 	}
 	return EXIT_OK;
 }

@@ -14,6 +14,7 @@
 #include <getopt.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <linux/fs.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "image_shrink.h"
+#include "inode.h"
 #include "progress.h"
 #include "snapshot.h"
 #include "opts.h"
@@ -378,13 +380,21 @@ static int verb_stat(struct img *im, int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		uint64_t inum;
 		struct stat st;
+		unsigned fl = 0;
+		uint32_t project = 0;
 		int r = bch_fs_lookup_path(im->c, argv[i], false, &inum);
 		if (!r)
 			r = bch_fs_getattr(im->c, inum, &st);
+		if (!r)
+			r = bch_fs_get_flags(im->c, inum, &fl, &project);
 		if (r) {
 			ret = verb_err(im, "stat", argv[i], r);
 			continue;
 		}
+		uint32_t bfl;
+		char names[96];
+		bch_inode_flags_from_fs(fl, &bfl);
+		bch_inode_flags_to_text(bfl, names, sizeof(names));
 		char a[64], m[64], c[64], mode[11];
 		time_string(st.st_atim, a, sizeof(a));
 		time_string(st.st_mtim, m, sizeof(m));
@@ -395,6 +405,16 @@ static int verb_stat(struct img *im, int argc, char **argv)
 			json_string(&j, "path", argv[i]);
 			json_u64(&j, "inode", inum);
 			json_stat(&j, &st);
+			/* chattr's flags by name (lsattr -l), and the project ID */
+			json_open(&j, "flags", true);
+			for (char *p = names, *e; *p; p = *e ? e + 1 : e) {
+				e = p + strcspn(p, ",");
+				char one[32];
+				snprintf(one, sizeof(one), "%.*s", (int)(e - p), p);
+				json_string(&j, NULL, one);
+			}
+			json_close(&j);
+			json_u64(&j, "project", project);
 			json_close(&j);
 			continue;
 		}
@@ -406,6 +426,7 @@ static int verb_stat(struct img *im, int argc, char **argv)
 			printf("  Device type: %u,%u", major(st.st_rdev), minor(st.st_rdev));
 		printf("\nAccess: (%04o/%s)  Uid: %u  Gid: %u\n", st.st_mode & 07777, mode, st.st_uid, st.st_gid);
 		printf("Access: %s\nModify: %s\nChange: %s\n", a, m, c);
+		printf(" Flags: %s  Project: %u\n", names[0] ? names : "(none)", (unsigned)project);
 	}
 	if (im->json)
 		json_end(&j);
@@ -670,6 +691,56 @@ static int verb_mkdir(struct img *im, int argc, char **argv)
 	return ret;
 }
 
+/* rm -f: the children of directory inum (not "." and "..", not subvolumes) */
+struct kids {
+	uint64_t	*v;
+	size_t		nr, cap;
+};
+
+static int kids_fn(void *priv, const char *name, size_t len, uint64_t inum, unsigned d_type,
+		   uint64_t next_pos)
+{
+	struct kids *k = priv;
+	(void)next_pos;
+
+	if ((len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.') ||
+	    d_type == BCH_DT_SUBVOL)
+		return 0;
+	if (k->nr == k->cap) {
+		uint64_t *n = realloc(k->v, (k->cap = k->cap ? 2 * k->cap : 16) * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		k->v = n;
+	}
+	k->v[k->nr++] = inum;
+	return 0;
+}
+
+/*
+ * rm -f: clear the immutable and append-only flags (chattr -ia) of inum and,
+ * with tree, of everything below it, so the removal may go on.  dry: clear
+ * nothing, return 1 when something has them (the read-only check pass).
+ */
+static int unfreeze(struct bch_fs *c, uint64_t inum, bool tree, bool dry)
+{
+	const unsigned frozen = FS_IMMUTABLE_FL | FS_APPEND_FL;
+	struct kids k = { 0 };
+	struct stat st;
+	unsigned fl;
+	uint32_t project;
+	int r = bch_fs_get_flags(c, inum, &fl, &project);
+
+	if (!r && (fl & frozen))
+		r = dry ? 1 : bch_fs_set_flags(c, inum, fl & ~frozen, project, NULL);
+	if (r || !tree || (r = bch_fs_getattr(c, inum, &st)) || !S_ISDIR(st.st_mode))
+		return r;
+	r = bch_fs_readdir(c, inum, 0, kids_fn, &k);
+	for (size_t i = 0; i < k.nr && !r; i++)
+		r = unfreeze(c, k.v[i], true, dry);
+	free(k.v);
+	return r;
+}
+
 static int verb_rm(struct img *im, int argc, char **argv)
 {
 	bool recursive = false, force = false;
@@ -688,13 +759,31 @@ static int verb_rm(struct img *im, int argc, char **argv)
 	for (int i = optind; i < argc; i++) {
 		uint64_t dir;
 		char buf[4096], *name;
+		uint64_t inum;
 		int r = split_path(im, argv[i], &dir, buf, sizeof(buf), &name);
+		/*
+		 * -f: immutable and append-only files go too (their flags first;
+		 * the check pass, read-only, cannot clear them: it lets them by)
+		 */
+		bool frozen = false;
+		if (!r && force && !bch_fs_lookup(im->c, dir, name, &inum)) {
+			r = unfreeze(im->c, inum, recursive, im->check_only);
+			frozen = r == 1;
+			r = r == 1 ? 0 : r;
+		}
 		if (!r)
 			r = recursive ? copy_rm_tree(im->c, dir, name) : bch_fs_unlink(im->c, dir, name);
+		if (r == -EPERM && im->check_only && frozen)
+			r = 0;
 		if (r == -EISDIR && !recursive)
 			r = -EISDIR;
-		if (r && !(force && r == -ENOENT) && verb_err(im, "rm", argv[i], r))
+		if (r == -EPERM && !force) {
+			cmd_err("image", "rm: %s: %s (immutable or append-only, or in such a directory: "
+				"-f removes such files)", argv[i], strerror(EPERM));
 			ret = EXIT_FAIL;
+		} else if (r && !(force && r == -ENOENT) && verb_err(im, "rm", argv[i], r)) {
+			ret = EXIT_FAIL;
+		}
 	}
 	return ret;
 }
@@ -1429,7 +1518,7 @@ static const struct verb {
 	{ "export-tar",	verb_export_tar, "", false, "[--since=OLD] TARFILE|- [PATH]", "write a pax tar archive (--since: the change from subvolume OLD to PATH, an OCI layer)", false, true },
 	{ "put",	verb_put, "r",	true,  "[-r] HOSTSRC PATH",	"copy in (directories whole)", true },
 	{ "mkdir",	verb_mkdir, "pm:",	true,  "[-p] [-m MODE] PATH...", "make directories", true },
-	{ "rm",		verb_rm, "rRf",	true,  "[-rf] PATH...",		"remove files (-r: trees)", true },
+	{ "rm",		verb_rm, "rRf",	true,  "[-rf] PATH...",		"remove files (-r: trees; -f: immutable and append-only ones too)", true },
 	{ "mv",		verb_mv, "",	true,  "SRC DST",		"rename or move", true },
 	{ "cp",		verb_cp, "",	true,  "[--reflink] SRC DST",	"copy a file (--reflink: share its data, no copy)", true, true },
 	{ "ln",		verb_ln, "s",	true,  "[-s] TARGET LINK",	"hard or symbolic link", true },

@@ -453,14 +453,26 @@ static void show_sb(struct out *o, const char *path, const struct bch_sb *sb,
 			snprintf(buf, sizeof(buf), "none");
 		out_str(o, "Key derivation", "key_derivation", buf);
 	}
-	if (o->json) {
+	/* the feature bits by name (bcachefs_format.h), in bit order */
+	static const struct { uint64_t bit; const char *name; } feat[] = {
+		{ BCH_FEATURE_ENCRYPTION, "encryption" }, { BCH_FEATURE_SNAPSHOTS, "snapshots" },
+		{ BCH_FEATURE_INODE_FLAGS, "inode_flags" }, { BCH_FEATURE_REFLINK, "reflink" },
+	};
+	char fbuf[128] = "";
+	size_t fl = 0;
+	if (o->json)
 		json_open(&o->j, "features", true);
-		if (encrypted)
-			json_string(&o->j, NULL, "encryption");
-		json_close(&o->j);
-	} else {
-		out_str(o, "Features", NULL, encrypted ? "encryption" : "(none)");
+	for (size_t n = 0; n < sizeof(feat) / sizeof(feat[0]); n++) {
+		if (!(sb->features & feat[n].bit))
+			continue;
+		if (o->json)
+			json_string(&o->j, NULL, feat[n].name);
+		fl += snprintf(fbuf + fl, sizeof(fbuf) - fl, "%s%s", fl ? "," : "", feat[n].name);
 	}
+	if (o->json)
+		json_close(&o->j);
+	else
+		out_str(o, "Features", NULL, fl ? fbuf : "(none)");
 	show_options(o, sb);
 	show_members(o, sb);
 	show_replicas(o, sb);

@@ -606,10 +606,12 @@ _Static_assert(__builtin_offsetof(struct bch_sb, opts) == 232, "sb opts");
 /* Feature bits: a reader refuses a filesystem with a feature it lacks. */
 #define BCH_FEATURE_ENCRYPTION	(1ULL << 0)
 #define BCH_FEATURE_SNAPSHOTS	(1ULL << 1)	/* a subvolume or snapshot was made */
+#define BCH_FEATURE_INODE_FLAGS	(1ULL << 2)	/* an inode had a file flag or project ID
+						 * (BCH_INODE_IMMUTABLE.., bch_inode.project) */
 #define BCH_FEATURE_REFLINK	(1ULL << 3)	/* the reflink btree exists: extents were
 						 * shared (reflink_v, reflink_p below) */
 #define BCH_FEATURES_KNOWN	(BCH_FEATURE_ENCRYPTION | BCH_FEATURE_SNAPSHOTS | \
-				 BCH_FEATURE_REFLINK)
+				 BCH_FEATURE_INODE_FLAGS | BCH_FEATURE_REFLINK)
 
 /* ------------------------------------------------------------------ keys */
 
@@ -793,7 +795,7 @@ _Static_assert(sizeof(struct bch_raw) == 8, "bch_raw size");
  *  52     4  uid
  *  56     4  gid
  *  60     4  nlink          links (directories: 2 + subdirectories)
- *  64     4  flags          BCH_INODE_*
+ *  64     4  flags          BCH_INODE_* (below)
  *  68     4  generation     bumped when an inode number is reused
  *  72     8  rdev           device number of block/char devices
  *  80     8  hash_seed
@@ -802,7 +804,7 @@ _Static_assert(sizeof(struct bch_raw) == 8, "bch_raw size");
  * 104     2  opt_compression   compression option + 1 (0: inherit)
  * 106     1  opt_data_checksum checksum option + 1 (0: inherit)
  * 107     1  opt_data_replicas replicas + 1 (0: inherit)
- * 108     4  pad            zero
+ * 108     4  project        project ID (FS_IOC_FSSETXATTR fsx_projid; 0: none)
  * 112     2  opt_background_compression  compression option + 1 (0: inherit)
  * 114     2  opt_foreground_target       target + 1 (0: inherit; targets as
  * 116     2  opt_background_target         in the superblock options,
@@ -832,7 +834,7 @@ struct bch_inode {
 	__le16			opt_compression;
 	__u8			opt_data_checksum;
 	__u8			opt_data_replicas;
-	__le32			pad;
+	__le32			project;	/* project ID (was pad: 0) */
 	__le16			opt_background_compression;
 	__le16			opt_foreground_target;
 	__le16			opt_background_target;
@@ -840,9 +842,32 @@ struct bch_inode {
 };
 _Static_assert(sizeof(struct bch_inode) == 120, "bch_inode size");
 
-/* Inode flags */
+/*
+ * Inode flags.  UNLINKED is the engine's own; the others are the file flags
+ * of chattr(1) (FS_IOC_SETFLAGS), kept with the kernel's meaning:
+ *   IMMUTABLE    no change at all: data, size, attributes, xattrs, names
+ *                (no unlink, rename, or link of it; in a directory, no name
+ *                added or removed).  Set and cleared by root
+ *                (CAP_LINUX_IMMUTABLE) only.
+ *   APPEND       data may only grow at the end; no truncate, unlink or
+ *                rename, no mode/owner/xattr change (a directory: names may
+ *                be added, not removed).  Root only, as IMMUTABLE.
+ *   NODUMP       dump(8) skips the file (kept and shown, nothing enforced)
+ *   NOATIME      reads do not update atime
+ *   SYNC         writes are synchronous (the FUSE daemon flushes after each)
+ * A filesystem where an inode has a file flag or a nonzero project ID has
+ * BCH_FEATURE_INODE_FLAGS; without that bit such an inode is invalid, so a
+ * damaged inode of an older filesystem is still found as before.
+ */
 #define BCH_INODE_UNLINKED	(1U << 0)	/* nlink 0, data being freed */
-#define BCH_INODE_FLAGS_KNOWN	(BCH_INODE_UNLINKED)
+#define BCH_INODE_IMMUTABLE	(1U << 1)	/* chattr +i */
+#define BCH_INODE_APPEND	(1U << 2)	/* chattr +a */
+#define BCH_INODE_NODUMP	(1U << 3)	/* chattr +d */
+#define BCH_INODE_NOATIME	(1U << 4)	/* chattr +A */
+#define BCH_INODE_SYNC		(1U << 5)	/* chattr +S */
+#define BCH_INODE_FILE_FLAGS	(BCH_INODE_IMMUTABLE | BCH_INODE_APPEND | BCH_INODE_NODUMP | \
+				 BCH_INODE_NOATIME | BCH_INODE_SYNC)
+#define BCH_INODE_FLAGS_KNOWN	(BCH_INODE_UNLINKED | BCH_INODE_FILE_FLAGS)
 
 /*
  * Names are hashed (SipHash-2-4 keyed by sb->str_hash_key, seeded by the

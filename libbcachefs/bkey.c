@@ -182,10 +182,7 @@ static int inode_validate(const struct bch_bkey *k, char *err, size_t errlen)
 	if (fmt != S_IFREG && fmt != S_IFDIR && fmt != S_IFLNK && fmt != S_IFCHR &&
 	    fmt != S_IFBLK && fmt != S_IFIFO && fmt != S_IFSOCK)
 		return INVALID("inode: bad file type in mode %o", (unsigned)i->mode);
-	if (i->flags & ~BCH_INODE_FLAGS_KNOWN)
-		return INVALID("inode: unknown flags %x", (unsigned)i->flags);
-	if (i->pad)
-		return INVALID("inode: nonzero padding");
+	/* flags and project: bch_inode_flags_check(), which needs the superblock */
 	/* stored + 1; a MAC is never a per-file choice (encryption decides it) */
 	if (i->opt_data_checksum > BCH_CSUM_chacha20_poly1305 || i->opt_data_replicas > BCH_REPLICAS_MAX + 1 ||
 	    !inode_opt_compression_ok(i->opt_compression) ||

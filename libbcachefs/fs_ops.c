@@ -182,6 +182,60 @@ static void touch(struct bch_inode *i, bool mtime)
 		i->mtime = now;
 }
 
+/*
+ * File flags: the kernel's rules for immutable and append-only inodes
+ * (fs/namei.c may_delete(), may_create(), vfs_link(); fs/attr.c
+ * notify_change(); fs/open.c do_truncate(); fs/xattr.c xattr_permission()).
+ * Each helper is one check, -EPERM when the flags refuse.
+ */
+#define FLAGS_FROZEN	(BCH_INODE_IMMUTABLE | BCH_INODE_APPEND)
+
+/* i is unlinked, renamed, linked, truncated, or its xattrs change; or a name leaves dir i */
+static int flags_no_change(const struct bch_inode *i)
+{
+	return i->flags & FLAGS_FROZEN ? -EPERM : 0;
+}
+
+/* a name is added to directory i */
+static int flags_dir_add(const struct bch_inode *i)
+{
+	return i->flags & BCH_INODE_IMMUTABLE ? -EPERM : 0;
+}
+
+/* data written at offset: append-only files only grow at the end */
+static int flags_write(const struct bch_inode *i, uint64_t offset)
+{
+	if (i->flags & BCH_INODE_IMMUTABLE)
+		return -EPERM;
+	return (i->flags & BCH_INODE_APPEND) && offset < i->size ? -EPERM : 0;
+}
+
+/* notify_change(): times set to now pass append-only, not immutable; a read's atime passes both */
+static int flags_setattr(const struct bch_inode *i, const struct bch_setattr *sa)
+{
+	unsigned v = sa->valid;
+
+	if (!(i->flags & FLAGS_FROZEN) || (v & BCH_SETATTR_ATIME_READ))
+		return 0;
+	if (i->flags & BCH_INODE_IMMUTABLE)
+		return -EPERM;
+	if ((v & (BCH_SETATTR_MODE | BCH_SETATTR_UID | BCH_SETATTR_GID | BCH_SETATTR_SIZE |
+		  BCH_SETATTR_BTIME)) ||
+	    ((v & BCH_SETATTR_ATIME) && sa->atime != BCH_TIME_NOW) ||
+	    ((v & BCH_SETATTR_MTIME) && sa->mtime != BCH_TIME_NOW))
+		return -EPERM;
+	return 0;
+}
+
+/* flags_no_change() for inum, read here (xattr calls) */
+static int flags_no_change_inum(struct bch_fs *c, uint64_t inum)
+{
+	struct bch_inode i;
+	int r = bch_inode_get(c, inum, &i);
+
+	return r ? ret_errno(r) : flags_no_change(&i);
+}
+
 /* Commit t (with u's extent accounting, if any). */
 static int commit(struct bch_fs *c, struct btree_trans *t, struct bch_extent_update *u)
 {
@@ -423,7 +477,7 @@ static int create_common(struct bch_fs *c, uint64_t dir, const char *name, mode_
 	int r;
 
 	if ((r = ino_get(c, &s, dir, &di)) || (r = new_name_check(c, dir, di, name, &slot)) ||
-	    (r = bch_inode_alloc_num(c, &inum)))
+	    (r = flags_dir_add(di)) || (r = bch_inode_alloc_num(c, &inum)))
 		return ret_errno(r);
 
 	ni = &s.v[s.nr];
@@ -536,6 +590,8 @@ static int v_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *nam
 		return -ENOENT;
 	if ((r = dirent_new_slot(c, dir, di, name, &slot)))
 		return ret_errno(r);
+	if ((r = flags_dir_add(di)) || (r = flags_no_change(ti)))
+		return r;
 	/* after the name check: an existing name is EEXIST even for a directory */
 	if (S_ISDIR(ti->mode))
 		return -EPERM;
@@ -664,6 +720,8 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 		return bch_fs_err(c, -EPERM, "%s is a subvolume: use subvolume delete", name);
 	if ((r = ino_get(c, &s, inum, &ti)))
 		return ret_errno(r == -ENOENT ? -EIO : r);	/* dirent to a missing inode: fsck */
+	if ((r = flags_no_change(di)) || (r = flags_no_change(ti)))
+		return r;
 	if (want_dir && !S_ISDIR(ti->mode))
 		return -ENOTDIR;
 	if (!want_dir && S_ISDIR(ti->mode))
@@ -787,8 +845,30 @@ static int rename_subvol(struct bch_fs *c, struct ino_set *s, uint64_t olddir, s
 	return r;
 }
 
+/*
+ * RENAME_WHITEOUT: a character device 0/0 takes the old name (its dirent at
+ * slot in dir) in transaction t.  (The caller's uid and gid own it.)
+ */
+static int whiteout_put(struct bch_fs *c, struct btree_trans *t, uint64_t dir, const struct bch_inode *di,
+			uint64_t slot, const char *name, uid_t uid, gid_t gid)
+{
+	struct bch_inode wi;
+	uint64_t inum;
+	int r = bch_inode_alloc_num(c, &inum);
+
+	if (r)
+		return r;
+	bch_inode_init(c, &wi, inum, S_IFCHR, uid, gid, 0, di);
+	wi.flags = 0;		/* a whiteout inherits no file flag */
+	wi.dir = dir;
+	wi.dir_offset = slot;
+	if (!(r = bch_inode_update(t, inum, &wi)))
+		r = dirent_put(t, dir, slot, name, inum, DT_CHR);
+	return r;
+}
+
 static int v_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64_t newdir,
-		  const char *newname, unsigned flags)
+		  const char *newname, unsigned flags, uid_t wuid, gid_t wgid)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *od, *nd, *src, *dst = NULL;
@@ -798,8 +878,9 @@ static int v_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint
 	bool free_dst = false;
 	int r;
 
-	if ((flags & ~(BCH_RENAME_NOREPLACE | BCH_RENAME_EXCHANGE)) ||
-	    ((flags & BCH_RENAME_NOREPLACE) && (flags & BCH_RENAME_EXCHANGE)))
+	if ((flags & ~(BCH_RENAME_NOREPLACE | BCH_RENAME_EXCHANGE | BCH_RENAME_WHITEOUT)) ||
+	    ((flags & BCH_RENAME_NOREPLACE) && (flags & BCH_RENAME_EXCHANGE)) ||
+	    ((flags & BCH_RENAME_WHITEOUT) && (flags & BCH_RENAME_EXCHANGE)))
 		return -EINVAL;
 	if ((r = metadata_room(c)))
 		return ret_errno(r);
@@ -826,7 +907,9 @@ static int v_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint
 		goto out;
 	}
 	if (((const struct bch_dirent *)bkey_val(sk))->d_type == BCH_DT_SUBVOL) {
-		if (dk)		/* a directory onto another name: as rename(2) wants */
+		if (flags & BCH_RENAME_WHITEOUT)
+			r = -EINVAL;
+		else if (dk)		/* a directory onto another name: as rename(2) wants */
 			r = (flags & BCH_RENAME_EXCHANGE) ?
 				bch_fs_err(c, -EBUSY, "exchanging a subvolume is not supported") :
 				-EEXIST;
@@ -847,6 +930,9 @@ static int v_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint
 	if ((r = ino_get(c, &s, src_inum, &src)))
 		goto out;
 	if (dk && (r = ino_get(c, &s, dst_inum, &dst)))
+		goto out;
+	if ((r = flags_no_change(od)) || (r = flags_no_change(src)) ||
+	    (r = dk ? flags_no_change(nd) : flags_dir_add(nd)) || (dst && (r = flags_no_change(dst))))
 		goto out;
 	/* re-fetch: ino_get may not move entries, but od/nd stay valid (fixed array) */
 
@@ -918,7 +1004,9 @@ static int v_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint
 		if (!dk && (r = dirent_new_slot(c, newdir, nd, newname, &new_slot)))
 			goto out;
 		r = dirent_put(t, newdir, new_slot, newname, src_inum, bch_mode_to_dtype(src->mode));
-		if (!r)
+		if (!r && (flags & BCH_RENAME_WHITEOUT))
+			r = whiteout_put(c, t, olddir, od, sk->p.offset, oldname, wuid, wgid);
+		else if (!r)
 			r = bch_hash_delete_at(c, t, &dirent_desc, olddir, sk->p.offset,
 					       olddir == newdir && !dk ? new_slot : 0);
 		if (S_ISDIR(src->mode)) {
@@ -1074,6 +1162,8 @@ static ssize_t v_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 		return -EISDIR;
 	if (!S_ISREG(i.mode))
 		return -EINVAL;
+	if ((r = flags_write(&i, offset)))
+		return r;
 	if (offset > MAX_FILE_SIZE || len > MAX_FILE_SIZE - offset)
 		return -EFBIG;
 	if (c->read_only)
@@ -1106,6 +1196,8 @@ static ssize_t v_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 	}
 	if (r && !done)
 		return ret_errno(r);
+	if (i.flags & BCH_INODE_SYNC)		/* chattr +S: durable before the write returns */
+		bch_fs_fsync(c);
 	return done;
 }
 
@@ -1185,6 +1277,8 @@ static int v_truncate(struct bch_fs *c, uint64_t inum, uint64_t size)
 		return -EISDIR;
 	if (!S_ISREG(i.mode) && !S_ISLNK(i.mode))
 		return -EINVAL;
+	if ((r = flags_no_change(&i)))
+		return r;
 	if (size > MAX_FILE_SIZE)
 		return -EFBIG;
 	if (c->read_only)
@@ -1299,6 +1393,9 @@ static int v_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offse
 		return -EISDIR;
 	if (!S_ISREG(i.mode))
 		return -ENODEV;
+	/* vfs_fallocate(): append-only files take only a plain allocation */
+	if ((i.flags & BCH_INODE_IMMUTABLE) || ((i.flags & BCH_INODE_APPEND) && (mode & ~FALLOC_FL_KEEP_SIZE)))
+		return -EPERM;
 	if (mode == FALLOC_FL_COLLAPSE_RANGE || mode == FALLOC_FL_INSERT_RANGE)
 		return collapse_insert(c, inum, &i, mode, offset, len);
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE))
@@ -1471,6 +1568,11 @@ static int v_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *
 
 	if (c->read_only)
 		return -EROFS;
+	struct bch_inode fl;
+	if ((r = bch_inode_get(c, inum, &fl)))
+		return ret_errno(r);
+	if ((r = flags_setattr(&fl, sa)))
+		return r;
 	if (sa->valid & BCH_SETATTR_SIZE) {
 		struct bch_inode cur;
 		if ((r = bch_inode_get(c, inum, &cur)))
@@ -1579,6 +1681,68 @@ struct dirent_copy {
 	unsigned	d_type, len;
 	char		name[BCH_NAME_MAX + 1];
 };
+
+/* ------------------------------------------------------------ file flags */
+
+static int v_get_flags(struct bch_fs *c, uint64_t inum, unsigned *fs_flags, uint32_t *project)
+{
+	struct bch_inode i;
+	int r = bch_inode_get(c, inum, &i);
+
+	if (r)
+		return ret_errno(r);
+	*fs_flags = bch_inode_flags_to_fs(i.flags);
+	*project = i.project;
+	return 0;
+}
+
+/* The superblock says inodes may hold file flags before the first one does. */
+static int flags_feature_enable(struct bch_fs *c)
+{
+	if (c->sb->features & BCH_FEATURE_INODE_FLAGS)
+		return 0;
+	c->sb->features |= BCH_FEATURE_INODE_FLAGS;
+	int r = bch_write_super(c);
+	if (r)
+		c->sb->features &= ~BCH_FEATURE_INODE_FLAGS;
+	return r;
+}
+
+/* fileattr_set_prepare(): who may change what */
+static int flags_may_set(const struct bch_inode *i, uint32_t flags, const struct bch_caller *cr)
+{
+	if (!cr)
+		return 0;
+	if (cr->uid != i->uid && !cr->cap_fowner)
+		return -EPERM;
+	if (((i->flags ^ flags) & FLAGS_FROZEN) && !cr->cap_linux_immutable)
+		return -EPERM;
+	return 0;
+}
+
+static int v_set_flags(struct bch_fs *c, uint64_t inum, unsigned fs_flags, uint32_t project,
+		       const struct bch_caller *cr)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *i;
+	uint32_t flags;
+	int r;
+
+	if ((r = ino_get(c, &s, inum, &i)))
+		return ret_errno(r);
+	if ((r = bch_inode_flags_from_fs(fs_flags, &flags)) || (r = flags_may_set(i, flags, cr)))
+		return r;
+	if ((i->flags & BCH_INODE_FILE_FLAGS) == flags && i->project == project)
+		return 0;
+	if (c->read_only)
+		return -EROFS;
+	if ((flags || project) && (r = flags_feature_enable(c)))
+		return ret_errno(r);
+	i->flags = (i->flags & ~BCH_INODE_FILE_FLAGS) | flags;
+	i->project = project;
+	touch(i, false);
+	return ret_errno(commit_inodes(c, &s));
+}
 
 static int v_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn fn, void *priv)
 {
@@ -1777,7 +1941,8 @@ static int v_set_inode_opt(struct bch_fs *c, uint64_t inum, const char *opt, con
 
 	if (id < 0)
 		return bch_fs_err(c, -EINVAL, "%s: not a per-file option", opt);
-	return inode_opt_set(c, inum, id, value, 0, false);
+	int r = flags_no_change_inum(c, inum);
+	return r ? r : inode_opt_set(c, inum, id, value, 0, false);
 }
 
 /* "bcachefs.<option>" (name past the prefix) as getxattr. */
@@ -2175,7 +2340,9 @@ static int xattr_set(struct bch_fs *c, uint64_t inum, const char *name, const vo
 static int v_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const void *val,
 		      size_t size, int flags)
 {
-	return xattr_set(c, inum, name, val, size, flags, NULL);
+	int r = flags_no_change_inum(c, inum);
+
+	return r ? r : xattr_set(c, inum, name, val, size, flags, NULL);
 }
 
 static ssize_t v_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size)
@@ -2264,16 +2431,21 @@ static int xattr_remove(struct bch_fs *c, uint64_t inum, const char *name, const
 
 static int v_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 {
-	return xattr_remove(c, inum, name, NULL);
+	int r = flags_no_change_inum(c, inum);
+
+	return r ? r : xattr_remove(c, inum, name, NULL);
 }
 
 static int v_set_acl(struct bch_fs *c, uint64_t inum, const void *acl, size_t size, mode_t mode)
 {
 	const char *name = "system.posix_acl_access";
+	int r = flags_no_change_inum(c, inum);
 
+	if (r)
+		return r;
 	if (acl)
 		return xattr_set(c, inum, name, acl, size, 0, &mode);
-	int r = xattr_remove(c, inum, name, &mode);
+	r = xattr_remove(c, inum, name, &mode);
 	if (r != -ENODATA)
 		return r;
 	struct bch_setattr sa = { .valid = BCH_SETATTR_MODE, .mode = mode };
@@ -2963,7 +3135,19 @@ int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64
 	if (bch_handle_subvol(olddir) != bch_handle_subvol(newdir))
 		return -EXDEV;
 	newdir &= BCH_HANDLE_INUM_MASK;
-	return VIEW_CALL(c, olddir, v_rename(c, olddir, oldname, newdir, newname, flags));
+	if (flags & BCH_RENAME_WHITEOUT)
+		return -EINVAL;		/* bch_fs_rename_whiteout(): the whiteout needs an owner */
+	return VIEW_CALL(c, olddir, v_rename(c, olddir, oldname, newdir, newname, flags, 0, 0));
+}
+
+int bch_fs_rename_whiteout(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64_t newdir,
+			   const char *newname, unsigned flags, uid_t uid, gid_t gid)
+{
+	if (bch_handle_subvol(olddir) != bch_handle_subvol(newdir))
+		return -EXDEV;
+	newdir &= BCH_HANDLE_INUM_MASK;
+	return VIEW_CALL(c, olddir, v_rename(c, olddir, oldname, newdir, newname,
+					     flags | BCH_RENAME_WHITEOUT, uid, gid));
 }
 
 ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len)
@@ -3097,6 +3281,17 @@ int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa
 int bch_fs_kill_priv(struct bch_fs *c, uint64_t inum, const struct bch_caller *cr)
 {
 	return VIEW_CALL(c, inum, v_kill_priv(c, inum, cr));
+}
+
+int bch_fs_get_flags(struct bch_fs *c, uint64_t inum, unsigned *fs_flags, uint32_t *project)
+{
+	return VIEW_CALL(c, inum, v_get_flags(c, inum, fs_flags, project));
+}
+
+int bch_fs_set_flags(struct bch_fs *c, uint64_t inum, unsigned fs_flags, uint32_t project,
+		     const struct bch_caller *cr)
+{
+	return VIEW_CALL(c, inum, v_set_flags(c, inum, fs_flags, project, cr));
 }
 
 int bch_fs_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_fn fn, void *priv)

@@ -17,7 +17,9 @@
  *
  * Names are bytes without '/' or NUL, 1..255 long; "." and ".." are not
  * stored (lookup answers them from the inode's parent pointer).
- * No permission checks happen here: callers (FUSE) do them.
+ * No permission checks happen here: callers (FUSE) do them.  The file
+ * flags (immutable, append-only: bch_fs_set_flags() below) are the one rule
+ * kept here, for every caller.
  */
 
 #include <stdbool.h>
@@ -44,6 +46,8 @@ int bch_fs_getattr(struct bch_fs *c, uint64_t inum, struct stat *st);
 #define BCH_SETATTR_MTIME	(1U << 5)
 #define BCH_SETATTR_CTIME	(1U << 6)
 #define BCH_SETATTR_BTIME	(1U << 7)
+/* with ATIME: the atime a read updates (allowed on immutable and append-only files) */
+#define BCH_SETATTR_ATIME_READ	(1U << 8)
 
 struct bch_setattr {
 	unsigned	valid;
@@ -68,6 +72,8 @@ struct bch_caller {
 	const gid_t	*groups;	/* supplementary groups */
 	size_t		nr_groups;
 	bool		cap_fsetid;	/* CAP_FSETID: keeps set-id bits */
+	bool		cap_fowner;	/* CAP_FOWNER: acts as any file's owner */
+	bool		cap_linux_immutable;	/* CAP_LINUX_IMMUTABLE: chattr +i/+a */
 };
 
 /* in_group_p(): gid is the caller's fsgid or one of its groups */
@@ -111,8 +117,40 @@ int bch_fs_rmdir(struct bch_fs *c, uint64_t dir, const char *name);
 
 #define BCH_RENAME_NOREPLACE	(1U << 0)
 #define BCH_RENAME_EXCHANGE	(1U << 1)
+#define BCH_RENAME_WHITEOUT	(1U << 2)	/* bch_fs_rename_whiteout() only */
 int bch_fs_rename(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64_t newdir,
 		  const char *newname, unsigned flags);
+/*
+ * renameat2(RENAME_WHITEOUT): the rename (flags: NOREPLACE or none) and a
+ * whiteout at the old name in the same transaction: a character device 0/0
+ * (overlayfs's mark of a deleted lower file) owned by uid:gid, mode 0.
+ */
+int bch_fs_rename_whiteout(struct bch_fs *c, uint64_t olddir, const char *oldname, uint64_t newdir,
+			   const char *newname, unsigned flags, uid_t uid, gid_t gid);
+
+/*
+ * File flags (chattr(1), lsattr(1)), kept in the inode (bcachefs_format.h,
+ * BCH_INODE_IMMUTABLE..): as FS_IOC_GETFLAGS gives them, FS_IMMUTABLE_FL,
+ * FS_APPEND_FL, FS_NODUMP_FL, FS_NOATIME_FL, FS_SYNC_FL; and the project ID
+ * (FS_IOC_FSGETXATTR).  Every call here applies the kernel's rules for an
+ * immutable file (no change of data, size, attributes, xattrs or names: the
+ * call returns -EPERM) and an append-only one (writes only at the end; no
+ * truncate, unlink, rename, link, mode, owner or xattr change); a directory's
+ * flags govern the names in it (immutable: none added or removed; append-only:
+ * none removed).  A file with FS_SYNC_FL is flushed after each write.
+ */
+int bch_fs_get_flags(struct bch_fs *c, uint64_t inum, unsigned *fs_flags, uint32_t *project);
+/*
+ * Set them all (a read-modify-write is the caller's) for cr as the kernel
+ * would (cr NULL: no checks, the offline tools): -EPERM unless the caller
+ * owns the file or has CAP_FOWNER, and for a change of FS_IMMUTABLE_FL or
+ * FS_APPEND_FL without CAP_LINUX_IMMUTABLE; -EOPNOTSUPP for a flag not kept
+ * here.  The first flag or project ID of a filesystem sets
+ * BCH_FEATURE_INODE_FLAGS in the superblock (before the inode).  ctime is
+ * updated.
+ */
+int bch_fs_set_flags(struct bch_fs *c, uint64_t inum, unsigned fs_flags, uint32_t project,
+		     const struct bch_caller *cr);
 
 ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len);
 ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *buf, size_t len);

@@ -164,6 +164,11 @@
 	x(inode_data_lost,	0x0703, 7, 0,							\
 	  "file's data was in a btree node that is lost; move the file to lost+found "	\
 	  "(what is left of it is kept there)")						\
+	x(inode_flags_unknown,	0x0704, 7, FSCK_SAFE,						\
+	  "inode has flag bits this version does not know (damage); clear them")	\
+	x(inode_flags_no_feature, 0x0705, 7, FSCK_SAFE,					\
+	  "inode has file flags or a project ID, but the superblock lacks the "	\
+	  "inode_flags feature (damage); clear them")					\
 	x(dirent_dangling,	0x0801, 8, 0,							\
 	  "directory entry points to an inode that does not exist; delete it")		\
 	x(dirent_bad_dir,	0x0802, 8, 0,							\

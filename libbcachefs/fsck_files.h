@@ -268,6 +268,9 @@ struct fstate {
 	/* pass 6 -> 7: sector counts to report, in inode order */
 	struct sectors_wrong	*sectors_wrong;
 	size_t			nr_sectors_wrong, sectors_wrong_cap;
+	/* pass 6 -> 7: inode keys with bad file flags (inode_flags_*), in order */
+	struct bch_bpos		*flags_bad;
+	size_t			nr_flags_bad, flags_bad_cap;
 
 	uint64_t		max_inum;	/* highest inode number: for progress */
 

@@ -64,6 +64,7 @@ static void fstate_free(struct fstate *s)
 	if (s->work_keys.c)
 		fsck_cursor_exit(&s->work_keys);
 	free(s->sectors_wrong);
+	free(s->flags_bad);
 	free(s->moved);
 	free(s->xattr_pieces);
 	free(s->bp_lost);

@@ -10,6 +10,10 @@
  * pass 7 reports and repairs them).  Pass 6 also enters every inode key in
  * the table (mode, link count, parent pointer: what passes 8-10 compare), so
  * later passes read no inode key again unless a repair ran.
+ *   inode_flags_unknown: flag bits this version does not know.
+ *   inode_flags_no_feature: file flags (chattr) or a project ID on a
+ * filesystem without BCH_FEATURE_INODE_FLAGS.  Both found in pass 6 (the
+ * engine's key validation leaves them to fsck), cleared in pass 7.
  * (inode_unlinked is decided in pass 9, once names are counted;
  * inode_back_pointer in pass 10.)
  */
@@ -48,6 +52,16 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 
 	ino_set_mode(ii, i->mode);
 	fsck_ino_set_nlink(&s->inodes, k->p.offset, ii, i->nlink);
+	if (bch_inode_flags_check(s->c->sb->features, i) != BCH_INODE_FLAGS_OK &&
+	    (!s->nr_flags_bad || s->flags_bad[s->nr_flags_bad - 1].offset != k->p.offset)) {
+		if (s->nr_flags_bad == s->flags_bad_cap) {
+			s->flags_bad_cap = s->flags_bad_cap ? 2 * s->flags_bad_cap : 16;
+			s->flags_bad = realloc(s->flags_bad, s->flags_bad_cap * sizeof(*s->flags_bad));
+			if (!s->flags_bad)
+				abort();
+		}
+		s->flags_bad[s->nr_flags_bad++] = k->p;
+	}
 	ii->bits |= INO_LOADED;
 	if (i->flags & BCH_INODE_UNLINKED) {
 		fsck_ino_extra(&s->inodes, k->p.offset, true)->unlinked = true;
@@ -101,9 +115,74 @@ static void data_lost(struct fstate *s, const struct sectors_wrong *w, const cha
 	fsck_fix_done(s, BCH_FSCK_inode_data_lost, 0);
 }
 
-/* Pass 7: the sector counts pass 6 found wrong. */
+/*
+ * An older version of the key (at pos) may still sit in an earlier bset of
+ * its leaf, and every version is validated when the leaf is read: write the
+ * leaf whole, as pass 4 does for keys it drops.
+ */
+static int rewrite_leaf(struct bch_fs *c, struct bch_bpos pos)
+{
+	struct btree *b;
+	int r = bch_btree_find_node(c, BCH_BTREE_ID_inodes, 0, pos, &b);
+
+	if (r)
+		return r;
+	r = bch_btree_node_rewrite(c, b);
+	bch_btree_node_put(c, b);
+	return r;
+}
+
+/*
+ * Pass 7: the file flags of the inode whose key pass 6 found bad at pos:
+ * unknown bits, then flags without the feature.
+ */
+static void flags_bad(struct fstate *s, struct bch_bpos pos)
+{
+	uint64_t inum = pos.offset;
+	struct bch_inode in;
+	char where[640], detail[128], names[96];
+	bool fix_unknown = false, fix_feature = false;
+	int r = bch_inode_get(s->c, inum, &in);
+
+	if (r)
+		return;		/* gone since pass 6 (a repair): nothing left to clear */
+	fsck_inode_where(s->c, inum, where, sizeof(where));
+	enum bch_inode_flags_state st = bch_inode_flags_check(s->c->sb->features, &in);
+	if (st == BCH_INODE_FLAGS_UNKNOWN) {
+		snprintf(detail, sizeof(detail), "flags 0x%x, unknown 0x%x", (unsigned)in.flags,
+			 (unsigned)(in.flags & ~BCH_INODE_FLAGS_KNOWN));
+		if (fsck_fixing(s, BCH_FSCK_inode_flags_unknown, where, detail)) {
+			in.flags &= BCH_INODE_FLAGS_KNOWN;
+			fix_unknown = true;
+		}
+		st = bch_inode_flags_check(s->c->sb->features, &in);
+	}
+	if (st == BCH_INODE_FLAGS_NO_FEATURE) {
+		bch_inode_flags_to_text(in.flags, names, sizeof(names));
+		snprintf(detail, sizeof(detail), "flags %s, project %u", names[0] ? names : "none",
+			 (unsigned)in.project);
+		if (fsck_fixing(s, BCH_FSCK_inode_flags_no_feature, where, detail)) {
+			in.flags &= ~BCH_INODE_FILE_FLAGS;
+			in.project = 0;
+			fix_feature = true;
+		}
+	}
+	if (!fix_unknown && !fix_feature)
+		return;
+	r = fsck_update_inode(s->c, inum, &in);
+	if (!r)
+		r = rewrite_leaf(s->c, pos);
+	if (fix_unknown)
+		fsck_fix_done(s, BCH_FSCK_inode_flags_unknown, r);
+	if (fix_feature)
+		fsck_fix_done(s, BCH_FSCK_inode_flags_no_feature, r);
+}
+
+/* Pass 7: the sector counts and file flags pass 6 found wrong. */
 int fsck_check_inodes(struct fstate *s)
 {
+	for (size_t n = 0; n < s->nr_flags_bad && !s->err && !s->ctx->cancelled; n++)
+		flags_bad(s, s->flags_bad[n]);
 	for (size_t n = 0; n < s->nr_sectors_wrong && !s->err && !s->ctx->cancelled; n++) {
 		const struct sectors_wrong *w = &s->sectors_wrong[n];
 		char where[640], detail[96];

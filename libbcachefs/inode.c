@@ -4,6 +4,8 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <linux/fs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -114,6 +116,8 @@ void bch_inode_init(struct bch_fs *c, struct bch_inode *inode, uint64_t inum, mo
 		inode->opt_foreground_target = parent->opt_foreground_target;
 		inode->opt_background_target = parent->opt_background_target;
 		inode->opt_promote_target = parent->opt_promote_target;
+		/* as ext4 and tmpfs: these file flags pass to new children (never i or a) */
+		inode->flags = parent->flags & (BCH_INODE_NODUMP | BCH_INODE_NOATIME | BCH_INODE_SYNC);
 	}
 }
 
@@ -143,5 +147,76 @@ unsigned bch_inode_opt_raw(const struct bch_inode *i, enum bch_opt_id id)
 	case Opt_data_checksum:		return i->opt_data_checksum;
 	case Opt_data_replicas:		return i->opt_data_replicas;
 	default:			return 0;
+	}
+}
+
+enum bch_inode_flags_state bch_inode_flags_check(uint64_t features, const struct bch_inode *i)
+{
+	if (i->flags & ~BCH_INODE_FLAGS_KNOWN)
+		return BCH_INODE_FLAGS_UNKNOWN;
+	if (((i->flags & BCH_INODE_FILE_FLAGS) || i->project) && !(features & BCH_FEATURE_INODE_FLAGS))
+		return BCH_INODE_FLAGS_NO_FEATURE;
+	return BCH_INODE_FLAGS_OK;
+}
+
+/* One table for the FS_*_FL mapping and the names (lsattr's long names). */
+static const struct {
+	uint32_t	bch;
+	unsigned	fs;
+	const char	*name;
+} file_flags[] = {
+	{ BCH_INODE_SYNC,	FS_SYNC_FL,		"sync" },
+	{ BCH_INODE_IMMUTABLE,	FS_IMMUTABLE_FL,	"immutable" },
+	{ BCH_INODE_APPEND,	FS_APPEND_FL,		"append" },
+	{ BCH_INODE_NODUMP,	FS_NODUMP_FL,		"nodump" },
+	{ BCH_INODE_NOATIME,	FS_NOATIME_FL,		"noatime" },
+};
+
+unsigned bch_inode_flags_to_fs(uint32_t flags)
+{
+	unsigned fs = 0;
+
+	for (size_t n = 0; n < sizeof(file_flags) / sizeof(file_flags[0]); n++)
+		if (flags & file_flags[n].bch)
+			fs |= file_flags[n].fs;
+	return fs;
+}
+
+int bch_inode_flags_from_fs(unsigned fs_flags, uint32_t *flags)
+{
+	*flags = 0;
+	for (size_t n = 0; n < sizeof(file_flags) / sizeof(file_flags[0]); n++)
+		if (fs_flags & file_flags[n].fs) {
+			*flags |= file_flags[n].bch;
+			fs_flags &= ~file_flags[n].fs;
+		}
+	return fs_flags ? -EOPNOTSUPP : 0;
+}
+
+void bch_inode_flags_to_text(uint32_t flags, char *buf, size_t len)
+{
+	size_t at = 0;
+
+	if (len)
+		buf[0] = 0;
+	for (size_t n = 0; n < sizeof(file_flags) / sizeof(file_flags[0]) && at < len; n++)
+		if (flags & file_flags[n].bch)
+			at += snprintf(buf + at, len - at, "%s%s", at ? "," : "", file_flags[n].name);
+}
+
+int bch_inode_validate_fs(struct bch_fs *c, const struct bch_bkey *k, char *err, size_t errlen)
+{
+	if (k->type != BCH_BKEY_inode || c->opts.v[Opt_fsck])
+		return 0;	/* fsck reports such inodes itself (fsck_inodes.c) */
+	const struct bch_inode *i = bkey_val(k);
+	switch (bch_inode_flags_check(c->sb->features, i)) {
+	case BCH_INODE_FLAGS_UNKNOWN:
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "inode: unknown flags %x",
+				(unsigned)i->flags);
+	case BCH_INODE_FLAGS_NO_FEATURE:
+		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "inode: file flags or project ID "
+				"on a filesystem without the inode_flags feature");
+	default:
+		return 0;
 	}
 }

@@ -41,4 +41,32 @@ unsigned bch_mode_to_dtype(mode_t mode);
  */
 unsigned bch_inode_opt_raw(const struct bch_inode *i, enum bch_opt_id id);
 
+/*
+ * File flags (bcachefs_format.h, BCH_INODE_IMMUTABLE..): what
+ * bch_bkey_validate() leaves to the filesystem.  BCH_INODE_FLAGS_UNKNOWN: a
+ * flag bit this version does not know; BCH_INODE_FLAGS_NO_FEATURE: a file
+ * flag or a project ID on a filesystem without BCH_FEATURE_INODE_FLAGS
+ * (features: the superblock's).  bch_bkey_validate_fs() refuses both; fsck
+ * reports and clears them (inode_flags_unknown, inode_flags_no_feature).
+ */
+enum bch_inode_flags_state {
+	BCH_INODE_FLAGS_OK,
+	BCH_INODE_FLAGS_UNKNOWN,
+	BCH_INODE_FLAGS_NO_FEATURE,
+};
+enum bch_inode_flags_state bch_inode_flags_check(uint64_t features, const struct bch_inode *i);
+/* The check above for an inode key k (any other key: 0); none while fsck runs. */
+struct bch_bkey;
+int bch_inode_validate_fs(struct bch_fs *c, const struct bch_bkey *k, char *err, size_t errlen);
+
+/*
+ * The file flags as FS_IOC_GETFLAGS gives them (FS_*_FL of <linux/fs.h>)
+ * and back; bch_inode_flags_from_fs() returns -EOPNOTSUPP for a flag the
+ * inode cannot keep.
+ */
+unsigned bch_inode_flags_to_fs(uint32_t flags);
+int bch_inode_flags_from_fs(unsigned fs_flags, uint32_t *flags);
+/* "immutable,append" (the chattr letters' names), "" for none, into buf */
+void bch_inode_flags_to_text(uint32_t flags, char *buf, size_t len);
+
 #endif /* _BCACHEFS_INODE_H */

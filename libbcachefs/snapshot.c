@@ -554,6 +554,8 @@ int bch_bkey_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned bt
 		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid,
 				"%s key in a filesystem without the reflink feature",
 				bch_bkey_type_name(k->type));
+	if (!r && !level && btree_id == BCH_BTREE_ID_inodes)
+		r = bch_inode_validate_fs(c, k, err, errlen);
 	if (r || level || !bch_btree_id_is_file(btree_id) || !k->p.snapshot ||
 	    (c->sb->features & BCH_FEATURE_SNAPSHOTS))
 		return r;

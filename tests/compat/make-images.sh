@@ -422,8 +422,31 @@ recipe_reflink() {
 	finish
 }
 
+# version 3 with the inode_flags feature: chattr through FUSE (immutable,
+# append-only, nodump+noatime+sync on a directory, a project ID)
+recipe_flags() {
+	since 3 || return 0
+	begin flags base
+	fmt --fs-size=17M DEV0
+	mount_fuse
+	step "fusemount; chattr +i /text/t00, +a /text/t01, +dAS /docs, -p 42 /text/t02; unmount"
+	{ chattr +i "$mnt/text/t00" && chattr +a "$mnt/text/t01" && chattr +dAS "$mnt/docs" &&
+		chattr -p 42 "$mnt/text/t02"; } >>"$dir/log" 2>&1 || die "$name: chattr (log: $dir/log)"
+	fusermount3 -u "$mnt"
+	wait "$fuse_pid" || die "$name: fusemount exited $? at unmount"
+	fuse_pid=
+	rmdir "$mnt"
+	mnt=
+	expect show-super "$(dev0)" '^Features: +inode_flags'
+	expect image stat "$(colon)" /text/t00 'Flags: immutable  Project: 0'
+	expect image stat "$(colon)" /text/t01 'Flags: append  Project: 0'
+	expect image stat "$(colon)" /docs 'Flags: sync,nodump,noatime  Project: 0'
+	expect image stat "$(colon)" /text/t02 'Flags: \(none\)  Project: 42'
+	finish
+}
+
 recipes="plain replicas2 targets lz4 gzip zstd bgcompress encrypted encrypted_nopass
-encrypted_zstd checksums nochecksum smallnodes unclean metadup metadup_unclean snapshots reflink"
+encrypted_zstd checksums nochecksum smallnodes unclean metadup metadup_unclean snapshots flags reflink"
 
 for r in ${only:-$recipes}; do
 	r=$(echo "$r" | tr - _)
