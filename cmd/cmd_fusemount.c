@@ -1561,14 +1561,19 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 		lf->reply_lseek(req, r);
 }
 
-/* copy_file_range: the data moves inside the daemon, not twice through the kernel. */
+/*
+ * copy_file_range: whole blocks are shared (reflink: no data is read or
+ * written, the extents are counted once for both files); an unaligned head
+ * and tail are copied inside the daemon (bch_fs_remap_range).  In steps of
+ * REMAP_STEP so that other requests get the lock between them.
+ */
+#define REMAP_STEP	(64ULL << 20)
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			       struct fuse_file_info *fi_out, size_t len, int flags)
 {
 	struct fmount *m = FM(req);
-	size_t chunk = 1 << 20, done = 0;
-	char *buf;
+	size_t done = 0;
 	ssize_t r = 0;
 	(void)fi_in;
 	(void)fi_out;
@@ -1577,29 +1582,22 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		lf->reply_err(req, EINVAL);
 		return;
 	}
-	if (posix_memalign((void **)&buf, 4096, chunk)) {
-		lf->reply_err(req, ENOMEM);
-		return;
-	}
-	LOCK(m);
 	while (done < len) {
-		size_t want = len - done < chunk ? len - done : chunk;
-		r = bch_fs_read(m->c, from_fuse(ino_in), off_in + done, buf, want);
+		uint64_t want = len - done < REMAP_STEP ? len - done : REMAP_STEP;
+		LOCK(m);
+		r = done ? 0 : kill_priv(req, m, from_fuse(ino_out));
+		if (!r)
+			r = bch_fs_remap_range(m->c, from_fuse(ino_in), off_in + done, from_fuse(ino_out),
+					       off_out + done, want);
+		if (r > 0)
+			bg_wake(m, false);
+		UNLOCK(m);
 		if (r <= 0)
 			break;
-		ssize_t w = bch_fs_write(m->c, from_fuse(ino_out), off_out + done, buf, r);
-		if (w < 0) {
-			r = w;
-			break;
-		}
-		done += w;
-		if ((size_t)w < want)
-			break;
+		done += r;
+		if ((uint64_t)r < want)
+			break;		/* the source's end */
 	}
-	if (done)
-		bg_wake(m, false);
-	UNLOCK(m);
-	free(buf);
 	if (r < 0 && !done)
 		lf->reply_err(req, (int)-r);
 	else

@@ -22,6 +22,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <linux/falloc.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -3201,6 +3202,12 @@ ssize_t bch_fs_remap_range(struct bch_fs *c, uint64_t src, uint64_t src_off, uin
 		return -EROFS;
 	if ((r = bch_subvol_writable(c, dst)))
 		return r;
+	unsigned fl;
+	uint32_t project;
+	if ((r = bch_fs_get_flags(c, dst, &fl, &project)))
+		return r;
+	if ((fl & FS_IMMUTABLE_FL) || ((fl & FS_APPEND_FL) && dst_off < (uint64_t)ds.st_size))
+		return -EPERM;		/* as a write there would be (flags_write) */
 	if (src_off >= (uint64_t)ss.st_size)
 		return 0;
 	if (len > (uint64_t)ss.st_size - src_off)

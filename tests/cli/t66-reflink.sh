@@ -150,3 +150,51 @@ expect_rc 0 $B image cp --reflink s.img /ro/odd /copy
 same s.img /copy odd.bin
 same s.img /ro/odd odd.bin
 fsck_clean s.img
+
+# ---- through the mount: cp uses copy_file_range, which shares whole blocks
+# (no new data, the copy equal); a write to the copy leaves the original;
+# an unaligned range is copied; an immutable destination refuses
+if fuse_part "copy_file_range through the mount"; then
+	need cmp
+	gen cfr.bin 68 3000001
+	expect_rc 0 $B format -q --fs-size=64M f.img
+	mkdir mnt
+	mnt=$PWD/mnt
+	pid=
+	trap 'cd /; [ -n "$pid" ] && kill $pid 2>/dev/null; fusermount3 -uz "$mnt" 2>/dev/null' EXIT
+	$B fusemount -f f.img mnt 2>fuse.err & pid=$!
+	for i in $(seq 100); do mountpoint -q mnt && break; sleep 0.1; done
+	mountpoint -q mnt || fail "fusemount: $(cat fuse.err)"
+	cp cfr.bin mnt/a || fail "cp into the mount"
+	sync -f mnt
+	expect_rc 0 $B fs usage --json mnt
+	before=$(user_bytes)
+	cp mnt/a mnt/b || fail "cp inside the mount"
+	cmp mnt/a mnt/b || fail "the copy through copy_file_range differs"
+	expect_rc 0 $B fs usage --json mnt
+	[ "$(jget reflinked_bytes)" -gt 0 ] || fail "cp inside the mount shared nothing: $(cat out)"
+	after=$(user_bytes)
+	[ $((after - before)) -le 4096 ] ||
+		fail "cp inside the mount wrote data: $before user bytes before, $after after"
+	printf 'X' | dd of=mnt/b bs=1 seek=12345 conv=notrunc status=none
+	cmp -s mnt/a cfr.bin || fail "a write to the copy changed the original"
+	cmp -s mnt/a mnt/b && fail "the write to the copy did not land"
+	python3 -c 'import os, sys
+i = os.open(sys.argv[1], os.O_RDONLY); o = os.open(sys.argv[2], os.O_WRONLY | os.O_CREAT, 0o644)
+n = os.copy_file_range(i, o, 100001, 7, 3)
+assert n == 100001, n' mnt/a mnt/c || fail "an unaligned copy_file_range"
+	cmp -n 100001 -i 7:3 mnt/a mnt/c || fail "the unaligned range differs"
+	chattr +i mnt/b || fail "chattr +i"
+	python3 -c 'import os, sys
+i = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    o = os.open(sys.argv[2], os.O_WRONLY)
+except PermissionError:
+    sys.exit(0)
+sys.exit("an immutable file opened for writing")' mnt/a mnt/b || fail "immutable destination"
+	chattr -i mnt/b
+	fusermount3 -u mnt || fail "unmount"
+	wait $pid || fail "fusemount exited $?: $(cat fuse.err)"
+	pid=
+	expect_rc 0 $B fsck -n -f f.img
+fi
