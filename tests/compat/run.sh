@@ -22,6 +22,12 @@
 # --options-only NAME (with COMPAT_DIR) prints the per-file options of an
 # image, for make-images.sh to write into its manifest.
 set -u
+# The images hold a 64 KiB xattr, which extract writes to the host: a tmpfs
+# takes it, ext4 without ea_inode (a usual /tmp) does not.  As run-all.sh:
+# a tmpfs when there is one and TMPDIR is not set.
+if [ -z "${TMPDIR:-}" ] && [ -w /dev/shm ] && [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ]; then
+	export TMPDIR=/dev/shm
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 B=${BCH:-$root/bcachefs}
