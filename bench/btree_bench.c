@@ -1,15 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * btree_bench.c - our btree engine against LMDB on the same workload, in
- * the same folder: N random 16-byte keys with 32-byte values inserted in
+ * the same folder: N random 16-byte keys (BENCH_SEQ=1: in order) with 32-byte values inserted in
  * transactions of 1000 (each committed durably), random point lookups, a
  * full ordered scan (best of SCAN_PASSES for each engine; BENCH_DEBUG=1
  * prints every pass), random deletes in transactions of 1000.  Each engine
  * runs in its own child process, so peak RSS is its own.
  *
+ * On-disk size is what the files take (allocated blocks), with all N keys
+ * in (before the deletes, every dirty node written) and after close (the
+ * keys deleted).  Ours is formatted like for like with LMDB: one copy of
+ * metadata (LMDB keeps one; format's default on one device is two, which
+ * doubles the nodes and the journal: BENCH_DEFAULT_FORMAT=1 measures that)
+ * and discard on, so space the filesystem freed is punched out of the image
+ * as LMDB reuses its free pages; without it a sparse image keeps every block
+ * the allocator's rotor ever wrote.  BENCH_DEBUG=1 also prints where our
+ * bytes go (nodes, fill, journal, buckets).
+ *
  *   build/btree-bench DIR [N]       (make bench runs it)
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <lmdb.h>
 #include <stdio.h>
@@ -25,6 +36,7 @@
 #include "btree.h"
 #include "errcode.h"
 #include "format.h"
+#include "alloc.h"
 #include "fs.h"
 
 #define TXN	1000
@@ -33,7 +45,8 @@
 
 struct result {
 	double	ops[4];		/* insert, lookup, scan, delete: ops/s */
-	uint64_t bytes;		/* on disk */
+	uint64_t bytes;		/* on disk after close */
+	uint64_t full_bytes;	/* on disk with all keys */
 	long	rss_kib;
 };
 
@@ -44,8 +57,10 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static uint64_t key_hi(uint64_t i) { return (i * 0x9e3779b97f4a7c15ULL) >> 8; }
-static uint64_t key_lo(uint64_t i) { return i * 0xc2b2ae3d27d4eb4fULL; }
+/* BENCH_SEQ=1: keys inserted in order (appends) instead of at random. */
+static bool seq_keys;
+static uint64_t key_hi(uint64_t i) { return seq_keys ? 1 : (i * 0x9e3779b97f4a7c15ULL) >> 8; }
+static uint64_t key_lo(uint64_t i) { return seq_keys ? i : i * 0xc2b2ae3d27d4eb4fULL; }
 
 /* What a scan that reads every value's length and first byte adds up to. */
 static uint64_t value_sum(uint64_t n)
@@ -69,6 +84,66 @@ static uint64_t file_bytes(const char *path)
 	return stat(path, &st) ? 0 : (uint64_t)st.st_blocks * 512;
 }
 
+struct tree_stats {
+	uint64_t nodes[4], keys, u64s, sectors_written, node_bytes;
+};
+
+static int count_node(struct bch_fs *c, struct btree *b, void *priv)
+{
+	struct tree_stats *st = priv;
+
+	(void)c;
+	st->nodes[b->level < 3 ? b->level : 3]++;
+	if (!b->level) {
+		st->keys += b->nr;
+		st->u64s += b->u64s;
+	}
+	st->sectors_written += b->sectors_written;
+	st->node_bytes += bch_btree_node_bytes(b);
+	return 0;
+}
+
+/* BENCH_DEBUG: where the bytes go (the tree's nodes, the image's blocks). */
+static void debug_stats(struct bch_fs *c, const char *path, const char *when)
+{
+	struct tree_stats st = { 0 };
+	struct bch_fs_space sp;
+
+	if (!getenv("BENCH_DEBUG"))
+		return;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	fprintf(stderr, "%s: before flush: cache %.1fM, peak RSS so far %.1fM\n", when,
+		bch_btree_cache_bytes(c) / 1048576.0, ru.ru_maxrss / 1024.0);
+	if (bch_btree_flush_all(c))
+		die("flush", c->err_msg);
+	bch_btree_walk_nodes(c, BCH_BTREE_ID_test, count_node, &st);
+	uint64_t all = 0;
+	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
+		struct tree_stats o = { 0 };
+		bch_btree_walk_nodes(c, id, count_node, &o);
+		all += o.nodes[0] + o.nodes[1] + o.nodes[2] + o.nodes[3];
+	}
+	fprintf(stderr, "  nodes in all btrees: %" PRIu64 "\n", all);
+	bch_fs_space(c, &sp);
+	fprintf(stderr, "%s: image %.1fM; nodes leaf %" PRIu64 " interior %" PRIu64 "+%" PRIu64
+		"; leaf keys %" PRIu64 ", live %.1fM (%.1f%% of leaves' space); written %.1fM;"
+		" space used %.1fM; cache %.1fM (nodes %.1fM)\n",
+		when, file_bytes(path) / 1048576.0, st.nodes[0], st.nodes[1], st.nodes[2] + st.nodes[3],
+		st.keys, st.u64s * 8 / 1048576.0,
+		st.nodes[0] ? 100.0 * st.u64s * 8 / (st.nodes[0] * (double)c->sb->btree_node_size * 512) : 0,
+		st.sectors_written * 512 / 1048576.0, sp.used / 1048576.0,
+		bch_btree_cache_bytes(c) / 1048576.0, st.node_bytes / 1048576.0);
+	struct bch_dev_usage u;
+	bch_dev_usage_get(c, 0, &u);
+	fprintf(stderr, "  buckets %" PRIu64 " free %" PRIu64 ":", u.nbuckets, u.free_buckets);
+	for (unsigned i = 0; i < BCH_DATA_NR; i++)
+		if (u.buckets[i])
+			fprintf(stderr, " type%u %" PRIu64 " (%.1fM live)", i, u.buckets[i],
+				u.sectors[i] / 2048.0);
+	fprintf(stderr, "\n");
+}
+
 static void run_ours(const char *dir, uint64_t n, struct result *res)
 {
 	char path[512], err[512];
@@ -82,7 +157,11 @@ static void run_ours(const char *dir, uint64_t n, struct result *res)
 	d.path = path;
 	d.size = 4ULL << 30;
 	d.durability = 1;
+	bool like_lmdb = !getenv("BENCH_DEFAULT_FORMAT");
+	d.discard = like_lmdb;
 	bch_opts_default(&o);
+	if (like_lmdb)
+		bch_opt_set(&o, Opt_metadata_replicas, 1);
 	if (bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)))
 		die("format", err);
 	char *paths[] = { path };
@@ -146,6 +225,12 @@ static void run_ours(const char *dir, uint64_t n, struct result *res)
 			res->ops[2] = rate;
 	}
 
+	/* with all keys in: every dirty node written (untimed, as a close would) */
+	debug_stats(c, path, "after insert");
+	if (bch_btree_flush_all(c) || bch_journal_flush(c))
+		die("flush", c->err_msg);
+	res->full_bytes = file_bytes(path);
+
 	struct bch_bkey *del = bch_bkey_alloc(BCH_BKEY_deleted, POS_MIN, 0);
 	t0 = now();
 	for (uint64_t i = 0; i < n; i++) {
@@ -156,6 +241,7 @@ static void run_ours(const char *dir, uint64_t n, struct result *res)
 				die("delete", c->err_msg);
 	}
 	res->ops[3] = n / (now() - t0);
+	debug_stats(c, path, "after delete");
 	free(k);
 	free(del);
 	bch_trans_exit(t);
@@ -204,6 +290,8 @@ static void run_lmdb(const char *dir, uint64_t n, struct result *res)
 			die("lmdb", "commit");
 	}
 	res->ops[0] = n / (now() - t0);
+	snprintf(f, sizeof(f), "%s/data.mdb", path);
+	res->full_bytes = file_bytes(f);
 
 	uint64_t lookups = n < 200000 ? n : 200000;
 	srandom(1);
@@ -295,16 +383,24 @@ int main(int argc, char *argv[])
 	if (argc < 2)
 		die("usage", "btree-bench DIR [N]");
 	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
+	seq_keys = getenv("BENCH_SEQ") != NULL;
 	in_child(run_ours, argv[1], n, &ours);
 	in_child(run_lmdb, argv[1], n, &lmdb);
 
-	printf("btree: %" PRIu64 " keys (16-byte keys, 32-byte values)\n", n);
+	printf("btree: %" PRIu64 " %s keys (16-byte keys, 32-byte values)\n", n,
+	       seq_keys ? "sequential" : "random");
 	printf("%-30s %14s %14s %8s\n", "phase", "ours ops/s", "LMDB ops/s", "ours/LMDB");
 	for (unsigned i = 0; i < 4; i++)
 		printf("%-30s %14.0f %14.0f %8.2f\n", phase[i], ours.ops[i], lmdb.ops[i],
 		       ours.ops[i] / lmdb.ops[i]);
-	printf("%-30s %13.1fM %13.1fM\n", "on-disk size after close", ours.bytes / 1048576.0,
-	       lmdb.bytes / 1048576.0);
-	printf("%-30s %13.1fM %13.1fM\n", "peak RSS", ours.rss_kib / 1024.0, lmdb.rss_kib / 1024.0);
+	printf("%-30s %13.1fM %13.1fM %8.2f\n", "on-disk size with all keys",
+	       ours.full_bytes / 1048576.0, lmdb.full_bytes / 1048576.0,
+	       (double)ours.full_bytes / lmdb.full_bytes);
+	printf("%-30s %13.1fM %13.1fM %8.2f\n", "on-disk size after close", ours.bytes / 1048576.0,
+	       lmdb.bytes / 1048576.0, (double)ours.bytes / lmdb.bytes);
+	printf("%-30s %13.1fM %13.1fM %8.2f\n", "peak RSS", ours.rss_kib / 1024.0,
+	       lmdb.rss_kib / 1024.0, (double)ours.rss_kib / lmdb.rss_kib);
+	printf("(ours: %s)\n", getenv("BENCH_DEFAULT_FORMAT") ? "format's defaults" :
+	       "metadata_replicas=1, discard: like for like with LMDB");
 	return 0;
 }

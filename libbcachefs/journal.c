@@ -1052,6 +1052,28 @@ static int stub_write(struct bch_fs *c, const struct jwrite *w, const struct bch
 	return ret;
 }
 
+/*
+ * The member's discard option: buckets whose entries are all older than the
+ * last_seq now on disk are discarded (recovery reads from last_seq on; a
+ * discarded bucket reads as empty or as the old entries) and become empty
+ * slots.  Best effort, as for buckets (alloc.c).
+ */
+static void journal_discard(struct bch_fs *c, struct bch_journal *j)
+{
+	for (unsigned d = 0; d < j->nr_devs; d++) {
+		struct journal_dev *jd = &j->devs[d];
+		struct bch_dev *ca = c->devs[jd->dev];
+		if (!ca || !ca->bdev || !bch_sb_member(c->sb, jd->dev)->discard)
+			continue;
+		for (unsigned sl = 0; sl < jd->nr; sl++)
+			if (sl != jd->cur && jd->bucket_seq[sl] && jd->bucket_seq[sl] < j->last_seq_ondisk) {
+				uint64_t bytes = (uint64_t)jd->bucket_sectors << BCH_SECTOR_SHIFT;
+				bch_dev_discard(ca->bdev, jd->bucket[sl] * bytes, bytes);
+				jd->bucket_seq[sl] = 0;
+			}
+	}
+}
+
 /* Write the open entry (roots added now) and flush; it becomes durable. */
 static int journal_write(struct bch_fs *c)
 {
@@ -1189,6 +1211,7 @@ static int journal_write(struct bch_fs *c)
 	if (!ret) {
 		j->durable = j->seq;
 		j->last_seq_ondisk = js->last_seq;
+		journal_discard(c, j);
 		j->seq++;
 		j->buf_u64s = 0;
 		j->pending = false;
