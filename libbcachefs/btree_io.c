@@ -145,9 +145,13 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 		node_reset_keys(b);	/* frees the arena */
 		return ret;
 	}
-	/* a 64 KiB first read may have left much unused: keep what the node uses */
+	/*
+	 * a 64 KiB first read may have left much unused: keep what the node uses
+	 * (and the block after it, read with it: trimming only that cost a
+	 * system call per node read)
+	 */
 	size_t used = (size_t)b->sectors_written << BCH_SECTOR_SHIFT;
-	if (b->arena_bytes > used)
+	if (b->arena_bytes > used + block_bytes(c))
 		arena_resize(b, used);
 	return 0;
 }

@@ -269,6 +269,9 @@ struct fstate {
 	uint64_t		cur_work_end;	/* ... ends here (UINT64_MAX: none) */
 	unsigned		cur_work_why;	/* BCH_REBALANCE_REASON_* of that extent */
 
+	/* pass 7 -> 8: files whose data was lost (INO_DATA_LOST; 0: no lookup per name) */
+	size_t			nr_data_lost;
+
 	/* pass 6 -> 7: sector counts to report, in inode order */
 	struct sectors_wrong	*sectors_wrong;
 	size_t			nr_sectors_wrong, sectors_wrong_cap;
