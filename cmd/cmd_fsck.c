@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "btree.h"
+#include "btree_prefetch.h"
 #include "cmds.h"
 #include "snapshot.h"
 #include "errcode.h"
@@ -395,8 +396,15 @@ int cmd_fsck(int argc, char *argv[])
 		} else {
 			uint64_t nodes;
 			cmd_note_degraded("fsck", c, devs, nr);
-			if (ctx->mode == BCH_FSCK_NO)
+			if (ctx->mode == BCH_FSCK_NO) {
 				bch_btree_cache_set_leaf_limit(c, 64 << 10);
+				/*
+				 * the second core reads the nodes the passes read next
+				 * (only read-only: nothing writes them meanwhile);
+				 * without it they read them themselves
+				 */
+				bch_prefetch_start(c);
+			}
 			if (c->journal_replayed && !o.json)
 				printf("not closed cleanly: %" PRIu64 " journal entr%s replayed\n",
 				       c->journal_replayed, c->journal_replayed == 1 ? "y" : "ies");
@@ -439,6 +447,7 @@ int cmd_fsck(int argc, char *argv[])
 					}
 				}
 			}
+			bch_prefetch_stop(c);
 			int cr = bch_fs_close(c);
 			if (cr && !ret) {
 				cmd_err("fsck", "closing the filesystem: %s", bch_err_str(cr));

@@ -44,6 +44,8 @@ struct bch_dev {
 	struct bch_dev_alloc	*alloc;
 };
 
+struct bch_prefetch;
+
 struct bch_fs {
 	pthread_mutex_t		lock;		/* see "Locking" above; held by callers */
 	struct bch_sb		*sb;		/* in-memory superblock (authoritative) */
@@ -77,6 +79,11 @@ struct bch_fs {
 	unsigned		nr_journal_gaps;
 	bool			alloc_recount_partial;	/* fs.c: fsck open skipped unreadable nodes */
 	bool			extents_mark_deferred;	/* fsck -n: pass 3 marks data buckets */
+	bool			fsck_copies_checked;	/* fsck: pass 3 compared every node's copies
+						 * and validated every key; later reads take
+						 * the first good copy (and read-only, do not
+						 * validate the keys again) */
+	struct bch_prefetch	*prefetch;	/* btree_prefetch.c: nodes read ahead (fsck -n) */
 	bool			alloc_flushing;	/* alloc.c: inside its journal flush (no recursion) */
 	bool			alloc_for_delete;	/* fs_ops: the block a truncate or hole punch
 						 * rewrites (zeroing its tail) may take from the

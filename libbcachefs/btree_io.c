@@ -28,6 +28,7 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "btree_prefetch.h"
 #include "snapshot.h"
 #include "checksum.h"
 #include "crypt.h"
@@ -74,7 +75,12 @@ static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i
 
 		if (end - p < (ptrdiff_t)BCH_BKEY_U64s || k->u64s < BCH_BKEY_U64s || k->u64s > end - p)
 			return snprintf(err, errlen, "key overruns its bset"), -BCH_ERR_btree_node_bad;
-		if (bch_bkey_validate_fs(c, k, b->id, b->level, err, errlen)) {
+		/*
+		 * fsck -n after pass 3: every key of these very bytes (the
+		 * checksum says so; nothing writes) was validated there already
+		 */
+		if (!(c->fsck_copies_checked && c->read_only) &&
+		    bch_bkey_validate_fs(c, k, b->id, b->level, err, errlen)) {
 			if (!c->opts.v[Opt_fsck] || b->level)
 				return -BCH_ERR_btree_node_bad;
 			/* fsck: skip the key, keep the node; fsck reports it and rewrites the node */
@@ -139,9 +145,13 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 		node_reset_keys(b);	/* frees the arena */
 		return ret;
 	}
-	/* a 64 KiB first read may have left much unused: keep what the node uses */
+	/*
+	 * a 64 KiB first read may have left much unused: keep what the node uses
+	 * (and the block after it, read with it: trimming only that cost a
+	 * system call per node read)
+	 */
 	size_t used = (size_t)b->sectors_written << BCH_SECTOR_SHIFT;
-	if (b->arena_bytes > used)
+	if (b->arena_bytes > used + block_bytes(c))
 		arena_resize(b, used);
 	return 0;
 }
@@ -300,9 +310,10 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		? ((size_t)bp->sectors_written << BCH_SECTOR_SHIFT) + block_bytes(c)
 		: (size_t)64 << 10;
 	have = have < nb ? round_block(c, have) : nb;
-	b->arena = bch_node_arena_alloc(have);
+	void *ahead = bch_prefetch_take(c, ptr, have);	/* read ahead (btree_prefetch.c) */
+	b->arena = ahead ? ahead : bch_node_arena_alloc(have);
 	b->arena_bytes = have;	/* for in_arena(): keys in it are not freed one by one */
-	ret = bch_dev_read(ca->bdev, b->arena, have, where);
+	ret = ahead ? 0 : bch_dev_read(ca->bdev, b->arena, have, where);
 	if (ret)
 		return snprintf(err, errlen, "%s", bch_err_str(ret)), ret;
 #define NEED(bytes)								\
@@ -484,8 +495,9 @@ int bch_btree_node_verify(struct bch_fs *c, unsigned id, unsigned level, const s
  * one, a bucket's old contents: what follows decides how that copy parses),
  * or a read that fails, says no: the caller validates the copy itself.
  */
-static bool copies_identical(struct bch_fs *c, const struct bch_extent_ptr *a,
-			     const struct bch_extent_ptr *b, unsigned sectors)
+static bool copies_identical(struct bch_fs *c, const struct btree *node,
+			     const struct bch_extent_ptr *a, const struct bch_extent_ptr *b,
+			     unsigned sectors)
 {
 	struct bch_dev *ca = a->dev < BCH_SB_MEMBERS_MAX ? c->devs[a->dev] : NULL;
 	struct bch_dev *cb = b->dev < BCH_SB_MEMBERS_MAX ? c->devs[b->dev] : NULL;
@@ -494,18 +506,28 @@ static bool copies_identical(struct bch_fs *c, const struct bch_extent_ptr *a,
 
 	if (!ca || !ca->bdev || !cb || !cb->bdev || !written || written > node_bytes(c))
 		return false;
+	int ahead = bch_prefetch_same(c, a, b, written);	/* compared when read ahead */
+	if (ahead >= 0)
+		return ahead;
 	if (bytes < node_bytes(c))
 		bytes += block_bytes(c);	/* the block after: zeros on both */
 	if (bytes > node_bytes(c))
 		return false;
+	/*
+	 * Unencrypted, the node's arena holds the first copy's bytes as read
+	 * (keys are referenced in place): the second is compared with it, and
+	 * only its block after must be zeros (that decides where it ends).
+	 * Encrypted, the arena was decrypted in place: both are read.
+	 */
+	bool raw = !bch_fs_encrypted(c) && node->arena && node->arena_bytes >= written;
 	/* filled by the reads: not cleared first (bch_dev_alloc_buf() would) */
 	void *x = NULL, *y = NULL;
-	if (!posix_memalign(&x, 4096, bytes) && !posix_memalign(&y, 4096, bytes) &&
-	    !bch_dev_read(ca->bdev, x, bytes, (uint64_t)a->offset << BCH_SECTOR_SHIFT) &&
+	if ((raw || !posix_memalign(&x, 4096, bytes)) && !posix_memalign(&y, 4096, bytes) &&
+	    (raw || !bch_dev_read(ca->bdev, x, bytes, (uint64_t)a->offset << BCH_SECTOR_SHIFT)) &&
 	    !bch_dev_read(cb->bdev, y, bytes, (uint64_t)b->offset << BCH_SECTOR_SHIFT)) {
-		same = !memcmp(x, y, bytes);
+		same = !memcmp(raw ? node->arena : x, y, raw ? written : bytes);
 		for (size_t i = written; same && i < bytes; i++)
-			same = !((const char *)x)[i];
+			same = !((const char *)y)[i];
 	}
 	free(x);
 	free(y);
@@ -531,9 +553,10 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 		if (!r) {
 			b->nr_ptrs = nr;
 			memcpy(b->ptrs, bp->ptrs, nr * sizeof(bp->ptrs[0]));
-			/* fsck: the remaining copies must be good too */
-			for (unsigned j = i + 1; c->opts.v[Opt_fsck] && j < nr; j++) {
-				if (copies_identical(c, &bp->ptrs[i], &bp->ptrs[j], b->sectors_written))
+			/* fsck pass 3: the remaining copies must be good too */
+			for (unsigned j = i + 1; c->opts.v[Opt_fsck] && !c->fsck_copies_checked && j < nr;
+			     j++) {
+				if (copies_identical(c, b, &bp->ptrs[i], &bp->ptrs[j], b->sectors_written))
 					continue;	/* the same bytes as the copy just validated */
 				struct btree *t = calloc(1, sizeof(*t));
 				char e2[200];

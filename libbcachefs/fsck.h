@@ -288,6 +288,23 @@ struct bch_fsck_ctx {
 	uint64_t		leaf_keys[BCH_BTREE_ID_NR];
 	/* pass 3: inode keys of directories (sizes the side table once) */
 	uint64_t		dir_keys;
+
+	/*
+	 * pass 3 -> 12: the replicas entries the keys use (every node pointer,
+	 * every extent key), gathered as pass 3 reads them all, so pass 12 need
+	 * not read the extents again: taken while replicas_fs's table has seen
+	 * no mark since (its mark count is still replicas_marks), and only the
+	 * first FSCK_REPLICAS_GATHER distinct ones (more: not gathered).
+	 */
+#define FSCK_REPLICAS_GATHER	32
+	struct {
+		uint64_t	devs;
+		uint8_t		data_type;
+	}			replicas_used[FSCK_REPLICAS_GATHER];
+	unsigned		replicas_nr;	/* > FSCK_REPLICAS_GATHER: too many */
+	bool			replicas_gathered;
+	const void		*replicas_fs;
+	uint64_t		replicas_marks;
 };
 
 /*

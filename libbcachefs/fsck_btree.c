@@ -47,11 +47,13 @@
 #include "alloc_btree.h"
 #include "bcachefs.h"
 #include "btree.h"
+#include "btree_prefetch.h"
 #include "btree_node_scan.h"
 #include "errcode.h"
 #include "extents.h"
 #include "fsck.h"
 #include "reflink.h"
+#include "replicas.h"
 
 struct ptr_list {
 	struct bch_bkey	**k;
@@ -170,6 +172,25 @@ static void mark_extents(struct bch_fs *c, struct btree *b)
 	c->err_msg[0] = 0;
 }
 
+/* The replicas entry k needs, into what pass 12 compares with the table. */
+static void gather_replicas(struct bch_fs *c, struct bch_fsck_ctx *ctx, unsigned id,
+			    const struct bch_bkey *k)
+{
+	unsigned type, i;
+	uint64_t devs;
+
+	if (ctx->replicas_nr > FSCK_REPLICAS_GATHER || !bch_replicas_key_devs(c, id, k, &type, &devs))
+		return;
+	for (i = 0; i < ctx->replicas_nr; i++)
+		if (ctx->replicas_used[i].devs == devs && ctx->replicas_used[i].data_type == type)
+			return;
+	if (i < FSCK_REPLICAS_GATHER) {
+		ctx->replicas_used[i].devs = devs;
+		ctx->replicas_used[i].data_type = type;
+	}
+	ctx->replicas_nr++;
+}
+
 static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		      const struct bch_bkey *ptr)
 {
@@ -180,6 +201,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 
 	size_t self = s->nodes.nr;	/* this node's entry in s->nodes */
 	ptr_list_add(&s->nodes, ptr);
+	gather_replicas(c, s->ctx, s->id, ptr);
 	c->err_msg[0] = 0;
 	r = bch_btree_node_get(c, s->id, level, ptr, &b);
 	if (r) {
@@ -249,6 +271,9 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	}
 	if (!b->level) {
 		ptr_list_add(&s->leaves, ptr);
+		if (data_btree(s->id))	/* extents and indirect extents: pass 12's sets */
+			for (unsigned i = 0; i < b->nr; i++)
+				gather_replicas(c, s->ctx, s->id, b->keys[i]);
 		if (data_btree(s->id) && c->extents_mark_deferred)
 			mark_extents(c, b);
 		bch_btree_node_put(c, b);
@@ -284,8 +309,12 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		kids[i] = bch_bkey_dup(b->keys[i]);
 	unsigned child_level = b->level - 1;
 	bch_btree_node_put(c, b);
-	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++)
+	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++) {
+		/* the next leaves are read ahead while this one is checked */
+		for (unsigned j = i + 1; !child_level && j < nr && j <= i + 2; j++)
+			bch_prefetch_node(c, kids[j]);
 		r = check_node(c, s, child_level, kids[i]);
+	}
 	for (unsigned i = 0; i < nr; i++)
 		free(kids[i]);
 	free(kids);
@@ -696,6 +725,10 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 	if (!st)
 		return -ENOMEM;
 	*nodes_checked = 0;
+	c->fsck_copies_checked = false;	/* this pass compares them (again) */
+	ctx->replicas_gathered = false;
+	ctx->replicas_nr = 0;
+	uint64_t marks = c->replicas ? c->replicas->marks : 0;
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r && !ctx->cancelled; id++) {
 		struct check_state *s = &st[id];
 		struct btree_root *root = &c->roots->r[id];
@@ -725,6 +758,21 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 				for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
 					ctx->fixed[p] += s->approved[p];
 		}
+	}
+	/*
+	 * Every node's copies were compared (and the bad ones rewritten or
+	 * reported): the passes after read each node again, and need not
+	 * compare them again (nothing but fsck writes meanwhile, and it writes
+	 * every copy).
+	 */
+	if (!r && !ctx->cancelled)
+		c->fsck_copies_checked = true;
+	/* every key was seen, and none has changed since */
+	if (!r && !ctx->cancelled && !lost && c->replicas && c->replicas->marks == marks &&
+	    ctx->replicas_nr <= FSCK_REPLICAS_GATHER) {
+		ctx->replicas_gathered = true;
+		ctx->replicas_fs = c;
+		ctx->replicas_marks = marks;
 	}
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
 		ptr_list_free(&st[id].leaves);

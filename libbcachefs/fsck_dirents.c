@@ -164,7 +164,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		return s->err;
 	}
 
-	if (!S_ISDIR(ino_mode(ti))) {
+	if (s->nr_data_lost && !S_ISDIR(ino_mode(ti))) {
 		/* a file whose data pass 7 found lost: its names go (it goes to lost+found) */
 		struct ino_extra *x = fsck_ino_extra(&s->inodes, d->inum, false);
 		if (x && x->state == INO_DATA_LOST) {

@@ -82,6 +82,7 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "btree_prefetch.h"
 #include "checksum.h"
 #include "errcode.h"
 #include "extents.h"
@@ -593,13 +594,37 @@ static int cursor_pick(struct key_cursor *cur, struct btree *b, bool *seen)
 	return cursor_copy(cur, best);
 }
 
+/*
+ * Read ahead (fsck -n) the leaf after b, as its parent lists them: a
+ * cursor reads the leaves of its btree in order.
+ */
+static void prefetch_next(struct key_cursor *cur, const struct btree *b)
+{
+	struct bch_fs *c = cur->c;
+	struct btree *parent;
+
+	if (c->roots->r[cur->id].level < 1 || bpos_eq(b->max_key, POS_MAX))
+		return;
+	if (bch_btree_find_node(c, cur->id, 1, b->max_key, &parent)) {
+		c->err_msg[0] = 0;	/* the read that needs it reports it */
+		return;
+	}
+	unsigned i = bch_btree_node_find(parent, b->max_key);
+	if (i + 1 < parent->nr)
+		bch_prefetch_node(c, parent->keys[i + 1]);
+	bch_btree_node_put(c, parent);
+}
+
 const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 {
 	if (cur->have)
-		return cur->key;
+		return cur->peeked;
 	while (!cur->done) {
 		if (!bch_btree_hold_valid(&cur->leaf)) {
 			struct btree *b;
+			if (cur->next_after)
+				cur->next = bpos_successor(cur->last);
+			cur->next_after = false;
 			int r = bch_btree_find_node(cur->c, cur->id, 0, cur->next, &b);
 			if (r) {
 				*err = r;
@@ -608,6 +633,8 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 			}
 			cur->idx = bch_btree_node_find(b, cur->next);
 			bch_btree_hold(cur->c, &cur->leaf, b);
+			if (cur->c->prefetch)
+				prefetch_next(cur, b);
 		}
 		struct btree *b = cur->leaf.b;
 		if (cur->idx >= b->nr) {
@@ -615,6 +642,7 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 				cur->done = true;
 			else
 				cur->next = bpos_successor(b->max_key);
+			cur->next_after = false;
 			bch_btree_unhold(cur->c, &cur->leaf);
 			continue;
 		}
@@ -635,16 +663,26 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 					cur->done = true;
 				else
 					cur->next = bpos_successor(end);
+				cur->next_after = false;
 				if (cur->idx >= b->nr)
 					bch_btree_unhold(cur->c, &cur->leaf);	/* the position may go on */
 				continue;
 			}
+		} else if (cur->c->read_only) {
+			/*
+			 * nothing changes a node (no repair is made): the key in
+			 * the held leaf stays as it is until the cursor moves on
+			 */
+			cur->peeked = b->keys[cur->idx];
+			cur->have = true;
+			return cur->peeked;
 		} else if (cursor_copy(cur, b->keys[cur->idx])) {
 			*err = -ENOMEM;
 			cur->done = true;
 			break;
 		}
 		cur->have = true;
+		cur->peeked = cur->key;
 		return cur->key;
 	}
 	bch_btree_unhold(cur->c, &cur->leaf);
@@ -657,7 +695,7 @@ void fsck_cursor_pop(struct key_cursor *cur)
 		return;
 	cur->have = false;
 	cur->nr_popped++;
-	struct bch_bpos end = cur->key->p;
+	struct bch_bpos end = cur->peeked->p;
 	if (cur->filter) {
 		cur->idx = cur->group_end;
 		end.snapshot = UINT32_MAX;
@@ -666,10 +704,13 @@ void fsck_cursor_pop(struct key_cursor *cur)
 	} else {
 		cur->idx++;
 	}
-	if (bpos_eq(end, POS_MAX))
+	if (bpos_eq(end, POS_MAX)) {
 		cur->done = true;
-	else
-		cur->next = bpos_successor(end);
+	} else {
+		/* the position after it: needed only when the leaf is looked up again */
+		cur->last = end;
+		cur->next_after = true;
+	}
 }
 
 /*

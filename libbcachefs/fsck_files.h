@@ -179,17 +179,21 @@ struct sectors_wrong {
  * make the cache read it again; the caller may change the tree between
  * calls: a change to the held leaf, or the leaf going, sends the cursor
  * back to the root for the position after the key it last returned, so
- * keys added further on are still met.  A key peeked is a copy, valid until
- * the peek after its pop.
+ * keys added further on are still met.  A key peeked is valid until the
+ * peek after its pop: a copy, or on a filesystem opened read-only (nothing
+ * changes a node), the key in the held leaf itself.
  */
 struct key_cursor {
 	struct bch_fs		*c;
 	unsigned		id;
-	struct bch_bpos		next;		/* where the next key is looked for */
+	struct bch_bpos		next;		/* where the next key is looked for ... */
+	struct bch_bpos		last;		/* ... or, when next_after, just after this */
+	bool			next_after;
 	bool			done;
 	struct btree_hold	leaf;		/* the leaf next lies in, when valid */
 	unsigned		idx;		/* next's index in it */
-	struct bch_bkey		*key;		/* the key peeked (a copy) */
+	struct bch_bkey		*key;		/* a copy of the key peeked ... */
+	const struct bch_bkey	*peeked;	/* ... or, read-only, the key in the leaf */
 	size_t			key_cap;	/* bytes */
 	bool			have;		/* key is peeked and not yet popped */
 	uint64_t		nr_popped;
@@ -264,6 +268,9 @@ struct fstate {
 	uint64_t		cur_work_start;	/* its first extent that needs rebalance ... */
 	uint64_t		cur_work_end;	/* ... ends here (UINT64_MAX: none) */
 	unsigned		cur_work_why;	/* BCH_REBALANCE_REASON_* of that extent */
+
+	/* pass 7 -> 8: files whose data was lost (INO_DATA_LOST; 0: no lookup per name) */
+	size_t			nr_data_lost;
 
 	/* pass 6 -> 7: sector counts to report, in inode order */
 	struct sectors_wrong	*sectors_wrong;

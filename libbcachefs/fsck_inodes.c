@@ -112,6 +112,7 @@ static void data_lost(struct fstate *s, const struct sectors_wrong *w, const cha
 		return;
 	/* pass 8 deletes every name of it (hard links too) */
 	fsck_ino_extra(&s->inodes, w->inum, true)->state = INO_DATA_LOST;
+	s->nr_data_lost++;
 	fsck_fix_done(s, BCH_FSCK_inode_data_lost, 0);
 }
 

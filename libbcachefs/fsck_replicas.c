@@ -89,7 +89,23 @@ int bch_fsck_replicas(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 
 	if (!c->replicas || c->opts.v[Opt_very_degraded])
 		return 0;	/* very_degraded: nodes may have no copy to read */
-	if ((r = bch_replicas_used(c, &used))) {
+	/* what pass 3 gathered, while no key has changed since; else read them all again */
+	if (ctx->replicas_gathered && ctx->replicas_fs == c && ctx->replicas_marks == c->replicas->marks) {
+		memset(&used, 0, sizeof(used));
+		r = 0;
+		for (unsigned i = 0; i < ctx->replicas_nr && !r; i++)
+			if (bch_replicas_cpu_add(&used, ctx->replicas_used[i].data_type,
+						 ctx->replicas_used[i].devs) < 0)
+				r = -ENOMEM;
+		if (!r)
+			r = bch_replicas_used_journal(c, &used);
+		if (r)
+			bch_replicas_cpu_free(&used);
+	} else {
+		r = bch_replicas_used(c, &used);
+	}
+	ctx->replicas_gathered = false;
+	if (r) {
 		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "replicas table: reading the keys: %.200s",
 			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		return r;

@@ -325,15 +325,23 @@ int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t)
 			bch_btree_iter_exit(&it);
 		}
 	}
-	struct bch_sb_field_journal *j = bch_sb_get_journal(c->sb);
-	size_t nr_runs = j ? ((size_t)j->field.u64s * 8 - sizeof(*j)) / sizeof(j->runs[0]) : 0;
-	for (size_t i = 0; i < nr_runs && !r; i++)
-		if (j->runs[i].nr && is_member(c, j->runs[i].dev) &&
-		    bch_replicas_cpu_add(t, BCH_DATA_journal, 1ULL << j->runs[i].dev) < 0)
-			r = -ENOMEM;
+	if (!r)
+		r = bch_replicas_used_journal(c, t);
 	if (r)
 		bch_replicas_cpu_free(t);
 	return r;
+}
+
+int bch_replicas_used_journal(struct bch_fs *c, struct bch_replicas_cpu *t)
+{
+	struct bch_sb_field_journal *j = bch_sb_get_journal(c->sb);
+	size_t nr_runs = j ? ((size_t)j->field.u64s * 8 - sizeof(*j)) / sizeof(j->runs[0]) : 0;
+
+	for (size_t i = 0; i < nr_runs; i++)
+		if (j->runs[i].nr && is_member(c, j->runs[i].dev) &&
+		    bch_replicas_cpu_add(t, BCH_DATA_journal, 1ULL << j->runs[i].dev) < 0)
+			return -ENOMEM;
+	return 0;
 }
 
 int bch_replicas_set(struct bch_fs *c, const struct bch_replicas_cpu *t, bool complete)

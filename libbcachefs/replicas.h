@@ -122,6 +122,8 @@ int bch_replicas_mark_ptrs(struct bch_fs *c, unsigned data_type,
  * buckets.  *t is filled (caller frees with bch_replicas_cpu_free()).
  */
 int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t);
+/* The journal's part of that: the members that hold journal buckets, added to *t. */
+int bch_replicas_used_journal(struct bch_fs *c, struct bch_replicas_cpu *t);
 
 /*
  * Replace c's table with t (copied) and write it to the superblock; with
