@@ -563,6 +563,22 @@ int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
 
 /* ------------------------------------------------ device remove --force */
 
+/* The pointers of extent k on dev (a bit per index); *other_dirty: dirty copies elsewhere. */
+static uint32_t ptrs_on_dev(const struct bch_bkey *k, unsigned dev, unsigned *other_dirty)
+{
+	const struct bch_extent *e = bkey_val(k);
+	uint32_t on = 0;
+
+	*other_dirty = 0;
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+		if (e->ptrs[i].dev == dev)
+			on |= 1U << i;
+		else if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
+			(*other_dirty)++;
+	}
+	return on;
+}
+
 /*
  * The snapshots whose own inode version of k's file counts k's sectors:
  * those at or below k's snapshot that see k itself at its place (one that
@@ -670,15 +686,8 @@ static int drop_dev_ptrs_indirect(struct bch_fs *c, unsigned dev, struct bch_mov
 			free(k);
 			continue;
 		}
-		const struct bch_extent *e = bkey_val(x);
-		uint32_t on = 0;
-		unsigned other_dirty = 0;
-		for (unsigned i = 0; i < bch_extent_nr_ptrs(x); i++) {
-			if (e->ptrs[i].dev == dev)
-				on |= 1U << i;
-			else if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
-				other_dirty++;
-		}
+		unsigned other_dirty;
+		uint32_t on = ptrs_on_dev(x, dev, &other_dirty);
 		if (on && other_dirty) {
 			struct bch_move_op op = { .drop_only = true, .degrade = true, .rewrite = on };
 			r = bch_mover_add_indirect(mv, k, &op);
@@ -737,15 +746,8 @@ int bch_data_drop_dev_ptrs(struct bch_fs *c, unsigned dev, uint64_t *lost_sector
 			free(k);
 			continue;
 		}
-		const struct bch_extent *e = bkey_val(k);
-		uint32_t on = 0;
-		unsigned other_dirty = 0;
-		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
-			if (e->ptrs[i].dev == dev)
-				on |= 1U << i;
-			else if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
-				other_dirty++;
-		}
+		unsigned other_dirty;
+		uint32_t on = ptrs_on_dev(k, dev, &other_dirty);
 		if (on && other_dirty) {
 			struct bch_move_op op = { .drop_only = true, .degrade = true, .rewrite = on };
 			r = bch_mover_add(mv, k, &op);
