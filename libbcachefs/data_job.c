@@ -404,19 +404,11 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 		return bch_errf(err, errlen, -BCH_ERR_fs_read_only, "the filesystem is open read-only");
 
 	/* the total: one scan (bounded memory; the keys are not kept) */
-	struct btree_iter it;
+	struct bch_data_iter it;	/* an indirect extent counted once (reflink.h) */
 	const struct bch_bkey *k;
 	int r = 0;
-	for (unsigned id = BCH_BTREE_ID_extents; !r; id = BCH_BTREE_ID_reflink) {
-	if (!c->roots->r[id].key)
-		break;
-	bch_btree_iter_init(&it, c, id, POS_MIN, POS_MAX);
-	while ((k = bch_btree_iter_next(&it, &r))) {
-		struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k) : NULL;
-		if (x)
-			k = x;	/* an indirect extent: counted once (reflink.h) */
-		if (k->type != BCH_BKEY_extent)
-			continue;
+	bch_data_iter_init(&it, c);
+	while ((k = bch_data_iter_next(&it, &r))) {
 		const struct bch_extent *e = bkey_val(k);
 		unsigned nr = bch_extent_nr_ptrs(k), have = 0;
 		for (unsigned i = 0; i < nr; i++) {
@@ -431,12 +423,8 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 				j->bytes_total += (uint64_t)e->crc.compressed_sectors * (want - have)
 						  << BCH_SECTOR_SHIFT;
 		}
-		free(x);
 	}
-	bch_btree_iter_exit(&it);
-	if (id == BCH_BTREE_ID_reflink)
-		break;
-	}
+	bch_data_iter_exit(&it);
 	if (r)
 		return bch_errf(err, errlen, r, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 	struct total_walk w = { .j = j };

@@ -760,7 +760,7 @@ void bch_dev_holdings(struct bch_fs *c, unsigned dev, uint64_t first_bucket,
 {
 	struct bch_member *m = bch_sb_member(c->sb, dev);
 	struct holdings_walk w = { .dev = dev, .h = h };
-	struct btree_iter it;
+	struct bch_data_iter di;
 	const struct bch_bkey *k;
 	int r = 0;
 
@@ -771,29 +771,19 @@ void bch_dev_holdings(struct bch_fs *c, unsigned dev, uint64_t first_bucket,
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
 		bch_btree_walk_nodes(c, id, node_holdings, &w);
 	/* the extents, and the indirect extents shared files point at (reflink.h) */
-	for (unsigned id = BCH_BTREE_ID_extents; c->roots->r[id].key; id = BCH_BTREE_ID_reflink) {
-		bch_btree_iter_init(&it, c, id, POS_MIN, POS_MAX);
-		while ((k = bch_btree_iter_next(&it, &r))) {
-			struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k) : NULL;
-			if (x)
-				k = x;
-			if (k->type != BCH_BKEY_extent)
+	bch_data_iter_init(&di, c);
+	while ((k = bch_data_iter_next(&di, &r))) {
+		const struct bch_extent *e = bkey_val(k);
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+			if (e->ptrs[i].dev != dev || e->ptrs[i].offset < w.from_sector)
 				continue;
-			const struct bch_extent *e = bkey_val(k);
-			for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
-				if (e->ptrs[i].dev != dev || e->ptrs[i].offset < w.from_sector)
-					continue;
-				if (e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED)
-					h->cached_sectors += e->crc.compressed_sectors;
-				else
-					h->user_sectors += e->crc.compressed_sectors;
-			}
-			free(x);
+			if (e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED)
+				h->cached_sectors += e->crc.compressed_sectors;
+			else
+				h->user_sectors += e->crc.compressed_sectors;
 		}
-		bch_btree_iter_exit(&it);
-		if (id == BCH_BTREE_ID_reflink)
-			break;
 	}
+	bch_data_iter_exit(&di);
 	c->err_msg[0] = 0;
 	struct bch_dev_usage u;
 	if (!bch_dev_missing(c, dev)) {
@@ -841,7 +831,7 @@ static void sole_copies(struct bch_fs *c, unsigned dev, uint64_t *sectors, uint6
 			char *where, size_t wlen)
 {
 	struct sole_walk w = { .dev = dev };
-	struct btree_iter it;
+	struct bch_data_iter di;
 	const struct bch_bkey *k;
 	int r = 0;
 
@@ -850,15 +840,9 @@ static void sole_copies(struct bch_fs *c, unsigned dev, uint64_t *sectors, uint6
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++)
 		bch_btree_walk_nodes(c, id, node_sole, &w);
 	*nodes = w.nodes;
-	for (unsigned id = BCH_BTREE_ID_extents; c->roots->r[id].key; id = BCH_BTREE_ID_reflink) {
-	bch_btree_iter_init(&it, c, id, POS_MIN, POS_MAX);
-	while ((k = bch_btree_iter_next(&it, &r))) {
-		/* an indirect extent (reflink.h) counts once, whatever its sharers */
-		struct bch_bkey *x = k->type == BCH_BKEY_reflink_v ? bch_reflink_v_to_extent(k) : NULL;
-		if (x)
-			k = x;
-		if (k->type != BCH_BKEY_extent)
-			continue;
+	/* an indirect extent (reflink.h) counts once, whatever its sharers */
+	bch_data_iter_init(&di, c);
+	while ((k = bch_data_iter_next(&di, &r))) {
 		const struct bch_extent *e = bkey_val(k);
 		bool on = false, other = false;
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
@@ -872,12 +856,8 @@ static void sole_copies(struct bch_fs *c, unsigned dev, uint64_t *sectors, uint6
 				 (uint64_t)k->p.inode, (uint64_t)(k->p.offset - k->size),
 				 (uint64_t)k->p.offset);
 		}
-		free(x);
 	}
-	bch_btree_iter_exit(&it);
-	if (id == BCH_BTREE_ID_reflink)
-		break;
-	}
+	bch_data_iter_exit(&di);
 	c->err_msg[0] = 0;
 }
 

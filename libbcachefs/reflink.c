@@ -48,6 +48,56 @@ const struct bch_extent_ptr *bch_reflink_v_ptrs(const struct bch_bkey *v, unsign
 	return rv->ptrs;
 }
 
+void bch_data_iter_init(struct bch_data_iter *d, struct bch_fs *c)
+{
+	memset(d, 0, sizeof(*d));
+	d->c = c;
+	d->id = BCH_BTREE_ID_extents;
+	if (c->roots->r[d->id].key)
+		bch_btree_iter_init(&d->it, c, d->id, POS_MIN, POS_MAX);
+	else
+		d->id = BCH_BTREE_ID_NR;
+}
+
+const struct bch_bkey *bch_data_iter_next(struct bch_data_iter *d, int *err)
+{
+	const struct bch_bkey *k;
+
+	*err = 0;
+	free(d->x);
+	d->x = NULL;
+	while (d->id != BCH_BTREE_ID_NR) {
+		while ((k = bch_btree_iter_next(&d->it, err))) {
+			if (k->type == BCH_BKEY_reflink_v) {
+				if (!(d->x = bch_reflink_v_to_extent(k))) {
+					*err = -ENOMEM;
+					return NULL;
+				}
+				return d->x;
+			}
+			if (k->type == BCH_BKEY_extent)
+				return k;
+		}
+		bch_btree_iter_exit(&d->it);
+		if (*err || d->id == BCH_BTREE_ID_reflink || !d->c->roots->r[BCH_BTREE_ID_reflink].key) {
+			d->id = BCH_BTREE_ID_NR;
+			break;
+		}
+		d->id = BCH_BTREE_ID_reflink;
+		bch_btree_iter_init(&d->it, d->c, d->id, POS_MIN, POS_MAX);
+	}
+	return NULL;
+}
+
+void bch_data_iter_exit(struct bch_data_iter *d)
+{
+	if (d->id != BCH_BTREE_ID_NR)
+		bch_btree_iter_exit(&d->it);
+	d->id = BCH_BTREE_ID_NR;
+	free(d->x);
+	d->x = NULL;
+}
+
 struct bch_bkey *bch_reflink_v_to_extent(const struct bch_bkey *v)
 {
 	const struct bch_reflink_v *rv = bkey_val(v);

@@ -50,6 +50,7 @@
 #include <stdint.h>
 
 #include "bcachefs_format.h"
+#include "btree.h"
 
 struct bch_fs;
 struct btree_trans;
@@ -69,6 +70,22 @@ struct bch_extent_update;
 int bch_reflink_remap(struct bch_fs *c, uint64_t src_handle, uint64_t src_start,
 		      uint64_t dst_handle, uint64_t dst_start, uint64_t sectors,
 		      uint64_t dst_size_min, uint64_t *done);
+
+/*
+ * Every copy of user data once: the extents btree's extent keys, then the
+ * reflink btree's indirect extents in their extent form (bch_reflink_v_to_extent),
+ * so that a walk counting or checking pointers sees shared data once.  The
+ * key returned is valid until the next call; *err is set (0 at a normal end).
+ */
+struct bch_data_iter {
+	struct bch_fs		*c;
+	struct btree_iter	it;
+	unsigned		id;		/* BCH_BTREE_ID_NR: not started or done */
+	struct bch_bkey		*x;		/* the last extent form made */
+};
+void bch_data_iter_init(struct bch_data_iter *d, struct bch_fs *c);
+const struct bch_bkey *bch_data_iter_next(struct bch_data_iter *d, int *err);
+void bch_data_iter_exit(struct bch_data_iter *d);
 
 /* A malloc'd extent key with the encoding, pointers and position of reflink_v v (NULL: no memory). */
 struct bch_bkey *bch_reflink_v_to_extent(const struct bch_bkey *v);
