@@ -20,6 +20,7 @@ int cmd_dev_offline_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_data_rereplicate_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_dev_stats_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_device_stats.c */
 int cmd_fusemount_remount_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_fusemount.c */
+int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_fusemount.c */
 int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_subvolume.c */
 
 const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
@@ -38,6 +39,7 @@ const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
 	{ "data rebalance",	cmd_data_rebalance_body,	true },
 	{ "set-fs-option",	cmd_set_fs_option_body,		true },
 	{ "remount",		cmd_fusemount_remount_body,	true },	/* mount -o remount */
+	{ "mount",		cmd_fusemount_mount_body,	true },	/* a second mountpoint */
 	{ "subvolume create",	cmd_subvolume_body,		true },
 	{ "subvolume snapshot",	cmd_subvolume_body,		true },
 	{ "subvolume delete",	cmd_subvolume_body,		true },

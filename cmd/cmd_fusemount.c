@@ -59,6 +59,16 @@
  *       checked whole first, then ro closes cleanly and reopens read-only
  *       (rw the other way: reopen()), with m->c replaced under the lock as
  *       in (6) and background work restarted as the mount now is.
+ *   (9) One daemon, several mountpoints: a mount of a mounted filesystem
+ *       is forwarded (join_front) to its daemon, which makes one more FUSE
+ *       session (cmd_fusemount_mount_body), served by its own thread; the
+ *       engine, the lock, the held table and background work are shared.
+ *       A change made through one session is notified to the others after
+ *       the reply, without lock (others_inode, others_entry), so their
+ *       kernels drop what they cache of it.  The filesystem is closed when
+ *       the first session's loop has ended and every joined one with it
+ *       (wait_joined); a signal unmounts them all.  A session that ends
+ *       before others keeps what its kernel held until the last one ends.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,6 +83,8 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -115,6 +127,23 @@ enum atime_mode {
 	ATIME_NONE,
 };
 
+struct fmount;
+
+/*
+ * One FUSE session: one mountpoint (invariant 9).  The first is made by
+ * cmd_fusemount() and served by its own thread; more join through the
+ * control channel ("mount", cmd_fusemount_mount_body) and each runs its loop
+ * in a thread of its own.  A request's userdata is its session.
+ */
+struct fsess {
+	struct fmount	*m;
+	struct fuse_session *se;
+	struct fuse_args args;		/* joined sessions: what session_new was given */
+	char		mnt[PATH_MAX];	/* absolute */
+	bool		joined;		/* not the first: ends in sess_thread() */
+	struct fsess	*next;
+};
+
 struct fmount {
 	struct bch_fs	*c;
 	pthread_mutex_t	lock;
@@ -129,7 +158,20 @@ struct fmount {
 	bool		nodiratime;
 	bool		lazytime;
 	size_t		nr_lazy;	/* held entries with lazy_atime */
-	struct fuse_session *se;	/* for notifications */
+	/*
+	 * The sessions (invariant 9): the list changes with sess_rw held for
+	 * writing and sess_mu; notifications walk it with sess_rw held for
+	 * reading, never with lock.  nr_sess is read without either (fast path).
+	 */
+	struct fsess	*sess;
+	pthread_rwlock_t sess_rw;
+	pthread_mutex_t	sess_mu;
+	pthread_cond_t	sess_cond;	/* a session ended (sess_mu) */
+	atomic_uint	nr_sess;
+	unsigned	live;		/* sessions initialised and not yet destroyed (sess_mu) */
+	unsigned	nr_joined;	/* sess_thread()s not yet ended (sess_mu) */
+	char		fsname[8192];	/* fsname= of every session */
+	bool		fuse_debug;	/* -d */
 	/* the last read: a read that follows it is sequential (readahead) */
 	uint64_t	ra_inum, ra_end, ra_hinted;
 	/* background work, invariant (5); the flags are under lock */
@@ -169,9 +211,14 @@ struct fmount {
 #define RA_WINDOW	(8ULL << 20)	/* sequential reads: hinted this far ahead */
 #define RA_NEAR		(1ULL << 20)	/* a read this close to the last end is sequential */
 
-static struct fmount *FM(fuse_req_t req)
+static struct fsess *SESS(fuse_req_t req)
 {
 	return lf->req_userdata(req);
+}
+
+static struct fmount *FM(fuse_req_t req)
+{
+	return SESS(req)->m;
 }
 
 static uint64_t mix(uint64_t x)
@@ -584,16 +631,54 @@ static int kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum)
 	r = bch_fs_kill_priv(m->c, inum, cr);
 	free(cr);
 	/* the kernel keeps the old mode for TIMEOUT unless told (attributes only) */
-	if (r > 0 && m->se)
-		lf->lowlevel_notify_inval_inode(m->se, to_fuse(inum), -1, 0);
+	if (r > 0)
+		lf->lowlevel_notify_inval_inode(SESS(req)->se, to_fuse(inum), -1, 0);
 	return r < 0 ? r : 0;
+}
+
+/*
+ * Invariant (9): what one session changed, the other sessions' kernels may
+ * hold cached (attributes, pages, names and negative names): tell them.
+ * Called after the reply, without lock: the kernel of the other session may
+ * hold the inode or directory lock the notification needs, for a request
+ * of its own that waits for lock (or for the reply of this one).
+ */
+static void others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
+{
+	struct fmount *m = s->m;
+
+	if (atomic_load(&m->nr_sess) < 2)
+		return;
+	pthread_rwlock_rdlock(&m->sess_rw);
+	for (struct fsess *o = m->sess; o; o = o->next)
+		if (o != s)
+			lf->lowlevel_notify_inval_inode(o->se, ino, off, len);
+	pthread_rwlock_unlock(&m->sess_rw);
+}
+
+/* A name of parent changed (made, removed, renamed): as others_inode(). */
+static void others_entry(struct fsess *s, fuse_ino_t parent, const char *name)
+{
+	struct fmount *m = s->m;
+
+	if (atomic_load(&m->nr_sess) < 2)
+		return;
+	pthread_rwlock_rdlock(&m->sess_rw);
+	for (struct fsess *o = m->sess; o; o = o->next)
+		if (o != s)
+			lf->lowlevel_notify_inval_entry(o->se, parent, name, strlen(name));
+	pthread_rwlock_unlock(&m->sess_rw);
 }
 
 /* ------------------------------------------------------------ requests */
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct fmount *m = ((struct fsess *)userdata)->m;
+
+	pthread_mutex_lock(&m->sess_mu);
+	m->live++;
+	pthread_mutex_unlock(&m->sess_mu);
 	/*
 	 * No writeback cache: with it the kernel acknowledges write(2) from its
 	 * page cache and our ENOSPC arrives at writeback, where only close or
@@ -629,10 +714,20 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_write = 1 << 20;
 }
 
+/* A session ends; the last one frees what the kernels no longer hold. */
 static void op_destroy(void *userdata)
 {
-	struct fmount *m = userdata;
+	struct fmount *m = ((struct fsess *)userdata)->m;
 
+	/*
+	 * A session that goes while others stay drops its lookups and opens
+	 * without forgets: what it held is kept until the last one goes.
+	 */
+	pthread_mutex_lock(&m->sess_mu);
+	bool last = !--m->live;
+	pthread_mutex_unlock(&m->sess_mu);
+	if (!last)
+		return;
 	LOCK(m);
 	lazy_flush_all(m);
 	/* inodes unlinked while open: nothing holds them any more */
@@ -741,7 +836,8 @@ static int chmod_strip_sgid(fuse_req_t req, struct fmount *m, uint64_t inum, int
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
-	struct fmount *m = FM(req);
+	struct fsess *se = SESS(req);
+	struct fmount *m = se->m;
 	struct bch_setattr sa = { 0 };
 	struct stat st;
 	(void)fi;
@@ -817,12 +913,13 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	if (!r)
 		r = getattr(m, from_fuse(ino), &st);
 	UNLOCK(m);
-	if (r)
+	if (r) {
 		lf->reply_err(req, -r);
-	else {
-		fix_st(&st);
-		lf->reply_attr(req, &st, TIMEOUT);
+		return;
 	}
+	fix_st(&st);
+	lf->reply_attr(req, &st, TIMEOUT);
+	others_inode(se, ino, (to_set & FUSE_SET_ATTR_SIZE) ? 0 : -1, 0);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -841,17 +938,22 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 		lf->reply_readlink(req, buf);
 }
 
-static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum)
+static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum, fuse_ino_t parent,
+		      const char *name)
 {
+	struct fsess *se = SESS(req);
 	struct fuse_entry_param e;
 
 	if (!r)
 		r = make_entry(m, inum, &e);
 	UNLOCK(m);
-	if (r)
+	if (r) {
 		lf->reply_err(req, -r);
-	else
-		lf->reply_entry(req, &e);
+		return;
+	}
+	lf->reply_entry(req, &e);
+	others_entry(se, parent, name);
+	others_inode(se, to_fuse(inum), -1, 0);		/* a link: its count */
 }
 
 /*
@@ -906,7 +1008,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 	LOCK(m);
 	int r = create_acl(m, req, from_fuse(parent), name, mode, rdev, NULL, &inum);
-	reply_new(req, m, r, inum);
+	reply_new(req, m, r, inum, parent, name);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
@@ -921,7 +1023,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 
 	LOCK(m);
 	int r = create_acl(m, req, from_fuse(parent), name, S_IFLNK | 0777, 0, link, &inum);
-	reply_new(req, m, r, inum);
+	reply_new(req, m, r, inum, parent, name);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -930,33 +1032,60 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 	LOCK(m);
 	int r = bch_fs_link(m->c, from_fuse(ino), from_fuse(newparent), newname);
-	reply_new(req, m, r, from_fuse(ino));
+	reply_new(req, m, r, from_fuse(ino), newparent, newname);
+}
+
+/* The inode a name stands for, when other sessions are to hear of it; 0 if none.  Lock held. */
+static uint64_t name_inum(struct fmount *m, fuse_ino_t parent, const char *name)
+{
+	uint64_t inum = 0;
+
+	if (atomic_load(&m->nr_sess) < 2 || bch_fs_lookup(m->c, from_fuse(parent), name, &inum))
+		return 0;
+	return inum;
+}
+
+/* After a name went (unlink, rmdir, a rename's target): the others forget it. */
+static void others_gone(struct fsess *se, fuse_ino_t parent, const char *name, uint64_t inum)
+{
+	others_entry(se, parent, name);
+	if (inum)
+		others_inode(se, to_fuse(inum), -1, 0);	/* its link count */
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fmount *m = FM(req);
+	struct fsess *se = SESS(req);
+	struct fmount *m = se->m;
 
 	LOCK(m);
+	uint64_t inum = name_inum(m, parent, name);
 	int r = bch_fs_unlink(m->c, from_fuse(parent), name);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
+	if (!r)
+		others_gone(se, parent, name, inum);
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	struct fmount *m = FM(req);
+	struct fsess *se = SESS(req);
+	struct fmount *m = se->m;
 
 	LOCK(m);
+	uint64_t inum = name_inum(m, parent, name);
 	int r = bch_fs_rmdir(m->c, from_fuse(parent), name);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
+	if (!r)
+		others_gone(se, parent, name, inum);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
-	struct fmount *m = FM(req);
+	struct fsess *se = SESS(req);
+	struct fmount *m = se->m;
 	unsigned f = 0;
 
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) {
@@ -968,6 +1097,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	if (flags & RENAME_EXCHANGE)
 		f |= BCH_RENAME_EXCHANGE;
 	LOCK(m);
+	uint64_t target = name_inum(m, newparent, newname);
 	/* RENAME_WHITEOUT (overlayfs): the kernel checked who may; the whiteout is the caller's */
 	const struct fuse_ctx *ctx = lf->req_ctx(req);
 	int r = (flags & RENAME_WHITEOUT)
@@ -976,6 +1106,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		: bch_fs_rename(m->c, from_fuse(parent), name, from_fuse(newparent), newname, f);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
+	if (!r) {
+		others_entry(se, parent, name);
+		others_gone(se, newparent, newname, target);
+	}
 }
 
 /*
@@ -1039,8 +1173,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* the kernel forgets a cached atime after a read, not after an open */
-	if (due && m->se)
-		lf->lowlevel_notify_inval_inode(m->se, ino, -1, 0);
+	if (due)
+		lf->lowlevel_notify_inval_inode(SESS(req)->se, ino, -1, 0);
 	fi->keep_cache = !due;
 	lf->reply_open(req, fi);
 }
@@ -1048,7 +1182,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
-	struct fmount *m = FM(req);
+	struct fsess *se = SESS(req);
+	struct fmount *m = se->m;
 	struct fuse_entry_param e;
 	uint64_t inum = 0;
 
@@ -1061,10 +1196,12 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		open_count(m, to_fuse(inum), 1);
 	}
 	UNLOCK(m);
-	if (r)
+	if (r) {
 		lf->reply_err(req, -r);
-	else
-		lf->reply_create(req, &e, fi);
+		return;
+	}
+	lf->reply_create(req, &e, fi);
+	others_entry(se, parent, name);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1184,7 +1321,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
-	struct fmount *m = FM(req);
+	struct fsess *se = SESS(req);
+	struct fmount *m = se->m;
 	(void)fi;
 
 	LOCK(m);
@@ -1194,10 +1332,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	if (n > 0)
 		bg_wake(m, false);
 	UNLOCK(m);
-	if (n < 0)
+	if (n < 0) {
 		lf->reply_err(req, (int)-n);
-	else
-		lf->reply_write(req, n);
+		return;
+	}
+	lf->reply_write(req, n);
+	if (n > 0)
+		others_inode(se, ino, off, n);
 }
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1358,7 +1499,8 @@ static int inode_opt_xattr_perm(fuse_req_t req, struct fmount *m, fuse_ino_t ino
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
-	struct fmount *m = FM(req);
+	struct fsess *se = SESS(req);
+	struct fmount *m = se->m;
 	bool access = !strcmp(name, BCH_ACL_XATTR_ACCESS);
 	int r;
 
@@ -1391,6 +1533,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		bg_wake(m, true);	/* per-file options: parked work may now go elsewhere */
 	UNLOCK(m);
 	lf->reply_err(req, -r);
+	if (!r)
+		others_inode(se, ino, -1, 0);	/* ctime, and the mode and ACL the kernel caches */
 }
 
 /* A virtual xattr's value: its length for a size query, ERANGE if it does not fit. */
@@ -1514,7 +1658,8 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
-	struct fmount *m = FM(req);
+	struct fsess *se = SESS(req);
+	struct fmount *m = se->m;
 
 	LOCK(m);
 	int r = inode_opt_xattr_perm(req, m, ino, name);
@@ -1524,12 +1669,15 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		bg_wake(m, true);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
+	if (!r)
+		others_inode(se, ino, -1, 0);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			 struct fuse_file_info *fi)
 {
-	struct fmount *m = FM(req);
+	struct fsess *se = SESS(req);
+	struct fmount *m = se->m;
 	(void)fi;
 
 	LOCK(m);
@@ -1538,6 +1686,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 		r = bch_fs_fallocate(m->c, from_fuse(ino), mode, offset, length);
 	UNLOCK(m);
 	lf->reply_err(req, -r);
+	if (!r)		/* collapse and insert move what follows: all of it */
+		others_inode(se, ino, 0, 0);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
@@ -1572,7 +1722,8 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			       struct fuse_file_info *fi_out, size_t len, int flags)
 {
-	struct fmount *m = FM(req);
+	struct fsess *se = SESS(req);
+	struct fmount *m = se->m;
 	size_t done = 0;
 	ssize_t r = 0;
 	(void)fi_in;
@@ -1598,10 +1749,13 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		if ((uint64_t)r < want)
 			break;		/* the source's end */
 	}
-	if (r < 0 && !done)
+	if (r < 0 && !done) {
 		lf->reply_err(req, (int)-r);
-	else
-		lf->reply_write(req, done);
+		return;
+	}
+	lf->reply_write(req, done);
+	if (done)
+		others_inode(se, ino_out, off_out, done);
 }
 
 /* ------------------------------------------------------------ file flags */
@@ -1723,12 +1877,15 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 	}
 	UNLOCK(m);
 	/* ctime changed: the kernel's cached attributes go */
-	if (!r && m->se)
-		lf->lowlevel_notify_inval_inode(m->se, ino, -1, 0);
-	if (r)
+	if (!r)
+		lf->lowlevel_notify_inval_inode(SESS(req)->se, ino, -1, 0);
+	if (r) {
 		lf->reply_err(req, -r);
-	else
-		lf->reply_ioctl(req, 0, NULL, 0);
+		return;
+	}
+	struct fsess *se = SESS(req);
+	lf->reply_ioctl(req, 0, NULL, 0);
+	others_inode(se, ino, -1, 0);
 }
 
 static const struct fuse_lowlevel_ops ops = {
@@ -1971,8 +2128,12 @@ void fusemount_name_changed(void *priv, uint64_t dir, const char *name)
 {
 	struct fmount *m = priv;
 
-	if (m && m->se)
-		lf->lowlevel_notify_inval_entry(m->se, to_fuse(dir), name, strlen(name));
+	if (!m)
+		return;
+	pthread_rwlock_rdlock(&m->sess_rw);
+	for (struct fsess *s = m->sess; s; s = s->next)
+		lf->lowlevel_notify_inval_entry(s->se, to_fuse(dir), name, strlen(name));
+	pthread_rwlock_unlock(&m->sess_rw);
 }
 
 /* After daemonizing (threads); a failure only warns: the mount works without it. */
@@ -2004,7 +2165,9 @@ static void usage(FILE *f)
 "Usage: bcachefs fusemount [-o OPTIONS] [-f] [-d] DEVICE[:DEVICE...] | UUID=<uuid> MOUNTPOINT\n"
 "Mount the filesystem through FUSE (no kernel driver needed).  UUID=<uuid>:\n"
 "the block devices holding its members (found by scanning; image files are\n"
-"not scanned).  Devices a fusemount already holds are refused.\n"
+"not scanned).  A filesystem already mounted is mounted here too by its\n"
+"daemon (one engine, a FUSE session per mountpoint; the filesystem's\n"
+"options as the first mount has them; ro, suid, dev, exec per mountpoint).\n"
 "\n"
 "  -o OPTIONS   comma-separated: filesystem options that apply when open\n"
 "               (compression=zstd, data_replicas=2, metadata_target=ssd, ...),\n"
@@ -2237,6 +2400,265 @@ static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, 
 	}
 	free(dup);
 	return r;
+}
+
+/* ------------------------------------------------------------ more mountpoints */
+
+/*
+ * Invariant (9): a second mount of a mounted filesystem joins its daemon.
+ * The list of sessions changes here only.
+ */
+static void sess_add(struct fmount *m, struct fsess *s)
+{
+	pthread_rwlock_wrlock(&m->sess_rw);
+	pthread_mutex_lock(&m->sess_mu);
+	s->next = m->sess;
+	m->sess = s;
+	atomic_fetch_add(&m->nr_sess, 1);
+	pthread_mutex_unlock(&m->sess_mu);
+	pthread_rwlock_unlock(&m->sess_rw);
+}
+
+/*
+ * s's mountpoint is gone: no more notifications to it.  If messages and the
+ * devices' mount mark named it, they name one still mounted.
+ */
+static void sess_remove(struct fmount *m, struct fsess *s)
+{
+	char next[PATH_MAX] = "";
+
+	pthread_rwlock_wrlock(&m->sess_rw);
+	pthread_mutex_lock(&m->sess_mu);
+	for (struct fsess **p = &m->sess; *p; p = &(*p)->next)
+		if (*p == s) {
+			*p = s->next;
+			atomic_fetch_sub(&m->nr_sess, 1);
+			break;
+		}
+	if (m->sess)
+		snprintf(next, sizeof(next), "%s", m->sess->mnt);
+	pthread_mutex_unlock(&m->sess_mu);
+	pthread_rwlock_unlock(&m->sess_rw);
+	LOCK(m);
+	if (next[0] && !strcmp(m->mnt, s->mnt) && m->c) {
+		snprintf(m->mnt, sizeof(m->mnt), "%s", next);
+		mark_mounted(m->c, m->mnt);
+		m->marked_c = m->c;
+	}
+	UNLOCK(m);
+}
+
+/* A joined session's loop; when its mountpoint goes, the session ends. */
+static void *sess_thread(void *arg)
+{
+	struct fsess *s = arg;
+	struct fmount *m = s->m;
+	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
+
+	lf->session_loop_mt(s->se, &config);
+	sess_remove(m, s);
+	lf->session_unmount(s->se);
+	lf->session_destroy(s->se);	/* op_destroy: the last session frees what is held */
+	lf->opt_free_args(&s->args);
+	free(s);
+	pthread_mutex_lock(&m->sess_mu);
+	m->nr_joined--;
+	pthread_cond_broadcast(&m->sess_cond);
+	pthread_mutex_unlock(&m->sess_mu);
+	return NULL;
+}
+
+/* Unmount a joined session's mountpoint (its loop then ends): umount2, or fusermount3 -u -z. */
+static void unmount_path(const char *mnt)
+{
+	if (!geteuid()) {
+		umount2(mnt, MNT_DETACH);
+		return;
+	}
+	pid_t pid = fork();
+	if (!pid) {
+		execlp("fusermount3", "fusermount3", "-u", "-q", "-z", "--", mnt, (char *)NULL);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+/*
+ * The daemon's side of `mount DEV MNT2` for a filesystem this daemon has
+ * mounted (cmd_fusemount() forwards it): argv is "mount" [-o LIST] MNT, MNT
+ * absolute.  Per mountpoint: ro, suid, dev, exec, sync, dirsync and FUSE's
+ * options (allow_other); the filesystem's options (the atime rules, the
+ * daemon's, the engine's) are one for all mountpoints, so a differing one
+ * is refused by name, as is rw while the filesystem is read-only.
+ */
+int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
+{
+	struct fmount *m = x->priv;
+	const char *list = "", *mnt = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "-o") && i + 1 < argc)
+			list = argv[++i];
+		else if (!mnt && argv[i][0] == '/')
+			mnt = argv[i];
+		else
+			mnt = NULL, i = argc;
+	}
+	if (!x->mounted || !m || !mnt) {
+		fprintf(x->err, "bcachefs mount: usage: mount [-o OPTIONS] /MOUNTPOINT (daemon only)\n");
+		return EXIT_USAGE;
+	}
+
+	x->lock(x);
+	char cur[PATH_MAX], extra[4096] = "";
+	unsigned long ms = MS_NOSUID | MS_NODEV;
+	bool nrb = m->norebalance, ncg = m->nocopygc, ios = m->iostats, atime_named = false;
+	bool ro = m->read_only;
+	enum atime_mode am = m->atime;
+	bool nodir = m->nodiratime, lazy = m->lazytime;
+	struct bch_opts fsopts = m->opts;
+	snprintf(cur, sizeof(cur), "%s", m->mnt);
+	bool taken = false;
+	pthread_rwlock_rdlock(&m->sess_rw);
+	for (struct fsess *o = m->sess; o; o = o->next)
+		taken |= !strcmp(o->mnt, mnt);
+	pthread_rwlock_unlock(&m->sess_rw);
+	x->unlock(x);
+	if (taken) {
+		fprintf(x->err, "bcachefs mount: %s: already mounted there\n", mnt);
+		return EXIT_FAIL;
+	}
+
+	int ret = 0;
+	char *dup = strdup(list), *save = NULL;
+	size_t el = 0;
+	for (char *o = strtok_r(dup, ",", &save); o && !ret; o = strtok_r(NULL, ",", &save)) {
+		char name[64], err[256];
+		bool n1 = nrb, n2 = ncg, n3 = ios;
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(o, "="), o);
+		if (!strcmp(o, "default_permissions") || !strcmp(o, "remount"))
+			continue;
+		if (mnt_flag_apply(o, &ms)) {
+			atime_named |= strstr(o, "atime") != NULL;
+			continue;
+		}
+		if (daemon_opt(o, &n1, &n2, &n3)) {
+			if (n1 != nrb || n2 != ncg || n3 != ios) {
+				fprintf(x->err, "bcachefs mount: %s: option '%s' is the filesystem's, "
+					"mounted on %s without it: change it there with mount -o "
+					"remount,%s %s\n", mnt, o, cur, o, cur);
+				ret = EXIT_USAGE;
+			}
+			continue;
+		}
+		int id = bch_opt_lookup(name);
+		if (id >= 0) {
+			struct bch_opts want = fsopts;
+			memset(&want.set, 0, sizeof(want.set));
+			if (bch_opts_parse_list(&want, o, OPT_MOUNT | OPT_RUNTIME, err, sizeof(err))) {
+				fprintf(x->err, "bcachefs mount: %s: %s\n", mnt, err);
+				ret = EXIT_USAGE;
+			} else if (want.v[id] != fsopts.v[id]) {
+				fprintf(x->err, "bcachefs mount: %s: option '%s' is the filesystem's, "
+					"already mounted on %s with another value (one filesystem, one "
+					"set of options; mount -o remount of %s changes those that can "
+					"change)\n", mnt, o, cur, cur);
+				ret = EXIT_USAGE;
+			}
+			continue;
+		}
+		el += snprintf(extra + el, el < sizeof(extra) ? sizeof(extra) - el : 0, ",%s", o);
+	}
+	free(dup);
+	if (!ret && el >= sizeof(extra)) {
+		fprintf(x->err, "bcachefs mount: %s: option list too long\n", mnt);
+		ret = EXIT_USAGE;
+	}
+	if (!ret && atime_named &&
+	    (atime_of(ms) != am || !!(ms & MS_NODIRATIME) != nodir || !!(ms & MS_LAZYTIME) != lazy)) {
+		fprintf(x->err, "bcachefs mount: %s: the atime options are the filesystem's "
+			"(one daemon keeps atime), and %s has others: give the same, or none\n",
+			mnt, cur);
+		ret = EXIT_USAGE;
+	}
+	if (!ret && ro && !(ms & MS_RDONLY)) {
+		fprintf(x->err, "bcachefs mount: %s: the filesystem is mounted read-only on %s: "
+			"mount this one with -o ro, or first mount -o remount,rw %s\n", mnt, cur, cur);
+		ret = EXIT_FAIL;
+	}
+	if (!ret && (ms & (MS_STRICTATIME | MS_NODIRATIME | MS_LAZYTIME | MS_NOSYMFOLLOW)) &&
+	    geteuid()) {
+		fprintf(x->err, "bcachefs mount: %s: nodiratime, strictatime, lazytime and "
+			"nosymfollow need a daemon running as root\n", mnt);
+		ret = EXIT_FAIL;
+	}
+	if (ret)
+		return ret;
+
+	struct fsess *s = calloc(1, sizeof(*s) + 16384);
+	if (!s) {
+		fprintf(x->err, "bcachefs mount: %s: out of memory\n", mnt);
+		return EXIT_FAIL;
+	}
+	char *fo = (char *)(s + 1);
+	size_t fl = snprintf(fo, 16384, "default_permissions,fsname=%s,subtype=bcachefs%s",
+			     m->fsname, extra);
+	fuse_flags(ms, fo + fl, 16384 - fl);
+	char *fargv[] = { "bcachefs", "-o", fo, m->fuse_debug ? "-d" : NULL, NULL };
+	s->args = (struct fuse_args)FUSE_ARGS_INIT(m->fuse_debug ? 4 : 3, fargv);
+	s->m = m;
+	s->joined = true;
+	snprintf(s->mnt, sizeof(s->mnt), "%s", mnt);
+	s->se = lf->session_new(&s->args, &ops, sizeof(ops), s);
+	if (!s->se) {
+		fprintf(x->err, "bcachefs mount: %s: could not start a FUSE session (a FUSE option "
+			"it does not know?)\n", mnt);
+		lf->opt_free_args(&s->args);
+		free(s);
+		return EXIT_USAGE;
+	}
+	if (lf->session_mount(s->se, mnt)) {
+		fprintf(x->err, "bcachefs mount: %s: could not mount there (not a directory, or "
+			"not one this daemon's user may mount on)\n", mnt);
+		lf->session_destroy(s->se);
+		lf->opt_free_args(&s->args);
+		free(s);
+		return EXIT_FAIL;
+	}
+	int r;
+	if ((ms & MNT_FLAGS_OURS) && (r = kernel_remount(mnt, ms)))
+		fprintf(x->err, "bcachefs mount: %s: setting the mount's flags: %s; the daemon "
+			"follows them all the same\n", mnt, strerror(-r));
+	pthread_mutex_lock(&m->sess_mu);
+	m->nr_joined++;
+	pthread_mutex_unlock(&m->sess_mu);
+	sess_add(m, s);
+
+	/* the signals are the first session's (cmd_fusemount()): none here */
+	sigset_t all, old;
+	pthread_t t;
+	pthread_attr_t at;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	r = pthread_create(&t, &at, sess_thread, s);
+	pthread_attr_destroy(&at);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r) {
+		fprintf(x->err, "bcachefs mount: %s: cannot start a thread: %s\n", mnt, strerror(r));
+		sess_remove(m, s);
+		lf->session_unmount(s->se);
+		lf->session_destroy(s->se);
+		lf->opt_free_args(&s->args);
+		free(s);
+		pthread_mutex_lock(&m->sess_mu);
+		m->nr_joined--;
+		pthread_mutex_unlock(&m->sess_mu);
+		return EXIT_FAIL;
+	}
+	return EXIT_OK;
 }
 
 /* ------------------------------------------------------------ remount */
@@ -2513,6 +2935,104 @@ int cmd_fusemount_remount_body(struct cmd_ctx *x, int argc, char **argv)
 	return ret;
 }
 
+/*
+ * SIGTERM, SIGINT, SIGHUP end every mountpoint: libfuse's handler ends the
+ * first session's loop, and term_requested tells wait_joined() to unmount
+ * the joined ones (their threads block these signals).
+ */
+static volatile sig_atomic_t term_requested;
+static struct sigaction fuse_sa[3];
+static const int term_sigs[3] = { SIGTERM, SIGINT, SIGHUP };
+
+static void on_term(int sig)
+{
+	term_requested = 1;
+	for (unsigned i = 0; i < 3; i++)
+		if (term_sigs[i] == sig && fuse_sa[i].sa_handler != SIG_DFL &&
+		    fuse_sa[i].sa_handler != SIG_IGN)
+			fuse_sa[i].sa_handler(sig);
+}
+
+static void chain_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_term };
+
+	sigemptyset(&sa.sa_mask);
+	for (unsigned i = 0; i < 3; i++)
+		sigaction(term_sigs[i], &sa, &fuse_sa[i]);
+}
+
+static void unchain_signals(void)
+{
+	for (unsigned i = 0; i < 3; i++)
+		signal(term_sigs[i], SIG_DFL);
+}
+
+/* The first mountpoint went: serve the joined ones until they go (or a signal ends them). */
+static void wait_joined(struct fmount *m)
+{
+	bool unmounting = false;
+
+	pthread_mutex_lock(&m->sess_mu);
+	while (m->nr_joined) {
+		if (term_requested && !unmounting) {
+			char (*mnts)[PATH_MAX] = calloc(m->nr_joined, PATH_MAX);
+			unsigned n = 0;
+			for (struct fsess *s = m->sess; s && mnts && n < m->nr_joined; s = s->next)
+				snprintf(mnts[n++], PATH_MAX, "%s", s->mnt);
+			pthread_mutex_unlock(&m->sess_mu);
+			for (unsigned i = 0; i < n; i++)
+				unmount_path(mnts[i]);
+			free(mnts);
+			unmounting = true;
+			pthread_mutex_lock(&m->sess_mu);
+			continue;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_nsec += 200 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&m->sess_cond, &m->sess_mu, &ts);
+	}
+	pthread_mutex_unlock(&m->sess_mu);
+}
+
+/*
+ * `mount DEV MNT2` while DEV is mounted on MNT: the daemon of MNT mounts
+ * MNT2 too (invariant 9), as a kernel filesystem shares one superblock.
+ */
+static int join_front(const char *dev, const char *cur, const char *mnt, int argc, char **argv)
+{
+	char real[PATH_MAX], list[16384] = "";
+	struct stat st;
+	size_t l = 0;
+
+	if (!realpath(mnt, real) || stat(real, &st) || !S_ISDIR(st.st_mode)) {
+		cmd_err("fusemount", "%s: not a directory", mnt);
+		return EXIT_USAGE;
+	}
+	if (!strcmp(real, cur)) {
+		cmd_err("fusemount", "%s: already mounted on %s", dev, cur);
+		return EXIT_FAIL;
+	}
+	for (int i = 1; i < argc; i++) {
+		const char *o = !strcmp(argv[i], "-o") && i + 1 < argc ? argv[++i] :
+				!strncmp(argv[i], "-o", 2) && argv[i][2] ? argv[i] + 2 : NULL;
+		if (o)
+			l += snprintf(list + l, l < sizeof(list) ? sizeof(list) - l : 0, "%s%s",
+				      l ? "," : "", o);
+	}
+	if (l >= sizeof(list)) {
+		cmd_err("fusemount", "option list too long");
+		return EXIT_USAGE;
+	}
+	char *fwd[] = { "mount", "-o", list, real, NULL };
+	return ctl_forward("fusemount", cur, 4, fwd);
+}
+
 int cmd_fusemount(int argc, char *argv[])
 {
 	struct bch_opts opts;
@@ -2582,9 +3102,9 @@ int cmd_fusemount(int argc, char *argv[])
 	if (rr)
 		return rr;
 	if (fsn.mounted) {
-		cmd_err("fusemount", "%s: already mounted on %s", dev, fsn.mnt);
+		int jr = join_front(dev, fsn.mnt, mnt, argc, argv);
 		cmd_fs_free(&fsn);
-		return EXIT_FAIL;
+		return jr;
 	}
 	/* fsname: the devices with absolute paths, so show-super MOUNTPOINT finds them */
 	char fsname[8192] = "";
@@ -2638,9 +3158,15 @@ int cmd_fusemount(int argc, char *argv[])
 	pthread_condattr_t ca;
 	pthread_mutex_init(&m.lock, NULL);
 	pthread_rwlock_init(&m.ra_lock, NULL);
+	pthread_rwlock_init(&m.sess_rw, NULL);
+	pthread_mutex_init(&m.sess_mu, NULL);
+	snprintf(m.fsname, sizeof(m.fsname), "%s", fsname);
+	m.fuse_debug = debug;
+	struct fsess first = { .m = &m };
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m.bg_cond, &ca);
+	pthread_cond_init(&m.sess_cond, &ca);
 	pthread_condattr_destroy(&ca);
 
 	l = strlen(fuse_opts);
@@ -2652,14 +3178,14 @@ int cmd_fusemount(int argc, char *argv[])
 	 * nosuchopt) here, before the filesystem is opened read-write, so a
 	 * bad one writes nothing to the devices.
 	 */
-	struct fuse_session *se = lf->session_new(&args, &ops, sizeof(ops), &m);
+	struct fuse_session *se = lf->session_new(&args, &ops, sizeof(ops), &first);
 	if (!se) {
 		cmd_err("fusemount", "could not start a FUSE session (see above)");
 		lf->opt_free_args(&args);
 		free_devs(devs);
 		return EXIT_FAIL;
 	}
-	m.se = se;
+	first.se = se;
 	int r = bch_fs_open(devs, nr, &opts, &m.c, err, sizeof(err));
 	if (r) {
 		cmd_err("fusemount", "%s", err);
@@ -2689,10 +3215,13 @@ int cmd_fusemount(int argc, char *argv[])
 		cmd_err("fusemount", "could not set signal handlers");
 		goto destroy;
 	}
-	if (lf->session_mount(se, mnt)) {
+	chain_signals();
+	if (lf->session_mount(se, m.mnt)) {	/* absolute: the daemon's cwd becomes / */
 		cmd_err("fusemount", "could not mount on %s", mnt);
 		goto signals;
 	}
+	snprintf(first.mnt, sizeof(first.mnt), "%s", m.mnt);
+	sess_add(&m, &first);
 	mark_mounted(m.c, mnt);
 	m.marked_c = m.c;
 	/* the flags libfuse does not know (invariant 7): root only, as for any mount */
@@ -2707,6 +3236,10 @@ int cmd_fusemount(int argc, char *argv[])
 	bg_start(&m);
 	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
 	ret = lf->session_loop_mt(se, &config) ? EXIT_FAIL : EXIT_OK;
+	/* invariant (9): this mountpoint went; the daemon serves the others until they go too */
+	sess_remove(&m, &first);
+	lf->session_unmount(se);
+	wait_joined(&m);
 	ctl_server_stop(m.ctl);
 	m.ctl = NULL;
 	bg_stop(&m);
@@ -2714,6 +3247,7 @@ unmount:
 	lf->session_unmount(se);
 signals:
 	lf->remove_signal_handlers(se);
+	unchain_signals();
 destroy:
 	lf->session_destroy(se);
 	lf->opt_free_args(&args);
@@ -2728,5 +3262,6 @@ destroy:
 	free(m.open_subvol);
 	free_devs(m.devs);
 	pthread_cond_destroy(&m.bg_cond);
+	pthread_cond_destroy(&m.sess_cond);
 	return ret;
 }

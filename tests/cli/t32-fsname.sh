@@ -66,7 +66,7 @@ expect_in err 'no device with filesystem UUID=ffffffff-0000-4000-8000-0123456789
 L1=$(losetup -f --show a.img 2>/dev/null) || skip "losetup not possible here"
 loops="$L1"
 mnt=$PWD/mnt
-trap 'cd /; fusermount3 -uz "$mnt" 2>/dev/null; for l in $loops; do losetup -d "$l"; done' EXIT
+trap 'cd /; fusermount3 -uz "$mnt" 2>/dev/null; fusermount3 -uz "${mnt%/mnt}/d" 2>/dev/null; for l in $loops; do losetup -d "$l"; done' EXIT
 L2=$(losetup -f --show b.img) || fail "losetup b.img"
 loops="$loops $L2"
 echo "loop devices $L1 $L2"
@@ -114,8 +114,12 @@ expect_rc 8 $B fsck -n b.img:a.img
 expect_in err "^bcachefs fsck: $mnt: mounted \\(fusemount\\): unmount it first$"
 expect_rc 0 $B show-super mnt
 [ "$(grep -Ec '^Device: ' out)" = 2 ] || fail "show-super mnt: $(cat out)"
-expect_rc 1 $B fusemount UUID=$U d
+expect_rc 1 $B fusemount UUID=$U mnt
 expect_in err "^bcachefs fusemount: UUID=$U: already mounted on $mnt$"
+# elsewhere: the daemon mounts it there too (t69), found by UUID as well
+expect_rc 0 $B fusemount UUID=$U d
+[ "$(cat d/f)" = hello ] || fail "second mountpoint: $(ls d)"
+fusermount3 -u d || fail "fusermount3 -u d"
 fusermount3 -u mnt || fail "fusermount3 -u"
 expect_rc 0 $B fsck -n -f UUID=$U
 expect_rc 0 $B fsck -n -f a.img:b.img

@@ -17,6 +17,8 @@
 #            CAP_FSETID, kept for a member and root; on a full filesystem a
 #            refused setfacl changes neither mode nor ACL
 #   quiet    20 x (umount; mount at once): the helper prints nothing
+#   second   mount -t fuse.bcachefs at a second directory joins the daemon;
+#            it outlives the first's umount
 # fsck -n -f clean after every unmount.
 need_fuse
 need_root "mount(8), tmpfs reference, setpriv"
@@ -34,7 +36,7 @@ echo "work dir $PWD"
 cat > inner.sh <<'EOF'
 set -u
 top=$PWD img=$PWD/img ref=$PWD/ref mnt=$PWD/mnt
-trap 'cd /; umount "$mnt" 2>/dev/null; umount "$ref" 2>/dev/null; umount "$top/full" 2>/dev/null' EXIT
+trap 'cd /; umount "$top/mnt2" 2>/dev/null; umount "$mnt" 2>/dev/null; umount "$ref" 2>/dev/null; umount "$top/full" 2>/dev/null' EXIT
 die() { echo "inner: $*"; exit 1; }
 mount -t overlay overlay -o lowerdir="$top/sb:/usr/sbin" /usr/sbin || { echo "inner: overlay"; exit 2; }
 G=4242
@@ -242,6 +244,21 @@ mount -t fuse.bcachefs "$img" "$mnt" 2>quiet.err && [ ! -s quiet.err ] || die "l
 [ "$(cat "$mnt/q20")" = 20 ] || die "q20 lost"
 gone ours
 echo "20 x (mount; write; umount) then mount: nothing printed"
+
+# ---- a second mountpoint through mount(8) joins the daemon (t69 has the rest)
+mkdir -p "$top/mnt2"
+mount -t fuse.bcachefs "$img" "$mnt" 2>two.err && [ ! -s two.err ] || die "first: $(cat two.err)"
+mount -t fuse.bcachefs -o nosuid,nodev "$img" "$top/mnt2" 2>two.err && [ ! -s two.err ] ||
+	die "second mount: $(cat two.err)"
+echo both > "$mnt/both"
+[ "$(cat "$top/mnt2/both")" = both ] || die "mnt2 does not see mnt's file"
+umount "$mnt" || die "umount the first"
+echo still > "$top/mnt2/still" || die "mnt2 after the first went"
+umount "$top/mnt2" || die "umount the second"
+mount -t fuse.bcachefs "$img" "$mnt" 2>two.err || die "again: $(cat two.err)"
+[ "$(cat "$mnt/still")" = still ] || die "mnt2's write lost"
+gone ours
+echo "second mountpoint: joined, outlived the first"
 exit 0
 EOF
 BIN=$BIN unshare -m --propagation private sh inner.sh > inner.log 2>&1
