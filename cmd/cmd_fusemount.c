@@ -48,8 +48,9 @@
  *       an unlock.  The mountpoint's root answers getxattr "bcachefs.ctl"
  *       with the socket's path.
  *   (7) atime is ours: the kernel marks FUSE inodes S_NOATIME.  A read, a
- *       listing or a readlink that reaches us updates it by the mount's
- *       rules (m->atime, nodiratime: Linux's atime_needs_update()), never
+ *       listing or a readlink that reaches us updates it by the rules of
+ *       the mountpoint it came through (fsess.atime, nodiratime: Linux's
+ *       atime_needs_update()), never
  *       the ctime; with lazytime the new atime waits in the held table
  *       (lazy_atime, seen by every getattr) until fsync, the inode's forget,
  *       a remount or unmount.  Reads from the kernel's page cache never come:
@@ -141,6 +142,9 @@ struct fsess {
 	struct fuse_args args;		/* joined sessions: what session_new was given */
 	char		mnt[PATH_MAX];	/* absolute */
 	bool		joined;		/* not the first: ends in sess_thread() */
+	/* atime rules (invariant 7): per mountpoint, as the kernel's MNT_ flags; lock */
+	enum atime_mode	atime;
+	bool		nodiratime;
 	struct fsess	*next;
 };
 
@@ -153,10 +157,7 @@ struct fmount {
 					 * (subvolume delete refuses a busy one); made
 					 * at the first open, freed at the unmount */
 	bool		read_only;
-	/* atime rules (invariant 7): from the mount's flags, changed by remount */
-	enum atime_mode	atime;
-	bool		nodiratime;
-	bool		lazytime;
+	bool		lazytime;	/* the filesystem's, as the kernel's SB_LAZYTIME */
 	size_t		nr_lazy;	/* held entries with lazy_atime */
 	/*
 	 * The sessions (invariant 9): the list changes with sess_rw held for
@@ -375,12 +376,13 @@ static int64_t ts_ns(struct timespec ts)
  * member is missing: a read would write metadata with fewer copies than
  * asked, left for `data rereplicate` to mend.  Lock held.
  */
-static bool atime_due(struct fmount *m, const struct stat *st, int64_t atime, int64_t now)
+static bool atime_due(struct fmount *m, const struct fsess *s, const struct stat *st,
+		      int64_t atime, int64_t now)
 {
-	if (m->read_only || m->atime == ATIME_NONE || (S_ISDIR(st->st_mode) && m->nodiratime) ||
+	if (m->read_only || s->atime == ATIME_NONE || (S_ISDIR(st->st_mode) && s->nodiratime) ||
 	    m->c->devs_missing)
 		return false;
-	if (m->atime == ATIME_RELATIME && atime > ts_ns(st->st_mtim) && atime > ts_ns(st->st_ctim) &&
+	if (s->atime == ATIME_RELATIME && atime > ts_ns(st->st_mtim) && atime > ts_ns(st->st_ctim) &&
 	    now - atime < RELATIME_MAX_NS)
 		return false;
 	return atime != now;
@@ -453,13 +455,13 @@ static bool file_noatime(struct fmount *m, uint64_t inum)
  * touch_atime(): a read of inum (a file's data, a listing, a symlink's
  * target) reached us: update its atime by the mount's rules.  Lock held.
  */
-static void read_atime(struct fmount *m, uint64_t inum)
+static void read_atime(struct fmount *m, const struct fsess *s, uint64_t inum)
 {
 	struct stat st;
 	int64_t now = bch_now_ns();
 
-	if (m->read_only || m->atime == ATIME_NONE || getattr(m, inum, &st) ||
-	    !atime_due(m, &st, ts_ns(st.st_atim), now) || file_noatime(m, inum))
+	if (m->read_only || s->atime == ATIME_NONE || getattr(m, inum, &st) ||
+	    !atime_due(m, s, &st, ts_ns(st.st_atim), now) || file_noatime(m, inum))
 		return;
 	if (!m->lazytime) {
 		atime_write(m, inum, now);
@@ -930,7 +932,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 	LOCK(m);
 	ssize_t n = bch_fs_readlink(m->c, from_fuse(ino), buf, sizeof(buf));
 	if (n >= 0)
-		read_atime(m, from_fuse(ino));
+		read_atime(m, SESS(req), from_fuse(ino));
 	UNLOCK(m);
 	if (n < 0)
 		lf->reply_err(req, (int)-n);
@@ -1158,10 +1160,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	    !(fi->flags & O_TRUNC)) {
 		struct stat now;
 		if (!getattr(m, from_fuse(ino), &now))
-			due = atime_due(m, &now, ts_ns(now.st_atim), bch_now_ns()) &&
+			due = atime_due(m, SESS(req), &now, ts_ns(now.st_atim), bch_now_ns()) &&
 			      !file_noatime(m, from_fuse(ino));
 		if (due && !now.st_size)
-			read_atime(m, from_fuse(ino));
+			read_atime(m, SESS(req), from_fuse(ino));
 	}
 	if (!r) {
 		hold(m, from_fuse(ino), 1);
@@ -1307,7 +1309,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	if (n > 0)
 		readahead_hint(m, from_fuse(ino), (uint64_t)off, (uint64_t)n, &ra);
 	if (n >= 0 && !(fi->flags & O_NOATIME))
-		read_atime(m, from_fuse(ino));
+		read_atime(m, SESS(req), from_fuse(ino));
 	pthread_rwlock_rdlock(&m->ra_lock);	/* the devices stay open until it is issued */
 	UNLOCK(m);
 	if (n < 0)
@@ -1435,7 +1437,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 	LOCK(m);
 	int r = bch_fs_readdir(m->c, from_fuse(ino), off, fill_one, &f);
 	if (r >= 0)
-		read_atime(m, from_fuse(ino));
+		read_atime(m, SESS(req), from_fuse(ino));
 	UNLOCK(m);
 	if (r < 0)
 		lf->reply_err(req, -r);
@@ -2166,8 +2168,8 @@ static void usage(FILE *f)
 "Mount the filesystem through FUSE (no kernel driver needed).  UUID=<uuid>:\n"
 "the block devices holding its members (found by scanning; image files are\n"
 "not scanned).  A filesystem already mounted is mounted here too by its\n"
-"daemon (one engine, a FUSE session per mountpoint; the filesystem's\n"
-"options as the first mount has them; ro, suid, dev, exec per mountpoint).\n"
+"daemon (one engine, a FUSE session per mountpoint; suid, dev, exec and\n"
+"atime per mountpoint, ro and the filesystem's options as the first has).\n"
 "\n"
 "  -o OPTIONS   comma-separated: filesystem options that apply when open\n"
 "               (compression=zstd, data_replicas=2, metadata_target=ssd, ...),\n"
@@ -2404,6 +2406,9 @@ static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, 
 
 /* ------------------------------------------------------------ more mountpoints */
 
+/* mount(8)'s exit status for a mount (or remount) that failed; 1 is a bad invocation or permission */
+#define MOUNT_EX_FAIL	32
+
 /*
  * Invariant (9): a second mount of a mounted filesystem joins its daemon.
  * The list of sessions changes here only.
@@ -2487,10 +2492,14 @@ static void unmount_path(const char *mnt)
 /*
  * The daemon's side of `mount DEV MNT2` for a filesystem this daemon has
  * mounted (cmd_fusemount() forwards it): argv is "mount" [-o LIST] MNT, MNT
- * absolute.  Per mountpoint: ro, suid, dev, exec, sync, dirsync and FUSE's
- * options (allow_other); the filesystem's options (the atime rules, the
- * daemon's, the engine's) are one for all mountpoints, so a differing one
- * is refused by name, as is rw while the filesystem is read-only.
+ * absolute.  As for a kernel filesystem's second mount: per mountpoint
+ * suid, dev, exec, sync, dirsync, the atime rules (but lazytime) and FUSE's
+ * options (allow_other); ro must agree with the filesystem (a read-only
+ * mount of a read-write filesystem is refused, a read-write one of a
+ * read-only filesystem is made read-only, with a warning).  The
+ * filesystem's options (lazytime, the daemon's, the engine's) are one for
+ * all mountpoints: a differing one is refused by name (the kernel would
+ * ignore it).
  */
 int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
 {
@@ -2513,10 +2522,8 @@ int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
 	x->lock(x);
 	char cur[PATH_MAX], extra[4096] = "";
 	unsigned long ms = MS_NOSUID | MS_NODEV;
-	bool nrb = m->norebalance, ncg = m->nocopygc, ios = m->iostats, atime_named = false;
-	bool ro = m->read_only;
-	enum atime_mode am = m->atime;
-	bool nodir = m->nodiratime, lazy = m->lazytime;
+	bool nrb = m->norebalance, ncg = m->nocopygc, ios = m->iostats, lazy_named = false;
+	bool ro = m->read_only, lazy = m->lazytime;
 	struct bch_opts fsopts = m->opts;
 	snprintf(cur, sizeof(cur), "%s", m->mnt);
 	bool taken = false;
@@ -2527,7 +2534,7 @@ int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
 	x->unlock(x);
 	if (taken) {
 		fprintf(x->err, "bcachefs mount: %s: already mounted there\n", mnt);
-		return EXIT_FAIL;
+		return MOUNT_EX_FAIL;
 	}
 
 	int ret = 0;
@@ -2540,7 +2547,7 @@ int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
 		if (!strcmp(o, "default_permissions") || !strcmp(o, "remount"))
 			continue;
 		if (mnt_flag_apply(o, &ms)) {
-			atime_named |= strstr(o, "atime") != NULL;
+			lazy_named |= strstr(o, "lazytime") != NULL;
 			continue;
 		}
 		if (daemon_opt(o, &n1, &n2, &n3)) {
@@ -2548,7 +2555,7 @@ int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
 				fprintf(x->err, "bcachefs mount: %s: option '%s' is the filesystem's, "
 					"mounted on %s without it: change it there with mount -o "
 					"remount,%s %s\n", mnt, o, cur, o, cur);
-				ret = EXIT_USAGE;
+				ret = MOUNT_EX_FAIL;
 			}
 			continue;
 		}
@@ -2564,7 +2571,7 @@ int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
 					"already mounted on %s with another value (one filesystem, one "
 					"set of options; mount -o remount of %s changes those that can "
 					"change)\n", mnt, o, cur, cur);
-				ret = EXIT_USAGE;
+				ret = MOUNT_EX_FAIL;
 			}
 			continue;
 		}
@@ -2575,17 +2582,23 @@ int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
 		fprintf(x->err, "bcachefs mount: %s: option list too long\n", mnt);
 		ret = EXIT_USAGE;
 	}
-	if (!ret && atime_named &&
-	    (atime_of(ms) != am || !!(ms & MS_NODIRATIME) != nodir || !!(ms & MS_LAZYTIME) != lazy)) {
-		fprintf(x->err, "bcachefs mount: %s: the atime options are the filesystem's "
-			"(one daemon keeps atime), and %s has others: give the same, or none\n",
-			mnt, cur);
-		ret = EXIT_USAGE;
+	if (!ret && lazy_named && !!(ms & MS_LAZYTIME) != lazy) {
+		fprintf(x->err, "bcachefs mount: %s: option '%s' is the filesystem's, mounted on "
+			"%s with%s it: change it there with mount -o remount\n", mnt,
+			lazy ? "nolazytime" : "lazytime", cur, lazy ? "" : "out");
+		ret = MOUNT_EX_FAIL;
+	}
+	if (!ret && !ro && (ms & MS_RDONLY)) {
+		/* as the kernel's: one superblock is read-only or not (EBUSY) */
+		fprintf(x->err, "bcachefs mount: %s: already mounted read-write on %s (a "
+			"read-only mount needs the filesystem read-only: mount -o remount,ro %s)\n",
+			mnt, cur, cur);
+		ret = MOUNT_EX_FAIL;
 	}
 	if (!ret && ro && !(ms & MS_RDONLY)) {
-		fprintf(x->err, "bcachefs mount: %s: the filesystem is mounted read-only on %s: "
-			"mount this one with -o ro, or first mount -o remount,rw %s\n", mnt, cur, cur);
-		ret = EXIT_FAIL;
+		fprintf(x->err, "bcachefs mount: %s: the filesystem is read-only (mounted on %s): "
+			"mounted read-only\n", mnt, cur);
+		ms |= MS_RDONLY;
 	}
 	if (!ret && (ms & (MS_STRICTATIME | MS_NODIRATIME | MS_LAZYTIME | MS_NOSYMFOLLOW)) &&
 	    geteuid()) {
@@ -2609,6 +2622,8 @@ int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
 	s->args = (struct fuse_args)FUSE_ARGS_INIT(m->fuse_debug ? 4 : 3, fargv);
 	s->m = m;
 	s->joined = true;
+	s->atime = atime_of(ms);
+	s->nodiratime = ms & MS_NODIRATIME;
 	snprintf(s->mnt, sizeof(s->mnt), "%s", mnt);
 	s->se = lf->session_new(&s->args, &ops, sizeof(ops), s);
 	if (!s->se) {
@@ -2716,8 +2731,6 @@ static bool in_list(const char *o, const char *list)
  * to open the devices read-write), then the kernel.  Exit code as mount(8)
  * documents it: 32 for a refused remount, 1 for a caller who is not root.
  */
-/* mount(8)'s exit status for a mount (or remount) that failed; 1 is a bad invocation or permission */
-#define MOUNT_EX_FAIL	32
 
 static int remount_front(const char *mnt, const char *list)
 {
@@ -2782,9 +2795,9 @@ static int remount_front(const char *mnt, const char *list)
 		 (ms & MS_NODIRATIME) ? "nodiratime" : "diratime",
 		 (ms & MS_LAZYTIME) ? "lazytime" : "nolazytime");
 
-	char *check[] = { "remount", "--check", "-o", dopts, NULL };
-	char *apply[] = { "remount", "-o", dopts, NULL };
-	if ((r = ctl_forward("fusemount", real, 4, check)))
+	char *check[] = { "remount", "--check", "-o", dopts, "--mountpoint", real, NULL };
+	char *apply[] = { "remount", "-o", dopts, "--mountpoint", real, NULL };
+	if ((r = ctl_forward("fusemount", real, 6, check)))
 		return MOUNT_EX_FAIL;
 	bool to_ro = (ms & MS_RDONLY) && !(cur & MS_RDONLY);
 	if (to_ro && (r = kernel_remount(real, ms))) {
@@ -2792,7 +2805,7 @@ static int remount_front(const char *mnt, const char *list)
 			r == -EBUSY ? "busy (a file is open for writing)" : strerror(-r));
 		return MOUNT_EX_FAIL;
 	}
-	if ((r = ctl_forward("fusemount", real, 3, apply))) {
+	if ((r = ctl_forward("fusemount", real, 5, apply))) {
 		if (to_ro)
 			kernel_remount(real, cur);	/* the daemon stayed as it was */
 		return MOUNT_EX_FAIL;
@@ -2845,7 +2858,7 @@ static int reopen(struct cmd_ctx *x, struct fmount *m, bool ro)
 int cmd_fusemount_remount_body(struct cmd_ctx *x, int argc, char **argv)
 {
 	struct fmount *m = x->priv;
-	const char *list = NULL;
+	const char *list = NULL, *point = NULL;
 	bool check = false;
 
 	for (int i = 1; i < argc; i++) {
@@ -2853,19 +2866,34 @@ int cmd_fusemount_remount_body(struct cmd_ctx *x, int argc, char **argv)
 			check = true;
 		else if (!strcmp(argv[i], "-o") && i + 1 < argc)
 			list = argv[++i];
+		else if (!strcmp(argv[i], "--mountpoint") && i + 1 < argc)
+			point = argv[++i];
 		else
 			break;
 	}
-	if (!x->mounted || !m || !list) {
-		fprintf(x->err, "bcachefs remount: usage: remount [--check] -o OPTIONS (daemon only)\n");
+	if (!x->mounted || !m || !list || !point) {
+		fprintf(x->err, "bcachefs remount: usage: remount [--check] -o OPTIONS --mountpoint "
+			"MOUNTPOINT (daemon only)\n");
 		return EXIT_USAGE;
 	}
 
 	/* what the mount becomes: checked whole before anything changes */
 	x->lock(x);
-	bool ro = m->read_only, nodir = m->nodiratime, lazy = m->lazytime;
+	/* the atime rules are the mountpoint's (invariant 9); the list is read under lock */
+	struct fsess *se = NULL;
+	pthread_rwlock_rdlock(&m->sess_rw);
+	for (struct fsess *o = m->sess; o; o = o->next)
+		if (!strcmp(o->mnt, point))
+			se = o;
+	pthread_rwlock_unlock(&m->sess_rw);
+	if (!se) {
+		x->unlock(x);
+		fprintf(x->err, "bcachefs remount: %s: not a mountpoint of this daemon\n", point);
+		return EXIT_FAIL;
+	}
+	bool ro = m->read_only, nodir = se->nodiratime, lazy = m->lazytime;
 	bool nrb = m->norebalance, ncg = m->nocopygc, ios = m->iostats;
-	enum atime_mode am = m->atime;
+	enum atime_mode am = se->atime;
 	struct bch_opts set, cur = m->c->opts;
 	char *dup = strdup(list), *save = NULL, err[256];
 	int ret = 0;
@@ -2919,8 +2947,8 @@ int cmd_fusemount_remount_body(struct cmd_ctx *x, int argc, char **argv)
 			}
 		if (m->lazytime && !lazy)
 			lazy_flush_all(m);
-		m->atime = am;
-		m->nodiratime = nodir;
+		se->atime = am;
+		se->nodiratime = nodir;
 		m->lazytime = lazy;
 		m->norebalance = nrb;
 		m->nocopygc = ncg;
@@ -3016,7 +3044,7 @@ static int join_front(const char *dev, const char *cur, const char *mnt, int arg
 	}
 	if (!strcmp(real, cur)) {
 		cmd_err("fusemount", "%s: already mounted on %s", dev, cur);
-		return EXIT_FAIL;
+		return MOUNT_EX_FAIL;
 	}
 	for (int i = 1; i < argc; i++) {
 		const char *o = !strcmp(argv[i], "-o") && i + 1 < argc ? argv[++i] :
@@ -3152,8 +3180,7 @@ int cmd_fusemount(int argc, char *argv[])
 	char **devs = fsn.devs, err[512];
 	struct fmount m = {
 		.read_only = ma.ms & MS_RDONLY, .norebalance = ma.norebalance, .nocopygc = ma.nocopygc,
-		.iostats = ma.iostats, .atime = atime_of(ma.ms), .nodiratime = ma.ms & MS_NODIRATIME,
-		.lazytime = ma.ms & MS_LAZYTIME,
+		.iostats = ma.iostats, .lazytime = ma.ms & MS_LAZYTIME,
 	};
 	pthread_condattr_t ca;
 	pthread_mutex_init(&m.lock, NULL);
@@ -3162,7 +3189,7 @@ int cmd_fusemount(int argc, char *argv[])
 	pthread_mutex_init(&m.sess_mu, NULL);
 	snprintf(m.fsname, sizeof(m.fsname), "%s", fsname);
 	m.fuse_debug = debug;
-	struct fsess first = { .m = &m };
+	struct fsess first = { .m = &m, .atime = atime_of(ma.ms), .nodiratime = ma.ms & MS_NODIRATIME };
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m.bg_cond, &ca);

@@ -114,7 +114,7 @@ expect_rc 8 $B fsck -n b.img:a.img
 expect_in err "^bcachefs fsck: $mnt: mounted \\(fusemount\\): unmount it first$"
 expect_rc 0 $B show-super mnt
 [ "$(grep -Ec '^Device: ' out)" = 2 ] || fail "show-super mnt: $(cat out)"
-expect_rc 1 $B fusemount UUID=$U mnt
+expect_rc 32 $B fusemount UUID=$U mnt
 expect_in err "^bcachefs fusemount: UUID=$U: already mounted on $mnt$"
 # elsewhere: the daemon mounts it there too (t69), found by UUID as well
 expect_rc 0 $B fusemount UUID=$U d

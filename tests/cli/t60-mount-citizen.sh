@@ -17,12 +17,14 @@
 #            CAP_FSETID, kept for a member and root; on a full filesystem a
 #            refused setfacl changes neither mode nor ACL
 #   quiet    20 x (umount; mount at once): the helper prints nothing
-#   second   mount -t fuse.bcachefs at a second directory joins the daemon;
-#            it outlives the first's umount
+#   second   a second mount of the filesystem elsewhere (t69 has more): each
+#            sees the other's changes, flags per mountpoint, ro of a rw
+#            filesystem refused, rw of a ro one made ro, the second outlives
+#            the first's umount; the reference is kernel ext4 on a loop device
 # fsck -n -f clean after every unmount.
 need_fuse
 need_root "mount(8), tmpfs reference, setpriv"
-need setpriv setfacl getfacl getfattr unshare
+need setpriv setfacl getfacl getfattr unshare mkfs.ext4 losetup
 unshare -m --propagation private true 2>/dev/null || skip "no mount namespaces here"
 BIN=${BCH_BIN:-$B}	# under ENCRYPTED=1 $B is a wrapper: mount(8) runs the binary
 
@@ -36,7 +38,7 @@ echo "work dir $PWD"
 cat > inner.sh <<'EOF'
 set -u
 top=$PWD img=$PWD/img ref=$PWD/ref mnt=$PWD/mnt
-trap 'cd /; umount "$top/mnt2" 2>/dev/null; umount "$mnt" 2>/dev/null; umount "$ref" 2>/dev/null; umount "$top/full" 2>/dev/null' EXIT
+trap 'cd /; for d in s3 s2 s1; do umount "$top/$d" 2>/dev/null; done; umount "$mnt" 2>/dev/null; umount "$ref" 2>/dev/null; umount "$top/full" 2>/dev/null' EXIT
 die() { echo "inner: $*"; exit 1; }
 mount -t overlay overlay -o lowerdir="$top/sb:/usr/sbin" /usr/sbin || { echo "inner: overlay"; exit 2; }
 G=4242
@@ -245,20 +247,40 @@ mount -t fuse.bcachefs "$img" "$mnt" 2>quiet.err && [ ! -s quiet.err ] || die "l
 gone ours
 echo "20 x (mount; write; umount) then mount: nothing printed"
 
-# ---- a second mountpoint through mount(8) joins the daemon (t69 has the rest)
-mkdir -p "$top/mnt2"
-mount -t fuse.bcachefs "$img" "$mnt" 2>two.err && [ ! -s two.err ] || die "first: $(cat two.err)"
-mount -t fuse.bcachefs -o nosuid,nodev "$img" "$top/mnt2" 2>two.err && [ ! -s two.err ] ||
-	die "second mount: $(cat two.err)"
-echo both > "$mnt/both"
-[ "$(cat "$top/mnt2/both")" = both ] || die "mnt2 does not see mnt's file"
-umount "$mnt" || die "umount the first"
-echo still > "$top/mnt2/still" || die "mnt2 after the first went"
-umount "$top/mnt2" || die "umount the second"
-mount -t fuse.bcachefs "$img" "$mnt" 2>two.err || die "again: $(cat two.err)"
-[ "$(cat "$mnt/still")" = still ] || die "mnt2's write lost"
-gone ours
-echo "second mountpoint: joined, outlived the first"
+# ---- a second mountpoint: the same sequence on kernel ext4 (a loop device)
+# second_seq TYPE SRC: mount SRC twice (and more), the kernel shares one superblock
+second_seq() {
+	t=$1 src=$2 a="$top/s1" b="$top/s2" c="$top/s3"
+	mount -t $t "$src" "$a" || die "$t: first mount"
+	mount -t $t -o nosuid,nodev,noatime "$src" "$b" 2>s.err; echo "second: $?"
+	echo both > "$a/both"; cat "$b/both"
+	chmod 600 "$a/both"; stat -c %a "$b/both"
+	mv "$b/both" "$b/moved"; ls "$a" | grep -v lost+found | tr '\n' ' '; echo
+	echo "second's flags: $(vfs "$b")"
+	mount -t $t -o ro "$src" "$c" 2>/dev/null; echo "ro of a rw filesystem: $?"
+	umount "$a" || die "$t: umount the first"
+	echo still > "$b/still" && cat "$b/still"
+	mount -o remount,ro "$b"; echo "remount ro: $?"
+	touch "$b/x" 2>&1 | norm "$b"
+	umount "$b" || die "$t: umount the second"
+	mount -t $t -o ro "$src" "$a" || die "$t: ro mount"
+	mount -t $t "$src" "$b" 2>/dev/null; echo "rw of a ro filesystem: $?"
+	echo "its flags: $(vfs "$b")"
+	touch "$b/y" 2>&1 | norm "$b"
+	cat "$b/still"
+	umount "$b"; umount "$a"
+}
+mkdir -p "$top/s1" "$top/s2" "$top/s3"
+truncate -s 64M "$top/e.img" && mkfs.ext4 -q -F "$top/e.img" || die "mkfs.ext4"
+loop=$(losetup -f --show "$top/e.img") || die "losetup"
+second_seq ext4 "$loop" > second.ext4 2>&1
+losetup -d "$loop"
+"$BIN" format -q --force --fs-size=256M "$img" || die "format"
+second_seq fuse.bcachefs "$img" > second.ours 2>&1
+cmp second.ext4 second.ours >/dev/null || die "second mountpoint differs from ext4: $(diff second.ext4 second.ours)"
+bcachefs_fsck=$("$BIN" fsck -n -f "$img" 2>&1) || die "fsck -n -f: $bcachefs_fsck"
+sed "s/^/  /" second.ours
+echo "second mountpoint: as ext4 ($(wc -l < second.ours) lines)"
 exit 0
 EOF
 BIN=$BIN unshare -m --propagation private sh inner.sh > inner.log 2>&1
