@@ -1827,10 +1827,18 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 	(void)arg;
 	(void)fi;
 
-	if (flags & FUSE_IOCTL_COMPAT) {
-		lf->reply_err(req, ENOTTY);
-		return;
-	}
+	/*
+	 * 32-bit callers: the kernel turns their FS_IOC32_[GS]ETFLAGS into
+	 * FS_IOC_[GS]ETFLAGS (fileattr) before they come; the 32-bit numbers
+	 * themselves (a 64-bit caller may use them too) take an int as well,
+	 * and struct fsxattr is the same size either way, so FUSE_IOCTL_COMPAT
+	 * changes nothing here.
+	 */
+	(void)flags;
+	if (cmd == FS_IOC32_GETFLAGS)
+		cmd = FS_IOC_GETFLAGS;
+	else if (cmd == FS_IOC32_SETFLAGS)
+		cmd = FS_IOC_SETFLAGS;
 	LOCK(m);
 	switch (cmd) {
 	case FS_IOC_GETFLAGS:

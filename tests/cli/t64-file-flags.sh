@@ -18,7 +18,8 @@
 #   remount   a refused `mount -o remount` exits 32, as tmpfs's
 # Then offline: image stat (flags, project, --json), image rm refuses an
 # immutable or append-only file without -f, fsck -n -f clean after every
-# unmount.
+# unmount.  Last, the 32-bit ioctl numbers (FS_IOC32_[GS]ETFLAGS) through a
+# fusemount, read back by lsattr and image stat.
 need_fuse
 need_root "mount(8), tmpfs and overlayfs reference, setpriv"
 need setpriv chattr lsattr setfattr python3 unshare
@@ -263,3 +264,22 @@ expect_rc 1 $B image stat img /s
 expect_rc 0 $B fsck -n -f img
 expect_in out ' 0 problems found'
 echo "image stat shows flags and project; image rm refuses them without -f"
+
+# the 32-bit ioctl numbers (FS_IOC32_[GS]ETFLAGS: what a 32-bit chattr sends
+# when the kernel does not turn it into fileattr; a 64-bit caller may send them too)
+mkdir m32
+trap 'cd /; fusermount3 -uz "$OLDPWD/m32" 2>/dev/null' EXIT
+expect_rc 0 $B fusemount "$PWD/img" m32
+echo x > m32/c32
+python3 -c 'import fcntl, struct, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.ioctl(fd, 0x40046602, struct.pack("i", 0x40 | 0x80))	# FS_IOC32_SETFLAGS: d, A
+b = bytearray(4)
+fcntl.ioctl(fd, 0x80046601, b)					# FS_IOC32_GETFLAGS
+print(hex(struct.unpack("i", b)[0]))' m32/c32 > ioc32.out 2>&1 || fail "FS_IOC32: $(cat ioc32.out)"
+[ "$(cat ioc32.out)" = 0xc0 ] || fail "FS_IOC32_GETFLAGS read $(cat ioc32.out)"
+lsattr m32/c32 | grep -q '^------dA' || fail "lsattr after FS_IOC32_SETFLAGS: $(lsattr m32/c32)"
+fusermount3 -u m32 || fail "fusermount3 -u m32"
+expect_rc 0 $B image stat img /c32
+expect_in out 'Flags: nodump,noatime'
+echo "FS_IOC32_GETFLAGS/SETFLAGS: as the 64-bit ones"
