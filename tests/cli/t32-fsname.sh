@@ -116,7 +116,7 @@ expect_rc 0 $B show-super mnt
 [ "$(grep -Ec '^Device: ' out)" = 2 ] || fail "show-super mnt: $(cat out)"
 expect_rc 32 $B fusemount UUID=$U mnt
 expect_in err "^bcachefs fusemount: UUID=$U: already mounted on $mnt$"
-# elsewhere: the daemon mounts it there too (t69), found by UUID as well
+# elsewhere: the daemon mounts it there too (t70), found by UUID as well
 expect_rc 0 $B fusemount UUID=$U d
 [ "$(cat d/f)" = hello ] || fail "second mountpoint: $(ls d)"
 fusermount3 -u d || fail "fusermount3 -u d"

@@ -17,7 +17,7 @@
 #            CAP_FSETID, kept for a member and root; on a full filesystem a
 #            refused setfacl changes neither mode nor ACL
 #   quiet    20 x (umount; mount at once): the helper prints nothing
-#   second   a second mount of the filesystem elsewhere (t69 has more): each
+#   second   a second mount of the filesystem elsewhere (t70 has more): each
 #            sees the other's changes, flags per mountpoint, ro of a rw
 #            filesystem refused, rw of a ro one made ro, the second outlives
 #            the first's umount; the reference is kernel ext4 on a loop device
