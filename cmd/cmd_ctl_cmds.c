@@ -21,6 +21,7 @@ int cmd_data_rereplicate_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_dev_stats_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_device_stats.c */
 int cmd_fusemount_remount_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_fusemount.c */
 int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_fusemount.c */
+int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_fusemount.c */
 int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_subvolume.c */
 
 const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
@@ -40,6 +41,8 @@ const struct cmd_ctl_cmd cmd_ctl_cmds[] = {
 	{ "set-fs-option",	cmd_set_fs_option_body,		true },
 	{ "remount",		cmd_fusemount_remount_body,	true },	/* mount -o remount */
 	{ "mount",		cmd_fusemount_mount_body,	true },	/* a second mountpoint */
+	{ "fs timestats",	cmd_fusemount_timestats_body,	false },
+	{ "fs timestats --reset", cmd_fusemount_timestats_body,	true },	/* zeroes: the rights */
 	{ "subvolume create",	cmd_subvolume_body,		true },
 	{ "subvolume snapshot",	cmd_subvolume_body,		true },
 	{ "subvolume delete",	cmd_subvolume_body,		true },

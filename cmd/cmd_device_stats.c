@@ -163,6 +163,14 @@ int cmd_dev_stats_body(struct cmd_ctx *x, int argc, char **argv)
 
 	if ((r = parse(x->cmd, argc, argv, &o)))
 		return r;
+	/*
+	 * A reset is a change: only under the name whose rights the daemon
+	 * checked (a client naming "device stats" with --reset is refused).
+	 */
+	if (o.reset && x->mounted && strcmp(x->cmd, "device stats --reset")) {
+		fprintf(x->err, "bcachefs %s: --reset sent as a read-only request\n", x->cmd);
+		return EXIT_USAGE;
+	}
 	/* the read-only check pass: the answer, unless a reset must write */
 	if (x->check_only && o.reset)
 		return 0;
@@ -211,7 +219,8 @@ int cmd_device_stats(int argc, char **argv)
 	/* the body's argv: the command name and the options, without FS */
 	char *bargv[8];
 	int bargc = 0;
-	bargv[bargc++] = (char *)cmd;
+	/* the daemon runs the body named first: the reset under the name that needs the rights */
+	bargv[bargc++] = o.reset ? "device stats --reset" : (char *)cmd;
 	if (o.reset)
 		bargv[bargc++] = "--reset";
 	if (o.check)

@@ -533,10 +533,14 @@ int cmd_fs(int argc, char *argv[])
 {
 	if (argc >= 2 && !strcmp(argv[1], "usage"))
 		return cmd_fs_usage(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "timestats"))
+		return cmd_fs_timestats(argc - 1, argv + 1);
 	FILE *f = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout : stderr;
 	if (f == stderr && argc >= 2) cmd_err("fs", "unknown %s '%s' (see bcachefs fs --help)", argv[1][0] == '-' ? "option" : "subcommand", argv[1]);
 	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | UUID=<uuid> | PATH\n"
+		   "       bcachefs fs timestats [--json] [--reset] MOUNTPOINT\n"
 		   "Filesystem-wide commands:\n"
-		   "  usage    space used and free, per device and data type\n");
+		   "  usage      space used and free, per device and data type\n"
+		   "  timestats  what a fusemount's requests cost, per request type\n");
 	return f == stdout ? EXIT_OK : EXIT_USAGE;
 }

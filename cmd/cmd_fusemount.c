@@ -500,12 +500,121 @@ static int make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *
 	return 0;
 }
 
+/*
+ * Request statistics (`bcachefs fs timestats MOUNTPOINT`): per request type,
+ * how often it held the engine lock, how long it waited for it and held it,
+ * and a histogram of the two together (log2 of microseconds).  A handler
+ * names its type first (req_type()); the control channel's threads and the
+ * sessions' own lock calls count as "command".  The counters change under
+ * lock only.
+ */
+#define REQ_TYPES() \
+	x(lookup) \
+	x(forget) \
+	x(forget_multi) \
+	x(getattr) \
+	x(setattr) \
+	x(readlink) \
+	x(mknod) \
+	x(mkdir) \
+	x(symlink) \
+	x(link) \
+	x(unlink) \
+	x(rmdir) \
+	x(rename) \
+	x(open) \
+	x(create) \
+	x(read) \
+	x(write) \
+	x(fsync) \
+	x(opendir) \
+	x(readdir) \
+	x(readdirplus) \
+	x(releasedir) \
+	x(release) \
+	x(statfs) \
+	x(setxattr) \
+	x(getxattr) \
+	x(listxattr) \
+	x(removexattr) \
+	x(fallocate) \
+	x(lseek) \
+	x(copy_file_range) \
+	x(ioctl) \
+	x(command)
+
+enum req_type {
+#define x(n)	REQ_##n,
+	REQ_TYPES()
+#undef x
+	REQ_NR
+};
+
+static const char *const req_names[] = {
+#define x(n)	#n,
+	REQ_TYPES()
+#undef x
+};
+
+#define REQ_HIST	24	/* bucket b: under 2^b microseconds (the last: the rest) */
+
+struct req_stat {
+	uint64_t	calls;		/* lock holds */
+	uint64_t	wait_ns, hold_ns, max_ns;
+	uint64_t	hist[REQ_HIST];
+};
+
+static struct req_stat req_stats[REQ_NR];
+static int64_t req_stats_since;		/* CLOCK_REALTIME ns of the last reset */
+static __thread int req_cur = REQ_command;
+static __thread int64_t req_wait_t0, req_lock_t0;
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The request this thread serves from now on (its handler's first line). */
+static void req_type(enum req_type t)
+{
+	req_cur = t;
+}
+
+/* The lock was taken after waiting since req_wait_t0 (lock held). */
+static void req_locked(void)
+{
+	req_lock_t0 = mono_ns();
+}
+
+/* The lock is about to be released (lock held). */
+static void req_unlocking(void)
+{
+	struct req_stat *st = &req_stats[req_cur];
+	int64_t now = mono_ns(), wait = req_lock_t0 - req_wait_t0, hold = now - req_lock_t0;
+	uint64_t us = (uint64_t)(wait + hold) / 1000;
+	unsigned b = 0;
+
+	while (b < REQ_HIST - 1 && us >= (1ULL << b))
+		b++;
+	st->calls++;
+	st->wait_ns += wait;
+	st->hold_ns += hold;
+	if ((uint64_t)(wait + hold) > st->max_ns)
+		st->max_ns = wait + hold;
+	st->hist[b]++;
+}
+
 /* Requests count themselves while they wait, so background work lets them in. */
 static void fg_lock(struct fmount *m)
 {
+	req_wait_t0 = mono_ns();
 	atomic_fetch_add(&m->fg_waiting, 1);
 	pthread_mutex_lock(&m->lock);
 	atomic_fetch_sub(&m->fg_waiting, 1);
+	req_locked();
 }
 
 /*
@@ -534,6 +643,7 @@ static void exit_if_panicked(struct fmount *m)
 static void fg_unlock(struct fmount *m)
 {
 	exit_if_panicked(m);
+	req_unlocking();
 	pthread_mutex_unlock(&m->lock);
 }
 
@@ -744,6 +854,7 @@ static void op_destroy(void *userdata)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	req_type(REQ_lookup);
 	struct fmount *m = FM(req);
 	struct fuse_entry_param e;
 	uint64_t inum;
@@ -775,6 +886,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
+	req_type(REQ_forget);
 	struct fmount *m = FM(req);
 
 	LOCK(m);
@@ -785,6 +897,7 @@ static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
+	req_type(REQ_forget_multi);
 	struct fmount *m = FM(req);
 
 	LOCK(m);
@@ -796,6 +909,7 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	req_type(REQ_getattr);
 	struct fmount *m = FM(req);
 	struct stat st;
 	(void)fi;
@@ -838,6 +952,7 @@ static int chmod_strip_sgid(fuse_req_t req, struct fmount *m, uint64_t inum, int
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
+	req_type(REQ_setattr);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 	struct bch_setattr sa = { 0 };
@@ -926,6 +1041,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+	req_type(REQ_readlink);
 	struct fmount *m = FM(req);
 	char buf[4096];
 
@@ -1003,7 +1119,7 @@ static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const c
 	return r;
 }
 
-static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct fmount *m = FM(req);
 	uint64_t inum = 0;
@@ -1013,13 +1129,21 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	reply_new(req, m, r, inum, parent, name);
 }
 
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	req_type(REQ_mknod);
+	make_node(req, parent, name, mode, rdev);
+}
+
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	op_mknod(req, parent, name, S_IFDIR | (mode & 07777), 0);
+	req_type(REQ_mkdir);
+	make_node(req, parent, name, S_IFDIR | (mode & 07777), 0);
 }
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
+	req_type(REQ_symlink);
 	struct fmount *m = FM(req);
 	uint64_t inum = 0;
 
@@ -1030,6 +1154,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
+	req_type(REQ_link);
 	struct fmount *m = FM(req);
 
 	LOCK(m);
@@ -1057,6 +1182,7 @@ static void others_gone(struct fsess *se, fuse_ino_t parent, const char *name, u
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	req_type(REQ_unlink);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 
@@ -1071,6 +1197,7 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+	req_type(REQ_rmdir);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 
@@ -1086,6 +1213,7 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
+	req_type(REQ_rename);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 	unsigned f = 0;
@@ -1137,6 +1265,7 @@ static int open_flags_check(struct fmount *m, uint64_t inum, int oflags)
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	req_type(REQ_open);
 	struct fmount *m = FM(req);
 	struct stat st;
 
@@ -1184,6 +1313,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
+	req_type(REQ_create);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 	struct fuse_entry_param e;
@@ -1208,6 +1338,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	req_type(REQ_release);
 	struct fmount *m = FM(req);
 	(void)fi;
 
@@ -1296,6 +1427,7 @@ static void *thread_buf(size_t size)
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
+	req_type(REQ_read);
 	struct fmount *m = FM(req);
 	struct bch_readahead ra = { 0 };
 	char *buf = thread_buf(size ? size : 1);
@@ -1323,6 +1455,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
+	req_type(REQ_write);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 	(void)fi;
@@ -1352,6 +1485,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+	req_type(REQ_fsync);
 	struct fmount *m = FM(req);
 	(void)ino;
 	(void)datasync;
@@ -1366,6 +1500,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	req_type(REQ_opendir);
 	struct fmount *m = FM(req);
 	struct stat st;
 
@@ -1448,6 +1583,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, b
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
+	req_type(REQ_readdir);
 	(void)fi;
 	do_readdir(req, ino, size, off, false);
 }
@@ -1455,12 +1591,14 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, s
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			   struct fuse_file_info *fi)
 {
+	req_type(REQ_readdirplus);
 	(void)fi;
 	do_readdir(req, ino, size, off, true);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	req_type(REQ_releasedir);
 	struct fmount *m = FM(req);
 
 	(void)fi;
@@ -1472,6 +1610,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+	req_type(REQ_statfs);
 	struct fmount *m = FM(req);
 	struct statvfs st;
 	(void)ino;
@@ -1501,6 +1640,7 @@ static int inode_opt_xattr_perm(fuse_req_t req, struct fmount *m, fuse_ino_t ino
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
+	req_type(REQ_setxattr);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 	bool access = !strcmp(name, BCH_ACL_XATTR_ACCESS);
@@ -1623,6 +1763,7 @@ static bool devs_xattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t 
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+	req_type(REQ_getxattr);
 	struct fmount *m = FM(req);
 	if (usage_xattr(req, ino, name, size) || ctl_xattr(req, ino, name, size) ||
 	    devs_xattr(req, ino, name, size))
@@ -1643,6 +1784,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	req_type(REQ_listxattr);
 	struct fmount *m = FM(req);
 	char *buf = malloc(size ? size : 1);
 
@@ -1660,6 +1802,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+	req_type(REQ_removexattr);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 
@@ -1678,6 +1821,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			 struct fuse_file_info *fi)
 {
+	req_type(REQ_fallocate);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 	(void)fi;
@@ -1694,6 +1838,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
 {
+	req_type(REQ_lseek);
 	struct fmount *m = FM(req);
 	(void)fi;
 
@@ -1724,6 +1869,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			       struct fuse_file_info *fi_out, size_t len, int flags)
 {
+	req_type(REQ_copy_file_range);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 	size_t done = 0;
@@ -1818,6 +1964,7 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 		     struct fuse_file_info *fi, unsigned flags, const void *in_buf, size_t in_bufsz,
 		     size_t out_bufsz)
 {
+	req_type(REQ_ioctl);
 	struct fmount *m = FM(req);
 	uint64_t inum = from_fuse(ino);
 	unsigned fl = 0;
@@ -2410,6 +2557,101 @@ static int split_opts(const char *list, struct bch_opts *opts, char *fuse_opts, 
 	}
 	free(dup);
 	return r;
+}
+
+/* ------------------------------------------------------------ fs timestats */
+
+/* The upper bound (ns) of the histogram bucket holding the q-th of n calls. */
+static uint64_t req_quantile(const struct req_stat *st, double q)
+{
+	uint64_t want = (uint64_t)(q * st->calls), seen = 0;
+
+	for (unsigned b = 0; b < REQ_HIST; b++) {
+		seen += st->hist[b];
+		if (seen > want || b == REQ_HIST - 1)
+			return (b == REQ_HIST - 1 ? st->max_ns / 1000 : (1ULL << b)) * 1000ULL;
+	}
+	return st->max_ns;
+}
+
+/*
+ * `fs timestats [--json] [--reset]` (cmd_fs_timestats.c forwards it): the
+ * request statistics since the daemon started or was last reset.
+ */
+int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv)
+{
+	bool json = false, reset = false;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--reset"))
+			reset = true;
+		else {
+			fprintf(x->err, "bcachefs fs timestats: unknown argument '%s'\n", argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (!x->mounted || !x->priv) {
+		fprintf(x->err, "bcachefs fs timestats: only a fusemount daemon keeps them\n");
+		return EXIT_USAGE;
+	}
+	/* a reset is a change: only under the name whose rights were checked (ctl_server.c) */
+	if (reset && strcmp(x->cmd, "fs timestats --reset")) {
+		fprintf(x->err, "bcachefs fs timestats: --reset sent as a read-only request\n");
+		return EXIT_USAGE;
+	}
+	struct req_stat *copy = malloc(sizeof(req_stats));
+	if (!copy)
+		return EXIT_FAIL;
+	x->lock(x);
+	memcpy(copy, req_stats, sizeof(req_stats));
+	int64_t since = req_stats_since;	/* RFC 3339, as every --json time */
+	if (reset) {
+		memset(req_stats, 0, sizeof(req_stats));
+		req_stats_since = bch_now_ns();
+	}
+	x->unlock(x);
+
+	char when[64] = "";
+	time_t secs = since / 1000000000LL;
+	struct tm tm;
+	if (gmtime_r(&secs, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (json) {
+		fprintf(x->out, "{\"version\": %d, \"since\": \"%s\", \"requests\": [", BCH_JSON_VERSION,
+			when);
+		bool first = true;
+		for (unsigned i = 0; i < REQ_NR; i++) {
+			const struct req_stat *st = &copy[i];
+			if (!st->calls)
+				continue;
+			fprintf(x->out, "%s{\"type\": \"%s\", \"calls\": %" PRIu64 ", \"wait_ns\": %" PRIu64
+				", \"hold_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 ", \"p50_ns\": %" PRIu64
+				", \"p99_ns\": %" PRIu64 "}", first ? "" : ", ", req_names[i], st->calls,
+				st->wait_ns, st->hold_ns, st->max_ns, req_quantile(st, .5),
+				req_quantile(st, .99));
+			first = false;
+		}
+		fprintf(x->out, "]}\n");
+	} else {
+		fprintf(x->out, "Requests since %s: the engine lock, waited for and held, per request type\n"
+			"%-16s %9s %10s %9s %9s %9s %9s %6s\n", when, "type", "calls", "total ms",
+			"mean us", "p50 us", "p99 us", "max us", "wait%");
+		for (unsigned i = 0; i < REQ_NR; i++) {
+			const struct req_stat *st = &copy[i];
+			if (!st->calls)
+				continue;
+			uint64_t total = st->wait_ns + st->hold_ns;
+			fprintf(x->out, "%-16s %9" PRIu64 " %10.1f %9.1f %9" PRIu64 " %9" PRIu64 " %9.1f %6.1f\n",
+				req_names[i], st->calls, total / 1e6, total / 1e3 / st->calls,
+				req_quantile(st, .5) / 1000, req_quantile(st, .99) / 1000, st->max_ns / 1e3,
+				total ? 100.0 * st->wait_ns / total : 0.0);
+		}
+		fprintf(x->out, "(p50 and p99: the upper bound of a power-of-two bucket)\n");
+	}
+	free(copy);
+	return EXIT_OK;
 }
 
 /* ------------------------------------------------------------ more mountpoints */
@@ -3267,6 +3509,7 @@ int cmd_fusemount(int argc, char *argv[])
 		cmd_err("fusemount", "could not go to the background");
 		goto unmount;
 	}
+	req_stats_since = bch_now_ns();
 	ctl_start(&m);
 	bg_start(&m);
 	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };

@@ -129,6 +129,8 @@ const char *cmd_err_last(void);
 bool cmd_mount_holding(const char *path, char *mnt, size_t len);
 /* `bcachefs device stats` (cmd_device_stats.c) */
 int cmd_device_stats(int argc, char **argv);
+/* `bcachefs fs timestats` (cmd_fs_timestats.c) */
+int cmd_fs_timestats(int argc, char **argv);
 void cmd_note_degraded(const char *cmd, struct bch_fs *c, char * const *devs, unsigned nr);
 
 /*

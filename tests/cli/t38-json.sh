@@ -170,6 +170,14 @@ expect_rc 0 $B subvolume diff --json sv.img /snap /
 valid subvolume-diff subvolume-diff
 jq -e '([.added[].path] | index("/after")) != null and .metadata_only[0].path == "/"' out >/dev/null ||
 	fail "subvolume diff --json: $(cat out)"
+# fs timestats: a fusemount daemon's request statistics
+mkdir tsm
+$B fusemount "$PWD/sv.img" tsm || fail "fusemount sv.img"
+ls -lR tsm > /dev/null
+expect_rc 0 $B fs timestats --json tsm
+fusermount3 -u tsm || fail "fusermount3 -u tsm"
+valid fs-timestats fs-timestats
+jq -e '(.requests | length) > 0' out >/dev/null || fail "fs timestats --json: $(cat out)"
 
 # every schema in docs/json is used
 for s in "$S"/*.schema.json; do
