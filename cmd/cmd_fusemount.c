@@ -577,6 +577,15 @@ static int64_t mono_ns(void)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* The wall clock for "since" (not bch_now_ns(): SOURCE_DATE_EPOCH fixes that one). */
+static int64_t real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* The request this thread serves from now on (its handler's first line). */
 static void req_type(enum req_type t)
 {
@@ -2609,7 +2618,7 @@ int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv)
 	int64_t since = req_stats_since;	/* RFC 3339, as every --json time */
 	if (reset) {
 		memset(req_stats, 0, sizeof(req_stats));
-		req_stats_since = bch_now_ns();
+		req_stats_since = real_ns();
 	}
 	x->unlock(x);
 
@@ -3509,7 +3518,7 @@ int cmd_fusemount(int argc, char *argv[])
 		cmd_err("fusemount", "could not go to the background");
 		goto unmount;
 	}
-	req_stats_since = bch_now_ns();
+	req_stats_since = real_ns();
 	ctl_start(&m);
 	bg_start(&m);
 	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
