@@ -762,33 +762,34 @@ static int kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum)
  * hold cached (attributes, pages, names and negative names): tell them.
  * Called after the reply, without lock: the kernel of the other session may
  * hold the inode or directory lock the notification needs, for a request
- * of its own that waits for lock (or for the reply of this one).
+ * of its own that waits for lock (or for the reply of this one).  skip:
+ * the session that made the change (NULL: a command made it, tell all).
  */
-static void others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
+static void notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t ino,
+			    const char *name, off_t off, off_t len)
 {
-	struct fmount *m = s->m;
-
-	if (atomic_load(&m->nr_sess) < 2)
+	if (skip && atomic_load(&m->nr_sess) < 2)
 		return;
 	pthread_rwlock_rdlock(&m->sess_rw);
-	for (struct fsess *o = m->sess; o; o = o->next)
-		if (o != s)
+	for (struct fsess *o = m->sess; o; o = o->next) {
+		if (o == skip)
+			continue;
+		if (name)	/* a name of directory ino (made, removed, renamed) */
+			lf->lowlevel_notify_inval_entry(o->se, ino, name, strlen(name));
+		else		/* ino's attributes, and its pages in [off, off + len) unless off < 0 */
 			lf->lowlevel_notify_inval_inode(o->se, ino, off, len);
+	}
 	pthread_rwlock_unlock(&m->sess_rw);
 }
 
-/* A name of parent changed (made, removed, renamed): as others_inode(). */
+static void others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
+{
+	notify_sessions(s->m, s, ino, NULL, off, len);
+}
+
 static void others_entry(struct fsess *s, fuse_ino_t parent, const char *name)
 {
-	struct fmount *m = s->m;
-
-	if (atomic_load(&m->nr_sess) < 2)
-		return;
-	pthread_rwlock_rdlock(&m->sess_rw);
-	for (struct fsess *o = m->sess; o; o = o->next)
-		if (o != s)
-			lf->lowlevel_notify_inval_entry(o->se, parent, name, strlen(name));
-	pthread_rwlock_unlock(&m->sess_rw);
+	notify_sessions(s->m, s, parent, name, 0, 0);
 }
 
 /* ------------------------------------------------------------ requests */
@@ -2294,12 +2295,8 @@ void fusemount_name_changed(void *priv, uint64_t dir, const char *name)
 {
 	struct fmount *m = priv;
 
-	if (!m)
-		return;
-	pthread_rwlock_rdlock(&m->sess_rw);
-	for (struct fsess *s = m->sess; s; s = s->next)
-		lf->lowlevel_notify_inval_entry(s->se, to_fuse(dir), name, strlen(name));
-	pthread_rwlock_unlock(&m->sess_rw);
+	if (m)
+		notify_sessions(m, NULL, to_fuse(dir), name, 0, 0);
 }
 
 /* After daemonizing (threads); a failure only warns: the mount works without it. */
