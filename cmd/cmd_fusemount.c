@@ -1486,12 +1486,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		others_inode(se, ino, off, n);
 }
 
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	(void)fi;
-	lf->reply_err(req, 0);
-}
+/*
+ * No flush op: every write is stored before it returns, so close(2) has
+ * nothing to report, and libfuse's ENOSYS to the first FLUSH makes the
+ * kernel stop sending them (one request less per close; dirty pages of a
+ * shared mapping are still written back before close returns: the kernel
+ * does that before it would send FLUSH).
+ */
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
@@ -2075,7 +2076,6 @@ static const struct fuse_lowlevel_ops ops = {
 	.create		= op_create,
 	.read		= op_read,
 	.write		= op_write,
-	.flush		= op_flush,
 	.release	= op_release,
 	.fsync		= op_fsync,
 	.opendir	= op_opendir,
