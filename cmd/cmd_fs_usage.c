@@ -537,10 +537,10 @@ int cmd_fs(int argc, char *argv[])
 		return cmd_fs_timestats(argc - 1, argv + 1);
 	FILE *f = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) ? stdout : stderr;
 	if (f == stderr && argc >= 2) cmd_err("fs", "unknown %s '%s' (see bcachefs fs --help)", argv[1][0] == '-' ? "option" : "subcommand", argv[1]);
-	fprintf(f, "Usage: bcachefs fs usage [-h] [--json] [-o degraded] DEVICE[:DEVICE...] | UUID=<uuid> | PATH\n"
-		   "       bcachefs fs timestats [--json] [--reset] MOUNTPOINT\n"
+	fprintf(f, "Usage: bcachefs fs COMMAND [OPTION]... FS\n"
 		   "Filesystem-wide commands:\n"
-		   "  usage      space used and free, per device and data type\n"
-		   "  timestats  what a fusemount's requests cost, per request type\n");
+		   "  usage      space used and free, per device and data type (fs usage --help)\n"
+		   "  timestats  what a fusemount's requests cost, per request type\n"
+		   "             (fs timestats --help)\n");
 	return f == stdout ? EXIT_OK : EXIT_USAGE;
 }

@@ -109,7 +109,7 @@
 #include "copygc.h"
 #include "rebalance.h"
 
-#define TIMEOUT		1.0
+#define TIMEOUT		30.0
 
 /* libfuse3's functions, set by cmd_fusemount() before the session starts (fuse_dl.h) */
 static const struct fuse_dl *lf;

@@ -218,7 +218,7 @@ done <<'EOF'
 16 | not a directory|                        $B fusemount one.img /nonexistent-dir
 1  | -o degraded opens it|                   mkdir -p mnt2 && $B fusemount p.img mnt2
 16 | |                                       mkdir -p mnt2 && $B fusemount -o compression=rar one.img mnt2
-1  | |                                       mkdir -p mnt2 && $B fusemount m.img mnt2
+32 | already mounted on|                   $B fusemount m.img mnt
 1  | |                                       BCACHEFS_PASSPHRASE_FILE=wrong $B fusemount enc.img mnt2
 EOF
 echo "refusal cases: $cases"
