@@ -74,6 +74,8 @@ struct bch_view {
 	struct bch_fs		*c;
 	uint32_t		subvol;		/* BCH_SUBVOL_NONE: a snapshot without one */
 	uint32_t		snap;
+	uint32_t		parent;		/* snap's (BCH_SNAPSHOT_NONE: none), as
+						 * entered: a leaf's parent never changes */
 	bool			ro;
 	bool			raw;		/* updates are written where their keys say */
 	struct bch_view		*prev;
@@ -174,7 +176,9 @@ int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k);
 
 /*
  * The snapshot_touch key (bcachefs_format.h) that update k of btree id in
- * the current view records, if any: in a snapshot with a parent.
+ * the current view records, if any: in a snapshot with a parent, and only
+ * when that key is not in the btree already (it stays until its snapshot
+ * is deleted, so writing it again would change nothing).
  */
 bool bch_snap_touch_pos(struct bch_fs *c, unsigned id, const struct bch_bkey *k, struct bch_bpos *pos);
 
