@@ -38,6 +38,9 @@ struct bch_snapshots {
 	 */
 	struct bch_bpos		touch_seen[TOUCH_SEEN];
 	unsigned		nr_touch_seen, touch_next;
+	/* the subvolume the last view entered, with its snapshot's parent */
+	const struct bch_subvol_info *view_sv;
+	uint32_t		view_snap, view_parent;
 };
 
 /* ------------------------------------------------------------ the table */
@@ -75,6 +78,7 @@ int bch_snapshots_load(struct bch_fs *c)
 	anc_free(t);
 	t->nr = t->nr_sv = 0;
 	t->nr_touch_seen = t->touch_next = 0;
+	t->view_sv = NULL;
 	t->loaded = true;
 	t->gen++;
 	t->root.id = 0;
@@ -300,13 +304,24 @@ int bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum)
 	if (cur && (!subvol || subvol == cur->subvol)) {
 		*v = *cur;		/* an inner call: same view */
 	} else {
-		const struct bch_subvol_info *sv = bch_subvol_get(c, subvol);
+		struct bch_snapshots *t = table(c);
+		const struct bch_subvol_info *sv = t && t->view_sv && t->view_sv->id == subvol
+			? t->view_sv : bch_subvol_get(c, subvol);
 		if (!sv)
 			return bch_fs_err(c, -ESTALE, "subvolume %u does not exist", subvol);
 		v->c = c;
 		v->subvol = subvol;
 		v->snap = sv->v.snapshot;
-		v->parent = snap_parent(c, v->snap);
+		if (t && t->view_sv == sv && t->view_snap == v->snap) {
+			v->parent = t->view_parent;	/* every call enters a view: no search */
+		} else {
+			v->parent = snap_parent(c, v->snap);
+			if (t) {
+				t->view_sv = sv;
+				t->view_snap = v->snap;
+				t->view_parent = v->parent;
+			}
+		}
 		v->ro = sv->v.flags & BCH_SUBVOL_RO;
 		v->raw = false;
 	}
