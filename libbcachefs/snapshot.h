@@ -31,6 +31,11 @@
  *   (3) The in-memory table equals the btree after every commit made here;
  *       it (and each snapshot's ancestor list, made at the first question
  *       and kept with it) changes only under the caller's engine lock.
+ *   (4) What the table remembers to spare searches (the subvolume the last
+ *       view entered and its snapshot's parent; snapshot_touch keys found
+ *       in the btree) is forgotten when the table is read again.  A touch
+ *       key leaves the btree only after its snapshot is deleted, a change
+ *       that reads the table again, so a remembered key is still there.
  */
 
 #include <stdbool.h>
