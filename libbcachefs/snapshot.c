@@ -38,6 +38,7 @@ struct bch_snapshots {
 	 */
 	struct bch_bpos		touch_seen[TOUCH_SEEN];
 	unsigned		nr_touch_seen, touch_next;
+	uint64_t		inum_fresh;	/* invariant (5): no frozen key from here up */
 	/* the subvolume the last view entered, with its snapshot's parent */
 	const struct bch_subvol_info *view_sv;
 	uint32_t		view_snap, view_parent;
@@ -66,6 +67,31 @@ void bch_snapshots_exit(struct bch_fs *c)
 	c->snaps = NULL;
 }
 
+/*
+ * Invariant (5): one past the highest inode number of any key in the
+ * inodes btree, in any snapshot, now.  Every snapshot with children is
+ * frozen already (a snapshot made later reads the table again), and a key
+ * of the other file btrees in a snapshot lies under an inode its snapshot
+ * sees, so no frozen snapshot holds a key of an inode from here up.  On a
+ * read error: UINT64_MAX (every inode asks its parent, as before).
+ */
+static void inum_fresh_load(struct bch_fs *c, struct bch_snapshots *t)
+{
+	struct bch_bkey *k;
+	int r;
+
+	if (!c->roots->r[BCH_BTREE_ID_inodes].key)
+		return;
+	r = bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, UINT32_MAX), POS_MIN, &k);
+	if (r == -BCH_ERR_key_not_found) {
+		t->inum_fresh = 0;
+	} else if (!r) {
+		if (k->p.offset != UINT64_MAX)
+			t->inum_fresh = k->p.offset + 1;
+		free(k);
+	}
+}
+
 int bch_snapshots_load(struct bch_fs *c)
 {
 	struct bch_snapshots *t = c->snaps;
@@ -79,6 +105,7 @@ int bch_snapshots_load(struct bch_fs *c)
 	t->nr = t->nr_sv = 0;
 	t->nr_touch_seen = t->touch_next = 0;
 	t->view_sv = NULL;
+	t->inum_fresh = UINT64_MAX;
 	t->loaded = true;
 	t->gen++;
 	t->root.id = 0;
@@ -118,6 +145,8 @@ int bch_snapshots_load(struct bch_fs *c)
 	t->nr_anc = calloc(t->nr + 1, sizeof(*t->nr_anc));
 	if (!t->anc || !t->nr_anc)
 		abort();
+	if (!err)
+		inum_fresh_load(c, t);
 	return err;
 }
 
@@ -706,6 +735,10 @@ int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k)
 	}
 	k->p.snapshot = v->snap;
 	if (k->type != BCH_BKEY_deleted || v->parent == BCH_SNAPSHOT_NONE)
+		return 0;
+	/* an inode made since the table was read: no ancestor holds a key of it (invariant (5)) */
+	const struct bch_snapshots *t = table(c);
+	if (t && (id == BCH_BTREE_ID_inodes ? k->p.offset : k->p.inode) >= t->inum_fresh)
 		return 0;
 	/* what the parent sees here would show through a plain delete */
 	struct bch_bkey *below;

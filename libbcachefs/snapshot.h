@@ -36,6 +36,12 @@
  *       in the btree) is forgotten when the table is read again.  A touch
  *       key leaves the btree only after its snapshot is deleted, a change
  *       that reads the table again, so a remembered key is still there.
+ *   (5) When the table is read, inum_fresh is one past the highest inode
+ *       number in the inodes btree (any snapshot).  Until it is read again
+ *       no snapshot with children holds a key of an inode numbered from
+ *       there up (they were all frozen when it was read; new inodes take
+ *       numbers above every existing one), so a delete of such a key in a
+ *       leaf needs no whiteout and asks the parent nothing.
  */
 
 #include <stdbool.h>
