@@ -443,7 +443,18 @@ int bch_vlookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_b
 	if (!filtered(c, id))
 		return bch_btree_lookup(c, id, group_pos(pos, snap), ret);
 	struct bch_bkey *k;
-	int r = visible_at(c, id, pos, snap, &k);
+	const struct bch_view *v = bch_view_cur(c);
+	int r;
+	/*
+	 * No ancestor of a snapshot the table holds (a view's whose parent it
+	 * knew) has a key of an inode from inum_fresh up (invariant (5)):
+	 * only snap's own key there can be seen.
+	 */
+	if (v && v->snap == snap && v->parent != BCH_SNAPSHOT_NONE &&
+	    (id == BCH_BTREE_ID_inodes ? pos.offset : pos.inode) >= c->snaps->inum_fresh)
+		r = bch_btree_lookup(c, id, group_pos(pos, snap), &k);
+	else
+		r = visible_at(c, id, pos, snap, &k);
 	if (r)
 		return r;
 	if (k->type == BCH_BKEY_whiteout) {

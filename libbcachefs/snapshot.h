@@ -41,7 +41,8 @@
  *       no snapshot with children holds a key of an inode numbered from
  *       there up (they were all frozen when it was read; new inodes take
  *       numbers above every existing one), so a delete of such a key in a
- *       leaf needs no whiteout and asks the parent nothing.
+ *       leaf needs no whiteout and asks the parent nothing, and a lookup
+ *       of it in a view sees only the view's own snapshot.
  */
 
 #include <stdbool.h>

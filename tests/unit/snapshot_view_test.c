@@ -258,10 +258,11 @@ static uint64_t made(const char *name, const char *data)
 }
 
 /*
- * Deletes in a leaf skip the parent's lookup for inodes numbered above all
- * the table saw when it was read (snapshot.h invariant (5)): files made
- * before a snapshot still get whiteouts when deleted after it, and the mark
- * moves with each new snapshot, also after a reopen.
+ * Deletes and lookups in a leaf skip the parent for inodes numbered above
+ * all the table saw when it was read (snapshot.h invariant (5)): files made
+ * before a snapshot are still found through the parent and get whiteouts
+ * when deleted after it, and the mark moves with each new snapshot, also
+ * after a reopen.
  */
 Test(snapshot_view, deletes_above_and_below_the_fresh_mark)
 {
@@ -272,6 +273,8 @@ Test(snapshot_view, deletes_above_and_below_the_fresh_mark)
 	cr_assert_eq(bch_fs_subvol_snapshot(c, BCH_ROOT_INO, BCH_ROOT_INO, "s1", true, &s1), 0, "%s", c->err_msg);
 	uint64_t y = made("y", "y1");		/* after the snapshot: the root's leaf alone */
 	uint64_t z = made("z", "z1");
+	expect_file(BCH_ROOT_INO, "x", "x1");	/* its keys lie in the parent */
+	expect_file(BCH_ROOT_INO, "y", "y1");
 	cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, "x"), 0);
 	cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, "y"), 0);
 	expect_file(BCH_ROOT_INO, "x", NULL);
@@ -284,6 +287,8 @@ Test(snapshot_view, deletes_above_and_below_the_fresh_mark)
 	/* z was made after the table was read; a new snapshot freezes it */
 	cr_assert_eq(bch_fs_subvol_snapshot(c, BCH_ROOT_INO, BCH_ROOT_INO, "s2", true, &s2), 0, "%s", c->err_msg);
 	uint64_t w = made("w", "w1");
+	expect_file(BCH_ROOT_INO, "z", "z1");
+	expect_file(BCH_ROOT_INO, "w", "w1");
 	cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, "z"), 0);
 	cr_assert_eq(bch_fs_truncate(c, w, 0), 0);
 	expect_file(BCH_ROOT_INO, "z", NULL);
@@ -298,6 +303,7 @@ Test(snapshot_view, deletes_above_and_below_the_fresh_mark)
 	cr_assert(c, "reopen: %s", err);
 	uint64_t s3;
 	cr_assert_eq(bch_fs_subvol_snapshot(c, BCH_ROOT_INO, BCH_ROOT_INO, "s3", true, &s3), 0, "%s", c->err_msg);
+	expect_file(BCH_ROOT_INO, "v", "v1");
 	cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, "v"), 0);
 	expect_file(BCH_ROOT_INO, "v", NULL);
 	expect_gone(v);
