@@ -42,7 +42,9 @@
  *       there up (they were all frozen when it was read; new inodes take
  *       numbers above every existing one), so a delete of such a key in a
  *       leaf needs no whiteout and asks the parent nothing, and a lookup
- *       of it in a view sees only the view's own snapshot.
+ *       of it in a view sees only the view's own snapshot.  This needs the
+ *       table read after journal replay (it is, at its first use: replay
+ *       asks it nothing), since a replayed key may be a frozen snapshot's.
  */
 
 #include <stdbool.h>
