@@ -20,8 +20,9 @@
 #   mounted  bench/fuse.sh's workloads through fusemount (untar of TREE, find+stat,
 #            fio sequential write and read of FUSE_SIZE (256M), 4k random
 #            writes with fsync every 32 (16M), rm -rf), each on a fresh mount
-#            of a plain image and of one whose root has NSNAP snapshots
-#            behind it; milliseconds and the ratio plain/snapshots per row
+#            of a copy of a plain image and of one whose root has NSNAP
+#            snapshots behind it; per row the wall milliseconds and the
+#            daemon's CPU milliseconds, and both ratios plain/snapshots
 #            (goal: at least 0.9).  Needs /dev/fuse and fio.
 #   delete   deleting a snapshot that alone holds DELETE_MIB (1024) MiB in
 #            64 MiB files (the files removed from / after the snapshot),
@@ -126,11 +127,23 @@ echo "extract: plain $ext_plain s, $NSNAP snapshots behind $ext_snap s; ratio $(
 fi
 
 # ---- mounted: bench/fuse.sh's rows in a subvolume with snapshots behind it
-ms() { t0=$(date +%s%N); "$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; exit 1; }; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 )); }
-fuse_rows() {	# fuse_rows IMAGE: the rows' milliseconds on a fresh mount of IMAGE
+# Each row: wall milliseconds and the daemon's CPU milliseconds (user +
+# system, from /proc/PID/stat) while it ran: on shared cores the wall time
+# swings with the other load, the daemon's CPU much less.
+hz=$(getconf CLK_TCK)
+dticks() { awk '{ print $14 + $15 }' "/proc/$dpid/stat"; }
+ms() {
+	c0=$(dticks); t0=$(date +%s%N)
+	"$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; exit 1; }
+	t1=$(date +%s%N); c1=$(dticks)
+	echo "$(( (t1 - t0) / 1000000 )) $(( (c1 - c0) * 1000 / hz ))"
+}
+fuse_rows() {	# fuse_rows IMAGE: the rows' milliseconds (wall, daemon CPU) on a fresh mount of IMAGE
 	m="$dir/mnt"
 	mkdir -p "$m"
-	"$B" fusemount "$1" "$m" || { echo "fusemount $1 failed" >&2; exit 1; }
+	"$B" fusemount -f "$1" "$m" >/dev/null 2>"$dir/daemon.err" & dpid=$!
+	for i in $(seq 100); do mountpoint -q "$m" && break; sleep 0.1; done
+	mountpoint -q "$m" || { echo "fusemount $1 failed: $(cat "$dir/daemon.err")" >&2; exit 1; }
 	u=$(ms sh -c "tar -C '$m' -xf '$dir/src.tar' && sync -f '$m'")
 	f=$(ms sh -c "find '$m' -exec stat -c %s {} + >/dev/null")
 	w=$(ms fio --name=w --directory="$m" --size="$FUSE_SIZE" --bs=1M --rw=write --ioengine=psync --end_fsync=1)
@@ -139,24 +152,28 @@ fuse_rows() {	# fuse_rows IMAGE: the rows' milliseconds on a fresh mount of IMAG
 	x=$(ms fio --name=r --directory="$m" --size=16M --bs=4k --rw=randwrite --ioengine=psync --fsync=32)
 	d=$(ms rm -rf "$m/$(basename "$TREE")" "$m/w.0.0" "$m/r.0.0")
 	fusermount3 -u "$m"
-	sleep 0.5
+	wait $dpid	# the daemon closes the image before it goes
 	echo "$u $f $w $r $x $d"
 }
+ratio() { [ "$2" -gt 0 ] && echo "scale=2; $1 / $2" | bc || echo -; }
 if part mounted && [ -c /dev/fuse ] && command -v fio >/dev/null; then
 	tar -C "$(dirname "$TREE")" -cf "$dir/src.tar" "$(basename "$TREE")"
 	"$B" format -q --fs-size=2G "$dir/plain.img"
 	cp "$dir/plain.img" "$dir/snaps.img"
 	for i in $(seq "$NSNAP"); do echo "subvolume-snapshot / /s$i"; done | "$B" image shell "$dir/snaps.img"
 	for rep in $(seq "$REPS"); do
-		set -- $(fuse_rows "$dir/plain.img") $(fuse_rows "$dir/snaps.img")
-		echo "mounted, $NSNAP snapshots behind against plain (ms; ratio plain/snapshots), run $rep:"
+		cp "$dir/plain.img" "$dir/t.img"
+		pl_rows=$(fuse_rows "$dir/t.img")
+		cp "$dir/snaps.img" "$dir/t.img"
+		set -- $pl_rows $(fuse_rows "$dir/t.img")
+		echo "mounted, $NSNAP snapshots behind against plain (ms, daemon CPU ms; ratios plain/snapshots), run $rep:"
 		for row in untar find+stat seq_write seq_read 4k_rand+fsync rm_rf; do
-			eval "pl=\$1 sn=\$7"
-			echo "  $row: plain $pl, snapshots $sn, ratio $(echo "scale=2; $pl / $sn" | bc)"
-			shift
+			eval "pl=\${1} plc=\${2} sn=\${13} snc=\${14}"
+			echo "  $row: plain $pl (CPU $plc), snapshots $sn (CPU $snc), ratio $(ratio "$pl" "$sn"), CPU ratio $(ratio "$plc" "$snc")"
+			shift 2
 		done
 	done
-	rm -f "$dir/plain.img" "$dir/snaps.img" "$dir/src.tar"
+	rm -f "$dir/plain.img" "$dir/snaps.img" "$dir/t.img" "$dir/src.tar"
 fi
 
 # ---- delete

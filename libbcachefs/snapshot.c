@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,8 @@
 #include "reflink.h"
 #include "super.h"
 
+#define TOUCH_SEEN	4
+
 struct bch_snapshots {
 	bool			loaded;
 	struct bch_snap_info	*s;		/* sorted by id */
@@ -28,6 +31,17 @@ struct bch_snapshots {
 	struct bch_subvol_info	root;		/* subvolume 0 without keys */
 	bool			ro_refused;	/* a change was refused: read-only subvolume */
 	uint64_t		gen;		/* bumped by every load (gc cursors restart) */
+	/*
+	 * snapshot_touch keys seen in the btree since the last load (they
+	 * stay while their snapshot does; a snapshot goes only with a load):
+	 * a few, as one change touches a directory and a file by turns.
+	 */
+	struct bch_bpos		touch_seen[TOUCH_SEEN];
+	unsigned		nr_touch_seen, touch_next;
+	uint64_t		inum_fresh;	/* invariant (5): no frozen key from here up */
+	/* the subvolume the last view entered, with its snapshot's parent */
+	const struct bch_subvol_info *view_sv;
+	uint32_t		view_snap, view_parent;
 };
 
 /* ------------------------------------------------------------ the table */
@@ -53,6 +67,31 @@ void bch_snapshots_exit(struct bch_fs *c)
 	c->snaps = NULL;
 }
 
+/*
+ * Invariant (5): one past the highest inode number of any key in the
+ * inodes btree, in any snapshot, now.  Every snapshot with children is
+ * frozen already (a snapshot made later reads the table again), and a key
+ * of the other file btrees in a snapshot lies under an inode its snapshot
+ * sees, so no frozen snapshot holds a key of an inode from here up.  On a
+ * read error: UINT64_MAX (every inode asks its parent, as before).
+ */
+static void inum_fresh_load(struct bch_fs *c, struct bch_snapshots *t)
+{
+	struct bch_bkey *k;
+	int r;
+
+	if (!c->roots->r[BCH_BTREE_ID_inodes].key)
+		return;
+	r = bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, UINT32_MAX), POS_MIN, &k);
+	if (r == -BCH_ERR_key_not_found) {
+		t->inum_fresh = 0;
+	} else if (!r) {
+		if (k->p.offset != UINT64_MAX)
+			t->inum_fresh = k->p.offset + 1;
+		free(k);
+	}
+}
+
 int bch_snapshots_load(struct bch_fs *c)
 {
 	struct bch_snapshots *t = c->snaps;
@@ -64,6 +103,9 @@ int bch_snapshots_load(struct bch_fs *c)
 		return -ENOMEM;
 	anc_free(t);
 	t->nr = t->nr_sv = 0;
+	t->nr_touch_seen = t->touch_next = 0;
+	t->view_sv = NULL;
+	t->inum_fresh = UINT64_MAX;
 	t->loaded = true;
 	t->gen++;
 	t->root.id = 0;
@@ -72,7 +114,9 @@ int bch_snapshots_load(struct bch_fs *c)
 	if (!c->roots || !c->roots->r[BCH_BTREE_ID_snapshots].key)
 		return 0;	/* nr 0: ancestors() is never asked */
 	unsigned cap_s = 0, cap_sv = 0;
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_snapshots, POS_MIN, POS_MAX);
+	/* snapshot and subvolume keys only: the snapshot_touch keys after them are many */
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_snapshots, POS_MIN,
+			    POS(BCH_SUBVOL_INO, UINT64_MAX, UINT32_MAX));
 	while ((k = bch_btree_iter_next(&it, &err))) {
 		if (k->type == BCH_BKEY_snapshot) {
 			const struct bch_snapshot *s = bkey_val(k);
@@ -101,6 +145,8 @@ int bch_snapshots_load(struct bch_fs *c)
 	t->nr_anc = calloc(t->nr + 1, sizeof(*t->nr_anc));
 	if (!t->anc || !t->nr_anc)
 		abort();
+	if (!err)
+		inum_fresh_load(c, t);
 	return err;
 }
 
@@ -271,6 +317,13 @@ const struct bch_view *bch_view_cur(struct bch_fs *c)
 	return view_of(c);
 }
 
+static uint32_t snap_parent(struct bch_fs *c, uint32_t snap)
+{
+	const struct bch_snap_info *s = bch_snap_get(c, snap);
+
+	return s ? s->parent : BCH_SNAPSHOT_NONE;
+}
+
 int bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum)
 {
 	uint32_t subvol = bch_handle_subvol(*inum);
@@ -280,12 +333,24 @@ int bch_view_enter(struct bch_fs *c, struct bch_view *v, uint64_t *inum)
 	if (cur && (!subvol || subvol == cur->subvol)) {
 		*v = *cur;		/* an inner call: same view */
 	} else {
-		const struct bch_subvol_info *sv = bch_subvol_get(c, subvol);
+		struct bch_snapshots *t = table(c);
+		const struct bch_subvol_info *sv = t && t->view_sv && t->view_sv->id == subvol
+			? t->view_sv : bch_subvol_get(c, subvol);
 		if (!sv)
 			return bch_fs_err(c, -ESTALE, "subvolume %u does not exist", subvol);
 		v->c = c;
 		v->subvol = subvol;
 		v->snap = sv->v.snapshot;
+		if (t && t->view_sv == sv && t->view_snap == v->snap) {
+			v->parent = t->view_parent;	/* every call enters a view: no search */
+		} else {
+			v->parent = snap_parent(c, v->snap);
+			if (t) {
+				t->view_sv = sv;
+				t->view_snap = v->snap;
+				t->view_parent = v->parent;
+			}
+		}
 		v->ro = sv->v.flags & BCH_SUBVOL_RO;
 		v->raw = false;
 	}
@@ -299,6 +364,7 @@ void bch_view_enter_snap(struct bch_fs *c, struct bch_view *v, uint32_t subvol, 
 	v->c = c;
 	v->subvol = subvol;
 	v->snap = snap;
+	v->parent = snap_parent(c, snap);
 	v->ro = ro;
 	v->raw = false;
 	v->prev = view_cur;
@@ -377,7 +443,18 @@ int bch_vlookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_b
 	if (!filtered(c, id))
 		return bch_btree_lookup(c, id, group_pos(pos, snap), ret);
 	struct bch_bkey *k;
-	int r = visible_at(c, id, pos, snap, &k);
+	const struct bch_view *v = bch_view_cur(c);
+	int r;
+	/*
+	 * No ancestor of a snapshot the table holds (a view's whose parent it
+	 * knew) has a key of an inode from inum_fresh up (invariant (5)):
+	 * only snap's own key there can be seen.
+	 */
+	if (v && v->snap == snap && v->parent != BCH_SNAPSHOT_NONE &&
+	    (id == BCH_BTREE_ID_inodes ? pos.offset : pos.inode) >= c->snaps->inum_fresh)
+		r = bch_btree_lookup(c, id, group_pos(pos, snap), &k);
+	else
+		r = visible_at(c, id, pos, snap, &k);
 	if (r)
 		return r;
 	if (k->type == BCH_BKEY_whiteout) {
@@ -454,6 +531,85 @@ int bch_vpeek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bc
 
 #define VITER_KEY_BYTES	(255 * 8)	/* the largest key (u64s is at most 255) */
 
+/*
+ * A filtered iterator's three key buffers (out, a candidate, the next
+ * group's first), swapped, never freed per key.  Each hash lookup and each
+ * file freed starts iterators, and a 2 KiB malloc misses glibc's per-thread
+ * cache: the buffers go back to a short per-thread list instead (freed when
+ * the thread ends).
+ */
+#define VITER_BUFS_KEPT	4
+
+struct viter_bufs {
+	struct bch_bkey		*b[VITER_BUFS_KEPT][3];
+	unsigned		nr;
+};
+
+static pthread_key_t viter_bufs_key;
+static pthread_once_t viter_bufs_once = PTHREAD_ONCE_INIT;
+static _Thread_local struct viter_bufs *viter_bufs;
+
+static void viter_bufs_free(void *p)
+{
+	struct viter_bufs *vb = p;
+
+	for (unsigned i = 0; i < vb->nr; i++)
+		for (unsigned j = 0; j < 3; j++)
+			free(vb->b[i][j]);
+	free(vb);
+}
+
+static void viter_bufs_key_make(void)
+{
+	if (pthread_key_create(&viter_bufs_key, viter_bufs_free))
+		abort();
+}
+
+static void viter_bufs_get(struct bch_viter *it)
+{
+	struct viter_bufs *vb = viter_bufs;
+
+	if (vb && vb->nr) {
+		vb->nr--;
+		it->out = vb->b[vb->nr][0];
+		it->ahead = vb->b[vb->nr][1];
+		it->cand = vb->b[vb->nr][2];
+		return;
+	}
+	it->out = malloc(VITER_KEY_BYTES);
+	it->ahead = malloc(VITER_KEY_BYTES);
+	it->cand = malloc(VITER_KEY_BYTES);
+	if (!it->out || !it->ahead || !it->cand)
+		abort();
+}
+
+static void viter_bufs_put(struct bch_viter *it)
+{
+	struct viter_bufs *vb = viter_bufs;
+
+	if (!it->out)
+		return;
+	if (!vb) {
+		pthread_once(&viter_bufs_once, viter_bufs_key_make);
+		if ((vb = calloc(1, sizeof(*vb))) && pthread_setspecific(viter_bufs_key, vb)) {
+			free(vb);
+			vb = NULL;
+		}
+		viter_bufs = vb;
+	}
+	if (vb && vb->nr < VITER_BUFS_KEPT) {
+		vb->b[vb->nr][0] = it->out;
+		vb->b[vb->nr][1] = it->ahead;
+		vb->b[vb->nr][2] = it->cand;
+		vb->nr++;
+	} else {
+		free(it->ahead);
+		free(it->out);
+		free(it->cand);
+	}
+	it->ahead = it->out = it->cand = NULL;
+}
+
 void bch_viter_init(struct bch_viter *it, struct bch_fs *c, unsigned id, struct bch_bpos start,
 		    struct bch_bpos end)
 {
@@ -463,12 +619,7 @@ void bch_viter_init(struct bch_viter *it, struct bch_fs *c, unsigned id, struct 
 	it->filter = filtered(c, id);
 	if (it->filter) {
 		bch_btree_iter_init(&it->raw, c, id, group_pos(start, 0), group_pos(end, UINT32_MAX));
-		/* three key buffers, swapped, never freed per key: out, a candidate, the next group's first */
-		it->out = malloc(VITER_KEY_BYTES);
-		it->ahead = malloc(VITER_KEY_BYTES);
-		it->cand = malloc(VITER_KEY_BYTES);
-		if (!it->out || !it->ahead || !it->cand)
-			abort();
+		viter_bufs_get(it);
 	} else {
 		bch_btree_iter_init(&it->raw, c, id, group_pos(start, it->snap), end);
 	}
@@ -538,10 +689,7 @@ const struct bch_bkey *bch_viter_next(struct bch_viter *it, int *err)
 void bch_viter_exit(struct bch_viter *it)
 {
 	bch_btree_iter_exit(&it->raw);
-	free(it->ahead);
-	free(it->out);
-	free(it->cand);
-	it->ahead = it->out = it->cand = NULL;
+	viter_bufs_put(it);
 }
 
 int bch_bkey_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned btree_id, unsigned level,
@@ -597,14 +745,15 @@ int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k)
 		return bch_fs_err(c, -EROFS, "subvolume %u is read-only", v->subvol);
 	}
 	k->p.snapshot = v->snap;
-	if (k->type != BCH_BKEY_deleted || !bch_fs_has_snapshots(c))
+	if (k->type != BCH_BKEY_deleted || v->parent == BCH_SNAPSHOT_NONE)
 		return 0;
-	const struct bch_snap_info *s = bch_snap_get(c, v->snap);
-	if (!s || s->parent == BCH_SNAPSHOT_NONE)
+	/* an inode made since the table was read: no ancestor holds a key of it (invariant (5)) */
+	const struct bch_snapshots *t = table(c);
+	if (t && (id == BCH_BTREE_ID_inodes ? k->p.offset : k->p.inode) >= t->inum_fresh)
 		return 0;
 	/* what the parent sees here would show through a plain delete */
 	struct bch_bkey *below;
-	int r = visible_at(c, id, k->p, s->parent, &below);
+	int r = visible_at(c, id, k->p, v->parent, &below);
 	if (r == -BCH_ERR_key_not_found)
 		return 0;
 	if (r)
@@ -615,18 +764,41 @@ int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k)
 	return 0;
 }
 
+/* Is a key of type type at pos in btree id?  (No copy; a read error says no.) */
+static bool key_exists(struct bch_fs *c, unsigned id, struct bch_bpos pos, unsigned type)
+{
+	struct btree *b;
+
+	if (!c->roots->r[id].key || bch_btree_find_node(c, id, 0, pos, &b))
+		return false;
+	int i = bch_btree_node_find(b, pos);
+	bool r = i < (int)b->nr && bpos_eq(b->kpos[i], pos) && b->keys[i]->type == type;
+	bch_btree_node_put(c, b);
+	return r;
+}
+
 bool bch_snap_touch_pos(struct bch_fs *c, unsigned id, const struct bch_bkey *k, struct bch_bpos *pos)
 {
 	const struct bch_view *v = bch_view_cur(c);
 
 	if (!v || v->raw || !bch_btree_id_is_file(id) || k->p.snapshot != v->snap ||
-	    !bch_fs_has_snapshots(c))
-		return false;
-	const struct bch_snap_info *s = bch_snap_get(c, v->snap);
-	if (!s || s->parent == BCH_SNAPSHOT_NONE)
+	    v->parent == BCH_SNAPSHOT_NONE)
 		return false;
 	*pos = POS(BCH_SNAP_TOUCH_INO(v->snap), id == BCH_BTREE_ID_inodes ? k->p.offset : k->p.inode, 0);
-	return true;
+
+	struct bch_snapshots *t = c->snaps;
+	for (unsigned i = 0; t && i < t->nr_touch_seen; i++)
+		if (bpos_eq(t->touch_seen[i], *pos))
+			return false;
+	if (!key_exists(c, BCH_BTREE_ID_snapshots, *pos, BCH_BKEY_snapshot_touch))
+		return true;
+	if (t) {
+		t->touch_seen[t->touch_next] = *pos;
+		t->touch_next = (t->touch_next + 1) % TOUCH_SEEN;
+		if (t->nr_touch_seen < TOUCH_SEEN)
+			t->nr_touch_seen++;
+	}
+	return false;
 }
 
 /* ------------------------------------------------------------ changes */

@@ -31,6 +31,20 @@
  *   (3) The in-memory table equals the btree after every commit made here;
  *       it (and each snapshot's ancestor list, made at the first question
  *       and kept with it) changes only under the caller's engine lock.
+ *   (4) What the table remembers to spare searches (the subvolume the last
+ *       view entered and its snapshot's parent; snapshot_touch keys found
+ *       in the btree) is forgotten when the table is read again.  A touch
+ *       key leaves the btree only after its snapshot is deleted, a change
+ *       that reads the table again, so a remembered key is still there.
+ *   (5) When the table is read, inum_fresh is one past the highest inode
+ *       number in the inodes btree (any snapshot).  Until it is read again
+ *       no snapshot with children holds a key of an inode numbered from
+ *       there up (they were all frozen when it was read; new inodes take
+ *       numbers above every existing one), so a delete of such a key in a
+ *       leaf needs no whiteout and asks the parent nothing, and a lookup
+ *       of it in a view sees only the view's own snapshot.  This needs the
+ *       table read after journal replay (it is, at its first use: replay
+ *       asks it nothing), since a replayed key may be a frozen snapshot's.
  */
 
 #include <stdbool.h>
@@ -74,6 +88,8 @@ struct bch_view {
 	struct bch_fs		*c;
 	uint32_t		subvol;		/* BCH_SUBVOL_NONE: a snapshot without one */
 	uint32_t		snap;
+	uint32_t		parent;		/* snap's (BCH_SNAPSHOT_NONE: none), as
+						 * entered: a leaf's parent never changes */
 	bool			ro;
 	bool			raw;		/* updates are written where their keys say */
 	struct bch_view		*prev;
@@ -174,7 +190,9 @@ int bch_snap_trans_fixup(struct bch_fs *c, unsigned id, struct bch_bkey *k);
 
 /*
  * The snapshot_touch key (bcachefs_format.h) that update k of btree id in
- * the current view records, if any: in a snapshot with a parent.
+ * the current view records, if any: in a snapshot with a parent, and only
+ * when that key is not in the btree already (it stays until its snapshot
+ * is deleted, so writing it again would change nothing).
  */
 bool bch_snap_touch_pos(struct bch_fs *c, unsigned id, const struct bch_bkey *k, struct bch_bpos *pos);
 
