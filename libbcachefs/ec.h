@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCACHEFS_EC_H
+#define _BCACHEFS_EC_H
+
+/*
+ * ec.h - Reed-Solomon erasure coding of stripes (k data + p parity blocks),
+ * through Intel's ISA-L (libisal.so.2, loaded with the first codec: dl.h).
+ *
+ * This module owns the arithmetic only: a codec for one (k, p) encodes p
+ * parity blocks from k data blocks, and rebuilds any p or fewer missing
+ * blocks (data or parity) from the others.  Where stripes live on disk (the
+ * stripes btree, the stripe key, an extent's striped pointer) is in
+ * bcachefs_format.h ("Erasure coding"); the key's validation and text form
+ * are in ec.c below the codec.
+ *
+ * The code: the systematic Cauchy matrix of ISA-L's gf_gen_cauchy1_matrix()
+ * over GF(2^8) (rows 0..k-1 the identity, rows k..k+p-1 parity), so data
+ * blocks are stored as they are, and any k of the k+p rows form an
+ * invertible matrix.  Block i of a stripe is row i.  The code is part of
+ * the on-disk format: parity written by one version must decode in the
+ * next, so the matrix is never changed (a different code would take a new
+ * stripe algorithm number, bch_stripe.algorithm).
+ *
+ * Invariants
+ *   (1) Encoding is a pure function of (k, p, data): the same data always
+ *       gives the same parity bytes (tests pin a digest of them).
+ *   (2) Byte j of every block depends only on byte j of the others: a caller
+ *       may encode or rebuild any byte range [off, off + len) of a stripe by
+ *       passing the blocks' pointers advanced by off.
+ *   (3) bch_ec_reconstruct() writes only the blocks it was told are missing.
+ *
+ * Memory: a codec holds k*(k+p) + 32*k*p bytes of tables, owned by the
+ * codec (bch_ec_codec_exit frees them).  A codec is read-only after init and
+ * may be shared by threads.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BCH_EC_K_MAX		16	/* data blocks of a stripe, at most */
+#define BCH_EC_P_MAX		4	/* parity blocks, at most (BCH_REPLICAS_MAX) */
+#define BCH_EC_BLOCKS_MAX	(BCH_EC_K_MAX + BCH_EC_P_MAX)
+
+struct bch_ec_codec {
+	unsigned	k;		/* data blocks */
+	unsigned	p;		/* parity blocks */
+	uint8_t		*matrix;	/* (k+p) x k encode matrix, row-major */
+	uint8_t		*enc_tables;	/* ec_init_tables() of the p parity rows */
+};
+
+/*
+ * Build the codec of k data and p parity blocks (2 <= k <= BCH_EC_K_MAX,
+ * 1 <= p <= BCH_EC_P_MAX).  Returns 0, -EINVAL for a shape out of range,
+ * -BCH_ERR_dl_isal when libisal cannot be loaded, or -ENOMEM.
+ */
+int bch_ec_codec_init(struct bch_ec_codec *codec, unsigned k, unsigned p);
+void bch_ec_codec_exit(struct bch_ec_codec *codec);
+
+/*
+ * Compute the p parity blocks of len bytes each from the k data blocks:
+ * blocks[0..k-1] are read, blocks[k..k+p-1] written.  Any len (ISA-L takes
+ * the fast path for multiples of 64; any other length is correct).
+ */
+void bch_ec_encode(const struct bch_ec_codec *codec, size_t len, uint8_t **blocks);
+
+/*
+ * Rebuild the blocks whose bit is set in missing (bit i = block i; data and
+ * parity alike) from the others, len bytes each, in place in blocks[].
+ * Returns 0, or -EINVAL when more than p blocks are missing or a bit names
+ * no block (nothing written then).  Blocks not missing are read only.  No
+ * allocation: the decode tables live on the stack (about 3 KiB).
+ */
+int bch_ec_reconstruct(const struct bch_ec_codec *codec, size_t len,
+		       uint8_t **blocks, uint32_t missing);
+
+#endif /* _BCACHEFS_EC_H */
