@@ -10,11 +10,15 @@
  * applies in one pass over the bytes.
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <isa-l/erasure_code.h>
 
+#include "bcachefs.h"
+#include "bkey.h"
 #include "dl.h"
 #include "ec.h"
 #include "errcode.h"
@@ -130,4 +134,146 @@ int bch_ec_reconstruct(const struct bch_ec_codec *codec, size_t len,
 		isal.encode_data((int)len, k, nr_miss, tables, src, dst);
 	}
 	return 0;
+}
+
+/* ------------------------------------------------------------ keys */
+
+#define INVALID(...)	bch_errf(err, errlen, -BCH_ERR_bkey_invalid, __VA_ARGS__)
+
+int bch_stripe_validate(const struct bch_bkey *k, char *err, size_t errlen)
+{
+	size_t vb = bkey_val_bytes(k);
+	const struct bch_stripe *s;
+	unsigned k_data;
+
+	if (vb < sizeof(*s))
+		return INVALID("stripe: bad size %zu", vb);
+	s = bch_stripe_val(k);
+	if (vb != sizeof(*s) + (size_t)s->nr_blocks * sizeof(s->blocks[0]))
+		return INVALID("stripe: %u blocks in a value of %zu bytes", s->nr_blocks, vb);
+	if (k->p.inode || !k->p.offset || k->p.offset > UINT32_MAX || k->p.snapshot)
+		return INVALID("stripe key at a bad position");
+	if (s->nr_parity < 1 || s->nr_parity > BCH_STRIPE_PARITY_MAX ||
+	    s->nr_blocks > BCH_STRIPE_BLOCKS_MAX || s->nr_blocks < s->nr_parity + 2)
+		return INVALID("stripe %" PRIu64 ": %u blocks, %u parity", (uint64_t)k->p.offset,
+			       s->nr_blocks, s->nr_parity);
+	k_data = bch_stripe_data_blocks(s);
+	if (k_data > BCH_EC_K_MAX)
+		return INVALID("stripe %" PRIu64 ": %u data blocks", (uint64_t)k->p.offset, k_data);
+	if (s->algorithm != BCH_STRIPE_ALG_RS_CAUCHY)
+		return INVALID("stripe %" PRIu64 ": unknown algorithm %u", (uint64_t)k->p.offset,
+			       s->algorithm);
+	if (s->csum_type != BCH_CSUM_none && s->csum_type != BCH_CSUM_crc32c &&
+	    s->csum_type != BCH_CSUM_crc64 && s->csum_type != BCH_CSUM_xxhash64)
+		return INVALID("stripe %" PRIu64 ": block checksum type %u", (uint64_t)k->p.offset,
+			       s->csum_type);
+	if (!s->block_sectors || s->block_sectors > BCH_STRIPE_BLOCK_MAX)
+		return INVALID("stripe %" PRIu64 ": block of %u sectors", (uint64_t)k->p.offset,
+			       (unsigned)s->block_sectors);
+	if (s->flags || s->pad)
+		return INVALID("stripe %" PRIu64 ": nonzero reserved fields", (uint64_t)k->p.offset);
+	for (unsigned i = 0; i < s->nr_blocks; i++) {
+		const struct bch_extent_ptr *p = &s->blocks[i].ptr;
+
+		if (p->dev >= BCH_SB_MEMBERS_MAX || p->flags || p->stripe_block || p->stripe)
+			return INVALID("stripe %" PRIu64 ": bad block %u", (uint64_t)k->p.offset, i);
+		if (p->offset > UINT64_MAX - s->block_sectors)
+			return INVALID("stripe %" PRIu64 ": block %u past the end of any device",
+				       (uint64_t)k->p.offset, i);
+		if (s->csum_type == BCH_CSUM_crc32c && s->blocks[i].csum >> 32)
+			return INVALID("stripe %" PRIu64 ": block %u: crc32c wider than 32 bits",
+				       (uint64_t)k->p.offset, i);
+		for (unsigned j = 0; j < i; j++)
+			if (s->blocks[j].ptr.dev == p->dev)
+				return INVALID("stripe %" PRIu64 ": blocks %u and %u both on member %u",
+					       (uint64_t)k->p.offset, j, i, p->dev);
+	}
+	return 0;
+}
+
+void bch_stripe_to_text(const struct bch_bkey *k, char *buf, size_t len)
+{
+	const struct bch_stripe *s = bch_stripe_val(k);
+	int n;
+
+	if (bkey_val_bytes(k) < sizeof(*s) ||
+	    bkey_val_bytes(k) < sizeof(*s) + (size_t)s->nr_blocks * sizeof(s->blocks[0])) {
+		snprintf(buf, len, " (bad size)");
+		return;
+	}
+	n = snprintf(buf, len, " %u+%u block %u csum %u", bch_stripe_data_blocks(s), s->nr_parity,
+		     (unsigned)s->block_sectors, s->csum_type);
+	for (unsigned i = 0; i < s->nr_blocks && n >= 0 && (size_t)n < len; i++)
+		n += snprintf(buf + n, len - n, " %s %u:%" PRIu64 " gen %u csum %016" PRIx64,
+			      i < bch_stripe_data_blocks(s) ? "data" : "parity",
+			      s->blocks[i].ptr.dev, (uint64_t)s->blocks[i].ptr.offset,
+			      s->blocks[i].ptr.gen, (uint64_t)s->blocks[i].csum);
+}
+
+int bch_ec_ptrs_validate(const struct bch_extent_ptr *p, unsigned nr, char *err, size_t errlen)
+{
+	unsigned striped = 0;
+
+	for (unsigned i = 0; i < nr; i++) {
+		if (p[i].flags & ~BCH_EXTENT_PTR_FLAGS_KNOWN)
+			return INVALID("pointer %u: unknown flags %#x", i, p[i].flags);
+		if (!(p[i].flags & BCH_EXTENT_PTR_STRIPED)) {
+			if (p[i].stripe_block || p[i].stripe)
+				return INVALID("pointer padding");
+			continue;
+		}
+		if (p[i].flags & BCH_EXTENT_PTR_CACHED)
+			return INVALID("pointer %u: both cached and striped", i);
+		if (!p[i].stripe || p[i].stripe_block >= BCH_EC_K_MAX)
+			return INVALID("pointer %u: stripe %u block %u out of range", i,
+				       (unsigned)p[i].stripe, p[i].stripe_block);
+		if (++striped > 1)
+			return INVALID("more than one striped pointer");
+	}
+	return 0;
+}
+
+static bool key_has_striped_ptr(const struct bch_bkey *k)
+{
+	const struct bch_extent_ptr *p;
+	unsigned nr;
+
+	if (k->type == BCH_BKEY_extent) {
+		p = ((const struct bch_extent *)bkey_val(k))->ptrs;
+		nr = bch_extent_nr_ptrs(k);
+	} else if (k->type == BCH_BKEY_reflink_v) {
+		p = ((const struct bch_reflink_v *)bkey_val(k))->ptrs;
+		nr = (bkey_val_bytes(k) - sizeof(struct bch_reflink_v)) / sizeof(*p);
+	} else {
+		return false;
+	}
+	for (unsigned i = 0; i < nr; i++)
+		if (p[i].flags & BCH_EXTENT_PTR_STRIPED)
+			return true;
+	return false;
+}
+
+int bch_ec_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned btree_id,
+		       unsigned level, char *err, size_t errlen)
+{
+	if (level || (c->sb->features & BCH_FEATURE_ERASURE_CODE))
+		return 0;
+	if (k->type == BCH_BKEY_stripe)
+		return INVALID("stripe key in a filesystem without the erasure_code feature");
+	if (key_has_striped_ptr(k))
+		return INVALID("striped pointer in a filesystem without the erasure_code feature");
+	(void)btree_id;
+	return 0;
+}
+
+bool bch_stripe_ptr_fits(const struct bch_stripe *s, const struct bch_extent_ptr *p,
+			 unsigned sectors)
+{
+	const struct bch_extent_ptr *b;
+
+	if (!(p->flags & BCH_EXTENT_PTR_STRIPED) || p->stripe_block >= bch_stripe_data_blocks(s))
+		return false;
+	b = &s->blocks[p->stripe_block].ptr;
+	return b->dev == p->dev && b->gen == p->gen && p->offset >= b->offset &&
+	       sectors <= s->block_sectors && p->offset - b->offset <= s->block_sectors - sectors;
 }

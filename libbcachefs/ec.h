@@ -38,6 +38,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bcachefs_format.h"
+
+struct bch_fs;
+
 #define BCH_EC_K_MAX		16	/* data blocks of a stripe, at most */
 #define BCH_EC_P_MAX		4	/* parity blocks, at most (BCH_REPLICAS_MAX) */
 #define BCH_EC_BLOCKS_MAX	(BCH_EC_K_MAX + BCH_EC_P_MAX)
@@ -73,5 +77,51 @@ void bch_ec_encode(const struct bch_ec_codec *codec, size_t len, uint8_t **block
  */
 int bch_ec_reconstruct(const struct bch_ec_codec *codec, size_t len,
 		       uint8_t **blocks, uint32_t missing);
+
+/* ------------------------------------------------------------ keys */
+
+/*
+ * A stripe key's value, checked alone (bkey.c calls this for every stripe
+ * key read or written): sizes, shape, algorithm, checksum type, distinct
+ * members, zero reserved fields.  0 or -BCH_ERR_bkey_invalid with a reason
+ * in err.  A key that passes may be indexed by block without bounds checks.
+ */
+int bch_stripe_validate(const struct bch_bkey *k, char *err, size_t errlen);
+void bch_stripe_to_text(const struct bch_bkey *k, char *buf, size_t len);
+
+static inline const struct bch_stripe *bch_stripe_val(const struct bch_bkey *k)
+{
+	return (const struct bch_stripe *)k->_data;
+}
+
+static inline unsigned bch_stripe_data_blocks(const struct bch_stripe *s)
+{
+	return s->nr_blocks - s->nr_parity;
+}
+
+/*
+ * The pointer-level rules of striped pointers (bkey.c's check of every
+ * extent and reflink_v pointer list): a known flag set, never cached and
+ * striped at once, a stripe index and a data block index in range when
+ * striped, zeros otherwise, at most one striped pointer per key.
+ */
+int bch_ec_ptrs_validate(const struct bch_extent_ptr *p, unsigned nr, char *err, size_t errlen);
+
+/*
+ * What needs the superblock: a stripe key, or a striped pointer, on a
+ * filesystem without BCH_FEATURE_ERASURE_CODE is invalid.  Meant for
+ * bch_bkey_validate_fs() (snapshot.c) after bch_bkey_validate().
+ */
+int bch_ec_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned btree_id,
+		       unsigned level, char *err, size_t errlen);
+
+/*
+ * Whether striped pointer p of an extent whose encoded data is sectors long
+ * fits block p->stripe_block of stripe s (a valid stripe key's value): a
+ * data block, the same member and generation, and the sectors inside the
+ * block.  Used by fsck and the read path's rebuild.
+ */
+bool bch_stripe_ptr_fits(const struct bch_stripe *s, const struct bch_extent_ptr *p,
+			 unsigned sectors);
 
 #endif /* _BCACHEFS_EC_H */

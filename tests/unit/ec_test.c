@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "ec.h"
+#include "errcode.h"
 
 #define TEST_SEED	0xec34ec34ec34ec34ULL
 
@@ -223,4 +224,232 @@ Test(ec, sub_range)
 		cr_expect(!memcmp(s.b[i], s.orig[i], s.len), "block %u", i);
 	stripe_free(&s);
 	bch_ec_codec_exit(&c);
+}
+
+/* -------------------------------------------------- keys (validation) */
+
+#include "bcachefs.h"
+#include "bkey.h"
+
+/* A valid 4+2 stripe key: blocks on members 0..5, 128 sectors each, crc32c. */
+static struct bch_bkey *good_stripe(void)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_stripe, POS(0, 7, 0),
+					    sizeof(struct bch_stripe) + 6 * sizeof(struct bch_stripe_block));
+	struct bch_stripe *s = (struct bch_stripe *)bkey_val(k);
+
+	s->block_sectors = 128;
+	s->nr_blocks = 6;
+	s->nr_parity = 2;
+	s->algorithm = BCH_STRIPE_ALG_RS_CAUCHY;
+	s->csum_type = BCH_CSUM_crc32c;
+	for (unsigned i = 0; i < 6; i++) {
+		s->blocks[i].ptr.dev = i;
+		s->blocks[i].ptr.gen = 3;
+		s->blocks[i].ptr.offset = 1024 + 256 * i;
+		s->blocks[i].csum = 0x12345678 + i;
+	}
+	return k;
+}
+
+static void expect_invalid(struct bch_bkey *k, unsigned btree, const char *want, const char *what)
+{
+	char err[256] = "", text[1024];
+
+	cr_expect_eq(bch_bkey_validate(k, btree, 0, err, sizeof(err)), -BCH_ERR_bkey_invalid,
+		     "%s: accepted", what);
+	cr_expect(strstr(err, want), "%s: message \"%s\" lacks \"%s\"", what, err, want);
+	bch_bkey_to_text(k, text, sizeof(text));	/* never reads past the key */
+}
+
+Test(ec_keys, stripe_valid_and_text)
+{
+	struct bch_bkey *k = good_stripe();
+	char err[256] = "", text[1024];
+
+	cr_assert_eq(bch_bkey_validate(k, BCH_BTREE_ID_stripes, 0, err, sizeof(err)), 0, "%s", err);
+	bch_bkey_to_text(k, text, sizeof(text));
+	cr_expect(strstr(text, "0:7:0 stripe 4+2 block 128 csum 1 data 0:1024 gen 3"), "%s", text);
+	cr_expect(strstr(text, "parity 5:2304 gen 3 csum 000000001234567d"), "%s", text);
+	/* not in another btree */
+	expect_invalid(k, BCH_BTREE_ID_extents, "stripe key in extents btree", "wrong btree");
+	free(k);
+}
+
+Test(ec_keys, stripe_damage_refused)
+{
+	struct bch_bkey *k;
+	struct bch_stripe *s;
+
+#define DAMAGE(stmt, want) do {						\
+		k = good_stripe();					\
+		s = (struct bch_stripe *)bkey_val(k);			\
+		(void)s;						\
+		stmt;							\
+		expect_invalid(k, BCH_BTREE_ID_stripes, want, #stmt);	\
+		free(k);						\
+	} while (0)
+
+	DAMAGE(s->nr_blocks = 7, "7 blocks in a value of");
+	DAMAGE(k->u64s--, "blocks in a value of");
+	DAMAGE(k->u64s = BCH_BKEY_U64s + 1, "stripe: bad size 8");
+	DAMAGE(k->p.inode = 1, "bad position");
+	DAMAGE(k->p.offset = 0, "bad position");
+	DAMAGE(k->p.offset = 1ULL << 32, "bad position");
+	DAMAGE(k->p.snapshot = 1, "snapshot 1 of a btree without snapshots");
+	DAMAGE(s->nr_parity = 0, "6 blocks, 0 parity");
+	DAMAGE(s->nr_parity = 5, "6 blocks, 5 parity");
+	DAMAGE(s->algorithm = 1, "unknown algorithm 1");
+	DAMAGE(s->csum_type = BCH_CSUM_chacha20_poly1305, "block checksum type 4");
+	DAMAGE(s->csum_type = 99, "block checksum type 99");
+	DAMAGE(s->block_sectors = 0, "block of 0 sectors");
+	DAMAGE(s->block_sectors = BCH_STRIPE_BLOCK_MAX + 1, "block of");
+	DAMAGE(s->flags = 1, "nonzero reserved");
+	DAMAGE(s->pad = 1, "nonzero reserved");
+	DAMAGE(s->blocks[3].ptr.dev = BCH_SB_MEMBERS_MAX, "bad block 3");
+	DAMAGE(s->blocks[2].ptr.flags = BCH_EXTENT_PTR_CACHED, "bad block 2");
+	DAMAGE(s->blocks[1].ptr.stripe = 4, "bad block 1");
+	DAMAGE(s->blocks[4].ptr.dev = 1, "blocks 1 and 4 both on member 1");
+	DAMAGE(s->blocks[0].ptr.offset = UINT64_MAX - 10, "past the end");
+	DAMAGE(s->blocks[5].csum = 1ULL << 40, "crc32c wider");
+#undef DAMAGE
+}
+
+/* Random damage to a stripe key: validation answers, to_text stays in bounds (ASan). */
+Test(ec_keys, stripe_random_damage)
+{
+	uint64_t seed = TEST_SEED ^ 0x5712;
+
+	for (unsigned n = 0; n < 20000; n++) {
+		struct bch_bkey *k = good_stripe();
+		uint8_t *v = (uint8_t *)bkey_val(k);
+		size_t vb = bkey_val_bytes(k);
+		char err[256], text[2048];
+
+		for (unsigned hits = 1 + rng_next(&seed) % 3; hits--; )
+			v[rng_next(&seed) % vb] ^= 1 + rng_next(&seed) % 255;
+		if (rng_next(&seed) % 8 == 0)
+			k->u64s = BCH_BKEY_U64s + rng_next(&seed) % (k->u64s - BCH_BKEY_U64s + 1);
+		int r = bch_bkey_validate(k, BCH_BTREE_ID_stripes, 0, err, sizeof(err));
+		cr_assert(r == 0 || r == -BCH_ERR_bkey_invalid, "seed %#llx: %d",
+			  (unsigned long long)TEST_SEED, r);
+		if (!r) {
+			const struct bch_stripe *s = bch_stripe_val(k);
+
+			cr_assert_eq(vb, sizeof(*s) + s->nr_blocks * sizeof(s->blocks[0]));
+		}
+		bch_bkey_to_text(k, text, sizeof(text));
+		free(k);
+	}
+}
+
+static struct bch_bkey *extent_with(const struct bch_extent_ptr *ptrs, unsigned nr)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_extent, POS(4096, 64, 0),
+					    sizeof(struct bch_extent) + nr * sizeof(*ptrs));
+	struct bch_extent *e = (struct bch_extent *)bkey_val(k);
+
+	k->size = 64;
+	e->crc.compressed_sectors = e->crc.uncompressed_sectors = 64;
+	e->crc.compressed_bytes = 64 << 9;
+	e->crc.csum_type = BCH_CSUM_crc32c;
+	memcpy(e->ptrs, ptrs, nr * sizeof(*ptrs));
+	return k;
+}
+
+Test(ec_keys, striped_pointers)
+{
+	struct bch_extent_ptr p[2] = {
+		{ .offset = 1024 + 256 + 32, .dev = 1, .gen = 3, .flags = BCH_EXTENT_PTR_STRIPED,
+		  .stripe_block = 1, .stripe = 7 },
+		{ .offset = 5000, .dev = 2, .gen = 1 },
+	};
+	struct bch_bkey *k;
+	char err[256] = "", text[512];
+
+	k = extent_with(p, 2);
+	cr_expect_eq(bch_bkey_validate(k, BCH_BTREE_ID_extents, 0, err, sizeof(err)), 0, "%s", err);
+	bch_bkey_to_text(k, text, sizeof(text));
+	cr_expect(strstr(text, " ptr 1:1312 gen 3 stripe 7/1 ptr 2:5000 gen 1"), "%s", text);
+	free(k);
+
+	static const struct { const char *what, *want; } cases[] = {
+		{ "cached and striped",	"both cached and striped" },
+		{ "stripe 0",		"stripe 0 block 1 out of range" },
+		{ "block 16",		"block 16 out of range" },
+		{ "two striped",	"more than one striped pointer" },
+		{ "padding",		"pointer padding" },
+		{ "block padding",	"pointer padding" },
+		{ "unknown flag",	"unknown flags 0x4" },
+	};
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct bch_extent_ptr q[2];
+
+		memcpy(q, p, sizeof(q));
+		switch (i) {
+		case 0: q[0].flags |= BCH_EXTENT_PTR_CACHED; break;
+		case 1: q[0].stripe = 0; break;
+		case 2: q[0].stripe_block = 16; break;
+		case 3: q[1] = q[0]; q[1].dev = 2; break;
+		case 4: q[1].stripe = 9; break;
+		case 5: q[1].stripe_block = 1; break;
+		case 6: q[1].flags = 4; break;
+		}
+		k = extent_with(q, 2);
+		expect_invalid(k, BCH_BTREE_ID_extents, cases[i].want, cases[i].what);
+		free(k);
+	}
+}
+
+Test(ec_keys, ptr_fits_block)
+{
+	struct bch_bkey *k = good_stripe();
+	const struct bch_stripe *s = bch_stripe_val(k);
+	struct bch_extent_ptr p = { .offset = 1024 + 256, .dev = 1, .gen = 3,
+				    .flags = BCH_EXTENT_PTR_STRIPED, .stripe_block = 1, .stripe = 7 };
+
+	cr_expect(bch_stripe_ptr_fits(s, &p, 128));		/* the whole block */
+	cr_expect(!bch_stripe_ptr_fits(s, &p, 129));		/* one past its end */
+	p.offset += 100;
+	cr_expect(bch_stripe_ptr_fits(s, &p, 28));
+	cr_expect(!bch_stripe_ptr_fits(s, &p, 29));
+	p.offset = 1024 + 255;					/* before the block */
+	cr_expect(!bch_stripe_ptr_fits(s, &p, 1));
+	p.offset = 1024 + 256;
+	p.gen = 4;
+	cr_expect(!bch_stripe_ptr_fits(s, &p, 1), "other generation");
+	p.gen = 3;
+	p.dev = 2;
+	cr_expect(!bch_stripe_ptr_fits(s, &p, 1), "other member");
+	p.dev = 4;
+	p.stripe_block = 4;
+	p.offset = 1024 + 4 * 256;
+	cr_expect(!bch_stripe_ptr_fits(s, &p, 1), "a parity block");
+	free(k);
+}
+
+/* Without the feature bit, a stripe key or a striped pointer is invalid. */
+Test(ec_keys, needs_feature)
+{
+	struct bch_sb sb = { 0 };
+	struct bch_fs *c = calloc(1, sizeof(*c));
+	struct bch_extent_ptr p = { .offset = 1300, .dev = 1, .gen = 3,
+				    .flags = BCH_EXTENT_PTR_STRIPED, .stripe_block = 1, .stripe = 7 };
+	struct bch_bkey *st = good_stripe(), *e = extent_with(&p, 1);
+	char err[256] = "";
+
+	cr_assert(c);
+	c->sb = &sb;
+	cr_expect_eq(bch_ec_validate_fs(c, st, BCH_BTREE_ID_stripes, 0, err, sizeof(err)),
+		     -BCH_ERR_bkey_invalid);
+	cr_expect(strstr(err, "stripe key in a filesystem without the erasure_code feature"), "%s", err);
+	cr_expect_eq(bch_ec_validate_fs(c, e, BCH_BTREE_ID_extents, 0, err, sizeof(err)),
+		     -BCH_ERR_bkey_invalid);
+	cr_expect(strstr(err, "striped pointer in a filesystem without"), "%s", err);
+	sb.features = BCH_FEATURE_ERASURE_CODE;
+	cr_expect_eq(bch_ec_validate_fs(c, st, BCH_BTREE_ID_stripes, 0, err, sizeof(err)), 0);
+	cr_expect_eq(bch_ec_validate_fs(c, e, BCH_BTREE_ID_extents, 0, err, sizeof(err)), 0);
+	free(st);
+	free(e);
+	free(c);
 }
