@@ -90,6 +90,7 @@ struct bch_fs {
 						 * first half of the btree reserve: deletes must
 						 * work on a full filesystem */
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
+	uint64_t		data_rebuilt;		/* io.c: extents rebuilt from their stripes (ec.h) */
 	uint64_t		copygc_sectors_written;	/* copygc.c: data it rewrote (write
 						 * amplification), keys it moved, */
 	uint64_t		copygc_keys_moved;	/* and buckets it emptied */

@@ -17,11 +17,15 @@
 
 #include <isa-l/erasure_code.h>
 
+#include "alloc.h"
 #include "bcachefs.h"
 #include "bkey.h"
+#include "blockdev.h"
+#include "btree.h"
 #include "dl.h"
 #include "ec.h"
 #include "errcode.h"
+#include "super.h"
 
 /* libisal, loaded with the first codec (dl.h).  x(member, function, version) */
 #define ISAL_FUNCS()						\
@@ -276,4 +280,130 @@ bool bch_stripe_ptr_fits(const struct bch_stripe *s, const struct bch_extent_ptr
 	b = &s->blocks[p->stripe_block].ptr;
 	return b->dev == p->dev && b->gen == p->gen && p->offset >= b->offset &&
 	       sectors <= s->block_sectors && p->offset - b->offset <= s->block_sectors - sectors;
+}
+
+/* ------------------------------------------------------- filesystem */
+
+int bch_ec_init(struct bch_fs *c)
+{
+	int r;
+
+	if (c->roots->r[BCH_BTREE_ID_stripes].key && (c->sb->features & BCH_FEATURE_ERASURE_CODE))
+		return 0;
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	/* the bit before the first key: a crash between leaves an empty btree */
+	if (!(c->sb->features & BCH_FEATURE_ERASURE_CODE)) {
+		c->sb->features |= BCH_FEATURE_ERASURE_CODE;
+		if ((r = bch_write_super(c)))
+			return r;
+	}
+	if (!c->roots->r[BCH_BTREE_ID_stripes].key &&
+	    (r = bch_btree_create_root(c, BCH_BTREE_ID_stripes)))
+		return r;
+	return 0;
+}
+
+/* Read block i's sectors [off, off + len) into buf; false when it cannot be had. */
+static bool read_block(struct bch_fs *c, const struct bch_stripe *s, unsigned i,
+		       uint64_t off, size_t len, void *buf)
+{
+	const struct bch_extent_ptr *b = &s->blocks[i].ptr;
+	struct bch_dev *ca = b->dev < c->nr_devs ? c->devs[b->dev] : NULL;
+
+	if (!ca || !ca->bdev || !bch_alloc_ptr_live(c, b))
+		return false;
+	return !bch_dev_read(ca->bdev, buf, len, ((uint64_t)b->offset << BCH_SECTOR_SHIFT) + off);
+}
+
+/* The next mask above m with the same number of bits (Gosper's hack); 0 past 32 bits. */
+static uint64_t next_same_popcount(uint64_t m)
+{
+	uint64_t lo = m & -m, hi = m + lo;
+
+	return hi | (((m ^ hi) >> 2) / lo);
+}
+
+/*
+ * Rebuild with the blocks in miss left out (into scratch buffers), copy
+ * the target's bytes to enc and verify.
+ */
+static int try_rebuild(const struct bch_ec_codec *codec, size_t len, uint8_t **have,
+		       uint8_t **scratch, uint32_t miss, unsigned target, void *enc,
+		       int (*verify)(void *ctx), void *ctx)
+{
+	uint8_t *ptrs[BCH_EC_BLOCKS_MAX];
+	unsigned used = 0;
+	int r;
+
+	for (unsigned i = 0; i < codec->k + codec->p; i++)
+		ptrs[i] = miss & (1U << i) ? scratch[used++] : have[i];
+	if ((r = bch_ec_reconstruct(codec, len, ptrs, miss)))
+		return r;
+	memcpy(enc, ptrs[target], len);
+	return verify(ctx);
+}
+
+int bch_ec_rebuild_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors,
+		       void *enc, int (*verify)(void *ctx), void *ctx)
+{
+	struct bch_bkey *sk = NULL;
+	const struct bch_stripe *s;
+	struct bch_ec_codec codec = { 0 };
+	uint8_t *have[BCH_EC_BLOCKS_MAX] = { 0 }, *scratch[BCH_EC_P_MAX] = { 0 };
+	size_t len = (size_t)sectors << BCH_SECTOR_SHIFT;
+	uint32_t gone = 0;
+	unsigned n, target = p->stripe_block;
+	uint64_t off;
+	int r = -EIO;
+
+	if (!c->roots->r[BCH_BTREE_ID_stripes].key ||
+	    bch_btree_lookup(c, BCH_BTREE_ID_stripes, POS(0, p->stripe, 0), &sk) ||
+	    sk->type != BCH_BKEY_stripe || bch_stripe_validate(sk, NULL, 0))
+		goto out;
+	s = bch_stripe_val(sk);
+	if (!bch_stripe_ptr_fits(s, p, sectors))
+		goto out;
+	if ((r = bch_ec_codec_init(&codec, bch_stripe_data_blocks(s), s->nr_parity)))
+		goto out;
+	n = s->nr_blocks;
+	off = (p->offset - s->blocks[target].ptr.offset) << BCH_SECTOR_SHIFT;
+
+	r = -ENOMEM;
+	for (unsigned i = 0; i < n; i++)
+		if (!(have[i] = bch_dev_alloc_buf(len)))
+			goto out;
+	for (unsigned i = 0; i < codec.p; i++)
+		if (!(scratch[i] = bch_dev_alloc_buf(len)))
+			goto out;
+
+	gone = 1U << target;
+	for (unsigned i = 0; i < n; i++)
+		if (i != target && !read_block(c, s, i, off, len, have[i]))
+			gone |= 1U << i;
+
+	/* the blocks known gone, then each choice of more to leave out, fewest first */
+	r = -EIO;
+	for (unsigned extra = 0; __builtin_popcount(gone) + extra <= codec.p; extra++) {
+		unsigned want = __builtin_popcount(gone) + extra;
+
+		for (uint64_t m = (1ULL << want) - 1; m < (1ULL << n); m = next_same_popcount(m)) {
+			if ((m & gone) != gone)
+				continue;
+			int v = try_rebuild(&codec, len, have, scratch, (uint32_t)m, target, enc,
+					    verify, ctx);
+			if (v != -BCH_ERR_csum_mismatch) {
+				r = v;
+				goto out;
+			}
+		}
+	}
+out:
+	for (unsigned i = 0; i < BCH_EC_BLOCKS_MAX; i++)
+		free(have[i]);
+	for (unsigned i = 0; i < BCH_EC_P_MAX; i++)
+		free(scratch[i]);
+	bch_ec_codec_exit(&codec);
+	free(sk);
+	return r;
 }

@@ -124,4 +124,31 @@ int bch_ec_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned btre
 bool bch_stripe_ptr_fits(const struct bch_stripe *s, const struct bch_extent_ptr *p,
 			 unsigned sectors);
 
+/* ------------------------------------------------------- filesystem */
+
+/*
+ * Make the filesystem ready for stripes: the feature bit first (superblock
+ * written), then the stripes btree's root.  A crash between leaves the bit
+ * and an empty btree, a state like any other.  0, or the error of the
+ * superblock write or root allocation (-BCH_ERR_fs_read_only read-only).
+ */
+int bch_ec_init(struct bch_fs *c);
+
+/*
+ * Rebuild the encoded extent behind striped pointer p (sectors long, the
+ * extent's compressed_sectors) from the same sectors of the other blocks of
+ * its stripe, into enc (sectors * 512 bytes).  verify(ctx) then checks enc
+ * (the extent's checksum; it may decrypt or decode in place) and returns 0,
+ * -BCH_ERR_csum_mismatch (wrong: another choice of blocks is tried; a block
+ * that reads but holds wrong bytes is found this way, up to the parity's
+ * reach), or another error, returned as it is.
+ *
+ * Blocks on missing members, unreadable, or stale (their bucket reused) are
+ * left out.  Returns 0 when a rebuild verified; -EIO when the stripe key is
+ * missing or does not fit p, or too few blocks remain, or no choice
+ * verified; -BCH_ERR_dl_isal; -ENOMEM.  Reads only.
+ */
+int bch_ec_rebuild_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors,
+		       void *enc, int (*verify)(void *ctx), void *ctx);
+
 #endif /* _BCACHEFS_EC_H */
