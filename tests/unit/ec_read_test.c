@@ -213,3 +213,125 @@ Test(ec_read, rebuild_through_stripe)
 	free(buf);
 	test_tmpdir_remove(tmpdir);
 }
+
+/* ------------------------------------------------------------------ fsck */
+
+#include "fsck.h"
+
+/* fsck (-n or -y) of the closed filesystem: the number of each stripe problem found. */
+static void run_fsck(enum bch_fsck_mode mode, uint64_t found[3])
+{
+	static const enum bch_fsck_problem codes[3] = {
+		BCH_FSCK_stripe_block_bad, BCH_FSCK_stripe_ptr_dangling, BCH_FSCK_stripe_unused,
+	};
+	char err[256];
+	struct bch_fs *c = testfs_open(paths, NR_DEVS, TESTFS_FSCK | (mode == BCH_FSCK_NO ? TESTFS_RO : 0),
+				       0, err, sizeof(err));
+	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
+	struct bch_fsck_file_stats st;
+	uint64_t nodes;
+
+	cr_assert(c && n, "%s", err);
+	n->mode = mode;
+	cr_assert_eq(bch_fsck_btrees(n, c, &nodes), 0, "%s", n->err_msg);
+	cr_assert_eq(bch_fsck_files(n, c, false, &st), 0, "%s", n->err_msg);
+	for (unsigned i = 0; i < 3; i++) {
+		found[i] = n->found[codes[i]];
+		if (mode == BCH_FSCK_YES)
+			cr_expect_eq(n->fixed[codes[i]], found[i], "%s not all fixed",
+				     bch_fsck_problems[codes[i]].name);
+	}
+	free(n);
+	cr_assert_eq(bch_fs_close(c), 0);
+}
+
+static void expect_found(enum bch_fsck_mode mode, uint64_t bad, uint64_t dangling, uint64_t unused,
+			 const char *what)
+{
+	uint64_t f[3];
+
+	run_fsck(mode, f);
+	cr_expect(f[0] == bad && f[1] == dangling && f[2] == unused,
+		  "%s: found block_bad %llu ptr_dangling %llu unused %llu, expected %llu %llu %llu",
+		  what, (unsigned long long)f[0], (unsigned long long)f[1], (unsigned long long)f[2],
+		  (unsigned long long)bad, (unsigned long long)dangling, (unsigned long long)unused);
+}
+
+static void put_key(struct bch_fs *c, unsigned btree, const struct bch_bkey *k)
+{
+	struct btree_trans *t;
+
+	cr_assert_eq(bch_trans_init(c, &t), 0);
+	cr_assert_eq(bch_trans_update(t, btree, k), 0);
+	cr_assert_eq(bch_trans_commit(t, BCH_TRANS_SYNC), 0, "%s", c->err_msg);
+	bch_trans_exit(t);
+}
+
+/*
+ * The three problems, each found by -n, repaired by -y, gone on a second -n;
+ * the file reads back after every repair.
+ */
+Test(ec_read, fsck_stripe_problems)
+{
+	uint64_t seed = SEED ^ 0xf5c4, inum, inum2;
+	uint8_t *data = malloc(FILE_BYTES);
+	struct bch_fs *c;
+	struct bch_bkey *sk, *sk2, *e;
+	struct bch_stripe *s;
+
+	cr_assert(data);
+	for (size_t i = 0; i < FILE_BYTES; i++)
+		data[i] = rng(&seed);
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "ec_fsck");
+	testfs_format(tmpdir, NR_DEVS, 32, 64 << 10, 1, paths);
+	c = open_fs();
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &inum), 0);
+	cr_assert_eq(bch_fs_write(c, inum, 0, data, FILE_BYTES), FILE_BYTES);
+	sk = make_stripe(c, inum, &seed);
+	cr_assert_eq(bch_fs_close(c), 0);
+	expect_found(BCH_FSCK_NO, 0, 0, 0, "a good stripe");
+
+	/* the stripe key gone: the pointer dangles */
+	c = open_fs();
+	struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = sk->p };
+	put_key(c, BCH_BTREE_ID_stripes, &del);
+	cr_assert_eq(bch_fs_close(c), 0);
+	expect_found(BCH_FSCK_NO, 0, 1, 0, "stripe deleted, -n");
+	expect_found(BCH_FSCK_YES, 0, 1, 0, "stripe deleted, -y");
+	expect_found(BCH_FSCK_NO, 0, 0, 0, "stripe deleted, second -n");
+	c = open_fs();
+	e = file_extent(c, inum);
+	cr_expect(!(((struct bch_extent *)bkey_val(e))->ptrs[0].flags & BCH_EXTENT_PTR_STRIPED));
+	free(e);
+	expect_file(c, inum, data, "after stripe_ptr_dangling");
+
+	/* the stripe back, nothing pointing into it: unused */
+	put_key(c, BCH_BTREE_ID_stripes, sk);
+	cr_assert_eq(bch_fs_close(c), 0);
+	expect_found(BCH_FSCK_NO, 0, 0, 1, "unused, -n");
+	expect_found(BCH_FSCK_YES, 0, 0, 1, "unused, -y");
+	expect_found(BCH_FSCK_NO, 0, 0, 0, "unused, second -n");
+
+	/* a second file in a stripe whose block 1 lies past its member's buckets */
+	c = open_fs();
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "g", S_IFREG | 0644, 0, 0, 0, &inum2), 0);
+	cr_assert_eq(bch_fs_write(c, inum2, 0, data, FILE_BYTES), FILE_BYTES);
+	sk2 = make_stripe(c, inum2, &seed);
+	s = bkey_val(sk2);
+	s->blocks[1].ptr.offset = (uint64_t)c->devs[s->blocks[1].ptr.dev]->mi.nbuckets *
+				  c->devs[s->blocks[1].ptr.dev]->mi.bucket_size;
+	put_key(c, BCH_BTREE_ID_stripes, sk2);
+	cr_assert_eq(bch_fs_close(c), 0);
+	expect_found(BCH_FSCK_NO, 1, 1, 0, "block outside, -n");
+	expect_found(BCH_FSCK_YES, 1, 1, 0, "block outside, -y");
+	expect_found(BCH_FSCK_NO, 0, 0, 0, "block outside, second -n");
+	c = open_fs();
+	expect_file(c, inum, data, "f at the end");
+	expect_file(c, inum2, data, "g at the end");
+	bch_fs_close(c);
+
+	free(sk);
+	free(sk2);
+	free(data);
+	test_tmpdir_remove(tmpdir);
+}
