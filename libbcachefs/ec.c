@@ -22,9 +22,14 @@
 #include "bkey.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "checksum.h"
 #include "dl.h"
 #include "ec.h"
 #include "errcode.h"
+#include "extents.h"
+#include "io.h"
+#include "move.h"
+#include "opts.h"
 #include "super.h"
 
 /* libisal, loaded with the first codec (dl.h).  x(member, function, version) */
@@ -406,4 +411,439 @@ out:
 	bch_ec_codec_exit(&codec);
 	free(sk);
 	return r;
+}
+
+/* ------------------------------------------------------ bucket state */
+
+int bch_ec_mark_stripe(struct bch_fs *c, const struct bch_bkey *k)
+{
+	const struct bch_stripe *s;
+	int r = 0;
+
+	if (k->type != BCH_BKEY_stripe || bch_stripe_validate(k, NULL, 0))
+		return 0;
+	s = bch_stripe_val(k);
+	for (unsigned i = bch_stripe_data_blocks(s); i < s->nr_blocks && !r; i++)
+		r = bch_alloc_mark_data(c, &s->blocks[i].ptr, s->block_sectors, s->block_sectors);
+	return r;
+}
+
+int bch_ec_mark_all(struct bch_fs *c)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0, r = 0;
+
+	if (!c->roots->r[BCH_BTREE_ID_stripes].key)
+		return 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_stripes, POS_MIN, POS_MAX);
+	while (!r && (k = bch_btree_iter_next(&it, &err))) {
+		r = bch_ec_mark_stripe(c, k);
+		if (r && c->opts.v[Opt_fsck] && r != -ENOMEM) {
+			c->err_msg[0] = 0;	/* fsck reports and repairs it (fsck_ec.c) */
+			r = 0;
+		}
+	}
+	bch_btree_iter_exit(&it);
+	if (err && c->opts.v[Opt_fsck] && err != -ENOMEM && !bch_err_is_dl(err)) {
+		c->err_msg[0] = 0;
+		err = 0;
+	}
+	return r ? r : err;
+}
+
+/* ------------------------------------------------------------ builder */
+
+struct cand {
+	struct bch_bkey	*k;		/* the extent as read */
+	unsigned	block;		/* data block it goes into */
+	unsigned	off;		/* sectors into the block */
+	bool		ok;		/* its data was read */
+};
+
+struct build {
+	struct bch_fs	*c;
+	unsigned	k, p, n;
+	unsigned	devs[BCH_STRIPE_BLOCKS_MAX];
+	unsigned	block_sectors;
+	struct cand	*cands;
+	size_t		nr;
+	uint8_t		*bufs[BCH_STRIPE_BLOCKS_MAX];
+	struct bch_extent_ptr blocks[BCH_STRIPE_BLOCKS_MAX];
+	unsigned	nr_alloced;
+};
+
+/* p from data_replicas; 0: no erasure coding here. */
+static unsigned ec_parity(struct bch_fs *c)
+{
+	uint64_t r = c->opts.v[Opt_data_replicas];
+
+	if (!c->opts.v[Opt_erasure_code] || r < 2)
+		return 0;
+	return r - 1 > BCH_STRIPE_PARITY_MAX ? BCH_STRIPE_PARITY_MAX : r - 1;
+}
+
+/* Read-write members present that may take data; their number. */
+static unsigned ec_members(struct bch_fs *c, unsigned *devs)
+{
+	unsigned n = 0;
+
+	for (unsigned d = 0; d < c->nr_devs && n < BCH_STRIPE_BLOCKS_MAX; d++) {
+		struct bch_member *m = c->devs[d] ? bch_sb_member(c->sb, d) : NULL;
+
+		if (m && c->devs[d]->bdev && m->state == BCH_MEMBER_STATE_rw && m->durability &&
+		    bch_alloc_bucket_sectors(c, d))
+			devs[n++] = d;
+	}
+	return n;
+}
+
+static bool ec_candidate(const struct bch_bkey *k, unsigned block_sectors)
+{
+	const struct bch_extent *e = bkey_val(k);
+	bool dirty = false;
+
+	if (k->type != BCH_BKEY_extent || e->crc.compressed_sectors > block_sectors)
+		return false;
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+		if (e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED)
+			return false;
+		dirty |= !(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED);
+	}
+	return dirty;
+}
+
+static unsigned new_key_u64s(void)
+{
+	return BCH_BKEY_U64s + (sizeof(struct bch_extent) + sizeof(struct bch_extent_ptr)) / 8;
+}
+
+/* Pack candidates into data blocks in key order, from file position *pos on. */
+static int gather(struct build *b, struct bch_bpos *pos)
+{
+	struct bch_fs *c = b->c;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	size_t cap = 0, u64s_max = bch_trans_max_u64s(c) / 2;
+	size_t u64s = BCH_BKEY_U64s + (sizeof(struct bch_stripe) +
+			BCH_STRIPE_BLOCKS_MAX * sizeof(struct bch_stripe_block)) / 8 + 1;
+	unsigned block = 0, off = 0;
+	int err = 0;
+
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, *pos, POS_MAX);
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (!ec_candidate(k, b->block_sectors)) {
+			*pos = bpos_successor(k->p);
+			continue;
+		}
+		unsigned cs = ((const struct bch_extent *)bkey_val(k))->crc.compressed_sectors;
+		if (off + cs > b->block_sectors) {
+			if (block + 1 == b->k)
+				break;		/* the next stripe starts with it */
+			block++;
+			off = 0;
+		}
+		if (u64s + new_key_u64s() + 1 > u64s_max)
+			break;
+		*pos = bpos_successor(k->p);
+		if (b->nr == cap) {
+			cap = cap ? 2 * cap : 64;
+			struct cand *n = realloc(b->cands, cap * sizeof(*n));
+			if (!n) {
+				err = -ENOMEM;
+				break;
+			}
+			b->cands = n;
+		}
+		b->cands[b->nr++] = (struct cand) { .k = bch_bkey_dup(k), .block = block, .off = off };
+		off += cs;
+		u64s += new_key_u64s() + 1;
+	}
+	bch_btree_iter_exit(&it);
+	if (err)
+		return err;
+	/* the stripe has as many data blocks as were filled; at least two */
+	if (b->nr >= 2 && !b->cands[b->nr - 1].block) {
+		b->cands[b->nr - 1].block = 1;
+		b->cands[b->nr - 1].off = 0;
+	}
+	if (b->nr >= 2)
+		b->k = b->cands[b->nr - 1].block + 1;
+	return 0;	/* fewer than two: nothing to build, the rest stays replicated */
+}
+
+/* Each candidate's encoded bytes from a good copy into its block. */
+static void fill(struct build *b, struct bch_move_stats *st)
+{
+	for (size_t i = 0; i < b->nr; i++) {
+		struct cand *x = &b->cands[i];
+		const struct bch_extent *e = bkey_val(x->k);
+		uint8_t *dst = b->bufs[x->block] + ((size_t)x->off << BCH_SECTOR_SHIFT);
+		void *dec = malloc((size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT);
+
+		for (unsigned j = 0; dec && j < bch_extent_nr_ptrs(x->k) && !x->ok; j++) {
+			if (e->ptrs[j].flags & BCH_EXTENT_PTR_CACHED)
+				continue;
+			/* with dec given, dst keeps the bytes as stored (ciphertext) */
+			if (!bch_extent_read_copy(b->c, x->k, j, dst, dec)) {
+				x->ok = true;
+				if (st)
+					st->sectors_read += e->crc.compressed_sectors;
+			}
+		}
+		free(dec);
+		if (!x->ok) {
+			memset(dst, 0, (size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
+			if (st) {
+				st->keys_no_good_copy++;
+				snprintf(st->last_problem, sizeof(st->last_problem),
+					 "inode %" PRIu64 " sectors %" PRIu64 "..%" PRIu64
+					 ": no good copy to stripe", (uint64_t)x->k->p.inode,
+					 bch_extent_start(x->k), (uint64_t)x->k->p.offset);
+			}
+		}
+	}
+}
+
+/* Allocate, checksum and write the k + p blocks; flush their members. */
+static int write_blocks(struct build *b, struct bch_stripe *sv)
+{
+	struct bch_fs *c = b->c;
+	size_t bytes = (size_t)b->block_sectors << BCH_SECTOR_SHIFT;
+	int r;
+
+	for (unsigned i = 0; i < b->n; i++) {
+		struct bch_csum cs;
+
+		if ((r = bch_alloc_data_on(c, b->devs[i], b->block_sectors, &b->blocks[i])))
+			return r;
+		b->nr_alloced++;
+		if ((r = bch_checksum(BCH_CSUM_crc32c, b->bufs[i], bytes, &cs)))
+			return r;
+		sv->blocks[i].ptr = b->blocks[i];
+		sv->blocks[i].csum = cs.lo;
+		r = bch_dev_write(c->devs[b->devs[i]]->bdev, b->bufs[i], bytes,
+				  (uint64_t)b->blocks[i].offset << BCH_SECTOR_SHIFT);
+		if (r)
+			return bch_fs_err(c, r, "stripe block on device %u: %s", b->devs[i], bch_err_str(r));
+	}
+	for (unsigned i = 0; i < b->n; i++)
+		if ((r = bch_dev_flush(c->devs[b->devs[i]]->bdev)))
+			return r;
+	return 0;
+}
+
+static int next_stripe_index(struct bch_fs *c, uint64_t *idx)
+{
+	struct bch_bkey *k;
+	int r = bch_btree_peek_prev(c, BCH_BTREE_ID_stripes, POS(0, UINT32_MAX, 0), POS_MIN, &k);
+
+	*idx = 1;
+	if (r == -BCH_ERR_key_not_found) {
+		c->err_msg[0] = 0;
+		return 0;
+	}
+	if (r)
+		return r;
+	*idx = k->p.offset + 1;
+	free(k);
+	return *idx > UINT32_MAX ? bch_fs_err(c, -BCH_ERR_no_space, "no stripe index left") : 0;
+}
+
+/* The stripe key and the striped extents, in one transaction; then the buckets. */
+static int commit(struct build *b, struct bch_bkey *sk, struct bch_move_stats *st)
+{
+	struct bch_fs *c = b->c;
+	struct btree_trans *t;
+	uint64_t share[BCH_STRIPE_BLOCKS_MAX] = { 0 };
+	bool *in = calloc(b->nr ? b->nr : 1, sizeof(*in));
+	int r;
+
+	if (!in)
+		return -ENOMEM;
+	if ((r = bch_trans_init(c, &t))) {
+		free(in);
+		return r;
+	}
+	r = bch_trans_update(t, BCH_BTREE_ID_stripes, sk);
+	for (size_t i = 0; i < b->nr && !r; i++) {
+		struct cand *x = &b->cands[i];
+		struct bch_bkey *now = NULL;
+
+		if (!x->ok)
+			continue;
+		/* only an extent still as it was read (compare-and-swap) */
+		if (bch_btree_lookup(c, BCH_BTREE_ID_extents, x->k->p, &now) ||
+		    bkey_bytes(now) != bkey_bytes(x->k) || memcmp(now, x->k, bkey_bytes(x->k))) {
+			c->err_msg[0] = 0;
+			free(now);
+			if (st)
+				st->keys_raced++;
+			continue;
+		}
+		free(now);
+		const struct bch_extent *oe = bkey_val(x->k);
+		struct bch_bkey *nk = bch_bkey_alloc(BCH_BKEY_extent, x->k->p,
+						     sizeof(struct bch_extent) + sizeof(struct bch_extent_ptr));
+		struct bch_extent *ne = bkey_val(nk);
+
+		nk->size = x->k->size;
+		nk->version = x->k->version;
+		ne->crc = oe->crc;
+		ne->ptrs[0] = b->blocks[x->block];
+		ne->ptrs[0].offset += x->off;
+		ne->ptrs[0].flags = BCH_EXTENT_PTR_STRIPED;
+		ne->ptrs[0].stripe_block = x->block;
+		ne->ptrs[0].stripe = (uint32_t)sk->p.offset;
+		r = bch_trans_update(t, BCH_BTREE_ID_extents, nk);
+		free(nk);
+		in[i] = true;
+	}
+	if (!r)
+		r = bch_trans_commit(t, 0);
+	bch_trans_exit(t);
+	if (r) {
+		free(in);
+		return r;
+	}
+	/* the old copies come off their buckets; the data blocks keep what their extents use */
+	for (size_t i = 0; i < b->nr; i++) {
+		if (!in[i])
+			continue;
+		const struct bch_extent *oe = bkey_val(b->cands[i].k);
+		unsigned sh = bch_extent_disk_sectors(b->cands[i].k);
+
+		for (unsigned j = 0; j < bch_extent_nr_ptrs(b->cands[i].k); j++)
+			bch_alloc_data_account(c, &oe->ptrs[j], oe->crc.compressed_sectors, -(int64_t)sh);
+		share[b->cands[i].block] += sh;
+		if (st) {
+			st->keys_moved++;
+			st->sectors_moved += b->cands[i].k->size;
+		}
+	}
+	for (unsigned i = 0; i < b->k; i++)
+		bch_alloc_data_account(c, &b->blocks[i], b->block_sectors,
+				       (int64_t)share[i] - b->block_sectors);
+	b->nr_alloced = 0;	/* now the stripe's */
+	c->space_gen++;
+	free(in);
+	return 0;
+}
+
+static void build_free(struct build *b)
+{
+	for (unsigned i = 0; i < b->nr_alloced; i++)
+		bch_alloc_data_free(b->c, &b->blocks[i], 1, b->block_sectors);
+	for (size_t i = 0; i < b->nr; i++)
+		free(b->cands[i].k);
+	free(b->cands);
+	for (unsigned i = 0; i < BCH_STRIPE_BLOCKS_MAX; i++)
+		free(b->bufs[i]);
+}
+
+/* One stripe from the candidates at *pos on: 1 built, 0 nothing to build, < 0 error. */
+static int build_one(struct bch_fs *c, unsigned p, const unsigned *members, unsigned nr_members,
+		     struct bch_bpos *pos, struct bch_move_stats *st, uint64_t *built)
+{
+	struct build b = { .c = c, .p = p };
+	struct bch_ec_codec codec = { 0 };
+	struct bch_bkey *sk = NULL;
+	uint64_t idx;
+	int r;
+
+	if ((r = next_stripe_index(c, &idx)))
+		return r;
+	/* members rotate with the stripe index, so blocks spread over all of them */
+	b.k = nr_members - p > BCH_EC_K_MAX ? BCH_EC_K_MAX : nr_members - p;
+	b.block_sectors = UINT32_MAX;
+	for (unsigned i = 0; i < b.k + p; i++) {
+		b.devs[i] = members[(idx + i) % nr_members];
+		unsigned bs = bch_alloc_bucket_sectors(c, b.devs[i]);
+		if (bs < b.block_sectors)
+			b.block_sectors = bs;
+	}
+	if (b.block_sectors > BCH_STRIPE_BLOCK_MAX)
+		b.block_sectors = BCH_STRIPE_BLOCK_MAX;
+	if ((r = gather(&b, pos)) || b.nr < 2)
+		goto out;
+	/* the parity members follow the data blocks actually filled */
+	for (unsigned i = 0; i < p; i++)
+		b.devs[b.k + i] = members[(idx + (nr_members - p > BCH_EC_K_MAX ? BCH_EC_K_MAX
+							       : nr_members - p) + i) % nr_members];
+	b.n = b.k + p;
+	r = -ENOMEM;
+	for (unsigned i = 0; i < b.n; i++)
+		if (!(b.bufs[i] = bch_dev_alloc_buf((size_t)b.block_sectors << BCH_SECTOR_SHIFT)))
+			goto out;
+	fill(&b, st);
+	bool any = false;
+	for (size_t i = 0; i < b.nr; i++)
+		any |= b.cands[i].ok;
+	if (!any) {
+		r = 1;		/* none readable: counted; go on after them */
+		goto out;
+	}
+	if ((r = bch_ec_codec_init(&codec, b.k, p)))
+		goto out;
+	bch_ec_encode(&codec, (size_t)b.block_sectors << BCH_SECTOR_SHIFT, b.bufs);
+
+	sk = bch_bkey_alloc(BCH_BKEY_stripe, POS(0, idx, 0),
+			    sizeof(struct bch_stripe) + b.n * sizeof(struct bch_stripe_block));
+	struct bch_stripe *sv = bkey_val(sk);
+	sv->block_sectors = b.block_sectors;
+	sv->nr_blocks = b.n;
+	sv->nr_parity = p;
+	sv->algorithm = BCH_STRIPE_ALG_RS_CAUCHY;
+	sv->csum_type = BCH_CSUM_crc32c;
+	if ((r = write_blocks(&b, sv)))
+		goto out;
+	if (st)
+		st->sectors_written += (uint64_t)b.n * b.block_sectors;
+	if ((r = commit(&b, sk, st)))
+		goto out;
+	*built += (uint64_t)b.k * b.block_sectors;
+	r = 1;
+out:
+	bch_ec_codec_exit(&codec);
+	free(sk);
+	build_free(&b);
+	return r;
+}
+
+int bch_ec_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *st)
+{
+	unsigned members[BCH_STRIPE_BLOCKS_MAX], nr, p = ec_parity(c);
+	struct bch_bpos pos = POS_MIN;
+	uint64_t built = 0;
+	int r = 0;
+
+	if (!p || c->read_only || !c->roots->r[BCH_BTREE_ID_extents].key)
+		return 0;
+	nr = ec_members(c, members);
+	if (nr < p + 2)
+		return 0;	/* bch_ec_pending() still counts the work: fs usage shows it */
+	if ((r = bch_ec_init(c)))
+		return r;
+	while (built < budget && (r = build_one(c, p, members, nr, &pos, st, &built)) == 1)
+		;
+	if (r < 0)
+		return r;
+	return built ? 1 : 0;
+}
+
+int bch_ec_pending(struct bch_fs *c, uint64_t *sectors)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0;
+
+	*sectors = 0;
+	if (!ec_parity(c) || !c->roots->r[BCH_BTREE_ID_extents].key)
+		return 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	while ((k = bch_btree_iter_next(&it, &err)))
+		if (ec_candidate(k, BCH_STRIPE_BLOCK_MAX))
+			*sectors += k->size;
+	bch_btree_iter_exit(&it);
+	return err;
 }

@@ -151,4 +151,49 @@ int bch_ec_init(struct bch_fs *c);
 int bch_ec_rebuild_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors,
 		       void *enc, int (*verify)(void *ctx), void *ctx);
 
+/* ------------------------------------------------------ bucket state */
+
+/*
+ * Bucket state of stripes: a stripe's parity blocks count block_sectors of
+ * user data in their buckets (nothing else points there); its data blocks
+ * count what their extents' striped pointers count, as any pointer does.
+ * bch_ec_mark_stripe() marks one stripe key's parity at a recount (open
+ * after a crash, fsck); bch_ec_mark_all() every stripe's.
+ */
+int bch_ec_mark_stripe(struct bch_fs *c, const struct bch_bkey *k);
+int bch_ec_mark_all(struct bch_fs *c);
+
+/* ------------------------------------------------------------ builder */
+
+struct bch_move_stats;
+
+/*
+ * The stripe builder (background: rebalance's step, offline `data
+ * rebalance` and the FUSE daemon's rebalance thread).  With the filesystem
+ * option erasure_code and data_replicas R >= 2, replicated extents are
+ * gathered into stripes of p = R - 1 parity blocks and k data blocks
+ * (k = members that may take data - p, at most 16, at least 2) of one
+ * bucket each, on k + p distinct read-write members:
+ *   1. candidate extents (not striped, a readable copy) are packed into the
+ *      k data blocks in key order, each block on its own member;
+ *   2. each extent's encoded bytes are read from a good copy (verified)
+ *      and placed in its block; parity is computed; every block is written
+ *      and flushed;
+ *   3. one transaction adds the stripe key and, for each extent still as
+ *      it was read, replaces its pointers with one striped pointer into its
+ *      block; the old copies' sectors come off their buckets after it.
+ * A crash before 3 leaves the replicas as they were (the new blocks are
+ * space no key names; a recount frees it).  An extent that changed
+ * meanwhile stays replicated.  Fewer than two candidate extents left, or
+ * fewer than p + 2 members: nothing is built (the rest stays replicated).
+ *
+ * Builds stripes for up to budget sectors of data.  Returns 1 when it built
+ * one and more may follow, 0 when nothing is left to stripe, or a negative
+ * error.  s counts keys moved and sectors read and written.
+ */
+int bch_ec_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s);
+
+/* Sectors of user data that are replicated and would be striped (fs usage, data rebalance). */
+int bch_ec_pending(struct bch_fs *c, uint64_t *sectors);
+
 #endif /* _BCACHEFS_EC_H */
