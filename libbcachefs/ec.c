@@ -820,8 +820,14 @@ int bch_ec_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *st)
 	if (!p || c->read_only || !c->roots->r[BCH_BTREE_ID_extents].key)
 		return 0;
 	nr = ec_members(c, members);
-	if (nr < p + 2)
-		return 0;	/* bch_ec_pending() still counts the work: fs usage shows it */
+	if (nr < p + 2) {	/* bch_ec_pending() still counts the work */
+		if (st)
+			snprintf(st->last_problem, sizeof(st->last_problem),
+				 "erasure_code: stripes of %u parity blocks (data_replicas %u) need %u "
+				 "read-write members, %u can take them: the data stays replicated",
+				 p, p + 1, p + 2, nr);
+		return 0;
+	}
 	if ((r = bch_ec_init(c)))
 		return r;
 	while (built < budget && (r = build_one(c, p, members, nr, &pos, st, &built)) == 1)
@@ -840,10 +846,15 @@ int bch_ec_pending(struct bch_fs *c, uint64_t *sectors)
 	*sectors = 0;
 	if (!ec_parity(c) || !c->roots->r[BCH_BTREE_ID_extents].key)
 		return 0;
+	uint64_t nr = 0;
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
 	while ((k = bch_btree_iter_next(&it, &err)))
-		if (ec_candidate(k, BCH_STRIPE_BLOCK_MAX))
+		if (ec_candidate(k, BCH_STRIPE_BLOCK_MAX)) {
 			*sectors += k->size;
+			nr++;
+		}
 	bch_btree_iter_exit(&it);
+	if (nr < 2)
+		*sectors = 0;	/* a lone extent keeps its replicas: no stripe of one */
 	return err;
 }
