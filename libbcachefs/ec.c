@@ -452,6 +452,46 @@ int bch_ec_mark_all(struct bch_fs *c)
 	return r ? r : err;
 }
 
+bool bch_ec_key_readable(struct bch_fs *c, const struct bch_bkey *k)
+{
+	const struct bch_extent_ptr *ptrs;
+	struct bch_bkey *sk;
+	unsigned nr, sectors, present = 0;
+	bool ok = false;
+
+	if (k->type == BCH_BKEY_extent) {
+		const struct bch_extent *e = bkey_val(k);
+		ptrs = e->ptrs;
+		sectors = e->crc.compressed_sectors;
+		nr = bch_extent_nr_ptrs(k);
+	} else if (k->type == BCH_BKEY_reflink_v) {
+		const struct bch_reflink_v *v = bkey_val(k);
+		ptrs = v->ptrs;
+		sectors = v->crc.compressed_sectors;
+		nr = (bkey_val_bytes(k) - sizeof(*v)) / sizeof(*ptrs);
+	} else {
+		return false;
+	}
+	for (unsigned i = 0; i < nr && !ok; i++) {
+		if (!(ptrs[i].flags & BCH_EXTENT_PTR_STRIPED) || !c->roots->r[BCH_BTREE_ID_stripes].key ||
+		    bch_btree_lookup(c, BCH_BTREE_ID_stripes, POS(0, ptrs[i].stripe, 0), &sk)) {
+			c->err_msg[0] = 0;
+			continue;
+		}
+		const struct bch_stripe *s = bch_stripe_val(sk);
+		if (sk->type == BCH_BKEY_stripe && !bch_stripe_validate(sk, NULL, 0) &&
+		    bch_stripe_ptr_fits(s, &ptrs[i], sectors)) {
+			for (unsigned b = 0; b < s->nr_blocks; b++) {
+				unsigned d = s->blocks[b].ptr.dev;
+				present += d < c->nr_devs && c->devs[d] && c->devs[d]->bdev;
+			}
+			ok = present >= bch_stripe_data_blocks(s);
+		}
+		free(sk);
+	}
+	return ok;
+}
+
 /* ------------------------------------------------------------ builder */
 
 struct cand {

@@ -163,6 +163,13 @@ int bch_ec_rebuild_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigne
 int bch_ec_mark_stripe(struct bch_fs *c, const struct bch_bkey *k);
 int bch_ec_mark_all(struct bch_fs *c);
 
+/*
+ * Degraded opens (replicas.c): whether key k (an extent or a reflink_v) has
+ * a striped pointer whose stripe has at least k of its blocks on members
+ * present, so its data can be rebuilt whatever its own pointer's member.
+ */
+bool bch_ec_key_readable(struct bch_fs *c, const struct bch_bkey *k);
+
 /* ------------------------------------------------------------ builder */
 
 struct bch_move_stats;

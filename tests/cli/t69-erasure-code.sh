@@ -3,9 +3,9 @@
 # replicated extents into RS(4,2) stripes (feature bit erasure_code, keys in
 # the stripes btree, nothing left to stripe), using at most 0.55x the space
 # of the same tree with replicas=3; every file reads back byte-identical, and
-# still does with any two of the six images gone (very_degraded: the open's
-# policy does not count stripes yet) and with a data block on two members
-# overwritten by garbage; fsck is clean after the build.  Too few members
+# still does with any two of the six images gone (-o degraded: the open
+# counts what the stripes can rebuild; three gone are refused) and with a
+# data block on two members overwritten by garbage; fsck is clean after the build.  Too few members
 # for k + p: the data stays replicated and data rebalance says why (exit 2).
 need python3
 tree=$ROOT/tests/cli/treetool.py
@@ -59,9 +59,15 @@ for pair in "0 1" "2 5" "3 4"; do
 	set -- $pair
 	mkdir -p gone && mv e$1.img e$2.img gone/
 	here=$(imgs e | tr : '\n' | grep -v -e "e$1.img" -e "e$2.img" | paste -sd:)
-	check_tree very_degraded,read_only "$here" "members $1 and $2 gone"
+	check_tree degraded,read_only "$here" "members $1 and $2 gone"
+	expect_in err "member $1 \(uuid [0-9a-f-]+\) missing: opened degraded"
 	mv gone/e$1.img gone/e$2.img .
 done
+# a third member gone: more than p = 2, refused (what would be lost named)
+mv e0.img e1.img e2.img gone/
+expect_rc 1 $B image ls -o degraded e3.img:e4.img:e5.img /
+expect_in err 'were not given: file data kept only on members'
+mv gone/e0.img gone/e1.img gone/e2.img .
 
 # garbage over the first data block of stripe 1 and the block after it:
 # reads rebuild them from the others and verify against the extents' checksums
