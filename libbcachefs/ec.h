@@ -3,15 +3,18 @@
 #define _BCACHEFS_EC_H
 
 /*
- * ec.h - Reed-Solomon erasure coding of stripes (k data + p parity blocks),
- * through Intel's ISA-L (libisal.so.2, loaded with the first codec: dl.h).
+ * ec.h - erasure coding: Reed-Solomon stripes of k data + p parity blocks
+ * on k + p members (feature erasure_code; layout in bcachefs_format.h,
+ * "Erasure coding"), through Intel's ISA-L (libisal.so.2, loaded with the
+ * first codec: dl.h).
  *
- * This module owns the arithmetic only: a codec for one (k, p) encodes p
- * parity blocks from k data blocks, and rebuilds any p or fewer missing
- * blocks (data or parity) from the others.  Where stripes live on disk (the
- * stripes btree, the stripe key, an extent's striped pointer) is in
- * bcachefs_format.h ("Erasure coding"); the key's validation and text form
- * are in ec.c below the codec.
+ * Owns, in ec.c: the codec (encode p parity blocks, rebuild any p missing);
+ * the stripe key's and striped pointers' validation and text; the stripes
+ * btree's creation (bch_ec_init: feature bit first); rebuilding a read
+ * through a stripe (io.c calls it when every copy failed); the parity
+ * blocks' bucket state at a recount; the stripe builder (rebalance's step);
+ * what a degraded open may count on (replicas.c).  fsck_ec.c checks stripes
+ * against the extents.
  *
  * The code: the systematic Cauchy matrix of ISA-L's gf_gen_cauchy1_matrix()
  * over GF(2^8) (rows 0..k-1 the identity, rows k..k+p-1 parity), so data
@@ -22,16 +25,26 @@
  * stripe algorithm number, bch_stripe.algorithm).
  *
  * Invariants
- *   (1) Encoding is a pure function of (k, p, data): the same data always
- *       gives the same parity bytes (tests pin a digest of them).
+ *   (1) Encoding is a pure function of (k, p, data): parity equals the
+ *       definition's (ec_test checks it against a reference).
  *   (2) Byte j of every block depends only on byte j of the others: a caller
  *       may encode or rebuild any byte range [off, off + len) of a stripe by
- *       passing the blocks' pointers advanced by off.
+ *       passing the blocks' pointers advanced by off (reads rebuild just an
+ *       extent's sectors).
  *   (3) bch_ec_reconstruct() writes only the blocks it was told are missing.
+ *   (4) A stripe key is committed only after every one of its blocks is
+ *       written and flushed, in the transaction that points extents into
+ *       it; blocks are never written again while the key exists.
+ *   (5) A rebuilt read is returned only once the extent's own checksum
+ *       verifies it.
  *
- * Memory: a codec holds k*(k+p) + 32*k*p bytes of tables, owned by the
- * codec (bch_ec_codec_exit frees them).  A codec is read-only after init and
- * may be shared by threads.
+ * Locking: none of its own; callers hold the engine lock (the builder runs
+ * inside rebalance's step).  A codec is read-only after init and may be
+ * shared by threads.
+ *
+ * Memory: a codec holds k*(k+p) + 32*k*p bytes of tables; a rebuild holds
+ * k + 2p buffers of the extent's size; the builder k + p buffers of a bucket
+ * and a copy of each extent key it gathers (bounded by one transaction).
  */
 
 #include <stdbool.h>
