@@ -41,6 +41,7 @@
 #include "fsname.h"
 #include "move.h"
 #include "opts.h"
+#include "ec.h"
 #include "rebalance.h"
 
 #define EXIT_WORK_LEFT	2
@@ -242,6 +243,8 @@ static int run_rebalance(struct cmd_ctx *x, struct bch_move_stats *s, bool *park
 		struct bch_fs *c = *x->cp;
 		c->err_msg[0] = 0;
 		r = bch_rebalance_step(c, budget, s, parked);
+		if (!r)		/* then the stripes the background leaves (not yet full) */
+			r = bch_ec_step(c, budget, true, s);
 		if (r < 0)
 			snprintf(msg, len, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		double t = now_s();

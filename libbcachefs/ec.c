@@ -511,6 +511,7 @@ struct build {
 	uint8_t		*bufs[BCH_STRIPE_BLOCKS_MAX];
 	struct bch_extent_ptr blocks[BCH_STRIPE_BLOCKS_MAX];
 	unsigned	nr_alloced;
+	bool		full;		/* gather stopped for want of room, not of extents */
 };
 
 /* p from data_replicas; 0: no erasure coding here. */
@@ -558,7 +559,13 @@ static unsigned new_key_u64s(void)
 	return BCH_BKEY_U64s + (sizeof(struct bch_extent) + sizeof(struct bch_extent_ptr)) / 8;
 }
 
-/* Pack candidates into data blocks in key order, from file position *pos on. */
+/*
+ * Pack candidates, in key order from file position *pos on, each into the
+ * least filled of the k data blocks (so a few extents still make a wide
+ * stripe), until the least filled cannot take the next.  Then b->k is the
+ * number of blocks used and b->block_sectors the fullest one's sectors: the
+ * parity is no larger than the data it protects.
+ */
 static int gather(struct build *b, struct bch_bpos *pos)
 {
 	struct bch_fs *c = b->c;
@@ -567,7 +574,7 @@ static int gather(struct build *b, struct bch_bpos *pos)
 	size_t cap = 0, u64s_max = bch_trans_max_u64s(c) / 2;
 	size_t u64s = BCH_BKEY_U64s + (sizeof(struct bch_stripe) +
 			BCH_STRIPE_BLOCKS_MAX * sizeof(struct bch_stripe_block)) / 8 + 1;
-	unsigned block = 0, off = 0;
+	unsigned fillv[BCH_EC_K_MAX] = { 0 }, used = 0, most = 0;
 	int err = 0;
 
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, *pos, POS_MAX);
@@ -576,15 +583,14 @@ static int gather(struct build *b, struct bch_bpos *pos)
 			*pos = bpos_successor(k->p);
 			continue;
 		}
-		unsigned cs = ((const struct bch_extent *)bkey_val(k))->crc.compressed_sectors;
-		if (off + cs > b->block_sectors) {
-			if (block + 1 == b->k)
-				break;		/* the next stripe starts with it */
-			block++;
-			off = 0;
-		}
-		if (u64s + new_key_u64s() + 1 > u64s_max)
+		unsigned cs = ((const struct bch_extent *)bkey_val(k))->crc.compressed_sectors, j = 0;
+		for (unsigned i = 1; i < b->k; i++)
+			if (fillv[i] < fillv[j])
+				j = i;
+		if (fillv[j] + cs > b->block_sectors || u64s + new_key_u64s() + 1 > u64s_max) {
+			b->full = true;	/* the next stripe starts with it */
 			break;
+		}
 		*pos = bpos_successor(k->p);
 		if (b->nr == cap) {
 			cap = cap ? 2 * cap : 64;
@@ -595,21 +601,24 @@ static int gather(struct build *b, struct bch_bpos *pos)
 			}
 			b->cands = n;
 		}
-		b->cands[b->nr++] = (struct cand) { .k = bch_bkey_dup(k), .block = block, .off = off };
-		off += cs;
+		b->cands[b->nr++] = (struct cand) { .k = bch_bkey_dup(k), .block = j, .off = fillv[j] };
+		fillv[j] += cs;
 		u64s += new_key_u64s() + 1;
 	}
 	bch_btree_iter_exit(&it);
 	if (err)
 		return err;
-	/* the stripe has as many data blocks as were filled; at least two */
-	if (b->nr >= 2 && !b->cands[b->nr - 1].block) {
-		b->cands[b->nr - 1].block = 1;
-		b->cands[b->nr - 1].off = 0;
+	/* ties go to the lowest index: the blocks used are 0..used-1 */
+	for (unsigned i = 0; i < b->k; i++)
+		if (fillv[i]) {
+			used = i + 1;
+			most = fillv[i] > most ? fillv[i] : most;
+		}
+	if (b->nr >= 2) {	/* fewer than two: nothing to build, the rest stays replicated */
+		b->k = used;
+		b->block_sectors = most;
 	}
-	if (b->nr >= 2)
-		b->k = b->cands[b->nr - 1].block + 1;
-	return 0;	/* fewer than two: nothing to build, the rest stays replicated */
+	return 0;
 }
 
 /* Each candidate's encoded bytes from a good copy into its block. */
@@ -783,7 +792,7 @@ static void build_free(struct build *b)
 
 /* One stripe from the candidates at *pos on: 1 built, 0 nothing to build, < 0 error. */
 static int build_one(struct bch_fs *c, unsigned p, const unsigned *members, unsigned nr_members,
-		     struct bch_bpos *pos, struct bch_move_stats *st, uint64_t *built)
+		     bool finish, struct bch_bpos *pos, struct bch_move_stats *st, uint64_t *built)
 {
 	struct build b = { .c = c, .p = p };
 	struct bch_ec_codec codec = { 0 };
@@ -804,7 +813,7 @@ static int build_one(struct bch_fs *c, unsigned p, const unsigned *members, unsi
 	}
 	if (b.block_sectors > BCH_STRIPE_BLOCK_MAX)
 		b.block_sectors = BCH_STRIPE_BLOCK_MAX;
-	if ((r = gather(&b, pos)) || b.nr < 2)
+	if ((r = gather(&b, pos)) || b.nr < 2 || (!b.full && !finish))
 		goto out;
 	/* the parity members follow the data blocks actually filled */
 	for (unsigned i = 0; i < p; i++)
@@ -850,7 +859,7 @@ out:
 	return r;
 }
 
-int bch_ec_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *st)
+int bch_ec_step(struct bch_fs *c, uint64_t budget, bool finish, struct bch_move_stats *st)
 {
 	unsigned members[BCH_STRIPE_BLOCKS_MAX], nr, p = ec_parity(c);
 	struct bch_bpos pos = POS_MIN;
@@ -870,7 +879,7 @@ int bch_ec_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *st)
 	}
 	if ((r = bch_ec_init(c)))
 		return r;
-	while (built < budget && (r = build_one(c, p, members, nr, &pos, st, &built)) == 1)
+	while (built < budget && (r = build_one(c, p, members, nr, finish, &pos, st, &built)) == 1)
 		;
 	if (r < 0)
 		return r;

@@ -192,10 +192,12 @@ struct bch_move_stats;
  * rebalance` and the FUSE daemon's rebalance thread).  With the filesystem
  * option erasure_code and data_replicas R >= 2, replicated extents are
  * gathered into stripes of p = R - 1 parity blocks and k data blocks
- * (k = members that may take data - p, at most 16, at least 2) of one
- * bucket each, on k + p distinct read-write members:
- *   1. candidate extents (not striped, a readable copy) are packed into the
- *      k data blocks in key order, each block on its own member;
+ * (k = members that may take data - p, at most 16, at least 2) of at most
+ * a bucket each, on k + p distinct read-write members:
+ *   1. candidate extents (not striped, a readable copy) are packed, in key
+ *      order, each into the least filled data block (each block on its own
+ *      member); blocks are as large as the fullest (parity no larger than
+ *      the data it protects);
  *   2. each extent's encoded bytes are read from a good copy (verified)
  *      and placed in its block; parity is computed; every block is written
  *      and flushed;
@@ -207,11 +209,15 @@ struct bch_move_stats;
  * meanwhile stays replicated.  Fewer than two candidate extents left, or
  * fewer than p + 2 members: nothing is built (the rest stays replicated).
  *
- * Builds stripes for up to budget sectors of data.  Returns 1 when it built
- * one and more may follow, 0 when nothing is left to stripe, or a negative
- * error.  s counts keys moved and sectors read and written.
+ * Builds stripes for up to budget sectors of data: only full ones (the
+ * blocks could take no more extent), unless finish (data rebalance: the
+ * rest too, in narrower or shorter stripes).  The background (rebalance's
+ * step, the daemon) waits for a stripe's worth; `data rebalance` finishes.
+ * Returns 1 when it built one and more may follow, 0 when nothing is left
+ * to stripe, or a negative error.  s counts keys moved and sectors read and
+ * written.
  */
-int bch_ec_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s);
+int bch_ec_step(struct bch_fs *c, uint64_t budget, bool finish, struct bch_move_stats *s);
 
 /* Sectors of user data that are replicated and would be striped (fs usage, data rebalance). */
 int bch_ec_pending(struct bch_fs *c, uint64_t *sectors);

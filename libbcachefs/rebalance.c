@@ -425,7 +425,8 @@ static int rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_sta
 
 /*
  * The work keys first; when they leave nothing ready, the stripe builder
- * (ec.h: erasure_code) gathers replicated extents into stripes.
+ * (ec.h: erasure_code) gathers replicated extents into full stripes (data
+ * rebalance finishes the rest with bch_ec_step(..., true, ...)).
  */
 int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s, bool *parked)
 {
@@ -433,7 +434,7 @@ int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats 
 
 	if (r || c->read_only)
 		return r;
-	if ((r = bch_ec_step(c, budget, s)) > 0)
+	if ((r = bch_ec_step(c, budget, false, s)) > 0)
 		*parked = false;
 	return r;
 }
