@@ -800,7 +800,8 @@ static int build_one(struct bch_fs *c, unsigned p, const unsigned *members, unsi
 	uint64_t idx;
 	int r;
 
-	if ((r = next_stripe_index(c, &idx)))
+	idx = 1;
+	if (c->roots->r[BCH_BTREE_ID_stripes].key && (r = next_stripe_index(c, &idx)))
 		return r;
 	/* members rotate with the stripe index, so blocks spread over all of them */
 	b.k = nr_members - p > BCH_EC_K_MAX ? BCH_EC_K_MAX : nr_members - p;
@@ -814,6 +815,9 @@ static int build_one(struct bch_fs *c, unsigned p, const unsigned *members, unsi
 	if (b.block_sectors > BCH_STRIPE_BLOCK_MAX)
 		b.block_sectors = BCH_STRIPE_BLOCK_MAX;
 	if ((r = gather(&b, pos)) || b.nr < 2 || (!b.full && !finish))
+		goto out;
+	/* the feature bit and the stripes btree come with the first stripe */
+	if ((r = bch_ec_init(c)))
 		goto out;
 	/* the parity members follow the data blocks actually filled */
 	for (unsigned i = 0; i < p; i++)
@@ -877,8 +881,6 @@ int bch_ec_step(struct bch_fs *c, uint64_t budget, bool finish, struct bch_move_
 				 p, p + 1, p + 2, nr);
 		return 0;
 	}
-	if ((r = bch_ec_init(c)))
-		return r;
 	while (built < budget && (r = build_one(c, p, members, nr, finish, &pos, st, &built)) == 1)
 		;
 	if (r < 0)
