@@ -814,7 +814,15 @@ static int build_one(struct bch_fs *c, unsigned p, const unsigned *members, unsi
 	}
 	if (b.block_sectors > BCH_STRIPE_BLOCK_MAX)
 		b.block_sectors = BCH_STRIPE_BLOCK_MAX;
-	if ((r = gather(&b, pos)) || b.nr < 2 || (!b.full && !finish))
+	if ((r = gather(&b, pos)))
+		goto out;
+	if (!b.full) {		/* what is left waits: the hint counts it */
+		c->ec_waiting = 0;
+		for (size_t i = 0; i < b.nr; i++)
+			c->ec_waiting += ((const struct bch_extent *)bkey_val(b.cands[i].k))->crc.compressed_sectors;
+		c->ec_waiting_known = true;
+	}
+	if (b.nr < 2 || (!b.full && !finish))
 		goto out;
 	/* the feature bit and the stripes btree come with the first stripe */
 	if ((r = bch_ec_init(c)))
@@ -881,6 +889,15 @@ int bch_ec_step(struct bch_fs *c, uint64_t budget, bool finish, struct bch_move_
 				 p, p + 1, p + 2, nr);
 		return 0;
 	}
+	/*
+	 * The background walks the extents only when a full stripe may be
+	 * waiting: what the last walk left plus what was written since (bounds
+	 * the daemon's cost per write wake when nothing is to be done)
+	 */
+	uint64_t stripe = (uint64_t)(nr - p > BCH_EC_K_MAX ? BCH_EC_K_MAX : nr - p) *
+			  bch_alloc_bucket_sectors(c, members[0]);
+	if (!finish && c->ec_waiting_known && c->ec_waiting < stripe)
+		return 0;
 	while (built < budget && (r = build_one(c, p, members, nr, finish, &pos, st, &built)) == 1)
 		;
 	if (r < 0)

@@ -173,6 +173,8 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	/* data off its background target, or not in its background compression */
 	if (!r && needs_rebalance)
 		r = bch_rebalance_work_set(c, t, inum, start);
+	if (!r && c->opts.v[Opt_erasure_code])
+		c->ec_waiting += sectors;	/* the stripe builder's hint (ec.h) */
 	return r;
 }
 
