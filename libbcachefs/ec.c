@@ -473,9 +473,10 @@ bool bch_ec_key_readable(struct bch_fs *c, const struct bch_bkey *k)
 		return false;
 	}
 	for (unsigned i = 0; i < nr && !ok; i++) {
-		if (!(ptrs[i].flags & BCH_EXTENT_PTR_STRIPED) || !c->roots->r[BCH_BTREE_ID_stripes].key ||
-		    bch_btree_lookup(c, BCH_BTREE_ID_stripes, POS(0, ptrs[i].stripe, 0), &sk)) {
-			c->err_msg[0] = 0;
+		if (!(ptrs[i].flags & BCH_EXTENT_PTR_STRIPED) || !c->roots->r[BCH_BTREE_ID_stripes].key)
+			continue;
+		if (bch_btree_lookup(c, BCH_BTREE_ID_stripes, POS(0, ptrs[i].stripe, 0), &sk)) {
+			c->err_msg[0] = 0;	/* no stripe: judged by its pointer */
 			continue;
 		}
 		const struct bch_stripe *s = bch_stripe_val(sk);
