@@ -17,9 +17,9 @@
  *   stripe_unused        a stripe no striped pointer names: deleted
  * Blocks on a member missing from a degraded open are not judged.
  *
- * Not checked yet (no stripe is built outside tests until the stripe
- * builder lands): bucket state of the blocks, parity against the data
- * (fsck -c).
+ * Not checked yet: parity against the data (fsck -c); the parity blocks'
+ * bucket state is checked with every bucket's (ec.h: bch_ec_mark_stripe()
+ * counts them in the recount that pass 5 compares with the alloc btree).
  *
  * Cost: one walk of the stripes btree, one of the extents btree (and of the
  * reflink btree when it exists) with a lookup per striped pointer.  Memory:

@@ -2,8 +2,9 @@
 /*
  * ec_read_test.c - reads through a stripe (io.c's rebuild, ec.h).
  *
- * Until the stripe builder lands, the test builds one stripe the way the
- * builder will: a file's extent (one copy) is data block 0 of a 2+2 stripe
+ * The test builds one stripe by hand, as the builder does but around the
+ * extent where it lies (so it knows which block holds what): a file's
+ * extent (one copy) is data block 0 of a 2+2 stripe
  * on four members (testfs' most); block 1 is fresh space with random data,
  * blocks 2-3 its parity; then the stripe key and the striped pointer are committed in
  * one transaction.  The file must read back byte for byte while its copy is
