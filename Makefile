@@ -31,8 +31,9 @@ PKGS	= uuid libsodium
 # (cmd/fuse_dl.c, fusemount), zlib, liblz4, libzstd (libbcachefs/compress.c,
 # a compressed extent), libxxhash (libbcachefs/checksum.c, xxhash64) and
 # libblkid (cmd/cmd_format.c, probing a device before format), libkeyutils
-# (cmd/keyring.c, the kernel keyring of encrypted filesystems).
-DL_PKGS	= libarchive fuse3 zlib liblz4 libzstd libxxhash blkid libkeyutils
+# (cmd/keyring.c, the kernel keyring of encrypted filesystems), libisal
+# (libbcachefs/ec.c, Reed-Solomon coding of erasure-coded stripes).
+DL_PKGS	= libarchive fuse3 zlib liblz4 libzstd libxxhash blkid libkeyutils libisal
 
 # Install build dependencies when pkg-config cannot find them (see scripts/install-deps.sh).
 # (Not for goals that build nothing: clean, uninstall.)

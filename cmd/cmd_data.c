@@ -41,6 +41,7 @@
 #include "fsname.h"
 #include "move.h"
 #include "opts.h"
+#include "ec.h"
 #include "rebalance.h"
 
 #define EXIT_WORK_LEFT	2
@@ -96,7 +97,7 @@ static const char *hsize(uint64_t bytes, char *buf, size_t len)
 
 static uint64_t pending_sectors(const struct bch_rebalance_pending *p)
 {
-	return p->sectors_target + p->sectors_compression;
+	return p->sectors_target + p->sectors_compression + p->sectors_stripe;
 }
 
 static void progress(FILE *f, const struct bch_move_stats *s, double start, uint64_t pending)
@@ -128,11 +129,14 @@ static void summary_text(FILE *out, FILE *err, const char *devs, const struct bc
 	if (s->bad_copies)
 		fprintf(out, "Bad copies:       %" PRIu64 " (skipped for a good one)\n", s->bad_copies);
 	fprintf(out, "Pending:          %s off target, %s not in background_compression, "
-	       "%s waiting for space%s\n",
+	       "%s waiting for space%s",
 	       hsize(left->sectors_target << 9, a, sizeof(a)),
 	       hsize(left->sectors_compression << 9, b, sizeof(b)),
 	       hsize(left->sectors_waiting << 9, cc, sizeof(cc)),
 	       left->scan ? ", a scan of every file" : "");
+	if (left->sectors_stripe)	/* erasure_code: left replicated (too few members) */
+		fprintf(out, ", %s to stripe", hsize(left->sectors_stripe << 9, a, sizeof(a)));
+	fprintf(out, "\n");
 	if (s->last_problem[0] && !done) {	/* exit 2: what is left, and why */
 		fflush(out);
 		fprintf(err, "bcachefs data rebalance: %s: %s\n", devs, s->last_problem);
@@ -148,12 +152,12 @@ static void summary_json(FILE *out, const struct bch_move_stats *s, const struct
 	       ", \"moved\": %" PRIu64 ", \"read\": %" PRIu64 ", \"written\": %" PRIu64
 	       ", \"bad_copies\": %" PRIu64 ", \"pending\": {\"inodes\": %" PRIu64
 	       ", \"scan\": %s, \"target\": %" PRIu64 ", \"compression\": %" PRIu64
-	       ", \"waiting_for_space\": %" PRIu64 "}, \"last_problem\": ",
+	       ", \"waiting_for_space\": %" PRIu64 ", \"stripe\": %" PRIu64 "}, \"last_problem\": ",
 	       BCH_JSON_VERSION, done ? "true" : "false", secs, s->keys_seen, s->keys_moved, s->keys_raced,
 	       s->keys_no_good_copy, s->keys_no_space, s->sectors_moved << 9,
 	       s->sectors_read << 9, s->sectors_written << 9, s->bad_copies, left->inodes,
 	       left->scan ? "true" : "false", left->sectors_target << 9,
-	       left->sectors_compression << 9, left->sectors_waiting << 9);
+	       left->sectors_compression << 9, left->sectors_waiting << 9, left->sectors_stripe << 9);
 	json_str(out, s->last_problem);
 	fprintf(out, "}\n");
 }
@@ -239,6 +243,8 @@ static int run_rebalance(struct cmd_ctx *x, struct bch_move_stats *s, bool *park
 		struct bch_fs *c = *x->cp;
 		c->err_msg[0] = 0;
 		r = bch_rebalance_step(c, budget, s, parked);
+		if (!r)		/* then the stripes the background leaves (not yet full) */
+			r = bch_ec_step(c, budget, true, s);
 		if (r < 0)
 			snprintf(msg, len, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		double t = now_s();

@@ -398,7 +398,8 @@ static int alloc_on_dev_reserve(struct bch_fs *c, unsigned dev, unsigned data_ty
 	p->dev = dev;
 	p->gen = a->gen[*open];
 	p->flags = 0;
-	memset(p->pad, 0, sizeof(p->pad));
+	p->stripe_block = 0;
+	p->stripe = 0;
 	p->offset = (uint64_t)*open * a->bucket_sectors + *off;
 	*off += sectors;
 	a->sectors[*open] += sectors;

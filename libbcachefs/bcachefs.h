@@ -90,6 +90,11 @@ struct bch_fs {
 						 * first half of the btree reserve: deletes must
 						 * work on a full filesystem */
 	uint64_t		data_bad_copies;	/* io.c: data replicas that failed a read */
+	uint64_t		data_rebuilt;		/* io.c: extents rebuilt from their stripes (ec.h) */
+	uint64_t		ec_waiting;		/* ec.c: sectors that may wait for a stripe (a
+						 * hint: the background walks the extents only
+						 * when a full stripe may be there) */
+	bool			ec_waiting_known;	/* ec_waiting counted (false: walk at once) */
 	uint64_t		copygc_sectors_written;	/* copygc.c: data it rewrote (write
 						 * amplification), keys it moved, */
 	uint64_t		copygc_keys_moved;	/* and buckets it emptied */

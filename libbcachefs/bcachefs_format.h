@@ -610,8 +610,11 @@ _Static_assert(__builtin_offsetof(struct bch_sb, opts) == 232, "sb opts");
 						 * (BCH_INODE_IMMUTABLE.., bch_inode.project) */
 #define BCH_FEATURE_REFLINK	(1ULL << 3)	/* the reflink btree exists: extents were
 						 * shared (reflink_v, reflink_p below) */
+#define BCH_FEATURE_ERASURE_CODE (1ULL << 6)	/* the stripes btree exists: some data is
+						 * erasure-coded (stripe, striped pointers) */
 #define BCH_FEATURES_KNOWN	(BCH_FEATURE_ENCRYPTION | BCH_FEATURE_SNAPSHOTS | \
-				 BCH_FEATURE_INODE_FLAGS | BCH_FEATURE_REFLINK)
+				 BCH_FEATURE_INODE_FLAGS | BCH_FEATURE_REFLINK | \
+				 BCH_FEATURE_ERASURE_CODE)
 
 /* ------------------------------------------------------------------ keys */
 
@@ -657,7 +660,8 @@ _Static_assert(sizeof(struct bch_bkey) == 40, "bch_bkey size");
 	x(test,		5)		\
 	x(rebalance_work, 6)		\
 	x(snapshots,	7)		\
-	x(reflink,	8)
+	x(reflink,	8)		\
+	x(stripes,	9)
 
 enum bch_btree_id {
 #define x(n, id)	BCH_BTREE_ID_##n = id,
@@ -688,7 +692,8 @@ enum bch_btree_id {
 	x(subvolume,	14)				\
 	x(snapshot_touch, 15)				\
 	x(reflink_v,	16)				\
-	x(reflink_p,	17)
+	x(reflink_p,	17)				\
+	x(stripe,	18)
 
 enum bch_bkey_type {
 #define x(n, id)	BCH_BKEY_##n = id,
@@ -709,16 +714,28 @@ enum bch_bkey_type {
  * time (its generation bumped), which makes the pointer stale: a stale
  * cached pointer is skipped by reads and dropped when the key is next
  * rewritten; it is not damage.  A stale dirty pointer is.
+ *
+ * Striped pointers (BCH_EXTENT_PTR_STRIPED, extents and reflink_v only;
+ * BCH_FEATURE_ERASURE_CODE): a dirty pointer whose sectors lie inside data
+ * block stripe_block of stripe `stripe` (see "Erasure coding" below).  It
+ * is read like any pointer; when that copy is missing or bad, its sectors
+ * are rebuilt from the same sectors of the stripe's other blocks.  Without
+ * the flag, stripe_block and stripe are zero (older formats' padding).
  */
 struct bch_extent_ptr {
-	__le64			offset;		/* sector on the device */
-	__u8			dev;		/* member index */
-	__u8			gen;		/* bucket generation */
-	__u8			flags;		/* bit 0: cached */
-	__u8			pad[5];
+	__le64			offset;		/*  0 sector on the device */
+	__u8			dev;		/*  8 member index */
+	__u8			gen;		/*  9 bucket generation */
+	__u8			flags;		/* 10 BCH_EXTENT_PTR_* */
+	__u8			stripe_block;	/* 11 striped: data block index in the stripe */
+	__le32			stripe;		/* 12 striped: stripe index (1..), the
+						 *    stripes btree key at (0, stripe, 0) */
 };
 _Static_assert(sizeof(struct bch_extent_ptr) == 16, "bch_extent_ptr size");
+_Static_assert(__builtin_offsetof(struct bch_extent_ptr, stripe) == 12, "ptr stripe");
 #define BCH_EXTENT_PTR_CACHED	(1U << 0)
+#define BCH_EXTENT_PTR_STRIPED	(1U << 1)	/* never with CACHED */
+#define BCH_EXTENT_PTR_FLAGS_KNOWN	(BCH_EXTENT_PTR_CACHED | BCH_EXTENT_PTR_STRIPED)
 
 /*
  * btree_ptr: an interior node's pointer to a child (key position = the
@@ -1373,5 +1390,80 @@ struct bch_reflink_p {
 	__le64			idx;
 };
 _Static_assert(sizeof(struct bch_reflink_p) == 8, "bch_reflink_p size");
+
+/* ------------------------------------------------------- erasure coding */
+
+/*
+ * Erasure coding (BCH_FEATURE_ERASURE_CODE; any format version).  A stripe
+ * is k data blocks and p parity blocks of block_sectors each, on k + p
+ * different members; any k of them give back the other p (Reed-Solomon
+ * over GF(2^8), algorithm BCH_STRIPE_ALG_RS_CAUCHY: the systematic Cauchy
+ * matrix of ISA-L's gf_gen_cauchy1_matrix(), polynomial 0x11d; parity row
+ * i, column j holds 1 / (i ^ j); libbcachefs/ec.h).  Byte j of a parity
+ * block depends only on byte j of the data blocks.  Data blocks hold
+ * encoded extents exactly as a replica would (each extent's sectors at
+ * its striped pointer's offset) and zeros where no extent lies; stripes
+ * are written whole, copy-on-write, and never updated in place, so there
+ * is no write hole: a stripe key is committed only after all its blocks
+ * are durable, in the transaction that makes extents point into it.
+ *
+ * The stripes btree (id 9) holds one stripe key per stripe; its root is
+ * made, and the feature bit set (first, in the superblock), with the first
+ * stripe.  A filesystem without the bit has no stripes btree and no
+ * striped pointer; a reader that does not know the bit refuses it.
+ *
+ * stripe: btree stripes, position (0, stripe index, 0), index 1..2^32-1
+ * (the index a striped pointer names).  (16 bytes + 24 per block)
+ *
+ * OFFSET SIZE DESCRIPTION
+ *   0     4  block_sectors  sectors of every block (1..BCH_STRIPE_BLOCK_MAX,
+ *                           a multiple of the filesystem's block size)
+ *   4     1  nr_blocks      k + p (3..BCH_STRIPE_BLOCKS_MAX)
+ *   5     1  nr_parity      p (1..BCH_STRIPE_PARITY_MAX); k = nr_blocks - p
+ *                           is 2..16
+ *   6     1  algorithm      BCH_STRIPE_ALG_RS_CAUCHY (0)
+ *   7     1  csum_type      checksum of each whole block (none, crc32c,
+ *                           crc64, xxhash64; never a MAC: parity of an
+ *                           encrypted filesystem is over ciphertext, and
+ *                           the extents' MACs vouch for the data)
+ *   8     4  flags          zero (no flags yet)
+ *  12     4  pad            zero
+ *  16    24n blocks         struct bch_stripe_block, data blocks 0..k-1
+ *                           then parity blocks k..k+p-1
+ *
+ * A block: a pointer (dev, offset, gen; flags, stripe_block and stripe
+ * zero) to block_sectors sectors inside one bucket, and the checksum of
+ * those block_sectors * 512 bytes (crc32c in the low 32 bits of csum), so
+ * scrub and fsck -c find which block of a stripe that does not decode is
+ * the bad one.
+ *
+ * Striped pointers name (stripe, stripe_block); the pointer's dev equals
+ * the block's, its gen the block's, and its compressed_sectors from offset
+ * lie inside the block.  An extent whose one dirty pointer is striped has
+ * the durability of its stripe: p + 1 members may be lost.
+ */
+#define BCH_STRIPE_ALG_RS_CAUCHY	0
+#define BCH_STRIPE_BLOCKS_MAX		20	/* k <= 16, p <= 4: ec.h */
+#define BCH_STRIPE_PARITY_MAX		4
+#define BCH_STRIPE_BLOCK_MAX		(1U << 20)	/* sectors (512 MiB) */
+
+struct bch_stripe_block {
+	struct bch_extent_ptr	ptr;		/* flags, stripe_block, stripe: zero */
+	__le64			csum;		/* of the whole block, csum_type */
+};
+_Static_assert(sizeof(struct bch_stripe_block) == 24, "bch_stripe_block size");
+
+struct bch_stripe {
+	__le32			block_sectors;
+	__u8			nr_blocks;
+	__u8			nr_parity;
+	__u8			algorithm;
+	__u8			csum_type;
+	__le32			flags;
+	__le32			pad;
+	struct bch_stripe_block	blocks[];
+};
+_Static_assert(sizeof(struct bch_stripe) == 16, "bch_stripe size");
+_Static_assert(__builtin_offsetof(struct bch_stripe, blocks) == 16, "stripe blocks");
 
 #endif /* _BCACHEFS_FORMAT_H */

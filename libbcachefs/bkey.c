@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "bkey.h"
+#include "ec.h"
 #include "errcode.h"
 #include "extent_encode.h"
 
@@ -275,11 +276,8 @@ static int xattr_piece_validate(const struct bch_bkey *k, char *err, size_t errl
 static int extent_ptrs_validate(const struct bch_extent_ptr *p, unsigned nr, char *err, size_t errlen)
 {
 	for (unsigned i = 0; i < nr; i++) {
-		if (p[i].dev >= BCH_SB_MEMBERS_MAX || p[i].flags & ~BCH_EXTENT_PTR_CACHED)
+		if (p[i].dev >= BCH_SB_MEMBERS_MAX)
 			return INVALID("bad pointer");
-		for (unsigned j = 0; j < sizeof(p[i].pad); j++)
-			if (p[i].pad[j])
-				return INVALID("pointer padding");
 		/*
 		 * a cached copy beside another copy on its device is worth nothing
 		 * but harms nothing: fsck drops it (cached_ptr_bad) and keeps the
@@ -290,7 +288,7 @@ static int extent_ptrs_validate(const struct bch_extent_ptr *p, unsigned nr, cha
 			    !((p[i].flags | p[j].flags) & BCH_EXTENT_PTR_CACHED))
 				return INVALID("two replicas on device %u", p[i].dev);
 	}
-	return 0;
+	return bch_ec_ptrs_validate(p, nr, err, errlen);	/* flags, striped pointers */
 }
 
 static int extent_validate(const struct bch_bkey *k, char *err, size_t errlen)
@@ -443,6 +441,8 @@ static bool type_allowed(unsigned btree_id, unsigned type)
 	case BCH_BKEY_subvolume:
 	case BCH_BKEY_snapshot_touch:
 		return btree_id == BCH_BTREE_ID_snapshots;
+	case BCH_BKEY_stripe:
+		return btree_id == BCH_BTREE_ID_stripes;
 	default:		return false;
 	}
 }
@@ -498,6 +498,7 @@ int bch_bkey_validate(const struct bch_bkey *k, unsigned btree_id, unsigned leve
 	case BCH_BKEY_snapshot:		return snapshot_validate(k, err, errlen);
 	case BCH_BKEY_subvolume:	return subvolume_validate(k, err, errlen);
 	case BCH_BKEY_snapshot_touch:	return snapshot_touch_validate(k, err, errlen);
+	case BCH_BKEY_stripe:		return bch_stripe_validate(k, err, errlen);
 	}
 	return 0;
 }
@@ -566,6 +567,16 @@ static void text_bytes(char *buf, size_t len, int n, const uint8_t *data, unsign
 		snprintf(buf + n, len - n, "%s\"", shown < dlen ? "..." : "");
 }
 
+/* An extent's or reflink_v's pointer: " ptr dev:offset gen g[ cached][ stripe s/b]" */
+static int ptr_to_text(char *buf, size_t len, const struct bch_extent_ptr *p)
+{
+	if (p->flags & BCH_EXTENT_PTR_STRIPED)
+		return snprintf(buf, len, " ptr %u:%" PRIu64 " gen %u stripe %u/%u", p->dev,
+				(uint64_t)p->offset, p->gen, (unsigned)p->stripe, p->stripe_block);
+	return snprintf(buf, len, " ptr %u:%" PRIu64 " gen %u%s", p->dev, (uint64_t)p->offset,
+			p->gen, p->flags & BCH_EXTENT_PTR_CACHED ? " cached" : "");
+}
+
 void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 {
 	char pos[80];
@@ -631,9 +642,7 @@ void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 			     e->crc.compressed_sectors, e->crc.uncompressed_sectors, e->crc.offset,
 			     e->crc.csum_type, e->crc.compression_type);
 		for (unsigned i = 0; i < bch_extent_nr_ptrs(k) && n >= 0 && (size_t)n < len; i++)
-			n += snprintf(buf + n, len - n, " ptr %u:%" PRIu64 " gen %u%s", e->ptrs[i].dev,
-				      (uint64_t)e->ptrs[i].offset, e->ptrs[i].gen,
-				      e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED ? " cached" : "");
+			n += ptr_to_text(buf + n, len - n, &e->ptrs[i]);
 		break;
 	}
 	case BCH_BKEY_reservation:
@@ -647,9 +656,7 @@ void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 			     v->crc.uncompressed_sectors, v->crc.offset, v->crc.csum_type,
 			     v->crc.compression_type);
 		for (unsigned i = 0; i < nr && n >= 0 && (size_t)n < len; i++)
-			n += snprintf(buf + n, len - n, " ptr %u:%" PRIu64 " gen %u%s", v->ptrs[i].dev,
-				      (uint64_t)v->ptrs[i].offset, v->ptrs[i].gen,
-				      v->ptrs[i].flags & BCH_EXTENT_PTR_CACHED ? " cached" : "");
+			n += ptr_to_text(buf + n, len - n, &v->ptrs[i]);
 		break;
 	}
 	case BCH_BKEY_reflink_p: {
@@ -677,6 +684,9 @@ void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 			 w->flags & BCH_REBALANCE_WAITING ? " waiting" : "");
 		break;
 	}
+	case BCH_BKEY_stripe:
+		bch_stripe_to_text(k, buf, len);
+		break;
 	case BCH_BKEY_raw: {
 		const struct bch_raw *r = bkey_val(k);
 		unsigned shown = r->len < 32 ? r->len : 32;

@@ -1023,8 +1023,8 @@ int bch_btree_create_roots(struct bch_fs *c)
 {
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
 		/* made with the first subvolume (snapshot.c), the first shared extent
-		 * (reflink.c): journal entries stay as they were */
-		if (id == BCH_BTREE_ID_snapshots || id == BCH_BTREE_ID_reflink)
+		 * (reflink.c), the first stripe (ec.c): journal entries stay as they were */
+		if (id == BCH_BTREE_ID_snapshots || id == BCH_BTREE_ID_reflink || id == BCH_BTREE_ID_stripes)
 			continue;
 		int r = bch_btree_create_root(c, id);
 		if (r)

@@ -43,6 +43,7 @@
 #define BCH_SONAME_LZ4		"liblz4.so.1"		/* liblz4-1 */
 #define BCH_SONAME_ZSTD		"libzstd.so.1"		/* libzstd1 */
 #define BCH_SONAME_XXHASH	"libxxhash.so.0"	/* libxxhash0 */
+#define BCH_SONAME_ISAL		"libisal.so.2"		/* libisal2 */
 
 struct bch_dl_sym {
 	const char	*name;		/* symbol */

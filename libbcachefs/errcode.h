@@ -61,7 +61,8 @@
 	x(dl_zlib,		ELIBACC, "cannot load " BCH_SONAME_ZLIB " (gzip compression)")	\
 	x(dl_lz4,		ELIBACC, "cannot load " BCH_SONAME_LZ4 " (lz4 compression)")	\
 	x(dl_zstd,		ELIBACC, "cannot load " BCH_SONAME_ZSTD " (zstd compression)")	\
-	x(dl_xxhash,		ELIBACC, "cannot load " BCH_SONAME_XXHASH " (xxhash64)")
+	x(dl_xxhash,		ELIBACC, "cannot load " BCH_SONAME_XXHASH " (xxhash64)")	\
+	x(dl_isal,		ELIBACC, "cannot load " BCH_SONAME_ISAL " (erasure coding)")
 
 #define BCH_ERR_START	2048	/* above every errno */
 

@@ -12,6 +12,7 @@
 #include "bcachefs.h"
 #include "btree.h"
 #include "snapshot.h"
+#include "ec.h"
 #include "errcode.h"
 #include "extents.h"
 #include "reflink.h"
@@ -302,6 +303,8 @@ int bch_extents_mark_all(struct bch_fs *c)
 	}
 	if (!r && !err)		/* the indirect extents' pointers, once each */
 		r = bch_reflink_mark(c, false);
+	if (!r && !err)		/* stripes' parity blocks (ec.h) */
+		r = bch_ec_mark_all(c);
 	return r ? r : err;
 }
 

@@ -157,6 +157,14 @@
 	  "at it; correct it")								\
 	x(reflink_v_unreferenced, 0x050a, 5, FSCK_SAFE,					\
 	  "indirect extent no shared extent points at; delete it (its space is freed)") \
+	x(stripe_block_bad,	0x050b, 5, 0,							\
+	  "erasure-coded stripe has a block that is not where a block can be; delete "	\
+	  "the stripe (its extents keep their own copy)")				\
+	x(stripe_ptr_dangling,	0x050c, 5, FSCK_SAFE,						\
+	  "extent points into a stripe that is missing or does not hold its data; "	\
+	  "clear the pointer's striped flag")						\
+	x(stripe_unused,	0x050d, 5, FSCK_SAFE,						\
+	  "erasure-coded stripe no extent points into; delete it")			\
 	x(inode_unlinked,	0x0701, 7, FSCK_SAFE,						\
 	  "inode with no links left over from an interrupted delete; finish deleting it") \
 	x(inode_back_pointer,	0x0702, 7, FSCK_SAFE,						\
@@ -400,5 +408,12 @@ int bch_fsck_replicas(struct bch_fsck_ctx *ctx, struct bch_fs *c);
  * indirect extents, refcounts, indirect extents nothing points at.
  */
 int bch_fsck_reflink(struct bch_fsck_ctx *ctx, struct bch_fs *c);
+
+/*
+ * Erasure-coded stripes (fsck_ec.c), run by bch_fsck_files() after the
+ * shared extents when the stripes btree exists: stripes with blocks out of
+ * place, striped pointers into missing stripes, stripes nothing points into.
+ */
+int bch_fsck_ec(struct bch_fsck_ctx *ctx, struct bch_fs *c);
 
 #endif /* _BCACHEFS_FSCK_H */

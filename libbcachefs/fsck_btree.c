@@ -49,6 +49,7 @@
 #include "btree.h"
 #include "btree_prefetch.h"
 #include "btree_node_scan.h"
+#include "ec.h"
 #include "errcode.h"
 #include "extents.h"
 #include "fsck.h"
@@ -151,6 +152,8 @@ static void mark_key(struct bch_fs *c, const struct bch_bkey *k)
 
 	if (x)
 		k = x;
+	if (k->type == BCH_BKEY_stripe)
+		bch_ec_mark_stripe(c, k);	/* parity blocks (ec.h) */
 	if (k->type == BCH_BKEY_extent) {
 		const struct bch_extent *e = bkey_val(k);
 		unsigned sectors = bch_extent_disk_sectors(k);
@@ -274,7 +277,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		if (data_btree(s->id))	/* extents and indirect extents: pass 12's sets */
 			for (unsigned i = 0; i < b->nr; i++)
 				gather_replicas(c, s->ctx, s->id, b->keys[i]);
-		if (data_btree(s->id) && c->extents_mark_deferred)
+		if ((data_btree(s->id) || s->id == BCH_BTREE_ID_stripes) && c->extents_mark_deferred)
 			mark_extents(c, b);
 		bch_btree_node_put(c, b);
 		free(moved);

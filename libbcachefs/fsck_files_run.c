@@ -279,7 +279,7 @@ int bch_fsck_files(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,
 	 */
 	malloc_trim(0);
 #endif
-	if ((r = bch_fsck_reflink(ctx, c)))	/* shared extents: their repairs come first */
+	if ((r = bch_fsck_reflink(ctx, c)) || (r = bch_fsck_ec(ctx, c)))	/* their repairs first */
 		return r;
 	if (bch_fs_has_snapshots(c)) {
 		r = files_snapshots(ctx, c, data, stats);

@@ -22,6 +22,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "snapshot.h"
+#include "ec.h"
 #include "errcode.h"
 #include "checksum.h"
 #include "compress.h"
@@ -172,6 +173,8 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	/* data off its background target, or not in its background compression */
 	if (!r && needs_rebalance)
 		r = bch_rebalance_work_set(c, t, inum, start);
+	if (!r && c->opts.v[Opt_erasure_code])
+		c->ec_waiting += sectors;	/* the stripe builder's hint (ec.h) */
 	return r;
 }
 
@@ -204,6 +207,8 @@ static int read_encrypted(struct bch_fs *c, const struct bch_bkey *k, void *enc,
 	return r;
 }
 
+static int check_copy(struct bch_fs *c, const struct bch_bkey *k, void *enc, void *dec);
+
 /*
  * Read the encoded extent of k from pointer i into enc and check it; for a
  * compressed extent, decode it into dec too (dec may be NULL when the extent
@@ -225,6 +230,15 @@ static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, voi
 	int r = bch_dev_read(ca->bdev, enc, bytes, (uint64_t)p->offset << BCH_SECTOR_SHIFT);
 	if (r)
 		return r;
+	return check_copy(c, k, enc, dec);
+}
+
+/* Verify (and decrypt, decode) the encoded extent of k read into enc; see read_copy(). */
+static int check_copy(struct bch_fs *c, const struct bch_bkey *k, void *enc, void *dec)
+{
+	const struct bch_extent *e = bkey_val(k);
+	size_t bytes = (size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT;
+
 	if (c->crypt || e->crc.csum_type == BCH_CSUM_chacha20_poly1305)
 		return read_encrypted(c, k, enc, dec);
 	if (bch_crc_plain(&e->crc) && !dec) {
@@ -280,6 +294,45 @@ int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *ba
 	free(dec);
 	if (r)
 		*bad = 0;
+	return r;
+}
+
+struct rebuild_ctx {
+	struct bch_fs		*c;
+	const struct bch_bkey	*k;
+	void			*enc, *dec;
+};
+
+static int rebuild_verify(void *p)
+{
+	struct rebuild_ctx *x = p;
+
+	return check_copy(x->c, x->k, x->enc, x->dec);
+}
+
+/*
+ * Every copy of k failed with r: when one of its pointers is striped, rebuild
+ * the encoded extent from its stripe into enc (and dec, as read_copy()) and
+ * verify it (ec.h).  0 then; otherwise r, or a library's error.
+ */
+static int read_rebuild(struct bch_fs *c, const struct bch_bkey *k, void *enc, void *dec, int r)
+{
+	const struct bch_extent *e = bkey_val(k);
+	struct rebuild_ctx x = { c, k, enc, dec };
+
+	if (bch_err_is_dl(r) || !(c->sb->features & BCH_FEATURE_ERASURE_CODE))
+		return r;
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+		if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED))
+			continue;
+		int rr = bch_ec_rebuild_ptr(c, &e->ptrs[i], e->crc.compressed_sectors, enc,
+					    rebuild_verify, &x);
+		if (!rr) {
+			c->data_rebuilt++;
+			return 0;
+		}
+		return bch_err_is_dl(rr) ? rr : r;
+	}
 	return r;
 }
 
@@ -388,6 +441,8 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 				break;
 			c->data_bad_copies += r != -BCH_ERR_device_missing;
 		}
+		if (!(r = read_rebuild(c, k, dst, NULL, r)))
+			return 0;
 		return no_good_copy(c, k, r);
 	}
 	void *enc = io_buf((size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
@@ -404,6 +459,8 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 				break;
 			c->data_bad_copies += r != -BCH_ERR_device_missing;
 		}
+		if (r)
+			r = read_rebuild(c, k, enc, dec, r);
 	}
 	if (!r)
 		memcpy(dst, (char *)(plain ? enc : dec) + ((e->crc.offset + from - ks) << BCH_SECTOR_SHIFT), len);

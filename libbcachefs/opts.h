@@ -115,6 +115,10 @@ extern const char * const bch_member_state_names[];
 	x(inodes_32bit,		BCH_OPT_BOOL,	OPT_FORMAT|OPT_FS|OPT_RUNTIME, 15,	\
 	  0, 0, 1, NULL,								\
 	  "Limit new inode numbers to 32 bits")					\
+	x(erasure_code,		BCH_OPT_BOOL,	OPT_FORMAT|OPT_FS|OPT_RUNTIME, 16,	\
+	  0, 0, 1, NULL,								\
+	  "Gather new data into Reed-Solomon stripes in the background "		\
+	  "(p = data_replicas - 1 parity blocks)")					\
 	x(encrypted,		BCH_OPT_BOOL,	OPT_FORMAT, -1,				\
 	  0, 0, 1, NULL,								\
 	  "Encrypt the filesystem (asks for a passphrase)")				\

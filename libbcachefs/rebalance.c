@@ -25,6 +25,7 @@
 #include "bcachefs.h"
 #include "btree.h"
 #include "compress.h"
+#include "ec.h"
 #include "errcode.h"
 #include "extents.h"
 #include "inode.h"
@@ -420,7 +421,25 @@ static int inode_step(struct bch_fs *c, struct bch_mover *m, struct bch_move_sta
 	return r;
 }
 
+static int rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s, bool *parked);
+
+/*
+ * The work keys first; when they leave nothing ready, the stripe builder
+ * (ec.h: erasure_code) gathers replicated extents into full stripes (data
+ * rebalance finishes the rest with bch_ec_step(..., true, ...)).
+ */
 int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s, bool *parked)
+{
+	int r = rebalance_step(c, budget, s, parked);
+
+	if (r || c->read_only)
+		return r;
+	if ((r = bch_ec_step(c, budget, false, s)) > 0)
+		*parked = false;
+	return r;
+}
+
+static int rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s, bool *parked)
 {
 	struct bch_mover *m = NULL;
 	uint64_t pos = 0;
@@ -574,7 +593,16 @@ static int scan_pending(struct bch_fs *c, const uint64_t *inums, size_t nr,
 	return err;
 }
 
+static int rebalance_pending(struct bch_fs *c, struct bch_rebalance_pending *p);
+
 int bch_rebalance_pending(struct bch_fs *c, struct bch_rebalance_pending *p)
+{
+	int r = rebalance_pending(c, p);
+
+	return r ? r : bch_ec_pending(c, &p->sectors_stripe);
+}
+
+static int rebalance_pending(struct bch_fs *c, struct bch_rebalance_pending *p)
 {
 	struct btree_iter wit;
 	const struct bch_bkey *wk;

@@ -78,6 +78,8 @@ struct bch_rebalance_pending {
 	uint64_t	sectors_target;		/* data off its background target */
 	uint64_t	sectors_compression;	/* data not in its background compression */
 	uint64_t	sectors_waiting;	/* of those, waiting for space */
+	uint64_t	sectors_stripe;		/* replicated data the stripe builder would
+						 * gather (erasure_code; ec.h) */
 };
 int  bch_rebalance_pending(struct bch_fs *c, struct bch_rebalance_pending *p);
 

@@ -17,6 +17,7 @@
 #include "alloc.h"
 #include "bcachefs.h"
 #include "btree.h"
+#include "ec.h"
 #include "errcode.h"
 #include "journal.h"
 #include "replicas.h"
@@ -293,7 +294,11 @@ static int used_node(struct bch_fs *c, struct btree *b, void *priv)
 	return r;
 }
 
-int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t)
+/*
+ * stripes_read (degraded opens): a key a stripe can still rebuild
+ * (bch_ec_key_readable()) names no set, whatever its own pointer's member.
+ */
+static int used_table(struct bch_fs *c, struct bch_replicas_cpu *t, bool stripes_read)
 {
 	int r = 0;
 
@@ -315,13 +320,15 @@ int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t)
 
 		bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
 		while ((k = bch_btree_iter_next(&it, &r)) && !r)
-			r = add_key(c, t, BCH_BTREE_ID_extents, k);
+			if (!(stripes_read && bch_ec_key_readable(c, k)))
+				r = add_key(c, t, BCH_BTREE_ID_extents, k);
 		bch_btree_iter_exit(&it);
 		/* and the indirect extents' leaves (reflink.h) */
 		if (!r && c->roots->r[BCH_BTREE_ID_reflink].key) {
 			bch_btree_iter_init(&it, c, BCH_BTREE_ID_reflink, POS_MIN, POS_MAX);
 			while ((k = bch_btree_iter_next(&it, &r)) && !r)
-				r = add_key(c, t, BCH_BTREE_ID_reflink, k);
+				if (!(stripes_read && bch_ec_key_readable(c, k)))
+					r = add_key(c, t, BCH_BTREE_ID_reflink, k);
 			bch_btree_iter_exit(&it);
 		}
 	}
@@ -330,6 +337,11 @@ int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t)
 	if (r)
 		bch_replicas_cpu_free(t);
 	return r;
+}
+
+int bch_replicas_used(struct bch_fs *c, struct bch_replicas_cpu *t)
+{
+	return used_table(c, t, false);
 }
 
 int bch_replicas_used_journal(struct bch_fs *c, struct bch_replicas_cpu *t)
@@ -567,7 +579,7 @@ int bch_replicas_degraded_keys(struct bch_fs *c, char *buf, size_t len, bool *lo
 
 	buf[0] = 0;
 	*loses = false;
-	if ((r = bch_replicas_used(c, &t)))
+	if ((r = used_table(c, &t, true)))
 		return r;
 	*loses = table_lost(c, &t, buf, len);
 	if (c->replicas && !same_table(c->replicas, &t))

@@ -10,15 +10,16 @@ set -eu
 
 BUILD_PKGS="build-essential pkg-config uuid-dev libblkid-dev zlib1g-dev liblz4-dev \
 libzstd-dev libxxhash-dev libsodium-dev libscrypt-dev libaio-dev libfuse3-dev \
-libarchive-dev libcriterion-dev libkeyutils-dev python3"
+libarchive-dev libcriterion-dev libkeyutils-dev libisal-dev python3"
 # Libraries the binary dlopen()s on first use instead of linking
 # (libbcachefs/dl.h): only their headers, from the -dev packages above, are
 # used at build time, so no link records the need for these: libarchive.so.13
 # (image import-tar/export-tar), libfuse3.so.3 (fusemount), libz.so.1,
 # liblz4.so.1, libzstd.so.1 (compressed data), libxxhash.so.0 (xxhash64),
 # libblkid.so.1 (format's check for an existing filesystem), libkeyutils.so.1
-# (the kernel keyring: unlock, and every open of an encrypted filesystem).
-RUNTIME_PKGS="libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0 libblkid1 libkeyutils1"
+# (the kernel keyring: unlock, and every open of an encrypted filesystem),
+# libisal.so.2 (ISA-L: Reed-Solomon coding of erasure-coded stripes).
+RUNTIME_PKGS="libisal2 libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0 libblkid1 libkeyutils1"
 # Tools the CLI, fsck and FUSE tests drive (mke2fs to build foreign images,
 # sfdisk for partition tables, losetup for loop devices, fuse3 for
 # fusermount3, jq to check --json output, python3-jsonschema to validate it

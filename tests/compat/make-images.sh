@@ -422,6 +422,21 @@ recipe_reflink() {
 	finish
 }
 
+# feature erasure_code (bit 6, issue 34; built from version 3): four members,
+# --erasure-code --replicas=3, data rebalance gathered the data into stripes
+# of 2 data and 2 parity blocks (every extent has one striped pointer)
+recipe_erasure_code() {
+	since 3 || return 0
+	begin erasure_code base
+	fmt --erasure-code --replicas=3 --fs-size=17M DEV0 --fs-size=17M DEV1 --fs-size=17M DEV2 \
+		--fs-size=17M DEV3
+	rebalance
+	expect show-super "$(dev0)" '^Features: +erasure_code'
+	expect list -b stripes "$(colon)" 'stripe 2\+2 block'
+	expect list -b extents "$(colon)" 'stripe [0-9]+/[01]'
+	finish
+}
+
 # version 3 with the inode_flags feature: chattr through FUSE (immutable,
 # append-only, nodump+noatime+sync on a directory, a project ID)
 recipe_flags() {
@@ -446,7 +461,8 @@ recipe_flags() {
 }
 
 recipes="plain replicas2 targets lz4 gzip zstd bgcompress encrypted encrypted_nopass
-encrypted_zstd checksums nochecksum smallnodes unclean metadup metadup_unclean snapshots flags reflink"
+encrypted_zstd checksums nochecksum smallnodes unclean metadup metadup_unclean snapshots flags reflink
+erasure_code"
 
 for r in ${only:-$recipes}; do
 	r=$(echo "$r" | tr - _)
