@@ -15,6 +15,7 @@
 #include "extents.h"
 #include "inode.h"
 #include "snapshot.h"
+#include "ec.h"
 #include "reflink.h"
 #include "super.h"
 
@@ -704,6 +705,8 @@ int bch_bkey_validate_fs(struct bch_fs *c, const struct bch_bkey *k, unsigned bt
 				bch_bkey_type_name(k->type));
 	if (!r && !level && btree_id == BCH_BTREE_ID_inodes)
 		r = bch_inode_validate_fs(c, k, err, errlen);
+	if (!r)		/* stripe keys and striped pointers need the erasure_code feature */
+		r = bch_ec_validate_fs(c, k, btree_id, level, err, errlen);
 	if (r || level || !bch_btree_id_is_file(btree_id) || !k->p.snapshot ||
 	    (c->sb->features & BCH_FEATURE_SNAPSHOTS))
 		return r;
