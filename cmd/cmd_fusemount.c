@@ -9,7 +9,10 @@
  * request takes c->lock around its library calls: the engine is
  * single-threaded, the session is not.  The kernel caches reads; writes
  * are not cached (no writeback cache), so each write(2) is stored, or
- * refused with ENOSPC, before it returns.
+ * refused with ENOSPC, before it returns.  Names and attributes are cached
+ * for TIMEOUT (30 s): the kernel makes most changes itself, and every other
+ * one is notified to it (another session's: invariant 9; a command's:
+ * fusemount_name_changed()).
  *
  * Invariants
  *   (1) An inode whose last name goes while the kernel still knows it (a
