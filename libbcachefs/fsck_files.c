@@ -63,8 +63,9 @@
  *                          cached copy is dropped; a stale one is not read)
  *     data_unreadable      no good copy: reported, left as is
  *
- * Memory: one table entry per inode (8 bytes; directories 64 more) and
- * one bit per block of each device; never in proportion to the data.  Keys are read in
+ * Memory: four bits per inode in the table (fsck_files.h: two bytes at
+ * worst; directories and the rare odd file 16 bytes in a hash table, and
+ * directories 48 more) and one bit per block of each device; never in proportion to the data.  Keys are read in
  * batches and repairs happen between batches, so no iterator is open while
  * the tree changes.
  */
@@ -204,8 +205,8 @@ void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum)
 	if (max_inum >= BCH_ROOT_INO && max_inum - BCH_ROOT_INO < 2 * (uint64_t)nr + 4096) {
 		t->dense_base = BCH_ROOT_INO;
 		t->dense_len = max_inum - BCH_ROOT_INO + 1;
-		t->dense = calloc(t->dense_len, sizeof(*t->dense));
-		if (!t->dense)
+		t->packed = calloc((t->dense_len + 1) / 2, 1);
+		if (!t->packed)
 			abort();
 	} else {
 		fsck_map_reserve(&t->hash, nr);
@@ -224,33 +225,156 @@ void fsck_ino_exit(struct ino_table *t)
 		for (size_t i = 0; i < fp_chunks_nr(t); i++)
 			free(t->fp_chunks[i]);
 	free(t->fp_chunks);
-	free(t->dense);
+	free(t->packed);
+	free(t->wide);
 	fsck_map_exit(&t->hash);
 	fsck_map_exit(&t->extra);
 	memset(t, 0, sizeof(*t));
 }
 
-struct ino_info *fsck_ino_find(struct ino_table *t, uint64_t inum, bool add)
+static inline unsigned packed_get(const struct ino_table *t, size_t i)
 {
-	struct ino_info *ii;
+	return (t->packed[i / 2] >> (i % 2 * 4)) & 0x0f;
+}
 
-	if (inum - t->dense_base < t->dense_len) {
-		ii = &t->dense[inum - t->dense_base];
-	} else if (!inum) {
-		ii = &t->zero;	/* the hash table's empty key */
-	} else {
-		struct ino_hent *h = fsck_map_find(&t->hash, inum, add);
-		if (!h)
-			return NULL;
-		ii = &h->i;
+static inline void packed_set(struct ino_table *t, size_t i, unsigned code)
+{
+	unsigned shift = i % 2 * 4;
+
+	t->packed[i / 2] = (t->packed[i / 2] & ~(0x0f << shift)) | code << shift;
+}
+
+static inline uint16_t ino_pack(const struct ino_info *ii)
+{
+	return (uint16_t)ii->counts << 8 | ii->bits;
+}
+
+static inline unsigned palette_hash(uint16_t v)
+{
+	return (v ^ v >> 8 ^ v >> 3) & 0xff;
+}
+
+/* The code of *ii's value (added when there is room and it may be), or 0. */
+static unsigned palette_code(struct ino_table *t, const struct ino_info *ii)
+{
+	uint16_t v = ino_pack(ii);
+	unsigned h = palette_hash(v), c = t->palette_hint[h];
+
+	if (c && t->palette[c - 1] == v)
+		return c;
+	for (unsigned k = 0; k < t->nr_palette; k++)
+		if (t->palette[k] == v)
+			return t->palette_hint[h] = k + 1;
+	/* a directory's counts differ from one to the next: none of its values */
+	if (t->nr_palette == INO_PALETTE || S_ISDIR(ino_mode(ii)))
+		return 0;
+	t->palette[t->nr_palette++] = v;
+	return t->palette_hint[h] = t->nr_palette;
+}
+
+/*
+ * Too many of the dense range are outside the palette: keep the range
+ * whole instead, two bytes a number (the bound on memory); the hash keeps
+ * only the numbers outside it.
+ */
+static void ino_widen(struct ino_table *t)
+{
+	struct fsck_map rest = { .esize = sizeof(struct ino_hent) };
+
+	t->wide = calloc(t->dense_len, sizeof(*t->wide));
+	if (!t->wide)
+		abort();
+	for (size_t i = 0; i < t->dense_len; i++) {
+		unsigned code = packed_get(t, i);
+		if (code) {
+			t->wide[i].counts = t->palette[code - 1] >> 8;
+			t->wide[i].bits = t->palette[code - 1] & 0xff;
+		}
 	}
-	if (ii->bits & INO_PRESENT)
-		return ii;
-	if (!add)
-		return NULL;
-	ii->bits = INO_PRESENT;
-	t->nr++;
-	return ii;
+	free(t->packed);
+	t->packed = NULL;
+	fsck_map_reserve(&rest, t->hash.nr - t->nr_hashed_dense);
+	for (size_t j = 0; j < t->hash.cap; j++) {
+		const struct ino_hent *h = map_slot(&t->hash, j);
+		if (!h->inum)
+			continue;
+		if (h->inum - t->dense_base < t->dense_len)
+			t->wide[h->inum - t->dense_base] = h->i;
+		else
+			*(struct ino_hent *)fsck_map_find(&rest, h->inum, true) = *h;
+	}
+	fsck_map_exit(&t->hash);
+	t->hash = rest;
+	t->nr_hashed_dense = 0;
+}
+
+bool fsck_ino_get(struct ino_table *t, uint64_t inum, struct ino_info *ii)
+{
+	uint64_t i = inum - t->dense_base;
+	const struct ino_hent *h = NULL;
+
+	if (i < t->dense_len && t->wide) {
+		*ii = t->wide[i];
+	} else if (i < t->dense_len && packed_get(t, i)) {
+		uint16_t v = t->palette[packed_get(t, i) - 1];
+		ii->counts = v >> 8;
+		ii->bits = v & 0xff;
+	} else if (!inum) {
+		*ii = t->zero;	/* the hash table's empty key */
+	} else if ((i >= t->dense_len || t->nr_hashed_dense) &&
+		   (h = fsck_map_find(&t->hash, inum, false))) {
+		*ii = h->i;
+	} else {
+		memset(ii, 0, sizeof(*ii));
+	}
+	return ii->bits & INO_PRESENT;
+}
+
+void fsck_ino_get_new(struct ino_table *t, uint64_t inum, struct ino_info *ii)
+{
+	if (!fsck_ino_get(t, inum, ii))
+		ii->bits = INO_PRESENT;
+}
+
+void fsck_ino_put(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
+{
+	uint64_t i = inum - t->dense_base;
+	struct ino_hent *h;
+
+	if (i < t->dense_len && t->wide) {
+		t->nr += !(t->wide[i].bits & INO_PRESENT);
+		t->wide[i] = *ii;
+		return;
+	}
+	if (i < t->dense_len) {
+		unsigned code = packed_get(t, i);
+		h = !code && t->nr_hashed_dense ? fsck_map_find(&t->hash, inum, false) : NULL;
+		if (h) {	/* once in the hash, it stays there */
+			h->i = *ii;
+			return;
+		}
+		t->nr += !code;
+		if ((code = palette_code(t, ii))) {
+			packed_set(t, i, code);
+			return;
+		}
+		packed_set(t, i, 0);
+		h = fsck_map_find(&t->hash, inum, true);
+		h->i = *ii;
+		if (++t->nr_hashed_dense > t->dense_len / INO_WIDE_RATIO + 64)
+			ino_widen(t);
+		return;
+	}
+	if (!inum) {
+		t->nr += !(t->zero.bits & INO_PRESENT);
+		t->zero = *ii;
+		return;
+	}
+	if (!(h = fsck_map_find(&t->hash, inum, false))) {
+		h = fsck_map_find(&t->hash, inum, true);
+		t->nr++;
+	}
+	h->i = *ii;
 }
 
 void fsck_ino_reserve(struct ino_table *t, size_t extra)
@@ -259,30 +383,34 @@ void fsck_ino_reserve(struct ino_table *t, size_t extra)
 	fsck_map_reserve(&t->extra, extra);
 }
 
-struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum)
+bool fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum, struct ino_info *ii)
 {
 	while (*pos < t->dense_len) {
 		size_t i = (*pos)++;
-		if (t->dense[i].bits & INO_PRESENT) {
+		if (fsck_ino_get(t, t->dense_base + i, ii)) {
 			*inum = t->dense_base + i;
-			return &t->dense[i];
+			return true;
 		}
 	}
 	while (*pos < t->dense_len + t->hash.cap) {
 		struct ino_hent *h = map_slot(&t->hash, (*pos)++ - t->dense_len);
-		if (h->inum && (h->i.bits & INO_PRESENT)) {
+		/* those of the dense range came in their place */
+		if (h->inum && h->inum - t->dense_base >= t->dense_len && (h->i.bits & INO_PRESENT)) {
 			*inum = h->inum;
-			return &h->i;
+			*ii = h->i;
+			return true;
 		}
 	}
 	if (*pos == t->dense_len + t->hash.cap) {
 		(*pos)++;
 		if (t->zero.bits & INO_PRESENT) {
 			*inum = 0;
-			return &t->zero;
+			*ii = t->zero;
+			return true;
 		}
 	}
-	return NULL;
+	memset(ii, 0, sizeof(*ii));
+	return false;
 }
 
 void fsck_ino_set_fp(struct ino_table *t, uint64_t inum, uint16_t fp)
