@@ -32,9 +32,9 @@
  * the pieces of found leaves (in key order, through ordinary transactions
  * into a new empty tree); the keys of leaves that cannot be read and were
  * not found are lost and reported with their range.  The old tree's nodes
- * and the found leaves are then freed.  Memory: the list of leaf pointers
- * (one key per leaf) and one record per node the scan found, never the keys
- * themselves.
+ * and the found leaves are then freed.  Memory: the list of node pointers
+ * (one key per node; the leaves are indices into it) and one record per
+ * node the scan found, never the keys themselves.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -89,7 +89,10 @@ struct check_state {
 	struct bch_fsck_ctx	*ctx;
 	unsigned		id;
 	bool			rebuild;	/* a problem the user agreed to repair */
-	struct ptr_list		leaves;		/* readable leaves, in key order */
+	struct {
+		size_t		*i;		/* readable leaves, in key order: their */
+		size_t		nr, cap;	/* entries in nodes (each pointer kept once) */
+	}			leaves;
 	struct ptr_list		nodes;		/* every node pointer seen (to free) */
 	uint64_t		nodes_checked;
 	uint64_t		approved[BCH_FSCK_PROBLEM_NR];	/* problems to be repaired */
@@ -270,7 +273,13 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		}
 	}
 	if (!b->level) {
-		ptr_list_add(&s->leaves, ptr);
+		if (s->leaves.nr == s->leaves.cap) {
+			s->leaves.cap = s->leaves.cap ? s->leaves.cap * 2 : 64;
+			s->leaves.i = realloc(s->leaves.i, s->leaves.cap * sizeof(*s->leaves.i));
+			if (!s->leaves.i)
+				abort();
+		}
+		s->leaves.i[s->leaves.nr++] = self;	/* ptr is what nodes has there */
 		if (data_btree(s->id))	/* extents and indirect extents: pass 12's sets */
 			for (unsigned i = 0; i < b->nr; i++)
 				gather_replicas(c, s->ctx, s->id, b->keys[i]);
@@ -388,7 +397,7 @@ static int rebuild(struct bch_fs *c, struct check_state *s)
 
 	bch_trans_init(c, &t);
 	for (size_t i = 0; i < s->leaves.nr && !r; i++)
-		r = insert_leaf(c, t, s->id, s->leaves.k[i], POS_MIN, POS_MAX);
+		r = insert_leaf(c, t, s->id, s->nodes.k[s->leaves.i[i]], POS_MIN, POS_MAX);
 	for (size_t i = 0; i < s->nr_picks && !r; i++) {
 		struct bch_bkey *k = bch_found_node_ptr(s->picks[i].f);
 		r = insert_leaf(c, t, s->id, k, s->picks[i].min_key, s->picks[i].max_key);
@@ -539,8 +548,9 @@ static struct reach reach_of(const struct check_state *s)
 	if (!rc.a)
 		abort();
 	for (size_t i = 0; i < s->leaves.nr; i++) {
-		const struct bch_btree_ptr *bp = bkey_val(s->leaves.k[i]);
-		for (unsigned p = 0; p < bch_btree_ptr_nr(s->leaves.k[i]); p++)
+		const struct bch_bkey *k = s->nodes.k[s->leaves.i[i]];
+		const struct bch_btree_ptr *bp = bkey_val(k);
+		for (unsigned p = 0; p < bch_btree_ptr_nr(k); p++)
 			rc.a[rc.nr++] = (struct leaf_addr) { bp->ptrs[p].offset, bp->seq,
 							     bp->ptrs[p].dev };
 	}
@@ -775,7 +785,7 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 		ctx->replicas_marks = marks;
 	}
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
-		ptr_list_free(&st[id].leaves);
+		free(st[id].leaves.i);
 		ptr_list_free(&st[id].nodes);
 		free(st[id].lost);
 		free(st[id].picks);
