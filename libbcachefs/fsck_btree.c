@@ -38,6 +38,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,6 +222,16 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		return 0;
 	}
 	s->nodes_checked++;
+#ifdef __GLIBC__
+	/*
+	 * Reading a node frees buffers of every size (a copy compared, key
+	 * arrays of leaves evicted), in an order that depends on the read-ahead
+	 * thread: hand back the free pages now and then, or the heap's holes
+	 * stay resident (1M files: from 5.0 MB up to 7.3 MB at this pass's peak)
+	 */
+	if (!(s->nodes_checked % 128))
+		malloc_trim(0);
+#endif
 	if (!level)
 		s->ctx->leaf_keys[s->id] += b->nr;
 	if (!level && s->id == BCH_BTREE_ID_inodes)

@@ -76,6 +76,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "alloc.h"
@@ -96,6 +97,43 @@
 #include "fsck_files.h"
 
 /* ------------------------------------------------------------ inode table */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TABLE_UNDER_ASAN	1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TABLE_UNDER_ASAN	1
+#endif
+#endif
+
+void *fsck_table_alloc(size_t bytes)
+{
+#ifdef TABLE_UNDER_ASAN
+	return calloc(bytes ? bytes : 1, 1);	/* the sanitizer checks its bounds */
+#else
+	void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+#endif
+}
+
+void fsck_table_free(void *p, size_t bytes)
+{
+	if (!p)
+		return;
+#ifdef TABLE_UNDER_ASAN
+	(void)bytes;
+	free(p);
+#else
+	munmap(p, bytes ? bytes : 1);
+#endif
+}
+
+/* Bytes of the packed range at code_bits bits a number. */
+static size_t packed_bytes(const struct ino_table *t, unsigned code_bits)
+{
+	return (t->dense_len * code_bits + 7) / 8;
+}
 
 /*
  * Slot of a key: runs of 64 consecutive numbers keep their order in 64
@@ -205,7 +243,8 @@ void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum)
 	if (max_inum >= BCH_ROOT_INO && max_inum - BCH_ROOT_INO < 2 * (uint64_t)nr + 4096) {
 		t->dense_base = BCH_ROOT_INO;
 		t->dense_len = max_inum - BCH_ROOT_INO + 1;
-		t->packed = calloc((t->dense_len + 1) / 2, 1);
+		t->code_bits = 2;
+		t->packed = fsck_table_alloc(packed_bytes(t, 2));
 		if (!t->packed)
 			abort();
 	} else {
@@ -225,23 +264,43 @@ void fsck_ino_exit(struct ino_table *t)
 		for (size_t i = 0; i < fp_chunks_nr(t); i++)
 			free(t->fp_chunks[i]);
 	free(t->fp_chunks);
-	free(t->packed);
-	free(t->wide);
+	fsck_table_free(t->packed, packed_bytes(t, t->code_bits));
+	fsck_table_free(t->wide, t->dense_len * sizeof(*t->wide));
 	fsck_map_exit(&t->hash);
 	fsck_map_exit(&t->extra);
 	memset(t, 0, sizeof(*t));
 }
 
+/* Codes of code_bits (2 or 4) bits, the lowest bits of a byte first. */
 static inline unsigned packed_get(const struct ino_table *t, size_t i)
 {
-	return (t->packed[i / 2] >> (i % 2 * 4)) & 0x0f;
+	unsigned per_shift = t->code_bits == 2 ? 2 : 1, shift = (i & ((1U << per_shift) - 1)) * t->code_bits;
+
+	return (t->packed[i >> per_shift] >> shift) & ((1U << t->code_bits) - 1);
 }
 
 static inline void packed_set(struct ino_table *t, size_t i, unsigned code)
 {
-	unsigned shift = i % 2 * 4;
+	unsigned per_shift = t->code_bits == 2 ? 2 : 1, shift = (i & ((1U << per_shift) - 1)) * t->code_bits;
+	unsigned mask = ((1U << t->code_bits) - 1) << shift;
 
-	t->packed[i / 2] = (t->packed[i / 2] & ~(0x0f << shift)) | code << shift;
+	t->packed[i >> per_shift] = (t->packed[i >> per_shift] & ~mask) | code << shift;
+}
+
+/* A fourth value: codes of four bits from now on (the range copied once). */
+static void packed_deepen(struct ino_table *t)
+{
+	uint8_t *n = fsck_table_alloc(packed_bytes(t, 4));
+
+	if (!n)
+		abort();
+	for (size_t i = 0; i < t->dense_len; i++) {
+		unsigned code = packed_get(t, i);
+		n[i / 2] |= code << (i % 2 * 4);
+	}
+	fsck_table_free(t->packed, packed_bytes(t, 2));
+	t->packed = n;
+	t->code_bits = 4;
 }
 
 static inline uint16_t ino_pack(const struct ino_info *ii)
@@ -268,6 +327,8 @@ static unsigned palette_code(struct ino_table *t, const struct ino_info *ii)
 	/* a directory's counts differ from one to the next: none of its values */
 	if (t->nr_palette == INO_PALETTE || S_ISDIR(ino_mode(ii)))
 		return 0;
+	if (t->nr_palette == (1U << t->code_bits) - 1)
+		packed_deepen(t);
 	t->palette[t->nr_palette++] = v;
 	return t->palette_hint[h] = t->nr_palette;
 }
@@ -281,7 +342,7 @@ static void ino_widen(struct ino_table *t)
 {
 	struct fsck_map rest = { .esize = sizeof(struct ino_hent) };
 
-	t->wide = calloc(t->dense_len, sizeof(*t->wide));
+	t->wide = fsck_table_alloc(t->dense_len * sizeof(*t->wide));
 	if (!t->wide)
 		abort();
 	for (size_t i = 0; i < t->dense_len; i++) {
@@ -291,7 +352,7 @@ static void ino_widen(struct ino_table *t)
 			t->wide[i].bits = t->palette[code - 1] & 0xff;
 		}
 	}
-	free(t->packed);
+	fsck_table_free(t->packed, packed_bytes(t, t->code_bits));
 	t->packed = NULL;
 	fsck_map_reserve(&rest, t->hash.nr - t->nr_hashed_dense);
 	for (size_t j = 0; j < t->hash.cap; j++) {

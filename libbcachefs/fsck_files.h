@@ -143,12 +143,14 @@ void fsck_map_exit(struct fsck_map *m);
 
 /*
  * Inode number -> entry.  Numbers are handed out in order, so most lie in
- * one range: those are kept packed, four bits each, as in e2fsck's bitmaps
- * and icount (1M files: 0.5 MB, against 2 MB for whole entries).  The four
- * bits are a code for one of INO_PALETTE whole entries the table has seen
- * (a file's states are few: its type, a link count of 1 or 2, names counted
- * so far, whether the pointer's name was met); 0 means "not in the
- * palette": the entry, if there is one, is in the hash table.  Directories
+ * one range: those are kept packed, two or four bits each, as in e2fsck's
+ * bitmaps and icount (1M files: 0.25 MB, against 2 MB for whole entries).
+ * The bits are a code for one of INO_PALETTE whole entries the table has
+ * seen (a file's states are few: its type, a link count of 1 or 2, names
+ * counted so far, whether the pointer's name was met); 0 means "not in the
+ * palette": the entry, if there is one, is in the hash table.  Codes take
+ * two bits until a fourth value comes (a tree of regular files with one
+ * link each has two: before and after its name is counted), four after.  Directories
  * (their counts vary) and whatever comes once the palette is full go to the
  * hash table, and when more than 1/INO_WIDE_RATIO of the range would be
  * there, the range is kept whole (two bytes a number) instead: never more
@@ -171,7 +173,8 @@ struct ino_hent {
 #define INO_WIDE_RATIO	16	/* more in the hash than range / this: whole entries */
 
 struct ino_table {
-	uint8_t		*packed;	/* dense range, two numbers a byte (low nibble first) ... */
+	uint8_t		*packed;	/* dense range, a code_bits code each (low bits first) ... */
+	unsigned	code_bits;	/* 2, or 4 once the palette holds more than 3 */
 	struct ino_info	*wide;		/* ... or whole entries: wide[i] is inode dense_base + i */
 	uint64_t	dense_base;
 	size_t		dense_len;
@@ -341,6 +344,15 @@ struct fstate {
  * Size the table for nr inodes numbered up to max_inum: the array covers
  * [BCH_ROOT_INO, max_inum] when that range is at most about twice nr.
  */
+/*
+ * Zeroed memory for a large table (the inode table, the blocks claimed):
+ * pages of its own, so those never written are never resident (calloc()
+ * clears a reused chunk of the heap page by page: all of it resident, which
+ * read-ahead timing decided from run to run).  NULL when out of memory.
+ */
+void *fsck_table_alloc(size_t bytes);
+void fsck_table_free(void *p, size_t bytes);
+
 void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum);
 void fsck_ino_exit(struct ino_table *t);
 /* inum's entry into *ii; false (and *ii zeroed) when there is none. */

@@ -4,8 +4,8 @@
  * (fsck_files.c): numbers in the dense range and outside it, entries that
  * stay where they are across fsck_ino_reserve(), iteration order, and a
  * table sized for nothing that must still grow (reserve once looped forever
- * when asked for more than the table held), the packed range (four bits a
- * number) with what its palette cannot hold in the hash table, and the
+ * when asked for more than the table held), the packed range (two or four
+ * bits a number) with what its palette cannot hold in the hash table, and the
  * range kept whole once too much would be there.
  */
 #include <criterion/criterion.h>
@@ -375,5 +375,35 @@ Test(fsck_inotable, too_many_outside_the_palette_widens)
 	cr_assert_eq(walk(&t, seen, n + 1), n + 1);
 	cr_assert_eq(seen[n], 1ULL << 40);
 	free(seen);
+	fsck_ino_exit(&t);
+}
+
+Test(fsck_inotable, two_bits_until_a_fourth_value)
+{
+	struct ino_table t;
+	const size_t n = 1001;
+
+	fsck_ino_init(&t, n, BCH_ROOT_INO + n - 1);
+	/* files of one link: loaded, then named; and a symlink */
+	for (size_t i = 0; i < n; i++)
+		put_file(&t, BCH_ROOT_INO + i, 0, 1, S_IFREG);
+	for (size_t i = 0; i < n; i += 2)
+		put_file(&t, BCH_ROOT_INO + i, 1, 1, S_IFREG);
+	put_file(&t, BCH_ROOT_INO + 5, 1, 1, S_IFLNK);
+	cr_assert_eq(t.code_bits, 2, "three values: two bits a number");
+	cr_assert_eq(t.nr_palette, 3);
+	/* a fourth: every code moves to four bits, none is lost */
+	put_file(&t, BCH_ROOT_INO + 7, 2, 2, S_IFREG);
+	cr_assert_eq(t.code_bits, 4);
+	cr_assert_eq(t.nr_hashed_dense, 0);
+	for (size_t i = 0; i < n; i++) {
+		if (i == 5)
+			check_file(&t, BCH_ROOT_INO + i, 1, 1, S_IFLNK);
+		else if (i == 7)
+			check_file(&t, BCH_ROOT_INO + i, 2, 2, S_IFREG);
+		else
+			check_file(&t, BCH_ROOT_INO + i, i % 2 ? 0 : 1, 1, S_IFREG);
+	}
+	cr_assert_eq(t.nr, n);
 	fsck_ino_exit(&t);
 }
