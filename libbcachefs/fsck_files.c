@@ -245,7 +245,8 @@ void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum)
 		t->dense_len = max_inum - BCH_ROOT_INO + 1;
 		t->code_bits = 2;
 		t->packed = fsck_table_alloc(packed_bytes(t, 2));
-		if (!t->packed)
+		t->hashed_runs = calloc(t->dense_len / 64 / 64 + 1, sizeof(uint64_t));
+		if (!t->packed || !t->hashed_runs)
 			abort();
 	} else {
 		fsck_map_reserve(&t->hash, nr);
@@ -266,6 +267,7 @@ void fsck_ino_exit(struct ino_table *t)
 	free(t->fp_chunks);
 	fsck_table_free(t->packed, packed_bytes(t, t->code_bits));
 	fsck_table_free(t->wide, t->dense_len * sizeof(*t->wide));
+	free(t->hashed_runs);
 	fsck_map_exit(&t->hash);
 	fsck_map_exit(&t->extra);
 	memset(t, 0, sizeof(*t));
@@ -274,9 +276,7 @@ void fsck_ino_exit(struct ino_table *t)
 /* Codes of code_bits (2 or 4) bits, the lowest bits of a byte first. */
 static inline unsigned packed_get(const struct ino_table *t, size_t i)
 {
-	unsigned per_shift = t->code_bits == 2 ? 2 : 1, shift = (i & ((1U << per_shift) - 1)) * t->code_bits;
-
-	return (t->packed[i >> per_shift] >> shift) & ((1U << t->code_bits) - 1);
+	return fsck_ino_code(t, i);
 }
 
 static inline void packed_set(struct ino_table *t, size_t i, unsigned code)
@@ -308,16 +308,12 @@ static inline uint16_t ino_pack(const struct ino_info *ii)
 	return (uint16_t)ii->counts << 8 | ii->bits;
 }
 
-static inline unsigned palette_hash(uint16_t v)
-{
-	return (v ^ v >> 8 ^ v >> 3) & 0xff;
-}
 
 /* The code of *ii's value (added when there is room and it may be), or 0. */
 static unsigned palette_code(struct ino_table *t, const struct ino_info *ii)
 {
 	uint16_t v = ino_pack(ii);
-	unsigned h = palette_hash(v), c = t->palette_hint[h];
+	unsigned h = fsck_palette_hash(v), c = t->palette_hint[h];
 
 	if (c && t->palette[c - 1] == v)
 		return c;
@@ -369,7 +365,31 @@ static void ino_widen(struct ino_table *t)
 	t->nr_hashed_dense = 0;
 }
 
-bool fsck_ino_get(struct ino_table *t, uint64_t inum, struct ino_info *ii)
+/* Is some number of i's run of 64 (in the dense range) in the hash? */
+static inline bool run_hashed(const struct ino_table *t, uint64_t i)
+{
+	return t->hashed_runs[i / 64 / 64] & (1ULL << (i / 64 % 64));
+}
+
+/*
+ * inum's entry in the hash, or NULL.  The slot last found is tried first:
+ * lookups of one number come together (a directory's, for each of its names).
+ */
+static struct ino_hent *hash_find(struct ino_table *t, uint64_t inum)
+{
+	struct ino_hent *h;
+
+	if (inum == t->last_inum && t->last_slot < t->hash.cap &&
+	    (h = map_slot(&t->hash, t->last_slot))->inum == inum)
+		return h;
+	if ((h = fsck_map_find(&t->hash, inum, false))) {
+		t->last_inum = inum;
+		t->last_slot = ((char *)h - (char *)t->hash.e) / t->hash.esize;
+	}
+	return h;
+}
+
+bool __fsck_ino_get(struct ino_table *t, uint64_t inum, struct ino_info *ii)
 {
 	uint64_t i = inum - t->dense_base;
 	const struct ino_hent *h = NULL;
@@ -382,8 +402,7 @@ bool fsck_ino_get(struct ino_table *t, uint64_t inum, struct ino_info *ii)
 		ii->bits = v & 0xff;
 	} else if (!inum) {
 		*ii = t->zero;	/* the hash table's empty key */
-	} else if ((i >= t->dense_len || t->nr_hashed_dense) &&
-		   (h = fsck_map_find(&t->hash, inum, false))) {
+	} else if ((i >= t->dense_len || run_hashed(t, i)) && (h = hash_find(t, inum))) {
 		*ii = h->i;
 	} else {
 		memset(ii, 0, sizeof(*ii));
@@ -397,7 +416,7 @@ void fsck_ino_get_new(struct ino_table *t, uint64_t inum, struct ino_info *ii)
 		ii->bits = INO_PRESENT;
 }
 
-void fsck_ino_put(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
+void __fsck_ino_put(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
 {
 	uint64_t i = inum - t->dense_base;
 	struct ino_hent *h;
@@ -409,7 +428,7 @@ void fsck_ino_put(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
 	}
 	if (i < t->dense_len) {
 		unsigned code = packed_get(t, i);
-		h = !code && t->nr_hashed_dense ? fsck_map_find(&t->hash, inum, false) : NULL;
+		h = !code && run_hashed(t, i) ? hash_find(t, inum) : NULL;
 		if (h) {	/* once in the hash, it stays there */
 			h->i = *ii;
 			return;
@@ -420,6 +439,7 @@ void fsck_ino_put(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
 			return;
 		}
 		packed_set(t, i, 0);
+		t->hashed_runs[i / 64 / 64] |= 1ULL << (i / 64 % 64);
 		h = fsck_map_find(&t->hash, inum, true);
 		h->i = *ii;
 		if (++t->nr_hashed_dense > t->dense_len / INO_WIDE_RATIO + 64)
@@ -431,7 +451,7 @@ void fsck_ino_put(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
 		t->zero = *ii;
 		return;
 	}
-	if (!(h = fsck_map_find(&t->hash, inum, false))) {
+	if (!(h = hash_find(t, inum))) {
 		h = fsck_map_find(&t->hash, inum, true);
 		t->nr++;
 	}

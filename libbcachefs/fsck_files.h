@@ -182,6 +182,10 @@ struct ino_table {
 	unsigned	nr_palette;
 	uint8_t		palette_hint[256];	/* a likely code per hash of an entry */
 	size_t		nr_hashed_dense;	/* entries of the dense range in the hash */
+	uint64_t	*hashed_runs;	/* bit per 64 numbers of the range: some are in the
+					 * hash (clear: no lookup needed) */
+	uint64_t	last_inum;	/* the last number found in the hash ... */
+	size_t		last_slot;	/* ... and its slot (checked: the hash may move) */
 	struct fsck_map	hash;		/* struct ino_hent: the rest */
 	struct ino_info	zero;		/* inode 0 (a damaged key): 0 is the hash's empty key */
 	uint16_t	zero_fp;
@@ -356,11 +360,63 @@ void fsck_table_free(void *p, size_t bytes);
 void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum);
 void fsck_ino_exit(struct ino_table *t);
 /* inum's entry into *ii; false (and *ii zeroed) when there is none. */
-bool fsck_ino_get(struct ino_table *t, uint64_t inum, struct ino_info *ii);
+bool __fsck_ino_get(struct ino_table *t, uint64_t inum, struct ino_info *ii);
+
+/* A packed code (code_bits of them a byte, the lowest bits first). */
+static inline unsigned fsck_ino_code(const struct ino_table *t, uint64_t i)
+{
+	unsigned per_shift = t->code_bits == 2 ? 2 : 1;
+
+	return (t->packed[i >> per_shift] >> ((i & ((1U << per_shift) - 1)) * t->code_bits)) &
+	       ((1U << t->code_bits) - 1);
+}
+
+/* The common case inline: a number of the packed range with a code. */
+static inline bool fsck_ino_get(struct ino_table *t, uint64_t inum, struct ino_info *ii)
+{
+	uint64_t i = inum - t->dense_base;
+	unsigned code;
+
+	if (i < t->dense_len && t->packed && (code = fsck_ino_code(t, i))) {
+		uint16_t v = t->palette[code - 1];
+		ii->counts = v >> 8;
+		ii->bits = v & 0xff;
+		return ii->bits & INO_PRESENT;
+	}
+	return __fsck_ino_get(t, inum, ii);
+}
 /* Likewise, but when there is none *ii is a new entry (INO_PRESENT), kept once put. */
 void fsck_ino_get_new(struct ino_table *t, uint64_t inum, struct ino_info *ii);
 /* Keep *ii (INO_PRESENT set) as inum's entry. */
-void fsck_ino_put(struct ino_table *t, uint64_t inum, const struct ino_info *ii);
+void __fsck_ino_put(struct ino_table *t, uint64_t inum, const struct ino_info *ii);
+
+/* Where the palette's hint for a value (counts << 8 | bits) is. */
+static inline unsigned fsck_palette_hash(uint16_t v)
+{
+	return (v ^ v >> 8 ^ v >> 3) & 0xff;
+}
+
+/*
+ * The common case inline: a number of the packed range that has a code
+ * (it is not in the hash), to a value the palette has under its hint.
+ */
+static inline void fsck_ino_put(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
+{
+	uint64_t i = inum - t->dense_base;
+	uint16_t v = (uint16_t)ii->counts << 8 | ii->bits;
+	unsigned code;
+
+	if (i < t->dense_len && t->packed && fsck_ino_code(t, i) &&
+	    (code = t->palette_hint[fsck_palette_hash(v)]) && t->palette[code - 1] == v) {
+		unsigned per_shift = t->code_bits == 2 ? 2 : 1;
+		unsigned shift = (i & ((1U << per_shift) - 1)) * t->code_bits;
+		uint8_t *p = &t->packed[i >> per_shift];
+
+		*p = (*p & ~(((1U << t->code_bits) - 1) << shift)) | code << shift;
+		return;
+	}
+	__fsck_ino_put(t, inum, ii);
+}
 /* Room for extra entries without moving the side table (pointers into it stay valid). */
 void fsck_ino_reserve(struct ino_table *t, size_t extra);
 /*
