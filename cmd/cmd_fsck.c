@@ -11,6 +11,7 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,6 +368,17 @@ int cmd_fsck(int argc, char *argv[])
 		struct bch_fs *c;
 		char err[512];
 
+#ifdef __GLIBC__
+		/*
+		 * Buffers of a node's size come and go with every node read (the
+		 * copy compared, key arrays): above 128 KiB they get pages of their
+		 * own, handed back when freed.  glibc raises that threshold as large
+		 * blocks are freed, and they then land in the heap, whose holes stay
+		 * resident: at 100k files the peak varied from 4.4 MB to 6.3 MB
+		 * with the read-ahead thread's timing, now 4.5-4.7 MB.
+		 */
+		mallopt(M_MMAP_THRESHOLD, 128 << 10);
+#endif
 		memset(&oo, 0, sizeof(oo));
 		bch_opt_set(&oo, Opt_fsck, 1);
 		if (dopts.v[Opt_degraded])
