@@ -21,11 +21,11 @@
 struct bch_fs;
 
 /*
- * One entry per inode (2 bytes as a value; in the table most take 4 bits,
- * see struct ino_table): what its key says that later passes compare, and
- * what the scans counted.  Directories (and the rare file
- * that has 15 names or links or more, or that its key marks unlinked) have
- * more in a side table, struct ino_extra.
+ * One entry per inode (2 bytes as a value; in the table most take 2 or 4
+ * bits, see struct ino_table): what its key says that later passes compare,
+ * and what the scans counted.  Directories (and the rare file that has 15
+ * names or links or more, or that its key marks unlinked) have more in a
+ * side table, struct ino_extra.
  *
  * A file of one link keeps nothing of its parent pointer: it has one name,
  * which must be where its pointer points, and sums over all of them
@@ -150,11 +150,11 @@ void fsck_map_exit(struct fsck_map *m);
  * counted so far, whether the pointer's name was met); 0 means "not in the
  * palette": the entry, if there is one, is in the hash table.  Codes take
  * two bits until a fourth value comes (a tree of regular files with one
- * link each has two: before and after its name is counted), four after.  Directories
- * (their counts vary) and whatever comes once the palette is full go to the
- * hash table, and when more than 1/INO_WIDE_RATIO of the range would be
- * there, the range is kept whole (two bytes a number) instead: never more
- * than that.  Any other number (a damaged image may hold anything) goes to
+ * link each has two: before and after its name is counted), four after.
+ * Directories (their counts vary) and whatever comes once the palette is
+ * full go to the hash table, and when more than 1/INO_WIDE_RATIO of the
+ * range would be there, the range is kept whole (two bytes a number)
+ * instead: never more than that.  Any other number (a damaged image may hold anything) goes to
  * the hash table.  Passes visit inodes in number order, so neighbouring
  * lookups share cache lines.
  *
@@ -345,10 +345,6 @@ struct fstate {
 };
 
 /*
- * Size the table for nr inodes numbered up to max_inum: the array covers
- * [BCH_ROOT_INO, max_inum] when that range is at most about twice nr.
- */
-/*
  * Zeroed memory for a large table (the inode table, the blocks claimed):
  * pages of its own, so those never written are never resident (calloc()
  * clears a reused chunk of the heap page by page: all of it resident, which
@@ -357,6 +353,10 @@ struct fstate {
 void *fsck_table_alloc(size_t bytes);
 void fsck_table_free(void *p, size_t bytes);
 
+/*
+ * Size the table for nr inodes numbered up to max_inum: the packed range
+ * covers [BCH_ROOT_INO, max_inum] when that range is at most about twice nr.
+ */
 void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum);
 void fsck_ino_exit(struct ino_table *t);
 /* inum's entry into *ii; false (and *ii zeroed) when there is none. */
