@@ -11,6 +11,7 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -367,6 +368,17 @@ int cmd_fsck(int argc, char *argv[])
 		struct bch_fs *c;
 		char err[512];
 
+#ifdef __GLIBC__
+		/*
+		 * Buffers of a node's size come and go with every node read (the
+		 * copy compared, key arrays): above 128 KiB they get pages of their
+		 * own, handed back when freed.  glibc raises that threshold as large
+		 * blocks are freed, and they then land in the heap, whose holes stay
+		 * resident: at 100k files the peak varied from 4.4 MB to 6.3 MB
+		 * with the read-ahead thread's timing, now 4.5-4.7 MB.
+		 */
+		mallopt(M_MMAP_THRESHOLD, 128 << 10);
+#endif
 		memset(&oo, 0, sizeof(oo));
 		bch_opt_set(&oo, Opt_fsck, 1);
 		if (dopts.v[Opt_degraded])
@@ -374,14 +386,15 @@ int cmd_fsck(int argc, char *argv[])
 		if (dopts.v[Opt_very_degraded])
 			bch_opt_set(&oo, Opt_very_degraded, 1);
 		/*
-		 * Passes scan in key order, so a small node cache does: 1 MiB
-		 * when only reading (no faster with more), of which leaves get
+		 * Passes scan in key order, so a small node cache does: 512 KiB
+		 * when only reading (1M files: as many reads as with 1 MiB, and
+		 * 0.5 MB less at pass 3's peak; 256 KiB reads 14% more), of which leaves get
 		 * 64 KiB (set below): a pass holds the leaves it scans and reads
 		 * each once, while the nodes above them serve every lookup; 8 MiB
 		 * when repairing, so changed nodes are not written out again and
 		 * again.
 		 */
-		bch_opt_set(&oo, Opt_btree_cache_size, ctx->mode == BCH_FSCK_NO ? 1 << 20 : 8 << 20);
+		bch_opt_set(&oo, Opt_btree_cache_size, ctx->mode == BCH_FSCK_NO ? 512 << 10 : 8 << 20);
 		if (ctx->mode == BCH_FSCK_NO) {
 			bch_opt_set(&oo, Opt_read_only, 1);
 			bch_opt_set(&oo, Opt_fsck_defer_recount, 1);	/* pass 3 counts the buckets */

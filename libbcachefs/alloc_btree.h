@@ -35,7 +35,8 @@ int  bch_alloc_btree_rebuilt(struct bch_fs *c);
 /*
  * fsck: note where the stored keys differ from the recount (called by
  * bch_alloc_btree_rebuilt(), or once the extents are marked when
- * c->extents_mark_deferred).
+ * c->extents_mark_deferred).  Opened read-only, the in-memory mirror of the
+ * keys is freed then: nothing writes them, and nothing reads it again.
  */
 int  bch_alloc_btree_record_diffs(struct bch_fs *c);
 int  bch_alloc_btree_sync(struct bch_fs *c, bool *current);

@@ -32,12 +32,13 @@
  * the pieces of found leaves (in key order, through ordinary transactions
  * into a new empty tree); the keys of leaves that cannot be read and were
  * not found are lost and reported with their range.  The old tree's nodes
- * and the found leaves are then freed.  Memory: the list of leaf pointers
- * (one key per leaf) and one record per node the scan found, never the keys
- * themselves.
+ * and the found leaves are then freed.  Memory: the list of node pointers
+ * (one key per node; the leaves are indices into it) and one record per
+ * node the scan found, never the keys themselves.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,7 +91,10 @@ struct check_state {
 	struct bch_fsck_ctx	*ctx;
 	unsigned		id;
 	bool			rebuild;	/* a problem the user agreed to repair */
-	struct ptr_list		leaves;		/* readable leaves, in key order */
+	struct {
+		size_t		*i;		/* readable leaves, in key order: their */
+		size_t		nr, cap;	/* entries in nodes (each pointer kept once) */
+	}			leaves;
 	struct ptr_list		nodes;		/* every node pointer seen (to free) */
 	uint64_t		nodes_checked;
 	uint64_t		approved[BCH_FSCK_PROBLEM_NR];	/* problems to be repaired */
@@ -221,6 +225,16 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		return 0;
 	}
 	s->nodes_checked++;
+#ifdef __GLIBC__
+	/*
+	 * Reading a node frees buffers of every size (a copy compared, key
+	 * arrays of leaves evicted), in an order that depends on the read-ahead
+	 * thread: hand back the free pages now and then, or the heap's holes
+	 * stay resident (1M files: from 5.0 MB up to 7.3 MB at this pass's peak)
+	 */
+	if (!(s->nodes_checked % 128))
+		malloc_trim(0);
+#endif
 	if (!level)
 		s->ctx->leaf_keys[s->id] += b->nr;
 	if (!level && s->id == BCH_BTREE_ID_inodes)
@@ -273,7 +287,13 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		}
 	}
 	if (!b->level) {
-		ptr_list_add(&s->leaves, ptr);
+		if (s->leaves.nr == s->leaves.cap) {
+			s->leaves.cap = s->leaves.cap ? s->leaves.cap * 2 : 64;
+			s->leaves.i = realloc(s->leaves.i, s->leaves.cap * sizeof(*s->leaves.i));
+			if (!s->leaves.i)
+				abort();
+		}
+		s->leaves.i[s->leaves.nr++] = self;	/* ptr is what nodes has there */
 		if (data_btree(s->id))	/* extents and indirect extents: pass 12's sets */
 			for (unsigned i = 0; i < b->nr; i++)
 				gather_replicas(c, s->ctx, s->id, b->keys[i]);
@@ -391,7 +411,7 @@ static int rebuild(struct bch_fs *c, struct check_state *s)
 
 	bch_trans_init(c, &t);
 	for (size_t i = 0; i < s->leaves.nr && !r; i++)
-		r = insert_leaf(c, t, s->id, s->leaves.k[i], POS_MIN, POS_MAX);
+		r = insert_leaf(c, t, s->id, s->nodes.k[s->leaves.i[i]], POS_MIN, POS_MAX);
 	for (size_t i = 0; i < s->nr_picks && !r; i++) {
 		struct bch_bkey *k = bch_found_node_ptr(s->picks[i].f);
 		r = insert_leaf(c, t, s->id, k, s->picks[i].min_key, s->picks[i].max_key);
@@ -542,8 +562,9 @@ static struct reach reach_of(const struct check_state *s)
 	if (!rc.a)
 		abort();
 	for (size_t i = 0; i < s->leaves.nr; i++) {
-		const struct bch_btree_ptr *bp = bkey_val(s->leaves.k[i]);
-		for (unsigned p = 0; p < bch_btree_ptr_nr(s->leaves.k[i]); p++)
+		const struct bch_bkey *k = s->nodes.k[s->leaves.i[i]];
+		const struct bch_btree_ptr *bp = bkey_val(k);
+		for (unsigned p = 0; p < bch_btree_ptr_nr(k); p++)
 			rc.a[rc.nr++] = (struct leaf_addr) { bp->ptrs[p].offset, bp->seq,
 							     bp->ptrs[p].dev };
 	}
@@ -778,7 +799,7 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 		ctx->replicas_marks = marks;
 	}
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
-		ptr_list_free(&st[id].leaves);
+		free(st[id].leaves.i);
 		ptr_list_free(&st[id].nodes);
 		free(st[id].lost);
 		free(st[id].picks);

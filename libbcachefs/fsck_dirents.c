@@ -143,7 +143,8 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	memcpy(name, d->name, d->name_len);
 	name[d->name_len] = 0;
 	uint64_t dir = k->p.inode, slot = k->p.offset;
-	struct ino_info *di = fsck_ino_find(&s->inodes, dir, false), *ti = fsck_ino_find(&s->inodes, d->inum, false);
+	struct ino_info dent, tent, *di = fsck_ino_get(&s->inodes, dir, &dent) ? &dent : NULL,
+			*ti = fsck_ino_get(&s->inodes, d->inum, &tent) ? &tent : NULL;
 	s->stats->dirents++;
 #define WHERE()	dirent_where(s, dir, name, where, sizeof(where))
 
@@ -268,6 +269,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 			tx->parent_slot = slot;
 		}
 		fsck_ino_set_names(&s->inodes, d->inum, ti, fsck_ino_names(&s->inodes, d->inum, ti) + 1);
+		fsck_ino_put(&s->inodes, d->inum, ti);
 		fsck_ino_extra(&s->inodes, dir, true)->subdirs++;
 	} else {
 		/*
@@ -283,6 +285,7 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 			s->bp_sum_names += fsck_bp_hash(d->inum, dir, slot);
 		}
 		fsck_ino_set_names(&s->inodes, d->inum, ti, fsck_ino_names(&s->inodes, d->inum, ti) + 1);
+		fsck_ino_put(&s->inodes, d->inum, ti);
 	}
 	return 0;
 #undef WHERE
@@ -373,8 +376,8 @@ int fsck_check_xattr(struct fstate *s, const struct bch_bkey *k)
 	if (k->type != BCH_BKEY_xattr)
 		return 0;
 	s->stats->xattrs++;
-	struct ino_info *ii = fsck_ino_find(&s->inodes, k->p.inode, false);
-	if (!ii || !ino_has_key(ii)) {
+	struct ino_info ii;
+	if (!fsck_ino_get(&s->inodes, k->p.inode, &ii) || !ino_has_key(&ii)) {
 		fsck_inode_where(s->c, k->p.inode, where, sizeof(where));
 		if (fsck_fixing(s, BCH_FSCK_xattr_no_inode, where, NULL))
 			fsck_fix_done(s, BCH_FSCK_xattr_no_inode, fsck_delete_key(s->c, BCH_BTREE_ID_xattrs, k->p));

@@ -34,10 +34,10 @@
 /* Before the dirents are checked: a root to hang them from. */
 int fsck_check_root(struct fstate *s)
 {
-	struct ino_info *root = fsck_ino_find(&s->inodes, s->root_inum, false);
+	struct ino_info root;
 	char where[96];
 
-	if (root && S_ISDIR(ino_mode(root)))
+	if (fsck_ino_get(&s->inodes, s->root_inum, &root) && S_ISDIR(ino_mode(&root)))
 		return 0;
 	if (s->snapshots)
 		snprintf(where, sizeof(where), "subvolume %u inode %" PRIu64 " (/)", s->subvol, s->root_inum);
@@ -50,7 +50,9 @@ int fsck_check_root(struct fstate *s)
 	int r = fsck_update_inode(s->c, s->root_inum, &ri);
 	fsck_fix_done(s, BCH_FSCK_root_missing, r);
 	if (!r) {
-		ino_set_mode(fsck_ino_find(&s->inodes, s->root_inum, true), ri.mode);
+		fsck_ino_get_new(&s->inodes, s->root_inum, &root);
+		ino_set_mode(&root, ri.mode);
+		fsck_ino_put(&s->inodes, s->root_inum, &root);
 		fsck_ino_extra(&s->inodes, s->root_inum, true);
 	}
 	return r;
@@ -66,8 +68,8 @@ static int need_lost_found(struct fstate *s)
 		return 0;
 	if (!bch_fs_lookup(s->c, s->root_inum, "lost+found", &inum)) {
 		inum &= BCH_HANDLE_INUM_MASK;	/* in a view fs_ops answers handles (fs_ops.h) */
-		struct ino_info *ii = fsck_ino_find(&s->inodes, inum, false);
-		if (ii && S_ISDIR(ino_mode(ii))) {
+		struct ino_info ii;
+		if (fsck_ino_get(&s->inodes, inum, &ii) && S_ISDIR(ino_mode(&ii))) {
 			lost_found = inum;
 			return 0;
 		}
@@ -82,11 +84,13 @@ static int need_lost_found(struct fstate *s)
 	if (r)
 		return r;
 	inum &= BCH_HANDLE_INUM_MASK;
-	struct ino_info *ii = fsck_ino_find(&s->inodes, inum, true);
+	struct ino_info ii;
+	fsck_ino_get_new(&s->inodes, inum, &ii);
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, true);
 	struct bch_inode root;
-	ino_set_mode(ii, S_IFDIR);
-	fsck_ino_set_names(&s->inodes, inum, ii, 1);
+	ino_set_mode(&ii, S_IFDIR);
+	fsck_ino_set_names(&s->inodes, inum, &ii, 1);
+	fsck_ino_put(&s->inodes, inum, &ii);
 	x->parent = s->root_inum;
 	if (!bch_inode_get(s->c, s->root_inum, &root))
 		bch_fs_dirent_first(s->c, s->root_inum, &root, "lost+found", &x->parent_slot);
@@ -97,7 +101,7 @@ static int need_lost_found(struct fstate *s)
 	return 0;
 }
 
-/* Give inum a name "#inum" in lost+found. */
+/* Give inum a name "#inum" in lost+found; *ii (its entry) is changed to match, and kept. */
 static int reattach(struct fstate *s, uint64_t inum, struct ino_info *ii)
 {
 	char name[32];
@@ -116,6 +120,7 @@ static int reattach(struct fstate *s, uint64_t inum, struct ino_info *ii)
 	fsck_ino_set_names(&s->inodes, inum, ii, 1);
 	/* the parent pointer is set to the new name just below */
 	ii->bits |= INO_HAS_BP | INO_BP_NAMED;
+	fsck_ino_put(&s->inodes, inum, ii);
 	struct ino_extra *x = fsck_ino_extra(&s->inodes, inum, S_ISDIR(ino_mode(ii)));
 	if (x) {
 		x->parent = lost_found;
@@ -171,6 +176,7 @@ static int nameless(struct fstate *s, uint64_t inum, struct ino_info *ii,
 				r = work_key_delete(c, inum);
 			fsck_fix_done(s, BCH_FSCK_inode_unlinked, r);
 			ii->bits &= ~INO_TYPE;	/* gone */
+			fsck_ino_put(&s->inodes, inum, ii);
 		}
 	} else if (fsck_fixing(s, unreachable, where, NULL)) {
 		fsck_fix_done(s, unreachable, reattach(s, inum, ii));
@@ -186,28 +192,28 @@ int fsck_check_structure(struct fstate *s)
 
 	lost_found = 0;
 	fsck_ino_reserve(&s->inodes, 4);	/* root and lost+found may be added below */
-	struct ino_info *root = fsck_ino_find(&s->inodes, s->root_inum, false);
-	if (!root || !S_ISDIR(ino_mode(root)))
+	struct ino_info root;
+	if (!fsck_ino_get(&s->inodes, s->root_inum, &root) || !S_ISDIR(ino_mode(&root)))
 		return 0;	/* not recreated (-n): nothing can be reached */
 	fsck_ino_set_state(&s->inodes, s->root_inum, 2);
 
 	/* directories: named once, and every parent chain reaches the root */
 	size_t pos = 0;
 	uint64_t inum;
-	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
-		if (!S_ISDIR(ino_mode(ii)) || fsck_ino_state(&s->inodes, inum) == 2)
+	for (struct ino_info ii; !s->err && fsck_ino_next(&s->inodes, &pos, &inum, &ii);) {
+		if (!S_ISDIR(ino_mode(&ii)) || fsck_ino_state(&s->inodes, inum) == 2)
 			continue;
-		if (!ino_named(ii)) {
-			if ((r = nameless(s, inum, ii, BCH_FSCK_dir_unreachable)))
+		if (!ino_named(&ii)) {
+			if ((r = nameless(s, inum, &ii, BCH_FSCK_dir_unreachable)))
 				return r;
 			fsck_ino_set_state(&s->inodes, inum, 2);
 			continue;
 		}
 		/* walk up: state 1 marks this walk's path */
-		struct walk { uint64_t inum; struct ino_info *ii; } *path = NULL;
+		struct walk { uint64_t inum; bool have; struct ino_info ii; } *path = NULL;
 		size_t plen = 0;
-		struct walk cur = { inum, ii };
-		while (cur.ii && fsck_ino_state(&s->inodes, cur.inum) == 0 && ino_named(cur.ii) &&
+		struct walk cur = { inum, true, ii };
+		while (cur.have && fsck_ino_state(&s->inodes, cur.inum) == 0 && ino_named(&cur.ii) &&
 		       plen < s->inodes.nr + 1) {
 			fsck_ino_set_state(&s->inodes, cur.inum, 1);
 			path = realloc(path, (plen + 1) * sizeof(*path));
@@ -216,9 +222,9 @@ int fsck_check_structure(struct fstate *s)
 			path[plen++] = cur;
 			const struct ino_extra *x = fsck_ino_extra(&s->inodes, cur.inum, false);
 			cur.inum = x ? x->parent : 0;
-			cur.ii = x ? fsck_ino_find(&s->inodes, cur.inum, false) : NULL;
+			cur.have = x && fsck_ino_get(&s->inodes, cur.inum, &cur.ii);
 		}
-		if (cur.ii && fsck_ino_state(&s->inodes, cur.inum) == 1) {
+		if (cur.have && fsck_ino_state(&s->inodes, cur.inum) == 1) {
 			/* cur is on a loop: cut it there */
 			fsck_inode_where(c, cur.inum, where, sizeof(where));
 			if (fsck_fixing(s, BCH_FSCK_dir_loop, where, NULL)) {
@@ -232,7 +238,7 @@ int fsck_check_structure(struct fstate *s)
 					r = fsck_adjust_nlink(c, parent, -1);
 				}
 				if (!r)
-					r = reattach(s, cur.inum, cur.ii);
+					r = reattach(s, cur.inum, &cur.ii);
 				fsck_fix_done(s, BCH_FSCK_dir_loop, r);
 			}
 		}
@@ -244,10 +250,10 @@ int fsck_check_structure(struct fstate *s)
 
 	/* files: a name, or deleted when nothing wants them */
 	pos = 0;
-	for (struct ino_info *ii; !s->err && (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
-		if (!ino_has_key(ii) || S_ISDIR(ino_mode(ii)) || ino_named(ii))
+	for (struct ino_info ii; !s->err && fsck_ino_next(&s->inodes, &pos, &inum, &ii);) {
+		if (!ino_has_key(&ii) || S_ISDIR(ino_mode(&ii)) || ino_named(&ii))
 			continue;
-		if ((r = nameless(s, inum, ii, BCH_FSCK_inode_unreachable)))
+		if ((r = nameless(s, inum, &ii, BCH_FSCK_inode_unreachable)))
 			return r;
 	}
 	/* directories left unlinked by an interrupted rmdir */

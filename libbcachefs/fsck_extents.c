@@ -280,10 +280,10 @@ static int work_advance(struct fstate *s, uint64_t inum, bool *have, uint64_t *c
 			*cursor = w_cursor;
 			break;
 		} else {
-			struct ino_info *ii = fsck_ino_find(&s->inodes, w_inum, false);
-			if (!ii || !ino_has_key(ii))
+			struct ino_info ii;
+			if (!fsck_ino_get(&s->inodes, w_inum, &ii) || !ino_has_key(&ii))
 				work_stale(s, w_inum, "no such inode");
-			else if (!S_ISREG(ino_mode(ii)))
+			else if (!S_ISREG(ino_mode(&ii)))
 				work_stale(s, w_inum, "not a regular file");
 		}
 	}

@@ -63,8 +63,9 @@
  *                          cached copy is dropped; a stale one is not read)
  *     data_unreadable      no good copy: reported, left as is
  *
- * Memory: one table entry per inode (8 bytes; directories 64 more) and
- * one bit per block of each device; never in proportion to the data.  Keys are read in
+ * Memory: four bits per inode in the table (fsck_files.h: two bytes at
+ * worst; directories and the rare odd file 16 bytes in a hash table, and
+ * directories 48 more) and one bit per block of each device; never in proportion to the data.  Keys are read in
  * batches and repairs happen between batches, so no iterator is open while
  * the tree changes.
  */
@@ -75,6 +76,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "alloc.h"
@@ -95,6 +97,43 @@
 #include "fsck_files.h"
 
 /* ------------------------------------------------------------ inode table */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TABLE_UNDER_ASAN	1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TABLE_UNDER_ASAN	1
+#endif
+#endif
+
+void *fsck_table_alloc(size_t bytes)
+{
+#ifdef TABLE_UNDER_ASAN
+	return calloc(bytes ? bytes : 1, 1);	/* the sanitizer checks its bounds */
+#else
+	void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+#endif
+}
+
+void fsck_table_free(void *p, size_t bytes)
+{
+	if (!p)
+		return;
+#ifdef TABLE_UNDER_ASAN
+	(void)bytes;
+	free(p);
+#else
+	munmap(p, bytes ? bytes : 1);
+#endif
+}
+
+/* Bytes of the packed range at code_bits bits a number. */
+static size_t packed_bytes(const struct ino_table *t, unsigned code_bits)
+{
+	return (t->dense_len * code_bits + 7) / 8;
+}
 
 /*
  * Slot of a key: runs of 64 consecutive numbers keep their order in 64
@@ -204,8 +243,10 @@ void fsck_ino_init(struct ino_table *t, size_t nr, uint64_t max_inum)
 	if (max_inum >= BCH_ROOT_INO && max_inum - BCH_ROOT_INO < 2 * (uint64_t)nr + 4096) {
 		t->dense_base = BCH_ROOT_INO;
 		t->dense_len = max_inum - BCH_ROOT_INO + 1;
-		t->dense = calloc(t->dense_len, sizeof(*t->dense));
-		if (!t->dense)
+		t->code_bits = 2;
+		t->packed = fsck_table_alloc(packed_bytes(t, 2));
+		t->hashed_runs = calloc(t->dense_len / 64 / 64 + 1, sizeof(uint64_t));
+		if (!t->packed || !t->hashed_runs)
 			abort();
 	} else {
 		fsck_map_reserve(&t->hash, nr);
@@ -224,33 +265,197 @@ void fsck_ino_exit(struct ino_table *t)
 		for (size_t i = 0; i < fp_chunks_nr(t); i++)
 			free(t->fp_chunks[i]);
 	free(t->fp_chunks);
-	free(t->dense);
+	fsck_table_free(t->packed, packed_bytes(t, t->code_bits));
+	fsck_table_free(t->wide, t->dense_len * sizeof(*t->wide));
+	free(t->hashed_runs);
 	fsck_map_exit(&t->hash);
 	fsck_map_exit(&t->extra);
 	memset(t, 0, sizeof(*t));
 }
 
-struct ino_info *fsck_ino_find(struct ino_table *t, uint64_t inum, bool add)
+/* Codes of code_bits (2 or 4) bits, the lowest bits of a byte first. */
+static inline unsigned packed_get(const struct ino_table *t, size_t i)
 {
-	struct ino_info *ii;
+	return fsck_ino_code(t, i);
+}
 
-	if (inum - t->dense_base < t->dense_len) {
-		ii = &t->dense[inum - t->dense_base];
-	} else if (!inum) {
-		ii = &t->zero;	/* the hash table's empty key */
-	} else {
-		struct ino_hent *h = fsck_map_find(&t->hash, inum, add);
-		if (!h)
-			return NULL;
-		ii = &h->i;
+static inline void packed_set(struct ino_table *t, size_t i, unsigned code)
+{
+	unsigned per_shift = t->code_bits == 2 ? 2 : 1, shift = (i & ((1U << per_shift) - 1)) * t->code_bits;
+	unsigned mask = ((1U << t->code_bits) - 1) << shift;
+
+	t->packed[i >> per_shift] = (t->packed[i >> per_shift] & ~mask) | code << shift;
+}
+
+/* A fourth value: codes of four bits from now on (the range copied once). */
+static void packed_deepen(struct ino_table *t)
+{
+	uint8_t *n = fsck_table_alloc(packed_bytes(t, 4));
+
+	if (!n)
+		abort();
+	for (size_t i = 0; i < t->dense_len; i++) {
+		unsigned code = packed_get(t, i);
+		n[i / 2] |= code << (i % 2 * 4);
 	}
-	if (ii->bits & INO_PRESENT)
-		return ii;
-	if (!add)
-		return NULL;
-	ii->bits = INO_PRESENT;
-	t->nr++;
-	return ii;
+	fsck_table_free(t->packed, packed_bytes(t, 2));
+	t->packed = n;
+	t->code_bits = 4;
+}
+
+static inline uint16_t ino_pack(const struct ino_info *ii)
+{
+	return (uint16_t)ii->counts << 8 | ii->bits;
+}
+
+
+/* The code of *ii's value (added when there is room and it may be), or 0. */
+static unsigned palette_code(struct ino_table *t, const struct ino_info *ii)
+{
+	uint16_t v = ino_pack(ii);
+	unsigned h = fsck_palette_hash(v), c = t->palette_hint[h];
+
+	if (c && t->palette[c - 1] == v)
+		return c;
+	for (unsigned k = 0; k < t->nr_palette; k++)
+		if (t->palette[k] == v)
+			return t->palette_hint[h] = k + 1;
+	/* a directory's counts differ from one to the next: none of its values */
+	if (t->nr_palette == INO_PALETTE || S_ISDIR(ino_mode(ii)))
+		return 0;
+	if (t->nr_palette == (1U << t->code_bits) - 1)
+		packed_deepen(t);
+	t->palette[t->nr_palette++] = v;
+	return t->palette_hint[h] = t->nr_palette;
+}
+
+/*
+ * Too many of the dense range are outside the palette: keep the range
+ * whole instead, two bytes a number (the bound on memory); the hash keeps
+ * only the numbers outside it.
+ */
+static void ino_widen(struct ino_table *t)
+{
+	struct fsck_map rest = { .esize = sizeof(struct ino_hent) };
+
+	t->wide = fsck_table_alloc(t->dense_len * sizeof(*t->wide));
+	if (!t->wide)
+		abort();
+	for (size_t i = 0; i < t->dense_len; i++) {
+		unsigned code = packed_get(t, i);
+		if (code) {
+			t->wide[i].counts = t->palette[code - 1] >> 8;
+			t->wide[i].bits = t->palette[code - 1] & 0xff;
+		}
+	}
+	fsck_table_free(t->packed, packed_bytes(t, t->code_bits));
+	t->packed = NULL;
+	fsck_map_reserve(&rest, t->hash.nr - t->nr_hashed_dense);
+	for (size_t j = 0; j < t->hash.cap; j++) {
+		const struct ino_hent *h = map_slot(&t->hash, j);
+		if (!h->inum)
+			continue;
+		if (h->inum - t->dense_base < t->dense_len)
+			t->wide[h->inum - t->dense_base] = h->i;
+		else
+			*(struct ino_hent *)fsck_map_find(&rest, h->inum, true) = *h;
+	}
+	fsck_map_exit(&t->hash);
+	t->hash = rest;
+	t->nr_hashed_dense = 0;
+}
+
+/* Is some number of i's run of 64 (in the dense range) in the hash? */
+static inline bool run_hashed(const struct ino_table *t, uint64_t i)
+{
+	return t->hashed_runs[i / 64 / 64] & (1ULL << (i / 64 % 64));
+}
+
+/*
+ * inum's entry in the hash, or NULL.  The slot last found is tried first:
+ * lookups of one number come together (a directory's, for each of its names).
+ */
+static struct ino_hent *hash_find(struct ino_table *t, uint64_t inum)
+{
+	struct ino_hent *h;
+
+	if (inum == t->last_inum && t->last_slot < t->hash.cap &&
+	    (h = map_slot(&t->hash, t->last_slot))->inum == inum)
+		return h;
+	if ((h = fsck_map_find(&t->hash, inum, false))) {
+		t->last_inum = inum;
+		t->last_slot = ((char *)h - (char *)t->hash.e) / t->hash.esize;
+	}
+	return h;
+}
+
+bool __fsck_ino_get(struct ino_table *t, uint64_t inum, struct ino_info *ii)
+{
+	uint64_t i = inum - t->dense_base;
+	const struct ino_hent *h = NULL;
+
+	if (i < t->dense_len && t->wide) {
+		*ii = t->wide[i];
+	} else if (i < t->dense_len && packed_get(t, i)) {
+		uint16_t v = t->palette[packed_get(t, i) - 1];
+		ii->counts = v >> 8;
+		ii->bits = v & 0xff;
+	} else if (!inum) {
+		*ii = t->zero;	/* the hash table's empty key */
+	} else if ((i >= t->dense_len || run_hashed(t, i)) && (h = hash_find(t, inum))) {
+		*ii = h->i;
+	} else {
+		memset(ii, 0, sizeof(*ii));
+	}
+	return ii->bits & INO_PRESENT;
+}
+
+void fsck_ino_get_new(struct ino_table *t, uint64_t inum, struct ino_info *ii)
+{
+	if (!fsck_ino_get(t, inum, ii))
+		ii->bits = INO_PRESENT;
+}
+
+void __fsck_ino_put(struct ino_table *t, uint64_t inum, const struct ino_info *ii)
+{
+	uint64_t i = inum - t->dense_base;
+	struct ino_hent *h;
+
+	if (i < t->dense_len && t->wide) {
+		t->nr += !(t->wide[i].bits & INO_PRESENT);
+		t->wide[i] = *ii;
+		return;
+	}
+	if (i < t->dense_len) {
+		unsigned code = packed_get(t, i);
+		h = !code && run_hashed(t, i) ? hash_find(t, inum) : NULL;
+		if (h) {	/* once in the hash, it stays there */
+			h->i = *ii;
+			return;
+		}
+		t->nr += !code;
+		if ((code = palette_code(t, ii))) {
+			packed_set(t, i, code);
+			return;
+		}
+		packed_set(t, i, 0);
+		t->hashed_runs[i / 64 / 64] |= 1ULL << (i / 64 % 64);
+		h = fsck_map_find(&t->hash, inum, true);
+		h->i = *ii;
+		if (++t->nr_hashed_dense > t->dense_len / INO_WIDE_RATIO + 64)
+			ino_widen(t);
+		return;
+	}
+	if (!inum) {
+		t->nr += !(t->zero.bits & INO_PRESENT);
+		t->zero = *ii;
+		return;
+	}
+	if (!(h = hash_find(t, inum))) {
+		h = fsck_map_find(&t->hash, inum, true);
+		t->nr++;
+	}
+	h->i = *ii;
 }
 
 void fsck_ino_reserve(struct ino_table *t, size_t extra)
@@ -259,30 +464,34 @@ void fsck_ino_reserve(struct ino_table *t, size_t extra)
 	fsck_map_reserve(&t->extra, extra);
 }
 
-struct ino_info *fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum)
+bool fsck_ino_next(struct ino_table *t, size_t *pos, uint64_t *inum, struct ino_info *ii)
 {
 	while (*pos < t->dense_len) {
 		size_t i = (*pos)++;
-		if (t->dense[i].bits & INO_PRESENT) {
+		if (fsck_ino_get(t, t->dense_base + i, ii)) {
 			*inum = t->dense_base + i;
-			return &t->dense[i];
+			return true;
 		}
 	}
 	while (*pos < t->dense_len + t->hash.cap) {
 		struct ino_hent *h = map_slot(&t->hash, (*pos)++ - t->dense_len);
-		if (h->inum && (h->i.bits & INO_PRESENT)) {
+		/* those of the dense range came in their place */
+		if (h->inum && h->inum - t->dense_base >= t->dense_len && (h->i.bits & INO_PRESENT)) {
 			*inum = h->inum;
-			return &h->i;
+			*ii = h->i;
+			return true;
 		}
 	}
 	if (*pos == t->dense_len + t->hash.cap) {
 		(*pos)++;
 		if (t->zero.bits & INO_PRESENT) {
 			*inum = 0;
-			return &t->zero;
+			*ii = t->zero;
+			return true;
 		}
 	}
-	return NULL;
+	memset(ii, 0, sizeof(*ii));
+	return false;
 }
 
 void fsck_ino_set_fp(struct ino_table *t, uint64_t inum, uint16_t fp)

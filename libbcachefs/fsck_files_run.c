@@ -57,7 +57,7 @@ static void heading(struct fstate *s, unsigned pass, const char *what)
 static void fstate_free(struct fstate *s)
 {
 	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
-		free(s->claimed[d]);
+		fsck_table_free(s->claimed[d], (s->claimed_blocks[d] + 7) / 8);
 	fsck_ino_exit(&s->inodes);
 	if (s->inode_keys.c)
 		fsck_cursor_exit(&s->inode_keys);
@@ -96,7 +96,7 @@ static int files_view(struct fstate *s, bool whole)
 			continue;
 		struct bch_member *m = bch_sb_member(c->sb, d);
 		s->claimed_blocks[d] = m->nbuckets * m->bucket_size / c->sb->block_size;
-		s->claimed[d] = calloc((s->claimed_blocks[d] + 7) / 8, 1);
+		s->claimed[d] = fsck_table_alloc((s->claimed_blocks[d] + 7) / 8);
 		if (!s->claimed[d])
 			return -ENOMEM;
 	}

@@ -48,10 +48,11 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 	if (k->type != BCH_BKEY_inode)
 		return 0;
 	const struct bch_inode *i = bkey_val(k);
-	struct ino_info *ii = fsck_ino_find(&s->inodes, k->p.offset, true);
+	struct ino_info ii;
 
-	ino_set_mode(ii, i->mode);
-	fsck_ino_set_nlink(&s->inodes, k->p.offset, ii, i->nlink);
+	fsck_ino_get_new(&s->inodes, k->p.offset, &ii);
+	ino_set_mode(&ii, i->mode);
+	fsck_ino_set_nlink(&s->inodes, k->p.offset, &ii, i->nlink);
 	if (bch_inode_flags_check(s->c->sb->features, i) != BCH_INODE_FLAGS_OK &&
 	    (!s->nr_flags_bad || s->flags_bad[s->nr_flags_bad - 1].offset != k->p.offset)) {
 		if (s->nr_flags_bad == s->flags_bad_cap) {
@@ -62,18 +63,19 @@ int fsck_load_inode(struct fstate *s, const struct bch_bkey *k)
 		}
 		s->flags_bad[s->nr_flags_bad++] = k->p;
 	}
-	ii->bits |= INO_LOADED;
+	ii.bits |= INO_LOADED;
 	if (i->flags & BCH_INODE_UNLINKED) {
 		fsck_ino_extra(&s->inodes, k->p.offset, true)->unlinked = true;
 		s->nr_unlinked_keys++;
 	}
 	if (i->dir) {
-		ii->bits |= INO_HAS_BP;
+		ii.bits |= INO_HAS_BP;
 		s->bp_sum_keys += fsck_bp_hash(k->p.offset, i->dir, i->dir_offset);
 		/* which of several names is the pointer's: its fingerprint tells (pass 8) */
 		if (!S_ISDIR(i->mode) && i->nlink != 1)
 			fsck_ino_set_fp(&s->inodes, k->p.offset, fsck_bp_fp(i->dir, i->dir_offset));
 	}
+	fsck_ino_put(&s->inodes, k->p.offset, &ii);
 	s->stats->inodes++;
 	if (S_ISDIR(i->mode)) {
 		struct ino_extra *x = fsck_ino_extra(&s->inodes, k->p.offset, true);

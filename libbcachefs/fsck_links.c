@@ -155,17 +155,18 @@ static int check_links_one(struct fstate *s, uint64_t inum, struct ino_info *ii,
 
 static int check_links_key(struct fstate *s, const struct bch_bkey *k)
 {
-	struct ino_info *ii = fsck_ino_find(&s->inodes, k->p.offset, false);
+	struct ino_info ii;
 
-	if (!ii || !ino_has_key(ii))
+	if (!fsck_ino_get(&s->inodes, k->p.offset, &ii) || !ino_has_key(&ii))
 		return 0;
-	return check_links_one(s, k->p.offset, ii, k);
+	return check_links_one(s, k->p.offset, &ii, k);
 }
 
 /*
  * What check_links_one() decides from the inode's key, decided from the
  * table: true when it would find nothing (false: maybe).  A directory
- * whose first name has its pointer's fingerprint is accepted here.
+ * whose first name has its pointer's fingerprint is accepted here (and
+ * its entry kept so).
  */
 static bool links_ok(struct fstate *s, uint64_t inum, struct ino_info *ii)
 {
@@ -189,6 +190,7 @@ static bool links_ok(struct fstate *s, uint64_t inum, struct ino_info *ii)
 	if (!x->parent || x->bp_fp != fsck_bp_fp(x->parent, x->parent_slot))
 		return false;
 	ii->bits |= INO_BP_NAMED;
+	fsck_ino_put(&s->inodes, inum, ii);
 	s->bp_sum_names += fsck_bp_hash(inum, x->parent, x->parent_slot);
 	return true;
 }
@@ -200,9 +202,9 @@ static int bp_recheck(struct fstate *s)
 	uint64_t inum;
 
 	s->bp_exact = true;
-	for (struct ino_info *ii; !s->err && !s->ctx->cancelled &&
-				  (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
-		if (!(ii->bits & INO_BP_NAMED) || !ino_has_key(ii))
+	for (struct ino_info ii; !s->err && !s->ctx->cancelled &&
+				 fsck_ino_next(&s->inodes, &pos, &inum, &ii);) {
+		if (!(ii.bits & INO_BP_NAMED) || !ino_has_key(&ii))
 			continue;
 		struct bch_bkey *k;
 		int r = bch_vlookup(s->c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
@@ -290,9 +292,9 @@ int fsck_check_links(struct fstate *s)
 	}
 	size_t pos = 0;
 	uint64_t inum;
-	for (struct ino_info *ii; !s->err && !s->ctx->cancelled &&
-				  (ii = fsck_ino_next(&s->inodes, &pos, &inum));) {
-		if (!ino_has_key(ii) || links_ok(s, inum, ii))
+	for (struct ino_info ii; !s->err && !s->ctx->cancelled &&
+				 fsck_ino_next(&s->inodes, &pos, &inum, &ii);) {
+		if (!ino_has_key(&ii) || links_ok(s, inum, &ii))
 			continue;
 		struct bch_bkey *k;
 		r = bch_vlookup(s->c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
@@ -300,7 +302,7 @@ int fsck_check_links(struct fstate *s)
 			continue;
 		if (r)
 			return r;
-		r = check_links_one(s, inum, ii, k);
+		r = check_links_one(s, inum, &ii, k);
 		free(k);
 		if (r)
 			return r;
