@@ -80,6 +80,7 @@ struct bch_journal {
 						 * and body is not (damaged, or torn by a crash) */
 	size_t			nr_bad;
 	uint64_t		durable;	/* newest written and flushed */
+	uint64_t		flush_gen;	/* flushes of every device done (flush_devs) */
 	uint64_t		last_seq_ondisk;	/* last_seq of that entry */
 	bool			started;
 
@@ -1074,6 +1075,35 @@ static void journal_discard(struct bch_fs *c, struct bch_journal *j)
 	}
 }
 
+/*
+ * Flush every device: each write issued before is durable after.  Counted
+ * (flush_gen), so a btree node that must follow such a flush (its parent's
+ * hints, btree_update.c) can tell whether one came since.
+ */
+static int flush_devs(struct bch_fs *c)
+{
+	int ret;
+
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
+		if (c->devs[i] && c->devs[i]->bdev && (ret = bch_dev_flush(c->devs[i]->bdev)))
+			return ret;
+	if (c->journal)
+		J(c)->flush_gen++;
+	return 0;
+}
+
+int bch_journal_flush_devs(struct bch_fs *c)
+{
+	int ret = flush_devs(c);
+
+	return ret ? bch_fs_err(c, ret, "flushing the devices: %s", bch_err_str(ret)) : 0;
+}
+
+uint64_t bch_journal_flush_gen(struct bch_fs *c)
+{
+	return c->journal ? J(c)->flush_gen : 0;
+}
+
 /* Write the open entry (roots added now) and flush; it becomes durable. */
 static int journal_write(struct bch_fs *c)
 {
@@ -1154,11 +1184,9 @@ static int journal_write(struct bch_fs *c)
 	 * entry links in, on any device) must be durable before the entry can
 	 * land, or a power cut could keep the entry and lose what it points to.
 	 */
-	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX && !ret; i++)
-		if (c->devs[i] && c->devs[i]->bdev &&
-		    (ret = bch_dev_flush(c->devs[i]->bdev)))
-			bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
-				   (uint64_t)j->seq, bch_err_str(ret));
+	if (!ret && (ret = flush_devs(c)))
+		bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
+			   (uint64_t)j->seq, bch_err_str(ret));
 
 	/*
 	 * The copies (and the stub) are written, then each device written to
@@ -1517,6 +1545,12 @@ int bch_journal_reclaim_all(struct bch_fs *c)
 		return ret;
 	if (j->pins.next != &j->pins)
 		return bch_fs_err(c, -EIO, "journal pins left after reclaim");
-	/* record that nothing older than this entry is needed */
+	/*
+	 * Record that nothing older than this entry is needed, unless the
+	 * newest durable entry says so already (written with no pin left, and
+	 * nothing since needs an entry): a second one would say the same.
+	 */
+	if (j->last_seq_ondisk == j->durable && j->durable && !open_entry_needed(c))
+		return 0;
 	return journal_write(c);
 }

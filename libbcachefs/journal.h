@@ -131,6 +131,15 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq);
  */
 int bch_journal_flush(struct bch_fs *c);
 
+/*
+ * Flush every device (no journal entry): the writes issued so far are
+ * durable.  bch_journal_flush_gen() counts such flushes, each entry's
+ * preflush included: a write that must follow the writes issued now waits
+ * for the count to pass its value now.
+ */
+int bch_journal_flush_devs(struct bch_fs *c);
+uint64_t bch_journal_flush_gen(struct bch_fs *c);
+
 /* Of the open entry; the caller makes something depend on it (the next flush writes it). */
 uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
