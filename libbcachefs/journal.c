@@ -81,6 +81,8 @@ struct bch_journal {
 	size_t			nr_bad;
 	uint64_t		durable;	/* newest written and flushed */
 	uint64_t		flush_gen;	/* flushes of every device done (flush_devs) */
+	bool			clean_start;	/* opened clean: the first entry needs no
+						 * preflush (bch_journal_clean_start) */
 	uint64_t		last_seq_ondisk;	/* last_seq of that entry */
 	bool			started;
 
@@ -902,6 +904,11 @@ int bch_journal_start(struct bch_fs *c, uint64_t min_seq)
 	return 0;
 }
 
+void bch_journal_clean_start(struct bch_fs *c)
+{
+	J(c)->clean_start = true;
+}
+
 static struct journal_dev *target(struct bch_journal *j, uint64_t seq, unsigned k)
 {
 	return &j->devs[(seq + k) % j->nr_wdevs];
@@ -1184,9 +1191,10 @@ static int journal_write(struct bch_fs *c)
 	 * entry links in, on any device) must be durable before the entry can
 	 * land, or a power cut could keep the entry and lose what it points to.
 	 */
-	if (!ret && (ret = flush_devs(c)))
+	if (!ret && !j->clean_start && (ret = flush_devs(c)))
 		bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
 			   (uint64_t)j->seq, bch_err_str(ret));
+	j->clean_start = false;
 
 	/*
 	 * The copies (and the stub) are written, then each device written to

@@ -91,6 +91,13 @@ int bch_journal_read(struct bch_fs *c,
  */
 int bch_journal_start(struct bch_fs *c, uint64_t min_seq);
 
+/*
+ * The filesystem was opened clean: its last session flushed every write at
+ * its close, and nothing has been written since, so the first entry is
+ * written without a preflush (its own flush still makes it durable).
+ */
+void bch_journal_clean_start(struct bch_fs *c);
+
 /* Roots: every entry written carries what fill() writes (u64s() u64s). */
 void bch_journal_set_roots_fn(struct bch_fs *c, unsigned (*u64s)(struct bch_fs *c),
 			      void (*fill)(struct bch_fs *c, struct bch_jset_entry *dst));
