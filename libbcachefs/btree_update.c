@@ -337,9 +337,9 @@ static int split(struct bch_fs *c, struct btree *b)
 		/*
 		 * Every key of this level journalled before the open entry
 		 * belongs to an earlier shape of the tree: replay must not
-		 * apply them here (the open entry is durable_seq + 1).
+		 * apply them here.
 		 */
-		uint64_t open_seq = bch_journal_seq_durable(c) + 1;
+		uint64_t open_seq = bch_journal_seq_open(c);
 		nr_->journal_seq = b->journal_seq > open_seq ? b->journal_seq : open_seq;
 		for (unsigned i = 0; i < 2; i++) {
 			struct bch_bkey *k = bch_btree_ptr_key(n[i]);

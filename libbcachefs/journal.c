@@ -81,6 +81,9 @@ struct bch_journal {
 	size_t			nr_bad;
 	uint64_t		durable;	/* newest written and flushed */
 	uint64_t		flush_gen;	/* flushes of every device done (flush_devs) */
+	uint64_t		written;	/* newest entry written: durable, or durable
+						 * at the next flush of the devices */
+	uint64_t		written_last_seq;	/* last_seq of that entry */
 	bool			clean_start;	/* opened clean: the first entry needs no
 						 * preflush (bch_journal_clean_start) */
 	uint64_t		last_seq_ondisk;	/* last_seq of that entry */
@@ -1087,6 +1090,8 @@ static void journal_discard(struct bch_fs *c, struct bch_journal *j)
  * (flush_gen), so a btree node that must follow such a flush (its parent's
  * hints, btree_update.c) can tell whether one came since.
  */
+static void journal_discard(struct bch_fs *c, struct bch_journal *j);
+
 static int flush_devs(struct bch_fs *c)
 {
 	int ret;
@@ -1094,8 +1099,16 @@ static int flush_devs(struct bch_fs *c)
 	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
 		if (c->devs[i] && c->devs[i]->bdev && (ret = bch_dev_flush(c->devs[i]->bdev)))
 			return ret;
-	if (c->journal)
-		J(c)->flush_gen++;
+	if (c->journal) {
+		struct bch_journal *j = J(c);
+		j->flush_gen++;
+		/* an entry written without its flush (write_full) is durable now */
+		if (j->written > j->durable) {
+			j->durable = j->written;
+			j->last_seq_ondisk = j->written_last_seq;
+			journal_discard(c, j);
+		}
+	}
 	return 0;
 }
 
@@ -1111,8 +1124,15 @@ uint64_t bch_journal_flush_gen(struct bch_fs *c)
 	return c->journal ? J(c)->flush_gen : 0;
 }
 
-/* Write the open entry (roots added now) and flush; it becomes durable. */
-static int journal_write(struct bch_fs *c)
+/*
+ * Write the open entry (roots added now) and, with flush, flush it: it
+ * becomes durable.  Without (an entry written because it is full, which no
+ * one waits for): durable at the next flush of the devices, which the next
+ * entry's preflush is, so a run of full entries costs one flush each, not
+ * two.  Until then j->written is ahead of j->durable, and its last_seq
+ * frees nothing.
+ */
+static int journal_write_flush(struct bch_fs *c, bool flush)
 {
 	struct bch_journal *j = J(c);
 	unsigned r = roots_u64s(c), u64s = j->buf_u64s + r;
@@ -1212,7 +1232,7 @@ static int journal_write(struct bch_fs *c)
 		w[nw].sectors = sectors;
 		ret = jwrite_one(c, &w[nw++], js, bytes);
 	}
-	for (unsigned i = 0; i < nw && !ret; i++) {
+	for (unsigned i = 0; i < nw && !ret && flush; i++) {
 		bool flushed = false;
 		for (unsigned k = 0; k < i; k++)
 			flushed |= w[k].jd->dev == w[i].jd->dev;
@@ -1227,7 +1247,7 @@ static int journal_write(struct bch_fs *c)
 	 * entry was acknowledged.  Best effort: a lane with no room outside
 	 * its reserve gets none, and a failed stub write fails nothing.
 	 */
-	if (!ret && j->stubs && j->replicas < j->nr_wdevs) {
+	if (!ret && flush && j->stubs && j->replicas < j->nr_wdevs) {
 		struct journal_dev *jd = target(j, j->seq, j->replicas);
 		if (!place(j, jd, j->block_sectors, marker_sectors(c), &w[nw].slot, &w[nw].off)) {
 			w[nw].jd = jd;
@@ -1245,9 +1265,13 @@ static int journal_write(struct bch_fs *c)
 			jd->bucket_seq[w[i].slot] = j->seq;
 	}
 	if (!ret) {
-		j->durable = j->seq;
-		j->last_seq_ondisk = js->last_seq;
-		journal_discard(c, j);
+		j->written = j->seq;
+		j->written_last_seq = js->last_seq;
+		if (flush) {
+			j->durable = j->seq;
+			j->last_seq_ondisk = js->last_seq;
+			journal_discard(c, j);
+		}
 		j->seq++;
 		j->buf_u64s = 0;
 		j->pending = false;
@@ -1258,6 +1282,23 @@ static int journal_write(struct bch_fs *c)
 	free(roots);
 	free(js);
 	return ret;
+}
+
+static int journal_write(struct bch_fs *c)
+{
+	return journal_write_flush(c, true);
+}
+
+/*
+ * The open entry is full: written, its flush left to the next one.  Not
+ * with stubs (a stub says its entry was acknowledged, so it follows the
+ * entry's own flush).
+ */
+static int write_full(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+
+	return journal_write_flush(c, j->stubs && j->replicas < j->nr_wdevs);
 }
 
 /* Flush the pins (oldest first) whose sequence is durable and at most upto. */
@@ -1403,7 +1444,7 @@ int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res 
 		return bch_fs_err(c, -EINVAL, "transaction too big for one journal entry "
 				  "(%u of at most %u words)", u64s, j->max_u64s - roots_u64s(c));
 	if (!fits(c, j->seq, j->buf_u64s + u64s, false)) {
-		if (j->buf_u64s && (ret = journal_write(c)))
+		if (j->buf_u64s && (ret = write_full(c)))
 			return ret;
 		if ((ret = make_room(c, u64s)))
 			return ret;
@@ -1424,7 +1465,7 @@ int bch_journal_res_get_internal(struct bch_fs *c, unsigned u64s, struct bch_jou
 	if (c->read_only || !j->started)
 		return -BCH_ERR_fs_read_only;
 	if (!fits(c, j->seq, j->buf_u64s + u64s, true)) {
-		if (j->buf_u64s && (ret = journal_write(c)))
+		if (j->buf_u64s && (ret = write_full(c)))
 			return ret;
 		if (!fits(c, j->seq, u64s, true))
 			return bch_fs_err(c, -BCH_ERR_journal_full,
@@ -1470,6 +1511,8 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
 		return 0;
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
+	if (seq <= j->written)	/* written, not flushed: a flush of the devices */
+		return bch_journal_flush_devs(c);
 	return flush_open(c, may_reclaim(c));
 }
 
@@ -1477,8 +1520,10 @@ int bch_journal_flush(struct bch_fs *c)
 {
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
-	if (!J(c)->started || !open_entry_needed(c))
-		return 0;	/* everything is durable already */
+	if (!J(c)->started)
+		return 0;
+	if (!open_entry_needed(c))	/* at most a written entry to flush */
+		return J(c)->written > J(c)->durable ? bch_journal_flush_devs(c) : 0;
 	return flush_open(c, may_reclaim(c));
 }
 
@@ -1492,6 +1537,11 @@ uint64_t bch_journal_cur_seq(struct bch_fs *c)
 uint64_t bch_journal_nonce_max(struct bch_fs *c)
 {
 	return c->journal ? J(c)->nonce_max : 0;
+}
+
+uint64_t bch_journal_seq_open(struct bch_fs *c)
+{
+	return J(c)->seq;
 }
 
 uint64_t bch_journal_seq_durable(struct bch_fs *c)

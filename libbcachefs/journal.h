@@ -14,9 +14,11 @@
  *
  * Callers reserve room in the open entry, append sub-entries, and release the
  * reservation; the entry is written when someone asks for durability
- * (bch_journal_flush_seq), when it is full, or at close.  Writing means
- * written and flushed: when a flush returns, everything up to that sequence
- * survives a power cut.
+ * (bch_journal_flush_seq), when it is full, or at close.  A flush returns
+ * when everything up to that sequence survives a power cut.  An entry
+ * written because it was full is flushed by the next flush of the devices
+ * (the next entry's preflush, a node write that needs it, an fsync), not on
+ * its own: until then it is written but not durable.
  *
  * Invariants
  *   (1) A bucket is overwritten only when every entry in it is older than the
@@ -150,6 +152,8 @@ uint64_t bch_journal_flush_gen(struct bch_fs *c);
 /* Of the open entry; the caller makes something depend on it (the next flush writes it). */
 uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
+/* The open entry's seq, asking nothing of it (bch_journal_cur_seq() does). */
+uint64_t bch_journal_seq_open(struct bch_fs *c);
 /*
  * Encrypted: the highest nonce counter value of a valid entry seen by the
  * reads at open, or written since (0: none).  The counter continues past it.
