@@ -1380,6 +1380,9 @@ static int make_room(struct bch_fs *c, unsigned u64s)
 	int ret = 0;
 
 	j->reclaiming = true;
+	/* a full entry written without its flush: durable first, so its pins can go */
+	if (j->written > j->durable && (ret = bch_journal_flush_devs(c)))
+		goto out;
 	for (unsigned tries = 0; tries < 3 && !ret; tries++) {
 		if (fits(c, j->seq, j->buf_u64s + u64s, false))
 			goto out;
