@@ -4,7 +4,15 @@
  *
  * Ordering: an entry is written after a flush of every device (so the nodes
  * it links in are durable first) and flushed itself before it counts as
- * durable.
+ * durable.  An entry written only because it is full (write_full) skips
+ * its own flush: the next flush of the devices (the next entry's preflush,
+ * a node write that needs it, an fsync) makes it durable, so a run of full
+ * entries costs one flush each.  Until then j->written is ahead of
+ * j->durable; its last_seq frees no bucket and its stub waits.  Every flush
+ * of all devices is counted (flush_gen): a node whose hints cover its
+ * children's appends waits for one, not for a journal entry.  A flush with
+ * nothing written since the last reaches no device (blockdev.c), and the
+ * first entry of a session opened clean has no preflush.
  *
  * Space: each journal device has a ring of buckets.  An entry for sequence s
  * goes to metadata_replicas devices, starting with device s % nr (so the
@@ -84,6 +92,8 @@ struct bch_journal {
 	uint64_t		written;	/* newest entry written: durable, or durable
 						 * at the next flush of the devices */
 	uint64_t		written_last_seq;	/* last_seq of that entry */
+	bool			stub_pending;	/* its stub is written once it is durable */
+	struct bch_jset		stub_hdr;	/* the header the stub copies */
 	bool			clean_start;	/* opened clean: the first entry needs no
 						 * preflush (bch_journal_clean_start) */
 	uint64_t		last_seq_ondisk;	/* last_seq of that entry */
@@ -1064,6 +1074,31 @@ static int stub_write(struct bch_fs *c, const struct jwrite *w, const struct bch
 }
 
 /*
+ * The stub of entry js, once the entry is durable, and not flushed itself
+ * (the next entry's preflush or the close does): a stub on disk means its
+ * entry was acknowledged.  Best effort: a lane with no room outside its
+ * reserve gets none, and a failed stub write fails nothing.
+ */
+static void write_stub(struct bch_fs *c, const struct bch_jset *js)
+{
+	struct bch_journal *j = J(c);
+	struct journal_dev *jd = target(j, js->seq, j->replicas);
+	struct jwrite w;
+
+	if (place(j, jd, j->block_sectors, marker_sectors(c), &w.slot, &w.off))
+		return;
+	w.jd = jd;
+	w.sectors = j->block_sectors;
+	if (!stub_write(c, &w, js)) {
+		jd->cur = w.slot;
+		jd->cur_off = w.off + w.sectors;
+		if (js->seq > jd->bucket_seq[w.slot])
+			jd->bucket_seq[w.slot] = js->seq;
+	}
+	c->err_msg[0] = 0;
+}
+
+/*
  * The member's discard option: buckets whose entries are all older than the
  * last_seq now on disk are discarded (recovery reads from last_seq on; a
  * discarded bucket reads as empty or as the old entries) and become empty
@@ -1091,6 +1126,7 @@ static void journal_discard(struct bch_fs *c, struct bch_journal *j)
  * hints, btree_update.c) can tell whether one came since.
  */
 static void journal_discard(struct bch_fs *c, struct bch_journal *j);
+static void write_stub(struct bch_fs *c, const struct bch_jset *js);
 
 static int flush_devs(struct bch_fs *c)
 {
@@ -1107,6 +1143,10 @@ static int flush_devs(struct bch_fs *c)
 			j->durable = j->written;
 			j->last_seq_ondisk = j->written_last_seq;
 			journal_discard(c, j);
+		}
+		if (j->stub_pending) {
+			j->stub_pending = false;
+			write_stub(c, &j->stub_hdr);
 		}
 	}
 	return 0;
@@ -1146,6 +1186,18 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
+	/*
+	 * The last entry written without its flush has a stub to come: the
+	 * preflush first (it makes that entry durable and writes the stub),
+	 * so the stub's place is taken before this entry's is chosen.
+	 */
+	bool preflushed = false;
+	if (j->stub_pending && !j->clean_start) {
+		if ((ret = flush_devs(c)))
+			return bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
+					  (uint64_t)j->seq, bch_err_str(ret));
+		preflushed = true;
+	}
 	/*
 	 * Nowhere to put it: nothing is written and nothing changes (the
 	 * caller may reclaim and try again), so the filesystem stays writable.
@@ -1211,7 +1263,7 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 	 * entry links in, on any device) must be durable before the entry can
 	 * land, or a power cut could keep the entry and lose what it points to.
 	 */
-	if (!ret && !j->clean_start && (ret = flush_devs(c)))
+	if (!ret && !j->clean_start && !preflushed && (ret = flush_devs(c)))
 		bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
 			   (uint64_t)j->seq, bch_err_str(ret));
 	j->clean_start = false;
@@ -1241,22 +1293,6 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 			bch_fs_err(c, ret, "%s: flushing journal entry %" PRIu64 ": %s",
 				   bch_dev_path(ca->bdev), (uint64_t)j->seq, bch_err_str(ret));
 	}
-	/*
-	 * The stub, once the entry is durable, and not flushed itself (the
-	 * next entry's preflush or the close does): a stub on disk means its
-	 * entry was acknowledged.  Best effort: a lane with no room outside
-	 * its reserve gets none, and a failed stub write fails nothing.
-	 */
-	if (!ret && flush && j->stubs && j->replicas < j->nr_wdevs) {
-		struct journal_dev *jd = target(j, j->seq, j->replicas);
-		if (!place(j, jd, j->block_sectors, marker_sectors(c), &w[nw].slot, &w[nw].off)) {
-			w[nw].jd = jd;
-			w[nw].sectors = j->block_sectors;
-			if (!stub_write(c, &w[nw], js))
-				nw++;
-			c->err_msg[0] = 0;
-		}
-	}
 	for (unsigned i = 0; i < nw && !ret; i++) {
 		struct journal_dev *jd = w[i].jd;
 		jd->cur = w[i].slot;
@@ -1271,6 +1307,15 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 			j->durable = j->seq;
 			j->last_seq_ondisk = js->last_seq;
 			journal_discard(c, j);
+		}
+		/* the stub: now if durable, else at the flush that makes it so */
+		if (j->stubs && j->replicas < j->nr_wdevs) {
+			if (flush) {
+				write_stub(c, js);
+			} else {
+				memcpy(&j->stub_hdr, js, sizeof(j->stub_hdr));
+				j->stub_pending = true;
+			}
 		}
 		j->seq++;
 		j->buf_u64s = 0;
@@ -1290,15 +1335,12 @@ static int journal_write(struct bch_fs *c)
 }
 
 /*
- * The open entry is full: written, its flush left to the next one.  Not
- * with stubs (a stub says its entry was acknowledged, so it follows the
- * entry's own flush).
+ * The open entry is full: written, its flush left to the next one (and its
+ * stub to that flush: a stub says its entry was acknowledged).
  */
 static int write_full(struct bch_fs *c)
 {
-	struct bch_journal *j = J(c);
-
-	return journal_write_flush(c, j->stubs && j->replicas < j->nr_wdevs);
+	return journal_write_flush(c, false);
 }
 
 /* Flush the pins (oldest first) whose sequence is durable and at most upto. */
@@ -1380,6 +1422,8 @@ static int make_room(struct bch_fs *c, unsigned u64s)
 	int ret = 0;
 
 	j->reclaiming = true;
+	if (fits(c, j->seq, j->buf_u64s + u64s, false))
+		goto out;
 	/* a full entry written without its flush: durable first, so its pins can go */
 	if (j->written > j->durable && (ret = bch_journal_flush_devs(c)))
 		goto out;
