@@ -92,8 +92,6 @@ struct bch_journal {
 	uint64_t		written;	/* newest entry written: durable, or durable
 						 * at the next flush of the devices */
 	uint64_t		written_last_seq;	/* last_seq of that entry */
-	bool			stub_pending;	/* its stub is written once it is durable */
-	struct bch_jset		stub_hdr;	/* the header the stub copies */
 	bool			clean_start;	/* opened clean: the first entry needs no
 						 * preflush (bch_journal_clean_start) */
 	uint64_t		last_seq_ondisk;	/* last_seq of that entry */
@@ -1126,8 +1124,6 @@ static void journal_discard(struct bch_fs *c, struct bch_journal *j)
  * hints, btree_update.c) can tell whether one came since.
  */
 static void journal_discard(struct bch_fs *c, struct bch_journal *j);
-static void write_stub(struct bch_fs *c, const struct bch_jset *js);
-
 static int flush_devs(struct bch_fs *c)
 {
 	int ret;
@@ -1143,10 +1139,6 @@ static int flush_devs(struct bch_fs *c)
 			j->durable = j->written;
 			j->last_seq_ondisk = j->written_last_seq;
 			journal_discard(c, j);
-		}
-		if (j->stub_pending) {
-			j->stub_pending = false;
-			write_stub(c, &j->stub_hdr);
 		}
 	}
 	return 0;
@@ -1186,18 +1178,6 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
-	/*
-	 * The last entry written without its flush has a stub to come: the
-	 * preflush first (it makes that entry durable and writes the stub),
-	 * so the stub's place is taken before this entry's is chosen.
-	 */
-	bool preflushed = false;
-	if (j->stub_pending && !j->clean_start) {
-		if ((ret = flush_devs(c)))
-			return bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
-					  (uint64_t)j->seq, bch_err_str(ret));
-		preflushed = true;
-	}
 	/*
 	 * Nowhere to put it: nothing is written and nothing changes (the
 	 * caller may reclaim and try again), so the filesystem stays writable.
@@ -1263,7 +1243,7 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 	 * entry links in, on any device) must be durable before the entry can
 	 * land, or a power cut could keep the entry and lose what it points to.
 	 */
-	if (!ret && !j->clean_start && !preflushed && (ret = flush_devs(c)))
+	if (!ret && !j->clean_start && (ret = flush_devs(c)))
 		bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
 			   (uint64_t)j->seq, bch_err_str(ret));
 	j->clean_start = false;
@@ -1308,15 +1288,9 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 			j->last_seq_ondisk = js->last_seq;
 			journal_discard(c, j);
 		}
-		/* the stub: now if durable, else at the flush that makes it so */
-		if (j->stubs && j->replicas < j->nr_wdevs) {
-			if (flush) {
-				write_stub(c, js);
-			} else {
-				memcpy(&j->stub_hdr, js, sizeof(j->stub_hdr));
-				j->stub_pending = true;
-			}
-		}
+		/* the stub: its entry is durable (no stub, no write_full without flush) */
+		if (flush && j->stubs && j->replicas < j->nr_wdevs)
+			write_stub(c, js);
 		j->seq++;
 		j->buf_u64s = 0;
 		j->pending = false;
@@ -1335,12 +1309,22 @@ static int journal_write(struct bch_fs *c)
 }
 
 /*
- * The open entry is full: written, its flush left to the next one (and its
- * stub to that flush: a stub says its entry was acknowledged).
+ * The open entry has no room for u64s more: written, its flush left to the
+ * next one when the reservation then fits.  When it still does not (the
+ * ring is short of room), flushed now, as an entry always was: the last_seq
+ * it records frees buckets only once it is durable, so what comes next
+ * (make_room, an internal update) sees the ring it saw before.  With stubs
+ * (one copy in lanes) always flushed: a stub follows its entry's flush, and
+ * placed later it would take lane room the reservations since did not count.
  */
-static int write_full(struct bch_fs *c)
+static int write_full(struct bch_fs *c, unsigned u64s, bool internal)
 {
-	return journal_write_flush(c, false);
+	struct bch_journal *j = J(c);
+	int ret = journal_write_flush(c, j->stubs && j->replicas < j->nr_wdevs);
+
+	if (!ret && !fits(c, j->seq, u64s, internal) && j->written > j->durable)
+		ret = bch_journal_flush_devs(c);
+	return ret;
 }
 
 /* Flush the pins (oldest first) whose sequence is durable and at most upto. */
@@ -1491,7 +1475,7 @@ int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res 
 		return bch_fs_err(c, -EINVAL, "transaction too big for one journal entry "
 				  "(%u of at most %u words)", u64s, j->max_u64s - roots_u64s(c));
 	if (!fits(c, j->seq, j->buf_u64s + u64s, false)) {
-		if (j->buf_u64s && (ret = write_full(c)))
+		if (j->buf_u64s && (ret = write_full(c, u64s, false)))
 			return ret;
 		if ((ret = make_room(c, u64s)))
 			return ret;
@@ -1512,7 +1496,11 @@ int bch_journal_res_get_internal(struct bch_fs *c, unsigned u64s, struct bch_jou
 	if (c->read_only || !j->started)
 		return -BCH_ERR_fs_read_only;
 	if (!fits(c, j->seq, j->buf_u64s + u64s, true)) {
-		if (j->buf_u64s && (ret = write_full(c)))
+		if (j->buf_u64s && (ret = write_full(c, u64s, true)))
+			return ret;
+		/* no reclaim here: what that entry's last_seq frees takes its flush */
+		if (!fits(c, j->seq, u64s, true) && j->written > j->durable &&
+		    (ret = bch_journal_flush_devs(c)))
 			return ret;
 		if (!fits(c, j->seq, u64s, true))
 			return bch_fs_err(c, -BCH_ERR_journal_full,
