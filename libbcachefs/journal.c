@@ -8,7 +8,9 @@
  * its own flush: the next flush of the devices (the next entry's preflush,
  * a node write that needs it, an fsync) makes it durable, so a run of full
  * entries costs one flush each.  Until then j->written is ahead of
- * j->durable; its last_seq frees no bucket and its stub waits.  Every flush
+ * j->durable, and its last_seq frees no bucket; when the next reservation
+ * does not fit without what it frees, or with stubs (a stub follows its
+ * entry's flush), the entry is flushed at once as before.  Every flush
  * of all devices is counted (flush_gen): a node whose hints cover its
  * children's appends waits for one, not for a journal entry.  A flush with
  * nothing written since the last reaches no device (blockdev.c), and the

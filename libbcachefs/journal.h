@@ -18,7 +18,8 @@
  * when everything up to that sequence survives a power cut.  An entry
  * written because it was full is flushed by the next flush of the devices
  * (the next entry's preflush, a node write that needs it, an fsync), not on
- * its own: until then it is written but not durable.
+ * its own: until then it is written but not durable (not with stubs, nor
+ * when the ring needs what it frees).
  *
  * Invariants
  *   (1) A bucket is overwritten only when every entry in it is older than the
