@@ -15,7 +15,8 @@
 #             for writing the whole copy)
 #   compare   image update --dry-run: the walk alone (DIR and the image's
 #             metadata read, compared; nothing opened read-write)
-# and the best of each is printed with the ratio rebuild / update.  The
+# and the best of each is printed with the ratio rebuild / update (and the
+# medians, with their ratio: on a shared machine the best is luck).  The
 # update's --json counts show that it wrote only what changed.  Then, once
 # and untimed, what the rest of update's time (update - walk: the
 # read-write open, the changes, the close) is made of: its opens of the
@@ -72,11 +73,13 @@ for i in $(seq "$REPS"); do
 	rm -f "$dir/new.img"
 	set -- $(timed "$B" format -q --fs-size="$FS_SIZE" --source "$src" "$dir/new.img")
 	r=$1 rc=$2
+	echo "$r" >> "$dir/all.rebuild"
 	cp --sparse=always "$dir/base.img" "$dir/upd.img"
 	sync "$dir/upd.img"	# the copy's writeback is the copy's, not the update's
 	set -- $(timed sh -c '"$1" image update --json "$2" "$3" > "$4"' sh "$B" "$dir/upd.img" \
 		"$src" "$dir/json")
 	u=$1 uc=$2
+	echo "$u" >> "$dir/all.update"
 	if [ -z "$best_rebuild" ] || [ "$(echo "$r < $best_rebuild" | bc)" = 1 ]; then
 		best_rebuild=$r cpu_rebuild=$rc
 	fi
@@ -87,6 +90,7 @@ for i in $(seq "$REPS"); do
 	sync "$dir/cmp.img"
 	set -- $(timed sh -c '"$1" image update --dry-run "$2" "$3" > /dev/null' sh "$B" \
 		"$dir/cmp.img" "$src")
+	echo "$1" >> "$dir/all.compare"
 	if [ -z "$best_compare" ] || [ "$(echo "$1 < $best_compare" | bc)" = 1 ]; then
 		best_compare=$1 cpu_compare=$2
 	fi
@@ -101,6 +105,10 @@ printf '%-28s %10.3f %10.2f\n' "format --source (rebuild)" "$best_rebuild" "$cpu
 printf '%-28s %10.3f %10.2f\n' "image update" "$best_update" "$cpu_update"
 printf '%-28s %10.3f %10.2f\n' "  of it the walk (--dry-run)" "$best_compare" "$cpu_compare"
 printf 'ratio rebuild / update: %.1fx (goal >= 20x)\n' "$(echo "$best_rebuild / $best_update" | bc -l)"
+median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+mr=$(median "$dir/all.rebuild") mu=$(median "$dir/all.update") mc=$(median "$dir/all.compare")
+printf 'medians of %s: rebuild %.3f, update %.3f (walk %.3f): ratio %.1fx\n' "$REPS" "$mr" "$mu" "$mc" \
+	"$(echo "$mr / $mu" | bc -l)"
 # what the rest is made of (untimed): opens of the image, flushes
 if command -v strace >/dev/null; then
 	cp --sparse=always "$dir/base.img" "$dir/upd.img"

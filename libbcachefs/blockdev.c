@@ -103,6 +103,7 @@ struct bch_blockdev {
 	unsigned		delay_us;	/* BCH_DEV_DELAY_ENV: sleep per request */
 	atomic_uint_fast64_t	nr_reads, read_bytes, nr_writes, write_bytes;
 	atomic_uint_fast64_t	read_errors, write_errors;	/* requests the device failed */
+	atomic_bool		unflushed;	/* written (or punched) since the last flush */
 };
 
 /* ------------------------------------------------------------ open/close */
@@ -439,6 +440,8 @@ static void count(struct bch_blockdev *dev, bool write, unsigned nr, uint64_t by
 				  memory_order_relaxed);
 	atomic_fetch_add_explicit(write ? &dev->write_bytes : &dev->read_bytes, bytes,
 				  memory_order_relaxed);
+	if (write)	/* failed ones too: a part may have landed */
+		atomic_store(&dev->unflushed, true);
 }
 
 void bch_dev_io_stats(const struct bch_blockdev *dev, struct bch_dev_io_stats *s)
@@ -589,6 +592,11 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 		goto err;
 	dev->is_blockdev = S_ISBLK(st.st_mode);
 	dev->rdonly = flags & BCH_DEV_RDONLY;
+	/*
+	 * The first flush is never skipped: what an earlier process wrote and
+	 * did not flush (killed mid-session) is durable before anything of ours.
+	 */
+	atomic_init(&dev->unflushed, true);
 	dev->direct = dev->is_blockdev && (flags & BCH_DEV_DIRECT);
 	if ((err = read_geometry(dev, &st)) || (err = delay_from_env(dev)))
 		goto err;
@@ -808,15 +816,23 @@ int bch_dev_flush(struct bch_blockdev *dev)
 
 	if (dev->rdonly)
 		return 0;	/* nothing of ours can be dirty */
+	/* nothing written since the last flush: nothing to make durable */
+	if (!atomic_exchange(&dev->unflushed, false))
+		return 0;
 	if (dev->have_hook) {
 		ret = dev->hook.fn(dev->hook.priv, dev, BCH_IO_FLUSH, 0, NULL, 0);
-		if (ret)
+		if (ret) {
+			atomic_store(&dev->unflushed, true);
 			return ret < 0 ? ret : -BCH_ERR_injected_fault;
+		}
 	}
 	/* A block device's fdatasync may skip the cache flush; fsync does not. */
 	while (dev->is_blockdev ? fsync(dev->fd) : fdatasync(dev->fd))
-		if (errno != EINTR)
-			return -errno;
+		if (errno != EINTR) {
+			ret = -errno;
+			atomic_store(&dev->unflushed, true);
+			return ret;
+		}
 	return 0;
 }
 
@@ -852,6 +868,7 @@ int bch_dev_discard(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
 	else
 		ret = fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
 				offset, len) ? -errno : 0;
+	atomic_store(&dev->unflushed, true);
 
 	/* Best effort: only an I/O error says something about the device. */
 	return ret == -EIO ? ret : 0;
@@ -863,6 +880,7 @@ int bch_dev_punch(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
 		return -EROFS;
 	if (dev->is_blockdev || dev->have_hook)
 		return -EOPNOTSUPP;	/* a recorder must see the zeroes written */
+	atomic_store(&dev->unflushed, true);
 	return fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, len) ? -errno : 0;
 }
 

@@ -99,7 +99,11 @@ void bch_dev_advise_random(struct bch_blockdev *dev, bool random);
 /* Ask the kernel to start reading [offset, offset + len) now (a hint). */
 void bch_dev_willneed(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
 
-/* fdatasync / cache flush.  Returns 0 only when earlier writes are durable. */
+/*
+ * fdatasync / cache flush.  Returns 0 only when earlier writes are durable.
+ * Skipped (0 at once) when nothing was written or punched through dev since
+ * its last flush; the first flush after open always runs.
+ */
 int bch_dev_flush(struct bch_blockdev *dev);
 
 /* Discard (BLKDISCARD / punch hole); best effort, errors other than EIO ignored. */

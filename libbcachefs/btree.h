@@ -77,6 +77,9 @@ struct btree {
 
 	bool			dirty;
 	uint64_t		journal_seq;	/* newest journal seq of a key in it */
+	uint64_t		hint_flush;	/* written only once bch_journal_flush_gen()
+						 * reaches this: children's appends that
+						 * its hints cover are durable first */
 	uint64_t		disk_journal_seq;	/* the newest journal_seq of the bsets
 						 * read: a key for this node from an older
 						 * entry is in them, or belonged to a node

@@ -141,6 +141,22 @@ static int node_alloc(struct bch_fs *c, unsigned id, unsigned level, struct btre
 	return 0;
 }
 
+/*
+ * What must be durable before b is written: the journal up to its newest
+ * key (write-ahead), and the children's appends its hints cover (a flush
+ * of the devices, not a journal entry: update_hint()).
+ */
+static int node_deps_durable(struct bch_fs *c, struct btree *b)
+{
+	int r;
+
+	if ((r = bch_journal_flush_seq(c, b->journal_seq)))
+		return r;
+	if (b->hint_flush > bch_journal_flush_gen(c) && (r = bch_journal_flush_devs(c)))
+		return r;
+	return 0;
+}
+
 static int node_pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq)
 {
 	struct btree *b = (struct btree *)((char *)pin - offsetof(struct btree, pin));
@@ -276,7 +292,7 @@ static int split(struct bch_fs *c, struct btree *b)
 	if (!root && (r = parent_room(c, b)))
 		goto err;
 	/* write-ahead: everything b holds is in the journal first */
-	if ((r = bch_journal_flush_seq(c, b->journal_seq)))
+	if ((r = node_deps_durable(c, b)))
 		goto err;
 	for (unsigned i = 0; i < 2; i++)
 		if ((r = node_alloc(c, id, level, &n[i])))
@@ -321,9 +337,9 @@ static int split(struct bch_fs *c, struct btree *b)
 		/*
 		 * Every key of this level journalled before the open entry
 		 * belongs to an earlier shape of the tree: replay must not
-		 * apply them here (the open entry is durable_seq + 1).
+		 * apply them here.
 		 */
-		uint64_t open_seq = bch_journal_seq_durable(c) + 1;
+		uint64_t open_seq = bch_journal_seq_open(c);
 		nr_->journal_seq = b->journal_seq > open_seq ? b->journal_seq : open_seq;
 		for (unsigned i = 0; i < 2; i++) {
 			struct bch_bkey *k = bch_btree_ptr_key(n[i]);
@@ -402,7 +418,8 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 	if (b->u64s + s->u64s > split_threshold(c) * 2 / 3)
 		goto out;
 	uint64_t seq = left->journal_seq > right->journal_seq ? left->journal_seq : right->journal_seq;
-	if ((r = bch_journal_flush_seq(c, seq)) || (r = node_alloc(c, id, level, &n)))
+	if ((r = node_deps_durable(c, left)) || (r = node_deps_durable(c, right)) ||
+	    (r = node_alloc(c, id, level, &n)))
 		goto out;
 	n->min_key = left->min_key;
 	n->max_key = right->max_key;
@@ -547,7 +564,7 @@ int bch_btree_node_rewrite(struct bch_fs *c, struct btree *b)
 	int r;
 
 	c->roots->no_shrink++;
-	r = bch_journal_flush_seq(c, b->journal_seq);
+	r = node_deps_durable(c, b);
 	if (!r && bch_btree_node_fits(c, b))
 		r = move_node(c, b);
 	if (!r) {
@@ -603,7 +620,7 @@ int bch_btree_copygc(struct bch_fs *c)
 		/* the tree may have changed since the walk: check it is still the one */
 		if (bpos_eq(b->max_key, l.t[i].max_key) && bch_alloc_copygc_bucket(c, &b->ptrs[0]) &&
 		    !is_root(c, b) && bch_btree_node_fits(c, b) &&
-		    !(r = bch_journal_flush_seq(c, b->journal_seq)) && !(r = move_node(c, b))) {
+		    !(r = node_deps_durable(c, b)) && !(r = move_node(c, b))) {
 			clear_pending(c, b);
 			c->roots->copygc_moves++;
 		}
@@ -655,12 +672,15 @@ static void update_hint(struct bch_fs *c, struct btree *b)
 		apply_key(c, p, k, 0);
 		free(k);
 		/*
-		 * Write-ahead, as for a key: the parent is written only after a
-		 * journal entry newer than this append, and every entry first
-		 * flushes every device, so the hint never covers an append a
-		 * power cut could still take away.
+		 * The parent is written only after a flush of every device that
+		 * comes after this append (node_deps_durable()), so the hint never
+		 * covers an append a power cut could still take away.  A flush,
+		 * not a journal entry: the hint is in no entry, and one flush
+		 * serves every node of a level written at close.  Its bset's
+		 * journal_seq: the durable entry, whose keys p all holds.
 		 */
-		uint64_t seq = bch_journal_cur_seq(c);
+		p->hint_flush = bch_journal_flush_gen(c) + 1;
+		uint64_t seq = bch_journal_seq_durable(c);
 		if (seq > p->journal_seq)
 			p->journal_seq = seq;
 	}
@@ -677,7 +697,7 @@ static int node_write(struct bch_fs *c, struct btree *b)
 		return -BCH_ERR_fs_read_only;
 	if (c->emergency_ro)
 		return -BCH_ERR_fs_emergency_ro;
-	if ((r = bch_journal_flush_seq(c, b->journal_seq)))
+	if ((r = node_deps_durable(c, b)))
 		return r;
 	if (!bch_btree_node_fits(c, b) || b->u64s > split_threshold(c)) {
 		/* split consumes a reference and frees b */

@@ -711,6 +711,14 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 		 * lost, where a zeroed or damaged tail would look like no writes.
 		 */
 		struct bch_journal_res res;
+		/*
+		 * Clean: the last writer flushed everything at its close (the
+		 * superblock write that set the flag ends with a flush), and this
+		 * session has written only the superblock (flushed) so far: the
+		 * entry needs no preflush.
+		 */
+		if (clean)
+			bch_journal_clean_start(c);
 		if ((r = bch_journal_res_get(c, 0, &res)))
 			goto out;
 		bch_journal_res_put(c, &res);

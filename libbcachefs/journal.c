@@ -4,7 +4,17 @@
  *
  * Ordering: an entry is written after a flush of every device (so the nodes
  * it links in are durable first) and flushed itself before it counts as
- * durable.
+ * durable.  An entry written only because it is full (write_full) skips
+ * its own flush: the next flush of the devices (the next entry's preflush,
+ * a node write that needs it, an fsync) makes it durable, so a run of full
+ * entries costs one flush each.  Until then j->written is ahead of
+ * j->durable, and its last_seq frees no bucket; when the next reservation
+ * does not fit without what it frees, or with stubs (a stub follows its
+ * entry's flush), the entry is flushed at once as before.  Every flush
+ * of all devices is counted (flush_gen): a node whose hints cover its
+ * children's appends waits for one, not for a journal entry.  A flush with
+ * nothing written since the last reaches no device (blockdev.c), and the
+ * first entry of a session opened clean has no preflush.
  *
  * Space: each journal device has a ring of buckets.  An entry for sequence s
  * goes to metadata_replicas devices, starting with device s % nr (so the
@@ -80,6 +90,12 @@ struct bch_journal {
 						 * and body is not (damaged, or torn by a crash) */
 	size_t			nr_bad;
 	uint64_t		durable;	/* newest written and flushed */
+	uint64_t		flush_gen;	/* flushes of every device done (flush_devs) */
+	uint64_t		written;	/* newest entry written: durable, or durable
+						 * at the next flush of the devices */
+	uint64_t		written_last_seq;	/* last_seq of that entry */
+	bool			clean_start;	/* opened clean: the first entry needs no
+						 * preflush (bch_journal_clean_start) */
 	uint64_t		last_seq_ondisk;	/* last_seq of that entry */
 	bool			started;
 
@@ -901,6 +917,11 @@ int bch_journal_start(struct bch_fs *c, uint64_t min_seq)
 	return 0;
 }
 
+void bch_journal_clean_start(struct bch_fs *c)
+{
+	J(c)->clean_start = true;
+}
+
 static struct journal_dev *target(struct bch_journal *j, uint64_t seq, unsigned k)
 {
 	return &j->devs[(seq + k) % j->nr_wdevs];
@@ -1053,6 +1074,31 @@ static int stub_write(struct bch_fs *c, const struct jwrite *w, const struct bch
 }
 
 /*
+ * The stub of entry js, once the entry is durable, and not flushed itself
+ * (the next entry's preflush or the close does): a stub on disk means its
+ * entry was acknowledged.  Best effort: a lane with no room outside its
+ * reserve gets none, and a failed stub write fails nothing.
+ */
+static void write_stub(struct bch_fs *c, const struct bch_jset *js)
+{
+	struct bch_journal *j = J(c);
+	struct journal_dev *jd = target(j, js->seq, j->replicas);
+	struct jwrite w;
+
+	if (place(j, jd, j->block_sectors, marker_sectors(c), &w.slot, &w.off))
+		return;
+	w.jd = jd;
+	w.sectors = j->block_sectors;
+	if (!stub_write(c, &w, js)) {
+		jd->cur = w.slot;
+		jd->cur_off = w.off + w.sectors;
+		if (js->seq > jd->bucket_seq[w.slot])
+			jd->bucket_seq[w.slot] = js->seq;
+	}
+	c->err_msg[0] = 0;
+}
+
+/*
  * The member's discard option: buckets whose entries are all older than the
  * last_seq now on disk are discarded (recovery reads from last_seq on; a
  * discarded bucket reads as empty or as the old entries) and become empty
@@ -1074,8 +1120,53 @@ static void journal_discard(struct bch_fs *c, struct bch_journal *j)
 	}
 }
 
-/* Write the open entry (roots added now) and flush; it becomes durable. */
-static int journal_write(struct bch_fs *c)
+/*
+ * Flush every device: each write issued before is durable after.  Counted
+ * (flush_gen), so a btree node that must follow such a flush (its parent's
+ * hints, btree_update.c) can tell whether one came since.
+ */
+static void journal_discard(struct bch_fs *c, struct bch_journal *j);
+static int flush_devs(struct bch_fs *c)
+{
+	int ret;
+
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
+		if (c->devs[i] && c->devs[i]->bdev && (ret = bch_dev_flush(c->devs[i]->bdev)))
+			return ret;
+	if (c->journal) {
+		struct bch_journal *j = J(c);
+		j->flush_gen++;
+		/* an entry written without its flush (write_full) is durable now */
+		if (j->written > j->durable) {
+			j->durable = j->written;
+			j->last_seq_ondisk = j->written_last_seq;
+			journal_discard(c, j);
+		}
+	}
+	return 0;
+}
+
+int bch_journal_flush_devs(struct bch_fs *c)
+{
+	int ret = flush_devs(c);
+
+	return ret ? bch_fs_err(c, ret, "flushing the devices: %s", bch_err_str(ret)) : 0;
+}
+
+uint64_t bch_journal_flush_gen(struct bch_fs *c)
+{
+	return c->journal ? J(c)->flush_gen : 0;
+}
+
+/*
+ * Write the open entry (roots added now) and, with flush, flush it: it
+ * becomes durable.  Without (an entry written because it is full, which no
+ * one waits for): durable at the next flush of the devices, which the next
+ * entry's preflush is, so a run of full entries costs one flush each, not
+ * two.  Until then j->written is ahead of j->durable, and its last_seq
+ * frees nothing.
+ */
+static int journal_write_flush(struct bch_fs *c, bool flush)
 {
 	struct bch_journal *j = J(c);
 	unsigned r = roots_u64s(c), u64s = j->buf_u64s + r;
@@ -1154,11 +1245,10 @@ static int journal_write(struct bch_fs *c)
 	 * entry links in, on any device) must be durable before the entry can
 	 * land, or a power cut could keep the entry and lose what it points to.
 	 */
-	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX && !ret; i++)
-		if (c->devs[i] && c->devs[i]->bdev &&
-		    (ret = bch_dev_flush(c->devs[i]->bdev)))
-			bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
-				   (uint64_t)j->seq, bch_err_str(ret));
+	if (!ret && !j->clean_start && (ret = flush_devs(c)))
+		bch_fs_err(c, ret, "flushing before journal entry %" PRIu64 ": %s",
+			   (uint64_t)j->seq, bch_err_str(ret));
+	j->clean_start = false;
 
 	/*
 	 * The copies (and the stub) are written, then each device written to
@@ -1176,7 +1266,7 @@ static int journal_write(struct bch_fs *c)
 		w[nw].sectors = sectors;
 		ret = jwrite_one(c, &w[nw++], js, bytes);
 	}
-	for (unsigned i = 0; i < nw && !ret; i++) {
+	for (unsigned i = 0; i < nw && !ret && flush; i++) {
 		bool flushed = false;
 		for (unsigned k = 0; k < i; k++)
 			flushed |= w[k].jd->dev == w[i].jd->dev;
@@ -1184,22 +1274,6 @@ static int journal_write(struct bch_fs *c)
 		if (!flushed && (ret = bch_dev_flush(ca->bdev)))
 			bch_fs_err(c, ret, "%s: flushing journal entry %" PRIu64 ": %s",
 				   bch_dev_path(ca->bdev), (uint64_t)j->seq, bch_err_str(ret));
-	}
-	/*
-	 * The stub, once the entry is durable, and not flushed itself (the
-	 * next entry's preflush or the close does): a stub on disk means its
-	 * entry was acknowledged.  Best effort: a lane with no room outside
-	 * its reserve gets none, and a failed stub write fails nothing.
-	 */
-	if (!ret && j->stubs && j->replicas < j->nr_wdevs) {
-		struct journal_dev *jd = target(j, j->seq, j->replicas);
-		if (!place(j, jd, j->block_sectors, marker_sectors(c), &w[nw].slot, &w[nw].off)) {
-			w[nw].jd = jd;
-			w[nw].sectors = j->block_sectors;
-			if (!stub_write(c, &w[nw], js))
-				nw++;
-			c->err_msg[0] = 0;
-		}
 	}
 	for (unsigned i = 0; i < nw && !ret; i++) {
 		struct journal_dev *jd = w[i].jd;
@@ -1209,9 +1283,16 @@ static int journal_write(struct bch_fs *c)
 			jd->bucket_seq[w[i].slot] = j->seq;
 	}
 	if (!ret) {
-		j->durable = j->seq;
-		j->last_seq_ondisk = js->last_seq;
-		journal_discard(c, j);
+		j->written = j->seq;
+		j->written_last_seq = js->last_seq;
+		if (flush) {
+			j->durable = j->seq;
+			j->last_seq_ondisk = js->last_seq;
+			journal_discard(c, j);
+		}
+		/* the stub: its entry is durable (no stub, no write_full without flush) */
+		if (flush && j->stubs && j->replicas < j->nr_wdevs)
+			write_stub(c, js);
 		j->seq++;
 		j->buf_u64s = 0;
 		j->pending = false;
@@ -1221,6 +1302,30 @@ static int journal_write(struct bch_fs *c)
 	}
 	free(roots);
 	free(js);
+	return ret;
+}
+
+static int journal_write(struct bch_fs *c)
+{
+	return journal_write_flush(c, true);
+}
+
+/*
+ * The open entry has no room for u64s more: written, its flush left to the
+ * next one when the reservation then fits.  When it still does not (the
+ * ring is short of room), flushed now, as an entry always was: the last_seq
+ * it records frees buckets only once it is durable, so what comes next
+ * (make_room, an internal update) sees the ring it saw before.  With stubs
+ * (one copy in lanes) always flushed: a stub follows its entry's flush, and
+ * placed later it would take lane room the reservations since did not count.
+ */
+static int write_full(struct bch_fs *c, unsigned u64s, bool internal)
+{
+	struct bch_journal *j = J(c);
+	int ret = journal_write_flush(c, j->stubs && j->replicas < j->nr_wdevs);
+
+	if (!ret && !fits(c, j->seq, u64s, internal) && j->written > j->durable)
+		ret = bch_journal_flush_devs(c);
 	return ret;
 }
 
@@ -1303,6 +1408,11 @@ static int make_room(struct bch_fs *c, unsigned u64s)
 	int ret = 0;
 
 	j->reclaiming = true;
+	if (fits(c, j->seq, j->buf_u64s + u64s, false))
+		goto out;
+	/* a full entry written without its flush: durable first, so its pins can go */
+	if (j->written > j->durable && (ret = bch_journal_flush_devs(c)))
+		goto out;
 	for (unsigned tries = 0; tries < 3 && !ret; tries++) {
 		if (fits(c, j->seq, j->buf_u64s + u64s, false))
 			goto out;
@@ -1367,7 +1477,7 @@ int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res 
 		return bch_fs_err(c, -EINVAL, "transaction too big for one journal entry "
 				  "(%u of at most %u words)", u64s, j->max_u64s - roots_u64s(c));
 	if (!fits(c, j->seq, j->buf_u64s + u64s, false)) {
-		if (j->buf_u64s && (ret = journal_write(c)))
+		if (j->buf_u64s && (ret = write_full(c, u64s, false)))
 			return ret;
 		if ((ret = make_room(c, u64s)))
 			return ret;
@@ -1388,7 +1498,11 @@ int bch_journal_res_get_internal(struct bch_fs *c, unsigned u64s, struct bch_jou
 	if (c->read_only || !j->started)
 		return -BCH_ERR_fs_read_only;
 	if (!fits(c, j->seq, j->buf_u64s + u64s, true)) {
-		if (j->buf_u64s && (ret = journal_write(c)))
+		if (j->buf_u64s && (ret = write_full(c, u64s, true)))
+			return ret;
+		/* no reclaim here: what that entry's last_seq frees takes its flush */
+		if (!fits(c, j->seq, u64s, true) && j->written > j->durable &&
+		    (ret = bch_journal_flush_devs(c)))
 			return ret;
 		if (!fits(c, j->seq, u64s, true))
 			return bch_fs_err(c, -BCH_ERR_journal_full,
@@ -1434,6 +1548,8 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
 		return 0;
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
+	if (seq <= j->written)	/* written, not flushed: a flush of the devices */
+		return bch_journal_flush_devs(c);
 	return flush_open(c, may_reclaim(c));
 }
 
@@ -1441,8 +1557,10 @@ int bch_journal_flush(struct bch_fs *c)
 {
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
-	if (!J(c)->started || !open_entry_needed(c))
-		return 0;	/* everything is durable already */
+	if (!J(c)->started)
+		return 0;
+	if (!open_entry_needed(c))	/* at most a written entry to flush */
+		return J(c)->written > J(c)->durable ? bch_journal_flush_devs(c) : 0;
 	return flush_open(c, may_reclaim(c));
 }
 
@@ -1456,6 +1574,11 @@ uint64_t bch_journal_cur_seq(struct bch_fs *c)
 uint64_t bch_journal_nonce_max(struct bch_fs *c)
 {
 	return c->journal ? J(c)->nonce_max : 0;
+}
+
+uint64_t bch_journal_seq_open(struct bch_fs *c)
+{
+	return J(c)->seq;
 }
 
 uint64_t bch_journal_seq_durable(struct bch_fs *c)
@@ -1517,6 +1640,12 @@ int bch_journal_reclaim_all(struct bch_fs *c)
 		return ret;
 	if (j->pins.next != &j->pins)
 		return bch_fs_err(c, -EIO, "journal pins left after reclaim");
-	/* record that nothing older than this entry is needed */
+	/*
+	 * Record that nothing older than this entry is needed, unless the
+	 * newest durable entry says so already (written with no pin left, and
+	 * nothing since needs an entry): a second one would say the same.
+	 */
+	if (j->last_seq_ondisk == j->durable && j->durable && !open_entry_needed(c))
+		return 0;
 	return journal_write(c);
 }

@@ -14,9 +14,12 @@
  *
  * Callers reserve room in the open entry, append sub-entries, and release the
  * reservation; the entry is written when someone asks for durability
- * (bch_journal_flush_seq), when it is full, or at close.  Writing means
- * written and flushed: when a flush returns, everything up to that sequence
- * survives a power cut.
+ * (bch_journal_flush_seq), when it is full, or at close.  A flush returns
+ * when everything up to that sequence survives a power cut.  An entry
+ * written because it was full is flushed by the next flush of the devices
+ * (the next entry's preflush, a node write that needs it, an fsync), not on
+ * its own: until then it is written but not durable (not with stubs, nor
+ * when the ring needs what it frees).
  *
  * Invariants
  *   (1) A bucket is overwritten only when every entry in it is older than the
@@ -91,6 +94,13 @@ int bch_journal_read(struct bch_fs *c,
  */
 int bch_journal_start(struct bch_fs *c, uint64_t min_seq);
 
+/*
+ * The filesystem was opened clean: its last session flushed every write at
+ * its close, and nothing has been written since, so the first entry is
+ * written without a preflush (its own flush still makes it durable).
+ */
+void bch_journal_clean_start(struct bch_fs *c);
+
 /* Roots: every entry written carries what fill() writes (u64s() u64s). */
 void bch_journal_set_roots_fn(struct bch_fs *c, unsigned (*u64s)(struct bch_fs *c),
 			      void (*fill)(struct bch_fs *c, struct bch_jset_entry *dst));
@@ -131,9 +141,20 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq);
  */
 int bch_journal_flush(struct bch_fs *c);
 
+/*
+ * Flush every device (no journal entry): the writes issued so far are
+ * durable.  bch_journal_flush_gen() counts such flushes, each entry's
+ * preflush included: a write that must follow the writes issued now waits
+ * for the count to pass its value now.
+ */
+int bch_journal_flush_devs(struct bch_fs *c);
+uint64_t bch_journal_flush_gen(struct bch_fs *c);
+
 /* Of the open entry; the caller makes something depend on it (the next flush writes it). */
 uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
+/* The open entry's seq, asking nothing of it (bch_journal_cur_seq() does). */
+uint64_t bch_journal_seq_open(struct bch_fs *c);
 /*
  * Encrypted: the highest nonce counter value of a valid entry seen by the
  * reads at open, or written since (0: none).  The counter continues past it.
