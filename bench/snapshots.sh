@@ -145,7 +145,8 @@ fuse_rows() {	# fuse_rows IMAGE: the rows' milliseconds (wall, daemon CPU) on a 
 	for i in $(seq 100); do mountpoint -q "$m" && break; sleep 0.1; done
 	mountpoint -q "$m" || { echo "fusemount $1 failed: $(cat "$dir/daemon.err")" >&2; exit 1; }
 	u=$(ms sh -c "tar -C '$m' -xf '$dir/src.tar' && sync -f '$m'")
-	f=$(ms sh -c "find '$m' -exec stat -c %s {} + >/dev/null")
+	# the untarred tree, as rm -rf takes it: the snapshot roots /s1... are not in a plain image
+	f=$(ms sh -c "find '$m/$(basename "$TREE")' -exec stat -c %s {} + >/dev/null")
 	w=$(ms fio --name=w --directory="$m" --size="$FUSE_SIZE" --bs=1M --rw=write --ioengine=psync --end_fsync=1)
 	sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
 	r=$(ms fio --name=w --directory="$m" --size="$FUSE_SIZE" --bs=1M --rw=read --ioengine=psync)
