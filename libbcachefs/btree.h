@@ -244,6 +244,13 @@ int  bch_btree_split_overfull(struct bch_fs *c);
 /* Create an empty root leaf for every btree (format) / for one (fsck rebuild). */
 int  bch_btree_create_roots(struct bch_fs *c);
 int  bch_btree_create_root(struct bch_fs *c, unsigned id);
+/*
+ * A btree made on first use behind a feature bit (reflink, stripes): the bit
+ * is written first, so a crash between leaves an empty btree, never keys
+ * the superblock does not announce; then the root.  0 once both are there;
+ * -BCH_ERR_fs_read_only when they are not and c is read-only.
+ */
+int  bch_btree_feature_init(struct bch_fs *c, uint64_t feature, unsigned id);
 
 /* Roots in journal entries (registered with the journal by fs.c). */
 unsigned bch_btree_roots_u64s(struct bch_fs *c);

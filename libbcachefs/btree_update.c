@@ -30,6 +30,7 @@
 #include "checksum.h"
 #include "errcode.h"
 #include "replicas.h"
+#include "super.h"
 
 struct btree_trans {
 	struct bch_fs		*c;
@@ -1018,6 +1019,22 @@ int bch_btree_split_overfull(struct bch_fs *c)
 			return r;
 	}
 	return bch_fs_err(c, -EIO, "btree: too many overfull nodes");
+}
+
+int bch_btree_feature_init(struct bch_fs *c, uint64_t feature, unsigned id)
+{
+	int r;
+
+	if (c->roots->r[id].key && (c->sb->features & feature))
+		return 0;
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	if (!(c->sb->features & feature)) {
+		c->sb->features |= feature;
+		if ((r = bch_write_super(c)))
+			return r;
+	}
+	return c->roots->r[id].key ? 0 : bch_btree_create_root(c, id);
 }
 
 int bch_btree_create_root(struct bch_fs *c, unsigned id)

@@ -291,22 +291,7 @@ bool bch_stripe_ptr_fits(const struct bch_stripe *s, const struct bch_extent_ptr
 
 int bch_ec_init(struct bch_fs *c)
 {
-	int r;
-
-	if (c->roots->r[BCH_BTREE_ID_stripes].key && (c->sb->features & BCH_FEATURE_ERASURE_CODE))
-		return 0;
-	if (c->read_only)
-		return -BCH_ERR_fs_read_only;
-	/* the bit before the first key: a crash between leaves an empty btree */
-	if (!(c->sb->features & BCH_FEATURE_ERASURE_CODE)) {
-		c->sb->features |= BCH_FEATURE_ERASURE_CODE;
-		if ((r = bch_write_super(c)))
-			return r;
-	}
-	if (!c->roots->r[BCH_BTREE_ID_stripes].key &&
-	    (r = bch_btree_create_root(c, BCH_BTREE_ID_stripes)))
-		return r;
-	return 0;
+	return bch_btree_feature_init(c, BCH_FEATURE_ERASURE_CODE, BCH_BTREE_ID_stripes);
 }
 
 /* Read block i's sectors [off, off + len) into buf; false when it cannot be had. */

@@ -434,21 +434,7 @@ int bch_reflink_usage(struct bch_fs *c, struct bch_reflink_usage *u)
 
 int bch_reflink_init(struct bch_fs *c)
 {
-	int r;
-
-	if (c->roots->r[BCH_BTREE_ID_reflink].key && (c->sb->features & BCH_FEATURE_REFLINK))
-		return 0;
-	if (c->read_only)
-		return -BCH_ERR_fs_read_only;
-	/* a crash between the bit and the first keys leaves an empty btree: the bit first */
-	if (!(c->sb->features & BCH_FEATURE_REFLINK)) {
-		c->sb->features |= BCH_FEATURE_REFLINK;
-		if ((r = bch_write_super(c)))
-			return r;
-	}
-	if (!c->roots->r[BCH_BTREE_ID_reflink].key && (r = bch_btree_create_root(c, BCH_BTREE_ID_reflink)))
-		return r;
-	return 0;
+	return bch_btree_feature_init(c, BCH_FEATURE_REFLINK, BCH_BTREE_ID_reflink);
 }
 
 /* The first free index: after the last indirect extent. */
