@@ -267,6 +267,13 @@ int  bch_btree_roots_from_jset(struct bch_fs *c, const struct bch_jset_entry *e)
 int bch_btree_lookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey **ret);
 int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
 		   struct bch_bkey **ret);
+/*
+ * The offset of btree id's last key at or before max (the highest inode
+ * number, indirect extent or stripe index in use): *found false and 0 when
+ * the btree holds none before max, which is no error.
+ */
+int bch_btree_last_offset(struct bch_fs *c, unsigned id, struct bch_bpos max, uint64_t *offset,
+			  bool *found);
 int bch_btree_peek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos,
 			struct bch_bpos start, struct bch_bkey **ret);
 

@@ -121,6 +121,26 @@ int bch_btree_peek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos,
 	}
 }
 
+int bch_btree_last_offset(struct bch_fs *c, unsigned id, struct bch_bpos max, uint64_t *offset,
+			  bool *found)
+{
+	struct bch_bkey *k;
+	int r = bch_btree_peek_prev(c, id, max, POS_MIN, &k);
+
+	*offset = 0;
+	*found = false;
+	if (r == -BCH_ERR_key_not_found) {
+		c->err_msg[0] = 0;
+		return 0;
+	}
+	if (r)
+		return r;
+	*offset = k->p.offset;
+	*found = true;
+	free(k);
+	return 0;
+}
+
 int bch_btree_lookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey **ret)
 {
 	return bch_btree_peek(c, id, pos, pos, ret);

@@ -670,18 +670,12 @@ static int write_blocks(struct build *b, struct bch_stripe *sv)
 
 static int next_stripe_index(struct bch_fs *c, uint64_t *idx)
 {
-	struct bch_bkey *k;
-	int r = bch_btree_peek_prev(c, BCH_BTREE_ID_stripes, POS(0, UINT32_MAX, 0), POS_MIN, &k);
+	bool found;
+	int r = bch_btree_last_offset(c, BCH_BTREE_ID_stripes, POS(0, UINT32_MAX, 0), idx, &found);
 
-	*idx = 1;
-	if (r == -BCH_ERR_key_not_found) {
-		c->err_msg[0] = 0;
-		return 0;
-	}
 	if (r)
 		return r;
-	*idx = k->p.offset + 1;
-	free(k);
+	*idx += 1;	/* stripe indices start at 1 */
 	return *idx > UINT32_MAX ? bch_fs_err(c, -BCH_ERR_no_space, "no stripe index left") : 0;
 }
 

@@ -82,11 +82,11 @@ static int files_view(struct fstate *s, bool whole)
 	int r = 0;
 
 	s->cur_inum = UINT64_MAX;
-	struct bch_bkey *last;
-	if (!bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, UINT32_MAX), POS_MIN, &last)) {
-		s->max_inum = last->p.offset;
-		free(last);
-	}
+	uint64_t last;
+	bool found;
+	if (!bch_btree_last_offset(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, UINT32_MAX), &last, &found) &&
+	    found)
+		s->max_inum = last;
 	/* pass 3 counted the inode keys: the table is sized once */
 	fsck_ino_init(&s->inodes, ctx->leaf_keys[BCH_BTREE_ID_inodes], s->max_inum);
 	/* and the directories' side table: growing it would hold old and new at once */

@@ -72,16 +72,12 @@ int bch_inode_delete(struct btree_trans *t, uint64_t inum)
 int bch_inode_alloc_num(struct bch_fs *c, uint64_t *inum)
 {
 	if (!c->inum_next) {
-		struct bch_bkey *k;
-		int r = bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, 0), POS_MIN, &k);
-		if (r == -BCH_ERR_key_not_found) {
-			c->inum_next = BCH_FIRST_INO;
-		} else if (r) {
+		uint64_t last;
+		bool found;
+		int r = bch_btree_last_offset(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, 0), &last, &found);
+		if (r)
 			return r;
-		} else {
-			c->inum_next = k->p.offset + 1;
-			free(k);
-		}
+		c->inum_next = found ? last + 1 : BCH_FIRST_INO;
 		if (c->inum_next < BCH_FIRST_INO)
 			c->inum_next = BCH_FIRST_INO;
 	}

@@ -440,19 +440,10 @@ int bch_reflink_init(struct bch_fs *c)
 /* The first free index: after the last indirect extent. */
 static int next_index(struct bch_fs *c, uint64_t *idx)
 {
-	struct bch_bkey *k;
-	int r = bch_btree_peek_prev(c, BCH_BTREE_ID_reflink, POS(0, UINT64_MAX, UINT32_MAX), POS_MIN, &k);
+	bool found;
 
-	*idx = 0;
-	if (r == -BCH_ERR_key_not_found) {
-		c->err_msg[0] = 0;
-		return 0;
-	}
-	if (r)
-		return r;
-	*idx = k->p.offset;
-	free(k);
-	return 0;
+	/* an indirect extent's offset is its end: the next one starts there */
+	return bch_btree_last_offset(c, BCH_BTREE_ID_reflink, POS(0, UINT64_MAX, UINT32_MAX), idx, &found);
 }
 
 /* Source keys per step: every one costs a few keys in the transaction (punch, reflink_p, reflink_v). */

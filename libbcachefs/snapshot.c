@@ -78,19 +78,16 @@ void bch_snapshots_exit(struct bch_fs *c)
  */
 static void inum_fresh_load(struct bch_fs *c, struct bch_snapshots *t)
 {
-	struct bch_bkey *k;
-	int r;
+	uint64_t last;
+	bool found;
 
-	if (!c->roots->r[BCH_BTREE_ID_inodes].key)
+	if (!c->roots->r[BCH_BTREE_ID_inodes].key ||
+	    bch_btree_last_offset(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, UINT32_MAX), &last, &found))
 		return;
-	r = bch_btree_peek_prev(c, BCH_BTREE_ID_inodes, POS(0, UINT64_MAX, UINT32_MAX), POS_MIN, &k);
-	if (r == -BCH_ERR_key_not_found) {
+	if (!found)
 		t->inum_fresh = 0;
-	} else if (!r) {
-		if (k->p.offset != UINT64_MAX)
-			t->inum_fresh = k->p.offset + 1;
-		free(k);
-	}
+	else if (last != UINT64_MAX)
+		t->inum_fresh = last + 1;
 }
 
 int bch_snapshots_load(struct bch_fs *c)
