@@ -761,6 +761,20 @@ static int kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum)
 }
 
 /*
+ * The kernel's file_remove_privs() for a direct write (set_direct()):
+ * a write removes the file's security.capability, whoever writes (Linux's
+ * cap_inode_killpriv(); the buffered path asks and removes it through us).
+ * *gone when one was removed.  Lock held.
+ */
+static int kill_caps(struct fmount *m, uint64_t inum, bool *gone)
+{
+	int r = bch_fs_kill_caps(m->c, inum);
+
+	*gone = !r;
+	return r == -ENODATA ? 0 : r;
+}
+
+/*
  * Invariant (9): what one session changed, the other sessions' kernels may
  * hold cached (attributes, pages, names and negative names): tell them.
  * Called after the reply, without lock: the kernel of the other session may
@@ -1286,6 +1300,25 @@ static int open_flags_check(struct fmount *m, uint64_t inum, int oflags)
 	return 0;
 }
 
+/*
+ * A file opened write-only bypasses the kernel's page cache (direct_io).
+ * Its pages would be of no use: write-through already sends every write
+ * here, and the first read after a write drops them anyway while atime is
+ * due (op_open), which for a large file costs more than writing it (76 ms
+ * a GiB).  It also spares the kernel's security.capability lookup before
+ * every buffered write (file_remove_privs): the daemon kills privileges
+ * itself on a direct write (op_write).  An O_WRONLY descriptor cannot be
+ * mapped or executed, so nothing else changes for its user; pages another
+ * descriptor holds are dropped by the kernel over the written range.
+ */
+#define FH_DIRECT	1	/* fi->fh: opened direct_io (the kernel does not send the flag back) */
+
+static void set_direct(struct fuse_file_info *fi)
+{
+	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
+	fi->fh = fi->direct_io ? FH_DIRECT : 0;
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	req_type(REQ_open);
@@ -1330,6 +1363,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (due)
 		lf->lowlevel_notify_inval_inode(SESS(req)->se, ino, -1, 0);
 	fi->keep_cache = !due;
+	set_direct(fi);
 	lf->reply_open(req, fi);
 }
 
@@ -1355,6 +1389,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		lf->reply_err(req, -r);
 		return;
 	}
+	set_direct(fi);
 	lf->reply_create(req, &e, fi);
 	others_entry(se, parent, name);
 }
@@ -1481,10 +1516,12 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	req_type(REQ_write);
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
-	(void)fi;
 
 	LOCK(m);
 	ssize_t n = kill_priv(req, m, from_fuse(ino));
+	bool caps_gone = false;
+	if (!n && (fi->fh & FH_DIRECT))
+		n = kill_caps(m, from_fuse(ino), &caps_gone);
 	if (!n)
 		n = bch_fs_write(m->c, from_fuse(ino), off, buf, size);
 	if (n > 0)
@@ -1497,6 +1534,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	lf->reply_write(req, n);
 	if (n > 0)
 		others_inode(se, ino, off, n);
+	if (caps_gone)
+		others_inode(se, ino, -1, 0);
 }
 
 /*

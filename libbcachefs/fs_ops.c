@@ -3332,6 +3332,11 @@ int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name)
 	return VIEW_CALL(c, inum, v_removexattr(c, inum, name));
 }
 
+int bch_fs_kill_caps(struct bch_fs *c, uint64_t inum)
+{
+	return VIEW_CALL(c, inum, xattr_remove(c, inum, "security.capability", NULL));
+}
+
 int bch_fs_dirent_first(struct bch_fs *c, uint64_t dir, const struct bch_inode *di, const char *name,
 			uint64_t *slot)
 {

@@ -197,6 +197,13 @@ int bch_fs_setxattr(struct bch_fs *c, uint64_t inum, const char *name, const voi
 ssize_t bch_fs_listxattr(struct bch_fs *c, uint64_t inum, char *buf, size_t size);
 int bch_fs_removexattr(struct bch_fs *c, uint64_t inum, const char *name);
 /*
+ * A write's loss of file capabilities (Linux's cap_inode_killpriv): the
+ * security.capability xattr removed whatever the file flags (append-only
+ * files included, as the kernel's own removal is not a user's change).
+ * 0 when removed, -ENODATA when there was none.
+ */
+int bch_fs_kill_caps(struct bch_fs *c, uint64_t inum);
+/*
  * setfacl: the access ACL (acl NULL: none, removed if there is one) and the
  * mode's permission and set-id bits in one transaction, so a refused change
  * (-ENOSPC, -EROFS) changes neither.
