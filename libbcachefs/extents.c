@@ -118,9 +118,9 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 			*done_to = ks > start ? ks : start;
 			break;
 		}
+		struct bch_bkey *k = bch_bkey_dup(cur);	/* before another lookup moves the cache */
 		/* a reflink_p also changes the indirect extents it points at: it weighs more */
-		seen += cur->type == BCH_BKEY_reflink_p ? REFLINK_P_WEIGHT : 1;
-		struct bch_bkey *k = bch_bkey_dup(cur);
+		seen += k->type == BCH_BKEY_reflink_p && max_keys ? bch_reflink_p_weight(c, k) : 1;
 		if (k->p.snapshot == bch_view_snap(c)) {
 			acct_add(u, k, -1);
 		} else {

@@ -91,11 +91,10 @@ void bch_extent_cut_back(struct bch_bkey *k, uint64_t end);
 
 /*
  * Remove [start, end) of inum's extents in t, at most max_keys existing keys
- * (0: no limit; a reflink_p counts REFLINK_P_WEIGHT: its indirect extents'
- * counts change in the same transaction).  *done_to is where the removal
- * got to (end when complete).
+ * (0: no limit; a reflink_p counts bch_reflink_p_weight(): its indirect
+ * extents' counts change in the same transaction).  *done_to is where the
+ * removal got to (end when complete).
  */
-#define REFLINK_P_WEIGHT	4
 int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, uint64_t start,
 		      uint64_t end, unsigned max_keys, struct bch_extent_update *u,
 		      uint64_t *done_to);

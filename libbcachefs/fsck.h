@@ -151,7 +151,7 @@
 	  "pending-work record of an inode that does not exist or is not a regular "	\
 	  "file; delete it")								\
 	x(reflink_p_dangling,	0x0508, 5, 0,							\
-	  "shared extent points at indirect extents that are missing; punch it to a hole") \
+	  "shared extent points at indirect extents that are missing; punch what is missing to a hole") \
 	x(reflink_refcount_wrong, 0x0509, 5, FSCK_SAFE,					\
 	  "indirect extent's reference count differs from the shared extents pointing "	\
 	  "at it; correct it")								\

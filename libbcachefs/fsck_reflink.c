@@ -5,9 +5,13 @@
  * right through the usual path).  Runs only when the reflink btree exists;
  * its heading is printed only then.  It checks:
  *   reflink_p_dangling      a reflink_p whose range some part of no
- *                           indirect extent covers: deleted (the file
- *                           reads a hole there; pass 7 then corrects the
- *                           inode's sectors).  Not safe: data is gone.
+ *                           indirect extent covers: replaced by reflink_p
+ *                           keys over the parts still covered (the file
+ *                           reads a hole where nothing is; pass 7 then
+ *                           corrects the inode's sectors).  Not safe:
+ *                           data is gone.  (A reflink_p may cover up to
+ *                           16 indirect extents: losing one keeps the
+ *                           others.)
  *   reflink_refcount_wrong  an indirect extent's refcount differs from the
  *                           number of reflink_p keys (any snapshot)
  *                           overlapping it: corrected
@@ -42,7 +46,7 @@ struct rpass {
 	bool			heading;
 	uint64_t		*starts, *ends;
 	size_t			nr, cap;
-	struct bch_bpos		*dangling;	/* reflink_p keys to delete */
+	struct bch_bkey		**dangling;	/* reflink_p keys to cut to what is covered */
 	size_t			nr_dangling;
 };
 
@@ -73,6 +77,59 @@ static int covered(struct bch_fs *c, uint64_t start, uint64_t end, uint64_t *gap
 	bch_btree_iter_exit(&it);
 	*gap = at;
 	return err;
+}
+
+/* The parts of [start, end) that indirect extents cover, in order: (*pc)[2i], (*pc)[2i + 1]. */
+static int covered_parts(struct bch_fs *c, uint64_t start, uint64_t end, uint64_t **pc, size_t *nr)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	uint64_t *v = NULL;
+	size_t n = 0;
+	int err = 0;
+
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_reflink, POS(0, start + 1, 0), POS(0, UINT64_MAX, 0));
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (k->type != BCH_BKEY_reflink_v)
+			continue;
+		uint64_t a = bch_extent_start(k) > start ? bch_extent_start(k) : start;
+		uint64_t b = k->p.offset < end ? k->p.offset : end;
+		if (a >= end)
+			break;
+		if (n && v[n - 1] == a) {	/* back to back: one part */
+			v[n - 1] = b;
+			continue;
+		}
+		if (!(n % 16) && !(v = realloc(v, (n + 16) * sizeof(*v)))) {
+			err = -ENOMEM;
+			break;
+		}
+		v[n++] = a;
+		v[n++] = b;
+	}
+	bch_btree_iter_exit(&it);
+	if (err) {
+		free(v);
+		return err;
+	}
+	*pc = v;
+	*nr = n / 2;
+	return 0;
+}
+
+/* Room for one more reference range. */
+static int push_range(struct rpass *p, uint64_t s, uint64_t e)
+{
+	if (p->nr == p->cap) {
+		p->cap = p->cap ? 2 * p->cap : 1024;
+		p->starts = realloc(p->starts, p->cap * sizeof(*p->starts));
+		p->ends = realloc(p->ends, p->cap * sizeof(*p->ends));
+		if (!p->starts || !p->ends)
+			return -ENOMEM;
+	}
+	p->starts[p->nr] = s;
+	p->ends[p->nr++] = e;
+	return 0;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -120,41 +177,78 @@ static int walk_refs(struct rpass *p)
 			snprintf(detail, sizeof(detail), "indirect extent %" PRIu64 "..%" PRIu64
 				 " missing from %" PRIu64, s, e, gap);
 			if (problem(p, BCH_FSCK_reflink_p_dangling, where, detail)) {
-				struct bch_bpos *n = realloc(p->dangling, (p->nr_dangling + 1) * sizeof(*n));
-				if (!n) {
+				/* what stays covered stays: those parts' references */
+				uint64_t *pc = NULL;
+				size_t np = 0;
+				struct bch_bkey **n = realloc(p->dangling, (p->nr_dangling + 1) * sizeof(*n));
+				if (n)
+					p->dangling = n;
+				if (!n || !(n[p->nr_dangling] = bch_bkey_dup(k))) {
 					r = -ENOMEM;
 					break;
 				}
-				p->dangling = n;
-				p->dangling[p->nr_dangling++] = k->p;
-				continue;	/* deleted: no reference */
+				p->nr_dangling++;
+				struct bch_bpos at = k->p;
+				bch_btree_iter_exit(&it);	/* the lookups may move the cache */
+				r = covered_parts(c, s, e, &pc, &np);
+				for (size_t i = 0; i < np && !r; i++)
+					r = push_range(p, pc[2 * i], pc[2 * i + 1]);
+				free(pc);
+				bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, bpos_successor(at), POS_MAX);
+				continue;
 			}
 		}
-		if (p->nr == p->cap) {
-			p->cap = p->cap ? 2 * p->cap : 1024;
-			p->starts = realloc(p->starts, p->cap * sizeof(*p->starts));
-			p->ends = realloc(p->ends, p->cap * sizeof(*p->ends));
-			if (!p->starts || !p->ends) {
-				r = -ENOMEM;
-				break;
-			}
-		}
-		p->starts[p->nr] = s;
-		p->ends[p->nr++] = e;
+		if ((r = push_range(p, s, e)))
+			break;
 	}
 	bch_btree_iter_exit(&it);
 	return r ? r : err;
 }
 
-/* Delete the dangling reflink_p keys where they lie (their snapshot). */
-static int delete_dangling(struct rpass *p)
+/*
+ * Cut each dangling reflink_p to the parts indirect extents still cover
+ * (new keys of its snapshot; none when nothing is), in one transaction.
+ */
+static int cut_dangling(struct bch_fs *c, const struct bch_bkey *k)
+{
+	const struct bch_reflink_p *rp = bkey_val(k);
+	uint64_t s = rp->idx, e = rp->idx + k->size, ks = bch_extent_start(k), *pc = NULL;
+	struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = k->p };
+	struct btree_trans *t;
+	size_t np = 0;
+	int r = covered_parts(c, s, e, &pc, &np);
+
+	if (r || (r = bch_trans_init(c, &t))) {
+		free(pc);
+		return r;
+	}
+	r = bch_trans_update(t, BCH_BTREE_ID_extents, &del);
+	for (size_t i = 0; i < np && !r; i++) {
+		struct bch_bkey *n = bch_bkey_dup(k);
+		if (!n) {
+			r = -ENOMEM;
+			break;
+		}
+		bch_extent_cut_back(n, ks + (pc[2 * i + 1] - s));
+		bch_extent_cut_front(n, ks + (pc[2 * i] - s));
+		r = bch_trans_update(t, BCH_BTREE_ID_extents, n);
+		free(n);
+	}
+	if (!r)
+		r = bch_trans_commit(t, 0);
+	bch_trans_exit(t);
+	free(pc);
+	return r;
+}
+
+static int fix_dangling(struct rpass *p)
 {
 	struct bch_view raw;
 	int r = 0;
 
 	bch_view_enter_raw(p->c, &raw);
 	for (size_t i = 0; i < p->nr_dangling; i++) {
-		int d = fsck_delete_key(p->c, BCH_BTREE_ID_extents, p->dangling[i]);
+		int d = cut_dangling(p->c, p->dangling[i]);
 		if (d && !r)
 			r = d;
 		if (!d)
@@ -240,11 +334,13 @@ int bch_fsck_reflink(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 		return 0;
 	r = walk_refs(&p);
 	if (!r && p.nr_dangling)
-		r = delete_dangling(&p);
+		r = fix_dangling(&p);
 	if (!r && !ctx->cancelled)
 		r = check_counts(&p);
 	free(p.starts);
 	free(p.ends);
+	for (size_t i = 0; i < p.nr_dangling; i++)
+		free(p.dangling[i]);
 	free(p.dangling);
 	if (r && !ctx->err_msg[0])
 		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "shared extents: %.400s",

@@ -149,6 +149,27 @@ static struct bch_bkey *reflink_p_key(uint64_t inum, uint64_t start, uint64_t en
 
 /* ------------------------------------------------------------ references */
 
+unsigned bch_reflink_p_weight(struct bch_fs *c, const struct bch_bkey *p)
+{
+	const struct bch_reflink_p *rp = bkey_val(p);
+	uint64_t start = rp->idx, end = rp->idx + p->size;
+	unsigned nr = 0;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int err = 0;
+
+	if (c->roots->r[BCH_BTREE_ID_reflink].key) {
+		bch_btree_iter_init(&it, c, BCH_BTREE_ID_reflink, POS(0, start + 1, 0), POS(0, UINT64_MAX, 0));
+		while (nr < BCH_REFLINK_P_WEIGHT_MAX / 3 && (k = bch_btree_iter_next(&it, &err))) {
+			if (bch_extent_start(k) >= end)
+				break;
+			nr += k->type == BCH_BKEY_reflink_v;
+		}
+		bch_btree_iter_exit(&it);
+	}
+	return 1 + 3 * (nr ? nr : 1);
+}
+
 void bch_reflink_ref_note(struct bch_extent_update *u, const struct bch_bkey *k, int sign)
 {
 	const struct bch_reflink_p *rp = bkey_val(k);
@@ -446,6 +467,12 @@ static int next_index(struct bch_fs *c, uint64_t *idx)
 	return bch_btree_last_offset(c, BCH_BTREE_ID_reflink, POS(0, UINT64_MAX, UINT32_MAX), idx, &found);
 }
 
+/*
+ * Indirect extents one reflink_p made by a conversion covers at most: its
+ * weight in a transaction that drops it (bch_reflink_p_weight) stays small.
+ */
+#define P_SPAN_MAX	16
+
 /* Source keys per step: every one costs a few keys in the transaction (punch, reflink_p, reflink_v). */
 static unsigned remap_keys(struct bch_fs *c)
 {
@@ -503,30 +530,54 @@ static int convert(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t end
 		r = err;
 		goto out;
 	}
-	uint64_t idx;
-	if ((r = next_index(c, &idx)) || (r = bch_trans_init(c, &t)))
-		goto out;
-	for (unsigned i = 0; i < n && !r; i++) {
+	/* each extent cut to the step's range; none is empty (all start before *stop) */
+	unsigned m = 0;
+	for (unsigned i = 0; i < n; i++) {
 		struct bch_bkey *e = todo[i];
 		uint64_t a = bch_extent_start(e) > start ? bch_extent_start(e) : start;
-		uint64_t b = e->p.offset < *stop ? e->p.offset : *stop, done;
-		if (a >= b)
+		uint64_t b = e->p.offset < *stop ? e->p.offset : *stop;
+		if (a >= b) {
+			free(e);
 			continue;
+		}
 		if (bch_extent_start(e) < a)
 			bch_extent_cut_front(e, a);
 		if (e->p.offset > b)
 			bch_extent_cut_back(e, b);
-		struct bch_bkey *v = extent_to_reflink_v(e, idx);
-		struct bch_bkey *p = reflink_p_key(inum, a, b, idx);
-		if (!v || !p) {
-			free(v);
-			free(p);
+		todo[m++] = e;
+	}
+	n = m;
+	uint64_t idx;
+	if ((r = next_index(c, &idx)) || (r = bch_trans_init(c, &t)))
+		goto out;
+	/*
+	 * A run of extents back to back becomes indirect extents at
+	 * consecutive indices and one reflink_p over them all (at most
+	 * P_SPAN_MAX): a copy of the file then takes one key per run, not
+	 * one per extent.
+	 */
+	for (unsigned i = 0; i < n && !r;) {
+		uint64_t ra = bch_extent_start(todo[i]), rb = ra, ridx = idx, done;
+		unsigned j = i;
+		for (; j < n && j - i < P_SPAN_MAX && bch_extent_start(todo[j]) == rb && !r; j++) {
+			struct bch_bkey *v = extent_to_reflink_v(todo[j], idx);
+			if (!v) {
+				r = -ENOMEM;
+				break;
+			}
+			idx += todo[j]->size;
+			rb = todo[j]->p.offset;
+			rv_keep(&u, v);		/* refcount 0: the reflink_p below makes it 1 */
+		}
+		i = j;
+		if (r)
+			break;
+		struct bch_bkey *p = reflink_p_key(inum, ra, rb, ridx);
+		if (!p) {
 			r = -ENOMEM;
 			break;
 		}
-		idx += b - a;
-		rv_keep(&u, v);		/* refcount 0: the reflink_p below makes it 1 */
-		r = bch_extents_punch(c, t, inum, a, b, 0, &u, &done);
+		r = bch_extents_punch(c, t, inum, ra, rb, 0, &u, &done);
 		if (!r)
 			r = bch_extent_insert(t, p, true, &u);
 		free(p);

@@ -15,8 +15,11 @@
  * encoding and pointers move, unchanged (same key version: an encrypted
  * extent keeps its nonce), into a new reflink_v key at the end of the
  * reflink btree's index space, and the file keeps a reflink_p in its
- * place.  The destination then gets reflink_p keys of its own to the same
- * indirect extents.  Later remaps of indirect ranges only add reflink_p.
+ * place: one for each run of extents back to back (up to 16 indirect
+ * extents at consecutive indices), so a file of 8192 extents shares as
+ * 512 keys.  The destination then gets reflink_p keys of its own to the
+ * same indirect extents, one per source reflink_p.  Later remaps of
+ * indirect ranges only add reflink_p.
  *
  * Invariants
  *   (1) A reflink_v's refcount is the number of reflink_p keys, in any
@@ -70,6 +73,16 @@ struct bch_extent_update;
 int bch_reflink_remap(struct bch_fs *c, uint64_t src_handle, uint64_t src_start,
 		      uint64_t dst_handle, uint64_t dst_start, uint64_t sectors,
 		      uint64_t dst_size_min, uint64_t *done);
+
+/*
+ * What dropping or trimming reflink_p key p weighs in a transaction, in
+ * keys: itself and 3 for each indirect extent its range overlaps (whose
+ * count changes with it), at least 4, at most BCH_REFLINK_P_WEIGHT_MAX
+ * (a damaged key overlapping more is stopped there by the commit's size
+ * check, with an error).  One lookup in the reflink btree.
+ */
+#define BCH_REFLINK_P_WEIGHT_MAX	256
+unsigned bch_reflink_p_weight(struct bch_fs *c, const struct bch_bkey *p);
 
 /*
  * Every copy of user data once: the extents btree's extent keys, then the

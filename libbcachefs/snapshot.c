@@ -1028,6 +1028,7 @@ static void gc_group(struct gc_state *g, struct bch_bkey **group, unsigned n, bo
 struct gc_batch {
 	struct bch_bkey		**del;
 	unsigned		nr, cap;
+	unsigned		ref_weight;	/* the dropped reflink_p keys' weight beyond 1 */
 	struct bch_extent_update u;
 };
 
@@ -1056,6 +1057,7 @@ static int gc_flush(struct bch_fs *c, unsigned id, struct gc_batch *b)
 	for (unsigned i = 0; i < b->nr; i++)
 		free(b->del[i]);
 	b->nr = 0;
+	b->ref_weight = 0;
 	return r;
 }
 
@@ -1118,11 +1120,13 @@ static int gc_btree(struct gc_state *g, unsigned id, struct gc_batch *b, struct 
 					if (!(b->del = realloc(b->del, b->cap * sizeof(*b->del))))
 						abort();
 				}
+				if (group[i]->type == BCH_BKEY_reflink_p)
+					b->ref_weight += bch_reflink_p_weight(c, group[i]) - 1;
 				b->del[b->nr++] = group[i];
 				++*freed;
 			}
 			/* a dropped reflink_p changes an indirect extent too (reflink.h) */
-			if (b->nr + (REFLINK_P_WEIGHT - 1) * b->u.nr_refs >= GC_BATCH || !*budget) {
+			if (b->nr + b->ref_weight >= GC_BATCH || !*budget) {
 				/* the tree is about to change, or the step is over: go on after this position */
 				struct bch_bpos last = POS(gp.inode, gp.offset, UINT32_MAX);
 				*more = !bpos_eq(last, POS_MAX);
