@@ -11,14 +11,24 @@
 # user's command pays them), and the data space each took: the growth of
 # the live user bytes `fs usage --json` reports (summed over devices).
 # Figures go to stdout, one line each, with the ratio copy/reflink.
+# Then through fusemount (MOUNT=0 skips it), best of REPS, wall ms of cp(1)
+# (copy_file_range), the file written through the mount WRITE_BS at a time
+# (default 1M; dd):
+#   cp, just written  the cp right after writing (atime due: the open drops
+#                     whatever the kernel caches of the file)
+#   cp, remounted     the first cp after a remount (nothing cached)
+#   cp, again         a second cp (the extents already indirect)
+# and fs timestats' engine time for copy_file_range of the remounted one.
 set -eu
+MOUNT=${MOUNT:-1}
+WRITE_BS=${WRITE_BS:-1M}
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${BCH:-$root/bcachefs}
 REPS=${REPS:-3}
 FILE_MIB=${FILE_MIB:-1024}
 IMG_MIB=${IMG_MIB:-3072}
 dir=$(mktemp -d "${TMPDIR:-/dev/shm}/bch-bench-reflink.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
+trap 'fusermount3 -u "$dir/m" 2>/dev/null; rm -rf "$dir"' EXIT
 trap 'exit 1' INT TERM
 
 now() { date +%s.%N; }
@@ -61,3 +71,33 @@ run "cp (copy)" : "$B" image cp "$dir/a.img" /f /g
 "$B" image cp --reflink "$dir/a.img" /f /x >/dev/null
 "$B" fsck -n -f "$dir/a.img" >/dev/null || { echo "fsck after the runs found problems" >&2; exit 1; }
 echo "ratio copy/reflink (first): $(echo "scale=1; $t_cp__copy_ / $t_cp___reflink__first_" | bc)x"
+
+[ "$MOUNT" = 1 ] || exit 0
+mkdir "$dir/m"
+ms_since() { echo "($(date +%s%N) - $1) / 1000000" | bc; }
+head -c $((FILE_MIB << 20)) /dev/urandom > "$dir/f.bin"
+best() { sort -n "$1" | head -1; }
+: > "$dir/t.warm"; : > "$dir/t.cold"; : > "$dir/t.again"; : > "$dir/t.eng"
+for i in $(seq "$REPS"); do
+	rm -f "$dir/m.img"
+	"$B" format -q --fs-size=${IMG_MIB}M "$dir/m.img"
+	"$B" fusemount "$dir/m.img" "$dir/m"
+	dd if="$dir/f.bin" of="$dir/m/f" bs="$WRITE_BS" status=none
+	t0=$(date +%s%N); cp "$dir/m/f" "$dir/m/w"; ms_since "$t0" >> "$dir/t.warm"
+	rm "$dir/m/w"
+	fusermount3 -u "$dir/m"
+	"$B" fusemount "$dir/m.img" "$dir/m"
+	"$B" fs timestats --reset "$dir/m" > /dev/null
+	t0=$(date +%s%N); cp "$dir/m/f" "$dir/m/c"; ms_since "$t0" >> "$dir/t.cold"
+	"$B" fs timestats --json "$dir/m" | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+print(round(sum(r["wait_ns"] + r["hold_ns"] for r in d["requests"] if r["type"] == "copy_file_range") / 1e6))' >> "$dir/t.eng"
+	t0=$(date +%s%N); cp "$dir/m/f" "$dir/m/c2"; ms_since "$t0" >> "$dir/t.again"
+	cmp "$dir/m/f" "$dir/m/c2" || { echo "the copy differs" >&2; exit 1; }
+	fusermount3 -u "$dir/m"
+done
+"$B" fsck -n -f "$dir/m.img" >/dev/null || { echo "fsck after the mounted runs found problems" >&2; exit 1; }
+echo "through the mount (fusemount, written $WRITE_BS at a time), best of $REPS, load $(cut -d' ' -f1 /proc/loadavg):"
+printf '%-22s %8s ms\n' "cp, just written" "$(best "$dir/t.warm")"
+printf '%-22s %8s ms  (engine %s ms)\n' "cp, remounted" "$(best "$dir/t.cold")" "$(best "$dir/t.eng")"
+printf '%-22s %8s ms\n' "cp, again" "$(best "$dir/t.again")"

@@ -495,7 +495,8 @@ static int commit(struct bch_fs *c, struct btree_trans *t, struct bch_extent_upd
 /*
  * Step 1, in the source's view: turn the plain extents among the first
  * remap_keys() keys of [start, end) of inum into indirect ones (one
- * transaction).  *stop is where the step's keys end (end, or the start of
+ * transaction; a reflink_p counts as many keys as the indirect extents it
+ * covers, whose counts the sharing step changes).  *stop is where the step's keys end (end, or the start of
  * the first key left for the next step).
  */
 static int convert(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t end, uint64_t *stop)
@@ -517,11 +518,13 @@ static int convert(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t end
 		uint64_t ks = bch_extent_start(k);
 		if (ks >= end)
 			break;
-		if (seen == max) {
+		/* an indirect range costs its indirect extents' counts in the sharing step */
+		unsigned w = k->type == BCH_BKEY_reflink_p ? (bch_reflink_p_weight(c, k) - 1) / 3 : 1;
+		if (seen && seen + w > max) {
 			*stop = ks > start ? ks : start;
 			break;
 		}
-		seen++;
+		seen += w;
 		if (k->type == BCH_BKEY_extent)
 			todo[n++] = bch_bkey_dup(k);
 	}

@@ -532,3 +532,39 @@ Test(reflink, runs)
 	free(got);
 	test_tmpdir_remove(tmpdir);
 }
+
+/*
+ * reshare: a file of 800 extents shared twice.  The second sharing's
+ * steps weigh each reflink_p by the indirect extents it covers (up to 16):
+ * counted as one key, a step of 42 of them changed 672 counts in one
+ * transaction, more than a journal entry holds (ENOSPC).
+ */
+Test(reflink, reshare, .timeout = 120)
+{
+	const size_t blk = 4096, nblk = 800, len = nblk * blk;
+	uint8_t *data = malloc(len), *got = malloc(len);
+	uint64_t a, b, d;
+	unsigned s = 800, nr_v;
+
+	cr_assert(data && got);
+	for (size_t i = 0; i < len; i++)
+		data[i] = rnd(&s, 256);
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "reflinkreshare");
+	testfs_format(tmpdir, 1, 64, NODE_BYTES, 1, paths);
+	struct bch_fs *c = open_fs(s);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &a), 0);
+	for (size_t i = 0; i < nblk; i++)
+		cr_assert_eq(bch_fs_write(c, a, i * blk, data + i * blk, blk), (ssize_t)blk, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "b", S_IFREG | 0644, 0, 0, 0, &b), 0);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "d", S_IFREG | 0644, 0, 0, 0, &d), 0);
+	cr_assert_eq(bch_fs_remap_range(c, a, 0, b, 0, len), (ssize_t)len, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_remap_range(c, a, 0, d, 0, len), (ssize_t)len, "%s", c->err_msg);
+	check_refs(c, s, 0, &nr_v);
+	cr_assert_eq(nr_v, nblk, "%u indirect extents", nr_v);
+	cr_assert_eq(bch_fs_read(c, d, 0, got, len), (ssize_t)len, "%s", c->err_msg);
+	cr_assert(!memcmp(got, data, len), "the second copy differs");
+	cr_assert_eq(bch_fs_close(c), 0);
+	free(data);
+	free(got);
+	test_tmpdir_remove(tmpdir);
+}
