@@ -14,10 +14,11 @@
 # Then through fusemount (MOUNT=0 skips it), best of REPS, wall ms of cp(1)
 # (copy_file_range), the file written through the mount WRITE_BS at a time
 # (default 1M; dd):
-#   cp, just written  the cp right after writing (atime due: the open drops
-#                     whatever the kernel caches of the file)
-#   cp, remounted     the first cp after a remount (nothing cached)
-#   cp, again         a second cp (the extents already indirect)
+#   cp, just written  the first cp, right after writing (atime due: the open
+#                     drops whatever the kernel caches of the file)
+#   cp, remounted     the first cp of another image, after a remount
+#                     (nothing cached)
+#   cp, again         a second cp there (the extents already indirect)
 # and fs timestats' engine time for copy_file_range of the remounted one.
 set -eu
 MOUNT=${MOUNT:-1}
@@ -28,7 +29,7 @@ REPS=${REPS:-3}
 FILE_MIB=${FILE_MIB:-1024}
 IMG_MIB=${IMG_MIB:-3072}
 dir=$(mktemp -d "${TMPDIR:-/dev/shm}/bch-bench-reflink.XXXXXX")
-trap 'fusermount3 -u "$dir/m" 2>/dev/null; rm -rf "$dir"' EXIT
+trap 'fusermount3 -u "$dir/m" 2>/dev/null || :; rm -rf "$dir"' EXIT
 trap 'exit 1' INT TERM
 
 now() { date +%s.%N; }
@@ -84,7 +85,12 @@ for i in $(seq "$REPS"); do
 	"$B" fusemount "$dir/m.img" "$dir/m"
 	dd if="$dir/f.bin" of="$dir/m/f" bs="$WRITE_BS" status=none
 	t0=$(date +%s%N); cp "$dir/m/f" "$dir/m/w"; ms_since "$t0" >> "$dir/t.warm"
-	rm "$dir/m/w"
+	fusermount3 -u "$dir/m"
+	# a fresh image for the remounted one: its cp makes the extents indirect too
+	rm -f "$dir/m.img"
+	"$B" format -q --fs-size=${IMG_MIB}M "$dir/m.img"
+	"$B" fusemount "$dir/m.img" "$dir/m"
+	dd if="$dir/f.bin" of="$dir/m/f" bs="$WRITE_BS" status=none
 	fusermount3 -u "$dir/m"
 	"$B" fusemount "$dir/m.img" "$dir/m"
 	"$B" fs timestats --reset "$dir/m" > /dev/null
