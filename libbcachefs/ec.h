@@ -222,4 +222,46 @@ int bch_ec_step(struct bch_fs *c, uint64_t budget, bool finish, struct bch_move_
 /* Sectors of user data that are replicated and would be striped (fs usage, data rebalance). */
 int bch_ec_pending(struct bch_fs *c, uint64_t *sectors);
 
+/* ------------------------------------------------------ stripe check */
+
+/*
+ * Check one stripe whole (scrub's stripe phase, fsck -c): every block on a
+ * present member is read and checked against the key's block checksum; the
+ * data blocks that fail (or cannot be read) are rebuilt from the others
+ * (the first choice, fewest left out, whose rebuilt blocks match their
+ * checksums); then the parity of the data is computed and compared with
+ * the parity blocks.  The data blocks are the reference: they match their
+ * checksums (and the extents' own checksums vouch for what lies in them).
+ *
+ * With repair (and a read-write filesystem), the bad blocks are written
+ * back where they lie, in place: a data block with the bytes its checksum
+ * names, a parity block with the data's parity; the members are flushed,
+ * and when a parity block's checksum in the key is not that of the data's
+ * parity (the parity was wrong when built), the key is updated after.
+ * Why in place and not to a new location (invariant (4) is about new
+ * contents; this restores the contents the key already names): a write
+ * cut by a crash leaves each sector old (bad, as before) or new (good),
+ * so the stripe is never worse than before the repair and the next check
+ * finishes it; no extent pointer changes, so no walk of the extents and no
+ * transaction bound.  A block whose bucket was reused (stale) is never
+ * written.  Without block checksums (csum_type none) a parity mismatch
+ * cannot say which block is wrong: reported, nothing written.
+ *
+ * Memory: 2 (k + p) buffers of a block.  Returns 0 (what was found in
+ * res), or an error that is not the stripe's (memory, a library).
+ */
+struct bch_ec_check {
+	unsigned	nr_blocks, nr_data;
+	uint32_t	bad;		/* blocks unreadable or failing their checksum */
+	uint32_t	stale;		/* of those: no member, or the bucket reused */
+	uint32_t	skipped;	/* on a member missing (degraded): not judged */
+	uint32_t	parity_wrong;	/* parity blocks that read good but differ from the data's parity */
+	uint32_t	repairable;	/* bad | parity_wrong, but stale */
+	uint32_t	repaired;	/* of those, rewritten */
+	bool		unrecoverable;	/* too many bad blocks, or no checksums to tell */
+	uint64_t	bytes_read;
+};
+int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, bool repair,
+			struct bch_ec_check *res);
+
 #endif /* _BCACHEFS_EC_H */

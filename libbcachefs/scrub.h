@@ -86,6 +86,7 @@ void bch_extent_scrub_exit(struct bch_extent_scrub *x);
 
 struct bch_scrub_bad {
 	bool		btree;		/* a btree node (else file data) */
+	bool		stripe;		/* an erasure-coded stripe (inode: its index) */
 	uint64_t	inode;		/* data: the file */
 	uint64_t	start, end;	/* data: sectors of the file */
 	uint64_t	bytes;		/* data: bytes of the file */
@@ -101,6 +102,7 @@ struct bch_scrub {
 	uint64_t	bytes_read;
 	uint64_t	extents_checked;
 	uint64_t	nodes_checked;
+	uint64_t	stripes_checked;	/* erasure-coded stripes (their blocks count as copies) */
 	uint64_t	copies_checked;	/* data copies and node replicas read */
 	uint64_t	copies_bad;
 	uint64_t	copies_repaired;
@@ -111,8 +113,8 @@ struct bch_scrub {
 	struct bch_scrub_bad bad[BCH_SCRUB_BAD_MAX];
 
 	/* walk state (private) */
-	unsigned	phase;		/* 0 extents, 1 btree nodes, 2 done */
-	bool		in_reflink;	/* phase 0: in the reflink btree (after the extents) */
+	unsigned	phase;		/* 0 stripes, 1 extents, 2 btree nodes, 3 done */
+	bool		in_reflink;	/* phase 1: in the reflink btree (after the extents) */
 	struct bch_bpos	pos;
 	unsigned	btree_id, level;
 };
