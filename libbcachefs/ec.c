@@ -1040,7 +1040,7 @@ static void chk_free(struct chk *x)
 	bch_ec_codec_exit(&x->codec);
 }
 
-int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, bool repair,
+int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, uint32_t repair,
 			struct bch_ec_check *res)
 {
 	struct chk x = { .c = c };
@@ -1138,11 +1138,12 @@ int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, bool repair
 	}
 	res->repairable = (res->bad | res->parity_wrong) & ~res->stale;
 	r = 0;
-	if (!repair || c->read_only || !res->repairable)
+	repair &= res->repairable;
+	if (!repair || c->read_only)
 		goto out;
 
 	/* 4. rewrite: the same bytes the key names (data), the data's parity (parity) */
-	if ((r = chk_write(&x, res->repairable, &res->repaired)))
+	if ((r = chk_write(&x, repair, &res->repaired)))
 		goto out;
 	if (csum_wrong & res->repaired) {
 		r = chk_put_csums(&x, sk, csum_wrong & res->repaired);

@@ -233,7 +233,8 @@ int bch_ec_pending(struct bch_fs *c, uint64_t *sectors);
  * the parity blocks.  The data blocks are the reference: they match their
  * checksums (and the extents' own checksums vouch for what lies in them).
  *
- * With repair (and a read-write filesystem), the bad blocks are written
+ * The blocks of repair (a bit per block; ~0: all) that are bad (and a
+ * read-write filesystem): written
  * back where they lie, in place: a data block with the bytes its checksum
  * names, a parity block with the data's parity; the members are flushed,
  * and when a parity block's checksum in the key is not that of the data's
@@ -261,7 +262,7 @@ struct bch_ec_check {
 	bool		unrecoverable;	/* too many bad blocks, or no checksums to tell */
 	uint64_t	bytes_read;
 };
-int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, bool repair,
+int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, uint32_t repair,
 			struct bch_ec_check *res);
 
 #endif /* _BCACHEFS_EC_H */

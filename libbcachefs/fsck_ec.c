@@ -304,3 +304,86 @@ int bch_fsck_ec(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
 	return r;
 }
+
+/* ------------------------------------------------- pass 11: stripe data */
+
+/* Report what check x found in stripe sk; the blocks to repair. */
+static uint32_t data_report(struct bch_fsck_ctx *ctx, const struct bch_bkey *sk,
+			    const struct bch_ec_check *x)
+{
+	const struct bch_stripe *s = bch_stripe_val(sk);
+	uint32_t fix = 0;
+	char where[128], detail[96];
+
+	if (x->unrecoverable) {
+		snprintf(where, sizeof(where), "stripe %" PRIu64, (uint64_t)sk->p.offset);
+		snprintf(detail, sizeof(detail), "%u of %u blocks bad, %u parity%s",
+			 __builtin_popcount(x->bad | x->parity_wrong), x->nr_blocks,
+			 x->nr_blocks - x->nr_data,
+			 s->csum_type == BCH_CSUM_none ? ", no block checksums" : "");
+		bch_fsck_problem(ctx, BCH_FSCK_stripe_unrecoverable, where, detail);
+		return 0;
+	}
+	for (unsigned i = 0; i < x->nr_blocks; i++) {
+		bool parity = i >= x->nr_data;
+		const char *why;
+
+		if (!((x->bad | x->parity_wrong) & (1U << i)))
+			continue;
+		why = x->stale & (1U << i) ? "its bucket was reused" :
+		      x->parity_wrong & (1U << i) ? "differs from the data's parity" :
+						    "unreadable or bad checksum";
+		snprintf(where, sizeof(where), "stripe %" PRIu64 " block %u", (uint64_t)sk->p.offset, i);
+		snprintf(detail, sizeof(detail), "member %u sector %" PRIu64 ": %s",
+			 s->blocks[i].ptr.dev, (uint64_t)s->blocks[i].ptr.offset, why);
+		if (x->stale & (1U << i)) {
+			/* no repair here: writing would destroy what the bucket holds now */
+			bch_fsck_problem_unfixable(ctx, parity ? BCH_FSCK_stripe_parity_bad
+							       : BCH_FSCK_stripe_data_bad, where, detail);
+			continue;
+		}
+		if (bch_fsck_problem(ctx, parity ? BCH_FSCK_stripe_parity_bad : BCH_FSCK_stripe_data_bad,
+				     where, detail))
+			fix |= 1U << i;
+	}
+	return fix;
+}
+
+int bch_fsck_ec_data(struct bch_fsck_ctx *ctx, struct bch_fs *c)
+{
+	struct bch_bpos pos = POS_MIN;
+	int r = 0;
+
+	if (!c->roots->r[BCH_BTREE_ID_stripes].key)
+		return 0;
+	/* one key at a time, no iterator open across a repair (it may update the key) */
+	while (!r && !ctx->cancelled) {
+		struct bch_bkey *sk;
+		struct bch_ec_check x;
+		uint32_t fix;
+
+		r = bch_btree_peek(c, BCH_BTREE_ID_stripes, pos, POS_MAX, &sk);
+		if (r == -BCH_ERR_key_not_found) {
+			c->err_msg[0] = 0;
+			r = 0;
+			break;
+		}
+		if (r)
+			break;
+		pos = bpos_successor(sk->p);
+		r = bch_ec_stripe_check(c, sk, 0, &x);
+		fix = r ? 0 : data_report(ctx, sk, &x);
+		if (fix) {
+			r = bch_ec_stripe_check(c, sk, fix, &x);
+			for (unsigned i = 0; !r && i < x.nr_blocks; i++)
+				if (x.repaired & fix & (1U << i))
+					bch_fsck_fixed(ctx, i >= x.nr_data ? BCH_FSCK_stripe_parity_bad
+									   : BCH_FSCK_stripe_data_bad);
+		}
+		free(sk);
+	}
+	if (r && !ctx->err_msg[0])
+		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "erasure-coded stripes: %.400s",
+			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
+	return r;
+}

@@ -386,7 +386,7 @@ static int scrub_stripe(struct bch_fs *c, struct bch_scrub *s, const struct bch_
 
 	if (sk->type != BCH_BKEY_stripe || bch_stripe_validate(sk, NULL, 0) || !stripe_asked(s, sk))
 		return 0;	/* a key fsck judges */
-	if ((r = bch_ec_stripe_check(c, sk, true, &x)))
+	if ((r = bch_ec_stripe_check(c, sk, ~0U, &x)))
 		return bch_fs_err(c, r, "stripe %" PRIu64 ": %s", (uint64_t)sk->p.offset,
 				  bch_err_str(r));
 	uint32_t bad = x.bad | x.parity_wrong, left = bad & ~x.repaired;
