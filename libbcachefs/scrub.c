@@ -91,6 +91,22 @@ int bch_extent_scrub_read(struct bch_fs *c, const struct bch_bkey *k, uint64_t d
 				break;
 		}
 	}
+	/* every copy bad: a striped one is rebuilt from its stripe (the source of its repair) */
+	for (unsigned i = 0; !r && x->good < 0 && i < x->nr; i++) {
+		if (!(x->bad & (1U << i)) || !(e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED))
+			continue;
+		int cr = bch_extent_rebuild_copy(c, k, i, enc, dec);
+		if (bch_err_is_dl(cr) || cr == -ENOMEM) {
+			r = cr;
+			break;
+		}
+		if (!cr) {
+			x->good = i;
+			x->rebuilt = true;
+			x->good_buf = enc;
+			enc = NULL;
+		}
+	}
 out:
 	free(enc);
 	free(dec);
@@ -137,6 +153,20 @@ int bch_extent_scrub_repair(struct bch_fs *c, const struct bch_bkey *k,
 		}
 		struct bch_extent_ptr np;
 		struct bch_dev *ca = e->ptrs[i].dev < c->nr_devs ? c->devs[e->ptrs[i].dev] : NULL;
+		if (e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED) {
+			/*
+			 * In its stripe's block, in place: the bytes the stripe's
+			 * parity was computed over (see ec.h, bch_ec_stripe_check())
+			 */
+			if (!ca || !ca->bdev || !bch_alloc_ptr_live(c, &e->ptrs[i]))
+				continue;
+			if (bch_dev_write(ca->bdev, x->good_buf, bytes,
+					  (uint64_t)e->ptrs[i].offset << BCH_SECTOR_SHIFT) ||
+			    bch_dev_flush(ca->bdev))
+				continue;	/* left bad: reported */
+			*fixed |= 1U << i;
+			continue;
+		}
 		if (!ca || !ca->bdev || bch_alloc_data_on(c, e->ptrs[i].dev, e->crc.compressed_sectors, &np))
 			continue;	/* left as it is: no room, or device gone */
 		r = bch_dev_write(ca->bdev, x->good_buf, bytes, (uint64_t)np.offset << BCH_SECTOR_SHIFT);

@@ -55,6 +55,8 @@ struct bch_extent_scrub {
 	unsigned	bad;		/* bit per copy read that failed (checksum, I/O) */
 	unsigned	skipped;	/* bit per copy not read: member missing, stale cached */
 	int		good;		/* a copy that read good, -1: none */
+	bool		rebuilt;	/* good is a striped copy that is bad itself: good_buf
+					 * was rebuilt from its stripe */
 	int		bad_err;	/* the first bad copy's error */
 	uint64_t	bytes_read;
 	void		*good_buf;
