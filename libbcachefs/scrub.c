@@ -430,6 +430,13 @@ static int scrub_stripe(struct bch_fs *c, struct bch_scrub *s, const struct bch_
 		left = 1;	/* nothing found bad alone, but the stripe does not add up */
 	if (!left)
 		return 0;
+	/*
+	 * Bad ranges that do not line up across the blocks: the extents'
+	 * repairs (their checksums say which copy is bad where) may restore
+	 * them; the stripe is checked again after the extents
+	 */
+	if (x.unrecoverable && !c->read_only && s->nr_recheck < BCH_SCRUB_BAD_MAX)
+		s->recheck[s->nr_recheck++] = (uint32_t)sk->p.offset;
 	/* one entry per stripe: what is left bad, and why */
 	struct bch_scrub_bad *b = bad_add(s);
 	if (!b)
@@ -501,6 +508,37 @@ static int step_stripes(struct bch_fs *c, struct bch_scrub *s, uint64_t budget)
 	return r;
 }
 
+/* The stripes left unrecoverable, again: those now whole are no longer named. */
+static int recheck_stripes(struct bch_fs *c, struct bch_scrub *s)
+{
+	int r = 0;
+
+	for (unsigned i = 0; i < s->nr_recheck && !r; i++) {
+		struct bch_bkey *sk;
+		struct bch_ec_check x;
+
+		if (bch_btree_lookup(c, BCH_BTREE_ID_stripes, POS(0, s->recheck[i], 0), &sk)) {
+			c->err_msg[0] = 0;
+			continue;
+		}
+		r = bch_ec_stripe_check(c, sk, ~0U, &x);
+		free(sk);
+		if (r || x.unrecoverable || ((x.bad | x.parity_wrong) & ~x.repaired))
+			continue;
+		s->copies_repaired += __builtin_popcount(x.repaired);
+		for (unsigned j = 0; j < s->nr_bad; j++) {
+			if (!s->bad[j].stripe || s->bad[j].inode != s->recheck[i])
+				continue;
+			memmove(&s->bad[j], &s->bad[j + 1], (s->nr_bad - j - 1) * sizeof(s->bad[0]));
+			s->nr_bad--;
+			s->unrepairable--;
+			break;
+		}
+	}
+	s->nr_recheck = 0;
+	return r ? bch_fs_err(c, r, "checking stripes again: %s", bch_err_str(r)) : 0;
+}
+
 /* ------------------------------------------------------------ extents */
 
 #define STEP_KEYS	64
@@ -534,6 +572,7 @@ static int step_extents(struct bch_fs *c, struct bch_scrub *s, uint64_t budget)
 		return 0;
 	}
 	if (!nr && !r) {
+		r = recheck_stripes(c, s);
 		s->in_reflink = false;
 		s->phase = 2;
 		s->btree_id = 0;

@@ -119,6 +119,9 @@ struct bch_scrub {
 	bool		in_reflink;	/* phase 1: in the reflink btree (after the extents) */
 	struct bch_bpos	pos;
 	unsigned	btree_id, level;
+	/* stripes with too many bad blocks: checked again after the extents */
+	uint32_t	recheck[BCH_SCRUB_BAD_MAX];
+	unsigned	nr_recheck;
 };
 
 /*
