@@ -13,8 +13,9 @@
  * btree's creation (bch_ec_init: feature bit first); rebuilding a read
  * through a stripe (io.c calls it when every copy failed); the parity
  * blocks' bucket state at a recount; the stripe builder (rebalance's step);
- * what a degraded open may count on (replicas.c).  fsck_ec.c checks stripes
- * against the extents.
+ * what a degraded open may count on (replicas.c); checking a stripe whole
+ * and repairing its bad blocks (scrub.c, fsck -c).  fsck_ec.c checks
+ * stripes against the extents.
  *
  * The code: the systematic Cauchy matrix of ISA-L's gf_gen_cauchy1_matrix()
  * over GF(2^8) (rows 0..k-1 the identity, rows k..k+p-1 parity), so data
@@ -34,7 +35,10 @@
  *   (3) bch_ec_reconstruct() writes only the blocks it was told are missing.
  *   (4) A stripe key is committed only after every one of its blocks is
  *       written and flushed, in the transaction that points extents into
- *       it; blocks are never written again while the key exists.
+ *       it; blocks are never written again while the key exists, but by a
+ *       repair, with the bytes the key already names (a data block, or an
+ *       extent's sectors in it: its checksum says so) or the parity of the
+ *       data (bch_ec_stripe_check(); scrub.c).
  *   (5) A rebuilt read is returned only once the extent's own checksum
  *       verifies it.
  *

@@ -17,9 +17,20 @@
  *   stripe_unused        a stripe no striped pointer names: deleted
  * Blocks on a member missing from a degraded open are not judged.
  *
- * Not checked yet: parity against the data (fsck -c); the parity blocks'
- * bucket state is checked with every bucket's (ec.h: bch_ec_mark_stripe()
- * counts them in the recount that pass 5 compares with the alloc btree).
+ * The parity blocks' bucket state is checked with every bucket's (ec.h:
+ * bch_ec_mark_stripe() counts them in the recount that pass 5 compares
+ * with the alloc btree).
+ *
+ * With -c, pass 11 starts here (bch_fsck_ec_data()), before the extents'
+ * copies are read: every stripe read whole (bch_ec_stripe_check()):
+ *   stripe_data_bad      a data block unreadable or failing its checksum:
+ *                        rebuilt from the others, written back in place
+ *   stripe_parity_bad    a parity block unreadable, failing its checksum
+ *                        or not the parity of the data: the data's parity
+ *                        written back (and its checksum in the key)
+ *   stripe_unrecoverable more bad blocks than parity, or no block
+ *                        checksums to say which is bad: reported
+ * A block whose bucket was reused is reported and never written.
  *
  * Cost: one walk of the stripes btree, one of the extents btree (and of the
  * reflink btree when it exists) with a lookup per striped pointer.  Memory:

@@ -7,9 +7,11 @@
  * the bad copies from good ones (`bcachefs data scrub`; fsck --data uses
  * the per-extent part, so both repair data the same way).
  *
- * A scrub walks the extents btree (every copy of every extent, or only the
- * copies on one member), then every node of every btree (every replica, or
- * only those on the member), in steps of a bounded number of bytes read:
+ * A scrub walks the stripes btree (every erasure-coded stripe read whole,
+ * or those with a block on the member: bch_ec_stripe_check()), then the
+ * extents btree (every copy of every extent, or only the copies on one
+ * member), then every node of every btree (every replica, or only those on
+ * the member), in steps of a bounded number of bytes read:
  * the caller holds the engine lock for one step and may release it between
  * steps.  Each extent is read, checked and repaired inside one step, so no
  * other writer can change it meanwhile.  The journal is not scrubbed.
@@ -23,6 +25,14 @@
  *          from the key (promote makes another).  This is in place rather
  *          than through the move path: it keeps the other copies where they
  *          are, needs no re-encode, and reuses the bytes already read.
+ *   stripe a bad block (data: failing its checksum; parity: not the parity
+ *          of the data) is rebuilt from the others and written back where
+ *          it lies, before the extents are read; a striped copy that is
+ *          still bad is rebuilt from its stripe (its checksum verifying it)
+ *          and written back in its block, in place too (ec.h says why this
+ *          is crash-safe).  A stripe with more bad blocks than parity is
+ *          checked again after the extents, whose repairs may leave few
+ *          enough; else it is named (kind stripe).
  *   btree  a node with a bad replica is rewritten whole (every replica) from
  *          the node in memory, which was validated when read
  *          (bch_btree_node_rewrite()).
