@@ -1075,8 +1075,13 @@ int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, uint32_t re
 			continue;
 		}
 		if (!ca || !ca->bdev || !bch_alloc_ptr_live(c, b)) {
-			gone |= 1U << i;	/* no member, or its bucket reused: bad, never written */
-			res->bad |= 1U << i;
+			/*
+			 * no member (fsck_ec.c's stripe_block_bad), or its bucket
+			 * reused (a data block whose extents all went: normal until
+			 * stripe compaction): not judged, never written
+			 */
+			gone |= 1U << i;
+			res->skipped |= 1U << i;
 			res->stale |= 1U << i;
 			continue;
 		}
@@ -1097,6 +1102,12 @@ int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, uint32_t re
 
 	/* 2. the data blocks: as read when good, else rebuilt from the others */
 	uint32_t lost = (gone | bad) & ((1U << x.k) - 1);
+	if (__builtin_popcount(gone | bad) > (int)x.codec.p && !bad) {
+		/* more blocks not there than parity, none found bad: nothing to compare */
+		res->unchecked = true;
+		r = 0;
+		goto out;
+	}
 	if (lost) {
 		r = chk_rebuild_data(&x, gone | bad, lost);
 		if (r == -EIO) {
@@ -1116,8 +1127,8 @@ int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, uint32_t re
 	for (unsigned i = x.k; i < x.n; i++) {
 		struct bch_csum cs;
 
-		if (gone & (1U << i) & ~res->bad)
-			continue;	/* on a missing member: not judged */
+		if (res->skipped & (1U << i))
+			continue;	/* on a missing member, or reused: not judged */
 		if (!(res->bad & (1U << i)) && memcmp(x.buf[i], x.fix[i], x.len))
 			res->parity_wrong |= 1U << i;
 		if (x.s->csum_type == BCH_CSUM_none)
@@ -1136,7 +1147,7 @@ int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, uint32_t re
 		r = 0;
 		goto out;
 	}
-	res->repairable = (res->bad | res->parity_wrong) & ~res->stale;
+	res->repairable = res->bad | res->parity_wrong;
 	r = 0;
 	repair &= res->repairable;
 	if (!repair || c->read_only)

@@ -248,8 +248,9 @@ int bch_ec_pending(struct bch_fs *c, uint64_t *sectors);
  * cut by a crash leaves each sector old (bad, as before) or new (good),
  * so the stripe is never worse than before the repair and the next check
  * finishes it; no extent pointer changes, so no walk of the extents and no
- * transaction bound.  A block whose bucket was reused (stale) is never
- * written.  Without block checksums (csum_type none) a parity mismatch
+ * transaction bound.  A block whose bucket was reused (stale: a data
+ * block whose extents all went, until stripe compaction) or on no member
+ * is not judged (rebuilt in memory for the parity check) and never written.  Without block checksums (csum_type none) a parity mismatch
  * cannot say which block is wrong: reported, nothing written.
  *
  * Memory: 2 (k + p) buffers of a block.  Returns 0 (what was found in
@@ -258,12 +259,15 @@ int bch_ec_pending(struct bch_fs *c, uint64_t *sectors);
 struct bch_ec_check {
 	unsigned	nr_blocks, nr_data;
 	uint32_t	bad;		/* blocks unreadable or failing their checksum */
+	uint32_t	skipped;	/* not judged: on a member missing (degraded), on no
+					 * member, or its bucket reused (stale) */
 	uint32_t	stale;		/* of those: no member, or the bucket reused */
-	uint32_t	skipped;	/* on a member missing (degraded): not judged */
 	uint32_t	parity_wrong;	/* parity blocks that read good but differ from the data's parity */
-	uint32_t	repairable;	/* bad | parity_wrong, but stale */
+	uint32_t	repairable;	/* bad | parity_wrong */
 	uint32_t	repaired;	/* of those, rewritten */
 	bool		unrecoverable;	/* too many bad blocks, or no checksums to tell */
+	bool		unchecked;	/* more blocks skipped than parity, none bad: the
+					 * parity could not be compared */
 	uint64_t	bytes_read;
 };
 int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, uint32_t repair,

@@ -30,7 +30,8 @@
  *                        written back (and its checksum in the key)
  *   stripe_unrecoverable more bad blocks than parity, or no block
  *                        checksums to say which is bad: reported
- * A block whose bucket was reused is reported and never written.
+ * A block whose bucket was reused (a data block whose extents all went) is
+ * not judged, and never written.
  *
  * Cost: one walk of the stripes btree, one of the extents btree (and of the
  * reflink btree when it exists) with a lookup per striped pointer.  Memory:
@@ -341,18 +342,11 @@ static uint32_t data_report(struct bch_fsck_ctx *ctx, const struct bch_bkey *sk,
 
 		if (!((x->bad | x->parity_wrong) & (1U << i)))
 			continue;
-		why = x->stale & (1U << i) ? "its bucket was reused" :
-		      x->parity_wrong & (1U << i) ? "differs from the data's parity" :
+		why = x->parity_wrong & (1U << i) ? "differs from the data's parity" :
 						    "unreadable or bad checksum";
 		snprintf(where, sizeof(where), "stripe %" PRIu64 " block %u", (uint64_t)sk->p.offset, i);
 		snprintf(detail, sizeof(detail), "member %u sector %" PRIu64 ": %s",
 			 s->blocks[i].ptr.dev, (uint64_t)s->blocks[i].ptr.offset, why);
-		if (x->stale & (1U << i)) {
-			/* no repair here: writing would destroy what the bucket holds now */
-			bch_fsck_problem_unfixable(ctx, parity ? BCH_FSCK_stripe_parity_bad
-							       : BCH_FSCK_stripe_data_bad, where, detail);
-			continue;
-		}
 		if (bch_fsck_problem(ctx, parity ? BCH_FSCK_stripe_parity_bad : BCH_FSCK_stripe_data_bad,
 				     where, detail))
 			fix |= 1U << i;

@@ -458,8 +458,6 @@ static int scrub_stripe(struct bch_fs *c, struct bch_scrub *s, const struct bch_
 			       "what the extents' checksums can verify)"
 			     : "parity differs and the stripe has no block checksums to say "
 			       "which block is wrong");
-	else if (x.stale & left)
-		snprintf(b->why, sizeof(b->why), "its bucket was reused: not rewritten");
 	else if (c->read_only)
 		snprintf(b->why, sizeof(b->why), "opened read-only");
 	else
