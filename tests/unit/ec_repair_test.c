@@ -190,7 +190,7 @@ static void expect_clean(struct bch_fs *c, unsigned idx, const char *what)
 	free(sk);
 }
 
-Test(ec_repair, every_pattern, .timeout = 300)
+Test(ec_repair, every_pattern, .timeout = 120)
 {
 	uint64_t seed = SEED;
 	struct bch_fs *c = make_fs("ecrep_pat", &seed);
@@ -198,7 +198,7 @@ Test(ec_repair, every_pattern, .timeout = 300)
 	const struct bch_stripe *s = bch_stripe_val(sk);
 	unsigned n = s->nr_blocks, tried = 0;
 
-	cr_log_info("ec_repair: seed %#llx, stripe 1: %u+%u of %u sectors", (unsigned long long)SEED,
+	fprintf(stderr, "ec_repair: seed %#llx, stripe 1: %u+%u of %u sectors\n", (unsigned long long)SEED,
 		    bch_stripe_data_blocks(s), s->nr_parity, (unsigned)s->block_sectors);
 	cr_assert_eq(s->nr_parity, 2);
 	expect_clean(c, 1, "healthy");
@@ -376,7 +376,7 @@ Test(ec_repair, scrub, .timeout = 120)
 	test_tmpdir_remove(tmpdir);
 }
 
-Test(ec_repair, cut_repair, .timeout = 600)
+Test(ec_repair, cut_repair, .timeout = 120)
 {
 	uint64_t seed = SEED + 3;
 	struct bch_fs *c = make_fs("ecrep_cut", &seed);
@@ -396,7 +396,7 @@ Test(ec_repair, cut_repair, .timeout = 600)
 	cr_assert_eq(bch_fs_close(c), 0);
 
 	size_t nev = iorec_nr_events(rec);
-	cr_log_info("ec_repair cut: %zu events", nev);
+	fprintf(stderr, "ec_repair cut: %zu events\n", nev);
 	cr_assert_gt(nev, 0);
 	for (size_t at = 0; at <= nev; at++) {
 		struct iorec_plan plan;
