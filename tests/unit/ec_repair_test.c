@@ -190,7 +190,7 @@ static void expect_clean(struct bch_fs *c, unsigned idx, const char *what)
 	free(sk);
 }
 
-Test(ec_repair, every_pattern, .timeout = 120)
+Test(ec_repair, every_pattern)
 {
 	uint64_t seed = SEED;
 	struct bch_fs *c = make_fs("ecrep_pat", &seed);
@@ -254,7 +254,7 @@ Test(ec_repair, every_pattern, .timeout = 120)
 	test_tmpdir_remove(tmpdir);
 }
 
-Test(ec_repair, parity_wrong, .timeout = 120)
+Test(ec_repair, parity_wrong)
 {
 	uint64_t seed = SEED + 1;
 	struct bch_fs *c = make_fs("ecrep_par", &seed);
@@ -313,7 +313,7 @@ static void scrub_all(struct bch_fs *c, struct bch_scrub *s)
 	cr_assert_eq(r, 0, "scrub: %s", c->err_msg);
 }
 
-Test(ec_repair, scrub, .timeout = 120)
+Test(ec_repair, scrub)
 {
 	uint64_t seed = SEED + 2;
 	struct bch_fs *c = make_fs("ecrep_scrub", &seed);
@@ -376,7 +376,7 @@ Test(ec_repair, scrub, .timeout = 120)
 	test_tmpdir_remove(tmpdir);
 }
 
-Test(ec_repair, cut_repair, .timeout = 120)
+Test(ec_repair, cut_repair)
 {
 	uint64_t seed = SEED + 3;
 	struct bch_fs *c = make_fs("ecrep_cut", &seed);
