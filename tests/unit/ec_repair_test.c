@@ -17,9 +17,11 @@
  *                   updated, clean after.
  *   scrub           the scrub walk over damage on two members: every block
  *                   counted and repaired, a second scrub clean; three
- *                   blocks of a stripe bad in different ranges: the
- *                   extents' repairs make it whole, and the stripe is not
- *                   named.
+ *                   blocks of a stripe bad in ranges that do not line up:
+ *                   the extents' repairs leave two, and the stripe checked
+ *                   again after them is repaired, not named.
+ *   no_block_csums  csum_type none: a parity that differs is reported,
+ *                   nothing written.
  *   cut_repair      a repair of two blocks under the write recorder, cut
  *                   at every write and flush (unflushed writes kept at
  *                   random, one torn): every crash image reads the files
@@ -415,6 +417,51 @@ Test(ec_repair, cut_repair)
 		cr_assert_eq(bch_fs_close(cc), 0);
 	}
 	iorec_free(rec);
+	free(sk);
+	test_tmpdir_remove(tmpdir);
+}
+
+/*
+ * A stripe without block checksums (csum_type none: valid on disk, though
+ * the builder always writes crc32c): a parity block that differs from the
+ * data's parity cannot say whether it or a data block is wrong: reported
+ * unrecoverable, nothing written; the files still read (their checksums).
+ */
+Test(ec_repair, no_block_csums)
+{
+	uint64_t seed = SEED + 4;
+	struct bch_fs *c = make_fs("ecrep_none", &seed);
+	struct bch_bkey *sk = stripe_key(c, 1);
+	struct bch_stripe *s = bkey_val(sk);
+	unsigned pb = bch_stripe_data_blocks(s);
+	size_t bytes = (size_t)s->block_sectors << 9;
+	struct bch_blockdev *bd = c->devs[s->blocks[pb].ptr.dev]->bdev;
+	uint8_t *before = bch_dev_alloc_buf(bytes), *after = bch_dev_alloc_buf(bytes);
+	struct btree_trans *t;
+	struct bch_ec_check x;
+
+	s->csum_type = BCH_CSUM_none;
+	for (unsigned i = 0; i < s->nr_blocks; i++)
+		s->blocks[i].csum = 0;
+	cr_assert_eq(bch_trans_init(c, &t), 0);
+	cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_stripes, sk), 0);
+	cr_assert_eq(bch_trans_commit(t, 0), 0);
+	bch_trans_exit(t);
+	expect_clean(c, 1, "no block checksums, healthy");
+
+	invert(c, sk, pb, 4096, 512);
+	cr_assert(before && after);
+	cr_assert_eq(bch_dev_read(bd, before, bytes, (uint64_t)s->blocks[pb].ptr.offset << 9), 0);
+	cr_assert_eq(bch_ec_stripe_check(c, sk, ~0U, &x), 0);
+	cr_assert(x.unrecoverable, "parity differs, no checksums: which block is wrong is unknown");
+	cr_assert_eq(x.parity_wrong, 1U << pb);
+	cr_assert_eq(x.repaired, 0);
+	cr_assert_eq(bch_dev_read(bd, after, bytes, (uint64_t)s->blocks[pb].ptr.offset << 9), 0);
+	cr_assert(!memcmp(before, after, bytes), "written though unrecoverable");
+	expect_files(c, "no block checksums, parity wrong");
+	cr_assert_eq(bch_fs_close(c), 0);
+	free(before);
+	free(after);
 	free(sk);
 	test_tmpdir_remove(tmpdir);
 }
