@@ -428,8 +428,15 @@ int bch_fsck_ec(struct bch_fsck_ctx *ctx, struct bch_fs *c);
  * Pass 11 (with -c), first (fsck_ec.c): every stripe read whole, its blocks
  * against their checksums and its parity against its data
  * (bch_ec_stripe_check()); bad blocks are rebuilt and written back, so the
- * extents read next find them good.
+ * extents read next find them good.  *left (malloc'd, or NULL) names the
+ * stripes with more bad blocks than parity; after the extents (whose
+ * repairs may leave few enough) bch_fsck_ec_data_after() checks those again
+ * and repairs them (stripe_unrecoverable is then counted fixed), and frees
+ * left; given an error r, it only frees left and returns r.
  */
-int bch_fsck_ec_data(struct bch_fsck_ctx *ctx, struct bch_fs *c);
+struct bch_fsck_ec_left;
+int bch_fsck_ec_data(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct bch_fsck_ec_left **left);
+int bch_fsck_ec_data_after(struct bch_fsck_ctx *ctx, struct bch_fs *c,
+			   struct bch_fsck_ec_left *left, int r);
 
 #endif /* _BCACHEFS_FSCK_H */

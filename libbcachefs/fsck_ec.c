@@ -354,18 +354,47 @@ static uint32_t data_report(struct bch_fsck_ctx *ctx, const struct bch_bkey *sk,
 	return fix;
 }
 
-int bch_fsck_ec_data(struct bch_fsck_ctx *ctx, struct bch_fs *c)
+struct bch_fsck_ec_left {
+	struct u32s	v;
+};
+
+/* Check stripe sk, report, repair what was answered yes; 1 when it is left unrecoverable. */
+static int data_one(struct bch_fsck_ctx *ctx, struct bch_fs *c, const struct bch_bkey *sk,
+		    bool again)
+{
+	struct bch_ec_check x;
+	uint32_t fix;
+	int r;
+
+	if ((r = bch_ec_stripe_check(c, sk, 0, &x)))
+		return r;
+	if (again && x.unrecoverable)
+		return 0;	/* reported the first time */
+	fix = data_report(ctx, sk, &x);
+	if (!fix)
+		return x.unrecoverable;
+	if ((r = bch_ec_stripe_check(c, sk, fix, &x)))
+		return r;
+	for (unsigned i = 0; i < x.nr_blocks; i++)
+		if (x.repaired & fix & (1U << i))
+			bch_fsck_fixed(ctx, i >= x.nr_data ? BCH_FSCK_stripe_parity_bad
+							   : BCH_FSCK_stripe_data_bad);
+	if (again && !((x.bad | x.parity_wrong) & ~x.repaired))
+		bch_fsck_fixed(ctx, BCH_FSCK_stripe_unrecoverable);	/* whole again */
+	return 0;
+}
+
+int bch_fsck_ec_data(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct bch_fsck_ec_left **left)
 {
 	struct bch_bpos pos = POS_MIN;
 	int r = 0;
 
+	*left = NULL;
 	if (!c->roots->r[BCH_BTREE_ID_stripes].key)
 		return 0;
 	/* one key at a time, no iterator open across a repair (it may update the key) */
 	while (!r && !ctx->cancelled) {
 		struct bch_bkey *sk;
-		struct bch_ec_check x;
-		uint32_t fix;
 
 		r = bch_btree_peek(c, BCH_BTREE_ID_stripes, pos, POS_MAX, &sk);
 		if (r == -BCH_ERR_key_not_found) {
@@ -376,18 +405,41 @@ int bch_fsck_ec_data(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 		if (r)
 			break;
 		pos = bpos_successor(sk->p);
-		r = bch_ec_stripe_check(c, sk, 0, &x);
-		fix = r ? 0 : data_report(ctx, sk, &x);
-		if (fix) {
-			r = bch_ec_stripe_check(c, sk, fix, &x);
-			for (unsigned i = 0; !r && i < x.nr_blocks; i++)
-				if (x.repaired & fix & (1U << i))
-					bch_fsck_fixed(ctx, i >= x.nr_data ? BCH_FSCK_stripe_parity_bad
-									   : BCH_FSCK_stripe_data_bad);
+		r = data_one(ctx, c, sk, false);
+		if (r == 1) {	/* the extents' repairs may leave few enough: again after them */
+			r = 0;
+			if (!c->read_only && !*left && !(*left = calloc(1, sizeof(**left))))
+				r = -ENOMEM;
+			if (!r && !c->read_only)
+				r = u32s_push(&(*left)->v, (uint32_t)sk->p.offset);
 		}
 		free(sk);
 	}
 	if (r && !ctx->err_msg[0])
+		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "erasure-coded stripes: %.400s",
+			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
+	return r;
+}
+
+int bch_fsck_ec_data_after(struct bch_fsck_ctx *ctx, struct bch_fs *c,
+			   struct bch_fsck_ec_left *left, int r)
+{
+	int given = r;
+
+	for (size_t i = 0; left && !r && !ctx->cancelled && i < left->v.nr; i++) {
+		struct bch_bkey *sk;
+
+		if (bch_btree_lookup(c, BCH_BTREE_ID_stripes, POS(0, left->v.v[i], 0), &sk)) {
+			c->err_msg[0] = 0;
+			continue;
+		}
+		r = data_one(ctx, c, sk, true);
+		free(sk);
+	}
+	if (left)
+		free(left->v.v);
+	free(left);
+	if (r && !given && !ctx->err_msg[0])
 		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "erasure-coded stripes: %.400s",
 			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
 	return r;
