@@ -29,7 +29,10 @@
  *                        or not the parity of the data: the data's parity
  *                        written back (and its checksum in the key)
  *   stripe_unrecoverable more bad blocks than parity, or no block
- *                        checksums to say which is bad: reported
+ *                        checksums to say which is bad: reported; checked
+ *                        again after the extents (bch_fsck_ec_data_after()),
+ *                        whose repairs of striped copies may leave few
+ *                        enough bad blocks: repaired then, counted fixed
  * A block whose bucket was reused (a data block whose extents all went) is
  * not judged, and never written.
  *
