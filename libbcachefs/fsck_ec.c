@@ -374,17 +374,17 @@ static int data_one(struct bch_fsck_ctx *ctx, struct bch_fs *c, const struct bch
 	if (again && x.unrecoverable)
 		return 0;	/* reported the first time */
 	fix = data_report(ctx, sk, &x);
-	if (!fix)
-		return x.unrecoverable;
-	if ((r = bch_ec_stripe_check(c, sk, fix, &x)))
-		return r;
-	for (unsigned i = 0; i < x.nr_blocks; i++)
-		if (x.repaired & fix & (1U << i))
-			bch_fsck_fixed(ctx, i >= x.nr_data ? BCH_FSCK_stripe_parity_bad
-							   : BCH_FSCK_stripe_data_bad);
-	if (again && !((x.bad | x.parity_wrong) & ~x.repaired))
+	if (fix) {
+		if ((r = bch_ec_stripe_check(c, sk, fix, &x)))
+			return r;
+		for (unsigned i = 0; i < x.nr_blocks; i++)
+			if (x.repaired & fix & (1U << i))
+				bch_fsck_fixed(ctx, i >= x.nr_data ? BCH_FSCK_stripe_parity_bad
+								   : BCH_FSCK_stripe_data_bad);
+	}
+	if (again && !x.unrecoverable && !((x.bad | x.parity_wrong) & ~x.repaired))
 		bch_fsck_fixed(ctx, BCH_FSCK_stripe_unrecoverable);	/* whole again */
-	return 0;
+	return !again && x.unrecoverable;
 }
 
 int bch_fsck_ec_data(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct bch_fsck_ec_left **left)
