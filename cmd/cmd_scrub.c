@@ -49,7 +49,9 @@ static void usage(FILE *f)
 "MEMBER when given: a member device path or index), verify their checksums and\n"
 "rewrite each bad copy from a good one (on its own device; a bad btree node\n"
 "replica: the node is rewritten).  A copy with no good one left is named (file,\n"
-"sectors, bytes) and left alone.  The journal is not scrubbed.\n"
+"sectors, bytes) and left alone.  Erasure-coded stripes are read whole first:\n"
+"a bad block, data or parity, is rebuilt from the others and written back.\n"
+"The journal is not scrubbed.\n"
 "FS: member devices (a list joined by ':') or the mountpoint of a fusemount\n"
 "(the daemon does the work; the mount stays usable meanwhile).\n"
 "Progress on a terminal; Ctrl-C stops at the end of a step (run it again).\n"
@@ -97,6 +99,8 @@ static void summary_text(struct cmd_ctx *x, const char *names, const struct bch_
 	fprintf(x->out, "%s: %s: read %s in %.1f s (%s/s)\n", CMD, names, rd, secs, rate);
 	fprintf(x->out, "  extents checked      %" PRIu64 "\n", s->extents_checked);
 	fprintf(x->out, "  btree nodes checked  %" PRIu64 "\n", s->nodes_checked);
+	if (s->stripes_checked)
+		fprintf(x->out, "  stripes checked      %" PRIu64 "\n", s->stripes_checked);
 	fprintf(x->out, "  copies checked       %" PRIu64 "\n", s->copies_checked);
 	fprintf(x->out, "  bad copies           %" PRIu64 "\n", s->copies_bad);
 	fprintf(x->out, "  repaired             %" PRIu64 "\n", s->copies_repaired);
@@ -111,18 +115,21 @@ static void summary_json(struct cmd_ctx *x, const struct bch_scrub *s, double se
 	FILE *f = x->out;
 
 	fprintf(f, "{\"version\":%d,\"bytes_total\":%" PRIu64 ",\"bytes_read\":%" PRIu64 ",\"seconds\":%.3f,"
-		"\"extents_checked\":%" PRIu64 ",\"nodes_checked\":%" PRIu64 ","
+		"\"extents_checked\":%" PRIu64 ",\"nodes_checked\":%" PRIu64 ",\"stripes_checked\":%" PRIu64 ","
 		"\"copies_checked\":%" PRIu64 ",\"copies_bad\":%" PRIu64 ","
 		"\"copies_repaired\":%" PRIu64 ",\"copies_skipped\":%" PRIu64 ","
 		"\"unrepairable\":%" PRIu64 ",\"unrepairable_bytes\":%" PRIu64 ","
 		"\"interrupted\":%s,\"unrepairable_list\":[",
 		BCH_JSON_VERSION, s->bytes_total, s->bytes_read, secs, s->extents_checked, s->nodes_checked,
-		s->copies_checked, s->copies_bad, s->copies_repaired, s->copies_skipped,
+		s->stripes_checked, s->copies_checked, s->copies_bad, s->copies_repaired, s->copies_skipped,
 		s->unrepairable, s->unrepairable_bytes, interrupted ? "true" : "false");
 	for (unsigned i = 0; i < s->nr_bad; i++) {
 		const struct bch_scrub_bad *b = &s->bad[i];
-		fprintf(f, "%s{\"kind\":\"%s\",", i ? "," : "", b->btree ? "btree_node" : "data");
-		if (!b->btree)
+		fprintf(f, "%s{\"kind\":\"%s\",", i ? "," : "",
+			b->btree ? "btree_node" : b->stripe ? "stripe" : "data");
+		if (b->stripe)
+			fprintf(f, "\"stripe\":%" PRIu64 ",", b->inode);
+		else if (!b->btree)
 			fprintf(f, "\"inode\":%" PRIu64 ",\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64 ",",
 				b->inode, b->start << 9, b->bytes);
 		fprintf(f, "\"what\":");
@@ -203,7 +210,7 @@ int cmd_scrub_body(struct cmd_ctx *x, int argc, char **argv)
 		summary_text(x, names, s, secs);
 	for (unsigned i = 0; i < s->nr_bad; i++) {
 		char bytes[40] = "";
-		if (!s->bad[i].btree)
+		if (!s->bad[i].btree && !s->bad[i].stripe)
 			snprintf(bytes, sizeof(bytes), " (%" PRIu64 " bytes)", s->bad[i].bytes);
 		fprintf(x->err, "bcachefs %s: %s: %s%s: %s\n", CMD, names, s->bad[i].what, bytes,
 			s->bad[i].why);

@@ -1403,9 +1403,13 @@ _Static_assert(sizeof(struct bch_reflink_p) == 8, "bch_reflink_p size");
  * block depends only on byte j of the data blocks.  Data blocks hold
  * encoded extents exactly as a replica would (each extent's sectors at
  * its striped pointer's offset) and zeros where no extent lies; stripes
- * are written whole, copy-on-write, and never updated in place, so there
- * is no write hole: a stripe key is committed only after all its blocks
- * are durable, in the transaction that makes extents point into it.
+ * are written whole, copy-on-write, and their contents never change, so
+ * there is no write hole: a stripe key is committed only after all its
+ * blocks are durable, in the transaction that makes extents point into
+ * it.  (A repair writes a bad block back in place with the bytes the key
+ * already names, or a parity block wrong when built with the data's
+ * parity, its checksum in the key corrected after: ec.h,
+ * bch_ec_stripe_check().)
  *
  * The stripes btree (id 9) holds one stripe key per stripe; its root is
  * made, and the feature bit set (first, in the superblock), with the first

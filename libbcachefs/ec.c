@@ -906,3 +906,262 @@ int bch_ec_pending(struct bch_fs *c, uint64_t *sectors)
 		*sectors = 0;	/* a lone extent keeps its replicas: no stripe of one */
 	return err;
 }
+
+/* ------------------------------------------------------ stripe check */
+
+struct chk {
+	struct bch_fs			*c;
+	const struct bch_stripe		*s;
+	struct bch_ec_codec		codec;
+	unsigned			n, k;
+	size_t				len;
+	uint8_t				*buf[BCH_EC_BLOCKS_MAX];	/* the blocks as read */
+	uint8_t				*fix[BCH_EC_BLOCKS_MAX];	/* rebuilt or recomputed */
+};
+
+/* Block i's bytes as the stripe's checksum names them? (none: not known, true) */
+static int block_csum_ok(const struct chk *x, unsigned i, const uint8_t *b, bool *ok)
+{
+	struct bch_csum want = { .lo = x->s->blocks[i].csum };
+	int r;
+
+	*ok = true;
+	if (x->s->csum_type == BCH_CSUM_none)
+		return 0;
+	r = bch_csum_verify(x->s->csum_type, b, x->len, want);
+	if (r == -BCH_ERR_csum_mismatch) {
+		*ok = false;
+		r = 0;
+	}
+	return r;
+}
+
+/*
+ * Rebuild the data blocks in bad (with the blocks in gone not to be read)
+ * into x->fix[]: the first choice of blocks to leave out, fewest first,
+ * whose rebuilt data blocks all match their checksums.  Returns 0 (found),
+ * -EIO (none), or a library's error.
+ */
+static int chk_rebuild_data(struct chk *x, uint32_t gone, uint32_t bad)
+{
+	uint8_t *ptrs[BCH_EC_BLOCKS_MAX];
+	unsigned n = x->n, p = x->codec.p;
+	uint32_t want_data = bad & ((1U << x->k) - 1);
+
+	for (unsigned extra = 0; __builtin_popcount(gone) + extra <= p; extra++) {
+		unsigned w = __builtin_popcount(gone) + extra;
+
+		for (uint64_t m = (1ULL << w) - 1; m < (1ULL << n); m = next_same_popcount(m)) {
+			bool all = true;
+			int r;
+
+			if ((m & gone) != gone)
+				continue;
+			for (unsigned i = 0; i < n; i++)
+				ptrs[i] = m & (1U << i) ? x->fix[i] : x->buf[i];
+			if ((r = bch_ec_reconstruct(&x->codec, x->len, ptrs, (uint32_t)m)))
+				return r;
+			for (unsigned i = 0; i < x->k && all; i++) {
+				if (!(want_data & (1U << i)))
+					continue;
+				if ((r = block_csum_ok(x, i, x->fix[i], &all)))
+					return r;
+			}
+			if (all)
+				return 0;
+		}
+	}
+	return -EIO;
+}
+
+/* Write the blocks in mask from x->fix[] where they lie, then flush their members. */
+static int chk_write(struct chk *x, uint32_t mask, uint32_t *written)
+{
+	struct bch_fs *c = x->c;
+	int r = 0;
+
+	for (unsigned i = 0; i < x->n; i++) {
+		const struct bch_extent_ptr *b = &x->s->blocks[i].ptr;
+
+		if (!(mask & (1U << i)))
+			continue;
+		/* a block whose bucket was reused is someone else's now: never written */
+		if (!bch_alloc_ptr_live(c, b))
+			continue;
+		r = bch_dev_write(c->devs[b->dev]->bdev, x->fix[i], x->len,
+				  (uint64_t)b->offset << BCH_SECTOR_SHIFT);
+		if (r)
+			continue;	/* left bad: reported */
+		*written |= 1U << i;
+	}
+	for (unsigned i = 0; i < x->n; i++)
+		if ((*written & (1U << i)) &&
+		    (r = bch_dev_flush(c->devs[x->s->blocks[i].ptr.dev]->bdev)))
+			*written &= ~(1U << i);
+	return 0;
+}
+
+/* The stripe key with the parity checksums of the data's parity (x->fix of mask). */
+static int chk_put_csums(struct chk *x, const struct bch_bkey *sk, uint32_t mask)
+{
+	struct bch_bkey *n = bch_bkey_dup(sk);
+	struct btree_trans *t;
+	int r;
+
+	if (!n)
+		return -ENOMEM;
+	struct bch_stripe *ns = bkey_val(n);
+	for (unsigned i = x->k; i < x->n; i++) {
+		struct bch_csum cs;
+
+		if (!(mask & (1U << i)))
+			continue;
+		if ((r = bch_checksum(x->s->csum_type, x->fix[i], x->len, &cs)))
+			goto out;
+		ns->blocks[i].csum = cs.lo;
+	}
+	if (!(r = bch_trans_init(x->c, &t))) {
+		r = bch_trans_update(t, BCH_BTREE_ID_stripes, n);
+		if (!r)
+			r = bch_trans_commit(t, 0);
+		bch_trans_exit(t);
+	}
+out:
+	free(n);
+	return r;
+}
+
+static void chk_free(struct chk *x)
+{
+	for (unsigned i = 0; i < BCH_EC_BLOCKS_MAX; i++) {
+		free(x->buf[i]);
+		free(x->fix[i]);
+	}
+	bch_ec_codec_exit(&x->codec);
+}
+
+int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, uint32_t repair,
+			struct bch_ec_check *res)
+{
+	struct chk x = { .c = c };
+	uint32_t gone = 0, bad = 0, csum_wrong = 0;
+	int r;
+
+	memset(res, 0, sizeof(*res));
+	if (sk->type != BCH_BKEY_stripe || bch_stripe_validate(sk, NULL, 0))
+		return 0;	/* not a stripe to check: fsck's other checks judge the key */
+	x.s = bch_stripe_val(sk);
+	x.n = x.s->nr_blocks;
+	x.k = bch_stripe_data_blocks(x.s);
+	x.len = (size_t)x.s->block_sectors << BCH_SECTOR_SHIFT;
+	res->nr_blocks = x.n;
+	res->nr_data = x.k;
+	if ((r = bch_ec_codec_init(&x.codec, x.k, x.s->nr_parity)))
+		goto out;
+	r = -ENOMEM;
+	for (unsigned i = 0; i < x.n; i++)
+		if (!(x.buf[i] = bch_dev_alloc_buf(x.len)) || !(x.fix[i] = bch_dev_alloc_buf(x.len)))
+			goto out;
+
+	/* 1. every block that can be read: read, against its checksum */
+	for (unsigned i = 0; i < x.n; i++) {
+		const struct bch_extent_ptr *b = &x.s->blocks[i].ptr;
+		struct bch_dev *ca = b->dev < c->nr_devs ? c->devs[b->dev] : NULL;
+		bool ok;
+
+		if (bch_dev_missing(c, b->dev)) {
+			gone |= 1U << i;
+			res->skipped |= 1U << i;
+			continue;
+		}
+		if (!ca || !ca->bdev || !bch_alloc_ptr_live(c, b)) {
+			/*
+			 * no member (fsck_ec.c's stripe_block_bad), or its bucket
+			 * reused (a data block whose extents all went: normal until
+			 * stripe compaction): not judged, never written
+			 */
+			gone |= 1U << i;
+			res->skipped |= 1U << i;
+			res->stale |= 1U << i;
+			continue;
+		}
+		res->bytes_read += x.len;
+		if (bch_dev_read(ca->bdev, x.buf[i], x.len, (uint64_t)b->offset << BCH_SECTOR_SHIFT)) {
+			gone |= 1U << i;
+			res->bad |= 1U << i;
+			continue;
+		}
+		if ((r = block_csum_ok(&x, i, x.buf[i], &ok)))
+			goto out;
+		if (!ok) {
+			bad |= 1U << i;
+			res->bad |= 1U << i;
+			bch_dev_error_inc(c, b->dev, BCH_DEV_ERROR_checksum);
+		}
+	}
+
+	/* 2. the data blocks: as read when good, else rebuilt from the others */
+	uint32_t lost = (gone | bad) & ((1U << x.k) - 1);
+	if (__builtin_popcount(gone | bad) > (int)x.codec.p && !bad) {
+		/* more blocks not there than parity, none found bad: nothing to compare */
+		res->unchecked = true;
+		r = 0;
+		goto out;
+	}
+	if (lost) {
+		r = chk_rebuild_data(&x, gone | bad, lost);
+		if (r == -EIO) {
+			res->unrecoverable = true;
+			r = 0;
+			goto out;
+		}
+		if (r)
+			goto out;
+	}
+	for (unsigned i = 0; i < x.k; i++)
+		if (!(lost & (1U << i)))
+			memcpy(x.fix[i], x.buf[i], x.len);
+
+	/* 3. the parity of the data, against the parity blocks */
+	bch_ec_encode(&x.codec, x.len, x.fix);
+	for (unsigned i = x.k; i < x.n; i++) {
+		struct bch_csum cs;
+
+		if (res->skipped & (1U << i))
+			continue;	/* on a missing member, or reused: not judged */
+		if (!(res->bad & (1U << i)) && memcmp(x.buf[i], x.fix[i], x.len))
+			res->parity_wrong |= 1U << i;
+		if (x.s->csum_type == BCH_CSUM_none)
+			continue;
+		if ((r = bch_checksum(x.s->csum_type, x.fix[i], x.len, &cs)))
+			goto out;
+		if (cs.lo != x.s->blocks[i].csum)
+			csum_wrong |= 1U << i;	/* the key's checksum is not the data's parity's */
+	}
+	/*
+	 * Without block checksums a parity that differs may as well mean a
+	 * data block that rotted: which one is not known, nothing is rewritten
+	 */
+	if (x.s->csum_type == BCH_CSUM_none && res->parity_wrong) {
+		res->unrecoverable = true;
+		r = 0;
+		goto out;
+	}
+	res->repairable = res->bad | res->parity_wrong;
+	r = 0;
+	repair &= res->repairable;
+	if (!repair || c->read_only)
+		goto out;
+
+	/* 4. rewrite: the same bytes the key names (data), the data's parity (parity) */
+	if ((r = chk_write(&x, repair, &res->repaired)))
+		goto out;
+	if (csum_wrong & res->repaired) {
+		r = chk_put_csums(&x, sk, csum_wrong & res->repaired);
+		if (r)
+			res->repaired &= ~csum_wrong;
+	}
+out:
+	chk_free(&x);
+	return r;
+}

@@ -13,8 +13,9 @@
  * btree's creation (bch_ec_init: feature bit first); rebuilding a read
  * through a stripe (io.c calls it when every copy failed); the parity
  * blocks' bucket state at a recount; the stripe builder (rebalance's step);
- * what a degraded open may count on (replicas.c).  fsck_ec.c checks stripes
- * against the extents.
+ * what a degraded open may count on (replicas.c); checking a stripe whole
+ * and repairing its bad blocks (scrub.c, fsck -c).  fsck_ec.c checks
+ * stripes against the extents.
  *
  * The code: the systematic Cauchy matrix of ISA-L's gf_gen_cauchy1_matrix()
  * over GF(2^8) (rows 0..k-1 the identity, rows k..k+p-1 parity), so data
@@ -34,7 +35,10 @@
  *   (3) bch_ec_reconstruct() writes only the blocks it was told are missing.
  *   (4) A stripe key is committed only after every one of its blocks is
  *       written and flushed, in the transaction that points extents into
- *       it; blocks are never written again while the key exists.
+ *       it; blocks are never written again while the key exists, but by a
+ *       repair, with the bytes the key already names (a data block, or an
+ *       extent's sectors in it: its checksum says so) or the parity of the
+ *       data (bch_ec_stripe_check(); scrub.c).
  *   (5) A rebuilt read is returned only once the extent's own checksum
  *       verifies it.
  *
@@ -221,5 +225,52 @@ int bch_ec_step(struct bch_fs *c, uint64_t budget, bool finish, struct bch_move_
 
 /* Sectors of user data that are replicated and would be striped (fs usage, data rebalance). */
 int bch_ec_pending(struct bch_fs *c, uint64_t *sectors);
+
+/* ------------------------------------------------------ stripe check */
+
+/*
+ * Check one stripe whole (scrub's stripe phase, fsck -c): every block on a
+ * present member is read and checked against the key's block checksum; the
+ * data blocks that fail (or cannot be read) are rebuilt from the others
+ * (the first choice, fewest left out, whose rebuilt blocks match their
+ * checksums); then the parity of the data is computed and compared with
+ * the parity blocks.  The data blocks are the reference: they match their
+ * checksums (and the extents' own checksums vouch for what lies in them).
+ *
+ * The blocks of repair (a bit per block; ~0: all) that are bad (and a
+ * read-write filesystem): written
+ * back where they lie, in place: a data block with the bytes its checksum
+ * names, a parity block with the data's parity; the members are flushed,
+ * and when a parity block's checksum in the key is not that of the data's
+ * parity (the parity was wrong when built), the key is updated after.
+ * Why in place and not to a new location (invariant (4) is about new
+ * contents; this restores the contents the key already names): a write
+ * cut by a crash leaves each sector old (bad, as before) or new (good),
+ * so the stripe is never worse than before the repair and the next check
+ * finishes it; no extent pointer changes, so no walk of the extents and no
+ * transaction bound.  A block whose bucket was reused (stale: a data
+ * block whose extents all went, until stripe compaction) or on no member
+ * is not judged (rebuilt in memory for the parity check) and never written.  Without block checksums (csum_type none) a parity mismatch
+ * cannot say which block is wrong: reported, nothing written.
+ *
+ * Memory: 2 (k + p) buffers of a block.  Returns 0 (what was found in
+ * res), or an error that is not the stripe's (memory, a library).
+ */
+struct bch_ec_check {
+	unsigned	nr_blocks, nr_data;
+	uint32_t	bad;		/* blocks unreadable or failing their checksum */
+	uint32_t	skipped;	/* not judged: on a member missing (degraded), on no
+					 * member, or its bucket reused (stale) */
+	uint32_t	stale;		/* of those: no member, or the bucket reused */
+	uint32_t	parity_wrong;	/* parity blocks that read good but differ from the data's parity */
+	uint32_t	repairable;	/* bad | parity_wrong */
+	uint32_t	repaired;	/* of those, rewritten */
+	bool		unrecoverable;	/* too many bad blocks, or no checksums to tell */
+	bool		unchecked;	/* more blocks skipped than parity, none bad: the
+					 * parity could not be compared */
+	uint64_t	bytes_read;
+};
+int bch_ec_stripe_check(struct bch_fs *c, const struct bch_bkey *sk, uint32_t repair,
+			struct bch_ec_check *res);
 
 #endif /* _BCACHEFS_EC_H */

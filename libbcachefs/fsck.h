@@ -219,6 +219,15 @@
 	  "copy is dropped instead)")							\
 	x(data_unreadable,	0x0b02, 11, FSCK_NOFIX,							\
 	  "file data with no good copy (checksum or read errors)")			\
+	x(stripe_data_bad,	0x0b03, 11, FSCK_SAFE,						\
+	  "data block of an erasure-coded stripe is unreadable or fails its checksum; "	\
+	  "rebuild it from the other blocks and write it back")				\
+	x(stripe_parity_bad,	0x0b04, 11, FSCK_SAFE,						\
+	  "parity block of an erasure-coded stripe is unreadable or differs from the "	\
+	  "parity of its data; write the data's parity back")				\
+	x(stripe_unrecoverable,	0x0b05, 11, FSCK_NOFIX,						\
+	  "erasure-coded stripe with more bad blocks than parity blocks (or no block "	\
+	  "checksums to tell which is bad): its blocks cannot be rebuilt")		\
 	x(replicas_missing,	0x0c01, 12, FSCK_SAFE,						\
 	  "superblock replicas table lacks a member set that keys use (a degraded "	\
 	  "open would misjudge what is lost); add it")					\
@@ -415,5 +424,19 @@ int bch_fsck_reflink(struct bch_fsck_ctx *ctx, struct bch_fs *c);
  * place, striped pointers into missing stripes, stripes nothing points into.
  */
 int bch_fsck_ec(struct bch_fsck_ctx *ctx, struct bch_fs *c);
+/*
+ * Pass 11 (with -c), first (fsck_ec.c): every stripe read whole, its blocks
+ * against their checksums and its parity against its data
+ * (bch_ec_stripe_check()); bad blocks are rebuilt and written back, so the
+ * extents read next find them good.  *left (malloc'd, or NULL) names the
+ * stripes with more bad blocks than parity; after the extents (whose
+ * repairs may leave few enough) bch_fsck_ec_data_after() checks those again
+ * and repairs them (stripe_unrecoverable is then counted fixed), and frees
+ * left; given an error r, it only frees left and returns r.
+ */
+struct bch_fsck_ec_left;
+int bch_fsck_ec_data(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct bch_fsck_ec_left **left);
+int bch_fsck_ec_data_after(struct bch_fsck_ctx *ctx, struct bch_fs *c,
+			   struct bch_fsck_ec_left *left, int r);
 
 #endif /* _BCACHEFS_FSCK_H */

@@ -17,9 +17,24 @@
  *   stripe_unused        a stripe no striped pointer names: deleted
  * Blocks on a member missing from a degraded open are not judged.
  *
- * Not checked yet: parity against the data (fsck -c); the parity blocks'
- * bucket state is checked with every bucket's (ec.h: bch_ec_mark_stripe()
- * counts them in the recount that pass 5 compares with the alloc btree).
+ * The parity blocks' bucket state is checked with every bucket's (ec.h:
+ * bch_ec_mark_stripe() counts them in the recount that pass 5 compares
+ * with the alloc btree).
+ *
+ * With -c, pass 11 starts here (bch_fsck_ec_data()), before the extents'
+ * copies are read: every stripe read whole (bch_ec_stripe_check()):
+ *   stripe_data_bad      a data block unreadable or failing its checksum:
+ *                        rebuilt from the others, written back in place
+ *   stripe_parity_bad    a parity block unreadable, failing its checksum
+ *                        or not the parity of the data: the data's parity
+ *                        written back (and its checksum in the key)
+ *   stripe_unrecoverable more bad blocks than parity, or no block
+ *                        checksums to say which is bad: reported; checked
+ *                        again after the extents (bch_fsck_ec_data_after()),
+ *                        whose repairs of striped copies may leave few
+ *                        enough bad blocks: repaired then, counted fixed
+ * A block whose bucket was reused (a data block whose extents all went) is
+ * not judged, and never written.
  *
  * Cost: one walk of the stripes btree, one of the extents btree (and of the
  * reflink btree when it exists) with a lookup per striped pointer.  Memory:
@@ -300,6 +315,134 @@ int bch_fsck_ec(struct bch_fsck_ctx *ctx, struct bch_fs *c)
 	free(p.stripes.v);
 	free(p.used.v);
 	if (r && !ctx->err_msg[0])
+		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "erasure-coded stripes: %.400s",
+			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
+	return r;
+}
+
+/* ------------------------------------------------- pass 11: stripe data */
+
+/* Report what check x found in stripe sk; the blocks to repair. */
+static uint32_t data_report(struct bch_fsck_ctx *ctx, const struct bch_bkey *sk,
+			    const struct bch_ec_check *x)
+{
+	const struct bch_stripe *s = bch_stripe_val(sk);
+	uint32_t fix = 0;
+	char where[128], detail[96];
+
+	if (x->unrecoverable) {
+		snprintf(where, sizeof(where), "stripe %" PRIu64, (uint64_t)sk->p.offset);
+		snprintf(detail, sizeof(detail), "%u of %u blocks bad, %u parity%s",
+			 __builtin_popcount(x->bad | x->parity_wrong), x->nr_blocks,
+			 x->nr_blocks - x->nr_data,
+			 s->csum_type == BCH_CSUM_none ? ", no block checksums" : "");
+		bch_fsck_problem(ctx, BCH_FSCK_stripe_unrecoverable, where, detail);
+		return 0;
+	}
+	for (unsigned i = 0; i < x->nr_blocks; i++) {
+		bool parity = i >= x->nr_data;
+		const char *why;
+
+		if (!((x->bad | x->parity_wrong) & (1U << i)))
+			continue;
+		why = x->parity_wrong & (1U << i) ? "differs from the data's parity" :
+						    "unreadable or bad checksum";
+		snprintf(where, sizeof(where), "stripe %" PRIu64 " block %u", (uint64_t)sk->p.offset, i);
+		snprintf(detail, sizeof(detail), "member %u sector %" PRIu64 ": %s",
+			 s->blocks[i].ptr.dev, (uint64_t)s->blocks[i].ptr.offset, why);
+		if (bch_fsck_problem(ctx, parity ? BCH_FSCK_stripe_parity_bad : BCH_FSCK_stripe_data_bad,
+				     where, detail))
+			fix |= 1U << i;
+	}
+	return fix;
+}
+
+struct bch_fsck_ec_left {
+	struct u32s	v;
+};
+
+/* Check stripe sk, report, repair what was answered yes; 1 when it is left unrecoverable. */
+static int data_one(struct bch_fsck_ctx *ctx, struct bch_fs *c, const struct bch_bkey *sk,
+		    bool again)
+{
+	struct bch_ec_check x;
+	uint32_t fix;
+	int r;
+
+	if ((r = bch_ec_stripe_check(c, sk, 0, &x)))
+		return r;
+	if (again && x.unrecoverable)
+		return 0;	/* reported the first time */
+	fix = data_report(ctx, sk, &x);
+	if (fix) {
+		if ((r = bch_ec_stripe_check(c, sk, fix, &x)))
+			return r;
+		for (unsigned i = 0; i < x.nr_blocks; i++)
+			if (x.repaired & fix & (1U << i))
+				bch_fsck_fixed(ctx, i >= x.nr_data ? BCH_FSCK_stripe_parity_bad
+								   : BCH_FSCK_stripe_data_bad);
+	}
+	if (again && !x.unrecoverable && !((x.bad | x.parity_wrong) & ~x.repaired))
+		bch_fsck_fixed(ctx, BCH_FSCK_stripe_unrecoverable);	/* whole again */
+	return !again && x.unrecoverable;
+}
+
+int bch_fsck_ec_data(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct bch_fsck_ec_left **left)
+{
+	struct bch_bpos pos = POS_MIN;
+	int r = 0;
+
+	*left = NULL;
+	if (!c->roots->r[BCH_BTREE_ID_stripes].key)
+		return 0;
+	/* one key at a time, no iterator open across a repair (it may update the key) */
+	while (!r && !ctx->cancelled) {
+		struct bch_bkey *sk;
+
+		r = bch_btree_peek(c, BCH_BTREE_ID_stripes, pos, POS_MAX, &sk);
+		if (r == -BCH_ERR_key_not_found) {
+			c->err_msg[0] = 0;
+			r = 0;
+			break;
+		}
+		if (r)
+			break;
+		pos = bpos_successor(sk->p);
+		r = data_one(ctx, c, sk, false);
+		if (r == 1) {	/* the extents' repairs may leave few enough: again after them */
+			r = 0;
+			if (!c->read_only && !*left && !(*left = calloc(1, sizeof(**left))))
+				r = -ENOMEM;
+			if (!r && !c->read_only)
+				r = u32s_push(&(*left)->v, (uint32_t)sk->p.offset);
+		}
+		free(sk);
+	}
+	if (r && !ctx->err_msg[0])
+		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "erasure-coded stripes: %.400s",
+			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
+	return r;
+}
+
+int bch_fsck_ec_data_after(struct bch_fsck_ctx *ctx, struct bch_fs *c,
+			   struct bch_fsck_ec_left *left, int r)
+{
+	int given = r;
+
+	for (size_t i = 0; left && !r && !ctx->cancelled && i < left->v.nr; i++) {
+		struct bch_bkey *sk;
+
+		if (bch_btree_lookup(c, BCH_BTREE_ID_stripes, POS(0, left->v.v[i], 0), &sk)) {
+			c->err_msg[0] = 0;
+			continue;
+		}
+		r = data_one(ctx, c, sk, true);
+		free(sk);
+	}
+	if (left)
+		free(left->v.v);
+	free(left);
+	if (r && !given && !ctx->err_msg[0])
 		snprintf(ctx->err_msg, sizeof(ctx->err_msg), "erasure-coded stripes: %.400s",
 			 c->err_msg[0] ? c->err_msg : bch_err_str(r));
 	return r;

@@ -188,10 +188,13 @@ static int data_pass(struct fstate *s, bool data)
 		return 0;
 	if (s->ctx->progress)
 		s->ctx->progress(s->ctx, 11, "data");
-	int r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_data);
+	struct bch_fsck_ec_left *left = NULL;
+	int r = bch_fsck_ec_data(s->ctx, s->c, &left);	/* stripes first: their repairs read good next */
+	if (!r)
+		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_data);
 	if (!r && s->c->roots->r[BCH_BTREE_ID_reflink].key)	/* shared data, once (reflink.h) */
 		r = fsck_for_each_key(s, BCH_BTREE_ID_reflink, fsck_check_data);
-	return r;
+	return bch_fsck_ec_data_after(s->ctx, s->c, left, r);
 }
 
 static int files_snapshots(struct bch_fsck_ctx *ctx, struct bch_fs *c, bool data,

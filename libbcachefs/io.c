@@ -336,6 +336,17 @@ static int read_rebuild(struct bch_fs *c, const struct bch_bkey *k, void *enc, v
 	return r;
 }
 
+int bch_extent_rebuild_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc,
+			    void *dec)
+{
+	const struct bch_extent *e = bkey_val(k);
+	struct rebuild_ctx x = { c, k, enc, dec };
+
+	if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED))
+		return -EIO;
+	return bch_ec_rebuild_ptr(c, &e->ptrs[i], e->crc.compressed_sectors, enc, rebuild_verify, &x);
+}
+
 /* read_key()'s error when no copy of k could be read; r is the last copy's. */
 static int no_good_copy(struct bch_fs *c, const struct bch_bkey *k, int r)
 {

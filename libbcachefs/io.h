@@ -99,5 +99,13 @@ int bch_data_verify_key(struct bch_fs *c, const struct bch_bkey *k, unsigned *ba
  */
 int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc,
 			 void *dec);
+/*
+ * The same for a striped pointer i whose copy is bad: its sectors rebuilt
+ * from the stripe's other blocks (bch_ec_rebuild_ptr()) and verified as
+ * bch_extent_read_copy() verifies a copy.  -EIO when i is not striped or
+ * no rebuild verified.
+ */
+int bch_extent_rebuild_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc,
+			    void *dec);
 
 #endif /* _BCACHEFS_IO_H */

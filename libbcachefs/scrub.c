@@ -13,6 +13,7 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
+#include "ec.h"
 #include "errcode.h"
 #include "extent_encode.h"
 #include "extents.h"
@@ -90,6 +91,22 @@ int bch_extent_scrub_read(struct bch_fs *c, const struct bch_bkey *k, uint64_t d
 				break;
 		}
 	}
+	/* every copy bad: a striped one is rebuilt from its stripe (the source of its repair) */
+	for (unsigned i = 0; !r && x->good < 0 && i < x->nr; i++) {
+		if (!(x->bad & (1U << i)) || !(e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED))
+			continue;
+		int cr = bch_extent_rebuild_copy(c, k, i, enc, dec);
+		if (bch_err_is_dl(cr) || cr == -ENOMEM) {
+			r = cr;
+			break;
+		}
+		if (!cr) {
+			x->good = i;
+			x->rebuilt = true;
+			x->good_buf = enc;
+			enc = NULL;
+		}
+	}
 out:
 	free(enc);
 	free(dec);
@@ -136,6 +153,20 @@ int bch_extent_scrub_repair(struct bch_fs *c, const struct bch_bkey *k,
 		}
 		struct bch_extent_ptr np;
 		struct bch_dev *ca = e->ptrs[i].dev < c->nr_devs ? c->devs[e->ptrs[i].dev] : NULL;
+		if (e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED) {
+			/*
+			 * In its stripe's block, in place: the bytes the stripe's
+			 * parity was computed over (see ec.h, bch_ec_stripe_check())
+			 */
+			if (!ca || !ca->bdev || !bch_alloc_ptr_live(c, &e->ptrs[i]))
+				continue;
+			if (bch_dev_write(ca->bdev, x->good_buf, bytes,
+					  (uint64_t)e->ptrs[i].offset << BCH_SECTOR_SHIFT) ||
+			    bch_dev_flush(ca->bdev))
+				continue;	/* left bad: reported */
+			*fixed |= 1U << i;
+			continue;
+		}
 		if (!ca || !ca->bdev || bch_alloc_data_on(c, e->ptrs[i].dev, e->crc.compressed_sectors, &np))
 			continue;	/* left as it is: no room, or device gone */
 		r = bch_dev_write(ca->bdev, x->good_buf, bytes, (uint64_t)np.offset << BCH_SECTOR_SHIFT);
@@ -168,6 +199,8 @@ int bch_extent_scrub_repair(struct bch_fs *c, const struct bch_bkey *k,
 
 /* ------------------------------------------------------------ the walk */
 
+static bool stripe_asked(const struct bch_scrub *s, const struct bch_bkey *sk);
+
 static unsigned popcount(uint64_t v)
 {
 	return (unsigned)__builtin_popcountll(v);
@@ -194,6 +227,22 @@ int bch_scrub_init(struct bch_fs *c, struct bch_scrub *s, int dev, char *err, si
 		bch_dev_usage_get(c, i, &u);
 		s->bytes_total += (u.sectors[BCH_DATA_user] + u.sectors[BCH_DATA_btree] +
 				   u.cached_sectors) << BCH_SECTOR_SHIFT;
+	}
+	/* stripes are read whole first: their data blocks count twice */
+	if (c->roots->r[BCH_BTREE_ID_stripes].key) {
+		struct btree_iter it;
+		const struct bch_bkey *k;
+		int r = 0;
+
+		bch_btree_iter_init(&it, c, BCH_BTREE_ID_stripes, POS_MIN, POS_MAX);
+		while ((k = bch_btree_iter_next(&it, &r)))
+			if (k->type == BCH_BKEY_stripe && !bch_stripe_validate(k, NULL, 0) &&
+			    stripe_asked(s, k))
+				s->bytes_total += ((uint64_t)bch_stripe_val(k)->block_sectors <<
+						   BCH_SECTOR_SHIFT) *
+						  bch_stripe_data_blocks(bch_stripe_val(k));
+		bch_btree_iter_exit(&it);
+		c->err_msg[0] = 0;	/* an estimate: the walk reports what it finds */
 	}
 	return 0;
 }
@@ -335,6 +384,161 @@ static int scrub_extent_one(struct bch_fs *c, struct bch_scrub *s, const struct 
 	return 0;
 }
 
+/* ------------------------------------------------------------ stripes */
+
+/* Block i of stripe sk, for a message: "stripe 3 block 5 (parity, member 2)" */
+static void stripe_block_name(const struct bch_bkey *sk, unsigned i, char *buf, size_t len)
+{
+	const struct bch_stripe *st = bch_stripe_val(sk);
+
+	snprintf(buf, len, "stripe %" PRIu64 " block %u (%s, member %u sector %" PRIu64 ")",
+		 (uint64_t)sk->p.offset, i, i < bch_stripe_data_blocks(st) ? "data" : "parity",
+		 st->blocks[i].ptr.dev, (uint64_t)st->blocks[i].ptr.offset);
+}
+
+/* Does stripe sk have a block this scrub is asked about? */
+static bool stripe_asked(const struct bch_scrub *s, const struct bch_bkey *sk)
+{
+	const struct bch_stripe *st = bch_stripe_val(sk);
+
+	if (s->dev < 0)
+		return true;
+	for (unsigned i = 0; i < st->nr_blocks; i++)
+		if (st->blocks[i].ptr.dev == (unsigned)s->dev)
+			return true;
+	return false;
+}
+
+static int scrub_stripe(struct bch_fs *c, struct bch_scrub *s, const struct bch_bkey *sk)
+{
+	struct bch_ec_check x;
+	int r;
+
+	if (sk->type != BCH_BKEY_stripe || bch_stripe_validate(sk, NULL, 0) || !stripe_asked(s, sk))
+		return 0;	/* a key fsck judges */
+	if ((r = bch_ec_stripe_check(c, sk, ~0U, &x)))
+		return bch_fs_err(c, r, "stripe %" PRIu64 ": %s", (uint64_t)sk->p.offset,
+				  bch_err_str(r));
+	uint32_t bad = x.bad | x.parity_wrong, left = bad & ~x.repaired;
+	s->stripes_checked++;
+	s->bytes_read += x.bytes_read;
+	s->copies_checked += x.nr_blocks - popcount(x.skipped);
+	s->copies_skipped += popcount(x.skipped);
+	s->copies_bad += popcount(bad);
+	s->copies_repaired += popcount(x.repaired);
+	if (x.unrecoverable && !left)
+		left = 1;	/* nothing found bad alone, but the stripe does not add up */
+	if (!left)
+		return 0;
+	/*
+	 * Bad ranges that do not line up across the blocks: the extents'
+	 * repairs (their checksums say which copy is bad where) may restore
+	 * them; the stripe is checked again after the extents
+	 */
+	if (x.unrecoverable && !c->read_only && s->nr_recheck < BCH_SCRUB_BAD_MAX)
+		s->recheck[s->nr_recheck++] = (uint32_t)sk->p.offset;
+	/* one entry per stripe: what is left bad, and why */
+	struct bch_scrub_bad *b = bad_add(s);
+	if (!b)
+		return 0;
+	b->stripe = true;
+	b->inode = sk->p.offset;
+	if (bad) {
+		unsigned first = __builtin_ctz(left);
+		stripe_block_name(sk, first, b->what, sizeof(b->what));
+		if (popcount(left) > 1)
+			snprintf(b->what + strlen(b->what), sizeof(b->what) - strlen(b->what),
+				 " and %u more", popcount(left) - 1);
+	} else {
+		snprintf(b->what, sizeof(b->what), "stripe %" PRIu64, (uint64_t)sk->p.offset);
+	}
+	if (x.unrecoverable)
+		snprintf(b->why, sizeof(b->why), "%s",
+			 bad ? "more bad blocks than parity: cannot be rebuilt (reads rebuild "
+			       "what the extents' checksums can verify)"
+			     : "parity differs and the stripe has no block checksums to say "
+			       "which block is wrong");
+	else if (c->read_only)
+		snprintf(b->why, sizeof(b->why), "opened read-only");
+	else
+		snprintf(b->why, sizeof(b->why), "rebuilt, but could not be written back");
+	return 0;
+}
+
+/* Phase 0: the stripes (before the extents, so those in a repaired block then read good). */
+static int step_stripes(struct bch_fs *c, struct bch_scrub *s, uint64_t budget)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	struct bch_bkey *keys[8];
+	unsigned nr = 0;
+	uint64_t est = 0;
+	int r = 0;
+
+	if (!c->roots->r[BCH_BTREE_ID_stripes].key) {
+		s->phase = 1;
+		s->pos = POS_MIN;
+		return 0;
+	}
+	/* collect, then check: a repair may update a stripe key (no iterator open then) */
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_stripes, s->pos, POS_MAX);
+	while (nr < 8 && est < budget && (k = bch_btree_iter_next(&it, &r))) {
+		keys[nr++] = bch_bkey_dup(k);
+		if (k->type == BCH_BKEY_stripe && bkey_val_bytes(k) >= sizeof(struct bch_stripe))
+			est += ((uint64_t)bch_stripe_val(k)->block_sectors << BCH_SECTOR_SHIFT) *
+			       bch_stripe_val(k)->nr_blocks;
+	}
+	bch_btree_iter_exit(&it);
+	if (!nr && !r) {
+		s->phase = 1;
+		s->pos = POS_MIN;
+	}
+	for (unsigned i = 0; i < nr; i++) {
+		if (!r && !keys[i])
+			r = -ENOMEM;
+		if (!r) {
+			r = scrub_stripe(c, s, keys[i]);
+			if (!r)
+				s->pos = bpos_successor(keys[i]->p);
+		}
+		free(keys[i]);
+	}
+	return r;
+}
+
+/* The stripes left unrecoverable, again: those now whole are no longer named. */
+static int recheck_stripes(struct bch_fs *c, struct bch_scrub *s)
+{
+	int r = 0;
+
+	for (unsigned i = 0; i < s->nr_recheck && !r; i++) {
+		struct bch_bkey *sk;
+		struct bch_ec_check x;
+
+		if (bch_btree_lookup(c, BCH_BTREE_ID_stripes, POS(0, s->recheck[i], 0), &sk)) {
+			c->err_msg[0] = 0;
+			continue;
+		}
+		r = bch_ec_stripe_check(c, sk, ~0U, &x);
+		free(sk);
+		if (r || x.unrecoverable || ((x.bad | x.parity_wrong) & ~x.repaired))
+			continue;
+		s->copies_repaired += __builtin_popcount(x.repaired);
+		for (unsigned j = 0; j < s->nr_bad; j++) {
+			if (!s->bad[j].stripe || s->bad[j].inode != s->recheck[i])
+				continue;
+			memmove(&s->bad[j], &s->bad[j + 1], (s->nr_bad - j - 1) * sizeof(s->bad[0]));
+			s->nr_bad--;
+			s->unrepairable--;
+			break;
+		}
+	}
+	s->nr_recheck = 0;
+	return r ? bch_fs_err(c, r, "checking stripes again: %s", bch_err_str(r)) : 0;
+}
+
+/* ------------------------------------------------------------ extents */
+
 #define STEP_KEYS	64
 
 static int step_extents(struct bch_fs *c, struct bch_scrub *s, uint64_t budget)
@@ -366,8 +570,9 @@ static int step_extents(struct bch_fs *c, struct bch_scrub *s, uint64_t budget)
 		return 0;
 	}
 	if (!nr && !r) {
+		r = recheck_stripes(c, s);
 		s->in_reflink = false;
-		s->phase = 1;
+		s->phase = 2;
 		s->btree_id = 0;
 		s->level = 0;
 		s->pos = POS_MIN;
@@ -477,7 +682,7 @@ static int step_nodes(struct bch_fs *c, struct bch_scrub *s, uint64_t budget)
 
 	while (bytes < budget) {
 		if (s->btree_id >= BCH_BTREE_ID_NR) {
-			s->phase = 2;
+			s->phase = 3;
 			return 0;
 		}
 		struct btree_root *root = &c->roots->r[s->btree_id];
@@ -515,9 +720,12 @@ int bch_scrub_step(struct bch_fs *c, struct bch_scrub *s, uint64_t budget)
 		budget = 1;
 	switch (s->phase) {
 	case 0:
-		r = step_extents(c, s, budget);
+		r = step_stripes(c, s, budget);
 		return r < 0 ? r : 1;
 	case 1:
+		r = step_extents(c, s, budget);
+		return r < 0 ? r : 1;
+	case 2:
 		return step_nodes(c, s, budget);
 	default:
 		return 0;

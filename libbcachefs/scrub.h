@@ -7,9 +7,11 @@
  * the bad copies from good ones (`bcachefs data scrub`; fsck --data uses
  * the per-extent part, so both repair data the same way).
  *
- * A scrub walks the extents btree (every copy of every extent, or only the
- * copies on one member), then every node of every btree (every replica, or
- * only those on the member), in steps of a bounded number of bytes read:
+ * A scrub walks the stripes btree (every erasure-coded stripe read whole,
+ * or those with a block on the member: bch_ec_stripe_check()), then the
+ * extents btree (every copy of every extent, or only the copies on one
+ * member), then every node of every btree (every replica, or only those on
+ * the member), in steps of a bounded number of bytes read:
  * the caller holds the engine lock for one step and may release it between
  * steps.  Each extent is read, checked and repaired inside one step, so no
  * other writer can change it meanwhile.  The journal is not scrubbed.
@@ -23,6 +25,14 @@
  *          from the key (promote makes another).  This is in place rather
  *          than through the move path: it keeps the other copies where they
  *          are, needs no re-encode, and reuses the bytes already read.
+ *   stripe a bad block (data: failing its checksum; parity: not the parity
+ *          of the data) is rebuilt from the others and written back where
+ *          it lies, before the extents are read; a striped copy that is
+ *          still bad is rebuilt from its stripe (its checksum verifying it)
+ *          and written back in its block, in place too (ec.h says why this
+ *          is crash-safe).  A stripe with more bad blocks than parity is
+ *          checked again after the extents, whose repairs may leave few
+ *          enough; else it is named (kind stripe).
  *   btree  a node with a bad replica is rewritten whole (every replica) from
  *          the node in memory, which was validated when read
  *          (bch_btree_node_rewrite()).
@@ -55,6 +65,8 @@ struct bch_extent_scrub {
 	unsigned	bad;		/* bit per copy read that failed (checksum, I/O) */
 	unsigned	skipped;	/* bit per copy not read: member missing, stale cached */
 	int		good;		/* a copy that read good, -1: none */
+	bool		rebuilt;	/* good is a striped copy that is bad itself: good_buf
+					 * was rebuilt from its stripe */
 	int		bad_err;	/* the first bad copy's error */
 	uint64_t	bytes_read;
 	void		*good_buf;
@@ -86,6 +98,7 @@ void bch_extent_scrub_exit(struct bch_extent_scrub *x);
 
 struct bch_scrub_bad {
 	bool		btree;		/* a btree node (else file data) */
+	bool		stripe;		/* an erasure-coded stripe (inode: its index) */
 	uint64_t	inode;		/* data: the file */
 	uint64_t	start, end;	/* data: sectors of the file */
 	uint64_t	bytes;		/* data: bytes of the file */
@@ -101,6 +114,7 @@ struct bch_scrub {
 	uint64_t	bytes_read;
 	uint64_t	extents_checked;
 	uint64_t	nodes_checked;
+	uint64_t	stripes_checked;	/* erasure-coded stripes (their blocks count as copies) */
 	uint64_t	copies_checked;	/* data copies and node replicas read */
 	uint64_t	copies_bad;
 	uint64_t	copies_repaired;
@@ -111,10 +125,13 @@ struct bch_scrub {
 	struct bch_scrub_bad bad[BCH_SCRUB_BAD_MAX];
 
 	/* walk state (private) */
-	unsigned	phase;		/* 0 extents, 1 btree nodes, 2 done */
-	bool		in_reflink;	/* phase 0: in the reflink btree (after the extents) */
+	unsigned	phase;		/* 0 stripes, 1 extents, 2 btree nodes, 3 done */
+	bool		in_reflink;	/* phase 1: in the reflink btree (after the extents) */
 	struct bch_bpos	pos;
 	unsigned	btree_id, level;
+	/* stripes with too many bad blocks: checked again after the extents */
+	uint32_t	recheck[BCH_SCRUB_BAD_MAX];
+	unsigned	nr_recheck;
 };
 
 /*
