@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "bcachefs.h"
 #include "bkey.h"
 #include "btree.h"
@@ -110,7 +111,9 @@ int bch_ec_usage(struct bch_fs *c, struct bch_ec_usage *u)
 			if (live > s->block_sectors)	/* shared by snapshots' keys: never above the block */
 				live = s->block_sectors;
 			any += live;
-			add(u, s->blocks[i].ptr.dev, live, 0, s->block_sectors - live);
+			/* a block left empty whose bucket was reused since is no longer the stripe's */
+			bool gone = !live && !bch_alloc_ptr_live(c, &s->blocks[i].ptr);
+			add(u, s->blocks[i].ptr.dev, live, 0, gone ? 0 : s->block_sectors - live);
 		}
 		if (!any)
 			u->stripes_empty++;

@@ -19,6 +19,9 @@
  *                stripe with no live data left at all, its parity too: what
  *                stripe compaction (rewriting the live data into new
  *                stripes) gives back besides the new parity of what it moves.
+ *                An empty data block whose bucket was reused since (its
+ *                generation moved: ec.c frees a block with no extents left)
+ *                is the stripe's no longer and not counted.
  * Sum over the members = the totals.  data + reclaimable of a member =
  * k's share of its data blocks' space; data of every member together = the
  * encoded size of every striped extent.
