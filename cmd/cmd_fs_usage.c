@@ -7,7 +7,8 @@
  * its buckets and live data per type (online ones), cached data and
  * fragmentation, its I/O since the filesystem was opened (since mount when
  * a mount daemon answers, else this command's own reads), and its error
- * counters (super.h, bch_dev_errors_get()).
+ * counters (super.h, bch_dev_errors_get()); erasure-coded data, parity and
+ * reclaimable stripe space per member and in total (ec_usage.h).
  *
  * Opens read-only (writes nothing).  Bucket figures come from the bucket
  * state built at open; the compression ratio from one pass over the extent
@@ -34,6 +35,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "cmds.h"
+#include "ec_usage.h"
 #include "snapshot.h"
 #include "errcode.h"
 #include "extents.h"
@@ -159,8 +161,26 @@ static void text_errors(FILE *f, struct bch_fs *c, unsigned d)
 		reset ? " (since the last reset)" : "");
 }
 
+/* Erasure coding's figures (ec_usage.h), in bytes: JSON object "erasure_coded". */
+static void json_ec(struct bch_json *j, const struct bch_ec_dev_usage *e)
+{
+	json_open(j, "erasure_coded", false);
+	json_u64(j, "data", e->data << 9);
+	json_u64(j, "parity", e->parity << 9);
+	json_u64(j, "reclaimable", e->reclaimable << 9);
+	json_close(j);
+}
+
+static void text_ec(FILE *f, const char *lead, const struct bch_ec_dev_usage *e)
+{
+	char a[32], b[32], cc[32];
+
+	fprintf(f, "%s%s data, %s parity, %s reclaimable\n", lead, sz(e->data << 9, a, sizeof(a)),
+		sz(e->parity << 9, b, sizeof(b)), sz(e->reclaimable << 9, cc, sizeof(cc)));
+}
+
 static void json_device(struct bch_json *j, struct bch_fs *c, unsigned d,
-			const struct bch_dev_usage *u)
+			const struct bch_dev_usage *u, const struct bch_ec_usage *ec)
 {
 	struct bch_member *m = bch_sb_member(c->sb, d);
 	uint64_t bs = (uint64_t)m->bucket_size << 9;
@@ -177,6 +197,7 @@ static void json_device(struct bch_json *j, struct bch_fs *c, unsigned d,
 	json_u64(j, "size", (online ? u->nbuckets : m->nbuckets) * bs);
 	json_u64(j, "bucket_size", bs);
 	json_errors(j, c, d);
+	json_ec(j, &ec->dev[d]);	/* from the keys: known for an offline member too */
 	if (!online) {		/* its buckets are not read: no usage */
 		json_close(j);
 		return;
@@ -203,7 +224,8 @@ static void json_device(struct bch_json *j, struct bch_fs *c, unsigned d,
 	json_close(j);
 }
 
-static void text_device(FILE *f, struct bch_fs *c, unsigned d, const struct bch_dev_usage *u)
+static void text_device(FILE *f, struct bch_fs *c, unsigned d, const struct bch_dev_usage *u,
+			const struct bch_ec_usage *ec)
 {
 	struct bch_member *m = bch_sb_member(c->sb, d);
 	uint64_t bs = (uint64_t)m->bucket_size << 9;
@@ -213,6 +235,8 @@ static void text_device(FILE *f, struct bch_fs *c, unsigned d, const struct bch_
 		fprintf(f, "\nDevice %u: (not open) %s, offline\n", d, state_name(m));
 		fprintf(f, "  size %s; its buckets were not read (the filesystem runs without it)\n",
 			sz(m->nbuckets * bs, a, sizeof(a)));
+		if (ec->stripes)
+			text_ec(f, "  erasure coded: ", &ec->dev[d]);
 		text_errors(f, c, d);
 		return;
 	}
@@ -230,6 +254,8 @@ static void text_device(FILE *f, struct bch_fs *c, unsigned d, const struct bch_
 	fprintf(f, "  cached data: %s; fragmented: %s (%.1f%% of user-data buckets)\n",
 		sz(cached_sectors(u) << 9, a, sizeof(a)), sz(frag, b, sizeof(b)),
 		pct(frag, u->buckets[BCH_DATA_user] * bs));
+	if (ec->stripes)
+		text_ec(f, "  erasure coded: ", &ec->dev[d]);
 	struct bch_dev_io_stats io;
 	dev_io(c->devs[d], &io);
 	fprintf(f, "  I/O since open: %" PRIu64 " reads (%s), %" PRIu64 " writes (%s)\n",
@@ -279,16 +305,26 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 	int r = bch_rebalance_pending(c, &pend);
 	if (r)
 		return r;
+	struct bch_ec_usage *ec = malloc(sizeof(*ec));
+	if (!ec)
+		return -ENOMEM;
+	if ((r = bch_ec_usage(c, ec))) {
+		free(ec);
+		return r;
+	}
 	/* per subvolume: what its own snapshot's extents take (every copy) */
 	unsigned nr_sv, nr_snaps;
 	const struct bch_subvol_info *svs = bch_subvols(c, &nr_sv);
 	const struct bch_snap_info *snaps = bch_snaps(c, &nr_snaps);
 	uint64_t *snap_sectors = NULL;
-	if ((r = bch_snapshot_usage(c, &snap_sectors)))
+	if ((r = bch_snapshot_usage(c, &snap_sectors))) {
+		free(ec);
 		return r;
+	}
 	uint64_t *sv_bytes = calloc(nr_sv + 1, sizeof(*sv_bytes));
 	if (!sv_bytes) {
 		free(snap_sectors);
+		free(ec);
 		return -ENOMEM;
 	}
 	for (unsigned i = 0; i < nr_sv; i++) {
@@ -342,12 +378,20 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 		json_u64(&j, "target", pend.sectors_target << 9);
 		json_u64(&j, "compression", pend.sectors_compression << 9);
 		json_u64(&j, "waiting_for_space", pend.sectors_waiting << 9);
+		json_u64(&j, "stripe", pend.sectors_stripe << 9);
+		json_close(&j);
+		json_open(&j, "erasure_coded", false);
+		json_u64(&j, "stripes", ec->stripes);
+		json_u64(&j, "stripes_empty", ec->stripes_empty);
+		json_u64(&j, "data", ec->total.data << 9);
+		json_u64(&j, "parity", ec->total.parity << 9);
+		json_u64(&j, "reclaimable", ec->total.reclaimable << 9);
 		json_close(&j);
 		json_open(&j, "devices", true);
 		for (unsigned d = 0; d < c->nr_devs; d++) {
 			struct bch_member *m = bch_sb_member(c->sb, d);
 			if (m && bch_member_exists(m))
-				json_device(&j, c, d, &u[d]);
+				json_device(&j, c, d, &u[d], ec);
 		}
 		json_close(&j);
 		json_open(&j, "subvolumes", true);
@@ -363,6 +407,7 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 		}
 		json_end(&j);
 		free(sv_bytes);
+		free(ec);
 		return 0;
 	}
 	fprintf(f, "Filesystem:        %s\n", uuid);
@@ -389,15 +434,23 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 			sz(ru.indirect_sectors << 9, b, sizeof(b)), ru.indirect_keys,
 			sz(ru.shared_sectors > ru.indirect_sectors
 			   ? (ru.shared_sectors - ru.indirect_sectors) << 9 : 0, cc, sizeof(cc)));
-	if (!pend.scan && !pend.sectors_target && !pend.sectors_compression)
+	if (!pend.scan && !pend.sectors_target && !pend.sectors_compression && !pend.sectors_stripe)
 		fprintf(f, "Rebalance pending: none\n");
 	else
 		fprintf(f, "Rebalance pending: %s off its target, %s to recompress, %s of it "
-			"waiting for space (%" PRIu64 " files)%s\n",
+			"waiting for space (%" PRIu64 " files)%s; %s to stripe\n",
 			sz(pend.sectors_target << 9, a, sizeof(a)),
 			sz(pend.sectors_compression << 9, b, sizeof(b)),
 			sz(pend.sectors_waiting << 9, cc, sizeof(cc)), pend.inodes,
-			pend.scan ? "; a scan of every file is pending" : "");
+			pend.scan ? "; a scan of every file is pending" : "",
+			sz(pend.sectors_stripe << 9, a, sizeof(a)));
+	if (ec->stripes) {
+		fprintf(f, "Erasure coded:     %" PRIu64 " stripes (%" PRIu64 " with no live data): ",
+			ec->stripes, ec->stripes_empty);
+		text_ec(f, "", &ec->total);
+		fprintf(f, "  data: file data in stripes' data blocks; parity: their parity blocks;\n"
+			   "  reclaimable: stripe space no live data uses (stripe compaction gives it back)\n");
+	}
 	if (nr_sv > 1) {
 		fprintf(f, "Subvolumes:        space only each one's own snapshot holds (every copy)\n");
 		for (unsigned i = 0; i < nr_sv; i++) {
@@ -411,8 +464,9 @@ int bch_fs_usage_print(FILE *f, struct bch_fs *c, bool json, bool human_units)
 	for (unsigned d = 0; d < c->nr_devs; d++) {
 		struct bch_member *m = bch_sb_member(c->sb, d);
 		if (m && bch_member_exists(m))
-			text_device(f, c, d, &u[d]);
+			text_device(f, c, d, &u[d], ec);
 	}
+	free(ec);
 	return 0;
 }
 

@@ -1207,7 +1207,8 @@ static int verb_setfattr(struct img *im, int argc, char **argv)
 }
 
 static const char setopt_usage[] = "options are foreground_target, background_target, "
-	"promote_target, compression, background_compression, data_checksum, data_replicas "
+	"promote_target, compression, background_compression, data_checksum, data_replicas, "
+	"erasure_code "
 	"(NAME=VALUE, or NAME= to inherit)";
 
 static int verb_setopt(struct img *im, int argc, char **argv)

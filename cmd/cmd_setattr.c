@@ -2,7 +2,8 @@
 /*
  * cmd_setattr.c - `bcachefs setattr [--OPTION=VALUE]... PATH...`: set the
  * per-file options (fs_ops.h: compression, background_compression,
- * data_checksum, data_replicas, foreground/background/promote target) of
+ * data_checksum, data_replicas, foreground/background/promote target,
+ * erasure_code) of
  * files and directories, as bcachefs-tools' setattr does.
  *
  * Two ways in, one walk:
@@ -131,7 +132,8 @@ static int parse_args(const char *cmd, int argc, char **argv, int first, struct 
 			if (id < 0 || !bch_fs_is_inode_opt(bch_opt_table[id].name)) {
 				cmd_err(cmd, "%s '--%s' (per-file options: compression, "
 					"background_compression, data_checksum, data_replicas, "
-					"foreground_target, background_target, promote_target)",
+					"erasure_code, foreground_target, background_target, "
+					"promote_target)",
 					id >= 0 ? "not a per-file option:" : "unknown option", name);
 				return EXIT_USAGE;
 			}

@@ -457,7 +457,7 @@ static void show_sb(struct out *o, const char *path, const struct bch_sb *sb,
 	static const struct { uint64_t bit; const char *name; } feat[] = {
 		{ BCH_FEATURE_ENCRYPTION, "encryption" }, { BCH_FEATURE_SNAPSHOTS, "snapshots" },
 		{ BCH_FEATURE_INODE_FLAGS, "inode_flags" }, { BCH_FEATURE_REFLINK, "reflink" },
-		{ BCH_FEATURE_ERASURE_CODE, "erasure_code" },
+		{ BCH_FEATURE_INODE_EC, "inode_ec" }, { BCH_FEATURE_ERASURE_CODE, "erasure_code" },
 	};
 	char fbuf[128] = "";
 	size_t fl = 0;

@@ -610,11 +610,13 @@ _Static_assert(__builtin_offsetof(struct bch_sb, opts) == 232, "sb opts");
 						 * (BCH_INODE_IMMUTABLE.., bch_inode.project) */
 #define BCH_FEATURE_REFLINK	(1ULL << 3)	/* the reflink btree exists: extents were
 						 * shared (reflink_v, reflink_p below) */
+#define BCH_FEATURE_INODE_EC	(1ULL << 5)	/* an inode had its own erasure_code option
+						 * (bch_inode.flags, BCH_INODE_OPT_EC_MASK) */
 #define BCH_FEATURE_ERASURE_CODE (1ULL << 6)	/* the stripes btree exists: some data is
 						 * erasure-coded (stripe, striped pointers) */
 #define BCH_FEATURES_KNOWN	(BCH_FEATURE_ENCRYPTION | BCH_FEATURE_SNAPSHOTS | \
 				 BCH_FEATURE_INODE_FLAGS | BCH_FEATURE_REFLINK | \
-				 BCH_FEATURE_ERASURE_CODE)
+				 BCH_FEATURE_INODE_EC | BCH_FEATURE_ERASURE_CODE)
 
 /* ------------------------------------------------------------------ keys */
 
@@ -812,7 +814,7 @@ _Static_assert(sizeof(struct bch_raw) == 8, "bch_raw size");
  *  52     4  uid
  *  56     4  gid
  *  60     4  nlink          links (directories: 2 + subdirectories)
- *  64     4  flags          BCH_INODE_* (below)
+ *  64     4  flags          BCH_INODE_* (below); bits 8..9 opt_erasure_code
  *  68     4  generation     bumped when an inode number is reused
  *  72     8  rdev           device number of block/char devices
  *  80     8  hash_seed
@@ -884,7 +886,21 @@ _Static_assert(sizeof(struct bch_inode) == 120, "bch_inode size");
 #define BCH_INODE_SYNC		(1U << 5)	/* chattr +S */
 #define BCH_INODE_FILE_FLAGS	(BCH_INODE_IMMUTABLE | BCH_INODE_APPEND | BCH_INODE_NODUMP | \
 				 BCH_INODE_NOATIME | BCH_INODE_SYNC)
-#define BCH_INODE_FLAGS_KNOWN	(BCH_INODE_UNLINKED | BCH_INODE_FILE_FLAGS)
+
+/*
+ * Bits 8..9 of flags are not a flag but a field: the per-file option
+ * erasure_code, stored as the other per-file options are (value + 1: 1 off,
+ * 2 on; 0 inherit the filesystem's; 3 is invalid).  The first inode given it
+ * sets BCH_FEATURE_INODE_EC in the superblock (before the inode is written);
+ * without that bit the field must be zero.  bch_inode_flags_check() (inode.c)
+ * checks both, fsck reports and clears a bad field (inode_flags_unknown,
+ * inode_flags_no_feature).  The stripe builder (ec.h) gathers the extents
+ * of inodes whose effective value is on.  Copied into new children as the
+ * other options are.
+ */
+#define BCH_INODE_OPT_EC_SHIFT	8
+#define BCH_INODE_OPT_EC_MASK	(3U << BCH_INODE_OPT_EC_SHIFT)
+#define BCH_INODE_FLAGS_KNOWN	(BCH_INODE_UNLINKED | BCH_INODE_FILE_FLAGS | BCH_INODE_OPT_EC_MASK)
 
 /*
  * Names are hashed (SipHash-2-4 keyed by sb->str_hash_key, seeded by the

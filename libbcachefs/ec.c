@@ -25,6 +25,7 @@
 #include "checksum.h"
 #include "dl.h"
 #include "ec.h"
+#include "inode.h"
 #include "errcode.h"
 #include "extents.h"
 #include "io.h"
@@ -505,7 +506,8 @@ static unsigned ec_parity(struct bch_fs *c)
 {
 	uint64_t r = c->opts.v[Opt_data_replicas];
 
-	if (!c->opts.v[Opt_erasure_code] || r < 2)
+	/* inode_ec: some file may have it on whatever the filesystem's option */
+	if ((!c->opts.v[Opt_erasure_code] && !(c->sb->features & BCH_FEATURE_INODE_EC)) || r < 2)
 		return 0;
 	return r - 1 > BCH_STRIPE_PARITY_MAX ? BCH_STRIPE_PARITY_MAX : r - 1;
 }
@@ -563,9 +565,11 @@ static int gather(struct build *b, struct bch_bpos *pos)
 	unsigned fillv[BCH_EC_K_MAX] = { 0 }, used = 0, most = 0;
 	int err = 0;
 
+	struct bch_inode_ec_memo memo = { 0 };	/* the file's erasure_code (inode.h) */
+
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, *pos, POS_MAX);
 	while ((k = bch_btree_iter_next(&it, &err))) {
-		if (!ec_candidate(k, b->block_sectors)) {
+		if (!ec_candidate(k, b->block_sectors) || !bch_inode_ec_memo_on(c, &memo, k->p.inode)) {
 			*pos = bpos_successor(k->p);
 			continue;
 		}
@@ -895,9 +899,10 @@ int bch_ec_pending(struct bch_fs *c, uint64_t *sectors)
 	if (!ec_parity(c) || !c->roots->r[BCH_BTREE_ID_extents].key)
 		return 0;
 	uint64_t nr = 0;
+	struct bch_inode_ec_memo memo = { 0 };
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
 	while ((k = bch_btree_iter_next(&it, &err)))
-		if (ec_candidate(k, BCH_STRIPE_BLOCK_MAX)) {
+		if (ec_candidate(k, BCH_STRIPE_BLOCK_MAX) && bch_inode_ec_memo_on(c, &memo, k->p.inode)) {
 			*sectors += k->size;
 			nr++;
 		}

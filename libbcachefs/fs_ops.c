@@ -1813,33 +1813,13 @@ static int v_readdir(struct bch_fs *c, uint64_t dir, uint64_t pos, bch_readdir_f
  */
 #define INODE_OPT_PREFIX	"bcachefs."
 
-static const enum bch_opt_id inode_opts[] = {
-	Opt_foreground_target, Opt_background_target, Opt_promote_target,
-	Opt_compression, Opt_background_compression, Opt_data_checksum, Opt_data_replicas,
-};
-#define NR_INODE_OPTS	(sizeof(inode_opts) / sizeof(inode_opts[0]))
-
 /* The option id of a per-file option's name ("background_target"), or -1. */
 static int inode_opt_lookup(const char *name)
 {
-	for (unsigned i = 0; i < NR_INODE_OPTS; i++)
-		if (!strcmp(name, bch_opt_table[inode_opts[i]].name))
-			return inode_opts[i];
+	for (unsigned i = 0; i < bch_inode_opts_nr; i++)
+		if (!strcmp(name, bch_opt_table[bch_inode_opts[i]].name))
+			return bch_inode_opts[i];
 	return -1;
-}
-
-static void inode_opt_raw_set(struct bch_inode *i, enum bch_opt_id id, unsigned raw)
-{
-	switch (id) {
-	case Opt_foreground_target:	i->opt_foreground_target = raw; break;
-	case Opt_background_target:	i->opt_background_target = raw; break;
-	case Opt_promote_target:	i->opt_promote_target = raw; break;
-	case Opt_compression:		i->opt_compression = raw; break;
-	case Opt_background_compression: i->opt_background_compression = raw; break;
-	case Opt_data_checksum:		i->opt_data_checksum = raw; break;
-	case Opt_data_replicas:		i->opt_data_replicas = raw; break;
-	default:			break;
-	}
 }
 
 /*
@@ -1916,7 +1896,9 @@ static int inode_opt_set(struct bch_fs *c, uint64_t inum, enum bch_opt_id id, co
 	if ((r = metadata_room(c)))
 		return ret_errno(r);
 	unsigned raw = value ? v + 1 : 0;
-	inode_opt_raw_set(i, id, raw);
+	if (raw && (r = bch_inode_feature_enable(c, bch_inode_opt_feature(id))))
+		return ret_errno(r);
+	bch_inode_opt_raw_set(i, id, raw);
 	touch(i, false);
 	struct btree_trans *t;
 	if ((r = bch_trans_init(c, &t)))
@@ -1928,6 +1910,8 @@ static int inode_opt_set(struct bch_fs *c, uint64_t inum, enum bch_opt_id id, co
 	if (!r)
 		r = commit(c, t, NULL);
 	bch_trans_exit(t);
+	if (!r && raw != old && id == Opt_erasure_code)
+		bch_rebalance_kick(c);	/* the stripe builder looks again (ec.h) */
 	return ret_errno(r);
 }
 
@@ -1980,7 +1964,7 @@ static int inode_opt_xattr_set(struct bch_fs *c, uint64_t inum, const char *name
 	if (id < 0)
 		return bch_fs_err(c, -EINVAL, INODE_OPT_PREFIX "%s: not a file option (they are "
 				  "foreground_target, background_target, promote_target, compression, "
-				  "background_compression, data_checksum, data_replicas)", name);
+				  "background_compression, data_checksum, data_replicas, erasure_code)", name);
 	if (size >= sizeof(text) || memchr(val, 0, size))
 		return bch_fs_err(c, -EINVAL, INODE_OPT_PREFIX "%s: not a value of the option", name);
 	memcpy(text, val, size);
@@ -1991,10 +1975,10 @@ static int inode_opt_xattr_set(struct bch_fs *c, uint64_t inum, const char *name
 /* Append the names of inode's set options to a listxattr buffer at *total. */
 static int inode_opt_xattr_list(const struct bch_inode *i, char *buf, size_t size, size_t *total)
 {
-	for (unsigned n = 0; n < NR_INODE_OPTS; n++) {
-		if (!bch_inode_opt_raw(i, inode_opts[n]))
+	for (unsigned n = 0; n < bch_inode_opts_nr; n++) {
+		if (!bch_inode_opt_raw(i, bch_inode_opts[n]))
 			continue;
-		const char *name = bch_opt_table[inode_opts[n]].name;
+		const char *name = bch_opt_table[bch_inode_opts[n]].name;
 		size_t pl = strlen(INODE_OPT_PREFIX), need = pl + strlen(name) + 1;
 		if (size) {
 			if (*total + need > size)

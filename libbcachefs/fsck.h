@@ -175,8 +175,9 @@
 	x(inode_flags_unknown,	0x0704, 7, FSCK_SAFE,						\
 	  "inode has flag bits this version does not know (damage); clear them")	\
 	x(inode_flags_no_feature, 0x0705, 7, FSCK_SAFE,					\
-	  "inode has file flags or a project ID, but the superblock lacks the "	\
-	  "inode_flags feature (damage); clear them")					\
+	  "inode has file flags or a project ID (feature inode_flags) or an "	\
+	  "erasure_code option (inode_ec), but the superblock lacks that feature "	\
+	  "(damage); clear them")							\
 	x(dirent_dangling,	0x0801, 8, 0,							\
 	  "directory entry points to an inode that does not exist; delete it")		\
 	x(dirent_bad_dir,	0x0802, 8, 0,							\

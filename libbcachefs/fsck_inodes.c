@@ -143,7 +143,7 @@ static void flags_bad(struct fstate *s, struct bch_bpos pos)
 {
 	uint64_t inum = pos.offset;
 	struct bch_inode in;
-	char where[640], detail[128], names[96];
+	char where[640], detail[160], names[96];
 	bool fix_unknown = false, fix_feature = false;
 	int r = bch_inode_get(s->c, inum, &in);
 
@@ -153,20 +153,20 @@ static void flags_bad(struct fstate *s, struct bch_bpos pos)
 	enum bch_inode_flags_state st = bch_inode_flags_check(s->c->sb->features, &in);
 	if (st == BCH_INODE_FLAGS_UNKNOWN) {
 		snprintf(detail, sizeof(detail), "flags 0x%x, unknown 0x%x", (unsigned)in.flags,
-			 (unsigned)(in.flags & ~BCH_INODE_FLAGS_KNOWN));
+			 (unsigned)bch_inode_flags_unknown(&in));
 		if (fsck_fixing(s, BCH_FSCK_inode_flags_unknown, where, detail)) {
-			in.flags &= BCH_INODE_FLAGS_KNOWN;
+			in.flags &= ~bch_inode_flags_unknown(&in);
 			fix_unknown = true;
 		}
 		st = bch_inode_flags_check(s->c->sb->features, &in);
 	}
 	if (st == BCH_INODE_FLAGS_NO_FEATURE) {
 		bch_inode_flags_to_text(in.flags, names, sizeof(names));
-		snprintf(detail, sizeof(detail), "flags %s, project %u", names[0] ? names : "none",
-			 (unsigned)in.project);
+		snprintf(detail, sizeof(detail), "flags %s, project %u%s", names[0] ? names : "none",
+			 (unsigned)in.project, bch_inode_opt_raw(&in, Opt_erasure_code) ?
+			 ", erasure_code option" : "");
 		if (fsck_fixing(s, BCH_FSCK_inode_flags_no_feature, where, detail)) {
-			in.flags &= ~BCH_INODE_FILE_FLAGS;
-			in.project = 0;
+			bch_inode_flags_clear_no_feature(s->c->sb->features, &in);
 			fix_feature = true;
 		}
 	}

@@ -17,6 +17,7 @@
 #include "errcode.h"
 #include "inode.h"
 #include "str_hash.h"
+#include "super.h"
 
 int64_t bch_now_ns(void)
 {
@@ -113,7 +114,8 @@ void bch_inode_init(struct bch_fs *c, struct bch_inode *inode, uint64_t inum, mo
 		inode->opt_background_target = parent->opt_background_target;
 		inode->opt_promote_target = parent->opt_promote_target;
 		/* as ext4 and tmpfs: these file flags pass to new children (never i or a) */
-		inode->flags = parent->flags & (BCH_INODE_NODUMP | BCH_INODE_NOATIME | BCH_INODE_SYNC);
+		inode->flags = parent->flags & (BCH_INODE_NODUMP | BCH_INODE_NOATIME | BCH_INODE_SYNC |
+						BCH_INODE_OPT_EC_MASK);
 	}
 }
 
@@ -142,17 +144,103 @@ unsigned bch_inode_opt_raw(const struct bch_inode *i, enum bch_opt_id id)
 	case Opt_background_compression: return i->opt_background_compression;
 	case Opt_data_checksum:		return i->opt_data_checksum;
 	case Opt_data_replicas:		return i->opt_data_replicas;
+	case Opt_erasure_code:		return (i->flags & BCH_INODE_OPT_EC_MASK) >> BCH_INODE_OPT_EC_SHIFT;
 	default:			return 0;
 	}
 }
 
+const enum bch_opt_id bch_inode_opts[] = {
+	Opt_foreground_target, Opt_background_target, Opt_promote_target,
+	Opt_compression, Opt_background_compression, Opt_data_checksum, Opt_data_replicas,
+	Opt_erasure_code,
+};
+const unsigned bch_inode_opts_nr = sizeof(bch_inode_opts) / sizeof(bch_inode_opts[0]);
+
+void bch_inode_opt_raw_set(struct bch_inode *i, enum bch_opt_id id, unsigned raw)
+{
+	switch (id) {
+	case Opt_foreground_target:	i->opt_foreground_target = raw; break;
+	case Opt_background_target:	i->opt_background_target = raw; break;
+	case Opt_promote_target:	i->opt_promote_target = raw; break;
+	case Opt_compression:		i->opt_compression = raw; break;
+	case Opt_background_compression: i->opt_background_compression = raw; break;
+	case Opt_data_checksum:		i->opt_data_checksum = raw; break;
+	case Opt_data_replicas:		i->opt_data_replicas = raw; break;
+	case Opt_erasure_code:
+		i->flags = (i->flags & ~BCH_INODE_OPT_EC_MASK) |
+			   ((raw << BCH_INODE_OPT_EC_SHIFT) & BCH_INODE_OPT_EC_MASK);
+		break;
+	default:			break;
+	}
+}
+
+uint64_t bch_inode_opt_feature(enum bch_opt_id id)
+{
+	return id == Opt_erasure_code ? BCH_FEATURE_INODE_EC : 0;
+}
+
+int bch_inode_feature_enable(struct bch_fs *c, uint64_t feature)
+{
+	if (!feature || (c->sb->features & feature) == feature)
+		return 0;
+	uint64_t old = c->sb->features;
+	c->sb->features |= feature;
+	int r = bch_write_super(c);
+	if (r)
+		c->sb->features = old;
+	return r;
+}
+
+bool bch_inode_ec_effective(struct bch_fs *c, const struct bch_inode *i)
+{
+	unsigned raw = i ? bch_inode_opt_raw(i, Opt_erasure_code) : 0;
+
+	return raw ? raw - 1 : c->opts.v[Opt_erasure_code] != 0;
+}
+
+bool bch_inode_ec_memo_on(struct bch_fs *c, struct bch_inode_ec_memo *m, uint64_t inum)
+{
+	if (!(c->sb->features & BCH_FEATURE_INODE_EC))
+		return c->opts.v[Opt_erasure_code] != 0;	/* no inode has its own value */
+	if (!m->valid || m->inum != inum) {
+		struct bch_inode i;
+		m->inum = inum;
+		m->valid = true;
+		/* an extent whose inode is gone is freed soon: the filesystem's value */
+		m->on = bch_inode_ec_effective(c, bch_inode_get(c, inum, &i) ? NULL : &i);
+	}
+	return m->on;
+}
+
 enum bch_inode_flags_state bch_inode_flags_check(uint64_t features, const struct bch_inode *i)
 {
-	if (i->flags & ~BCH_INODE_FLAGS_KNOWN)
+	if ((i->flags & ~BCH_INODE_FLAGS_KNOWN) ||
+	    (i->flags & BCH_INODE_OPT_EC_MASK) == BCH_INODE_OPT_EC_MASK)
 		return BCH_INODE_FLAGS_UNKNOWN;
 	if (((i->flags & BCH_INODE_FILE_FLAGS) || i->project) && !(features & BCH_FEATURE_INODE_FLAGS))
 		return BCH_INODE_FLAGS_NO_FEATURE;
+	if ((i->flags & BCH_INODE_OPT_EC_MASK) && !(features & BCH_FEATURE_INODE_EC))
+		return BCH_INODE_FLAGS_NO_FEATURE;
 	return BCH_INODE_FLAGS_OK;
+}
+
+uint32_t bch_inode_flags_unknown(const struct bch_inode *i)
+{
+	uint32_t bad = i->flags & ~BCH_INODE_FLAGS_KNOWN;
+
+	if ((i->flags & BCH_INODE_OPT_EC_MASK) == BCH_INODE_OPT_EC_MASK)
+		bad |= BCH_INODE_OPT_EC_MASK;
+	return bad;
+}
+
+void bch_inode_flags_clear_no_feature(uint64_t features, struct bch_inode *i)
+{
+	if (!(features & BCH_FEATURE_INODE_FLAGS)) {
+		i->flags &= ~BCH_INODE_FILE_FLAGS;
+		i->project = 0;
+	}
+	if (!(features & BCH_FEATURE_INODE_EC))
+		i->flags &= ~BCH_INODE_OPT_EC_MASK;
 }
 
 /* One table for the FS_*_FL mapping and the names (lsattr's long names). */
@@ -210,6 +298,9 @@ int bch_inode_validate_fs(struct bch_fs *c, const struct bch_bkey *k, char *err,
 		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "inode: unknown flags %x",
 				(unsigned)i->flags);
 	case BCH_INODE_FLAGS_NO_FEATURE:
+		if ((i->flags & BCH_INODE_OPT_EC_MASK) && !(c->sb->features & BCH_FEATURE_INODE_EC))
+			return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "inode: an erasure_code "
+					"option on a filesystem without the inode_ec feature");
 		return bch_errf(err, errlen, -BCH_ERR_bkey_invalid, "inode: file flags or project ID "
 				"on a filesystem without the inode_flags feature");
 	default:

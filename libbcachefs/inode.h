@@ -11,6 +11,7 @@
  * of the old inode could remain.
  */
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -40,13 +41,41 @@ unsigned bch_mode_to_dtype(mode_t mode);
  * inode inherits it (every option that is not per-file: 0).
  */
 unsigned bch_inode_opt_raw(const struct bch_inode *i, enum bch_opt_id id);
+/* Store raw (value + 1, 0: inherit) as option id of i; other options: nothing. */
+void bch_inode_opt_raw_set(struct bch_inode *i, enum bch_opt_id id, unsigned raw);
+/* The options an inode stores (bcachefs.<option> xattrs, setattr), in one list. */
+extern const enum bch_opt_id bch_inode_opts[];
+extern const unsigned bch_inode_opts_nr;
+/*
+ * The feature bit an inode needs in the superblock before it stores a value
+ * of option id (erasure_code: BCH_FEATURE_INODE_EC), else 0; and setting it
+ * (the superblock written; 0 when it was already set, or the write's error).
+ */
+uint64_t bch_inode_opt_feature(enum bch_opt_id id);
+int bch_inode_feature_enable(struct bch_fs *c, uint64_t feature);
+
+/* The effective erasure_code of an inode (NULL: the filesystem's). */
+bool bch_inode_ec_effective(struct bch_fs *c, const struct bch_inode *i);
+/*
+ * The same by inode number, for a walk in key order (the stripe builder,
+ * fs usage): one inode read per inode number, remembered in m (zeroed by the
+ * caller).  Without BCH_FEATURE_INODE_EC no inode holds a value of its own,
+ * and the filesystem's is returned without a read.
+ */
+struct bch_inode_ec_memo {
+	uint64_t	inum;
+	bool		valid;
+	bool		on;
+};
+bool bch_inode_ec_memo_on(struct bch_fs *c, struct bch_inode_ec_memo *m, uint64_t inum);
 
 /*
  * File flags (bcachefs_format.h, BCH_INODE_IMMUTABLE..): what
  * bch_bkey_validate() leaves to the filesystem.  BCH_INODE_FLAGS_UNKNOWN: a
  * flag bit this version does not know; BCH_INODE_FLAGS_NO_FEATURE: a file
- * flag or a project ID on a filesystem without BCH_FEATURE_INODE_FLAGS
- * (features: the superblock's).  bch_bkey_validate_fs() refuses both; fsck
+ * flag or a project ID on a filesystem without BCH_FEATURE_INODE_FLAGS, or
+ * the erasure_code field without BCH_FEATURE_INODE_EC (features: the
+ * superblock's).  bch_bkey_validate_fs() refuses both; fsck
  * reports and clears them (inode_flags_unknown, inode_flags_no_feature).
  */
 enum bch_inode_flags_state {
@@ -55,6 +84,14 @@ enum bch_inode_flags_state {
 	BCH_INODE_FLAGS_NO_FEATURE,
 };
 enum bch_inode_flags_state bch_inode_flags_check(uint64_t features, const struct bch_inode *i);
+/*
+ * The repairs of those two states, for fsck: the bits that make a flags word
+ * unknown (an unknown bit, or the erasure_code field at its invalid 3), and
+ * clearing what needs a feature bit features lacks (file flags and project
+ * without inode_flags, the erasure_code field without inode_ec).
+ */
+uint32_t bch_inode_flags_unknown(const struct bch_inode *i);
+void bch_inode_flags_clear_no_feature(uint64_t features, struct bch_inode *i);
 /* The check above for an inode key k (any other key: 0); none while fsck runs. */
 struct bch_bkey;
 int bch_inode_validate_fs(struct bch_fs *c, const struct bch_bkey *k, char *err, size_t errlen);

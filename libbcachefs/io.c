@@ -29,6 +29,7 @@
 #include "crypt.h"
 #include "extent_encode.h"
 #include "extents.h"
+#include "inode.h"
 #include "io.h"
 #include "move.h"
 #include "rebalance.h"
@@ -44,6 +45,7 @@ void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch
 	o->background_target = c->opts.v[Opt_background_target];
 	o->background_compression = c->opts.v[Opt_background_compression];
 	o->promote_target = c->opts.v[Opt_promote_target];
+	o->erasure_code = bch_inode_ec_effective(c, inode);
 	if (inode) {
 		if (inode->opt_data_checksum)
 			o->csum_type = inode->opt_data_checksum - 1;
@@ -173,7 +175,7 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	/* data off its background target, or not in its background compression */
 	if (!r && needs_rebalance)
 		r = bch_rebalance_work_set(c, t, inum, start);
-	if (!r && c->opts.v[Opt_erasure_code])
+	if (!r && o->erasure_code)
 		c->ec_waiting += sectors;	/* the stripe builder's hint (ec.h) */
 	return r;
 }

@@ -35,6 +35,7 @@ struct bch_io_opts {
 	uint64_t	background_target;	/* where rebalance moves data (0: nowhere) */
 	uint64_t	background_compression;	/* what rebalance recompresses with (0: none) */
 	uint64_t	promote_target;		/* where reads add cached copies (0: none) */
+	bool		erasure_code;		/* the stripe builder gathers its data */
 };
 
 void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch_io_opts *o);

@@ -115,7 +115,7 @@ extern const char * const bch_member_state_names[];
 	x(inodes_32bit,		BCH_OPT_BOOL,	OPT_FORMAT|OPT_FS|OPT_RUNTIME, 15,	\
 	  0, 0, 1, NULL,								\
 	  "Limit new inode numbers to 32 bits")					\
-	x(erasure_code,		BCH_OPT_BOOL,	OPT_FORMAT|OPT_FS|OPT_RUNTIME, 16,	\
+	x(erasure_code,		BCH_OPT_BOOL,	OPT_FORMAT|OPT_FS|OPT_RUNTIME|OPT_INODE, 16, \
 	  0, 0, 1, NULL,								\
 	  "Gather new data into Reed-Solomon stripes in the background "		\
 	  "(p = data_replicas - 1 parity blocks)")					\

@@ -144,6 +144,7 @@ void bch_rebalance_kick(struct bch_fs *c)
 {
 	c->rebalance_waited = false;
 	c->rebalance_kicks++;
+	c->ec_waiting_known = false;	/* an option may have made data stripeable */
 }
 
 int bch_rebalance_work_clear(struct bch_fs *c, struct btree_trans *t, uint64_t inum)

@@ -429,6 +429,8 @@ static unsigned meta_diff(const struct bch_inode *a, const struct bch_inode *b)
 	F(opt_background_target, options);
 	F(opt_promote_target, options);
 #undef F
+	if (bch_inode_opt_raw(a, Opt_erasure_code) != bch_inode_opt_raw(b, Opt_erasure_code))
+		m |= 1U << BCH_SDIFF_F_options;		/* kept in flags (bcachefs_format.h) */
 	return m;
 }
 

@@ -56,6 +56,7 @@ int bch_inode_opt_effective_text(struct bch_fs *c, const struct bch_inode *inode
 	case Opt_background_compression: v = o.background_compression; break;
 	case Opt_data_checksum:		 v = o.csum_type; break;
 	case Opt_data_replicas:		 v = o.replicas; break;
+	case Opt_erasure_code:		 v = o.erasure_code; break;
 	default:			 return -EINVAL;
 	}
 	if (bch_opt_table[id].type == BCH_OPT_TARGET)

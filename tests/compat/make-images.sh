@@ -437,6 +437,29 @@ recipe_erasure_code() {
 	finish
 }
 
+# feature inode_ec (bit 5, issue 34; built from version 3): four members,
+# --replicas=3 without the filesystem's erasure_code; the per-file option on
+# a directory (inherited by the two files put in it) and off on a file of the
+# base tree; data rebalance gathered only the directory's files into stripes
+# of 2 data and 2 parity blocks
+recipe_ec_inode_opt() {
+	since 3 || return 0
+	begin ec_inode_opt base
+	fmt --replicas=3 --fs-size=17M DEV0 --fs-size=17M DEV1 --fs-size=17M DEV2 --fs-size=17M DEV3
+	imkdir /ec 1700000600
+	setopt erasure_code=1 /ec
+	setopt erasure_code=0 /text/t09
+	put opts/file 300000 /ec/striped 1700000601
+	put opts/file 200000 /ec/striped2 1700000602
+	rebalance
+	expect show-super "$(dev0)" '^Features: +inode_ec,erasure_code'
+	expect image getfattr "$(colon)" /ec/striped 'bcachefs.erasure_code="yes"'
+	expect list -b stripes "$(colon)" 'stripe 2\+2 block'
+	expect list -b extents "$(colon)" 'stripe [0-9]+/[01]'
+	expect list -b extents "$(colon)" 'ptr [0-9]+:[0-9]+ gen [0-9]+ ptr [0-9]+:[0-9]+ gen [0-9]+ ptr '
+	finish
+}
+
 # version 3 with the inode_flags feature: chattr through FUSE (immutable,
 # append-only, nodump+noatime+sync on a directory, a project ID)
 recipe_flags() {
@@ -462,7 +485,7 @@ recipe_flags() {
 
 recipes="plain replicas2 targets lz4 gzip zstd bgcompress encrypted encrypted_nopass
 encrypted_zstd checksums nochecksum smallnodes unclean metadup metadup_unclean snapshots flags reflink
-erasure_code"
+erasure_code ec_inode_opt"
 
 for r in ${only:-$recipes}; do
 	r=$(echo "$r" | tr - _)

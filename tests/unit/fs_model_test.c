@@ -8,8 +8,10 @@
  * at the end) the two trees must hold the same names, types, sizes,
  * contents, link counts, modes, link targets and xattrs.  With clean
  * close/reopen and crash-reopen (journal replay) cycles, on one and two
- * devices, with each compression type.  Seeds are printed; SOAK=1 runs
- * longer.
+ * devices, with each compression type, and with erasure coding on four
+ * devices (data_replicas 2: the stripe builder gathers the data into RS(k,1)
+ * stripes every few hundred operations, so later operations read, overwrite,
+ * truncate and delete striped data).  Seeds are printed; SOAK=1 runs longer.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -30,16 +32,21 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "alloc.h"
+#include "ec.h"
+#include "ec_usage.h"
 #include "journal.h"
+#include "move.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 #define MAX_FILE	(1 << 20)
 
 static char tmpdir[64], hostroot[128];
-static char paths[2][TESTFS_PATH_MAX];
+#define MAX_DEVS	4
+static char paths[MAX_DEVS][TESTFS_PATH_MAX];
 static unsigned nr_paths, seed;
 static const char *compression;
+static bool erasure_code;	/* the parameter: the filesystem's erasure_code on */
 
 static struct bch_fs *open_fs(void)
 {
@@ -57,15 +64,24 @@ static void setup(unsigned nr, const char *comp)
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "fsmodel");
 	nr_paths = nr;
 	compression = comp;
-	testfs_format(tmpdir, nr, 128, 64 << 10, nr, paths);
-	if (comp) {
-		/* compression is a superblock option: set it as format would */
+	/* erasure coding: two copies (p = 1) on four members, stripes of up to 3 + 1 */
+	testfs_format(tmpdir, nr, erasure_code ? 64 : 128, 64 << 10, erasure_code ? 2 : nr, paths);
+	if (comp || erasure_code) {
+		/* superblock options: set them as format would */
 		struct bch_fs *c = open_fs();
 		char err[128];
 		uint64_t v;
-		cr_assert_eq(bch_opt_parse(Opt_compression, comp, &v, err, sizeof(err)), 0);
-		c->opts.v[Opt_compression] = v;
-		c->sb->opts[bch_opt_table[Opt_compression].sb_slot] = v;
+		if (comp) {
+			cr_assert_eq(bch_opt_parse(Opt_compression, comp, &v, err, sizeof(err)), 0);
+			c->opts.v[Opt_compression] = v;
+			c->sb->opts[bch_opt_table[Opt_compression].sb_slot] = v;
+		}
+		if (erasure_code) {
+			c->opts.v[Opt_erasure_code] = 1;
+			c->sb->opts[bch_opt_table[Opt_erasure_code].sb_slot] = 1;
+			c->opts.v[Opt_data_replicas] = 2;
+			c->sb->opts[bch_opt_table[Opt_data_replicas].sb_slot] = 2;
+		}
 		cr_assert_eq(bch_fs_close(c), 0);
 	}
 	snprintf(hostroot, sizeof(hostroot), "%s/host", tmpdir);
@@ -400,9 +416,18 @@ static void run_model(unsigned nr, const char *comp, unsigned ops)
 	hbuf = malloc(MAX_FILE + 65536);
 	obuf = malloc(MAX_FILE + 65536);
 	struct bch_fs *c = open_fs();
+	uint64_t stripes_built = 0;
 
 	for (unsigned op = 1; op <= ops; op++) {
 		one_op(c, op);
+		if (erasure_code && op % 300 == 0) {	/* stripe what is there, as data rebalance */
+			struct bch_move_stats ms = { 0 };
+			int r;
+			while ((r = bch_ec_step(c, UINT64_MAX, true, &ms)) == 1)
+				stripes_built++;
+			cr_assert_geq(r, 0, "seed %u op %u: stripe builder: %d %s [%s]", seed, op, r,
+				      bch_err_str(r), ms.last_problem);
+		}
 		if (op % 400 == 0)
 			compare_tree(c, "", op);
 		if (op % 701 == 0) {			/* clean close and reopen */
@@ -416,8 +441,20 @@ static void run_model(unsigned nr, const char *comp, unsigned ops)
 		}
 	}
 	compare_tree(c, "", ops);
+	if (erasure_code) {
+		/* the model read and changed striped data: stripes were built, and some hold data */
+		struct bch_ec_usage *u = malloc(sizeof(*u));
+		cr_assert_eq(bch_ec_usage(c, u), 0);
+		fprintf(stderr, "fs_model: erasure coding: %lu builder runs built stripes; at the end "
+			"%lu stripes, %lu sectors of data, %lu of parity, %lu reclaimable\n",
+			(unsigned long)stripes_built, (unsigned long)u->stripes,
+			(unsigned long)u->total.data, (unsigned long)u->total.parity,
+			(unsigned long)u->total.reclaimable);
+		cr_assert(stripes_built && u->stripes && u->total.data, "seed %u: nothing was striped", seed);
+		free(u);
+	}
 	/* space accounting kept while running = recounted from the keys at open */
-	struct bch_dev_usage before[2], after;
+	struct bch_dev_usage before[MAX_DEVS], after;
 	for (unsigned d = 0; d < nr; d++)
 		bch_dev_usage_get(c, d, &before[d]);
 	cr_assert_eq(bch_fs_close(c), 0);
@@ -448,3 +485,5 @@ Test(fs_model, gzip) { run_model(1, "gzip", nops(5000)); }
 Test(fs_model, zstd) { run_model(1, "zstd", nops(5000)); }
 /* the same model on an encrypted filesystem (compressed, so both paths are taken) */
 Test(fs_model, encrypted) { testfs_encrypted = true; run_model(1, "lz4", nops(5000)); }
+/* erasure coding on four devices: reads, overwrites and deletes of striped data */
+Test(fs_model, erasure_code) { erasure_code = true; run_model(4, NULL, nops(3000)); }

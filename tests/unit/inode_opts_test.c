@@ -3,7 +3,7 @@
  * inode_opts_test.c - per-file options (fs_ops.h, "bcachefs.<option>"
  * xattrs) on a filesystem of two devices labelled ssd and hdd whose own
  * foreground_target is ssd:
- *   - set, get (as text), list and remove each of the seven options, with
+ *   - set, get (as text), list and remove each of the eight options, with
  *     XATTR_CREATE / XATTR_REPLACE, size queries and short buffers;
  *   - refusals: unknown labels (named in c->err_msg), bad values, names
  *     that are not options, files that take no options, read-only;
@@ -20,11 +20,15 @@
  *   - bcachefs_effective.<option> (xattr_effective.h): own, inherited and
  *     filesystem values, what is listed, set/remove refused;
  *   - inode key validation of the option fields;
+ *   - erasure_code's field (bits 8..9 of flags): the feature bit inode_ec
+ *     set with the first value, the effective value, an invalid 3 or a value
+ *     without the bit refused on read and found and cleared by fsck;
  *   - fsck -n clean at the end.
  * Data: a fixed pattern (no randomness).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +166,7 @@ static const struct { const char *name, *val, *shown; } all_opts[] = {
 	{ "bcachefs.background_compression",	"gzip",		"gzip" },
 	{ "bcachefs.data_checksum",		"xxhash64",	"xxhash64" },
 	{ "bcachefs.data_replicas",		"2",		"2" },
+	{ "bcachefs.erasure_code",		"1",		"yes" },
 };
 #define NR_ALL	(sizeof(all_opts) / sizeof(all_opts[0]))
 
@@ -187,7 +192,7 @@ Test(inode_opts, set_get_list_remove)
 		 " bcachefs_effective.data_replicas bcachefs_effective.data_checksum"
 		 " bcachefs_effective.compression bcachefs_effective.background_compression"
 		 " bcachefs_effective.foreground_target bcachefs_effective.background_target"
-		 " bcachefs_effective.promote_target");
+		 " bcachefs_effective.promote_target bcachefs_effective.erasure_code");
 	list_names(f, names, sizeof(names));
 	cr_assert_str_eq(names, want);
 	cr_assert_eq(bch_fs_listxattr(c, f, names, strlen("user.x") + 1 + 3), -ERANGE);
@@ -663,4 +668,111 @@ Test(inode_opts, fsck_clean)
 	free(n);
 	cr_assert_eq(found, 0, "fsck -n finds %s", fsck_first);
 	cr_assert_geq(st.inodes, 4);
+}
+
+/* Run fsck (mode) on a fresh fsck open; the count of problem p. */
+static uint64_t fsck_count(enum bch_fsck_mode mode, enum bch_fsck_problem p)
+{
+	char err[256];
+
+	cr_assert_eq(bch_fs_close(c), 0);
+	c = testfs_open(paths, 2, TESTFS_FSCK | (mode == BCH_FSCK_NO ? TESTFS_RO : 0), 0, err, sizeof(err));
+	cr_assert(c, "open for fsck: %s", err);
+	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
+	struct bch_fsck_file_stats st;
+	uint64_t nodes;
+	n->mode = mode;
+	n->report = mode == BCH_FSCK_NO ? fsck_report : NULL;
+	cr_assert(bch_fsck_btrees(n, c, &nodes) == 0 && bch_fsck_files(n, c, mode != BCH_FSCK_NO, &st) == 0,
+		  "%s", n->err_msg);
+	uint64_t found = n->found[p];
+	free(n);
+	reopen(0);
+	return found;
+}
+
+/* Rewrite inode inum with its erasure_code field raw (0..3), bypassing fs_ops. */
+static void poke_ec(uint64_t inum, unsigned raw)
+{
+	struct bch_inode i;
+	struct btree_trans *t;
+
+	cr_assert_eq(bch_inode_get(c, inum, &i), 0);
+	i.flags = (i.flags & ~BCH_INODE_OPT_EC_MASK) | raw << BCH_INODE_OPT_EC_SHIFT;
+	cr_assert_eq(bch_trans_init(c, &t), 0);
+	cr_assert_eq(bch_inode_update(t, inum, &i), 0);
+	bch_trans_unchecked = true;	/* as kv --unchecked: the commit would refuse 3 */
+	int r = bch_trans_commit(t, 0);
+	bch_trans_unchecked = false;
+	cr_assert_eq(r, 0);
+	bch_trans_exit(t);
+}
+
+Test(inode_opts, erasure_code_field)
+{
+	uint64_t d = mk(BCH_ROOT_INO, "d", S_IFDIR | 0755), f = mk(d, "f", S_IFREG | 0644);
+	struct bch_inode i;
+
+	/* no bit before the first value; set with it, kept across an open */
+	cr_assert_eq(c->sb->features & BCH_FEATURE_INODE_EC, 0);
+	cr_assert_eq(setx(f, "bcachefs.erasure_code", "off", 0), 0, "%s", c->err_msg);
+	cr_assert_neq(c->sb->features & BCH_FEATURE_INODE_EC, 0);
+	cr_assert_eq(setx(d, "bcachefs.erasure_code", "yes", 0), 0, "%s", c->err_msg);
+	uint64_t g = mk(d, "g", S_IFREG | 0644);
+	reopen(0);
+	cr_assert_neq(c->sb->features & BCH_FEATURE_INODE_EC, 0);
+	expect_x(f, "bcachefs.erasure_code", "no");
+	expect_x(g, "bcachefs.erasure_code", "yes");		/* inherited */
+	expect_x(BCH_ROOT_INO, "bcachefs_effective.erasure_code", "no");
+	cr_assert_eq(bch_inode_get(c, g, &i), 0);
+	cr_assert_eq(i.flags & BCH_INODE_OPT_EC_MASK, 2U << BCH_INODE_OPT_EC_SHIFT);
+	cr_assert(bch_inode_ec_effective(c, &i));
+	cr_assert_eq(bch_inode_flags_to_fs(i.flags), 0, "the field is no file flag");
+	struct bch_inode_ec_memo m = { 0 };
+	cr_assert(bch_inode_ec_memo_on(c, &m, g) && !bch_inode_ec_memo_on(c, &m, f));
+	cr_assert(!bch_inode_ec_memo_on(c, &m, BCH_ROOT_INO));
+	/* chattr keeps it */
+	cr_assert_eq(bch_fs_set_flags(c, g, FS_NODUMP_FL, 0, NULL), 0);
+	expect_x(g, "bcachefs.erasure_code", "yes");
+	cr_assert_eq(setx(g, "bcachefs.erasure_code", "2", 0), -EINVAL);
+
+	/* validation: 3 is invalid; a value without the bit is invalid */
+	cr_assert_eq(bch_inode_get(c, g, &i), 0);
+	i.flags |= BCH_INODE_OPT_EC_MASK;
+	cr_assert_eq(bch_inode_flags_check(c->sb->features, &i), BCH_INODE_FLAGS_UNKNOWN);
+	cr_assert_eq(bch_inode_flags_unknown(&i), BCH_INODE_OPT_EC_MASK);
+	i.flags &= ~(1U << BCH_INODE_OPT_EC_SHIFT);
+	cr_assert_eq(bch_inode_flags_check(c->sb->features, &i), BCH_INODE_FLAGS_OK);
+	cr_assert_eq(bch_inode_flags_check(c->sb->features & ~BCH_FEATURE_INODE_EC, &i),
+		     BCH_INODE_FLAGS_NO_FEATURE);
+	bch_inode_flags_clear_no_feature(c->sb->features & ~BCH_FEATURE_INODE_EC, &i);
+	cr_assert_eq(i.flags & BCH_INODE_OPT_EC_MASK, 0);
+	cr_assert_neq(i.flags & BCH_INODE_NODUMP, 0, "inode_flags is set: file flags stay");
+
+	/* fsck: the invalid 3 found (unknown) and cleared; a commit refuses it */
+	cr_assert_eq(bch_inode_get(c, f, &i), 0);
+	i.flags |= BCH_INODE_OPT_EC_MASK;
+	struct btree_trans *t;
+	cr_assert_eq(bch_trans_init(c, &t), 0);
+	cr_assert_eq(bch_inode_update(t, f, &i), 0);
+	cr_assert_neq(bch_trans_commit(t, 0), 0);
+	bch_trans_exit(t);
+	c->err_msg[0] = 0;
+	poke_ec(f, 3);
+	cr_assert_eq(fsck_count(BCH_FSCK_NO, BCH_FSCK_inode_flags_unknown), 1, "%s", fsck_first);
+	cr_assert_eq(fsck_count(BCH_FSCK_YES, BCH_FSCK_inode_flags_unknown), 1);
+	fsck_first[0] = 0;
+	cr_assert_eq(fsck_count(BCH_FSCK_NO, BCH_FSCK_inode_flags_unknown), 0, "%s", fsck_first);
+	expect_unset(f, "bcachefs.erasure_code");
+	/* a superblock without the bit: both values found and cleared, the flag kept */
+	c->sb->features &= ~BCH_FEATURE_INODE_EC;
+	cr_assert_eq(bch_write_super(c), 0);
+	cr_assert_eq(fsck_count(BCH_FSCK_NO, BCH_FSCK_inode_flags_no_feature), 2, "%s", fsck_first);
+	cr_assert_eq(fsck_count(BCH_FSCK_YES, BCH_FSCK_inode_flags_no_feature), 2);
+	fsck_first[0] = 0;
+	cr_assert_eq(fsck_count(BCH_FSCK_NO, BCH_FSCK_inode_flags_no_feature), 0, "%s", fsck_first);
+	expect_unset(g, "bcachefs.erasure_code");
+	expect_unset(d, "bcachefs.erasure_code");
+	cr_assert_eq(bch_inode_get(c, g, &i), 0);
+	cr_assert_neq(i.flags & BCH_INODE_NODUMP, 0);
 }
