@@ -7,7 +7,13 @@
  * evacuate (a member, or the buckets of a member past first_bucket for a
  * shrink) and rereplicate.  Scrub has its own module (scrub.h).
  *
- * A job walks the extents btree and then every btree node, in steps: the
+ * Striped data (ec.h) goes first: evacuate dissolves every stripe with a
+ * block on the member, rereplicate every stripe with a block on a missing or
+ * failed member (ec_move.h); their data is written replicated, and the
+ * stripe builder stripes it again on the members there are.  The extents
+ * walk leaves striped keys alone (their copies are the stripe's).
+ *
+ * A job walks the stripes, the extents btree and then every btree node, in steps: the
  * caller holds the engine lock for one step and may release it between
  * steps (fusemount's other work goes on; a race with a foreground write is
  * caught by the move path's compare-and-swap).  A job holds no state on
@@ -47,9 +53,11 @@ struct bch_data_job {
 	uint64_t	stuck_no_space, stuck_too_few_devs, stuck_unreadable, stuck_raced;
 	uint64_t	lost_sectors;	/* rereplicate: file data with no copy left at all */
 	char		problem[320];	/* the last thing left as it was, and why */
+	uint64_t	stripes_done;	/* stripes dissolved (ec_move.h) */
 
 	/* walk state (private) */
 	unsigned	phase;
+	uint64_t	stripe_cursor;	/* phase 0: the next stripe index */
 	struct bch_bpos	pos;
 	bool		in_reflink;	/* pos is in the reflink btree (after the extents) */
 	unsigned	btree_id, level;

@@ -336,6 +336,11 @@ static int read_rebuild(struct bch_fs *c, const struct bch_bkey *k, void *enc, v
 	return r;
 }
 
+int bch_extent_read_rebuild(struct bch_fs *c, const struct bch_bkey *k, void *enc, void *dec, int r)
+{
+	return read_rebuild(c, k, enc, dec, r);
+}
+
 /* read_key()'s error when no copy of k could be read; r is the last copy's. */
 static int no_good_copy(struct bch_fs *c, const struct bch_bkey *k, int r)
 {
