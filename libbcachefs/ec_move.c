@@ -335,6 +335,7 @@ static void stripe_gone(struct bch_fs *c, const struct bch_bkey *sk, struct bch_
 					       -(int64_t)sv->block_sectors);
 	s->stripes_dissolved++;
 	s->stripe_sectors_freed += (uint64_t)sv->nr_blocks * sv->block_sectors;
+	c->ec_waiting_known = false;	/* its data waits for the builder: it looks again */
 }
 
 static int dissolve_one(struct bch_fs *c, struct bch_ec_dissolve *d, const struct pick *p,
