@@ -129,3 +129,31 @@ expect_rc 0 $B image extract "$C" out2.d
 rmdir out2.d/lost+found 2>/dev/null
 diff -r src2 out2.d >/dev/null || fail "files differ after compaction: $(diff -r src2 out2.d | head -3)"
 fsck_clean "$C"
+
+# ---- mounted: evacuate and remove through the daemon, compaction in its background
+if fuse_part "t73 mounted evacuate"; then
+	mkfs6 m src
+	M=$(imgs m)
+	mkdir mnt
+	pid=
+	trap 'cd /; [ -n "$pid" ] && kill $pid 2>/dev/null; fusermount3 -uz "$OLDPWD/mnt" 2>/dev/null' EXIT
+	$B fusemount -f "$M" mnt 2>fuse.err & pid=$!
+	for i in $(seq 100); do mountpoint -q mnt && break; sleep 0.1; done
+	mountpoint -q mnt || fail "fusemount: $(cat fuse.err)"
+	expect_rc 0 $B device evacuate --json mnt m3.img
+	python3 -c 'import json, sys; d = json.load(open("out")); sys.exit(0 if d["completed"] and d["extents_moved"] > 0 else 1)' ||
+		fail "mounted evacuate: $(cat out)"
+	python3 "$tree" compare src mnt >cmp.log || fail "mounted, evacuated: $(tail -5 cmp.log)"
+	expect_rc 0 $B device remove mnt m3.img
+	expect_in out 'Removed member 3'
+	expect_rc 0 $B data rebalance --wait mnt
+	python3 "$tree" compare src mnt >cmp.log || fail "mounted, removed: $(tail -5 cmp.log)"
+	fusermount3 -u mnt || fail "unmount"
+	wait $pid || fail "fusemount exited $?: $(cat fuse.err)"
+	pid=
+	M=m0.img:m1.img:m2.img:m4.img:m5.img
+	stripes "$M"
+	no_block_on stripes 3
+	grep -q ' stripe 3+2 ' stripes || fail "not striped again RS(3,2) on the mount: $(head -2 stripes)"
+	fsck_clean "$M"
+fi
