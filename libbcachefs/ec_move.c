@@ -294,6 +294,7 @@ static int add_key(struct bch_fs *c, struct bch_ec_dissolve *d, struct bch_mover
 		    (d->kind == BCH_EC_SELECT_dev && ptr->dev == d->dev))
 			op.rewrite |= 1U << i;	/* the striped copy, and cached ones leaving */
 	}
+	op.unstripe = true;
 	op.nr_new = want_replicas(c, k, indirect);
 	if (d->kind == BCH_EC_SELECT_dev && d->dev < 64)
 		op.exclude_devs = 1ULL << d->dev;

@@ -112,7 +112,7 @@ uint32_t bch_move_ptrs_off_target(struct bch_fs *c, const struct bch_bkey *k, ui
 	if (k->type != BCH_BKEY_extent || !target)
 		return 0;
 	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
-		if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) &&
+		if (!(e->ptrs[i].flags & (BCH_EXTENT_PTR_CACHED | BCH_EXTENT_PTR_STRIPED)) &&
 		    !bch_dev_in_target(c->sb, e->ptrs[i].dev, target))
 			off |= 1U << i;
 	return off;
@@ -597,6 +597,12 @@ static int mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct
 	int r;
 
 	m->s->keys_seen++;
+	if (k->type == BCH_BKEY_extent && !op->unstripe) {
+		const struct bch_extent *e = bkey_val(k);
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+			if ((e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED) && (op->rewrite >> i & 1))
+				return -EINVAL;	/* the stripe's redundancy: ec_move.c's */
+	}
 	if (queued_same(m, k))
 		return 0;	/* queued with its group */
 	/*

@@ -85,6 +85,12 @@ struct bch_move_op {
 					 * when degrade allows and a dirty copy stays */
 	bool		degrade;	/* drop_only may drop dirty copies (device
 					 * remove --force: the member is lost) */
+	bool		unstripe;	/* a striped pointer (ec.h) may be in rewrite: the
+					 * extent leaves its stripe (ec_move.c, which
+					 * deletes the stripe once empty).  Without it
+					 * such an op is refused (-EINVAL): the striped
+					 * copy carries the stripe's redundancy, which
+					 * a plain rewrite would lose */
 	bool		same_dev;	/* copygc: each rewritten dirty copy gets its new
 					 * copy on its own device (a new bucket there),
 					 * from the first half of the btree reserve
@@ -124,7 +130,7 @@ int  bch_mover_flush_extra(struct bch_mover *m, unsigned btree_id, const struct 
 /* Flush, then free.  Returns the flush's error. */
 int  bch_mover_exit(struct bch_mover *m);
 
-/* The pointers of k whose device is not in target (cached and stale ones excluded). */
+/* The pointers of k whose device is not in target (cached, stale and striped ones excluded). */
 uint32_t bch_move_ptrs_off_target(struct bch_fs *c, const struct bch_bkey *k, uint64_t target);
 
 #endif /* _BCACHEFS_MOVE_H */
