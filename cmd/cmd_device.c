@@ -273,11 +273,11 @@ static void job_summary(struct cmd_ctx *x, const struct bch_data_job *j, bool js
 	if (json) {
 		fprintf(x->out, "{\"version\":%d,\"completed\":%s,\"cancelled\":%s,"
 			"\"bytes_total\":%" PRIu64 ",\"bytes_moved\":%" PRIu64 ",\"extents_moved\":%" PRIu64
-			",\"nodes_moved\":%" PRIu64 ",\"seconds\":%.3f,"
+			",\"nodes_moved\":%" PRIu64 ",\"stripes_dissolved\":%" PRIu64 ",\"seconds\":%.3f,"
 			"\"stuck\":{\"total\":%" PRIu64 ",\"no_space\":%" PRIu64 ",\"too_few_devices\":%" PRIu64
 			",\"unreadable\":%" PRIu64 ",\"raced\":%" PRIu64 "},\"lost_bytes\":%" PRIu64 ",\"problem\":",
 			BCH_JSON_VERSION, !j->stuck && !cancelled ? "true" : "false", cancelled ? "true" : "false",
-			j->bytes_total, j->bytes_done, j->keys_done, j->nodes_done, secs,
+			j->bytes_total, j->bytes_done, j->keys_done, j->nodes_done, j->stripes_done, secs,
 			j->stuck, j->stuck_no_space, j->stuck_too_few_devs, j->stuck_unreadable,
 			j->stuck_raced, j->lost_sectors << 9);
 		if (j->stuck)
@@ -290,6 +290,9 @@ static void job_summary(struct cmd_ctx *x, const struct bch_data_job *j, bool js
 	fprintf(x->out, "%s %s (%" PRIu64 " extents, %" PRIu64 " btree nodes) in %.1f s, %s/s\n",
 		verb, hs(j->bytes_done, a, sizeof(a)), j->keys_done, j->nodes_done, secs,
 		hs(secs > 0 ? (uint64_t)(j->bytes_done / secs) : 0, b, sizeof(b)));
+	if (j->stripes_done)
+		fprintf(x->out, "Stripes dissolved: %" PRIu64 " (their data is replicated until rebalance "
+			"stripes it again)\n", j->stripes_done);
 	if (cancelled)
 		fprintf(x->out, "Interrupted: run the same command again to go on.\n");
 	if (j->stuck) {

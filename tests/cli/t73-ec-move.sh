@@ -54,7 +54,7 @@ rep=$(user_bytes "$(imgs r)")
 mkfs6 e src
 E=$(imgs e)
 expect_rc 0 $B device evacuate --json "$E" 0
-python3 -c 'import json, sys; d = json.load(open("out")); sys.exit(0 if d["completed"] and d["extents_moved"] > 0 else 1)' ||
+python3 -c 'import json, sys; d = json.load(open("out")); sys.exit(0 if d["completed"] and d["extents_moved"] > 0 and d["stripes_dissolved"] > 0 else 1)' ||
 	fail "evacuate: $(cat out)"
 stripes "$E"
 no_block_on stripes 0
@@ -141,7 +141,7 @@ if fuse_part "t73 mounted evacuate"; then
 	for i in $(seq 100); do mountpoint -q mnt && break; sleep 0.1; done
 	mountpoint -q mnt || fail "fusemount: $(cat fuse.err)"
 	expect_rc 0 $B device evacuate --json mnt m3.img
-	python3 -c 'import json, sys; d = json.load(open("out")); sys.exit(0 if d["completed"] and d["extents_moved"] > 0 else 1)' ||
+	python3 -c 'import json, sys; d = json.load(open("out")); sys.exit(0 if d["completed"] and d["extents_moved"] > 0 and d["stripes_dissolved"] > 0 else 1)' ||
 		fail "mounted evacuate: $(cat out)"
 	python3 "$tree" compare src mnt >cmp.log || fail "mounted, evacuated: $(tail -5 cmp.log)"
 	expect_rc 0 $B device remove mnt m3.img
