@@ -245,6 +245,7 @@ static int run_job(struct cmd_ctx *x, struct bch_data_job *j, const char *what, 
 		if (*x->cancel) {
 			cmd_progress_done(&p);
 			*secs = cmd_now() - p.start;
+			bch_data_job_exit(j);
 			return 1;
 		}
 		x->lock(x);
@@ -255,6 +256,7 @@ static int run_job(struct cmd_ctx *x, struct bch_data_job *j, const char *what, 
 		x->unlock(x);
 		cmd_progress_update(&p, j->bytes_done, j->bytes_total, false);
 	} while (r > 0);
+	bch_data_job_exit(j);
 	cmd_progress_update(&p, j->bytes_done, j->bytes_total, true);
 	cmd_progress_done(&p);
 	*secs = cmd_now() - p.start;

@@ -404,7 +404,9 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 
 	j->phase = PHASE_STRIPES;
 	j->pos = POS_MIN;
-	j->stripe_cursor = 0;
+	bch_ec_dissolve_exit(&j->ec);
+	memset(&j->ec, 0, sizeof(j->ec));
+	stripes_select(c, j, &j->ec);
 	j->stripes_done = 0;
 	j->passes = 0;
 	j->bytes_total = j->bytes_done = 0;
@@ -466,29 +468,36 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 	return 0;
 }
 
-/* Phase 0: the stripes the job dissolves, from j->stripe_cursor on. */
+/* Phase 0: the stripes the job dissolves (j->ec's cursor and picks). */
 static int stripes_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget, bool *end)
 {
-	struct bch_ec_dissolve d = { .cursor = j->stripe_cursor };
+	struct bch_ec_dissolve *d = &j->ec;
 	uint64_t moved = j->ms.keys_moved, dissolved = j->ms.stripes_dissolved;
+	uint64_t no_space = d->stuck_no_space, few = d->stuck_too_few_devs;
+	uint64_t unreadable = d->stuck_unreadable, raced = d->stuck_raced;
 
-	stripes_select(c, j, &d);
-	int r = bch_ec_dissolve_step(c, &d, budget >> BCH_SECTOR_SHIFT, &j->ms);
+	stripes_select(c, j, d);
+	int r = bch_ec_dissolve_step(c, d, budget >> BCH_SECTOR_SHIFT, &j->ms);
 	j->keys_done += j->ms.keys_moved - moved;
 	j->stripes_done += j->ms.stripes_dissolved - dissolved;
-	uint64_t stuck = d.stuck_no_space + d.stuck_too_few_devs + d.stuck_unreadable;
+	uint64_t stuck = (d->stuck_no_space - no_space) + (d->stuck_too_few_devs - few) +
+			 (d->stuck_unreadable - unreadable);
 	if (stuck) {
 		j->stuck += stuck;
-		j->stuck_no_space += d.stuck_no_space;
-		j->stuck_too_few_devs += d.stuck_too_few_devs;
-		j->stuck_unreadable += d.stuck_unreadable;
-		snprintf(j->problem, sizeof(j->problem), "%s", d.problem);
+		j->stuck_no_space += d->stuck_no_space - no_space;
+		j->stuck_too_few_devs += d->stuck_too_few_devs - few;
+		j->stuck_unreadable += d->stuck_unreadable - unreadable;
+		snprintf(j->problem, sizeof(j->problem), "%s", d->problem);
 	}
-	if (d.stuck_raced && !stuck && !j->ms.keys_raced)
+	if (d->stuck_raced != raced && !j->ms.keys_raced)
 		j->ms.keys_raced++;	/* another pass finds it again */
-	j->stripe_cursor = d.cursor;
 	*end = r == 0;
 	return r < 0 ? r : 0;
+}
+
+void bch_data_job_exit(struct bch_data_job *j)
+{
+	bch_ec_dissolve_exit(&j->ec);
 }
 
 static int extents_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
@@ -545,8 +554,10 @@ int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
 		bool end;
 		r = stripes_step(c, j, budget, &end);
 		j->bytes_done += (j->ms.sectors_written - written) << BCH_SECTOR_SHIFT;
-		if (r)
+		if (r) {
+			bch_ec_dissolve_exit(&j->ec);	/* a job stopped by an error holds nothing */
 			return r;
+		}
 		if (end)
 			j->phase = PHASE_EXTENTS;
 		return 1;
@@ -578,7 +589,8 @@ int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
 			j->stuck = 0;
 			j->lost_sectors = 0;
 			j->phase = PHASE_STRIPES;
-			j->stripe_cursor = 0;
+			bch_ec_dissolve_exit(&j->ec);
+			j->ec.cursor = 0;
 			j->pos = POS_MIN;
 			j->in_reflink = false;
 			return 1;

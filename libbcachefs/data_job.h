@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "bkey.h"
+#include "ec_move.h"
 #include "move.h"
 
 struct bch_fs;
@@ -57,7 +58,7 @@ struct bch_data_job {
 
 	/* walk state (private) */
 	unsigned	phase;
-	uint64_t	stripe_cursor;	/* phase 0: the next stripe index */
+	struct bch_ec_dissolve ec;	/* phase 0: the stripes chosen, and what is left of them */
 	struct bch_bpos	pos;
 	bool		in_reflink;	/* pos is in the reflink btree (after the extents) */
 	unsigned	btree_id, level;
@@ -75,6 +76,11 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
  * error that stops the job (c->err_msg says what).
  */
 int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget);
+/*
+ * Free what a job stopped before its end holds (the stripes it chose); a
+ * job run to its end, or stopped by an error, holds nothing.
+ */
+void bch_data_job_exit(struct bch_data_job *j);
 
 /*
  * device remove --force: drop every pointer to dev (a lost member) from the

@@ -2,13 +2,16 @@
 /*
  * ec_move.c - dissolving stripes through the move path (see ec_move.h).
  *
- * A pass: choose up to NR_PICK stripes from the cursor (a walk of the
- * stripes btree, judging each by its key and its blocks' buckets); one walk
- * of the extents and reflink btrees collects the keys pointing into them;
- * then each stripe's keys go to a mover of their own, whose last commit
- * deletes the stripe (bch_mover_flush_extra).  Memory: the chosen stripes'
- * keys (a stripe was built in one transaction, so they are bounded by a
- * few transactions' worth however they were split since).
+ * A pass: choose up to BCH_EC_PICK_MAX stripes from the cursor (a walk of
+ * the stripes btree, judging each by its key and its blocks' buckets); one
+ * walk of the extents and reflink btrees collects the keys pointing into
+ * them; then, over as many steps as the budget asks, each stripe's keys go
+ * to a mover of their own, whose last commit deletes the stripe
+ * (bch_mover_flush_extra) -- only if the stripe key is still the one chosen
+ * (an index freed meanwhile may have been given to a new stripe).  Memory:
+ * the chosen stripes' keys (a stripe was built in one transaction, so they
+ * are bounded by a few transactions' worth however they were split since).
+ * Cost: one extents walk per BCH_EC_PICK_MAX stripes.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -31,7 +34,6 @@
 #include "reflink.h"
 #include "super.h"
 
-#define NR_PICK		8	/* stripes per pass */
 
 /* A member that can be read and counts: exists, present, not failed. */
 static bool member_ok(struct bch_fs *c, unsigned dev)
@@ -115,14 +117,14 @@ bool bch_ec_stripe_selected(struct bch_fs *c, const struct bch_bkey *k,
 
 /* ------------------------------------------------------------ choosing */
 
-struct pick {
+struct bch_ec_pick {
 	struct bch_bkey		*stripe;
 	struct bch_bkey		**keys;		/* extents, or reflink_v keys (indirect) */
 	bool			*indirect;
 	size_t			nr, cap;
 };
 
-static void picks_free(struct pick *p, unsigned n)
+static void picks_free(struct bch_ec_pick *p, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
 		for (size_t j = 0; j < p[i].nr; j++)
@@ -133,7 +135,7 @@ static void picks_free(struct pick *p, unsigned n)
 	}
 }
 
-static int pick_push(struct pick *p, const struct bch_bkey *k, bool indirect)
+static int pick_push(struct bch_ec_pick *p, const struct bch_bkey *k, bool indirect)
 {
 	if (p->nr == p->cap) {
 		size_t cap = p->cap ? 2 * p->cap : 32;
@@ -162,16 +164,23 @@ static int striped_ptr(const struct bch_extent_ptr *ptrs, unsigned nr)
 	return -1;
 }
 
-static struct pick *pick_of(struct pick *p, unsigned n, uint32_t stripe)
+/* The pick of stripe index idx (picks are in index order), or NULL. */
+static struct bch_ec_pick *pick_of(struct bch_ec_pick *p, unsigned n, uint32_t idx)
 {
-	for (unsigned i = 0; i < n; i++)
-		if (p[i].stripe->p.offset == stripe)
-			return &p[i];
-	return NULL;
+	unsigned lo = 0, hi = n;
+
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+		if (p[mid].stripe->p.offset < idx)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && p[lo].stripe->p.offset == idx ? &p[lo] : NULL;
 }
 
 /* The keys of btree id pointing into the chosen stripes. */
-static int collect(struct bch_fs *c, unsigned id, struct pick *p, unsigned n)
+static int collect(struct bch_fs *c, unsigned id, struct bch_ec_pick *p, unsigned n)
 {
 	struct btree_iter it;
 	const struct bch_bkey *k;
@@ -192,7 +201,7 @@ static int collect(struct bch_fs *c, unsigned id, struct pick *p, unsigned n)
 			continue;
 		}
 		int i = striped_ptr(ptrs, nr);
-		struct pick *x = i < 0 ? NULL : pick_of(p, n, ptrs[i].stripe);
+		struct bch_ec_pick *x = i < 0 ? NULL : pick_of(p, n, ptrs[i].stripe);
 		if (x)
 			r = pick_push(x, k, id == BCH_BTREE_ID_reflink);
 	}
@@ -200,9 +209,13 @@ static int collect(struct bch_fs *c, unsigned id, struct pick *p, unsigned n)
 	return r ? r : err;
 }
 
-/* Up to NR_PICK chosen stripes from d->cursor; *more: the walk stopped before the end. */
-static int choose(struct bch_fs *c, struct bch_ec_dissolve *d, uint64_t budget, struct pick *p,
-		  unsigned *n, bool *more)
+/*
+ * Up to max chosen stripes from d->cursor, and no more than budget
+ * sectors of their data blocks past the first; *more: the walk stopped
+ * before the end.
+ */
+static int choose(struct bch_fs *c, struct bch_ec_dissolve *d, unsigned max, uint64_t budget,
+		  struct bch_ec_pick *p, unsigned *n, bool *more)
 {
 	struct btree_iter it;
 	const struct bch_bkey *k;
@@ -214,7 +227,7 @@ static int choose(struct bch_fs *c, struct bch_ec_dissolve *d, uint64_t budget, 
 	bch_btree_iter_init(&it, c, BCH_BTREE_ID_stripes, POS(0, d->cursor ? d->cursor : 1, 0),
 			    POS(0, UINT32_MAX, 0));
 	while ((k = bch_btree_iter_next(&it, &err))) {
-		if (*n == NR_PICK || (*n && est >= budget)) {
+		if (*n == max || (*n && est >= budget)) {
 			d->cursor = k->p.offset;
 			*more = true;
 			break;
@@ -276,7 +289,7 @@ static void left(struct bch_ec_dissolve *d, const struct bch_bkey *sk, const cha
 
 /* Hand key x of stripe p to mv; false when it stays in the stripe (counted in d). */
 static int add_key(struct bch_fs *c, struct bch_ec_dissolve *d, struct bch_mover *mv,
-		   const struct pick *p, size_t j, bool *ok)
+		   const struct bch_ec_pick *p, size_t j, bool *ok)
 {
 	const struct bch_bkey *x = p->keys[j];
 	bool indirect = p->indirect[j];
@@ -339,15 +352,24 @@ static void stripe_gone(struct bch_fs *c, const struct bch_bkey *sk, struct bch_
 	c->ec_waiting_known = false;	/* its data waits for the builder: it looks again */
 }
 
-static int dissolve_one(struct bch_fs *c, struct bch_ec_dissolve *d, const struct pick *p,
+static int dissolve_one(struct bch_fs *c, struct bch_ec_dissolve *d, const struct bch_ec_pick *p,
 			struct bch_move_stats *s)
 {
 	struct bch_mover *mv;
 	uint64_t raced = s->keys_raced;
 	bool ok = true, done = false;
-	int r = bch_mover_init(c, s, &mv), r2;
+	struct bch_bkey *now = NULL;
+	int r;
 
-	if (r)
+	/* chosen in an earlier step: the stripe must still be the one chosen */
+	bool same = !bch_btree_lookup(c, BCH_BTREE_ID_stripes, p->stripe->p, &now) &&
+		    bkey_bytes(now) == bkey_bytes(p->stripe) &&
+		    !memcmp(now, p->stripe, bkey_bytes(p->stripe));
+	free(now);
+	c->err_msg[0] = 0;
+	if (!same)
+		return 0;	/* dissolved meanwhile (or its index reused): nothing of it here */
+	if ((r = bch_mover_init(c, s, &mv)))
 		return r;
 	for (size_t j = 0; j < p->nr && !r; j++)
 		r = add_key(c, d, mv, p, j, &ok);
@@ -356,7 +378,7 @@ static int dissolve_one(struct bch_fs *c, struct bch_ec_dissolve *d, const struc
 					.p = p->stripe->p };
 		r = bch_mover_flush_extra(mv, BCH_BTREE_ID_stripes, &del, &done);
 	}
-	r2 = bch_mover_exit(mv);
+	int r2 = bch_mover_exit(mv);
 	r = r ? r : r2;
 	if (done) {
 		stripe_gone(c, p->stripe, s);
@@ -370,33 +392,68 @@ static int dissolve_one(struct bch_fs *c, struct bch_ec_dissolve *d, const struc
 	return r;
 }
 
-int bch_ec_dissolve_step(struct bch_fs *c, struct bch_ec_dissolve *d, uint64_t budget,
-			 struct bch_move_stats *s)
+void bch_ec_dissolve_exit(struct bch_ec_dissolve *d)
 {
-	struct pick p[NR_PICK];
-	unsigned n = 0;
-	bool more;
+	if (d->picks)
+		picks_free(d->picks, d->nr_picks);
+	free(d->picks);
+	d->picks = NULL;
+	d->nr_picks = d->next_pick = 0;
+}
+
+/* Choose up to max stripes (within choose_budget sectors) and collect their keys. */
+static int pick(struct bch_fs *c, struct bch_ec_dissolve *d, unsigned max, uint64_t choose_budget)
+{
 	int r;
 
-	memset(p, 0, sizeof(p));
+	bch_ec_dissolve_exit(d);
+	if (!(d->picks = calloc(max, sizeof(*d->picks))))
+		return -ENOMEM;
+	if ((r = choose(c, d, max, choose_budget, d->picks, &d->nr_picks, &d->more)) || !d->nr_picks)
+		return r;
+	if ((r = collect(c, BCH_BTREE_ID_extents, d->picks, d->nr_picks)) ||
+	    (r = collect(c, BCH_BTREE_ID_reflink, d->picks, d->nr_picks)))
+		return r;
+	return 0;
+}
+
+static int dissolve(struct bch_fs *c, struct bch_ec_dissolve *d, uint64_t budget, unsigned max,
+		    uint64_t choose_budget, struct bch_move_stats *s)
+{
+	int r = 0;
+
 	if (!c->roots->r[BCH_BTREE_ID_stripes].key) {
+		bch_ec_dissolve_exit(d);
 		d->cursor = 0;
 		return 0;
 	}
 	if (c->read_only)
 		return bch_fs_err(c, -BCH_ERR_fs_read_only, "the filesystem is read-only");
-	if ((r = choose(c, d, budget, p, &n, &more)) || !n)
-		goto out;
-	if ((r = collect(c, BCH_BTREE_ID_extents, p, n)) ||
-	    (r = collect(c, BCH_BTREE_ID_reflink, p, n)))
-		goto out;
-	for (unsigned i = 0; i < n && !r; i++)
-		r = dissolve_one(c, d, &p[i], s);
-out:
-	picks_free(p, n);
+	if (d->next_pick == d->nr_picks) {
+		if ((r = pick(c, d, max, choose_budget)) || !d->nr_picks) {
+			bch_ec_dissolve_exit(d);
+			return r;	/* nothing chosen: the walk reached the end (cursor 0) */
+		}
+	}
+	uint64_t written = s->sectors_written;
+	do {
+		struct bch_ec_pick *p = &d->picks[d->next_pick++];
+		r = dissolve_one(c, d, p, s);
+		picks_free(p, 1);	/* its keys are done with */
+		memset(p, 0, sizeof(*p));
+	} while (!r && d->next_pick < d->nr_picks && s->sectors_written - written < budget);
 	if (r)
 		return r;
-	return more ? 1 : 0;
+	if (d->next_pick < d->nr_picks)
+		return 1;
+	bch_ec_dissolve_exit(d);
+	return d->more ? 1 : 0;
+}
+
+int bch_ec_dissolve_step(struct bch_fs *c, struct bch_ec_dissolve *d, uint64_t budget,
+			 struct bch_move_stats *s)
+{
+	return dissolve(c, d, budget, BCH_EC_PICK_MAX, UINT64_MAX, s);
 }
 
 int bch_ec_dissolve_count(struct bch_fs *c, const struct bch_ec_dissolve *d, uint64_t *stripes,
@@ -431,7 +488,9 @@ int bch_ec_compact_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats
 	/* parked: what was left waits for space to be freed somewhere */
 	if (c->ec_compact_parked && c->ec_compact_gen == c->space_gen)
 		return 0;
-	r = bch_ec_dissolve_step(c, &d, budget, s);
+	/* as many stripes as the budget takes (at least one): chosen and done in this call */
+	r = dissolve(c, &d, UINT64_MAX, BCH_EC_PICK_MAX, budget, s);
+	bch_ec_dissolve_exit(&d);
 	if (r < 0)
 		return r;
 	if (s->stripes_dissolved != before) {

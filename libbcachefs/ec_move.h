@@ -60,6 +60,7 @@
 
 struct bch_fs;
 struct bch_move_stats;
+struct bch_ec_pick;
 
 #define BCH_EC_COMPACT_PERCENT	50	/* live data at or below this share of a stripe's
 					 * data blocks: compacted (invariant 3) */
@@ -81,6 +82,11 @@ struct bch_ec_dissolve {
 	uint64_t	stripes_left;	/* chosen but not dissolved (see stuck) */
 	uint64_t	stuck_no_space, stuck_too_few_devs, stuck_unreadable, stuck_raced;
 	char		problem[200];	/* the last stripe left, and why */
+
+	/* private: the chosen stripes and their keys, dissolved over the next steps */
+	struct bch_ec_pick *picks;
+	unsigned	nr_picks, next_pick;
+	bool		more;		/* the stripes walk stopped before the end */
 };
 
 /* Whether stripe key k (a valid stripe) is chosen by d. */
@@ -89,13 +95,21 @@ bool bch_ec_stripe_selected(struct bch_fs *c, const struct bch_bkey *k,
 
 /*
  * Dissolve the chosen stripes from d->cursor on, up to about budget
- * sectors of data moved.  Returns 1 when it stopped for the budget (call
- * again), 0 when it reached the last stripe (d->cursor is then 0 again),
- * or a negative error.  s counts keys and sectors moved, stripes dissolved
- * and their sectors freed.
+ * sectors of data written.  One walk of the stripes chooses up to
+ * BCH_EC_PICK_MAX of them and one walk of the extents and reflink btrees
+ * collects their keys; the steps after that dissolve them (the caller may
+ * release the engine lock between steps: a key or stripe that changed
+ * meanwhile is caught by the compare-and-swap of each, invariant 2).
+ * Returns 1 when there is more (call again), 0 when the last stripe was
+ * passed (d->cursor is then 0 again and nothing is held), or a negative
+ * error.  s counts keys moved and sectors read and written, stripes
+ * dissolved and their sectors freed.  bch_ec_dissolve_exit() frees what a
+ * run stopped before its end holds.
  */
+#define BCH_EC_PICK_MAX	64
 int bch_ec_dissolve_step(struct bch_fs *c, struct bch_ec_dissolve *d, uint64_t budget,
 			 struct bch_move_stats *s);
+void bch_ec_dissolve_exit(struct bch_ec_dissolve *d);
 
 /* Stripes d would choose, and the data sectors in them (estimated: their blocks' buckets). */
 int bch_ec_dissolve_count(struct bch_fs *c, const struct bch_ec_dissolve *d, uint64_t *stripes,
