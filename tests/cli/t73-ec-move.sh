@@ -6,7 +6,8 @@
 #    byte-identical, fsck clean, the striped space at most 0.7x replicas=3.
 #  - a member gone (degraded open): data rereplicate dissolves the stripes
 #    that lost a block; with a second member gone too everything still
-#    reads; restriped on the four present (RS(2,2)), a third still reads.
+#    reads; restriped on the four present (RS(2,2)), a third still reads;
+#    then the lost member is removed.
 #  - stripe compaction: 20 of 32 files deleted, data rebalance dissolves the
 #    stripes mostly deleted and stripes the rest anew: the space comes back,
 #    a second run compacts nothing (no churn), fsck clean.
@@ -97,6 +98,11 @@ fsck_clean "$E" degraded
 mv e5.img gone/
 check_tree degraded,read_only e1.img:e3.img:e4.img "striped on four, a third member gone"
 mv gone/e5.img .
+# the lost member removed for good: nothing left to open degraded
+expect_rc 0 $B device remove -o degraded "$E" 2
+expect_in out 'Removed member 2 \(it was missing\)'
+fsck_clean "$E"
+check_tree "" "$E" "member 2 removed"
 
 # ---- stripe compaction
 mkdir src2
