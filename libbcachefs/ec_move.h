@@ -22,12 +22,16 @@
  * there are: data that left a stripe is never kept in fewer copies than
  * the file asks for.
  *
- * Why not rebuild just the one block elsewhere: that would need a stripe
- * key rewritten in place with every pointer into the block, on top of the
- * builder's invariants; dissolving uses only the move path's
- * compare-and-swap and the builder, both already crash-tested, and the same
- * mechanism serves compaction.  It moves more data (the whole stripe, not a
- * block): a removal is rare, and the data moves once more when re-striped.
+ * Why not rebuild just the one block on another member: the builder makes
+ * stripes as wide as the members allow (k + p = every read-write member,
+ * up to 20), so when one leaves there is, as a rule, no member outside the
+ * stripe to take its block: the stripe has to get narrower, which is a
+ * re-stripe anyway.  Dissolving uses only the move path's compare-and-swap
+ * and the builder, both crash-tested, and the same mechanism serves
+ * rereplicate and compaction.  The cost: all of a stripe's data is written
+ * data_replicas times, then striped again (evacuating one of six RS(4,2)
+ * members wrote 3x the striped data, then 1.75x to restripe it RS(3,2),
+ * where replicas=3 moves only that member's copies).
  *
  * Invariants
  *   (1) A key leaves S only in a commit that gives it its new copies (the
