@@ -30,7 +30,7 @@
  * and the builder, both crash-tested, and the same mechanism serves
  * rereplicate and compaction.  The cost: all of a stripe's data is written
  * data_replicas times, then striped again (evacuating one of six RS(4,2)
- * members wrote 3x the striped data, then 1.75x to restripe it RS(3,2),
+ * members wrote 3x the striped data, then 5/3 of it to stripe it again RS(3,2),
  * where replicas=3 moves only that member's copies).
  *
  * Invariants
