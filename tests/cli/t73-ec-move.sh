@@ -78,6 +78,16 @@ python3 -c "import sys; sys.exit(0 if $ec <= 0.7 * $rep else 1)" ||
 	fail "after the remove, striped data takes $ec bytes, replicas=3 $rep (more than 0.7x)"
 echo "space after remove: $ec bytes, replicas=3 $rep" >&2
 
+# big.bin shared (reflink): its striped extents become indirect ones, which
+# the degraded part below moves out of their stripes too
+expect_rc 0 $B image cp --reflink "$E" /big.bin /big2
+rm -rf out.d && mkdir out.d
+expect_rc 0 $B image extract "$E" out.d
+cmp -s out.d/big2 src/big.bin || fail "the reflinked copy differs"
+cp -p out.d/big2 src/big2	# its mtime is the copy's: compared from here on
+expect_rc 0 $B list -b reflink "$E"
+expect_in out 'reflink_v .* stripe [0-9]+/'
+
 # ---- a member gone: rereplicate; a second gone still reads
 mkdir -p gone
 mv e2.img gone/
@@ -86,7 +96,9 @@ expect_rc 0 $B data rereplicate -o degraded "$E"
 stripes "$E" degraded
 no_block_on stripes 2
 expect_rc 0 $B list -o degraded -b extents "$E"
-expect_not_in out 'striped'
+expect_not_in out ' stripe [0-9]+/'
+expect_rc 0 $B list -o degraded -b reflink "$E"
+expect_not_in out ' stripe [0-9]+/'
 mv e4.img gone/
 check_tree degraded,read_only e1.img:e3.img:e5.img "rereplicated, then a second member gone"
 mv gone/e4.img .
