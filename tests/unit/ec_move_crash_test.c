@@ -3,7 +3,7 @@
  * ec_move_crash_test.c - power cuts while stripes are dissolved (ec_move.h):
  * on four devices with erasure_code and data_replicas=3 (stripes of 2 data
  * and 2 parity blocks), every file striped first, then a recorded workload:
- * half of a file overwritten (a data block of its stripe emptied), stripe
+ * a file rewritten (a data block of its stripe emptied), stripe
  * compaction (rebalance's step), a write, member 3 set read-only and
  * evacuated (the data job: every stripe with a block there dissolved), each
  * op fsynced.  The recording is cut at every write and flush, with random
@@ -38,7 +38,7 @@
 
 #define NDEV		4
 #define NFILES		4
-#define FSIZE		(128u << 10)
+#define FSIZE		(64u << 10)	/* one extent, one data block */
 #define NOPS		5
 
 static char tmpdir[64], paths[NDEV][128], crash[NDEV][128];
@@ -199,8 +199,8 @@ Test(ec_move_crash, dissolves_survive_every_cut, .timeout = 900)
 	uint64_t compacted = 0, dissolved = 0;
 	for (unsigned op = 1; op <= NOPS; op++) {
 		switch (op) {
-		case 1:		/* the first half of f0: its stripe's first data block empties */
-			overwrite(c, inum, 0, 0, FSIZE / 2);
+		case 1:		/* f0 rewritten: its stripe's data block empties */
+			overwrite(c, inum, 0, 0, FSIZE);
 			break;
 		case 2: {	/* compaction */
 			struct bch_move_stats cs = { 0 };
