@@ -266,6 +266,9 @@ static int run_rebalance(struct cmd_ctx *x, struct bch_move_stats *s, bool *park
 	int r;
 
 	msg[0] = 0;
+	x->lock(x);
+	bch_ec_compact_unpark(*x->cp);	/* this run looks at every stripe once at least */
+	x->unlock(x);
 	if (x->tty) {
 		x->lock(x);
 		if (!pending_get(*x->cp, &p))

@@ -497,10 +497,19 @@ int bch_ec_compact_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats
 		c->ec_compact_parked = false;
 		return 1;
 	}
-	if (d.stripes_left) {
-		c->ec_compact_parked = true;
-		c->ec_compact_gen = c->space_gen;
+	/*
+	 * Nothing done: the next walk waits until a bucket is emptied
+	 * somewhere (a data block emptied always empties one), so the
+	 * background does not walk the stripes at every wake
+	 */
+	c->ec_compact_parked = true;
+	c->ec_compact_gen = c->space_gen;
+	if (d.stripes_left)
 		snprintf(s->last_problem, sizeof(s->last_problem), "stripe compaction: %s", d.problem);
-	}
 	return 0;
+}
+
+void bch_ec_compact_unpark(struct bch_fs *c)
+{
+	c->ec_compact_parked = false;
 }

@@ -122,9 +122,15 @@ int bch_ec_dissolve_count(struct bch_fs *c, const struct bch_ec_dissolve *d, uin
 /*
  * Compaction, for rebalance's step: dissolves sparse stripes (invariant 3)
  * up to budget.  1 when it dissolved one (more may follow), 0 when none is
- * left or what is left cannot be done now (parked until space is freed:
- * c->space_gen), < 0 on error.
+ * left or what is left cannot be done now, < 0 on error.  After a walk
+ * that dissolved nothing it parks until a bucket is emptied somewhere
+ * (c->space_gen; a data block emptied always empties one): the daemon's
+ * background does not walk the stripes at every wake.  A stripe made
+ * sparse only by partial deletes (rule 2 of invariant 3) is then found at
+ * the next bucket freed, or by `data rebalance`, which unparks it first
+ * (bch_ec_compact_unpark).
  */
 int bch_ec_compact_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s);
+void bch_ec_compact_unpark(struct bch_fs *c);
 
 #endif /* _BCACHEFS_EC_MOVE_H */
