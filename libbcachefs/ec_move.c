@@ -211,8 +211,9 @@ static int collect(struct bch_fs *c, unsigned id, struct bch_ec_pick *p, unsigne
 
 /*
  * Up to max chosen stripes from d->cursor, and no more than budget
- * sectors of their data blocks past the first; *more: the walk stopped
- * before the end.
+ * sectors to write past the first (a stripe whose data was deleted costs
+ * little: many of them go in one call); *more: the walk stopped before the
+ * end.
  */
 static int choose(struct bch_fs *c, struct bch_ec_dissolve *d, unsigned max, uint64_t budget,
 		  struct bch_ec_pick *p, unsigned *n, bool *more)
@@ -238,8 +239,9 @@ static int choose(struct bch_fs *c, struct bch_ec_dissolve *d, unsigned max, uin
 			err = -ENOMEM;
 			break;
 		}
-		const struct bch_stripe *s = bch_stripe_val(k);
-		est += (uint64_t)bch_stripe_data_blocks(s) * s->block_sectors;
+		bool empty;
+		/* what dissolving it writes: its live data, data_replicas times */
+		est += stripe_live(c, bch_stripe_val(k), &empty) * c->opts.v[Opt_data_replicas];
 		(*n)++;
 	}
 	bch_btree_iter_exit(&it);
