@@ -11,7 +11,9 @@
  * (an index freed meanwhile may have been given to a new stripe).  Memory:
  * the chosen stripes' keys (a stripe was built in one transaction, so they
  * are bounded by a few transactions' worth however they were split since).
- * Cost: one extents walk per BCH_EC_PICK_MAX stripes.
+ * Cost: one extents walk per BCH_EC_PICK_MAX stripes (with snapshots, per
+ * call: a write in a child snapshot adds pieces pointing into a stripe
+ * without changing any key collected, so keys are not kept across calls).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -32,8 +34,8 @@
 #include "move.h"
 #include "opts.h"
 #include "reflink.h"
+#include "snapshot.h"
 #include "super.h"
-
 
 /* A member that can be read and counts: exists, present, not failed. */
 static bool member_ok(struct bch_fs *c, unsigned dev)
@@ -446,6 +448,17 @@ static int dissolve(struct bch_fs *c, struct bch_ec_dissolve *d, uint64_t budget
 	} while (!r && d->next_pick < d->nr_picks && s->sectors_written - written < budget);
 	if (r)
 		return r;
+	if (d->next_pick < d->nr_picks && bch_fs_has_snapshots(c)) {
+		/*
+		 * With snapshots, a write in a child snapshot between two calls
+		 * adds pieces pointing into a stripe without changing the key
+		 * collected: the rest is chosen and collected again next time
+		 */
+		d->cursor = d->picks[d->next_pick].stripe->p.offset;
+		d->more = true;
+		bch_ec_dissolve_exit(d);
+		return 1;
+	}
 	if (d->next_pick < d->nr_picks)
 		return 1;
 	bch_ec_dissolve_exit(d);
