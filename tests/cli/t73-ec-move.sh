@@ -13,6 +13,8 @@
 #    a second run compacts nothing (no churn), fsck clean.
 #  - mounted: device evacuate and remove through the daemon; a file
 #    deleted on the mount, the daemon's background compacts its stripes.
+#  - snapshots: a striped file overwritten in places after a snapshot (its
+#    pieces shared), evacuated: both versions read back, fsck clean.
 # Data: treetool gen seed 73, python random.Random(73) and (74).
 need python3
 tree=$ROOT/tests/cli/treetool.py
@@ -184,4 +186,46 @@ if fuse_part "t73 mounted evacuate"; then
 	grep -q ' stripe 3+2 ' stripes || fail "not striped again RS(3,2) on the mount: $(head -2 stripes)"
 	fsck_clean "$M"		# no stripe left with nothing in it
 	check_tree "" "$M" "mounted, compacted"
+fi
+
+# ---- snapshots: pieces of a striped extent in a snapshot (an overwrite in
+# the live file after the snapshot) move out of the stripe with it
+if fuse_part "t73 snapshots"; then
+	python3 -c 'import random, sys; sys.stdout.buffer.write(random.Random(75).randbytes(4 << 20))' > big
+	for i in 0 1 2 3 4 5; do truncate -s 64M s$i.img; done
+	expect_rc 0 $B format -q --erasure-code --replicas=3 $(imgs s | tr : ' ')
+	S=$(imgs s)
+	expect_rc 0 $B image put "$S" big /big
+	expect_rc 0 $B data rebalance --wait "$S"
+	expect_rc 0 $B subvolume snapshot "$S" / /snap
+	rm -rf mnt && mkdir mnt
+	pid=
+	trap 'cd /; [ -n "$pid" ] && kill $pid 2>/dev/null; fusermount3 -uz "$OLDPWD/mnt" 2>/dev/null' EXIT
+	$B fusemount -f "$S" mnt 2>fuse.err & pid=$!
+	for i in $(seq 100); do mountpoint -q mnt && break; sleep 0.1; done
+	mountpoint -q mnt || fail "fusemount: $(cat fuse.err)"
+	cp big live
+	python3 -c 'import os, random
+r = random.Random(76)
+f = os.open("mnt/big", os.O_WRONLY)
+l = open("live", "r+b")
+for i in range(32):
+	d = r.randbytes(4096)
+	os.pwrite(f, d, i * 131072 + 61440)
+	l.seek(i * 131072 + 61440)
+	l.write(d)
+os.close(f)' || fail "overwrites through the mount"
+	fusermount3 -u mnt || fail "unmount"
+	wait $pid || fail "fusemount exited $?: $(cat fuse.err)"
+	pid=
+	expect_rc 0 $B device evacuate --json "$S" 2
+	python3 -c 'import json, sys; d = json.load(open("out")); sys.exit(0 if d["completed"] and d["stripes_dissolved"] > 0 else 1)' ||
+		fail "evacuate with snapshots: $(cat out)"
+	expect_rc 0 $B list -b extents "$S"
+	expect_not_in out ' stripe [0-9]+/'
+	fsck_clean "$S"
+	expect_rc 0 $B image cat "$S" /big
+	cmp -s out live || fail "the live file differs after the evacuate"
+	expect_rc 0 $B image cat "$S" /snap/big
+	cmp -s out big || fail "the snapshot's file differs after the evacuate"
 fi
