@@ -42,6 +42,7 @@
 #include "move.h"
 #include "opts.h"
 #include "ec.h"
+#include "ec_move.h"
 #include "rebalance.h"
 
 #define EXIT_WORK_LEFT	2
@@ -57,14 +58,19 @@ static void usage_rebalance(FILE *f)
 "Usage: bcachefs data rebalance [--wait] [--json] [-o degraded] FS\n"
 "Run the pending rebalance work of a filesystem to the end: move data that\n"
 "is not on its background_target there, recompress data that is not in its\n"
-"background_compression (filesystem options, or a file's own).  FS: the\n"
+"background_compression (filesystem options, or a file's own), and with\n"
+"erasure_code, compact stripes whose blocks hold mostly deleted data (their\n"
+"live data is rewritten and striped anew, the stripe's space freed: a stripe\n"
+"with a data block emptied, or live data under 50%% of its data blocks)\n"
+"and stripe what is left replicated.  FS: the\n"
 "member devices (DEVICE[:DEVICE...]...: opened read-write and exclusively),\n"
 "or the mountpoint of a fusemount (or its devices): the daemon runs it\n"
 "beside its background work (root, or the user who mounted and owns every\n"
 "member device); killing the command leaves it running, Ctrl-C stops it.\n"
 "On a terminal a progress line shows the bytes moved, the rate and what is\n"
 "pending; at the end a summary: extents moved, raced, left for want of a\n"
-"readable copy, left for want of space, and the last problem.\n"
+"readable copy, left for want of space, stripes compacted, and the last\n"
+"problem.\n"
 "Interrupted (Ctrl-C), it stops after the current step and closes cleanly;\n"
 "the work left stays recorded, and running the command again resumes it.\n"
 "With nothing recorded to do, the devices are only read (nothing written).\n"
@@ -95,9 +101,25 @@ static const char *hsize(uint64_t bytes, char *buf, size_t len)
 	return buf;
 }
 
-static uint64_t pending_sectors(const struct bch_rebalance_pending *p)
+/* What is left: rebalance's figures, and the stripes compaction would dissolve (ec_move.h). */
+struct pending {
+	struct bch_rebalance_pending	r;
+	uint64_t			compact_stripes;
+	uint64_t			compact_sectors;	/* live data in them */
+};
+
+static int pending_get(struct bch_fs *c, struct pending *p)
 {
-	return p->sectors_target + p->sectors_compression + p->sectors_stripe;
+	struct bch_ec_dissolve d = { .kind = BCH_EC_SELECT_sparse };
+	int r = bch_rebalance_pending(c, &p->r);
+
+	return r ? r : bch_ec_dissolve_count(c, &d, &p->compact_stripes, &p->compact_sectors);
+}
+
+static uint64_t pending_sectors(const struct pending *p)
+{
+	return p->r.sectors_target + p->r.sectors_compression + p->r.sectors_stripe +
+	       p->compact_sectors;
 }
 
 static void progress(FILE *f, const struct bch_move_stats *s, double start, uint64_t pending)
@@ -113,8 +135,9 @@ static void progress(FILE *f, const struct bch_move_stats *s, double start, uint
 }
 
 static void summary_text(FILE *out, FILE *err, const char *devs, const struct bch_move_stats *s,
-			 const struct bch_rebalance_pending *left, double secs, bool done)
+			 const struct pending *pl, double secs, bool done)
 {
+	const struct bch_rebalance_pending *left = &pl->r;
 	char a[32], b[32], cc[32];
 
 	fprintf(out, "Moved:            %" PRIu64 " extents, %s of file data (%s read, %s written) in %.1f s\n",
@@ -128,6 +151,9 @@ static void summary_text(FILE *out, FILE *err, const char *devs, const struct bc
 	       s->keys_no_space);
 	if (s->bad_copies)
 		fprintf(out, "Bad copies:       %" PRIu64 " (skipped for a good one)\n", s->bad_copies);
+	if (s->stripes_dissolved || pl->compact_stripes)
+		fprintf(out, "Stripes:          %" PRIu64 " compacted, %s of their blocks freed\n",
+			s->stripes_dissolved, hsize(s->stripe_sectors_freed << 9, a, sizeof(a)));
 	fprintf(out, "Pending:          %s off target, %s not in background_compression, "
 	       "%s waiting for space%s",
 	       hsize(left->sectors_target << 9, a, sizeof(a)),
@@ -136,6 +162,9 @@ static void summary_text(FILE *out, FILE *err, const char *devs, const struct bc
 	       left->scan ? ", a scan of every file" : "");
 	if (left->sectors_stripe)	/* erasure_code: left replicated (too few members) */
 		fprintf(out, ", %s to stripe", hsize(left->sectors_stripe << 9, a, sizeof(a)));
+	if (pl->compact_stripes)	/* compaction parked: no space for their data */
+		fprintf(out, ", %" PRIu64 " stripes to compact (%s of data)", pl->compact_stripes,
+			hsize(pl->compact_sectors << 9, a, sizeof(a)));
 	fprintf(out, "\n");
 	if (s->last_problem[0] && !done) {	/* exit 2: what is left, and why */
 		fflush(out);
@@ -143,21 +172,27 @@ static void summary_text(FILE *out, FILE *err, const char *devs, const struct bc
 	}
 }
 
-static void summary_json(FILE *out, const struct bch_move_stats *s, const struct bch_rebalance_pending *left,
+static void summary_json(FILE *out, const struct bch_move_stats *s, const struct pending *pl,
 			 double secs, bool done)
 {
+	const struct bch_rebalance_pending *left = &pl->r;
+
 	fprintf(out, "{\"version\": %d, \"done\": %s, \"seconds\": %.3f, \"extents_seen\": %" PRIu64
 	       ", \"extents_moved\": %" PRIu64 ", \"extents_raced\": %" PRIu64
 	       ", \"extents_no_good_copy\": %" PRIu64 ", \"extents_no_space\": %" PRIu64
 	       ", \"moved\": %" PRIu64 ", \"read\": %" PRIu64 ", \"written\": %" PRIu64
-	       ", \"bad_copies\": %" PRIu64 ", \"pending\": {\"inodes\": %" PRIu64
+	       ", \"bad_copies\": %" PRIu64 ", \"stripes_compacted\": %" PRIu64
+	       ", \"stripe_space_freed\": %" PRIu64 ", \"pending\": {\"inodes\": %" PRIu64
 	       ", \"scan\": %s, \"target\": %" PRIu64 ", \"compression\": %" PRIu64
-	       ", \"waiting_for_space\": %" PRIu64 ", \"stripe\": %" PRIu64 "}, \"last_problem\": ",
+	       ", \"waiting_for_space\": %" PRIu64 ", \"stripe\": %" PRIu64
+	       ", \"stripes_to_compact\": %" PRIu64 ", \"compact\": %" PRIu64 "}, \"last_problem\": ",
 	       BCH_JSON_VERSION, done ? "true" : "false", secs, s->keys_seen, s->keys_moved, s->keys_raced,
 	       s->keys_no_good_copy, s->keys_no_space, s->sectors_moved << 9,
-	       s->sectors_read << 9, s->sectors_written << 9, s->bad_copies, left->inodes,
+	       s->sectors_read << 9, s->sectors_written << 9, s->bad_copies, s->stripes_dissolved,
+	       s->stripe_sectors_freed << 9, left->inodes,
 	       left->scan ? "true" : "false", left->sectors_target << 9,
-	       left->sectors_compression << 9, left->sectors_waiting << 9, left->sectors_stripe << 9);
+	       left->sectors_compression << 9, left->sectors_waiting << 9, left->sectors_stripe << 9,
+	       pl->compact_stripes, pl->compact_sectors << 9);
 	json_str(out, s->last_problem);
 	fprintf(out, "}\n");
 }
@@ -169,9 +204,9 @@ static void summary_json(FILE *out, const struct bch_move_stats *s, const struct
  * extent left as it was, or, when this run met none (the work waited
  * before it started), what the pending figures say.
  */
-static void why_left(struct bch_move_stats *s, const struct bch_rebalance_pending *left,
-		     bool parked, bool done)
+static void why_left(struct bch_move_stats *s, const struct pending *pl, bool parked, bool done)
 {
+	const struct bch_rebalance_pending *left = &pl->r;
 	char a[32], b[32];
 
 	if (done) {
@@ -188,6 +223,10 @@ static void why_left(struct bch_move_stats *s, const struct bch_rebalance_pendin
 	else if (left->scan)
 		snprintf(s->last_problem, sizeof(s->last_problem),
 			 "a scan of every file is still pending");
+	else if (pl->compact_stripes)
+		snprintf(s->last_problem, sizeof(s->last_problem),
+			 "%" PRIu64 " stripes wait for compaction (their data needs space on "
+			 "data_replicas read-write members)", pl->compact_stripes);
 	else
 		snprintf(s->last_problem, sizeof(s->last_problem),
 			 "%s off target and %s to recompress were left (written while the run went on)",
@@ -222,14 +261,17 @@ static int run_rebalance(struct cmd_ctx *x, struct bch_move_stats *s, bool *park
 {
 	uint64_t budget = x->mounted ? MOUNTED_BUDGET : OFFLINE_BUDGET;
 	double start = now_s(), last = 0, last_walk = 0;
-	struct bch_rebalance_pending p = { 0 };
+	struct pending p = { 0 };
 	uint64_t moved_at_walk = 0;
 	int r;
 
 	msg[0] = 0;
+	x->lock(x);
+	bch_ec_compact_unpark(*x->cp);	/* this run looks at every stripe once at least */
+	x->unlock(x);
 	if (x->tty) {
 		x->lock(x);
-		if (!bch_rebalance_pending(*x->cp, &p))
+		if (!pending_get(*x->cp, &p))
 			progress(x->err, s, start, pending_sectors(&p));
 		x->unlock(x);
 	}
@@ -249,7 +291,7 @@ static int run_rebalance(struct cmd_ctx *x, struct bch_move_stats *s, bool *park
 			snprintf(msg, len, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 		double t = now_s();
 		bool show = r == 1 && x->tty && t - last >= 0.25;
-		if (show && t - last_walk >= 2 && !bch_rebalance_pending(c, &p)) {
+		if (show && t - last_walk >= 2 && !pending_get(c, &p)) {
 			last_walk = t;
 			moved_at_walk = s->sectors_moved;
 		}
@@ -271,7 +313,7 @@ static int run_rebalance(struct cmd_ctx *x, struct bch_move_stats *s, bool *park
 int cmd_data_rebalance_body(struct cmd_ctx *x, int argc, char **argv)
 {
 	struct bch_move_stats s;
-	struct bch_rebalance_pending left = { 0 };
+	struct pending left = { 0 };
 	char names[1024] = "", msg[512];
 	bool json = false, parked = false;
 	int ret = EXIT_FAIL;
@@ -303,14 +345,14 @@ int cmd_data_rebalance_body(struct cmd_ctx *x, int argc, char **argv)
 	x->lock(x);
 	struct bch_fs *c = *x->cp;
 	c->err_msg[0] = 0;
-	if ((r = bch_rebalance_pending(c, &left)))
+	if ((r = pending_get(c, &left)))
 		snprintf(msg, sizeof(msg), "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 	x->unlock(x);
 	if (r) {
 		xerr(x, "%s: reading the pending work: %s", names, msg);
 		return EXIT_FAIL;
 	}
-	bool done = !pending_sectors(&left) && !left.scan && !parked;
+	bool done = !pending_sectors(&left) && !left.compact_stripes && !left.r.scan && !parked;
 	why_left(&s, &left, parked, done);
 	if (json)
 		summary_json(x->out, &s, &left, secs, done);
@@ -329,7 +371,7 @@ int cmd_data_rebalance_body(struct cmd_ctx *x, int argc, char **argv)
 static int nothing_to_do(const struct cmd_fs *fs, const struct bch_opts *open, bool json)
 {
 	struct bch_opts ro = *open;
-	struct bch_rebalance_pending left = { 0 };
+	struct pending left = { 0 };
 	struct bch_move_stats s;
 	char names[1024] = "", err[512];
 	struct bch_fs *c;
@@ -343,8 +385,9 @@ static int nothing_to_do(const struct cmd_fs *fs, const struct bch_opts *open, b
 		return EXIT_FAIL;
 	}
 	c->err_msg[0] = 0;
-	r = bch_rebalance_pending(c, &left);
-	if (r || pending_sectors(&left) || left.scan || left.sectors_waiting || left.inodes) {
+	r = pending_get(c, &left);
+	if (r || pending_sectors(&left) || left.compact_stripes || left.r.scan ||
+	    left.r.sectors_waiting || left.r.inodes) {
 		bch_fs_close(c);
 		return -1;	/* the read-write pass reads it again, and says what fails */
 	}

@@ -245,6 +245,7 @@ static int run_job(struct cmd_ctx *x, struct bch_data_job *j, const char *what, 
 		if (*x->cancel) {
 			cmd_progress_done(&p);
 			*secs = cmd_now() - p.start;
+			bch_data_job_exit(j);
 			return 1;
 		}
 		x->lock(x);
@@ -255,6 +256,7 @@ static int run_job(struct cmd_ctx *x, struct bch_data_job *j, const char *what, 
 		x->unlock(x);
 		cmd_progress_update(&p, j->bytes_done, j->bytes_total, false);
 	} while (r > 0);
+	bch_data_job_exit(j);
 	cmd_progress_update(&p, j->bytes_done, j->bytes_total, true);
 	cmd_progress_done(&p);
 	*secs = cmd_now() - p.start;
@@ -273,11 +275,11 @@ static void job_summary(struct cmd_ctx *x, const struct bch_data_job *j, bool js
 	if (json) {
 		fprintf(x->out, "{\"version\":%d,\"completed\":%s,\"cancelled\":%s,"
 			"\"bytes_total\":%" PRIu64 ",\"bytes_moved\":%" PRIu64 ",\"extents_moved\":%" PRIu64
-			",\"nodes_moved\":%" PRIu64 ",\"seconds\":%.3f,"
+			",\"nodes_moved\":%" PRIu64 ",\"stripes_dissolved\":%" PRIu64 ",\"seconds\":%.3f,"
 			"\"stuck\":{\"total\":%" PRIu64 ",\"no_space\":%" PRIu64 ",\"too_few_devices\":%" PRIu64
 			",\"unreadable\":%" PRIu64 ",\"raced\":%" PRIu64 "},\"lost_bytes\":%" PRIu64 ",\"problem\":",
 			BCH_JSON_VERSION, !j->stuck && !cancelled ? "true" : "false", cancelled ? "true" : "false",
-			j->bytes_total, j->bytes_done, j->keys_done, j->nodes_done, secs,
+			j->bytes_total, j->bytes_done, j->keys_done, j->nodes_done, j->stripes_done, secs,
 			j->stuck, j->stuck_no_space, j->stuck_too_few_devs, j->stuck_unreadable,
 			j->stuck_raced, j->lost_sectors << 9);
 		if (j->stuck)
@@ -290,6 +292,9 @@ static void job_summary(struct cmd_ctx *x, const struct bch_data_job *j, bool js
 	fprintf(x->out, "%s %s (%" PRIu64 " extents, %" PRIu64 " btree nodes) in %.1f s, %s/s\n",
 		verb, hs(j->bytes_done, a, sizeof(a)), j->keys_done, j->nodes_done, secs,
 		hs(secs > 0 ? (uint64_t)(j->bytes_done / secs) : 0, b, sizeof(b)));
+	if (j->stripes_done)
+		fprintf(x->out, "Stripes dissolved: %" PRIu64 " (their data is replicated until rebalance "
+			"stripes it again)\n", j->stripes_done);
 	if (cancelled)
 		fprintf(x->out, "Interrupted: run the same command again to go on.\n");
 	if (j->stuck) {
@@ -859,7 +864,9 @@ static const char device_usage[] =
 "        move everything off MEMBER, then drop it and wipe its superblocks;\n"
 "        refused up front when the others cannot hold its data or keep the\n"
 "        copies asked for.  --force accepts fewer copies of file data (and\n"
-"        drops the data only a lost member held), --force-metadata of metadata\n"
+"        drops the data only a lost member held), --force-metadata of metadata.\n"
+"        Erasure-coded stripes with a block on MEMBER are dissolved: their data\n"
+"        is written replicated elsewhere and striped again by rebalance\n"
 "  evacuate [--force] [--force-metadata] [FS] MEMBER\n"
 "        the same move, keeping MEMBER (read-only, empty)\n"
 "  set-state [--force] {rw|ro|failed|spare} [FS] MEMBER\n"
@@ -1080,7 +1087,10 @@ static const char rereplicate_usage[] =
 "\n"
 "Give every extent and btree node the copies its options ask for (after a\n"
 "member was lost, or replicas was raised): copies on missing or failed\n"
-"members do not count.  Progress on a terminal; Ctrl-C stops, a rerun goes\n"
+"members do not count.  An erasure-coded stripe with a block on a missing\n"
+"or failed member is dissolved: its data is written replicated (read\n"
+"through the stripe) and striped again later by rebalance on the members\n"
+"present.  Progress on a terminal; Ctrl-C stops, a rerun goes\n"
 "on.  Exit status: 0 every key has its copies; 1 some could not get them\n"
 "(the reason is printed: too few devices, no space, no readable copy);\n"
 "16 usage error.\n";

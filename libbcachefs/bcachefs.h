@@ -95,6 +95,9 @@ struct bch_fs {
 						 * hint: the background walks the extents only
 						 * when a full stripe may be there) */
 	bool			ec_waiting_known;	/* ec_waiting counted (false: walk at once) */
+	bool			ec_compact_parked;	/* ec_move.c: compaction left stripes for want
+						 * of space; waits until space_gen moves */
+	uint64_t		ec_compact_gen;		/* space_gen when it parked */
 	uint64_t		copygc_sectors_written;	/* copygc.c: data it rewrote (write
 						 * amplification), keys it moved, */
 	uint64_t		copygc_keys_moved;	/* and buckets it emptied */

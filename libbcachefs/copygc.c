@@ -134,6 +134,9 @@ static uint32_t rewrite_mask(struct bch_fs *c, const struct bch_bkey *k, const s
 	bool any_dirty = false;
 
 	for (unsigned i = 0; i < n; i++)
+		if (e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED)
+			return 0;	/* its block is its stripe's: compaction (ec_move.h) */
+	for (unsigned i = 0; i < n; i++)
 		if (in_victim(c, v, nr, &e->ptrs[i])) {
 			mask |= 1U << i;
 			any_dirty |= !(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED);

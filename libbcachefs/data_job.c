@@ -2,10 +2,13 @@
 /*
  * data_job.c - evacuate and rereplicate, in steps (see data_job.h).
  *
- * Phase 0 walks the extents btree from j->pos and hands each key that
+ * Phase 0 dissolves the stripes the job is about (ec_move.h): evacuate,
+ * those with a block on the member; rereplicate, those with a block on a
+ * missing or failed member.  Phase 1 walks the extents btree from j->pos
+ * (striped keys are phase 0's) and hands each key that
  * needs work to the move path (move.h): its compare-and-swap commit makes a
  * race with a foreground write harmless (the key is left, counted, and the
- * next pass finds it again).  Phase 1 rewrites the btree nodes that need it
+ * next pass finds it again).  Phase 2 rewrites the btree nodes that need it
  * (collected by a walk, then rewritten one by one through
  * bch_btree_node_rewrite(), which allocates only on read-write members,
  * below a shrink's limit).  Both phases repeat while the last pass raced
@@ -23,6 +26,8 @@
 #include "bkey.h"
 #include "btree.h"
 #include "data_job.h"
+#include "ec.h"
+#include "ec_move.h"
 #include "errcode.h"
 #include "extents.h"
 #include "inode.h"
@@ -36,7 +41,7 @@
 
 #define MAX_PASSES	4
 
-enum { PHASE_EXTENTS, PHASE_NODES, PHASE_DONE };
+enum { PHASE_STRIPES, PHASE_EXTENTS, PHASE_NODES, PHASE_DONE };
 
 /* ---------------------------------------------------------- what to do */
 
@@ -154,6 +159,9 @@ static int64_t extent_work_one(struct bch_fs *c, struct bch_data_job *j, struct 
 
 	if (k->type != BCH_BKEY_extent)
 		return 0;
+	for (unsigned i = 0; i < nr; i++)
+		if (e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED)
+			return 0;	/* its copies are its stripe's: phase 0 */
 	if (j->kind == BCH_DATA_JOB_evacuate) {
 		for (unsigned i = 0; i < nr; i++)
 			if (ptr_targeted(c, j, &e->ptrs[i])) {
@@ -368,6 +376,14 @@ static int nodes_pass(struct bch_fs *c, struct bch_data_job *j, uint64_t *rewrit
 
 /* ------------------------------------------------------------- the job */
 
+/* Which stripes the job dissolves (ec_move.h). */
+static void stripes_select(struct bch_fs *c, const struct bch_data_job *j, struct bch_ec_dissolve *d)
+{
+	d->kind = j->kind == BCH_DATA_JOB_evacuate ? BCH_EC_SELECT_dev : BCH_EC_SELECT_degraded;
+	d->dev = j->dev;
+	d->from_sector = j->kind == BCH_DATA_JOB_evacuate ? from_sector(c, j) : 0;
+}
+
 struct total_walk {
 	struct bch_data_job	*j;
 	uint64_t		bytes;
@@ -386,8 +402,12 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 {
 	struct bch_member *m;
 
-	j->phase = PHASE_EXTENTS;
+	j->phase = PHASE_STRIPES;
 	j->pos = POS_MIN;
+	bch_ec_dissolve_exit(&j->ec);
+	memset(&j->ec, 0, sizeof(j->ec));
+	stripes_select(c, j, &j->ec);
+	j->stripes_done = 0;
 	j->passes = 0;
 	j->bytes_total = j->bytes_done = 0;
 	memset(&j->ms, 0, sizeof(j->ms));
@@ -411,6 +431,11 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 	while ((k = bch_data_iter_next(&it, &r))) {
 		const struct bch_extent *e = bkey_val(k);
 		unsigned nr = bch_extent_nr_ptrs(k), have = 0;
+		bool striped = false;
+		for (unsigned i = 0; i < nr; i++)
+			striped |= !!(e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED);
+		if (striped)
+			continue;	/* counted with their stripes, below */
 		for (unsigned i = 0; i < nr; i++) {
 			if (j->kind == BCH_DATA_JOB_evacuate && ptr_targeted(c, j, &e->ptrs[i]) &&
 			    !(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
@@ -427,6 +452,13 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 	bch_data_iter_exit(&it);
 	if (r)
 		return bch_errf(err, errlen, r, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
+	/* the stripes to dissolve: their data, written data_replicas times */
+	struct bch_ec_dissolve d = { .dev = j->dev };
+	uint64_t nr_stripes, stripe_sectors;
+	stripes_select(c, j, &d);
+	if ((r = bch_ec_dissolve_count(c, &d, &nr_stripes, &stripe_sectors)))
+		return bch_errf(err, errlen, r, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
+	j->bytes_total += stripe_sectors * c->opts.v[Opt_data_replicas] << BCH_SECTOR_SHIFT;
 	struct total_walk w = { .j = j };
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR && !r; id++)
 		r = bch_btree_walk_nodes(c, id, count_node, &w);
@@ -434,6 +466,38 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
 	if (r)
 		return bch_errf(err, errlen, r, "%s", c->err_msg[0] ? c->err_msg : bch_err_str(r));
 	return 0;
+}
+
+/* Phase 0: the stripes the job dissolves (j->ec's cursor and picks). */
+static int stripes_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget, bool *end)
+{
+	struct bch_ec_dissolve *d = &j->ec;
+	uint64_t moved = j->ms.keys_moved, dissolved = j->ms.stripes_dissolved;
+	uint64_t no_space = d->stuck_no_space, few = d->stuck_too_few_devs;
+	uint64_t unreadable = d->stuck_unreadable, raced = d->stuck_raced;
+
+	stripes_select(c, j, d);
+	int r = bch_ec_dissolve_step(c, d, budget >> BCH_SECTOR_SHIFT, &j->ms);
+	j->keys_done += j->ms.keys_moved - moved;
+	j->stripes_done += j->ms.stripes_dissolved - dissolved;
+	uint64_t stuck = (d->stuck_no_space - no_space) + (d->stuck_too_few_devs - few) +
+			 (d->stuck_unreadable - unreadable);
+	if (stuck) {
+		j->stuck += stuck;
+		j->stuck_no_space += d->stuck_no_space - no_space;
+		j->stuck_too_few_devs += d->stuck_too_few_devs - few;
+		j->stuck_unreadable += d->stuck_unreadable - unreadable;
+		snprintf(j->problem, sizeof(j->problem), "%s", d->problem);
+	}
+	if (d->stuck_raced != raced && !j->ms.keys_raced)
+		j->ms.keys_raced++;	/* another pass finds it again */
+	*end = r == 0;
+	return r < 0 ? r : 0;
+}
+
+void bch_data_job_exit(struct bch_data_job *j)
+{
+	bch_ec_dissolve_exit(&j->ec);
 }
 
 static int extents_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
@@ -485,6 +549,19 @@ int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
 
 	if (c->read_only || c->emergency_ro)
 		return bch_fs_err(c, -BCH_ERR_fs_read_only, "the filesystem is read-only");
+	if (j->phase == PHASE_STRIPES) {
+		uint64_t written = j->ms.sectors_written;
+		bool end;
+		r = stripes_step(c, j, budget, &end);
+		j->bytes_done += (j->ms.sectors_written - written) << BCH_SECTOR_SHIFT;
+		if (r) {
+			bch_ec_dissolve_exit(&j->ec);	/* a job stopped by an error holds nothing */
+			return r;
+		}
+		if (end)
+			j->phase = PHASE_EXTENTS;
+		return 1;
+	}
 	if (j->phase == PHASE_EXTENTS) {
 		uint64_t written = j->ms.sectors_written;
 		r = extents_step(c, j, budget);
@@ -511,7 +588,9 @@ int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget)
 			j->stuck_no_space = j->stuck_too_few_devs = j->stuck_unreadable = 0;
 			j->stuck = 0;
 			j->lost_sectors = 0;
-			j->phase = PHASE_EXTENTS;
+			j->phase = PHASE_STRIPES;
+			bch_ec_dissolve_exit(&j->ec);
+			j->ec.cursor = 0;
 			j->pos = POS_MIN;
 			j->in_reflink = false;
 			return 1;

@@ -7,7 +7,13 @@
  * evacuate (a member, or the buckets of a member past first_bucket for a
  * shrink) and rereplicate.  Scrub has its own module (scrub.h).
  *
- * A job walks the extents btree and then every btree node, in steps: the
+ * Striped data (ec.h) goes first: evacuate dissolves every stripe with a
+ * block on the member, rereplicate every stripe with a block on a missing or
+ * failed member (ec_move.h); their data is written replicated, and the
+ * stripe builder stripes it again on the members there are.  The extents
+ * walk leaves striped keys alone (their copies are the stripe's).
+ *
+ * A job walks the stripes, the extents btree and then every btree node, in steps: the
  * caller holds the engine lock for one step and may release it between
  * steps (fusemount's other work goes on; a race with a foreground write is
  * caught by the move path's compare-and-swap).  A job holds no state on
@@ -24,6 +30,7 @@
 #include <stdint.h>
 
 #include "bkey.h"
+#include "ec_move.h"
 #include "move.h"
 
 struct bch_fs;
@@ -47,9 +54,11 @@ struct bch_data_job {
 	uint64_t	stuck_no_space, stuck_too_few_devs, stuck_unreadable, stuck_raced;
 	uint64_t	lost_sectors;	/* rereplicate: file data with no copy left at all */
 	char		problem[320];	/* the last thing left as it was, and why */
+	uint64_t	stripes_done;	/* stripes dissolved (ec_move.h) */
 
 	/* walk state (private) */
 	unsigned	phase;
+	struct bch_ec_dissolve ec;	/* phase 0: the stripes chosen, and what is left of them */
 	struct bch_bpos	pos;
 	bool		in_reflink;	/* pos is in the reflink btree (after the extents) */
 	unsigned	btree_id, level;
@@ -67,6 +76,11 @@ int bch_data_job_init(struct bch_fs *c, struct bch_data_job *j, char *err, size_
  * error that stops the job (c->err_msg says what).
  */
 int bch_data_job_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budget);
+/*
+ * Free what a job stopped before its end holds (the stripes it chose); a
+ * job run to its end, or stopped by an error, holds nothing.
+ */
+void bch_data_job_exit(struct bch_data_job *j);
 
 /*
  * device remove --force: drop every pointer to dev (a lost member) from the

@@ -31,6 +31,7 @@
 #include "opts.h"
 #include "alloc_btree.h"
 #include "data_job.h"
+#include "ec_move.h"
 #include "super.h"
 
 /* ------------------------------------------------------------ lookups */
@@ -785,6 +786,9 @@ void bch_dev_holdings(struct bch_fs *c, unsigned dev, uint64_t first_bucket,
 	}
 	bch_data_iter_exit(&di);
 	c->err_msg[0] = 0;
+	struct bch_ec_dissolve d = { .kind = BCH_EC_SELECT_dev, .dev = dev, .from_sector = w.from_sector };
+	if (bch_ec_dissolve_count(c, &d, &h->stripes, &h->stripe_sectors))
+		c->err_msg[0] = 0;
 	struct bch_dev_usage u;
 	if (!bch_dev_missing(c, dev)) {
 		bch_dev_usage_get(c, dev, &u);
@@ -942,6 +946,10 @@ int bch_dev_drop(struct bch_fs **cp, char ***paths, unsigned *nr, const struct b
 		return bch_errf(err, errlen, -EBUSY, "member %u is the last member: nothing would be left "
 				"(reformat instead)", dev);
 	bch_dev_holdings(c, dev, 0, &h);
+	if (h.stripes)
+		return bch_errf(err, errlen, -EBUSY,
+				"member %u still holds blocks of %" PRIu64 " stripes: evacuate it first "
+				"(their data is written replicated elsewhere)", dev, h.stripes);
 	if ((h.btree_sectors || h.user_sectors) && !force)
 		return bch_errf(err, errlen, -EBUSY,
 				"member %u still holds %" PRIu64 " sectors of metadata and %" PRIu64
@@ -1079,7 +1087,8 @@ int bch_dev_resize_check(struct bch_fs *c, unsigned dev, uint64_t new_bytes, uin
 		struct bch_dev_usage u;
 		bch_dev_holdings(c, dev, nbuckets, &h);
 		bch_dev_usage_get(c, dev, &u);
-		uint64_t need = h.user_sectors + h.btree_sectors;
+		uint64_t need = h.user_sectors + h.btree_sectors +
+				h.stripe_sectors * c->opts.v[Opt_data_replicas];
 		uint64_t lost_free = 0;	/* free buckets past the end go with it */
 		uint64_t past = m->nbuckets - nbuckets;
 		lost_free = (past > h.buckets_used ? past - h.buckets_used : 0) * m->bucket_size;
@@ -1123,7 +1132,7 @@ int bch_dev_resize(struct bch_fs **cp, char ***paths, unsigned *nr, const struct
 	if (shrink) {
 		struct bch_dev_holdings h;
 		bch_dev_holdings(c, dev, nbuckets, &h);
-		if (h.btree_sectors || h.user_sectors || h.cached_sectors)
+		if (h.btree_sectors || h.user_sectors || h.cached_sectors || h.stripes)
 			return bch_errf(err, errlen, -EBUSY,
 					"member %u still holds data past the new end: evacuate those "
 					"buckets first", dev);
@@ -1210,7 +1219,7 @@ int bch_dev_remove_check(struct bch_fs *c, unsigned dev, bool force, bool force_
 				"member %u; there %s %u: --force-metadata to keep fewer copies of metadata",
 				c->opts.v[Opt_metadata_replicas], c->opts.v[Opt_metadata_replicas], dev,
 				btree == 1 ? "is" : "are", btree);
-	if (user < c->opts.v[Opt_data_replicas] && h->user_sectors && !force) {
+	if (user < c->opts.v[Opt_data_replicas] && (h->user_sectors || h->stripes) && !force) {
 		bch_human_size(h->user_sectors << BCH_SECTOR_SHIFT, a, sizeof(a));
 		return bch_errf(err, errlen, -EBUSY,
 				"data_replicas=%" PRIu64 " needs %" PRIu64 " read-write members besides "
@@ -1220,7 +1229,9 @@ int bch_dev_remove_check(struct bch_fs *c, unsigned dev, bool force, bool force_
 	}
 	if (bch_dev_missing(c, dev))
 		return 0;	/* its copies are re-made from the others: counted as they go */
-	uint64_t need = h->user_sectors + h->btree_sectors;
+	/* a stripe's data is written replicated before its blocks are freed */
+	uint64_t need = h->user_sectors + h->btree_sectors +
+			h->stripe_sectors * c->opts.v[Opt_data_replicas];
 	uint64_t have = bch_alloc_target_free(c, 0, 1ULL << dev);
 	if (need > have && !force) {
 		bch_human_size(need << BCH_SECTOR_SHIFT, a, sizeof(a));

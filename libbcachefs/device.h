@@ -87,6 +87,9 @@ struct bch_dev_holdings {
 	uint64_t	user_sectors;	/* dirty */
 	uint64_t	cached_sectors;
 	uint64_t	buckets_used;
+	uint64_t	stripes;	/* stripes with a block there (ec_move.h): */
+	uint64_t	stripe_sectors;	/* their live data, which dissolving them
+					 * writes data_replicas times elsewhere */
 };
 void bch_dev_holdings(struct bch_fs *c, unsigned dev, uint64_t first_bucket,
 		      struct bch_dev_holdings *h);

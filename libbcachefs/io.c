@@ -349,6 +349,11 @@ int bch_extent_rebuild_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned
 	return bch_ec_rebuild_ptr(c, &e->ptrs[i], e->crc.compressed_sectors, enc, rebuild_verify, &x);
 }
 
+int bch_extent_read_rebuild(struct bch_fs *c, const struct bch_bkey *k, void *enc, void *dec, int r)
+{
+	return read_rebuild(c, k, enc, dec, r);
+}
+
 /* read_key()'s error when no copy of k could be read; r is the last copy's. */
 static int no_good_copy(struct bch_fs *c, const struct bch_bkey *k, int r)
 {

@@ -109,4 +109,13 @@ int bch_extent_read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i,
 int bch_extent_rebuild_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc,
 			    void *dec);
 
+/*
+ * Every copy of extent key k failed with r: when it has a striped pointer,
+ * rebuild its encoded extent from the stripe (ec.h) into enc (and dec) as
+ * bch_extent_read_copy() reads a copy, verified against k's checksum.  0,
+ * or r (the move path reads striped data through it: ec_move.h).
+ */
+int bch_extent_read_rebuild(struct bch_fs *c, const struct bch_bkey *k, void *enc, void *dec,
+			    int r);
+
 #endif /* _BCACHEFS_IO_H */

@@ -112,7 +112,7 @@ uint32_t bch_move_ptrs_off_target(struct bch_fs *c, const struct bch_bkey *k, ui
 	if (k->type != BCH_BKEY_extent || !target)
 		return 0;
 	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
-		if (!(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED) &&
+		if (!(e->ptrs[i].flags & (BCH_EXTENT_PTR_CACHED | BCH_EXTENT_PTR_STRIPED)) &&
 		    !bch_dev_in_target(c->sb, e->ptrs[i].dev, target))
 			off |= 1U << i;
 	return off;
@@ -144,6 +144,17 @@ static int read_good_copy(struct bch_mover *m, const struct bch_bkey *k)
 				m->s->bad_copies++;
 				m->c->data_bad_copies++;
 			}
+		}
+	/* a striped extent whose block is gone or bad: rebuilt from its stripe (ec.h) */
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+		if (e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED) {
+			r = bch_extent_read_rebuild(m->c, k, m->enc,
+						    bch_crc_plain(&e->crc) && !m->c->crypt ? NULL : m->dec, r);
+			if (!r) {
+				m->s->keys_rebuilt++;
+				m->s->sectors_read += e->crc.compressed_sectors;
+			}
+			break;
 		}
 	return r;
 }
@@ -586,6 +597,12 @@ static int mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct
 	int r;
 
 	m->s->keys_seen++;
+	if (k->type == BCH_BKEY_extent && !op->unstripe) {
+		const struct bch_extent *e = bkey_val(k);
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+			if ((e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED) && (op->rewrite >> i & 1))
+				return -EINVAL;	/* the stripe's redundancy: ec_move.c's */
+	}
 	if (queued_same(m, k))
 		return 0;	/* queued with its group */
 	/*
@@ -761,17 +778,26 @@ static void groups_done(struct bch_mover *m, unsigned start, unsigned end, int r
 		pending_free(&m->q[i]);
 }
 
-int bch_mover_flush(struct bch_mover *m)
+/*
+ * Commit the queue; extra (see bch_mover_flush_extra()) goes into the last
+ * transaction when nothing raced, and *done says so.
+ */
+static int flush(struct bch_mover *m, unsigned extra_btree, const struct bch_bkey *extra, bool *done)
 {
 	struct bch_fs *c = m->c;
 	size_t max = bch_trans_max_u64s(c);
+	size_t extra_u64s = extra ? 2 + extra->u64s : 0;
 	unsigned i = 0;
+	bool raced = false;
 	int r = 0;
 
-	while (i < m->nr && !r) {
+	if (done)
+		*done = false;
+	while ((i < m->nr || (extra && done && !*done && !raced && !m->nr)) && !r) {
 		struct btree_trans *t;
 		unsigned start = i;
 		size_t used = 0;
+		bool with_extra = false;
 
 		if ((r = bch_trans_init(c, &t)))
 			break;
@@ -780,24 +806,47 @@ int bch_mover_flush(struct bch_mover *m)
 		while (i < m->nr) {
 			struct move_pending *lead = &m->q[i];
 			size_t need = group_u64s(lead);
-			if (used && used + need > max)
+			bool last = i + 1 + lead->group >= m->nr;
+			if (used && used + need + (last ? extra_u64s : 0) > max)
 				break;		/* the next transaction takes it */
 			r = group_update(m, t, lead);
+			for (unsigned j = 0; j <= lead->group; j++)
+				raced |= lead[j].raced;
 			i += 1 + lead->group;
 			if (r)
 				break;
 			used += need;
 		}
+		if (!r && extra && i >= m->nr && !raced) {
+			r = bch_trans_update(t, extra_btree, extra);
+			with_extra = !r;
+			used += extra_u64s;
+		}
 		bch_view_exit(&raw);
 		if (!r && used)
 			r = bch_trans_commit(t, 0);
+		if (!r && with_extra && done)
+			*done = true;
 		groups_done(m, start, i, r);
 		bch_trans_exit(t);
+		if (!m->nr)
+			break;		/* extra alone: one transaction */
 	}
 	/* after an error the rest stays unmoved: give their space back */
 	groups_done(m, i, m->nr, -1);
 	m->nr = 0;
 	return r;
+}
+
+int bch_mover_flush(struct bch_mover *m)
+{
+	return flush(m, 0, NULL, NULL);
+}
+
+int bch_mover_flush_extra(struct bch_mover *m, unsigned btree_id, const struct bch_bkey *extra,
+			  bool *done)
+{
+	return flush(m, btree_id, extra, done);
 }
 
 int bch_mover_exit(struct bch_mover *m)

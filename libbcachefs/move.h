@@ -4,8 +4,8 @@
 
 /*
  * move.h - the move path: rewrite extents elsewhere without ever making
- * data worse.  Rebalance, promote, copygc (and later evacuate,
- * rereplicate, scrub) all move data through it.
+ * data worse.  Rebalance, promote, copygc, evacuate, rereplicate and the
+ * stripes leaving a member or compacted (ec_move.h) all move data through it.
  *
  * For each extent key handed to bch_mover_add(): a good copy is read (every
  * checksum verified; a bad copy is skipped for the next and counted), the
@@ -22,7 +22,9 @@
  *   (2) A key that changed since it was read (a foreground write, truncate,
  *       another move) is left alone and its new copies are freed: raced.
  *   (3) No good copy: the extent is left as it is, counted (no_good_copy)
- *       and named in stats->last_problem.
+ *       and named in stats->last_problem.  A striped extent (ec.h) whose
+ *       block cannot be read as it is is rebuilt from its stripe first,
+ *       verified against its checksum (keys_rebuilt).
  *   (4) The new key has at least as many dirty copies as the old one: a
  *       dirty copy is dropped only in the same commit that adds its
  *       replacement.  Stale cached pointers are dropped on the way.
@@ -59,6 +61,9 @@ struct bch_move_stats {
 	uint64_t	sectors_read;		/* device sectors read */
 	uint64_t	sectors_written;	/* device sectors written */
 	uint64_t	bad_copies;		/* copies skipped for a bad checksum or read error */
+	uint64_t	keys_rebuilt;		/* read through their stripe (no copy readable as is) */
+	uint64_t	stripes_dissolved;	/* stripes emptied and deleted (ec_move.h) */
+	uint64_t	stripe_sectors_freed;	/* device sectors of their blocks given back */
 	char		last_problem[256];	/* the last extent left alone, and why */
 };
 
@@ -80,6 +85,12 @@ struct bch_move_op {
 					 * when degrade allows and a dirty copy stays */
 	bool		degrade;	/* drop_only may drop dirty copies (device
 					 * remove --force: the member is lost) */
+	bool		unstripe;	/* a striped pointer (ec.h) may be in rewrite: the
+					 * extent leaves its stripe (ec_move.c, which
+					 * deletes the stripe once empty).  Without it
+					 * such an op is refused (-EINVAL): the striped
+					 * copy carries the stripe's redundancy, which
+					 * a plain rewrite would lose */
 	bool		same_dev;	/* copygc: each rewritten dirty copy gets its new
 					 * copy on its own device (a new bucket there),
 					 * from the first half of the btree reserve
@@ -106,10 +117,20 @@ int  bch_mover_add(struct bch_mover *m, const struct bch_bkey *k, const struct b
 int  bch_mover_add_indirect(struct bch_mover *m, const struct bch_bkey *v, const struct bch_move_op *op);
 /* Commit the queued replacements (compare-and-swap each). */
 int  bch_mover_flush(struct bch_mover *m);
+/*
+ * The same, with one more update (extra, for btree_id: a key, or a deleted
+ * key at its position) in the transaction of the last queued replacement,
+ * added only when no queued replacement raced: *done says whether it was
+ * committed.  With nothing queued, extra is committed alone.  ec_move.c
+ * deletes a stripe this way in the commit that takes its last extents out
+ * of it, so no stripe is ever left that nothing points into.
+ */
+int  bch_mover_flush_extra(struct bch_mover *m, unsigned btree_id, const struct bch_bkey *extra,
+			   bool *done);
 /* Flush, then free.  Returns the flush's error. */
 int  bch_mover_exit(struct bch_mover *m);
 
-/* The pointers of k whose device is not in target (cached and stale ones excluded). */
+/* The pointers of k whose device is not in target (cached, stale and striped ones excluded). */
 uint32_t bch_move_ptrs_off_target(struct bch_fs *c, const struct bch_bkey *k, uint64_t target);
 
 #endif /* _BCACHEFS_MOVE_H */

@@ -26,6 +26,7 @@
 #include "btree.h"
 #include "compress.h"
 #include "ec.h"
+#include "ec_move.h"
 #include "errcode.h"
 #include "extents.h"
 #include "inode.h"
@@ -425,7 +426,8 @@ static int inode_step(struct bch_fs *c, struct bch_mover *m, struct bch_move_sta
 static int rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s, bool *parked);
 
 /*
- * The work keys first; when they leave nothing ready, the stripe builder
+ * The work keys first; when they leave nothing ready, stripe compaction
+ * (ec_move.h) and the stripe builder
  * (ec.h: erasure_code) gathers replicated extents into full stripes (data
  * rebalance finishes the rest with bch_ec_step(..., true, ...)).
  */
@@ -435,8 +437,14 @@ int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats 
 
 	if (r || c->read_only)
 		return r;
-	if ((r = bch_ec_step(c, budget, false, s)) > 0)
+	/* stripes mostly deleted are dissolved first (ec_move.h), then built anew */
+	int compacted = bch_ec_compact_step(c, budget, s);
+	if (compacted < 0)
+		return compacted;
+	if ((r = bch_ec_step(c, budget, false, s)) > 0 || (!r && compacted)) {
 		*parked = false;
+		r = 1;
+	}
 	return r;
 }
 
