@@ -774,6 +774,8 @@ void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, un
 	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
 	int64_t b;
 
+	if (delta < 0 && (p->flags & BCH_EXTENT_PTR_STRIPED))
+		bch_ec_note_dropped(c, p->stripe);	/* its stripe may be unused now */
 	/* past the bucket's end: bch_alloc_mark_data() never counted it */
 	if (!a || (b = bucket_of(a, p->offset, span)) < 0 || a->gen[b] != p->gen)
 		return;

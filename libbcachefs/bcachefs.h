@@ -98,6 +98,11 @@ struct bch_fs {
 	bool			ec_compact_parked;	/* ec_move.c: compaction left stripes for want
 						 * of space; waits until space_gen moves */
 	uint64_t		ec_compact_gen;		/* space_gen when it parked */
+	uint32_t		ec_dropped[64];		/* stripes a striped pointer left this session
+						 * (bch_ec_note_dropped): at a read-write close,
+						 * those nothing points into go (ec_move.h) */
+	unsigned		nr_ec_dropped;
+	bool			ec_dropped_all;		/* more than fit: every stripe is looked at */
 	uint64_t		copygc_sectors_written;	/* copygc.c: data it rewrote (write
 						 * amplification), keys it moved, */
 	uint64_t		copygc_keys_moved;	/* and buckets it emptied */
@@ -150,6 +155,22 @@ struct bch_fs {
 static inline bool bch_dev_missing(const struct bch_fs *c, unsigned dev)
 {
 	return dev < BCH_SB_MEMBERS_MAX && (c->devs_missing >> dev) & 1;
+}
+
+/*
+ * A striped pointer into stripe idx went (alloc.c, as its sectors come off
+ * its bucket): the stripe is looked at when the filesystem closes, and
+ * deleted if nothing points into it any more (ec_move.h).
+ */
+static inline void bch_ec_note_dropped(struct bch_fs *c, uint32_t idx)
+{
+	for (unsigned i = c->nr_ec_dropped; i--;)
+		if (c->ec_dropped[i] == idx)
+			return;
+	if (c->nr_ec_dropped < sizeof(c->ec_dropped) / sizeof(c->ec_dropped[0]))
+		c->ec_dropped[c->nr_ec_dropped++] = idx;
+	else
+		c->ec_dropped_all = true;
 }
 
 /*

@@ -113,6 +113,13 @@ bool bch_ec_stripe_selected(struct bch_fs *c, const struct bch_bkey *k,
 		return false;
 	case BCH_EC_SELECT_sparse:
 		return sparse(c, s);
+	case BCH_EC_SELECT_unused:
+		if (c->ec_dropped_all)
+			return true;
+		for (unsigned i = 0; i < c->nr_ec_dropped; i++)
+			if (c->ec_dropped[i] == k->p.offset)
+				return true;
+		return false;
 	}
 	return false;
 }
@@ -129,7 +136,7 @@ struct bch_ec_pick {
 static void picks_free(struct bch_ec_pick *p, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		for (size_t j = 0; j < p[i].nr; j++)
+		for (size_t j = 0; p[i].keys && j < p[i].nr; j++)
 			free(p[i].keys[j]);
 		free(p[i].keys);
 		free(p[i].indirect);
@@ -181,8 +188,12 @@ static struct bch_ec_pick *pick_of(struct bch_ec_pick *p, unsigned n, uint32_t i
 	return lo < n && p[lo].stripe->p.offset == idx ? &p[lo] : NULL;
 }
 
-/* The keys of btree id pointing into the chosen stripes. */
-static int collect(struct bch_fs *c, unsigned id, struct bch_ec_pick *p, unsigned n)
+/*
+ * The keys of btree id pointing into the chosen stripes (count_only: just
+ * how many, for BCH_EC_SELECT_unused, which moves none).
+ */
+static int collect(struct bch_fs *c, unsigned id, struct bch_ec_pick *p, unsigned n,
+		   bool count_only)
 {
 	struct btree_iter it;
 	const struct bch_bkey *k;
@@ -204,7 +215,9 @@ static int collect(struct bch_fs *c, unsigned id, struct bch_ec_pick *p, unsigne
 		}
 		int i = striped_ptr(ptrs, nr);
 		struct bch_ec_pick *x = i < 0 ? NULL : pick_of(p, n, ptrs[i].stripe);
-		if (x)
+		if (x && count_only)
+			x->nr++;
+		else if (x)
 			r = pick_push(x, k, id == BCH_BTREE_ID_reflink);
 	}
 	bch_btree_iter_exit(&it);
@@ -365,6 +378,8 @@ static int dissolve_one(struct bch_fs *c, struct bch_ec_dissolve *d, const struc
 	struct bch_bkey *now = NULL;
 	int r;
 
+	if (d->kind == BCH_EC_SELECT_unused && p->nr)
+		return 0;	/* still in use: nothing to do (only counted, p->keys is empty) */
 	/* chosen in an earlier step: the stripe must still be the one chosen */
 	bool same = !bch_btree_lookup(c, BCH_BTREE_ID_stripes, p->stripe->p, &now) &&
 		    bkey_bytes(now) == bkey_bytes(p->stripe) &&
@@ -415,8 +430,9 @@ static int pick(struct bch_fs *c, struct bch_ec_dissolve *d, unsigned max, uint6
 		return -ENOMEM;
 	if ((r = choose(c, d, max, choose_budget, d->picks, &d->nr_picks, &d->more)) || !d->nr_picks)
 		return r;
-	if ((r = collect(c, BCH_BTREE_ID_extents, d->picks, d->nr_picks)) ||
-	    (r = collect(c, BCH_BTREE_ID_reflink, d->picks, d->nr_picks)))
+	bool count_only = d->kind == BCH_EC_SELECT_unused;
+	if ((r = collect(c, BCH_BTREE_ID_extents, d->picks, d->nr_picks, count_only)) ||
+	    (r = collect(c, BCH_BTREE_ID_reflink, d->picks, d->nr_picks, count_only)))
 		return r;
 	return 0;
 }
@@ -527,4 +543,32 @@ int bch_ec_compact_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats
 void bch_ec_compact_unpark(struct bch_fs *c)
 {
 	c->ec_compact_parked = false;
+}
+
+int bch_ec_close_unused(struct bch_fs *c, uint64_t *deleted)
+{
+	struct bch_ec_dissolve d = { .kind = BCH_EC_SELECT_unused };
+	struct bch_move_stats s = { 0 };
+	int r = 0;
+
+	*deleted = 0;
+	if (c->journal_replayed)
+		c->ec_dropped_all = true;	/* a crash may have cut a session that dropped some */
+	if (c->read_only || c->emergency_ro || !c->roots->r[BCH_BTREE_ID_stripes].key ||
+	    (!c->nr_ec_dropped && !c->ec_dropped_all))
+		return 0;
+	do
+		r = dissolve(c, &d, UINT64_MAX, BCH_EC_UNUSED_PICK_MAX, UINT64_MAX, &s);
+	while (r == 1);
+	bch_ec_dissolve_exit(&d);
+	*deleted = s.stripes_dissolved;
+	if (r == -BCH_ERR_no_space) {	/* a full filesystem still closes: fsck or compaction later */
+		c->err_msg[0] = 0;
+		r = 0;
+	}
+	if (!r) {
+		c->nr_ec_dropped = 0;
+		c->ec_dropped_all = false;
+	}
+	return r;
 }

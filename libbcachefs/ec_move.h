@@ -50,6 +50,9 @@
  *       blocks more than twice encoded_extent_max (the builder fills every
  *       block of its stripes to within one extent of the fullest, so it
  *       never builds such a stripe itself: no churn).
+ *   (4) A stripe is deleted without moving anything (BCH_EC_SELECT_unused)
+ *       only when the walk of the extents and reflink btrees of that pass
+ *       found no key pointing into it, in a pass under one engine lock hold.
  *
  * Live data of a stripe is read from its data blocks' buckets (their dirty
  * sectors are the shares of the extents in them, ec.h): no extent walk to
@@ -75,6 +78,9 @@ enum bch_ec_select {
 	BCH_EC_SELECT_degraded,		/* a block on a member missing, failed or gone, or
 					 * not live (its bucket reused) */
 	BCH_EC_SELECT_sparse,		/* compaction: invariant (3) */
+	BCH_EC_SELECT_unused,		/* noted by bch_ec_note_dropped() this session
+					 * (all of them after ec_dropped_all): deleted
+					 * only if nothing points into them (invariant 4) */
 };
 
 struct bch_ec_dissolve {
@@ -132,5 +138,23 @@ int bch_ec_dissolve_count(struct bch_fs *c, const struct bch_ec_dissolve *d, uin
  */
 int bch_ec_compact_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s);
 void bch_ec_compact_unpark(struct bch_fs *c);
+
+/*
+ * At a read-write close (fs.c, bch_fs_close): the stripes a striped pointer
+ * left this session (noted by alloc.c: bch_ec_note_dropped()), or every
+ * stripe after more than 64 or after an open that replayed the journal,
+ * are looked at, and those nothing points into any more are deleted (their
+ * parity buckets freed): no data is read or moved.  So deleting the files
+ * of whole stripes offline (`image rm`, a truncate, an overwrite) leaves a
+ * filesystem fsck finds clean (fsck's stripe_unused is then damage: a
+ * stripe left by a crash that cut the close is found by the next
+ * read-write session's close, or repaired by fsck).  Cost: nothing when no
+ * striped pointer went; otherwise one walk of the stripes btree and one of
+ * the extents (and reflink) btree per BCH_EC_UNUSED_PICK_MAX candidates.
+ * *deleted: stripes deleted.  A full filesystem (-BCH_ERR_no_space) is not
+ * an error: the stripes stay for compaction or fsck.  0 or a negative error.
+ */
+#define BCH_EC_UNUSED_PICK_MAX	1024
+int bch_ec_close_unused(struct bch_fs *c, uint64_t *deleted);
 
 #endif /* _BCACHEFS_EC_MOVE_H */

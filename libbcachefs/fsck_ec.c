@@ -14,7 +14,11 @@
  *                        generation, outside the block, a parity block):
  *                        the flag is cleared; the copy stays, without the
  *                        stripe's redundancy
- *   stripe_unused        a stripe no striped pointer names: deleted
+ *   stripe_unused        a stripe no striped pointer names: deleted (a
+ *                        healthy filesystem has none: each read-write
+ *                        close deletes those its session emptied,
+ *                        ec_move.h bch_ec_close_unused(); one is left by
+ *                        a crash that cut such a close)
  * Blocks on a member missing from a degraded open are not judged.
  *
  * The parity blocks' bucket state is checked with every bucket's (ec.h:
