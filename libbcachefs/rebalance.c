@@ -246,6 +246,20 @@ static void op_for(struct bch_fs *c, const struct bch_bkey *k, const struct bch_
 			}
 	}
 	op->nr_new = __builtin_popcount(op->rewrite);
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+		if ((op->rewrite & (1U << i)) && (e->ptrs[i].flags & BCH_EXTENT_PTR_STRIPED)) {
+			/*
+			 * A striped extent re-encoded leaves its stripe (ec_move.h):
+			 * written as new data is, its file's data_replicas copies,
+			 * which the builder stripes again; the stripe's space comes
+			 * back by compaction, or at the close once nothing is left
+			 * in it.  (A target never moves a striped copy:
+			 * bch_move_ptrs_off_target() leaves it out.)
+			 */
+			op->unstripe = true;
+			if (op->nr_new < o->replicas)
+				op->nr_new = o->replicas;
+		}
 	/* data leaving the promote target stays there as a cached copy */
 	for (unsigned i = 0; o->promote_target && !op->recompress && e->crc.csum_type != BCH_CSUM_none &&
 			     i < bch_extent_nr_ptrs(k); i++)
