@@ -11,6 +11,9 @@
 #  - whole stripes deleted offline (image rm): the close deletes the
 #    stripes nothing points into (ec_move.h: bch_ec_close_unused), fsck
 #    is clean at once, the other files byte-identical.
+#  - background_compression set after striping: data rebalance rewrites
+#    the striped extents compressed (out of their stripes), stripes them
+#    again, exits 0; files byte-identical, fsck clean.
 #  - stripe compaction: 20 of 32 files deleted, data rebalance dissolves the
 #    stripes mostly deleted and stripes the rest anew: the space comes back,
 #    a second run compacts nothing (no churn), fsck clean.
@@ -18,7 +21,7 @@
 #    deleted on the mount, the daemon's background compacts its stripes.
 #  - snapshots: a striped file overwritten in places after a snapshot (its
 #    pieces shared), evacuated: both versions read back, fsck clean.
-# Data: treetool gen seed 73, python random.Random(73), (74) and (77).
+# Data: treetool gen seed 73, python random.Random(73), (74), (77) and (78).
 need python3
 tree=$ROOT/tests/cli/treetool.py
 python3 "$tree" gen src 73 40 || fail "treetool gen"
@@ -146,6 +149,36 @@ rm -rf out3.d && mkdir out3.d
 expect_rc 0 $B image extract "$U" out3.d
 rmdir out3.d/lost+found 2>/dev/null
 diff -r src3 out3.d >/dev/null || fail "files differ after the rm: $(diff -r src3 out3.d | head -3)"
+
+# ---- background_compression set after striping: rebalance takes each
+# striped extent out of its stripe, compressed and replicated, and the
+# builder stripes it again (it used to park them: exit 2)
+mkdir src4
+python3 -c 'import random
+r = random.Random(78)
+w = [bytes(r.choice(b"abcdefghij") for _ in range(r.randint(2, 9))) for _ in range(400)]
+for i in range(8):
+	open("src4/z%d" % i, "wb").write(b" ".join(r.choice(w) for _ in range(60000))[:300 * 1024])'
+mkfs6 z src4
+Z=$(imgs z)
+zb0=$(user_bytes "$Z")
+expect_rc 0 $B set-fs-option --background_compression=zstd "$Z"
+expect_rc 0 $B data rebalance --wait --json "$Z"
+python3 -c 'import json, sys; d = json.load(open("out")); sys.exit(0 if d["done"] and d["extents_moved"] > 0 and d["pending"]["stripe"] == 0 and d["pending"]["compression"] == 0 else 1)' ||
+	fail "rebalance of striped data to zstd: $(cat out)"
+expect_rc 0 $B list -b extents "$Z"
+expect_not_in out ' comp [0124] '
+expect_in out 'comp 3 .* stripe [0-9]+/'
+expect_not_in out 'ptr [0-9]+:[0-9]+ gen [0-9]+ ptr '	# striped again: one pointer each
+zb1=$(user_bytes "$Z")
+python3 -c "import sys; sys.exit(0 if $zb1 * 2 < $zb0 else 1)" ||
+	fail "compressed and striped again: $zb1 bytes, $zb0 before"
+echo "striped, then zstd: $zb0 bytes, $zb1 after" >&2
+fsck_clean "$Z"
+rm -rf out4.d && mkdir out4.d
+expect_rc 0 $B image extract "$Z" out4.d
+rmdir out4.d/lost+found 2>/dev/null
+diff -r src4 out4.d >/dev/null || fail "files differ after the recompression: $(diff -r src4 out4.d | head -3)"
 
 # ---- stripe compaction
 mkdir src2
