@@ -152,7 +152,8 @@ void bch_ec_compact_unpark(struct bch_fs *c);
  * striped pointer went; otherwise one walk of the stripes btree and one of
  * the extents (and reflink) btree per BCH_EC_UNUSED_PICK_MAX candidates.
  * *deleted: stripes deleted.  A full filesystem (-BCH_ERR_no_space) is not
- * an error: the stripes stay for compaction or fsck.  0 or a negative error.
+ * an error: the stripes stay for compaction or fsck.  0 or a negative error
+ * (the close goes on: what is left is for fsck or compaction).
  */
 #define BCH_EC_UNUSED_PICK_MAX	1024
 int bch_ec_close_unused(struct bch_fs *c, uint64_t *deleted);

@@ -768,11 +768,16 @@ int bch_fs_close(struct bch_fs *c)
 
 	if (!c)
 		return 0;
+	/*
+	 * Stripes nothing points into any more go, before the sync (ec_move.h).
+	 * Best effort: a failure (memory, an unreadable node) leaves them for
+	 * fsck or compaction, the filesystem consistent either way.
+	 */
+	uint64_t ec_deleted;
+	if (!c->read_only && !c->emergency_ro && bch_ec_close_unused(c, &ec_deleted))
+		c->err_msg[0] = 0;
 	if (!c->read_only && !c->emergency_ro) {
 		bool alloc_current = false;
-		uint64_t ec_deleted;
-		/* stripes nothing points into any more go (ec_move.h), before the sync */
-		int r_ec = bch_ec_close_unused(c, &ec_deleted);
 		/*
 		 * A gc point (replicas.h): entries whose last key went this session
 		 * go.  After the sync, which writes every node (moving those with a
@@ -788,8 +793,6 @@ int bch_fs_close(struct bch_fs *c)
 			r = write_clean(c, alloc_current && !c->devs_missing);
 		if (!r)
 			r = bch_alloc_discard_free(c);	/* every free is durable now */
-		if (!r)
-			r = r_ec;
 	}
 	if (!r && c->emergency_ro)
 		r = -BCH_ERR_fs_emergency_ro;
