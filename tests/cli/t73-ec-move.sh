@@ -13,7 +13,8 @@
 #    is clean at once, the other files byte-identical.
 #  - background_compression set after striping: data rebalance rewrites
 #    the striped extents compressed (out of their stripes), stripes them
-#    again, exits 0; files byte-identical, fsck clean.
+#    again, exits 0; files byte-identical, fsck clean.  A background_target
+#    set then moves no striped data, and nothing waits.
 #  - stripe compaction: 20 of 32 files deleted, data rebalance dissolves the
 #    stripes mostly deleted and stripes the rest anew: the space comes back,
 #    a second run compacts nothing (no churn), fsck clean.
@@ -179,6 +180,12 @@ rm -rf out4.d && mkdir out4.d
 expect_rc 0 $B image extract "$Z" out4.d
 rmdir out4.d/lost+found 2>/dev/null
 diff -r src4 out4.d >/dev/null || fail "files differ after the recompression: $(diff -r src4 out4.d | head -3)"
+# a background_target set after striping does not move striped data (the
+# builder ignores targets: the move would be undone), and nothing parks
+expect_rc 0 $B set-fs-option --background_target=0 "$Z"
+expect_rc 0 $B data rebalance --wait --json "$Z"
+python3 -c 'import json, sys; d = json.load(open("out")); sys.exit(0 if d["done"] and d["extents_moved"] == 0 and d["pending"]["target"] == 0 and d["pending"]["waiting_for_space"] == 0 else 1)' ||
+	fail "rebalance to a target with striped data: $(cat out)"
 
 # ---- stripe compaction
 mkdir src2
