@@ -14,10 +14,11 @@
  * only, no linear scans); the keys themselves lie in one arena, in order,
  * after a read or a write (a scan walks memory in order), and inserts since
  * are allocated one by one until there are enough to pack again.  It also
- * holds the keys changed since it was last written (`pending`,
- * whiteouts included), which the next write appends to the node's space as
- * a new bset.  When the space is used up the node is rewritten compacted to
- * a new place and its parent updated.
+ * holds the positions changed since it was last written (`pending`: the
+ * key is the live one, a delete keeps its whiteout; appended as they come
+ * and sorted when written or when they pile up), whose keys the next write
+ * appends to the node's space as a new bset.  When the space is used up
+ * the node is rewritten compacted to a new place and its parent updated.
  *
  * Invariants
  *   (1) Write-ahead: a node is written only after the journal is durable up
@@ -42,6 +43,12 @@
 #include "journal.h"
 
 struct bch_fs;
+
+/* A position changed since its node was last written (struct btree's pending). */
+struct btree_pending {
+	struct bch_bpos		p;
+	struct bch_bkey		*del;		/* the whiteout, when the change was a delete */
+};
 
 struct btree {
 	uint8_t			id;
@@ -71,9 +78,16 @@ struct btree {
 	size_t			arena_bytes;
 	unsigned		nr_loose;	/* keys outside the arena (packed when many) */
 
-	struct bch_bkey		**pending;	/* changed since the last write */
-	unsigned		nr_pending, cap_pending;
-	size_t			pending_u64s;
+	/*
+	 * Changed since the last write: positions only (the key a position
+	 * holds now is keys[]' own; a delete keeps its whiteout).  Appended
+	 * unsorted; [0, nr_pending_sorted) is sorted with one entry a
+	 * position, and bch_btree_node_pending_sort() sorts the rest in.
+	 */
+	struct btree_pending	*pending;
+	unsigned		nr_pending, cap_pending, nr_pending_sorted;
+	unsigned		nr_pending_del;	/* entries with a whiteout copy */
+	size_t			pending_u64s;	/* of the bset they make: exact once sorted */
 
 	bool			dirty;
 	uint64_t		journal_seq;	/* newest journal seq of a key in it */
@@ -173,7 +187,11 @@ void bch_btree_node_free_keys(struct btree *b);		/* every key and the arena; nr 
 void *bch_node_arena_alloc(size_t bytes);
 void *bch_node_arena_resize(void *p, size_t old_bytes, size_t new_bytes);
 void bch_node_arena_free(void *p, size_t bytes);
-void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k);	/* copies */
+void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k);	/* after insert_key */
+/* Sort and merge b's pending positions (newest wins); pending_u64s is then exact. */
+void bch_btree_node_pending_sort(struct btree *b);
+/* Drop every pending position (the node was written). */
+void bch_btree_node_pending_clear(struct btree *b);
 void bch_btree_cache_account(struct bch_fs *c, long delta);
 size_t bch_btree_node_bytes(const struct btree *b);
 
@@ -199,8 +217,8 @@ int bch_btree_node_verify(struct bch_fs *c, unsigned id, unsigned level, const s
 int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole);
 /* Does b's content fit in one node written whole? */
 bool bch_btree_node_fits(struct bch_fs *c, const struct btree *b);
-/* Sectors an append of b's pending keys takes. */
-unsigned bch_btree_node_append_sectors(struct bch_fs *c, const struct btree *b);
+/* Sectors an append of b's pending keys takes (sorts them: pending_sort()). */
+unsigned bch_btree_node_append_sectors(struct bch_fs *c, struct btree *b);
 
 /* ------------------------------------------------------------ updates */
 

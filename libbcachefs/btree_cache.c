@@ -60,12 +60,13 @@ struct bad_node {
 static size_t node_overhead(const struct btree *b)
 {
 	return sizeof(*b) + b->cap * (sizeof(void *) + sizeof(struct bch_bpos)) +
-	       b->cap_pending * sizeof(void *);
+	       b->cap_pending * sizeof(struct btree_pending) +
+	       b->nr_pending_del * sizeof(struct bch_bkey);
 }
 
 size_t bch_btree_node_bytes(const struct btree *b)
 {
-	return node_overhead(b) + b->u64s * 8 + b->pending_u64s * 8;
+	return node_overhead(b) + b->u64s * 8;
 }
 
 int bch_btree_cache_init(struct bch_fs *c)
@@ -235,8 +236,7 @@ void bch_btree_node_pack_keys(struct btree *b)
 static void free_node(struct btree *b)
 {
 	bch_btree_node_free_keys(b);
-	for (unsigned i = 0; i < b->nr_pending; i++)
-		free(b->pending[i]);
+	bch_btree_node_pending_clear(b);
 	for (unsigned i = 0; i < b->nr_dropped; i++)
 		free(b->dropped[i]);
 	free(b->dropped);
@@ -679,7 +679,7 @@ static void array_insert(struct btree *owner, struct bch_bkey ***arr, struct bch
 		i = *nr;
 	else
 		i = kpos ? find_pos(*kpos, *nr, k->p) : find_in(*arr, *nr, k->p);
-	bool exists = i < *nr && bpos_eq((*arr)[i]->p, k->p);
+	bool exists = i < *nr && bpos_eq(kpos ? (*kpos)[i] : (*arr)[i]->p, k->p);
 
 	if (exists) {
 		*u64s -= (*arr)[i]->u64s;
@@ -733,11 +733,132 @@ void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k)
 	array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, k, true, true);
 }
 
-/* Record k as changed since the last write (whiteouts kept). */
+/* Record k's position as changed since the last write (a delete keeps its whiteout). */
 void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k)
 {
-	array_insert(NULL, &b->pending, NULL, &b->nr_pending, &b->cap_pending, &b->pending_u64s, k,
-		     false, false);
+	if (b->nr_pending == b->cap_pending) {
+		/* many changes of few positions (an inode's size): merge before growing */
+		if (b->nr_pending - b->nr_pending_sorted >= 64 &&
+		    b->nr_pending - b->nr_pending_sorted >= b->nr_pending_sorted) {
+			bch_btree_node_pending_sort(b);
+			if (b->nr_pending < b->cap_pending)
+				goto add;
+		}
+		b->cap_pending = b->cap_pending ? b->cap_pending * 2 : 16;
+		b->pending = realloc(b->pending, b->cap_pending * sizeof(*b->pending));
+		if (!b->pending)
+			abort();
+	}
+add:;
+	struct btree_pending *e = &b->pending[b->nr_pending++];
+
+	e->p = k->p;
+	e->del = NULL;
+	if (k->type == BCH_BKEY_deleted) {
+		e->del = bch_bkey_dup(k);
+		b->nr_pending_del++;
+	}
+	/* still sorted when it comes after the last (keys in order) */
+	if (b->nr_pending_sorted == b->nr_pending - 1 &&
+	    (b->nr_pending == 1 || bpos_cmp(b->pending[b->nr_pending - 2].p, k->p) < 0))
+		b->nr_pending_sorted++;
+}
+
+static int cmp_pending(const struct btree_pending *x, const struct btree_pending *y)
+{
+	return bpos_cmp(x->p, y->p);
+}
+
+/* Stable merge sort of a[0..n) (tmp: n entries): equal positions keep their order. */
+static void pending_msort(struct btree_pending *a, struct btree_pending *tmp, unsigned n)
+{
+	if (n < 2)
+		return;
+	unsigned h = n / 2;
+	pending_msort(a, tmp, h);
+	pending_msort(a + h, tmp, n - h);
+	if (cmp_pending(&a[h - 1], &a[h]) <= 0)
+		return;
+	unsigned i = 0, j = h, o = 0;
+	while (i < h && j < n)
+		tmp[o++] = cmp_pending(&a[j], &a[i]) < 0 ? a[j++] : a[i++];
+	while (i < h)
+		tmp[o++] = a[i++];
+	while (j < n)
+		tmp[o++] = a[j++];
+	memcpy(a, tmp, n * sizeof(*a));
+}
+
+static void pending_drop(struct btree *b, struct btree_pending *e)
+{
+	if (e->del) {
+		free(e->del);
+		e->del = NULL;
+		b->nr_pending_del--;
+	}
+}
+
+/* The words pending entry e takes in a bset: its whiteout, or the live key. */
+static size_t pending_entry_u64s(const struct btree *b, const struct btree_pending *e)
+{
+	if (e->del)
+		return e->del->u64s;
+	unsigned i = find_pos(b->kpos, b->nr, e->p);
+	/* a changed position not deleted holds a key (checked again when written) */
+	return i < b->nr && bpos_eq(b->kpos[i], e->p) ? b->keys[i]->u64s : 0;
+}
+
+void bch_btree_node_pending_sort(struct btree *b)
+{
+	unsigned s = b->nr_pending_sorted, n = b->nr_pending;
+
+	if (s < n) {
+		struct btree_pending *tmp = malloc(n * sizeof(*tmp)), *tail = b->pending + s;
+		if (!tmp)
+			abort();
+		pending_msort(tail, tmp, n - s);
+		/* one entry a position: the newest (last) of the tail's */
+		unsigned t = 0;
+		for (unsigned i = 0; i < n - s; i++) {
+			if (t && bpos_eq(tail[t - 1].p, tail[i].p)) {
+				pending_drop(b, &tail[t - 1]);
+				tail[t - 1] = tail[i];
+			} else {
+				tail[t++] = tail[i];
+			}
+		}
+		/* merge with the sorted head; the tail is newer */
+		unsigned i = 0, j = 0, o = 0;
+		while (i < s || j < t) {
+			int c = i == s ? 1 : j == t ? -1 : cmp_pending(&b->pending[i], &tail[j]);
+			if (c < 0) {
+				tmp[o++] = b->pending[i++];
+			} else {
+				if (!c)
+					pending_drop(b, &b->pending[i++]);
+				tmp[o++] = tail[j++];
+			}
+		}
+		memcpy(b->pending, tmp, o * sizeof(*tmp));
+		free(tmp);
+		b->nr_pending = b->nr_pending_sorted = o;
+	}
+	b->pending_u64s = 0;
+	for (unsigned i = 0; i < b->nr_pending; i++)
+		b->pending_u64s += pending_entry_u64s(b, &b->pending[i]);
+}
+
+void bch_btree_node_pending_clear(struct btree *b)
+{
+	for (unsigned i = 0; i < b->nr_pending; i++)
+		pending_drop(b, &b->pending[i]);
+	b->nr_pending = b->nr_pending_sorted = 0;
+	b->pending_u64s = 0;
+	if (b->cap_pending > 16) {	/* a written node may stay clean a long time */
+		free(b->pending);
+		b->pending = NULL;
+		b->cap_pending = 0;
+	}
 }
 
 /* Update the cache's byte count after b changed size by delta. */

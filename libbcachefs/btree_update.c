@@ -191,10 +191,7 @@ static void clear_pending(struct bch_fs *c, struct btree *b)
 {
 	long before = bch_btree_node_bytes(b);
 
-	for (unsigned i = 0; i < b->nr_pending; i++)
-		free(b->pending[i]);
-	b->nr_pending = 0;
-	b->pending_u64s = 0;
+	bch_btree_node_pending_clear(b);
 	bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - before);
 	b->dirty = false;
 	bch_journal_pin_drop(c, &b->pin);
