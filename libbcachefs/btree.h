@@ -47,7 +47,16 @@ struct bch_fs;
 /* A position changed since its node was last written (struct btree's pending). */
 struct btree_pending {
 	struct bch_bpos		p;
-	struct bch_bkey		*del;		/* the whiteout, when the change was a delete */
+	union {
+		uint64_t	version;	/* PENDING_WHITEOUT: the whiteout's */
+		struct bch_bkey	*copy;		/* PENDING_COPY: a delete unlike a whiteout
+						 * (kv --unchecked), kept whole */
+	};
+	uint32_t		size;		/* PENDING_WHITEOUT: the whiteout's */
+	uint8_t			kind;
+#define PENDING_KEY		0		/* the live key at p (keys[]) */
+#define PENDING_WHITEOUT	1		/* a header-only deleted key */
+#define PENDING_COPY		2
 };
 
 struct btree {
@@ -80,13 +89,13 @@ struct btree {
 
 	/*
 	 * Changed since the last write: positions only (the key a position
-	 * holds now is keys[]' own; a delete keeps its whiteout).  Appended
+	 * holds now is keys[]' own; a delete keeps its whiteout's fields).  Appended
 	 * unsorted; [0, nr_pending_sorted) is sorted with one entry a
 	 * position, and bch_btree_node_pending_sort() sorts the rest in.
 	 */
 	struct btree_pending	*pending;
 	unsigned		nr_pending, cap_pending, nr_pending_sorted;
-	unsigned		nr_pending_del;	/* entries with a whiteout copy */
+	unsigned		nr_pending_copies;	/* entries of kind PENDING_COPY */
 	size_t			pending_u64s;	/* of the bset they make: exact once sorted */
 
 	bool			dirty;
@@ -177,6 +186,8 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k);	/* co
 /* k itself (inside b->arena, not copied): node reads place keys where they lie. */
 void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k);
 void bch_btree_node_pack_keys(struct btree *b);		/* keys into one arena, in order */
+/* Empty b takes copies of keys[0..nr) (sorted, live keys only), packed. */
+void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, unsigned nr);
 void bch_btree_node_free_keys(struct btree *b);		/* every key and the arena; nr 0 */
 
 /*
@@ -193,6 +204,9 @@ void bch_btree_node_pending_sort(struct btree *b);
 /* Drop every pending position (the node was written). */
 void bch_btree_node_pending_clear(struct btree *b);
 void bch_btree_cache_account(struct bch_fs *c, long delta);
+/* The same for the pending lists' part of it (bch_btree_node_pending_bytes()). */
+void bch_btree_cache_account_pending(struct bch_fs *c, long delta);
+size_t bch_btree_node_pending_bytes(const struct btree *b);
 size_t bch_btree_node_bytes(const struct btree *b);
 
 /* A btree_ptr key for b (malloc'd). */

@@ -41,6 +41,7 @@ struct bch_btree_cache {
 	struct btree_hold *holds;	/* bch_btree_hold(): cleared when their node goes */
 	size_t		held_bytes;	/* of the nodes held: not counted against limit */
 	size_t		leaf_limit;	/* unreferenced leaves are kept up to this */
+	size_t		pending_bytes;	/* of the nodes' pending lists (in bytes too) */
 	struct bad_node	*bad;		/* fsck: reads that failed (a ring) */
 	unsigned	nr_bad, next_bad;
 };
@@ -57,11 +58,16 @@ struct bad_node {
 
 #define BC(c)	((c)->btree_cache)
 
+size_t bch_btree_node_pending_bytes(const struct btree *b)
+{
+	/* (the rare whole copies are left out: a sort frees some, unaccounted) */
+	return b->cap_pending * sizeof(struct btree_pending);
+}
+
 static size_t node_overhead(const struct btree *b)
 {
 	return sizeof(*b) + b->cap * (sizeof(void *) + sizeof(struct bch_bpos)) +
-	       b->cap_pending * sizeof(struct btree_pending) +
-	       b->nr_pending_del * sizeof(struct bch_bkey);
+	       bch_btree_node_pending_bytes(b);
 }
 
 size_t bch_btree_node_bytes(const struct btree *b)
@@ -231,6 +237,41 @@ void bch_btree_node_pack_keys(struct btree *b)
 	b->arena = arena;
 	b->arena_bytes = bytes;
 	b->nr_loose = 0;
+}
+
+/*
+ * b (empty) takes copies of keys[0..nr) (sorted, no whiteouts) in one arena,
+ * its arrays sized to them: how splits and merges fill their new nodes,
+ * without a malloc a key and a pack after.
+ */
+void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, unsigned nr)
+{
+	size_t u64s = 0;
+
+	for (unsigned i = 0; i < nr; i++)
+		u64s += keys[i]->u64s;
+	bch_btree_node_free_keys(b);
+	if (b->cap < nr) {
+		unsigned cap = nr + nr / 8 + 16;	/* room for the inserts to come */
+		free(b->keys);
+		free(b->kpos);
+		b->keys = malloc(cap * sizeof(*b->keys));
+		b->kpos = malloc(cap * sizeof(*b->kpos));
+		if (!b->keys || !b->kpos)
+			abort();
+		b->cap = cap;
+	}
+	char *p = b->arena = bch_node_arena_alloc(u64s * 8);
+	b->arena_bytes = u64s * 8;
+	for (unsigned i = 0; i < nr; i++) {
+		size_t kb = bkey_bytes(keys[i]);
+		memcpy(p, keys[i], kb);
+		b->keys[i] = (struct bch_bkey *)p;
+		b->kpos[i] = keys[i]->p;
+		p += kb;
+	}
+	b->nr = nr;
+	b->u64s = u64s;
 }
 
 static void free_node(struct btree *b)
@@ -411,6 +452,7 @@ void bch_btree_node_forget(struct bch_fs *c, struct btree *b)
 	b->lru_prev->lru_next = b->lru_next;
 	bc->nr--;
 	bc->bytes -= bch_btree_node_bytes(b);
+	bc->pending_bytes -= bch_btree_node_pending_bytes(b);
 	if (b->pin.seq)
 		bch_journal_pin_drop(c, &b->pin);
 	free_node(b);
@@ -462,6 +504,41 @@ void bch_btree_cache_set_leaf_limit(struct bch_fs *c, size_t bytes)
 	BC(c)->leaf_limit = bytes;
 }
 
+/*
+ * The pending lists hold a position for every key the journal has that the
+ * nodes on disk lack: as many as the journal's dirty part, which can be far
+ * more than the nodes' own size (a large journal, no reclaim needed yet).
+ * Past PENDING_SHARE of the cache's limit, the dirty nodes from the cold
+ * end are written (appends) until half of it is left.
+ */
+#define PENDING_SHARE	16
+
+static int write_pending(struct bch_fs *c)
+{
+	struct bch_btree_cache *bc = BC(c);
+	unsigned writes = 0;
+
+	if (bc->pending_bytes <= bc->limit / PENDING_SHARE || c->read_only || c->emergency_ro)
+		return 0;
+	for (struct btree *b = bc->lru.lru_prev;
+	     b != &bc->lru && bc->pending_bytes > bc->limit / PENDING_SHARE / 2 && writes < 100000;) {
+		if (b->refs || !b->dirty || !b->nr_pending) {
+			b = b->lru_prev;
+			continue;
+		}
+		b->refs++;
+		int ret = bch_btree_node_write(c, b);
+		if (ret < 0)
+			return ret;
+		if (ret == 0)
+			b->refs--;
+		writes++;
+		/* writes can split and free other nodes: rescan from the cold end */
+		b = bc->lru.lru_prev;
+	}
+	return 0;
+}
+
 int bch_btree_cache_shrink(struct bch_fs *c)
 {
 	struct bch_btree_cache *bc = BC(c);
@@ -494,7 +571,7 @@ int bch_btree_cache_shrink(struct bch_fs *c)
 			bch_btree_node_forget(c, b);
 		b = prev;
 	}
-	return 0;
+	return write_pending(c);
 }
 
 /* Every copy on a member not given (degraded): not damage, not an error of the filesystem. */
@@ -699,7 +776,8 @@ static void array_insert(struct btree *owner, struct bch_bkey ***arr, struct bch
 		if (drop_whiteouts && k->type == BCH_BKEY_deleted)
 			return;
 		if (*nr == *cap) {
-			*cap = *cap ? *cap * 2 : 16;
+			/* by half: a leaf's arrays are a third of its memory */
+			*cap = *cap + *cap / 2 + 16;
 			*arr = realloc(*arr, *cap * sizeof(void *));
 			if (!*arr)
 				abort();
@@ -753,10 +831,15 @@ add:;
 	struct btree_pending *e = &b->pending[b->nr_pending++];
 
 	e->p = k->p;
-	e->del = NULL;
-	if (k->type == BCH_BKEY_deleted) {
-		e->del = bch_bkey_dup(k);
-		b->nr_pending_del++;
+	e->kind = PENDING_KEY;
+	if (k->type == BCH_BKEY_deleted && k->u64s == BCH_BKEY_U64s && !k->flags) {
+		e->kind = PENDING_WHITEOUT;
+		e->version = k->version;
+		e->size = k->size;
+	} else if (k->type == BCH_BKEY_deleted) {
+		e->kind = PENDING_COPY;
+		e->copy = bch_bkey_dup(k);
+		b->nr_pending_copies++;
 	}
 	/* still sorted when it comes after the last (keys in order) */
 	if (b->nr_pending_sorted == b->nr_pending - 1 &&
@@ -791,18 +874,20 @@ static void pending_msort(struct btree_pending *a, struct btree_pending *tmp, un
 
 static void pending_drop(struct btree *b, struct btree_pending *e)
 {
-	if (e->del) {
-		free(e->del);
-		e->del = NULL;
-		b->nr_pending_del--;
+	if (e->kind == PENDING_COPY) {
+		free(e->copy);
+		e->kind = PENDING_KEY;
+		b->nr_pending_copies--;
 	}
 }
 
 /* The words pending entry e takes in a bset: its whiteout, or the live key. */
 static size_t pending_entry_u64s(const struct btree *b, const struct btree_pending *e)
 {
-	if (e->del)
-		return e->del->u64s;
+	if (e->kind == PENDING_WHITEOUT)
+		return BCH_BKEY_U64s;
+	if (e->kind == PENDING_COPY)
+		return e->copy->u64s;
 	unsigned i = find_pos(b->kpos, b->nr, e->p);
 	/* a changed position not deleted holds a key (checked again when written) */
 	return i < b->nr && bpos_eq(b->kpos[i], e->p) ? b->keys[i]->u64s : 0;
@@ -865,6 +950,11 @@ void bch_btree_node_pending_clear(struct btree *b)
 void bch_btree_cache_account(struct bch_fs *c, long delta)
 {
 	BC(c)->bytes += delta;
+}
+
+void bch_btree_cache_account_pending(struct bch_fs *c, long delta)
+{
+	BC(c)->pending_bytes += delta;
 }
 
 struct bch_bkey *bch_btree_ptr_key(const struct btree *b)

@@ -638,8 +638,17 @@ static int pack_pending(struct bch_fs *c, __le64 *dst, struct btree *b)
 
 	for (unsigned i = 0; i < b->nr_pending; i++) {
 		const struct btree_pending *e = &b->pending[i];
-		const struct bch_bkey *k = e->del;
-		if (!k) {
+		const struct bch_bkey *k = e->kind == PENDING_COPY ? e->copy : NULL;
+		struct bch_bkey w;
+		if (e->kind == PENDING_WHITEOUT) {
+			memset(&w, 0, sizeof(w));
+			w.u64s = BCH_BKEY_U64s;
+			w.type = BCH_BKEY_deleted;
+			w.size = e->size;
+			w.version = e->version;
+			w.p = e->p;
+			k = &w;
+		} else if (!k) {
 			int j = bch_btree_node_find(b, e->p);
 			if (j < (int)b->nr && bpos_eq(b->kpos[j], e->p))
 				k = b->keys[j];
@@ -746,7 +755,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 	}
 	if (ret)
 		bch_fs_error(c, ret, false);	/* half written: never continue */
-	else
+	else if (b->nr_loose || b->arena_bytes != b->u64s * 8)
 		bch_btree_node_pack_keys(b);	/* a written node's keys lie in order */
 	return ret;
 }

@@ -175,11 +175,12 @@ static int node_pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_
 /* Put k in b (in memory), mark b dirty and pin journal seq. */
 static void apply_key(struct bch_fs *c, struct btree *b, const struct bch_bkey *k, uint64_t seq)
 {
-	long before = bch_btree_node_bytes(b);
+	long before = bch_btree_node_bytes(b), pbefore = bch_btree_node_pending_bytes(b);
 
 	bch_btree_node_insert_key(b, k);
 	bch_btree_node_pending_add(b, k);
 	bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - before);
+	bch_btree_cache_account_pending(c, (long)bch_btree_node_pending_bytes(b) - pbefore);
 	b->dirty = true;
 	if (seq > b->journal_seq)
 		b->journal_seq = seq;
@@ -189,10 +190,11 @@ static void apply_key(struct bch_fs *c, struct btree *b, const struct bch_bkey *
 
 static void clear_pending(struct bch_fs *c, struct btree *b)
 {
-	long before = bch_btree_node_bytes(b);
+	long before = bch_btree_node_bytes(b), pbefore = bch_btree_node_pending_bytes(b);
 
 	bch_btree_node_pending_clear(b);
 	bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - before);
+	bch_btree_cache_account_pending(c, (long)bch_btree_node_pending_bytes(b) - pbefore);
 	b->dirty = false;
 	bch_journal_pin_drop(c, &b->pin);
 }
@@ -307,11 +309,10 @@ static int split(struct bch_fs *c, struct btree *b)
 	n[0]->max_key = b->keys[mid - 1]->p;
 	n[1]->min_key = bpos_successor(n[0]->max_key);
 	n[1]->max_key = b->max_key;
-	for (unsigned i = 0; i < b->nr; i++) {
-		struct btree *t = n[i >= mid];
-		long before = bch_btree_node_bytes(t);
-		bch_btree_node_insert_key(t, b->keys[i]);
-		bch_btree_cache_account(c, (long)bch_btree_node_bytes(t) - before);
+	for (unsigned i = 0; i < 2; i++) {
+		long before = bch_btree_node_bytes(n[i]);
+		bch_btree_node_set_keys(n[i], b->keys + (i ? mid : 0), i ? b->nr - mid : mid);
+		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n[i]) - before);
 	}
 	for (unsigned i = 0; i < 2; i++) {
 		n[i]->journal_seq = b->journal_seq;
@@ -422,13 +423,16 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 	n->min_key = left->min_key;
 	n->max_key = right->max_key;
 	n->journal_seq = seq;
-	for (unsigned k = 0; k < 2; k++) {
-		struct btree *from = k ? right : left;
-		for (unsigned x = 0; x < from->nr; x++) {
-			long before = bch_btree_node_bytes(n);
-			bch_btree_node_insert_key(n, from->keys[x]);
-			bch_btree_cache_account(c, (long)bch_btree_node_bytes(n) - before);
-		}
+	{
+		struct bch_bkey **both = malloc((left->nr + right->nr + 1) * sizeof(*both));
+		if (!both)
+			abort();
+		memcpy(both, left->keys, left->nr * sizeof(*both));
+		memcpy(both + left->nr, right->keys, right->nr * sizeof(*both));
+		long before = bch_btree_node_bytes(n);
+		bch_btree_node_set_keys(n, both, left->nr + right->nr);
+		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n) - before);
+		free(both);
 	}
 	if ((r = bch_btree_node_write_io(c, n, true)))
 		goto out;
