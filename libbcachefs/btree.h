@@ -12,8 +12,9 @@
  * A node in memory holds its live keys as a sorted array of pointers with
  * their positions beside them in one array (binary search over positions
  * only, no linear scans); the keys themselves lie in one arena, in order,
- * after a read or a write (a scan walks memory in order), and inserts since
- * are allocated one by one until there are enough to pack again.  It also
+ * after a read or a write (a scan walks memory in order); inserts since are
+ * appended to the arena's room (an eighth more than its keys when packed),
+ * which is packed again, or grown in place, when it runs out.  It also
  * holds the positions changed since it was last written (`pending`: the
  * key is the live one, a delete keeps its whiteout; appended as they come
  * and sorted when written or when they pile up), whose keys the next write
@@ -85,6 +86,8 @@ struct btree {
 	void			*arena;		/* keys packed in order (after a read); keys
 						 * outside it are malloc'd one by one */
 	size_t			arena_bytes;
+	size_t			arena_used;	/* keys are appended from here while it has
+						 * room; 0: no appends (a node's read bytes) */
 	unsigned		nr_loose;	/* keys outside the arena (packed when many) */
 
 	/*

@@ -210,6 +210,7 @@ void bch_btree_node_free_keys(struct btree *b)
 	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = NULL;
 	b->arena_bytes = 0;
+	b->arena_used = 0;
 	b->nr = 0;
 	b->u64s = 0;
 	b->nr_loose = 0;
@@ -219,9 +220,9 @@ void bch_btree_node_free_keys(struct btree *b)
  * Keys one after another in one allocation: a scan or a search then walks
  * memory in order instead of chasing scattered allocations.
  */
-void bch_btree_node_pack_keys(struct btree *b)
+static void pack_keys_room(struct btree *b, size_t room)
 {
-	size_t bytes = b->u64s * 8;
+	size_t bytes = b->u64s * 8 + room;
 	char *arena = bch_node_arena_alloc(bytes), *p = arena;
 
 	b->mod++;		/* the keys move */
@@ -236,7 +237,46 @@ void bch_btree_node_pack_keys(struct btree *b)
 	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = arena;
 	b->arena_bytes = bytes;
+	b->arena_used = p - arena;
 	b->nr_loose = 0;
+}
+
+void bch_btree_node_pack_keys(struct btree *b)
+{
+	pack_keys_room(b, 0);
+}
+
+/* Room for the inserts to come: an eighth of the keys (a few keys at least). */
+static size_t arena_room(const struct btree *b, size_t kb)
+{
+	return kb + b->u64s * 8 / 8 + 512;
+}
+
+/*
+ * Make room for a key of kb bytes at the arena's end: pack the keys into a
+ * new arena when a quarter of it is dead (overwritten, deleted) or it takes
+ * no appends; else grow it in place (its keys follow if it moves).
+ */
+static void arena_make_room(struct btree *b, size_t kb)
+{
+	size_t live = b->u64s * 8;
+
+	if (!b->arena_used || b->nr_loose || b->arena_used - live > b->arena_used / 4) {
+		pack_keys_room(b, arena_room(b, kb));
+		return;
+	}
+	size_t bytes = b->arena_used + arena_room(b, kb);
+	uintptr_t lo = (uintptr_t)b->arena, hi = lo + b->arena_bytes;
+	char *arena = bch_node_arena_resize(b->arena, b->arena_bytes, bytes);
+
+	if ((uintptr_t)arena != lo)
+		for (unsigned i = 0; i < b->nr; i++) {
+			uintptr_t k = (uintptr_t)b->keys[i];
+			if (k >= lo && k < hi)
+				b->keys[i] = (struct bch_bkey *)(arena + (k - lo));
+		}
+	b->arena = arena;
+	b->arena_bytes = bytes;
 }
 
 /*
@@ -261,8 +301,10 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 			abort();
 		b->cap = cap;
 	}
-	char *p = b->arena = bch_node_arena_alloc(u64s * 8);
-	b->arena_bytes = u64s * 8;
+	b->u64s = u64s;		/* arena_room() sizes by it */
+	b->arena_bytes = u64s * 8 + arena_room(b, 0);
+	char *p = b->arena = bch_node_arena_alloc(b->arena_bytes);
+	b->arena_used = u64s * 8;
 	for (unsigned i = 0; i < nr; i++) {
 		size_t kb = bkey_bytes(keys[i]);
 		memcpy(p, keys[i], kb);
@@ -800,10 +842,22 @@ static void array_insert(struct btree *owner, struct bch_bkey ***arr, struct bch
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 {
 	b->mod++;
-	array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, k, true, false);
-	/* scattered keys cost a cache miss each when scanned: pack now and then */
-	if (b->nr_loose > 64 && b->nr_loose > b->nr / 4)
-		bch_btree_node_pack_keys(b);
+	if (k->type == BCH_BKEY_deleted) {	/* nothing to place */
+		array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, k, true, false);
+		return;
+	}
+	/* appended to the arena (no malloc a key; a scan still walks one block) */
+	size_t kb = bkey_bytes(k);
+	struct bch_bkey *own = NULL;
+	if (in_arena(b, k))	/* making room may move it */
+		k = own = bch_bkey_dup(k);
+	if (!b->arena_used || b->arena_used + kb > b->arena_bytes)
+		arena_make_room(b, kb);
+	struct bch_bkey *dst = (struct bch_bkey *)((char *)b->arena + b->arena_used);
+	memcpy(dst, k, kb);
+	b->arena_used += kb;
+	array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, dst, true, true);
+	free(own);
 }
 
 void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k)

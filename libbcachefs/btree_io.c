@@ -314,6 +314,7 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 	void *ahead = bch_prefetch_take(c, ptr, have);	/* read ahead (btree_prefetch.c) */
 	b->arena = ahead ? ahead : bch_node_arena_alloc(have);
 	b->arena_bytes = have;	/* for in_arena(): keys in it are not freed one by one */
+	b->arena_used = 0;	/* raw node bytes: no appends, the first insert packs */
 	ret = ahead ? 0 : bch_dev_read(ca->bdev, b->arena, have, where);
 	if (ret)
 		return snprintf(err, errlen, "%s", bch_err_str(ret)), ret;
@@ -755,7 +756,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 	}
 	if (ret)
 		bch_fs_error(c, ret, false);	/* half written: never continue */
-	else if (b->nr_loose || b->arena_bytes != b->u64s * 8)
+	else if (b->nr_loose || !b->arena_used || b->arena_used - b->u64s * 8 > b->arena_used / 4)
 		bch_btree_node_pack_keys(b);	/* a written node's keys lie in order */
 	return ret;
 }
