@@ -10,8 +10,8 @@
  * (lookups, iteration, walking nodes).
  *
  * A node in memory holds its live keys as a sorted array of pointers with
- * their positions beside them in one array (binary search over positions
- * only, no linear scans); the keys themselves lie in one arena, in order,
+ * a 64-bit prefix of each position beside them in one array (binary search
+ * over the prefixes, a key compared only on a tie; no linear scans); the keys themselves lie in one arena, in order,
  * after a read or a write (a scan walks memory in order); inserts since are
  * appended to the arena's room (an eighth more than its keys when packed),
  * which is packed again, or grown in place, when it runs out.  It also
@@ -79,8 +79,12 @@ struct btree {
 	unsigned		nr_dropped;
 
 	struct bch_bkey		**keys;		/* live keys, sorted */
-	struct bch_bpos		*kpos;		/* kpos[i] == keys[i]->p: searched without
-						 * touching the keys (one array, cache-friendly) */
+	uint64_t		*kpos;		/* kpos[i]: keys[i]->p's search prefix (an
+						 * order-keeping 64 bits of it, in the node's
+						 * range: btree_cache.c), searched without
+						 * touching the keys; ties compare keys[i]->p */
+	struct bch_bpos		kfmt_lo, kfmt_hi;	/* the range the prefixes are taken in */
+	uint8_t			kfmt_mode, kfmt_bits;
 	unsigned		nr, cap;
 	size_t			u64s;		/* of the live keys */
 	void			*arena;		/* keys packed in order (after a read); keys

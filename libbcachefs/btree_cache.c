@@ -66,7 +66,7 @@ size_t bch_btree_node_pending_bytes(const struct btree *b)
 
 static size_t node_overhead(const struct btree *b)
 {
-	return sizeof(*b) + b->cap * (sizeof(void *) + sizeof(struct bch_bpos)) +
+	return sizeof(*b) + b->cap * (sizeof(*b->keys) + sizeof(*b->kpos)) +
 	       bch_btree_node_pending_bytes(b);
 }
 
@@ -195,6 +195,10 @@ void bch_node_arena_free(void *p, size_t bytes)
 		munmap(p, page_round(bytes));
 }
 
+static void kfmt_set(struct btree *b, struct bch_bpos lo, struct bch_bpos hi);
+static inline uint64_t kfmt_prefix(const struct btree *b, struct bch_bpos p);
+static bool kfmt_covers(const struct btree *b, struct bch_bpos p);
+
 static bool in_arena(const struct btree *b, const void *k)
 {
 	return b && b->arena && (const char *)k >= (const char *)b->arena &&
@@ -309,11 +313,15 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 		size_t kb = bkey_bytes(keys[i]);
 		memcpy(p, keys[i], kb);
 		b->keys[i] = (struct bch_bkey *)p;
-		b->kpos[i] = keys[i]->p;
 		p += kb;
 	}
 	b->nr = nr;
 	b->u64s = u64s;
+	kfmt_set(b, b->min_key, b->max_key);
+	if (nr && (!kfmt_covers(b, keys[0]->p) || !kfmt_covers(b, keys[nr - 1]->p)))
+		kfmt_set(b, POS_MIN, POS_MAX);
+	for (unsigned i = 0; i < nr; i++)
+		b->kpos[i] = kfmt_prefix(b, b->keys[i]->p);
 }
 
 static void free_node(struct btree *b)
@@ -677,7 +685,7 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	/* a read node's arrays grew by doubling: cut them to the keys it has */
 	if (b->cap > b->nr && b->nr) {
 		struct bch_bkey **keys = realloc(b->keys, b->nr * sizeof(*keys));
-		struct bch_bpos *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
+		uint64_t *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
 		if (keys)
 			b->keys = keys;
 		if (kpos)
@@ -749,28 +757,83 @@ void bch_btree_unhold(struct bch_fs *c, struct btree_hold *h)
 
 /* ------------------------------------------------------- keys in a node */
 
-static unsigned find_in(struct bch_bkey * const *keys, unsigned nr, struct bch_bpos pos)
-{
-	unsigned lo = 0, hi = nr;
+/*
+ * Search prefixes.  A node's keys lie in its range [lo, hi]; a prefix packs
+ * the fields that differ there into 64 bits, keeping their order: when the
+ * inodes differ, the inode's offset from lo's in as many bits as the range
+ * needs and the offset's top bits under it; when only the offsets differ,
+ * the offset's likewise and the snapshot's top bits; else the snapshot.  So
+ * a < b gives prefix(a) <= prefix(b), and equal prefixes are decided by the
+ * keys themselves.  The range is the node's own when its first key comes; a
+ * key outside it (a node whose range changed) makes the prefixes the
+ * inode's alone, over every position.
+ */
+enum { KFMT_INODE, KFMT_OFFSET, KFMT_SNAPSHOT };
 
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		if (bpos_cmp(keys[mid]->p, pos) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
+static void kfmt_set(struct btree *b, struct bch_bpos lo, struct bch_bpos hi)
+{
+	if (bpos_cmp(lo, hi) > 0) {
+		lo = POS_MIN;
+		hi = POS_MAX;
 	}
-	return lo;
+	b->kfmt_lo = lo;
+	b->kfmt_hi = hi;
+	if (lo.inode != hi.inode) {
+		b->kfmt_mode = KFMT_INODE;
+		b->kfmt_bits = 64 - __builtin_clzll(hi.inode - lo.inode);
+	} else if (lo.offset != hi.offset) {
+		b->kfmt_mode = KFMT_OFFSET;
+		b->kfmt_bits = 64 - __builtin_clzll(hi.offset - lo.offset);
+	} else {
+		b->kfmt_mode = KFMT_SNAPSHOT;
+		b->kfmt_bits = 32;
+	}
 }
 
-/* The same over the contiguous positions (no key is touched). */
-static unsigned find_pos(const struct bch_bpos *kpos, unsigned nr, struct bch_bpos pos)
+static inline uint64_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
 {
-	unsigned lo = 0, hi = nr;
+	unsigned bits = b->kfmt_bits;
 
+	switch (b->kfmt_mode) {
+	case KFMT_INODE:
+		return bits == 64 ? p.inode - b->kfmt_lo.inode
+			: (p.inode - b->kfmt_lo.inode) << (64 - bits) | p.offset >> bits;
+	case KFMT_OFFSET:
+		return bits == 64 ? p.offset - b->kfmt_lo.offset
+			: (p.offset - b->kfmt_lo.offset) << (64 - bits) |
+			  ((uint64_t)p.snapshot << 32) >> bits;
+	default:
+		return p.snapshot;
+	}
+}
+
+static bool kfmt_covers(const struct btree *b, struct bch_bpos p)
+{
+	return bpos_cmp(p, b->kfmt_lo) >= 0 && bpos_cmp(p, b->kfmt_hi) <= 0;
+}
+
+/* Every prefix again, over all positions (a key came from outside the range). */
+static void kfmt_widen(struct btree *b)
+{
+	kfmt_set(b, POS_MIN, POS_MAX);
+	for (unsigned i = 0; i < b->nr; i++)
+		b->kpos[i] = kfmt_prefix(b, b->keys[i]->p);
+}
+
+/* First key >= pos: over the prefixes, a key read only on a tie. */
+static unsigned find_pos(const struct btree *b, struct bch_bpos pos)
+{
+	unsigned lo = 0, hi = b->nr;
+
+	if (!hi || bpos_cmp(pos, b->kfmt_lo) < 0)
+		return 0;
+	if (bpos_cmp(pos, b->kfmt_hi) > 0)
+		return hi;
+	uint64_t x = kfmt_prefix(b, pos);
+	const uint64_t *kpos = b->kpos;
 	while (lo < hi) {
 		unsigned mid = lo + (hi - lo) / 2;
-		if (bpos_cmp(kpos[mid], pos) < 0)
+		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(b->keys[mid]->p, pos) < 0))
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -780,70 +843,67 @@ static unsigned find_pos(const struct bch_bpos *kpos, unsigned nr, struct bch_bp
 
 int bch_btree_node_find(const struct btree *b, struct bch_bpos pos)
 {
-	return find_pos(b->kpos, b->nr, pos);
+	return find_pos(b, pos);
 }
 
 /*
- * Put a copy of k in a sorted array (replacing the key at its position);
- * kpos, when given, is the array's positions, kept in step.  Keys mostly
- * arrive in order (node reads, splits): appending is checked first.
+ * Put k in b's sorted arrays (replacing the key at its position; a whiteout
+ * only removes): a copy, or k itself when ref.  Keys mostly arrive in order
+ * (node reads, splits): appending is checked first.
  */
-static void array_insert(struct btree *owner, struct bch_bkey ***arr, struct bch_bpos **kpos,
-			 unsigned *nr, unsigned *cap, size_t *u64s, const struct bch_bkey *k,
-			 bool drop_whiteouts, bool ref)
+static void node_array_insert(struct btree *b, const struct bch_bkey *k, bool ref)
 {
 	unsigned i;
 
-	if (!*nr || bpos_cmp(kpos ? (*kpos)[*nr - 1] : (*arr)[*nr - 1]->p, k->p) < 0)
-		i = *nr;
+	if (!b->nr)
+		kfmt_set(b, b->min_key, b->max_key);
+	if (!kfmt_covers(b, k->p))
+		kfmt_widen(b);
+	if (!b->nr || bpos_cmp(b->keys[b->nr - 1]->p, k->p) < 0)
+		i = b->nr;
 	else
-		i = kpos ? find_pos(*kpos, *nr, k->p) : find_in(*arr, *nr, k->p);
-	bool exists = i < *nr && bpos_eq(kpos ? (*kpos)[i] : (*arr)[i]->p, k->p);
+		i = find_pos(b, k->p);
+	bool exists = i < b->nr && bpos_eq(b->keys[i]->p, k->p);
 
 	if (exists) {
-		*u64s -= (*arr)[i]->u64s;
-		if (!in_arena(owner, (*arr)[i])) {
-			free((*arr)[i]);
-			if (owner)
-				owner->nr_loose--;
+		b->u64s -= b->keys[i]->u64s;
+		if (!in_arena(b, b->keys[i])) {
+			free(b->keys[i]);
+			b->nr_loose--;
 		}
-		if (drop_whiteouts && k->type == BCH_BKEY_deleted) {
-			memmove(&(*arr)[i], &(*arr)[i + 1], (*nr - i - 1) * sizeof(void *));
-			if (kpos)
-				memmove(&(*kpos)[i], &(*kpos)[i + 1], (*nr - i - 1) * sizeof(**kpos));
-			(*nr)--;
+		if (k->type == BCH_BKEY_deleted) {
+			memmove(&b->keys[i], &b->keys[i + 1], (b->nr - i - 1) * sizeof(*b->keys));
+			memmove(&b->kpos[i], &b->kpos[i + 1], (b->nr - i - 1) * sizeof(*b->kpos));
+			b->nr--;
 			return;
 		}
 	} else {
-		if (drop_whiteouts && k->type == BCH_BKEY_deleted)
+		if (k->type == BCH_BKEY_deleted)
 			return;
-		if (*nr == *cap) {
-			/* by half: a leaf's arrays are a third of its memory */
-			*cap = *cap + *cap / 2 + 16;
-			*arr = realloc(*arr, *cap * sizeof(void *));
-			if (!*arr)
-				abort();
-			if (kpos && !(*kpos = realloc(*kpos, *cap * sizeof(**kpos))))
+		if (b->nr == b->cap) {
+			/* by half: a leaf's arrays are a good part of its memory */
+			b->cap = b->cap + b->cap / 2 + 16;
+			b->keys = realloc(b->keys, b->cap * sizeof(*b->keys));
+			b->kpos = realloc(b->kpos, b->cap * sizeof(*b->kpos));
+			if (!b->keys || !b->kpos)
 				abort();
 		}
-		memmove(&(*arr)[i + 1], &(*arr)[i], (*nr - i) * sizeof(void *));
-		if (kpos)
-			memmove(&(*kpos)[i + 1], &(*kpos)[i], (*nr - i) * sizeof(**kpos));
-		(*nr)++;
+		memmove(&b->keys[i + 1], &b->keys[i], (b->nr - i) * sizeof(*b->keys));
+		memmove(&b->kpos[i + 1], &b->kpos[i], (b->nr - i) * sizeof(*b->kpos));
+		b->nr++;
 	}
-	(*arr)[i] = ref ? (struct bch_bkey *)k : bch_bkey_dup(k);
-	if (owner && !ref)
-		owner->nr_loose++;
-	if (kpos)
-		(*kpos)[i] = k->p;
-	*u64s += k->u64s;
+	b->keys[i] = ref ? (struct bch_bkey *)k : bch_bkey_dup(k);
+	if (!ref)
+		b->nr_loose++;
+	b->kpos[i] = kfmt_prefix(b, k->p);
+	b->u64s += k->u64s;
 }
 
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 {
 	b->mod++;
 	if (k->type == BCH_BKEY_deleted) {	/* nothing to place */
-		array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, k, true, false);
+		node_array_insert(b, k, false);
 		return;
 	}
 	/* appended to the arena (no malloc a key; a scan still walks one block) */
@@ -856,13 +916,13 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 	struct bch_bkey *dst = (struct bch_bkey *)((char *)b->arena + b->arena_used);
 	memcpy(dst, k, kb);
 	b->arena_used += kb;
-	array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, dst, true, true);
+	node_array_insert(b, dst, true);
 	free(own);
 }
 
 void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k)
 {
-	array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, k, true, true);
+	node_array_insert(b, k, true);
 }
 
 /* Record k's position as changed since the last write (a delete keeps its whiteout). */
@@ -942,9 +1002,9 @@ static size_t pending_entry_u64s(const struct btree *b, const struct btree_pendi
 		return BCH_BKEY_U64s;
 	if (e->kind == PENDING_COPY)
 		return e->copy->u64s;
-	unsigned i = find_pos(b->kpos, b->nr, e->p);
+	unsigned i = find_pos(b, e->p);
 	/* a changed position not deleted holds a key (checked again when written) */
-	return i < b->nr && bpos_eq(b->kpos[i], e->p) ? b->keys[i]->u64s : 0;
+	return i < b->nr && bpos_eq(b->keys[i]->p, e->p) ? b->keys[i]->u64s : 0;
 }
 
 void bch_btree_node_pending_sort(struct btree *b)

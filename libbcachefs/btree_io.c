@@ -651,7 +651,7 @@ static int pack_pending(struct bch_fs *c, __le64 *dst, struct btree *b)
 			k = &w;
 		} else if (!k) {
 			int j = bch_btree_node_find(b, e->p);
-			if (j < (int)b->nr && bpos_eq(b->kpos[j], e->p))
+			if (j < (int)b->nr && bpos_eq(b->keys[j]->p, e->p))
 				k = b->keys[j];
 		}
 		if (!k || u64s + k->u64s > b->pending_u64s)
