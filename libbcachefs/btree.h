@@ -80,10 +80,10 @@ struct btree {
 
 	struct bch_bkey		**keys;		/* live keys, sorted */
 	uint64_t		*kpos;		/* kpos[i]: keys[i]->p's search prefix (an
-						 * order-keeping 64 bits of it, in the node's
-						 * range: btree_cache.c), searched without
+						 * order-keeping 64 bits of it, from a base
+						 * position: btree_cache.c), searched without
 						 * touching the keys; ties compare keys[i]->p */
-	struct bch_bpos		kfmt_lo, kfmt_hi;	/* the range the prefixes are taken in */
+	struct bch_bpos		kfmt_lo;	/* the base the prefixes are taken from */
 	uint8_t			kfmt_mode, kfmt_bits;
 	unsigned		nr, cap;
 	size_t			u64s;		/* of the live keys */

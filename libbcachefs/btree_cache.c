@@ -195,9 +195,7 @@ void bch_node_arena_free(void *p, size_t bytes)
 		munmap(p, page_round(bytes));
 }
 
-static void kfmt_set(struct btree *b, struct bch_bpos lo, struct bch_bpos hi);
-static inline uint64_t kfmt_prefix(const struct btree *b, struct bch_bpos p);
-static bool kfmt_covers(const struct btree *b, struct bch_bpos p);
+static void kfmt_choose(struct btree *b);
 
 static bool in_arena(const struct btree *b, const void *k)
 {
@@ -243,6 +241,7 @@ static void pack_keys_room(struct btree *b, size_t room)
 	b->arena_bytes = bytes;
 	b->arena_used = p - arena;
 	b->nr_loose = 0;
+	kfmt_choose(b);		/* laid out anew: the prefixes too */
 }
 
 void bch_btree_node_pack_keys(struct btree *b)
@@ -317,11 +316,7 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 	}
 	b->nr = nr;
 	b->u64s = u64s;
-	kfmt_set(b, b->min_key, b->max_key);
-	if (nr && (!kfmt_covers(b, keys[0]->p) || !kfmt_covers(b, keys[nr - 1]->p)))
-		kfmt_set(b, POS_MIN, POS_MAX);
-	for (unsigned i = 0; i < nr; i++)
-		b->kpos[i] = kfmt_prefix(b, b->keys[i]->p);
+	kfmt_choose(b);
 }
 
 static void free_node(struct btree *b)
@@ -692,6 +687,7 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 			b->kpos = kpos;
 		b->cap = b->nr;	/* what did not shrink is larger still */
 	}
+	kfmt_choose(b);		/* read in order from the node's range: from its keys now */
 	/* keys were added while the node was not yet accounted: fix the size */
 	bc->bytes += bch_btree_node_bytes(b) - sizeof(*b);
 	b->refs = 1;
@@ -758,64 +754,100 @@ void bch_btree_unhold(struct bch_fs *c, struct btree_hold *h)
 /* ------------------------------------------------------- keys in a node */
 
 /*
- * Search prefixes.  A node's keys lie in its range [lo, hi]; a prefix packs
- * the fields that differ there into 64 bits, keeping their order: when the
- * inodes differ, the inode's offset from lo's in as many bits as the range
- * needs and the offset's top bits under it; when only the offsets differ,
- * the offset's likewise and the snapshot's top bits; else the snapshot.  So
- * a < b gives prefix(a) <= prefix(b), and equal prefixes are decided by the
- * keys themselves.  The range is the node's own when its first key comes; a
- * key outside it (a node whose range changed) makes the prefixes the
- * inode's alone, over every position.
+ * Search prefixes.  Every key of a node lies at or after a base position lo
+ * (the node's min_key, or the first key's); a prefix packs what differs
+ * from it into 64 bits, keeping order: with the inodes differing, the
+ * inode's distance from lo's in k bits and the offset's top bits under it;
+ * with one inode, the offset's distance in k bits and the snapshot's top
+ * bits; with one position, the snapshot.  A key past what k bits hold (or
+ * of another inode, position) takes the largest prefix.  So a < b gives
+ * prefix(a) <= prefix(b), and a tie is decided by the keys themselves.
+ * k is chosen from the keys when they are laid out anew (set_keys, pack,
+ * a read): wide enough for all but the last (an interior node's last key
+ * is its range's end, often far off), so the rest rarely tie.  A key before
+ * lo takes every prefix again, from the node's min_key.
  */
 enum { KFMT_INODE, KFMT_OFFSET, KFMT_SNAPSHOT };
 
-static void kfmt_set(struct btree *b, struct bch_bpos lo, struct bch_bpos hi)
+static unsigned bits_for(uint64_t d)	/* k with d < 2^k - 1 */
 {
-	if (bpos_cmp(lo, hi) > 0) {
-		lo = POS_MIN;
-		hi = POS_MAX;
+	unsigned k = d ? 65 - __builtin_clzll(d) : 1;
+
+	return k > 64 ? 64 : k;
+}
+
+static inline uint64_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
+{
+	unsigned k = b->kfmt_bits;
+	struct bch_bpos lo = b->kfmt_lo;
+	uint64_t d;
+
+	switch (b->kfmt_mode) {
+	case KFMT_INODE:
+		d = p.inode - lo.inode;
+		if (k == 64)
+			return d;
+		if (d >= (1ULL << k) - 1)
+			return UINT64_MAX;
+		return d << (64 - k) | p.offset >> k;
+	case KFMT_OFFSET:
+		if (p.inode != lo.inode)
+			return UINT64_MAX;
+		d = p.offset - lo.offset;
+		if (k == 64)
+			return d;
+		if (d >= (1ULL << k) - 1)
+			return UINT64_MAX;
+		return d << (64 - k) | ((uint64_t)p.snapshot << 32) >> k;
+	default:
+		return p.inode != lo.inode || p.offset != lo.offset ? UINT64_MAX : p.snapshot;
 	}
+}
+
+/* Is p at or after the base (a prefix can be taken)? */
+static bool kfmt_covers(const struct btree *b, struct bch_bpos p)
+{
+	return bpos_cmp(p, b->kfmt_lo) >= 0;
+}
+
+/* A format for keys from lo up to ref (the last key to tell apart). */
+static void kfmt_set(struct btree *b, struct bch_bpos lo, struct bch_bpos ref)
+{
+	if (bpos_cmp(lo, ref) > 0)
+		ref = lo;
 	b->kfmt_lo = lo;
-	b->kfmt_hi = hi;
-	if (lo.inode != hi.inode) {
+	if (lo.inode != ref.inode) {
 		b->kfmt_mode = KFMT_INODE;
-		b->kfmt_bits = 64 - __builtin_clzll(hi.inode - lo.inode);
-	} else if (lo.offset != hi.offset) {
+		b->kfmt_bits = bits_for(ref.inode - lo.inode);
+	} else if (lo.offset != ref.offset) {
 		b->kfmt_mode = KFMT_OFFSET;
-		b->kfmt_bits = 64 - __builtin_clzll(hi.offset - lo.offset);
+		b->kfmt_bits = bits_for(ref.offset - lo.offset);
 	} else {
 		b->kfmt_mode = KFMT_SNAPSHOT;
 		b->kfmt_bits = 32;
 	}
 }
 
-static inline uint64_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
+/* Choose the format from the keys b holds, and take every prefix again. */
+static void kfmt_choose(struct btree *b)
 {
-	unsigned bits = b->kfmt_bits;
-
-	switch (b->kfmt_mode) {
-	case KFMT_INODE:
-		return bits == 64 ? p.inode - b->kfmt_lo.inode
-			: (p.inode - b->kfmt_lo.inode) << (64 - bits) | p.offset >> bits;
-	case KFMT_OFFSET:
-		return bits == 64 ? p.offset - b->kfmt_lo.offset
-			: (p.offset - b->kfmt_lo.offset) << (64 - bits) |
-			  ((uint64_t)p.snapshot << 32) >> bits;
-	default:
-		return p.snapshot;
+	if (b->nr < 3) {
+		kfmt_set(b, b->min_key, b->max_key);
+		if (b->nr && !kfmt_covers(b, b->keys[0]->p))
+			kfmt_set(b, POS_MIN, POS_MAX);
+	} else {
+		kfmt_set(b, b->keys[0]->p, b->keys[b->nr - 2]->p);
 	}
+	for (unsigned i = 0; i < b->nr; i++)
+		b->kpos[i] = kfmt_prefix(b, b->keys[i]->p);
 }
 
-static bool kfmt_covers(const struct btree *b, struct bch_bpos p)
+/* A key came before the base: every prefix again, from the node's range. */
+static void kfmt_widen(struct btree *b, struct bch_bpos p)
 {
-	return bpos_cmp(p, b->kfmt_lo) >= 0 && bpos_cmp(p, b->kfmt_hi) <= 0;
-}
+	struct bch_bpos lo = bpos_cmp(b->min_key, p) <= 0 ? b->min_key : POS_MIN;
 
-/* Every prefix again, over all positions (a key came from outside the range). */
-static void kfmt_widen(struct btree *b)
-{
-	kfmt_set(b, POS_MIN, POS_MAX);
+	kfmt_set(b, lo, b->nr ? b->keys[b->nr - 1]->p : b->max_key);
 	for (unsigned i = 0; i < b->nr; i++)
 		b->kpos[i] = kfmt_prefix(b, b->keys[i]->p);
 }
@@ -827,8 +859,6 @@ static unsigned find_pos(const struct btree *b, struct bch_bpos pos)
 
 	if (!hi || bpos_cmp(pos, b->kfmt_lo) < 0)
 		return 0;
-	if (bpos_cmp(pos, b->kfmt_hi) > 0)
-		return hi;
 	uint64_t x = kfmt_prefix(b, pos);
 	const uint64_t *kpos = b->kpos;
 	while (lo < hi) {
@@ -858,7 +888,7 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k, bool re
 	if (!b->nr)
 		kfmt_set(b, b->min_key, b->max_key);
 	if (!kfmt_covers(b, k->p))
-		kfmt_widen(b);
+		kfmt_widen(b, k->p);
 	if (!b->nr || bpos_cmp(b->keys[b->nr - 1]->p, k->p) < 0)
 		i = b->nr;
 	else

@@ -3,8 +3,8 @@
  * btree_keys_test.c - the keys of a node in memory, against a sorted model:
  * searches over the 64-bit position prefixes (btree_cache.c) in each kind of
  * node range (inodes differ; one inode, offsets differ; one position,
- * snapshots differ), with ties the prefix cannot tell apart, a key from
- * outside the node's range (every prefix taken again), whiteouts removing
+ * snapshots differ; an interior node's keys), with ties the prefix cannot
+ * tell apart, keys past its bits or before its base, whiteouts removing
  * keys, the arena's appends and repacks; and the pending list (positions
  * appended unsorted, sorted and merged with the newest change kept, its bset
  * size exact).  Fixed seeds.
@@ -175,7 +175,28 @@ Test(btree_keys, whole_range)
 	run(POS_MIN, POS_MAX, pos_inodes, 4);
 }
 
-/* A key outside the node's range: every prefix is taken again over all positions. */
+/* An interior node: children's ends in one inode, the last one the range's end. */
+Test(btree_keys, interior_one_inode_and_range_end)
+{
+	struct btree *b = node(POS_MIN, POS_MAX);
+	struct model m = { 0 };
+
+	rng_state = 8;
+	put(b, &m, POS_MAX, false);
+	for (unsigned i = 0; i < 1000; i++)
+		put(b, &m, POS(1, rng() % 100000, 0), false);
+	check(b, &m);
+	bch_btree_node_pack_keys(b);	/* the format chosen from the keys */
+	check(b, &m);
+	for (unsigned i = 0; i < 1000; i++)	/* before the first key, past k bits, other inodes */
+		put(b, &m, i % 3 ? POS(1, rng(), (uint32_t)rng()) : POS(rng() % 3, rng() % 100, 0),
+		    rng() % 5 == 0);
+	check(b, &m);
+	node_free(b);
+	free(m.p);
+}
+
+/* A key before the node's first: every prefix is taken again from the node's range. */
 static struct bch_bpos pos_wide(void)
 {
 	return rng() % 50 ? pos_offsets() : POS(rng() % 64, rng(), 0);
