@@ -570,7 +570,14 @@ static int write_pending(struct bch_fs *c)
 		return 0;
 	for (struct btree *b = bc->lru.lru_prev;
 	     b != &bc->lru && bc->pending_bytes > budget / 2 && writes < 100000;) {
-		if (b->refs || !b->dirty || !b->nr_pending) {
+		/*
+		 * Only nodes whose write needs no flush first: a budget is not
+		 * worth an fdatasync (a parent holding children's hints waits
+		 * for a device flush, a key not yet durable for the journal's).
+		 */
+		if (b->refs || !b->dirty || !b->nr_pending ||
+		    b->journal_seq > bch_journal_seq_durable(c) ||
+		    b->hint_flush > bch_journal_flush_gen(c)) {
 			b = b->lru_prev;
 			continue;
 		}
