@@ -459,8 +459,10 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 		struct bch_bkey **both = malloc((left->nr + right->nr + 1) * sizeof(*both));
 		if (!both)
 			abort();
-		memcpy(both, left->keys, left->nr * sizeof(*both));
-		memcpy(both + left->nr, right->keys, right->nr * sizeof(*both));
+		if (left->nr)
+			memcpy(both, left->keys, left->nr * sizeof(*both));
+		if (right->nr)
+			memcpy(both + left->nr, right->keys, right->nr * sizeof(*both));
 		long before = bch_btree_node_bytes(n);
 		bch_btree_node_set_keys(n, both, left->nr + right->nr);
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n) - before);
