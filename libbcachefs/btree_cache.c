@@ -10,8 +10,11 @@
  * emergency read-only) keeps its dirty nodes whatever the limit: a read-only
  * journal replay dirties every node it puts keys in, and its later reads
  * must not fail for want of a write it may not do.  Keys in a node are a sorted array searched by
- * binary search; `pending` holds what changed since the node was written,
- * also sorted, one key per position.
+ * binary search over 64-bit prefixes of their positions (below); they lie in
+ * the node's arena, inserts appended to its room.  `pending` holds the
+ * positions changed since the node was written, appended as they come and
+ * sorted (one a position, the newest) when written; past a share of the
+ * limit, dirty nodes are written to keep the lists short.
  *
  * Opened for fsck, a node that failed to read is remembered by its address
  * and seq (with the error and its message, up to BAD_NODES_MAX of them), so
