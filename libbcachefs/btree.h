@@ -10,14 +10,16 @@
  * (lookups, iteration, walking nodes).
  *
  * A node in memory holds its live keys as a sorted array of pointers with
- * their positions beside them in one array (binary search over positions
- * only, no linear scans); the keys themselves lie in one arena, in order,
- * after a read or a write (a scan walks memory in order), and inserts since
- * are allocated one by one until there are enough to pack again.  It also
- * holds the keys changed since it was last written (`pending`,
- * whiteouts included), which the next write appends to the node's space as
- * a new bset.  When the space is used up the node is rewritten compacted to
- * a new place and its parent updated.
+ * a 64-bit prefix of each position beside them in one array (binary search
+ * over the prefixes, a key compared only on a tie; no linear scans); the keys themselves lie in one arena, in order,
+ * after a read or a write (a scan walks memory in order); inserts since are
+ * appended to the arena's room (an eighth more than its keys when packed),
+ * which is packed again, or grown in place, when it runs out.  It also
+ * holds the positions changed since it was last written (`pending`: the
+ * key is the live one, a delete keeps its whiteout; appended as they come
+ * and sorted when written or when they pile up), whose keys the next write
+ * appends to the node's space as a new bset.  When the space is used up
+ * the node is rewritten compacted to a new place and its parent updated.
  *
  * Invariants
  *   (1) Write-ahead: a node is written only after the journal is durable up
@@ -43,6 +45,21 @@
 
 struct bch_fs;
 
+/* A position changed since its node was last written (struct btree's pending). */
+struct btree_pending {
+	struct bch_bpos		p;
+	union {
+		uint64_t	version;	/* PENDING_WHITEOUT: the whiteout's */
+		struct bch_bkey	*copy;		/* PENDING_COPY: a delete unlike a whiteout
+						 * (kv --unchecked), kept whole */
+	};
+	uint32_t		size;		/* PENDING_WHITEOUT: the whiteout's */
+	uint8_t			kind;
+#define PENDING_KEY		0		/* the live key at p (keys[]) */
+#define PENDING_WHITEOUT	1		/* a header-only deleted key */
+#define PENDING_COPY		2
+};
+
 struct btree {
 	uint8_t			id;
 	uint8_t			level;
@@ -62,18 +79,31 @@ struct btree {
 	unsigned		nr_dropped;
 
 	struct bch_bkey		**keys;		/* live keys, sorted */
-	struct bch_bpos		*kpos;		/* kpos[i] == keys[i]->p: searched without
-						 * touching the keys (one array, cache-friendly) */
+	uint64_t		*kpos;		/* kpos[i]: keys[i]->p's search prefix (an
+						 * order-keeping 64 bits of it, from a base
+						 * position: btree_cache.c), searched without
+						 * touching the keys; ties compare keys[i]->p */
+	struct bch_bpos		kfmt_lo;	/* the base the prefixes are taken from */
+	uint8_t			kfmt_mode, kfmt_bits;
 	unsigned		nr, cap;
 	size_t			u64s;		/* of the live keys */
 	void			*arena;		/* keys packed in order (after a read); keys
 						 * outside it are malloc'd one by one */
 	size_t			arena_bytes;
+	size_t			arena_used;	/* keys are appended from here while it has
+						 * room; 0: no appends (a node's read bytes) */
 	unsigned		nr_loose;	/* keys outside the arena (packed when many) */
 
-	struct bch_bkey		**pending;	/* changed since the last write */
-	unsigned		nr_pending, cap_pending;
-	size_t			pending_u64s;
+	/*
+	 * Changed since the last write: positions only (the key a position
+	 * holds now is keys[]' own; a delete keeps its whiteout's fields).  Appended
+	 * unsorted; [0, nr_pending_sorted) is sorted with one entry a
+	 * position, and bch_btree_node_pending_sort() sorts the rest in.
+	 */
+	struct btree_pending	*pending;
+	unsigned		nr_pending, cap_pending, nr_pending_sorted;
+	unsigned		nr_pending_copies;	/* entries of kind PENDING_COPY */
+	size_t			pending_u64s;	/* of the bset they make: exact once sorted */
 
 	bool			dirty;
 	uint64_t		journal_seq;	/* newest journal seq of a key in it */
@@ -163,6 +193,8 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k);	/* co
 /* k itself (inside b->arena, not copied): node reads place keys where they lie. */
 void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k);
 void bch_btree_node_pack_keys(struct btree *b);		/* keys into one arena, in order */
+/* Empty b takes copies of keys[0..nr) (sorted, live keys only), packed. */
+void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, unsigned nr);
 void bch_btree_node_free_keys(struct btree *b);		/* every key and the arena; nr 0 */
 
 /*
@@ -173,8 +205,15 @@ void bch_btree_node_free_keys(struct btree *b);		/* every key and the arena; nr 
 void *bch_node_arena_alloc(size_t bytes);
 void *bch_node_arena_resize(void *p, size_t old_bytes, size_t new_bytes);
 void bch_node_arena_free(void *p, size_t bytes);
-void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k);	/* copies */
+void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k);	/* after insert_key */
+/* Sort and merge b's pending positions (newest wins); pending_u64s is then exact. */
+void bch_btree_node_pending_sort(struct btree *b);
+/* Drop every pending position (the node was written). */
+void bch_btree_node_pending_clear(struct btree *b);
 void bch_btree_cache_account(struct bch_fs *c, long delta);
+/* The same for the pending lists' part of it (bch_btree_node_pending_bytes()). */
+void bch_btree_cache_account_pending(struct bch_fs *c, long delta);
+size_t bch_btree_node_pending_bytes(const struct btree *b);
 size_t bch_btree_node_bytes(const struct btree *b);
 
 /* A btree_ptr key for b (malloc'd). */
@@ -199,8 +238,8 @@ int bch_btree_node_verify(struct bch_fs *c, unsigned id, unsigned level, const s
 int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole);
 /* Does b's content fit in one node written whole? */
 bool bch_btree_node_fits(struct bch_fs *c, const struct btree *b);
-/* Sectors an append of b's pending keys takes. */
-unsigned bch_btree_node_append_sectors(struct bch_fs *c, const struct btree *b);
+/* Sectors an append of b's pending keys takes (sorts them: pending_sort()). */
+unsigned bch_btree_node_append_sectors(struct bch_fs *c, struct btree *b);
 
 /* ------------------------------------------------------------ updates */
 

@@ -10,8 +10,11 @@
  * emergency read-only) keeps its dirty nodes whatever the limit: a read-only
  * journal replay dirties every node it puts keys in, and its later reads
  * must not fail for want of a write it may not do.  Keys in a node are a sorted array searched by
- * binary search; `pending` holds what changed since the node was written,
- * also sorted, one key per position.
+ * binary search over 64-bit prefixes of their positions (below); they lie in
+ * the node's arena, inserts appended to its room.  `pending` holds the
+ * positions changed since the node was written, appended as they come and
+ * sorted (one a position, the newest) when written; past a share of the
+ * limit, dirty nodes are written to keep the lists short.
  *
  * Opened for fsck, a node that failed to read is remembered by its address
  * and seq (with the error and its message, up to BAD_NODES_MAX of them), so
@@ -41,6 +44,7 @@ struct bch_btree_cache {
 	struct btree_hold *holds;	/* bch_btree_hold(): cleared when their node goes */
 	size_t		held_bytes;	/* of the nodes held: not counted against limit */
 	size_t		leaf_limit;	/* unreferenced leaves are kept up to this */
+	size_t		pending_bytes;	/* of the nodes' pending lists (in bytes too) */
 	struct bad_node	*bad;		/* fsck: reads that failed (a ring) */
 	unsigned	nr_bad, next_bad;
 };
@@ -57,15 +61,21 @@ struct bad_node {
 
 #define BC(c)	((c)->btree_cache)
 
+size_t bch_btree_node_pending_bytes(const struct btree *b)
+{
+	/* (the rare whole copies are left out: a sort frees some, unaccounted) */
+	return b->cap_pending * sizeof(struct btree_pending);
+}
+
 static size_t node_overhead(const struct btree *b)
 {
-	return sizeof(*b) + b->cap * (sizeof(void *) + sizeof(struct bch_bpos)) +
-	       b->cap_pending * sizeof(void *);
+	return sizeof(*b) + b->cap * (sizeof(*b->keys) + sizeof(*b->kpos)) +
+	       bch_btree_node_pending_bytes(b);
 }
 
 size_t bch_btree_node_bytes(const struct btree *b)
 {
-	return node_overhead(b) + b->u64s * 8 + b->pending_u64s * 8;
+	return node_overhead(b) + b->u64s * 8;
 }
 
 int bch_btree_cache_init(struct bch_fs *c)
@@ -188,6 +198,8 @@ void bch_node_arena_free(void *p, size_t bytes)
 		munmap(p, page_round(bytes));
 }
 
+static void kfmt_choose(struct btree *b);
+
 static bool in_arena(const struct btree *b, const void *k)
 {
 	return b && b->arena && (const char *)k >= (const char *)b->arena &&
@@ -203,6 +215,7 @@ void bch_btree_node_free_keys(struct btree *b)
 	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = NULL;
 	b->arena_bytes = 0;
+	b->arena_used = 0;
 	b->nr = 0;
 	b->u64s = 0;
 	b->nr_loose = 0;
@@ -212,9 +225,9 @@ void bch_btree_node_free_keys(struct btree *b)
  * Keys one after another in one allocation: a scan or a search then walks
  * memory in order instead of chasing scattered allocations.
  */
-void bch_btree_node_pack_keys(struct btree *b)
+static void pack_keys_room(struct btree *b, size_t room)
 {
-	size_t bytes = b->u64s * 8;
+	size_t bytes = b->u64s * 8 + room;
 	char *arena = bch_node_arena_alloc(bytes), *p = arena;
 
 	b->mod++;		/* the keys move */
@@ -229,14 +242,90 @@ void bch_btree_node_pack_keys(struct btree *b)
 	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = arena;
 	b->arena_bytes = bytes;
+	b->arena_used = p - arena;
 	b->nr_loose = 0;
+	kfmt_choose(b);		/* laid out anew: the prefixes too */
+}
+
+void bch_btree_node_pack_keys(struct btree *b)
+{
+	pack_keys_room(b, 0);
+}
+
+/* Room for the inserts to come: an eighth of the keys (a few keys at least). */
+static size_t arena_room(const struct btree *b, size_t kb)
+{
+	return kb + b->u64s * 8 / 8 + 512;
+}
+
+/*
+ * Make room for a key of kb bytes at the arena's end: pack the keys into a
+ * new arena when a quarter of it is dead (overwritten, deleted) or it takes
+ * no appends; else grow it in place (its keys follow if it moves).
+ */
+static void arena_make_room(struct btree *b, size_t kb)
+{
+	size_t live = b->u64s * 8;
+
+	if (!b->arena_used || b->nr_loose || b->arena_used - live > b->arena_used / 4) {
+		pack_keys_room(b, arena_room(b, kb));
+		return;
+	}
+	size_t bytes = b->arena_used + arena_room(b, kb);
+	uintptr_t lo = (uintptr_t)b->arena, hi = lo + b->arena_bytes;
+	char *arena = bch_node_arena_resize(b->arena, b->arena_bytes, bytes);
+
+	if ((uintptr_t)arena != lo)
+		for (unsigned i = 0; i < b->nr; i++) {
+			uintptr_t k = (uintptr_t)b->keys[i];
+			if (k >= lo && k < hi)
+				b->keys[i] = (struct bch_bkey *)(arena + (k - lo));
+		}
+	b->arena = arena;
+	b->arena_bytes = bytes;
+}
+
+/*
+ * b (empty) takes copies of keys[0..nr) (sorted, no whiteouts) in one arena,
+ * its arrays sized to them: how splits and merges fill their new nodes,
+ * without a malloc a key and a pack after.
+ */
+void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, unsigned nr)
+{
+	size_t u64s = 0;
+
+	for (unsigned i = 0; i < nr; i++)
+		u64s += keys[i]->u64s;
+	bch_btree_node_free_keys(b);
+	if (b->cap < nr) {
+		unsigned cap = nr + nr / 8 + 16;	/* room for the inserts to come */
+		free(b->keys);
+		free(b->kpos);
+		b->keys = malloc(cap * sizeof(*b->keys));
+		b->kpos = malloc(cap * sizeof(*b->kpos));
+		if (!b->keys || !b->kpos)
+			abort();
+		b->cap = cap;
+	}
+	b->u64s = u64s;		/* arena_room() sizes by it */
+	b->arena_bytes = u64s * 8 + arena_room(b, 0);
+	char *p = b->arena = bch_node_arena_alloc(b->arena_bytes);
+	b->arena_used = u64s * 8;
+	for (unsigned i = 0; i < nr; i++) {
+		size_t kb = bkey_bytes(keys[i]);
+		memcpy(p, keys[i], kb);
+		b->keys[i] = (struct bch_bkey *)p;
+		p += kb;
+	}
+	b->nr = nr;
+	b->u64s = u64s;
+	kfmt_choose(b);
 }
 
 static void free_node(struct btree *b)
 {
 	bch_btree_node_free_keys(b);
-	for (unsigned i = 0; i < b->nr_pending; i++)
-		free(b->pending[i]);
+	bch_btree_node_pending_clear(b);
 	for (unsigned i = 0; i < b->nr_dropped; i++)
 		free(b->dropped[i]);
 	free(b->dropped);
@@ -411,6 +500,7 @@ void bch_btree_node_forget(struct bch_fs *c, struct btree *b)
 	b->lru_prev->lru_next = b->lru_next;
 	bc->nr--;
 	bc->bytes -= bch_btree_node_bytes(b);
+	bc->pending_bytes -= bch_btree_node_pending_bytes(b);
 	if (b->pin.seq)
 		bch_journal_pin_drop(c, &b->pin);
 	free_node(b);
@@ -462,6 +552,51 @@ void bch_btree_cache_set_leaf_limit(struct bch_fs *c, size_t bytes)
 	BC(c)->leaf_limit = bytes;
 }
 
+/*
+ * The pending lists hold a position for every key the journal has that the
+ * nodes on disk lack: as many as the journal's dirty part, which can be far
+ * more than the nodes' own size (a large journal, no reclaim needed yet).
+ * Past 1/PENDING_SHARE of the cache's limit (1 MiB at least), the dirty
+ * nodes from the cold end are written (appends) until half of it is left.
+ * (btree-bench, 1M random keys, 256 MiB cache: a share of 1/16 peaked at
+ * 120M, 1/64 at 106M, 1/128 at 104M with more writes.)
+ */
+#define PENDING_SHARE	64
+
+static int write_pending(struct bch_fs *c)
+{
+	struct bch_btree_cache *bc = BC(c);
+	size_t budget = bc->limit / PENDING_SHARE > (1U << 20) ? bc->limit / PENDING_SHARE : 1U << 20;
+	unsigned writes = 0;
+
+	if (bc->pending_bytes <= budget || c->read_only || c->emergency_ro)
+		return 0;
+	for (struct btree *b = bc->lru.lru_prev;
+	     b != &bc->lru && bc->pending_bytes > budget / 2 && writes < 100000;) {
+		/*
+		 * Only nodes whose write needs no flush first: a budget is not
+		 * worth an fdatasync (a parent holding children's hints waits
+		 * for a device flush, a key not yet durable for the journal's).
+		 */
+		if (b->refs || !b->dirty || !b->nr_pending ||
+		    b->journal_seq > bch_journal_seq_durable(c) ||
+		    b->hint_flush > bch_journal_flush_gen(c)) {
+			b = b->lru_prev;
+			continue;
+		}
+		b->refs++;
+		int ret = bch_btree_node_write(c, b);
+		if (ret < 0)
+			return ret;
+		if (ret == 0)
+			b->refs--;
+		writes++;
+		/* writes can split and free other nodes: rescan from the cold end */
+		b = bc->lru.lru_prev;
+	}
+	return 0;
+}
+
 int bch_btree_cache_shrink(struct bch_fs *c)
 {
 	struct bch_btree_cache *bc = BC(c);
@@ -494,7 +629,7 @@ int bch_btree_cache_shrink(struct bch_fs *c)
 			bch_btree_node_forget(c, b);
 		b = prev;
 	}
-	return 0;
+	return write_pending(c);
 }
 
 /* Every copy on a member not given (degraded): not damage, not an error of the filesystem. */
@@ -558,13 +693,14 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	/* a read node's arrays grew by doubling: cut them to the keys it has */
 	if (b->cap > b->nr && b->nr) {
 		struct bch_bkey **keys = realloc(b->keys, b->nr * sizeof(*keys));
-		struct bch_bpos *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
+		uint64_t *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
 		if (keys)
 			b->keys = keys;
 		if (kpos)
 			b->kpos = kpos;
 		b->cap = b->nr;	/* what did not shrink is larger still */
 	}
+	kfmt_choose(b);		/* read in order from the node's range: from its keys now */
 	/* keys were added while the node was not yet accounted: fix the size */
 	bc->bytes += bch_btree_node_bytes(b) - sizeof(*b);
 	b->refs = 1;
@@ -630,28 +766,117 @@ void bch_btree_unhold(struct bch_fs *c, struct btree_hold *h)
 
 /* ------------------------------------------------------- keys in a node */
 
-static unsigned find_in(struct bch_bkey * const *keys, unsigned nr, struct bch_bpos pos)
-{
-	unsigned lo = 0, hi = nr;
+/*
+ * Search prefixes.  Every key of a node lies at or after a base position lo
+ * (the node's min_key, or the first key's); a prefix packs what differs
+ * from it into 64 bits, keeping order: with the inodes differing, the
+ * inode's distance from lo's in k bits and the offset's top bits under it;
+ * with one inode, the offset's distance in k bits and the snapshot's top
+ * bits; with one position, the snapshot.  A key past what k bits hold (or
+ * of another inode, position) takes the largest prefix.  So a < b gives
+ * prefix(a) <= prefix(b), and a tie is decided by the keys themselves.
+ * k is chosen from the keys when they are laid out anew (set_keys, pack,
+ * a read): wide enough for all but the last (an interior node's last key
+ * is its range's end, often far off), so the rest rarely tie.  A key before
+ * lo takes every prefix again, from the node's min_key.
+ */
+enum { KFMT_INODE, KFMT_OFFSET, KFMT_SNAPSHOT };
 
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		if (bpos_cmp(keys[mid]->p, pos) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+static unsigned bits_for(uint64_t d)	/* k with d < 2^k - 1 */
+{
+	unsigned k = d ? 65 - __builtin_clzll(d) : 1;
+
+	return k > 64 ? 64 : k;
 }
 
-/* The same over the contiguous positions (no key is touched). */
-static unsigned find_pos(const struct bch_bpos *kpos, unsigned nr, struct bch_bpos pos)
+static inline uint64_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
 {
-	unsigned lo = 0, hi = nr;
+	unsigned k = b->kfmt_bits;
+	struct bch_bpos lo = b->kfmt_lo;
+	uint64_t d;
 
+	switch (b->kfmt_mode) {
+	case KFMT_INODE:
+		d = p.inode - lo.inode;
+		if (k == 64)
+			return d;
+		if (d >= (1ULL << k) - 1)
+			return UINT64_MAX;
+		return d << (64 - k) | p.offset >> k;
+	case KFMT_OFFSET:
+		if (p.inode != lo.inode)
+			return UINT64_MAX;
+		d = p.offset - lo.offset;
+		if (k == 64)
+			return d;
+		if (d >= (1ULL << k) - 1)
+			return UINT64_MAX;
+		return d << (64 - k) | ((uint64_t)p.snapshot << 32) >> k;
+	default:
+		return p.inode != lo.inode || p.offset != lo.offset ? UINT64_MAX : p.snapshot;
+	}
+}
+
+/* Is p at or after the base (a prefix can be taken)? */
+static bool kfmt_covers(const struct btree *b, struct bch_bpos p)
+{
+	return bpos_cmp(p, b->kfmt_lo) >= 0;
+}
+
+/* A format for keys from lo up to ref (the last key to tell apart). */
+static void kfmt_set(struct btree *b, struct bch_bpos lo, struct bch_bpos ref)
+{
+	if (bpos_cmp(lo, ref) > 0)
+		ref = lo;
+	b->kfmt_lo = lo;
+	if (lo.inode != ref.inode) {
+		b->kfmt_mode = KFMT_INODE;
+		b->kfmt_bits = bits_for(ref.inode - lo.inode);
+	} else if (lo.offset != ref.offset) {
+		b->kfmt_mode = KFMT_OFFSET;
+		b->kfmt_bits = bits_for(ref.offset - lo.offset);
+	} else {
+		b->kfmt_mode = KFMT_SNAPSHOT;
+		b->kfmt_bits = 32;
+	}
+}
+
+/* Choose the format from the keys b holds, and take every prefix again. */
+static void kfmt_choose(struct btree *b)
+{
+	if (b->nr < 3) {
+		kfmt_set(b, b->min_key, b->max_key);
+		if (b->nr && !kfmt_covers(b, b->keys[0]->p))
+			kfmt_set(b, POS_MIN, POS_MAX);
+	} else {
+		kfmt_set(b, b->keys[0]->p, b->keys[b->nr - 2]->p);
+	}
+	for (unsigned i = 0; i < b->nr; i++)
+		b->kpos[i] = kfmt_prefix(b, b->keys[i]->p);
+}
+
+/* A key came before the base: every prefix again, from the node's range. */
+static void kfmt_widen(struct btree *b, struct bch_bpos p)
+{
+	struct bch_bpos lo = bpos_cmp(b->min_key, p) <= 0 ? b->min_key : POS_MIN;
+
+	kfmt_set(b, lo, b->nr ? b->keys[b->nr - 1]->p : b->max_key);
+	for (unsigned i = 0; i < b->nr; i++)
+		b->kpos[i] = kfmt_prefix(b, b->keys[i]->p);
+}
+
+/* First key >= pos: over the prefixes, a key read only on a tie. */
+static unsigned find_pos(const struct btree *b, struct bch_bpos pos)
+{
+	unsigned lo = 0, hi = b->nr;
+
+	if (!hi || bpos_cmp(pos, b->kfmt_lo) < 0)
+		return 0;
+	uint64_t x = kfmt_prefix(b, pos);
+	const uint64_t *kpos = b->kpos;
 	while (lo < hi) {
 		unsigned mid = lo + (hi - lo) / 2;
-		if (bpos_cmp(kpos[mid], pos) < 0)
+		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(b->keys[mid]->p, pos) < 0))
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -661,89 +886,232 @@ static unsigned find_pos(const struct bch_bpos *kpos, unsigned nr, struct bch_bp
 
 int bch_btree_node_find(const struct btree *b, struct bch_bpos pos)
 {
-	return find_pos(b->kpos, b->nr, pos);
+	return find_pos(b, pos);
 }
 
 /*
- * Put a copy of k in a sorted array (replacing the key at its position);
- * kpos, when given, is the array's positions, kept in step.  Keys mostly
- * arrive in order (node reads, splits): appending is checked first.
+ * Put k in b's sorted arrays (replacing the key at its position; a whiteout
+ * only removes): a copy, or k itself when ref.  Keys mostly arrive in order
+ * (node reads, splits): appending is checked first.
  */
-static void array_insert(struct btree *owner, struct bch_bkey ***arr, struct bch_bpos **kpos,
-			 unsigned *nr, unsigned *cap, size_t *u64s, const struct bch_bkey *k,
-			 bool drop_whiteouts, bool ref)
+static void node_array_insert(struct btree *b, const struct bch_bkey *k, bool ref)
 {
 	unsigned i;
 
-	if (!*nr || bpos_cmp(kpos ? (*kpos)[*nr - 1] : (*arr)[*nr - 1]->p, k->p) < 0)
-		i = *nr;
+	if (!b->nr)
+		kfmt_set(b, b->min_key, b->max_key);
+	if (!kfmt_covers(b, k->p))
+		kfmt_widen(b, k->p);
+	if (!b->nr || bpos_cmp(b->keys[b->nr - 1]->p, k->p) < 0)
+		i = b->nr;
 	else
-		i = kpos ? find_pos(*kpos, *nr, k->p) : find_in(*arr, *nr, k->p);
-	bool exists = i < *nr && bpos_eq((*arr)[i]->p, k->p);
+		i = find_pos(b, k->p);
+	bool exists = i < b->nr && bpos_eq(b->keys[i]->p, k->p);
 
 	if (exists) {
-		*u64s -= (*arr)[i]->u64s;
-		if (!in_arena(owner, (*arr)[i])) {
-			free((*arr)[i]);
-			if (owner)
-				owner->nr_loose--;
+		b->u64s -= b->keys[i]->u64s;
+		if (!in_arena(b, b->keys[i])) {
+			free(b->keys[i]);
+			b->nr_loose--;
 		}
-		if (drop_whiteouts && k->type == BCH_BKEY_deleted) {
-			memmove(&(*arr)[i], &(*arr)[i + 1], (*nr - i - 1) * sizeof(void *));
-			if (kpos)
-				memmove(&(*kpos)[i], &(*kpos)[i + 1], (*nr - i - 1) * sizeof(**kpos));
-			(*nr)--;
+		if (k->type == BCH_BKEY_deleted) {
+			memmove(&b->keys[i], &b->keys[i + 1], (b->nr - i - 1) * sizeof(*b->keys));
+			memmove(&b->kpos[i], &b->kpos[i + 1], (b->nr - i - 1) * sizeof(*b->kpos));
+			b->nr--;
 			return;
 		}
 	} else {
-		if (drop_whiteouts && k->type == BCH_BKEY_deleted)
+		if (k->type == BCH_BKEY_deleted)
 			return;
-		if (*nr == *cap) {
-			*cap = *cap ? *cap * 2 : 16;
-			*arr = realloc(*arr, *cap * sizeof(void *));
-			if (!*arr)
-				abort();
-			if (kpos && !(*kpos = realloc(*kpos, *cap * sizeof(**kpos))))
+		if (b->nr == b->cap) {
+			/* by half: a leaf's arrays are a good part of its memory */
+			b->cap = b->cap + b->cap / 2 + 16;
+			b->keys = realloc(b->keys, b->cap * sizeof(*b->keys));
+			b->kpos = realloc(b->kpos, b->cap * sizeof(*b->kpos));
+			if (!b->keys || !b->kpos)
 				abort();
 		}
-		memmove(&(*arr)[i + 1], &(*arr)[i], (*nr - i) * sizeof(void *));
-		if (kpos)
-			memmove(&(*kpos)[i + 1], &(*kpos)[i], (*nr - i) * sizeof(**kpos));
-		(*nr)++;
+		memmove(&b->keys[i + 1], &b->keys[i], (b->nr - i) * sizeof(*b->keys));
+		memmove(&b->kpos[i + 1], &b->kpos[i], (b->nr - i) * sizeof(*b->kpos));
+		b->nr++;
 	}
-	(*arr)[i] = ref ? (struct bch_bkey *)k : bch_bkey_dup(k);
-	if (owner && !ref)
-		owner->nr_loose++;
-	if (kpos)
-		(*kpos)[i] = k->p;
-	*u64s += k->u64s;
+	b->keys[i] = ref ? (struct bch_bkey *)k : bch_bkey_dup(k);
+	if (!ref)
+		b->nr_loose++;
+	b->kpos[i] = kfmt_prefix(b, k->p);
+	b->u64s += k->u64s;
 }
 
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 {
 	b->mod++;
-	array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, k, true, false);
-	/* scattered keys cost a cache miss each when scanned: pack now and then */
-	if (b->nr_loose > 64 && b->nr_loose > b->nr / 4)
-		bch_btree_node_pack_keys(b);
+	if (k->type == BCH_BKEY_deleted) {	/* nothing to place */
+		node_array_insert(b, k, false);
+		return;
+	}
+	/* appended to the arena (no malloc a key; a scan still walks one block) */
+	size_t kb = bkey_bytes(k);
+	struct bch_bkey *own = NULL;
+	if (in_arena(b, k))	/* making room may move it */
+		k = own = bch_bkey_dup(k);
+	if (!b->arena_used || b->arena_used + kb > b->arena_bytes)
+		arena_make_room(b, kb);
+	struct bch_bkey *dst = (struct bch_bkey *)((char *)b->arena + b->arena_used);
+	memcpy(dst, k, kb);
+	b->arena_used += kb;
+	node_array_insert(b, dst, true);
+	free(own);
 }
 
 void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k)
 {
-	array_insert(b, &b->keys, &b->kpos, &b->nr, &b->cap, &b->u64s, k, true, true);
+	node_array_insert(b, k, true);
 }
 
-/* Record k as changed since the last write (whiteouts kept). */
+/* Record k's position as changed since the last write (a delete keeps its whiteout). */
 void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k)
 {
-	array_insert(NULL, &b->pending, NULL, &b->nr_pending, &b->cap_pending, &b->pending_u64s, k,
-		     false, false);
+	if (b->nr_pending == b->cap_pending) {
+		/* many changes of few positions (an inode's size): merge before growing */
+		if (b->nr_pending - b->nr_pending_sorted >= 64 &&
+		    b->nr_pending - b->nr_pending_sorted >= b->nr_pending_sorted) {
+			bch_btree_node_pending_sort(b);
+			if (b->nr_pending < b->cap_pending)
+				goto add;
+		}
+		b->cap_pending = b->cap_pending ? b->cap_pending * 2 : 16;
+		b->pending = realloc(b->pending, b->cap_pending * sizeof(*b->pending));
+		if (!b->pending)
+			abort();
+	}
+add:;
+	struct btree_pending *e = &b->pending[b->nr_pending++];
+
+	e->p = k->p;
+	e->kind = PENDING_KEY;
+	if (k->type == BCH_BKEY_deleted && k->u64s == BCH_BKEY_U64s && !k->flags) {
+		e->kind = PENDING_WHITEOUT;
+		e->version = k->version;
+		e->size = k->size;
+	} else if (k->type == BCH_BKEY_deleted) {
+		e->kind = PENDING_COPY;
+		e->copy = bch_bkey_dup(k);
+		b->nr_pending_copies++;
+	}
+	/* still sorted when it comes after the last (keys in order) */
+	if (b->nr_pending_sorted == b->nr_pending - 1 &&
+	    (b->nr_pending == 1 || bpos_cmp(b->pending[b->nr_pending - 2].p, k->p) < 0))
+		b->nr_pending_sorted++;
+}
+
+static int cmp_pending(const struct btree_pending *x, const struct btree_pending *y)
+{
+	return bpos_cmp(x->p, y->p);
+}
+
+/* Stable merge sort of a[0..n) (tmp: n entries): equal positions keep their order. */
+static void pending_msort(struct btree_pending *a, struct btree_pending *tmp, unsigned n)
+{
+	if (n < 2)
+		return;
+	unsigned h = n / 2;
+	pending_msort(a, tmp, h);
+	pending_msort(a + h, tmp, n - h);
+	if (cmp_pending(&a[h - 1], &a[h]) <= 0)
+		return;
+	unsigned i = 0, j = h, o = 0;
+	while (i < h && j < n)
+		tmp[o++] = cmp_pending(&a[j], &a[i]) < 0 ? a[j++] : a[i++];
+	while (i < h)
+		tmp[o++] = a[i++];
+	while (j < n)
+		tmp[o++] = a[j++];
+	memcpy(a, tmp, n * sizeof(*a));
+}
+
+static void pending_drop(struct btree *b, struct btree_pending *e)
+{
+	if (e->kind == PENDING_COPY) {
+		free(e->copy);
+		e->kind = PENDING_KEY;
+		b->nr_pending_copies--;
+	}
+}
+
+/* The words pending entry e takes in a bset: its whiteout, or the live key. */
+static size_t pending_entry_u64s(const struct btree *b, const struct btree_pending *e)
+{
+	if (e->kind == PENDING_WHITEOUT)
+		return BCH_BKEY_U64s;
+	if (e->kind == PENDING_COPY)
+		return e->copy->u64s;
+	unsigned i = find_pos(b, e->p);
+	/* a changed position not deleted holds a key (checked again when written) */
+	return i < b->nr && bpos_eq(b->keys[i]->p, e->p) ? b->keys[i]->u64s : 0;
+}
+
+void bch_btree_node_pending_sort(struct btree *b)
+{
+	unsigned s = b->nr_pending_sorted, n = b->nr_pending;
+
+	if (s < n) {
+		struct btree_pending *tmp = malloc(n * sizeof(*tmp)), *tail = b->pending + s;
+		if (!tmp)
+			abort();
+		pending_msort(tail, tmp, n - s);
+		/* one entry a position: the newest (last) of the tail's */
+		unsigned t = 0;
+		for (unsigned i = 0; i < n - s; i++) {
+			if (t && bpos_eq(tail[t - 1].p, tail[i].p)) {
+				pending_drop(b, &tail[t - 1]);
+				tail[t - 1] = tail[i];
+			} else {
+				tail[t++] = tail[i];
+			}
+		}
+		/* merge with the sorted head; the tail is newer */
+		unsigned i = 0, j = 0, o = 0;
+		while (i < s || j < t) {
+			int c = i == s ? 1 : j == t ? -1 : cmp_pending(&b->pending[i], &tail[j]);
+			if (c < 0) {
+				tmp[o++] = b->pending[i++];
+			} else {
+				if (!c)
+					pending_drop(b, &b->pending[i++]);
+				tmp[o++] = tail[j++];
+			}
+		}
+		memcpy(b->pending, tmp, o * sizeof(*tmp));
+		free(tmp);
+		b->nr_pending = b->nr_pending_sorted = o;
+	}
+	b->pending_u64s = 0;
+	for (unsigned i = 0; i < b->nr_pending; i++)
+		b->pending_u64s += pending_entry_u64s(b, &b->pending[i]);
+}
+
+void bch_btree_node_pending_clear(struct btree *b)
+{
+	for (unsigned i = 0; i < b->nr_pending; i++)
+		pending_drop(b, &b->pending[i]);
+	b->nr_pending = b->nr_pending_sorted = 0;
+	b->pending_u64s = 0;
+	if (b->cap_pending > 16) {	/* a written node may stay clean a long time */
+		free(b->pending);
+		b->pending = NULL;
+		b->cap_pending = 0;
+	}
 }
 
 /* Update the cache's byte count after b changed size by delta. */
 void bch_btree_cache_account(struct bch_fs *c, long delta)
 {
 	BC(c)->bytes += delta;
+}
+
+void bch_btree_cache_account_pending(struct bch_fs *c, long delta)
+{
+	BC(c)->pending_bytes += delta;
 }
 
 struct bch_bkey *bch_btree_ptr_key(const struct btree *b)

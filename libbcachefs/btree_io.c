@@ -57,8 +57,9 @@ bool bch_btree_node_fits(struct bch_fs *c, const struct btree *b)
 	return sizeof(struct bch_btree_node) + b->u64s * 8 <= node_bytes(c);
 }
 
-unsigned bch_btree_node_append_sectors(struct bch_fs *c, const struct btree *b)
+unsigned bch_btree_node_append_sectors(struct bch_fs *c, struct btree *b)
 {
+	bch_btree_node_pending_sort(b);
 	return round_block(c, sizeof(struct bch_btree_node_entry) + b->pending_u64s * 8) >>
 	       BCH_SECTOR_SHIFT;
 }
@@ -313,6 +314,7 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 	void *ahead = bch_prefetch_take(c, ptr, have);	/* read ahead (btree_prefetch.c) */
 	b->arena = ahead ? ahead : bch_node_arena_alloc(have);
 	b->arena_bytes = have;	/* for in_arena(): keys in it are not freed one by one */
+	b->arena_used = 0;	/* raw node bytes: no appends, the first insert packs */
 	ret = ahead ? 0 : bch_dev_read(ca->bdev, b->arena, have, where);
 	if (ret)
 		return snprintf(err, errlen, "%s", bch_err_str(ret)), ret;
@@ -625,6 +627,43 @@ static void pack_keys(__le64 *dst, struct bch_bkey **keys, unsigned nr)
 	}
 }
 
+/*
+ * The pending positions' keys (sorted: bch_btree_node_append_sectors() did
+ * it), each the live key or the whiteout, into dst of b->pending_u64s words.
+ * A changed position that is neither would write a bset that is not what
+ * the journal says: refused.
+ */
+static int pack_pending(struct bch_fs *c, __le64 *dst, struct btree *b)
+{
+	size_t u64s = 0;
+
+	for (unsigned i = 0; i < b->nr_pending; i++) {
+		const struct btree_pending *e = &b->pending[i];
+		const struct bch_bkey *k = e->kind == PENDING_COPY ? e->copy : NULL;
+		struct bch_bkey w;
+		if (e->kind == PENDING_WHITEOUT) {
+			memset(&w, 0, sizeof(w));
+			w.u64s = BCH_BKEY_U64s;
+			w.type = BCH_BKEY_deleted;
+			w.size = e->size;
+			w.version = e->version;
+			w.p = e->p;
+			k = &w;
+		} else if (!k) {
+			int j = bch_btree_node_find(b, e->p);
+			if (j < (int)b->nr && bpos_eq(b->keys[j]->p, e->p))
+				k = b->keys[j];
+		}
+		if (!k || u64s + k->u64s > b->pending_u64s)
+			return bch_fs_err(c, -EIO, "btree: changed key at %llu:%llu:%u lost before its write",
+					  (unsigned long long)e->p.inode,
+					  (unsigned long long)e->p.offset, e->p.snapshot);
+		memcpy(dst + u64s, k, bkey_bytes(k));
+		u64s += k->u64s;
+	}
+	return u64s == b->pending_u64s ? 0 : bch_fs_err(c, -EIO, "btree: changed keys miscounted");
+}
+
 int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 {
 	/* a node's bsets share the header's checksum type: an append keeps it */
@@ -699,8 +738,10 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		} else if (!b->pin.seq) {
 			e->keys.flags = BCH_BSET_HINTS;	/* children's hints only (update_hint()) */
 		}
-		pack_keys(e->keys._data, b->pending, b->nr_pending);
-		if (csum_type == BCH_CSUM_chacha20_poly1305)
+		ret = pack_pending(c, e->keys._data, b);
+		if (ret)
+			;
+		else if (csum_type == BCH_CSUM_chacha20_poly1305)
 			ret = bch_crypt_bset_encrypt(c, b->seq, (uint32_t)b->sectors_written << BCH_SECTOR_SHIFT,
 						     e->keys.journal_seq, &e->keys, sizeof(e->keys),
 						     e->keys._data, (size_t)b->pending_u64s * 8, &e->csum);
@@ -715,7 +756,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 	}
 	if (ret)
 		bch_fs_error(c, ret, false);	/* half written: never continue */
-	else
+	else if (b->nr_loose || !b->arena_used || b->arena_used - b->u64s * 8 > b->arena_used / 4)
 		bch_btree_node_pack_keys(b);	/* a written node's keys lie in order */
 	return ret;
 }

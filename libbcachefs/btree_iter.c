@@ -167,9 +167,9 @@ const struct bch_bkey *bch_btree_iter_next(struct btree_iter *it, int *err)
 		}
 		if (it->idx < it->leaf->nr) {
 			unsigned i = it->idx++;
-			if (!it->leaf_inside && bpos_cmp(it->leaf->kpos[i], it->end) > 0)
+			if (!it->leaf_inside && bpos_cmp(it->leaf->keys[i]->p, it->end) > 0)
 				return NULL;
-			/* keys lie apart from kpos[]: ask for the one 8 ahead now, so
+			/* keys lie apart from their prefixes: ask for the one 8 ahead now, so
 			 * a scan does not wait on memory for each key it returns */
 			if (i + 8 < it->leaf->nr)
 				__builtin_prefetch(it->leaf->keys[i + 8]);

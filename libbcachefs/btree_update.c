@@ -175,11 +175,12 @@ static int node_pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_
 /* Put k in b (in memory), mark b dirty and pin journal seq. */
 static void apply_key(struct bch_fs *c, struct btree *b, const struct bch_bkey *k, uint64_t seq)
 {
-	long before = bch_btree_node_bytes(b);
+	long before = bch_btree_node_bytes(b), pbefore = bch_btree_node_pending_bytes(b);
 
 	bch_btree_node_insert_key(b, k);
 	bch_btree_node_pending_add(b, k);
 	bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - before);
+	bch_btree_cache_account_pending(c, (long)bch_btree_node_pending_bytes(b) - pbefore);
 	b->dirty = true;
 	if (seq > b->journal_seq)
 		b->journal_seq = seq;
@@ -189,13 +190,11 @@ static void apply_key(struct bch_fs *c, struct btree *b, const struct bch_bkey *
 
 static void clear_pending(struct bch_fs *c, struct btree *b)
 {
-	long before = bch_btree_node_bytes(b);
+	long before = bch_btree_node_bytes(b), pbefore = bch_btree_node_pending_bytes(b);
 
-	for (unsigned i = 0; i < b->nr_pending; i++)
-		free(b->pending[i]);
-	b->nr_pending = 0;
-	b->pending_u64s = 0;
+	bch_btree_node_pending_clear(b);
 	bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - before);
+	bch_btree_cache_account_pending(c, (long)bch_btree_node_pending_bytes(b) - pbefore);
 	b->dirty = false;
 	bch_journal_pin_drop(c, &b->pin);
 }
@@ -278,6 +277,36 @@ static int parent_room(struct bch_fs *c, struct btree *b)
 }
 
 /*
+ * Appends (keys added in order at a node's end: new inodes, a file written
+ * sequentially, a bulk load): when the keys changed since b was last written
+ * are exactly its last keys, after older ones, b is split near its end, as
+ * LMDB and bcachefs split at the insert point: the left node keeps 15/16 of
+ * the split threshold, where appends will not touch it again, and the right
+ * one takes the rest and the appends to come, instead of two half nodes of
+ * which the left one would stay half empty.  0: not an append (halves).
+ */
+static unsigned append_split(struct bch_fs *c, struct btree *b)
+{
+	unsigned live = 0;
+
+	bch_btree_node_pending_sort(b);
+	for (unsigned i = 0; i < b->nr_pending; i++)
+		live += b->pending[i].kind == PENDING_KEY;
+	if (!live || live != b->nr_pending || b->nr < 4)
+		return 0;
+	unsigned at = bch_btree_node_find(b, b->pending[0].p);
+	if (!at || b->nr - at != live)
+		return 0;
+	size_t target = split_threshold(c) * 15 / 16, acc = 0;
+	if (target > b->u64s * 15 / 16)
+		target = b->u64s * 15 / 16;
+	unsigned mid = 0;
+	while (mid < b->nr - 1 && acc < target)
+		acc += b->keys[mid++]->u64s;
+	return mid;
+}
+
+/*
  * Split b (the caller's reference is consumed: b is gone afterwards): two
  * new nodes written whole, then the parent (or a new root) points at them.
  */
@@ -299,22 +328,23 @@ static int split(struct bch_fs *c, struct btree *b)
 		if ((r = node_alloc(c, id, level, &n[i])))
 			goto err;
 
-	/* halves by size */
-	unsigned mid = 0;
-	size_t acc = 0;
-	while (mid < b->nr - 1 && acc < b->u64s / 2)
-		acc += b->keys[mid++]->u64s;
-	if (!mid)
-		mid = 1;
+	unsigned mid = append_split(c, b);
+	if (!mid) {
+		/* halves by size */
+		size_t acc = 0;
+		while (mid < b->nr - 1 && acc < b->u64s / 2)
+			acc += b->keys[mid++]->u64s;
+		if (!mid)
+			mid = 1;
+	}
 	n[0]->min_key = b->min_key;
 	n[0]->max_key = b->keys[mid - 1]->p;
 	n[1]->min_key = bpos_successor(n[0]->max_key);
 	n[1]->max_key = b->max_key;
-	for (unsigned i = 0; i < b->nr; i++) {
-		struct btree *t = n[i >= mid];
-		long before = bch_btree_node_bytes(t);
-		bch_btree_node_insert_key(t, b->keys[i]);
-		bch_btree_cache_account(c, (long)bch_btree_node_bytes(t) - before);
+	for (unsigned i = 0; i < 2; i++) {
+		long before = bch_btree_node_bytes(n[i]);
+		bch_btree_node_set_keys(n[i], b->keys + (i ? mid : 0), i ? b->nr - mid : mid);
+		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n[i]) - before);
 	}
 	for (unsigned i = 0; i < 2; i++) {
 		n[i]->journal_seq = b->journal_seq;
@@ -425,13 +455,18 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 	n->min_key = left->min_key;
 	n->max_key = right->max_key;
 	n->journal_seq = seq;
-	for (unsigned k = 0; k < 2; k++) {
-		struct btree *from = k ? right : left;
-		for (unsigned x = 0; x < from->nr; x++) {
-			long before = bch_btree_node_bytes(n);
-			bch_btree_node_insert_key(n, from->keys[x]);
-			bch_btree_cache_account(c, (long)bch_btree_node_bytes(n) - before);
-		}
+	{
+		struct bch_bkey **both = malloc((left->nr + right->nr + 1) * sizeof(*both));
+		if (!both)
+			abort();
+		if (left->nr)
+			memcpy(both, left->keys, left->nr * sizeof(*both));
+		if (right->nr)
+			memcpy(both + left->nr, right->keys, right->nr * sizeof(*both));
+		long before = bch_btree_node_bytes(n);
+		bch_btree_node_set_keys(n, both, left->nr + right->nr);
+		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n) - before);
+		free(both);
 	}
 	if ((r = bch_btree_node_write_io(c, n, true)))
 		goto out;
@@ -732,12 +767,19 @@ static int node_write(struct bch_fs *c, struct btree *b)
 int bch_btree_flush_all(struct bch_fs *c)
 {
 	for (unsigned pass = 0; pass < 1000000; pass++) {
+		/*
+		 * Moves and splits relink through the journal's reserve, which
+		 * only a reservation from the top gives back: many node writes in
+		 * a row (appends that no longer fit) would use it up.
+		 */
+		int r = bch_journal_restore_reserve(c);
+		if (r < 0)
+			return r;
 		struct btree *dirty = bch_btree_cache_first_dirty(c);
-
 		if (!dirty)
 			return 0;
 		dirty->refs++;
-		int r = bch_btree_node_write(c, dirty);
+		r = bch_btree_node_write(c, dirty);
 		if (r < 0)
 			return r;
 		if (r == 0)

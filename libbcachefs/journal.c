@@ -1490,6 +1490,19 @@ int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res 
 	return 0;
 }
 
+int bch_journal_restore_reserve(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+	int ret;
+
+	if (c->read_only || c->emergency_ro || !j->started || !may_reclaim(c) ||
+	    fits(c, j->seq, j->buf_u64s, false))
+		return 0;
+	if (j->buf_u64s && (ret = write_full(c, 0, false)))
+		return ret;
+	return make_room(c, 0);
+}
+
 int bch_journal_res_get_internal(struct bch_fs *c, unsigned u64s, struct bch_journal_res *res)
 {
 	struct bch_journal *j = J(c);

@@ -123,6 +123,13 @@ int   bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_re
  * node): may use the space kept for them, never reclaims.
  */
 int   bch_journal_res_get_internal(struct bch_fs *c, unsigned u64s, struct bch_journal_res *res);
+/*
+ * Give the internal updates their space back when node writes used it up
+ * (from the top only: a loop that writes many nodes calls it between them,
+ * as a transaction's reservation would).  Nothing is written while the
+ * open entry still fits with the reserve.
+ */
+int   bch_journal_restore_reserve(struct bch_fs *c);
 /* Append a sub-entry with data_u64s of data; returns where to put the data. */
 void *bch_journal_res_add(struct bch_fs *c, struct bch_journal_res *res, unsigned type,
 			  unsigned btree_id, unsigned level, unsigned data_u64s);

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * btree_keys_test.c - the keys of a node in memory, against a sorted model:
+ * searches over the 64-bit position prefixes (btree_cache.c) in each kind of
+ * node range (inodes differ; one inode, offsets differ; one position,
+ * snapshots differ; an interior node's keys), with ties the prefix cannot
+ * tell apart, keys past its bits or before its base, whiteouts removing
+ * keys, the arena's appends and repacks; and the pending list (positions
+ * appended unsorted, sorted and merged with the newest change kept, its bset
+ * size exact).  Fixed seeds.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bkey.h"
+#include "btree.h"
+
+static uint64_t rng_state;
+
+static uint64_t rng(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static struct btree *node(struct bch_bpos min, struct bch_bpos max)
+{
+	struct btree *b = calloc(1, sizeof(*b));
+
+	cr_assert(b);
+	b->min_key = min;
+	b->max_key = max;
+	return b;
+}
+
+static void node_free(struct btree *b)
+{
+	bch_btree_node_free_keys(b);
+	bch_btree_node_pending_clear(b);
+	free(b->keys);
+	free(b->kpos);
+	free(b->pending);
+	free(b);
+}
+
+/* The model: positions kept sorted, one per position. */
+struct model {
+	struct bch_bpos	*p;
+	unsigned	nr;
+};
+
+static unsigned model_find(const struct model *m, struct bch_bpos pos)
+{
+	unsigned lo = 0, hi = m->nr;
+
+	while (lo < hi) {
+		unsigned mid = (lo + hi) / 2;
+		if (bpos_cmp(m->p[mid], pos) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static void model_set(struct model *m, struct bch_bpos pos, bool del)
+{
+	unsigned i = model_find(m, pos);
+	bool there = i < m->nr && bpos_eq(m->p[i], pos);
+
+	if (del && there) {
+		memmove(&m->p[i], &m->p[i + 1], (m->nr - i - 1) * sizeof(*m->p));
+		m->nr--;
+	} else if (!del && !there) {
+		m->p = realloc(m->p, (m->nr + 1) * sizeof(*m->p));
+		memmove(&m->p[i + 1], &m->p[i], (m->nr - i) * sizeof(*m->p));
+		m->p[i] = pos;
+		m->nr++;
+	}
+}
+
+static void put(struct btree *b, struct model *m, struct bch_bpos pos, bool del)
+{
+	struct bch_bkey *k = del ? bch_bkey_alloc(BCH_BKEY_deleted, pos, 0)
+				 : bch_bkey_alloc(BCH_BKEY_raw, pos, sizeof(struct bch_raw) + 8 * (pos.offset % 4));
+	if (!del)
+		((struct bch_raw *)bkey_val(k))->len = 8 * (pos.offset % 4);
+	bch_btree_node_insert_key(b, k);
+	free(k);
+	model_set(m, pos, del);
+}
+
+/* Every key found where the model has it; probes around each and at the ends. */
+static void check(const struct btree *b, const struct model *m)
+{
+	cr_assert_eq(b->nr, m->nr);
+	for (unsigned i = 0; i < m->nr; i++) {
+		cr_assert(bpos_eq(b->keys[i]->p, m->p[i]), "key %u out of order", i);
+		cr_assert_eq(bch_btree_node_find(b, m->p[i]), (int)i);
+		struct bch_bpos q = m->p[i];
+		q.snapshot++;
+		cr_assert_eq(bch_btree_node_find(b, q), (int)model_find(m, q));
+		q = m->p[i];
+		if (q.offset) {
+			q.offset--;
+			cr_assert_eq(bch_btree_node_find(b, q), (int)model_find(m, q));
+		}
+	}
+	cr_assert_eq(bch_btree_node_find(b, POS_MIN), 0);
+	cr_assert_eq(bch_btree_node_find(b, POS_MAX), (int)model_find(m, POS_MAX));
+	for (unsigned i = 0; i < 200; i++) {
+		struct bch_bpos q = POS(rng() % 64, rng(), (uint32_t)rng());
+		cr_assert_eq(bch_btree_node_find(b, q), (int)model_find(m, q));
+	}
+}
+
+/* Inserts and deletes at random positions made by pos_of, checked as they go. */
+static void run(struct bch_bpos min, struct bch_bpos max, struct bch_bpos (*pos_of)(void),
+		uint64_t seed)
+{
+	struct btree *b = node(min, max);
+	struct model m = { 0 };
+
+	rng_state = seed;
+	for (unsigned i = 0; i < 3000; i++) {
+		put(b, &m, pos_of(), rng() % 4 == 0);
+		if (i % 500 == 0)
+			check(b, &m);
+	}
+	check(b, &m);
+	bch_btree_node_pack_keys(b);
+	check(b, &m);
+	node_free(b);
+	free(m.p);
+}
+
+/* Inodes 10..40, offsets over all 64 bits: the offset's low bits tie. */
+static struct bch_bpos pos_inodes(void)
+{
+	return POS(10 + rng() % 31, rng() % 8 ? rng() : rng() % 16, (uint32_t)(rng() % 3));
+}
+
+/* One inode, offsets 1000..1999 and few snapshots: ties in the snapshot's bits. */
+static struct bch_bpos pos_offsets(void)
+{
+	return POS(7, 1000 + rng() % 1000, (uint32_t)(rng() % 5 ? rng() % 4 : rng()));
+}
+
+/* One position, snapshots apart. */
+static struct bch_bpos pos_snapshots(void)
+{
+	return POS(7, 55, (uint32_t)(rng() % 4096));
+}
+
+Test(btree_keys, inodes_differ)
+{
+	run(POS(10, 0, 0), POS(40, UINT64_MAX, UINT32_MAX), pos_inodes, 1);
+}
+
+Test(btree_keys, one_inode_offsets_differ)
+{
+	run(POS(7, 1000, 0), POS(7, 1999, UINT32_MAX), pos_offsets, 2);
+}
+
+Test(btree_keys, one_position_snapshots_differ)
+{
+	run(POS(7, 55, 0), POS(7, 55, UINT32_MAX), pos_snapshots, 3);
+}
+
+Test(btree_keys, whole_range)
+{
+	run(POS_MIN, POS_MAX, pos_inodes, 4);
+}
+
+/* An interior node: children's ends in one inode, the last one the range's end. */
+Test(btree_keys, interior_one_inode_and_range_end)
+{
+	struct btree *b = node(POS_MIN, POS_MAX);
+	struct model m = { 0 };
+
+	rng_state = 8;
+	put(b, &m, POS_MAX, false);
+	for (unsigned i = 0; i < 1000; i++)
+		put(b, &m, POS(1, rng() % 100000, 0), false);
+	check(b, &m);
+	bch_btree_node_pack_keys(b);	/* the format chosen from the keys */
+	check(b, &m);
+	for (unsigned i = 0; i < 1000; i++)	/* before the first key, past k bits, other inodes */
+		put(b, &m, i % 3 ? POS(1, rng(), (uint32_t)rng()) : POS(rng() % 3, rng() % 100, 0),
+		    rng() % 5 == 0);
+	check(b, &m);
+	node_free(b);
+	free(m.p);
+}
+
+/* A key before the node's first: every prefix is taken again from the node's range. */
+static struct bch_bpos pos_wide(void)
+{
+	return rng() % 50 ? pos_offsets() : POS(rng() % 64, rng(), 0);
+}
+
+Test(btree_keys, key_outside_range)
+{
+	run(POS(7, 1000, 0), POS(7, 1999, UINT32_MAX), pos_wide, 5);
+}
+
+/* Split halves and merges fill a node at once: the same searches. */
+Test(btree_keys, set_keys)
+{
+	struct btree *src = node(POS(10, 0, 0), POS(40, UINT64_MAX, UINT32_MAX));
+	struct model m = { 0 };
+
+	rng_state = 6;
+	for (unsigned i = 0; i < 2000; i++)
+		put(src, &m, pos_inodes(), false);
+	unsigned mid = src->nr / 2;
+	struct btree *left = node(src->min_key, src->keys[mid - 1]->p);
+	struct btree *right = node(bpos_successor(src->keys[mid - 1]->p), src->max_key);
+	bch_btree_node_set_keys(left, src->keys, mid);
+	bch_btree_node_set_keys(right, src->keys + mid, src->nr - mid);
+	struct model ml = { malloc(mid * sizeof(*m.p)), mid };
+	struct model mr = { malloc((m.nr - mid) * sizeof(*m.p)), m.nr - mid };
+	memcpy(ml.p, m.p, mid * sizeof(*m.p));
+	memcpy(mr.p, m.p + mid, (m.nr - mid) * sizeof(*m.p));
+	check(left, &ml);
+	check(right, &mr);
+	/* then inserts into the halves' arena room, and past it */
+	for (unsigned i = 0; i < 1500; i++) {
+		struct bch_bpos p = pos_inodes();
+		if (bpos_cmp(p, left->max_key) <= 0)
+			continue;
+		put(right, &mr, p, false);
+	}
+	check(right, &mr);
+	check(left, &ml);
+	node_free(src);
+	node_free(left);
+	node_free(right);
+	free(m.p);
+	free(ml.p);
+	free(mr.p);
+}
+
+/* The pending list: newest change of a position wins; the bset size is exact. */
+Test(btree_keys, pending_sorted_newest_wins)
+{
+	struct btree *b = node(POS_MIN, POS_MAX);
+	struct model m = { 0 };
+
+	rng_state = 7;
+	for (unsigned i = 0; i < 5000; i++) {
+		struct bch_bpos p = POS(rng() % 300, 0, 0);
+		bool del = rng() % 3 == 0;
+		struct bch_bkey *k = del ? bch_bkey_alloc(BCH_BKEY_deleted, p, 0)
+					 : bch_bkey_alloc(BCH_BKEY_raw, p, sizeof(struct bch_raw) + 8 * (i % 5));
+		if (!del)
+			((struct bch_raw *)bkey_val(k))->len = 8 * (i % 5);
+		bch_btree_node_insert_key(b, k);
+		bch_btree_node_pending_add(b, k);
+		model_set(&m, p, del);
+		free(k);
+	}
+	bch_btree_node_pending_sort(b);
+	/* every position changed is there once, sorted */
+	size_t u64s = 0;
+	for (unsigned i = 0; i < b->nr_pending; i++) {
+		const struct btree_pending *e = &b->pending[i];
+		if (i)
+			cr_assert(bpos_cmp(b->pending[i - 1].p, e->p) < 0, "pending not sorted at %u", i);
+		unsigned j = model_find(&m, e->p);
+		bool live = j < m.nr && bpos_eq(m.p[j], e->p);
+		/* a whiteout where the key is gone, the live key where it is there */
+		cr_assert_eq(e->kind == PENDING_WHITEOUT, !live, "pending %u: newest change lost", i);
+		if (live) {
+			int k = bch_btree_node_find(b, e->p);
+			u64s += b->keys[k]->u64s;
+		} else {
+			u64s += BCH_BKEY_U64s;
+		}
+	}
+	cr_assert_eq(b->nr_pending, 300);
+	cr_assert_eq(b->pending_u64s, u64s);
+	check(b, &m);
+	node_free(b);
+	free(m.p);
+}
