@@ -307,6 +307,13 @@ int bch_btree_lookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct 
 int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
 		   struct bch_bkey **ret);
 /*
+ * The walks' form of bch_btree_peek(): 1 and the key in *ret, 0 when no
+ * key is left before end (no error, and c->err_msg left empty), or the
+ * error.
+ */
+int bch_btree_peek_next(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
+			struct bch_bkey **ret);
+/*
  * The offset of btree id's last key at or before max (the highest inode
  * number, indirect extent or stripe index in use): *found false and 0 when
  * the btree holds none before max, which is no error.

@@ -85,6 +85,18 @@ int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bc
 	}
 }
 
+int bch_btree_peek_next(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
+			struct bch_bkey **ret)
+{
+	int r = bch_btree_peek(c, id, pos, end, ret);
+
+	if (r == -BCH_ERR_key_not_found) {
+		c->err_msg[0] = 0;
+		return 0;
+	}
+	return r ? r : 1;
+}
+
 int bch_btree_peek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos,
 			struct bch_bpos start, struct bch_bkey **ret)
 {

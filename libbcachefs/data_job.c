@@ -511,11 +511,9 @@ static int extents_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budge
 	while (done < budget) {
 		struct bch_bkey *k = NULL;
 		/* the extents, then the indirect extents (reflink.h) */
-		r = bch_btree_peek(c, j->in_reflink ? BCH_BTREE_ID_reflink : BCH_BTREE_ID_extents,
-				   j->pos, POS_MAX, &k);
-		if (r == -BCH_ERR_key_not_found) {
-			c->err_msg[0] = 0;
-			r = 0;
+		r = bch_btree_peek_next(c, j->in_reflink ? BCH_BTREE_ID_reflink : BCH_BTREE_ID_extents,
+					j->pos, POS_MAX, &k);
+		if (!r) {
 			if (!j->in_reflink && c->roots->r[BCH_BTREE_ID_reflink].key) {
 				j->in_reflink = true;
 				j->pos = POS_MIN;
@@ -525,8 +523,9 @@ static int extents_step(struct bch_fs *c, struct bch_data_job *j, uint64_t budge
 			j->pos = POS_MAX;
 			break;
 		}
-		if (r)
+		if (r < 0)
 			break;
+		r = 0;
 		int64_t n = extent_work(c, j, mv, k);
 		j->pos = bpos_successor(k->p);
 		free(k);
@@ -741,13 +740,9 @@ static int drop_dev_ptrs_indirect(struct bch_fs *c, unsigned dev, struct bch_mov
 
 	while (!r && c->roots->r[BCH_BTREE_ID_reflink].key) {
 		struct bch_bkey *k = NULL, *x;
-		r = bch_btree_peek(c, BCH_BTREE_ID_reflink, pos, POS_MAX, &k);
-		if (r == -BCH_ERR_key_not_found) {
-			c->err_msg[0] = 0;
-			return 0;
-		}
-		if (r)
+		if ((r = bch_btree_peek_next(c, BCH_BTREE_ID_reflink, pos, POS_MAX, &k)) <= 0)
 			break;
+		r = 0;
 		pos = bpos_successor(k->p);
 		if (!(x = bch_reflink_v_to_extent(k))) {
 			free(k);
@@ -800,14 +795,9 @@ int bch_data_drop_dev_ptrs(struct bch_fs *c, unsigned dev, uint64_t *lost_sector
 		return r;
 	for (;;) {
 		struct bch_bkey *k = NULL;
-		r = bch_btree_peek(c, BCH_BTREE_ID_extents, pos, POS_MAX, &k);
-		if (r == -BCH_ERR_key_not_found) {
-			c->err_msg[0] = 0;
-			r = 0;
+		if ((r = bch_btree_peek_next(c, BCH_BTREE_ID_extents, pos, POS_MAX, &k)) <= 0)
 			break;
-		}
-		if (r)
-			break;
+		r = 0;
 		pos = bpos_successor(k->p);
 		if (k->type != BCH_BKEY_extent) {
 			free(k);

@@ -875,12 +875,8 @@ static int alloc_keys_delete(struct bch_fs *c, unsigned dev, uint64_t from)
 
 	for (;;) {
 		struct bch_bkey *k = NULL;
-		r = bch_btree_peek(c, BCH_BTREE_ID_alloc, pos, POS(dev, UINT64_MAX, UINT32_MAX), &k);
-		if (r == -BCH_ERR_key_not_found) {
-			c->err_msg[0] = 0;
-			return 0;
-		}
-		if (r)
+		if ((r = bch_btree_peek_next(c, BCH_BTREE_ID_alloc, pos, POS(dev, UINT64_MAX, UINT32_MAX),
+					     &k)) <= 0)
 			return r;
 		pos = k->p;
 		free(k);

@@ -403,13 +403,7 @@ int bch_fsck_ec_data(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct bch_fsck
 	while (!r && !ctx->cancelled) {
 		struct bch_bkey *sk;
 
-		r = bch_btree_peek(c, BCH_BTREE_ID_stripes, pos, POS_MAX, &sk);
-		if (r == -BCH_ERR_key_not_found) {
-			c->err_msg[0] = 0;
-			r = 0;
-			break;
-		}
-		if (r)
+		if ((r = bch_btree_peek_next(c, BCH_BTREE_ID_stripes, pos, POS_MAX, &sk)) <= 0)
 			break;
 		pos = bpos_successor(sk->p);
 		r = data_one(ctx, c, sk, false);

@@ -484,15 +484,12 @@ static int rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_sta
 		return r;
 	while (!r) {
 		struct bch_bkey *k = NULL;
-		r = bch_btree_peek(c, BCH_BTREE_ID_rebalance_work, POS(pos, 0, 0), POS_MAX, &k);
-		if (r == -BCH_ERR_key_not_found) {
-			c->err_msg[0] = 0;
-			r = 0;
+		r = bch_btree_peek_next(c, BCH_BTREE_ID_rebalance_work, POS(pos, 0, 0), POS_MAX, &k);
+		if (!r)
 			*parked = skipped_waiting || waited;	/* all that is left waits */
+		if (r <= 0)
 			break;
-		}
-		if (r)
-			break;
+		r = 0;
 		uint64_t inum = k->p.inode;
 		struct bch_rebalance_work w = { 0 };
 		bool valid = k->type == BCH_BKEY_rebalance_work;
