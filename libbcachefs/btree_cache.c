@@ -179,6 +179,21 @@ void *bch_node_arena_resize(void *p, size_t old_bytes, size_t new_bytes)
 	return n;
 }
 
+void bch_btree_node_arena_resize(struct btree *b, size_t bytes)
+{
+	uintptr_t lo = (uintptr_t)b->arena, hi = lo + b->arena_bytes;
+	char *arena = bch_node_arena_resize(b->arena, b->arena_bytes, bytes);
+
+	if ((uintptr_t)arena != lo)
+		for (unsigned i = 0; i < b->nr; i++) {
+			uintptr_t k = (uintptr_t)b->keys[i];
+			if (k >= lo && k < hi)
+				b->keys[i] = (struct bch_bkey *)(arena + (k - lo));
+		}
+	b->arena = arena;
+	b->arena_bytes = bytes;
+}
+
 void bch_node_arena_free(void *p, size_t bytes)
 {
 	if (!p)
@@ -271,18 +286,7 @@ static void arena_make_room(struct btree *b, size_t kb)
 		pack_keys_room(b, arena_room(b, kb));
 		return;
 	}
-	size_t bytes = b->arena_used + arena_room(b, kb);
-	uintptr_t lo = (uintptr_t)b->arena, hi = lo + b->arena_bytes;
-	char *arena = bch_node_arena_resize(b->arena, b->arena_bytes, bytes);
-
-	if ((uintptr_t)arena != lo)
-		for (unsigned i = 0; i < b->nr; i++) {
-			uintptr_t k = (uintptr_t)b->keys[i];
-			if (k >= lo && k < hi)
-				b->keys[i] = (struct bch_bkey *)(arena + (k - lo));
-		}
-	b->arena = arena;
-	b->arena_bytes = bytes;
+	bch_btree_node_arena_resize(b, b->arena_used + arena_room(b, kb));
 }
 
 /*

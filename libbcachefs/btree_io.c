@@ -115,21 +115,6 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		     const struct bch_btree_ptr *bp, char *err, size_t errlen);
 static void node_reset_keys(struct btree *b);
 
-/* Resize b's arena; the keys that lie in it follow it if it moves. */
-static void arena_resize(struct btree *b, size_t bytes)
-{
-	uintptr_t lo = (uintptr_t)b->arena, hi = lo + b->arena_bytes;
-	char *arena = bch_node_arena_resize(b->arena, b->arena_bytes, bytes);
-
-	for (unsigned i = 0; i < b->nr; i++) {
-		uintptr_t k = (uintptr_t)b->keys[i];
-		if (k >= lo && k < hi)
-			b->keys[i] = (struct bch_bkey *)(arena + (k - lo));
-	}
-	b->arena = arena;
-	b->arena_bytes = bytes;
-}
-
 /*
  * Read one copy and parse it.  What is read goes straight into the node's
  * arena, and the keys are referenced where they lie in it (no copy per
@@ -153,7 +138,7 @@ static int read_one(struct bch_fs *c, struct btree *b, const struct bch_extent_p
 	 */
 	size_t used = (size_t)b->sectors_written << BCH_SECTOR_SHIFT;
 	if (b->arena_bytes > used + block_bytes(c))
-		arena_resize(b, used);
+		bch_btree_node_arena_resize(b, used);
 	return 0;
 }
 
@@ -177,7 +162,7 @@ static int node_need(struct bch_fs *c, struct btree *b, struct bch_dev *ca, uint
 	if (more > nb)
 		more = nb;
 	if (more > b->arena_bytes)
-		arena_resize(b, more);
+		bch_btree_node_arena_resize(b, more);
 	int ret = bch_dev_read(ca->bdev, (char *)b->arena + *have, more - *have, where + *have);
 	if (ret)
 		return snprintf(err, errlen, "%s", bch_err_str(ret)), ret;
