@@ -557,6 +557,19 @@ void bch_btree_cache_set_leaf_limit(struct bch_fs *c, size_t bytes)
 }
 
 /*
+ * Write dirty b found on the LRU, held while it is written: < 0 an error,
+ * 1 when the write split it (b is gone), else 0.
+ */
+static int write_cold(struct bch_fs *c, struct btree *b)
+{
+	b->refs++;
+	int r = bch_btree_node_write(c, b);
+	if (r == 0)
+		b->refs--;
+	return r;
+}
+
+/*
  * The pending lists hold a position for every key the journal has that the
  * nodes on disk lack: as many as the journal's dirty part, which can be far
  * more than the nodes' own size (a large journal, no reclaim needed yet).
@@ -588,12 +601,9 @@ static int write_pending(struct bch_fs *c)
 			b = b->lru_prev;
 			continue;
 		}
-		b->refs++;
-		int ret = bch_btree_node_write(c, b);
+		int ret = write_cold(c, b);
 		if (ret < 0)
 			return ret;
-		if (ret == 0)
-			b->refs--;
 		writes++;
 		/* writes can split and free other nodes: rescan from the cold end */
 		b = bc->lru.lru_prev;
@@ -617,13 +627,9 @@ int bch_btree_cache_shrink(struct bch_fs *c)
 		struct btree *prev = b->lru_prev;
 
 		if (!b->refs && b->dirty && !c->read_only && !c->emergency_ro && writes < 100000) {
-			int ret;
-			b->refs++;
-			ret = bch_btree_node_write(c, b);
+			int ret = write_cold(c, b);
 			if (ret < 0)
 				return ret;
-			if (ret == 0)
-				b->refs--;
 			writes++;
 			/* writes can split and free other nodes: rescan from the cold end */
 			b = bc->lru.lru_prev;
