@@ -90,7 +90,9 @@ static unsigned unit_sectors(struct bch_fs *c)
  * extent (the key of this snapshot ending at start) grows when all of:
  *  - both are plain (no compression, no encryption, whole: the checksum
  *    covers exactly the key) with the same checksum type, none or crc32c
- *    (whose checksums combine: bch_crc32c_combine());
+ *    (whose checksums combine: bch_crc32c_combine()), and the file does not
+ *    compress (its data that did not shrink is stored plain, one unit per
+ *    write, as compressed data is);
  *  - together they fit one encoding unit (unit sectors);
  *  - on every member the new data lies right behind the old, in the same
  *    bucket (io.c invariant (2)), with the same pointers' devices and gens.
@@ -204,8 +206,9 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	}
 
 	struct bch_bkey *old = NULL;
-	struct bch_bkey *k = first ? append_merge(c, inum, start, sectors, unit, &crc, ptrs, got, &old)
-				   : NULL;
+	/* not in a file that compresses: data that did not shrink is stored plain, yet not merged */
+	struct bch_bkey *k = first && plain ? append_merge(c, inum, start, sectors, unit, &crc, ptrs, got, &old)
+					    : NULL;
 	if (k) {
 		r = bch_extent_grow(t, old, k, ptrs, got, sectors, u);
 		free(old);
