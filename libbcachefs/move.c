@@ -394,11 +394,12 @@ static int drop_ptrs(struct bch_mover *m, const struct bch_bkey *k, const struct
 }
 
 /*
- * Copygc re-encoding a trimmed plain key on one device: where to cut it so
- * that its front fills the rest of the open user bucket there exactly (0:
- * no cut).  A piece that does not fit that rest would leave it unused, and
- * the pieces an overwrite leaves of a bucket-sized extent are nearly bucket
- * sized: every move would then waste about what it frees (copygc.h).
+ * Copygc moving a plain key whose one dirty copy it rewrites: where to cut
+ * it so that its front fills the rest of the open user bucket on that
+ * device exactly (0: no cut).  A key that does not fit that rest would
+ * leave it unused, and the pieces an overwrite leaves of a bucket-sized
+ * extent are nearly bucket sized: every move would then waste about what it
+ * frees (copygc.h invariant 6).
  */
 static unsigned split_point(struct bch_fs *c, const struct bch_bkey *k, uint32_t rewrite)
 {
@@ -421,9 +422,10 @@ static unsigned split_point(struct bch_fs *c, const struct bch_bkey *k, uint32_t
 }
 
 /*
- * Move k (read into m->enc; plain, trimmed, one dirty copy rewritten on its
- * device) as two keys: its first a sectors into the rest of the open bucket,
- * the others into a new one, each encoded (checksummed) on its own.  Both
+ * Move k (read into m->enc; plain, not encrypted, its one dirty copy
+ * rewritten on its device, no sharers) as two keys: its first a sectors
+ * into the rest of the open bucket, the others into a new one, each
+ * encoded (checksummed) on its own; cached copies are dropped.  Both
  * replace k in one transaction: the second is queued as a split member of
  * the first, whose compare-and-swap it shares.
  */
