@@ -107,6 +107,38 @@ uint32_t bch_crc32c_sw(uint32_t crc, const void *data, size_t len)
 	return crc;
 }
 
+/*
+ * crc32c of A then B from the crc32c of each (bch_checksum()'s, init and
+ * xorout ~0, which cancel out): A's shifted over |B| zero bytes, XOR B's.
+ * The shift is a multiplication by x^(8 |B|) modulo the polynomial,
+ * reflected (bit 31 holds x^0), by squaring: 2 log2 |B| products.
+ */
+#define CRC32C_POLY_REFLECTED	0x82f63b78U
+
+static uint32_t crc32c_mulmod(uint32_t a, uint32_t b)
+{
+	uint32_t prod = 0;
+
+	for (uint32_t m = 1U << 31; m; m >>= 1) {
+		if (a & m)
+			prod ^= b;
+		b = b & 1 ? (b >> 1) ^ CRC32C_POLY_REFLECTED : b >> 1;	/* b * x */
+	}
+	return prod;
+}
+
+uint32_t bch_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+	uint32_t shift = 1U << 31, pow = 1U << 23;	/* x^0; x^8 */
+
+	for (; len_b; len_b >>= 1) {
+		if (len_b & 1)
+			shift = crc32c_mulmod(shift, pow);
+		pow = crc32c_mulmod(pow, pow);
+	}
+	return crc32c_mulmod(shift, crc_a) ^ crc_b;
+}
+
 #if defined(__x86_64__)
 bool bch_crc32c_hw_available(void)
 {

@@ -36,6 +36,12 @@ int bch_csum_type_load(unsigned type);
 int bch_xxhash64(const void *data, size_t len, uint64_t seed, uint64_t *ret);
 bool bch_csum_eq(struct bch_csum a, struct bch_csum b);
 /*
+ * The crc32c (as bch_checksum() gives it) of A followed by B, from the
+ * crc32c of A, that of B and B's length in bytes: merging two extents
+ * needs no second pass over their data.
+ */
+uint32_t bch_crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+/*
  * Fuzzing only: every checksum comparison succeeds, so damage reaches the
  * structure checks behind the checksums.  Never set in the tool.
  */

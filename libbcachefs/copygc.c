@@ -290,6 +290,27 @@ int bch_copygc_step(struct bch_fs *c, struct bch_move_stats *s)
 	return r ? r : freed > 0;
 }
 
+/*
+ * Is a device that takes user data at or below its btree reserve (user
+ * writes take no empty bucket there)?  *room: the space copygc may write on
+ * all of them.
+ */
+static bool reserve_short(struct bch_fs *c, uint64_t *room)
+{
+	bool short_ = false;
+
+	*room = 0;
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		struct bch_alloc_space s;
+		bch_alloc_dev_space(c, d, &s);
+		if (!s.user)
+			continue;
+		*room += s.copygc_room;
+		short_ |= s.nr_empty + s.nr_cached <= s.reserve;
+	}
+	return short_;
+}
+
 int bch_copygc_make_room(struct bch_fs *c, uint64_t *progress)
 {
 	unsigned evicted = 0;
@@ -314,6 +335,22 @@ int bch_copygc_make_room(struct bch_fs *c, uint64_t *progress)
 	}
 	if ((r = bch_copygc_step(c, NULL)) < 0)
 		return r;
+	/*
+	 * Invariant 5: btree nodes may take the reserve's buckets (that is
+	 * what it is for: the btree grows as overwrites split extents), and a
+	 * step frees about what the write needs: refilled here, or copygc's
+	 * half of the reserve goes too and it can move nothing.  Each further
+	 * step must leave copygc more room than the one before (finite).
+	 */
+	uint64_t room, last;
+	for (bool low = reserve_short(c, &last); r > 0 && low; last = room) {
+		int s = bch_copygc_step(c, NULL);
+		if (s < 0)
+			return s;
+		low = reserve_short(c, &room);
+		if (!s || room <= last)
+			break;
+	}
 	/*
 	 * A failed retry leaves what it had written as dead space, which the
 	 * next step frees again: only more room than after the last call is

@@ -42,6 +42,17 @@
  *       space for user writes than its last call for the same write (a
  *       retry that fails again leaves dead space that a step would free
  *       every time), so a caller retrying on success terminates.
+ *   (5) The btree reserve is refilled: when a step leaves a device that
+ *       takes user data with no empty bucket above its reserve (btree
+ *       nodes took them: overwrites that split large extents grow the
+ *       btree), bch_copygc_make_room() runs further steps while each leaves
+ *       copygc more room than the last.  Else the reserve would shrink into
+ *       the half copygc may use, and copygc could free nothing more.
+ *   (6) Moved data packs: a plain key moved whole on one device that does
+ *       not fit the rest of the open bucket is cut there into two keys
+ *       (move.c, move_split): else each move of a nearly bucket-sized piece
+ *       (what an overwrite leaves of an extent grown by appends, io.c)
+ *       would leave the rest unused, and copygc would waste what it frees.
  *
  * The caller holds whatever serialises the engine (fusemount's lock).
  */
@@ -75,7 +86,8 @@ int bch_copygc_step(struct bch_fs *c, struct bch_move_stats *s);
 
 /*
  * For a write that failed with ENOSPC (fs_ops.c): evict cached buckets,
- * else run a copygc step.  Returns 1 when the write is worth retrying
+ * else run a copygc step (more while the btree reserve is short: invariant
+ * 5).  Returns 1 when the write is worth retrying
  * (invariant 4), 0 when nothing could be freed, or a negative error.
  * *progress (0 before the first call for one write) remembers the room
  * the last call left.

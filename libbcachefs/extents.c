@@ -156,6 +156,20 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 	return r ? r : err;
 }
 
+/* Space just allocated for p: given back if the transaction is abandoned. */
+static void note_fresh(struct bch_extent_update *u, const struct bch_extent_ptr *p, unsigned sectors)
+{
+	if (u->nr_fresh == u->cap_fresh) {
+		u->cap_fresh = u->cap_fresh ? u->cap_fresh * 2 : 16;
+		u->fresh = realloc(u->fresh, u->cap_fresh * sizeof(*u->fresh));
+		u->fresh_sectors = realloc(u->fresh_sectors, u->cap_fresh * sizeof(*u->fresh_sectors));
+		if (!u->fresh || !u->fresh_sectors)
+			abort();
+	}
+	u->fresh[u->nr_fresh] = *p;
+	u->fresh_sectors[u->nr_fresh++] = sectors;
+}
+
 int bch_extent_insert(struct btree_trans *t, const struct bch_bkey *k, bool account,
 		      struct bch_extent_update *u)
 {
@@ -164,23 +178,29 @@ int bch_extent_insert(struct btree_trans *t, const struct bch_bkey *k, bool acco
 	} else {
 		const struct bch_extent *e = bkey_val(k);
 		u->i_sectors_delta += k->size;
-		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
-			if (u->nr_fresh == u->cap_fresh) {
-				u->cap_fresh = u->cap_fresh ? u->cap_fresh * 2 : 16;
-				u->fresh = realloc(u->fresh, u->cap_fresh * sizeof(*u->fresh));
-				u->fresh_sectors = realloc(u->fresh_sectors,
-							   u->cap_fresh * sizeof(*u->fresh_sectors));
-				if (!u->fresh || !u->fresh_sectors)
-					abort();
-			}
-			u->fresh[u->nr_fresh] = e->ptrs[i];
-			u->fresh_sectors[u->nr_fresh++] = e->crc.compressed_sectors;
-		}
+		for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+			note_fresh(u, &e->ptrs[i], e->crc.compressed_sectors);
 	}
 	int r = update(t, u, k);
 	if (!r && u->nr_refs)
 		r = bch_reflink_refs_trans(bch_trans_fs(t), t, u);
 	return r;
+}
+
+int bch_extent_grow(struct btree_trans *t, const struct bch_bkey *old, const struct bch_bkey *grown,
+		    const struct bch_extent_ptr *fresh, unsigned nr, unsigned sectors,
+		    struct bch_extent_update *u)
+{
+	struct bch_bkey del = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = old->p };
+	int r = update(t, u, &del);
+
+	if (r)
+		return r;
+	/* old's sectors stay counted in their buckets; the fresh ones were counted at allocation */
+	u->i_sectors_delta += (int64_t)grown->size - (int64_t)old->size;
+	for (unsigned i = 0; i < nr; i++)
+		note_fresh(u, &fresh[i], sectors);
+	return update(t, u, grown);
 }
 
 void bch_extent_update_apply(struct bch_fs *c, struct bch_extent_update *u)

@@ -100,6 +100,16 @@ int bch_extents_punch(struct bch_fs *c, struct btree_trans *t, uint64_t inum, ui
 		      uint64_t *done_to);
 
 /*
+ * Replace extent old by grown, the same extent with sectors more at its
+ * end whose space (fresh[0..nr), sectors each, one per pointer of old)
+ * was just allocated and counted: old's sectors stay counted, the fresh
+ * ones are given back if the transaction is abandoned (io.c's appends).
+ */
+int bch_extent_grow(struct btree_trans *t, const struct bch_bkey *old, const struct bch_bkey *grown,
+		    const struct bch_extent_ptr *fresh, unsigned nr, unsigned sectors,
+		    struct bch_extent_update *u);
+
+/*
  * Add k (extent or reservation, over a range already punched in t).  Its
  * space was counted when it was allocated unless account is true.
  */

@@ -83,9 +83,80 @@ static unsigned unit_sectors(struct bch_fs *c)
 	return s ? s : c->sb->block_size;
 }
 
+/*
+ * An append may grow the file's previous extent instead of adding one: a
+ * program writing 8 KiB at a time would otherwise leave 16 keys where one
+ * fits, and every later walk, copy and share pays for them.  The previous
+ * extent (the key of this snapshot ending at start) grows when all of:
+ *  - both are plain (no compression, no encryption, whole: the checksum
+ *    covers exactly the key) with the same checksum type, none or crc32c
+ *    (whose checksums combine: bch_crc32c_combine()), and the file does not
+ *    compress (its data that did not shrink is stored plain, one unit per
+ *    write, as compressed data is);
+ *  - together they fit one encoding unit (unit sectors);
+ *  - on every member the new data lies right behind the old, in the same
+ *    bucket (io.c invariant (2)), with the same pointers' devices and gens.
+ * Only for a write's first unit: the punch at the start of
+ * bch_data_write() leaves the key ending at start alone, and nothing in
+ * the transaction has changed it.  Returns the grown key and the old one
+ * in *old (for bch_extent_grow()), or NULL.
+ */
+static struct bch_bkey *append_merge(struct bch_fs *c, uint64_t inum, uint64_t start,
+				     unsigned sectors, unsigned unit, const struct bch_extent_crc *crc,
+				     const struct bch_extent_ptr *ptrs, unsigned got,
+				     struct bch_bkey **old)
+{
+	struct bch_viter it;
+	const struct bch_bkey *k;
+	struct bch_bkey *prev = NULL;
+	int err = 0;
+
+	if (c->crypt || !start || crc->compression_type != BCH_COMPRESSION_none ||
+	    (crc->csum_type != BCH_CSUM_none && crc->csum_type != BCH_CSUM_crc32c))
+		return NULL;
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start, 0), POS(inum, UINT64_MAX, 0));
+	k = bch_viter_next(&it, &err);
+	if (k && k->type == BCH_BKEY_extent && k->p.inode == inum && k->p.offset == start &&
+	    k->p.snapshot == bch_view_snap(c) && !k->version)
+		prev = bch_bkey_dup(k);
+	bch_viter_exit(&it);
+	if (!prev)
+		return NULL;
+
+	const struct bch_extent *e = bkey_val(prev);
+	const struct bch_extent_crc *pc = &e->crc;
+	bool ok = pc->compression_type == BCH_COMPRESSION_none && pc->csum_type == crc->csum_type &&
+		  !pc->offset && pc->uncompressed_sectors == prev->size &&
+		  pc->compressed_sectors == prev->size && prev->size + sectors <= unit &&
+		  bch_extent_nr_ptrs(prev) == got;
+	for (unsigned i = 0; ok && i < got; i++) {
+		const struct bch_extent_ptr *a = &e->ptrs[i], *b = &ptrs[i];
+		uint64_t bs = bch_sb_member(c->sb, b->dev)->bucket_size;
+		ok = a->dev == b->dev && a->gen == b->gen && !a->flags && !b->flags &&
+		     a->offset + prev->size == b->offset && bs &&
+		     a->offset / bs == (b->offset + sectors - 1) / bs;
+	}
+	struct bch_bkey *grown = ok ? bch_bkey_dup(prev) : NULL;
+	if (!grown) {
+		free(prev);
+		return NULL;
+	}
+	struct bch_extent *m = bkey_val(grown);
+	if (crc->csum_type == BCH_CSUM_crc32c)
+		m->crc.csum.lo = bch_crc32c_combine((uint32_t)pc->csum.lo, (uint32_t)crc->csum.lo,
+						    (uint64_t)sectors << BCH_SECTOR_SHIFT);
+	grown->size += sectors;
+	grown->p.offset = start + sectors;
+	m->crc.uncompressed_sectors = m->crc.compressed_sectors = grown->size;
+	m->crc.compressed_bytes = grown->size << BCH_SECTOR_SHIFT;
+	*old = prev;
+	return grown;
+}
+
 static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		      const struct bch_io_opts *o, uint64_t start, const void *src, unsigned sectors,
-		      void *enc, struct bch_extent_update *u, bool *needs_rebalance)
+		      unsigned unit, bool first, void *enc, struct bch_extent_update *u,
+		      bool *needs_rebalance)
 {
 	struct bch_encode_opts eo = {
 		.csum_type	= o->csum_type,
@@ -134,14 +205,23 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		}
 	}
 
-	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_extent, POS(inum, start + sectors, 0),
-					    sizeof(struct bch_extent) + got * sizeof(struct bch_extent_ptr));
-	struct bch_extent *e = bkey_val(k);
-	k->size = sectors;
-	k->version = version;	/* encrypted: the data's nonce (crypt.h) */
-	e->crc = crc;
-	memcpy(e->ptrs, ptrs, got * sizeof(ptrs[0]));
-	r = bch_extent_insert(t, k, false, u);
+	struct bch_bkey *old = NULL;
+	/* not in a file that compresses: data that did not shrink is stored plain, yet not merged */
+	struct bch_bkey *k = first && plain ? append_merge(c, inum, start, sectors, unit, &crc, ptrs, got, &old)
+					    : NULL;
+	if (k) {
+		r = bch_extent_grow(t, old, k, ptrs, got, sectors, u);
+		free(old);
+	} else {
+		k = bch_bkey_alloc(BCH_BKEY_extent, POS(inum, start + sectors, 0),
+				   sizeof(struct bch_extent) + got * sizeof(struct bch_extent_ptr));
+		struct bch_extent *e = bkey_val(k);
+		k->size = sectors;
+		k->version = version;	/* encrypted: the data's nonce (crypt.h) */
+		e->crc = crc;
+		memcpy(e->ptrs, ptrs, got * sizeof(ptrs[0]));
+		r = bch_extent_insert(t, k, false, u);
+	}
 	if (!r && !*needs_rebalance)
 		*needs_rebalance = bch_extent_rebalance_reasons(c, k, o) != 0;
 	free(k);
@@ -168,8 +248,8 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	bool needs_rebalance = false;
 	for (uint64_t off = 0; off < sectors && !r; off += unit) {
 		unsigned n = sectors - off < unit ? sectors - off : unit;
-		r = write_unit(c, t, inum, o, start + off,
-			       (const char *)buf + (off << BCH_SECTOR_SHIFT), n, enc, u, &needs_rebalance);
+		r = write_unit(c, t, inum, o, start + off, (const char *)buf + (off << BCH_SECTOR_SHIFT),
+			       n, unit, !off, enc, u, &needs_rebalance);
 	}
 	free(enc);
 	/* data off its background target, or not in its background compression */

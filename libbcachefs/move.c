@@ -38,6 +38,8 @@ struct move_pending {
 	unsigned		fresh_span;	/* sectors allocated for each fresh copy */
 	unsigned		group;		/* lead: the members queued after it */
 	bool			raced;		/* changed since read: not replaced */
+	bool			split;		/* the back part of the previous pending's key,
+						 * on fresh copies of its own (move_split) */
 	unsigned		btree_id;	/* extents, or reflink: old and new are then the
 						 * extent form of a reflink_v (reflink.h) */
 };
@@ -391,6 +393,124 @@ static int drop_ptrs(struct bch_mover *m, const struct bch_bkey *k, const struct
 	return queue_group(m, k, nk, g);
 }
 
+/*
+ * Copygc moving a plain key whose one dirty copy it rewrites: where to cut
+ * it so that its front fills the rest of the open user bucket on that
+ * device exactly (0: no cut).  A key that does not fit that rest would
+ * leave it unused, and the pieces an overwrite leaves of a bucket-sized
+ * extent are nearly bucket sized: every move would then waste about what it
+ * frees (copygc.h invariant 6).
+ */
+static unsigned split_point(struct bch_fs *c, const struct bch_bkey *k, uint32_t rewrite)
+{
+	const struct bch_extent *e = bkey_val(k);
+	struct bch_alloc_space s;
+	unsigned dev = BCH_SB_MEMBERS_MAX;
+
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++)
+		if ((rewrite & (1U << i)) && !(e->ptrs[i].flags & BCH_EXTENT_PTR_CACHED))
+			dev = e->ptrs[i].dev;
+	if (dev >= BCH_SB_MEMBERS_MAX)
+		return 0;
+	bch_alloc_dev_space(c, dev, &s);
+	if (!s.bucket_sectors)
+		return 0;
+	/* copygc_room: whole empty buckets plus the rest of the open one */
+	uint64_t rest = s.copygc_room % s.bucket_sectors;
+	rest -= rest % c->sb->block_size;
+	return rest && rest < k->size ? (unsigned)rest : 0;
+}
+
+/*
+ * Move k (read into m->enc; plain, not encrypted, its one dirty copy
+ * rewritten on its device, no sharers) as two keys: its first a sectors
+ * into the rest of the open bucket, the others into a new one, each
+ * encoded (checksummed) on its own; cached copies are dropped.  Both
+ * replace k in one transaction: the second is queued as a split member of
+ * the first, whose compare-and-swap it shares.
+ */
+static int move_split(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op,
+		      unsigned a)
+{
+	struct bch_fs *c = m->c;
+	const struct bch_extent *e = bkey_val(k);
+	struct move_pending *p = &m->q[m->nr];
+	unsigned len[2] = { a, k->size - a }, from = e->crc.offset;
+	struct bch_bkey *nk[2] = { NULL, NULL };
+	int r = 0;
+
+	memset(p, 0, 2 * sizeof(*p));
+	for (unsigned i = 0; i < 2 && !r; from += len[i], i++) {
+		struct bch_encode_opts eo = {
+			.csum_type	= e->crc.csum_type,
+			.compression	= BCH_COMPRESSION_none,
+			.block_sectors	= c->sb->block_size,
+			.max_sectors	= len[i],
+		};
+		struct bch_extent_crc crc;
+		unsigned got = 0;
+		/* plain data straight from the read: it must sit in an I/O buffer */
+		memmove(m->out, (const char *)m->enc + ((size_t)from << BCH_SECTOR_SHIFT),
+			(size_t)len[i] << BCH_SECTOR_SHIFT);
+		if ((r = bch_extent_encode(&eo, m->out, len[i], NULL, &crc)))
+			break;
+		if (e->crc.compression_type == BCH_COMPRESSION_incompressible)
+			crc.compression_type = BCH_COMPRESSION_incompressible;
+		if ((r = alloc_same_dev(c, k, op->rewrite, len[i], p[i].fresh, &got))) {
+			m->s->keys_no_space++;
+			problem(m, k, "no space for the new copies where the options allow");
+			c->err_msg[0] = 0;
+			break;
+		}
+		p[i].nr_fresh = got;
+		p[i].fresh_span = len[i];
+		for (unsigned j = 0; j < got && !r; j++) {
+			struct bch_dev *ca = c->devs[p[i].fresh[j].dev];
+			r = bch_dev_write(ca->bdev, m->out, (size_t)len[i] << BCH_SECTOR_SHIFT,
+					  (uint64_t)p[i].fresh[j].offset << BCH_SECTOR_SHIFT);
+			if (r)
+				r = bch_fs_err(c, r, "writing moved data to %s: %s", bch_dev_path(ca->bdev),
+					       bch_err_str(r));
+			else
+				m->s->sectors_written += len[i];
+		}
+		struct bch_bpos pos = k->p;
+		if (!i)
+			pos.offset = bch_extent_start(k) + a;
+		if (!r && !(nk[i] = bch_bkey_alloc(BCH_BKEY_extent, pos, sizeof(struct bch_extent) +
+						   got * sizeof(struct bch_extent_ptr))))
+			r = -ENOMEM;
+		if (!r) {
+			struct bch_extent *ne = bkey_val(nk[i]);
+			nk[i]->size = len[i];
+			nk[i]->version = k->version;
+			ne->crc = crc;
+			memcpy(ne->ptrs, p[i].fresh, got * sizeof(p[i].fresh[0]));
+		}
+	}
+	struct bch_bkey *old[2] = { r ? NULL : bch_bkey_dup(k), r ? NULL : bch_bkey_dup(k) };
+	if (!r && (!old[0] || !old[1]))
+		r = -ENOMEM;
+	if (r) {
+		for (unsigned i = 0; i < 2; i++) {
+			bch_alloc_data_free(c, p[i].fresh, p[i].nr_fresh, p[i].fresh_span);
+			free(nk[i]);
+			free(old[i]);
+		}
+		memset(p, 0, 2 * sizeof(*p));
+		return r;
+	}
+	for (unsigned i = 0; i < 2; i++) {
+		p[i].old = old[i];
+		p[i].new = nk[i];
+		p[i].btree_id = m->btree_id;
+	}
+	p[0].group = 1;
+	p[1].split = true;
+	m->nr += 2;
+	return 0;
+}
+
 static int move_key(struct bch_mover *m, const struct bch_bkey *k, const struct bch_move_op *op,
 		    struct move_group *g)
 {
@@ -463,6 +583,23 @@ static int move_key(struct bch_mover *m, const struct bch_bkey *k, const struct 
 	}
 	if (op->nr_new < dirty_rewritten || (op->same_dev && op->nr_new != dirty_rewritten))
 		return -EINVAL;		/* would drop replicas */
+	/*
+	 * copygc: a plain key with one dirty copy, all of it rewritten, that
+	 * does not fit the rest of the open bucket is cut there (move_split)
+	 */
+	unsigned split_at = 0;
+	bool dirty_stays = false;
+	for (unsigned i = 0; i < nr_keep; i++)
+		dirty_stays |= !(keep[i].flags & BCH_EXTENT_PTR_CACHED);
+	if (op->same_dev && !op->recompress && !g->nr && !c->crypt && !dirty_stays &&
+	    m->btree_id == BCH_BTREE_ID_extents && dirty_rewritten == 1 &&
+	    (e->crc.compression_type == BCH_COMPRESSION_none ||
+	     e->crc.compression_type == BCH_COMPRESSION_incompressible) &&
+	    (split_at = split_point(c, k, op->rewrite)) && m->nr + 2 > BCH_MOVE_BATCH_KEYS) {
+		if ((r = bch_mover_flush(m)))	/* two slots; k itself is not queued */
+			return r;
+		split_at = split_point(c, k, op->rewrite);
+	}
 	/* room in the key: cached copies give way to dirty ones */
 	while (nr_keep + op->nr_new > BCH_REPLICAS_MAX) {
 		unsigned i;
@@ -486,6 +623,8 @@ static int move_key(struct bch_mover *m, const struct bch_bkey *k, const struct 
 		problem(m, k, "no good copy to read");
 		return -EIO;
 	}
+	if (split_at)
+		return move_split(m, k, op, split_at);
 
 	/*
 	 * The encoded form of the new copies.  Re-encoded with sharers: the
@@ -679,6 +818,9 @@ static void settle(struct bch_fs *c, const struct move_pending *p)
 	const struct bch_extent *oe = bkey_val(p->old), *ne = bkey_val(p->new);
 	unsigned old_share = bch_extent_disk_sectors(p->old);
 
+	if (p->split)
+		return;		/* the front part gave up the old copies' share */
+
 	/* gains first, so no bucket looks empty on the way: demoted copies */
 	for (unsigned j = 0; j < bch_extent_nr_ptrs(p->new); j++) {
 		const struct bch_extent_ptr *np = &ne->ptrs[j];
@@ -708,21 +850,27 @@ static void settle(struct bch_fs *c, const struct move_pending *p)
  */
 static void settle_fresh(struct bch_fs *c, const struct move_pending *lead, bool committed)
 {
-	int64_t held = 0;
-	bool any = false;
+	/* the lead's copies, and those of each split member (its own alone) */
+	for (unsigned o = 0; o <= lead->group; o++) {
+		const struct move_pending *own = &lead[o];
+		int64_t held = 0;
+		bool any = false;
 
-	for (unsigned j = 0; committed && j <= lead->group; j++)
-		if (!lead[j].raced) {
-			held += bch_extent_disk_sectors(lead[j].new);
-			any = true;
+		if (o && !own->split)
+			continue;
+		for (unsigned j = 0; committed && j <= lead->group; j++)
+			if (!lead[j].raced && (o ? j == o : !lead[j].split)) {
+				held += bch_extent_disk_sectors(lead[j].new);
+				any = true;
+			}
+		if (!any) {
+			bch_alloc_data_free(c, own->fresh, own->nr_fresh, own->fresh_span);
+			continue;
 		}
-	if (!any) {
-		bch_alloc_data_free(c, lead->fresh, lead->nr_fresh, lead->fresh_span);
-		return;
-	}
-	for (unsigned i = 0; i < lead->nr_fresh && held != lead->fresh_span; i++) {
-		struct bch_extent_ptr f = lead->fresh[i];
-		bch_alloc_data_account(c, &f, lead->fresh_span, held - (int64_t)lead->fresh_span);
+		for (unsigned i = 0; i < own->nr_fresh && held != own->fresh_span; i++) {
+			struct bch_extent_ptr f = own->fresh[i];
+			bch_alloc_data_account(c, &f, own->fresh_span, held - (int64_t)own->fresh_span);
+		}
 	}
 }
 
@@ -747,8 +895,9 @@ static int group_update(struct bch_mover *m, struct btree_trans *t, struct move_
 		struct move_pending *p = &lead[j];
 		bool indirect = p->btree_id == BCH_BTREE_ID_reflink;
 		struct bch_bkey *nv = indirect ? indirect_replacement(m->c, p) : NULL;
-		if (indirect ? !nv : !unchanged(m->c, p->old)) {
-			m->s->keys_raced++;
+		/* a split member stands or falls with the front part: one old key */
+		if (p->split ? p[-1].raced : indirect ? !nv : !unchanged(m->c, p->old)) {
+			m->s->keys_raced += !p->split;
 			p->raced = true;
 			continue;
 		}
@@ -769,7 +918,7 @@ static void groups_done(struct bch_mover *m, unsigned start, unsigned end, int r
 		for (unsigned j = 0; !r && j <= lead->group; j++)
 			if (!lead[j].raced) {
 				settle(m->c, &lead[j]);
-				m->s->keys_moved++;
+				m->s->keys_moved += !lead[j].split;
 				m->s->sectors_moved += lead[j].new->size;
 			}
 		settle_fresh(m->c, lead, !r);

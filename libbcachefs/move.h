@@ -96,7 +96,11 @@ struct bch_move_op {
 					 * from the first half of the btree reserve
 					 * (copygc frees buckets); nr_new must equal the
 					 * dirty copies rewritten, target and exclude_devs
-					 * are ignored; rewritten cached copies are dropped */
+					 * are ignored; rewritten cached copies are dropped.
+					 * A plain key, its one dirty copy rewritten, that
+					 * does not fit the rest of the open bucket is cut
+					 * there: two keys, each checksummed anew, replace
+					 * it in one transaction (copygc.h invariant 6) */
 };
 
 struct bch_mover;

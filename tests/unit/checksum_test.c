@@ -296,3 +296,25 @@ Test(checksum, every_bit_flip_detected)
 		}
 	}
 }
+
+/* crc32c(A || B) from crc32c(A), crc32c(B) and |B|, for lengths 0..70000 (fixed seed). */
+Test(checksum, crc32c_combine)
+{
+	static unsigned char buf[140000];
+	unsigned s = 12345;
+
+	for (size_t i = 0; i < sizeof(buf); i++) {
+		s = s * 1103515245u + 12345u;
+		buf[i] = s >> 16;
+	}
+	const size_t lens[] = { 0, 1, 3, 8, 255, 512, 4096, 4097, 65536, 70000 };
+	for (unsigned i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		for (unsigned j = 0; j < sizeof(lens) / sizeof(lens[0]); j++) {
+			struct bch_csum a, b, ab;
+			cr_assert_eq(bch_checksum(BCH_CSUM_crc32c, buf, lens[i], &a), 0);
+			cr_assert_eq(bch_checksum(BCH_CSUM_crc32c, buf + lens[i], lens[j], &b), 0);
+			cr_assert_eq(bch_checksum(BCH_CSUM_crc32c, buf, lens[i] + lens[j], &ab), 0);
+			cr_assert_eq(bch_crc32c_combine((uint32_t)a.lo, (uint32_t)b.lo, lens[j]), (uint32_t)ab.lo,
+				     "|A| %zu |B| %zu", lens[i], lens[j]);
+		}
+}
