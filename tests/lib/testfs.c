@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bcachefs.h"
+#include "btree.h"
 #include "format.h"
 #include "fsck.h"
 #include "fs.h"
@@ -57,11 +59,12 @@ void testfs_format(const char *dir, unsigned nr, unsigned size_mb, unsigned node
 struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned flags,
 			   uint64_t cache_bytes, char *err, unsigned errlen)
 {
-	char *p[4];
+	char *p[TESTFS_DEVS_MAX];
 	struct bch_opts o;
 	struct bch_fs *c = NULL;
 
-	for (unsigned i = 0; i < nr && i < 4; i++)
+	cr_assert_leq(nr, TESTFS_DEVS_MAX);
+	for (unsigned i = 0; i < nr; i++)
 		p[i] = paths[i];
 	memset(&o, 0, sizeof(o));
 	if (flags & TESTFS_RO)
@@ -88,27 +91,53 @@ void testfs_assert_fsck_clean(struct bch_fs *c, bool data)
 	free(n);
 }
 
-bool testfs_damage_found(char paths[][TESTFS_PATH_MAX], unsigned nr)
+const char *testfs_fsck_problem(char paths[][TESTFS_PATH_MAX], unsigned nr, bool data, char *msg,
+				size_t len)
 {
 	char err[256];
 	struct bch_fs *c = testfs_open(paths, nr, TESTFS_RO | TESTFS_FSCK, 0, err, sizeof(err));
 
 	if (!c)
-		return true;
+		return snprintf(msg, len, "fsck open: %s", err), msg;
 	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
 	struct bch_fsck_file_stats st;
 	uint64_t nodes;
-	bool found = false;
+	const char *bad = NULL;
 
 	cr_assert(n);
 	n->mode = BCH_FSCK_NO;
-	if (bch_fsck_btrees(n, c, &nodes) || bch_fsck_files(n, c, true, &st))
-		found = true;
-	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
-		found |= n->found[p] != 0;
+	if (bch_fsck_btrees(n, c, &nodes) || bch_fsck_files(n, c, data, &st))
+		bad = (snprintf(msg, len, "fsck: %.300s", n->err_msg), msg);
+	for (unsigned q = 0; q < BCH_FSCK_PROBLEM_NR && !bad; q++)
+		if (n->found[q])
+			bad = (snprintf(msg, len, "fsck -n finds %s", bch_fsck_problems[q].name), msg);
 	free(n);
 	bch_fs_close(c);
-	return found;
+	return bad;
+}
+
+bool testfs_damage_found(char paths[][TESTFS_PATH_MAX], unsigned nr)
+{
+	char msg[400];
+
+	return testfs_fsck_problem(paths, nr, true, msg, sizeof(msg)) != NULL;
+}
+
+unsigned testfs_count_keys(struct bch_fs *c, unsigned id, unsigned type)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	unsigned n = 0;
+	int err = 0;
+
+	if (!c->roots->r[id].key)
+		return 0;
+	bch_btree_iter_init(&it, c, id, POS_MIN, POS_MAX);
+	while ((k = bch_btree_iter_next(&it, &err)))
+		n += k->type == type;
+	bch_btree_iter_exit(&it);
+	cr_assert_eq(err, 0, "%s", c->err_msg);
+	return n;
 }
 
 void *testfs_slurp(const char *path, size_t *len)

@@ -14,6 +14,7 @@
 struct bch_fs;
 
 #define TESTFS_PATH_MAX	128
+#define TESTFS_DEVS_MAX	16	/* members testfs_open() takes */
 
 /*
  * Format nr image files dir/d0.img, dir/d1.img, ... of size_mb MiB each,
@@ -43,6 +44,19 @@ struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned 
  * data pass 11 too, must find no problem.  Fails the test naming the first.
  */
 void testfs_assert_fsck_clean(struct bch_fs *c, bool data);
+
+/*
+ * fsck -n (btrees, then files, with their data when data) of the
+ * filesystem on paths, opened read-only for fsck: NULL when it is clean,
+ * else msg saying what it found first (the open's or the pass's error, or
+ * the first problem's name).  For tests that must fail with a message,
+ * not at once (crash cuts print their seed and cut first).
+ */
+const char *testfs_fsck_problem(char paths[][TESTFS_PATH_MAX], unsigned nr, bool data, char *msg,
+				size_t len);
+
+/* Keys of type in btree id of c (0 when the btree does not exist yet). */
+unsigned testfs_count_keys(struct bch_fs *c, unsigned id, unsigned type);
 
 /*
  * fsck -n (btrees, then files with their data) of the filesystem on paths,

@@ -28,6 +28,7 @@
 #include "move.h"
 #include "rebalance.h"
 #include "tests/lib/iorecord.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 #define NDEV		4
@@ -55,22 +56,6 @@ static void snapshot(unsigned op)
 		states[op][f] = fnv(model[f], FSIZE);
 }
 
-static struct bch_fs *open_devs(char p[NDEV][128], unsigned fsck, char *err)
-{
-	char *pp[NDEV];
-	struct bch_opts o;
-	struct bch_fs *c = NULL;
-
-	for (unsigned d = 0; d < NDEV; d++)
-		pp[d] = p[d];
-	memset(&o, 0, sizeof(o));
-	if (fsck) {
-		bch_opt_set(&o, Opt_fsck, 1);
-		bch_opt_set(&o, Opt_read_only, 1);
-	}
-	return bch_fs_open(pp, NDEV, &o, &c, err, 256) ? NULL : c;
-}
-
 /* NULL when the files match the state after some op in from..to. */
 static const char *check(struct bch_fs *c, unsigned from, unsigned to, char *msg, size_t len)
 {
@@ -93,29 +78,6 @@ static const char *check(struct bch_fs *c, unsigned from, unsigned to, char *msg
 		if (!memcmp(found, states[p], sizeof(found)))
 			return NULL;
 	return snprintf(msg, len, "no state after ops %u..%u matches", from, to), msg;
-}
-
-static const char *fsck_problems(char p[NDEV][128], char *msg, size_t len)
-{
-	char err[256];
-	struct bch_fs *c = open_devs(p, 1, err);
-
-	if (!c)
-		return snprintf(msg, len, "fsck open: %s", err), msg;
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-	const char *bad = NULL;
-
-	n->mode = BCH_FSCK_NO;
-	if (bch_fsck_btrees(n, c, &nodes) || bch_fsck_files(n, c, false, &st))
-		bad = (snprintf(msg, len, "fsck: %.300s", n->err_msg), msg);
-	for (unsigned q = 0; q < BCH_FSCK_PROBLEM_NR && !bad; q++)
-		if (n->found[q])
-			bad = (snprintf(msg, len, "fsck -n finds %s", bch_fsck_problems[q].name), msg);
-	free(n);
-	bch_fs_close(c);
-	return bad;
 }
 
 Test(ec_crash, builds_survive_every_cut, .timeout = 900)
@@ -143,7 +105,7 @@ Test(ec_crash, builds_survive_every_cut, .timeout = 900)
 	bch_opt_set(&o, Opt_erasure_code, 1);
 	cr_assert_eq(bch_format(devs, NDEV, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
 
-	struct bch_fs *c = open_devs(paths, 0, err);
+	struct bch_fs *c = testfs_open(paths, NDEV, 0, 0, err, 256);
 	cr_assert(c, "%s", err);
 	srandom(seed);
 	uint64_t inum[NFILES];
@@ -210,7 +172,7 @@ Test(ec_crash, builds_survive_every_cut, .timeout = 900)
 			for (unsigned d = 0; d < NDEV; d++)
 				cr_assert_eq(iorec_write_image(rec, &plan, d, crash[d]), 0);
 			const char *bad = NULL;
-			struct bch_fs *cc = open_devs(crash, 0, err);
+			struct bch_fs *cc = testfs_open(crash, NDEV, 0, 0, err, 256);
 			if (!cc) {
 				bad = (snprintf(msg, sizeof(msg), "open: %s", err), msg);
 			} else {
@@ -219,7 +181,7 @@ Test(ec_crash, builds_survive_every_cut, .timeout = 900)
 				bch_fs_close(cc);
 			}
 			if (!bad)
-				bad = fsck_problems(crash, msg, sizeof(msg));
+				bad = testfs_fsck_problem(crash, NDEV, false, msg, sizeof(msg));
 			if (bad) {
 				char *desc = iorec_plan_describe(rec, &plan);
 				cr_log_error("cut at event %zu (seed %llu): %s\n%s", at,

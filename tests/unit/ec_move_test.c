@@ -31,6 +31,7 @@
 #include "fsck.h"
 #include "move.h"
 #include "rebalance.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 #define NDEV		4
@@ -39,45 +40,6 @@
 
 static char tmpdir[64], paths[NDEV][128];
 static unsigned char model[NFILES][FSIZE];
-
-static struct bch_fs *open_devs(char p[NDEV][128], unsigned fsck, char *err)
-{
-	char *pp[NDEV];
-	struct bch_opts o;
-	struct bch_fs *c = NULL;
-
-	for (unsigned d = 0; d < NDEV; d++)
-		pp[d] = p[d];
-	memset(&o, 0, sizeof(o));
-	if (fsck) {
-		bch_opt_set(&o, Opt_fsck, 1);
-		bch_opt_set(&o, Opt_read_only, 1);
-	}
-	return bch_fs_open(pp, NDEV, &o, &c, err, 256) ? NULL : c;
-}
-
-static const char *fsck_problems(char p[NDEV][128], char *msg, size_t len)
-{
-	char err[256];
-	struct bch_fs *c = open_devs(p, 1, err);
-
-	if (!c)
-		return snprintf(msg, len, "fsck open: %s", err), msg;
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-	const char *bad = NULL;
-
-	n->mode = BCH_FSCK_NO;
-	if (bch_fsck_btrees(n, c, &nodes) || bch_fsck_files(n, c, false, &st))
-		bad = (snprintf(msg, len, "fsck: %.300s", n->err_msg), msg);
-	for (unsigned q = 0; q < BCH_FSCK_PROBLEM_NR && !bad; q++)
-		if (n->found[q])
-			bad = (snprintf(msg, len, "fsck -n finds %s", bch_fsck_problems[q].name), msg);
-	free(n);
-	bch_fs_close(c);
-	return bad;
-}
 
 static void overwrite(struct bch_fs *c, const uint64_t *inum, unsigned f, size_t off, size_t len)
 {
@@ -88,22 +50,6 @@ static void overwrite(struct bch_fs *c, const uint64_t *inum, unsigned f, size_t
 	cr_assert_eq(bch_fs_write(c, inum[f], off, buf, len), (ssize_t)len, "%s", c->err_msg);
 	memcpy(model[f] + off, buf, len);
 }
-
-static unsigned nr_stripes(struct bch_fs *c)
-{
-	struct btree_iter it;
-	const struct bch_bkey *k;
-	unsigned n = 0;
-	int err = 0;
-
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_stripes, POS_MIN, POS_MAX);
-	while ((k = bch_btree_iter_next(&it, &err)))
-		n += k->type == BCH_BKEY_stripe;
-	bch_btree_iter_exit(&it);
-	cr_assert_eq(err, 0);
-	return n;
-}
-
 
 static struct bch_fs *setup(uint64_t *inum)
 {
@@ -125,7 +71,7 @@ static struct bch_fs *setup(uint64_t *inum)
 	bch_opt_set(&o, Opt_metadata_replicas, 1);
 	bch_opt_set(&o, Opt_erasure_code, 1);
 	cr_assert_eq(bch_format(devs, NDEV, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
-	struct bch_fs *c = open_devs(paths, 0, err);
+	struct bch_fs *c = testfs_open(paths, NDEV, 0, 0, err, 256);
 	cr_assert(c, "%s", err);
 	srandom(7335);
 	for (unsigned f = 0; f < NFILES; f++) {
@@ -139,7 +85,7 @@ static struct bch_fs *setup(uint64_t *inum)
 	while (bch_ec_step(c, UINT64_MAX, true, &s) == 1)
 		;
 	cr_assert_eq(bch_fs_fsync(c), 0);
-	cr_assert_geq(nr_stripes(c), 2);
+	cr_assert_geq(testfs_count_keys(c, BCH_BTREE_ID_stripes, BCH_BKEY_stripe), 2);
 	return c;
 }
 
@@ -148,7 +94,7 @@ static void teardown(struct bch_fs *c)
 	char msg[512];
 
 	cr_assert_eq(bch_fs_close(c), 0);
-	const char *bad = fsck_problems(paths, msg, sizeof(msg));
+	const char *bad = testfs_fsck_problem(paths, NDEV, false, msg, sizeof(msg));
 	cr_assert(!bad, "%s", bad);
 	test_tmpdir_remove(tmpdir);
 }

@@ -70,14 +70,10 @@ static uint64_t rng(uint64_t *s)
 
 static struct bch_fs *open_devs(char p[NDEV][128])
 {
-	char *pp[NDEV], err[256];
-	struct bch_opts o;
-	struct bch_fs *c = NULL;
+	char err[256];
+	struct bch_fs *c = testfs_open(p, NDEV, 0, 0, err, sizeof(err));
 
-	for (unsigned d = 0; d < NDEV; d++)
-		pp[d] = p[d];
-	memset(&o, 0, sizeof(o));
-	cr_assert_eq(bch_fs_open(pp, NDEV, &o, &c, err, sizeof(err)), 0, "open: %s", err);
+	cr_assert(c, "open: %s", err);
 	return c;
 }
 

@@ -33,6 +33,7 @@
 #include "fsck.h"
 #include "move.h"
 #include "tests/lib/iorecord.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 #define NDEV		4
@@ -42,27 +43,11 @@
 static char tmpdir[64], paths[NDEV][128], crash[NDEV][128];
 static unsigned char model[NFILES][FSIZE];
 
-static struct bch_fs *open_devs(char p[NDEV][128], bool ro, char *err)
-{
-	char *pp[NDEV];
-	struct bch_opts o;
-	struct bch_fs *c = NULL;
-
-	for (unsigned d = 0; d < NDEV; d++)
-		pp[d] = p[d];
-	memset(&o, 0, sizeof(o));
-	if (ro) {
-		bch_opt_set(&o, Opt_fsck, 1);
-		bch_opt_set(&o, Opt_read_only, 1);
-	}
-	return bch_fs_open(pp, NDEV, &o, &c, err, 256) ? NULL : c;
-}
-
 /* fsck -n: problems found, in total and of stripe_unused. */
 static void fsck_found(char p[NDEV][128], uint64_t *total, uint64_t *unused)
 {
 	char err[256];
-	struct bch_fs *c = open_devs(p, true, err);
+	struct bch_fs *c = testfs_open(p, NDEV, TESTFS_FSCK | TESTFS_RO, 0, err, 256);
 	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
 	struct bch_fsck_file_stats st;
 	uint64_t nodes;
@@ -81,21 +66,6 @@ static void fsck_found(char p[NDEV][128], uint64_t *total, uint64_t *unused)
 	*unused = n->found[BCH_FSCK_stripe_unused];
 	free(n);
 	bch_fs_close(c);
-}
-
-static unsigned nr_stripes(struct bch_fs *c)
-{
-	struct btree_iter it;
-	const struct bch_bkey *k;
-	unsigned n = 0;
-	int err = 0;
-
-	bch_btree_iter_init(&it, c, BCH_BTREE_ID_stripes, POS_MIN, POS_MAX);
-	while ((k = bch_btree_iter_next(&it, &err)))
-		n += k->type == BCH_BKEY_stripe;
-	bch_btree_iter_exit(&it);
-	cr_assert_eq(err, 0);
-	return n;
 }
 
 /* The stripe file inum's (one) extent points into (0: none). */
@@ -165,7 +135,7 @@ static struct bch_fs *setup(const char *name, uint64_t *inum, uint32_t *victim, 
 	bch_opt_set(&o, Opt_erasure_code, 1);
 	cr_assert_eq(bch_format(devs, NDEV, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
 
-	struct bch_fs *c = open_devs(paths, false, err);
+	struct bch_fs *c = testfs_open(paths, NDEV, 0, 0, err, 256);
 	cr_assert(c, "%s", err);
 	srandom(3475);
 	for (unsigned f = 0; f < NFILES; f++) {
@@ -184,7 +154,7 @@ static struct bch_fs *setup(const char *name, uint64_t *inum, uint32_t *victim, 
 		;
 	cr_assert_eq(r, 0, "%s", c->err_msg);
 	cr_assert_eq(bch_fs_fsync(c), 0);
-	cr_assert_geq(nr_stripes(c), 2, "only %u stripes built", nr_stripes(c));
+	cr_assert_geq(testfs_count_keys(c, BCH_BTREE_ID_stripes, BCH_BKEY_stripe), 2, "only %u stripes built", testfs_count_keys(c, BCH_BTREE_ID_stripes, BCH_BKEY_stripe));
 	*victim = stripe_of(c, inum[0]);
 	*other = 0;
 	cr_assert_neq(*victim, 0, "f0 not striped");
@@ -216,7 +186,7 @@ Test(ec_unused, close_deletes_emptied)
 	bool gone[NFILES];
 	char err[256];
 	struct bch_fs *c = setup("ecunused", inum, &victim, &other, gone);
-	unsigned before = nr_stripes(c);
+	unsigned before = testfs_count_keys(c, BCH_BTREE_ID_stripes, BCH_BKEY_stripe);
 
 	unlink_victims(c, gone);
 	/* a piece of a file of the other stripe rewritten: the rest still points into it */
@@ -232,11 +202,11 @@ Test(ec_unused, close_deletes_emptied)
 
 	fsck_found(paths, &total, &unused);
 	cr_expect_eq(total, 0, "fsck -n finds %llu problems after the close", (unsigned long long)total);
-	c = open_devs(paths, false, err);
+	c = testfs_open(paths, NDEV, 0, 0, err, 256);
 	cr_assert(c, "%s", err);
 	cr_expect(!stripe_exists(c, victim), "stripe %u, emptied, still there", victim);
 	cr_expect(stripe_exists(c, other), "stripe %u, still used, deleted", other);
-	cr_expect_eq(nr_stripes(c), before - 1, "%u stripes, %u before", nr_stripes(c), before);
+	cr_expect_eq(testfs_count_keys(c, BCH_BTREE_ID_stripes, BCH_BKEY_stripe), before - 1, "%u stripes, %u before", testfs_count_keys(c, BCH_BTREE_ID_stripes, BCH_BKEY_stripe), before);
 	for (unsigned f = 0; f < NFILES; f++)
 		if (!gone[f])
 			expect_file(c, f);
@@ -277,14 +247,14 @@ Test(ec_unused, crash_before_close, .timeout = 300)
 	cr_expect_eq(total, unused, "fsck -n of the crash image: %llu other problems",
 		     (unsigned long long)(total - unused));
 	/* a session that drops nothing: its open replayed the journal, its close looks at every stripe */
-	c = open_devs(crash, false, err);
+	c = testfs_open(crash, NDEV, 0, 0, err, 256);
 	cr_assert(c, "%s", err);
 	cr_assert_gt(c->journal_replayed, 0, "the crash image opened clean");
 	cr_assert_eq(bch_fs_close(c), 0);
 	fsck_found(crash, &total, &unused);
 	cr_expect_eq(total, 0, "fsck -n after a read-write session: %llu problems",
 		     (unsigned long long)total);
-	c = open_devs(crash, false, err);
+	c = testfs_open(crash, NDEV, 0, 0, err, 256);
 	cr_assert(c, "%s", err);
 	cr_expect(!stripe_exists(c, victim), "stripe %u, emptied, still there", victim);
 	cr_expect(stripe_exists(c, other), "stripe %u, still used, deleted", other);
