@@ -838,9 +838,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/*
 	 * The kernel clears set-id bits on chown itself, and on writes,
 	 * truncates and fallocate only S_ISUID and S_ISGID with group-execute
-	 * (fuse_setattr()); kill_priv() applies the whole rule on those.
-	 * (FUSE_CAP_HANDLE_KILLPRIV_V2 would carry the kernel's decision, but
-	 * libfuse 3.14 of Debian 12 does not offer it.)
+	 * (fuse_setattr()); kill_priv() applies the whole rule on those, and
+	 * chown_kill_bits() on chown.  FUSE_CAP_HANDLE_KILLPRIV would spare the
+	 * GETATTR the kernel sends before every chown, but libfuse 3.14 of
+	 * Debian 12 never passes it to the kernel (libfuse issue 884, fixed in
+	 * 3.16), and it does not offer FUSE_CAP_HANDLE_KILLPRIV_V2.
 	 */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/*
@@ -986,6 +988,33 @@ static int chmod_strip_sgid(fuse_req_t req, struct fmount *m, uint64_t inum, int
 	return 0;
 }
 
+/*
+ * chown or chgrp of a non-directory (chown_common(), setattr_should_drop_sgid()):
+ * S_ISUID goes whoever the caller is; S_ISGID goes with group-execute, or
+ * when the caller is neither in the file's group (the one before the change)
+ * nor has CAP_FSETID.  The kernel's fuse_setattr() sends the first two
+ * and recomputes the mode without the last (a chgrp by an owner outside
+ * the file's group kept S_ISGID).  The set-id bits to clear; lock held.
+ */
+static mode_t chown_kill_bits(fuse_req_t req, const struct stat *st)
+{
+	mode_t kill = 0;
+
+	if (S_ISDIR(st->st_mode))
+		return 0;
+	if (st->st_mode & S_ISUID)
+		kill |= S_ISUID;
+	if ((st->st_mode & S_ISGID) && (st->st_mode & S_IXGRP)) {
+		kill |= S_ISGID;
+	} else if (st->st_mode & S_ISGID) {
+		struct bch_caller *cr = caller_new(req);
+		if (!cr || (!cr->cap_fsetid && !bch_caller_in_group(cr, st->st_gid)))
+			kill |= S_ISGID;	/* no memory: the safe side */
+		free(cr);
+	}
+	return kill;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -1043,6 +1072,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		r = kill_priv(req, m, from_fuse(ino));
 		if (!r && (to_set & FUSE_SET_ATTR_MODE) && !bch_fs_getattr(m->c, from_fuse(ino), &st))
 			sa.mode &= ~(S_ISUID | S_ISGID) | st.st_mode;
+	}
+	if (!r && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
+	    !(r = bch_fs_getattr(m->c, from_fuse(ino), &st))) {
+		mode_t kill = chown_kill_bits(req, &st);
+		if (kill) {
+			if (!(sa.valid & BCH_SETATTR_MODE))
+				sa.mode = st.st_mode;
+			sa.valid |= BCH_SETATTR_MODE;
+			sa.mode &= ~kill;
+		}
 	}
 	/* chmod: the access ACL's owner, mask and other entries follow the mode */
 	char acl[4096];

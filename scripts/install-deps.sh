@@ -25,11 +25,11 @@ RUNTIME_PKGS="libisal2 libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhas
 # fusermount3, jq to check --json output, python3-jsonschema to validate it
 # against docs/json/, python3 for the tree generator and
 # comparer, GNU tar for archive round trips, fio, stress-ng and dbench for
-# the FUSE loads, attr for setfattr/getfattr on a mount, keyutils for keyctl;
+# the FUSE loads, attr for setfattr/getfattr on a mount, keyutils for keyctl, libcap2-bin for setcap/getcap;
 # dpkg-dev, debhelper and lintian build and check the Debian package, procps'
 # pgrep tells which mount helper ran).
 TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 python3-jsonschema tar fio stress-ng dbench acl attr \
-keyutils dpkg-dev debhelper lintian procps zstd"
+keyutils libcap2-bin dpkg-dev debhelper lintian procps zstd"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils squashfs-tools fio hyperfine time fuse2fs gocryptfs bc rsync"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"

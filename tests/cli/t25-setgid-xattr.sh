@@ -2,7 +2,8 @@
 # Set-id: the same scenarios (creation in setgid directories, under umasks
 # and default ACLs; write, truncate, O_TRUNC, fallocate, hole punch by the
 # unprivileged user nobody, a member of the file's group or not, and by root;
-# chmod by a non-member; chown) run on a kernel tmpfs and through the mount;
+# chmod by a non-member; chown by root, chgrp by the owner; security.capability
+# on chown and write) run on a kernel tmpfs and through the mount;
 # every resulting mode and group must be the kernel's.  xattrs: 64 KiB values
 # set, read, replaced and removed through the mount and `image` verbs, kept
 # by `format --source`, `image extract` and tar export/import; one byte more
@@ -10,7 +11,7 @@
 # 25, printed).  Unmounts wait for the daemon (-f), not a race to fsck.
 need_fuse
 need_root "tmpfs reference, setpriv to nobody"
-need setpriv setfacl
+need setpriv setfacl setcap getcap
 PY=/usr/bin/python3	# one nobody may run
 [ -x $PY ] || fail "no $PY: make check installs python3 (scripts/install-deps.sh test)"
 G=4242			# a group nobody is not in (unless given with --groups)
@@ -101,6 +102,25 @@ scenarios() {
 		f=$d/chgrp.$m; touch "$f"; chmod $m "$f"; chgrp $G "$f"; st "chgrp.$m" "$f"
 	done
 	mkdir "$d/dchown"; chmod 2755 "$d/dchown"; chown 65534 "$d/dchown"; st chown_dir2755 "$d/dchown"
+	# chgrp by the owner (MEM, in its own group 65534 and G; not in 0): the
+	# group before the change decides S_ISGID without group-execute
+	for m in 6755 2755 2644 4755 6644; do
+		for g in $G 0; do
+			f=$d/ochgrp.$m.$g; touch "$f"; chown 65534:$g "$f"; chmod $m "$f"
+			$MEM chgrp 65534 "$f"; st "ochgrp.$m.$g" "$f"
+		done
+	done
+	# security.capability goes on chown and on a write, whoever makes them
+	for op in chown ochgrp write; do
+		f=$d/cap.$op; echo x > "$f"; chown 65534 "$f"; chmod 666 "$f"
+		setcap cap_net_raw+ep "$f" || echo "setcap $op failed"
+		case $op in
+		chown)	chown 0 "$f" ;;
+		ochgrp)	$MEM chgrp $G "$f" ;;
+		write)	$NOB $PY -c "import os; fd=os.open('$f', os.O_WRONLY); os.pwrite(fd, b'y', 1); os.close(fd)" ;;
+		esac
+		printf 'cap.%s %s\n' $op "$(getcap "$f" | wc -l)"
+	done
 }
 
 scenarios "$ref" > kernel.txt 2>&1
