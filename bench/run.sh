@@ -17,6 +17,7 @@
 #            the image files (bench/scrub.sh; DATA_MB for another size)
 #   fuse     bcachefs fusemount vs fuse2fs and kernel ext4 (bench/fuse.sh): untar, find+stat,
 #            fio sequential and 4k random, rm -rf
+#   scale    fusemount with 1, 2 and 4 clients vs kernel ext4 (bench/scale.sh)
 #   tiering  promote, rebalance vs cp, copygc write amplification, write
 #            latency under rebalance (bench/tiering.sh, rebalance.sh,
 #            copygc.sh, fuse-latency.sh; see bench/README)
@@ -145,6 +146,9 @@ echo
 
 echo
 "$root/bench/fuse.sh"
+
+echo
+sh "$root/bench/scale.sh"
 
 echo
 sh "$root/bench/fsck_scale.sh"
