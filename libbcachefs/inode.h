@@ -21,7 +21,7 @@
 struct bch_fs;
 struct btree_trans;
 
-/* Current time in ns (SOURCE_DATE_EPOCH, when set, for reproducible images). */
+/* Current time in ns (SOURCE_DATE_EPOCH, when set at the first call, for reproducible images). */
 int64_t bch_now_ns(void);
 
 int  bch_inode_get(struct bch_fs *c, uint64_t inum, struct bch_inode *inode);	/* -ENOENT */
