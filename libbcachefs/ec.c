@@ -909,7 +909,9 @@ struct ip_stripe {
 	struct cand	*cands;
 	size_t		nr, cap;
 	size_t		u64s;
-	bool		skip;		/* a bucket left out after planning: not built */
+	bool		skip;		/* too many extents for one transaction: not built */
+	struct build	b;		/* prepared: blocks, parity written */
+	struct bch_bkey	*sk;		/* prepared: the stripe key to commit */
 };
 
 struct inplace {
@@ -1249,7 +1251,7 @@ static int ip_read(struct bch_fs *c, struct inplace *ip, struct ip_stripe *s, st
 
 /*
  * Write the parity blocks and the zero tails of the shorter data blocks,
- * checksum every block, flush every member of the stripe.
+ * checksum every block (the caller flushes).
  */
 static int ip_write(struct bch_fs *c, struct inplace *ip, struct ip_stripe *s, struct build *b,
 		    struct bch_stripe *sv, struct bch_move_stats *st)
@@ -1287,37 +1289,33 @@ static int ip_write(struct bch_fs *c, struct inplace *ip, struct ip_stripe *s, s
 		if (st)
 			st->sectors_written += s->block_sectors - from;
 	}
-	for (unsigned i = 0; i < b->n; i++)
-		if ((r = bch_dev_flush(c->devs[s->devs[i]]->bdev)))
-			return r;
-	return 0;
+	return 0;	/* flushed with the rest of the batch (ip_step) */
 }
 
-/* Build planned stripe s with index idx: 1 built, 0 not (its buckets left to the other path), < 0 error. */
-static int ip_build(struct bch_fs *c, struct inplace *ip, struct ip_stripe *s,
-		    struct bch_move_stats *st, uint64_t *built)
+/*
+ * Prepare planned stripe s as stripe idx: blocks read and verified, parity
+ * computed and written (not flushed), the key in s->sk.  1 prepared, 0 not
+ * (its buckets are left to the other path), < 0 error.
+ */
+static int ip_prepare(struct bch_fs *c, struct inplace *ip, struct ip_stripe *s, uint64_t idx,
+		      struct bch_move_stats *st)
 {
-	struct build b = {
+	struct build *b = &s->b;
+	struct bch_ec_codec codec = { 0 };
+	int r;
+
+	*b = (struct build) {
 		.c = c, .k = s->k, .p = s->p, .n = s->k + s->p, .block_sectors = s->block_sectors,
 		.cands = s->cands, .nr = s->nr, .inplace = true,
 	};
-	struct bch_ec_codec codec = { 0 };
-	struct bch_bkey *sk = NULL;
-	uint64_t idx = 1;
-	int r;
-
 	if (s->skip || s->nr < 1)
 		return 0;
-	memcpy(b.devs, s->devs, sizeof(b.devs));
-	if ((r = bch_ec_init(c)))
-		return r;
-	if (c->roots->r[BCH_BTREE_ID_stripes].key && (r = next_stripe_index(c, &idx)))
-		return r;
+	memcpy(b->devs, s->devs, sizeof(b->devs));
 	r = -ENOMEM;
-	for (unsigned i = 0; i < b.n; i++)
-		if (!(b.bufs[i] = bch_dev_alloc_buf((size_t)b.block_sectors << BCH_SECTOR_SHIFT)))
+	for (unsigned i = 0; i < b->n; i++)
+		if (!(b->bufs[i] = bch_dev_alloc_buf((size_t)b->block_sectors << BCH_SECTOR_SHIFT)))
 			goto out;
-	r = ip_read(c, ip, s, &b, st);
+	r = ip_read(c, ip, s, b, st);
 	if (r == -ENOMEM || bch_err_is_dl(r))
 		goto out;
 	if (r) {
@@ -1330,33 +1328,42 @@ static int ip_build(struct bch_fs *c, struct inplace *ip, struct ip_stripe *s,
 		r = 0;
 		goto out;
 	}
-	if ((r = bch_ec_codec_init(&codec, b.k, b.p)))
+	if ((r = bch_ec_codec_init(&codec, b->k, b->p)))
 		goto out;
-	bch_ec_encode(&codec, (size_t)b.block_sectors << BCH_SECTOR_SHIFT, b.bufs);
-	sk = bch_bkey_alloc(BCH_BKEY_stripe, POS(0, idx, 0),
-			    sizeof(struct bch_stripe) + b.n * sizeof(struct bch_stripe_block));
-	struct bch_stripe *sv = bkey_val(sk);
-	sv->block_sectors = b.block_sectors;
-	sv->nr_blocks = b.n;
-	sv->nr_parity = b.p;
+	bch_ec_encode(&codec, (size_t)b->block_sectors << BCH_SECTOR_SHIFT, b->bufs);
+	s->sk = bch_bkey_alloc(BCH_BKEY_stripe, POS(0, idx, 0),
+			       sizeof(struct bch_stripe) + b->n * sizeof(struct bch_stripe_block));
+	struct bch_stripe *sv = bkey_val(s->sk);
+	sv->block_sectors = b->block_sectors;
+	sv->nr_blocks = b->n;
+	sv->nr_parity = b->p;
 	sv->algorithm = BCH_STRIPE_ALG_RS_CAUCHY;
 	sv->csum_type = BCH_CSUM_crc32c;
-	if ((r = ip_write(c, ip, s, &b, sv, st)))
-		goto out;
-	if ((r = commit(&b, sk, st)))
-		goto out;
-	*built += (uint64_t)b.k * b.block_sectors;
-	r = 1;
+	r = ip_write(c, ip, s, b, sv, st);
+	r = r ? r : 1;
 out:
-	/* parity space a failed build took is given back (nothing names it) */
-	for (unsigned i = 0; i < b.nr_alloced; i++)
-		if (i >= b.k)
-			bch_alloc_data_free(c, &b.blocks[i], 1, b.block_sectors);
-	for (unsigned i = 0; i < BCH_STRIPE_BLOCKS_MAX; i++)
-		free(b.bufs[i]);
+	for (unsigned i = 0; i < BCH_STRIPE_BLOCKS_MAX; i++) {
+		free(b->bufs[i]);
+		b->bufs[i] = NULL;
+	}
 	bch_ec_codec_exit(&codec);
-	free(sk);
+	if (r != 1) {
+		free(s->sk);
+		s->sk = NULL;
+	}
 	return r;
+}
+
+/* Parity space a stripe not committed took is given back (nothing names it). */
+static void ip_release(struct bch_fs *c, struct ip_stripe *s)
+{
+	for (unsigned i = s->b.k; i < s->b.nr_alloced; i++)
+		bch_alloc_data_free(c, &s->b.blocks[i], 1, s->b.block_sectors);
+	s->b.nr_alloced = 0;
+	for (size_t j = 0; j < s->nr; j++)
+		free(s->cands[j].k);
+	free(s->cands);
+	free(s->sk);
 }
 
 #define IP_BATCH	16	/* stripes planned per walk of the extents */
@@ -1386,14 +1393,40 @@ static int ip_step(struct bch_fs *c, struct inplace *ip, unsigned p, const unsig
 		if (!n)
 			break;
 		r = ip_collect(c, ip, ss, n);
-		for (unsigned i = 0; i < n && !r; i++)
-			if ((r = ip_build(c, ip, &ss[i], st, built)) > 0)
-				r = 0;
-		for (unsigned i = 0; i < n; i++) {
-			for (size_t j = 0; j < ss[i].nr; j++)
-				free(ss[i].cands[j].k);
-			free(ss[i].cands);
+		/*
+		 * Every stripe of the batch written, then one flush of each
+		 * member (invariant (4): the blocks are durable before any key
+		 * names them; one flush round per batch, not per stripe), then
+		 * the keys
+		 */
+		uint64_t idx = 1;
+		bool flush[BCH_SB_MEMBERS_MAX] = { false }, any = false;
+		if (!r && c->roots->r[BCH_BTREE_ID_stripes].key)
+			r = next_stripe_index(c, &idx);
+		for (unsigned i = 0; i < n && !r; i++) {
+			int v = ip_prepare(c, ip, &ss[i], idx, st);
+			if (v < 0)
+				r = v;
+			if (v <= 0)
+				continue;
+			idx++;
+			any = true;
+			for (unsigned j = 0; j < ss[i].b.n; j++)
+				flush[ss[i].b.devs[j]] = true;
 		}
+		if (!r && any)
+			r = bch_ec_init(c);	/* the feature bit and the stripes btree with the first */
+		for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX && !r; d++)
+			if (flush[d])
+				r = bch_dev_flush(c->devs[d]->bdev);
+		for (unsigned i = 0; i < n && !r; i++) {
+			if (!ss[i].sk)
+				continue;
+			if (!(r = commit(&ss[i].b, ss[i].sk, st)))
+				*built += (uint64_t)ss[i].b.k * ss[i].b.block_sectors;
+		}
+		for (unsigned i = 0; i < n; i++)
+			ip_release(c, &ss[i]);
 	}
 	return r;
 }
