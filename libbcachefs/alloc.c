@@ -812,6 +812,15 @@ static int alloc_data_streams(struct bch_fs *c, unsigned sectors, unsigned nr, u
 		if (cand >= 0 && !alloc_ec_on_dev(c, cand, sectors, half_reserve, &ptrs[0])) {
 			used[cand] = true;
 			*got = 1;
+			/*
+			 * The other copies on the members after it, in index
+			 * order: a few sets of members (one per candidate
+			 * member), not every combination, each of which would
+			 * cost a superblock write for its replicas entry; the
+			 * candidate member rotates, so the load still spreads
+			 */
+			for (unsigned o = 0; o < n; o++)
+				order[o] = (cand + 1 + o) % n;
 		}
 	}
 	for (unsigned pass = 0; pass < 2 && *got < nr; pass++) {
