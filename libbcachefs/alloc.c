@@ -813,14 +813,18 @@ static int alloc_data_streams(struct bch_fs *c, unsigned sectors, unsigned nr, u
 			used[cand] = true;
 			*got = 1;
 			/*
-			 * The other copies on the members after it, in index
-			 * order: a few sets of members (one per candidate
-			 * member), not every combination, each of which would
-			 * cost a superblock write for its replicas entry; the
-			 * candidate member rotates, so the load still spreads
+			 * The other copies on the rest of its group of nr
+			 * members by index (0..nr-1, nr..2nr-1, ..., the last
+			 * one wrapping), then the members after: a new set of
+			 * members costs a superblock write (its replicas
+			 * entry), and so a fresh filesystem sees about n / nr
+			 * sets, as plain replicated writes do, not every
+			 * combination.  The candidate member rotates over all
+			 * of them, so the load still spreads.
 			 */
+			unsigned start = (unsigned)cand / nr * nr;
 			for (unsigned o = 0; o < n; o++)
-				order[o] = (cand + 1 + o) % n;
+				order[o] = (start + o) % n;
 		}
 	}
 	for (unsigned pass = 0; pass < 2 && *got < nr; pass++) {
