@@ -1025,9 +1025,16 @@ static int ip_scan(struct bch_fs *c, const unsigned *members, unsigned nr_member
 
 			if (d->state[b] != IP_OK)
 				continue;
+			/*
+			 * and at least half full: a sparser one (the rest of a
+			 * candidate bucket data rebalance closed, copies the
+			 * move path happened to line up) is packed densely by
+			 * the rewriting path instead, or its stripe's parity
+			 * would protect mostly nothing
+			 */
 			if (!bch_alloc_bucket_get(c, dev, b, &s) || s.data_type != BCH_DATA_user ||
 			    s.sectors != d->live[b] || s.cached_sectors || d->end[b] > d->bucket_sectors ||
-			    bch_alloc_bucket_open(c, dev, b))
+			    2 * (uint64_t)d->live[b] < d->bucket_sectors || bch_alloc_bucket_open(c, dev, b))
 				d->state[b] = IP_BAD;
 			else
 				ip->left += d->live[b];
@@ -1369,12 +1376,11 @@ static void ip_release(struct bch_fs *c, struct ip_stripe *s)
 #define IP_BATCH	16	/* stripes planned per walk of the extents */
 
 /*
- * The in-place stripes of one step, up to budget sectors of data: full
- * ones (k blocks) unless finish.  Returns 0 or an error; *built grows.
+ * The in-place stripes of one step, up to budget sectors of data, each of
+ * full width (k blocks).  Returns 0 or an error; *built grows.
  */
 static int ip_step(struct bch_fs *c, struct inplace *ip, unsigned p, const unsigned *members,
-		   unsigned nr, uint64_t budget, bool finish, struct bch_move_stats *st,
-		   uint64_t *built)
+		   unsigned nr, uint64_t budget, struct bch_move_stats *st, uint64_t *built)
 {
 	unsigned k_max = nr - p > BCH_EC_K_MAX ? BCH_EC_K_MAX : nr - p;
 	uint64_t cursor[BCH_STRIPE_BLOCKS_MAX] = { 0 };
@@ -1385,8 +1391,13 @@ static int ip_step(struct bch_fs *c, struct inplace *ip, unsigned p, const unsig
 		unsigned n = 0;
 		uint64_t planned = 0;
 
+		/*
+		 * Full width only, finish or not: a narrower stripe in place
+		 * (2+2: as much parity as data) takes more space than the
+		 * rewriting path's, which packs what is left into full ones
+		 */
 		while (n < IP_BATCH && *built + planned < budget &&
-		       ip_plan(c, ip, members, nr, k_max, p, finish ? 2 : k_max, cursor, &ss[n])) {
+		       ip_plan(c, ip, members, nr, k_max, p, k_max, cursor, &ss[n])) {
 			planned += (uint64_t)ss[n].k * ss[n].block_sectors;
 			n++;
 		}
@@ -1467,7 +1478,7 @@ int bch_ec_step(struct bch_fs *c, uint64_t budget, bool finish, struct bch_move_
 		bch_alloc_ec_close(c);	/* the partly filled candidate buckets too */
 	r = ip_scan(c, members, nr, ip);
 	if (!r)
-		r = ip_step(c, ip, p, members, nr, budget, finish, st, &built);
+		r = ip_step(c, ip, p, members, nr, budget, st, &built);
 	while (!r && built < budget &&
 	       (r = build_one(c, p, members, nr, finish, finish ? NULL : ip, &pos, st, &built)) == 1)
 		r = 0;

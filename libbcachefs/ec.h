@@ -208,9 +208,10 @@ struct bch_move_stats;
  * to its member's stripe candidate bucket (alloc.h), and a bucket whose
  * live sectors are all first copies of extents the builder takes (no
  * cached data, not open, in no stripe: found by one walk, nothing on disk
- * marks it) becomes a data block where it lies.  k such buckets on k
- * distinct members (fewer, at least 2, with finish), p parity members
- * among the rest:
+ * marks it, and at least half full) becomes a data block where it lies.
+ * k such buckets on k distinct members (always k: a narrower stripe would
+ * cost more parity than the rewriting path's), p parity members among the
+ * rest:
  *   a. each block is read from the bucket's start to its last extent's
  *      end, every extent verified in it against its own checksum (one
  *      that fails leaves the stripe unbuilt: the path below rewrites its

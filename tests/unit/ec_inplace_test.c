@@ -329,7 +329,7 @@ Test(ec_inplace, candidate_stream_and_in_place)
 /* ---------------------------------------------------------- crash cuts */
 
 #define NFILES		3
-#define FSIZE		(192u << 10)
+#define FSIZE		(384u << 10)
 #define NOPS		7
 
 static unsigned char model[NFILES][FSIZE];
