@@ -896,6 +896,7 @@ struct ip_dev {
 	unsigned	bucket_sectors;
 	uint32_t	*live;		/* sectors of first copies accounted to the bucket */
 	uint32_t	*end;		/* sectors into the bucket where the last one ends */
+	uint32_t	*nkeys;		/* extents with their first copy there */
 	uint8_t		*state;		/* IP_* */
 };
 
@@ -917,6 +918,8 @@ struct ip_stripe {
 struct inplace {
 	struct ip_dev	d[BCH_SB_MEMBERS_MAX];
 	uint64_t	left;		/* sectors in qualifying buckets not yet striped */
+	uint64_t	cands;		/* extents either path would take */
+	uint64_t	planned;	/* of those, in the stripes planned in place */
 };
 
 static void ip_free(struct inplace *ip)
@@ -924,6 +927,7 @@ static void ip_free(struct inplace *ip)
 	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++) {
 		free(ip->d[i].live);
 		free(ip->d[i].end);
+		free(ip->d[i].nkeys);
 		free(ip->d[i].state);
 	}
 	memset(ip, 0, sizeof(*ip));
@@ -974,8 +978,9 @@ static int ip_scan(struct bch_fs *c, const unsigned *members, unsigned nr_member
 		d->bucket_sectors = bch_alloc_bucket_sectors(c, members[i]);
 		d->live = calloc(d->nbuckets, sizeof(*d->live));
 		d->end = calloc(d->nbuckets, sizeof(*d->end));
+		d->nkeys = calloc(d->nbuckets, sizeof(*d->nkeys));
 		d->state = calloc(d->nbuckets, 1);
-		if (!d->live || !d->end || !d->state)
+		if (!d->live || !d->end || !d->nkeys || !d->state)
 			return -ENOMEM;
 	}
 	/* every block of every stripe: never a second stripe's */
@@ -999,12 +1004,16 @@ static int ip_scan(struct bch_fs *c, const unsigned *members, unsigned nr_member
 		bool first = ip_first_copy(c, &memo, k);
 		int64_t b = first ? ip_bucket(ip, &e->ptrs[0], cs) : -1;
 
+		ip->cands += ec_candidate(k, BCH_STRIPE_BLOCK_MAX) &&
+			     bch_inode_ec_memo_on(c, &memo, k->p.inode);
+
 		if (b >= 0 && ip->d[e->ptrs[0].dev].state[b] != IP_BAD) {
 			struct ip_dev *d = &ip->d[e->ptrs[0].dev];
 			unsigned end = e->ptrs[0].offset % d->bucket_sectors + cs;
 
 			d->live[b] += bch_extent_disk_sectors(k);
 			d->end[b] = end > d->end[b] ? end : d->end[b];
+			d->nkeys[b]++;
 			d->state[b] = IP_OK;
 		} else if (first && b < 0) {
 			ip_mark_bad(ip, &e->ptrs[0]);
@@ -1026,15 +1035,18 @@ static int ip_scan(struct bch_fs *c, const unsigned *members, unsigned nr_member
 			if (d->state[b] != IP_OK)
 				continue;
 			/*
-			 * and at least half full: a sparser one (the rest of a
+			 * and at least 3/4 full: a sparser one (the rest of a
 			 * candidate bucket data rebalance closed, copies the
 			 * move path happened to line up) is packed densely by
-			 * the rewriting path instead, or its stripe's parity
-			 * would protect mostly nothing
+			 * the rewriting path instead: its unused rest would stay
+			 * taken while the stripe lives, and what is left over
+			 * for the rewriting path would need more stripes (t74:
+			 * one extent too many for the last, left alone)
 			 */
 			if (!bch_alloc_bucket_get(c, dev, b, &s) || s.data_type != BCH_DATA_user ||
 			    s.sectors != d->live[b] || s.cached_sectors || d->end[b] > d->bucket_sectors ||
-			    2 * (uint64_t)d->live[b] < d->bucket_sectors || bch_alloc_bucket_open(c, dev, b))
+			    4 * (uint64_t)d->live[b] < 3 * (uint64_t)d->bucket_sectors ||
+			    bch_alloc_bucket_open(c, dev, b))
 				d->state[b] = IP_BAD;
 			else
 				ip->left += d->live[b];
@@ -1130,8 +1142,25 @@ static bool ip_plan(struct bch_fs *c, struct inplace *ip, const unsigned *member
 		s->block_sectors = e > s->block_sectors ? e : s->block_sectors;
 		ip->d[s->devs[i]].state[s->bucket[i]] = IP_USED;
 		ip->left -= ip->d[s->devs[i]].live[s->bucket[i]];
+		ip->planned += ip->d[s->devs[i]].nkeys[s->bucket[i]];
 	}
 	return true;
+}
+
+/* Planned stripe s given back: its buckets qualify again (the other path may take them). */
+static void ip_unplan(struct inplace *ip, struct ip_stripe *s, uint64_t *cursor,
+		      const unsigned *members, unsigned nr)
+{
+	for (unsigned i = 0; i < s->k; i++) {
+		struct ip_dev *d = &ip->d[s->devs[i]];
+
+		d->state[s->bucket[i]] = IP_OK;
+		ip->left += d->live[s->bucket[i]];
+		ip->planned -= d->nkeys[s->bucket[i]];
+		for (unsigned m = 0; m < nr; m++)
+			if (members[m] == s->devs[i] && cursor[m] > s->bucket[i])
+				cursor[m] = s->bucket[i];
+	}
 }
 
 /* Collect the extents whose first copies lie in the planned stripes' buckets (one walk). */
@@ -1401,6 +1430,14 @@ static int ip_step(struct bch_fs *c, struct inplace *ip, unsigned p, const unsig
 			planned += (uint64_t)ss[n].k * ss[n].block_sectors;
 			n++;
 		}
+		/*
+		 * The other path takes what is left (at the end, data
+		 * rebalance's finish), but never a lone extent (no stripe of
+		 * one): rather than leave one alone, the last stripe planned
+		 * here goes to it too, packed with that one
+		 */
+		if (n && ip->cands - ip->planned == 1)
+			ip_unplan(ip, &ss[--n], cursor, members, nr);
 		if (!n)
 			break;
 		r = ip_collect(c, ip, ss, n);

@@ -208,7 +208,7 @@ struct bch_move_stats;
  * to its member's stripe candidate bucket (alloc.h), and a bucket whose
  * live sectors are all first copies of extents the builder takes (no
  * cached data, not open, in no stripe: found by one walk, nothing on disk
- * marks it, and at least half full) becomes a data block where it lies.
+ * marks it, and at least 3/4 full) becomes a data block where it lies.
  * k such buckets on k distinct members (always k: a narrower stripe would
  * cost more parity than the rewriting path's), p parity members among the
  * rest:
