@@ -1024,6 +1024,14 @@ static int ip_scan(struct bch_fs *c, const unsigned *members, unsigned nr_member
 	bch_btree_iter_exit(&it);
 	if (err)
 		return err;
+	/*
+	 * A block is at most the smallest bucket of any member it may be
+	 * paired with (each block, parity too, lies inside one bucket)
+	 */
+	unsigned max_block = BCH_STRIPE_BLOCK_MAX;
+	for (unsigned i = 0; i < nr_members; i++)
+		if (ip->d[members[i]].bucket_sectors < max_block)
+			max_block = ip->d[members[i]].bucket_sectors;
 	/* then only what the first copies account for: no reflinked or cached data, not open */
 	for (unsigned i = 0; i < nr_members; i++) {
 		unsigned dev = members[i];
@@ -1044,7 +1052,7 @@ static int ip_scan(struct bch_fs *c, const unsigned *members, unsigned nr_member
 			 * one extent too many for the last, left alone)
 			 */
 			if (!bch_alloc_bucket_get(c, dev, b, &s) || s.data_type != BCH_DATA_user ||
-			    s.sectors != d->live[b] || s.cached_sectors || d->end[b] > d->bucket_sectors ||
+			    s.sectors != d->live[b] || s.cached_sectors || d->end[b] > max_block ||
 			    4 * (uint64_t)d->live[b] < 3 * (uint64_t)d->bucket_sectors ||
 			    bch_alloc_bucket_open(c, dev, b))
 				d->state[b] = IP_BAD;
