@@ -32,6 +32,7 @@
 #include "io.h"
 #include "move.h"
 #include "opts.h"
+#include "replicas.h"
 #include "super.h"
 
 /* libisal, loaded with the first codec (dl.h).  x(member, function, version) */
@@ -1410,6 +1411,47 @@ static void ip_release(struct bch_fs *c, struct ip_stripe *s)
 	free(s->sk);
 }
 
+/*
+ * The replicas entries the striped extents of the batch will need (one per
+ * data member: a striped extent names its own member only), added in one
+ * superblock write before the commits, where each commit would add its own
+ * (a write and a flush of every member each: on a fresh filesystem most of
+ * the first stripes' time).  The table is only grown: exactly the entries
+ * the commits would add.
+ */
+static int ip_mark_replicas(struct bch_fs *c, const struct ip_stripe *ss, unsigned n)
+{
+	struct bch_replicas_cpu *cur = c->replicas, t = { 0 };
+	uint64_t want = 0;
+	int r = 0;
+
+	if (!cur)
+		return 0;
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned j = 0; ss[i].sk && j < ss[i].k; j++)
+			if (!bch_replicas_cpu_has(cur, BCH_DATA_user, 1ULL << ss[i].devs[j]))
+				want |= 1ULL << ss[i].devs[j];
+	if (__builtin_popcountll(want) < 2)
+		return 0;	/* one entry: the commit adds it as cheaply */
+	for (size_t i = 0; i < cur->nr && r >= 0; i++)
+		r = bch_replicas_cpu_add(&t, cur->e[i].data_type, cur->e[i].devs);
+	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX && r >= 0; d++)
+		if (want & (1ULL << d))
+			r = bch_replicas_cpu_add(&t, BCH_DATA_user, 1ULL << d);
+	if (r >= 0) {
+		bool stale = cur->maybe_stale;
+		uint64_t marks = cur->marks;
+
+		r = bch_replicas_set(c, &t, false);
+		if (!r) {	/* the gc bookkeeping of the table replaced goes on */
+			c->replicas->maybe_stale = stale;
+			c->replicas->marks = marks;
+		}
+	}
+	bch_replicas_cpu_free(&t);
+	return r < 0 ? r : 0;
+}
+
 #define IP_BATCH	16	/* stripes planned per walk of the extents */
 
 /*
@@ -1472,6 +1514,8 @@ static int ip_step(struct bch_fs *c, struct inplace *ip, unsigned p, const unsig
 		}
 		if (!r && any)
 			r = bch_ec_init(c);	/* the feature bit and the stripes btree with the first */
+		if (!r && any)
+			r = ip_mark_replicas(c, ss, n);
 		for (unsigned i = 0; i < n && !r; i++) {
 			if (!ss[i].sk)
 				continue;
