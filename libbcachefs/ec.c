@@ -1273,15 +1273,19 @@ static int ip_read(struct bch_fs *c, struct inplace *ip, struct ip_stripe *s, st
 		if (st)
 			st->sectors_read += d->end[s->bucket[i]];
 	}
+	/* buffers only for what is not verified where it lies: compressed or encrypted */
 	for (size_t i = 0; i < s->nr; i++) {
 		const struct bch_extent *e = bkey_val(s->cands[i].k);
 		size_t u = (size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT;
 		size_t cb = (size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT;
+
+		if (!c->crypt && e->crc.csum_type != BCH_CSUM_chacha20_poly1305 && bch_crc_plain(&e->crc))
+			continue;
 		max = u > max ? u : max;
 		max = cb > max ? cb : max;
 	}
-	void *scratch = bch_dev_alloc_buf(max ? max : 512), *dec = malloc(max ? max : 512);
-	if (!scratch || !dec)
+	void *scratch = max ? bch_dev_alloc_buf(max) : NULL, *dec = max ? malloc(max) : NULL;
+	if (max && (!scratch || !dec))
 		r = -ENOMEM;
 	for (size_t i = 0; i < s->nr && !r; i++) {
 		r = ip_verify(c, &s->cands[i], b->bufs[s->cands[i].block], scratch, dec);
