@@ -11,8 +11,8 @@
 #             rebalance` built the RS(4,2) stripes; the ratio (the issue
 #             asks for at most 0.55)
 #   build     `data rebalance`: the stripe builder's wall time and MB/s of
-#             file data striped (read from a copy, verified, written with
-#             parity)
+#             file data striped (format --source wrote one copy to stripe
+#             candidate buckets: read, verified, parity written)
 #   read      `image cat` of the file, healthy and with two of the six
 #             images gone (-o degraded: rebuilt from the stripes); MB/s and
 #             the ratio
@@ -20,8 +20,9 @@
 # --replicas=3 (RS(4,2)), each through `fusemount -f`:
 #   write     dd of the DATA_MIB file into the mount, bs=1M conv=fsync
 #             (the data is written replicated first in both layouts; with
-#             RS(4,2) the daemon's background rebalance builds stripes
-#             while the write goes on)
+#             RS(4,2) one copy goes to stripe candidate buckets, which the
+#             daemon's background rebalance makes the data blocks of
+#             stripes in place, writing only parity, while the write goes on)
 #   stripe    then `data rebalance --wait MNT` (the rest of the stripes;
 #             RS(4,2) only): write + stripe is the time until the data
 #             sits in stripes, its MB/s the striped write's throughput

@@ -45,6 +45,10 @@ struct bch_dev_alloc {
 					 * from the first stream's start */
 	int64_t		open_user;	/* bucket user data is appended to, -1 none */
 	unsigned	open_user_off;
+	int64_t		open_ec;	/* stripe candidate stream (alloc.h): the bucket one
+					 * copy of erasure-coded files' data is appended to */
+	unsigned	open_ec_off;
+	uint64_t	ec_opened;	/* candidate buckets opened this session */
 	uint64_t	rotor;		/* where the search for a free bucket resumes */
 	uint64_t	limit;		/* no bucket from here on is opened (a shrink
 					 * in progress: device.h); nbuckets otherwise */
@@ -91,6 +95,7 @@ int bch_fs_alloc_init(struct bch_fs *c)
 		a->open_dup = -1;
 		a->rotor_dup = a->nbuckets / 2;
 		a->open_user = -1;
+		a->open_ec = -1;
 		a->nr_empty = a->nbuckets;
 		if (m->discard && !c->read_only && ca->bdev)
 			a->discard_bdev = ca->bdev;
@@ -139,7 +144,8 @@ static struct bch_dev_alloc *dev_alloc(struct bch_fs *c, unsigned dev)
 /* Is b a bucket some stream appends to (so not empty even with no sectors)? */
 static bool bucket_is_open(const struct bch_dev_alloc *a, uint64_t b)
 {
-	return (int64_t)b == a->open || (int64_t)b == a->open_dup || (int64_t)b == a->open_user;
+	return (int64_t)b == a->open || (int64_t)b == a->open_dup || (int64_t)b == a->open_user ||
+	       (int64_t)b == a->open_ec;
 }
 
 /*
@@ -237,7 +243,7 @@ static int discard_pass(struct bch_fs *c, struct bch_dev_alloc *a)
 	for (uint64_t i = 0; i < a->nr_discard; i++) {
 		uint64_t b = a->discard[i];
 		bool reused = a->type[b] != BCH_DATA_free || a->sectors[b] || a->cached[b] ||
-			      (int64_t)b == a->open || (int64_t)b == a->open_user;
+			      bucket_is_open(a, b);
 
 		if (!reused && !bucket_free(c, a, b)) {
 			a->discard[kept++] = b;		/* not durable yet */
@@ -352,6 +358,32 @@ static int alloc_dup_on_dev(struct bch_fs *c, unsigned dev, unsigned sectors,
 	a->open = open;
 	a->open_off = open_off;
 	a->rotor = rotor;
+	return r;
+}
+
+/*
+ * The stripe candidate stream of dev (alloc.h): user data carved from its
+ * own open bucket, so that bucket holds one copy of erasure-coded data only.
+ * The state is swapped into the user stream's, as alloc_dup_on_dev() does.
+ */
+static int alloc_ec_on_dev(struct bch_fs *c, unsigned dev, unsigned sectors, bool half_reserve,
+			   struct bch_extent_ptr *p)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+	int64_t open = a->open_user;
+	unsigned open_off = a->open_user_off;
+	int64_t was = a->open_ec;
+	int r;
+
+	a->open_user = a->open_ec;
+	a->open_user_off = a->open_ec_off;
+	a->open_ec = open;	/* still open while swapped: nothing settles it */
+	r = alloc_on_dev_reserve(c, dev, BCH_DATA_user, sectors, half_reserve, p);
+	a->ec_opened += a->open_user != was;
+	a->open_ec = a->open_user;
+	a->open_ec_off = a->open_user_off;
+	a->open_user = open;
+	a->open_user_off = open_off;
 	return r;
 }
 
@@ -595,6 +627,8 @@ uint64_t bch_alloc_user_free(struct bch_fs *c)
 			sectors += (a->nr_empty + a->nr_cached - reserve_of(a)) * a->bucket_sectors;
 		if (a->open_user >= 0)
 			sectors += a->bucket_sectors - a->open_user_off;
+		if (a->open_ec >= 0)
+			sectors += a->bucket_sectors - a->open_ec_off;
 	}
 	return sectors;
 }
@@ -621,8 +655,10 @@ void bch_fs_space(struct bch_fs *c, struct bch_fs_space *s)
 			continue;
 		}
 		/* as bch_alloc_user_free(): cached-only buckets are evicted when needed */
-		uint64_t open = a->open_user >= 0
-			? (uint64_t)(a->bucket_sectors - a->open_user_off) << BCH_SECTOR_SHIFT : 0;
+		uint64_t open = (a->open_user >= 0
+			? (uint64_t)(a->bucket_sectors - a->open_user_off) << BCH_SECTOR_SHIFT : 0) +
+				(a->open_ec >= 0
+			? (uint64_t)(a->bucket_sectors - a->open_ec_off) << BCH_SECTOR_SHIFT : 0);
 		uint64_t reclaim = u.buckets[BCH_DATA_cached] * bb + open;
 		uint64_t have = u.free_buckets + u.buckets[BCH_DATA_cached];
 		uint64_t take_d = (have > reserve_of(a) ? (have - reserve_of(a)) * bb : 0) + open;
@@ -667,14 +703,24 @@ int bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released)
 }
 
 /* nr copies on distinct devices, target's first; the reserve as for deletes when they run */
-static int alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
+static int alloc_data_streams(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
+			      bool target_only, uint64_t exclude, bool half_reserve, bool ec,
+			      struct bch_extent_ptr *ptrs, unsigned *got);
+
+static int alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target, bool ec,
 		      struct bch_extent_ptr *ptrs, unsigned *got)
 {
-	return bch_alloc_data_move(c, sectors, nr, target, false, 0, c->alloc_for_delete, ptrs, got);
+	return alloc_data_streams(c, sectors, nr, target, false, 0, c->alloc_for_delete, ec, ptrs, got);
 }
 
 int bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
 		   uint64_t released, struct bch_extent_ptr *ptrs, unsigned *got)
+{
+	return bch_alloc_data_ec(c, sectors, nr, target, released, false, ptrs, got);
+}
+
+int bch_alloc_data_ec(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
+		      uint64_t released, bool ec, struct bch_extent_ptr *ptrs, unsigned *got)
 {
 	unsigned devs = bch_alloc_nr_devs_for(c, BCH_DATA_user);
 	int r = c->alloc_for_delete ? 0
@@ -683,7 +729,7 @@ int bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t tar
 	*got = 0;
 	if (r)
 		return r;
-	r = alloc_data(c, sectors, nr, target, ptrs, got);
+	r = alloc_data(c, sectors, nr, target, ec, ptrs, got);
 
 	if ((r == -BCH_ERR_no_space || *got < nr) && !c->read_only && !c->alloc_flushing &&
 	    bch_journal_seq_durable(c) < bch_journal_cur_seq(c)) {
@@ -694,7 +740,7 @@ int bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t tar
 		c->alloc_flushing = false;
 		if (f)
 			return f;
-		r = alloc_data(c, sectors, nr, target, ptrs, got);
+		r = alloc_data(c, sectors, nr, target, ec, ptrs, got);
 	}
 	if (r)
 		return bch_fs_err(c, r, "no space left for %u sectors of data", sectors);
@@ -704,6 +750,15 @@ int bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t tar
 int bch_alloc_data_move(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
 			bool target_only, uint64_t exclude, bool half_reserve,
 			struct bch_extent_ptr *ptrs, unsigned *got)
+{
+	return alloc_data_streams(c, sectors, nr, target, target_only, exclude, half_reserve, false,
+				  ptrs, got);
+}
+
+/* ec: the first copy from the stripe candidate stream (alloc.h), when there are two or more */
+static int alloc_data_streams(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
+			      bool target_only, uint64_t exclude, bool half_reserve, bool ec,
+			      struct bch_extent_ptr *ptrs, unsigned *got)
 {
 	bool used[BCH_SB_MEMBERS_MAX] = { false };
 
@@ -729,6 +784,49 @@ int bch_alloc_data_move(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_
 			order[k - 1] = order[k];
 			order[k] = t;
 		}
+	/*
+	 * The stripe candidate copy first: to the member whose candidate
+	 * bucket still has room (one bucket fills at a time, its extents
+	 * contiguous), else to the one that opened the fewest candidate
+	 * buckets (so they spread over the members, as stripes need k of
+	 * them on distinct members).  Failing that, no candidate copy.
+	 */
+	if (ec && nr >= 2) {
+		int cand = -1;
+
+		for (unsigned o = 0; o < n; o++) {
+			unsigned i = order[o];
+			struct bch_dev_alloc *a = dev_alloc(c, i);
+			struct bch_member *m = bch_sb_member(c->sb, i);
+			if (used[i] || !a || m->state != BCH_MEMBER_STATE_rw ||
+			    !(m->data_allowed & (1U << BCH_DATA_user)) ||
+			    (target && !bch_dev_in_target(c->sb, i, target)))
+				continue;
+			if (a->open_ec >= 0 && a->open_ec_off + sectors <= a->bucket_sectors) {
+				cand = i;
+				break;
+			}
+			if (cand < 0 || a->ec_opened < dev_alloc(c, cand)->ec_opened)
+				cand = i;
+		}
+		if (cand >= 0 && !alloc_ec_on_dev(c, cand, sectors, half_reserve, &ptrs[0])) {
+			used[cand] = true;
+			*got = 1;
+			/*
+			 * The other copies on the rest of its group of nr
+			 * members by index (0..nr-1, nr..2nr-1, ..., the last
+			 * one wrapping), then the members after: a new set of
+			 * members costs a superblock write (its replicas
+			 * entry), and so a fresh filesystem sees about n / nr
+			 * sets, as plain replicated writes do, not every
+			 * combination.  The candidate member rotates over all
+			 * of them, so the load still spreads.
+			 */
+			unsigned start = (unsigned)cand / nr * nr;
+			for (unsigned o = 0; o < n; o++)
+				order[o] = (start + o) % n;
+		}
+	}
 	for (unsigned pass = 0; pass < 2 && *got < nr; pass++) {
 		if (pass && target && target_only)
 			break;
@@ -759,6 +857,32 @@ void bch_alloc_data_cached(struct bch_fs *c, struct bch_extent_ptr *p, unsigned 
 	a->sectors[b] -= sectors < a->sectors[b] ? sectors : a->sectors[b];
 	a->cached[b] += sectors;
 	data_bucket_settle(c, a, b);
+}
+
+void bch_alloc_ec_close(struct bch_fs *c)
+{
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, i);
+		if (!a || a->open_ec < 0)
+			continue;
+		int64_t was = a->open_ec;
+		a->open_ec = -1;
+		data_bucket_settle(c, a, was);
+	}
+}
+
+bool bch_alloc_ec_open(struct bch_fs *c, const struct bch_extent_ptr *p)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, p->dev);
+
+	return a && a->open_ec >= 0 && p->offset / a->bucket_sectors == (uint64_t)a->open_ec;
+}
+
+bool bch_alloc_bucket_open(struct bch_fs *c, unsigned dev, uint64_t b)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	return a && b < a->nbuckets && bucket_is_open(a, b);
 }
 
 void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
@@ -1187,11 +1311,13 @@ void bch_alloc_dev_set_limit(struct bch_fs *c, unsigned dev, uint64_t limit)
 	if (!a)
 		return;
 	a->limit = limit < a->nbuckets ? limit : a->nbuckets;
-	if (a->open_user >= (int64_t)a->limit) {
-		int64_t was = a->open_user;
-		a->open_user = -1;
-		data_bucket_settle(c, a, was);
-	}
+	int64_t *user[] = { &a->open_user, &a->open_ec };
+	for (unsigned i = 0; i < 2; i++)
+		if (*user[i] >= (int64_t)a->limit) {
+			int64_t was = *user[i];
+			*user[i] = -1;
+			data_bucket_settle(c, a, was);
+		}
 	int64_t *streams[] = { &a->open, &a->open_dup };
 	for (unsigned i = 0; i < 2; i++)
 		if (*streams[i] >= (int64_t)a->limit) {

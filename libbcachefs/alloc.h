@@ -101,6 +101,26 @@ int  bch_alloc_discard_free(struct bch_fs *c);
  */
 int  bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
 		    uint64_t released, struct bch_extent_ptr *ptrs, unsigned *got);
+/*
+ * Stripe candidate stream (issue 34; ec.h, "in place"): with ec (the
+ * file's erasure_code on) and nr >= 2, the first copy (ptrs[0]) is carved
+ * from a second open user bucket of its member, that member's candidate
+ * bucket, which holds nothing but first copies of erasure-coded data (one
+ * copy of each extent in it); the other copies come as bch_alloc_data()'s.
+ * The stripe builder turns closed candidate buckets into the data blocks
+ * of stripes where they lie.  Nothing of this is on disk: a candidate
+ * bucket is a user bucket like any other (the builder recognises one from
+ * the extents alone), and the move path never writes to the stream.
+ * bch_alloc_ec_close(): every member's candidate bucket stops taking data
+ * (data rebalance builds stripes of the partly filled ones).
+ * bch_alloc_ec_open(): is p in a candidate bucket still being filled?
+ * bch_alloc_bucket_open(): is bucket b of dev open for any stream?
+ */
+int  bch_alloc_data_ec(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
+		       uint64_t released, bool ec, struct bch_extent_ptr *ptrs, unsigned *got);
+void bch_alloc_ec_close(struct bch_fs *c);
+bool bch_alloc_ec_open(struct bch_fs *c, const struct bch_extent_ptr *p);
+bool bch_alloc_bucket_open(struct bch_fs *c, unsigned dev, uint64_t b);
 uint64_t bch_alloc_user_free(struct bch_fs *c);
 /*
  * The move path's allocation (move.h): like bch_alloc_data, but on none of
@@ -214,7 +234,8 @@ bool bch_alloc_copygc_bucket(struct bch_fs *c, const struct bch_extent_ptr *p);
  * of the open user bucket and the empty buckets above half the reserve).
  *
  * bch_alloc_copygc_candidates(): up to max user buckets of dev, least live
- * (dirty) sectors first, that are not open and have some dead space; score
+ * (dirty) sectors first, that are not open (for any stream: a stripe
+ * candidate bucket is not copygc's while it fills) and have some dead space; score
  * is their live sectors.  The index is the bucket array itself: one pass
  * with a bounded heap, O(nbuckets log max) time and O(max) memory (no
  * index is kept up to date on every change, which would cost every write).

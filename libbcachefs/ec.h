@@ -34,8 +34,11 @@
  *       extent's sectors).
  *   (3) bch_ec_reconstruct() writes only the blocks it was told are missing.
  *   (4) A stripe key is committed only after every one of its blocks is
- *       written and flushed, in the transaction that points extents into
- *       it; blocks are never written again while the key exists, but by a
+ *       written, and is durable only after they are flushed (the
+ *       rewriting path flushes them itself; the in-place path relies on
+ *       the journal's flush of every device before the entry that holds
+ *       the key, as every data write does: io.h), in the transaction that
+ *       points extents into it; blocks are never written again while the key exists, but by a
  *       repair, with the bytes the key already names (a data block, or an
  *       extent's sectors in it: its checksum says so) or the parity of the
  *       data (bch_ec_stripe_check(); scrub.c).
@@ -48,7 +51,9 @@
  *
  * Memory: a codec holds k*(k+p) + 32*k*p bytes of tables; a rebuild holds
  * k + 2p buffers of the extent's size; the builder k + p buffers of a bucket
- * and a copy of each extent key it gathers (bounded by one transaction).
+ * and a copy of each extent key it gathers (bounded by one transaction per
+ * stripe, up to 16 stripes planned at once in place), and for one step 9
+ * bytes per bucket of each member (the in-place walk's counts).
  */
 
 #include <stdbool.h>
@@ -197,7 +202,27 @@ struct bch_move_stats;
  * option erasure_code and data_replicas R >= 2, replicated extents are
  * gathered into stripes of p = R - 1 parity blocks and k data blocks
  * (k = members that may take data - p, at most 16, at least 2) of at most
- * a bucket each, on k + p distinct read-write members:
+ * a bucket each, on k + p distinct read-write members.
+ *
+ * In place first (issue 34): an erasure-coded file's first copy is written
+ * to its member's stripe candidate bucket (alloc.h), and a bucket whose
+ * live sectors are all first copies of extents the builder takes (no
+ * cached data, not open, in no stripe: found by one walk, nothing on disk
+ * marks it, and at least 3/4 full) becomes a data block where it lies.
+ * k such buckets on k distinct members (always k: a narrower stripe would
+ * cost more parity than the rewriting path's), p parity members among the
+ * rest:
+ *   a. each block is read from the bucket's start to its last extent's
+ *      end, every extent verified in it against its own checksum (one
+ *      that fails leaves the stripe unbuilt: the path below rewrites its
+ *      extents from a good copy); the rest of a shorter block is zeros,
+ *      written there, so every block is defined on disk;
+ *   b. parity computed and written (with the tails: all the build writes);
+ *   c. one transaction adds the stripe key and gives each extent still as
+ *      read one striped pointer, its first copy where it lies; its other
+ *      copies' sectors come off their buckets after it.
+ * Then the rest is rewritten into new blocks (in the background only
+ * extents the in-place path will not take):
  *   1. candidate extents (not striped, a readable copy) are packed, in key
  *      order, each into the least filled data block (each block on its own
  *      member); blocks are as large as the fullest (parity no larger than
@@ -208,9 +233,11 @@ struct bch_move_stats;
  *   3. one transaction adds the stripe key and, for each extent still as
  *      it was read, replaces its pointers with one striped pointer into its
  *      block; the old copies' sectors come off their buckets after it.
- * A crash before 3 leaves the replicas as they were (the new blocks are
- * space no key names; a recount frees it).  An extent that changed
- * meanwhile stays replicated.  Fewer than two candidate extents left, or
+ * A crash before c or 3 leaves the replicas as they were (the parity, new
+ * blocks and zero tails are space no key names; a recount frees it), and
+ * the old copies' buckets are reused only once the commit is durable
+ * (DESIGN.md invariant 2).  An extent that changed meanwhile stays
+ * replicated.  Fewer than two candidate extents left, or
  * fewer than p + 2 members: nothing is built (the rest stays replicated).
  *
  * Builds stripes for up to budget sectors of data: only full ones (the

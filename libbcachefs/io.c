@@ -187,7 +187,9 @@ static int write_unit(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 				  bch_err_str(r));
 	/* a write over a reservation may use the space the reservation promised */
 	uint64_t released = u->reserved_delta < 0 ? (uint64_t)-u->reserved_delta : 0;
-	if ((r = bch_alloc_data(c, crc.compressed_sectors, o->replicas, o->target, released, ptrs, &got)))
+	/* erasure-coded: the first copy into a stripe candidate bucket (alloc.h) */
+	if ((r = bch_alloc_data_ec(c, crc.compressed_sectors, o->replicas, o->target, released,
+				   o->erasure_code, ptrs, &got)))
 		return r;
 	if (got < c->opts.v[Opt_data_replicas_required] && got < o->replicas) {
 		bch_alloc_data_free(c, ptrs, got, crc.compressed_sectors);

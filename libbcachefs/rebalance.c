@@ -442,8 +442,9 @@ static int rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_sta
 /*
  * The work keys first; when they leave nothing ready, stripe compaction
  * (ec_move.h) and the stripe builder
- * (ec.h: erasure_code) gathers replicated extents into full stripes (data
- * rebalance finishes the rest with bch_ec_step(..., true, ...)).
+ * (ec.h: erasure_code) builds full stripes, in place from full stripe
+ * candidate buckets, else gathering replicated extents (data rebalance
+ * finishes the rest with bch_ec_step(..., true, ...)).
  */
 int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s, bool *parked)
 {

@@ -204,7 +204,10 @@ expect_rc 0 $B data rebalance --wait --json "$C"
 python3 -c 'import json, sys; d = json.load(open("out")); sys.exit(0 if d["done"] and d["stripes_compacted"] > 0 and d["stripe_space_freed"] > 0 and d["pending"]["stripes_to_compact"] == 0 else 1)' ||
 	fail "compaction: $(cat out)"
 after=$(user_bytes "$C")
-python3 -c "import sys; sys.exit(0 if $after <= 0.6 * $deleted else 1)" ||
+# 12 of 32 files are left: compacted, the space comes near that share of
+# what the 32 took (the deletes alone free whole blocks of stripes in place,
+# so what compaction gives back is judged against the start, not the deletes)
+python3 -c "import sys; sys.exit(0 if $after < $deleted and $after <= 0.4 * $before else 1)" ||
 	fail "compaction gave back too little: $before bytes striped, $deleted after the deletes, $after after"
 echo "compaction: $before bytes, $deleted after deleting 20 of 32 files, $after compacted" >&2
 stripes "$C"

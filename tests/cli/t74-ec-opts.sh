@@ -113,15 +113,29 @@ expect_in out ': 0 problems found'
 echo "fs usage: data = the striped files, parity = p blocks a stripe, data + reclaimable = data blocks" >&2
 
 # a striped file deleted: its data leaves erasure_coded.data and its blocks'
-# space becomes reclaimable (not more: a block left empty may be freed at once)
+# space becomes reclaimable (not more: a block left empty may be freed at
+# once); a stripe left with no data at all is deleted (in place, a file's
+# data may fill stripes of its own), its blocks' space with it: the stripes
+# left still add up
 rm_bytes=$((700 * 1024))
 expect_rc 0 $B image rm $E /ec/sub/b
+expect_rc 0 $B list -b stripes $E
+cp out stripes.after
 expect_rc 0 $B fs usage --json $E
-python3 -c 'import json, sys
+python3 -c 'import json, re, sys
 a, b = json.load(open("usage.json"))["erasure_coded"], json.load(open("out"))["erasure_coded"]
 n = int(sys.argv[1])
-sys.exit(0 if b["data"] == a["data"] - n and a["reclaimable"] <= b["reclaimable"] <= a["reclaimable"] + n and
-	 b["parity"] == a["parity"] else 1)' $rm_bytes ||
+stripes = [l for l in open("stripes.after") if " stripe " in l]
+k_space = p_space = 0
+for l in stripes:
+	m = re.search(r" stripe (\d+)\+(\d+) block (\d+) ", l)
+	k_space += int(m.group(1)) * int(m.group(3)) * 512
+	p_space += int(m.group(2)) * int(m.group(3)) * 512
+same = b["stripes"] == a["stripes"]
+sys.exit(0 if b["data"] == a["data"] - n and b["stripes"] == len(stripes) and b["stripes"] <= a["stripes"] and
+	 b["parity"] == p_space and b["data"] + b["reclaimable"] == k_space and
+	 (not same or (b["parity"] == a["parity"] and
+		       a["reclaimable"] <= b["reclaimable"] <= a["reclaimable"] + n)) else 1)' $rm_bytes ||
 	fail "after rm: $(python3 -c 'import json; print(json.load(open("usage.json"))["erasure_coded"], json.load(open("out"))["erasure_coded"])')"
 expect_rc 0 $B image cat $E /ec/a
 cmp -s out a || fail "/ec/a reads back other data after /ec/sub/b went"

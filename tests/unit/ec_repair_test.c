@@ -348,25 +348,53 @@ Test(ec_repair, scrub)
 	expect_files(c, "scrubbed");
 
 	/*
-	 * three blocks of stripe 1 bad (more than p), in ranges that do not
-	 * line up: data block 1 in the first 16 KiB of the extent it holds
-	 * (32 KiB: blocks of 64 KiB, block 0 holding a 64 KiB extent), both
-	 * parity blocks in the same 10 KiB past it.  No choice of blocks
-	 * rebuilds them whole; the extent in block 1 is rebuilt from blocks 0
-	 * and 3 (its checksum says which) and written back, and then, checked
-	 * again after the extents, the stripe has two bad blocks: repaired.
+	 * three blocks of a stripe bad (more than p), in ranges that do not
+	 * line up: a data block in the first 16 KiB of an extent X it holds
+	 * that leaves 10 KiB of the block outside it, both parity blocks in
+	 * those same 10 KiB.  No choice of blocks rebuilds them whole; X is
+	 * rebuilt from the other data block and a parity block (its checksum
+	 * says which) and written back, and then, checked again after the
+	 * extents, the stripe has two bad blocks: repaired.  Where X lies
+	 * follows the builder's layout (in place: the candidate buckets as
+	 * the files' writes filled them), found from the striped pointers.
 	 */
-	struct bch_bkey *sk = stripe_key(c, 1);
-	size_t bytes = (size_t)bch_stripe_val(sk)->block_sectors << 9;
-	cr_assert_eq(bytes, 64 << 10, "the layout this part assumes");
-	invert(c, sk, 1, 100, (16 << 10) - 200);
-	invert(c, sk, 2, 40 << 10, 10 << 10);
-	invert(c, sk, 3, 40 << 10, 10 << 10);
+	unsigned x_idx = 0, x_blk = 0, x_off = 0, x_len = 0;
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	int ierr = 0;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_extents, POS_MIN, POS_MAX);
+	while (!x_idx && (k = bch_btree_iter_next(&it, &ierr))) {
+		const struct bch_extent *e = bkey_val(k);
+		if (k->type != BCH_BKEY_extent || !(e->ptrs[0].flags & BCH_EXTENT_PTR_STRIPED))
+			continue;
+		struct bch_bkey *xs = stripe_key(c, e->ptrs[0].stripe);
+		const struct bch_stripe *sv = bch_stripe_val(xs);
+		unsigned off = e->ptrs[0].offset - sv->blocks[e->ptrs[0].stripe_block].ptr.offset;
+		unsigned len = e->crc.compressed_sectors;
+		/* 10 KiB of the block outside X, and X at least 16 KiB */
+		if (sv->block_sectors == 128 && len >= 32 && (off >= 20 || off + len + 20 <= 128)) {
+			x_idx = e->ptrs[0].stripe;
+			x_blk = e->ptrs[0].stripe_block;
+			x_off = off;
+			x_len = len;
+		}
+		free(xs);
+	}
+	bch_btree_iter_exit(&it);
+	cr_assert_eq(ierr, 0);
+	cr_assert_gt(x_idx, 0, "no extent leaves 10 KiB of its block (seed %#llx)",
+		     (unsigned long long)SEED);
+	struct bch_bkey *sk = stripe_key(c, x_idx);
+	cr_assert_eq(bch_stripe_val(sk)->nr_parity, 2);
+	size_t outside = x_off + x_len + 20 <= 128 ? (size_t)(x_off + x_len) << 9 : 0;
+	invert(c, sk, x_blk, ((size_t)x_off << 9) + 100, (16 << 10) - 200);
+	invert(c, sk, 2, outside, 10 << 10);
+	invert(c, sk, 3, outside, 10 << 10);
 	scrub_all(c, s);
 	cr_assert_eq(s->unrepairable, 0, "named: %s: %s", s->nr_bad ? s->bad[0].what : "",
 		     s->nr_bad ? s->bad[0].why : "");
 	cr_assert_gt(s->copies_repaired, 0);
-	expect_clean(c, 1, "after the extents' repairs");
+	expect_clean(c, x_idx, "after the extents' repairs");
 	expect_files(c, "after the extents' repairs");
 	free(sk);
 	free(s);
