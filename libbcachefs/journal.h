@@ -160,6 +160,12 @@ uint64_t bch_journal_flush_gen(struct bch_fs *c);
 /* Of the open entry; the caller makes something depend on it (the next flush writes it). */
 uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
+/*
+ * Does the open entry hold keys of btree btree_id at level?  (A new root
+ * must follow every key of its level journalled for an earlier shape of
+ * the tree: btree_update.c, split().)
+ */
+bool bch_journal_open_has_keys(struct bch_fs *c, unsigned btree_id, unsigned level);
 /* The open entry's seq, asking nothing of it (bch_journal_cur_seq() does). */
 uint64_t bch_journal_seq_open(struct bch_fs *c);
 /*
