@@ -12,6 +12,24 @@
  * A dirty node is written by appending its pending keys as a bset when its
  * space has room; when the space is full the node is rewritten compacted to
  * a new place (a move), or split when it would not fit in one node.
+ *
+ * Which writes wait for the journal (btree.h invariants (1), (6), (7)):
+ *
+ *   WRITE                         WAITS FOR                      LINK
+ *   append, whole write in place  journal up to b->journal_seq,  (parent's pointer
+ *                                 hints' device flush            already durable)
+ *   split halves, merged node,    hints' device flush only       parent update at S,
+ *   moved copy                    (new_node_deps_durable())      S >= every key held
+ *   new root                      nothing (halves, as above)     roots of entries >= open
+ *
+ * A new node can hold keys of entries not yet durable: it is reached only
+ * once S is on disk, and every entry before S is then.  Until the link is
+ * pinned the replaced node keeps its pin (clear_pending_keep_pin()), and the
+ * link runs under no_shrink (the journal's reserve, no reclaim), so the
+ * journal's last_seq never passes keys only an unlinked node holds; a split
+ * or merge from the top gives the reserve back first
+ * (bch_journal_restore_reserve()).  The parent's own write waits for S
+ * (its journal_seq) like any append.
  * Opened degraded, new nodes get the copies the present devices can take,
  * and a node with a copy on a missing member is moved, not appended to.
  */
@@ -368,6 +386,7 @@ static int split(struct bch_fs *c, struct btree *b)
 		bch_btree_node_set_keys(n[i], b->keys + (i ? mid : 0), i ? b->nr - mid : mid);
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n[i]) - before);
 	}
+	c->roots->ahead_splits += b->journal_seq > bch_journal_seq_durable(c);
 	for (unsigned i = 0; i < 2; i++) {
 		n[i]->journal_seq = b->journal_seq;
 		if ((r = bch_btree_node_write_io(c, n[i], true)))
@@ -492,6 +511,7 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 	n->min_key = left->min_key;
 	n->max_key = right->max_key;
 	n->journal_seq = seq;
+	c->roots->ahead_merges += seq > bch_journal_seq_durable(c);
 	{
 		struct bch_bkey **both = malloc((left->nr + right->nr + 1) * sizeof(*both));
 		if (!both)
@@ -600,6 +620,7 @@ static int move_node(struct bch_fs *c, struct btree *b)
 	unsigned new_nr = b->nr_ptrs;
 	memcpy(new_ptrs, b->ptrs, sizeof(new_ptrs));
 
+	c->roots->ahead_moves += b->journal_seq > bch_journal_seq_durable(c);
 	r = bch_btree_node_write_io(c, b, true);
 	/* rehash under the new address */
 	b->nr_ptrs = old_nr;
