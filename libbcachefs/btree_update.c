@@ -12,6 +12,8 @@
  * A dirty node is written by appending its pending keys as a bset when its
  * space has room; when the space is full the node is rewritten compacted to
  * a new place (a move), or split when it would not fit in one node.
+ * Opened degraded, new nodes get the copies the present devices can take,
+ * and a node with a copy on a missing member is moved, not appended to.
  *
  * Which writes wait for the journal (btree.h invariants (1), (6), (7)):
  *
@@ -30,8 +32,6 @@
  * or merge from the top gives the reserve back first
  * (bch_journal_restore_reserve()).  The parent's own write waits for S
  * (its journal_seq) like any append.
- * Opened degraded, new nodes get the copies the present devices can take,
- * and a node with a copy on a missing member is moved, not appended to.
  */
 #include <errno.h>
 #include <inttypes.h>
