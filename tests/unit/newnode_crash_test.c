@@ -20,6 +20,7 @@
  * that includes every one acknowledged durable (no transaction half there),
  * and fsck -n must find nothing.  Every eighth cut also opens read-write,
  * closes cleanly, and checks again.  The seed of a failure is printed.
+ * Once in the clear, once encrypted.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -183,12 +184,14 @@ static void note_durable(struct bch_fs *c, struct iorec *rec)
 				hist[i].durable_at[j] = ev;
 }
 
-Test(newnode_crash, splits_and_merges_written_ahead_every_cut, .timeout = 600)
+static void crash_run(bool encrypted)
 {
 	char paths[1][TESTFS_PATH_MAX], crash[1][TESTFS_PATH_MAX], err[256];
 
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "nncrash");
+	testfs_encrypted = encrypted;
 	testfs_format(tmpdir, 1, 8, 4096, 1, paths);
+	testfs_encrypted = false;
 	snprintf(crash[0], TESTFS_PATH_MAX, "%s/crash.img", tmpdir);
 	memset(hist, 0, sizeof(hist));
 	for (unsigned i = 0; i < NKEYS; i++)
@@ -196,6 +199,7 @@ Test(newnode_crash, splits_and_merges_written_ahead_every_cut, .timeout = 600)
 
 	struct bch_fs *c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "%s", err);
+	cr_assert_eq(c->crypt != NULL, encrypted);
 	struct iorec *rec = iorec_new(1);
 	cr_assert_eq(iorec_attach(rec, 0, c->devs[0]->bdev), 0);
 	struct btree_trans *t;
@@ -279,8 +283,19 @@ Test(newnode_crash, splits_and_merges_written_ahead_every_cut, .timeout = 600)
 		iorec_plan_free(&plan);
 		states++;
 	}
-	cr_log_info("newnode crash: %zu events, %u crash states, %llu splits and %llu merges "
-		    "written ahead", events, states, splits, merges);
+	cr_log_info("newnode crash%s: %zu events, %u crash states, %llu splits and %llu merges "
+		    "written ahead", encrypted ? " (encrypted)" : "", events, states, splits, merges);
 	iorec_free(rec);
 	test_tmpdir_remove(tmpdir);
+}
+
+Test(newnode_crash, splits_and_merges_written_ahead_every_cut, .timeout = 600)
+{
+	crash_run(false);
+}
+
+/* Encrypted nodes: each new node takes a nonce counter value (crypt.h), the same cuts. */
+Test(newnode_crash, encrypted_every_cut, .timeout = 600)
+{
+	crash_run(true);
 }
