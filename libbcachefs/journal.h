@@ -35,6 +35,11 @@
  *   (3) Reading trusts nothing: every length is checked against the bucket,
  *       every entry's magic, UUID and checksum before its contents are used.
  *   (4) Opened read-only, the journal reads and never writes.
+ *   (5) Every entry is written after a flush of every device (the first of
+ *       a session opened clean excepted: nothing was written before it), so
+ *       an entry on disk means every write issued before it is, and every
+ *       entry before it is: new btree nodes are written with no journal
+ *       flush first and linked by a later entry (btree.h invariant (6)).
  */
 
 #include <stdbool.h>
