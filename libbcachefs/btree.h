@@ -22,17 +22,39 @@
  * the node is rewritten compacted to a new place and its parent updated.
  *
  * Invariants
- *   (1) Write-ahead: a node is written only after the journal is durable up
- *       to the newest key in it (b->journal_seq).
+ *   (1) Write-ahead: a node is written where its parent (or the root)
+ *       already points — an append, a whole write in place — only after the
+ *       journal is durable up to the newest key in it (b->journal_seq).
  *   (2) A dirty node holds a journal pin at the oldest unwritten key's
  *       sequence, so the journal keeps those entries until it is written.
- *   (3) New nodes (splits, moves) are written before the journal entry that
- *       links them into their parent, so replay never follows a pointer to
- *       space that was not written.
+ *   (3) New nodes (splits, merges, moves, new roots) are written before the
+ *       journal entry that links them into their parent (or the entry whose
+ *       roots name a new root), so replay never follows a pointer to space
+ *       that was not written: every entry is written after a flush of every
+ *       device (journal.c), and its own flush makes it durable.
  *   (4) Space of a node that is no longer pointed to is freed at the current
  *       journal sequence and reused only once that sequence is durable.
  *   (5) The cache evicts only clean, unreferenced nodes; its memory stays
  *       near btree_cache_size (dirty nodes are written to make room).
+ *   (6) A new node needs no journal flush before it is written (only the
+ *       device flush for the children's appends its hints cover): it is
+ *       reached only through the entry S that links it, journalled after
+ *       every key it holds (S >= its journal_seq).  S on disk means every
+ *       entry before S is (3), so its keys are in the journal and it is on
+ *       disk; S not on disk means recovery uses the node it replaced, whose
+ *       space (4) keeps until an entry at least S is durable, and replays
+ *       the same keys into it.  So (1)'s promise holds for every node that
+ *       can be reached: none holds a key of an entry that is not durable.
+ *       An unlinked new node a crash leaves may; the node scan does not
+ *       take a leaf newer than the journal (btree_node_scan.c rule (5)).
+ *   (7) The node a new node replaces keeps its journal pin until the link
+ *       is pinned (the parent's apply at S) or the roots name the new node,
+ *       and nothing reclaims in between (no_shrink: the link takes the
+ *       journal's reserve); so no entry records a last_seq past keys that
+ *       only an unlinked new node holds.  A new root's bset journal_seq is
+ *       the open entry's, which holds no key of the root's level (written
+ *       first when it does): replay applies none journalled for an earlier
+ *       shape of the tree to it.
  */
 
 #include <stdbool.h>
@@ -133,6 +155,8 @@ struct bch_btree_roots {
 	unsigned		no_shrink;	/* inside a commit: no eviction (no nested writes) */
 	uint64_t		seq_counter;	/* makes node seqs unique */
 	uint64_t		copygc_moves;	/* nodes moved by copygc (for tests, -v) */
+	/* new nodes written holding keys of entries not durable yet (invariant (6); tests) */
+	uint64_t		ahead_splits, ahead_merges, ahead_moves;
 };
 
 /* ------------------------------------------------------------ cache */

@@ -49,9 +49,25 @@
  *       device and offset, for a deterministic order), a candidate wholly
  *       covered by those taken before it is ignored, and one partly covered
  *       gives only the keys outside them.
+ *   (5) A leaf newer than the journal is not taken: a new node (split half,
+ *       merged node, moved copy) is written before the journal entry that
+ *       links it is durable (btree.h invariant (6)), so a crash can leave one
+ *       unlinked, holding keys of entries that never became durable.  Its
+ *       journal_seq is newer than the newest entry the open read (the
+ *       entries it follows were never written), and by (4) it would win over
+ *       the leaf the journal describes: a transaction half applied.  Only
+ *       when the open replayed the journal and lost no tail of it (fsck:
+ *       entries after the newest readable one were written, and nodes
+ *       newer than it may be all that is left of them), and not for a
+ *       node the lost pointer names (rule (3): its link was durable).
  * What this cannot tell: a leaf freed and not yet overwritten whose newer
  * life is itself unreadable wins by (4) and brings back the older keys of
  * its range; fsck reports every range it took from the scan so that is seen.
+ * Nor, by (5), an unlinked new node left by a crash when a later session
+ * reused the journal seqs its entries would have had (they were never
+ * written, so nothing records them): if its range's leaf was not written
+ * since, it wins by (4).  Both take a crash or a freed node and then a lost
+ * interior node before the space is reused.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -269,6 +285,21 @@ static int pick_cmp(const void *a_, const void *b_)
 	return bpos_cmp(a->min_key, b->min_key);
 }
 
+/*
+ * Rule (5): the newest journal entry the open read, when nodes newer than
+ * it were never linked; UINT64_MAX (no limit) when the journal was not
+ * replayed (a clean open) or fsck found entries lost after it.
+ */
+static uint64_t journal_newest(struct bch_fs *c)
+{
+	if (!c->journal_replayed)
+		return UINT64_MAX;
+	for (unsigned i = 0; i < c->nr_journal_gaps; i++)
+		if (c->journal_gaps[i][1] == UINT64_MAX)
+			return UINT64_MAX;
+	return c->replay_newest;
+}
+
 static bool inside(const struct bch_found_node *f, const struct bch_lost_range *l)
 {
 	return bpos_cmp(f->min_key, l->min_key) >= 0 && bpos_cmp(f->max_key, l->max_key) <= 0;
@@ -338,6 +369,8 @@ int bch_node_scan_pick(struct bch_fs *c, const struct bch_node_scan *s, unsigned
 	struct cand *cands = NULL;
 	size_t nr_cands = 0, cap_cands = 0;
 
+	uint64_t newest = journal_newest(c);
+
 	*ret = NULL;
 	*nr = 0;
 	for (size_t i = 0; i < s->nr; i++) {
@@ -354,7 +387,8 @@ int bch_node_scan_pick(struct bch_fs *c, const struct bch_node_scan *s, unsigned
 		/* a leaf's own seq may match a lost pointer's while lying in an interior range */
 		for (size_t j = 0; j < nr_lost && ok && !identity; j++)
 			identity = f->seq == lost[j].seq;
-		if (!ok || !bucket_may_hold(c, f) || reachable(priv, f))
+		if (!ok || !bucket_may_hold(c, f) || reachable(priv, f) ||
+		    (!identity && f->journal_seq > newest))	/* rule (5) */
 			continue;
 		if (nr_cands == cap_cands) {
 			cap_cands = cap_cands ? cap_cands * 2 : 64;

@@ -14,6 +14,24 @@
  * a new place (a move), or split when it would not fit in one node.
  * Opened degraded, new nodes get the copies the present devices can take,
  * and a node with a copy on a missing member is moved, not appended to.
+ *
+ * Which writes wait for the journal (btree.h invariants (1), (6), (7)):
+ *
+ *   WRITE                         WAITS FOR                      LINK
+ *   append, whole write in place  journal up to b->journal_seq,  (parent's pointer
+ *                                 hints' device flush            already durable)
+ *   split halves, merged node,    hints' device flush only       parent update at S,
+ *   moved copy                    (new_node_deps_durable())      S >= every key held
+ *   new root                      nothing (halves, as above)     roots of entries >= open
+ *
+ * A new node can hold keys of entries not yet durable: it is reached only
+ * once S is on disk, and every entry before S is then.  Until the link is
+ * pinned the replaced node keeps its pin (clear_pending_keep_pin()), and the
+ * link runs under no_shrink (the journal's reserve, no reclaim), so the
+ * journal's last_seq never passes keys only an unlinked node holds; a split
+ * or merge from the top gives the reserve back first
+ * (bch_journal_restore_reserve()).  The parent's own write waits for S
+ * (its journal_seq) like any append.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -143,9 +161,23 @@ static int node_alloc(struct bch_fs *c, unsigned id, unsigned level, struct btre
 }
 
 /*
- * What must be durable before b is written: the journal up to its newest
- * key (write-ahead), and the children's appends its hints cover (a flush
- * of the devices, not a journal entry: update_hint()).
+ * What must be durable before the keys of b are written to a new place (a
+ * split half, a merged node, a moved copy, a new root: invariant (6)): the
+ * children's appends its hints cover (a flush of the devices, not a journal
+ * entry: update_hint()).  Not the journal: the new node is reached only
+ * through the entry that links it, which comes after every key it holds.
+ */
+static int new_node_deps_durable(struct bch_fs *c, struct btree *b)
+{
+	if (b->hint_flush > bch_journal_flush_gen(c))
+		return bch_journal_flush_devs(c);
+	return 0;
+}
+
+/*
+ * What must be durable before b is written where its parent points (an
+ * append, or a whole write in place): the journal up to its newest key
+ * (write-ahead, invariant (1)), and the hints' appends as above.
  */
 static int node_deps_durable(struct bch_fs *c, struct btree *b)
 {
@@ -153,9 +185,7 @@ static int node_deps_durable(struct bch_fs *c, struct btree *b)
 
 	if ((r = bch_journal_flush_seq(c, b->journal_seq)))
 		return r;
-	if (b->hint_flush > bch_journal_flush_gen(c) && (r = bch_journal_flush_devs(c)))
-		return r;
-	return 0;
+	return new_node_deps_durable(c, b);
 }
 
 static int node_pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq)
@@ -188,7 +218,12 @@ static void apply_key(struct bch_fs *c, struct btree *b, const struct bch_bkey *
 		bch_journal_pin_add(c, &b->pin, seq, node_pin_flush);
 }
 
-static void clear_pending(struct bch_fs *c, struct btree *b)
+/*
+ * b's keys are on disk in new nodes: nothing pending, nothing for a reclaim
+ * to write; its journal pin stays until the entry that links the new nodes
+ * is pinned in their parent, or the roots name them (invariant (7)).
+ */
+static void clear_pending_keep_pin(struct bch_fs *c, struct btree *b)
 {
 	long before = bch_btree_node_bytes(b), pbefore = bch_btree_node_pending_bytes(b);
 
@@ -196,6 +231,11 @@ static void clear_pending(struct bch_fs *c, struct btree *b)
 	bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - before);
 	bch_btree_cache_account_pending(c, (long)bch_btree_node_pending_bytes(b) - pbefore);
 	b->dirty = false;
+}
+
+static void clear_pending(struct bch_fs *c, struct btree *b)
+{
+	clear_pending_keep_pin(c, b);
 	bch_journal_pin_drop(c, &b->pin);
 }
 
@@ -314,15 +354,15 @@ static int split(struct bch_fs *c, struct btree *b)
 {
 	unsigned id = b->id, level = b->level;
 	struct btree *n[2] = { NULL, NULL };
-	bool root = is_root(c, b);
+	bool root = is_root(c, b), linking = false;
 	int r;
 
 	if (b->nr < 2)
 		return bch_fs_err(c, -EIO, "btree: cannot split a node of %u keys", b->nr);
 	if (!root && (r = parent_room(c, b)))
 		goto err;
-	/* write-ahead: everything b holds is in the journal first */
-	if ((r = node_deps_durable(c, b)))
+	/* not the journal: the halves are linked after every key they hold (invariant (6)) */
+	if ((r = new_node_deps_durable(c, b)))
 		goto err;
 	for (unsigned i = 0; i < 2; i++)
 		if ((r = node_alloc(c, id, level, &n[i])))
@@ -346,6 +386,7 @@ static int split(struct bch_fs *c, struct btree *b)
 		bch_btree_node_set_keys(n[i], b->keys + (i ? mid : 0), i ? b->nr - mid : mid);
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n[i]) - before);
 	}
+	c->roots->ahead_splits += b->journal_seq > bch_journal_seq_durable(c);
 	for (unsigned i = 0; i < 2; i++) {
 		n[i]->journal_seq = b->journal_seq;
 		if ((r = bch_btree_node_write_io(c, n[i], true)))
@@ -353,23 +394,33 @@ static int split(struct bch_fs *c, struct btree *b)
 		bch_btree_node_hash(c, n[i]);
 	}
 	/*
-	 * b's keys are on disk in the halves: it needs no journal pin, and must
-	 * not be written (or split again) by a reclaim the parent update below
-	 * may run.
+	 * b's keys are on disk in the halves: b must not be written (or split
+	 * again) by a reclaim.  Its pin stays until the halves are linked
+	 * (invariant (7)), and nothing reclaims until then (no_shrink: the
+	 * parent update takes the journal's reserve, the allocator's flushes
+	 * do not reclaim), so no entry written meanwhile records a last_seq
+	 * past keys that only the unlinked halves hold.
 	 */
-	clear_pending(c, b);
+	clear_pending_keep_pin(c, b);
+	c->roots->no_shrink++;
+	linking = true;
 
 	if (root) {
 		struct btree *nr_;
+		/*
+		 * Every key of this level journalled before the open entry
+		 * belongs to an earlier shape of the tree (a root that was
+		 * replaced by its only child): replay must not apply them to
+		 * the new root, whose bset says which entries it follows.  One
+		 * such key in the open entry itself (a merge just before, in
+		 * the same entry): that entry is written first.
+		 */
+		if (bch_journal_open_has_keys(c, id, level + 1) && (r = bch_journal_flush(c)))
+			goto err;
 		if ((r = node_alloc(c, id, level + 1, &nr_)))
 			goto err;
 		nr_->min_key = POS_MIN;
 		nr_->max_key = POS_MAX;
-		/*
-		 * Every key of this level journalled before the open entry
-		 * belongs to an earlier shape of the tree: replay must not
-		 * apply them here.
-		 */
 		uint64_t open_seq = bch_journal_seq_open(c);
 		nr_->journal_seq = b->journal_seq > open_seq ? b->journal_seq : open_seq;
 		for (unsigned i = 0; i < 2; i++) {
@@ -394,12 +445,16 @@ static int split(struct bch_fs *c, struct btree *b)
 		if (r)
 			goto err;
 	}
+	/* linked: b's space goes at the open entry, its pin with it (forget) */
 	bch_free_btree_node(c, b->ptrs, b->nr_ptrs);
 	bch_btree_node_forget(c, b);
+	c->roots->no_shrink--;
 	bch_btree_node_put(c, n[0]);
 	bch_btree_node_put(c, n[1]);
 	return 0;
 err:
+	if (linking)
+		c->roots->no_shrink--;
 	bch_fs_error(c, r, false);	/* a split half done */
 	bch_btree_node_put(c, b);
 	for (unsigned i = 0; i < 2; i++)
@@ -449,12 +504,14 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 	if (b->u64s + s->u64s > split_threshold(c) * 2 / 3)
 		goto out;
 	uint64_t seq = left->journal_seq > right->journal_seq ? left->journal_seq : right->journal_seq;
-	if ((r = node_deps_durable(c, left)) || (r = node_deps_durable(c, right)) ||
+	/* not the journal: n is linked after every key it holds (invariant (6)) */
+	if ((r = new_node_deps_durable(c, left)) || (r = new_node_deps_durable(c, right)) ||
 	    (r = node_alloc(c, id, level, &n)))
 		goto out;
 	n->min_key = left->min_key;
 	n->max_key = right->max_key;
 	n->journal_seq = seq;
+	c->roots->ahead_merges += seq > bch_journal_seq_durable(c);
 	{
 		struct bch_bkey **both = malloc((left->nr + right->nr + 1) * sizeof(*both));
 		if (!both)
@@ -471,19 +528,26 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 	if ((r = bch_btree_node_write_io(c, n, true)))
 		goto out;
 	bch_btree_node_hash(c, n);
-	/* both are on disk in n: no pins, nothing for a reclaim to write */
-	clear_pending(c, left);
-	clear_pending(c, right);
+	/*
+	 * both are on disk in n: nothing for a reclaim to write; their pins stay
+	 * until the parent update pins its entry (invariant (7)), and nothing
+	 * reclaims meanwhile (no_shrink: the update takes the journal's reserve)
+	 */
+	clear_pending_keep_pin(c, left);
+	clear_pending_keep_pin(c, right);
 
 	struct bch_bkey *keys[2] = { bch_bkey_alloc(BCH_BKEY_deleted, left->max_key, 0),
 				     bch_btree_ptr_key(n) };
 	bch_btree_node_put(c, p);
 	p = NULL;
+	c->roots->no_shrink++;
 	r = journal_and_apply(c, id, level + 1, keys, 2);
+	c->roots->no_shrink--;
 	free(keys[0]);
 	free(keys[1]);
 	if (r)
 		goto out;
+	/* linked: the old nodes' space goes at the open entry, their pins with them */
 	bch_free_btree_node(c, left->ptrs, left->nr_ptrs);
 	bch_free_btree_node(c, right->ptrs, right->nr_ptrs);
 	bch_btree_node_forget(c, left);
@@ -556,6 +620,7 @@ static int move_node(struct bch_fs *c, struct btree *b)
 	unsigned new_nr = b->nr_ptrs;
 	memcpy(new_ptrs, b->ptrs, sizeof(new_ptrs));
 
+	c->roots->ahead_moves += b->journal_seq > bch_journal_seq_durable(c);
 	r = bch_btree_node_write_io(c, b, true);
 	/* rehash under the new address */
 	b->nr_ptrs = old_nr;
@@ -600,7 +665,7 @@ int bch_btree_node_rewrite(struct bch_fs *c, struct btree *b)
 	int r;
 
 	c->roots->no_shrink++;
-	r = node_deps_durable(c, b);
+	r = new_node_deps_durable(c, b);	/* a new place (invariant (6)) */
 	if (!r && bch_btree_node_fits(c, b))
 		r = move_node(c, b);
 	if (!r) {
@@ -656,7 +721,7 @@ int bch_btree_copygc(struct bch_fs *c)
 		/* the tree may have changed since the walk: check it is still the one */
 		if (bpos_eq(b->max_key, l.t[i].max_key) && bch_alloc_copygc_bucket(c, &b->ptrs[0]) &&
 		    !is_root(c, b) && bch_btree_node_fits(c, b) &&
-		    !(r = node_deps_durable(c, b)) && !(r = move_node(c, b))) {
+		    !(r = new_node_deps_durable(c, b)) && !(r = move_node(c, b))) {
 			clear_pending(c, b);
 			c->roots->copygc_moves++;
 		}
@@ -733,8 +798,6 @@ static int node_write(struct bch_fs *c, struct btree *b)
 		return -BCH_ERR_fs_read_only;
 	if (c->emergency_ro)
 		return -BCH_ERR_fs_emergency_ro;
-	if ((r = node_deps_durable(c, b)))
-		return r;
 	if (!bch_btree_node_fits(c, b) || b->u64s > split_threshold(c)) {
 		/* split consumes a reference and frees b */
 		b->refs++;
@@ -743,22 +806,26 @@ static int node_write(struct bch_fs *c, struct btree *b)
 	}
 	unsigned node_sectors = c->sb->btree_node_size;
 	/*
-	 * A node with a copy on a missing member is not appended to (that copy
-	 * would be left behind, short of the bset): it is rewritten, with
-	 * copies on present devices only.
+	 * Where b goes: where its parent points (never written yet, or an
+	 * append), which takes write-ahead, or a new place (a move), which is
+	 * linked after its keys (invariant (6)).  A node with a copy on a
+	 * missing member is not appended to (that copy would be left behind,
+	 * short of the bset): it is rewritten, with copies on present devices
+	 * only.
 	 */
-	if (!b->sectors_written)
-		r = bch_btree_node_write_io(c, b, true);
-	else if ((b->torn_tail || b->no_append) && !(r = move_node(c, b)))
-		b->torn_tail = b->no_append = false;	/* the torn bytes are in space now freed */
-	else if (b->torn_tail || b->no_append)
-		;
-	else if (b->sectors_written + bch_btree_node_append_sectors(c, b) <= node_sectors &&
-		 !node_on_missing(c, b)) {
-		if (!(r = bch_btree_node_write_io(c, b, false)))
+	bool append = b->sectors_written && !b->torn_tail && !b->no_append &&
+		      b->sectors_written + bch_btree_node_append_sectors(c, b) <= node_sectors &&
+		      !node_on_missing(c, b);
+	if (!b->sectors_written || append) {
+		if ((r = node_deps_durable(c, b)))
+			return r;
+		if (!(r = bch_btree_node_write_io(c, b, !b->sectors_written)) && append)
 			update_hint(c, b);
-	} else
-		r = move_node(c, b);
+	} else if ((r = new_node_deps_durable(c, b))) {
+		return r;
+	} else if (!(r = move_node(c, b))) {
+		b->torn_tail = b->no_append = false;	/* the torn bytes are in space now freed */
+	}
 	if (!r)
 		clear_pending(c, b);
 	return r;
@@ -891,6 +958,9 @@ static int ensure_room(struct btree_trans *t, bool may_split, bool *ok)
 		struct btree *b;
 		size_t share = 0;
 
+		/* a split relinks through the journal's reserve: give it back first */
+		if (may_split && (r = bch_journal_restore_reserve(c)) < 0)
+			break;
 		if ((r = bch_btree_find_node(c, id, 0, t->keys[first]->p, &b)))
 			break;
 		while (i < t->nr && t->ids[order[i]] == id &&
@@ -1005,9 +1075,13 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 		bch_fs_error(c, r, false);	/* a commit half applied */
 		return r;
 	}
-	/* deletes can leave leaves nearly empty: merge them with a sibling */
+	/*
+	 * deletes can leave leaves nearly empty: merge them with a sibling
+	 * (each relinks through the journal's reserve: given back between them)
+	 */
 	for (unsigned i = 0; i < nr_deleted && !r; i++)
-		r = maybe_merge(c, deleted_ids[i], 0, deleted[i]);
+		if ((r = bch_journal_restore_reserve(c)) >= 0)
+			r = maybe_merge(c, deleted_ids[i], 0, deleted[i]);
 	free(deleted);
 	free(deleted_ids);
 	if (r)
@@ -1051,9 +1125,11 @@ int bch_btree_replay_key(struct bch_fs *c, unsigned id, unsigned level,
 int bch_btree_split_overfull(struct bch_fs *c)
 {
 	for (unsigned n = 0; n < 100000; n++) {
-		struct btree *b = bch_btree_cache_first_overfull(c, split_threshold(c));
-		int r;
+		int r = bch_journal_restore_reserve(c);	/* splits relink through it */
 
+		if (r < 0)
+			return r;
+		struct btree *b = bch_btree_cache_first_overfull(c, split_threshold(c));
 		if (!b)
 			return 0;
 		b->refs++;

@@ -1388,6 +1388,13 @@ static int spill(struct bch_fs *c, unsigned u64s)
 	if (j->buf_u64s || j->pins.next != &j->pins)
 		return bch_fs_err(c, -BCH_ERR_journal_full,
 				  "journal full: nodes written back still need the journal");
+	/*
+	 * The clean record names the roots as they are now: every node written
+	 * back above (a new root and its halves among them, written without a
+	 * journal flush: btree.h invariant (6)) is durable before it lands.
+	 */
+	if ((ret = bch_journal_flush_devs(c)))
+		return ret;
 	if ((ret = j->spill(c)))
 		return ret;
 	j->last_seq_ondisk = j->seq;	/* every bucket is free */
@@ -1575,6 +1582,20 @@ int bch_journal_flush(struct bch_fs *c)
 	if (!open_entry_needed(c))	/* at most a written entry to flush */
 		return J(c)->written > J(c)->durable ? bch_journal_flush_devs(c) : 0;
 	return flush_open(c, may_reclaim(c));
+}
+
+bool bch_journal_open_has_keys(struct bch_fs *c, unsigned btree_id, unsigned level)
+{
+	struct bch_journal *j = J(c);
+
+	for (unsigned off = 0; off < j->buf_u64s; ) {
+		const struct bch_jset_entry *e = (const void *)(j->buf + off);
+		if (e->type == BCH_JSET_ENTRY_btree_keys && e->btree_id == btree_id &&
+		    e->level == level)
+			return true;
+		off += 1 + e->u64s;
+	}
+	return false;
 }
 
 /* Whoever asks for the open seq makes something depend on it being written. */

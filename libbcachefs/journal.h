@@ -35,6 +35,11 @@
  *   (3) Reading trusts nothing: every length is checked against the bucket,
  *       every entry's magic, UUID and checksum before its contents are used.
  *   (4) Opened read-only, the journal reads and never writes.
+ *   (5) Every entry is written after a flush of every device (the first of
+ *       a session opened clean excepted: nothing was written before it), so
+ *       an entry on disk means every write issued before it is, and every
+ *       entry before it is: new btree nodes are written with no journal
+ *       flush first and linked by a later entry (btree.h invariant (6)).
  */
 
 #include <stdbool.h>
@@ -160,6 +165,12 @@ uint64_t bch_journal_flush_gen(struct bch_fs *c);
 /* Of the open entry; the caller makes something depend on it (the next flush writes it). */
 uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
+/*
+ * Does the open entry hold keys of btree btree_id at level?  (A new root
+ * must follow every key of its level journalled for an earlier shape of
+ * the tree: btree_update.c, split().)
+ */
+bool bch_journal_open_has_keys(struct bch_fs *c, unsigned btree_id, unsigned level);
 /* The open entry's seq, asking nothing of it (bch_journal_cur_seq() does). */
 uint64_t bch_journal_seq_open(struct bch_fs *c);
 /*
