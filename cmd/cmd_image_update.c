@@ -111,6 +111,7 @@
 #define CMD		"image update"
 #define CMP_BUF		(1U << 20)
 #define SCAN_THREADS	8
+#define DENTS_BUF	(64U << 10)	/* getdents64: most directories in one call */
 #define KEEPER_NEW	UINT64_MAX	/* a host inode made by this update */
 
 #if !defined(SYS_listxattrat) && (defined(__x86_64__) || defined(__aarch64__) || defined(__riscv))
@@ -377,12 +378,20 @@ static int open_dir(int at, const char *path)
 	return fd;
 }
 
+/* A name as getdents64 gave it, while its directory is being read. */
+struct slot {
+	char		*name;
+	uint64_t	ino;
+	size_t		idx;		/* its place in name order */
+};
+
 /* One worker's own: its memory, and the listing being read. */
 struct scan_worker {
 	struct scan	*s;
 	struct arena	mem;
-	struct hent	*tmp;
+	struct slot	*tmp;
 	size_t		cap;
+	char		*dents;		/* DENTS_BUF bytes for getdents64 */
 };
 
 /* lstat, xattr presence and link target of dirfd/e->name into e. */
@@ -417,48 +426,76 @@ static void scan_one(struct scan_worker *w, int fd, const char *dirpath, struct 
 		__atomic_store_n(&w->s->links, true, __ATOMIC_RELAXED);
 }
 
-static int ino_cmp(const void *a, const void *b)
+static int slot_name_cmp(const void *a, const void *b)
 {
-	uint64_t x = ((const struct hent *)a)->ino, y = ((const struct hent *)b)->ino;
+	return strcmp(((const struct slot *)a)->name, ((const struct slot *)b)->name);
+}
+
+static int slot_ino_cmp(const void *a, const void *b)
+{
+	uint64_t x = ((const struct slot *)a)->ino, y = ((const struct slot *)b)->ino;
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * The names of directory fd into w->tmp (getdents64 straight into one
+ * buffer per worker: no DIR, so no fstat, fcntl and malloc per directory).
+ * Returns how many, or -errno.
+ */
+static ssize_t list_names(struct scan_worker *w, int fd)
+{
+	size_t nr = 0;
 
-/* Read directory d whole: names, lstat, xattr presence, link targets. */
+	for (;;) {
+		ssize_t n = getdents64(fd, w->dents, DENTS_BUF);
+		if (n < 0)
+			return -errno;
+		if (!n)
+			return nr;
+		for (ssize_t o = 0; o < n;) {
+			struct dirent64 *de = (struct dirent64 *)(w->dents + o);
+			o += de->d_reclen;
+			if (de->d_name[0] == '.' && (!de->d_name[1] ||
+			    (de->d_name[1] == '.' && !de->d_name[2])))
+				continue;
+			GROW(w->tmp, nr, w->cap);
+			w->tmp[nr++] = (struct slot) {
+				.name = arena_join(&w->mem, NULL, de->d_name), .ino = de->d_ino,
+			};
+		}
+	}
+}
+
+/*
+ * Read directory d whole: names, then lstat, xattr presence and link
+ * targets in inode order (the inode table is then read in order when it is
+ * not cached), kept in name order (the walk's).  The sorts move small
+ * slots, not the entries.
+ */
 static void scan_dir(struct scan_worker *w, struct hdir *d)
 {
 	int fd = open_dir(AT_FDCWD, d->path);
-	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
-	struct dirent *de;
-	size_t nr = 0;
+	ssize_t nr = fd < 0 ? -errno : list_names(w, fd);
 
-	if (!dir) {
-		d->err = -errno;
+	if (nr < 0) {
+		d->err = nr;
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
-	while ((de = readdir(dir))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		GROW(w->tmp, nr, w->cap);
-		struct hent *e = &w->tmp[nr++];
-		memset(e, 0, sizeof(*e));
-		e->name = arena_join(&w->mem, NULL, de->d_name);
-		e->ino = de->d_ino;
-	}
-	/* in inode order: the inode table is read in order when it is not cached */
-	if (nr)		/* else w->tmp may be NULL, which qsort may not take */
-		qsort(w->tmp, nr, sizeof(*w->tmp), ino_cmp);
-	for (size_t i = 0; i < nr; i++)
-		scan_one(w, fd, d->path, &w->tmp[i]);
-	closedir(dir);
-	if (nr) {
-		qsort(w->tmp, nr, sizeof(*w->tmp), name_cmp);
-		d->e = arena_alloc(&w->mem, nr * sizeof(*d->e));
-		memcpy(d->e, w->tmp, nr * sizeof(*d->e));
+	if (nr) {	/* else w->tmp may be NULL, which qsort may not take */
+		qsort(w->tmp, nr, sizeof(*w->tmp), slot_name_cmp);
+		d->e = memset(arena_alloc(&w->mem, nr * sizeof(*d->e)), 0, nr * sizeof(*d->e));
+		for (ssize_t i = 0; i < nr; i++) {
+			d->e[i].name = w->tmp[i].name;
+			w->tmp[i].idx = i;
+		}
+		qsort(w->tmp, nr, sizeof(*w->tmp), slot_ino_cmp);
 	}
 	d->nr = nr;
+	for (ssize_t i = 0; i < nr; i++)
+		scan_one(w, fd, d->path, &d->e[w->tmp[i].idx]);
+	close(fd);
 	for (size_t i = 0; i < d->nr; i++) {
 		struct hent *e = &d->e[i];
 		if (e->err || !S_ISDIR(e->mode))
@@ -472,6 +509,9 @@ static void *scan_worker(void *arg)
 {
 	struct scan_worker w = { .s = arg };
 	struct scan *s = w.s;
+
+	if (!(w.dents = malloc(DENTS_BUF)))
+		abort();
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
@@ -494,6 +534,7 @@ static void *scan_worker(void *arg)
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	free(w.tmp);
+	free(w.dents);
 	return NULL;
 }
 
@@ -514,7 +555,7 @@ struct ient {
 
 struct idir {
 	uint64_t	inum;
-	size_t		start, nr;	/* in ent, sorted by name once loaded */
+	size_t		start, nr;	/* in ent, in the image's order (by name hash) */
 };
 
 struct iscan {
@@ -527,6 +568,8 @@ struct iscan {
 	size_t		nr_dir, cap_dir;
 	char		*names;
 	size_t		names_len, names_cap;
+	uint32_t	*by_name;	/* hash table of ent: index + 1, 0 free */
+	size_t		by_name_mask;
 };
 
 static struct iino *iino_find(struct iscan *s, uint64_t inum)
@@ -555,10 +598,45 @@ static struct idir *idir_find(struct iscan *s, uint64_t inum)
 	return lo < s->nr_dir && s->dir[lo].inum == inum ? &s->dir[lo] : NULL;
 }
 
-static int ient_cmp(const void *a, const void *b, void *names)
+/* The hash of a name in directory dir (by_name's; FNV-1a, then mixed). */
+static uint64_t name_hash(uint64_t dir, const char *name)
 {
-	return strcmp((char *)names + ((const struct ient *)a)->name,
-		      (char *)names + ((const struct ient *)b)->name);
+	uint64_t h = 0xcbf29ce484222325ULL ^ (dir * 0x9e3779b97f4a7c15ULL);
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ULL;
+	return h ^ (h >> 32);
+}
+
+/* Index the dirents by (directory, name): the walk looks each host name up. */
+static void by_name_build(struct iscan *s)
+{
+	size_t cap = 64;
+	while (cap < s->nr_ent * 2)
+		cap *= 2;
+	if (!(s->by_name = calloc(cap, sizeof(*s->by_name))))
+		abort();
+	s->by_name_mask = cap - 1;
+	for (size_t d = 0; d < s->nr_dir; d++)
+		for (size_t i = s->dir[d].start; i < s->dir[d].start + s->dir[d].nr; i++) {
+			size_t h = name_hash(s->dir[d].inum, s->names + s->ent[i].name);
+			while (s->by_name[h & s->by_name_mask])
+				h++;
+			s->by_name[h & s->by_name_mask] = i + 1;
+		}
+}
+
+/* The entry called name in image directory d, or NULL. */
+static const struct ient *ient_find(const struct iscan *s, const struct idir *d, const char *name)
+{
+	if (!d || !d->nr)
+		return NULL;
+	for (size_t h = name_hash(d->inum, name);; h++) {
+		uint32_t i = s->by_name[h & s->by_name_mask];
+		if (!i--)
+			return NULL;
+		if (i - d->start < d->nr && !strcmp(s->names + s->ent[i].name, name))
+			return &s->ent[i];
+	}
 }
 
 static int iscan_key(struct iscan *s, unsigned id, const struct bch_bkey *k)
@@ -627,8 +705,8 @@ static int iscan_load(struct iscan *s, struct bch_fs *c, uint64_t dir)
 		bch_viter_exit(&it);
 	}
 	bch_view_exit(&v);
-	for (size_t i = 0; !r && i < s->nr_dir; i++)
-		qsort_r(s->ent + s->dir[i].start, s->dir[i].nr, sizeof(*s->ent), ient_cmp, s->names);
+	if (!r)
+		by_name_build(s);
 	return r;
 }
 
@@ -638,6 +716,7 @@ static void iscan_free(struct iscan *s)
 	free(s->ent);
 	free(s->dir);
 	free(s->names);
+	free(s->by_name);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -986,22 +1065,6 @@ static bool claimed_by_other(struct upd *u, const struct hent *e, const struct i
 	return c->v1 != e->dev || c->v2 != e->ino;
 }
 
-static const struct ient *ient_find(struct upd *u, const struct idir *d, const char *name)
-{
-	size_t lo = 0, hi = d ? d->nr : 0;
-	while (lo < hi) {
-		size_t m = (lo + hi) / 2;
-		int c = strcmp(u->img.names + u->img.ent[d->start + m].name, name);
-		if (!c)
-			return &u->img.ent[d->start + m];
-		if (c < 0)
-			lo = m + 1;
-		else
-			hi = m;
-	}
-	return NULL;
-}
-
 /*
  * Before the walk: for each host inode with several names, the image inode
  * to keep, the first (in walk order) of its names the image has as that
@@ -1013,7 +1076,7 @@ static void plan_links(struct upd *u, const struct hdir *h, uint64_t dir)
 
 	for (size_t i = 0; i < h->nr; i++) {
 		const struct hent *e = &h->e[i];
-		const struct ient *ie = e->err ? NULL : ient_find(u, d, e->name);
+		const struct ient *ie = e->err ? NULL : ient_find(&u->img, d, e->name);
 		const struct iino *ii = ie ? iino_find(&u->img, ie->inum) : NULL;
 		if (!ii)
 			continue;
@@ -1122,12 +1185,45 @@ static int walk_one(struct upd *u, const struct hent *e, uint64_t dir, const str
 	return 0;
 }
 
+/*
+ * Rule (1) in directory dir: the names of image directory d that host
+ * listing h lacks go, in name order.
+ */
+static int remove_missing(struct upd *u, const struct hdir *h, const struct idir *d, uint64_t dir)
+{
+	const char **gone = NULL;
+	size_t nr = 0, cap = 0;
+	int r = 0;
+
+	for (size_t i = d->start; i < d->start + d->nr; i++) {
+		const char *name = u->img.names + u->img.ent[i].name;
+		/* h->e is in name order, and a hent starts with its name */
+		if (h->nr && bsearch(&name, h->e, h->nr, sizeof(*h->e), name_cmp))
+			continue;
+		/* at the root of the filesystem, or of a snapshot of it */
+		if ((dir & BCH_HANDLE_INUM_MASK) == BCH_ROOT_INO && !strcmp(name, "lost+found"))
+			continue;
+		GROW(gone, nr, cap);
+		gone[nr++] = name;
+	}
+	if (nr)
+		qsort(gone, nr, sizeof(*gone), name_cmp);
+	for (size_t i = 0; !r && i < nr; i++) {
+		size_t saved_ip = pb_push(&u->ip, gone[i]);
+		report(u, '-', "", u->ip.s, dir);
+		r = remove_tree(u, dir, gone[i], u->ip.s);
+		pb_pop(&u->ip, saved_ip);
+	}
+	free(gone);
+	return r;
+}
+
 /* Make the entries of image directory dir those of host directory h. */
 static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *entries)
 {
 	const struct idir *d = idir_find(&u->img, dir);
-	const struct ient *ie = d ? u->img.ent + d->start : NULL;
-	size_t ni = d ? d->nr : 0;
+	const struct ient **match = NULL;
+	size_t found = 0;
 	bool saved = u->entries;
 	int r = 0;
 
@@ -1136,32 +1232,22 @@ static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *ent
 		return h->err;
 	}
 	u->entries = false;
-	/* both sorted: removals first, so a name is free again */
-	for (size_t a = 0, b = 0; !r && b < ni; b++) {
-		const char *name = u->img.names + ie[b].name;
-		int c = 1;
-		while (a < h->nr && (c = strcmp(h->e[a].name, name)) < 0)
-			a++;
-		if (a < h->nr && !c)
-			continue;
-		/* at the root of the filesystem, or of a snapshot of it */
-		if ((dir & BCH_HANDLE_INUM_MASK) == BCH_ROOT_INO && !strcmp(name, "lost+found"))
-			continue;
-		size_t saved_ip = pb_push(&u->ip, name);
-		report(u, '-', "", u->ip.s, dir);
-		r = remove_tree(u, dir, name, u->ip.s);
-		pb_pop(&u->ip, saved_ip);
-	}
-	for (size_t a = 0, b = 0; !r && a < h->nr; a++) {
-		const struct hent *e = &h->e[a];
-		int c = 1;
-		while (b < ni && (c = strcmp(u->img.names + ie[b].name, e->name)) < 0)
-			b++;
-		size_t saved_hp = pb_push(&u->hp, e->name), saved_ip = pb_push(&u->ip, e->name);
-		r = walk_one(u, e, dir, b < ni && !c ? &ie[b] : NULL);
+	/* each host name looked up in the image (by_name: no sort of the image's) */
+	if (h->nr && !(match = malloc(h->nr * sizeof(*match))))
+		abort();
+	for (size_t a = 0; a < h->nr; a++)
+		found += !!(match[a] = ient_find(&u->img, d, h->e[a].name));
+	/* removals first, so a name is free again */
+	if (d && found < d->nr)
+		r = remove_missing(u, h, d, dir);
+	for (size_t a = 0; !r && a < h->nr; a++) {
+		size_t saved_hp = pb_push(&u->hp, h->e[a].name);
+		size_t saved_ip = pb_push(&u->ip, h->e[a].name);
+		r = walk_one(u, &h->e[a], dir, match[a]);
 		pb_pop(&u->hp, saved_hp);
 		pb_pop(&u->ip, saved_ip);
 	}
+	free(match);
 	*entries = u->entries;
 	u->entries = saved;
 	return r;
