@@ -380,6 +380,7 @@ static int open_dir(int at, const char *path)
 
 /* A name as getdents64 gave it, while its directory is being read. */
 struct slot {
+	uint64_t	key;		/* its first 8 bytes, big-endian: most compares */
 	char		*name;
 	uint64_t	ino;
 	size_t		idx;		/* its place in name order */
@@ -426,9 +427,22 @@ static void scan_one(struct scan_worker *w, int fd, const char *dirpath, struct 
 		__atomic_store_n(&w->s->links, true, __ATOMIC_RELAXED);
 }
 
+/* A name's first 8 bytes (0 after its end) as a number that sorts as strcmp does. */
+static uint64_t name_key(const char *name)
+{
+	uint64_t k = 0;
+	unsigned i = 0;
+	for (; i < 8 && name[i]; i++)
+		k = k << 8 | (unsigned char)name[i];
+	return i ? k << 8 * (8 - i) : 0;
+}
+
 static int slot_name_cmp(const void *a, const void *b)
 {
-	return strcmp(((const struct slot *)a)->name, ((const struct slot *)b)->name);
+	const struct slot *x = a, *y = b;
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return strcmp(x->name, y->name);
 }
 
 static int slot_ino_cmp(const void *a, const void *b)
@@ -460,7 +474,8 @@ static ssize_t list_names(struct scan_worker *w, int fd)
 				continue;
 			GROW(w->tmp, nr, w->cap);
 			w->tmp[nr++] = (struct slot) {
-				.name = arena_join(&w->mem, NULL, de->d_name), .ino = de->d_ino,
+				.key = name_key(de->d_name), .ino = de->d_ino,
+				.name = arena_join(&w->mem, NULL, de->d_name),
 			};
 		}
 	}
@@ -568,8 +583,6 @@ struct iscan {
 	size_t		nr_dir, cap_dir;
 	char		*names;
 	size_t		names_len, names_cap;
-	uint32_t	*by_name;	/* hash table of ent: index + 1, 0 free */
-	size_t		by_name_mask;
 };
 
 static struct iino *iino_find(struct iscan *s, uint64_t inum)
@@ -596,47 +609,6 @@ static struct idir *idir_find(struct iscan *s, uint64_t inum)
 			hi = m;
 	}
 	return lo < s->nr_dir && s->dir[lo].inum == inum ? &s->dir[lo] : NULL;
-}
-
-/* The hash of a name in directory dir (by_name's; FNV-1a, then mixed). */
-static uint64_t name_hash(uint64_t dir, const char *name)
-{
-	uint64_t h = 0xcbf29ce484222325ULL ^ (dir * 0x9e3779b97f4a7c15ULL);
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ULL;
-	return h ^ (h >> 32);
-}
-
-/* Index the dirents by (directory, name): the walk looks each host name up. */
-static void by_name_build(struct iscan *s)
-{
-	size_t cap = 64;
-	while (cap < s->nr_ent * 2)
-		cap *= 2;
-	if (!(s->by_name = calloc(cap, sizeof(*s->by_name))))
-		abort();
-	s->by_name_mask = cap - 1;
-	for (size_t d = 0; d < s->nr_dir; d++)
-		for (size_t i = s->dir[d].start; i < s->dir[d].start + s->dir[d].nr; i++) {
-			size_t h = name_hash(s->dir[d].inum, s->names + s->ent[i].name);
-			while (s->by_name[h & s->by_name_mask])
-				h++;
-			s->by_name[h & s->by_name_mask] = i + 1;
-		}
-}
-
-/* The entry called name in image directory d, or NULL. */
-static const struct ient *ient_find(const struct iscan *s, const struct idir *d, const char *name)
-{
-	if (!d || !d->nr)
-		return NULL;
-	for (size_t h = name_hash(d->inum, name);; h++) {
-		uint32_t i = s->by_name[h & s->by_name_mask];
-		if (!i--)
-			return NULL;
-		if (i - d->start < d->nr && !strcmp(s->names + s->ent[i].name, name))
-			return &s->ent[i];
-	}
 }
 
 static int iscan_key(struct iscan *s, unsigned id, const struct bch_bkey *k)
@@ -705,8 +677,6 @@ static int iscan_load(struct iscan *s, struct bch_fs *c, uint64_t dir)
 		bch_viter_exit(&it);
 	}
 	bch_view_exit(&v);
-	if (!r)
-		by_name_build(s);
 	return r;
 }
 
@@ -716,7 +686,6 @@ static void iscan_free(struct iscan *s)
 	free(s->ent);
 	free(s->dir);
 	free(s->names);
-	free(s->by_name);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -745,6 +714,8 @@ struct upd {
 	struct hdir		*host;
 	struct arena		host_mem;	/* host, its listings and names */
 	struct pbuf		hp, ip;		/* the paths being walked */
+	uint32_t		*tab;		/* match_dir's hash table */
+	size_t			tab_cap;
 	struct pair_map		links;		/* host dev, ino -> kept image inum (v1) */
 	struct pair_map		claims;		/* image inum -> host dev, ino */
 	struct {			/* --json: the changes, in order */
@@ -1065,6 +1036,61 @@ static bool claimed_by_other(struct upd *u, const struct hent *e, const struct i
 	return c->v1 != e->dev || c->v2 != e->ino;
 }
 
+static uint64_t name_hash(const char *name)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;		/* FNV-1a */
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ULL;
+	return h ^ (h >> 32);
+}
+
+/*
+ * match[a]: the entry of image directory d with the name of host entry
+ * h->e[a], or NULL; returns how many were found.  The image directory's
+ * names go in a hash table of its own (small, so the lookups stay in the
+ * cache) rather than being sorted.
+ */
+static size_t match_dir(struct upd *u, const struct hdir *h, const struct idir *d,
+			const struct ient **match)
+{
+	const struct ient *ie = d ? u->img.ent + d->start : NULL;
+	const char *names = u->img.names;
+	size_t ni = d ? d->nr : 0, found = 0, cap = 16;
+
+	if (!h->nr)
+		return 0;
+	memset(match, 0, h->nr * sizeof(*match));
+	if (!ni)
+		return 0;
+	while (cap < ni * 2)
+		cap *= 2;
+	if (cap > u->tab_cap && !(u->tab = realloc(u->tab, (u->tab_cap = cap) * sizeof(*u->tab))))
+		abort();
+	memset(u->tab, 0, cap * sizeof(*u->tab));
+	for (size_t i = 0; i < ni; i++) {
+		size_t k = name_hash(names + ie[i].name) & (cap - 1);
+		while (u->tab[k])
+			k = (k + 1) & (cap - 1);
+		u->tab[k] = i + 1;
+	}
+	for (size_t a = 0; a < h->nr; a++)
+		for (size_t k = name_hash(h->e[a].name) & (cap - 1); u->tab[k]; k = (k + 1) & (cap - 1))
+			if (!strcmp(names + ie[u->tab[k] - 1].name, h->e[a].name)) {
+				match[a] = &ie[u->tab[k] - 1];
+				found++;
+				break;
+			}
+	return found;
+}
+
+static const struct ient **match_alloc(const struct hdir *h)
+{
+	const struct ient **m = NULL;
+	if (h->nr && !(m = malloc(h->nr * sizeof(*m))))
+		abort();
+	return m;
+}
+
 /*
  * Before the walk: for each host inode with several names, the image inode
  * to keep, the first (in walk order) of its names the image has as that
@@ -1072,11 +1098,12 @@ static bool claimed_by_other(struct upd *u, const struct hent *e, const struct i
  */
 static void plan_links(struct upd *u, const struct hdir *h, uint64_t dir)
 {
-	const struct idir *d = idir_find(&u->img, dir);
+	const struct ient **match = match_alloc(h);
 
+	match_dir(u, h, idir_find(&u->img, dir), match);
 	for (size_t i = 0; i < h->nr; i++) {
 		const struct hent *e = &h->e[i];
-		const struct ient *ie = e->err ? NULL : ient_find(&u->img, d, e->name);
+		const struct ient *ie = e->err ? NULL : match[i];
 		const struct iino *ii = ie ? iino_find(&u->img, ie->inum) : NULL;
 		if (!ii)
 			continue;
@@ -1091,6 +1118,7 @@ static void plan_links(struct upd *u, const struct hdir *h, uint64_t dir)
 			continue;
 		l->v1 = ii->inum;
 	}
+	free(match);
 }
 
 /* copy_in's link map: the kept inodes, so new names become links to them. */
@@ -1222,8 +1250,6 @@ static int remove_missing(struct upd *u, const struct hdir *h, const struct idir
 static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *entries)
 {
 	const struct idir *d = idir_find(&u->img, dir);
-	const struct ient **match = NULL;
-	size_t found = 0;
 	bool saved = u->entries;
 	int r = 0;
 
@@ -1232,11 +1258,8 @@ static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *ent
 		return h->err;
 	}
 	u->entries = false;
-	/* each host name looked up in the image (by_name: no sort of the image's) */
-	if (h->nr && !(match = malloc(h->nr * sizeof(*match))))
-		abort();
-	for (size_t a = 0; a < h->nr; a++)
-		found += !!(match[a] = ient_find(&u->img, d, h->e[a].name));
+	const struct ient **match = match_alloc(h);
+	size_t found = match_dir(u, h, d, match);
 	/* removals first, so a name is free again */
 	if (d && found < d->nr)
 		r = remove_missing(u, h, d, dir);
@@ -1388,6 +1411,7 @@ static void upd_free(struct upd *u)
 	arena_free(&u->host_mem);
 	free(u->hp.s);
 	free(u->ip.s);
+	free(u->tab);
 	free(u->links.t);
 	free(u->claims.t);
 	free(u);
