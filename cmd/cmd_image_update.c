@@ -390,8 +390,8 @@ struct slot {
 struct scan_worker {
 	struct scan	*s;
 	struct arena	mem;
-	struct slot	*tmp;
-	size_t		cap;
+	struct slot	*tmp, *half;	/* the names; the sorts' room (cap / 2) */
+	size_t		cap, half_cap;
 	char		*dents;		/* DENTS_BUF bytes for getdents64 */
 };
 
@@ -437,19 +437,47 @@ static uint64_t name_key(const char *name)
 	return i ? k << 8 * (8 - i) : 0;
 }
 
-static int slot_name_cmp(const void *a, const void *b)
+static inline bool slot_name_less(const struct slot *x, const struct slot *y)
 {
-	const struct slot *x = a, *y = b;
-	if (x->key != y->key)
-		return x->key < y->key ? -1 : 1;
-	return strcmp(x->name, y->name);
+	return x->key != y->key ? x->key < y->key : strcmp(x->name, y->name) < 0;
 }
 
-static int slot_ino_cmp(const void *a, const void *b)
+static inline bool slot_ino_less(const struct slot *x, const struct slot *y)
 {
-	uint64_t x = ((const struct slot *)a)->ino, y = ((const struct slot *)b)->ino;
-	return x < y ? -1 : x > y;
+	return x->ino < y->ino;
 }
+
+/*
+ * fn(a, tmp, n): merge sort of n slots by less, tmp holding n / 2.  Not
+ * qsort: its comparison through a pointer and its generic copies made the
+ * sorts a fifth of the walk's user time (81k names, 18k in one directory).
+ */
+#define SLOT_SORT(fn, less)						\
+static void fn(struct slot *a, struct slot *tmp, size_t n)		\
+{									\
+	if (n <= 12) {		/* insertion sort */			\
+		for (size_t i = 1; i < n; i++) {			\
+			struct slot x = a[i];				\
+			size_t j = i;					\
+			for (; j && less(&x, &a[j - 1]); j--)		\
+				a[j] = a[j - 1];			\
+			a[j] = x;					\
+		}							\
+		return;							\
+	}								\
+	size_t m = n / 2, i = 0, j = m, k = 0;				\
+	fn(a, tmp, m);							\
+	fn(a + m, tmp, n - m);						\
+	if (!less(&a[m], &a[m - 1]))					\
+		return;		/* the halves are in order already */	\
+	/* the left half to tmp, merged back: a[k] never passes a[j] */	\
+	memcpy(tmp, a, m * sizeof(*a));					\
+	while (i < m && j < n)						\
+		a[k++] = less(&a[j], &tmp[i]) ? a[j++] : tmp[i++];	\
+	memcpy(a + k, tmp + i, (m - i) * sizeof(*a));			\
+}
+SLOT_SORT(sort_by_name, slot_name_less)
+SLOT_SORT(sort_by_ino, slot_ino_less)
 
 /*
  * The names of directory fd into w->tmp (getdents64 straight into one
@@ -498,14 +526,17 @@ static void scan_dir(struct scan_worker *w, struct hdir *d)
 			close(fd);
 		return;
 	}
-	if (nr) {	/* else w->tmp may be NULL, which qsort may not take */
-		qsort(w->tmp, nr, sizeof(*w->tmp), slot_name_cmp);
+	if (nr) {
+		if (w->half_cap < (size_t)nr / 2 &&
+		    !(w->half = realloc(w->half, (w->half_cap = nr) * sizeof(*w->half))))
+			abort();
+		sort_by_name(w->tmp, w->half, nr);
 		d->e = memset(arena_alloc(&w->mem, nr * sizeof(*d->e)), 0, nr * sizeof(*d->e));
 		for (ssize_t i = 0; i < nr; i++) {
 			d->e[i].name = w->tmp[i].name;
 			w->tmp[i].idx = i;
 		}
-		qsort(w->tmp, nr, sizeof(*w->tmp), slot_ino_cmp);
+		sort_by_ino(w->tmp, w->half, nr);
 	}
 	d->nr = nr;
 	for (ssize_t i = 0; i < nr; i++)
@@ -549,6 +580,7 @@ static void *scan_worker(void *arg)
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	free(w.tmp);
+	free(w.half);
 	free(w.dents);
 	return NULL;
 }
