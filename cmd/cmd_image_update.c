@@ -318,15 +318,31 @@ struct hdir {
 	struct hent	*e;
 	size_t		nr;
 	int		err;		/* listing failed: -errno */
+	/* set by the main thread as it matches ahead (match_ahead()) */
+	struct imatch	*match;		/* of each name: its image entry */
+	uint64_t	img;		/* the image directory it was matched with */
+	/* under the scan lock */
+	bool		scanned;	/* e and nr are set */
+	bool		placed;		/* its image directory is known: img */
 };
 
+/*
+ * DIR is read by worker threads and the main thread; the main thread
+ * matches each directory read with the image's as soon as both it and its
+ * parent's match are there.  One lock, one condition variable (any change
+ * of the queues, or a worker done) guard q, ready, busy and each
+ * directory's scanned and placed; a directory's listing is written by the
+ * one thread that read it before scanned is set, and read-only after.
+ */
 struct scan {
 	pthread_mutex_t	lock;
 	pthread_cond_t	cond;
 	struct arena	*mem;		/* where each worker's memory goes when it ends */
 	struct hdir	**q;		/* directories waiting for a worker */
 	size_t		nr, cap;
-	unsigned	busy;		/* workers reading a directory */
+	struct hdir	**ready;	/* scanned and placed: for the main thread to match */
+	size_t		nr_ready, cap_ready;
+	unsigned	busy;		/* threads reading a directory */
 	bool		links;		/* some non-directory has more than one link */
 };
 
@@ -340,12 +356,15 @@ static char *join(const char *a, const char *b)
 
 static void scan_push(struct scan *s, struct hdir *d)
 {
-	if (s->nr == s->cap) {
-		s->cap = s->cap ? s->cap * 2 : 64;
-		if (!(s->q = realloc(s->q, s->cap * sizeof(*s->q))))
-			abort();
-	}
+	GROW(s->q, s->nr, s->cap);
 	s->q[s->nr++] = d;
+}
+
+/* Under the lock: d is read and its image directory known, to be matched. */
+static void ready_push(struct scan *s, struct hdir *d)
+{
+	GROW(s->ready, s->nr_ready, s->cap_ready);
+	s->ready[s->nr_ready++] = d;
 }
 
 /* Has dirfd/name any xattr?  listxattrat where the kernel has it. */
@@ -551,37 +570,59 @@ static void scan_dir(struct scan_worker *w, struct hdir *d)
 	}
 }
 
+/* With the lock held and s->nr > 0: read the next directory (unlocked). */
+static void scan_step(struct scan_worker *w)
+{
+	struct scan *s = w->s;
+	struct hdir *d = s->q[--s->nr];
+
+	s->busy++;
+	pthread_mutex_unlock(&s->lock);
+	scan_dir(w, d);
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = d->nr; i--;)	/* the first name's on top */
+		if (d->e[i].sub)
+			scan_push(s, d->e[i].sub);
+	d->scanned = true;
+	if (d->placed)
+		ready_push(s, d);
+	s->busy--;
+	pthread_cond_broadcast(&s->cond);
+}
+
+static void scan_worker_init(struct scan_worker *w, struct scan *s)
+{
+	*w = (struct scan_worker) { .s = s };
+	if (!(w->dents = malloc(DENTS_BUF)))
+		abort();
+}
+
+/* With the lock held: the worker's memory to the listing's, the rest freed. */
+static void scan_worker_exit(struct scan_worker *w)
+{
+	arena_splice(w->s->mem, &w->mem);
+	free(w->tmp);
+	free(w->half);
+	free(w->dents);
+}
+
 static void *scan_worker(void *arg)
 {
-	struct scan_worker w = { .s = arg };
-	struct scan *s = w.s;
+	struct scan_worker w;
+	struct scan *s = arg;
 
-	if (!(w.dents = malloc(DENTS_BUF)))
-		abort();
-
+	scan_worker_init(&w, s);
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
 		while (!s->nr && s->busy)
 			pthread_cond_wait(&s->cond, &s->lock);
 		if (!s->nr)
 			break;
-		struct hdir *d = s->q[--s->nr];
-		s->busy++;
-		pthread_mutex_unlock(&s->lock);
-		scan_dir(&w, d);
-		pthread_mutex_lock(&s->lock);
-		for (size_t i = 0; i < d->nr; i++)
-			if (d->e[i].sub)
-				scan_push(s, d->e[i].sub);
-		s->busy--;
-		pthread_cond_broadcast(&s->cond);
+		scan_step(&w);
 	}
-	arena_splice(s->mem, &w.mem);
+	scan_worker_exit(&w);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
-	free(w.tmp);
-	free(w.half);
-	free(w.dents);
 	return NULL;
 }
 
@@ -603,6 +644,12 @@ struct ient {
 struct idir {
 	uint64_t	inum;
 	size_t		start, nr;	/* in ent, in the image's order (by name hash) */
+};
+
+/* A host name's entry in the image, and its inode (both NULL: none there). */
+struct imatch {
+	const struct ient	*ie;
+	const struct iino	*ii;	/* NULL with ie: a damaged image */
 };
 
 struct iscan {
@@ -745,6 +792,7 @@ struct upd {
 	struct iscan		img;
 	struct hdir		*host;
 	struct arena		host_mem;	/* host, its listings and names */
+	struct arena		match_mem;	/* the listings' matches (match_ahead) */
 	struct pbuf		hp, ip;		/* the paths being walked */
 	uint32_t		*tab;		/* match_dir's hash table */
 	size_t			tab_cap;
@@ -1077,13 +1125,13 @@ static uint64_t name_hash(const char *name)
 }
 
 /*
- * match[a]: the entry of image directory d with the name of host entry
- * h->e[a], or NULL; returns how many were found.  The image directory's
- * names go in a hash table of its own (small, so the lookups stay in the
- * cache) rather than being sorted.
+ * m[a]: the entry of image directory d (NULL: none) with the name of host
+ * entry h->e[a], and its inode; returns how many were found.  The image
+ * directory's names go in a hash table of its own (small, so the lookups
+ * stay in the cache) rather than being sorted.
  */
 static size_t match_dir(struct upd *u, const struct hdir *h, const struct idir *d,
-			const struct ient **match)
+			struct imatch *m)
 {
 	const struct ient *ie = d ? u->img.ent + d->start : NULL;
 	const char *names = u->img.names;
@@ -1091,7 +1139,7 @@ static size_t match_dir(struct upd *u, const struct hdir *h, const struct idir *
 
 	if (!h->nr)
 		return 0;
-	memset(match, 0, h->nr * sizeof(*match));
+	memset(m, 0, h->nr * sizeof(*m));
 	if (!ni)
 		return 0;
 	while (cap < ni * 2)
@@ -1106,21 +1154,28 @@ static size_t match_dir(struct upd *u, const struct hdir *h, const struct idir *
 		u->tab[k] = i + 1;
 	}
 	for (size_t a = 0; a < h->nr; a++)
-		for (size_t k = name_hash(h->e[a].name) & (cap - 1); u->tab[k]; k = (k + 1) & (cap - 1))
-			if (!strcmp(names + ie[u->tab[k] - 1].name, h->e[a].name)) {
-				match[a] = &ie[u->tab[k] - 1];
+		for (size_t k = name_hash(h->e[a].name) & (cap - 1); u->tab[k]; k = (k + 1) & (cap - 1)) {
+			const struct ient *x = &ie[u->tab[k] - 1];
+			if (!strcmp(names + x->name, h->e[a].name)) {
+				m[a] = (struct imatch) { .ie = x, .ii = iino_find(&u->img, x->inum) };
 				found++;
 				break;
 			}
+		}
 	return found;
 }
 
-static const struct ient **match_alloc(const struct hdir *h)
+/* h's matches with image directory dir: match_ahead's, or found now (free *tmp). */
+static const struct imatch *dir_matches(struct upd *u, const struct hdir *h, uint64_t dir,
+					struct imatch **tmp)
 {
-	const struct ient **m = NULL;
-	if (h->nr && !(m = malloc(h->nr * sizeof(*m))))
+	*tmp = NULL;
+	if (h->match && h->img == dir)
+		return h->match;
+	if (h->nr && !(*tmp = malloc(h->nr * sizeof(**tmp))))
 		abort();
-	return m;
+	match_dir(u, h, idir_find(&u->img, dir), *tmp);
+	return *tmp;
 }
 
 /*
@@ -1130,17 +1185,16 @@ static const struct ient **match_alloc(const struct hdir *h)
  */
 static void plan_links(struct upd *u, const struct hdir *h, uint64_t dir)
 {
-	const struct ient **match = match_alloc(h);
+	struct imatch *tmp;
+	const struct imatch *m = dir_matches(u, h, dir, &tmp);
 
-	match_dir(u, h, idir_find(&u->img, dir), match);
 	for (size_t i = 0; i < h->nr; i++) {
 		const struct hent *e = &h->e[i];
-		const struct ient *ie = e->err ? NULL : match[i];
-		const struct iino *ii = ie ? iino_find(&u->img, ie->inum) : NULL;
+		const struct iino *ii = e->err ? NULL : m[i].ii;
 		if (!ii)
 			continue;
 		if (e->sub && S_ISDIR(ii->mode)) {
-			plan_links(u, e->sub, ie->inum);
+			plan_links(u, e->sub, ii->inum);
 			continue;
 		}
 		if (S_ISDIR(e->mode) || e->nlink <= 1)
@@ -1150,7 +1204,7 @@ static void plan_links(struct upd *u, const struct hdir *h, uint64_t dir)
 			continue;
 		l->v1 = ii->inum;
 	}
-	free(match);
+	free(tmp);
 }
 
 /* copy_in's link map: the kept inodes, so new names become links to them. */
@@ -1166,7 +1220,7 @@ static void seed_links(struct upd *u)
 static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *entries);
 
 /* One name present on the host side (rules (2) to (5)). */
-static int walk_one(struct upd *u, const struct hent *e, uint64_t dir, const struct ient *ie)
+static int walk_one(struct upd *u, const struct hent *e, uint64_t dir, const struct imatch *m)
 {
 	const char *hpath = u->hp.s, *ipath = u->ip.s;
 	struct stat st = {
@@ -1181,11 +1235,11 @@ static int walk_one(struct upd *u, const struct hent *e, uint64_t dir, const str
 		cmd_err(CMD, "reading %s: %s", hpath, strerror(-e->err));
 		return e->err;
 	}
-	if (!ie) {
+	if (!m->ie) {
 		report(u, '+', hpath, ipath, dir);
 		return create(u, e, hpath, dir, e->name);
 	}
-	const struct iino *ii = iino_find(&u->img, ie->inum);
+	const struct iino *ii = m->ii;
 	if (!ii)
 		return upd_err(u, -EIO, "reading", ipath);
 
@@ -1290,30 +1344,91 @@ static int walk_dir(struct upd *u, const struct hdir *h, uint64_t dir, bool *ent
 		return h->err;
 	}
 	u->entries = false;
-	const struct ient **match = match_alloc(h);
-	size_t found = match_dir(u, h, d, match);
+	struct imatch *tmp;
+	const struct imatch *m = dir_matches(u, h, dir, &tmp);
+	size_t found = 0;
+	for (size_t a = 0; a < h->nr; a++)
+		found += !!m[a].ie;
 	/* removals first, so a name is free again */
 	if (d && found < d->nr)
 		r = remove_missing(u, h, d, dir);
 	for (size_t a = 0; !r && a < h->nr; a++) {
 		size_t saved_hp = pb_push(&u->hp, h->e[a].name);
 		size_t saved_ip = pb_push(&u->ip, h->e[a].name);
-		r = walk_one(u, &h->e[a], dir, match[a]);
+		r = walk_one(u, &h->e[a], dir, &m[a]);
 		pb_pop(&u->hp, saved_hp);
 		pb_pop(&u->ip, saved_ip);
 	}
-	free(match);
+	free(tmp);
 	*entries = u->entries;
 	u->entries = saved;
 	return r;
 }
 
-/* Read DIR (worker threads) and the image (this thread) at once; dir: the target. */
+/* h's matches with its image directory h->img (the main thread, in match_ahead). */
+static void match_one(struct upd *u, struct hdir *h)
+{
+	if (!h->nr)
+		return;
+	h->match = arena_alloc(&u->match_mem, h->nr * sizeof(*h->match));
+	match_dir(u, h, idir_find(&u->img, h->img), h->match);
+}
+
+/*
+ * The main thread while DIR is read: match each directory read whose image
+ * directory is known (from its parent's match; the root's is dir), placing
+ * its subdirectories in turn, so that the walk after finds its matches made
+ * (that work then overlaps the reading); read directories itself when none
+ * is ready.  Without match (the image's metadata could not be read) it only
+ * reads.  Returns when all of DIR is read.
+ */
+static void match_ahead(struct upd *u, struct scan *s, struct scan_worker *w, bool match,
+			uint64_t dir)
+{
+	pthread_mutex_lock(&s->lock);
+	if (match) {
+		u->host->img = dir;
+		u->host->placed = true;
+		if (u->host->scanned)
+			ready_push(s, u->host);
+	}
+	for (;;) {
+		if (s->nr_ready) {
+			struct hdir *h = s->ready[--s->nr_ready];
+			pthread_mutex_unlock(&s->lock);
+			match_one(u, h);
+			pthread_mutex_lock(&s->lock);
+			for (size_t a = 0; a < h->nr; a++) {
+				struct hdir *sub = h->e[a].sub;
+				const struct iino *ii = h->match[a].ii;
+				if (!sub || !ii || !S_ISDIR(ii->mode))
+					continue;
+				sub->img = ii->inum;
+				sub->placed = true;
+				if (sub->scanned)
+					ready_push(s, sub);
+			}
+		} else if (s->nr) {
+			scan_step(w);
+		} else if (s->busy) {
+			pthread_cond_wait(&s->cond, &s->lock);
+		} else {
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/*
+ * Read DIR (worker threads, and this thread once it has read the image's
+ * metadata) and match it with the image; dir: the target.
+ */
 static int load(struct upd *u, const char *src, uint64_t dir)
 {
 	struct scan s = {
 		.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .mem = &u->host_mem,
 	};
+	struct scan_worker w;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned nt = ncpu < 1 ? 1 : ncpu > SCAN_THREADS ? SCAN_THREADS : ncpu, started = 0;
 	pthread_t t[SCAN_THREADS];
@@ -1323,14 +1438,14 @@ static int load(struct upd *u, const char *src, uint64_t dir)
 	scan_push(&s, u->host);
 	for (unsigned i = 0; i < nt; i++)
 		started += !pthread_create(&t[started], NULL, scan_worker, &s);
-	if (!started)		/* no threads: read it here */
-		scan_worker(&s);
 	int r = iscan_load(&u->img, u->c, dir);
-	if (started)		/* then help with what is left of DIR */
-		scan_worker(&s);
+	scan_worker_init(&w, &s);
+	match_ahead(u, &s, &w, !r, dir);	/* no threads: all read here */
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
+	scan_worker_exit(&w);
 	free(s.q);
+	free(s.ready);
 	if (r) {
 		upd_err(u, r, "reading the metadata of", "the image");
 		return r;
@@ -1441,6 +1556,7 @@ static void upd_free(struct upd *u)
 	free(u->cmp_buf);
 	iscan_free(&u->img);
 	arena_free(&u->host_mem);
+	arena_free(&u->match_mem);
 	free(u->hp.s);
 	free(u->ip.s);
 	free(u->tab);
@@ -1615,6 +1731,7 @@ int cmd_image_update(struct bch_fs *c, bool check_only, bool json, void **priv, 
 		/* for the read-write pass; the trees are no longer needed */
 		iscan_free(&u->img);
 		arena_free(&u->host_mem);
+		arena_free(&u->match_mem);
 		u->host = NULL;
 		*priv = u;
 		return EXIT_OK;
