@@ -904,33 +904,46 @@ static int remove_tree(struct upd *u, uint64_t dir, const char *name, const char
 }
 
 /*
- * What copying in host entry e would make (check pass, --dry-run): counts,
- * and the hard links it makes noted, as copy_in's link map will have them.
+ * What copying in host entry e (at u->hp) would make (check pass,
+ * --dry-run): counts, and the hard links it makes noted, as copy_in's link
+ * map will have them.  A name below it that cannot be read fails here, as
+ * copy_in would on the read-write pass, so that nothing is written.
  */
-static void count_new(struct upd *u, const struct hent *e)
+static int count_new(struct upd *u, const struct hent *e)
 {
+	int r = 0;
+
+	if (e->err) {
+		cmd_err(CMD, "reading %s: %s", u->hp.s, strerror(-e->err));
+		return e->err;
+	}
 	u->n.created++;
 	if (!S_ISDIR(e->mode) && e->nlink > 1) {
 		struct pair_ent *l = pair_find(&u->links, e->dev, e->ino, true);
 		if (l->v1)
-			return;		/* a link to an inode made or kept */
+			return 0;	/* a link to an inode made or kept */
 		l->v1 = KEEPER_NEW;
 	}
 	if (S_ISREG(e->mode))
 		u->n.bytes_written += e->size;
-	for (size_t i = 0; e->sub && i < e->sub->nr; i++)
-		count_new(u, &e->sub->e[i]);
+	if (e->sub && e->sub->err) {
+		cmd_err(CMD, "listing %s: %s", e->sub->path, strerror(-e->sub->err));
+		return e->sub->err;
+	}
+	for (size_t i = 0; !r && e->sub && i < e->sub->nr; i++) {
+		size_t saved = pb_push(&u->hp, e->sub->e[i].name);
+		r = count_new(u, &e->sub->e[i]);
+		pb_pop(&u->hp, saved);
+	}
+	return r;
 }
 
 /* Copy host path in as dir/name (rule (2)); hard links through copy's map. */
 static int create(struct upd *u, const struct hent *e, const char *hpath, uint64_t dir,
 		  const char *name)
 {
-	if (!u->write) {
-		if (e)
-			count_new(u, e);
-		return 0;
-	}
+	if (!u->write)
+		return e ? count_new(u, e) : 0;
 	uint64_t files = u->x.files, bytes = u->x.bytes;
 	int r = copy_in(&u->x, hpath, dir, name);
 	u->n.created += u->x.files - files;
