@@ -614,7 +614,7 @@ static void scan_worker_init(struct scan_worker *w, struct scan *s)
 		abort();
 }
 
-/* With the lock held: the worker's memory to the listing's, the rest freed. */
+/* With the lock held, or alone: its memory to the listing's, the rest freed. */
 static void scan_worker_exit(struct scan_worker *w)
 {
 	arena_splice(w->s->mem, &w->mem);

@@ -108,12 +108,13 @@ while not os.path.exists(stop):
 PY
 python3 churn.py src stop &
 churn=$!
+stop_fail() { touch stop; wait $churn; fail "$@"; }
 for i in 1 2 3 4 5 6; do
 	case $i in 1|3|5) args=--dry-run ;; *) args= ;; esac
 	run $B image update $args img src
-	[ "$rc" = 0 ] || [ "$rc" = 1 ] || { touch stop; wait $churn; fail "update $args during changes: exit $rc: $(head -5 err)"; }
+	[ "$rc" = 0 ] || [ "$rc" = 1 ] || stop_fail "update $args, DIR changing: exit $rc: $(head -5 err)"
 	[ "$rc" = 0 ] || grep -q '^bcachefs image update: ' err ||
-		{ touch stop; wait $churn; fail "exit 1 without a message: $(head -5 err)"; }
+		stop_fail "update $args, DIR changing: exit 1 without a message: $(head -5 err)"
 done
 touch stop
 wait $churn || fail "churn"
