@@ -72,10 +72,9 @@
  * CPU (the image's scans, the sorts, the matching; 0.085 s before the
  * matching moved ahead and the sorts left qsort); the read-only close and
  * read-write open take 10-50 ms, the changes 30-70 ms, the close 30-70 ms.
- * This file makes no flush of its
- * own: the fdatasyncs of a run (8) are the engine's, 2 in the read-write
- * open (the session's first journal entry, the superblock) and 6 in the
- * close (the entry the node writes wait for, with its preflush; one flush
+ * This file makes no flush of its own: the fdatasyncs of a run (8) are the
+ * engine's, 2 in the read-write open (the session's first journal entry,
+ * the superblock) and 6 in the close (the entry the node writes wait for, with its preflush; one flush
  * of the devices before the parents that carry their children's hints; the
  * entry with the new roots; the clean superblock).
  * Why listxattrat stays per name (about a fifth of the walk: 0.42 s ->
