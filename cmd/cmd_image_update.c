@@ -74,9 +74,10 @@
  * read-write open take 10-50 ms, the changes 30-70 ms, the close 30-70 ms.
  * This file makes no flush of its own: the fdatasyncs of a run (8) are the
  * engine's, 2 in the read-write open (the session's first journal entry,
- * the superblock) and 6 in the close (the entry the node writes wait for, with its preflush; one flush
- * of the devices before the parents that carry their children's hints; the
- * entry with the new roots; the clean superblock).
+ * the superblock) and 6 in the close (the entry the node writes wait for,
+ * with its preflush; one flush of the devices before the parents that carry
+ * their children's hints; the entry with the new roots; the clean
+ * superblock).
  * Why listxattrat stays per name (about a fifth of the walk: 0.42 s ->
  * 0.33 s without it, 81k names): a changed xattr moves only the host
  * file's ctime (not its size or mtime), and the image has no host ctime to
