@@ -494,6 +494,69 @@ int bch_crypt_extent_decrypt(struct bch_fs *c, uint64_t version, const struct bc
 		     &crc->csum);
 }
 
+void bch_crypt_extent_nonce_note(uint64_t version)
+{
+	uint8_t n[24];
+
+	if (bch_crypt_nonce_hook) {
+		nonce_make(n, NONCE_EXTENT, version, 0, 0);
+		bch_crypt_nonce_hook(n);
+	}
+}
+
+int bch_crypt_extent_xor(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t off,
+			 size_t len)
+{
+	uint8_t n[24];
+
+	if (!c->crypt)
+		return -BCH_ERR_key_missing;
+	if (off % 64)
+		return -EINVAL;
+	nonce_make(n, NONCE_EXTENT, version, 0, 0);
+	/* the AEAD's IETF counter (32 bits, then 0000 and nonce bytes 16..23) is
+	 * this 64-bit counter while it stays below 2^32: extents are far smaller */
+	crypto_stream_xchacha20_xor_ic((uint8_t *)dst + off, (const uint8_t *)src + off, len, n,
+				       1 + off / 64, c->crypt->key);
+	return 0;
+}
+
+int bch_crypt_extent_mac(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,
+			 struct bch_csum *mac)
+{
+	static const uint8_t pad[16];
+	crypto_onetimeauth_poly1305_state st;
+	uint8_t n[24], block0[64], lens[16], out[BCH_MAC_BYTES];
+
+	if (!c->crypt)
+		return -BCH_ERR_key_missing;
+	nonce_make(n, NONCE_EXTENT, version, 0, 0);
+	memset(block0, 0, sizeof(block0));
+	crypto_stream_xchacha20(block0, sizeof(block0), n, c->crypt->key);
+	crypto_onetimeauth_poly1305_init(&st, block0);
+	crypto_onetimeauth_poly1305_update(&st, buf, bytes);
+	crypto_onetimeauth_poly1305_update(&st, pad, (16 - bytes % 16) % 16);
+	put64(lens, 0);				/* no additional data */
+	put64(lens + 8, bytes);
+	crypto_onetimeauth_poly1305_update(&st, lens, sizeof(lens));
+	crypto_onetimeauth_poly1305_final(&st, out);
+	mac_to_csum(out, mac);
+	sodium_memzero(block0, sizeof(block0));
+	sodium_memzero(&st, sizeof(st));
+	return 0;
+}
+
+int bch_crypt_extent_mac_check(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,
+			       const struct bch_csum *mac)
+{
+	struct bch_csum got;
+	int r = bch_crypt_extent_mac(c, version, buf, bytes, &got);
+
+	if (r)
+		return r;
+	return crypto_verify_16((const uint8_t *)&got, (const uint8_t *)mac) ? -BCH_ERR_csum_mismatch : 0;
+}
+
 int bch_crypt_bset_encrypt(struct bch_fs *c, uint64_t node_seq, uint32_t offset, uint64_t journal_seq,
 			   const void *ad, size_t ad_len, void *keys, size_t keys_len, struct bch_csum *mac)
 {

@@ -149,6 +149,29 @@ int bch_crypt_extent_verify(struct bch_fs *c, uint64_t version, const struct bch
 int bch_crypt_extent_decrypt(struct bch_fs *c, uint64_t version, const struct bch_extent_crc *crc,
 			     const void *src, void *dst);
 
+/*
+ * The same cipher in pieces, for io.c's worker pool (several threads may
+ * call these at once on one filesystem: they only read the key).  The bytes
+ * are those of the calls above: XChaCha20 with block counter 1 at the
+ * extent's first byte, and the Poly1305 MAC (key: keystream block 0) over
+ * the ciphertext and the AEAD's length block (no additional data).
+ *   nonce_note  tells the test hook an extent nonce is used (call it once
+ *               per encryption, on the calling thread, before the pieces);
+ *   xor         XORs the keystream of bytes [off, off + len) of the extent
+ *               (off a multiple of 64) over src into dst (may be src);
+ *   mac         the MAC of an extent's ciphertext buf of bytes;
+ *   mac_check   0 when mac is buf's, or -BCH_ERR_csum_mismatch.
+ * An encryption is every piece's xor, then the mac; a decryption mac_check,
+ * then the xors, only after it passed (invariant (2)).
+ */
+void bch_crypt_extent_nonce_note(uint64_t version);
+int bch_crypt_extent_xor(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t off,
+			 size_t len);
+int bch_crypt_extent_mac(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,
+			 struct bch_csum *mac);
+int bch_crypt_extent_mac_check(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,
+			       const struct bch_csum *mac);
+
 /* --------------------------------------------------------- btree bsets */
 
 /*
