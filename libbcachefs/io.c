@@ -644,7 +644,8 @@ static int check_copy(struct bch_fs *c, const struct bch_bkey *k, void *enc, voi
  * enc keeps the bytes as read (ciphertext: what a copy writes elsewhere)
  * and the data goes to dec; without, enc is decrypted in place.
  */
-static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
+static int read_copy_raw(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec,
+			 bool dec_check)
 {
 	const struct bch_extent *e = bkey_val(k);
 	const struct bch_extent_ptr *p = &e->ptrs[i];
@@ -656,9 +657,14 @@ static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, voi
 	if (!bch_alloc_ptr_live(c, p))
 		return -BCH_ERR_btree_node_bad;	/* stale: the bucket was reused */
 	int r = bch_dev_read(ca->bdev, enc, bytes, (uint64_t)p->offset << BCH_SECTOR_SHIFT);
-	if (r)
+	if (r || !dec_check)
 		return r;
 	return check_copy(c, k, enc, dec);
+}
+
+static int read_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned i, void *enc, void *dec)
+{
+	return read_copy_raw(c, k, i, enc, dec, true);
 }
 
 /* Verify (and decrypt, decode) the encoded extent of k read into enc; see read_copy(). */
@@ -853,9 +859,114 @@ static void promote_note(struct bch_fs *c, struct promote_list *pl, const struct
 		bch_alloc_bucket_read(c, p);	/* eviction takes the least recently read */
 }
 
-/* Copy the part of k's data inside [start, start + sectors) to buf. */
+/*
+ * Encrypted extents a read wants whole, read (not yet verified) into the
+ * caller's buffer: verified and decrypted together on the pool
+ * (bch_io_decrypt_batch()), then each handled as read_key() would have.
+ */
+#define READ_DEFER_MAX	16
+
+struct read_defer {
+	unsigned		nr;
+	struct {
+		struct bch_bkey	*k;
+		unsigned	order[BCH_REPLICAS_MAX], nr_order, o;
+		char		*dst;
+	}			e[READ_DEFER_MAX];
+};
+
+/*
+ * Try k's copies order[o0..] into enc (and dec) after r (the last copy's
+ * error): the first that verifies, else a rebuild from its stripe.  0 or
+ * the error.
+ */
+static int read_copies(struct bch_fs *c, const struct bch_bkey *k, const unsigned *order, unsigned nr_order,
+		       unsigned o0, void *enc, void *dec, struct promote_list *pl, int r)
+{
+	for (unsigned o = o0; o < nr_order; o++) {
+		unsigned i = order[o];
+		r = bch_extent_read_copy(c, k, i, enc, dec);
+		if (!r) {
+			promote_note(c, pl, k, i);
+			return 0;
+		}
+		if (bch_err_is_dl(r))
+			break;
+		c->data_bad_copies += r != -BCH_ERR_device_missing;
+	}
+	return read_rebuild(c, k, enc, dec, r);
+}
+
+/* Verify and decrypt the deferred extents; on a bad copy go on as read_key() does. */
+static int read_defer_flush(struct bch_fs *c, struct read_defer *d, struct promote_list *pl)
+{
+	struct bch_cipher_job j[READ_DEFER_MAX];
+	int ret = 0;
+
+	for (unsigned n = 0; n < d->nr; n++) {
+		const struct bch_extent *e = bkey_val(d->e[n].k);
+		j[n] = (struct bch_cipher_job) {
+			.version	= d->e[n].k->version,
+			.src		= d->e[n].dst,
+			.buf		= d->e[n].dst,
+			.bytes		= (size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT,
+			.mac		= e->crc.csum,
+		};
+	}
+	bch_io_decrypt_batch(c, j, d->nr);
+	for (unsigned n = 0; n < d->nr; n++) {
+		struct bch_bkey *k = d->e[n].k;
+		unsigned i = d->e[n].order[d->e[n].o];
+		int r = j[n].r;
+
+		if (!r) {
+			promote_note(c, pl, k, i);
+		} else if (!ret) {
+			if (r == -BCH_ERR_csum_mismatch)	/* as bch_extent_read_copy() counts it */
+				bch_dev_error_inc(c, ((const struct bch_extent *)bkey_val(k))->ptrs[i].dev,
+						  BCH_DEV_ERROR_checksum);
+			c->data_bad_copies += r != -BCH_ERR_device_missing;
+			r = read_copies(c, k, d->e[n].order, d->e[n].nr_order, d->e[n].o + 1, d->e[n].dst,
+					NULL, pl, r);
+			if (r)
+				ret = no_good_copy(c, k, r);
+		}
+		free(k);
+	}
+	d->nr = 0;
+	return ret;
+}
+
+/*
+ * k, an encrypted extent wanted whole into dst: read its first readable
+ * copy there and defer its check to read_defer_flush().  False when it
+ * cannot be deferred (no room, a damaged key, no copy read): read_key()
+ * then does it all.
+ */
+static bool read_defer_add(struct bch_fs *c, struct read_defer *d, const struct bch_bkey *k,
+			   const unsigned *order, unsigned nr_order, char *dst)
+{
+	const struct bch_extent *e = bkey_val(k);
+
+	if (!d || d->nr == READ_DEFER_MAX || !c->crypt || e->crc.csum_type != BCH_CSUM_chacha20_poly1305 ||
+	    bch_extent_crc_validate(&e->crc, 0, NULL, 0))
+		return false;
+	/* its first copy unreadable: read_key() tries them in turn, counting each */
+	struct bch_bkey *dup;
+	if (!nr_order || read_copy_raw(c, k, order[0], dst, NULL, false) || !(dup = bch_bkey_dup(k)))
+		return false;
+	d->e[d->nr].k = dup;
+	memcpy(d->e[d->nr].order, order, nr_order * sizeof(*order));
+	d->e[d->nr].nr_order = nr_order;
+	d->e[d->nr].o = 0;
+	d->e[d->nr].dst = dst;
+	d->nr++;
+	return true;
+}
+
+/* Copy the part of k's data inside [start, start + sectors) to buf (d: it may defer, see above). */
 static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, uint64_t sectors,
-		    char *buf, struct promote_list *pl)
+		    char *buf, struct promote_list *pl, struct read_defer *d)
 {
 	unsigned order[BCH_REPLICAS_MAX], nr_order;
 	const struct bch_extent *e = bkey_val(k);
@@ -873,21 +984,10 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k, uint64_t start, 
 	nr_order = read_order(c, k, order);
 	if (plain && !e->crc.offset && from == ks && to == k->p.offset &&
 	    k->size == e->crc.compressed_sectors && !((uintptr_t)dst & 4095)) {
-		int r = -BCH_ERR_device_missing;
-		for (unsigned o = 0; o < nr_order; o++) {
-			unsigned i = order[o];
-			r = bch_extent_read_copy(c, k, i, dst, NULL);
-			if (!r) {
-				promote_note(c, pl, k, i);
-				return 0;
-			}
-			if (bch_err_is_dl(r))
-				break;
-			c->data_bad_copies += r != -BCH_ERR_device_missing;
-		}
-		if (!(r = read_rebuild(c, k, dst, NULL, r)))
+		if (read_defer_add(c, d, k, order, nr_order, dst))
 			return 0;
-		return no_good_copy(c, k, r);
+		int r = read_copies(c, k, order, nr_order, 0, dst, NULL, pl, -BCH_ERR_device_missing);
+		return r ? no_good_copy(c, k, r) : 0;
 	}
 	void *enc = io_buf((size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT);
 	void *dec = plain ? NULL : malloc((size_t)e->crc.uncompressed_sectors << BCH_SECTOR_SHIFT);
@@ -932,7 +1032,7 @@ static int read_reflink(struct bch_fs *c, const struct bch_bkey *k, uint64_t sta
 
 	for (unsigned i = 0; i < nr; i++) {
 		if (!r)
-			r = read_key(c, keys[i], start, sectors, buf, NULL);
+			r = read_key(c, keys[i], start, sectors, buf, NULL, NULL);
 		free(keys[i]);
 	}
 	free(keys);
@@ -945,7 +1045,10 @@ static int data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf,
 	struct bch_viter it;
 	const struct bch_bkey *cur;
 	int r = 0, err = 0;
+	struct read_defer *d = c->crypt ? malloc(sizeof(*d)) : NULL;
 
+	if (d)
+		d->nr = 0;
 	uint64_t done = start;	/* sectors before this are filled */
 
 	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
@@ -963,12 +1066,21 @@ static int data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf,
 			       (ks - done) << BCH_SECTOR_SHIFT);
 		struct bch_bkey *k = bch_bkey_dup(cur);
 		r = k->type == BCH_BKEY_reflink_p ? read_reflink(c, k, start, sectors, buf)
-						  : read_key(c, k, start, sectors, buf, pl);
+						  : read_key(c, k, start, sectors, buf, pl, d);
 		free(k);
+		if (!r && d && d->nr == READ_DEFER_MAX)
+			r = read_defer_flush(c, d, pl);
 		if (cur->p.offset > done)
 			done = cur->p.offset;
 	}
 	bch_viter_exit(&it);
+	if (d) {
+		/* also after an error (it frees the keys); its extents came first */
+		int fr = read_defer_flush(c, d, pl);
+		if (fr)
+			r = fr;
+		free(d);
+	}
 	if (!r && !err && done < start + sectors)
 		memset((char *)buf + ((done - start) << BCH_SECTOR_SHIFT), 0,
 		       (start + sectors - done) << BCH_SECTOR_SHIFT);
