@@ -165,6 +165,12 @@ int bch_crypt_extent_decrypt(struct bch_fs *c, uint64_t version, const struct bc
  * then the xors, only after it passed (invariant (2)).
  */
 void bch_crypt_extent_nonce_note(uint64_t version);
+/*
+ * The pieces use libcrypto's ChaCha20 and Poly1305 when libcrypto.so.3 can
+ * be loaded (crypt.c: same bytes, faster), libsodium otherwise; tests set
+ * this false to compare the two.
+ */
+extern bool bch_crypt_use_libcrypto;
 int bch_crypt_extent_xor(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t off,
 			 size_t len);
 int bch_crypt_extent_mac(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,

@@ -4,7 +4,8 @@
  * bch_io_decrypt_batch(): XChaCha20 in 64 KiB pieces and the Poly1305 MAC
  * apart, on the caller and a worker pool) against the single AEAD call of
  * crypt.c, for random extent sizes and batch sizes with a fixed seed, with
- * 0, 1 and 3 workers: the same ciphertext and MAC byte for byte, decrypted
+ * 0, 1 and 3 workers, the pieces by libcrypto and by libsodium (crypt.c):
+ * the same ciphertext and MAC byte for byte, decrypted
  * back by either; a damaged extent of a batch fails its MAC alone and its
  * output buffer is left untouched.  Then files written through the data path
  * with and without workers read back alike, and every extent of them opens
@@ -52,6 +53,7 @@ static void teardown(void)
 		bch_fs_close(c);
 	c = NULL;
 	bch_io_pool_threads(-1);
+	bch_crypt_use_libcrypto = true;
 	testfs_encrypted = false;
 	test_tmpdir_remove(tmpdir);
 }
@@ -81,8 +83,10 @@ Test(crypt_pool, batch_matches_aead)
 	static const int workers[] = { 0, 1, 3 };
 	rng = 0x5eed32;
 
-	for (unsigned round = 0; round < 24; round++) {
+	for (unsigned round = 0; round < 36; round++) {
 		bch_io_pool_threads(workers[round % 3]);
+		/* libcrypto's pieces (where it loads) and libsodium's */
+		bch_crypt_use_libcrypto = round % 2;
 		unsigned nr = 1 + rnd() % JOBS_MAX;
 		struct bch_cipher_job j[JOBS_MAX];
 		uint8_t *plain[JOBS_MAX], *want[JOBS_MAX], *out[JOBS_MAX];
@@ -214,6 +218,7 @@ Test(crypt_pool, data_path_same_with_and_without_workers)
 		char name[16];
 		snprintf(name, sizeof(name), "f%u", w);
 		bch_io_pool_threads(w ? 3 : 0);
+		bch_crypt_use_libcrypto = w;
 		cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &ino[w]), 0);
 		/* one write of it all, then odd-sized rewrites inside */
 		cr_assert_eq(bch_fs_write(c, ino[w], 0, data, len), (ssize_t)len);
@@ -230,6 +235,7 @@ Test(crypt_pool, data_path_same_with_and_without_workers)
 	}
 	for (unsigned w = 0; w < 2; w++) {
 		bch_io_pool_threads(w ? 0 : 3);	/* read each the other way */
+		bch_crypt_use_libcrypto = !w;
 		memset(back, 0, len);
 		cr_assert_eq(bch_fs_read(c, ino[w], 0, back, len), (ssize_t)len);
 		cr_assert_eq(memcmp(back, data, len), 0, "file %u does not read back", w);
