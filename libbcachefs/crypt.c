@@ -431,18 +431,21 @@ static void mac_to_csum(const uint8_t mac[BCH_MAC_BYTES], struct bch_csum *csum)
 	memcpy(csum, mac, BCH_MAC_BYTES);
 }
 
+static void pieces_mac(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], const void *ad, size_t ad_len,
+		       const void *buf, size_t bytes, struct bch_csum *mac);
+static void pieces_xor(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], uint64_t ic, const void *src,
+		       void *dst, size_t len);
+
+/* Bsets and journal entries: the AEAD (with additional data) done as the extent pieces are. */
 static int seal(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad_len,
 		void *buf, size_t len, struct bch_csum *csum)
 {
-	uint8_t mac[BCH_MAC_BYTES];
-
 	if (!c->crypt)
 		return -BCH_ERR_key_missing;
 	if (bch_crypt_nonce_hook)
 		bch_crypt_nonce_hook(n);
-	crypto_aead_xchacha20poly1305_ietf_encrypt_detached(buf, mac, NULL, buf, len, ad, ad_len,
-							    NULL, n, c->crypt->key);
-	mac_to_csum(mac, csum);
+	pieces_xor(c->crypt->key, n, 1, buf, buf, len);		/* the AEAD's bytes, faster */
+	pieces_mac(c->crypt->key, n, ad, ad_len, buf, len, csum);
 	return 0;
 }
 
@@ -450,12 +453,15 @@ static int seal(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad
 static int open_(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad_len,
 		 const void *src, void *dst, size_t len, const struct bch_csum *csum)
 {
+	struct bch_csum got;
+
 	if (!c->crypt)
 		return -BCH_ERR_key_missing;
-	if (crypto_aead_xchacha20poly1305_ietf_decrypt_detached(dst, NULL, src, len,
-								(const uint8_t *)csum, ad, ad_len,
-								n, c->crypt->key))
+	pieces_mac(c->crypt->key, n, ad, ad_len, src, len, &got);
+	if (crypto_verify_16((const uint8_t *)&got, (const uint8_t *)csum))
 		return -BCH_ERR_csum_mismatch;
+	if (dst)				/* only once it is verified */
+		pieces_xor(c->crypt->key, n, 1, src, dst, len);
 	return 0;
 }
 
@@ -636,37 +642,53 @@ int bch_crypt_extent_xor(struct bch_fs *c, uint64_t version, const void *src, vo
 	nonce_make(n, NONCE_EXTENT, version, 0, 0);
 	/* the AEAD's IETF counter (32 bits, then 0000 and nonce bytes 16..23) is
 	 * this 64-bit counter while it stays below 2^32: extents are far smaller */
-	if (!ossl_xor(c->crypt->key, n, 1 + off / 64, (const uint8_t *)src + off, (uint8_t *)dst + off, len))
-		crypto_stream_xchacha20_xor_ic((uint8_t *)dst + off, (const uint8_t *)src + off, len, n,
-					       1 + off / 64, c->crypt->key);
+	pieces_xor(c->crypt->key, n, 1 + off / 64, (const uint8_t *)src + off, (uint8_t *)dst + off, len);
 	return 0;
+}
+
+/* The AEAD's Poly1305 MAC of ciphertext buf with additional data ad, for nonce n. */
+static void pieces_mac(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], const void *ad, size_t ad_len,
+		       const void *buf, size_t bytes, struct bch_csum *mac)
+{
+	static const uint8_t pad[16];
+	crypto_onetimeauth_poly1305_state st;
+	uint8_t block0[64], lens[16], out[BCH_MAC_BYTES];
+
+	memset(block0, 0, sizeof(block0));
+	crypto_stream_xchacha20(block0, sizeof(block0), n, key);
+	put64(lens, ad_len);
+	put64(lens + 8, bytes);
+	const void *p[5] = { ad, pad, buf, pad, lens };
+	size_t len[5] = { ad_len, (16 - ad_len % 16) % 16, bytes, (16 - bytes % 16) % 16, sizeof(lens) };
+	if (!ossl_mac(block0, p, len, 5, out)) {
+		crypto_onetimeauth_poly1305_init(&st, block0);
+		for (unsigned i = 0; i < 5; i++)
+			if (len[i])
+				crypto_onetimeauth_poly1305_update(&st, p[i], len[i]);
+		crypto_onetimeauth_poly1305_final(&st, out);
+		sodium_memzero(&st, sizeof(st));
+	}
+	mac_to_csum(out, mac);
+	sodium_memzero(block0, sizeof(block0));
+}
+
+/* The AEAD's XChaCha20 (block counter ic at src) of len bytes. */
+static void pieces_xor(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], uint64_t ic, const void *src,
+		       void *dst, size_t len)
+{
+	if (!ossl_xor(key, n, ic, src, dst, len))
+		crypto_stream_xchacha20_xor_ic(dst, src, len, n, ic, key);
 }
 
 int bch_crypt_extent_mac(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,
 			 struct bch_csum *mac)
 {
-	static const uint8_t pad[16];
-	crypto_onetimeauth_poly1305_state st;
-	uint8_t n[24], block0[64], lens[16], out[BCH_MAC_BYTES];
+	uint8_t n[24];
 
 	if (!c->crypt)
 		return -BCH_ERR_key_missing;
 	nonce_make(n, NONCE_EXTENT, version, 0, 0);
-	memset(block0, 0, sizeof(block0));
-	crypto_stream_xchacha20(block0, sizeof(block0), n, c->crypt->key);
-	put64(lens, 0);				/* no additional data */
-	put64(lens + 8, bytes);
-	const void *p[3] = { buf, pad, lens };
-	size_t len[3] = { bytes, (16 - bytes % 16) % 16, sizeof(lens) };
-	if (!ossl_mac(block0, p, len, 3, out)) {
-		crypto_onetimeauth_poly1305_init(&st, block0);
-		for (unsigned i = 0; i < 3; i++)
-			crypto_onetimeauth_poly1305_update(&st, p[i], len[i]);
-		crypto_onetimeauth_poly1305_final(&st, out);
-	}
-	mac_to_csum(out, mac);
-	sodium_memzero(block0, sizeof(block0));
-	sodium_memzero(&st, sizeof(st));
+	pieces_mac(c->crypt->key, n, NULL, 0, buf, bytes, mac);
 	return 0;
 }
 
