@@ -528,7 +528,7 @@ void EVP_CIPHER_CTX_free(EVP_CIPHER_CTX *ctx);
 int EVP_EncryptInit_ex(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *type, ENGINE *impl, const unsigned char *key,
 		       const unsigned char *iv);
 int EVP_EncryptUpdate(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl);
-const EVP_CIPHER *EVP_chacha20(void);
+EVP_CIPHER *EVP_CIPHER_fetch(OSSL_LIB_CTX *libctx, const char *algorithm, const char *properties);
 EVP_MAC *EVP_MAC_fetch(OSSL_LIB_CTX *libctx, const char *algorithm, const char *properties);
 EVP_MAC_CTX *EVP_MAC_CTX_new(EVP_MAC *mac);
 void EVP_MAC_CTX_free(EVP_MAC_CTX *ctx);
@@ -542,7 +542,7 @@ int EVP_MAC_final(EVP_MAC_CTX *ctx, unsigned char *out, size_t *outl, size_t out
 	x(cipher_ctx_free,	EVP_CIPHER_CTX_free,	OSSL_V)	\
 	x(encrypt_init,		EVP_EncryptInit_ex,	OSSL_V)	\
 	x(encrypt_update,	EVP_EncryptUpdate,	OSSL_V)	\
-	x(chacha20,		EVP_chacha20,		OSSL_V)	\
+	x(cipher_fetch,		EVP_CIPHER_fetch,	OSSL_V)	\
 	x(mac_fetch,		EVP_MAC_fetch,		OSSL_V)	\
 	x(mac_ctx_new,		EVP_MAC_CTX_new,	OSSL_V)	\
 	x(mac_ctx_free,		EVP_MAC_CTX_free,	OSSL_V)	\
@@ -561,15 +561,22 @@ static struct bch_dl_lib crypto_lib = BCH_DL_LIB(BCH_SONAME_CRYPTO, -ENOENT, cry
 
 bool bch_crypt_use_libcrypto = true;
 static EVP_MAC *ossl_poly1305;
-static const EVP_CIPHER *ossl_chacha20;
+static EVP_CIPHER *ossl_chacha20;
+/*
+ * Less than this goes to libsodium: a libcrypto context costs some
+ * microseconds to set up, as much as the cipher of a few KiB.
+ */
+#define OSSL_MIN_BYTES		(16 << 10)
 static pthread_once_t ossl_once = PTHREAD_ONCE_INIT;
 
 static void ossl_init(void)
 {
 	if (bch_dl_load(&crypto_lib))
 		return;
-	ossl_chacha20 = ossl.chacha20();
-	ossl_poly1305 = ossl.mac_fetch(NULL, "POLY1305", NULL);	/* kept: for the process's life */
+	/* fetched once, kept for the process's life: an init with EVP_chacha20()
+	 * would look the implementation up again every time */
+	ossl_chacha20 = ossl.cipher_fetch(NULL, "ChaCha20", NULL);
+	ossl_poly1305 = ossl.mac_fetch(NULL, "POLY1305", NULL);
 }
 
 static bool ossl_ready(void)
@@ -587,7 +594,7 @@ static bool ossl_xor(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], uint
 	uint8_t sub[32], iv[16];
 	bool ok = false;
 
-	if (!ossl_ready() || ic + (len + 63) / 64 > UINT32_MAX || len > INT32_MAX)
+	if (len < OSSL_MIN_BYTES || ic + (len + 63) / 64 > UINT32_MAX || len > INT32_MAX || !ossl_ready())
 		return false;
 	crypto_core_hchacha20(sub, n, key, NULL);
 	put32(iv, (uint32_t)ic);
@@ -607,7 +614,10 @@ static bool ossl_xor(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], uint
 static bool ossl_mac(const uint8_t key[32], const void *const *p, const size_t *len, unsigned nr,
 		     uint8_t out[16])
 {
-	if (!ossl_ready())
+	size_t total = 0;
+	for (unsigned i = 0; i < nr; i++)
+		total += len[i];
+	if (total < OSSL_MIN_BYTES || !ossl_ready())
 		return false;
 	EVP_MAC_CTX *m = ossl.mac_ctx_new(ossl_poly1305);
 	size_t outl = 0;
