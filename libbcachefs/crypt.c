@@ -11,8 +11,11 @@
 #include <libscrypt.h>
 #include <sodium.h>
 
+#include <pthread.h>
+
 #include "bcachefs.h"
 #include "crypt.h"
+#include "dl.h"
 #include "errcode.h"
 #include "journal.h"
 #include "super.h"
@@ -428,18 +431,21 @@ static void mac_to_csum(const uint8_t mac[BCH_MAC_BYTES], struct bch_csum *csum)
 	memcpy(csum, mac, BCH_MAC_BYTES);
 }
 
+static void pieces_mac(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], const void *ad, size_t ad_len,
+		       const void *buf, size_t bytes, struct bch_csum *mac);
+static void pieces_xor(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], uint64_t ic, const void *src,
+		       void *dst, size_t len);
+
+/* Bsets and journal entries: the AEAD (with additional data) done as the extent pieces are. */
 static int seal(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad_len,
 		void *buf, size_t len, struct bch_csum *csum)
 {
-	uint8_t mac[BCH_MAC_BYTES];
-
 	if (!c->crypt)
 		return -BCH_ERR_key_missing;
 	if (bch_crypt_nonce_hook)
 		bch_crypt_nonce_hook(n);
-	crypto_aead_xchacha20poly1305_ietf_encrypt_detached(buf, mac, NULL, buf, len, ad, ad_len,
-							    NULL, n, c->crypt->key);
-	mac_to_csum(mac, csum);
+	pieces_xor(c->crypt->key, n, 1, buf, buf, len);		/* the AEAD's bytes, faster */
+	pieces_mac(c->crypt->key, n, ad, ad_len, buf, len, csum);
 	return 0;
 }
 
@@ -447,12 +453,15 @@ static int seal(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad
 static int open_(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad_len,
 		 const void *src, void *dst, size_t len, const struct bch_csum *csum)
 {
+	struct bch_csum got;
+
 	if (!c->crypt)
 		return -BCH_ERR_key_missing;
-	if (crypto_aead_xchacha20poly1305_ietf_decrypt_detached(dst, NULL, src, len,
-								(const uint8_t *)csum, ad, ad_len,
-								n, c->crypt->key))
+	pieces_mac(c->crypt->key, n, ad, ad_len, src, len, &got);
+	if (crypto_verify_16((const uint8_t *)&got, (const uint8_t *)csum))
 		return -BCH_ERR_csum_mismatch;
+	if (dst)				/* only once it is verified */
+		pieces_xor(c->crypt->key, n, 1, src, dst, len);
 	return 0;
 }
 
@@ -492,6 +501,216 @@ int bch_crypt_extent_decrypt(struct bch_fs *c, uint64_t version, const struct bc
 	nonce_make(n, NONCE_EXTENT, version, 0, 0);
 	return open_(c, n, NULL, 0, src, dst, (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT,
 		     &crc->csum);
+}
+
+/*
+ * libcrypto (OpenSSL 3), when it can be loaded, for the pieces of extents:
+ * its ChaCha20 and Poly1305 use AVX-512 or AVX2 where the CPU has them,
+ * about three times libsodium 1.0.18's speed here (2.7 GB/s against 0.9 for
+ * the AEAD on one core).  Same bytes: XChaCha20 is HChaCha20 (libsodium's)
+ * then the IETF ChaCha20 of OpenSSL with the subkey, its 16-byte IV being
+ * the 32-bit block counter, four zero bytes and nonce bytes 16..23; the MAC
+ * is Poly1305 keyed with keystream block 0.  Without it (or when
+ * bch_crypt_use_libcrypto is false) libsodium does it all.  Only the few
+ * prototypes used are declared here (OpenSSL 3's stable ABI, symbol version
+ * OPENSSL_3.0.0): no build dependency on its headers.
+ */
+#define BCH_SONAME_CRYPTO	"libcrypto.so.3"	/* libssl3 */
+typedef struct evp_cipher_st EVP_CIPHER;
+typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
+typedef struct evp_mac_st EVP_MAC;
+typedef struct evp_mac_ctx_st EVP_MAC_CTX;
+typedef struct ossl_lib_ctx_st OSSL_LIB_CTX;
+typedef struct ossl_param_st OSSL_PARAM;
+typedef struct engine_st ENGINE;
+EVP_CIPHER_CTX *EVP_CIPHER_CTX_new(void);
+void EVP_CIPHER_CTX_free(EVP_CIPHER_CTX *ctx);
+int EVP_EncryptInit_ex(EVP_CIPHER_CTX *ctx, const EVP_CIPHER *type, ENGINE *impl, const unsigned char *key,
+		       const unsigned char *iv);
+int EVP_EncryptUpdate(EVP_CIPHER_CTX *ctx, unsigned char *out, int *outl, const unsigned char *in, int inl);
+EVP_CIPHER *EVP_CIPHER_fetch(OSSL_LIB_CTX *libctx, const char *algorithm, const char *properties);
+EVP_MAC *EVP_MAC_fetch(OSSL_LIB_CTX *libctx, const char *algorithm, const char *properties);
+EVP_MAC_CTX *EVP_MAC_CTX_new(EVP_MAC *mac);
+void EVP_MAC_CTX_free(EVP_MAC_CTX *ctx);
+int EVP_MAC_init(EVP_MAC_CTX *ctx, const unsigned char *key, size_t keylen, const OSSL_PARAM *params);
+int EVP_MAC_update(EVP_MAC_CTX *ctx, const unsigned char *data, size_t datalen);
+int EVP_MAC_final(EVP_MAC_CTX *ctx, unsigned char *out, size_t *outl, size_t outsize);
+
+#define OSSL_V	"OPENSSL_3.0.0"
+#define CRYPTO_FUNCS()						\
+	x(cipher_ctx_new,	EVP_CIPHER_CTX_new,	OSSL_V)	\
+	x(cipher_ctx_free,	EVP_CIPHER_CTX_free,	OSSL_V)	\
+	x(encrypt_init,		EVP_EncryptInit_ex,	OSSL_V)	\
+	x(encrypt_update,	EVP_EncryptUpdate,	OSSL_V)	\
+	x(cipher_fetch,		EVP_CIPHER_fetch,	OSSL_V)	\
+	x(mac_fetch,		EVP_MAC_fetch,		OSSL_V)	\
+	x(mac_ctx_new,		EVP_MAC_CTX_new,	OSSL_V)	\
+	x(mac_ctx_free,		EVP_MAC_CTX_free,	OSSL_V)	\
+	x(mac_init,		EVP_MAC_init,		OSSL_V)	\
+	x(mac_update,		EVP_MAC_update,		OSSL_V)	\
+	x(mac_final,		EVP_MAC_final,		OSSL_V)
+
+#define x(member, func, ver)	BCH_DL_MEMBER(member, func)
+static struct crypto_fns { CRYPTO_FUNCS() } ossl;
+#undef x
+#define x(member, func, ver)	BCH_DL_SYM(struct crypto_fns, member, func, ver)
+static const struct bch_dl_sym crypto_syms[] = { CRYPTO_FUNCS() };
+#undef x
+
+static struct bch_dl_lib crypto_lib = BCH_DL_LIB(BCH_SONAME_CRYPTO, -ENOENT, crypto_syms, &ossl);
+
+bool bch_crypt_use_libcrypto = true;
+static EVP_MAC *ossl_poly1305;
+static EVP_CIPHER *ossl_chacha20;
+/*
+ * Less than this goes to libsodium: a libcrypto context costs some
+ * microseconds to set up, as much as the cipher of a few KiB.
+ */
+#define OSSL_MIN_BYTES		(16 << 10)
+static pthread_once_t ossl_once = PTHREAD_ONCE_INIT;
+
+static void ossl_init(void)
+{
+	if (bch_dl_load(&crypto_lib))
+		return;
+	/* fetched once, kept for the process's life: an init with EVP_chacha20()
+	 * would look the implementation up again every time */
+	ossl_chacha20 = ossl.cipher_fetch(NULL, "ChaCha20", NULL);
+	ossl_poly1305 = ossl.mac_fetch(NULL, "POLY1305", NULL);
+}
+
+static bool ossl_ready(void)
+{
+	if (!bch_crypt_use_libcrypto)
+		return false;
+	pthread_once(&ossl_once, ossl_init);
+	return ossl_chacha20 && ossl_poly1305;
+}
+
+/* XChaCha20 of len bytes from block ic with libcrypto; false: not done (libsodium then). */
+static bool ossl_xor(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], uint64_t ic,
+		     const uint8_t *src, uint8_t *dst, size_t len)
+{
+	uint8_t sub[32], iv[16];
+	bool ok = false;
+
+	if (len < OSSL_MIN_BYTES || ic + (len + 63) / 64 > UINT32_MAX || len > INT32_MAX || !ossl_ready())
+		return false;
+	crypto_core_hchacha20(sub, n, key, NULL);
+	put32(iv, (uint32_t)ic);
+	memset(iv + 4, 0, 4);
+	memcpy(iv + 8, n + 16, 8);
+	EVP_CIPHER_CTX *ctx = ossl.cipher_ctx_new();
+	int outl = 0;
+	ok = ctx && ossl.encrypt_init(ctx, ossl_chacha20, NULL, sub, iv) == 1 &&
+	     ossl.encrypt_update(ctx, dst, &outl, src, (int)len) == 1 && (size_t)outl == len;
+	if (ctx)
+		ossl.cipher_ctx_free(ctx);	/* wipes its key schedule */
+	sodium_memzero(sub, sizeof(sub));
+	return ok;
+}
+
+/* Poly1305 with libcrypto of the pieces p[0..nr) with key; false: not done. */
+static bool ossl_mac(const uint8_t key[32], const void *const *p, const size_t *len, unsigned nr,
+		     uint8_t out[16])
+{
+	size_t total = 0;
+	for (unsigned i = 0; i < nr; i++)
+		total += len[i];
+	if (total < OSSL_MIN_BYTES || !ossl_ready())
+		return false;
+	EVP_MAC_CTX *m = ossl.mac_ctx_new(ossl_poly1305);
+	size_t outl = 0;
+	bool ok = m && ossl.mac_init(m, key, 32, NULL) == 1;
+	for (unsigned i = 0; ok && i < nr; i++)
+		ok = !len[i] || ossl.mac_update(m, p[i], len[i]) == 1;
+	ok = ok && ossl.mac_final(m, out, &outl, 16) == 1 && outl == 16;
+	if (m)
+		ossl.mac_ctx_free(m);
+	return ok;
+}
+
+void bch_crypt_extent_nonce_note(uint64_t version)
+{
+	uint8_t n[24];
+
+	if (bch_crypt_nonce_hook) {
+		nonce_make(n, NONCE_EXTENT, version, 0, 0);
+		bch_crypt_nonce_hook(n);
+	}
+}
+
+int bch_crypt_extent_xor(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t off,
+			 size_t len)
+{
+	uint8_t n[24];
+
+	if (!c->crypt)
+		return -BCH_ERR_key_missing;
+	if (off % 64)
+		return -EINVAL;
+	nonce_make(n, NONCE_EXTENT, version, 0, 0);
+	/* the AEAD's IETF counter (32 bits, then 0000 and nonce bytes 16..23) is
+	 * this 64-bit counter while it stays below 2^32: extents are far smaller */
+	pieces_xor(c->crypt->key, n, 1 + off / 64, (const uint8_t *)src + off, (uint8_t *)dst + off, len);
+	return 0;
+}
+
+/* The AEAD's Poly1305 MAC of ciphertext buf with additional data ad, for nonce n. */
+static void pieces_mac(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], const void *ad, size_t ad_len,
+		       const void *buf, size_t bytes, struct bch_csum *mac)
+{
+	static const uint8_t pad[16];
+	crypto_onetimeauth_poly1305_state st;
+	uint8_t block0[64], lens[16], out[BCH_MAC_BYTES];
+
+	memset(block0, 0, sizeof(block0));
+	crypto_stream_xchacha20(block0, sizeof(block0), n, key);
+	put64(lens, ad_len);
+	put64(lens + 8, bytes);
+	const void *p[5] = { ad, pad, buf, pad, lens };
+	size_t len[5] = { ad_len, (16 - ad_len % 16) % 16, bytes, (16 - bytes % 16) % 16, sizeof(lens) };
+	if (!ossl_mac(block0, p, len, 5, out)) {
+		crypto_onetimeauth_poly1305_init(&st, block0);
+		for (unsigned i = 0; i < 5; i++)
+			if (len[i])
+				crypto_onetimeauth_poly1305_update(&st, p[i], len[i]);
+		crypto_onetimeauth_poly1305_final(&st, out);
+		sodium_memzero(&st, sizeof(st));
+	}
+	mac_to_csum(out, mac);
+	sodium_memzero(block0, sizeof(block0));
+}
+
+/* The AEAD's XChaCha20 (block counter ic at src) of len bytes. */
+static void pieces_xor(const uint8_t key[BCH_KEY_BYTES], const uint8_t n[24], uint64_t ic, const void *src,
+		       void *dst, size_t len)
+{
+	if (!ossl_xor(key, n, ic, src, dst, len))
+		crypto_stream_xchacha20_xor_ic(dst, src, len, n, ic, key);
+}
+
+int bch_crypt_extent_mac(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,
+			 struct bch_csum *mac)
+{
+	uint8_t n[24];
+
+	if (!c->crypt)
+		return -BCH_ERR_key_missing;
+	nonce_make(n, NONCE_EXTENT, version, 0, 0);
+	pieces_mac(c->crypt->key, n, NULL, 0, buf, bytes, mac);
+	return 0;
+}
+
+int bch_crypt_extent_mac_check(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,
+			       const struct bch_csum *mac)
+{
+	struct bch_csum got;
+	int r = bch_crypt_extent_mac(c, version, buf, bytes, &got);
+
+	if (r)
+		return r;
+	return crypto_verify_16((const uint8_t *)&got, (const uint8_t *)mac) ? -BCH_ERR_csum_mismatch : 0;
 }
 
 int bch_crypt_bset_encrypt(struct bch_fs *c, uint64_t node_seq, uint32_t offset, uint64_t journal_seq,

@@ -5,7 +5,10 @@
 /*
  * crypt.h - encryption: the filesystem key, how a passphrase unlocks it, the
  * nonce counter, and the authenticated encryption (XChaCha20-Poly1305 from
- * libsodium) of data extents, btree bsets and journal entries.
+ * libsodium) of data extents, btree bsets and journal entries.  Where
+ * libcrypto.so.3 loads, its ChaCha20 and Poly1305 do the bulk of it (about
+ * three times as fast; the same bytes: crypt.c); io.c runs the extents' on
+ * several threads.
  *
  * On disk (bcachefs_format.h, "Encryption"): struct bch_sb_field_crypt holds
  * the 32-byte filesystem key wrapped by a key derived from the passphrase
@@ -148,6 +151,35 @@ int bch_crypt_extent_verify(struct bch_fs *c, uint64_t version, const struct bch
 /* Verify, then decrypt src into dst (may be src). */
 int bch_crypt_extent_decrypt(struct bch_fs *c, uint64_t version, const struct bch_extent_crc *crc,
 			     const void *src, void *dst);
+
+/*
+ * The same cipher in pieces, for io.c's worker pool (several threads may
+ * call these at once on one filesystem: they only read the key).  The bytes
+ * are those of the calls above: XChaCha20 with block counter 1 at the
+ * extent's first byte, and the Poly1305 MAC (key: keystream block 0) over
+ * the ciphertext and the AEAD's length block (no additional data).
+ *   nonce_note  tells the test hook an extent nonce is used (call it once
+ *               per encryption, on the calling thread, before the pieces);
+ *   xor         XORs the keystream of bytes [off, off + len) of the extent
+ *               (off a multiple of 64) over src into dst (may be src);
+ *   mac         the MAC of an extent's ciphertext buf of bytes;
+ *   mac_check   0 when mac is buf's, or -BCH_ERR_csum_mismatch.
+ * An encryption is every piece's xor, then the mac; a decryption mac_check,
+ * then the xors, only after it passed (invariant (2)).
+ */
+void bch_crypt_extent_nonce_note(uint64_t version);
+/*
+ * The pieces use libcrypto's ChaCha20 and Poly1305 when libcrypto.so.3 can
+ * be loaded (crypt.c: same bytes, faster), libsodium otherwise; tests set
+ * this false to compare the two.
+ */
+extern bool bch_crypt_use_libcrypto;
+int bch_crypt_extent_xor(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t off,
+			 size_t len);
+int bch_crypt_extent_mac(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,
+			 struct bch_csum *mac);
+int bch_crypt_extent_mac_check(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,
+			       const struct bch_csum *mac);
 
 /* --------------------------------------------------------- btree bsets */
 

@@ -118,4 +118,27 @@ int bch_extent_rebuild_copy(struct bch_fs *c, const struct bch_bkey *k, unsigned
 int bch_extent_read_rebuild(struct bch_fs *c, const struct bch_bkey *k, void *enc, void *dec,
 			    int r);
 
+/*
+ * The cipher of encrypted extents on the calling thread and a worker pool
+ * (io.c: "Threads").  A job is one extent: its nonce (the key's version),
+ * bytes at src and buf (may be src), and its MAC.
+ * encrypt_batch encrypts src into buf and sets mac; decrypt_batch checks
+ * each mac over src and decrypts src into buf only when it matched (else r
+ * is -BCH_ERR_csum_mismatch and buf is untouched).  r is each job's result;
+ * the bytes are those of bch_crypt_extent_encrypt() and
+ * bch_crypt_extent_decrypt().
+ */
+struct bch_cipher_job {
+	uint64_t		version;
+	const void		*src;
+	void			*buf;
+	size_t			bytes;
+	struct bch_csum		mac;
+	int			r;
+};
+void bch_io_encrypt_batch(struct bch_fs *c, struct bch_cipher_job *j, unsigned nr);
+void bch_io_decrypt_batch(struct bch_fs *c, struct bch_cipher_job *j, unsigned nr);
+/* Workers of the pool: n (at most 7; 0: the caller does everything), or -1: one fewer than the CPUs. */
+void bch_io_pool_threads(int n);
+
 #endif /* _BCACHEFS_IO_H */

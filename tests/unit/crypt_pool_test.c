@@ -1,0 +1,299 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * crypt_pool_test.c - the batched cipher of io.c (bch_io_encrypt_batch(),
+ * bch_io_decrypt_batch(): XChaCha20 in 64 KiB pieces and the Poly1305 MAC
+ * apart, on the caller and a worker pool) against the single AEAD call of
+ * crypt.c, for random extent sizes and batch sizes with a fixed seed, with
+ * 0, 1 and 3 workers, the pieces by libcrypto and by libsodium (crypt.c):
+ * the same ciphertext and MAC byte for byte, decrypted
+ * back by either; a damaged extent of a batch fails its MAC alone and its
+ * output buffer is left untouched.  Then files written through the data path
+ * with and without workers read back alike, and every extent of them opens
+ * with the single AEAD call (the bytes on disk did not change).  Bsets and
+ * journal entries seal alike with either library and open only undamaged.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "bcachefs.h"
+#include "crypt.h"
+#include "errcode.h"
+#include "extents.h"
+#include "fs.h"
+#include "fs_ops.h"
+#include "io.h"
+#include "btree.h"
+#include "snapshot.h"
+#include "blockdev.h"
+#include "super.h"
+#include "tests/lib/testfs.h"
+#include "tests/lib/tmpdir.h"
+
+static char tmpdir[64];
+static char paths[1][TESTFS_PATH_MAX];
+static struct bch_fs *c;
+
+static void setup(void)
+{
+	char err[256];
+
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "cpool");
+	testfs_encrypted = true;
+	testfs_format(tmpdir, 1, 64, 64 << 10, 1, paths);
+	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(c, "open: %s", err);
+	cr_assert(bch_fs_encrypted(c));
+}
+
+static void teardown(void)
+{
+	if (c)
+		bch_fs_close(c);
+	c = NULL;
+	bch_io_pool_threads(-1);
+	bch_crypt_use_libcrypto = true;
+	testfs_encrypted = false;
+	test_tmpdir_remove(tmpdir);
+}
+
+TestSuite(crypt_pool, .init = setup, .fini = teardown);
+
+static uint64_t rng;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void fill(uint8_t *p, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = rnd();
+}
+
+#define JOBS_MAX	12
+
+Test(crypt_pool, batch_matches_aead)
+{
+	static const int workers[] = { 0, 1, 3 };
+	rng = 0x5eed32;
+
+	for (unsigned round = 0; round < 36; round++) {
+		bch_io_pool_threads(workers[round % 3]);
+		/* libcrypto's pieces (where it loads) and libsodium's */
+		bch_crypt_use_libcrypto = round % 2;
+		unsigned nr = 1 + rnd() % JOBS_MAX;
+		struct bch_cipher_job j[JOBS_MAX];
+		uint8_t *plain[JOBS_MAX], *want[JOBS_MAX], *out[JOBS_MAX];
+		struct bch_extent_crc crc[JOBS_MAX];
+		bool in_place[JOBS_MAX];
+
+		for (unsigned i = 0; i < nr; i++) {
+			/* 1 to 256 sectors, some of them not a whole 64 KiB piece */
+			unsigned sectors = 1 + rnd() % 256;
+			size_t bytes = (size_t)sectors << BCH_SECTOR_SHIFT;
+			plain[i] = malloc(bytes);
+			want[i] = malloc(bytes);
+			out[i] = malloc(bytes);
+			cr_assert(plain[i] && want[i] && out[i]);
+			fill(plain[i], bytes);
+			in_place[i] = rnd() & 1;
+			memcpy(out[i], plain[i], bytes);
+			memset(&crc[i], 0, sizeof(crc[i]));
+			crc[i].compressed_sectors = crc[i].uncompressed_sectors = sectors;
+			crc[i].compressed_bytes = bytes;
+			uint64_t version = 1 + rnd() % (1ULL << 40);
+			cr_assert_eq(bch_crypt_extent_encrypt(c, version, &crc[i], plain[i], want[i]), 0);
+			j[i] = (struct bch_cipher_job) {
+				.version	= version,
+				.src		= in_place[i] ? out[i] : plain[i],
+				.buf		= out[i],
+				.bytes		= bytes,
+			};
+		}
+		bch_io_encrypt_batch(c, j, nr);
+		for (unsigned i = 0; i < nr; i++) {
+			cr_assert_eq(j[i].r, 0);
+			cr_assert_eq(memcmp(out[i], want[i], j[i].bytes), 0,
+				     "round %u job %u (%zu bytes): ciphertext differs from the AEAD's", round, i,
+				     j[i].bytes);
+			cr_assert_eq(memcmp(&j[i].mac, &crc[i].csum, sizeof(j[i].mac)), 0,
+				     "round %u job %u: MAC differs from the AEAD's", round, i);
+		}
+
+		/* damage one extent; decrypt the batch in place or into another buffer */
+		unsigned bad = rnd() % nr;
+		size_t at = rnd() % j[bad].bytes;
+		out[bad][at] ^= 0x10;
+		uint8_t *dec[JOBS_MAX];
+		for (unsigned i = 0; i < nr; i++) {
+			dec[i] = in_place[i] ? out[i] : malloc(j[i].bytes);
+			cr_assert(dec[i]);
+			if (!in_place[i])
+				memset(dec[i], 0xa5, j[i].bytes);
+			j[i].src = out[i];
+			j[i].buf = dec[i];
+			j[i].mac = crc[i].csum;
+		}
+		bch_io_decrypt_batch(c, j, nr);
+		for (unsigned i = 0; i < nr; i++) {
+			if (i == bad) {
+				cr_assert_eq(j[i].r, -BCH_ERR_csum_mismatch, "round %u: damage not found", round);
+				/* nothing decrypted: the ciphertext (or the untouched buffer) is left */
+				if (in_place[i]) {
+					out[i][at] ^= 0x10;
+					cr_assert_eq(memcmp(out[i], want[i], j[i].bytes), 0);
+				} else {
+					for (size_t b = 0; b < j[i].bytes; b++)
+						cr_assert_eq(dec[i][b], 0xa5, "decrypted before the MAC was checked");
+				}
+				continue;
+			}
+			cr_assert_eq(j[i].r, 0, "round %u job %u: %d", round, i, j[i].r);
+			cr_assert_eq(memcmp(dec[i], plain[i], j[i].bytes), 0, "round %u job %u: not the data",
+				     round, i);
+			/* and the single AEAD call opens what the batch wrote */
+			if (!in_place[i]) {
+				memset(dec[i], 0, j[i].bytes);
+				cr_assert_eq(bch_crypt_extent_decrypt(c, j[i].version, &crc[i], out[i], dec[i]), 0);
+				cr_assert_eq(memcmp(dec[i], plain[i], j[i].bytes), 0);
+			}
+		}
+		for (unsigned i = 0; i < nr; i++) {
+			if (!in_place[i])
+				free(dec[i]);
+			free(plain[i]);
+			free(want[i]);
+			free(out[i]);
+		}
+	}
+}
+
+/* Every extent of inum opens with the single AEAD call; how many there were. */
+static unsigned extents_open_with_aead(uint64_t inum)
+{
+	struct bch_viter it;
+	const struct bch_bkey *k;
+	unsigned nr = 0;
+	int err = 0;
+
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, 0, 0), POS(inum, UINT64_MAX, 0));
+	while ((k = bch_viter_next(&it, &err))) {
+		if (k->type != BCH_BKEY_extent)
+			continue;
+		struct bch_bkey *d = bch_bkey_dup(k);
+		const struct bch_extent *e = bkey_val(d);
+		size_t bytes = (size_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT;
+		void *enc = malloc(bytes);
+		cr_assert(enc);
+		cr_assert_eq(e->crc.csum_type, BCH_CSUM_chacha20_poly1305);
+		cr_assert_eq(bch_dev_read(c->devs[e->ptrs[0].dev]->bdev, enc, bytes,
+					  (uint64_t)e->ptrs[0].offset << BCH_SECTOR_SHIFT), 0);
+		cr_assert_eq(bch_crypt_extent_verify(c, d->version, &e->crc, enc), 0,
+			     "extent at %llu: the AEAD does not verify it", (unsigned long long)d->p.offset);
+		free(enc);
+		free(d);
+		nr++;
+	}
+	bch_viter_exit(&it);
+	cr_assert_eq(err, 0);
+	return nr;
+}
+
+Test(crypt_pool, data_path_same_with_and_without_workers)
+{
+	rng = 0xda7a32;
+	size_t len = (3 << 20) + 4096 * 7;	/* several groups of units, a partial last one */
+	uint8_t *data = malloc(len), *back = malloc(len);
+	cr_assert(data && back);
+	fill(data, len);
+
+	uint64_t ino[2];
+	for (unsigned w = 0; w < 2; w++) {
+		char name[16];
+		snprintf(name, sizeof(name), "f%u", w);
+		bch_io_pool_threads(w ? 3 : 0);
+		bch_crypt_use_libcrypto = w;
+		cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &ino[w]), 0);
+		/* one write of it all, then odd-sized rewrites inside */
+		cr_assert_eq(bch_fs_write(c, ino[w], 0, data, len), (ssize_t)len);
+		for (unsigned i = 0; i < 6; i++) {
+			size_t off = (rnd() % (len / 4096)) * 4096, n = 4096 * (1 + rnd() % 300);
+			if (off + n > len)
+				n = len - off;
+			fill(data + off, n);
+			cr_assert_eq(bch_fs_write(c, ino[w], off, data + off, n), (ssize_t)n);
+		}
+		/* the same rewrites on the second file */
+		if (!w)
+			rng = 0xda7a32, fill(data, len);
+	}
+	for (unsigned w = 0; w < 2; w++) {
+		bch_io_pool_threads(w ? 0 : 3);	/* read each the other way */
+		bch_crypt_use_libcrypto = !w;
+		memset(back, 0, len);
+		cr_assert_eq(bch_fs_read(c, ino[w], 0, back, len), (ssize_t)len);
+		cr_assert_eq(memcmp(back, data, len), 0, "file %u does not read back", w);
+		cr_assert_gt(extents_open_with_aead(ino[w]), 8);
+	}
+	free(data);
+	free(back);
+}
+
+/*
+ * Bsets and journal entries (additional data, any length): the pieces by
+ * libcrypto and by libsodium seal alike; what either sealed opens, and a
+ * changed byte of the additional data or of the body fails the MAC and
+ * leaves the body as it was.
+ */
+Test(crypt_pool, bset_and_jset_same_with_either_library)
+{
+	rng = 0xb5e732;
+	for (unsigned round = 0; round < 40; round++) {
+		size_t ad_len = rnd() % 100, len = 1 + rnd() % 70000;
+		uint8_t *ad = malloc(ad_len + 1), *p = malloc(len), *a = malloc(len), *b = malloc(len);
+		cr_assert(ad && p && a && b);
+		fill(ad, ad_len);
+		fill(p, len);
+		memcpy(a, p, len);
+		memcpy(b, p, len);
+		struct bch_csum ma, mb;
+		uint64_t seq = rnd(), js = rnd();
+		uint32_t off = rnd() % 4096;
+		bool jset = round & 1;
+
+		bch_crypt_use_libcrypto = true;
+		cr_assert_eq(jset ? bch_crypt_jset_encrypt(c, seq, js, ad, ad_len, a, len, &ma)
+				  : bch_crypt_bset_encrypt(c, seq, off, js, ad, ad_len, a, len, &ma), 0);
+		bch_crypt_use_libcrypto = false;
+		cr_assert_eq(jset ? bch_crypt_jset_encrypt(c, seq, js, ad, ad_len, b, len, &mb)
+				  : bch_crypt_bset_encrypt(c, seq, off, js, ad, ad_len, b, len, &mb), 0);
+		cr_assert_eq(memcmp(a, b, len), 0, "round %u: ciphertexts differ", round);
+		cr_assert_eq(memcmp(&ma, &mb, sizeof(ma)), 0, "round %u: MACs differ", round);
+		cr_assert_neq(memcmp(a, p, len), 0);
+
+		/* damage: the additional data, then the body; the body is left as it was */
+		bch_crypt_use_libcrypto = round % 4 < 2;
+		uint8_t *which = ad_len && (rnd() & 1) ? ad : a;
+		size_t at = rnd() % (which == ad ? ad_len : len);
+		which[at] ^= 1;
+		cr_assert_eq(jset ? bch_crypt_jset_decrypt(c, seq, js, ad, ad_len, a, len, ma)
+				  : bch_crypt_bset_decrypt(c, seq, off, js, ad, ad_len, a, len, ma),
+			     -BCH_ERR_csum_mismatch, "round %u: damage not found", round);
+		which[at] ^= 1;
+		cr_assert_eq(memcmp(a, b, len), 0, "round %u: decrypted before the MAC was checked", round);
+		cr_assert_eq(jset ? bch_crypt_jset_decrypt(c, seq, js, ad, ad_len, a, len, ma)
+				  : bch_crypt_bset_decrypt(c, seq, off, js, ad, ad_len, a, len, ma), 0);
+		cr_assert_eq(memcmp(a, p, len), 0, "round %u: not the data", round);
+		free(ad);
+		free(p);
+		free(a);
+		free(b);
+	}
+}
