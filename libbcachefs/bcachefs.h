@@ -95,6 +95,13 @@ struct bch_fs {
 						 * hint: the background walks the extents only
 						 * when a full stripe may be there) */
 	bool			ec_waiting_known;	/* ec_waiting counted (false: walk at once) */
+	uint8_t			*ec_bufs[20];		/* ec.c: stripe block buffers kept between
+						 * builder steps (BCH_STRIPE_BLOCKS_MAX) */
+	size_t			ec_bufs_bytes;		/* the size of each */
+	bool			ec_build_deferred;	/* set by a caller of bch_rebalance_step()
+						 * around one step: no stripe built or
+						 * compacted in it (fusemount, while writes
+						 * stream: rebalance.h) */
 	bool			ec_compact_parked;	/* ec_move.c: compaction left stripes for want
 						 * of space; waits until space_gen moves */
 	uint64_t		ec_compact_gen;		/* space_gen when it parked */

@@ -772,6 +772,35 @@ static int commit(struct build *b, struct bch_bkey *sk, struct bch_move_stats *s
 	return 0;
 }
 
+/*
+ * Block i's buffer of bytes, kept by the filesystem between builder steps
+ * (c->ec_bufs): a fresh mapping for every block of every stripe cost a
+ * third of a mounted build's time in page faults and zeroing.  At most
+ * BCH_STRIPE_BLOCKS_MAX buffers of the largest block asked for, until
+ * bch_ec_bufs_free().  Its contents are whatever the last step left.
+ */
+static uint8_t *ec_block_buf(struct bch_fs *c, unsigned i, size_t bytes)
+{
+	_Static_assert(sizeof(c->ec_bufs) / sizeof(c->ec_bufs[0]) == BCH_STRIPE_BLOCKS_MAX,
+		       "one buffer per stripe block");
+	if (c->ec_bufs_bytes < bytes) {
+		bch_ec_bufs_free(c);
+		c->ec_bufs_bytes = bytes;
+	}
+	if (!c->ec_bufs[i])
+		c->ec_bufs[i] = bch_dev_alloc_buf(c->ec_bufs_bytes);
+	return c->ec_bufs[i];
+}
+
+void bch_ec_bufs_free(struct bch_fs *c)
+{
+	for (unsigned i = 0; i < BCH_STRIPE_BLOCKS_MAX; i++) {
+		free(c->ec_bufs[i]);
+		c->ec_bufs[i] = NULL;
+	}
+	c->ec_bufs_bytes = 0;
+}
+
 static void build_free(struct build *b)
 {
 	for (unsigned i = 0; i < b->nr_alloced; i++)
@@ -779,8 +808,6 @@ static void build_free(struct build *b)
 	for (size_t i = 0; i < b->nr; i++)
 		free(b->cands[i].k);
 	free(b->cands);
-	for (unsigned i = 0; i < BCH_STRIPE_BLOCKS_MAX; i++)
-		free(b->bufs[i]);
 }
 
 /* One stripe from the candidates at *pos on: 1 built, 0 nothing to build, < 0 error. */
@@ -827,9 +854,12 @@ static int build_one(struct bch_fs *c, unsigned p, const unsigned *members, unsi
 							       : nr_members - p) + i) % nr_members];
 	b.n = b.k + p;
 	r = -ENOMEM;
-	for (unsigned i = 0; i < b.n; i++)
-		if (!(b.bufs[i] = bch_dev_alloc_buf((size_t)b.block_sectors << BCH_SECTOR_SHIFT)))
+	for (unsigned i = 0; i < b.n; i++) {
+		size_t bytes = (size_t)b.block_sectors << BCH_SECTOR_SHIFT;
+		if (!(b.bufs[i] = ec_block_buf(c, i, bytes)))
 			goto out;
+		memset(b.bufs[i], 0, bytes);	/* fill() leaves the gaps as they are */
+	}
 	fill(&b, st);
 	bool any = false;
 	for (size_t i = 0; i < b.nr; i++)
@@ -1361,8 +1391,9 @@ static int ip_prepare(struct bch_fs *c, struct inplace *ip, struct ip_stripe *s,
 		return 0;
 	memcpy(b->devs, s->devs, sizeof(b->devs));
 	r = -ENOMEM;
+	/* ip_read() fills each data block whole (zeros past its end), the code the parity */
 	for (unsigned i = 0; i < b->n; i++)
-		if (!(b->bufs[i] = bch_dev_alloc_buf((size_t)b->block_sectors << BCH_SECTOR_SHIFT)))
+		if (!(b->bufs[i] = ec_block_buf(c, i, (size_t)b->block_sectors << BCH_SECTOR_SHIFT)))
 			goto out;
 	r = ip_read(c, ip, s, b, st);
 	if (r == -ENOMEM || bch_err_is_dl(r))
@@ -1391,10 +1422,8 @@ static int ip_prepare(struct bch_fs *c, struct inplace *ip, struct ip_stripe *s,
 	r = ip_write(c, ip, s, b, sv, st);
 	r = r ? r : 1;
 out:
-	for (unsigned i = 0; i < BCH_STRIPE_BLOCKS_MAX; i++) {
-		free(b->bufs[i]);
-		b->bufs[i] = NULL;
-	}
+	for (unsigned i = 0; i < BCH_STRIPE_BLOCKS_MAX; i++)
+		b->bufs[i] = NULL;	/* c's (ec_block_buf) */
 	bch_ec_codec_exit(&codec);
 	if (r != 1) {
 		free(s->sk);

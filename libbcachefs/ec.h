@@ -51,6 +51,7 @@
  *
  * Memory: a codec holds k*(k+p) + 32*k*p bytes of tables; a rebuild holds
  * k + 2p buffers of the extent's size; the builder k + p buffers of a bucket
+ * (kept by the filesystem between steps, freed at close: bch_ec_bufs_free)
  * and a copy of each extent key it gathers (bounded by one transaction per
  * stripe, up to 16 stripes planned at once in place), and for one step 9
  * bytes per bucket of each member (the in-place walk's counts).
@@ -252,6 +253,9 @@ int bch_ec_step(struct bch_fs *c, uint64_t budget, bool finish, struct bch_move_
 
 /* Sectors of user data that are replicated and would be striped (fs usage, data rebalance). */
 int bch_ec_pending(struct bch_fs *c, uint64_t *sectors);
+
+/* Free the stripe block buffers the builder keeps between steps (at close). */
+void bch_ec_bufs_free(struct bch_fs *c);
 
 /* ------------------------------------------------------ stripe check */
 

@@ -31,6 +31,7 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "crypt.h"
+#include "ec.h"
 #include "ec_move.h"
 #include "checksum.h"
 #include "errcode.h"
@@ -216,6 +217,7 @@ static void fs_free(struct bch_fs *c)
 		free(c->replay_deferred[i].k);
 	free(c->replay_deferred);
 	free(c->extents_lost);
+	bch_ec_bufs_free(c);
 	bch_btree_cache_exit(c);
 	bch_fs_journal_exit(c);
 	bch_alloc_btree_exit(c);
