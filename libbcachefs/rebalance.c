@@ -444,13 +444,14 @@ static int rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_sta
  * (ec_move.h) and the stripe builder
  * (ec.h: erasure_code) builds full stripes, in place from full stripe
  * candidate buckets, else gathering replicated extents (data rebalance
- * finishes the rest with bch_ec_step(..., true, ...)).
+ * finishes the rest with bch_ec_step(..., true, ...)).  Neither while
+ * c->ec_build_deferred is set.
  */
 int bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s, bool *parked)
 {
 	int r = rebalance_step(c, budget, s, parked);
 
-	if (r || c->read_only)
+	if (r || c->read_only || c->ec_build_deferred)
 		return r;
 	/* stripes mostly deleted are dissolved first (ec_move.h), then built anew */
 	int compacted = bch_ec_compact_step(c, budget, s);

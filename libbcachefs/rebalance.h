@@ -66,7 +66,10 @@ int  bch_rebalance_schedule(struct bch_fs *c, uint64_t inum);
 /*
  * Do up to budget sectors of work.  Returns 1 when more work is ready, 0
  * when there is none (all done, or the rest waits for space: *parked is
- * then true), or a negative error.
+ * then true), or a negative error.  With c->ec_build_deferred set, the
+ * work keys only: no stripe is built or compacted (the FUSE daemon sets it
+ * while writes stream in, so the stripes are built when they pause rather
+ * than under the writer's feet).
  */
 int  bch_rebalance_step(struct bch_fs *c, uint64_t budget, struct bch_move_stats *s,
 			bool *parked);

@@ -6,7 +6,9 @@
  *   candidate_stream  an erasure-coded file's first copies lie in buckets
  *                     that hold nothing else (no other copy, no file with
  *                     erasure_code off), spread over every member.
- *   in_place          the background step builds full stripes (4 blocks of
+ *   in_place          a step with ec_build_deferred set (the daemon while
+ *                     writes stream) builds nothing; then the background
+ *                     step builds full stripes (4 blocks of
  *                     a bucket) only; data rebalance's (finish) the rest.
  *                     Every extent of the file then has one striped
  *                     pointer exactly where its first copy was, each data
@@ -209,9 +211,17 @@ Test(ec_inplace, candidate_stream_and_in_place)
 	for (unsigned d = 0; d < NDEV; d++)
 		cr_assert_gt(on_dev[d], 0, "no candidate bucket on member %u", d);
 
-	/* in_place: the background step builds full stripes only */
+	/* deferred (the FUSE daemon while writes stream in): the step builds no stripe */
 	struct bch_move_stats s = { 0 };
 	bool parked;
+	c->ec_build_deferred = true;
+	cr_assert_geq(bch_rebalance_step(c, UINT64_MAX >> 1, &s, &parked), 0, "%s", c->err_msg);
+	c->ec_build_deferred = false;
+	cr_assert_eq(testfs_count_keys(c, BCH_BTREE_ID_stripes, BCH_BKEY_stripe), 0,
+		     "a deferred step built a stripe");
+	cr_assert_eq(s.sectors_written, 0);
+
+	/* in_place: the background step builds full stripes only */
 	cr_assert_geq(bch_rebalance_step(c, UINT64_MAX >> 1, &s, &parked), 0, "%s", c->err_msg);
 	unsigned bg = testfs_count_keys(c, BCH_BTREE_ID_stripes, BCH_BKEY_stripe);
 	cr_assert_gt(bg, 0, "the background built no stripe");
