@@ -219,16 +219,30 @@ bool bch_inode_ec_effective(struct bch_fs *c, const struct bch_inode *i)
 	return raw ? raw - 1 : c->opts.v[Opt_erasure_code] != 0;
 }
 
+bool bch_ec_replicas_fit(struct bch_fs *c, unsigned replicas)
+{
+	unsigned fs = c->opts.v[Opt_data_replicas] ? c->opts.v[Opt_data_replicas] : 1;
+
+	return replicas <= fs;
+}
+
+bool bch_inode_ec_stripes(struct bch_fs *c, const struct bch_inode *i)
+{
+	if (!bch_inode_ec_effective(c, i))
+		return false;
+	return !i || !i->opt_data_replicas || bch_ec_replicas_fit(c, i->opt_data_replicas - 1);
+}
+
 bool bch_inode_ec_memo_on(struct bch_fs *c, struct bch_inode_ec_memo *m, uint64_t inum)
 {
-	if (!(c->sb->features & BCH_FEATURE_INODE_EC))
-		return c->opts.v[Opt_erasure_code] != 0;	/* no inode has its own value */
+	if (!(c->sb->features & BCH_FEATURE_INODE_EC) && !c->opts.v[Opt_erasure_code])
+		return false;	/* no inode has a value of its own, and the filesystem's is off */
 	if (!m->valid || m->inum != inum) {
 		struct bch_inode i;
 		m->inum = inum;
 		m->valid = true;
 		/* an extent whose inode is gone is freed soon: the filesystem's value */
-		m->on = bch_inode_ec_effective(c, bch_inode_get(c, inum, &i) ? NULL : &i);
+		m->on = bch_inode_ec_stripes(c, bch_inode_get(c, inum, &i) ? NULL : &i);
 	}
 	return m->on;
 }

@@ -57,10 +57,21 @@ int bch_inode_feature_enable(struct bch_fs *c, uint64_t feature);
 /* The effective erasure_code of an inode (NULL: the filesystem's). */
 bool bch_inode_ec_effective(struct bch_fs *c, const struct bch_inode *i);
 /*
- * The same by inode number, for a walk in key order (the stripe builder,
- * fs usage): one inode read per inode number, remembered in m (zeroed by the
- * caller).  Without BCH_FEATURE_INODE_EC no inode holds a value of its own,
- * and the filesystem's is returned without a read.
+ * Are the file's extents striped (ec.h)?  Its effective erasure_code is on
+ * and it asks no more copies than the filesystem's data_replicas: a
+ * stripe's parity count is the filesystem's data_replicas - 1, so a file
+ * asking more keeps its copies (durability is never lowered by striping);
+ * one asking fewer is striped with the filesystem's parity.  NULL: the
+ * filesystem's.  bch_ec_replicas_fit(): replicas copies fit the stripes.
+ */
+bool bch_inode_ec_stripes(struct bch_fs *c, const struct bch_inode *inode);
+bool bch_ec_replicas_fit(struct bch_fs *c, unsigned replicas);
+
+/*
+ * bch_inode_ec_stripes() by inode number, for a walk in key order (the
+ * stripe builder, fs usage): one inode read per inode number, remembered in
+ * m (zeroed by the caller).  Without BCH_FEATURE_INODE_EC and with the
+ * filesystem's erasure_code off, nothing is striped and nothing is read.
  */
 struct bch_inode_ec_memo {
 	uint64_t	inum;

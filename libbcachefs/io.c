@@ -452,7 +452,7 @@ static int unit_store(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	uint64_t released = u->reserved_delta < 0 ? (uint64_t)-u->reserved_delta : 0;
 	/* erasure-coded: the first copy into a stripe candidate bucket (alloc.h) */
 	if ((r = bch_alloc_data_ec(c, crc->compressed_sectors, o->replicas, o->target, released,
-				   o->erasure_code, ptrs, &got)))
+				   o->erasure_code && bch_ec_replicas_fit(c, o->replicas), ptrs, &got)))
 		return r;
 	if (got < c->opts.v[Opt_data_replicas_required] && got < o->replicas) {
 		bch_alloc_data_free(c, ptrs, got, crc->compressed_sectors);
@@ -616,7 +616,7 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	/* data off its background target, or not in its background compression */
 	if (!r && needs_rebalance)
 		r = bch_rebalance_work_set(c, t, inum, start);
-	if (!r && o->erasure_code)
+	if (!r && o->erasure_code && bch_ec_replicas_fit(c, o->replicas))
 		c->ec_waiting += sectors;	/* the stripe builder's hint (ec.h) */
 	return r;
 }

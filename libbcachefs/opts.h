@@ -118,7 +118,8 @@ extern const char * const bch_member_state_names[];
 	x(erasure_code,		BCH_OPT_BOOL,	OPT_FORMAT|OPT_FS|OPT_RUNTIME|OPT_INODE, 16, \
 	  0, 0, 1, NULL,								\
 	  "Gather new data into Reed-Solomon stripes in the background "		\
-	  "(p = data_replicas - 1 parity blocks)")					\
+	  "(p = the filesystem's data_replicas - 1 parity blocks; a file "	\
+	  "asking more copies keeps them)")						\
 	x(encrypted,		BCH_OPT_BOOL,	OPT_FORMAT, -1,				\
 	  0, 0, 1, NULL,								\
 	  "Encrypt the filesystem (asks for a passphrase)")				\
