@@ -18,8 +18,10 @@ libarchive-dev libcriterion-dev libkeyutils-dev libisal-dev python3"
 # liblz4.so.1, libzstd.so.1 (compressed data), libxxhash.so.0 (xxhash64),
 # libblkid.so.1 (format's check for an existing filesystem), libkeyutils.so.1
 # (the kernel keyring: unlock, and every open of an encrypted filesystem),
-# libisal.so.2 (ISA-L: Reed-Solomon coding of erasure-coded stripes).
-RUNTIME_PKGS="libisal2 libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0 libblkid1 libkeyutils1"
+# libisal.so.2 (ISA-L: Reed-Solomon coding of erasure-coded stripes),
+# libcrypto.so.3 (OpenSSL: the bulk cipher of encrypted filesystems, optional:
+# libsodium does it without).
+RUNTIME_PKGS="libisal2 libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhash0 libblkid1 libkeyutils1 libssl3"
 # Tools the CLI, fsck and FUSE tests drive (mke2fs to build foreign images,
 # sfdisk for partition tables, losetup for loop devices, fuse3 for
 # fusermount3, jq to check --json output, python3-jsonschema to validate it
