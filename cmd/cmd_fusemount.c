@@ -2293,6 +2293,8 @@ static bool bg_ec_defer(struct fmount *m, struct bch_fs *c)
 {
 	struct statvfs st;
 
+	if (!c->opts.v[Opt_erasure_code] && !(c->sb->features & BCH_FEATURE_INODE_EC))
+		return false;	/* nothing to stripe: no statfs */
 	if (mono_ns() - m->last_write_ns >= BG_EC_QUIET_NS)
 		return false;
 	bch_fs_statfs(c, &st);

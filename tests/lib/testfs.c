@@ -91,14 +91,8 @@ void testfs_assert_fsck_clean(struct bch_fs *c, bool data)
 	free(n);
 }
 
-const char *testfs_fsck_problem(char paths[][TESTFS_PATH_MAX], unsigned nr, bool data, char *msg,
-				size_t len)
+const char *testfs_fsck_problem_fs(struct bch_fs *c, bool data, char *msg, size_t len)
 {
-	char err[256];
-	struct bch_fs *c = testfs_open(paths, nr, TESTFS_RO | TESTFS_FSCK, 0, err, sizeof(err));
-
-	if (!c)
-		return snprintf(msg, len, "fsck open: %s", err), msg;
 	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
 	struct bch_fsck_file_stats st;
 	uint64_t nodes;
@@ -112,6 +106,18 @@ const char *testfs_fsck_problem(char paths[][TESTFS_PATH_MAX], unsigned nr, bool
 		if (n->found[q])
 			bad = (snprintf(msg, len, "fsck -n finds %s", bch_fsck_problems[q].name), msg);
 	free(n);
+	return bad;
+}
+
+const char *testfs_fsck_problem(char paths[][TESTFS_PATH_MAX], unsigned nr, bool data, char *msg,
+				size_t len)
+{
+	char err[256];
+	struct bch_fs *c = testfs_open(paths, nr, TESTFS_RO | TESTFS_FSCK, 0, err, sizeof(err));
+
+	if (!c)
+		return snprintf(msg, len, "fsck open: %s", err), msg;
+	const char *bad = testfs_fsck_problem_fs(c, data, msg, len);
 	bch_fs_close(c);
 	return bad;
 }

@@ -54,6 +54,8 @@ void testfs_assert_fsck_clean(struct bch_fs *c, bool data);
  */
 const char *testfs_fsck_problem(char paths[][TESTFS_PATH_MAX], unsigned nr, bool data, char *msg,
 				size_t len);
+/* The same on an open filesystem c (left open). */
+const char *testfs_fsck_problem_fs(struct bch_fs *c, bool data, char *msg, size_t len);
 
 /* Keys of type in btree id of c (0 when the btree does not exist yet). */
 unsigned testfs_count_keys(struct bch_fs *c, unsigned id, unsigned type);

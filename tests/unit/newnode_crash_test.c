@@ -132,24 +132,6 @@ static const char *check(struct bch_fs *c, size_t at, char *msg, size_t len)
 	return snprintf(msg, len, "no prefix of the transactions matches"), msg;
 }
 
-/* fsck -n of the open c (btrees, files): NULL when clean. */
-static const char *fsck_problem(struct bch_fs *c, char *msg, size_t len)
-{
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-	const char *bad = NULL;
-
-	cr_assert(n);
-	n->mode = BCH_FSCK_NO;
-	if (bch_fsck_btrees(n, c, &nodes) || bch_fsck_files(n, c, false, &st))
-		bad = (snprintf(msg, len, "fsck: %.200s", n->err_msg), msg);
-	for (unsigned q = 0; q < BCH_FSCK_PROBLEM_NR && !bad; q++)
-		if (n->found[q])
-			bad = (snprintf(msg, len, "fsck -n finds %s", bch_fsck_problems[q].name), msg);
-	free(n);
-	return bad;
-}
 
 /* One transaction: keys[0..n) set to gen (0: deleted), recorded in the history. */
 static void txn(struct bch_fs *c, struct btree_trans *t, unsigned op, const unsigned *keys,
@@ -270,7 +252,7 @@ static void crash_run(bool encrypted)
 		cr_assert(r, "cut %zu seed %llu: open failed: %s", at, (unsigned long long)cut.seed, err);
 		const char *bad = check(r, at, msg, sizeof(msg));
 		if (!bad)
-			bad = fsck_problem(r, msg, sizeof(msg));
+			bad = testfs_fsck_problem_fs(r, false, msg, sizeof(msg));
 		if (bad && getenv("CRASH_DEBUG"))
 			fprintf(stderr, "%s\n", iorec_plan_describe(rec, &plan));
 		cr_assert_null(bad, "cut %zu seed %llu: %s", at, (unsigned long long)cut.seed, bad);
@@ -461,7 +443,7 @@ Test(newnode_crash, root_regrown_in_the_entry_of_its_collapse)
 		free(k);
 	}
 	char msg[300];
-	const char *bad = fsck_problem(c, msg, sizeof(msg));
+	const char *bad = testfs_fsck_problem_fs(c, false, msg, sizeof(msg));
 	cr_assert_null(bad, "%s", bad);
 	bch_fs_close(c);
 	test_tmpdir_remove(tmpdir);
