@@ -13,6 +13,7 @@
 #include "format.h"
 #include "fsck.h"
 #include "fs.h"
+#include "fs_ops.h"
 #include "testfs.h"
 
 bool testfs_encrypted;
@@ -158,4 +159,58 @@ void *testfs_slurp(const char *path, size_t *len)
 	close(fd);
 	*len = st.st_size;
 	return b;
+}
+
+/* FNV-1a: a file's digest in a crash test's model (not a checksum of the format). */
+static uint64_t model_hash(const unsigned char *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ULL;
+	return h;
+}
+
+void testfs_model_digest(const unsigned char *model, unsigned nfiles, size_t fsize,
+			 uint64_t *states, unsigned op)
+{
+	for (unsigned f = 0; f < nfiles; f++)
+		states[(size_t)op * nfiles + f] = model_hash(model + (size_t)f * fsize, fsize);
+}
+
+const char *testfs_model_check(struct bch_fs *c, unsigned nfiles, size_t fsize,
+			       const uint64_t *states, unsigned from, unsigned to, char *msg,
+			       size_t len)
+{
+	unsigned char *buf = malloc(fsize);
+	uint64_t *found = calloc(nfiles, sizeof(*found));
+	const char *bad = NULL;
+
+	cr_assert(buf && found);
+	for (unsigned f = 0; f < nfiles && !bad; f++) {
+		char name[16];
+		uint64_t inum;
+
+		snprintf(name, sizeof(name), "f%u", f);
+		if (bch_fs_lookup(c, BCH_ROOT_INO, name, &inum)) {
+			bad = (snprintf(msg, len, "%s: missing (%.200s)", name, c->err_msg), msg);
+			break;
+		}
+		ssize_t n = bch_fs_read(c, inum, 0, buf, fsize);
+		if (n != (ssize_t)fsize)
+			bad = (snprintf(msg, len, "%s: read %zd (%.200s)", name, n, c->err_msg), msg);
+		else
+			found[f] = model_hash(buf, fsize);
+	}
+	if (!bad) {
+		bad = (snprintf(msg, len, "no state after ops %u..%u matches", from, to), msg);
+		for (unsigned p = from; p <= to; p++)
+			if (!memcmp(found, states + (size_t)p * nfiles, nfiles * sizeof(*found))) {
+				bad = NULL;
+				break;
+			}
+	}
+	free(buf);
+	free(found);
+	return bad;
 }

@@ -69,4 +69,18 @@ bool testfs_damage_found(char paths[][TESTFS_PATH_MAX], unsigned nr);
 
 /* The whole file at path, malloc'd (the caller frees); *len its size. */
 void *testfs_slurp(const char *path, size_t *len);
+
+/*
+ * A crash test's model of nfiles files of fsize bytes each, named f0, f1,
+ * ... in the root directory: model holds their bytes (file f at model +
+ * f * fsize), states their digests after each op (row op of nfiles).
+ * testfs_model_digest() fills states' row for op from model;
+ * testfs_model_check() reads the files of c and returns NULL when they
+ * match the row of some op in from..to, else msg saying what differs.
+ */
+void testfs_model_digest(const unsigned char *model, unsigned nfiles, size_t fsize,
+			 uint64_t *states, unsigned op);
+const char *testfs_model_check(struct bch_fs *c, unsigned nfiles, size_t fsize,
+			       const uint64_t *states, unsigned from, unsigned to, char *msg,
+			       size_t len);
 #endif

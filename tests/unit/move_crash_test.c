@@ -30,6 +30,7 @@
 #include "move.h"
 #include "rebalance.h"
 #include "tests/lib/iorecord.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 #define NFILES		4
@@ -41,18 +42,9 @@ static unsigned char model[NFILES][FSIZE];
 static uint64_t states[NOPS + 1][NFILES];	/* digest of each file after op */
 static size_t op_event[NOPS + 1];
 
-static uint64_t fnv(const unsigned char *p, size_t n)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ULL;
-	return h;
-}
-
 static void snapshot(unsigned op)
 {
-	for (unsigned f = 0; f < NFILES; f++)
-		states[op][f] = fnv(model[f], FSIZE);
+	testfs_model_digest(&model[0][0], NFILES, FSIZE, &states[0][0], op);
 }
 
 static struct bch_fs *open_devs(char p[2][128], unsigned flags_fsck, char *err)
@@ -72,24 +64,7 @@ static struct bch_fs *open_devs(char p[2][128], unsigned flags_fsck, char *err)
 /* NULL when the files match the state after some op in from..to. */
 static const char *check(struct bch_fs *c, unsigned from, unsigned to, char *msg, size_t len)
 {
-	static unsigned char buf[FSIZE];
-	uint64_t found[NFILES];
-
-	for (unsigned f = 0; f < NFILES; f++) {
-		char name[16];
-		uint64_t inum;
-		snprintf(name, sizeof(name), "f%u", f);
-		if (bch_fs_lookup(c, BCH_ROOT_INO, name, &inum))
-			return snprintf(msg, len, "%s: missing (%.200s)", name, c->err_msg), msg;
-		ssize_t n = bch_fs_read(c, inum, 0, buf, FSIZE);
-		if (n != FSIZE)
-			return snprintf(msg, len, "%s: read %zd (%.200s)", name, n, c->err_msg), msg;
-		found[f] = fnv(buf, FSIZE);
-	}
-	for (unsigned p = from; p <= to; p++)
-		if (!memcmp(found, states[p], sizeof(found)))
-			return NULL;
-	return snprintf(msg, len, "no state after ops %u..%u matches", from, to), msg;
+	return testfs_model_check(c, NFILES, FSIZE, &states[0][0], from, to, msg, len);
 }
 
 static const char *fsck_problems(char p[2][128], char *msg, size_t len)
