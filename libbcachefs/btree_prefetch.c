@@ -58,7 +58,7 @@ enum pf_state { PF_FREE, PF_QUEUED, PF_READING, PF_READY };
 
 struct pf_slot {
 	enum pf_state		state;
-	uint64_t		seq;		/* queue order: the oldest is read first */
+	uint64_t		seq;		/* queue order: the newest is read first */
 	struct bch_blockdev	*bdev[2];
 	struct bch_extent_ptr	ptr[2];		/* the copy to read, the one to compare (bdev[1]) */
 	size_t			len;		/* bytes of the first copy first read */
@@ -264,8 +264,13 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&p->lock);
 	while (!p->stop) {
 		struct pf_slot *s = NULL;
+		/*
+		 * the newest first: the read path does a queued node itself when
+		 * it gets there first, so the two work from either end of the
+		 * queue and neither waits for the other
+		 */
 		for (unsigned i = 0; i < PF_SLOTS; i++)
-			if (p->slot[i].state == PF_QUEUED && (!s || p->slot[i].seq < s->seq))
+			if (p->slot[i].state == PF_QUEUED && (!s || p->slot[i].seq > s->seq))
 				s = &p->slot[i];
 		if (!s) {
 			pthread_cond_wait(&p->work, &p->lock);
@@ -385,12 +390,8 @@ void bch_prefetch_node(struct bch_fs *c, unsigned id, unsigned level, const stru
 	bool compare = c->opts.v[Opt_fsck] && !c->fsck_copies_checked;
 	struct bch_blockdev *b = compare && nr > 1 ? ptr_bdev(c, &bp->ptrs[1]) : NULL;
 	/* encrypted: the read path decrypts in place (and compares both copies read): bytes only */
-	/*
-	 * and parse it unless pass 3 compares copies: then this thread reads
-	 * both and compares (the read path parses and validates), a fair half
-	 * of the work each; encrypted: the read path decrypts in place
-	 */
-	bool parsed = !bch_fs_encrypted(c) && !compare;
+	/* and parse it (encrypted: the bytes only, the read path decrypts in place) */
+	bool parsed = !bch_fs_encrypted(c);
 	size_t written = (size_t)bp->sectors_written << 9, bytes = written;
 	if (bytes < nb)
 		bytes += bs;
