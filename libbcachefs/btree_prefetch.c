@@ -58,7 +58,7 @@ enum pf_state { PF_FREE, PF_QUEUED, PF_READING, PF_READY };
 
 struct pf_slot {
 	enum pf_state		state;
-	uint64_t		seq;		/* queue order: the newest is read first */
+	uint64_t		seq;		/* queue order (which is read first: worker()) */
 	struct bch_blockdev	*bdev[2];
 	struct bch_extent_ptr	ptr[2];		/* the copy to read, the one to compare (bdev[1]) */
 	size_t			len;		/* bytes of the first copy first read */
@@ -265,13 +265,20 @@ static void *worker(void *arg)
 	while (!p->stop) {
 		struct pf_slot *s = NULL;
 		/*
-		 * the newest first: the read path does a queued node itself when
-		 * it gets there first, so the two work from either end of the
-		 * queue and neither waits for the other
+		 * Which first.  Pass 3 (keys validated, copies compared): a node
+		 * costs this thread more (both copies read, one parsed and its
+		 * keys validated) than the read path's checks of it, so the newest: the read path does
+		 * a queued node itself when it gets there first, and the two
+		 * work from either end of the queue, neither waiting for the
+		 * other.  Later passes: parsing costs less than the checks of
+		 * the keys, so the oldest, the one the read path needs next.
 		 */
-		for (unsigned i = 0; i < PF_SLOTS; i++)
-			if (p->slot[i].state == PF_QUEUED && (!s || p->slot[i].seq > s->seq))
-				s = &p->slot[i];
+		for (unsigned i = 0; i < PF_SLOTS; i++) {
+			struct pf_slot *t = &p->slot[i];
+			if (t->state == PF_QUEUED &&
+			    (!s || (!t->skip_validate ? t->seq > s->seq : t->seq < s->seq)))
+				s = t;
+		}
 		if (!s) {
 			pthread_cond_wait(&p->work, &p->lock);
 			continue;
