@@ -14,8 +14,9 @@
  * while fsck pass 3 still compares copies, it then compares the second
  * copy with it over what the parse found written, as copies_identical()
  * would.  The read path takes the parsed node's keys and arena from here
- * (bch_prefetch_take_parsed()) instead of reading, and waits for one being
- * parsed; anything not queued, or not parsed here (an encrypted
+ * (bch_prefetch_take_parsed()) instead of reading, and waits a little for
+ * one being parsed (PF_WAIT_NS: a worker the scheduler left waiting is not
+ * waited for; the read path reads that node itself); anything not queued, or not parsed here (an encrypted
  * filesystem: the bytes only, bch_prefetch_take()), it reads or parses
  * itself as before.  So the second core does the system calls, the copying
  * out of the page cache, the checksums, the parse and the comparing, and
@@ -41,6 +42,7 @@
  * its node found in the cache meanwhile, is reused first).
  */
 #include <errno.h>
+#include <time.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +56,19 @@
 
 #define PF_SLOTS	3
 
-enum pf_state { PF_FREE, PF_QUEUED, PF_READING, PF_READY };
+/*
+ * PF_DROPPED: being read, and the read path did not wait for it (it reads
+ * the node itself): the worker frees what it made and frees the slot.
+ */
+enum pf_state { PF_FREE, PF_QUEUED, PF_READING, PF_READY, PF_DROPPED };
+
+/*
+ * How long the read path waits for a node being read here before it reads
+ * the node itself: a parse takes well under this, so it waits only for a
+ * worker that is not running (a busy machine's scheduler), and never
+ * longer than this for it.
+ */
+#define PF_WAIT_NS	(300 * 1000)
 
 struct pf_slot {
 	enum pf_state		state;
@@ -328,7 +342,12 @@ static void *worker(void *arg)
 		s->written = job.written;
 		s->bytes = job.bytes;
 		s->got = job.got;
-		s->state = PF_READY;
+		if (s->state == PF_DROPPED) {
+			slot_clear(s);
+			s->state = PF_FREE;
+		} else {
+			s->state = PF_READY;
+		}
 		pthread_cond_broadcast(&p->ready);
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -441,11 +460,36 @@ out:
 	pthread_mutex_unlock(&p->lock);
 }
 
-/* The slot of the copy at ptr (not free), or NULL; under p->lock. */
+/*
+ * Wait (under p->lock) a little for s being read: true when it is ready;
+ * false when the worker did not finish in time: s is dropped (the worker
+ * frees it) and the caller reads the node itself.
+ */
+static bool wait_ready(struct bch_prefetch *p, struct pf_slot *s)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += PF_WAIT_NS;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (s->state == PF_READING)
+		if (pthread_cond_timedwait(&p->ready, &p->lock, &until) == ETIMEDOUT)
+			break;
+	if (s->state != PF_READING)
+		return true;
+	s->state = PF_DROPPED;
+	return false;
+}
+
+/* The slot of the copy at ptr (queued, being read or ready), or NULL; under p->lock. */
 static struct pf_slot *slot_of(struct bch_prefetch *p, const struct bch_extent_ptr *ptr)
 {
 	for (unsigned i = 0; i < PF_SLOTS; i++)
-		if (p->slot[i].state != PF_FREE && ptr_eq(&p->slot[i].ptr[0], ptr))
+		if (p->slot[i].state != PF_FREE && p->slot[i].state != PF_DROPPED &&
+		    ptr_eq(&p->slot[i].ptr[0], ptr))
 			return &p->slot[i];
 	return NULL;
 }
@@ -516,8 +560,10 @@ bool bch_prefetch_take_parsed(struct bch_fs *c, struct btree *b, const struct bc
 		pthread_mutex_unlock(&p->lock);
 		return false;
 	}
-	while (s->state == PF_READING)
-		pthread_cond_wait(&p->ready, &p->lock);
+	if (!wait_ready(p, s)) {
+		pthread_mutex_unlock(&p->lock);
+		return false;
+	}
 	const struct bch_btree_ptr *sp = bkey_val(s->key);
 	if (s->node && s->len == len && s->id == b->id && s->level == b->level &&
 	    bpos_eq(sp->min_key, b->min_key) && bpos_eq(s->key->p, b->max_key) && sp->seq == bp->seq &&
@@ -547,9 +593,7 @@ void *bch_prefetch_take(struct bch_fs *c, const struct bch_extent_ptr *ptr, size
 	if (s && s->state == PF_QUEUED) {
 		slot_clear(s);	/* not started: the caller reads it now */
 		s->state = PF_FREE;
-	} else if (s) {
-		while (s->state == PF_READING)
-			pthread_cond_wait(&p->ready, &p->lock);
+	} else if (s && wait_ready(p, s)) {
 		if (!s->err && !s->node && s->buf && s->len == *len) {
 			buf = s->buf;
 			*len = s->got;

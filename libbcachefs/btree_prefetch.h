@@ -38,8 +38,8 @@ void bch_prefetch_node(struct bch_fs *c, unsigned id, unsigned level, const stru
  * parsed ahead for b's btree, level, range and bp's seq, with the first read
  * len bytes long, b takes its keys, arena and what the parse learnt (the
  * fields parse_one() sets), and true is returned; false: read it yourself
- * (perhaps its bytes wait in bch_prefetch_take()).  Waits while it is being
- * parsed.
+ * (perhaps its bytes wait in bch_prefetch_take()).  Waits a little
+ * (btree_prefetch.c) while it is being parsed.
  */
 bool bch_prefetch_take_parsed(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
 			      const struct bch_btree_ptr *bp, size_t len);
@@ -59,8 +59,8 @@ int bch_btree_node_parse_ahead(struct bch_fs *c, struct btree *b, const struct b
  * The read path (btree_io.c): the bytes of the copy at ptr, from its start,
  * in a node arena (bch_node_arena_alloc(); the caller owns it), when they
  * were read ahead with a first read of *len bytes; *len becomes how many
- * were read (as far as the bsets go: more than asked, perhaps).  Waits
- * when they are being read.  NULL: read them yourself.
+ * were read (as far as the bsets go: more than asked, perhaps).  Waits a
+ * little when they are being read.  NULL: read them yourself.
  */
 void *bch_prefetch_take(struct bch_fs *c, const struct bch_extent_ptr *ptr, size_t *len);
 
