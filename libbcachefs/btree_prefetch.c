@@ -103,6 +103,7 @@ struct bch_prefetch {
 	struct bch_extent_ptr	last[2];
 	size_t			last_written;
 	int			last_same;
+	uint64_t		taken;		/* nodes the read path took from here */
 };
 
 static bool ptr_eq(const struct bch_extent_ptr *a, const struct bch_extent_ptr *b)
@@ -501,6 +502,7 @@ static void note_taken(struct bch_prefetch *p, const struct pf_slot *s)
 	p->last[1] = s->ptr[1];
 	p->last_written = s->written;
 	p->last_same = s->written ? s->same : -1;
+	p->taken++;
 }
 
 /*
@@ -621,4 +623,36 @@ int bch_prefetch_same(struct bch_fs *c, const struct bch_extent_ptr *a,
 		same = p->last_same;
 	pthread_mutex_unlock(&p->lock);
 	return same;
+}
+
+uint64_t bch_prefetch_nr_taken(struct bch_fs *c)
+{
+	struct bch_prefetch *p = c->prefetch;
+	uint64_t n = 0;
+
+	if (p) {
+		pthread_mutex_lock(&p->lock);
+		n = p->taken;
+		pthread_mutex_unlock(&p->lock);
+	}
+	return n;
+}
+
+void bch_prefetch_wait_idle(struct bch_fs *c)
+{
+	struct bch_prefetch *p = c->prefetch;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		bool busy = false;
+		for (unsigned i = 0; i < PF_SLOTS; i++)
+			busy |= p->slot[i].state == PF_QUEUED || p->slot[i].state == PF_READING ||
+				p->slot[i].state == PF_DROPPED;
+		if (!busy)
+			break;
+		pthread_cond_wait(&p->ready, &p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
 }

@@ -72,4 +72,9 @@ void *bch_prefetch_take(struct bch_fs *c, const struct bch_extent_ptr *ptr, size
 int bch_prefetch_same(struct bch_fs *c, const struct bch_extent_ptr *a,
 		      const struct bch_extent_ptr *b, size_t written);
 
+/* For tests: how many nodes the read path took from here (parsed or bytes). */
+uint64_t bch_prefetch_nr_taken(struct bch_fs *c);
+/* For tests: wait until nothing queued is left to read. */
+void bch_prefetch_wait_idle(struct bch_fs *c);
+
 #endif /* _BCACHEFS_BTREE_PREFETCH_H */
