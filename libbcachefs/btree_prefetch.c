@@ -16,11 +16,13 @@
  * would.  The read path takes the parsed node's keys and arena from here
  * (bch_prefetch_take_parsed()) instead of reading, and waits a little for
  * one being parsed (PF_WAIT_NS: a worker the scheduler left waiting is not
- * waited for; the read path reads that node itself); anything not queued, or not parsed here (an encrypted
- * filesystem: the bytes only, bch_prefetch_take()), it reads or parses
- * itself as before.  So the second core does the system calls, the copying
- * out of the page cache, the checksums, the parse and the comparing, and
- * the first one checks what the keys say.
+ * waited for; the read path reads that node itself).  A node not queued,
+ * or not started, it reads and parses itself as before; on an encrypted
+ * filesystem it takes the bytes only (bch_prefetch_take(): it decrypts in
+ * place).  So the second core does the system calls, the copying out of
+ * the page cache, the checksums, the parse and the comparing, and the
+ * first one checks what the keys say; in pass 3, where a node costs the
+ * worker more than the checks of it, the two share the nodes (worker()).
  *
  * Invariants
  *   (1) Only on a filesystem opened read-only: nothing writes a node while
@@ -42,10 +44,10 @@
  * its node found in the cache meanwhile, is reused first).
  */
 #include <errno.h>
-#include <time.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
@@ -216,7 +218,7 @@ static size_t round_to(size_t x, size_t bs)
 }
 
 /*
- * The bytes of the first copy only (pass 3, or encrypted): read on as far
+ * The bytes of the first copy only (encrypted): read on as far
  * as its bsets go, exactly as parse_one()'s node_need() would (so the read
  * path reads nothing more), without checking anything: where they end is
  * returned (0: not a node of ours), the compare's length when the parse
@@ -271,7 +273,7 @@ static size_t read_on(struct bch_fs *c, const struct pf_slot *job, void **buf, s
 #undef NEED
 }
 
-/* The worker: read the oldest queued slot, publish it, again. */
+/* The worker: read (and parse) a queued slot, publish it, again. */
 static void *worker(void *arg)
 {
 	struct bch_prefetch *p = arg;
@@ -280,13 +282,14 @@ static void *worker(void *arg)
 	while (!p->stop) {
 		struct pf_slot *s = NULL;
 		/*
-		 * Which first.  Pass 3 (keys validated, copies compared): a node
-		 * costs this thread more (both copies read, one parsed and its
-		 * keys validated) than the read path's checks of it, so the newest: the read path does
-		 * a queued node itself when it gets there first, and the two
-		 * work from either end of the queue, neither waiting for the
-		 * other.  Later passes: parsing costs less than the checks of
-		 * the keys, so the oldest, the one the read path needs next.
+		 * Which first.  Pass 3 (keys validated, copies compared): a
+		 * node costs this thread more (both copies read, one parsed and
+		 * its keys validated) than the read path's checks of it, so the
+		 * newest: the read path does a queued node itself when it gets
+		 * there first, and the two work from either end of the queue,
+		 * neither waiting for the other.  Later passes: parsing costs
+		 * less than the checks of the keys, so the oldest, the one the
+		 * read path needs next.
 		 */
 		for (unsigned i = 0; i < PF_SLOTS; i++) {
 			struct pf_slot *t = &p->slot[i];
@@ -416,7 +419,6 @@ void bch_prefetch_node(struct bch_fs *c, unsigned id, unsigned level, const stru
 	/* what copies_identical() compares, when bch_btree_node_read() compares copies */
 	bool compare = c->opts.v[Opt_fsck] && !c->fsck_copies_checked;
 	struct bch_blockdev *b = compare && nr > 1 ? ptr_bdev(c, &bp->ptrs[1]) : NULL;
-	/* encrypted: the read path decrypts in place (and compares both copies read): bytes only */
 	/* and parse it (encrypted: the bytes only, the read path decrypts in place) */
 	bool parsed = !bch_fs_encrypted(c);
 	size_t written = (size_t)bp->sectors_written << 9, bytes = written;
