@@ -551,12 +551,30 @@ static bool copies_identical(struct bch_fs *c, const struct btree *node,
 	 * Encrypted, the arena was decrypted in place: both are read.
 	 */
 	bool raw = !bch_fs_encrypted(c) && node->arena && node->arena_bytes >= written;
+	if (raw) {
+		/* the second copy a piece at a time: no second node's worth of memory */
+		size_t piece = (size_t)64 << 10;
+		void *p = NULL;
+		same = !posix_memalign(&p, 4096, piece);
+		for (size_t at = 0; same && at < bytes; at += piece) {
+			size_t n = bytes - at < piece ? bytes - at : piece;
+			size_t cmp = at >= written ? 0 : written - at < n ? written - at : n;
+			if (bch_dev_read(cb->bdev, p, n, ((uint64_t)b->offset << BCH_SECTOR_SHIFT) + at))
+				same = false;
+			else
+				same = !memcmp((const char *)node->arena + at, p, cmp);
+			for (size_t i = cmp; same && i < n; i++)
+				same = !((const char *)p)[i];
+		}
+		free(p);
+		return same;
+	}
 	/* filled by the reads: not cleared first (bch_dev_alloc_buf() would) */
 	void *x = NULL, *y = NULL;
-	if ((raw || !posix_memalign(&x, 4096, bytes)) && !posix_memalign(&y, 4096, bytes) &&
-	    (raw || !bch_dev_read(ca->bdev, x, bytes, (uint64_t)a->offset << BCH_SECTOR_SHIFT)) &&
+	if (!posix_memalign(&x, 4096, bytes) && !posix_memalign(&y, 4096, bytes) &&
+	    !bch_dev_read(ca->bdev, x, bytes, (uint64_t)a->offset << BCH_SECTOR_SHIFT) &&
 	    !bch_dev_read(cb->bdev, y, bytes, (uint64_t)b->offset << BCH_SECTOR_SHIFT)) {
-		same = !memcmp(raw ? node->arena : x, y, raw ? written : bytes);
+		same = !memcmp(x, y, bytes);
 		for (size_t i = written; same && i < bytes; i++)
 			same = !((const char *)y)[i];
 	}
