@@ -9,9 +9,12 @@
 # A run that exits other than the check's clean exit (0: these images are
 # undamaged) is a failure, not a fast run: its row says "failed (exit N)"
 # instead of figures, and the script exits 1 at the end.
+# BENCH_FSCK_BASELINE=PATH: another bcachefs binary (say main's) checks the
+# same image, its runs alternating with ours (the same load for both); a
+# line under the row gives its figures and ours/its.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-B="$root/bcachefs"
+B=${BCH:-$root/bcachefs}	# BCH=PATH: another binary as ours
 REPS=${REPS:-5}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsckscale.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
@@ -72,7 +75,20 @@ PY
 	rm -f a.img b.img c.img
 	"$B" format -q --fs-size=$size --source tree a.img
 	truncate -s $size b.img && mke2fs -q -F -t ext4 -N $((n + 1000)) -d tree b.img
-	best "$B" fsck -f -n a.img; o_ms=$ms o_mb=$mb
+	if [ -n "${BENCH_FSCK_BASELINE:-}" ]; then
+		# alternate: each of REPS rounds runs ours, then the baseline, once
+		o_all= x_all= o_rss= x_rss= reps=$REPS REPS=1
+		for r in $(seq "$reps"); do
+			best "$B" fsck -f -n a.img; o_all="$o_all $ms" o_rss="$o_rss $mb"
+			best "$BENCH_FSCK_BASELINE" fsck -f -n a.img; x_all="$x_all $ms" x_rss="$x_rss $mb"
+		done
+		REPS=$reps
+		pick() { echo $1 | tr ' ' '\n' | sort -n | awk -v m=$2 '{ a[NR] = $1 } END { print m == "min" ? a[1] : a[int((NR + 1) / 2)] }'; }
+		o_ms=$(pick "$o_all" min) o_mb=$(pick "$o_rss" med) x_ms=$(pick "$x_all" min) x_mb=$(pick "$x_rss" med)
+		case "$o_all$x_all" in *failed*) o_ms="failed" x_ms=failed ;; esac
+	else
+		best "$B" fsck -f -n a.img; o_ms=$ms o_mb=$mb
+	fi
 	best e2fsck -f -n b.img; e_ms=$ms e_mb=$mb
 	b_ms=- b_mb=- b_r=- b_mr=-
 	if command -v mkfs.btrfs >/dev/null; then
@@ -85,6 +101,10 @@ PY
 	else
 		printf '%-8s %7sms %6sMB %7sms %6sMB %7sms %6sMB time %s %s, memory %s %s\n' "$spec" "$o_ms" "$o_mb" \
 			"$e_ms" "$e_mb" "$b_ms" "$b_mb" "$(ratio "$o_ms" "$e_ms")" "$b_r" "$(ratio "$o_mb" "$e_mb")" "$b_mr"
+		[ -z "${BENCH_FSCK_BASELINE:-}" ] ||
+			printf '%-8s baseline %s: %sms %sMB; ours/baseline: time %s, memory %s (runs ours:%s, baseline:%s ms)\n' \
+				"" "$BENCH_FSCK_BASELINE" "$x_ms" "$x_mb" "$(ratio "$x_ms" "$o_ms")" "$(ratio "$x_mb" "$o_mb")" \
+				"$o_all" "$x_all"
 	fi
 	rm -rf tree a.img b.img c.img
 done

@@ -378,6 +378,12 @@ int cmd_fsck(int argc, char *argv[])
 		 * with the read-ahead thread's timing, now 4.5-4.7 MB.
 		 */
 		mallopt(M_MMAP_THRESHOLD, 128 << 10);
+		/*
+		 * The read-ahead thread (fsck -n) allocates the key arrays of the
+		 * nodes it parses, which this thread frees: in an arena of its own
+		 * they would leave a second heap's holes resident.  One arena.
+		 */
+		mallopt(M_ARENA_MAX, 1);
 #endif
 		memset(&oo, 0, sizeof(oo));
 		bch_opt_set(&oo, Opt_fsck, 1);
@@ -412,9 +418,9 @@ int cmd_fsck(int argc, char *argv[])
 			if (ctx->mode == BCH_FSCK_NO) {
 				bch_btree_cache_set_leaf_limit(c, 64 << 10);
 				/*
-				 * the second core reads the nodes the passes read next
-				 * (only read-only: nothing writes them meanwhile);
-				 * without it they read them themselves
+				 * the second core reads and parses the nodes the
+				 * passes read next (only read-only: nothing writes
+				 * them meanwhile); without it they read them themselves
 				 */
 				bch_prefetch_start(c);
 			}

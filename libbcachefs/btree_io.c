@@ -64,6 +64,27 @@ unsigned bch_btree_node_append_sectors(struct bch_fs *c, struct btree *b)
 	       BCH_SECTOR_SHIFT;
 }
 
+/*
+ * The read-ahead thread's parse (bch_btree_node_parse_ahead()): the bytes
+ * are given, nothing of the filesystem changes (no error is counted: a copy
+ * that fails there is read and reported again by the read path), and keys
+ * are validated as the thread that queued it asked.  Thread-local: set only
+ * while that thread parses.
+ */
+struct parse_ahead {
+	void	*buf;
+	size_t	len;
+	bool	skip_validate;
+	bool	taken;		/* buf is b's arena now (freed with it) */
+};
+static __thread struct parse_ahead *ahead_parse;
+
+/* fsck -n after pass 3: every key of these very bytes was validated there already */
+static bool keys_validated(struct bch_fs *c)
+{
+	return ahead_parse ? ahead_parse->skip_validate : c->fsck_copies_checked && c->read_only;
+}
+
 /* Apply the keys of one bset (validated here) to b. */
 static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i,
 		     char *err, size_t errlen)
@@ -80,7 +101,7 @@ static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i
 		 * fsck -n after pass 3: every key of these very bytes (the
 		 * checksum says so; nothing writes) was validated there already
 		 */
-		if (!(c->fsck_copies_checked && c->read_only) &&
+		if (!keys_validated(c) &&
 		    bch_bkey_validate_fs(c, k, b->id, b->level, err, errlen)) {
 			if (!c->opts.v[Opt_fsck] || b->level)
 				return -BCH_ERR_btree_node_bad;
@@ -296,7 +317,15 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 		? ((size_t)bp->sectors_written << BCH_SECTOR_SHIFT) + block_bytes(c)
 		: (size_t)64 << 10;
 	have = have < nb ? round_block(c, have) : nb;
-	void *ahead = bch_prefetch_take(c, ptr, have);	/* read ahead (btree_prefetch.c) */
+	/* read and parsed ahead (btree_prefetch.c): b has its keys */
+	if (!ahead_parse && bch_prefetch_take_parsed(c, b, ptr, bp, have))
+		return 0;
+	void *ahead = ahead_parse ? ahead_parse->buf : bch_prefetch_take(c, ptr, &have);
+	if (ahead_parse) {
+		if (ahead_parse->len != have)
+			return snprintf(err, errlen, "read ahead: other length"), -BCH_ERR_btree_node_read;
+		ahead_parse->taken = true;
+	}
 	b->arena = ahead ? ahead : bch_node_arena_alloc(have);
 	b->arena_bytes = have;	/* for in_arena(): keys in it are not freed one by one */
 	b->arena_used = 0;	/* raw node bytes: no appends, the first insert packs */
@@ -338,7 +367,7 @@ static int parse_one(struct bch_fs *c, struct btree *b, const struct bch_extent_
 	else
 		ret = bch_csum_verify(n->csum_type, &n->magic,
 				      sizeof(*n) - sizeof(n->csum) + n->keys.u64s * 8, n->csum);
-	if (ret == -BCH_ERR_csum_mismatch)	/* the member's error counter (super.h) */
+	if (ret == -BCH_ERR_csum_mismatch && !ahead_parse)	/* the member's error counter (super.h) */
 		bch_dev_error_inc(c, ptr->dev, BCH_DEV_ERROR_checksum);
 	if (ret)
 		return snprintf(err, errlen, "%s", ret == -BCH_ERR_csum_mismatch
@@ -426,6 +455,21 @@ static void node_reset_keys(struct btree *b)
 	bch_btree_node_free_keys(b);
 }
 
+int bch_btree_node_parse_ahead(struct bch_fs *c, struct btree *b, const struct bch_bkey *ptr,
+			       void *buf, size_t len, bool skip_validate)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	struct parse_ahead a = { .buf = buf, .len = len, .skip_validate = skip_validate };
+	char err[200];
+
+	ahead_parse = &a;
+	int r = read_one(c, b, &bp->ptrs[0], bp, err, sizeof(err));
+	ahead_parse = NULL;
+	if (r && !a.taken)
+		bch_node_arena_free(buf, len);
+	return r;
+}
+
 int bch_btree_node_verify(struct bch_fs *c, unsigned id, unsigned level, const struct bch_bkey *ptr,
 			  unsigned only, unsigned *bad, unsigned *missing, uint64_t *bytes,
 			  char *err, size_t errlen)
@@ -507,12 +551,30 @@ static bool copies_identical(struct bch_fs *c, const struct btree *node,
 	 * Encrypted, the arena was decrypted in place: both are read.
 	 */
 	bool raw = !bch_fs_encrypted(c) && node->arena && node->arena_bytes >= written;
+	if (raw) {
+		/* the second copy a piece at a time: no second node's worth of memory */
+		size_t piece = (size_t)64 << 10;
+		void *p = NULL;
+		same = !posix_memalign(&p, 4096, piece);
+		for (size_t at = 0; same && at < bytes; at += piece) {
+			size_t n = bytes - at < piece ? bytes - at : piece;
+			size_t cmp = at >= written ? 0 : written - at < n ? written - at : n;
+			if (bch_dev_read(cb->bdev, p, n, ((uint64_t)b->offset << BCH_SECTOR_SHIFT) + at))
+				same = false;
+			else
+				same = !memcmp((const char *)node->arena + at, p, cmp);
+			for (size_t i = cmp; same && i < n; i++)
+				same = !((const char *)p)[i];
+		}
+		free(p);
+		return same;
+	}
 	/* filled by the reads: not cleared first (bch_dev_alloc_buf() would) */
 	void *x = NULL, *y = NULL;
-	if ((raw || !posix_memalign(&x, 4096, bytes)) && !posix_memalign(&y, 4096, bytes) &&
-	    (raw || !bch_dev_read(ca->bdev, x, bytes, (uint64_t)a->offset << BCH_SECTOR_SHIFT)) &&
+	if (!posix_memalign(&x, 4096, bytes) && !posix_memalign(&y, 4096, bytes) &&
+	    !bch_dev_read(ca->bdev, x, bytes, (uint64_t)a->offset << BCH_SECTOR_SHIFT) &&
 	    !bch_dev_read(cb->bdev, y, bytes, (uint64_t)b->offset << BCH_SECTOR_SHIFT)) {
-		same = !memcmp(raw ? node->arena : x, y, raw ? written : bytes);
+		same = !memcmp(x, y, bytes);
 		for (size_t i = written; same && i < bytes; i++)
 			same = !((const char *)y)[i];
 	}

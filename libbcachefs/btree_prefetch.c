@@ -8,57 +8,92 @@
  * 10: the leaves after the one they hold) queues their pointers here.  A
  * worker thread reads each one's first copy into a node arena, exactly
  * what the read path would read (parse_one() in btree_io.c: what the parent
- * says was written plus a block, or 64 KiB), and, while fsck pass 3 still
- * compares copies, the second copy too, and compares them as
- * copies_identical() would.  The read path takes the arena from here
- * instead of reading (bch_prefetch_take()), and waits for one being read;
- * anything not queued, or of another length, it reads itself as before.
- * So the second core does the system calls, the copying out of the page
- * cache and the comparing, and the first one parses and checks.
+ * says was written plus a block, or 64 KiB, then as far as the bsets go),
+ * and parses it as the read path would (checksums, identity, keys
+ * validated unless pass 3 did already) into a node outside the cache;
+ * while fsck pass 3 still compares copies, it then compares the second
+ * copy with it over what the parse found written, as copies_identical()
+ * would.  The read path takes the parsed node's keys and arena from here
+ * (bch_prefetch_take_parsed()) instead of reading, and waits a little for
+ * one being parsed (PF_WAIT_NS: a worker the scheduler left waiting is not
+ * waited for; the read path reads that node itself).  A node not queued,
+ * or not started, it reads and parses itself as before; on an encrypted
+ * filesystem it takes the bytes only (bch_prefetch_take(): it decrypts in
+ * place).  So the second core does the system calls, the copying out of
+ * the page cache, the checksums, the parse and the comparing, and the
+ * first one checks what the keys say; in pass 3, where a node costs the
+ * worker more than the checks of it, the two share the nodes (worker()).
  *
  * Invariants
  *   (1) Only on a filesystem opened read-only: nothing writes a node while
  *       its bytes wait here, so they are what a read would return.
- *   (2) The bytes are only bytes: everything is verified by the read path
- *       as if it had read them (checksum, identity, keys).  A failed read
- *       here is a miss: the read path reads again and reports what it gets.
+ *   (2) A node is parsed here exactly as the read path parses it (the same
+ *       code, bch_btree_node_parse_ahead()), for the btree, level, range
+ *       and seq the read path then asks for (anything else is dropped).  A
+ *       copy that fails here, or a failed read, is a miss: the read path
+ *       reads it again and reports what it gets (errors are counted there).
  *   (3) Locking: one mutex guards the slots; the worker holds it only to
- *       pick a slot and to publish what it read, never across I/O.  The
- *       worker touches nothing of the filesystem but the devices (their
- *       reads count atomically) and sizes copied when the slot was queued.
+ *       pick a slot and to publish what it parsed, never across I/O or the
+ *       parse.  The worker changes nothing of the filesystem: it reads the
+ *       devices (their reads count atomically) and what does not change
+ *       once opened read-only (the superblock, the options, the replay
+ *       range); what the read path's state says (keys validated already) is
+ *       copied into the slot when it is queued.
  *
- * Memory: at most PF_SLOTS nodes' bytes wait here (a slot read ahead and
- * never taken, its node found in the cache meanwhile, is reused first).
+ * Memory: at most PF_SLOTS nodes wait here (a slot parsed and never taken,
+ * its node found in the cache meanwhile, is reused first).
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "btree.h"
 #include "btree_prefetch.h"
+#include "crypt.h"
 #include "super.h"
 
 #define PF_SLOTS	3
 
-enum pf_state { PF_FREE, PF_QUEUED, PF_READING, PF_READY };
+/*
+ * PF_DROPPED: being read, and the read path did not wait for it (it reads
+ * the node itself): the worker frees what it made and frees the slot.
+ */
+enum pf_state { PF_FREE, PF_QUEUED, PF_READING, PF_READY, PF_DROPPED };
+
+/*
+ * How long the read path waits for a node being read here before it reads
+ * the node itself: a parse takes well under this, so it waits only for a
+ * worker that is not running (a busy machine's scheduler), and never
+ * longer than this for it.
+ */
+#define PF_WAIT_NS	(300 * 1000)
 
 struct pf_slot {
 	enum pf_state		state;
-	uint64_t		seq;		/* queue order: the oldest is read first */
+	uint64_t		seq;		/* queue order (which is read first: worker()) */
 	struct bch_blockdev	*bdev[2];
-	struct bch_extent_ptr	ptr[2];		/* the copy to read, the one to compare (compare) */
-	size_t			len;		/* bytes of the first copy */
+	struct bch_extent_ptr	ptr[2];		/* the copy to read, the one to compare (bdev[1]) */
+	size_t			len;		/* bytes of the first copy first read */
+	size_t			got;		/* PF_READY, bytes only: bytes read (>= len) */
 	size_t			written;	/* compare: bytes the copies must share (0: none) */
 	size_t			bytes;		/* ... and the block after them (zeros) */
-	void			*buf;		/* PF_READY: a node arena of len bytes */
+	/* parse (nothing when encrypted: the bytes only) */
+	struct bch_bkey		*key;		/* a copy of the pointer (NULL: bytes only) */
+	uint8_t			id, level;
+	bool			skip_validate;	/* pass 3 validated these keys already */
+	bool			compare_parsed;	/* compare over what the parse found written */
+	struct btree		*node;		/* PF_READY, parsed: outside the cache */
+	void			*buf;		/* PF_READY, bytes only: a node arena of got bytes */
 	int			err;
 	int			same;		/* 1, 0, -1 not compared */
 };
 
 struct bch_prefetch {
+	struct bch_fs		*c;		/* the worker reads only what does not change */
 	pthread_t		thread;
 	pthread_mutex_t		lock;
 	pthread_cond_t		work;		/* a slot was queued, or stop */
@@ -70,6 +105,7 @@ struct bch_prefetch {
 	struct bch_extent_ptr	last[2];
 	size_t			last_written;
 	int			last_same;
+	uint64_t		taken;		/* nodes the read path took from here */
 };
 
 static bool ptr_eq(const struct bch_extent_ptr *a, const struct bch_extent_ptr *b)
@@ -113,7 +149,131 @@ static int compare(const struct pf_slot *job, const void *buf)
 	return same;
 }
 
-/* The worker: read the oldest queued slot, publish it, again. */
+/* A node parsed here and never taken: its keys, arena and itself. */
+static void node_discard(struct btree *t)
+{
+	if (!t)
+		return;
+	for (unsigned i = 0; i < t->nr_dropped; i++)
+		free(t->dropped[i]);
+	free(t->dropped);
+	bch_btree_node_free_keys(t);
+	free(t->keys);
+	free(t->kpos);
+	free(t);
+}
+
+/* What a slot holds, freed (the slot's state is the caller's). */
+static void slot_clear(struct pf_slot *s)
+{
+	node_discard(s->node);
+	s->node = NULL;
+	if (s->buf)
+		bch_node_arena_free(s->buf, s->got);
+	s->buf = NULL;
+	free(s->key);
+	s->key = NULL;
+}
+
+/*
+ * Parse the first copy (buf, job->len bytes: the node's arena from now
+ * on) into a node outside the cache; then, when asked, compare the second
+ * copy with it over what it found written, as copies_identical() would
+ * (*same; job->written and job->bytes set to what was compared).  NULL
+ * when it failed: the read path reads it again and reports it.
+ */
+static struct btree *parse(struct bch_fs *c, struct pf_slot *job, void *buf, int *same)
+{
+	const struct bch_btree_ptr *bp = bkey_val(job->key);
+	struct btree *t = calloc(1, sizeof(*t));
+
+	if (!t) {
+		bch_node_arena_free(buf, job->len);
+		return NULL;
+	}
+	t->id = job->id;
+	t->level = job->level;
+	t->min_key = bp->min_key;
+	t->max_key = job->key->p;
+	if (bch_btree_node_parse_ahead(c, t, job->key, buf, job->len, job->skip_validate)) {
+		node_discard(t);
+		return NULL;
+	}
+	size_t nb = (size_t)c->sb->btree_node_size << 9, bs = (size_t)c->sb->block_size << 9;
+	size_t written = (size_t)t->sectors_written << 9, bytes = written;
+	if (bytes < nb)
+		bytes += bs;	/* the block after: zeros on both */
+	job->written = job->bytes = 0;
+	if (job->compare_parsed && written && bytes <= nb && t->arena_bytes >= written) {
+		job->written = written;
+		job->bytes = bytes;
+		*same = compare(job, t->arena);
+	}
+	return t;
+}
+
+static size_t round_to(size_t x, size_t bs)
+{
+	return (x + bs - 1) / bs * bs;
+}
+
+/*
+ * The bytes of the first copy only (encrypted): read on as far
+ * as its bsets go, exactly as parse_one()'s node_need() would (so the read
+ * path reads nothing more), without checking anything: where they end is
+ * returned (0: not a node of ours), the compare's length when the parse
+ * finds the same (else the read path compares).  *buf grows to *got bytes;
+ * *err is set when a read failed (the bytes are not to be used).
+ */
+static size_t read_on(struct bch_fs *c, const struct pf_slot *job, void **buf, size_t *got,
+		      int *err)
+{
+	size_t nb = (size_t)c->sb->btree_node_size << 9, bs = (size_t)c->sb->block_size << 9;
+	uint64_t where = (uint64_t)job->ptr[0].offset << 9;
+	size_t have = *got;
+
+/* the arena holds bytes [0, x) of the copy, or return 0 */
+#define NEED(x)									\
+	do {									\
+		size_t _x = (x);						\
+		if (_x > have && have < nb) {					\
+			size_t more = round_to(_x + sizeof(struct bch_btree_node_entry), bs); \
+			if (more > nb)						\
+				more = nb;					\
+			*buf = bch_node_arena_resize(*buf, *got, more);		\
+			*got = more;						\
+			if ((*err = bch_dev_read(job->bdev[0], (char *)*buf + have, more - have, \
+						 where + have)))			\
+				return 0;	/* the read path reads (and reports) it */ \
+			have = more;						\
+		}								\
+		if (_x > have)							\
+			return 0;						\
+	} while (0)
+
+	const struct bch_btree_node *n = *buf;
+	if (have < sizeof(*n) || n->magic != BCH_BTREE_NODE_MAGIC)
+		return 0;
+	size_t off = sizeof(*n) + (size_t)n->keys.u64s * 8;
+	uint64_t seq = n->seq;
+	if (off > nb)
+		return 0;
+	NEED(off);
+	off = round_to(off, bs);
+	while (off + sizeof(struct bch_btree_node_entry) <= nb) {
+		NEED(off + sizeof(struct bch_btree_node_entry));
+		const struct bch_btree_node_entry *e = (const void *)((char *)*buf + off);
+		size_t end = off + sizeof(*e) + (size_t)e->keys.u64s * 8;
+		if (e->keys.seq != seq || end > nb)
+			break;
+		NEED(end);
+		off = round_to(end, bs);
+	}
+	return off;
+#undef NEED
+}
+
+/* The worker: read (and parse) a queued slot, publish it, again. */
 static void *worker(void *arg)
 {
 	struct bch_prefetch *p = arg;
@@ -121,9 +281,22 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&p->lock);
 	while (!p->stop) {
 		struct pf_slot *s = NULL;
-		for (unsigned i = 0; i < PF_SLOTS; i++)
-			if (p->slot[i].state == PF_QUEUED && (!s || p->slot[i].seq < s->seq))
-				s = &p->slot[i];
+		/*
+		 * Which first.  Pass 3 (keys validated, copies compared): a
+		 * node costs this thread more (both copies read, one parsed and
+		 * its keys validated) than the read path's checks of it, so the
+		 * newest: the read path does a queued node itself when it gets
+		 * there first, and the two work from either end of the queue,
+		 * neither waiting for the other.  Later passes: parsing costs
+		 * less than the checks of the keys, so the oldest, the one the
+		 * read path needs next.
+		 */
+		for (unsigned i = 0; i < PF_SLOTS; i++) {
+			struct pf_slot *t = &p->slot[i];
+			if (t->state == PF_QUEUED &&
+			    (!s || (!t->skip_validate ? t->seq > s->seq : t->seq < s->seq)))
+				s = t;
+		}
 		if (!s) {
 			pthread_cond_wait(&p->work, &p->lock);
 			continue;
@@ -133,16 +306,52 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&p->lock);
 
 		int same = -1;
+		struct btree *node = NULL;
 		void *buf = bch_node_arena_alloc(job.len);
 		int err = bch_dev_read(job.bdev[0], buf, job.len, (uint64_t)job.ptr[0].offset << 9);
-		if (!err && job.written)
-			same = compare(&job, buf);
+		if (err) {
+			bch_node_arena_free(buf, job.len);
+			buf = NULL;
+		} else if (job.key) {
+			node = parse(p->c, &job, buf, &same);
+			buf = NULL;	/* the node's arena, or freed */
+			err = node ? 0 : -1;
+		} else {
+			/* as far as the bsets go, as parse_one() would read on */
+			size_t got = job.len, written = read_on(p->c, &job, &buf, &got, &err);
+			if (job.bdev[1] && !job.written && written) {
+				size_t nb = (size_t)p->c->sb->btree_node_size << 9;
+				job.written = job.bytes = written;
+				if (job.bytes < nb)
+					job.bytes += (size_t)p->c->sb->block_size << 9;
+				if (job.bytes > nb)
+					job.written = job.bytes = 0;
+			}
+			if (!err && job.written && job.written <= got)
+				same = compare(&job, buf);
+			else
+				job.written = 0;
+			job.got = got;
+			if (err) {
+				bch_node_arena_free(buf, got);
+				buf = NULL;
+			}
+		}
 
 		pthread_mutex_lock(&p->lock);
 		s->buf = buf;
+		s->node = node;
 		s->err = err;
 		s->same = same;
-		s->state = PF_READY;
+		s->written = job.written;
+		s->bytes = job.bytes;
+		s->got = job.got;
+		if (s->state == PF_DROPPED) {
+			slot_clear(s);
+			s->state = PF_FREE;
+		} else {
+			s->state = PF_READY;
+		}
 		pthread_cond_broadcast(&p->ready);
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -160,6 +369,7 @@ int bch_prefetch_start(struct bch_fs *c)
 	pthread_cond_init(&p->work, NULL);
 	pthread_cond_init(&p->ready, NULL);
 	p->last_same = -1;
+	p->c = c;
 	if (pthread_create(&p->thread, NULL, worker, p)) {
 		pthread_cond_destroy(&p->ready);
 		pthread_cond_destroy(&p->work);
@@ -183,8 +393,7 @@ void bch_prefetch_stop(struct bch_fs *c)
 	pthread_mutex_unlock(&p->lock);
 	pthread_join(p->thread, NULL);
 	for (unsigned i = 0; i < PF_SLOTS; i++)
-		if (p->slot[i].state == PF_READY)
-			bch_node_arena_free(p->slot[i].buf, p->slot[i].len);
+		slot_clear(&p->slot[i]);
 	pthread_cond_destroy(&p->ready);
 	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->lock);
@@ -192,7 +401,7 @@ void bch_prefetch_stop(struct bch_fs *c)
 	c->prefetch = NULL;
 }
 
-void bch_prefetch_node(struct bch_fs *c, const struct bch_bkey *ptr)
+void bch_prefetch_node(struct bch_fs *c, unsigned id, unsigned level, const struct bch_bkey *ptr)
 {
 	struct bch_prefetch *p = c->prefetch;
 
@@ -209,12 +418,14 @@ void bch_prefetch_node(struct bch_fs *c, const struct bch_bkey *ptr)
 	len = len < nb ? (len + bs - 1) / bs * bs : nb;
 	/* what copies_identical() compares, when bch_btree_node_read() compares copies */
 	bool compare = c->opts.v[Opt_fsck] && !c->fsck_copies_checked;
-	size_t written = (size_t)bp->sectors_written << 9, bytes = written;
 	struct bch_blockdev *b = compare && nr > 1 ? ptr_bdev(c, &bp->ptrs[1]) : NULL;
+	/* and parse it (encrypted: the bytes only, the read path decrypts in place) */
+	bool parsed = !bch_fs_encrypted(c);
+	size_t written = (size_t)bp->sectors_written << 9, bytes = written;
 	if (bytes < nb)
 		bytes += bs;
 	if (!b || !written || bytes > nb || written > len)
-		written = 0;
+		written = 0;	/* compared over what the bsets found say was written */
 
 	pthread_mutex_lock(&p->lock);
 	struct pf_slot *s = NULL, *old = NULL;
@@ -229,25 +440,151 @@ void bch_prefetch_node(struct bch_fs *c, const struct bch_bkey *ptr)
 	}
 	if (!s && old) {
 		/* read ahead and never taken (the node was in the cache): reuse it */
-		bch_node_arena_free(old->buf, old->len);
+		slot_clear(old);
 		old->state = PF_FREE;
 		s = old;
 	}
 	if (!s)
 		goto out;
+	struct bch_bkey *key = parsed ? bch_bkey_dup(ptr) : NULL;
+	if (parsed && !key)
+		goto out;
 	*s = (struct pf_slot) {
-		.state = PF_QUEUED, .seq = ++p->seq, .bdev = { a, b }, .len = len,
-		.written = written, .bytes = bytes,
+		.state = PF_QUEUED, .seq = ++p->seq, .bdev = { a, b }, .len = len, .got = len,
+		.written = written, .bytes = bytes, .key = key, .id = id, .level = level,
+		.skip_validate = c->fsck_copies_checked && c->read_only,
+		.compare_parsed = parsed && b,
 	};
 	s->ptr[0] = bp->ptrs[0];
-	if (written)
+	if (b)
 		s->ptr[1] = bp->ptrs[1];
 	pthread_cond_signal(&p->work);
 out:
 	pthread_mutex_unlock(&p->lock);
 }
 
-void *bch_prefetch_take(struct bch_fs *c, const struct bch_extent_ptr *ptr, size_t len)
+/*
+ * Wait (under p->lock) a little for s being read: true when it is ready;
+ * false when the worker did not finish in time: s is dropped (the worker
+ * frees it) and the caller reads the node itself.
+ */
+static bool wait_ready(struct bch_prefetch *p, struct pf_slot *s)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += PF_WAIT_NS;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (s->state == PF_READING)
+		if (pthread_cond_timedwait(&p->ready, &p->lock, &until) == ETIMEDOUT)
+			break;
+	if (s->state != PF_READING)
+		return true;
+	s->state = PF_DROPPED;
+	return false;
+}
+
+/* The slot of the copy at ptr (queued, being read or ready), or NULL; under p->lock. */
+static struct pf_slot *slot_of(struct bch_prefetch *p, const struct bch_extent_ptr *ptr)
+{
+	for (unsigned i = 0; i < PF_SLOTS; i++)
+		if (p->slot[i].state != PF_FREE && p->slot[i].state != PF_DROPPED &&
+		    ptr_eq(&p->slot[i].ptr[0], ptr))
+			return &p->slot[i];
+	return NULL;
+}
+
+/* What bch_prefetch_same() answers for the node just taken from s. */
+static void note_taken(struct bch_prefetch *p, const struct pf_slot *s)
+{
+	p->last[0] = s->ptr[0];
+	p->last[1] = s->ptr[1];
+	p->last_written = s->written;
+	p->last_same = s->written ? s->same : -1;
+	p->taken++;
+}
+
+/*
+ * b takes t's keys and arena and what parse_one() set from the node's
+ * header and bsets (keep in step with it); t is freed.
+ */
+static void adopt(struct btree *b, struct btree *t)
+{
+	bch_btree_node_free_keys(b);	/* empty already: read_one() resets it */
+	free(b->keys);
+	free(b->kpos);
+	for (unsigned i = 0; i < b->nr_dropped; i++)
+		free(b->dropped[i]);
+	free(b->dropped);
+	b->seq = t->seq;
+	b->csum_type = t->csum_type;
+	b->sectors_written = t->sectors_written;
+	b->torn_tail = t->torn_tail;
+	b->no_append = t->no_append;
+	b->disk_journal_seq = t->disk_journal_seq;
+	b->dropped = t->dropped;
+	b->nr_dropped = t->nr_dropped;
+	b->keys = t->keys;
+	b->kpos = t->kpos;
+	b->kfmt_lo = t->kfmt_lo;
+	b->kfmt_mode = t->kfmt_mode;
+	b->kfmt_bits = t->kfmt_bits;
+	b->nr = t->nr;
+	b->cap = t->cap;
+	b->u64s = t->u64s;
+	b->arena = t->arena;
+	b->arena_bytes = t->arena_bytes;
+	b->arena_used = t->arena_used;
+	b->nr_loose = t->nr_loose;
+	b->mod++;
+	free(t);
+}
+
+bool bch_prefetch_take_parsed(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
+			      const struct bch_btree_ptr *bp, size_t len)
+{
+	struct bch_prefetch *p = c->prefetch;
+	struct btree *t = NULL;
+
+	if (!p)
+		return false;
+	pthread_mutex_lock(&p->lock);
+	struct pf_slot *s = slot_of(p, ptr);
+	if (!s || !s->key) {	/* not queued, or bytes only (bch_prefetch_take()) */
+		pthread_mutex_unlock(&p->lock);
+		return false;
+	}
+	p->last_same = -1;
+	if (s->state == PF_QUEUED) {
+		slot_clear(s);	/* not started: the caller reads it now */
+		s->state = PF_FREE;
+		pthread_mutex_unlock(&p->lock);
+		return false;
+	}
+	if (!wait_ready(p, s)) {
+		pthread_mutex_unlock(&p->lock);
+		return false;
+	}
+	const struct bch_btree_ptr *sp = bkey_val(s->key);
+	if (s->node && s->len == len && s->id == b->id && s->level == b->level &&
+	    bpos_eq(sp->min_key, b->min_key) && bpos_eq(s->key->p, b->max_key) && sp->seq == bp->seq &&
+	    sp->sectors_written == bp->sectors_written) {
+		t = s->node;
+		s->node = NULL;
+		note_taken(p, s);
+	}
+	slot_clear(s);
+	s->state = PF_FREE;
+	pthread_mutex_unlock(&p->lock);
+	if (t)
+		adopt(b, t);
+	return t;
+}
+
+void *bch_prefetch_take(struct bch_fs *c, const struct bch_extent_ptr *ptr, size_t *len)
 {
 	struct bch_prefetch *p = c->prefetch;
 	void *buf = NULL;
@@ -256,27 +593,19 @@ void *bch_prefetch_take(struct bch_fs *c, const struct bch_extent_ptr *ptr, size
 		return NULL;
 	pthread_mutex_lock(&p->lock);
 	p->last_same = -1;
-	for (unsigned i = 0; i < PF_SLOTS; i++) {
-		struct pf_slot *s = &p->slot[i];
-		if (s->state == PF_FREE || !ptr_eq(&s->ptr[0], ptr))
-			continue;
-		if (s->state == PF_QUEUED) {
-			s->state = PF_FREE;	/* not started: the caller reads it now */
-			break;
-		}
-		while (s->state == PF_READING)
-			pthread_cond_wait(&p->ready, &p->lock);
-		if (!s->err && s->len == len) {
-			buf = s->buf;
-			p->last[0] = s->ptr[0];
-			p->last[1] = s->ptr[1];
-			p->last_written = s->written;
-			p->last_same = s->written ? s->same : -1;
-		} else {
-			bch_node_arena_free(s->buf, s->len);
-		}
+	struct pf_slot *s = slot_of(p, ptr);
+	if (s && s->state == PF_QUEUED) {
+		slot_clear(s);	/* not started: the caller reads it now */
 		s->state = PF_FREE;
-		break;
+	} else if (s && wait_ready(p, s)) {
+		if (!s->err && !s->node && s->buf && s->len == *len) {
+			buf = s->buf;
+			*len = s->got;
+			s->buf = NULL;
+			note_taken(p, s);
+		}
+		slot_clear(s);
+		s->state = PF_FREE;
 	}
 	pthread_mutex_unlock(&p->lock);
 	return buf;
@@ -296,4 +625,36 @@ int bch_prefetch_same(struct bch_fs *c, const struct bch_extent_ptr *a,
 		same = p->last_same;
 	pthread_mutex_unlock(&p->lock);
 	return same;
+}
+
+uint64_t bch_prefetch_nr_taken(struct bch_fs *c)
+{
+	struct bch_prefetch *p = c->prefetch;
+	uint64_t n = 0;
+
+	if (p) {
+		pthread_mutex_lock(&p->lock);
+		n = p->taken;
+		pthread_mutex_unlock(&p->lock);
+	}
+	return n;
+}
+
+void bch_prefetch_wait_idle(struct bch_fs *c)
+{
+	struct bch_prefetch *p = c->prefetch;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		bool busy = false;
+		for (unsigned i = 0; i < PF_SLOTS; i++)
+			busy |= p->slot[i].state == PF_QUEUED || p->slot[i].state == PF_READING ||
+				p->slot[i].state == PF_DROPPED;
+		if (!busy)
+			break;
+		pthread_cond_wait(&p->ready, &p->lock);
+	}
+	pthread_mutex_unlock(&p->lock);
 }

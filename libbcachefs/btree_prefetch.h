@@ -13,6 +13,7 @@
 #include "bcachefs_format.h"
 
 struct bch_fs;
+struct btree;
 
 /*
  * Start the reader thread for c (c->prefetch); only on a filesystem opened
@@ -24,19 +25,44 @@ int bch_prefetch_start(struct bch_fs *c);
 void bch_prefetch_stop(struct bch_fs *c);
 
 /*
- * The node ptr points to will be read soon: read its first copy ahead (and,
- * while the read path compares copies (fsck pass 3), its second one, and
- * compare them).  Dropped when the queue is full or ptr is queued already.
+ * The node ptr points to (a node of btree id at level) will be read soon:
+ * read its first copy ahead and parse it (its keys validated as the read
+ * path would now), and, while the read path compares copies (fsck pass 3),
+ * compare the second one with it.  Dropped when the queue is full or ptr is
+ * queued already.
  */
-void bch_prefetch_node(struct bch_fs *c, const struct bch_bkey *ptr);
+void bch_prefetch_node(struct bch_fs *c, unsigned id, unsigned level, const struct bch_bkey *ptr);
 
 /*
- * The read path (btree_io.c): the bytes of the copy at ptr, len bytes from
- * its start, in a node arena (bch_node_arena_alloc(); the caller owns it),
- * when they were read ahead; waits when they are being read.  NULL: read
- * them yourself.
+ * The read path (btree_io.c parse_one()): when the copy at ptr was read and
+ * parsed ahead for b's btree, level, range and bp's seq, with the first read
+ * len bytes long, b takes its keys, arena and what the parse learnt (the
+ * fields parse_one() sets), and true is returned; false: read it yourself
+ * (perhaps its bytes wait in bch_prefetch_take()).  Waits a little
+ * (btree_prefetch.c) while it is being parsed.
  */
-void *bch_prefetch_take(struct bch_fs *c, const struct bch_extent_ptr *ptr, size_t len);
+bool bch_prefetch_take_parsed(struct bch_fs *c, struct btree *b, const struct bch_extent_ptr *ptr,
+			      const struct bch_btree_ptr *bp, size_t len);
+
+/*
+ * btree_io.c, for the read-ahead thread: parse the first copy of the node
+ * ptr points to from buf (len bytes read from its start; b's arena from now
+ * on, freed on failure too) into b, which is not in the cache and has its
+ * id, level and range set.  Nothing of c changes (a bad copy is not
+ * counted: the read path reads and reports it again); keys are validated
+ * unless skip_validate (fsck -n after pass 3).  0, or negative.
+ */
+int bch_btree_node_parse_ahead(struct bch_fs *c, struct btree *b, const struct bch_bkey *ptr,
+			       void *buf, size_t len, bool skip_validate);
+
+/*
+ * The read path (btree_io.c): the bytes of the copy at ptr, from its start,
+ * in a node arena (bch_node_arena_alloc(); the caller owns it), when they
+ * were read ahead with a first read of *len bytes; *len becomes how many
+ * were read (as far as the bsets go: more than asked, perhaps).  Waits a
+ * little when they are being read.  NULL: read them yourself.
+ */
+void *bch_prefetch_take(struct bch_fs *c, const struct bch_extent_ptr *ptr, size_t *len);
 
 /*
  * Were copies a and b of the node last taken compared over written bytes
@@ -45,5 +71,10 @@ void *bch_prefetch_take(struct bch_fs *c, const struct bch_extent_ptr *ptr, size
  */
 int bch_prefetch_same(struct bch_fs *c, const struct bch_extent_ptr *a,
 		      const struct bch_extent_ptr *b, size_t written);
+
+/* For tests: how many nodes the read path took from here (parsed or bytes). */
+uint64_t bch_prefetch_nr_taken(struct bch_fs *c);
+/* For tests: wait until nothing queued is left to read. */
+void bch_prefetch_wait_idle(struct bch_fs *c);
 
 #endif /* _BCACHEFS_BTREE_PREFETCH_H */

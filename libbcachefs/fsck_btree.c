@@ -335,7 +335,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++) {
 		/* the next leaves are read ahead while this one is checked */
 		for (unsigned j = i + 1; !child_level && j < nr && j <= i + 2; j++)
-			bch_prefetch_node(c, kids[j]);
+			bch_prefetch_node(c, s->id, child_level, kids[j]);
 		r = check_node(c, s, child_level, kids[i]);
 	}
 	for (unsigned i = 0; i < nr; i++)

@@ -820,7 +820,7 @@ static void prefetch_next(struct key_cursor *cur, const struct btree *b)
 	}
 	unsigned i = bch_btree_node_find(parent, b->max_key);
 	if (i + 1 < parent->nr)
-		bch_prefetch_node(c, parent->keys[i + 1]);
+		bch_prefetch_node(c, cur->id, 0, parent->keys[i + 1]);
 	bch_btree_node_put(c, parent);
 }
 
