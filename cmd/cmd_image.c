@@ -1836,8 +1836,25 @@ int cmd_image(int argc, char *argv[])
 		im.check_only = true;
 		int ret = run_verb(&im, v, vargc, vargv);
 		im.check_only = false;
-		bch_fs_close(im.c);
-		im.c = NULL;
+		/*
+		 * Something to write: the read-only open becomes read-write in
+		 * place (bch_fs_read_write(): what it read stays, the node cache
+		 * too), unless it cannot (fs.h), when it is closed and the
+		 * filesystem opened again read-write below.
+		 */
+		int up = ret ? 1 : bch_fs_read_write(im.c);
+		if (up < 0) {
+			cmd_err("image", "%s: opening read-write: %s", im.dev,
+				im.c->err_msg[0] ? im.c->err_msg : bch_err_str(up));
+			bch_fs_close(im.c);
+			free_devs(devs);
+			free(vargv);
+			return EXIT_FAIL;
+		}
+		if (up) {
+			bch_fs_close(im.c);
+			im.c = NULL;
+		}
 		if (ret) {
 			free_devs(devs);
 			free(vargv);
@@ -1846,7 +1863,7 @@ int cmd_image(int argc, char *argv[])
 	}
 	if (!v->rw)
 		bch_opt_set(&opts, Opt_read_only, 1);
-	int r = bch_fs_open(devs, nr, &opts, &im.c, err, sizeof(err));
+	int r = im.c ? 0 : bch_fs_open(devs, nr, &opts, &im.c, err, sizeof(err));
 	if (r) {
 		cmd_err("image", "%s", err);
 		free_devs(devs);
