@@ -8,6 +8,15 @@
  * runs through the fs_ops library, and closes it cleanly.  `shell` runs
  * many verbs from stdin in one open.  Paths inside the image are absolute
  * or relative to its root; symlinks are followed inside the image only.
+ *
+ * Verbs that can fail on what the image holds (struct verb's check) run
+ * twice: a check pass on a read-only open, which writes nothing, then the
+ * writing pass.  When the check pass found work, that same open becomes
+ * read-write in place (bch_fs_read_write(), fs.h): the superblocks,
+ * journal positions, roots, bucket state and cached nodes it read serve
+ * the writing pass.  When it cannot (a replay, members missing, another
+ * writer between, ...: fs.h says when) it is closed and the filesystem
+ * opened again read-write, as it always was before.
  */
 #include <errno.h>
 #include <fcntl.h>

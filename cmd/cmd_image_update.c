@@ -96,11 +96,14 @@
  * directory of DIR that cannot be listed (a new one too: count_new()) or a
  * name that cannot be read fails there, before the read-write open, so nothing is
  * written; when nothing differs it ends there too (EXIT_IMAGE_DONE), so
- * an image already equal is not opened read-write at all.  The read-write
+ * an image already equal is not made read-write at all.  The read-write
  * pass then makes only the noted changes, each found again by the inode
- * number the check pass saw (another writer between the two opens would
- * make them stale as it would make paths stale: the change then fails,
- * -ENOENT, rather than landing elsewhere, as inode numbers are not reused).
+ * number the check pass saw.  Usually on the same open, made read-write in
+ * place, which first finds every superblock as the check pass read it (so
+ * no other writer came between); when it cannot, on a second open, where
+ * another writer between would make them stale as it would make paths
+ * stale: the change then fails, -ENOENT, rather than landing elsewhere, as
+ * inode numbers are not reused.
  * --dry-run prints on the check pass and ends there; without a check pass
  * (-o read_only, shell) one walk finds and makes the changes.
  */

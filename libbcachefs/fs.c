@@ -6,7 +6,10 @@
  * last_seq) -> roots (clean record, or the newest entry) -> replay of every
  * key entry in sequence order into the nodes in memory -> bucket state
  * rebuilt from every node pointer (interior nodes) -> journal restarts after the newest
- * entry -> (read-write) clean record removed, overfull nodes split.
+ * entry -> (read-write: start_rw()) first entry durable, clean record
+ * removed, overfull nodes split.  A clean read-only open may run start_rw()
+ * later (bch_fs_read_write()), after opening its members again for writing
+ * and finding their superblocks as they were read.
  * A journal with no room even after reclaim (full on disk, left by older
  * versions) is emptied when it must write: replayed nodes written back,
  * roots put in the clean record, ring reused (spill_to_clean).

@@ -12,7 +12,9 @@
  * record, take the btree roots from it, else read the journal and replay it
  * from the newest entry's last_seq.  Opened read-write, the clean record is
  * removed (written to the superblock) before anything else changes.
- * Opened read-only, nothing is written to any device, ever.
+ * Opened read-only, nothing is written to any device, ever, unless the
+ * caller asks for the read-write start later (bch_fs_read_write(): the
+ * same start, on the same open, when it was clean and nothing differs).
  *
  * Close: write every dirty node, write a final journal entry, record the
  * roots and journal sequence in the clean record, write the superblock.
