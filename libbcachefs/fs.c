@@ -579,6 +579,15 @@ static int spill_to_clean(struct bch_fs *c)
  * made durable, then the superblock drops the clean record and names that
  * entry, then overfull nodes are split.  Nothing before the journal start
  * writes; a refusal there (degraded) writes nothing.
+ * Two flushes, and they stay two: the superblock may not reach the disk
+ * before the entry it names (a crash between would leave a superblock
+ * naming an entry that is not there: "entries lost", where there were
+ * none), and the session's changes may not be made durable before that
+ * superblock is (with the clean record still in place, a journal tail
+ * zeroed or damaged after them would open as clean, the session's fsynced
+ * changes gone without a word; the superblock naming the first entry is
+ * what tells recovery that entries are missing).  fs_readwrite_test's
+ * crash cuts fail when the first order is turned around.
  */
 static int start_rw(struct bch_fs *c)
 {
