@@ -20,7 +20,8 @@
 # update's --json counts show that it wrote only what changed.  Then, once
 # and untimed, what the rest of update's time (update - walk: the
 # read-write open, the changes, the close) is made of: its opens of the
-# image and its flushes (strace -f, when strace is there).
+# image, its flushes, and what it read through the read-write descriptor
+# (strace -f, when strace is there).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${BCH:-$root/bcachefs}
@@ -113,8 +114,15 @@ printf 'medians of %s: rebuild %.3f, update %.3f (walk %.3f): ratio %.1fx\n' "$R
 if command -v strace >/dev/null; then
 	cp --sparse=always "$dir/base.img" "$dir/upd.img"
 	sync "$dir/upd.img"
-	strace -f -qq --seccomp-bpf -e trace=openat,fdatasync,fsync -o "$dir/strace" \
+	strace -f -qq --seccomp-bpf -e trace=openat,fdatasync,fsync,pread64 -o "$dir/strace" \
 		"$B" image update "$dir/upd.img" "$src" > /dev/null
+	# what the read-write descriptor read (the read-write start and the
+	# changes: the superblocks again, and with a second open every journal
+	# bucket head and node the check pass had read already)
+	rw_read=$(awk '/upd.img", O_RDWR/ { fd = $NF + 0; on = 1; next }
+		on && $2 ~ "^pread64\\(" fd "," { n++; b += $NF }
+		END { printf "%d reads, %d KiB", n, b / 1024 }' "$dir/strace")
 	echo "update: $(grep -c 'upd.img' "$dir/strace") opens of the image," \
-		"$(grep -c -E 'fdatasync|fsync' "$dir/strace") fdatasync/fsync calls"
+		"$(grep -c -E 'fdatasync|fsync' "$dir/strace") fdatasync/fsync calls;" \
+		"read-write descriptor: $rw_read"
 fi

@@ -8,6 +8,15 @@
  * runs through the fs_ops library, and closes it cleanly.  `shell` runs
  * many verbs from stdin in one open.  Paths inside the image are absolute
  * or relative to its root; symlinks are followed inside the image only.
+ *
+ * Verbs that can fail on what the image holds (struct verb's check) run
+ * twice: a check pass on a read-only open, which writes nothing, then the
+ * writing pass.  When the check pass found work, that same open becomes
+ * read-write in place (bch_fs_read_write(), fs.h): the superblocks,
+ * journal positions, roots, bucket state and cached nodes it read serve
+ * the writing pass.  When it cannot (a replay, members missing, another
+ * writer between, ...: fs.h says when) it is closed and the filesystem
+ * opened again read-write, as it always was before.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1836,8 +1845,25 @@ int cmd_image(int argc, char *argv[])
 		im.check_only = true;
 		int ret = run_verb(&im, v, vargc, vargv);
 		im.check_only = false;
-		bch_fs_close(im.c);
-		im.c = NULL;
+		/*
+		 * Something to write: the read-only open becomes read-write in
+		 * place (bch_fs_read_write(): what it read stays, the node cache
+		 * too), unless it cannot (fs.h), when it is closed and the
+		 * filesystem opened again read-write below.
+		 */
+		int up = ret ? 1 : bch_fs_read_write(im.c);
+		if (up < 0) {
+			cmd_err("image", "%s: opening read-write: %s", im.dev,
+				im.c->err_msg[0] ? im.c->err_msg : bch_err_str(up));
+			bch_fs_close(im.c);
+			free_devs(devs);
+			free(vargv);
+			return EXIT_FAIL;
+		}
+		if (up) {
+			bch_fs_close(im.c);
+			im.c = NULL;
+		}
 		if (ret) {
 			free_devs(devs);
 			free(vargv);
@@ -1846,7 +1872,7 @@ int cmd_image(int argc, char *argv[])
 	}
 	if (!v->rw)
 		bch_opt_set(&opts, Opt_read_only, 1);
-	int r = bch_fs_open(devs, nr, &opts, &im.c, err, sizeof(err));
+	int r = im.c ? 0 : bch_fs_open(devs, nr, &opts, &im.c, err, sizeof(err));
 	if (r) {
 		cmd_err("image", "%s", err);
 		free_devs(devs);

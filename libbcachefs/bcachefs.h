@@ -60,6 +60,8 @@ struct bch_fs {
 	int			first_error;	/* first fatal error, for emergency_ro */
 	uint64_t		nr_errors;	/* filesystem errors met (bch_fs_error) */
 	uint64_t		journal_replayed;	/* entries replayed at open (0: was clean) */
+	bool			open_clean;	/* fs.c: opened from the clean record */
+	uint64_t		open_seq;	/* fs.c: the journal restarts after it */
 	uint64_t		replay_oldest, replay_newest;	/* journal seqs replayed at open
 							 * (0, 0: none): a torn append whose keys all
 							 * lie in them is forgiven (btree_io.c) */

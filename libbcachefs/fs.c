@@ -6,7 +6,10 @@
  * last_seq) -> roots (clean record, or the newest entry) -> replay of every
  * key entry in sequence order into the nodes in memory -> bucket state
  * rebuilt from every node pointer (interior nodes) -> journal restarts after the newest
- * entry -> (read-write) clean record removed, overfull nodes split.
+ * entry -> (read-write: start_rw()) first entry durable, clean record
+ * removed, overfull nodes split.  A clean read-only open may run start_rw()
+ * later (bch_fs_read_write()), after opening its members again for writing
+ * and finding their superblocks as they were read.
  * A journal with no room even after reclaim (full on disk, left by older
  * versions) is emptied when it must write: replayed nodes written back,
  * roots put in the clean record, ring reused (spill_to_clean).
@@ -569,6 +572,73 @@ static int spill_to_clean(struct bch_fs *c)
 	return r ? bch_fs_err(c, r, "journal full: writing the clean record: %s", bch_err_str(r)) : 0;
 }
 
+/*
+ * The read-write part of an open, after the roots and bucket state are
+ * known (fs_open(), and bch_fs_read_write() from a read-only open): the
+ * journal restarts after c->open_seq, then the session's first entry is
+ * made durable, then the superblock drops the clean record and names that
+ * entry, then overfull nodes are split.  Nothing before the journal start
+ * writes; a refusal there (degraded) writes nothing.
+ * Two flushes, and they stay two: the superblock may not reach the disk
+ * before the entry it names (a crash between would leave a superblock
+ * naming an entry that is not there: "entries lost", where there were
+ * none), and the session's changes may not be made durable before that
+ * superblock is (with the clean record still in place, a journal tail
+ * zeroed or damaged after them would open as clean, the session's fsynced
+ * changes gone without a word; the superblock naming the first entry is
+ * what tells recovery that entries are missing).  fs_readwrite_test's
+ * crash cuts fail when the first order is turned around.
+ */
+static int start_rw(struct bch_fs *c)
+{
+	bool clean = c->open_clean;
+	int r;
+
+	/*
+	 * Started first: it refuses a degraded open below
+	 * metadata_replicas_required, before the nonce reservation
+	 * writes the superblock (a refused open writes nothing)
+	 */
+	if ((r = bch_journal_start(c, c->open_seq + 1)))
+		return r;
+	/* a fresh nonce reservation before anything is encrypted */
+	if ((r = bch_crypt_start_rw(c)))
+		return r;
+	/*
+	 * The session's first entry is durable before the superblock names
+	 * it: recovery that cannot find it (or newer) knows entries were
+	 * lost, where a zeroed or damaged tail would look like no writes.
+	 */
+	struct bch_journal_res res;
+	/*
+	 * Clean: the last writer flushed everything at its close (the
+	 * superblock write that set the flag ends with a flush), and this
+	 * session has written only the superblock (flushed) so far: the
+	 * entry needs no preflush.
+	 */
+	if (clean)
+		bch_journal_clean_start(c);
+	if ((r = bch_journal_res_get(c, 0, &res)))
+		return r;
+	bch_journal_res_put(c, &res);
+	if ((r = bch_journal_flush(c)))
+		return r;
+	c->sb->journal_seq_open = bch_journal_seq_durable(c);
+	/* dirty from here on: drop the clean record before changing anything */
+	c->sb->flags &= ~BCH_SB_FLAG_CLEAN;
+	int e2;
+	bch_sb_field_resize(&c->sb, &c->sb_bytes, BCH_SB_FIELD_clean, 0, &e2);
+	for (unsigned i = 0; i < c->nr_devs; i++)
+		if (c->devs[i]) {
+			c->devs[i]->mi.last_mount = bch_now_secs();
+			struct bch_member *m = bch_sb_member(c->sb, i);
+			m->last_mount = c->devs[i]->mi.last_mount;
+		}
+	if ((r = bch_write_super(c)))
+		return r;
+	return bch_btree_split_overfull(c);
+}
+
 static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
 		   bool allow_no_roots, struct bch_fs **ret)
 {
@@ -697,52 +767,10 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 
 	bch_journal_set_roots_fn(c, bch_btree_roots_u64s, bch_btree_roots_to_jset);
 	bch_journal_set_spill_fn(c, spill_to_clean);
-	if (!c->read_only) {
-		/*
-		 * Started first: it refuses a degraded open below
-		 * metadata_replicas_required, before the nonce reservation
-		 * writes the superblock (a refused open writes nothing)
-		 */
-		if ((r = bch_journal_start(c, (clean ? clean_seq : newest) + 1)))
-			goto out;
-		/* a fresh nonce reservation before anything is encrypted */
-		if ((r = bch_crypt_start_rw(c)))
-			goto out;
-		/*
-		 * The session's first entry is durable before the superblock names
-		 * it: recovery that cannot find it (or newer) knows entries were
-		 * lost, where a zeroed or damaged tail would look like no writes.
-		 */
-		struct bch_journal_res res;
-		/*
-		 * Clean: the last writer flushed everything at its close (the
-		 * superblock write that set the flag ends with a flush), and this
-		 * session has written only the superblock (flushed) so far: the
-		 * entry needs no preflush.
-		 */
-		if (clean)
-			bch_journal_clean_start(c);
-		if ((r = bch_journal_res_get(c, 0, &res)))
-			goto out;
-		bch_journal_res_put(c, &res);
-		if ((r = bch_journal_flush(c)))
-			goto out;
-		c->sb->journal_seq_open = bch_journal_seq_durable(c);
-		/* dirty from here on: drop the clean record before changing anything */
-		c->sb->flags &= ~BCH_SB_FLAG_CLEAN;
-		int e2;
-		bch_sb_field_resize(&c->sb, &c->sb_bytes, BCH_SB_FIELD_clean, 0, &e2);
-		for (unsigned i = 0; i < c->nr_devs; i++)
-			if (c->devs[i]) {
-				c->devs[i]->mi.last_mount = bch_now_secs();
-				struct bch_member *m = bch_sb_member(c->sb, i);
-				m->last_mount = c->devs[i]->mi.last_mount;
-			}
-		if ((r = bch_write_super(c)))
-			goto out;
-		if ((r = bch_btree_split_overfull(c)))
-			goto out;
-	}
+	c->open_clean = clean;
+	c->open_seq = clean ? clean_seq : newest;
+	if (!c->read_only)
+		r = start_rw(c);
 out:
 	free_replay_list(&list);
 	return r;
@@ -762,6 +790,83 @@ int bch_fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
 	}
 	*ret = c;
 	return 0;
+}
+
+/*
+ * Can this read-only open become what a read-write open would have been,
+ * without reading anything again?  Only when the read-write open would
+ * have done nothing the read-only one did not: opened clean (nothing
+ * replayed: replayed nodes of a read-only open are dirty, unjournalled),
+ * every member present (a degraded read-write open counts and refuses
+ * differently, and very_degraded skips unreadable nodes only read-only),
+ * not for fsck (its opens defer and skip work), no member with discard
+ * on (set up by a read-write alloc init only), no error met.
+ */
+static bool can_read_write(struct bch_fs *c)
+{
+	if (!c->read_only || c->emergency_ro || c->nr_errors || !c->open_clean ||
+	    c->journal_replayed || c->nr_replay_deferred || c->devs_missing ||
+	    c->opts.v[Opt_very_degraded] || c->opts.v[Opt_fsck] || c->prefetch ||
+	    c->extents_mark_deferred || c->alloc_recount_partial)
+		return false;
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		struct bch_dev *ca = c->devs[i];
+		struct bch_member *m = bch_sb_member(c->sb, i);
+		if (m && bch_member_exists(m) && (!ca || !ca->bdev || m->discard))
+			return false;
+	}
+	/* writing makes btree nodes, whose seqs are xxhash64s (as fs_open) */
+	return !bch_csum_type_load(BCH_CSUM_xxhash64);
+}
+
+/*
+ * Every member opened again for writing (exclusive: blockdev.h (1)), its
+ * superblock read again and compared with the one the read-only open read.
+ * Any difference (another writer came between), or a device that will not
+ * open for writing: false, the read-only handles left as they were.
+ * Else the read-only handles are closed and the new ones put in their place.
+ */
+static bool reopen_devs_rw(struct bch_fs *c)
+{
+	struct bch_blockdev *nbd[BCH_SB_MEMBERS_MAX] = { 0 };
+	bool ok = true;
+
+	for (unsigned i = 0; i < c->nr_devs && ok; i++) {
+		struct bch_dev *ca = c->devs[i];
+		struct bch_sb *sb = NULL;
+
+		if (!ca)
+			continue;
+		ok = !bch_dev_open(bch_dev_path(ca->bdev), 0, &nbd[i]) &&
+		     !bch_sb_read(nbd[i], &sb, NULL) &&
+		     bch_sb_bytes(sb) == bch_sb_bytes(ca->disk_sb) &&
+		     !memcmp(sb, ca->disk_sb, bch_sb_bytes(sb));
+		free(sb);
+	}
+	for (unsigned i = 0; i < c->nr_devs; i++) {
+		if (!nbd[i])
+			continue;
+		if (!ok) {
+			bch_dev_close(nbd[i]);
+			continue;
+		}
+		bch_dev_close(c->devs[i]->bdev);
+		c->devs[i]->bdev = nbd[i];
+	}
+	return ok;
+}
+
+int bch_fs_read_write(struct bch_fs *c)
+{
+	if (!can_read_write(c) || !reopen_devs_rw(c))
+		return 1;
+	c->read_only = false;
+	bch_opt_set(&c->opts, Opt_read_only, 0);
+	c->err_msg[0] = 0;
+	int r = start_rw(c);
+	if (r)
+		c->read_only = true;	/* as a failed open: nothing more is written */
+	return r;
 }
 
 int bch_fs_close(struct bch_fs *c)

@@ -12,7 +12,9 @@
  * record, take the btree roots from it, else read the journal and replay it
  * from the newest entry's last_seq.  Opened read-write, the clean record is
  * removed (written to the superblock) before anything else changes.
- * Opened read-only, nothing is written to any device, ever.
+ * Opened read-only, nothing is written to any device, ever, unless the
+ * caller asks for the read-write start later (bch_fs_read_write(): the
+ * same start, on the same open, when it was clean and nothing differs).
  *
  * Close: write every dirty node, write a final journal entry, record the
  * roots and journal sequence in the clean record, write the superblock.
@@ -36,6 +38,32 @@
  */
 int bch_fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
 		struct bch_fs **ret, char *err, size_t errlen);
+
+/*
+ * Make a read-only open read-write in place: what bch_fs_open() would have
+ * done for a read-write open, done now, keeping what the read-only open
+ * read (superblocks, journal positions, roots, bucket state, the node
+ * cache).  In the same order and with the same crash guarantees as the
+ * open: every member is opened again for writing (the exclusive claim)
+ * and its superblock read again; then the journal restarts after the
+ * clean record's seq, the session's first entry is made durable, the
+ * superblock drops the clean record and names that entry, and overfull
+ * nodes are split.
+ * Returns 1, nothing written and c still read-only and usable, when it
+ * cannot be done in place: the open was not clean (a replay), members are
+ * missing, very_degraded, fsck, a member with discard on, an error met, a
+ * device that will not open for writing, or a superblock that changed since
+ * it was read (another writer came between): the caller closes and opens
+ * read-write, which reads everything again (and reports what refuses).
+ * Another writer that began after this open read the journal and died
+ * before its first superblock write left at most its first entry, with no
+ * keys, at the place and seq this session's first entry takes (both
+ * computed from the same disk): it is overwritten, as if never written.
+ * Returns 0 when c is read-write, or a negative error when the start
+ * failed (c then read-only: close it; the next open replays what was
+ * written, as after a failed read-write open).
+ */
+int bch_fs_read_write(struct bch_fs *c);
 
 /* Close; clean unless an error made the filesystem read-only. */
 int bch_fs_close(struct bch_fs *c);
