@@ -294,6 +294,24 @@ static int copy_in_xattrs(struct copy_ctx *x, const char *src, uint64_t inum)
 	return 0;
 }
 
+/*
+ * The host file's ctime, into sa (set it last: any later change of the
+ * inode makes its ctime now again).  Not with SOURCE_DATE_EPOCH: then the
+ * image's ctimes are that time, for reproducible images.  What it is for:
+ * image update takes a ctime equal to the nanosecond on both sides to say
+ * that neither the host file nor the image inode changed since (so their
+ * xattrs need not be read); mke2fs -d copies the ctime too.
+ */
+void copy_host_ctime(struct bch_setattr *sa, const struct stat *st)
+{
+	const char *sde = getenv("SOURCE_DATE_EPOCH");
+
+	if (sde && *sde)
+		return;
+	sa->valid |= BCH_SETATTR_CTIME;
+	sa->ctime = ts_ns(st->st_ctim);
+}
+
 static int copy_in_attrs(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st)
 {
 	struct bch_setattr sa = {
@@ -305,6 +323,7 @@ static int copy_in_attrs(struct copy_ctx *x, const char *src, uint64_t inum, con
 		.atime	= atime_of(st),
 		.mtime	= ts_ns(st->st_mtim),
 	};
+	copy_host_ctime(&sa, st);
 	int r = bch_fs_setattr(x->c, inum, &sa);
 
 	return r ? fail(x, r, "setting attributes of", src) : 0;
@@ -428,6 +447,7 @@ int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name)
 			.valid = BCH_SETATTR_ATIME | BCH_SETATTR_MTIME,
 			.atime = atime_of(&st), .mtime = ts_ns(st.st_mtim),
 		};
+		copy_host_ctime(&sa, &st);
 		r = bch_fs_setattr(x->c, inum, &sa);
 		return r ? fail(x, r, "setting times of", src) : 0;
 	}
