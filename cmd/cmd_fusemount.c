@@ -6,8 +6,12 @@
  * (`mount -t fuse.bcachefs DEV MNT`, fstab).
  *
  * FUSE inode numbers are ours (the root, 4096, is FUSE_ROOT_ID).  Every
- * request takes c->lock around its library calls: the engine is
- * single-threaded, the session is not.  The kernel caches reads; writes
+ * request takes the engine lock (m->lock) around its library calls: the
+ * engine is single-threaded, the session is not.  A read holds it only to
+ * plan; its device reads, checksums, cipher and decompression run with the
+ * devices held open instead (need_handover(), io.h "Reads outside the
+ * engine lock"), and a read that cannot finish so is redone under the lock
+ * the old way.  The kernel caches reads; writes
  * are not cached (no writeback cache), so each write(2) is stored, or
  * refused with ENOSPC, before it returns.  Names and attributes are cached
  * for TIMEOUT (30 s): the kernel makes most changes itself, and every other
@@ -50,7 +54,9 @@
  *       bodies take the same lock and may replace m->c (a membership
  *       change reopens the filesystem) and m->devs: every user of the
  *       engine reads m->c after taking the lock, never a copy kept across
- *       an unlock.  The mountpoint's root answers getxattr "bcachefs.ctl"
+ *       an unlock, except a read's plan, which keeps m->ra_lock for reading
+ *       from before the unlock until its last device read, so no body runs
+ *       meanwhile.  The mountpoint's root answers getxattr "bcachefs.ctl"
  *       with the socket's path.
  *   (7) atime is ours: the kernel marks FUSE inodes S_NOATIME.  A read, a
  *       listing or a readlink that reaches us updates it by the rules of
