@@ -7,6 +7,10 @@
  *       been written to every replica it points to.
  *   (2) An encoded extent lies inside one bucket of each device.
  *   (3) Data is returned to a reader only after its checksum matched.
+ *   (4) A planned read (bch_data_read_plan_run()) returns data only if
+ *       c->data_reuse_seq did not move between its plan and the end of its
+ *       device reads: every write over space that may hold data bumps it
+ *       first (io.h), so what it read is what the plan's keys pointed at.
  *
  * A copy on a member that was not given (opened degraded) is skipped, as
  * one that failed its read, but is no damage: it is not counted in
@@ -23,6 +27,10 @@
  * mutex is held over no call out of it: no new lock order.  Everything
  * else (nonces, allocation, device writes, keys, their order, the commit)
  * stays on the calling thread, in the order it had single-threaded.
+ * A planned read's run may be on several threads at once without the
+ * engine's lock: it reads only its plan, the devices (kept open by the
+ * caller) and c->crypt's key, and counts only the devices' atomic I/O
+ * counters.
  */
 #include <errno.h>
 #include <inttypes.h>
