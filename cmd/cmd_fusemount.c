@@ -6,8 +6,12 @@
  * (`mount -t fuse.bcachefs DEV MNT`, fstab).
  *
  * FUSE inode numbers are ours (the root, 4096, is FUSE_ROOT_ID).  Every
- * request takes c->lock around its library calls: the engine is
- * single-threaded, the session is not.  The kernel caches reads; writes
+ * request takes the engine lock (m->lock) around its library calls: the
+ * engine is single-threaded, the session is not.  A read holds it only to
+ * plan; its device reads, checksums, cipher and decompression run with the
+ * devices held open instead (need_handover(), io.h "Reads outside the
+ * engine lock"), and a read that cannot finish so is redone under the lock
+ * the old way.  The kernel caches reads; writes
  * are not cached (no writeback cache), so each write(2) is stored, or
  * refused with ENOSPC, before it returns.  Names and attributes are cached
  * for TIMEOUT (30 s): the kernel makes most changes itself, and every other
@@ -50,7 +54,9 @@
  *       bodies take the same lock and may replace m->c (a membership
  *       change reopens the filesystem) and m->devs: every user of the
  *       engine reads m->c after taking the lock, never a copy kept across
- *       an unlock.  The mountpoint's root answers getxattr "bcachefs.ctl"
+ *       an unlock, except a read's plan, which keeps m->ra_lock for reading
+ *       from before the unlock until its last device read, so no body runs
+ *       meanwhile.  The mountpoint's root answers getxattr "bcachefs.ctl"
  *       with the socket's path.
  *   (7) atime is ours: the kernel marks FUSE inodes S_NOATIME.  A read, a
  *       listing or a readlink that reaches us updates it by the rules of
@@ -104,6 +110,7 @@
 #include "errcode.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "fs_read.h"
 #include "snapshot.h"
 #include "fuse_dl.h"
 #include "fsname.h"
@@ -673,6 +680,39 @@ static void fg_unlock(struct fmount *m)
 
 #define LOCK(m)		fg_lock(m)
 #define UNLOCK(m)	fg_unlock(m)
+
+/*
+ * What a step of the engine needs (io.h, enum bch_lock_need), taken here
+ * and nowhere else, so another scheme (a reader-writer engine lock, locks
+ * per btree) replaces these three:
+ *   BCH_LOCK_ENGINE   m->lock (LOCK/UNLOCK: the one engine lock).
+ *   BCH_LOCK_DEVICES  m->ra_lock for reading: m->c and its devices stay
+ *                     open.  Command bodies, which may close, reopen and
+ *                     replace them, hold it for writing (ctl_lock()).
+ * DEVICES is only ever taken with ENGINE held (need_handover()), so the
+ * m->c a thread planned with is the one it reads from; and a thread holding
+ * DEVICES never waits for ENGINE (a body holding ENGINE waits for DEVICES):
+ * need_back() lets it go first.
+ */
+static void need_handover(struct fmount *m)	/* ENGINE -> DEVICES */
+{
+	pthread_rwlock_rdlock(&m->ra_lock);
+	UNLOCK(m);
+}
+
+static void need_back(struct fmount *m)		/* DEVICES -> ENGINE */
+{
+	pthread_rwlock_unlock(&m->ra_lock);
+	LOCK(m);
+}
+
+static void need_drop_devices(struct fmount *m)
+{
+	pthread_rwlock_unlock(&m->ra_lock);
+}
+
+/* Reads run outside the engine lock (bch_data_read_plan_run()), and those redone under it. */
+static atomic_uint_fast64_t reads_unlocked, reads_redone;
 
 /* Data was written (kick) or a file's options changed (unpark): lock held. */
 static void bg_wake(struct fmount *m, bool unpark)
@@ -1539,26 +1579,44 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	req_type(REQ_read);
 	struct fmount *m = FM(req);
 	struct bch_readahead ra = { 0 };
+	struct bch_read_plan pl;
 	char *buf = thread_buf(size ? size : 1);
 
 	if (!buf) {
 		lf->reply_err(req, ENOMEM);
 		return;
 	}
+	/*
+	 * Under the lock the plan (BCH_READ_PLAN_NEEDS), atime and readahead;
+	 * the reads and checks without it (BCH_READ_RUN_NEEDS: fs_read.h).
+	 * What the plan or the run cannot do is read the old way, locked.
+	 */
 	LOCK(m);
-	ssize_t n = bch_fs_read(m->c, from_fuse(ino), off, buf, size);
+	bool planned = !bch_fs_read_plan(m->c, from_fuse(ino), off, size, &pl);
+	ssize_t n = planned ? (ssize_t)pl.len : bch_fs_read(m->c, from_fuse(ino), off, buf, size);
 	if (n > 0)
 		readahead_hint(m, from_fuse(ino), (uint64_t)off, (uint64_t)n, &ra);
 	if (n >= 0 && !(fi->flags & O_NOATIME))
 		read_atime(m, SESS(req), from_fuse(ino));
-	pthread_rwlock_rdlock(&m->ra_lock);	/* the devices stay open until it is issued */
-	UNLOCK(m);
+	need_handover(m);	/* the devices stay open until the reads and readahead are done */
+	if (planned) {
+		n = bch_data_read_plan_run(&pl, buf);
+		bch_data_read_plan_free(&pl);
+		atomic_fetch_add_explicit(n == -EAGAIN ? &reads_redone : &reads_unlocked, 1,
+					  memory_order_relaxed);
+		if (n == -EAGAIN) {
+			need_back(m);
+			ra.nr = 0;	/* planned on devices that may have been reopened since */
+			n = bch_fs_read(m->c, from_fuse(ino), off, buf, size);
+			need_handover(m);
+		}
+	}
 	if (n < 0)
 		lf->reply_err(req, (int)-n);
 	else
 		lf->reply_buf(req, buf, n);
 	bch_data_readahead_issue(&ra);
-	pthread_rwlock_unlock(&m->ra_lock);
+	need_drop_devices(m);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
@@ -2739,9 +2797,12 @@ int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv)
 	x->lock(x);
 	memcpy(copy, req_stats, sizeof(req_stats));
 	int64_t since = req_stats_since;	/* RFC 3339, as every --json time */
+	uint64_t unlocked = atomic_load(&reads_unlocked), redone = atomic_load(&reads_redone);
 	if (reset) {
 		memset(req_stats, 0, sizeof(req_stats));
 		req_stats_since = real_ns();
+		atomic_fetch_sub(&reads_unlocked, unlocked);
+		atomic_fetch_sub(&reads_redone, redone);
 	}
 	x->unlock(x);
 
@@ -2765,7 +2826,8 @@ int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv)
 				req_quantile(st, .99));
 			first = false;
 		}
-		fprintf(x->out, "]}\n");
+		fprintf(x->out, "], \"reads_unlocked\": %" PRIu64 ", \"reads_redone\": %" PRIu64 "}\n",
+			unlocked, redone);
 	} else {
 		fprintf(x->out, "Requests since %s: the engine lock, waited for and held, per request type\n"
 			"%-16s %9s %10s %9s %9s %9s %9s %6s\n", when, "type", "calls", "total ms",
@@ -2780,7 +2842,9 @@ int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv)
 				req_quantile(st, .5) / 1000, req_quantile(st, .99) / 1000, st->max_ns / 1e3,
 				total ? 100.0 * st->wait_ns / total : 0.0);
 		}
-		fprintf(x->out, "(p50 and p99: the upper bound of a power-of-two bucket)\n");
+		fprintf(x->out, "(p50 and p99: the upper bound of a power-of-two bucket)\n"
+			"Reads outside the lock: %" PRIu64 ", redone under it: %" PRIu64 "\n",
+			unlocked, redone);
 	}
 	free(copy);
 	return EXIT_OK;

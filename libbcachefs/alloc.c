@@ -22,6 +22,7 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "errcode.h"
+#include "io.h"
 #include "journal.h"
 #include "super.h"
 
@@ -250,10 +251,12 @@ static int discard_pass(struct bch_fs *c, struct bch_dev_alloc *a)
 			continue;
 		}
 		a->discard_queued[b] = 0;
-		if (!reused && !ret)
+		if (!reused && !ret) {
+			bch_data_reuse_bump(c);	/* zeros where data was (io.h) */
 			ret = bch_dev_discard(a->discard_bdev,
 					      (b * a->bucket_sectors) << BCH_SECTOR_SHIFT,
 					      (uint64_t)a->bucket_sectors << BCH_SECTOR_SHIFT);
+		}
 	}
 	a->nr_discard = kept;
 	return ret;
@@ -423,6 +426,7 @@ static int alloc_on_dev_reserve(struct bch_fs *c, unsigned dev, unsigned data_ty
 			a->nr_empty++;
 		}
 		*off = 0;
+		bch_data_reuse_bump(c);	/* before anything is written over its old data (io.h) */
 		a->gen[b]++;
 		a->type[b] = data_type;
 		a->read_clock[b] = ++a->clock;	/* fresh data is not the least recently used */
@@ -1280,6 +1284,7 @@ int bch_alloc_evict(struct bch_fs *c, unsigned dev, unsigned nr)
 	for (unsigned i = 0; i < n; i++) {
 		uint64_t b = buckets[i] = v[i].bucket;
 		/* every cached pointer into it is stale from now on */
+		bch_data_reuse_bump(c);	/* io.h */
 		a->gen[b]++;
 		a->cached[b] = 0;
 		a->type[b] = BCH_DATA_free;

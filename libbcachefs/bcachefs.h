@@ -123,6 +123,9 @@ struct bch_fs {
 	bool			rebalance_waited;	/* rebalance_wait_gen is set */
 	uint64_t		rebalance_kicks;	/* rebalance.c: bch_rebalance_kick() calls */
 	uint64_t		promoted;	/* io.c: extents given a cached copy by reads */
+	uint64_t		data_reuse_seq;	/* io.h: bumped (atomically, engine lock held)
+						 * before a write over space that held data;
+						 * reads planned before it are redone */
 	uint64_t		reserved_sectors;	/* extents.c: disk sectors promised to
 						 * reservation keys (fallocate): size x
 						 * nr_replicas of each; user data may not

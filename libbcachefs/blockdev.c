@@ -786,6 +786,18 @@ int bch_dev_read(struct bch_blockdev *dev, void *buf, size_t len, uint64_t offse
 	return dev_rw(dev, false, buf, len, offset);
 }
 
+int bch_dev_read_try(struct bch_blockdev *dev, void *buf, size_t len, uint64_t offset)
+{
+	if (!in_range(dev, len, offset))
+		return -BCH_ERR_device_short_io;
+	if (dev->delay_us)
+		delay(dev);
+	int ret = do_rw(dev, false, buf, len, offset);
+	if (!ret)
+		count(dev, false, 1, len);
+	return ret;
+}
+
 int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_t offset)
 {
 	size_t n = len;

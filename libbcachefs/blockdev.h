@@ -88,6 +88,11 @@ int bch_dev_set_size(struct bch_blockdev *dev, uint64_t size);
 /* Read/write len bytes at byte offset; all or nothing (see invariant 3). */
 int bch_dev_read(struct bch_blockdev *dev, void *buf, size_t len, uint64_t offset);
 int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_t offset);
+/*
+ * bch_dev_read() whose failure is not counted (read_errors): a read that is
+ * retried the counted way when it fails (io.h, reads outside the engine lock).
+ */
+int bch_dev_read_try(struct bch_blockdev *dev, void *buf, size_t len, uint64_t offset);
 
 /*
  * Tell the kernel reads will hop about (no readahead: reading one block

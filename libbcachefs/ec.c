@@ -1360,6 +1360,7 @@ static int ip_write(struct bch_fs *c, struct inplace *ip, struct ip_stripe *s, s
 		sv->blocks[i].csum = cs.lo;
 		if (from == s->block_sectors)
 			continue;
+		bch_data_reuse_bump(c);	/* in a bucket that holds data (io.h) */
 		r = bch_dev_write(c->devs[s->devs[i]]->bdev, b->bufs[i] + (from << BCH_SECTOR_SHIFT),
 				  bytes - (from << BCH_SECTOR_SHIFT),
 				  (b->blocks[i].offset + from) << BCH_SECTOR_SHIFT);
@@ -1719,6 +1720,7 @@ static int chk_write(struct chk *x, uint32_t mask, uint32_t *written)
 		/* a block whose bucket was reused is someone else's now: never written */
 		if (!bch_alloc_ptr_live(c, b))
 			continue;
+		bch_data_reuse_bump(c);	/* rewritten in place (io.h) */
 		r = bch_dev_write(c->devs[b->dev]->bdev, x->fix[i], x->len,
 				  (uint64_t)b->offset << BCH_SECTOR_SHIFT);
 		if (r)

@@ -7,6 +7,10 @@
  *       been written to every replica it points to.
  *   (2) An encoded extent lies inside one bucket of each device.
  *   (3) Data is returned to a reader only after its checksum matched.
+ *   (4) A planned read (bch_data_read_plan_run()) returns data only if
+ *       c->data_reuse_seq did not move between its plan and the end of its
+ *       device reads: every write over space that may hold data bumps it
+ *       first (io.h), so what it read is what the plan's keys pointed at.
  *
  * A copy on a member that was not given (opened degraded) is skipped, as
  * one that failed its read, but is no damage: it is not counted in
@@ -23,6 +27,10 @@
  * mutex is held over no call out of it: no new lock order.  Everything
  * else (nonces, allocation, device writes, keys, their order, the commit)
  * stays on the calling thread, in the order it had single-threaded.
+ * A planned read's run may be on several threads at once without the
+ * engine's lock: it reads only its plan, the devices (kept open by the
+ * caller) and c->crypt's key, and counts only the devices' atomic I/O
+ * counters.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -1197,4 +1205,231 @@ void bch_data_readahead_issue(const struct bch_readahead *ra)
 {
 	for (unsigned i = 0; i < ra->nr; i++)
 		bch_dev_willneed(ra->run[i].bdev, ra->run[i].offset, ra->run[i].len);
+}
+
+/* ------------------------------------------- reads outside the engine lock */
+
+/*
+ * The plan of one read (io.h "Reads outside the engine lock").  Anything
+ * the fast path does not do itself makes bch_data_read_plan() refuse, and
+ * the caller reads the old way: reflinked extents are planned through their
+ * indirect extents, but a first copy that is not readable now (a missing
+ * member, a stale pointer), a damaged encoding, or a promote are not.
+ */
+static int plan_add(struct bch_read_plan *pl, const struct bch_read_piece *p)
+{
+	if (pl->nr == pl->cap) {
+		unsigned cap = pl->cap ? pl->cap * 2 : 8;
+		struct bch_read_piece *n = realloc(pl->p, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		pl->p = n;
+		pl->cap = cap;
+	}
+	pl->p[pl->nr++] = *p;
+	return 0;
+}
+
+/* Bytes [from, to) of the read (file bytes) read as zeros. */
+static int plan_zero(struct bch_read_plan *pl, uint64_t from, uint64_t to)
+{
+	if (from >= to)
+		return 0;
+	struct bch_read_piece p = { .buf_off = from - pl->offset, .len = to - from };
+	return plan_add(pl, &p);
+}
+
+/* The part of extent (or reservation) k inside the read. */
+static int plan_key(struct bch_fs *c, struct bch_read_plan *pl, const struct bch_bkey *k)
+{
+	uint64_t ks = bch_extent_start(k) << BCH_SECTOR_SHIFT, ke = (uint64_t)k->p.offset << BCH_SECTOR_SHIFT;
+	uint64_t from = ks > pl->offset ? ks : pl->offset;
+	uint64_t end = pl->offset + pl->len, to = ke < end ? ke : end;
+	unsigned order[BCH_REPLICAS_MAX];
+
+	if (from >= to)
+		return 0;
+	if (k->type == BCH_BKEY_reservation)
+		return plan_zero(pl, from, to);
+	const struct bch_extent *e = bkey_val(k);
+	if (bch_extent_crc_validate(&e->crc, 0, NULL, 0) || !read_order(c, k, order))
+		return -EAGAIN;
+	if ((c->crypt || e->crc.csum_type == BCH_CSUM_chacha20_poly1305) &&
+	    (!c->crypt || e->crc.csum_type != BCH_CSUM_chacha20_poly1305))
+		return -EAGAIN;		/* damage: the old path says so */
+	const struct bch_extent_ptr *ptr = &e->ptrs[order[0]];
+	struct bch_dev *ca = ptr->dev < BCH_SB_MEMBERS_MAX ? c->devs[ptr->dev] : NULL;
+	if (!ca || !ca->bdev || !bch_alloc_ptr_live(c, ptr))
+		return -EAGAIN;		/* degraded, or stale: the old path tries the others */
+	if (ptr->flags & BCH_EXTENT_PTR_CACHED)
+		bch_alloc_bucket_read(c, ptr);	/* as promote_note(): eviction's clock */
+	struct bch_read_piece p = {
+		.buf_off	= from - pl->offset,
+		.len		= to - from,
+		.src_off	= ((uint64_t)e->crc.offset << BCH_SECTOR_SHIFT) + (from - ks),
+		.bdev		= ca->bdev,
+		.dev_off	= (uint64_t)ptr->offset << BCH_SECTOR_SHIFT,
+		.version	= k->version,
+		.crc		= e->crc,
+	};
+	return plan_add(pl, &p);
+}
+
+static int plan_reflink(struct bch_fs *c, struct bch_read_plan *pl, const struct bch_bkey *k)
+{
+	uint64_t start = pl->offset >> BCH_SECTOR_SHIFT;
+	uint64_t end = (pl->offset + pl->len + BCH_SECTOR_SIZE - 1) >> BCH_SECTOR_SHIFT;
+	uint64_t ks = bch_extent_start(k), from = ks > start ? ks : start;
+	uint64_t to = k->p.offset < end ? k->p.offset : end;
+	struct bch_bkey **keys;
+	unsigned nr;
+	int r = bch_reflink_resolve(c, k, from, to, &keys, &nr);
+
+	if (r)
+		return -EAGAIN;
+	for (unsigned i = 0; i < nr; i++) {
+		if (!r)
+			r = plan_key(c, pl, keys[i]);
+		free(keys[i]);
+	}
+	free(keys);
+	return r;
+}
+
+int bch_data_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, uint64_t len,
+		       struct bch_read_plan *pl)
+{
+	uint64_t start = offset >> BCH_SECTOR_SHIFT;
+	uint64_t end = (offset + len + BCH_SECTOR_SIZE - 1) >> BCH_SECTOR_SHIFT;
+	uint64_t done = offset;		/* file bytes before this are planned */
+	struct bch_viter it;
+	const struct bch_bkey *k;
+	int r = 0, err = 0;
+
+	*pl = (struct bch_read_plan) { .c = c, .offset = offset, .len = len,
+				       .seq = __atomic_load_n(&c->data_reuse_seq, __ATOMIC_SEQ_CST) };
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0), POS(inum, UINT64_MAX, 0));
+	while (!r && (k = bch_viter_next(&it, &err))) {
+		if (bch_extent_start(k) >= end)
+			break;
+		if (k->type != BCH_BKEY_extent && k->type != BCH_BKEY_reservation &&
+		    k->type != BCH_BKEY_reflink_p)
+			continue;
+		uint64_t ks = bch_extent_start(k) << BCH_SECTOR_SHIFT;
+		if (ks > done)
+			r = plan_zero(pl, done, ks < offset + len ? ks : offset + len);
+		if (!r)
+			r = k->type == BCH_BKEY_reflink_p ? plan_reflink(c, pl, k) : plan_key(c, pl, k);
+		if (((uint64_t)k->p.offset << BCH_SECTOR_SHIFT) > done)
+			done = (uint64_t)k->p.offset << BCH_SECTOR_SHIFT;
+	}
+	bch_viter_exit(&it);
+	if (!r && !err && done < offset + len)
+		r = plan_zero(pl, done, offset + len);
+	if (r || err) {
+		bch_data_read_plan_free(pl);
+		return r ? r : err;
+	}
+	return 0;
+}
+
+void bch_data_read_plan_free(struct bch_read_plan *pl)
+{
+	free(pl->p);
+	pl->p = NULL;
+	pl->nr = pl->cap = 0;
+}
+
+/*
+ * Read piece p's encoded extent and verify it; its bytes go to dst.  Whole
+ * plain extents at an aligned dst are read in place; others through enc
+ * (and a decompression buffer).  An encrypted extent is only read here: its
+ * MAC and cipher are the batch's (run_decrypt()).
+ */
+static bool run_direct(const struct bch_read_piece *p, const char *dst)
+{
+	return bch_crc_plain(&p->crc) && !p->src_off &&
+	       p->len == (uint64_t)p->crc.compressed_sectors << BCH_SECTOR_SHIFT && !((uintptr_t)dst & 4095);
+}
+
+static bool run_encrypted(const struct bch_read_piece *p)
+{
+	return p->crc.csum_type == BCH_CSUM_chacha20_poly1305;
+}
+
+/* The decoded bytes of p, from its encoded extent at enc (decrypted when it was encrypted). */
+static int run_decode(const struct bch_read_piece *p, const void *enc, char *dst)
+{
+	size_t enc_bytes = (size_t)p->crc.compressed_sectors << BCH_SECTOR_SHIFT;
+	size_t dec_bytes = (size_t)p->crc.uncompressed_sectors << BCH_SECTOR_SHIFT;
+	int r;
+
+	if (!run_encrypted(p) && (r = bch_csum_verify(p->crc.csum_type, enc, enc_bytes, p->crc.csum)))
+		return r;
+	if (bch_crc_plain(&p->crc)) {
+		if (enc != dst)
+			memcpy(dst, (const char *)enc + p->src_off, p->len);
+		return 0;
+	}
+	void *dec = malloc(dec_bytes);
+	if (!dec)
+		return -ENOMEM;
+	r = bch_decompress(p->crc.compression_type, enc, p->crc.compressed_bytes, dec, dec_bytes);
+	if (!r)
+		memcpy(dst, (char *)dec + p->src_off, p->len);
+	free(dec);
+	return r;
+}
+
+ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf)
+{
+	struct bch_fs *c = pl->c;
+	char *out = buf;
+	void **enc = calloc(pl->nr ? pl->nr : 1, sizeof(*enc));
+	struct bch_cipher_job *j = calloc(pl->nr ? pl->nr : 1, sizeof(*j));
+	unsigned nr_j = 0;
+	int r = enc && j ? 0 : -ENOMEM;
+
+	/* 1: read every piece (zeros for holes) */
+	for (unsigned i = 0; i < pl->nr && !r; i++) {
+		const struct bch_read_piece *p = &pl->p[i];
+		char *dst = out + p->buf_off;
+		size_t bytes = (size_t)p->crc.compressed_sectors << BCH_SECTOR_SHIFT;
+
+		if (!p->bdev) {
+			memset(dst, 0, p->len);
+			continue;
+		}
+		enc[i] = run_direct(p, dst) ? dst : io_buf(bytes);
+		if (!enc[i]) {
+			r = -ENOMEM;
+			break;
+		}
+		if ((r = bch_dev_read_try(p->bdev, enc[i], bytes, p->dev_off)))
+			break;
+		if (run_encrypted(p))
+			j[nr_j++] = (struct bch_cipher_job) {
+				.version = p->version, .src = enc[i], .buf = enc[i],
+				.bytes = bytes, .mac = p->crc.csum,
+			};
+	}
+	/* 2: the MACs and cipher of the encrypted ones, together (the pool) */
+	if (!r && nr_j) {
+		bch_io_decrypt_batch(c, j, nr_j);
+		for (unsigned n = 0; n < nr_j && !r; n++)
+			r = j[n].r;
+	}
+	/* 3: verify, decompress, copy out */
+	for (unsigned i = 0; i < pl->nr && !r; i++)
+		if (pl->p[i].bdev)
+			r = run_decode(&pl->p[i], enc[i], out + pl->p[i].buf_off);
+	for (unsigned i = 0; enc && i < pl->nr; i++)
+		if (enc[i] != out + pl->p[i].buf_off)
+			free(enc[i]);
+	free(enc);
+	free(j);
+	/* 4: no space the plan read from was rewritten meanwhile (io.h) */
+	if (!r && __atomic_load_n(&c->data_reuse_seq, __ATOMIC_SEQ_CST) != pl->seq)
+		r = -EAGAIN;
+	return r ? -EAGAIN : (ssize_t)pl->len;
 }

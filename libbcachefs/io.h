@@ -18,6 +18,9 @@
  */
 
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "bcachefs.h"
 
 #include "bcachefs_format.h"
 
@@ -82,6 +85,66 @@ struct bch_readahead {
 uint64_t bch_data_readahead_plan(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors,
 				 struct bch_readahead *ra);
 void bch_data_readahead_issue(const struct bch_readahead *ra);
+
+/*
+ * Reads outside the engine lock.  A caller that serialises the engine with
+ * a lock (the FUSE daemon) may split a read in two, each step needing what
+ * its BCH_LOCK_ constant says:
+ *   plan (BCH_READ_PLAN_NEEDS): bch_data_read_plan() walks the extents
+ *     covering file bytes [offset, offset + len) and notes, per piece, the
+ *     first copy's device and offset, its encoding (checksum, compression,
+ *     the nonce), or zeros for a hole; and c->data_reuse_seq.  Nonzero: it
+ *     cannot plan this read (a missing member, a stale or damaged copy,
+ *     memory): read it the old way.
+ *   run (BCH_READ_RUN_NEEDS): bch_data_read_plan_run() reads each piece,
+ *     verifies, decrypts and decompresses it into buf (len bytes), and checks
+ *     that c->data_reuse_seq did not move.  It returns len, or -EAGAIN for
+ *     anything else (a short read, an I/O error, a checksum mismatch, space
+ *     reused meanwhile): the caller then reads the old way under the engine
+ *     lock, which tries the other copies, rebuilds from stripes, counts and
+ *     reports errors.  The run counts no error, repairs nothing and writes
+ *     nothing; what it returned passed the checks the old path makes.
+ * Invariant: c->data_reuse_seq is bumped (bch_data_reuse_bump(), engine
+ * lock held) before any write over space that may hold data a plan points
+ * at: a bucket opened for new data or evicted (alloc.c), discarded
+ * (alloc.c), a copy rewritten in place (scrub.c, ec.c).  So a run that saw
+ * the same value after its reads read what the plan's keys pointed at.
+ */
+enum bch_lock_need {
+	BCH_LOCK_ENGINE,	/* the engine's lock, exclusive (everything else) */
+	BCH_LOCK_DEVICES,	/* only c and its devices kept open: no close, no
+				 * membership change, resize or reopen meanwhile */
+};
+#define BCH_READ_PLAN_NEEDS	BCH_LOCK_ENGINE
+#define BCH_READ_RUN_NEEDS	BCH_LOCK_DEVICES
+
+struct bch_read_piece {
+	uint64_t		buf_off;	/* bytes into the reader's buffer */
+	uint64_t		len;		/* bytes there */
+	uint64_t		src_off;	/* bytes into the decoded extent */
+	struct bch_blockdev	*bdev;		/* NULL: zeros (a hole, a reservation) */
+	uint64_t		dev_off;	/* bytes: the encoded extent on bdev */
+	uint64_t		version;	/* the key's version (an encrypted extent's nonce) */
+	struct bch_extent_crc	crc;		/* the key's encoding */
+};
+
+struct bch_read_plan {
+	struct bch_fs		*c;
+	uint64_t		offset, len;	/* file bytes */
+	uint64_t		seq;		/* c->data_reuse_seq when planned */
+	unsigned		nr, cap;
+	struct bch_read_piece	*p;		/* malloc'd: bch_data_read_plan_free() */
+};
+
+int bch_data_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, uint64_t len,
+		       struct bch_read_plan *pl);
+ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf);
+void bch_data_read_plan_free(struct bch_read_plan *pl);
+
+static inline void bch_data_reuse_bump(struct bch_fs *c)
+{
+	__atomic_fetch_add(&c->data_reuse_seq, 1, __ATOMIC_SEQ_CST);
+}
 
 /*
  * Read and verify every replica of one extent key (fsck --data, scrub):

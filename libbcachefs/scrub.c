@@ -160,6 +160,7 @@ int bch_extent_scrub_repair(struct bch_fs *c, const struct bch_bkey *k,
 			 */
 			if (!ca || !ca->bdev || !bch_alloc_ptr_live(c, &e->ptrs[i]))
 				continue;
+			bch_data_reuse_bump(c);	/* rewritten in place (io.h) */
 			if (bch_dev_write(ca->bdev, x->good_buf, bytes,
 					  (uint64_t)e->ptrs[i].offset << BCH_SECTOR_SHIFT) ||
 			    bch_dev_flush(ca->bdev))
