@@ -41,6 +41,7 @@
 #define BLOCK		4096
 #define READERS		3
 #define RUN_MS		1500
+#define RUN_MAX_MS	30000	/* on until the readers did enough: see the run */
 #define SEED		0x5eed32u
 
 static char tmpdir[64];
@@ -231,10 +232,21 @@ static void run(unsigned csum, const char *compression, bool encrypted)
 		cr_assert_eq(pthread_create(&th[i], NULL, reader, (void *)i), 0);
 	struct timespec t0, t;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/*
+	 * RUN_MS at least, then on until the readers have done enough (a
+	 * loaded machine lets the writer take the lock again and again: it
+	 * then pauses between steps), at most RUN_MAX_MS: the asserts below
+	 * say what was too little.
+	 */
+	long ms;
 	do {
 		writer_step(&rng, buf, &ver);
 		clock_gettime(CLOCK_MONOTONIC, &t);
-	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < RUN_MS);
+		ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms >= RUN_MS)
+			usleep(500);
+	} while (ms < RUN_MS || (ms < RUN_MAX_MS && (atomic_load(&nr_unlocked) <= 100 ||
+						    !atomic_load(&nr_redone))));
 	atomic_store(&stop, true);
 	for (unsigned i = 0; i < READERS; i++)
 		pthread_join(th[i], NULL);
