@@ -11,7 +11,8 @@
  *
  * Verbs that can fail on what the image holds (struct verb's check) run
  * twice: a check pass on a read-only open, which writes nothing, then the
- * writing pass.  When the check pass found work, that same open becomes
+ * writing pass.  When the check pass found work and only read (update,
+ * sync: struct verb's in_place), that same open becomes
  * read-write in place (bch_fs_read_write(), fs.h): the superblocks,
  * journal positions, roots, bucket state and cached nodes it read serve
  * the writing pass.  When it cannot (a replay, members missing, another
@@ -1518,6 +1519,15 @@ static const struct verb {
 	const char	*help;
 	bool		check;		/* checked on a read-only open before the read-write one */
 	bool		longopts;	/* takes --NAME=VALUE options before the device too */
+	/*
+	 * Its check pass only reads (calls nothing that writes: update records
+	 * its changes): that open may become read-write in place.  Other
+	 * verbs' check passes run the change until the engine refuses it
+	 * (EROFS), which may leave state in memory (inode numbers handed out,
+	 * buckets taken for nodes or data) that a read-write session must not
+	 * inherit: they close and open again.
+	 */
+	bool		in_place;
 } verbs[] = {
 	{ "ls",		verb_ls, "lRa",	false, "[-lRa] [--json] [PATH...]", "list directories" },
 	{ "cat",	verb_cat, "",	false, "PATH...",		"print files" },
@@ -1539,8 +1549,8 @@ static const struct verb {
 	{ "setopt",	verb_setopt, "",	true,  "OPT=VALUE PATH...",	"per-file options (compression, targets, ...)", true },
 	{ "setattr",	verb_setattr, "",	true,  "[--OPT=VALUE]... PATH...", "per-file options as bcachefs setattr", true, true },
 	{ "import-tar",	verb_import_tar, "W", true, "[--spec=FILE...] [--no-whiteouts] [--json] TARFILE|- [PATH]", "unpack a tar (an OCI layer: whiteouts applied)", true, true },
-	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] [--json] [--subvolume=NAME] HOSTDIR [PATH]", "make the tree (of subvolume NAME) equal to HOSTDIR, writing only what differs", true, true },
-	{ "sync",	verb_update, "cn",	true,  "...",			"the same as update", true, true },
+	{ "update",	verb_update, "cn",	true,  "[--checksum] [--dry-run] [--json] [--subvolume=NAME] HOSTDIR [PATH]", "make the tree (of subvolume NAME) equal to HOSTDIR, writing only what differs", true, true, true },
+	{ "sync",	verb_update, "cn",	true,  "...",			"the same as update", true, true, true },
 	{ "subvolume-create", verb_subvol_create, "", true, "PATH",	"make an empty subvolume", true },
 	{ "subvolume-snapshot", verb_subvol_snapshot, "r", true, "[-r] SOURCE DEST", "snapshot subvolume SOURCE (-r: read-only)", true },
 	{ "subvolume-delete", verb_subvol_delete, "", true, "PATH...",	"delete subvolumes, free their space", true },
@@ -1851,7 +1861,7 @@ int cmd_image(int argc, char *argv[])
 		 * too), unless it cannot (fs.h), when it is closed and the
 		 * filesystem opened again read-write below.
 		 */
-		int up = ret ? 1 : bch_fs_read_write(im.c);
+		int up = ret || !v->in_place ? 1 : bch_fs_read_write(im.c);
 		if (up < 0) {
 			cmd_err("image", "%s: opening read-write: %s", im.dev,
 				im.c->err_msg[0] ? im.c->err_msg : bch_err_str(up));

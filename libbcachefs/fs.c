@@ -863,6 +863,7 @@ int bch_fs_read_write(struct bch_fs *c)
 	c->read_only = false;
 	bch_opt_set(&c->opts, Opt_read_only, 0);
 	c->err_msg[0] = 0;
+	c->inum_next = 0;	/* recomputed from the inodes btree at the first create */
 	int r = start_rw(c);
 	if (r)
 		c->read_only = true;	/* as a failed open: nothing more is written */

@@ -62,6 +62,10 @@ int bch_fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
  * Returns 0 when c is read-write, or a negative error when the start
  * failed (c then read-only: close it; the next open replays what was
  * written, as after a failed read-write open).
+ * The caller's read-only session must only have read: a change tried
+ * and refused (EROFS) may leave state in memory a writer must not
+ * inherit (buckets taken for nodes or data: cmd_image.c's in_place says
+ * which verbs may); the inode number cursor is recomputed here.
  */
 int bch_fs_read_write(struct bch_fs *c);
 

@@ -1,8 +1,10 @@
-# The image verbs' check pass: its read-only open made read-write in place
-# when it found work (bch_fs_read_write()), or closed and opened again
-# read-write when it cannot be (fs.h).
-#  - in place (a clean image): update, put and mkdir write what they found,
-#    the image fscks clean and closes clean, every byte reads back;
+# The image verbs' check pass: update's read-only open made read-write in
+# place when it found work (bch_fs_read_write()), or closed and opened
+# again read-write when it cannot be (fs.h) or for other verbs (their check
+# passes try changes: cmd_image.c's in_place).
+#  - in place (a clean image): update writes what it found, then put and
+#    mkdir (reopened), the image fscks clean and closes clean, every byte
+#    reads back;
 #  - an image left unclean by a writer killed mid-session (its journal is
 #    replayed: not in place): update still makes the image equal to DIR,
 #    and fsck is clean;
