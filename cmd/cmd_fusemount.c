@@ -76,8 +76,8 @@
  *       session (cmd_fusemount_mount_body), served by its own thread; the
  *       engine, the lock, the held table and background work are shared.
  *       A change made through one session is notified to the others after
- *       the reply, without lock (others_inode, others_entry), so their
- *       kernels drop what they cache of it.  The filesystem is closed when
+ *       the reply (a write's data before it), without lock (others_inode,
+ *       others_entry), so their kernels drop what they cache of it.  The filesystem is closed when
  *       the first session's loop has ended and every joined one with it
  *       (wait_joined); a signal unmounts them all.  A session that ends
  *       before others keeps what its kernel held until the last one ends.
@@ -1642,11 +1642,16 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		lf->reply_err(req, (int)-n);
 		return;
 	}
-	lf->reply_write(req, n);
+	/*
+	 * Before the reply, unlike the namespace changes: once write(2)
+	 * returns, a read through another mountpoint must not find the old
+	 * bytes in its page cache (t70 saw them when the notice came after).
+	 */
 	if (n > 0)
 		others_inode(se, ino, off, n);
 	if (caps_gone)
 		others_inode(se, ino, -1, 0);
+	lf->reply_write(req, n);
 }
 
 /*
