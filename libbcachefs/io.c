@@ -1428,7 +1428,9 @@ ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf)
 			free(enc[i]);
 	free(enc);
 	free(j);
-	/* 4: no space the plan read from was rewritten meanwhile (io.h) */
+	/* 4: no space the plan read from was rewritten meanwhile (io.h); the
+	 * fence keeps the reads above before the load on weakly ordered CPUs */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (!r && __atomic_load_n(&c->data_reuse_seq, __ATOMIC_SEQ_CST) != pl->seq)
 		r = -EAGAIN;
 	return r ? -EAGAIN : (ssize_t)pl->len;

@@ -144,6 +144,8 @@ void bch_data_read_plan_free(struct bch_read_plan *pl);
 static inline void bch_data_reuse_bump(struct bch_fs *c)
 {
 	__atomic_fetch_add(&c->data_reuse_seq, 1, __ATOMIC_SEQ_CST);
+	/* the writes that follow (pwrite's copy) come after it on every CPU (a seqlock's) */
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 /*
