@@ -42,17 +42,23 @@ expect_rc 0 $B image extract img xd
 expect_rc 0 $T compare src xd
 rm -r xd
 
+# slow_writer: a put of big on a slow device, in the background (pid), once
+# its session has begun (the image says it is not clean)
+slow_writer() {
+	BCACHEFS_TEST_DEVICE_DELAY="img=50000" $B image put img big /big > /dev/null 2>&1 &
+	pid=$!
+	i=0
+	while :; do
+		sleep 0.1
+		i=$((i + 1))
+		[ $i -lt 100 ] || { kill -9 $pid; fail "the writer never started its session"; }
+		$B show-super img > out 2>/dev/null && [ "$(field 'Clean shutdown')" = no ] && break
+	done
+}
+
 # unclean: a writer killed in its session (slow device: it is still writing)
 head -c 4000000 /dev/urandom > big
-BCACHEFS_TEST_DEVICE_DELAY="img=50000" $B image put img big /big > /dev/null 2>&1 &
-pid=$!
-i=0
-while :; do
-	sleep 0.1
-	i=$((i + 1))
-	[ $i -lt 100 ] || { kill -9 $pid; fail "the writer never started its session"; }
-	$B show-super img > out 2>/dev/null && [ "$(field 'Clean shutdown')" = no ] && break
-done
+slow_writer
 sleep 0.3
 kill -9 $pid
 wait $pid 2>/dev/null
@@ -69,15 +75,7 @@ expect_rc 0 $T compare src xd
 rm -r xd
 
 # another writer holds the image
-BCACHEFS_TEST_DEVICE_DELAY="img=50000" $B image put img big /big > /dev/null 2>&1 &
-pid=$!
-i=0
-while :; do
-	sleep 0.1
-	i=$((i + 1))
-	[ $i -lt 100 ] || { kill -9 $pid; fail "the writer never started its session"; }
-	$B show-super img > out 2>/dev/null && [ "$(field 'Clean shutdown')" = no ] && break
-done
+slow_writer
 echo third >> src/a
 run $B image update img src
 kill -9 $pid
