@@ -260,6 +260,15 @@ static void run(unsigned csum, const char *compression, bool encrypted)
 	cr_assert_gt(nr_redone, 0, "no read was redone: buckets were not reused under the readers");
 	cr_assert_gt(c->data_reuse_seq - seq0, 100, "buckets were hardly reused");
 	cr_assert_eq(c->data_bad_copies, 0, "the unlocked path must count nothing");
+	/* a reused bucket fails the fast path's checksum: redone, never counted */
+	cr_assert_eq(c->nr_errors, 0, "filesystem errors counted: %s", c->err_msg);
+	for (unsigned d = 0; d < c->nr_devs; d++) {
+		uint64_t counts[BCH_DEV_ERROR_NR], since;
+		bch_dev_errors_get(c, d, counts, &since);
+		for (unsigned ty = 0; ty < BCH_DEV_ERROR_NR; ty++)
+			cr_assert_eq(counts[ty], 0, "member %u: error counter %u is %llu", d, ty,
+				     (unsigned long long)counts[ty]);
+	}
 }
 
 Test(read_unlocked, no_checksum)
