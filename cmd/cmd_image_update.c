@@ -90,7 +90,7 @@
  * ctime now.  So a ctime equal to the nanosecond on both sides means
  * neither side changed since the image took the host's attributes and
  * xattrs: they are not compared.  The scan learns the image's ctimes (a
- * set, struct ctset) once the inodes are read (after the first ~20% of the
+ * set: a pair_map keyed by ctime) once the inodes are read (after the first ~20% of the
  * walk) and skips listxattrat for a name whose ctime is in it; the compare
  * then checks the ctime against the name's own match, and lists the host
  * xattrs itself if it differs.  A whole second is never trusted (a
@@ -346,7 +346,7 @@ struct hent {
 	int		err;		/* fstatat failed: -errno */
 	bool		xattrs;		/* it has xattrs (of any kind); valid with xattrs_known */
 	bool		xattrs_known;	/* false: not asked, as its ctime is some image
-					 * inode's (ctset): asked at the compare if not its match's */
+					 * inode's (struct scan's ctimes): asked at the compare if not its match's */
 };
 
 /* One directory of DIR: its entries in name order. */
@@ -362,33 +362,6 @@ struct hdir {
 	bool		scanned;	/* e and nr are set */
 	bool		placed;		/* its image directory is known: img */
 };
-
-/*
- * The ctimes of the image's inodes, as a set: a host name whose ctime is in
- * it skips listxattrat in the scan (see "Ctimes" in the header); its match
- * decides.  Open addressing, 0 for empty (a ctime of 0 is never put in).
- */
-struct ctset {
-	int64_t		*t;
-	size_t		mask;
-};
-
-static size_t ctset_slot(const struct ctset *cs, int64_t v)
-{
-	return (size_t)(((uint64_t)v * 0x9e3779b97f4a7c15ULL) >> 20) & cs->mask;
-}
-
-static bool ctset_has(const struct ctset *cs, int64_t v)
-{
-	if (!v)
-		return false;
-	for (size_t i = ctset_slot(cs, v);; i = (i + 1) & cs->mask) {
-		if (cs->t[i] == v)
-			return true;
-		if (!cs->t[i])
-			return false;
-	}
-}
 
 /*
  * DIR is read by worker threads and the main thread; the main thread
@@ -408,8 +381,9 @@ struct scan {
 	size_t		nr_ready, cap_ready;
 	unsigned	busy;		/* threads reading a directory */
 	bool		links;		/* some non-directory has more than one link */
-	struct ctset	*cts;		/* the image inodes' ctimes, once read (atomic:
-					 * set by the main thread, read by the workers) */
+	struct pair_map	*ctimes;	/* the image inodes' ctimes (k1; 0 never put in),
+					 * once read (atomic: set by the main thread,
+					 * then only looked up, by the workers) */
 };
 
 static char *join(const char *a, const char *b)
@@ -500,9 +474,9 @@ static void scan_one(struct scan_worker *w, int fd, const char *dirpath, struct 
 	e->gid = st.st_gid;
 	e->nlink = st.st_nlink;
 	e->ctime = ts_ns(st.st_ctim);
-	const struct ctset *cts = __atomic_load_n(&w->s->cts, __ATOMIC_ACQUIRE);
+	struct pair_map *cts = __atomic_load_n(&w->s->ctimes, __ATOMIC_ACQUIRE);
 	/* a whole second is not trusted: second-granular host, SOURCE_DATE_EPOCH */
-	if (!cts || !(e->ctime % 1000000000) || !ctset_has(cts, e->ctime)) {
+	if (!cts || !(e->ctime % 1000000000) || !pair_find(cts, e->ctime, 0, false)) {
 		e->xattrs = has_xattrs(fd, dirpath, e->name);
 		e->xattrs_known = true;
 	}
@@ -837,29 +811,17 @@ static void index_inums(struct iscan *s)
  * subvolume of handle dir sees (its snapshot's view, snapshot.h), the
  * numbers kept as that subvolume's handles, as the fs_ops calls take them.
  */
-/* The set of s's inode ctimes (NULL: no memory: the scan asks every name). */
-static struct ctset *ctset_make(const struct iscan *s)
+/* The set of s's inode ctimes, for the host scan (struct scan's ctimes). */
+static struct pair_map *ctimes_of(const struct iscan *s)
 {
-	struct ctset *cs = calloc(1, sizeof(*cs));
-	size_t cap = 1024;
+	struct pair_map *m = calloc(1, sizeof(*m));
 
-	while (cap < 2 * s->nr_ino)
-		cap *= 2;
-	if (!cs || !(cs->t = calloc(cap, sizeof(*cs->t)))) {
-		free(cs);
-		return NULL;
-	}
-	cs->mask = cap - 1;
-	for (size_t n = 0; n < s->nr_ino; n++) {
-		int64_t v = s->ino[n].ctime;
-		if (!v)
-			continue;
-		size_t i = ctset_slot(cs, v);
-		while (cs->t[i] && cs->t[i] != v)
-			i = (i + 1) & cs->mask;
-		cs->t[i] = v;
-	}
-	return cs;
+	if (!m)
+		abort();
+	for (size_t n = 0; n < s->nr_ino; n++)
+		if (s->ino[n].ctime)
+			pair_find(m, s->ino[n].ctime, 0, true);
+	return m;
 }
 
 /* sc: the host scan, given the inodes' ctimes as soon as they are read (NULL: none). */
@@ -886,7 +848,7 @@ static int iscan_load(struct iscan *s, struct bch_fs *c, uint64_t dir, struct sc
 		if (!r && ids[i] == BCH_BTREE_ID_inodes) {
 			index_inums(s);
 			if (sc)
-				__atomic_store_n(&sc->cts, ctset_make(s), __ATOMIC_RELEASE);
+				__atomic_store_n(&sc->ctimes, ctimes_of(s), __ATOMIC_RELEASE);
 		}
 	}
 	bch_view_exit(&v);
@@ -1172,7 +1134,6 @@ out:
 /* Set mode, owner and times of inum from host stat hs. */
 static int set_attrs(struct upd *u, const struct stat *hs, uint64_t inum, const char *ipath)
 {
-	const char *sde = getenv("SOURCE_DATE_EPOCH");
 	bool lnk = S_ISLNK(hs->st_mode);
 	struct bch_setattr sa = {
 		.valid	= BCH_SETATTR_UID | BCH_SETATTR_GID | BCH_SETATTR_ATIME | BCH_SETATTR_MTIME |
@@ -1180,7 +1141,7 @@ static int set_attrs(struct upd *u, const struct stat *hs, uint64_t inum, const 
 		.mode	= hs->st_mode & 07777,
 		.uid	= hs->st_uid,
 		.gid	= hs->st_gid,
-		.atime	= sde && *sde ? ts_ns(hs->st_mtim) : ts_ns(hs->st_atim),
+		.atime	= copy_host_atime(hs),
 		.mtime	= ts_ns(hs->st_mtim),
 	};
 	copy_host_ctime(&sa, hs);	/* last: what the next update compares */
@@ -1615,9 +1576,9 @@ static int load(struct upd *u, const char *src, uint64_t dir)
 	scan_worker_exit(&w);
 	free(s.q);
 	free(s.ready);
-	if (s.cts)
-		free(s.cts->t);
-	free(s.cts);
+	if (s.ctimes)
+		free(s.ctimes->t);
+	free(s.ctimes);
 	if (r) {
 		upd_err(u, r, "reading the metadata of", "the image");
 		return r;

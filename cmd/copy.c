@@ -19,6 +19,7 @@
 #include "cmds.h"
 #include "copy.h"
 #include "fs_ops.h"
+#include "inode.h"
 #include "spec.h"
 #include "xattr_effective.h"
 
@@ -191,11 +192,9 @@ static int64_t ts_ns(struct timespec ts)
  * A source's atime changes as it is read (readlink, readdir, read), so
  * for reproducible images (SOURCE_DATE_EPOCH set) atime is taken from mtime.
  */
-static int64_t atime_of(const struct stat *st)
+int64_t copy_host_atime(const struct stat *st)
 {
-	const char *sde = getenv("SOURCE_DATE_EPOCH");
-
-	return sde && *sde ? ts_ns(st->st_mtim) : ts_ns(st->st_atim);
+	return bch_time_fixed() ? ts_ns(st->st_mtim) : ts_ns(st->st_atim);
 }
 
 int copy_in_data(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st)
@@ -304,9 +303,7 @@ static int copy_in_xattrs(struct copy_ctx *x, const char *src, uint64_t inum)
  */
 void copy_host_ctime(struct bch_setattr *sa, const struct stat *st)
 {
-	const char *sde = getenv("SOURCE_DATE_EPOCH");
-
-	if (sde && *sde)
+	if (bch_time_fixed())
 		return;
 	sa->valid |= BCH_SETATTR_CTIME;
 	sa->ctime = ts_ns(st->st_ctim);
@@ -320,7 +317,7 @@ static int copy_in_attrs(struct copy_ctx *x, const char *src, uint64_t inum, con
 		.mode	= st->st_mode,
 		.uid	= st->st_uid,
 		.gid	= st->st_gid,
-		.atime	= atime_of(st),
+		.atime	= copy_host_atime(st),
 		.mtime	= ts_ns(st->st_mtim),
 	};
 	copy_host_ctime(&sa, st);
@@ -445,7 +442,7 @@ int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name)
 		/* a symlink's mode is fixed; owner and times still count */
 		struct bch_setattr sa = {
 			.valid = BCH_SETATTR_ATIME | BCH_SETATTR_MTIME,
-			.atime = atime_of(&st), .mtime = ts_ns(st.st_mtim),
+			.atime = copy_host_atime(&st), .mtime = ts_ns(st.st_mtim),
 		};
 		copy_host_ctime(&sa, &st);
 		r = bch_fs_setattr(x->c, inum, &sa);

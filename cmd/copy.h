@@ -75,6 +75,8 @@ void copy_link_note(struct copy_ctx *x, uint64_t dev, uint64_t ino, uint64_t inu
  * tail past st_size would be left).  Negative errno, message printed.
  */
 int copy_in_data(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st);
+/* st's atime; its mtime when times are fixed (SOURCE_DATE_EPOCH: reading a source moves its atime). */
+int64_t copy_host_atime(const struct stat *st);
 struct bch_setattr;
 /* sa gets st's ctime (BCH_SETATTR_CTIME), unless SOURCE_DATE_EPOCH is set. */
 void copy_host_ctime(struct bch_setattr *sa, const struct stat *st);

@@ -44,6 +44,12 @@ static void epoch_read(void)
 	}
 }
 
+bool bch_time_fixed(void)
+{
+	pthread_once(&epoch_once, epoch_read);
+	return epoch_fixed;
+}
+
 int64_t bch_now_ns(void)
 {
 	struct timespec ts;

@@ -21,6 +21,8 @@
 struct bch_fs;
 struct btree_trans;
 
+/* Is SOURCE_DATE_EPOCH set (a number, read at the first call): times are fixed? */
+bool bch_time_fixed(void);
 /* Current time in ns (SOURCE_DATE_EPOCH, when set at the first call, for reproducible images). */
 int64_t bch_now_ns(void);
 
