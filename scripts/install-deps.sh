@@ -29,9 +29,9 @@ RUNTIME_PKGS="libisal2 libarchive13 libfuse3-3 zlib1g liblz4-1 libzstd1 libxxhas
 # comparer, GNU tar for archive round trips, fio, stress-ng and dbench for
 # the FUSE loads, attr for setfattr/getfattr on a mount, keyutils for keyctl, libcap2-bin for setcap/getcap;
 # dpkg-dev, debhelper and lintian build and check the Debian package, procps'
-# pgrep tells which mount helper ran).
+# pgrep tells which mount helper ran; strace counts the syscalls image update makes, t81).
 TEST_PKGS="e2fsprogs util-linux fdisk fuse3 xxd jq python3 python3-jsonschema tar fio stress-ng dbench acl attr \
-keyutils libcap2-bin dpkg-dev debhelper lintian procps zstd"
+keyutils libcap2-bin dpkg-dev debhelper lintian procps zstd strace"
 BENCH_PKGS="liblmdb-dev btrfs-progs erofs-utils squashfs-tools fio hyperfine time fuse2fs gocryptfs bc rsync"
 # make fuzz: clang with libFuzzer.
 FUZZ_PKGS="clang libclang-rt-14-dev"
