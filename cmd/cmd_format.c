@@ -665,11 +665,13 @@ int cmd_format(int argc, char *argv[])
 	if ((s.passphrase_file || s.no_passphrase) && !s.opts.v[Opt_encrypted]) {
 		cmd_err("format", "--%s needs --encrypted",
 			s.no_passphrase ? "no-passphrase" : "passphrase-file");
-		return EXIT_USAGE;
+		ret = EXIT_USAGE;
+		goto out;
 	}
 	if (s.passphrase_file && s.no_passphrase) {
 		cmd_err("format", "--passphrase-file and --no-passphrase contradict each other");
-		return EXIT_USAGE;
+		ret = EXIT_USAGE;
+		goto out;
 	}
 
 	for (unsigned i = 0; i < s.nr_devs && !s.force; i++) {
@@ -697,7 +699,8 @@ int cmd_format(int argc, char *argv[])
 				? "--encrypted: no passphrase given (stdin ended); --passphrase-file "
 				  "FILE, or --no-passphrase"
 				: err);
-			return EXIT_FAIL;
+			ret = EXIT_FAIL;
+			goto out;
 		}
 		s.args.passphrase = pass;
 	}

@@ -1834,6 +1834,7 @@ int cmd_image(int argc, char *argv[])
 	if (dry) {
 		free_devs(devs);
 		free(vargv);
+		free(im.script);	/* shell's dry run read the script */
 		return dry;
 	}
 	/*
@@ -1850,6 +1851,7 @@ int cmd_image(int argc, char *argv[])
 			cmd_err("image", "%s", err);
 			free_devs(devs);
 			free(vargv);
+			free(im.script);
 			return EXIT_FAIL;
 		}
 		im.check_only = true;
@@ -1868,6 +1870,7 @@ int cmd_image(int argc, char *argv[])
 			bch_fs_close(im.c);
 			free_devs(devs);
 			free(vargv);
+			free(im.script);
 			return EXIT_FAIL;
 		}
 		if (up) {
@@ -1877,6 +1880,7 @@ int cmd_image(int argc, char *argv[])
 		if (ret) {
 			free_devs(devs);
 			free(vargv);
+			free(im.script);
 			return ret == EXIT_IMAGE_DONE ? EXIT_OK : ret;
 		}
 	}
@@ -1887,6 +1891,7 @@ int cmd_image(int argc, char *argv[])
 		cmd_err("image", "%s", err);
 		free_devs(devs);
 		free(vargv);
+		free(im.script);
 		return EXIT_FAIL;
 	}
 	char what[32];
