@@ -60,6 +60,11 @@ expect_rc 0 $B image update img src
 # unreadable directories: as nobody (root reads everything)
 if root_part "unreadable directories"; then
 	u="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	# ENCRYPTED=1: the passphrase file is root's (0600); nobody reads a copy
+	if [ -n "${PF:-}" ]; then
+		cp "$PF" pass.all && chmod 644 pass.all
+		u="$u env BCACHEFS_PASSPHRASE_FILE=$PWD/pass.all"
+	fi
 	chmod 755 . && chmod 666 img
 	chmod -R a+rwX src
 	chmod 000 src/d0100
