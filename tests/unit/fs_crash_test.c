@@ -25,6 +25,7 @@
 #include "fs_ops.h"
 #include "btree.h"
 #include "journal.h"
+#include "tests/lib/crashfiles.h"
 #include "tests/lib/iorecord.h"
 #include "tests/lib/tmpdir.h"
 
@@ -33,34 +34,7 @@
 #define NOPS		(getenv("SOAK") ? 1500 : 300)
 
 static char tmpdir[64];
-
-/* the model: current contents, and per operation a digest of every file */
-static unsigned char *model[NFILES];
-static size_t msize[NFILES];
-static bool mexists[NFILES];
-
-struct file_state {
-	bool		exists;
-	size_t		size;
-	uint64_t	hash;
-};
-static struct file_state (*states)[NFILES];	/* [op][file], op 0 = after format */
-static size_t *op_event;			/* events issued when op finished */
-
-static uint64_t fnv(const unsigned char *p, size_t n)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ULL;
-	return h;
-}
-
-static void snapshot(unsigned op)
-{
-	for (unsigned f = 0; f < NFILES; f++)
-		states[op][f] = (struct file_state) { mexists[f], msize[f],
-						      mexists[f] ? fnv(model[f], msize[f]) : 0 };
-}
+static struct crash_files m;	/* the files, their states after each op */
 
 static struct bch_fs *open_img(char *path, bool ro, char *err)
 {
@@ -72,55 +46,6 @@ static struct bch_fs *open_img(char *path, bool ro, char *err)
 	if (ro)
 		bch_opt_set(&o, Opt_read_only, 1);
 	return bch_fs_open(&path, 1, &o, &c, err, 256) ? NULL : c;
-}
-
-/* Field by field: the padding after `exists` is not part of a state. */
-static bool same_state(const struct file_state *a, const struct file_state *b)
-{
-	return a->exists == b->exists && a->size == b->size && a->hash == b->hash;
-}
-
-static bool same_states(const struct file_state *a, const struct file_state *b)
-{
-	for (unsigned f = 0; f < NFILES; f++)
-		if (!same_state(&a[f], &b[f]))
-			return false;
-	return true;
-}
-
-/* The image's files, compared with the states after ops from..to. */
-static const char *check(struct bch_fs *c, unsigned from, unsigned to, char *msg, size_t len)
-{
-	static unsigned char buf[MAXSIZE + 4096];
-	struct file_state found[NFILES];
-
-	for (unsigned f = 0; f < NFILES; f++) {
-		char name[16];
-		uint64_t inum;
-		struct stat st;
-		snprintf(name, sizeof(name), "f%u", f);
-		int r = bch_fs_lookup(c, BCH_ROOT_INO, name, &inum);
-		if (r == -ENOENT) {
-			found[f] = (struct file_state) { false, 0, 0 };
-			continue;
-		}
-		if (r || (r = bch_fs_getattr(c, inum, &st)))
-			return snprintf(msg, len, "%s: %d (%s)", name, r, c->err_msg), msg;
-		ssize_t n = bch_fs_read(c, inum, 0, buf, sizeof(buf));
-		if (n < 0 || (size_t)n != (size_t)st.st_size)
-			return snprintf(msg, len, "%s: read %zd of %ld (%s)", name, n, (long)st.st_size,
-					c->err_msg), msg;
-		found[f] = (struct file_state) { true, (size_t)n, fnv(buf, n) };
-	}
-	for (unsigned p = from; p <= to; p++)
-		if (same_states(found, states[p]))
-			return NULL;
-	for (unsigned f = 0; f < NFILES; f++)
-		if (!same_state(&found[f], &states[from][f]))
-			return snprintf(msg, len, "no state after ops %u..%u matches (f%u: exists %d size %zu, "
-					"after op %u: exists %d size %zu)", from, to, f, found[f].exists,
-					found[f].size, from, states[from][f].exists, states[from][f].size), msg;
-	return snprintf(msg, len, "no state after ops %u..%u matches", from, to), msg;
 }
 
 /* The workload and every cut of it, with mr metadata copies on the one device. */
@@ -145,19 +70,14 @@ static void crash_run(unsigned mr)
 	bch_opt_set(&o, Opt_metadata_replicas, mr);
 	cr_assert_eq(bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
 
-	states = calloc(NOPS + 1, sizeof(*states));
-	op_event = calloc(NOPS + 1, sizeof(*op_event));
-	unsigned *synced_op = calloc(NOPS + 1, sizeof(*synced_op));	/* per op: last fsynced op */
-	for (unsigned f = 0; f < NFILES; f++)
-		model[f] = calloc(1, MAXSIZE);
-	snapshot(0);
+	crash_files_init(&m, NFILES, MAXSIZE, NOPS);
+	crash_files_snapshot(&m, 0);
 
 	struct bch_fs *c = open_img(path, false, err);
 	cr_assert(c, "%s", err);
 	struct iorec *rec = iorec_new(1);
 	cr_assert_eq(iorec_attach(rec, 0, c->devs[0]->bdev), 0);
 	srandom(seed);
-	unsigned last_sync = 0;
 	static unsigned char data[MAXSIZE];
 
 	for (unsigned op = 1; op <= NOPS; op++) {
@@ -166,11 +86,10 @@ static void crash_run(unsigned mr)
 		uint64_t inum;
 		snprintf(name, sizeof(name), "f%u", f);
 		snprintf(other, sizeof(other), "f%u", g);
-		if (!mexists[f] || k == 0) {
-			if (!mexists[f]) {
+		if (!m.exists[f] || k == 0) {
+			if (!m.exists[f]) {
 				cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, NULL), 0);
-				mexists[f] = true;
-				msize[f] = 0;
+				crash_files_create(&m, f);
 			}
 		} else if (k < 6) {		/* write, maybe partial blocks */
 			size_t off = random() % (MAXSIZE - 1), len = 1 + random() % 40000;
@@ -180,62 +99,43 @@ static void crash_run(unsigned mr)
 				data[i] = random();
 			cr_assert_eq(bch_fs_lookup(c, BCH_ROOT_INO, name, &inum), 0);
 			cr_assert_eq(bch_fs_write(c, inum, off, data, len), (ssize_t)len, "op %u: %s", op, c->err_msg);
-			memcpy(model[f] + off, data, len);
-			if (off + len > msize[f])
-				msize[f] = off + len;
+			crash_files_write(&m, f, off, data, len);
 		} else if (k < 7) {		/* block-aligned truncate (one transaction) */
 			size_t size = (random() % (MAXSIZE / 4096)) * 4096;
 			cr_assert_eq(bch_fs_lookup(c, BCH_ROOT_INO, name, &inum), 0);
 			cr_assert_eq(bch_fs_truncate(c, inum, size), 0, "op %u: %s", op, c->err_msg);
-			if (size < msize[f])
-				memset(model[f] + size, 0, msize[f] - size);
-			msize[f] = size;
+			crash_files_truncate(&m, f, size);
 		} else if (k < 9) {		/* rename over another name */
 			if (f != g) {
 				cr_assert_eq(bch_fs_rename(c, BCH_ROOT_INO, name, BCH_ROOT_INO, other, 0), 0);
-				memcpy(model[g], model[f], MAXSIZE);
-				msize[g] = msize[f];
-				mexists[g] = true;
-				mexists[f] = false;
-				msize[f] = 0;
-				memset(model[f], 0, MAXSIZE);
+				crash_files_rename(&m, f, g);
 			}
 		} else {			/* unlink */
 			cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, name), 0, "op %u: %s", op, c->err_msg);
-			mexists[f] = false;
-			memset(model[f], 0, MAXSIZE);
-			msize[f] = 0;
+			crash_files_unlink(&m, f);
 		}
-		snapshot(op);
+		crash_files_snapshot(&m, op);
 		/* node writes (appends, moves, splits) as reclaim would do them */
 		if (op % 25 == 0)
 			cr_assert_eq(bch_btree_flush_all(c), 0, "op %u: flush: %s", op, c->err_msg);
-		if (random() % 6 == 0) {
+		bool sync = random() % 6 == 0;
+		if (sync)
 			cr_assert_eq(bch_fs_fsync(c), 0);
-			last_sync = op;
-		}
-		synced_op[op] = last_sync;
-		op_event[op] = iorec_nr_events(rec);
+		crash_ops_done(&m.ops, op, sync, iorec_nr_events(rec));
 	}
 	size_t events = iorec_nr_events(rec);
 	iorec_detach(rec, 0);
 	c->read_only = true;		/* the recording is the workload */
 	bch_fs_close(c);
 
-	/* fsync returns after its flush: ops fsynced by event e are those with op_event <= e */
 	unsigned states_checked = 0;
 	for (size_t at = 0; at <= events; at++) {
 		bool flush = at > 0 && iorec_event(rec, at - 1)->type == IOREC_FLUSH;
 		if (!flush && at % 3 && at != events)
 			continue;
 		/* the newest fsync that had returned when power went, and the last op begun */
-		unsigned durable = 0, issued = 0;
-		for (unsigned op = 1; op <= NOPS; op++) {
-			if (op_event[op] <= at)
-				durable = synced_op[op];
-			if (op == 1 || op_event[op - 1] <= at)
-				issued = op;
-		}
+		unsigned durable, issued;
+		crash_ops_bounds(&m.ops, at, &durable, &issued);
 		for (unsigned s = 0; s < (flush ? 2 : 1); s++) {
 			struct iorec_cut cut = { .at = at, .seed = at * 7 + s, .keep_pct = 50, .torn = s == 0 };
 			struct iorec_plan plan;
@@ -245,12 +145,12 @@ static void crash_run(unsigned mr)
 			cr_assert_eq(iorec_write_image(rec, &plan, 0, crash), 0);
 			struct bch_fs *r = open_img(crash, false, err);
 			cr_assert(r, "seed %u cut %zu/%u: open failed: %s", seed, at, s, err);
-			const char *bad = check(r, durable, issued, msg, sizeof(msg));
+			const char *bad = crash_files_check(&m, r, durable, issued, msg, sizeof(msg));
 			cr_assert_null(bad, "seed %u cut %zu/%u: %s", seed, at, s, bad);
 			cr_assert_eq(bch_fs_close(r), 0, "seed %u cut %zu: clean close", seed, at);
 			r = open_img(crash, true, err);
 			cr_assert(r, "seed %u cut %zu: reopen: %s", seed, at, err);
-			bad = check(r, durable, issued, msg, sizeof(msg));
+			bad = crash_files_check(&m, r, durable, issued, msg, sizeof(msg));
 			cr_assert_null(bad, "seed %u cut %zu/%u after clean close: %s", seed, at, s, bad);
 			bch_fs_close(r);
 			iorec_plan_free(&plan);
@@ -260,11 +160,7 @@ static void crash_run(unsigned mr)
 	cr_log_info("fs crash: %zu events, %u crash states", events, states_checked);
 	fprintf(stderr, "fs_crash: %zu events, %u crash states\n", events, states_checked);
 	iorec_free(rec);
-	for (unsigned f = 0; f < NFILES; f++)
-		free(model[f]);
-	free(states);
-	free(op_event);
-	free(synced_op);
+	crash_files_exit(&m);
 	test_tmpdir_remove(tmpdir);
 }
 

@@ -28,6 +28,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "journal.h"
+#include "tests/lib/crashfiles.h"
 #include "tests/lib/iorecord.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
@@ -39,8 +40,6 @@
 static char tmpdir[64], paths[1][TESTFS_PATH_MAX], crash[1][TESTFS_PATH_MAX];
 static unsigned char model[NFILES][FSIZE];
 static uint64_t states[NOPS + 1][NFILES];
-static size_t op_event[NOPS + 1];
-static unsigned synced_op[NOPS + 1];
 
 static void snapshot(unsigned op)
 {
@@ -203,20 +202,19 @@ Test(fs_readwrite, upgrade_survives_every_cut, .timeout = 900)
 	cr_assert_eq(iorec_follow(rec, 0, paths[0]), 0);
 	cr_assert_eq(bch_fs_read_write(c), 0, "%s", c->err_msg);
 	cr_assert_gt(iorec_nr_events(rec), 0, "the upgrade's writes were not recorded");
-	op_event[0] = iorec_nr_events(rec);
+	struct crash_ops ops;
+	crash_ops_init(&ops, NOPS);
+	ops.op_event[0] = iorec_nr_events(rec);
 	srandom(seed + 1);
-	unsigned last_sync = 0;
 	for (unsigned op = 1; op <= NOPS; op++) {
 		do_op(c, op);
 		snapshot(op);
 		if (op % 10 == 0)
 			cr_assert_eq(bch_btree_flush_all(c), 0, "op %u: %s", op, c->err_msg);
-		if (random() % 5 == 0) {
+		bool sync = random() % 5 == 0;
+		if (sync)
 			cr_assert_eq(bch_fs_fsync(c), 0);
-			last_sync = op;
-		}
-		synced_op[op] = last_sync;
-		op_event[op] = iorec_nr_events(rec);
+		crash_ops_done(&ops, op, sync, iorec_nr_events(rec));
 	}
 	cr_assert_eq(bch_fs_close(c), 0, "clean close");
 	size_t events = iorec_nr_events(rec);
@@ -227,13 +225,8 @@ Test(fs_readwrite, upgrade_survives_every_cut, .timeout = 900)
 		bool flush = at > 0 && iorec_event(rec, at - 1)->type == IOREC_FLUSH;
 		if (!flush && at % 3 && at != events)
 			continue;
-		unsigned durable = 0, issued = 0;
-		for (unsigned op = 1; op <= NOPS; op++) {
-			if (op_event[op] <= at)
-				durable = synced_op[op];
-			if (op_event[op - 1] <= at)
-				issued = op;
-		}
+		unsigned durable, issued;
+		crash_ops_bounds(&ops, at, &durable, &issued);
 		if (at == events)
 			durable = NOPS;		/* the clean close made everything durable */
 		struct iorec_cut cut = { .at = at, .seed = at * 11 + seed, .keep_pct = 50, .torn = true };
@@ -251,6 +244,7 @@ Test(fs_readwrite, upgrade_survives_every_cut, .timeout = 900)
 		cuts++;
 	}
 	fprintf(stderr, "fs_readwrite crash: %zu events, %u cuts\n", events, cuts);
+	crash_ops_exit(&ops);
 	iorec_free(rec);
 	test_tmpdir_remove(tmpdir);
 }

@@ -28,6 +28,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "fsck.h"
+#include "tests/lib/crashfiles.h"
 #include "tests/lib/iorecord.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
@@ -39,66 +40,7 @@
 static char tmpdir[64];
 static char paths[1][TESTFS_PATH_MAX], crash[1][TESTFS_PATH_MAX];
 
-static unsigned char *model[NFILES];
-static size_t msize[NFILES];
-static bool mexists[NFILES];
-
-struct file_state {
-	bool		exists;
-	size_t		size;
-	uint64_t	hash;
-};
-static struct file_state (*states)[NFILES];	/* [op][file], op 0 = after format */
-static size_t *op_event;			/* events issued when op finished */
-
-static uint64_t fnv(const unsigned char *p, size_t n)
-{
-	uint64_t h = 1469598103934665603ULL;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ULL;
-	return h;
-}
-
-static void snapshot(unsigned op)
-{
-	for (unsigned f = 0; f < NFILES; f++)
-		states[op][f] = (struct file_state) { mexists[f], msize[f],
-						      mexists[f] ? fnv(model[f], msize[f]) : 0 };
-}
-
-static const char *check(struct bch_fs *c, unsigned from, unsigned to, char *msg, size_t len)
-{
-	static unsigned char buf[MAXSIZE + 4096];
-	struct file_state found[NFILES];
-
-	for (unsigned f = 0; f < NFILES; f++) {
-		char name[16];
-		uint64_t inum;
-		struct stat st;
-		snprintf(name, sizeof(name), "f%u", f);
-		int r = bch_fs_lookup(c, BCH_ROOT_INO, name, &inum);
-		if (r == -ENOENT) {
-			found[f] = (struct file_state) { false, 0, 0 };
-			continue;
-		}
-		if (r || (r = bch_fs_getattr(c, inum, &st)))
-			return snprintf(msg, len, "%s: %d (%s)", name, r, c->err_msg), msg;
-		ssize_t n = bch_fs_read(c, inum, 0, buf, sizeof(buf));
-		if (n < 0 || (size_t)n != (size_t)st.st_size)
-			return snprintf(msg, len, "%s: read %zd of %ld (%s)", name, n, (long)st.st_size,
-					c->err_msg), msg;
-		found[f] = (struct file_state) { true, (size_t)n, fnv(buf, n) };
-	}
-	for (unsigned p = from; p <= to; p++) {
-		bool same = true;
-		for (unsigned f = 0; f < NFILES && same; f++)	/* field by field: no padding compared */
-			same = found[f].exists == states[p][f].exists && found[f].size == states[p][f].size &&
-			       found[f].hash == states[p][f].hash;
-		if (same)
-			return NULL;
-	}
-	return snprintf(msg, len, "no state after ops %u..%u matches", from, to), msg;
-}
+static struct crash_files m;	/* the files, their states after each op */
 
 /* Every reflink_v's refcount is the number of reflink_p keys overlapping it. */
 static const char *check_refs(struct bch_fs *c, char *msg, size_t len)
@@ -156,30 +98,23 @@ Test(reflink_crash, every_cut_opens_consistent, .timeout = 900)
 	testfs_format(tmpdir, 1, 24, 64 << 10, 1, paths);
 	snprintf(crash[0], sizeof(crash[0]), "%s/crash.img", tmpdir);
 
-	states = calloc(NOPS + 1, sizeof(*states));
-	op_event = calloc(NOPS + 1, sizeof(*op_event));
-	unsigned *synced_op = calloc(NOPS + 1, sizeof(*synced_op));
-	cr_assert(states && op_event && synced_op);
-	for (unsigned f = 0; f < NFILES; f++)
-		cr_assert(model[f] = calloc(1, MAXSIZE));
-	snapshot(0);
+	crash_files_init(&m, NFILES, MAXSIZE, NOPS);
+	crash_files_snapshot(&m, 0);
 
 	struct bch_fs *c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "%s", err);
 	struct iorec *rec = iorec_new(1);
 	cr_assert_eq(iorec_attach(rec, 0, c->devs[0]->bdev), 0);
 	srandom(seed);
-	unsigned last_sync = 0;
 	static unsigned char data[MAXSIZE];
 
 	for (unsigned op = 1; op <= NOPS; op++) {
 		unsigned f = random() % NFILES, g = random() % NFILES, k = random() % 10;
 		char name[16];
 		snprintf(name, sizeof(name), "f%u", f);
-		if (!mexists[f]) {
+		if (!m.exists[f]) {
 			cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, NULL), 0);
-			mexists[f] = true;
-			msize[f] = 0;
+			crash_files_create(&m, f);
 		} else if (k < 4) {		/* write (one chunk: one transaction) */
 			size_t off = random() % (MAXSIZE - 1), len = 1 + random() % 40000;
 			if (off + len > MAXSIZE)
@@ -188,11 +123,9 @@ Test(reflink_crash, every_cut_opens_consistent, .timeout = 900)
 				data[i] = random();
 			cr_assert_eq(bch_fs_write(c, lookup(c, f), off, data, len), (ssize_t)len,
 				     "op %u: %s", op, c->err_msg);
-			memcpy(model[f] + off, data, len);
-			if (off + len > msize[f])
-				msize[f] = off + len;
+			crash_files_write(&m, f, off, data, len);
 		} else if (k < 8) {		/* remap whole blocks, at most 64 KiB */
-			if (!mexists[g] || f == g)
+			if (!m.exists[g] || f == g)
 				continue;
 			size_t so = (random() % (MAXSIZE / 4096)) * 4096, dof = (random() % (MAXSIZE / 4096)) * 4096;
 			size_t len = (1 + random() % 16) * 4096;
@@ -200,37 +133,28 @@ Test(reflink_crash, every_cut_opens_consistent, .timeout = 900)
 				len = MAXSIZE - so;
 			if (dof + len > MAXSIZE)
 				len = MAXSIZE - dof;
-			ssize_t want = so >= msize[g] ? 0 : (ssize_t)(len < msize[g] - so ? len : msize[g] - so);
+			ssize_t want = so >= m.size[g] ? 0 : (ssize_t)(len < m.size[g] - so ? len : m.size[g] - so);
 			ssize_t n = bch_fs_remap_range(c, lookup(c, g), so, lookup(c, f), dof, len);
 			cr_assert_eq(n, want, "op %u: remap %zd (%s)", op, n, c->err_msg);
 			if (want) {
-				memcpy(data, model[g] + so, want);
-				memcpy(model[f] + dof, data, want);
-				if (dof + want > msize[f])
-					msize[f] = dof + want;
+				crash_files_write(&m, f, dof, m.data[g] + so, want);
 				remaps++;
 			}
 		} else if (k < 9) {		/* block-aligned truncate (one transaction) */
 			size_t size = (random() % (MAXSIZE / 4096)) * 4096;
 			cr_assert_eq(bch_fs_truncate(c, lookup(c, f), size), 0, "op %u: %s", op, c->err_msg);
-			if (size < msize[f])
-				memset(model[f] + size, 0, msize[f] - size);
-			msize[f] = size;
+			crash_files_truncate(&m, f, size);
 		} else {			/* unlink: the sharers left keep the data */
 			cr_assert_eq(bch_fs_unlink(c, BCH_ROOT_INO, name), 0, "op %u: %s", op, c->err_msg);
-			mexists[f] = false;
-			memset(model[f], 0, MAXSIZE);
-			msize[f] = 0;
+			crash_files_unlink(&m, f);
 		}
-		snapshot(op);
+		crash_files_snapshot(&m, op);
 		if (op % 25 == 0)
 			cr_assert_eq(bch_btree_flush_all(c), 0, "op %u: flush: %s", op, c->err_msg);
-		if (random() % 6 == 0) {
+		bool sync = random() % 6 == 0;
+		if (sync)
 			cr_assert_eq(bch_fs_fsync(c), 0);
-			last_sync = op;
-		}
-		synced_op[op] = last_sync;
-		op_event[op] = iorec_nr_events(rec);
+		crash_ops_done(&m.ops, op, sync, iorec_nr_events(rec));
 	}
 	cr_assert_gt(remaps, NOPS / 8, "seed %u: only %u remaps", seed, remaps);
 	size_t events = iorec_nr_events(rec);
@@ -243,13 +167,8 @@ Test(reflink_crash, every_cut_opens_consistent, .timeout = 900)
 		bool flush = at > 0 && iorec_event(rec, at - 1)->type == IOREC_FLUSH;
 		if (!flush && at % 5 && at != events)
 			continue;
-		unsigned durable = 0, issued = 0;
-		for (unsigned op = 1; op <= NOPS; op++) {
-			if (op_event[op] <= at)
-				durable = synced_op[op];
-			if (op == 1 || op_event[op - 1] <= at)
-				issued = op;
-		}
+		unsigned durable, issued;
+		crash_ops_bounds(&m.ops, at, &durable, &issued);
 		struct iorec_cut cut = { .at = at, .seed = at * 7 + seed, .keep_pct = 50, .torn = true };
 		struct iorec_plan plan;
 		char msg[900];
@@ -258,7 +177,7 @@ Test(reflink_crash, every_cut_opens_consistent, .timeout = 900)
 		cr_assert_eq(iorec_write_image(rec, &plan, 0, crash[0]), 0);
 		struct bch_fs *r = testfs_open(crash, 1, 0, 1 << 20, err, sizeof(err));
 		cr_assert(r, "seed %u cut %zu: open failed: %s", seed, at, err);
-		const char *bad = check(r, durable, issued, msg, sizeof(msg));
+		const char *bad = crash_files_check(&m, r, durable, issued, msg, sizeof(msg));
 		cr_assert_null(bad, "seed %u cut %zu: %s", seed, at, bad);
 		bad = check_refs(r, msg, sizeof(msg));
 		cr_assert_null(bad, "seed %u cut %zu: %s", seed, at, bad);
@@ -276,10 +195,6 @@ Test(reflink_crash, every_cut_opens_consistent, .timeout = 900)
 	fprintf(stderr, "reflink_crash: %zu events, %u crash states, %u fsck runs, %u remaps\n", events,
 		states_checked, fscks, remaps);
 	iorec_free(rec);
-	for (unsigned f = 0; f < NFILES; f++)
-		free(model[f]);
-	free(states);
-	free(op_event);
-	free(synced_op);
+	crash_files_exit(&m);
 	test_tmpdir_remove(tmpdir);
 }
