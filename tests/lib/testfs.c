@@ -15,6 +15,7 @@
 #include "fs.h"
 #include "fs_ops.h"
 #include "testfs.h"
+#include "tmpdir.h"
 
 bool testfs_encrypted;
 
@@ -75,6 +76,24 @@ struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned 
 	if (cache_bytes)
 		bch_opt_set(&o, Opt_btree_cache_size, cache_bytes);
 	return bch_fs_open(p, nr, &o, &c, err, errlen) ? NULL : c;
+}
+
+void testfs_one_up(struct testfs_one *t, const char *name, unsigned size_mb)
+{
+	char err[256];
+
+	test_tmpdir_make(t->dir, sizeof(t->dir), name);
+	testfs_format(t->dir, 1, size_mb, 64 << 10, 1, t->paths);
+	t->c = testfs_open(t->paths, 1, 0, 0, err, sizeof(err));
+	cr_assert(t->c, "open: %s", err);
+}
+
+void testfs_one_down(struct testfs_one *t)
+{
+	if (t->c)
+		cr_assert_eq(bch_fs_close(t->c), 0);
+	t->c = NULL;
+	test_tmpdir_remove(t->dir);
 }
 
 void testfs_assert_fsck_clean(struct bch_fs *c, bool data)

@@ -40,6 +40,20 @@ struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned 
 			   uint64_t cache_bytes, char *err, unsigned errlen);
 
 /*
+ * A suite's one filesystem (its .init and .fini): one image of size_mb
+ * MiB, 64 KiB nodes, one metadata copy, in a new temporary directory named
+ * after the suite, open read-write in t->c.  testfs_one_down() closes t->c
+ * if set (the close must succeed) and removes the directory.
+ */
+struct testfs_one {
+	char		dir[64];
+	char		paths[1][TESTFS_PATH_MAX];
+	struct bch_fs	*c;
+};
+void testfs_one_up(struct testfs_one *t, const char *name, unsigned size_mb);
+void testfs_one_down(struct testfs_one *t);
+
+/*
  * fsck -n of c (opened with TESTFS_FSCK | TESTFS_RO): passes 3-10, and with
  * data pass 11 too, must find no problem.  Fails the test naming the first.
  */

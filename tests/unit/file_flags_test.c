@@ -29,26 +29,20 @@
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
-static char tmpdir[64];
-static char paths[1][TESTFS_PATH_MAX];
-static struct bch_fs *c;
+static struct testfs_one fs1;	/* the suite's filesystem */
+static struct bch_fs *c;	/* fs1.c (tests that reopen it set c) */
 
 static void setup(void)
 {
-	char err[256];
-
-	test_tmpdir_make(tmpdir, sizeof(tmpdir), "flags");
-	testfs_format(tmpdir, 1, 64, 64 << 10, 1, paths);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
-	cr_assert(c, "open: %s", err);
+	testfs_one_up(&fs1, "flags", 64);
+	c = fs1.c;
 }
 
 static void teardown(void)
 {
-	if (c)
-		cr_assert_eq(bch_fs_close(c), 0);
+	fs1.c = c;
 	c = NULL;
-	test_tmpdir_remove(tmpdir);
+	testfs_one_down(&fs1);
 }
 
 TestSuite(file_flags, .init = setup, .fini = teardown);
@@ -196,12 +190,12 @@ Test(file_flags, inherited_and_kept)
 	cr_assert_eq(get(f), FS_NODUMP_FL | FS_NOATIME_FL | FS_SYNC_FL, "d, A and S pass on, a does not");
 	cr_assert_eq(bch_fs_write(c, f, 0, "s", 1), 1, "a sync write");
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	c = testfs_open(fs1.paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "reopen: %s", err);
 	cr_assert(c->sb->features & BCH_FEATURE_INODE_FLAGS);
 	cr_assert_eq(get(d), FS_NODUMP_FL | FS_NOATIME_FL | FS_SYNC_FL | FS_APPEND_FL);
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = testfs_open(paths, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
+	c = testfs_open(fs1.paths, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
 	cr_assert(c, "open for fsck: %s", err);
 	testfs_assert_fsck_clean(c, false);
 }
@@ -259,7 +253,7 @@ Test(file_flags, rename_whiteout)
 	cr_assert_eq(bch_fs_getattr(c, wh, &st), 0);
 	cr_assert(S_ISCHR(st.st_mode));
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = testfs_open(paths, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
+	c = testfs_open(fs1.paths, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
 	cr_assert(c, "open for fsck: %s", err);
 	testfs_assert_fsck_clean(c, false);
 }

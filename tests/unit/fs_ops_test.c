@@ -37,27 +37,21 @@
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
-static char tmpdir[64];
-static char paths[1][TESTFS_PATH_MAX];
-static struct bch_fs *c;
+static struct testfs_one fs1;	/* the suite's filesystem */
+static struct bch_fs *c;	/* fs1.c (tests that reopen it set c) */
 
 static void setup(void)
 {
-	char err[256];
-
-	test_tmpdir_make(tmpdir, sizeof(tmpdir), "fsops");
-	testfs_format(tmpdir, 1, 64, 64 << 10, 1, paths);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
-	cr_assert(c, "open: %s", err);
+	testfs_one_up(&fs1, "fsops", 64);
+	c = fs1.c;
 }
 
 static void teardown(void)
 {
-	if (c)
-		cr_assert_eq(bch_fs_close(c), 0);
+	fs1.c = c;
 	c = NULL;
 	bch_hash_test_mask = ~0ULL;
-	test_tmpdir_remove(tmpdir);
+	testfs_one_down(&fs1);
 }
 
 static uint64_t mk(uint64_t dir, const char *name, mode_t mode)
@@ -157,7 +151,7 @@ Test(fs_ops, error_paths)
 	/* a read-only filesystem refuses every change */
 	cr_assert_eq(bch_fs_close(c), 0);
 	char err[256];
-	c = testfs_open(paths, 1, TESTFS_RO, 0, err, sizeof(err));
+	c = testfs_open(fs1.paths, 1, TESTFS_RO, 0, err, sizeof(err));
 	cr_assert(c);
 	cr_assert_eq(bch_fs_create(c, root, "new", S_IFREG, 0, 0, 0, NULL), -EROFS);
 	cr_assert_eq(bch_fs_write(c, f, 0, "x", 1), -EROFS);
@@ -280,11 +274,11 @@ static void fsck_clean(void)
 	char err[256];
 
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = testfs_open(paths, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
+	c = testfs_open(fs1.paths, 1, TESTFS_FSCK | TESTFS_RO, 0, err, sizeof(err));
 	cr_assert(c, "open for fsck: %s", err);
 	testfs_assert_fsck_clean(c, false);
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	c = testfs_open(fs1.paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "reopen: %s", err);
 }
 
@@ -361,9 +355,9 @@ Test(fs_ops, xattr_large_values_4k_nodes)
 	char err[256];
 
 	cr_assert_eq(bch_fs_close(c), 0);
-	unlink(paths[0]);	/* a new file: not the old image's bytes under the new one */
-	testfs_format(tmpdir, 1, 64, 4096, 1, paths);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	unlink(fs1.paths[0]);	/* a new file: not the old image's bytes under the new one */
+	testfs_format(fs1.dir, 1, 64, 4096, 1, fs1.paths);
+	c = testfs_open(fs1.paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "open: %s", err);
 	large_xattrs();
 }
@@ -433,9 +427,9 @@ Test(fs_ops, xattr_large_crash, .timeout = 600)
 	uint64_t f;
 
 	cr_assert_eq(bch_fs_close(c), 0);
-	unlink(paths[0]);
-	testfs_format(tmpdir, 1, 16, 8192, 1, paths);	/* small: every cut writes the image */
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	unlink(fs1.paths[0]);
+	testfs_format(fs1.dir, 1, 16, 8192, 1, fs1.paths);	/* small: every cut writes the image */
+	c = testfs_open(fs1.paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "%s", err);
 	f = mk(BCH_ROOT_INO, "f", S_IFREG | 0644);
 	cr_assert_eq(bch_fs_fsync(c), 0);
@@ -466,7 +460,7 @@ Test(fs_ops, xattr_large_crash, .timeout = 600)
 	c->read_only = true;
 	bch_fs_close(c);
 	c = NULL;
-	snprintf(path, sizeof(path), "%s/crash.img", tmpdir);
+	snprintf(path, sizeof(path), "%s/crash.img", fs1.dir);
 	for (size_t at = 0; at <= events; at++) {
 		bool flush = at > 0 && iorec_event(rec, at - 1)->type == IOREC_FLUSH;
 		/* every flush; between them every 6th event (every 2nd with SOAK): 114 is one */
@@ -523,7 +517,7 @@ Test(fs_ops, xattr_large_crash, .timeout = 600)
 		events, cuts, orphans, topology);
 	cr_assert_gt(orphans, 0, "no cut fell between the transactions of a change");
 	iorec_free(rec);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	c = testfs_open(fs1.paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "%s", err);
 }
 
@@ -777,7 +771,7 @@ Test(fs_ops, space_full_and_reservations)
 
 	/* a reopen counts the promise again: keep's 1 MiB past EOF is still reserved */
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	c = testfs_open(fs1.paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "reopen: %s", err);
 	cr_assert_eq(c->reserved_sectors, ((1 << 20) - 4096) >> 9, "reserved after reopen: %llu",
 		     (unsigned long long)c->reserved_sectors);
@@ -802,20 +796,20 @@ Test(fs_ops, reserved_count_checked_by_fsck)
 	cr_assert_eq(bch_fs_close(c), 0);
 	c = NULL;
 
-	struct bch_fs *r = xc_open(paths[0], TESTFS_FSCK | TESTFS_RO, err);
+	struct bch_fs *r = xc_open(fs1.paths[0], TESTFS_FSCK | TESTFS_RO, err);
 	cr_assert(r, "%s", err);
 	cr_assert_eq(xc_fsck(r, BCH_FSCK_NO, ctx), 0);
 	cr_assert_eq(ctx->found[BCH_FSCK_reserved_sectors_wrong], 1, "fsck -n did not see the count");
 	bch_fs_close(r);
 
-	r = xc_open(paths[0], TESTFS_FSCK, err);
+	r = xc_open(fs1.paths[0], TESTFS_FSCK, err);
 	cr_assert(r, "%s", err);
 	cr_assert_eq(xc_fsck(r, BCH_FSCK_YES, ctx), 0);
 	cr_assert_eq(ctx->fixed[BCH_FSCK_reserved_sectors_wrong], 1);
 	cr_assert_eq(bch_fsck_nr_found(ctx), 1, "only the count is wrong");
 	cr_assert_eq(bch_fs_close(r), 0);
 
-	r = xc_open(paths[0], TESTFS_FSCK | TESTFS_RO, err);
+	r = xc_open(fs1.paths[0], TESTFS_FSCK | TESTFS_RO, err);
 	cr_assert(r, "%s", err);
 	cr_assert_eq(r->reserved_sectors, good);
 	cr_assert_eq(xc_fsck(r, BCH_FSCK_NO, ctx), 0);

@@ -29,26 +29,20 @@
 #define BLOCK	4096
 #define NBLOCKS	16
 
-static char tmpdir[64];
-static char paths[1][TESTFS_PATH_MAX];
-static struct bch_fs *c;
+static struct testfs_one fs1;	/* the suite's filesystem */
+static struct bch_fs *c;	/* fs1.c (tests that reopen it set c) */
 
 static void setup(void)
 {
-	char err[256];
-
-	test_tmpdir_make(tmpdir, sizeof(tmpdir), "sdiff");
-	testfs_format(tmpdir, 1, 128, 64 << 10, 1, paths);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
-	cr_assert(c, "open: %s", err);
+	testfs_one_up(&fs1, "sdiff", 128);
+	c = fs1.c;
 }
 
 static void teardown(void)
 {
-	if (c)
-		cr_assert_eq(bch_fs_close(c), 0);
+	fs1.c = c;
 	c = NULL;
-	test_tmpdir_remove(tmpdir);
+	testfs_one_down(&fs1);
 }
 
 TestSuite(snapshot_diff, .init = setup, .fini = teardown);

@@ -27,26 +27,20 @@
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
-static char tmpdir[64];
-static char paths[1][TESTFS_PATH_MAX];
-static struct bch_fs *c;
+static struct testfs_one fs1;	/* the suite's filesystem */
+static struct bch_fs *c;	/* fs1.c (tests that reopen it set c) */
 
 static void setup(void)
 {
-	char err[256];
-
-	test_tmpdir_make(tmpdir, sizeof(tmpdir), "snapview");
-	testfs_format(tmpdir, 1, 64, 64 << 10, 1, paths);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
-	cr_assert(c, "open: %s", err);
+	testfs_one_up(&fs1, "snapview", 64);
+	c = fs1.c;
 }
 
 static void teardown(void)
 {
-	if (c)
-		cr_assert_eq(bch_fs_close(c), 0);
+	fs1.c = c;
 	c = NULL;
-	test_tmpdir_remove(tmpdir);
+	testfs_one_down(&fs1);
 }
 
 TestSuite(snapshot_view, .init = setup, .fini = teardown);
@@ -217,7 +211,7 @@ Test(snapshot_view, touch_keys_in_every_leaf)
 	/* all of it survives a reopen, and fsck finds nothing */
 	char err[256];
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	c = testfs_open(fs1.paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "reopen: %s", err);
 	cr_assert(touched(d, f1 & BCH_HANDLE_INUM_MASK) && touched(l3, f3 & BCH_HANDLE_INUM_MASK));
 	testfs_assert_fsck_clean(c, true);
@@ -299,7 +293,7 @@ Test(snapshot_view, deletes_above_and_below_the_fresh_mark)
 	/* after a reopen the mark is read again: files of before stay whiteouts */
 	uint64_t v = made("v", "v1");
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
+	c = testfs_open(fs1.paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "reopen: %s", err);
 	uint64_t s3;
 	cr_assert_eq(bch_fs_subvol_snapshot(c, BCH_ROOT_INO, BCH_ROOT_INO, "s3", true, &s3), 0, "%s", c->err_msg);
