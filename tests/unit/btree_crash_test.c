@@ -22,47 +22,15 @@
 #include "fs.h"
 #include "journal.h"
 #include "tests/lib/iorecord.h"
+#include "tests/lib/keyhist.h"
 #include "tests/lib/tmpdir.h"
 
 #define NKEYS		300
 #define NOPS		(getenv("SOAK") ? 2000 : 400)
-#define MAX_GENS	256
 
 static char tmpdir[64];
 
-/* per key: the states it went through (gen 0 = absent) and when each became durable */
-struct key_hist {
-	unsigned	nr;
-	uint16_t	gen[MAX_GENS];
-	size_t		durable_at[MAX_GENS];	/* event count; SIZE_MAX: never made durable */
-	uint64_t	seq[MAX_GENS];		/* journal entry that holds the state */
-	uint16_t	op[MAX_GENS];		/* the transaction that made it */
-};
-static struct key_hist hist[NKEYS];
-
-static struct bch_bkey *make(unsigned i, unsigned gen)
-{
-	if (!gen)
-		return bch_bkey_alloc(BCH_BKEY_deleted, POS(1, i, 0), 0);
-	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, POS(1, i, 0), sizeof(struct bch_raw) + 24);
-	struct bch_raw *r = bkey_val(k);
-	char buf[32];
-	snprintf(buf, sizeof(buf), "k%05u-g%05u-xxxxxxxxxxx", i, gen);
-	r->len = 24;
-	memcpy(r->data, buf, 24);
-	return k;
-}
-
-static unsigned gen_of(const struct bch_bkey *k, unsigned i)
-{
-	const struct bch_raw *r = bkey_val(k);
-	unsigned ki, g;
-
-	if (k->type != BCH_BKEY_raw || r->len != 24 ||
-	    sscanf((const char *)r->data, "k%05u-g%05u", &ki, &g) != 2 || ki != i)
-		return UINT32_MAX;
-	return g;
-}
+static struct keyhist kh;	/* the keys' states and when each became durable */
 
 static struct bch_fs *open_img(char *path, bool ro, char *err)
 {
@@ -76,57 +44,6 @@ static struct bch_fs *open_img(char *path, bool ro, char *err)
 	if (bch_fs_open(&path, 1, &o, &c, err, 256))
 		return NULL;
 	return c;
-}
-
-/*
- * Check the image against the history at cut `at`: the journal is durable
- * as a prefix, so the image must equal the state after transactions 1..P
- * for one P at least as large as the last durable transaction — every key at
- * once (a transaction is never half there).  Returns a message or NULL.
- */
-static unsigned found_gen[NKEYS];
-
-static unsigned state_at(const struct key_hist *h, unsigned p)
-{
-	unsigned g = 0;
-
-	for (unsigned j = 0; j < h->nr && h->op[j] <= p; j++)
-		g = h->gen[j];
-	return g;
-}
-
-static const char *check(struct bch_fs *c, size_t at, char *msg, size_t len)
-{
-	unsigned durable_op = 0;
-
-	for (unsigned i = 0; i < NKEYS; i++) {
-		struct key_hist *h = &hist[i];
-		struct bch_bkey *k = NULL;
-
-		for (unsigned j = 0; j < h->nr; j++)
-			if (h->durable_at[j] <= at && h->op[j] > durable_op)
-				durable_op = h->op[j];
-		int r = bch_btree_lookup(c, BCH_BTREE_ID_test, POS(1, i, 0), &k);
-		if (r && r != -BCH_ERR_key_not_found)
-			return snprintf(msg, len, "key %u: lookup: %s", i, c->err_msg), msg;
-		found_gen[i] = r ? 0 : gen_of(k, i);
-		free(k);
-	}
-	for (unsigned p = durable_op; p <= NOPS; p++) {
-		unsigned i;
-		for (i = 0; i < NKEYS; i++)
-			if (state_at(&hist[i], p) != found_gen[i])
-				break;
-		if (i == NKEYS)
-			return NULL;
-	}
-	/* name the first key that differs from the durable prefix */
-	for (unsigned i = 0; i < NKEYS; i++)
-		if (state_at(&hist[i], durable_op) != found_gen[i])
-			return snprintf(msg, len, "no prefix of the transactions from %u on matches "
-					"(key %u is %u, was %u after transaction %u)", durable_op, i,
-					found_gen[i], state_at(&hist[i], durable_op), durable_op), msg;
-	return snprintf(msg, len, "no prefix of the transactions matches"), msg;
 }
 
 /* The workload and every cut of it, with mr copies of each node on the one device. */
@@ -153,11 +70,7 @@ static void crash_run(unsigned mr)
 	cr_assert(c, "%s", err);
 	struct iorec *rec = iorec_new(1);
 	cr_assert_eq(iorec_attach(rec, 0, c->devs[0]->bdev), 0);
-	for (unsigned i = 0; i < NKEYS; i++) {
-		hist[i].nr = 1;
-		hist[i].gen[0] = 0;
-		hist[i].durable_at[0] = 0;
-	}
+	keyhist_init(&kh, NKEYS, 24);
 
 	struct btree_trans *t;
 	bch_trans_init(c, &t);
@@ -167,37 +80,17 @@ static void crash_run(unsigned mr)
 		unsigned n = 1 + random() % 3, keys[3];
 		for (unsigned j = 0; j < n; j++) {
 			keys[j] = random() % NKEYS;
-			unsigned gen = random() % 5 ? op : 0;
-			struct bch_bkey *k = make(keys[j], gen);
-			bch_trans_update(t, BCH_BTREE_ID_test, k);
-			free(k);
-			struct key_hist *h = &hist[keys[j]];
-			cr_assert_lt(h->nr, MAX_GENS);
-			h->gen[h->nr] = gen;
-			h->op[h->nr] = op;
-			h->durable_at[h->nr++] = SIZE_MAX;
+			keyhist_update(&kh, t, op, keys[j], random() % 5 ? op : 0);
 		}
 		bool sync = random() % 8 == 0;
 		cr_assert_eq(bch_trans_commit(t, sync ? BCH_TRANS_SYNC : 0), 0, "op %u: %s", op, c->err_msg);
-		/* the keys went into the open entry; a sync commit wrote it */
-		uint64_t op_seq = sync ? bch_journal_seq_durable(c) : bch_journal_cur_seq(c);
-		for (unsigned j = 0; j < n; j++) {
-			struct key_hist *h = &hist[keys[j]];
-			for (unsigned g = 0; g < h->nr; g++)
-				if (h->durable_at[g] == SIZE_MAX && !h->seq[g])
-					h->seq[g] = op_seq;
-		}
+		keyhist_committed(&kh, c, sync);
 		/* node writes (appends, moves, splits) as reclaim would do them */
 		if (op % 40 == 0)
 			cr_assert_eq(bch_btree_flush_all(c), 0, "op %u: flush: %s", op, c->err_msg);
 		uint64_t durable = bch_journal_seq_durable(c);
 		if (durable != last_durable_seq) {
-			/* states whose entry is now durable became so at this event */
-			size_t ev = iorec_nr_events(rec);
-			for (unsigned i = 0; i < NKEYS; i++)
-				for (unsigned j = 0; j < hist[i].nr; j++)
-					if (hist[i].durable_at[j] == SIZE_MAX && hist[i].seq[j] <= durable)
-						hist[i].durable_at[j] = ev;
+			keyhist_note_durable(&kh, c, iorec_nr_events(rec));
 			last_durable_seq = durable;
 		}
 	}
@@ -226,7 +119,7 @@ static void crash_run(unsigned mr)
 				iorec_write_image(rec, &plan, 0, "/tmp/crash_fail.img");
 			}
 			cr_assert(r, "cut %zu seed %u: open failed: %s", at, seed, err);
-			const char *bad = check(r, at, msg, sizeof(msg));
+			const char *bad = keyhist_check(&kh, r, at, msg, sizeof(msg));
 			if (bad && getenv("CRASH_DEBUG")) {
 				fprintf(stderr, "%s\n", iorec_plan_describe(rec, &plan));
 				iorec_write_image(rec, &plan, 0, "/tmp/crash_fail.img");
@@ -235,7 +128,7 @@ static void crash_run(unsigned mr)
 			cr_assert_eq(bch_fs_close(r), 0, "cut %zu seed %u: clean close", at, seed);
 			r = open_img(crash, true, err);
 			cr_assert(r, "cut %zu seed %u: reopen after clean close: %s", at, seed, err);
-			bad = check(r, at, msg, sizeof(msg));
+			bad = keyhist_check(&kh, r, at, msg, sizeof(msg));
 			cr_assert_null(bad, "cut %zu seed %u, after clean close: %s", at, seed, bad);
 			bch_fs_close(r);
 			iorec_plan_free(&plan);
@@ -244,6 +137,7 @@ static void crash_run(unsigned mr)
 	}
 	cr_log_info("btree crash: %zu events, %u crash states", events, states);
 	iorec_free(rec);
+	keyhist_exit(&kh);
 	test_tmpdir_remove(tmpdir);
 }
 

@@ -40,135 +40,26 @@
 #include "fs.h"
 #include "journal.h"
 #include "tests/lib/iorecord.h"
+#include "tests/lib/keyhist.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
 #define NKEYS		240
 #define NOPS		150
-#define MAX_GENS	64
 #define VAL_BYTES	96	/* ~40 keys fill a 4 KiB leaf past its split point */
 
 static char tmpdir[64];
 
-/* per key: the states it went through (gen 0 = absent) and when each became durable */
-struct key_hist {
-	unsigned	nr;
-	uint16_t	gen[MAX_GENS];
-	size_t		durable_at[MAX_GENS];	/* event count; SIZE_MAX: not durable (yet) */
-	uint64_t	seq[MAX_GENS];		/* journal entry that holds the state */
-	uint16_t	op[MAX_GENS];		/* the transaction that made it */
-};
-static struct key_hist hist[NKEYS];
+static struct keyhist kh;	/* the keys' states and when each became durable */
 
-static struct bch_bkey *make(unsigned i, unsigned gen)
-{
-	if (!gen)
-		return bch_bkey_alloc(BCH_BKEY_deleted, POS(1, i, 0), 0);
-	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, POS(1, i, 0),
-					    sizeof(struct bch_raw) + VAL_BYTES);
-	struct bch_raw *r = bkey_val(k);
-	r->len = VAL_BYTES;
-	memset(r->data, 'x', VAL_BYTES);
-	snprintf((char *)r->data, VAL_BYTES, "k%05u-g%05u", i, gen);
-	return k;
-}
-
-static unsigned gen_of(const struct bch_bkey *k, unsigned i)
-{
-	const struct bch_raw *r = bkey_val(k);
-	unsigned ki, g;
-
-	if (k->type != BCH_BKEY_raw || r->len != VAL_BYTES ||
-	    sscanf((const char *)r->data, "k%05u-g%05u", &ki, &g) != 2 || ki != i)
-		return UINT32_MAX;
-	return g;
-}
-
-static unsigned state_at(const struct key_hist *h, unsigned p)
-{
-	unsigned g = 0;
-
-	for (unsigned j = 0; j < h->nr && h->op[j] <= p; j++)
-		g = h->gen[j];
-	return g;
-}
-
-/*
- * The image must equal the state after transactions 1..P for one P at
- * least as large as the last transaction durable at cut `at`.  NULL or a
- * message.
- */
-static const char *check(struct bch_fs *c, size_t at, char *msg, size_t len)
-{
-	static unsigned found[NKEYS];
-	unsigned durable_op = 0;
-
-	for (unsigned i = 0; i < NKEYS; i++) {
-		struct key_hist *h = &hist[i];
-		struct bch_bkey *k = NULL;
-
-		for (unsigned j = 0; j < h->nr; j++)
-			if (h->durable_at[j] <= at && h->op[j] > durable_op)
-				durable_op = h->op[j];
-		int r = bch_btree_lookup(c, BCH_BTREE_ID_test, POS(1, i, 0), &k);
-		if (r && r != -BCH_ERR_key_not_found)
-			return snprintf(msg, len, "key %u: lookup: %s", i, c->err_msg), msg;
-		found[i] = r ? 0 : gen_of(k, i);
-		free(k);
-	}
-	for (unsigned p = durable_op; p <= NOPS; p++) {
-		unsigned i;
-		for (i = 0; i < NKEYS; i++)
-			if (state_at(&hist[i], p) != found[i])
-				break;
-		if (i == NKEYS)
-			return NULL;
-	}
-	for (unsigned i = 0; i < NKEYS; i++)
-		if (state_at(&hist[i], durable_op) != found[i])
-			return snprintf(msg, len, "no prefix of the transactions from %u on matches "
-					"(key %u is %u, was %u after transaction %u)", durable_op, i,
-					found[i], state_at(&hist[i], durable_op), durable_op), msg;
-	return snprintf(msg, len, "no prefix of the transactions matches"), msg;
-}
-
-
-/* One transaction: keys[0..n) set to gen (0: deleted), recorded in the history. */
+/* One transaction: keys[0..n) set to generation op, or deleted; recorded in the history. */
 static void txn(struct bch_fs *c, struct btree_trans *t, unsigned op, const unsigned *keys,
 		unsigned n, bool del, bool sync)
 {
-	for (unsigned j = 0; j < n; j++) {
-		unsigned gen = del ? 0 : op;
-		struct bch_bkey *k = make(keys[j], gen);
-		bch_trans_update(t, BCH_BTREE_ID_test, k);
-		free(k);
-		struct key_hist *h = &hist[keys[j]];
-		cr_assert_lt(h->nr, MAX_GENS);
-		h->gen[h->nr] = gen;
-		h->op[h->nr] = op;
-		h->durable_at[h->nr++] = SIZE_MAX;
-	}
+	for (unsigned j = 0; j < n; j++)
+		keyhist_update(&kh, t, op, keys[j], del ? 0 : op);
 	cr_assert_eq(bch_trans_commit(t, sync ? BCH_TRANS_SYNC : 0), 0, "op %u: %s", op, c->err_msg);
-	uint64_t seq = sync ? bch_journal_seq_durable(c) : bch_journal_cur_seq(c);
-	for (unsigned j = 0; j < n; j++) {
-		struct key_hist *h = &hist[keys[j]];
-		for (unsigned g = 0; g < h->nr; g++)
-			if (h->durable_at[g] == SIZE_MAX && !h->seq[g])
-				h->seq[g] = seq;
-	}
-}
-
-/* States whose entry is durable now became so at this event. */
-static void note_durable(struct bch_fs *c, struct iorec *rec)
-{
-	uint64_t durable = bch_journal_seq_durable(c);
-	size_t ev = iorec_nr_events(rec);
-
-	for (unsigned i = 0; i < NKEYS; i++)
-		for (unsigned j = 0; j < hist[i].nr; j++)
-			if (hist[i].durable_at[j] == SIZE_MAX && hist[i].seq[j] &&
-			    hist[i].seq[j] <= durable)
-				hist[i].durable_at[j] = ev;
+	keyhist_committed(&kh, c, sync);
 }
 
 static void crash_run(bool encrypted)
@@ -180,9 +71,7 @@ static void crash_run(bool encrypted)
 	testfs_format(tmpdir, 1, 8, 4096, 1, paths);
 	testfs_encrypted = false;
 	snprintf(crash[0], TESTFS_PATH_MAX, "%s/crash.img", tmpdir);
-	memset(hist, 0, sizeof(hist));
-	for (unsigned i = 0; i < NKEYS; i++)
-		hist[i].nr = 1;
+	keyhist_init(&kh, NKEYS, VAL_BYTES);
 
 	struct bch_fs *c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
 	cr_assert(c, "%s", err);
@@ -223,7 +112,7 @@ static void crash_run(bool encrypted)
 		txn(c, t, op, keys, n, del, random() % 8 == 0);
 		if (op % 50 == 0)
 			cr_assert_eq(bch_btree_flush_all(c), 0, "op %u: flush: %s", op, c->err_msg);
-		note_durable(c, rec);
+		keyhist_note_durable(&kh, c, iorec_nr_events(rec));
 	}
 	bch_trans_exit(t);
 	/* what the test is for happened, several times over */
@@ -250,7 +139,7 @@ static void crash_run(bool encrypted)
 		if (!r && getenv("CRASH_DEBUG"))
 			fprintf(stderr, "%s\n", iorec_plan_describe(rec, &plan));
 		cr_assert(r, "cut %zu seed %llu: open failed: %s", at, (unsigned long long)cut.seed, err);
-		const char *bad = check(r, at, msg, sizeof(msg));
+		const char *bad = keyhist_check(&kh, r, at, msg, sizeof(msg));
 		if (!bad)
 			bad = testfs_fsck_problem_fs(r, false, msg, sizeof(msg));
 		if (bad && getenv("CRASH_DEBUG"))
@@ -263,7 +152,7 @@ static void crash_run(bool encrypted)
 			cr_assert_eq(bch_fs_close(r), 0, "cut %zu: clean close", at);
 			r = testfs_open(crash, 1, TESTFS_RO, 0, err, sizeof(err));
 			cr_assert(r, "cut %zu: reopen after clean close: %s", at, err);
-			bad = check(r, at, msg, sizeof(msg));
+			bad = keyhist_check(&kh, r, at, msg, sizeof(msg));
 			cr_assert_null(bad, "cut %zu, after clean close: %s", at, bad);
 			bch_fs_close(r);
 		}
@@ -273,6 +162,7 @@ static void crash_run(bool encrypted)
 	cr_log_info("newnode crash%s: %zu events, %u crash states, %llu splits and %llu merges "
 		    "written ahead", encrypted ? " (encrypted)" : "", events, states, splits, merges);
 	iorec_free(rec);
+	keyhist_exit(&kh);
 	test_tmpdir_remove(tmpdir);
 }
 
@@ -360,7 +250,7 @@ static void put_range(struct bch_fs *c, unsigned lo, unsigned hi, unsigned gen, 
 
 	bch_trans_init(c, &t);
 	for (unsigned i = lo; i <= hi; i++) {
-		struct bch_bkey *k = make(i, gen);
+		struct bch_bkey *k = keyhist_key(i, gen, VAL_BYTES);
 		bch_trans_update(t, BCH_BTREE_ID_test, k);
 		free(k);
 	}
@@ -439,7 +329,7 @@ Test(newnode_crash, root_regrown_in_the_entry_of_its_collapse)
 		bool want = i < 2 || (i >= 22 && i < 24) || (i >= 100 && i < inserted);
 		cr_assert_eq(r == 0, want, "key %u: %s", i, r ? c->err_msg : "there");
 		if (!r)
-			cr_assert_eq(gen_of(k, i), i < 100 ? 1u : 2u, "key %u", i);
+			cr_assert_eq(keyhist_gen_of(k, i, VAL_BYTES), i < 100 ? 1u : 2u, "key %u", i);
 		free(k);
 	}
 	char msg[300];
