@@ -56,13 +56,9 @@
  *    choices are those of one walk) finds every match made and does no
  *    I/O for an equal file; xattrs are read by name only for a file that
  *    has some on either side.
- * Threads.  All of it is in load(), match_ahead() and the scan_* functions
- * above them: one mutex and one condition variable (struct scan) guard the
- * queue of directories to read, the queue of those ready to match, the
- * count of readers busy, and each directory's scanned and placed flags.  A
- * directory's listing is written only by the thread that read it, before
- * scanned is set under the lock, and only read after; its matches only by
- * the main thread.  The queues hold directories, not names, and every
+ * Threads.  The reading of DIR is host_scan.c's (host_scan.h says how its
+ * threads share the listing); the matching is load()'s and match_ahead()'s
+ * on the main thread.  The queues hold directories, not names, and every
  * thread has ended before the walk, which runs alone.
  * What is left is one fstatat per name of DIR and a listxattrat for some
  * (the floor for noticing a change anywhere), three btree scans, and the
@@ -139,6 +135,7 @@
 #include "btree.h"
 #include "cmds.h"
 #include "copy.h"
+#include "host_scan.h"
 #include "fs_ops.h"
 #include "snapshot.h"
 #include "xattr_effective.h"
@@ -146,69 +143,9 @@
 #define CMD		"image update"
 #define CMP_BUF		(1U << 20)
 #define SCAN_THREADS	8
-#define DENTS_BUF	(64U << 10)	/* getdents64: most directories in one call */
 #define KEEPER_NEW	UINT64_MAX	/* a host inode made by this update */
 
-#if !defined(SYS_listxattrat) && (defined(__x86_64__) || defined(__aarch64__) || defined(__riscv))
-#define SYS_listxattrat	465		/* Linux 6.13; the same number on these */
-#endif
-
-/* ----------------------------------------------------------- small maps */
-
-#define GROW(p, nr, cap) do {						\
-	if ((nr) == (cap)) {						\
-		(cap) = (cap) ? (cap) * 2 : 1024;			\
-		if (!((p) = realloc((p), (cap) * sizeof(*(p)))))	\
-			abort();					\
-	}								\
-} while (0)
-
-
-/* Two u64 keys to two u64 values (hard links, claims), open addressing. */
-struct pair_ent {
-	uint64_t	k1, k2, v1, v2;
-	bool		used;
-	bool		done;		/* links: the kept inode was compared */
-};
-
-struct pair_map {
-	struct pair_ent	*t;
-	size_t		nr, cap;	/* cap: power of two */
-};
-
-static uint64_t mix(uint64_t a, uint64_t b)
-{
-	uint64_t h = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL);
-	return h ^ (h >> 31);
-}
-
-static struct pair_ent *pair_find(struct pair_map *m, uint64_t k1, uint64_t k2, bool add)
-{
-	if (add && (m->nr + 1) * 2 > m->cap) {
-		struct pair_map n = { .cap = m->cap ? m->cap * 2 : 256 };
-		if (!(n.t = calloc(n.cap, sizeof(*n.t))))
-			abort();
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->t[i].used)
-				*pair_find(&n, m->t[i].k1, m->t[i].k2, true) = m->t[i];
-		free(m->t);
-		*m = n;
-	}
-	if (!m->cap)
-		return NULL;
-	for (size_t i = mix(k1, k2) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		struct pair_ent *e = &m->t[i];
-		if (e->used && e->k1 == k1 && e->k2 == k2)
-			return e;
-		if (!e->used) {
-			if (!add)
-				return NULL;
-			*e = (struct pair_ent) { .k1 = k1, .k2 = k2, .used = true };
-			m->nr++;
-			return e;
-		}
-	}
-}
+/* ---------------------------------------------------------------- paths */
 
 /* A path built a component at a time (push returns the length to pop to). */
 struct pbuf {
@@ -249,11 +186,6 @@ static void pb_set(struct pbuf *p, const char *s)
 	p->len = n;
 }
 
-static int64_t ts_ns(struct timespec ts)
-{
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static struct timespec ns_ts(int64_t ns)
 {
 	int64_t sec = ns / 1000000000, rem = ns % 1000000000;
@@ -267,409 +199,6 @@ static struct timespec ns_ts(int64_t ns)
 static int name_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char * const *)a, *(char * const *)b);
-}
-
-/* ------------------------------------------------------------ host scan */
-
-/* The memory of the host listing: chunks, freed together (not per name). */
-#define ARENA_CHUNK	(1U << 20)
-
-struct arena_chunk {
-	struct arena_chunk	*next;
-	size_t			used, cap;
-	char			data[];
-};
-
-struct arena {
-	struct arena_chunk	*head;
-};
-
-static void *arena_alloc(struct arena *a, size_t n)
-{
-	struct arena_chunk *c = a->head;
-
-	n = (n + 15) & ~(size_t)15;
-	if (!c || c->used + n > c->cap) {
-		size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
-		if (!(c = malloc(sizeof(*c) + cap)))
-			abort();
-		c->next = a->head;
-		c->used = 0;
-		c->cap = cap;
-		a->head = c;
-	}
-	void *p = c->data + c->used;
-	c->used += n;
-	return p;
-}
-
-static char *arena_join(struct arena *a, const char *dir, const char *name)
-{
-	size_t dl = dir ? strlen(dir) : 0, nl = strlen(name);
-	char *p = arena_alloc(a, dl + nl + 2);
-	if (dir) {
-		memcpy(p, dir, dl);
-		p[dl++] = '/';
-	}
-	memcpy(p + dl, name, nl + 1);
-	return p;
-}
-
-/* Move b's chunks to a. */
-static void arena_splice(struct arena *a, struct arena *b)
-{
-	struct arena_chunk **end = &b->head;
-	while (*end)
-		end = &(*end)->next;
-	*end = a->head;
-	a->head = b->head;
-	b->head = NULL;
-}
-
-static void arena_free(struct arena *a)
-{
-	for (struct arena_chunk *c = a->head, *n; c; c = n) {
-		n = c->next;
-		free(c);
-	}
-	a->head = NULL;
-}
-
-/* One name of DIR, as its worker found it: what the walk compares of its lstat. */
-struct hent {
-	char		*name;		/* first member: sorted with name_cmp */
-	char		*target;	/* symlink target (NULL: unreadable) */
-	struct hdir	*sub;		/* a directory: its listing */
-	uint64_t	dev, ino, rdev, size;
-	int64_t		atime, mtime, ctime;	/* ns */
-	uint32_t	mode, uid, gid, nlink;
-	int		err;		/* fstatat failed: -errno */
-	bool		xattrs;		/* it has xattrs (of any kind); valid with xattrs_known */
-	bool		xattrs_known;	/* false: not asked, as its ctime is some image
-					 * inode's (struct scan's ctimes): asked at the compare if not its match's */
-};
-
-/* One directory of DIR: its entries in name order. */
-struct hdir {
-	char		*path;		/* host path */
-	struct hent	*e;
-	size_t		nr;
-	int		err;		/* listing failed: -errno */
-	/* set by the main thread as it matches ahead (match_ahead()) */
-	struct imatch	*match;		/* of each name: its image entry */
-	uint64_t	img;		/* the image directory it was matched with */
-	/* under the scan lock */
-	bool		scanned;	/* e and nr are set */
-	bool		placed;		/* its image directory is known: img */
-};
-
-/*
- * DIR is read by worker threads and the main thread; the main thread
- * matches each directory read with the image's as soon as both it and its
- * parent's match are there.  One lock, one condition variable (any change
- * of the queues, or a worker done) guard q, ready, busy and each
- * directory's scanned and placed; a directory's listing is written by the
- * one thread that read it before scanned is set, and read-only after.
- */
-struct scan {
-	pthread_mutex_t	lock;
-	pthread_cond_t	cond;
-	struct arena	*mem;		/* where each worker's memory goes when it ends */
-	struct hdir	**q;		/* directories waiting for a worker */
-	size_t		nr, cap;
-	struct hdir	**ready;	/* scanned and placed: for the main thread to match */
-	size_t		nr_ready, cap_ready;
-	unsigned	busy;		/* threads reading a directory */
-	bool		links;		/* some non-directory has more than one link */
-	struct pair_map	*ctimes;	/* the image inodes' ctimes (k1; 0 never put in),
-					 * once read (atomic: set by the main thread,
-					 * then only looked up, by the workers) */
-};
-
-static char *join(const char *a, const char *b)
-{
-	char *p;
-	if (asprintf(&p, "%s/%s", a, b) < 0)
-		abort();
-	return p;
-}
-
-static void scan_push(struct scan *s, struct hdir *d)
-{
-	GROW(s->q, s->nr, s->cap);
-	s->q[s->nr++] = d;
-}
-
-/* Under the lock: d is read and its image directory known, to be matched. */
-static void ready_push(struct scan *s, struct hdir *d)
-{
-	GROW(s->ready, s->nr_ready, s->cap_ready);
-	s->ready[s->nr_ready++] = d;
-}
-
-/* Has dirfd/name any xattr?  listxattrat where the kernel has it. */
-static bool has_xattrs(int dirfd, const char *dirpath, const char *name)
-{
-	ssize_t n = -1;
-#ifdef SYS_listxattrat
-	static int no_at;
-	if (!__atomic_load_n(&no_at, __ATOMIC_RELAXED)) {
-		n = syscall(SYS_listxattrat, dirfd, name, AT_SYMLINK_NOFOLLOW, NULL, 0);
-		if (n < 0 && (errno == ENOSYS || errno == EINVAL))
-			__atomic_store_n(&no_at, 1, __ATOMIC_RELAXED);
-		else
-			return n > 0;
-	}
-#else
-	(void)dirfd;
-#endif
-	char *p = join(dirpath, name);
-	n = llistxattr(p, NULL, 0);
-	free(p);
-	return n > 0;
-}
-
-static int open_dir(int at, const char *path)
-{
-	int fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-	if (fd < 0 && errno == EPERM)
-		fd = openat(at, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd;
-}
-
-/* A name as getdents64 gave it, while its directory is being read. */
-struct slot {
-	uint64_t	key;		/* its first 8 bytes, big-endian: most compares */
-	char		*name;
-	uint64_t	ino;
-	size_t		idx;		/* its place in name order */
-};
-
-/* One worker's own: its memory, and the listing being read. */
-struct scan_worker {
-	struct scan	*s;
-	struct arena	mem;
-	struct slot	*tmp, *half;	/* the names; the sorts' room (cap / 2) */
-	size_t		cap, half_cap;
-	char		*dents;		/* DENTS_BUF bytes for getdents64 */
-};
-
-/* lstat, xattr presence and link target of dirfd/e->name into e. */
-static void scan_one(struct scan_worker *w, int fd, const char *dirpath, struct hent *e)
-{
-	struct stat st;
-
-	if (fstatat(fd, e->name, &st, AT_SYMLINK_NOFOLLOW)) {
-		e->err = -errno;
-		return;
-	}
-	e->dev = st.st_dev;
-	e->ino = st.st_ino;
-	e->rdev = st.st_rdev;
-	e->size = st.st_size;
-	e->atime = ts_ns(st.st_atim);
-	e->mtime = ts_ns(st.st_mtim);
-	e->mode = st.st_mode;
-	e->uid = st.st_uid;
-	e->gid = st.st_gid;
-	e->nlink = st.st_nlink;
-	e->ctime = ts_ns(st.st_ctim);
-	struct pair_map *cts = __atomic_load_n(&w->s->ctimes, __ATOMIC_ACQUIRE);
-	/* a whole second is not trusted: second-granular host, SOURCE_DATE_EPOCH */
-	if (!cts || !(e->ctime % 1000000000) || !pair_find(cts, e->ctime, 0, false)) {
-		e->xattrs = has_xattrs(fd, dirpath, e->name);
-		e->xattrs_known = true;
-	}
-	if (S_ISLNK(e->mode)) {
-		char t[4096];
-		ssize_t n = readlinkat(fd, e->name, t, sizeof(t) - 1);
-		if (n >= 0) {
-			t[n] = 0;
-			e->target = arena_join(&w->mem, NULL, t);
-		}
-	}
-	if (!S_ISDIR(e->mode) && e->nlink > 1)
-		__atomic_store_n(&w->s->links, true, __ATOMIC_RELAXED);
-}
-
-/* A name's first 8 bytes (0 after its end) as a number that sorts as strcmp does. */
-static uint64_t name_key(const char *name)
-{
-	uint64_t k = 0;
-	unsigned i = 0;
-	for (; i < 8 && name[i]; i++)
-		k = k << 8 | (unsigned char)name[i];
-	return i ? k << 8 * (8 - i) : 0;
-}
-
-static inline bool slot_name_less(const struct slot *x, const struct slot *y)
-{
-	return x->key != y->key ? x->key < y->key : strcmp(x->name, y->name) < 0;
-}
-
-static inline bool slot_ino_less(const struct slot *x, const struct slot *y)
-{
-	return x->ino < y->ino;
-}
-
-/*
- * fn(a, tmp, n): merge sort of n slots by less, tmp holding n / 2.  Not
- * qsort: its comparison through a pointer and its generic copies made the
- * sorts a fifth of the walk's user time (81k names, 18k in one directory).
- */
-#define SLOT_SORT(fn, less)						\
-static void fn(struct slot *a, struct slot *tmp, size_t n)		\
-{									\
-	if (n <= 12) {		/* insertion sort */			\
-		for (size_t i = 1; i < n; i++) {			\
-			struct slot x = a[i];				\
-			size_t j = i;					\
-			for (; j && less(&x, &a[j - 1]); j--)		\
-				a[j] = a[j - 1];			\
-			a[j] = x;					\
-		}							\
-		return;							\
-	}								\
-	size_t m = n / 2, i = 0, j = m, k = 0;				\
-	fn(a, tmp, m);							\
-	fn(a + m, tmp, n - m);						\
-	if (!less(&a[m], &a[m - 1]))					\
-		return;		/* the halves are in order already */	\
-	/* the left half to tmp, merged back: a[k] never passes a[j] */	\
-	memcpy(tmp, a, m * sizeof(*a));					\
-	while (i < m && j < n)						\
-		a[k++] = less(&a[j], &tmp[i]) ? a[j++] : tmp[i++];	\
-	memcpy(a + k, tmp + i, (m - i) * sizeof(*a));			\
-}
-SLOT_SORT(sort_by_name, slot_name_less)
-SLOT_SORT(sort_by_ino, slot_ino_less)
-
-/*
- * The names of directory fd into w->tmp (getdents64 straight into one
- * buffer per worker: no DIR, so no fstat, fcntl and malloc per directory).
- * Returns how many, or -errno.
- */
-static ssize_t list_names(struct scan_worker *w, int fd)
-{
-	size_t nr = 0;
-
-	for (;;) {
-		ssize_t n = getdents64(fd, w->dents, DENTS_BUF);
-		if (n < 0)
-			return -errno;
-		if (!n)
-			return nr;
-		for (ssize_t o = 0; o < n;) {
-			struct dirent64 *de = (struct dirent64 *)(w->dents + o);
-			o += de->d_reclen;
-			if (de->d_name[0] == '.' && (!de->d_name[1] ||
-			    (de->d_name[1] == '.' && !de->d_name[2])))
-				continue;
-			GROW(w->tmp, nr, w->cap);
-			w->tmp[nr++] = (struct slot) {
-				.key = name_key(de->d_name), .ino = de->d_ino,
-				.name = arena_join(&w->mem, NULL, de->d_name),
-			};
-		}
-	}
-}
-
-/*
- * Read directory d whole: names, then lstat, xattr presence and link
- * targets in inode order (the inode table is then read in order when it is
- * not cached), kept in name order (the walk's).  The sorts move small
- * slots, not the entries.
- */
-static void scan_dir(struct scan_worker *w, struct hdir *d)
-{
-	int fd = open_dir(AT_FDCWD, d->path);
-	ssize_t nr = fd < 0 ? -errno : list_names(w, fd);
-
-	if (nr < 0) {
-		d->err = nr;
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	if (nr) {
-		if (w->half_cap < (size_t)nr / 2 &&
-		    !(w->half = realloc(w->half, (w->half_cap = nr) * sizeof(*w->half))))
-			abort();
-		sort_by_name(w->tmp, w->half, nr);
-		d->e = memset(arena_alloc(&w->mem, nr * sizeof(*d->e)), 0, nr * sizeof(*d->e));
-		for (ssize_t i = 0; i < nr; i++) {
-			d->e[i].name = w->tmp[i].name;
-			w->tmp[i].idx = i;
-		}
-		sort_by_ino(w->tmp, w->half, nr);
-	}
-	d->nr = nr;
-	for (ssize_t i = 0; i < nr; i++)
-		scan_one(w, fd, d->path, &d->e[w->tmp[i].idx]);
-	close(fd);
-	for (size_t i = 0; i < d->nr; i++) {
-		struct hent *e = &d->e[i];
-		if (e->err || !S_ISDIR(e->mode))
-			continue;
-		e->sub = memset(arena_alloc(&w->mem, sizeof(*e->sub)), 0, sizeof(*e->sub));
-		e->sub->path = arena_join(&w->mem, d->path, e->name);
-	}
-}
-
-/* With the lock held and s->nr > 0: read the next directory (unlocked). */
-static void scan_step(struct scan_worker *w)
-{
-	struct scan *s = w->s;
-	struct hdir *d = s->q[--s->nr];
-
-	s->busy++;
-	pthread_mutex_unlock(&s->lock);
-	scan_dir(w, d);
-	pthread_mutex_lock(&s->lock);
-	for (size_t i = d->nr; i--;)	/* the first name's on top */
-		if (d->e[i].sub)
-			scan_push(s, d->e[i].sub);
-	d->scanned = true;
-	if (d->placed)
-		ready_push(s, d);
-	s->busy--;
-	pthread_cond_broadcast(&s->cond);
-}
-
-static void scan_worker_init(struct scan_worker *w, struct scan *s)
-{
-	*w = (struct scan_worker) { .s = s };
-	if (!(w->dents = malloc(DENTS_BUF)))
-		abort();
-}
-
-/* With the lock held, or alone: its memory to the listing's, the rest freed. */
-static void scan_worker_exit(struct scan_worker *w)
-{
-	arena_splice(w->s->mem, &w->mem);
-	free(w->tmp);
-	free(w->half);
-	free(w->dents);
-}
-
-static void *scan_worker(void *arg)
-{
-	struct scan_worker w;
-	struct scan *s = arg;
-
-	scan_worker_init(&w, s);
-	pthread_mutex_lock(&s->lock);
-	for (;;) {
-		while (!s->nr && s->busy)
-			pthread_cond_wait(&s->cond, &s->lock);
-		if (!s->nr)
-			break;
-		scan_step(&w);
-	}
-	scan_worker_exit(&w);
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	return NULL;
 }
 
 /* ----------------------------------------------------------- image scan */
@@ -986,7 +515,7 @@ static int remove_tree(struct upd *u, uint64_t dir, const char *name, const char
 		if ((r = bch_fs_readdir(u->c, inum, 0, img_collect, &l)))
 			upd_err(u, r, "listing", ipath);
 		for (size_t i = 0; !r && i < l.nr; i++) {
-			char *p = join(ipath, l.name[i]);
+			char *p = host_join(ipath, l.name[i]);
 			r = remove_tree(u, inum, l.name[i], p);
 			free(p);
 		}
@@ -1520,7 +1049,7 @@ static void match_ahead(struct upd *u, struct scan *s, struct scan_worker *w, bo
 		u->host->img = dir;
 		u->host->placed = true;
 		if (u->host->scanned)
-			ready_push(s, u->host);
+			host_ready_push(s, u->host);
 	}
 	for (;;) {
 		if (s->nr_ready) {
@@ -1536,10 +1065,10 @@ static void match_ahead(struct upd *u, struct scan *s, struct scan_worker *w, bo
 				sub->img = ii->inum;
 				sub->placed = true;
 				if (sub->scanned)
-					ready_push(s, sub);
+					host_ready_push(s, sub);
 			}
 		} else if (s->nr) {
-			scan_step(w);
+			host_scan_step(w);
 		} else if (s->busy) {
 			pthread_cond_wait(&s->cond, &s->lock);
 		} else {
@@ -1565,15 +1094,15 @@ static int load(struct upd *u, const char *src, uint64_t dir)
 
 	u->host = memset(arena_alloc(&u->host_mem, sizeof(*u->host)), 0, sizeof(*u->host));
 	u->host->path = arena_join(&u->host_mem, NULL, src);
-	scan_push(&s, u->host);
+	host_scan_push(&s, u->host);
 	for (unsigned i = 0; i < nt; i++)
-		started += !pthread_create(&t[started], NULL, scan_worker, &s);
+		started += !pthread_create(&t[started], NULL, host_scan_worker, &s);
 	int r = iscan_load(&u->img, u->c, dir, &s);
-	scan_worker_init(&w, &s);
+	host_scan_worker_init(&w, &s);
 	match_ahead(u, &s, &w, !r, dir);	/* no threads: all read here */
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(t[i], NULL);
-	scan_worker_exit(&w);
+	host_scan_worker_exit(&w);
 	free(s.q);
 	free(s.ready);
 	if (s.ctimes)
