@@ -12,7 +12,8 @@
  * the stripe key's and striped pointers' validation and text; the stripes
  * btree's creation (bch_ec_init: feature bit first); rebuilding a read
  * through a stripe (io.c calls it when every copy failed); the parity
- * blocks' bucket state at a recount; the stripe builder (rebalance's step);
+ * blocks' bucket state at a recount; the stripe builder (rebalance's step;
+ * its builder in place is ec_inplace.c, sharing ec_build.h);
  * what a degraded open may count on (replicas.c); checking a stripe whole
  * and repairing its bad blocks (scrub.c, fsck -c).  fsck_ec.c checks
  * stripes against the extents.
