@@ -290,16 +290,35 @@ cat inner.log
 [ $rc = 0 ] || fail "$(tail -5 inner.log)"
 grep -q "$PWD/mnt" /proc/mounts && fail "left $PWD/mnt mounted"
 
-# unprivileged: fusemount as a user stays nosuid,nodev (fusermount3), needs a usable /dev/fuse
-if setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'test -r /dev/fuse -a -w /dev/fuse'; then
-	mkdir -p u && chmod 777 u && cp small u/uimg && chown 65534 u/uimg && mkdir u/um && chown 65534 u/um
-	setpriv --reuid=65534 --regid=65534 --clear-groups env XDG_RUNTIME_DIR= HOME=$PWD/u \
-		"$B" fusemount -o suid,dev u/uimg u/um 2>user.err || fail "user fusemount: $(cat user.err)"
-	flags=$(awk -v d="$PWD/u/um" '$5 == d { print $6 }' /proc/self/mountinfo)
-	fusermount3 -u u/um
+# unprivileged: fusemount as a user stays nosuid,nodev (fusermount3).  It
+# needs a /dev/fuse the user may open: where the machine's is root's alone
+# (0600), the part runs in a private mount namespace whose /dev/fuse is a
+# node of the same device open to all (on a tmpfs of its own: no nodev).
+mkdir -p u && chmod 777 u && cp small u/uimg && chown 65534 u/uimg && mkdir u/um && chown 65534 u/um
+cat > user.sh <<'EOF'
+set -u
+if [ "${PRIVATE_FUSE:-0}" = 1 ]; then
+	mkdir devt && mount -t tmpfs -o mode=755 tmpfs devt && mknod devt/fuse c 10 229 &&
+		chmod 666 devt/fuse && mount --bind devt/fuse /dev/fuse || exit 2
+fi
+setpriv --reuid=65534 --regid=65534 --clear-groups env XDG_RUNTIME_DIR= HOME=$PWD/u \
+	"$B" fusemount -o suid,dev u/uimg u/um 2>user.err || { echo "user fusemount: $(cat user.err)"; exit 1; }
+flags=$(awk -v d="$PWD/u/um" '$5 == d { print $6 }' /proc/self/mountinfo)
+fusermount3 -u u/um
+echo "$flags"
+EOF
+private=0
+setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'test -r /dev/fuse -a -w /dev/fuse' || private=1
+if [ $private = 0 ]; then
+	flags=$(B=$B sh user.sh) || fail "$flags"
+elif root_part "the unprivileged mount (a private /dev/fuse)"; then
+	flags=$(B=$B PRIVATE_FUSE=1 unshare -m --propagation private sh user.sh)
+	rc=$?
+	[ $rc = 2 ] && fail "a private /dev/fuse: namespace setup failed"
+	[ $rc = 0 ] || fail "$flags"
+fi
+if [ -n "${flags:-}" ]; then
 	case ,$flags, in *,nosuid,*nodev,*|*,nodev,*nosuid,*) ;; *) fail "a user's mount is $flags" ;; esac
-	echo "user mount: $flags"
-else
-	skip_part "the unprivileged mount: /dev/fuse is not open to other users here"
+	echo "user mount: $flags (private /dev/fuse: $private)"
 fi
 true
