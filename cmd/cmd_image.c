@@ -1871,6 +1871,7 @@ int cmd_image(int argc, char *argv[])
 			free_devs(devs);
 			free(vargv);
 			free(im.script);
+			cmd_image_update_priv_free(im.verb_priv);
 			return EXIT_FAIL;
 		}
 		if (up) {
@@ -1892,6 +1893,7 @@ int cmd_image(int argc, char *argv[])
 		free_devs(devs);
 		free(vargv);
 		free(im.script);
+		cmd_image_update_priv_free(im.verb_priv);	/* the check pass's, unused */
 		return EXIT_FAIL;
 	}
 	char what[32];

@@ -1319,6 +1319,12 @@ static int walk(struct upd *u, const char *src, const char *dst)
 	return r;
 }
 
+void cmd_image_update_priv_free(void *priv)
+{
+	if (priv)
+		upd_free(priv);
+}
+
 int cmd_image_update(struct bch_fs *c, bool check_only, bool json, void **priv, int argc,
 		     char **argv)
 {

@@ -63,6 +63,8 @@ int cmd_setattr_image(struct bch_fs *c, bool check_only, int argc, char **argv);
 #define EXIT_IMAGE_DONE	0x100
 int cmd_image_update(struct bch_fs *c, bool check_only, bool json, void **priv, int argc,
 		     char **argv);
+/* The check pass's findings (*priv) when the read-write pass never ran. */
+void cmd_image_update_priv_free(void *priv);
 /*
  * Before a command changes anything (fsck's superblock repairs): when devs
  * hold an encrypted filesystem with a passphrase, find its key now (keyring,
