@@ -29,7 +29,8 @@
  *   noacl        no FUSE_CAP_POSIX_ACL / DONT_MASK
  *   noexport     no FUSE_CAP_EXPORT_SUPPORT
  *   noplus       no FUSE_CAP_READDIRPLUS (plain READDIR, LOOKUP per name)
- *   plusauto     FUSE_CAP_READDIRPLUS_AUTO on (libfuse's default when capable)
+ *   noplusauto   no FUSE_CAP_READDIRPLUS_AUTO (libfuse's default, kept by
+ *                fusemount): READDIRPLUS for every listing
  *   cachesym     FUSE_CAP_CACHE_SYMLINKS
  *   noparallel   no FUSE_CAP_PARALLEL_DIROPS
  *   nodirect     no direct_io for O_WRONLY opens (the page cache path)
@@ -102,7 +103,7 @@ static struct node **nodes;
 static size_t nr_nodes, cap_nodes;
 static struct dent *hash[1 << HASH_BITS];
 static double timeout = 30.0;
-static bool o_wbc, o_killpriv, o_noacl, o_noexport, o_noplus, o_plusauto, o_cachesym,
+static bool o_wbc, o_killpriv, o_noacl, o_noexport, o_noplus, o_noplusauto, o_cachesym,
 	    o_noparallel, o_nodirect, o_flush, o_noneg, o_noxattr, o_noopen;
 
 /* per-request counts (user.floor.counts) */
@@ -301,9 +302,7 @@ static void fl_init(void *userdata, struct fuse_conn_info *conn)
 	/* the extra switches (cmd_fusemount.c leaves these at libfuse's defaults) */
 	if (o_noplus)
 		conn->want &= ~(FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO);
-	if (o_plusauto && (conn->capable & FUSE_CAP_READDIRPLUS_AUTO))
-		conn->want |= FUSE_CAP_READDIRPLUS_AUTO;
-	else if (!o_plusauto)
+	if (o_noplusauto)
 		conn->want &= ~FUSE_CAP_READDIRPLUS_AUTO;
 	if (o_cachesym && (conn->capable & FUSE_CAP_CACHE_SYMLINKS))
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
@@ -1115,7 +1114,7 @@ static bool floor_opt(const char *o)
 {
 	static const struct { const char *name; bool *v; } sw[] = {
 		{ "wbc", &o_wbc }, { "killpriv", &o_killpriv }, { "noacl", &o_noacl },
-		{ "noexport", &o_noexport }, { "noplus", &o_noplus }, { "plusauto", &o_plusauto },
+		{ "noexport", &o_noexport }, { "noplus", &o_noplus }, { "noplusauto", &o_noplusauto },
 		{ "cachesym", &o_cachesym }, { "noparallel", &o_noparallel },
 		{ "nodirect", &o_nodirect }, { "flush", &o_flush }, { "noneg", &o_noneg },
 		{ "noxattr", &o_noxattr }, { "noopen", &o_noopen },
@@ -1140,7 +1139,7 @@ static bool floor_opt(const char *o)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: fuse-floor [-f] [-d] [-o wbc,killpriv,noacl,noexport,noplus,plusauto,"
+	fprintf(stderr, "usage: fuse-floor [-f] [-d] [-o wbc,killpriv,noacl,noexport,noplus,noplusauto,"
 		"cachesym,noparallel,nodirect,flush,noneg,noxattr,noopen,timeout=S] MOUNTPOINT\n"
 		"A measuring instrument (bench/fuse_floor.sh), not a filesystem: all in memory.\n");
 }
