@@ -41,6 +41,9 @@
  *                and keep_cache at OPENDIR)
  *   noopen       ENOSYS to OPEN and OPENDIR (NO_OPEN(DIR)_SUPPORT: the
  *                kernel stops sending OPEN/RELEASE, OPENDIR/RELEASEDIR)
+ *   noperm       mount without default_permissions: the kernel checks no
+ *                permission itself (the daemon would have to; this one
+ *                checks nothing), so it needs no fresh attributes for it
  *   timeout=S    entry and attribute timeout in seconds (default 30)
  *
  * Request counts: getfattr -n user.floor.counts MOUNTPOINT gives the
@@ -114,7 +117,7 @@ static size_t nr_nodes, cap_nodes;
 static struct dent *hash[1 << HASH_BITS];
 static double timeout = 30.0;
 static bool o_wbc, o_killpriv, o_noacl, o_noexport, o_noplus, o_noplusauto, o_cachesym,
-	    o_noparallel, o_cachedir, o_nodirect, o_flush, o_noneg, o_noxattr, o_noopen;
+	    o_noparallel, o_cachedir, o_nodirect, o_flush, o_noneg, o_noxattr, o_noopen, o_noperm;
 
 /* per-request counts (user.floor.counts) */
 #define OPS() x(lookup) x(forget) x(getattr) x(setattr) x(readlink) x(mknod) x(mkdir) \
@@ -1173,6 +1176,7 @@ static bool floor_opt(const char *o)
 		{ "cachesym", &o_cachesym }, { "noparallel", &o_noparallel }, { "cachedir", &o_cachedir },
 		{ "nodirect", &o_nodirect }, { "flush", &o_flush }, { "noneg", &o_noneg },
 		{ "noxattr", &o_noxattr }, { "noopen", &o_noopen },
+		{ "noperm", &o_noperm },
 	};
 
 	for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++)
@@ -1195,7 +1199,7 @@ static bool floor_opt(const char *o)
 static void usage(void)
 {
 	fprintf(stderr, "usage: fuse-floor [-f] [-d] [-o wbc,killpriv,noacl,noexport,noplus,noplusauto,"
-		"cachesym,noparallel,cachedir,nodirect,flush,noneg,noxattr,noopen,timeout=S] MOUNTPOINT\n"
+		"cachesym,noparallel,cachedir,nodirect,flush,noneg,noxattr,noopen,noperm,timeout=S] MOUNTPOINT\n"
 		"A measuring instrument (bench/fuse_floor.sh), not a filesystem: all in memory.\n");
 }
 
@@ -1244,8 +1248,8 @@ int main(int argc, char **argv)
 	nodes[FUSE_ROOT_ID]->nlookup = 1;
 
 	char opts[256];
-	snprintf(opts, sizeof(opts), "default_permissions,fsname=fuse-floor,subtype=floor%s",
-		 geteuid() ? "" : ",suid,dev");
+	snprintf(opts, sizeof(opts), "%sfsname=fuse-floor,subtype=floor%s",
+		 o_noperm ? "" : "default_permissions,", geteuid() ? "" : ",suid,dev");
 	char *fargv[] = { "fuse-floor", "-o", opts, debug ? "-d" : NULL, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(debug ? 4 : 3, fargv);
 	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);

@@ -223,7 +223,7 @@ fi
 # median time and requests (tracepoint, no forgets) per row.  Both are
 # traced, so both carry the tracepoint's small cost.
 echo "$PARTS" | grep -qw variants || exit 0
-VARIANTS=${VARIANTS:-killpriv wbc,nodirect nodirect noacl noxattr noneg flush noopen noplusauto noplus}
+VARIANTS=${VARIANTS:-killpriv noperm noxattr noxattr,noperm nodirect wbc,nodirect noacl noneg flush noopen cachedir noplusauto}
 base_opts=$FLOOR_OPTS
 for rep in $(seq "$REPS"); do
 	for v in base $VARIANTS; do
