@@ -43,7 +43,9 @@
  *                kernel stops sending OPEN/RELEASE, OPENDIR/RELEASEDIR)
  *   noperm       mount without default_permissions: the kernel checks no
  *                permission itself (the daemon would have to; this one
- *                checks nothing), so it needs no fresh attributes for it
+ *                checks nothing), so it needs no fresh attributes for it.
+ *                Only with noacl: the kernel turns default_permissions on
+ *                whenever POSIX ACLs are negotiated
  *   timeout=S    entry and attribute timeout in seconds (default 30)
  *
  * Request counts: getfattr -n user.floor.counts MOUNTPOINT gives the
