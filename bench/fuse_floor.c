@@ -34,6 +34,11 @@
  *   cachesym     FUSE_CAP_CACHE_SYMLINKS
  *   noparallel   no FUSE_CAP_PARALLEL_DIROPS
  *   nodirect     no direct_io for O_WRONLY opens (the page cache path)
+ *   rwdirect     direct_io for O_RDWR opens too (fusemount keeps the page
+ *                cache there: shared mappings need it without
+ *                FUSE_DIRECT_IO_ALLOW_MMAP, which libfuse 3.14 cannot ask for)
+ *   nocreate     ENOSYS to CREATE: the kernel sends MKNOD and OPEN instead
+ *                (with noopen: MKNOD alone, and no RELEASE at close)
  *   flush        answer FLUSH (0) instead of ENOSYS
  *   noneg        no negative entries: a missing name is ENOENT, not cached
  *   noxattr      no xattr ops: ENOSYS, after which the kernel sends none
@@ -119,7 +124,7 @@ static size_t nr_nodes, cap_nodes;
 static struct dent *hash[1 << HASH_BITS];
 static double timeout = 30.0;
 static bool o_wbc, o_killpriv, o_noacl, o_noexport, o_noplus, o_noplusauto, o_cachesym,
-	    o_noparallel, o_cachedir, o_nodirect, o_flush, o_noneg, o_noxattr, o_noopen, o_noperm;
+	    o_noparallel, o_cachedir, o_nodirect, o_flush, o_noneg, o_noxattr, o_noopen, o_noperm, o_rwdirect, o_nocreate;
 
 /* per-request counts (user.floor.counts) */
 #define OPS() x(lookup) x(forget) x(getattr) x(setattr) x(readlink) x(mknod) x(mkdir) \
@@ -703,7 +708,8 @@ out:
 
 static void set_open(struct fuse_file_info *fi)
 {
-	fi->direct_io = !o_nodirect && (fi->flags & O_ACCMODE) == O_WRONLY;
+	fi->direct_io = !o_nodirect && ((fi->flags & O_ACCMODE) == O_WRONLY ||
+					(o_rwdirect && (fi->flags & O_ACCMODE) == O_RDWR));
 	fi->keep_cache = 1;
 }
 
@@ -739,6 +745,10 @@ static void fl_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fuse_entry_param e;
 
 	count(OP_create);
+	if (o_nocreate) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	pthread_mutex_lock(&lock);
 	int r = make(req, parent, name, S_IFREG | (mode & 07777), 0, NULL, &e);
 	if (!r)
@@ -780,7 +790,7 @@ static void fl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	count(OP_read);
 	pthread_mutex_lock(&lock);
 	if ((n = get(ino)) && off < n->st.st_size) {
-		len = n->st.st_size - off < (off_t)size ? n->st.st_size - off : size;
+		len = n->st.st_size - off < (off_t)size ? (size_t)(n->st.st_size - off) : size;
 		buf = malloc(len);
 		for (size_t done = 0; done < len;) {
 			size_t c = (off + done) >> CHUNK_SHIFT, in = (off + done) & (CHUNK - 1);
@@ -1178,7 +1188,7 @@ static bool floor_opt(const char *o)
 		{ "cachesym", &o_cachesym }, { "noparallel", &o_noparallel }, { "cachedir", &o_cachedir },
 		{ "nodirect", &o_nodirect }, { "flush", &o_flush }, { "noneg", &o_noneg },
 		{ "noxattr", &o_noxattr }, { "noopen", &o_noopen },
-		{ "noperm", &o_noperm },
+		{ "noperm", &o_noperm }, { "rwdirect", &o_rwdirect }, { "nocreate", &o_nocreate },
 	};
 
 	for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++)
@@ -1201,7 +1211,7 @@ static bool floor_opt(const char *o)
 static void usage(void)
 {
 	fprintf(stderr, "usage: fuse-floor [-f] [-d] [-o wbc,killpriv,noacl,noexport,noplus,noplusauto,"
-		"cachesym,noparallel,cachedir,nodirect,flush,noneg,noxattr,noopen,noperm,timeout=S] MOUNTPOINT\n"
+		"cachesym,noparallel,cachedir,nodirect,flush,noneg,noxattr,noopen,noperm,rwdirect,nocreate,timeout=S] MOUNTPOINT\n"
 		"A measuring instrument (bench/fuse_floor.sh), not a filesystem: all in memory.\n");
 }
 

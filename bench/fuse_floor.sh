@@ -88,17 +88,21 @@ mount_fs() {
 	floor)	"$F" ${FLOOR_OPTS:+-o "$FLOOR_OPTS"} "$mnt" 2>>"$dir/floor.log" & fpid=$!
 		wait_mounted ;;
 	ours)	rm -f "$dir/ours.img"; "$B" format -q --fs-size=4G "$dir/ours.img"
-		"$B" fusemount "$dir/ours.img" "$mnt"; wait_mounted ;;
+		"$B" fusemount -f "$dir/ours.img" "$mnt" 2>>"$dir/ours.log" & fpid=$!
+		wait_mounted ;;
 	esac
 }
 umount_fs() {
 	case $1 in
 	ext4)	umount "$mnt"; losetup -d "$loop"; loop= ;;
 	floor)	fusermount3 -u "$mnt"; wait "$fpid" || true; fpid= ;;
-	ours)	fusermount3 -u "$mnt" ;;
+	ours)	fusermount3 -u "$mnt"; wait "$fpid" || true; fpid= ;;
 	esac
 	sleep 0.5
 }
+
+# the daemon's CPU time so far (user + system, ms): less swayed by the load than wall time
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13) * 1000 / hz }' "/proc/$fpid/stat"; }
 
 # ---------------------------------------------------------------- times
 KINDS="ext4 floor ours"
@@ -108,7 +112,9 @@ if echo "$PARTS" | grep -qw time; then
 			mount_fs "$k"
 			for r in $ROWS; do
 				pre_row "$r"
+				c0=$(cpu_ms)
 				eval "ms $(row_cmd "$r")" >> "$dir/t.$k.$r"
+				[ "$k" = ext4 ] || echo $(( $(cpu_ms) - c0 )) >> "$dir/cpu.$k.$r"
 			done
 			umount_fs "$k"
 		done
@@ -117,13 +123,15 @@ if echo "$PARTS" | grep -qw time; then
 	ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == 0) a = 1; printf "%.2f", b / a }'; }
 	echo "FUSE floor: kernel ext4 (loop device), build/fuse-floor (in memory${FLOOR_OPTS:+, -o $FLOOR_OPTS}), bcachefs fusemount;"
 	echo "$(du -sh "$dir/src.tar" | cut -f1) tarball of $SRC ($nfiles entries), fio $SIZE; median of $REPS; load $(cut -d' ' -f1-3 /proc/loadavg)"
-	printf '%-24s %8s %8s %8s %11s %11s %10s\n' workload ext4 floor ours floor/ext4 ours/floor ours/ext4
+	printf '%-24s %8s %8s %8s %11s %11s %10s %18s\n' workload ext4 floor ours floor/ext4 ours/floor ours/ext4 \
+		"daemon CPU f/o"
 	for r in $ROWS; do
 		e=$(med "$dir/t.ext4.$r"); f=$(med "$dir/t.floor.$r"); o=$(med "$dir/t.ours.$r")
-		printf '%-24s %6sms %6sms %6sms %11s %11s %10s\n' "$(row_name "$r")" "$e" "$f" "$o" \
-			"$(ratio "$f" "$e")" "$(ratio "$o" "$f")" "$(ratio "$o" "$e")"
+		printf '%-24s %6sms %6sms %6sms %11s %11s %10s %8sms/%6sms\n' "$(row_name "$r")" "$e" "$f" "$o" \
+			"$(ratio "$f" "$e")" "$(ratio "$o" "$f")" "$(ratio "$o" "$e")" \
+			"$(med "$dir/cpu.floor.$r")" "$(med "$dir/cpu.ours.$r")"
 	done
-	echo "(speed ratios: >1 means the first named is faster)"
+	echo "(speed ratios: >1 means the first named is faster; daemon CPU: user + system of the floor's and ours' daemon, medians)"
 fi
 
 # ---------------------------------------------------------------- counts
@@ -223,7 +231,7 @@ fi
 # median time and requests (tracepoint, no forgets) per row.  Both are
 # traced, so both carry the tracepoint's small cost.
 echo "$PARTS" | grep -qw variants || exit 0
-VARIANTS=${VARIANTS:-killpriv noxattr noacl,noperm noxattr,noacl,noperm nodirect wbc,nodirect flush noopen noplusauto cachedir noneg}
+VARIANTS=${VARIANTS:-killpriv noxattr noacl,noperm noxattr,noacl,noperm nodirect wbc,nodirect rwdirect flush noopen nocreate,noopen noplusauto cachedir noneg}
 base_opts=$FLOOR_OPTS
 for rep in $(seq "$REPS"); do
 	for v in base $VARIANTS; do
