@@ -5,11 +5,13 @@
 #   floor   build/fuse-floor (bench/fuse_floor.c): a FUSE daemon that keeps
 #           everything in memory and does the least work per request, with
 #           fusemount's init options, timeouts, open flags and thread loop
-#   ours    bcachefs fusemount of a fresh 4G image
+#   ours    bcachefs fusemount -f of a fresh 4G image
 # Prints the times (median of REPS rounds, default 1; each round runs the
 # three one after the other, fresh) and the speed ratios floor/ext4 (what
 # any daemon negotiating as ours can reach), ours/floor (what is ours to
-# cut) and ours/ext4 (fuse.sh's figure).  >1: the first is faster.
+# cut) and ours/ext4 (fuse.sh's figure).  >1: the first is faster.  Also
+# each daemon's CPU time per row (/proc/PID/stat, user + system), which the
+# load of a shared machine sways less than wall time.
 #
 # Then (COUNTS=1, the default) the requests per row: floor and ours again,
 # untimed, with the kernel's fuse_request_send tracepoint counting every
