@@ -25,7 +25,8 @@
  * -o LIST (comma-separated) turns one thing at a time the other way, to
  * measure what a change in cmd_fusemount.c would save:
  *   wbc          ask for FUSE_CAP_WRITEBACK_CACHE
- *   killpriv     ask for FUSE_CAP_HANDLE_KILLPRIV
+ *   killpriv     ask for FUSE_CAP_HANDLE_KILLPRIV (libfuse 3.14 never passes
+ *                it on to the kernel: no request changes, as measured)
  *   noacl        no FUSE_CAP_POSIX_ACL / DONT_MASK
  *   noexport     no FUSE_CAP_EXPORT_SUPPORT
  *   noplus       no FUSE_CAP_READDIRPLUS (plain READDIR, LOOKUP per name)
@@ -45,7 +46,8 @@
  *   cachedir     directory listings kept in the kernel's cache (cache_readdir
  *                and keep_cache at OPENDIR)
  *   noopen       ENOSYS to OPEN and OPENDIR (NO_OPEN(DIR)_SUPPORT: the
- *                kernel stops sending OPEN/RELEASE, OPENDIR/RELEASEDIR)
+ *                kernel stops sending OPEN/RELEASE, OPENDIR/RELEASEDIR; a
+ *                CREATE's RELEASE still comes)
  *   noperm       mount without default_permissions: the kernel checks no
  *                permission itself (the daemon would have to; this one
  *                checks nothing), so it needs no fresh attributes for it.
@@ -62,7 +64,7 @@
  * Invariants (enough to run bench/fuse.sh's workloads correctly)
  *   (1) A node lives until its last name is gone and the kernel forgot it
  *       (nlookup 0); its data is freed then.  Node numbers are never reused.
- *   (2) Every request takes `lock` once, around all its work.
+ *   (2) A request takes `lock` at most once, around all its work.
  */
 #define FUSE_USE_VERSION 35
 #include <fuse_lowlevel.h>
