@@ -156,9 +156,14 @@ build/lat4k: bench/lat4k.c
 	@mkdir -p build
 	$(CC) $(CFLAGS) -o $@ $<
 
+# bench/fuse_floor.sh's instrument: a FUSE daemon that keeps all in memory
+build/fuse-floor: bench/fuse_floor.c
+	@mkdir -p build
+	$(CC) $(CFLAGS) $(shell pkg-config --cflags fuse3) -o $@ $< $(shell pkg-config --libs fuse3)
+
 bench: bcachefs
 	@scripts/install-deps.sh bench
-	@$(MAKE) --no-print-directory build/btree-bench build/lat4k
+	@$(MAKE) --no-print-directory build/btree-bench build/lat4k build/fuse-floor
 	@bench/run.sh
 
 # The tiering benchmarks of issue 19 alone (root, FUSE): promote, rebalance

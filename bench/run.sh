@@ -17,6 +17,9 @@
 #            the image files (bench/scrub.sh; DATA_MB for another size)
 #   fuse     bcachefs fusemount vs fuse2fs and kernel ext4 (bench/fuse.sh): untar, find+stat,
 #            fio sequential and 4k random, rm -rf
+#   floor    the same rows on kernel ext4, an in-memory FUSE daemon that does
+#            nothing (build/fuse-floor) and fusemount, with the FUSE requests
+#            per row (bench/fuse_floor.sh)
 #   scale    fusemount with 1, 2 and 4 clients vs kernel ext4 (bench/scale.sh)
 #   tiering  promote, rebalance vs cp, copygc write amplification, write
 #            latency under rebalance (bench/tiering.sh, rebalance.sh,
@@ -146,6 +149,9 @@ echo
 
 echo
 "$root/bench/fuse.sh"
+
+echo
+sh "$root/bench/fuse_floor.sh"
 
 echo
 sh "$root/bench/scale.sh"
