@@ -368,6 +368,18 @@ int cmd_fsck(int argc, char *argv[])
 		struct bch_fs *c;
 		char err[512];
 
+		/*
+		 * Where fsck -f -n's memory goes (1M files, peak about 4.9 MB; e2fsck
+		 * -f -n 3.6 MB): mapped files 2.3-2.6 MB (libc's code 1.1 MB, ours
+		 * 0.7 MB, read-only data and ld.so; e2fsck's are 2.8 MB), so the
+		 * difference is anonymous memory: the leaves alive at once (about 190
+		 * KB of bytes and 16 bytes of arrays a key each: the ones the passes
+		 * hold, the read-ahead's and one spare mapping), the heap (pass 3's
+		 * list of every node pointer; bucket gens and types), the inode table
+		 * (two bits a number) and the claimed-blocks bitmap.  The per-bucket
+		 * state the open keeps and the journal buffer are allocated but not
+		 * touched: not resident.
+		 */
 #ifdef __GLIBC__
 		/*
 		 * Buffers of a node's size come and go with every node read (the

@@ -216,6 +216,8 @@ int  bch_btree_node_find(const struct btree *b, struct bch_bpos pos);	/* first >
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k);	/* copies */
 /* k itself (inside b->arena, not copied): node reads place keys where they lie. */
 void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k);
+/* Room for nr keys in b's arrays at once (a read knows how many come). */
+void bch_btree_node_reserve(struct btree *b, unsigned nr);
 void bch_btree_node_pack_keys(struct btree *b);		/* keys into one arena, in order */
 /* Empty b takes copies of keys[0..nr) (sorted, live keys only), packed. */
 void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, unsigned nr);

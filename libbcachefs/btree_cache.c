@@ -973,6 +973,22 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 	free(own);
 }
 
+/*
+ * A read sizes the arrays once for the keys of a bset: grown by half per
+ * key inserted, each node read left a trail of freed sizes in the heap (the
+ * read-ahead thread's among the main thread's), its holes resident.
+ */
+void bch_btree_node_reserve(struct btree *b, unsigned nr)
+{
+	if (nr <= b->cap)
+		return;
+	b->keys = realloc(b->keys, nr * sizeof(*b->keys));
+	b->kpos = realloc(b->kpos, nr * sizeof(*b->kpos));
+	if (!b->keys || !b->kpos)
+		abort();
+	b->cap = nr;
+}
+
 void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k)
 {
 	node_array_insert(b, k, true);

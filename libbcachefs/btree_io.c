@@ -91,7 +91,13 @@ static int read_bset(struct bch_fs *c, struct btree *b, const struct bch_bset *i
 {
 	const __le64 *p = i->_data, *end = i->_data + i->u64s;
 	const struct bch_bkey *prev = NULL;
+	unsigned nr = 0;
 
+	/* how many keys come (the loop below checks what this skips over) */
+	for (const __le64 *q = p; end - q >= (ptrdiff_t)BCH_BKEY_U64s &&
+	     ((const struct bch_bkey *)q)->u64s >= BCH_BKEY_U64s; q += ((const struct bch_bkey *)q)->u64s)
+		nr++;
+	bch_btree_node_reserve(b, b->nr + nr);
 	while (p < end) {
 		const struct bch_bkey *k = (const void *)p;
 
