@@ -214,6 +214,15 @@ struct fmount {
 	 */
 	pthread_rwlock_t ra_lock;
 	struct bch_fs	*marked_c;	/* whose devices are marked mounted */
+	/*
+	 * Writes in flight (fs_ops.h, bch_fs_write_begin()), under lock:
+	 * write_cond is signalled when one ends (the next of its file may
+	 * end, fsync and command bodies wait for them); writes_blocked: a
+	 * command body waits for the planned ones, and none is planned.
+	 */
+	struct bch_fs_writes writes;
+	pthread_cond_t	write_cond;
+	unsigned	writes_blocked;
 };
 
 #define BG_BUDGET	2048	/* sectors of work per step (1 MiB): lock held briefly */
@@ -709,6 +718,13 @@ static void need_back(struct fmount *m)		/* DEVICES -> ENGINE */
 static void need_drop_devices(struct fmount *m)
 {
 	pthread_rwlock_unlock(&m->ra_lock);
+}
+
+/* With ENGINE held: wait (it released meanwhile) until ready(m, arg). */
+static void need_wait(struct fmount *m, bool (*ready)(struct fmount *m, const void *arg), const void *arg)
+{
+	while (!ready(m, arg))
+		pthread_cond_wait(&m->write_cond, &m->lock);
 }
 
 /* Reads run outside the engine lock (bch_data_read_plan_run()), and those redone under it. */
@@ -1619,6 +1635,31 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	need_drop_devices(m);
 }
 
+/* Writes of at most this many bytes are not planned (op_write): measured, bench/scale.sh. */
+#define WRITE_UNLOCKED_MIN	4096
+
+static bool write_turn(struct fmount *m, const void *op)
+{
+	return bch_fs_write_turn(&m->writes, op);
+}
+
+struct writes_mark {
+	uint64_t	handle, mark;
+};
+
+static bool writes_ended(struct fmount *m, const void *arg)
+{
+	const struct writes_mark *w = arg;
+
+	return !bch_fs_writes_before(&m->writes, w->handle, w->mark);
+}
+
+static bool no_planned_writes(struct fmount *m, const void *arg)
+{
+	(void)arg;
+	return !m->writes.planned;
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -1626,13 +1667,33 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	struct fsess *se = SESS(req);
 	struct fmount *m = se->m;
 
+	struct bch_fs_write_op op;
+
+	/*
+	 * Begin (BCH_WRITE_PLAN_NEEDS), run (BCH_WRITE_RUN_NEEDS: the
+	 * checksum, cipher and device writes without the engine lock), then,
+	 * every earlier write of the file ended, end (BCH_WRITE_INDEX_NEEDS).
+	 * 4 KiB and smaller go the old way at once: two turns of the lock cost
+	 * them more than their encoding (WRITE_UNLOCKED_MIN).
+	 */
 	LOCK(m);
 	ssize_t n = kill_priv(req, m, from_fuse(ino));
 	bool caps_gone = false;
 	if (!n && (fi->fh & FH_DIRECT))
 		n = kill_caps(m, from_fuse(ino), &caps_gone);
 	if (!n)
-		n = bch_fs_write(m->c, from_fuse(ino), off, buf, size);
+		n = bch_fs_write_begin(m->c, &m->writes, &op, from_fuse(ino), off, buf, size,
+				       !m->writes_blocked && size > WRITE_UNLOCKED_MIN);
+	if (!n) {
+		if (op.planned) {
+			need_handover(m);
+			bch_fs_write_run(&op);
+			need_back(m);
+		}
+		need_wait(m, write_turn, &op);
+		n = bch_fs_write_end(m->c, &m->writes, &op);
+		pthread_cond_broadcast(&m->write_cond);
+	}
 	if (n > 0) {
 		m->last_write_ns = mono_ns();
 		bg_wake(m, false);
@@ -1671,6 +1732,9 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	(void)fi;
 
 	LOCK(m);
+	/* the writes of the file issued before: ended (their index updates in the journal) */
+	struct writes_mark w = { from_fuse(ino), bch_fs_writes_mark(&m->writes) };
+	need_wait(m, writes_ended, &w);
 	lazy_flush_all(m);
 	int r = m->read_only ? 0 : bch_fs_fsync(m->c);
 	UNLOCK(m);
@@ -2454,6 +2518,9 @@ static void ctl_lock(struct cmd_ctx *x)
 	struct fmount *m = x->priv;
 
 	fg_lock(m);
+	/* planned writes hold space of this m->c: they end first, and no more are planned */
+	m->writes_blocked++;
+	need_wait(m, no_planned_writes, NULL);
 	pthread_rwlock_wrlock(&m->ra_lock);
 }
 
@@ -2474,6 +2541,7 @@ static void ctl_unlock(struct cmd_ctx *x)
 		m->c->defer_unlinked_free = true;	/* invariant (1) holds across the reopen */
 	}
 	pthread_rwlock_unlock(&m->ra_lock);
+	m->writes_blocked--;
 	bg_wake(m, false);
 	UNLOCK(m);
 	for (unsigned us = 0; us < BG_YIELD_US && atomic_load(&m->fg_waiting); us += 100)
@@ -3645,6 +3713,7 @@ int cmd_fusemount(int argc, char *argv[])
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&m.bg_cond, &ca);
 	pthread_cond_init(&m.sess_cond, &ca);
+	pthread_cond_init(&m.write_cond, &ca);
 	pthread_condattr_destroy(&ca);
 
 	l = strlen(fuse_opts);
@@ -3742,5 +3811,7 @@ destroy:
 	free_devs(m.devs);
 	pthread_cond_destroy(&m.bg_cond);
 	pthread_cond_destroy(&m.sess_cond);
+	pthread_cond_destroy(&m.write_cond);
+	bch_fs_writes_exit(&m.writes);
 	return ret;
 }
