@@ -729,6 +729,8 @@ static void need_wait(struct fmount *m, bool (*ready)(struct fmount *m, const vo
 
 /* Reads run outside the engine lock (bch_data_read_plan_run()), and those redone under it. */
 static atomic_uint_fast64_t reads_unlocked, reads_redone;
+/* Writes encoded and written outside it (bch_fs_write_run()), and those redone under it. */
+static atomic_uint_fast64_t writes_unlocked, writes_redone;
 
 /* Data was written (kick) or a file's options changed (unpark): lock held. */
 static void bg_wake(struct fmount *m, bool unpark)
@@ -1693,6 +1695,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		need_wait(m, write_turn, &op);
 		n = bch_fs_write_end(m->c, &m->writes, &op);
 		pthread_cond_broadcast(&m->write_cond);
+		if (op.planned)
+			atomic_fetch_add_explicit(op.redone ? &writes_redone : &writes_unlocked, 1,
+						  memory_order_relaxed);
 	}
 	if (n > 0) {
 		m->last_write_ns = mono_ns();
@@ -2871,7 +2876,10 @@ int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv)
 	memcpy(copy, req_stats, sizeof(req_stats));
 	int64_t since = req_stats_since;	/* RFC 3339, as every --json time */
 	uint64_t unlocked = atomic_load(&reads_unlocked), redone = atomic_load(&reads_redone);
+	uint64_t w_unlocked = atomic_load(&writes_unlocked), w_redone = atomic_load(&writes_redone);
 	if (reset) {
+		atomic_fetch_sub(&writes_unlocked, w_unlocked);
+		atomic_fetch_sub(&writes_redone, w_redone);
 		memset(req_stats, 0, sizeof(req_stats));
 		req_stats_since = real_ns();
 		atomic_fetch_sub(&reads_unlocked, unlocked);
@@ -2899,8 +2907,9 @@ int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv)
 				req_quantile(st, .99));
 			first = false;
 		}
-		fprintf(x->out, "], \"reads_unlocked\": %" PRIu64 ", \"reads_redone\": %" PRIu64 "}\n",
-			unlocked, redone);
+		fprintf(x->out, "], \"reads_unlocked\": %" PRIu64 ", \"reads_redone\": %" PRIu64
+			", \"writes_unlocked\": %" PRIu64 ", \"writes_redone\": %" PRIu64 "}\n",
+			unlocked, redone, w_unlocked, w_redone);
 	} else {
 		fprintf(x->out, "Requests since %s: the engine lock, waited for and held, per request type\n"
 			"%-16s %9s %10s %9s %9s %9s %9s %6s\n", when, "type", "calls", "total ms",
@@ -2916,8 +2925,9 @@ int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv)
 				total ? 100.0 * st->wait_ns / total : 0.0);
 		}
 		fprintf(x->out, "(p50 and p99: the upper bound of a power-of-two bucket)\n"
-			"Reads outside the lock: %" PRIu64 ", redone under it: %" PRIu64 "\n",
-			unlocked, redone);
+			"Reads outside the lock: %" PRIu64 ", redone under it: %" PRIu64 "\n"
+			"Writes outside the lock: %" PRIu64 ", redone under it: %" PRIu64 "\n",
+			unlocked, redone, w_unlocked, w_redone);
 	}
 	free(copy);
 	return EXIT_OK;

@@ -1368,8 +1368,10 @@ ssize_t bch_fs_write_end(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_
 		bch_data_write_plan_free(&op->pl, true);
 	free(op->bounce);
 	op->bounce = NULL;
-	if (n == -EAGAIN)
+	if (n == -EAGAIN) {
+		op->redone = op->planned;
 		n = bch_fs_write(c, op->handle, op->offset, op->buf, op->len);
+	}
 	for (unsigned k = 0; k < ws->nr; k++)
 		if (ws->op[k] == op) {
 			memmove(&ws->op[k], &ws->op[k + 1], (ws->nr - k - 1) * sizeof(ws->op[0]));

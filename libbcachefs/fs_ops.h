@@ -206,6 +206,7 @@ struct bch_fs_write_op {
 	size_t			len;
 	uint64_t		ticket;
 	bool			planned;
+	bool			redone;		/* planned, but written the old way at the end */
 	int			run_r;		/* the run's result */
 	char			*bounce;	/* whole blocks: buf and the old bytes around it */
 	struct bch_write_plan	pl;
