@@ -48,8 +48,8 @@
 #include "tests/lib/tmpdir.h"
 
 #define NFILES		3
-#define FILE_BYTES	(512 << 10)
-#define HOT_BYTES	(64 << 10)	/* [0, HOT_BYTES) of every file: every writer's */
+#define FILE_BYTES	(1 << 20)
+#define HOT_BYTES	(16 << 10)	/* a range every writer writes in for a while */
 #define WRITERS		4
 #define WRITES_EACH	150
 #define LOG_MAX		(WRITERS * WRITES_EACH + 16)
@@ -128,8 +128,8 @@ static ssize_t write_one(uint64_t handle, unsigned f, uint64_t off, uint64_t *bu
 	cr_assert_eq(n, 0, "begin: %zd", n);
 	if (op.planned) {
 		pthread_mutex_unlock(&engine);
-		if (rng && xs(rng) % 4 == 0)
-			usleep(xs(rng) % 2000);
+		if (rng && xs(rng) % 2 == 0)
+			usleep(xs(rng) % 1000);
 		bch_fs_write_run(&op);
 		pthread_mutex_lock(&engine);
 	}
@@ -167,22 +167,27 @@ static void *writer(void *arg)
 		unsigned f = xs(&rng) % NFILES, kind = xs(&rng) % 8, w;
 		uint64_t off, len;
 
-		if (kind < 3) {		/* the hot range, aligned: overlaps every writer */
+		/*
+		 * The hot range moves on every few writes, so what a lost
+		 * update would leave is seldom written over again
+		 */
+		uint64_t hot = (uint64_t)i / 3 * HOT_BYTES % FILE_BYTES;
+		if (kind < 3) {		/* the hot range, aligned: overlaps the other writers' */
 			off = (xs(&rng) % (HOT_BYTES / 4096)) * 4096;
-			len = 4096 * (1 + xs(&rng) % 16);
-			if (off + len > HOT_BYTES)
-				len = HOT_BYTES - off;
-		} else if (kind < 5) {	/* the hot range, not block aligned */
+			len = 4096 * (1 + xs(&rng) % 4);
+		} else if (kind < 5) {	/* the hot range, not block aligned: old bytes read */
 			off = (xs(&rng) % (HOT_BYTES / 8)) * 8;
-			len = 8 * (1 + xs(&rng) % 4096);
-			if (off + len > HOT_BYTES)
-				len = HOT_BYTES - off;
+			len = 8 * (1 + xs(&rng) % 512);
 		} else {		/* anywhere, large: disjoint mostly */
+			hot = 0;
 			off = (xs(&rng) % (FILE_BYTES / 4096)) * 4096;
 			len = 4096 * (1 + xs(&rng) % 64);
-			if (off + len > FILE_BYTES)
-				len = FILE_BYTES - off;
 		}
+		if (hot && off + len > HOT_BYTES)
+			len = HOT_BYTES - off;
+		off += hot;
+		if (off + len > FILE_BYTES)
+			len = FILE_BYTES - off;
 		ssize_t n = write_one(ino[f], f, off, buf, len, &rng, true, &w);
 		cr_assert_eq(n, (ssize_t)len, "write %u (file %u, %llu+%llu): %zd %s", w, f,
 			     (unsigned long long)off, (unsigned long long)len, n, c->err_msg);
