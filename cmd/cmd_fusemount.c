@@ -11,7 +11,12 @@
  * plan; its device reads, checksums, cipher and decompression run with the
  * devices held open instead (need_handover(), io.h "Reads outside the
  * engine lock"), and a read that cannot finish so is redone under the lock
- * the old way.  The kernel caches reads; writes
+ * the old way.  A write larger than WRITE_UNLOCKED_MIN holds it to allocate
+ * its space and take a ticket, then checksums, encrypts and writes its data
+ * with the devices held open, and takes it again to add its extents once
+ * every earlier write of the file has (fs_ops.h, bch_fs_write_begin());
+ * fsync waits for the file's writes issued before it, and a command body
+ * for every planned write.  The kernel caches reads; writes
  * are not cached (no writeback cache), so each write(2) is stored, or
  * refused with ENOSPC, before it returns.  Names and attributes are cached
  * for TIMEOUT (30 s): the kernel makes most changes itself, and every other
@@ -698,6 +703,11 @@ static void fg_unlock(struct fmount *m)
  *   BCH_LOCK_DEVICES  m->ra_lock for reading: m->c and its devices stay
  *                     open.  Command bodies, which may close, reopen and
  *                     replace them, hold it for writing (ctl_lock()).
+ *                     A planned write holds space of m->c from its begin
+ *                     to its end, across a DEVICES step and a wait for its
+ *                     turn: ctl_lock() waits (ENGINE released: need_wait())
+ *                     until no planned write is in flight, and while a
+ *                     body runs, writes are not planned (writes_blocked).
  * DEVICES is only ever taken with ENGINE held (need_handover()), so the
  * m->c a thread planned with is the one it reads from; and a thread holding
  * DEVICES never waits for ENGINE (a body holding ENGINE waits for DEVICES):
