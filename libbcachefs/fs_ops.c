@@ -1209,6 +1209,47 @@ static ssize_t v_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
  * it is to be written the old way.  rmw: the old bytes of a partial block
  * may be read now (no earlier write of the file in flight).
  */
+/*
+ * The old bytes of the partial blocks around [offset, offset + len) into
+ * buf (whole blocks from a, zeroed), as write_chunk() reads them for a file
+ * of size bytes.
+ */
+static int rmw_read(struct bch_fs *c, uint64_t inum, uint64_t size, uint64_t offset, uint64_t len,
+		    char *buf)
+{
+	uint64_t bs = block_bytes(c);
+	uint64_t a = offset / bs * bs, b = (offset + len + bs - 1) / bs * bs, tail = b - bs;
+	bool head = a < offset && a < size;
+	int r;
+
+	if (head && (r = bch_data_read(c, inum, a >> BCH_SECTOR_SHIFT, buf, bs >> BCH_SECTOR_SHIFT)))
+		return r;
+	if (b > offset + len && tail < size && !(tail == a && head) &&
+	    (r = bch_data_read(c, inum, tail >> BCH_SECTOR_SHIFT, buf + (tail - a),
+			       bs >> BCH_SECTOR_SHIFT)))
+		return r;
+	return 0;
+}
+
+/*
+ * A planned write's partial blocks were read at its plan: are they still
+ * what the file holds there (a truncate, fallocate or remap meanwhile may
+ * have changed them; no write of the file can have: it was planned so with
+ * none in flight, and later ones end after it)?
+ */
+static bool rmw_still(struct bch_fs *c, uint64_t inum, uint64_t size, const struct bch_fs_write_op *op)
+{
+	uint64_t bs = block_bytes(c), a = op->offset / bs * bs;
+	uint64_t b = (op->offset + op->len + bs - 1) / bs * bs, end = op->offset + op->len;
+	char *cur = bch_dev_alloc_buf(b - a);
+	bool same = cur && !rmw_read(c, inum, size, op->offset, op->len, cur) &&
+		    !memcmp(cur, op->bounce, op->offset - a) &&
+		    !memcmp(cur + (end - a), op->bounce + (end - a), b - end);
+
+	free(cur);
+	return same;
+}
+
 static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op *op, bool rmw)
 {
 	struct bch_inode i;
@@ -1232,14 +1273,7 @@ static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op 
 		/* as write_chunk(): the old bytes of the partial blocks */
 		if (!(op->bounce = bch_dev_alloc_buf(b - a)))
 			return -ENOMEM;
-		bool head = a < offset && a < i.size;
-		uint64_t tail = b - bs;
-		if (head && (r = bch_data_read(c, inum, a >> BCH_SECTOR_SHIFT, op->bounce,
-					       bs >> BCH_SECTOR_SHIFT)))
-			goto err;
-		if (b > offset + len && tail < i.size && !(tail == a && head) &&
-		    (r = bch_data_read(c, inum, tail >> BCH_SECTOR_SHIFT, op->bounce + (tail - a),
-				       bs >> BCH_SECTOR_SHIFT)))
+		if ((r = rmw_read(c, inum, i.size, offset, len, op->bounce)))
 			goto err;
 		memcpy(op->bounce + (offset - a), op->buf, len);
 		src = op->bounce;
@@ -1327,6 +1361,10 @@ static ssize_t v_write_index(struct bch_fs *c, uint64_t inum, struct bch_fs_writ
 	    flags_write(i, op->offset) || c->read_only || bch_trans_init(c, &t))
 		return -EAGAIN;
 	bool sync = i->flags & BCH_INODE_SYNC;
+	if (op->bounce && !rmw_still(c, inum, i->size, op)) {
+		bch_trans_exit(t);
+		return -EAGAIN;
+	}
 	r = bch_data_write_plan_index(t, &op->pl, &u);
 	if (!r) {
 		i->sectors += u.i_sectors_delta;

@@ -456,3 +456,36 @@ Test(write_unlocked, enospc)
 	free(got);
 	reopen_fsck();
 }
+
+/*
+ * A planned write that read the old bytes of its partial block, and a
+ * truncate between its run and its end: the write must not put back what
+ * the truncate cut (bytes past the new size read as zeros after the file
+ * grows again): it is done again the old way, after the truncate.
+ */
+Test(write_unlocked, rmw_then_truncate)
+{
+	uint8_t old[3 * 4096], mine[50], got[3 * 4096];
+	struct bch_fs_write_op op;
+
+	open_fs(16, 1, false);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &ino[0]), 0);
+	memset(old, 0xaa, sizeof(old));
+	memset(mine, 0x55, sizeof(mine));
+	cr_assert_eq(bch_fs_write(c, ino[0], 0, old, sizeof(old)), (ssize_t)sizeof(old));
+	cr_assert_eq(bch_fs_write_begin(c, &writes, &op, ino[0], 4096 + 100, mine, sizeof(mine), true), 0);
+	cr_assert(op.planned, "an unaligned write with none in flight is planned");
+	bch_fs_write_run(&op);
+	cr_assert_eq(bch_fs_truncate(c, ino[0], 4096 + 2000), 0);
+	cr_assert(bch_fs_write_turn(&writes, &op));
+	cr_assert_eq(bch_fs_write_end(c, &writes, &op), (ssize_t)sizeof(mine));
+	cr_assert(op.redone, "the partial block changed: written again the old way");
+	cr_assert_eq(bch_fs_truncate(c, ino[0], sizeof(got)), 0);
+	cr_assert_eq(bch_fs_read(c, ino[0], 0, got, sizeof(got)), (ssize_t)sizeof(got));
+	for (unsigned i = 0; i < sizeof(got); i++) {
+		uint8_t want = i < 4096 + 100 ? 0xaa : i < 4096 + 150 ? 0x55 : i < 4096 + 2000 ? 0xaa : 0;
+		cr_assert_eq(got[i], want, "byte %u: %#x, want %#x", i, got[i], want);
+	}
+	cr_assert_eq(writes.nr, 0);
+	reopen_fsck();
+}
