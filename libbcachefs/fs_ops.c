@@ -1308,7 +1308,14 @@ int bch_fs_write_begin(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_fs
 		earlier |= ws->op[k]->handle == handle;
 	if (may_plan) {
 		uint64_t h = handle;
-		op->planned = !VIEW_CALL(c, h, v_write_plan(c, h, op, !earlier));
+		int r = VIEW_CALL(c, h, v_write_plan(c, h, op, !earlier));
+		op->planned = !r;
+		/*
+		 * Out of space: the old way, once every write planned before
+		 * it ended (their overwrites free what they replace), as if
+		 * they had been done first.
+		 */
+		op->drain = bch_err_class(r) == ENOSPC;
 	}
 	op->ticket = ws->seq++;
 	ws->op[ws->nr++] = op;
@@ -1324,7 +1331,7 @@ void bch_fs_write_run(struct bch_fs_write_op *op)
 bool bch_fs_write_turn(const struct bch_fs_writes *ws, const struct bch_fs_write_op *op)
 {
 	for (unsigned k = 0; k < ws->nr && ws->op[k] != op; k++)
-		if (ws->op[k]->handle == op->handle)
+		if (ws->op[k]->handle == op->handle || (op->drain && ws->op[k]->planned))
 			return false;
 	return true;
 }
