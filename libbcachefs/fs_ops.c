@@ -1205,11 +1205,6 @@ static ssize_t v_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 /* ------------------------------------------- writes outside the engine lock */
 
 /*
- * Plan op (fs_ops.h, bch_fs_write_begin()): -EAGAIN (or another error) when
- * it is to be written the old way.  rmw: the old bytes of a partial block
- * may be read now (no earlier write of the file in flight).
- */
-/*
  * The old bytes of the partial blocks around [offset, offset + len) into
  * buf (whole blocks from a, zeroed), as write_chunk() reads them for a file
  * of size bytes.
@@ -1250,6 +1245,11 @@ static bool rmw_still(struct bch_fs *c, uint64_t inum, uint64_t size, const stru
 	return same;
 }
 
+/*
+ * Plan op (fs_ops.h, bch_fs_write_begin()): -EAGAIN (or another error) when
+ * it is to be written the old way.  rmw: the old bytes of a partial block
+ * may be read now (no earlier write of the file in flight).
+ */
 static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op *op, bool rmw)
 {
 	struct bch_inode i;
@@ -1308,14 +1308,7 @@ int bch_fs_write_begin(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_fs
 		earlier |= ws->op[k]->handle == handle;
 	if (may_plan) {
 		uint64_t h = handle;
-		int r = VIEW_CALL(c, h, v_write_plan(c, h, op, !earlier));
-		op->planned = !r;
-		/*
-		 * Out of space: the old way, once every write planned before
-		 * it ended (their overwrites free what they replace), as if
-		 * they had been done first.
-		 */
-		op->drain = bch_err_class(r) == ENOSPC;
+		op->planned = !VIEW_CALL(c, h, v_write_plan(c, h, op, !earlier));
 	}
 	op->ticket = ws->seq++;
 	ws->op[ws->nr++] = op;
@@ -1331,7 +1324,12 @@ void bch_fs_write_run(struct bch_fs_write_op *op)
 bool bch_fs_write_turn(const struct bch_fs_writes *ws, const struct bch_fs_write_op *op)
 {
 	for (unsigned k = 0; k < ws->nr && ws->op[k] != op; k++)
-		if (ws->op[k]->handle == op->handle || (op->drain && ws->op[k]->planned))
+		/*
+		 * The old way waits for every planned write issued before it
+		 * too: its answer (ENOSPC above all: their overwrites free what
+		 * they replace) is then the one it has after them in turn.
+		 */
+		if (ws->op[k]->handle == op->handle || (!op->planned && ws->op[k]->planned))
 			return false;
 	return true;
 }

@@ -174,12 +174,12 @@ int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size);
  *     a write needing the old bytes of a partial block while an earlier
  *     write of the file is in flight (that block may be in it); one the
  *     data layer does not plan (compression, erasure coding); any failure
- *     to allocate.  A write not planned for want of space waits for every
- *     planned write issued before it, of any file: ENOSPC is then the old
- *     path's answer for the state those writes leave, as if done in turn.
+ *     to allocate.  A write not planned waits for every planned write
+ *     issued before it, of any file: its answer (ENOSPC) is then the old
+ *     path's for the state those writes leave, as if done in turn.
  *   run (BCH_WRITE_RUN_NEEDS): bch_fs_write_run(), planned writes only.
  *   end (BCH_WRITE_INDEX_NEEDS): once bch_fs_write_turn() (every earlier
- *     write of the same handle ended, and for op->drain every earlier
+ *     write of the same handle ended, and when not planned every earlier
  *     planned one: wait with the lock released until it is), bch_fs_write_end() commits the index update (extent keys,
  *     i_size, mtime and ctime: one transaction, the journal), or writes the
  *     old way (not planned, or the commit failed: then nothing of the plan
@@ -208,8 +208,6 @@ struct bch_fs_write_op {
 	uint64_t		ticket;
 	bool			planned;
 	bool			redone;		/* planned, but written the old way at the end */
-	bool			drain;		/* not planned for want of space: waits for every
-						 * planned write issued before it */
 	int			run_r;		/* the run's result */
 	char			*bounce;	/* whole blocks: buf and the old bytes around it */
 	struct bch_write_plan	pl;
