@@ -23,6 +23,12 @@
  * writes said they stored), no space is left reserved (a block written
  * alone then fails with ENOSPC, and fsck's alloc check is clean).
  *
+ * rmw_then_truncate: a planned write's partial block changes (a truncate)
+ * between its plan and its end: it is written again the old way.
+ * enospc_after_planned_overwrite: a write that has no space beside a
+ * planned overwrite waits for it, then stores all its bytes (written before
+ * the overwrite ended, it failed: "0 free").
+ *
  * The seed is fixed and printed.
  */
 #include <criterion/criterion.h>
@@ -486,6 +492,44 @@ Test(write_unlocked, rmw_then_truncate)
 		uint8_t want = i < 4096 + 100 ? 0xaa : i < 4096 + 150 ? 0x55 : i < 4096 + 2000 ? 0xaa : 0;
 		cr_assert_eq(got[i], want, "byte %u: %#x, want %#x", i, got[i], want);
 	}
+	cr_assert_eq(writes.nr, 0);
+	reopen_fsck();
+}
+
+/*
+ * Near full, a write that cannot be planned (no space for it until an
+ * overwrite in flight frees what it replaces) waits for that planned write
+ * and then gets what it would get after it in turn: all of its bytes.
+ */
+Test(write_unlocked, enospc_after_planned_overwrite)
+{
+	static uint8_t buf[1 << 20];
+	struct bch_fs_write_op w1, w2;
+	uint64_t a, b, size = 0;
+
+	open_fs(8, 1, false);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &a), 0);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "b", S_IFREG | 0644, 0, 0, 0, &b), 0);
+	memset(buf, 0x11, sizeof(buf));
+	while ((bch_alloc_user_free(c) << 9) > (384 << 10)) {
+		cr_assert_eq(bch_fs_write(c, a, size, buf, 64 << 10), 64 << 10, "%s", c->err_msg);
+		size += 64 << 10;
+	}
+	cr_assert_eq(bch_fs_fsync(c), 0);
+	uint64_t free = bch_alloc_user_free(c) << 9;
+	/* w1 overwrites a's first 128 KiB, w2 needs more than is left beside w1 */
+	cr_assert_eq(bch_fs_write_begin(c, &writes, &w1, a, 0, buf, 128 << 10, true), 0);
+	cr_assert(w1.planned, "%llu bytes free", (unsigned long long)free);
+	uint64_t m = free - (64 << 10);
+	cr_assert_eq(bch_fs_write_begin(c, &writes, &w2, b, 0, buf, m, true), 0);
+	cr_assert(!w2.planned, "%llu of %llu bytes planned beside 128 KiB", (unsigned long long)m,
+		  (unsigned long long)free);
+	cr_assert(!bch_fs_write_turn(&writes, &w2), "w2 must wait for w1");
+	bch_fs_write_run(&w1);
+	cr_assert(bch_fs_write_turn(&writes, &w1));
+	cr_assert_eq(bch_fs_write_end(c, &writes, &w1), 128 << 10, "%s", c->err_msg);
+	cr_assert(bch_fs_write_turn(&writes, &w2));
+	cr_assert_eq(bch_fs_write_end(c, &writes, &w2), (ssize_t)m, "%s", c->err_msg);
 	cr_assert_eq(writes.nr, 0);
 	reopen_fsck();
 }
