@@ -730,11 +730,17 @@ static void need_drop_devices(struct fmount *m)
 	pthread_rwlock_unlock(&m->ra_lock);
 }
 
-/* With ENGINE held: wait (it released meanwhile) until ready(m, arg). */
+/*
+ * With ENGINE held: wait (it released meanwhile) until ready(m, arg); the
+ * time counts as waiting for the lock, not holding it (fs timestats).
+ */
 static void need_wait(struct fmount *m, bool (*ready)(struct fmount *m, const void *arg), const void *arg)
 {
-	while (!ready(m, arg))
+	while (!ready(m, arg)) {
+		int64_t t0 = mono_ns();
 		pthread_cond_wait(&m->write_cond, &m->lock);
+		req_lock_t0 += mono_ns() - t0;
+	}
 }
 
 /* Reads run outside the engine lock (bch_data_read_plan_run()), and those redone under it. */
