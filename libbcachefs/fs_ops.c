@@ -1202,6 +1202,229 @@ static ssize_t v_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 	return done;
 }
 
+/* ------------------------------------------- writes outside the engine lock */
+
+/*
+ * The old bytes of the partial blocks around [offset, offset + len) into
+ * buf (whole blocks from a, zeroed), as write_chunk() reads them for a file
+ * of size bytes.
+ */
+static int rmw_read(struct bch_fs *c, uint64_t inum, uint64_t size, uint64_t offset, uint64_t len,
+		    char *buf)
+{
+	uint64_t bs = block_bytes(c);
+	uint64_t a = offset / bs * bs, b = (offset + len + bs - 1) / bs * bs, tail = b - bs;
+	bool head = a < offset && a < size;
+	int r;
+
+	if (head && (r = bch_data_read(c, inum, a >> BCH_SECTOR_SHIFT, buf, bs >> BCH_SECTOR_SHIFT)))
+		return r;
+	if (b > offset + len && tail < size && !(tail == a && head) &&
+	    (r = bch_data_read(c, inum, tail >> BCH_SECTOR_SHIFT, buf + (tail - a),
+			       bs >> BCH_SECTOR_SHIFT)))
+		return r;
+	return 0;
+}
+
+/*
+ * A planned write's partial blocks were read at its plan: are they still
+ * what the file holds there (a truncate, fallocate or remap meanwhile may
+ * have changed them; no write of the file can have: it was planned so with
+ * none in flight, and later ones end after it)?
+ */
+static bool rmw_still(struct bch_fs *c, uint64_t inum, uint64_t size, const struct bch_fs_write_op *op)
+{
+	uint64_t bs = block_bytes(c), a = op->offset / bs * bs;
+	uint64_t b = (op->offset + op->len + bs - 1) / bs * bs, end = op->offset + op->len;
+	char *cur = bch_dev_alloc_buf(b - a);
+	bool same = cur && !rmw_read(c, inum, size, op->offset, op->len, cur) &&
+		    !memcmp(cur, op->bounce, op->offset - a) &&
+		    !memcmp(cur + (end - a), op->bounce + (end - a), b - end);
+
+	free(cur);
+	return same;
+}
+
+/*
+ * Plan op (fs_ops.h, bch_fs_write_begin()): -EAGAIN (or another error) when
+ * it is to be written the old way.  rmw: the old bytes of a partial block
+ * may be read now (no earlier write of the file in flight).
+ */
+static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op *op, bool rmw)
+{
+	struct bch_inode i;
+	struct bch_io_opts o;
+	uint64_t offset = op->offset, len = op->len, bs = block_bytes(c);
+	uint64_t a = offset / bs * bs, b = (offset + len + bs - 1) / bs * bs;
+	const char *src = op->buf;
+	int r = bch_inode_get(c, inum, &i);
+
+	/* the checks of v_write(): a failure is its to report */
+	if (r || !S_ISREG(i.mode) || flags_write(&i, offset) || !len || offset > MAX_FILE_SIZE ||
+	    len > MAX_FILE_SIZE - offset || c->read_only)
+		return -EAGAIN;
+	/* one write_chunk() of v_write(): one transaction */
+	if (offset / WRITE_CHUNK != (offset + len - 1) / WRITE_CHUNK)
+		return -EAGAIN;
+	if (bch_alloc_metadata_low(c) ||
+	    (a != offset || b != offset + len ? !rmw : false))
+		return -EAGAIN;
+	if (a != offset || b != offset + len) {
+		/* as write_chunk(): the old bytes of the partial blocks */
+		if (!(op->bounce = bch_dev_alloc_buf(b - a)))
+			return -ENOMEM;
+		if ((r = rmw_read(c, inum, i.size, offset, len, op->bounce)))
+			goto err;
+		memcpy(op->bounce + (offset - a), op->buf, len);
+		src = op->bounce;
+	}
+	bch_io_opts_get(c, &i, &o);
+	if ((r = bch_data_write_plan(c, inum, &o, a >> BCH_SECTOR_SHIFT, src,
+				     (b - a) >> BCH_SECTOR_SHIFT, &op->pl)))
+		goto err;
+	return 0;
+err:
+	free(op->bounce);
+	op->bounce = NULL;
+	c->err_msg[0] = 0;	/* the old way says what went wrong, if it does */
+	return r;
+}
+
+int bch_fs_write_begin(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_fs_write_op *op,
+		       uint64_t handle, uint64_t offset, const void *buf, size_t len, bool may_plan)
+{
+	bool earlier = false;
+
+	*op = (struct bch_fs_write_op) { .handle = handle, .offset = offset, .buf = buf, .len = len };
+	if (ws->nr == ws->cap) {
+		unsigned ncap = ws->cap ? 2 * ws->cap : 16;
+		struct bch_fs_write_op **n = realloc(ws->op, ncap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		ws->op = n;
+		ws->cap = ncap;
+	}
+	for (unsigned k = 0; k < ws->nr; k++)
+		earlier |= ws->op[k]->handle == handle;
+	if (may_plan) {
+		uint64_t h = handle;
+		op->planned = !VIEW_CALL(c, h, v_write_plan(c, h, op, !earlier));
+	}
+	op->ticket = ws->seq++;
+	ws->op[ws->nr++] = op;
+	ws->planned += op->planned;
+	return 0;
+}
+
+void bch_fs_write_run(struct bch_fs_write_op *op)
+{
+	op->run_r = op->planned ? bch_data_write_plan_run(&op->pl) : 0;
+}
+
+bool bch_fs_write_turn(const struct bch_fs_writes *ws, const struct bch_fs_write_op *op)
+{
+	for (unsigned k = 0; k < ws->nr && ws->op[k] != op; k++)
+		/*
+		 * The old way waits for every planned write issued before it
+		 * too: its answer (ENOSPC above all: their overwrites free what
+		 * they replace) is then the one it has after them in turn.
+		 */
+		if (ws->op[k]->handle == op->handle || (!op->planned && ws->op[k]->planned))
+			return false;
+	return true;
+}
+
+uint64_t bch_fs_writes_mark(const struct bch_fs_writes *ws)
+{
+	return ws->seq;
+}
+
+bool bch_fs_writes_before(const struct bch_fs_writes *ws, uint64_t handle, uint64_t mark)
+{
+	for (unsigned k = 0; k < ws->nr; k++)
+		if (ws->op[k]->handle == handle && ws->op[k]->ticket < mark)
+			return true;
+	return false;
+}
+
+void bch_fs_writes_exit(struct bch_fs_writes *ws)
+{
+	free(ws->op);
+	*ws = (struct bch_fs_writes) { 0 };
+}
+
+/* The index update of a planned write (write_chunk()'s transaction); -EAGAIN: the old way. */
+static ssize_t v_write_index(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op *op)
+{
+	struct ino_set s = { 0 };
+	struct bch_inode *i;
+	struct bch_extent_update u = { 0 };
+	struct btree_trans *t;
+	int r;
+
+	if (op->pl.inum != inum || ino_get(c, &s, inum, &i) || !S_ISREG(i->mode) ||
+	    flags_write(i, op->offset) || c->read_only || bch_trans_init(c, &t))
+		return -EAGAIN;
+	bool sync = i->flags & BCH_INODE_SYNC;
+	if (op->bounce && !rmw_still(c, inum, i->size, op)) {
+		bch_trans_exit(t);
+		return -EAGAIN;
+	}
+	r = bch_data_write_plan_index(t, &op->pl, &u);
+	if (!r) {
+		i->sectors += u.i_sectors_delta;
+		if (op->offset + op->len > i->size)
+			i->size = op->offset + op->len;
+		touch(i, true);
+		r = ino_set_write(c, &s, t);
+	}
+	if (!r)
+		r = commit(c, t, &u);
+	else
+		bch_extent_update_abort(c, &u);
+	bch_trans_exit(t);
+	bch_extent_update_exit(&u);
+	if (r) {
+		c->err_msg[0] = 0;
+		return -EAGAIN;
+	}
+	op->pl.held = false;	/* the keys have it now */
+	if (sync)		/* chattr +S: durable before the write returns */
+		bch_fs_fsync(c);
+	return op->len;
+}
+
+ssize_t bch_fs_write_end(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_fs_write_op *op)
+{
+	ssize_t n = -EAGAIN;
+	uint64_t h = op->handle;
+
+	if (op->planned && op->pl.c != c) {
+		op->pl.held = false;	/* the filesystem it was planned on is gone (not to happen) */
+	} else if (op->planned && op->run_r) {
+		n = ret_errno(bch_fs_err(c, op->run_r, "writing data of inode %" PRIu64 ": %s",
+					 op->pl.inum, bch_err_str(op->run_r)));
+	} else if (op->planned) {
+		n = VIEW_CALL(c, h, v_write_index(c, h, op));
+	}
+	if (op->planned)
+		bch_data_write_plan_free(&op->pl, true);
+	free(op->bounce);
+	op->bounce = NULL;
+	if (n == -EAGAIN) {
+		op->redone = op->planned;
+		n = bch_fs_write(c, op->handle, op->offset, op->buf, op->len);
+	}
+	for (unsigned k = 0; k < ws->nr; k++)
+		if (ws->op[k] == op) {
+			memmove(&ws->op[k], &ws->op[k + 1], (ws->nr - k - 1) * sizeof(ws->op[0]));
+			ws->nr--;
+			break;
+		}
+	ws->planned -= op->planned;
+	return n;
+}
+
 /* Remove extents in [start, end) sectors, in as many transactions as needed. */
 static int punch_range(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t end,
 		       uint64_t new_size, bool set_size)

@@ -29,6 +29,8 @@
 #include <sys/statvfs.h>
 #include <sys/types.h>
 
+#include "io.h"
+
 struct bch_fs;
 
 /* Root directory and lost+found (format). */
@@ -155,6 +157,70 @@ int bch_fs_set_flags(struct bch_fs *c, uint64_t inum, unsigned fs_flags, uint32_
 ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len);
 ssize_t bch_fs_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *buf, size_t len);
 int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size);
+
+/*
+ * bch_fs_write() in steps, for a caller that serialises the engine with a
+ * lock and serves requests on several threads (the FUSE daemon): the
+ * checksum, cipher and device writes of the data run without the lock
+ * (io.h, "Writes outside the engine lock").  Each step needs what its
+ * BCH_WRITE_ constant says:
+ *   begin (BCH_WRITE_PLAN_NEEDS): bch_fs_write_begin() gives the write a
+ *     ticket (the order of issue), and plans it when it can (op->planned):
+ *     the file's space allocated as bch_fs_write() would allocate it.  0,
+ *     or -ENOMEM (no ticket: nothing to end).  What it does not plan is
+ *     written the old way at the end: may_plan false; a write that is
+ *     not one transaction of bch_fs_write() (it crosses a 1 MiB
+ *     boundary); one that fails a check (bch_fs_write() gives the error);
+ *     a write needing the old bytes of a partial block while an earlier
+ *     write of the file is in flight (that block may be in it); one the
+ *     data layer does not plan (compression, erasure coding); any failure
+ *     to allocate.  A write not planned waits for every planned write
+ *     issued before it, of any file: its answer (ENOSPC) is then the old
+ *     path's for the state those writes leave, as if done in turn.
+ *   run (BCH_WRITE_RUN_NEEDS): bch_fs_write_run(), planned writes only.
+ *   end (BCH_WRITE_INDEX_NEEDS): once bch_fs_write_turn() (every earlier
+ *     write of the same handle ended, and when not planned every earlier
+ *     planned one: wait with the lock released until it is), bch_fs_write_end() commits the index update (extent keys,
+ *     i_size, mtime and ctime: one transaction, the journal), or writes the
+ *     old way (not planned, or the commit failed: then nothing of the plan
+ *     is kept); a failed run gives the space back and returns its error.
+ *     Returns what bch_fs_write() returns.
+ * So overlapping writes of one file land in their order of issue, and a
+ * crash loses a write whose index update was not journalled as a whole.
+ * bch_fs_writes_mark() and bch_fs_writes_before(): whether a write of
+ * handle issued before the mark is still in flight (fsync waits for them).
+ * ws->planned: planned writes in flight, holding space (a caller that
+ * reopens or changes the devices waits until none is, and plans no more).
+ */
+struct bch_fs_write_op;
+
+struct bch_fs_writes {
+	struct bch_fs_write_op	**op;		/* in flight, in order of issue */
+	unsigned		nr, cap;
+	unsigned		planned;
+	uint64_t		seq;		/* the next ticket */
+};
+
+struct bch_fs_write_op {
+	uint64_t		handle, offset;
+	const void		*buf;
+	size_t			len;
+	uint64_t		ticket;
+	bool			planned;
+	bool			redone;		/* planned, but written the old way at the end */
+	int			run_r;		/* the run's result */
+	char			*bounce;	/* whole blocks: buf and the old bytes around it */
+	struct bch_write_plan	pl;
+};
+
+int bch_fs_write_begin(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_fs_write_op *op,
+		       uint64_t handle, uint64_t offset, const void *buf, size_t len, bool may_plan);
+void bch_fs_write_run(struct bch_fs_write_op *op);
+bool bch_fs_write_turn(const struct bch_fs_writes *ws, const struct bch_fs_write_op *op);
+ssize_t bch_fs_write_end(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_fs_write_op *op);
+uint64_t bch_fs_writes_mark(const struct bch_fs_writes *ws);
+bool bch_fs_writes_before(const struct bch_fs_writes *ws, uint64_t handle, uint64_t mark);
+void bch_fs_writes_exit(struct bch_fs_writes *ws);
 /*
  * Share len bytes of src at src_off as dst at dst_off (reflink.h: no data
  * is copied for whole blocks; the unaligned head and tail, and everything

@@ -445,6 +445,11 @@ static int unit_encode(struct bch_fs *c, uint64_t inum, const struct bch_io_opts
 	return 0;
 }
 
+static int unit_key(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
+		    const struct bch_io_opts *o, const struct write_unit *w,
+		    const struct bch_extent_ptr *ptrs, unsigned got, unsigned unit, bool first,
+		    struct bch_extent_update *u, bool *needs_rebalance);
+
 /* Allocate, write and add the key of the encoded unit w. */
 static int unit_store(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		      const struct bch_io_opts *o, const struct write_unit *w, unsigned unit, bool first,
@@ -452,7 +457,6 @@ static int unit_store(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 {
 	const struct bch_extent_crc *crc = &w->crc;
 	struct bch_extent_ptr ptrs[BCH_REPLICAS_MAX];
-	bool plain = bch_compression_type_of(o->compression) == BCH_COMPRESSION_none;
 	unsigned got;
 	int r;
 
@@ -478,6 +482,18 @@ static int unit_store(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		}
 	}
 
+	return unit_key(c, t, inum, o, w, ptrs, got, unit, first, u, needs_rebalance);
+}
+
+/* Add the key of unit w, written at ptrs[0..got), to t (or grow the previous extent). */
+static int unit_key(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
+		    const struct bch_io_opts *o, const struct write_unit *w,
+		    const struct bch_extent_ptr *ptrs, unsigned got, unsigned unit, bool first,
+		    struct bch_extent_update *u, bool *needs_rebalance)
+{
+	const struct bch_extent_crc *crc = &w->crc;
+	bool plain = bch_compression_type_of(o->compression) == BCH_COMPRESSION_none;
+	int r;
 	struct bch_bkey *old = NULL;
 	/* not in a file that compresses: data that did not shrink is stored plain, yet not merged */
 	struct bch_bkey *k = first && plain ? append_merge(c, inum, w->start, w->sectors, unit, crc, ptrs,
@@ -627,6 +643,159 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	if (!r && o->erasure_code && bch_ec_replicas_fit(c, o->replicas))
 		c->ec_waiting += sectors;	/* the stripe builder's hint (ec.h) */
 	return r;
+}
+
+/* ------------------------------------------------------------------ */
+/* Writes outside the engine lock (io.h) */
+
+int bch_data_write_plan(struct bch_fs *c, uint64_t inum, const struct bch_io_opts *o,
+			uint64_t start, const void *buf, uint64_t sectors, struct bch_write_plan *pl)
+{
+	unsigned unit = unit_sectors(c);
+	int r = 0;
+
+	*pl = (struct bch_write_plan) { .c = c, .inum = inum, .start = start, .sectors = sectors,
+					.src = buf, .o = *o, .unit = unit };
+	if (start % c->sb->block_size || sectors % c->sb->block_size)
+		return bch_fs_err(c, -EINVAL, "unaligned data write");
+	/*
+	 * Compressed: the space needed is known only after encoding, which is
+	 * what runs unlocked.  Erasure coded: the stripe builder reads the
+	 * candidate buckets it closes, which must hold no unindexed data.
+	 */
+	if (bch_compression_type_of(o->compression) != BCH_COMPRESSION_none ||
+	    (o->erasure_code && bch_ec_replicas_fit(c, o->replicas)) || !sectors)
+		return -EAGAIN;
+	pl->nr = (sectors + unit - 1) / unit;
+	if (!(pl->w = calloc(pl->nr, sizeof(*pl->w))))
+		return -ENOMEM;
+	pl->held = true;
+	for (unsigned i = 0; i < pl->nr && !r; i++) {
+		struct bch_write_plan_unit *w = &pl->w[i];
+		uint64_t off = (uint64_t)i * unit;
+
+		w->start = start + off;
+		w->sectors = sectors - off < unit ? sectors - off : unit;
+		/* as unit_encode(), then unit_store() */
+		if (c->crypt && (r = bch_crypt_nonce_take(c, &w->version))) {
+			r = bch_fs_err(c, r, "encoding %u sectors of inode %" PRIu64 ": %s", w->sectors,
+				       inum, bch_err_str(r));
+			break;
+		}
+		if ((r = bch_alloc_data_ec(c, w->sectors, o->replicas, o->target, 0, false, w->ptrs,
+					   &w->got))) {
+			w->got = 0;	/* nothing held (a failed flush gave it back) */
+			break;
+		}
+		if (w->got < c->opts.v[Opt_data_replicas_required] && w->got < o->replicas)
+			r = bch_fs_err(c, -BCH_ERR_no_space, "only %u of %u required data replicas "
+				       "could be allocated", w->got,
+				       (unsigned)c->opts.v[Opt_data_replicas_required]);
+	}
+	if (r)
+		bch_data_write_plan_free(pl, true);
+	return r;
+}
+
+int bch_data_write_plan_run(struct bch_write_plan *pl)
+{
+	struct bch_fs *c = pl->c;
+	struct bch_encode_opts eo = {
+		.csum_type	= c->crypt ? BCH_CSUM_none : pl->o.csum_type,
+		.compression	= 0,
+		.block_sectors	= c->sb->block_size,
+	};
+	char *enc = NULL;
+	int r = 0;
+
+	if (c->crypt && !(enc = write_buf((size_t)pl->sectors << BCH_SECTOR_SHIFT)))
+		return -ENOMEM;
+	for (unsigned i = 0; i < pl->nr && !r; i++) {
+		struct bch_write_plan_unit *w = &pl->w[i];
+		eo.max_sectors = w->sectors;
+		r = bch_extent_encode(&eo, (const char *)pl->src +
+				      ((w->start - pl->start) << BCH_SECTOR_SHIFT), w->sectors, NULL,
+				      &w->crc);
+	}
+	/* encrypted: the whole write in batches on the pool, into enc */
+	for (unsigned i = 0; c->crypt && i < pl->nr && !r;) {
+		struct bch_cipher_job j[WRITE_GROUP_MAX];
+		unsigned nr = 0;
+
+		for (; nr < WRITE_GROUP_MAX && i + nr < pl->nr; nr++) {
+			struct bch_write_plan_unit *w = &pl->w[i + nr];
+			uint64_t off = (w->start - pl->start) << BCH_SECTOR_SHIFT;
+			j[nr] = (struct bch_cipher_job) {
+				.version	= w->version,
+				.src		= (const char *)pl->src + off,
+				.buf		= enc + off,
+				.bytes		= (size_t)w->sectors << BCH_SECTOR_SHIFT,
+			};
+		}
+		bch_io_encrypt_batch(c, j, nr);
+		for (unsigned n = 0; n < nr; n++) {
+			if (j[n].r && !r)
+				r = j[n].r;
+			pl->w[i + n].crc.csum_type = BCH_CSUM_chacha20_poly1305;
+			pl->w[i + n].crc.csum = j[n].mac;
+		}
+		i += nr;
+	}
+	for (unsigned i = 0; i < pl->nr && !r; i++) {
+		struct bch_write_plan_unit *w = &pl->w[i];
+		uint64_t off = (w->start - pl->start) << BCH_SECTOR_SHIFT;
+		const char *out = (c->crypt ? enc : (const char *)pl->src) + off;
+
+		for (unsigned p = 0; p < w->got && !r; p++)
+			r = bch_dev_write(c->devs[w->ptrs[p].dev]->bdev, out,
+					  (size_t)w->sectors << BCH_SECTOR_SHIFT,
+					  (uint64_t)w->ptrs[p].offset << BCH_SECTOR_SHIFT);
+	}
+	return r;
+}
+
+int bch_data_write_plan_index(struct btree_trans *t, struct bch_write_plan *pl,
+			      struct bch_extent_update *u)
+{
+	struct bch_fs *c = pl->c;
+	bool needs_rebalance = false;
+	uint64_t done;
+	int r;
+
+	/* the filesystem's units may have changed (a device added): then not as planned */
+	if (unit_sectors(c) != pl->unit)
+		return -EAGAIN;
+	if ((r = bch_extents_punch(c, t, pl->inum, pl->start, pl->start + pl->sectors, 0, u, &done)))
+		return r;
+	for (unsigned i = 0; i < pl->nr && !r; i++) {
+		struct bch_write_plan_unit *pw = &pl->w[i];
+		struct write_unit w = {
+			.start		= pw->start,
+			.sectors	= pw->sectors,
+			.crc		= pw->crc,
+			.version	= pw->version,
+		};
+		unsigned fresh = u->nr_fresh;
+
+		r = unit_key(c, t, pl->inum, &pl->o, &w, pw->ptrs, pw->got, pl->unit, !i, u,
+			     &needs_rebalance);
+		if (u->nr_fresh != fresh)
+			pw->got = 0;	/* u gives it back if the transaction is abandoned */
+	}
+	if (!r && needs_rebalance)
+		r = bch_rebalance_work_set(c, t, pl->inum, pl->start);
+	return r;
+}
+
+void bch_data_write_plan_free(struct bch_write_plan *pl, bool release)
+{
+	for (unsigned i = 0; release && pl->held && i < pl->nr; i++)
+		if (pl->w[i].got)
+			bch_alloc_data_free(pl->c, pl->w[i].ptrs, pl->w[i].got, pl->w[i].sectors);
+	free(pl->w);
+	pl->w = NULL;
+	pl->nr = 0;
+	pl->held = false;
 }
 
 /*

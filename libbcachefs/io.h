@@ -141,6 +141,64 @@ int bch_data_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, uint64_
 ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf);
 void bch_data_read_plan_free(struct bch_read_plan *pl);
 
+/*
+ * Writes outside the engine lock, in three steps (the caller maps each
+ * step's BCH_LOCK_ need to its locks, as for reads):
+ *   plan (BCH_WRITE_PLAN_NEEDS): bch_data_write_plan() allocates the space
+ *     of sectors of buf as inum's data at sector start (block aligned),
+ *     unit by unit exactly as bch_data_write() would (the same calls, in
+ *     the same order: ENOSPC is the same answer), and takes the nonces of
+ *     an encrypted filesystem.  The space is counted as live at once, so
+ *     no other allocation, copygc or eviction takes it; opening a bucket
+ *     bumps c->data_reuse_seq as any allocation does.  -EAGAIN: this write
+ *     is not planned so (compression, whose size is known only after
+ *     encoding; erasure coding, whose stripe builder reads buckets being
+ *     filled): write it the old way.  Any other error: nothing is held.
+ *   run (BCH_WRITE_RUN_NEEDS): bch_data_write_plan_run() checksums,
+ *     encrypts and writes every unit to its space.  It changes nothing in
+ *     c but the devices' I/O counters; the buffer must stay valid and
+ *     unchanged until the index step.
+ *   index (BCH_WRITE_INDEX_NEEDS): bch_data_write_plan_index() puts into t
+ *     what bch_data_write() would: the punch of the range and the extent
+ *     keys of the units (an append may grow the previous extent), the
+ *     rebalance work.  Not index (an error, a run that failed):
+ *     bch_data_write_plan_free(pl, true) gives the space back.
+ * Nothing points at planned space before the index step commits: a crash
+ * before leaves it free (the state is rebuilt from the keys), and a read
+ * plan cannot point there.
+ */
+#define BCH_WRITE_PLAN_NEEDS	BCH_LOCK_ENGINE
+#define BCH_WRITE_RUN_NEEDS	BCH_LOCK_DEVICES
+#define BCH_WRITE_INDEX_NEEDS	BCH_LOCK_ENGINE
+
+struct bch_write_plan_unit {
+	uint64_t		start;		/* sector of the file */
+	unsigned		sectors;
+	unsigned		got;		/* copies allocated */
+	struct bch_extent_ptr	ptrs[BCH_REPLICAS_MAX];
+	uint64_t		version;	/* encrypted: the nonce */
+	struct bch_extent_crc	crc;		/* set by the run */
+};
+
+struct bch_write_plan {
+	struct bch_fs		*c;
+	uint64_t		inum, start, sectors;
+	const void		*src;
+	struct bch_io_opts	o;
+	unsigned		unit;		/* unit_sectors() when planned */
+	unsigned		nr;
+	struct bch_write_plan_unit *w;		/* malloc'd */
+	bool			held;		/* w's space is ours until indexed */
+};
+
+int bch_data_write_plan(struct bch_fs *c, uint64_t inum, const struct bch_io_opts *o,
+			uint64_t start, const void *buf, uint64_t sectors, struct bch_write_plan *pl);
+int bch_data_write_plan_run(struct bch_write_plan *pl);
+int bch_data_write_plan_index(struct btree_trans *t, struct bch_write_plan *pl,
+			      struct bch_extent_update *u);
+/* release: give back the space the plan holds (it was not indexed) */
+void bch_data_write_plan_free(struct bch_write_plan *pl, bool release);
+
 static inline void bch_data_reuse_bump(struct bch_fs *c)
 {
 	__atomic_fetch_add(&c->data_reuse_seq, 1, __ATOMIC_SEQ_CST);
