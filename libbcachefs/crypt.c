@@ -503,6 +503,15 @@ int bch_crypt_extent_decrypt(struct bch_fs *c, uint64_t version, const struct bc
 		     &crc->csum);
 }
 
+int bch_crypt_extent_open(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t bytes,
+			  const struct bch_csum *mac)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_EXTENT, version, 0, 0);
+	return open_(c, n, NULL, 0, src, dst, bytes, mac);
+}
+
 /*
  * libcrypto (OpenSSL 3), when it can be loaded, for the pieces of extents:
  * its ChaCha20 and Poly1305 use AVX-512 or AVX2 where the CPU has them,

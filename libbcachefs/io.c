@@ -1381,6 +1381,47 @@ static int run_decode(const struct bch_read_piece *p, const void *enc, char *dst
 	return r;
 }
 
+/*
+ * A read's encrypted extents, each verified and decrypted whole by one
+ * thread (bch_crypt_extent_open(): its MAC, then its cipher, over bytes
+ * that stay in that core's cache): one wait for the pool, where the
+ * write side's batch waits twice (the MACs, then the 64 KiB pieces).
+ */
+struct run_crypt {
+	struct bch_fs		*c;
+	struct bch_cipher_job	*j;
+};
+
+static void run_crypt_one(void *arg, unsigned i)
+{
+	struct run_crypt *rc = arg;
+	struct bch_cipher_job *j = &rc->j[i];
+
+	j->r = bch_crypt_extent_open(rc->c, j->version, j->src, j->buf, j->bytes, &j->mac);
+}
+
+/*
+ * Less than this is decrypted on the calling thread alone.  Two 128 KiB
+ * extents (the kernel's usual 256 KiB read) go to the caller and a worker.
+ */
+#define READ_POOL_MIN_BYTES	(256 << 10)
+
+static void run_decrypt(struct bch_fs *c, struct bch_cipher_job *j, unsigned nr)
+{
+	struct run_crypt rc = { .c = c, .j = j };
+	size_t bytes = 0;
+
+	for (unsigned i = 0; i < nr; i++)
+		bytes += j[i].bytes;
+	if (nr == 1 && (bytes >= READ_POOL_MIN_BYTES || pool.want > 0))
+		bch_io_decrypt_batch(c, j, nr);		/* one big extent: its pieces spread */
+	else if (bytes >= READ_POOL_MIN_BYTES || pool.want > 0)	/* (tests ask for workers) */
+		pool_run(nr, run_crypt_one, &rc);
+	else
+		for (unsigned i = 0; i < nr; i++)
+			run_crypt_one(&rc, i);
+}
+
 ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf)
 {
 	struct bch_fs *c = pl->c;
@@ -1415,7 +1456,7 @@ ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf)
 	}
 	/* 2: the MACs and cipher of the encrypted ones, together (the pool) */
 	if (!r && nr_j) {
-		bch_io_decrypt_batch(c, j, nr_j);
+		run_decrypt(c, j, nr_j);
 		for (unsigned n = 0; n < nr_j && !r; n++)
 			r = j[n].r;
 	}
