@@ -20,9 +20,10 @@
  * a small worker pool (one thread fewer than the CPUs, at most 7), here and
  * nowhere else: bch_io_encrypt_batch() / bch_io_decrypt_batch() split the
  * extents of one request into pieces (XChaCha20 of 64 KiB, the MAC of one
- * extent) and wait for all of them; a batch of less than 512 KiB (one
- * FUSE read) runs on the caller alone.  The pieces are pure work over buffers
- * the caller owns and the key: a worker takes no lock of the engine, so the
+ * extent) and wait for all of them; a batch of less than 512 KiB runs on
+ * the caller alone.  A planned read's extents are one job each (MAC, then
+ * cipher: one wait), on the pool from 256 KiB (two extents) up.  The
+ * pieces are pure work over buffers the caller owns and the key: a worker takes no lock of the engine, so the
  * caller may hold any (the FUSE daemon's engine lock), and the pool's own
  * mutex is held over no call out of it: no new lock order.  Everything
  * else (nonces, allocation, device writes, keys, their order, the commit)
