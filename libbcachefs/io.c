@@ -23,9 +23,10 @@
  * extent) and wait for all of them; a batch of less than 512 KiB runs on
  * the caller alone.  A planned read's extents are one job each (MAC, then
  * cipher: one wait), on the pool from 256 KiB (two extents) up.  The
- * pieces are pure work over buffers the caller owns and the key: a worker takes no lock of the engine, so the
- * caller may hold any (the FUSE daemon's engine lock), and the pool's own
- * mutex is held over no call out of it: no new lock order.  Everything
+ * pieces are pure work over buffers the caller owns and the key: a worker
+ * takes no lock of the engine, so the caller may hold any (the FUSE
+ * daemon's engine lock), and the pool's own mutex is held over no call out
+ * of it: no new lock order.  Everything
  * else (nonces, allocation, device writes, keys, their order, the commit)
  * stays on the calling thread, in the order it had single-threaded.
  * A planned read's run may be on several threads at once without the
