@@ -26,9 +26,9 @@
  * pieces are pure work over buffers the caller owns and the key: a worker
  * takes no lock of the engine, so the caller may hold any (the FUSE
  * daemon's engine lock), and the pool's own mutex is held over no call out
- * of it: no new lock order.  Everything
- * else (nonces, allocation, device writes, keys, their order, the commit)
- * stays on the calling thread, in the order it had single-threaded.
+ * of it: no new lock order.  Everything else (nonces, allocation, device
+ * writes, keys, their order, the commit) stays on the calling thread, in
+ * the order it had single-threaded.
  * A planned read's run may be on several threads at once without the
  * engine's lock: it reads only its plan, the devices (kept open by the
  * caller) and c->crypt's key, and counts only the devices' atomic I/O
