@@ -449,7 +449,13 @@ static int seal(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad
 	return 0;
 }
 
-/* Verify (dst NULL) or verify and decrypt into dst (may be src). */
+/*
+ * Verify (dst NULL) or verify and decrypt into dst (may be src).  Two passes,
+ * the MAC over all of it, then the cipher: an extent (128 KiB) stays in the
+ * core's L2 between them, and the two in 16-64 KiB chunks measured no faster
+ * (1 GiB of extents, one core: 342-354 ms of CPU either way, pass for pass
+ * at libcrypto's speed), while it would decrypt before verifying.
+ */
 static int open_(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad_len,
 		 const void *src, void *dst, size_t len, const struct bch_csum *csum)
 {
