@@ -20,10 +20,12 @@
 #    /usr/share and /usr/include; BENCH_TREE=generated for a treetool tree
 #    of BENCH_FILES files) encrypted vs unencrypted, best of REPS (3):
 #    plain/enc (goal >= 0.8).
+# BCH=PATH measures another build's binary with this script (before and
+# after a change in one sitting).
 # Needs /dev/fuse, fio and gocryptfs ("SKIP: ..." and exit 0 without them).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-B="$root/bcachefs"
+B=${BCH:-$root/bcachefs}	# BCH: another build's binary (before/after in one sitting)
 SRC=${BENCH_FUSE_SRC:-/usr/include}
 SIZE=${BENCH_CRYPT_SIZE:-1G}
 REPS=${REPS:-3}
@@ -35,7 +37,11 @@ loop=
 cleanup() {
 	cd /
 	fusermount3 -uz "$mnt" 2>/dev/null || true
-	if [ -n "$loop" ]; then umount "$dir/ext4" 2>/dev/null || true; losetup -d "$loop"; fi
+	if [ -n "$loop" ]; then
+		# a lazily unmounted gocryptfs keeps ext4 busy until it has exited
+		for i in $(seq 20); do umount "$dir/ext4" 2>/dev/null && break; sleep 0.5; done
+		losetup -d "$loop" 2>/dev/null || true
+	fi
 	rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -59,7 +65,10 @@ run_all() {
 	r_seqr=$(ms fio --name=w --directory="$mnt" --size="$SIZE" --bs=1M --rw=read --ioengine=psync)
 	r_rand=$(ms fio --name=r --directory="$mnt" --size=64M --bs=4k --rw=randwrite --ioengine=psync --fsync=32)
 	r_rm=$(ms rm -rf "$mnt/$(basename "$SRC")" "$mnt/w.0.0" "$mnt/r.0.0")
-	fusermount3 -u "$mnt"
+	# busy for a moment after the last request on a loaded machine: set -e
+	# would end the whole bench here without a word
+	for i in $(seq 20); do fusermount3 -u "$mnt" 2>/dev/null && break; sleep 0.5; done
+	mountpoint -q "$mnt" && { echo "FAILED: unmount $mnt" >&2; return 1; }
 	sleep 0.5
 	echo "$r_untar $r_find $r_seqw $r_seqr $r_rand $r_rm"
 }
@@ -82,7 +91,10 @@ fi
 mkdir "$dir/ext4/cipher"
 gocryptfs -q -nosyslog -init -passfile "$dir/pass" "$dir/ext4/cipher" >/dev/null
 g=$(run_all gocryptfs -q -nosyslog -passfile "$dir/pass" "$dir/ext4/cipher" "$mnt")
-if [ -n "$loop" ]; then umount "$dir/ext4"; losetup -d "$loop"; loop=; fi
+if [ -n "$loop" ]; then
+	for i in $(seq 20); do umount "$dir/ext4" 2>/dev/null && break; sleep 0.5; done
+	losetup -d "$loop"; loop=
+fi
 
 # ratio A B: A/B
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) b = 1; printf "%.2f", a / b }'; }

@@ -449,7 +449,13 @@ static int seal(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad
 	return 0;
 }
 
-/* Verify (dst NULL) or verify and decrypt into dst (may be src). */
+/*
+ * Verify (dst NULL) or verify and decrypt into dst (may be src).  Two passes,
+ * the MAC over all of it, then the cipher: an extent (128 KiB) stays in the
+ * core's L2 between them, and the two in 16-64 KiB chunks measured no faster
+ * (1 GiB of extents, one core: 342-354 ms of CPU either way, pass for pass
+ * at libcrypto's speed), while it would decrypt before verifying.
+ */
 static int open_(struct bch_fs *c, const uint8_t n[24], const void *ad, size_t ad_len,
 		 const void *src, void *dst, size_t len, const struct bch_csum *csum)
 {
@@ -501,6 +507,15 @@ int bch_crypt_extent_decrypt(struct bch_fs *c, uint64_t version, const struct bc
 	nonce_make(n, NONCE_EXTENT, version, 0, 0);
 	return open_(c, n, NULL, 0, src, dst, (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT,
 		     &crc->csum);
+}
+
+int bch_crypt_extent_open(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t bytes,
+			  const struct bch_csum *mac)
+{
+	uint8_t n[24];
+
+	nonce_make(n, NONCE_EXTENT, version, 0, 0);
+	return open_(c, n, NULL, 0, src, dst, bytes, mac);
 }
 
 /*

@@ -153,6 +153,15 @@ int bch_crypt_extent_decrypt(struct bch_fs *c, uint64_t version, const struct bc
 			     const void *src, void *dst);
 
 /*
+ * bch_crypt_extent_decrypt() of an extent of bytes with MAC mac (a job of
+ * io.c's batches): verify, then decrypt src into dst (may be src), with the
+ * pieces' libraries (below).  0, -BCH_ERR_csum_mismatch (dst untouched) or
+ * -BCH_ERR_key_missing.  Threads may call it at once (it only reads the key).
+ */
+int bch_crypt_extent_open(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t bytes,
+			  const struct bch_csum *mac);
+
+/*
  * The same cipher in pieces, for io.c's worker pool (several threads may
  * call these at once on one filesystem: they only read the key).  The bytes
  * are those of the calls above: XChaCha20 with block counter 1 at the
