@@ -1090,6 +1090,30 @@ static ssize_t v_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *bu
 }
 
 /*
+ * The end of a data write's transaction (r: the extent update's result):
+ * the inode's sectors, its size (up to end, when grow) and times, then the
+ * commit, or the update abandoned on an error.  Ends t and u.
+ */
+static int write_commit(struct bch_fs *c, struct btree_trans *t, struct bch_extent_update *u,
+			struct ino_set *s, struct bch_inode *i, uint64_t end, bool grow, int r)
+{
+	if (!r) {
+		i->sectors += u->i_sectors_delta;
+		if (grow && end > i->size)
+			i->size = end;
+		touch(i, true);
+		r = ino_set_write(c, s, t);
+	}
+	if (!r)
+		r = commit(c, t, u);
+	else
+		bch_extent_update_abort(c, u);
+	bch_trans_exit(t);
+	bch_extent_update_exit(u);
+	return r;
+}
+
+/*
  * Write [offset, offset + len) of one chunk (inside WRITE_CHUNK after block
  * alignment) in one transaction: whole blocks are rewritten, partial ones
  * read first.
@@ -1133,19 +1157,7 @@ static int write_chunk(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 	if ((r = bch_trans_init(c, &t)))
 		goto out;
 	r = bch_data_write(c, t, inum, &o, a >> BCH_SECTOR_SHIFT, src, (b - a) >> BCH_SECTOR_SHIFT, &u);
-	if (!r) {
-		i->sectors += u.i_sectors_delta;
-		if (offset + len > i->size && fill_to_size)
-			i->size = offset + len;
-		touch(i, true);
-		r = ino_set_write(c, &s, t);
-	}
-	if (!r)
-		r = commit(c, t, &u);
-	else
-		bch_extent_update_abort(c, &u);
-	bch_trans_exit(t);
-	bch_extent_update_exit(&u);
+	r = write_commit(c, t, &u, &s, i, offset + len, fill_to_size, r);
 out:
 	free(buf);
 	return r;
@@ -1371,19 +1383,7 @@ static ssize_t v_write_index(struct bch_fs *c, uint64_t inum, struct bch_fs_writ
 		return -EAGAIN;
 	}
 	r = bch_data_write_plan_index(t, &op->pl, &u);
-	if (!r) {
-		i->sectors += u.i_sectors_delta;
-		if (op->offset + op->len > i->size)
-			i->size = op->offset + op->len;
-		touch(i, true);
-		r = ino_set_write(c, &s, t);
-	}
-	if (!r)
-		r = commit(c, t, &u);
-	else
-		bch_extent_update_abort(c, &u);
-	bch_trans_exit(t);
-	bch_extent_update_exit(&u);
+	r = write_commit(c, t, &u, &s, i, op->offset + op->len, true, r);
 	if (r) {
 		c->err_msg[0] = 0;
 		return -EAGAIN;

@@ -33,32 +33,26 @@
 #define READ_MAX	(512 << 10)
 #define READS		150
 
-static char tmpdir[64];
-static char paths[1][TESTFS_PATH_MAX];
-static struct bch_fs *c;
+static struct testfs_one fs1;	/* the suite's filesystem, encrypted */
+static struct bch_fs *c;	/* fs1.c */
 static uint64_t rng;
 
 static void setup(void)
 {
-	char err[256];
-
-	test_tmpdir_make(tmpdir, sizeof(tmpdir), "cread");
 	testfs_encrypted = true;
-	testfs_format(tmpdir, 1, 48, 64 << 10, 1, paths);
-	c = testfs_open(paths, 1, 0, 0, err, sizeof(err));
-	cr_assert(c, "open: %s", err);
+	testfs_one_up(&fs1, "cread", 48);
+	c = fs1.c;
 	cr_assert(bch_fs_encrypted(c));
 }
 
 static void teardown(void)
 {
-	if (c)
-		bch_fs_close(c);
+	fs1.c = c;
 	c = NULL;
 	bch_io_pool_threads(-1);
 	bch_crypt_use_libcrypto = true;
 	testfs_encrypted = false;
-	test_tmpdir_remove(tmpdir);
+	testfs_one_down(&fs1);
 }
 
 TestSuite(crypt_read, .init = setup, .fini = teardown, .timeout = 120);
