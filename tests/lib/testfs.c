@@ -58,6 +58,34 @@ void testfs_format(const char *dir, unsigned nr, unsigned size_mb, unsigned node
 	cr_assert_eq(r, 0, "format: %s", err);
 }
 
+struct bch_fs *testfs_ec_up(const char *dir, const struct testfs_ec *g, char paths[][TESTFS_PATH_MAX],
+			    char crash[][TESTFS_PATH_MAX])
+{
+	struct bch_format_dev devs[TESTFS_DEVS_MAX] = { 0 };
+	struct bch_format_args args = { .have_uuid = true };
+	struct bch_opts o;
+	char err[256];
+
+	cr_assert(g->nr <= TESTFS_DEVS_MAX);
+	memcpy(args.user_uuid, g->uuid, sizeof(g->uuid));
+	for (unsigned d = 0; d < g->nr; d++) {
+		snprintf(paths[d], TESTFS_PATH_MAX, "%s/d%u.img", dir, d);
+		if (crash)
+			snprintf(crash[d], TESTFS_PATH_MAX, "%s/crash%u.img", dir, d);
+		devs[d] = (struct bch_format_dev) { .path = paths[d], .size = (uint64_t)g->size_mb << 20,
+						    .bucket_size = g->bucket_bytes, .durability = 1 };
+	}
+	bch_opts_default(&o);
+	bch_opt_set(&o, Opt_btree_node_size, 8192);
+	bch_opt_set(&o, Opt_data_replicas, g->data_replicas);
+	bch_opt_set(&o, Opt_metadata_replicas, 1);
+	bch_opt_set(&o, Opt_erasure_code, 1);
+	cr_assert_eq(bch_format(devs, g->nr, &o, NULL, &args, err, sizeof(err)), 0, "format: %s", err);
+	struct bch_fs *c = testfs_open(paths, g->nr, 0, 0, err, sizeof(err));
+	cr_assert(c, "open: %s", err);
+	return c;
+}
+
 struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned flags,
 			   uint64_t cache_bytes, char *err, unsigned errlen)
 {

@@ -54,6 +54,22 @@ void testfs_one_up(struct testfs_one *t, const char *name, unsigned size_mb);
 void testfs_one_down(struct testfs_one *t);
 
 /*
+ * The erasure-coded filesystems of the ec_* suites: g->nr images dir/dK.img
+ * of g->size_mb MiB each (buckets of g->bucket_bytes, durability 1), 8 KiB
+ * nodes, one metadata copy, g->data_replicas copies of data, erasure_code
+ * on, and user uuid g->uuid (then zeros: each suite its own, fixed, so its
+ * images are the same every run), opened read-write.  paths[] get the
+ * image names and, when crash is not NULL, crash[] dir/crashK.img (where
+ * a crash test writes the images of a cut).  Fails the test on error.
+ */
+struct testfs_ec {
+	unsigned	nr, size_mb, bucket_bytes, data_replicas;
+	uint8_t		uuid[3];
+};
+struct bch_fs *testfs_ec_up(const char *dir, const struct testfs_ec *g, char paths[][TESTFS_PATH_MAX],
+			    char crash[][TESTFS_PATH_MAX]);
+
+/*
  * fsck -n of c (opened with TESTFS_FSCK | TESTFS_RO): passes 3-10, and with
  * data pass 11 too, must find no problem.  Fails the test naming the first.
  */

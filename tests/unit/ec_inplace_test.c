@@ -70,27 +70,10 @@ static void fill(unsigned char *p, size_t n, uint64_t *seed)
 
 static struct bch_fs *format_open(unsigned size_mb)
 {
-	struct bch_format_dev devs[NDEV];
-	struct bch_format_args args = { .have_uuid = true, .user_uuid = { 0xec, 0x34, 0x1 } };
-	struct bch_opts o;
-	char err[256];
+	const struct testfs_ec geom = { .nr = NDEV, .size_mb = size_mb, .bucket_bytes = BUCKET << 9,
+					.data_replicas = 3, .uuid = { 0xec, 0x34, 0x1 } };
 
-	memset(devs, 0, sizeof(devs));
-	for (unsigned d = 0; d < NDEV; d++) {
-		snprintf(paths[d], sizeof(paths[d]), "%s/d%u.img", tmpdir, d);
-		snprintf(crash[d], sizeof(crash[d]), "%s/crash%u.img", tmpdir, d);
-		devs[d] = (struct bch_format_dev) { .path = paths[d], .size = (uint64_t)size_mb << 20,
-						    .bucket_size = BUCKET << 9, .durability = 1 };
-	}
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_btree_node_size, 8192);
-	bch_opt_set(&o, Opt_data_replicas, 3);
-	bch_opt_set(&o, Opt_metadata_replicas, 1);
-	bch_opt_set(&o, Opt_erasure_code, 1);
-	cr_assert_eq(bch_format(devs, NDEV, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
-	struct bch_fs *c = testfs_open(paths, NDEV, 0, 0, err, sizeof(err));
-	cr_assert(c, "%s", err);
-	return c;
+	return testfs_ec_up(tmpdir, &geom, paths, crash);
 }
 
 /* Write n bytes of buf to inum in chunks of chunk bytes (appends merge into extents). */

@@ -70,30 +70,14 @@ static void overwrite(struct bch_fs *c, const uint64_t *inum, unsigned f, size_t
 
 Test(ec_move_crash, dissolves_survive_every_cut, .timeout = 900)
 {
-	struct bch_format_dev devs[NDEV];
-	struct bch_format_args args = { .have_uuid = true, .user_uuid = { 0xec, 0x73 } };
-	struct bch_opts o;
+	const struct testfs_ec geom = { .nr = NDEV, .size_mb = 8, .bucket_bytes = 64 << 10,
+					.data_replicas = 3, .uuid = { 0xec, 0x73 } };
 	char err[256], msg[512];
 	unsigned seed = 7334, seeds = getenv("SOAK") ? 3 : 1;
 
 	fprintf(stderr, "ec_move_crash: seed %u, %u ops\n", seed, NOPS);
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "ecmovecrash");
-	memset(devs, 0, sizeof(devs));
-	for (unsigned d = 0; d < NDEV; d++) {
-		snprintf(paths[d], sizeof(paths[d]), "%s/d%u.img", tmpdir, d);
-		snprintf(crash[d], sizeof(crash[d]), "%s/crash%u.img", tmpdir, d);
-		devs[d] = (struct bch_format_dev) { .path = paths[d], .size = 8 << 20,
-						    .bucket_size = 64 << 10, .durability = 1 };
-	}
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_btree_node_size, 8192);
-	bch_opt_set(&o, Opt_data_replicas, 3);
-	bch_opt_set(&o, Opt_metadata_replicas, 1);
-	bch_opt_set(&o, Opt_erasure_code, 1);
-	cr_assert_eq(bch_format(devs, NDEV, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
-
-	struct bch_fs *c = testfs_open(paths, NDEV, 0, 0, err, 256);
-	cr_assert(c, "%s", err);
+	struct bch_fs *c = testfs_ec_up(tmpdir, &geom, paths, crash);
 	srandom(seed);
 	uint64_t inum[NFILES];
 	for (unsigned f = 0; f < NFILES; f++) {

@@ -53,26 +53,11 @@ static void overwrite(struct bch_fs *c, const uint64_t *inum, unsigned f, size_t
 
 static struct bch_fs *setup(uint64_t *inum)
 {
-	struct bch_format_dev devs[NDEV];
-	struct bch_format_args args = { .have_uuid = true, .user_uuid = { 0xec, 0x74 } };
-	struct bch_opts o;
-	char err[256];
+	const struct testfs_ec geom = { .nr = NDEV, .size_mb = 8, .bucket_bytes = 64 << 10,
+					.data_replicas = 3, .uuid = { 0xec, 0x74 } };
 
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "ecmove");
-	memset(devs, 0, sizeof(devs));
-	for (unsigned d = 0; d < NDEV; d++) {
-		snprintf(paths[d], sizeof(paths[d]), "%s/d%u.img", tmpdir, d);
-		devs[d] = (struct bch_format_dev) { .path = paths[d], .size = 8 << 20,
-						    .bucket_size = 64 << 10, .durability = 1 };
-	}
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_btree_node_size, 8192);
-	bch_opt_set(&o, Opt_data_replicas, 3);
-	bch_opt_set(&o, Opt_metadata_replicas, 1);
-	bch_opt_set(&o, Opt_erasure_code, 1);
-	cr_assert_eq(bch_format(devs, NDEV, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
-	struct bch_fs *c = testfs_open(paths, NDEV, 0, 0, err, 256);
-	cr_assert(c, "%s", err);
+	struct bch_fs *c = testfs_ec_up(tmpdir, &geom, paths, NULL);
 	srandom(7335);
 	for (unsigned f = 0; f < NFILES; f++) {
 		char name[16];

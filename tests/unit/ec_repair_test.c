@@ -80,28 +80,12 @@ static struct bch_fs *open_devs(char p[NDEV][128])
 /* Four devices, three files, striped (2+2): the open filesystem. */
 static struct bch_fs *make_fs(const char *name, uint64_t *seed)
 {
-	struct bch_format_dev devs[NDEV];
-	struct bch_format_args args = { .have_uuid = true, .user_uuid = { 0xec, 0x34, 0x0e } };
+	const struct testfs_ec geom = { .nr = NDEV, .size_mb = 8, .bucket_bytes = 64 << 10,
+					.data_replicas = 3, .uuid = { 0xec, 0x34, 0x0e } };
 	struct bch_move_stats st = { 0 };
-	struct bch_opts o;
-	char err[256];
 
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), name);
-	memset(devs, 0, sizeof(devs));
-	for (unsigned d = 0; d < NDEV; d++) {
-		snprintf(paths[d], sizeof(paths[d]), "%s/d%u.img", tmpdir, d);
-		snprintf(crash[d], sizeof(crash[d]), "%s/crash%u.img", tmpdir, d);
-		devs[d] = (struct bch_format_dev) { .path = paths[d], .size = 8 << 20,
-						    .bucket_size = 64 << 10, .durability = 1 };
-	}
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_btree_node_size, 8192);
-	bch_opt_set(&o, Opt_data_replicas, 3);
-	bch_opt_set(&o, Opt_metadata_replicas, 1);
-	bch_opt_set(&o, Opt_erasure_code, 1);
-	cr_assert_eq(bch_format(devs, NDEV, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
-
-	struct bch_fs *c = open_devs(paths);
+	struct bch_fs *c = testfs_ec_up(tmpdir, &geom, paths, crash);
 	for (unsigned f = 0; f < NFILES; f++) {
 		char fname[16];
 
