@@ -27,6 +27,7 @@
 #include "fsck.h"
 #include "move.h"
 #include "rebalance.h"
+#include "tests/lib/crashcut.h"
 #include "tests/lib/iorecord.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
@@ -56,7 +57,6 @@ Test(ec_crash, builds_survive_every_cut, .timeout = 900)
 {
 	const struct testfs_ec geom = { .nr = NDEV, .size_mb = 8, .bucket_bytes = 64 << 10,
 					.data_replicas = 3, .uuid = { 0xec, 0x34 } };
-	char err[256], msg[512];
 	unsigned seed = 3434, seeds = getenv("SOAK") ? 3 : 1;
 	static unsigned char buf[FSIZE];
 
@@ -113,41 +113,10 @@ Test(ec_crash, builds_survive_every_cut, .timeout = 900)
 
 	size_t nev = iorec_nr_events(rec);
 	fprintf(stderr, "ec_crash: %zu events, %u extents striped\n", nev, built);
-	for (size_t at = 0; at <= nev; at++) {
-		unsigned done = 0;
-
-		while (done < NOPS && op_event[done + 1] <= at)
-			done++;
-		unsigned from = synced_op[done];
-		for (unsigned s = 0; s < seeds; s++) {
-			struct iorec_plan plan;
-			struct iorec_cut cut = { .at = at, .seed = seed + s * 7919 + at, .keep_pct = 50,
-						 .torn = true };
-
-			cr_assert_eq(iorec_plan(rec, &cut, &plan), 0);
-			for (unsigned d = 0; d < NDEV; d++)
-				cr_assert_eq(iorec_write_image(rec, &plan, d, crash[d]), 0);
-			const char *bad = NULL;
-			struct bch_fs *cc = testfs_open(crash, NDEV, 0, 0, err, 256);
-			if (!cc) {
-				bad = (snprintf(msg, sizeof(msg), "open: %s", err), msg);
-			} else {
-				unsigned to = done < NOPS ? done + 1 : NOPS;
-				bad = check(cc, from, to, msg, sizeof(msg));
-				bch_fs_close(cc);
-			}
-			if (!bad)
-				bad = testfs_fsck_problem(crash, NDEV, false, msg, sizeof(msg));
-			if (bad) {
-				char *desc = iorec_plan_describe(rec, &plan);
-				cr_log_error("cut at event %zu (seed %llu): %s\n%s", at,
-					     (unsigned long long)cut.seed, bad, desc ? desc : "");
-				free(desc);
-			}
-			iorec_plan_free(&plan);
-			cr_assert(!bad, "cut at event %zu of %zu, seed %u: %s", at, nev, seed, bad);
-		}
-	}
+	const struct crash_cuts cuts = { .rec = rec, .ndev = NDEV, .crash = crash, .nops = NOPS,
+					 .op_event = op_event, .synced_op = synced_op, .seed = seed,
+					 .seeds = seeds, .check = check, .name = "ec_crash" };
+	crash_cuts_run(&cuts);
 	iorec_free(rec);
 	test_tmpdir_remove(tmpdir);
 }

@@ -42,6 +42,7 @@
 #include "fs_ops.h"
 #include "move.h"
 #include "rebalance.h"
+#include "tests/lib/crashcut.h"
 #include "tests/lib/iorecord.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
@@ -344,7 +345,6 @@ Test(ec_inplace, crash_cuts)
 	size_t op_event[NOPS + 1] = { 0 };
 	unsigned synced_op[NOPS + 1] = { 0 }, last_sync = 0;
 	uint64_t inum[NFILES], written = 0, moved = 0;
-	char err[256], msg[512];
 	static unsigned char buf[FSIZE];
 
 	fprintf(stderr, "ec_inplace crash: seed %#llx, %u ops\n", (unsigned long long)seed, NOPS);
@@ -402,35 +402,10 @@ Test(ec_inplace, crash_cuts)
 	size_t nev = iorec_nr_events(rec);
 	fprintf(stderr, "ec_inplace crash: %zu events, %llu sectors striped, %llu written\n", nev,
 		(unsigned long long)moved, (unsigned long long)written);
-	for (size_t at = 0; at <= nev; at++) {
-		unsigned done = 0;
-
-		while (done < NOPS && op_event[done + 1] <= at)
-			done++;
-		struct iorec_plan plan;
-		struct iorec_cut cut = { .at = at, .seed = seed + at, .keep_pct = 50, .torn = true };
-		cr_assert_eq(iorec_plan(rec, &cut, &plan), 0);
-		for (unsigned d = 0; d < NDEV; d++)
-			cr_assert_eq(iorec_write_image(rec, &plan, d, crash[d]), 0);
-		const char *bad = NULL;
-		struct bch_fs *cc = testfs_open(crash, NDEV, 0, 0, err, sizeof(err));
-		if (!cc) {
-			bad = (snprintf(msg, sizeof(msg), "open: %s", err), msg);
-		} else {
-			bad = check(cc, synced_op[done], done < NOPS ? done + 1 : NOPS, msg, sizeof(msg));
-			bch_fs_close(cc);
-		}
-		if (!bad)
-			bad = testfs_fsck_problem(crash, NDEV, false, msg, sizeof(msg));
-		if (bad) {
-			char *desc = iorec_plan_describe(rec, &plan);
-			cr_log_error("cut at event %zu (seed %llu): %s\n%s", at,
-				     (unsigned long long)cut.seed, bad, desc ? desc : "");
-			free(desc);
-		}
-		iorec_plan_free(&plan);
-		cr_assert(!bad, "cut at event %zu of %zu: %s", at, nev, bad);
-	}
+	const struct crash_cuts cuts = { .rec = rec, .ndev = NDEV, .crash = crash, .nops = NOPS,
+					 .op_event = op_event, .synced_op = synced_op, .seed = seed,
+					 .seeds = 1, .check = check, .name = "ec_inplace" };
+	crash_cuts_run(&cuts);
 	iorec_free(rec);
 	test_tmpdir_remove(tmpdir);
 }

@@ -29,6 +29,7 @@
 #include "journal.h"
 #include "move.h"
 #include "rebalance.h"
+#include "tests/lib/crashcut.h"
 #include "tests/lib/iorecord.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
@@ -47,46 +48,10 @@ static void snapshot(unsigned op)
 	testfs_model_digest(&model[0][0], NFILES, FSIZE, &states[0][0], op);
 }
 
-static struct bch_fs *open_devs(char p[2][128], unsigned flags_fsck, char *err)
-{
-	char *pp[2] = { p[0], p[1] };
-	struct bch_opts o;
-	struct bch_fs *c = NULL;
-
-	memset(&o, 0, sizeof(o));
-	if (flags_fsck) {
-		bch_opt_set(&o, Opt_fsck, 1);
-		bch_opt_set(&o, Opt_read_only, 1);
-	}
-	return bch_fs_open(pp, 2, &o, &c, err, 256) ? NULL : c;
-}
-
 /* NULL when the files match the state after some op in from..to. */
 static const char *check(struct bch_fs *c, unsigned from, unsigned to, char *msg, size_t len)
 {
 	return testfs_model_check(c, NFILES, FSIZE, &states[0][0], from, to, msg, len);
-}
-
-static const char *fsck_problems(char p[2][128], char *msg, size_t len)
-{
-	char err[256];
-	struct bch_fs *c = open_devs(p, 1, err);
-
-	if (!c)
-		return snprintf(msg, len, "fsck open: %s", err), msg;
-	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
-	struct bch_fsck_file_stats st;
-	uint64_t nodes;
-	const char *bad = NULL;
-	n->mode = BCH_FSCK_NO;
-	if (bch_fsck_btrees(n, c, &nodes) || bch_fsck_files(n, c, false, &st))
-		bad = (snprintf(msg, len, "fsck: %.300s", n->err_msg), msg);
-	for (unsigned q = 0; q < BCH_FSCK_PROBLEM_NR && !bad; q++)
-		if (n->found[q])
-			bad = (snprintf(msg, len, "fsck -n finds %s", bch_fsck_problems[q].name), msg);
-	free(n);
-	bch_fs_close(c);
-	return bad;
 }
 
 Test(move_crash, moves_survive_every_cut, .timeout = 900)
@@ -98,7 +63,7 @@ Test(move_crash, moves_survive_every_cut, .timeout = 900)
 	struct bch_format_args args = { .have_uuid = true, .user_uuid = { 0x30, 0x7e } };
 	const char *targets[BCH_OPT_NR] = { 0 };
 	struct bch_opts o;
-	char err[256], msg[512];
+	char err[256];
 	unsigned seed = 4242, seeds = getenv("SOAK") ? 3 : 1;
 
 	fprintf(stderr, "move_crash: seed %u, %u ops\n", seed, NOPS);
@@ -116,7 +81,7 @@ Test(move_crash, moves_survive_every_cut, .timeout = 900)
 	bch_opt_set(&o, Opt_metadata_replicas, 1);
 	cr_assert_eq(bch_format(devs, 2, &o, targets, &args, err, sizeof(err)), 0, "%s", err);
 
-	struct bch_fs *c = open_devs(paths, 0, err);
+	struct bch_fs *c = testfs_open(paths, 2, 0, 0, err, sizeof(err));
 	cr_assert(c, "%s", err);
 	srandom(seed);
 	uint64_t inum[NFILES];
@@ -191,44 +156,10 @@ Test(move_crash, moves_survive_every_cut, .timeout = 900)
 
 	size_t nev = iorec_nr_events(rec);
 	fprintf(stderr, "move_crash: %zu events\n", nev);
-	for (size_t at = 0; at <= nev; at++) {
-		/* the ops that may be visible: from the last fsync before the cut on */
-		unsigned done = 0;
-		while (done < NOPS && op_event[done + 1] <= at)
-			done++;
-		unsigned from = synced_op[done];
-		for (unsigned s = 0; s < seeds; s++) {
-			struct iorec_plan plan;
-			struct iorec_cut cut = { .at = at, .seed = seed + s * 7919 + at, .keep_pct = 50,
-						 .torn = true };
-			cr_assert_eq(iorec_plan(rec, &cut, &plan), 0);
-			for (unsigned d = 0; d < 2; d++)
-				cr_assert_eq(iorec_write_image(rec, &plan, d, crash[d]), 0);
-			const char *bad = NULL;
-			struct bch_fs *cc = open_devs(crash, 0, err);
-			if (!cc)
-				bad = (snprintf(msg, sizeof(msg), "open: %s", err), msg);
-			else {
-				unsigned to = done < NOPS ? done + 1 : NOPS;
-				bad = check(cc, from, to, msg, sizeof(msg));
-				bch_fs_close(cc);
-			}
-			if (!bad)
-				bad = fsck_problems(crash, msg, sizeof(msg));
-			if (bad) {
-				char *desc = iorec_plan_describe(rec, &plan);
-				cr_log_error("cut at event %zu (seed %llu): %s\n%s", at,
-					     (unsigned long long)cut.seed, bad, desc ? desc : "");
-				free(desc);
-			}
-			iorec_plan_free(&plan);
-			if (bad && getenv("MOVE_CRASH_KEEP")) {
-				fprintf(stderr, "images kept in %s\n", tmpdir);
-				exit(1);
-			}
-			cr_assert(!bad, "cut at event %zu of %zu, seed %u: %s", at, nev, seed, bad);
-		}
-	}
+	const struct crash_cuts cuts = { .rec = rec, .ndev = 2, .crash = crash, .nops = NOPS,
+					 .op_event = op_event, .synced_op = synced_op, .seed = seed,
+					 .seeds = seeds, .check = check, .name = "move_crash" };
+	crash_cuts_run(&cuts);
 	iorec_free(rec);
 	test_tmpdir_remove(tmpdir);
 }
