@@ -190,6 +190,34 @@ def access(path, mode, eaccess=False):
     check(libc.faccessat(AT_FDCWD, path.encode(), mode, AT_EACCESS if eaccess else 0))
 
 
+# POSIX ACLs as the kernel passes them in system.posix_acl_* (version 2,
+# then (tag u16, perm u16, id u32) per entry)
+ACL_TAGS = {"u": 1, "U": 2, "g": 4, "G": 8, "m": 0x10, "o": 0x20}
+
+
+def acl(text):
+    """acl("u::rw,U:65534:r,g::r,m::r,o::") -> the xattr's bytes"""
+    import struct
+    out = struct.pack("<I", 2)
+    for e in text.split(","):
+        t, i, p = e.split(":")
+        perm = sum(b for c, b in (("r", 4), ("w", 2), ("x", 1)) if c in p)
+        out += struct.pack("<HHI", ACL_TAGS[t], perm, int(i) if i else 0xffffffff)
+    return out
+
+
+def acl_get(path, name="system.posix_acl_access"):
+    import struct
+    v = os.getxattr(path, name)
+    names = {b: a for a, b in ACL_TAGS.items()}
+    ents = []
+    for off in range(4, len(v), 8):
+        t, p, i = struct.unpack_from("<HHI", v, off)
+        ents.append("%s:%s:%s" % (names.get(t, t), "" if i == 0xffffffff else i,
+                                  "".join(c for c, b in (("r", 4), ("w", 2), ("x", 1)) if p & b)))
+    return ",".join(ents)
+
+
 # ---------------------------------------------------------------- the transcript
 
 class Run:
@@ -750,6 +778,30 @@ def script(R):
     S('listxattr("d")', lambda: xlist("d"), ["d"])
     S('setxattr("f", "user.huge", 65536 bytes)', lambda: O.setxattr("f", "user.huge", b"h" * 65536), ["f"])
     S('setxattr("f", "user.over", 65537 bytes)', lambda: O.setxattr("f", "user.over", b"h" * 65537), ["f"])
+
+    # ---- POSIX ACLs: kept in step with the mode, enforced, inherited
+    R.section("acl")
+    A = "system.posix_acl_access"
+    S('put("f", 0644)', lambda: put("f", b"secret"), ["f"])
+    S('setxattr("f", access ACL u::rw,u:65534:r,g::r,m::r,o::)', lambda: O.setxattr("f", A, acl("u::rw,U:65534:r,g::r,m::r,o::")), ["f"])
+    S('getxattr("f", access ACL)', lambda: acl_get("f"), ["f"])
+    S('read("f") by nobody (named entry)', lambda: content("f"), ["f"], NOBODY)
+    S('read("f") by other', lambda: content("f"), ["f"], OTHER)
+    S('chmod("f", 0600) (the mask follows)', lambda: O.chmod("f", 0o600), ["f"])
+    S('getxattr("f", access ACL)', lambda: acl_get("f"), ["f"])
+    S('read("f") by nobody (masked)', lambda: content("f"), ["f"], NOBODY)
+    S('setxattr("f", access ACL) by nobody', lambda: O.setxattr("f", A, acl("u::rw,g::r,o::r")), ["f"], NOBODY)
+    S('setxattr("f", access ACL u::rw,g::r,o::r) (a minimal one: only the mode)', lambda: O.setxattr("f", A, acl("u::rw,g::r,o::r")), ["f"])
+    S('getxattr("f", access ACL)', lambda: acl_get("f"), ["f"])
+    S('setxattr("f", a malformed ACL)', lambda: O.setxattr("f", A, b"\x02\0\0\0\x01\0"), ["f"])
+    S('mkdir("d"), setxattr("d", default ACL u::rwx,u:65534:rwx,g::rx,m::rwx,o::x)',
+      lambda: O.mkdir("d") or O.setxattr("d", "system.posix_acl_default", acl("u::rwx,U:65534:rwx,g::rx,m::rwx,o::x")), ["d"])
+    S('open("d/f", O_CREAT, 0666) (inherits; umask not applied)', lambda: opn("d/f", O.O_CREAT | O.O_WRONLY, 0o666), ["d/f"])
+    S('getxattr("d/f", access ACL)', lambda: acl_get("d/f"), ["d/f"])
+    S('mkdir("d/sub", 0750)', lambda: O.mkdir("d/sub", 0o750), ["d/sub"])
+    S('getxattr("d/sub", default ACL)', lambda: acl_get("d/sub", "system.posix_acl_default"), ["d/sub"])
+    S('removexattr("d", default ACL), open("d/g", O_CREAT, 0666)', lambda: O.removexattr("d", "system.posix_acl_default") or opn("d/g", O.O_CREAT | O.O_WRONLY, 0o666), ["d", "d/g"])
+    S('getxattr("d/g", access ACL)', lambda: acl_get("d/g"), ["d/g"])
 
     # ---- fallocate, SEEK_DATA and SEEK_HOLE, O_DIRECT
     R.section("fallocate")
