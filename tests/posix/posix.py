@@ -803,6 +803,37 @@ def script(R):
     S('removexattr("d", default ACL), open("d/g", O_CREAT, 0666)', lambda: O.removexattr("d", "system.posix_acl_default") or opn("d/g", O.O_CREAT | O.O_WRONLY, 0o666), ["d", "d/g"])
     S('getxattr("d/g", access ACL)', lambda: acl_get("d/g"), ["d/g"])
 
+    # ---- one file through several descriptors: what each sees
+    R.section("coherence")
+    S('put("f", "0123456789")', lambda: put("f", b"0123456789"), ["f"])
+
+    def fd_open(key, path, flags):
+        R.fds[key] = O.open(path, flags)
+
+    def fd_pread(key, n, off):
+        return repr(O.pread(R.fds[key], n, off).decode())
+    S('r = open("f", O_RDONLY), pread(r, 10, 0)', lambda: fd_open("r", "f", O.O_RDONLY) or fd_pread("r", 10, 0), ["f"])
+    S('w = open("f", O_WRONLY), pwrite(w, "AB", 2)', lambda: fd_open("w", "f", O.O_WRONLY) or "wrote %d" % O.pwrite(R.fds["w"], b"AB", 2), ["f"])
+    S('pread(r, 10, 0)', lambda: fd_pread("r", 10, 0), ["f"])
+    S('pwrite(w, "tail", 10) (grows), fstat(r).st_size, pread(r, 20, 0)',
+      lambda: "wrote %d, size %d, %s" % (O.pwrite(R.fds["w"], b"tail", 10), O.fstat(R.fds["r"]).st_size, fd_pread("r", 20, 0)), ["f"])
+    S('truncate("f", 4), pread(r, 20, 0)', lambda: O.truncate("f", 4) or fd_pread("r", 20, 0), ["f"])
+    S('a = open("f", O_WRONLY|O_APPEND), pwrite(a, "xy", 0) (appends on Linux)',
+      lambda: fd_open("a", "f", O.O_WRONLY | O.O_APPEND) or "wrote %d" % O.pwrite(R.fds["a"], b"xy", 0), ["f"])
+    S('pread(r, 20, 0)', lambda: fd_pread("r", 20, 0), ["f"])
+    S('rw = open("f", O_RDWR|O_APPEND), write "z", lseek(rw, 0, SEEK_CUR)',
+      lambda: fd_open("rw", "f", O.O_RDWR | O.O_APPEND) or O.write(R.fds["rw"], b"z") and str(O.lseek(R.fds["rw"], 0, O.SEEK_CUR)), ["f"])
+    S('ftruncate(a, 0) (O_APPEND, write access)', lambda: O.ftruncate(R.fds["a"], 0), ["f"])
+    S('pread(r, 20, 0), pread(rw, 20, 0)', lambda: fd_pread("r", 20, 0) + " " + fd_pread("rw", 20, 0), ["f"])
+    S('rename("f", "g"), pwrite(w, "W", 0), unlink("g"), fstat(r)',
+      lambda: O.rename("f", "g") or O.pwrite(R.fds["w"], b"W", 0) and O.unlink("g") or
+      "nlink %d size %d, %s" % (O.fstat(R.fds["r"]).st_nlink, O.fstat(R.fds["r"]).st_size, fd_pread("r", 20, 0)), ["f", "g"])
+
+    def close_all():
+        for k in ("r", "w", "a", "rw"):
+            O.close(R.fds.pop(k))
+    S('close all', close_all, [])
+
     # ---- fallocate, SEEK_DATA and SEEK_HOLE, O_DIRECT
     R.section("fallocate")
     S('put("f", 64 KiB of 0x5a)', lambda: put("f", b"\x5a" * 65536), ["f"])
