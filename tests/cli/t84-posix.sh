@@ -1,7 +1,8 @@
 # POSIX conformance, differential (tests/posix/README.md): one script of
 # system calls (tests/posix/posix.py: open flags, mkdir/rmdir, link, unlink,
 # symlink, rename and renameat2, truncate, chmod, chown, utimensat, sticky and
-# setgid directories, killpriv, mknod, access, xattrs, fallocate, SEEK_DATA/HOLE,
+# setgid directories, killpriv, mknod, access, xattrs, ACLs, one file through
+# several descriptors, fallocate, SEEK_DATA/HOLE,
 # O_DIRECT, readdir, long names and PATH_MAX; as root and as unprivileged
 # users) runs in a fresh directory on kernel ext4 (a loop device, relatime as
 # our mount's default) and on `bcachefs fusemount`, each printing a normalized
