@@ -699,6 +699,21 @@ def script(R):
     S('chmod("f", 06777)', lambda: O.chmod("f", 0o6777), ["f"])
     S('fallocate("f", 0, 0, 8192) by other', lambda: fallocate("f", 0, 0, 8192), ["f"], OTHER)
 
+    # security.capability goes with any write or chown (ATTR_KILL_PRIV), root's too
+    import struct
+    CAP = "security.capability"
+    caps = struct.pack("<IIIII", 0x02000001, 1 << 10, 0, 0, 0)	# v2, effective, cap_net_bind_service
+    S('put("c", 0755), setxattr("c", security.capability v2 cap_net_bind_service+ep)',
+      lambda: put("c", b"#!/bin/sh\n", mode=0o755) or O.setxattr("c", CAP, caps), ["c"])
+    S('getxattr("c", security.capability)', lambda: xget("c", CAP), ["c"])
+    S('write("c") by root', lambda: write_at("c", 0, b"#"), ["c"])
+    S('getxattr("c", security.capability)', lambda: xget("c", CAP), ["c"])
+    S('setxattr again, chown("c", 65534, -1)', lambda: O.setxattr("c", CAP, caps) or O.chown("c", 65534, -1), ["c"])
+    S('getxattr("c", security.capability)', lambda: xget("c", CAP), ["c"])
+    S('setxattr again, truncate("c", 1) by root', lambda: O.setxattr("c", CAP, caps) or O.truncate("c", 1), ["c"])
+    S('getxattr("c", security.capability)', lambda: xget("c", CAP), ["c"])
+    S('setxattr("c", security.capability) by nobody (owner)', lambda: O.setxattr("c", CAP, caps), ["c"], NOBODY)
+
     # ---- mknod
     R.section("mknod")
     S('mkfifo("fifo", 0644)', lambda: O.mkfifo("fifo", 0o644), ["fifo"])
