@@ -532,7 +532,7 @@ def script(R):
     S('rename("d2/x", "moved")', lambda: O.rename("d2/x", "moved"), ["d2/x", "moved"], NOBODY)
     S('mkdir("own") by nobody, mkdir("own/sd")', lambda: O.mkdir("own") or O.mkdir("own/sd"), ["own", "own/sd"], NOBODY)
     S('chmod("own", 0555) by nobody', lambda: O.chmod("own", 0o555), ["own"], NOBODY)
-    S('rename("own/sd", "sd") (".." must change: no write on own/sd needed?)', lambda: O.rename("own/sd", "sd"), ["own/sd", "sd", "own"], NOBODY)
+    S('rename("own/sd", "sd") (no write on own)', lambda: O.rename("own/sd", "sd"), ["own/sd", "sd", "own"], NOBODY)
     S('chmod("own", 0755) by nobody, chmod("own/sd", 0555)', lambda: O.chmod("own", 0o755) or O.chmod("own/sd", 0o555), ["own", "own/sd"], NOBODY)
     S('rename("own/sd", "sd") (a directory without write permission)', lambda: O.rename("own/sd", "sd"), ["own/sd", "sd", "own"], NOBODY)
     S('readdir(".")', lambda: listing("."), ["."])
