@@ -218,6 +218,83 @@ def acl_get(path, name="system.posix_acl_access"):
     return ",".join(ents)
 
 
+class Dirent(ctypes.Structure):		# glibc's struct dirent (64-bit)
+    _fields_ = [("d_ino", ctypes.c_uint64), ("d_off", ctypes.c_int64), ("d_reclen", ctypes.c_ushort),
+                ("d_type", ctypes.c_ubyte), ("d_name", ctypes.c_char * 256)]
+
+
+libc.opendir.restype = ctypes.c_void_p
+libc.opendir.argtypes = [ctypes.c_char_p]
+libc.readdir.restype = ctypes.POINTER(Dirent)
+libc.readdir.argtypes = [ctypes.c_void_p]
+libc.closedir.argtypes = [ctypes.c_void_p]
+libc.telldir.restype = ctypes.c_long
+libc.telldir.argtypes = [ctypes.c_void_p]
+libc.seekdir.argtypes = [ctypes.c_void_p, ctypes.c_long]
+libc.rewinddir.argtypes = [ctypes.c_void_p]
+
+
+def readdir_n(d, n):
+    out = []
+    while n:
+        e = libc.readdir(d)
+        if not e:
+            break
+        nm = e.contents.d_name.decode()
+        if nm not in (".", ".."):
+            out.append(nm)
+            n -= 1
+    return out
+
+
+def readdir_changing(path):
+    """POSIX readdir(): entries neither removed nor added while the stream is
+    open come exactly once; seekdir to a telldir position gives the entry
+    that came after it again; rewinddir sees the changes."""
+    d = libc.opendir(path.encode())
+    if not d:
+        check(-1)
+    try:
+        first = readdir_n(d, 150)
+        pos = libc.telldir(d)
+        after = readdir_n(d, 1)
+        libc.seekdir(d, pos)
+        again = readdir_n(d, 1)
+        removed = set("k%04d" % i for i in range(0, 1200, 3))
+        for nm in removed:
+            os.unlink(os.path.join(path, nm))
+        for i in range(300):
+            put(os.path.join(path, "n%04d" % i), b"")
+        rest = readdir_n(d, -1)
+        seen = first + again + rest
+        kept = set("k%04d" % i for i in range(1200)) - removed
+        twice = len(seen) - len(set(seen))
+        missing = len(kept - set(seen))
+        libc.rewinddir(d)
+        whole = readdir_n(d, -1)
+        return "seekdir back %s, kept entries missing %d, names twice %d, after rewinddir %d entries (%d new)" % (
+            "same" if after == again else "different", missing, twice, len(whole),
+            sum(1 for x in whole if x.startswith("n")))
+    finally:
+        libc.closedir(d)
+
+
+def cwd_after_rename(top):
+    """getcwd() inside a directory renamed (and its parent renamed) meanwhile"""
+    here = os.getcwd()
+    os.makedirs("cw/a/b")
+    os.chdir("cw/a/b")
+    try:
+        os.rename(os.path.join(here, "cw/a"), os.path.join(here, "cw/a2"))
+        os.rename(os.path.join(here, "cw"), os.path.join(here, "cw2"))
+        got = os.getcwd()
+        put("made-here", b"")
+        return "getcwd %s, %s" % (got[len(top):] if got.startswith(top) else "outside the test",
+                                   "made-here is in cw2/a2/b" if os.path.exists(os.path.join(here, "cw2/a2/b/made-here")) else "made-here elsewhere")
+    finally:
+        os.chdir(here)
+
+
 # ---------------------------------------------------------------- the transcript
 
 class Run:
@@ -904,6 +981,9 @@ def script(R):
     S('chdir(deep), open(relative), chdir back', lambda: O.chdir(deep) or opn("q" * 79, O.O_RDONLY) or O.chdir(R.top + "/names"), [])
     S('symlink(4095-byte target, "lp"), stat("lp")', lambda: O.symlink(tail4095, "lp") or O.stat("lp") and None, ["lp"])
     S('readdir(deep)', lambda: listing(deep), [deep])
+    S('mkdir("chg"), create 1200 files k0000..k1199', lambda: O.mkdir("chg") or [put("chg/k%04d" % i, b"") for i in range(1200)] and None, ["chg"])
+    S('readdir("chg") 150, telldir/seekdir, unlink 400, create 300, read on, rewinddir', lambda: readdir_changing("chg"), ["chg"])
+    S('getcwd() in cw/a/b after rename("cw/a", "cw/a2"), rename("cw", "cw2")', lambda: cwd_after_rename(R.top), ["cw2/a2/b", "cw2/a2", "cw2"])
     S('rename(deep, "up")', lambda: O.rename(deep, "up"), [deep, "up"])
     S('readdir("up")', lambda: listing("up"), ["up"])
 
