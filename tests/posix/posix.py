@@ -984,6 +984,15 @@ def script(R):
     S('mkdir("chg"), create 1200 files k0000..k1199', lambda: O.mkdir("chg") or [put("chg/k%04d" % i, b"") for i in range(1200)] and None, ["chg"])
     S('readdir("chg") 150, telldir/seekdir, unlink 400, create 300, read on, rewinddir', lambda: readdir_changing("chg"), ["chg"])
     S('getcwd() in cw/a/b after rename("cw/a", "cw/a2"), rename("cw", "cw2")', lambda: cwd_after_rename(R.top), ["cw2/a2/b", "cw2/a2", "cw2"])
+    low = bytes(b for b in range(1, 128) if b != ord("/"))
+    high = bytes(range(128, 256))
+    S('mkdir("bytes"), create names of every byte 1..127 but "/", and 128..255', lambda: O.mkdir("bytes") or
+      put(b"bytes/" + low, b"") or put(b"bytes/" + high, b"") or put(b"bytes/a", b"") or put(b"bytes/A", b"") or
+      put(b"bytes/ ", b"") or put(b"bytes/-", b"") or None, ["bytes"])
+    S('readdir("bytes") (names as bytes)', lambda: " ".join(sorted(repr(n) for n in O.listdir(b"bytes"))), ["bytes"])
+    S('stat each by name, unlink each', lambda: [O.stat(b"bytes/" + n) and O.unlink(b"bytes/" + n) for n in (low, high, b"a", b"A", b" ", b"-")] and None, ["bytes"])
+    S('mkdir("."), mkdir("..")', lambda: "%s %s" % (R.outcome(lambda: O.mkdir(".")), R.outcome(lambda: O.mkdir(".."))), ["."])
+    S('unlink("."), unlink("..")', lambda: "%s %s" % (R.outcome(lambda: O.unlink(".")), R.outcome(lambda: O.unlink(".."))), ["."])
     S('rename(deep, "up")', lambda: O.rename(deep, "up"), [deep, "up"])
     S('readdir("up")', lambda: listing("up"), ["up"])
 
