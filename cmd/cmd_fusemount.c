@@ -761,11 +761,12 @@ static void bg_wake(struct fmount *m, bool unpark)
 #define CAP_FSETID_BIT	4	/* <linux/capability.h> CAP_FSETID */
 #define CAP_FOWNER_BIT	3	/* CAP_FOWNER */
 #define CAP_LINUX_IMMUTABLE_BIT	9	/* CAP_LINUX_IMMUTABLE */
+#define CAP_SYS_ADMIN_BIT	21	/* CAP_SYS_ADMIN */
 
 /*
  * Who asks, for the set-id rules (fs_ops.h), malloc'd (free() it; NULL: no
  * memory): fuse_req_ctx() has the fsuid and fsgid; the supplementary groups
- * and CAP_FSETID, CAP_FOWNER and CAP_LINUX_IMMUTABLE are read from /proc/PID/status.  A request the kernel makes
+ * and CAP_FSETID, CAP_FOWNER, CAP_LINUX_IMMUTABLE and CAP_SYS_ADMIN are read from /proc/PID/status.  A request the kernel makes
  * itself (pid 0) or whose process is gone counts as privileged only for
  * uid 0.
  */
@@ -781,7 +782,8 @@ static struct bch_caller *caller_new(fuse_req_t req)
 	if (!cr)
 		return NULL;
 	*cr = (struct bch_caller) { .uid = ctx->uid, .gid = ctx->gid, .cap_fsetid = !ctx->uid,
-				    .cap_fowner = !ctx->uid, .cap_linux_immutable = !ctx->uid };
+				    .cap_fowner = !ctx->uid, .cap_linux_immutable = !ctx->uid,
+				    .cap_sys_admin = !ctx->uid };
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
 	if (!ctx->pid || !(f = fopen(path, "re")))
 		return cr;
@@ -802,6 +804,7 @@ static struct bch_caller *caller_new(fuse_req_t req)
 			cr->cap_fsetid = (caps >> CAP_FSETID_BIT) & 1;
 			cr->cap_fowner = (caps >> CAP_FOWNER_BIT) & 1;
 			cr->cap_linux_immutable = (caps >> CAP_LINUX_IMMUTABLE_BIT) & 1;
+			cr->cap_sys_admin = (caps >> CAP_SYS_ADMIN_BIT) & 1;
 		}
 	}
 	free(line);
@@ -1456,7 +1459,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		r = open_flags_check(m, from_fuse(ino), fi->flags);
 	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode))
 		r = kill_priv(req, m, from_fuse(ino));
-	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode) && st.st_size) {
+	/* POSIX open(): O_TRUNC of a file that existed moves mtime and ctime, empty or not */
+	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode)) {
 		struct bch_setattr sa = { .valid = BCH_SETATTR_SIZE, .size = 0 };
 		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
 	}
@@ -2051,19 +2055,59 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	free(buf);
 }
 
+/*
+ * Drop the trusted.* names from list (n bytes of NUL-ended names) unless
+ * the caller of req has CAP_SYS_ADMIN, as the kernel's filesystems list them
+ * (the VFS filters getxattr of them, not listxattr).  Returns the new length.
+ */
+static ssize_t listxattr_filter(fuse_req_t req, char *list, ssize_t n)
+{
+	bool any = false;
+
+	for (char *p = list; p < list + n; p += strlen(p) + 1)
+		any |= !strncmp(p, "trusted.", 8);
+	if (!any)
+		return n;
+	struct bch_caller *cr = caller_new(req);
+	bool admin = cr && cr->cap_sys_admin;
+	free(cr);
+	if (admin)
+		return n;
+	char *to = list;
+	for (char *p = list; p < list + n;) {
+		size_t l = strlen(p) + 1;
+		if (strncmp(p, "trusted.", 8)) {
+			memmove(to, p, l);
+			to += l;
+		}
+		p += l;
+	}
+	return to - list;
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
 	req_type(REQ_listxattr);
 	struct fmount *m = FM(req);
-	char *buf = malloc(size ? size : 1);
+	char *buf = NULL;
+	ssize_t n;
 
+	/* the whole list, filtered, then measured against size */
 	LOCK(m);
-	ssize_t n = bch_fs_listxattr(m->c, from_fuse(ino), size ? buf : NULL, size);
+	n = bch_fs_listxattr(m->c, from_fuse(ino), NULL, 0);
+	if (n > 0 && !(buf = malloc(n)))
+		n = -ENOMEM;
+	if (n > 0)
+		n = bch_fs_listxattr(m->c, from_fuse(ino), buf, n);
 	UNLOCK(m);
+	if (n > 0)
+		n = listxattr_filter(req, buf, n);
 	if (n < 0)
 		lf->reply_err(req, (int)-n);
 	else if (!size)
 		lf->reply_xattr(req, n);
+	else if ((size_t)n > size)
+		lf->reply_err(req, ERANGE);
 	else
 		lf->reply_buf(req, buf, n);
 	free(buf);

@@ -1706,7 +1706,7 @@ static int v_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offse
 				err = bch_extent_insert(t, holes[h], true, &u);
 			if (!err) {
 				ip->sectors += u.i_sectors_delta;
-				touch(ip, false);
+				touch(ip, true);	/* every fallocate, as file_modified() */
 				err = ino_set_write(c, &s, t);
 			}
 			if (!err)

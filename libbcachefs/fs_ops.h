@@ -76,6 +76,7 @@ struct bch_caller {
 	bool		cap_fsetid;	/* CAP_FSETID: keeps set-id bits */
 	bool		cap_fowner;	/* CAP_FOWNER: acts as any file's owner */
 	bool		cap_linux_immutable;	/* CAP_LINUX_IMMUTABLE: chattr +i/+a */
+	bool		cap_sys_admin;	/* CAP_SYS_ADMIN: sees trusted.* xattrs */
 };
 
 /* in_group_p(): gid is the caller's fsgid or one of its groups */
