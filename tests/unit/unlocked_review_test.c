@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "blockdev.h"
 #include "bcachefs.h"
 #include "errcode.h"
 #include "fs.h"
@@ -365,4 +366,91 @@ Test(unlocked_review, read_plan_across_append_merge)
 	bch_data_read_plan_free(&pl);
 	cr_assert(!memcmp(buf, big, 32 << 10));
 	reopen_fsck();
+}
+
+/* ------------------------------------------------------- error paths */
+
+static int fail_writes(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
+		       const void *buf, size_t len)
+{
+	(void)priv, (void)dev, (void)offset, (void)buf, (void)len;
+	return op == BCH_IO_WRITE ? -EIO : 0;
+}
+
+/* An overwrite of a's first 64 KiB planned; returns a's user sectors before it. */
+static uint64_t planned_overwrite(uint64_t *a, struct bch_fs_write_op *w)
+{
+	struct bch_dev_usage u;
+
+	open_fs(16);
+	*a = mkfile("a");
+	memset(big, 0x11, 64 << 10);
+	cr_assert_eq(bch_fs_write(c, *a, 0, big, 64 << 10), 64 << 10);
+	cr_assert_eq(bch_fs_fsync(c), 0);
+	bch_dev_usage_get(c, 0, &u);
+	memset(big, 0x77, 64 << 10);
+	cr_assert_eq(bch_fs_write_begin(c, &writes, w, *a, 0, big, 64 << 10, true), 0);
+	cr_assert(w->planned);
+	return u.sectors[BCH_DATA_user];
+}
+
+static void assert_unchanged(uint64_t a, uint64_t user_sectors)
+{
+	static uint8_t got[64 << 10];
+	struct bch_dev_usage u;
+
+	cr_assert_eq(writes.nr, 0, "a ticket left");
+	cr_assert_eq(writes.planned, 0, "space left planned");
+	bch_dev_usage_get(c, 0, &u);
+	cr_assert_eq(u.sectors[BCH_DATA_user], user_sectors, "user sectors %llu, %llu before: leaked",
+		     (unsigned long long)u.sectors[BCH_DATA_user], (unsigned long long)user_sectors);
+	cr_assert_eq(bch_fs_read(c, a, 0, got, sizeof(got)), (ssize_t)sizeof(got));
+	for (unsigned i = 0; i < sizeof(got); i++)
+		cr_assert_eq(got[i], 0x11, "byte %u: %#x, the failed write's?", i, got[i]);
+}
+
+/*
+ * The run fails (a device write error): the end returns the error, keeps
+ * nothing of the plan (the file's old bytes, the space given back, no
+ * ticket), and the filesystem checks clean.
+ */
+Test(unlocked_review, planned_run_fails)
+{
+	struct bch_fs_write_op w;
+	uint64_t a;
+	uint64_t before = planned_overwrite(&a, &w);
+	struct bch_io_hook hook = { .fn = fail_writes };
+
+	bch_dev_set_hook(c->devs[0]->bdev, &hook);
+	bch_fs_write_run(&w);
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	cr_assert_neq(w.run_r, 0, "the run did not fail");
+	cr_assert(bch_fs_write_turn(&writes, &w));
+	ssize_t n = bch_fs_write_end(c, &writes, &w);
+	cr_assert_lt(n, 0, "a write whose data did not reach the device returned %zd", n);
+	assert_unchanged(a, before);
+	reopen_fsck();
+}
+
+/*
+ * The filesystem goes read-only (an error with errors=ro: emergency_ro)
+ * between the run and the end: the end fails (v_write_index() does not
+ * look at emergency_ro, but its commit refuses, and the old way's redo
+ * fails the same), and nothing of the plan is kept.
+ */
+Test(unlocked_review, planned_write_fs_goes_ro)
+{
+	struct bch_fs_write_op w;
+	uint64_t a;
+	uint64_t before = planned_overwrite(&a, &w);
+
+	bch_fs_write_run(&w);
+	cr_assert_eq(w.run_r, 0);
+	c->opts.v[Opt_errors] = 1;	/* remount-ro */
+	bch_fs_error(c, -EIO, false);
+	cr_assert(c->emergency_ro, "errors=ro left the filesystem writable");
+	cr_assert(bch_fs_write_turn(&writes, &w));
+	ssize_t n = bch_fs_write_end(c, &writes, &w);
+	cr_assert_lt(n, 0, "a write after the filesystem went read-only returned %zd", n);
+	assert_unchanged(a, before);
 }
