@@ -728,3 +728,87 @@ Test(unlocked_review, write_to_ro_snapshot_bug)
 	cr_assert_eq(nr_dev_writes, 0, "the planned write wrote %u times to the device",
 		     nr_dev_writes);
 }
+
+/* ------------------------------------------------- reflink and collapse */
+
+static void assert_bytes(uint64_t inum, uint64_t off, size_t len, uint8_t want, const char *what)
+{
+	static uint8_t got[256 << 10];
+
+	cr_assert_leq(len, sizeof(got));
+	cr_assert_eq(bch_fs_read(c, inum, off, got, len), (ssize_t)len, "%s", what);
+	for (size_t i = 0; i < len; i++)
+		cr_assert_eq(got[i], want, "%s: byte %zu: %#x, want %#x", what, off + i, got[i], want);
+}
+
+/*
+ * Reflink out of a file with a planned overwrite in flight (its extents
+ * become indirect under the write), then into it over the write's range:
+ * the write lands after both (a serial order), the source of the remap
+ * keeps what it shared, and the reference counts check clean.
+ */
+Test(unlocked_review, remap_both_ways_beside_planned_write)
+{
+	struct bch_fs_write_op w;
+
+	open_fs(32);
+	uint64_t a = mkfile("a"), b = mkfile("b"), d = mkfile("d");
+	memset(big, 0x11, 128 << 10);
+	cr_assert_eq(bch_fs_write(c, a, 0, big, 128 << 10), 128 << 10);
+	memset(big, 0x22, 128 << 10);
+	cr_assert_eq(bch_fs_write(c, d, 0, big, 128 << 10), 128 << 10);
+	memset(big, 0x77, 64 << 10);
+	cr_assert_eq(bch_fs_write_begin(c, &writes, &w, a, 0, big, 64 << 10, true), 0);
+	cr_assert(w.planned);
+	/* out: a's first 96 KiB shared into b (whole blocks: no data copied) */
+	cr_assert_eq(bch_fs_remap_range(c, a, 0, b, 0, 96 << 10), 96 << 10, "%s", c->err_msg);
+	bch_fs_write_run(&w);
+	/* in: d's bytes over a's 32..96 KiB, across the end of w's range */
+	cr_assert_eq(bch_fs_remap_range(c, d, 0, a, 32 << 10, 64 << 10), 64 << 10, "%s", c->err_msg);
+	cr_assert(bch_fs_write_turn(&writes, &w));
+	cr_assert_eq(bch_fs_write_end(c, &writes, &w), 64 << 10, "%s", c->err_msg);
+	assert_bytes(a, 0, 64 << 10, 0x77, "a: the write");
+	assert_bytes(a, 64 << 10, 32 << 10, 0x22, "a: d's remap past the write");
+	assert_bytes(a, 96 << 10, 32 << 10, 0x11, "a: its own");
+	assert_bytes(b, 0, 96 << 10, 0x11, "b: what a held at the remap");
+	assert_bytes(d, 0, 128 << 10, 0x22, "d");
+	reopen_fsck();
+}
+
+/*
+ * A planned write that read the old bytes of its partial block, and a
+ * collapse (fallocate COLLAPSE_RANGE) of the block before it meanwhile:
+ * what was around it moved, so it is written again the old way, where
+ * the collapse left the file (a serial order: collapse, then the write).
+ */
+Test(unlocked_review, rmw_then_collapse)
+{
+	struct bch_fs_write_op w;
+	uint8_t mine[50];
+	static uint8_t old[3 * 4096], got[3 * 4096];
+
+	open_fs(16);
+	uint64_t a = mkfile("a");
+	for (unsigned i = 0; i < sizeof(old); i++)
+		old[i] = (uint8_t)(i / 4096 + 1) * 0x10 + (i % 7);
+	memset(mine, 0x55, sizeof(mine));
+	cr_assert_eq(bch_fs_write(c, a, 0, old, sizeof(old)), (ssize_t)sizeof(old));
+	cr_assert_eq(bch_fs_write_begin(c, &writes, &w, a, 4096 + 100, mine, sizeof(mine), true), 0);
+	cr_assert(w.planned, "an unaligned write with none in flight is planned");
+	bch_fs_write_run(&w);
+	cr_assert_eq(bch_fs_fallocate(c, a, FALLOC_FL_COLLAPSE_RANGE, 0, 4096), 0, "%s", c->err_msg);
+	cr_assert(bch_fs_write_turn(&writes, &w));
+	cr_assert_eq(bch_fs_write_end(c, &writes, &w), (ssize_t)sizeof(mine));
+	cr_assert(w.redone, "the partial block changed: written again the old way");
+	/* collapse, then the write: old's blocks 1 and 2 at 0, mine at 4096 + 100 */
+	struct stat st;
+	cr_assert_eq(bch_fs_getattr(c, a, &st), 0);
+	cr_assert_eq(st.st_size, 2 * 4096);
+	cr_assert_eq(bch_fs_read(c, a, 0, got, 2 * 4096), 2 * 4096);
+	for (unsigned i = 0; i < 2 * 4096; i++) {
+		uint8_t want = i >= 4096 + 100 && i < 4096 + 150 ? 0x55 : old[i + 4096];
+		cr_assert_eq(got[i], want, "byte %u: %#x, want %#x", i, got[i], want);
+	}
+	cr_assert_eq(writes.nr, 0);
+	reopen_fsck();
+}
