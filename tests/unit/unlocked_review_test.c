@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "blockdev.h"
+#include "copygc.h"
 #include "bcachefs.h"
 #include "errcode.h"
 #include "extents.h"
@@ -810,5 +811,63 @@ Test(unlocked_review, rmw_then_collapse)
 		cr_assert_eq(got[i], want, "byte %u: %#x, want %#x", i, got[i], want);
 	}
 	cr_assert_eq(writes.nr, 0);
+	reopen_fsck();
+}
+
+/* ------------------------------------------------------------- copygc */
+
+/*
+ * Copygc (the daemon's background thread) while a planned write is in
+ * flight, with the bucket holding the write's space its best victim (all
+ * else in it overwritten): copygc finds no key into the planned space and
+ * must not free the bucket, nor may any later allocation take it; the
+ * write then lands whole.  Safe because the plan counts its sectors live
+ * at once (bch_alloc_data_ec() in bch_data_write_plan()) and a bucket is
+ * free only with no live sector (bucket_free()).
+ */
+Test(unlocked_review, copygc_beside_planned_write)
+{
+	struct bch_fs_write_op w;
+	static uint8_t fill_buf[1 << 20], mine[8 << 10];
+
+	open_fs(16);
+	uint64_t x = mkfile("x"), a = mkfile("a"), y = mkfile("y");
+	memset(big, 0x33, 32 << 10);
+	cr_assert_eq(bch_fs_write(c, x, 0, big, 32 << 10), 32 << 10);	/* half the open bucket */
+	memset(mine, 0x77, sizeof(mine));	/* unchanged until w ends */
+	cr_assert_eq(bch_fs_write_begin(c, &writes, &w, a, 0, mine, sizeof(mine), true), 0);
+	cr_assert(w.planned);
+	cr_assert_eq(w.pl.nr, 1);
+	const struct bch_extent_ptr p = w.pl.w[0].ptrs[0];
+	unsigned bs = bch_alloc_bucket_sectors(c, p.dev);
+	uint64_t b = p.offset / bs;
+	/* another 64 KiB: a new bucket opens, w's is closed with x and the plan in it */
+	memset(fill_buf, 0x44, sizeof(fill_buf));
+	cr_assert_eq(bch_fs_write(c, y, 0, fill_buf, 64 << 10), 64 << 10);
+	cr_assert(!bch_alloc_bucket_open(c, p.dev, b), "w's bucket still open");
+	/* x rewritten elsewhere: w's bucket holds nothing live but the plan */
+	cr_assert_eq(bch_fs_write(c, x, 0, big, 32 << 10), 32 << 10);
+	cr_assert_eq(bch_fs_fsync(c), 0);
+	struct bch_alloc_candidate cand[64];
+	unsigned nr = bch_alloc_copygc_candidates(c, p.dev, 64, cand);
+	bool victim = false;
+	for (unsigned i = 0; i < nr; i++)
+		victim |= cand[i].bucket == b;
+	cr_assert(victim, "w's bucket is no copygc candidate: free (the planned space not counted), "
+		  "or not among the emptiest (then this test shows nothing)");
+	for (unsigned i = 0; i < 4; i++)
+		cr_assert_geq(bch_copygc_step(c, NULL), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_alloc_bucket_gen(c, p.dev, b), p.gen, "w's bucket was freed under it");
+	/* more data: a freed bucket would be taken now */
+	for (unsigned i = 0; i < 6; i++)
+		cr_assert_eq(bch_fs_write(c, y, (64 << 10) + (uint64_t)i * sizeof(fill_buf), fill_buf,
+					  sizeof(fill_buf)), (ssize_t)sizeof(fill_buf), "%s", c->err_msg);
+	bch_fs_write_run(&w);
+	cr_assert_eq(w.run_r, 0);
+	cr_assert(bch_fs_write_turn(&writes, &w));
+	cr_assert_eq(bch_fs_write_end(c, &writes, &w), 8 << 10, "%s", c->err_msg);
+	cr_assert(!w.redone);
+	assert_bytes(a, 0, 8 << 10, 0x77, "a: the planned write");
+	assert_bytes(x, 0, 32 << 10, 0x33, "x");
 	reopen_fsck();
 }
