@@ -871,3 +871,53 @@ Test(unlocked_review, copygc_beside_planned_write)
 	assert_bytes(x, 0, 32 << 10, 0x33, "x");
 	reopen_fsck();
 }
+
+/* ------------------------------------------------------- reads: reuse */
+
+/*
+ * A read planned, then the file overwritten, its old bucket emptied,
+ * freed and reopened for another file's data before the run (no data
+ * checksum: only the reuse sequence can tell): the run refuses (-EAGAIN:
+ * redone under the lock).  The same plan with its sequence forced to the
+ * current one returns the other file's bytes -- what the check prevents.
+ */
+Test(unlocked_review, read_plan_then_bucket_reused)
+{
+	static uint8_t buf[64 << 10], ybuf[1 << 20];
+	struct bch_read_plan pl;
+
+	open_fs(16);
+	c->opts.v[Opt_data_checksum] = 0;
+	uint64_t x = mkfile("x"), y = mkfile("y");
+	memset(big, 0x11, 64 << 10);
+	cr_assert_eq(bch_fs_write(c, x, 0, big, 64 << 10), 64 << 10);
+	cr_assert_eq(bch_fs_fsync(c), 0);
+	cr_assert_eq(bch_fs_read_plan(c, x, 0, 64 << 10, &pl), 0);
+	cr_assert(pl.nr >= 1 && pl.p[0].bdev);
+	unsigned bs = bch_alloc_bucket_sectors(c, 0);
+	uint64_t b = (pl.p[0].dev_off >> BCH_SECTOR_SHIFT) / bs;
+	uint8_t gen = bch_alloc_bucket_gen(c, 0, b);
+	memset(big, 0x22, 64 << 10);
+	cr_assert_eq(bch_fs_write(c, x, 0, big, 64 << 10), 64 << 10);
+	/* y rewritten over and over: the rotor comes round to x's old bucket */
+	memset(ybuf, 0x99, sizeof(ybuf));
+	unsigned rounds = 0;
+	while (bch_alloc_bucket_gen(c, 0, b) == gen) {
+		cr_assert_lt(++rounds, 200, "x's old bucket never reused");
+		cr_assert_eq(bch_fs_fsync(c), 0);
+		cr_assert_eq(bch_fs_write(c, y, 0, ybuf, sizeof(ybuf)), (ssize_t)sizeof(ybuf), "%s",
+			     c->err_msg);
+	}
+	cr_assert_eq(bch_fs_fsync(c), 0);
+	cr_assert_eq(bch_data_read_plan_run(&pl, buf), -EAGAIN, "a run over a reused bucket passed");
+	pl.seq = __atomic_load_n(&c->data_reuse_seq, __ATOMIC_SEQ_CST);
+	ssize_t n = bch_data_read_plan_run(&pl, buf);
+	bch_data_read_plan_free(&pl);
+	cr_assert_eq(n, 64 << 10);
+	bool other = false;
+	for (unsigned i = 0; i < sizeof(buf); i++)
+		other |= buf[i] != 0x11 && buf[i] != 0x22;
+	cr_assert(other, "the reused bucket still held x's bytes (then this test shows nothing)");
+	assert_bytes(x, 0, 64 << 10, 0x22, "x");
+	reopen_fsck();
+}
