@@ -11,7 +11,18 @@
  * A test named *_bug shows a bug of main's code: it is skipped with
  * cr_skip_test("BUG: ...") until the code is fixed (BCH_REVIEW_BUGS=1 in
  * the environment runs it anyway: it fails).  The others show that an
- * order suspected of going wrong does not.
+ * order suspected of going wrong does not.  docs/review-unlocked-io.md has
+ * the findings, why the others hold, and the fixes tried.
+ *
+ *   ENOSPC the serial answer: a not-planned write behind an earlier planned
+ *     one and beside a later one; fallocate and copy_file_range beside a
+ *     planned overwrite (mirrors of the daemon's ops), each with its serial
+ *     orders.
+ *   error paths: the file freed, the run failing, the filesystem going
+ *     read-only; writes after emergency_ro and into a read-only snapshot.
+ *   meanwhile: a file option, a snapshot, reflink both ways, a collapse,
+ *     copygc; a read plan across an append merge, a reused and a
+ *     discarded bucket.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
