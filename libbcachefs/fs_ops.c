@@ -1181,6 +1181,9 @@ static ssize_t v_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 		return -EFBIG;
 	if (c->read_only)
 		return -EROFS;
+	/* fs_err.c: every later write fails, and none reaches the devices */
+	if (c->emergency_ro)
+		return ret_errno(-BCH_ERR_fs_emergency_ro);
 	if ((r = metadata_room_for(c, true)))
 		return ret_errno(r);
 	while (done < len) {
@@ -1271,9 +1274,13 @@ static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op 
 	const char *src = op->buf;
 	int r = bch_inode_get(c, inum, &i);
 
-	/* the checks of v_write(): a failure is its to report */
+	/*
+	 * the checks of v_write(): a failure is its to report, before any
+	 * data is written (a read-only snapshot is refused only at the commit)
+	 */
+	const struct bch_view *view = bch_view_cur(c);
 	if (r || !S_ISREG(i.mode) || flags_write(&i, offset) || !len || offset > MAX_FILE_SIZE ||
-	    len > MAX_FILE_SIZE - offset || c->read_only)
+	    len > MAX_FILE_SIZE - offset || c->read_only || c->emergency_ro || (view && view->ro))
 		return -EAGAIN;
 	/* one write_chunk() of v_write(): one transaction */
 	if (offset / WRITE_CHUNK != (offset + len - 1) / WRITE_CHUNK)
@@ -1316,8 +1323,22 @@ int bch_fs_write_begin(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_fs
 		ws->op = n;
 		ws->cap = ncap;
 	}
-	for (unsigned k = 0; k < ws->nr; k++)
+	uint64_t owed = 0;	/* bytes earlier writes not planned are still to store */
+	for (unsigned k = 0; k < ws->nr; k++) {
 		earlier |= ws->op[k]->handle == handle;
+		if (!ws->op[k]->planned)
+			owed += ws->op[k]->len;
+	}
+	/*
+	 * A write not planned waits for the planned writes issued before it;
+	 * one planned later takes its space at once, ahead of it.  So plan
+	 * only while that leaves them room (at the most copies any file may
+	 * ask), and their ENOSPC stays the serial answer.
+	 */
+	uint64_t bs = block_bytes(c);
+	if (owed && (owed + len + 2 * bs) / bs * (bs >> BCH_SECTOR_SHIFT) * BCH_REPLICAS_MAX >
+		    bch_alloc_user_free(c))
+		may_plan = false;
 	if (may_plan) {
 		uint64_t h = handle;
 		op->planned = !VIEW_CALL(c, h, v_write_plan(c, h, op, !earlier));
@@ -1378,6 +1399,13 @@ static ssize_t v_write_index(struct bch_fs *c, uint64_t inum, struct bch_fs_writ
 	    flags_write(i, op->offset) || c->read_only || bch_trans_init(c, &t))
 		return -EAGAIN;
 	bool sync = i->flags & BCH_INODE_SYNC;
+	struct bch_io_opts now;
+	bch_io_opts_get(c, i, &now);
+	/* the file's options changed meanwhile (setxattr): written as they say now */
+	if (!bch_io_opts_same(&now, &op->pl.o)) {
+		bch_trans_exit(t);
+		return -EAGAIN;
+	}
 	if (op->bounce && !rmw_still(c, inum, i->size, op)) {
 		bch_trans_exit(t);
 		return -EAGAIN;

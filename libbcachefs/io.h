@@ -43,6 +43,16 @@ struct bch_io_opts {
 
 void bch_io_opts_get(struct bch_fs *c, const struct bch_inode *inode, struct bch_io_opts *o);
 
+/* Field by field (the struct has padding): the same options? */
+static inline bool bch_io_opts_same(const struct bch_io_opts *a, const struct bch_io_opts *b)
+{
+	return a->csum_type == b->csum_type && a->compression == b->compression &&
+	       a->replicas == b->replicas && a->target == b->target &&
+	       a->background_target == b->background_target &&
+	       a->background_compression == b->background_compression &&
+	       a->promote_target == b->promote_target && a->erasure_code == b->erasure_code;
+}
+
 /*
  * Write sectors of buf as inum's data at sector start (start and sectors
  * multiples of the block size): the data goes to disk now, and the
