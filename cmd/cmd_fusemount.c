@@ -1688,6 +1688,20 @@ static bool no_planned_writes(struct fmount *m, const void *arg)
 	return !m->writes.planned;
 }
 
+/*
+ * With ENGINE held, before an op that allocates file space beside the
+ * writes (fallocate, copy_file_range): the planned writes in flight hold
+ * new space until their ends free what they replace, so they end first,
+ * and none is planned meanwhile; its ENOSPC is then the serial answer, as
+ * a write not planned gets it (fs_ops.h, bch_fs_write_begin()).
+ */
+static void wait_planned_writes(struct fmount *m)
+{
+	m->writes_blocked++;
+	need_wait(m, no_planned_writes, NULL);
+	m->writes_blocked--;
+}
+
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
@@ -2140,6 +2154,7 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	(void)fi;
 
 	LOCK(m);
+	wait_planned_writes(m);
 	int r = kill_priv(req, m, from_fuse(ino));
 	if (!r)
 		r = bch_fs_fallocate(m->c, from_fuse(ino), mode, offset, length);
@@ -2197,6 +2212,7 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	while (done < len) {
 		uint64_t want = len - done < REMAP_STEP ? len - done : REMAP_STEP;
 		LOCK(m);
+		wait_planned_writes(m);
 		r = done ? 0 : kill_priv(req, m, from_fuse(ino_out));
 		if (!r)
 			r = bch_fs_remap_range(m->c, from_fuse(ino_in), off_in + done, from_fuse(ino_out),

@@ -8,11 +8,11 @@
  * would let them happen (cmd/cmd_fusemount.c op_write, op_read and the ops
  * that take the engine lock without waiting for writes in flight).
  *
- * A test named *_bug shows a bug of main's code: it is skipped with
- * cr_skip_test("BUG: ...") until the code is fixed (BCH_REVIEW_BUGS=1 in
- * the environment runs it anyway: it fails).  The others show that an
- * order suspected of going wrong does not.  docs/review-unlocked-io.md has
- * the findings, why the others hold, and the fixes tried.
+ * Six of them failed when written (session 20's review), each for a bug
+ * since fixed: enospc_unplanned_behind_later_planned, fallocate_ and
+ * copy_range_beside_planned_overwrite, write_after_emergency_ro,
+ * option_change_beside_planned_write, write_to_ro_snapshot.  The others
+ * show that an order suspected of going wrong does not.
  *
  *   ENOSPC the serial answer: a not-planned write behind an earlier planned
  *     one and beside a later one; fallocate and copy_file_range beside a
@@ -73,13 +73,6 @@ static void teardown(void)
 }
 
 TestSuite(unlocked_review, .init = setup, .fini = teardown, .timeout = 120);
-
-/* A test of a known bug runs only when asked (it fails until the fix). */
-#define BUG_SKIP(why)							\
-	do {								\
-		if (!getenv("BCH_REVIEW_BUGS"))				\
-			cr_skip_test("BUG: " why);			\
-	} while (0)
 
 static void open_fs(unsigned size_mb)
 {
@@ -144,11 +137,8 @@ static uint64_t fill(uint64_t a, uint64_t left)
  * 1 MiB boundary: not planned) waits for w0; w2 (file a, an overwrite)
  * is planned; w0 ends; w1 ends short; w2 ends.
  */
-Test(unlocked_review, enospc_unplanned_behind_later_planned_bug)
+Test(unlocked_review, enospc_unplanned_behind_later_planned)
 {
-	BUG_SKIP("fs_ops.c bch_fs_write_turn(): a not-planned write that waits for an earlier "
-		 "planned one loses the space a LATER planned overwrite holds: it is stored "
-		 "short although either serial order stores it whole");
 	struct bch_fs_write_op w0, w1, w2;
 
 	open_fs(8);
@@ -163,8 +153,12 @@ Test(unlocked_review, enospc_unplanned_behind_later_planned_bug)
 	cr_assert_eq(bch_fs_write_begin(c, &writes, &w1, b, off1, big, m, true), 0);
 	cr_assert(!w1.planned);
 	cr_assert(!bch_fs_write_turn(&writes, &w1), "w1 waits for w0");
-	/* meanwhile (op_write's need_wait() released the lock) w2 begins: planned, on main */
+	/*
+	 * meanwhile (op_write's need_wait() released the lock) w2 begins: not
+	 * planned, as w1 would have no room beside it
+	 */
 	cr_assert_eq(bch_fs_write_begin(c, &writes, &w2, a, 0, big, 128 << 10, true), 0);
+	cr_assert(!w2.planned, "planned ahead of w1, which waits");
 	bch_fs_write_run(&w0);
 	bch_fs_write_run(&w2);
 	/* each ends once its turn comes, as the daemon's threads would */
@@ -215,11 +209,12 @@ Test(unlocked_review, enospc_serial_orders)
 }
 
 /*
- * cmd_fusemount.c op_fallocate() and op_copy_file_range() as main does them:
- * the engine lock, then the call -- no wait for the planned writes in
- * flight.  (The fix changes them and these mirrors alike: e.g. wait, as a
- * not-planned write does, for the planned writes issued before -- here
- * finish_planned(), which runs and ends them as their threads would.)
+ * cmd_fusemount.c op_fallocate() and op_copy_file_range() as the daemon
+ * does them: the engine lock, then wait_planned_writes() (the planned
+ * writes in flight end first -- here finish_planned(), which runs and ends
+ * them as their threads would), then the call.  Without that wait, beside
+ * a planned overwrite, the fallocate below got ENOSPC and the copy stored
+ * 163,328 of 327,680 bytes.
  */
 
 static void finish_planned(void)
@@ -233,29 +228,26 @@ static void finish_planned(void)
 	in_flight = NULL;
 }
 
-static int op_fallocate_as_main(uint64_t inum, int mode, uint64_t offset, uint64_t len)
+static int op_fallocate_as_daemon(uint64_t inum, int mode, uint64_t offset, uint64_t len)
 {
+	finish_planned();
 	return bch_fs_fallocate(c, inum, mode, offset, len);
 }
 
-static ssize_t op_copy_file_range_as_main(uint64_t src, uint64_t src_off, uint64_t dst,
-					  uint64_t dst_off, uint64_t len)
+static ssize_t op_copy_file_range_as_daemon(uint64_t src, uint64_t src_off, uint64_t dst,
+					    uint64_t dst_off, uint64_t len)
 {
+	finish_planned();
 	return bch_fs_remap_range(c, src, src_off, dst, dst_off, len);
 }
 
 /*
- * cmd_fusemount.c op_fallocate() (and op_copy_file_range(), whose
- * unaligned head and tail are written) take the engine lock and allocate
- * without waiting for the planned writes in flight: beside a planned
- * overwrite (which holds its new space until its end frees the old) a
- * fallocate that fits in either serial order is refused with ENOSPC.
+ * A fallocate (and a copy_file_range, whose unaligned head and tail are
+ * written) issued beside a planned overwrite, which holds its new space
+ * until its end frees the old: it fits, as in either serial order.
  */
-Test(unlocked_review, fallocate_beside_planned_overwrite_bug)
+Test(unlocked_review, fallocate_beside_planned_overwrite)
 {
-	BUG_SKIP("cmd_fusemount.c op_fallocate(): a fallocate beside a planned overwrite in "
-		 "flight gets ENOSPC that neither serial order gives (it does not wait for "
-		 "planned writes as a not-planned write does)");
 	struct bch_fs_write_op w1;
 
 	open_fs(8);
@@ -266,8 +258,7 @@ Test(unlocked_review, fallocate_beside_planned_overwrite_bug)
 	cr_assert(w1.planned);
 	in_flight = &w1;
 	/* op_fallocate while w1 runs unlocked */
-	int r = op_fallocate_as_main(b, 0, 0, m);
-	finish_planned();
+	int r = op_fallocate_as_daemon(b, 0, 0, m);
 	cr_assert_eq(r, 0, "fallocate of %llu bytes (%llu free before w1): %s", (unsigned long long)m,
 		     (unsigned long long)free, bch_err_str(r));
 	reopen_fsck();
@@ -295,14 +286,11 @@ Test(unlocked_review, fallocate_serial_orders)
 
 /*
  * The same for cmd_fusemount.c op_copy_file_range(): offsets that differ
- * modulo the block size are copied (bch_fs_remap_range()), and the copy's
- * space is refused beside a planned overwrite.
+ * modulo the block size are copied (bch_fs_remap_range()): all of it fits
+ * beside a planned overwrite.
  */
-Test(unlocked_review, copy_range_beside_planned_overwrite_bug)
+Test(unlocked_review, copy_range_beside_planned_overwrite)
 {
-	BUG_SKIP("cmd_fusemount.c op_copy_file_range(): a copy beside a planned overwrite in "
-		 "flight gets ENOSPC (or copies short) where neither serial order does (it does "
-		 "not wait for planned writes as a not-planned write does)");
 	struct bch_fs_write_op w1;
 
 	open_fs(8);
@@ -313,8 +301,7 @@ Test(unlocked_review, copy_range_beside_planned_overwrite_bug)
 	cr_assert(w1.planned);
 	in_flight = &w1;
 	/* op_copy_file_range while w1 runs unlocked */
-	ssize_t n = op_copy_file_range_as_main(a, 512 << 10, b, 512, m);
-	finish_planned();
+	ssize_t n = op_copy_file_range_as_daemon(a, 512 << 10, b, 512, m);
 	cr_assert_eq(n, (ssize_t)m, "copy of %llu bytes (%llu free before w1): %zd %s",
 		     (unsigned long long)m, (unsigned long long)free, n, n < 0 ? bch_err_str(n) : "");
 	reopen_fsck();
@@ -531,11 +518,8 @@ static int count_writes(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
  * old way (2 device writes: the same data twice) -- on devices that may
  * be what failed.
  */
-Test(unlocked_review, write_after_emergency_ro_bug)
+Test(unlocked_review, write_after_emergency_ro)
 {
-	BUG_SKIP("fs_ops.c v_write_plan() (and v_write()): after emergency_ro a write still "
-		 "allocates and writes its data to the devices before its commit fails; a "
-		 "planned one writes it twice (planned run, then the redo)");
 	struct bch_fs_write_op w;
 	struct bch_io_hook hook = { .fn = count_writes };
 
@@ -610,11 +594,8 @@ static void rebalance_all(void)
  * either serial order they are (setxattr first: the write uses the new
  * options and marks its work; the write first: the pass finds them).
  */
-Test(unlocked_review, option_change_beside_planned_write_bug)
+Test(unlocked_review, option_change_beside_planned_write)
 {
-	BUG_SKIP("fs_ops.c v_write_index(): a planned write indexes with the options of its "
-		 "begin; a background_compression set meanwhile, whose rebalance pass ran "
-		 "before the end, never reaches the write's extents");
 	struct bch_fs_write_op w;
 	uint64_t comp, all;
 
@@ -706,10 +687,8 @@ Test(unlocked_review, snapshot_between_begin_and_end)
  * v_write_plan() does not look at the view's ro.  (With the daemon: a
  * file of a read-only snapshot opened for writing.)
  */
-Test(unlocked_review, write_to_ro_snapshot_bug)
+Test(unlocked_review, write_to_ro_snapshot)
 {
-	BUG_SKIP("fs_ops.c v_write_plan(): a write into a read-only subvolume is planned and "
-		 "run (its data written to the devices), then refused with EROFS at its end");
 	struct bch_fs_write_op w;
 	struct bch_io_hook hook = { .fn = count_writes };
 	uint64_t snap, in_snap;
