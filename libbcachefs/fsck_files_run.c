@@ -42,10 +42,21 @@
 #include "super.h"
 #include "fsck_files.h"
 
-/* "pass N: what" (with snapshots: which subvolume's view). */
+/*
+ * "pass N: what" (with snapshots: which subvolume's view).  Checking only,
+ * the passes after pass 3 walk a few btrees each (5-6 the extents and
+ * inodes, 8 the dirents and xattrs): the interior nodes the last pass
+ * kept in the cache for its lookups go first, so they are not resident
+ * beside the next pass's (1M files: the dirents root, 90 KB, through
+ * passes 5-7; the extents and inodes roots, 180 KB, through 8-10).  A
+ * node needed again is read again (a few per pass).
+ */
 static void heading(struct fstate *s, unsigned pass, const char *what)
 {
 	char buf[160];
+
+	if (s->c->read_only && (pass == 5 || pass == 8))
+		bch_btree_cache_evict_unused(s->c);
 
 	if (!s->ctx->progress)
 		return;
