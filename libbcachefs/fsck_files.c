@@ -65,8 +65,9 @@
  *
  * Memory: four bits per inode in the table (fsck_files.h: two bytes at
  * worst; directories and the rare odd file 16 bytes in a hash table, and
- * directories 48 more) and one bit per block of each device; never in proportion to the data.  Keys are read in
- * batches and repairs happen between batches, so no iterator is open while
+ * directories 48 more) and, during pass 5, the blocks claimed on each device
+ * (runs while few, else one bit per block: struct fsck_claims); never in
+ * proportion to the data.  Keys are read in batches and repairs happen between batches, so no iterator is open while
  * the tree changes.
  */
 #include <dirent.h>
