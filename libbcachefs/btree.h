@@ -201,6 +201,8 @@ void bch_btree_node_unhash(struct bch_fs *c, struct btree *b);	/* before ptrs ch
 void bch_btree_cache_drop(struct bch_fs *c, const struct bch_extent_ptr *p);	/* if cached, unreferenced */
 int  bch_btree_cache_shrink(struct bch_fs *c);			/* evict to the limit */
 void bch_btree_cache_evict_clean(struct bch_fs *c);		/* no writes */
+/* Every clean node nobody references or holds, out (a scan moving to other btrees). */
+void bch_btree_cache_evict_unused(struct bch_fs *c);
 /*
  * Keep unreferenced leaves to bytes (default: the whole limit), leaving the
  * rest of btree_cache_size to interior nodes: for a scan that reads each

@@ -551,6 +551,17 @@ void bch_btree_cache_evict_clean(struct bch_fs *c)
 	}
 }
 
+void bch_btree_cache_evict_unused(struct bch_fs *c)
+{
+	struct bch_btree_cache *bc = BC(c);
+
+	for (struct btree *b = bc->lru.lru_prev, *prev; b != &bc->lru; b = prev) {
+		prev = b->lru_prev;
+		if (!b->refs && !b->dirty)
+			bch_btree_node_forget(c, b);
+	}
+}
+
 void bch_btree_cache_set_leaf_limit(struct bch_fs *c, size_t bytes)
 {
 	BC(c)->leaf_limit = bytes;

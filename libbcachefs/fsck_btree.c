@@ -32,9 +32,13 @@
  * the pieces of found leaves (in key order, through ordinary transactions
  * into a new empty tree); the keys of leaves that cannot be read and were
  * not found are lost and reported with their range.  The old tree's nodes
- * and the found leaves are then freed.  Memory: the list of node pointers
- * (one key per node; the leaves are indices into it) and one record per
- * node the scan found, never the keys themselves.
+ * and the found leaves are then freed.  Memory: the address of every
+ * readable leaf (for the scan: which found leaves the tree still reaches),
+ * when repairing the list of node pointers (one key per node, to free them
+ * and to copy the leaves' keys from), and one record per node the scan
+ * found, never the keys themselves.  Checking only (-n), nothing is
+ * rebuilt: no pointer is kept, and an interior node's children are walked
+ * in the node itself, held (nothing changes it), not in a copy.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,6 +64,12 @@
 struct ptr_list {
 	struct bch_bkey	**k;
 	size_t		nr, cap;
+};
+
+/* Where a readable leaf's copy lies (one per copy): reachable() below. */
+struct leaf_addr {
+	uint64_t	offset, seq;
+	unsigned	dev;
 };
 
 static void ptr_list_add(struct ptr_list *l, const struct bch_bkey *k)
@@ -92,10 +102,14 @@ struct check_state {
 	unsigned		id;
 	bool			rebuild;	/* a problem the user agreed to repair */
 	struct {
-		size_t		*i;		/* readable leaves, in key order: their */
-		size_t		nr, cap;	/* entries in nodes (each pointer kept once) */
+		size_t		*i;		/* repairing: readable leaves, in key order: */
+		size_t		nr, cap;	/* their entries in nodes (each pointer kept once) */
 	}			leaves;
-	struct ptr_list		nodes;		/* every node pointer seen (to free) */
+	struct ptr_list		nodes;		/* repairing: every node pointer seen (to free) */
+	struct {
+		struct leaf_addr *a;		/* every copy of every readable leaf */
+		size_t		nr, cap;
+	}			addrs;
 	uint64_t		nodes_checked;
 	uint64_t		approved[BCH_FSCK_PROBLEM_NR];	/* problems to be repaired */
 	struct bch_lost_range	*lost;		/* ranges of nodes that could not be read */
@@ -198,6 +212,25 @@ static void gather_replicas(struct bch_fs *c, struct bch_fsck_ctx *ctx, unsigned
 	ctx->replicas_nr++;
 }
 
+/* Every copy of the readable leaf ptr points to, for reachable(). */
+static void leaf_addrs_add(struct check_state *s, const struct bch_bkey *ptr)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	unsigned nr = bch_btree_ptr_nr(ptr);
+
+	if (s->addrs.nr + nr > s->addrs.cap) {
+		s->addrs.cap = s->addrs.cap ? s->addrs.cap * 2 : 64;
+		if (s->addrs.cap < s->addrs.nr + nr)
+			s->addrs.cap = s->addrs.nr + nr;
+		s->addrs.a = realloc(s->addrs.a, s->addrs.cap * sizeof(*s->addrs.a));
+		if (!s->addrs.a)
+			abort();
+	}
+	for (unsigned p = 0; p < nr; p++)
+		s->addrs.a[s->addrs.nr++] = (struct leaf_addr) { bp->ptrs[p].offset, bp->seq,
+								 bp->ptrs[p].dev };
+}
+
 static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		      const struct bch_bkey *ptr)
 {
@@ -206,8 +239,10 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	struct btree *b;
 	int r;
 
+	bool keep = !c->read_only;	/* a rebuild may need the pointer */
 	size_t self = s->nodes.nr;	/* this node's entry in s->nodes */
-	ptr_list_add(&s->nodes, ptr);
+	if (keep)
+		ptr_list_add(&s->nodes, ptr);
 	gather_replicas(c, s->ctx, s->id, ptr);
 	c->err_msg[0] = 0;
 	r = bch_btree_node_get(c, s->id, level, ptr, &b);
@@ -287,13 +322,16 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		}
 	}
 	if (!b->level) {
-		if (s->leaves.nr == s->leaves.cap) {
-			s->leaves.cap = s->leaves.cap ? s->leaves.cap * 2 : 64;
-			s->leaves.i = realloc(s->leaves.i, s->leaves.cap * sizeof(*s->leaves.i));
-			if (!s->leaves.i)
-				abort();
+		leaf_addrs_add(s, ptr);
+		if (keep) {
+			if (s->leaves.nr == s->leaves.cap) {
+				s->leaves.cap = s->leaves.cap ? s->leaves.cap * 2 : 64;
+				s->leaves.i = realloc(s->leaves.i, s->leaves.cap * sizeof(*s->leaves.i));
+				if (!s->leaves.i)
+					abort();
+			}
+			s->leaves.i[s->leaves.nr++] = self;	/* ptr is what nodes has there */
 		}
-		s->leaves.i[s->leaves.nr++] = self;	/* ptr is what nodes has there */
 		if (data_btree(s->id))	/* extents and indirect extents: pass 12's sets */
 			for (unsigned i = 0; i < b->nr; i++)
 				gather_replicas(c, s->ctx, s->id, b->keys[i]);
@@ -323,24 +361,36 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		problem(s, BCH_FSCK_btree_topology, where, "children do not reach the node's max_key");
 	}
 
-	/* copy the child pointers: b may be evicted while children are read */
+	/*
+	 * Repairing, copy the child pointers: a child's rewrite changes b, and
+	 * b may be evicted while children are read.  Checking only, nothing
+	 * changes b: it is held (not evicted) and its keys are walked in place.
+	 */
 	unsigned nr = b->nr;
-	struct bch_bkey **kids = malloc(nr * sizeof(*kids));
-	if (!kids)
-		abort();
-	for (unsigned i = 0; i < nr; i++)
-		kids[i] = bch_bkey_dup(b->keys[i]);
+	struct bch_bkey **kids = b->keys;
+	if (keep) {
+		kids = malloc(nr * sizeof(*kids));
+		if (!kids)
+			abort();
+		for (unsigned i = 0; i < nr; i++)
+			kids[i] = bch_bkey_dup(b->keys[i]);
+	}
 	unsigned child_level = b->level - 1;
-	bch_btree_node_put(c, b);
+	if (keep)
+		bch_btree_node_put(c, b);
 	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++) {
 		/* the next leaves are read ahead while this one is checked */
 		for (unsigned j = i + 1; !child_level && j < nr && j <= i + 2; j++)
 			bch_prefetch_node(c, s->id, child_level, kids[j]);
 		r = check_node(c, s, child_level, kids[i]);
 	}
-	for (unsigned i = 0; i < nr; i++)
-		free(kids[i]);
-	free(kids);
+	if (keep) {
+		for (unsigned i = 0; i < nr; i++)
+			free(kids[i]);
+		free(kids);
+	} else {
+		bch_btree_node_put(c, b);
+	}
 	free(moved);
 	return r;
 }
@@ -439,11 +489,6 @@ static int rebuild(struct bch_fs *c, struct check_state *s)
 }
 
 /* ------------------------------------------------------------ node scan */
-
-struct leaf_addr {
-	uint64_t	offset, seq;
-	unsigned	dev;
-};
 
 static int leaf_addr_cmp(const void *a_, const void *b_)
 {
@@ -554,21 +599,13 @@ static void claim_picks(struct bch_fs *c, struct check_state *s, const struct bc
 	}
 }
 
-/* The readable leaves of s, sorted by address, for reachable(). */
-static struct reach reach_of(const struct check_state *s)
+/* The readable leaves of s, sorted by address, for reachable() (s keeps them). */
+static struct reach reach_of(struct check_state *s)
 {
-	struct reach rc = { calloc(s->leaves.nr ? s->leaves.nr * BCH_REPLICAS_MAX : 1,
-				   sizeof(*rc.a)), 0 };
-	if (!rc.a)
-		abort();
-	for (size_t i = 0; i < s->leaves.nr; i++) {
-		const struct bch_bkey *k = s->nodes.k[s->leaves.i[i]];
-		const struct bch_btree_ptr *bp = bkey_val(k);
-		for (unsigned p = 0; p < bch_btree_ptr_nr(k); p++)
-			rc.a[rc.nr++] = (struct leaf_addr) { bp->ptrs[p].offset, bp->seq,
-							     bp->ptrs[p].dev };
-	}
-	qsort(rc.a, rc.nr, sizeof(*rc.a), leaf_addr_cmp);
+	struct reach rc = { s->addrs.a, s->addrs.nr };
+
+	if (rc.nr)
+		qsort(rc.a, rc.nr, sizeof(*rc.a), leaf_addr_cmp);
 	return rc;
 }
 
@@ -621,7 +658,6 @@ static int recover_lost(struct bch_fsck_ctx *ctx, struct bch_fs *c, struct check
 			continue;
 		struct reach rc = reach_of(s);
 		r = bch_node_scan_pick(c, sc, id, s->lost, s->nr_lost, reachable, &rc, &p, &nr);
-		free(rc.a);
 		if (r)
 			break;
 		nr = drop_unreadable(c, id, p, nr);
@@ -800,6 +836,7 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 	}
 	for (unsigned id = 0; id < BCH_BTREE_ID_NR; id++) {
 		free(st[id].leaves.i);
+		free(st[id].addrs.a);
 		ptr_list_free(&st[id].nodes);
 		free(st[id].lost);
 		free(st[id].picks);

@@ -126,17 +126,11 @@ static bool claim(struct fstate *s, const struct bch_extent_ptr *p, const struct
 	unsigned sectors = crc->compressed_sectors;
 	unsigned bs = s->c->sb->block_size;
 	uint64_t first = p->offset / bs, last = (p->offset + sectors - 1) / bs;
-	uint8_t *map = s->claimed[p->dev];
+	struct fsck_claims *cl = &s->claimed[p->dev];
 
-	if (!map || last >= s->claimed_blocks[p->dev])
+	if (last >= cl->blocks)
 		return true;
-	bool taken = false;
-	for (uint64_t b = first; b <= last; b++) {
-		if (map[b / 8] & (1U << (b % 8)))
-			taken = true;
-		map[b / 8] |= 1U << (b % 8);
-	}
-	if (taken) {
+	if (fsck_claims_take(cl, first, last)) {
 		/* a short memory: the pieces of one encoded extent are close together */
 		for (unsigned i = 0; i < 128; i++)
 			if (!memcmp(&s->recent[i].ptr, p, sizeof(*p)) &&

@@ -65,8 +65,9 @@
  *
  * Memory: four bits per inode in the table (fsck_files.h: two bytes at
  * worst; directories and the rare odd file 16 bytes in a hash table, and
- * directories 48 more) and one bit per block of each device; never in proportion to the data.  Keys are read in
- * batches and repairs happen between batches, so no iterator is open while
+ * directories 48 more) and, during pass 5, the blocks claimed on each device
+ * (runs while few, else one bit per block: struct fsck_claims); never in
+ * proportion to the data.  Keys are read in batches and repairs happen between batches, so no iterator is open while
  * the tree changes.
  */
 #include <dirent.h>
@@ -226,6 +227,115 @@ void fsck_map_reserve(struct fsck_map *m, size_t extra)
 
 	if (cap > m->cap)
 		map_resize(m, cap);
+}
+
+/* ------------------------------------------------------------ blocks claimed */
+
+void fsck_claims_init(struct fsck_claims *cl, uint64_t blocks)
+{
+	memset(cl, 0, sizeof(*cl));
+	cl->blocks = blocks;
+}
+
+void fsck_claims_exit(struct fsck_claims *cl)
+{
+	free(cl->run);
+	fsck_table_free(cl->map, (cl->blocks + 7) / 8);
+	memset(cl, 0, sizeof(*cl));
+}
+
+/* Set bits [start, end) of map; whether any was set already. */
+static bool map_take(uint8_t *map, uint64_t start, uint64_t end)
+{
+	bool taken = false;
+
+	for (; start < end && start % 8; start++) {
+		taken |= map[start / 8] >> (start % 8) & 1;
+		map[start / 8] |= 1U << (start % 8);
+	}
+	for (; start + 8 <= end; start += 8) {
+		taken |= map[start / 8] != 0;
+		map[start / 8] = 0xff;
+	}
+	for (; start < end; start++) {
+		taken |= map[start / 8] >> (start % 8) & 1;
+		map[start / 8] |= 1U << (start % 8);
+	}
+	return taken;
+}
+
+/* Too many runs: the bitmap from now on. */
+static void claims_to_map(struct fsck_claims *cl)
+{
+	cl->map = fsck_table_alloc((cl->blocks + 7) / 8);
+	if (!cl->map)
+		abort();	/* as malloc failing: out of memory */
+	for (size_t i = 0; i < cl->nr; i++)
+		map_take(cl->map, cl->run[i][0], cl->run[i][1]);
+	free(cl->run);
+	cl->run = NULL;
+	cl->nr = cl->cap = 0;
+}
+
+bool fsck_claims_take(struct fsck_claims *cl, uint64_t first, uint64_t last)
+{
+	uint64_t end = last + 1;
+
+	if (cl->map)
+		return map_take(cl->map, first, end);
+	uint64_t (*r)[2] = cl->run;
+	size_t nr = cl->nr;
+	/* the common case: at or past the end of the last run (data in order) */
+	if (nr && first == r[nr - 1][1]) {
+		r[nr - 1][1] = end;
+		return false;
+	}
+	size_t lo = nr;
+	if (nr && first < r[nr - 1][1]) {
+		/* the first run that ends at or after first (runs apart: ends sorted) */
+		size_t hi = nr;
+		lo = 0;
+		while (lo < hi) {
+			size_t m = lo + (hi - lo) / 2;
+			if (r[m][1] < first)
+				lo = m + 1;
+			else
+				hi = m;
+		}
+	}
+	/* the runs that overlap or touch [first, end) become one */
+	bool taken = false;
+	uint64_t s = first, e = end;
+	size_t j = lo;
+	for (; j < nr && r[j][0] <= end; j++) {
+		taken |= r[j][0] < end && r[j][1] > first;
+		s = r[j][0] < s ? r[j][0] : s;
+		e = r[j][1] > e ? r[j][1] : e;
+	}
+	if (j > lo) {
+		r[lo][0] = s;
+		r[lo][1] = e;
+		memmove(&r[lo + 1], &r[j], (nr - j) * sizeof(*r));
+		cl->nr -= j - lo - 1;
+		return taken;
+	}
+	if (nr == FSCK_CLAIM_RUNS) {
+		claims_to_map(cl);
+		return map_take(cl->map, first, end);
+	}
+	if (nr == cl->cap) {
+		cl->cap = cl->cap ? cl->cap * 2 : 16;
+		if (cl->cap > FSCK_CLAIM_RUNS)
+			cl->cap = FSCK_CLAIM_RUNS;
+		r = cl->run = realloc(cl->run, cl->cap * sizeof(*r));
+		if (!r)
+			abort();
+	}
+	memmove(&r[lo + 1], &r[lo], (nr - lo) * sizeof(*r));
+	r[lo][0] = first;
+	r[lo][1] = end;
+	cl->nr++;
+	return false;
 }
 
 void fsck_map_exit(struct fsck_map *m)

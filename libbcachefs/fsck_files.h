@@ -241,6 +241,33 @@ void fsck_cursor_exit(struct key_cursor *cur);
 const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err);
 void fsck_cursor_pop(struct key_cursor *cur);
 
+/*
+ * The blocks pass 5 found claimed on one device, as runs [start, end) of
+ * block numbers, sorted and apart, while they are few: data written in
+ * order lies in long runs (1M files of a block each: 1,037 runs in 32 KB,
+ * where a bitmap of the device was 124 KB resident).  Past FSCK_CLAIM_RUNS runs,
+ * one bit per block of the device instead (fsck_table_alloc(): pages
+ * touched only where data lies).  Memory: at most FSCK_CLAIM_RUNS * 16
+ * bytes, or the bitmap.
+ */
+#define FSCK_CLAIM_RUNS		4096
+
+struct fsck_claims {
+	uint64_t		(*run)[2];
+	size_t			nr, cap;
+	uint8_t			*map;		/* the bitmap, once the runs were too many */
+	uint64_t		blocks;		/* of the device (0: not claimed on) */
+};
+
+/* Claims on a device of blocks blocks (0: none taken there). */
+void fsck_claims_init(struct fsck_claims *cl, uint64_t blocks);
+void fsck_claims_exit(struct fsck_claims *cl);
+/*
+ * Claim blocks [first, last] (within the device: the caller checks):
+ * whether any of them was claimed already.
+ */
+bool fsck_claims_take(struct fsck_claims *cl, uint64_t first, uint64_t last);
+
 struct fstate {
 	struct bch_fsck_ctx	*ctx;
 	struct bch_fs		*c;
@@ -258,8 +285,7 @@ struct fstate {
 	int			err;
 
 	/* pass 5: blocks claimed, per device; recently seen encoded extents */
-	uint8_t			*claimed[BCH_SB_MEMBERS_MAX];
-	uint64_t		claimed_blocks[BCH_SB_MEMBERS_MAX];
+	struct fsck_claims	claimed[BCH_SB_MEMBERS_MAX];
 	struct {
 		struct bch_extent_ptr	ptr;
 		struct bch_extent_crc	crc;	/* its encoding (offset: 0) */

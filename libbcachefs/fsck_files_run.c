@@ -42,10 +42,21 @@
 #include "super.h"
 #include "fsck_files.h"
 
-/* "pass N: what" (with snapshots: which subvolume's view). */
+/*
+ * "pass N: what" (with snapshots: which subvolume's view).  Checking only,
+ * the passes after pass 3 walk a few btrees each (5-6 the extents and
+ * inodes, 8 the dirents and xattrs): the interior nodes the last pass
+ * kept in the cache for its lookups go first, so they are not resident
+ * beside the next pass's (1M files: the dirents root, 90 KB, through
+ * passes 5-7; the extents and inodes roots, 180 KB, through 8-10).  A
+ * node needed again is read again (a few per pass).
+ */
 static void heading(struct fstate *s, unsigned pass, const char *what)
 {
 	char buf[160];
+
+	if (s->c->read_only && (pass == 5 || pass == 8))
+		bch_btree_cache_evict_unused(s->c);
 
 	if (!s->ctx->progress)
 		return;
@@ -57,7 +68,7 @@ static void heading(struct fstate *s, unsigned pass, const char *what)
 static void fstate_free(struct fstate *s)
 {
 	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
-		fsck_table_free(s->claimed[d], (s->claimed_blocks[d] + 7) / 8);
+		fsck_claims_exit(&s->claimed[d]);
 	fsck_ino_exit(&s->inodes);
 	if (s->inode_keys.c)
 		fsck_cursor_exit(&s->inode_keys);
@@ -95,10 +106,7 @@ static int files_view(struct fstate *s, bool whole)
 		if (!c->devs[d] || !c->devs[d]->bdev)
 			continue;
 		struct bch_member *m = bch_sb_member(c->sb, d);
-		s->claimed_blocks[d] = m->nbuckets * m->bucket_size / c->sb->block_size;
-		s->claimed[d] = fsck_table_alloc((s->claimed_blocks[d] + 7) / 8);
-		if (!s->claimed[d])
-			return -ENOMEM;
+		fsck_claims_init(&s->claimed[d], m->nbuckets * m->bucket_size / c->sb->block_size);
 	}
 	heading(s, 5, "extents");
 	if (whole)
@@ -109,6 +117,8 @@ static int files_view(struct fstate *s, bool whole)
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r)
 		r = fsck_extents_done(s);
+	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
+		fsck_claims_exit(&s->claimed[d]);	/* pass 5's alone */
 	if (!r && !s->err && !s->snapshots) {
 		if (c->reserved_clean != UINT64_MAX && c->reserved_clean != s->reserved) {
 			char detail[96];
