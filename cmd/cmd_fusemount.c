@@ -42,7 +42,12 @@
  *       fork keeps no threads) and joined before the filesystem is closed.
  *       It takes the lock for one step at a time (rebalance: BG_BUDGET) and
  *       lets waiting requests in between steps.  With nothing to do it
- *       sleeps on bg_cond (woken by writes, or after BG_IDLE); parked (the
+ *       sleeps on bg_cond (woken by writes, or after BG_IDLE); after each
+ *       look it naps BG_KICK_GAP_MS deaf to writes (they only set bg_kick,
+ *       looked at when the nap ends), so a stream of writes wakes it at
+ *       most 1000/BG_KICK_GAP_MS times a second, not once per write (a
+ *       wakeup per write cost untar a quarter of the daemon's CPU in futex
+ *       calls and task switches); parked (the
  *       target is full) rebalance runs only once c->space_gen has moved or
  *       waiting work was kicked (c->rebalance_kicks: an option change, a write
  *       to a waiting file), so a parked daemon costs no CPU.  Copygc
@@ -202,6 +207,7 @@ struct fmount {
 	bool		bg_stop;	/* unmounting: the thread returns */
 	bool		bg_kick;	/* data was written: look for work now */
 	bool		bg_unpark;	/* a file's options changed: parked work may go */
+	bool		bg_deaf;	/* napping: a write's kick sets bg_kick, no signal */
 	pthread_cond_t	bg_cond;	/* the thread sleeps on it with lock */
 	atomic_uint	fg_waiting;	/* requests waiting for lock */
 	/* the control channel, invariant (6) */
@@ -233,6 +239,7 @@ struct fmount {
 #define BG_BUDGET	2048	/* sectors of work per step (1 MiB): lock held briefly */
 #define BG_SNAP_GC_BUDGET	4096	/* positions per snapshot gc step */
 #define BG_IDLE		1	/* seconds between looks when idle or parked */
+#define BG_KICK_GAP_MS	50	/* the nap after a look, deaf to writes' kicks */
 #define BG_BACKOFF_MAX	64	/* seconds between retries after errors */
 /*
  * Stripes are built when writes pause: not within this long of the last
@@ -755,7 +762,8 @@ static void bg_wake(struct fmount *m, bool unpark)
 		return;
 	m->bg_kick = true;
 	m->bg_unpark |= unpark;
-	pthread_cond_signal(&m->bg_cond);
+	if (unpark || !m->bg_deaf)
+		pthread_cond_signal(&m->bg_cond);
 }
 
 #define CAP_FSETID_BIT	4	/* <linux/capability.h> CAP_FSETID */
@@ -2393,6 +2401,27 @@ static int bg_job_done(struct fmount *m, struct bg_job *j, int r)
 	return r;
 }
 
+/*
+ * After a look: sleep BG_KICK_GAP_MS, woken early only by an unpark or the
+ * stop; writes meanwhile set bg_kick without a signal (bg_wake()).  Lock held.
+ */
+static void bg_nap(struct fmount *m)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += BG_KICK_GAP_MS * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	m->bg_deaf = true;
+	while (!m->bg_stop && !m->bg_unpark &&
+	       pthread_cond_timedwait(&m->bg_cond, &m->lock, &ts) != ETIMEDOUT)
+		;
+	m->bg_deaf = false;
+}
+
 /* Sleep on bg_cond until woken or secs have passed (lock held). */
 static void bg_sleep(struct fmount *m, unsigned secs)
 {
@@ -2497,7 +2526,9 @@ static void *bg_thread(void *arg)
 			more |= bg_job_done(m, &sg, r ? r : !done) == 1;
 		}
 		if (!more) {
-			bg_sleep(m, BG_IDLE);
+			bg_nap(m);
+			if (!m->bg_kick)
+				bg_sleep(m, BG_IDLE);
 			continue;
 		}
 		/* more to do: let the requests that wait for the lock in first */
