@@ -1239,15 +1239,53 @@ static int rmw_read(struct bch_fs *c, uint64_t inum, uint64_t size, uint64_t off
 }
 
 /*
+ * The extent keys under the partial blocks of a write at [offset, offset +
+ * len) (the first block and the last: what rmw_read() reads), into
+ * *keys, *len (NULL, 0 when they cannot be taken).
+ */
+static void rmw_keys(struct bch_fs *c, uint64_t inum, uint64_t offset, uint64_t len,
+		     char **keys, size_t *keys_len)
+{
+	uint64_t bs = block_bytes(c), a = offset / bs * bs;
+	uint64_t tail = (offset + len + bs - 1) / bs * bs - bs;
+
+	*keys = NULL;
+	*keys_len = 0;
+	if (bch_data_keys_append(c, inum, a >> BCH_SECTOR_SHIFT, bs >> BCH_SECTOR_SHIFT, keys, keys_len) ||
+	    (tail != a &&
+	     bch_data_keys_append(c, inum, tail >> BCH_SECTOR_SHIFT, bs >> BCH_SECTOR_SHIFT, keys, keys_len))) {
+		free(*keys);
+		*keys = NULL;
+		*keys_len = 0;
+	}
+}
+
+/*
  * A planned write's partial blocks were read at its plan: are they still
  * what the file holds there (a truncate, fallocate or remap meanwhile may
  * have changed them; no write of the file can have: it was planned so with
- * none in flight, and later ones end after it)?
+ * none in flight, and later ones end after it)?  The same size and the
+ * same extent keys there (a key equal to the byte holds the same bytes) say
+ * yes without reading them again (untar: one device read and checksum less
+ * per unaligned write); otherwise the bytes are read and compared (a key
+ * moved by rebalance or copygc holds the same bytes elsewhere).
  */
 static bool rmw_still(struct bch_fs *c, uint64_t inum, uint64_t size, const struct bch_fs_write_op *op)
 {
 	uint64_t bs = block_bytes(c), a = op->offset / bs * bs;
 	uint64_t b = (op->offset + op->len + bs - 1) / bs * bs, end = op->offset + op->len;
+
+	if (op->rmw_keys && size == op->rmw_size) {
+		char *now;
+		size_t now_len;
+		rmw_keys(c, inum, op->offset, op->len, &now, &now_len);
+		bool same = now && now_len == op->rmw_keys_len &&
+			    !memcmp(now, op->rmw_keys, now_len);
+		free(now);
+		if (same)
+			return true;
+	}
+
 	char *cur = bch_dev_alloc_buf(b - a);
 	bool same = cur && !rmw_read(c, inum, size, op->offset, op->len, cur) &&
 		    !memcmp(cur, op->bounce, op->offset - a) &&
@@ -1287,6 +1325,8 @@ static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op 
 			return -ENOMEM;
 		if ((r = rmw_read(c, inum, i.size, offset, len, op->bounce)))
 			goto err;
+		rmw_keys(c, inum, offset, len, &op->rmw_keys, &op->rmw_keys_len);
+		op->rmw_size = i.size;
 		memcpy(op->bounce + (offset - a), op->buf, len);
 		src = op->bounce;
 	}
@@ -1298,6 +1338,8 @@ static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op 
 err:
 	free(op->bounce);
 	op->bounce = NULL;
+	free(op->rmw_keys);
+	op->rmw_keys = NULL;
 	c->err_msg[0] = 0;	/* the old way says what went wrong, if it does */
 	return r;
 }
@@ -1411,6 +1453,8 @@ ssize_t bch_fs_write_end(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_
 		bch_data_write_plan_free(&op->pl, true);
 	free(op->bounce);
 	op->bounce = NULL;
+	free(op->rmw_keys);
+	op->rmw_keys = NULL;
 	if (n == -EAGAIN) {
 		op->redone = op->planned;
 		n = bch_fs_write(c, op->handle, op->offset, op->buf, op->len);

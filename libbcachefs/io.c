@@ -1310,6 +1310,32 @@ static int data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf,
 	return r ? r : err;
 }
 
+int bch_data_keys_append(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors,
+			 char **buf, size_t *len)
+{
+	struct bch_viter it;
+	const struct bch_bkey *cur;
+	int r = 0, err = 0;
+
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
+		       POS(inum, UINT64_MAX, 0));
+	while (!r && (cur = bch_viter_next(&it, &err))) {
+		if (bch_extent_start(cur) >= start + sectors)
+			break;
+		size_t n = bkey_bytes(cur);
+		char *nb = realloc(*buf, *len + n);
+		if (!nb) {
+			r = -ENOMEM;
+			break;
+		}
+		memcpy(nb + *len, cur, n);
+		*buf = nb;
+		*len += n;
+	}
+	bch_viter_exit(&it);
+	return r ? r : err;
+}
+
 int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors)
 {
 	return data_read(c, inum, start, buf, sectors, NULL);
