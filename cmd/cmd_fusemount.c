@@ -472,16 +472,24 @@ static int64_t lazy_atime(struct fmount *m, uint64_t inum)
 	return h ? h->lazy_atime : 0;
 }
 
-/* bch_fs_getattr() with the atime lazytime has not written yet. */
-static int getattr(struct fmount *m, uint64_t inum, struct stat *st)
+/* The atime lazytime has not written yet into st, inum's stat as stored. */
+static void lazy_stat(struct fmount *m, uint64_t inum, struct stat *st)
 {
-	int r = bch_fs_getattr(m->c, inum, st);
-	int64_t a = r ? 0 : lazy_atime(m, inum);
+	int64_t a = lazy_atime(m, inum);
 
 	if (a) {
 		st->st_atim.tv_sec = a / 1000000000LL;
 		st->st_atim.tv_nsec = a % 1000000000LL;
 	}
+}
+
+/* bch_fs_getattr() with the atime lazytime has not written yet. */
+static int getattr(struct fmount *m, uint64_t inum, struct stat *st)
+{
+	int r = bch_fs_getattr(m->c, inum, st);
+
+	if (!r)
+		lazy_stat(m, inum, st);
 	return r;
 }
 
@@ -1180,6 +1188,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	/* chmod: the access ACL's owner, mask and other entries follow the mode */
 	char acl[4096];
 	ssize_t n = 0;
+	bool have_st = false;
 	if (!r && (to_set & FUSE_SET_ATTR_MODE) &&
 	    (n = bch_fs_getxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, sizeof(acl))) > 0 &&
 	    bch_acl_valid(acl, n))
@@ -1190,14 +1199,20 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		/* nothing more */
 	} else if (n && !(to_set & ~(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_CTIME))) {
 		r = bch_fs_set_acl(m->c, from_fuse(ino), acl, n, sa.mode);	/* one transaction */
+	} else if (!n) {
+		/* the reply's attributes from the update itself: one inode read less */
+		r = bch_fs_setattr_stat(m->c, from_fuse(ino), &sa, &st);
+		have_st = !r;
 	} else {
 		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
-		if (!r && n)
+		if (!r)
 			r = bch_fs_setxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, n, 0);
 	}
 	if (!r && (to_set & FUSE_SET_ATTR_ATIME))
 		lazy_drop(m, from_fuse(ino));
-	if (!r)
+	if (have_st)
+		lazy_stat(m, from_fuse(ino), &st);
+	else if (!r)
 		r = getattr(m, from_fuse(ino), &st);
 	UNLOCK(m);
 	if (r) {

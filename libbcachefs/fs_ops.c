@@ -422,6 +422,24 @@ static void ns_to_ts(int64_t ns, struct timespec *ts)
 	}
 }
 
+/* What stat(2) says of inode i of inum (current view). */
+static void inode_stat(struct bch_fs *c, uint64_t inum, const struct bch_inode *i, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = bch_view_handle(c, inum);
+	st->st_mode = i->mode;
+	st->st_nlink = i->nlink;
+	st->st_uid = i->uid;
+	st->st_gid = i->gid;
+	st->st_rdev = i->rdev;
+	st->st_size = i->size;
+	st->st_blksize = block_bytes(c);
+	st->st_blocks = i->sectors;
+	ns_to_ts(i->atime, &st->st_atim);
+	ns_to_ts(i->mtime, &st->st_mtim);
+	ns_to_ts(i->ctime, &st->st_ctim);
+}
+
 static int v_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
 {
 	struct bch_inode i;
@@ -429,19 +447,7 @@ static int v_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
 
 	if (r)
 		return ret_errno(r);
-	memset(st, 0, sizeof(*st));
-	st->st_ino = bch_view_handle(c, inum);
-	st->st_mode = i.mode;
-	st->st_nlink = i.nlink;
-	st->st_uid = i.uid;
-	st->st_gid = i.gid;
-	st->st_rdev = i.rdev;
-	st->st_size = i.size;
-	st->st_blksize = block_bytes(c);
-	st->st_blocks = i.sectors;
-	ns_to_ts(i.atime, &st->st_atim);
-	ns_to_ts(i.mtime, &st->st_mtim);
-	ns_to_ts(i.ctime, &st->st_ctim);
+	inode_stat(c, inum, &i, st);
 	return 0;
 }
 
@@ -1827,7 +1833,7 @@ int bch_fs_fsync(struct bch_fs *c)
 
 /* -------------------------------------------------------------- setattr */
 
-static int v_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa)
+static int v_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa, struct stat *st)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
@@ -1836,12 +1842,13 @@ static int v_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *
 
 	if (c->read_only)
 		return -EROFS;
-	struct bch_inode fl;
-	if ((r = bch_inode_get(c, inum, &fl)))
+	/* the inode read once (not again for the flags, nor for the caller's stat) */
+	if ((r = ino_get(c, &s, inum, &i)))
 		return ret_errno(r);
-	if ((r = flags_setattr(&fl, sa)))
+	if ((r = flags_setattr(i, sa)))
 		return r;
 	if (sa->valid & BCH_SETATTR_SIZE) {
+		s.nr = 0;	/* read again after the truncate */
 		struct bch_inode cur;
 		if ((r = bch_inode_get(c, inum, &cur)))
 			return ret_errno(r);
@@ -1875,7 +1882,11 @@ static int v_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *
 	if (sa->valid & BCH_SETATTR_BTIME)
 		i->btime = sa->btime == BCH_TIME_NOW ? now : sa->btime;
 	i->ctime = (sa->valid & BCH_SETATTR_CTIME) ? (sa->ctime == BCH_TIME_NOW ? now : sa->ctime) : now;
-	return ret_errno(commit_inodes(c, &s));
+	if ((r = commit_inodes(c, &s)))
+		return ret_errno(r);
+	if (st)
+		inode_stat(c, inum, i, st);
+	return 0;
 }
 
 /* ------------------------------------------------------- set-id rules */
@@ -3533,7 +3544,12 @@ int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence
 
 int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa)
 {
-	return VIEW_CALL(c, inum, v_setattr(c, inum, sa));
+	return VIEW_CALL(c, inum, v_setattr(c, inum, sa, NULL));
+}
+
+int bch_fs_setattr_stat(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa, struct stat *st)
+{
+	return VIEW_CALL(c, inum, v_setattr(c, inum, sa, st));
 }
 
 int bch_fs_kill_priv(struct bch_fs *c, uint64_t inum, const struct bch_caller *cr)

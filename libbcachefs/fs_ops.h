@@ -62,6 +62,8 @@ struct bch_setattr {
 #define BCH_TIME_NOW	INT64_MIN
 
 int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa);
+/* The same, and on success *st as bch_fs_getattr() would give it after (one inode read less). */
+int bch_fs_setattr_stat(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa, struct stat *st);
 
 /*
  * Set-id rules of Linux (fs/inode.c, fs/attr.c), for callers that act for a
