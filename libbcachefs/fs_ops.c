@@ -678,9 +678,50 @@ static int delete_all_keys(struct bch_fs *c, unsigned id, uint64_t inum)
 static int punch_range(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t end,
 		       uint64_t new_size, bool set_size);
 
+/* Extent keys a file may have for inode_free_one() to free it whole. */
+#define FREE_ONE_KEYS	16
+
+/*
+ * inode_free() in one transaction when that is all it takes: no xattrs, no
+ * dirents, at most FREE_ONE_KEYS extent keys (most files of an rm -rf: one
+ * commit instead of two, and no inode update just before the inode's
+ * delete).  1: not so, nothing done; else 0 or an error.
+ */
+static int inode_free_one(struct bch_fs *c, uint64_t inum)
+{
+	struct bch_extent_update u = { 0 };
+	struct btree_trans *t;
+	uint64_t done_to = 0;
+	int r;
+
+	if ((r = has_keys(c, BCH_BTREE_ID_xattrs, inum)) ||
+	    (r = has_keys(c, BCH_BTREE_ID_dirents, inum)))
+		return r;
+	if ((r = bch_trans_init(c, &t)))
+		return r;
+	r = bch_extents_punch(c, t, inum, 0, UINT64_MAX - 1, FREE_ONE_KEYS, &u, &done_to);
+	if (!r && done_to < UINT64_MAX - 1)
+		r = 1;		/* more than that: in pieces */
+	if (!r)
+		r = bch_inode_delete(t, inum);
+	if (!r)		/* its rebalance work goes with it */
+		r = bch_rebalance_work_clear(c, t, inum);
+	if (!r)
+		r = commit(c, t, &u);
+	else
+		bch_extent_update_abort(c, &u);
+	bch_trans_exit(t);
+	bch_extent_update_exit(&u);
+	return r;
+}
+
 static int inode_free(struct bch_fs *c, uint64_t inum)
 {
-	int r = punch_range(c, inum, 0, UINT64_MAX - 1, 0, true);
+	int r = inode_free_one(c, inum);
+
+	if (r != 1)
+		return r;
+	r = punch_range(c, inum, 0, UINT64_MAX - 1, 0, true);
 
 	if (!r)
 		r = delete_all_keys(c, BCH_BTREE_ID_xattrs, inum);
