@@ -785,14 +785,14 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 	touch(di, true);
 	touch(ti, false);
 	/* an inode with nothing but its key goes in this transaction, else in pieces after */
-	bool free_later = false;
-	if (!ti->nlink) {
+	bool free_later = c->defer_unlinked_free;	/* (then nothing to look up) */
+	if (!ti->nlink && !free_later) {
 		int e = 0, x = has_keys(c, BCH_BTREE_ID_xattrs, inum);
 		if (x >= 0 && want_dir)
 			e = has_keys(c, BCH_BTREE_ID_dirents, inum);
 		if (x < 0 || e < 0)
 			return ret_errno(x < 0 ? x : e);
-		free_later = ti->sectors || x || e || has_extents(c, inum) || c->defer_unlinked_free;
+		free_later = ti->sectors || x || e || has_extents(c, inum);
 	}
 	if (!ti->nlink) {
 		if (free_later)
