@@ -12,7 +12,7 @@
 # root and /dev/fuse; the ext4 row is left out ("-") without losetup.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-B="$root/bcachefs"
+B=${BCH:-$root/bcachefs}	# BCH: another build to measure
 SRC=${BENCH_FUSE_SRC:-/usr/include}
 SIZE=${BENCH_FUSE_SIZE:-1G}
 [ -c /dev/fuse ] && command -v fuse2fs >/dev/null && command -v fio >/dev/null || {

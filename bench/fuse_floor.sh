@@ -24,10 +24,11 @@
 # killpriv, noacl, nodirect, flush, noneg, noxattr, noopen, ...), to measure
 # what a change of fusemount's options would save.  PARTS="time counts"
 # picks.  BENCH_FUSE_SRC, BENCH_FUSE_SIZE as fuse.sh.  Root, /dev/fuse, fio,
-# losetup; prints "SKIP: ..." and exits 0 without them.
+# losetup; prints "SKIP: ..." and exits 0 without them.  BCH: the bcachefs
+# binary to measure (default: this tree's).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-B="$root/bcachefs"
+B=${BCH:-$root/bcachefs}	# BCH: another build to measure
 F="$root/build/fuse-floor"
 SRC=${BENCH_FUSE_SRC:-/usr/include}
 SIZE=${BENCH_FUSE_SIZE:-1G}

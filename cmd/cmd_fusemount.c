@@ -42,7 +42,12 @@
  *       fork keeps no threads) and joined before the filesystem is closed.
  *       It takes the lock for one step at a time (rebalance: BG_BUDGET) and
  *       lets waiting requests in between steps.  With nothing to do it
- *       sleeps on bg_cond (woken by writes, or after BG_IDLE); parked (the
+ *       sleeps on bg_cond (woken by writes, or after BG_IDLE); after each
+ *       look it naps BG_KICK_GAP_MS deaf to writes (they only set bg_kick,
+ *       looked at when the nap ends), so a stream of writes wakes it at
+ *       most 1000/BG_KICK_GAP_MS times a second, not once per write (a
+ *       wakeup per write cost untar a quarter of the daemon's CPU in futex
+ *       calls and task switches); parked (the
  *       target is full) rebalance runs only once c->space_gen has moved or
  *       waiting work was kicked (c->rebalance_kicks: an option change, a write
  *       to a waiting file), so a parked daemon costs no CPU.  Copygc
@@ -202,6 +207,7 @@ struct fmount {
 	bool		bg_stop;	/* unmounting: the thread returns */
 	bool		bg_kick;	/* data was written: look for work now */
 	bool		bg_unpark;	/* a file's options changed: parked work may go */
+	bool		bg_deaf;	/* napping: a write's kick sets bg_kick, no signal */
 	pthread_cond_t	bg_cond;	/* the thread sleeps on it with lock */
 	atomic_uint	fg_waiting;	/* requests waiting for lock */
 	/* the control channel, invariant (6) */
@@ -233,6 +239,7 @@ struct fmount {
 #define BG_BUDGET	2048	/* sectors of work per step (1 MiB): lock held briefly */
 #define BG_SNAP_GC_BUDGET	4096	/* positions per snapshot gc step */
 #define BG_IDLE		1	/* seconds between looks when idle or parked */
+#define BG_KICK_GAP_MS	50	/* the nap after a look, deaf to writes' kicks */
 #define BG_BACKOFF_MAX	64	/* seconds between retries after errors */
 /*
  * Stripes are built when writes pause: not within this long of the last
@@ -465,16 +472,24 @@ static int64_t lazy_atime(struct fmount *m, uint64_t inum)
 	return h ? h->lazy_atime : 0;
 }
 
-/* bch_fs_getattr() with the atime lazytime has not written yet. */
-static int getattr(struct fmount *m, uint64_t inum, struct stat *st)
+/* The atime lazytime has not written yet into st, inum's stat as stored. */
+static void lazy_stat(struct fmount *m, uint64_t inum, struct stat *st)
 {
-	int r = bch_fs_getattr(m->c, inum, st);
-	int64_t a = r ? 0 : lazy_atime(m, inum);
+	int64_t a = lazy_atime(m, inum);
 
 	if (a) {
 		st->st_atim.tv_sec = a / 1000000000LL;
 		st->st_atim.tv_nsec = a % 1000000000LL;
 	}
+}
+
+/* bch_fs_getattr() with the atime lazytime has not written yet. */
+static int getattr(struct fmount *m, uint64_t inum, struct stat *st)
+{
+	int r = bch_fs_getattr(m->c, inum, st);
+
+	if (!r)
+		lazy_stat(m, inum, st);
 	return r;
 }
 
@@ -755,7 +770,8 @@ static void bg_wake(struct fmount *m, bool unpark)
 		return;
 	m->bg_kick = true;
 	m->bg_unpark |= unpark;
-	pthread_cond_signal(&m->bg_cond);
+	if (unpark || !m->bg_deaf)
+		pthread_cond_signal(&m->bg_cond);
 }
 
 #define CAP_FSETID_BIT	4	/* <linux/capability.h> CAP_FSETID */
@@ -1175,6 +1191,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	/* chmod: the access ACL's owner, mask and other entries follow the mode */
 	char acl[4096];
 	ssize_t n = 0;
+	bool have_st = false;
 	if (!r && (to_set & FUSE_SET_ATTR_MODE) &&
 	    (n = bch_fs_getxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, sizeof(acl))) > 0 &&
 	    bch_acl_valid(acl, n))
@@ -1185,14 +1202,20 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		/* nothing more */
 	} else if (n && !(to_set & ~(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_CTIME))) {
 		r = bch_fs_set_acl(m->c, from_fuse(ino), acl, n, sa.mode);	/* one transaction */
+	} else if (!n) {
+		/* the reply's attributes from the update itself: one inode read less */
+		r = bch_fs_setattr_stat(m->c, from_fuse(ino), &sa, &st);
+		have_st = !r;
 	} else {
 		r = bch_fs_setattr(m->c, from_fuse(ino), &sa);
-		if (!r && n)
+		if (!r)
 			r = bch_fs_setxattr(m->c, from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, n, 0);
 	}
 	if (!r && (to_set & FUSE_SET_ATTR_ATIME))
 		lazy_drop(m, from_fuse(ino));
-	if (!r)
+	if (have_st)
+		lazy_stat(m, from_fuse(ino), &st);
+	else if (!r)
 		r = getattr(m, from_fuse(ino), &st);
 	UNLOCK(m);
 	if (r) {
@@ -2453,6 +2476,27 @@ static int bg_job_done(struct fmount *m, struct bg_job *j, int r)
 	return r;
 }
 
+/*
+ * After a look: sleep BG_KICK_GAP_MS, woken early only by an unpark or the
+ * stop; writes meanwhile set bg_kick without a signal (bg_wake()).  Lock held.
+ */
+static void bg_nap(struct fmount *m)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += BG_KICK_GAP_MS * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	m->bg_deaf = true;
+	while (!m->bg_stop && !m->bg_unpark &&
+	       pthread_cond_timedwait(&m->bg_cond, &m->lock, &ts) != ETIMEDOUT)
+		;
+	m->bg_deaf = false;
+}
+
 /* Sleep on bg_cond until woken or secs have passed (lock held). */
 static void bg_sleep(struct fmount *m, unsigned secs)
 {
@@ -2557,7 +2601,9 @@ static void *bg_thread(void *arg)
 			more |= bg_job_done(m, &sg, r ? r : !done) == 1;
 		}
 		if (!more) {
-			bg_sleep(m, BG_IDLE);
+			bg_nap(m);
+			if (!m->bg_kick)
+				bg_sleep(m, BG_IDLE);
 			continue;
 		}
 		/* more to do: let the requests that wait for the lock in first */

@@ -1071,6 +1071,13 @@ void bch_dev_advise_random(struct bch_blockdev *dev, bool random)
 	(void)posix_fadvise(dev->fd, 0, 0, random ? POSIX_FADV_RANDOM : POSIX_FADV_NORMAL);
 }
 
+void bch_dev_writeback_start(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
+{
+	if (dev->direct || dev->rdonly)
+		return;		/* O_DIRECT: nothing of ours is in the page cache */
+	(void)sync_file_range(dev->fd, (off_t)offset, (off_t)len, SYNC_FILE_RANGE_WRITE);
+}
+
 void bch_dev_willneed(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
 {
 	if (dev->direct)

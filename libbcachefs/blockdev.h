@@ -105,6 +105,16 @@ void bch_dev_advise_random(struct bch_blockdev *dev, bool random);
 void bch_dev_willneed(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
 
 /*
+ * Ask the kernel to start writing [offset, offset + len), just written, to
+ * the device now, without waiting (sync_file_range WRITE): a hint, errors
+ * ignored, durability unchanged (only bch_dev_flush() makes it durable).
+ * A stream of large writes then reaches the disk while it goes on, instead
+ * of all at the next flush (a journal entry's preflush) with the engine
+ * lock held.
+ */
+void bch_dev_writeback_start(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
+
+/*
  * fdatasync / cache flush.  Returns 0 only when earlier writes are durable.
  * Skipped (0 at once) when nothing was written or punched through dev since
  * its last flush; the first flush after open always runs.

@@ -422,6 +422,24 @@ static void ns_to_ts(int64_t ns, struct timespec *ts)
 	}
 }
 
+/* What stat(2) says of inode i of inum (current view). */
+static void inode_stat(struct bch_fs *c, uint64_t inum, const struct bch_inode *i, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = bch_view_handle(c, inum);
+	st->st_mode = i->mode;
+	st->st_nlink = i->nlink;
+	st->st_uid = i->uid;
+	st->st_gid = i->gid;
+	st->st_rdev = i->rdev;
+	st->st_size = i->size;
+	st->st_blksize = block_bytes(c);
+	st->st_blocks = i->sectors;
+	ns_to_ts(i->atime, &st->st_atim);
+	ns_to_ts(i->mtime, &st->st_mtim);
+	ns_to_ts(i->ctime, &st->st_ctim);
+}
+
 static int v_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
 {
 	struct bch_inode i;
@@ -429,19 +447,7 @@ static int v_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
 
 	if (r)
 		return ret_errno(r);
-	memset(st, 0, sizeof(*st));
-	st->st_ino = bch_view_handle(c, inum);
-	st->st_mode = i.mode;
-	st->st_nlink = i.nlink;
-	st->st_uid = i.uid;
-	st->st_gid = i.gid;
-	st->st_rdev = i.rdev;
-	st->st_size = i.size;
-	st->st_blksize = block_bytes(c);
-	st->st_blocks = i.sectors;
-	ns_to_ts(i.atime, &st->st_atim);
-	ns_to_ts(i.mtime, &st->st_mtim);
-	ns_to_ts(i.ctime, &st->st_ctim);
+	inode_stat(c, inum, &i, st);
 	return 0;
 }
 
@@ -672,9 +678,50 @@ static int delete_all_keys(struct bch_fs *c, unsigned id, uint64_t inum)
 static int punch_range(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t end,
 		       uint64_t new_size, bool set_size);
 
+/* Extent keys a file may have for inode_free_one() to free it whole. */
+#define FREE_ONE_KEYS	16
+
+/*
+ * inode_free() in one transaction when that is all it takes: no xattrs, no
+ * dirents, at most FREE_ONE_KEYS extent keys (most files of an rm -rf: one
+ * commit instead of two, and no inode update just before the inode's
+ * delete).  1: not so, nothing done; else 0 or an error.
+ */
+static int inode_free_one(struct bch_fs *c, uint64_t inum)
+{
+	struct bch_extent_update u = { 0 };
+	struct btree_trans *t;
+	uint64_t done_to = 0;
+	int r;
+
+	if ((r = has_keys(c, BCH_BTREE_ID_xattrs, inum)) ||
+	    (r = has_keys(c, BCH_BTREE_ID_dirents, inum)))
+		return r;
+	if ((r = bch_trans_init(c, &t)))
+		return r;
+	r = bch_extents_punch(c, t, inum, 0, UINT64_MAX - 1, FREE_ONE_KEYS, &u, &done_to);
+	if (!r && done_to < UINT64_MAX - 1)
+		r = 1;		/* more than that: in pieces */
+	if (!r)
+		r = bch_inode_delete(t, inum);
+	if (!r)		/* its rebalance work goes with it */
+		r = bch_rebalance_work_clear(c, t, inum);
+	if (!r)
+		r = commit(c, t, &u);
+	else
+		bch_extent_update_abort(c, &u);
+	bch_trans_exit(t);
+	bch_extent_update_exit(&u);
+	return r;
+}
+
 static int inode_free(struct bch_fs *c, uint64_t inum)
 {
-	int r = punch_range(c, inum, 0, UINT64_MAX - 1, 0, true);
+	int r = inode_free_one(c, inum);
+
+	if (r != 1)
+		return r;
+	r = punch_range(c, inum, 0, UINT64_MAX - 1, 0, true);
 
 	if (!r)
 		r = delete_all_keys(c, BCH_BTREE_ID_xattrs, inum);
@@ -738,14 +785,14 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 	touch(di, true);
 	touch(ti, false);
 	/* an inode with nothing but its key goes in this transaction, else in pieces after */
-	bool free_later = false;
-	if (!ti->nlink) {
+	bool free_later = c->defer_unlinked_free;	/* (then nothing to look up) */
+	if (!ti->nlink && !free_later) {
 		int e = 0, x = has_keys(c, BCH_BTREE_ID_xattrs, inum);
 		if (x >= 0 && want_dir)
 			e = has_keys(c, BCH_BTREE_ID_dirents, inum);
 		if (x < 0 || e < 0)
 			return ret_errno(x < 0 ? x : e);
-		free_later = ti->sectors || x || e || has_extents(c, inum) || c->defer_unlinked_free;
+		free_later = ti->sectors || x || e || has_extents(c, inum);
 	}
 	if (!ti->nlink) {
 		if (free_later)
@@ -1242,15 +1289,53 @@ static int rmw_read(struct bch_fs *c, uint64_t inum, uint64_t size, uint64_t off
 }
 
 /*
+ * The extent keys under the partial blocks of a write at [offset, offset +
+ * len) (the first block and the last: what rmw_read() reads), into
+ * *keys, *len (NULL, 0 when they cannot be taken).
+ */
+static void rmw_keys(struct bch_fs *c, uint64_t inum, uint64_t offset, uint64_t len,
+		     char **keys, size_t *keys_len)
+{
+	uint64_t bs = block_bytes(c), a = offset / bs * bs;
+	uint64_t tail = (offset + len + bs - 1) / bs * bs - bs;
+
+	*keys = NULL;
+	*keys_len = 0;
+	if (bch_data_keys_append(c, inum, a >> BCH_SECTOR_SHIFT, bs >> BCH_SECTOR_SHIFT, keys, keys_len) ||
+	    (tail != a &&
+	     bch_data_keys_append(c, inum, tail >> BCH_SECTOR_SHIFT, bs >> BCH_SECTOR_SHIFT, keys, keys_len))) {
+		free(*keys);
+		*keys = NULL;
+		*keys_len = 0;
+	}
+}
+
+/*
  * A planned write's partial blocks were read at its plan: are they still
  * what the file holds there (a truncate, fallocate or remap meanwhile may
  * have changed them; no write of the file can have: it was planned so with
- * none in flight, and later ones end after it)?
+ * none in flight, and later ones end after it)?  The same size and the
+ * same extent keys there (a key equal to the byte holds the same bytes) say
+ * yes without reading them again (untar: one device read and checksum less
+ * per unaligned write); otherwise the bytes are read and compared (a key
+ * moved by rebalance or copygc holds the same bytes elsewhere).
  */
 static bool rmw_still(struct bch_fs *c, uint64_t inum, uint64_t size, const struct bch_fs_write_op *op)
 {
 	uint64_t bs = block_bytes(c), a = op->offset / bs * bs;
 	uint64_t b = (op->offset + op->len + bs - 1) / bs * bs, end = op->offset + op->len;
+
+	if (op->rmw_keys && size == op->rmw_size) {
+		char *now;
+		size_t now_len;
+		rmw_keys(c, inum, op->offset, op->len, &now, &now_len);
+		bool same = now && now_len == op->rmw_keys_len &&
+			    !memcmp(now, op->rmw_keys, now_len);
+		free(now);
+		if (same)
+			return true;
+	}
+
 	char *cur = bch_dev_alloc_buf(b - a);
 	bool same = cur && !rmw_read(c, inum, size, op->offset, op->len, cur) &&
 		    !memcmp(cur, op->bounce, op->offset - a) &&
@@ -1294,6 +1379,8 @@ static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op 
 			return -ENOMEM;
 		if ((r = rmw_read(c, inum, i.size, offset, len, op->bounce)))
 			goto err;
+		rmw_keys(c, inum, offset, len, &op->rmw_keys, &op->rmw_keys_len);
+		op->rmw_size = i.size;
 		memcpy(op->bounce + (offset - a), op->buf, len);
 		src = op->bounce;
 	}
@@ -1305,6 +1392,8 @@ static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op 
 err:
 	free(op->bounce);
 	op->bounce = NULL;
+	free(op->rmw_keys);
+	op->rmw_keys = NULL;
 	c->err_msg[0] = 0;	/* the old way says what went wrong, if it does */
 	return r;
 }
@@ -1439,6 +1528,8 @@ ssize_t bch_fs_write_end(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_
 		bch_data_write_plan_free(&op->pl, true);
 	free(op->bounce);
 	op->bounce = NULL;
+	free(op->rmw_keys);
+	op->rmw_keys = NULL;
 	if (n == -EAGAIN) {
 		op->redone = op->planned;
 		n = bch_fs_write(c, op->handle, op->offset, op->buf, op->len);
@@ -1811,7 +1902,7 @@ int bch_fs_fsync(struct bch_fs *c)
 
 /* -------------------------------------------------------------- setattr */
 
-static int v_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa)
+static int v_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa, struct stat *st)
 {
 	struct ino_set s = { 0 };
 	struct bch_inode *i;
@@ -1820,12 +1911,13 @@ static int v_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *
 
 	if (c->read_only)
 		return -EROFS;
-	struct bch_inode fl;
-	if ((r = bch_inode_get(c, inum, &fl)))
+	/* the inode read once (not again for the flags, nor for the caller's stat) */
+	if ((r = ino_get(c, &s, inum, &i)))
 		return ret_errno(r);
-	if ((r = flags_setattr(&fl, sa)))
+	if ((r = flags_setattr(i, sa)))
 		return r;
 	if (sa->valid & BCH_SETATTR_SIZE) {
+		s.nr = 0;	/* read again after the truncate */
 		struct bch_inode cur;
 		if ((r = bch_inode_get(c, inum, &cur)))
 			return ret_errno(r);
@@ -1859,7 +1951,11 @@ static int v_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *
 	if (sa->valid & BCH_SETATTR_BTIME)
 		i->btime = sa->btime == BCH_TIME_NOW ? now : sa->btime;
 	i->ctime = (sa->valid & BCH_SETATTR_CTIME) ? (sa->ctime == BCH_TIME_NOW ? now : sa->ctime) : now;
-	return ret_errno(commit_inodes(c, &s));
+	if ((r = commit_inodes(c, &s)))
+		return ret_errno(r);
+	if (st)
+		inode_stat(c, inum, i, st);
+	return 0;
 }
 
 /* ------------------------------------------------------- set-id rules */
@@ -3517,7 +3613,12 @@ int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence
 
 int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa)
 {
-	return VIEW_CALL(c, inum, v_setattr(c, inum, sa));
+	return VIEW_CALL(c, inum, v_setattr(c, inum, sa, NULL));
+}
+
+int bch_fs_setattr_stat(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa, struct stat *st)
+{
+	return VIEW_CALL(c, inum, v_setattr(c, inum, sa, st));
 }
 
 int bch_fs_kill_priv(struct bch_fs *c, uint64_t inum, const struct bch_caller *cr)

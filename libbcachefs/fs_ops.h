@@ -62,6 +62,8 @@ struct bch_setattr {
 #define BCH_TIME_NOW	INT64_MIN
 
 int bch_fs_setattr(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa);
+/* The same, and on success *st as bch_fs_getattr() would give it after (one inode read less). */
+int bch_fs_setattr_stat(struct bch_fs *c, uint64_t inum, const struct bch_setattr *sa, struct stat *st);
 
 /*
  * Set-id rules of Linux (fs/inode.c, fs/attr.c), for callers that act for a
@@ -211,6 +213,9 @@ struct bch_fs_write_op {
 	bool			redone;		/* planned, but written the old way at the end */
 	int			run_r;		/* the run's result */
 	char			*bounce;	/* whole blocks: buf and the old bytes around it */
+	char			*rmw_keys;	/* the extent keys under those old bytes (NULL: none taken) */
+	size_t			rmw_keys_len;
+	uint64_t		rmw_size;	/* and the file's size, when they were read */
 	struct bch_write_plan	pl;
 };
 

@@ -700,9 +700,21 @@ int bch_data_write_plan(struct bch_fs *c, uint64_t inum, const struct bch_io_opt
 	return r;
 }
 
+/*
+ * A planned write of at least this much starts the device writing it at
+ * once (bch_dev_writeback_start()): a 1 GiB stream of 1 MiB writes through
+ * the mount otherwise left it all dirty in the page cache until each
+ * journal entry's preflush, which then wrote ~80 MiB with the engine lock
+ * held (13 fdatasyncs, 0.73 s of a 2.1 s fio run; with it 1.4 s).  Smaller
+ * writes (untar's files) leave it to the flush: a call per small write
+ * would cost a syscall each and split the device's writes.
+ */
+#define WRITEBACK_START_MIN	(256U << 10)
+
 int bch_data_write_plan_run(struct bch_write_plan *pl)
 {
 	struct bch_fs *c = pl->c;
+	bool writeback = ((uint64_t)pl->sectors << BCH_SECTOR_SHIFT) >= WRITEBACK_START_MIN;
 	struct bch_encode_opts eo = {
 		.csum_type	= c->crypt ? BCH_CSUM_none : pl->o.csum_type,
 		.compression	= 0,
@@ -749,10 +761,15 @@ int bch_data_write_plan_run(struct bch_write_plan *pl)
 		uint64_t off = (w->start - pl->start) << BCH_SECTOR_SHIFT;
 		const char *out = (c->crypt ? enc : (const char *)pl->src) + off;
 
-		for (unsigned p = 0; p < w->got && !r; p++)
+		for (unsigned p = 0; p < w->got && !r; p++) {
 			r = bch_dev_write(c->devs[w->ptrs[p].dev]->bdev, out,
 					  (size_t)w->sectors << BCH_SECTOR_SHIFT,
 					  (uint64_t)w->ptrs[p].offset << BCH_SECTOR_SHIFT);
+			if (!r && writeback)
+				bch_dev_writeback_start(c->devs[w->ptrs[p].dev]->bdev,
+							(uint64_t)w->ptrs[p].offset << BCH_SECTOR_SHIFT,
+							(size_t)w->sectors << BCH_SECTOR_SHIFT);
+		}
 	}
 	return r;
 }
@@ -1290,6 +1307,32 @@ static int data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf,
 	if (!r && !err && done < start + sectors)
 		memset((char *)buf + ((done - start) << BCH_SECTOR_SHIFT), 0,
 		       (start + sectors - done) << BCH_SECTOR_SHIFT);
+	return r ? r : err;
+}
+
+int bch_data_keys_append(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors,
+			 char **buf, size_t *len)
+{
+	struct bch_viter it;
+	const struct bch_bkey *cur;
+	int r = 0, err = 0;
+
+	bch_viter_init(&it, c, BCH_BTREE_ID_extents, POS(inum, start + 1, 0),
+		       POS(inum, UINT64_MAX, 0));
+	while (!r && (cur = bch_viter_next(&it, &err))) {
+		if (bch_extent_start(cur) >= start + sectors)
+			break;
+		size_t n = bkey_bytes(cur);
+		char *nb = realloc(*buf, *len + n);
+		if (!nb) {
+			r = -ENOMEM;
+			break;
+		}
+		memcpy(nb + *len, cur, n);
+		*buf = nb;
+		*len += n;
+	}
+	bch_viter_exit(&it);
 	return r ? r : err;
 }
 

@@ -62,6 +62,15 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		   const struct bch_io_opts *o, uint64_t start, const void *buf, uint64_t sectors,
 		   struct bch_extent_update *u);
 
+/*
+ * Append to *buf (*len bytes, grown with realloc; free() it) every key of
+ * inum's extents btree over sectors [start, start + sectors), as the file
+ * reads them (its view).  Two equal results mean the same bytes there: a
+ * caller that read the range checks this way that it still holds them.
+ */
+int bch_data_keys_append(struct bch_fs *c, uint64_t inum, uint64_t start, uint64_t sectors,
+			 char **buf, size_t *len);
+
 /* Read sectors of inum's data at sector start into buf (holes read as zeros). */
 int bch_data_read(struct bch_fs *c, uint64_t inum, uint64_t start, void *buf, uint64_t sectors);
 /*
