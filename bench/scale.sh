@@ -15,11 +15,11 @@
 # ratio N clients / 1 client, for ours and for ext4.  The load average at
 # the start is printed: on a shared machine, compare within one run.
 # LOADS picks the loads (default "randread randwrite seqwrite dbench"),
-# CLIENTS the client counts (default "1 2 4").  Needs root, /dev/fuse, fio,
+# CLIENTS the client counts (default "1 2 4"), BCH= another build.  Needs root, /dev/fuse, fio,
 # dbench; the ext4 rows are "-" without losetup.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-B="$root/bcachefs"
+B=${BCH:-$root/bcachefs}	# BCH=PATH: another build to measure
 RUNTIME=${RUNTIME:-8}
 LOADS=${LOADS:-randread randwrite seqwrite dbench}
 CLIENTS=${CLIENTS:-1 2 4}
