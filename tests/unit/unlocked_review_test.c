@@ -124,6 +124,29 @@ static uint64_t fill(uint64_t a, uint64_t left)
 /* ------------------------------------------------------------------ ENOSPC */
 
 /*
+ * The scene of the fallocate and copy tests: files a and b (and d when d
+ * is not NULL), a filled until 384 KiB are free (*free, if asked: what
+ * is), and w1, a planned 128 KiB overwrite of a, begun.  Returns what the
+ * op beside it asks: all that is free but 64 KiB.
+ */
+static uint64_t planned_overwrite_near_full(struct bch_fs_write_op *w1, uint64_t *a, uint64_t *b,
+					    uint64_t *d, uint64_t *free)
+{
+	open_fs(8);
+	*a = mkfile("a");
+	*b = mkfile("b");
+	if (d)
+		*d = mkfile("d");
+	fill(*a, 384 << 10);
+	uint64_t f = bch_alloc_user_free(c) << 9;
+	if (free)
+		*free = f;
+	cr_assert_eq(bch_fs_write_begin(c, &writes, w1, *a, 0, big, 128 << 10, true), 0);
+	cr_assert(w1->planned);
+	return f - (64 << 10);
+}
+
+/*
  * fs_ops.c bch_fs_write_turn(): a write not planned waits for the planned
  * writes issued BEFORE it, so that its ENOSPC is the serial answer.  But a
  * write planned AFTER it (of another file, while it waits for its turn
@@ -249,13 +272,8 @@ static ssize_t op_copy_file_range_as_daemon(uint64_t src, uint64_t src_off, uint
 Test(unlocked_review, fallocate_beside_planned_overwrite)
 {
 	struct bch_fs_write_op w1;
+	uint64_t a, b, free, m = planned_overwrite_near_full(&w1, &a, &b, NULL, &free);
 
-	open_fs(8);
-	uint64_t a = mkfile("a"), b = mkfile("b");
-	fill(a, 384 << 10);
-	uint64_t free = bch_alloc_user_free(c) << 9, m = free - (64 << 10);
-	cr_assert_eq(bch_fs_write_begin(c, &writes, &w1, a, 0, big, 128 << 10, true), 0);
-	cr_assert(w1.planned);
 	in_flight = &w1;
 	/* op_fallocate while w1 runs unlocked */
 	int r = op_fallocate_as_daemon(b, 0, 0, m);
@@ -268,13 +286,8 @@ Test(unlocked_review, fallocate_beside_planned_overwrite)
 Test(unlocked_review, fallocate_serial_orders)
 {
 	struct bch_fs_write_op w1;
+	uint64_t a, b, d, m = planned_overwrite_near_full(&w1, &a, &b, &d, NULL);
 
-	open_fs(8);
-	uint64_t a = mkfile("a"), b = mkfile("b"), d = mkfile("d");
-	fill(a, 384 << 10);
-	uint64_t free = bch_alloc_user_free(c) << 9, m = free - (64 << 10);
-	cr_assert_eq(bch_fs_write_begin(c, &writes, &w1, a, 0, big, 128 << 10, true), 0);
-	cr_assert(w1.planned);
 	bch_fs_write_run(&w1);
 	cr_assert_eq(bch_fs_write_end(c, &writes, &w1), 128 << 10);
 	cr_assert_eq(bch_fs_fallocate(c, b, 0, 0, m), 0, "after w1: %s", c->err_msg);
@@ -292,13 +305,8 @@ Test(unlocked_review, fallocate_serial_orders)
 Test(unlocked_review, copy_range_beside_planned_overwrite)
 {
 	struct bch_fs_write_op w1;
+	uint64_t a, b, free, m = planned_overwrite_near_full(&w1, &a, &b, NULL, &free);
 
-	open_fs(8);
-	uint64_t a = mkfile("a"), b = mkfile("b");
-	fill(a, 384 << 10);
-	uint64_t free = bch_alloc_user_free(c) << 9, m = free - (64 << 10);
-	cr_assert_eq(bch_fs_write_begin(c, &writes, &w1, a, 0, big, 128 << 10, true), 0);
-	cr_assert(w1.planned);
 	in_flight = &w1;
 	/* op_copy_file_range while w1 runs unlocked */
 	ssize_t n = op_copy_file_range_as_daemon(a, 512 << 10, b, 512, m);
@@ -311,13 +319,8 @@ Test(unlocked_review, copy_range_beside_planned_overwrite)
 Test(unlocked_review, copy_range_serial_orders)
 {
 	struct bch_fs_write_op w1;
+	uint64_t a, b, d, m = planned_overwrite_near_full(&w1, &a, &b, &d, NULL);
 
-	open_fs(8);
-	uint64_t a = mkfile("a"), b = mkfile("b"), d = mkfile("d");
-	fill(a, 384 << 10);
-	uint64_t free = bch_alloc_user_free(c) << 9, m = free - (64 << 10);
-	cr_assert_eq(bch_fs_write_begin(c, &writes, &w1, a, 0, big, 128 << 10, true), 0);
-	cr_assert(w1.planned);
 	bch_fs_write_run(&w1);
 	cr_assert_eq(bch_fs_write_end(c, &writes, &w1), 128 << 10);
 	cr_assert_eq(bch_fs_remap_range(c, a, 512 << 10, b, 512, m), (ssize_t)m, "after w1: %s",
