@@ -177,9 +177,11 @@ int bch_fs_truncate(struct bch_fs *c, uint64_t inum, uint64_t size);
  *     a write needing the old bytes of a partial block while an earlier
  *     write of the file is in flight (that block may be in it); one the
  *     data layer does not plan (compression, erasure coding); any failure
- *     to allocate.  A write not planned waits for every planned write
- *     issued before it, of any file: its answer (ENOSPC) is then the old
- *     path's for the state those writes leave, as if done in turn.
+ *     to allocate; any write while the writes not planned in flight would
+ *     not fit beside it (it would take their space ahead of them).  A
+ *     write not planned waits for every planned write issued before it,
+ *     of any file: its answer (ENOSPC) is then the old path's for the
+ *     state those writes leave, as if done in turn.
  *   run (BCH_WRITE_RUN_NEEDS): bch_fs_write_run(), planned writes only.
  *   end (BCH_WRITE_INDEX_NEEDS): once bch_fs_write_turn() (every earlier
  *     write of the same handle ended, and when not planned every earlier
