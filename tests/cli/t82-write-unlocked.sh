@@ -49,6 +49,7 @@ elif mode == "shared":
 elif mode == "fill":
     # append until ENOSPC twice in a row; print the bytes stored
     fd = os.open(f"{mnt}/fill{w}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    open(f"fill{w}.chunks", "w").close()	# a writer the others left no room stores none
     stored, nospc = 0, 0
     while nospc < 2:
         n = 4096 * rnd.randrange(2, 64)
