@@ -2,8 +2,9 @@
 # strace sees the daemon make while a client works through the mount:
 #   - 600 small files written one after the other do not wake the background
 #     thread once per write (it naps after each look, deaf to writes'
-#     kicks): fewer futex calls than a fifth of the writes (main before:
-#     about one per write);
+#     kicks): fewer futex calls than half the writes (main before: about
+#     2,700, several per write; quiet, about 20; under make check's two
+#     lanes libfuse's own thread handoffs reach 120 and more);
 #   - a file appended to in 10 KiB writes (tar's records: every other one
 #     starts in the block the last one ended in) reads that block once per
 #     such write, at its plan: the end checks the extent keys there, not
@@ -80,7 +81,7 @@ calls() { awk -v s="$2" '$NF == s { print ($4 ~ /^[0-9]+$/) ? $4 : $3; f = 1 } E
 traced small
 futex=$(calls small futex)
 echo "600 small files: $futex futex calls"
-[ "$futex" -lt 120 ] || fail "600 small files made $futex futex calls (a wakeup per write?): $(cat sc.small)"
+[ "$futex" -lt 300 ] || fail "600 small files made $futex futex calls (a wakeup per write?): $(cat sc.small)"
 
 traced append
 pread=$(calls append pread64)
