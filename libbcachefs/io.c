@@ -669,14 +669,6 @@ int bch_data_write_plan(struct bch_fs *c, uint64_t inum, const struct bch_io_opt
 	if (bch_compression_type_of(o->compression) != BCH_COMPRESSION_none ||
 	    (o->erasure_code && bch_ec_replicas_fit(c, o->replicas)) || !sectors)
 		return -EAGAIN;
-	/*
-	 * Near full a plan could take some units and then fail: what it gives
-	 * back stays dead in its buckets until copygc.  A write that might not
-	 * fit goes the old way, at its turn (the serial answer, and a short
-	 * write rather than none).
-	 */
-	if ((sectors + unit) * o->replicas > bch_alloc_user_free(c))
-		return -EAGAIN;	/* (a unit more: an open bucket's tail too short for one) */
 	pl->nr = (sectors + unit - 1) / unit;
 	if (!(pl->w = calloc(pl->nr, sizeof(*pl->w))))
 		return -ENOMEM;
