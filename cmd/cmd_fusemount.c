@@ -99,6 +99,7 @@
 #include <stdatomic.h>
 #include <limits.h>
 #include <linux/fs.h>
+#include <linux/fuse.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,13 @@ struct fsess {
 	/* atime rules (invariant 7): per mountpoint, as the kernel's MNT_ flags; lock */
 	enum atime_mode	atime;
 	bool		nodiratime;
+	/* the INIT handshake (sess_read(), sess_writev()); killpriv_v2 read without lock */
+	uint64_t	init_unique;	/* INIT's request, until its reply: 0 none */
+	bool		init_offers_v2;	/* the kernel offered FUSE_HANDLE_KILLPRIV_V2 */
+	bool		killpriv_v2;	/* and the reply took it */
+	/* the last GETXATTR security.capability under KILLPRIV_V2 (op_setattr); lock */
+	uint64_t	caps_probe_ino;
+	pid_t		caps_probe_pid;
 	struct fsess	*next;
 };
 
@@ -931,6 +939,64 @@ static void others_entry(struct fsess *s, fuse_ino_t parent, const char *name)
 
 /* ------------------------------------------------------------ requests */
 
+/*
+ * The kernel's killpriv handshake, FUSE_HANDLE_KILLPRIV_V2.  Without it the
+ * kernel keeps no S_NOSEC for a FUSE inode: before every buffered write it
+ * asks GETXATTR security.capability (16,385 of them for 16,384 random 4 KiB
+ * writes: one request in two), and before every chown a GETATTR.  With it
+ * the kernel asks once per inode and leaves the set-id rule to the daemon,
+ * which applies all of it already (kill_priv() on writes, truncates,
+ * fallocate, open O_TRUNC and copies; chown_kill_bits() on chown); kill_caps()
+ * then runs on every write, not only on direct ones, so a capability set
+ * through another mountpoint or a command still goes.  libfuse 3.14 of
+ * Debian 12 neither offers nor passes the flag (3.16 does:
+ * FUSE_CAP_HANDLE_KILLPRIV_V2), so the session's own I/O
+ * (fuse_session_custom_io(): the same read(2) and writev(2) libfuse makes)
+ * adds it to the INIT reply when the kernel offered it in INIT.  errno is
+ * left as the call set it: libfuse reads it after.
+ */
+static ssize_t sess_read(int fd, void *buf, size_t len, void *userdata)
+{
+	struct fsess *s = userdata;
+	ssize_t r = read(fd, buf, len);
+	const struct fuse_in_header *in = buf;
+
+	if (r >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2)) &&
+	    in->opcode == FUSE_INIT) {
+		const struct fuse_init_in *init = (const void *)(in + 1);
+
+		s->init_unique = in->unique;
+		s->init_offers_v2 = init->flags & FUSE_HANDLE_KILLPRIV_V2;
+	}
+	return r;
+}
+
+static ssize_t sess_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct fsess *s = userdata;
+
+	if (s->init_unique && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
+	    ((struct fuse_out_header *)iov[0].iov_base)->unique == s->init_unique) {
+		struct fuse_out_header *out = iov[0].iov_base;
+
+		s->init_unique = 0;
+		if (!out->error && s->init_offers_v2 &&
+		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
+			((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
+			s->killpriv_v2 = true;
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+/* Before session_mount()'s INIT is read: the session's I/O is sess_read()'s and sess_writev()'s. */
+static int sess_own_io(struct fsess *s)
+{
+	static const struct fuse_custom_io io = { .read = sess_read, .writev = sess_writev };
+
+	return lf->session_custom_io(s->se, &io, lf->session_fd(s->se));
+}
+
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
 	struct fmount *m = ((struct fsess *)userdata)->m;
@@ -962,7 +1028,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * chown_kill_bits() on chown.  FUSE_CAP_HANDLE_KILLPRIV would spare the
 	 * GETATTR the kernel sends before every chown, but libfuse 3.14 of
 	 * Debian 12 never passes it to the kernel (libfuse issue 884, fixed in
-	 * 3.16), and it does not offer FUSE_CAP_HANDLE_KILLPRIV_V2.
+	 * 3.16), and it does not offer FUSE_CAP_HANDLE_KILLPRIV_V2: the
+	 * session's own I/O takes that one (sess_read()).
 	 */
 	conn->want &= ~FUSE_CAP_HANDLE_KILLPRIV;
 	/*
@@ -1175,10 +1242,22 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	}
 	LOCK(m);
 	int r = 0;
+	bool chown_rule = to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID);
+	/*
+	 * Under KILLPRIV_V2 chown(f, -1, -1) reaches us as nothing to set, with
+	 * no flag to tell it (the kernel sends FATTR_KILL_SUIDGID only with an
+	 * owner or group), right after its need-killpriv GETXATTR
+	 * security.capability from the same caller: that pair takes the chown
+	 * rule, as Linux clears the bits of any chown of a file.
+	 */
+	bool probed = se->caps_probe_ino == ino && se->caps_probe_pid == lf->req_ctx(req)->pid;
+	se->caps_probe_ino = 0;
 	if ((to_set & FUSE_SET_ATTR_MODE) && (sa.mode & S_ISGID))
 		r = chmod_strip_sgid(req, m, from_fuse(ino), to_set, attr, &sa.mode);
 	if (r) {
 		/* nothing more */
+	} else if (!(to_set & ~FUSE_SET_ATTR_CTIME) && probed) {
+		chown_rule = true;
 	} else if (!(to_set & ~FUSE_SET_ATTR_CTIME)) {
 		/*
 		 * Nothing to set: the kernel's file_remove_privs() before a write
@@ -1193,8 +1272,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (!r && (to_set & FUSE_SET_ATTR_MODE) && !bch_fs_getattr(m->c, from_fuse(ino), &st))
 			sa.mode &= ~(S_ISUID | S_ISGID) | st.st_mode;
 	}
-	if (!r && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) &&
-	    !(r = bch_fs_getattr(m->c, from_fuse(ino), &st))) {
+	if (!r && chown_rule && !(r = bch_fs_getattr(m->c, from_fuse(ino), &st))) {
 		mode_t kill = chown_kill_bits(req, &st);
 		if (kill) {
 			if (!(sa.valid & BCH_SETATTR_MODE))
@@ -1758,7 +1836,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	LOCK(m);
 	ssize_t n = kill_priv(req, m, from_fuse(ino));
 	bool caps_gone = false;
-	if (!n && (fi->fh & FH_DIRECT))
+	if (!n && ((fi->fh & FH_DIRECT) || se->killpriv_v2))
 		n = kill_caps(m, from_fuse(ino), &caps_gone);
 	if (!n)
 		n = bch_fs_write_begin(m->c, &m->writes, &op, from_fuse(ino), off, buf, size,
@@ -2096,6 +2174,10 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	char *buf = malloc(size ? size : 1);
 
 	LOCK(m);
+	if (SESS(req)->killpriv_v2 && !strcmp(name, "security.capability")) {
+		SESS(req)->caps_probe_ino = ino;
+		SESS(req)->caps_probe_pid = lf->req_ctx(req)->pid;
+	}
 	ssize_t n = bch_fs_getxattr(m->c, from_fuse(ino), name, buf, size);
 	UNLOCK(m);
 	if (n < 0)
@@ -3312,6 +3394,7 @@ int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
 		free(s);
 		return EXIT_FAIL;
 	}
+	(void)sess_own_io(s);	/* failing (no memory), libfuse's own I/O: no KILLPRIV_V2 */
 	int r;
 	if ((ms & MNT_FLAGS_OURS) && (r = kernel_remount(mnt, ms)))
 		fprintf(x->err, "bcachefs mount: %s: setting the mount's flags: %s; the daemon "
@@ -3919,6 +4002,7 @@ int cmd_fusemount(int argc, char *argv[])
 		cmd_err("fusemount", "could not mount on %s", mnt);
 		goto signals;
 	}
+	(void)sess_own_io(&first);	/* failing (no memory), libfuse's own I/O: no KILLPRIV_V2 */
 	snprintf(first.mnt, sizeof(first.mnt), "%s", m.mnt);
 	sess_add(&m, &first);
 	mark_mounted(m.c, mnt);

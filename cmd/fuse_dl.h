@@ -58,7 +58,9 @@
 	x(reply_xattr,		fuse_reply_xattr,		"FUSE_3.0")	\
 	x(req_ctx,		fuse_req_ctx,			"FUSE_3.0")	\
 	x(req_userdata,		fuse_req_userdata,		"FUSE_3.0")	\
+	x(session_custom_io,	fuse_session_custom_io,		"FUSE_3.0")	\
 	x(session_destroy,	fuse_session_destroy,		"FUSE_3.0")	\
+	x(session_fd,		fuse_session_fd,		"FUSE_3.0")	\
 	x(session_loop_mt,	fuse_session_loop_mt_32,	"FUSE_3.2")	\
 	x(session_mount,	fuse_session_mount,		"FUSE_3.0")	\
 	x(session_new,		fuse_session_new,		"FUSE_3.0")	\

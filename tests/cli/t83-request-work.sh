@@ -9,6 +9,10 @@
 #     starts in the block the last one ended in) reads that block once per
 #     such write, at its plan: the end checks the extent keys there, not
 #     the bytes again (50 preads for 100 writes; before: 100);
+#   - the kernel asks for security.capability once per file, not before
+#     every write (FUSE_HANDLE_KILLPRIV_V2, taken at INIT; main before: one
+#     GETXATTR per write to a file once fallocated, as fio's are), counted
+#     by `fs timestats`;
 #   - 1 MiB writes start their device writeback at once (sync_file_range,
 #     at least one per write; before: none).
 # The files hold what was written (sha256, again after a remount), fsck -f
@@ -48,8 +52,15 @@ elif mode == "big":
         assert os.write(fd, d) == len(d)
         h.update(d)
     os.close(fd)
+elif mode == "falloc":
+    fd = os.open(f"{mnt}/falloc", os.O_RDWR | os.O_CREAT, 0o644)
+    os.posix_fallocate(fd, 0, 1 << 20)
+    for i in range(100):
+        assert os.pwrite(fd, rnd.randbytes(4096), 4096 * (i * 7 % 256)) == 4096
+    os.close(fd)
+    h.update(open(f"{mnt}/falloc", "rb").read())
 elif mode == "check":
-    for m2 in ("small", "append", "big"):
+    for m2 in ("small", "append", "big", "falloc"):
         h = hashlib.sha256()
         if m2 == "small":
             for i in range(600):
@@ -93,6 +104,14 @@ traced big
 sfr=$(calls big sync_file_range)
 echo "8 writes of 1 MiB: $sfr sync_file_range calls"
 [ "$sfr" -ge 8 ] || fail "8 writes of 1 MiB started writeback $sfr times"
+
+expect_rc 0 $B fs timestats --reset m
+python3 work.py falloc m || fail "work.py falloc"
+expect_rc 0 $B fs timestats m
+getxattr=$(awk '$1 == "getxattr" { print $2; f = 1 } END { if (!f) print 0 }' out)
+echo "100 writes of 4 KiB after fallocate: $getxattr GETXATTR requests"
+[ "$getxattr" -le 5 ] ||
+	fail "100 writes: $getxattr GETXATTR requests (security.capability asked before each: no KILLPRIV_V2?)"
 
 python3 work.py check m || fail "content"
 fusermount3 -u m || fail "unmount"
