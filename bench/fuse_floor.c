@@ -15,7 +15,7 @@
  * session setup before changing anything here): the same libfuse3 (3.14 on
  * Debian 12, linked directly, FUSE_USE_VERSION 35), the same init wishes
  * (no writeback cache, no async DIO, export support, no splice read, no
- * HANDLE_KILLPRIV, POSIX ACLs with DONT_MASK, max_write 1 MiB, no
+ * HANDLE_KILLPRIV but HANDLE_KILLPRIV_V2, POSIX ACLs with DONT_MASK, max_write 1 MiB, no
  * auto_inval_data, explicit_inval_data), the same mount options
  * (default_permissions, suid, dev), entry and attribute timeouts of 30 s,
  * negative entries cached as long, the same open flags (direct_io for
@@ -27,6 +27,10 @@
  *   wbc          ask for FUSE_CAP_WRITEBACK_CACHE
  *   killpriv     ask for FUSE_CAP_HANDLE_KILLPRIV (libfuse 3.14 never passes
  *                it on to the kernel: no request changes, as measured)
+ *   nokillpriv2  do not add FUSE_HANDLE_KILLPRIV_V2 to the INIT reply
+ *                (fusemount does, floor_writev()): the kernel then asks
+ *                GETXATTR security.capability before writes, GETATTR
+ *                before chown
  *   noacl        no FUSE_CAP_POSIX_ACL / DONT_MASK
  *   noexport     no FUSE_CAP_EXPORT_SUPPORT
  *   noplus       no FUSE_CAP_READDIRPLUS (plain READDIR, LOOKUP per name)
@@ -70,6 +74,8 @@
 #include <fuse_lowlevel.h>
 
 #include <errno.h>
+#include <linux/fuse.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -126,7 +132,8 @@ static size_t nr_nodes, cap_nodes;
 static struct dent *hash[1 << HASH_BITS];
 static double timeout = 30.0;
 static bool o_wbc, o_killpriv, o_noacl, o_noexport, o_noplus, o_noplusauto, o_cachesym,
-	    o_noparallel, o_cachedir, o_nodirect, o_flush, o_noneg, o_noxattr, o_noopen, o_noperm, o_rwdirect, o_nocreate;
+	    o_noparallel, o_cachedir, o_nodirect, o_flush, o_noneg, o_noxattr, o_noopen, o_noperm, o_rwdirect, o_nocreate,
+	    o_nokillpriv2;
 
 /* per-request counts (user.floor.counts) */
 #define OPS() x(lookup) x(forget) x(getattr) x(setattr) x(readlink) x(mknod) x(mkdir) \
@@ -340,6 +347,42 @@ static void entry_of(fuse_ino_t ino, struct fuse_entry_param *e)
 	e->attr_timeout = timeout;
 	e->entry_timeout = timeout;
 	n->nlookup++;
+}
+
+/*
+ * FUSE_HANDLE_KILLPRIV_V2 as cmd_fusemount.c takes it (sess_read(),
+ * sess_writev()): libfuse 3.14 cannot ask for it, so the session's own I/O
+ * adds it to the INIT reply when the kernel offered it.
+ */
+static uint64_t init_unique;
+static bool init_offers_v2;
+
+static ssize_t floor_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t r = read(fd, buf, len);
+	const struct fuse_in_header *in = buf;
+	(void)userdata;
+
+	if (r >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2)) &&
+	    in->opcode == FUSE_INIT) {
+		init_unique = in->unique;
+		init_offers_v2 = ((const struct fuse_init_in *)(in + 1))->flags & FUSE_HANDLE_KILLPRIV_V2;
+	}
+	return r;
+}
+
+static ssize_t floor_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	(void)userdata;
+	if (init_unique && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
+	    ((struct fuse_out_header *)iov[0].iov_base)->unique == init_unique) {
+		init_unique = 0;
+		if (!((struct fuse_out_header *)iov[0].iov_base)->error && init_offers_v2 &&
+		    !o_nokillpriv2 &&
+		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t))
+			((struct fuse_init_out *)iov[1].iov_base)->flags |= FUSE_HANDLE_KILLPRIV_V2;
+	}
+	return writev(fd, iov, count);
 }
 
 static void fl_init(void *userdata, struct fuse_conn_info *conn)
@@ -1191,6 +1234,7 @@ static bool floor_opt(const char *o)
 		{ "nodirect", &o_nodirect }, { "flush", &o_flush }, { "noneg", &o_noneg },
 		{ "noxattr", &o_noxattr }, { "noopen", &o_noopen },
 		{ "noperm", &o_noperm }, { "rwdirect", &o_rwdirect }, { "nocreate", &o_nocreate },
+		{ "nokillpriv2", &o_nokillpriv2 },
 	};
 
 	for (size_t i = 0; i < sizeof(sw) / sizeof(sw[0]); i++)
@@ -1212,7 +1256,7 @@ static bool floor_opt(const char *o)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: fuse-floor [-f] [-d] [-o wbc,killpriv,noacl,noexport,noplus,noplusauto,"
+	fprintf(stderr, "usage: fuse-floor [-f] [-d] [-o wbc,killpriv,nokillpriv2,noacl,noexport,noplus,noplusauto,"
 		"cachesym,noparallel,cachedir,nodirect,flush,noneg,noxattr,noopen,noperm,rwdirect,nocreate,timeout=S] MOUNTPOINT\n"
 		"A measuring instrument (bench/fuse_floor.sh), not a filesystem: all in memory.\n");
 }
@@ -1276,6 +1320,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fuse-floor: could not mount on %s\n", mnt);
 		goto signals;
 	}
+	static const struct fuse_custom_io io = { .read = floor_read, .writev = floor_writev };
+	fuse_session_custom_io(se, &io, fuse_session_fd(se));
 	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
 	ret = fuse_session_loop_mt(se, &config) ? 1 : 0;
 	fuse_session_unmount(se);

@@ -234,7 +234,7 @@ fi
 # median time and requests (tracepoint, no forgets) per row.  Both are
 # traced, so both carry the tracepoint's small cost.
 echo "$PARTS" | grep -qw variants || exit 0
-VARIANTS=${VARIANTS:-killpriv noxattr noacl,noperm noxattr,noacl,noperm nodirect wbc,nodirect rwdirect flush noopen nocreate,noopen noplusauto cachedir noneg}
+VARIANTS=${VARIANTS:-killpriv nokillpriv2 noxattr noacl,noperm noxattr,noacl,noperm nodirect wbc,nodirect rwdirect flush noopen nocreate,noopen noplusauto cachedir noneg}
 base_opts=$FLOOR_OPTS
 for rep in $(seq "$REPS"); do
 	for v in base $VARIANTS; do
