@@ -941,6 +941,22 @@ void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 		bch_alloc_data_account(c, &ptrs[i], sectors, -(int64_t)sectors);
 }
 
+void bch_alloc_data_unwind(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
+			   unsigned sectors)
+{
+	for (unsigned i = 0; i < nr; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, ptrs[i].dev);
+		const struct bch_extent_ptr *p = &ptrs[i];
+
+		/* the last piece carved from the open user bucket: that bucket takes it again */
+		if (a && a->open_user >= 0 && !p->flags && a->gen[a->open_user] == p->gen &&
+		    a->open_user_off >= sectors &&
+		    p->offset + sectors == (uint64_t)a->open_user * a->bucket_sectors + a->open_user_off)
+			a->open_user_off -= sectors;
+		bch_alloc_data_account(c, p, sectors, -(int64_t)sectors);
+	}
+}
+
 void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,
 			    int64_t delta)
 {

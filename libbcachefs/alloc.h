@@ -182,6 +182,15 @@ struct bch_fs_space {
 void bch_fs_space(struct bch_fs *c, struct bch_fs_space *s);
 
 int  bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released);
+/*
+ * bch_alloc_data_unwind(): bch_alloc_data_free() of space just allocated
+ * that holds nothing anyone may read (no key ever pointed at it): a piece
+ * that is the last one carved from its member's open user bucket is given
+ * back to that bucket, to be carved again, rather than left dead until
+ * copygc.  Pieces given back last-allocated first all return.
+ */
+void bch_alloc_data_unwind(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
+			   unsigned sectors);
 void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
 			 unsigned sectors);
 void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,

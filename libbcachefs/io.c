@@ -443,7 +443,7 @@ static int unit_alloc(struct bch_fs *c, const struct bch_io_opts *o, uint64_t re
 	}
 	unsigned n = *got;
 	if (n < c->opts.v[Opt_data_replicas_required] && n < o->replicas) {
-		bch_alloc_data_free(c, ptrs, n, *sectors);
+		bch_alloc_data_unwind(c, ptrs, n, *sectors);
 		*got = 0;
 		return bch_fs_err(c, -BCH_ERR_no_space, "only %u of %u required data replicas could be "
 				  "allocated", n, (unsigned)c->opts.v[Opt_data_replicas_required]);
@@ -493,6 +493,26 @@ static int unit_key(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 static uint64_t released_of(const struct bch_extent_update *u)
 {
 	return u->reserved_delta < 0 ? (uint64_t)-u->reserved_delta : 0;
+}
+
+/*
+ * Does a plain write of sectors (pieces cut to fit: unit_alloc()) find
+ * space for all of them?  With one copy, exactly when user data can still
+ * take that much: a write that does not fit fails here, before it takes
+ * any, where its first pieces would have been given back when its
+ * transaction was abandoned, and left dead behind the open bucket's end.
+ * With more copies a member short of space takes fewer (replicas_required):
+ * then the pieces say.
+ */
+static int write_fits(struct bch_fs *c, const struct bch_io_opts *o, uint64_t sectors,
+		      uint64_t released)
+{
+	unsigned devs = bch_alloc_nr_devs_for(c, BCH_DATA_user);
+
+	if (c->alloc_for_delete || (o->replicas > 1 && devs > 1) ||
+	    bch_compression_type_of(o->compression) != BCH_COMPRESSION_none)
+		return 0;
+	return bch_alloc_user_check(c, sectors, released);
 }
 
 /*
@@ -614,7 +634,8 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 
 	if (start % c->sb->block_size || sectors % c->sb->block_size)
 		return bch_fs_err(c, -EINVAL, "unaligned data write");
-	if ((r = bch_extents_punch(c, t, inum, start, start + sectors, 0, u, &done)))
+	if ((r = bch_extents_punch(c, t, inum, start, start + sectors, 0, u, &done)) ||
+	    (r = write_fits(c, o, sectors, released_of(u))))
 		return r;
 
 	/*
@@ -680,9 +701,9 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		}
 		for (unsigned i = 0; i < nr && !r; i++)
 			r = unit_store(c, t, inum, o, &w[i], unit, w[i].start == start, u, &needs_rebalance);
-		for (unsigned i = 0; i < nr; i++)	/* failed: the pieces not stored */
+		for (unsigned i = nr; i-- > 0;)	/* failed: the pieces not stored, last first */
 			if (w[i].got)
-				bch_alloc_data_free(c, w[i].ptrs, w[i].got, w[i].sectors);
+				bch_alloc_data_unwind(c, w[i].ptrs, w[i].got, w[i].sectors);
 	}
 	if (!c->crypt)
 		free(enc);
@@ -715,6 +736,8 @@ int bch_data_write_plan(struct bch_fs *c, uint64_t inum, const struct bch_io_opt
 	if (bch_compression_type_of(o->compression) != BCH_COMPRESSION_none ||
 	    (o->erasure_code && bch_ec_replicas_fit(c, o->replicas)) || !sectors)
 		return -EAGAIN;
+	if ((r = write_fits(c, o, sectors, 0)))
+		return r;
 	/* units, and one more per open bucket a piece is cut at (grown when short) */
 	unsigned cap = (sectors + unit - 1) / unit + 2;
 	if (!(pl->w = calloc(cap, sizeof(*pl->w))))
@@ -859,9 +882,10 @@ int bch_data_write_plan_index(struct btree_trans *t, struct bch_write_plan *pl,
 
 void bch_data_write_plan_free(struct bch_write_plan *pl, bool release)
 {
-	for (unsigned i = 0; release && pl->held && i < pl->nr; i++)
+	/* never indexed: the open buckets take it back, last piece first */
+	for (unsigned i = pl->nr; release && pl->held && i-- > 0;)
 		if (pl->w[i].got)
-			bch_alloc_data_free(pl->c, pl->w[i].ptrs, pl->w[i].got, pl->w[i].sectors);
+			bch_alloc_data_unwind(pl->c, pl->w[i].ptrs, pl->w[i].got, pl->w[i].sectors);
 	free(pl->w);
 	pl->w = NULL;
 	pl->nr = 0;
