@@ -941,18 +941,42 @@ void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 		bch_alloc_data_account(c, &ptrs[i], sectors, -(int64_t)sectors);
 }
 
+/*
+ * Piece [offset, offset + sectors) of user bucket b, about to be freed:
+ * the last carved from the open user bucket, that bucket takes it again;
+ * the end of the bucket opened before the open one, when the open one
+ * holds nothing (the pieces after it given back already), that one is open
+ * again from the piece on, and the empty one is free (reusable once
+ * durable, as any emptied bucket).
+ */
+static void unwind_piece(struct bch_fs *c, struct bch_dev_alloc *a, int64_t b, uint64_t offset,
+			 unsigned sectors)
+{
+	uint64_t start = (uint64_t)b * a->bucket_sectors, end = offset + sectors;
+
+	if (b == a->open_user && end == start + a->open_user_off) {
+		a->open_user_off -= sectors;
+		return;
+	}
+	int64_t was = a->open_user;
+	if (was < 0 || a->open_user_off || a->sectors[was] || a->cached[was] ||
+	    end != start + a->bucket_sectors || bucket_is_open(a, b))
+		return;
+	a->open_user = b;
+	a->open_user_off = offset - start;
+	data_bucket_settle(c, a, was);
+}
+
 void bch_alloc_data_unwind(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
 			   unsigned sectors)
 {
 	for (unsigned i = 0; i < nr; i++) {
 		struct bch_dev_alloc *a = dev_alloc(c, ptrs[i].dev);
 		const struct bch_extent_ptr *p = &ptrs[i];
+		int64_t b = a ? bucket_of(a, p->offset, sectors) : -1;
 
-		/* the last piece carved from the open user bucket: that bucket takes it again */
-		if (a && a->open_user >= 0 && !p->flags && a->gen[a->open_user] == p->gen &&
-		    a->open_user_off >= sectors &&
-		    p->offset + sectors == (uint64_t)a->open_user * a->bucket_sectors + a->open_user_off)
-			a->open_user_off -= sectors;
+		if (b >= 0 && !p->flags && a->gen[b] == p->gen && a->type[b] == BCH_DATA_user)
+			unwind_piece(c, a, b, p->offset, sectors);
 		bch_alloc_data_account(c, p, sectors, -(int64_t)sectors);
 	}
 }
