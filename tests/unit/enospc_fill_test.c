@@ -22,10 +22,18 @@
  * bucket: the space user data can take is as before, and the next write
  * lands where the plan would have.
  *
+ * reclaimable_{old_way,planned,planned_encrypted}: near full, with half of
+ * every bucket dead (punched), a 1 MiB write finds no free space; the old
+ * way runs copygc before it answers, and a plan that finds no space goes
+ * the old way at its turn: both store all of it (without copygc on ENOSPC
+ * both fail).
+ *
  * The seed is fixed and printed.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,4 +236,60 @@ Test(enospc_fill, plan_given_back_plain)
 Test(enospc_fill, plan_given_back_encrypted)
 {
 	plan_given_back(true);
+}
+
+/*
+ * Near full with space copygc can win back (every other 32 KiB of a full
+ * file punched: each 64 KiB bucket half dead), a 1 MiB write finds no free
+ * space.  The old way runs copygc before it answers (v_write(),
+ * bch_copygc_make_room()); a plan that finds no space goes the old way at
+ * its turn.  So both get the serial answer: all of it stored, as the
+ * other path stores it.  Returns what the write returned.
+ */
+static ssize_t write_beside_reclaimable(bool planned, bool encrypted)
+{
+	static uint8_t buf[1 << 20];
+	uint64_t a, b, size = 0;
+	ssize_t n;
+
+	open_fs(8, encrypted);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "a", S_IFREG | 0644, 0, 0, 0, &a), 0);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "b", S_IFREG | 0644, 0, 0, 0, &b), 0);
+	memset(buf, 0x3c, sizeof(buf));
+	while ((n = bch_fs_write(c, a, size, buf, 64 << 10)) > 0)
+		size += n;
+	cr_assert_eq(n, -ENOSPC);
+	for (uint64_t off = 0; off + (64 << 10) <= size; off += 64 << 10)
+		cr_assert_eq(bch_fs_fallocate(c, a, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+					      32 << 10), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_fs_fsync(c), 0);
+	uint64_t free = bch_alloc_user_free(c) << 9;
+	cr_assert_lt(free, sizeof(buf), "%llu bytes free: copygc is not needed",
+		     (unsigned long long)free);
+	if (planned) {
+		bool was_planned;
+		n = write_planned(b, 0, buf, sizeof(buf), &was_planned);
+		cr_assert(!was_planned, "a write with no space for it was planned");
+	} else {
+		n = bch_fs_write(c, b, 0, buf, sizeof(buf));
+	}
+	printf("enospc_fill: %s%s, %llu of %llu bytes punched, %llu free: the write returned %zd\n",
+	       planned ? "planned" : "old way", encrypted ? ", encrypted" : "",
+	       (unsigned long long)(size / 2), (unsigned long long)size, (unsigned long long)free, n);
+	return n;
+}
+
+Test(enospc_fill, reclaimable_old_way)
+{
+	cr_assert_eq(write_beside_reclaimable(false, false), 1 << 20);
+}
+
+Test(enospc_fill, reclaimable_planned)
+{
+	cr_assert_eq(write_beside_reclaimable(true, false), 1 << 20);
+}
+
+Test(enospc_fill, reclaimable_planned_encrypted)
+{
+	cr_assert_eq(write_beside_reclaimable(true, true), 1 << 20);
 }
