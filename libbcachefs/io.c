@@ -496,13 +496,13 @@ static uint64_t released_of(const struct bch_extent_update *u)
 }
 
 /*
- * Does a plain write of sectors (pieces cut to fit: unit_alloc()) find
- * space for all of them?  With one copy, exactly when user data can still
- * take that much: a write that does not fit fails here, before it takes
- * any, where its first pieces would have been given back when its
- * transaction was abandoned, and left dead behind the open bucket's end.
- * With more copies a member short of space takes fewer (replicas_required):
- * then the pieces say.
+ * Can a plain write of sectors (pieces cut to fit: unit_alloc()) find
+ * space for all of them?  With one copy, not when user data cannot take
+ * that much (bch_alloc_user_free(), which its pieces' allocations use up
+ * exactly): such a write fails here, before it takes any, where its first
+ * pieces would have been given back when its transaction was abandoned,
+ * and left dead behind the open bucket's end.  With more copies a member
+ * short of space takes fewer (replicas_required): then the pieces say.
  */
 static int write_fits(struct bch_fs *c, const struct bch_io_opts *o, uint64_t sectors,
 		      uint64_t released)
