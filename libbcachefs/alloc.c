@@ -706,6 +706,69 @@ int bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released)
 	return 0;
 }
 
+/*
+ * The members in the order user data tries them, into order; returns how
+ * many.  The emptiest first (by the share of their buckets that are empty):
+ * data spreads over the members, and one just added takes new writes at
+ * once rather than when the others are full.
+ */
+static unsigned data_order(struct bch_fs *c, unsigned *order)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->nr_devs && i < BCH_SB_MEMBERS_MAX; i++)
+		order[n++] = i;
+	for (unsigned i = 1; i < n; i++)
+		for (unsigned k = i; k > 0; k--) {
+			struct bch_dev_alloc *x = dev_alloc(c, order[k - 1]), *y = dev_alloc(c, order[k]);
+			/* x->nr_empty / x->nbuckets < y->nr_empty / y->nbuckets, without division */
+			if (!y || (x && (unsigned __int128)x->nr_empty * y->nbuckets >=
+					(unsigned __int128)y->nr_empty * x->nbuckets))
+				break;
+			unsigned t = order[k - 1];
+			order[k - 1] = order[k];
+			order[k] = t;
+		}
+	return n;
+}
+
+/* Sectors of the open user bucket of a still free, in whole blocks of bs sectors. */
+static unsigned open_tail(const struct bch_dev_alloc *a, unsigned bs)
+{
+	unsigned t = a->open_user >= 0 ? a->bucket_sectors - a->open_user_off : 0;
+
+	return bs ? t - t % bs : t;
+}
+
+unsigned bch_alloc_data_fit(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target)
+{
+	unsigned order[BCH_SB_MEMBERS_MAX], n = data_order(c, order), bs = c->sb->block_size;
+	unsigned fit = sectors, chosen = 0;
+	bool used[BCH_SB_MEMBERS_MAX] = { false };
+
+	/* the members alloc_data_streams() would take, as it takes them (not ec) */
+	for (unsigned pass = 0; pass < 2 && chosen < nr; pass++)
+		for (unsigned o = 0; o < n && chosen < nr; o++) {
+			unsigned i = order[o];
+			struct bch_dev_alloc *a = dev_alloc(c, i);
+			struct bch_member *m = bch_sb_member(c->sb, i);
+			if (used[i] || !a || m->state != BCH_MEMBER_STATE_rw ||
+			    !(m->data_allowed & (1U << BCH_DATA_user)) ||
+			    (!pass && target && !bch_dev_in_target(c->sb, i, target)) ||
+			    sectors > a->bucket_sectors)
+				continue;
+			unsigned tail = open_tail(a, bs);
+			uint64_t floor = c->alloc_for_delete ? reserve_of(a) / 2 + 1 : reserve_of(a);
+			if (!tail && a->nr_empty <= floor)
+				continue;	/* it would refuse a new bucket */
+			used[i] = true;
+			chosen++;
+			if (tail && tail < fit)
+				fit = tail;
+		}
+	return fit;
+}
+
 /* nr copies on distinct devices, target's first; the reserve as for deletes when they run */
 static int alloc_data_streams(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
 			      bool target_only, uint64_t exclude, bool half_reserve, bool ec,
@@ -769,25 +832,7 @@ static int alloc_data_streams(struct bch_fs *c, unsigned sectors, unsigned nr, u
 	*got = 0;
 	for (unsigned i = 0; i < c->nr_devs && i < BCH_SB_MEMBERS_MAX; i++)
 		used[i] = exclude & (1ULL << i);
-	/*
-	 * The emptiest members first (by the share of their buckets that are
-	 * empty): data spreads over the members, and one just added takes new
-	 * writes at once rather than when the others are full.
-	 */
-	unsigned order[BCH_SB_MEMBERS_MAX], n = 0;
-	for (unsigned i = 0; i < c->nr_devs && i < BCH_SB_MEMBERS_MAX; i++)
-		order[n++] = i;
-	for (unsigned i = 1; i < n; i++)
-		for (unsigned k = i; k > 0; k--) {
-			struct bch_dev_alloc *x = dev_alloc(c, order[k - 1]), *y = dev_alloc(c, order[k]);
-			/* x->nr_empty / x->nbuckets < y->nr_empty / y->nbuckets, without division */
-			if (!y || (x && (unsigned __int128)x->nr_empty * y->nbuckets >=
-					(unsigned __int128)y->nr_empty * x->nbuckets))
-				break;
-			unsigned t = order[k - 1];
-			order[k - 1] = order[k];
-			order[k] = t;
-		}
+	unsigned order[BCH_SB_MEMBERS_MAX], n = data_order(c, order);
 	/*
 	 * The stripe candidate copy first: to the member whose candidate
 	 * bucket still has room (one bucket fills at a time, its extents
@@ -894,6 +939,46 @@ void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 {
 	for (unsigned i = 0; i < nr; i++)
 		bch_alloc_data_account(c, &ptrs[i], sectors, -(int64_t)sectors);
+}
+
+/*
+ * Piece [offset, offset + sectors) of user bucket b, about to be freed:
+ * the last carved from the open user bucket, that bucket takes it again;
+ * the end of the bucket opened before the open one, when the open one
+ * holds nothing (the pieces after it given back already), that one is open
+ * again from the piece on, and the empty one is free (reusable once
+ * durable, as any emptied bucket).
+ */
+static void unwind_piece(struct bch_fs *c, struct bch_dev_alloc *a, int64_t b, uint64_t offset,
+			 unsigned sectors)
+{
+	uint64_t start = (uint64_t)b * a->bucket_sectors, end = offset + sectors;
+
+	if (b == a->open_user && end == start + a->open_user_off) {
+		a->open_user_off -= sectors;
+		return;
+	}
+	int64_t was = a->open_user;
+	if (was < 0 || a->open_user_off || a->sectors[was] || a->cached[was] ||
+	    end != start + a->bucket_sectors || bucket_is_open(a, b))
+		return;
+	a->open_user = b;
+	a->open_user_off = offset - start;
+	data_bucket_settle(c, a, was);
+}
+
+void bch_alloc_data_unwind(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
+			   unsigned sectors)
+{
+	for (unsigned i = 0; i < nr; i++) {
+		struct bch_dev_alloc *a = dev_alloc(c, ptrs[i].dev);
+		const struct bch_extent_ptr *p = &ptrs[i];
+		int64_t b = a ? bucket_of(a, p->offset, sectors) : -1;
+
+		if (b >= 0 && !p->flags && a->gen[b] == p->gen && a->type[b] == BCH_DATA_user)
+			unwind_piece(c, a, b, p->offset, sectors);
+		bch_alloc_data_account(c, p, sectors, -(int64_t)sectors);
+	}
 }
 
 void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,

@@ -118,6 +118,17 @@ int  bch_alloc_data(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t ta
  */
 int  bch_alloc_data_ec(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target,
 		       uint64_t released, bool ec, struct bch_extent_ptr *ptrs, unsigned *got);
+/*
+ * bch_alloc_data_fit(): how much of a piece of `sectors` (no more than a
+ * bucket) to allocate now: the rest of the open buckets bch_alloc_data()
+ * would put nr copies into (not erasure coded), in whole blocks, when that
+ * is shorter and not empty; else sectors.  A piece longer than the rest of
+ * an open bucket goes to a new one and leaves the rest dead until copygc
+ * packs it, which it cannot do for encrypted extents (they are not cut:
+ * move.c); a write cut at the end of the open buckets leaves none.  Only a
+ * prediction: the allocation itself decides.
+ */
+unsigned bch_alloc_data_fit(struct bch_fs *c, unsigned sectors, unsigned nr, uint64_t target);
 void bch_alloc_ec_close(struct bch_fs *c);
 bool bch_alloc_ec_open(struct bch_fs *c, const struct bch_extent_ptr *p);
 bool bch_alloc_bucket_open(struct bch_fs *c, unsigned dev, uint64_t b);
@@ -171,6 +182,15 @@ struct bch_fs_space {
 void bch_fs_space(struct bch_fs *c, struct bch_fs_space *s);
 
 int  bch_alloc_user_check(struct bch_fs *c, uint64_t sectors, uint64_t released);
+/*
+ * bch_alloc_data_unwind(): bch_alloc_data_free() of space just allocated
+ * that holds nothing anyone may read (no key ever pointed at it): a piece
+ * that is the last one carved from its member's open user bucket is given
+ * back to that bucket, to be carved again, rather than left dead until
+ * copygc.  Pieces given back last-allocated first all return.
+ */
+void bch_alloc_data_unwind(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
+			   unsigned sectors);
 void bch_alloc_data_free(struct bch_fs *c, const struct bch_extent_ptr *ptrs, unsigned nr,
 			 unsigned sectors);
 void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned span,

@@ -413,7 +413,43 @@ struct write_unit {
 	struct bch_extent_crc	crc;
 	uint64_t		version;	/* encrypted: the nonce */
 	const void		*out;		/* what goes to disk */
+	unsigned		got;		/* copies allocated, not yet handed on */
+	struct bch_extent_ptr	ptrs[BCH_REPLICAS_MAX];
 };
+
+/*
+ * Allocate the copies of a piece of *sectors (released: as bch_alloc_data()).
+ * cut: the piece may be shortened to the rest of the open buckets
+ * (bch_alloc_data_fit()), which it then fills: a piece that does not fit
+ * would open new ones and leave the rest of the old ones dead.  Copygc
+ * could pack that space again only for plain extents: an encrypted one is
+ * never cut by a move (move.c), and near full the dead space stayed
+ * (t82 under ENCRYPTED=1: 14% of the user buckets, the fill ending at 86%
+ * of the space available).  Not cut: a compressed piece (allocated for its
+ * encoded size) and the erasure-coded stream's.
+ */
+static int unit_alloc(struct bch_fs *c, const struct bch_io_opts *o, uint64_t released, bool cut,
+		      unsigned *sectors, struct bch_extent_ptr *ptrs, unsigned *got)
+{
+	bool ec = o->erasure_code && bch_ec_replicas_fit(c, o->replicas);
+	int r;
+
+	if (cut && !ec)
+		*sectors = bch_alloc_data_fit(c, *sectors, o->replicas, o->target);
+	/* erasure-coded: the first copy into a stripe candidate bucket (alloc.h) */
+	if ((r = bch_alloc_data_ec(c, *sectors, o->replicas, o->target, released, ec, ptrs, got))) {
+		*got = 0;	/* nothing held (a failed flush gave it back) */
+		return r;
+	}
+	unsigned n = *got;
+	if (n < c->opts.v[Opt_data_replicas_required] && n < o->replicas) {
+		bch_alloc_data_unwind(c, ptrs, n, *sectors);
+		*got = 0;
+		return bch_fs_err(c, -BCH_ERR_no_space, "only %u of %u required data replicas could be "
+				  "allocated", n, (unsigned)c->opts.v[Opt_data_replicas_required]);
+	}
+	return 0;
+}
 
 /*
  * Encode w (checksum, compression) into enc, or leave it in src when it is
@@ -453,39 +489,60 @@ static int unit_key(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		    const struct bch_extent_ptr *ptrs, unsigned got, unsigned unit, bool first,
 		    struct bch_extent_update *u, bool *needs_rebalance);
 
-/* Allocate, write and add the key of the encoded unit w. */
+/* A write over a reservation may use the space the reservation promised. */
+static uint64_t released_of(const struct bch_extent_update *u)
+{
+	return u->reserved_delta < 0 ? (uint64_t)-u->reserved_delta : 0;
+}
+
+/*
+ * Can a plain write of sectors (pieces cut to fit: unit_alloc()) find
+ * space for all of them?  With one copy, not when user data cannot take
+ * that much (bch_alloc_user_free(), which its pieces' allocations use up
+ * exactly): such a write fails here, before it takes any, where its first
+ * pieces would have been given back when its transaction was abandoned,
+ * and left dead behind the open bucket's end.  With more copies a member
+ * short of space takes fewer (replicas_required): then the pieces say.
+ */
+static int write_fits(struct bch_fs *c, const struct bch_io_opts *o, uint64_t sectors,
+		      uint64_t released)
+{
+	unsigned devs = bch_alloc_nr_devs_for(c, BCH_DATA_user);
+
+	if (c->alloc_for_delete || (o->replicas > 1 && devs > 1) ||
+	    bch_compression_type_of(o->compression) != BCH_COMPRESSION_none)
+		return 0;
+	return bch_alloc_user_check(c, sectors, released);
+}
+
+/*
+ * Allocate (unless its space was allocated with its piece: w->got), write
+ * and add the key of the encoded unit w.  Whatever happens, w holds no
+ * space after (w->got 0).
+ */
 static int unit_store(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
-		      const struct bch_io_opts *o, const struct write_unit *w, unsigned unit, bool first,
+		      const struct bch_io_opts *o, struct write_unit *w, unsigned unit, bool first,
 		      struct bch_extent_update *u, bool *needs_rebalance)
 {
 	const struct bch_extent_crc *crc = &w->crc;
-	struct bch_extent_ptr ptrs[BCH_REPLICAS_MAX];
-	unsigned got;
+	unsigned sectors = crc->compressed_sectors, got = w->got;
 	int r;
 
-	/* a write over a reservation may use the space the reservation promised */
-	uint64_t released = u->reserved_delta < 0 ? (uint64_t)-u->reserved_delta : 0;
-	/* erasure-coded: the first copy into a stripe candidate bucket (alloc.h) */
-	if ((r = bch_alloc_data_ec(c, crc->compressed_sectors, o->replicas, o->target, released,
-				   o->erasure_code && bch_ec_replicas_fit(c, o->replicas), ptrs, &got)))
+	w->got = 0;
+	if (!got && (r = unit_alloc(c, o, released_of(u), false, &sectors, w->ptrs, &got)))
 		return r;
-	if (got < c->opts.v[Opt_data_replicas_required] && got < o->replicas) {
-		bch_alloc_data_free(c, ptrs, got, crc->compressed_sectors);
-		return bch_fs_err(c, -BCH_ERR_no_space, "only %u of %u required data replicas could be "
-				  "allocated", got, (unsigned)c->opts.v[Opt_data_replicas_required]);
-	}
 	for (unsigned i = 0; i < got; i++) {
-		struct bch_dev *ca = c->devs[ptrs[i].dev];
+		struct bch_dev *ca = c->devs[w->ptrs[i].dev];
 		r = bch_dev_write(ca->bdev, w->out, (size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT,
-				  (uint64_t)ptrs[i].offset << BCH_SECTOR_SHIFT);
+				  (uint64_t)w->ptrs[i].offset << BCH_SECTOR_SHIFT);
 		if (r) {
-			bch_alloc_data_free(c, ptrs, got, crc->compressed_sectors);
+			bch_alloc_data_free(c, w->ptrs, got, crc->compressed_sectors);
 			return bch_fs_err(c, r, "writing data to %s: %s", bch_dev_path(ca->bdev),
 					  bch_err_str(r));
 		}
 	}
 
-	return unit_key(c, t, inum, o, w, ptrs, got, unit, first, u, needs_rebalance);
+	return unit_key(c, t, inum, o, w, w->ptrs, got, unit, first, u, needs_rebalance);
 }
 
 /* Add the key of unit w, written at ptrs[0..got), to t (or grow the previous extent). */
@@ -577,7 +634,8 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 
 	if (start % c->sb->block_size || sectors % c->sb->block_size)
 		return bch_fs_err(c, -EINVAL, "unaligned data write");
-	if ((r = bch_extents_punch(c, t, inum, start, start + sectors, 0, u, &done)))
+	if ((r = bch_extents_punch(c, t, inum, start, start + sectors, 0, u, &done)) ||
+	    (r = write_fits(c, o, sectors, released_of(u))))
 		return r;
 
 	/*
@@ -599,20 +657,26 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 	    !(enc = c->crypt ? write_buf(group * bound) : bch_dev_alloc_buf(bound)))
 		return -ENOMEM;
 	bool needs_rebalance = false;
+	/* plain: each piece's space is taken before it is encoded, and it is cut to fit */
+	bool plain = bch_compression_type_of(o->compression) == BCH_COMPRESSION_none;
 	for (uint64_t off = 0; off < sectors && !r;) {
 		struct write_unit w[WRITE_GROUP_MAX];
 		struct bch_cipher_job j[WRITE_GROUP_MAX];
 		unsigned nr = 0;
 
-		for (; nr < group && off < sectors && !r; nr++) {
+		while (nr < group && off < sectors && !r) {
 			unsigned n = sectors - off < unit ? sectors - off : unit;
 			w[nr] = (struct write_unit) {
 				.start		= start + off,
 				.src		= (const char *)buf + (off << BCH_SECTOR_SHIFT),
-				.sectors	= n,
 			};
-			r = unit_encode(c, inum, o, &w[nr], enc ? enc + nr * bound : NULL);
+			if (plain)
+				r = unit_alloc(c, o, released_of(u), true, &n, w[nr].ptrs, &w[nr].got);
+			w[nr].sectors = n;
+			if (!r)
+				r = unit_encode(c, inum, o, &w[nr], enc ? enc + nr * bound : NULL);
 			off += n;
+			nr++;
 		}
 		if (!r && c->crypt) {
 			for (unsigned i = 0; i < nr; i++) {
@@ -637,6 +701,9 @@ int bch_data_write(struct bch_fs *c, struct btree_trans *t, uint64_t inum,
 		}
 		for (unsigned i = 0; i < nr && !r; i++)
 			r = unit_store(c, t, inum, o, &w[i], unit, w[i].start == start, u, &needs_rebalance);
+		for (unsigned i = nr; i-- > 0;)	/* failed: the pieces not stored, last first */
+			if (w[i].got)
+				bch_alloc_data_unwind(c, w[i].ptrs, w[i].got, w[i].sectors);
 	}
 	if (!c->crypt)
 		free(enc);
@@ -669,31 +736,37 @@ int bch_data_write_plan(struct bch_fs *c, uint64_t inum, const struct bch_io_opt
 	if (bch_compression_type_of(o->compression) != BCH_COMPRESSION_none ||
 	    (o->erasure_code && bch_ec_replicas_fit(c, o->replicas)) || !sectors)
 		return -EAGAIN;
-	pl->nr = (sectors + unit - 1) / unit;
-	if (!(pl->w = calloc(pl->nr, sizeof(*pl->w))))
+	if ((r = write_fits(c, o, sectors, 0)))
+		return r;
+	/* units, and one more per open bucket a piece is cut at (grown when short) */
+	unsigned cap = (sectors + unit - 1) / unit + 2;
+	if (!(pl->w = calloc(cap, sizeof(*pl->w))))
 		return -ENOMEM;
 	pl->held = true;
-	for (unsigned i = 0; i < pl->nr && !r; i++) {
-		struct bch_write_plan_unit *w = &pl->w[i];
-		uint64_t off = (uint64_t)i * unit;
+	for (uint64_t off = 0; off < sectors && !r;) {
+		if (pl->nr == cap) {
+			struct bch_write_plan_unit *n = realloc(pl->w, 2 * cap * sizeof(*n));
+			if (!n) {
+				r = -ENOMEM;
+				break;
+			}
+			memset(n + cap, 0, cap * sizeof(*n));
+			pl->w = n;
+			cap *= 2;
+		}
+		struct bch_write_plan_unit *w = &pl->w[pl->nr];
+		unsigned n = sectors - off < unit ? sectors - off : unit;
 
 		w->start = start + off;
-		w->sectors = sectors - off < unit ? sectors - off : unit;
-		/* as unit_encode(), then unit_store() */
-		if (c->crypt && (r = bch_crypt_nonce_take(c, &w->version))) {
+		/* as bch_data_write(): allocated (cut to fit), then encoded (unit_encode()) */
+		if ((r = unit_alloc(c, o, 0, true, &n, w->ptrs, &w->got)))
+			break;
+		w->sectors = n;
+		pl->nr++;
+		off += n;
+		if (c->crypt && (r = bch_crypt_nonce_take(c, &w->version)))
 			r = bch_fs_err(c, r, "encoding %u sectors of inode %" PRIu64 ": %s", w->sectors,
 				       inum, bch_err_str(r));
-			break;
-		}
-		if ((r = bch_alloc_data_ec(c, w->sectors, o->replicas, o->target, 0, false, w->ptrs,
-					   &w->got))) {
-			w->got = 0;	/* nothing held (a failed flush gave it back) */
-			break;
-		}
-		if (w->got < c->opts.v[Opt_data_replicas_required] && w->got < o->replicas)
-			r = bch_fs_err(c, -BCH_ERR_no_space, "only %u of %u required data replicas "
-				       "could be allocated", w->got,
-				       (unsigned)c->opts.v[Opt_data_replicas_required]);
 	}
 	if (r)
 		bch_data_write_plan_free(pl, true);
@@ -809,9 +882,10 @@ int bch_data_write_plan_index(struct btree_trans *t, struct bch_write_plan *pl,
 
 void bch_data_write_plan_free(struct bch_write_plan *pl, bool release)
 {
-	for (unsigned i = 0; release && pl->held && i < pl->nr; i++)
+	/* never indexed: the open buckets take it back, last piece first */
+	for (unsigned i = pl->nr; release && pl->held && i-- > 0;)
 		if (pl->w[i].got)
-			bch_alloc_data_free(pl->c, pl->w[i].ptrs, pl->w[i].got, pl->w[i].sectors);
+			bch_alloc_data_unwind(pl->c, pl->w[i].ptrs, pl->w[i].got, pl->w[i].sectors);
 	free(pl->w);
 	pl->w = NULL;
 	pl->nr = 0;

@@ -8,7 +8,13 @@
  * Writes are copy-on-write: data is encoded (checksummed, maybe compressed)
  * in units of at most encoded_extent_max, each unit written to freshly
  * allocated space on data_replicas devices, and only then is the extent key
- * pointing at it added to the caller's transaction.  The journal flushes
+ * pointing at it added to the caller's transaction.  Uncompressed, a unit
+ * is allocated before it is encoded and cut to the rest of the open
+ * buckets (bch_alloc_data_fit()): no bucket is left with an unused end.
+ * A write with one copy that does not fit what user data can still take
+ * fails before it allocates anything, so a failed write leaves no dead
+ * space; space allocated and never pointed at goes back to its open bucket
+ * (bch_alloc_data_unwind()).  The journal flushes
  * every device before it writes an entry, so the data is durable before any
  * key that points at it (DESIGN.md invariant 1).
  *
@@ -166,8 +172,8 @@ void bch_data_read_plan_free(struct bch_read_plan *pl);
  *   plan (BCH_WRITE_PLAN_NEEDS): bch_data_write_plan() allocates the space
  *     of sectors of buf as inum's data at sector start (block aligned),
  *     unit by unit exactly as bch_data_write() would (the same calls, in
- *     the same order: ENOSPC is the same answer), and takes the nonces of
- *     an encrypted filesystem.  The space is counted as live at once, so
+ *     the same order, units cut to the open buckets alike: ENOSPC is the
+ *     same answer), and takes the nonces of an encrypted filesystem.  The space is counted as live at once, so
  *     no other allocation, copygc or eviction takes it; opening a bucket
  *     bumps c->data_reuse_seq as any allocation does.  -EAGAIN: this write
  *     is not planned so (compression, whose size is known only after
@@ -181,7 +187,8 @@ void bch_data_read_plan_free(struct bch_read_plan *pl);
  *     what bch_data_write() would: the punch of the range and the extent
  *     keys of the units (an append may grow the previous extent), the
  *     rebalance work.  Not index (an error, a run that failed):
- *     bch_data_write_plan_free(pl, true) gives the space back.
+ *     bch_data_write_plan_free(pl, true) gives the space back (to the open
+ *     bucket, when nothing was allocated after it).
  * Nothing points at planned space before the index step commits: a crash
  * before leaves it free (the state is rebuilt from the keys), and a read
  * plan cannot point there.

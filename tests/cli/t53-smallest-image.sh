@@ -71,7 +71,10 @@ before=$(stat -c %s s.img)
 expect_rc 0 $B image shrink --dry-run s.img
 expect_in out 'smallest possible size .* \([0-9]+ bytes\)'
 [ "$(stat -c %s s.img)" = "$before" ] || fail "shrink --dry-run changed the size"
-expect_rc 0 $B image shrink --json s.img
+# (a headroom that keeps it above the journal's floor, min_size: the
+# second shrink below has room to cut; with 5% the data packed to the
+# bucket, io.c, already reached it)
+expect_rc 0 $B image shrink --json --headroom=4M s.img
 cp out doc.json
 expect_rc 0 jq -e --argjson s "$(stat -c %s s.img)" --argjson b "$before" \
 	'.size == $s and .old_size == $b and .size < .old_size and .min_size <= .size' out

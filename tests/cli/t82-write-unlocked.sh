@@ -8,7 +8,7 @@
 # fsck -f clean.  Then near full: four writers append until ENOSPC (two in a
 # row); each file holds exactly the bytes its writer was told were written,
 # their sum fits the space `fs usage` said was free, a further 4 KiB write
-# fails with ENOSPC, and fsck -f is clean.  Data: python's random.Random,
+# fails with ENOSPC, no user bucket holds dead space, and fsck -f is clean.  Data: python's random.Random,
 # seed 82.
 need_fuse
 need python3
@@ -148,6 +148,14 @@ echo "stored $total of $avail bytes available"
 dd if=/dev/zero of=m/fill0 bs=4096 count=1 seek=$(($(stat -c %s m/fill0) / 4096 + 1)) \
 	conv=notrunc status=none 2>err && fail "a write after ENOSPC succeeded"
 expect_in err 'No space left'
+# no space lost on the way: the user buckets hold nothing but data and the
+# rest of the open bucket, less than a block (pieces cut to the open bucket,
+# io.c; encrypted, copygc could not pack what used to be left: 14% of them)
+expect_rc 0 $B fs usage --json m
+frag=$(python3 -c 'import json; print(json.load(open("out"))["devices"][0]["fragmented"])') ||
+	fail "fs usage --json: no fragmented: $(head -c 500 out)"
+echo "fragmented after the fill: $frag bytes"
+[ "$frag" -lt 4096 ] || fail "$frag bytes of the user buckets dead after the fill"
 expect_rc 0 $B fs timestats --json m
 python3 -c 'import json; j = json.load(open("out")); assert j["writes_unlocked"] > 0, j' ||
 	fail "no write ran outside the lock: $(cat out)"
