@@ -425,7 +425,21 @@ int cmd_fsck(int argc, char *argv[])
 		}
 		if (!o.json)
 			printf("pass 2: journal\n");
+#ifdef __GLIBC__
+		/*
+		 * What the open allocates to keep (bucket gens and types, a
+		 * byte a bucket: 64 KB each at 1M files) gets pages of its own
+		 * from 16 KiB on, so the buckets never used stay untouched
+		 * zeros instead of heap that calloc() clears; what it reads and
+		 * frees (superblock copies, journal buffers) goes back whole.
+		 */
+		mallopt(M_MMAP_THRESHOLD, 16 << 10);
+#endif
 		ret = bch_fs_open(devs, nr, &oo, &c, err, sizeof(err));
+#ifdef __GLIBC__
+		mallopt(M_MMAP_THRESHOLD, 128 << 10);
+		malloc_trim(0);
+#endif
 		if (ret) {
 			cmd_err("fsck", "opening the filesystem: %s", err);
 			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s", err);
