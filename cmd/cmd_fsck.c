@@ -379,12 +379,13 @@ int cmd_fsck(int argc, char *argv[])
 		 * each read ahead: 0.88 MB; a read-ahead of one leaf at a time saved
 		 * 0.2 MB but cost a fifth of the time on a busy machine), the two
 		 * roots they look up through (176 KB, their live keys only, and 36
-		 * KB of arrays), the inode table (two bits a number: 250 KB), the directories' side
-		 * table (100 KB), the stacks (0.11 MB: two threads, each comparing
-		 * second copies through 32 KiB), the heap (under 0.1 MB resident
-		 * beyond the nodes' key arrays), bucket state (gens and types in
-		 * pages of their own, only the used buckets' pages resident: 70 KB
-		 * with sectors), the superblocks (the bytes they use: 16 KB).
+		 * KB of arrays), the inode table (two bits a number: 250 KB), the
+		 * directories' side table (100 KB), the stacks (0.11 MB: two
+		 * threads, each comparing second copies through 32 KiB), the heap
+		 * (under 0.1 MB resident beyond the nodes' key arrays), bucket state
+		 * (gens and types in pages of their own, only the used buckets'
+		 * pages resident: 70 KB with sectors), the superblocks (the bytes
+		 * they use: 16 KB).
 		 * Pass 3 keeps no node list when only checking, the blocks claimed
 		 * are runs (32 KB), and each pass drops the roots of the btrees the
 		 * last one walked.  The per-bucket state the open keeps and the
