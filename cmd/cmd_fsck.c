@@ -369,18 +369,23 @@ int cmd_fsck(int argc, char *argv[])
 		char err[512];
 
 		/*
-		 * Where fsck -f -n's memory goes (1M files: peak 3.8-4.6 MB as the
-		 * read-ahead's timing goes, e2fsck -f -n 3.7-3.8 MB): mapped files
-		 * 2.4-2.5 MB (libc's code 1.05 MB, ours 0.7 MB, read-only data and
-		 * ld.so; e2fsck's are 2.8 MB), so the difference is anonymous
-		 * memory, most in passes 5-6 (extents and inodes in step: 2.1-2.2
-		 * MB): the leaves alive at once (170-190 KB each, and 16 bytes of
-		 * arrays a key: the two the passes hold, the next of each read
-		 * ahead, one spare mapping: 0.9 MB), the two roots they look up
-		 * through (176 KB, their live keys only), the heap (0.77 MB
-		 * resident, 0.63 MB in use: the superblock's two 64 KiB copies, the
-		 * directories' side table 130 KB, bucket gens and types 129 KB, the
-		 * nodes' key arrays), the inode table (two bits a number: 250 KB).
+		 * Where fsck -f -n's memory goes (1M files: peak 4.3-4.6 MB, e2fsck
+		 * -f -n 3.7-3.9 MB): mapped files 2.6-2.7 MB (libc 1.35-1.5 MB, our
+		 * code and read-only data 1.1 MB, ld.so 0.2 MB; e2fsck's are 2.9-3.0
+		 * MB with its libraries), so the difference is anonymous memory
+		 * (e2fsck's: 0.92 MB), most in passes 5-6 (extents and inodes in
+		 * step: 1.85-1.95 MB): the leaves alive at once (190 KB each, and 16
+		 * bytes of arrays a key: the two the passes hold and the next of
+		 * each read ahead: 0.88 MB; a read-ahead of one leaf at a time saved
+		 * 0.2 MB but cost a fifth of the time on a busy machine), the two
+		 * roots they look up through (176 KB, their live keys only, and 36
+		 * KB of arrays), the inode table (two bits a number: 250 KB), the
+		 * directories' side table (100 KB), the stacks (0.11 MB: two
+		 * threads, each comparing second copies through 32 KiB), the heap
+		 * (under 0.1 MB resident beyond the nodes' key arrays), bucket state
+		 * (gens and types in pages of their own, only the used buckets'
+		 * pages resident: 70 KB with sectors), the superblocks (the bytes
+		 * they use: 16 KB).
 		 * Pass 3 keeps no node list when only checking, the blocks claimed
 		 * are runs (32 KB), and each pass drops the roots of the btrees the
 		 * last one walked.  The per-bucket state the open keeps and the
@@ -426,6 +431,9 @@ int cmd_fsck(int argc, char *argv[])
 		if (!o.json)
 			printf("pass 2: journal\n");
 		ret = bch_fs_open(devs, nr, &oo, &c, err, sizeof(err));
+#ifdef __GLIBC__
+		malloc_trim(0);	/* what the open read and freed (journal, superblocks) */
+#endif
 		if (ret) {
 			cmd_err("fsck", "opening the filesystem: %s", err);
 			snprintf(ctx->err_msg, sizeof(ctx->err_msg), "%s", err);

@@ -84,7 +84,13 @@ int bch_btree_cache_init(struct bch_fs *c)
 
 	if (!bc)
 		return -ENOMEM;
-	bc->hash_size = 4096;
+	/*
+	 * A chain per 4 KiB of the limit (the smallest node), 64 to 4096: a
+	 * small cache (fsck -n: 512 KiB) has no 32 KB table to clear.
+	 */
+	bc->hash_size = 64;
+	while (bc->hash_size < 4096 && (size_t)bc->hash_size << 12 < c->opts.v[Opt_btree_cache_size])
+		bc->hash_size <<= 1;
 	bc->hash = calloc(bc->hash_size, sizeof(*bc->hash));
 	if (!bc->hash) {
 		free(bc);

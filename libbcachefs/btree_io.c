@@ -522,6 +522,9 @@ int bch_btree_node_verify(struct bch_fs *c, unsigned id, unsigned level, const s
 	return r;
 }
 
+/* what copies_identical() reads of the second copy at a time */
+#define PIECE_BYTES	(32U << 10)
+
 /*
  * Do two copies of a node hold the same bytes over what the node has
  * written, and then a block of zeros (where the first copy's parse ended:
@@ -558,10 +561,15 @@ static bool copies_identical(struct bch_fs *c, const struct btree *node,
 	 */
 	bool raw = !bch_fs_encrypted(c) && node->arena && node->arena_bytes >= written;
 	if (raw) {
-		/* the second copy a piece at a time: no second node's worth of memory */
-		size_t piece = (size_t)64 << 10;
-		void *p = NULL;
-		same = !posix_memalign(&p, 4096, piece);
+		/*
+		 * the second copy a piece at a time, into the stack: no second
+		 * node's worth of memory, and no heap block per node read (they
+		 * came and went between the nodes' key arrays, and the holes
+		 * they left stayed resident)
+		 */
+		size_t piece = PIECE_BYTES;
+		char p[PIECE_BYTES] __attribute__((aligned(4096)));
+		same = true;
 		for (size_t at = 0; same && at < bytes; at += piece) {
 			size_t n = bytes - at < piece ? bytes - at : piece;
 			size_t cmp = at >= written ? 0 : written - at < n ? written - at : n;
@@ -570,9 +578,8 @@ static bool copies_identical(struct bch_fs *c, const struct btree *node,
 			else
 				same = !memcmp((const char *)node->arena + at, p, cmp);
 			for (size_t i = cmp; same && i < n; i++)
-				same = !((const char *)p)[i];
+				same = !p[i];
 		}
-		free(p);
 		return same;
 	}
 	/* filled by the reads: not cleared first (bch_dev_alloc_buf() would) */

@@ -309,12 +309,24 @@ static int open_devices(struct bch_fs *c, char * const *paths, unsigned nr)
 		if (!newest || sb->seq > newest->seq)
 			newest = sb;
 	}
-	size_t bytes = BCH_SB_BUF_BYTES(newest->layout.sb_max_size_bits);
-	c->sb = malloc(bytes);
+	/*
+	 * The superblock's buffers hold what it uses (whole sectors, as a
+	 * write writes), not the room it may grow into (64 KiB each):
+	 * bch_sb_field_resize() grows c->sb to that when a field needs it, and
+	 * the members' copies are only compared and read from.
+	 */
+	size_t bytes = (bch_sb_bytes(newest) + BCH_SECTOR_SIZE - 1) & ~(size_t)(BCH_SECTOR_SIZE - 1);
+	c->sb = calloc(1, bytes);
 	if (!c->sb)
 		return -ENOMEM;
-	memcpy(c->sb, newest, bytes);
+	memcpy(c->sb, newest, bch_sb_bytes(newest));
 	c->sb_bytes = bytes;
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++) {
+		struct bch_dev *ca = c->devs[i];
+		struct bch_sb *small = ca ? realloc(ca->disk_sb, bch_sb_bytes(ca->disk_sb)) : NULL;
+		if (small)
+			ca->disk_sb = small;
+	}
 	c->nr_devs = c->sb->nr_devices;
 	for (unsigned i = 0; i < c->nr_devs; i++) {
 		struct bch_member *m = bch_sb_member(c->sb, i);

@@ -9,14 +9,18 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "bcachefs.h"
 #include "blockdev.h"
 #include "format.h"
+#include "fs.h"
 #include "fsck.h"
+#include "opts.h"
 #include "super.h"
 #include "tests/lib/tmpdir.h"
 
@@ -279,4 +283,45 @@ Test(fsck, member_with_no_valid_copy, .init = setup, .fini = teardown)
 	struct bch_fsck_ctx n2 = { .mode = BCH_FSCK_NO };
 	cr_assert_eq(bch_fsck_superblocks(&n2, p, 2, NULL), 0, "%s", n2.err_msg);
 	cr_assert_eq(bch_fsck_nr_found(&n2), 0);
+}
+
+/* ------------------------------------------- what the open keeps (memory) */
+
+/*
+ * fsck's open keeps the superblock in buffers of the bytes it uses, not of
+ * the 64 KiB it may grow to (two of them were resident through every pass),
+ * and the in-memory copy still grows when a field needs room: a read-write
+ * open's close adds the clean field, which the next open finds.
+ */
+Test(fsck, open_keeps_superblock_bytes, .init = setup, .fini = teardown)
+{
+	struct bch_format_dev d = { .path = paths[0], .size = 32 << 20, .durability = 1 };
+	struct bch_format_args args = { 0 };
+	struct bch_opts o;
+	struct bch_fs *c = NULL;
+	char err[256], *p = paths[0];
+
+	unlink(paths[0]);
+	bch_opts_default(&o);
+	cr_assert_eq(bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
+	for (unsigned round = 0; round < 2; round++) {
+		memset(&o, 0, sizeof(o));
+		bch_opt_set(&o, Opt_fsck, 1);
+		if (round)
+			bch_opt_set(&o, Opt_read_only, 1);
+		cr_assert_eq(bch_fs_open(&p, 1, &o, &c, err, sizeof(err)), 0, "%s", err);
+		size_t used = bch_sb_bytes(c->sb);
+		cr_assert_lt(used, 16 << 10);
+		if (round) {
+			/* the close of round 0 grew c->sb by the clean field, and wrote it */
+			cr_assert(c->sb->flags & BCH_SB_FLAG_CLEAN);
+			cr_assert_not_null(bch_sb_get_clean(c->sb));
+		}
+		cr_assert_geq(c->sb_bytes, used);
+		cr_assert_lt(malloc_usable_size(c->sb), 16 << 10, "c->sb: %zu bytes",
+			     malloc_usable_size(c->sb));
+		cr_assert_lt(malloc_usable_size(c->devs[0]->disk_sb), 16 << 10, "disk_sb: %zu bytes",
+			     malloc_usable_size(c->devs[0]->disk_sb));
+		cr_assert_eq(bch_fs_close(c), 0);
+	}
 }
