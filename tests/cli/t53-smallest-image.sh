@@ -111,7 +111,9 @@ expect_rc 16 $B image shrink
 expect_rc 0 $B format -q --fs-size=64M --source src m.img
 before=$(sha m.img)
 flock m.img sleep 30 & lpid=$!
-sleep 0.5
+# wait until the lock is held (a fixed sleep lost the race on a loaded machine)
+for i in $(seq 100); do flock -n m.img true || break; sleep 0.1; done
+flock -n m.img true && fail "flock never took the lock of m.img"
 expect_rc 1 $B image shrink m.img
 kill $lpid; wait $lpid 2>/dev/null
 [ "$(sha m.img)" = "$before" ] || fail "shrink of a locked image wrote to it"

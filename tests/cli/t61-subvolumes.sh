@@ -134,7 +134,10 @@ if fuse_part "the mounted part"; then
 	expect_in err 'not a subvolume'
 	# a subvolume with a file open in it is not deleted
 	sleep 30 < mnt/s1/msnap/m & holder=$!
-	sleep 0.3
+	# wait until the holder has the file open (a fixed sleep lost that race under load)
+	held=$(readlink -f mnt/s1/msnap/m)
+	for i in $(seq 100); do [ "$(readlink /proc/$holder/fd/0 2>/dev/null)" = "$held" ] && break; sleep 0.1; done
+	[ "$(readlink /proc/$holder/fd/0)" = "$held" ] || fail "the holder never opened msnap/m"
 	expect_rc 1 $B subvolume delete mnt/s1/msnap
 	expect_in err 'busy'
 	kill $holder; wait $holder 2>/dev/null
