@@ -132,8 +132,8 @@ static size_t nr_nodes, cap_nodes;
 static struct dent *hash[1 << HASH_BITS];
 static double timeout = 30.0;
 static bool o_wbc, o_killpriv, o_noacl, o_noexport, o_noplus, o_noplusauto, o_cachesym,
-	    o_noparallel, o_cachedir, o_nodirect, o_flush, o_noneg, o_noxattr, o_noopen, o_noperm, o_rwdirect, o_nocreate,
-	    o_nokillpriv2;
+	    o_noparallel, o_cachedir, o_nodirect, o_flush, o_noneg, o_noxattr, o_noopen, o_noperm, o_rwdirect,
+	    o_nocreate, o_nokillpriv2;
 
 /* per-request counts (user.floor.counts) */
 #define OPS() x(lookup) x(forget) x(getattr) x(setattr) x(readlink) x(mknod) x(mkdir) \

@@ -173,9 +173,10 @@ void bch_data_read_plan_free(struct bch_read_plan *pl);
  *     of sectors of buf as inum's data at sector start (block aligned),
  *     unit by unit exactly as bch_data_write() would (the same calls, in
  *     the same order, units cut to the open buckets alike: ENOSPC is the
- *     same answer), and takes the nonces of an encrypted filesystem.  The space is counted as live at once, so
- *     no other allocation, copygc or eviction takes it; opening a bucket
- *     bumps c->data_reuse_seq as any allocation does.  -EAGAIN: this write
+ *     same answer), and takes the nonces of an encrypted filesystem.  The
+ *     space is counted as live at once, so no other allocation, copygc or
+ *     eviction takes it; opening a bucket bumps c->data_reuse_seq as any
+ *     allocation does.  -EAGAIN: this write
  *     is not planned so (compression, whose size is known only after
  *     encoding; erasure coding, whose stripe builder reads buckets being
  *     filled): write it the old way.  Any other error: nothing is held.
