@@ -19,6 +19,14 @@ node_sector() {
 	$B list -b test -m nodes "$1" | sed -n "s/^node level $2 .* ptr 0:\([0-9]*\) .*/\1/p" | sed -n "${3}p"
 }
 
+# flip_byte IMG OFFSET: invert every bit of the byte at OFFSET.  A fixed byte
+# written over ciphertext (an encrypted node or extent) is already there once in
+# 256 runs; an inverted one always differs.
+flip_byte() {
+	_v=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+	printf "\\$(printf '%03o' $((_v ^ 255)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
 # mkfs_files IMG: a small tree: /dir/a (text, xattr, hard link /hard, symlink
 # /sym), /dir/b (40000 lines, two extents), /dir/c, /dir/sub/deep, /empty
 mkfs_files() {
