@@ -34,6 +34,13 @@ field() { sed -n "s/^ *$1: *//p" out | head -1; }
 # sha FILE: content hash, to prove a file was not written
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
+# flip_byte FILE OFFSET: invert every bit of the byte at OFFSET (a fixed byte
+# written over ciphertext would already be there once in 256 runs)
+flip_byte() {
+	_v=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+	printf "\\$(printf '%03o' $((_v ^ 255)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
+
 # encrypted: true when the tests run with ENCRYPTED=1 (tests/cli/run.sh): every
 # `$B format` makes an encrypted filesystem, with the passphrase in $PF
 encrypted() { [ "${ENCRYPTED:-0}" = 1 ]; }

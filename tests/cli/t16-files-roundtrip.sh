@@ -65,7 +65,7 @@ expect_rc 0 $B image put d1:d2 p.txt /p.txt
 expect_rc 0 $B list -b extents d1:d2
 ptr=$(sed -n 's/.* ptr 0:\([0-9]*\) gen.*/\1/p' out | head -1)
 [ -n "$ptr" ] || fail "no extent pointer: $(cat out)"
-printf 'X' | dd of=d1 bs=1 seek=$((ptr * 512 + 10)) conv=notrunc 2>/dev/null
+flip_byte d1 $((ptr * 512 + 10))
 expect_rc 0 $B image cat d1:d2 /p.txt
 expect_in err "1 damaged copies of file data"
 cmp -s out p.txt || fail "replica fallback returned wrong data"
@@ -78,7 +78,7 @@ expect_rc 0 $B image put s1 o.txt /other
 expect_rc 0 $B list -b extents s1
 ptr=$(sed -n 's/^4098:.* ptr 0:\([0-9]*\) gen.*/\1/p' out | head -1)
 [ -n "$ptr" ] || fail "no extent pointer: $(cat out)"
-printf 'X' | dd of=s1 bs=1 seek=$((ptr * 512 + 10)) conv=notrunc 2>/dev/null
+flip_byte s1 $((ptr * 512 + 10))
 expect_rc 1 $B image cat s1 /p.txt
 expect_in err 'Input/output error'
 expect_in err 'no good copy'
