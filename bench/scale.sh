@@ -15,22 +15,30 @@
 # ratio N clients / 1 client, for ours and for ext4.  The load average at
 # the start is printed: on a shared machine, compare within one run.
 # LOADS picks the loads (default "randread randwrite seqwrite dbench"),
-# CLIENTS the client counts (default "1 2 4"), BCH= another build.  Needs root, /dev/fuse, fio,
-# dbench; the ext4 rows are "-" without losetup.
+# CLIENTS the client counts (default "1 2 4"), BCH= another build.  FLOOR=1
+# (the default; FLOOR=0 leaves it out) adds build/fuse-floor (bench/fuse_floor.c,
+# a FUSE daemon in memory doing the least work a request allows): how far
+# FUSE itself scales on this kernel and these cores, the ceiling of ours'
+# ratio.  Needs root, /dev/fuse, fio, dbench; the ext4 rows are "-" without
+# losetup.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${BCH:-$root/bcachefs}	# BCH=PATH: another build to measure
 RUNTIME=${RUNTIME:-8}
 LOADS=${LOADS:-randread randwrite seqwrite dbench}
 CLIENTS=${CLIENTS:-1 2 4}
+FLOOR=${FLOOR:-1}
+F="$root/build/fuse-floor"
 [ -c /dev/fuse ] && command -v fio >/dev/null && command -v dbench >/dev/null || {
 	echo "scale bench: needs /dev/fuse, fio and dbench; skipped"; exit 0; }
 dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-scalebench.XXXXXX")
 mnt="$dir/mnt"
 loop=
+fpid=
 cleanup() {
 	cd /
 	fusermount3 -uz "$mnt" 2>/dev/null || true
+	[ -z "$fpid" ] || wait "$fpid" 2>/dev/null || true
 	if [ -n "$loop" ]; then umount "$mnt" 2>/dev/null || true; losetup -d "$loop"; fi
 	rm -rf "$dir"
 }
@@ -83,6 +91,15 @@ run_all() {
 unmount="fusermount3 -u"
 "$B" format -q --fs-size=4G "$dir/ours.img"
 run_all ours "$B" fusemount "$dir/ours.img" "$mnt"
+have_floor=0
+if [ "$FLOOR" = 1 ] && { [ -x "$F" ] && [ "$F" -nt "$root/bench/fuse_floor.c" ] ||
+	make -C "$root" --no-print-directory build/fuse-floor >/dev/null 2>&1; }; then
+	"$F" "$mnt" 2>/dev/null & fpid=$!
+	run_all floor true	# mounted by the daemon started above
+	wait "$fpid" 2>/dev/null || true
+	fpid=
+	have_floor=1
+fi
 have_ext4=0
 if command -v losetup >/dev/null && truncate -s 4G "$dir/kext4.img" &&
    mke2fs -q -F -t ext4 "$dir/kext4.img" && loop=$(losetup -f --show "$dir/kext4.img"); then
@@ -95,16 +112,18 @@ fi
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || a == 0) print "-"; else printf "%.2f", b / a }'; }
 first=$(echo $CLIENTS | cut -d' ' -f1)
 printf '%-10s %-8s' load clients
-printf ' %12s %8s' ours "x$first" ext4 "x$first"
+printf ' %12s %8s' ours "x$first" floor "x$first" ext4 "x$first"
 echo
 for l in $LOADS; do
 	case $l in seqwrite|dbench) unit=MB/s ;; *) unit=IOPS ;; esac
 	for n in $CLIENTS; do
 		eval "o=\$res_ours_${l}_$n o1=\$res_ours_${l}_$first"
-		k=- k1=-
+		k=- k1=- f=- f1=-
 		[ $have_ext4 = 1 ] && eval "k=\$res_ext4_${l}_$n k1=\$res_ext4_${l}_$first"
-		printf '%-10s %-8s %12s %8s %12s %8s\n' "$l" "$n" "$o $unit" "$(ratio "$o1" "$o")" \
-			"$k" "$(ratio "$k1" "$k")"
+		[ $have_floor = 1 ] && eval "f=\$res_floor_${l}_$n f1=\$res_floor_${l}_$first"
+		printf '%-10s %-8s %12s %8s %12s %8s %12s %8s\n' "$l" "$n" "$o $unit" "$(ratio "$o1" "$o")" \
+			"$f" "$(ratio "$f1" "$f")" "$k" "$(ratio "$k1" "$k")"
 	done
 done
-echo "(xN: throughput against $first client$([ "$first" = 1 ] || echo s); the issue asks 4 clients >= 1.6x)"
+echo "(xN: throughput against $first client$([ "$first" = 1 ] || echo s); the issue asks 4 clients >= 1.6x;"
+echo " floor: build/fuse-floor, FUSE with no filesystem work, what any daemon negotiating as ours can reach)"
