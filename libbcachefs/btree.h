@@ -10,7 +10,7 @@
  * (lookups, iteration, walking nodes).
  *
  * A node in memory holds its live keys as a sorted array of pointers with
- * a 64-bit prefix of each position beside them in one array (binary search
+ * a 32-bit prefix of each position beside them in one array (binary search
  * over the prefixes, a key compared only on a tie; no linear scans); the keys themselves lie in one arena, in order,
  * after a read or a write (a scan walks memory in order); inserts since are
  * appended to the arena's room (an eighth more than its keys when packed),
@@ -101,8 +101,8 @@ struct btree {
 	unsigned		nr_dropped;
 
 	struct bch_bkey		**keys;		/* live keys, sorted */
-	uint64_t		*kpos;		/* kpos[i]: keys[i]->p's search prefix (an
-						 * order-keeping 64 bits of it, from a base
+	uint32_t		*kpos;		/* kpos[i]: keys[i]->p's search prefix (an
+						 * order-keeping 32 bits of it, from a base
 						 * position: btree_cache.c), searched without
 						 * touching the keys; ties compare keys[i]->p */
 	struct bch_bpos		kfmt_lo;	/* the base the prefixes are taken from */

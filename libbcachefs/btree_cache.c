@@ -720,7 +720,7 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	/* a read node's arrays grew by doubling: cut them to the keys it has */
 	if (b->cap > b->nr && b->nr) {
 		struct bch_bkey **keys = realloc(b->keys, b->nr * sizeof(*keys));
-		uint64_t *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
+		uint32_t *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
 		if (keys)
 			b->keys = keys;
 		if (kpos)
@@ -799,7 +799,7 @@ void bch_btree_unhold(struct bch_fs *c, struct btree_hold *h)
  * from it into 64 bits, keeping order: with the inodes differing, the
  * inode's distance from lo's in k bits and the offset's top bits under it;
  * with one inode, the offset's distance in k bits and the snapshot's top
- * bits; with one position, the snapshot.  A key past what k bits hold (or
+ * bits; with one position, the snapshot (on top).  A key past what k bits hold (or
  * of another inode, position) takes the largest prefix.  So a < b gives
  * prefix(a) <= prefix(b), and a tie is decided by the keys themselves.
  * k is chosen from the keys when they are laid out anew (set_keys, pack,
@@ -816,7 +816,7 @@ static unsigned bits_for(uint64_t d)	/* k with d < 2^k - 1 */
 	return k > 64 ? 64 : k;
 }
 
-static inline uint64_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
+static inline uint64_t kfmt_prefix64(const struct btree *b, struct bch_bpos p)
 {
 	unsigned k = b->kfmt_bits;
 	struct bch_bpos lo = b->kfmt_lo;
@@ -840,8 +840,20 @@ static inline uint64_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
 			return UINT64_MAX;
 		return d << (64 - k) | ((uint64_t)p.snapshot << 32) >> k;
 	default:
-		return p.inode != lo.inode || p.offset != lo.offset ? UINT64_MAX : p.snapshot;
+		return p.inode != lo.inode || p.offset != lo.offset ? UINT64_MAX :
+		       (uint64_t)p.snapshot << 32;
 	}
+}
+
+/*
+ * The prefix kept: the top 32 bits of the 64 above (still order-keeping).
+ * Half the bytes a key of the index, and the array a binary search
+ * touches half as long; a node's keys rarely share their top 32 bits
+ * (k is fitted to the keys' spread), and a tie costs one key's compare.
+ */
+static inline uint32_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
+{
+	return kfmt_prefix64(b, p) >> 32;
 }
 
 /* Is p at or after the base (a prefix can be taken)? */
@@ -899,8 +911,8 @@ static unsigned find_pos(const struct btree *b, struct bch_bpos pos)
 
 	if (!hi || bpos_cmp(pos, b->kfmt_lo) < 0)
 		return 0;
-	uint64_t x = kfmt_prefix(b, pos);
-	const uint64_t *kpos = b->kpos;
+	uint32_t x = kfmt_prefix(b, pos);
+	const uint32_t *kpos = b->kpos;
 	while (lo < hi) {
 		unsigned mid = lo + (hi - lo) / 2;
 		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(b->keys[mid]->p, pos) < 0))
