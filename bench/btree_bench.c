@@ -18,6 +18,9 @@
  * bytes go (nodes, fill, journal, buckets).
  *
  *   build/btree-bench DIR [N]       (make bench runs it)
+ *
+ * BENCH_ENGINE=ours (or lmdb) runs one engine only: A/B runs of two builds
+ * of ours, alternated, on a machine whose load moves.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -423,8 +426,12 @@ int main(int argc, char *argv[])
 		die("usage", "btree-bench DIR [N]");
 	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
 	seq_keys = getenv("BENCH_SEQ") != NULL;
-	in_child(run_ours, argv[1], n, &ours);
-	in_child(run_lmdb, argv[1], n, &lmdb);
+	/* BENCH_ENGINE=ours|lmdb: only that one (A/B runs of our engine); the other's row is 0 */
+	const char *only = getenv("BENCH_ENGINE");
+	if (!only || !strcmp(only, "ours"))
+		in_child(run_ours, argv[1], n, &ours);
+	if (!only || !strcmp(only, "lmdb"))
+		in_child(run_lmdb, argv[1], n, &lmdb);
 
 	printf("btree: %" PRIu64 " %s keys (16-byte keys, 32-byte values)\n", n,
 	       seq_keys ? "sequential" : "random");
