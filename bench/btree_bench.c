@@ -90,7 +90,7 @@ static uint64_t file_bytes(const char *path)
 
 struct tree_stats {
 	uint64_t nodes[4], keys, u64s, sectors_written, node_bytes;
-	uint64_t arena, arena_used, index, pending, loose, nr;
+	uint64_t arena, arena_used, index, pending, nr;
 };
 
 static int count_node(struct bch_fs *c, struct btree *b, void *priv)
@@ -107,9 +107,8 @@ static int count_node(struct bch_fs *c, struct btree *b, void *priv)
 	st->node_bytes += bch_btree_node_bytes(b);
 	st->arena += b->arena_bytes;
 	st->arena_used += b->arena_used;
-	st->index += b->cap * (sizeof(*b->keys) + sizeof(*b->kpos));
+	st->index += b->cap * (sizeof(*b->koff) + sizeof(*b->kpos));
 	st->pending += bch_btree_node_pending_bytes(b);
-	st->loose += b->nr_loose;
 	st->nr += b->nr;
 	return 0;
 }
@@ -150,9 +149,9 @@ static void debug_stats(struct bch_fs *c, const char *path, const char *when)
 		bch_btree_cache_bytes(c) / 1048576.0, ru.ru_maxrss / 1024.0);
 	bch_btree_walk_nodes(c, BCH_BTREE_ID_test, count_node, &st);
 	fprintf(stderr, "  test btree: keys %.1fM (%" PRIu64 "), arenas %.1fM (used %.1fM),"
-		" index %.1fM, pending %.1fM, loose keys %" PRIu64 "\n",
+		" index %.1fM, pending %.1fM\n",
 		st.u64s * 8 / 1048576.0, st.nr, st.arena / 1048576.0, st.arena_used / 1048576.0,
-		st.index / 1048576.0, st.pending / 1048576.0, st.loose);
+		st.index / 1048576.0, st.pending / 1048576.0);
 	rss_status("  ");
 	memset(&st, 0, sizeof(st));
 	if (bch_btree_flush_all(c))
