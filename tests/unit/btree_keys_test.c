@@ -169,6 +169,21 @@ Test(btree_keys, one_position_snapshots_differ)
 	run(POS(7, 55, 0), POS(7, 55, UINT32_MAX), pos_snapshots, 3);
 }
 
+/*
+ * One inode, offsets in four clusters 2^30 apart, a cluster 512 wide: the
+ * offsets' distance takes 32 bits and more, so a cluster's keys share the
+ * 32-bit prefix kept and are told apart by comparing the keys only.
+ */
+static struct bch_bpos pos_clustered(void)
+{
+	return POS(7, 1000 + ((rng() % 4) << 30) + rng() % 512, (uint32_t)(rng() % 3));
+}
+
+Test(btree_keys, prefixes_tie_within_clusters)
+{
+	run(POS(7, 1000, 0), POS(7, UINT64_MAX, UINT32_MAX), pos_clustered, 9);
+}
+
 Test(btree_keys, whole_range)
 {
 	run(POS_MIN, POS_MAX, pos_inodes, 4);
