@@ -78,7 +78,7 @@ struct btree_pending {
 	};
 	uint32_t		size;		/* PENDING_WHITEOUT: the whiteout's */
 	uint8_t			kind;
-#define PENDING_KEY		0		/* the live key at p (keys[]) */
+#define PENDING_KEY		0		/* the live key at p (the node's) */
 #define PENDING_WHITEOUT	1		/* a header-only deleted key */
 #define PENDING_COPY		2
 };
@@ -119,7 +119,7 @@ struct btree {
 
 	/*
 	 * Changed since the last write: positions only (the key a position
-	 * holds now is keys[]' own; a delete keeps its whiteout's fields).  Appended
+	 * holds now is the node's own; a delete keeps its whiteout's fields).  Appended
 	 * unsorted; [0, nr_pending_sorted) is sorted with one entry a
 	 * position, and bch_btree_node_pending_sort() sorts the rest in.
 	 */
@@ -143,7 +143,7 @@ struct btree {
 	struct btree		*hnext;
 	struct btree		*lru_prev, *lru_next;
 	unsigned		refs;
-	uint64_t		mod;		/* bumped by every change to keys[] */
+	uint64_t		mod;		/* bumped by every change to its keys */
 };
 
 struct btree_root {

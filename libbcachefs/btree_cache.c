@@ -10,7 +10,7 @@
  * emergency read-only) keeps its dirty nodes whatever the limit: a read-only
  * journal replay dirties every node it puts keys in, and its later reads
  * must not fail for want of a write it may not do.  Keys in a node are a sorted array searched by
- * binary search over 64-bit prefixes of their positions (below); they lie in
+ * binary search over 32-bit prefixes of their positions (below); they lie in
  * the node's arena, inserts appended to its room.  `pending` holds the
  * positions changed since the node was written, appended as they come and
  * sorted (one a position, the newest) when written; past a share of the
@@ -723,7 +723,7 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 			r = bch_fs_error(c, r, true);	/* the errors option */
 		return r;
 	}
-	/* a read node's arrays grew by doubling: cut them to the keys it has */
+	/* a read node's arrays were sized by its bsets: cut them to the keys it has */
 	if (b->cap > b->nr && b->nr) {
 		uint32_t *koff = realloc(b->koff, b->nr * sizeof(*koff));
 		uint32_t *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
