@@ -18,11 +18,16 @@
  * bytes go (nodes, fill, journal, buckets).
  *
  *   build/btree-bench DIR [N]       (make bench runs it)
+ *
+ * BENCH_ENGINE=ours (or lmdb) runs one engine only: A/B runs of two builds
+ * of ours, alternated, on a machine whose load moves; BENCH_CPU=1 times
+ * the phases by the process's CPU time (fsyncs' waits left out).
  */
 #include <errno.h>
 #include <stdbool.h>
 #include <inttypes.h>
 #include <lmdb.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +55,15 @@ struct result {
 	long	rss_kib;
 };
 
+/* BENCH_CPU=1: the process's CPU time instead of the clock (A/B runs on a loaded machine) */
 static double now(void)
 {
+	static int cpu = -1;
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+
+	if (cpu < 0)
+		cpu = getenv("BENCH_CPU") != NULL;
+	clock_gettime(cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -86,6 +96,7 @@ static uint64_t file_bytes(const char *path)
 
 struct tree_stats {
 	uint64_t nodes[4], keys, u64s, sectors_written, node_bytes;
+	uint64_t arena, arena_used, index, pending, nr;
 };
 
 static int count_node(struct bch_fs *c, struct btree *b, void *priv)
@@ -100,7 +111,34 @@ static int count_node(struct bch_fs *c, struct btree *b, void *priv)
 	}
 	st->sectors_written += b->sectors_written;
 	st->node_bytes += bch_btree_node_bytes(b);
+	st->arena += b->arena_bytes;
+	st->arena_used += b->arena_used;
+	st->index += bch_btree_node_bytes(b) - sizeof(*b) - b->u64s * 8 - bch_btree_node_pending_bytes(b);
+	st->pending += bch_btree_node_pending_bytes(b);
+	st->nr += b->nr;
 	return 0;
+}
+
+/* BENCH_DEBUG: the process's memory now (anonymous, files, heap's peak). */
+static void rss_status(const char *indent)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+
+	if (!f)
+		return;
+	fprintf(stderr, "%s", indent);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "VmHWM", 5) || !strncmp(line, "VmRSS", 5) ||
+		    !strncmp(line, "RssAnon", 7) || !strncmp(line, "RssFile", 7)) {
+			line[strcspn(line, "\n")] = 0;
+			fprintf(stderr, " %s;", line);
+		}
+	struct mallinfo2 mi = mallinfo2();
+	fprintf(stderr, " malloc: heap %.1fM (in use %.1fM, free %.1fM), mmapped %.1fM\n",
+		mi.arena / 1048576.0, mi.uordblks / 1048576.0, mi.fordblks / 1048576.0,
+		mi.hblkhd / 1048576.0);
+	fclose(f);
 }
 
 /* BENCH_DEBUG: where the bytes go (the tree's nodes, the image's blocks). */
@@ -115,6 +153,13 @@ static void debug_stats(struct bch_fs *c, const char *path, const char *when)
 	getrusage(RUSAGE_SELF, &ru);
 	fprintf(stderr, "%s: before flush: cache %.1fM, peak RSS so far %.1fM\n", when,
 		bch_btree_cache_bytes(c) / 1048576.0, ru.ru_maxrss / 1024.0);
+	bch_btree_walk_nodes(c, BCH_BTREE_ID_test, count_node, &st);
+	fprintf(stderr, "  test btree: keys %.1fM (%" PRIu64 "), arenas %.1fM (used %.1fM),"
+		" index %.1fM, pending %.1fM\n",
+		st.u64s * 8 / 1048576.0, st.nr, st.arena / 1048576.0, st.arena_used / 1048576.0,
+		st.index / 1048576.0, st.pending / 1048576.0);
+	rss_status("  ");
+	memset(&st, 0, sizeof(st));
 	if (bch_btree_flush_all(c))
 		die("flush", c->err_msg);
 	bch_btree_walk_nodes(c, BCH_BTREE_ID_test, count_node, &st);
@@ -168,6 +213,8 @@ static void run_ours(const char *dir, uint64_t n, struct result *res)
 	if (bch_fs_open(paths, 1, NULL, &c, err, sizeof(err)))
 		die("open", err);
 
+	if (getenv("BENCH_DEBUG"))
+		rss_status("after open:");
 	struct btree_trans *t;
 	bch_trans_init(c, &t);
 	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, POS_MIN, sizeof(struct bch_raw) + 32);
@@ -384,8 +431,12 @@ int main(int argc, char *argv[])
 		die("usage", "btree-bench DIR [N]");
 	uint64_t n = argc > 2 ? strtoull(argv[2], NULL, 10) : 1000000;
 	seq_keys = getenv("BENCH_SEQ") != NULL;
-	in_child(run_ours, argv[1], n, &ours);
-	in_child(run_lmdb, argv[1], n, &lmdb);
+	/* BENCH_ENGINE=ours|lmdb: only that one (A/B runs of our engine); the other's row is 0 */
+	const char *only = getenv("BENCH_ENGINE");
+	if (!only || !strcmp(only, "ours"))
+		in_child(run_ours, argv[1], n, &ours);
+	if (!only || !strcmp(only, "lmdb"))
+		in_child(run_lmdb, argv[1], n, &lmdb);
 
 	printf("btree: %" PRIu64 " %s keys (16-byte keys, 32-byte values)\n", n,
 	       seq_keys ? "sequential" : "random");

@@ -127,13 +127,13 @@ static int print_node(struct bch_fs *c, struct btree *b, void *priv)
 	}
 	for (unsigned i = 0; i < b->nr; i++) {
 		char buf[512];
-		if (bpos_cmp(b->keys[i]->p, a->start) < 0 || bpos_cmp(b->keys[i]->p, a->end) > 0)
+		if (bpos_cmp(bch_btree_key(b, i)->p, a->start) < 0 || bpos_cmp(bch_btree_key(b, i)->p, a->end) > 0)
 			continue;
 		if (a->j) {
-			json_bkey(a->j, b->keys[i]);
+			json_bkey(a->j, bch_btree_key(b, i));
 			continue;
 		}
-		bch_bkey_to_text(b->keys[i], buf, sizeof(buf));
+		bch_bkey_to_text(bch_btree_key(b, i), buf, sizeof(buf));
 		printf("%s\n", buf);
 	}
 	return 0;

@@ -9,9 +9,10 @@
  * (transactions, inserts, splits, node writes and moves), btree_iter.c
  * (lookups, iteration, walking nodes).
  *
- * A node in memory holds its live keys as a sorted array of pointers with
- * a 64-bit prefix of each position beside them in one array (binary search
- * over the prefixes, a key compared only on a tie; no linear scans); the keys themselves lie in one arena, in order,
+ * A node in memory holds its live keys as a sorted array of 32-bit offsets
+ * into its arena with a 32-bit prefix of each position beside them (binary
+ * search over the prefixes, a key compared only on a tie; no linear scans):
+ * 8 bytes a key.  The keys themselves lie in the arena, in order,
  * after a read or a write (a scan walks memory in order); inserts since are
  * appended to the arena's room (an eighth more than its keys when packed),
  * which is packed again, or grown in place, when it runs out.  It also
@@ -77,7 +78,7 @@ struct btree_pending {
 	};
 	uint32_t		size;		/* PENDING_WHITEOUT: the whiteout's */
 	uint8_t			kind;
-#define PENDING_KEY		0		/* the live key at p (keys[]) */
+#define PENDING_KEY		0		/* the live key at p (the node's) */
 #define PENDING_WHITEOUT	1		/* a header-only deleted key */
 #define PENDING_COPY		2
 };
@@ -100,25 +101,25 @@ struct btree {
 	char			**dropped;	/* fsck: invalid keys skipped when read ("pos: why") */
 	unsigned		nr_dropped;
 
-	struct bch_bkey		**keys;		/* live keys, sorted */
-	uint64_t		*kpos;		/* kpos[i]: keys[i]->p's search prefix (an
-						 * order-keeping 64 bits of it, from a base
+	uint32_t		*koff;		/* live keys, sorted: koff[i] is where the
+						 * i-th lies in arena, in u64s (bch_btree_key()) */
+	uint32_t		*kpos;		/* kpos[i]: key i's search prefix (an
+						 * order-keeping 32 bits of its position, from a base
 						 * position: btree_cache.c), searched without
-						 * touching the keys; ties compare keys[i]->p */
+						 * touching the keys; ties compare the keys */
 	struct bch_bpos		kfmt_lo;	/* the base the prefixes are taken from */
 	uint8_t			kfmt_mode, kfmt_bits;
 	unsigned		nr, cap;
 	size_t			u64s;		/* of the live keys */
-	void			*arena;		/* keys packed in order (after a read); keys
-						 * outside it are malloc'd one by one */
+	void			*arena;		/* every key: packed in order after a read, a
+						 * write or a pack, inserts appended since */
 	size_t			arena_bytes;
 	size_t			arena_used;	/* keys are appended from here while it has
 						 * room; 0: no appends (a node's read bytes) */
-	unsigned		nr_loose;	/* keys outside the arena (packed when many) */
 
 	/*
 	 * Changed since the last write: positions only (the key a position
-	 * holds now is keys[]' own; a delete keeps its whiteout's fields).  Appended
+	 * holds now is the node's own; a delete keeps its whiteout's fields).  Appended
 	 * unsorted; [0, nr_pending_sorted) is sorted with one entry a
 	 * position, and bch_btree_node_pending_sort() sorts the rest in.
 	 */
@@ -142,7 +143,7 @@ struct btree {
 	struct btree		*hnext;
 	struct btree		*lru_prev, *lru_next;
 	unsigned		refs;
-	uint64_t		mod;		/* bumped by every change to keys[] */
+	uint64_t		mod;		/* bumped by every change to its keys */
 };
 
 struct btree_root {
@@ -214,6 +215,13 @@ struct btree *bch_btree_cache_first_overfull(struct bch_fs *c, size_t u64s);
 size_t bch_btree_cache_bytes(struct bch_fs *c);
 
 /* Keys of a node in memory */
+/* b's i-th key (i < b->nr): in b's arena, valid until b's keys change (b->mod). */
+static inline struct bch_bkey *bch_btree_key(const struct btree *b, unsigned i)
+{
+	return (struct bch_bkey *)((uint64_t *)b->arena + b->koff[i]);
+}
+/* Free b's key index (koff, kpos), when b itself goes. */
+void bch_btree_node_free_index(struct btree *b);
 int  bch_btree_node_find(const struct btree *b, struct bch_bpos pos);	/* first >= pos */
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k);	/* copies */
 /* k itself (inside b->arena, not copied): node reads place keys where they lie. */

@@ -10,7 +10,7 @@
  * emergency read-only) keeps its dirty nodes whatever the limit: a read-only
  * journal replay dirties every node it puts keys in, and its later reads
  * must not fail for want of a write it may not do.  Keys in a node are a sorted array searched by
- * binary search over 64-bit prefixes of their positions (below); they lie in
+ * binary search over 32-bit prefixes of their positions (below); they lie in
  * the node's arena, inserts appended to its room.  `pending` holds the
  * positions changed since the node was written, appended as they come and
  * sorted (one a position, the newest) when written; past a share of the
@@ -69,7 +69,7 @@ size_t bch_btree_node_pending_bytes(const struct btree *b)
 
 static size_t node_overhead(const struct btree *b)
 {
-	return sizeof(*b) + b->cap * (sizeof(*b->keys) + sizeof(*b->kpos)) +
+	return sizeof(*b) + b->cap * (sizeof(*b->koff) + sizeof(*b->kpos)) +
 	       bch_btree_node_pending_bytes(b);
 }
 
@@ -187,16 +187,8 @@ void *bch_node_arena_resize(void *p, size_t old_bytes, size_t new_bytes)
 
 void bch_btree_node_arena_resize(struct btree *b, size_t bytes)
 {
-	uintptr_t lo = (uintptr_t)b->arena, hi = lo + b->arena_bytes;
-	char *arena = bch_node_arena_resize(b->arena, b->arena_bytes, bytes);
-
-	if ((uintptr_t)arena != lo)
-		for (unsigned i = 0; i < b->nr; i++) {
-			uintptr_t k = (uintptr_t)b->keys[i];
-			if (k >= lo && k < hi)
-				b->keys[i] = (struct bch_bkey *)(arena + (k - lo));
-		}
-	b->arena = arena;
+	/* the keys are offsets into it: nothing to move with it */
+	b->arena = bch_node_arena_resize(b->arena, b->arena_bytes, bytes);
 	b->arena_bytes = bytes;
 }
 
@@ -230,16 +222,31 @@ static bool in_arena(const struct btree *b, const void *k)
 void bch_btree_node_free_keys(struct btree *b)
 {
 	b->mod++;
-	for (unsigned i = 0; i < b->nr; i++)
-		if (!in_arena(b, b->keys[i]))
-			free(b->keys[i]);
 	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = NULL;
 	b->arena_bytes = 0;
 	b->arena_used = 0;
 	b->nr = 0;
 	b->u64s = 0;
-	b->nr_loose = 0;
+}
+
+void bch_btree_node_free_index(struct btree *b)
+{
+	free(b->koff);
+	free(b->kpos);
+	b->koff = NULL;
+	b->kpos = NULL;
+	b->cap = 0;
+}
+
+/* Key k, which lies in b's arena, as an offset (an always-on check: a wrong one reads garbage). */
+static uint32_t arena_off(const struct btree *b, const struct bch_bkey *k)
+{
+	size_t off = (const char *)k - (const char *)b->arena;
+
+	if (!in_arena(b, k) || off % 8 || off / 8 > UINT32_MAX)
+		abort();
+	return off / 8;
 }
 
 /*
@@ -253,18 +260,16 @@ static void pack_keys_room(struct btree *b, size_t room)
 
 	b->mod++;		/* the keys move */
 	for (unsigned i = 0; i < b->nr; i++) {
-		size_t kb = bkey_bytes(b->keys[i]);
-		memcpy(p, b->keys[i], kb);
-		if (!in_arena(b, b->keys[i]))
-			free(b->keys[i]);
-		b->keys[i] = (struct bch_bkey *)p;
+		const struct bch_bkey *k = bch_btree_key(b, i);
+		size_t kb = bkey_bytes(k);
+		memcpy(p, k, kb);
+		b->koff[i] = (p - arena) / 8;
 		p += kb;
 	}
 	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = arena;
 	b->arena_bytes = bytes;
 	b->arena_used = p - arena;
-	b->nr_loose = 0;
 	kfmt_choose(b);		/* laid out anew: the prefixes too */
 }
 
@@ -288,7 +293,7 @@ static void arena_make_room(struct btree *b, size_t kb)
 {
 	size_t live = b->u64s * 8;
 
-	if (!b->arena_used || b->nr_loose || b->arena_used - live > b->arena_used / 4) {
+	if (!b->arena_used || b->arena_used - live > b->arena_used / 4) {
 		pack_keys_room(b, arena_room(b, kb));
 		return;
 	}
@@ -309,11 +314,10 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 	bch_btree_node_free_keys(b);
 	if (b->cap < nr) {
 		unsigned cap = nr + nr / 8 + 16;	/* room for the inserts to come */
-		free(b->keys);
-		free(b->kpos);
-		b->keys = malloc(cap * sizeof(*b->keys));
+		bch_btree_node_free_index(b);
+		b->koff = malloc(cap * sizeof(*b->koff));
 		b->kpos = malloc(cap * sizeof(*b->kpos));
-		if (!b->keys || !b->kpos)
+		if (!b->koff || !b->kpos)
 			abort();
 		b->cap = cap;
 	}
@@ -324,7 +328,7 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 	for (unsigned i = 0; i < nr; i++) {
 		size_t kb = bkey_bytes(keys[i]);
 		memcpy(p, keys[i], kb);
-		b->keys[i] = (struct bch_bkey *)p;
+		b->koff[i] = (p - (char *)b->arena) / 8;
 		p += kb;
 	}
 	b->nr = nr;
@@ -339,8 +343,7 @@ static void free_node(struct btree *b)
 	for (unsigned i = 0; i < b->nr_dropped; i++)
 		free(b->dropped[i]);
 	free(b->dropped);
-	free(b->keys);
-	free(b->kpos);
+	bch_btree_node_free_index(b);
 	free(b->pending);
 	free(b);
 }
@@ -593,9 +596,12 @@ static int write_cold(struct bch_fs *c, struct btree *b)
  * Past 1/PENDING_SHARE of the cache's limit (1 MiB at least), the dirty
  * nodes from the cold end are written (appends) until half of it is left.
  * (btree-bench, 1M random keys, 256 MiB cache: a share of 1/16 peaked at
- * 120M, 1/64 at 106M, 1/128 at 104M with more writes.)
+ * 120M, 1/64 at 106M, 1/128 at 104M with more writes; with 32-bit prefixes
+ * 1/64 peaks at 101M, 1/128 at 98M: pending lists 2.3M -> 1.1M and a heap
+ * less torn by their doubling, the image with all keys 85.4M -> 88.3M for
+ * the smaller appends.)
  */
-#define PENDING_SHARE	64
+#define PENDING_SHARE	128
 
 static int write_pending(struct bch_fs *c)
 {
@@ -717,12 +723,12 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 			r = bch_fs_error(c, r, true);	/* the errors option */
 		return r;
 	}
-	/* a read node's arrays grew by doubling: cut them to the keys it has */
+	/* a read node's arrays were sized by its bsets: cut them to the keys it has */
 	if (b->cap > b->nr && b->nr) {
-		struct bch_bkey **keys = realloc(b->keys, b->nr * sizeof(*keys));
-		uint64_t *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
-		if (keys)
-			b->keys = keys;
+		uint32_t *koff = realloc(b->koff, b->nr * sizeof(*koff));
+		uint32_t *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
+		if (koff)
+			b->koff = koff;
 		if (kpos)
 			b->kpos = kpos;
 		b->cap = b->nr;	/* what did not shrink is larger still */
@@ -799,7 +805,7 @@ void bch_btree_unhold(struct bch_fs *c, struct btree_hold *h)
  * from it into 64 bits, keeping order: with the inodes differing, the
  * inode's distance from lo's in k bits and the offset's top bits under it;
  * with one inode, the offset's distance in k bits and the snapshot's top
- * bits; with one position, the snapshot.  A key past what k bits hold (or
+ * bits; with one position, the snapshot (on top).  A key past what k bits hold (or
  * of another inode, position) takes the largest prefix.  So a < b gives
  * prefix(a) <= prefix(b), and a tie is decided by the keys themselves.
  * k is chosen from the keys when they are laid out anew (set_keys, pack,
@@ -816,7 +822,7 @@ static unsigned bits_for(uint64_t d)	/* k with d < 2^k - 1 */
 	return k > 64 ? 64 : k;
 }
 
-static inline uint64_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
+static inline uint64_t kfmt_prefix64(const struct btree *b, struct bch_bpos p)
 {
 	unsigned k = b->kfmt_bits;
 	struct bch_bpos lo = b->kfmt_lo;
@@ -840,8 +846,20 @@ static inline uint64_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
 			return UINT64_MAX;
 		return d << (64 - k) | ((uint64_t)p.snapshot << 32) >> k;
 	default:
-		return p.inode != lo.inode || p.offset != lo.offset ? UINT64_MAX : p.snapshot;
+		return p.inode != lo.inode || p.offset != lo.offset ? UINT64_MAX :
+		       (uint64_t)p.snapshot << 32;
 	}
+}
+
+/*
+ * The prefix kept: the top 32 bits of the 64 above (still order-keeping).
+ * Half the bytes a key of the index, and the array a binary search
+ * touches half as long; a node's keys rarely share their top 32 bits
+ * (k is fitted to the keys' spread), and a tie costs one key's compare.
+ */
+static inline uint32_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
+{
+	return kfmt_prefix64(b, p) >> 32;
 }
 
 /* Is p at or after the base (a prefix can be taken)? */
@@ -873,13 +891,13 @@ static void kfmt_choose(struct btree *b)
 {
 	if (b->nr < 3) {
 		kfmt_set(b, b->min_key, b->max_key);
-		if (b->nr && !kfmt_covers(b, b->keys[0]->p))
+		if (b->nr && !kfmt_covers(b, bch_btree_key(b, 0)->p))
 			kfmt_set(b, POS_MIN, POS_MAX);
 	} else {
-		kfmt_set(b, b->keys[0]->p, b->keys[b->nr - 2]->p);
+		kfmt_set(b, bch_btree_key(b, 0)->p, bch_btree_key(b, b->nr - 2)->p);
 	}
 	for (unsigned i = 0; i < b->nr; i++)
-		b->kpos[i] = kfmt_prefix(b, b->keys[i]->p);
+		b->kpos[i] = kfmt_prefix(b, bch_btree_key(b, i)->p);
 }
 
 /* A key came before the base: every prefix again, from the node's range. */
@@ -887,9 +905,9 @@ static void kfmt_widen(struct btree *b, struct bch_bpos p)
 {
 	struct bch_bpos lo = bpos_cmp(b->min_key, p) <= 0 ? b->min_key : POS_MIN;
 
-	kfmt_set(b, lo, b->nr ? b->keys[b->nr - 1]->p : b->max_key);
+	kfmt_set(b, lo, b->nr ? bch_btree_key(b, b->nr - 1)->p : b->max_key);
 	for (unsigned i = 0; i < b->nr; i++)
-		b->kpos[i] = kfmt_prefix(b, b->keys[i]->p);
+		b->kpos[i] = kfmt_prefix(b, bch_btree_key(b, i)->p);
 }
 
 /* First key >= pos: over the prefixes, a key read only on a tie. */
@@ -899,11 +917,11 @@ static unsigned find_pos(const struct btree *b, struct bch_bpos pos)
 
 	if (!hi || bpos_cmp(pos, b->kfmt_lo) < 0)
 		return 0;
-	uint64_t x = kfmt_prefix(b, pos);
-	const uint64_t *kpos = b->kpos;
+	uint32_t x = kfmt_prefix(b, pos);
+	const uint32_t *kpos = b->kpos;
 	while (lo < hi) {
 		unsigned mid = lo + (hi - lo) / 2;
-		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(b->keys[mid]->p, pos) < 0))
+		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(bch_btree_key(b, mid)->p, pos) < 0))
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -917,11 +935,11 @@ int bch_btree_node_find(const struct btree *b, struct bch_bpos pos)
 }
 
 /*
- * Put k in b's sorted arrays (replacing the key at its position; a whiteout
- * only removes): a copy, or k itself when ref.  Keys mostly arrive in order
- * (node reads, splits): appending is checked first.
+ * Put k, which lies in b's arena, in b's sorted arrays (replacing the key
+ * at its position); a whiteout (anywhere) only removes.  Keys mostly arrive
+ * in order (node reads, splits): appending is checked first.
  */
-static void node_array_insert(struct btree *b, const struct bch_bkey *k, bool ref)
+static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 {
 	unsigned i;
 
@@ -929,20 +947,16 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k, bool re
 		kfmt_set(b, b->min_key, b->max_key);
 	if (!kfmt_covers(b, k->p))
 		kfmt_widen(b, k->p);
-	if (!b->nr || bpos_cmp(b->keys[b->nr - 1]->p, k->p) < 0)
+	if (!b->nr || bpos_cmp(bch_btree_key(b, b->nr - 1)->p, k->p) < 0)
 		i = b->nr;
 	else
 		i = find_pos(b, k->p);
-	bool exists = i < b->nr && bpos_eq(b->keys[i]->p, k->p);
+	bool exists = i < b->nr && bpos_eq(bch_btree_key(b, i)->p, k->p);
 
 	if (exists) {
-		b->u64s -= b->keys[i]->u64s;
-		if (!in_arena(b, b->keys[i])) {
-			free(b->keys[i]);
-			b->nr_loose--;
-		}
+		b->u64s -= bch_btree_key(b, i)->u64s;
 		if (k->type == BCH_BKEY_deleted) {
-			memmove(&b->keys[i], &b->keys[i + 1], (b->nr - i - 1) * sizeof(*b->keys));
+			memmove(&b->koff[i], &b->koff[i + 1], (b->nr - i - 1) * sizeof(*b->koff));
 			memmove(&b->kpos[i], &b->kpos[i + 1], (b->nr - i - 1) * sizeof(*b->kpos));
 			b->nr--;
 			return;
@@ -953,18 +967,16 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k, bool re
 		if (b->nr == b->cap) {
 			/* by half: a leaf's arrays are a good part of its memory */
 			b->cap = b->cap + b->cap / 2 + 16;
-			b->keys = realloc(b->keys, b->cap * sizeof(*b->keys));
+			b->koff = realloc(b->koff, b->cap * sizeof(*b->koff));
 			b->kpos = realloc(b->kpos, b->cap * sizeof(*b->kpos));
-			if (!b->keys || !b->kpos)
+			if (!b->koff || !b->kpos)
 				abort();
 		}
-		memmove(&b->keys[i + 1], &b->keys[i], (b->nr - i) * sizeof(*b->keys));
+		memmove(&b->koff[i + 1], &b->koff[i], (b->nr - i) * sizeof(*b->koff));
 		memmove(&b->kpos[i + 1], &b->kpos[i], (b->nr - i) * sizeof(*b->kpos));
 		b->nr++;
 	}
-	b->keys[i] = ref ? (struct bch_bkey *)k : bch_bkey_dup(k);
-	if (!ref)
-		b->nr_loose++;
+	b->koff[i] = arena_off(b, k);
 	b->kpos[i] = kfmt_prefix(b, k->p);
 	b->u64s += k->u64s;
 }
@@ -973,7 +985,7 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 {
 	b->mod++;
 	if (k->type == BCH_BKEY_deleted) {	/* nothing to place */
-		node_array_insert(b, k, false);
+		node_array_insert(b, k);
 		return;
 	}
 	/* appended to the arena (no malloc a key; a scan still walks one block) */
@@ -986,7 +998,7 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 	struct bch_bkey *dst = (struct bch_bkey *)((char *)b->arena + b->arena_used);
 	memcpy(dst, k, kb);
 	b->arena_used += kb;
-	node_array_insert(b, dst, true);
+	node_array_insert(b, dst);
 	free(own);
 }
 
@@ -999,16 +1011,16 @@ void bch_btree_node_reserve(struct btree *b, unsigned nr)
 {
 	if (nr <= b->cap)
 		return;
-	b->keys = realloc(b->keys, nr * sizeof(*b->keys));
+	b->koff = realloc(b->koff, nr * sizeof(*b->koff));
 	b->kpos = realloc(b->kpos, nr * sizeof(*b->kpos));
-	if (!b->keys || !b->kpos)
+	if (!b->koff || !b->kpos)
 		abort();
 	b->cap = nr;
 }
 
 void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k)
 {
-	node_array_insert(b, k, true);
+	node_array_insert(b, k);
 }
 
 /* Record k's position as changed since the last write (a delete keeps its whiteout). */
@@ -1090,7 +1102,7 @@ static size_t pending_entry_u64s(const struct btree *b, const struct btree_pendi
 		return e->copy->u64s;
 	unsigned i = find_pos(b, e->p);
 	/* a changed position not deleted holds a key (checked again when written) */
-	return i < b->nr && bpos_eq(b->keys[i]->p, e->p) ? b->keys[i]->u64s : 0;
+	return i < b->nr && bpos_eq(bch_btree_key(b, i)->p, e->p) ? bch_btree_key(b, i)->u64s : 0;
 }
 
 void bch_btree_node_pending_sort(struct btree *b)

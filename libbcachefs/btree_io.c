@@ -511,8 +511,7 @@ int bch_btree_node_verify(struct bch_fs *c, unsigned id, unsigned level, const s
 			*bytes += (uint64_t)t->sectors_written << BCH_SECTOR_SHIFT;
 		}
 		node_reset_keys(t);
-		free(t->keys);
-		free(t->kpos);
+		bch_btree_node_free_index(t);
 		free(t);
 		if (r)
 			break;
@@ -632,8 +631,7 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 				if (r2 && r2 != -BCH_ERR_device_missing)
 					b->bad_replicas |= 1U << j;
 				node_reset_keys(t);
-				free(t->keys);
-				free(t->kpos);
+				bch_btree_node_free_index(t);
 				free(t);
 			}
 			break;
@@ -689,11 +687,12 @@ static int write_ptrs(struct bch_fs *c, struct btree *b, const void *buf, size_t
 	return 0;
 }
 
-static void pack_keys(__le64 *dst, struct bch_bkey **keys, unsigned nr)
+static void pack_keys(__le64 *dst, const struct btree *b)
 {
-	for (unsigned i = 0; i < nr; i++) {
-		memcpy(dst, keys[i], bkey_bytes(keys[i]));
-		dst += keys[i]->u64s;
+	for (unsigned i = 0; i < b->nr; i++) {
+		const struct bch_bkey *k = bch_btree_key(b, i);
+		memcpy(dst, k, bkey_bytes(k));
+		dst += k->u64s;
 	}
 }
 
@@ -721,8 +720,8 @@ static int pack_pending(struct bch_fs *c, __le64 *dst, struct btree *b)
 			k = &w;
 		} else if (!k) {
 			int j = bch_btree_node_find(b, e->p);
-			if (j < (int)b->nr && bpos_eq(b->keys[j]->p, e->p))
-				k = b->keys[j];
+			if (j < (int)b->nr && bpos_eq(bch_btree_key(b, j)->p, e->p))
+				k = bch_btree_key(b, j);
 		}
 		if (!k || u64s + k->u64s > b->pending_u64s)
 			return bch_fs_err(c, -EIO, "btree: changed key at %llu:%llu:%u lost before its write",
@@ -763,7 +762,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		n->keys.journal_seq = b->journal_seq;
 		n->keys.version = bch_fs_write_version(c);
 		n->keys.u64s = b->u64s;
-		pack_keys(n->keys._data, b->keys, b->nr);
+		pack_keys(n->keys._data, b);
 		/* encrypted: the range too (authenticated as the first bset's header) */
 		if (csum_type == BCH_CSUM_chacha20_poly1305)
 			bch_crypt_node_range(c, true, b->seq, n->keys.journal_seq, &n->min_key,
@@ -826,7 +825,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 	}
 	if (ret)
 		bch_fs_error(c, ret, false);	/* half written: never continue */
-	else if (b->nr_loose || !b->arena_used || b->arena_used - b->u64s * 8 > b->arena_used / 4)
+	else if (!b->arena_used || b->arena_used - b->u64s * 8 > b->arena_used / 4)
 		bch_btree_node_pack_keys(b);	/* a written node's keys lie in order */
 	return ret;
 }

@@ -155,8 +155,7 @@ static void node_discard(struct btree *t)
 		free(t->dropped[i]);
 	free(t->dropped);
 	bch_btree_node_free_keys(t);
-	free(t->keys);
-	free(t->kpos);
+	bch_btree_node_free_index(t);
 	free(t);
 }
 
@@ -511,8 +510,7 @@ static void note_taken(struct bch_prefetch *p, const struct pf_slot *s)
 static void adopt(struct btree *b, struct btree *t)
 {
 	bch_btree_node_free_keys(b);	/* empty already: read_one() resets it */
-	free(b->keys);
-	free(b->kpos);
+	bch_btree_node_free_index(b);
 	for (unsigned i = 0; i < b->nr_dropped; i++)
 		free(b->dropped[i]);
 	free(b->dropped);
@@ -524,7 +522,7 @@ static void adopt(struct btree *b, struct btree *t)
 	b->disk_journal_seq = t->disk_journal_seq;
 	b->dropped = t->dropped;
 	b->nr_dropped = t->nr_dropped;
-	b->keys = t->keys;
+	b->koff = t->koff;
 	b->kpos = t->kpos;
 	b->kfmt_lo = t->kfmt_lo;
 	b->kfmt_mode = t->kfmt_mode;
@@ -535,7 +533,6 @@ static void adopt(struct btree *b, struct btree *t)
 	b->arena = t->arena;
 	b->arena_bytes = t->arena_bytes;
 	b->arena_used = t->arena_used;
-	b->nr_loose = t->nr_loose;
 	b->mod++;
 	free(t);
 }

@@ -342,7 +342,7 @@ static unsigned append_split(struct bch_fs *c, struct btree *b)
 		target = b->u64s * 15 / 16;
 	unsigned mid = 0;
 	while (mid < b->nr - 1 && acc < target)
-		acc += b->keys[mid++]->u64s;
+		acc += bch_btree_key(b, mid++)->u64s;
 	return mid;
 }
 
@@ -373,19 +373,25 @@ static int split(struct bch_fs *c, struct btree *b)
 		/* halves by size */
 		size_t acc = 0;
 		while (mid < b->nr - 1 && acc < b->u64s / 2)
-			acc += b->keys[mid++]->u64s;
+			acc += bch_btree_key(b, mid++)->u64s;
 		if (!mid)
 			mid = 1;
 	}
 	n[0]->min_key = b->min_key;
-	n[0]->max_key = b->keys[mid - 1]->p;
+	n[0]->max_key = bch_btree_key(b, mid - 1)->p;
 	n[1]->min_key = bpos_successor(n[0]->max_key);
 	n[1]->max_key = b->max_key;
+	struct bch_bkey **all = malloc(b->nr * sizeof(*all));
+	if (!all)
+		abort();
+	for (unsigned i = 0; i < b->nr; i++)
+		all[i] = bch_btree_key(b, i);
 	for (unsigned i = 0; i < 2; i++) {
 		long before = bch_btree_node_bytes(n[i]);
-		bch_btree_node_set_keys(n[i], b->keys + (i ? mid : 0), i ? b->nr - mid : mid);
+		bch_btree_node_set_keys(n[i], all + (i ? mid : 0), i ? b->nr - mid : mid);
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n[i]) - before);
 	}
+	free(all);
 	c->roots->ahead_splits += b->journal_seq > bch_journal_seq_durable(c);
 	for (unsigned i = 0; i < 2; i++) {
 		n[i]->journal_seq = b->journal_seq;
@@ -494,7 +500,7 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 		return 0;
 	}
 	int j = i + 1 < (int)p->nr ? i + 1 : i - 1;
-	if ((r = bch_btree_node_get(c, id, level, p->keys[j], &s))) {
+	if ((r = bch_btree_node_get(c, id, level, bch_btree_key(p, j), &s))) {
 		bch_btree_node_put(c, b);
 		bch_btree_node_put(c, p);
 		return r;
@@ -516,10 +522,10 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 		struct bch_bkey **both = malloc((left->nr + right->nr + 1) * sizeof(*both));
 		if (!both)
 			abort();
-		if (left->nr)
-			memcpy(both, left->keys, left->nr * sizeof(*both));
-		if (right->nr)
-			memcpy(both + left->nr, right->keys, right->nr * sizeof(*both));
+		for (unsigned k = 0; k < left->nr; k++)
+			both[k] = bch_btree_key(left, k);
+		for (unsigned k = 0; k < right->nr; k++)
+			both[left->nr + k] = bch_btree_key(right, k);
 		long before = bch_btree_node_bytes(n);
 		bch_btree_node_set_keys(n, both, left->nr + right->nr);
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n) - before);
@@ -565,7 +571,7 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 	struct btree *root;
 	if (!(r = bch_btree_node_get(c, id, rt->level, rt->key, &root))) {
 		if (root->level && root->nr == 1) {
-			struct bch_bkey *child = bch_bkey_dup(root->keys[0]);
+			struct bch_bkey *child = bch_bkey_dup(bch_btree_key(root, 0));
 			free(rt->key);
 			rt->key = child;
 			rt->level = root->level - 1;
@@ -766,9 +772,9 @@ static void update_hint(struct bch_fs *c, struct btree *b)
 		return;
 	}
 	int i = bch_btree_node_find(p, b->max_key);
-	if (i >= 0 && (unsigned)i < p->nr && bpos_eq(p->keys[i]->p, b->max_key) &&
-	    p->keys[i]->type == BCH_BKEY_btree_ptr &&
-	    ((const struct bch_btree_ptr *)bkey_val(p->keys[i]))->seq == b->seq) {
+	if (i >= 0 && (unsigned)i < p->nr && bpos_eq(bch_btree_key(p, i)->p, b->max_key) &&
+	    bch_btree_key(p, i)->type == BCH_BKEY_btree_ptr &&
+	    ((const struct bch_btree_ptr *)bkey_val(bch_btree_key(p, i)))->seq == b->seq) {
 		struct bch_bkey *k = bch_btree_ptr_key(b);
 		apply_key(c, p, k, 0);
 		free(k);

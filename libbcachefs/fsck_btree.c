@@ -189,7 +189,7 @@ static bool data_btree(unsigned id)
 static void mark_extents(struct bch_fs *c, struct btree *b)
 {
 	for (unsigned i = 0; i < b->nr; i++)
-		mark_key(c, b->keys[i]);
+		mark_key(c, bch_btree_key(b, i));
 	c->err_msg[0] = 0;
 }
 
@@ -274,8 +274,8 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		s->ctx->leaf_keys[s->id] += b->nr;
 	if (!level && s->id == BCH_BTREE_ID_inodes)
 		for (unsigned i = 0; i < b->nr; i++)
-			if (b->keys[i]->type == BCH_BKEY_inode &&
-			    S_ISDIR(((const struct bch_inode *)bkey_val(b->keys[i]))->mode))
+			if (bch_btree_key(b, i)->type == BCH_BKEY_inode &&
+			    S_ISDIR(((const struct bch_inode *)bkey_val(bch_btree_key(b, i)))->mode))
 				s->ctx->dir_keys++;
 	/* a copy on a member not given (degraded) was skipped, not found bad */
 	for (unsigned i = 0; i < b->nr_ptrs; i++)
@@ -334,7 +334,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		}
 		if (data_btree(s->id))	/* extents and indirect extents: pass 12's sets */
 			for (unsigned i = 0; i < b->nr; i++)
-				gather_replicas(c, s->ctx, s->id, b->keys[i]);
+				gather_replicas(c, s->ctx, s->id, bch_btree_key(b, i));
 		if ((data_btree(s->id) || s->id == BCH_BTREE_ID_stripes) && c->extents_mark_deferred)
 			mark_extents(c, b);
 		bch_btree_node_put(c, b);
@@ -345,7 +345,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	/* children must tile [min_key, max_key] */
 	struct bch_bpos expect = b->min_key;
 	for (unsigned i = 0; i < b->nr; i++) {
-		const struct bch_btree_ptr *cp = bkey_val(b->keys[i]);
+		const struct bch_btree_ptr *cp = bkey_val(bch_btree_key(b, i));
 		if (!bpos_eq(cp->min_key, expect)) {
 			char e[80], g[80];
 			where_of(s->id, b->level, ptr, where, sizeof(where), true);
@@ -354,9 +354,9 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 			snprintf(detail, sizeof(detail), "child %u starts at %s, expected %s", i, g, e);
 			problem(s, BCH_FSCK_btree_topology, where, detail);
 		}
-		expect = bpos_successor(b->keys[i]->p);
+		expect = bpos_successor(bch_btree_key(b, i)->p);
 	}
-	if (!b->nr || !bpos_eq(b->keys[b->nr - 1]->p, b->max_key)) {
+	if (!b->nr || !bpos_eq(bch_btree_key(b, b->nr - 1)->p, b->max_key)) {
 		where_of(s->id, b->level, ptr, where, sizeof(where), true);
 		problem(s, BCH_FSCK_btree_topology, where, "children do not reach the node's max_key");
 	}
@@ -367,14 +367,11 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	 * changes b: it is held (not evicted) and its keys are walked in place.
 	 */
 	unsigned nr = b->nr;
-	struct bch_bkey **kids = b->keys;
-	if (keep) {
-		kids = malloc(nr * sizeof(*kids));
-		if (!kids)
-			abort();
-		for (unsigned i = 0; i < nr; i++)
-			kids[i] = bch_bkey_dup(b->keys[i]);
-	}
+	struct bch_bkey **kids = malloc((nr ? nr : 1) * sizeof(*kids));
+	if (!kids)
+		abort();
+	for (unsigned i = 0; i < nr; i++)
+		kids[i] = keep ? bch_bkey_dup(bch_btree_key(b, i)) : bch_btree_key(b, i);
 	unsigned child_level = b->level - 1;
 	if (keep)
 		bch_btree_node_put(c, b);
@@ -387,10 +384,10 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	if (keep) {
 		for (unsigned i = 0; i < nr; i++)
 			free(kids[i]);
-		free(kids);
 	} else {
 		bch_btree_node_put(c, b);
 	}
+	free(kids);
 	free(moved);
 	return r;
 }
@@ -415,8 +412,8 @@ static int insert_leaf(struct bch_fs *c, struct btree_trans *t, unsigned id,
 	if (!keys)
 		abort();
 	for (unsigned j = 0; j < b->nr; j++)
-		if (bpos_cmp(b->keys[j]->p, lo) >= 0 && bpos_cmp(b->keys[j]->p, hi) <= 0)
-			keys[nr++] = bch_bkey_dup(b->keys[j]);
+		if (bpos_cmp(bch_btree_key(b, j)->p, lo) >= 0 && bpos_cmp(bch_btree_key(b, j)->p, hi) <= 0)
+			keys[nr++] = bch_bkey_dup(bch_btree_key(b, j));
 	bch_btree_node_put(c, b);
 	size_t limit = (((size_t)c->sb->btree_node_size << 9) - sizeof(struct bch_btree_node)) / 32;
 	size_t batch = 0;
@@ -542,8 +539,8 @@ static void describe_found(struct bch_fs *c, struct check_state *s, const struct
 		struct btree *b;
 		if (!bch_btree_node_get(c, s->id, 0, k, &b)) {
 			for (unsigned j = 0; j < b->nr; j++)
-				keys += bpos_cmp(b->keys[j]->p, p[i].min_key) >= 0 &&
-					bpos_cmp(b->keys[j]->p, p[i].max_key) <= 0;
+				keys += bpos_cmp(bch_btree_key(b, j)->p, p[i].min_key) >= 0 &&
+					bpos_cmp(bch_btree_key(b, j)->p, p[i].max_key) <= 0;
 			bch_btree_node_put(c, b);
 		}
 		c->err_msg[0] = 0;
@@ -586,7 +583,7 @@ static void claim_picks(struct bch_fs *c, struct check_state *s, const struct bc
 		struct btree *b;
 		if (data_btree(s->id) && !bch_btree_node_get(c, s->id, 0, k, &b)) {
 			for (unsigned j = 0; j < b->nr; j++) {
-				const struct bch_bkey *e = b->keys[j];
+				const struct bch_bkey *e = bch_btree_key(b, j);
 				if (bpos_cmp(e->p, s->picks[i].min_key) < 0 ||
 				    bpos_cmp(e->p, s->picks[i].max_key) > 0)
 					continue;

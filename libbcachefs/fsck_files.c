@@ -877,19 +877,19 @@ static bool same_pos(const struct bch_bkey *a, const struct bch_bkey *b)
 }
 
 /*
- * Filtered: the key cur->snap sees at the position of b->keys[cur->idx]
+ * Filtered: the key cur->snap sees at the position of bch_btree_key(b, cur->idx)
  * into cur->key (*seen false: none, or a whiteout).  The position's keys
  * lie side by side, snapshots ascending; when they may go on in the next
  * leaf the answer is looked up instead (rare).
  */
 static int cursor_pick(struct key_cursor *cur, struct btree *b, bool *seen)
 {
-	const struct bch_bkey *first = b->keys[cur->idx], *best = NULL;
+	const struct bch_bkey *first = bch_btree_key(b, cur->idx), *best = NULL;
 	unsigned j = cur->idx;
 
-	for (; j < b->nr && same_pos(b->keys[j], first); j++)
-		if (bch_snap_is_ancestor(cur->c, b->keys[j]->p.snapshot, cur->snap))
-			best = b->keys[j];
+	for (; j < b->nr && same_pos(bch_btree_key(b, j), first); j++)
+		if (bch_snap_is_ancestor(cur->c, bch_btree_key(b, j)->p.snapshot, cur->snap))
+			best = bch_btree_key(b, j);
 	cur->group_end = j;
 	*seen = false;
 	if (j == b->nr && !bpos_eq(b->max_key, POS_MAX) &&
@@ -930,7 +930,7 @@ static void prefetch_next(struct key_cursor *cur, const struct btree *b)
 	}
 	unsigned i = bch_btree_node_find(parent, b->max_key);
 	if (i + 1 < parent->nr)
-		bch_prefetch_node(c, cur->id, 0, parent->keys[i + 1]);
+		bch_prefetch_node(c, cur->id, 0, bch_btree_key(parent, i + 1));
 	bch_btree_node_put(c, parent);
 }
 
@@ -975,8 +975,8 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 			}
 			if (!seen) {
 				/* nothing here for this snapshot: past the whole position */
-				struct bch_bpos end = POS(b->keys[cur->idx]->p.inode,
-							  b->keys[cur->idx]->p.offset, UINT32_MAX);
+				struct bch_bpos end = POS(bch_btree_key(b, cur->idx)->p.inode,
+							  bch_btree_key(b, cur->idx)->p.offset, UINT32_MAX);
 				cur->idx = cur->group_end;
 				if (bpos_eq(end, POS_MAX))
 					cur->done = true;
@@ -992,10 +992,10 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 			 * nothing changes a node (no repair is made): the key in
 			 * the held leaf stays as it is until the cursor moves on
 			 */
-			cur->peeked = b->keys[cur->idx];
+			cur->peeked = bch_btree_key(b, cur->idx);
 			cur->have = true;
 			return cur->peeked;
-		} else if (cursor_copy(cur, b->keys[cur->idx])) {
+		} else if (cursor_copy(cur, bch_btree_key(b, cur->idx))) {
 			*err = -ENOMEM;
 			cur->done = true;
 			break;

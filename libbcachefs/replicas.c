@@ -290,7 +290,7 @@ static int used_node(struct bch_fs *c, struct btree *b, void *priv)
 	int r = 0;
 
 	for (unsigned i = 0; i < b->nr && !r; i++)
-		r = add_key(c, u->t, u->id, b->keys[i]);
+		r = add_key(c, u->t, u->id, bch_btree_key(b, i));
 	return r;
 }
 

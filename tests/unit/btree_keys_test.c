@@ -40,8 +40,7 @@ static void node_free(struct btree *b)
 {
 	bch_btree_node_free_keys(b);
 	bch_btree_node_pending_clear(b);
-	free(b->keys);
-	free(b->kpos);
+	bch_btree_node_free_index(b);
 	free(b->pending);
 	free(b);
 }
@@ -98,7 +97,7 @@ static void check(const struct btree *b, const struct model *m)
 {
 	cr_assert_eq(b->nr, m->nr);
 	for (unsigned i = 0; i < m->nr; i++) {
-		cr_assert(bpos_eq(b->keys[i]->p, m->p[i]), "key %u out of order", i);
+		cr_assert(bpos_eq(bch_btree_key(b, i)->p, m->p[i]), "key %u out of order", i);
 		cr_assert_eq(bch_btree_node_find(b, m->p[i]), (int)i);
 		struct bch_bpos q = m->p[i];
 		q.snapshot++;
@@ -170,6 +169,21 @@ Test(btree_keys, one_position_snapshots_differ)
 	run(POS(7, 55, 0), POS(7, 55, UINT32_MAX), pos_snapshots, 3);
 }
 
+/*
+ * One inode, offsets in four clusters 2^30 apart, a cluster 512 wide: the
+ * offsets' distance takes 32 bits and more, so a cluster's keys share the
+ * 32-bit prefix kept and are told apart by comparing the keys only.
+ */
+static struct bch_bpos pos_clustered(void)
+{
+	return POS(7, 1000 + ((rng() % 4) << 30) + rng() % 512, (uint32_t)(rng() % 3));
+}
+
+Test(btree_keys, prefixes_tie_within_clusters)
+{
+	run(POS(7, 1000, 0), POS(7, UINT64_MAX, UINT32_MAX), pos_clustered, 9);
+}
+
 Test(btree_keys, whole_range)
 {
 	run(POS_MIN, POS_MAX, pos_inodes, 4);
@@ -217,10 +231,14 @@ Test(btree_keys, set_keys)
 	for (unsigned i = 0; i < 2000; i++)
 		put(src, &m, pos_inodes(), false);
 	unsigned mid = src->nr / 2;
-	struct btree *left = node(src->min_key, src->keys[mid - 1]->p);
-	struct btree *right = node(bpos_successor(src->keys[mid - 1]->p), src->max_key);
-	bch_btree_node_set_keys(left, src->keys, mid);
-	bch_btree_node_set_keys(right, src->keys + mid, src->nr - mid);
+	struct btree *left = node(src->min_key, bch_btree_key(src, mid - 1)->p);
+	struct btree *right = node(bpos_successor(bch_btree_key(src, mid - 1)->p), src->max_key);
+	struct bch_bkey **keys = malloc(src->nr * sizeof(*keys));
+	for (unsigned i = 0; i < src->nr; i++)
+		keys[i] = bch_btree_key(src, i);
+	bch_btree_node_set_keys(left, keys, mid);
+	bch_btree_node_set_keys(right, keys + mid, src->nr - mid);
+	free(keys);
 	struct model ml = { malloc(mid * sizeof(*m.p)), mid };
 	struct model mr = { malloc((m.nr - mid) * sizeof(*m.p)), m.nr - mid };
 	memcpy(ml.p, m.p, mid * sizeof(*m.p));
@@ -276,7 +294,7 @@ Test(btree_keys, pending_sorted_newest_wins)
 		cr_assert_eq(e->kind == PENDING_WHITEOUT, !live, "pending %u: newest change lost", i);
 		if (live) {
 			int k = bch_btree_node_find(b, e->p);
-			u64s += b->keys[k]->u64s;
+			u64s += bch_btree_key(b, k)->u64s;
 		} else {
 			u64s += BCH_BKEY_U64s;
 		}
