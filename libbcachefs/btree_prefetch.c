@@ -53,7 +53,9 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "btree_prefetch.h"
+#include "checksum.h"
 #include "crypt.h"
+#include "errcode.h"
 #include "super.h"
 
 #define PF_SLOTS	3
@@ -87,6 +89,9 @@ struct pf_slot {
 	bool			skip_validate;	/* pass 3 validated these keys already */
 	bool			compare_parsed;	/* compare over what the parse found written */
 	struct btree		*node;		/* PF_READY, parsed: outside the cache */
+	bool			verify;		/* a streamed leaf's first pass only (key) */
+	bool			verify_compare;	/* ... comparing the other copies */
+	size_t			verified_end;	/* PF_READY, verified: its keys' end */
 	void			*buf;		/* PF_READY, bytes only: a node arena of got bytes */
 	int			err;
 	int			same;		/* 1, 0, -1 not compared */
@@ -106,7 +111,11 @@ struct bch_prefetch {
 	size_t			last_written;
 	int			last_same;
 	uint64_t		taken;		/* nodes the read path took from here */
+	struct bch_leaf_stream	*ls;		/* the worker's, for verify slots */
 };
+
+static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
+		   const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv);
 
 static bool ptr_eq(const struct bch_extent_ptr *a, const struct bch_extent_ptr *b)
 {
@@ -304,9 +313,17 @@ static void *worker(void *arg)
 
 		int same = -1;
 		struct btree *node = NULL;
-		void *buf = bch_node_arena_alloc(job.len);
-		int err = bch_dev_read(job.bdev[0], buf, job.len, (uint64_t)job.ptr[0].offset << 9);
-		if (err) {
+		void *buf = NULL;
+		int err = 0;
+		if (!job.verify) {
+			buf = bch_node_arena_alloc(job.len);
+			err = bch_dev_read(job.bdev[0], buf, job.len, (uint64_t)job.ptr[0].offset << 9);
+		}
+		if (job.verify) {
+			/* a streamed leaf's first pass: nothing kept but the verdict */
+			err = ls_open(p->c, p->ls, job.id, job.key, job.verify_compare, NULL, NULL) ? -1 : 0;
+			job.verified_end = p->ls->end;
+		} else if (err) {
 			bch_node_arena_free(buf, job.len);
 			buf = NULL;
 		} else if (job.key) {
@@ -343,6 +360,7 @@ static void *worker(void *arg)
 		s->written = job.written;
 		s->bytes = job.bytes;
 		s->got = job.got;
+		s->verified_end = job.verified_end;
 		if (s->state == PF_DROPPED) {
 			slot_clear(s);
 			s->state = PF_FREE;
@@ -362,6 +380,10 @@ int bch_prefetch_start(struct bch_fs *c)
 	struct bch_prefetch *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
+	if (!(p->ls = malloc(sizeof(*p->ls)))) {
+		free(p);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->work, NULL);
 	pthread_cond_init(&p->ready, NULL);
@@ -371,6 +393,7 @@ int bch_prefetch_start(struct bch_fs *c)
 		pthread_cond_destroy(&p->ready);
 		pthread_cond_destroy(&p->work);
 		pthread_mutex_destroy(&p->lock);
+		free(p->ls);
 		free(p);
 		return -EAGAIN;
 	}
@@ -394,6 +417,7 @@ void bch_prefetch_stop(struct bch_fs *c)
 	pthread_cond_destroy(&p->ready);
 	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->lock);
+	free(p->ls);
 	free(p);
 	c->prefetch = NULL;
 }
@@ -455,6 +479,46 @@ void bch_prefetch_node(struct bch_fs *c, unsigned id, unsigned level, const stru
 	s->ptr[0] = bp->ptrs[0];
 	if (b)
 		s->ptr[1] = bp->ptrs[1];
+	pthread_cond_signal(&p->work);
+out:
+	pthread_mutex_unlock(&p->lock);
+}
+
+void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr, bool compare)
+{
+	struct bch_prefetch *p = c->prefetch;
+
+	if (!p || ptr->type != BCH_BKEY_btree_ptr || !bch_btree_ptr_nr(ptr) || bch_fs_encrypted(c))
+		return;
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	struct bch_blockdev *a = ptr_bdev(c, &bp->ptrs[0]);
+	if (!a)
+		return;
+	pthread_mutex_lock(&p->lock);
+	struct pf_slot *s = NULL, *old = NULL;
+	for (unsigned i = 0; i < PF_SLOTS; i++) {
+		struct pf_slot *t = &p->slot[i];
+		if (t->state != PF_FREE && ptr_eq(&t->ptr[0], &bp->ptrs[0]))
+			goto out;	/* queued already */
+		if (t->state == PF_FREE)
+			s = s ? s : t;
+		else if (t->state == PF_READY && (!old || t->seq < old->seq))
+			old = t;
+	}
+	if (!s && old) {
+		slot_clear(old);	/* verified and never taken: reuse it */
+		old->state = PF_FREE;
+		s = old;
+	}
+	struct bch_bkey *key = s ? bch_bkey_dup(ptr) : NULL;
+	if (!key)
+		goto out;
+	*s = (struct pf_slot) {
+		.state = PF_QUEUED, .seq = ++p->seq, .bdev = { a }, .key = key, .id = id,
+		.skip_validate = true,	/* the oldest first (worker()) */
+		.verify = true, .verify_compare = compare,
+	};
+	s->ptr[0] = bp->ptrs[0];
 	pthread_cond_signal(&p->work);
 out:
 	pthread_mutex_unlock(&p->lock);
@@ -654,4 +718,267 @@ void bch_prefetch_wait_idle(struct bch_fs *c)
 		pthread_cond_wait(&p->ready, &p->lock);
 	}
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* ------------------------------------------------------------ streamed leaves */
+
+/* What the first pass over a leaf's bytes checks as they are read. */
+struct ls_verify {
+	unsigned		csum_type;
+	uint64_t		crc;		/* running (raw: no init/xorout) */
+	size_t			csum_end;	/* checksummed: node bytes [16, csum_end) */
+	size_t			written;	/* the copies are equal below this ... */
+	size_t			limit;		/* ... and zeros from there to this */
+	unsigned		nr_other;
+	struct bch_blockdev	*other[BCH_REPLICAS_MAX];
+	uint64_t		other_where[BCH_REPLICAS_MAX];
+	bool			bad;
+	char			*tmp;		/* LS_PIECE bytes: another copy's piece */
+};
+
+static size_t min_sz(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+static size_t max_sz(size_t a, size_t b)
+{
+	return a > b ? a : b;
+}
+
+static bool all_zero(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* Node bytes [at, at + n) just read into p: checksum, zeros after, other copies. */
+static void ls_verify_bytes(struct ls_verify *v, const char *p, size_t at, size_t n)
+{
+	size_t lo = max_sz(at, 16), hi = min_sz(at + n, v->csum_end);
+
+	if (lo < hi) {
+		if (v->csum_type == BCH_CSUM_crc32c)
+			v->crc = bch_crc32c((uint32_t)v->crc, p + (lo - at), hi - lo);
+		else if (v->csum_type == BCH_CSUM_crc64)
+			v->crc = bch_crc64(v->crc, p + (lo - at), hi - lo);
+	}
+	lo = max_sz(at, v->written);
+	hi = min_sz(at + n, v->limit);
+	if (lo < hi && !all_zero(p + (lo - at), hi - lo))
+		v->bad = true;
+	size_t cmp = at < v->written ? min_sz(at + n, v->written) - at : 0;
+	size_t z = min_sz(at + n, v->limit) > at + cmp ? min_sz(at + n, v->limit) - (at + cmp) : 0;
+	for (unsigned i = 0; i < v->nr_other && !v->bad && cmp + z; i++) {
+		if (bch_dev_read(v->other[i], v->tmp, cmp + z, v->other_where[i] + at) ||
+		    memcmp(v->tmp, p, cmp) || !all_zero(v->tmp + cmp, z))
+			v->bad = true;
+	}
+}
+
+/*
+ * Read n node bytes from s->read_to after what buf holds (the caller made
+ * room), verifying them as read when v.
+ */
+static int ls_read(struct bch_leaf_stream *s, size_t n, struct ls_verify *v)
+{
+	char *dst = s->buf + s->fill;
+
+	if (bch_dev_read(s->bdev, dst, n, s->where + s->read_to))
+		return -1;
+	if (v)
+		ls_verify_bytes(v, dst, s->read_to, n);
+	s->read_to += n;
+	s->fill += n;
+	return 0;
+}
+
+/* buf holds node bytes [at, at + bytes) (bytes <= LS_KEY_MAX): 0, or -1. */
+static int ls_need(struct bch_leaf_stream *s, size_t bytes, struct ls_verify *v)
+{
+	if (s->at + bytes <= s->base + s->fill)
+		return 0;
+	/* what is left of the piece (part of a key) to the front, the next piece after it */
+	size_t keep = s->base + s->fill - s->at;
+	memmove(s->buf, s->buf + (s->at - s->base), keep);
+	s->base = s->at;
+	s->fill = keep;
+	size_t n = s->stop > s->read_to ? min_sz(LS_PIECE, s->stop - s->read_to) : 0;
+	if (!n || ls_read(s, n, v))
+		return -1;
+	return s->at + bytes <= s->base + s->fill ? 0 : -1;
+}
+
+/* The key at s->at, whole in buf, in order and inside the node; NULL if not. */
+static const struct bch_bkey *ls_key(struct bch_leaf_stream *s, struct ls_verify *v)
+{
+	if (s->end - s->at < sizeof(struct bch_bkey) || ls_need(s, sizeof(struct bch_bkey), v))
+		return NULL;
+	const struct bch_bkey *k = (const void *)(s->buf + (s->at - s->base));
+	size_t bytes = (size_t)k->u64s * 8;
+	if (k->u64s < BCH_BKEY_U64s || bytes > LS_KEY_MAX || bytes > s->end - s->at ||
+	    ls_need(s, bytes, v))
+		return NULL;
+	k = (const void *)(s->buf + (s->at - s->base));
+	if ((s->any && bpos_cmp(s->prev, k->p) >= 0) || bpos_cmp(k->p, s->min_key) < 0 ||
+	    bpos_cmp(k->p, s->max_key) > 0)
+		return NULL;
+	s->prev = k->p;
+	s->any = true;
+	s->at += bytes;
+	return k;
+}
+
+/*
+ * Was the leaf ptr points to verified ahead (bch_prefetch_verify()), its
+ * copies compared when compare?  true and *end where its keys end.
+ */
+static bool take_verified(struct bch_fs *c, const struct bch_bkey *ptr, bool compare, size_t *end)
+{
+	struct bch_prefetch *p = c->prefetch;
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	bool ok = false;
+
+	if (!p)
+		return false;
+	pthread_mutex_lock(&p->lock);
+	struct pf_slot *s = slot_of(p, &bp->ptrs[0]);
+	if (!s || !s->verify) {
+		pthread_mutex_unlock(&p->lock);
+		return false;
+	}
+	if (s->state != PF_QUEUED && wait_ready(p, s)) {
+		const struct bch_btree_ptr *sp = bkey_val(s->key);
+		ok = !s->err && (s->verify_compare || !compare) && bkey_bytes(s->key) == bkey_bytes(ptr) &&
+		     !memcmp(s->key, ptr, bkey_bytes(ptr)) && sp->seq == bp->seq;
+		*end = s->verified_end;
+		if (ok)
+			p->taken++;
+	}
+	if (s->state != PF_DROPPED) {
+		slot_clear(s);
+		s->state = PF_FREE;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return ok;
+}
+
+int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
+			 const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv)
+{
+	size_t end;
+
+	/* verified ahead by the worker: its keys only (check() must see them: not then) */
+	if (!check && ptr->type == BCH_BKEY_btree_ptr && bch_btree_ptr_nr(ptr) &&
+	    take_verified(c, ptr, compare, &end)) {
+		const struct bch_btree_ptr *bp = bkey_val(ptr);
+		s->c = c;
+		s->bdev = ptr_bdev(c, &bp->ptrs[0]);
+		s->where = (uint64_t)bp->ptrs[0].offset << 9;
+		s->seq = bp->seq;
+		s->min_key = bp->min_key;
+		s->max_key = ptr->p;
+		s->end = s->stop = end;
+		s->base = s->read_to = s->at = sizeof(struct bch_btree_node);
+		s->fill = 0;
+		s->any = false;
+		s->err = 0;
+		if (s->bdev)
+			return 0;
+	}
+	return ls_open(c, s, id, ptr, compare, check, priv);
+}
+
+static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
+		   const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	unsigned nr = bch_btree_ptr_nr(ptr);
+	size_t nb = (size_t)c->sb->btree_node_size << 9, bs = (size_t)c->sb->block_size << 9;
+
+	if (ptr->type != BCH_BKEY_btree_ptr || !nr || bch_fs_encrypted(c) ||
+	    nb < sizeof(struct bch_btree_node))
+		return 1;
+	s->c = c;
+	s->bdev = ptr_bdev(c, &bp->ptrs[0]);
+	s->where = (uint64_t)bp->ptrs[0].offset << 9;
+	s->seq = bp->seq;
+	s->min_key = bp->min_key;
+	s->max_key = ptr->p;
+	s->base = s->fill = s->read_to = s->at = 0;
+	s->any = false;
+	s->err = 0;
+	if (!s->bdev)
+		return 1;
+
+	char tmp[LS_PIECE] __attribute__((aligned(4096)));	/* not the heap: see compare() */
+	struct ls_verify v = { .tmp = tmp };
+	for (unsigned i = 1; compare && i < nr; i++) {
+		if (!(v.other[v.nr_other] = ptr_bdev(c, &bp->ptrs[i])))
+			return 1;
+		v.other_where[v.nr_other++] = (uint64_t)bp->ptrs[i].offset << 9;
+	}
+
+	/* the header (nothing verified yet: checked as the read path does) */
+	s->stop = nb;
+	if (ls_read(s, min_sz(LS_PIECE, nb), NULL))
+		return 1;
+	const struct bch_btree_node *n = (const void *)s->buf;
+	if (n->magic != BCH_BTREE_NODE_MAGIC || memcmp(n->fs_uuid, c->sb->uuid, BCH_UUID_SIZE) ||
+	    n->btree_id != id || n->level || n->seq != bp->seq || n->keys.seq != n->seq ||
+	    !bpos_eq(n->min_key, s->min_key) || !bpos_eq(n->max_key, s->max_key) ||
+	    (n->csum_type != BCH_CSUM_none && n->csum_type != BCH_CSUM_crc32c &&
+	     n->csum_type != BCH_CSUM_crc64) ||
+	    sizeof(*n) + (size_t)n->keys.u64s * 8 > nb)
+		return 1;
+	struct bch_csum want = n->csum;
+	v.csum_type = n->csum_type;
+	v.crc = v.csum_type == BCH_CSUM_crc32c ? 0xffffffffU : ~0ULL;
+	s->end = v.csum_end = sizeof(*n) + (size_t)n->keys.u64s * 8;
+	v.written = (s->end + bs - 1) / bs * bs;
+	v.limit = v.written < nb ? v.written + bs : nb;
+	/* the parent says more was written: an append this does not stream */
+	if (v.written < ((size_t)bp->sectors_written << 9) || v.limit > nb)
+		return 1;
+	ls_verify_bytes(&v, s->buf, 0, s->fill);
+
+	/* the keys, as they come (check() keeps what it learns until the checksum says yes) */
+	s->stop = v.limit;
+	s->at = sizeof(*n);
+	while (!v.bad && s->at < s->end) {
+		const struct bch_bkey *k = ls_key(s, &v);
+		if (!k || (check && check(priv, k)))
+			return 1;
+	}
+	/* the rest: the padding, the block after (zeros) */
+	while (!v.bad && s->read_to < v.limit) {
+		s->base = s->read_to;
+		s->fill = 0;
+		if (ls_read(s, min_sz(LS_PIECE, v.limit - s->read_to), &v))
+			return 1;
+	}
+	struct bch_csum got = { 0 };
+	if (v.csum_type != BCH_CSUM_none)
+		got.lo = ~v.crc & (v.csum_type == BCH_CSUM_crc32c ? 0xffffffffULL : ~0ULL);
+	if (v.bad || !bch_csum_eq(got, want))
+		return 1;
+
+	/* verified: the keys again from the first (page cache) */
+	s->base = s->read_to = s->at = sizeof(*n);
+	s->fill = 0;
+	s->stop = s->end;
+	s->any = false;
+	return 0;
+}
+
+const struct bch_bkey *bch_leaf_stream_next(struct bch_leaf_stream *s)
+{
+	if (s->at >= s->end)
+		return NULL;
+	const struct bch_bkey *k = ls_key(s, NULL);
+	if (!k)
+		s->err = -BCH_ERR_btree_node_bad;
+	return k;
 }
