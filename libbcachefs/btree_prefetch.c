@@ -29,7 +29,8 @@
  *       its bytes wait here, so they are what a read would return.
  *   (2) A node is parsed here exactly as the read path parses it (the same
  *       code, bch_btree_node_parse_ahead()), for the btree, level, range
- *       and seq the read path then asks for (anything else is dropped).  A
+ *       and seq the read path then asks for (anything else is dropped);
+ *       a streamed leaf's first pass is the open's own code (ls_open()).  A
  *       copy that fails here, or a failed read, is a miss: the read path
  *       reads it again and reports what it gets (errors are counted there).
  *   (3) Locking: one mutex guards the slots; the worker holds it only to
@@ -39,6 +40,12 @@
  *       once opened read-only (the superblock, the options, the replay
  *       range); what the read path's state says (keys validated already) is
  *       copied into the slot when it is queued.
+ *
+ * A streamed leaf (bch_leaf_stream_open(), the end of this file: the key
+ * cursors of passes 5-10) is not parsed here: its slot (verify) has the
+ * worker make the open's first pass over its bytes (checksum) and keep the
+ * verdict and where its keys end, nothing of its bytes; the open that
+ * takes a good verdict reads the keys only.
  *
  * Memory: at most PF_SLOTS nodes wait here (a slot parsed and never taken,
  * its node found in the cache meanwhile, is reused first).

@@ -37,8 +37,11 @@
  * when repairing the list of node pointers (one key per node, to free them
  * and to copy the leaves' keys from), and one record per node the scan
  * found, never the keys themselves.  Checking only (-n), nothing is
- * rebuilt: no pointer is kept, and an interior node's children are walked
- * in the node itself, held (nothing changes it), not in a copy.
+ * rebuilt: no pointer is kept, an interior node's children are walked in
+ * the node itself, held (nothing changes it), not in a copy, and a leaf is
+ * checked streamed, a piece at a time (check_leaf_streamed()), unless it is
+ * not the common kind or something is wrong with it: then it is read whole,
+ * and that read reports it.
  */
 #include <errno.h>
 #include <inttypes.h>
