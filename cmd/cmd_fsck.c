@@ -375,12 +375,12 @@ int cmd_fsck(int argc, char *argv[])
 		 * libraries), so the difference is anonymous memory (e2fsck's:
 		 * 0.92 MB; ours 1.3-1.4 MB at the two peaks, the open and passes
 		 * 5-6).  No pass holds a leaf whole: pass 3 and the key cursors
-		 * of passes 5-10 stream each leaf through a buffer of 18 KB
-		 * (btree_prefetch.h, streamed leaves: its checksum verified in a
+		 * of passes 5-10 stream each leaf through a buffer of 32 KB
+		 * (btree_prefetch.h, streamed leaves: its checksums verified in a
 		 * first pass over its bytes, on the read-ahead thread for the
 		 * cursors, then its keys read again from the page cache a piece
-		 * at a time); only a leaf that does not stream (an append, damage,
-		 * encrypted, snapshots' filtered views) is read whole as before.
+		 * at a time, its bsets merged); only a leaf that does not stream
+		 * (damage, encrypted, snapshots' filtered views) is read whole.
 		 * The open reads the alloc btree's leaves and the roots whole
 		 * (alloc_btree.c, fs.c: 1.39 MB anonymous at its peak).  Passes
 		 * 5-6: the two roots they look up through (176 KB, their live

@@ -98,7 +98,8 @@ struct pf_slot {
 	struct btree		*node;		/* PF_READY, parsed: outside the cache */
 	bool			verify;		/* a streamed leaf's first pass only (key) */
 	bool			verify_compare;	/* ... comparing the other copies */
-	size_t			verified_end;	/* PF_READY, verified: its keys' end */
+	unsigned		v_nr;		/* PF_READY, verified: its bsets' keys */
+	size_t			v_start[LS_BSETS_MAX], v_end[LS_BSETS_MAX];
 	void			*buf;		/* PF_READY, bytes only: a node arena of got bytes */
 	int			err;
 	int			same;		/* 1, 0, -1 not compared */
@@ -329,7 +330,9 @@ static void *worker(void *arg)
 		if (job.verify) {
 			/* a streamed leaf's first pass: nothing kept but the verdict */
 			err = ls_open(p->c, p->ls, job.id, job.key, job.verify_compare, NULL, NULL) ? -1 : 0;
-			job.verified_end = p->ls->end;
+			job.v_nr = err ? 0 : p->ls->nr_bsets;
+			memcpy(job.v_start, p->ls->bset_start, sizeof(job.v_start));
+			memcpy(job.v_end, p->ls->bset_end, sizeof(job.v_end));
 		} else if (err) {
 			bch_node_arena_free(buf, job.len);
 			buf = NULL;
@@ -367,7 +370,9 @@ static void *worker(void *arg)
 		s->written = job.written;
 		s->bytes = job.bytes;
 		s->got = job.got;
-		s->verified_end = job.verified_end;
+		s->v_nr = job.v_nr;
+		memcpy(s->v_start, job.v_start, sizeof(s->v_start));
+		memcpy(s->v_end, job.v_end, sizeof(s->v_end));
 		if (s->state == PF_DROPPED) {
 			slot_clear(s);
 			s->state = PF_FREE;
@@ -729,18 +734,20 @@ void bch_prefetch_wait_idle(struct bch_fs *c)
 
 /* ------------------------------------------------------------ streamed leaves */
 
+#define LS_TMP		(16U << 10)	/* another copy compared this much at a time */
+
 /* What the first pass over a leaf's bytes checks as they are read. */
 struct ls_verify {
 	unsigned		csum_type;
-	uint64_t		crc;		/* running (raw: no init/xorout) */
-	size_t			csum_end;	/* checksummed: node bytes [16, csum_end) */
+	uint64_t		crc;		/* the bset's, running (raw: no init/xorout) */
+	size_t			csum_lo, csum_end;	/* checksummed: node bytes [lo, end) */
 	size_t			written;	/* the copies are equal below this ... */
 	size_t			limit;		/* ... and zeros from there to this */
 	unsigned		nr_other;
 	struct bch_blockdev	*other[BCH_REPLICAS_MAX];
 	uint64_t		other_where[BCH_REPLICAS_MAX];
 	bool			bad;
-	char			*tmp;		/* LS_PIECE bytes: another copy's piece */
+	char			*tmp;		/* LS_TMP bytes: another copy's piece */
 };
 
 static size_t min_sz(size_t a, size_t b)
@@ -761,88 +768,131 @@ static bool all_zero(const char *p, size_t n)
 	return true;
 }
 
+/* The checksum of the bset being read over node bytes [at, at + n), in p. */
+static void ls_csum(struct ls_verify *v, const char *p, size_t at, size_t n)
+{
+	size_t lo = max_sz(at, v->csum_lo), hi = min_sz(at + n, v->csum_end);
+
+	if (lo >= hi)
+		return;
+	if (v->csum_type == BCH_CSUM_crc32c)
+		v->crc = bch_crc32c((uint32_t)v->crc, p + (lo - at), hi - lo);
+	else if (v->csum_type == BCH_CSUM_crc64)
+		v->crc = bch_crc64(v->crc, p + (lo - at), hi - lo);
+}
+
 /* Node bytes [at, at + n) just read into p: checksum, zeros after, other copies. */
 static void ls_verify_bytes(struct ls_verify *v, const char *p, size_t at, size_t n)
 {
-	size_t lo = max_sz(at, 16), hi = min_sz(at + n, v->csum_end);
-
-	if (lo < hi) {
-		if (v->csum_type == BCH_CSUM_crc32c)
-			v->crc = bch_crc32c((uint32_t)v->crc, p + (lo - at), hi - lo);
-		else if (v->csum_type == BCH_CSUM_crc64)
-			v->crc = bch_crc64(v->crc, p + (lo - at), hi - lo);
-	}
-	lo = max_sz(at, v->written);
-	hi = min_sz(at + n, v->limit);
+	ls_csum(v, p, at, n);
+	size_t lo = max_sz(at, v->written), hi = min_sz(at + n, v->limit);
 	if (lo < hi && !all_zero(p + (lo - at), hi - lo))
 		v->bad = true;
-	size_t cmp = at < v->written ? min_sz(at + n, v->written) - at : 0;
-	size_t z = min_sz(at + n, v->limit) > at + cmp ? min_sz(at + n, v->limit) - (at + cmp) : 0;
-	for (unsigned i = 0; i < v->nr_other && !v->bad && cmp + z; i++) {
-		if (bch_dev_read(v->other[i], v->tmp, cmp + z, v->other_where[i] + at) ||
-		    memcmp(v->tmp, p, cmp) || !all_zero(v->tmp + cmp, z))
-			v->bad = true;
-	}
+	/* the other copies: the same bytes below written, zeros from there to limit */
+	size_t upto = min_sz(at + n, max_sz(v->written, v->limit));
+	for (unsigned i = 0; i < v->nr_other && !v->bad; i++)
+		for (size_t x = at; x < upto && !v->bad; x += LS_TMP) {
+			size_t len = min_sz(LS_TMP, upto - x);
+			size_t cmp = x < v->written ? min_sz(len, v->written - x) : 0;
+			if (bch_dev_read(v->other[i], v->tmp, len, v->other_where[i] + x) ||
+			    memcmp(v->tmp, p + (x - at), cmp) || !all_zero(v->tmp + cmp, len - cmp))
+				v->bad = true;
+		}
 }
 
 /*
- * Read n node bytes from s->read_to after what buf holds (the caller made
- * room), verifying them as read when v.
+ * Read n node bytes from w->read_to after what w's buffer holds (the
+ * caller made room), verifying them as read when v.
  */
-static int ls_read(struct bch_leaf_stream *s, size_t n, struct ls_verify *v)
+static int ls_read(struct bch_leaf_stream *s, struct ls_window *w, size_t n, struct ls_verify *v)
 {
-	char *dst = s->buf + s->fill;
+	char *dst = w->buf + w->fill;
 
-	if (bch_dev_read(s->bdev, dst, n, s->where + s->read_to))
+	if (bch_dev_read(s->bdev, dst, n, s->where + w->read_to))
 		return -1;
 	if (v)
-		ls_verify_bytes(v, dst, s->read_to, n);
-	s->read_to += n;
-	s->fill += n;
+		ls_verify_bytes(v, dst, w->read_to, n);
+	w->read_to += n;
+	w->fill += n;
 	return 0;
 }
 
-/* buf holds node bytes [at, at + bytes) (bytes <= LS_KEY_MAX): 0, or -1. */
-static int ls_need(struct bch_leaf_stream *s, size_t bytes, struct ls_verify *v)
+/*
+ * w's buffer holds node bytes [at, at + bytes) (bytes <= LS_KEY_MAX): 0, or
+ * -1.  What lies between what it held and at is read (and verified) and let go.
+ */
+static int ls_need(struct bch_leaf_stream *s, struct ls_window *w, size_t bytes, struct ls_verify *v)
 {
-	if (s->at + bytes <= s->base + s->fill)
+	if (w->at + bytes <= w->base + w->fill)
 		return 0;
-	/* what is left of the piece (part of a key) to the front, the next piece after it */
-	size_t keep = s->base + s->fill - s->at;
-	memmove(s->buf, s->buf + (s->at - s->base), keep);
-	s->base = s->at;
-	s->fill = keep;
-	size_t n = s->stop > s->read_to ? min_sz(LS_PIECE, s->stop - s->read_to) : 0;
-	if (!n || ls_read(s, n, v))
+	if (w->at >= w->read_to) {
+		while (w->read_to < w->at) {
+			w->base = w->read_to;
+			w->fill = 0;
+			if (ls_read(s, w, min_sz(w->piece, w->at - w->read_to), v))
+				return -1;
+		}
+		w->base = w->at;
+		w->fill = 0;
+	} else {
+		/* what is left (part of a key) to the front, the next piece after it */
+		size_t keep = w->read_to - w->at;
+		memmove(w->buf, w->buf + (w->at - w->base), keep);
+		w->base = w->at;
+		w->fill = keep;
+	}
+	size_t n = w->stop > w->read_to ? min_sz(w->piece, w->stop - w->read_to) : 0;
+	if (!n || ls_read(s, w, n, v))
 		return -1;
-	return s->at + bytes <= s->base + s->fill ? 0 : -1;
+	return w->at + bytes <= w->base + w->fill ? 0 : -1;
 }
 
-/* The key at s->at, whole in buf, in order and inside the node; NULL if not. */
-static const struct bch_bkey *ls_key(struct bch_leaf_stream *s, struct ls_verify *v)
+/* The key at w->at, whole in its buffer, in order and inside the node; NULL if not. */
+static const struct bch_bkey *ls_key(struct bch_leaf_stream *s, struct ls_window *w,
+				     struct ls_verify *v)
 {
-	if (s->end - s->at < sizeof(struct bch_bkey) || ls_need(s, sizeof(struct bch_bkey), v))
+	if (w->end - w->at < sizeof(struct bch_bkey) || ls_need(s, w, sizeof(struct bch_bkey), v))
 		return NULL;
-	const struct bch_bkey *k = (const void *)(s->buf + (s->at - s->base));
+	const struct bch_bkey *k = (const void *)(w->buf + (w->at - w->base));
 	size_t bytes = (size_t)k->u64s * 8;
-	if (k->u64s < BCH_BKEY_U64s || bytes > LS_KEY_MAX || bytes > s->end - s->at ||
-	    ls_need(s, bytes, v))
+	if (k->u64s < BCH_BKEY_U64s || bytes > LS_KEY_MAX || bytes > w->end - w->at ||
+	    ls_need(s, w, bytes, v))
 		return NULL;
-	k = (const void *)(s->buf + (s->at - s->base));
-	if ((s->any && bpos_cmp(s->prev, k->p) >= 0) || bpos_cmp(k->p, s->min_key) < 0 ||
+	k = (const void *)(w->buf + (w->at - w->base));
+	if ((w->any && bpos_cmp(w->prev, k->p) >= 0) || bpos_cmp(k->p, s->min_key) < 0 ||
 	    bpos_cmp(k->p, s->max_key) > 0)
 		return NULL;
-	s->prev = k->p;
-	s->any = true;
-	s->at += bytes;
+	w->prev = k->p;
+	w->any = true;
+	w->at += bytes;
 	return k;
 }
 
+/* s verified: its bsets' keys from the first, each bset in its part of the buffer. */
+static void ls_start_keys(struct bch_leaf_stream *s)
+{
+	size_t part = LS_BUF / s->nr_bsets / 8 * 8;
+
+	for (unsigned i = 0; i < s->nr_bsets; i++) {
+		struct ls_window *w = &s->w[i];
+		*w = (struct ls_window) {
+			.buf = s->buf + i * part, .piece = part - LS_KEY_MAX,
+			.at = s->bset_start[i], .end = s->bset_end[i],
+			.read_to = s->bset_start[i], .stop = s->bset_end[i], .base = s->bset_start[i],
+		};
+	}
+	s->err = 0;
+}
+
+static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
+		   const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv);
+
 /*
  * Was the leaf ptr points to verified ahead (bch_prefetch_verify()), its
- * copies compared when compare?  true and *end where its keys end.
+ * copies compared when compare?  true, and ls has where its bsets' keys lie.
  */
-static bool take_verified(struct bch_fs *c, const struct bch_bkey *ptr, bool compare, size_t *end)
+static bool take_verified(struct bch_fs *c, const struct bch_bkey *ptr, bool compare,
+			  struct bch_leaf_stream *ls)
 {
 	struct bch_prefetch *p = c->prefetch;
 	const struct bch_btree_ptr *bp = bkey_val(ptr);
@@ -858,9 +908,14 @@ static bool take_verified(struct bch_fs *c, const struct bch_bkey *ptr, bool com
 	}
 	if (s->state != PF_QUEUED && wait_ready(p, s)) {
 		const struct bch_btree_ptr *sp = bkey_val(s->key);
-		ok = !s->err && (s->verify_compare || !compare) && bkey_bytes(s->key) == bkey_bytes(ptr) &&
-		     !memcmp(s->key, ptr, bkey_bytes(ptr)) && sp->seq == bp->seq;
-		*end = s->verified_end;
+		ok = !s->err && s->v_nr && (s->verify_compare || !compare) &&
+		     bkey_bytes(s->key) == bkey_bytes(ptr) && !memcmp(s->key, ptr, bkey_bytes(ptr)) &&
+		     sp->seq == bp->seq;
+		if (ok) {
+			ls->nr_bsets = s->v_nr;
+			memcpy(ls->bset_start, s->v_start, sizeof(ls->bset_start));
+			memcpy(ls->bset_end, s->v_end, sizeof(ls->bset_end));
+		}
 		if (ok)
 			p->taken++;
 	}
@@ -875,11 +930,9 @@ static bool take_verified(struct bch_fs *c, const struct bch_bkey *ptr, bool com
 int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 			 const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv)
 {
-	size_t end;
-
 	/* verified ahead by the worker: its keys only (check() must see them: not then) */
 	if (!check && ptr->type == BCH_BKEY_btree_ptr && bch_btree_ptr_nr(ptr) &&
-	    take_verified(c, ptr, compare, &end)) {
+	    take_verified(c, ptr, compare, s)) {
 		const struct bch_btree_ptr *bp = bkey_val(ptr);
 		s->c = c;
 		s->bdev = ptr_bdev(c, &bp->ptrs[0]);
@@ -887,13 +940,10 @@ int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned i
 		s->seq = bp->seq;
 		s->min_key = bp->min_key;
 		s->max_key = ptr->p;
-		s->end = s->stop = end;
-		s->base = s->read_to = s->at = sizeof(struct bch_btree_node);
-		s->fill = 0;
-		s->any = false;
-		s->err = 0;
-		if (s->bdev)
+		if (s->bdev) {
+			ls_start_keys(s);
 			return 0;
+		}
 	}
 	return ls_open(c, s, id, ptr, compare, check, priv);
 }
@@ -904,9 +954,11 @@ static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 	const struct bch_btree_ptr *bp = bkey_val(ptr);
 	unsigned nr = bch_btree_ptr_nr(ptr);
 	size_t nb = (size_t)c->sb->btree_node_size << 9, bs = (size_t)c->sb->block_size << 9;
+	struct ls_window *w = &s->w[0];
 
 	if (ptr->type != BCH_BKEY_btree_ptr || !nr || bch_fs_encrypted(c) ||
-	    nb < sizeof(struct bch_btree_node))
+	    nb < sizeof(struct bch_btree_node) || bs < sizeof(struct bch_btree_node) ||
+	    bs > LS_BUF - LS_KEY_MAX)
 		return 1;
 	s->c = c;
 	s->bdev = ptr_bdev(c, &bp->ptrs[0]);
@@ -914,23 +966,24 @@ static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 	s->seq = bp->seq;
 	s->min_key = bp->min_key;
 	s->max_key = ptr->p;
-	s->base = s->fill = s->read_to = s->at = 0;
-	s->any = false;
+	s->nr_bsets = 0;
 	s->err = 0;
 	if (!s->bdev)
 		return 1;
+	/* the first pass reads the node in order through the whole buffer */
+	*w = (struct ls_window) { .buf = s->buf, .piece = LS_BUF - LS_KEY_MAX };
 
-	char tmp[LS_PIECE] __attribute__((aligned(4096)));	/* not the heap: see compare() */
-	struct ls_verify v = { .tmp = tmp };
+	char tmp[LS_TMP] __attribute__((aligned(4096)));	/* not the heap: see compare() */
+	struct ls_verify v = { .tmp = tmp, .written = nb, .limit = nb };
 	for (unsigned i = 1; compare && i < nr; i++) {
 		if (!(v.other[v.nr_other] = ptr_bdev(c, &bp->ptrs[i])))
 			return 1;
 		v.other_where[v.nr_other++] = (uint64_t)bp->ptrs[i].offset << 9;
 	}
 
-	/* the header (nothing verified yet: checked as the read path does) */
-	s->stop = nb;
-	if (ls_read(s, min_sz(LS_PIECE, nb), NULL))
+	/* the header's block (nothing verified yet: checked as the read path does) */
+	w->stop = min_sz(bs, nb);
+	if (ls_read(s, w, w->stop, NULL))
 		return 1;
 	const struct bch_btree_node *n = (const void *)s->buf;
 	if (n->magic != BCH_BTREE_NODE_MAGIC || memcmp(n->fs_uuid, c->sb->uuid, BCH_UUID_SIZE) ||
@@ -943,49 +996,109 @@ static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 	struct bch_csum want = n->csum;
 	v.csum_type = n->csum_type;
 	v.crc = v.csum_type == BCH_CSUM_crc32c ? 0xffffffffU : ~0ULL;
-	s->end = v.csum_end = sizeof(*n) + (size_t)n->keys.u64s * 8;
-	v.written = (s->end + bs - 1) / bs * bs;
-	v.limit = v.written < nb ? v.written + bs : nb;
-	/* the parent says more was written: an append this does not stream */
-	if (v.written < ((size_t)bp->sectors_written << 9) || v.limit > nb)
-		return 1;
-	ls_verify_bytes(&v, s->buf, 0, s->fill);
+	v.csum_lo = 16;		/* from magic on */
+	v.csum_end = sizeof(*n) + (size_t)n->keys.u64s * 8;
+	ls_verify_bytes(&v, s->buf, 0, w->fill);
+	size_t start = sizeof(*n), end = v.csum_end, off;
 
-	/* the keys, as they come (check() keeps what it learns until the checksum says yes) */
-	s->stop = v.limit;
-	s->at = sizeof(*n);
-	while (!v.bad && s->at < s->end) {
-		const struct bch_bkey *k = ls_key(s, &v);
-		if (!k || (check && check(priv, k)))
+	/*
+	 * Each bset: its keys as they come (check() keeps what it learns until
+	 * the checksums say yes), its checksum; then the header of the block
+	 * after it: another bset of this node, or the end.  Reads go no further
+	 * than the block after the bset being read.
+	 */
+	for (;;) {
+		w->stop = min_sz(nb, (end + bs - 1) / bs * bs + bs);
+		w->at = start;
+		w->any = false;
+		w->end = end;
+		while (!v.bad && w->at < end) {
+			const struct bch_bkey *k = ls_key(s, w, &v);
+			if (!k || (check && check(priv, k)))
+				return 1;
+		}
+		if (w->read_to < end)
+			return 1;
+		struct bch_csum got = { 0 };
+		if (v.csum_type != BCH_CSUM_none)
+			got.lo = ~v.crc & (v.csum_type == BCH_CSUM_crc32c ? 0xffffffffULL : ~0ULL);
+		if (v.bad || !bch_csum_eq(got, want) || s->nr_bsets == LS_BSETS_MAX)
+			return 1;
+		s->bset_start[s->nr_bsets] = start;
+		s->bset_end[s->nr_bsets++] = end;
+
+		off = (end + bs - 1) / bs * bs;
+		if (off + sizeof(struct bch_btree_node_entry) > nb)
+			break;
+		w->at = off;
+		if (ls_need(s, w, sizeof(struct bch_btree_node_entry), &v))
+			return 1;
+		const struct bch_btree_node_entry *e = (const void *)(w->buf + (off - w->base));
+		if (e->keys.seq != s->seq)	/* (n is gone from the buffer by now) */
+			break;	/* the end of what this node's life wrote */
+		if (off + sizeof(*e) + (size_t)e->keys.u64s * 8 > nb)
+			return 1;
+		want = e->csum;
+		start = off + sizeof(*e);
+		end = start + (size_t)e->keys.u64s * 8;
+		/* the next bset's checksum, from its header (read already) on */
+		v.crc = v.csum_type == BCH_CSUM_crc32c ? 0xffffffffU : ~0ULL;
+		v.csum_lo = off + sizeof(e->csum);
+		v.csum_end = end;
+		ls_csum(&v, w->buf + (v.csum_lo - w->base), v.csum_lo, w->read_to - v.csum_lo);
+	}
+	/* the parent says more was written: damage, or a torn append (the read path decides) */
+	if (off < ((size_t)bp->sectors_written << 9))
+		return 1;
+	/* the block after: zeros in every copy (what was read of it is in the buffer) */
+	v.written = off;
+	v.limit = min_sz(off + bs, nb);
+	if (w->read_to > off &&
+	    !all_zero(w->buf + (max_sz(off, w->base) - w->base), min_sz(w->read_to, v.limit) - max_sz(off, w->base)))
+		return 1;
+	w->stop = v.limit;
+	while (!v.bad && w->read_to < v.limit) {
+		w->base = w->read_to;
+		w->fill = 0;
+		if (ls_read(s, w, min_sz(w->piece, v.limit - w->read_to), &v))
 			return 1;
 	}
-	/* the rest: the padding, the block after (zeros) */
-	while (!v.bad && s->read_to < v.limit) {
-		s->base = s->read_to;
-		s->fill = 0;
-		if (ls_read(s, min_sz(LS_PIECE, v.limit - s->read_to), &v))
-			return 1;
-	}
-	struct bch_csum got = { 0 };
-	if (v.csum_type != BCH_CSUM_none)
-		got.lo = ~v.crc & (v.csum_type == BCH_CSUM_crc32c ? 0xffffffffULL : ~0ULL);
-	if (v.bad || !bch_csum_eq(got, want))
+	if (v.bad)
 		return 1;
-
 	/* verified: the keys again from the first (page cache) */
-	s->base = s->read_to = s->at = sizeof(*n);
-	s->fill = 0;
-	s->stop = s->end;
-	s->any = false;
+	ls_start_keys(s);
 	return 0;
 }
 
 const struct bch_bkey *bch_leaf_stream_next(struct bch_leaf_stream *s)
 {
-	if (s->at >= s->end)
-		return NULL;
-	const struct bch_bkey *k = ls_key(s, NULL);
-	if (!k)
-		s->err = -BCH_ERR_btree_node_bad;
-	return k;
+	for (;;) {
+		const struct bch_bkey *best = NULL;
+
+		/* each bset's next key; of those at the lowest position, the latest bset's */
+		for (unsigned i = 0; i < s->nr_bsets; i++) {
+			struct ls_window *w = &s->w[i];
+			if (!w->k && !w->done) {
+				if (w->at >= w->end) {
+					w->done = true;
+				} else if (!(w->k = ls_key(s, w, NULL))) {
+					s->err = -BCH_ERR_btree_node_bad;
+					return NULL;
+				}
+			}
+			if (w->k && (!best || bpos_cmp(w->k->p, best->p) <= 0))
+				best = w->k;
+		}
+		if (!best)
+			return NULL;
+		/* the position's keys are used up (read again at the next call) */
+		for (unsigned i = 0; i < s->nr_bsets; i++)
+			if (s->w[i].k && s->w[i].k != best && bpos_eq(s->w[i].k->p, best->p))
+				s->w[i].k = NULL;
+		for (unsigned i = 0; i < s->nr_bsets; i++)
+			if (s->w[i].k == best)
+				s->w[i].k = NULL;
+		if (best->type != BCH_BKEY_deleted)	/* a deletion: nothing there */
+			return best;
+	}
 }

@@ -250,23 +250,35 @@ struct leaf_check {
 	char		err[200];
 };
 
-/* Each key as the read path would take it (bch_bkey_validate_fs()); anything wrong: 1. */
+/* What pass 3 counts of a leaf's live key. */
+static void leaf_count_key(struct leaf_check *lc, const struct bch_bkey *k)
+{
+	if (k->type == BCH_BKEY_deleted)
+		return;
+	lc->keys++;
+	if (lc->id == BCH_BTREE_ID_inodes && k->type == BCH_BKEY_inode &&
+	    S_ISDIR(((const struct bch_inode *)bkey_val(k))->mode))
+		lc->dirs++;
+}
+
+/*
+ * Each key of each bset as the read path would take it
+ * (bch_bkey_validate_fs()); anything wrong: 1.  Counted here too: of a
+ * leaf of one bset these are its live keys (deletions aside).
+ */
 static int leaf_check_key(void *priv, const struct bch_bkey *k)
 {
 	struct leaf_check *lc = priv;
 
 	if (bch_bkey_validate_fs(lc->c, k, lc->id, 0, lc->err, sizeof(lc->err)))
 		return 1;
-	lc->keys++;
-	if (lc->id == BCH_BTREE_ID_inodes && k->type == BCH_BKEY_inode &&
-	    S_ISDIR(((const struct bch_inode *)bkey_val(k))->mode))
-		lc->dirs++;
+	leaf_count_key(lc, k);
 	return 0;
 }
 
 /*
- * Checking only (-n): a leaf whose copies are identical, whose one bset
- * verifies and whose every key is valid is checked streamed, a piece at a
+ * Checking only (-n): a leaf whose copies are identical, whose bsets
+ * verify and whose every key is valid is checked streamed, a piece at a
  * time (btree_prefetch.h): never whole in memory, and not put in the cache
  * (the passes after read it again).  1: it is not such a leaf (or could not
  * be read so), and check_node() reads it the ordinary way, which reports
@@ -285,18 +297,24 @@ static int check_leaf_streamed(struct bch_fs *c, struct check_state *s, const st
 		return 1;
 	}
 	s->nodes_checked++;
-	s->ctx->leaf_keys[s->id] += lc.keys;
-	s->ctx->dir_keys += lc.dirs;
 	leaf_addrs_add(s, ptr);
 	bool gather = data_btree(s->id);
 	bool mark = (data_btree(s->id) || s->id == BCH_BTREE_ID_stripes) && c->extents_mark_deferred;
+	/* several bsets: the live keys are what the merge yields */
+	bool count = ls->nr_bsets > 1;
+	if (count)
+		lc.keys = lc.dirs = 0;
 	const struct bch_bkey *k;
-	while ((gather || mark) && (k = bch_leaf_stream_next(ls))) {
+	while ((gather || mark || count) && (k = bch_leaf_stream_next(ls))) {
+		if (count)
+			leaf_count_key(&lc, k);
 		if (gather)
 			gather_replicas(c, s->ctx, s->id, k);
 		if (mark)
 			mark_key(c, k);
 	}
+	s->ctx->leaf_keys[s->id] += lc.keys;
+	s->ctx->dir_keys += lc.dirs;
 	if (mark)
 		c->err_msg[0] = 0;
 	int r = ls->err;

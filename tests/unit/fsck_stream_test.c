@@ -3,9 +3,9 @@
  * fsck_stream_test.c - leaves streamed a piece at a time (fsck -n;
  * bch_leaf_stream_open() in btree_prefetch.c): a leaf that streams yields
  * exactly the keys the read path reads, verified ahead by the read-ahead
- * thread or not; a leaf that is damaged, whose other copy differs, that
- * holds an append, or whose keys check() refuses does not stream (its
- * reader then reads it the ordinary way, which reports it).
+ * thread or not, its bsets merged as the read path merges them; a leaf that
+ * is damaged, whose other copy differs, or whose keys check() refuses does
+ * not stream (its reader then reads it the ordinary way, which reports it).
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -20,7 +20,7 @@
 #include "tests/lib/testfs.h"
 #include "tests/lib/tmpdir.h"
 
-#define NODE_BYTES	(64 << 10)	/* several pieces (LS_PIECE) a leaf */
+#define NODE_BYTES	(64 << 10)	/* several pieces a leaf */
 #define KEYS		2000		/* 240-byte keys: several leaves under a root */
 #define LEAVES_MAX	256
 
@@ -247,7 +247,7 @@ Test(fsck_stream, a_damaged_leaf_does_not_stream)
 	fill(1);
 	cr_assert_eq(opens(false, NULL, NULL), 0);
 	/* a byte of a key's value, in the leaf's last piece */
-	flip_byte(leaf_byte(1, 0, sizeof(struct bch_btree_node) + 2 * LS_PIECE + 100));
+	flip_byte(leaf_byte(1, 0, sizeof(struct bch_btree_node) + 2 * (16 << 10) + 100));
 	cr_assert_eq(opens(false, NULL, NULL), 1, "a leaf with a bad checksum streamed");
 	test_tmpdir_remove(tmpdir);
 }
@@ -261,25 +261,51 @@ Test(fsck_stream, a_leaf_whose_other_copy_differs_streams_only_uncompared)
 	test_tmpdir_remove(tmpdir);
 }
 
-Test(fsck_stream, a_leaf_with_an_append_does_not_stream)
+/*
+ * A leaf with an append (a key added, one changed, one deleted after it was
+ * written whole) streams as the read path merges its bsets.
+ */
+Test(fsck_stream, a_leaf_with_an_append_streams_merged)
 {
 	struct bch_bkey *ptrs[LEAVES_MAX];
+	struct bch_leaf_stream *ls = malloc(sizeof(*ls));
 
+	cr_assert(ls);
 	fill(1);
 	struct bch_fs *c = open_fs(0);
 	unsigned nr = leaf_ptrs(c, ptrs);
-	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, bpos_successor(((const struct bch_btree_ptr *)
-						bkey_val(ptrs[1]))->min_key), sizeof(struct bch_raw) + 8);
-	((struct bch_raw *)bkey_val(k))->len = 8;
+	struct bch_bpos lo = ((const struct bch_btree_ptr *)bkey_val(ptrs[1]))->min_key;
 	struct btree_trans *t;
 	bch_trans_init(c, &t);
+	/* lo is a key of the leaf (keys are (1, i, 0)): changed; the next deleted; one added */
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, lo, sizeof(struct bch_raw) + 8);
+	((struct bch_raw *)bkey_val(k))->len = 8;
 	bch_trans_update(t, BCH_BTREE_ID_test, k);
+	free(k);
+	k = bch_bkey_alloc(BCH_BKEY_deleted, POS(lo.inode, lo.offset + 1, 0), 0);
+	bch_trans_update(t, BCH_BTREE_ID_test, k);
+	free(k);
+	k = bch_bkey_alloc(BCH_BKEY_raw, POS(lo.inode, lo.offset + 1, 7), sizeof(struct bch_raw) + 8);
+	((struct bch_raw *)bkey_val(k))->len = 8;
+	bch_trans_update(t, BCH_BTREE_ID_test, k);
+	free(k);
 	cr_assert_eq(bch_trans_commit(t, 0), 0, "%s", c->err_msg);
 	bch_trans_exit(t);
-	free(k);
 	free_ptrs(ptrs, nr);
 	cr_assert_eq(bch_fs_close(c), 0);
-	cr_assert_eq(opens(false, NULL, NULL), 1, "a leaf of two bsets streamed");
+
+	c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	nr = leaf_ptrs(c, ptrs);
+	unsigned n, m;
+	cr_assert_eq(bch_leaf_stream_open(c, ls, BCH_BTREE_ID_test, ptrs[1], false, NULL, NULL), 0,
+		     "a leaf with an append does not stream");
+	cr_assert_gt(ls->nr_bsets, 1, "the change was not appended (%u bset)", ls->nr_bsets);
+	uint64_t h = stream_hash(ls, &n);
+	cr_assert_eq(h, read_hash(c, ptrs[1], &m), "other keys streamed than the read path reads");
+	cr_assert_eq(n, m, "%u keys streamed, %u read", n, m);
+	free_ptrs(ptrs, nr);
+	free(ls);
+	cr_assert_eq(bch_fs_close(c), 0);
 	test_tmpdir_remove(tmpdir);
 }
 
