@@ -375,7 +375,7 @@ int cmd_fsck(int argc, char *argv[])
 		 * libraries), so the difference is anonymous memory (e2fsck's:
 		 * 0.92 MB; ours 1.3-1.4 MB at the two peaks, the open and passes
 		 * 5-6).  No pass holds a leaf whole: pass 3 and the key cursors
-		 * of passes 5-10 stream each leaf through a buffer of 16 KB
+		 * of passes 5-10 stream each leaf through a buffer of 32 KB
 		 * (btree_prefetch.h, streamed leaves: its checksums verified in a
 		 * first pass over its bytes, on the read-ahead thread for the
 		 * cursors, then its keys read again from the page cache a piece

@@ -868,28 +868,18 @@ static const struct bch_bkey *ls_key(struct bch_leaf_stream *s, struct ls_window
 	return k;
 }
 
-/*
- * s verified: its bsets' keys from the first, each bset in its part of the
- * buffer: LS_WINDOW_MIN, and of the rest a share as large as its part of
- * the keys (the first bset, written whole, usually holds most).
- */
+/* s verified: its bsets' keys from the first, each bset in its part of the buffer. */
 static void ls_start_keys(struct bch_leaf_stream *s)
 {
-	size_t total = 0, spare = LS_BUF - s->nr_bsets * LS_WINDOW_MIN;
-	char *at = s->buf;
+	size_t part = LS_BUF / s->nr_bsets / 8 * 8;
 
-	for (unsigned i = 0; i < s->nr_bsets; i++)
-		total += s->bset_end[i] - s->bset_start[i];
 	for (unsigned i = 0; i < s->nr_bsets; i++) {
 		struct ls_window *w = &s->w[i];
-		size_t bytes = s->bset_end[i] - s->bset_start[i];
-		size_t part = (LS_WINDOW_MIN + (total ? (uint64_t)spare * bytes / total : 0)) / 8 * 8;
 		*w = (struct ls_window) {
-			.buf = at, .piece = part - LS_KEY_MAX,
+			.buf = s->buf + i * part, .piece = part - LS_KEY_MAX,
 			.at = s->bset_start[i], .end = s->bset_end[i],
 			.read_to = s->bset_start[i], .stop = s->bset_end[i], .base = s->bset_start[i],
 		};
-		at += part;
 	}
 	s->err = 0;
 }

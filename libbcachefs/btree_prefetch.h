@@ -96,10 +96,9 @@ void bch_prefetch_wait_idle(struct bch_fs *c);
  * again, from the page cache, a piece at a time (bch_leaf_stream_next()):
  * no key is used before the node's checksum was verified (DESIGN.md 4).
  */
-#define LS_BUF		(16U << 10)	/* a stream's buffer (its bsets' windows share it) */
+#define LS_BUF		(32U << 10)	/* a stream's buffer (its bsets' windows share it) */
 #define LS_KEY_MAX	(256U * 8)	/* a key's most bytes (u64s <= 255) */
-#define LS_WINDOW_MIN	(LS_KEY_MAX + 1024)	/* a bset's part of it, at least */
-#define LS_BSETS_MAX	(LS_BUF / LS_WINDOW_MIN)	/* a leaf of more does not stream */
+#define LS_BSETS_MAX	8		/* a leaf of more bsets does not stream */
 
 /* One bset's keys in a part of the stream's buffer. */
 struct ls_window {
