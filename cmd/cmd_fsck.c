@@ -369,23 +369,27 @@ int cmd_fsck(int argc, char *argv[])
 		char err[512];
 
 		/*
-		 * Where fsck -f -n's memory goes (1M files: peak 4.3-4.6 MB, e2fsck
-		 * -f -n 3.7-3.9 MB): mapped files 2.6-2.7 MB (libc 1.35-1.5 MB, our
-		 * code and read-only data 1.1 MB, ld.so 0.2 MB; e2fsck's are 2.9-3.0
-		 * MB with its libraries), so the difference is anonymous memory
-		 * (e2fsck's: 0.92 MB), most in passes 5-6 (extents and inodes in
-		 * step: 1.85-1.95 MB): the leaves alive at once (190 KB each, and 16
-		 * bytes of arrays a key: the two the passes hold and the next of
-		 * each read ahead: 0.88 MB; a read-ahead of one leaf at a time saved
-		 * 0.2 MB but cost a fifth of the time on a busy machine), the two
-		 * roots they look up through (176 KB, their live keys only, and 36
-		 * KB of arrays), the inode table (two bits a number: 250 KB), the
-		 * directories' side table (100 KB), the stacks (0.11 MB: two
-		 * threads, each comparing second copies through 32 KiB), the heap
-		 * (under 0.1 MB resident beyond the nodes' key arrays), bucket state
-		 * (gens and types in pages of their own, only the used buckets'
-		 * pages resident: 70 KB with sectors), the superblocks (the bytes
-		 * they use: 16 KB).
+		 * Where fsck -f -n's memory goes (1M files: peak 3.7-3.8 MB,
+		 * e2fsck -f -n 3.66 MB): mapped files 2.3-2.6 MB (libc, our code
+		 * and read-only data, ld.so; e2fsck's are 2.9-3.0 MB with its
+		 * libraries), so the difference is anonymous memory (e2fsck's:
+		 * 0.92 MB; ours 1.3-1.4 MB at the two peaks, the open and passes
+		 * 5-6).  No pass holds a leaf whole: pass 3 and the key cursors
+		 * of passes 5-10 stream each leaf through a buffer of 32 KB
+		 * (btree_prefetch.h, streamed leaves: its checksums verified in a
+		 * first pass over its bytes, on the read-ahead thread for the
+		 * cursors, then its keys read again from the page cache a piece
+		 * at a time, its bsets merged); only a leaf that does not stream
+		 * (damage, encrypted, snapshots' filtered views) is read whole.
+		 * The open reads the alloc btree's leaves and the roots whole
+		 * (alloc_btree.c, fs.c: 1.39 MB anonymous at its peak).  Passes
+		 * 5-6: the two roots they look up through (176 KB, their live
+		 * keys only, and 36 KB of arrays), the inode table (two bits a
+		 * number: 250 KB), the directories' side table (100 KB), the
+		 * stacks (0.11 MB: two threads, each comparing second copies
+		 * through 16-32 KiB), the heap, bucket state (gens and types in
+		 * pages of their own, only the used buckets' pages resident: 70 KB
+		 * with sectors), the superblocks (the bytes they use: 16 KB).
 		 * Pass 3 keeps no node list when only checking, the blocks claimed
 		 * are runs (32 KB), and each pass drops the roots of the btrees the
 		 * last one walked.  The per-bucket state the open keeps and the

@@ -29,7 +29,8 @@
  *       its bytes wait here, so they are what a read would return.
  *   (2) A node is parsed here exactly as the read path parses it (the same
  *       code, bch_btree_node_parse_ahead()), for the btree, level, range
- *       and seq the read path then asks for (anything else is dropped).  A
+ *       and seq the read path then asks for (anything else is dropped);
+ *       a streamed leaf's first pass is the open's own code (ls_open()).  A
  *       copy that fails here, or a failed read, is a miss: the read path
  *       reads it again and reports what it gets (errors are counted there).
  *   (3) Locking: one mutex guards the slots; the worker holds it only to
@@ -39,6 +40,12 @@
  *       once opened read-only (the superblock, the options, the replay
  *       range); what the read path's state says (keys validated already) is
  *       copied into the slot when it is queued.
+ *
+ * A streamed leaf (bch_leaf_stream_open(), the end of this file: the key
+ * cursors of passes 5-10) is not parsed here: its slot (verify) has the
+ * worker make the open's first pass over its bytes (checksum) and keep the
+ * verdict and where its keys end, nothing of its bytes; the open that
+ * takes a good verdict reads the keys only.
  *
  * Memory: at most PF_SLOTS nodes wait here (a slot parsed and never taken,
  * its node found in the cache meanwhile, is reused first).
@@ -53,7 +60,9 @@
 #include "blockdev.h"
 #include "btree.h"
 #include "btree_prefetch.h"
+#include "checksum.h"
 #include "crypt.h"
+#include "errcode.h"
 #include "super.h"
 
 #define PF_SLOTS	3
@@ -87,6 +96,10 @@ struct pf_slot {
 	bool			skip_validate;	/* pass 3 validated these keys already */
 	bool			compare_parsed;	/* compare over what the parse found written */
 	struct btree		*node;		/* PF_READY, parsed: outside the cache */
+	bool			verify;		/* a streamed leaf's first pass only (key) */
+	bool			verify_compare;	/* ... comparing the other copies */
+	unsigned		v_nr;		/* PF_READY, verified: its bsets' keys */
+	size_t			v_start[LS_BSETS_MAX], v_end[LS_BSETS_MAX];
 	void			*buf;		/* PF_READY, bytes only: a node arena of got bytes */
 	int			err;
 	int			same;		/* 1, 0, -1 not compared */
@@ -106,7 +119,11 @@ struct bch_prefetch {
 	size_t			last_written;
 	int			last_same;
 	uint64_t		taken;		/* nodes the read path took from here */
+	struct bch_leaf_stream	*ls;		/* the worker's, for verify slots */
 };
+
+static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
+		   const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv);
 
 static bool ptr_eq(const struct bch_extent_ptr *a, const struct bch_extent_ptr *b)
 {
@@ -303,9 +320,19 @@ static void *worker(void *arg)
 
 		int same = -1;
 		struct btree *node = NULL;
-		void *buf = bch_node_arena_alloc(job.len);
-		int err = bch_dev_read(job.bdev[0], buf, job.len, (uint64_t)job.ptr[0].offset << 9);
-		if (err) {
+		void *buf = NULL;
+		int err = 0;
+		if (!job.verify) {
+			buf = bch_node_arena_alloc(job.len);
+			err = bch_dev_read(job.bdev[0], buf, job.len, (uint64_t)job.ptr[0].offset << 9);
+		}
+		if (job.verify) {
+			/* a streamed leaf's first pass: nothing kept but the verdict */
+			err = ls_open(p->c, p->ls, job.id, job.key, job.verify_compare, NULL, NULL) ? -1 : 0;
+			job.v_nr = err ? 0 : p->ls->nr_bsets;
+			memcpy(job.v_start, p->ls->bset_start, sizeof(job.v_start));
+			memcpy(job.v_end, p->ls->bset_end, sizeof(job.v_end));
+		} else if (err) {
 			bch_node_arena_free(buf, job.len);
 			buf = NULL;
 		} else if (job.key) {
@@ -342,6 +369,9 @@ static void *worker(void *arg)
 		s->written = job.written;
 		s->bytes = job.bytes;
 		s->got = job.got;
+		s->v_nr = job.v_nr;
+		memcpy(s->v_start, job.v_start, sizeof(s->v_start));
+		memcpy(s->v_end, job.v_end, sizeof(s->v_end));
 		if (s->state == PF_DROPPED) {
 			slot_clear(s);
 			s->state = PF_FREE;
@@ -361,6 +391,10 @@ int bch_prefetch_start(struct bch_fs *c)
 	struct bch_prefetch *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
+	if (!(p->ls = malloc(sizeof(*p->ls)))) {
+		free(p);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->work, NULL);
 	pthread_cond_init(&p->ready, NULL);
@@ -370,6 +404,7 @@ int bch_prefetch_start(struct bch_fs *c)
 		pthread_cond_destroy(&p->ready);
 		pthread_cond_destroy(&p->work);
 		pthread_mutex_destroy(&p->lock);
+		free(p->ls);
 		free(p);
 		return -EAGAIN;
 	}
@@ -393,6 +428,7 @@ void bch_prefetch_stop(struct bch_fs *c)
 	pthread_cond_destroy(&p->ready);
 	pthread_cond_destroy(&p->work);
 	pthread_mutex_destroy(&p->lock);
+	free(p->ls);
 	free(p);
 	c->prefetch = NULL;
 }
@@ -454,6 +490,46 @@ void bch_prefetch_node(struct bch_fs *c, unsigned id, unsigned level, const stru
 	s->ptr[0] = bp->ptrs[0];
 	if (b)
 		s->ptr[1] = bp->ptrs[1];
+	pthread_cond_signal(&p->work);
+out:
+	pthread_mutex_unlock(&p->lock);
+}
+
+void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr, bool compare)
+{
+	struct bch_prefetch *p = c->prefetch;
+
+	if (!p || ptr->type != BCH_BKEY_btree_ptr || !bch_btree_ptr_nr(ptr) || bch_fs_encrypted(c))
+		return;
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	struct bch_blockdev *a = ptr_bdev(c, &bp->ptrs[0]);
+	if (!a)
+		return;
+	pthread_mutex_lock(&p->lock);
+	struct pf_slot *s = NULL, *old = NULL;
+	for (unsigned i = 0; i < PF_SLOTS; i++) {
+		struct pf_slot *t = &p->slot[i];
+		if (t->state != PF_FREE && ptr_eq(&t->ptr[0], &bp->ptrs[0]))
+			goto out;	/* queued already */
+		if (t->state == PF_FREE)
+			s = s ? s : t;
+		else if (t->state == PF_READY && (!old || t->seq < old->seq))
+			old = t;
+	}
+	if (!s && old) {
+		slot_clear(old);	/* verified and never taken: reuse it */
+		old->state = PF_FREE;
+		s = old;
+	}
+	struct bch_bkey *key = s ? bch_bkey_dup(ptr) : NULL;
+	if (!key)
+		goto out;
+	*s = (struct pf_slot) {
+		.state = PF_QUEUED, .seq = ++p->seq, .bdev = { a }, .key = key, .id = id,
+		.skip_validate = true,	/* the oldest first (worker()) */
+		.verify = true, .verify_compare = compare,
+	};
+	s->ptr[0] = bp->ptrs[0];
 	pthread_cond_signal(&p->work);
 out:
 	pthread_mutex_unlock(&p->lock);
@@ -651,4 +727,375 @@ void bch_prefetch_wait_idle(struct bch_fs *c)
 		pthread_cond_wait(&p->ready, &p->lock);
 	}
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* ------------------------------------------------------------ streamed leaves */
+
+#define LS_TMP		(16U << 10)	/* another copy compared this much at a time */
+
+/* What the first pass over a leaf's bytes checks as they are read. */
+struct ls_verify {
+	unsigned		csum_type;
+	uint64_t		crc;		/* the bset's, running (raw: no init/xorout) */
+	size_t			csum_lo, csum_end;	/* checksummed: node bytes [lo, end) */
+	size_t			written;	/* the copies are equal below this ... */
+	size_t			limit;		/* ... and zeros from there to this */
+	unsigned		nr_other;
+	struct bch_blockdev	*other[BCH_REPLICAS_MAX];
+	uint64_t		other_where[BCH_REPLICAS_MAX];
+	bool			bad;
+	char			*tmp;		/* LS_TMP bytes: another copy's piece */
+};
+
+static size_t min_sz(size_t a, size_t b)
+{
+	return a < b ? a : b;
+}
+
+static size_t max_sz(size_t a, size_t b)
+{
+	return a > b ? a : b;
+}
+
+static bool all_zero(const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i])
+			return false;
+	return true;
+}
+
+/* The checksum of the bset being read over node bytes [at, at + n), in p. */
+static void ls_csum(struct ls_verify *v, const char *p, size_t at, size_t n)
+{
+	size_t lo = max_sz(at, v->csum_lo), hi = min_sz(at + n, v->csum_end);
+
+	if (lo >= hi)
+		return;
+	if (v->csum_type == BCH_CSUM_crc32c)
+		v->crc = bch_crc32c((uint32_t)v->crc, p + (lo - at), hi - lo);
+	else if (v->csum_type == BCH_CSUM_crc64)
+		v->crc = bch_crc64(v->crc, p + (lo - at), hi - lo);
+}
+
+/* Node bytes [at, at + n) just read into p: checksum, zeros after, other copies. */
+static void ls_verify_bytes(struct ls_verify *v, const char *p, size_t at, size_t n)
+{
+	ls_csum(v, p, at, n);
+	size_t lo = max_sz(at, v->written), hi = min_sz(at + n, v->limit);
+	if (lo < hi && !all_zero(p + (lo - at), hi - lo))
+		v->bad = true;
+	/* the other copies: the same bytes below written, zeros from there to limit */
+	size_t upto = min_sz(at + n, max_sz(v->written, v->limit));
+	for (unsigned i = 0; i < v->nr_other && !v->bad; i++)
+		for (size_t x = at; x < upto && !v->bad; x += LS_TMP) {
+			size_t len = min_sz(LS_TMP, upto - x);
+			size_t cmp = x < v->written ? min_sz(len, v->written - x) : 0;
+			if (bch_dev_read(v->other[i], v->tmp, len, v->other_where[i] + x) ||
+			    memcmp(v->tmp, p + (x - at), cmp) || !all_zero(v->tmp + cmp, len - cmp))
+				v->bad = true;
+		}
+}
+
+/*
+ * Read n node bytes from w->read_to after what w's buffer holds (the
+ * caller made room), verifying them as read when v.
+ */
+static int ls_read(struct bch_leaf_stream *s, struct ls_window *w, size_t n, struct ls_verify *v)
+{
+	char *dst = w->buf + w->fill;
+
+	if (bch_dev_read(s->bdev, dst, n, s->where + w->read_to))
+		return -1;
+	if (v)
+		ls_verify_bytes(v, dst, w->read_to, n);
+	w->read_to += n;
+	w->fill += n;
+	return 0;
+}
+
+/*
+ * w's buffer holds node bytes [at, at + bytes) (bytes <= LS_KEY_MAX): 0, or
+ * -1.  What lies between what it held and at is read (and verified) and let go.
+ */
+static int ls_need(struct bch_leaf_stream *s, struct ls_window *w, size_t bytes, struct ls_verify *v)
+{
+	if (w->at + bytes <= w->base + w->fill)
+		return 0;
+	if (w->at >= w->read_to) {
+		while (w->read_to < w->at) {
+			w->base = w->read_to;
+			w->fill = 0;
+			if (ls_read(s, w, min_sz(w->piece, w->at - w->read_to), v))
+				return -1;
+		}
+		w->base = w->at;
+		w->fill = 0;
+	} else {
+		/* what is left (part of a key) to the front, the next piece after it */
+		size_t keep = w->read_to - w->at;
+		memmove(w->buf, w->buf + (w->at - w->base), keep);
+		w->base = w->at;
+		w->fill = keep;
+	}
+	size_t n = w->stop > w->read_to ? min_sz(w->piece, w->stop - w->read_to) : 0;
+	if (!n || ls_read(s, w, n, v))
+		return -1;
+	return w->at + bytes <= w->base + w->fill ? 0 : -1;
+}
+
+/* The key at w->at, whole in its buffer, in order and inside the node; NULL if not. */
+static const struct bch_bkey *ls_key(struct bch_leaf_stream *s, struct ls_window *w,
+				     struct ls_verify *v)
+{
+	if (w->end - w->at < sizeof(struct bch_bkey) || ls_need(s, w, sizeof(struct bch_bkey), v))
+		return NULL;
+	const struct bch_bkey *k = (const void *)(w->buf + (w->at - w->base));
+	size_t bytes = (size_t)k->u64s * 8;
+	if (k->u64s < BCH_BKEY_U64s || bytes > LS_KEY_MAX || bytes > w->end - w->at ||
+	    ls_need(s, w, bytes, v))
+		return NULL;
+	k = (const void *)(w->buf + (w->at - w->base));
+	if ((w->any && bpos_cmp(w->prev, k->p) >= 0) || bpos_cmp(k->p, s->min_key) < 0 ||
+	    bpos_cmp(k->p, s->max_key) > 0)
+		return NULL;
+	w->prev = k->p;
+	w->any = true;
+	w->at += bytes;
+	return k;
+}
+
+/* s verified: its bsets' keys from the first, each bset in its part of the buffer. */
+static void ls_start_keys(struct bch_leaf_stream *s)
+{
+	size_t part = LS_BUF / s->nr_bsets / 8 * 8;
+
+	for (unsigned i = 0; i < s->nr_bsets; i++) {
+		struct ls_window *w = &s->w[i];
+		*w = (struct ls_window) {
+			.buf = s->buf + i * part, .piece = part - LS_KEY_MAX,
+			.at = s->bset_start[i], .end = s->bset_end[i],
+			.read_to = s->bset_start[i], .stop = s->bset_end[i], .base = s->bset_start[i],
+		};
+	}
+	s->err = 0;
+}
+
+static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
+		   const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv);
+
+/*
+ * Was the leaf ptr points to verified ahead (bch_prefetch_verify()), its
+ * copies compared when compare?  true, and ls has where its bsets' keys lie.
+ */
+static bool take_verified(struct bch_fs *c, const struct bch_bkey *ptr, bool compare,
+			  struct bch_leaf_stream *ls)
+{
+	struct bch_prefetch *p = c->prefetch;
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	bool ok = false;
+
+	if (!p)
+		return false;
+	pthread_mutex_lock(&p->lock);
+	struct pf_slot *s = slot_of(p, &bp->ptrs[0]);
+	if (!s || !s->verify) {
+		pthread_mutex_unlock(&p->lock);
+		return false;
+	}
+	if (s->state != PF_QUEUED && wait_ready(p, s)) {
+		const struct bch_btree_ptr *sp = bkey_val(s->key);
+		ok = !s->err && s->v_nr && (s->verify_compare || !compare) &&
+		     bkey_bytes(s->key) == bkey_bytes(ptr) && !memcmp(s->key, ptr, bkey_bytes(ptr)) &&
+		     sp->seq == bp->seq;
+		if (ok) {
+			ls->nr_bsets = s->v_nr;
+			memcpy(ls->bset_start, s->v_start, sizeof(ls->bset_start));
+			memcpy(ls->bset_end, s->v_end, sizeof(ls->bset_end));
+		}
+		if (ok)
+			p->taken++;
+	}
+	if (s->state != PF_DROPPED) {
+		slot_clear(s);
+		s->state = PF_FREE;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return ok;
+}
+
+int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
+			 const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv)
+{
+	/* verified ahead by the worker: its keys only (check() must see them: not then) */
+	if (!check && ptr->type == BCH_BKEY_btree_ptr && bch_btree_ptr_nr(ptr) &&
+	    take_verified(c, ptr, compare, s)) {
+		const struct bch_btree_ptr *bp = bkey_val(ptr);
+		s->c = c;
+		s->bdev = ptr_bdev(c, &bp->ptrs[0]);
+		s->where = (uint64_t)bp->ptrs[0].offset << 9;
+		s->seq = bp->seq;
+		s->min_key = bp->min_key;
+		s->max_key = ptr->p;
+		if (s->bdev) {
+			ls_start_keys(s);
+			return 0;
+		}
+	}
+	return ls_open(c, s, id, ptr, compare, check, priv);
+}
+
+static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
+		   const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	unsigned nr = bch_btree_ptr_nr(ptr);
+	size_t nb = (size_t)c->sb->btree_node_size << 9, bs = (size_t)c->sb->block_size << 9;
+	struct ls_window *w = &s->w[0];
+
+	if (ptr->type != BCH_BKEY_btree_ptr || !nr || bch_fs_encrypted(c) ||
+	    nb < sizeof(struct bch_btree_node) || bs < sizeof(struct bch_btree_node) ||
+	    bs > LS_BUF - LS_KEY_MAX)
+		return 1;
+	s->c = c;
+	s->bdev = ptr_bdev(c, &bp->ptrs[0]);
+	s->where = (uint64_t)bp->ptrs[0].offset << 9;
+	s->seq = bp->seq;
+	s->min_key = bp->min_key;
+	s->max_key = ptr->p;
+	s->nr_bsets = 0;
+	s->err = 0;
+	if (!s->bdev)
+		return 1;
+	/* the first pass reads the node in order through the whole buffer */
+	*w = (struct ls_window) { .buf = s->buf, .piece = LS_BUF - LS_KEY_MAX };
+
+	char tmp[LS_TMP] __attribute__((aligned(4096)));	/* not the heap: see compare() */
+	struct ls_verify v = { .tmp = tmp, .written = nb, .limit = nb };
+	for (unsigned i = 1; compare && i < nr; i++) {
+		if (!(v.other[v.nr_other] = ptr_bdev(c, &bp->ptrs[i])))
+			return 1;
+		v.other_where[v.nr_other++] = (uint64_t)bp->ptrs[i].offset << 9;
+	}
+
+	/* the header's block (nothing verified yet: checked as the read path does) */
+	w->stop = min_sz(bs, nb);
+	if (ls_read(s, w, w->stop, NULL))
+		return 1;
+	const struct bch_btree_node *n = (const void *)s->buf;
+	if (n->magic != BCH_BTREE_NODE_MAGIC || memcmp(n->fs_uuid, c->sb->uuid, BCH_UUID_SIZE) ||
+	    n->btree_id != id || n->level || n->seq != bp->seq || n->keys.seq != n->seq ||
+	    !bpos_eq(n->min_key, s->min_key) || !bpos_eq(n->max_key, s->max_key) ||
+	    (n->csum_type != BCH_CSUM_none && n->csum_type != BCH_CSUM_crc32c &&
+	     n->csum_type != BCH_CSUM_crc64) ||
+	    sizeof(*n) + (size_t)n->keys.u64s * 8 > nb)
+		return 1;
+	struct bch_csum want = n->csum;
+	v.csum_type = n->csum_type;
+	v.crc = v.csum_type == BCH_CSUM_crc32c ? 0xffffffffU : ~0ULL;
+	v.csum_lo = 16;		/* from magic on */
+	v.csum_end = sizeof(*n) + (size_t)n->keys.u64s * 8;
+	ls_verify_bytes(&v, s->buf, 0, w->fill);
+	size_t start = sizeof(*n), end = v.csum_end, off;
+
+	/*
+	 * Each bset: its keys as they come (check() keeps what it learns until
+	 * the checksums say yes), its checksum; then the header of the block
+	 * after it: another bset of this node, or the end.  Reads go no further
+	 * than the block after the bset being read.
+	 */
+	for (;;) {
+		w->stop = min_sz(nb, (end + bs - 1) / bs * bs + bs);
+		w->at = start;
+		w->any = false;
+		w->end = end;
+		while (!v.bad && w->at < end) {
+			const struct bch_bkey *k = ls_key(s, w, &v);
+			if (!k || (check && check(priv, k)))
+				return 1;
+		}
+		if (w->read_to < end)
+			return 1;
+		struct bch_csum got = { 0 };
+		if (v.csum_type != BCH_CSUM_none)
+			got.lo = ~v.crc & (v.csum_type == BCH_CSUM_crc32c ? 0xffffffffULL : ~0ULL);
+		if (v.bad || !bch_csum_eq(got, want) || s->nr_bsets == LS_BSETS_MAX)
+			return 1;
+		s->bset_start[s->nr_bsets] = start;
+		s->bset_end[s->nr_bsets++] = end;
+
+		off = (end + bs - 1) / bs * bs;
+		if (off + sizeof(struct bch_btree_node_entry) > nb)
+			break;
+		w->at = off;
+		if (ls_need(s, w, sizeof(struct bch_btree_node_entry), &v))
+			return 1;
+		const struct bch_btree_node_entry *e = (const void *)(w->buf + (off - w->base));
+		if (e->keys.seq != s->seq)	/* (n is gone from the buffer by now) */
+			break;	/* the end of what this node's life wrote */
+		if (off + sizeof(*e) + (size_t)e->keys.u64s * 8 > nb)
+			return 1;
+		want = e->csum;
+		start = off + sizeof(*e);
+		end = start + (size_t)e->keys.u64s * 8;
+		/* the next bset's checksum, from its header (read already) on */
+		v.crc = v.csum_type == BCH_CSUM_crc32c ? 0xffffffffU : ~0ULL;
+		v.csum_lo = off + sizeof(e->csum);
+		v.csum_end = end;
+		ls_csum(&v, w->buf + (v.csum_lo - w->base), v.csum_lo, w->read_to - v.csum_lo);
+	}
+	/* the parent says more was written: damage, or a torn append (the read path decides) */
+	if (off < ((size_t)bp->sectors_written << 9))
+		return 1;
+	/* the block after: zeros in every copy (what was read of it is in the buffer) */
+	v.written = off;
+	v.limit = min_sz(off + bs, nb);
+	if (w->read_to > off &&
+	    !all_zero(w->buf + (max_sz(off, w->base) - w->base), min_sz(w->read_to, v.limit) - max_sz(off, w->base)))
+		return 1;
+	w->stop = v.limit;
+	while (!v.bad && w->read_to < v.limit) {
+		w->base = w->read_to;
+		w->fill = 0;
+		if (ls_read(s, w, min_sz(w->piece, v.limit - w->read_to), &v))
+			return 1;
+	}
+	if (v.bad)
+		return 1;
+	/* verified: the keys again from the first (page cache) */
+	ls_start_keys(s);
+	return 0;
+}
+
+const struct bch_bkey *bch_leaf_stream_next(struct bch_leaf_stream *s)
+{
+	for (;;) {
+		const struct bch_bkey *best = NULL;
+
+		/* each bset's next key; of those at the lowest position, the latest bset's */
+		for (unsigned i = 0; i < s->nr_bsets; i++) {
+			struct ls_window *w = &s->w[i];
+			if (!w->k && !w->done) {
+				if (w->at >= w->end) {
+					w->done = true;
+				} else if (!(w->k = ls_key(s, w, NULL))) {
+					s->err = -BCH_ERR_btree_node_bad;
+					return NULL;
+				}
+			}
+			if (w->k && (!best || bpos_cmp(w->k->p, best->p) <= 0))
+				best = w->k;
+		}
+		if (!best)
+			return NULL;
+		/* the position's keys are used up (read again at the next call) */
+		for (unsigned i = 0; i < s->nr_bsets; i++)
+			if (s->w[i].k && s->w[i].k != best && bpos_eq(s->w[i].k->p, best->p))
+				s->w[i].k = NULL;
+		for (unsigned i = 0; i < s->nr_bsets; i++)
+			if (s->w[i].k == best)
+				s->w[i].k = NULL;
+		if (best->type != BCH_BKEY_deleted)	/* a deletion: nothing there */
+			return best;
+	}
 }

@@ -77,4 +77,82 @@ uint64_t bch_prefetch_nr_taken(struct bch_fs *c);
 /* For tests: wait until nothing queued is left to read. */
 void bch_prefetch_wait_idle(struct bch_fs *c);
 
+
+/*
+ * Streamed leaves (fsck -n): a leaf's keys read through a buffer of a fixed
+ * size (LS_BUF) instead of the whole node held in memory.  Only the common
+ * case streams: the leaf's first copy unencrypted, checksummed with crc32c,
+ * crc64 or none, its bsets (at most LS_BSETS_MAX) followed by a block of
+ * zeros (or the node's end), no shorter than its parent says.  Anything
+ * else, or any failure, and the caller reads the node the ordinary way
+ * (bch_btree_node_get()), which reports what is wrong.  A leaf of several
+ * bsets is read as the read path merges them: of the keys at a position,
+ * the latest bset's, none when that is a deletion.
+ *
+ * Open is a first pass over the copy's bytes: the checksum, and when asked
+ * the other copies compared with it (as the read path's copies_identical())
+ * and every key given to check(); what check() learns must stay with the
+ * caller until open returns 0 (the checksum verified).  Keys are then read
+ * again, from the page cache, a piece at a time (bch_leaf_stream_next()):
+ * no key is used before the node's checksum was verified (DESIGN.md 4).
+ */
+#define LS_BUF		(32U << 10)	/* a stream's buffer (its bsets' windows share it) */
+#define LS_KEY_MAX	(256U * 8)	/* a key's most bytes (u64s <= 255) */
+#define LS_BSETS_MAX	8		/* a leaf of more bsets does not stream */
+
+/* One bset's keys in a part of the stream's buffer. */
+struct ls_window {
+	char			*buf;
+	size_t			piece;		/* bytes read at a time */
+	size_t			at, end;	/* node offsets: the next key, after the last */
+	size_t			read_to;	/* read up to this node offset ... */
+	size_t			stop;		/* ... and no further than this */
+	size_t			base, fill;	/* buf holds node bytes [base, base + fill) */
+	struct bch_bpos		prev;		/* the key last read (keys must ascend) */
+	bool			any;
+	const struct bch_bkey	*k;		/* its next key in the merge (NULL: read it) */
+	bool			done;
+};
+
+struct bch_leaf_stream {
+	struct bch_fs		*c;
+	struct bch_blockdev	*bdev;
+	uint64_t		where;		/* the copy's first byte on bdev */
+	uint64_t		seq;
+	struct bch_bpos		min_key, max_key;
+	unsigned		nr_bsets;
+	size_t			bset_start[LS_BSETS_MAX];	/* node offsets of each bset's keys */
+	size_t			bset_end[LS_BSETS_MAX];
+	struct ls_window	w[LS_BSETS_MAX];
+	int			err;		/* next() returned NULL on an error */
+	_Alignas(8) char	buf[LS_BUF];
+};
+
+/*
+ * k of the leaf being opened (every key of every bset, in the order they
+ * lie): 0 to go on, anything else stops (open returns 1)
+ */
+typedef int (*bch_leaf_check_fn)(void *priv, const struct bch_bkey *k);
+
+/*
+ * Open the leaf of btree id ptr points to (its first copy): 0 verified,
+ * keys to be read with next(); 1 it does not stream (read it the ordinary
+ * way).  compare: the other copies must hold the same bytes.
+ */
+int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
+			 const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv);
+/*
+ * The leaf ptr points to will be opened soon (bch_leaf_stream_open()
+ * without check()): the read-ahead thread makes the first pass over it
+ * now, and the open then reads its keys only.  Dropped when the queue is
+ * full or ptr is queued already.
+ */
+void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr, bool compare);
+/*
+ * The next key of an opened leaf (in s->buf, valid until the next call), in
+ * order and inside the leaf's range; NULL at the end, or when a read fails
+ * or the keys are not in order (s->err set: read the leaf the ordinary way).
+ */
+const struct bch_bkey *bch_leaf_stream_next(struct bch_leaf_stream *s);
+
 #endif /* _BCACHEFS_BTREE_PREFETCH_H */

@@ -37,8 +37,11 @@
  * when repairing the list of node pointers (one key per node, to free them
  * and to copy the leaves' keys from), and one record per node the scan
  * found, never the keys themselves.  Checking only (-n), nothing is
- * rebuilt: no pointer is kept, and an interior node's children are walked
- * in the node itself, held (nothing changes it), not in a copy.
+ * rebuilt: no pointer is kept, an interior node's children are walked in
+ * the node itself, held (nothing changes it), not in a copy, and a leaf is
+ * checked streamed, a piece at a time (check_leaf_streamed()), unless it is
+ * not the common kind or something is wrong with it: then it is read whole,
+ * and that read reports it.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -54,12 +57,14 @@
 #include "btree.h"
 #include "btree_prefetch.h"
 #include "btree_node_scan.h"
+#include "crypt.h"
 #include "ec.h"
 #include "errcode.h"
 #include "extents.h"
 #include "fsck.h"
 #include "reflink.h"
 #include "replicas.h"
+#include "snapshot.h"
 
 struct ptr_list {
 	struct bch_bkey	**k;
@@ -231,6 +236,97 @@ static void leaf_addrs_add(struct check_state *s, const struct bch_bkey *ptr)
 								 bp->ptrs[p].dev };
 }
 
+/* Leaves checked streamed (check_leaf_streamed()): only checking, and unencrypted. */
+static bool stream_leaves(struct bch_fs *c)
+{
+	return c->read_only && !bch_fs_encrypted(c);
+}
+
+/* What the first pass over a streamed leaf learns (kept until its checksum says yes). */
+struct leaf_check {
+	struct bch_fs	*c;
+	unsigned	id;
+	uint64_t	keys, dirs;
+	char		err[200];
+};
+
+/* What pass 3 counts of a leaf's live key. */
+static void leaf_count_key(struct leaf_check *lc, const struct bch_bkey *k)
+{
+	if (k->type == BCH_BKEY_deleted)
+		return;
+	lc->keys++;
+	if (lc->id == BCH_BTREE_ID_inodes && k->type == BCH_BKEY_inode &&
+	    S_ISDIR(((const struct bch_inode *)bkey_val(k))->mode))
+		lc->dirs++;
+}
+
+/*
+ * Each key of each bset as the read path would take it
+ * (bch_bkey_validate_fs()); anything wrong: 1.  Counted here too: of a
+ * leaf of one bset these are its live keys (deletions aside).
+ */
+static int leaf_check_key(void *priv, const struct bch_bkey *k)
+{
+	struct leaf_check *lc = priv;
+
+	if (bch_bkey_validate_fs(lc->c, k, lc->id, 0, lc->err, sizeof(lc->err)))
+		return 1;
+	leaf_count_key(lc, k);
+	return 0;
+}
+
+/*
+ * Checking only (-n): a leaf whose copies are identical, whose bsets
+ * verify and whose every key is valid is checked streamed, a piece at a
+ * time (btree_prefetch.h): never whole in memory, and not put in the cache
+ * (the passes after read it again).  1: it is not such a leaf (or could not
+ * be read so), and check_node() reads it the ordinary way, which reports
+ * what is wrong; 0 checked; negative: the leaf's bytes changed between the
+ * two passes over them (nothing but this process reads it: an I/O error).
+ */
+static int check_leaf_streamed(struct bch_fs *c, struct check_state *s, const struct bch_bkey *ptr)
+{
+	struct leaf_check lc = { .c = c, .id = s->id };
+	struct bch_leaf_stream *ls = malloc(sizeof(*ls));
+
+	if (!ls)
+		abort();
+	if (bch_leaf_stream_open(c, ls, s->id, ptr, !c->fsck_copies_checked, leaf_check_key, &lc)) {
+		free(ls);
+		return 1;
+	}
+	s->nodes_checked++;
+	leaf_addrs_add(s, ptr);
+	bool gather = data_btree(s->id);
+	bool mark = (data_btree(s->id) || s->id == BCH_BTREE_ID_stripes) && c->extents_mark_deferred;
+	/* several bsets: the live keys are what the merge yields */
+	bool count = ls->nr_bsets > 1;
+	if (count)
+		lc.keys = lc.dirs = 0;
+	const struct bch_bkey *k;
+	while ((gather || mark || count) && (k = bch_leaf_stream_next(ls))) {
+		if (count)
+			leaf_count_key(&lc, k);
+		if (gather)
+			gather_replicas(c, s->ctx, s->id, k);
+		if (mark)
+			mark_key(c, k);
+	}
+	s->ctx->leaf_keys[s->id] += lc.keys;
+	s->ctx->dir_keys += lc.dirs;
+	if (mark)
+		c->err_msg[0] = 0;
+	int r = ls->err;
+	free(ls);
+	if (r) {
+		char where[300];
+		where_of(s->id, 0, ptr, where, sizeof(where), true);
+		return bch_fs_err(c, -BCH_ERR_btree_node_read, "%s: changed while being read", where);
+	}
+	return 0;
+}
+
 static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		      const struct bch_bkey *ptr)
 {
@@ -245,6 +341,8 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		ptr_list_add(&s->nodes, ptr);
 	gather_replicas(c, s->ctx, s->id, ptr);
 	c->err_msg[0] = 0;
+	if (stream_leaves(c) && !level && (r = check_leaf_streamed(c, s, ptr)) <= 0)
+		return r;
 	r = bch_btree_node_get(c, s->id, level, ptr, &b);
 	if (r) {
 		if (r == -ENOMEM || bch_err_is_dl(r))
@@ -377,7 +475,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		bch_btree_node_put(c, b);
 	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++) {
 		/* the next leaves are read ahead while this one is checked */
-		for (unsigned j = i + 1; !child_level && j < nr && j <= i + 2; j++)
+		for (unsigned j = i + 1; !child_level && !stream_leaves(c) && j < nr && j <= i + 2; j++)
 			bch_prefetch_node(c, s->id, child_level, kids[j]);
 		r = check_node(c, s, child_level, kids[i]);
 	}

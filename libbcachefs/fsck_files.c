@@ -87,6 +87,7 @@
 #include "btree.h"
 #include "btree_prefetch.h"
 #include "checksum.h"
+#include "crypt.h"
 #include "errcode.h"
 #include "extents.h"
 #include "fs_ops.h"
@@ -845,11 +846,18 @@ void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id)
 	cur->done = !c->roots->r[id].key;
 	cur->filter = bch_btree_id_is_file(id) && bch_view_cur(c) && bch_fs_has_snapshots(c);
 	cur->snap = bch_view_snap(c);
+	/* streamed leaves need a parent to find them in, and nothing changing them */
+	if (c->read_only && !cur->filter && !bch_fs_encrypted(c) && !cur->done &&
+	    c->roots->r[id].level >= 1 && !(cur->ls = malloc(sizeof(*cur->ls))))
+		abort();
 }
 
 void fsck_cursor_exit(struct key_cursor *cur)
 {
 	bch_btree_unhold(cur->c, &cur->leaf);
+	free(cur->ls);
+	cur->ls = NULL;
+	cur->stream = false;
 	free(cur->key);
 	cur->key = NULL;
 	cur->key_cap = 0;
@@ -934,11 +942,84 @@ static void prefetch_next(struct key_cursor *cur, const struct btree *b)
 	bch_btree_node_put(c, parent);
 }
 
+/*
+ * Streamed (cur->ls): open the leaf that holds cur->next, through its
+ * parent (cached: lookups pass through it).  0 opened, 1 it does not stream
+ * (hold it as before), negative: an error.
+ */
+static int stream_open(struct key_cursor *cur)
+{
+	struct bch_fs *c = cur->c;
+	struct btree *parent;
+
+	if (cur->next_after)
+		cur->next = bpos_successor(cur->last);
+	cur->next_after = false;
+	int r = bch_btree_find_node(c, cur->id, 1, cur->next, &parent);
+	if (r)
+		return r;
+	unsigned i = bch_btree_node_find(parent, cur->next);
+	if (i >= parent->nr) {
+		bch_btree_node_put(c, parent);
+		return 1;	/* the ordinary way says what is wrong */
+	}
+	/* the read-ahead thread makes the first pass over the next leaf meanwhile */
+	if (i + 1 < parent->nr)
+		bch_prefetch_verify(c, cur->id, parent->keys[i + 1], false);
+	r = bch_leaf_stream_open(c, cur->ls, cur->id, parent->keys[i], false, NULL, NULL);
+	if (!r)
+		cur->stream_max = parent->keys[i]->p;
+	bch_btree_node_put(c, parent);
+	cur->stream = !r;
+	return r;
+}
+
+/*
+ * Streamed: the next key at or after cur->next in the open leaf (1 and
+ * *k), or 0 at the leaf's end (the cursor then moves to the next leaf),
+ * or negative.
+ */
+static int stream_next(struct key_cursor *cur, const struct bch_bkey **k)
+{
+	while ((*k = bch_leaf_stream_next(cur->ls)))
+		if (bpos_cmp((*k)->p, cur->next) >= 0)
+			return 1;
+	cur->stream = false;
+	if (cur->ls->err)
+		return bch_fs_err(cur->c, cur->ls->err, "%s btree: a leaf changed while being read",
+				  bch_btree_id_name(cur->id));
+	if (bpos_eq(cur->stream_max, POS_MAX))
+		cur->done = true;
+	else
+		cur->next = bpos_successor(cur->stream_max);
+	cur->next_after = false;
+	return 0;
+}
+
 const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 {
 	if (cur->have)
 		return cur->peeked;
 	while (!cur->done) {
+		if (cur->ls && !cur->leaf.b) {
+			const struct bch_bkey *k = NULL;
+			int r = cur->stream ? 0 : stream_open(cur);
+			if (!r)
+				r = stream_next(cur, &k);
+			if (r < 0) {
+				*err = r;
+				cur->done = true;
+				break;
+			}
+			if (r == 1 && cur->stream) {
+				cur->peeked = k;
+				cur->have = true;
+				return k;
+			}
+			if (!r)
+				continue;	/* the leaf's end */
+			/* 1: this leaf does not stream: held, as below */
+		}
 		if (!bch_btree_hold_valid(&cur->leaf)) {
 			struct btree *b;
 			if (cur->next_after)
@@ -952,7 +1033,7 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 			}
 			cur->idx = bch_btree_node_find(b, cur->next);
 			bch_btree_hold(cur->c, &cur->leaf, b);
-			if (cur->c->prefetch)
+			if (cur->c->prefetch && !cur->ls)	/* streamed: nothing to parse ahead */
 				prefetch_next(cur, b);
 		}
 		struct btree *b = cur->leaf.b;

@@ -15,6 +15,7 @@
 
 #include "bcachefs_format.h"
 #include "btree.h"
+#include "btree_prefetch.h"
 #include "fsck.h"
 #include "io.h"
 
@@ -233,6 +234,14 @@ struct key_cursor {
 	bool			filter;
 	uint32_t		snap;
 	unsigned		group_end;	/* index after the peeked position's keys */
+	/*
+	 * Read-only and not filtered: leaves are streamed (btree_prefetch.h),
+	 * a piece at a time, not held whole; a leaf that does not stream is
+	 * held as above.  stream: the leaf open in it (its keys next).
+	 */
+	struct bch_leaf_stream	*ls;
+	bool			stream;
+	struct bch_bpos		stream_max;	/* the open leaf's max_key */
 };
 
 void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id);
