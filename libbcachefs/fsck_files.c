@@ -965,10 +965,10 @@ static int stream_open(struct key_cursor *cur)
 	}
 	/* the read-ahead thread makes the first pass over the next leaf meanwhile */
 	if (i + 1 < parent->nr)
-		bch_prefetch_verify(c, cur->id, parent->keys[i + 1], false);
-	r = bch_leaf_stream_open(c, cur->ls, cur->id, parent->keys[i], false, NULL, NULL);
+		bch_prefetch_verify(c, cur->id, bch_btree_key(parent, i + 1), false);
+	r = bch_leaf_stream_open(c, cur->ls, cur->id, bch_btree_key(parent, i), false, NULL, NULL);
 	if (!r)
-		cur->stream_max = parent->keys[i]->p;
+		cur->stream_max = bch_btree_key(parent, i)->p;
 	bch_btree_node_put(c, parent);
 	cur->stream = !r;
 	return r;
