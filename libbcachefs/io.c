@@ -1671,21 +1671,25 @@ static int run_decode(const struct bch_read_piece *p, const void *enc, char *dst
 }
 
 /*
- * A read's encrypted extents, each verified and decrypted whole by one
- * thread (bch_crypt_extent_open(): its MAC, then its cipher, over bytes
- * that stay in that core's cache): one wait for the pool, where the
- * write side's batch waits twice (the MACs, then the 64 KiB pieces).
+ * A read's encrypted extents, each read, verified and decrypted whole by
+ * one thread (bch_crypt_extent_open(): its MAC, then its cipher, over
+ * bytes that stay in that core's cache): one wait for the pool, and on
+ * it the read of the next extent overlaps the MAC and cipher of this one.
  */
 struct run_crypt {
-	struct bch_fs		*c;
-	struct bch_cipher_job	*j;
+	struct bch_fs			*c;
+	struct bch_cipher_job		*j;
+	const struct bch_read_piece	**p;	/* j[i]'s piece: read into j[i].src first */
 };
 
 static void run_crypt_one(void *arg, unsigned i)
 {
 	struct run_crypt *rc = arg;
 	struct bch_cipher_job *j = &rc->j[i];
+	const struct bch_read_piece *p = rc->p[i];
 
+	if ((j->r = bch_dev_read_try(p->bdev, (void *)j->src, j->bytes, p->dev_off)))
+		return;
 	j->r = bch_crypt_extent_open(rc->c, j->version, j->src, j->buf, j->bytes, &j->mac);
 }
 
@@ -1702,18 +1706,20 @@ static void run_crypt_one(void *arg, unsigned i)
 #define READ_POOL_MIN_BYTES	(256 << 10)
 static unsigned runs_decrypting;
 
-static void run_decrypt(struct bch_fs *c, struct bch_cipher_job *j, unsigned nr)
+static void run_decrypt(struct bch_fs *c, struct bch_cipher_job *j, const struct bch_read_piece **p,
+			unsigned nr)
 {
-	struct run_crypt rc = { .c = c, .j = j };
+	struct run_crypt rc = { .c = c, .j = j, .p = p };
 	size_t bytes = 0;
 	bool alone = __atomic_add_fetch(&runs_decrypting, 1, __ATOMIC_RELAXED) == 1;
 
 	for (unsigned i = 0; i < nr; i++)
 		bytes += j[i].bytes;
 	bool spread = (alone && bytes >= READ_POOL_MIN_BYTES) || pool.want > 0;	/* (tests ask for workers) */
-	if (nr == 1 && spread)
-		bch_io_decrypt_batch(c, j, nr);		/* one big extent: its pieces spread */
-	else if (spread)
+	if (nr == 1 && spread) {		/* one big extent: its pieces spread */
+		if (!(j->r = bch_dev_read_try(p[0]->bdev, (void *)j->src, j->bytes, p[0]->dev_off)))
+			bch_io_decrypt_batch(c, j, nr);
+	} else if (spread)
 		pool_run(nr, run_crypt_one, &rc);
 	else
 		for (unsigned i = 0; i < nr; i++)
@@ -1727,10 +1733,11 @@ ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf)
 	char *out = buf;
 	void **enc = calloc(pl->nr ? pl->nr : 1, sizeof(*enc));
 	struct bch_cipher_job *j = calloc(pl->nr ? pl->nr : 1, sizeof(*j));
+	const struct bch_read_piece **jp = calloc(pl->nr ? pl->nr : 1, sizeof(*jp));
 	unsigned nr_j = 0;
-	int r = enc && j ? 0 : -ENOMEM;
+	int r = enc && j && jp ? 0 : -ENOMEM;
 
-	/* 1: read every piece (zeros for holes) */
+	/* 1: read every piece (zeros for holes), but the encrypted ones: step 2 does */
 	for (unsigned i = 0; i < pl->nr && !r; i++) {
 		const struct bch_read_piece *p = &pl->p[i];
 		char *dst = out + p->buf_off;
@@ -1745,17 +1752,19 @@ ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf)
 			r = -ENOMEM;
 			break;
 		}
-		if ((r = bch_dev_read_try(p->bdev, enc[i], bytes, p->dev_off)))
-			break;
-		if (run_encrypted(p))
+		if (run_encrypted(p)) {
+			jp[nr_j] = p;
 			j[nr_j++] = (struct bch_cipher_job) {
 				.version = p->version, .src = enc[i], .buf = enc[i],
 				.bytes = bytes, .mac = p->crc.csum,
 			};
+		} else if ((r = bch_dev_read_try(p->bdev, enc[i], bytes, p->dev_off))) {
+			break;
+		}
 	}
-	/* 2: the MACs and cipher of the encrypted ones, together (the pool) */
+	/* 2: the reads, MACs and cipher of the encrypted ones, together (the pool) */
 	if (!r && nr_j) {
-		run_decrypt(c, j, nr_j);
+		run_decrypt(c, j, jp, nr_j);
 		for (unsigned n = 0; n < nr_j && !r; n++)
 			r = j[n].r;
 	}
@@ -1768,6 +1777,7 @@ ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf)
 			free(enc[i]);
 	free(enc);
 	free(j);
+	free(jp);
 	/* 4: no space the plan read from was rewritten meanwhile (io.h); the
 	 * fence keeps the reads above before the load on weakly ordered CPUs */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
