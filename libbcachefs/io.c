@@ -21,15 +21,20 @@
  * nowhere else: bch_io_encrypt_batch() / bch_io_decrypt_batch() split the
  * extents of one request into pieces (XChaCha20 of 64 KiB, the MAC of one
  * extent) and wait for all of them; a batch of less than 512 KiB runs on
- * the caller alone.  A planned read's extents are one job each (MAC, then
- * cipher: one wait), on the pool from 256 KiB (two extents) up when no
- * other read is decrypting.  The
- * pieces are pure work over buffers the caller owns and the key: a worker
- * takes no lock of the engine, so the caller may hold any (the FUSE
- * daemon's engine lock), and the pool's own mutex is held over no call out
- * of it: no new lock order.  Everything else (nonces, allocation, device
- * writes, keys, their order, the commit) stays on the calling thread, in
- * the order it had single-threaded.
+ * the caller alone.  A planned write's units are a pipeline from 512 KiB
+ * up (pool_run_ordered()): a unit's cipher and MAC are one job, and the
+ * caller writes each unit to its devices, in order, as soon as its job is
+ * done, taking jobs itself while the next unit is not.  A planned read's
+ * extents are one job each (device read, MAC, then cipher: one wait), on
+ * the pool from 256 KiB (two extents) up when no other read is decrypting.
+ * The jobs are pure work over buffers the caller owns, the key and (a
+ * planned read's) device reads, which need only the devices the caller
+ * keeps open until its run returns: a worker takes no lock of the engine,
+ * so the caller may hold any (the FUSE daemon's engine lock), and the
+ * pool's own mutex is held over no call out of it: no new lock order.
+ * Everything else (nonces, allocation, device writes, keys, their order,
+ * the commit) stays on the calling thread, in the order it had
+ * single-threaded.
  * A planned read's run may be on several threads at once without the
  * engine's lock: it reads only its plan, the devices (kept open by the
  * caller) and c->crypt's key, and counts only the devices' atomic I/O
