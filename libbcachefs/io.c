@@ -21,15 +21,20 @@
  * nowhere else: bch_io_encrypt_batch() / bch_io_decrypt_batch() split the
  * extents of one request into pieces (XChaCha20 of 64 KiB, the MAC of one
  * extent) and wait for all of them; a batch of less than 512 KiB runs on
- * the caller alone.  A planned read's extents are one job each (MAC, then
- * cipher: one wait), on the pool from 256 KiB (two extents) up when no
- * other read is decrypting.  The
- * pieces are pure work over buffers the caller owns and the key: a worker
- * takes no lock of the engine, so the caller may hold any (the FUSE
- * daemon's engine lock), and the pool's own mutex is held over no call out
- * of it: no new lock order.  Everything else (nonces, allocation, device
- * writes, keys, their order, the commit) stays on the calling thread, in
- * the order it had single-threaded.
+ * the caller alone.  A planned write's units are a pipeline from 512 KiB
+ * up (pool_run_ordered()): a unit's cipher and MAC are one job, and the
+ * caller writes each unit to its devices, in order, as soon as its job is
+ * done, taking jobs itself while the next unit is not.  A planned read's
+ * extents are one job each (device read, MAC, then cipher: one wait), on
+ * the pool from 256 KiB (two extents) up when no other read is decrypting.
+ * The jobs are pure work over buffers the caller owns, the key and (a
+ * planned read's) device reads, which need only the devices the caller
+ * keeps open until its run returns: a worker takes no lock of the engine,
+ * so the caller may hold any (the FUSE daemon's engine lock), and the
+ * pool's own mutex is held over no call out of it: no new lock order.
+ * Everything else (nonces, allocation, device writes, keys, their order,
+ * the commit) stays on the calling thread, in the order it had
+ * single-threaded.
  * A planned read's run may be on several threads at once without the
  * engine's lock: it reads only its plan, the devices (kept open by the
  * caller) and c->crypt's key, and counts only the devices' atomic I/O
@@ -112,6 +117,8 @@ static struct {
 	io_job_fn	fn;
 	void		*arg;
 	unsigned	nr, next, finished;
+	bool		*ready;		/* pool_run_ordered(): job i done */
+	bool		waiting;	/* its caller waits for a job to be done */
 } pool = {
 	.lock	= PTHREAD_MUTEX_INITIALIZER,
 	.work	= PTHREAD_COND_INITIALIZER,
@@ -145,7 +152,9 @@ static void *pool_worker(void *p)
 		pthread_mutex_unlock(&pool.lock);
 		fn(arg, i);
 		pthread_mutex_lock(&pool.lock);
-		if (++pool.finished == pool.nr)
+		if (pool.ready)
+			pool.ready[i] = true;
+		if (++pool.finished == pool.nr || pool.waiting)
 			pthread_cond_signal(&pool.done);
 	}
 	return NULL;
@@ -207,6 +216,66 @@ static void pool_run(unsigned nr, io_job_fn fn, void *arg)
 	}
 	for (unsigned i = 0; i < nr; i++)
 		fn(arg, i);
+}
+
+/*
+ * fn(arg, i) for every i < nr, as pool_run(), and then(targ, i) on this
+ * thread alone for i = 0, 1, ... in order, each as soon as fn(arg, i) is
+ * done: a pipeline, whose caller hands on what the workers finished, runs
+ * a job itself while the next one to hand on is not finished, and waits
+ * only when no job is left to take.  With no worker free it is fn, then,
+ * fn, then... on this thread.  ready: nr flags, all false.  The first
+ * nonzero result of then() ends the calls of then() (the jobs still run):
+ * it is returned once every fn() is done.
+ */
+static int pool_run_ordered(unsigned nr, io_job_fn fn, void *arg, int (*then)(void *, unsigned),
+			    void *targ, bool *ready, bool spread)
+{
+	unsigned w = 0;
+	int r = 0;
+
+	pthread_mutex_lock(&pool.lock);
+	if (!spread || nr < 2 || pool.busy || !pool_start()) {
+		pthread_mutex_unlock(&pool.lock);
+		for (unsigned i = 0; i < nr; i++) {
+			fn(arg, i);
+			if (!r)
+				r = then(targ, i);
+		}
+		return r;
+	}
+	pool.busy = true;
+	pool.fn = fn;
+	pool.arg = arg;
+	pool.nr = nr;
+	pool.next = pool.finished = 0;
+	pool.ready = ready;
+	pthread_cond_broadcast(&pool.work);
+	while (w < nr) {
+		if (ready[w]) {
+			pthread_mutex_unlock(&pool.lock);
+			if (!r)
+				r = then(targ, w);
+			pthread_mutex_lock(&pool.lock);
+			w++;
+		} else if (pool.next < nr) {
+			unsigned i = pool.next++;
+			pthread_mutex_unlock(&pool.lock);
+			fn(arg, i);
+			pthread_mutex_lock(&pool.lock);
+			ready[i] = true;
+			pool.finished++;
+		} else {
+			pool.waiting = true;
+			pthread_cond_wait(&pool.done, &pool.lock);
+			pool.waiting = false;
+		}
+	}
+	/* every job handed on: every one finished */
+	pool.ready = NULL;
+	pool.busy = false;
+	pthread_mutex_unlock(&pool.lock);
+	return r;
 }
 
 void bch_io_pool_threads(int n)
@@ -784,6 +853,72 @@ int bch_data_write_plan(struct bch_fs *c, uint64_t inum, const struct bch_io_opt
  */
 #define WRITEBACK_START_MIN	(256U << 10)
 
+/*
+ * An encrypted planned write, a pipeline (pool_run_ordered()): unit i's
+ * cipher and MAC (one job: its bytes stay in that core's cache between the
+ * two) on the pool, its device writes on the calling thread as soon as it
+ * is done, while the next units are being encrypted.  The MAC goes only
+ * into the key (the index step), so it need not wait for the write either
+ * way; what reaches the device is the ciphertext the MAC covers.
+ */
+struct plan_pipe {
+	struct bch_write_plan	*pl;
+	char			*enc;		/* the ciphertext, at the units' offsets */
+	int			r[WRITE_GROUP_MAX];
+	unsigned		first;		/* the group's first unit */
+	bool			writeback;
+};
+
+static uint64_t plan_unit_off(const struct bch_write_plan *pl, const struct bch_write_plan_unit *w)
+{
+	return (w->start - pl->start) << BCH_SECTOR_SHIFT;
+}
+
+static void plan_encrypt_one(void *arg, unsigned i)
+{
+	struct plan_pipe *pp = arg;
+	struct bch_write_plan *pl = pp->pl;
+	struct bch_write_plan_unit *w = &pl->w[pp->first + i];
+	uint64_t off = plan_unit_off(pl, w);
+	size_t bytes = (size_t)w->sectors << BCH_SECTOR_SHIFT;
+	int r = bch_crypt_extent_xor(pl->c, w->version, (const char *)pl->src + off, pp->enc + off, 0,
+				     bytes);
+
+	if (!r)
+		r = bch_crypt_extent_mac(pl->c, w->version, pp->enc + off, bytes, &w->crc.csum);
+	w->crc.csum_type = BCH_CSUM_chacha20_poly1305;
+	pp->r[i] = r;
+}
+
+/* Write unit i of the plan (from out: the plan's bytes as they go to disk) to each of its copies. */
+static int plan_write_unit(struct bch_write_plan *pl, unsigned i, const char *out, bool writeback)
+{
+	struct bch_fs *c = pl->c;
+	struct bch_write_plan_unit *w = &pl->w[i];
+	size_t bytes = (size_t)w->sectors << BCH_SECTOR_SHIFT;
+	int r = 0;
+
+	out += plan_unit_off(pl, w);
+	for (unsigned p = 0; p < w->got && !r; p++) {
+		struct bch_blockdev *bdev = c->devs[w->ptrs[p].dev]->bdev;
+		uint64_t dev_off = (uint64_t)w->ptrs[p].offset << BCH_SECTOR_SHIFT;
+
+		r = bch_dev_write(bdev, out, bytes, dev_off);
+		if (!r && writeback)
+			bch_dev_writeback_start(bdev, dev_off, bytes);
+	}
+	return r;
+}
+
+static int plan_pipe_write(void *arg, unsigned i)
+{
+	struct plan_pipe *pp = arg;
+
+	if (pp->r[i])
+		return pp->r[i];
+	return plan_write_unit(pp->pl, pp->first + i, pp->enc, pp->writeback);
+}
+
 int bch_data_write_plan_run(struct bch_write_plan *pl)
 {
 	struct bch_fs *c = pl->c;
@@ -801,48 +936,25 @@ int bch_data_write_plan_run(struct bch_write_plan *pl)
 	for (unsigned i = 0; i < pl->nr && !r; i++) {
 		struct bch_write_plan_unit *w = &pl->w[i];
 		eo.max_sectors = w->sectors;
-		r = bch_extent_encode(&eo, (const char *)pl->src +
-				      ((w->start - pl->start) << BCH_SECTOR_SHIFT), w->sectors, NULL,
-				      &w->crc);
+		r = bch_extent_encode(&eo, (const char *)pl->src + plan_unit_off(pl, w), w->sectors,
+				      NULL, &w->crc);
+		if (!r && c->crypt)
+			bch_crypt_extent_nonce_note(w->version);
 	}
-	/* encrypted: the whole write in batches on the pool, into enc */
-	for (unsigned i = 0; c->crypt && i < pl->nr && !r;) {
-		struct bch_cipher_job j[WRITE_GROUP_MAX];
-		unsigned nr = 0;
+	if (!c->crypt) {
+		for (unsigned i = 0; i < pl->nr && !r; i++)
+			r = plan_write_unit(pl, i, pl->src, writeback);
+		return r;
+	}
+	/* encrypted: groups of units through the pipeline, into enc */
+	bool spread = ((uint64_t)pl->sectors << BCH_SECTOR_SHIFT) >= POOL_MIN_BYTES || pool.want > 0;
+	for (unsigned i = 0; i < pl->nr && !r;) {
+		struct plan_pipe pp = { .pl = pl, .enc = enc, .first = i, .writeback = writeback };
+		bool ready[WRITE_GROUP_MAX] = { 0 };
+		unsigned nr = pl->nr - i < WRITE_GROUP_MAX ? pl->nr - i : WRITE_GROUP_MAX;
 
-		for (; nr < WRITE_GROUP_MAX && i + nr < pl->nr; nr++) {
-			struct bch_write_plan_unit *w = &pl->w[i + nr];
-			uint64_t off = (w->start - pl->start) << BCH_SECTOR_SHIFT;
-			j[nr] = (struct bch_cipher_job) {
-				.version	= w->version,
-				.src		= (const char *)pl->src + off,
-				.buf		= enc + off,
-				.bytes		= (size_t)w->sectors << BCH_SECTOR_SHIFT,
-			};
-		}
-		bch_io_encrypt_batch(c, j, nr);
-		for (unsigned n = 0; n < nr; n++) {
-			if (j[n].r && !r)
-				r = j[n].r;
-			pl->w[i + n].crc.csum_type = BCH_CSUM_chacha20_poly1305;
-			pl->w[i + n].crc.csum = j[n].mac;
-		}
+		r = pool_run_ordered(nr, plan_encrypt_one, &pp, plan_pipe_write, &pp, ready, spread);
 		i += nr;
-	}
-	for (unsigned i = 0; i < pl->nr && !r; i++) {
-		struct bch_write_plan_unit *w = &pl->w[i];
-		uint64_t off = (w->start - pl->start) << BCH_SECTOR_SHIFT;
-		const char *out = (c->crypt ? enc : (const char *)pl->src) + off;
-
-		for (unsigned p = 0; p < w->got && !r; p++) {
-			r = bch_dev_write(c->devs[w->ptrs[p].dev]->bdev, out,
-					  (size_t)w->sectors << BCH_SECTOR_SHIFT,
-					  (uint64_t)w->ptrs[p].offset << BCH_SECTOR_SHIFT);
-			if (!r && writeback)
-				bch_dev_writeback_start(c->devs[w->ptrs[p].dev]->bdev,
-							(uint64_t)w->ptrs[p].offset << BCH_SECTOR_SHIFT,
-							(size_t)w->sectors << BCH_SECTOR_SHIFT);
-		}
 	}
 	return r;
 }
@@ -1671,21 +1783,25 @@ static int run_decode(const struct bch_read_piece *p, const void *enc, char *dst
 }
 
 /*
- * A read's encrypted extents, each verified and decrypted whole by one
- * thread (bch_crypt_extent_open(): its MAC, then its cipher, over bytes
- * that stay in that core's cache): one wait for the pool, where the
- * write side's batch waits twice (the MACs, then the 64 KiB pieces).
+ * A read's encrypted extents, each read, verified and decrypted whole by
+ * one thread (bch_crypt_extent_open(): its MAC, then its cipher, over
+ * bytes that stay in that core's cache): one wait for the pool, and on
+ * it the read of the next extent overlaps the MAC and cipher of this one.
  */
 struct run_crypt {
-	struct bch_fs		*c;
-	struct bch_cipher_job	*j;
+	struct bch_fs			*c;
+	struct bch_cipher_job		*j;
+	const struct bch_read_piece	**p;	/* j[i]'s piece: read into j[i].src first */
 };
 
 static void run_crypt_one(void *arg, unsigned i)
 {
 	struct run_crypt *rc = arg;
 	struct bch_cipher_job *j = &rc->j[i];
+	const struct bch_read_piece *p = rc->p[i];
 
+	if ((j->r = bch_dev_read_try(p->bdev, (void *)j->src, j->bytes, p->dev_off)))
+		return;
 	j->r = bch_crypt_extent_open(rc->c, j->version, j->src, j->buf, j->bytes, &j->mac);
 }
 
@@ -1702,18 +1818,20 @@ static void run_crypt_one(void *arg, unsigned i)
 #define READ_POOL_MIN_BYTES	(256 << 10)
 static unsigned runs_decrypting;
 
-static void run_decrypt(struct bch_fs *c, struct bch_cipher_job *j, unsigned nr)
+static void run_decrypt(struct bch_fs *c, struct bch_cipher_job *j, const struct bch_read_piece **p,
+			unsigned nr)
 {
-	struct run_crypt rc = { .c = c, .j = j };
+	struct run_crypt rc = { .c = c, .j = j, .p = p };
 	size_t bytes = 0;
 	bool alone = __atomic_add_fetch(&runs_decrypting, 1, __ATOMIC_RELAXED) == 1;
 
 	for (unsigned i = 0; i < nr; i++)
 		bytes += j[i].bytes;
 	bool spread = (alone && bytes >= READ_POOL_MIN_BYTES) || pool.want > 0;	/* (tests ask for workers) */
-	if (nr == 1 && spread)
-		bch_io_decrypt_batch(c, j, nr);		/* one big extent: its pieces spread */
-	else if (spread)
+	if (nr == 1 && spread) {		/* one big extent: its pieces spread */
+		if (!(j->r = bch_dev_read_try(p[0]->bdev, (void *)j->src, j->bytes, p[0]->dev_off)))
+			bch_io_decrypt_batch(c, j, nr);
+	} else if (spread)
 		pool_run(nr, run_crypt_one, &rc);
 	else
 		for (unsigned i = 0; i < nr; i++)
@@ -1727,10 +1845,11 @@ ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf)
 	char *out = buf;
 	void **enc = calloc(pl->nr ? pl->nr : 1, sizeof(*enc));
 	struct bch_cipher_job *j = calloc(pl->nr ? pl->nr : 1, sizeof(*j));
+	const struct bch_read_piece **jp = calloc(pl->nr ? pl->nr : 1, sizeof(*jp));
 	unsigned nr_j = 0;
-	int r = enc && j ? 0 : -ENOMEM;
+	int r = enc && j && jp ? 0 : -ENOMEM;
 
-	/* 1: read every piece (zeros for holes) */
+	/* 1: read every piece (zeros for holes), but the encrypted ones: step 2 does */
 	for (unsigned i = 0; i < pl->nr && !r; i++) {
 		const struct bch_read_piece *p = &pl->p[i];
 		char *dst = out + p->buf_off;
@@ -1745,17 +1864,19 @@ ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf)
 			r = -ENOMEM;
 			break;
 		}
-		if ((r = bch_dev_read_try(p->bdev, enc[i], bytes, p->dev_off)))
-			break;
-		if (run_encrypted(p))
+		if (run_encrypted(p)) {
+			jp[nr_j] = p;
 			j[nr_j++] = (struct bch_cipher_job) {
 				.version = p->version, .src = enc[i], .buf = enc[i],
 				.bytes = bytes, .mac = p->crc.csum,
 			};
+		} else if ((r = bch_dev_read_try(p->bdev, enc[i], bytes, p->dev_off))) {
+			break;
+		}
 	}
-	/* 2: the MACs and cipher of the encrypted ones, together (the pool) */
+	/* 2: the reads, MACs and cipher of the encrypted ones, together (the pool) */
 	if (!r && nr_j) {
-		run_decrypt(c, j, nr_j);
+		run_decrypt(c, j, jp, nr_j);
 		for (unsigned n = 0; n < nr_j && !r; n++)
 			r = j[n].r;
 	}
@@ -1768,6 +1889,7 @@ ssize_t bch_data_read_plan_run(struct bch_read_plan *pl, void *buf)
 			free(enc[i]);
 	free(enc);
 	free(j);
+	free(jp);
 	/* 4: no space the plan read from was rewritten meanwhile (io.h); the
 	 * fence keeps the reads above before the load on weakly ordered CPUs */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
