@@ -59,6 +59,7 @@
 #include <linux/fs.h>
 #include <limits.h>
 #include <linux/loop.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,8 @@ struct bch_blockdev {
 	atomic_uint_fast64_t	nr_reads, read_bytes, nr_writes, write_bytes;
 	atomic_uint_fast64_t	read_errors, write_errors;	/* requests the device failed */
 	atomic_bool		unflushed;	/* written (or punched) since the last flush */
+	pthread_mutex_t		flush_lock;	/* one flush at a time: a flush that finds
+						 * unflushed clear waits for one under way */
 };
 
 /* ------------------------------------------------------------ open/close */
@@ -543,6 +546,7 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 		return -ENOMEM;
 	dev->fd = -1;
 	dev->backing_fd = -1;
+	pthread_mutex_init(&dev->flush_lock, NULL);
 	dev->path = strdup(path);
 	if (!dev->path) {
 		err = -ENOMEM;
@@ -621,6 +625,7 @@ void bch_dev_close(struct bch_blockdev *dev)
 		close(dev->fd);		/* drops the flock / O_EXCL claim */
 	if (dev->backing_fd >= 0)
 		close(dev->backing_fd);	/* and the loop device's backing file's flock */
+	pthread_mutex_destroy(&dev->flush_lock);
 	free(dev->path);
 	free(dev);
 }
@@ -822,12 +827,10 @@ int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_
 	return ret ?: hret;
 }
 
-int bch_dev_flush(struct bch_blockdev *dev)
+static int __dev_flush(struct bch_blockdev *dev)
 {
 	int ret;
 
-	if (dev->rdonly)
-		return 0;	/* nothing of ours can be dirty */
 	/* nothing written since the last flush: nothing to make durable */
 	if (!atomic_exchange(&dev->unflushed, false))
 		return 0;
@@ -846,6 +849,23 @@ int bch_dev_flush(struct bch_blockdev *dev)
 			return ret;
 		}
 	return 0;
+}
+
+/*
+ * Under flush_lock: the journal's writer thread flushes while requests
+ * run, and a flush that found unflushed already cleared by one under way
+ * must not return before that one's fdatasync does.
+ */
+int bch_dev_flush(struct bch_blockdev *dev)
+{
+	int ret;
+
+	if (dev->rdonly)
+		return 0;	/* nothing of ours can be dirty */
+	pthread_mutex_lock(&dev->flush_lock);
+	ret = __dev_flush(dev);
+	pthread_mutex_unlock(&dev->flush_lock);
+	return ret;
 }
 
 /* --------------------------------------------------------------- discard */
