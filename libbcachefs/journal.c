@@ -99,6 +99,12 @@ struct jwriter {
 	struct bch_blockdev	*bd[BCH_REPLICAS_MAX];		/* where the copies go */
 	uint64_t		off[BCH_REPLICAS_MAX];		/* bytes */
 	unsigned		nr;
+	bool			flush;		/* flush the copies' devices: durable at reap */
+	struct bch_jset		*stub;		/* then written, if any (best effort) */
+	struct bch_blockdev	*stub_bd;
+	uint64_t		stub_off;
+	size_t			stub_bytes;
+	uint64_t		last_seq;	/* of the entry */
 	struct bch_blockdev	*failed_bd;	/* the device that failed (message) */
 	bool			failed_flush;	/* it failed the preflush, not the write */
 	uint64_t		seq;
@@ -1096,14 +1102,13 @@ static int jwrite_one(struct bch_fs *c, const struct jwrite *w, const void *buf,
 }
 
 /* The stub of entry js (bcachefs_format.h, BCH_JSET_STUB): its header, one block. */
-static int stub_write(struct bch_fs *c, const struct jwrite *w, const struct bch_jset *js)
+static struct bch_jset *stub_build(struct bch_fs *c, const struct bch_jset *js)
 {
 	size_t bytes = (size_t)J(c)->block_sectors << BCH_SECTOR_SHIFT;
 	struct bch_jset *st = bch_dev_alloc_buf(bytes);
-	int ret;
 
 	if (!st)
-		return -ENOMEM;
+		return NULL;
 	memset(st, 0, bytes);
 	st->magic = BCH_JSET_MAGIC;
 	memcpy(st->fs_uuid, js->fs_uuid, BCH_UUID_SIZE);
@@ -1113,7 +1118,17 @@ static int stub_write(struct bch_fs *c, const struct jwrite *w, const struct bch
 	st->flags = BCH_CSUM_none | BCH_JSET_HDR_CSUM | BCH_JSET_STUB;
 	st->u64s = 0;
 	st->hdr_csum = jset_hdr_csum(st);
-	ret = jwrite_one(c, w, st, bytes);
+	return st;
+}
+
+static int stub_write(struct bch_fs *c, const struct jwrite *w, const struct bch_jset *js)
+{
+	struct bch_jset *st = stub_build(c, js);
+	int ret;
+
+	if (!st)
+		return -ENOMEM;
+	ret = jwrite_one(c, w, st, (size_t)J(c)->block_sectors << BCH_SECTOR_SHIFT);
 	free(st);
 	return ret;
 }
@@ -1183,6 +1198,19 @@ static int jwriter_run(struct jwriter *w)
 			w->failed_bd = w->bd[i];
 			return ret;
 		}
+	for (unsigned i = 0; w->flush && i < w->nr; i++) {
+		bool flushed = false;
+		for (unsigned k = 0; k < i; k++)
+			flushed |= w->bd[k] == w->bd[i];
+		if (!flushed && (ret = bch_dev_flush(w->bd[i]))) {
+			w->failed_bd = w->bd[i];
+			w->failed_flush = true;
+			return ret;
+		}
+	}
+	/* the stub follows its entry's flush; a failed one fails nothing (write_stub()) */
+	if (w->stub)
+		bch_dev_write(w->stub_bd, w->stub, w->stub_bytes, w->stub_off);
 	return 0;
 }
 
@@ -1266,7 +1294,8 @@ static int jwriter_reap(struct bch_fs *c)
 	}
 	w->busy = false;
 	free(w->js);
-	w->js = NULL;
+	free(w->stub);
+	w->js = w->stub = NULL;
 	if (ret) {
 		j->written = w->covers;
 		j->written_last_seq = w->covers_last_seq;
@@ -1283,6 +1312,11 @@ static int jwriter_reap(struct bch_fs *c)
 			j->last_seq_ondisk = w->covers_last_seq;
 			journal_discard(c, j);
 		}
+	}
+	if (w->flush) {
+		j->durable = w->seq;
+		j->last_seq_ondisk = w->last_seq;
+		journal_discard(c, j);
 	}
 	w->gen_read = false;
 	return 0;
@@ -1354,19 +1388,31 @@ uint64_t bch_journal_flush_gen(struct bch_fs *c)
 
 /*
  * Hand the open entry, sealed in js, to the writer (written because it is
- * full, so no one waits for it): its places are taken and the open entry
- * moves on now, as if it were written; the preflush and the write run while
- * requests fill the next entry.  false (nothing changed): write it in line,
- * as without the writer (it could not start, a device is missing).
+ * full, so no one waits for it): its places (and its stub's) are taken and
+ * the open entry moves on now, as if it were written; the preflush, the
+ * write and, with flush, the entry's flush and its stub run while requests
+ * fill the next entry.  It counts as written and (with flush) durable only
+ * once reaped.  false (nothing changed): write it in line, as without the
+ * writer (it could not start, a device is missing, no memory).
  */
-static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, unsigned sectors)
+static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, unsigned sectors,
+			   bool flush)
 {
 	struct bch_journal *j = J(c);
 	struct jwriter *w = &j->wr;
-	unsigned slot[BCH_REPLICAS_MAX], off[BCH_REPLICAS_MAX];
+	unsigned slot[BCH_REPLICAS_MAX], off[BCH_REPLICAS_MAX], st_slot = 0, st_off = 0;
+	struct journal_dev *st_jd = NULL;
 
 	if (j->replicas > BCH_REPLICAS_MAX)
 		return false;
+	/* the stub's place: a lane no copy goes to (write_stub()) */
+	if (flush && j->stubs && j->replicas < j->nr_wdevs) {
+		st_jd = target(j, j->seq, j->replicas);
+		struct bch_dev *ca = c->devs[st_jd->dev];
+		if (!ca || !ca->bdev ||
+		    place(j, st_jd, j->block_sectors, marker_sectors(c), &st_slot, &st_off))
+			st_jd = NULL;	/* none, as write_stub() */
+	}
 	for (unsigned k = 0; k < j->replicas; k++) {
 		struct journal_dev *jd = target(j, j->seq, k);
 		struct bch_dev *ca = c->devs[jd->dev];
@@ -1375,8 +1421,26 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 		w->bd[k] = ca->bdev;
 		w->off[k] = ((jd->bucket[slot[k]] * jd->bucket_sectors) + off[k]) << BCH_SECTOR_SHIFT;
 	}
-	if (!jwriter_start(w))
+	w->stub = st_jd ? stub_build(c, js) : NULL;
+	if (st_jd && !w->stub)
 		return false;
+	if (!jwriter_start(w)) {
+		free(w->stub);
+		w->stub = NULL;
+		return false;
+	}
+	if (st_jd) {
+		w->stub_bd = c->devs[st_jd->dev]->bdev;
+		w->stub_bytes = (size_t)j->block_sectors << BCH_SECTOR_SHIFT;
+		w->stub_off = ((st_jd->bucket[st_slot] * st_jd->bucket_sectors) + st_off)
+			      << BCH_SECTOR_SHIFT;
+		st_jd->cur = st_slot;
+		st_jd->cur_off = st_off + j->block_sectors;
+		if (j->seq > st_jd->bucket_seq[st_slot])
+			st_jd->bucket_seq[st_slot] = j->seq;
+	}
+	w->flush = flush;
+	w->last_seq = js->last_seq;
 	w->nr = j->replicas;
 	w->nr_flush = 0;
 	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
@@ -1421,7 +1485,7 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
  * two.  Until then j->written is ahead of j->durable, and its last_seq
  * frees nothing.
  */
-static int journal_write_flush(struct bch_fs *c, bool flush)
+static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 {
 	struct bch_journal *j = J(c);
 	unsigned r = roots_u64s(c), u64s = j->buf_u64s + r;
@@ -1497,7 +1561,7 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 	if (ret)
 		bch_fs_err(c, ret, "journal entry %" PRIu64 ": %s", (uint64_t)j->seq,
 			   bch_err_str(ret));
-	if (!ret && !flush && journal_submit(c, js, bytes, sectors)) {
+	if (!ret && async && journal_submit(c, js, bytes, sectors, flush)) {
 		remember_roots(j, roots ? roots : js->_data + (u64s - r), r);
 		free(roots);
 		return 0;	/* js is the writer's now */
@@ -1570,7 +1634,7 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 
 static int journal_write(struct bch_fs *c)
 {
-	return journal_write_flush(c, true);
+	return journal_write_flush(c, true, false);
 }
 
 /*
@@ -1585,7 +1649,7 @@ static int journal_write(struct bch_fs *c)
 static int write_full(struct bch_fs *c, unsigned u64s, bool internal)
 {
 	struct bch_journal *j = J(c);
-	int ret = journal_write_flush(c, j->stubs && j->replicas < j->nr_wdevs);
+	int ret = journal_write_flush(c, j->stubs && j->replicas < j->nr_wdevs, true);
 
 	if (!ret && !fits(c, j->seq, u64s, internal) && j->written > j->durable)
 		ret = bch_journal_flush_devs(c);
