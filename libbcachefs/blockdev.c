@@ -59,7 +59,6 @@
 #include <linux/fs.h>
 #include <limits.h>
 #include <linux/loop.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,8 +104,7 @@ struct bch_blockdev {
 	atomic_uint_fast64_t	nr_reads, read_bytes, nr_writes, write_bytes;
 	atomic_uint_fast64_t	read_errors, write_errors;	/* requests the device failed */
 	atomic_bool		unflushed;	/* written (or punched) since the last flush */
-	pthread_mutex_t		flush_lock;	/* one flush at a time: a flush that finds
-						 * unflushed clear waits for one under way */
+	atomic_uint		flushing;	/* flushes under way (bch_dev_flush) */
 };
 
 /* ------------------------------------------------------------ open/close */
@@ -546,7 +544,6 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 		return -ENOMEM;
 	dev->fd = -1;
 	dev->backing_fd = -1;
-	pthread_mutex_init(&dev->flush_lock, NULL);
 	dev->path = strdup(path);
 	if (!dev->path) {
 		err = -ENOMEM;
@@ -625,7 +622,6 @@ void bch_dev_close(struct bch_blockdev *dev)
 		close(dev->fd);		/* drops the flock / O_EXCL claim */
 	if (dev->backing_fd >= 0)
 		close(dev->backing_fd);	/* and the loop device's backing file's flock */
-	pthread_mutex_destroy(&dev->flush_lock);
 	free(dev->path);
 	free(dev);
 }
@@ -831,8 +827,12 @@ static int __dev_flush(struct bch_blockdev *dev)
 {
 	int ret;
 
-	/* nothing written since the last flush: nothing to make durable */
-	if (!atomic_exchange(&dev->unflushed, false))
+	/*
+	 * Nothing written since the last flush: nothing to make durable,
+	 * unless another flush is under way (the journal's writer thread): it
+	 * may have taken the flag and not be done, so this one flushes too.
+	 */
+	if (!atomic_exchange(&dev->unflushed, false) && atomic_load(&dev->flushing) == 1)
 		return 0;
 	if (dev->have_hook) {
 		ret = dev->hook.fn(dev->hook.priv, dev, BCH_IO_FLUSH, 0, NULL, 0);
@@ -852,9 +852,11 @@ static int __dev_flush(struct bch_blockdev *dev)
 }
 
 /*
- * Under flush_lock: the journal's writer thread flushes while requests
- * run, and a flush that found unflushed already cleared by one under way
- * must not return before that one's fdatasync does.
+ * Counted in flushing: the journal's writer thread flushes while requests
+ * run, and a flush that finds unflushed cleared by one still under way
+ * must not return before that one's fdatasync does (no lock: a fork in
+ * the middle of a flush leaves nothing held, at worst flushes that are
+ * never skipped).
  */
 int bch_dev_flush(struct bch_blockdev *dev)
 {
@@ -862,9 +864,9 @@ int bch_dev_flush(struct bch_blockdev *dev)
 
 	if (dev->rdonly)
 		return 0;	/* nothing of ours can be dirty */
-	pthread_mutex_lock(&dev->flush_lock);
+	atomic_fetch_add(&dev->flushing, 1);
 	ret = __dev_flush(dev);
-	pthread_mutex_unlock(&dev->flush_lock);
+	atomic_fetch_sub(&dev->flushing, 1);
 	return ret;
 }
 

@@ -16,6 +16,16 @@
  * nothing written since the last reaches no device (blockdev.c), and the
  * first entry of a session opened clean has no preflush.
  *
+ * Double buffering: a full entry is sealed in its own buffer and handed
+ * to the writer thread (journal_submit), which does the preflush, the
+ * write and, with stubs, the entry's flush and its stub, while requests
+ * fill the open entry.  Its places in the ring are taken at submission, so
+ * fits() and place() see them; it counts as written at submission (every
+ * user of j->written as "on disk" goes through flush_devs(), which waits
+ * for it) and as durable only when reaped (jwriter_reap).  Entries land in
+ * order: the next write waits for the one in flight, and its preflush
+ * follows that write.  One entry in flight at most.
+ *
  * Space: each journal device has a ring of buckets.  An entry for sequence s
  * goes to metadata_replicas devices, starting with device s % nr (so the
  * devices share the load).  On each device it is written at the current
@@ -1483,7 +1493,8 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
  * one waits for): durable at the next flush of the devices, which the next
  * entry's preflush is, so a run of full entries costs one flush each, not
  * two.  Until then j->written is ahead of j->durable, and its last_seq
- * frees nothing.
+ * frees nothing.  async (write_full): handed to the writer thread when it
+ * can be (journal_submit), else written here.
  */
 static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 {
@@ -1645,6 +1656,8 @@ static int journal_write(struct bch_fs *c)
  * (make_room, an internal update) sees the ring it saw before.  With stubs
  * (one copy in lanes) always flushed: a stub follows its entry's flush, and
  * placed later it would take lane room the reservations since did not count.
+ * Either way the writer thread does it when it can (journal_submit): the
+ * entry's flush, if any, is the writer's, and its stub's place is taken now.
  */
 static int write_full(struct bch_fs *c, unsigned u64s, bool internal)
 {
@@ -1890,7 +1903,11 @@ void bch_journal_res_put(struct bch_fs *c, struct bch_journal_res *res)
 int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
 {
 	struct bch_journal *j = J(c);
+	int ret;
 
+	/* the entry in flight may be the one asked for, and flushed by the writer */
+	if (seq > j->durable && seq <= j->written && (ret = jwriter_reap(c)))
+		return ret;
 	if (seq <= j->durable)
 		return 0;
 	if (c->read_only)
@@ -1902,10 +1919,14 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
 
 int bch_journal_flush(struct bch_fs *c)
 {
+	int ret;
+
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
 	if (!J(c)->started)
 		return 0;
+	if ((ret = jwriter_reap(c)))	/* waited for in any case; may be flushed already */
+		return ret;
 	if (!open_entry_needed(c))	/* at most a written entry to flush */
 		return J(c)->written > J(c)->durable ? bch_journal_flush_devs(c) : 0;
 	return flush_open(c, may_reclaim(c));
