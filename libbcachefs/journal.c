@@ -99,7 +99,7 @@ struct jwriter {
 	int			ret;		/* under lock: its result */
 	bool			busy;		/* submitted and not reaped */
 	bool			gen_read;	/* flush_gen asked while busy: the job's
-						 * preflush is not counted (reap()) */
+						 * preflush is not counted (jwriter_reap()) */
 	/* the job */
 	struct bch_jset		*js;
 	size_t			bytes;
