@@ -12,7 +12,10 @@
  *    write; and before the preflush): the image as the process leaves it
  *    replays everything flushed before, and nothing out of order;
  *  - power cuts at every event of a run of full entries with few flushes
- *    (iorecord): whatever was flushed is replayed.
+ *    (iorecord): whatever was flushed is replayed;
+ *  - a fork with an entry in flight (fusemount opens, then goes to the
+ *    background): the child, where the writer thread is not, writes it
+ *    itself and goes on with a writer of its own.
  * Fixed seeds, printed on failure.  No timing: the hook holds the writer
  * until the test lets it go (a 20 s bound only so a bug cannot hang the run).
  */
@@ -23,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -474,4 +478,49 @@ Test(journal_async, power_cut_every_event, .timeout = 600)
 	cr_log_info("journal_async power cuts: %zu events, %u states, %u records", events, states,
 		    tag - 1);
 	iorec_free(rec);
+}
+
+/*
+ * Fork while the writer holds an entry (held before its write): in the
+ * child the parent's thread is not there; the child writes the entry
+ * itself when it needs it, starts a writer of its own for the next full
+ * entries, and everything it flushed is replayed.  The parent then only
+ * lets its writer finish (the same bytes at the same place) and closes.
+ */
+Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
+{
+	struct bch_fs *c = fresh_journal();
+	struct bch_io_hook h = { .fn = hold_hook };
+	unsigned tag = 2;
+
+	hook_reset(BCH_IO_WRITE);
+	bch_dev_set_hook(c->devs[0]->bdev, &h);
+	tag = fill_one_entry(c, tag);
+	cr_assert(wait_held(), "the writer never came");
+
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		/* the child: no criterion asserts (they would report twice) */
+		bch_dev_set_hook(c->devs[0]->bdev, NULL);
+		for (unsigned i = 0; i < 3; i++) {
+			uint64_t seq = bch_journal_seq_open(c);
+			while (bch_journal_seq_open(c) == seq)
+				add_record(c, tag++, 200);
+		}
+		int ok = !bch_journal_flush(c) && bch_journal_seq_durable(c) == bch_journal_seq_open(c) - 1 &&
+			 !pin_flushes;
+		close_fs(c);
+		struct seen *s = calloc(1, sizeof(*s));
+		ok &= !replay(paths[0], s) && !s->bad;
+		for (unsigned t = 1; t < tag; t++)
+			ok &= s->tag[t];
+		_exit(ok ? 0 : 1);
+	}
+	int st;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st) && !WEXITSTATUS(st), "the child failed (status %d)", st);
+	let_go();
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	close_fs(c);
 }
