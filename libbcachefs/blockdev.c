@@ -104,6 +104,7 @@ struct bch_blockdev {
 	atomic_uint_fast64_t	nr_reads, read_bytes, nr_writes, write_bytes;
 	atomic_uint_fast64_t	read_errors, write_errors;	/* requests the device failed */
 	atomic_bool		unflushed;	/* written (or punched) since the last flush */
+	atomic_uint		flushing;	/* flushes under way (bch_dev_flush) */
 };
 
 /* ------------------------------------------------------------ open/close */
@@ -822,14 +823,16 @@ int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_
 	return ret ?: hret;
 }
 
-int bch_dev_flush(struct bch_blockdev *dev)
+static int __dev_flush(struct bch_blockdev *dev)
 {
 	int ret;
 
-	if (dev->rdonly)
-		return 0;	/* nothing of ours can be dirty */
-	/* nothing written since the last flush: nothing to make durable */
-	if (!atomic_exchange(&dev->unflushed, false))
+	/*
+	 * Nothing written since the last flush: nothing to make durable,
+	 * unless another flush is under way (the journal's writer thread): it
+	 * may have taken the flag and not be done, so this one flushes too.
+	 */
+	if (!atomic_exchange(&dev->unflushed, false) && atomic_load(&dev->flushing) == 1)
 		return 0;
 	if (dev->have_hook) {
 		ret = dev->hook.fn(dev->hook.priv, dev, BCH_IO_FLUSH, 0, NULL, 0);
@@ -846,6 +849,25 @@ int bch_dev_flush(struct bch_blockdev *dev)
 			return ret;
 		}
 	return 0;
+}
+
+/*
+ * Counted in flushing: the journal's writer thread flushes while requests
+ * run, and a flush that finds unflushed cleared by one still under way
+ * must not return before that one's fdatasync does (no lock: a fork in
+ * the middle of a flush leaves nothing held, at worst flushes that are
+ * never skipped).
+ */
+int bch_dev_flush(struct bch_blockdev *dev)
+{
+	int ret;
+
+	if (dev->rdonly)
+		return 0;	/* nothing of ours can be dirty */
+	atomic_fetch_add(&dev->flushing, 1);
+	ret = __dev_flush(dev);
+	atomic_fetch_sub(&dev->flushing, 1);
+	return ret;
 }
 
 /* --------------------------------------------------------------- discard */

@@ -16,6 +16,16 @@
  * nothing written since the last reaches no device (blockdev.c), and the
  * first entry of a session opened clean has no preflush.
  *
+ * Double buffering: a full entry is sealed in its own buffer and handed
+ * to the writer thread (journal_submit), which does the preflush, the
+ * write and, with stubs, the entry's flush and its stub, while requests
+ * fill the open entry.  Its places in the ring are taken at submission, so
+ * fits() and place() see them; it counts as written at submission (every
+ * user of j->written as "on disk" goes through flush_devs(), which waits
+ * for it) and as durable only when reaped (jwriter_reap).  Entries land in
+ * order: the next write waits for the one in flight, and its preflush
+ * follows that write.  One entry in flight at most.
+ *
  * Space: each journal device has a ring of buckets.  An entry for sequence s
  * goes to metadata_replicas devices, starting with device s % nr (so the
  * devices share the load).  On each device it is written at the current
@@ -43,9 +53,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
@@ -66,6 +79,48 @@ struct journal_dev {
 	unsigned	cur;		/* slot being filled */
 	unsigned	cur_off;	/* sectors used in it */
 	unsigned	bucket_sectors;
+};
+
+/*
+ * The journal writer: an entry written because it is full (write_full) is
+ * preflushed and written by this thread while requests fill the next one.
+ * One job at a time: the request thread owns every field but those under
+ * lock (done, ret, stop), and the thread reads the job only between submit
+ * and done.  The job names block devices and offsets, never journal state.
+ */
+struct jwriter {
+	pthread_t		thread;
+	pthread_mutex_t		lock;
+	pthread_cond_t		cond;		/* a job was submitted, one is done, or stop */
+	pid_t			pid;		/* the process the thread runs in (0: none) */
+	bool			stop;		/* under lock */
+	bool			queued;		/* under lock: submitted, not taken yet */
+	bool			done;		/* under lock: the thread finished the job */
+	int			ret;		/* under lock: its result */
+	bool			busy;		/* submitted and not reaped */
+	bool			gen_read;	/* flush_gen asked while busy: the job's
+						 * preflush is not counted (jwriter_reap()) */
+	/* the job */
+	struct bch_jset		*js;
+	size_t			bytes;
+	bool			preflush;
+	struct bch_blockdev	*flush_bd[BCH_SB_MEMBERS_MAX];	/* devices to preflush */
+	unsigned		nr_flush;
+	struct bch_blockdev	*bd[BCH_REPLICAS_MAX];		/* where the copies go */
+	uint64_t		off[BCH_REPLICAS_MAX];		/* bytes */
+	unsigned		nr;
+	bool			flush;		/* flush the copies' devices: durable at reap */
+	struct bch_jset		*stub;		/* then written, if any (best effort) */
+	struct bch_blockdev	*stub_bd;
+	uint64_t		stub_off;
+	size_t			stub_bytes;
+	uint64_t		last_seq;	/* of the entry */
+	struct bch_blockdev	*failed_bd;	/* the device that failed (message) */
+	bool			failed_flush;	/* it failed the preflush, not the write */
+	uint64_t		seq;
+	uint64_t		covers;		/* j->written before this job: durable once
+						 * its preflush is done */
+	uint64_t		covers_last_seq;
 };
 
 struct bch_journal {
@@ -113,12 +168,16 @@ struct bch_journal {
 	unsigned		(*roots_u64s)(struct bch_fs *c);
 	void			(*roots_fill)(struct bch_fs *c, struct bch_jset_entry *dst);
 	int			(*spill)(struct bch_fs *c);	/* roots elsewhere (fs.c) */
+	struct jwriter		wr;
 };
 
 static inline struct bch_journal *J(struct bch_fs *c)
 {
 	return c->journal;
 }
+
+static int jwriter_reap(struct bch_fs *c);
+static void jwriter_exit(struct bch_fs *c);
 
 static unsigned roots_u64s(struct bch_fs *c)
 {
@@ -260,6 +319,7 @@ void bch_journal_devs_update(struct bch_fs *c)
 
 	if (!j)
 		return;
+	jwriter_reap(c);	/* its devices are the old ones (a failure is the fs's error) */
 	/* read-write members first: only they get new entries */
 	j->nr_wdevs = 0;
 	for (unsigned i = 0; i < j->nr_devs; i++)
@@ -284,6 +344,7 @@ void bch_fs_journal_exit(struct bch_fs *c)
 
 	if (!j)
 		return;
+	jwriter_exit(c);
 	for (unsigned i = 0; i < j->nr_devs; i++) {
 		free(j->devs[i].bucket);
 		free(j->devs[i].bucket_seq);
@@ -1051,14 +1112,13 @@ static int jwrite_one(struct bch_fs *c, const struct jwrite *w, const void *buf,
 }
 
 /* The stub of entry js (bcachefs_format.h, BCH_JSET_STUB): its header, one block. */
-static int stub_write(struct bch_fs *c, const struct jwrite *w, const struct bch_jset *js)
+static struct bch_jset *stub_build(struct bch_fs *c, const struct bch_jset *js)
 {
 	size_t bytes = (size_t)J(c)->block_sectors << BCH_SECTOR_SHIFT;
 	struct bch_jset *st = bch_dev_alloc_buf(bytes);
-	int ret;
 
 	if (!st)
-		return -ENOMEM;
+		return NULL;
 	memset(st, 0, bytes);
 	st->magic = BCH_JSET_MAGIC;
 	memcpy(st->fs_uuid, js->fs_uuid, BCH_UUID_SIZE);
@@ -1068,7 +1128,17 @@ static int stub_write(struct bch_fs *c, const struct jwrite *w, const struct bch
 	st->flags = BCH_CSUM_none | BCH_JSET_HDR_CSUM | BCH_JSET_STUB;
 	st->u64s = 0;
 	st->hdr_csum = jset_hdr_csum(st);
-	ret = jwrite_one(c, w, st, bytes);
+	return st;
+}
+
+static int stub_write(struct bch_fs *c, const struct jwrite *w, const struct bch_jset *js)
+{
+	struct bch_jset *st = stub_build(c, js);
+	int ret;
+
+	if (!st)
+		return -ENOMEM;
+	ret = jwrite_one(c, w, st, (size_t)J(c)->block_sectors << BCH_SECTOR_SHIFT);
 	free(st);
 	return ret;
 }
@@ -1120,15 +1190,178 @@ static void journal_discard(struct bch_fs *c, struct bch_journal *j)
 	}
 }
 
+/* ------------------------------------------------------- journal writer */
+
+/* The job: preflush every device, then write the copies.  No journal state. */
+static int jwriter_run(struct jwriter *w)
+{
+	int ret;
+
+	for (unsigned i = 0; w->preflush && i < w->nr_flush; i++)
+		if ((ret = bch_dev_flush(w->flush_bd[i]))) {
+			w->failed_bd = w->flush_bd[i];
+			w->failed_flush = true;
+			return ret;
+		}
+	for (unsigned i = 0; i < w->nr; i++)
+		if ((ret = bch_dev_write(w->bd[i], w->js, w->bytes, w->off[i]))) {
+			w->failed_bd = w->bd[i];
+			return ret;
+		}
+	for (unsigned i = 0; w->flush && i < w->nr; i++) {
+		bool flushed = false;
+		for (unsigned k = 0; k < i; k++)
+			flushed |= w->bd[k] == w->bd[i];
+		if (!flushed && (ret = bch_dev_flush(w->bd[i]))) {
+			w->failed_bd = w->bd[i];
+			w->failed_flush = true;
+			return ret;
+		}
+	}
+	/* the stub follows its entry's flush; a failed one fails nothing (write_stub()) */
+	if (w->stub)
+		bch_dev_write(w->stub_bd, w->stub, w->stub_bytes, w->stub_off);
+	return 0;
+}
+
+static void *jwriter_thread(void *arg)
+{
+	struct jwriter *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	for (;;) {
+		while (!w->queued && !w->stop)
+			pthread_cond_wait(&w->cond, &w->lock);
+		if (!w->queued)
+			break;
+		w->queued = false;
+		pthread_mutex_unlock(&w->lock);
+		int ret = jwriter_run(w);
+		pthread_mutex_lock(&w->lock);
+		w->ret = ret;
+		w->done = true;
+		pthread_cond_broadcast(&w->cond);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+/*
+ * Is the writer running in this process?  Started on first use; after a
+ * fork (fusemount opens, then goes to the background) the parent's thread
+ * is not here, so a new one is started.  false: none could be, write in line.
+ */
+static bool jwriter_start(struct jwriter *w)
+{
+	sigset_t all, old;
+	int r;
+
+	if (w->pid == getpid())
+		return true;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	w->stop = w->queued = w->done = false;
+	/* signals go to the request threads, never to the writer */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&w->thread, NULL, jwriter_thread, w);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r) {
+		pthread_cond_destroy(&w->cond);
+		pthread_mutex_destroy(&w->lock);
+		w->pid = 0;
+		return false;
+	}
+	w->pid = getpid();
+	return true;
+}
+
+/*
+ * Wait for the entry in flight, if any, and account for it: written, and
+ * its preflush made the entries written before it durable (and counts as
+ * a flush of every device unless flush_gen was asked meanwhile: a hint
+ * taken then may postdate the flush's start).  A failure is the
+ * filesystem's error: the entry is not written.
+ */
+static int jwriter_reap(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+	struct jwriter *w = &j->wr;
+	int ret;
+
+	if (!w->busy)
+		return 0;
+	if (w->pid != getpid()) {
+		/* forked with the job in flight: its thread stayed with the parent */
+		ret = jwriter_run(w);
+	} else {
+		pthread_mutex_lock(&w->lock);
+		while (!w->done)
+			pthread_cond_wait(&w->cond, &w->lock);
+		w->done = false;
+		ret = w->ret;
+		pthread_mutex_unlock(&w->lock);
+	}
+	w->busy = false;
+	free(w->js);
+	free(w->stub);
+	w->js = w->stub = NULL;
+	if (ret) {
+		j->written = w->covers;
+		j->written_last_seq = w->covers_last_seq;
+		bch_fs_err(c, ret, "%s: %s journal entry %" PRIu64 ": %s", bch_dev_path(w->failed_bd),
+			   w->failed_flush ? "flushing before" : "writing", w->seq, bch_err_str(ret));
+		bch_fs_error(c, ret, false);
+		w->gen_read = false;
+		return ret;
+	}
+	if (w->preflush) {
+		j->flush_gen += !w->gen_read;
+		if (w->covers > j->durable) {
+			j->durable = w->covers;
+			j->last_seq_ondisk = w->covers_last_seq;
+			journal_discard(c, j);
+		}
+	}
+	if (w->flush) {
+		j->durable = w->seq;
+		j->last_seq_ondisk = w->last_seq;
+		journal_discard(c, j);
+	}
+	w->gen_read = false;
+	return 0;
+}
+
+/* Stop the writer (the filesystem closes): the entry in flight is waited for. */
+static void jwriter_exit(struct bch_fs *c)
+{
+	struct jwriter *w = &J(c)->wr;
+
+	jwriter_reap(c);
+	if (w->pid != getpid())
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->stop = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	w->pid = 0;
+}
+
 /*
  * Flush every device: each write issued before is durable after.  Counted
  * (flush_gen), so a btree node that must follow such a flush (its parent's
- * hints, btree_update.c) can tell whether one came since.
+ * hints, btree_update.c) can tell whether one came since.  The entry in
+ * flight is waited for first: the flush makes it durable too.
  */
-static void journal_discard(struct bch_fs *c, struct bch_journal *j);
 static int flush_devs(struct bch_fs *c)
 {
 	int ret;
+
+	if (c->journal && (ret = jwriter_reap(c)))
+		return ret;
 
 	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
 		if (c->devs[i] && c->devs[i]->bdev && (ret = bch_dev_flush(c->devs[i]->bdev)))
@@ -1155,7 +1388,103 @@ int bch_journal_flush_devs(struct bch_fs *c)
 
 uint64_t bch_journal_flush_gen(struct bch_fs *c)
 {
-	return c->journal ? J(c)->flush_gen : 0;
+	if (!c->journal)
+		return 0;
+	/* a flush in flight may have begun before what the caller's value is for */
+	if (J(c)->wr.busy)
+		J(c)->wr.gen_read = true;
+	return J(c)->flush_gen;
+}
+
+/*
+ * Hand the open entry, sealed in js, to the writer (written because it is
+ * full, so no one waits for it): its places (and its stub's) are taken and
+ * the open entry moves on now, as if it were written; the preflush, the
+ * write and, with flush, the entry's flush and its stub run while requests
+ * fill the next entry.  It counts as written and (with flush) durable only
+ * once reaped.  false (nothing changed): write it in line, as without the
+ * writer (it could not start, a device is missing, no memory).
+ */
+static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, unsigned sectors,
+			   bool flush)
+{
+	struct bch_journal *j = J(c);
+	struct jwriter *w = &j->wr;
+	unsigned slot[BCH_REPLICAS_MAX], off[BCH_REPLICAS_MAX], st_slot = 0, st_off = 0;
+	struct journal_dev *st_jd = NULL;
+
+	if (j->replicas > BCH_REPLICAS_MAX)
+		return false;
+	/* the stub's place: a lane no copy goes to (write_stub()) */
+	if (flush && j->stubs && j->replicas < j->nr_wdevs) {
+		st_jd = target(j, j->seq, j->replicas);
+		struct bch_dev *ca = c->devs[st_jd->dev];
+		if (!ca || !ca->bdev ||
+		    place(j, st_jd, j->block_sectors, marker_sectors(c), &st_slot, &st_off))
+			st_jd = NULL;	/* none, as write_stub() */
+	}
+	for (unsigned k = 0; k < j->replicas; k++) {
+		struct journal_dev *jd = target(j, j->seq, k);
+		struct bch_dev *ca = c->devs[jd->dev];
+		if (!ca || !ca->bdev || place(j, jd, sectors, 0, &slot[k], &off[k]))
+			return false;
+		w->bd[k] = ca->bdev;
+		w->off[k] = ((jd->bucket[slot[k]] * jd->bucket_sectors) + off[k]) << BCH_SECTOR_SHIFT;
+	}
+	w->stub = st_jd ? stub_build(c, js) : NULL;
+	if (st_jd && !w->stub)
+		return false;
+	if (!jwriter_start(w)) {
+		free(w->stub);
+		w->stub = NULL;
+		return false;
+	}
+	if (st_jd) {
+		w->stub_bd = c->devs[st_jd->dev]->bdev;
+		w->stub_bytes = (size_t)j->block_sectors << BCH_SECTOR_SHIFT;
+		w->stub_off = ((st_jd->bucket[st_slot] * st_jd->bucket_sectors) + st_off)
+			      << BCH_SECTOR_SHIFT;
+		st_jd->cur = st_slot;
+		st_jd->cur_off = st_off + j->block_sectors;
+		if (j->seq > st_jd->bucket_seq[st_slot])
+			st_jd->bucket_seq[st_slot] = j->seq;
+	}
+	w->flush = flush;
+	w->last_seq = js->last_seq;
+	w->nr = j->replicas;
+	w->nr_flush = 0;
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
+		if (c->devs[i] && c->devs[i]->bdev)
+			w->flush_bd[w->nr_flush++] = c->devs[i]->bdev;
+	w->preflush = !j->clean_start;
+	w->js = js;
+	w->bytes = bytes;
+	w->seq = j->seq;
+	w->covers = j->written;
+	w->covers_last_seq = j->written_last_seq;
+	w->failed_bd = NULL;
+	w->failed_flush = false;
+	w->gen_read = false;
+	w->busy = true;
+	pthread_mutex_lock(&w->lock);
+	w->queued = true;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+
+	for (unsigned k = 0; k < j->replicas; k++) {
+		struct journal_dev *jd = target(j, j->seq, k);
+		jd->cur = slot[k];
+		jd->cur_off = off[k] + sectors;
+		if (j->seq > jd->bucket_seq[slot[k]])
+			jd->bucket_seq[slot[k]] = j->seq;
+	}
+	j->clean_start = false;
+	j->written = j->seq;
+	j->written_last_seq = js->last_seq;
+	j->seq++;
+	j->buf_u64s = 0;
+	j->pending = false;
+	return true;
 }
 
 /*
@@ -1164,9 +1493,10 @@ uint64_t bch_journal_flush_gen(struct bch_fs *c)
  * one waits for): durable at the next flush of the devices, which the next
  * entry's preflush is, so a run of full entries costs one flush each, not
  * two.  Until then j->written is ahead of j->durable, and its last_seq
- * frees nothing.
+ * frees nothing.  async (write_full): handed to the writer thread when it
+ * can be (journal_submit), else written here.
  */
-static int journal_write_flush(struct bch_fs *c, bool flush)
+static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 {
 	struct bch_journal *j = J(c);
 	unsigned r = roots_u64s(c), u64s = j->buf_u64s + r;
@@ -1180,6 +1510,9 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
+	/* entries land in order: the one in flight first (both buffers busy) */
+	if ((ret = jwriter_reap(c)))
+		return ret;
 	/*
 	 * Nowhere to put it: nothing is written and nothing changes (the
 	 * caller may reclaim and try again), so the filesystem stays writable.
@@ -1239,6 +1572,11 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 	if (ret)
 		bch_fs_err(c, ret, "journal entry %" PRIu64 ": %s", (uint64_t)j->seq,
 			   bch_err_str(ret));
+	if (!ret && async && journal_submit(c, js, bytes, sectors, flush)) {
+		remember_roots(j, roots ? roots : js->_data + (u64s - r), r);
+		free(roots);
+		return 0;	/* js is the writer's now */
+	}
 
 	/*
 	 * Preflush: every write issued before this entry (btree nodes the
@@ -1307,7 +1645,7 @@ static int journal_write_flush(struct bch_fs *c, bool flush)
 
 static int journal_write(struct bch_fs *c)
 {
-	return journal_write_flush(c, true);
+	return journal_write_flush(c, true, false);
 }
 
 /*
@@ -1318,11 +1656,13 @@ static int journal_write(struct bch_fs *c)
  * (make_room, an internal update) sees the ring it saw before.  With stubs
  * (one copy in lanes) always flushed: a stub follows its entry's flush, and
  * placed later it would take lane room the reservations since did not count.
+ * Either way the writer thread does it when it can (journal_submit): the
+ * entry's flush, if any, is the writer's, and its stub's place is taken now.
  */
 static int write_full(struct bch_fs *c, unsigned u64s, bool internal)
 {
 	struct bch_journal *j = J(c);
-	int ret = journal_write_flush(c, j->stubs && j->replicas < j->nr_wdevs);
+	int ret = journal_write_flush(c, j->stubs && j->replicas < j->nr_wdevs, true);
 
 	if (!ret && !fits(c, j->seq, u64s, internal) && j->written > j->durable)
 		ret = bch_journal_flush_devs(c);
@@ -1563,7 +1903,11 @@ void bch_journal_res_put(struct bch_fs *c, struct bch_journal_res *res)
 int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
 {
 	struct bch_journal *j = J(c);
+	int ret;
 
+	/* the entry in flight may be the one asked for, and flushed by the writer */
+	if (seq > j->durable && seq <= j->written && (ret = jwriter_reap(c)))
+		return ret;
 	if (seq <= j->durable)
 		return 0;
 	if (c->read_only)
@@ -1575,10 +1919,14 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
 
 int bch_journal_flush(struct bch_fs *c)
 {
+	int ret;
+
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
 	if (!J(c)->started)
 		return 0;
+	if ((ret = jwriter_reap(c)))	/* waited for in any case; may be flushed already */
+		return ret;
 	if (!open_entry_needed(c))	/* at most a written entry to flush */
 		return J(c)->written > J(c)->durable ? bch_journal_flush_devs(c) : 0;
 	return flush_open(c, may_reclaim(c));

@@ -21,6 +21,14 @@
  * its own: until then it is written but not durable (not with stubs, nor
  * when the ring needs what it frees).
  *
+ * Threads: the caller serialises every call (one lock over the engine).
+ * The journal's own writer thread preflushes and writes a full entry (and
+ * with stubs flushes it and writes its stub) while the caller fills the
+ * next one; it touches only that entry's buffer and the block devices.
+ * Every call that needs that entry written or durable (a flush of any
+ * kind, the next entry's write, bch_fs_journal_exit) waits for it first,
+ * and a failure there is the filesystem's error (bch_fs_error).
+ *
  * Invariants
  *   (1) A bucket is overwritten only when every entry in it is older than the
  *       last_seq of the newest durable entry, so replay never misses one.
@@ -157,7 +165,9 @@ int bch_journal_flush(struct bch_fs *c);
  * Flush every device (no journal entry): the writes issued so far are
  * durable.  bch_journal_flush_gen() counts such flushes, each entry's
  * preflush included: a write that must follow the writes issued now waits
- * for the count to pass its value now.
+ * for the count to pass its value now.  (A preflush by the writer thread
+ * that was under way when the count was read is not counted: it may have
+ * begun before the caller's writes.)
  */
 int bch_journal_flush_devs(struct bch_fs *c);
 uint64_t bch_journal_flush_gen(struct bch_fs *c);

@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * journal_async_test.c - the journal writer (issue 32): an entry written
+ * because it is full is preflushed and written by the writer thread while
+ * requests fill the next entry.
+ *
+ *  - off the request path: the full entry's preflush and write reach the
+ *    device from another thread, and while they are held up, reservations
+ *    fill the next entry; a flush then waits for the one in flight, and
+ *    everything is replayed after a reopen;
+ *  - a kill while the writer is held up (after its preflush, before its
+ *    write; and before the preflush): the image as the process leaves it
+ *    replays everything flushed before, and nothing out of order;
+ *  - power cuts at every event of a run of full entries with few flushes
+ *    (iorecord): whatever was flushed is replayed;
+ *  - a fork with an entry in flight (fusemount opens, then goes to the
+ *    background): the child, where the writer thread is not, writes it
+ *    itself and goes on with a writer of its own.
+ * Fixed seeds, printed on failure.  No timing: the hook holds the writer
+ * until the test lets it go (a 20 s bound only so a bug cannot hang the run).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "errcode.h"
+#include "format.h"
+#include "journal.h"
+#include "super.h"
+#include "tests/lib/iorecord.h"
+#include "tests/lib/tmpdir.h"
+
+static char tmpdir[64], paths[1][128];
+
+/* One 64 MiB device, 64 KiB buckets: an entry is at most 32 KiB. */
+static void make_fs(void)
+{
+	struct bch_format_dev dev = { 0 };
+	struct bch_format_args args = { .no_btrees = true };
+	struct bch_opts o;
+	char err[256];
+
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "jasync");
+	snprintf(paths[0], sizeof(paths[0]), "%s/d0.img", tmpdir);
+	dev.path = paths[0];
+	dev.size = 64 << 20;
+	dev.bucket_size = 64 << 10;
+	dev.durability = 1;
+	bch_opts_default(&o);
+	bch_opt_set(&o, Opt_btree_node_size, 64 << 10);
+	cr_assert_eq(bch_format(&dev, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
+}
+
+/* A bch_fs with its device open and the journal initialised (what fs.c does). */
+static struct bch_fs *open_fs(const char *path, bool ro)
+{
+	struct bch_fs *c = calloc(1, sizeof(*c));
+	struct bch_dev *ca = calloc(1, sizeof(*ca));
+	struct bch_sb *sb;
+
+	cr_assert_eq(bch_dev_open(path, ro ? BCH_DEV_RDONLY : 0, &ca->bdev), 0);
+	cr_assert_eq(bch_sb_read(ca->bdev, &sb, NULL), 0);
+	ca->fs = c;
+	ca->idx = sb->dev_idx;
+	ca->disk_sb = sb;
+	c->devs[sb->dev_idx] = ca;
+	c->sb = malloc(BCH_SB_BUF_BYTES(sb->layout.sb_max_size_bits));
+	memcpy(c->sb, sb, BCH_SB_BUF_BYTES(sb->layout.sb_max_size_bits));
+	c->nr_devs = c->sb->nr_devices;
+	c->read_only = ro;
+	bch_opts_from_sb(&c->opts, c->sb);
+	cr_assert_eq(bch_fs_journal_init(c), 0, "%s", c->err_msg);
+	return c;
+}
+
+static void close_fs(struct bch_fs *c)
+{
+	bch_fs_journal_exit(c);
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
+		if (c->devs[i]) {
+			bch_dev_close(c->devs[i]->bdev);
+			free(c->devs[i]->disk_sb);
+			free(c->devs[i]);
+		}
+	free(c->sb);
+	free(c);
+}
+
+/*
+ * The pin on the first record keeps every entry in the replay range (the
+ * workloads stay inside the ring: pin_flushes stays 0, checked at the end).
+ */
+static struct bch_journal_pin test_pin;
+static unsigned pin_flushes;
+
+static int pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq)
+{
+	(void)seq;
+	pin_flushes++;
+	bch_journal_pin_drop(c, pin);
+	return 0;
+}
+
+static uint64_t add_record(struct bch_fs *c, uint64_t tag, unsigned words);
+
+/* A new filesystem's journal, started, with record 1 written and pinned. */
+static struct bch_fs *fresh_journal(void)
+{
+	uint64_t newest;
+
+	make_fs();
+	struct bch_fs *c = open_fs(paths[0], false);
+	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
+	bch_journal_start(c, 1);
+	memset(&test_pin, 0, sizeof(test_pin));
+	pin_flushes = 0;
+	bch_journal_pin_add(c, &test_pin, add_record(c, 1, 10), pin_flush);
+	return c;
+}
+
+/* One journalled "transaction": a btree_keys entry whose data says tag. */
+static uint64_t add_record(struct bch_fs *c, uint64_t tag, unsigned words)
+{
+	struct bch_journal_res res;
+
+	cr_assert_eq(bch_journal_res_get(c, 1 + words, &res), 0, "res_get: %s", c->err_msg);
+	uint64_t *d = bch_journal_res_add(c, &res, BCH_JSET_ENTRY_btree_keys, BCH_BTREE_ID_test,
+					  0, words);
+	for (unsigned i = 0; i < words; i++)
+		d[i] = tag * 1000003 + i;
+	bch_journal_res_put(c, &res);
+	return res.seq;
+}
+
+struct seen {
+	uint64_t	last, nr;
+	bool		tag[4096];
+	bool		bad;
+};
+
+/* Replay: entries in order, each record whole. */
+static int collect(struct bch_fs *c, struct bch_jset *j, void *priv)
+{
+	struct seen *s = priv;
+	struct bch_jset_entry *e;
+
+	(void)c;
+	if (s->nr && j->seq != s->last + 1)
+		s->bad = true;
+	s->last = j->seq;
+	s->nr++;
+	for_each_jset_entry(e, j) {
+		if (e->type != BCH_JSET_ENTRY_btree_keys || !e->u64s)
+			continue;
+		uint64_t tag = e->_data[0] / 1000003;
+		for (unsigned i = 0; i < e->u64s; i++)
+			if (e->_data[i] != tag * 1000003 + i)
+				s->bad = true;
+		if (tag < 4096)
+			s->tag[tag] = true;
+	}
+	return 0;
+}
+
+/* Replay path read-only; the tags seen.  0 or the read's error. */
+static int replay(const char *path, struct seen *s)
+{
+	struct bch_fs *r = open_fs(path, true);
+	uint64_t newest;
+	int ret = bch_journal_read(r, collect, s, &newest);
+
+	close_fs(r);
+	return ret;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+	char buf[65536];
+	size_t n;
+
+	cr_assert(in && out, "copy %s: %s", from, strerror(errno));
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		cr_assert_eq(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	cr_assert_eq(fclose(out), 0);
+}
+
+/* ------------------------------------------------- the hook: hold the writer */
+
+/*
+ * I/O from any thread but the test's is the writer's.  hold_op: the
+ * writer's request of that kind waits in the hook (before it reaches the
+ * device) until release; held says one is waiting.
+ */
+static pthread_t test_thread;
+static pthread_mutex_t hk_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hk_cond = PTHREAD_COND_INITIALIZER;
+static int hold_op = -1;
+static bool held, release;
+static unsigned own_flushes, writer_flushes, writer_writes;
+
+static int hold_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
+		     const void *buf, size_t len)
+{
+	(void)priv; (void)dev; (void)offset; (void)buf; (void)len;
+	pthread_mutex_lock(&hk_lock);
+	if (pthread_equal(pthread_self(), test_thread)) {
+		own_flushes += op == BCH_IO_FLUSH;
+	} else {
+		writer_flushes += op == BCH_IO_FLUSH;
+		writer_writes += op == BCH_IO_WRITE;
+		if ((int)op == hold_op && !release) {
+			struct timespec until;
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += 20;
+			held = true;
+			pthread_cond_broadcast(&hk_cond);
+			while (!release && pthread_cond_timedwait(&hk_cond, &hk_lock, &until) != ETIMEDOUT)
+				;
+			held = false;
+		}
+	}
+	pthread_mutex_unlock(&hk_lock);
+	return 0;
+}
+
+static void hook_reset(int op)
+{
+	pthread_mutex_lock(&hk_lock);
+	hold_op = op;
+	held = release = false;
+	own_flushes = writer_flushes = writer_writes = 0;
+	pthread_mutex_unlock(&hk_lock);
+	test_thread = pthread_self();
+}
+
+/* Wait (bounded) until the writer is held in the hook. */
+static bool wait_held(void)
+{
+	struct timespec until;
+	bool ret;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
+	pthread_mutex_lock(&hk_lock);
+	while (!held && pthread_cond_timedwait(&hk_cond, &hk_lock, &until) != ETIMEDOUT)
+		;
+	ret = held;
+	pthread_mutex_unlock(&hk_lock);
+	return ret;
+}
+
+static void let_go(void)
+{
+	pthread_mutex_lock(&hk_lock);
+	release = true;
+	pthread_cond_broadcast(&hk_cond);
+	pthread_mutex_unlock(&hk_lock);
+}
+
+/*
+ * A write outside the journal (the device's last 4 KiB, rewritten as it
+ * is), as a node or data write would be: the next preflush reaches the
+ * device (a flush with nothing written since the last reaches none).
+ */
+static void other_write(struct bch_fs *c)
+{
+	struct bch_blockdev *bd = c->devs[0]->bdev;
+	char *buf = bch_dev_alloc_buf(4096);
+	uint64_t off = bch_dev_size(bd) - 4096;
+
+	cr_assert_eq(bch_dev_read(bd, buf, 4096, off), 0);
+	cr_assert_eq(bch_dev_write(bd, buf, 4096, off), 0);
+	free(buf);
+}
+
+/* Records of 200 words until the open entry is handed on; returns the next tag. */
+static unsigned fill_one_entry(struct bch_fs *c, unsigned tag)
+{
+	uint64_t seq = bch_journal_seq_open(c);
+
+	other_write(c);
+	while (bch_journal_seq_open(c) == seq) {
+		cr_assert_lt(tag, 4096);
+		add_record(c, tag++, 200);
+	}
+	return tag;
+}
+
+static void teardown(void)
+{
+	let_go();
+	test_tmpdir_remove(tmpdir);
+}
+
+TestSuite(journal_async, .fini = teardown);
+
+/*
+ * A full entry's preflush and write are the writer's: while its preflush
+ * is held up, the next entry fills (a request waits only when both are
+ * busy), nothing counts as durable, and a flush afterwards makes all of it
+ * durable.  Fails when the full entry is written in line: the preflush is
+ * then the test thread's.
+ */
+Test(journal_async, full_entry_written_while_the_next_fills, .timeout = 120)
+{
+	struct bch_fs *c = fresh_journal();
+	struct bch_io_hook h = { .fn = hold_hook };
+	unsigned tag = 2;
+
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+	uint64_t durable = bch_journal_seq_durable(c);
+
+	hook_reset(BCH_IO_FLUSH);
+	bch_dev_set_hook(c->devs[0]->bdev, &h);
+	tag = fill_one_entry(c, tag);
+	cr_assert(wait_held(), "the full entry's preflush never came from the writer "
+		  "(preflushes by the request thread: %u)", own_flushes);
+	/* the writer is inside its preflush: requests go on into the next entry */
+	unsigned next_first = tag;
+	for (unsigned i = 0; i < 20; i++)
+		add_record(c, tag++, 50);
+	pthread_mutex_lock(&hk_lock);
+	bool still_held = held;
+	unsigned own = own_flushes;
+	pthread_mutex_unlock(&hk_lock);
+	cr_assert(still_held, "the writer went on by itself");
+	cr_assert_eq(own, 0, "the request thread flushed %u times while filling", own);
+	cr_assert_eq(bch_journal_seq_durable(c), durable, "an entry not yet written counts as durable");
+	cr_assert_gt(next_first, 2);
+
+	let_go();
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+	cr_assert_eq(bch_journal_seq_durable(c), bch_journal_seq_open(c) - 1);
+	cr_assert_geq(writer_writes, 1, "the full entry was not written by the writer");
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
+	close_fs(c);
+
+	struct seen *s = calloc(1, sizeof(*s));
+	cr_assert_eq(replay(paths[0], s), 0);
+	cr_assert_not(s->bad, "replayed a bad or out-of-order entry");
+	for (unsigned t = 1; t < tag; t++)
+		cr_assert(s->tag[t], "tag %u (of %u) lost", t, tag - 1);
+	free(s);
+}
+
+/*
+ * A kill while the writer is held: before its preflush, and after it (the
+ * entry not yet written).  The image as the process leaves it (a copy of
+ * the file: what a kill -9 leaves in the page cache) replays every record
+ * flushed before, in order; and after letting go, everything.
+ */
+static void kill_while_held(int op)
+{
+	struct bch_fs *c = fresh_journal();
+	struct bch_io_hook h = { .fn = hold_hook };
+	char crash[160];
+	unsigned tag = 2;
+
+	snprintf(crash, sizeof(crash), "%s/killed.img", tmpdir);
+	/* a few full entries written, then a flush: tags below flushed_to are durable */
+	for (unsigned i = 0; i < 3; i++)
+		tag = fill_one_entry(c, tag);
+	add_record(c, tag++, 5);
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+	unsigned flushed_to = tag;
+
+	hook_reset(op);
+	bch_dev_set_hook(c->devs[0]->bdev, &h);
+	tag = fill_one_entry(c, tag);
+	cr_assert(wait_held(), "op %d: the writer never came", op);
+	for (unsigned i = 0; i < 10; i++)
+		add_record(c, tag++, 50);
+	copy_file(paths[0], crash);
+
+	struct seen *s = calloc(1, sizeof(*s));
+	int ret = replay(crash, s);
+	cr_assert_eq(ret, 0, "op %d: killed with the writer held: %s", op, bch_err_str(ret));
+	cr_assert_not(s->bad, "op %d: replayed a bad or out-of-order entry", op);
+	for (unsigned t = 1; t < flushed_to; t++)
+		cr_assert(s->tag[t], "op %d: flushed tag %u lost", op, t);
+	for (unsigned t = flushed_to; t < tag; t++)
+		cr_assert_not(s->tag[t], "op %d: tag %u of the held entry replayed", op, t);
+
+	let_go();
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
+	close_fs(c);
+	memset(s, 0, sizeof(*s));
+	cr_assert_eq(replay(paths[0], s), 0);
+	cr_assert_not(s->bad);
+	for (unsigned t = 1; t < tag; t++)
+		cr_assert(s->tag[t], "op %d: tag %u lost after the flush", op, t);
+	free(s);
+}
+
+Test(journal_async, kill_before_the_preflush, .timeout = 120)
+{
+	kill_while_held(BCH_IO_FLUSH);
+}
+
+Test(journal_async, kill_between_preflush_and_write, .timeout = 120)
+{
+	kill_while_held(BCH_IO_WRITE);
+}
+
+/*
+ * Power cuts at every event of a run of full entries (the writer's) with a
+ * flush now and then: every record flushed before the cut is replayed, and
+ * only whole entries in order.  The writer's I/O interleaves with the test
+ * thread's in the record, as it may on a device.
+ */
+Test(journal_async, power_cut_every_event, .timeout = 600)
+{
+	struct bch_fs *c = fresh_journal();
+	struct iorec *rec = iorec_new(1);
+	size_t flushed_at[4096];	/* event count once tag t was durable */
+	unsigned tag = 2;
+
+	flushed_at[1] = SIZE_MAX;
+
+	cr_assert_eq(iorec_attach(rec, 0, c->devs[0]->bdev), 0);
+	srandom(32);
+	for (unsigned i = 0; i < 30; i++) {
+		for (unsigned n = 1 + random() % 6; n; n--) {
+			flushed_at[tag] = SIZE_MAX;
+			add_record(c, tag++, 50 + random() % 300);
+		}
+		if (random() % 6 == 0) {
+			cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+			for (unsigned u = 1; u < tag; u++)
+				if (flushed_at[u] == SIZE_MAX)
+					flushed_at[u] = iorec_nr_events(rec);
+		}
+	}
+	size_t events = iorec_nr_events(rec);
+	iorec_detach(rec, 0);
+	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
+	close_fs(c);
+
+	char crash[160];
+	snprintf(crash, sizeof(crash), "%s/crash.img", tmpdir);
+	unsigned states = 0;
+	for (size_t at = 0; at <= events; at++)
+		for (unsigned seed = 0; seed < 2; seed++) {
+			struct iorec_cut cut = { .at = at, .seed = seed * 31 + at, .keep_pct = 50,
+						 .torn = seed & 1 };
+			struct iorec_plan plan;
+			struct seen *s = calloc(1, sizeof(*s));
+
+			cr_assert_eq(iorec_plan(rec, &cut, &plan), 0);
+			cr_assert_eq(iorec_write_image(rec, &plan, 0, crash), 0);
+			int ret = replay(crash, s);
+			char *why = ret || s->bad ? iorec_plan_describe(rec, &plan) : NULL;
+			cr_assert_eq(ret, 0, "cut %zu seed %u: %s\n%s", at, seed, bch_err_str(ret), why);
+			cr_assert_not(s->bad, "cut %zu seed %u: bad or out-of-order entry\n%s", at, seed, why);
+			for (unsigned u = 1; u < tag; u++)
+				if (flushed_at[u] <= at && !s->tag[u])
+					cr_assert_fail("cut %zu seed %u: flushed tag %u lost\n%s", at, seed, u,
+						       why = iorec_plan_describe(rec, &plan));
+			free(s);
+			free(why);
+			iorec_plan_free(&plan);
+			states++;
+		}
+	cr_log_info("journal_async power cuts: %zu events, %u states, %u records", events, states,
+		    tag - 1);
+	iorec_free(rec);
+}
+
+/*
+ * Fork while the writer holds an entry (held before its write): in the
+ * child the parent's thread is not there; the child writes the entry
+ * itself when it needs it, starts a writer of its own for the next full
+ * entries, and everything it flushed is replayed.  The parent then only
+ * lets its writer finish (the same bytes at the same place) and closes.
+ */
+Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
+{
+	struct bch_fs *c = fresh_journal();
+	struct bch_io_hook h = { .fn = hold_hook };
+	unsigned tag = 2;
+
+	hook_reset(BCH_IO_WRITE);
+	bch_dev_set_hook(c->devs[0]->bdev, &h);
+	tag = fill_one_entry(c, tag);
+	cr_assert(wait_held(), "the writer never came");
+
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		/* the child: no criterion asserts (they would report twice) */
+		bch_dev_set_hook(c->devs[0]->bdev, NULL);
+		for (unsigned i = 0; i < 3; i++) {
+			uint64_t seq = bch_journal_seq_open(c);
+			while (bch_journal_seq_open(c) == seq)
+				add_record(c, tag++, 200);
+		}
+		int ok = !bch_journal_flush(c) && bch_journal_seq_durable(c) == bch_journal_seq_open(c) - 1 &&
+			 !pin_flushes;
+		close_fs(c);
+		struct seen *s = calloc(1, sizeof(*s));
+		ok &= !replay(paths[0], s) && !s->bad;
+		for (unsigned t = 1; t < tag; t++)
+			ok &= s->tag[t];
+		_exit(ok ? 0 : 1);
+	}
+	/* bounded: a child waiting for a thread it does not have is killed, not left */
+	int st = 0;
+	pid_t w = 0;
+	for (unsigned ms = 0; ms < 20000 && !(w = waitpid(pid, &st, WNOHANG)); ms += 10)
+		usleep(10000);
+	if (!w) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		let_go();
+		cr_assert_fail("the child hung (waiting for the parent's writer?)");
+	}
+	cr_assert_eq(w, pid);
+	cr_assert(WIFEXITED(st) && !WEXITSTATUS(st), "the child failed (status %d)", st);
+	let_go();
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	close_fs(c);
+}
