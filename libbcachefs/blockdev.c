@@ -101,6 +101,7 @@ struct bch_blockdev {
 	io_context_t		aio;		/* set up on first batch; 0 = none */
 	bool			aio_failed;	/* io_setup failed: use the loop */
 	unsigned		delay_us;	/* BCH_DEV_DELAY_ENV: sleep per request */
+	unsigned		flush_delay_us;	/* BCH_DEV_FLUSH_DELAY_ENV: sleep per flush */
 	atomic_uint_fast64_t	nr_reads, read_bytes, nr_writes, write_bytes;
 	atomic_uint_fast64_t	read_errors, write_errors;	/* requests the device failed */
 	atomic_bool		unflushed;	/* written (or punched) since the last flush */
@@ -380,13 +381,13 @@ static bool delay_matches(const char *name, const char *path, const char *real)
 }
 
 /*
- * Set dev->delay_us from BCH_DEV_DELAY_ENV (see blockdev.h).  Every entry is
- * checked, also those naming other devices, so a typo fails at once.  The
- * last entry matching wins.
+ * *us from the environment variable name (BCH_DEV_DELAY_ENV's syntax, see
+ * blockdev.h).  Every entry is checked, also those naming other devices,
+ * so a typo fails at once.  The last entry matching wins.
  */
-static int delay_from_env(struct bch_blockdev *dev)
+static int delay_from_env(struct bch_blockdev *dev, const char *name, unsigned *us_out)
 {
-	const char *env = getenv(BCH_DEV_DELAY_ENV);
+	const char *env = getenv(name);
 	char real[PATH_MAX], *dup, *save = NULL;
 	const char *rp = realpath(dev->path, real) ? real : NULL;
 	int ret = 0;
@@ -411,21 +412,26 @@ static int delay_from_env(struct bch_blockdev *dev)
 			break;
 		}
 		if (delay_matches(e, dev->path, rp))
-			dev->delay_us = us;
+			*us_out = us;
 	}
 	free(dup);
 	return ret;
 }
 
-static void delay(const struct bch_blockdev *dev)
+static void sleep_us(unsigned us)
 {
 	struct timespec ts = {
-		.tv_sec = dev->delay_us / 1000000,
-		.tv_nsec = (long)(dev->delay_us % 1000000) * 1000,
+		.tv_sec = us / 1000000,
+		.tv_nsec = (long)(us % 1000000) * 1000,
 	};
 
 	while (nanosleep(&ts, &ts) && errno == EINTR)
 		;
+}
+
+static void delay(const struct bch_blockdev *dev)
+{
+	sleep_us(dev->delay_us);
 }
 
 unsigned bch_dev_delay_us(const struct bch_blockdev *dev)
@@ -599,7 +605,8 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 	 */
 	atomic_init(&dev->unflushed, true);
 	dev->direct = dev->is_blockdev && (flags & BCH_DEV_DIRECT);
-	if ((err = read_geometry(dev, &st)) || (err = delay_from_env(dev)))
+	if ((err = read_geometry(dev, &st)) || (err = delay_from_env(dev, BCH_DEV_DELAY_ENV, &dev->delay_us)) ||
+	    (err = delay_from_env(dev, BCH_DEV_FLUSH_DELAY_ENV, &dev->flush_delay_us)))
 		goto err;
 	if (open_notice)
 		open_notice(dev);
@@ -848,6 +855,8 @@ static int __dev_flush(struct bch_blockdev *dev)
 			atomic_store(&dev->unflushed, true);
 			return ret;
 		}
+	if (dev->flush_delay_us)
+		sleep_us(dev->flush_delay_us);
 	return 0;
 }
 

@@ -199,6 +199,19 @@ void bch_dev_on_open(void (*fn)(struct bch_blockdev *dev));
  */
 #define BCH_DEV_DELAY_ENV	"BCACHEFS_TEST_DEVICE_DELAY"
 
+/*
+ * Test hook: a device whose cache flush is slow (an SSD's or a disk's, where
+ * this machine's image files flush in a fraction of a millisecond).
+ *
+ *	BCACHEFS_TEST_FLUSH_DELAY=PATH=USEC[,PATH=USEC...]
+ *
+ * the same syntax and matching as BCH_DEV_DELAY_ENV: every flush that
+ * reaches the named device (a flush with nothing written since the last
+ * one does not) sleeps USEC microseconds after its fdatasync.  Reads and
+ * writes are not delayed.  bench/fuse.sh's BENCH_FUSE_FLUSH_US uses it.
+ */
+#define BCH_DEV_FLUSH_DELAY_ENV	"BCACHEFS_TEST_FLUSH_DELAY"
+
 /* The delay the hook gives dev, in microseconds (0: none). */
 unsigned bch_dev_delay_us(const struct bch_blockdev *dev);
 

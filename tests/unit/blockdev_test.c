@@ -846,6 +846,35 @@ Test(blockdev, delay_applies_to_the_named_device_only)
 	unsetenv(BCH_DEV_DELAY_ENV);
 }
 
+Test(blockdev, flush_delay_slows_flushes_only)
+{
+	char slow[256], spec[300];
+	struct bch_blockdev *s;
+	char buf[512] = { 7 };
+	uint64_t us;
+
+	snprintf(slow, sizeof(slow), "%s", tmp_path("slowflush.img"));
+	make_file(slow, 65536, 25);
+	snprintf(spec, sizeof(spec), "%s=%u", slow, DELAY_US);
+	cr_assert_eq(setenv(BCH_DEV_FLUSH_DELAY_ENV, spec, 1), 0);
+	fprintf(stderr, "blockdev/flush_delay: %s=%s\n", BCH_DEV_FLUSH_DELAY_ENV, spec);
+	s = open_ok(slow, 0);
+	cr_expect_eq(bch_dev_delay_us(s), 0, "reads and writes are not delayed");
+
+	/* a flush after a write reaches the device and sleeps (a lower bound) */
+	cr_assert_eq(bch_dev_write(s, buf, sizeof(buf), 0), 0);
+	uint64_t t0 = mono_us();
+	cr_assert_eq(bch_dev_flush(s), 0);
+	us = mono_us() - t0;
+	cr_expect_geq(us, DELAY_US, "a flush after a write took %lu us", (unsigned long)us);
+	bch_dev_close(s);
+
+	/* a malformed value fails the open, as the request delay's does */
+	cr_assert_eq(setenv(BCH_DEV_FLUSH_DELAY_ENV, "x.img=fast", 1), 0);
+	cr_expect_eq(bch_dev_open(slow, 0, &s), -BCH_ERR_device_delay_spec);
+	unsetenv(BCH_DEV_FLUSH_DELAY_ENV);
+}
+
 Test(blockdev, delay_spec_malformed_fails_every_open)
 {
 	const char *bad[] = {
