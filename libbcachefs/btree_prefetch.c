@@ -433,6 +433,32 @@ void bch_prefetch_stop(struct bch_fs *c)
 	c->prefetch = NULL;
 }
 
+/*
+ * A slot for a read of the node at ptr (lock held): a free one, else the
+ * oldest read ahead (or verified) and never taken, which is cleared; NULL
+ * when ptr is queued already or every slot is busy.
+ */
+static struct pf_slot *slot_to_queue(struct bch_prefetch *p, const struct bch_extent_ptr *ptr)
+{
+	struct pf_slot *s = NULL, *old = NULL;
+
+	for (unsigned i = 0; i < PF_SLOTS; i++) {
+		struct pf_slot *t = &p->slot[i];
+		if (t->state != PF_FREE && ptr_eq(&t->ptr[0], ptr))
+			return NULL;	/* queued already */
+		if (t->state == PF_FREE)
+			s = s ? s : t;
+		else if (t->state == PF_READY && (!old || t->seq < old->seq))
+			old = t;
+	}
+	if (!s && old) {
+		slot_clear(old);
+		old->state = PF_FREE;
+		s = old;
+	}
+	return s;
+}
+
 void bch_prefetch_node(struct bch_fs *c, unsigned id, unsigned level, const struct bch_bkey *ptr)
 {
 	struct bch_prefetch *p = c->prefetch;
@@ -460,22 +486,7 @@ void bch_prefetch_node(struct bch_fs *c, unsigned id, unsigned level, const stru
 		written = 0;	/* compared over what the bsets found say was written */
 
 	pthread_mutex_lock(&p->lock);
-	struct pf_slot *s = NULL, *old = NULL;
-	for (unsigned i = 0; i < PF_SLOTS; i++) {
-		struct pf_slot *t = &p->slot[i];
-		if (t->state != PF_FREE && ptr_eq(&t->ptr[0], &bp->ptrs[0]))
-			goto out;	/* queued already */
-		if (t->state == PF_FREE)
-			s = s ? s : t;
-		else if (t->state == PF_READY && (!old || t->seq < old->seq))
-			old = t;
-	}
-	if (!s && old) {
-		/* read ahead and never taken (the node was in the cache): reuse it */
-		slot_clear(old);
-		old->state = PF_FREE;
-		s = old;
-	}
+	struct pf_slot *s = slot_to_queue(p, &bp->ptrs[0]);
 	if (!s)
 		goto out;
 	struct bch_bkey *key = parsed ? bch_bkey_dup(ptr) : NULL;
@@ -506,21 +517,7 @@ void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *p
 	if (!a)
 		return;
 	pthread_mutex_lock(&p->lock);
-	struct pf_slot *s = NULL, *old = NULL;
-	for (unsigned i = 0; i < PF_SLOTS; i++) {
-		struct pf_slot *t = &p->slot[i];
-		if (t->state != PF_FREE && ptr_eq(&t->ptr[0], &bp->ptrs[0]))
-			goto out;	/* queued already */
-		if (t->state == PF_FREE)
-			s = s ? s : t;
-		else if (t->state == PF_READY && (!old || t->seq < old->seq))
-			old = t;
-	}
-	if (!s && old) {
-		slot_clear(old);	/* verified and never taken: reuse it */
-		old->state = PF_FREE;
-		s = old;
-	}
+	struct pf_slot *s = slot_to_queue(p, &bp->ptrs[0]);
 	struct bch_bkey *key = s ? bch_bkey_dup(ptr) : NULL;
 	if (!key)
 		goto out;
@@ -1065,6 +1062,11 @@ static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 	/* verified: the keys again from the first (page cache) */
 	ls_start_keys(s);
 	return 0;
+}
+
+bool bch_leaf_stream_allowed(struct bch_fs *c)
+{
+	return c->read_only && !bch_fs_encrypted(c) && !bch_btree_cache_first_dirty(c);
 }
 
 const struct bch_bkey *bch_leaf_stream_next(struct bch_leaf_stream *s)

@@ -135,6 +135,13 @@ struct bch_leaf_stream {
 typedef int (*bch_leaf_check_fn)(void *priv, const struct bch_bkey *k);
 
 /*
+ * May leaves be streamed now?  Only read-only and unencrypted, and only
+ * while no node in the cache is dirty: a journal replayed by a read-only
+ * open leaves its keys in dirty nodes that are never written, so the bytes
+ * on disk are not the btree (a streamed leaf would miss them).
+ */
+bool bch_leaf_stream_allowed(struct bch_fs *c);
+/*
  * Open the leaf of btree id ptr points to (its first copy): 0 verified,
  * keys to be read with next(); 1 it does not stream (read it the ordinary
  * way).  compare: the other copies must hold the same bytes.

@@ -239,7 +239,7 @@ static void leaf_addrs_add(struct check_state *s, const struct bch_bkey *ptr)
 /* Leaves checked streamed (check_leaf_streamed()): only checking, and unencrypted. */
 static bool stream_leaves(struct bch_fs *c)
 {
-	return c->read_only && !bch_fs_encrypted(c);
+	return bch_leaf_stream_allowed(c);
 }
 
 /* What the first pass over a streamed leaf learns (kept until its checksum says yes). */

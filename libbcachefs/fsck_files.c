@@ -847,7 +847,7 @@ void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id)
 	cur->filter = bch_btree_id_is_file(id) && bch_view_cur(c) && bch_fs_has_snapshots(c);
 	cur->snap = bch_view_snap(c);
 	/* streamed leaves need a parent to find them in, and nothing changing them */
-	if (c->read_only && !cur->filter && !bch_fs_encrypted(c) && !cur->done &&
+	if (bch_leaf_stream_allowed(c) && !cur->filter && !cur->done &&
 	    c->roots->r[id].level >= 1 && !(cur->ls = malloc(sizeof(*cur->ls))))
 		abort();
 }
