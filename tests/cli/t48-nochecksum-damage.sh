@@ -135,7 +135,11 @@ f.seek(k[1][0] + 40); seq = f.read(8); f.seek(k[1][0] + 80); ptr = f.read(16)
 f.seek(k[3][0] + 40); f.write(seq); f.seek(k[3][0] + 80); f.write(ptr)"
 no_hang c.img
 expect_rc 4 $T $B fsck -n -f c.img
-expect_in out 'reached for another key range'
+# fsck -n streams leaves past the cache (btree_prefetch.h): the second pointer
+# then reads the node from disk and finds another range in it; list finds the
+# node cached by the first pointer and says so
+expect_in out 'reached for another key range|stale or misplaced node'
+expect_in out 'btree_node_unreadable'
 expect_rc 1 $T $B list -b extents c.img
 expect_in err 'reached for another key range'
 
