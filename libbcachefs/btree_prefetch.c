@@ -921,19 +921,26 @@ static bool take_verified(struct bch_fs *c, const struct bch_bkey *ptr, bool com
 	return ok;
 }
 
+/* s reads the first copy of the leaf ptr points to (its device, place, seq and range). */
+static void ls_target(struct bch_fs *c, struct bch_leaf_stream *s, const struct bch_bkey *ptr)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+
+	s->c = c;
+	s->bdev = ptr_bdev(c, &bp->ptrs[0]);
+	s->where = (uint64_t)bp->ptrs[0].offset << 9;
+	s->seq = bp->seq;
+	s->min_key = bp->min_key;
+	s->max_key = ptr->p;
+}
+
 int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 			 const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv)
 {
 	/* verified ahead by the worker: its keys only (check() must see them: not then) */
 	if (!check && ptr->type == BCH_BKEY_btree_ptr && bch_btree_ptr_nr(ptr) &&
 	    take_verified(c, ptr, compare, s)) {
-		const struct bch_btree_ptr *bp = bkey_val(ptr);
-		s->c = c;
-		s->bdev = ptr_bdev(c, &bp->ptrs[0]);
-		s->where = (uint64_t)bp->ptrs[0].offset << 9;
-		s->seq = bp->seq;
-		s->min_key = bp->min_key;
-		s->max_key = ptr->p;
+		ls_target(c, s, ptr);
 		if (s->bdev) {
 			ls_start_keys(s);
 			return 0;
@@ -954,12 +961,7 @@ static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 	    nb < sizeof(struct bch_btree_node) || bs < sizeof(struct bch_btree_node) ||
 	    bs > LS_BUF - LS_KEY_MAX)
 		return 1;
-	s->c = c;
-	s->bdev = ptr_bdev(c, &bp->ptrs[0]);
-	s->where = (uint64_t)bp->ptrs[0].offset << 9;
-	s->seq = bp->seq;
-	s->min_key = bp->min_key;
-	s->max_key = ptr->p;
+	ls_target(c, s, ptr);
 	s->nr_bsets = 0;
 	s->err = 0;
 	if (!s->bdev)

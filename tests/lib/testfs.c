@@ -11,6 +11,7 @@
 #include "bcachefs.h"
 #include "btree.h"
 #include "format.h"
+#include "journal.h"
 #include "fsck.h"
 #include "fs.h"
 #include "fs_ops.h"
@@ -260,4 +261,17 @@ const char *testfs_model_check(struct bch_fs *c, unsigned nfiles, size_t fsize,
 	free(buf);
 	free(found);
 	return bad;
+}
+
+uint64_t testfs_journal_record(struct bch_fs *c, uint64_t tag, unsigned words)
+{
+	struct bch_journal_res res;
+
+	cr_assert_eq(bch_journal_res_get(c, 1 + words, &res), 0, "res_get: %s", c->err_msg);
+	uint64_t *d = bch_journal_res_add(c, &res, BCH_JSET_ENTRY_btree_keys, BCH_BTREE_ID_test,
+					  0, words);
+	for (unsigned i = 0; i < words; i++)
+		d[i] = tag * 1000003 + i;
+	bch_journal_res_put(c, &res);
+	return res.seq;
 }

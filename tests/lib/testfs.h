@@ -113,4 +113,9 @@ void testfs_model_digest(const unsigned char *model, unsigned nfiles, size_t fsi
 const char *testfs_model_check(struct bch_fs *c, unsigned nfiles, size_t fsize,
 			       const uint64_t *states, unsigned from, unsigned to, char *msg,
 			       size_t len);
+/*
+ * One journalled "transaction" in c's open entry: a btree_keys entry of the
+ * test btree whose words are tag * 1000003 + i.  Returns its sequence.
+ */
+uint64_t testfs_journal_record(struct bch_fs *c, uint64_t tag, unsigned words);
 #endif

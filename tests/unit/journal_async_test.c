@@ -37,6 +37,7 @@
 #include "format.h"
 #include "journal.h"
 #include "super.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/iorecord.h"
 #include "tests/lib/tmpdir.h"
 
@@ -111,7 +112,6 @@ static int pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq
 	return 0;
 }
 
-static uint64_t add_record(struct bch_fs *c, uint64_t tag, unsigned words);
 
 /* A new filesystem's journal, started, with record 1 written and pinned. */
 static struct bch_fs *fresh_journal(void)
@@ -124,22 +124,8 @@ static struct bch_fs *fresh_journal(void)
 	bch_journal_start(c, 1);
 	memset(&test_pin, 0, sizeof(test_pin));
 	pin_flushes = 0;
-	bch_journal_pin_add(c, &test_pin, add_record(c, 1, 10), pin_flush);
+	bch_journal_pin_add(c, &test_pin, testfs_journal_record(c, 1, 10), pin_flush);
 	return c;
-}
-
-/* One journalled "transaction": a btree_keys entry whose data says tag. */
-static uint64_t add_record(struct bch_fs *c, uint64_t tag, unsigned words)
-{
-	struct bch_journal_res res;
-
-	cr_assert_eq(bch_journal_res_get(c, 1 + words, &res), 0, "res_get: %s", c->err_msg);
-	uint64_t *d = bch_journal_res_add(c, &res, BCH_JSET_ENTRY_btree_keys, BCH_BTREE_ID_test,
-					  0, words);
-	for (unsigned i = 0; i < words; i++)
-		d[i] = tag * 1000003 + i;
-	bch_journal_res_put(c, &res);
-	return res.seq;
 }
 
 struct seen {
@@ -293,7 +279,7 @@ static unsigned fill_one_entry(struct bch_fs *c, unsigned tag)
 	other_write(c);
 	while (bch_journal_seq_open(c) == seq) {
 		cr_assert_lt(tag, 4096);
-		add_record(c, tag++, 200);
+		testfs_journal_record(c, tag++, 200);
 	}
 	return tag;
 }
@@ -330,7 +316,7 @@ Test(journal_async, full_entry_written_while_the_next_fills, .timeout = 120)
 	/* the writer is inside its preflush: requests go on into the next entry */
 	unsigned next_first = tag;
 	for (unsigned i = 0; i < 20; i++)
-		add_record(c, tag++, 50);
+		testfs_journal_record(c, tag++, 50);
 	pthread_mutex_lock(&hk_lock);
 	bool still_held = held;
 	unsigned own = own_flushes;
@@ -373,7 +359,7 @@ static void kill_while_held(int op)
 	/* a few full entries written, then a flush: tags below flushed_to are durable */
 	for (unsigned i = 0; i < 3; i++)
 		tag = fill_one_entry(c, tag);
-	add_record(c, tag++, 5);
+	testfs_journal_record(c, tag++, 5);
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	unsigned flushed_to = tag;
 
@@ -382,7 +368,7 @@ static void kill_while_held(int op)
 	tag = fill_one_entry(c, tag);
 	cr_assert(wait_held(), "op %d: the writer never came", op);
 	for (unsigned i = 0; i < 10; i++)
-		add_record(c, tag++, 50);
+		testfs_journal_record(c, tag++, 50);
 	copy_file(paths[0], crash);
 
 	struct seen *s = calloc(1, sizeof(*s));
@@ -437,7 +423,7 @@ Test(journal_async, power_cut_every_event, .timeout = 600)
 	for (unsigned i = 0; i < 30; i++) {
 		for (unsigned n = 1 + random() % 6; n; n--) {
 			flushed_at[tag] = SIZE_MAX;
-			add_record(c, tag++, 50 + random() % 300);
+			testfs_journal_record(c, tag++, 50 + random() % 300);
 		}
 		if (random() % 6 == 0) {
 			cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
@@ -507,7 +493,7 @@ Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
 		for (unsigned i = 0; i < 3; i++) {
 			uint64_t seq = bch_journal_seq_open(c);
 			while (bch_journal_seq_open(c) == seq)
-				add_record(c, tag++, 200);
+				testfs_journal_record(c, tag++, 200);
 		}
 		int ok = !bch_journal_flush(c) && bch_journal_seq_durable(c) == bch_journal_seq_open(c) - 1 &&
 			 !pin_flushes;

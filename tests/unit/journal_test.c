@@ -21,6 +21,7 @@
 #include "format.h"
 #include "journal.h"
 #include "super.h"
+#include "tests/lib/testfs.h"
 #include "tests/lib/iorecord.h"
 #include "tests/lib/tmpdir.h"
 
@@ -106,20 +107,6 @@ static struct bch_fs *fresh_journal(uint64_t *newest)
 	return c;
 }
 
-/* One journalled "transaction": a btree_keys entry whose data says (seq, tag). */
-static uint64_t add_record(struct bch_fs *c, uint64_t tag, unsigned words)
-{
-	struct bch_journal_res res;
-
-	cr_assert_eq(bch_journal_res_get(c, 1 + words, &res), 0, "res_get: %s", c->err_msg);
-	uint64_t *d = bch_journal_res_add(c, &res, BCH_JSET_ENTRY_btree_keys, BCH_BTREE_ID_test,
-					  0, words);
-	for (unsigned i = 0; i < words; i++)
-		d[i] = tag * 1000003 + i;
-	bch_journal_res_put(c, &res);
-	return res.seq;
-}
-
 struct seen {
 	uint64_t	first, last, nr;
 	uint64_t	tags[4096];
@@ -174,16 +161,16 @@ Test(journal, write_read_with_pins)
 	cr_assert_eq(newest, 0, "fresh journal not empty");
 	bch_journal_start(c, 1);
 
-	uint64_t first = add_record(c, 1, 10);
+	uint64_t first = testfs_journal_record(c, 1, 10);
 	bch_journal_pin_add(c, &test_pin, first, pin_flush);
 	for (unsigned t = 2; t <= 50; t++) {
-		add_record(c, t, 1 + t % 30);
+		testfs_journal_record(c, t, 1 + t % 30);
 		if (t % 5 == 0)
 			cr_assert_eq(bch_journal_flush(c), 0);
 	}
 	cr_assert_eq(bch_journal_last_seq(c), first);
 	uint64_t durable = bch_journal_seq_durable(c);
-	add_record(c, 51, 3);		/* never flushed: must not be seen */
+	testfs_journal_record(c, 51, 3);		/* never flushed: must not be seen */
 	close_fs(c);
 
 	c = open_fs(paths, 1, true);
@@ -207,7 +194,7 @@ Test(journal, ring_wraps_and_reclaims)
 	pin_flushes = 0;
 	/* far more data than the ring holds, with a pin always held: reclaim must flush it */
 	for (unsigned t = 1; t <= 3000; t++) {
-		uint64_t seq = add_record(c, t, 200);
+		uint64_t seq = testfs_journal_record(c, t, 200);
 		if (!test_pin.seq)
 			bch_journal_pin_add(c, &test_pin, seq, pin_flush);
 		if (t % 3 == 0)
@@ -247,10 +234,10 @@ Test(journal, replicated_either_device_serves)
 
 	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
 	bch_journal_start(c, 1);
-	uint64_t first = add_record(c, 1, 5);
+	uint64_t first = testfs_journal_record(c, 1, 5);
 	bch_journal_pin_add(c, &test_pin, first, pin_flush);
 	for (unsigned t = 2; t <= 20; t++)
-		add_record(c, t, 5), bch_journal_flush(c);
+		testfs_journal_record(c, t, 5), bch_journal_flush(c);
 	uint64_t durable = bch_journal_seq_durable(c);
 	close_fs(c);
 
@@ -292,12 +279,12 @@ Test(journal, damaged_entry_in_replay_range)
 {
 	uint64_t newest;
 	struct bch_fs *c = fresh_journal(&newest);
-	uint64_t first = add_record(c, 1, 5);
+	uint64_t first = testfs_journal_record(c, 1, 5);
 	bch_journal_pin_add(c, &test_pin, first, pin_flush);
 	cr_assert_eq(bch_journal_flush(c), 0);
-	add_record(c, 2, 5);
+	testfs_journal_record(c, 2, 5);
 	cr_assert_eq(bch_journal_flush(c), 0);
-	add_record(c, 3, 5);
+	testfs_journal_record(c, 3, 5);
 	cr_assert_eq(bch_journal_flush(c), 0);
 	close_fs(c);
 
@@ -332,7 +319,7 @@ Test(journal, entries_without_header_checksum)
 	struct bch_fs *c = fresh_journal(&newest);
 
 	for (unsigned i = 1; i <= 3; i++) {
-		uint64_t seq = add_record(c, i, 5);
+		uint64_t seq = testfs_journal_record(c, i, 5);
 		if (i == 1)	/* held: every entry is in the replay range */
 			bch_journal_pin_add(c, &test_pin, seq, pin_flush);
 		cr_assert_eq(bch_journal_flush(c), 0);
@@ -402,7 +389,7 @@ Test(journal, crash_every_cut, .timeout = 300)
 
 	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
 	bch_journal_start(c, 1);
-	uint64_t first = add_record(c, ++nr_tags, 4);
+	uint64_t first = testfs_journal_record(c, ++nr_tags, 4);
 	flushed_at[nr_tags] = SIZE_MAX;
 	bch_journal_pin_add(c, &test_pin, first, pin_flush);
 	cr_assert_eq(iorec_attach(rec, 0, c->devs[0]->bdev), 0);
@@ -411,7 +398,7 @@ Test(journal, crash_every_cut, .timeout = 300)
 	/* as many records as the ring of a lane holds with the pin kept (checked below) */
 	for (unsigned i = 0; i < 36; i++) {
 		unsigned t = ++nr_tags;
-		add_record(c, t, 1 + random() % 300);
+		testfs_journal_record(c, t, 1 + random() % 300);
 		flushed_at[t] = SIZE_MAX;
 		if (random() % 3 == 0) {
 			cr_assert_eq(bch_journal_flush(c), 0);
@@ -478,7 +465,7 @@ Test(journal, flush_loop_never_fills)
 	struct bch_fs *c = fresh_journal(&newest);
 
 	pin_flushes = 0;
-	uint64_t first = add_record(c, 1, 20);
+	uint64_t first = testfs_journal_record(c, 1, 20);
 	bch_journal_pin_add(c, &test_pin, first, pin_flush);
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 
@@ -535,7 +522,7 @@ Test(journal, nested_flushes_then_reclaim)
 	struct bch_fs *c = fresh_journal(&newest);
 
 	pin_flushes = 0;
-	bch_journal_pin_add(c, &test_pin, add_record(c, 1, 20), pin_flush);
+	bch_journal_pin_add(c, &test_pin, testfs_journal_record(c, 1, 20), pin_flush);
 	for (unsigned i = 0; i < 3000 && !pin_flushes; i++) {
 		c->alloc_flushing = i % 2;	/* nested and from the top, in turn */
 		bch_journal_cur_seq(c);
@@ -544,7 +531,7 @@ Test(journal, nested_flushes_then_reclaim)
 	c->alloc_flushing = false;
 	cr_assert_eq(pin_flushes, 1);
 	for (unsigned t = 2; t < 500; t++) {
-		add_record(c, t, 50);
+		testfs_journal_record(c, t, 50);
 		cr_assert_eq(bch_journal_flush(c), 0, "t %u: %s", t, c->err_msg);
 	}
 	cr_assert_eq(bch_journal_reclaim_all(c), 0, "%s", c->err_msg);
@@ -600,7 +587,7 @@ Test(journal, stub_finds_lost_tail)
 	uint64_t last = 0;
 
 	for (unsigned t = 1; t <= 6; t++) {
-		last = add_record(c, t, 5);
+		last = testfs_journal_record(c, t, 5);
 		if (t == 1)
 			bch_journal_pin_add(c, &test_pin, last, pin_flush);
 		cr_assert_eq(bch_journal_flush(c), 0);
@@ -661,7 +648,7 @@ Test(journal, copies_on_one_device)
 	uint64_t last = 0;
 
 	for (unsigned t = 1; t <= 8; t++) {
-		last = add_record(c, t, 5);
+		last = testfs_journal_record(c, t, 5);
 		if (t == 1)
 			bch_journal_pin_add(c, &test_pin, last, pin_flush);
 		cr_assert_eq(bch_journal_flush(c), 0);
@@ -715,7 +702,7 @@ Test(journal, lanes_then_whole_ring)
 	cr_assert_eq(bch_journal_start(c, 1), 0, "%s", c->err_msg);
 	uint64_t pinned = 0, durable = 0;
 	for (unsigned t = 1; t <= 20; t++) {
-		uint64_t seq = add_record(c, t, 5);
+		uint64_t seq = testfs_journal_record(c, t, 5);
 		/* last_seq moves on to tag 14's entry: the first of the second bucket of one lane, the
 		 * other lane's second bucket starting one entry earlier */
 		if (t == 1 || t == 14) {
