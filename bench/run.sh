@@ -20,7 +20,7 @@
 #   floor    the same rows on kernel ext4, an in-memory FUSE daemon that does
 #            nothing (build/fuse-floor) and fusemount, with the FUSE requests
 #            per row (bench/fuse_floor.sh)
-#   scale    fusemount with 1, 2 and 4 clients vs kernel ext4 (bench/scale.sh)
+#   scale    fusemount with 1, 2 and 4 clients vs build/fuse-floor and kernel ext4 (bench/scale.sh)
 #   tiering  promote, rebalance vs cp, copygc write amplification, write
 #            latency under rebalance (bench/tiering.sh, rebalance.sh,
 #            copygc.sh, fuse-latency.sh; see bench/README)
