@@ -9,12 +9,14 @@
 #include <unistd.h>
 
 #include "bcachefs.h"
+#include "blockdev.h"
 #include "btree.h"
 #include "format.h"
 #include "journal.h"
 #include "fsck.h"
 #include "fs.h"
 #include "fs_ops.h"
+#include "super.h"
 #include "testfs.h"
 #include "tmpdir.h"
 
@@ -274,4 +276,50 @@ uint64_t testfs_journal_record(struct bch_fs *c, uint64_t tag, unsigned words)
 		d[i] = tag * 1000003 + i;
 	bch_journal_res_put(c, &res);
 	return res.seq;
+}
+
+struct bch_fs *testfs_journal_open(char paths[][TESTFS_PATH_MAX], unsigned nr, bool ro,
+				   unsigned version, uint64_t missing)
+{
+	struct bch_fs *c = calloc(1, sizeof(*c));
+
+	cr_assert(c);
+	for (unsigned i = 0; i < nr; i++) {
+		struct bch_dev *ca = calloc(1, sizeof(*ca));
+		struct bch_sb *sb;
+
+		cr_assert(ca);
+		cr_assert_eq(bch_dev_open(paths[i], ro ? BCH_DEV_RDONLY : 0, &ca->bdev), 0);
+		cr_assert_eq(bch_sb_read(ca->bdev, &sb, NULL), 0);
+		ca->fs = c;
+		ca->idx = sb->dev_idx;
+		ca->disk_sb = sb;
+		c->devs[sb->dev_idx] = ca;
+		if (!c->sb) {
+			c->sb = malloc(BCH_SB_BUF_BYTES(sb->layout.sb_max_size_bits));
+			cr_assert(c->sb);
+			memcpy(c->sb, sb, BCH_SB_BUF_BYTES(sb->layout.sb_max_size_bits));
+		}
+	}
+	c->nr_devs = c->sb->nr_devices;
+	c->read_only = ro;
+	if (version)
+		c->sb->version = version;
+	c->devs_missing = missing;
+	bch_opts_from_sb(&c->opts, c->sb);
+	cr_assert_eq(bch_fs_journal_init(c), 0, "%s", c->err_msg);
+	return c;
+}
+
+void testfs_journal_close(struct bch_fs *c)
+{
+	bch_fs_journal_exit(c);
+	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
+		if (c->devs[i]) {
+			bch_dev_close(c->devs[i]->bdev);
+			free(c->devs[i]->disk_sb);
+			free(c->devs[i]);
+		}
+	free(c->sb);
+	free(c);
 }

@@ -118,4 +118,14 @@ const char *testfs_model_check(struct bch_fs *c, unsigned nfiles, size_t fsize,
  * test btree whose words are tag * 1000003 + i.  Returns its sequence.
  */
 uint64_t testfs_journal_record(struct bch_fs *c, uint64_t tag, unsigned words);
+/*
+ * A bch_fs of the nr devices paths names with only the devices and the
+ * journal set up (what fs.c does first), for the journal's own tests.
+ * version: nonzero, take the filesystem for one of this format version;
+ * missing: members left out (a degraded open), a bit per index.
+ * testfs_journal_close() undoes it.
+ */
+struct bch_fs *testfs_journal_open(char paths[][TESTFS_PATH_MAX], unsigned nr, bool ro,
+				   unsigned version, uint64_t missing);
+void testfs_journal_close(struct bch_fs *c);
 #endif

@@ -62,41 +62,6 @@ static void make_fs(void)
 	cr_assert_eq(bch_format(&dev, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
 }
 
-/* A bch_fs with its device open and the journal initialised (what fs.c does). */
-static struct bch_fs *open_fs(const char *path, bool ro)
-{
-	struct bch_fs *c = calloc(1, sizeof(*c));
-	struct bch_dev *ca = calloc(1, sizeof(*ca));
-	struct bch_sb *sb;
-
-	cr_assert_eq(bch_dev_open(path, ro ? BCH_DEV_RDONLY : 0, &ca->bdev), 0);
-	cr_assert_eq(bch_sb_read(ca->bdev, &sb, NULL), 0);
-	ca->fs = c;
-	ca->idx = sb->dev_idx;
-	ca->disk_sb = sb;
-	c->devs[sb->dev_idx] = ca;
-	c->sb = malloc(BCH_SB_BUF_BYTES(sb->layout.sb_max_size_bits));
-	memcpy(c->sb, sb, BCH_SB_BUF_BYTES(sb->layout.sb_max_size_bits));
-	c->nr_devs = c->sb->nr_devices;
-	c->read_only = ro;
-	bch_opts_from_sb(&c->opts, c->sb);
-	cr_assert_eq(bch_fs_journal_init(c), 0, "%s", c->err_msg);
-	return c;
-}
-
-static void close_fs(struct bch_fs *c)
-{
-	bch_fs_journal_exit(c);
-	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
-		if (c->devs[i]) {
-			bch_dev_close(c->devs[i]->bdev);
-			free(c->devs[i]->disk_sb);
-			free(c->devs[i]);
-		}
-	free(c->sb);
-	free(c);
-}
-
 /*
  * The pin on the first record keeps every entry in the replay range (the
  * workloads stay inside the ring: pin_flushes stays 0, checked at the end).
@@ -119,7 +84,7 @@ static struct bch_fs *fresh_journal(void)
 	uint64_t newest;
 
 	make_fs();
-	struct bch_fs *c = open_fs(paths[0], false);
+	struct bch_fs *c = testfs_journal_open(paths, 1, false, 0, 0);
 	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
 	bch_journal_start(c, 1);
 	memset(&test_pin, 0, sizeof(test_pin));
@@ -161,11 +126,13 @@ static int collect(struct bch_fs *c, struct bch_jset *j, void *priv)
 /* Replay path read-only; the tags seen.  0 or the read's error. */
 static int replay(const char *path, struct seen *s)
 {
-	struct bch_fs *r = open_fs(path, true);
+	char one[1][TESTFS_PATH_MAX];
+	snprintf(one[0], sizeof(one[0]), "%s", path);
+	struct bch_fs *r = testfs_journal_open(one, 1, true, 0, 0);
 	uint64_t newest;
 	int ret = bch_journal_read(r, collect, s, &newest);
 
-	close_fs(r);
+	testfs_journal_close(r);
 	return ret;
 }
 
@@ -332,7 +299,7 @@ Test(journal_async, full_entry_written_while_the_next_fills, .timeout = 120)
 	cr_assert_geq(writer_writes, 1, "the full entry was not written by the writer");
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
 	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
-	close_fs(c);
+	testfs_journal_close(c);
 
 	struct seen *s = calloc(1, sizeof(*s));
 	cr_assert_eq(replay(paths[0], s), 0);
@@ -384,7 +351,7 @@ static void kill_while_held(int op)
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
 	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
-	close_fs(c);
+	testfs_journal_close(c);
 	memset(s, 0, sizeof(*s));
 	cr_assert_eq(replay(paths[0], s), 0);
 	cr_assert_not(s->bad);
@@ -435,7 +402,7 @@ Test(journal_async, power_cut_every_event, .timeout = 600)
 	size_t events = iorec_nr_events(rec);
 	iorec_detach(rec, 0);
 	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
-	close_fs(c);
+	testfs_journal_close(c);
 
 	char crash[160];
 	snprintf(crash, sizeof(crash), "%s/crash.img", tmpdir);
@@ -497,7 +464,7 @@ Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
 		}
 		int ok = !bch_journal_flush(c) && bch_journal_seq_durable(c) == bch_journal_seq_open(c) - 1 &&
 			 !pin_flushes;
-		close_fs(c);
+		testfs_journal_close(c);
 		struct seen *s = calloc(1, sizeof(*s));
 		ok &= !replay(paths[0], s) && !s->bad;
 		for (unsigned t = 1; t < tag; t++)
@@ -519,5 +486,5 @@ Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
 	cr_assert(WIFEXITED(st) && !WEXITSTATUS(st), "the child failed (status %d)", st);
 	let_go();
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
-	close_fs(c);
+	testfs_journal_close(c);
 }

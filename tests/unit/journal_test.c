@@ -56,44 +56,7 @@ static uint64_t force_missing;
 /* A bch_fs with devices open and the journal initialised (what fs.c does). */
 static struct bch_fs *open_fs(char paths_[][128], unsigned nr, bool ro)
 {
-	struct bch_fs *c = calloc(1, sizeof(*c));
-
-	for (unsigned i = 0; i < nr; i++) {
-		struct bch_dev *ca = calloc(1, sizeof(*ca));
-		struct bch_sb *sb;
-
-		cr_assert_eq(bch_dev_open(paths_[i], ro ? BCH_DEV_RDONLY : 0, &ca->bdev), 0);
-		cr_assert_eq(bch_sb_read(ca->bdev, &sb, NULL), 0);
-		ca->fs = c;
-		ca->idx = sb->dev_idx;
-		ca->disk_sb = sb;
-		c->devs[sb->dev_idx] = ca;
-		if (!c->sb) {
-			c->sb = malloc(BCH_SB_BUF_BYTES(sb->layout.sb_max_size_bits));
-			memcpy(c->sb, sb, BCH_SB_BUF_BYTES(sb->layout.sb_max_size_bits));
-		}
-	}
-	c->nr_devs = c->sb->nr_devices;
-	c->read_only = ro;
-	if (force_version)
-		c->sb->version = force_version;
-	c->devs_missing = force_missing;
-	bch_opts_from_sb(&c->opts, c->sb);
-	cr_assert_eq(bch_fs_journal_init(c), 0, "%s", c->err_msg);
-	return c;
-}
-
-static void close_fs(struct bch_fs *c)
-{
-	bch_fs_journal_exit(c);
-	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
-		if (c->devs[i]) {
-			bch_dev_close(c->devs[i]->bdev);
-			free(c->devs[i]->disk_sb);
-			free(c->devs[i]);
-		}
-	free(c->sb);
-	free(c);
+	return testfs_journal_open(paths_, nr, ro, force_version, force_missing);
 }
 
 /* A new one-device filesystem, its (empty) journal read and started for writing. */
@@ -171,7 +134,7 @@ Test(journal, write_read_with_pins)
 	cr_assert_eq(bch_journal_last_seq(c), first);
 	uint64_t durable = bch_journal_seq_durable(c);
 	testfs_journal_record(c, 51, 3);		/* never flushed: must not be seen */
-	close_fs(c);
+	testfs_journal_close(c);
 
 	c = open_fs(paths, 1, true);
 	cr_assert_eq(bch_journal_read(c, collect, s, &newest), 0, "%s", c->err_msg);
@@ -181,7 +144,7 @@ Test(journal, write_read_with_pins)
 	cr_assert_eq(s->nr_tags, 50, "tags seen: %u", s->nr_tags);
 	for (unsigned i = 0; i < 50; i++)
 		cr_assert_eq(s->tags[i], i + 1);
-	close_fs(c);
+	testfs_journal_close(c);
 	free(s);
 	test_tmpdir_remove(tmpdir);
 }
@@ -203,14 +166,14 @@ Test(journal, ring_wraps_and_reclaims)
 	cr_assert_gt(pin_flushes, 0, "reclaim never flushed the pin");
 	cr_assert_eq(bch_journal_reclaim_all(c), 0, "%s", c->err_msg);
 	uint64_t durable = bch_journal_seq_durable(c);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	struct seen *s = calloc(1, sizeof(*s));
 	c = open_fs(paths, 1, true);
 	cr_assert_eq(bch_journal_read(c, collect, s, &newest), 0, "%s", c->err_msg);
 	cr_assert_eq(newest, durable);
 	cr_assert_eq(s->nr, 1, "after reclaim_all only the last entry is needed");
-	close_fs(c);
+	testfs_journal_close(c);
 	free(s);
 	test_tmpdir_remove(tmpdir);
 }
@@ -222,7 +185,7 @@ Test(journal, too_big_refused)
 	struct bch_fs *c = fresh_journal(&newest);
 
 	cr_assert_eq(bch_journal_res_get(c, 1U << 20, &res), -EINVAL);
-	close_fs(c);
+	testfs_journal_close(c);
 	test_tmpdir_remove(tmpdir);
 }
 
@@ -239,7 +202,7 @@ Test(journal, replicated_either_device_serves)
 	for (unsigned t = 2; t <= 20; t++)
 		testfs_journal_record(c, t, 5), bch_journal_flush(c);
 	uint64_t durable = bch_journal_seq_durable(c);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	/* wipe the journal of one device at a time: the other has every entry */
 	for (unsigned wipe = 0; wipe < 2; wipe++) {
@@ -263,13 +226,13 @@ Test(journal, replicated_either_device_serves)
 						   jf->runs[r].start * m->bucket_size * 512), 0);
 			free(z);
 		}
-		close_fs(w);
+		testfs_journal_close(w);
 		struct seen *s = calloc(1, sizeof(*s));
 		w = open_fs(copy, 2, true);
 		cr_assert_eq(bch_journal_read(w, collect, s, &newest), 0, "wipe %u: %s", wipe, w->err_msg);
 		cr_assert_eq(newest, durable);
 		cr_assert_eq(s->nr_tags, 20, "wipe %u: %u tags", wipe, s->nr_tags);
-		close_fs(w);
+		testfs_journal_close(w);
 		free(s);
 	}
 	test_tmpdir_remove(tmpdir);
@@ -286,7 +249,7 @@ Test(journal, damaged_entry_in_replay_range)
 	cr_assert_eq(bch_journal_flush(c), 0);
 	testfs_journal_record(c, 3, 5);
 	cr_assert_eq(bch_journal_flush(c), 0);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	/* the second entry sits right after the first (one block each) */
 	c = open_fs(paths, 1, false);
@@ -295,14 +258,14 @@ Test(journal, damaged_entry_in_replay_range)
 	uint64_t at = jf->runs[0].start * m->bucket_size * 512 + (uint64_t)c->sb->block_size * 512 + 100;
 	unsigned char junk = 0x55;
 	cr_assert_eq(bch_dev_write(c->devs[0]->bdev, &junk, 1, at), 0);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	struct seen *s = calloc(1, sizeof(*s));
 	c = open_fs(paths, 1, true);
 	int ret = bch_journal_read(c, collect, s, &newest);
 	cr_assert_eq(ret, -BCH_ERR_journal_missing, "damage not detected: %d", ret);
 	cr_assert(strstr(c->err_msg, "missing"), "%s", c->err_msg);
-	close_fs(c);
+	testfs_journal_close(c);
 	free(s);
 	test_tmpdir_remove(tmpdir);
 }
@@ -324,7 +287,7 @@ Test(journal, entries_without_header_checksum)
 			bch_journal_pin_add(c, &test_pin, seq, pin_flush);
 		cr_assert_eq(bch_journal_flush(c), 0);
 	}
-	close_fs(c);
+	testfs_journal_close(c);
 
 	/* rewrite the entries as an older version wrote them */
 	c = open_fs(paths, 1, false);
@@ -347,7 +310,7 @@ Test(journal, entries_without_header_checksum)
 		rewritten++;
 	}
 	cr_assert_eq(rewritten, 3);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	struct seen *s = calloc(1, sizeof(*s));
 	c = open_fs(paths, 1, true);
@@ -355,7 +318,7 @@ Test(journal, entries_without_header_checksum)
 	cr_assert_eq(newest, 3);
 	cr_assert(!s->bad);
 	cr_assert_eq(s->nr_tags, 3, "tags replayed: %u", s->nr_tags);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	/* a header checksum that does not match its header: not an entry */
 	c = open_fs(paths, 1, false);
@@ -365,12 +328,12 @@ Test(journal, entries_without_header_checksum)
 	cr_assert_eq(bch_checksum(js->flags & 0xf, &js->magic,
 				  sizeof(*js) - sizeof(js->csum) + js->u64s * 8, &js->csum), 0);
 	cr_assert_eq(bch_dev_write(c->devs[0]->bdev, js, block, start + 2 * block), 0);
-	close_fs(c);
+	testfs_journal_close(c);
 	memset(s, 0, sizeof(*s));
 	c = open_fs(paths, 1, true);
 	cr_assert_eq(bch_journal_read(c, collect, s, &newest), 0, "%s", c->err_msg);
 	cr_assert_eq(newest, 2, "the entry with a bad header checksum was taken");
-	close_fs(c);
+	testfs_journal_close(c);
 	free(js);
 	free(s);
 	force_version = 0;
@@ -409,7 +372,7 @@ Test(journal, crash_every_cut, .timeout = 300)
 	}
 	size_t events = iorec_nr_events(rec);
 	iorec_detach(rec, 0);
-	close_fs(c);
+	testfs_journal_close(c);
 	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin was flushed, tag 1 need not be replayed");
 
 	char crash[1][128];
@@ -440,7 +403,7 @@ Test(journal, crash_every_cut, .timeout = 300)
 				cr_assert(found, "cut %zu seed %u: flushed tag %u lost\n%s", at, seed, u,
 					  why = iorec_plan_describe(rec, &plan));
 			}
-			close_fs(r);
+			testfs_journal_close(r);
 			free(s);
 			free(why);
 			iorec_plan_free(&plan);
@@ -497,7 +460,7 @@ Test(journal, flush_loop_never_fills)
 		      written, FLUSH_LOOPS);
 	cr_log_info("journal: %u flushes wrote %" PRIu64 " entries", FLUSH_LOOPS, written);
 	durable = bch_journal_seq_durable(c);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	/* what is left replays: from the newest entry's last_seq, in order */
 	struct seen *s = calloc(1, sizeof(*s));
@@ -506,7 +469,7 @@ Test(journal, flush_loop_never_fills)
 	cr_assert_eq(newest, durable);
 	cr_assert_not(s->bad);
 	cr_assert_gt(s->first, first, "last_seq never advanced past the reclaimed pin");
-	close_fs(c);
+	testfs_journal_close(c);
 	free(s);
 	test_tmpdir_remove(tmpdir);
 }
@@ -535,7 +498,7 @@ Test(journal, nested_flushes_then_reclaim)
 		cr_assert_eq(bch_journal_flush(c), 0, "t %u: %s", t, c->err_msg);
 	}
 	cr_assert_eq(bch_journal_reclaim_all(c), 0, "%s", c->err_msg);
-	close_fs(c);
+	testfs_journal_close(c);
 	test_tmpdir_remove(tmpdir);
 }
 
@@ -593,7 +556,7 @@ Test(journal, stub_finds_lost_tail)
 		cr_assert_eq(bch_journal_flush(c), 0);
 	}
 	bch_journal_pin_drop(c, &test_pin);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	c = open_fs(paths, 1, false);
 	struct jrec r[256];
@@ -607,14 +570,14 @@ Test(journal, stub_finds_lost_tail)
 	for (unsigned i = 0; i < n; i++)
 		if (!r[i].stub && r[i].seq + 1 >= last)
 			zero_block(c, r[i].off);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	struct seen *s = calloc(1, sizeof(*s));
 	c = open_fs(paths, 1, true);
 	int ret = bch_journal_read(c, collect, s, &newest);
 	cr_assert_eq(ret, -BCH_ERR_journal_missing, "lost tail not found: %d (%s)", ret, c->err_msg);
 	cr_assert(strstr(c->err_msg, "missing"), "%s", c->err_msg);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	/* and the newest entry with its stub: what a crash before the write leaves */
 	c = open_fs(paths, 1, false);
@@ -622,13 +585,13 @@ Test(journal, stub_finds_lost_tail)
 	for (unsigned i = 0; i < n; i++)
 		if (r[i].seq + 2 >= last)
 			zero_block(c, r[i].off);
-	close_fs(c);
+	testfs_journal_close(c);
 	c = open_fs(paths, 1, true);
 	memset(s, 0, sizeof(*s));
 	ret = bch_journal_read(c, collect, s, &newest);
 	cr_assert_eq(ret, 0, "%s", c->err_msg);
 	cr_assert_eq(newest, last - 3);
-	close_fs(c);
+	testfs_journal_close(c);
 	free(s);
 	test_tmpdir_remove(tmpdir);
 }
@@ -653,7 +616,7 @@ Test(journal, copies_on_one_device)
 			bch_journal_pin_add(c, &test_pin, last, pin_flush);
 		cr_assert_eq(bch_journal_flush(c), 0);
 	}
-	close_fs(c);
+	testfs_journal_close(c);
 
 	c = open_fs(paths, 1, false);
 	struct jrec r[256];
@@ -670,14 +633,14 @@ Test(journal, copies_on_one_device)
 	for (unsigned i = 0; i < n; i++)
 		if (r[i].off >= half - 3 * (uint64_t)c->sb->block_size * 512 && r[i].off <= half)
 			zero_block(c, r[i].off);
-	close_fs(c);
+	testfs_journal_close(c);
 
 	struct seen *s = calloc(1, sizeof(*s));
 	c = open_fs(paths, 1, true);
 	cr_assert_eq(bch_journal_read(c, collect, s, &newest), 0, "%s", c->err_msg);
 	cr_assert_eq(newest, last);
 	cr_assert_eq(s->nr_tags, 8, "tags replayed: %u", s->nr_tags);
-	close_fs(c);
+	testfs_journal_close(c);
 	free(s);
 	test_tmpdir_remove(tmpdir);
 }
@@ -717,7 +680,7 @@ Test(journal, lanes_then_whole_ring)
 	cr_assert_eq(bch_journal_last_seq(c), pinned, "last_seq %" PRIu64 ", pinned %" PRIu64 ", %u pin flushes",
 		     bch_journal_last_seq(c), pinned, pin_flushes);
 	bch_journal_pin_drop(c, &test_pin);
-	close_fs(c);		/* a crash: no clean record */
+	testfs_journal_close(c);		/* a crash: no clean record */
 
 	c = open_fs(paths, 2, true);
 	int ret = bch_journal_read(c, collect, s, &newest);
@@ -728,7 +691,7 @@ Test(journal, lanes_then_whole_ring)
 	cr_assert_eq(s->nr_tags, 7, "tags seen: %u", s->nr_tags);
 	for (unsigned i = 0; i < 7; i++)
 		cr_assert_eq(s->tags[i], 14 + i);
-	close_fs(c);
+	testfs_journal_close(c);
 	free(s);
 	test_tmpdir_remove(tmpdir);
 }
