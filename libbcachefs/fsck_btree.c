@@ -116,6 +116,8 @@ struct check_state {
 		size_t		nr, cap;
 	}			addrs;
 	uint64_t		nodes_checked;
+	bool			stream;		/* leaves checked streamed (bch_leaf_stream_allowed(),
+						 * decided once: nothing changes while checking) */
 	uint64_t		approved[BCH_FSCK_PROBLEM_NR];	/* problems to be repaired */
 	struct bch_lost_range	*lost;		/* ranges of nodes that could not be read */
 	size_t			nr_lost, cap_lost;
@@ -236,12 +238,6 @@ static void leaf_addrs_add(struct check_state *s, const struct bch_bkey *ptr)
 								 bp->ptrs[p].dev };
 }
 
-/* Leaves checked streamed (check_leaf_streamed()): only checking, and unencrypted. */
-static bool stream_leaves(struct bch_fs *c)
-{
-	return bch_leaf_stream_allowed(c);
-}
-
 /* What the first pass over a streamed leaf learns (kept until its checksum says yes). */
 struct leaf_check {
 	struct bch_fs	*c;
@@ -341,7 +337,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		ptr_list_add(&s->nodes, ptr);
 	gather_replicas(c, s->ctx, s->id, ptr);
 	c->err_msg[0] = 0;
-	if (stream_leaves(c) && !level && (r = check_leaf_streamed(c, s, ptr)) <= 0)
+	if (s->stream && !level && (r = check_leaf_streamed(c, s, ptr)) <= 0)
 		return r;
 	r = bch_btree_node_get(c, s->id, level, ptr, &b);
 	if (r) {
@@ -475,7 +471,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 		bch_btree_node_put(c, b);
 	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++) {
 		/* the next leaves are read ahead while this one is checked */
-		for (unsigned j = i + 1; !child_level && !stream_leaves(c) && j < nr && j <= i + 2; j++)
+		for (unsigned j = i + 1; !child_level && !s->stream && j < nr && j <= i + 2; j++)
 			bch_prefetch_node(c, s->id, child_level, kids[j]);
 		r = check_node(c, s, child_level, kids[i]);
 	}
@@ -888,7 +884,7 @@ int bch_fsck_btrees(struct bch_fsck_ctx *ctx, struct bch_fs *c, uint64_t *nodes_
 		struct check_state *s = &st[id];
 		struct btree_root *root = &c->roots->r[id];
 
-		*s = (struct check_state) { .ctx = ctx, .id = id };
+		*s = (struct check_state) { .ctx = ctx, .id = id, .stream = bch_leaf_stream_allowed(c) };
 		if (!root->key)
 			continue;
 		/* a copy: repairs may replace the root key while it is being checked */
