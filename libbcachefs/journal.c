@@ -17,8 +17,8 @@
  * first entry of a session opened clean has no preflush.
  *
  * Double buffering: a full entry is sealed in its own buffer and handed
- * to the writer thread (journal_submit), which does the preflush, the
- * write and, with stubs, the entry's flush and its stub, while requests
+ * to the writer thread (journal_submit; journal_writer.c), which does the
+ * preflush, the write and, with stubs, the entry's flush and its stub, while requests
  * fill the open entry.  Its places in the ring are taken at submission, so
  * fits() and place() see them; it counts as written at submission (every
  * user of j->written as "on disk" goes through flush_devs(), which waits
@@ -53,12 +53,9 @@
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
@@ -67,6 +64,7 @@
 #include "crypt.h"
 #include "errcode.h"
 #include "journal.h"
+#include "journal_writer.h"
 #include "super.h"
 
 #define JOURNAL_ENTRY_MAX_BYTES	(1U << 20)
@@ -82,42 +80,18 @@ struct journal_dev {
 };
 
 /*
- * The journal writer: an entry written because it is full (write_full) is
- * preflushed and written by this thread while requests fill the next one.
- * One job at a time: the request thread owns every field but those under
- * lock (done, ret, stop), and the thread reads the job only between submit
- * and done.  The job names block devices and offsets, never journal state.
+ * The entry in flight with the writer thread (journal_writer.h), as the
+ * journal sees it: what it makes written and durable once reaped.
  */
-struct jwriter {
-	pthread_t		thread;
-	pthread_mutex_t		lock;
-	pthread_cond_t		cond;		/* a job was submitted, one is done, or stop */
-	pid_t			pid;		/* the process the thread runs in (0: none) */
-	bool			stop;		/* under lock */
-	bool			queued;		/* under lock: submitted, not taken yet */
-	bool			done;		/* under lock: the thread finished the job */
-	int			ret;		/* under lock: its result */
+struct jflight {
+	struct bch_jwriter	w;		/* the job: devices, offsets, buffers */
 	bool			busy;		/* submitted and not reaped */
 	bool			gen_read;	/* flush_gen asked while busy: the job's
 						 * preflush is not counted (jwriter_reap()) */
-	/* the job */
-	struct bch_jset		*js;
-	size_t			bytes;
-	bool			preflush;
-	struct bch_blockdev	*flush_bd[BCH_SB_MEMBERS_MAX];	/* devices to preflush */
-	unsigned		nr_flush;
-	struct bch_blockdev	*bd[BCH_REPLICAS_MAX];		/* where the copies go */
-	uint64_t		off[BCH_REPLICAS_MAX];		/* bytes */
-	unsigned		nr;
-	bool			flush;		/* flush the copies' devices: durable at reap */
-	struct bch_jset		*stub;		/* then written, if any (best effort) */
-	struct bch_blockdev	*stub_bd;
-	uint64_t		stub_off;
-	size_t			stub_bytes;
-	uint64_t		last_seq;	/* of the entry */
-	struct bch_blockdev	*failed_bd;	/* the device that failed (message) */
-	bool			failed_flush;	/* it failed the preflush, not the write */
+	struct bch_jset		*js;		/* the entry (w.buf), freed at reap */
+	struct bch_jset		*stub;		/* its stub (w.stub), freed at reap */
 	uint64_t		seq;
+	uint64_t		last_seq;	/* of the entry */
 	uint64_t		covers;		/* j->written before this job: durable once
 						 * its preflush is done */
 	uint64_t		covers_last_seq;
@@ -168,7 +142,7 @@ struct bch_journal {
 	unsigned		(*roots_u64s)(struct bch_fs *c);
 	void			(*roots_fill)(struct bch_fs *c, struct bch_jset_entry *dst);
 	int			(*spill)(struct bch_fs *c);	/* roots elsewhere (fs.c) */
-	struct jwriter		wr;
+	struct jflight		wr;
 };
 
 static inline struct bch_journal *J(struct bch_fs *c)
@@ -1192,90 +1166,6 @@ static void journal_discard(struct bch_fs *c, struct bch_journal *j)
 
 /* ------------------------------------------------------- journal writer */
 
-/* The job: preflush every device, then write the copies.  No journal state. */
-static int jwriter_run(struct jwriter *w)
-{
-	int ret;
-
-	for (unsigned i = 0; w->preflush && i < w->nr_flush; i++)
-		if ((ret = bch_dev_flush(w->flush_bd[i]))) {
-			w->failed_bd = w->flush_bd[i];
-			w->failed_flush = true;
-			return ret;
-		}
-	for (unsigned i = 0; i < w->nr; i++)
-		if ((ret = bch_dev_write(w->bd[i], w->js, w->bytes, w->off[i]))) {
-			w->failed_bd = w->bd[i];
-			return ret;
-		}
-	for (unsigned i = 0; w->flush && i < w->nr; i++) {
-		bool flushed = false;
-		for (unsigned k = 0; k < i; k++)
-			flushed |= w->bd[k] == w->bd[i];
-		if (!flushed && (ret = bch_dev_flush(w->bd[i]))) {
-			w->failed_bd = w->bd[i];
-			w->failed_flush = true;
-			return ret;
-		}
-	}
-	/* the stub follows its entry's flush; a failed one fails nothing (write_stub()) */
-	if (w->stub)
-		bch_dev_write(w->stub_bd, w->stub, w->stub_bytes, w->stub_off);
-	return 0;
-}
-
-static void *jwriter_thread(void *arg)
-{
-	struct jwriter *w = arg;
-
-	pthread_mutex_lock(&w->lock);
-	for (;;) {
-		while (!w->queued && !w->stop)
-			pthread_cond_wait(&w->cond, &w->lock);
-		if (!w->queued)
-			break;
-		w->queued = false;
-		pthread_mutex_unlock(&w->lock);
-		int ret = jwriter_run(w);
-		pthread_mutex_lock(&w->lock);
-		w->ret = ret;
-		w->done = true;
-		pthread_cond_broadcast(&w->cond);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return NULL;
-}
-
-/*
- * Is the writer running in this process?  Started on first use; after a
- * fork (fusemount opens, then goes to the background) the parent's thread
- * is not here, so a new one is started.  false: none could be, write in line.
- */
-static bool jwriter_start(struct jwriter *w)
-{
-	sigset_t all, old;
-	int r;
-
-	if (w->pid == getpid())
-		return true;
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_cond_init(&w->cond, NULL);
-	w->stop = w->queued = w->done = false;
-	/* signals go to the request threads, never to the writer */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&w->thread, NULL, jwriter_thread, w);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r) {
-		pthread_cond_destroy(&w->cond);
-		pthread_mutex_destroy(&w->lock);
-		w->pid = 0;
-		return false;
-	}
-	w->pid = getpid();
-	return true;
-}
-
 /*
  * Wait for the entry in flight, if any, and account for it: written, and
  * its preflush made the entries written before it durable (and counts as
@@ -1286,68 +1176,48 @@ static bool jwriter_start(struct jwriter *w)
 static int jwriter_reap(struct bch_fs *c)
 {
 	struct bch_journal *j = J(c);
-	struct jwriter *w = &j->wr;
+	struct jflight *f = &j->wr;
 	int ret;
 
-	if (!w->busy)
+	if (!f->busy)
 		return 0;
-	if (w->pid != getpid()) {
-		/* forked with the job in flight: its thread stayed with the parent */
-		ret = jwriter_run(w);
-	} else {
-		pthread_mutex_lock(&w->lock);
-		while (!w->done)
-			pthread_cond_wait(&w->cond, &w->lock);
-		w->done = false;
-		ret = w->ret;
-		pthread_mutex_unlock(&w->lock);
-	}
-	w->busy = false;
-	free(w->js);
-	free(w->stub);
-	w->js = w->stub = NULL;
+	ret = bch_jwriter_wait(&f->w);
+	f->busy = false;
+	free(f->js);
+	free(f->stub);
+	f->js = f->stub = NULL;
+	f->w.buf = f->w.stub = NULL;
 	if (ret) {
-		j->written = w->covers;
-		j->written_last_seq = w->covers_last_seq;
-		bch_fs_err(c, ret, "%s: %s journal entry %" PRIu64 ": %s", bch_dev_path(w->failed_bd),
-			   w->failed_flush ? "flushing before" : "writing", w->seq, bch_err_str(ret));
+		j->written = f->covers;
+		j->written_last_seq = f->covers_last_seq;
+		bch_fs_err(c, ret, "%s: %s journal entry %" PRIu64 ": %s", bch_dev_path(f->w.failed_bd),
+			   f->w.failed_flush ? "flushing before" : "writing", f->seq, bch_err_str(ret));
 		bch_fs_error(c, ret, false);
-		w->gen_read = false;
+		f->gen_read = false;
 		return ret;
 	}
-	if (w->preflush) {
-		j->flush_gen += !w->gen_read;
-		if (w->covers > j->durable) {
-			j->durable = w->covers;
-			j->last_seq_ondisk = w->covers_last_seq;
+	if (f->w.preflush) {
+		j->flush_gen += !f->gen_read;
+		if (f->covers > j->durable) {
+			j->durable = f->covers;
+			j->last_seq_ondisk = f->covers_last_seq;
 			journal_discard(c, j);
 		}
 	}
-	if (w->flush) {
-		j->durable = w->seq;
-		j->last_seq_ondisk = w->last_seq;
+	if (f->w.flush) {
+		j->durable = f->seq;
+		j->last_seq_ondisk = f->last_seq;
 		journal_discard(c, j);
 	}
-	w->gen_read = false;
+	f->gen_read = false;
 	return 0;
 }
 
 /* Stop the writer (the filesystem closes): the entry in flight is waited for. */
 static void jwriter_exit(struct bch_fs *c)
 {
-	struct jwriter *w = &J(c)->wr;
-
 	jwriter_reap(c);
-	if (w->pid != getpid())
-		return;
-	pthread_mutex_lock(&w->lock);
-	w->stop = true;
-	pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
-	pthread_cond_destroy(&w->cond);
-	pthread_mutex_destroy(&w->lock);
-	w->pid = 0;
+	bch_jwriter_stop(&J(c)->wr.w);
 }
 
 /*
@@ -1409,7 +1279,8 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 			   bool flush)
 {
 	struct bch_journal *j = J(c);
-	struct jwriter *w = &j->wr;
+	struct jflight *f = &j->wr;
+	struct bch_jwriter *w = &f->w;
 	unsigned slot[BCH_REPLICAS_MAX], off[BCH_REPLICAS_MAX], st_slot = 0, st_off = 0;
 	struct journal_dev *st_jd = NULL;
 
@@ -1431,14 +1302,15 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 		w->bd[k] = ca->bdev;
 		w->off[k] = ((jd->bucket[slot[k]] * jd->bucket_sectors) + off[k]) << BCH_SECTOR_SHIFT;
 	}
-	w->stub = st_jd ? stub_build(c, js) : NULL;
-	if (st_jd && !w->stub)
+	f->stub = st_jd ? stub_build(c, js) : NULL;
+	if (st_jd && !f->stub)
 		return false;
-	if (!jwriter_start(w)) {
-		free(w->stub);
-		w->stub = NULL;
+	if (!bch_jwriter_start(w)) {
+		free(f->stub);
+		f->stub = NULL;
 		return false;
 	}
+	w->stub = f->stub;
 	if (st_jd) {
 		w->stub_bd = c->devs[st_jd->dev]->bdev;
 		w->stub_bytes = (size_t)j->block_sectors << BCH_SECTOR_SHIFT;
@@ -1450,26 +1322,21 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 			st_jd->bucket_seq[st_slot] = j->seq;
 	}
 	w->flush = flush;
-	w->last_seq = js->last_seq;
+	f->last_seq = js->last_seq;
 	w->nr = j->replicas;
 	w->nr_flush = 0;
 	for (unsigned i = 0; i < BCH_SB_MEMBERS_MAX; i++)
 		if (c->devs[i] && c->devs[i]->bdev)
 			w->flush_bd[w->nr_flush++] = c->devs[i]->bdev;
 	w->preflush = !j->clean_start;
-	w->js = js;
+	w->buf = f->js = js;
 	w->bytes = bytes;
-	w->seq = j->seq;
-	w->covers = j->written;
-	w->covers_last_seq = j->written_last_seq;
-	w->failed_bd = NULL;
-	w->failed_flush = false;
-	w->gen_read = false;
-	w->busy = true;
-	pthread_mutex_lock(&w->lock);
-	w->queued = true;
-	pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
+	f->seq = j->seq;
+	f->covers = j->written;
+	f->covers_last_seq = j->written_last_seq;
+	f->gen_read = false;
+	f->busy = true;
+	bch_jwriter_submit(w);
 
 	for (unsigned k = 0; k < j->replicas; k++) {
 		struct journal_dev *jd = target(j, j->seq, k);
