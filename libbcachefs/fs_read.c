@@ -71,16 +71,17 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  * Slots move under ra->lock; their bytes are written only while FILLING
  * (by the one filler) and read only while READY with refs held.
  */
-#define SLOTS		16
-#define SLOT_MAX	(1U << 20)	/* larger extents are not read ahead */
-#define AHEAD_BYTES	(1ULL << 20)	/* how far past a sequential read */
-#define AHEAD_NEAR	(1ULL << 20)	/* a read this close to the last end is sequential */
+#define SLOTS		32
+#define SLOT_MAX	(256U << 10)	/* larger extents are not read ahead */
+#define AHEAD_BYTES	(2ULL << 20)	/* how far past a sequential read */
+#define AHEAD_NEAR	(512ULL << 10)	/* a read this close to the last end is sequential */
 
 enum slot_state { SLOT_EMPTY, SLOT_CLAIMED, SLOT_DONE, SLOT_FILLING, SLOT_READY };
 
 struct slot {
 	enum slot_state		state;
-	unsigned		refs;		/* runs copying out of it (READY) */
+	unsigned		refs;		/* runs decrypting from it (READY) */
+	bool			used;		/* a run read it (READY, DONE) */
 	uint64_t		tick;		/* last use: the oldest goes first */
 	struct bch_blockdev	*bdev;		/* the key: the copy read... */
 	uint64_t		dev_off;
@@ -164,8 +165,9 @@ static struct slot *slot_find(struct bch_fs_read_cache *ra, const struct bch_rea
 }
 
 /*
- * Under ra->lock: a slot for p (an empty one, else the least recently used
- * DONE or unused READY one), set to state; or NULL.
+ * Under ra->lock: a slot for p, set to state, or NULL: an empty one, else
+ * the least recently used of those a run read (DONE or READY), else of
+ * those read ahead and not yet read (READY).
  */
 static struct slot *slot_take(struct bch_fs_read_cache *ra, const struct bch_read_piece *p,
 			      enum slot_state state)
@@ -178,14 +180,16 @@ static struct slot *slot_take(struct bch_fs_read_cache *ra, const struct bch_rea
 			s = t;
 			break;
 		}
-		if ((t->state == SLOT_DONE || (t->state == SLOT_READY && !t->refs)) &&
-		    (!s || t->tick < s->tick))
+		if (t->state != SLOT_DONE && (t->state != SLOT_READY || t->refs))
+			continue;
+		if (!s || (t->used && !s->used) || (t->used == s->used && t->tick < s->tick))
 			s = t;
 	}
 	if (!s)
 		return NULL;
 	s->state = state;
 	s->refs = 0;
+	s->used = false;
 	s->tick = ++ra->tick;
 	s->bdev = p->bdev;
 	s->dev_off = p->dev_off;
@@ -298,6 +302,7 @@ static bool take_or_claim(struct bch_fs_read_cache *ra, const struct bch_read_pl
 		int r = bch_crypt_extent_xor_at(pl->c, p->version, p->src_off, s->buf + p->src_off, dst, p->len);
 		pthread_mutex_lock(&ra->lock);
 		s->refs--;
+		s->used = true;
 		s->tick = ++ra->tick;
 		if (!r)
 			ra->nr_hit++;
@@ -340,6 +345,7 @@ ssize_t bch_fs_read_run(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, 
 	for (i = 0; i < pl->nr; i++)
 		if (claimed[i] && claimed[i]->state == SLOT_CLAIMED) {
 			claimed[i]->state = SLOT_DONE;
+			claimed[i]->used = true;
 			claimed[i]->tick = ++ra->tick;
 		}
 	pthread_mutex_unlock(&ra->lock);

@@ -31,32 +31,35 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
 		     struct bch_read_plan *pl);
 
 /*
- * The decrypted read-ahead: an encrypted file read sequentially has the
- * extents just past each read read, verified and decrypted by the thread
+ * The read-ahead of an encrypted file: a file read sequentially has the
+ * encrypted extents just past each read read and MAC-checked by the thread
  * that served it, after its reply, while the kernel has not yet asked for
- * them; the run of a later read copies their plaintext out instead of
- * doing that work on its reply's path.  A cache of at most 16 extents
- * (each at most 1 MiB; larger and compressed extents are not read ahead),
- * one per mount (bch_fs_read_cache_new(), _free() when no thread uses it).
+ * them; the run of a later read then only decrypts their ciphertext into
+ * its buffer instead of reading and verifying on its reply's path (that
+ * path idles between the kernel's bursts of requests).  A cache of at most
+ * 32 extents of at most 256 KiB each (larger and compressed extents are
+ * not read ahead), one per mount: bch_fs_read_cache_new(), and _free()
+ * once no thread uses it.
  *   bch_fs_read_ahead_plan() (BCH_READ_PLAN_NEEDS, and serialised with
  *     itself: the caller's engine lock), after a read of [offset, offset +
  *     len) of inum was planned: when the read follows the last one (within
- *     1 MiB), plans the next MiB past what was planned ahead already into
- *     ahead.  0: run ahead with bch_fs_read_ahead_run() (which frees it);
- *     nonzero: nothing to do (not sequential, not encrypted, at the end).
+ *     512 KiB of its end), plans up to 2 MiB past it, from where the last
+ *     plan ahead of this file stopped, into ahead.  0: run ahead with
+ *     bch_fs_read_ahead_run() (which frees it); nonzero: nothing to do (not
+ *     sequential, not encrypted, at the end of the file, ra NULL).
  *   bch_fs_read_ahead_run() (BCH_READ_RUN_NEEDS): reads each encrypted
- *     extent of ahead not cached or being read, checks its MAC, decrypts
- *     it; an extent that fails any check, or whose space was reused since
- *     the plan (c->data_reuse_seq moved), is dropped without a word: the
- *     read that wants it reads it itself and reports.
+ *     extent of ahead not cached, being read or just read by a run, and
+ *     checks its MAC; one that fails a check, or whose space was reused
+ *     since the plan (c->data_reuse_seq moved), is dropped without a word:
+ *     the read that wants it reads it itself, and reports.
  *   bch_fs_read_run() (BCH_READ_RUN_NEEDS): bch_data_read_plan_run() of pl,
- *     the same answers, but each piece whose extent is cached for a plan
- *     of the same c->data_reuse_seq (so no space was reused between that
- *     extent's read and this plan, and the run's check covers the rest) is
- *     copied from the cache; one being read ahead is waited for.  ra may
- *     be NULL (no cache).
- * The cache holds plaintext only after its MAC matched (DESIGN.md 4.3),
- * and wipes it when freed.
+ *     with the same answers, but each piece whose extent the cache holds
+ *     for a plan of the same c->data_reuse_seq (so no space was reused
+ *     between that extent's read and this plan; the run's own check covers
+ *     the rest) is decrypted from the cache; one being read ahead is
+ *     waited for.  ra may be NULL (no cache).
+ * Nothing is decrypted before its MAC matched (DESIGN.md 4.3): the cache
+ * holds verified ciphertext only.
  */
 struct bch_fs_read_cache;
 
