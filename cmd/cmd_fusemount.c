@@ -3948,7 +3948,7 @@ int cmd_fusemount(int argc, char *argv[])
 	pthread_condattr_t ca;
 	pthread_mutex_init(&m.lock, NULL);
 	if (bch_fs_read_cache_new(&m.rac))
-		m.rac = NULL;		/* no read-ahead of plaintext */
+		m.rac = NULL;		/* reads without the read-ahead of encrypted extents */
 	pthread_rwlock_init(&m.ra_lock, NULL);
 	pthread_rwlock_init(&m.sess_rw, NULL);
 	pthread_mutex_init(&m.sess_mu, NULL);

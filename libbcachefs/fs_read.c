@@ -136,7 +136,7 @@ void bch_fs_read_cache_counts(struct bch_fs_read_cache *ra, uint64_t *hits, uint
 	pthread_mutex_unlock(&ra->lock);
 }
 
-/* Is p a whole uncompressed encrypted extent's piece, which a slot can hold? */
+/* Is p a piece of an uncompressed encrypted extent small enough for a slot? */
 static bool cacheable(const struct bch_read_piece *p)
 {
 	return p->bdev && p->crc.csum_type == BCH_CSUM_chacha20_poly1305 && bch_crc_plain(&p->crc) &&
