@@ -207,6 +207,7 @@ struct fmount {
 	bool		fuse_debug;	/* -d */
 	/* the last read: a read that follows it is sequential (readahead) */
 	uint64_t	ra_inum, ra_end, ra_hinted;
+	struct bch_fs_read_cache *rac;	/* encrypted extents read ahead (fs_read.h; NULL: none) */
 	/* background work, invariant (5); the flags are under lock */
 	bool		norebalance;	/* -o norebalance */
 	bool		nocopygc;	/* -o nocopygc */
@@ -1746,21 +1747,27 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	 * What the plan or the run cannot do is read the old way, locked.
 	 */
 	LOCK(m);
-	bool planned = !bch_fs_read_plan(m->c, from_fuse(ino), off, size, &pl);
+	bool planned = !bch_fs_read_plan(m->c, from_fuse(ino), off, size, &pl), ahead = false;
 	ssize_t n = planned ? (ssize_t)pl.len : bch_fs_read(m->c, from_fuse(ino), off, buf, size);
-	if (n > 0)
+	struct bch_read_plan pl_ahead;
+	if (n > 0) {
 		readahead_hint(m, from_fuse(ino), (uint64_t)off, (uint64_t)n, &ra);
+		ahead = planned && !bch_fs_read_ahead_plan(m->c, m->rac, from_fuse(ino), off, n, &pl_ahead);
+	}
 	if (n >= 0 && !(fi->flags & O_NOATIME))
 		read_atime(m, SESS(req), from_fuse(ino));
 	need_handover(m);	/* the devices stay open until the reads and readahead are done */
 	if (planned) {
-		n = bch_data_read_plan_run(&pl, buf);
+		n = bch_fs_read_run(m->rac, &pl, buf);
 		bch_data_read_plan_free(&pl);
 		atomic_fetch_add_explicit(n == -EAGAIN ? &reads_redone : &reads_unlocked, 1,
 					  memory_order_relaxed);
 		if (n == -EAGAIN) {
 			need_back(m);
 			ra.nr = 0;	/* planned on devices that may have been reopened since */
+			if (ahead)
+				bch_data_read_plan_free(&pl_ahead);
+			ahead = false;
 			n = bch_fs_read(m->c, from_fuse(ino), off, buf, size);
 			need_handover(m);
 		}
@@ -1770,6 +1777,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	else
 		lf->reply_buf(req, buf, n);
 	bch_data_readahead_issue(&ra);
+	if (ahead)
+		bch_fs_read_ahead_run(m->rac, &pl_ahead);
 	need_drop_devices(m);
 }
 
@@ -3938,6 +3947,8 @@ int cmd_fusemount(int argc, char *argv[])
 	};
 	pthread_condattr_t ca;
 	pthread_mutex_init(&m.lock, NULL);
+	if (bch_fs_read_cache_new(&m.rac))
+		m.rac = NULL;		/* reads without the read-ahead of encrypted extents */
 	pthread_rwlock_init(&m.ra_lock, NULL);
 	pthread_rwlock_init(&m.sess_rw, NULL);
 	pthread_mutex_init(&m.sess_mu, NULL);
@@ -4044,6 +4055,7 @@ destroy:
 	}
 	free(m.held);
 	free(m.open_subvol);
+	bch_fs_read_cache_free(m.rac);
 	free_devs(m.devs);
 	pthread_cond_destroy(&m.bg_cond);
 	pthread_cond_destroy(&m.sess_cond);

@@ -655,8 +655,8 @@ void bch_crypt_extent_nonce_note(uint64_t version)
 	}
 }
 
-int bch_crypt_extent_xor(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t off,
-			 size_t len)
+int bch_crypt_extent_xor_at(struct bch_fs *c, uint64_t version, size_t off, const void *src, void *dst,
+			    size_t len)
 {
 	uint8_t n[24];
 
@@ -667,8 +667,14 @@ int bch_crypt_extent_xor(struct bch_fs *c, uint64_t version, const void *src, vo
 	nonce_make(n, NONCE_EXTENT, version, 0, 0);
 	/* the AEAD's IETF counter (32 bits, then 0000 and nonce bytes 16..23) is
 	 * this 64-bit counter while it stays below 2^32: extents are far smaller */
-	pieces_xor(c->crypt->key, n, 1 + off / 64, (const uint8_t *)src + off, (uint8_t *)dst + off, len);
+	pieces_xor(c->crypt->key, n, 1 + off / 64, src, dst, len);
 	return 0;
+}
+
+int bch_crypt_extent_xor(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t off,
+			 size_t len)
+{
+	return bch_crypt_extent_xor_at(c, version, off, (const uint8_t *)src + off, (uint8_t *)dst + off, len);
 }
 
 /* The AEAD's Poly1305 MAC of ciphertext buf with additional data ad, for nonce n. */

@@ -171,6 +171,8 @@ int bch_crypt_extent_open(struct bch_fs *c, uint64_t version, const void *src, v
  *               per encryption, on the calling thread, before the pieces);
  *   xor         XORs the keystream of bytes [off, off + len) of the extent
  *               (off a multiple of 64) over src into dst (may be src);
+ *   xor_at      the same with src and dst pointing at byte off itself (a
+ *               read-ahead's verified ciphertext into a reader's buffer);
  *   mac         the MAC of an extent's ciphertext buf of bytes;
  *   mac_check   0 when mac is buf's, or -BCH_ERR_csum_mismatch.
  * An encryption is every piece's xor, then the mac; a decryption mac_check,
@@ -185,6 +187,8 @@ void bch_crypt_extent_nonce_note(uint64_t version);
 extern bool bch_crypt_use_libcrypto;
 int bch_crypt_extent_xor(struct bch_fs *c, uint64_t version, const void *src, void *dst, size_t off,
 			 size_t len);
+int bch_crypt_extent_xor_at(struct bch_fs *c, uint64_t version, size_t off, const void *src, void *dst,
+			    size_t len);
 int bch_crypt_extent_mac(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,
 			 struct bch_csum *mac);
 int bch_crypt_extent_mac_check(struct bch_fs *c, uint64_t version, const void *buf, size_t bytes,

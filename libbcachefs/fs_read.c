@@ -1,15 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * fs_read.c - a file's read planned under the engine lock (see fs_read.h).
+ * fs_read.c - a file's read planned under the engine lock, and the
+ * decrypted read-ahead of an encrypted file's sequential reader (see
+ * fs_read.h).
  *
  * Only what bch_fs_read() answers with data is planned; every error and
  * every special case is left to it, so its answers stay the only ones.
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "bcachefs.h"
+#include "blockdev.h"
+#include "crypt.h"
+#include "extent_encode.h"
 #include "fs_read.h"
 #include "inode.h"
 #include "io.h"
@@ -45,5 +53,303 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
 		return r;
 	r = plan(c, inum, offset, len, pl);
 	bch_view_exit(&v);
+	return r;
+}
+
+/*
+ * The read-ahead of an encrypted file (fs_read.h): SLOTS extents, each the
+ * whole ciphertext of one encrypted extent whose MAC matched, keyed by
+ * where its copy lies and its key's nonce and MAC.  A slot is
+ *   EMPTY    free;
+ *   CLAIMED  a run is reading this extent itself (no bytes): the
+ *            read-ahead leaves it alone;
+ *   DONE     a run read it (no bytes): the read-ahead leaves it alone;
+ *   FILLING  a read-ahead is reading and verifying it: a run wanting it
+ *            waits (ra->cond) rather than do the same work again;
+ *   READY    verified, for a run whose plan has slot->seq: the run
+ *            decrypts from it straight into its buffer.
+ * Slots move under ra->lock; their bytes are written only while FILLING
+ * (by the one filler) and read only while READY with refs held.
+ */
+#define SLOTS		32
+#define SLOT_MAX	(256U << 10)	/* larger extents are not read ahead */
+#define AHEAD_BYTES	(2ULL << 20)	/* how far past a sequential read */
+#define AHEAD_NEAR	(512ULL << 10)	/* a read this close to the last end is sequential */
+
+enum slot_state { SLOT_EMPTY, SLOT_CLAIMED, SLOT_DONE, SLOT_FILLING, SLOT_READY };
+
+struct slot {
+	enum slot_state		state;
+	unsigned		refs;		/* runs decrypting from it (READY) */
+	bool			used;		/* a run read it (READY, DONE) */
+	uint64_t		tick;		/* last use: the oldest goes first */
+	struct bch_blockdev	*bdev;		/* the key: the copy read... */
+	uint64_t		dev_off;
+	uint64_t		version;	/* ...its nonce... */
+	struct bch_csum		csum;		/* ...and MAC */
+	size_t			bytes;
+	uint64_t		seq;		/* c->data_reuse_seq of the plan it was read by */
+	char			*buf;		/* cap bytes */
+	size_t			cap;
+};
+
+struct bch_fs_read_cache {
+	pthread_mutex_t		lock;
+	pthread_cond_t		cond;		/* a slot left FILLING */
+	uint64_t		tick;
+	struct slot		slot[SLOTS];
+	/* bch_fs_read_ahead_plan() only (the engine lock serialises it): */
+	uint64_t		inum, end;	/* the last read's file and end */
+	uint64_t		ahead_to;	/* read ahead up to here in inum */
+	/* counters (tests, benchmarks) */
+	uint64_t		nr_hit, nr_filled;
+};
+
+int bch_fs_read_cache_new(struct bch_fs_read_cache **ret)
+{
+	struct bch_fs_read_cache *ra = calloc(1, sizeof(*ra));
+
+	if (!ra)
+		return -ENOMEM;
+	pthread_mutex_init(&ra->lock, NULL);
+	pthread_cond_init(&ra->cond, NULL);
+	*ret = ra;
+	return 0;
+}
+
+void bch_fs_read_cache_free(struct bch_fs_read_cache *ra)
+{
+	if (!ra)
+		return;
+	for (unsigned i = 0; i < SLOTS; i++)
+		free(ra->slot[i].buf);
+	pthread_cond_destroy(&ra->cond);
+	pthread_mutex_destroy(&ra->lock);
+	free(ra);
+}
+
+void bch_fs_read_cache_counts(struct bch_fs_read_cache *ra, uint64_t *hits, uint64_t *filled)
+{
+	pthread_mutex_lock(&ra->lock);
+	*hits = ra->nr_hit;
+	*filled = ra->nr_filled;
+	pthread_mutex_unlock(&ra->lock);
+}
+
+/* Is p a piece of an uncompressed encrypted extent small enough for a slot? */
+static bool cacheable(const struct bch_read_piece *p)
+{
+	return p->bdev && p->crc.csum_type == BCH_CSUM_chacha20_poly1305 && bch_crc_plain(&p->crc) &&
+	       ((size_t)p->crc.compressed_sectors << BCH_SECTOR_SHIFT) <= SLOT_MAX;
+}
+
+static size_t piece_bytes(const struct bch_read_piece *p)
+{
+	return (size_t)p->crc.compressed_sectors << BCH_SECTOR_SHIFT;
+}
+
+static bool slot_is(const struct slot *s, const struct bch_read_piece *p)
+{
+	return s->state != SLOT_EMPTY && s->bdev == p->bdev && s->dev_off == p->dev_off &&
+	       s->version == p->version && s->bytes == piece_bytes(p) &&
+	       !memcmp(&s->csum, &p->crc.csum, sizeof(s->csum));
+}
+
+/* Under ra->lock: the slot holding p's extent, or NULL. */
+static struct slot *slot_find(struct bch_fs_read_cache *ra, const struct bch_read_piece *p)
+{
+	for (unsigned i = 0; i < SLOTS; i++)
+		if (slot_is(&ra->slot[i], p))
+			return &ra->slot[i];
+	return NULL;
+}
+
+/*
+ * Under ra->lock: a slot for p, set to state, or NULL: an empty one, else
+ * the least recently used of those a run read (DONE or READY), else of
+ * those read ahead and not yet read (READY).
+ */
+static struct slot *slot_take(struct bch_fs_read_cache *ra, const struct bch_read_piece *p,
+			      enum slot_state state)
+{
+	struct slot *s = NULL;
+
+	for (unsigned i = 0; i < SLOTS; i++) {
+		struct slot *t = &ra->slot[i];
+		if (t->state == SLOT_EMPTY) {
+			s = t;
+			break;
+		}
+		if (t->state != SLOT_DONE && (t->state != SLOT_READY || t->refs))
+			continue;
+		if (!s || (t->used && !s->used) || (t->used == s->used && t->tick < s->tick))
+			s = t;
+	}
+	if (!s)
+		return NULL;
+	s->state = state;
+	s->refs = 0;
+	s->used = false;
+	s->tick = ++ra->tick;
+	s->bdev = p->bdev;
+	s->dev_off = p->dev_off;
+	s->version = p->version;
+	s->csum = p->crc.csum;
+	s->bytes = piece_bytes(p);
+	return s;
+}
+
+int bch_fs_read_ahead_plan(struct bch_fs *c, struct bch_fs_read_cache *ra, uint64_t inum,
+			   uint64_t offset, size_t len, struct bch_read_plan *ahead)
+{
+	uint64_t end = offset + len;
+	bool seq = ra && inum == ra->inum && offset + AHEAD_NEAR >= ra->end && offset <= ra->end + AHEAD_NEAR;
+	int r = -EAGAIN;
+
+	ahead->nr = 0;
+	ahead->p = NULL;
+	if (!ra)
+		return r;
+	if (!seq)
+		ra->ahead_to = 0;
+	ra->inum = inum;
+	ra->end = end;
+	if (!c->crypt || !seq || !len)
+		return r;
+	uint64_t from = ra->ahead_to > end ? ra->ahead_to : end;
+	if (from >= end + AHEAD_BYTES)
+		return r;
+	r = bch_fs_read_plan(c, inum, from, end + AHEAD_BYTES - from, ahead);
+	if (r)
+		return r;
+	if (!ahead->len) {
+		bch_data_read_plan_free(ahead);
+		return -EAGAIN;		/* at the end of the file */
+	}
+	ra->ahead_to = from + ahead->len;
+	return 0;
+}
+
+/* Read and verify p's extent into s (FILLING); then READY or EMPTY. */
+static void slot_fill(struct bch_fs_read_cache *ra, struct slot *s, const struct bch_read_plan *ahead,
+		      const struct bch_read_piece *p)
+{
+	struct bch_fs *c = ahead->c;
+	int r = 0;
+
+	if (s->cap < s->bytes) {
+		void *b;
+		if (posix_memalign(&b, 4096, s->bytes))
+			r = -ENOMEM;
+		else {
+			free(s->buf);
+			s->buf = b;
+			s->cap = s->bytes;
+		}
+	}
+	if (!r)
+		r = bch_dev_read_try(p->bdev, s->buf, s->bytes, p->dev_off);
+	if (!r)
+		r = bch_crypt_extent_mac_check(c, p->version, s->buf, s->bytes, &p->crc.csum);
+	/* no space the plan read from was rewritten meanwhile (io.h, as a run checks) */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (!r && __atomic_load_n(&c->data_reuse_seq, __ATOMIC_SEQ_CST) != ahead->seq)
+		r = -EAGAIN;
+	pthread_mutex_lock(&ra->lock);
+	s->state = r ? SLOT_EMPTY : SLOT_READY;
+	s->seq = ahead->seq;
+	if (!r)
+		ra->nr_filled++;
+	pthread_cond_broadcast(&ra->cond);
+	pthread_mutex_unlock(&ra->lock);
+}
+
+void bch_fs_read_ahead_run(struct bch_fs_read_cache *ra, struct bch_read_plan *ahead)
+{
+	for (unsigned i = 0; i < ahead->nr; i++) {
+		const struct bch_read_piece *p = &ahead->p[i];
+		struct slot *s = NULL;
+
+		if (!cacheable(p))
+			continue;
+		pthread_mutex_lock(&ra->lock);
+		if (!slot_find(ra, p))
+			s = slot_take(ra, p, SLOT_FILLING);
+		pthread_mutex_unlock(&ra->lock);
+		if (s)
+			slot_fill(ra, s, ahead, p);
+	}
+	bch_data_read_plan_free(ahead);
+}
+
+/*
+ * Under ra->lock: p decrypted into dst if a slot has its extent verified
+ * for this plan (waiting while it is being read ahead); else claim a slot
+ * for p so that no read-ahead reads it again meanwhile (*claimed, NULL
+ * when none was free).
+ */
+static bool take_or_claim(struct bch_fs_read_cache *ra, const struct bch_read_plan *pl,
+			  const struct bch_read_piece *p, char *dst, struct slot **claimed)
+{
+	struct slot *s;
+
+	while ((s = slot_find(ra, p)) && s->state == SLOT_FILLING)
+		pthread_cond_wait(&ra->cond, &ra->lock);
+	*claimed = NULL;
+	if (s && s->state == SLOT_READY && s->seq == pl->seq && !(p->src_off % 64)) {
+		s->refs++;
+		pthread_mutex_unlock(&ra->lock);
+		int r = bch_crypt_extent_xor_at(pl->c, p->version, p->src_off, s->buf + p->src_off, dst, p->len);
+		pthread_mutex_lock(&ra->lock);
+		s->refs--;
+		s->used = true;
+		s->tick = ++ra->tick;
+		if (!r)
+			ra->nr_hit++;
+		return !r;
+	}
+	if (!s)
+		*claimed = slot_take(ra, p, SLOT_CLAIMED);
+	return false;
+}
+
+ssize_t bch_fs_read_run(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, void *buf)
+{
+	struct bch_read_plan rest = *pl;
+	struct slot **claimed;
+	ssize_t r;
+	unsigned i;
+
+	for (i = 0; i < pl->nr && !cacheable(&pl->p[i]); i++)
+		;
+	if (!ra || i == pl->nr)
+		return bch_data_read_plan_run(pl, buf);
+	rest.p = malloc(pl->nr * sizeof(*rest.p));
+	claimed = calloc(pl->nr, sizeof(*claimed));
+	if (!rest.p || !claimed) {
+		free(rest.p);
+		free(claimed);
+		return bch_data_read_plan_run(pl, buf);
+	}
+	/* what the read-ahead has is copied out; the rest is read as the plan says */
+	rest.nr = 0;
+	pthread_mutex_lock(&ra->lock);
+	for (i = 0; i < pl->nr; i++) {
+		const struct bch_read_piece *p = &pl->p[i];
+		if (!cacheable(p) || !take_or_claim(ra, pl, p, (char *)buf + p->buf_off, &claimed[i]))
+			rest.p[rest.nr++] = *p;
+	}
+	pthread_mutex_unlock(&ra->lock);
+	r = bch_data_read_plan_run(&rest, buf);
+	pthread_mutex_lock(&ra->lock);
+	for (i = 0; i < pl->nr; i++)
+		if (claimed[i] && claimed[i]->state == SLOT_CLAIMED) {
+			claimed[i]->state = SLOT_DONE;
+			claimed[i]->used = true;
+			claimed[i]->tick = ++ra->tick;
+		}
+	pthread_mutex_unlock(&ra->lock);
+	free(rest.p);
+	free(claimed);
 	return r;
 }
