@@ -66,6 +66,7 @@
 #include "super.h"
 
 #define PF_SLOTS	3
+#define PF_PRIV_MAX	256	/* bch_prefetch_verify_check()'s state, at most */
 
 /*
  * PF_DROPPED: being read, and the read path did not wait for it (it reads
@@ -98,6 +99,10 @@ struct pf_slot {
 	struct btree		*node;		/* PF_READY, parsed: outside the cache */
 	bool			verify;		/* a streamed leaf's first pass only (key) */
 	bool			verify_compare;	/* ... comparing the other copies */
+	bool			newest_first;	/* ... its check() shared with the read path */
+	bch_leaf_check_fn	check;		/* ... each key given to it, with priv */
+	size_t			priv_len;
+	_Alignas(8) char	priv[PF_PRIV_MAX];	/* check()'s state, the caller's copy */
 	unsigned		v_nr;		/* PF_READY, verified: its bsets' keys */
 	size_t			v_start[LS_BSETS_MAX], v_end[LS_BSETS_MAX];
 	void			*buf;		/* PF_READY, bytes only: a node arena of got bytes */
@@ -306,8 +311,9 @@ static void *worker(void *arg)
 		 */
 		for (unsigned i = 0; i < PF_SLOTS; i++) {
 			struct pf_slot *t = &p->slot[i];
+			bool newest = !t->skip_validate || t->newest_first;
 			if (t->state == PF_QUEUED &&
-			    (!s || (!t->skip_validate ? t->seq > s->seq : t->seq < s->seq)))
+			    (!s || (newest ? t->seq > s->seq : t->seq < s->seq)))
 				s = t;
 		}
 		if (!s) {
@@ -328,7 +334,8 @@ static void *worker(void *arg)
 		}
 		if (job.verify) {
 			/* a streamed leaf's first pass: nothing kept but the verdict */
-			err = ls_open(p->c, p->ls, job.id, job.key, job.verify_compare, NULL, NULL) ? -1 : 0;
+			err = ls_open(p->c, p->ls, job.id, job.key, job.verify_compare, job.check,
+				      job.check ? job.priv : NULL) ? -1 : 0;
 			job.v_nr = err ? 0 : p->ls->nr_bsets;
 			memcpy(job.v_start, p->ls->bset_start, sizeof(job.v_start));
 			memcpy(job.v_end, p->ls->bset_end, sizeof(job.v_end));
@@ -372,6 +379,7 @@ static void *worker(void *arg)
 		s->v_nr = job.v_nr;
 		memcpy(s->v_start, job.v_start, sizeof(s->v_start));
 		memcpy(s->v_end, job.v_end, sizeof(s->v_end));
+		memcpy(s->priv, job.priv, job.priv_len);
 		if (s->state == PF_DROPPED) {
 			slot_clear(s);
 			s->state = PF_FREE;
@@ -508,9 +516,16 @@ out:
 
 void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr, bool compare)
 {
+	bch_prefetch_verify_check(c, id, ptr, compare, NULL, NULL, 0);
+}
+
+void bch_prefetch_verify_check(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr,
+			       bool compare, bch_leaf_check_fn check, const void *priv, size_t len)
+{
 	struct bch_prefetch *p = c->prefetch;
 
-	if (!p || ptr->type != BCH_BKEY_btree_ptr || !bch_btree_ptr_nr(ptr) || bch_fs_encrypted(c))
+	if (!p || ptr->type != BCH_BKEY_btree_ptr || !bch_btree_ptr_nr(ptr) || bch_fs_encrypted(c) ||
+	    (check && len > PF_PRIV_MAX))
 		return;
 	const struct bch_btree_ptr *bp = bkey_val(ptr);
 	struct bch_blockdev *a = ptr_bdev(c, &bp->ptrs[0]);
@@ -523,9 +538,13 @@ void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *p
 		goto out;
 	*s = (struct pf_slot) {
 		.state = PF_QUEUED, .seq = ++p->seq, .bdev = { a }, .key = key, .id = id,
-		.skip_validate = true,	/* the oldest first (worker()) */
-		.verify = true, .verify_compare = compare,
+		.skip_validate = true,	/* the oldest first (worker()) ... */
+		.newest_first = check,	/* ... unless the read path does them too */
+		.verify = true, .verify_compare = compare, .check = check,
+		.priv_len = check ? len : 0,
 	};
+	if (check)
+		memcpy(s->priv, priv, len);
 	s->ptr[0] = bp->ptrs[0];
 	pthread_cond_signal(&p->work);
 out:
@@ -883,10 +902,12 @@ static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 
 /*
  * Was the leaf ptr points to verified ahead (bch_prefetch_verify()), its
- * copies compared when compare?  true, and ls has where its bsets' keys lie.
+ * copies compared when compare, its keys given to check when that is not
+ * NULL?  true, and ls has where its bsets' keys lie, priv what check()
+ * learnt.
  */
 static bool take_verified(struct bch_fs *c, const struct bch_bkey *ptr, bool compare,
-			  struct bch_leaf_stream *ls)
+			  bch_leaf_check_fn check, void *priv, struct bch_leaf_stream *ls)
 {
 	struct bch_prefetch *p = c->prefetch;
 	const struct bch_btree_ptr *bp = bkey_val(ptr);
@@ -902,10 +923,12 @@ static bool take_verified(struct bch_fs *c, const struct bch_bkey *ptr, bool com
 	}
 	if (s->state != PF_QUEUED && wait_ready(p, s)) {
 		const struct bch_btree_ptr *sp = bkey_val(s->key);
-		ok = !s->err && s->v_nr && (s->verify_compare || !compare) &&
+		ok = !s->err && s->v_nr && (s->verify_compare || !compare) && s->check == check &&
 		     bkey_bytes(s->key) == bkey_bytes(ptr) && !memcmp(s->key, ptr, bkey_bytes(ptr)) &&
 		     sp->seq == bp->seq;
 		if (ok) {
+			if (check)
+				memcpy(priv, s->priv, s->priv_len);
 			ls->nr_bsets = s->v_nr;
 			memcpy(ls->bset_start, s->v_start, sizeof(ls->bset_start));
 			memcpy(ls->bset_end, s->v_end, sizeof(ls->bset_end));
@@ -937,9 +960,9 @@ static void ls_target(struct bch_fs *c, struct bch_leaf_stream *s, const struct 
 int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 			 const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv)
 {
-	/* verified ahead by the worker: its keys only (check() must see them: not then) */
-	if (!check && ptr->type == BCH_BKEY_btree_ptr && bch_btree_ptr_nr(ptr) &&
-	    take_verified(c, ptr, compare, s)) {
+	/* verified ahead by the worker (check() given its keys there): its keys only */
+	if (ptr->type == BCH_BKEY_btree_ptr && bch_btree_ptr_nr(ptr) &&
+	    take_verified(c, ptr, compare, check, priv, s)) {
 		ls_target(c, s, ptr);
 		if (s->bdev) {
 			ls_start_keys(s);

@@ -156,6 +156,19 @@ int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned i
  */
 void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr, bool compare);
 /*
+ * As bch_prefetch_verify(), and every key given to check() with a copy of
+ * priv (len bytes, at most 256), for a bch_leaf_stream_open() with the same
+ * check and priv as they are now: that open then takes the copy back into
+ * its priv instead of reading the leaf's first pass itself.  check() runs
+ * on the read-ahead thread: it may only read what does not change while
+ * the filesystem is open read-only, and write its priv.  These are read
+ * newest first: the caller opens the next ones itself while the thread is
+ * busy (a leaf queued and not started is the open's own), and the two meet
+ * in the middle.
+ */
+void bch_prefetch_verify_check(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr,
+			       bool compare, bch_leaf_check_fn check, const void *priv, size_t len);
+/*
  * The next key of an opened leaf (in s->buf, valid until the next call), in
  * order and inside the leaf's range; NULL at the end, or when a read fails
  * or the keys are not in order (s->err set: read the leaf the ordinary way).
