@@ -65,7 +65,7 @@
 #include "errcode.h"
 #include "super.h"
 
-#define PF_SLOTS	3
+#define PF_SLOTS	6
 #define PF_PRIV_MAX	256	/* bch_prefetch_verify_check()'s state, at most */
 
 /*

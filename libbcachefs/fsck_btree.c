@@ -477,7 +477,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	 */
 	struct leaf_check lc = { .c = c, .id = s->id };
 	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++) {
-		for (unsigned j = i + 1; !child_level && j < nr && j <= i + 2; j++)
+		for (unsigned j = i + 1; !child_level && j < nr && j <= i + (s->stream ? 4 : 2); j++)
 			if (s->stream)
 				bch_prefetch_verify_check(c, s->id, kids[j], !c->fsck_copies_checked,
 							  leaf_check_key, &lc, sizeof(lc));
