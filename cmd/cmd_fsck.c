@@ -70,9 +70,13 @@ static void times_mark(struct fsck_out *o, const char *next)
 	double wall = now_ms(CLOCK_MONOTONIC), cpu = now_ms(CLOCK_PROCESS_CPUTIME_ID);
 	double main_cpu = now_ms(CLOCK_THREAD_CPUTIME_ID);
 
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
 	if (o->phase[0])
-		fprintf(stderr, "fsck time: %-36s %8.1f ms wall %8.1f ms cpu (%.1f this thread)\n",
-			o->phase, wall - o->wall0, cpu - o->cpu0, main_cpu - o->main0);
+		fprintf(stderr, "fsck time: %-36s %8.1f ms wall %8.1f ms cpu (%.1f this thread), "
+			"peak %ld KiB\n", o->phase, wall - o->wall0, cpu - o->cpu0,
+			main_cpu - o->main0, ru.ru_maxrss);
 	snprintf(o->phase, sizeof(o->phase), "%s", next ? next : "");
 	o->wall0 = wall;
 	o->cpu0 = cpu;

@@ -41,11 +41,15 @@
  *       range); what the read path's state says (keys validated already) is
  *       copied into the slot when it is queued.
  *
- * A streamed leaf (bch_leaf_stream_open(), the end of this file: the key
- * cursors of passes 5-10) is not parsed here: its slot (verify) has the
- * worker make the open's first pass over its bytes (checksum) and keep the
- * verdict and where its keys end, nothing of its bytes; the open that
- * takes a good verdict reads the keys only.
+ * A streamed leaf (bch_leaf_stream_open(), the end of this file) is not
+ * parsed here: its slot (verify) has the worker make the open's first pass
+ * over its bytes (checksum) and keep the verdict and where its keys end,
+ * nothing of its bytes; the open that takes a good verdict reads the keys
+ * only.  Pass 3 (bch_prefetch_verify_check()): the first pass gives every
+ * key to the caller's check() too, into the slot's copy of its state, and
+ * the worker takes the newest queued while the read path opens the oldest
+ * itself, so the two share the leaves.  Passes 5-10, trusting pass 3
+ * (ls_trusted()): the worker only reads the leaf's bytes (warm()).
  *
  * Memory: at most PF_SLOTS nodes wait here (a slot parsed and never taken,
  * its node found in the cache meanwhile, is reused first).
@@ -99,6 +103,7 @@ struct pf_slot {
 	struct btree		*node;		/* PF_READY, parsed: outside the cache */
 	bool			verify;		/* a streamed leaf's first pass only (key) */
 	bool			verify_compare;	/* ... comparing the other copies */
+	bool			warm;		/* ... read only: the open trusts it (ls_trusted()) */
 	bool			newest_first;	/* ... its check() shared with the read path */
 	bch_leaf_check_fn	check;		/* ... each key given to it, with priv */
 	size_t			priv_len;
@@ -129,6 +134,8 @@ struct bch_prefetch {
 
 static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 		   const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv);
+static bool ls_trusted(struct bch_fs *c, bool compare, bch_leaf_check_fn check);
+static size_t min_sz(size_t a, size_t b);
 
 static bool ptr_eq(const struct bch_extent_ptr *a, const struct bch_extent_ptr *b)
 {
@@ -291,6 +298,23 @@ static size_t read_on(struct bch_fs *c, const struct pf_slot *job, void **buf, s
 #undef NEED
 }
 
+/*
+ * A trusted leaf's bytes (ls_trusted()): read, as far as its parent says
+ * was written, and let go.  They are then in the CPU's shared cache when
+ * the open reads its keys (1M files: 10 ms less of the read path's time
+ * in pass 5 than reading them cold).
+ */
+static void warm(struct bch_prefetch *p, const struct pf_slot *job)
+{
+	const struct bch_btree_ptr *bp = bkey_val(job->key);
+	size_t bytes = (size_t)bp->sectors_written << 9;
+
+	for (size_t at = 0; at < bytes; at += LS_BUF)
+		if (bch_dev_read(job->bdev[0], p->ls->buf, min_sz(LS_BUF, bytes - at),
+				 ((uint64_t)job->ptr[0].offset << 9) + at))
+			break;
+}
+
 /* The worker: read (and parse) a queued slot, publish it, again. */
 static void *worker(void *arg)
 {
@@ -332,7 +356,9 @@ static void *worker(void *arg)
 			buf = bch_node_arena_alloc(job.len);
 			err = bch_dev_read(job.bdev[0], buf, job.len, (uint64_t)job.ptr[0].offset << 9);
 		}
-		if (job.verify) {
+		if (job.warm) {
+			warm(p, &job);
+		} else if (job.verify) {
 			/* a streamed leaf's first pass: nothing kept but the verdict */
 			err = ls_open(p->c, p->ls, job.id, job.key, job.verify_compare, job.check,
 				      job.check ? job.priv : NULL) ? -1 : 0;
@@ -380,7 +406,7 @@ static void *worker(void *arg)
 		memcpy(s->v_start, job.v_start, sizeof(s->v_start));
 		memcpy(s->v_end, job.v_end, sizeof(s->v_end));
 		memcpy(s->priv, job.priv, job.priv_len);
-		if (s->state == PF_DROPPED) {
+		if (s->state == PF_DROPPED || job.warm) {	/* nothing to take */
 			slot_clear(s);
 			s->state = PF_FREE;
 		} else {
@@ -541,6 +567,7 @@ void bch_prefetch_verify_check(struct bch_fs *c, unsigned id, const struct bch_b
 		.skip_validate = true,	/* the oldest first (worker()) ... */
 		.newest_first = check,	/* ... unless the read path does them too */
 		.verify = true, .verify_compare = compare, .check = check,
+		.warm = ls_trusted(c, compare, check),
 		.priv_len = check ? len : 0,
 	};
 	if (check)
@@ -957,9 +984,72 @@ static void ls_target(struct bch_fs *c, struct bch_leaf_stream *s, const struct 
 	s->max_key = ptr->p;
 }
 
+/*
+ * Did pass 3 verify every leaf this open can be asked for (fsck -n after
+ * pass 3: bch_leaf_stream_verified())?  Then only where its bsets lie is
+ * read, from their headers (ls_layout()).
+ */
+static bool ls_trusted(struct bch_fs *c, bool compare, bch_leaf_check_fn check)
+{
+	return !compare && !check && c->read_only && c->fsck_copies_checked;
+}
+
+/*
+ * Where the bsets of the leaf s targets lie, from the node's header and
+ * the header of the block after each bset, as ls_open() finds them: 0, or
+ * 1 (read it the ordinary way).  Nothing else is read: the caller trusts
+ * the bytes (ls_trusted()); bch_leaf_stream_next() still checks every
+ * key's size, order and range, so bytes changed since cannot crash it.
+ */
+static int ls_layout(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
+		     const struct bch_bkey *ptr)
+{
+	const struct bch_btree_ptr *bp = bkey_val(ptr);
+	size_t nb = (size_t)c->sb->btree_node_size << 9, bs = (size_t)c->sb->block_size << 9;
+	struct bch_btree_node n;
+	struct bch_btree_node_entry e;
+
+	if (bch_dev_read(s->bdev, &n, sizeof(n), s->where) ||
+	    n.magic != BCH_BTREE_NODE_MAGIC || memcmp(n.fs_uuid, c->sb->uuid, BCH_UUID_SIZE) ||
+	    n.btree_id != id || n.level || n.seq != bp->seq || n.keys.seq != n.seq ||
+	    !bpos_eq(n.min_key, s->min_key) || !bpos_eq(n.max_key, s->max_key) ||
+	    sizeof(n) + (size_t)n.keys.u64s * 8 > nb)
+		return 1;
+	size_t start = sizeof(n), end = start + (size_t)n.keys.u64s * 8, off;
+	for (;;) {
+		if (s->nr_bsets == LS_BSETS_MAX)
+			return 1;
+		s->bset_start[s->nr_bsets] = start;
+		s->bset_end[s->nr_bsets++] = end;
+		off = (end + bs - 1) / bs * bs;
+		if (off + sizeof(e) > nb)
+			break;
+		if (bch_dev_read(s->bdev, &e, sizeof(e), s->where + off))
+			return 1;
+		if (e.keys.seq != s->seq)
+			break;	/* the end of what this node's life wrote */
+		start = off + sizeof(e);
+		end = start + (size_t)e.keys.u64s * 8;
+		if (end > nb)
+			return 1;
+	}
+	if (off < ((size_t)bp->sectors_written << 9))
+		return 1;
+	ls_start_keys(s);
+	return 0;
+}
+
 int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 			 const struct bch_bkey *ptr, bool compare, bch_leaf_check_fn check, void *priv)
 {
+	if (ls_trusted(c, compare, check) && ptr->type == BCH_BKEY_btree_ptr &&
+	    bch_btree_ptr_nr(ptr) && !bch_fs_encrypted(c)) {
+		ls_target(c, s, ptr);
+		s->nr_bsets = 0;
+		s->err = 0;
+		if (s->bdev && !ls_layout(c, s, id, ptr))
+			return 0;
+	}
 	/* verified ahead by the worker (check() given its keys there): its keys only */
 	if (ptr->type == BCH_BKEY_btree_ptr && bch_btree_ptr_nr(ptr) &&
 	    take_verified(c, ptr, compare, check, priv, s)) {

@@ -95,6 +95,15 @@ void bch_prefetch_wait_idle(struct bch_fs *c);
  * caller until open returns 0 (the checksum verified).  Keys are then read
  * again, from the page cache, a piece at a time (bch_leaf_stream_next()):
  * no key is used before the node's checksum was verified (DESIGN.md 4).
+ *
+ * After fsck pass 3 (c->fsck_copies_checked on a read-only open: every
+ * leaf reachable was verified then, its copies compared, its keys
+ * validated, and nothing has written since), an open without compare or
+ * check trusts that verification: it reads the headers that say where the
+ * bsets lie, not the leaf (the files passes would otherwise read each
+ * leaf twice).  This is the trust the second pass over a leaf's bytes
+ * already places in the page cache, kept from pass 3 to the passes after:
+ * a leaf pass 3 found damaged stops fsck -n before them.
  */
 #define LS_BUF		(32U << 10)	/* a stream's buffer (its bsets' windows share it) */
 #define LS_KEY_MAX	(256U * 8)	/* a key's most bytes (u64s <= 255) */
@@ -151,8 +160,10 @@ int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned i
 /*
  * The leaf ptr points to will be opened soon (bch_leaf_stream_open()
  * without check()): the read-ahead thread makes the first pass over it
- * now, and the open then reads its keys only.  Dropped when the queue is
- * full or ptr is queued already.
+ * now, and the open then reads its keys only; after pass 3 (trusted, see
+ * above) the thread only reads its bytes, so the open finds them in the
+ * CPU's shared cache.  Dropped when the queue is full or ptr is queued
+ * already.
  */
 void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr, bool compare);
 /*
