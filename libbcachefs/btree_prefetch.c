@@ -891,12 +891,15 @@ static int ls_need(struct bch_leaf_stream *s, struct ls_window *w, size_t bytes,
 static const struct bch_bkey *ls_key(struct bch_leaf_stream *s, struct ls_window *w,
 				     struct ls_verify *v)
 {
-	if (w->end - w->at < sizeof(struct bch_bkey) || ls_need(s, w, sizeof(struct bch_bkey), v))
+	/* (ls_need() only when the buffer lacks the bytes: most keys are in it) */
+	if (w->end - w->at < sizeof(struct bch_bkey) ||
+	    (w->at + sizeof(struct bch_bkey) > w->base + w->fill &&
+	     ls_need(s, w, sizeof(struct bch_bkey), v)))
 		return NULL;
 	const struct bch_bkey *k = (const void *)(w->buf + (w->at - w->base));
 	size_t bytes = (size_t)k->u64s * 8;
 	if (k->u64s < BCH_BKEY_U64s || bytes > LS_KEY_MAX || bytes > w->end - w->at ||
-	    ls_need(s, w, bytes, v))
+	    (w->at + bytes > w->base + w->fill && ls_need(s, w, bytes, v)))
 		return NULL;
 	k = (const void *)(w->buf + (w->at - w->base));
 	if ((w->any && bpos_cmp(w->prev, k->p) >= 0) || bpos_cmp(k->p, s->min_key) < 0 ||
@@ -1186,6 +1189,19 @@ bool bch_leaf_stream_allowed(struct bch_fs *c)
 
 const struct bch_bkey *bch_leaf_stream_next(struct bch_leaf_stream *s)
 {
+	if (s->nr_bsets == 1) {		/* most leaves: nothing to merge */
+		struct ls_window *w = &s->w[0];
+		while (w->at < w->end) {
+			const struct bch_bkey *k = ls_key(s, w, NULL);
+			if (!k) {
+				s->err = -BCH_ERR_btree_node_bad;
+				return NULL;
+			}
+			if (k->type != BCH_BKEY_deleted)
+				return k;
+		}
+		return NULL;
+	}
 	for (;;) {
 		const struct bch_bkey *best = NULL;
 
