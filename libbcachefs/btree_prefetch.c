@@ -989,12 +989,15 @@ static void ls_target(struct bch_fs *c, struct bch_leaf_stream *s, const struct 
 
 /*
  * Did pass 3 verify every leaf this open can be asked for (fsck -n after
- * pass 3: bch_leaf_stream_verified())?  Then only where its bsets lie is
- * read, from their headers (ls_layout()).
+ * pass 3, btree_prefetch.h)?  Then only where its bsets lie is read, from
+ * their headers (ls_layout()).  Not after a journal replay: the read path
+ * then forgives a torn append (a bset failing its checksum, its keys in
+ * the journal), which the headers alone would not tell from a good bset.
  */
 static bool ls_trusted(struct bch_fs *c, bool compare, bch_leaf_check_fn check)
 {
-	return !compare && !check && c->read_only && c->fsck_copies_checked;
+	return !compare && !check && c->read_only && c->fsck_copies_checked &&
+	       !c->journal_replayed && !c->replay_oldest;
 }
 
 /*
