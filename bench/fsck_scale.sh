@@ -12,6 +12,12 @@
 # BENCH_FSCK_BASELINE=PATH: another bcachefs binary (say main's) checks the
 # same image, its runs alternating with ours (the same load for both); a
 # line under the row gives its figures and ours/its.
+# Where the time goes: BCACHEFS_FSCK_TIMES=1 bcachefs fsck -f -n IMG prints
+# each pass's wall time, the CPU time of all threads and of the checking
+# thread alone (the read-ahead thread works beside it), and the peak RSS so
+# far, on stderr.  A fresh copy of a binary can show a higher peak RSS than
+# the same bytes long in place (its text mapped in larger pieces): compare
+# binaries that have both been run a few times.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${BCH:-$root/bcachefs}	# BCH=PATH: another binary as ours

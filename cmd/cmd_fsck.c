@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "btree.h"
@@ -43,7 +44,44 @@ struct fsck_out {
 	struct bch_fsck_file_stats	files;
 	bool				files_checked;
 	char				fatal[512];	/* the first problem that stops fsck */
+	/* $BCACHEFS_FSCK_TIMES set: each pass's wall and CPU time on stderr */
+	bool				times;
+	char				phase[64];	/* the pass being timed */
+	double				wall0, cpu0, main0;	/* when it began (ms) */
 };
+
+static double now_ms(clockid_t clk)
+{
+	struct timespec t;
+
+	clock_gettime(clk, &t);
+	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+/*
+ * A debugging aid (not output golden tests see: stderr, and only when
+ * asked): the pass just ended, its wall time and the CPU time of every
+ * thread, then next begins (NULL: the end).
+ */
+static void times_mark(struct fsck_out *o, const char *next)
+{
+	if (!o->times)
+		return;
+	double wall = now_ms(CLOCK_MONOTONIC), cpu = now_ms(CLOCK_PROCESS_CPUTIME_ID);
+	double main_cpu = now_ms(CLOCK_THREAD_CPUTIME_ID);
+
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	if (o->phase[0])
+		fprintf(stderr, "fsck time: %-36s %8.1f ms wall %8.1f ms cpu (%.1f this thread), "
+			"peak %ld KiB\n", o->phase, wall - o->wall0, cpu - o->cpu0,
+			main_cpu - o->main0, ru.ru_maxrss);
+	snprintf(o->phase, sizeof(o->phase), "%s", next ? next : "");
+	o->wall0 = wall;
+	o->cpu0 = cpu;
+	o->main0 = main_cpu;
+}
 
 static void progress(struct bch_fsck_ctx *ctx, unsigned pass, const char *what)
 {
@@ -52,6 +90,11 @@ static void progress(struct bch_fsck_ctx *ctx, unsigned pass, const char *what)
 	if (o->ticked)
 		printf("\r     \r");
 	o->ticked = false;
+	if (o->times) {
+		char label[64];
+		snprintf(label, sizeof(label), "pass %u: %s", pass, what);
+		times_mark(o, label);
+	}
 	if (!o->json)
 		printf("pass %u: %s\n", pass, what);
 	fflush(stdout);
@@ -264,6 +307,7 @@ int cmd_fsck(int argc, char *argv[])
 	ctx->tick = tick;
 	ctx->priv = &o;
 	o.tty = isatty(STDOUT_FILENO);
+	o.times = getenv("BCACHEFS_FSCK_TIMES") != NULL;
 	/* "a" is e2fsck's old spelling of -p */
 	while ((opt = getopt_long(argc, argv, "nypafvhco:", longopts, NULL)) != -1)
 		switch (opt) {
@@ -345,6 +389,7 @@ int cmd_fsck(int argc, char *argv[])
 		free(ctx);
 		return FSCK_EXIT_ERROR;
 	}
+	times_mark(&o, "pass 1: superblocks");
 	if (!o.json)
 		printf("pass 1: superblocks\n");
 	int ret = bch_fsck_superblocks(ctx, devs, nr, &sb);
@@ -376,10 +421,11 @@ int cmd_fsck(int argc, char *argv[])
 		 * 0.92 MB; ours 1.3-1.4 MB at the two peaks, the open and passes
 		 * 5-6).  No pass holds a leaf whole: pass 3 and the key cursors
 		 * of passes 5-10 stream each leaf through a buffer of 32 KB
-		 * (btree_prefetch.h, streamed leaves: its checksums verified in a
-		 * first pass over its bytes, on the read-ahead thread for the
-		 * cursors, then its keys read again from the page cache a piece
-		 * at a time, its bsets merged); only a leaf that does not stream
+		 * (btree_prefetch.h, streamed leaves: in pass 3 its checksums
+		 * verified in a first pass over its bytes, on whichever thread
+		 * gets to it first, then its keys read again from the page cache
+		 * a piece at a time, its bsets merged; passes 5-10 trust pass 3
+		 * and read the keys only); only a leaf that does not stream
 		 * (damage, encrypted, snapshots' filtered views) is read whole.
 		 * The open reads the alloc btree's leaves and the roots whole
 		 * (alloc_btree.c, fs.c: 1.39 MB anonymous at its peak).  Passes
@@ -432,6 +478,7 @@ int cmd_fsck(int argc, char *argv[])
 			bch_opt_set(&oo, Opt_read_only, 1);
 			bch_opt_set(&oo, Opt_fsck_defer_recount, 1);	/* pass 3 counts the buckets */
 		}
+		times_mark(&o, "pass 2: journal (the open)");
 		if (!o.json)
 			printf("pass 2: journal\n");
 		ret = bch_fs_open(devs, nr, &oo, &c, err, sizeof(err));
@@ -466,6 +513,7 @@ int cmd_fsck(int argc, char *argv[])
 				if (!o.json)
 					printf("clean: passes 3-12 skipped (-f checks anyway)\n");
 			} else {
+				times_mark(&o, "pass 3: btree topology and keys");
 				if (!o.json)
 					printf("pass 3: btree topology and keys\n");
 				ret = bch_fsck_btrees(ctx, c, &nodes);
@@ -479,6 +527,7 @@ int cmd_fsck(int argc, char *argv[])
 				bool btrees_bad = bch_fsck_nr_found(ctx) > bch_fsck_nr_fixed(ctx);
 				/* pass 4's second half: the snapshot tree the files passes read through */
 				if (!ret && !btrees_bad && !ctx->cancelled) {
+					times_mark(&o, "pass 4: snapshots");
 					ret = bch_fsck_snapshots(ctx, c);
 					if (ret) {
 						cmd_err("fsck", "%s", ctx->err_msg);
@@ -496,6 +545,7 @@ int cmd_fsck(int argc, char *argv[])
 					}
 				}
 			}
+			times_mark(&o, "the close");
 			bch_prefetch_stop(c);
 			int cr = bch_fs_close(c);
 			if (cr && !ret) {
@@ -507,6 +557,7 @@ int cmd_fsck(int argc, char *argv[])
 		}
 	}
 
+	times_mark(&o, NULL);
 	if (o.ticked)
 		printf("\r     \r");
 	uint64_t found = bch_fsck_nr_found(ctx), fixed = bch_fsck_nr_fixed(ctx);

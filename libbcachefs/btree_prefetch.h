@@ -95,6 +95,15 @@ void bch_prefetch_wait_idle(struct bch_fs *c);
  * caller until open returns 0 (the checksum verified).  Keys are then read
  * again, from the page cache, a piece at a time (bch_leaf_stream_next()):
  * no key is used before the node's checksum was verified (DESIGN.md 4).
+ *
+ * After fsck pass 3 (c->fsck_copies_checked on a read-only open: every
+ * leaf reachable was verified then, its copies compared, its keys
+ * validated, and nothing has written since), an open without compare or
+ * check trusts that verification: it reads the headers that say where the
+ * bsets lie, not the leaf (the files passes would otherwise read each
+ * leaf twice).  This is the trust the second pass over a leaf's bytes
+ * already places in the page cache, kept from pass 3 to the passes after:
+ * a leaf pass 3 found damaged stops fsck -n before them.
  */
 #define LS_BUF		(32U << 10)	/* a stream's buffer (its bsets' windows share it) */
 #define LS_KEY_MAX	(256U * 8)	/* a key's most bytes (u64s <= 255) */
@@ -151,10 +160,25 @@ int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned i
 /*
  * The leaf ptr points to will be opened soon (bch_leaf_stream_open()
  * without check()): the read-ahead thread makes the first pass over it
- * now, and the open then reads its keys only.  Dropped when the queue is
- * full or ptr is queued already.
+ * now, and the open then reads its keys only; after pass 3 (trusted, see
+ * above) the thread only reads its bytes, so the open finds them in the
+ * CPU's shared cache.  Dropped when the queue is full or ptr is queued
+ * already.
  */
 void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr, bool compare);
+/*
+ * As bch_prefetch_verify(), and every key given to check() with a copy of
+ * priv (len bytes, at most 256), for a bch_leaf_stream_open() with the same
+ * check and priv as they are now: that open then takes the copy back into
+ * its priv instead of reading the leaf's first pass itself.  check() runs
+ * on the read-ahead thread: it may only read what does not change while
+ * the filesystem is open read-only, and write its priv.  These are read
+ * newest first: the caller opens the next ones itself while the thread is
+ * busy (a leaf queued and not started is the open's own), and the two meet
+ * in the middle.
+ */
+void bch_prefetch_verify_check(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr,
+			       bool compare, bch_leaf_check_fn check, const void *priv, size_t len);
 /*
  * The next key of an opened leaf (in s->buf, valid until the next call), in
  * order and inside the leaf's range; NULL at the end, or when a read fails

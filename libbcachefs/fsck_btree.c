@@ -469,10 +469,20 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	unsigned child_level = b->level - 1;
 	if (keep)
 		bch_btree_node_put(c, b);
+	/*
+	 * The next leaves are read ahead while this one is checked: streamed,
+	 * the read-ahead thread checks them as check_leaf_streamed() would
+	 * (the farthest first), and this thread takes its verdicts, or checks
+	 * those it has not started itself.
+	 */
+	struct leaf_check lc = { .c = c, .id = s->id };
 	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++) {
-		/* the next leaves are read ahead while this one is checked */
-		for (unsigned j = i + 1; !child_level && !s->stream && j < nr && j <= i + 2; j++)
-			bch_prefetch_node(c, s->id, child_level, kids[j]);
+		for (unsigned j = i + 1; !child_level && j < nr && j <= i + (s->stream ? 4 : 2); j++)
+			if (s->stream)
+				bch_prefetch_verify_check(c, s->id, kids[j], !c->fsck_copies_checked,
+							  leaf_check_key, &lc, sizeof(lc));
+			else
+				bch_prefetch_node(c, s->id, child_level, kids[j]);
 		r = check_node(c, s, child_level, kids[i]);
 	}
 	if (keep) {

@@ -8,12 +8,14 @@
  * not stream (its reader then reads it the ordinary way, which reports it).
  */
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bkey.h"
 #include "btree.h"
+#include "blockdev.h"
 #include "btree_prefetch.h"
 #include "fs.h"
 #include "super.h"
@@ -303,6 +305,101 @@ Test(fsck_stream, a_leaf_with_an_append_streams_merged)
 	uint64_t h = stream_hash(ls, &n);
 	cr_assert_eq(h, read_hash(c, ptrs[1], &m), "other keys streamed than the read path reads");
 	cr_assert_eq(n, m, "%u keys streamed, %u read", n, m);
+	/* after pass 3 (trusted: its bsets found from their headers), the same */
+	unsigned bsets = ls->nr_bsets;
+	c->fsck_copies_checked = true;
+	cr_assert_eq(bch_leaf_stream_open(c, ls, BCH_BTREE_ID_test, ptrs[1], false, NULL, NULL), 0,
+		     "a leaf with an append does not stream after pass 3");
+	cr_assert_eq(ls->nr_bsets, bsets, "%u bsets found from the headers, %u verified",
+		     ls->nr_bsets, bsets);
+	cr_assert_eq(stream_hash(ls, &n), h, "after pass 3: other keys streamed");
+	free_ptrs(ptrs, nr);
+	free(ls);
+	cr_assert_eq(bch_fs_close(c), 0);
+	test_tmpdir_remove(tmpdir);
+}
+
+static uint64_t bytes_read(struct bch_fs *c)
+{
+	struct bch_dev_io_stats st;
+
+	bch_dev_io_stats(c->devs[0]->bdev, &st);
+	return st.read_bytes;
+}
+
+/*
+ * After pass 3 verified every leaf (c->fsck_copies_checked, read-only), an
+ * open that neither compares copies nor checks keys reads the headers
+ * only, not the leaf (a first pass over it again); its keys are the read
+ * path's all the same.
+ */
+Test(fsck_stream, after_pass_3_an_open_reads_only_the_headers)
+{
+	struct bch_bkey *ptrs[LEAVES_MAX];
+	struct bch_leaf_stream *ls = malloc(sizeof(*ls));
+	unsigned keys = 0;
+
+	cr_assert(ls);
+	fill(1);
+	struct bch_fs *c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	unsigned nr = leaf_ptrs(c, ptrs);
+	c->fsck_copies_checked = true;	/* as pass 3 leaves it */
+	for (unsigned i = 0; i < nr; i++) {
+		unsigned n, m;
+		uint64_t before = bytes_read(c);
+		cr_assert_eq(bch_leaf_stream_open(c, ls, BCH_BTREE_ID_test, ptrs[i], false, NULL, NULL),
+			     0, "leaf %u does not stream", i);
+		uint64_t opened = bytes_read(c) - before;
+		cr_assert_lt(opened, 1024, "leaf %u: its open read %" PRIu64 " bytes", i, opened);
+		uint64_t h = stream_hash(ls, &n);
+		cr_assert_eq(h, read_hash(c, ptrs[i], &m), "leaf %u: other keys streamed", i);
+		cr_assert_eq(n, m, "leaf %u: %u keys streamed, %u read", i, n, m);
+		keys += n;
+	}
+	cr_assert_eq(keys, KEYS);
+	free_ptrs(ptrs, nr);
+	free(ls);
+	cr_assert_eq(bch_fs_close(c), 0);
+	test_tmpdir_remove(tmpdir);
+}
+
+static int count_keys(void *priv, const struct bch_bkey *k)
+{
+	(void)k;
+	++*(unsigned *)priv;
+	return 0;
+}
+
+/*
+ * Pass 3's leaves checked on the read-ahead thread
+ * (bch_prefetch_verify_check()): the open takes the verdict and what
+ * check() counted there, and reads the keys only.
+ */
+Test(fsck_stream, a_check_made_ahead_is_taken_by_the_open)
+{
+	struct bch_bkey *ptrs[LEAVES_MAX];
+	struct bch_leaf_stream *ls = malloc(sizeof(*ls));
+
+	cr_assert(ls);
+	fill(2);
+	struct bch_fs *c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	unsigned nr = leaf_ptrs(c, ptrs);
+	cr_assert_eq(bch_prefetch_start(c), 0);
+	for (unsigned i = 0; i < nr; i++) {
+		unsigned seen = 0, n, m;
+		bch_prefetch_verify_check(c, BCH_BTREE_ID_test, ptrs[i], true, count_keys, &seen,
+					  sizeof(seen));
+		bch_prefetch_wait_idle(c);
+		uint64_t before = bytes_read(c);
+		cr_assert_eq(bch_leaf_stream_open(c, ls, BCH_BTREE_ID_test, ptrs[i], true, count_keys,
+						  &seen), 0, "leaf %u does not stream", i);
+		cr_assert_eq(bytes_read(c), before, "leaf %u: read again by the open", i);
+		cr_assert_eq(bch_prefetch_nr_taken(c), i + 1, "leaf %u: not checked ahead", i);
+		uint64_t h = stream_hash(ls, &n);
+		cr_assert_eq(seen, n, "leaf %u: %u keys checked ahead, %u streamed", i, seen, n);
+		cr_assert_eq(h, read_hash(c, ptrs[i], &m), "leaf %u: other keys streamed", i);
+	}
+	bch_prefetch_stop(c);
 	free_ptrs(ptrs, nr);
 	free(ls);
 	cr_assert_eq(bch_fs_close(c), 0);
