@@ -277,6 +277,18 @@ struct fmount {
  * replicas=3 with the builder beside it, 0.95x without (bench/ec.sh).
  */
 #define BG_EC_QUIET_NS	(200 * 1000000LL)
+
+/*
+ * libfuse's loop keeps every worker thread it started, idle or not (it
+ * starts one only when all are busy; 3.12 and later at most max_threads,
+ * 10).  With 8 idle at most (what it had), 4 clients' 4 KiB
+ * random writes made it start and end 50-140 threads a second (perf stat
+ * sched_process_fork), each end a madvise of the thread's stack (~95 a
+ * second: TLB shootdowns to both cores) and each start its stack's page
+ * faults; kept, none: 4 clients' IOPS 110.7k against 96.9k over five
+ * alternated 5 s runs (load 9-11).
+ */
+#define LOOP_IDLE_THREADS	UINT_MAX
 #define BG_EC_FREE_DIV	4
 #define BG_YIELD_US	10000	/* at most this long for waiting requests between steps */
 
@@ -3390,7 +3402,7 @@ static void *sess_thread(void *arg)
 {
 	struct fsess *s = arg;
 	struct fmount *m = s->m;
-	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
+	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = LOOP_IDLE_THREADS };
 
 	lf->session_loop_mt(s->se, &config);
 	sess_remove(m, s);
@@ -4202,7 +4214,7 @@ int cmd_fusemount(int argc, char *argv[])
 	req_stats_since = real_ns();
 	ctl_start(&m);
 	bg_start(&m);
-	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
+	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = LOOP_IDLE_THREADS };
 	ret = lf->session_loop_mt(se, &config) ? EXIT_FAIL : EXIT_OK;
 	/* invariant (9): this mountpoint went; the daemon serves the others until they go too */
 	sess_remove(&m, &first);
