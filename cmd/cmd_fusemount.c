@@ -277,19 +277,20 @@ struct fmount {
  * replicas=3 with the builder beside it, 0.95x without (bench/ec.sh).
  */
 #define BG_EC_QUIET_NS	(200 * 1000000LL)
+#define BG_EC_FREE_DIV	4
 
 /*
  * libfuse's loop keeps every worker thread it started, idle or not (it
  * starts one only when all are busy; 3.12 and later at most max_threads,
- * 10).  With 8 idle at most (what it had), 4 clients' 4 KiB
- * random writes made it start and end 50-140 threads a second (perf stat
+ * 10).  With at most 8 idle (what it had), 4 clients' 4 KiB random writes
+ * made it start and end 50-140 threads a second (perf stat
  * sched_process_fork), each end a madvise of the thread's stack (~95 a
  * second: TLB shootdowns to both cores) and each start its stack's page
- * faults; kept, none: 4 clients' IOPS 110.7k against 96.9k over five
- * alternated 5 s runs (load 9-11).
+ * faults; kept, none, and the daemon's CPU per write at 4 clients was
+ * 14.4-15.5 us against 18.0-21.9 (perf stat, alternated runs, load 7-9).
  */
 #define LOOP_IDLE_THREADS	UINT_MAX
-#define BG_EC_FREE_DIV	4
+
 #define BG_YIELD_US	10000	/* at most this long for waiting requests between steps */
 
 #define RA_WINDOW	(8ULL << 20)	/* sequential reads: hinted this far ahead */
