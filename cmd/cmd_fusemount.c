@@ -15,7 +15,8 @@
  * (plan_write()), holds it to allocate its space and take a ticket, then
  * checksums, encrypts and writes its data with the devices held open, and
  * takes it again to add its extents once every earlier write of the file
- * has (fs_ops.h, bch_fs_write_begin());
+ * has (fs_ops.h, bch_fs_write_begin()), or is ended by the writer that
+ * holds it then (end_write());
  * fsync waits for the file's writes issued before it, and a command body
  * for every planned write.  The kernel caches reads; writes
  * are not cached (no writeback cache), so each write(2) is stored, or
@@ -248,7 +249,8 @@ struct fmount {
 	 * Write ends combined (end_write()): a planned write whose run is
 	 * done, while a holder of lock has ends_open set, queues itself on
 	 * ends and sleeps; that holder ends it before it lets lock go.
-	 * Under ends_mu (taken with or without lock, never the other way).
+	 * Under ends_mu, taken with or without lock held; lock is never taken
+	 * with ends_mu held.
 	 */
 	pthread_mutex_t	ends_mu;
 	struct end_wait	*ends;		/* in the order they came */
