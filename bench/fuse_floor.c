@@ -77,6 +77,7 @@
 #include <linux/fuse.h>
 #include <stddef.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -1322,7 +1323,8 @@ int main(int argc, char **argv)
 	}
 	static const struct fuse_custom_io io = { .read = floor_read, .writev = floor_writev };
 	fuse_session_custom_io(se, &io, fuse_session_fd(se));
-	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = 8 };
+	/* as fusemount's loop (cmd_fusemount.c LOOP_IDLE_THREADS): idle workers kept */
+	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = UINT_MAX };
 	ret = fuse_session_loop_mt(se, &config) ? 1 : 0;
 	fuse_session_unmount(se);
 signals:
