@@ -67,9 +67,61 @@ size_t bch_btree_node_pending_bytes(const struct btree *b)
 	return b->cap_pending * sizeof(struct btree_pending);
 }
 
+/*
+ * A key's offset in the index: 16 bits while every offset fits (arenas to
+ * 512 KiB, all of a 256k node's), else 32.  Two bytes a key less than 32
+ * bits throughout: a leaf's index is a good part of its memory.
+ */
+#define KOFF_NARROW_MAX	UINT16_MAX
+
+static size_t koff_size(const struct btree *b)
+{
+	return b->koff_wide ? sizeof(*b->koff32) : sizeof(*b->koff16);
+}
+
+static void koff_set(struct btree *b, unsigned i, uint32_t off)
+{
+	if (b->koff_wide)
+		b->koff32[i] = off;
+	else
+		b->koff16[i] = off;
+}
+
+/* Offsets past 16 bits to come: the index takes 32 bits a key. */
+static void koff_widen(struct btree *b)
+{
+	if (b->koff_wide)
+		return;
+	if (b->cap) {
+		uint32_t *w = malloc(b->cap * sizeof(*w));
+		if (!w)
+			abort();
+		for (unsigned i = 0; i < b->nr; i++)
+			w[i] = b->koff16[i];
+		free(b->koff);
+		b->koff32 = w;
+	}
+	b->koff_wide = true;
+}
+
+/* Every offset fits 16 bits again (a pack into a smaller arena). */
+static void koff_narrow(struct btree *b)
+{
+	if (!b->koff_wide)
+		return;
+	for (unsigned i = 0; i < b->nr; i++)
+		b->koff16[i] = b->koff32[i];	/* forward: never over one not yet read */
+	b->koff_wide = false;
+	if (b->cap) {
+		void *n = realloc(b->koff, b->cap * sizeof(*b->koff16));
+		if (n)
+			b->koff = n;
+	}
+}
+
 static size_t node_overhead(const struct btree *b)
 {
-	return sizeof(*b) + b->cap * (sizeof(*b->koff) + sizeof(*b->kpos)) +
+	return sizeof(*b) + b->cap * (koff_size(b) + sizeof(*b->kpos)) +
 	       bch_btree_node_pending_bytes(b);
 }
 
@@ -236,6 +288,7 @@ void bch_btree_node_free_index(struct btree *b)
 	free(b->kpos);
 	b->koff = NULL;
 	b->kpos = NULL;
+	b->koff_wide = false;
 	b->cap = 0;
 }
 
@@ -259,13 +312,17 @@ static void pack_keys_room(struct btree *b, size_t room)
 	char *arena = bch_node_arena_alloc(bytes), *p = arena;
 
 	b->mod++;		/* the keys move */
+	if (bytes / 8 > KOFF_NARROW_MAX)
+		koff_widen(b);
 	for (unsigned i = 0; i < b->nr; i++) {
 		const struct bch_bkey *k = bch_btree_key(b, i);
 		size_t kb = bkey_bytes(k);
 		memcpy(p, k, kb);
-		b->koff[i] = (p - arena) / 8;
+		koff_set(b, i, (p - arena) / 8);
 		p += kb;
 	}
+	if (bytes / 8 <= KOFF_NARROW_MAX)
+		koff_narrow(b);
 	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = arena;
 	b->arena_bytes = bytes;
@@ -312,23 +369,25 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 	for (unsigned i = 0; i < nr; i++)
 		u64s += keys[i]->u64s;
 	bch_btree_node_free_keys(b);
-	if (b->cap < nr) {
+	b->u64s = u64s;		/* arena_room() sizes by it */
+	b->arena_bytes = u64s * 8 + arena_room(b, 0);
+	bool wide = b->arena_bytes / 8 > KOFF_NARROW_MAX;
+	if (b->cap < nr || wide != b->koff_wide) {
 		unsigned cap = nr + nr / 8 + 16;	/* room for the inserts to come */
 		bch_btree_node_free_index(b);
-		b->koff = malloc(cap * sizeof(*b->koff));
+		b->koff_wide = wide;
+		b->koff = malloc(cap * koff_size(b));
 		b->kpos = malloc(cap * sizeof(*b->kpos));
 		if (!b->koff || !b->kpos)
 			abort();
 		b->cap = cap;
 	}
-	b->u64s = u64s;		/* arena_room() sizes by it */
-	b->arena_bytes = u64s * 8 + arena_room(b, 0);
 	char *p = b->arena = bch_node_arena_alloc(b->arena_bytes);
 	b->arena_used = u64s * 8;
 	for (unsigned i = 0; i < nr; i++) {
 		size_t kb = bkey_bytes(keys[i]);
 		memcpy(p, keys[i], kb);
-		b->koff[i] = (p - (char *)b->arena) / 8;
+		koff_set(b, i, (p - (char *)b->arena) / 8);
 		p += kb;
 	}
 	b->nr = nr;
@@ -725,7 +784,7 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	}
 	/* a read node's arrays were sized by its bsets: cut them to the keys it has */
 	if (b->cap > b->nr && b->nr) {
-		uint32_t *koff = realloc(b->koff, b->nr * sizeof(*koff));
+		void *koff = realloc(b->koff, b->nr * koff_size(b));
 		uint32_t *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
 		if (koff)
 			b->koff = koff;
@@ -956,7 +1015,9 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 	if (exists) {
 		b->u64s -= bch_btree_key(b, i)->u64s;
 		if (k->type == BCH_BKEY_deleted) {
-			memmove(&b->koff[i], &b->koff[i + 1], (b->nr - i - 1) * sizeof(*b->koff));
+			size_t ks = koff_size(b);
+			memmove((char *)b->koff + i * ks, (char *)b->koff + (i + 1) * ks,
+				(b->nr - i - 1) * ks);
 			memmove(&b->kpos[i], &b->kpos[i + 1], (b->nr - i - 1) * sizeof(*b->kpos));
 			b->nr--;
 			return;
@@ -967,16 +1028,20 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 		if (b->nr == b->cap) {
 			/* by half: a leaf's arrays are a good part of its memory */
 			b->cap = b->cap + b->cap / 2 + 16;
-			b->koff = realloc(b->koff, b->cap * sizeof(*b->koff));
+			b->koff = realloc(b->koff, b->cap * koff_size(b));
 			b->kpos = realloc(b->kpos, b->cap * sizeof(*b->kpos));
 			if (!b->koff || !b->kpos)
 				abort();
 		}
-		memmove(&b->koff[i + 1], &b->koff[i], (b->nr - i) * sizeof(*b->koff));
+		size_t ks = koff_size(b);
+		memmove((char *)b->koff + (i + 1) * ks, (char *)b->koff + i * ks, (b->nr - i) * ks);
 		memmove(&b->kpos[i + 1], &b->kpos[i], (b->nr - i) * sizeof(*b->kpos));
 		b->nr++;
 	}
-	b->koff[i] = arena_off(b, k);
+	uint32_t off = arena_off(b, k);
+	if (off > KOFF_NARROW_MAX)
+		koff_widen(b);
+	koff_set(b, i, off);
 	b->kpos[i] = kfmt_prefix(b, k->p);
 	b->u64s += k->u64s;
 }
@@ -1011,7 +1076,7 @@ void bch_btree_node_reserve(struct btree *b, unsigned nr)
 {
 	if (nr <= b->cap)
 		return;
-	b->koff = realloc(b->koff, nr * sizeof(*b->koff));
+	b->koff = realloc(b->koff, nr * koff_size(b));
 	b->kpos = realloc(b->kpos, nr * sizeof(*b->kpos));
 	if (!b->koff || !b->kpos)
 		abort();
