@@ -10,9 +10,9 @@
  * (lookups, iteration, walking nodes).
  *
  * A node in memory holds its live keys as a sorted array of offsets into
- * its arena (16 bits while the arena is at most 512 KiB, else 32) with a
- * 32-bit prefix of each position beside them (binary search over the
- * prefixes, a key compared only on a tie; no linear scans): 6 bytes a key.
+ * its arena with a prefix of each position beside them (binary search over
+ * the prefixes, a key compared only on a tie; no linear scans): 16 bits
+ * each while the arena is at most 512 KiB, 4 bytes a key; else 32 bits.
  * The keys themselves lie in the arena, in order, after a read or a write
  * (a scan walks memory in order); inserts since are
  * appended to the arena's room (an eighth more than its keys when packed),
@@ -102,18 +102,25 @@ struct btree {
 	char			**dropped;	/* fsck: invalid keys skipped when read ("pos: why") */
 	unsigned		nr_dropped;
 
+	/*
+	 * The index: 16-bit entries while every offset fits (an arena to
+	 * 512 KiB: all of a 256k node's), else 32-bit (index_wide).
+	 */
 	union {				/* live keys, sorted: where the i-th lies in
 					 * arena, in u64s (bch_btree_key()) */
 		void		*koff;
-		uint16_t	*koff16;	/* !koff_wide: every offset < 2^16 (an
-						 * arena to 512 KiB: 256k nodes) */
-		uint32_t	*koff32;	/* koff_wide: a larger arena */
+		uint16_t	*koff16;
+		uint32_t	*koff32;
 	};
-	bool			koff_wide;
-	uint32_t		*kpos;		/* kpos[i]: key i's search prefix (an
-						 * order-keeping 32 bits of its position, from a base
-						 * position: btree_cache.c), searched without
-						 * touching the keys; ties compare the keys */
+	union {				/* key i's search prefix (the top 16 or 32
+					 * order-keeping bits of its position, from a
+					 * base position: btree_cache.c), searched
+					 * without touching the keys; ties compare them */
+		void		*kpos;
+		uint16_t	*kpos16;
+		uint32_t	*kpos32;
+	};
+	bool			index_wide;
 	struct bch_bpos		kfmt_lo;	/* the base the prefixes are taken from */
 	uint8_t			kfmt_mode, kfmt_bits;
 	unsigned		nr, cap;
@@ -225,7 +232,7 @@ size_t bch_btree_cache_bytes(struct bch_fs *c);
 /* b's i-th key (i < b->nr): in b's arena, valid until b's keys change (b->mod). */
 static inline struct bch_bkey *bch_btree_key(const struct btree *b, unsigned i)
 {
-	uint32_t off = b->koff_wide ? b->koff32[i] : b->koff16[i];
+	uint32_t off = b->index_wide ? b->koff32[i] : b->koff16[i];
 
 	return (struct bch_bkey *)((uint64_t *)b->arena + off);
 }

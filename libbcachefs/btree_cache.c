@@ -68,60 +68,84 @@ size_t bch_btree_node_pending_bytes(const struct btree *b)
 }
 
 /*
- * A key's offset in the index: 16 bits while every offset fits (arenas to
- * 512 KiB, all of a 256k node's), else 32.  Two bytes a key less than 32
- * bits throughout: a leaf's index is a good part of its memory.
+ * The index's entries (offsets and prefixes): 16 bits while every offset
+ * fits (arenas to 512 KiB, all of a 256k node's), else 32.  4 bytes a key
+ * instead of 8: a leaf's index is a good part of its memory; 16 bits of
+ * prefix still tell a node's keys apart but for a tie in a few percent of
+ * searches (2000 keys spread over 65536 prefixes), which compares the key.
  */
-#define KOFF_NARROW_MAX	UINT16_MAX
+#define INDEX_NARROW_MAX	UINT16_MAX
 
-static size_t koff_size(const struct btree *b)
+static size_t idx_size(const struct btree *b)
 {
-	return b->koff_wide ? sizeof(*b->koff32) : sizeof(*b->koff16);
+	return b->index_wide ? sizeof(uint32_t) : sizeof(uint16_t);
 }
 
 static void koff_set(struct btree *b, unsigned i, uint32_t off)
 {
-	if (b->koff_wide)
+	if (b->index_wide)
 		b->koff32[i] = off;
 	else
 		b->koff16[i] = off;
 }
 
-/* Offsets past 16 bits to come: the index takes 32 bits a key. */
-static void koff_widen(struct btree *b)
+/* Key i's prefix, from the 32 bits kfmt_prefix() takes. */
+static void kpos_set(struct btree *b, unsigned i, uint32_t prefix)
 {
-	if (b->koff_wide)
+	if (b->index_wide)
+		b->kpos32[i] = prefix;
+	else
+		b->kpos16[i] = prefix >> 16;
+}
+
+static uint32_t kfmt_prefix_of(const struct btree *b, unsigned i);
+
+/* Offsets past 16 bits to come: 32-bit entries, the prefixes taken again. */
+static void index_widen(struct btree *b)
+{
+	if (b->index_wide)
 		return;
 	if (b->cap) {
-		uint32_t *w = malloc(b->cap * sizeof(*w));
-		if (!w)
+		uint32_t *off = malloc(b->cap * sizeof(*off));
+		uint32_t *pos = malloc(b->cap * sizeof(*pos));
+		if (!off || !pos)
 			abort();
 		for (unsigned i = 0; i < b->nr; i++)
-			w[i] = b->koff16[i];
+			off[i] = b->koff16[i];
 		free(b->koff);
-		b->koff32 = w;
+		free(b->kpos);
+		b->koff32 = off;
+		b->kpos32 = pos;
 	}
-	b->koff_wide = true;
+	b->index_wide = true;
+	for (unsigned i = 0; i < b->nr; i++)
+		b->kpos32[i] = kfmt_prefix_of(b, i);
 }
 
 /* Every offset fits 16 bits again (a pack into a smaller arena). */
-static void koff_narrow(struct btree *b)
+static void index_narrow(struct btree *b)
 {
-	if (!b->koff_wide)
+	if (!b->index_wide)
 		return;
-	for (unsigned i = 0; i < b->nr; i++)
-		b->koff16[i] = b->koff32[i];	/* forward: never over one not yet read */
-	b->koff_wide = false;
+	/* forward, in place: never over an entry not yet read */
+	for (unsigned i = 0; i < b->nr; i++) {
+		b->koff16[i] = b->koff32[i];
+		b->kpos16[i] = b->kpos32[i] >> 16;
+	}
+	b->index_wide = false;
 	if (b->cap) {
-		void *n = realloc(b->koff, b->cap * sizeof(*b->koff16));
-		if (n)
-			b->koff = n;
+		void *off = realloc(b->koff, b->cap * sizeof(uint16_t));
+		void *pos = realloc(b->kpos, b->cap * sizeof(uint16_t));
+		if (off)
+			b->koff = off;
+		if (pos)
+			b->kpos = pos;
 	}
 }
 
 static size_t node_overhead(const struct btree *b)
 {
-	return sizeof(*b) + b->cap * (koff_size(b) + sizeof(*b->kpos)) +
+	return sizeof(*b) + b->cap * 2 * idx_size(b) +
 	       bch_btree_node_pending_bytes(b);
 }
 
@@ -288,7 +312,7 @@ void bch_btree_node_free_index(struct btree *b)
 	free(b->kpos);
 	b->koff = NULL;
 	b->kpos = NULL;
-	b->koff_wide = false;
+	b->index_wide = false;
 	b->cap = 0;
 }
 
@@ -312,8 +336,8 @@ static void pack_keys_room(struct btree *b, size_t room)
 	char *arena = bch_node_arena_alloc(bytes), *p = arena;
 
 	b->mod++;		/* the keys move */
-	if (bytes / 8 > KOFF_NARROW_MAX)
-		koff_widen(b);
+	if (bytes / 8 > INDEX_NARROW_MAX)
+		index_widen(b);
 	for (unsigned i = 0; i < b->nr; i++) {
 		const struct bch_bkey *k = bch_btree_key(b, i);
 		size_t kb = bkey_bytes(k);
@@ -321,8 +345,8 @@ static void pack_keys_room(struct btree *b, size_t room)
 		koff_set(b, i, (p - arena) / 8);
 		p += kb;
 	}
-	if (bytes / 8 <= KOFF_NARROW_MAX)
-		koff_narrow(b);
+	if (bytes / 8 <= INDEX_NARROW_MAX)
+		index_narrow(b);
 	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = arena;
 	b->arena_bytes = bytes;
@@ -371,13 +395,13 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 	bch_btree_node_free_keys(b);
 	b->u64s = u64s;		/* arena_room() sizes by it */
 	b->arena_bytes = u64s * 8 + arena_room(b, 0);
-	bool wide = b->arena_bytes / 8 > KOFF_NARROW_MAX;
-	if (b->cap < nr || wide != b->koff_wide) {
+	bool wide = b->arena_bytes / 8 > INDEX_NARROW_MAX;
+	if (b->cap < nr || wide != b->index_wide) {
 		unsigned cap = nr + nr / 8 + 16;	/* room for the inserts to come */
 		bch_btree_node_free_index(b);
-		b->koff_wide = wide;
-		b->koff = malloc(cap * koff_size(b));
-		b->kpos = malloc(cap * sizeof(*b->kpos));
+		b->index_wide = wide;
+		b->koff = malloc(cap * idx_size(b));
+		b->kpos = malloc(cap * idx_size(b));
 		if (!b->koff || !b->kpos)
 			abort();
 		b->cap = cap;
@@ -784,8 +808,8 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	}
 	/* a read node's arrays were sized by its bsets: cut them to the keys it has */
 	if (b->cap > b->nr && b->nr) {
-		void *koff = realloc(b->koff, b->nr * koff_size(b));
-		uint32_t *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
+		void *koff = realloc(b->koff, b->nr * idx_size(b));
+		void *kpos = realloc(b->kpos, b->nr * idx_size(b));
 		if (koff)
 			b->koff = koff;
 		if (kpos)
@@ -911,14 +935,20 @@ static inline uint64_t kfmt_prefix64(const struct btree *b, struct bch_bpos p)
 }
 
 /*
- * The prefix kept: the top 32 bits of the 64 above (still order-keeping).
- * Half the bytes a key of the index, and the array a binary search
- * touches half as long; a node's keys rarely share their top 32 bits
- * (k is fitted to the keys' spread), and a tie costs one key's compare.
+ * The prefix kept: the top 32 bits of the 64 above (still order-keeping),
+ * of which a narrow index (INDEX_NARROW_MAX) keeps the top 16.  A fraction
+ * of the bytes a key, and the array a binary search touches as short; a
+ * node's keys rarely share their top bits (k is fitted to the keys'
+ * spread), and a tie costs one key's compare.
  */
 static inline uint32_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
 {
 	return kfmt_prefix64(b, p) >> 32;
+}
+
+static uint32_t kfmt_prefix_of(const struct btree *b, unsigned i)
+{
+	return kfmt_prefix(b, bch_btree_key(b, i)->p);
 }
 
 /* Is p at or after the base (a prefix can be taken)? */
@@ -956,7 +986,7 @@ static void kfmt_choose(struct btree *b)
 		kfmt_set(b, bch_btree_key(b, 0)->p, bch_btree_key(b, b->nr - 2)->p);
 	}
 	for (unsigned i = 0; i < b->nr; i++)
-		b->kpos[i] = kfmt_prefix(b, bch_btree_key(b, i)->p);
+		kpos_set(b, i, kfmt_prefix_of(b, i));
 }
 
 /* A key came before the base: every prefix again, from the node's range. */
@@ -966,7 +996,7 @@ static void kfmt_widen(struct btree *b, struct bch_bpos p)
 
 	kfmt_set(b, lo, b->nr ? bch_btree_key(b, b->nr - 1)->p : b->max_key);
 	for (unsigned i = 0; i < b->nr; i++)
-		b->kpos[i] = kfmt_prefix(b, bch_btree_key(b, i)->p);
+		kpos_set(b, i, kfmt_prefix_of(b, i));
 }
 
 /* First key >= pos: over the prefixes, a key read only on a tie. */
@@ -977,14 +1007,21 @@ static unsigned find_pos(const struct btree *b, struct bch_bpos pos)
 	if (!hi || bpos_cmp(pos, b->kfmt_lo) < 0)
 		return 0;
 	uint32_t x = kfmt_prefix(b, pos);
-	const uint32_t *kpos = b->kpos;
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(bch_btree_key(b, mid)->p, pos) < 0))
-			lo = mid + 1;
-		else
-			hi = mid;
+#define FIND(kpos, x)										\
+	while (lo < hi) {									\
+		unsigned mid = lo + (hi - lo) / 2;						\
+		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(bch_btree_key(b, mid)->p, pos) < 0))	\
+			lo = mid + 1;								\
+		else										\
+			hi = mid;								\
 	}
+	if (b->index_wide) {
+		FIND(b->kpos32, x);
+	} else {
+		uint16_t x16 = x >> 16;
+		FIND(b->kpos16, x16);
+	}
+#undef FIND
 	return lo;
 }
 
@@ -1015,10 +1052,11 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 	if (exists) {
 		b->u64s -= bch_btree_key(b, i)->u64s;
 		if (k->type == BCH_BKEY_deleted) {
-			size_t ks = koff_size(b);
-			memmove((char *)b->koff + i * ks, (char *)b->koff + (i + 1) * ks,
-				(b->nr - i - 1) * ks);
-			memmove(&b->kpos[i], &b->kpos[i + 1], (b->nr - i - 1) * sizeof(*b->kpos));
+			size_t es = idx_size(b);
+			memmove((char *)b->koff + i * es, (char *)b->koff + (i + 1) * es,
+				(b->nr - i - 1) * es);
+			memmove((char *)b->kpos + i * es, (char *)b->kpos + (i + 1) * es,
+				(b->nr - i - 1) * es);
 			b->nr--;
 			return;
 		}
@@ -1028,21 +1066,21 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 		if (b->nr == b->cap) {
 			/* by half: a leaf's arrays are a good part of its memory */
 			b->cap = b->cap + b->cap / 2 + 16;
-			b->koff = realloc(b->koff, b->cap * koff_size(b));
-			b->kpos = realloc(b->kpos, b->cap * sizeof(*b->kpos));
+			b->koff = realloc(b->koff, b->cap * idx_size(b));
+			b->kpos = realloc(b->kpos, b->cap * idx_size(b));
 			if (!b->koff || !b->kpos)
 				abort();
 		}
-		size_t ks = koff_size(b);
-		memmove((char *)b->koff + (i + 1) * ks, (char *)b->koff + i * ks, (b->nr - i) * ks);
-		memmove(&b->kpos[i + 1], &b->kpos[i], (b->nr - i) * sizeof(*b->kpos));
+		size_t es = idx_size(b);
+		memmove((char *)b->koff + (i + 1) * es, (char *)b->koff + i * es, (b->nr - i) * es);
+		memmove((char *)b->kpos + (i + 1) * es, (char *)b->kpos + i * es, (b->nr - i) * es);
 		b->nr++;
 	}
 	uint32_t off = arena_off(b, k);
-	if (off > KOFF_NARROW_MAX)
-		koff_widen(b);
+	if (off > INDEX_NARROW_MAX)
+		index_widen(b);	/* (entry i not yet set: its prefix is taken below) */
 	koff_set(b, i, off);
-	b->kpos[i] = kfmt_prefix(b, k->p);
+	kpos_set(b, i, kfmt_prefix(b, k->p));
 	b->u64s += k->u64s;
 }
 
@@ -1076,8 +1114,8 @@ void bch_btree_node_reserve(struct btree *b, unsigned nr)
 {
 	if (nr <= b->cap)
 		return;
-	b->koff = realloc(b->koff, nr * koff_size(b));
-	b->kpos = realloc(b->kpos, nr * sizeof(*b->kpos));
+	b->koff = realloc(b->koff, nr * idx_size(b));
+	b->kpos = realloc(b->kpos, nr * idx_size(b));
 	if (!b->koff || !b->kpos)
 		abort();
 	b->cap = nr;
