@@ -287,6 +287,19 @@ void bch_node_arena_free(void *p, size_t bytes)
 		munmap(p, page_round(bytes));
 }
 
+/*
+ * The room past used bytes of an arena just filled: a mapping taken from the
+ * spare keeps the pages the node before touched, resident though nothing
+ * lies there yet.  Given back, they come again as inserts reach them.
+ */
+static void arena_release_room(void *p, size_t used, size_t bytes)
+{
+	size_t from = page_round(used), to = page_round(bytes);
+
+	if (bytes >= ARENA_MAP_MIN && to > from)
+		madvise((char *)p + from, to - from, MADV_DONTNEED);
+}
+
 static void kfmt_choose(struct btree *b);
 
 static bool in_arena(const struct btree *b, const void *k)
@@ -351,6 +364,7 @@ static void pack_keys_room(struct btree *b, size_t room)
 	b->arena = arena;
 	b->arena_bytes = bytes;
 	b->arena_used = p - arena;
+	arena_release_room(arena, b->arena_used, bytes);
 	kfmt_choose(b);		/* laid out anew: the prefixes too */
 }
 
@@ -416,6 +430,7 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 	}
 	b->nr = nr;
 	b->u64s = u64s;
+	arena_release_room(b->arena, b->arena_used, b->arena_bytes);
 	kfmt_choose(b);
 }
 
