@@ -19,6 +19,11 @@
  *
  *   build/btree-bench DIR [N]       (make bench runs it)
  *
+ * BENCH_DEBUG=1 also prints our process's memory every tenth of the
+ * inserts (where the peak builds up); with BENCH_SMAPS=1 each of its
+ * mappings of 64 KiB or more, with BENCH_TRIM=1 what malloc_trim() would
+ * hand back after the inserts (heap holes of whole pages).
+ *
  * BENCH_ENGINE=ours (or lmdb) runs one engine only: A/B runs of two builds
  * of ours, alternated, on a machine whose load moves; BENCH_CPU=1 times
  * the phases by the process's CPU time (fsyncs' waits left out).
