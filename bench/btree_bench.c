@@ -19,6 +19,11 @@
  *
  *   build/btree-bench DIR [N]       (make bench runs it)
  *
+ * BENCH_DEBUG=1 also prints our process's memory every tenth of the
+ * inserts (where the peak builds up); with BENCH_SMAPS=1 each of its
+ * mappings of 64 KiB or more, with BENCH_TRIM=1 what malloc_trim() would
+ * hand back after the inserts (heap holes of whole pages).
+ *
  * BENCH_ENGINE=ours (or lmdb) runs one engine only: A/B runs of two builds
  * of ours, alternated, on a machine whose load moves; BENCH_CPU=1 times
  * the phases by the process's CPU time (fsyncs' waits left out).
@@ -139,6 +144,11 @@ static void rss_status(const char *indent)
 		mi.arena / 1048576.0, mi.uordblks / 1048576.0, mi.fordblks / 1048576.0,
 		mi.hblkhd / 1048576.0);
 	fclose(f);
+	if (getenv("BENCH_SMAPS")) {
+		char cmd[128];
+		snprintf(cmd, sizeof(cmd), "awk '/^[0-9a-f]+-/{m=$0} /^Rss:/{if ($2>=64) print $2, m}' /proc/%d/smaps >&2", getpid());
+		if (system(cmd)) {}
+	}
 }
 
 /* BENCH_DEBUG: where the bytes go (the tree's nodes, the image's blocks). */
@@ -159,6 +169,10 @@ static void debug_stats(struct bch_fs *c, const char *path, const char *when)
 		st.u64s * 8 / 1048576.0, st.nr, st.arena / 1048576.0, st.arena_used / 1048576.0,
 		st.index / 1048576.0, st.pending / 1048576.0);
 	rss_status("  ");
+	if (getenv("BENCH_TRIM")) {
+		malloc_trim(0);
+		rss_status("  trimmed:");
+	}
 	memset(&st, 0, sizeof(st));
 	if (bch_btree_flush_all(c))
 		die("flush", c->err_msg);
@@ -229,6 +243,11 @@ static void run_ours(const char *dir, uint64_t n, struct result *res)
 		if ((i + 1) % TXN == 0 || i + 1 == n)
 			if (bch_trans_commit(t, BCH_TRANS_SYNC))
 				die("commit", c->err_msg);
+		if (getenv("BENCH_DEBUG") && (i + 1) % (n / 10 ? n / 10 : 1) == 0) {
+			fprintf(stderr, "%" PRIu64 " keys: cache %.1fM;", i + 1,
+				bch_btree_cache_bytes(c) / 1048576.0);
+			rss_status("");
+		}
 	}
 	res->ops[0] = n / (now() - t0);
 

@@ -9,11 +9,12 @@
  * (transactions, inserts, splits, node writes and moves), btree_iter.c
  * (lookups, iteration, walking nodes).
  *
- * A node in memory holds its live keys as a sorted array of 32-bit offsets
- * into its arena with a 32-bit prefix of each position beside them (binary
- * search over the prefixes, a key compared only on a tie; no linear scans):
- * 8 bytes a key.  The keys themselves lie in the arena, in order,
- * after a read or a write (a scan walks memory in order); inserts since are
+ * A node in memory holds its live keys as a sorted array of offsets into
+ * its arena with a prefix of each position beside them (binary search over
+ * the prefixes, a key compared only on a tie; no linear scans): 16 bits
+ * each while the arena is at most 512 KiB, 4 bytes a key; else 32 bits.
+ * The keys themselves lie in the arena, in order, after a read or a write
+ * (a scan walks memory in order); inserts since are
  * appended to the arena's room (an eighth more than its keys when packed),
  * which is packed again, or grown in place, when it runs out.  It also
  * holds the positions changed since it was last written (`pending`: the
@@ -101,12 +102,25 @@ struct btree {
 	char			**dropped;	/* fsck: invalid keys skipped when read ("pos: why") */
 	unsigned		nr_dropped;
 
-	uint32_t		*koff;		/* live keys, sorted: koff[i] is where the
-						 * i-th lies in arena, in u64s (bch_btree_key()) */
-	uint32_t		*kpos;		/* kpos[i]: key i's search prefix (an
-						 * order-keeping 32 bits of its position, from a base
-						 * position: btree_cache.c), searched without
-						 * touching the keys; ties compare the keys */
+	/*
+	 * The index: 16-bit entries while every offset fits (an arena to
+	 * 512 KiB: all of a 256k node's), else 32-bit (index_wide).
+	 */
+	union {				/* live keys, sorted: where the i-th lies in
+					 * arena, in u64s (bch_btree_key()) */
+		void		*koff;
+		uint16_t	*koff16;
+		uint32_t	*koff32;
+	};
+	union {				/* key i's search prefix (the top 16 or 32
+					 * order-keeping bits of its position, from a
+					 * base position: btree_cache.c), searched
+					 * without touching the keys; ties compare them */
+		void		*kpos;
+		uint16_t	*kpos16;
+		uint32_t	*kpos32;
+	};
+	bool			index_wide;
 	struct bch_bpos		kfmt_lo;	/* the base the prefixes are taken from */
 	uint8_t			kfmt_mode, kfmt_bits;
 	unsigned		nr, cap;
@@ -218,7 +232,9 @@ size_t bch_btree_cache_bytes(struct bch_fs *c);
 /* b's i-th key (i < b->nr): in b's arena, valid until b's keys change (b->mod). */
 static inline struct bch_bkey *bch_btree_key(const struct btree *b, unsigned i)
 {
-	return (struct bch_bkey *)((uint64_t *)b->arena + b->koff[i]);
+	uint32_t off = b->index_wide ? b->koff32[i] : b->koff16[i];
+
+	return (struct bch_bkey *)((uint64_t *)b->arena + off);
 }
 /* Free b's key index (koff, kpos), when b itself goes. */
 void bch_btree_node_free_index(struct btree *b);

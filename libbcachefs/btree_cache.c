@@ -67,9 +67,85 @@ size_t bch_btree_node_pending_bytes(const struct btree *b)
 	return b->cap_pending * sizeof(struct btree_pending);
 }
 
+/*
+ * The index's entries (offsets and prefixes): 16 bits while every offset
+ * fits (arenas to 512 KiB, all of a 256k node's), else 32.  4 bytes a key
+ * instead of 8: a leaf's index is a good part of its memory; 16 bits of
+ * prefix still tell a node's keys apart but for a tie in a few percent of
+ * searches (2000 keys spread over 65536 prefixes), which compares the key.
+ */
+#define INDEX_NARROW_MAX	UINT16_MAX
+
+static size_t idx_size(const struct btree *b)
+{
+	return b->index_wide ? sizeof(uint32_t) : sizeof(uint16_t);
+}
+
+static void koff_set(struct btree *b, unsigned i, uint32_t off)
+{
+	if (b->index_wide)
+		b->koff32[i] = off;
+	else
+		b->koff16[i] = off;
+}
+
+/* Key i's prefix, from the 32 bits kfmt_prefix() takes. */
+static void kpos_set(struct btree *b, unsigned i, uint32_t prefix)
+{
+	if (b->index_wide)
+		b->kpos32[i] = prefix;
+	else
+		b->kpos16[i] = prefix >> 16;
+}
+
+static uint32_t kfmt_prefix_of(const struct btree *b, unsigned i);
+
+/* Offsets past 16 bits to come: 32-bit entries, the prefixes taken again. */
+static void index_widen(struct btree *b)
+{
+	if (b->index_wide)
+		return;
+	if (b->cap) {
+		uint32_t *off = malloc(b->cap * sizeof(*off));
+		uint32_t *pos = malloc(b->cap * sizeof(*pos));
+		if (!off || !pos)
+			abort();
+		for (unsigned i = 0; i < b->nr; i++)
+			off[i] = b->koff16[i];
+		free(b->koff);
+		free(b->kpos);
+		b->koff32 = off;
+		b->kpos32 = pos;
+	}
+	b->index_wide = true;
+	for (unsigned i = 0; i < b->nr; i++)
+		b->kpos32[i] = kfmt_prefix_of(b, i);
+}
+
+/* Every offset fits 16 bits again (a pack into a smaller arena). */
+static void index_narrow(struct btree *b)
+{
+	if (!b->index_wide)
+		return;
+	/* forward, in place: never over an entry not yet read */
+	for (unsigned i = 0; i < b->nr; i++) {
+		b->koff16[i] = b->koff32[i];
+		b->kpos16[i] = b->kpos32[i] >> 16;
+	}
+	b->index_wide = false;
+	if (b->cap) {
+		void *off = realloc(b->koff, b->cap * sizeof(uint16_t));
+		void *pos = realloc(b->kpos, b->cap * sizeof(uint16_t));
+		if (off)
+			b->koff = off;
+		if (pos)
+			b->kpos = pos;
+	}
+}
+
 static size_t node_overhead(const struct btree *b)
 {
-	return sizeof(*b) + b->cap * (sizeof(*b->koff) + sizeof(*b->kpos)) +
+	return sizeof(*b) + b->cap * 2 * idx_size(b) +
 	       bch_btree_node_pending_bytes(b);
 }
 
@@ -211,6 +287,19 @@ void bch_node_arena_free(void *p, size_t bytes)
 		munmap(p, page_round(bytes));
 }
 
+/*
+ * The room past used bytes of an arena just filled: a mapping taken from the
+ * spare keeps the pages the node before touched, resident though nothing
+ * lies there yet.  Given back, they come again as inserts reach them.
+ */
+static void arena_release_room(void *p, size_t used, size_t bytes)
+{
+	size_t from = page_round(used), to = page_round(bytes);
+
+	if (bytes >= ARENA_MAP_MIN && to > from)
+		madvise((char *)p + from, to - from, MADV_DONTNEED);
+}
+
 static void kfmt_choose(struct btree *b);
 
 static bool in_arena(const struct btree *b, const void *k)
@@ -236,6 +325,7 @@ void bch_btree_node_free_index(struct btree *b)
 	free(b->kpos);
 	b->koff = NULL;
 	b->kpos = NULL;
+	b->index_wide = false;
 	b->cap = 0;
 }
 
@@ -259,17 +349,22 @@ static void pack_keys_room(struct btree *b, size_t room)
 	char *arena = bch_node_arena_alloc(bytes), *p = arena;
 
 	b->mod++;		/* the keys move */
+	if (bytes / 8 > INDEX_NARROW_MAX)
+		index_widen(b);
 	for (unsigned i = 0; i < b->nr; i++) {
 		const struct bch_bkey *k = bch_btree_key(b, i);
 		size_t kb = bkey_bytes(k);
 		memcpy(p, k, kb);
-		b->koff[i] = (p - arena) / 8;
+		koff_set(b, i, (p - arena) / 8);
 		p += kb;
 	}
+	if (bytes / 8 <= INDEX_NARROW_MAX)
+		index_narrow(b);
 	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = arena;
 	b->arena_bytes = bytes;
 	b->arena_used = p - arena;
+	arena_release_room(arena, b->arena_used, bytes);
 	kfmt_choose(b);		/* laid out anew: the prefixes too */
 }
 
@@ -312,27 +407,30 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 	for (unsigned i = 0; i < nr; i++)
 		u64s += keys[i]->u64s;
 	bch_btree_node_free_keys(b);
-	if (b->cap < nr) {
+	b->u64s = u64s;		/* arena_room() sizes by it */
+	b->arena_bytes = u64s * 8 + arena_room(b, 0);
+	bool wide = b->arena_bytes / 8 > INDEX_NARROW_MAX;
+	if (b->cap < nr || wide != b->index_wide) {
 		unsigned cap = nr + nr / 8 + 16;	/* room for the inserts to come */
 		bch_btree_node_free_index(b);
-		b->koff = malloc(cap * sizeof(*b->koff));
-		b->kpos = malloc(cap * sizeof(*b->kpos));
+		b->index_wide = wide;
+		b->koff = malloc(cap * idx_size(b));
+		b->kpos = malloc(cap * idx_size(b));
 		if (!b->koff || !b->kpos)
 			abort();
 		b->cap = cap;
 	}
-	b->u64s = u64s;		/* arena_room() sizes by it */
-	b->arena_bytes = u64s * 8 + arena_room(b, 0);
 	char *p = b->arena = bch_node_arena_alloc(b->arena_bytes);
 	b->arena_used = u64s * 8;
 	for (unsigned i = 0; i < nr; i++) {
 		size_t kb = bkey_bytes(keys[i]);
 		memcpy(p, keys[i], kb);
-		b->koff[i] = (p - (char *)b->arena) / 8;
+		koff_set(b, i, (p - (char *)b->arena) / 8);
 		p += kb;
 	}
 	b->nr = nr;
 	b->u64s = u64s;
+	arena_release_room(b->arena, b->arena_used, b->arena_bytes);
 	kfmt_choose(b);
 }
 
@@ -599,9 +697,12 @@ static int write_cold(struct bch_fs *c, struct btree *b)
  * 120M, 1/64 at 106M, 1/128 at 104M with more writes; with 32-bit prefixes
  * 1/64 peaks at 101M, 1/128 at 98M: pending lists 2.3M -> 1.1M and a heap
  * less torn by their doubling, the image with all keys 85.4M -> 88.3M for
- * the smaller appends.)
+ * the smaller appends.  With 4-byte indexes, lists grown by a quarter
+ * rather than doubled: less spare room in each, so more positions for the
+ * same bytes: 1/128 peaks at 89.5M with a 83.3M image (88.3M doubled),
+ * 1/192 at 88.2M with 89.4M, 1/256 at 87.8M with 97.0M.)
  */
-#define PENDING_SHARE	128
+#define PENDING_SHARE	192
 
 static int write_pending(struct bch_fs *c)
 {
@@ -725,8 +826,8 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	}
 	/* a read node's arrays were sized by its bsets: cut them to the keys it has */
 	if (b->cap > b->nr && b->nr) {
-		uint32_t *koff = realloc(b->koff, b->nr * sizeof(*koff));
-		uint32_t *kpos = realloc(b->kpos, b->nr * sizeof(*kpos));
+		void *koff = realloc(b->koff, b->nr * idx_size(b));
+		void *kpos = realloc(b->kpos, b->nr * idx_size(b));
 		if (koff)
 			b->koff = koff;
 		if (kpos)
@@ -852,14 +953,20 @@ static inline uint64_t kfmt_prefix64(const struct btree *b, struct bch_bpos p)
 }
 
 /*
- * The prefix kept: the top 32 bits of the 64 above (still order-keeping).
- * Half the bytes a key of the index, and the array a binary search
- * touches half as long; a node's keys rarely share their top 32 bits
- * (k is fitted to the keys' spread), and a tie costs one key's compare.
+ * The prefix kept: the top 32 bits of the 64 above (still order-keeping),
+ * of which a narrow index (INDEX_NARROW_MAX) keeps the top 16.  A fraction
+ * of the bytes a key, and the array a binary search touches as short; a
+ * node's keys rarely share their top bits (k is fitted to the keys'
+ * spread), and a tie costs one key's compare.
  */
 static inline uint32_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
 {
 	return kfmt_prefix64(b, p) >> 32;
+}
+
+static uint32_t kfmt_prefix_of(const struct btree *b, unsigned i)
+{
+	return kfmt_prefix(b, bch_btree_key(b, i)->p);
 }
 
 /* Is p at or after the base (a prefix can be taken)? */
@@ -897,7 +1004,7 @@ static void kfmt_choose(struct btree *b)
 		kfmt_set(b, bch_btree_key(b, 0)->p, bch_btree_key(b, b->nr - 2)->p);
 	}
 	for (unsigned i = 0; i < b->nr; i++)
-		b->kpos[i] = kfmt_prefix(b, bch_btree_key(b, i)->p);
+		kpos_set(b, i, kfmt_prefix_of(b, i));
 }
 
 /* A key came before the base: every prefix again, from the node's range. */
@@ -907,7 +1014,7 @@ static void kfmt_widen(struct btree *b, struct bch_bpos p)
 
 	kfmt_set(b, lo, b->nr ? bch_btree_key(b, b->nr - 1)->p : b->max_key);
 	for (unsigned i = 0; i < b->nr; i++)
-		b->kpos[i] = kfmt_prefix(b, bch_btree_key(b, i)->p);
+		kpos_set(b, i, kfmt_prefix_of(b, i));
 }
 
 /* First key >= pos: over the prefixes, a key read only on a tie. */
@@ -918,14 +1025,21 @@ static unsigned find_pos(const struct btree *b, struct bch_bpos pos)
 	if (!hi || bpos_cmp(pos, b->kfmt_lo) < 0)
 		return 0;
 	uint32_t x = kfmt_prefix(b, pos);
-	const uint32_t *kpos = b->kpos;
-	while (lo < hi) {
-		unsigned mid = lo + (hi - lo) / 2;
-		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(bch_btree_key(b, mid)->p, pos) < 0))
-			lo = mid + 1;
-		else
-			hi = mid;
+#define FIND(kpos, x)										\
+	while (lo < hi) {									\
+		unsigned mid = lo + (hi - lo) / 2;						\
+		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(bch_btree_key(b, mid)->p, pos) < 0))	\
+			lo = mid + 1;								\
+		else										\
+			hi = mid;								\
 	}
+	if (b->index_wide) {
+		FIND(b->kpos32, x);
+	} else {
+		uint16_t x16 = x >> 16;
+		FIND(b->kpos16, x16);
+	}
+#undef FIND
 	return lo;
 }
 
@@ -956,8 +1070,11 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 	if (exists) {
 		b->u64s -= bch_btree_key(b, i)->u64s;
 		if (k->type == BCH_BKEY_deleted) {
-			memmove(&b->koff[i], &b->koff[i + 1], (b->nr - i - 1) * sizeof(*b->koff));
-			memmove(&b->kpos[i], &b->kpos[i + 1], (b->nr - i - 1) * sizeof(*b->kpos));
+			size_t es = idx_size(b);
+			memmove((char *)b->koff + i * es, (char *)b->koff + (i + 1) * es,
+				(b->nr - i - 1) * es);
+			memmove((char *)b->kpos + i * es, (char *)b->kpos + (i + 1) * es,
+				(b->nr - i - 1) * es);
 			b->nr--;
 			return;
 		}
@@ -967,17 +1084,21 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 		if (b->nr == b->cap) {
 			/* by half: a leaf's arrays are a good part of its memory */
 			b->cap = b->cap + b->cap / 2 + 16;
-			b->koff = realloc(b->koff, b->cap * sizeof(*b->koff));
-			b->kpos = realloc(b->kpos, b->cap * sizeof(*b->kpos));
+			b->koff = realloc(b->koff, b->cap * idx_size(b));
+			b->kpos = realloc(b->kpos, b->cap * idx_size(b));
 			if (!b->koff || !b->kpos)
 				abort();
 		}
-		memmove(&b->koff[i + 1], &b->koff[i], (b->nr - i) * sizeof(*b->koff));
-		memmove(&b->kpos[i + 1], &b->kpos[i], (b->nr - i) * sizeof(*b->kpos));
+		size_t es = idx_size(b);
+		memmove((char *)b->koff + (i + 1) * es, (char *)b->koff + i * es, (b->nr - i) * es);
+		memmove((char *)b->kpos + (i + 1) * es, (char *)b->kpos + i * es, (b->nr - i) * es);
 		b->nr++;
 	}
-	b->koff[i] = arena_off(b, k);
-	b->kpos[i] = kfmt_prefix(b, k->p);
+	uint32_t off = arena_off(b, k);
+	if (off > INDEX_NARROW_MAX)
+		index_widen(b);	/* (entry i not yet set: its prefix is taken below) */
+	koff_set(b, i, off);
+	kpos_set(b, i, kfmt_prefix(b, k->p));
 	b->u64s += k->u64s;
 }
 
@@ -1011,8 +1132,8 @@ void bch_btree_node_reserve(struct btree *b, unsigned nr)
 {
 	if (nr <= b->cap)
 		return;
-	b->koff = realloc(b->koff, nr * sizeof(*b->koff));
-	b->kpos = realloc(b->kpos, nr * sizeof(*b->kpos));
+	b->koff = realloc(b->koff, nr * idx_size(b));
+	b->kpos = realloc(b->kpos, nr * idx_size(b));
 	if (!b->koff || !b->kpos)
 		abort();
 	b->cap = nr;
@@ -1034,7 +1155,8 @@ void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k)
 			if (b->nr_pending < b->cap_pending)
 				goto add;
 		}
-		b->cap_pending = b->cap_pending ? b->cap_pending * 2 : 16;
+		/* by a quarter: the budget (PENDING_SHARE) counts their room too */
+		b->cap_pending = b->cap_pending ? b->cap_pending + b->cap_pending / 4 : 16;
 		b->pending = realloc(b->pending, b->cap_pending * sizeof(*b->pending));
 		if (!b->pending)
 			abort();

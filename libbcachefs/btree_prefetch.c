@@ -642,6 +642,7 @@ static void adopt(struct btree *b, struct btree *t)
 	b->dropped = t->dropped;
 	b->nr_dropped = t->nr_dropped;
 	b->koff = t->koff;
+	b->index_wide = t->index_wide;
 	b->kpos = t->kpos;
 	b->kfmt_lo = t->kfmt_lo;
 	b->kfmt_mode = t->kfmt_mode;

@@ -6,7 +6,7 @@
  * of what the node holds (plus one block), not a doubling of the first read.
  * A bset that fails is damage (reported; another replica read) unless it is
  * a torn append whose keys the journal replays; the hint is exact after a
- * clean close.
+ * clean close.  A leaf of 1 MiB nodes past 512 KiB is read with a wide index.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -15,6 +15,7 @@
 
 #include "bkey.h"
 #include "btree.h"
+#include "format.h"
 #include "fs.h"
 #include "super.h"
 #include "tests/lib/testfs.h"
@@ -345,6 +346,62 @@ Test(btree_io, hint_covers_every_append_after_a_clean_close)
 		     bp->sectors_written, leaf->sectors_written);
 	bch_btree_node_put(c, parent);
 	bch_btree_node_put(c, leaf);
+	bch_fs_close(c);
+	test_tmpdir_remove(tmpdir);
+}
+
+/*
+ * A node's index takes 16-bit offsets while its arena is at most 512 KiB: a
+ * leaf of 1 MiB nodes holding more (read back whole after a close, keys
+ * placed where they lie) widens them to 32 bits, and every key is found
+ * with its own value, by lookup and in a scan.
+ */
+Test(btree_io, a_leaf_past_512k_is_read_with_a_wide_index)
+{
+	enum { BIG_NODE = 1 << 20, NR = 2600 };	/* 248 bytes a key: 630 KiB in one leaf */
+
+	struct bch_format_dev d = { 0 };
+	struct bch_format_args args = { 0 };
+	struct bch_opts o;
+	char err[256];
+
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "btio");
+	nr_devs = 1;
+	snprintf(paths[0], TESTFS_PATH_MAX, "%s/d0.img", tmpdir);
+	d.path = paths[0];
+	d.size = 128 << 20;
+	d.bucket_size = BIG_NODE;	/* (testfs_format()'s 64 KiB buckets take no 1 MiB node) */
+	d.durability = 1;
+	bch_opts_default(&o);
+	bch_opt_set(&o, Opt_btree_node_size, BIG_NODE);
+	bch_opt_set(&o, Opt_metadata_replicas, 1);
+	cr_assert_eq(bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)), 0, "format: %s", err);
+	insert(2, 0, NR);
+
+	struct bch_fs *c = open_fs(TESTFS_RO);
+	struct btree *leaf;
+	cr_assert_eq(bch_btree_find_node(c, BCH_BTREE_ID_test, 0, POS(2, 0, 0), &leaf), 0);
+	cr_assert_eq(leaf->nr, NR, "one leaf should hold every key (%u)", leaf->nr);
+	cr_assert_gt(leaf->arena_bytes, 512U << 10, "arena %zu bytes", leaf->arena_bytes);
+	cr_assert(leaf->index_wide);
+	bch_btree_node_put(c, leaf);
+	check_keys(c, NR);
+
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	unsigned seen = 0;
+	int ierr;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_test, POS(2, 0, 0), POS(2, UINT64_MAX, 0));
+	while ((k = bch_btree_iter_next(&it, &ierr))) {
+		const struct bch_raw *r = bkey_val(k);
+		cr_assert_eq(k->p.offset, seen, "scan: key %u at %llu", seen,
+			     (unsigned long long)k->p.offset);
+		cr_assert_eq(r->data[199], 'a' + (2 * 7 + seen) % 26, "scan: key %u's value", seen);
+		seen++;
+	}
+	bch_btree_iter_exit(&it);
+	cr_assert_eq(ierr, 0);
+	cr_assert_eq(seen, NR);
 	bch_fs_close(c);
 	test_tmpdir_remove(tmpdir);
 }

@@ -10,6 +10,7 @@
  * size exact).  Fixed seeds.
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -260,6 +261,47 @@ Test(btree_keys, set_keys)
 	free(m.p);
 	free(ml.p);
 	free(mr.p);
+}
+
+/*
+ * The index's offsets are 16 bits while the arena is at most 512 KiB: large
+ * keys take a node's arena past it (the offsets widen to 32 bits, the keys
+ * found where they were), and a pack after most are deleted narrows them.
+ */
+Test(btree_keys, offsets_widen_past_512k_and_narrow_again)
+{
+	struct btree *b = node(POS(7, 0, 0), POS(7, UINT64_MAX, UINT32_MAX));
+	struct model m = { 0 };
+	size_t val = sizeof(struct bch_raw) + 1800;
+
+	rng_state = 8;
+	printf("btree_keys: offsets_widen seed 8\n");
+	for (unsigned i = 0; i < 400; i++) {
+		struct bch_bpos p = POS(7, rng() % 100000, 0);
+		struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, p, val);
+		((struct bch_raw *)bkey_val(k))->len = (uint32_t)p.offset;
+		bch_btree_node_insert_key(b, k);
+		free(k);
+		model_set(&m, p, false);
+	}
+	cr_assert_gt(b->arena_bytes, 512U << 10, "keys too small to pass 512 KiB");
+	check(b, &m);
+	for (unsigned i = 0; i < b->nr; i++) {
+		const struct bch_bkey *k = bch_btree_key(b, i);
+		cr_assert_eq(((const struct bch_raw *)bkey_val(k))->len, (uint32_t)k->p.offset,
+			     "key %u: another key's value", i);
+	}
+	while (m.nr > 50)
+		put(b, &m, m.p[rng() % m.nr], true);
+	bch_btree_node_pack_keys(b);
+	cr_assert_lt(b->arena_bytes, 512U << 10);
+	check(b, &m);
+	for (unsigned i = 0; i < b->nr; i++) {
+		const struct bch_bkey *k = bch_btree_key(b, i);
+		cr_assert_eq(((const struct bch_raw *)bkey_val(k))->len, (uint32_t)k->p.offset);
+	}
+	node_free(b);
+	free(m.p);
 }
 
 /* The pending list: newest change of a position wins; the bset size is exact. */
