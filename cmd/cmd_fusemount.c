@@ -291,8 +291,10 @@ struct fmount {
  * second: TLB shootdowns to both cores) and each start its stack's page
  * faults; kept, none, and the daemon's CPU per write at 4 clients was
  * 14.4-15.5 us against 18.0-21.9 (perf stat, alternated runs, load 7-9).
+ * More than the loop ever starts, and at most libfuse's limit (100000):
+ * 3.14 says "Ignoring invalid max threads value" on stderr past it.
  */
-#define LOOP_IDLE_THREADS	UINT_MAX
+#define LOOP_IDLE_THREADS	10000
 
 #define BG_YIELD_US	10000	/* at most this long for waiting requests between steps */
 
@@ -4141,8 +4143,6 @@ int cmd_fusemount(int argc, char *argv[])
 	};
 	pthread_condattr_t ca;
 	pthread_mutex_init(&m.lock, NULL);
-	if (bch_fs_read_cache_new(&m.rac))
-		m.rac = NULL;		/* reads without the read-ahead of encrypted extents */
 	pthread_mutex_init(&m.ends_mu, NULL);
 	if (getenv(WRITE_HOLD_ENV)) {
 		unsigned long us = strtoul(getenv(WRITE_HOLD_ENV), NULL, 10);
@@ -4201,6 +4201,8 @@ int cmd_fusemount(int argc, char *argv[])
 		snprintf(m.mnt, sizeof(m.mnt), "%s", mnt);
 	m.c->defer_unlinked_free = true;
 	m.read_only = m.c->read_only;
+	if (bch_fs_read_cache_new(&m.rac))	/* freed at destroy, as every exit from here */
+		m.rac = NULL;		/* reads without the read-ahead of encrypted extents */
 
 	int ret = EXIT_FAIL;
 	if (lf->set_signal_handlers(se)) {
