@@ -13,6 +13,18 @@
 
 struct bch_fs;
 
+/*
+ * The tests' deterministic generator (xorshift64): the next value of *s,
+ * whose seed must be nonzero.  Print the seed, so a failure can be replayed.
+ */
+static inline uint64_t testfs_xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
 #define TESTFS_PATH_MAX	128
 #define TESTFS_DEVS_MAX	16	/* members testfs_open() takes */
 

@@ -64,10 +64,7 @@ static uint64_t rng;
 
 static uint64_t rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return testfs_xorshift(&rng);
 }
 
 /* One write as op_write() does it, single-threaded: planned (asserted), run, ended. */

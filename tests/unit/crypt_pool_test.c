@@ -69,10 +69,7 @@ static uint64_t rng;
 
 static uint64_t rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return testfs_xorshift(&rng);
 }
 
 static void fill(uint8_t *p, size_t len)

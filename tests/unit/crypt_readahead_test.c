@@ -51,10 +51,7 @@ static uint64_t rng;
 
 static uint64_t rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return testfs_xorshift(&rng);
 }
 
 static void setup(void)
@@ -246,13 +243,6 @@ static bool chunk_ok(const uint64_t *p, ssize_t n, unsigned f, uint64_t off)
 	return true;
 }
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
 
 /* One read of a chunk as op_read() does it, redone under the lock when the run refuses. */
 static ssize_t read_chunk(unsigned f, uint64_t off, void *to, uint64_t *rng)
@@ -270,8 +260,8 @@ static ssize_t read_chunk(unsigned f, uint64_t off, void *to, uint64_t *rng)
 	pthread_mutex_unlock(&engine);
 	if (!planned)
 		return n;
-	if (xs(rng) % 16 == 0)
-		usleep(xs(rng) % 20000);	/* the writer gets in between */
+	if (testfs_xorshift(rng) % 16 == 0)
+		usleep(testfs_xorshift(rng) % 20000);	/* the writer gets in between */
 	n = bch_fs_read_run(ra, &pl, to);
 	bch_data_read_plan_free(&pl);
 	if (go)
@@ -292,7 +282,7 @@ static void *reader(void *arg)
 	if (posix_memalign((void **)&p, 4096, CHUNK))
 		return NULL;
 	while (!atomic_load(&stop)) {
-		unsigned f = xs(&rng) % NFILES;
+		unsigned f = testfs_xorshift(&rng) % NFILES;
 		for (uint64_t off = 0; off < RFILE_BYTES && !atomic_load(&stop); off += CHUNK) {
 			ssize_t n = read_chunk(f, off, p, &rng);
 			atomic_fetch_add(&nr_reads, 1);
@@ -311,14 +301,14 @@ static void *reader(void *arg)
 
 static void writer_step(uint64_t *rng, uint64_t *p, uint64_t *ver)
 {
-	unsigned f = xs(rng) % NFILES;
+	unsigned f = testfs_xorshift(rng) % NFILES;
 
 	pthread_mutex_lock(&engine);
-	if (xs(rng) % 4 == 0)
+	if (testfs_xorshift(rng) % 4 == 0)
 		cr_assert_eq(bch_fs_truncate(c, ino[f], 0), 0, "truncate: %s", c->err_msg);
 	fill_version(p, f, ++*ver);
 	cr_assert_eq(bch_fs_write(c, ino[f], 0, p, RFILE_BYTES), RFILE_BYTES, "write: %s", c->err_msg);
-	if (xs(rng) % 2 == 0)
+	if (testfs_xorshift(rng) % 2 == 0)
 		cr_assert_eq(bch_fs_fsync(c), 0);	/* freed space becomes reusable */
 	pthread_mutex_unlock(&engine);
 	atomic_fetch_add(&nr_writes, 1);

@@ -85,13 +85,6 @@ static void open_fs(unsigned size_mb, bool encrypted)
 	writes = (struct bch_fs_writes) { 0 };
 }
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
 
 /*
  * Bytes of user buckets that are neither live nor the rest of an open
@@ -149,7 +142,7 @@ static void fill(bool encrypted)
 	for (size_t len = 0; len != 4096; nr_writes++) {
 		unsigned f = nr_writes % 2;
 		bool planned = false;
-		len = 4096 * (2 + xs(&rng) % (WRITE_MAX / 4096 - 1));
+		len = 4096 * (2 + testfs_xorshift(&rng) % (WRITE_MAX / 4096 - 1));
 		ssize_t n = (nr_writes / 2) % 2 ? bch_fs_write(c, ino[f], size[f], buf, len)
 						: write_planned(ino[f], size[f], buf, len, &planned);
 		nr_planned += planned;

@@ -70,13 +70,6 @@ static void teardown(void)
 
 TestSuite(read_unlocked, .init = setup, .fini = teardown, .timeout = 120);
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
 
 /*
  * Version v of file f: each 8-byte word holds (f, v, word index) mixed, so
@@ -132,10 +125,10 @@ static ssize_t read_file(unsigned f, void *buf, uint64_t *rng)
 	 * The writer gets in between: now and then for long enough that the
 	 * allocator comes round to the buckets just freed (about 100 writes)
 	 */
-	if (xs(rng) % 8 == 0)
-		usleep(xs(rng) % 60000);
-	else if (xs(rng) & 1)
-		usleep(xs(rng) % 300);
+	if (testfs_xorshift(rng) % 8 == 0)
+		usleep(testfs_xorshift(rng) % 60000);
+	else if (testfs_xorshift(rng) & 1)
+		usleep(testfs_xorshift(rng) % 300);
 	n = bch_data_read_plan_run(&pl, buf);
 	bch_data_read_plan_free(&pl);
 	if (n != -EAGAIN) {
@@ -157,7 +150,7 @@ static void *reader(void *arg)
 	if (posix_memalign((void **)&buf, 4096, FILE_BYTES))
 		return NULL;
 	while (!atomic_load(&stop)) {
-		unsigned f = xs(&rng) % NFILES;
+		unsigned f = testfs_xorshift(&rng) % NFILES;
 		ssize_t n = read_file(f, buf, &rng);
 		atomic_fetch_add(&nr_reads, 1);
 		if (n == -ENOENT || n == -ESTALE)
@@ -175,7 +168,7 @@ static void *reader(void *arg)
 
 static void writer_step(uint64_t *rng, uint64_t *buf, uint64_t *ver)
 {
-	unsigned f = xs(rng) % NFILES, op = xs(rng) % 8;
+	unsigned f = testfs_xorshift(rng) % NFILES, op = testfs_xorshift(rng) % 8;
 	char name[16];
 
 	snprintf(name, sizeof(name), "f%u", f);
@@ -192,7 +185,7 @@ static void writer_step(uint64_t *rng, uint64_t *buf, uint64_t *ver)
 	}
 	fill(buf, f, ++*ver, compressible);
 	cr_assert_eq(bch_fs_write(c, ino[f], 0, buf, FILE_BYTES), FILE_BYTES, "write: %s", c->err_msg);
-	if (xs(rng) % 4 == 0)
+	if (testfs_xorshift(rng) % 4 == 0)
 		cr_assert_eq(bch_fs_fsync(c), 0);	/* freed space becomes reusable */
 	pthread_mutex_unlock(&engine);
 	atomic_fetch_add(&nr_writes, 1);

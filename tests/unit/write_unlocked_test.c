@@ -102,13 +102,6 @@ static void teardown(void)
 
 TestSuite(write_unlocked, .init = setup, .fini = teardown, .timeout = 180);
 
-static uint64_t xs(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
 
 /* The word at byte off (a multiple of 8) of file f written by write w (1-based: 0 is a hole). */
 static uint64_t word(unsigned f, unsigned w, uint64_t off)
@@ -135,8 +128,8 @@ static ssize_t write_one(uint64_t handle, unsigned f, uint64_t off, uint64_t *bu
 	cr_assert_eq(n, 0, "begin: %zd", n);
 	if (op.planned) {
 		pthread_mutex_unlock(&engine);
-		if (rng && xs(rng) % 2 == 0)
-			usleep(xs(rng) % 1000);
+		if (rng && testfs_xorshift(rng) % 2 == 0)
+			usleep(testfs_xorshift(rng) % 1000);
 		bch_fs_write_run(&op);
 		pthread_mutex_lock(&engine);
 	}
@@ -171,7 +164,7 @@ static void *writer(void *arg)
 
 	cr_assert_eq(posix_memalign((void **)&buf, 4096, 256 << 10), 0);
 	for (unsigned i = 0; i < WRITES_EACH; i++) {
-		unsigned f = xs(&rng) % NFILES, kind = xs(&rng) % 8, w;
+		unsigned f = testfs_xorshift(&rng) % NFILES, kind = testfs_xorshift(&rng) % 8, w;
 		uint64_t off, len;
 
 		/*
@@ -180,15 +173,15 @@ static void *writer(void *arg)
 		 */
 		uint64_t hot = (uint64_t)i / 3 * HOT_BYTES % FILE_BYTES;
 		if (kind < 3) {		/* the hot range, aligned: overlaps the other writers' */
-			off = (xs(&rng) % (HOT_BYTES / 4096)) * 4096;
-			len = 4096 * (1 + xs(&rng) % 4);
+			off = (testfs_xorshift(&rng) % (HOT_BYTES / 4096)) * 4096;
+			len = 4096 * (1 + testfs_xorshift(&rng) % 4);
 		} else if (kind < 5) {	/* the hot range, not block aligned: old bytes read */
-			off = (xs(&rng) % (HOT_BYTES / 8)) * 8;
-			len = 8 * (1 + xs(&rng) % 512);
+			off = (testfs_xorshift(&rng) % (HOT_BYTES / 8)) * 8;
+			len = 8 * (1 + testfs_xorshift(&rng) % 512);
 		} else {		/* anywhere, large: disjoint mostly */
 			hot = 0;
-			off = (xs(&rng) % (FILE_BYTES / 4096)) * 4096;
-			len = 4096 * (1 + xs(&rng) % 64);
+			off = (testfs_xorshift(&rng) % (FILE_BYTES / 4096)) * 4096;
+			len = 4096 * (1 + testfs_xorshift(&rng) % 64);
 		}
 		if (hot && off + len > HOT_BYTES)
 			len = HOT_BYTES - off;
@@ -198,7 +191,7 @@ static void *writer(void *arg)
 		ssize_t n = write_one(ino[f], f, off, buf, len, &rng, true, &w);
 		cr_assert_eq(n, (ssize_t)len, "write %u (file %u, %llu+%llu): %zd %s", w, f,
 			     (unsigned long long)off, (unsigned long long)len, n, c->err_msg);
-		if (xs(&rng) % 16 == 0)
+		if (testfs_xorshift(&rng) % 16 == 0)
 			fsync_one(ino[f]);
 	}
 	free(buf);
@@ -240,8 +233,8 @@ static void *reader(void *arg)
 
 	cr_assert_eq(posix_memalign((void **)&buf, 4096, 128 << 10), 0);
 	while (!atomic_load(&stop)) {
-		unsigned f = xs(&rng) % NFILES;
-		uint64_t off = (xs(&rng) % (FILE_BYTES / 4096)) * 4096, len = 128 << 10;
+		unsigned f = testfs_xorshift(&rng) % NFILES;
+		uint64_t off = (testfs_xorshift(&rng) % (FILE_BYTES / 4096)) * 4096, len = 128 << 10;
 		struct bch_read_plan pl;
 		ssize_t n;
 
@@ -391,7 +384,7 @@ static void *filler(void *arg)
 	cr_assert_eq(posix_memalign((void **)&buf, 4096, APPEND_MAX), 0);
 	/* until two ENOSPC in a row: a first one may be a write larger than what is left */
 	while (nr_enospc[f] < 2) {
-		uint64_t len = 4096 * (2 + xs(&rng) % (APPEND_MAX / 4096 - 1)), off = stored[f];
+		uint64_t len = 4096 * (2 + testfs_xorshift(&rng) % (APPEND_MAX / 4096 - 1)), off = stored[f];
 		for (uint64_t i = 0; i < len; i++)
 			buf[i] = byte_at(f, off + i);
 		ssize_t n = write_one(ino[f], f, off, (uint64_t *)buf, len, &rng, false, NULL);
