@@ -70,7 +70,7 @@
 #include "super.h"
 
 #define PF_SLOTS	6
-#define PF_PRIV_MAX	256	/* bch_prefetch_verify_check()'s state, at most */
+#define PF_PRIV_MAX	BCH_PREFETCH_PRIV_MAX	/* bch_prefetch_verify_check()'s state, at most */
 
 /*
  * PF_DROPPED: being read, and the read path did not wait for it (it reads
@@ -1183,6 +1183,16 @@ static int ls_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned id,
 		return 1;
 	/* verified: the keys again from the first (page cache) */
 	ls_start_keys(s);
+	if (check && check(priv, NULL)) {
+		/* and, asked, as the merge yields them (btree_prefetch.h) */
+		const struct bch_bkey *k;
+		while ((k = bch_leaf_stream_next(s)))
+			check(priv, k);
+		check(priv, NULL);
+		if (s->err)
+			return 1;
+		ls_start_keys(s);
+	}
 	return 0;
 }
 

@@ -95,6 +95,12 @@ void bch_prefetch_wait_idle(struct bch_fs *c);
  * caller until open returns 0 (the checksum verified).  Keys are then read
  * again, from the page cache, a piece at a time (bch_leaf_stream_next()):
  * no key is used before the node's checksum was verified (DESIGN.md 4).
+ * Once verified, check(priv, NULL) is called: when it returns non-zero
+ * (the bsets' keys interleaved, say: what it learnt of each key is not the
+ * leaf's), the open gives it the keys as bch_leaf_stream_next() yields them
+ * (merged), then NULL again, before it returns, on the same thread (so a
+ * leaf checked ahead has this done ahead too); a read that fails then and
+ * the open returns 1.
  *
  * After fsck pass 3 (c->fsck_copies_checked on a read-only open: every
  * leaf reachable was verified then, its copies compared, its keys
@@ -139,7 +145,8 @@ struct bch_leaf_stream {
 
 /*
  * k of the leaf being opened (every key of every bset, in the order they
- * lie): 0 to go on, anything else stops (open returns 1)
+ * lie): 0 to go on, anything else stops (open returns 1); NULL: verified,
+ * and then the merged keys, when asked (above)
  */
 typedef int (*bch_leaf_check_fn)(void *priv, const struct bch_bkey *k);
 
@@ -168,7 +175,7 @@ int bch_leaf_stream_open(struct bch_fs *c, struct bch_leaf_stream *s, unsigned i
 void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr, bool compare);
 /*
  * As bch_prefetch_verify(), and every key given to check() with a copy of
- * priv (len bytes, at most 256), for a bch_leaf_stream_open() with the same
+ * priv (len bytes, at most BCH_PREFETCH_PRIV_MAX), for a bch_leaf_stream_open() with the same
  * check and priv as they are now: that open then takes the copy back into
  * its priv instead of reading the leaf's first pass itself.  check() runs
  * on the read-ahead thread: it may only read what does not change while
@@ -177,6 +184,7 @@ void bch_prefetch_verify(struct bch_fs *c, unsigned id, const struct bch_bkey *p
  * busy (a leaf queued and not started is the open's own), and the two meet
  * in the middle.
  */
+#define BCH_PREFETCH_PRIV_MAX	1024
 void bch_prefetch_verify_check(struct bch_fs *c, unsigned id, const struct bch_bkey *ptr,
 			       bool compare, bch_leaf_check_fn check, const void *priv, size_t len);
 /*

@@ -200,14 +200,12 @@ static void mark_extents(struct bch_fs *c, struct btree *b)
 	c->err_msg[0] = 0;
 }
 
-/* The replicas entry k needs, into what pass 12 compares with the table. */
-static void gather_replicas(struct bch_fs *c, struct bch_fsck_ctx *ctx, unsigned id,
-			    const struct bch_bkey *k)
+/* A replicas entry (data type, member set), into what pass 12 compares with the table. */
+static void gather_set(struct bch_fsck_ctx *ctx, unsigned type, uint64_t devs)
 {
-	unsigned type, i;
-	uint64_t devs;
+	unsigned i;
 
-	if (ctx->replicas_nr > FSCK_REPLICAS_GATHER || !bch_replicas_key_devs(c, id, k, &type, &devs))
+	if (ctx->replicas_nr > FSCK_REPLICAS_GATHER)
 		return;
 	for (i = 0; i < ctx->replicas_nr; i++)
 		if (ctx->replicas_used[i].devs == devs && ctx->replicas_used[i].data_type == type)
@@ -217,6 +215,17 @@ static void gather_replicas(struct bch_fs *c, struct bch_fsck_ctx *ctx, unsigned
 		ctx->replicas_used[i].data_type = type;
 	}
 	ctx->replicas_nr++;
+}
+
+/* The replicas entry k needs, into what pass 12 compares with the table. */
+static void gather_replicas(struct bch_fs *c, struct bch_fsck_ctx *ctx, unsigned id,
+			    const struct bch_bkey *k)
+{
+	unsigned type;
+	uint64_t devs;
+
+	if (ctx->replicas_nr <= FSCK_REPLICAS_GATHER && bch_replicas_key_devs(c, id, k, &type, &devs))
+		gather_set(ctx, type, devs);
 }
 
 /* Every copy of the readable leaf ptr points to, for reachable(). */
@@ -238,13 +247,53 @@ static void leaf_addrs_add(struct check_state *s, const struct bch_bkey *ptr)
 								 bp->ptrs[p].dev };
 }
 
+/*
+ * An extents leaf's bucket counts and replicas entries are taken in the
+ * first pass over its bytes (leaf_check_key(), perhaps on the read-ahead
+ * thread), and applied by check_leaf_streamed() once the checksums said yes,
+ * in the order of the keys: no second read of the leaf.  Consecutive
+ * pointers into one bucket with one gen are one run: bch_alloc_mark_data()
+ * once with their sectors summed does what a call for each would (the
+ * first decides, or refuses, the bucket's gen and type; the rest add, or
+ * are refused the same way).  Anything else (a cached pointer, one outside
+ * its device's buckets, another key type that counts, more runs or entries
+ * than fit here, bsets whose keys interleave) and the leaf's keys are read
+ * again as before.
+ */
+#define LC_RUNS		32	/* a leaf of 2000 small files' extents: 17 */
+#define LC_SETS		4
+
+struct mark_run {
+	struct bch_extent_ptr	ptr;		/* the run's first pointer */
+	uint32_t		span;		/* its span (bucket_of() in alloc.c) */
+	uint32_t		sectors;	/* the run's, summed */
+};
+
 /* What the first pass over a streamed leaf learns (kept until its checksum says yes). */
 struct leaf_check {
 	struct bch_fs	*c;
 	unsigned	id;
+	bool		take_marks;	/* extents, counted in pass 3: runs */
+	bool		take_sets;	/* extents and indirect extents: sets */
+	bool		any;		/* a key was seen (prev) */
+	bool		unordered;	/* a key at or before the one before it: bsets interleave */
+	bool		lost;		/* runs or sets not all taken */
+	bool		verified;	/* the first pass ended (leaf_check_key(NULL)) */
+	bool		merged;		/* ... and the keys came again, merged */
+	struct bch_bpos	prev;
 	uint64_t	keys, dirs;
-	char		err[200];
+	unsigned	dev;		/* the device of bucket_sectors, nbuckets */
+	uint32_t	bucket_sectors;
+	uint64_t	nbuckets;
+	unsigned	nr_runs, nr_sets;
+	struct mark_run	runs[LC_RUNS];
+	struct {
+		uint64_t	devs;
+		uint32_t	type;
+	}		sets[LC_SETS];
+	char		err[64];	/* why a key failed (the ordinary read reports it) */
 };
+_Static_assert(sizeof(struct leaf_check) <= BCH_PREFETCH_PRIV_MAX, "leaf_check: read ahead");
 
 /* What pass 3 counts of a leaf's live key. */
 static void leaf_count_key(struct leaf_check *lc, const struct bch_bkey *k)
@@ -257,19 +306,115 @@ static void leaf_count_key(struct leaf_check *lc, const struct bch_bkey *k)
 		lc->dirs++;
 }
 
+/* k's pointers into runs (mark_key() of it, as a log); false: they do not fit. */
+static bool take_marks(struct leaf_check *lc, const struct bch_bkey *k)
+{
+	if (k->type == BCH_BKEY_reflink_v || k->type == BCH_BKEY_stripe)
+		return false;
+	if (k->type != BCH_BKEY_extent)
+		return true;
+	const struct bch_extent *e = bkey_val(k);
+	unsigned span = e->crc.compressed_sectors, sectors = bch_extent_disk_sectors(k);
+	for (unsigned i = 0; i < bch_extent_nr_ptrs(k); i++) {
+		const struct bch_extent_ptr *p = &e->ptrs[i];
+		if (p->flags & BCH_EXTENT_PTR_CACHED)
+			return false;
+		if (!lc->bucket_sectors || lc->dev != p->dev) {
+			/* fixed while open read-only: the read-ahead thread may ask */
+			lc->dev = p->dev;
+			lc->bucket_sectors = bch_alloc_bucket_sectors(lc->c, p->dev);
+			lc->nbuckets = bch_alloc_nbuckets(lc->c, p->dev);
+			if (!lc->bucket_sectors)
+				return false;
+		}
+		uint64_t b = p->offset / lc->bucket_sectors;
+		if (b >= lc->nbuckets || p->offset % lc->bucket_sectors + span > lc->bucket_sectors)
+			return false;	/* bch_alloc_mark_data() refuses it: the second read */
+		struct mark_run *r = lc->nr_runs ? &lc->runs[lc->nr_runs - 1] : NULL;
+		if (r && r->ptr.dev == p->dev && r->ptr.gen == p->gen &&
+		    r->ptr.offset / lc->bucket_sectors == b) {
+			r->sectors += sectors;
+			continue;
+		}
+		if (lc->nr_runs == LC_RUNS)
+			return false;
+		lc->runs[lc->nr_runs++] = (struct mark_run) { .ptr = *p, .span = span, .sectors = sectors };
+	}
+	return true;
+}
+
+/* k's replicas entry into sets (gather_replicas() of it); false: it does not fit. */
+static bool take_set(struct leaf_check *lc, const struct bch_bkey *k)
+{
+	unsigned type, i;
+	uint64_t devs;
+
+	if (!bch_replicas_key_devs(lc->c, lc->id, k, &type, &devs))
+		return true;
+	for (i = 0; i < lc->nr_sets; i++)
+		if (lc->sets[i].devs == devs && lc->sets[i].type == type)
+			return true;
+	if (i == LC_SETS)
+		return false;
+	lc->sets[lc->nr_sets++] = (typeof(lc->sets[0])) { devs, type };
+	return true;
+}
+
+/* k counted, its buckets and replicas entry taken (see above). */
+static void leaf_take_key(struct leaf_check *lc, const struct bch_bkey *k)
+{
+	leaf_count_key(lc, k);
+	if (!lc->lost && ((lc->take_sets && !take_set(lc, k)) ||
+			  (lc->take_marks && !take_marks(lc, k))))
+		lc->lost = true;
+}
+
 /*
  * Each key of each bset as the read path would take it
- * (bch_bkey_validate_fs()); anything wrong: 1.  Counted here too: of a
- * leaf of one bset these are its live keys (deletions aside).
+ * (bch_bkey_validate_fs()); anything wrong: 1.  Counted and taken too: of
+ * a leaf whose keys ascend across its bsets, these are its live keys
+ * (deletions aside).  When they do not (a later bset updates keys of an
+ * earlier one: most inodes leaves), the keys again, merged, once the leaf
+ * verified (bch_leaf_stream_open(): on whichever thread checks it), and
+ * what they say replaces what the first pass counted and took.
  */
 static int leaf_check_key(void *priv, const struct bch_bkey *k)
 {
 	struct leaf_check *lc = priv;
 
+	if (!k) {
+		if (lc->verified || !lc->unordered) {
+			lc->verified = true;
+			return 0;
+		}
+		lc->verified = lc->merged = true;
+		lc->keys = lc->dirs = 0;
+		lc->nr_runs = lc->nr_sets = 0;
+		lc->lost = false;
+		return 1;	/* the merged keys, please */
+	}
+	if (lc->merged) {
+		leaf_take_key(lc, k);
+		return 0;
+	}
 	if (bch_bkey_validate_fs(lc->c, k, lc->id, 0, lc->err, sizeof(lc->err)))
 		return 1;
-	leaf_count_key(lc, k);
+	if (lc->any && bpos_cmp(lc->prev, k->p) >= 0)
+		lc->unordered = true;
+	lc->prev = k->p;
+	lc->any = true;
+	leaf_take_key(lc, k);
 	return 0;
+}
+
+/* The first pass's state for a leaf of s's btree. */
+static struct leaf_check leaf_check_init(struct bch_fs *c, const struct check_state *s)
+{
+	return (struct leaf_check) {
+		.c = c, .id = s->id,
+		.take_marks = s->id == BCH_BTREE_ID_extents && c->extents_mark_deferred,
+		.take_sets = data_btree(s->id),
+	};
 }
 
 /*
@@ -283,7 +428,7 @@ static int leaf_check_key(void *priv, const struct bch_bkey *k)
  */
 static int check_leaf_streamed(struct bch_fs *c, struct check_state *s, const struct bch_bkey *ptr)
 {
-	struct leaf_check lc = { .c = c, .id = s->id };
+	struct leaf_check lc = leaf_check_init(c, s);
 	struct bch_leaf_stream *ls = malloc(sizeof(*ls));
 
 	if (!ls)
@@ -294,24 +439,30 @@ static int check_leaf_streamed(struct bch_fs *c, struct check_state *s, const st
 	}
 	s->nodes_checked++;
 	leaf_addrs_add(s, ptr);
-	bool gather = data_btree(s->id);
-	bool mark = (data_btree(s->id) || s->id == BCH_BTREE_ID_stripes) && c->extents_mark_deferred;
-	/* several bsets: the live keys are what the merge yields */
-	bool count = ls->nr_bsets > 1;
-	if (count)
-		lc.keys = lc.dirs = 0;
+	/*
+	 * The open counted the leaf's live keys and took its buckets and
+	 * replicas entries (leaf_check_key()); what did not fit, or what is
+	 * not taken so (other btrees' buckets), from its keys again
+	 */
+	bool gather = data_btree(s->id) && lc.lost;
+	bool mark_all = (data_btree(s->id) || s->id == BCH_BTREE_ID_stripes) && c->extents_mark_deferred;
+	bool mark = mark_all && (lc.lost || !lc.take_marks);
 	const struct bch_bkey *k;
-	while ((gather || mark || count) && (k = bch_leaf_stream_next(ls))) {
-		if (count)
-			leaf_count_key(&lc, k);
+	while ((gather || mark) && (k = bch_leaf_stream_next(ls))) {
 		if (gather)
 			gather_replicas(c, s->ctx, s->id, k);
 		if (mark)
 			mark_key(c, k);
 	}
+	if (data_btree(s->id) && !gather)
+		for (unsigned i = 0; i < lc.nr_sets; i++)
+			gather_set(s->ctx, lc.sets[i].type, lc.sets[i].devs);
+	if (mark_all && !mark)
+		for (unsigned i = 0; i < lc.nr_runs; i++)
+			bch_alloc_mark_data(c, &lc.runs[i].ptr, lc.runs[i].span, lc.runs[i].sectors);
 	s->ctx->leaf_keys[s->id] += lc.keys;
 	s->ctx->dir_keys += lc.dirs;
-	if (mark)
+	if (mark_all)
 		c->err_msg[0] = 0;
 	int r = ls->err;
 	free(ls);
@@ -475,7 +626,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	 * (the farthest first), and this thread takes its verdicts, or checks
 	 * those it has not started itself.
 	 */
-	struct leaf_check lc = { .c = c, .id = s->id };
+	struct leaf_check lc = leaf_check_init(c, s);
 	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++) {
 		for (unsigned j = i + 1; !child_level && j < nr && j <= i + (s->stream ? 4 : 2); j++)
 			if (s->stream)

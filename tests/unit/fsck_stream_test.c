@@ -365,7 +365,8 @@ Test(fsck_stream, after_pass_3_an_open_reads_only_the_headers)
 
 static int count_keys(void *priv, const struct bch_bkey *k)
 {
-	(void)k;
+	if (!k)
+		return 0;	/* verified: the merged keys are not wanted */
 	++*(unsigned *)priv;
 	return 0;
 }
@@ -408,7 +409,8 @@ Test(fsck_stream, a_check_made_ahead_is_taken_by_the_open)
 
 static int refuse_third(void *priv, const struct bch_bkey *k)
 {
-	(void)k;
+	if (!k)
+		return 0;
 	return ++*(unsigned *)priv == 3;
 }
 
