@@ -262,6 +262,16 @@ static void leaf_addrs_add(struct check_state *s, const struct bch_bkey *ptr)
  */
 #define LC_RUNS		32	/* a leaf of 2000 small files' extents: 17 */
 #define LC_SETS		4
+/*
+ * An inodes leaf whose later bset updates keys of an earlier one (most of
+ * them, after format --source) is counted in its first pass too: a bit per
+ * inode number from the leaf's first, set while the key counted there is
+ * live (and one while it is a directory's), so a newer key at the same
+ * position takes the older one's place in the counts.  Numbers LC_POS or
+ * more past the first, or positions of other shapes (snapshots): the keys
+ * again, merged.
+ */
+#define LC_POS		3072	/* a leaf of 2000 inodes (2 bsets), numbers dense: 2100 */
 
 struct mark_run {
 	struct bch_extent_ptr	ptr;		/* the run's first pointer */
@@ -286,7 +296,18 @@ struct leaf_check {
 	uint32_t	bucket_sectors;
 	uint64_t	nbuckets;
 	unsigned	nr_runs, nr_sets;
-	struct mark_run	runs[LC_RUNS];
+	bool		track_pos;	/* inodes: positions in pos (LC_POS) */
+	bool		pos_lost;	/* ... a key fell outside it */
+	uint64_t	base;		/* the leaf's first inode number */
+	uint32_t	base_snap;
+	uint64_t	shadow_keys, shadow_dirs;	/* counted, then replaced by a newer key */
+	union {
+		struct mark_run	runs[LC_RUNS];		/* take_marks */
+		struct {
+			uint64_t	live[LC_POS / 64];
+			uint64_t	dir[LC_POS / 64];
+		}		pos;			/* track_pos */
+	};
 	struct {
 		uint64_t	devs;
 		uint32_t	type;
@@ -295,15 +316,43 @@ struct leaf_check {
 };
 _Static_assert(sizeof(struct leaf_check) <= BCH_PREFETCH_PRIV_MAX, "leaf_check: read ahead");
 
+static bool is_dir_key(const struct leaf_check *lc, const struct bch_bkey *k)
+{
+	return lc->id == BCH_BTREE_ID_inodes && k->type == BCH_BKEY_inode &&
+	       S_ISDIR(((const struct bch_inode *)bkey_val(k))->mode);
+}
+
 /* What pass 3 counts of a leaf's live key. */
 static void leaf_count_key(struct leaf_check *lc, const struct bch_bkey *k)
 {
 	if (k->type == BCH_BKEY_deleted)
 		return;
 	lc->keys++;
-	if (lc->id == BCH_BTREE_ID_inodes && k->type == BCH_BKEY_inode &&
-	    S_ISDIR(((const struct bch_inode *)bkey_val(k))->mode))
+	if (is_dir_key(lc, k))
 		lc->dirs++;
+}
+
+/* First pass, inodes: k takes the place of what was counted at its position (LC_POS). */
+static void leaf_count_pos(struct leaf_check *lc, const struct bch_bkey *k)
+{
+	if (!lc->any)
+		lc->base_snap = k->p.snapshot;
+	uint64_t i = k->p.offset - lc->base;
+	if (k->p.inode || k->p.snapshot != lc->base_snap || k->p.offset < lc->base || i >= LC_POS) {
+		lc->pos_lost = true;
+		return;
+	}
+	uint64_t bit = 1ULL << (i % 64);
+	if (lc->pos.live[i / 64] & bit) {
+		lc->shadow_keys++;
+		lc->shadow_dirs += !!(lc->pos.dir[i / 64] & bit);
+	}
+	lc->pos.live[i / 64] &= ~bit;
+	lc->pos.dir[i / 64] &= ~bit;
+	if (k->type != BCH_BKEY_deleted)
+		lc->pos.live[i / 64] |= bit;
+	if (is_dir_key(lc, k))
+		lc->pos.dir[i / 64] |= bit;
 }
 
 /* k's pointers into runs (mark_key() of it, as a log); false: they do not fit. */
@@ -387,6 +436,13 @@ static int leaf_check_key(void *priv, const struct bch_bkey *k)
 			lc->verified = true;
 			return 0;
 		}
+		if (lc->track_pos && !lc->pos_lost) {
+			/* the newest key at each position counted, the older ones not */
+			lc->keys -= lc->shadow_keys;
+			lc->dirs -= lc->shadow_dirs;
+			lc->verified = true;
+			return 0;
+		}
 		lc->verified = lc->merged = true;
 		lc->keys = lc->dirs = 0;
 		lc->nr_runs = lc->nr_sets = 0;
@@ -399,6 +455,8 @@ static int leaf_check_key(void *priv, const struct bch_bkey *k)
 	}
 	if (bch_bkey_validate_fs(lc->c, k, lc->id, 0, lc->err, sizeof(lc->err)))
 		return 1;
+	if (lc->track_pos && !lc->pos_lost)
+		leaf_count_pos(lc, k);
 	if (lc->any && bpos_cmp(lc->prev, k->p) >= 0)
 		lc->unordered = true;
 	lc->prev = k->p;
@@ -407,13 +465,17 @@ static int leaf_check_key(void *priv, const struct bch_bkey *k)
 	return 0;
 }
 
-/* The first pass's state for a leaf of s's btree. */
-static struct leaf_check leaf_check_init(struct bch_fs *c, const struct check_state *s)
+/* The first pass's state for the leaf of s's btree ptr points to. */
+static struct leaf_check leaf_check_init(struct bch_fs *c, const struct check_state *s,
+					 const struct bch_bkey *ptr)
 {
 	return (struct leaf_check) {
 		.c = c, .id = s->id,
 		.take_marks = s->id == BCH_BTREE_ID_extents && c->extents_mark_deferred,
 		.take_sets = data_btree(s->id),
+		.track_pos = s->id == BCH_BTREE_ID_inodes && ptr->type == BCH_BKEY_btree_ptr,
+		.base = ptr->type == BCH_BKEY_btree_ptr ?
+			((const struct bch_btree_ptr *)bkey_val(ptr))->min_key.offset : 0,
 	};
 }
 
@@ -428,7 +490,7 @@ static struct leaf_check leaf_check_init(struct bch_fs *c, const struct check_st
  */
 static int check_leaf_streamed(struct bch_fs *c, struct check_state *s, const struct bch_bkey *ptr)
 {
-	struct leaf_check lc = leaf_check_init(c, s);
+	struct leaf_check lc = leaf_check_init(c, s, ptr);
 	struct bch_leaf_stream *ls = malloc(sizeof(*ls));
 
 	if (!ls)
@@ -626,13 +688,13 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	 * (the farthest first), and this thread takes its verdicts, or checks
 	 * those it has not started itself.
 	 */
-	struct leaf_check lc = leaf_check_init(c, s);
 	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++) {
 		for (unsigned j = i + 1; !child_level && j < nr && j <= i + (s->stream ? 4 : 2); j++)
-			if (s->stream)
+			if (s->stream) {
+				struct leaf_check lc = leaf_check_init(c, s, kids[j]);
 				bch_prefetch_verify_check(c, s->id, kids[j], !c->fsck_copies_checked,
 							  leaf_check_key, &lc, sizeof(lc));
-			else
+			} else
 				bch_prefetch_node(c, s->id, child_level, kids[j]);
 		r = check_node(c, s, child_level, kids[i]);
 	}
