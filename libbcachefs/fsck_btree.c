@@ -265,11 +265,11 @@ static void leaf_addrs_add(struct check_state *s, const struct bch_bkey *ptr)
 /*
  * An inodes leaf whose later bset updates keys of an earlier one (most of
  * them, after format --source) is counted in its first pass too: a bit per
- * inode number from the leaf's first, set while the key counted there is
+ * inode number from its first key's on, set while the key counted there is
  * live (and one while it is a directory's), so a newer key at the same
- * position takes the older one's place in the counts.  Numbers LC_POS or
- * more past the first, or positions of other shapes (snapshots): the keys
- * again, merged.
+ * position takes the older one's place in the counts.  Numbers below the
+ * first or LC_POS past it, or positions of other shapes (snapshots): the
+ * keys again, merged.
  */
 #define LC_POS		3072	/* a leaf of 2000 inodes (2 bsets), numbers dense: 2100 */
 
@@ -298,7 +298,7 @@ struct leaf_check {
 	unsigned	nr_runs, nr_sets;
 	bool		track_pos;	/* inodes: positions in pos (LC_POS) */
 	bool		pos_lost;	/* ... a key fell outside it */
-	uint64_t	base;		/* the leaf's first inode number */
+	uint64_t	base;		/* the number of the leaf's first key */
 	uint32_t	base_snap;
 	uint64_t	shadow_keys, shadow_dirs;	/* counted, then replaced by a newer key */
 	union {
@@ -335,8 +335,10 @@ static void leaf_count_key(struct leaf_check *lc, const struct bch_bkey *k)
 /* First pass, inodes: k takes the place of what was counted at its position (LC_POS). */
 static void leaf_count_pos(struct leaf_check *lc, const struct bch_bkey *k)
 {
-	if (!lc->any)
+	if (!lc->any) {
+		lc->base = k->p.offset;
 		lc->base_snap = k->p.snapshot;
+	}
 	uint64_t i = k->p.offset - lc->base;
 	if (k->p.inode || k->p.snapshot != lc->base_snap || k->p.offset < lc->base || i >= LC_POS) {
 		lc->pos_lost = true;
@@ -465,17 +467,14 @@ static int leaf_check_key(void *priv, const struct bch_bkey *k)
 	return 0;
 }
 
-/* The first pass's state for the leaf of s's btree ptr points to. */
-static struct leaf_check leaf_check_init(struct bch_fs *c, const struct check_state *s,
-					 const struct bch_bkey *ptr)
+/* The first pass's state for a leaf of s's btree. */
+static struct leaf_check leaf_check_init(struct bch_fs *c, const struct check_state *s)
 {
 	return (struct leaf_check) {
 		.c = c, .id = s->id,
 		.take_marks = s->id == BCH_BTREE_ID_extents && c->extents_mark_deferred,
 		.take_sets = data_btree(s->id),
-		.track_pos = s->id == BCH_BTREE_ID_inodes && ptr->type == BCH_BKEY_btree_ptr,
-		.base = ptr->type == BCH_BKEY_btree_ptr ?
-			((const struct bch_btree_ptr *)bkey_val(ptr))->min_key.offset : 0,
+		.track_pos = s->id == BCH_BTREE_ID_inodes,
 	};
 }
 
@@ -490,7 +489,7 @@ static struct leaf_check leaf_check_init(struct bch_fs *c, const struct check_st
  */
 static int check_leaf_streamed(struct bch_fs *c, struct check_state *s, const struct bch_bkey *ptr)
 {
-	struct leaf_check lc = leaf_check_init(c, s, ptr);
+	struct leaf_check lc = leaf_check_init(c, s);
 	struct bch_leaf_stream *ls = malloc(sizeof(*ls));
 
 	if (!ls)
@@ -688,13 +687,13 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	 * (the farthest first), and this thread takes its verdicts, or checks
 	 * those it has not started itself.
 	 */
+	struct leaf_check lc = leaf_check_init(c, s);
 	for (unsigned i = 0; i < nr && !r && !s->ctx->cancelled; i++) {
 		for (unsigned j = i + 1; !child_level && j < nr && j <= i + (s->stream ? 4 : 2); j++)
-			if (s->stream) {
-				struct leaf_check lc = leaf_check_init(c, s, kids[j]);
+			if (s->stream)
 				bch_prefetch_verify_check(c, s->id, kids[j], !c->fsck_copies_checked,
 							  leaf_check_key, &lc, sizeof(lc));
-			} else
+			else
 				bch_prefetch_node(c, s->id, child_level, kids[j]);
 		r = check_node(c, s, child_level, kids[i]);
 	}
