@@ -421,11 +421,14 @@ int cmd_fsck(int argc, char *argv[])
 		 * 0.92 MB; ours 1.3-1.4 MB at the two peaks, the open and passes
 		 * 5-6).  No pass holds a leaf whole: pass 3 and the key cursors
 		 * of passes 5-10 stream each leaf through a buffer of 32 KB
-		 * (btree_prefetch.h, streamed leaves: in pass 3 its checksums
-		 * verified in a first pass over its bytes, on whichever thread
-		 * gets to it first, then its keys read again from the page cache
-		 * a piece at a time, its bsets merged; passes 5-10 trust pass 3
-		 * and read the keys only); only a leaf that does not stream
+		 * (btree_prefetch.h, streamed leaves: in pass 3 one pass over its
+		 * bytes, on whichever thread gets to it first, verifies its
+		 * checksums and keys and takes what pass 3 counts of them, the
+		 * buckets and replicas entries of extents too, in at most 1 KB
+		 * (fsck_btree.c: a leaf whose bsets interleave, other than an
+		 * inodes leaf, is read again there, merged, and a leaf whose
+		 * buckets do not fit, again on this thread); passes 5-10 trust
+		 * pass 3 and read the keys only); only a leaf that does not stream
 		 * (damage, encrypted, snapshots' filtered views) is read whole.
 		 * The open reads the alloc btree's leaves and the roots whole
 		 * (alloc_btree.c, fs.c: 1.39 MB anonymous at its peak).  Passes

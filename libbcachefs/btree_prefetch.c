@@ -46,7 +46,8 @@
  * over its bytes (checksum) and keep the verdict and where its keys end,
  * nothing of its bytes; the open that takes a good verdict reads the keys
  * only.  Pass 3 (bch_prefetch_verify_check()): the first pass gives every
- * key to the caller's check() too, into the slot's copy of its state, and
+ * key to the caller's check() too, into the slot's copy of its state (and,
+ * when check() asks once the leaf verified, the keys again, merged), and
  * the worker takes the newest queued while the read path opens the oldest
  * itself, so the two share the leaves.  Passes 5-10, trusting pass 3
  * (ls_trusted()): the worker only reads the leaf's bytes (warm()).
