@@ -83,7 +83,7 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  * and left out of core dumps, wiped when the buffer goes; where mlock()
  * fails (RLIMIT_MEMLOCK) the slot keeps ciphertext as before.
  */
-#define SLOTS		32
+#define SLOTS		64		/* twice the 2 MiB window of 64 KiB extents: one read partly is kept */
 #define SLOT_MAX	(256U << 10)	/* larger extents are not read ahead */
 #define AHEAD_BYTES	(2ULL << 20)	/* how far past a sequential read */
 #define AHEAD_NEAR	(512ULL << 10)	/* a read this close to the last end is sequential */
@@ -116,7 +116,7 @@ struct bch_fs_read_cache {
 	uint64_t		inum, end;	/* the last read's file and end */
 	uint64_t		ahead_to;	/* read ahead up to here in inum */
 	/* counters (tests, benchmarks) */
-	uint64_t		nr_hit, nr_filled;
+	uint64_t		nr_hit, nr_filled, nr_plain;
 };
 
 int bch_fs_read_cache_new(struct bch_fs_read_cache **ret)
@@ -156,11 +156,13 @@ void bch_fs_read_cache_free(struct bch_fs_read_cache *ra)
 	free(ra);
 }
 
-void bch_fs_read_cache_counts(struct bch_fs_read_cache *ra, uint64_t *hits, uint64_t *filled)
+void bch_fs_read_cache_counts(struct bch_fs_read_cache *ra, uint64_t *hits, uint64_t *filled,
+			      uint64_t *decrypted)
 {
 	pthread_mutex_lock(&ra->lock);
 	*hits = ra->nr_hit;
 	*filled = ra->nr_filled;
+	*decrypted = ra->nr_plain;
 	pthread_mutex_unlock(&ra->lock);
 }
 
@@ -305,8 +307,10 @@ static void slot_fill(struct bch_fs_read_cache *ra, struct slot *s, const struct
 	s->state = r ? SLOT_EMPTY : SLOT_READY;
 	s->seq = ahead->seq;
 	s->plain = plain;
-	if (!r)
+	if (!r) {
 		ra->nr_filled++;
+		ra->nr_plain += plain;
+	}
 	pthread_cond_broadcast(&ra->cond);
 	pthread_mutex_unlock(&ra->lock);
 }

@@ -6,7 +6,8 @@
  * then run ahead after the "reply".  Sequential reads of a file of random
  * bytes (seed fixed and printed) come back right, mostly from extents read
  * ahead; random reads read nothing ahead; an extent read ahead is not used
- * by a plan made after space was reused (c->data_reuse_seq moved); an
+ * by a plan made after space was reused (c->data_reuse_seq moved); reads
+ * of an odd size are copied from extents decrypted ahead; an
  * extent whose ciphertext was damaged on disk is never read ahead, and the
  * run that wants it refuses (-EAGAIN: the old path then reports it); and
  * readers going through files while a writer rewrites them, so space read
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -104,7 +106,9 @@ static ssize_t read_once(uint64_t off, size_t len, void *to)
 
 static void counts(uint64_t *hits, uint64_t *filled)
 {
-	bch_fs_read_cache_counts(ra, hits, filled);
+	uint64_t decrypted;
+
+	bch_fs_read_cache_counts(ra, hits, filled, &decrypted);
 }
 
 Test(crypt_readahead, sequential_reads_come_from_the_readahead)
@@ -133,6 +137,61 @@ Test(crypt_readahead, sequential_reads_come_from_the_readahead)
 			     (unsigned long long)off);
 		off += len;
 	}
+}
+
+/*
+ * Decrypt-ahead: every extent read ahead is decrypted there (its buffer
+ * locked in memory), so a later read copies its pieces wherever they start;
+ * a slot of ciphertext served only pieces starting on a 64-byte block of
+ * the keystream.  Reads of an odd size, one after the other: from the
+ * fourth on, every piece comes from the read-ahead (the first has nothing
+ * before it to be sequential with, the second's run reads the extent its
+ * end cuts, so the third reads the rest of it), and the bytes are right.
+ */
+#define ODD	100003		/* bytes per read: pieces start anywhere */
+
+Test(crypt_readahead, odd_reads_are_copied_from_extents_decrypted_ahead)
+{
+	uint64_t hits, filled, decrypted, hits0, pieces = 0, odd = 0;
+	void *probe = NULL;
+	bool can_lock;
+
+	/* can this process lock a slot's worth of memory (root, or RLIMIT_MEMLOCK)? */
+	cr_assert_eq(posix_memalign(&probe, 4096, 256 << 10), 0);
+	can_lock = !mlock(probe, 256 << 10);
+	if (can_lock)
+		munlock(probe, 256 << 10);
+	free(probe);
+
+	for (uint64_t off = 0; off < 3 * ODD; off += ODD)
+		cr_assert_eq(read_once(off, ODD, buf + off), ODD);
+	bch_fs_read_cache_counts(ra, &hits0, &filled, &decrypted);
+	for (uint64_t off = 3 * ODD; off < FILE_BYTES; off += ODD) {
+		size_t len = off + ODD <= FILE_BYTES ? ODD : FILE_BYTES - off;
+		struct bch_read_plan pl;
+
+		cr_assert_eq(bch_fs_read_plan(c, inum, off, len, &pl), 0);
+		for (unsigned i = 0; i < pl.nr; i++) {
+			pieces += pl.p[i].bdev != NULL;
+			odd += pl.p[i].bdev && pl.p[i].src_off % 64;
+		}
+		bch_data_read_plan_free(&pl);
+		cr_assert_eq(read_once(off, len, buf + off), (ssize_t)len);
+	}
+	cr_assert_eq(memcmp(buf, data, FILE_BYTES), 0, "an odd read returned other bytes");
+	bch_fs_read_cache_counts(ra, &hits, &filled, &decrypted);
+	printf("crypt_readahead: odd reads: %llu pieces (%llu not on a keystream block), %llu from the "
+	       "read-ahead; %llu extents read ahead, %llu decrypted there%s\n",
+	       (unsigned long long)pieces, (unsigned long long)odd, (unsigned long long)(hits - hits0),
+	       (unsigned long long)filled, (unsigned long long)decrypted,
+	       can_lock ? "" : " (mlock refused here: ciphertext kept)");
+	cr_assert_gt(odd, 0, "no piece started off a keystream block: the case is not exercised");
+	if (!can_lock) {
+		cr_assert_eq(decrypted, 0, "plaintext kept in memory that could not be locked");
+		return;
+	}
+	cr_assert_eq(decrypted, filled, "extents read ahead and left encrypted");
+	cr_assert_eq(hits - hits0, pieces, "pieces read again though their extent was read ahead");
 }
 
 Test(crypt_readahead, random_reads_read_nothing_ahead)
@@ -316,7 +375,7 @@ static void writer_step(uint64_t *rng, uint64_t *p, uint64_t *ver)
 
 Test(crypt_readahead, readers_while_space_is_reused)
 {
-	uint64_t rng = SEED, ver = 0, *p = NULL, seq0 = c->data_reuse_seq, hits, filled;
+	uint64_t rng = SEED, ver = 0, *p = NULL, seq0 = c->data_reuse_seq, hits, filled, decrypted;
 	pthread_t th[READERS];
 
 	cr_assert_eq(posix_memalign((void **)&p, 4096, RFILE_BYTES), 0);
@@ -338,13 +397,13 @@ Test(crypt_readahead, readers_while_space_is_reused)
 		usleep(200);
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		ms = (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000;
-		bch_fs_read_cache_counts(ra, &hits, &filled);
+		bch_fs_read_cache_counts(ra, &hits, &filled, &decrypted);
 	} while (ms < RUN_MS || (ms < RUN_MAX_MS && (!hits || !atomic_load(&nr_redone))));
 	atomic_store(&stop, true);
 	for (unsigned i = 0; i < READERS; i++)
 		pthread_join(th[i], NULL);
 	free(p);
-	bch_fs_read_cache_counts(ra, &hits, &filled);
+	bch_fs_read_cache_counts(ra, &hits, &filled, &decrypted);
 	printf("crypt_readahead: %llu reads (%llu redone), %llu writes, reuse seq +%llu, "
 	       "%llu pieces from the read-ahead, %llu extents read ahead\n",
 	       (unsigned long long)nr_reads, (unsigned long long)nr_redone, (unsigned long long)nr_writes,
