@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
@@ -84,8 +85,10 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  * fails (RLIMIT_MEMLOCK) the slot keeps ciphertext as before.
  */
 #define SLOTS		64		/* twice the 2 MiB window of 64 KiB extents: one read partly is kept */
-#define SLOT_MAX	(256U << 10)	/* larger extents are not read ahead */
+#define SLOT_MAX	BCH_READAHEAD_ENC_MAX	/* larger extents are not read ahead */
 #define AHEAD_BYTES	(2ULL << 20)	/* how far past a sequential read */
+#define AHEAD_UNIT	(1ULL << 20)	/* planned once this much of that is missing */
+#define GROUP_MAX	16		/* extents per uncached read at most */
 #define AHEAD_NEAR	(512ULL << 10)	/* a read this close to the last end is sequential */
 
 enum slot_state { SLOT_EMPTY, SLOT_CLAIMED, SLOT_DONE, SLOT_FILLING, SLOT_READY };
@@ -248,7 +251,8 @@ int bch_fs_read_ahead_plan(struct bch_fs *c, struct bch_fs_read_cache *ra, uint6
 	if (!c->crypt || !seq || !len)
 		return r;
 	uint64_t from = ra->ahead_to > end ? ra->ahead_to : end;
-	if (from >= end + AHEAD_BYTES)
+	/* in units of AHEAD_UNIT: one device read for several extents */
+	if (from + AHEAD_UNIT > end + AHEAD_BYTES)
 		return r;
 	r = bch_fs_read_plan(c, inum, from, end + AHEAD_BYTES - from, ahead);
 	if (r)
@@ -282,18 +286,15 @@ static int slot_buf(struct slot *s)
 }
 
 /*
- * Read and verify p's extent into s (FILLING), then decrypt it there when
- * its buffer is locked; then READY or EMPTY.
+ * Verify p's extent in s (FILLING), read already when r is 0, then decrypt
+ * it there when its buffer is locked; then READY or EMPTY.
  */
 static void slot_fill(struct bch_fs_read_cache *ra, struct slot *s, const struct bch_read_plan *ahead,
-		      const struct bch_read_piece *p)
+		      const struct bch_read_piece *p, int r)
 {
 	struct bch_fs *c = ahead->c;
 	bool plain = false;
-	int r = slot_buf(s);
 
-	if (!r)
-		r = bch_dev_read_try(p->bdev, s->buf, s->bytes, p->dev_off);
 	if (!r)
 		r = bch_crypt_extent_mac_check(c, p->version, s->buf, s->bytes, &p->crc.csum);
 	/* only after the MAC matched (invariant (2) of crypt.h's pieces) */
@@ -315,21 +316,64 @@ static void slot_fill(struct bch_fs_read_cache *ra, struct slot *s, const struct
 	pthread_mutex_unlock(&ra->lock);
 }
 
+/*
+ * Read the extents of the group g[0..n) (slots FILLING for pieces gp[],
+ * contiguous on one device): in one uncached read where the device can,
+ * else each the usual way; then verify and decrypt each.
+ */
+static void group_fill(struct bch_fs_read_cache *ra, const struct bch_read_plan *ahead, struct slot **g,
+		       const struct bch_read_piece **gp, unsigned n)
+{
+	struct iovec iov[GROUP_MAX] = { { 0 } };
+	int r = 0;
+
+	for (unsigned i = 0; i < n && !r; i++) {
+		r = slot_buf(g[i]);
+		iov[i].iov_base = g[i]->buf;
+		iov[i].iov_len = g[i]->bytes;
+	}
+	if (r || bch_dev_readv_uncached(gp[0]->bdev, iov, n, gp[0]->dev_off)) {
+		for (unsigned i = 0; i < n; i++)
+			slot_fill(ra, g[i], ahead, gp[i],
+				  r ?: bch_dev_read_try(gp[i]->bdev, g[i]->buf, g[i]->bytes, gp[i]->dev_off));
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		slot_fill(ra, g[i], ahead, gp[i], 0);
+}
+
 void bch_fs_read_ahead_run(struct bch_fs_read_cache *ra, struct bch_read_plan *ahead)
 {
+	struct slot *g[GROUP_MAX];
+	const struct bch_read_piece *gp[GROUP_MAX];
+	unsigned n = 0;
+
 	for (unsigned i = 0; i < ahead->nr; i++) {
 		const struct bch_read_piece *p = &ahead->p[i];
 		struct slot *s = NULL;
 
 		if (!cacheable(p))
 			continue;
+		/* a group ends where the next extent does not follow on the device */
+		if (n && (n == GROUP_MAX || p->bdev != gp[0]->bdev ||
+			  p->dev_off != gp[n - 1]->dev_off + piece_bytes(gp[n - 1]))) {
+			group_fill(ra, ahead, g, gp, n);
+			n = 0;
+		}
 		pthread_mutex_lock(&ra->lock);
 		if (!slot_find(ra, p))
 			s = slot_take(ra, p, SLOT_FILLING);
 		pthread_mutex_unlock(&ra->lock);
-		if (s)
-			slot_fill(ra, s, ahead, p);
+		if (s) {
+			g[n] = s;
+			gp[n++] = p;
+		} else if (n) {
+			group_fill(ra, ahead, g, gp, n);
+			n = 0;
+		}
 	}
+	if (n)
+		group_fill(ra, ahead, g, gp, n);
 	bch_data_read_plan_free(ahead);
 }
 
