@@ -47,10 +47,15 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  *     512 KiB of its end), plans up to 2 MiB past it, from where the last
  *     plan ahead of this file stopped, into ahead.  0: run ahead with
  *     bch_fs_read_ahead_run() (which frees it); nonzero: nothing to do (not
- *     sequential, not encrypted, at the end of the file, ra NULL).
+ *     sequential, not encrypted, at the end of the file, ra NULL, less
+ *     than 1 MiB of the window missing: it is planned in such units).
  *   bch_fs_read_ahead_run() (BCH_READ_RUN_NEEDS): reads each encrypted
  *     extent of ahead not cached, being read or just read by a run, and
- *     checks its MAC; one that fails a check, or whose space was reused
+ *     checks its MAC; extents that follow each other on a device are read
+ *     at once (up to 16) and uncached where the device can (blockdev.h
+ *     bch_dev_readv_uncached(): the bytes go straight into the slots, no
+ *     page cache to fill, copy and reclaim; io.h's readahead hint leaves
+ *     them out); one that fails a check, or whose space was reused
  *     since the plan (c->data_reuse_seq moved), is dropped without a word:
  *     the read that wants it reads it itself, and reports.
  *     Each extent whose MAC matched is then decrypted in place (decrypt-

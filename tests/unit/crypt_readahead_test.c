@@ -7,7 +7,8 @@
  * bytes (seed fixed and printed) come back right, mostly from extents read
  * ahead; random reads read nothing ahead; an extent read ahead is not used
  * by a plan made after space was reused (c->data_reuse_seq moved); reads
- * of an odd size are copied from extents decrypted ahead; an
+ * of an odd size are copied from extents decrypted ahead; a file rewritten
+ * and not flushed is read ahead uncached, several extents a read; an
  * extent whose ciphertext was damaged on disk is never read ahead, and the
  * run that wants it refuses (-EAGAIN: the old path then reports it); and
  * readers going through files while a writer rewrites them, so space read
@@ -192,6 +193,47 @@ Test(crypt_readahead, odd_reads_are_copied_from_extents_decrypted_ahead)
 	}
 	cr_assert_eq(decrypted, filled, "extents read ahead and left encrypted");
 	cr_assert_eq(hits - hits0, pieces, "pieces read again though their extent was read ahead");
+}
+
+/*
+ * The read-ahead reads whole runs of extents with one uncached (O_DIRECT)
+ * read where the device can (blockdev.h): a file rewritten and not yet
+ * flushed (its new ciphertext dirty in the image's page cache) is read
+ * back right, every extent from the read-ahead, in fewer device reads than
+ * extents.
+ */
+Test(crypt_readahead, rewritten_file_read_ahead_uncached_in_runs)
+{
+	struct bch_read_plan pl;
+	struct bch_dev_io_stats st0, st1;
+	uint64_t hits0, hits, filled0, filled, decrypted;
+
+	cr_assert_eq(bch_fs_read_plan(c, inum, 0, 1, &pl), 0);
+	struct bch_blockdev *bdev = pl.p[0].bdev;
+	bch_data_read_plan_free(&pl);
+	cr_assert_not_null(bdev);
+	if (!bch_dev_uncached_ok(bdev)) {
+		printf("crypt_readahead: no O_DIRECT on this test directory: case not run\n");
+		return;
+	}
+	for (size_t i = 0; i < FILE_BYTES; i += 8) {
+		uint64_t x = rnd();
+		memcpy(data + i, &x, 8);
+	}
+	cr_assert_eq(bch_fs_write(c, inum, 0, data, FILE_BYTES), FILE_BYTES);	/* no fsync */
+	bch_fs_read_cache_counts(ra, &hits0, &filled0, &decrypted);
+	bch_dev_io_stats(bdev, &st0);
+	for (uint64_t off = 0; off < FILE_BYTES; off += READ_BYTES)
+		cr_assert_eq(read_once(off, READ_BYTES, buf + off), READ_BYTES);
+	bch_dev_io_stats(bdev, &st1);
+	bch_fs_read_cache_counts(ra, &hits, &filled, &decrypted);
+	cr_assert_eq(memcmp(buf, data, FILE_BYTES), 0, "a read of the rewritten file returned other bytes");
+	printf("crypt_readahead: rewritten: %llu extents read ahead in %llu device reads, %llu pieces "
+	       "from the read-ahead\n", (unsigned long long)(filled - filled0),
+	       (unsigned long long)(st1.reads - st0.reads), (unsigned long long)(hits - hits0));
+	cr_assert_gt(filled - filled0, 0, "nothing read ahead");
+	cr_assert_eq(hits - hits0, filled - filled0, "extents read ahead and dropped, or not used");
+	cr_assert_lt(st1.reads - st0.reads, filled - filled0, "a device read per extent: no runs read at once");
 }
 
 Test(crypt_readahead, random_reads_read_nothing_ahead)
