@@ -84,9 +84,9 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  * and left out of core dumps, wiped when the buffer goes; where mlock()
  * fails (RLIMIT_MEMLOCK) the slot keeps ciphertext as before.
  */
-#define SLOTS		64		/* twice the 2 MiB window of 64 KiB extents: one read partly is kept */
+#define SLOTS		128		/* twice the window of 64 KiB extents: one read partly is kept */
 #define SLOT_MAX	BCH_READAHEAD_ENC_MAX	/* larger extents are not read ahead */
-#define AHEAD_BYTES	(2ULL << 20)	/* how far past a sequential read */
+#define AHEAD_BYTES	(4ULL << 20)	/* how far past a sequential read */
 #define AHEAD_UNIT	(1ULL << 20)	/* planned once this much of that is missing */
 #define GROUP_MAX	16		/* extents per uncached read at most */
 #define AHEAD_NEAR	(512ULL << 10)	/* a read this close to the last end is sequential */

@@ -38,13 +38,13 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  * read then only copies them into its buffer instead of reading, verifying
  * and decrypting on its reply's path (that path idles between the kernel's
  * bursts of requests).  A cache of at most
- * 64 extents of at most 256 KiB each (larger and compressed extents are
+ * 128 extents of at most 256 KiB each (larger and compressed extents are
  * not read ahead), one per mount: bch_fs_read_cache_new(), and _free()
  * once no thread uses it.
  *   bch_fs_read_ahead_plan() (BCH_READ_PLAN_NEEDS, and serialised with
  *     itself: the caller's engine lock), after a read of [offset, offset +
  *     len) of inum was planned: when the read follows the last one (within
- *     512 KiB of its end), plans up to 2 MiB past it, from where the last
+ *     512 KiB of its end), plans up to 4 MiB past it, from where the last
  *     plan ahead of this file stopped, into ahead.  0: run ahead with
  *     bch_fs_read_ahead_run() (which frees it); nonzero: nothing to do (not
  *     sequential, not encrypted, at the end of the file, ra NULL, less
