@@ -89,7 +89,8 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
 #define AHEAD_BYTES	(4ULL << 20)	/* how far past a sequential read */
 #define AHEAD_UNIT	(1ULL << 20)	/* planned once this much of that is missing */
 #define GROUP_MAX	16		/* extents per uncached read at most */
-#define AHEAD_NEAR	(512ULL << 10)	/* a read this close to the last end is sequential */
+#define AHEAD_NEAR	(1ULL << 20)	/* a read this close to the last end is sequential (as
+					 * fusemount's readahead hint, which leaves these extents to us) */
 
 enum slot_state { SLOT_EMPTY, SLOT_CLAIMED, SLOT_DONE, SLOT_FILLING, SLOT_READY };
 

@@ -44,7 +44,7 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  *   bch_fs_read_ahead_plan() (BCH_READ_PLAN_NEEDS, and serialised with
  *     itself: the caller's engine lock), after a read of [offset, offset +
  *     len) of inum was planned: when the read follows the last one (within
- *     512 KiB of its end), plans up to 4 MiB past it, from where the last
+ *     1 MiB of its end), plans up to 4 MiB past it, from where the last
  *     plan ahead of this file stopped, into ahead.  0: run ahead with
  *     bch_fs_read_ahead_run() (which frees it); nonzero: nothing to do (not
  *     sequential, not encrypted, at the end of the file, ra NULL, less

@@ -244,9 +244,9 @@ Test(crypt_readahead, random_reads_read_nothing_ahead)
 
 	for (unsigned i = 0; i < 64; i++) {
 		uint64_t off;
-		do	/* a read within 512 KiB of the last one's end is sequential */
+		do	/* a read within 1 MiB of the last one's end is sequential */
 			off = (rnd() % (FILE_BYTES / 4096 - 64)) * 4096;
-		while (off + (512 << 10) >= last && off <= last + (512 << 10));
+		while (off + (1 << 20) >= last && off <= last + (1 << 20));
 		last = off + 4096;
 		cr_assert_eq(read_once(off, 4096, buf), 4096);
 		cr_assert_eq(memcmp(buf, data + off, 4096), 0);
