@@ -98,6 +98,7 @@ struct bch_blockdev {
 	bool			rdonly;
 	bool			direct;		/* fd is O_DIRECT */
 	int			ufd;		/* uncached reads: -1 not opened yet, -2 none */
+	atomic_bool		ufd_refused;	/* the file refused an aligned one (EINVAL) */
 	bool			have_hook;
 	struct bch_io_hook	hook;
 	io_context_t		aio;		/* set up on first batch; 0 = none */
@@ -841,7 +842,8 @@ static int ufd_get(struct bch_blockdev *dev)
 
 bool bch_dev_uncached_ok(struct bch_blockdev *dev)
 {
-	return dev->fd >= 0 && ufd_get(dev) >= 0;
+	return dev->fd >= 0 && !atomic_load_explicit(&dev->ufd_refused, memory_order_relaxed) &&
+	       ufd_get(dev) >= 0;
 }
 
 int bch_dev_readv_uncached(struct bch_blockdev *dev, const struct iovec *iov, unsigned nr, uint64_t offset)
@@ -856,13 +858,23 @@ int bch_dev_readv_uncached(struct bch_blockdev *dev, const struct iovec *iov, un
 	}
 	if (!in_range(dev, len, offset))
 		return -BCH_ERR_device_short_io;
-	if (nr > IOV_MAX || (fd = ufd_get(dev)) < 0)
+	if (nr > IOV_MAX || atomic_load_explicit(&dev->ufd_refused, memory_order_relaxed) ||
+	    (fd = ufd_get(dev)) < 0)
 		return -EOPNOTSUPP;
 	if (dev->delay_us)
 		delay(dev);
 	ssize_t n = preadv(fd, iov, (int)nr, (off_t)offset);
+	if (n < 0 && errno == EINVAL) {
+		/*
+		 * A larger alignment than the logical block size this file was
+		 * given (a file over 4 KiB sectors): no more uncached reads, so
+		 * callers go back to the page cache and its readahead hints.
+		 */
+		atomic_store_explicit(&dev->ufd_refused, true, memory_order_relaxed);
+		return -EOPNOTSUPP;
+	}
 	if (n < 0)
-		return errno == EINVAL ? -EOPNOTSUPP : -errno;	/* EINVAL: alignment this file wants */
+		return -errno;
 	if ((size_t)n != len)
 		return -BCH_ERR_device_short_io;
 	count(dev, false, 1, len);

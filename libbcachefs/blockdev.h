@@ -112,7 +112,8 @@ void bch_dev_willneed(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
  * O_DIRECT); coherent with buffered writes (the kernel writes dirty pages
  * of the range back before it reads).  Delayed and counted as
  * bch_dev_read_try(), failures not counted.
- *   bch_dev_uncached_ok(): can this device read so (the first call opens).
+ *   bch_dev_uncached_ok(): can this device read so (the first call opens;
+ *     false from the first read the file refused for its alignment on).
  *   bch_dev_readv_uncached(): len(iov) bytes at offset, buffers, lengths
  *     and offset aligned to the logical block size; 0, -errno, or
  *     -EOPNOTSUPP when this read cannot be done so (no O_DIRECT here, an
