@@ -14,12 +14,15 @@
 #    The cipher: libcrypto's ChaCha20 and Poly1305 where libcrypto.so.3
 #    loads, libsodium's otherwise (crypt.c), a write's units on a worker
 #    pool too, each written while the next is encrypted (io.c); a
-#    sequential read's next 2 MiB of extents read and MAC-checked after
-#    each reply, so a later read only decrypts (fs_read.h: the read-ahead
-#    of an encrypted file); the parallel part helps only while a core is
-#    free: run on a loaded machine the rows move by tens of percent from
-#    run to run: compare builds in one sitting, and name the load (the
-#    load average is printed before and after).
+#    sequential read's next 4 MiB of extents read (uncached, 1 MiB at a
+#    time), MAC-checked and decrypted after each reply, so a later read
+#    only copies (fs_read.h: the read-ahead of an encrypted file); on a
+#    loaded machine the daemon's CPU time is its read time, so the read
+#    rows are compared by it too (bench/crypt_read.sh); the parallel part
+#    helps only while a core is free: run on a loaded machine the rows
+#    move by tens of percent from run to run: compare builds in one
+#    sitting, and name the load (the load average is printed before and
+#    after).
 # 2. format --source of the benchmark tree of bench/run.sh (a copy of
 #    /usr/share and /usr/include; BENCH_TREE=generated for a treetool tree
 #    of BENCH_FILES files) encrypted vs unencrypted, best of REPS (3):

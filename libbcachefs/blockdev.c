@@ -67,6 +67,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -96,6 +97,8 @@ struct bch_blockdev {
 	bool			is_blockdev;
 	bool			rdonly;
 	bool			direct;		/* fd is O_DIRECT */
+	int			ufd;		/* uncached reads: -1 not opened yet, -2 none */
+	atomic_bool		ufd_refused;	/* the file refused an aligned one (EINVAL) */
 	bool			have_hook;
 	struct bch_io_hook	hook;
 	io_context_t		aio;		/* set up on first batch; 0 = none */
@@ -550,6 +553,7 @@ int bch_dev_open(const char *path, unsigned flags, struct bch_blockdev **ret)
 		return -ENOMEM;
 	dev->fd = -1;
 	dev->backing_fd = -1;
+	dev->ufd = -1;
 	dev->path = strdup(path);
 	if (!dev->path) {
 		err = -ENOMEM;
@@ -625,6 +629,8 @@ void bch_dev_close(struct bch_blockdev *dev)
 		close_notice(dev);
 	if (dev->aio)
 		io_destroy(dev->aio);
+	if (dev->ufd >= 0 && dev->ufd != dev->fd)
+		close(dev->ufd);
 	if (dev->fd >= 0)
 		close(dev->fd);		/* drops the flock / O_EXCL claim */
 	if (dev->backing_fd >= 0)
@@ -804,6 +810,75 @@ int bch_dev_read_try(struct bch_blockdev *dev, void *buf, size_t len, uint64_t o
 	if (!ret)
 		count(dev, false, 1, len);
 	return ret;
+}
+
+/*
+ * The descriptor of uncached reads, opened on first use: the device's own
+ * when it is O_DIRECT, else the same file (/proc/self/fd: whatever the
+ * path names now) again with O_DIRECT and no lock of its own; -2: none.
+ */
+static int ufd_get(struct bch_blockdev *dev)
+{
+	int fd = __atomic_load_n(&dev->ufd, __ATOMIC_ACQUIRE), want = -1;
+	char path[32];
+
+	if (fd != -1)
+		return fd;
+	if (dev->direct) {
+		fd = dev->fd;
+	} else {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", dev->fd);
+		fd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+		if (fd < 0)
+			fd = -2;
+	}
+	if (!__atomic_compare_exchange_n(&dev->ufd, &want, fd, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		if (fd >= 0 && fd != dev->fd)
+			close(fd);	/* another thread opened it first */
+		fd = want;
+	}
+	return fd;
+}
+
+bool bch_dev_uncached_ok(struct bch_blockdev *dev)
+{
+	return dev->fd >= 0 && !atomic_load_explicit(&dev->ufd_refused, memory_order_relaxed) &&
+	       ufd_get(dev) >= 0;
+}
+
+int bch_dev_readv_uncached(struct bch_blockdev *dev, const struct iovec *iov, unsigned nr, uint64_t offset)
+{
+	size_t len = 0;
+	int fd;
+
+	for (unsigned i = 0; i < nr; i++) {
+		if (!is_aligned(dev, iov[i].iov_base, iov[i].iov_len, offset))
+			return -EOPNOTSUPP;
+		len += iov[i].iov_len;
+	}
+	if (!in_range(dev, len, offset))
+		return -BCH_ERR_device_short_io;
+	if (nr > IOV_MAX || atomic_load_explicit(&dev->ufd_refused, memory_order_relaxed) ||
+	    (fd = ufd_get(dev)) < 0)
+		return -EOPNOTSUPP;
+	if (dev->delay_us)
+		delay(dev);
+	ssize_t n = preadv(fd, iov, (int)nr, (off_t)offset);
+	if (n < 0 && errno == EINVAL) {
+		/*
+		 * A larger alignment than the logical block size this file was
+		 * given (a file over 4 KiB sectors): no more uncached reads, so
+		 * callers go back to the page cache and its readahead hints.
+		 */
+		atomic_store_explicit(&dev->ufd_refused, true, memory_order_relaxed);
+		return -EOPNOTSUPP;
+	}
+	if (n < 0)
+		return -errno;
+	if ((size_t)n != len)
+		return -BCH_ERR_device_short_io;
+	count(dev, false, 1, len);
+	return 0;
 }
 
 int bch_dev_write(struct bch_blockdev *dev, const void *buf, size_t len, uint64_t offset)

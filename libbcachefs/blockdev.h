@@ -105,6 +105,25 @@ void bch_dev_advise_random(struct bch_blockdev *dev, bool random);
 void bch_dev_willneed(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
 
 /*
+ * Reads that bypass the page cache, for bytes the caller keeps itself (the
+ * read-ahead of encrypted extents, fs_read.h): no page allocated, filled,
+ * copied out and reclaimed for them.  Through a second descriptor of the
+ * same file opened O_DIRECT on first use (the device's own when it is
+ * O_DIRECT); coherent with buffered writes (the kernel writes dirty pages
+ * of the range back before it reads).  Delayed and counted as
+ * bch_dev_read_try(), failures not counted.
+ *   bch_dev_uncached_ok(): can this device read so (the first call opens;
+ *     false from the first read the file refused for its alignment on).
+ *   bch_dev_readv_uncached(): len(iov) bytes at offset, buffers, lengths
+ *     and offset aligned to the logical block size; 0, -errno, or
+ *     -EOPNOTSUPP when this read cannot be done so (no O_DIRECT here, an
+ *     alignment the file wants): read it the usual way.
+ */
+struct iovec;
+bool bch_dev_uncached_ok(struct bch_blockdev *dev);
+int bch_dev_readv_uncached(struct bch_blockdev *dev, const struct iovec *iov, unsigned nr, uint64_t offset);
+
+/*
  * Ask the kernel to start writing [offset, offset + len), just written, to
  * the device now, without waiting (sync_file_range WRITE): a hint, errors
  * ignored, durability unchanged (only bch_dev_flush() makes it durable).

@@ -12,7 +12,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
@@ -67,14 +69,28 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  *   FILLING  a read-ahead is reading and verifying it: a run wanting it
  *            waits (ra->cond) rather than do the same work again;
  *   READY    verified, for a run whose plan has slot->seq: the run
- *            decrypts from it straight into its buffer.
+ *            copies from it (plain: decrypted by the filler after the
+ *            MAC matched) or decrypts from it (ciphertext) straight
+ *            into its buffer.
  * Slots move under ra->lock; their bytes are written only while FILLING
  * (by the one filler) and read only while READY with refs held.
+ *
+ * Decrypt-ahead: the filler, after the reply that planned it, checks the
+ * MAC and then decrypts in place while the ciphertext is still in its
+ * cache, so the reply path of a later read only copies (a quarter of
+ * the decrypt's time: the cipher leaves the path the kernel waits on).
+ * The plaintext is the mount's own, for its next reads: kept only in
+ * buffers locked in memory (never swapped: no plaintext reaches a disk)
+ * and left out of core dumps, wiped when the buffer goes; where mlock()
+ * fails (RLIMIT_MEMLOCK) the slot keeps ciphertext as before.
  */
-#define SLOTS		32
-#define SLOT_MAX	(256U << 10)	/* larger extents are not read ahead */
-#define AHEAD_BYTES	(2ULL << 20)	/* how far past a sequential read */
-#define AHEAD_NEAR	(512ULL << 10)	/* a read this close to the last end is sequential */
+#define SLOTS		128		/* twice the window of 64 KiB extents: one read partly is kept */
+#define SLOT_MAX	BCH_READAHEAD_ENC_MAX	/* larger extents are not read ahead */
+#define AHEAD_BYTES	(4ULL << 20)	/* how far past a sequential read */
+#define AHEAD_UNIT	(1ULL << 20)	/* planned once this much of that is missing */
+#define GROUP_MAX	16		/* extents per uncached read at most */
+#define AHEAD_NEAR	(1ULL << 20)	/* a read this close to the last end is sequential (as
+					 * fusemount's readahead hint, which leaves these extents to us) */
 
 enum slot_state { SLOT_EMPTY, SLOT_CLAIMED, SLOT_DONE, SLOT_FILLING, SLOT_READY };
 
@@ -89,6 +105,8 @@ struct slot {
 	struct bch_csum		csum;		/* ...and MAC */
 	size_t			bytes;
 	uint64_t		seq;		/* c->data_reuse_seq of the plan it was read by */
+	bool			plain;		/* READY: buf holds the plaintext */
+	bool			locked;		/* buf is mlock()ed: it may hold plaintext */
 	char			*buf;		/* cap bytes */
 	size_t			cap;
 };
@@ -102,7 +120,7 @@ struct bch_fs_read_cache {
 	uint64_t		inum, end;	/* the last read's file and end */
 	uint64_t		ahead_to;	/* read ahead up to here in inum */
 	/* counters (tests, benchmarks) */
-	uint64_t		nr_hit, nr_filled;
+	uint64_t		nr_hit, nr_filled, nr_plain;
 };
 
 int bch_fs_read_cache_new(struct bch_fs_read_cache **ret)
@@ -117,22 +135,38 @@ int bch_fs_read_cache_new(struct bch_fs_read_cache **ret)
 	return 0;
 }
 
+/* A slot's buffer freed, its plaintext wiped first. */
+static void slot_buf_free(struct slot *s)
+{
+	if (!s->buf)
+		return;
+	explicit_bzero(s->buf, s->cap);
+	if (s->locked)
+		munlock(s->buf, s->cap);
+	free(s->buf);
+	s->buf = NULL;
+	s->cap = 0;
+	s->locked = false;
+}
+
 void bch_fs_read_cache_free(struct bch_fs_read_cache *ra)
 {
 	if (!ra)
 		return;
 	for (unsigned i = 0; i < SLOTS; i++)
-		free(ra->slot[i].buf);
+		slot_buf_free(&ra->slot[i]);
 	pthread_cond_destroy(&ra->cond);
 	pthread_mutex_destroy(&ra->lock);
 	free(ra);
 }
 
-void bch_fs_read_cache_counts(struct bch_fs_read_cache *ra, uint64_t *hits, uint64_t *filled)
+void bch_fs_read_cache_counts(struct bch_fs_read_cache *ra, uint64_t *hits, uint64_t *filled,
+			      uint64_t *decrypted)
 {
 	pthread_mutex_lock(&ra->lock);
 	*hits = ra->nr_hit;
 	*filled = ra->nr_filled;
+	*decrypted = ra->nr_plain;
 	pthread_mutex_unlock(&ra->lock);
 }
 
@@ -190,6 +224,7 @@ static struct slot *slot_take(struct bch_fs_read_cache *ra, const struct bch_rea
 	s->state = state;
 	s->refs = 0;
 	s->used = false;
+	s->plain = false;
 	s->tick = ++ra->tick;
 	s->bdev = p->bdev;
 	s->dev_off = p->dev_off;
@@ -217,7 +252,8 @@ int bch_fs_read_ahead_plan(struct bch_fs *c, struct bch_fs_read_cache *ra, uint6
 	if (!c->crypt || !seq || !len)
 		return r;
 	uint64_t from = ra->ahead_to > end ? ra->ahead_to : end;
-	if (from >= end + AHEAD_BYTES)
+	/* in units of AHEAD_UNIT: one device read for several extents */
+	if (from + AHEAD_UNIT > end + AHEAD_BYTES)
 		return r;
 	r = bch_fs_read_plan(c, inum, from, end + AHEAD_BYTES - from, ahead);
 	if (r)
@@ -230,27 +266,41 @@ int bch_fs_read_ahead_plan(struct bch_fs *c, struct bch_fs_read_cache *ra, uint6
 	return 0;
 }
 
-/* Read and verify p's extent into s (FILLING); then READY or EMPTY. */
+/* s's buffer of at least s->bytes, locked in memory where it can be (FILLING). */
+static int slot_buf(struct slot *s)
+{
+	size_t cap = (s->bytes + 4095) & ~(size_t)4095;
+	void *b;
+
+	if (s->cap >= s->bytes)
+		return 0;
+	if (posix_memalign(&b, 4096, cap))
+		return -ENOMEM;
+	slot_buf_free(s);
+	s->buf = b;
+	s->cap = cap;
+	s->locked = !mlock(b, cap);
+#ifdef MADV_DONTDUMP
+	(void)madvise(b, cap, MADV_DONTDUMP);
+#endif
+	return 0;
+}
+
+/*
+ * Verify p's extent in s (FILLING), read already when r is 0, then decrypt
+ * it there when its buffer is locked; then READY or EMPTY.
+ */
 static void slot_fill(struct bch_fs_read_cache *ra, struct slot *s, const struct bch_read_plan *ahead,
-		      const struct bch_read_piece *p)
+		      const struct bch_read_piece *p, int r)
 {
 	struct bch_fs *c = ahead->c;
-	int r = 0;
+	bool plain = false;
 
-	if (s->cap < s->bytes) {
-		void *b;
-		if (posix_memalign(&b, 4096, s->bytes))
-			r = -ENOMEM;
-		else {
-			free(s->buf);
-			s->buf = b;
-			s->cap = s->bytes;
-		}
-	}
-	if (!r)
-		r = bch_dev_read_try(p->bdev, s->buf, s->bytes, p->dev_off);
 	if (!r)
 		r = bch_crypt_extent_mac_check(c, p->version, s->buf, s->bytes, &p->crc.csum);
+	/* only after the MAC matched (invariant (2) of crypt.h's pieces) */
+	if (!r && s->locked)
+		plain = !bch_crypt_extent_xor_at(c, p->version, 0, s->buf, s->buf, s->bytes);
 	/* no space the plan read from was rewritten meanwhile (io.h, as a run checks) */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (!r && __atomic_load_n(&c->data_reuse_seq, __ATOMIC_SEQ_CST) != ahead->seq)
@@ -258,33 +308,79 @@ static void slot_fill(struct bch_fs_read_cache *ra, struct slot *s, const struct
 	pthread_mutex_lock(&ra->lock);
 	s->state = r ? SLOT_EMPTY : SLOT_READY;
 	s->seq = ahead->seq;
-	if (!r)
+	s->plain = plain;
+	if (!r) {
 		ra->nr_filled++;
+		ra->nr_plain += plain;
+	}
 	pthread_cond_broadcast(&ra->cond);
 	pthread_mutex_unlock(&ra->lock);
 }
 
+/*
+ * Read the extents of the group g[0..n) (slots FILLING for pieces gp[],
+ * contiguous on one device): in one uncached read where the device can,
+ * else each the usual way; then verify and decrypt each.
+ */
+static void group_fill(struct bch_fs_read_cache *ra, const struct bch_read_plan *ahead, struct slot **g,
+		       const struct bch_read_piece **gp, unsigned n)
+{
+	struct iovec iov[GROUP_MAX] = { { 0 } };
+	int r = 0;
+
+	for (unsigned i = 0; i < n && !r; i++) {
+		r = slot_buf(g[i]);
+		iov[i].iov_base = g[i]->buf;
+		iov[i].iov_len = g[i]->bytes;
+	}
+	if (r || bch_dev_readv_uncached(gp[0]->bdev, iov, n, gp[0]->dev_off)) {
+		for (unsigned i = 0; i < n; i++)
+			slot_fill(ra, g[i], ahead, gp[i],
+				  r ?: bch_dev_read_try(gp[i]->bdev, g[i]->buf, g[i]->bytes, gp[i]->dev_off));
+		return;
+	}
+	for (unsigned i = 0; i < n; i++)
+		slot_fill(ra, g[i], ahead, gp[i], 0);
+}
+
 void bch_fs_read_ahead_run(struct bch_fs_read_cache *ra, struct bch_read_plan *ahead)
 {
+	struct slot *g[GROUP_MAX];
+	const struct bch_read_piece *gp[GROUP_MAX];
+	unsigned n = 0;
+
 	for (unsigned i = 0; i < ahead->nr; i++) {
 		const struct bch_read_piece *p = &ahead->p[i];
 		struct slot *s = NULL;
 
 		if (!cacheable(p))
 			continue;
+		/* a group ends where the next extent does not follow on the device */
+		if (n && (n == GROUP_MAX || p->bdev != gp[0]->bdev ||
+			  p->dev_off != gp[n - 1]->dev_off + piece_bytes(gp[n - 1]))) {
+			group_fill(ra, ahead, g, gp, n);
+			n = 0;
+		}
 		pthread_mutex_lock(&ra->lock);
 		if (!slot_find(ra, p))
 			s = slot_take(ra, p, SLOT_FILLING);
 		pthread_mutex_unlock(&ra->lock);
-		if (s)
-			slot_fill(ra, s, ahead, p);
+		if (s) {
+			g[n] = s;
+			gp[n++] = p;
+		} else if (n) {
+			group_fill(ra, ahead, g, gp, n);
+			n = 0;
+		}
 	}
+	if (n)
+		group_fill(ra, ahead, g, gp, n);
 	bch_data_read_plan_free(ahead);
 }
 
 /*
- * Under ra->lock: p decrypted into dst if a slot has its extent verified
- * for this plan (waiting while it is being read ahead); else claim a slot
+ * Under ra->lock: p copied or decrypted into dst if a slot has its extent
+ * verified for this plan (waiting while it is being read ahead); else claim a slot
  * for p so that no read-ahead reads it again meanwhile (*claimed, NULL
  * when none was free).
  */
@@ -296,10 +392,16 @@ static bool take_or_claim(struct bch_fs_read_cache *ra, const struct bch_read_pl
 	while ((s = slot_find(ra, p)) && s->state == SLOT_FILLING)
 		pthread_cond_wait(&ra->cond, &ra->lock);
 	*claimed = NULL;
-	if (s && s->state == SLOT_READY && s->seq == pl->seq && !(p->src_off % 64)) {
+	if (s && s->state == SLOT_READY && s->seq == pl->seq && (s->plain || !(p->src_off % 64))) {
+		int r = 0;
+
 		s->refs++;
 		pthread_mutex_unlock(&ra->lock);
-		int r = bch_crypt_extent_xor_at(pl->c, p->version, p->src_off, s->buf + p->src_off, dst, p->len);
+		if (s->plain)
+			memcpy(dst, s->buf + p->src_off, p->len);
+		else
+			r = bch_crypt_extent_xor_at(pl->c, p->version, p->src_off, s->buf + p->src_off, dst,
+						    p->len);
 		pthread_mutex_lock(&ra->lock);
 		s->refs--;
 		s->used = true;

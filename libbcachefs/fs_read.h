@@ -34,39 +34,52 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  * The read-ahead of an encrypted file: a file read sequentially has the
  * encrypted extents just past each read read and MAC-checked by the thread
  * that served it, after its reply, while the kernel has not yet asked for
- * them; the run of a later read then only decrypts their ciphertext into
- * its buffer instead of reading and verifying on its reply's path (that
- * path idles between the kernel's bursts of requests).  A cache of at most
- * 32 extents of at most 256 KiB each (larger and compressed extents are
+ * them, and decrypted there once their MAC matched; the run of a later
+ * read then only copies them into its buffer instead of reading, verifying
+ * and decrypting on its reply's path (that path idles between the kernel's
+ * bursts of requests).  A cache of at most
+ * 128 extents of at most 256 KiB each (larger and compressed extents are
  * not read ahead), one per mount: bch_fs_read_cache_new(), and _free()
  * once no thread uses it.
  *   bch_fs_read_ahead_plan() (BCH_READ_PLAN_NEEDS, and serialised with
  *     itself: the caller's engine lock), after a read of [offset, offset +
  *     len) of inum was planned: when the read follows the last one (within
- *     512 KiB of its end), plans up to 2 MiB past it, from where the last
+ *     1 MiB of its end), plans up to 4 MiB past it, from where the last
  *     plan ahead of this file stopped, into ahead.  0: run ahead with
  *     bch_fs_read_ahead_run() (which frees it); nonzero: nothing to do (not
- *     sequential, not encrypted, at the end of the file, ra NULL).
+ *     sequential, not encrypted, at the end of the file, ra NULL, less
+ *     than 1 MiB of the window missing: it is planned in such units).
  *   bch_fs_read_ahead_run() (BCH_READ_RUN_NEEDS): reads each encrypted
  *     extent of ahead not cached, being read or just read by a run, and
- *     checks its MAC; one that fails a check, or whose space was reused
+ *     checks its MAC; extents that follow each other on a device are read
+ *     at once (up to 16) and uncached where the device can (blockdev.h
+ *     bch_dev_readv_uncached(): the bytes go straight into the slots, no
+ *     page cache to fill, copy and reclaim; io.h's readahead hint leaves
+ *     them out); one that fails a check, or whose space was reused
  *     since the plan (c->data_reuse_seq moved), is dropped without a word:
  *     the read that wants it reads it itself, and reports.
+ *     Each extent whose MAC matched is then decrypted in place (decrypt-
+ *     ahead), so the reply of the read that wants it only copies; its
+ *     plaintext is kept in memory locked against swapping, out of core
+ *     dumps, wiped when the buffer goes, and used only by this mount's
+ *     own reads (where mlock() fails, the slot keeps the ciphertext and
+ *     the run decrypts it, as before).
  *   bch_fs_read_run() (BCH_READ_RUN_NEEDS): bch_data_read_plan_run() of pl,
  *     with the same answers, but each piece whose extent the cache holds
  *     for a plan of the same c->data_reuse_seq (so no space was reused
  *     between that extent's read and this plan; the run's own check covers
- *     the rest) is decrypted from the cache; one being read ahead is
- *     waited for.  ra may be NULL (no cache).
+ *     the rest) is copied (or decrypted) from the cache; one being read
+ *     ahead is waited for.  ra may be NULL (no cache).
  * Nothing is decrypted before its MAC matched (DESIGN.md 4.3): the cache
- * holds verified ciphertext only.
+ * holds verified extents only.
  */
 struct bch_fs_read_cache;
 
 int bch_fs_read_cache_new(struct bch_fs_read_cache **ra);
 void bch_fs_read_cache_free(struct bch_fs_read_cache *ra);
-/* Reads served from the cache, extents read ahead (tests, benchmarks). */
-void bch_fs_read_cache_counts(struct bch_fs_read_cache *ra, uint64_t *hits, uint64_t *filled);
+/* Pieces served from the cache, extents read ahead, of those decrypted ahead (tests, benchmarks). */
+void bch_fs_read_cache_counts(struct bch_fs_read_cache *ra, uint64_t *hits, uint64_t *filled,
+			      uint64_t *decrypted);
 int bch_fs_read_ahead_plan(struct bch_fs *c, struct bch_fs_read_cache *ra, uint64_t inum,
 			   uint64_t offset, size_t len, struct bch_read_plan *ahead);
 void bch_fs_read_ahead_run(struct bch_fs_read_cache *ra, struct bch_read_plan *ahead);

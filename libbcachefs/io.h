@@ -96,9 +96,14 @@ int bch_data_read_promote(struct bch_fs *c, uint64_t inum, const struct bch_io_o
  * are contiguous on one device; issue asks the devices to start reading
  * them (posix_fadvise WILLNEED), and may run on any thread while the
  * filesystem is open.  A plan holds at most BCH_READAHEAD_MAX runs; it
- * returns the sector up to which it covered the range.
+ * returns the sector up to which it covered the range.  Encrypted,
+ * uncompressed extents of at most BCH_READAHEAD_ENC_MAX bytes on a device
+ * that reads uncached (blockdev.h) are left out: the read-ahead of an
+ * encrypted file (fs_read.h) reads those itself, bypassing the page cache,
+ * and a hint would have the kernel read them a second time into it.
  */
 #define BCH_READAHEAD_MAX	16
+#define BCH_READAHEAD_ENC_MAX	(256U << 10)
 struct bch_blockdev;
 struct bch_readahead {
 	unsigned	nr;
