@@ -758,7 +758,8 @@ static enum free_how free_how(struct bch_fs *c, uint64_t inum, int *err)
 
 	if (!r && i.nlink)
 		return FREE_SKIP;
-	if (!r && !(r = has_keys(c, BCH_BTREE_ID_xattrs, inum)))
+	/* dirents (whiteouts a directory kept) only under a directory */
+	if (!r && !(r = has_keys(c, BCH_BTREE_ID_xattrs, inum)) && S_ISDIR(i.mode))
 		r = has_keys(c, BCH_BTREE_ID_dirents, inum);
 	if (r == 1)
 		return FREE_ALONE;
