@@ -29,8 +29,10 @@
  * Invariants
  *   (1) An inode whose last name goes while the kernel still knows it (a
  *       lookup count or an open file) keeps its data: the library is told to
- *       defer the free, and it happens when the kernel forgets the inode, or
- *       at unmount.
+ *       defer the free, and it happens after the kernel forgets the inode
+ *       (queued, up to 64 freed together: frees_run(), before any request
+ *       but an rm -rf's takes the lock, and by the background thread), or at
+ *       unmount.
  *   (2) fsync and fsyncdir return only after a journal flush.
  *   (3) Unmount (fusermount -u, umount, SIGTERM, SIGINT) closes the
  *       filesystem cleanly; a killed daemon leaves a filesystem that opens
