@@ -1588,6 +1588,10 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	LOCK(m);
 	uint64_t inum = name_inum(m, parent, name);
 	int r = bch_fs_unlink(m->c, from_fuse(parent), name);
+	if (r == -ENOSPC && m->nr_free_pending) {	/* the space of those queued first */
+		frees_run(m);
+		r = bch_fs_unlink(m->c, from_fuse(parent), name);
+	}
 	UNLOCK(m);
 	lf->reply_err(req, -r);
 	if (!r)
@@ -1603,6 +1607,10 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	LOCK(m);
 	uint64_t inum = name_inum(m, parent, name);
 	int r = bch_fs_rmdir(m->c, from_fuse(parent), name);
+	if (r == -ENOSPC && m->nr_free_pending) {	/* the space of those queued first */
+		frees_run(m);
+		r = bch_fs_rmdir(m->c, from_fuse(parent), name);
+	}
 	UNLOCK(m);
 	lf->reply_err(req, -r);
 	if (!r)
