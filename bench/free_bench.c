@@ -4,8 +4,9 @@
  * engine (issue 32, rm -rf through the mount), without FUSE around it:
  * N files of one 4 KiB block in directories of 100 (as an untar leaves
  * them), unlinked with the free deferred (c->defer_unlinked_free, as
- * fusemount opens), then freed either one commit each (bch_fs_inode_free(),
- * what a forget did) or FREE_PENDING at a time (bch_fs_inodes_free(), what
+ * fusemount opens), each followed by its free as an rm -rf's forget:
+ * at once, one commit each (bch_fs_inode_free(), what a forget did), or
+ * queued and freed FREE_PENDING at a time (bch_fs_inodes_free(), what
  * frees_run() does).  Prints the CPU time (the process's: no fsync is
  * waited for) per file of the unlinks and of the frees, for each way, on
  * fresh images, ROUNDS times alternated.
@@ -76,8 +77,10 @@ static void run(const char *dir, unsigned n, bool batch, double *unlink_us, doub
 			die("create", c->err_msg);
 	}
 	bch_fs_fsync(c);
-	double t0 = cpu_s();
+	/* as an rm -rf: each unlink followed by its forget (freed now, or queued) */
+	double t_unlink = 0, t_free = 0, t0, t1;
 	for (unsigned i = 0; i < n; i++) {
+		t0 = cpu_s();
 		snprintf(name, sizeof(name), "d%u", i / PER_DIR);
 		uint64_t di;
 		if (bch_fs_lookup(c, BCH_ROOT_INO, name, &di))
@@ -85,16 +88,20 @@ static void run(const char *dir, unsigned n, bool batch, double *unlink_us, doub
 		snprintf(name, sizeof(name), "f%u", i);
 		if (bch_fs_unlink(c, di, name))
 			die("unlink", c->err_msg);
-	}
-	double t1 = cpu_s();
-	for (unsigned i = 0; i < n; i += batch ? FREE_PENDING : 1) {
-		unsigned k = batch ? (n - i < FREE_PENDING ? n - i : FREE_PENDING) : 1;
-		if (batch ? bch_fs_inodes_free(c, inums + i, k) : bch_fs_inode_free(c, inums[i]))
+		t1 = cpu_s();
+		t_unlink += t1 - t0;
+		int r = 0;
+		if (!batch)
+			r = bch_fs_inode_free(c, inums[i]);
+		else if ((i + 1) % FREE_PENDING == 0 || i + 1 == n)
+			r = bch_fs_inodes_free(c, inums + i / FREE_PENDING * FREE_PENDING,
+					       i % FREE_PENDING + 1);
+		if (r)
 			die("free", c->err_msg);
+		t_free += cpu_s() - t1;
 	}
-	double t2 = cpu_s();
-	*unlink_us = (t1 - t0) * 1e6 / n;
-	*free_us = (t2 - t1) * 1e6 / n;
+	*unlink_us = t_unlink * 1e6 / n;
+	*free_us = t_free * 1e6 / n;
 	if (bch_fs_close(c))
 		die("close", "");
 	unlink(path);
