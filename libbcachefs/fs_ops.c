@@ -741,6 +741,13 @@ static int inode_free(struct bch_fs *c, uint64_t inum)
 	return r;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* Inodes freed together in one transaction at most (bch_fs_inodes_free()). */
 #define FREE_BATCH_MAX	64
 
@@ -835,10 +842,11 @@ static int v_inodes_free(struct bch_fs *c, const uint64_t *h, size_t nr)
 		free(how);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < nr; i++) {
+	for (size_t i = 0; i < nr; i++)
 		inum[i] = h[i] & BCH_HANDLE_INUM_MASK;
-		how[i] = free_how(c, inum[i], &err);
-	}
+	qsort(inum, nr, sizeof(*inum), cmp_u64);
+	for (size_t i = 0; i < nr; i++)	/* once each: a transaction deletes it once */
+		how[i] = i && inum[i] == inum[i - 1] ? FREE_SKIP : free_how(c, inum[i], &err);
 	for (size_t i = 0; i < nr;)
 		if ((r = free_batch(c, inum, how, nr, &i)) && !err)
 			err = r;

@@ -359,7 +359,8 @@ int bch_fs_inode_free(struct bch_fs *c, uint64_t inum);
  * and those gone, are left alone), the small ones (no xattrs, at most a few
  * extent keys) of one subvolume together, up to 64 in one transaction: the
  * FUSE driver frees the files an rm -rf unlinked in batches, not one commit
- * each.  The first error (-errno), the others still tried.
+ * each.  An inode given twice is freed once.  The first error (-errno),
+ * the others still tried.
  */
 int bch_fs_inodes_free(struct bch_fs *c, const uint64_t *inums, size_t nr);
 
