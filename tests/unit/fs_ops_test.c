@@ -868,10 +868,11 @@ Test(fs_ops, inodes_free_batched)
 	inums[nr++] = inums[40];
 	inums[nr++] = dir;
 	inums[nr++] = 999999;		/* never used */
-	uint32_t seed = 86;
+	uint64_t seed = 86;
+	fprintf(stderr, "inodes_free_batched: shuffled by testfs_xorshift, seed %llu\n",
+		(unsigned long long)seed);
 	for (uint64_t i = nr - 1; i > 0; i--) {		/* shuffled: the call sorts */
-		seed ^= seed << 13, seed ^= seed >> 17, seed ^= seed << 5;
-		uint64_t j = seed % (i + 1), t = inums[i];
+		uint64_t j = testfs_xorshift(&seed) % (i + 1), t = inums[i];
 		inums[i] = inums[j], inums[j] = t;
 	}
 	cr_assert_eq(bch_fs_inodes_free(c, inums, nr), 0);
