@@ -152,6 +152,10 @@ fuzz:
 build/btree-bench: bench/btree_bench.c $(LIB_OBJS)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -llmdb
 
+# bench/free_bench.c: the engine's cost of fusemount's forgets, one commit each or batched
+build/free-bench: bench/free_bench.c $(LIB_OBJS)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
 build/lat4k: bench/lat4k.c
 	@mkdir -p build
 	$(CC) $(CFLAGS) -o $@ $<

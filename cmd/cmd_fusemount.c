@@ -29,8 +29,10 @@
  * Invariants
  *   (1) An inode whose last name goes while the kernel still knows it (a
  *       lookup count or an open file) keeps its data: the library is told to
- *       defer the free, and it happens when the kernel forgets the inode, or
- *       at unmount.
+ *       defer the free, and it happens after the kernel forgets the inode
+ *       (queued, up to 64 freed together: frees_run(), before any request
+ *       but an rm -rf's takes the lock, and by the background thread), or at
+ *       unmount.
  *   (2) fsync and fsyncdir return only after a journal flush.
  *   (3) Unmount (fusermount -u, umount, SIGTERM, SIGINT) closes the
  *       filesystem cleanly; a killed daemon leaves a filesystem that opens
@@ -186,6 +188,15 @@ struct fmount {
 	pthread_mutex_t	lock;
 	struct held	*held;
 	size_t		nr_held, cap_held;	/* cap: power of two */
+	/*
+	 * Inodes the kernel forgot, to free if unlinked (frees_run()): an
+	 * rm -rf's files go FREE_PENDING at a time in a few transactions, not
+	 * a commit each (lock).  Until then each is on disk with nlink 0 and
+	 * the UNLINKED flag, as an open unlinked file is (fsck frees it after
+	 * a crash).
+	 */
+	uint64_t	*free_pending;
+	size_t		nr_free_pending;
 	uint32_t	*open_subvol;	/* open files and directories per subvolume
 					 * (subvolume delete refuses a busy one); made
 					 * at the first open, freed at the unmount */
@@ -298,6 +309,12 @@ struct fmount {
 
 #define BG_YIELD_US	10000	/* at most this long for waiting requests between steps */
 
+/*
+ * Forgotten inodes kept for one frees_run() at most (its transactions
+ * free up to 64 inodes each, fs_ops.h): the lock is held ~0.2 ms for them.
+ */
+#define FREE_PENDING	64
+
 #define RA_WINDOW	(8ULL << 20)	/* sequential reads: hinted this far ahead */
 #define RA_NEAR		(1ULL << 20)	/* a read this close to the last end is sequential */
 
@@ -380,11 +397,53 @@ static void hold(struct fmount *m, uint64_t inum, uint64_t n)
 
 static void lazy_flush(struct fmount *m, struct held *h);
 
-/* Drop n references; free an unlinked inode when none are left (lock held). */
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Free the pending inodes that are unlinked (bch_fs_inodes_free() reads
+ * each: one linked, or gone, is left alone) and that the kernel has not
+ * looked up again since (held: it may still ask about it).  Lock held.
+ */
+static void frees_run(struct fmount *m)
+{
+	uint64_t *p = m->free_pending;
+	size_t n = 0;
+
+	if (!m->nr_free_pending)
+		return;
+	/* sorted: one inode once (a transaction must not delete it twice), subvolumes together */
+	qsort(p, m->nr_free_pending, sizeof(*p), cmp_u64);
+	for (size_t i = 0; i < m->nr_free_pending; i++)
+		if ((!n || p[n - 1] != p[i]) && !held_find(m, p[i], false))
+			p[n++] = p[i];
+	m->nr_free_pending = 0;
+	if (n && !m->read_only)
+		bch_fs_inodes_free(m->c, p, n);
+}
+
+/* inum's last reference is gone: free it if unlinked, now or with others (lock held) */
+static void free_pending_add(struct fmount *m, uint64_t inum)
+{
+	if (m->read_only)
+		return;
+	if (!m->free_pending && !(m->free_pending = malloc(FREE_PENDING * sizeof(*m->free_pending)))) {
+		bch_fs_inodes_free(m->c, &inum, 1);	/* no memory: at once */
+		return;
+	}
+	m->free_pending[m->nr_free_pending++] = inum;
+	if (m->nr_free_pending == FREE_PENDING)
+		frees_run(m);
+}
+
+/* Drop n references; an inode none are left on goes to the pending frees (lock held). */
 static void unhold(struct fmount *m, uint64_t inum, uint64_t n)
 {
 	struct held *h = held_find(m, inum, false);
-	struct stat st;
 
 	if (!h)
 		return;
@@ -393,8 +452,7 @@ static void unhold(struct fmount *m, uint64_t inum, uint64_t n)
 		return;
 	lazy_flush(m, h);
 	held_remove(m, h);
-	if (!m->read_only && !bch_fs_getattr(m->c, inum, &st) && !st.st_nlink)
-		bch_fs_inode_free(m->c, inum);
+	free_pending_add(m, inum);
 }
 
 static fuse_ino_t to_fuse(uint64_t inum)
@@ -727,6 +785,24 @@ static void req_unlocking(void)
 	st->hist[b]++;
 }
 
+/*
+ * Requests that leave the pending frees for later: an rm -rf's, none of
+ * which needs the space or can see an unlinked inode.  Every other takes
+ * the lock only after they are done (fg_lock()), so a write, a create, a
+ * statfs or a command finds the space of what was deleted before it, as
+ * when each forget freed its inode.
+ */
+static bool req_keeps_frees(int t)
+{
+	switch (t) {
+	case REQ_forget: case REQ_forget_multi: case REQ_unlink: case REQ_rmdir:
+	case REQ_lookup: case REQ_getattr: case REQ_opendir: case REQ_readdir:
+	case REQ_readdirplus: case REQ_releasedir:
+		return true;
+	}
+	return false;
+}
+
 /* Requests count themselves while they wait, so background work lets them in. */
 static void fg_lock(struct fmount *m)
 {
@@ -735,6 +811,8 @@ static void fg_lock(struct fmount *m)
 	pthread_mutex_lock(&m->lock);
 	atomic_fetch_sub(&m->fg_waiting, 1);
 	req_locked();
+	if (m->nr_free_pending && !req_keeps_frees(req_cur))
+		frees_run(m);
 }
 
 /*
@@ -1107,6 +1185,7 @@ static void op_destroy(void *userdata)
 		return;
 	LOCK(m);
 	lazy_flush_all(m);
+	frees_run(m);
 	/* inodes unlinked while open: nothing holds them any more */
 	for (size_t i = 0; i < m->cap_held; i++) {
 		struct stat st;
@@ -1509,6 +1588,10 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 	LOCK(m);
 	uint64_t inum = name_inum(m, parent, name);
 	int r = bch_fs_unlink(m->c, from_fuse(parent), name);
+	if (r == -ENOSPC && m->nr_free_pending) {	/* the space of those queued first */
+		frees_run(m);
+		r = bch_fs_unlink(m->c, from_fuse(parent), name);
+	}
 	UNLOCK(m);
 	lf->reply_err(req, -r);
 	if (!r)
@@ -1524,6 +1607,10 @@ static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 	LOCK(m);
 	uint64_t inum = name_inum(m, parent, name);
 	int r = bch_fs_rmdir(m->c, from_fuse(parent), name);
+	if (r == -ENOSPC && m->nr_free_pending) {	/* the space of those queued first */
+		frees_run(m);
+		r = bch_fs_rmdir(m->c, from_fuse(parent), name);
+	}
 	UNLOCK(m);
 	lf->reply_err(req, -r);
 	if (!r)
@@ -2880,6 +2967,7 @@ static void *bg_thread(void *arg)
 		m->bg_kick = m->bg_unpark = false;
 		if (c->read_only || c->emergency_ro)
 			break;
+		frees_run(m);	/* what an rm -rf left pending, once it paused */
 		time_t now = mono_secs();
 		bool more = false;
 		if (!m->norebalance && now >= rb.retry_at) {
@@ -4255,6 +4343,7 @@ destroy:
 		ret = EXIT_FAIL;
 	}
 	free(m.held);
+	free(m.free_pending);
 	free(m.open_subvol);
 	bch_fs_read_cache_free(m.rac);
 	free_devs(m.devs);

@@ -741,6 +741,123 @@ static int inode_free(struct bch_fs *c, uint64_t inum)
 	return r;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Inodes freed together in one transaction at most (bch_fs_inodes_free()). */
+#define FREE_BATCH_MAX	64
+
+enum free_how { FREE_BATCHED, FREE_SKIP, FREE_ALONE };
+
+/*
+ * What bch_fs_inodes_free() does with inum: skip it (linked again, gone,
+ * or an error reading it: *err), free it alone (inode_free(): xattrs or
+ * dirents to delete too) or try it in the batch.
+ */
+static enum free_how free_how(struct bch_fs *c, uint64_t inum, int *err)
+{
+	struct bch_inode i;
+	int r = bch_inode_get(c, inum, &i);
+
+	if (!r && i.nlink)
+		return FREE_SKIP;
+	/* dirents (whiteouts a directory kept) only under a directory */
+	if (!r && !(r = has_keys(c, BCH_BTREE_ID_xattrs, inum)) && S_ISDIR(i.mode))
+		r = has_keys(c, BCH_BTREE_ID_dirents, inum);
+	if (r == 1)
+		return FREE_ALONE;
+	if (r && r != -ENOENT && r != -BCH_ERR_key_not_found && !*err)
+		*err = r;
+	return r ? FREE_SKIP : FREE_BATCHED;
+}
+
+/*
+ * One transaction freeing the FREE_BATCHED inodes of inum[*i..nr), as many
+ * as fit; *i moves past them.  An inode with more than FREE_ONE_KEYS
+ * extent keys turns FREE_ALONE and the transaction is built again without
+ * it (a partial punch would leave the inode's sectors wrong).
+ */
+static int free_batch(struct bch_fs *c, const uint64_t *inum, enum free_how *how, size_t nr,
+		      size_t *i)
+{
+	size_t fit = bch_trans_max_u64s(c) * 5 / 8 / (1 + BCH_BKEY_U64s);
+	struct bch_extent_update u = { 0 };
+	struct btree_trans *t;
+	size_t j, n;
+	int r;
+again:
+	if ((r = bch_trans_init(c, &t))) {
+		*i = nr;	/* the rest: nothing more to try */
+		return r;
+	}
+	for (j = *i, n = 0; j < nr && n < FREE_BATCH_MAX; j++) {
+		uint64_t done_to = 0;
+
+		if (how[j] != FREE_BATCHED)
+			continue;
+		/* room for one more at its largest: its extents (reflink_p weigh more) and two keys */
+		if (n && u.keys + 2 * n + 2 * FREE_ONE_KEYS + 2 > fit)
+			break;
+		r = bch_extents_punch(c, t, inum[j], 0, UINT64_MAX - 1, FREE_ONE_KEYS, &u, &done_to);
+		if (!r && done_to < UINT64_MAX - 1) {
+			how[j] = FREE_ALONE;
+			bch_extent_update_abort(c, &u);
+			bch_trans_exit(t);
+			goto again;
+		}
+		if (!r)
+			r = bch_inode_delete(t, inum[j]);
+		if (!r)		/* its rebalance work goes with it */
+			r = bch_rebalance_work_clear(c, t, inum[j]);
+		if (r)
+			break;
+		n++;
+	}
+	if (!r && n)
+		r = commit(c, t, &u);
+	else
+		bch_extent_update_abort(c, &u);
+	bch_trans_exit(t);
+	bch_extent_update_exit(&u);
+	if (r)		/* each of them alone, then */
+		for (size_t k = *i; k <= j && k < nr; k++)
+			if (how[k] == FREE_BATCHED)
+				how[k] = FREE_ALONE;
+	*i = j;
+	return 0;
+}
+
+static int v_inodes_free(struct bch_fs *c, const uint64_t *h, size_t nr)
+{
+	uint64_t *inum = malloc(nr * sizeof(*inum));
+	enum free_how *how = malloc(nr * sizeof(*how));
+	int err = 0, r;
+
+	if (!inum || !how) {
+		free(inum);
+		free(how);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < nr; i++)
+		inum[i] = h[i] & BCH_HANDLE_INUM_MASK;
+	qsort(inum, nr, sizeof(*inum), cmp_u64);
+	for (size_t i = 0; i < nr; i++)	/* once each: a transaction deletes it once */
+		how[i] = i && inum[i] == inum[i - 1] ? FREE_SKIP : free_how(c, inum[i], &err);
+	for (size_t i = 0; i < nr;)
+		if ((r = free_batch(c, inum, how, nr, &i)) && !err)
+			err = r;
+	for (size_t i = 0; i < nr; i++)
+		if (how[i] == FREE_ALONE && (r = inode_free(c, inum[i])) && !err)
+			err = r;
+	free(inum);
+	free(how);
+	return err;
+}
+
 static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool want_dir)
 {
 	struct ino_set s = { 0 };
@@ -3719,6 +3836,22 @@ int bch_fs_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot)
 int bch_fs_inode_free(struct bch_fs *c, uint64_t inum)
 {
 	return VIEW_CALL(c, inum, v_inode_free(c, inum));
+}
+
+int bch_fs_inodes_free(struct bch_fs *c, const uint64_t *inums, size_t nr)
+{
+	int err = 0;
+
+	/* a run of handles of one subvolume at a time: one view each */
+	for (size_t i = 0, j; i < nr; i = j) {
+		uint64_t h = inums[i];
+		for (j = i + 1; j < nr && bch_handle_subvol(inums[j]) == bch_handle_subvol(h); j++)
+			;
+		int r = VIEW_CALL(c, h, v_inodes_free(c, inums + i, j - i));
+		if (r && !err)
+			err = r;
+	}
+	return ret_errno(err);
 }
 
 int bch_fs_set_acl(struct bch_fs *c, uint64_t inum, const void *acl, size_t size, mode_t mode)

@@ -354,6 +354,15 @@ int bch_fs_xattr_pieces_drop(struct bch_fs *c, uint64_t inum, uint32_t id, unsig
 int bch_fs_xattr_delete_at(struct bch_fs *c, uint64_t inum, uint64_t slot);
 /* Free an inode with no links: its extents, xattrs, leftover whiteouts, the inode. */
 int bch_fs_inode_free(struct bch_fs *c, uint64_t inum);
+/*
+ * bch_fs_inode_free() of those of inums[0..nr) that have no links (others,
+ * and those gone, are left alone), the small ones (no xattrs, at most a few
+ * extent keys) of one subvolume together, up to 64 in one transaction: the
+ * FUSE driver frees the files an rm -rf unlinked in batches, not one commit
+ * each.  An inode given twice is freed once.  The first error (-errno),
+ * the others still tried.
+ */
+int bch_fs_inodes_free(struct bch_fs *c, const uint64_t *inums, size_t nr);
 
 /*
  * Subvolumes and snapshots (snapshot.h, bcachefs_format.h).  File handles:
