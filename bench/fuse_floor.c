@@ -11,7 +11,7 @@
  * through it is the floor under any FUSE daemon that negotiates the same
  * things, `bcachefs fusemount` included (issue 32).
  *
- * Like for like with cmd/cmd_fusemount.c (read its op_init, op_open and the
+ * Like for like with fusemount (read cmd/fusemount_ops.c's op_init, op_open and the
  * session setup before changing anything here): the same libfuse3 (3.14 on
  * Debian 12, linked directly, FUSE_USE_VERSION 35), the same init wishes
  * (no writeback cache, no async DIO, export support, no splice read, no
@@ -351,7 +351,7 @@ static void entry_of(fuse_ino_t ino, struct fuse_entry_param *e)
 }
 
 /*
- * FUSE_HANDLE_KILLPRIV_V2 as cmd_fusemount.c takes it (sess_read(),
+ * FUSE_HANDLE_KILLPRIV_V2 as fusemount_ops.c takes it (sess_read(),
  * sess_writev()): libfuse 3.14 cannot ask for it, so the session's own I/O
  * adds it to the INIT reply when the kernel offered it.
  */
@@ -389,7 +389,7 @@ static ssize_t floor_writev(int fd, struct iovec *iov, int count, void *userdata
 static void fl_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
-	/* as cmd_fusemount.c's op_init, unless -o says otherwise */
+	/* as fusemount_ops.c op_init, unless -o says otherwise */
 	if (o_wbc && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	else
@@ -1323,7 +1323,7 @@ int main(int argc, char **argv)
 	}
 	static const struct fuse_custom_io io = { .read = floor_read, .writev = floor_writev };
 	fuse_session_custom_io(se, &io, fuse_session_fd(se));
-	/* as fusemount's loop (cmd_fusemount.c LOOP_IDLE_THREADS): idle workers kept */
+	/* as fusemount's loop (fusemount.h LOOP_IDLE_THREADS): idle workers kept */
 	struct fuse_loop_config config = { .clone_fd = 0, .max_idle_threads = UINT_MAX };
 	ret = fuse_session_loop_mt(se, &config) ? 1 : 0;
 	fuse_session_unmount(se);

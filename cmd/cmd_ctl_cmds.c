@@ -21,7 +21,7 @@ int cmd_data_rereplicate_body(struct cmd_ctx *x, int argc, char **argv);
 int cmd_dev_stats_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_device_stats.c */
 int cmd_fusemount_remount_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_fusemount.c */
 int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_fusemount.c */
-int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_fusemount.c */
+int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv);	/* fusemount_req.c */
 int cmd_subvolume_body(struct cmd_ctx *x, int argc, char **argv);	/* cmd_subvolume.c */
 
 const struct cmd_ctl_cmd cmd_ctl_cmds[] = {

@@ -4,7 +4,7 @@
  * what a fusemount daemon's requests cost, per request type (lookup,
  * create, write, ...): how often each held the engine lock, how long it
  * waited for the lock and held it, the mean, p50, p99 and the maximum.  The
- * counters live in the daemon (cmd_fusemount.c, req_stats), so this runs
+ * counters live in the daemon (fusemount_req.c, req_stats), so this runs
  * there, over the control channel; there is nothing to show offline.
  *
  * Reading is open to whoever may use the control channel; --reset is a

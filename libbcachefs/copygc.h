@@ -85,7 +85,7 @@ bool bch_copygc_needed(struct bch_fs *c);
 int bch_copygc_step(struct bch_fs *c, struct bch_move_stats *s);
 
 /*
- * For a write that failed with ENOSPC (fs_ops.c): evict cached buckets,
+ * For a write that failed with ENOSPC (fs_ops_data.c): evict cached buckets,
  * else run a copygc step (more while the btree reserve is short: invariant
  * 5).  Returns 1 when the write is worth retrying
  * (invariant 4), 0 when nothing could be freed, or a negative error.

@@ -64,7 +64,7 @@ static uint64_t rounddown_pow2(uint64_t v)
 /*
  * Geometry that small nodes or buckets cannot work with, found before
  * anything is written.  The engine's largest transaction is one write of
- * WRITE_BYTES of file data (fs_ops.c writes in 1 MiB chunks): its extents
+ * WRITE_BYTES of file data (fs_ops_data.c writes in 1 MiB chunks): its extents
  * split at bucket boundaries and at encoded_extent_max (one more for a write
  * that starts inside a bucket), each a key of EXTENT_U64S(r) words with r
  * pointers, plus the inode.  That transaction must fit

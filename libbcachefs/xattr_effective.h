@@ -13,7 +13,7 @@
  * inode's when it has one, else the filesystem's option: exactly what
  * bch_io_opts_get() (io.h) hands the data path, which this module asks.
  *
- * Rules (kept by fs_ops.c's xattr calls, which route the prefix here):
+ * Rules (kept by fs_ops_xattr.c's xattr calls, which route the prefix here):
  *   (1) get: the value as text, for every per-file option of a regular file
  *       or directory (the filesystem's when the inode has none); -ENODATA for
  *       a name that is not a per-file option or an inode of another type.

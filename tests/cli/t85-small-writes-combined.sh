@@ -1,5 +1,5 @@
 # Small writes outside the engine lock, their ends combined (issue 32;
-# cmd_fusemount.c plan_write(), end_write()).  Through the mount: 4 KiB
+# fusemount_ops.c plan_write(), end_write()).  Through the mount: 4 KiB
 # writes of whole blocks run outside the lock (fs timestats writes_unlocked
 # counts each), 100-byte ones do not; the bytes are all there.  Then, with
 # BCACHEFS_TEST_WRITE_HOLD making every write hold the lock 2 ms at its

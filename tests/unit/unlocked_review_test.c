@@ -5,7 +5,7 @@
  * fs_ops.h bch_fs_write_begin() / bch_fs_write_run() / bch_fs_write_turn()
  * / bch_fs_write_end() and io.h bch_data_read_plan() /
  * bch_data_read_plan_run() in one bad order, on one thread, as the daemon
- * would let them happen (cmd/cmd_fusemount.c op_write, op_read and the ops
+ * would let them happen (cmd/fusemount_ops.c op_write, op_read and the ops
  * that take the engine lock without waiting for writes in flight).
  *
  * Six of them failed when written (session 20's review), each for a bug
@@ -147,7 +147,7 @@ static uint64_t planned_overwrite_near_full(struct bch_fs_write_op *w1, uint64_t
 }
 
 /*
- * fs_ops.c bch_fs_write_turn(): a write not planned waits for the planned
+ * fs_ops_data.c bch_fs_write_turn(): a write not planned waits for the planned
  * writes issued BEFORE it, so that its ENOSPC is the serial answer.  But a
  * write planned AFTER it (of another file, while it waits for its turn
  * with the lock released: op_write's need_wait()) takes its space at once,
@@ -232,7 +232,7 @@ Test(unlocked_review, enospc_serial_orders)
 }
 
 /*
- * cmd_fusemount.c op_fallocate() and op_copy_file_range() as the daemon
+ * fusemount_ops.c op_fallocate() and op_copy_file_range() as the daemon
  * does them: the engine lock, then wait_planned_writes() (the planned
  * writes in flight end first -- here finish_planned(), which runs and ends
  * them as their threads would), then the call.  Without that wait, beside
@@ -298,7 +298,7 @@ Test(unlocked_review, fallocate_serial_orders)
 }
 
 /*
- * The same for cmd_fusemount.c op_copy_file_range(): offsets that differ
+ * The same for fusemount_ops.c op_copy_file_range(): offsets that differ
  * modulo the block size are copied (bch_fs_remap_range()): all of it fits
  * beside a planned overwrite.
  */

@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * fusemount.h - the FUSE daemon's private types, constants and the names
+ * its modules share: cmd_fusemount.c (the command; its header has the
+ * daemon's invariants), fusemount_req.c (request plumbing and the engine
+ * lock), fusemount_ops.c (the FUSE operations), fusemount_bg.c (background
+ * work, the control channel).  For these four files only.
+ */
+#ifndef _BCACHEFS_CMD_FUSEMOUNT_H
+#define _BCACHEFS_CMD_FUSEMOUNT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "bcachefs.h"
+#include "fs_ops.h"
+#include "fs_read.h"
+#include "fuse_dl.h"
+
+#define TIMEOUT		30.0
+
+/* libfuse3's functions, set by cmd_fusemount() before the session starts (fuse_dl.h) */
+extern const struct fuse_dl *fm_lf;
+
+/* Inodes the kernel holds (lookup count + open handles), for invariant (1). */
+struct held {
+	uint64_t	inum;		/* 0: empty */
+	uint64_t	refs;
+	int64_t		lazy_atime;	/* ns, not written yet (lazytime); 0: none */
+};
+
+/* -o relatime (the default), strictatime, noatime: when a read updates atime */
+enum atime_mode {
+	ATIME_RELATIME,
+	ATIME_STRICT,
+	ATIME_NONE,
+};
+
+struct fmount;
+
+/*
+ * One FUSE session: one mountpoint (invariant 9).  The first is made by
+ * cmd_fusemount() and served by its own thread; more join through the
+ * control channel ("mount", cmd_fusemount_mount_body) and each runs its loop
+ * in a thread of its own.  A request's userdata is its session.
+ */
+struct fsess {
+	struct fmount	*m;
+	struct fuse_session *se;
+	struct fuse_args args;		/* joined sessions: what session_new was given */
+	char		mnt[PATH_MAX];	/* absolute */
+	bool		joined;		/* not the first: ends in sess_thread() */
+	/* atime rules (invariant 7): per mountpoint, as the kernel's MNT_ flags; lock */
+	enum atime_mode	atime;
+	bool		nodiratime;
+	/* the INIT handshake (sess_read(), sess_writev()); killpriv_v2 read without lock */
+	uint64_t	init_unique;	/* INIT's request, until its reply: 0 none */
+	bool		init_offers_v2;	/* the kernel offered FUSE_HANDLE_KILLPRIV_V2 */
+	bool		killpriv_v2;	/* and the reply took it */
+	/* the last GETXATTR security.capability under KILLPRIV_V2 (op_setattr); lock */
+	uint64_t	caps_probe_ino;
+	pid_t		caps_probe_pid;
+	struct fsess	*next;
+};
+
+struct fmount {
+	struct bch_fs	*c;
+	pthread_mutex_t	lock;
+	struct held	*held;
+	size_t		nr_held, cap_held;	/* cap: power of two */
+	/*
+	 * Inodes the kernel forgot, to free if unlinked (frees_run()): an
+	 * rm -rf's files go FREE_PENDING at a time in a few transactions, not
+	 * a commit each (lock).  Until then each is on disk with nlink 0 and
+	 * the UNLINKED flag, as an open unlinked file is (fsck frees it after
+	 * a crash).
+	 */
+	uint64_t	*free_pending;
+	size_t		nr_free_pending;
+	uint32_t	*open_subvol;	/* open files and directories per subvolume
+					 * (subvolume delete refuses a busy one); made
+					 * at the first open, freed at the unmount */
+	bool		read_only;
+	bool		lazytime;	/* the filesystem's, as the kernel's SB_LAZYTIME */
+	int64_t		last_write_ns;	/* mono_ns() of the last write stored (bg_ec_defer) */
+	size_t		nr_lazy;	/* held entries with lazy_atime */
+	/*
+	 * The sessions (invariant 9): the list changes with sess_rw held for
+	 * writing and sess_mu; notifications walk it with sess_rw held for
+	 * reading, never with lock.  nr_sess is read without either (fast path).
+	 */
+	struct fsess	*sess;
+	pthread_rwlock_t sess_rw;
+	pthread_mutex_t	sess_mu;
+	pthread_cond_t	sess_cond;	/* a session ended (sess_mu) */
+	atomic_uint	nr_sess;
+	unsigned	live;		/* sessions initialised and not yet destroyed (sess_mu) */
+	unsigned	nr_joined;	/* sess_thread()s not yet ended (sess_mu) */
+	char		fsname[8192];	/* fsname= of every session */
+	bool		fuse_debug;	/* -d */
+	/* the last read: a read that follows it is sequential (readahead) */
+	uint64_t	ra_inum, ra_end, ra_hinted;
+	struct bch_fs_read_cache *rac;	/* encrypted extents read ahead (fs_read.h; NULL: none) */
+	/* background work, invariant (5); the flags are under lock */
+	bool		norebalance;	/* -o norebalance */
+	bool		nocopygc;	/* -o nocopygc */
+	bool		iostats;	/* -o iostats */
+	pthread_t	bg;
+	bool		bg_running;	/* bg is to be joined */
+	bool		bg_stop;	/* unmounting: the thread returns */
+	bool		bg_kick;	/* data was written: look for work now */
+	bool		bg_unpark;	/* a file's options changed: parked work may go */
+	bool		bg_deaf;	/* napping: a write's kick sets bg_kick, no signal */
+	pthread_cond_t	bg_cond;	/* the thread sleeps on it with lock */
+	atomic_uint	fg_waiting;	/* requests waiting for lock */
+	/* the control channel, invariant (6) */
+	struct ctl_server *ctl;
+	char		**devs;		/* member paths (cmd_ctx.devs), under lock */
+	unsigned	nr_devs;
+	struct bch_opts	opts;		/* what the filesystem was opened with */
+	char		mnt[PATH_MAX];	/* absolute, for messages */
+	uint64_t	errors_logged;	/* c->nr_errors printed so far (errors=continue) */
+	/*
+	 * Readahead is issued after the lock is released, on the devices of the
+	 * filesystem it was planned on: held for reading meanwhile, and for
+	 * writing by command bodies, which may close and reopen the devices
+	 * (device add, remove, resize).
+	 */
+	pthread_rwlock_t ra_lock;
+	struct bch_fs	*marked_c;	/* whose devices are marked mounted */
+	/*
+	 * Writes in flight (fs_ops.h, bch_fs_write_begin()), under lock:
+	 * write_cond is signalled when one ends (the next of its file may
+	 * end, fsync and command bodies wait for them); writes_blocked: a
+	 * command body waits for the planned ones, and none is planned.
+	 */
+	struct bch_fs_writes writes;
+	pthread_cond_t	write_cond;
+	unsigned	writes_blocked;
+	/*
+	 * Write ends combined (end_write()): a planned write whose run is
+	 * done, while a holder of lock has ends_open set, queues itself on
+	 * ends and sleeps; that holder ends it before it lets lock go.
+	 * Under ends_mu, taken with or without lock held; lock is never taken
+	 * with ends_mu held.
+	 */
+	pthread_mutex_t	ends_mu;
+	struct end_wait	*ends;		/* in the order they came */
+	bool		ends_open;
+	unsigned	test_write_hold_us;	/* WRITE_HOLD_ENV */
+};
+
+/*
+ * Test hook: BCACHEFS_TEST_WRITE_HOLD=USEC (read at mount, at most 1 s):
+ * every write request holds lock USEC microseconds longer at its begin, so
+ * that other writes come back from their runs while it holds it and are
+ * ended in its hold (t85).
+ */
+#define WRITE_HOLD_ENV	"BCACHEFS_TEST_WRITE_HOLD"
+
+#define BG_BUDGET	2048	/* sectors of work per step (1 MiB): lock held briefly */
+#define BG_SNAP_GC_BUDGET	4096	/* positions per snapshot gc step */
+#define BG_IDLE		1	/* seconds between looks when idle or parked */
+#define BG_KICK_GAP_MS	50	/* the nap after a look, deaf to writes' kicks */
+#define BG_BACKOFF_MAX	64	/* seconds between retries after errors */
+/*
+ * Stripes are built when writes pause: not within this long of the last
+ * write (ns), unless less than 1/BG_EC_FREE_DIV of the space is free.  A
+ * stripe built beside a write stream took the engine lock for a whole
+ * stripe's reads and parity at a time: RS(4,2) wrote at 0.66x of
+ * replicas=3 with the builder beside it, 0.95x without (bench/ec.sh).
+ */
+#define BG_EC_QUIET_NS	(200 * 1000000LL)
+#define BG_EC_FREE_DIV	4
+
+/*
+ * libfuse's loop keeps every worker thread it started, idle or not (it
+ * starts one only when all are busy; 3.12 and later at most max_threads,
+ * 10).  With at most 8 idle (what it had), 4 clients' 4 KiB random writes
+ * made it start and end 50-140 threads a second (perf stat
+ * sched_process_fork), each end a madvise of the thread's stack (~95 a
+ * second: TLB shootdowns to both cores) and each start its stack's page
+ * faults; kept, none, and the daemon's CPU per write at 4 clients was
+ * 14.4-15.5 us against 18.0-21.9 (perf stat, alternated runs, load 7-9).
+ * More than the loop ever starts, and at most libfuse's limit (100000):
+ * 3.14 says "Ignoring invalid max threads value" on stderr past it.
+ */
+#define LOOP_IDLE_THREADS	10000
+
+#define BG_YIELD_US	10000	/* at most this long for waiting requests between steps */
+
+/*
+ * Forgotten inodes kept for one frees_run() at most (its transactions
+ * free up to 64 inodes each, fs_ops.h): the lock is held ~0.2 ms for them.
+ */
+#define FREE_PENDING	64
+
+#define RA_WINDOW	(8ULL << 20)	/* sequential reads: hinted this far ahead */
+#define RA_NEAR		(1ULL << 20)	/* a read this close to the last end is sequential */
+
+/*
+ * Request statistics (`bcachefs fs timestats MOUNTPOINT`): per request type,
+ * how often it held the engine lock, how long it waited for it and held it,
+ * and a histogram of the two together (log2 of microseconds).  A handler
+ * names its type first (req_type()); the control channel's threads and the
+ * sessions' own lock calls count as "command".  The counters change under
+ * lock only.
+ */
+#define REQ_TYPES() \
+	x(lookup) \
+	x(forget) \
+	x(forget_multi) \
+	x(getattr) \
+	x(setattr) \
+	x(readlink) \
+	x(mknod) \
+	x(mkdir) \
+	x(symlink) \
+	x(link) \
+	x(unlink) \
+	x(rmdir) \
+	x(rename) \
+	x(open) \
+	x(create) \
+	x(read) \
+	x(write) \
+	x(fsync) \
+	x(opendir) \
+	x(readdir) \
+	x(readdirplus) \
+	x(releasedir) \
+	x(release) \
+	x(statfs) \
+	x(setxattr) \
+	x(getxattr) \
+	x(listxattr) \
+	x(removexattr) \
+	x(fallocate) \
+	x(lseek) \
+	x(copy_file_range) \
+	x(ioctl) \
+	x(command)
+
+enum req_type {
+#define x(n)	REQ_##n,
+	REQ_TYPES()
+#undef x
+	REQ_NR
+};
+
+#define LOCK(m)		fm_fg_lock(m)
+#define UNLOCK(m)	fm_fg_unlock(m)
+
+/* ------------------------------------------------------------ fusemount_req.c */
+
+struct fsess *fm_session(fuse_req_t req);
+struct fmount *fm_mount(fuse_req_t req);
+void fm_hold(struct fmount *m, uint64_t inum, uint64_t n);
+
+/*
+ * Free the pending inodes that are unlinked (bch_fs_inodes_free() reads
+ * each: one linked, or gone, is left alone) and that the kernel has not
+ * looked up again since (held: it may still ask about it).  Lock held.
+ */
+void fm_frees_run(struct fmount *m);
+
+/* Drop n references; an inode none are left on goes to the pending frees (lock held). */
+void fm_unhold(struct fmount *m, uint64_t inum, uint64_t n);
+
+fuse_ino_t fm_to_fuse(uint64_t inum);
+uint64_t fm_from_fuse(fuse_ino_t ino);
+
+/* One more (+1) or one fewer (-1) file or directory open in ino's subvolume (lock held). */
+void fm_open_count(struct fmount *m, fuse_ino_t ino, int d);
+
+void fm_fix_st(struct stat *st);
+int64_t fm_ts_ns(struct timespec ts);
+
+/*
+ * Linux's atime_needs_update() for a read of the inode st describes (dir: a
+ * listing), atime its atime as seen (a lazy one included): relatime updates
+ * only an atime not newer than mtime or ctime, or a day old.  Not while a
+ * member is missing: a read would write metadata with fewer copies than
+ * asked, left for `data rereplicate` to mend.  Lock held.
+ */
+bool fm_atime_due(struct fmount *m, const struct fsess *s, const struct stat *st,
+		      int64_t atime, int64_t now);
+
+void fm_lazy_flush_all(struct fmount *m);
+
+/* The atime lazytime has not written yet into st, inum's stat as stored. */
+void fm_lazy_stat(struct fmount *m, uint64_t inum, struct stat *st);
+
+/* bch_fs_getattr() with the atime lazytime has not written yet. */
+int fm_getattr(struct fmount *m, uint64_t inum, struct stat *st);
+
+/* chattr +A: reads of inum leave its atime (Linux's S_NOATIME).  Lock held. */
+bool fm_file_noatime(struct fmount *m, uint64_t inum);
+
+/*
+ * touch_atime(): a read of inum (a file's data, a listing, a symlink's
+ * target) reached us: update its atime by the mount's rules.  Lock held.
+ */
+void fm_read_atime(struct fmount *m, const struct fsess *s, uint64_t inum);
+
+/* An explicit atime (utimes, touch -a) replaces the lazy one. */
+void fm_lazy_drop(struct fmount *m, uint64_t inum);
+
+/*
+ * How long a kernel may keep a name, a missing name or attributes: TIMEOUT
+ * while one session serves the filesystem, not at all while several do
+ * (invariant 9).  Another session's change is notified after its reply, so
+ * a kernel that kept them could answer from its cache in between: t70 saw a
+ * name created through one mountpoint still missing through the other.
+ * What a kernel cached before the second session joined is dropped by the
+ * notices alone.
+ */
+double fm_cache_timeout(struct fmount *m);
+
+/* Reply with an entry for inum (and count the lookup); lock held. */
+int fm_make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e);
+
+extern int64_t fm_req_stats_since;	/* CLOCK_REALTIME ns of the last reset */
+extern __thread int64_t fm_req_wait_t0, fm_req_lock_t0;
+int64_t fm_mono_ns(void);
+
+/* The wall clock for "since" (not bch_now_ns(): SOURCE_DATE_EPOCH fixes that one). */
+int64_t fm_real_ns(void);
+
+/* The request this thread serves from now on (its handler's first line). */
+void fm_req_type(enum req_type t);
+
+/* Requests count themselves while they wait, so background work lets them in. */
+void fm_fg_lock(struct fmount *m);
+
+void fm_fg_unlock(struct fmount *m);
+
+/*
+ * What a step of the engine needs (io.h, enum bch_lock_need), taken here
+ * and nowhere else, so another scheme (a reader-writer engine lock, locks
+ * per btree) replaces these three:
+ *   BCH_LOCK_ENGINE   m->lock (LOCK/UNLOCK: the one engine lock).
+ *   BCH_LOCK_DEVICES  m->ra_lock for reading: m->c and its devices stay
+ *                     open.  Command bodies, which may close, reopen and
+ *                     replace them, hold it for writing (ctl_lock()).
+ *                     A planned write holds space of m->c from its begin
+ *                     to its end, across a DEVICES step and a wait for its
+ *                     turn: ctl_lock() waits (ENGINE released: fm_need_wait())
+ *                     until no planned write is in flight, and while a
+ *                     body runs, writes are not planned (writes_blocked).
+ * DEVICES is only ever taken with ENGINE held (fm_need_handover()), so the
+ * m->c a thread planned with is the one it reads from; and a thread holding
+ * DEVICES never waits for ENGINE (a body holding ENGINE waits for DEVICES):
+ * fm_need_back() lets it go first.
+ */
+void fm_need_handover(struct fmount *m);	/* ENGINE -> DEVICES */
+
+void fm_need_back(struct fmount *m);	/* DEVICES -> ENGINE */
+void fm_need_drop_devices(struct fmount *m);
+
+/*
+ * With ENGINE held: wait (it released meanwhile) until ready(m, arg); the
+ * time counts as waiting for the lock, not holding it (fs timestats).
+ */
+void fm_need_wait(struct fmount *m, bool (*ready)(struct fmount *m, const void *arg), const void *arg);
+
+/* Reads run outside the engine lock (bch_data_read_plan_run()), and those redone under it. */
+extern atomic_uint_fast64_t fm_reads_unlocked, fm_reads_redone;
+
+/* Writes encoded and written outside it (bch_fs_write_run()), and those redone under it. */
+extern atomic_uint_fast64_t fm_writes_unlocked, fm_writes_redone;
+
+/* Of those, writes ended by another request's hold of it (ends_run()). */
+extern atomic_uint_fast64_t fm_writes_combined;
+
+/* Data was written (kick) or a file's options changed (unpark): lock held. */
+void fm_bg_wake(struct fmount *m, bool unpark);
+
+/*
+ * Who asks, for the set-id rules (fs_ops.h), malloc'd (free() it; NULL: no
+ * memory): fuse_req_ctx() has the fsuid and fsgid; the supplementary groups
+ * and CAP_FSETID, CAP_FOWNER, CAP_LINUX_IMMUTABLE and CAP_SYS_ADMIN are read from /proc/PID/status.  A request the kernel makes
+ * itself (pid 0) or whose process is gone counts as privileged only for
+ * uid 0.
+ */
+struct bch_caller *fm_caller_new(fuse_req_t req);
+
+/*
+ * A change of ino's data or size by the caller of req: clear the set-id bits
+ * Linux clears (bch_kill_priv_bits()).  The kernel does part of this itself
+ * (S_ISUID, and S_ISGID with group-execute) and not the rest: a setgid file
+ * without group-execute written by a non-member.  /proc is read only when
+ * the file has a set-id bit.  Lock held.
+ */
+int fm_kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum);
+
+/*
+ * The kernel's file_remove_privs() for a direct write (set_direct()):
+ * a write removes the file's security.capability, whoever writes (Linux's
+ * cap_inode_killpriv(); the buffered path asks and removes it through us).
+ * *gone when one was removed.  Lock held.
+ */
+int fm_kill_caps(struct fmount *m, uint64_t inum, bool *gone);
+
+/*
+ * Invariant (9): what one session changed, the other sessions' kernels may
+ * hold cached (attributes, pages, names and negative names): tell them.
+ * Called after the reply, without lock: the kernel of the other session may
+ * hold the inode or directory lock the notification needs, for a request
+ * of its own that waits for lock (or for the reply of this one).  skip:
+ * the session that made the change (NULL: a command made it, tell all).
+ */
+void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t ino,
+			    const char *name, off_t off, off_t len);
+
+void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len);
+void fm_others_entry(struct fsess *s, fuse_ino_t parent, const char *name);
+
+/* ------------------------------------------------------------ fusemount_ops.c */
+
+/* Before session_mount()'s INIT is read: the session's I/O is sess_read()'s and sess_writev()'s. */
+int fm_sess_own_io(struct fsess *s);
+
+bool fm_no_planned_writes(struct fmount *m, const void *arg);
+extern const struct fuse_lowlevel_ops fm_ops;
+
+/* ------------------------------------------------------------ fusemount_bg.c */
+
+/* After the mount (and the fork to the background); a failure only warns. */
+void fm_bg_start(struct fmount *m);
+
+/* Before the filesystem is closed: the thread finishes its step and returns. */
+void fm_bg_stop(struct fmount *m);
+
+/* After daemonizing (threads); a failure only warns: the mount works without it. */
+void fm_ctl_start(struct fmount *m);
+
+/* ------------------------------------------------------------ cmd_fusemount.c */
+
+/* Invariant (4); a device left unmarked only loses the wait, so this warns. */
+void fm_mark_mounted(struct bch_fs *c, const char *mnt);
+
+#endif /* _BCACHEFS_CMD_FUSEMOUNT_H */

@@ -1,0 +1,847 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fusemount_req.c - the plumbing every request of the FUSE daemon goes through
+ * (cmd_fusemount.c's header has the daemon's invariants): the table of
+ * inodes the kernel holds (invariant 1), the engine lock and what a step of
+ * the engine needs (fm_need_*(): the one place where locking is decided),
+ * atime (invariant 7), the entries and attributes replied, notices to the
+ * other sessions (invariant 9), and the per-request lock statistics of
+ * `bcachefs fs timestats`.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <signal.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bcachefs.h"
+#include "cmd_ctx.h"
+#include "cmds.h"
+#include "ctl.h"
+#include "acl.h"
+#include "blockdev.h"
+#include "errcode.h"
+#include "fs.h"
+#include "fs_ops.h"
+#include "fs_read.h"
+#include "snapshot.h"
+#include "fuse_dl.h"
+#include "fsname.h"
+#include "inode.h"
+#include "io.h"
+#include "move.h"
+#include "opts.h"
+#include "copygc.h"
+#include "rebalance.h"
+
+#include "fusemount.h"
+
+/* libfuse3's functions, set by cmd_fusemount() before the session starts */
+const struct fuse_dl *fm_lf;
+
+struct fsess *fm_session(fuse_req_t req)
+{
+	return fm_lf->req_userdata(req);
+}
+
+struct fmount *fm_mount(fuse_req_t req)
+{
+	return fm_session(req)->m;
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 31;
+	x *= 0x7fb5d329728ea185ULL;
+	return x ^ (x >> 27);
+}
+
+static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
+{
+	if (add && (m->nr_held + 1) * 2 > m->cap_held) {
+		size_t ncap = m->cap_held ? m->cap_held * 2 : 1024;
+		struct held *n = calloc(ncap, sizeof(*n));
+		if (!n)
+			abort();
+		for (size_t i = 0; i < m->cap_held; i++)
+			if (m->held[i].inum) {
+				size_t j = mix(m->held[i].inum) & (ncap - 1);
+				while (n[j].inum)
+					j = (j + 1) & (ncap - 1);
+				n[j] = m->held[i];
+			}
+		free(m->held);
+		m->held = n;
+		m->cap_held = ncap;
+	}
+	if (!m->cap_held)
+		return NULL;
+	size_t j = mix(inum) & (m->cap_held - 1);
+	while (m->held[j].inum) {
+		if (m->held[j].inum == inum)
+			return &m->held[j];
+		j = (j + 1) & (m->cap_held - 1);
+	}
+	if (!add)
+		return NULL;
+	m->held[j].inum = inum;
+	m->held[j].refs = 0;
+	m->nr_held++;
+	return &m->held[j];
+}
+
+/* Remove entry h, keeping the probe chains intact (backward shift). */
+static void held_remove(struct fmount *m, struct held *h)
+{
+	size_t mask = m->cap_held - 1, i = h - m->held, j = i;
+
+	m->held[i].inum = 0;
+	m->nr_held--;
+	for (;;) {
+		j = (j + 1) & mask;
+		if (!m->held[j].inum)
+			return;
+		size_t home = mix(m->held[j].inum) & mask;
+		/* move j back to i if its home is not in (i, j] */
+		if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+			m->held[i] = m->held[j];
+			m->held[j].inum = 0;
+			i = j;
+		}
+	}
+}
+
+void fm_hold(struct fmount *m, uint64_t inum, uint64_t n)
+{
+	held_find(m, inum, true)->refs += n;
+}
+
+static void lazy_flush(struct fmount *m, struct held *h);
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Free the pending inodes that are unlinked (bch_fs_inodes_free() reads
+ * each: one linked, or gone, is left alone) and that the kernel has not
+ * looked up again since (held: it may still ask about it).  Lock held.
+ */
+void fm_frees_run(struct fmount *m)
+{
+	uint64_t *p = m->free_pending;
+	size_t n = 0;
+
+	if (!m->nr_free_pending)
+		return;
+	/* sorted: one inode once (a transaction must not delete it twice), subvolumes together */
+	qsort(p, m->nr_free_pending, sizeof(*p), cmp_u64);
+	for (size_t i = 0; i < m->nr_free_pending; i++)
+		if ((!n || p[n - 1] != p[i]) && !held_find(m, p[i], false))
+			p[n++] = p[i];
+	m->nr_free_pending = 0;
+	if (n && !m->read_only)
+		bch_fs_inodes_free(m->c, p, n);
+}
+
+/* inum's last reference is gone: free it if unlinked, now or with others (lock held) */
+static void free_pending_add(struct fmount *m, uint64_t inum)
+{
+	if (m->read_only)
+		return;
+	if (!m->free_pending && !(m->free_pending = malloc(FREE_PENDING * sizeof(*m->free_pending)))) {
+		bch_fs_inodes_free(m->c, &inum, 1);	/* no memory: at once */
+		return;
+	}
+	m->free_pending[m->nr_free_pending++] = inum;
+	if (m->nr_free_pending == FREE_PENDING)
+		fm_frees_run(m);
+}
+
+/* Drop n references; an inode none are left on goes to the pending frees (lock held). */
+void fm_unhold(struct fmount *m, uint64_t inum, uint64_t n)
+{
+	struct held *h = held_find(m, inum, false);
+
+	if (!h)
+		return;
+	h->refs = h->refs > n ? h->refs - n : 0;
+	if (h->refs)
+		return;
+	lazy_flush(m, h);
+	held_remove(m, h);
+	free_pending_add(m, inum);
+}
+
+fuse_ino_t fm_to_fuse(uint64_t inum)
+{
+	return inum == BCH_ROOT_INO ? FUSE_ROOT_ID : inum;
+}
+
+uint64_t fm_from_fuse(fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? BCH_ROOT_INO : ino;
+}
+
+/* One more (+1) or one fewer (-1) file or directory open in ino's subvolume (lock held). */
+void fm_open_count(struct fmount *m, fuse_ino_t ino, int d)
+{
+	uint32_t sv = bch_fs_subvol_of(fm_from_fuse(ino));
+
+	if (!m->open_subvol && !(m->open_subvol = calloc(BCH_SUBVOL_MAX + 1, sizeof(*m->open_subvol))))
+		return;		/* no memory: deletes are not refused for open files */
+	if (sv <= BCH_SUBVOL_MAX && (d > 0 || m->open_subvol[sv]))
+		m->open_subvol[sv] += d;
+}
+
+bool fusemount_subvol_busy(void *priv, uint32_t subvol)
+{
+	struct fmount *m = priv;
+
+	return m && m->open_subvol && subvol <= BCH_SUBVOL_MAX && m->open_subvol[subvol];
+}
+
+
+void fm_fix_st(struct stat *st)
+{
+	st->st_ino = fm_to_fuse(st->st_ino);
+}
+
+/*
+ * The generation of inum, for file handles: (ino, generation) must name one
+ * inode for the filesystem's life, and inode numbers can be reused (the
+ * next number follows the highest one in use at open).  The creation time
+ * in ns tells two inodes of one number apart; it never changes through the
+ * mount.  The root's is 0: the kernel made its inode with generation 0, and
+ * an entry for it with another would mark it stale.
+ */
+static uint32_t generation(struct fmount *m, uint64_t inum)
+{
+	struct bch_inode bi;
+
+	if (inum == BCH_ROOT_INO || bch_inode_get(m->c, inum, &bi))
+		return 0;
+	uint64_t h = mix(bi.btime ^ 0x9e3779b97f4a7c15ULL);
+	return (uint32_t)(h ^ (h >> 32)) | 1;
+}
+
+/* ------------------------------------------------------------ atime */
+
+int64_t fm_ts_ns(struct timespec ts)
+{
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+#define RELATIME_MAX_NS	(24LL * 3600 * 1000000000LL)
+
+/*
+ * Linux's atime_needs_update() for a read of the inode st describes (dir: a
+ * listing), atime its atime as seen (a lazy one included): relatime updates
+ * only an atime not newer than mtime or ctime, or a day old.  Not while a
+ * member is missing: a read would write metadata with fewer copies than
+ * asked, left for `data rereplicate` to mend.  Lock held.
+ */
+bool fm_atime_due(struct fmount *m, const struct fsess *s, const struct stat *st,
+		      int64_t atime, int64_t now)
+{
+	if (m->read_only || s->atime == ATIME_NONE || (S_ISDIR(st->st_mode) && s->nodiratime) ||
+	    m->c->devs_missing)
+		return false;
+	if (s->atime == ATIME_RELATIME && atime > fm_ts_ns(st->st_mtim) && atime > fm_ts_ns(st->st_ctim) &&
+	    now - atime < RELATIME_MAX_NS)
+		return false;
+	return atime != now;
+}
+
+/* Store atime, leaving ctime as it is (a read changes no attribute). */
+static void atime_write(struct fmount *m, uint64_t inum, int64_t atime)
+{
+	struct stat st;
+
+	if (m->read_only || bch_fs_getattr(m->c, inum, &st))
+		return;
+	struct bch_setattr sa = {
+		.valid = BCH_SETATTR_ATIME | BCH_SETATTR_CTIME | BCH_SETATTR_ATIME_READ,
+		.atime = atime,
+		.ctime = fm_ts_ns(st.st_ctim),
+	};
+	bch_fs_setattr(m->c, inum, &sa);	/* as the kernel's, a failed update is no error */
+}
+
+/* lazytime: write h's atime now (it goes, is synced, or the mount changes). */
+static void lazy_flush(struct fmount *m, struct held *h)
+{
+	if (!h->lazy_atime)
+		return;
+	atime_write(m, h->inum, h->lazy_atime);
+	h->lazy_atime = 0;
+	m->nr_lazy--;
+}
+
+void fm_lazy_flush_all(struct fmount *m)
+{
+	for (size_t i = 0; m->nr_lazy && i < m->cap_held; i++)
+		if (m->held[i].inum)
+			lazy_flush(m, &m->held[i]);
+	m->nr_lazy = 0;
+}
+
+/* The atime not written yet, or 0. */
+static int64_t lazy_atime(struct fmount *m, uint64_t inum)
+{
+	struct held *h = m->nr_lazy ? held_find(m, inum, false) : NULL;
+
+	return h ? h->lazy_atime : 0;
+}
+
+/* The atime lazytime has not written yet into st, inum's stat as stored. */
+void fm_lazy_stat(struct fmount *m, uint64_t inum, struct stat *st)
+{
+	int64_t a = lazy_atime(m, inum);
+
+	if (a) {
+		st->st_atim.tv_sec = a / 1000000000LL;
+		st->st_atim.tv_nsec = a % 1000000000LL;
+	}
+}
+
+/* bch_fs_getattr() with the atime lazytime has not written yet. */
+int fm_getattr(struct fmount *m, uint64_t inum, struct stat *st)
+{
+	int r = bch_fs_getattr(m->c, inum, st);
+
+	if (!r)
+		fm_lazy_stat(m, inum, st);
+	return r;
+}
+
+/* chattr +A: reads of inum leave its atime (Linux's S_NOATIME).  Lock held. */
+bool fm_file_noatime(struct fmount *m, uint64_t inum)
+{
+	unsigned fl;
+	uint32_t project;
+
+	return !bch_fs_get_flags(m->c, inum, &fl, &project) && (fl & FS_NOATIME_FL);
+}
+
+/*
+ * touch_atime(): a read of inum (a file's data, a listing, a symlink's
+ * target) reached us: update its atime by the mount's rules.  Lock held.
+ */
+void fm_read_atime(struct fmount *m, const struct fsess *s, uint64_t inum)
+{
+	struct stat st;
+	int64_t now = bch_now_ns();
+
+	if (m->read_only || s->atime == ATIME_NONE || fm_getattr(m, inum, &st) ||
+	    !fm_atime_due(m, s, &st, fm_ts_ns(st.st_atim), now) || fm_file_noatime(m, inum))
+		return;
+	if (!m->lazytime) {
+		atime_write(m, inum, now);
+		return;
+	}
+	struct held *h = held_find(m, inum, true);
+	if (!h->lazy_atime)
+		m->nr_lazy++;
+	h->lazy_atime = now;
+}
+
+/* An explicit atime (utimes, touch -a) replaces the lazy one. */
+void fm_lazy_drop(struct fmount *m, uint64_t inum)
+{
+	struct held *h = m->nr_lazy ? held_find(m, inum, false) : NULL;
+
+	if (h && h->lazy_atime) {
+		h->lazy_atime = 0;
+		m->nr_lazy--;
+	}
+}
+
+/*
+ * How long a kernel may keep a name, a missing name or attributes: TIMEOUT
+ * while one session serves the filesystem, not at all while several do
+ * (invariant 9).  Another session's change is notified after its reply, so
+ * a kernel that kept them could answer from its cache in between: t70 saw a
+ * name created through one mountpoint still missing through the other.
+ * What a kernel cached before the second session joined is dropped by the
+ * notices alone.
+ */
+double fm_cache_timeout(struct fmount *m)
+{
+	return atomic_load_explicit(&m->nr_sess, memory_order_relaxed) < 2 ? TIMEOUT : 0.0;
+}
+
+/* Reply with an entry for inum (and count the lookup); lock held. */
+int fm_make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	int r = fm_getattr(m, inum, &e->attr);
+	if (r)
+		return r;
+	fm_fix_st(&e->attr);
+	e->ino = fm_to_fuse(inum);
+	e->generation = generation(m, inum);
+	e->attr_timeout = fm_cache_timeout(m);
+	e->entry_timeout = fm_cache_timeout(m);
+	fm_hold(m, inum, 1);
+	return 0;
+}
+
+static const char *const req_names[] = {
+#define x(n)	#n,
+	REQ_TYPES()
+#undef x
+};
+
+#define REQ_HIST	24	/* bucket b: under 2^b microseconds (the last: the rest) */
+
+struct req_stat {
+	uint64_t	calls;		/* lock holds */
+	uint64_t	wait_ns, hold_ns, max_ns;
+	uint64_t	hist[REQ_HIST];
+};
+
+static struct req_stat req_stats[REQ_NR];
+int64_t fm_req_stats_since;		/* CLOCK_REALTIME ns of the last reset */
+static __thread int req_cur = REQ_command;
+__thread int64_t fm_req_wait_t0, fm_req_lock_t0;
+
+int64_t fm_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The wall clock for "since" (not bch_now_ns(): SOURCE_DATE_EPOCH fixes that one). */
+int64_t fm_real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The request this thread serves from now on (its handler's first line). */
+void fm_req_type(enum req_type t)
+{
+	req_cur = t;
+}
+
+/* The lock was taken after waiting since req_wait_t0 (lock held). */
+static void req_locked(void)
+{
+	fm_req_lock_t0 = fm_mono_ns();
+}
+
+/* The lock is about to be released (lock held). */
+static void req_unlocking(void)
+{
+	struct req_stat *st = &req_stats[req_cur];
+	int64_t now = fm_mono_ns(), wait = fm_req_lock_t0 - fm_req_wait_t0, hold = now - fm_req_lock_t0;
+	uint64_t us = (uint64_t)(wait + hold) / 1000;
+	unsigned b = 0;
+
+	while (b < REQ_HIST - 1 && us >= (1ULL << b))
+		b++;
+	st->calls++;
+	st->wait_ns += wait;
+	st->hold_ns += hold;
+	if ((uint64_t)(wait + hold) > st->max_ns)
+		st->max_ns = wait + hold;
+	st->hist[b]++;
+}
+
+/*
+ * Requests that leave the pending frees for later: an rm -rf's, none of
+ * which needs the space or can see an unlinked inode.  Every other takes
+ * the lock only after they are done (fm_fg_lock()), so a write, a create, a
+ * statfs or a command finds the space of what was deleted before it, as
+ * when each forget freed its inode.
+ */
+static bool req_keeps_frees(int t)
+{
+	switch (t) {
+	case REQ_forget: case REQ_forget_multi: case REQ_unlink: case REQ_rmdir:
+	case REQ_lookup: case REQ_getattr: case REQ_opendir: case REQ_readdir:
+	case REQ_readdirplus: case REQ_releasedir:
+		return true;
+	}
+	return false;
+}
+
+/* Requests count themselves while they wait, so background work lets them in. */
+void fm_fg_lock(struct fmount *m)
+{
+	fm_req_wait_t0 = fm_mono_ns();
+	atomic_fetch_add(&m->fg_waiting, 1);
+	pthread_mutex_lock(&m->lock);
+	atomic_fetch_sub(&m->fg_waiting, 1);
+	req_locked();
+	if (m->nr_free_pending && !req_keeps_frees(req_cur))
+		fm_frees_run(m);
+}
+
+/*
+ * errors=panic: a filesystem error stops the daemon before anything more is
+ * written (no close, no clean record); the mount is left to be unmounted.
+ */
+static void exit_if_panicked(struct fmount *m)
+{
+	if (m->c && m->c->nr_errors != m->errors_logged && !m->c->panicked) {
+		/* errors=continue keeps going, errors=ro went read-only: say so once each */
+		m->errors_logged = m->c->nr_errors;
+		fprintf(stderr, "bcachefs fusemount: %s: filesystem error (errors=%s%s): %s\n",
+			m->mnt, bch_error_action_names[m->c->opts.v[Opt_errors] > 2 ? 1
+						       : m->c->opts.v[Opt_errors]],
+			m->c->emergency_ro ? "; read-only now" : "; going on",
+			m->c->err_msg[0] ? m->c->err_msg : bch_err_str(m->c->first_error));
+	}
+	if (!bch_fs_panicked(m->c))
+		return;
+	fprintf(stderr, "bcachefs fusemount: %s: filesystem error with errors=panic (%s); "
+		"exiting without writing\n", m->mnt,
+		m->c->err_msg[0] ? m->c->err_msg : bch_err_str(m->c->first_error));
+	_exit(1);
+}
+
+void fm_fg_unlock(struct fmount *m)
+{
+	exit_if_panicked(m);
+	req_unlocking();
+	pthread_mutex_unlock(&m->lock);
+}
+
+/*
+ * What a step of the engine needs (io.h, enum bch_lock_need), taken here
+ * and nowhere else, so another scheme (a reader-writer engine lock, locks
+ * per btree) replaces these three:
+ *   BCH_LOCK_ENGINE   m->lock (LOCK/UNLOCK: the one engine lock).
+ *   BCH_LOCK_DEVICES  m->ra_lock for reading: m->c and its devices stay
+ *                     open.  Command bodies, which may close, reopen and
+ *                     replace them, hold it for writing (ctl_lock()).
+ *                     A planned write holds space of m->c from its begin
+ *                     to its end, across a DEVICES step and a wait for its
+ *                     turn: ctl_lock() waits (ENGINE released: fm_need_wait())
+ *                     until no planned write is in flight, and while a
+ *                     body runs, writes are not planned (writes_blocked).
+ * DEVICES is only ever taken with ENGINE held (fm_need_handover()), so the
+ * m->c a thread planned with is the one it reads from; and a thread holding
+ * DEVICES never waits for ENGINE (a body holding ENGINE waits for DEVICES):
+ * fm_need_back() lets it go first.
+ */
+void fm_need_handover(struct fmount *m)	/* ENGINE -> DEVICES */
+{
+	pthread_rwlock_rdlock(&m->ra_lock);
+	UNLOCK(m);
+}
+
+void fm_need_back(struct fmount *m)		/* DEVICES -> ENGINE */
+{
+	pthread_rwlock_unlock(&m->ra_lock);
+	LOCK(m);
+}
+
+void fm_need_drop_devices(struct fmount *m)
+{
+	pthread_rwlock_unlock(&m->ra_lock);
+}
+
+/*
+ * With ENGINE held: wait (it released meanwhile) until ready(m, arg); the
+ * time counts as waiting for the lock, not holding it (fs timestats).
+ */
+void fm_need_wait(struct fmount *m, bool (*ready)(struct fmount *m, const void *arg), const void *arg)
+{
+	while (!ready(m, arg)) {
+		int64_t t0 = fm_mono_ns();
+		pthread_cond_wait(&m->write_cond, &m->lock);
+		fm_req_lock_t0 += fm_mono_ns() - t0;
+	}
+}
+
+/* Reads run outside the engine lock (bch_data_read_plan_run()), and those redone under it. */
+atomic_uint_fast64_t fm_reads_unlocked, fm_reads_redone;
+/* Writes encoded and written outside it (bch_fs_write_run()), and those redone under it. */
+atomic_uint_fast64_t fm_writes_unlocked, fm_writes_redone;
+/* Of those, writes ended by another request's hold of it (ends_run()). */
+atomic_uint_fast64_t fm_writes_combined;
+
+/* Data was written (kick) or a file's options changed (unpark): lock held. */
+void fm_bg_wake(struct fmount *m, bool unpark)
+{
+	if (!m->bg_running || (m->bg_kick && (!unpark || m->bg_unpark)))
+		return;
+	m->bg_kick = true;
+	m->bg_unpark |= unpark;
+	if (unpark || !m->bg_deaf)
+		pthread_cond_signal(&m->bg_cond);
+}
+
+#define CAP_FSETID_BIT	4	/* <linux/capability.h> CAP_FSETID */
+#define CAP_FOWNER_BIT	3	/* CAP_FOWNER */
+#define CAP_LINUX_IMMUTABLE_BIT	9	/* CAP_LINUX_IMMUTABLE */
+#define CAP_SYS_ADMIN_BIT	21	/* CAP_SYS_ADMIN */
+
+/*
+ * Who asks, for the set-id rules (fs_ops.h), malloc'd (free() it; NULL: no
+ * memory): fuse_req_ctx() has the fsuid and fsgid; the supplementary groups
+ * and CAP_FSETID, CAP_FOWNER, CAP_LINUX_IMMUTABLE and CAP_SYS_ADMIN are read from /proc/PID/status.  A request the kernel makes
+ * itself (pid 0) or whose process is gone counts as privileged only for
+ * uid 0.
+ */
+struct bch_caller *fm_caller_new(fuse_req_t req)
+{
+	const struct fuse_ctx *ctx = fm_lf->req_ctx(req);
+	struct bch_caller *cr = calloc(1, sizeof(*cr));
+	gid_t *groups = NULL;
+	char path[64], *line = NULL;
+	size_t cap = 0, nr = 0, room = 0;
+	FILE *f;
+
+	if (!cr)
+		return NULL;
+	*cr = (struct bch_caller) { .uid = ctx->uid, .gid = ctx->gid, .cap_fsetid = !ctx->uid,
+				    .cap_fowner = !ctx->uid, .cap_linux_immutable = !ctx->uid,
+				    .cap_sys_admin = !ctx->uid };
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)ctx->pid);
+	if (!ctx->pid || !(f = fopen(path, "re")))
+		return cr;
+	while (getline(&line, &cap, f) > 0) {
+		if (!strncmp(line, "Groups:", 7)) {
+			char *p = line + 7, *end;
+			for (unsigned long g; g = strtoul(p, &end, 10), end != p; p = end) {
+				if (nr == room) {
+					gid_t *n = realloc(groups, (room = room ? 2 * room : 16) * sizeof(*n));
+					if (!n)
+						break;
+					groups = n;
+				}
+				groups[nr++] = g;
+			}
+		} else if (!strncmp(line, "CapEff:", 7)) {
+			unsigned long long caps = strtoull(line + 7, NULL, 16);
+			cr->cap_fsetid = (caps >> CAP_FSETID_BIT) & 1;
+			cr->cap_fowner = (caps >> CAP_FOWNER_BIT) & 1;
+			cr->cap_linux_immutable = (caps >> CAP_LINUX_IMMUTABLE_BIT) & 1;
+			cr->cap_sys_admin = (caps >> CAP_SYS_ADMIN_BIT) & 1;
+		}
+	}
+	free(line);
+	fclose(f);
+	/* the groups live as long as cr: one block */
+	struct bch_caller *all = realloc(cr, sizeof(*cr) + nr * sizeof(gid_t));
+	if (all) {
+		cr = all;
+		gid_t *g = (gid_t *)(cr + 1);
+
+		if (nr)		/* no groups: groups is NULL, which memcpy may not take */
+			memcpy(g, groups, nr * sizeof(gid_t));
+		cr->groups = g;
+		cr->nr_groups = nr;
+	}
+	free(groups);
+	return cr;
+}
+
+/*
+ * A change of ino's data or size by the caller of req: clear the set-id bits
+ * Linux clears (bch_kill_priv_bits()).  The kernel does part of this itself
+ * (S_ISUID, and S_ISGID with group-execute) and not the rest: a setgid file
+ * without group-execute written by a non-member.  /proc is read only when
+ * the file has a set-id bit.  Lock held.
+ */
+int fm_kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum)
+{
+	struct stat st;
+	int r = bch_fs_getattr(m->c, inum, &st);
+
+	if (r || !S_ISREG(st.st_mode) || !(st.st_mode & (S_ISUID | S_ISGID)))
+		return r;
+	struct bch_caller *cr = fm_caller_new(req);
+	if (!cr)
+		return -ENOMEM;
+	r = bch_fs_kill_priv(m->c, inum, cr);
+	free(cr);
+	/* the kernel keeps the old mode for TIMEOUT unless told (attributes only) */
+	if (r > 0)
+		fm_lf->lowlevel_notify_inval_inode(fm_session(req)->se, fm_to_fuse(inum), -1, 0);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * The kernel's file_remove_privs() for a direct write (set_direct()):
+ * a write removes the file's security.capability, whoever writes (Linux's
+ * cap_inode_killpriv(); the buffered path asks and removes it through us).
+ * *gone when one was removed.  Lock held.
+ */
+int fm_kill_caps(struct fmount *m, uint64_t inum, bool *gone)
+{
+	int r = bch_fs_kill_caps(m->c, inum);
+
+	*gone = !r;
+	return r == -ENODATA ? 0 : r;
+}
+
+/*
+ * Invariant (9): what one session changed, the other sessions' kernels may
+ * hold cached (attributes, pages, names and negative names): tell them.
+ * Called after the reply, without lock: the kernel of the other session may
+ * hold the inode or directory lock the notification needs, for a request
+ * of its own that waits for lock (or for the reply of this one).  skip:
+ * the session that made the change (NULL: a command made it, tell all).
+ */
+void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t ino,
+			    const char *name, off_t off, off_t len)
+{
+	if (skip && atomic_load(&m->nr_sess) < 2)
+		return;
+	pthread_rwlock_rdlock(&m->sess_rw);
+	for (struct fsess *o = m->sess; o; o = o->next) {
+		if (o == skip)
+			continue;
+		if (name)	/* a name of directory ino (made, removed, renamed) */
+			fm_lf->lowlevel_notify_inval_entry(o->se, ino, name, strlen(name));
+		else		/* ino's attributes, and its pages in [off, off + len) unless off < 0 */
+			fm_lf->lowlevel_notify_inval_inode(o->se, ino, off, len);
+	}
+	pthread_rwlock_unlock(&m->sess_rw);
+}
+
+void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
+{
+	fm_notify_sessions(s->m, s, ino, NULL, off, len);
+}
+
+void fm_others_entry(struct fsess *s, fuse_ino_t parent, const char *name)
+{
+	fm_notify_sessions(s->m, s, parent, name, 0, 0);
+}
+
+/* ------------------------------------------------------------ fs timestats */
+
+/* The upper bound (ns) of the histogram bucket holding the q-th of n calls. */
+static uint64_t req_quantile(const struct req_stat *st, double q)
+{
+	uint64_t want = (uint64_t)(q * st->calls), seen = 0;
+
+	for (unsigned b = 0; b < REQ_HIST; b++) {
+		seen += st->hist[b];
+		if (seen > want || b == REQ_HIST - 1)
+			return (b == REQ_HIST - 1 ? st->max_ns / 1000 : (1ULL << b)) * 1000ULL;
+	}
+	return st->max_ns;
+}
+
+/*
+ * `fs timestats [--json] [--reset]` (cmd_fs_timestats.c forwards it): the
+ * request statistics since the daemon started or was last reset.
+ */
+int cmd_fusemount_timestats_body(struct cmd_ctx *x, int argc, char **argv)
+{
+	bool json = false, reset = false;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			json = true;
+		else if (!strcmp(argv[i], "--reset"))
+			reset = true;
+		else {
+			fprintf(x->err, "bcachefs fs timestats: unknown argument '%s'\n", argv[i]);
+			return EXIT_USAGE;
+		}
+	}
+	if (!x->mounted || !x->priv) {
+		fprintf(x->err, "bcachefs fs timestats: only a fusemount daemon keeps them\n");
+		return EXIT_USAGE;
+	}
+	/* a reset is a change: only under the name whose rights were checked (ctl_server.c) */
+	if (reset && strcmp(x->cmd, "fs timestats --reset")) {
+		fprintf(x->err, "bcachefs fs timestats: --reset sent as a read-only request\n");
+		return EXIT_USAGE;
+	}
+	struct req_stat *copy = malloc(sizeof(req_stats));
+	if (!copy)
+		return EXIT_FAIL;
+	x->lock(x);
+	memcpy(copy, req_stats, sizeof(req_stats));
+	int64_t since = fm_req_stats_since;	/* RFC 3339, as every --json time */
+	uint64_t unlocked = atomic_load(&fm_reads_unlocked), redone = atomic_load(&fm_reads_redone);
+	uint64_t w_unlocked = atomic_load(&fm_writes_unlocked), w_redone = atomic_load(&fm_writes_redone);
+	uint64_t w_combined = atomic_load(&fm_writes_combined);
+	if (reset) {
+		atomic_fetch_sub(&fm_writes_unlocked, w_unlocked);
+		atomic_fetch_sub(&fm_writes_redone, w_redone);
+		atomic_fetch_sub(&fm_writes_combined, w_combined);
+		memset(req_stats, 0, sizeof(req_stats));
+		fm_req_stats_since = fm_real_ns();
+		atomic_fetch_sub(&fm_reads_unlocked, unlocked);
+		atomic_fetch_sub(&fm_reads_redone, redone);
+	}
+	x->unlock(x);
+
+	char when[64] = "";
+	time_t secs = since / 1000000000LL;
+	struct tm tm;
+	if (gmtime_r(&secs, &tm))
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (json) {
+		fprintf(x->out, "{\"version\": %d, \"since\": \"%s\", \"requests\": [", BCH_JSON_VERSION,
+			when);
+		bool first = true;
+		for (unsigned i = 0; i < REQ_NR; i++) {
+			const struct req_stat *st = &copy[i];
+			if (!st->calls)
+				continue;
+			fprintf(x->out, "%s{\"type\": \"%s\", \"calls\": %" PRIu64 ", \"wait_ns\": %" PRIu64
+				", \"hold_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 ", \"p50_ns\": %" PRIu64
+				", \"p99_ns\": %" PRIu64 "}", first ? "" : ", ", req_names[i], st->calls,
+				st->wait_ns, st->hold_ns, st->max_ns, req_quantile(st, .5),
+				req_quantile(st, .99));
+			first = false;
+		}
+		fprintf(x->out, "], \"reads_unlocked\": %" PRIu64 ", \"reads_redone\": %" PRIu64
+			", \"writes_unlocked\": %" PRIu64 ", \"writes_redone\": %" PRIu64
+			", \"writes_combined\": %" PRIu64 "}\n",
+			unlocked, redone, w_unlocked, w_redone, w_combined);
+	} else {
+		fprintf(x->out, "Requests since %s: the engine lock, waited for and held, per request type\n"
+			"%-16s %9s %10s %9s %9s %9s %9s %6s\n", when, "type", "calls", "total ms",
+			"mean us", "p50 us", "p99 us", "max us", "wait%");
+		for (unsigned i = 0; i < REQ_NR; i++) {
+			const struct req_stat *st = &copy[i];
+			if (!st->calls)
+				continue;
+			uint64_t total = st->wait_ns + st->hold_ns;
+			fprintf(x->out, "%-16s %9" PRIu64 " %10.1f %9.1f %9" PRIu64 " %9" PRIu64 " %9.1f %6.1f\n",
+				req_names[i], st->calls, total / 1e6, total / 1e3 / st->calls,
+				req_quantile(st, .5) / 1000, req_quantile(st, .99) / 1000, st->max_ns / 1e3,
+				total ? 100.0 * st->wait_ns / total : 0.0);
+		}
+		fprintf(x->out, "(p50 and p99: the upper bound of a power-of-two bucket)\n"
+			"Reads outside the lock: %" PRIu64 ", redone under it: %" PRIu64 "\n"
+			"Writes outside the lock: %" PRIu64 ", redone under it: %" PRIu64
+			", ended in another's hold of it: %" PRIu64 "\n",
+			unlocked, redone, w_unlocked, w_redone, w_combined);
+	}
+	free(copy);
+	return EXIT_OK;
+}
