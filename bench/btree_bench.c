@@ -199,6 +199,8 @@ static void debug_stats(struct bch_fs *c, const char *path, const char *when)
 		st.arena_resident / 1048576.0,
 		st.index / 1048576.0, st.pending / 1048576.0);
 	rss_status("  ");
+	if (getenv("BENCH_MALLOC_INFO"))
+		malloc_info(0, stderr);
 	if (getenv("BENCH_TRIM")) {
 		malloc_trim(0);
 		rss_status("  trimmed:");

@@ -687,6 +687,32 @@ static int write_ptrs(struct bch_fs *c, struct btree *b, const void *buf, size_t
 	return 0;
 }
 
+/*
+ * A write's buffer: page-aligned, as bch_dev_alloc_buf()'s, but past
+ * ARENA_MAP_MIN pages of its own from the arenas' allocator (or its spare
+ * mapping): appends of 50-150 KiB (a leaf's changed keys) and whole nodes,
+ * from the heap, left holes of their size there, resident, which the
+ * nodes' small arrays then split up.
+ */
+static void *write_buf_alloc(size_t bytes)
+{
+	void *p;
+
+	if (!bch_node_arena_mapped(bytes))
+		return bch_dev_alloc_buf(bytes);
+	p = bch_node_arena_alloc(bytes);
+	memset(p, 0, bytes);
+	return p;
+}
+
+static void write_buf_free(void *p, size_t bytes)
+{
+	if (!bch_node_arena_mapped(bytes))
+		free(p);
+	else
+		bch_node_arena_free(p, bytes);
+}
+
 static void pack_keys(__le64 *dst, const struct btree *b)
 {
 	for (unsigned i = 0; i < b->nr; i++) {
@@ -697,39 +723,17 @@ static void pack_keys(__le64 *dst, const struct btree *b)
 }
 
 /*
- * The pending positions' keys (sorted: bch_btree_node_append_sectors() did
- * it), each the live key or the whiteout, into dst of b->pending_u64s words.
- * A changed position that is neither would write a bset that is not what
- * the journal says: refused.
+ * The changed keys and the deletes' whiteouts (sorted:
+ * bch_btree_node_append_sectors() did it) into dst of b->pending_u64s words.
+ * Anything else than that count would write a bset that is not what the
+ * journal says: refused.
  */
 static int pack_pending(struct bch_fs *c, __le64 *dst, struct btree *b)
 {
-	size_t u64s = 0;
+	size_t u64s = bch_btree_node_pending_pack(b, (uint64_t *)dst, b->pending_u64s);
 
-	for (unsigned i = 0; i < b->nr_pending; i++) {
-		const struct btree_pending *e = &b->pending[i];
-		const struct bch_bkey *k = e->kind == PENDING_COPY ? e->copy : NULL;
-		struct bch_bkey w;
-		if (e->kind == PENDING_WHITEOUT) {
-			memset(&w, 0, sizeof(w));
-			w.u64s = BCH_BKEY_U64s;
-			w.type = BCH_BKEY_deleted;
-			w.size = e->size;
-			w.version = e->version;
-			w.p = e->p;
-			k = &w;
-		} else if (!k) {
-			int j = bch_btree_node_find(b, e->p);
-			if (j < (int)b->nr && bpos_eq(bch_btree_key(b, j)->p, e->p))
-				k = bch_btree_key(b, j);
-		}
-		if (!k || u64s + k->u64s > b->pending_u64s)
-			return bch_fs_err(c, -EIO, "btree: changed key at %llu:%llu:%u lost before its write",
-					  (unsigned long long)e->p.inode,
-					  (unsigned long long)e->p.offset, e->p.snapshot);
-		memcpy(dst + u64s, k, bkey_bytes(k));
-		u64s += k->u64s;
-	}
+	if (u64s == SIZE_MAX)
+		return bch_fs_err(c, -EIO, "btree: changed keys past their count");
 	return u64s == b->pending_u64s ? 0 : bch_fs_err(c, -EIO, "btree: changed keys miscounted");
 }
 
@@ -746,10 +750,9 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 
 		if (bytes > node_bytes(c))
 			return bch_fs_err(c, -EINVAL, "btree node content too big to write");
-		n = bch_dev_alloc_buf(bytes);
+		n = write_buf_alloc(bytes);
 		if (!n)
 			return -ENOMEM;
-		memset(n, 0, bytes);
 		n->magic = BCH_BTREE_NODE_MAGIC;
 		memcpy(n->fs_uuid, c->sb->uuid, BCH_UUID_SIZE);
 		n->btree_id = b->id;
@@ -776,7 +779,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 					   sizeof(*n) - sizeof(n->csum) + b->u64s * 8, &n->csum);
 		if (!ret)
 			ret = write_ptrs(c, b, n, bytes, 0);
-		free(n);
+		write_buf_free(n, bytes);
 		if (!ret) {
 			b->sectors_written = bytes >> BCH_SECTOR_SHIFT;
 			b->csum_type = csum_type;
@@ -787,10 +790,9 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 
 		if (((size_t)b->sectors_written << BCH_SECTOR_SHIFT) + bytes > node_bytes(c))
 			return bch_fs_err(c, -EINVAL, "btree node append past its space");
-		e = bch_dev_alloc_buf(bytes);
+		e = write_buf_alloc(bytes);
 		if (!e)
 			return -ENOMEM;
-		memset(e, 0, bytes);
 		e->keys.seq = b->seq;
 		e->keys.journal_seq = b->journal_seq;
 		e->keys.version = bch_fs_write_version(c);
@@ -819,7 +821,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 					   sizeof(e->keys) + b->pending_u64s * 8, &e->csum);
 		if (!ret)
 			ret = write_ptrs(c, b, e, bytes, b->sectors_written);
-		free(e);
+		write_buf_free(e, bytes);
 		if (!ret)
 			b->sectors_written += bytes >> BCH_SECTOR_SHIFT;
 	}
