@@ -1158,8 +1158,11 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 		if (k->type == BCH_BKEY_deleted)
 			return;
 		if (b->nr == b->cap) {
-			/* by half: a leaf's arrays are a good part of its memory */
-			b->cap = b->cap + b->cap / 2 + 16;
+			/*
+			 * by an eighth: a leaf's arrays are a good part of its
+			 * memory (by half, 1M random keys left 0.3M spare)
+			 */
+			b->cap = b->cap + b->cap / 8 + 16;
 			b->koff = realloc(b->koff, b->cap * idx_size(b));
 			b->kpos = realloc(b->kpos, b->cap * idx_size(b));
 			if (!b->koff || !b->kpos)
