@@ -337,6 +337,11 @@ static void run_ours(const char *dir, uint64_t n, struct result *res)
 		if ((i + 1) % TXN == 0 || i + 1 == n)
 			if (bch_trans_commit(t, BCH_TRANS_SYNC))
 				die("delete", c->err_msg);
+		if (getenv("BENCH_DEBUG") && (i + 1) % (n / 20 ? n / 20 : 1) == 0) {
+			fprintf(stderr, "%" PRIu64 " deleted: cache %.1fM;", i + 1,
+				bch_btree_cache_bytes(c) / 1048576.0);
+			rss_status("");
+		}
 	}
 	res->ops[3] = n / (now() - t0);
 	debug_stats(c, path, "after delete");

@@ -75,17 +75,12 @@ struct bch_fs;
  * the index instead (kdirty).
  */
 struct btree_pending {
-	struct bch_bpos		p;
-	union {
-		uint64_t	version;	/* PENDING_WHITEOUT: the whiteout's */
-		struct bch_bkey	*copy;		/* PENDING_COPY: a delete unlike a whiteout
-						 * (kv --unchecked), kept whole */
-	};
-	uint32_t		size;		/* PENDING_WHITEOUT: the whiteout's */
-	uint8_t			kind;
-#define PENDING_WHITEOUT	1		/* a header-only deleted key */
-#define PENDING_COPY		2
+	struct bch_bpos		p;		/* p.pad (zero on disk): 0 for a plain
+						 * whiteout (no version, size, value),
+						 * else 1 + its copy's slot in
+						 * pending_copies (kv --unchecked) */
 };
+_Static_assert(sizeof(struct btree_pending) == 24, "btree_pending size");
 
 struct btree {
 	uint8_t			id;
@@ -150,7 +145,8 @@ struct btree {
 	unsigned		last_insert;	/* index of the key node_array_insert() placed */
 	struct btree_pending	*pending;
 	unsigned		nr_pending, cap_pending, nr_pending_sorted;
-	unsigned		nr_pending_copies;	/* entries of kind PENDING_COPY */
+	struct bch_bkey		**pending_copies;	/* deletes unlike a plain whiteout, whole */
+	unsigned		nr_pending_copies, nr_copy_slots, cap_copy_slots;
 	size_t			pending_u64s;	/* of the bset they make: exact once sorted */
 
 	bool			dirty;

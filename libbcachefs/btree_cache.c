@@ -1263,13 +1263,17 @@ add:;
 	struct btree_pending *e = &b->pending[b->nr_pending++];
 
 	e->p = k->p;
-	if (k->u64s == BCH_BKEY_U64s && !k->flags) {
-		e->kind = PENDING_WHITEOUT;
-		e->version = k->version;
-		e->size = k->size;
-	} else {
-		e->kind = PENDING_COPY;
-		e->copy = bch_bkey_dup(k);
+	e->p.pad = 0;
+	if (k->u64s != BCH_BKEY_U64s || k->flags || k->version || k->size || k->p.pad) {
+		if (b->nr_copy_slots == b->cap_copy_slots) {
+			b->cap_copy_slots = b->cap_copy_slots ? b->cap_copy_slots * 2 : 4;
+			b->pending_copies = realloc(b->pending_copies,
+						    b->cap_copy_slots * sizeof(*b->pending_copies));
+			if (!b->pending_copies)
+				abort();
+		}
+		b->pending_copies[b->nr_copy_slots] = bch_bkey_dup(k);
+		e->p.pad = ++b->nr_copy_slots;
 		b->nr_pending_copies++;
 	}
 	/* still sorted when it comes after the last (keys in order) */
@@ -1305,19 +1309,18 @@ static void pending_msort(struct btree_pending *a, struct btree_pending *tmp, un
 
 static void pending_drop(struct btree *b, struct btree_pending *e)
 {
-	if (e->kind == PENDING_COPY) {
-		free(e->copy);
-		e->kind = PENDING_WHITEOUT;
-		e->version = 0;
-		e->size = 0;
+	if (e->p.pad) {
+		free(b->pending_copies[e->p.pad - 1]);
+		b->pending_copies[e->p.pad - 1] = NULL;
+		e->p.pad = 0;
 		b->nr_pending_copies--;
 	}
 }
 
 /* The words pending entry e takes in a bset: its whiteout or its copy. */
-static size_t pending_entry_u64s(const struct btree_pending *e)
+static size_t pending_entry_u64s(const struct btree *b, const struct btree_pending *e)
 {
-	return e->kind == PENDING_COPY ? e->copy->u64s : BCH_BKEY_U64s;
+	return e->p.pad ? b->pending_copies[e->p.pad - 1]->u64s : BCH_BKEY_U64s;
 }
 
 /*
@@ -1385,7 +1388,7 @@ void bch_btree_node_pending_sort(struct btree *b)
 	b->nr_pending = b->nr_pending_sorted = o;
 	b->pending_u64s = 0;
 	for (unsigned i = 0; i < b->nr_pending; i++)
-		b->pending_u64s += pending_entry_u64s(&b->pending[i]);
+		b->pending_u64s += pending_entry_u64s(b, &b->pending[i]);
 	for (unsigned w = 0; b->nr_dirty && w < b->dirty_words; w++)
 		for (uint64_t m = b->kdirty[w]; m; m &= m - 1)
 			b->pending_u64s += bch_btree_key(b, w * 64 + __builtin_ctzll(m))->u64s;
@@ -1418,15 +1421,13 @@ size_t bch_btree_node_pending_pack(const struct btree *b, uint64_t *dst, size_t 
 		if (j < b->nr && (!e || bpos_cmp(bch_btree_key(b, j)->p, e->p) < 0)) {
 			k = bch_btree_key(b, j);
 			j = dirty_next(b, j + 1);
-		} else if (e->kind == PENDING_COPY) {
-			k = e->copy;
+		} else if (e->p.pad) {
+			k = b->pending_copies[e->p.pad - 1];
 			i++;
 		} else {
 			memset(&w, 0, sizeof(w));
 			w.u64s = BCH_BKEY_U64s;
 			w.type = BCH_BKEY_deleted;
-			w.size = e->size;
-			w.version = e->version;
 			w.p = e->p;
 			k = &w;
 			i++;
@@ -1444,6 +1445,9 @@ void bch_btree_node_pending_clear(struct btree *b)
 	for (unsigned i = 0; i < b->nr_pending; i++)
 		pending_drop(b, &b->pending[i]);
 	dirty_clear(b);
+	free(b->pending_copies);
+	b->pending_copies = NULL;
+	b->nr_copy_slots = b->cap_copy_slots = 0;
 	b->nr_pending = b->nr_pending_sorted = 0;
 	b->pending_u64s = 0;
 	if (b->cap_pending > 16) {	/* a written node may stay clean a long time */

@@ -415,3 +415,48 @@ Test(btree_keys, pending_bits_follow_keys)
 	free(m.p);
 	free(changed);
 }
+
+/*
+ * A delete unlike a plain whiteout (a version, a size: kv --unchecked) is
+ * kept whole and written as it came, the newest of its position; a plain
+ * one is written from its position alone.
+ */
+Test(btree_keys, pending_copies_written_whole)
+{
+	struct btree *b = node(POS_MIN, POS_MAX);
+	struct model m = { 0 };
+	uint64_t want[64] = { 0 };	/* the newest delete's version at inode i (0: plain) */
+
+	rng_state = 11;
+	for (unsigned i = 0; i < 64; i++)
+		change(b, &m, POS(i, 0, 0), false, i);
+	bch_btree_node_pending_clear(b);
+	for (unsigned r = 0; r < 400; r++) {
+		unsigned i = rng() % 64;
+		struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_deleted, POS(i, 0, 0), 0);
+		k->version = rng() % 2 ? r + 1 : 0;
+		k->size = k->version ? 8 : 0;
+		bch_btree_node_insert_key(b, k);
+		bch_btree_node_pending_add(b, k);
+		model_set(&m, k->p, true);
+		want[i] = k->version;
+		free(k);
+	}
+	bch_btree_node_pending_sort(b);
+	uint64_t buf[64 * BCH_BKEY_U64s];
+	size_t u64s = bch_btree_node_pending_pack(b, buf, sizeof(buf) / 8);
+	cr_assert_eq(u64s, b->pending_u64s);
+	unsigned nr = 0;
+	for (size_t o = 0; o < u64s; o += BCH_BKEY_U64s, nr++) {
+		const struct bch_bkey *k = (const void *)(buf + o);
+		cr_assert_eq(k->type, BCH_BKEY_deleted);
+		cr_assert_eq(k->p.pad, 0, "slot leaked into the position");
+		cr_assert_eq(k->version, want[k->p.inode], "inode %" PRIu64 ": version %" PRIu64
+			     ", newest %" PRIu64, (uint64_t)k->p.inode, (uint64_t)k->version,
+			     want[k->p.inode]);
+		cr_assert_eq(k->size, want[k->p.inode] ? 8U : 0U);
+	}
+	cr_assert_eq(nr, b->nr_pending);
+	node_free(b);
+	free(m.p);
+}
