@@ -274,11 +274,6 @@ static size_t page_round(size_t bytes)
 	return (bytes + page - 1) & ~(page - 1);
 }
 
-bool bch_node_arena_mapped(size_t bytes)
-{
-	return bytes >= ARENA_MAP_MIN;
-}
-
 void *bch_node_arena_alloc(size_t bytes)
 {
 	void *p = NULL;
@@ -772,11 +767,13 @@ static int write_cold(struct bch_fs *c, struct btree *b)
  * with a 83.3M image, 1/192 at 88.2M with 89.4M, 1/256 at 87.8M with
  * 97.0M.  With the changed keys as bits, the inserts write nothing for the
  * budget: 87.2M at their end, image 81.1M; the deletes' whiteouts are the
- * lists, which at 1/192 (1 MiB) peaked at 88.1M, 1/1024 (256 KiB) at
- * 87.8M but with 350k appends (a leaf's append updates its parent's hint),
- * deletes 4x slower; 1/384 (512 KiB) stays under the inserts' peak.)
+ * lists, which at 1/192 (1 MiB, 40-byte entries) peaked at 88.1M, 1/1024
+ * (256 KiB) at 87.8M but with 350k appends (a leaf's append updates its
+ * parent's hint), deletes 4x slower.  With 24-byte entries, 1/320 (800
+ * KiB: as many whiteouts as 1/192 held) keeps the deletes' memory within
+ * 0.1M of the inserts' end and their speed.)
  */
-#define PENDING_SHARE	384
+#define PENDING_SHARE	320
 #define PENDING_MIN	(512U << 10)
 
 static int write_pending(struct bch_fs *c)

@@ -687,32 +687,6 @@ static int write_ptrs(struct bch_fs *c, struct btree *b, const void *buf, size_t
 	return 0;
 }
 
-/*
- * A write's buffer: page-aligned, as bch_dev_alloc_buf()'s, but past
- * ARENA_MAP_MIN pages of its own from the arenas' allocator (or its spare
- * mapping): appends of 50-150 KiB (a leaf's changed keys) and whole nodes,
- * from the heap, left holes of their size there, resident, which the
- * nodes' small arrays then split up.
- */
-static void *write_buf_alloc(size_t bytes)
-{
-	void *p;
-
-	if (!bch_node_arena_mapped(bytes))
-		return bch_dev_alloc_buf(bytes);
-	p = bch_node_arena_alloc(bytes);
-	memset(p, 0, bytes);
-	return p;
-}
-
-static void write_buf_free(void *p, size_t bytes)
-{
-	if (!bch_node_arena_mapped(bytes))
-		free(p);
-	else
-		bch_node_arena_free(p, bytes);
-}
-
 static void pack_keys(__le64 *dst, const struct btree *b)
 {
 	for (unsigned i = 0; i < b->nr; i++) {
@@ -750,7 +724,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 
 		if (bytes > node_bytes(c))
 			return bch_fs_err(c, -EINVAL, "btree node content too big to write");
-		n = write_buf_alloc(bytes);
+		n = bch_dev_alloc_buf(bytes);
 		if (!n)
 			return -ENOMEM;
 		n->magic = BCH_BTREE_NODE_MAGIC;
@@ -779,7 +753,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 					   sizeof(*n) - sizeof(n->csum) + b->u64s * 8, &n->csum);
 		if (!ret)
 			ret = write_ptrs(c, b, n, bytes, 0);
-		write_buf_free(n, bytes);
+		free(n);
 		if (!ret) {
 			b->sectors_written = bytes >> BCH_SECTOR_SHIFT;
 			b->csum_type = csum_type;
@@ -790,7 +764,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 
 		if (((size_t)b->sectors_written << BCH_SECTOR_SHIFT) + bytes > node_bytes(c))
 			return bch_fs_err(c, -EINVAL, "btree node append past its space");
-		e = write_buf_alloc(bytes);
+		e = bch_dev_alloc_buf(bytes);
 		if (!e)
 			return -ENOMEM;
 		e->keys.seq = b->seq;
@@ -821,7 +795,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 					   sizeof(e->keys) + b->pending_u64s * 8, &e->csum);
 		if (!ret)
 			ret = write_ptrs(c, b, e, bytes, b->sectors_written);
-		write_buf_free(e, bytes);
+		free(e);
 		if (!ret)
 			b->sectors_written += bytes >> BCH_SECTOR_SHIFT;
 	}
