@@ -20,9 +20,13 @@
  *   build/btree-bench DIR [N]       (make bench runs it)
  *
  * BENCH_DEBUG=1 also prints our process's memory every tenth of the
- * inserts (where the peak builds up); with BENCH_SMAPS=1 each of its
+ * inserts and every twentieth of the deletes (where the peak builds up),
+ * and the leaves' arenas resident (mincore); with BENCH_SMAPS=1 each of its
  * mappings of 64 KiB or more, with BENCH_TRIM=1 what malloc_trim() would
- * hand back after the inserts (heap holes of whole pages).
+ * hand back after the inserts (heap holes of whole pages), with
+ * BENCH_MALLOC_INFO=1 malloc_info()'s free chunks, with BENCH_NODES=1 each
+ * leaf's arena.  BENCH_INPROC=1 runs the engine in this process (heaptrack,
+ * which does not follow forks).
  *
  * BENCH_ENGINE=ours (or lmdb) runs one engine only: A/B runs of two builds
  * of ours, alternated, on a machine whose load moves; BENCH_CPU=1 times
