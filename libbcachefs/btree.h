@@ -142,6 +142,8 @@ struct btree {
 	 */
 	uint64_t		*kdirty;	/* NULL until a key changes; bits >= nr are 0 */
 	unsigned		dirty_words, nr_dirty;	/* allocated; bits set */
+	bool			pending_recheck;	/* a key came in while deletes were
+						 * pending: one may be superseded */
 	unsigned		last_insert;	/* index of the key node_array_insert() placed */
 	struct btree_pending	*pending;
 	unsigned		nr_pending, cap_pending, nr_pending_sorted;

@@ -1187,6 +1187,8 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 		node_array_insert(b, k);
 		return;
 	}
+	if (b->nr_pending)
+		b->pending_recheck = true;	/* over a pending delete, maybe */
 	/* appended to the arena (no malloc a key; a scan still walks one block) */
 	size_t kb = bkey_bytes(k);
 	struct bch_bkey *own = NULL;
@@ -1374,15 +1376,22 @@ void bch_btree_node_pending_sort(struct btree *b)
 		free(tmp);
 		b->nr_pending = b->nr_pending_sorted = o;
 	}
-	/* a delete whose position holds a key again is superseded (the key's bit says so) */
-	unsigned o = 0;
-	for (unsigned i = 0; i < b->nr_pending; i++) {
-		if (holds_key(b, b->pending[i].p))
-			pending_drop(b, &b->pending[i]);
-		else
-			b->pending[o++] = b->pending[i];
+	/*
+	 * a delete whose position holds a key again is superseded (the key's
+	 * bit says so): looked for only when a key came in since (a search a
+	 * whiteout cost the deletes 8% of their CPU)
+	 */
+	if (b->pending_recheck) {
+		unsigned o = 0;
+		for (unsigned i = 0; i < b->nr_pending; i++) {
+			if (holds_key(b, b->pending[i].p))
+				pending_drop(b, &b->pending[i]);
+			else
+				b->pending[o++] = b->pending[i];
+		}
+		b->nr_pending = b->nr_pending_sorted = o;
+		b->pending_recheck = false;
 	}
-	b->nr_pending = b->nr_pending_sorted = o;
 	b->pending_u64s = 0;
 	for (unsigned i = 0; i < b->nr_pending; i++)
 		b->pending_u64s += pending_entry_u64s(b, &b->pending[i]);
@@ -1442,6 +1451,7 @@ void bch_btree_node_pending_clear(struct btree *b)
 	for (unsigned i = 0; i < b->nr_pending; i++)
 		pending_drop(b, &b->pending[i]);
 	dirty_clear(b);
+	b->pending_recheck = false;
 	free(b->pending_copies);
 	b->pending_copies = NULL;
 	b->nr_copy_slots = b->cap_copy_slots = 0;
