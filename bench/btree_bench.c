@@ -20,9 +20,13 @@
  *   build/btree-bench DIR [N]       (make bench runs it)
  *
  * BENCH_DEBUG=1 also prints our process's memory every tenth of the
- * inserts (where the peak builds up); with BENCH_SMAPS=1 each of its
+ * inserts and every twentieth of the deletes (where the peak builds up),
+ * and the leaves' arenas resident (mincore); with BENCH_SMAPS=1 each of its
  * mappings of 64 KiB or more, with BENCH_TRIM=1 what malloc_trim() would
- * hand back after the inserts (heap holes of whole pages).
+ * hand back after the inserts (heap holes of whole pages), with
+ * BENCH_MALLOC_INFO=1 malloc_info()'s free chunks, with BENCH_NODES=1 each
+ * leaf's arena.  BENCH_INPROC=1 runs the engine in this process (heaptrack,
+ * which does not follow forks).
  *
  * BENCH_ENGINE=ours (or lmdb) runs one engine only: A/B runs of two builds
  * of ours, alternated, on a machine whose load moves; BENCH_CPU=1 times
@@ -37,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -102,7 +107,27 @@ static uint64_t file_bytes(const char *path)
 struct tree_stats {
 	uint64_t nodes[4], keys, u64s, sectors_written, node_bytes;
 	uint64_t arena, arena_used, index, pending, nr;
+	uint64_t arena_resident;	/* pages of the arenas in memory (mincore) */
 };
+
+/* Bytes of [p, p + len) resident (mmap'd arenas; heap ones count as their length). */
+static uint64_t resident_bytes(const void *p, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)p & ~(page - 1), hi = ((uintptr_t)p + len + page - 1) & ~(page - 1);
+	size_t n = (hi - lo) / page;
+	unsigned char *v = malloc(n ? n : 1);
+	uint64_t r = 0;
+
+	if (!v || mincore((void *)lo, hi - lo, v)) {
+		free(v);
+		return len;
+	}
+	for (size_t i = 0; i < n; i++)
+		r += (v[i] & 1) ? page : 0;
+	free(v);
+	return r;
+}
 
 static int count_node(struct bch_fs *c, struct btree *b, void *priv)
 {
@@ -118,6 +143,14 @@ static int count_node(struct bch_fs *c, struct btree *b, void *priv)
 	st->node_bytes += bch_btree_node_bytes(b);
 	st->arena += b->arena_bytes;
 	st->arena_used += b->arena_used;
+	if (b->arena) {
+		uint64_t r = resident_bytes(b->arena, b->arena_bytes);
+		st->arena_resident += r;
+		if (getenv("BENCH_NODES") && !b->level)
+			fprintf(stderr, "node nr %u used %zu bytes %zu resident %" PRIu64 " over %" PRId64 "\n",
+				b->nr, b->arena_used, b->arena_bytes, r,
+				(int64_t)r - (int64_t)((b->arena_used + 4095) & ~4095UL));
+	}
 	st->index += bch_btree_node_bytes(b) - sizeof(*b) - b->u64s * 8 - bch_btree_node_pending_bytes(b);
 	st->pending += bch_btree_node_pending_bytes(b);
 	st->nr += b->nr;
@@ -164,11 +197,14 @@ static void debug_stats(struct bch_fs *c, const char *path, const char *when)
 	fprintf(stderr, "%s: before flush: cache %.1fM, peak RSS so far %.1fM\n", when,
 		bch_btree_cache_bytes(c) / 1048576.0, ru.ru_maxrss / 1024.0);
 	bch_btree_walk_nodes(c, BCH_BTREE_ID_test, count_node, &st);
-	fprintf(stderr, "  test btree: keys %.1fM (%" PRIu64 "), arenas %.1fM (used %.1fM),"
-		" index %.1fM, pending %.1fM\n",
+	fprintf(stderr, "  test btree: keys %.1fM (%" PRIu64 "), arenas %.1fM (used %.1fM,"
+		" resident %.2fM), index %.1fM, pending %.1fM\n",
 		st.u64s * 8 / 1048576.0, st.nr, st.arena / 1048576.0, st.arena_used / 1048576.0,
+		st.arena_resident / 1048576.0,
 		st.index / 1048576.0, st.pending / 1048576.0);
 	rss_status("  ");
+	if (getenv("BENCH_MALLOC_INFO"))
+		malloc_info(0, stderr);
 	if (getenv("BENCH_TRIM")) {
 		malloc_trim(0);
 		rss_status("  trimmed:");
@@ -305,6 +341,11 @@ static void run_ours(const char *dir, uint64_t n, struct result *res)
 		if ((i + 1) % TXN == 0 || i + 1 == n)
 			if (bch_trans_commit(t, BCH_TRANS_SYNC))
 				die("delete", c->err_msg);
+		if (getenv("BENCH_DEBUG") && (i + 1) % (n / 20 ? n / 20 : 1) == 0) {
+			fprintf(stderr, "%" PRIu64 " deleted: cache %.1fM;", i + 1,
+				bch_btree_cache_bytes(c) / 1048576.0);
+			rss_status("");
+		}
 	}
 	res->ops[3] = n / (now() - t0);
 	debug_stats(c, path, "after delete");
@@ -420,6 +461,13 @@ static void in_child(void (*fn)(const char *, uint64_t, struct result *), const 
 {
 	int fds[2];
 
+	if (getenv("BENCH_INPROC")) {	/* a memory profiler that does not follow forks */
+		struct rusage ru;
+		fn(dir, n, res);
+		getrusage(RUSAGE_SELF, &ru);
+		res->rss_kib = ru.ru_maxrss;
+		return;
+	}
 	if (pipe(fds))
 		die("pipe", strerror(errno));
 	pid_t pid = fork();

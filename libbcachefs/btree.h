@@ -17,10 +17,10 @@
  * (a scan walks memory in order); inserts since are
  * appended to the arena's room (an eighth more than its keys when packed),
  * which is packed again, or grown in place, when it runs out.  It also
- * holds the positions changed since it was last written (`pending`: the
- * key is the live one, a delete keeps its whiteout; appended as they come
- * and sorted when written or when they pile up), whose keys the next write
- * appends to the node's space as a new bset.  When the space is used up
+ * holds what changed since it was last written: a bit beside each key
+ * changed (kdirty), and the positions deleted (`pending`, each keeping its
+ * whiteout; appended as they come and sorted when written or when they
+ * pile up), which the next write appends to the node's space as a new bset.  When the space is used up
  * the node is rewritten compacted to a new place and its parent updated.
  *
  * Invariants
@@ -69,20 +69,18 @@
 
 struct bch_fs;
 
-/* A position changed since its node was last written (struct btree's pending). */
+/*
+ * A position deleted since its node was last written (struct btree's
+ * pending): a changed position that holds a key is a bit beside the key in
+ * the index instead (kdirty).
+ */
 struct btree_pending {
-	struct bch_bpos		p;
-	union {
-		uint64_t	version;	/* PENDING_WHITEOUT: the whiteout's */
-		struct bch_bkey	*copy;		/* PENDING_COPY: a delete unlike a whiteout
-						 * (kv --unchecked), kept whole */
-	};
-	uint32_t		size;		/* PENDING_WHITEOUT: the whiteout's */
-	uint8_t			kind;
-#define PENDING_KEY		0		/* the live key at p (the node's) */
-#define PENDING_WHITEOUT	1		/* a header-only deleted key */
-#define PENDING_COPY		2
+	struct bch_bpos		p;		/* p.pad (zero on disk): 0 for a plain
+						 * whiteout (no version, size, value),
+						 * else 1 + its copy's slot in
+						 * pending_copies (kv --unchecked) */
 };
+_Static_assert(sizeof(struct btree_pending) == 24, "btree_pending size");
 
 struct btree {
 	uint8_t			id;
@@ -132,14 +130,25 @@ struct btree {
 						 * room; 0: no appends (a node's read bytes) */
 
 	/*
-	 * Changed since the last write: positions only (the key a position
-	 * holds now is the node's own; a delete keeps its whiteout's fields).  Appended
-	 * unsorted; [0, nr_pending_sorted) is sorted with one entry a
-	 * position, and bch_btree_node_pending_sort() sorts the rest in.
+	 * Changed since the last write.  A position that holds a key now: bit
+	 * i of kdirty for key i (the key is the node's own; the bits move with
+	 * the index's entries), a bit a key instead of a position a change:
+	 * the keys changed between two writes of a leaf are most of its keys
+	 * (random inserts), whose positions took as many bytes as the index.
+	 * A deleted position: an entry in pending (a delete keeps its
+	 * whiteout's fields), appended unsorted; [0, nr_pending_sorted) is
+	 * sorted with one entry a position, and bch_btree_node_pending_sort()
+	 * sorts the rest in and drops those whose position holds a key again.
 	 */
+	uint64_t		*kdirty;	/* NULL until a key changes; bits >= nr are 0 */
+	unsigned		dirty_words, nr_dirty;	/* allocated; bits set */
+	bool			pending_recheck;	/* a key came in while deletes were
+						 * pending: one may be superseded */
+	unsigned		last_insert;	/* index of the key node_array_insert() placed */
 	struct btree_pending	*pending;
 	unsigned		nr_pending, cap_pending, nr_pending_sorted;
-	unsigned		nr_pending_copies;	/* entries of kind PENDING_COPY */
+	struct bch_bkey		**pending_copies;	/* deletes unlike a plain whiteout, whole */
+	unsigned		nr_pending_copies, nr_copy_slots, cap_copy_slots;
 	size_t			pending_u64s;	/* of the bset they make: exact once sorted */
 
 	bool			dirty;
@@ -262,6 +271,17 @@ void bch_btree_node_arena_resize(struct btree *b, size_t bytes);
 void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k);	/* after insert_key */
 /* Sort and merge b's pending positions (newest wins); pending_u64s is then exact. */
 void bch_btree_node_pending_sort(struct btree *b);
+/* Anything changed since b was last written (keys or deletes)? */
+static inline bool bch_btree_node_has_pending(const struct btree *b)
+{
+	return b->nr_dirty || b->nr_pending;
+}
+/*
+ * The bset of b's changes, sorted (after bch_btree_node_pending_sort()): the
+ * changed keys and the deletes' whiteouts in position order, into dst of
+ * max_u64s words.  The words written, or SIZE_MAX when they do not fit.
+ */
+size_t bch_btree_node_pending_pack(const struct btree *b, uint64_t *dst, size_t max_u64s);
 /* Drop every pending position (the node was written). */
 void bch_btree_node_pending_clear(struct btree *b);
 void bch_btree_cache_account(struct bch_fs *c, long delta);

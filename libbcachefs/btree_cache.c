@@ -11,10 +11,11 @@
  * journal replay dirties every node it puts keys in, and its later reads
  * must not fail for want of a write it may not do.  Keys in a node are a sorted array searched by
  * binary search over 32-bit prefixes of their positions (below); they lie in
- * the node's arena, inserts appended to its room.  `pending` holds the
- * positions changed since the node was written, appended as they come and
- * sorted (one a position, the newest) when written; past a share of the
- * limit, dirty nodes are written to keep the lists short.
+ * the node's arena, inserts appended to its room.  What changed since the
+ * node was written: a bit per key changed (kdirty, moving with the index),
+ * and `pending` for the positions deleted, appended as they come and sorted
+ * (one a position, the newest) when written; past a share of the limit,
+ * dirty nodes are written to keep those lists short.
  *
  * Opened for fsck, a node that failed to read is remembered by its address
  * and seq (with the error and its message, up to BAD_NODES_MAX of them), so
@@ -145,8 +146,70 @@ static void index_narrow(struct btree *b)
 
 static size_t node_overhead(const struct btree *b)
 {
-	return sizeof(*b) + b->cap * 2 * idx_size(b) +
+	return sizeof(*b) + b->cap * 2 * idx_size(b) + b->dirty_words * sizeof(uint64_t) +
 	       bch_btree_node_pending_bytes(b);
+}
+
+/*
+ * The changed keys' bits (kdirty): they move with the index's entries, so
+ * bit i stays key i's.  Kept only while some are set (nr_dirty): a clean
+ * node's inserts and deletes shift nothing.
+ */
+static bool dirty_test(const struct btree *b, unsigned i)
+{
+	return b->nr_dirty && b->kdirty[i / 64] >> (i % 64) & 1;
+}
+
+/* Room for a bit per entry of the index (cap), the new words zero. */
+static void dirty_reserve(struct btree *b)
+{
+	unsigned words = (b->cap + 63) / 64;
+
+	if (words <= b->dirty_words)
+		return;
+	b->kdirty = realloc(b->kdirty, words * sizeof(uint64_t));
+	if (!b->kdirty)
+		abort();
+	memset(b->kdirty + b->dirty_words, 0, (words - b->dirty_words) * sizeof(uint64_t));
+	b->dirty_words = words;
+}
+
+/* An entry comes in at i (before b->nr grows): bits [i, nr) up by one, bit i clear. */
+static void dirty_insert(struct btree *b, unsigned i)
+{
+	if (!b->nr_dirty)
+		return;
+	dirty_reserve(b);
+	uint64_t *m = b->kdirty, low = i % 64 ? ~0ULL >> (64 - i % 64) : 0;
+	unsigned wi = i / 64, last = b->nr / 64;	/* bit nr is the highest one moved to */
+
+	for (unsigned w = last; w > wi; w--)
+		m[w] = m[w] << 1 | m[w - 1] >> 63;
+	m[wi] = (m[wi] & low) | (m[wi] & ~low) << 1;
+}
+
+/* Entry i goes (before b->nr drops): its bit with it, bits (i, nr) down by one. */
+static void dirty_remove(struct btree *b, unsigned i)
+{
+	if (!b->nr_dirty)
+		return;
+	uint64_t *m = b->kdirty, low = i % 64 ? ~0ULL >> (64 - i % 64) : 0;
+	unsigned wi = i / 64, last = (b->nr - 1) / 64;
+
+	if (m[wi] >> (i % 64) & 1)
+		b->nr_dirty--;
+	m[wi] = (m[wi] & low) | (m[wi] >> 1 & ~low);
+	for (unsigned w = wi; w < last; w++) {
+		m[w] |= m[w + 1] << 63;
+		m[w + 1] >>= 1;
+	}
+}
+
+static void dirty_clear(struct btree *b)
+{
+	if (b->nr_dirty)
+		memset(b->kdirty, 0, b->dirty_words * sizeof(uint64_t));
+	b->nr_dirty = 0;
 }
 
 size_t bch_btree_node_bytes(const struct btree *b)
@@ -311,6 +374,7 @@ static bool in_arena(const struct btree *b, const void *k)
 void bch_btree_node_free_keys(struct btree *b)
 {
 	b->mod++;
+	dirty_clear(b);		/* no keys: no bits */
 	bch_node_arena_free(b->arena, b->arena_bytes);
 	b->arena = NULL;
 	b->arena_bytes = 0;
@@ -323,8 +387,11 @@ void bch_btree_node_free_index(struct btree *b)
 {
 	free(b->koff);
 	free(b->kpos);
+	free(b->kdirty);
 	b->koff = NULL;
 	b->kpos = NULL;
+	b->kdirty = NULL;
+	b->dirty_words = b->nr_dirty = 0;
 	b->index_wide = false;
 	b->cap = 0;
 }
@@ -688,26 +755,31 @@ static int write_cold(struct bch_fs *c, struct btree *b)
 }
 
 /*
- * The pending lists hold a position for every key the journal has that the
- * nodes on disk lack: as many as the journal's dirty part, which can be far
- * more than the nodes' own size (a large journal, no reclaim needed yet).
- * Past 1/PENDING_SHARE of the cache's limit (1 MiB at least), the dirty
- * nodes from the cold end are written (appends) until half of it is left.
- * (btree-bench, 1M random keys, 256 MiB cache: a share of 1/16 peaked at
- * 120M, 1/64 at 106M, 1/128 at 104M with more writes; with 32-bit prefixes
- * 1/64 peaks at 101M, 1/128 at 98M: pending lists 2.3M -> 1.1M and a heap
- * less torn by their doubling, the image with all keys 85.4M -> 88.3M for
- * the smaller appends.  With 4-byte indexes, lists grown by a quarter
- * rather than doubled: less spare room in each, so more positions for the
- * same bytes: 1/128 peaks at 89.5M with a 83.3M image (88.3M doubled),
- * 1/192 at 88.2M with 89.4M, 1/256 at 87.8M with 97.0M.)
+ * The pending lists hold a position for every delete the journal has that
+ * the nodes on disk lack (a changed key is a bit beside it: kdirty): as
+ * many as the journal's dirty part, which can be far more than the nodes'
+ * own size (a large journal, no reclaim needed yet).  Past 1/PENDING_SHARE
+ * of the cache's limit (PENDING_MIN at least), the dirty nodes from the
+ * cold end are written (appends) until half of it is left.  (btree-bench,
+ * 1M random keys, 256 MiB cache, when the lists held every change: a share
+ * of 1/16 peaked at 120M, 1/64 at 106M, 1/128 at 104M with more writes;
+ * with 4-byte indexes and lists grown by a quarter, 1/128 peaked at 89.5M
+ * with a 83.3M image, 1/192 at 88.2M with 89.4M, 1/256 at 87.8M with
+ * 97.0M.  With the changed keys as bits, the inserts write nothing for the
+ * budget: 87.2M at their end, image 81.1M; the deletes' whiteouts are the
+ * lists, which at 1/192 (1 MiB, 40-byte entries) peaked at 88.1M, 1/1024
+ * (256 KiB) at 87.8M but with 350k appends (a leaf's append updates its
+ * parent's hint), deletes 4x slower.  With 24-byte entries, 1/320 (800
+ * KiB: as many whiteouts as 1/192 held) keeps the deletes' memory within
+ * 0.1M of the inserts' end and their speed.)
  */
-#define PENDING_SHARE	192
+#define PENDING_SHARE	320
+#define PENDING_MIN	(512U << 10)
 
 static int write_pending(struct bch_fs *c)
 {
 	struct bch_btree_cache *bc = BC(c);
-	size_t budget = bc->limit / PENDING_SHARE > (1U << 20) ? bc->limit / PENDING_SHARE : 1U << 20;
+	size_t budget = bc->limit / PENDING_SHARE > PENDING_MIN ? bc->limit / PENDING_SHARE : PENDING_MIN;
 	unsigned writes = 0;
 
 	if (bc->pending_bytes <= budget || c->read_only || c->emergency_ro)
@@ -1071,6 +1143,7 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 		b->u64s -= bch_btree_key(b, i)->u64s;
 		if (k->type == BCH_BKEY_deleted) {
 			size_t es = idx_size(b);
+			dirty_remove(b, i);
 			memmove((char *)b->koff + i * es, (char *)b->koff + (i + 1) * es,
 				(b->nr - i - 1) * es);
 			memmove((char *)b->kpos + i * es, (char *)b->kpos + (i + 1) * es,
@@ -1082,14 +1155,18 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 		if (k->type == BCH_BKEY_deleted)
 			return;
 		if (b->nr == b->cap) {
-			/* by half: a leaf's arrays are a good part of its memory */
-			b->cap = b->cap + b->cap / 2 + 16;
+			/*
+			 * by an eighth: a leaf's arrays are a good part of its
+			 * memory (by half, 1M random keys left 0.3M spare)
+			 */
+			b->cap = b->cap + b->cap / 8 + 16;
 			b->koff = realloc(b->koff, b->cap * idx_size(b));
 			b->kpos = realloc(b->kpos, b->cap * idx_size(b));
 			if (!b->koff || !b->kpos)
 				abort();
 		}
 		size_t es = idx_size(b);
+		dirty_insert(b, i);
 		memmove((char *)b->koff + (i + 1) * es, (char *)b->koff + i * es, (b->nr - i) * es);
 		memmove((char *)b->kpos + (i + 1) * es, (char *)b->kpos + i * es, (b->nr - i) * es);
 		b->nr++;
@@ -1100,6 +1177,7 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 	koff_set(b, i, off);
 	kpos_set(b, i, kfmt_prefix(b, k->p));
 	b->u64s += k->u64s;
+	b->last_insert = i;
 }
 
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
@@ -1109,6 +1187,8 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 		node_array_insert(b, k);
 		return;
 	}
+	if (b->nr_pending)
+		b->pending_recheck = true;	/* over a pending delete, maybe */
 	/* appended to the arena (no malloc a key; a scan still walks one block) */
 	size_t kb = bkey_bytes(k);
 	struct bch_bkey *own = NULL;
@@ -1144,11 +1224,28 @@ void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k)
 	node_array_insert(b, k);
 }
 
-/* Record k's position as changed since the last write (a delete keeps its whiteout). */
+/*
+ * Record k's position as changed since the last write (a delete keeps its
+ * whiteout): k was just put in b (bch_btree_node_insert_key()).
+ */
 void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k)
 {
+	if (k->type != BCH_BKEY_deleted) {
+		unsigned i = b->last_insert;
+
+		if (i >= b->nr || !bpos_eq(bch_btree_key(b, i)->p, k->p))
+			i = find_pos(b, k->p);
+		if (i >= b->nr || !bpos_eq(bch_btree_key(b, i)->p, k->p))
+			abort();	/* not in b: its write would lose it */
+		dirty_reserve(b);
+		if (!(b->kdirty[i / 64] >> (i % 64) & 1)) {
+			b->kdirty[i / 64] |= 1ULL << (i % 64);
+			b->nr_dirty++;
+		}
+		return;
+	}
 	if (b->nr_pending == b->cap_pending) {
-		/* many changes of few positions (an inode's size): merge before growing */
+		/* many deletes of few positions: merge before growing */
 		if (b->nr_pending - b->nr_pending_sorted >= 64 &&
 		    b->nr_pending - b->nr_pending_sorted >= b->nr_pending_sorted) {
 			bch_btree_node_pending_sort(b);
@@ -1165,14 +1262,17 @@ add:;
 	struct btree_pending *e = &b->pending[b->nr_pending++];
 
 	e->p = k->p;
-	e->kind = PENDING_KEY;
-	if (k->type == BCH_BKEY_deleted && k->u64s == BCH_BKEY_U64s && !k->flags) {
-		e->kind = PENDING_WHITEOUT;
-		e->version = k->version;
-		e->size = k->size;
-	} else if (k->type == BCH_BKEY_deleted) {
-		e->kind = PENDING_COPY;
-		e->copy = bch_bkey_dup(k);
+	e->p.pad = 0;
+	if (k->u64s != BCH_BKEY_U64s || k->flags || k->version || k->size || k->p.pad) {
+		if (b->nr_copy_slots == b->cap_copy_slots) {
+			b->cap_copy_slots = b->cap_copy_slots ? b->cap_copy_slots * 2 : 4;
+			b->pending_copies = realloc(b->pending_copies,
+						    b->cap_copy_slots * sizeof(*b->pending_copies));
+			if (!b->pending_copies)
+				abort();
+		}
+		b->pending_copies[b->nr_copy_slots] = bch_bkey_dup(k);
+		e->p.pad = ++b->nr_copy_slots;
 		b->nr_pending_copies++;
 	}
 	/* still sorted when it comes after the last (keys in order) */
@@ -1208,23 +1308,37 @@ static void pending_msort(struct btree_pending *a, struct btree_pending *tmp, un
 
 static void pending_drop(struct btree *b, struct btree_pending *e)
 {
-	if (e->kind == PENDING_COPY) {
-		free(e->copy);
-		e->kind = PENDING_KEY;
+	if (e->p.pad) {
+		free(b->pending_copies[e->p.pad - 1]);
+		b->pending_copies[e->p.pad - 1] = NULL;
+		e->p.pad = 0;
 		b->nr_pending_copies--;
 	}
 }
 
-/* The words pending entry e takes in a bset: its whiteout, or the live key. */
+/* The words pending entry e takes in a bset: its whiteout or its copy. */
 static size_t pending_entry_u64s(const struct btree *b, const struct btree_pending *e)
 {
-	if (e->kind == PENDING_WHITEOUT)
-		return BCH_BKEY_U64s;
-	if (e->kind == PENDING_COPY)
-		return e->copy->u64s;
-	unsigned i = find_pos(b, e->p);
-	/* a changed position not deleted holds a key (checked again when written) */
-	return i < b->nr && bpos_eq(bch_btree_key(b, i)->p, e->p) ? bch_btree_key(b, i)->u64s : 0;
+	return e->p.pad ? b->pending_copies[e->p.pad - 1]->u64s : BCH_BKEY_U64s;
+}
+
+/*
+ * Does p hold a key in b (inserted again after its delete)?  Then that key
+ * is what p changed to: marked changed (it is already, when it came
+ * through bch_btree_node_pending_add()).
+ */
+static bool holds_key(struct btree *b, struct bch_bpos p)
+{
+	unsigned i = find_pos(b, p);
+
+	if (i >= b->nr || !bpos_eq(bch_btree_key(b, i)->p, p))
+		return false;
+	if (!dirty_test(b, i)) {
+		dirty_reserve(b);
+		b->kdirty[i / 64] |= 1ULL << (i % 64);
+		b->nr_dirty++;
+	}
+	return true;
 }
 
 void bch_btree_node_pending_sort(struct btree *b)
@@ -1262,15 +1376,85 @@ void bch_btree_node_pending_sort(struct btree *b)
 		free(tmp);
 		b->nr_pending = b->nr_pending_sorted = o;
 	}
+	/*
+	 * a delete whose position holds a key again is superseded (the key's
+	 * bit says so): looked for only when a key came in since (a search a
+	 * whiteout cost the deletes 8% of their CPU)
+	 */
+	if (b->pending_recheck) {
+		unsigned o = 0;
+		for (unsigned i = 0; i < b->nr_pending; i++) {
+			if (holds_key(b, b->pending[i].p))
+				pending_drop(b, &b->pending[i]);
+			else
+				b->pending[o++] = b->pending[i];
+		}
+		b->nr_pending = b->nr_pending_sorted = o;
+		b->pending_recheck = false;
+	}
 	b->pending_u64s = 0;
 	for (unsigned i = 0; i < b->nr_pending; i++)
 		b->pending_u64s += pending_entry_u64s(b, &b->pending[i]);
+	for (unsigned w = 0; b->nr_dirty && w < b->dirty_words; w++)
+		for (uint64_t m = b->kdirty[w]; m; m &= m - 1)
+			b->pending_u64s += bch_btree_key(b, w * 64 + __builtin_ctzll(m))->u64s;
+}
+
+/* The next changed key's index at or after i (b->nr when none). */
+static unsigned dirty_next(const struct btree *b, unsigned i)
+{
+	if (!b->nr_dirty)
+		return b->nr;
+	while (i < b->nr) {
+		uint64_t m = b->kdirty[i / 64] >> (i % 64);
+		if (m)
+			return i + __builtin_ctzll(m);
+		i = (i / 64 + 1) * 64;
+	}
+	return b->nr;
+}
+
+size_t bch_btree_node_pending_pack(const struct btree *b, uint64_t *dst, size_t max_u64s)
+{
+	size_t u64s = 0;
+	unsigned i = 0, j = dirty_next(b, 0);
+
+	while (i < b->nr_pending || j < b->nr) {
+		const struct btree_pending *e = i < b->nr_pending ? &b->pending[i] : NULL;
+		const struct bch_bkey *k;
+		struct bch_bkey w;
+
+		if (j < b->nr && (!e || bpos_cmp(bch_btree_key(b, j)->p, e->p) < 0)) {
+			k = bch_btree_key(b, j);
+			j = dirty_next(b, j + 1);
+		} else if (e->p.pad) {
+			k = b->pending_copies[e->p.pad - 1];
+			i++;
+		} else {
+			memset(&w, 0, sizeof(w));
+			w.u64s = BCH_BKEY_U64s;
+			w.type = BCH_BKEY_deleted;
+			w.p = e->p;
+			k = &w;
+			i++;
+		}
+		if (u64s + k->u64s > max_u64s)
+			return SIZE_MAX;
+		memcpy(dst + u64s, k, bkey_bytes(k));
+		u64s += k->u64s;
+	}
+	return u64s;
 }
 
 void bch_btree_node_pending_clear(struct btree *b)
 {
 	for (unsigned i = 0; i < b->nr_pending; i++)
 		pending_drop(b, &b->pending[i]);
+	dirty_clear(b);
+	b->pending_recheck = false;
+	free(b->pending_copies);
+	b->pending_copies = NULL;
+	b->nr_copy_slots = b->cap_copy_slots = 0;
 	b->nr_pending = b->nr_pending_sorted = 0;
 	b->pending_u64s = 0;
 	if (b->cap_pending > 16) {	/* a written node may stay clean a long time */

@@ -697,39 +697,17 @@ static void pack_keys(__le64 *dst, const struct btree *b)
 }
 
 /*
- * The pending positions' keys (sorted: bch_btree_node_append_sectors() did
- * it), each the live key or the whiteout, into dst of b->pending_u64s words.
- * A changed position that is neither would write a bset that is not what
- * the journal says: refused.
+ * The changed keys and the deletes' whiteouts (sorted:
+ * bch_btree_node_append_sectors() did it) into dst of b->pending_u64s words.
+ * Anything else than that count would write a bset that is not what the
+ * journal says: refused.
  */
 static int pack_pending(struct bch_fs *c, __le64 *dst, struct btree *b)
 {
-	size_t u64s = 0;
+	size_t u64s = bch_btree_node_pending_pack(b, (uint64_t *)dst, b->pending_u64s);
 
-	for (unsigned i = 0; i < b->nr_pending; i++) {
-		const struct btree_pending *e = &b->pending[i];
-		const struct bch_bkey *k = e->kind == PENDING_COPY ? e->copy : NULL;
-		struct bch_bkey w;
-		if (e->kind == PENDING_WHITEOUT) {
-			memset(&w, 0, sizeof(w));
-			w.u64s = BCH_BKEY_U64s;
-			w.type = BCH_BKEY_deleted;
-			w.size = e->size;
-			w.version = e->version;
-			w.p = e->p;
-			k = &w;
-		} else if (!k) {
-			int j = bch_btree_node_find(b, e->p);
-			if (j < (int)b->nr && bpos_eq(bch_btree_key(b, j)->p, e->p))
-				k = bch_btree_key(b, j);
-		}
-		if (!k || u64s + k->u64s > b->pending_u64s)
-			return bch_fs_err(c, -EIO, "btree: changed key at %llu:%llu:%u lost before its write",
-					  (unsigned long long)e->p.inode,
-					  (unsigned long long)e->p.offset, e->p.snapshot);
-		memcpy(dst + u64s, k, bkey_bytes(k));
-		u64s += k->u64s;
-	}
+	if (u64s == SIZE_MAX)
+		return bch_fs_err(c, -EIO, "btree: changed keys past their count");
 	return u64s == b->pending_u64s ? 0 : bch_fs_err(c, -EIO, "btree: changed keys miscounted");
 }
 
@@ -749,7 +727,6 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		n = bch_dev_alloc_buf(bytes);
 		if (!n)
 			return -ENOMEM;
-		memset(n, 0, bytes);
 		n->magic = BCH_BTREE_NODE_MAGIC;
 		memcpy(n->fs_uuid, c->sb->uuid, BCH_UUID_SIZE);
 		n->btree_id = b->id;
@@ -790,7 +767,6 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 		e = bch_dev_alloc_buf(bytes);
 		if (!e)
 			return -ENOMEM;
-		memset(e, 0, bytes);
 		e->keys.seq = b->seq;
 		e->keys.journal_seq = b->journal_seq;
 		e->keys.version = bch_fs_write_version(c);

@@ -327,16 +327,19 @@ static int parent_room(struct bch_fs *c, struct btree *b)
  */
 static unsigned append_split(struct bch_fs *c, struct btree *b)
 {
-	unsigned live = 0;
+	unsigned live = b->nr_dirty;
 
 	bch_btree_node_pending_sort(b);
-	for (unsigned i = 0; i < b->nr_pending; i++)
-		live += b->pending[i].kind == PENDING_KEY;
-	if (!live || live != b->nr_pending || b->nr < 4)
+	if (!live || b->nr_pending || b->nr < 4)
 		return 0;
-	unsigned at = bch_btree_node_find(b, b->pending[0].p);
-	if (!at || b->nr - at != live)
+	/* the changed keys are the last ones: their bits are the top nr_dirty */
+	unsigned at = b->nr - live;
+	if (!at || !(b->kdirty[at / 64] >> (at % 64) & 1) ||
+	    (at % 64 && b->kdirty[at / 64] << (64 - at % 64)))
 		return 0;
+	for (unsigned w = 0; w < at / 64; w++)
+		if (b->kdirty[w])
+			return 0;
 	size_t target = split_threshold(c) * 15 / 16, acc = 0;
 	if (target > b->u64s * 15 / 16)
 		target = b->u64s * 15 / 16;

@@ -405,3 +405,51 @@ Test(btree_io, a_leaf_past_512k_is_read_with_a_wide_index)
 	bch_fs_close(c);
 	test_tmpdir_remove(tmpdir);
 }
+
+/*
+ * Appends: keys inserted in order split each leaf near its end (append_split()
+ * in btree_update.c: the changed keys are the leaf's last ones, their bits
+ * the top of kdirty), so every leaf left behind keeps 15/16 of the split
+ * threshold (3/4 of a node): ~70% full, not the ~37% of halves.
+ */
+static int leaf_fill(struct bch_fs *c, struct btree *b, void *priv)
+{
+	unsigned *fills = priv;
+
+	if (!b->level && fills[0] < 255)
+		fills[1 + fills[0]++] = (unsigned)(b->u64s * 8 * 100 /
+						   ((size_t)c->sb->btree_node_size << 9));
+	return 0;
+}
+
+Test(btree_io, keys_in_order_leave_full_leaves)
+{
+	enum { NR = 3000, TXN = 50 };	/* 248 bytes a key: ~11 leaves of 64 KiB */
+	unsigned fills[256] = { 0 };
+
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "btio");
+	nr_devs = 1;
+	testfs_format(tmpdir, 1, 32, NODE_BYTES, 1, paths);
+	struct bch_fs *c = open_fs(0);
+	struct btree_trans *t;
+	bch_trans_init(c, &t);
+	for (unsigned i = 0; i < NR; i++) {
+		put_key(t, 3, i);
+		if ((i + 1) % TXN == 0)
+			cr_assert_eq(bch_trans_commit(t, 0), 0, "%s", c->err_msg);
+	}
+	bch_trans_exit(t);
+	cr_assert_eq(bch_btree_walk_nodes(c, BCH_BTREE_ID_test, leaf_fill, fills), 0);
+	cr_assert_geq(fills[0], 5, "%u leaves", fills[0]);
+	for (unsigned i = 1; i <= fills[0]; i++)
+		printf("btree_io/keys_in_order_leave_full_leaves: leaf %u: %u%%\n", i, fills[i]);
+	/*
+	 * every leaf but the first (the first split, of a leaf all of whose
+	 * keys are new, takes halves) and the last (where the appends go on)
+	 */
+	for (unsigned i = 2; i < fills[0]; i++)
+		cr_assert_geq(fills[i], 60, "leaf %u of %u only %u%% full", i, fills[0], fills[i]);
+	check_keys(c, 0);
+	bch_fs_close(c);
+	test_tmpdir_remove(tmpdir);
+}

@@ -5,11 +5,13 @@
  * node range (inodes differ; one inode, offsets differ; one position,
  * snapshots differ; an interior node's keys), with ties the prefix cannot
  * tell apart, keys past its bits or before its base, whiteouts removing
- * keys, the arena's appends and repacks; and the pending list (positions
- * appended unsorted, sorted and merged with the newest change kept, its bset
- * size exact).  Fixed seeds.
+ * keys, the arena's appends and repacks; and the changes since a write
+ * (the changed keys' bits moving with the index, deletes appended unsorted,
+ * sorted and merged with the newest change kept, the bset they make exact).
+ * Fixed seeds.
  */
 #include <criterion/criterion.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,46 +306,157 @@ Test(btree_keys, offsets_widen_past_512k_and_narrow_again)
 	free(m.p);
 }
 
-/* The pending list: newest change of a position wins; the bset size is exact. */
+/*
+ * The bset of b's changes against the model: sorted, one key a position,
+ * exactly the positions in changed[] (a bool per inode of POS(inode, 0, 0)),
+ * each the live key where the model has one, else a whiteout; its size the
+ * one pending_sort() counted.
+ */
+static void check_pending(struct btree *b, const struct model *m, const bool *changed, unsigned span)
+{
+	bch_btree_node_pending_sort(b);
+	uint64_t *buf = malloc((b->pending_u64s + 1) * 8);
+	cr_assert(buf);
+	size_t u64s = bch_btree_node_pending_pack(b, buf, b->pending_u64s);
+	cr_assert_eq(u64s, b->pending_u64s, "bset of %zu words, %zu counted", u64s, b->pending_u64s);
+	unsigned nr = 0, want = 0;
+	const struct bch_bkey *prev = NULL;
+	for (size_t o = 0; o < u64s; o += ((const struct bch_bkey *)(buf + o))->u64s, nr++) {
+		const struct bch_bkey *k = (const void *)(buf + o);
+		if (prev)
+			cr_assert(bpos_cmp(prev->p, k->p) < 0, "changes not sorted at %u", nr);
+		prev = k;
+		cr_assert(k->p.inode < span && changed[k->p.inode], "%" PRIu64 " written, not changed",
+			  (uint64_t)k->p.inode);
+		unsigned j = model_find(m, k->p);
+		bool live = j < m->nr && bpos_eq(m->p[j], k->p);
+		/* a whiteout where the key is gone, the live key where it is there */
+		cr_assert_eq(k->type == BCH_BKEY_deleted, !live, "%u: newest change lost", nr);
+		if (live) {
+			int i = bch_btree_node_find(b, k->p);
+			cr_assert(!memcmp(k, bch_btree_key(b, i), bkey_bytes(k)), "%u: not the live key", nr);
+		}
+	}
+	for (unsigned i = 0; i < span; i++)
+		want += changed[i];
+	cr_assert_eq(nr, want, "%u changes written, %u made", nr, want);
+	free(buf);
+}
+
+static void change(struct btree *b, struct model *m, struct bch_bpos p, bool del, unsigned val)
+{
+	struct bch_bkey *k = del ? bch_bkey_alloc(BCH_BKEY_deleted, p, 0)
+				 : bch_bkey_alloc(BCH_BKEY_raw, p, sizeof(struct bch_raw) + 8 * (val % 5));
+	if (!del)
+		((struct bch_raw *)bkey_val(k))->len = 8 * (val % 5);
+	bch_btree_node_insert_key(b, k);
+	bch_btree_node_pending_add(b, k);
+	model_set(m, p, del);
+	free(k);
+}
+
+/* The changes: newest change of a position wins; the bset size is exact. */
 Test(btree_keys, pending_sorted_newest_wins)
 {
 	struct btree *b = node(POS_MIN, POS_MAX);
 	struct model m = { 0 };
+	bool changed[300] = { 0 };
 
 	rng_state = 7;
 	for (unsigned i = 0; i < 5000; i++) {
 		struct bch_bpos p = POS(rng() % 300, 0, 0);
-		bool del = rng() % 3 == 0;
-		struct bch_bkey *k = del ? bch_bkey_alloc(BCH_BKEY_deleted, p, 0)
-					 : bch_bkey_alloc(BCH_BKEY_raw, p, sizeof(struct bch_raw) + 8 * (i % 5));
-		if (!del)
-			((struct bch_raw *)bkey_val(k))->len = 8 * (i % 5);
+		change(b, &m, p, rng() % 3 == 0, i);
+		changed[p.inode] = true;
+	}
+	check_pending(b, &m, changed, 300);
+	cr_assert_eq(b->nr_dirty + b->nr_pending, 300);
+	check(b, &m);
+	node_free(b);
+	free(m.p);
+}
+
+/*
+ * Only what changed since the last write (pending_clear()): the changed
+ * keys' bits follow their keys while inserts and deletes elsewhere shift
+ * the index under them (a node of 3000 keys: 47 words of bits).
+ */
+Test(btree_keys, pending_bits_follow_keys)
+{
+	enum { SPAN = 6000 };
+	struct btree *b = node(POS_MIN, POS_MAX);
+	struct model m = { 0 };
+	bool *changed = calloc(SPAN, sizeof(bool));
+
+	cr_assert(changed);
+	for (unsigned seed = 1; seed <= 4; seed++) {
+		rng_state = seed * 0x9e3779b97f4a7c15ULL;
+		printf("btree_keys/pending_bits_follow_keys: seed %u\n", seed);
+		for (unsigned i = 0; i < 3000; i++)
+			change(b, &m, POS(rng() % SPAN, 0, 0), false, i);
+		bch_btree_node_pending_clear(b);	/* written */
+		memset(changed, 0, SPAN * sizeof(bool));
+		for (unsigned round = 0; round < 3; round++) {
+			for (unsigned i = 0; i < 700; i++) {
+				struct bch_bpos p = POS(rng() % SPAN, 0, 0);
+				change(b, &m, p, rng() % 4 == 0, i);
+				changed[p.inode] = true;
+			}
+			check_pending(b, &m, changed, SPAN);
+			check(b, &m);
+		}
+		/* back in order after a pack: the bits with them */
+		bch_btree_node_pack_keys(b);
+		check_pending(b, &m, changed, SPAN);
+		bch_btree_node_pending_clear(b);
+		memset(changed, 0, SPAN * sizeof(bool));
+		check_pending(b, &m, changed, SPAN);
+	}
+	node_free(b);
+	free(m.p);
+	free(changed);
+}
+
+/*
+ * A delete unlike a plain whiteout (a version, a size: kv --unchecked) is
+ * kept whole and written as it came, the newest of its position; a plain
+ * one is written from its position alone.
+ */
+Test(btree_keys, pending_copies_written_whole)
+{
+	struct btree *b = node(POS_MIN, POS_MAX);
+	struct model m = { 0 };
+	uint64_t want[64] = { 0 };	/* the newest delete's version at inode i (0: plain) */
+
+	rng_state = 11;
+	for (unsigned i = 0; i < 64; i++)
+		change(b, &m, POS(i, 0, 0), false, i);
+	bch_btree_node_pending_clear(b);
+	for (unsigned r = 0; r < 400; r++) {
+		unsigned i = rng() % 64;
+		struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_deleted, POS(i, 0, 0), 0);
+		k->version = rng() % 2 ? r + 1 : 0;
+		k->size = k->version ? 8 : 0;
 		bch_btree_node_insert_key(b, k);
 		bch_btree_node_pending_add(b, k);
-		model_set(&m, p, del);
+		model_set(&m, k->p, true);
+		want[i] = k->version;
 		free(k);
 	}
 	bch_btree_node_pending_sort(b);
-	/* every position changed is there once, sorted */
-	size_t u64s = 0;
-	for (unsigned i = 0; i < b->nr_pending; i++) {
-		const struct btree_pending *e = &b->pending[i];
-		if (i)
-			cr_assert(bpos_cmp(b->pending[i - 1].p, e->p) < 0, "pending not sorted at %u", i);
-		unsigned j = model_find(&m, e->p);
-		bool live = j < m.nr && bpos_eq(m.p[j], e->p);
-		/* a whiteout where the key is gone, the live key where it is there */
-		cr_assert_eq(e->kind == PENDING_WHITEOUT, !live, "pending %u: newest change lost", i);
-		if (live) {
-			int k = bch_btree_node_find(b, e->p);
-			u64s += bch_btree_key(b, k)->u64s;
-		} else {
-			u64s += BCH_BKEY_U64s;
-		}
+	uint64_t buf[64 * BCH_BKEY_U64s];
+	size_t u64s = bch_btree_node_pending_pack(b, buf, sizeof(buf) / 8);
+	cr_assert_eq(u64s, b->pending_u64s);
+	unsigned nr = 0;
+	for (size_t o = 0; o < u64s; o += BCH_BKEY_U64s, nr++) {
+		const struct bch_bkey *k = (const void *)(buf + o);
+		cr_assert_eq(k->type, BCH_BKEY_deleted);
+		cr_assert_eq(k->p.pad, 0, "slot leaked into the position");
+		cr_assert_eq(k->version, want[k->p.inode], "inode %" PRIu64 ": version %" PRIu64
+			     ", newest %" PRIu64, (uint64_t)k->p.inode, (uint64_t)k->version,
+			     want[k->p.inode]);
+		cr_assert_eq(k->size, want[k->p.inode] ? 8U : 0U);
 	}
-	cr_assert_eq(b->nr_pending, 300);
-	cr_assert_eq(b->pending_u64s, u64s);
-	check(b, &m);
+	cr_assert_eq(nr, b->nr_pending);
 	node_free(b);
 	free(m.p);
 }
