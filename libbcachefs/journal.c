@@ -1610,6 +1610,42 @@ static int spill(struct bch_fs *c, unsigned u64s)
 }
 
 /*
+ * The reserve kept for the coming entries too: with fewer replicas than
+ * write devices, entries take turns on the devices (target()), so the
+ * device of the next entry is not the open one's.  An entry grown by
+ * internal updates (evictions' moves relink through the reserve) and then
+ * written from the top can leave its device short of the reserve with
+ * nothing restoring it: the next entry there is opened with no room for
+ * reclaim's own updates (journal full at close).  Checked while the open
+ * entry's device has the room those updates need.
+ */
+static bool reserve_kept(struct bch_fs *c, unsigned u64s)
+{
+	struct bch_journal *j = J(c);
+
+	if (!fits(c, j->seq, j->buf_u64s + u64s, false))
+		return false;
+	for (unsigned k = 1; k < j->nr_wdevs; k++)
+		if (!fits(c, j->seq + k, 0, false))
+			return false;
+	return true;
+}
+
+/* The newest sequence in the slot after the current one of any write device. */
+static uint64_t next_slot_seq_all(struct bch_journal *j)
+{
+	uint64_t seq = 0;
+
+	for (unsigned i = 0; i < j->nr_wdevs; i++) {
+		struct journal_dev *jd = &j->devs[i];
+		uint64_t s = jd->bucket_seq[(jd->cur + 1) % jd->nr];
+		if (s > seq)
+			seq = s;
+	}
+	return seq;
+}
+
+/*
  * Make room for u64s more in the open entry, keeping the reserve: flush the
  * pins (their node writes may add internal updates to the open entry, which
  * the bucket's reserve holds), then write the open entry, which records the
@@ -1622,20 +1658,24 @@ static int make_room(struct bch_fs *c, unsigned u64s)
 	int ret = 0;
 
 	j->reclaiming = true;
-	if (fits(c, j->seq, j->buf_u64s + u64s, false))
+	if (reserve_kept(c, u64s))
 		goto out;
 	/* a full entry written without its flush: durable first, so its pins can go */
 	if (j->written > j->durable && (ret = bch_journal_flush_devs(c)))
 		goto out;
 	for (unsigned tries = 0; tries < 3 && !ret; tries++) {
-		if (fits(c, j->seq, j->buf_u64s + u64s, false))
+		bool open_fits = fits(c, j->seq, j->buf_u64s + u64s, false);
+
+		if (open_fits && (reserve_kept(c, u64s) || tries))
 			goto out;
 		/*
 		 * Enough to free the next bucket: the pins up to its newest entry
 		 * (fewer node writes, so fewer internal updates to hold).  The
-		 * last try takes them all.
+		 * last try takes them all.  Only the coming entries short of
+		 * the reserve: the next buckets of every device, once.
 		 */
-		if (!(ret = reclaim_upto(c, tries < 2 ? next_slot_seq(j) : UINT64_MAX)))
+		uint64_t upto = !open_fits ? next_slot_seq(j) : next_slot_seq_all(j);
+		if (!(ret = reclaim_upto(c, tries < 2 ? upto : UINT64_MAX)))
 			ret = journal_write(c);
 	}
 	if (ret == -BCH_ERR_journal_full || (!ret && !fits(c, j->seq, j->buf_u64s + u64s, false)))
@@ -1710,7 +1750,7 @@ int bch_journal_restore_reserve(struct bch_fs *c)
 	int ret;
 
 	if (c->read_only || c->emergency_ro || !j->started || !may_reclaim(c) ||
-	    fits(c, j->seq, j->buf_u64s, false))
+	    reserve_kept(c, 0))
 		return 0;
 	if (j->buf_u64s && (ret = write_full(c, 0, false)))
 		return ret;
