@@ -1752,7 +1752,8 @@ int bch_journal_restore_reserve(struct bch_fs *c)
 	if (c->read_only || c->emergency_ro || !j->started || !may_reclaim(c) ||
 	    reserve_kept(c, 0))
 		return 0;
-	if (j->buf_u64s && (ret = write_full(c, 0, false)))
+	/* the open entry written only when it is what eats the reserve */
+	if (j->buf_u64s && !fits(c, j->seq, j->buf_u64s, false) && (ret = write_full(c, 0, false)))
 		return ret;
 	return make_room(c, 0);
 }
