@@ -193,7 +193,6 @@ static bool par_start(struct fstate *s, pthread_t *thread)
 {
 	struct fsck_par *p = calloc(1, sizeof(*p));
 	struct fstate *b = malloc(sizeof(*b));
-	pthread_attr_t attr;
 
 	if (!p || !b)
 		goto fail;
@@ -208,11 +207,7 @@ static bool par_start(struct fstate *s, pthread_t *thread)
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	s->par = p;
-	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, 1 << 20);	/* touched: a few pages */
-	int e = pthread_create(thread, &attr, par_thread, b);
-	pthread_attr_destroy(&attr);
-	if (!e)
+	if (!pthread_create(thread, NULL, par_thread, b))	/* its stack: the pages it touches */
 		return true;
 	s->par = NULL;
 	pthread_cond_destroy(&p->cond);
@@ -264,6 +259,7 @@ static int par_end(struct fstate *s, pthread_t thread, bool print)
 	pthread_mutex_unlock(&p->lock);
 	pthread_join(thread, NULL);
 	s->par = NULL;
+	s->inode_keys.lock = s->work_keys.lock = NULL;	/* fstate_free() exits them again */
 
 	/* what B wrote (A did not touch these since the copy) */
 	s->inodes = b->inodes;
