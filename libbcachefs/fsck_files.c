@@ -1125,9 +1125,11 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 		cursor_unlock(cur);
 		return cur->key;
 	}
-	cursor_lock(cur);
-	bch_btree_unhold(cur->c, &cur->leaf);
-	cursor_unlock(cur);
+	if (cur->leaf.b || cur->leaf.bytes) {	/* held (a cursor at its end is peeked once per inode: no lock then) */
+		cursor_lock(cur);
+		bch_btree_unhold(cur->c, &cur->leaf);
+		cursor_unlock(cur);
+	}
 	return NULL;
 }
 

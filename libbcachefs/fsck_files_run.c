@@ -109,6 +109,8 @@ struct fsck_par {
 	size_t			nr_keep;
 	struct fstate		*b;
 	int			load_r, r;	/* B: loading the table; all */
+	/* B's counts, added at the end: A's extents++ beside them would bounce a cache line per key */
+	_Alignas(64) struct bch_fsck_file_stats stats;
 };
 
 void fsck_lock(struct fstate *s)
@@ -200,6 +202,7 @@ static bool par_start(struct fstate *s, pthread_t *thread)
 	b->par = p;
 	b->par_b = true;
 	b->max_inum = 0;	/* no progress ticks from B */
+	b->stats = &p->stats;
 	memset(&b->inode_keys, 0, sizeof(b->inode_keys));
 	memset(&b->work_keys, 0, sizeof(b->work_keys));
 	p->b = b;
@@ -261,6 +264,11 @@ static int par_end(struct fstate *s, pthread_t thread, bool print)
 	s->par = NULL;
 	s->inode_keys.lock = s->work_keys.lock = NULL;	/* fstate_free() exits them again */
 
+	s->stats->inodes += p->stats.inodes;
+	s->stats->dirs += p->stats.dirs;
+	s->stats->files += p->stats.files;
+	s->stats->dirents += p->stats.dirents;
+	s->stats->xattrs += p->stats.xattrs;
 	/* what B wrote (A did not touch these since the copy) */
 	s->inodes = b->inodes;
 	s->bp_sum_keys = b->bp_sum_keys;
