@@ -39,7 +39,9 @@ static void dirent_where(struct fstate *s, uint64_t dir, const char *name, char 
 {
 	char dw[640];
 
+	fsck_lock(s);
 	fsck_inode_where(s->c, dir, dw, sizeof(dw));
+	fsck_unlock(s);
 	snprintf(buf, len, "%s entry \"%s\"", dw, name);
 }
 
@@ -73,10 +75,12 @@ static int check_subvol_dirent(struct fstate *s, const struct bch_bkey *k,
 	int r = 0;
 	uint64_t first;
 	struct bch_inode dinode;
+	fsck_lock(s);
 	if (!(r = bch_inode_get(c, dir, &dinode)) && bch_fs_dirent_hash(c, &dinode, name) != slot)
 		r = bch_fs_dirent_first(c, dir, &dinode, name, &first);
 	else
 		first = slot;
+	fsck_unlock(s);
 	if (r == -ENOENT) {
 		snprintf(detail, sizeof(detail), "at %" PRIu64 ", name hashes to %" PRIu64, slot,
 			 bch_fs_dirent_hash(c, &dinode, name));
@@ -208,7 +212,9 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 			memset(&s->dir_inode, 0, sizeof(s->dir_inode));
 			s->dir_inode.hash_seed = dx->hash_seed;
 		} else {
+			fsck_lock(s);
 			r = bch_inode_get(c, dir, &s->dir_inode);
+			fsck_unlock(s);
 		}
 		s->dir_cached = r ? 0 : dir;
 	}
@@ -216,8 +222,11 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 	/* at the slot its name hashes to, the lookup's first probe is this entry */
 	if (!r && bch_fs_dirent_hash(c, &dinode, name) == slot)
 		first = slot;
-	else if (!r)
+	else if (!r) {
+		fsck_lock(s);
 		r = bch_fs_dirent_first(c, dir, &dinode, name, &first);
+		fsck_unlock(s);
+	}
 	if (r == -ENOENT) {
 		snprintf(detail, sizeof(detail), "at %" PRIu64 ", name hashes to %" PRIu64, slot,
 			 bch_fs_dirent_hash(c, &dinode, name));
@@ -255,7 +264,9 @@ int fsck_check_dirent(struct fstate *s, const struct bch_bkey *k)
 		struct ino_extra *tx = fsck_ino_extra(&s->inodes, d->inum, true);
 		if (ino_named(ti)) {
 			char tw[640];
+			fsck_lock(s);
 			fsck_inode_where(c, d->inum, tw, sizeof(tw));
+			fsck_unlock(s);
 			snprintf(detail, sizeof(detail), "%s is already named in directory %" PRIu64, tw,
 				 tx->parent);
 			WHERE();
@@ -334,7 +345,9 @@ static int check_xattr_piece(struct fstate *s, const struct bch_bkey *k)
 	s->orphan_seen = true;
 	s->orphan_inum = k->p.inode;
 	s->orphan_id = id;
+	fsck_lock(s);
 	fsck_inode_where(s->c, k->p.inode, where, sizeof(where));
+	fsck_unlock(s);
 	snprintf(detail, sizeof(detail), "value id %u, from piece %u",
 		 (unsigned)id, BCH_XATTR_PIECE_POS_N(k->p.offset));
 	if (fsck_fixing(s, BCH_FSCK_xattr_piece_orphan, where, detail))
@@ -349,12 +362,16 @@ static int check_xattr_pieces(struct fstate *s, const struct bch_bkey *k, uint64
 {
 	const struct bch_xattr *x = bkey_val(k);
 	char where[640], detail[96];
+	fsck_lock(s);
 	int r = bch_fs_xattr_pieces_check(s->c, k->p.inode, x->pieces);
 
-	if (r != -EIO)
+	if (r != -EIO) {
+		fsck_unlock(s);
 		return r ? r : xattr_pieces_note(s, k->p.inode, x->pieces);
+	}
 	s->c->err_msg[0] = 0;
 	fsck_inode_where(s->c, k->p.inode, where, sizeof(where));
+	fsck_unlock(s);
 	snprintf(detail, sizeof(detail), "value id %u of %u pieces",
 		 BCH_XATTR_PIECES_ID(x->pieces), BCH_XATTR_PIECES_NR(x->pieces));
 	if (!fsck_fixing(s, BCH_FSCK_xattr_piece_missing, where, detail))
@@ -378,24 +395,31 @@ int fsck_check_xattr(struct fstate *s, const struct bch_bkey *k)
 	s->stats->xattrs++;
 	struct ino_info ii;
 	if (!fsck_ino_get(&s->inodes, k->p.inode, &ii) || !ino_has_key(&ii)) {
+		fsck_lock(s);
 		fsck_inode_where(s->c, k->p.inode, where, sizeof(where));
+		fsck_unlock(s);
 		if (fsck_fixing(s, BCH_FSCK_xattr_no_inode, where, NULL))
 			fsck_fix_done(s, BCH_FSCK_xattr_no_inode, fsck_delete_key(s->c, BCH_BTREE_ID_xattrs, k->p));
 		return s->err;
 	}
 	struct bch_inode i;
 	uint64_t first;
+	fsck_lock(s);
 	int r = bch_inode_get(s->c, k->p.inode, &i);
 	if (!r)
 		r = bch_fs_xattr_first(s->c, k->p.inode, &i, k, &first);
-	if (r == -ENOENT) {
+	if (r == -ENOENT)
 		fsck_inode_where(s->c, k->p.inode, where, sizeof(where));
+	fsck_unlock(s);
+	if (r == -ENOENT) {
 		if (fsck_fixing(s, BCH_FSCK_xattr_misplaced, where, NULL))
 			fsck_fix_done(s, BCH_FSCK_xattr_misplaced, bch_fs_xattr_reinsert(s->c, k->p.inode, &i, k));
 		if (s->err || !((const struct bch_xattr *)bkey_val(k))->pieces)
 			return s->err;
 		/* re-hashed (or left where it was): its pieces are still its own */
+		fsck_lock(s);
 		r = bch_fs_xattr_first(s->c, k->p.inode, &i, k, &first);
+		fsck_unlock(s);
 		if (r && r != -ENOENT)
 			return r;
 		return check_xattr_pieces(s, k, r ? k->p.offset : first);

@@ -206,6 +206,8 @@ static void sectors_wrong(struct fstate *s, uint64_t inum, uint64_t i_sectors, u
  * no extents, so a sector count other than 0 is wrong.  Then the key of inum
  * itself, if there is one: *found.
  */
+static int work_judge(struct fstate *s, uint64_t upto, const struct bch_inode *i);
+
 static int ino_advance(struct fstate *s, uint64_t inum, struct bch_inode *found, bool *have)
 {
 	const struct bch_bkey *k;
@@ -215,7 +217,10 @@ static int ino_advance(struct fstate *s, uint64_t inum, struct bch_inode *found,
 	while ((k = fsck_cursor_peek(&s->inode_keys, &err)) && k->p.offset <= inum) {
 		if (k->p.inode == 0 && k->type == BCH_BKEY_inode) {
 			const struct bch_inode *i = bkey_val(k);
-			fsck_load_inode(s, k);
+			if (!s->par)
+				fsck_load_inode(s, k);
+			else if ((err = work_judge(s, k->p.offset, i)))
+				break;	/* the table is the other thread's */
 			if (k->p.offset == inum) {
 				*found = *i;
 				*have = true;
@@ -246,6 +251,36 @@ static void work_stale(struct fstate *s, uint64_t inum, const char *why)
 }
 
 /*
+ * Two threads (fstate.par): the table is the other thread's, and is not
+ * complete yet.  The work keys up to upto, whose inode key (i, at upto;
+ * no other up to there) was just read, are judged as the table would
+ * judge them once it has every key up to there (work_advance()), and
+ * queued for work_advance(), which takes them in order.
+ */
+static int work_judge(struct fstate *s, uint64_t upto, const struct bch_inode *i)
+{
+	const struct bch_bkey *k;
+	int err = 0;
+
+	while ((k = fsck_cursor_peek(&s->work_keys, &err)) && k->p.inode <= upto) {
+		if (s->nr_work_q == s->work_q_cap) {
+			s->work_q_cap = s->work_q_cap ? 2 * s->work_q_cap : 16;
+			s->work_q = realloc(s->work_q, s->work_q_cap * sizeof(*s->work_q));
+			if (!s->work_q)
+				abort();
+		}
+		struct work_judged *j = &s->work_q[s->nr_work_q++];
+		j->inum = k->p.inode;
+		j->work = k->type == BCH_BKEY_rebalance_work;
+		j->cursor = j->work ? ((const struct bch_rebalance_work *)bkey_val(k))->cursor : 0;
+		/* ino_has_key(): a type in the mode; ino_mode(): S_ISREG */
+		j->verdict = k->p.inode != upto || !(i->mode & S_IFMT) ? 1 : !S_ISREG(i->mode) ? 2 : 0;
+		fsck_cursor_pop(&s->work_keys);
+	}
+	return err;
+}
+
+/*
  * Work keys up to inum (all: UINT64_MAX).  Every inode key up to inum is in
  * the table already: a key before inum is checked against it (the scan key,
  * at inode 0, is noted).  The key of inum itself, if any, is returned in
@@ -257,13 +292,31 @@ static int work_advance(struct fstate *s, uint64_t inum, bool *have, uint64_t *c
 	int err = 0;
 
 	*have = false;
-	while (!s->err && (k = fsck_cursor_peek(&s->work_keys, &err)) && k->p.inode <= inum) {
-		uint64_t w_inum = k->p.inode, w_cursor = 0;
-		bool work = k->type == BCH_BKEY_rebalance_work;
+	for (;;) {
+		uint64_t w_inum, w_cursor = 0;
+		bool work;
+		int verdict = -1;	/* the table's (two threads: judged already) */
 
-		if (work)
-			w_cursor = ((const struct bch_rebalance_work *)bkey_val(k))->cursor;
-		fsck_cursor_pop(&s->work_keys);	/* before a repair changes the leaf */
+		if (s->err)
+			break;
+		if (s->work_q_at < s->nr_work_q) {
+			const struct work_judged *j = &s->work_q[s->work_q_at++];
+			w_inum = j->inum;
+			w_cursor = j->cursor;
+			work = j->work;
+			verdict = j->verdict;
+		} else {
+			s->work_q_at = s->nr_work_q = 0;
+			if (!(k = fsck_cursor_peek(&s->work_keys, &err)) || k->p.inode > inum)
+				break;
+			w_inum = k->p.inode;
+			work = k->type == BCH_BKEY_rebalance_work;
+			if (work)
+				w_cursor = ((const struct bch_rebalance_work *)bkey_val(k))->cursor;
+			fsck_cursor_pop(&s->work_keys);	/* before a repair changes the leaf */
+			if (s->par)
+				verdict = 1;	/* no inode key was read for it */
+		}
 		if (!work)
 			continue;
 		if (!w_inum) {
@@ -275,9 +328,12 @@ static int work_advance(struct fstate *s, uint64_t inum, bool *have, uint64_t *c
 			break;
 		} else {
 			struct ino_info ii;
-			if (!fsck_ino_get(&s->inodes, w_inum, &ii) || !ino_has_key(&ii))
+			if (verdict < 0)
+				verdict = !fsck_ino_get(&s->inodes, w_inum, &ii) || !ino_has_key(&ii) ? 1 :
+					  !S_ISREG(ino_mode(&ii)) ? 2 : 0;
+			if (verdict == 1)
 				work_stale(s, w_inum, "no such inode");
-			else if (!S_ISREG(ino_mode(&ii)))
+			else if (verdict == 2)
 				work_stale(s, w_inum, "not a regular file");
 		}
 	}
@@ -307,7 +363,9 @@ static int work_inode_done(struct fstate *s)
 	    (s->scan_pending && s->cur_inum >= s->scan_cursor) ||
 	    (have && cursor < s->cur_work_end))
 		return 0;
+	fsck_lock(s);
 	fsck_inode_where(s->c, s->cur_inum, where, sizeof(where));
+	fsck_unlock(s);
 	int n = snprintf(detail, sizeof(detail), "sectors %" PRIu64 "..%" PRIu64 " %s%s%s",
 			 s->cur_work_start, s->cur_work_end,
 			 s->cur_work_why & BCH_REBALANCE_REASON_TARGET ? "off the background target" : "",

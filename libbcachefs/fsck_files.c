@@ -704,6 +704,8 @@ void fsck_ino_set_state(struct ino_table *t, uint64_t inum, unsigned state)
 
 bool fsck_fixing(struct fstate *s, enum bch_fsck_problem p, const char *where, const char *detail)
 {
+	if (s->par_b && !fsck_par_defer(s, p, where, detail))
+		return false;	/* kept for later (-n: nothing is repaired) */
 	return bch_fsck_problem(s->ctx, p, where, detail) && !s->c->read_only;
 }
 
@@ -854,7 +856,11 @@ void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id)
 
 void fsck_cursor_exit(struct key_cursor *cur)
 {
+	if (cur->lock)
+		pthread_mutex_lock(cur->lock);
 	bch_btree_unhold(cur->c, &cur->leaf);
+	if (cur->lock)
+		pthread_mutex_unlock(cur->lock);
 	free(cur->ls);
 	cur->ls = NULL;
 	cur->stream = false;
@@ -942,6 +948,28 @@ static void prefetch_next(struct key_cursor *cur, const struct btree *b)
 	bch_btree_node_put(c, parent);
 }
 
+static void cursor_lock(struct key_cursor *cur)
+{
+	if (cur->lock)
+		pthread_mutex_lock(cur->lock);
+}
+
+static void cursor_unlock(struct key_cursor *cur)
+{
+	if (cur->lock)
+		pthread_mutex_unlock(cur->lock);
+}
+
+static int stream_open(struct key_cursor *cur);
+
+static int stream_open_locked(struct key_cursor *cur)
+{
+	cursor_lock(cur);
+	int r = stream_open(cur);
+	cursor_unlock(cur);
+	return r;
+}
+
 /*
  * Streamed (cur->ls): open the leaf that holds cur->next, through its
  * parent (cached: lookups pass through it).  0 opened, 1 it does not stream
@@ -985,9 +1013,13 @@ static int stream_next(struct key_cursor *cur, const struct bch_bkey **k)
 		if (bpos_cmp((*k)->p, cur->next) >= 0)
 			return 1;
 	cur->stream = false;
-	if (cur->ls->err)
-		return bch_fs_err(cur->c, cur->ls->err, "%s btree: a leaf changed while being read",
-				  bch_btree_id_name(cur->id));
+	if (cur->ls->err) {
+		cursor_lock(cur);
+		int r = bch_fs_err(cur->c, cur->ls->err, "%s btree: a leaf changed while being read",
+				   bch_btree_id_name(cur->id));
+		cursor_unlock(cur);
+		return r;
+	}
 	if (bpos_eq(cur->stream_max, POS_MAX))
 		cur->done = true;
 	else
@@ -1003,7 +1035,7 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 	while (!cur->done) {
 		if (cur->ls && !cur->leaf.b) {
 			const struct bch_bkey *k = NULL;
-			int r = cur->stream ? 0 : stream_open(cur);
+			int r = cur->stream ? 0 : stream_open_locked(cur);
 			if (!r)
 				r = stream_next(cur, &k);
 			if (r < 0) {
@@ -1020,6 +1052,7 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 				continue;	/* the leaf's end */
 			/* 1: this leaf does not stream: held, as below */
 		}
+		cursor_lock(cur);	/* a held leaf: under the cache's lock (rare: leaves stream) */
 		if (!bch_btree_hold_valid(&cur->leaf)) {
 			struct btree *b;
 			if (cur->next_after)
@@ -1029,6 +1062,7 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 			if (r) {
 				*err = r;
 				cur->done = true;
+				cursor_unlock(cur);
 				break;
 			}
 			cur->idx = bch_btree_node_find(b, cur->next);
@@ -1044,6 +1078,7 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 				cur->next = bpos_successor(b->max_key);
 			cur->next_after = false;
 			bch_btree_unhold(cur->c, &cur->leaf);
+			cursor_unlock(cur);
 			continue;
 		}
 		if (cur->filter) {
@@ -1052,6 +1087,7 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 			if (r) {
 				*err = r;
 				cur->done = true;
+				cursor_unlock(cur);
 				break;
 			}
 			if (!seen) {
@@ -1066,6 +1102,7 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 				cur->next_after = false;
 				if (cur->idx >= b->nr)
 					bch_btree_unhold(cur->c, &cur->leaf);	/* the position may go on */
+				cursor_unlock(cur);
 				continue;
 			}
 		} else if (cur->c->read_only) {
@@ -1075,17 +1112,24 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 			 */
 			cur->peeked = bch_btree_key(b, cur->idx);
 			cur->have = true;
+			cursor_unlock(cur);
 			return cur->peeked;
 		} else if (cursor_copy(cur, bch_btree_key(b, cur->idx))) {
 			*err = -ENOMEM;
 			cur->done = true;
+			cursor_unlock(cur);
 			break;
 		}
 		cur->have = true;
 		cur->peeked = cur->key;
+		cursor_unlock(cur);
 		return cur->key;
 	}
-	bch_btree_unhold(cur->c, &cur->leaf);
+	if (cur->leaf.b || cur->leaf.bytes) {	/* held (a cursor at its end is peeked once per inode: no lock then) */
+		cursor_lock(cur);
+		bch_btree_unhold(cur->c, &cur->leaf);
+		cursor_unlock(cur);
+	}
 	return NULL;
 }
 
@@ -1123,7 +1167,10 @@ int fsck_for_each_key(struct fstate *s, unsigned id, key_fn fn)
 	const struct bch_bkey *k;
 	int err = 0, r = 0;
 
+	fsck_lock(s);	/* init asks the cache whether leaves may stream */
 	fsck_cursor_init(&cur, s->c, id);
+	fsck_unlock(s);
+	cur.lock = fsck_par_cache(s);
 	while (!r && !s->ctx->cancelled && (k = fsck_cursor_peek(&cur, &err))) {
 		if (!(cur.nr_popped & 255) && s->ctx->tick && s->max_inum > BCH_FIRST_INO) {
 			/* every 256 keys; keys are ordered by inode number: that is how far this pass is */

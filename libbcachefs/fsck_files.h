@@ -8,6 +8,7 @@
  * Internal to fsck_*.c; the entry point is bch_fsck_files() in fsck.h.
  */
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -242,6 +243,12 @@ struct key_cursor {
 	struct bch_leaf_stream	*ls;
 	bool			stream;
 	struct bch_bpos		stream_max;	/* the open leaf's max_key */
+	/*
+	 * Two threads (fsck -n, struct fsck_par): the btree cache's lock,
+	 * taken around what looks nodes up (opening a leaf, a held leaf);
+	 * the keys of a streamed leaf are read without it.  NULL: one thread.
+	 */
+	pthread_mutex_t		*lock;
 };
 
 void fsck_cursor_init(struct key_cursor *cur, struct bch_fs *c, unsigned id);
@@ -276,6 +283,21 @@ void fsck_claims_exit(struct fsck_claims *cl);
  * whether any of them was claimed already.
  */
 bool fsck_claims_take(struct fsck_claims *cl, uint64_t first, uint64_t last);
+
+/*
+ * fsck -n without snapshots, after pass 3 trusted every leaf (nothing is
+ * repaired, no node changes): the inode keys are entered in the table and
+ * pass 8 runs on a second thread while the first checks the extents
+ * (passes 5 and 6) and pass 7.  See fsck_files_run.c.
+ */
+struct fsck_par;
+
+/* A work key passed while reading the inode keys, and what they said of its inode. */
+struct work_judged {
+	uint64_t		inum, cursor;
+	bool			work;		/* a rebalance_work key (else skipped) */
+	uint8_t			verdict;	/* 0 fine, 1 no such inode, 2 not a regular file */
+};
 
 struct fstate {
 	struct bch_fsck_ctx	*ctx;
@@ -377,7 +399,30 @@ struct fstate {
 	/* pass 8: the directory whose entries are being scanned */
 	uint64_t		dir_cached;
 	struct bch_inode	dir_inode;
+
+	/*
+	 * Two threads (NULL: one).  par_b: this is the second thread's state
+	 * (the table, pass 8; its reports wait for the first's); else the
+	 * first's, which leaves the table alone: the work keys are judged by
+	 * the inode keys read in step (work_q, in order, drained at each inode
+	 * with extents).
+	 */
+	struct fsck_par		*par;
+	bool			par_b;
+	struct work_judged	*work_q;
+	size_t			nr_work_q, work_q_at, work_q_cap;
 };
+
+/* Around a lookup in the btree cache (nodes read, held, evicted) when two threads check. */
+void fsck_lock(struct fstate *s);
+void fsck_unlock(struct fstate *s);
+/* That lock, for a cursor (NULL: one thread). */
+pthread_mutex_t *fsck_par_cache(struct fstate *s);
+/*
+ * The second thread's report of p: true to report it now (the first
+ * thread's passes have printed theirs), false when it was kept for then.
+ */
+bool fsck_par_defer(struct fstate *s, enum bch_fsck_problem p, const char *where, const char *detail);
 
 /*
  * Zeroed memory for a large table (the inode table, the blocks claimed):

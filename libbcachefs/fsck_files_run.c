@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@
 #include "alloc_btree.h"
 #include "bcachefs.h"
 #include "btree.h"
+#include "btree_prefetch.h"
 #include "errcode.h"
 #include "extents.h"
 #include "fsck.h"
@@ -55,13 +57,247 @@ static void heading(struct fstate *s, unsigned pass, const char *what)
 {
 	char buf[160];
 
-	if (s->c->read_only && (pass == 5 || pass == 8))
+	if (s->c->read_only && (pass == 5 || pass == 8)) {
+		fsck_lock(s);
 		bch_btree_cache_evict_unused(s->c);
+		fsck_unlock(s);
+	}
 
 	if (!s->ctx->progress)
 		return;
 	snprintf(buf, sizeof(buf), "%s%s", what, s->label);
 	s->ctx->progress(s->ctx, pass, buf);
+}
+
+/*
+ * Two threads (fsck -n without snapshots, once pass 3 trusted every leaf):
+ * the passes over files mostly read their own btrees, so the inode keys
+ * are entered in the table and pass 8 runs on a second thread (B) while
+ * the first (A) checks the extents (passes 5 and 6, its own cursor over
+ * the inode keys) and then pass 7.  What holds it together:
+ *   - the table is B's alone until it ends: A judges the work keys by the
+ *     inode keys it reads itself (fsck_extents.c work_judge());
+ *   - pass 7 needs the bad flags B found: A waits for B's inode keys;
+ *   - the btree cache (and c->err_msg) is shared: every lookup in it, by
+ *     either thread, is under cache (fsck_lock()); a streamed leaf's keys
+ *     are read without it (each thread its own stream buffer);
+ *   - reports: A's are printed as they come; B's are kept (at most
+ *     PAR_KEEP, then B waits) and printed after pass 7's and the pass 8
+ *     heading, in the order B made them: the output is the one thread's,
+ *     byte for byte, counts included.  Nothing is repaired (-n), so no
+ *     report's answer changes what either thread does next.
+ * Repairs, -y, snapshots, encrypted filesystems: one thread, as before.
+ * Memory: B's stream buffer, its stack's touched pages, the kept reports,
+ * and the dirents' interior nodes cached beside the extents' (1M files:
+ * see bench/fsck_scale.sh).
+ */
+#define PAR_KEEP	256
+
+struct par_report {
+	enum bch_fsck_problem	p;
+	char			*where, *detail;
+};
+
+struct fsck_par {
+	pthread_mutex_t		cache;		/* the btree cache */
+	pthread_mutex_t		lock;		/* what follows */
+	pthread_cond_t		cond;
+	bool			loaded;		/* B: every inode key is in the table */
+	bool			live;		/* A printed its reports: B prints its own */
+	bool			stop;		/* A failed: B ends, its reports dropped */
+	struct par_report	keep[PAR_KEEP];
+	size_t			nr_keep;
+	struct fstate		*b;
+	int			load_r, r;	/* B: loading the table; all */
+	/* B's counts, added at the end: A's extents++ beside them would bounce a cache line per key */
+	_Alignas(64) struct bch_fsck_file_stats stats;
+};
+
+void fsck_lock(struct fstate *s)
+{
+	if (s->par)
+		pthread_mutex_lock(&s->par->cache);
+}
+
+void fsck_unlock(struct fstate *s)
+{
+	if (s->par)
+		pthread_mutex_unlock(&s->par->cache);
+}
+
+pthread_mutex_t *fsck_par_cache(struct fstate *s)
+{
+	return s->par ? &s->par->cache : NULL;
+}
+
+bool fsck_par_defer(struct fstate *s, enum bch_fsck_problem prob, const char *where, const char *detail)
+{
+	struct fsck_par *p = s->par;
+	bool now;
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->live && !p->stop && p->nr_keep == PAR_KEEP)
+		pthread_cond_wait(&p->cond, &p->lock);
+	now = p->live;
+	if (!now && !p->stop) {
+		struct par_report *k = &p->keep[p->nr_keep++];
+		k->p = prob;
+		k->where = strdup(where ? where : "");
+		k->detail = detail ? strdup(detail) : NULL;
+		if (!k->where || (detail && !k->detail))
+			abort();
+	}
+	pthread_mutex_unlock(&p->lock);
+	return now;
+}
+
+static int load_key(struct fstate *s, const struct bch_bkey *k)
+{
+	return k->p.inode == 0 && k->type == BCH_BKEY_inode ? fsck_load_inode(s, k) : 0;
+}
+
+/* B: the inode keys into the table, then pass 8. */
+static void *par_thread(void *arg)
+{
+	struct fstate *b = arg;
+	struct fsck_par *p = b->par;
+	int r = fsck_for_each_key(b, BCH_BTREE_ID_inodes, load_key);
+
+	pthread_mutex_lock(&p->lock);
+	p->load_r = r;
+	p->loaded = true;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	if (!r && !b->err)
+		r = fsck_check_root(b);
+	if (!r && !b->err)
+		r = fsck_for_each_key(b, BCH_BTREE_ID_dirents, fsck_check_dirent);
+	if (!r && !b->err)
+		r = fsck_for_each_key(b, BCH_BTREE_ID_xattrs, fsck_check_xattr);
+	p->r = r;
+	return NULL;
+}
+
+/* May passes 5 to 8 take two threads (see above)? */
+static bool par_ok(struct fstate *s)
+{
+	struct bch_fs *c = s->c;
+
+	return s->ctx->mode == BCH_FSCK_NO && c->read_only && c->fsck_copies_checked &&
+	       !s->snapshots && bch_leaf_stream_allowed(c) && !getenv("BCACHEFS_FSCK_ONE_THREAD");
+}
+
+/*
+ * Start B on a copy of s (the table made, empty); s->par set: A leaves the
+ * table alone.  false: it did not start (one thread, as before).
+ */
+static bool par_start(struct fstate *s, pthread_t *thread)
+{
+	struct fsck_par *p = calloc(1, sizeof(*p));
+	struct fstate *b = malloc(sizeof(*b));
+
+	if (!p || !b)
+		goto fail;
+	*b = *s;
+	b->par = p;
+	b->par_b = true;
+	b->max_inum = 0;	/* no progress ticks from B */
+	b->stats = &p->stats;
+	memset(&b->inode_keys, 0, sizeof(b->inode_keys));
+	memset(&b->work_keys, 0, sizeof(b->work_keys));
+	p->b = b;
+	pthread_mutex_init(&p->cache, NULL);
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->cond, NULL);
+	s->par = p;
+	if (!pthread_create(thread, NULL, par_thread, b))	/* its stack: the pages it touches */
+		return true;
+	s->par = NULL;
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->cache);
+fail:
+	free(b);
+	free(p);
+	return false;
+}
+
+/* A: wait for B's table (pass 7 needs the bad flags it found). */
+static int par_wait_loaded(struct fstate *s)
+{
+	struct fsck_par *p = s->par;
+
+	pthread_mutex_lock(&p->lock);
+	while (!p->loaded)
+		pthread_cond_wait(&p->cond, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	s->flags_bad = p->b->flags_bad;		/* B is done with them */
+	s->nr_flags_bad = p->b->nr_flags_bad;
+	s->flags_bad_cap = p->b->flags_bad_cap;
+	p->b->flags_bad = NULL;
+	p->b->nr_flags_bad = p->b->flags_bad_cap = 0;
+	return p->load_r;
+}
+
+/*
+ * A, passes 5 to 7 printed (print: A did not fail): B's reports kept so
+ * far, then B's own from now on; wait for B and take what it made.
+ */
+static int par_end(struct fstate *s, pthread_t thread, bool print)
+{
+	struct fsck_par *p = s->par;
+	struct fstate *b = p->b;
+
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < p->nr_keep; i++) {
+		if (print)
+			bch_fsck_problem(s->ctx, p->keep[i].p, p->keep[i].where, p->keep[i].detail);
+		free(p->keep[i].where);
+		free(p->keep[i].detail);
+	}
+	p->nr_keep = 0;
+	p->live = print;
+	p->stop = !print;
+	pthread_cond_broadcast(&p->cond);
+	pthread_mutex_unlock(&p->lock);
+	pthread_join(thread, NULL);
+	s->par = NULL;
+	s->inode_keys.lock = s->work_keys.lock = NULL;	/* fstate_free() exits them again */
+
+	s->stats->inodes += p->stats.inodes;
+	s->stats->dirs += p->stats.dirs;
+	s->stats->files += p->stats.files;
+	s->stats->dirents += p->stats.dirents;
+	s->stats->xattrs += p->stats.xattrs;
+	/* what B wrote (A did not touch these since the copy) */
+	s->inodes = b->inodes;
+	s->bp_sum_keys = b->bp_sum_keys;
+	s->bp_sum_names = b->bp_sum_names;
+	s->nr_unlinked_keys = b->nr_unlinked_keys;
+	s->moved = b->moved;
+	s->nr_moved = b->nr_moved;
+	s->xattr_inum = b->xattr_inum;
+	s->xattr_pieces = b->xattr_pieces;
+	s->nr_xattr_pieces = b->nr_xattr_pieces;
+	s->xattr_pieces_cap = b->xattr_pieces_cap;
+	s->orphan_inum = b->orphan_inum;
+	s->orphan_id = b->orphan_id;
+	s->orphan_seen = b->orphan_seen;
+	s->dir_cached = b->dir_cached;
+	s->dir_inode = b->dir_inode;
+	free(b->flags_bad);
+	if (!s->err)
+		s->err = b->err;
+	int r = p->r;
+	free(b);
+	pthread_cond_destroy(&p->cond);
+	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->cache);
+	free(p);
+	free(s->work_q);
+	s->work_q = NULL;
+	s->nr_work_q = s->work_q_at = s->work_q_cap = 0;
+	return r;
 }
 
 /* What the passes of one view leave to free. */
@@ -79,6 +315,7 @@ static void fstate_free(struct fstate *s)
 	free(s->moved);
 	free(s->xattr_pieces);
 	free(s->bp_lost);
+	free(s->work_q);
 }
 
 /*
@@ -111,8 +348,13 @@ static int files_view(struct fstate *s, bool whole)
 	heading(s, 5, "extents");
 	if (whole)
 		r = fsck_check_alloc(s);
+	pthread_t thread;
+	bool par = !r && par_ok(s) && par_start(s, &thread);
+	fsck_lock(s);
 	fsck_cursor_init(&s->inode_keys, c, BCH_BTREE_ID_inodes);
 	fsck_cursor_init(&s->work_keys, c, BCH_BTREE_ID_rebalance_work);
+	fsck_unlock(s);
+	s->inode_keys.lock = s->work_keys.lock = fsck_par_cache(s);
 	if (!r)
 		r = fsck_for_each_key(s, BCH_BTREE_ID_extents, fsck_check_extent);
 	if (!r)
@@ -131,18 +373,33 @@ static int files_view(struct fstate *s, bool whole)
 	}
 	fsck_cursor_exit(&s->inode_keys);	/* their leaves are not needed past pass 6 */
 	fsck_cursor_exit(&s->work_keys);
+	if (par) {
+		int lr = par_wait_loaded(s);
+		if (!r)
+			r = lr;
+	}
 	if (!r && !s->err)
 		heading(s, 7, "inodes");
-	if (!r && !s->err)
+	if (!r && !s->err) {
+		fsck_lock(s);	/* pass 7 looks each inode it reports up: B waits meanwhile */
 		r = fsck_check_inodes(s);
+		fsck_unlock(s);
+	}
 	if (!r && !s->err)
 		heading(s, 8, "directory entries and xattrs");
-	if (!r && !s->err)
-		r = fsck_check_root(s);
-	if (!r && !s->err)
-		r = fsck_for_each_key(s, BCH_BTREE_ID_dirents, fsck_check_dirent);
-	if (!r && !s->err)
-		r = fsck_for_each_key(s, BCH_BTREE_ID_xattrs, fsck_check_xattr);
+	if (par) {
+		/* B made pass 8: its reports after A's, then B's table is the one */
+		int pr = par_end(s, thread, !r && !s->err);
+		if (!r)
+			r = pr;
+	} else {
+		if (!r && !s->err)
+			r = fsck_check_root(s);
+		if (!r && !s->err)
+			r = fsck_for_each_key(s, BCH_BTREE_ID_dirents, fsck_check_dirent);
+		if (!r && !s->err)
+			r = fsck_for_each_key(s, BCH_BTREE_ID_xattrs, fsck_check_xattr);
+	}
 	if (!r && !s->err && !ctx->cancelled) {
 		heading(s, 9, "directory structure");
 		r = fsck_check_structure(s);

@@ -167,6 +167,14 @@ for c in $cases; do
 		sums_before=$(cd "$dir" && sha256sum $devs)
 		(cd "$dir" && "$B" fsck -f -n $args $devs) >"$dir/out.0" 2>&1
 		rc0=$?
+		# -n checks passes 5-8 on two threads (fsck_files_run.c): the one
+		# thread's output, byte for byte, and its exit status
+		(cd "$dir" && BCACHEFS_FSCK_ONE_THREAD=1 "$B" fsck -f -n $args $devs) >"$dir/out.0s" 2>&1
+		rc0s=$?
+		if [ "$rc0" != "$rc0s" ] || ! cmp -s "$dir/out.0" "$dir/out.0s"; then
+			ok=false; why="fsck -n: two threads (exit $rc0) and one (exit $rc0s) differ:
+$(diff "$dir/out.0s" "$dir/out.0" | head -20)"
+		fi
 		encrypted_norm "$dir/out.0"
 		sums_after=$(cd "$dir" && sha256sum $devs)
 		[ "$sums_before" = "$sums_after" ] || { ok=false; why="fsck -n changed a device"; }

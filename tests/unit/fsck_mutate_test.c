@@ -293,3 +293,113 @@ Test(fsck_mutate, damaged_files_repaired, .init = setup_files, .fini = teardown,
 	if (!getenv("MUTATE_SEED"))
 		cr_assert_gt(repaired, iters / 4, "only %u of %u images needed repair", repaired, iters);
 }
+
+/* ------------------------------------ -n on two threads (fsck_files_run.c) */
+
+/* The reports of one run, in order, a line each. */
+struct report_log {
+	char	*buf;
+	size_t	len, cap;
+};
+
+static enum bch_fsck_answer log_report(struct bch_fsck_ctx *ctx, enum bch_fsck_problem p,
+				       const char *where, const char *detail, int fix)
+{
+	struct report_log *l = ctx->priv;
+	char line[2048];
+	int n = snprintf(line, sizeof(line), "%s|%s|%s|%d\n", bch_fsck_problems[p].name,
+			 where ? where : "", detail ? detail : "", fix);
+
+	if (n < 0)
+		n = 0;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1;
+	if (l->len + n + 1 > l->cap) {
+		l->cap = (l->len + n + 1) * 2;
+		l->buf = realloc(l->buf, l->cap);
+		cr_assert(l->buf);
+	}
+	memcpy(l->buf + l->len, line, n);
+	l->len += n;
+	l->buf[l->len] = 0;
+	return BCH_FSCK_ANSWER_NO;
+}
+
+/*
+ * fsck -n of the damaged image as the command runs it (the files passes
+ * when the btrees are sound), one thread or two: its reports into l, and
+ * whether the files passes ran.
+ */
+static bool check_n(unsigned seed, bool one_thread, struct report_log *l, int *ret,
+		    unsigned found[BCH_FSCK_PROBLEM_NR])
+{
+	if (one_thread)
+		setenv("BCACHEFS_FSCK_ONE_THREAD", "1", 1);
+	else
+		unsetenv("BCACHEFS_FSCK_ONE_THREAD");
+	struct bch_fs *c = open_fs(true);
+	bool files = false;
+
+	*ret = -1;
+	if (!c)
+		return false;	/* both runs fail to open alike (compared by the caller) */
+	struct bch_fsck_ctx *n = calloc(1, sizeof(*n));
+	cr_assert(n);
+	n->mode = BCH_FSCK_NO;
+	n->report = log_report;
+	n->priv = l;
+	uint64_t nodes_checked;
+	struct bch_fsck_file_stats st;
+	int r = bch_fsck_btrees(n, c, &nodes_checked);
+	if (!r && bch_fsck_nr_found(n) == 0)
+		r = bch_fsck_snapshots(n, c);
+	if (!r && bch_fsck_nr_found(n) == 0) {
+		files = true;
+		r = bch_fsck_files(n, c, false, &st);
+	}
+	*ret = r;
+	for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+		found[p] = n->found[p];
+	free(n);
+	bch_fs_close(c);
+	(void)seed;
+	unsetenv("BCACHEFS_FSCK_ONE_THREAD");
+	return files;
+}
+
+/*
+ * Passes 5-7 and 8 of fsck -n run side by side (the inode keys into the
+ * table and pass 8 on a second thread): whatever the damage, the reports,
+ * their text and their order, the counts and the result are the one
+ * thread's.  The second thread's reports wait until the first has printed
+ * its own: without that wait, a run where both report differs.
+ */
+Test(fsck_mutate, two_threads_report_as_one, .init = setup_files, .fini = teardown, .timeout = 900)
+{
+	unsigned iters = getenv("SOAK") ? 6000 : 600, files_reported = 0;
+
+	for (unsigned seed = 1; seed <= iters; seed++) {
+		if (getenv("MUTATE_SEED") && (unsigned)atoi(getenv("MUTATE_SEED")) != seed)
+			continue;
+		write_mutated(seed);
+		struct report_log one = { 0 }, two = { 0 };
+		unsigned found1[BCH_FSCK_PROBLEM_NR], found2[BCH_FSCK_PROBLEM_NR];
+		int r1, r2;
+		bool files1 = check_n(seed, true, &one, &r1, found1);
+		bool files2 = check_n(seed, false, &two, &r2, found2);
+		cr_assert_eq(files1, files2, "seed %u", seed);
+		cr_assert_eq(r1, r2, "seed %u: one thread %d, two %d", seed, r1, r2);
+		cr_assert_str_eq(two.buf ? two.buf : "", one.buf ? one.buf : "",
+				 "seed %u: the reports differ", seed);
+		for (unsigned p = 0; p < BCH_FSCK_PROBLEM_NR; p++)
+			cr_assert_eq(found2[p], found1[p], "seed %u: %s", seed, bch_fsck_problems[p].name);
+		files_reported += files1 && one.len;
+		free(one.buf);
+		free(two.buf);
+	}
+	cr_log_info("fsck -n two threads: %u images, %u with reports from the files passes",
+		    iters, files_reported);
+	if (!getenv("MUTATE_SEED"))
+		cr_assert_gt(files_reported, iters / 60, "only %u of %u images reached the files passes",
+			     files_reported, iters);
+}
