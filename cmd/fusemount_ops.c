@@ -574,18 +574,20 @@ static void others_gone(struct fsess *se, fuse_ino_t parent, const char *name, u
 		fm_others_inode(se, fm_to_fuse(inum), -1, 0);	/* its link count */
 }
 
-static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+/* unlink or rmdir: the space of the queued frees first if it runs short (fm_frees_run()) */
+static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
 {
-	fm_req_type(REQ_unlink);
+	fm_req_type(dir ? REQ_rmdir : REQ_unlink);
 	struct fsess *se = fm_session(req);
 	struct fmount *m = se->m;
+	int (*remove)(struct bch_fs *, uint64_t, const char *) = dir ? bch_fs_rmdir : bch_fs_unlink;
 
 	LOCK(m);
 	uint64_t inum = name_inum(m, parent, name);
-	int r = bch_fs_unlink(m->c, fm_from_fuse(parent), name);
-	if (r == -ENOSPC && m->nr_free_pending) {	/* the space of those queued first */
+	int r = remove(m->c, fm_from_fuse(parent), name);
+	if (r == -ENOSPC && m->nr_free_pending) {
 		fm_frees_run(m);
-		r = bch_fs_unlink(m->c, fm_from_fuse(parent), name);
+		r = remove(m->c, fm_from_fuse(parent), name);
 	}
 	UNLOCK(m);
 	fm_lf->reply_err(req, -r);
@@ -593,23 +595,14 @@ static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 		others_gone(se, parent, name, inum);
 }
 
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, false);
+}
+
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fm_req_type(REQ_rmdir);
-	struct fsess *se = fm_session(req);
-	struct fmount *m = se->m;
-
-	LOCK(m);
-	uint64_t inum = name_inum(m, parent, name);
-	int r = bch_fs_rmdir(m->c, fm_from_fuse(parent), name);
-	if (r == -ENOSPC && m->nr_free_pending) {	/* the space of those queued first */
-		fm_frees_run(m);
-		r = bch_fs_rmdir(m->c, fm_from_fuse(parent), name);
-	}
-	UNLOCK(m);
-	fm_lf->reply_err(req, -r);
-	if (!r)
-		others_gone(se, parent, name, inum);
+	remove_name(req, parent, name, true);
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,

@@ -173,8 +173,7 @@ void bch_fs_read_cache_counts(struct bch_fs_read_cache *ra, uint64_t *hits, uint
 /* Is p a piece of an uncompressed encrypted extent small enough for a slot? */
 static bool cacheable(const struct bch_read_piece *p)
 {
-	return p->bdev && p->crc.csum_type == BCH_CSUM_chacha20_poly1305 && bch_crc_plain(&p->crc) &&
-	       ((size_t)p->crc.compressed_sectors << BCH_SECTOR_SHIFT) <= SLOT_MAX;
+	return p->bdev && bch_readahead_enc_takes(&p->crc);
 }
 
 static size_t piece_bytes(const struct bch_read_piece *p)

@@ -29,6 +29,7 @@
 #include "bcachefs.h"
 
 #include "bcachefs_format.h"
+#include "extent_encode.h"
 
 struct bch_fs;
 struct btree_trans;
@@ -104,6 +105,13 @@ int bch_data_read_promote(struct bch_fs *c, uint64_t inum, const struct bch_io_o
  */
 #define BCH_READAHEAD_MAX	16
 #define BCH_READAHEAD_ENC_MAX	(256U << 10)
+
+/* An extent of this encoding is one the encrypted read-ahead (fs_read.h) may hold. */
+static inline bool bch_readahead_enc_takes(const struct bch_extent_crc *crc)
+{
+	return crc->csum_type == BCH_CSUM_chacha20_poly1305 && bch_crc_plain(crc) &&
+	       ((size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT) <= BCH_READAHEAD_ENC_MAX;
+}
 struct bch_blockdev;
 struct bch_readahead {
 	unsigned	nr;
