@@ -97,18 +97,21 @@ tail_case() {	# IMG NAME: fsync'd changes, then kill -9
 	for t in $(seq 50); do mountpoint -q mnt && break; sleep 0.1; done
 	mountpoint -q mnt || fail "fusemount $1: $(cat daemon.err)"
 	python3 - <<'EOF' || { kill -9 $pid; fusermount3 -u -z mnt; fail "fsync workload"; }
-import os
+import os, time
 for i in range(1, 11):
     fd = os.open('mnt/f%d' % i, os.O_WRONLY | os.O_TRUNC)
     os.write(fd, b'new %d\n' % i); os.fsync(fd); os.close(fd)
 for i in range(11, 16):
     os.unlink('mnt/f%d' % i)
+# the kernel tells the daemon an unlinked file may be freed a moment after
+# the unlink (FORGET), and the daemon queues it: the next request but an
+# rm -rf's frees the queue (a statfs here), and the directory's fsync makes
+# that durable.  Killed before, the inode would be left unlinked-open
+# (fsck: inode_unlinked), a crash's leftover this test is not about.
+time.sleep(1)
+os.statvfs('mnt')
 fd = os.open('mnt', os.O_RDONLY); os.fsync(fd); os.close(fd)
 EOF
-	# the kernel tells the daemon an unlinked file may be freed a moment after
-	# the unlink (FORGET): killed before that, the inode is left unlinked-open
-	# (fsck: inode_unlinked), a crash's leftover this test is not about
-	sleep 1
 	kill -9 $pid
 	wait $pid 2>/dev/null
 	fusermount3 -u -z mnt 2>/dev/null
