@@ -839,6 +839,7 @@ static int reopen(struct cmd_ctx *x, struct fmount *m, bool ro)
 		m->opts = o;
 	}
 	m->c->defer_unlinked_free = true;
+	m->marked_c = NULL;	/* ctl_unlock() marks the new opens, at the old address or not */
 	m->read_only = m->c->read_only;
 	return r ? EXIT_FAIL : 0;
 }
