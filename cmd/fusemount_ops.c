@@ -1295,9 +1295,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	struct fmount *m = fm_mount(req);
 
 	(void)fi;
-	LOCK(m);
-	fm_open_count(m, ino, -1);
-	UNLOCK(m);
+	fm_open_count(m, ino, -1);	/* no engine state: without the lock */
 	fm_lf->reply_err(req, 0);
 }
 
