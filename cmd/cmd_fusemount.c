@@ -24,7 +24,11 @@
  * takes it again to add its extents once every earlier write of the file
  * has (fs_ops.h, bch_fs_write_begin()), or is ended by the writer that
  * holds it then (end_write());
- * fsync waits for the file's writes issued before it, and a command body
+ * fsync waits for the file's writes issued before it, then hands the
+ * journal entry to the journal's writer thread and waits for its write and
+ * flush with the devices held open, not the lock (op_fsync(), journal.h
+ * bch_journal_flush_step()): other requests run meanwhile, and fsyncs that
+ * come during it go out together in the next entry.  A command body waits
  * for every planned write.  The kernel caches reads; writes
  * are not cached (no writeback cache), so each write(2) is stored, or
  * refused with ENOSPC, before it returns.  Names and attributes are cached
@@ -40,7 +44,8 @@
  *       (queued, up to 64 freed together: fm_frees_run(), before any request
  *       but an rm -rf's takes the lock, and by the background thread), or at
  *       unmount.
- *   (2) fsync and fsyncdir return only after a journal flush.
+ *   (2) fsync and fsyncdir return only after a journal flush: the entry
+ *       open when they took the lock (or the last one written) is durable.
  *   (3) Unmount (fusermount -u, umount, SIGTERM, SIGINT) closes the
  *       filesystem cleanly; a killed daemon leaves a filesystem that opens
  *       with journal replay.
@@ -839,6 +844,7 @@ static int reopen(struct cmd_ctx *x, struct fmount *m, bool ro)
 		m->opts = o;
 	}
 	m->c->defer_unlinked_free = true;
+	m->marked_c = NULL;	/* ctl_unlock() marks the new opens, at the old address or not */
 	m->read_only = m->c->read_only;
 	return r ? EXIT_FAIL : 0;
 }

@@ -81,9 +81,11 @@ struct fmount {
 	 */
 	uint64_t	*free_pending;
 	size_t		nr_free_pending;
-	uint32_t	*open_subvol;	/* open files and directories per subvolume
-					 * (subvolume delete refuses a busy one); made
-					 * at the first open, freed at the unmount */
+	_Atomic(atomic_uint *) open_subvol;	/* open files and directories per
+					 * subvolume (subvolume delete refuses a busy
+					 * one); made at the first open (lock held),
+					 * freed at the unmount; a releasedir counts
+					 * down without the lock (fm_open_count()) */
 	bool		read_only;
 	bool		lazytime;	/* the filesystem's, as the kernel's SB_LAZYTIME */
 	int64_t		last_write_ns;	/* mono_ns() of the last write stored (bg_ec_defer) */

@@ -278,8 +278,13 @@ static void ctl_unlock(struct cmd_ctx *x)
 {
 	struct fmount *m = x->priv;
 
-	/* reopened by the body (device add, remove, resize, online): mark the new opens */
-	if (m->c && m->c != m->marked_c) {
+	/*
+	 * Reopened by the body (device add, remove, resize, online): mark the
+	 * new opens.  A new open may have the old one's address (freed, then
+	 * allocated again): it is told by defer_unlinked_free, which only ours
+	 * have set.
+	 */
+	if (m->c && (m->c != m->marked_c || !m->c->defer_unlinked_free)) {
 		fm_mark_mounted(m->c, m->mnt);
 		m->marked_c = m->c;
 		m->c->defer_unlinked_free = true;	/* invariant (1) holds across the reopen */

@@ -1172,9 +1172,23 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	struct writes_mark w = { fm_from_fuse(ino), bch_fs_writes_mark(&m->writes) };
 	fm_need_wait(m, writes_ended, &w);
 	fm_lazy_flush_all(m);
-	int r = m->read_only ? 0 : bch_fs_fsync(m->c);
+	/*
+	 * The journal entry is written and flushed without the engine lock
+	 * (DEVICES held: m->c stays open), so other requests run meanwhile,
+	 * and fsyncs that come during it go out together in the next entry.
+	 * A command body that replaced m->c meanwhile closed the old one
+	 * cleanly: everything of it is durable.
+	 */
+	struct bch_fs *c = m->c;
+	uint64_t seq = 0;
+	int r = 0;
+	while (!m->read_only && m->c == c && (r = bch_fs_fsync_step(c, &seq)) > 0) {
+		fm_need_handover(m);
+		bch_fs_fsync_wait(c);
+		fm_need_back(m);
+	}
 	UNLOCK(m);
-	fm_lf->reply_err(req, -r);
+	fm_lf->reply_err(req, r < 0 ? -r : 0);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -1281,9 +1295,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	struct fmount *m = fm_mount(req);
 
 	(void)fi;
-	LOCK(m);
-	fm_open_count(m, ino, -1);
-	UNLOCK(m);
+	fm_open_count(m, ino, -1);	/* no engine state: without the lock */
 	fm_lf->reply_err(req, 0);
 }
 

@@ -200,22 +200,41 @@ uint64_t fm_from_fuse(fuse_ino_t ino)
 	return ino == FUSE_ROOT_ID ? BCH_ROOT_INO : ino;
 }
 
-/* One more (+1) or one fewer (-1) file or directory open in ino's subvolume (lock held). */
+/*
+ * One more (+1) or one fewer (-1) file or directory open in ino's
+ * subvolume.  +1 with the lock held (the array is made then); -1 needs no
+ * lock: a releasedir takes none (the subvolume is in ino's handle).
+ */
 void fm_open_count(struct fmount *m, fuse_ino_t ino, int d)
 {
 	uint32_t sv = bch_fs_subvol_of(fm_from_fuse(ino));
 
-	if (!m->open_subvol && !(m->open_subvol = calloc(BCH_SUBVOL_MAX + 1, sizeof(*m->open_subvol))))
-		return;		/* no memory: deletes are not refused for open files */
-	if (sv <= BCH_SUBVOL_MAX && (d > 0 || m->open_subvol[sv]))
-		m->open_subvol[sv] += d;
+	atomic_uint *n = atomic_load(&m->open_subvol);
+
+	if (!n && d > 0) {
+		if (!(n = calloc(BCH_SUBVOL_MAX + 1, sizeof(*n))))
+			return;		/* no memory: deletes are not refused for open files */
+		atomic_store(&m->open_subvol, n);
+	}
+	if (!n || sv > BCH_SUBVOL_MAX)
+		return;
+	if (d > 0) {
+		atomic_fetch_add(&n[sv], 1);
+		return;
+	}
+	/* not below 0: an open counted before the array was made is not counted down */
+	unsigned v = atomic_load(&n[sv]);
+	while (v && !atomic_compare_exchange_weak(&n[sv], &v, v - 1))
+		;
 }
 
 bool fusemount_subvol_busy(void *priv, uint32_t subvol)
 {
 	struct fmount *m = priv;
 
-	return m && m->open_subvol && subvol <= BCH_SUBVOL_MAX && m->open_subvol[subvol];
+	atomic_uint *n = m ? atomic_load(&m->open_subvol) : NULL;
+
+	return n && subvol <= BCH_SUBVOL_MAX && atomic_load(&n[subvol]);
 }
 
 

@@ -249,6 +249,14 @@ int bch_fs_fallocate(struct bch_fs *c, uint64_t inum, int mode, uint64_t offset,
 /* SEEK_DATA / SEEK_HOLE from offset; -ENXIO past the end */
 int64_t bch_fs_seek(struct bch_fs *c, uint64_t inum, uint64_t offset, int whence);
 int bch_fs_fsync(struct bch_fs *c);
+/*
+ * bch_fs_fsync() in steps, for a caller that lets its lock go while the
+ * devices work (journal.h, bch_journal_flush_step()): *seq 0 at first; 0 or
+ * -errno: done; 1: call bch_fs_fsync_wait() without the lock, then this
+ * again.
+ */
+int bch_fs_fsync_step(struct bch_fs *c, uint64_t *seq);
+void bch_fs_fsync_wait(struct bch_fs *c);
 
 /*
  * Entries of dir from cursor pos ("." is 0, ".." 1, then name hashes):

@@ -842,6 +842,18 @@ int bch_fs_fsync(struct bch_fs *c)
 	return fs_ret_errno(bch_journal_flush(c));
 }
 
+int bch_fs_fsync_step(struct bch_fs *c, uint64_t *seq)
+{
+	int r = bch_journal_flush_step(c, seq);
+
+	return r > 0 ? r : fs_ret_errno(r);
+}
+
+void bch_fs_fsync_wait(struct bch_fs *c)
+{
+	bch_journal_flush_wait(c);
+}
+
 /* ------------------------------------------- entry points: views of handles */
 
 ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len)

@@ -1840,6 +1840,38 @@ int bch_journal_flush(struct bch_fs *c)
 	return flush_open(c, may_reclaim(c));
 }
 
+int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq)
+{
+	struct bch_journal *j = J(c);
+	int ret;
+
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	if (!j->started)
+		return 0;
+	if (!*seq && !(*seq = open_entry_needed(c) ? j->seq : j->written))
+		return 0;
+	if (*seq <= j->durable)
+		return 0;
+	if (j->wr.busy) {
+		if (!bch_jwriter_done(&j->wr.w))
+			return 1;	/* its turn comes after the entry in flight */
+		if ((ret = jwriter_reap(c)) || *seq <= j->durable)
+			return ret;
+	}
+	/* written without its flush, or a reclaim first: in line, as bch_journal_flush() */
+	if (*seq <= j->written || !may_reclaim(c) || !fits(c, j->seq, j->buf_u64s, false))
+		return bch_journal_flush_seq(c, *seq);
+	if ((ret = journal_write_flush(c, true, true)))
+		return ret;
+	return *seq > j->durable;	/* handed to the writer, or written in line */
+}
+
+void bch_journal_flush_wait(struct bch_fs *c)
+{
+	bch_jwriter_wait_idle(&J(c)->wr.w);
+}
+
 bool bch_journal_open_has_keys(struct bch_fs *c, unsigned btree_id, unsigned level)
 {
 	struct bch_journal *j = J(c);

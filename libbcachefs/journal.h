@@ -160,6 +160,21 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq);
  * bch_journal_cur_seq(), or roots changed since the last entry; else 0 at once.
  */
 int bch_journal_flush(struct bch_fs *c);
+/*
+ * bch_journal_flush() for a caller that lets its lock go while the devices
+ * write and flush the entry (fsync through the daemon: other requests run
+ * meanwhile).  *seq, 0 on the first call, is set to the entry to make
+ * durable (everything so far).  0: it is (or <0, an error, as
+ * bch_journal_flush()); 1: it is being written, or must wait for the entry
+ * in flight: call bch_journal_flush_wait() without the lock, then this
+ * again with the same *seq.  Fsyncs waiting together go out in one entry.
+ */
+int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq);
+/*
+ * Without the caller's lock: wait until the writer thread has no entry left
+ * to write.  The filesystem stays open meanwhile (the caller sees to it).
+ */
+void bch_journal_flush_wait(struct bch_fs *c);
 
 /*
  * Flush every device (no journal entry): the writes issued so far are

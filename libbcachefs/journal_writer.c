@@ -74,7 +74,7 @@ bool bch_jwriter_start(struct bch_jwriter *w)
 		return true;
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_cond_init(&w->cond, NULL);
-	w->stop = w->queued = w->done = false;
+	w->stop = w->queued = w->done = w->busy = false;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = pthread_create(&w->thread, NULL, jwriter_thread, w);
@@ -95,6 +95,7 @@ void bch_jwriter_submit(struct bch_jwriter *w)
 	w->failed_flush = false;
 	pthread_mutex_lock(&w->lock);
 	w->queued = true;
+	w->busy = true;
 	pthread_cond_broadcast(&w->cond);
 	pthread_mutex_unlock(&w->lock);
 }
@@ -108,10 +109,30 @@ int bch_jwriter_wait(struct bch_jwriter *w)
 	pthread_mutex_lock(&w->lock);
 	while (!w->done)
 		pthread_cond_wait(&w->cond, &w->lock);
-	w->done = false;
+	w->done = w->busy = false;
 	ret = w->ret;
 	pthread_mutex_unlock(&w->lock);
 	return ret;
+}
+
+bool bch_jwriter_done(struct bch_jwriter *w)
+{
+	if (w->pid != getpid())
+		return true;	/* forked: the wait runs the job in line */
+	pthread_mutex_lock(&w->lock);
+	bool done = w->done;
+	pthread_mutex_unlock(&w->lock);
+	return done;
+}
+
+void bch_jwriter_wait_idle(struct bch_jwriter *w)
+{
+	if (w->pid != getpid())
+		return;		/* forked: the submitter's wait runs the job */
+	pthread_mutex_lock(&w->lock);
+	while (w->busy && !w->done)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
 }
 
 void bch_jwriter_stop(struct bch_jwriter *w)

@@ -44,6 +44,7 @@ struct bch_jwriter {
 	bool			stop;		/* under lock */
 	bool			queued;		/* under lock: submitted, not taken yet */
 	bool			done;		/* under lock: the thread finished the job */
+	bool			busy;		/* under lock: submitted, not waited for */
 	int			ret;		/* under lock: its result */
 
 	/* the job, filled by the submitter */
@@ -77,6 +78,17 @@ void bch_jwriter_submit(struct bch_jwriter *w);
 
 /* Wait for the submitted job and return its result (0 or -errno). */
 int bch_jwriter_wait(struct bch_jwriter *w);
+
+/* Has the thread finished the submitted job (bch_jwriter_wait() would not wait)? */
+bool bch_jwriter_done(struct bch_jwriter *w);
+
+/*
+ * Wait until the thread has no job left to run (done, or none submitted),
+ * taking no result: the submitter still waits for it (bch_jwriter_wait()).
+ * For a thread other than the submitter's, which need not hold what the
+ * submitter holds: the thread is started and not stopped meanwhile.
+ */
+void bch_jwriter_wait_idle(struct bch_jwriter *w);
 
 /* Stop the thread of this process, if any; no job may be in flight. */
 void bch_jwriter_stop(struct bch_jwriter *w);

@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * journal_flush_step_test.c - bch_journal_flush_step() (issue 32): an
+ * fsync through the daemon hands its entry to the writer thread and lets
+ * the engine lock go while the devices work.
+ *
+ *  - the step hands the entry over: its preflush is the writer's, and while
+ *    it is held up the caller adds records and a second fsync finds its
+ *    turn after the entry in flight; nothing counts as durable until the
+ *    step says so, and then the asked entry is; the second fsync's entry
+ *    follows, and everything replays in order;
+ *  - a kill while the fsync's entry is held between its preflush and its
+ *    write: what was durable before replays, the held entry does not;
+ *  - nothing to write: the step says so at once.
+ * No timing: the hook holds the writer until the test lets it go (a 20 s
+ * bound only so a bug cannot hang the run).
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "errcode.h"
+#include "format.h"
+#include "journal.h"
+#include "super.h"
+#include "tests/lib/testfs.h"
+#include "tests/lib/tmpdir.h"
+
+static char tmpdir[64], paths[1][128];
+
+/* One 64 MiB device, 64 KiB buckets. */
+static void make_fs(void)
+{
+	struct bch_format_dev dev = { 0 };
+	struct bch_format_args args = { .no_btrees = true };
+	struct bch_opts o;
+	char err[256];
+
+	test_tmpdir_make(tmpdir, sizeof(tmpdir), "jstep");
+	snprintf(paths[0], sizeof(paths[0]), "%s/d0.img", tmpdir);
+	dev.path = paths[0];
+	dev.size = 64 << 20;
+	dev.bucket_size = 64 << 10;
+	dev.durability = 1;
+	bch_opts_default(&o);
+	bch_opt_set(&o, Opt_btree_node_size, 64 << 10);
+	cr_assert_eq(bch_format(&dev, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
+}
+
+/* The pin on record 1 keeps every entry in the replay range. */
+static struct bch_journal_pin test_pin;
+
+static int pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq)
+{
+	(void)seq;
+	bch_journal_pin_drop(c, pin);
+	return 0;
+}
+
+static struct bch_fs *fresh_journal(void)
+{
+	uint64_t newest;
+
+	make_fs();
+	struct bch_fs *c = testfs_journal_open(paths, 1, false, 0, 0);
+	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
+	bch_journal_start(c, 1);
+	memset(&test_pin, 0, sizeof(test_pin));
+	bch_journal_pin_add(c, &test_pin, testfs_journal_record(c, 1, 10), pin_flush);
+	return c;
+}
+
+struct seen {
+	uint64_t	last, nr;
+	bool		tag[1024];
+	bool		bad;
+};
+
+/* Replay: entries in order, each record whole. */
+static int collect(struct bch_fs *c, struct bch_jset *j, void *priv)
+{
+	struct seen *s = priv;
+	struct bch_jset_entry *e;
+
+	(void)c;
+	if (s->nr && j->seq != s->last + 1)
+		s->bad = true;
+	s->last = j->seq;
+	s->nr++;
+	for_each_jset_entry(e, j) {
+		if (e->type != BCH_JSET_ENTRY_btree_keys || !e->u64s)
+			continue;
+		uint64_t tag = e->_data[0] / 1000003;
+		for (unsigned i = 0; i < e->u64s; i++)
+			if (e->_data[i] != tag * 1000003 + i)
+				s->bad = true;
+		if (tag < 1024)
+			s->tag[tag] = true;
+	}
+	return 0;
+}
+
+static int replay(const char *path, struct seen *s)
+{
+	char one[1][TESTFS_PATH_MAX];
+	snprintf(one[0], sizeof(one[0]), "%s", path);
+	struct bch_fs *r = testfs_journal_open(one, 1, true, 0, 0);
+	uint64_t newest;
+	int ret = bch_journal_read(r, collect, s, &newest);
+
+	testfs_journal_close(r);
+	return ret;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+	char buf[65536];
+	size_t n;
+
+	cr_assert(in && out, "copy %s: %s", from, strerror(errno));
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		cr_assert_eq(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	cr_assert_eq(fclose(out), 0);
+}
+
+/* ------------------------------------------------- the hook: hold the writer */
+
+static pthread_t test_thread;
+static pthread_mutex_t hk_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hk_cond = PTHREAD_COND_INITIALIZER;
+static int hold_op = -1;
+static bool held, release;
+static unsigned own_flushes, writer_flushes;
+
+/* I/O from any thread but the test's is the writer's; hold_op of it waits until release. */
+static int hold_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
+		     const void *buf, size_t len)
+{
+	(void)priv; (void)dev; (void)offset; (void)buf; (void)len;
+	pthread_mutex_lock(&hk_lock);
+	if (pthread_equal(pthread_self(), test_thread)) {
+		own_flushes += op == BCH_IO_FLUSH;
+	} else {
+		writer_flushes += op == BCH_IO_FLUSH;
+		if ((int)op == hold_op && !release) {
+			struct timespec until;
+			clock_gettime(CLOCK_REALTIME, &until);
+			until.tv_sec += 20;
+			held = true;
+			pthread_cond_broadcast(&hk_cond);
+			while (!release && pthread_cond_timedwait(&hk_cond, &hk_lock, &until) != ETIMEDOUT)
+				;
+			held = false;
+		}
+	}
+	pthread_mutex_unlock(&hk_lock);
+	return 0;
+}
+
+static void hook_reset(int op)
+{
+	pthread_mutex_lock(&hk_lock);
+	hold_op = op;
+	held = release = false;
+	own_flushes = writer_flushes = 0;
+	pthread_mutex_unlock(&hk_lock);
+	test_thread = pthread_self();
+}
+
+static bool wait_held(void)
+{
+	struct timespec until;
+	bool ret;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
+	pthread_mutex_lock(&hk_lock);
+	while (!held && pthread_cond_timedwait(&hk_cond, &hk_lock, &until) != ETIMEDOUT)
+		;
+	ret = held;
+	pthread_mutex_unlock(&hk_lock);
+	return ret;
+}
+
+static void let_go(void)
+{
+	pthread_mutex_lock(&hk_lock);
+	release = true;
+	pthread_cond_broadcast(&hk_cond);
+	pthread_mutex_unlock(&hk_lock);
+}
+
+/* A write outside the journal (as a data write): the next preflush reaches the device. */
+static void other_write(struct bch_fs *c)
+{
+	struct bch_blockdev *bd = c->devs[0]->bdev;
+	char *buf = bch_dev_alloc_buf(4096);
+	uint64_t off = bch_dev_size(bd) - 4096;
+
+	cr_assert_eq(bch_dev_read(bd, buf, 4096, off), 0);
+	cr_assert_eq(bch_dev_write(bd, buf, 4096, off), 0);
+	free(buf);
+}
+
+/* Steps (waiting between them, as the daemon does without its lock) until done. */
+static int step_until_done(struct bch_fs *c, uint64_t *seq)
+{
+	int r;
+
+	for (unsigned n = 0; (r = bch_journal_flush_step(c, seq)) > 0; n++) {
+		cr_assert_lt(n, 100, "the step never ended (seq %llu)", (unsigned long long)*seq);
+		bch_journal_flush_wait(c);
+	}
+	return r;
+}
+
+static void teardown(void)
+{
+	let_go();
+	test_tmpdir_remove(tmpdir);
+}
+
+TestSuite(journal_flush_step, .fini = teardown);
+
+/*
+ * Fails when the step writes in line (as bch_journal_flush()): the
+ * preflush is then the caller's, and the step returns 0 at once.
+ */
+Test(journal_flush_step, entry_handed_to_the_writer, .timeout = 120)
+{
+	struct bch_fs *c = fresh_journal();
+	struct bch_io_hook h = { .fn = hold_hook };
+	unsigned tag = 2;
+
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+	uint64_t durable = bch_journal_seq_durable(c);
+
+	hook_reset(BCH_IO_FLUSH);
+	bch_dev_set_hook(c->devs[0]->bdev, &h);
+	other_write(c);
+	for (unsigned i = 0; i < 5; i++)
+		testfs_journal_record(c, tag++, 40);
+	unsigned first_done = tag;
+	uint64_t seq = 0, seq2 = 0;
+	cr_assert_eq(bch_journal_flush_step(c, &seq), 1, "the step wrote in line: %s", c->err_msg);
+	cr_assert_eq(seq, bch_journal_seq_open(c) - 1, "the step's entry is not the one it sealed");
+	cr_assert(wait_held(), "the entry's preflush never came from the writer");
+
+	/* the writer is inside the preflush: records go on into the next entry */
+	for (unsigned i = 0; i < 5; i++)
+		testfs_journal_record(c, tag++, 40);
+	cr_assert_eq(bch_journal_flush_step(c, &seq2), 1, "a second fsync did not wait its turn");
+	cr_assert_eq(seq2, seq + 1);
+	cr_assert_eq(bch_journal_flush_step(c, &seq), 1, "done while the writer is held");
+	pthread_mutex_lock(&hk_lock);
+	unsigned own = own_flushes;
+	bool still = held;
+	pthread_mutex_unlock(&hk_lock);
+	cr_assert(still, "the writer went on by itself");
+	cr_assert_eq(own, 0, "the caller flushed %u times", own);
+	cr_assert_eq(bch_journal_seq_durable(c), durable, "an entry in flight counts as durable");
+
+	let_go();
+	cr_assert_eq(step_until_done(c, &seq), 0, "%s", c->err_msg);
+	cr_assert_geq(bch_journal_seq_durable(c), seq);
+	cr_assert_eq(step_until_done(c, &seq2), 0, "%s", c->err_msg);
+	cr_assert_geq(bch_journal_seq_durable(c), seq2);
+	cr_assert_geq(writer_flushes, 2, "the entries' flushes were not the writer's");
+	cr_assert_eq(own_flushes, 0, "the caller flushed %u times", own_flushes);
+	/* nothing since: done at once, nothing written */
+	uint64_t seq3 = 0;
+	uint64_t open = bch_journal_seq_open(c);
+	cr_assert_eq(bch_journal_flush_step(c, &seq3), 0);
+	cr_assert_eq(bch_journal_seq_open(c), open, "an entry written with nothing in it");
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	testfs_journal_close(c);
+
+	struct seen *s = calloc(1, sizeof(*s));
+	cr_assert_eq(replay(paths[0], s), 0);
+	cr_assert_not(s->bad, "replayed a bad or out-of-order entry");
+	for (unsigned t = 1; t < tag; t++)
+		cr_assert(s->tag[t], "tag %u (of %u; the first fsync's end at %u) lost", t, tag - 1,
+			  first_done);
+	free(s);
+}
+
+/*
+ * A kill while the fsync's entry is held between its preflush and its
+ * write (a copy of the image: what kill -9 leaves): what was durable
+ * replays, the held entry's records do not; let go, all of them.
+ */
+Test(journal_flush_step, kill_with_the_entry_held, .timeout = 120)
+{
+	struct bch_fs *c = fresh_journal();
+	struct bch_io_hook h = { .fn = hold_hook };
+	char crash[160];
+	unsigned tag = 2;
+
+	snprintf(crash, sizeof(crash), "%s/killed.img", tmpdir);
+	for (unsigned i = 0; i < 5; i++)
+		testfs_journal_record(c, tag++, 40);
+	uint64_t seq = 0;
+	cr_assert_eq(step_until_done(c, &seq), 0, "%s", c->err_msg);
+	unsigned flushed_to = tag;
+
+	hook_reset(BCH_IO_WRITE);
+	bch_dev_set_hook(c->devs[0]->bdev, &h);
+	other_write(c);
+	for (unsigned i = 0; i < 5; i++)
+		testfs_journal_record(c, tag++, 40);
+	seq = 0;
+	cr_assert_eq(bch_journal_flush_step(c, &seq), 1, "the step wrote in line");
+	cr_assert(wait_held(), "the entry's write never came from the writer");
+	copy_file(paths[0], crash);
+
+	struct seen *s = calloc(1, sizeof(*s));
+	cr_assert_eq(replay(crash, s), 0);
+	cr_assert_not(s->bad);
+	for (unsigned t = 1; t < flushed_to; t++)
+		cr_assert(s->tag[t], "durable tag %u lost", t);
+	for (unsigned t = flushed_to; t < tag; t++)
+		cr_assert_not(s->tag[t], "tag %u of the held entry replayed", t);
+
+	let_go();
+	cr_assert_eq(step_until_done(c, &seq), 0, "%s", c->err_msg);
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	testfs_journal_close(c);
+	memset(s, 0, sizeof(*s));
+	cr_assert_eq(replay(paths[0], s), 0);
+	cr_assert_not(s->bad);
+	for (unsigned t = 1; t < tag; t++)
+		cr_assert(s->tag[t], "tag %u lost after the step", t);
+	free(s);
+}
