@@ -314,6 +314,12 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole);
 bool bch_btree_node_fits(struct bch_fs *c, const struct btree *b);
 /* Sectors an append of b's pending keys takes (sorts them: pending_sort()). */
 unsigned bch_btree_node_append_sectors(struct bch_fs *c, struct btree *b);
+/*
+ * Would writing dirty b relink it (a move or a split: an update of its
+ * parent through the journal's reserve, which may split the parent)?
+ * false: an append, or a first write where its parent points.
+ */
+bool bch_btree_node_write_relinks(struct bch_fs *c, struct btree *b);
 
 /* ------------------------------------------------------------ updates */
 
