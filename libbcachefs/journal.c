@@ -137,6 +137,7 @@ struct bch_journal {
 	uint64_t		*last_roots;	/* roots of the last entry written */
 	unsigned		last_roots_u64s;
 	bool			reclaiming;	/* inside reclaim: no nested reclaim */
+	unsigned		nr_pins;	/* on the list: nodes reclaim may relink */
 
 	struct bch_journal_pin	pins;		/* list head, oldest first */
 	unsigned		(*roots_u64s)(struct bch_fs *c);
@@ -995,24 +996,68 @@ static int place(struct bch_journal *j, struct journal_dev *jd, unsigned sectors
  */
 #define INTERNAL_RESERVE_U64S(j)	((j)->max_u64s / 4)
 
+/* One relink: a pointer key with a copy per metadata replica, and its header. */
+static unsigned relink_u64s(struct bch_fs *c)
+{
+	unsigned r = c->opts.v[Opt_metadata_replicas] ? c->opts.v[Opt_metadata_replicas] : 1;
+
+	if (r > BCH_REPLICAS_MAX)
+		r = BCH_REPLICAS_MAX;
+	return 1 + BCH_BKEY_U64s + (sizeof(struct bch_btree_ptr) + r * sizeof(struct bch_extent_ptr)) / 8;
+}
+
+/*
+ * The internal reserve an ordinary reservation of new_u64s keeps.  Reclaim
+ * writes every pinned node it frees a bucket from, and each write may be a
+ * move (with 4k nodes, every write of a node written before is one) that
+ * relinks the node in its parent: an internal update, which cannot wait for
+ * a bucket to be freed, since it is what frees one.  So the reserve holds
+ * one relink for every pinned node and for every node the reservation's
+ * keys may pin (a key takes 1 + BCH_BKEY_U64s words at least), a quarter
+ * more for splits among them, and never less than a quarter of an entry.
+ * Past what an entry can keep, no ordinary reservation fits: reclaim runs
+ * while the room for its relinks is still there.  (journal_evict: one
+ * device with two copies, 4 buckets, 4k nodes: reclaim's 1 + 5 + 7 word
+ * relinks of a bucket's worth of keys ran out of the fixed quarter.)
+ */
+static unsigned reserve_u64s(struct bch_fs *c, unsigned new_u64s)
+{
+	struct bch_journal *j = J(c);
+	uint64_t pins = j->nr_pins + new_u64s / (1 + BCH_BKEY_U64s);
+	uint64_t debt = pins * relink_u64s(c);
+
+	debt += debt / 4;
+	if (debt > j->max_u64s)
+		debt = j->max_u64s;	/* fits nothing: reclaim first */
+	return debt > INTERNAL_RESERVE_U64S(j) ? debt : INTERNAL_RESERVE_U64S(j);
+}
+
+static unsigned marker_sectors_for(struct bch_fs *c, unsigned new_u64s)
+{
+	return entry_sectors(J(c), roots_u64s(c) + reserve_u64s(c, new_u64s)) +
+	       entry_sectors(J(c), roots_u64s(c));
+}
+
 static unsigned marker_sectors(struct bch_fs *c)
 {
-	return entry_sectors(J(c), roots_u64s(c) + INTERNAL_RESERVE_U64S(J(c))) +
-	       entry_sectors(J(c), roots_u64s(c));
+	return marker_sectors_for(c, 0);
 }
 
 /*
  * Internal reservations keep room for one roots-only entry, so the entry
  * that records an advanced last_seq after reclaim can always be written;
- * ordinary ones also keep the internal reserve.
+ * ordinary ones also keep the internal reserve (reserve_u64s(): u64s less
+ * the open entry's words are the reservation's own).
  */
 static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s, bool internal)
 {
 	struct bch_journal *j = J(c);
 	unsigned sectors = entry_sectors(j, u64s + roots_u64s(c)), slot, off;
-	unsigned reserve = internal ? entry_sectors(j, roots_u64s(c)) : marker_sectors(c);
+	unsigned new_u64s = seq == j->seq && u64s > j->buf_u64s ? u64s - j->buf_u64s : 0;
+	unsigned keep = internal ? 0 : reserve_u64s(c, new_u64s);
+	unsigned reserve = internal ? entry_sectors(j, roots_u64s(c)) : marker_sectors_for(c, new_u64s);
 
-	if (u64s + roots_u64s(c) + (internal ? 0 : INTERNAL_RESERVE_U64S(j)) > j->max_u64s)
+	if ((uint64_t)u64s + roots_u64s(c) + keep > j->max_u64s)
 		return false;
 	for (unsigned k = 0; k < j->replicas; k++)
 		if (place(j, target(j, seq, k), sectors, reserve, &slot, &off))
@@ -1904,13 +1949,14 @@ void bch_journal_pin_add(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t
 	pin->next = p->next;
 	p->next->prev = pin;
 	p->next = pin;
+	j->nr_pins++;
 }
 
 void bch_journal_pin_drop(struct bch_fs *c, struct bch_journal_pin *pin)
 {
-	(void)c;
 	if (!pin->seq)
 		return;
+	J(c)->nr_pins--;
 	pin->prev->next = pin->next;
 	pin->next->prev = pin->prev;
 	pin->next = pin->prev = NULL;
