@@ -1007,55 +1007,58 @@ static unsigned relink_u64s(struct bch_fs *c)
 }
 
 /*
- * The internal reserve an ordinary reservation of new_u64s keeps.  Reclaim
- * writes every pinned node it frees a bucket from, and each write may be a
- * move (with 4k nodes, every write of a node written before is one) that
- * relinks the node in its parent: an internal update, which cannot wait for
- * a bucket to be freed, since it is what frees one.  So the reserve holds
- * one relink for every pinned node and for every node the reservation's
- * keys may pin (a key takes 1 + BCH_BKEY_U64s words at least), a quarter
- * more for splits among them, and never less than a quarter of an entry.
- * Past what an entry can keep, no ordinary reservation fits: reclaim runs
- * while the room for its relinks is still there.  (journal_evict: one
- * device with two copies, 4 buckets, 4k nodes: reclaim's 1 + 5 + 7 word
- * relinks of a bucket's worth of keys ran out of the fixed quarter.)
+ * The internal reserve an ordinary reservation keeps.  Reclaim writes every
+ * node pinned in the bucket it frees, and each write may be a move (with 4k
+ * nodes, every write of a node written before is one) that relinks the node
+ * in its parent: an internal update, which cannot wait for a bucket to be
+ * freed, since it is what frees one.  So the reserve holds a relink (and a
+ * quarter more, for splits) for every pinned node, on top of the quarter of
+ * an entry it always kept: that quarter covers the nodes the reservation's
+ * own keys pin (a commit of 4k nodes pins 41 at most, 500 words of
+ * relinks), splits of parents and the roots.  Past what an entry can keep,
+ * no ordinary reservation fits and reclaim runs while the room for its
+ * relinks is still there; after it, the pins left are few.
+ * (journal_evict: 4 buckets of 64 KiB, 4k nodes, 1 MiB cache, every 7th of
+ * 20000 keys changed: reclaim's relinks ran out of the fixed quarter, one
+ * device with two copies in a commit, two devices with two copies at close.)
  */
-static unsigned reserve_u64s(struct bch_fs *c, unsigned new_u64s)
+static unsigned reserve_u64s(struct bch_fs *c)
 {
 	struct bch_journal *j = J(c);
-	uint64_t pins = j->nr_pins + new_u64s / (1 + BCH_BKEY_U64s);
-	uint64_t debt = pins * relink_u64s(c);
+	uint64_t debt = (uint64_t)j->nr_pins * relink_u64s(c);
 
-	debt += debt / 4;
-	if (debt > j->max_u64s)
-		debt = j->max_u64s;	/* fits nothing: reclaim first */
-	return debt > INTERNAL_RESERVE_U64S(j) ? debt : INTERNAL_RESERVE_U64S(j);
+	debt += debt / 4 + INTERNAL_RESERVE_U64S(j);
+	return debt < 2 * j->max_u64s ? debt : 2 * j->max_u64s;	/* fits nothing */
 }
 
-static unsigned marker_sectors_for(struct bch_fs *c, unsigned new_u64s)
+/* Room kept after an ordinary entry: the reserve's entry and a roots-only one. */
+static unsigned keep_sectors(struct bch_fs *c)
 {
-	return entry_sectors(J(c), roots_u64s(c) + reserve_u64s(c, new_u64s)) +
+	return entry_sectors(J(c), roots_u64s(c) + reserve_u64s(c)) +
 	       entry_sectors(J(c), roots_u64s(c));
 }
 
+/*
+ * What a stub keeps after it: the quarter and a roots-only entry (as before
+ * the pins counted: whether an entry gets a stub does not depend on them).
+ */
 static unsigned marker_sectors(struct bch_fs *c)
 {
-	return marker_sectors_for(c, 0);
+	return entry_sectors(J(c), roots_u64s(c) + INTERNAL_RESERVE_U64S(J(c))) +
+	       entry_sectors(J(c), roots_u64s(c));
 }
 
 /*
  * Internal reservations keep room for one roots-only entry, so the entry
  * that records an advanced last_seq after reclaim can always be written;
- * ordinary ones also keep the internal reserve (reserve_u64s(): u64s less
- * the open entry's words are the reservation's own).
+ * ordinary ones also keep the internal reserve (reserve_u64s()).
  */
 static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s, bool internal)
 {
 	struct bch_journal *j = J(c);
 	unsigned sectors = entry_sectors(j, u64s + roots_u64s(c)), slot, off;
-	unsigned new_u64s = seq == j->seq && u64s > j->buf_u64s ? u64s - j->buf_u64s : 0;
-	unsigned keep = internal ? 0 : reserve_u64s(c, new_u64s);
-	unsigned reserve = internal ? entry_sectors(j, roots_u64s(c)) : marker_sectors_for(c, new_u64s);
+	unsigned keep = internal ? 0 : reserve_u64s(c);
+	unsigned reserve = internal ? entry_sectors(j, roots_u64s(c)) : keep_sectors(c);
 
 	if ((uint64_t)u64s + roots_u64s(c) + keep > j->max_u64s)
 		return false;
