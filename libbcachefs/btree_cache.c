@@ -843,6 +843,13 @@ static int write_pending(struct bch_fs *c, bool held)
 	return 0;
 }
 
+/*
+ * A read's shrink looks at this many dirty nodes it may not write, then
+ * stops: with more dirty nodes than the limit (after a replay), every read
+ * would otherwise go through all of them.
+ */
+#define HELD_SKIPS_MAX	16
+
 /* Evict to the limit; held: see relink_check(). */
 static int shrink(struct bch_fs *c, bool held)
 {
@@ -854,7 +861,7 @@ static int shrink(struct bch_fs *c, bool held)
 	}
 	bch_btree_cache_evict_clean(c);
 	struct btree *b = bc->lru.lru_prev;
-	unsigned writes = 0;
+	unsigned writes = 0, skips = 0;
 	bool restored = false;
 
 	while (bc->bytes > bc->limit + bc->held_bytes && b != &bc->lru) {
@@ -868,6 +875,8 @@ static int shrink(struct bch_fs *c, bool held)
 				b = bc->lru.lru_prev;
 				continue;
 			}
+			if (ret == 1 && ++skips >= HELD_SKIPS_MAX)
+				break;
 			if (!ret) {
 				if ((ret = write_cold(c, b)) < 0)
 					return ret;
