@@ -223,7 +223,12 @@ void bch_btree_node_hash(struct bch_fs *c, struct btree *b);	/* after ptrs chang
 void bch_btree_node_forget(struct bch_fs *c, struct btree *b);	/* drop from cache, free */
 void bch_btree_node_unhash(struct bch_fs *c, struct btree *b);	/* before ptrs change */
 void bch_btree_cache_drop(struct bch_fs *c, const struct bch_extent_ptr *p);	/* if cached, unreferenced */
-int  bch_btree_cache_shrink(struct bch_fs *c);			/* evict to the limit */
+/*
+ * Evict to the limit, from the top (no node held for a caller): dirty nodes
+ * are written, the journal's reserve given back before each write that
+ * relinks.  A read's own shrink (in bch_btree_node_get()) writes in place only.
+ */
+int  bch_btree_cache_shrink(struct bch_fs *c);
 void bch_btree_cache_evict_clean(struct bch_fs *c);		/* no writes */
 /* Every clean node nobody references or holds, out (a scan moving to other btrees). */
 void bch_btree_cache_evict_unused(struct bch_fs *c);
