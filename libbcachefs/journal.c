@@ -33,7 +33,7 @@
  * does not fit — which needs the next bucket to hold nothing at or after
  * last_seq_ondisk.  Transactions leave room in every bucket for one more
  * entry (roots and a reserve for the btree's internal updates, a relink
- * for every pinned node among them: reserve_u64s()): when the
+ * for every node pinned in the next buckets among them: reserve_u64s()): when the
  * ring is full, reclaim flushes every pin (all of them protect durable
  * entries, as the open entry is written first; node writes may add internal
  * updates, which the reserve holds) and that entry records the new last_seq,
