@@ -804,11 +804,18 @@ static int relink_check(struct bch_fs *c, struct btree *b, bool held, bool *rest
 	return ret < 0 ? ret : 2;
 }
 
+/*
+ * A read's shrink looks at this many dirty nodes it may not write, then
+ * stops: with more dirty nodes than the limit (after a replay), every read
+ * would otherwise go through all of them.
+ */
+#define HELD_SKIPS_MAX	16
+
 static int write_pending(struct bch_fs *c, bool held)
 {
 	struct bch_btree_cache *bc = BC(c);
 	size_t budget = bc->limit / PENDING_SHARE > PENDING_MIN ? bc->limit / PENDING_SHARE : PENDING_MIN;
-	unsigned writes = 0;
+	unsigned writes = 0, skips = 0;
 	bool restored = false;
 
 	if (bc->pending_bytes <= budget || c->read_only || c->emergency_ro)
@@ -829,6 +836,8 @@ static int write_pending(struct bch_fs *c, bool held)
 		int ret = relink_check(c, b, held, &restored);
 		if (ret < 0)
 			return ret;
+		if (ret == 1 && ++skips >= HELD_SKIPS_MAX)
+			break;
 		if (ret) {
 			b = ret == 1 ? b->lru_prev : bc->lru.lru_prev;
 			continue;
@@ -842,13 +851,6 @@ static int write_pending(struct bch_fs *c, bool held)
 	}
 	return 0;
 }
-
-/*
- * A read's shrink looks at this many dirty nodes it may not write, then
- * stops: with more dirty nodes than the limit (after a replay), every read
- * would otherwise go through all of them.
- */
-#define HELD_SKIPS_MAX	16
 
 /* Evict to the limit; held: see relink_check(). */
 static int shrink(struct bch_fs *c, bool held)
