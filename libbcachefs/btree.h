@@ -223,7 +223,12 @@ void bch_btree_node_hash(struct bch_fs *c, struct btree *b);	/* after ptrs chang
 void bch_btree_node_forget(struct bch_fs *c, struct btree *b);	/* drop from cache, free */
 void bch_btree_node_unhash(struct bch_fs *c, struct btree *b);	/* before ptrs change */
 void bch_btree_cache_drop(struct bch_fs *c, const struct bch_extent_ptr *p);	/* if cached, unreferenced */
-int  bch_btree_cache_shrink(struct bch_fs *c);			/* evict to the limit */
+/*
+ * Evict to the limit, from the top (no node held for a caller): dirty nodes
+ * are written, the journal's reserve given back before each write that
+ * relinks.  A read's own shrink (in bch_btree_node_get()) writes in place only.
+ */
+int  bch_btree_cache_shrink(struct bch_fs *c);
 void bch_btree_cache_evict_clean(struct bch_fs *c);		/* no writes */
 /* Every clean node nobody references or holds, out (a scan moving to other btrees). */
 void bch_btree_cache_evict_unused(struct bch_fs *c);
@@ -314,6 +319,12 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole);
 bool bch_btree_node_fits(struct bch_fs *c, const struct btree *b);
 /* Sectors an append of b's pending keys takes (sorts them: pending_sort()). */
 unsigned bch_btree_node_append_sectors(struct bch_fs *c, struct btree *b);
+/*
+ * Would writing dirty b relink it (a move or a split: an update of its
+ * parent through the journal's reserve, which may split the parent)?
+ * false: an append, or a first write where its parent points.
+ */
+bool bch_btree_node_write_relinks(struct bch_fs *c, struct btree *b);
 
 /* ------------------------------------------------------------ updates */
 

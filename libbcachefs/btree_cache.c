@@ -776,11 +776,47 @@ static int write_cold(struct bch_fs *c, struct btree *b)
 #define PENDING_SHARE	320
 #define PENDING_MIN	(512U << 10)
 
-static int write_pending(struct bch_fs *c)
+/*
+ * A relinking write (a move or a split: bch_btree_node_write_relinks())
+ * updates the parent through the journal's reserve and may split the
+ * parent.  With nodes held (held: the shrink of a read, whose caller holds
+ * the node just read and its parent) neither is safe: a split would free a
+ * node the caller holds, and a run of moves would use up the reserve with
+ * nothing giving it back (reclaim would write, and split, held nodes too).
+ * Such nodes stay dirty, over the limit as a filesystem that cannot write
+ * keeps them, until the next shrink from the top (the end of a commit), a
+ * reclaim or the close.  From the top, the reserve is given back before
+ * each relinking write (restore, once between writes: it may write and
+ * free nodes, so the walk starts again from the cold end).
+ *   < 0 an error; 1 b is skipped; 2 the reserve was restored (rescan);
+ *   0 write it.
+ */
+static int relink_check(struct bch_fs *c, struct btree *b, bool held, bool *restored)
+{
+	if (!bch_btree_node_write_relinks(c, b))
+		return 0;
+	if (held)
+		return 1;
+	if (*restored)
+		return 0;
+	*restored = true;
+	int ret = bch_journal_restore_reserve(c);
+	return ret < 0 ? ret : 2;
+}
+
+/*
+ * A read's shrink looks at this many dirty nodes it may not write, then
+ * stops: with more dirty nodes than the limit (after a replay), every read
+ * would otherwise go through all of them.
+ */
+#define HELD_SKIPS_MAX	16
+
+static int write_pending(struct bch_fs *c, bool held)
 {
 	struct bch_btree_cache *bc = BC(c);
 	size_t budget = bc->limit / PENDING_SHARE > PENDING_MIN ? bc->limit / PENDING_SHARE : PENDING_MIN;
-	unsigned writes = 0;
+	unsigned writes = 0, skips = 0;
+	bool restored = false;
 
 	if (bc->pending_bytes <= budget || c->read_only || c->emergency_ro)
 		return 0;
@@ -797,17 +833,27 @@ static int write_pending(struct bch_fs *c)
 			b = b->lru_prev;
 			continue;
 		}
-		int ret = write_cold(c, b);
+		int ret = relink_check(c, b, held, &restored);
 		if (ret < 0)
 			return ret;
+		if (ret == 1 && ++skips >= HELD_SKIPS_MAX)
+			break;
+		if (ret) {
+			b = ret == 1 ? b->lru_prev : bc->lru.lru_prev;
+			continue;
+		}
+		if ((ret = write_cold(c, b)) < 0)
+			return ret;
 		writes++;
+		restored = false;
 		/* writes can split and free other nodes: rescan from the cold end */
 		b = bc->lru.lru_prev;
 	}
 	return 0;
 }
 
-int bch_btree_cache_shrink(struct bch_fs *c)
+/* Evict to the limit; held: see relink_check(). */
+static int shrink(struct bch_fs *c, bool held)
 {
 	struct bch_btree_cache *bc = BC(c);
 
@@ -817,25 +863,42 @@ int bch_btree_cache_shrink(struct bch_fs *c)
 	}
 	bch_btree_cache_evict_clean(c);
 	struct btree *b = bc->lru.lru_prev;
-	unsigned writes = 0;
+	unsigned writes = 0, skips = 0;
+	bool restored = false;
 
 	while (bc->bytes > bc->limit + bc->held_bytes && b != &bc->lru) {
 		struct btree *prev = b->lru_prev;
 
 		if (!b->refs && b->dirty && !c->read_only && !c->emergency_ro && writes < 100000) {
-			int ret = write_cold(c, b);
+			int ret = relink_check(c, b, held, &restored);
 			if (ret < 0)
 				return ret;
-			writes++;
-			/* writes can split and free other nodes: rescan from the cold end */
-			b = bc->lru.lru_prev;
-			continue;
+			if (ret == 2) {
+				b = bc->lru.lru_prev;
+				continue;
+			}
+			if (ret == 1 && ++skips >= HELD_SKIPS_MAX)
+				break;
+			if (!ret) {
+				if ((ret = write_cold(c, b)) < 0)
+					return ret;
+				writes++;
+				restored = false;
+				/* writes can split and free other nodes: rescan from the cold end */
+				b = bc->lru.lru_prev;
+				continue;
+			}
 		}
 		if (!b->refs && !b->dirty)
 			bch_btree_node_forget(c, b);
 		b = prev;
 	}
-	return write_pending(c);
+	return write_pending(c, held);
+}
+
+int bch_btree_cache_shrink(struct bch_fs *c)
+{
+	return shrink(c, false);
 }
 
 /* Every copy on a member not given (degraded): not damage, not an error of the filesystem. */
@@ -916,7 +979,7 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 		bch_btree_cache_evict_clean(c);
 		return 0;
 	}
-	return bch_btree_cache_shrink(c);
+	return shrink(c, true);	/* the caller holds the path */
 }
 
 void bch_btree_cache_drop(struct bch_fs *c, const struct bch_extent_ptr *p)

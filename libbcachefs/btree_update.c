@@ -797,6 +797,33 @@ static void update_hint(struct bch_fs *c, struct btree *b)
 	bch_btree_node_put(c, p);
 }
 
+/* Is b's write a split (a node too big to write whole or past the threshold)? */
+static bool write_splits(struct bch_fs *c, const struct btree *b)
+{
+	return !bch_btree_node_fits(c, b) || b->u64s > split_threshold(c);
+}
+
+/*
+ * Does b's write append to its space (or write it whole where its parent
+ * points, never written yet)?  Else it is a move or a split, which relinks
+ * b in its parent: a journal update through the reserve, and maybe a split
+ * of the parent.
+ */
+static bool write_in_place(struct bch_fs *c, struct btree *b)
+{
+	if (write_splits(c, b))
+		return false;
+	return !b->sectors_written ||
+	       (!b->torn_tail && !b->no_append &&
+		b->sectors_written + bch_btree_node_append_sectors(c, b) <= c->sb->btree_node_size &&
+		!node_on_missing(c, b));
+}
+
+bool bch_btree_node_write_relinks(struct bch_fs *c, struct btree *b)
+{
+	return b->dirty && !write_in_place(c, b);
+}
+
 static int node_write(struct bch_fs *c, struct btree *b)
 {
 	int r;
@@ -807,13 +834,12 @@ static int node_write(struct bch_fs *c, struct btree *b)
 		return -BCH_ERR_fs_read_only;
 	if (c->emergency_ro)
 		return -BCH_ERR_fs_emergency_ro;
-	if (!bch_btree_node_fits(c, b) || b->u64s > split_threshold(c)) {
+	if (write_splits(c, b)) {
 		/* split consumes a reference and frees b */
 		b->refs++;
 		r = split(c, b);
 		return r ? r : 1;
 	}
-	unsigned node_sectors = c->sb->btree_node_size;
 	/*
 	 * Where b goes: where its parent points (never written yet, or an
 	 * append), which takes write-ahead, or a new place (a move), which is
@@ -822,9 +848,7 @@ static int node_write(struct bch_fs *c, struct btree *b)
 	 * short of the bset): it is rewritten, with copies on present devices
 	 * only.
 	 */
-	bool append = b->sectors_written && !b->torn_tail && !b->no_append &&
-		      b->sectors_written + bch_btree_node_append_sectors(c, b) <= node_sectors &&
-		      !node_on_missing(c, b);
+	bool append = b->sectors_written && write_in_place(c, b);
 	if (!b->sectors_written || append) {
 		if ((r = node_deps_durable(c, b)))
 			return r;

@@ -34,7 +34,10 @@
  *       last_seq of the newest durable entry, so replay never misses one.
  *   (2) Each bucket keeps room for the entry written after reclaim: when
  *       the ring is full, reclaim flushes the pins and that entry records
- *       the advanced last_seq, which frees buckets.  Every write from the top
+ *       the advanced last_seq, which frees buckets.  The room holds the
+ *       relinks of reclaim's own node writes: one for every node pinned in
+ *       the next buckets (a pin is a node that may move when written), on
+ *       top of a quarter of an entry.  Every write from the top
  *       that would use that room reclaims first; a flush with nothing new
  *       writes nothing.  So no workload fills the ring for good; a ring found
  *       full on disk (older versions) is emptied at open through the clean
