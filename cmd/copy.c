@@ -391,6 +391,12 @@ static void as_exit(struct copy_ctx *x)
 
 	if (!as)
 		return;
+	/*
+	 * Entries left only when the copy stopped at an error (copy_in() of a
+	 * tree flushes): their writes are ended quietly, no more tails done.
+	 */
+	if (as->ended < as->issued && !as->err)
+		as->err = -ECANCELED;
 	copy_in_flush(x);
 	pthread_mutex_lock(&as->lock);
 	as->stop = true;
