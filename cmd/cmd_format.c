@@ -577,8 +577,6 @@ static int populate(struct format_state *s)
 	}
 	if ((r = copy_ctx_init(&x, c, "format")) == 0) {
 		x.spec = &s->spec;
-		/* the cipher on the copy's own thread, beside the reading (copy.h) */
-		x.async = s->opts.v[Opt_encrypted];
 		r = copy_in(&x, s->source, top, NULL);
 	}
 	copy_progress_done(&x);

@@ -6,8 +6,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,11 +105,8 @@ int copy_ctx_init(struct copy_ctx *x, struct bch_fs *c, const char *cmd)
 	return 0;
 }
 
-static void as_exit(struct copy_ctx *x);
-
 void copy_ctx_exit(struct copy_ctx *x)
 {
-	as_exit(x);
 	if (x->links) {
 		for (size_t i = 0; i < x->links->cap; i++)
 			free(x->links->t[i].path);
@@ -202,300 +197,7 @@ int64_t copy_host_atime(const struct stat *st)
 	return bch_time_fixed() ? ts_ns(st->st_mtim) : ts_ns(st->st_atim);
 }
 
-/* ------------------------------------------------ copy in: writes behind */
-
-/*
- * x->async (copy.h, copy_in_flush()): a ring of what is in flight, in order
- * of issue: the chunks of files' data (a planned write each, on a buffer of
- * their own) and files' tails (the rest of copy_in() for that file).  The
- * runner thread runs the chunks in that order; this thread ends the oldest
- * entry only when the ring (or its buffers) is full, or at a flush: never
- * on whether the runner has finished, so the image's bytes are the same
- * from run to run.  The runner calls bch_fs_write_run() alone, which needs
- * only the devices (fs_ops.h): everything else stays on this thread.
- */
-#define AS_BUFS		16	/* chunk buffers (1 MiB each) */
-#define AS_ENTRIES	40	/* chunks and tails in flight */
-/*
- * The two threads hand work over in batches, not entry by entry (which cost
- * a context switch each way per small file: 275k of them for 70k files,
- * 0.5 s of CPU): the runner is woken once AS_KICK entries wait for it (or
- * when this thread would wait) and runs all that are issued before it
- * takes the lock again; this thread, when it waits for the oldest entry,
- * waits for AS_LOW more before it goes on.
- */
-#define AS_KICK		24
-#define AS_LOW		8
-
-struct as_entry {
-	bool			tail;		/* the rest of a file, once its chunks are ended */
-	bool			run;		/* a planned chunk: the runner runs it */
-	unsigned		buf;		/* chunk: its buffer */
-	char			*src;		/* host path, for messages (owned) */
-	uint64_t		inum;
-	struct stat		st;		/* tail: the host file's */
-	struct bch_fs_write_op	op;		/* chunk */
-};
-
-struct copy_async {
-	pthread_mutex_t		lock;
-	pthread_cond_t		work, done;
-	pthread_t		th;
-	bool			stop;
-	bool			idle;		/* the runner waits for work */
-	bool			waiting;	/* this thread waits until ran >= want */
-	uint64_t		issued, ran;	/* entries issued; the first ran were passed by the runner */
-	uint64_t		want;
-	struct bch_fs_writes	ws;
-	struct as_entry		e[AS_ENTRIES];	/* entry number n is e[n % AS_ENTRIES] */
-	uint64_t		ended;		/* entries ended (the oldest in flight) */
-	char			*buf[AS_BUFS];
-	bool			buf_used[AS_BUFS];
-	unsigned		bufs_used;
-	int			err;		/* the first error (reported), returned from then on */
-};
-
-/*
- * The runner.  A condition variable is signalled after the lock is let go
- * (a thread woken with it held only blocks again on the lock), and by the
- * thread that took idle (or waiting) back, once.
- */
-static void *as_runner(void *p)
-{
-	struct copy_async *as = p;
-
-	pthread_mutex_lock(&as->lock);
-	for (;;) {
-		if (as->ran == as->issued) {
-			if (as->stop)
-				break;
-			as->idle = true;
-			while (as->idle)
-				pthread_cond_wait(&as->work, &as->lock);
-			continue;
-		}
-		/* what is issued now, in order, the lock not taken between them */
-		uint64_t from = as->ran, to = as->issued;
-		pthread_mutex_unlock(&as->lock);
-		for (uint64_t n = from; n < to; n++) {
-			struct as_entry *e = &as->e[n % AS_ENTRIES];
-			if (e->run)
-				bch_fs_write_run(&e->op);	/* cipher, MAC, device writes: no engine state */
-		}
-		pthread_mutex_lock(&as->lock);
-		as->ran = to;
-		if (as->waiting && as->ran >= as->want) {
-			as->waiting = false;
-			pthread_mutex_unlock(&as->lock);
-			pthread_cond_signal(&as->done);
-			pthread_mutex_lock(&as->lock);
-		}
-	}
-	pthread_mutex_unlock(&as->lock);
-	return NULL;
-}
-
-/* Under as->lock, which it lets go: wake the runner if it is idle. */
-static void as_kick_unlock(struct copy_async *as, bool kick)
-{
-	kick = kick && as->idle;
-	if (kick)
-		as->idle = false;
-	pthread_mutex_unlock(&as->lock);
-	if (kick)
-		pthread_cond_signal(&as->work);
-}
-
-static int as_start(struct copy_ctx *x)
-{
-	struct copy_async *as = calloc(1, sizeof(*as));
-	sigset_t all, old;
-	int r;
-
-	if (!as)
-		return -ENOMEM;
-	pthread_mutex_init(&as->lock, NULL);
-	pthread_cond_init(&as->work, NULL);
-	pthread_cond_init(&as->done, NULL);
-	for (unsigned i = 0; i < AS_BUFS; i++)
-		if (!(as->buf[i] = malloc(BUF_SIZE)))
-			goto nomem;
-	/* signals go to the threads that wait for them (as io.c's workers) */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&as->th, NULL, as_runner, as);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r)
-		goto nomem;
-	x->as = as;
-	return 0;
-nomem:
-	for (unsigned i = 0; i < AS_BUFS; i++)
-		free(as->buf[i]);
-	free(as);
-	return -ENOMEM;
-}
-
-/* The rest of copy_in() for regular file src, once its data is written. */
-static int file_tail(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st);
-
-/* End the oldest entry: index a chunk (or write it the old way), or do a file's tail. */
-static int as_retire(struct copy_ctx *x)
-{
-	struct copy_async *as = x->as;
-	struct as_entry *e = &as->e[as->ended % AS_ENTRIES];
-	int r = 0;
-
-	pthread_mutex_lock(&as->lock);
-	if (as->ran <= as->ended) {
-		/* and a few more: the runner goes on meanwhile, this thread waits less often */
-		as->want = as->ended + AS_LOW < as->issued ? as->ended + AS_LOW : as->issued;
-		as->waiting = true;
-		as_kick_unlock(as, true);
-		pthread_mutex_lock(&as->lock);
-		while (as->waiting)
-			pthread_cond_wait(&as->done, &as->lock);
-	}
-	pthread_mutex_unlock(&as->lock);
-	if (e->tail) {
-		if (!as->err)
-			r = file_tail(x, e->src, e->inum, &e->st);
-	} else {
-		x->c->err_msg[0] = 0;
-		ssize_t n = bch_fs_write_end(x->c, &as->ws, &e->op);	/* also after an error: gives it back */
-		if (n < 0 && !as->err)
-			r = fail(x, (int)n, "writing", e->src);
-		as->buf_used[e->buf] = false;
-		as->bufs_used--;
-	}
-	free(e->src);
-	e->src = NULL;
-	as->ended++;		/* the runner is past it: only this thread reads ended */
-	if (r && !as->err)
-		as->err = r;
-	return as->err;
-}
-
-int copy_in_flush(struct copy_ctx *x)
-{
-	if (!x->as)
-		return 0;
-	while (x->as->ended < x->as->issued)
-		as_retire(x);
-	return x->as->err;
-}
-
-static void as_exit(struct copy_ctx *x)
-{
-	struct copy_async *as = x->as;
-
-	if (!as)
-		return;
-	/*
-	 * Entries left only when the copy stopped at an error (copy_in() of a
-	 * tree flushes): their writes are ended quietly, no more tails done.
-	 */
-	if (as->ended < as->issued && !as->err)
-		as->err = -ECANCELED;
-	copy_in_flush(x);
-	pthread_mutex_lock(&as->lock);
-	as->stop = true;
-	as_kick_unlock(as, true);
-	pthread_join(as->th, NULL);
-	bch_fs_writes_exit(&as->ws);
-	for (unsigned i = 0; i < AS_BUFS; i++)
-		free(as->buf[i]);
-	pthread_cond_destroy(&as->work);
-	pthread_cond_destroy(&as->done);
-	pthread_mutex_destroy(&as->lock);
-	free(as);
-	x->as = NULL;
-}
-
-/* A free ring entry (and buffer, for a chunk), ending the oldest ones until there is. */
-static int as_room(struct copy_ctx *x, bool chunk)
-{
-	struct copy_async *as = x->as;
-	int r = as->err;
-
-	while (!r && (as->issued - as->ended == AS_ENTRIES || (chunk && as->bufs_used == AS_BUFS)))
-		r = as_retire(x);
-	return r;
-}
-
-static struct as_entry *as_next(struct copy_async *as)
-{
-	struct as_entry *e = &as->e[as->issued % AS_ENTRIES];
-
-	*e = (struct as_entry) { 0 };
-	return e;
-}
-
-static void as_push(struct copy_async *as)
-{
-	pthread_mutex_lock(&as->lock);
-	as->issued++;
-	as_kick_unlock(as, as->issued - as->ran >= AS_KICK);
-}
-
-/* Read n bytes of fd at pos into a chunk and issue its write; *got: bytes read (0: at the end). */
-static int as_chunk(struct copy_ctx *x, const char *src, uint64_t inum, int fd, off_t pos, size_t n,
-		    ssize_t *got)
-{
-	struct copy_async *as = x->as;
-	unsigned b = 0;
-	int r;
-
-	if ((r = as_room(x, true)))
-		return r;
-	while (as->buf_used[b])
-		b++;
-	*got = pread(fd, as->buf[b], n, pos);
-	if (*got < 0)
-		return fail(x, -errno, "reading", src);
-	if (!*got)
-		return 0;	/* the file shrank while we copied it */
-	struct as_entry *e = as_next(as);
-	if (!(e->src = strdup(src)))
-		return -ENOMEM;
-	e->buf = b;
-	e->inum = inum;
-	x->c->err_msg[0] = 0;
-	if ((r = bch_fs_write_begin(x->c, &as->ws, &e->op, inum, pos, as->buf[b], *got, true))) {
-		free(e->src);
-		e->src = NULL;
-		return fail(x, r, "writing", src);
-	}
-	e->run = e->op.planned;		/* not planned: written the old way when it is ended */
-	as->buf_used[b] = true;
-	as->bufs_used++;
-	as_push(as);
-	return 0;
-}
-
-/* Issue the tail of regular file src (file_tail()), after its chunks. */
-static int as_tail(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st)
-{
-	struct copy_async *as = x->as;
-	int r;
-
-	if ((r = as_room(x, false)))
-		return r;
-	struct as_entry *e = as_next(as);
-	if (!(e->src = strdup(src)))
-		return -ENOMEM;
-	e->tail = true;
-	e->inum = inum;
-	e->st = *st;
-	as_push(as);
-	return 0;
-}
-
-/* ------------------------------------------------------ copy in: data */
-
-/* The data of src into inum, holes kept: written now, or issued (async). */
-static int data_copy(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st,
-		     bool async)
+int copy_in_data(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st)
 {
 	/* O_NOATIME: reading the source must not change it (reproducible images) */
 	int fd = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME), r = 0;
@@ -518,29 +220,18 @@ static int data_copy(struct copy_ctx *x, const char *src, uint64_t inum, const s
 		if (hole < 0 || hole > st->st_size)
 			hole = st->st_size;
 		for (pos = data; pos < hole && !r;) {
-			/* a write within one 1 MiB chunk of the file: one transaction, and plannable */
-			size_t want = BUF_SIZE - pos % BUF_SIZE;
-			ssize_t n;
-			if ((off_t)want > hole - pos)
-				want = hole - pos;
-			if (async) {
-				if ((r = as_chunk(x, src, inum, fd, pos, want, &n)))
-					break;
-			} else {
-				n = pread(fd, x->buf, want, pos);
-				if (n < 0) {
-					r = fail(x, -errno, "reading", src);
-					break;
-				}
+			size_t want = hole - pos < BUF_SIZE ? hole - pos : BUF_SIZE;
+			ssize_t n = pread(fd, x->buf, want, pos);
+			if (n < 0) {
+				r = fail(x, -errno, "reading", src);
+				break;
 			}
 			if (!n)
 				break;	/* the file shrank while we copied it */
-			if (!async) {
-				ssize_t w = bch_fs_write(x->c, inum, pos, x->buf, n);
-				if (w < 0) {
-					r = fail(x, (int)w, "writing", src);
-					break;
-				}
+			ssize_t w = bch_fs_write(x->c, inum, pos, x->buf, n);
+			if (w < 0) {
+				r = fail(x, (int)w, "writing", src);
+				break;
 			}
 			pos += n;
 			x->bytes += n;
@@ -551,26 +242,14 @@ static int data_copy(struct copy_ctx *x, const char *src, uint64_t inum, const s
 		pos = hole;
 	}
 	close(fd);
-	return r;
-}
-
-/* A trailing hole: the size says where the file ends. */
-static int size_set(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st)
-{
+	if (r)
+		return r;
+	/* a trailing hole: the size says where the file ends */
 	struct bch_setattr sa = { .valid = BCH_SETATTR_SIZE, .size = st->st_size };
 	struct stat cur;
-	int r;
-
 	if (!(r = bch_fs_getattr(x->c, inum, &cur)) && (uint64_t)cur.st_size != (uint64_t)st->st_size)
 		r = bch_fs_setattr(x->c, inum, &sa);
 	return r ? fail(x, r, "setting the size of", src) : 0;
-}
-
-int copy_in_data(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st)
-{
-	int r = data_copy(x, src, inum, st, false);
-
-	return r ? r : size_set(x, src, inum, st);
 }
 
 static int copy_in_xattrs(struct copy_ctx *x, const char *src, uint64_t inum)
@@ -647,15 +326,6 @@ static int copy_in_attrs(struct copy_ctx *x, const char *src, uint64_t inum, con
 	return r ? fail(x, r, "setting attributes of", src) : 0;
 }
 
-static int file_tail(struct copy_ctx *x, const char *src, uint64_t inum, const struct stat *st)
-{
-	int r;
-
-	if ((r = size_set(x, src, inum, st)) || (r = copy_in_xattrs(x, src, inum)))
-		return r;
-	return copy_in_attrs(x, src, inum, st);
-}
-
 static int name_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char * const *)a, *(char * const *)b);
@@ -715,8 +385,6 @@ int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name)
 	uint64_t inum;
 	int r;
 
-	if (x->as && x->as->err)
-		return x->as->err;	/* a write behind failed (reported) */
 	if (lstat(src, &st))
 		return fail(x, -errno, "reading", src);
 	if ((r = spec_map_stat(x->spec, &st)))
@@ -726,17 +394,13 @@ int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name)
 			cmd_err(x->cmd, "%s: not a directory", src);
 			return -ENOTDIR;
 		}
-		if ((r = copy_in_dir_contents(x, src, dir)) || (r = copy_in_flush(x)) ||
-		    (r = copy_in_xattrs(x, src, dir)))
+		if ((r = copy_in_dir_contents(x, src, dir)) || (r = copy_in_xattrs(x, src, dir)))
 			return r;
 		return copy_in_attrs(x, src, dir, &st);
 	}
 
 	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1) {
 		struct link_ent *e = links_find(x->links, st.st_dev, st.st_ino, false);
-		/* its inode complete first (writes behind: its data, size and times) */
-		if (e && (r = copy_in_flush(x)))
-			return r;
 		if (e) {
 			r = bch_fs_link(x->c, e->inum, dir, name);
 			x->files++;
@@ -768,13 +432,6 @@ int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name)
 	if (!S_ISDIR(st.st_mode) && st.st_nlink > 1)
 		links_find(x->links, st.st_dev, st.st_ino, true)->inum = inum;
 
-	if (S_ISREG(st.st_mode) && x->async) {
-		if (!x->as && (r = as_start(x)))
-			return fail(x, r, "starting the writer of", src);
-		if ((r = data_copy(x, src, inum, &st, true)))
-			return r;
-		return as_tail(x, src, inum, &st);	/* file_tail(), after its data */
-	}
 	if (S_ISREG(st.st_mode) && (r = copy_in_data(x, src, inum, &st)))
 		return r;
 	if (S_ISDIR(st.st_mode) && (r = copy_in_dir_contents(x, src, inum)))

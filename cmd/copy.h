@@ -33,7 +33,6 @@
 
 struct bch_fs;
 struct copy_links;
-struct copy_async;
 struct bch_spec;
 
 struct copy_ctx {
@@ -50,8 +49,6 @@ struct copy_ctx {
 	struct copy_links	*links;
 	char			*buf;		/* 1 MiB */
 	const struct bch_spec	*spec;		/* copy in: owner maps, --timestamp (or NULL) */
-	bool			async;		/* copy in: data written behind (copy_in_flush()) */
-	struct copy_async	*as;		/* its writes in flight */
 };
 
 int  copy_ctx_init(struct copy_ctx *x, struct bch_fs *c, const char *cmd);
@@ -64,21 +61,6 @@ void copy_progress_done(struct copy_ctx *x);
  * into dir itself (format --source).  Negative errno, message printed.
  */
 int copy_in(struct copy_ctx *x, const char *src, uint64_t dir, const char *name);
-
-/*
- * Copy in with x->async (format --source of an encrypted filesystem): a
- * regular file's data goes through the planned writes of fs_ops.h
- * (bch_fs_write_begin()): planned on this thread, their cipher, MAC and
- * device writes run on a thread of the copy's own (bch_fs_write_run())
- * while this one reads and creates the next files, and their index updates
- * and the rest of the file (size, xattrs, owner, mode, times) follow here
- * a few files later, in the order issued: what the image holds does not
- * depend on timing.  copy_in() of a whole tree (name NULL) returns with
- * all of it done; copy_in_flush() ends what is in flight (every write
- * indexed or given back); its first error is returned (message printed),
- * as later calls of copy_in() return it.
- */
-int copy_in_flush(struct copy_ctx *x);
 
 /*
  * Copy in: host file (dev, ino) is already inode inum of the filesystem, so
