@@ -27,10 +27,8 @@
 #    /usr/share and /usr/include; BENCH_TREE=generated for a treetool tree
 #    of BENCH_FILES files) encrypted vs unencrypted, best of REPS (3):
 #    plain/enc (goal >= 0.8), and the CPU time (user + system, all threads)
-#    of each: encrypted, each file's cipher, MAC and device writes run on a
-#    thread of the copy beside the one that reads and creates the files
-#    (cmd/copy.h), which needs the second core free: on a loaded machine
-#    the wall time follows the CPU time instead.
+#    of each: the copy is one thread (a file's cipher on the pool only from
+#    512 KiB up, io.c), so on a loaded machine the wall time follows it.
 # BCH=PATH measures another build's binary with this script (before and
 # after a change in one sitting).
 # Needs /dev/fuse, fio and gocryptfs ("SKIP: ..." and exit 0 without them).
@@ -146,9 +144,6 @@ best() {
 }
 f_p=$(best "$B" format -q -f --source tree img)
 f_e=$(best "$B" format -q -f --encrypted --passphrase-file "$dir/pass" --source tree img)
-# encrypted, the cipher runs on a thread of its own beside the copying one
-# (cmd/copy.h): more CPU than wall time when a core is free, and on a
-# loaded machine the wall time follows the CPU time
 echo "format --source of $(du -sh tree | cut -f1) in $(find tree | wc -l) entries, best of $REPS:" \
 	"encrypted ${f_e% *}ms (CPU ${f_e#* }ms), unencrypted ${f_p% *}ms (CPU ${f_p#* }ms)," \
 	"plain/enc $(ratio "${f_p% *}" "${f_e% *}") (goal >= 0.8)"

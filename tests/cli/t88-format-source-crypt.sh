@@ -1,15 +1,12 @@
-# format --source of an encrypted filesystem writes behind (cmd/copy.h,
-# copy_in_flush()): each file's cipher, MAC and device writes run on a thread
-# of the copy while the next files are read and created, and its index update,
-# size, xattrs, owner, mode and times follow a few files later.  Checked here:
-#  - a generated tree (seed printed) with more files than the ring holds comes
-#    back exactly (content, holes, hard links, xattrs, modes, ns times), and
-#    fsck is clean;
-#  - files at the 1 MiB write boundaries (one write each side, the last one
-#    with a partial block) and empty ones, a trailing and a middle hole;
-#  - a hard link made right after its file, while that file's data may still
-#    be in flight: one inode, two names, its data and mtime kept;
-#  - no space: the failing file named, exit 1, no hang (as the old way).
+# format --source of an encrypted filesystem: every file's extents through
+# the cipher (libcrypto from 2 KiB up, libsodium below: crypt.c) and back.
+#  - a generated tree (seed printed) comes back exactly (content, holes, hard
+#    links, xattrs, modes, ns times), and fsck is clean;
+#  - files at the copy's 1 MiB write boundaries (one write each side, the last
+#    one with a partial block) and empty ones, a trailing and a middle hole;
+#  - a hard link made right after its file: one inode, two names, its data
+#    and mtime kept;
+#  - no space: the failing file named, exit 1.
 need python3
 BIN=${BCH_BIN:-$B}	# the binary itself: this test formats encrypted on its own
 printf 'passphrase of t88\n' > pf
@@ -27,7 +24,7 @@ done
 head -c 100000 /dev/urandom > src/edges/tailhole && truncate -s 5M src/edges/tailhole
 head -c 70000 /dev/urandom > src/edges/midhole &&
 	dd if=/dev/urandom of=src/edges/midhole bs=4096 seek=700 count=40 conv=notrunc status=none
-# "a" then its link "b" in the same directory: b is made while a may be in flight
+# "a" then its link "b" in the same directory
 mkdir src/links
 head -c 300000 /dev/urandom > src/links/a && ln src/links/a src/links/b
 touch -d '2001-02-03 04:05:06.123456789' src/links/a
@@ -41,7 +38,7 @@ expect_rc 0 $T compare src xd
 	fail "links/a and links/b are not one inode with two names"
 [ "$(stat -c %Y.%y xd/links/b)" = "$(stat -c %Y.%y src/links/a)" ] || fail "the linked file's mtime"
 
-# no space: the file that does not fit is named, exit 1, and it returns
+# no space: the file that does not fit is named, exit 1
 mkdir big
 for i in $(seq 24); do head -c 2000000 /dev/urandom > "big/f$i"; done
 truncate -s 32M small.img
