@@ -202,19 +202,47 @@ int bch_crypt_wrap(const struct bch_sb *sb, struct bch_sb_field_crypt *f, const 
 		memcpy(f->wrapped_key, key, BCH_KEY_BYTES);
 		return 0;
 	}
+	bch_crypt_wrap_prepare(sb, f, key);
+	if ((r = bch_crypt_kdf(f, pass, len, wk)))
+		return r;
+	bch_crypt_wrap_finish(sb, f, key, wk);
+	sodium_memzero(wk, sizeof(wk));
+	return 0;
+}
+
+void bch_crypt_wrap_prepare(const struct bch_sb *sb, struct bch_sb_field_crypt *f,
+			    const uint8_t key[BCH_KEY_BYTES])
+{
+	f->flags = (f->flags & ~BCH_CRYPT_KDF_MASK) | BCH_KDF_SCRYPT;
+	memset(f->pad, 0, sizeof(f->pad));
+	keyed_hash(key, "bcachefs key check", sb->uuid, NULL, 0, f->key_check);
 	f->kdf_n_log2 = BCH_KDF_SCRYPT_N_LOG2;
 	f->kdf_r = BCH_KDF_SCRYPT_R;
 	f->kdf_p = BCH_KDF_SCRYPT_P;
 	randombytes_buf(f->salt, sizeof(f->salt));
 	randombytes_buf(f->wrap_nonce, sizeof(f->wrap_nonce));
-	if ((r = bch_crypt_kdf(f, pass, len, wk)))
-		return r;
+	memset(f->wrapped_key, 0, sizeof(f->wrapped_key));
+}
+
+void bch_crypt_wrap_finish(const struct bch_sb *sb, struct bch_sb_field_crypt *f,
+			   const uint8_t key[BCH_KEY_BYTES], const uint8_t wrapping_key[BCH_KEY_BYTES])
+{
 	crypto_aead_xchacha20poly1305_ietf_encrypt_detached(f->wrapped_key, f->wrapped_key + BCH_KEY_BYTES,
 							    NULL, key, BCH_KEY_BYTES,
 							    sb->uuid, BCH_UUID_SIZE, NULL,
-							    f->wrap_nonce, wk);
-	sodium_memzero(wk, sizeof(wk));
-	return 0;
+							    f->wrap_nonce, wrapping_key);
+}
+
+int bch_crypt_wrap_finish_fs(struct bch_fs *c, const uint8_t wrapping_key[BCH_KEY_BYTES])
+{
+	struct bch_sb_field_crypt *f = (struct bch_sb_field_crypt *)bch_sb_crypt(c->sb);
+
+	if (!c->crypt || !f || !bch_crypt_has_passphrase(f))
+		return bch_fs_err(c, -EINVAL, "filesystem has no passphrase to wrap its key with");
+	if (c->read_only)
+		return -BCH_ERR_fs_read_only;
+	bch_crypt_wrap_finish(c->sb, f, c->crypt->key, wrapping_key);
+	return bch_write_super(c);
 }
 
 int bch_crypt_clean_mac(struct bch_fs *c, const void *record, size_t len, uint8_t mac[16])
