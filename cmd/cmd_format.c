@@ -19,6 +19,12 @@
  * for the estimate (bch_format_dev.plan_size: bucket, node size, journal,
  * metadata copies), the tree copied into a larger sparse file and the file
  * shrunk to what is used plus --headroom (shrink_new, cmd_image_shrink.c).
+ *
+ * --source with --encrypted and a passphrase: the passphrase's scrypt runs on
+ * a thread of its own while the tree is copied (kdf_start()), and the key is
+ * wrapped with it when the copy ends, or fails (kdf_finish()); until then the
+ * superblocks hold a zero wrapped key, so a format killed during the copy
+ * leaves an image no passphrase opens (it held part of the tree only).
  */
 #include <errno.h>
 #include <ftw.h>
