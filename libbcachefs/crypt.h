@@ -77,6 +77,21 @@ int bch_crypt_unwrap(const struct bch_sb *sb, const struct bch_sb_field_crypt *f
  */
 int bch_crypt_wrap(const struct bch_sb *sb, struct bch_sb_field_crypt *f, const uint8_t key[BCH_KEY_BYTES],
 		   const char *pass, size_t len);
+/*
+ * bch_crypt_wrap() with a passphrase in two steps, so that its scrypt
+ * (0.1-0.3 s) may run beside other work (format --source: beside the copy):
+ * _prepare fills f for key (key check, scrypt parameters, a new salt and
+ * wrap nonce) with the wrapped key all zero: until _finish, nothing on disk
+ * holds the key, and a passphrase opens nothing (-BCH_ERR_key_wrong).
+ * _finish wraps key with the wrapping key bch_crypt_kdf() derived from f's
+ * parameters.  bch_crypt_wrap_finish_fs() does that on an open filesystem,
+ * with its key, and writes the superblock of every member.
+ */
+void bch_crypt_wrap_prepare(const struct bch_sb *sb, struct bch_sb_field_crypt *f,
+			    const uint8_t key[BCH_KEY_BYTES]);
+void bch_crypt_wrap_finish(const struct bch_sb *sb, struct bch_sb_field_crypt *f,
+			   const uint8_t key[BCH_KEY_BYTES], const uint8_t wrapping_key[BCH_KEY_BYTES]);
+int bch_crypt_wrap_finish_fs(struct bch_fs *c, const uint8_t wrapping_key[BCH_KEY_BYTES]);
 
 /* ------------------------------------------------------- finding the key */
 

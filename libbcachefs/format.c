@@ -555,8 +555,12 @@ static int build_sb(struct bch_format_dev *devs, unsigned nr, struct dev_plan *p
 			return bch_errf(err, errlen, -ENOMEM, "libsodium failed to initialise");
 		}
 		randombytes_buf(key, sizeof(key));
-		int r = bch_crypt_wrap(sb, cf, key, args->passphrase,
-				       args->passphrase ? strlen(args->passphrase) : 0);
+		int r = 0;
+		if (args->passphrase && args->wrap_later)
+			bch_crypt_wrap_prepare(sb, cf, key);	/* its scrypt the caller's */
+		else
+			r = bch_crypt_wrap(sb, cf, key, args->passphrase,
+					   args->passphrase ? strlen(args->passphrase) : 0);
 		cf->nonce_reserved = 1;
 		sb->features |= BCH_FEATURE_ENCRYPTION;
 		sb->flags |= BCH_SB_FLAG_ENCRYPTED;

@@ -40,6 +40,9 @@ struct bch_format_args {
 	bool		no_btrees;	/* superblocks only (tests of the sb layer) */
 	const char	*passphrase;	/* with opts encrypted: the key's passphrase;
 					 * NULL: the key stored in the clear */
+	bool		wrap_later;	/* with a passphrase: the key not wrapped yet
+					 * (crypt.h, bch_crypt_wrap_prepare()): the
+					 * caller finishes it on the open filesystem */
 };
 
 /*
