@@ -202,6 +202,10 @@ int bch_cmd_key_provider(const struct bch_sb *sb, uint8_t *key, char *err, size_
 	if (!f)
 		return bch_errf(err, errlen, -BCH_ERR_sb_invalid, "encrypted filesystem without its crypt field");
 	uuid_unparse(sb->user_uuid, uuid);
+	if (bch_crypt_key_unwritten(f))	/* before asking for a passphrase that cannot help */
+		return bch_errf(err, errlen, -BCH_ERR_key_unwritten,
+				"filesystem %s: no key recorded: its format --source did not finish "
+				"(the image holds part of the tree at most): format it again", uuid);
 
 	/* the keyring first: `bcachefs unlock` put the wrapping key there */
 	char kr_why[sizeof(why) + 4] = "";

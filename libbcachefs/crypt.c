@@ -154,6 +154,19 @@ int bch_crypt_kdf(const struct bch_sb_field_crypt *f, const char *pass, size_t l
 	return 0;
 }
 
+/*
+ * format --source --encrypted wraps the key only when the copy ends (the
+ * scrypt runs beside it, cmd_format.c): until then the wrapped key and its
+ * MAC are zero, which no wrap leaves (a MAC of zero bytes is a 2^-128 chance).
+ */
+bool bch_crypt_key_unwritten(const struct bch_sb_field_crypt *f)
+{
+	for (size_t i = 0; i < sizeof(f->wrapped_key); i++)
+		if (f->wrapped_key[i])
+			return false;
+	return bch_crypt_has_passphrase(f);
+}
+
 int bch_crypt_unwrap(const struct bch_sb *sb, const struct bch_sb_field_crypt *f,
 		     const uint8_t *wrapping_key, uint8_t key[BCH_KEY_BYTES])
 {
@@ -165,6 +178,8 @@ int bch_crypt_unwrap(const struct bch_sb *sb, const struct bch_sb_field_crypt *f
 		memcpy(key, f->wrapped_key, BCH_KEY_BYTES);
 		return key_checks(sb, f, key) ? 0 : -BCH_ERR_key_wrong;
 	}
+	if (bch_crypt_key_unwritten(f))
+		return -BCH_ERR_key_unwritten;
 	if (!wrapping_key)
 		return -BCH_ERR_key_missing;
 	if (crypto_aead_xchacha20poly1305_ietf_decrypt_detached(key, NULL, f->wrapped_key, BCH_KEY_BYTES,

@@ -64,9 +64,12 @@ bool bch_crypt_has_passphrase(const struct bch_sb_field_crypt *f);
  */
 int bch_crypt_kdf(const struct bch_sb_field_crypt *f, const char *pass, size_t len,
 		  uint8_t wrapping_key[BCH_KEY_BYTES]);
+/* A passphrase's wrapped key not written yet: a format --source that did not finish. */
+bool bch_crypt_key_unwritten(const struct bch_sb_field_crypt *f);
 /*
  * The filesystem key from f with a wrapping key (NULL when f has no
- * passphrase).  0 or -BCH_ERR_key_wrong (the wrapped key's MAC failed).
+ * passphrase).  0, -BCH_ERR_key_wrong (the wrapped key's MAC failed) or
+ * -BCH_ERR_key_unwritten (bch_crypt_key_unwritten()).
  */
 int bch_crypt_unwrap(const struct bch_sb *sb, const struct bch_sb_field_crypt *f,
 		     const uint8_t *wrapping_key, uint8_t key[BCH_KEY_BYTES]);

@@ -58,6 +58,7 @@
 	x(decompress_failed,	EIO,	"compressed data is corrupt")		\
 	x(key_missing,		ENOKEY,	"filesystem is encrypted and no key was given") \
 	x(key_wrong,		EKEYREJECTED, "wrong passphrase or key")	\
+	x(key_unwritten,	ENOKEY,	"no key recorded: the format did not finish")	\
 	x(dl_zlib,		ELIBACC, "cannot load " BCH_SONAME_ZLIB " (gzip compression)")	\
 	x(dl_lz4,		ELIBACC, "cannot load " BCH_SONAME_LZ4 " (lz4 compression)")	\
 	x(dl_zstd,		ELIBACC, "cannot load " BCH_SONAME_ZSTD " (zstd compression)")	\

@@ -6,7 +6,10 @@
 #    one with a partial block) and empty ones, a trailing and a middle hole;
 #  - a hard link made right after its file: one inode, two names, its data
 #    and mtime kept;
-#  - no space: the failing file named, exit 1.
+#  - no space: the failing file named, exit 1;
+#  - a format killed during the copy (its key not wrapped yet: the scrypt runs
+#    beside the copy) is named as such when opened, before any passphrase is
+#    read, and nothing is written to it.
 need python3
 BIN=${BCH_BIN:-$B}	# the binary itself: this test formats encrypted on its own
 printf 'passphrase of t88\n' > pf
@@ -44,3 +47,25 @@ for i in $(seq 24); do head -c 2000000 /dev/urandom > "big/f$i"; done
 truncate -s 32M small.img
 expect_rc 1 $BIN format -q --fs-size=32M --encrypted --passphrase-file pf --source big small.img
 expect_in err "^bcachefs format: writing big/f[0-9]+: No space left on device"
+
+# killed during the copy (slow device writes): the superblock is there, the key not
+mkdir kill
+for i in $(seq 40); do head -c 200000 /dev/urandom > "kill/f$i"; done
+BCACHEFS_TEST_DEVICE_DELAY="k.img=20000" $BIN format -q --encrypted --passphrase-file pf \
+	--fs-size=64M --source kill k.img 2>kill.err & kpid=$!
+for i in $(seq 100); do
+	sleep 0.1
+	$BIN show-super k.img > /dev/null 2>&1 && break
+done
+sleep 0.3
+kill -9 $kpid
+wait $kpid
+krc=$?
+[ $krc = 137 ] || fail "the format ended ($krc) before the kill (it takes ~4 s here)"
+[ -s k.img ] || fail "the format wrote nothing before the kill"
+sum=$(sha256sum < k.img)
+expect_rc 8 $BIN fsck -y k.img
+expect_in err 'no key recorded: its format --source did not finish'
+expect_rc 1 $BIN image ls k.img /
+expect_in err 'no key recorded'
+[ "$(sha256sum < k.img)" = "$sum" ] || fail "opening the unfinished image wrote to it"
