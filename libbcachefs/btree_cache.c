@@ -514,10 +514,17 @@ static size_t keys_space(const struct btree *b, size_t used, size_t kb, size_t i
 	return used + kb + (room ? (b->u64s * 8 / 8 + 512) & ~(size_t)7 : 0);
 }
 
-/* Entries for nr keys and those to come, in an index that lies in the arena. */
+/*
+ * Entries for nr keys and a few to come, in an index that lies in the
+ * arena: it grows a few at a time, down into the keys' room (index_set_cap())
+ * without a new allocation, so its spare entries are few bytes of the
+ * arena's pages (by a 32nd, 1M random keys left ~160 bytes a leaf unused).
+ */
+#define INDEX_ARENA_STEP	16
+
 static unsigned index_cap_for(unsigned nr)
 {
-	return nr + nr / 32 + 16;
+	return nr + INDEX_ARENA_STEP;
 }
 
 /*
@@ -531,7 +538,7 @@ static void pack_keys_room(struct btree *b, size_t kb, bool room)
 	size_t used = b->u64s * 8;
 	unsigned cap = b->cap;
 
-	if (cap < b->nr || cap > index_cap_for(b->nr) + b->nr / 8 + 64)
+	if (cap < b->nr || cap > index_cap_for(b->nr) + INDEX_ARENA_STEP)
 		cap = index_cap_for(b->nr);	/* (a read's arrays, sized by its bsets) */
 	size_t ib = cap * 2 * sizeof(uint16_t);
 	size_t bytes = keys_space(b, used, kb, ib, room);
@@ -908,10 +915,14 @@ static int write_cold(struct bch_fs *c, struct btree *b)
  * (256 KiB) at 87.8M but with 350k appends (a leaf's append updates its
  * parent's hint), deletes 4x slower.  With 24-byte entries, 1/320 (800
  * KiB: as many whiteouts as 1/192 held) keeps the deletes' memory within
- * 0.1M of the inserts' end and their speed.)
+ * 0.1M of the inserts' end and their speed.  That was the heap's holes
+ * left by the indexes, which the lists filled: with the indexes in the
+ * arenas, the lists' memory is new, +0.9M over the inserts' end at 800 KiB,
+ * +0.5M at 512 KiB, +0.3M at 256 KiB (24-byte entries: 11k whiteouts, ~20
+ * a leaf for a write), the deletes' CPU time 15-30% more.)
  */
-#define PENDING_SHARE	640
-#define PENDING_MIN	(512U << 10)
+#define PENDING_SHARE	1024
+#define PENDING_MIN	(256U << 10)
 
 static int write_pending(struct bch_fs *c)
 {
@@ -1292,7 +1303,7 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 			/*
 			 * by an eighth: a leaf's arrays are a good part of its
 			 * memory (by half, 1M random keys left 0.3M spare); in
-			 * the arena by a 32nd (its end moves with the prefixes)
+			 * the arena by a few (index_cap_for())
 			 */
 			index_set_cap(b, b->index_in_arena ? index_cap_for(b->cap) :
 					 b->cap + b->cap / 8 + 16);
