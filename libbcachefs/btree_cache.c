@@ -1594,7 +1594,11 @@ void bch_btree_node_pending_clear(struct btree *b)
 	b->nr_copy_slots = b->cap_copy_slots = 0;
 	b->nr_pending = b->nr_pending_sorted = 0;
 	b->pending_u64s = 0;
-	if (b->cap_pending > 16) {	/* a written node may stay clean a long time */
+	/*
+	 * A written node may stay clean a long time: its list goes (kept at 16
+	 * entries, 512 leaves' lists took 196K of the deletes' 256K budget)
+	 */
+	if (b->cap_pending) {
 		free(b->pending);
 		b->pending = NULL;
 		b->cap_pending = 0;
