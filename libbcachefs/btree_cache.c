@@ -342,19 +342,6 @@ static size_t page_round(size_t bytes)
 	return (bytes + page - 1) & ~(page - 1);
 }
 
-/*
- * A mapping's length for an arena of bytes: 64 KiB steps, so that an arena
- * growing a page at a time (keys_space()) grows in place without a system
- * call (a page at a time, mremap() moved a leaf's mapping every few dozen
- * inserts: 7% of 1M inserts' CPU time); pages not touched take no memory.
- */
-#define ARENA_MAP_STEP	(64U << 10)
-
-static size_t map_round(size_t bytes)
-{
-	return (bytes + ARENA_MAP_STEP - 1) & ~(size_t)(ARENA_MAP_STEP - 1);
-}
-
 void *bch_node_arena_alloc(size_t bytes)
 {
 	void *p = NULL;
@@ -371,10 +358,10 @@ void *bch_node_arena_alloc(size_t bytes)
 	have = arena_spare_bytes;
 	arena_spare = NULL;
 	pthread_mutex_unlock(&arena_spare_lock);
-	if (p && have != map_round(bytes))
-		p = mremap(p, have, map_round(bytes), MREMAP_MAYMOVE);
+	if (p && have != page_round(bytes))
+		p = mremap(p, have, page_round(bytes), MREMAP_MAYMOVE);
 	else if (!p)
-		p = mmap(NULL, map_round(bytes), PROT_READ | PROT_WRITE,
+		p = mmap(NULL, page_round(bytes), PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		abort();	/* as malloc failing: out of memory */
@@ -388,17 +375,11 @@ void *bch_node_arena_resize(void *p, size_t old_bytes, size_t new_bytes)
 	if (!p)
 		return bch_node_arena_alloc(new_bytes);
 	if (old_bytes >= ARENA_MAP_MIN && new_bytes >= ARENA_MAP_MIN) {
-		n = p;
-		if (map_round(old_bytes) != map_round(new_bytes))
-			n = mremap(p, map_round(old_bytes), map_round(new_bytes), MREMAP_MAYMOVE);
+		if (page_round(old_bytes) == page_round(new_bytes))
+			return p;	/* the same pages (an index grown by a few entries) */
+		n = mremap(p, page_round(old_bytes), page_round(new_bytes), MREMAP_MAYMOVE);
 		if (n == MAP_FAILED)
 			abort();
-		/* smaller: the pages past it that stay mapped, given back */
-		size_t from = page_round(new_bytes), to = page_round(old_bytes);
-		if (to > map_round(new_bytes))
-			to = map_round(new_bytes);
-		if (to > from)
-			madvise((char *)n + from, to - from, MADV_DONTNEED);
 		return n;
 	}
 	if (old_bytes < ARENA_MAP_MIN && new_bytes < ARENA_MAP_MIN) {
@@ -439,12 +420,12 @@ void bch_node_arena_free(void *p, size_t bytes)
 	pthread_mutex_lock(&arena_spare_lock);
 	if (!arena_spare) {
 		arena_spare = p;
-		arena_spare_bytes = map_round(bytes);
+		arena_spare_bytes = page_round(bytes);
 		p = NULL;
 	}
 	pthread_mutex_unlock(&arena_spare_lock);
 	if (p)
-		munmap(p, map_round(bytes));
+		munmap(p, page_round(bytes));
 }
 
 /*
