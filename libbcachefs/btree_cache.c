@@ -918,11 +918,14 @@ static int write_cold(struct bch_fs *c, struct btree *b)
  * 0.1M of the inserts' end and their speed.  That was the heap's holes
  * left by the indexes, which the lists filled: with the indexes in the
  * arenas, the lists' memory is new, +0.9M over the inserts' end at 800 KiB,
- * +0.5M at 512 KiB, +0.3M at 256 KiB (24-byte entries: 11k whiteouts, ~20
- * a leaf for a write), the deletes' CPU time 15-30% more.)
+ * +0.5M at 512 KiB, +0.3M at 256 KiB, while written nodes kept 16 entries
+ * each (freed now).  256 KiB made 1.3M keys' deletes (1024 leaves, ~10
+ * whiteouts a leaf a write) 3x slower in CPU time; 512 KiB: 1M keys peak
+ * 85.9M (deletes within 0.2M of the inserts' end), 1.3M keys' deletes 11%
+ * slower than at 800 KiB.)
  */
-#define PENDING_SHARE	1024
-#define PENDING_MIN	(256U << 10)
+#define PENDING_SHARE	512
+#define PENDING_MIN	(512U << 10)
 
 static int write_pending(struct bch_fs *c)
 {
