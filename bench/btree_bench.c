@@ -144,12 +144,14 @@ static int count_node(struct bch_fs *c, struct btree *b, void *priv)
 	st->arena += b->arena_bytes;
 	st->arena_used += b->arena_used;
 	if (b->arena) {
-		uint64_t r = resident_bytes(b->arena, b->arena_bytes);
+		/* with the index when it lies after the keys' space, in the same allocation */
+		size_t ib = b->index_in_arena ? (size_t)b->cap * 2 * (b->index_wide ? 4 : 2) : 0;
+		uint64_t r = resident_bytes(b->arena, b->arena_bytes + ib);
 		st->arena_resident += r;
 		if (getenv("BENCH_NODES") && !b->level)
-			fprintf(stderr, "node nr %u used %zu bytes %zu resident %" PRIu64 " over %" PRId64 "\n",
-				b->nr, b->arena_used, b->arena_bytes, r,
-				(int64_t)r - (int64_t)((b->arena_used + 4095) & ~4095UL));
+			fprintf(stderr, "node nr %u cap %u used %zu bytes %zu index %zu resident %" PRIu64
+				" over %" PRId64 "\n", b->nr, b->cap, b->arena_used, b->arena_bytes, ib, r,
+				(int64_t)r - (int64_t)((b->arena_used + ib + 4095) & ~4095UL));
 	}
 	st->index += bch_btree_node_bytes(b) - sizeof(*b) - b->u64s * 8 - bch_btree_node_pending_bytes(b);
 	st->pending += bch_btree_node_pending_bytes(b);

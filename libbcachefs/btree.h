@@ -15,8 +15,11 @@
  * each while the arena is at most 512 KiB, 4 bytes a key; else 32 bits.
  * The keys themselves lie in the arena, in order, after a read or a write
  * (a scan walks memory in order); inserts since are
- * appended to the arena's room (an eighth more than its keys when packed),
- * which is packed again, or grown in place, when it runs out.  It also
+ * appended to the arena's room, which is packed again, or grown in place,
+ * when it runs out.  Once keys are appended to it, the index (offsets, then
+ * prefixes) lies in the arena's allocation too, right after the keys' room;
+ * a mapped arena's room ends where the index then ends a page (its pages
+ * all full but the last) and grows a page at a time.  It also
  * holds what changed since it was last written: a bit beside each key
  * changed (kdirty), and the positions deleted (`pending`, each keeping its
  * whiteout; appended as they come and sorted when written or when they
@@ -119,6 +122,11 @@ struct btree {
 		uint32_t	*kpos32;
 	};
 	bool			index_wide;
+	bool			index_in_arena;	/* koff and kpos (cap entries each, one
+						 * block) lie right after the arena's
+						 * arena_bytes, in its allocation; else the
+						 * block is malloc'd (a read's raw bytes, a
+						 * wide index) */
 	struct bch_bpos		kfmt_lo;	/* the base the prefixes are taken from */
 	uint8_t			kfmt_mode, kfmt_bits;
 	unsigned		nr, cap;

@@ -460,3 +460,56 @@ Test(btree_keys, pending_copies_written_whole)
 	node_free(b);
 	free(m.p);
 }
+
+/*
+ * Once keys are appended to a node's arena, its index lies in the arena's
+ * allocation right after the keys' space, and an arena of 32 KiB or more
+ * keeps its room to what is left of a page (btree_cache.c keys_space()):
+ * a leaf's memory is its keys, its index and less than a page.  Random
+ * inserts (and some deletes, which leave dead keys), packs, and the
+ * index growing down into the room: every key still found where the model
+ * has it.
+ */
+Test(btree_keys, index_in_arena_room_fitted)
+{
+	enum { PAGE = 4096, BIGGEST = 40 + 8 + 24 };	/* put()'s largest key */
+	struct btree *b = node(POS_MIN, POS_MAX);
+	struct model m = { 0 };
+	unsigned fitted = 0, took = 0;
+
+	rng_state = 0x5eed0001;
+	printf("btree_keys/index_in_arena_room_fitted: seed 0x5eed0001\n");
+	for (unsigned i = 0; i < 6000; i++) {
+		size_t bytes_before = b->arena_bytes;
+		unsigned cap_before = b->cap;
+		put(b, &m, POS(rng() % 100000, rng() % 4, 0), rng() % 16 == 0);
+		if (!b->nr)
+			continue;
+		cr_assert(b->index_in_arena, "insert %u: the index is not in the arena", i);
+		cr_assert_eq((char *)b->koff, (char *)b->arena + b->arena_bytes,
+			     "insert %u: the index does not follow the keys' space", i);
+		cr_assert_eq((char *)b->kpos, (char *)b->koff + b->cap * sizeof(uint16_t));
+		cr_assert_leq(b->cap - b->nr, 2 * 16 + 1, "insert %u: cap %u for %u keys", i,
+			      b->cap, b->nr);
+		if (b->arena_used + b->cap * 4 >= 32 << 10) {
+			cr_assert_lt(b->arena_bytes - b->arena_used, PAGE + BIGGEST,
+				     "insert %u: %zu bytes of room past %zu used", i,
+				     b->arena_bytes - b->arena_used, b->arena_used);
+			fitted++;
+		}
+		/* the index grown down into the keys' room: their space less by its growth */
+		if (b->cap > cap_before && cap_before &&
+		    b->arena_bytes == bytes_before - (((b->cap - cap_before) * 4 + 7) & ~7UL))
+			took++;
+		if (i % 1000 == 999) {
+			check(b, &m);
+			bch_btree_node_pack_keys(b);
+			check(b, &m);
+		}
+	}
+	check(b, &m);
+	cr_assert_gt(fitted, 1000, "only %u inserts in a fitted arena", fitted);
+	cr_assert_gt(took, 10, "the index took room %u times", took);
+	node_free(b);
+	free(m.p);
+}
