@@ -4,7 +4,9 @@
  * buckets change) against a scan of every bucket (bch_dev_usage_scan()):
  * after each of many random writes, overwrites, truncates and unlinks on
  * two devices (fixed seed, printed), with cached copies made (the mover's
- * promote op) and evicted, copygc steps, a recount as fsck does, a clean
+ * promote op) and evicted, copygc steps, btree node churn, nodes
+ * allocated and freed at once, members set read-only and back, a power
+ * cut (the next open counts every pointer), a recount as fsck does, a clean
  * close and reopen (state loaded from the alloc btree), and a shrink and
  * grow of a member.  A change of a bucket that skips the sums shows here.
  *
@@ -119,6 +121,69 @@ static void churn(struct bch_fs *c, uint64_t *rng, unsigned ops, const char *whe
 	usage_log(c, when);
 }
 
+/*
+ * Btree node churn: many files with long names created, then unlinked
+ * (nodes split, merge and are rewritten, so node buckets empty and the
+ * open one can be left with no live node); then each member set read-only
+ * (its open buckets close) and read-write again.
+ */
+static void btree_churn(struct bch_fs *c, uint64_t *rng, unsigned rounds)
+{
+	char err[256];
+
+	for (unsigned r = 0; r < rounds; r++) {
+		unsigned n = 100 + testfs_xorshift(rng) % 200;
+		for (unsigned i = 0; i < n; i++) {
+			char name[200];
+			uint64_t inum;
+			snprintf(name, sizeof(name), "node-churn-%u-%0120u", r, i);
+			int e = bch_fs_create(c, BCH_ROOT_INO, name, S_IFREG | 0644, 0, 0, 0, &inum);
+			cr_assert_eq(e, 0, "seed %u round %u create %u: %d %s", SEED, r, i, e, c->err_msg);
+			usage_check(c, "node churn create", i);
+		}
+		for (unsigned i = 0; i < n; i++) {
+			char name[200];
+			snprintf(name, sizeof(name), "node-churn-%u-%0120u", r, i);
+			int e = bch_fs_unlink(c, BCH_ROOT_INO, name);
+			cr_assert_eq(e, 0, "seed %u round %u unlink %u: %d %s", SEED, r, i, e, c->err_msg);
+			usage_check(c, "node churn unlink", i);
+		}
+		for (unsigned d = 0; d < NR_DEVS; d++) {
+			int e = bch_dev_set_state(c, d, BCH_MEMBER_STATE_ro, false, err, sizeof(err));
+			cr_assert_eq(e, 0, "seed %u round %u: dev %u read-only: %s", SEED, r, d, err);
+			usage_check(c, "member read-only", d);
+			e = bch_dev_set_state(c, d, BCH_MEMBER_STATE_rw, false, err, sizeof(err));
+			cr_assert_eq(e, 0, "seed %u round %u: dev %u read-write: %s", SEED, r, d, err);
+			usage_check(c, "member read-write", d);
+		}
+	}
+	usage_log(c, "node churn");
+}
+
+/*
+ * Nodes allocated and freed at once (as alloc_nodes() does when it cannot
+ * get all it wants): the open node bucket is left with no live sectors,
+ * so the next one opened frees it; then the stream is closed empty (a
+ * member set read-only, or shrunk, closes it the same way).
+ */
+static void node_alloc_free(struct bch_fs *c)
+{
+	unsigned per_bucket = bch_alloc_bucket_sectors(c, 0) / c->sb->btree_node_size;
+
+	for (unsigned i = 0; i < 2 * per_bucket + 1; i++) {
+		struct bch_extent_ptr p;
+		cr_assert_eq(bch_alloc_btree_node(c, 1, &p), 0, "node %u: %s", i, c->err_msg);
+		usage_check(c, "node allocated", i);
+		bch_free_btree_node(c, &p, 1);
+		usage_check(c, "node freed", i);
+	}
+	for (unsigned d = 0; d < NR_DEVS; d++) {
+		bch_alloc_dev_set_limit(c, d, 0);
+		usage_check(c, "streams closed", d);
+		bch_alloc_dev_set_limit(c, d, UINT64_MAX);
+	}
+}
+
 /* Cached copies of every extent of the files (the mover's promote op). */
 static void promote_all(struct bch_fs *c)
 {
@@ -205,6 +270,20 @@ Test(alloc_usage, sums_equal_scan, .timeout = 300)
 		usage_check(c, "copygc", i);
 		cr_log_info("copygc step %u: %d", i, r);
 	}
+	btree_churn(c, &rng, 6);
+	node_alloc_free(c);
+
+	/* power cut with cached copies about: the next open counts every pointer */
+	promote_all(c);
+	usage_check(c, "promote again", 0);
+	c->read_only = true;
+	bch_fs_close(c);
+	paths_free(pp, nr);
+	c = open_fs(&pp, &nr);
+	usage_check(c, "open after a power cut", 0);
+	usage_log(c, "open after a power cut");
+	churn(c, &rng, 60, "after a power cut");
+
 	cr_assert_eq(bch_alloc_btree_recount(c), 0, "recount: %s", c->err_msg);
 	usage_check(c, "recount", 0);
 	usage_log(c, "recount");
