@@ -648,13 +648,35 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 
 /*
  * Debug builds (the sanitizer build of make check, or -DBCH_DEBUG) compare
- * the running sums with a scan at every call: a change of a bucket that
- * skipped usage_sub()/usage_add() shows at the next df.
+ * the running sums with a scan at every bch_dev_usage_get(): a change of a
+ * bucket that skipped usage_sub()/usage_add() shows at the next df, and
+ * stops the process (a debug-only check of the code's own bookkeeping).
  */
 #if defined(BCH_DEBUG) || defined(__SANITIZE_ADDRESS__)
-#define USAGE_CHECK 1
-#else
-#define USAGE_CHECK 0
+#define USAGE_CHECK	1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define USAGE_CHECK	1
+#endif
+#endif
+
+#ifdef USAGE_CHECK
+static void usage_check(const struct bch_dev_alloc *a, unsigned dev, const struct bch_dev_usage *u)
+{
+	struct bch_dev_usage s;
+
+	usage_scan(a, &s);
+	if (!memcmp(&s, u, sizeof(s)))
+		return;
+	fprintf(stderr, "bcachefs: device %u usage sums differ from a scan of its buckets:"
+		" free %" PRIu64 "/%" PRIu64 ", cached %" PRIu64 "/%" PRIu64 "\n", dev,
+		u->free_buckets, s.free_buckets, u->cached_sectors, s.cached_sectors);
+	for (unsigned t = 0; t < BCH_DATA_NR; t++)
+		fprintf(stderr, "  type %u: buckets %" PRIu64 "/%" PRIu64 ", sectors %" PRIu64 "/%" PRIu64
+			", cached %" PRIu64 "/%" PRIu64 "\n", t, u->buckets[t], s.buckets[t],
+			u->sectors[t], s.sectors[t], u->cached_by_type[t], s.cached_by_type[t]);
+	abort();
+}
 #endif
 
 void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u)
@@ -666,14 +688,9 @@ void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u)
 		return;
 	*u = a->usage;
 	u->nbuckets = a->nbuckets;
-	if (USAGE_CHECK) {
-		struct bch_dev_usage s;
-		usage_scan(a, &s);
-		if (memcmp(&s, u, sizeof(s))) {
-			fprintf(stderr, "bcachefs: device %u usage sums differ from its buckets\n", dev);
-			abort();
-		}
-	}
+#ifdef USAGE_CHECK
+	usage_check(a, dev, u);
+#endif
 }
 
 void bch_dev_usage_scan(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u)
