@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -65,7 +66,60 @@ struct bch_dev_alloc {
 	uint8_t		*discard_queued;
 	uint64_t	nr_discard, discard_cap;
 	uint64_t	discard_durable;	/* journal seq durable at the last pass */
+	/*
+	 * The sums bch_dev_usage_get() returns (nbuckets aside), kept as the
+	 * arrays change: every change of a bucket's type, sectors or cached
+	 * count is bracketed by usage_sub() and usage_add(), and the arrays,
+	 * when filled in bulk, are summed again by usage_rebuild().
+	 */
+	struct bch_dev_usage usage;
 };
+
+/* Take bucket b's share out of the running sums, before it changes. */
+static void usage_sub(struct bch_dev_alloc *a, uint64_t b)
+{
+	struct bch_dev_usage *u = &a->usage;
+	unsigned t = a->type[b];
+
+	u->free_buckets -= t == BCH_DATA_free && !a->sectors[b];
+	u->buckets[t]--;
+	u->sectors[t] -= a->sectors[b];
+	u->cached_sectors -= a->cached[b];
+	u->cached_by_type[t] -= a->cached[b];
+}
+
+/* Put bucket b's share back, after it changed. */
+static void usage_add(struct bch_dev_alloc *a, uint64_t b)
+{
+	struct bch_dev_usage *u = &a->usage;
+	unsigned t = a->type[b];
+
+	u->free_buckets += t == BCH_DATA_free && !a->sectors[b];
+	u->buckets[t]++;
+	u->sectors[t] += a->sectors[b];
+	u->cached_sectors += a->cached[b];
+	u->cached_by_type[t] += a->cached[b];
+}
+
+/* The sums from the arrays: one pass over every bucket. */
+static void usage_scan(const struct bch_dev_alloc *a, struct bch_dev_usage *u)
+{
+	memset(u, 0, sizeof(*u));
+	u->nbuckets = a->nbuckets;
+	for (uint64_t b = 0; b < a->nbuckets; b++) {
+		if (a->type[b] == BCH_DATA_free && !a->sectors[b])
+			u->free_buckets++;
+		u->buckets[a->type[b]]++;
+		u->sectors[a->type[b]] += a->sectors[b];
+		u->cached_sectors += a->cached[b];
+		u->cached_by_type[a->type[b]] += a->cached[b];
+	}
+}
+
+static void usage_rebuild(struct bch_dev_alloc *a)
+{
+	usage_scan(a, &a->usage);
+}
 
 /*
  * Bucket gens and types, a byte each, in one mapping of their own: the
@@ -138,6 +192,7 @@ int bch_fs_alloc_init(struct bch_fs *c)
 					a->type[b] = BCH_DATA_journal;
 					a->sectors[b] = a->bucket_sectors;
 				}
+		usage_rebuild(a);
 	}
 	return 0;
 }
@@ -206,9 +261,11 @@ int bch_alloc_mark_ptr(struct bch_fs *c, const struct bch_extent_ptr *p, unsigne
 				  p->dev, (uint64_t)p->offset);
 	if (a->type[b] == BCH_DATA_free && !a->sectors[b])
 		a->nr_empty--;
+	usage_sub(a, b);
 	a->type[b] = data_type;
 	a->gen[b] = p->gen;
 	a->sectors[b] += sectors;
+	usage_add(a, b);
 	return 0;
 }
 
@@ -331,7 +388,9 @@ static void data_bucket_settle(struct bch_fs *c, struct bch_dev_alloc *a, uint64
 	if (now == old)
 		return;
 	a->nr_cached += (now == BCH_DATA_cached) - (old == BCH_DATA_cached);
+	usage_sub(a, b);
 	a->type[b] = now;
+	usage_add(a, b);
 	if (now == BCH_DATA_free) {
 		bucket_emptied(c, a, b);
 		a->nr_empty++;
@@ -445,14 +504,18 @@ static int alloc_on_dev_reserve(struct bch_fs *c, unsigned dev, unsigned data_ty
 			data_bucket_settle(c, a, was);	/* its data may all be gone */
 		} else if (was >= 0 && !a->sectors[was]) {
 			/* the old open bucket's contents were all freed meanwhile */
+			usage_sub(a, was);
 			a->type[was] = BCH_DATA_free;
+			usage_add(a, was);
 			bucket_emptied(c, a, was);
 			a->nr_empty++;
 		}
 		*off = 0;
 		bch_data_reuse_bump(c);	/* before anything is written over its old data (io.h) */
 		a->gen[b]++;
+		usage_sub(a, b);
 		a->type[b] = data_type;
+		usage_add(a, b);
 		a->read_clock[b] = ++a->clock;	/* fresh data is not the least recently used */
 	}
 	p->dev = dev;
@@ -462,7 +525,9 @@ static int alloc_on_dev_reserve(struct bch_fs *c, unsigned dev, unsigned data_ty
 	p->stripe = 0;
 	p->offset = (uint64_t)*open * a->bucket_sectors + *off;
 	*off += sectors;
+	usage_sub(a, *open);
 	a->sectors[*open] += sectors;
+	usage_add(a, *open);
 	return 0;
 }
 
@@ -569,6 +634,7 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 		if (!a || (b = bucket_of(a, ptrs[i].offset, node)) < 0 ||
 		    a->type[b] != BCH_DATA_btree)
 			continue;
+		usage_sub(a, b);
 		a->sectors[b] = a->sectors[b] > node ? a->sectors[b] - node : 0;
 		if (!a->sectors[b] && !bucket_is_open(a, b) &&
 		    a->type[b] != BCH_DATA_free) {
@@ -576,8 +642,42 @@ void bch_free_btree_node(struct bch_fs *c, const struct bch_extent_ptr *ptrs, un
 			bucket_emptied(c, a, b);
 			a->nr_empty++;
 		}
+		usage_add(a, b);
 	}
 }
+
+/*
+ * Debug builds (the sanitizer build of make check, or -DBCH_DEBUG) compare
+ * the running sums with a scan at every bch_dev_usage_get(): a change of a
+ * bucket that skipped usage_sub()/usage_add() shows at the next df, and
+ * stops the process (a debug-only check of the code's own bookkeeping).
+ */
+#if defined(BCH_DEBUG) || defined(__SANITIZE_ADDRESS__)
+#define USAGE_CHECK	1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define USAGE_CHECK	1
+#endif
+#endif
+
+#ifdef USAGE_CHECK
+static void usage_check(const struct bch_dev_alloc *a, unsigned dev, const struct bch_dev_usage *u)
+{
+	struct bch_dev_usage s;
+
+	usage_scan(a, &s);
+	if (!memcmp(&s, u, sizeof(s)))
+		return;
+	fprintf(stderr, "bcachefs: device %u usage sums differ from a scan of its buckets:"
+		" free %" PRIu64 "/%" PRIu64 ", cached %" PRIu64 "/%" PRIu64 "\n", dev,
+		u->free_buckets, s.free_buckets, u->cached_sectors, s.cached_sectors);
+	for (unsigned t = 0; t < BCH_DATA_NR; t++)
+		fprintf(stderr, "  type %u: buckets %" PRIu64 "/%" PRIu64 ", sectors %" PRIu64 "/%" PRIu64
+			", cached %" PRIu64 "/%" PRIu64 "\n", t, u->buckets[t], s.buckets[t],
+			u->sectors[t], s.sectors[t], u->cached_by_type[t], s.cached_by_type[t]);
+	abort();
+}
+#endif
 
 void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u)
 {
@@ -586,15 +686,20 @@ void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u)
 	memset(u, 0, sizeof(*u));
 	if (!a)
 		return;
+	*u = a->usage;
 	u->nbuckets = a->nbuckets;
-	for (uint64_t b = 0; b < a->nbuckets; b++) {
-		if (a->type[b] == BCH_DATA_free && !a->sectors[b])
-			u->free_buckets++;
-		u->buckets[a->type[b]]++;
-		u->sectors[a->type[b]] += a->sectors[b];
-		u->cached_sectors += a->cached[b];
-		u->cached_by_type[a->type[b]] += a->cached[b];
-	}
+#ifdef USAGE_CHECK
+	usage_check(a, dev, u);
+#endif
+}
+
+void bch_dev_usage_scan(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u)
+{
+	struct bch_dev_alloc *a = dev_alloc(c, dev);
+
+	memset(u, 0, sizeof(*u));
+	if (a)
+		usage_scan(a, u);
 }
 
 static uint64_t reserve_of(const struct bch_dev_alloc *a)
@@ -927,8 +1032,10 @@ void bch_alloc_data_cached(struct bch_fs *c, struct bch_extent_ptr *p, unsigned 
 	p->flags |= BCH_EXTENT_PTR_CACHED;
 	if (!a || (b = bucket_of(a, p->offset, sectors)) < 0)
 		return;
+	usage_sub(a, b);
 	a->sectors[b] -= sectors < a->sectors[b] ? sectors : a->sectors[b];
 	a->cached[b] += sectors;
+	usage_add(a, b);
 	data_bucket_settle(c, a, b);
 }
 
@@ -1025,10 +1132,12 @@ void bch_alloc_data_account(struct bch_fs *c, const struct bch_extent_ptr *p, un
 	    a->type[b] != BCH_DATA_free)
 		return;
 	uint32_t *count = p->flags & BCH_EXTENT_PTR_CACHED ? &a->cached[b] : &a->sectors[b];
+	usage_sub(a, b);
 	if (delta < 0 && (uint64_t)-delta >= *count)
 		*count = 0;
 	else
 		*count += delta;
+	usage_add(a, b);
 	data_bucket_settle(c, a, b);
 }
 
@@ -1065,8 +1174,10 @@ int bch_alloc_mark_data(struct bch_fs *c, const struct bch_extent_ptr *p, unsign
 				  "extent pointer %u:%" PRIu64 " gen %u, bucket has gen %u",
 				  p->dev, (uint64_t)p->offset, p->gen, a->gen[b]);
 	}
+	usage_sub(a, b);
 	a->type[b] = BCH_DATA_user;
 	a->sectors[b] += sectors;
+	usage_add(a, b);
 	return 0;
 }
 
@@ -1122,14 +1233,17 @@ int bch_alloc_mark_cached(struct bch_fs *c, const struct bch_extent_ptr *p, unsi
 
 	if (!a || (b = bucket_of(a, p->offset, span)) < 0 || a->gen[b] != p->gen)
 		return 0;	/* stale (or damaged: fsck drops it) */
-	if (a->type[b] == BCH_DATA_free && !a->sectors[b] && !a->cached[b]) {
+	if (a->type[b] != BCH_DATA_user && a->type[b] != BCH_DATA_cached &&
+	    !(a->type[b] == BCH_DATA_free && !a->sectors[b] && !a->cached[b]))
+		return 0;
+	usage_sub(a, b);
+	if (a->type[b] == BCH_DATA_free) {
 		a->nr_empty--;
 		a->nr_cached++;
 		a->type[b] = BCH_DATA_cached;
-	} else if (a->type[b] != BCH_DATA_user && a->type[b] != BCH_DATA_cached) {
-		return 0;
 	}
 	a->cached[b] += sectors;
+	usage_add(a, b);
 	return 0;
 }
 
@@ -1141,8 +1255,10 @@ void bch_alloc_recount_begin(struct bch_fs *c)
 			if (a->type[b] == BCH_DATA_user || a->type[b] == BCH_DATA_cached) {
 				/* user until settled: a dirty pointer may be found in it */
 				a->nr_cached -= a->type[b] == BCH_DATA_cached;
+				usage_sub(a, b);
 				a->type[b] = BCH_DATA_user;
 				a->sectors[b] = a->cached[b] = 0;
+				usage_add(a, b);
 			}
 	}
 }
@@ -1213,6 +1329,7 @@ void bch_alloc_bucket_set(struct bch_fs *c, unsigned dev, uint64_t b,
 	if (!a || b >= a->nbuckets || a->type[b] != BCH_DATA_free || a->sectors[b] || a->cached[b])
 		return;
 	a->gen[b] = s->gen;
+	usage_sub(a, b);
 	if (s->sectors && s->data_type != BCH_DATA_free) {
 		a->type[b] = s->data_type;
 		a->sectors[b] = s->sectors;
@@ -1224,6 +1341,7 @@ void bch_alloc_bucket_set(struct bch_fs *c, unsigned dev, uint64_t b,
 		a->nr_empty--;
 		a->nr_cached++;
 	}
+	usage_add(a, b);
 }
 
 void bch_alloc_bucket_set_gen(struct bch_fs *c, unsigned dev, uint64_t b, uint8_t gen)
@@ -1397,8 +1515,10 @@ int bch_alloc_evict(struct bch_fs *c, unsigned dev, unsigned nr)
 		/* every cached pointer into it is stale from now on */
 		bch_data_reuse_bump(c);	/* io.h */
 		a->gen[b]++;
+		usage_sub(a, b);
 		a->cached[b] = 0;
 		a->type[b] = BCH_DATA_free;
+		usage_add(a, b);
 		a->nr_cached--;
 		a->nr_empty++;
 		/* not reusable, not even by the node allocations of the commit below */
@@ -1440,7 +1560,9 @@ void bch_alloc_dev_set_limit(struct bch_fs *c, unsigned dev, uint64_t limit)
 			int64_t was = *streams[i];
 			*streams[i] = -1;
 			if (!a->sectors[was]) {
+				usage_sub(a, was);
 				a->type[was] = BCH_DATA_free;
+				usage_add(a, was);
 				bucket_emptied(c, a, was);
 				a->nr_empty++;
 			}
@@ -1464,7 +1586,9 @@ int bch_alloc_dev_forget(struct bch_fs *c, unsigned dev, uint64_t from)
 		    a->type[b] == BCH_DATA_btree || a->type[b] == BCH_DATA_cached) {
 			if (a->type[b] != BCH_DATA_free)
 				a->nr_empty++;
+			usage_sub(a, b);
 			a->type[b] = BCH_DATA_free;
+			usage_add(a, b);
 			a->gen[b] = 0;
 		}
 	a->limit = from < a->limit ? from : a->limit;

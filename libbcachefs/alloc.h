@@ -229,7 +229,13 @@ void bch_alloc_recount_end(struct bch_fs *c);
 int  bch_alloc_data_on(struct bch_fs *c, unsigned dev, unsigned sectors, struct bch_extent_ptr *ptr);
 int  bch_alloc_bucket_type(struct bch_fs *c, const struct bch_extent_ptr *p, unsigned sectors);
 
+/*
+ * Device usage: bch_dev_usage_get() returns running sums kept as buckets
+ * change (O(1), called under the engine lock at every statfs);
+ * bch_dev_usage_scan() sums every bucket (tests compare the two).
+ */
 void bch_dev_usage_get(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u);
+void bch_dev_usage_scan(struct bch_fs *c, unsigned dev, struct bch_dev_usage *u);
 
 /*
  * Copygc support.  bch_alloc_low(): a device that takes btree nodes has
