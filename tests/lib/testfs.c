@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* testfs.c - small filesystems for tests (see testfs.h). */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -322,4 +323,56 @@ void testfs_journal_close(struct bch_fs *c)
 		}
 	free(c->sb);
 	free(c);
+}
+
+/* testfs_journal_replay()'s callback: entries in order, each record whole. */
+static int jseen_collect(struct bch_fs *c, struct bch_jset *j, void *priv)
+{
+	struct testfs_jseen *s = priv;
+	struct bch_jset_entry *e;
+
+	(void)c;
+	if (s->nr && j->seq != s->last + 1)
+		s->bad = true;
+	s->last = j->seq;
+	s->nr++;
+	for_each_jset_entry(e, j) {
+		if (e->type != BCH_JSET_ENTRY_btree_keys || !e->u64s)
+			continue;
+		uint64_t tag = e->_data[0] / 1000003;
+		for (unsigned i = 0; i < e->u64s; i++)
+			if (e->_data[i] != tag * 1000003 + i)
+				s->bad = true;
+		if (tag < 4096)
+			s->tag[tag] = true;
+	}
+	return 0;
+}
+
+int testfs_journal_replay(const char *path, struct testfs_jseen *s)
+{
+	char one[1][TESTFS_PATH_MAX];
+	uint64_t newest;
+
+	memset(s, 0, sizeof(*s));
+	snprintf(one[0], sizeof(one[0]), "%s", path);
+	struct bch_fs *r = testfs_journal_open(one, 1, true, 0, 0);
+	int ret = bch_journal_read(r, jseen_collect, s, &newest);
+
+	testfs_journal_close(r);
+	return ret;
+}
+
+void testfs_copy_file(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	static char buf[1 << 16];
+	ssize_t n;
+
+	cr_assert(in >= 0 && out >= 0, "copy %s -> %s: %s", from, to, strerror(errno));
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		cr_assert_eq(write(out, buf, n), n, "copy %s -> %s", from, to);
+	cr_assert_eq(n, 0, "copy %s: %s", from, strerror(errno));
+	close(in);
+	cr_assert_eq(close(out), 0, "copy -> %s: %s", to, strerror(errno));
 }

@@ -140,4 +140,18 @@ uint64_t testfs_journal_record(struct bch_fs *c, uint64_t tag, unsigned words);
 struct bch_fs *testfs_journal_open(char paths[][TESTFS_PATH_MAX], unsigned nr, bool ro,
 				   unsigned version, uint64_t missing);
 void testfs_journal_close(struct bch_fs *c);
+
+/*
+ * What a replay of testfs_journal_record()'s entries saw: entries in order
+ * (bad: a sequence gap or a record not whole), and which tags (< 4096).
+ */
+struct testfs_jseen {
+	uint64_t	last, nr;
+	bool		tag[4096];
+	bool		bad;
+};
+/* Replay path read-only into *s (zeroed first).  0 or the read's error. */
+int testfs_journal_replay(const char *path, struct testfs_jseen *s);
+/* Copy the file from to to (an image kept aside, a crash's state); fails the test on error. */
+void testfs_copy_file(const char *from, const char *to);
 #endif

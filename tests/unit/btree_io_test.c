@@ -209,14 +209,6 @@ static void write_leaf_only(struct bch_fs *c)
 		bch_btree_node_put(c, leaf);
 }
 
-static void copy_file(const char *from, const char *to)
-{
-	char cmd[512];
-
-	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", from, to);
-	cr_assert_eq(system(cmd), 0);
-}
-
 /*
  * Leave d0.img as a crash would: appends of inode 2's leaf written, the
  * filesystem not closed.  With advance, a later entry moved the journal's
@@ -242,9 +234,9 @@ static void crash_after_append(bool advance, struct leaf_layout *l)
 	bch_trans_exit(t);
 	leaf_layout(c, 0, l);
 	snprintf(saved, sizeof(saved), "%s.crash", paths[0]);
-	copy_file(paths[0], saved);
+	testfs_copy_file(paths[0], saved);
 	bch_fs_close(c);
-	copy_file(saved, paths[0]);
+	testfs_copy_file(saved, paths[0]);
 	remove(saved);
 }
 

@@ -36,20 +36,6 @@
 #define NFILES	24	/* half before the evacuation, half after (an fsync each) */
 #define FBYTES	(48u << 10)
 
-static void copy_file(const char *from, const char *to)
-{
-	int in = open(from, O_RDONLY), out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-	static char buf[1 << 16];
-	ssize_t n;
-
-	cr_assert(in >= 0 && out >= 0, "copy %s -> %s", from, to);
-	while ((n = read(in, buf, sizeof(buf))) > 0)
-		cr_assert_eq(write(out, buf, n), n);
-	cr_assert_eq(n, 0);
-	close(in);
-	close(out);
-}
-
 static void fill(unsigned char *p, size_t n, unsigned f)
 {
 	for (size_t i = 0; i < n; i++)
@@ -102,7 +88,7 @@ Test(device_review, evacuated_member_gets_no_journal, .timeout = 120)
 		cr_assert_eq(bch_fs_fsync(c), 0, "%s", c->err_msg);
 	}
 	snprintf(crash[0], sizeof(crash[0]), "%s/crash1.img", dir);
-	copy_file(paths[1], crash[0]);
+	testfs_copy_file(paths[1], crash[0]);
 	bch_fs_close(c);
 
 	/* the evacuated member pulled: open without it */

@@ -93,62 +93,6 @@ static struct bch_fs *fresh_journal(void)
 	return c;
 }
 
-struct seen {
-	uint64_t	last, nr;
-	bool		tag[4096];
-	bool		bad;
-};
-
-/* Replay: entries in order, each record whole. */
-static int collect(struct bch_fs *c, struct bch_jset *j, void *priv)
-{
-	struct seen *s = priv;
-	struct bch_jset_entry *e;
-
-	(void)c;
-	if (s->nr && j->seq != s->last + 1)
-		s->bad = true;
-	s->last = j->seq;
-	s->nr++;
-	for_each_jset_entry(e, j) {
-		if (e->type != BCH_JSET_ENTRY_btree_keys || !e->u64s)
-			continue;
-		uint64_t tag = e->_data[0] / 1000003;
-		for (unsigned i = 0; i < e->u64s; i++)
-			if (e->_data[i] != tag * 1000003 + i)
-				s->bad = true;
-		if (tag < 4096)
-			s->tag[tag] = true;
-	}
-	return 0;
-}
-
-/* Replay path read-only; the tags seen.  0 or the read's error. */
-static int replay(const char *path, struct seen *s)
-{
-	char one[1][TESTFS_PATH_MAX];
-	snprintf(one[0], sizeof(one[0]), "%s", path);
-	struct bch_fs *r = testfs_journal_open(one, 1, true, 0, 0);
-	uint64_t newest;
-	int ret = bch_journal_read(r, collect, s, &newest);
-
-	testfs_journal_close(r);
-	return ret;
-}
-
-static void copy_file(const char *from, const char *to)
-{
-	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-	char buf[65536];
-	size_t n;
-
-	cr_assert(in && out, "copy %s: %s", from, strerror(errno));
-	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-		cr_assert_eq(fwrite(buf, 1, n, out), n);
-	fclose(in);
-	cr_assert_eq(fclose(out), 0);
-}
-
 /* ------------------------------------------------- the hook: hold the writer */
 
 /*
@@ -301,8 +245,8 @@ Test(journal_async, full_entry_written_while_the_next_fills, .timeout = 120)
 	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
 	testfs_journal_close(c);
 
-	struct seen *s = calloc(1, sizeof(*s));
-	cr_assert_eq(replay(paths[0], s), 0);
+	struct testfs_jseen *s = calloc(1, sizeof(*s));
+	cr_assert_eq(testfs_journal_replay(paths[0], s), 0);
 	cr_assert_not(s->bad, "replayed a bad or out-of-order entry");
 	for (unsigned t = 1; t < tag; t++)
 		cr_assert(s->tag[t], "tag %u (of %u) lost", t, tag - 1);
@@ -336,10 +280,10 @@ static void kill_while_held(int op)
 	cr_assert(wait_held(), "op %d: the writer never came", op);
 	for (unsigned i = 0; i < 10; i++)
 		testfs_journal_record(c, tag++, 50);
-	copy_file(paths[0], crash);
+	testfs_copy_file(paths[0], crash);
 
-	struct seen *s = calloc(1, sizeof(*s));
-	int ret = replay(crash, s);
+	struct testfs_jseen *s = calloc(1, sizeof(*s));
+	int ret = testfs_journal_replay(crash, s);
 	cr_assert_eq(ret, 0, "op %d: killed with the writer held: %s", op, bch_err_str(ret));
 	cr_assert_not(s->bad, "op %d: replayed a bad or out-of-order entry", op);
 	for (unsigned t = 1; t < flushed_to; t++)
@@ -353,7 +297,7 @@ static void kill_while_held(int op)
 	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
 	testfs_journal_close(c);
 	memset(s, 0, sizeof(*s));
-	cr_assert_eq(replay(paths[0], s), 0);
+	cr_assert_eq(testfs_journal_replay(paths[0], s), 0);
 	cr_assert_not(s->bad);
 	for (unsigned t = 1; t < tag; t++)
 		cr_assert(s->tag[t], "op %d: tag %u lost after the flush", op, t);
@@ -412,11 +356,11 @@ Test(journal_async, power_cut_every_event, .timeout = 600)
 			struct iorec_cut cut = { .at = at, .seed = seed * 31 + at, .keep_pct = 50,
 						 .torn = seed & 1 };
 			struct iorec_plan plan;
-			struct seen *s = calloc(1, sizeof(*s));
+			struct testfs_jseen *s = calloc(1, sizeof(*s));
 
 			cr_assert_eq(iorec_plan(rec, &cut, &plan), 0);
 			cr_assert_eq(iorec_write_image(rec, &plan, 0, crash), 0);
-			int ret = replay(crash, s);
+			int ret = testfs_journal_replay(crash, s);
 			char *why = ret || s->bad ? iorec_plan_describe(rec, &plan) : NULL;
 			cr_assert_eq(ret, 0, "cut %zu seed %u: %s\n%s", at, seed, bch_err_str(ret), why);
 			cr_assert_not(s->bad, "cut %zu seed %u: bad or out-of-order entry\n%s", at, seed, why);
@@ -465,8 +409,8 @@ Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
 		int ok = !bch_journal_flush(c) && bch_journal_seq_durable(c) == bch_journal_seq_open(c) - 1 &&
 			 !pin_flushes;
 		testfs_journal_close(c);
-		struct seen *s = calloc(1, sizeof(*s));
-		ok &= !replay(paths[0], s) && !s->bad;
+		struct testfs_jseen *s = calloc(1, sizeof(*s));
+		ok &= !testfs_journal_replay(paths[0], s) && !s->bad;
 		for (unsigned t = 1; t < tag; t++)
 			ok &= s->tag[t];
 		_exit(ok ? 0 : 1);

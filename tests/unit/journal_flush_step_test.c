@@ -76,61 +76,6 @@ static struct bch_fs *fresh_journal(void)
 	return c;
 }
 
-struct seen {
-	uint64_t	last, nr;
-	bool		tag[1024];
-	bool		bad;
-};
-
-/* Replay: entries in order, each record whole. */
-static int collect(struct bch_fs *c, struct bch_jset *j, void *priv)
-{
-	struct seen *s = priv;
-	struct bch_jset_entry *e;
-
-	(void)c;
-	if (s->nr && j->seq != s->last + 1)
-		s->bad = true;
-	s->last = j->seq;
-	s->nr++;
-	for_each_jset_entry(e, j) {
-		if (e->type != BCH_JSET_ENTRY_btree_keys || !e->u64s)
-			continue;
-		uint64_t tag = e->_data[0] / 1000003;
-		for (unsigned i = 0; i < e->u64s; i++)
-			if (e->_data[i] != tag * 1000003 + i)
-				s->bad = true;
-		if (tag < 1024)
-			s->tag[tag] = true;
-	}
-	return 0;
-}
-
-static int replay(const char *path, struct seen *s)
-{
-	char one[1][TESTFS_PATH_MAX];
-	snprintf(one[0], sizeof(one[0]), "%s", path);
-	struct bch_fs *r = testfs_journal_open(one, 1, true, 0, 0);
-	uint64_t newest;
-	int ret = bch_journal_read(r, collect, s, &newest);
-
-	testfs_journal_close(r);
-	return ret;
-}
-
-static void copy_file(const char *from, const char *to)
-{
-	FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-	char buf[65536];
-	size_t n;
-
-	cr_assert(in && out, "copy %s: %s", from, strerror(errno));
-	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
-		cr_assert_eq(fwrite(buf, 1, n, out), n);
-	fclose(in);
-	cr_assert_eq(fclose(out), 0);
-}
-
 /* ------------------------------------------------- the hook: hold the writer */
 
 static pthread_t test_thread;
@@ -283,8 +228,8 @@ Test(journal_flush_step, entry_handed_to_the_writer, .timeout = 120)
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
 	testfs_journal_close(c);
 
-	struct seen *s = calloc(1, sizeof(*s));
-	cr_assert_eq(replay(paths[0], s), 0);
+	struct testfs_jseen *s = calloc(1, sizeof(*s));
+	cr_assert_eq(testfs_journal_replay(paths[0], s), 0);
 	cr_assert_not(s->bad, "replayed a bad or out-of-order entry");
 	for (unsigned t = 1; t < tag; t++)
 		cr_assert(s->tag[t], "tag %u (of %u; the first fsync's end at %u) lost", t, tag - 1,
@@ -319,10 +264,10 @@ Test(journal_flush_step, kill_with_the_entry_held, .timeout = 120)
 	seq = 0;
 	cr_assert_eq(bch_journal_flush_step(c, &seq), 1, "the step wrote in line");
 	cr_assert(wait_held(), "the entry's write never came from the writer");
-	copy_file(paths[0], crash);
+	testfs_copy_file(paths[0], crash);
 
-	struct seen *s = calloc(1, sizeof(*s));
-	cr_assert_eq(replay(crash, s), 0);
+	struct testfs_jseen *s = calloc(1, sizeof(*s));
+	cr_assert_eq(testfs_journal_replay(crash, s), 0);
 	cr_assert_not(s->bad);
 	for (unsigned t = 1; t < flushed_to; t++)
 		cr_assert(s->tag[t], "durable tag %u lost", t);
@@ -334,7 +279,7 @@ Test(journal_flush_step, kill_with_the_entry_held, .timeout = 120)
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
 	testfs_journal_close(c);
 	memset(s, 0, sizeof(*s));
-	cr_assert_eq(replay(paths[0], s), 0);
+	cr_assert_eq(testfs_journal_replay(paths[0], s), 0);
 	cr_assert_not(s->bad);
 	for (unsigned t = 1; t < tag; t++)
 		cr_assert(s->tag[t], "tag %u lost after the step", t);

@@ -73,18 +73,6 @@ static void on_open(struct bch_blockdev *dev)
 	bch_dev_set_hook(dev, &hook);
 }
 
-static void copy_file(const char *from, const char *to)
-{
-	size_t len;
-	void *buf = testfs_slurp(from, &len);
-	int fd = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-
-	cr_assert(buf && fd >= 0);
-	cr_assert_eq(write(fd, buf, len), (ssize_t)len);
-	close(fd);
-	free(buf);
-}
-
 static void make_image(bool full)
 {
 	static uint8_t buf[FSIZE];
@@ -116,7 +104,7 @@ static void make_image(bool full)
 	}
 	c->read_only = true;	/* a crash: the next open replays */
 	bch_fs_close(c);
-	copy_file(paths[0], orig);
+	testfs_copy_file(paths[0], orig);
 }
 
 static void check_files(struct bch_fs *c, const char *when)
@@ -143,7 +131,7 @@ static void one_run(unsigned fail_at, enum mode m, int *open_ret, int *close_ret
 {
 	char err[256];
 
-	copy_file(orig, paths[0]);
+	testfs_copy_file(orig, paths[0]);
 	memset(&inj, 0, sizeof(inj));
 	inj.fail_at = fail_at;
 	inj.dead = m != ONE;
