@@ -38,6 +38,7 @@
 #include "journal.h"
 #include "super.h"
 #include "tests/lib/testfs.h"
+#include "tests/lib/writerhold.h"
 #include "tests/lib/iorecord.h"
 #include "tests/lib/tmpdir.h"
 
@@ -96,77 +97,6 @@ static struct bch_fs *fresh_journal(void)
 /* ------------------------------------------------- the hook: hold the writer */
 
 /*
- * I/O from any thread but the test's is the writer's.  hold_op: the
- * writer's request of that kind waits in the hook (before it reaches the
- * device) until release; held says one is waiting.
- */
-static pthread_t test_thread;
-static pthread_mutex_t hk_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t hk_cond = PTHREAD_COND_INITIALIZER;
-static int hold_op = -1;
-static bool held, release;
-static unsigned own_flushes, writer_flushes, writer_writes;
-
-static int hold_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
-		     const void *buf, size_t len)
-{
-	(void)priv; (void)dev; (void)offset; (void)buf; (void)len;
-	pthread_mutex_lock(&hk_lock);
-	if (pthread_equal(pthread_self(), test_thread)) {
-		own_flushes += op == BCH_IO_FLUSH;
-	} else {
-		writer_flushes += op == BCH_IO_FLUSH;
-		writer_writes += op == BCH_IO_WRITE;
-		if ((int)op == hold_op && !release) {
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_sec += 20;
-			held = true;
-			pthread_cond_broadcast(&hk_cond);
-			while (!release && pthread_cond_timedwait(&hk_cond, &hk_lock, &until) != ETIMEDOUT)
-				;
-			held = false;
-		}
-	}
-	pthread_mutex_unlock(&hk_lock);
-	return 0;
-}
-
-static void hook_reset(int op)
-{
-	pthread_mutex_lock(&hk_lock);
-	hold_op = op;
-	held = release = false;
-	own_flushes = writer_flushes = writer_writes = 0;
-	pthread_mutex_unlock(&hk_lock);
-	test_thread = pthread_self();
-}
-
-/* Wait (bounded) until the writer is held in the hook. */
-static bool wait_held(void)
-{
-	struct timespec until;
-	bool ret;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 20;
-	pthread_mutex_lock(&hk_lock);
-	while (!held && pthread_cond_timedwait(&hk_cond, &hk_lock, &until) != ETIMEDOUT)
-		;
-	ret = held;
-	pthread_mutex_unlock(&hk_lock);
-	return ret;
-}
-
-static void let_go(void)
-{
-	pthread_mutex_lock(&hk_lock);
-	release = true;
-	pthread_cond_broadcast(&hk_cond);
-	pthread_mutex_unlock(&hk_lock);
-}
-
-/*
  * A write outside the journal (the device's last 4 KiB, rewritten as it
  * is), as a node or data write would be: the next preflush reaches the
  * device (a flush with nothing written since the last reaches none).
@@ -197,7 +127,7 @@ static unsigned fill_one_entry(struct bch_fs *c, unsigned tag)
 
 static void teardown(void)
 {
-	let_go();
+	writerhold_let_go();
 	test_tmpdir_remove(tmpdir);
 }
 
@@ -213,34 +143,32 @@ TestSuite(journal_async, .fini = teardown);
 Test(journal_async, full_entry_written_while_the_next_fills, .timeout = 120)
 {
 	struct bch_fs *c = fresh_journal();
-	struct bch_io_hook h = { .fn = hold_hook };
+	struct bch_io_hook h = { .fn = writerhold_hook };
 	unsigned tag = 2;
 
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	uint64_t durable = bch_journal_seq_durable(c);
 
-	hook_reset(BCH_IO_FLUSH);
+	writerhold_reset(BCH_IO_FLUSH);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
 	tag = fill_one_entry(c, tag);
-	cr_assert(wait_held(), "the full entry's preflush never came from the writer "
-		  "(preflushes by the request thread: %u)", own_flushes);
+	cr_assert(writerhold_wait_held(), "the full entry's preflush never came from the writer "
+		  "(preflushes by the request thread: %u)", writerhold_own_flushes);
 	/* the writer is inside its preflush: requests go on into the next entry */
 	unsigned next_first = tag;
 	for (unsigned i = 0; i < 20; i++)
 		testfs_journal_record(c, tag++, 50);
-	pthread_mutex_lock(&hk_lock);
-	bool still_held = held;
-	unsigned own = own_flushes;
-	pthread_mutex_unlock(&hk_lock);
+	bool still_held = writerhold_held();
+	unsigned own = writerhold_own_flushes;
 	cr_assert(still_held, "the writer went on by itself");
 	cr_assert_eq(own, 0, "the request thread flushed %u times while filling", own);
 	cr_assert_eq(bch_journal_seq_durable(c), durable, "an entry not yet written counts as durable");
 	cr_assert_gt(next_first, 2);
 
-	let_go();
+	writerhold_let_go();
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	cr_assert_eq(bch_journal_seq_durable(c), bch_journal_seq_open(c) - 1);
-	cr_assert_geq(writer_writes, 1, "the full entry was not written by the writer");
+	cr_assert_geq(writerhold_writer_writes, 1, "the full entry was not written by the writer");
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
 	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
 	testfs_journal_close(c);
@@ -262,7 +190,7 @@ Test(journal_async, full_entry_written_while_the_next_fills, .timeout = 120)
 static void kill_while_held(int op)
 {
 	struct bch_fs *c = fresh_journal();
-	struct bch_io_hook h = { .fn = hold_hook };
+	struct bch_io_hook h = { .fn = writerhold_hook };
 	char crash[160];
 	unsigned tag = 2;
 
@@ -274,10 +202,10 @@ static void kill_while_held(int op)
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	unsigned flushed_to = tag;
 
-	hook_reset(op);
+	writerhold_reset(op);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
 	tag = fill_one_entry(c, tag);
-	cr_assert(wait_held(), "op %d: the writer never came", op);
+	cr_assert(writerhold_wait_held(), "op %d: the writer never came", op);
 	for (unsigned i = 0; i < 10; i++)
 		testfs_journal_record(c, tag++, 50);
 	testfs_copy_file(paths[0], crash);
@@ -291,7 +219,7 @@ static void kill_while_held(int op)
 	for (unsigned t = flushed_to; t < tag; t++)
 		cr_assert_not(s->tag[t], "op %d: tag %u of the held entry replayed", op, t);
 
-	let_go();
+	writerhold_let_go();
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
 	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
@@ -388,13 +316,13 @@ Test(journal_async, power_cut_every_event, .timeout = 600)
 Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
 {
 	struct bch_fs *c = fresh_journal();
-	struct bch_io_hook h = { .fn = hold_hook };
+	struct bch_io_hook h = { .fn = writerhold_hook };
 	unsigned tag = 2;
 
-	hook_reset(BCH_IO_WRITE);
+	writerhold_reset(BCH_IO_WRITE);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
 	tag = fill_one_entry(c, tag);
-	cr_assert(wait_held(), "the writer never came");
+	cr_assert(writerhold_wait_held(), "the writer never came");
 
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
@@ -423,12 +351,12 @@ Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
 	if (!w) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &st, 0);
-		let_go();
+		writerhold_let_go();
 		cr_assert_fail("the child hung (waiting for the parent's writer?)");
 	}
 	cr_assert_eq(w, pid);
 	cr_assert(WIFEXITED(st) && !WEXITSTATUS(st), "the child failed (status %d)", st);
-	let_go();
+	writerhold_let_go();
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
 	testfs_journal_close(c);
 }

@@ -30,6 +30,7 @@
 #include "journal.h"
 #include "super.h"
 #include "tests/lib/testfs.h"
+#include "tests/lib/writerhold.h"
 #include "tests/lib/tmpdir.h"
 
 static char tmpdir[64], paths[1][128];
@@ -78,71 +79,6 @@ static struct bch_fs *fresh_journal(void)
 
 /* ------------------------------------------------- the hook: hold the writer */
 
-static pthread_t test_thread;
-static pthread_mutex_t hk_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t hk_cond = PTHREAD_COND_INITIALIZER;
-static int hold_op = -1;
-static bool held, release;
-static unsigned own_flushes, writer_flushes;
-
-/* I/O from any thread but the test's is the writer's; hold_op of it waits until release. */
-static int hold_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
-		     const void *buf, size_t len)
-{
-	(void)priv; (void)dev; (void)offset; (void)buf; (void)len;
-	pthread_mutex_lock(&hk_lock);
-	if (pthread_equal(pthread_self(), test_thread)) {
-		own_flushes += op == BCH_IO_FLUSH;
-	} else {
-		writer_flushes += op == BCH_IO_FLUSH;
-		if ((int)op == hold_op && !release) {
-			struct timespec until;
-			clock_gettime(CLOCK_REALTIME, &until);
-			until.tv_sec += 20;
-			held = true;
-			pthread_cond_broadcast(&hk_cond);
-			while (!release && pthread_cond_timedwait(&hk_cond, &hk_lock, &until) != ETIMEDOUT)
-				;
-			held = false;
-		}
-	}
-	pthread_mutex_unlock(&hk_lock);
-	return 0;
-}
-
-static void hook_reset(int op)
-{
-	pthread_mutex_lock(&hk_lock);
-	hold_op = op;
-	held = release = false;
-	own_flushes = writer_flushes = 0;
-	pthread_mutex_unlock(&hk_lock);
-	test_thread = pthread_self();
-}
-
-static bool wait_held(void)
-{
-	struct timespec until;
-	bool ret;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 20;
-	pthread_mutex_lock(&hk_lock);
-	while (!held && pthread_cond_timedwait(&hk_cond, &hk_lock, &until) != ETIMEDOUT)
-		;
-	ret = held;
-	pthread_mutex_unlock(&hk_lock);
-	return ret;
-}
-
-static void let_go(void)
-{
-	pthread_mutex_lock(&hk_lock);
-	release = true;
-	pthread_cond_broadcast(&hk_cond);
-	pthread_mutex_unlock(&hk_lock);
-}
-
 /* A write outside the journal (as a data write): the next preflush reaches the device. */
 static void other_write(struct bch_fs *c)
 {
@@ -169,7 +105,7 @@ static int step_until_done(struct bch_fs *c, uint64_t *seq)
 
 static void teardown(void)
 {
-	let_go();
+	writerhold_let_go();
 	test_tmpdir_remove(tmpdir);
 }
 
@@ -182,13 +118,13 @@ TestSuite(journal_flush_step, .fini = teardown);
 Test(journal_flush_step, entry_handed_to_the_writer, .timeout = 120)
 {
 	struct bch_fs *c = fresh_journal();
-	struct bch_io_hook h = { .fn = hold_hook };
+	struct bch_io_hook h = { .fn = writerhold_hook };
 	unsigned tag = 2;
 
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	uint64_t durable = bch_journal_seq_durable(c);
 
-	hook_reset(BCH_IO_FLUSH);
+	writerhold_reset(BCH_IO_FLUSH);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
 	other_write(c);
 	for (unsigned i = 0; i < 5; i++)
@@ -197,7 +133,7 @@ Test(journal_flush_step, entry_handed_to_the_writer, .timeout = 120)
 	uint64_t seq = 0, seq2 = 0;
 	cr_assert_eq(bch_journal_flush_step(c, &seq), 1, "the step wrote in line: %s", c->err_msg);
 	cr_assert_eq(seq, bch_journal_seq_open(c) - 1, "the step's entry is not the one it sealed");
-	cr_assert(wait_held(), "the entry's preflush never came from the writer");
+	cr_assert(writerhold_wait_held(), "the entry's preflush never came from the writer");
 
 	/* the writer is inside the preflush: records go on into the next entry */
 	for (unsigned i = 0; i < 5; i++)
@@ -205,21 +141,19 @@ Test(journal_flush_step, entry_handed_to_the_writer, .timeout = 120)
 	cr_assert_eq(bch_journal_flush_step(c, &seq2), 1, "a second fsync did not wait its turn");
 	cr_assert_eq(seq2, seq + 1);
 	cr_assert_eq(bch_journal_flush_step(c, &seq), 1, "done while the writer is held");
-	pthread_mutex_lock(&hk_lock);
-	unsigned own = own_flushes;
-	bool still = held;
-	pthread_mutex_unlock(&hk_lock);
+	unsigned own = writerhold_own_flushes;
+	bool still = writerhold_held();
 	cr_assert(still, "the writer went on by itself");
 	cr_assert_eq(own, 0, "the caller flushed %u times", own);
 	cr_assert_eq(bch_journal_seq_durable(c), durable, "an entry in flight counts as durable");
 
-	let_go();
+	writerhold_let_go();
 	cr_assert_eq(step_until_done(c, &seq), 0, "%s", c->err_msg);
 	cr_assert_geq(bch_journal_seq_durable(c), seq);
 	cr_assert_eq(step_until_done(c, &seq2), 0, "%s", c->err_msg);
 	cr_assert_geq(bch_journal_seq_durable(c), seq2);
-	cr_assert_geq(writer_flushes, 2, "the entries' flushes were not the writer's");
-	cr_assert_eq(own_flushes, 0, "the caller flushed %u times", own_flushes);
+	cr_assert_geq(writerhold_writer_flushes, 2, "the entries' flushes were not the writer's");
+	cr_assert_eq(writerhold_own_flushes, 0, "the caller flushed %u times", writerhold_own_flushes);
 	/* nothing since: done at once, nothing written */
 	uint64_t seq3 = 0;
 	uint64_t open = bch_journal_seq_open(c);
@@ -245,7 +179,7 @@ Test(journal_flush_step, entry_handed_to_the_writer, .timeout = 120)
 Test(journal_flush_step, kill_with_the_entry_held, .timeout = 120)
 {
 	struct bch_fs *c = fresh_journal();
-	struct bch_io_hook h = { .fn = hold_hook };
+	struct bch_io_hook h = { .fn = writerhold_hook };
 	char crash[160];
 	unsigned tag = 2;
 
@@ -256,14 +190,14 @@ Test(journal_flush_step, kill_with_the_entry_held, .timeout = 120)
 	cr_assert_eq(step_until_done(c, &seq), 0, "%s", c->err_msg);
 	unsigned flushed_to = tag;
 
-	hook_reset(BCH_IO_WRITE);
+	writerhold_reset(BCH_IO_WRITE);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
 	other_write(c);
 	for (unsigned i = 0; i < 5; i++)
 		testfs_journal_record(c, tag++, 40);
 	seq = 0;
 	cr_assert_eq(bch_journal_flush_step(c, &seq), 1, "the step wrote in line");
-	cr_assert(wait_held(), "the entry's write never came from the writer");
+	cr_assert(writerhold_wait_held(), "the entry's write never came from the writer");
 	testfs_copy_file(paths[0], crash);
 
 	struct testfs_jseen *s = calloc(1, sizeof(*s));
@@ -274,7 +208,7 @@ Test(journal_flush_step, kill_with_the_entry_held, .timeout = 120)
 	for (unsigned t = flushed_to; t < tag; t++)
 		cr_assert_not(s->tag[t], "tag %u of the held entry replayed", t);
 
-	let_go();
+	writerhold_let_go();
 	cr_assert_eq(step_until_done(c, &seq), 0, "%s", c->err_msg);
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
 	testfs_journal_close(c);

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+#ifndef _BCH_TESTS_WRITERHOLD_H
+#define _BCH_TESTS_WRITERHOLD_H
+
+/*
+ * writerhold.h - hold the journal writer's I/O in a device hook, for the
+ * journal's tests (journal_async, journal_flush_step).
+ *
+ * I/O from any thread but the test's (the one that called writerhold_reset())
+ * is the writer's.  The writer's first request of the kind given to
+ * writerhold_reset() waits in the hook, before it reaches the device, until
+ * writerhold_let_go() (or 20 s); writerhold_held() says one is waiting.  The
+ * counters say whose flushes and writes went by.  One test at a time.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "blockdev.h"
+
+extern unsigned writerhold_own_flushes, writerhold_writer_flushes, writerhold_writer_writes;
+
+/* The hook (struct bch_io_hook's fn). */
+int writerhold_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
+		    const void *buf, size_t len);
+/* Start over: hold the writer's next op (a BCH_IO_*, or -1: none); the caller is the test. */
+void writerhold_reset(int op);
+/* Wait (at most 20 s) until the writer is held: true if it is. */
+bool writerhold_wait_held(void);
+/* Is the writer held now? */
+bool writerhold_held(void);
+/* Let the held request (and any later one) go on. */
+void writerhold_let_go(void);
+#endif
