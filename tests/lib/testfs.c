@@ -376,3 +376,12 @@ void testfs_copy_file(const char *from, const char *to)
 	close(in);
 	cr_assert_eq(close(out), 0, "copy -> %s: %s", to, strerror(errno));
 }
+
+struct bch_fs *testfs_must_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned flags)
+{
+	char err[256];
+	struct bch_fs *c = testfs_open(paths, nr, flags, 0, err, sizeof(err));
+
+	cr_assert(c, "open: %s", err);
+	return c;
+}

@@ -50,6 +50,8 @@ extern bool testfs_encrypted;
 /* Open; cache_bytes 0 = default.  NULL (and the message in err) on failure. */
 struct bch_fs *testfs_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned flags,
 			   uint64_t cache_bytes, char *err, unsigned errlen);
+/* testfs_open() of nr devices with the default cache that fails the test on error. */
+struct bch_fs *testfs_must_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsigned flags);
 
 /*
  * A suite's one filesystem (its .init and .fini): one image of size_mb

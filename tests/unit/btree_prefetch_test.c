@@ -26,20 +26,11 @@
 static char tmpdir[64];
 static char paths[1][TESTFS_PATH_MAX];
 
-static struct bch_fs *open_fs(unsigned flags)
-{
-	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, flags, 0, err, sizeof(err));
-
-	cr_assert(c, "open: %s", err);
-	return c;
-}
-
 static void fill(unsigned replicas)
 {
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "prefetch");
 	testfs_format(tmpdir, 1, 32, NODE_BYTES, replicas, paths);
-	struct bch_fs *c = open_fs(0);
+	struct bch_fs *c = testfs_must_open(paths, 1, 0);
 	struct btree_trans *t;
 	bch_trans_init(c, &t);
 	for (unsigned i = 0; i < KEYS; i++) {
@@ -102,7 +93,7 @@ static void leaves_same(unsigned flags)
 	unsigned nr_ahead[LEAVES_MAX], keys = 0;
 	uint8_t bad;
 
-	struct bch_fs *c = open_fs(TESTFS_RO | flags);
+	struct bch_fs *c = testfs_must_open(paths, 1, TESTFS_RO | flags);
 	unsigned nr = leaf_ptrs(c, ptrs);
 	cr_assert_eq(bch_prefetch_start(c), 0);
 	cr_assert(c->prefetch);
@@ -148,7 +139,7 @@ Test(btree_prefetch, a_damaged_leaf_is_reported_by_the_read_path)
 	struct bch_bkey *ptrs[LEAVES_MAX];
 
 	fill(1);
-	struct bch_fs *c = open_fs(TESTFS_RO);
+	struct bch_fs *c = testfs_must_open(paths, 1, TESTFS_RO);
 	unsigned nr = leaf_ptrs(c, ptrs);
 	cr_assert_eq(bch_fs_close(c), 0);
 	const struct bch_btree_ptr *bp = bkey_val(ptrs[1]);
@@ -163,7 +154,7 @@ Test(btree_prefetch, a_damaged_leaf_is_reported_by_the_read_path)
 	cr_assert_eq(fwrite(&ch, 1, 1, f), 1);
 	fclose(f);
 
-	c = open_fs(TESTFS_RO);
+	c = testfs_must_open(paths, 1, TESTFS_RO);
 	uint64_t before[BCH_DEV_ERROR_NR], after[BCH_DEV_ERROR_NR];
 	bch_dev_errors_get(c, 0, before, NULL);
 	cr_assert_eq(bch_prefetch_start(c), 0);

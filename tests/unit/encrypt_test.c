@@ -53,15 +53,6 @@ static void teardown(void)
 
 TestSuite(encrypt, .init = setup, .fini = teardown);
 
-static struct bch_fs *open_fs(unsigned flags)
-{
-	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, flags, 0, err, sizeof(err));
-
-	cr_assert(c, "open: %s", err);
-	return c;
-}
-
 
 static bool image_has(const char *path, const void *needle, size_t n)
 {
@@ -128,7 +119,7 @@ static int pass_provider(const struct bch_sb *sb, uint8_t key[BCH_KEY_BYTES], ch
 Test(encrypt, no_plaintext_and_keys)
 {
 	char name[3][64], body[3][64], xval[64];
-	struct bch_fs *c = open_fs(0);
+	struct bch_fs *c = testfs_must_open(paths, 1, 0);
 
 	for (unsigned i = 0; i < 3; i++) {
 		distinct(name[i], "NAME", i);
@@ -177,7 +168,7 @@ Test(encrypt, no_plaintext_and_keys)
 
 	/* the right one: everything back, fsck with data clean */
 	provider_pass = TESTFS_PASSPHRASE;
-	c = open_fs(0);
+	c = testfs_must_open(paths, 1, 0);
 	char *r = malloc(ODD_SIZE);
 	cr_assert_eq(bch_fs_read(c, a, 0, r, 256 << 10), 256 << 10);
 	cr_assert(!memcmp(r, d0, 256 << 10));
@@ -189,7 +180,7 @@ Test(encrypt, no_plaintext_and_keys)
 	cr_assert_eq(bch_fs_getxattr(c, a, "user.secret", xb, sizeof(xb)), (ssize_t)strlen(xval));
 	cr_assert(!memcmp(xb, xval, strlen(xval)));
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	c = testfs_must_open(paths, 1, TESTFS_RO | TESTFS_FSCK);
 	testfs_assert_fsck_clean(c, true);
 	bch_fs_close(c);
 	free(r);
@@ -237,7 +228,7 @@ static void image_read(const char *path, uint64_t off, void *buf, size_t len)
 Test(encrypt, tamper_and_replay)
 {
 	char body[64];
-	struct bch_fs *c = open_fs(0);
+	struct bch_fs *c = testfs_must_open(paths, 1, 0);
 
 	distinct(body, "TAMPER", 1);
 	void *d = repeat(body, 64 << 10);
@@ -245,7 +236,7 @@ Test(encrypt, tamper_and_replay)
 	cr_assert_eq(bch_fs_write(c, a, 0, d, 64 << 10), 64 << 10);
 	cr_assert_eq(bch_fs_close(c), 0);
 
-	c = open_fs(TESTFS_RO);
+	c = testfs_must_open(paths, 1, TESTFS_RO);
 	struct bch_bkey *k = NULL;
 	cr_assert_eq(bch_btree_peek(c, BCH_BTREE_ID_extents, POS(a, 0, 0), POS(a, UINT64_MAX, 0), &k), 0);
 	uint64_t data = ((struct bch_extent *)bkey_val(k))->ptrs[0].offset;
@@ -264,7 +255,7 @@ Test(encrypt, tamper_and_replay)
 		image_patch(paths[0], where[i], &flipped, 1);
 		cr_assert(testfs_damage_found(paths, 1), "a flipped byte in the %s was not found", i ? "node" : "extent");
 		if (!i) {
-			c = open_fs(TESTFS_RO);
+			c = testfs_must_open(paths, 1, TESTFS_RO);
 			char *r = malloc(64 << 10);
 			cr_assert_lt(bch_fs_read(c, a, 0, r, 64 << 10), 0, "damaged data read back");
 			free(r);
@@ -278,11 +269,11 @@ Test(encrypt, tamper_and_replay)
 	size_t nb = 64 << 10;
 	char *oldnode = malloc(nb);
 	image_read(paths[0], old.sector * 512, oldnode, nb);
-	c = open_fs(0);
+	c = testfs_must_open(paths, 1, 0);
 	uint64_t b = mkfile(c, "b");
 	cr_assert_eq(bch_fs_write(c, b, 0, d, 4096), 4096);
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = open_fs(TESTFS_RO);
+	c = testfs_must_open(paths, 1, TESTFS_RO);
 	struct node_at now = { 0 };
 	cr_assert_eq(bch_btree_walk_nodes(c, BCH_BTREE_ID_inodes, first_node, &now), 0);
 	bch_fs_close(c);
@@ -364,18 +355,18 @@ Test(encrypt, nonces_never_repeat)
 {
 	bch_crypt_nonce_reserve_step = 16;	/* reservations fall between cuts */
 	bch_crypt_nonce_hook = record_nonce;
-	struct bch_fs *c = open_fs(0);
+	struct bch_fs *c = testfs_must_open(paths, 1, 0);
 	workload(c, SEED, 30);
 	cr_assert_eq(bch_fs_close(c), 0);
 	for (unsigned round = 0; round < 2; round++) {	/* clean reopens */
-		c = open_fs(0);
+		c = testfs_must_open(paths, 1, 0);
 		workload(c, SEED + round, 20);
 		cr_assert_eq(bch_fs_close(c), 0);
 	}
 	assert_no_repeat("clean sessions");
 
 	/* power cuts: what reached the disk before the cut is never used again after replay */
-	c = open_fs(0);
+	c = testfs_must_open(paths, 1, 0);
 	struct iorec *rec = iorec_new(1);
 	cr_assert_eq(iorec_attach(rec, 0, c->devs[0]->bdev), 0);
 	cur_rec = rec;

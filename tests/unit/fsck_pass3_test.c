@@ -31,15 +31,6 @@
 static char tmpdir[64];
 static char paths[1][TESTFS_PATH_MAX];
 
-static struct bch_fs *open_fs(unsigned flags)
-{
-	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, flags, 0, err, sizeof(err));
-
-	cr_assert(c, "open: %s", err);
-	return c;
-}
-
 /*
  * Files and directories written and flushed (each leaf's first bset), then
  * every file's inode changed, some removed, and flushed again: the inodes
@@ -52,7 +43,7 @@ static void build(void)
 
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "fsck_pass3");
 	testfs_format(tmpdir, 1, 64, 64 << 10, 1, paths);
-	struct bch_fs *c = open_fs(0);
+	struct bch_fs *c = testfs_must_open(paths, 1, 0);
 	for (unsigned i = 0; i < DIRS; i++) {
 		snprintf(name, sizeof(name), "d%u", i);
 		cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, name, S_IFDIR | 0755, 0, 0, 0, &inum), 0,
@@ -108,7 +99,7 @@ static void count_inodes(struct bch_fs *c, uint64_t *keys, uint64_t *dirs)
 static void pass3_takes_what_a_second_read_would(bool ahead)
 {
 	build();
-	struct bch_fs *c = open_fs(TESTFS_FSCK | TESTFS_RO);
+	struct bch_fs *c = testfs_must_open(paths, 1, TESTFS_FSCK | TESTFS_RO);
 	uint64_t keys, dirs, nb = bch_alloc_nbuckets(c, 0);
 	count_inodes(c, &keys, &dirs);
 	cr_assert_geq(dirs, DIRS + 1);

@@ -29,15 +29,6 @@
 static char tmpdir[64];
 static char paths[1][TESTFS_PATH_MAX];
 
-static struct bch_fs *open_fs(unsigned flags)
-{
-	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, flags, 0, err, sizeof(err));
-
-	cr_assert(c, "open: %s", err);
-	return c;
-}
-
 /* The pointers to every leaf of the test btree (its root is one level up). */
 static unsigned leaf_ptrs(struct bch_fs *c, struct bch_bkey **ptrs)
 {
@@ -69,7 +60,7 @@ static void fill(unsigned replicas)
 
 	test_tmpdir_make(tmpdir, sizeof(tmpdir), "fsck_stream");
 	testfs_format(tmpdir, 1, 32, NODE_BYTES, replicas, paths);
-	struct bch_fs *c = open_fs(0);
+	struct bch_fs *c = testfs_must_open(paths, 1, 0);
 	struct btree_trans *t;
 	bch_trans_init(c, &t);
 	for (unsigned i = 0; i < KEYS; i++) {
@@ -157,7 +148,7 @@ static void flip_byte(uint64_t byte)
 static uint64_t leaf_byte(unsigned leaf, unsigned i, size_t off)
 {
 	struct bch_bkey *ptrs[LEAVES_MAX];
-	struct bch_fs *c = open_fs(TESTFS_RO);
+	struct bch_fs *c = testfs_must_open(paths, 1, TESTFS_RO);
 	unsigned nr = leaf_ptrs(c, ptrs);
 	const struct bch_btree_ptr *bp = bkey_val(ptrs[leaf]);
 	uint64_t byte = ((uint64_t)bp->ptrs[i].offset << 9) + off;
@@ -176,7 +167,7 @@ static void streams_same(unsigned replicas, bool ahead)
 
 	cr_assert(ls);
 	fill(replicas);
-	struct bch_fs *c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	struct bch_fs *c = testfs_must_open(paths, 1, TESTFS_RO | TESTFS_FSCK);
 	unsigned nr = leaf_ptrs(c, ptrs);
 	if (ahead)
 		cr_assert_eq(bch_prefetch_start(c), 0);
@@ -226,7 +217,7 @@ static int opens(bool compare, bch_leaf_check_fn check, void *priv)
 	struct bch_leaf_stream *ls = malloc(sizeof(*ls));
 
 	cr_assert(ls);
-	struct bch_fs *c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	struct bch_fs *c = testfs_must_open(paths, 1, TESTFS_RO | TESTFS_FSCK);
 	unsigned nr = leaf_ptrs(c, ptrs);
 	int r = bch_leaf_stream_open(c, ls, BCH_BTREE_ID_test, ptrs[1], compare, check, priv);
 	if (!check) {
@@ -274,7 +265,7 @@ Test(fsck_stream, a_leaf_with_an_append_streams_merged)
 
 	cr_assert(ls);
 	fill(1);
-	struct bch_fs *c = open_fs(0);
+	struct bch_fs *c = testfs_must_open(paths, 1, 0);
 	unsigned nr = leaf_ptrs(c, ptrs);
 	struct bch_bpos lo = ((const struct bch_btree_ptr *)bkey_val(ptrs[1]))->min_key;
 	struct btree_trans *t;
@@ -296,7 +287,7 @@ Test(fsck_stream, a_leaf_with_an_append_streams_merged)
 	free_ptrs(ptrs, nr);
 	cr_assert_eq(bch_fs_close(c), 0);
 
-	c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	c = testfs_must_open(paths, 1, TESTFS_RO | TESTFS_FSCK);
 	nr = leaf_ptrs(c, ptrs);
 	unsigned n, m;
 	cr_assert_eq(bch_leaf_stream_open(c, ls, BCH_BTREE_ID_test, ptrs[1], false, NULL, NULL), 0,
@@ -341,7 +332,7 @@ Test(fsck_stream, after_pass_3_an_open_reads_only_the_headers)
 
 	cr_assert(ls);
 	fill(1);
-	struct bch_fs *c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	struct bch_fs *c = testfs_must_open(paths, 1, TESTFS_RO | TESTFS_FSCK);
 	unsigned nr = leaf_ptrs(c, ptrs);
 	c->fsck_copies_checked = true;	/* as pass 3 leaves it */
 	for (unsigned i = 0; i < nr; i++) {
@@ -383,7 +374,7 @@ Test(fsck_stream, a_check_made_ahead_is_taken_by_the_open)
 
 	cr_assert(ls);
 	fill(2);
-	struct bch_fs *c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	struct bch_fs *c = testfs_must_open(paths, 1, TESTFS_RO | TESTFS_FSCK);
 	unsigned nr = leaf_ptrs(c, ptrs);
 	cr_assert_eq(bch_prefetch_start(c), 0);
 	for (unsigned i = 0; i < nr; i++) {
@@ -434,12 +425,12 @@ Test(fsck_stream, a_key_check_refuses_stops_the_stream)
 Test(fsck_stream, nothing_streams_while_replayed_keys_are_unwritten)
 {
 	fill(1);
-	struct bch_fs *c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	struct bch_fs *c = testfs_must_open(paths, 1, TESTFS_RO | TESTFS_FSCK);
 	cr_assert(bch_leaf_stream_allowed(c), "a clean read-only open does not stream");
 	cr_assert_eq(bch_fs_close(c), 0);
 
 	/* one key changed in the journal only, then a crash */
-	c = open_fs(0);
+	c = testfs_must_open(paths, 1, 0);
 	struct btree_trans *t;
 	bch_trans_init(c, &t);
 	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, POS(1, KEYS / 2, 0), sizeof(struct bch_raw) + 8);
@@ -451,7 +442,7 @@ Test(fsck_stream, nothing_streams_while_replayed_keys_are_unwritten)
 	c->read_only = true;	/* nothing more written: as if killed */
 	bch_fs_close(c);
 
-	c = open_fs(TESTFS_RO | TESTFS_FSCK);
+	c = testfs_must_open(paths, 1, TESTFS_RO | TESTFS_FSCK);
 	cr_assert_gt(c->journal_replayed, 0, "nothing was replayed");
 	cr_assert_not(bch_leaf_stream_allowed(c), "leaves stream past replayed keys");
 	bch_fs_close(c);

@@ -53,15 +53,6 @@ static void make_fs(bool discard)
 	cr_assert_eq(bch_format(&d, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
 }
 
-static struct bch_fs *open_fs(unsigned flags)
-{
-	char err[256];
-	struct bch_fs *c = testfs_open(paths, 1, flags, 0, err, sizeof(err));
-
-	cr_assert(c, "open: %s", err);
-	return c;
-}
-
 static struct bch_bpos pos_of(unsigned i)
 {
 	return POS(1000 + i * 7919ULL % NKEYS, i, 0);
@@ -137,13 +128,13 @@ static uint64_t run(struct bch_fs *c)
 Test(journal_discard, reclaimed_buckets_punched)
 {
 	make_fs(false);
-	struct bch_fs *c = open_fs(0);
+	struct bch_fs *c = testfs_must_open(paths, 1, 0);
 	uint64_t plain = run(c), bucket = (uint64_t)bch_sb_member(c->sb, 0)->bucket_size << 9;
 	cr_assert_eq(bch_fs_close(c), 0);
 	test_tmpdir_remove(tmpdir);
 
 	make_fs(true);
-	c = open_fs(0);
+	c = testfs_must_open(paths, 1, 0);
 	uint64_t discarded = run(c);
 	check_all(c);
 	cr_assert_eq(bch_fs_close(c), 0);
@@ -153,10 +144,10 @@ Test(journal_discard, reclaimed_buckets_punched)
 	cr_assert_leq(discarded, 2 * bucket, "with discard the journal holds %lu bytes (%lu without)",
 		      (unsigned long)discarded, (unsigned long)plain);
 
-	c = open_fs(0);
+	c = testfs_must_open(paths, 1, 0);
 	check_all(c);
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = open_fs(TESTFS_FSCK | TESTFS_RO);
+	c = testfs_must_open(paths, 1, TESTFS_FSCK | TESTFS_RO);
 	testfs_assert_fsck_clean(c, false);
 	cr_assert_eq(bch_fs_close(c), 0);
 	test_tmpdir_remove(tmpdir);
@@ -168,7 +159,7 @@ Test(journal_discard, unclean_end_replays)
 	make_fs(true);
 	pid_t pid = fork();
 	if (!pid) {
-		struct bch_fs *c = open_fs(0);
+		struct bch_fs *c = testfs_must_open(paths, 1, 0);
 		run(c);
 		/* more commits after the discards, left for replay */
 		struct btree_trans *t;
@@ -183,14 +174,14 @@ Test(journal_discard, unclean_end_replays)
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_assert(WIFEXITED(st) && !WEXITSTATUS(st), "the session failed");
 
-	struct bch_fs *c = open_fs(0);
+	struct bch_fs *c = testfs_must_open(paths, 1, 0);
 	check_all(c);
 	struct bch_bkey *k;
 	cr_assert_eq(bch_btree_lookup(c, BCH_BTREE_ID_test, POS(7, 7, 0), &k), 0,
 		     "the key committed after the discards is lost: %s", c->err_msg);
 	free(k);
 	cr_assert_eq(bch_fs_close(c), 0);
-	c = open_fs(TESTFS_FSCK | TESTFS_RO);
+	c = testfs_must_open(paths, 1, TESTFS_FSCK | TESTFS_RO);
 	testfs_assert_fsck_clean(c, false);
 	cr_assert_eq(bch_fs_close(c), 0);
 	test_tmpdir_remove(tmpdir);
