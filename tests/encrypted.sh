@@ -20,7 +20,14 @@
 # it too.)  The real binary is exec'd, so messages still name `bcachefs`.
 [ -n "${BCH_BIN:-}" ] && [ -n "${BCACHEFS_PASSPHRASE_FILE:-}" ] || {
 	echo "tests/encrypted.sh: needs BCH_BIN and BCACHEFS_PASSPHRASE_FILE" >&2; exit 2; }
-if [ "${1:-}" = format ]; then
+# Called by another name (a test's `ln -s "$B" mkfs.bcachefs`), it is that
+# name's command: the real binary chooses by argv[0], which exec cannot pass
+# (mount(8)'s helper names are not wrapped: t60 links the real binary).
+case ${0##*/} in
+mkfs.bcachefs) set -- format "$@" ;;
+fsck.bcachefs) set -- fsck "$@" ;;
+esac
+if [ "${1:-}" = format ] || [ "${1:-}" = mkfs ]; then
 	shift
 	[ "${BCH_UNLOCK:-0}" = 1 ] || exec "$BCH_BIN" format --encrypted --passphrase-file "$BCACHEFS_PASSPHRASE_FILE" "$@"
 	"$BCH_BIN" format --encrypted --passphrase-file "$BCACHEFS_PASSPHRASE_FILE" "$@" || exit

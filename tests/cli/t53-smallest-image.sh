@@ -44,7 +44,11 @@ U=1b4e28ba-2fa1-11d2-883f-0016d3cca427
 expect_rc 0 $B format -q -U $U --source src r1.img
 expect_rc 0 $B format -q -U $U --source src r2.img
 unset SOURCE_DATE_EPOCH
-cmp -s r1.img r2.img || fail "two smallest images of one tree differ"
+if encrypted; then
+	skip_part "two images of one tree byte-identical: an encrypted format draws a random key"
+else
+	cmp -s r1.img r2.img || fail "two smallest images of one tree differ"
+fi
 
 # ---- writes up to the headroom fit; more is ENOSPC, cleanly
 mkdir small && printf 'x\n' > small/x

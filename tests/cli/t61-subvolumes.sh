@@ -203,7 +203,11 @@ expect_rc 16 $B format -q --source tree --subvolume a/b w.img
 # reproducible, as format --source is
 SOURCE_DATE_EPOCH=1700000000 $B format -q -U 11111111-2222-3333-4444-555555555555 --source tree --subvolume base r1.img
 SOURCE_DATE_EPOCH=1700000000 $B format -q -U 11111111-2222-3333-4444-555555555555 --source tree --subvolume base r2.img
-cmp -s r1.img r2.img || fail "format --source --subvolume is not reproducible"
+if encrypted; then
+	skip_part "format --source --subvolume reproducible: an encrypted format draws a random key"
+else
+	cmp -s r1.img r2.img || fail "format --source --subvolume is not reproducible"
+fi
 
 # image update of the root tree leaves the subvolumes named in it alone
 mkdir -p tree2/d
