@@ -471,7 +471,8 @@ int cmd_fsck(int argc, char *argv[])
 		 * Passes scan in key order, so a small node cache does: 512 KiB
 		 * when only reading (1M files: as many reads as with 1 MiB, and
 		 * 0.5 MB less at pass 3's peak; 256 KiB reads 14% more), of which leaves get
-		 * 64 KiB (set below): a pass holds the leaves it scans and reads
+		 * 64 KiB (the open sets it, fs.c, before it reads the alloc
+		 * leaves): a pass holds the leaves it scans and reads
 		 * each once, while the nodes above them serve every lookup; 8 MiB
 		 * when repairing, so changed nodes are not written out again and
 		 * again.
@@ -496,7 +497,6 @@ int cmd_fsck(int argc, char *argv[])
 			uint64_t nodes;
 			cmd_note_degraded("fsck", c, devs, nr);
 			if (ctx->mode == BCH_FSCK_NO) {
-				bch_btree_cache_set_leaf_limit(c, 64 << 10);
 				/*
 				 * the second core reads and parses the nodes the
 				 * passes read next (only read-only: nothing writes
