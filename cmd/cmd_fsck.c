@@ -90,6 +90,13 @@ static void progress(struct bch_fsck_ctx *ctx, unsigned pass, const char *what)
 	if (o->ticked)
 		printf("\r     \r");
 	o->ticked = false;
+#ifdef __GLIBC__
+	/*
+	 * What the last pass freed goes back (free pages inside the heap and
+	 * its top): the next pass's peak then starts from what is live.
+	 */
+	malloc_trim(0);
+#endif
 	if (o->times) {
 		char label[64];
 		snprintf(label, sizeof(label), "pass %u: %s", pass, what);
