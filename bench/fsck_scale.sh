@@ -18,6 +18,10 @@
 # far, on stderr.  A fresh copy of a binary can show a higher peak RSS than
 # the same bytes long in place (its text mapped in larger pieces): compare
 # binaries that have both been run a few times.
+# BENCH_FSCK_CACHE=DIR: the images of each size are kept in DIR/N/ (made
+# by this script with BCH's format, mke2fs and mkfs.btrfs) and used again
+# by the next run instead of building the tree and the images (1M files:
+# minutes); remove DIR to build them afresh (say after a format change).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${BCH:-$root/bcachefs}	# BCH=PATH: another binary as ours
@@ -60,6 +64,12 @@ printf '%-8s %16s %16s %16s %s\n' files "bcachefs fsck" "e2fsck -f -n" "btrfs ch
 	"time e2fsck/ours btrfs/ours (>1: we are faster), memory e2fsck/ours btrfs/ours (>1: we use less)"
 for spec in ${BENCH_FSCK_SIZES:-10000 100000 100000h}; do
 	n=${spec%h}
+	size=$(( n / 1000 * 64 + 512 ))M
+	cache=${BENCH_FSCK_CACHE:+$BENCH_FSCK_CACHE/$spec}
+	if [ -n "$cache" ] && [ -f "$cache/done" ]; then
+		ln -sf "$cache/a.img" a.img && ln -sf "$cache/b.img" b.img
+		[ ! -f "$cache/c.img" ] || ln -sf "$cache/c.img" c.img
+	else
 	rm -rf tree && mkdir tree
 	python3 - "$spec" <<'PY'
 import os, sys
@@ -77,10 +87,20 @@ for i in range(n):
     if links:
         os.link(p, "tree/l%d/g%d" % ((i * 7) % dirs, i))
 PY
-	size=$(( n / 1000 * 64 + 512 ))M
 	rm -f a.img b.img c.img
 	"$B" format -q --fs-size=$size --source tree a.img
 	truncate -s $size b.img && mke2fs -q -F -t ext4 -N $((n + 1000)) -d tree b.img
+	if command -v mkfs.btrfs >/dev/null; then
+		truncate -s $size c.img && mkfs.btrfs -q -f --rootdir tree c.img >/dev/null 2>&1 || rm -f c.img
+	fi
+	rm -rf tree
+	if [ -n "$cache" ]; then
+		mkdir -p "$cache" && mv a.img b.img "$cache"/ && { [ ! -f c.img ] || mv c.img "$cache"/; }
+		touch "$cache/done"
+		ln -sf "$cache/a.img" a.img && ln -sf "$cache/b.img" b.img
+		[ ! -f "$cache/c.img" ] || ln -sf "$cache/c.img" c.img
+	fi
+	fi
 	if [ -n "${BENCH_FSCK_BASELINE:-}" ]; then
 		# alternate: each of REPS rounds runs ours, then the baseline, once
 		o_all= x_all= o_rss= x_rss= reps=$REPS REPS=1
@@ -97,10 +117,9 @@ PY
 	fi
 	best e2fsck -f -n b.img; e_ms=$ms e_mb=$mb
 	b_ms=- b_mb=- b_r=- b_mr=-
-	if command -v mkfs.btrfs >/dev/null; then
-		truncate -s $size c.img && mkfs.btrfs -q -f --rootdir tree c.img >/dev/null 2>&1 &&
-			{ best btrfs check --readonly c.img; b_ms=$ms b_mb=$mb b_r=$(ratio "$o_ms" "$b_ms")
-			  b_mr=$(ratio "$o_mb" "$b_mb"); }
+	if command -v btrfs >/dev/null && [ -e c.img ]; then
+		best btrfs check --readonly c.img; b_ms=$ms b_mb=$mb b_r=$(ratio "$o_ms" "$b_ms")
+		b_mr=$(ratio "$o_mb" "$b_mb")
 	fi
 	if [ "$o_ms" != "${o_ms#failed}" ]; then
 		printf '%-8s bcachefs fsck -f -n %s: no figures\n' "$spec" "$o_ms"
@@ -112,6 +131,6 @@ PY
 				"" "$BENCH_FSCK_BASELINE" "$x_ms" "$x_mb" "$(ratio "$x_ms" "$o_ms")" "$(ratio "$x_mb" "$o_mb")" \
 				"$o_all" "$x_all"
 	fi
-	rm -rf tree a.img b.img c.img
+	rm -rf tree a.img b.img c.img	# links only, with a cache
 done
 [ "$failed" = 0 ] || { echo "fsck_scale: a checker failed (above): those rows have no figures" >&2; exit 1; }
