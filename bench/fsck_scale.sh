@@ -25,6 +25,11 @@
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${BCH:-$root/bcachefs}	# BCH=PATH: another binary as ours
+case $B in /*) ;; *) B=$PWD/$B ;; esac	# the runs are made from a directory of their own
+X=${BENCH_FSCK_BASELINE:-}
+case $X in ""|/*) ;; *) X=$PWD/$X ;; esac
+C=${BENCH_FSCK_CACHE:-}
+case $C in ""|/*) ;; *) C=$PWD/$C ;; esac
 REPS=${REPS:-5}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsckscale.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
@@ -65,7 +70,7 @@ printf '%-8s %16s %16s %16s %s\n' files "bcachefs fsck" "e2fsck -f -n" "btrfs ch
 for spec in ${BENCH_FSCK_SIZES:-10000 100000 100000h}; do
 	n=${spec%h}
 	size=$(( n / 1000 * 64 + 512 ))M
-	cache=${BENCH_FSCK_CACHE:+$BENCH_FSCK_CACHE/$spec}
+	cache=${C:+$C/$spec}
 	if [ -n "$cache" ] && [ -f "$cache/done" ]; then
 		ln -sf "$cache/a.img" a.img && ln -sf "$cache/b.img" b.img
 		[ ! -f "$cache/c.img" ] || ln -sf "$cache/c.img" c.img
@@ -101,12 +106,12 @@ PY
 		[ ! -f "$cache/c.img" ] || ln -sf "$cache/c.img" c.img
 	fi
 	fi
-	if [ -n "${BENCH_FSCK_BASELINE:-}" ]; then
+	if [ -n "$X" ]; then
 		# alternate: each of REPS rounds runs ours, then the baseline, once
 		o_all= x_all= o_rss= x_rss= reps=$REPS REPS=1
 		for r in $(seq "$reps"); do
 			best "$B" fsck -f -n a.img; o_all="$o_all $ms" o_rss="$o_rss $mb"
-			best "$BENCH_FSCK_BASELINE" fsck -f -n a.img; x_all="$x_all $ms" x_rss="$x_rss $mb"
+			best "$X" fsck -f -n a.img; x_all="$x_all $ms" x_rss="$x_rss $mb"
 		done
 		REPS=$reps
 		pick() { echo $1 | tr ' ' '\n' | sort -n | awk -v m=$2 '{ a[NR] = $1 } END { print m == "min" ? a[1] : a[int((NR + 1) / 2)] }'; }
@@ -126,9 +131,9 @@ PY
 	else
 		printf '%-8s %7sms %6sMB %7sms %6sMB %7sms %6sMB time %s %s, memory %s %s\n' "$spec" "$o_ms" "$o_mb" \
 			"$e_ms" "$e_mb" "$b_ms" "$b_mb" "$(ratio "$o_ms" "$e_ms")" "$b_r" "$(ratio "$o_mb" "$e_mb")" "$b_mr"
-		[ -z "${BENCH_FSCK_BASELINE:-}" ] ||
+		[ -z "$X" ] ||
 			printf '%-8s baseline %s: %sms %sMB; ours/baseline: time %s, memory %s (runs ours:%s, baseline:%s ms)\n' \
-				"" "$BENCH_FSCK_BASELINE" "$x_ms" "$x_mb" "$(ratio "$x_ms" "$o_ms")" "$(ratio "$x_mb" "$o_mb")" \
+				"" "$X" "$x_ms" "$x_mb" "$(ratio "$x_ms" "$o_ms")" "$(ratio "$x_mb" "$o_mb")" \
 				"$o_all" "$x_all"
 	fi
 	rm -rf tree a.img b.img c.img	# links only, with a cache
