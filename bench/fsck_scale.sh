@@ -18,9 +18,18 @@
 # far, on stderr.  A fresh copy of a binary can show a higher peak RSS than
 # the same bytes long in place (its text mapped in larger pieces): compare
 # binaries that have both been run a few times.
+# BENCH_FSCK_CACHE=DIR: the images of each size are kept in DIR/N/ (made
+# by this script with BCH's format, mke2fs and mkfs.btrfs) and used again
+# by the next run instead of building the tree and the images (1M files:
+# minutes); remove DIR to build them afresh (say after a format change).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${BCH:-$root/bcachefs}	# BCH=PATH: another binary as ours
+case $B in /*) ;; *) B=$PWD/$B ;; esac	# the runs are made from a directory of their own
+X=${BENCH_FSCK_BASELINE:-}
+case $X in ""|/*) ;; *) X=$PWD/$X ;; esac
+C=${BENCH_FSCK_CACHE:-}
+case $C in ""|/*) ;; *) C=$PWD/$C ;; esac
 REPS=${REPS:-5}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/bch-fsckscale.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
@@ -60,6 +69,12 @@ printf '%-8s %16s %16s %16s %s\n' files "bcachefs fsck" "e2fsck -f -n" "btrfs ch
 	"time e2fsck/ours btrfs/ours (>1: we are faster), memory e2fsck/ours btrfs/ours (>1: we use less)"
 for spec in ${BENCH_FSCK_SIZES:-10000 100000 100000h}; do
 	n=${spec%h}
+	size=$(( n / 1000 * 64 + 512 ))M
+	cache=${C:+$C/$spec}
+	if [ -n "$cache" ] && [ -f "$cache/done" ]; then
+		ln -sf "$cache/a.img" a.img && ln -sf "$cache/b.img" b.img
+		[ ! -f "$cache/c.img" ] || ln -sf "$cache/c.img" c.img
+	else
 	rm -rf tree && mkdir tree
 	python3 - "$spec" <<'PY'
 import os, sys
@@ -77,16 +92,26 @@ for i in range(n):
     if links:
         os.link(p, "tree/l%d/g%d" % ((i * 7) % dirs, i))
 PY
-	size=$(( n / 1000 * 64 + 512 ))M
 	rm -f a.img b.img c.img
 	"$B" format -q --fs-size=$size --source tree a.img
 	truncate -s $size b.img && mke2fs -q -F -t ext4 -N $((n + 1000)) -d tree b.img
-	if [ -n "${BENCH_FSCK_BASELINE:-}" ]; then
+	if command -v mkfs.btrfs >/dev/null; then
+		truncate -s $size c.img && mkfs.btrfs -q -f --rootdir tree c.img >/dev/null 2>&1 || rm -f c.img
+	fi
+	rm -rf tree
+	if [ -n "$cache" ]; then
+		mkdir -p "$cache" && mv a.img b.img "$cache"/ && { [ ! -f c.img ] || mv c.img "$cache"/; }
+		touch "$cache/done"
+		ln -sf "$cache/a.img" a.img && ln -sf "$cache/b.img" b.img
+		[ ! -f "$cache/c.img" ] || ln -sf "$cache/c.img" c.img
+	fi
+	fi
+	if [ -n "$X" ]; then
 		# alternate: each of REPS rounds runs ours, then the baseline, once
 		o_all= x_all= o_rss= x_rss= reps=$REPS REPS=1
 		for r in $(seq "$reps"); do
 			best "$B" fsck -f -n a.img; o_all="$o_all $ms" o_rss="$o_rss $mb"
-			best "$BENCH_FSCK_BASELINE" fsck -f -n a.img; x_all="$x_all $ms" x_rss="$x_rss $mb"
+			best "$X" fsck -f -n a.img; x_all="$x_all $ms" x_rss="$x_rss $mb"
 		done
 		REPS=$reps
 		pick() { echo $1 | tr ' ' '\n' | sort -n | awk -v m=$2 '{ a[NR] = $1 } END { print m == "min" ? a[1] : a[int((NR + 1) / 2)] }'; }
@@ -97,21 +122,20 @@ PY
 	fi
 	best e2fsck -f -n b.img; e_ms=$ms e_mb=$mb
 	b_ms=- b_mb=- b_r=- b_mr=-
-	if command -v mkfs.btrfs >/dev/null; then
-		truncate -s $size c.img && mkfs.btrfs -q -f --rootdir tree c.img >/dev/null 2>&1 &&
-			{ best btrfs check --readonly c.img; b_ms=$ms b_mb=$mb b_r=$(ratio "$o_ms" "$b_ms")
-			  b_mr=$(ratio "$o_mb" "$b_mb"); }
+	if command -v btrfs >/dev/null && [ -e c.img ]; then
+		best btrfs check --readonly c.img; b_ms=$ms b_mb=$mb b_r=$(ratio "$o_ms" "$b_ms")
+		b_mr=$(ratio "$o_mb" "$b_mb")
 	fi
 	if [ "$o_ms" != "${o_ms#failed}" ]; then
 		printf '%-8s bcachefs fsck -f -n %s: no figures\n' "$spec" "$o_ms"
 	else
 		printf '%-8s %7sms %6sMB %7sms %6sMB %7sms %6sMB time %s %s, memory %s %s\n' "$spec" "$o_ms" "$o_mb" \
 			"$e_ms" "$e_mb" "$b_ms" "$b_mb" "$(ratio "$o_ms" "$e_ms")" "$b_r" "$(ratio "$o_mb" "$e_mb")" "$b_mr"
-		[ -z "${BENCH_FSCK_BASELINE:-}" ] ||
+		[ -z "$X" ] ||
 			printf '%-8s baseline %s: %sms %sMB; ours/baseline: time %s, memory %s (runs ours:%s, baseline:%s ms)\n' \
-				"" "$BENCH_FSCK_BASELINE" "$x_ms" "$x_mb" "$(ratio "$x_ms" "$o_ms")" "$(ratio "$x_mb" "$o_mb")" \
+				"" "$X" "$x_ms" "$x_mb" "$(ratio "$x_ms" "$o_ms")" "$(ratio "$x_mb" "$o_mb")" \
 				"$o_all" "$x_all"
 	fi
-	rm -rf tree a.img b.img c.img
+	rm -rf tree a.img b.img c.img	# links only, with a cache
 done
 [ "$failed" = 0 ] || { echo "fsck_scale: a checker failed (above): those rows have no figures" >&2; exit 1; }

@@ -90,6 +90,13 @@ static void progress(struct bch_fsck_ctx *ctx, unsigned pass, const char *what)
 	if (o->ticked)
 		printf("\r     \r");
 	o->ticked = false;
+#ifdef __GLIBC__
+	/*
+	 * What the last pass freed goes back (free pages inside the heap and
+	 * its top): the next pass's peak then starts from what is live.
+	 */
+	malloc_trim(0);
+#endif
 	if (o->times) {
 		char label[64];
 		snprintf(label, sizeof(label), "pass %u: %s", pass, what);
@@ -414,35 +421,28 @@ int cmd_fsck(int argc, char *argv[])
 		char err[512];
 
 		/*
-		 * Where fsck -f -n's memory goes (1M files: peak 3.7-3.8 MB,
-		 * e2fsck -f -n 3.66 MB): mapped files 2.3-2.6 MB (libc, our code
-		 * and read-only data, ld.so; e2fsck's are 2.9-3.0 MB with its
-		 * libraries), so the difference is anonymous memory (e2fsck's:
-		 * 0.92 MB; ours 1.3-1.4 MB at the two peaks, the open and passes
-		 * 5-6).  No pass holds a leaf whole: pass 3 and the key cursors
-		 * of passes 5-10 stream each leaf through a buffer of 32 KB
-		 * (btree_prefetch.h, streamed leaves: in pass 3 one pass over its
-		 * bytes, on whichever thread gets to it first, verifies its
-		 * checksums and keys and takes what pass 3 counts of them, the
-		 * buckets and replicas entries of extents too, in at most 1 KB
-		 * (fsck_btree.c: a leaf whose bsets interleave, other than an
-		 * inodes leaf, is read again there, merged, and a leaf whose
-		 * buckets do not fit, again on this thread); passes 5-10 trust
-		 * pass 3 and read the keys only); only a leaf that does not stream
-		 * (damage, encrypted, snapshots' filtered views) is read whole.
-		 * The open reads the alloc btree's leaves and the roots whole
-		 * (alloc_btree.c, fs.c: 1.39 MB anonymous at its peak).  Passes
-		 * 5-6: the two roots they look up through (176 KB, their live
-		 * keys only, and 36 KB of arrays), the inode table (two bits a
-		 * number: 250 KB), the directories' side table (100 KB), the
-		 * stacks (0.11 MB: two threads, each comparing second copies
-		 * through 16-32 KiB), the heap, bucket state (gens and types in
-		 * pages of their own, only the used buckets' pages resident: 70 KB
-		 * with sectors), the superblocks (the bytes they use: 16 KB).
-		 * Pass 3 keeps no node list when only checking, the blocks claimed
-		 * are runs (32 KB), and each pass drops the roots of the btrees the
-		 * last one walked.  The per-bucket state the open keeps and the
-		 * journal buffer are allocated but not touched: not resident.
+		 * Where fsck -f -n's memory goes (1M files, session 26: peak
+		 * 3.55-3.95 MB, e2fsck -f -n 3.6-3.7): mapped files 2.4-2.9 MB
+		 * (libc, our code and read-only data, ld.so: a fresh binary maps
+		 * its text in larger pieces, at the top of that range), so what
+		 * we control is anonymous memory.  The open peaks at 3.1-3.25 MB
+		 * (0.6-0.7 MB anonymous): the journal is read through a 64 KiB
+		 * window (journal.c; a whole 1 MiB bucket was the old peak,
+		 * 3.76 MB), the alloc keys leave only their generations under
+		 * -n (alloc_btree.c) and their leaves are not kept (the 64 KiB
+		 * leaf limit is set by the open, fs.c).  Pass 3 reaches
+		 * 3.3-3.45 MB.  The peak is passes 5-6 with pass 8 beside them
+		 * (1.24 MB anonymous): the heap 0.42 MB (0.3 MB live: each key
+		 * cursor streams its leaf through 32 KB, the directories' side
+		 * table 100 KB), the inode table (two bits a number: 250 KB),
+		 * the roots the passes look up through (the inodes root 112 KB
+		 * packed, the extents root 68 KB, and the node arenas' spare
+		 * mapping, 88 KB resident), bucket state 84 KB, stacks 0.11 MB.
+		 * No pass holds a leaf whole: pass 3 and the cursors of passes
+		 * 5-10 stream them (btree_prefetch.h); only a leaf that does not
+		 * stream (damage, encrypted, snapshots' filtered views) is read
+		 * whole.  Each pass drops the roots the last one walked, and the
+		 * heap is trimmed as each pass begins (progress()).
 		 */
 #ifdef __GLIBC__
 		/*
@@ -471,7 +471,8 @@ int cmd_fsck(int argc, char *argv[])
 		 * Passes scan in key order, so a small node cache does: 512 KiB
 		 * when only reading (1M files: as many reads as with 1 MiB, and
 		 * 0.5 MB less at pass 3's peak; 256 KiB reads 14% more), of which leaves get
-		 * 64 KiB (set below): a pass holds the leaves it scans and reads
+		 * 64 KiB (the open sets it, fs.c, before it reads the alloc
+		 * leaves): a pass holds the leaves it scans and reads
 		 * each once, while the nodes above them serve every lookup; 8 MiB
 		 * when repairing, so changed nodes are not written out again and
 		 * again.
@@ -496,7 +497,6 @@ int cmd_fsck(int argc, char *argv[])
 			uint64_t nodes;
 			cmd_note_degraded("fsck", c, devs, nr);
 			if (ctx->mode == BCH_FSCK_NO) {
-				bch_btree_cache_set_leaf_limit(c, 64 << 10);
 				/*
 				 * the second core reads and parses the nodes the
 				 * passes read next (only read-only: nothing writes

@@ -21,6 +21,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "alloc.h"
 #include "extents.h"
@@ -41,6 +42,14 @@ struct open_diff {
 
 struct bch_alloc_btree {
 	struct bch_bucket_state	*stored[BCH_SB_MEMBERS_MAX];	/* what the btree holds */
+	/*
+	 * fsck -n (fsck, read-only): no mirror.  Nothing writes the keys, and
+	 * the one comparison reads them again (for_each_diff): only the
+	 * generations are kept from the open (free buckets take them), a byte
+	 * a bucket in pages of their own, written only where not zero.
+	 */
+	bool			walk;
+	uint8_t			*gens[BCH_SB_MEMBERS_MAX];
 	bool			was_current;
 	bool			leave_stale;
 	struct open_diff	*diffs;		/* fsck: stored != recomputed, at open */
@@ -66,15 +75,32 @@ static int stored_init(struct bch_fs *c)
 	if (!ab)
 		return -ENOMEM;
 	c->alloc_btree = ab;
+	ab->walk = c->opts.v[Opt_fsck] && c->read_only;
 	for (unsigned d = 0; d < c->nr_devs; d++) {
 		uint64_t n = bch_alloc_nbuckets(c, d);
 		if (!n)
 			continue;
+		if (ab->walk) {
+			void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (p == MAP_FAILED)
+				return -ENOMEM;
+			ab->gens[d] = p;
+			continue;
+		}
 		ab->stored[d] = calloc(n, sizeof(struct bch_bucket_state));
 		if (!ab->stored[d])
 			return -ENOMEM;
 	}
 	return 0;
+}
+
+static void gens_free(struct bch_fs *c, struct bch_alloc_btree *ab)
+{
+	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
+		if (ab->gens[d]) {
+			munmap(ab->gens[d], bch_alloc_nbuckets(c, d));
+			ab->gens[d] = NULL;
+		}
 }
 
 void bch_alloc_btree_exit(struct bch_fs *c)
@@ -85,6 +111,7 @@ void bch_alloc_btree_exit(struct bch_fs *c)
 		return;
 	for (unsigned d = 0; d < BCH_SB_MEMBERS_MAX; d++)
 		free(ab->stored[d]);
+	gens_free(c, ab);
 	free(ab->diffs);
 	free(ab->bad);
 	free(ab->bad_why);
@@ -92,17 +119,23 @@ void bch_alloc_btree_exit(struct bch_fs *c)
 	c->alloc_btree = NULL;
 }
 
-/* One key into stored state; 0 or an error naming the key. */
-static int read_key(struct bch_fs *c, const struct bch_bkey *k)
+enum key_verdict { KEY_SKIP, KEY_BAD, KEY_GOOD };
+
+/*
+ * What alloc key k says: KEY_GOOD with the state in *s, KEY_BAD with *why
+ * (failed the checks: as if absent), or KEY_SKIP (not an alloc key, or a
+ * member not given).
+ */
+static enum key_verdict key_state(struct bch_fs *c, const struct bch_bkey *k,
+				  struct bch_bucket_state *s, const char **why)
 {
-	struct bch_alloc_btree *ab = c->alloc_btree;
 	const struct bch_alloc *a = bkey_val(k);
 	uint64_t dev = k->p.inode, b = k->p.offset;
-	struct bch_bucket_state now, s;
-	const char *why = NULL;
+	struct bch_bucket_state now;
 
+	*why = NULL;
 	if (k->type != BCH_BKEY_alloc)
-		return 0;
+		return KEY_SKIP;
 	if (dev >= c->nr_devs || !bch_alloc_nbuckets(c, dev)) {
 		/*
 		 * a member not given (degraded): its keys are neither checked nor
@@ -110,19 +143,19 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k)
 		 * devices, they stay as they are
 		 */
 		if (bch_dev_missing(c, dev))
-			return 0;
-		why = "no such device";
+			return KEY_SKIP;
+		*why = "no such device";
 	} else if (b >= bch_alloc_nbuckets(c, dev)) {
-		why = "bucket beyond the end of the device";
+		*why = "bucket beyond the end of the device";
 	} else if (!bch_alloc_bucket_get(c, dev, b, &now)) {
-		why = "superblock or journal bucket";
+		*why = "superblock or journal bucket";
 	} else if (a->data_type != BCH_DATA_free && a->data_type != BCH_DATA_btree &&
 		   a->data_type != BCH_DATA_user && a->data_type != BCH_DATA_cached) {
-		why = "data type not free, btree, user or cached";
+		*why = "data type not free, btree, user or cached";
 	} else if ((a->data_type == BCH_DATA_free) != (!a->dirty_sectors && !a->cached_sectors) ||
 		   (a->data_type == BCH_DATA_cached) != (!a->dirty_sectors && a->cached_sectors) ||
 		   (a->data_type == BCH_DATA_btree && a->cached_sectors)) {
-		why = "free with sectors, or used without";
+		*why = "free with sectors, or used without";
 	} else if ((a->dirty_sectors > bch_alloc_bucket_sectors(c, dev) &&
 		    !(c->sb->features & BCH_FEATURE_SNAPSHOTS)) ||
 		   a->cached_sectors > bch_alloc_bucket_sectors(c, dev)) {
@@ -130,32 +163,52 @@ static int read_key(struct bch_fs *c, const struct bch_bkey *k)
 		 * With snapshots, data two snapshots' keys share counts once per
 		 * key (snapshot.h): a bucket's count may then pass its size.
 		 */
-		why = "more sectors than the bucket holds";
+		*why = "more sectors than the bucket holds";
 	}
-	if (why) {
-		if (c->opts.v[Opt_fsck]) {
-			struct bch_bpos *nb = realloc(ab->bad, (ab->nr_bad + 1) * sizeof(*nb));
-			const char **nw = realloc(ab->bad_why, (ab->nr_bad + 1) * sizeof(*nw));
-			if (nb)
-				ab->bad = nb;
-			if (nw)
-				ab->bad_why = nw;
-			if (!nb || !nw)
-				return -ENOMEM;
-			ab->bad[ab->nr_bad] = k->p;
-			ab->bad_why[ab->nr_bad++] = why;
-			return 0;
-		}
-		return bch_fs_err(c, -BCH_ERR_bkey_invalid,
-				  "alloc btree, level 0, key %" PRIu64 ":%" PRIu64 ":%u: %s (run fsck)",
-				  dev, b, (unsigned)k->p.snapshot, why);
+	if (*why)
+		return KEY_BAD;
+	s->gen = a->gen;
+	s->data_type = a->data_type;
+	s->sectors = a->dirty_sectors;
+	s->cached_sectors = a->cached_sectors;
+	return KEY_GOOD;
+}
+
+/* One key into stored state; 0 or an error naming the key. */
+static int read_key(struct bch_fs *c, const struct bch_bkey *k)
+{
+	struct bch_alloc_btree *ab = c->alloc_btree;
+	struct bch_bucket_state s;
+	const char *why;
+
+	switch (key_state(c, k, &s, &why)) {
+	case KEY_SKIP:
+		return 0;
+	case KEY_GOOD:
+		if (!ab->walk)
+			ab->stored[k->p.inode][k->p.offset] = s;
+		else if (ab->gens[k->p.inode][k->p.offset] != s.gen)
+			ab->gens[k->p.inode][k->p.offset] = s.gen;	/* zero pages stay so */
+		return 0;
+	case KEY_BAD:
+		break;
 	}
-	s.gen = a->gen;
-	s.data_type = a->data_type;
-	s.sectors = a->dirty_sectors;
-	s.cached_sectors = a->cached_sectors;
-	ab->stored[dev][b] = s;
-	return 0;
+	if (c->opts.v[Opt_fsck]) {
+		struct bch_bpos *nb = realloc(ab->bad, (ab->nr_bad + 1) * sizeof(*nb));
+		const char **nw = realloc(ab->bad_why, (ab->nr_bad + 1) * sizeof(*nw));
+		if (nb)
+			ab->bad = nb;
+		if (nw)
+			ab->bad_why = nw;
+		if (!nb || !nw)
+			return -ENOMEM;
+		ab->bad[ab->nr_bad] = k->p;
+		ab->bad_why[ab->nr_bad++] = why;
+		return 0;
+	}
+	return bch_fs_err(c, -BCH_ERR_bkey_invalid,
+			  "alloc btree, level 0, key %" PRIu64 ":%" PRIu64 ":%u: %s (run fsck)",
+			  (uint64_t)k->p.inode, (uint64_t)k->p.offset, (unsigned)k->p.snapshot, why);
 }
 
 int bch_alloc_btree_read(struct bch_fs *c, bool current, bool *loaded)
@@ -220,6 +273,11 @@ int bch_alloc_btree_rebuilt(struct bch_fs *c)
 	for (unsigned d = 0; d < c->nr_devs; d++)
 		for (uint64_t b = 0; ab && ab->stored[d] && b < bch_alloc_nbuckets(c, d); b++)
 			bch_alloc_bucket_set_gen(c, d, b, ab->stored[d][b].gen);
+	for (unsigned d = 0; d < c->nr_devs; d++)
+		for (uint64_t b = 0; ab && ab->gens[d] && b < bch_alloc_nbuckets(c, d); b++)
+			bch_alloc_bucket_set_gen(c, d, b, ab->gens[d][b]);
+	if (ab)
+		gens_free(c, ab);	/* nothing reads them again */
 	/* cached pointers are counted once every bucket has its gen (alloc.h) */
 	if (bch_alloc_settle_cached_gens(c) && !c->extents_mark_deferred) {
 		int r = bch_extents_mark_cached(c);
@@ -302,6 +360,49 @@ void bch_alloc_btree_leave_stale(struct bch_fs *c)
 		c->alloc_btree->leave_stale = true;
 }
 
+/*
+ * for_each_diff without the mirror: the keys read again, in order, beside
+ * every bucket (a bucket without a good key: stored state all zeros, as
+ * the mirror would hold).
+ */
+static int diff_walk(struct bch_fs *c,
+		     int (*fn)(void *priv, unsigned dev, uint64_t bucket,
+			       const struct bch_bucket_state *stored,
+			       const struct bch_bucket_state *now),
+		     void *priv)
+{
+	struct btree_iter it;
+	const struct bch_bkey *k = NULL;
+	int r = 0, err = 0;
+
+	if (c->roots->r[BCH_BTREE_ID_alloc].key) {
+		bch_btree_iter_init(&it, c, BCH_BTREE_ID_alloc, POS_MIN, POS_MAX);
+		k = bch_btree_iter_next(&it, &err);
+	}
+	for (unsigned d = 0; d < c->nr_devs && !r; d++)
+		for (uint64_t b = 0; b < bch_alloc_nbuckets(c, d) && !r; b++) {
+			struct bch_bucket_state stored = { 0 }, s, now;
+			const char *why;
+			/* keys before this bucket belong to none (reported as bad at open) */
+			while (k && (k->p.inode < d || (k->p.inode == d && k->p.offset <= b))) {
+				if (k->p.inode == d && k->p.offset == b &&
+				    key_state(c, k, &s, &why) == KEY_GOOD)
+					stored = s;
+				k = bch_btree_iter_next(&it, &err);
+			}
+			if (bch_alloc_bucket_get(c, d, b, &now) && !state_eq(&now, &stored))
+				r = fn(priv, d, b, &stored, &now);
+		}
+	if (c->roots->r[BCH_BTREE_ID_alloc].key)
+		bch_btree_iter_exit(&it);
+	if (!r && err) {
+		if (err == -ENOMEM || bch_err_is_dl(err))
+			return err;
+		c->err_msg[0] = 0;	/* a damaged node: the open's read met it too (fsck finds it) */
+	}
+	return r;
+}
+
 int bch_alloc_btree_for_each_diff(struct bch_fs *c,
 				  int (*fn)(void *priv, unsigned dev, uint64_t bucket,
 					    const struct bch_bucket_state *stored,
@@ -310,6 +411,8 @@ int bch_alloc_btree_for_each_diff(struct bch_fs *c,
 {
 	struct bch_alloc_btree *ab = c->alloc_btree;
 
+	if (ab && ab->walk)
+		return diff_walk(c, fn, priv);
 	for (unsigned d = 0; ab && d < c->nr_devs; d++)
 		for (uint64_t b = 0; ab->stored[d] && b < bch_alloc_nbuckets(c, d); b++) {
 			struct bch_bucket_state now;

@@ -19,7 +19,10 @@
  * changes too); *current says whether it settled.
  *
  * Invariant: what the alloc btree holds is mirrored in memory (the stored
- * state), so only differences are written and fsck can compare.
+ * state), so only differences are written and fsck can compare.  Except
+ * under fsck -n (fsck, read-only): nothing writes the keys, so the open
+ * keeps only their generations, and the one comparison reads the keys
+ * again beside the buckets (12 bytes a bucket less: 0.5 MB at 1M files).
  */
 
 #include <stdbool.h>
@@ -35,8 +38,8 @@ int  bch_alloc_btree_rebuilt(struct bch_fs *c);
 /*
  * fsck: note where the stored keys differ from the recount (called by
  * bch_alloc_btree_rebuilt(), or once the extents are marked when
- * c->extents_mark_deferred).  Opened read-only, the in-memory mirror of the
- * keys is freed then: nothing writes them, and nothing reads it again.
+ * c->extents_mark_deferred).  Opened read-only, there is no mirror: the
+ * keys are read again for the comparison.
  */
 int  bch_alloc_btree_record_diffs(struct bch_fs *c);
 int  bch_alloc_btree_sync(struct bch_fs *c, bool *current);

@@ -116,6 +116,7 @@ struct bch_journal {
 	uint64_t		seq;		/* the open entry */
 	uint64_t		seen_max;	/* read: newest seq a header vouched for,
 						 * valid entry or not (new entries go after it) */
+	size_t			read_window_max;	/* read: most bytes of a bucket held at once */
 	uint64_t		*bad;		/* read: seqs of entries whose header is good
 						 * and body is not (damaged, or torn by a crash) */
 	size_t			nr_bad;
@@ -437,12 +438,75 @@ static int jset_open(struct bch_fs *c, struct bch_jset *js, char *why, size_t wh
 	return jset_entries_check(js, why, whylen);
 }
 
-static int read_bucket(struct bch_fs *c, struct journal_dev *jd, unsigned slot, void *buf)
-{
-	struct bch_blockdev *bd = c->devs[jd->dev]->bdev;
+/*
+ * Reading a bucket through a window: the bytes of one bucket from base on,
+ * len of them, in a buffer grown only as far as the largest read (a bucket
+ * is up to megabytes, mostly unwritten: a whole-bucket buffer made the
+ * open's memory peak).  A scan reads JWIN_BYTES at a time and further only
+ * for an entry whose header claims more.
+ */
+#define JWIN_BYTES	(64U << 10)
 
-	return bch_dev_read(bd, buf, (size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT,
-			    (jd->bucket[slot] * jd->bucket_sectors) << BCH_SECTOR_SHIFT);
+struct jwin {
+	char		*buf;
+	size_t		cap;		/* bytes allocated */
+	struct journal_dev *jd;		/* the bucket held: jd's slot, */
+	unsigned	slot;
+	size_t		base;		/* from this byte of it, */
+	size_t		len;		/* this many (0: nothing held) */
+};
+
+static void jwin_free(struct jwin *w)
+{
+	free(w->buf);
+	memset(w, 0, sizeof(*w));
+}
+
+/*
+ * Make bytes [from, from + need) of bucket slot of jd readable at
+ * jwin_at(w, from), reading at least want bytes from from (both capped at
+ * the bucket's end; from, need and want multiples of 512).
+ */
+static int jwin_get(struct bch_fs *c, struct jwin *w, struct journal_dev *jd, unsigned slot,
+		    size_t from, size_t need, size_t want)
+{
+	size_t bucket = (size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT;
+
+	if (need > bucket - from)
+		need = bucket - from;
+	if (w->jd == jd && w->slot == slot && w->len && from >= w->base &&
+	    from + need <= w->base + w->len)
+		return 0;
+	if (want < need)
+		want = need;
+	if (want > bucket - from)
+		want = bucket - from;
+	if (want > w->cap) {
+		free(w->buf);
+		w->len = 0;
+		w->cap = want;
+		if (!(w->buf = bch_dev_alloc_buf(want)))
+			return w->cap = 0, -ENOMEM;
+	}
+	w->jd = jd;
+	w->slot = slot;
+	w->base = from;
+	w->len = 0;
+	if (want > J(c)->read_window_max)
+		J(c)->read_window_max = want;
+	int ret = bch_dev_read(c->devs[jd->dev]->bdev, w->buf, want,
+			       ((jd->bucket[slot] * jd->bucket_sectors) << BCH_SECTOR_SHIFT) + from);
+	if (ret)
+		return bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
+				  bch_dev_path(c->devs[jd->dev]->bdev), jd->bucket[slot],
+				  bch_err_str(ret));
+	w->len = want;
+	return 0;
+}
+
+static void *jwin_at(const struct jwin *w, size_t from)
+{
+	return w->buf + (from - w->base);
 }
 
 static int loc_cmp(const void *a, const void *b)
@@ -553,21 +617,44 @@ struct scan_state {
 	uint64_t		best_seq;
 };
 
-/* Read bucket slot of j->devs[d] whole and record each valid entry in it. */
+/*
+ * The entry (or what looks like one) at byte from of the bucket w reads,
+ * readable whole: the block there, and as much more as a header of this
+ * filesystem claims, up to the bucket's end.
+ */
+static int jwin_entry(struct bch_fs *c, struct bch_journal *j, struct jwin *w,
+		      struct journal_dev *jd, unsigned slot, size_t from,
+		      const struct bch_jset **js)
+{
+	size_t block = (size_t)j->block_sectors << BCH_SECTOR_SHIFT;
+	size_t want = JWIN_BYTES > block ? JWIN_BYTES : block;
+	int ret = jwin_get(c, w, jd, slot, from, block, want);
+
+	if (ret)
+		return ret;
+	*js = jwin_at(w, from);
+	if ((*js)->magic != BCH_JSET_MAGIC || memcmp((*js)->fs_uuid, c->sb->uuid, BCH_UUID_SIZE))
+		return 0;	/* nothing more to read: no entry of ours */
+	size_t need = (sizeof(**js) + (size_t)(*js)->u64s * 8 + block - 1) / block * block;
+	if (need > block && (ret = jwin_get(c, w, jd, slot, from, need, want)))
+		return ret;
+	*js = jwin_at(w, from);
+	return 0;
+}
+
+/* Read bucket slot of j->devs[d] (through w) and record each valid entry in it. */
 static int scan_bucket(struct bch_fs *c, struct bch_journal *j, unsigned d, unsigned slot,
-		       void *buf, struct scan_state *st)
+		       struct jwin *w, struct scan_state *st)
 {
 	struct journal_dev *jd = &j->devs[d];
 	size_t bytes = (size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT;
 	char why[80];
-	int ret = read_bucket(c, jd, slot, buf);
+	int ret;
 
-	if (ret)
-		return bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
-				  bch_dev_path(c->devs[jd->dev]->bdev), jd->bucket[slot],
-				  bch_err_str(ret));
 	for (unsigned off = 0; off < jd->bucket_sectors; ) {
-		const struct bch_jset *js = (const void *)((char *)buf + ((size_t)off << 9));
+		const struct bch_jset *js;
+		if ((ret = jwin_entry(c, j, w, jd, slot, (size_t)off << 9, &js)))
+			return ret;
 		if (stub_valid(c, js, bytes - ((size_t)off << 9))) {
 			/* says its entry was written; takes a block of the lane */
 			if (js->seq > j->stub_max)
@@ -632,12 +719,10 @@ static int scan_all(struct bch_fs *c, struct bch_journal *j, struct jlocation **
 
 		if (!c->devs[jd->dev] || !c->devs[jd->dev]->bdev)
 			continue;
-		void *buf = bch_dev_alloc_buf((size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT);
-		if (!buf)
-			return -ENOMEM;
+		struct jwin w = { 0 };
 		for (unsigned sl = 0; sl < jd->nr && !ret; sl++)
-			ret = scan_bucket(c, j, d, sl, buf, &st);
-		free(buf);
+			ret = scan_bucket(c, j, d, sl, &w, &st);
+		jwin_free(&w);
 	}
 	return ret;
 }
@@ -666,30 +751,27 @@ enum { HEAD_EMPTY, HEAD_ENTRY, HEAD_ODD };
  * An entry with a header checksum is dated from its first block; an older
  * one is read whole and its checksum verified.
  */
-static int read_head(struct bch_fs *c, struct journal_dev *jd, unsigned slot, void *buf,
+static int read_head(struct bch_fs *c, struct journal_dev *jd, unsigned slot, struct jwin *win,
 		     uint64_t *seq)
 {
 	struct bch_journal *j = J(c);
-	struct bch_blockdev *bd = c->devs[jd->dev]->bdev;
 	size_t block = (size_t)j->block_sectors << BCH_SECTOR_SHIFT;
 	size_t bucket = (size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT;
-	uint64_t where = (jd->bucket[slot] * jd->bucket_sectors) << BCH_SECTOR_SHIFT;
 	char why[80];
 	int ret;
 
 	*seq = 0;
 	if (block > bucket)
 		block = bucket;
-	if ((ret = bch_dev_read(bd, buf, block, where)))
-		return bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
-				  bch_dev_path(bd), jd->bucket[slot], bch_err_str(ret));
-	const uint64_t *w = buf;
+	if ((ret = jwin_get(c, win, jd, slot, 0, block, block)))
+		return ret;
+	const uint64_t *w = jwin_at(win, 0);
 	size_t i;
 	for (i = 0; i < block / 8 && !w[i]; i++)
 		;
 	if (i == block / 8)
 		return HEAD_EMPTY;
-	const struct bch_jset *js = buf;
+	const struct bch_jset *js = jwin_at(win, 0);
 	if (js->magic != BCH_JSET_MAGIC || memcmp(js->fs_uuid, c->sb->uuid, BCH_UUID_SIZE))
 		return HEAD_ODD;
 	size_t need = sizeof(*js) + (size_t)js->u64s * 8;
@@ -702,9 +784,10 @@ static int read_head(struct bch_fs *c, struct journal_dev *jd, unsigned slot, vo
 		*seq = js->seq;
 		return HEAD_ENTRY;
 	}
-	if (need > block && (ret = bch_dev_read(bd, (char *)buf + block, need - block, where + block)))
-		return bch_fs_err(c, ret, "%s: reading journal bucket %" PRIu64 ": %s",
-				  bch_dev_path(bd), jd->bucket[slot], bch_err_str(ret));
+	need = (need + 511) & ~(size_t)511;
+	if (need > block && (ret = jwin_get(c, win, jd, slot, 0, need, need)))
+		return ret;
+	js = jwin_at(win, 0);
 	if ((ret = jset_validate(c, js, bucket, why, sizeof(why))))
 		return bch_err_is_dl(ret)
 			? bch_fs_err(c, ret, "journal bucket %" PRIu64 ": %s", jd->bucket[slot], why)
@@ -720,6 +803,7 @@ int bch_journal_read(struct bch_fs *c,
 	struct bch_journal *j = J(c);
 	struct jlocation *locs = NULL;
 	size_t nr = 0, cap = 0;
+	struct jwin win = { 0 };
 	void *buf = NULL;
 	char why[80];
 	int ret = 0;
@@ -727,16 +811,13 @@ int bch_journal_read(struct bch_fs *c,
 	*newest = 0;
 	for (unsigned d = 0; d < j->nr_devs; d++) {
 		struct journal_dev *jd = &j->devs[d];
-		size_t bytes = (size_t)jd->bucket_sectors << BCH_SECTOR_SHIFT;
 		struct scan_state st = { .locs = &locs, .nr = &nr, .cap = &cap };
 
 		if (!c->devs[jd->dev] || !c->devs[jd->dev]->bdev)
 			continue;	/* missing device (degraded): others may hold copies */
-		free(buf);
-		buf = bch_dev_alloc_buf(bytes);
 		uint64_t *first = calloc(jd->nr ? jd->nr : 1, sizeof(*first));
 		bool *done = calloc(jd->nr ? jd->nr : 1, sizeof(*done));
-		if (!buf || !first || !done) {
+		if (!first || !done) {
 			free(first);
 			free(done);
 			ret = -ENOMEM;
@@ -755,13 +836,13 @@ int bch_journal_read(struct bch_fs *c,
 					 (jd->bucket[sl] * jd->bucket_sectors) << BCH_SECTOR_SHIFT,
 					 (uint64_t)j->block_sectors << BCH_SECTOR_SHIFT);
 		for (unsigned sl = 0; sl < jd->nr && !ret; sl++) {
-			int h = read_head(c, jd, sl, buf, &first[sl]);
+			int h = read_head(c, jd, sl, &win, &first[sl]);
 			if (first[sl] > j->seen_max)
 				j->seen_max = first[sl];
 			if (h < 0)
 				ret = h;
 			else if (h == HEAD_ODD) {
-				ret = scan_bucket(c, j, d, sl, buf, &st);
+				ret = scan_bucket(c, j, d, sl, &win, &st);
 				done[sl] = true;
 			}
 		}
@@ -786,7 +867,7 @@ int bch_journal_read(struct bch_fs *c,
 			/* done when no bucket left unread can start after the newest entry found */
 			if (ret || newest_slot < 0 || first[newest_slot] <= best)
 				break;
-			ret = scan_bucket(c, j, d, newest_slot, buf, &st);
+			ret = scan_bucket(c, j, d, newest_slot, &win, &st);
 			done[newest_slot] = true;
 		}
 		/*
@@ -811,7 +892,7 @@ int bch_journal_read(struct bch_fs *c,
 				wanted = next > from;
 			}
 			if (wanted) {
-				ret = scan_bucket(c, j, d, sl, buf, &st);
+				ret = scan_bucket(c, j, d, sl, &win, &st);
 				done[sl] = true;
 			} else {
 				jd->bucket_seq[sl] = first[sl];	/* all older than last_seq: reusable */
@@ -860,12 +941,13 @@ int bch_journal_read(struct bch_fs *c,
 		}
 	}
 
+	jwin_free(&win);
 	if (fn) {
-		size_t max_bytes = 0;
-		for (unsigned d = 0; d < j->nr_devs; d++)
-			if (((size_t)j->devs[d].bucket_sectors << 9) > max_bytes)
-				max_bytes = (size_t)j->devs[d].bucket_sectors << 9;
-		free(buf);
+		/* as big as the largest entry replayed (a bucket's size would all be resident) */
+		size_t max_bytes = 512;
+		for (size_t i = 0; i < nr; i++)
+			if (locs[i].seq >= want && ((size_t)locs[i].sectors << 9) > max_bytes)
+				max_bytes = (size_t)locs[i].sectors << 9;
 		buf = bch_dev_alloc_buf(max_bytes);
 		if (!buf) {
 			ret = -ENOMEM;
@@ -908,9 +990,15 @@ int bch_journal_read(struct bch_fs *c,
 			add_gap(c, top->seq + 1, UINT64_MAX);
 	}
 out:
+	jwin_free(&win);
 	free(buf);
 	free(locs);
 	return ret;
+}
+
+size_t bch_journal_read_window_max(struct bch_fs *c)
+{
+	return J(c) ? J(c)->read_window_max : 0;
 }
 
 /* ---------------------------------------------------------------- writing */

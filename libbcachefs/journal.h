@@ -97,11 +97,16 @@ void bch_journal_devs_update(struct bch_fs *c);
  * valid entry: nothing unexpected is skipped unread).  A
  * sequence missing in that range is -BCH_ERR_journal_missing (c->err_msg
  * says which).  *newest is the newest sequence found (0: empty journal), and
- * the ring positions are set up so writing continues after it.
+ * the ring positions are set up so writing continues after it.  A bucket is
+ * read 64 KiB at a time, and further only for an entry that is longer: a
+ * bucket (megabytes, mostly unwritten) is never held whole, and what is
+ * replayed is held in a buffer of the largest entry's size.
  */
 int bch_journal_read(struct bch_fs *c,
 		     int (*fn)(struct bch_fs *c, struct bch_jset *j, void *priv),
 		     void *priv, uint64_t *newest);
+/* The most bytes of a bucket bch_journal_read() has held at once (tests). */
+size_t bch_journal_read_window_max(struct bch_fs *c);
 
 /*
  * Start writing: the next entry gets sequence min_seq or newest + 1.

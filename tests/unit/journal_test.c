@@ -4,7 +4,8 @@
  * read back in order from last_seq, pins holding last_seq and flushed by
  * reclaim, the ring wrapping many times without failing, replication to two
  * devices (either one serves), a damaged entry in the replay range detected,
- * entries without a header checksum (older writers) still read, and power cuts at every point of a recorded workload.
+ * entries without a header checksum (older writers) still read, a bucket
+ * read through a window (never held whole), and power cuts at every point of a recorded workload.
  * Seeds are fixed and printed on failure.
  */
 #include <criterion/criterion.h>
@@ -27,7 +28,14 @@
 
 static char tmpdir[64], paths[2][128];
 
+static void make_fs_bucket(unsigned nr, unsigned replicas, unsigned bucket_size);
+
 static void make_fs(unsigned nr, unsigned replicas)
+{
+	make_fs_bucket(nr, replicas, 64 << 10);
+}
+
+static void make_fs_bucket(unsigned nr, unsigned replicas, unsigned bucket_size)
 {
 	struct bch_format_dev devs[2] = { 0 };
 	struct bch_format_args args = { .no_btrees = true };
@@ -38,8 +46,8 @@ static void make_fs(unsigned nr, unsigned replicas)
 	for (unsigned i = 0; i < nr; i++) {
 		snprintf(paths[i], sizeof(paths[i]), "%s/d%u.img", tmpdir, i);
 		devs[i].path = paths[i];
-		devs[i].size = 8 << 20;
-		devs[i].bucket_size = 64 << 10;
+		devs[i].size = bucket_size > (64 << 10) ? 48 << 20 : 8 << 20;
+		devs[i].bucket_size = bucket_size;
 		devs[i].durability = 1;
 	}
 	bch_opts_default(&o);
@@ -147,6 +155,55 @@ Test(journal, write_read_with_pins)
 	testfs_journal_close(c);
 	free(s);
 	test_tmpdir_remove(tmpdir);
+}
+
+/*
+ * A bucket is read through a window (64 KiB), not held whole: 512 KiB
+ * buckets holding entries of 5 KB are read 64 KiB at a time, and an entry
+ * of 96 KB (longer than the window, across its edges) is still read whole
+ * and replayed in order between the small ones.
+ */
+Test(journal, read_through_window)
+{
+	const unsigned bucket = 512 << 10, window = 64 << 10;
+
+	for (unsigned big = 0; big < 2; big++) {
+		make_fs_bucket(1, 1, bucket);
+		struct bch_fs *c = open_fs(paths, 1, false);
+		struct seen *s = calloc(1, sizeof(*s));
+		uint64_t newest, first = 0;
+
+		cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
+		bch_journal_start(c, 1);
+		memset(&test_pin, 0, sizeof(test_pin));	/* the last round's journal is gone */
+		for (unsigned t = 1; t <= 40; t++) {
+			uint64_t seq = testfs_journal_record(c, t, big && t == 21 ? 12000 : 600);
+			if (!first) {
+				first = seq;
+				bch_journal_pin_add(c, &test_pin, first, pin_flush);	/* replay from it */
+			}
+			cr_assert_eq(bch_journal_flush(c), 0);
+		}
+		cr_assert_eq(bch_journal_last_seq(c), first, "last_seq %" PRIu64 ", %u pin flushes",
+			     bch_journal_last_seq(c), pin_flushes);
+		testfs_journal_close(c);
+
+		c = open_fs(paths, 1, true);
+		cr_assert_eq(bch_journal_read(c, collect, s, &newest), 0, "%s", c->err_msg);
+		cr_assert(!s->bad, "entries out of order or damaged (big %u)", big);
+		cr_assert_eq(s->first, first, "replayed from %" PRIu64 ", the first record is %" PRIu64, s->first, first);
+		cr_assert_eq(s->nr_tags, 40, "%u records replayed (big %u)", s->nr_tags, big);
+		for (unsigned i = 0; i < s->nr_tags; i++)
+			cr_assert_eq(s->tags[i], i + 1);
+		size_t held = bch_journal_read_window_max(c);
+		if (big)	/* the entry whole, and not the bucket */
+			cr_assert(held >= 96000 && held < bucket, "held %zu bytes", held);
+		else
+			cr_assert(held <= window, "held %zu bytes of a bucket of %u", held, bucket);
+		testfs_journal_close(c);
+		free(s);
+		test_tmpdir_remove(tmpdir);
+	}
 }
 
 Test(journal, ring_wraps_and_reclaims)
