@@ -198,6 +198,9 @@ static struct slot *slot_find(struct bch_fs_read_cache *ra, const struct bch_rea
 	return NULL;
 }
 
+static struct slot *slot_set(struct bch_fs_read_cache *ra, struct slot *s, const struct bch_read_piece *p,
+			     enum slot_state state);
+
 /*
  * Under ra->lock: a slot for p, set to state, or NULL: an empty one, else
  * the least recently used of those a run read (DONE or READY), else of
@@ -219,8 +222,13 @@ static struct slot *slot_take(struct bch_fs_read_cache *ra, const struct bch_rea
 		if (!s || (t->used && !s->used) || (t->used == s->used && t->tick < s->tick))
 			s = t;
 	}
-	if (!s)
-		return NULL;
+	return s ? slot_set(ra, s, p, state) : NULL;
+}
+
+/* Under ra->lock: s (not held) set to hold p's extent, in state. */
+static struct slot *slot_set(struct bch_fs_read_cache *ra, struct slot *s, const struct bch_read_piece *p,
+			     enum slot_state state)
+{
 	s->state = state;
 	s->refs = 0;
 	s->used = false;
@@ -362,8 +370,12 @@ void bch_fs_read_ahead_run(struct bch_fs_read_cache *ra, struct bch_read_plan *a
 			n = 0;
 		}
 		pthread_mutex_lock(&ra->lock);
-		if (!slot_find(ra, p))
+		struct slot *f = slot_find(ra, p);
+		if (!f)
 			s = slot_take(ra, p, SLOT_FILLING);
+		else if (f->state == SLOT_READY && !f->refs && f->seq < ahead->seq)
+			s = slot_set(ra, f, p, SLOT_FILLING);	/* read before space was reused: no
+								 * later plan takes it, so read it again */
 		pthread_mutex_unlock(&ra->lock);
 		if (s) {
 			g[n] = s;

@@ -51,7 +51,8 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  *     sequential, not encrypted, at the end of the file, ra NULL, less
  *     than 1 MiB of the window missing: it is planned in such units).
  *   bch_fs_read_ahead_run() (BCH_READ_RUN_NEEDS): reads each encrypted
- *     extent of ahead not cached, being read or just read by a run, and
+ *     extent of ahead not cached (or cached for an older plan: stale),
+ *     being read or just read by a run, and
  *     checks its MAC; extents that follow each other on a device are read
  *     at once (up to 16) and uncached where the device can (blockdev.h
  *     bch_dev_readv_uncached(): the bytes go straight into the slots, no

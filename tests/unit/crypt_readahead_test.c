@@ -272,6 +272,30 @@ Test(crypt_readahead, space_reused_since_the_readahead_is_read_again)
 	cr_assert_eq(memcmp(buf, data, 3 * READ_BYTES), 0);
 }
 
+/*
+ * A slot read ahead before space was reused serves no later plan (above);
+ * a second pass over the file reads those extents ahead again rather than
+ * leave them to its runs, as if nothing were cached.
+ */
+Test(crypt_readahead, a_second_pass_after_reuse_reads_ahead_again)
+{
+	uint64_t hits0, hits, filled0, filled;
+
+	for (uint64_t off = 0; off < FILE_BYTES; off += READ_BYTES)
+		cr_assert_eq(read_once(off, READ_BYTES, buf + off), READ_BYTES);
+	counts(&hits0, &filled0);
+	cr_assert_gt(filled0, 0, "nothing read ahead");
+	bch_data_reuse_bump(c);
+	memset(buf, 0, FILE_BYTES);
+	for (uint64_t off = 0; off < FILE_BYTES; off += READ_BYTES)
+		cr_assert_eq(read_once(off, READ_BYTES, buf + off), READ_BYTES);
+	counts(&hits, &filled);
+	cr_assert_eq(memcmp(buf, data, FILE_BYTES), 0);
+	printf("crypt_readahead: second pass after reuse: %llu extents read ahead again, %llu pieces from them\n",
+	       (unsigned long long)(filled - filled0), (unsigned long long)(hits - hits0));
+	cr_assert_gt(hits - hits0, (hits0 * 3) / 4, "the second pass was served by its own runs");
+}
+
 Test(crypt_readahead, a_damaged_extent_is_not_read_ahead)
 {
 	struct bch_read_plan pl;
