@@ -325,6 +325,20 @@ static void slot_fill(struct bch_fs_read_cache *ra, struct slot *s, const struct
 	pthread_mutex_unlock(&ra->lock);
 }
 
+struct group {
+	struct bch_fs_read_cache	*ra;
+	const struct bch_read_plan	*ahead;
+	struct slot			**g;
+	const struct bch_read_piece	**gp;
+};
+
+static void group_fill_one(void *arg, unsigned i)
+{
+	struct group *g = arg;
+
+	slot_fill(g->ra, g->g[i], g->ahead, g->gp[i], 0);
+}
+
 /*
  * Read the extents of the group g[0..n) (slots FILLING for pieces gp[],
  * contiguous on one device): in one uncached read where the device can,
@@ -347,8 +361,8 @@ static void group_fill(struct bch_fs_read_cache *ra, const struct bch_read_plan 
 				  r ?: bch_dev_read_try(gp[i]->bdev, g[i]->buf, g[i]->bytes, gp[i]->dev_off));
 		return;
 	}
-	for (unsigned i = 0; i < n; i++)
-		slot_fill(ra, g[i], ahead, gp[i], 0);
+	struct group g_ = { .ra = ra, .ahead = ahead, .g = g, .gp = gp };
+	bch_io_pool_run(n, group_fill_one, &g_);	/* on a free core too */
 }
 
 void bch_fs_read_ahead_run(struct bch_fs_read_cache *ra, struct bch_read_plan *ahead)

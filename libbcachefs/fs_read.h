@@ -61,7 +61,9 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  *     since the plan (c->data_reuse_seq moved), is dropped without a word:
  *     the read that wants it reads it itself, and reports.
  *     Each extent whose MAC matched is then decrypted in place (decrypt-
- *     ahead), so the reply of the read that wants it only copies; its
+ *     ahead; a run's extents verified and decrypted on this thread and
+ *     the cipher pool's free workers, io.h bch_io_pool_run()), so the
+ *     reply of the read that wants it only copies; its
  *     plaintext is kept in memory locked against swapping, out of core
  *     dumps, wiped when the buffer goes, and used only by this mount's
  *     own reads (where mlock() fails, the slot keeps the ciphertext and
