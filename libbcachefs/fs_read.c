@@ -514,10 +514,10 @@ static ssize_t run(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, void 
 		return bch_data_read_plan_run(pl, buf);
 	rest.p = malloc(pl->nr * sizeof(*rest.p));
 	claimed = calloc(pl->nr, sizeof(*claimed));
-	/* a reply from the slots: at most REPLY_IOV_MAX iovecs, two a piece at worst */
-	if (rep && pl->nr <= REPLY_IOV_MAX / 2 && pieces_in_order(pl)) {
+	/* a reply from the slots: an iovec a piece at most, REPLY_IOV_MAX at most */
+	if (rep && pl->nr <= REPLY_IOV_MAX && pieces_in_order(pl)) {
 		held = calloc(pl->nr, sizeof(*held));
-		rep->iov = malloc(2 * pl->nr * sizeof(*rep->iov));
+		rep->iov = malloc(pl->nr * sizeof(*rep->iov));
 		if (!held || !rep->iov) {
 			free(held);
 			free(rep->iov);

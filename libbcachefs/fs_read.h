@@ -99,7 +99,7 @@ ssize_t bch_fs_read_run(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, 
  * bch_fs_read_reply_done(rep), which the caller calls once the reply is
  * written, whatever the result.  rep->nr 0: the bytes are all in buf, as
  * bch_fs_read_run() leaves them (nothing held: an error, a run with no
- * piece from the cache, more than 128 pieces).  The copy saved was a
+ * piece from the cache, more than 256 pieces).  The copy saved was a
  * tenth of the daemon's CPU in an encrypted sequential read.
  */
 struct bch_fs_read_reply {
