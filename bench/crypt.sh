@@ -23,6 +23,9 @@
 #    move by tens of percent from run to run: compare builds in one
 #    sitting, and name the load (the load average is printed before and
 #    after).
+#    The seq rows add each daemon's CPU time (user + system, all threads)
+#    in that workload and its plain/enc: on a loaded machine the clock
+#    follows the share of a core the daemon gets, its CPU far less.
 # 2. format --source of the benchmark tree of bench/run.sh (a copy of
 #    /usr/share and /usr/include; BENCH_TREE=generated for a treetool tree
 #    of BENCH_FILES files) encrypted vs unencrypted, best of REPS (3):
@@ -62,16 +65,25 @@ tar -C "$(dirname "$SRC")" -cf "$dir/src.tar" "$(basename "$SRC")"
 
 ms() { t0=$(date +%s%N); "$@" >/dev/null 2>&1 || { echo "FAILED: $*" >&2; return 1; }; t1=$(date +%s%N); echo $(( (t1 - t0) / 1000000 )); }
 
-# run_all MOUNT_CMD...: the workload of bench/fuse.sh on a fresh mount; "ms ..." on stdout
+# cpu PID: the user and system time of PID (all its threads) so far, in ms (0 when gone)
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{ printf "%d", ($14 + $15) * 1000 / hz }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+
+# run_all MOUNT_CMD...: the workload of bench/fuse.sh on a fresh mount; "ms ..." on stdout,
+# then the daemon's CPU ms in the seq write and in the seq read
 run_all() {
 	"$@" >/dev/null
 	for i in $(seq 50); do mountpoint -q "$mnt" && break; sleep 0.1; done
 	mountpoint -q "$mnt" || { echo "FAILED: mount: $*" >&2; return 1; }
+	pid=$(pgrep -n -f -- " $mnt\$" || echo 0)	# the daemon (it forked: the newest)
 	r_untar=$(ms sh -c "tar -C '$mnt' -xf '$dir/src.tar' && sync -f '$mnt'")
 	r_find=$(ms sh -c "find '$mnt' -exec stat -c %s {} + >/dev/null")
+	c0=$(cpu "$pid")
 	r_seqw=$(ms fio --name=w --directory="$mnt" --size="$SIZE" --bs=1M --rw=write --ioengine=psync --end_fsync=1)
+	c1=$(cpu "$pid")
 	sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+	c2=$(cpu "$pid")
 	r_seqr=$(ms fio --name=w --directory="$mnt" --size="$SIZE" --bs=1M --rw=read --ioengine=psync)
+	c3=$(cpu "$pid")
 	r_rand=$(ms fio --name=r --directory="$mnt" --size=64M --bs=4k --rw=randwrite --ioengine=psync --fsync=32)
 	r_rm=$(ms rm -rf "$mnt/$(basename "$SRC")" "$mnt/w.0.0" "$mnt/r.0.0")
 	# busy for a moment after the last request on a loaded machine: set -e
@@ -79,7 +91,7 @@ run_all() {
 	for i in $(seq 20); do fusermount3 -u "$mnt" 2>/dev/null && break; sleep 0.5; done
 	mountpoint -q "$mnt" && { echo "FAILED: unmount $mnt" >&2; return 1; }
 	sleep 0.5
-	echo "$r_untar $r_find $r_seqw $r_seqr $r_rand $r_rm"
+	echo "$r_untar $r_find $r_seqw $r_seqr $r_rand $r_rm $((c1 - c0)) $((c3 - c2))"
 }
 
 rm -f "$dir/enc.img" && "$B" format -q --encrypted --passphrase-file "$dir/pass" --fs-size=4G "$dir/enc.img"
@@ -109,12 +121,21 @@ fi
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == 0) b = 1; printf "%.2f", a / b }'; }
 echo "encryption: bcachefs fusemount encrypted vs unencrypted vs gocryptfs $(gocryptfs -version | cut -d' ' -f2 | tr -d ';') over $under; $(du -sh "$dir/src.tar" | cut -f1) tarball of $SRC, fio $SIZE"
 printf '%-24s %9s %9s %9s %11s %15s\n' workload enc plain gocryptfs plain/enc gocryptfs/enc
+# the daemons' CPU in the seq rows (fields 7 and 8): on a loaded machine the clock
+# follows the CPU share the daemon gets, its CPU time far less
+cpu_of() { echo "$1" | cut -d' ' -f"$2"; }
+ecw=$(cpu_of "$e" 7) ecr=$(cpu_of "$e" 8) pcw=$(cpu_of "$p" 7) pcr=$(cpu_of "$p" 8)
 set -- untar "find+stat" "seq write" "seq read" "4k randwrite+fsync/32" "rm -rf"
 for name; do
 	ev=$(echo $e | cut -d' ' -f1); e=$(echo $e | cut -d' ' -f2-)
 	pv=$(echo $p | cut -d' ' -f1); p=$(echo $p | cut -d' ' -f2-)
 	gv=$(echo $g | cut -d' ' -f1); g=$(echo $g | cut -d' ' -f2-)
-	printf '%-24s %7sms %7sms %7sms %11s %15s\n' "$name" "$ev" "$pv" "$gv" "$(ratio "$pv" "$ev")" "$(ratio "$gv" "$ev")"
+	extra=
+	case $name in
+	"seq write") extra="  daemon CPU ${ecw}/${pcw}ms plain/enc $(ratio "$pcw" "$ecw")" ;;
+	"seq read") extra="  daemon CPU ${ecr}/${pcr}ms plain/enc $(ratio "$pcr" "$ecr")" ;;
+	esac
+	printf '%-24s %7sms %7sms %7sms %11s %15s%s\n' "$name" "$ev" "$pv" "$gv" "$(ratio "$pv" "$ev")" "$(ratio "$gv" "$ev")" "$extra"
 done
 echo "(plain/enc: goal >= 0.9 on seq write and seq read; gocryptfs/enc: goal > 1 on every row)"
 

@@ -48,6 +48,7 @@
 	x(reply_create,		fuse_reply_create,		"FUSE_3.0")	\
 	x(reply_entry,		fuse_reply_entry,		"FUSE_3.0")	\
 	x(reply_err,		fuse_reply_err,			"FUSE_3.0")	\
+	x(reply_iov,		fuse_reply_iov,			"FUSE_3.0")	\
 	x(reply_ioctl,		fuse_reply_ioctl,		"FUSE_3.0")	\
 	x(reply_lseek,		fuse_reply_lseek,		"FUSE_3.0")	\
 	x(reply_none,		fuse_reply_none,		"FUSE_3.0")	\

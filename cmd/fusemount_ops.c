@@ -848,6 +848,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	struct fmount *m = fm_mount(req);
 	struct bch_readahead ra = { 0 };
 	struct bch_read_plan pl;
+	struct bch_fs_read_reply rep = { 0 };	/* pieces replied from the read-ahead's slots */
 	char *buf = thread_buf(size ? size : 1);
 
 	if (!buf) {
@@ -871,7 +872,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 		fm_read_atime(m, fm_session(req), fm_from_fuse(ino));
 	fm_need_handover(m);	/* the devices stay open until the reads and readahead are done */
 	if (planned) {
-		n = bch_fs_read_run(m->rac, &pl, buf);
+		n = bch_fs_read_run_reply(m->rac, &pl, buf, &rep);
 		bch_data_read_plan_free(&pl);
 		atomic_fetch_add_explicit(n == -EAGAIN ? &fm_reads_redone : &fm_reads_unlocked, 1,
 					  memory_order_relaxed);
@@ -887,8 +888,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	}
 	if (n < 0)
 		fm_lf->reply_err(req, (int)-n);
+	else if (rep.nr)
+		fm_lf->reply_iov(req, rep.iov, (int)rep.nr);
 	else
 		fm_lf->reply_buf(req, buf, n);
+	bch_fs_read_reply_done(&rep);
 	bch_data_readahead_issue(&ra);
 	if (ahead)
 		bch_fs_read_ahead_run(m->rac, &pl_ahead);

@@ -89,6 +89,7 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
 #define AHEAD_BYTES	(4ULL << 20)	/* how far past a sequential read */
 #define AHEAD_UNIT	(1ULL << 20)	/* planned once this much of that is missing */
 #define GROUP_MAX	16		/* extents per uncached read at most */
+#define REPLY_IOV_MAX	256		/* iovecs of a reply from the slots (the kernel takes 1024) */
 #define AHEAD_NEAR	(1ULL << 20)	/* a read this close to the last end is sequential (as
 					 * fusemount's readahead hint, which leaves these extents to us) */
 
@@ -197,6 +198,9 @@ static struct slot *slot_find(struct bch_fs_read_cache *ra, const struct bch_rea
 	return NULL;
 }
 
+static struct slot *slot_set(struct bch_fs_read_cache *ra, struct slot *s, const struct bch_read_piece *p,
+			     enum slot_state state);
+
 /*
  * Under ra->lock: a slot for p, set to state, or NULL: an empty one, else
  * the least recently used of those a run read (DONE or READY), else of
@@ -218,8 +222,13 @@ static struct slot *slot_take(struct bch_fs_read_cache *ra, const struct bch_rea
 		if (!s || (t->used && !s->used) || (t->used == s->used && t->tick < s->tick))
 			s = t;
 	}
-	if (!s)
-		return NULL;
+	return s ? slot_set(ra, s, p, state) : NULL;
+}
+
+/* Under ra->lock: s (not held) set to hold p's extent, in state. */
+static struct slot *slot_set(struct bch_fs_read_cache *ra, struct slot *s, const struct bch_read_piece *p,
+			     enum slot_state state)
+{
 	s->state = state;
 	s->refs = 0;
 	s->used = false;
@@ -316,6 +325,20 @@ static void slot_fill(struct bch_fs_read_cache *ra, struct slot *s, const struct
 	pthread_mutex_unlock(&ra->lock);
 }
 
+struct group {
+	struct bch_fs_read_cache	*ra;
+	const struct bch_read_plan	*ahead;
+	struct slot			**g;
+	const struct bch_read_piece	**gp;
+};
+
+static void group_fill_one(void *arg, unsigned i)
+{
+	struct group *g = arg;
+
+	slot_fill(g->ra, g->g[i], g->ahead, g->gp[i], 0);
+}
+
 /*
  * Read the extents of the group g[0..n) (slots FILLING for pieces gp[],
  * contiguous on one device): in one uncached read where the device can,
@@ -338,8 +361,8 @@ static void group_fill(struct bch_fs_read_cache *ra, const struct bch_read_plan 
 				  r ?: bch_dev_read_try(gp[i]->bdev, g[i]->buf, g[i]->bytes, gp[i]->dev_off));
 		return;
 	}
-	for (unsigned i = 0; i < n; i++)
-		slot_fill(ra, g[i], ahead, gp[i], 0);
+	struct group g_ = { .ra = ra, .ahead = ahead, .g = g, .gp = gp };
+	bch_io_pool_run(n, group_fill_one, &g_);	/* on a free core too */
 }
 
 void bch_fs_read_ahead_run(struct bch_fs_read_cache *ra, struct bch_read_plan *ahead)
@@ -361,8 +384,12 @@ void bch_fs_read_ahead_run(struct bch_fs_read_cache *ra, struct bch_read_plan *a
 			n = 0;
 		}
 		pthread_mutex_lock(&ra->lock);
-		if (!slot_find(ra, p))
+		struct slot *f = slot_find(ra, p);
+		if (!f)
 			s = slot_take(ra, p, SLOT_FILLING);
+		else if (f->state == SLOT_READY && !f->refs && f->seq < ahead->seq)
+			s = slot_set(ra, f, p, SLOT_FILLING);	/* read before space was reused: no
+								 * later plan takes it, so read it again */
 		pthread_mutex_unlock(&ra->lock);
 		if (s) {
 			g[n] = s;
@@ -381,10 +408,13 @@ void bch_fs_read_ahead_run(struct bch_fs_read_cache *ra, struct bch_read_plan *a
  * Under ra->lock: p copied or decrypted into dst if a slot has its extent
  * verified for this plan (waiting while it is being read ahead); else claim a slot
  * for p so that no read-ahead reads it again meanwhile (*claimed, NULL
- * when none was free).
+ * when none was free).  hold (a reply from the slots, bch_fs_read_run_reply()):
+ * a slot of plaintext is not copied but set there and kept (its refs) until
+ * the reply is done.
  */
 static bool take_or_claim(struct bch_fs_read_cache *ra, const struct bch_read_plan *pl,
-			  const struct bch_read_piece *p, char *dst, struct slot **claimed)
+			  const struct bch_read_piece *p, char *dst, struct slot **claimed,
+			  struct slot **hold)
 {
 	struct slot *s;
 
@@ -395,6 +425,13 @@ static bool take_or_claim(struct bch_fs_read_cache *ra, const struct bch_read_pl
 		int r = 0;
 
 		s->refs++;
+		if (hold && s->plain) {
+			*hold = s;
+			s->used = true;
+			s->tick = ++ra->tick;
+			ra->nr_hit++;
+			return true;
+		}
 		pthread_mutex_unlock(&ra->lock);
 		if (s->plain)
 			memcpy(dst, s->buf + p->src_off, p->len);
@@ -414,10 +451,60 @@ static bool take_or_claim(struct bch_fs_read_cache *ra, const struct bch_read_pl
 	return false;
 }
 
-ssize_t bch_fs_read_run(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, void *buf)
+/* Do pl's pieces follow each other from byte 0 of the buffer to its end? */
+static bool pieces_in_order(const struct bch_read_plan *pl)
+{
+	uint64_t at = 0;
+
+	for (unsigned i = 0; i < pl->nr; i++) {
+		if (pl->p[i].buf_off != at)
+			return false;
+		at += pl->p[i].len;
+	}
+	return at == pl->len;
+}
+
+/* rep's iovecs: each held piece from its slot, the bytes between from buf. */
+static void reply_iov(const struct bch_read_plan *pl, char *buf, struct slot **held,
+		      struct bch_fs_read_reply *rep)
+{
+	struct iovec *v = rep->iov;
+	bool last_buf = false;		/* v[rep->nr - 1] is in buf */
+
+	rep->nr = 0;
+	for (unsigned i = 0; i < pl->nr; i++) {
+		const struct bch_read_piece *p = &pl->p[i];
+		char *from = held[i] ? held[i]->buf + p->src_off : buf + p->buf_off;
+
+		if (!p->len)
+			continue;
+		if (!held[i] && last_buf) {	/* pieces in order: buf's bytes follow on */
+			v[rep->nr - 1].iov_len += p->len;
+			continue;
+		}
+		v[rep->nr].iov_base = from;
+		v[rep->nr++].iov_len = p->len;
+		last_buf = !held[i];
+	}
+}
+
+/* Drop the slots of n pieces held[] (NULL: none) for a reply. */
+static void release(struct bch_fs_read_cache *ra, struct slot **held, unsigned n)
+{
+	pthread_mutex_lock(&ra->lock);
+	for (unsigned i = 0; i < n; i++)
+		if (held[i]) {
+			held[i]->refs--;
+			held[i]->tick = ++ra->tick;
+		}
+	pthread_mutex_unlock(&ra->lock);
+}
+
+static ssize_t run(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, void *buf,
+		   struct bch_fs_read_reply *rep)
 {
 	struct bch_read_plan rest = *pl;
-	struct slot **claimed;
+	struct slot **claimed, **held = NULL;
 	ssize_t r;
 	unsigned i;
 
@@ -427,17 +514,34 @@ ssize_t bch_fs_read_run(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, 
 		return bch_data_read_plan_run(pl, buf);
 	rest.p = malloc(pl->nr * sizeof(*rest.p));
 	claimed = calloc(pl->nr, sizeof(*claimed));
+	/* a reply from the slots: an iovec a piece at most, REPLY_IOV_MAX at most */
+	if (rep && pl->nr <= REPLY_IOV_MAX && pieces_in_order(pl)) {
+		held = calloc(pl->nr, sizeof(*held));
+		rep->iov = malloc(pl->nr * sizeof(*rep->iov));
+		if (!held || !rep->iov) {
+			free(held);
+			free(rep->iov);
+			rep->iov = NULL;
+			held = NULL;
+		}
+	}
 	if (!rest.p || !claimed) {
 		free(rest.p);
 		free(claimed);
+		free(held);
+		if (rep) {
+			free(rep->iov);
+			rep->iov = NULL;
+		}
 		return bch_data_read_plan_run(pl, buf);
 	}
-	/* what the read-ahead has is copied out; the rest is read as the plan says */
+	/* what the read-ahead has is copied out (or held); the rest is read as the plan says */
 	rest.nr = 0;
 	pthread_mutex_lock(&ra->lock);
 	for (i = 0; i < pl->nr; i++) {
 		const struct bch_read_piece *p = &pl->p[i];
-		if (!cacheable(p) || !take_or_claim(ra, pl, p, (char *)buf + p->buf_off, &claimed[i]))
+		if (!cacheable(p) || !take_or_claim(ra, pl, p, (char *)buf + p->buf_off, &claimed[i],
+						    held ? &held[i] : NULL))
 			rest.p[rest.nr++] = *p;
 	}
 	pthread_mutex_unlock(&ra->lock);
@@ -452,5 +556,43 @@ ssize_t bch_fs_read_run(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, 
 	pthread_mutex_unlock(&ra->lock);
 	free(rest.p);
 	free(claimed);
+	if (held) {
+		bool any = false;
+
+		for (i = 0; i < pl->nr && !any; i++)
+			any = held[i];
+		if (r >= 0 && any) {
+			reply_iov(pl, buf, held, rep);
+			rep->held = (void **)held;
+			rep->nr_held = pl->nr;
+			rep->ra = ra;
+		} else {
+			release(ra, held, pl->nr);
+			free(held);
+			free(rep->iov);
+			rep->iov = NULL;
+		}
+	}
 	return r;
+}
+
+ssize_t bch_fs_read_run(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, void *buf)
+{
+	return run(ra, pl, buf, NULL);
+}
+
+ssize_t bch_fs_read_run_reply(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, void *buf,
+			      struct bch_fs_read_reply *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	return run(ra, pl, buf, rep);
+}
+
+void bch_fs_read_reply_done(struct bch_fs_read_reply *rep)
+{
+	if (rep->held)
+		release(rep->ra, (struct slot **)rep->held, rep->nr_held);
+	free(rep->held);
+	free(rep->iov);
+	memset(rep, 0, sizeof(*rep));
 }

@@ -278,6 +278,11 @@ static int pool_run_ordered(unsigned nr, io_job_fn fn, void *arg, int (*then)(vo
 	return r;
 }
 
+void bch_io_pool_run(unsigned nr, void (*fn)(void *arg, unsigned i), void *arg)
+{
+	pool_run(nr, fn, arg);
+}
+
 void bch_io_pool_threads(int n)
 {
 	pthread_mutex_lock(&pool.lock);

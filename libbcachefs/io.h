@@ -303,5 +303,12 @@ void bch_io_encrypt_batch(struct bch_fs *c, struct bch_cipher_job *j, unsigned n
 void bch_io_decrypt_batch(struct bch_fs *c, struct bch_cipher_job *j, unsigned nr);
 /* Workers of the pool: n (at most 7; 0: the caller does everything), or -1: one fewer than the CPUs. */
 void bch_io_pool_threads(int n);
+/*
+ * fn(arg, i) for every i < nr, on this thread and the pool's workers
+ * (those free: while another thread's batch runs, all on this one);
+ * returns when all are done.  fn takes no lock of the engine (io.c,
+ * "Threads"): the read-ahead's verification and decryption of extents.
+ */
+void bch_io_pool_run(unsigned nr, void (*fn)(void *arg, unsigned i), void *arg);
 
 #endif /* _BCACHEFS_IO_H */

@@ -10,8 +10,10 @@
  * of an odd size are copied from extents decrypted ahead; a file rewritten
  * and not flushed is read ahead uncached, several extents a read; an
  * extent whose ciphertext was damaged on disk is never read ahead, and the
- * run that wants it refuses (-EAGAIN: the old path then reports it); and
- * readers going through files while a writer rewrites them, so space read
+ * run that wants it refuses (-EAGAIN: the old path then reports it); a
+ * reply from the slots (bch_fs_read_run_reply()) gives the file's bytes,
+ * and its slots keep them until it is done while other reads go through
+ * every other slot; and readers going through files while a writer rewrites them, so space read
  * ahead is freed and reused under them, get one whole version of each
  * 64 KiB (one transaction of the writer) every time.  (That last one is a
  * general check: with the sequence and key checks both taken out it still
@@ -270,6 +272,30 @@ Test(crypt_readahead, space_reused_since_the_readahead_is_read_again)
 	cr_assert_eq(memcmp(buf, data, 3 * READ_BYTES), 0);
 }
 
+/*
+ * A slot read ahead before space was reused serves no later plan (above);
+ * a second pass over the file reads those extents ahead again rather than
+ * leave them to its runs, as if nothing were cached.
+ */
+Test(crypt_readahead, a_second_pass_after_reuse_reads_ahead_again)
+{
+	uint64_t hits0, hits, filled0, filled;
+
+	for (uint64_t off = 0; off < FILE_BYTES; off += READ_BYTES)
+		cr_assert_eq(read_once(off, READ_BYTES, buf + off), READ_BYTES);
+	counts(&hits0, &filled0);
+	cr_assert_gt(filled0, 0, "nothing read ahead");
+	bch_data_reuse_bump(c);
+	memset(buf, 0, FILE_BYTES);
+	for (uint64_t off = 0; off < FILE_BYTES; off += READ_BYTES)
+		cr_assert_eq(read_once(off, READ_BYTES, buf + off), READ_BYTES);
+	counts(&hits, &filled);
+	cr_assert_eq(memcmp(buf, data, FILE_BYTES), 0);
+	printf("crypt_readahead: second pass after reuse: %llu extents read ahead again, %llu pieces from them\n",
+	       (unsigned long long)(filled - filled0), (unsigned long long)(hits - hits0));
+	cr_assert_gt(hits - hits0, (hits0 * 3) / 4, "the second pass was served by its own runs");
+}
+
 Test(crypt_readahead, a_damaged_extent_is_not_read_ahead)
 {
 	struct bch_read_plan pl;
@@ -298,6 +324,128 @@ Test(crypt_readahead, a_damaged_extent_is_not_read_ahead)
 	cr_assert_eq(n, -EAGAIN, "a read of the damaged extent returned %zd", n);
 	n = read_once((1 << 20), 4096, buf);
 	cr_assert_eq(n, -EAGAIN, "a read of the damaged extent returned %zd", n);
+}
+
+/* ------------------------------------------------ replies from the slots */
+
+/* rep's bytes (or buf's, when it holds none) gathered into out; their count. */
+static size_t gather(const struct bch_fs_read_reply *rep, const void *from_buf, size_t n, uint8_t *out,
+		     unsigned *outside)
+{
+	size_t at = 0;
+
+	if (!rep->nr) {
+		memcpy(out, from_buf, n);
+		return n;
+	}
+	for (unsigned i = 0; i < rep->nr; i++) {
+		const uint8_t *b = rep->iov[i].iov_base;
+		if (b < (const uint8_t *)from_buf || b >= (const uint8_t *)from_buf + n)
+			(*outside)++;
+		memcpy(out + at, b, rep->iov[i].iov_len);
+		at += rep->iov[i].iov_len;
+	}
+	return at;
+}
+
+/* One read as op_read() does it with a reply from the slots; rep kept (caller: _done). */
+static ssize_t read_reply(uint64_t ino_, uint64_t off, size_t len, void *to, struct bch_fs_read_reply *rep,
+			  bool ahead_now)
+{
+	struct bch_read_plan pl, ahead;
+
+	cr_assert_eq(bch_fs_read_plan(c, ino_, off, len, &pl), 0);
+	bool go = !bch_fs_read_ahead_plan(c, ra, ino_, off, pl.len, &ahead);
+	ssize_t n = bch_fs_read_run_reply(ra, &pl, to, rep);
+	bch_data_read_plan_free(&pl);
+	if (go && ahead_now)
+		bch_fs_read_ahead_run(ra, &ahead);
+	else if (go)
+		bch_data_read_plan_free(&ahead);
+	return n;
+}
+
+/*
+ * bch_fs_read_run_reply(): sequential reads are replied from the slots
+ * decrypted ahead (iovecs outside the reply buffer), and give the file's
+ * bytes; a reply not yet done keeps its slots: another file read through
+ * the cache meanwhile (16 MiB: more extents than the cache has slots, so
+ * every slot not held is taken again) does not change its bytes, and once
+ * it is done those slots serve again.
+ */
+#define OTHER_BYTES	(16 << 20)
+
+Test(crypt_readahead, replies_come_from_the_slots_and_hold_them)
+{
+	struct bch_fs_read_reply rep;
+	uint8_t *got = malloc(FILE_BYTES), *other = malloc(OTHER_BYTES);
+	unsigned outside = 0, from_slots = 0;
+	uint64_t ino2, hits0, hits, filled, decrypted;
+	void *probe = NULL;
+
+	cr_assert_eq(posix_memalign(&probe, 4096, 256 << 10), 0);
+	bool can_lock = !mlock(probe, 256 << 10);
+	if (can_lock)
+		munlock(probe, 256 << 10);
+	free(probe);
+	if (!can_lock) {
+		printf("crypt_readahead: mlock refused here: no plaintext slots to reply from: case not run\n");
+		free(got);
+		free(other);
+		return;
+	}
+	/* written first: a write moves c->data_reuse_seq, and slots read before it serve no later plan */
+	for (size_t i = 0; i < OTHER_BYTES; i += 8) {
+		uint64_t x = rnd();
+		memcpy(other + i, &x, 8);
+	}
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "g", S_IFREG | 0644, 0, 0, 0, &ino2), 0);
+	cr_assert_eq(bch_fs_write(c, ino2, 0, other, OTHER_BYTES), OTHER_BYTES);
+	cr_assert_eq(bch_fs_fsync(c), 0);
+	for (uint64_t off = 0; off < FILE_BYTES; off += READ_BYTES) {
+		unsigned o = outside;
+		cr_assert_eq(read_reply(inum, off, READ_BYTES, buf, &rep, true), READ_BYTES);
+		cr_assert_eq(gather(&rep, buf, READ_BYTES, got + off, &outside), READ_BYTES);
+		from_slots += outside > o;
+		bch_fs_read_reply_done(&rep);
+		cr_assert_null(rep.iov);
+	}
+	cr_assert_eq(memcmp(got, data, FILE_BYTES), 0, "a reply from the slots gave other bytes");
+	printf("crypt_readahead: replies: %u of %u replies from the slots, %u iovecs there\n", from_slots,
+	       FILE_BYTES / READ_BYTES, outside);
+	cr_assert_gt(from_slots, FILE_BYTES / READ_BYTES / 2, "replies copied into the buffer, not from the slots");
+
+	/* a reply held across another file's reads */
+	uint64_t at = 0;
+	for (; at < 2 * READ_BYTES; at += READ_BYTES) {	/* sequential: the next ones are read ahead */
+		cr_assert_eq(read_reply(inum, at, READ_BYTES, buf, &rep, true), READ_BYTES);
+		bch_fs_read_reply_done(&rep);
+	}
+	cr_assert_eq(read_reply(inum, at, READ_BYTES, buf, &rep, false), READ_BYTES);
+	cr_assert_gt(rep.nr, 0, "this reply holds no slot");
+	bch_fs_read_cache_counts(ra, &hits0, &filled, &decrypted);
+	uint64_t filled0 = filled;
+	uint8_t *tmp = malloc(READ_BYTES);
+	for (uint64_t off = 0; off < OTHER_BYTES; off += READ_BYTES) {
+		struct bch_fs_read_reply r2;
+		unsigned o2 = 0;
+		cr_assert_eq(read_reply(ino2, off, READ_BYTES, tmp, &r2, true), READ_BYTES);
+		cr_assert_eq(gather(&r2, tmp, READ_BYTES, got, &o2), READ_BYTES);
+		cr_assert_eq(memcmp(got, other + off, READ_BYTES), 0, "file g at %llu", (unsigned long long)off);
+		bch_fs_read_reply_done(&r2);
+	}
+	bch_fs_read_cache_counts(ra, &hits, &filled, &decrypted);
+	printf("crypt_readahead: held reply: %u iovecs; meanwhile %llu extents read ahead\n", rep.nr,
+	       (unsigned long long)(filled - filled0));
+	cr_assert_gt(filled - filled0, 128, "too few extents read ahead to take every slot");
+	memset(got, 0, READ_BYTES);
+	unsigned o3 = 0;
+	cr_assert_eq(gather(&rep, buf, READ_BYTES, got, &o3), READ_BYTES);
+	cr_assert_eq(memcmp(got, data + at, READ_BYTES), 0, "a held reply's bytes changed under it");
+	bch_fs_read_reply_done(&rep);
+	free(tmp);
+	free(got);
+	free(other);
 }
 
 /* ------------------------------------------------ readers and a writer */
