@@ -66,14 +66,19 @@ expect_in err "^bcachefs format: cannot load libxxhash.so.0"
 [ "$(sha x.img)" = "$h" ] || fail "xxhash64 image changed"
 expect_rc 0 $B fsck -f -n x.img
 # the superblock's own checksum crc32c, journal entries written with xxhash64
-cp plain.img j.img
-expect_rc 0 $B image put -o metadata_checksum=xxhash64 j.img src/hello /h2
-h=$(sha j.img)
-expect_rc 8 without libxxhash $B fsck -f -n j.img
-expect_in err "journal bucket [0-9]+: cannot load libxxhash.so.0"
-expect_not_in out "unreadable|bad checksum"
-[ "$(sha j.img)" = "$h" ] || fail "journal image changed"
-expect_rc 0 $B fsck -f -n j.img
+# (encrypted, journal entries carry MACs whatever metadata_checksum says)
+if encrypted; then
+	skip_part "journal entries checksummed with xxhash64: an encrypted journal has MACs"
+else
+	cp plain.img j.img
+	expect_rc 0 $B image put -o metadata_checksum=xxhash64 j.img src/hello /h2
+	h=$(sha j.img)
+	expect_rc 8 without libxxhash $B fsck -f -n j.img
+	expect_in err "journal bucket [0-9]+: cannot load libxxhash.so.0"
+	expect_not_in out "unreadable|bad checksum"
+	[ "$(sha j.img)" = "$h" ] || fail "journal image changed"
+	expect_rc 0 $B fsck -f -n j.img
+fi
 
 # fusemount: checked before the filesystem is opened
 mkdir mnt

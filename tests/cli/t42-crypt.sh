@@ -4,6 +4,7 @@
 # -k user / -k session and later commands without a prompt, a key in the
 # keyring that cannot be used, set-passphrase and remove-passphrase, and
 # show-super printing no key material.  Every key added is unlinked at the end.
+plain_only "it makes its own encrypted filesystems and passphrase files"
 command -v keyctl >/dev/null || skip "no keyctl (package keyutils)"
 # a container may forbid the keyring system calls (Docker's default seccomp profile)
 probe=$(keyctl add user "bcachefs:t42-probe" x @u 2>/dev/null) || skip "the kernel keyring is not reachable here"
