@@ -252,14 +252,28 @@ void fm_fix_st(struct stat *st)
  * mount.  The root's is 0: the kernel made its inode with generation 0, and
  * an entry for it with another would mark it stale.
  */
-static uint32_t generation(struct fmount *m, uint64_t inum)
+static uint32_t generation_of(uint64_t btime)
+{
+	uint64_t h = mix(btime ^ 0x9e3779b97f4a7c15ULL);
+
+	return (uint32_t)(h ^ (h >> 32)) | 1;
+}
+
+/*
+ * That of inum, whose creation time in its own subvolume's view is btime
+ * (fm_make_entry() read it with the attributes).  An inode of another
+ * subvolume than the first (a handle with subvolume bits) keeps what the
+ * lookup without a view gives it, as before (0 when it finds none).
+ */
+static uint32_t generation(struct fmount *m, uint64_t inum, int64_t btime)
 {
 	struct bch_inode bi;
 
-	if (inum == BCH_ROOT_INO || bch_inode_get(m->c, inum, &bi))
+	if (inum == BCH_ROOT_INO)
 		return 0;
-	uint64_t h = mix(bi.btime ^ 0x9e3779b97f4a7c15ULL);
-	return (uint32_t)(h ^ (h >> 32)) | 1;
+	if (!(inum & ~BCH_HANDLE_INUM_MASK))
+		return generation_of(btime);
+	return bch_inode_get(m->c, inum, &bi) ? 0 : generation_of(bi.btime);
 }
 
 /* ------------------------------------------------------------ atime */
@@ -411,13 +425,16 @@ double fm_cache_timeout(struct fmount *m)
 /* Reply with an entry for inum (and count the lookup); lock held. */
 int fm_make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e)
 {
+	int64_t btime;
+
 	memset(e, 0, sizeof(*e));
-	int r = fm_getattr(m, inum, &e->attr);
+	int r = bch_fs_getattr_btime(m->c, inum, &e->attr, &btime);	/* one inode read for both */
 	if (r)
 		return r;
+	fm_lazy_stat(m, inum, &e->attr);
 	fm_fix_st(&e->attr);
 	e->ino = fm_to_fuse(inum);
-	e->generation = generation(m, inum);
+	e->generation = generation(m, inum, btime);
 	e->attr_timeout = fm_cache_timeout(m);
 	e->entry_timeout = fm_cache_timeout(m);
 	fm_hold(m, inum, 1);

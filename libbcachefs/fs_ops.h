@@ -38,6 +38,8 @@ int bch_fs_create_root(struct bch_fs *c, mode_t root_mode, uid_t uid, gid_t gid)
 
 int bch_fs_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *inum);
 int bch_fs_getattr(struct bch_fs *c, uint64_t inum, struct stat *st);
+/* The same, and the inode's creation time (ns) from the same read. */
+int bch_fs_getattr_btime(struct bch_fs *c, uint64_t inum, struct stat *st, int64_t *btime);
 
 /* setattr: which fields to change */
 #define BCH_SETATTR_MODE	(1U << 0)
