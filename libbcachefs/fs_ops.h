@@ -217,8 +217,9 @@ struct bch_fs_write_op {
 	bool			redone;		/* planned, but written the old way at the end */
 	int			run_r;		/* the run's result */
 	char			*bounce;	/* whole blocks: buf and the old bytes around it */
-	char			*rmw_keys;	/* the extent keys under those old bytes (NULL: none taken) */
+	char			*rmw_keys;	/* the extent keys under those old bytes */
 	size_t			rmw_keys_len;
+	bool			rmw_keys_ok;	/* they were taken (none: NULL, 0) */
 	uint64_t		rmw_size;	/* and the file's size, when they were read */
 	struct bch_write_plan	pl;
 };

@@ -255,9 +255,10 @@ static int rmw_read(struct bch_fs *c, uint64_t inum, uint64_t size, uint64_t off
 /*
  * The extent keys under the partial blocks of a write at [offset, offset +
  * len) (the first block and the last: what rmw_read() reads), into
- * *keys, *len (NULL, 0 when they cannot be taken).
+ * *keys, *len; false when they cannot be taken.  None (holes, or past the
+ * end) is *keys NULL, *len 0, and true.
  */
-static void rmw_keys(struct bch_fs *c, uint64_t inum, uint64_t offset, uint64_t len,
+static bool rmw_keys(struct bch_fs *c, uint64_t inum, uint64_t offset, uint64_t len,
 		     char **keys, size_t *keys_len)
 {
 	uint64_t bs = fs_block_bytes(c), a = offset / bs * bs;
@@ -271,7 +272,9 @@ static void rmw_keys(struct bch_fs *c, uint64_t inum, uint64_t offset, uint64_t 
 		free(*keys);
 		*keys = NULL;
 		*keys_len = 0;
+		return false;
 	}
+	return true;
 }
 
 /*
@@ -289,12 +292,12 @@ static bool rmw_still(struct bch_fs *c, uint64_t inum, uint64_t size, const stru
 	uint64_t bs = fs_block_bytes(c), a = op->offset / bs * bs;
 	uint64_t b = (op->offset + op->len + bs - 1) / bs * bs, end = op->offset + op->len;
 
-	if (op->rmw_keys && size == op->rmw_size) {
+	if (op->rmw_keys_ok && size == op->rmw_size) {
 		char *now;
 		size_t now_len;
-		rmw_keys(c, inum, op->offset, op->len, &now, &now_len);
-		bool same = now && now_len == op->rmw_keys_len &&
-			    !memcmp(now, op->rmw_keys, now_len);
+		bool same = rmw_keys(c, inum, op->offset, op->len, &now, &now_len) &&
+			    now_len == op->rmw_keys_len &&
+			    (!now_len || !memcmp(now, op->rmw_keys, now_len));
 		free(now);
 		if (same)
 			return true;
@@ -343,7 +346,7 @@ static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op 
 			return -ENOMEM;
 		if ((r = rmw_read(c, inum, i.size, offset, len, op->bounce)))
 			goto err;
-		rmw_keys(c, inum, offset, len, &op->rmw_keys, &op->rmw_keys_len);
+		op->rmw_keys_ok = rmw_keys(c, inum, offset, len, &op->rmw_keys, &op->rmw_keys_len);
 		op->rmw_size = i.size;
 		memcpy(op->bounce + (offset - a), op->buf, len);
 		src = op->bounce;
