@@ -216,7 +216,9 @@ struct bch_fs_write_op {
 	bool			planned;
 	bool			redone;		/* planned, but written the old way at the end */
 	int			run_r;		/* the run's result */
-	char			*bounce;	/* whole blocks: buf and the old bytes around it */
+	char			*bounce;	/* whole blocks: the old bytes around buf (read at
+					 * the plan) and buf (copied in at the run) */
+	size_t			bounce_off;	/* where buf goes in it */
 	char			*rmw_keys;	/* the extent keys under those old bytes */
 	size_t			rmw_keys_len;
 	bool			rmw_keys_ok;	/* they were taken (none: NULL, 0) */

@@ -348,7 +348,8 @@ static int v_write_plan(struct bch_fs *c, uint64_t inum, struct bch_fs_write_op 
 			goto err;
 		op->rmw_keys_ok = rmw_keys(c, inum, offset, len, &op->rmw_keys, &op->rmw_keys_len);
 		op->rmw_size = i.size;
-		memcpy(op->bounce + (offset - a), op->buf, len);
+		/* the new bytes go in at the run, outside the lock (the plan reads none) */
+		op->bounce_off = offset - a;
 		src = op->bounce;
 	}
 	bch_io_opts_get(c, &i, &o);
@@ -407,6 +408,8 @@ int bch_fs_write_begin(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_fs
 
 void bch_fs_write_run(struct bch_fs_write_op *op)
 {
+	if (op->planned && op->bounce)		/* between the old bytes read at the plan */
+		memcpy(op->bounce + op->bounce_off, op->buf, op->len);
 	op->run_r = op->planned ? bch_data_write_plan_run(&op->pl) : 0;
 }
 
