@@ -481,8 +481,7 @@ static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const c
 	char def[4096], acc[4096];
 	struct stat dir;
 	gid_t gid = ctx->gid;
-	ssize_t n = symlink_target ? -ENODATA
-		  : bch_fs_getxattr(m->c, parent, BCH_ACL_XATTR_DEFAULT, def, sizeof(def));
+	ssize_t n = symlink_target ? -ENODATA : fm_default_acl(m, parent, def, sizeof(def));
 	bool inherit = n > 0 && bch_acl_valid(def, n);
 	int r;
 

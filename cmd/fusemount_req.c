@@ -101,6 +101,7 @@ static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
 	m->held[j].inum = inum;
 	m->held[j].refs = 0;
 	m->held[j].nosec = 0;
+	m->held[j].nodefacl = 0;
 	m->nr_held++;
 	return &m->held[j];
 }
@@ -544,6 +545,21 @@ static bool req_keeps_sec(int t)
 	return false;
 }
 
+/*
+ * Requests that set no default ACL: those that set no xattr at all, and
+ * the namespace changes and setattr, which set one only on a new inode
+ * (create_acl(): its number is in no held entry) or the access ACL (chmod).
+ */
+static bool req_keeps_defacl(int t)
+{
+	switch (t) {
+	case REQ_create: case REQ_mkdir: case REQ_mknod: case REQ_symlink: case REQ_link:
+	case REQ_unlink: case REQ_rmdir: case REQ_rename: case REQ_setattr:
+		return true;
+	}
+	return req_keeps_sec(t);
+}
+
 /* Requests count themselves while they wait, so background work lets them in. */
 void fm_fg_lock(struct fmount *m)
 {
@@ -554,6 +570,8 @@ void fm_fg_lock(struct fmount *m)
 	req_locked();
 	if (!req_keeps_sec(req_cur))
 		m->sec_gen++;
+	if (!req_keeps_defacl(req_cur))
+		m->defacl_gen++;
 	if (m->nr_free_pending && !req_keeps_frees(req_cur))
 		fm_frees_run(m);
 }
@@ -774,6 +792,18 @@ int fm_write_kill(fuse_req_t req, struct fmount *m, uint64_t inum, bool caps, bo
 	if (!r && plain && caps && h)
 		h->nosec = m->sec_gen + 1;
 	return r;
+}
+
+ssize_t fm_default_acl(struct fmount *m, uint64_t dir, char *buf, size_t size)
+{
+	struct held *h = held_find(m, dir, false);
+
+	if (h && h->nodefacl == m->defacl_gen + 1)
+		return -ENODATA;
+	ssize_t n = bch_fs_getxattr(m->c, dir, BCH_ACL_XATTR_DEFAULT, buf, size);
+	if (n == -ENODATA && h)
+		h->nodefacl = m->defacl_gen + 1;
+	return n;
 }
 
 /*
