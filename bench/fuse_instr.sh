@@ -21,7 +21,11 @@
 # inode: fusemount.h, held.nosec); of the 28.7k, bch_trans_commit 15.3k
 # (ensure_room() twice 5.2k, of it journal fits()/reserve_kept() 3.1k;
 # apply_key() 3.8k for 3.4 keys; bch_journal_res_get() 1.9k), the run
-# outside the lock 1.7k.
+# outside the lock 1.7k.  Untar + rm -rf of 3000 files: op_create 24.4k ->
+# 21.5k (one inode read for an entry's attributes and generation; a
+# directory's missing default ACL remembered), op_readdirplus 477k -> 318k
+# a call; setattr (10.9k), unlink (21k) and forget (14k) unchanged: their
+# commits are most of them (bch_trans_commit 10.9k a call).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 NIOS=${NIOS:-4096}
