@@ -31,6 +31,11 @@ struct held {
 	uint64_t	inum;		/* 0: empty */
 	uint64_t	refs;
 	int64_t		lazy_atime;	/* ns, not written yet (lazytime); 0: none */
+	uint64_t	nosec;		/* fm_write_kill(): sec_gen + 1 when it found no
+					 * set-id bit and no security.capability;
+					 * 0: not known */
+	uint64_t	nodefacl;	/* fm_default_acl(): defacl_gen + 1 when it had
+					 * no default ACL; 0: not known */
 };
 
 /* -o relatime (the default), strictatime, noatime: when a read updates atime */
@@ -90,6 +95,10 @@ struct fmount {
 	bool		lazytime;	/* the filesystem's, as the kernel's SB_LAZYTIME */
 	int64_t		last_write_ns;	/* mono_ns() of the last write stored (bg_ec_defer) */
 	size_t		nr_lazy;	/* held entries with lazy_atime */
+	uint64_t	sec_gen;	/* lock: one more at every hold by a request
+					 * that may set a mode or an xattr (held.nosec) */
+	uint64_t	defacl_gen;	/* lock: one more at every hold by a request
+					 * that may set a default ACL (held.nodefacl) */
 	/*
 	 * The sessions (invariant 9): the list changes with sess_rw held for
 	 * writing and sess_mu; notifications walk it with sess_rw held for
@@ -399,6 +408,23 @@ struct bch_caller *fm_caller_new(fuse_req_t req);
  * the file has a set-id bit.  Lock held.
  */
 int fm_kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum);
+
+/*
+ * What a write by req removes before its data (op_write()): the set-id bits
+ * (fm_kill_priv()) and, when caps, security.capability (fm_kill_caps(): *caps_gone
+ * when one was removed).  Remembered as Linux's S_NOSEC: an inode found with
+ * neither is not looked at again until a request that may set either holds
+ * the lock (sec_gen).  Lock held.
+ */
+int fm_write_kill(fuse_req_t req, struct fmount *m, uint64_t inum, bool caps, bool *caps_gone);
+
+/*
+ * Directory dir's default ACL into buf (bch_fs_getxattr()'s result), for a
+ * create in it.  One found missing is remembered until a request that may
+ * set one (setxattr, removexattr, a command) holds the lock: untar's
+ * creates looked it up each time, ~9% of a CREATE's instructions.  Lock held.
+ */
+ssize_t fm_default_acl(struct fmount *m, uint64_t dir, char *buf, size_t size);
 
 /*
  * The kernel's file_remove_privs() for a direct write (set_direct()):

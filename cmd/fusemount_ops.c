@@ -481,8 +481,7 @@ static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const c
 	char def[4096], acc[4096];
 	struct stat dir;
 	gid_t gid = ctx->gid;
-	ssize_t n = symlink_target ? -ENODATA
-		  : bch_fs_getxattr(m->c, parent, BCH_ACL_XATTR_DEFAULT, def, sizeof(def));
+	ssize_t n = symlink_target ? -ENODATA : fm_default_acl(m, parent, def, sizeof(def));
 	bool inherit = n > 0 && bch_acl_valid(def, n);
 	int r;
 
@@ -1120,10 +1119,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	ends_open(m);	/* writes back from their runs meanwhile: ended here (end_write()) */
 	if (m->test_write_hold_us)
 		usleep(m->test_write_hold_us);
-	ssize_t n = fm_kill_priv(req, m, fm_from_fuse(ino));
-	bool caps_gone = false;
-	if (!n && ((fi->fh & FH_DIRECT) || se->killpriv_v2))
-		n = fm_kill_caps(m, fm_from_fuse(ino), &caps_gone);
+	bool caps_gone;
+	ssize_t n = fm_write_kill(req, m, fm_from_fuse(ino), (fi->fh & FH_DIRECT) || se->killpriv_v2,
+				  &caps_gone);
 	if (!n)
 		n = bch_fs_write_begin(m->c, &m->writes, &op, fm_from_fuse(ino), off, buf, size,
 				       plan_write(m, size, off));

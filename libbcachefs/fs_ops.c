@@ -411,7 +411,7 @@ static void inode_stat(struct bch_fs *c, uint64_t inum, const struct bch_inode *
 	ns_to_ts(i->ctime, &st->st_ctim);
 }
 
-static int v_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
+static int v_getattr(struct bch_fs *c, uint64_t inum, struct stat *st, int64_t *btime)
 {
 	struct bch_inode i;
 	int r = bch_inode_get(c, inum, &i);
@@ -419,6 +419,8 @@ static int v_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
 	if (r)
 		return fs_ret_errno(r);
 	inode_stat(c, inum, &i, st);
+	if (btime)
+		*btime = i.btime;
 	return 0;
 }
 
@@ -1437,7 +1439,12 @@ int bch_fs_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *in
 
 int bch_fs_getattr(struct bch_fs *c, uint64_t inum, struct stat *st)
 {
-	return VIEW_CALL(c, inum, v_getattr(c, inum, st));
+	return VIEW_CALL(c, inum, v_getattr(c, inum, st, NULL));
+}
+
+int bch_fs_getattr_btime(struct bch_fs *c, uint64_t inum, struct stat *st, int64_t *btime)
+{
+	return VIEW_CALL(c, inum, v_getattr(c, inum, st, btime));
 }
 
 int bch_fs_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, dev_t rdev,

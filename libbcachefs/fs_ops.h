@@ -38,6 +38,8 @@ int bch_fs_create_root(struct bch_fs *c, mode_t root_mode, uid_t uid, gid_t gid)
 
 int bch_fs_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *inum);
 int bch_fs_getattr(struct bch_fs *c, uint64_t inum, struct stat *st);
+/* The same, and the inode's creation time (ns) from the same read. */
+int bch_fs_getattr_btime(struct bch_fs *c, uint64_t inum, struct stat *st, int64_t *btime);
 
 /* setattr: which fields to change */
 #define BCH_SETATTR_MODE	(1U << 0)
@@ -214,9 +216,12 @@ struct bch_fs_write_op {
 	bool			planned;
 	bool			redone;		/* planned, but written the old way at the end */
 	int			run_r;		/* the run's result */
-	char			*bounce;	/* whole blocks: buf and the old bytes around it */
-	char			*rmw_keys;	/* the extent keys under those old bytes (NULL: none taken) */
+	char			*bounce;	/* whole blocks: the old bytes around buf (read at
+					 * the plan) and buf (copied in at the run) */
+	size_t			bounce_off;	/* where buf goes in it */
+	char			*rmw_keys;	/* the extent keys under those old bytes */
 	size_t			rmw_keys_len;
+	bool			rmw_keys_ok;	/* they were taken (none: NULL, 0) */
 	uint64_t		rmw_size;	/* and the file's size, when they were read */
 	struct bch_write_plan	pl;
 };

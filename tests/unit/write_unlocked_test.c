@@ -520,6 +520,46 @@ Test(write_unlocked, rmw_then_truncate)
 }
 
 /*
+ * A planned write whose partial block is a hole (no extent key under it at
+ * its plan), and that block written by another between its run and its
+ * end, the size unchanged: no keys then and keys now differ, so it is done
+ * again the old way over the new bytes.  Left alone, it is not redone.
+ */
+Test(write_unlocked, rmw_hole_then_filled)
+{
+	uint8_t blk[4096], mine[50], got[3 * 4096];
+	struct bch_fs_write_op op;
+
+	open_fs(16, 1, false);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &ino[0]), 0);
+	memset(blk, 0xaa, sizeof(blk));
+	memset(mine, 0x55, sizeof(mine));
+	cr_assert_eq(bch_fs_write(c, ino[0], 2 * 4096, blk, sizeof(blk)), (ssize_t)sizeof(blk));
+	/* left alone: the hole's keys (none) are the same at the end */
+	cr_assert_eq(bch_fs_write_begin(c, &writes, &op, ino[0], 100, mine, sizeof(mine), true), 0);
+	cr_assert(op.planned);
+	bch_fs_write_run(&op);
+	cr_assert_eq(bch_fs_write_end(c, &writes, &op), (ssize_t)sizeof(mine));
+	cr_assert(!op.redone, "nothing changed under the hole: kept as planned");
+	/* block 1 filled meanwhile */
+	cr_assert_eq(bch_fs_write_begin(c, &writes, &op, ino[0], 4096 + 100, mine, sizeof(mine), true), 0);
+	cr_assert(op.planned);
+	bch_fs_write_run(&op);
+	memset(blk, 0xbb, sizeof(blk));
+	cr_assert_eq(bch_fs_write(c, ino[0], 4096, blk, sizeof(blk)), (ssize_t)sizeof(blk));
+	cr_assert_eq(bch_fs_write_end(c, &writes, &op), (ssize_t)sizeof(mine));
+	cr_assert(op.redone, "the hole was filled: written again the old way");
+	cr_assert_eq(bch_fs_read(c, ino[0], 0, got, sizeof(got)), (ssize_t)sizeof(got));
+	for (unsigned i = 0; i < sizeof(got); i++) {
+		uint8_t want = i < 100 ? 0 : i < 150 ? 0x55 : i < 4096 ? 0 :
+			       i < 4096 + 100 ? 0xbb : i < 4096 + 150 ? 0x55 : i < 2 * 4096 ? 0xbb : 0xaa;
+		cr_assert_eq(got[i], want, "byte %u: %#x, want %#x", i, got[i], want);
+	}
+	cr_assert_eq(writes.nr, 0);
+	reopen_fsck();
+}
+
+/*
  * Near full, a write that cannot be planned (no space for it until an
  * overwrite in flight frees what it replaces) waits for that planned write
  * and then gets what it would get after it in turn: all of its bytes.
