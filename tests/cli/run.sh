@@ -25,6 +25,7 @@ if [ "${ENCRYPTED:-0}" = 1 ]; then
 	label=cli-encrypted
 	PF=$(mktemp "${TMPDIR:-/tmp}/bch-cli-pass.XXXXXX")
 	printf 'cli tests, encrypted\n' > "$PF"
+	chmod 644 "$PF"	# tests that run commands as another user (t31) read it too
 	trap 'rm -f "$PF"' EXIT
 	export ENCRYPTED BCH_BIN="$B" B="$root/tests/encrypted.sh" PF BCACHEFS_PASSPHRASE_FILE="$PF"
 fi

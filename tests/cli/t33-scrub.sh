@@ -4,6 +4,7 @@
 # nothing, every file reads back as its source, fsck --data is clean.  Then:
 # MEMBER reads only that member's copies; a file whose both copies are
 # damaged is named, left alone, and makes the exit code 1; usage errors 16.
+plain_only "it finds file blocks by their plaintext markers (encrypted scrub: unit scrub_encrypted)"
 SEED=33
 echo "seed $SEED"
 mkdir src

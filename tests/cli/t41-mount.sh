@@ -71,7 +71,7 @@ for s in A B fstab; do
 done
 
 # the helper refuses what mount(8) cannot mean, with a usage error
-ln -s "$B" mount.fuse.bcachefs
+ln -s "${BCH_BIN:-$B}" mount.fuse.bcachefs	# the binary itself: ENCRYPTED=1's $B is a wrapper
 expect_rc 16 ./mount.fuse.bcachefs "$img" "$mnt" -N 1234
 expect_in err 'not supported'
 expect_rc 16 ./mount.fuse.bcachefs "$img" "$mnt" -o
