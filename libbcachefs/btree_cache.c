@@ -11,7 +11,8 @@
  * journal replay dirties every node it puts keys in, and its later reads
  * must not fail for want of a write it may not do.  Keys in a node are a sorted array searched by
  * binary search over 32-bit prefixes of their positions (below); they lie in
- * the node's arena, inserts appended to its room.  What changed since the
+ * the node's arena, inserts appended to its room; a leaf's keys as its last
+ * pack laid them out are packed ("Packed leaves" below).  What changed since the
  * node was written: a bit per key changed (kdirty, moving with the index),
  * and `pending` for the positions deleted, appended as they come and sorted
  * (one a position, the newest) when written; past a share of the limit,
