@@ -127,13 +127,15 @@ static int print_node(struct bch_fs *c, struct btree *b, void *priv)
 	}
 	for (unsigned i = 0; i < b->nr; i++) {
 		char buf[512];
-		if (bpos_cmp(bch_btree_key(b, i)->p, a->start) < 0 || bpos_cmp(bch_btree_key(b, i)->p, a->end) > 0)
+		struct bch_bkey_buf kb;
+		if (bpos_cmp(bch_btree_key_pos(b, i), a->start) < 0 || bpos_cmp(bch_btree_key_pos(b, i), a->end) > 0)
 			continue;
+		const struct bch_bkey *k = bch_btree_key(b, i, &kb);
 		if (a->j) {
-			json_bkey(a->j, bch_btree_key(b, i));
+			json_bkey(a->j, k);
 			continue;
 		}
-		bch_bkey_to_text(bch_btree_key(b, i), buf, sizeof(buf));
+		bch_bkey_to_text(k, buf, sizeof(buf));
 		printf("%s\n", buf);
 	}
 	return 0;

@@ -703,3 +703,187 @@ void bch_bkey_to_text(const struct bch_bkey *k, char *buf, size_t len)
 	}
 	}
 }
+
+/* ------------------------------------------------------- packed keys */
+
+/*
+ * Each field's width, and where it lies in a header read as five
+ * little-endian words (struct bch_bkey's layout), in enum order.
+ */
+static const uint8_t field_width[BKF_NR] = {
+	[BKF_INODE] = 64, [BKF_OFFSET] = 64, [BKF_SNAPSHOT] = 32, [BKF_PAD] = 32,
+	[BKF_U64S] = 16, [BKF_TYPE] = 8, [BKF_SIZE] = 32, [BKF_VERSION] = 64, [BKF_FLAGS] = 8,
+};
+static const uint8_t field_byte[BKF_NR] = {
+	[BKF_INODE] = 16, [BKF_OFFSET] = 24, [BKF_SNAPSHOT] = 32, [BKF_PAD] = 36,
+	[BKF_U64S] = 0, [BKF_TYPE] = 2, [BKF_SIZE] = 4, [BKF_VERSION] = 8, [BKF_FLAGS] = 3,
+};
+_Static_assert(64 + 64 + 32 + 16 + 8 + 32 + 64 + 8 + 32 == sizeof(struct bch_bkey) * 8,
+	       "the widest packed header is an unpacked one");
+_Static_assert(offsetof(struct bch_bkey, p) == 16 && offsetof(struct bch_bkey, size) == 4 &&
+	       offsetof(struct bch_bkey, version) == 8 && offsetof(struct bch_bkey, flags) == 3,
+	       "field_byte[] follows struct bch_bkey");
+
+static uint64_t width_mask(unsigned w)
+{
+	return w >= 64 ? UINT64_MAX : (1ULL << w) - 1;
+}
+
+static uint64_t field_of(const uint64_t *w, unsigned f)
+{
+	return w[field_byte[f] / 8] >> (field_byte[f] % 8 * 8) & width_mask(field_width[f]);
+}
+
+/* v (below 2^w) into zeroed bits at bit off of dst. */
+static inline void bits_write(uint64_t *dst, unsigned off, unsigned w, uint64_t v)
+{
+	if (!w)
+		return;
+	unsigned word = off / 64, sh = off % 64;
+
+	dst[word] |= v << sh;
+	if (sh + w > 64)
+		dst[word + 1] |= v >> (64 - sh);
+}
+
+/* The offsets, header words and what unpacking reads, from the bases and widths. */
+static void format_layout(struct bch_bkey_format *f)
+{
+	unsigned off = 0;
+
+	memset(f->tmpl, 0, sizeof(f->tmpl));
+	memset(f->fixed, 0, sizeof(f->fixed));
+	f->nr_live = f->nr_live_pos = 0;
+	for (unsigned i = 0; i < BKF_NR; i++) {
+		unsigned word = field_byte[i] / 8, shift = field_byte[i] % 8 * 8;
+
+		f->off[i] = off;
+		off += f->bits[i];
+		f->tmpl[word] |= f->base[i] << shift;
+		if (!f->bits[i]) {
+			f->fixed[word] |= width_mask(field_width[i]) << shift;
+			continue;
+		}
+		f->live[f->nr_live++] = (struct bch_bkey_field_at) {
+			.off = f->off[i], .bits = f->bits[i], .word = word, .shift = shift,
+		};
+		if (i < BKF_POS_NR)
+			f->nr_live_pos = f->nr_live;
+	}
+	f->key_u64s = off ? (off + 63) / 64 : 1;	/* (never an empty key in an arena) */
+}
+
+void bch_bkey_format_widest(struct bch_bkey_format *f)
+{
+	for (unsigned i = 0; i < BKF_NR; i++) {
+		f->base[i] = 0;
+		f->bits[i] = field_width[i];
+	}
+	format_layout(f);
+}
+
+void bch_bkey_format_state_init(struct bch_bkey_format_state *s)
+{
+	for (unsigned i = 0; i < BKF_NR; i++) {
+		s->lo[i] = UINT64_MAX;
+		s->hi[i] = 0;
+	}
+	s->any = false;
+}
+
+static void state_take(struct bch_bkey_format_state *s, unsigned i, uint64_t v)
+{
+	if (v < s->lo[i])
+		s->lo[i] = v;
+	if (v > s->hi[i])
+		s->hi[i] = v;
+}
+
+void bch_bkey_format_add(struct bch_bkey_format_state *s, const struct bch_bkey *k)
+{
+	uint64_t w[BCH_BKEY_U64s];
+
+	memcpy(w, k, sizeof(w));
+	for (unsigned i = 0; i < BKF_NR; i++)
+		state_take(s, i, field_of(w, i));
+	s->any = true;
+}
+
+void bch_bkey_format_add_pos(struct bch_bkey_format_state *s, struct bch_bpos p)
+{
+	state_take(s, BKF_INODE, p.inode);
+	state_take(s, BKF_OFFSET, p.offset);
+	state_take(s, BKF_SNAPSHOT, p.snapshot);
+	state_take(s, BKF_PAD, p.pad);
+}
+
+void bch_bkey_format_done(const struct bch_bkey_format_state *s, struct bch_bkey_format *f)
+{
+	if (!s->any) {
+		bch_bkey_format_widest(f);
+		return;
+	}
+	for (unsigned i = 0; i < BKF_NR; i++) {
+		/* a position alone (add_pos) leaves the other fields' lo > hi */
+		uint64_t lo = s->lo[i] <= s->hi[i] ? s->lo[i] : 0;
+		uint64_t d = s->hi[i] - lo;
+
+		f->base[i] = lo;
+		f->bits[i] = d ? 64 - __builtin_clzll(d) : 0;
+	}
+	format_layout(f);
+}
+
+/* The header words w fit f: fields of 0 bits equal to their base, the others in range. */
+static bool words_fit(const struct bch_bkey_format *f, const uint64_t *w)
+{
+	for (unsigned i = 0; i < BCH_BKEY_U64s; i++)
+		if ((w[i] ^ f->tmpl[i]) & f->fixed[i])
+			return false;
+	for (unsigned i = 0; i < BKF_NR; i++) {
+		if (!f->bits[i])
+			continue;
+		uint64_t v = field_of(w, i);
+
+		if (v < f->base[i] || (f->bits[i] < 64 && (v - f->base[i]) >> f->bits[i]))
+			return false;
+	}
+	return true;
+}
+
+bool bch_bkey_format_fits(const struct bch_bkey_format *f, const struct bch_bkey *k)
+{
+	uint64_t w[BCH_BKEY_U64s];
+
+	memcpy(w, k, sizeof(w));
+	return words_fit(f, w);
+}
+
+size_t bch_bkey_pack(const struct bch_bkey_format *f, const struct bch_bkey *k, uint64_t *dst)
+{
+	uint64_t w[BCH_BKEY_U64s];
+
+	memcpy(w, k, sizeof(w));
+	if (k->u64s < BCH_BKEY_U64s || !words_fit(f, w))
+		return 0;
+	memset(dst, 0, f->key_u64s * 8);
+	for (unsigned i = 0; i < f->nr_live; i++) {
+		const struct bch_bkey_field_at *a = &f->live[i];
+		uint64_t v = (w[a->word] >> a->shift) - (f->tmpl[a->word] >> a->shift);
+
+		bits_write(dst, a->off, a->bits, v & width_mask(a->bits));
+	}
+	memcpy(dst + f->key_u64s, k->_data, bkey_val_bytes(k));
+	return bch_bkey_packed_u64s_of(f, k);
+}
+
+uint64_t bch_bkey_packed_field(const struct bch_bkey_format *f, const uint64_t *src,
+			       enum bch_bkey_field field)
+{
+	return f->base[field] + (f->bits[field] ? bch_bkey_bits_read(src, f->off[field], f->bits[field]) : 0);
+}
+
+size_t bch_bkey_packed_u64s(const struct bch_bkey_format *f, const uint64_t *src)
+{
+	return f->key_u64s + bch_bkey_packed_field(f, src, BKF_U64S) - BCH_BKEY_U64s;
+}

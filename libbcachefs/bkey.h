@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "bcachefs_format.h"
 
@@ -97,5 +98,152 @@ static inline bool bch_btree_id_is_file(unsigned id)
 	       id == BCH_BTREE_ID_dirents || id == BCH_BTREE_ID_xattrs;
 }
 int bch_btree_id_parse(const char *s);		/* -1 if unknown */
+
+/*
+ * Packed keys (in memory only: nothing on disk holds one).  A node's keys
+ * are packed against a format chosen from them, as bcachefs' bkey_format:
+ * for each header field a base and a bit width, the field kept as its
+ * distance from the base in that many bits.  A packed key is its header's
+ * bits (the fields one after another, from bit 0 of its first word, in
+ * enum bch_bkey_field's order: the position first) in key_u64s words, then
+ * the value as it is; its length follows from the u64s field, so
+ * nothing but the format tells a packed key from an unpacked one: who
+ * holds packed keys keeps track of which are (btree.h).  The widest format
+ * (every field its full width from base 0) is 320 bits, the 40 bytes of an
+ * unpacked header: every key packs into it.
+ *
+ *	OFFSET (bits)	SIZE			DESCRIPTION
+ *	0		bits[INODE]		p.inode - base[INODE]
+ *	...		bits[f]			field f - base[f], f in enum order
+ *	key_u64s * 64				the value (u64s - BCH_BKEY_U64s words)
+ */
+enum bch_bkey_field {
+	BKF_INODE, BKF_OFFSET, BKF_SNAPSHOT, BKF_PAD,	/* the position: first */
+	BKF_U64S, BKF_TYPE, BKF_SIZE, BKF_VERSION, BKF_FLAGS, BKF_NR
+};
+#define BKF_POS_NR	4
+
+/* A field of more than 0 bits: where it lies packed and in the header (a word, a shift). */
+struct bch_bkey_field_at {
+	uint16_t		off;
+	uint8_t			bits, word, shift;
+};
+
+struct bch_bkey_format {
+	/* what unpacking reads first (walking only the fields that vary), from the rest: */
+	uint64_t		tmpl[BCH_BKEY_U64s];	/* a header of every field's base */
+	uint8_t			key_u64s;	/* header words of a packed key, >= 1 */
+	uint8_t			nr_live, nr_live_pos;	/* of them, the position's first */
+	struct bch_bkey_field_at live[BKF_NR];
+	uint64_t		fixed[BCH_BKEY_U64s];	/* tmpl's bits of fields of 0 bits */
+	uint64_t		base[BKF_NR];
+	uint8_t			bits[BKF_NR];	/* 0 (every key the base) .. the field's width */
+	uint16_t		off[BKF_NR];	/* bit offset of each field (from bits) */
+};
+
+/* The least and most of each field over keys added: what a format is chosen from. */
+struct bch_bkey_format_state {
+	uint64_t		lo[BKF_NR], hi[BKF_NR];
+	bool			any;
+};
+
+/* The widest format: every key packs into it (to 40 bytes of header). */
+void bch_bkey_format_widest(struct bch_bkey_format *f);
+void bch_bkey_format_state_init(struct bch_bkey_format_state *s);
+void bch_bkey_format_add(struct bch_bkey_format_state *s, const struct bch_bkey *k);
+/* A position every key of the format must cover too (a node's range). */
+void bch_bkey_format_add_pos(struct bch_bkey_format_state *s, struct bch_bpos p);
+/* The narrowest format that holds every key (and position) added; no key: widest. */
+void bch_bkey_format_done(const struct bch_bkey_format_state *s, struct bch_bkey_format *f);
+/* Does k pack into f (each field within base .. base + 2^bits - 1)? */
+bool bch_bkey_format_fits(const struct bch_bkey_format *f, const struct bch_bkey *k);
+
+/* The words k takes packed in f (whether it fits or not). */
+static inline size_t bch_bkey_packed_u64s_of(const struct bch_bkey_format *f,
+					     const struct bch_bkey *k)
+{
+	return f->key_u64s + (k->u64s - BCH_BKEY_U64s);
+}
+
+/*
+ * k packed into dst (room for bch_bkey_packed_u64s_of() words, 8-aligned):
+ * the words written, or 0 when k does not fit f (dst then unchanged) or is
+ * malformed (u64s below a header).
+ */
+size_t bch_bkey_pack(const struct bch_bkey_format *f, const struct bch_bkey *k, uint64_t *dst);
+
+/* w (1..64) bits at bit off of the words at src (a field spans two words at most). */
+static inline uint64_t bch_bkey_bits_read(const uint64_t *src, unsigned off, unsigned w)
+{
+	unsigned word = off / 64, sh = off % 64;
+	uint64_t v = src[word] >> sh;
+
+	if (sh + w > 64)
+		v |= src[word + 1] << (64 - sh);
+	return w < 64 ? v & ((1ULL << w) - 1) : v;
+}
+
+/*
+ * The header of the key packed at src into words (a struct bch_bkey's
+ * first 40 bytes): the bases, each field that varies added in (a field's
+ * distance cannot carry into the next: base + distance is a field value).
+ */
+static inline __attribute__((always_inline)) void bch_bkey_unpack_words(const struct bch_bkey_format *f, const uint64_t *src,
+					 uint64_t w[BCH_BKEY_U64s])
+{
+	for (unsigned i = 0; i < BCH_BKEY_U64s; i++)
+		w[i] = f->tmpl[i];
+	for (unsigned i = 0; i < f->nr_live; i++) {
+		const struct bch_bkey_field_at *a = &f->live[i];
+
+		w[a->word] += bch_bkey_bits_read(src, a->off, a->bits) << a->shift;
+	}
+}
+
+/* Only the header of the key packed at src (dst->_data untouched). */
+static inline void bch_bkey_unpack_header(const struct bch_bkey_format *f, const uint64_t *src,
+					  struct bch_bkey *dst)
+{
+	uint64_t w[BCH_BKEY_U64s];
+
+	bch_bkey_unpack_words(f, src, w);
+	memcpy(dst, w, sizeof(w));
+}
+
+/* The key packed at src, whole, into dst (room for its unpacked u64s words). */
+static inline void bch_bkey_unpack(const struct bch_bkey_format *f, const uint64_t *src,
+				   struct bch_bkey *dst)
+{
+	uint64_t w[BCH_BKEY_U64s];
+
+	bch_bkey_unpack_words(f, src, w);
+	memcpy(dst, w, sizeof(w));
+	memcpy(dst->_data, src + f->key_u64s, ((w[0] & 0xffff) - BCH_BKEY_U64s) * 8);
+}
+
+/* Its position alone. */
+static inline __attribute__((always_inline)) struct bch_bpos bch_bkey_packed_pos(const struct bch_bkey_format *f, const uint64_t *src)
+{
+	uint64_t w[3] = { f->tmpl[2], f->tmpl[3], f->tmpl[4] };
+	struct bch_bpos p;
+
+	for (unsigned i = 0; i < f->nr_live_pos; i++) {
+		const struct bch_bkey_field_at *a = &f->live[i];
+
+		w[a->word - 2] += bch_bkey_bits_read(src, a->off, a->bits) << a->shift;
+	}
+	memcpy(&p, w, sizeof(p));
+	return p;
+}
+
+/* One field of a packed key; its length in words. */
+uint64_t bch_bkey_packed_field(const struct bch_bkey_format *f, const uint64_t *src,
+			       enum bch_bkey_field field);
+size_t bch_bkey_packed_u64s(const struct bch_bkey_format *f, const uint64_t *src);
+/* The value of the key packed at src (val bytes: its unpacked u64s less the header's). */
+static inline const void *bch_bkey_packed_val(const struct bch_bkey_format *f, const uint64_t *src)
+{
+	return src + f->key_u64s;
+}
 
 #endif /* _BCACHEFS_BKEY_H */

@@ -16,7 +16,16 @@
  * The keys themselves lie in the arena, in order, after a read or a write
  * (a scan walks memory in order); inserts since are
  * appended to the arena's room, which is packed again, or grown in place,
- * when it runs out.  Once keys are appended to it, the index (offsets, then
+ * when it runs out.  A leaf's keys laid out anew (a pack, a split's or a
+ * merge's new node) lie packed against a format fitted to them (bkey.h: a
+ * base and a bit width per header field; random keys of one type and length
+ * take 16 bytes of header, not 40), when that is shorter; keys put since lie
+ * whole after them until a pack takes them in (keeping the format, and
+ * copying the packed keys as they are, when the new ones fit it).  So a key
+ * is read into a buffer of the caller's (bch_btree_key()), or only its
+ * position (a search's tie) or header; nothing writes through either.
+ * Interior nodes and a read's raw bytes hold none packed, and a node is
+ * written with whole keys: packing is memory only.  Once keys are appended to it, the index (offsets, then
  * prefixes) lies in the arena's allocation too, right after the keys' room;
  * a mapped arena's room ends where the index then ends a page (its pages
  * all full but the last) and grows a page at a time.  It also
@@ -127,6 +136,16 @@ struct btree {
 						 * arena_bytes, in its allocation; else the
 						 * block is malloc'd (a read's raw bytes, a
 						 * wide index) */
+	/*
+	 * A leaf's keys laid out anew (a pack, set_keys) lie packed in the
+	 * arena against pack_fmt (bkey.h), when that is shorter: the keys at
+	 * offsets below packed_u64s; those appended since (offsets at or
+	 * after) are whole.  Interior nodes and a read's raw bytes: none.
+	 */
+	struct bch_bkey_format	*pack_fmt;	/* NULL: no key packed */
+	uint32_t		packed_u64s;
+	size_t			packed_saved;	/* bytes the live packed keys take less
+						 * than whole (bch_btree_node_live_bytes()) */
 	struct bch_bpos		kfmt_lo;	/* the base the prefixes are taken from */
 	uint8_t			kfmt_mode, kfmt_bits;
 	unsigned		nr, cap;
@@ -250,13 +269,96 @@ struct btree *bch_btree_cache_first_dirty(struct bch_fs *c);
 struct btree *bch_btree_cache_first_overfull(struct bch_fs *c, size_t u64s);
 size_t bch_btree_cache_bytes(struct bch_fs *c);
 
-/* Keys of a node in memory */
-/* b's i-th key (i < b->nr): in b's arena, valid until b's keys change (b->mod). */
-static inline struct bch_bkey *bch_btree_key(const struct btree *b, unsigned i)
-{
-	uint32_t off = b->index_wide ? b->koff32[i] : b->koff16[i];
+/*
+ * Keys of a node in memory.  A key may lie packed in the arena (a leaf's,
+ * pack_fmt): it is read through a buffer of the caller's, into which it is
+ * unpacked; nothing writes through what these return.
+ */
+struct bch_bkey_buf {
+	uint64_t		w[BCH_BKEY_U64s + BCH_BKEY_VAL_U64s_MAX];	/* any key whole */
+};
 
-	return (struct bch_bkey *)((uint64_t *)b->arena + off);
+/* Where b's i-th key lies in its arena, in u64s. */
+static inline uint32_t bch_btree_key_off(const struct btree *b, unsigned i)
+{
+	return b->index_wide ? b->koff32[i] : b->koff16[i];
+}
+
+static inline bool bch_btree_key_packed(const struct btree *b, unsigned i)
+{
+	return bch_btree_key_off(b, i) < b->packed_u64s;
+}
+
+/*
+ * b's i-th key (i < b->nr): in b's arena when it lies there whole, else
+ * unpacked into buf.  Valid until b's keys change (b->mod) and buf is
+ * reused or goes.
+ */
+static inline const struct bch_bkey *bch_btree_key(const struct btree *b, unsigned i,
+						   struct bch_bkey_buf *buf)
+{
+	const uint64_t *k = (const uint64_t *)b->arena + bch_btree_key_off(b, i);
+
+	if (!bch_btree_key_packed(b, i))
+		return (const struct bch_bkey *)k;
+	bch_bkey_unpack(b->pack_fmt, k, (struct bch_bkey *)buf->w);
+	return (const struct bch_bkey *)buf->w;
+}
+
+/* An interior node's i-th key (a btree_ptr): interior nodes hold none packed. */
+static inline const struct bch_bkey *bch_btree_interior_key(const struct btree *b, unsigned i)
+{
+	if (bch_btree_key_packed(b, i))
+		__builtin_trap();
+	return (const struct bch_bkey *)((const uint64_t *)b->arena + bch_btree_key_off(b, i));
+}
+
+/* Only its position / its header (no value): nothing but these unpacked. */
+static inline __attribute__((always_inline)) struct bch_bpos bch_btree_key_pos(const struct btree *b,
+									  unsigned i)
+{
+	const uint64_t *k = (const uint64_t *)b->arena + bch_btree_key_off(b, i);
+
+	if (!bch_btree_key_packed(b, i))
+		return ((const struct bch_bkey *)k)->p;
+	return bch_bkey_packed_pos(b->pack_fmt, k);
+}
+
+/* Its length in words, whole. */
+static inline unsigned bch_btree_key_u64s(const struct btree *b, unsigned i)
+{
+	const uint64_t *k = (const uint64_t *)b->arena + bch_btree_key_off(b, i);
+	const struct bch_bkey_format *f = b->pack_fmt;
+
+	if (!bch_btree_key_packed(b, i))
+		return ((const struct bch_bkey *)k)->u64s;
+	return f->bits[BKF_U64S] ? f->base[BKF_U64S] +
+		bch_bkey_bits_read(k, f->off[BKF_U64S], f->bits[BKF_U64S]) : f->base[BKF_U64S];
+}
+
+static inline struct bch_bkey bch_btree_key_header(const struct btree *b, unsigned i)
+{
+	const uint64_t *k = (const uint64_t *)b->arena + bch_btree_key_off(b, i);
+	struct bch_bkey h;
+
+	if (!bch_btree_key_packed(b, i))
+		return *(const struct bch_bkey *)k;
+	bch_bkey_unpack_header(b->pack_fmt, k, &h);
+	return h;
+}
+
+/*
+ * A copy of b's i-th key, malloc'd; and all of keys [from, to) at once:
+ * ptrs[] (to - from of them) point at each, whole, in the block returned
+ * (free it) or in b's arena; valid until b's keys change.
+ */
+struct bch_bkey *bch_btree_key_dup(const struct btree *b, unsigned i);
+uint64_t *bch_btree_keys_unpacked(const struct btree *b, unsigned from, unsigned to,
+				  const struct bch_bkey **ptrs);
+/* The bytes b's live keys take in its arena (less than b->u64s words when packed). */
+static inline size_t bch_btree_node_live_bytes(const struct btree *b)
+{
+	return b->u64s * 8 - b->packed_saved;
 }
 /* Free b's key index (koff, kpos), when b itself goes. */
 void bch_btree_node_free_index(struct btree *b);
@@ -268,7 +370,7 @@ void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k);
 void bch_btree_node_reserve(struct btree *b, unsigned nr);
 void bch_btree_node_pack_keys(struct btree *b);		/* keys into one arena, in order */
 /* Empty b takes copies of keys[0..nr) (sorted, live keys only), packed. */
-void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, unsigned nr);
+void bch_btree_node_set_keys(struct btree *b, const struct bch_bkey * const *keys, unsigned nr);
 void bch_btree_node_free_keys(struct btree *b);		/* every key and the arena; nr 0 */
 
 /*
@@ -418,7 +520,8 @@ int bch_btree_peek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos,
 
 /*
  * A forward iterator over [pos, end] that keeps its place in a leaf, for
- * scans: next() returns a pointer into the leaf, valid until the next call.
+ * scans: next() returns a pointer into the leaf or, for a key held packed,
+ * into the iterator's buffer: valid until the next call.
  * The tree must not be changed while an iterator is open (re-seek after).
  */
 struct btree_iter {
@@ -428,6 +531,7 @@ struct btree_iter {
 	struct btree		*leaf;
 	unsigned		idx;
 	bool			leaf_inside;	/* the whole leaf is <= end: no per-key check */
+	struct bch_bkey_buf	buf;		/* the key next() returned, unpacked */
 };
 void bch_btree_iter_init(struct btree_iter *it, struct bch_fs *c, unsigned id,
 			 struct bch_bpos start, struct bch_bpos end);

@@ -11,7 +11,8 @@
  * journal replay dirties every node it puts keys in, and its later reads
  * must not fail for want of a write it may not do.  Keys in a node are a sorted array searched by
  * binary search over 32-bit prefixes of their positions (below); they lie in
- * the node's arena, inserts appended to its room.  What changed since the
+ * the node's arena, inserts appended to its room; a leaf's keys as its last
+ * pack laid them out are packed ("Packed leaves" below).  What changed since the
  * node was written: a bit per key changed (kdirty, moving with the index),
  * and `pending` for the positions deleted, appended as they come and sorted
  * (one a position, the newest) when written; past a share of the limit,
@@ -445,6 +446,7 @@ static void arena_release_room(void *p, size_t used, size_t bytes, size_t alloc)
 }
 
 static void kfmt_choose(struct btree *b);
+static void packed_forget(struct btree *b);
 
 static bool in_arena(const struct btree *b, const void *k)
 {
@@ -469,6 +471,7 @@ void bch_btree_node_free_keys(struct btree *b)
 	b->arena_used = 0;
 	b->nr = 0;
 	b->u64s = 0;
+	packed_forget(b);
 }
 
 void bch_btree_node_free_index(struct btree *b)
@@ -511,7 +514,9 @@ static size_t keys_space(const struct btree *b, size_t used, size_t kb, size_t i
 	/* (a multiple of 8: the index after it is aligned, used + kb is) */
 	if (ib && used + kb + ib >= ARENA_FIT_MIN)
 		return (page_round(used + kb + ib) - ib) & ~(size_t)7;
-	return used + kb + (room ? (b->u64s * 8 / 8 + 512) & ~(size_t)7 : 0);
+	size_t live = used < b->u64s * 8 ? used : b->u64s * 8;	/* (packed: less) */
+
+	return used + kb + (room ? (live / 8 + 512) & ~(size_t)7 : 0);
 }
 
 /*
@@ -528,6 +533,105 @@ static unsigned index_cap_for(unsigned nr)
 }
 
 /*
+ * Packed leaves.  A leaf's keys laid out anew (a pack, set_keys) go into the
+ * arena packed against a format fitted to them (bkey.h), when that is
+ * shorter than the 40-byte header: random keys of one type and length take
+ * 16 bytes (2 words of header).  Keys inserted since lie after them whole,
+ * until a pack takes them in: when they reach a share of the packed bytes
+ * (LOOSE_SHARE), or as before when a quarter of the arena is dead.  Only
+ * leaves: an interior node's keys are few, and read on every lookup.
+ */
+#define LOOSE_SHARE	4
+
+static size_t packed_saving(const struct bch_bkey_format *f)
+{
+	return (BCH_BKEY_U64s - f->key_u64s) * 8;
+}
+
+static void packed_forget(struct btree *b)
+{
+	free(b->pack_fmt);
+	b->pack_fmt = NULL;
+	b->packed_u64s = 0;
+	b->packed_saved = 0;
+}
+
+/*
+ * The format for keys[0..nr), or b's own keys when keys is NULL; NULL when
+ * packing would not pay (or b is not a leaf).
+ */
+static struct bch_bkey_format *format_for(const struct btree *b, const struct bch_bkey * const *keys,
+					  unsigned nr)
+{
+	struct bch_bkey_format_state st;
+	struct bch_bkey_format f, *ret;
+
+	if (b->level || !nr)
+		return NULL;
+	bch_bkey_format_state_init(&st);
+	for (unsigned i = 0; i < nr; i++) {
+		if (keys) {
+			bch_bkey_format_add(&st, keys[i]);
+		} else {
+			struct bch_bkey h = bch_btree_key_header(b, i);
+			bch_bkey_format_add(&st, &h);
+		}
+	}
+	bch_bkey_format_done(&st, &f);
+	if (f.key_u64s >= BCH_BKEY_U64s)
+		return NULL;
+	if (!(ret = malloc(sizeof(*ret))))
+		abort();
+	*ret = f;
+	return ret;
+}
+
+/* k at p, packed in fmt if any: the bytes it takes. */
+static size_t put_key(const struct bch_bkey_format *fmt, const struct bch_bkey *k, char *p)
+{
+	if (!fmt) {
+		memcpy(p, k, bkey_bytes(k));
+		return bkey_bytes(k);
+	}
+	size_t n = bch_bkey_pack(fmt, k, (uint64_t *)p);
+
+	if (!n)
+		abort();	/* the format was fitted to these keys */
+	return n * 8;
+}
+
+/* The keys just laid out (nr of them, up to p) are packed in fmt, which b takes (or keeps). */
+static void packed_take(struct btree *b, struct bch_bkey_format *fmt, unsigned nr, const char *p)
+{
+	if (fmt && fmt == b->pack_fmt)
+		b->pack_fmt = NULL;	/* kept */
+	packed_forget(b);
+	if (!fmt)
+		return;
+	b->pack_fmt = fmt;
+	b->packed_u64s = (p - (const char *)b->arena) / 8;
+	b->packed_saved = nr * packed_saving(fmt);
+}
+
+/*
+ * Do the keys b holds whole (put since its keys were packed) fit its
+ * format?  Then a pack keeps it, and copies the packed keys as they are.
+ */
+static bool loose_keys_fit(const struct btree *b)
+{
+	if (!b->pack_fmt)
+		return false;
+	for (unsigned i = 0; i < b->nr; i++) {
+		if (bch_btree_key_packed(b, i))
+			continue;
+		struct bch_bkey h = bch_btree_key_header(b, i);
+		if (!bch_bkey_format_fits(b->pack_fmt, &h))
+			return false;
+	}
+	return true;
+}
+
+/*
  * Keys one after another in one allocation: a scan or a search then walks
  * memory in order instead of chasing scattered allocations.  The index
  * comes along into it (narrow) or into a block of its own (wide).  With
@@ -535,7 +639,9 @@ static unsigned index_cap_for(unsigned nr)
  */
 static void pack_keys_room(struct btree *b, size_t kb, bool room)
 {
-	size_t used = b->u64s * 8;
+	bool keep = loose_keys_fit(b);
+	struct bch_bkey_format *fmt = keep ? b->pack_fmt : format_for(b, NULL, b->nr);
+	size_t used = b->u64s * 8 - (fmt ? b->nr * packed_saving(fmt) : 0);
 	unsigned cap = b->cap;
 
 	if (cap < b->nr || cap > index_cap_for(b->nr) + INDEX_ARENA_STEP)
@@ -556,9 +662,17 @@ static void pack_keys_room(struct btree *b, size_t kb, bool room)
 		abort();
 	b->mod++;		/* the keys move */
 	for (unsigned i = 0; i < b->nr; i++) {
-		const struct bch_bkey *k = bch_btree_key(b, i);
-		size_t n = bkey_bytes(k);
-		memcpy(p, k, n);
+		const uint64_t *src = (const uint64_t *)b->arena + bch_btree_key_off(b, i);
+		struct bch_bkey_buf buf;
+		size_t n;
+
+		if (keep && bch_btree_key_packed(b, i)) {
+			n = bch_bkey_packed_u64s(fmt, src) * 8;
+			memcpy(p, src, n);
+		} else {
+			n = put_key(fmt, bch_btree_key(b, i, &buf), p);
+		}
+
 		if (wide)
 			off32[i] = (p - arena) / 8;
 		else
@@ -576,6 +690,7 @@ static void pack_keys_room(struct btree *b, size_t kb, bool room)
 	b->index_in_arena = !wide;
 	b->cap = cap;
 	index_place(b, index);
+	packed_take(b, fmt, b->nr, p);
 	arena_release_room(arena, b->arena_used, bytes, arena_alloc_bytes(b));
 	kfmt_choose(b);		/* laid out anew: the prefixes too */
 }
@@ -587,14 +702,18 @@ void bch_btree_node_pack_keys(struct btree *b)
 
 /*
  * Make room for a key of kb bytes at the arena's end: pack the keys into a
- * new arena when a quarter of it is dead (overwritten, deleted) or it takes
- * no appends; else grow it in place (its keys follow if it moves).
+ * new arena when a quarter of it is dead (overwritten, deleted), the keys
+ * appended whole since a leaf's keys were packed reach LOOSE_SHARE of them,
+ * or it takes no appends; else grow it in place (its keys follow if it
+ * moves).
  */
 static void arena_make_room(struct btree *b, size_t kb)
 {
-	size_t live = b->u64s * 8;
+	size_t live = bch_btree_node_live_bytes(b);
+	size_t packed = (size_t)b->packed_u64s * 8;
 
-	if (!b->arena_used || b->arena_used - live > b->arena_used / 4) {
+	if (!b->arena_used || b->arena_used - live > b->arena_used / 4 ||
+	    (b->pack_fmt && b->arena_used - packed > packed / LOOSE_SHARE)) {
 		pack_keys_room(b, kb, true);
 		return;
 	}
@@ -607,7 +726,7 @@ static void arena_make_room(struct btree *b, size_t kb)
  * its index in it, sized to them: how splits and merges fill their new
  * nodes, without a malloc a key and a pack after.
  */
-void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, unsigned nr)
+void bch_btree_node_set_keys(struct btree *b, const struct bch_bkey * const *keys, unsigned nr)
 {
 	size_t u64s = 0;
 
@@ -618,13 +737,15 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 		free(b->koff);
 	b->koff = b->kpos = NULL;
 	b->u64s = u64s;		/* keys_space() sizes the room by it */
+	struct bch_bkey_format *fmt = format_for(b, keys, nr);
+	size_t used = u64s * 8 - (fmt ? nr * packed_saving(fmt) : 0);
 	b->cap = index_cap_for(nr);
 	size_t ib = b->cap * 2 * sizeof(uint16_t);
-	b->arena_bytes = keys_space(b, u64s * 8, 0, ib, true);
+	b->arena_bytes = keys_space(b, used, 0, ib, true);
 	b->index_wide = b->arena_bytes / 8 > INDEX_NARROW_MAX;
 	if (b->index_wide) {
 		ib = 0;
-		b->arena_bytes = keys_space(b, u64s * 8, 0, 0, true);
+		b->arena_bytes = keys_space(b, used, 0, 0, true);
 	}
 	b->index_in_arena = !b->index_wide;
 	char *p = b->arena = bch_node_arena_alloc(b->arena_bytes + ib);
@@ -632,17 +753,48 @@ void bch_btree_node_set_keys(struct btree *b, struct bch_bkey * const *keys, uns
 	if (!index)
 		abort();
 	index_place(b, index);
-	b->arena_used = u64s * 8;
 	for (unsigned i = 0; i < nr; i++) {
-		size_t kb = bkey_bytes(keys[i]);
-		memcpy(p, keys[i], kb);
 		koff_set(b, i, (p - (char *)b->arena) / 8);
-		p += kb;
+		p += put_key(fmt, keys[i], p);
 	}
+	b->arena_used = p - (char *)b->arena;
 	b->nr = nr;
 	b->u64s = u64s;
+	packed_take(b, fmt, nr, p);
 	arena_release_room(b->arena, b->arena_used, b->arena_bytes, arena_alloc_bytes(b));
 	kfmt_choose(b);
+}
+
+struct bch_bkey *bch_btree_key_dup(const struct btree *b, unsigned i)
+{
+	struct bch_bkey_buf buf;
+
+	return bch_bkey_dup(bch_btree_key(b, i, &buf));
+}
+
+uint64_t *bch_btree_keys_unpacked(const struct btree *b, unsigned from, unsigned to,
+				  const struct bch_bkey **ptrs)
+{
+	size_t words = 0;
+
+	for (unsigned i = from; i < to; i++)
+		if (bch_btree_key_packed(b, i))
+			words += bch_btree_key_u64s(b, i);
+	uint64_t *blk = malloc(words ? words * 8 : 1), *p = blk;
+
+	if (!blk)
+		abort();
+	for (unsigned i = from; i < to; i++) {
+		if (!bch_btree_key_packed(b, i)) {
+			ptrs[i - from] = bch_btree_key(b, i, NULL);
+			continue;
+		}
+		bch_bkey_unpack(b->pack_fmt, (const uint64_t *)b->arena + bch_btree_key_off(b, i),
+				(struct bch_bkey *)p);
+		ptrs[i - from] = (const struct bch_bkey *)p;
+		p += ((const struct bch_bkey *)p)->u64s;
+	}
+	return blk;
 }
 
 static void free_node(struct btree *b)
@@ -1245,7 +1397,7 @@ static inline uint32_t kfmt_prefix(const struct btree *b, struct bch_bpos p)
 
 static uint32_t kfmt_prefix_of(const struct btree *b, unsigned i)
 {
-	return kfmt_prefix(b, bch_btree_key(b, i)->p);
+	return kfmt_prefix(b, bch_btree_key_pos(b, i));
 }
 
 /* Is p at or after the base (a prefix can be taken)? */
@@ -1277,10 +1429,10 @@ static void kfmt_choose(struct btree *b)
 {
 	if (b->nr < 3) {
 		kfmt_set(b, b->min_key, b->max_key);
-		if (b->nr && !kfmt_covers(b, bch_btree_key(b, 0)->p))
+		if (b->nr && !kfmt_covers(b, bch_btree_key_pos(b, 0)))
 			kfmt_set(b, POS_MIN, POS_MAX);
 	} else {
-		kfmt_set(b, bch_btree_key(b, 0)->p, bch_btree_key(b, b->nr - 2)->p);
+		kfmt_set(b, bch_btree_key_pos(b, 0), bch_btree_key_pos(b, b->nr - 2));
 	}
 	for (unsigned i = 0; i < b->nr; i++)
 		kpos_set(b, i, kfmt_prefix_of(b, i));
@@ -1291,7 +1443,7 @@ static void kfmt_widen(struct btree *b, struct bch_bpos p)
 {
 	struct bch_bpos lo = bpos_cmp(b->min_key, p) <= 0 ? b->min_key : POS_MIN;
 
-	kfmt_set(b, lo, b->nr ? bch_btree_key(b, b->nr - 1)->p : b->max_key);
+	kfmt_set(b, lo, b->nr ? bch_btree_key_pos(b, b->nr - 1) : b->max_key);
 	for (unsigned i = 0; i < b->nr; i++)
 		kpos_set(b, i, kfmt_prefix_of(b, i));
 }
@@ -1307,7 +1459,7 @@ static unsigned find_pos(const struct btree *b, struct bch_bpos pos)
 #define FIND(kpos, x)										\
 	while (lo < hi) {									\
 		unsigned mid = lo + (hi - lo) / 2;						\
-		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(bch_btree_key(b, mid)->p, pos) < 0))	\
+		if (kpos[mid] < x || (kpos[mid] == x && bpos_cmp(bch_btree_key_pos(b, mid), pos) < 0))	\
 			lo = mid + 1;								\
 		else										\
 			hi = mid;								\
@@ -1327,6 +1479,14 @@ int bch_btree_node_find(const struct btree *b, struct bch_bpos pos)
 	return find_pos(b, pos);
 }
 
+/* Key i leaves b's live keys (replaced or deleted). */
+static void key_unaccount(struct btree *b, unsigned i)
+{
+	b->u64s -= bch_btree_key_u64s(b, i);
+	if (bch_btree_key_packed(b, i))
+		b->packed_saved -= packed_saving(b->pack_fmt);
+}
+
 /*
  * Put k, which lies in b's arena, in b's sorted arrays (replacing the key
  * at its position); a whiteout (anywhere) only removes.  Keys mostly arrive
@@ -1340,18 +1500,18 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 		kfmt_set(b, b->min_key, b->max_key);
 	if (!kfmt_covers(b, k->p))
 		kfmt_widen(b, k->p);
-	if (!b->nr || bpos_cmp(bch_btree_key(b, b->nr - 1)->p, k->p) < 0)
+	if (!b->nr || bpos_cmp(bch_btree_key_pos(b, b->nr - 1), k->p) < 0)
 		i = b->nr;
 	else
 		i = find_pos(b, k->p);
-	bool exists = i < b->nr && bpos_eq(bch_btree_key(b, i)->p, k->p);
+	bool exists = i < b->nr && bpos_eq(bch_btree_key_pos(b, i), k->p);
 	/* where k lies, before the index grows (in the arena, it may move) */
 	struct bch_bpos kp = k->p;
 	uint32_t off = k->type == BCH_BKEY_deleted ? 0 : arena_off(b, k);
 	unsigned u64s = k->u64s;
 
 	if (exists) {
-		b->u64s -= bch_btree_key(b, i)->u64s;
+		key_unaccount(b, i);
 		if (k->type == BCH_BKEY_deleted) {
 			size_t es = idx_size(b);
 			dirty_remove(b, i);
@@ -1436,9 +1596,9 @@ void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k)
 	if (k->type != BCH_BKEY_deleted) {
 		unsigned i = b->last_insert;
 
-		if (i >= b->nr || !bpos_eq(bch_btree_key(b, i)->p, k->p))
+		if (i >= b->nr || !bpos_eq(bch_btree_key_pos(b, i), k->p))
 			i = find_pos(b, k->p);
-		if (i >= b->nr || !bpos_eq(bch_btree_key(b, i)->p, k->p))
+		if (i >= b->nr || !bpos_eq(bch_btree_key_pos(b, i), k->p))
 			abort();	/* not in b: its write would lose it */
 		dirty_reserve(b);
 		if (!(b->kdirty[i / 64] >> (i % 64) & 1)) {
@@ -1534,7 +1694,7 @@ static bool holds_key(struct btree *b, struct bch_bpos p)
 {
 	unsigned i = find_pos(b, p);
 
-	if (i >= b->nr || !bpos_eq(bch_btree_key(b, i)->p, p))
+	if (i >= b->nr || !bpos_eq(bch_btree_key_pos(b, i), p))
 		return false;
 	if (!dirty_test(b, i)) {
 		dirty_reserve(b);
@@ -1600,7 +1760,7 @@ void bch_btree_node_pending_sort(struct btree *b)
 		b->pending_u64s += pending_entry_u64s(b, &b->pending[i]);
 	for (unsigned w = 0; b->nr_dirty && w < b->dirty_words; w++)
 		for (uint64_t m = b->kdirty[w]; m; m &= m - 1)
-			b->pending_u64s += bch_btree_key(b, w * 64 + __builtin_ctzll(m))->u64s;
+			b->pending_u64s += bch_btree_key_u64s(b, w * 64 + __builtin_ctzll(m));
 }
 
 /* The next changed key's index at or after i (b->nr when none). */
@@ -1626,9 +1786,10 @@ size_t bch_btree_node_pending_pack(const struct btree *b, uint64_t *dst, size_t 
 		const struct btree_pending *e = i < b->nr_pending ? &b->pending[i] : NULL;
 		const struct bch_bkey *k;
 		struct bch_bkey w;
+		struct bch_bkey_buf buf;
 
-		if (j < b->nr && (!e || bpos_cmp(bch_btree_key(b, j)->p, e->p) < 0)) {
-			k = bch_btree_key(b, j);
+		if (j < b->nr && (!e || bpos_cmp(bch_btree_key_pos(b, j), e->p) < 0)) {
+			k = bch_btree_key(b, j, &buf);
 			j = dirty_next(b, j + 1);
 		} else if (e->p.pad) {
 			k = b->pending_copies[e->p.pad - 1];

@@ -689,8 +689,9 @@ static int write_ptrs(struct bch_fs *c, struct btree *b, const void *buf, size_t
 
 static void pack_keys(__le64 *dst, const struct btree *b)
 {
-	for (unsigned i = 0; i < b->nr; i++) {
-		const struct bch_bkey *k = bch_btree_key(b, i);
+	for (unsigned i = 0; i < b->nr; i++) {	/* whole: packed keys are memory's only */
+		struct bch_bkey_buf buf;
+		const struct bch_bkey *k = bch_btree_key(b, i, &buf);
 		memcpy(dst, k, bkey_bytes(k));
 		dst += k->u64s;
 	}
@@ -801,7 +802,7 @@ int bch_btree_node_write_io(struct bch_fs *c, struct btree *b, bool whole)
 	}
 	if (ret)
 		bch_fs_error(c, ret, false);	/* half written: never continue */
-	else if (!b->arena_used || b->arena_used - b->u64s * 8 > b->arena_used / 4)
+	else if (!b->arena_used || b->arena_used - bch_btree_node_live_bytes(b) > b->arena_used / 4)
 		bch_btree_node_pack_keys(b);	/* a written node's keys lie in order */
 	return ret;
 }

@@ -50,7 +50,7 @@ int bch_btree_find_node(struct bch_fs *c, unsigned id, unsigned level, struct bc
 					  "%s btree level %u: no child covers %s",
 					  bch_btree_id_name(id), b->level, p);
 		}
-		r = bch_btree_node_get(c, id, b->level - 1, bch_btree_key(b, i), &child);
+		r = bch_btree_node_get(c, id, b->level - 1, bch_btree_interior_key(b, i), &child);
 		bch_btree_node_put(c, b);
 		if (r)
 			return r;
@@ -71,9 +71,9 @@ int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bc
 			return r;
 		int i = bch_btree_node_find(b, pos);
 		if (i < (int)b->nr) {
-			r = bpos_cmp(bch_btree_key(b, i)->p, end) <= 0 ? 0 : -BCH_ERR_key_not_found;
+			r = bpos_cmp(bch_btree_key_pos(b, i), end) <= 0 ? 0 : -BCH_ERR_key_not_found;
 			if (!r)
-				*ret = bch_bkey_dup(bch_btree_key(b, i));
+				*ret = bch_btree_key_dup(b, i);
 			bch_btree_node_put(c, b);
 			return r;
 		}
@@ -107,12 +107,12 @@ int bch_btree_peek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos,
 		if (r)
 			return r;
 		int i = bch_btree_node_find(b, pos);
-		if (i < (int)b->nr && bpos_eq(bch_btree_key(b, i)->p, pos))
+		if (i < (int)b->nr && bpos_eq(bch_btree_key_pos(b, i), pos))
 			i++;
 		if (i > 0) {
-			r = bpos_cmp(bch_btree_key(b, i - 1)->p, start) >= 0 ? 0 : -BCH_ERR_key_not_found;
+			r = bpos_cmp(bch_btree_key_pos(b, i - 1), start) >= 0 ? 0 : -BCH_ERR_key_not_found;
 			if (!r)
-				*ret = bch_bkey_dup(bch_btree_key(b, i - 1));
+				*ret = bch_btree_key_dup(b, i - 1);
 			bch_btree_node_put(c, b);
 			return r;
 		}
@@ -179,13 +179,14 @@ const struct bch_bkey *bch_btree_iter_next(struct btree_iter *it, int *err)
 		}
 		if (it->idx < it->leaf->nr) {
 			unsigned i = it->idx++;
-			if (!it->leaf_inside && bpos_cmp(bch_btree_key(it->leaf, i)->p, it->end) > 0)
+			if (!it->leaf_inside && bpos_cmp(bch_btree_key_pos(it->leaf, i), it->end) > 0)
 				return NULL;
 			/* keys lie apart from their prefixes: ask for the one 8 ahead now, so
 			 * a scan does not wait on memory for each key it returns */
 			if (i + 8 < it->leaf->nr)
-				__builtin_prefetch(bch_btree_key(it->leaf, i + 8));
-			return bch_btree_key(it->leaf, i);
+				__builtin_prefetch((const uint64_t *)it->leaf->arena +
+						   bch_btree_key_off(it->leaf, i + 8));
+			return bch_btree_key(it->leaf, i, &it->buf);
 		}
 		struct bch_bpos max = it->leaf->max_key;
 		bch_btree_node_put(it->c, it->leaf);
@@ -234,8 +235,8 @@ struct walk {
  */
 static int child_range_ok(struct bch_fs *c, const struct btree *b, unsigned i)
 {
-	const struct bch_btree_ptr *bp = bkey_val(bch_btree_key(b, i));
-	bool ok = i ? bpos_cmp(bp->min_key, bch_btree_key(b, i - 1)->p) > 0
+	const struct bch_btree_ptr *bp = bkey_val(bch_btree_interior_key(b, i));
+	bool ok = i ? bpos_cmp(bp->min_key, bch_btree_key_pos(b, i - 1)) > 0
 		    : bpos_cmp(bp->min_key, b->min_key) >= 0;
 	char p[80];
 
@@ -263,10 +264,10 @@ static int walk(struct bch_fs *c, struct btree *b, struct walk *w)
 	/* children by position: b may be changed by nothing here (read-only walk) */
 	for (unsigned i = 0; i < b->nr && !r; i++) {
 		struct btree *child;
-		if (bch_btree_key(b, i)->type != BCH_BKEY_btree_ptr)
+		if (bch_btree_key_header(b, i).type != BCH_BKEY_btree_ptr)
 			continue;	/* a whiteout (merge) */
 		if ((r = child_range_ok(c, b, i)) ||
-		    (r = bch_btree_node_get(c, b->id, b->level - 1, bch_btree_key(b, i), &child)))
+		    (r = bch_btree_node_get(c, b->id, b->level - 1, bch_btree_interior_key(b, i), &child)))
 			break;
 		r = walk(c, child, w);
 		bch_btree_node_put(c, child);

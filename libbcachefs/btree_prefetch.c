@@ -654,6 +654,9 @@ static void adopt(struct btree *b, struct btree *t)
 	b->arena = t->arena;
 	b->arena_bytes = t->arena_bytes;
 	b->arena_used = t->arena_used;
+	b->pack_fmt = t->pack_fmt;	/* (none: a read's raw bytes) */
+	b->packed_u64s = t->packed_u64s;
+	b->packed_saved = t->packed_saved;
 	b->mod++;
 	free(t);
 }

@@ -345,7 +345,7 @@ static unsigned append_split(struct bch_fs *c, struct btree *b)
 		target = b->u64s * 15 / 16;
 	unsigned mid = 0;
 	while (mid < b->nr - 1 && acc < target)
-		acc += bch_btree_key(b, mid++)->u64s;
+		acc += bch_btree_key_u64s(b, mid++);
 	return mid;
 }
 
@@ -376,25 +376,25 @@ static int split(struct bch_fs *c, struct btree *b)
 		/* halves by size */
 		size_t acc = 0;
 		while (mid < b->nr - 1 && acc < b->u64s / 2)
-			acc += bch_btree_key(b, mid++)->u64s;
+			acc += bch_btree_key_u64s(b, mid++);
 		if (!mid)
 			mid = 1;
 	}
 	n[0]->min_key = b->min_key;
-	n[0]->max_key = bch_btree_key(b, mid - 1)->p;
+	n[0]->max_key = bch_btree_key_pos(b, mid - 1);
 	n[1]->min_key = bpos_successor(n[0]->max_key);
 	n[1]->max_key = b->max_key;
-	struct bch_bkey **all = malloc(b->nr * sizeof(*all));
+	const struct bch_bkey **all = malloc(b->nr * sizeof(*all));
 	if (!all)
 		abort();
-	for (unsigned i = 0; i < b->nr; i++)
-		all[i] = bch_btree_key(b, i);
+	uint64_t *unpacked = bch_btree_keys_unpacked(b, 0, b->nr, all);
 	for (unsigned i = 0; i < 2; i++) {
 		long before = bch_btree_node_bytes(n[i]);
 		bch_btree_node_set_keys(n[i], all + (i ? mid : 0), i ? b->nr - mid : mid);
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n[i]) - before);
 	}
 	free(all);
+	free(unpacked);
 	c->roots->ahead_splits += b->journal_seq > bch_journal_seq_durable(c);
 	for (unsigned i = 0; i < 2; i++) {
 		n[i]->journal_seq = b->journal_seq;
@@ -503,7 +503,7 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 		return 0;
 	}
 	int j = i + 1 < (int)p->nr ? i + 1 : i - 1;
-	if ((r = bch_btree_node_get(c, id, level, bch_btree_key(p, j), &s))) {
+	if ((r = bch_btree_node_get(c, id, level, bch_btree_interior_key(p, j), &s))) {
 		bch_btree_node_put(c, b);
 		bch_btree_node_put(c, p);
 		return r;
@@ -522,17 +522,17 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 	n->journal_seq = seq;
 	c->roots->ahead_merges += seq > bch_journal_seq_durable(c);
 	{
-		struct bch_bkey **both = malloc((left->nr + right->nr + 1) * sizeof(*both));
+		const struct bch_bkey **both = malloc((left->nr + right->nr + 1) * sizeof(*both));
 		if (!both)
 			abort();
-		for (unsigned k = 0; k < left->nr; k++)
-			both[k] = bch_btree_key(left, k);
-		for (unsigned k = 0; k < right->nr; k++)
-			both[left->nr + k] = bch_btree_key(right, k);
+		uint64_t *ul = bch_btree_keys_unpacked(left, 0, left->nr, both);
+		uint64_t *ur = bch_btree_keys_unpacked(right, 0, right->nr, both + left->nr);
 		long before = bch_btree_node_bytes(n);
 		bch_btree_node_set_keys(n, both, left->nr + right->nr);
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(n) - before);
 		free(both);
+		free(ul);
+		free(ur);
 	}
 	if ((r = bch_btree_node_write_io(c, n, true)))
 		goto out;
@@ -574,7 +574,7 @@ static int maybe_merge(struct bch_fs *c, unsigned id, unsigned level, struct bch
 	struct btree *root;
 	if (!(r = bch_btree_node_get(c, id, rt->level, rt->key, &root))) {
 		if (root->level && root->nr == 1) {
-			struct bch_bkey *child = bch_bkey_dup(bch_btree_key(root, 0));
+			struct bch_bkey *child = bch_btree_key_dup(root, 0);
 			free(rt->key);
 			rt->key = child;
 			rt->level = root->level - 1;
@@ -775,9 +775,9 @@ static void update_hint(struct bch_fs *c, struct btree *b)
 		return;
 	}
 	int i = bch_btree_node_find(p, b->max_key);
-	if (i >= 0 && (unsigned)i < p->nr && bpos_eq(bch_btree_key(p, i)->p, b->max_key) &&
-	    bch_btree_key(p, i)->type == BCH_BKEY_btree_ptr &&
-	    ((const struct bch_btree_ptr *)bkey_val(bch_btree_key(p, i)))->seq == b->seq) {
+	if (i >= 0 && (unsigned)i < p->nr && bpos_eq(bch_btree_key_pos(p, i), b->max_key) &&
+	    bch_btree_key_header(p, i).type == BCH_BKEY_btree_ptr &&
+	    ((const struct bch_btree_ptr *)bkey_val(bch_btree_interior_key(p, i)))->seq == b->seq) {
 		struct bch_bkey *k = bch_btree_ptr_key(b);
 		apply_key(c, p, k, 0);
 		free(k);

@@ -265,9 +265,9 @@ static struct bch_bpos bad_node_end(struct bch_fs *c, unsigned id, struct bch_bp
 		int i = bch_btree_node_find(b, pos);
 		struct btree *child;
 
-		end = i < (int)b->nr ? bch_btree_key(b, i)->p : b->max_key;
+		end = i < (int)b->nr ? bch_btree_key_pos(b, i) : b->max_key;
 		if (i >= (int)b->nr ||
-		    bch_btree_node_get(c, id, b->level - 1, bch_btree_key(b, i), &child))
+		    bch_btree_node_get(c, id, b->level - 1, bch_btree_interior_key(b, i), &child))
 			break;
 		bch_btree_node_put(c, b);
 		b = child;

@@ -203,7 +203,7 @@ static int mark_subtree(struct bch_fs *c, unsigned id, unsigned level, const str
 	if (!kids)
 		abort();
 	for (unsigned i = 0; i < nr; i++)
-		kids[i] = bch_bkey_dup(bch_btree_key(b, i));
+		kids[i] = bch_btree_key_dup(b, i);
 	bch_btree_node_put(c, b);
 	for (unsigned i = 0; i < nr && !r; i++)
 		r = mark_subtree(c, id, level - 1, kids[i]);

@@ -195,8 +195,10 @@ static bool data_btree(unsigned id)
 
 static void mark_extents(struct bch_fs *c, struct btree *b)
 {
+	struct bch_bkey_buf buf;
+
 	for (unsigned i = 0; i < b->nr; i++)
-		mark_key(c, bch_btree_key(b, i));
+		mark_key(c, bch_btree_key(b, i, &buf));
 	c->err_msg[0] = 0;
 }
 
@@ -578,11 +580,14 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 #endif
 	if (!level)
 		s->ctx->leaf_keys[s->id] += b->nr;
-	if (!level && s->id == BCH_BTREE_ID_inodes)
+	if (!level && s->id == BCH_BTREE_ID_inodes) {
+		struct bch_bkey_buf buf;
+
 		for (unsigned i = 0; i < b->nr; i++)
-			if (bch_btree_key(b, i)->type == BCH_BKEY_inode &&
-			    S_ISDIR(((const struct bch_inode *)bkey_val(bch_btree_key(b, i)))->mode))
+			if (bch_btree_key_header(b, i).type == BCH_BKEY_inode &&
+			    S_ISDIR(((const struct bch_inode *)bkey_val(bch_btree_key(b, i, &buf)))->mode))
 				s->ctx->dir_keys++;
+	}
 	/* a copy on a member not given (degraded) was skipped, not found bad */
 	for (unsigned i = 0; i < b->nr_ptrs; i++)
 		if (bch_dev_missing(c, b->ptrs[i].dev))
@@ -638,9 +643,12 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 			}
 			s->leaves.i[s->leaves.nr++] = self;	/* ptr is what nodes has there */
 		}
-		if (data_btree(s->id))	/* extents and indirect extents: pass 12's sets */
+		if (data_btree(s->id)) {	/* extents and indirect extents: pass 12's sets */
+			struct bch_bkey_buf buf;
+
 			for (unsigned i = 0; i < b->nr; i++)
-				gather_replicas(c, s->ctx, s->id, bch_btree_key(b, i));
+				gather_replicas(c, s->ctx, s->id, bch_btree_key(b, i, &buf));
+		}
 		if ((data_btree(s->id) || s->id == BCH_BTREE_ID_stripes) && c->extents_mark_deferred)
 			mark_extents(c, b);
 		bch_btree_node_put(c, b);
@@ -651,7 +659,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	/* children must tile [min_key, max_key] */
 	struct bch_bpos expect = b->min_key;
 	for (unsigned i = 0; i < b->nr; i++) {
-		const struct bch_btree_ptr *cp = bkey_val(bch_btree_key(b, i));
+		const struct bch_btree_ptr *cp = bkey_val(bch_btree_interior_key(b, i));
 		if (!bpos_eq(cp->min_key, expect)) {
 			char e[80], g[80];
 			where_of(s->id, b->level, ptr, where, sizeof(where), true);
@@ -660,9 +668,9 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 			snprintf(detail, sizeof(detail), "child %u starts at %s, expected %s", i, g, e);
 			problem(s, BCH_FSCK_btree_topology, where, detail);
 		}
-		expect = bpos_successor(bch_btree_key(b, i)->p);
+		expect = bpos_successor(bch_btree_key_pos(b, i));
 	}
-	if (!b->nr || !bpos_eq(bch_btree_key(b, b->nr - 1)->p, b->max_key)) {
+	if (!b->nr || !bpos_eq(bch_btree_key_pos(b, b->nr - 1), b->max_key)) {
 		where_of(s->id, b->level, ptr, where, sizeof(where), true);
 		problem(s, BCH_FSCK_btree_topology, where, "children do not reach the node's max_key");
 	}
@@ -677,7 +685,7 @@ static int check_node(struct bch_fs *c, struct check_state *s, unsigned level,
 	if (!kids)
 		abort();
 	for (unsigned i = 0; i < nr; i++)
-		kids[i] = keep ? bch_bkey_dup(bch_btree_key(b, i)) : bch_btree_key(b, i);
+		kids[i] = keep ? bch_btree_key_dup(b, i) : (struct bch_bkey *)bch_btree_interior_key(b, i);
 	unsigned child_level = b->level - 1;
 	if (keep)
 		bch_btree_node_put(c, b);
@@ -728,8 +736,8 @@ static int insert_leaf(struct bch_fs *c, struct btree_trans *t, unsigned id,
 	if (!keys)
 		abort();
 	for (unsigned j = 0; j < b->nr; j++)
-		if (bpos_cmp(bch_btree_key(b, j)->p, lo) >= 0 && bpos_cmp(bch_btree_key(b, j)->p, hi) <= 0)
-			keys[nr++] = bch_bkey_dup(bch_btree_key(b, j));
+		if (bpos_cmp(bch_btree_key_pos(b, j), lo) >= 0 && bpos_cmp(bch_btree_key_pos(b, j), hi) <= 0)
+			keys[nr++] = bch_btree_key_dup(b, j);
 	bch_btree_node_put(c, b);
 	size_t limit = (((size_t)c->sb->btree_node_size << 9) - sizeof(struct bch_btree_node)) / 32;
 	size_t batch = 0;
@@ -855,8 +863,8 @@ static void describe_found(struct bch_fs *c, struct check_state *s, const struct
 		struct btree *b;
 		if (!bch_btree_node_get(c, s->id, 0, k, &b)) {
 			for (unsigned j = 0; j < b->nr; j++)
-				keys += bpos_cmp(bch_btree_key(b, j)->p, p[i].min_key) >= 0 &&
-					bpos_cmp(bch_btree_key(b, j)->p, p[i].max_key) <= 0;
+				keys += bpos_cmp(bch_btree_key_pos(b, j), p[i].min_key) >= 0 &&
+					bpos_cmp(bch_btree_key_pos(b, j), p[i].max_key) <= 0;
 			bch_btree_node_put(c, b);
 		}
 		c->err_msg[0] = 0;
@@ -898,8 +906,10 @@ static void claim_picks(struct bch_fs *c, struct check_state *s, const struct bc
 		}
 		struct btree *b;
 		if (data_btree(s->id) && !bch_btree_node_get(c, s->id, 0, k, &b)) {
+			struct bch_bkey_buf buf;
+
 			for (unsigned j = 0; j < b->nr; j++) {
-				const struct bch_bkey *e = bch_btree_key(b, j);
+				const struct bch_bkey *e = bch_btree_key(b, j, &buf);
 				if (bpos_cmp(e->p, s->picks[i].min_key) < 0 ||
 				    bpos_cmp(e->p, s->picks[i].max_key) > 0)
 					continue;

@@ -885,31 +885,31 @@ static int cursor_copy(struct key_cursor *cur, const struct bch_bkey *k)
 	return 0;
 }
 
-static bool same_pos(const struct bch_bkey *a, const struct bch_bkey *b)
+static bool same_pos(struct bch_bpos a, struct bch_bpos b)
 {
-	return a->p.inode == b->p.inode && a->p.offset == b->p.offset;
+	return a.inode == b.inode && a.offset == b.offset;
 }
 
 /*
- * Filtered: the key cur->snap sees at the position of bch_btree_key(b, cur->idx)
+ * Filtered: the key cur->snap sees at the position of b's key cur->idx
  * into cur->key (*seen false: none, or a whiteout).  The position's keys
  * lie side by side, snapshots ascending; when they may go on in the next
  * leaf the answer is looked up instead (rare).
  */
 static int cursor_pick(struct key_cursor *cur, struct btree *b, bool *seen)
 {
-	const struct bch_bkey *first = bch_btree_key(b, cur->idx), *best = NULL;
-	unsigned j = cur->idx;
+	struct bch_bpos first = bch_btree_key_pos(b, cur->idx);
+	unsigned j = cur->idx, best = b->nr;
 
-	for (; j < b->nr && same_pos(bch_btree_key(b, j), first); j++)
-		if (bch_snap_is_ancestor(cur->c, bch_btree_key(b, j)->p.snapshot, cur->snap))
-			best = bch_btree_key(b, j);
+	for (; j < b->nr && same_pos(bch_btree_key_pos(b, j), first); j++)
+		if (bch_snap_is_ancestor(cur->c, bch_btree_key_pos(b, j).snapshot, cur->snap))
+			best = j;
 	cur->group_end = j;
 	*seen = false;
 	if (j == b->nr && !bpos_eq(b->max_key, POS_MAX) &&
-	    b->max_key.inode == first->p.inode && b->max_key.offset == first->p.offset) {
+	    b->max_key.inode == first.inode && b->max_key.offset == first.offset) {
 		struct bch_bkey *k;
-		int r = bch_vlookup(cur->c, cur->id, first->p, &k);
+		int r = bch_vlookup(cur->c, cur->id, first, &k);
 		if (r == -BCH_ERR_key_not_found) {
 			cur->c->err_msg[0] = 0;
 			return 0;
@@ -921,10 +921,12 @@ static int cursor_pick(struct key_cursor *cur, struct btree *b, bool *seen)
 		}
 		return r;
 	}
-	if (!best || best->type == BCH_BKEY_whiteout)
+	if (best == b->nr || bch_btree_key_header(b, best).type == BCH_BKEY_whiteout)
 		return 0;
 	*seen = true;
-	return cursor_copy(cur, best);
+
+	struct bch_bkey_buf buf;
+	return cursor_copy(cur, bch_btree_key(b, best, &buf));
 }
 
 /*
@@ -944,7 +946,7 @@ static void prefetch_next(struct key_cursor *cur, const struct btree *b)
 	}
 	unsigned i = bch_btree_node_find(parent, b->max_key);
 	if (i + 1 < parent->nr)
-		bch_prefetch_node(c, cur->id, 0, bch_btree_key(parent, i + 1));
+		bch_prefetch_node(c, cur->id, 0, bch_btree_interior_key(parent, i + 1));
 	bch_btree_node_put(c, parent);
 }
 
@@ -993,10 +995,10 @@ static int stream_open(struct key_cursor *cur)
 	}
 	/* the read-ahead thread makes the first pass over the next leaf meanwhile */
 	if (i + 1 < parent->nr)
-		bch_prefetch_verify(c, cur->id, bch_btree_key(parent, i + 1), false);
-	r = bch_leaf_stream_open(c, cur->ls, cur->id, bch_btree_key(parent, i), false, NULL, NULL);
+		bch_prefetch_verify(c, cur->id, bch_btree_interior_key(parent, i + 1), false);
+	r = bch_leaf_stream_open(c, cur->ls, cur->id, bch_btree_interior_key(parent, i), false, NULL, NULL);
 	if (!r)
-		cur->stream_max = bch_btree_key(parent, i)->p;
+		cur->stream_max = bch_btree_key_pos(parent, i);
 	bch_btree_node_put(c, parent);
 	cur->stream = !r;
 	return r;
@@ -1092,8 +1094,8 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 			}
 			if (!seen) {
 				/* nothing here for this snapshot: past the whole position */
-				struct bch_bpos end = POS(bch_btree_key(b, cur->idx)->p.inode,
-							  bch_btree_key(b, cur->idx)->p.offset, UINT32_MAX);
+				struct bch_bpos end = POS(bch_btree_key_pos(b, cur->idx).inode,
+							  bch_btree_key_pos(b, cur->idx).offset, UINT32_MAX);
 				cur->idx = cur->group_end;
 				if (bpos_eq(end, POS_MAX))
 					cur->done = true;
@@ -1105,20 +1107,25 @@ const struct bch_bkey *fsck_cursor_peek(struct key_cursor *cur, int *err)
 				cursor_unlock(cur);
 				continue;
 			}
-		} else if (cur->c->read_only) {
+		} else if (cur->c->read_only && !bch_btree_key_packed(b, cur->idx)) {
 			/*
 			 * nothing changes a node (no repair is made): the key in
 			 * the held leaf stays as it is until the cursor moves on
+			 * (a key held packed is copied whole)
 			 */
-			cur->peeked = bch_btree_key(b, cur->idx);
+			cur->peeked = bch_btree_key(b, cur->idx, NULL);
 			cur->have = true;
 			cursor_unlock(cur);
 			return cur->peeked;
-		} else if (cursor_copy(cur, bch_btree_key(b, cur->idx))) {
-			*err = -ENOMEM;
-			cur->done = true;
-			cursor_unlock(cur);
-			break;
+		} else {
+			struct bch_bkey_buf buf;
+
+			if (cursor_copy(cur, bch_btree_key(b, cur->idx, &buf))) {
+				*err = -ENOMEM;
+				cur->done = true;
+				cursor_unlock(cur);
+				break;
+			}
 		}
 		cur->have = true;
 		cur->peeked = cur->key;

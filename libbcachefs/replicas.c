@@ -287,10 +287,11 @@ static int add_key(struct bch_fs *c, struct bch_replicas_cpu *t, unsigned id, co
 static int used_node(struct bch_fs *c, struct btree *b, void *priv)
 {
 	struct used *u = priv;
+	struct bch_bkey_buf buf;
 	int r = 0;
 
 	for (unsigned i = 0; i < b->nr && !r; i++)
-		r = add_key(c, u->t, u->id, bch_btree_key(b, i));
+		r = add_key(c, u->t, u->id, bch_btree_key(b, i, &buf));
 	return r;
 }
 

@@ -621,7 +621,7 @@ static void node_unreadable(struct bch_fs *c, struct bch_scrub *s)
 	if (!bch_btree_find_node(c, s->btree_id, s->level + 1, s->pos, &p)) {
 		int i = bch_btree_node_find(p, s->pos);
 		if (i < (int)p->nr)
-			max = bch_btree_key(p, i)->p;
+			max = bch_btree_key_pos(p, i);
 		bch_btree_node_put(c, p);
 	}
 	c->err_msg[0] = 0;

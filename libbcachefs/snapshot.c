@@ -772,7 +772,7 @@ static bool key_exists(struct bch_fs *c, unsigned id, struct bch_bpos pos, unsig
 	if (!c->roots->r[id].key || bch_btree_find_node(c, id, 0, pos, &b))
 		return false;
 	int i = bch_btree_node_find(b, pos);
-	bool r = i < (int)b->nr && bpos_eq(bch_btree_key(b, i)->p, pos) && bch_btree_key(b, i)->type == type;
+	bool r = i < (int)b->nr && bpos_eq(bch_btree_key_pos(b, i), pos) && bch_btree_key_header(b, i).type == type;
 	bch_btree_node_put(c, b);
 	return r;
 }

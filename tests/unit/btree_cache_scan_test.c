@@ -66,19 +66,19 @@ Test(btree_cache_scan, an_interior_node_keeps_only_its_live_keys, .fini = fini)
 		      root->u64s * 8);
 	struct bch_bpos next = root->min_key;
 	for (unsigned i = 0; i < root->nr; i++) {
-		const struct bch_btree_ptr *bp = bkey_val(bch_btree_key(root, i));
+		const struct bch_btree_ptr *bp = bkey_val(bch_btree_interior_key(root, i));
 		cr_assert(bpos_eq(bp->min_key, next), "child %u does not start where %u ends", i, i - 1);
-		cr_assert((char *)bch_btree_key(root, i) >= (char *)root->arena &&
-			  (char *)bch_btree_key(root, i) < (char *)root->arena + root->arena_bytes,
+		cr_assert((char *)bch_btree_interior_key(root, i) >= (char *)root->arena &&
+			  (char *)bch_btree_interior_key(root, i) < (char *)root->arena + root->arena_bytes,
 			  "key %u outside the arena", i);
-		next = bpos_successor(bch_btree_key(root, i)->p);
+		next = bpos_successor(bch_btree_key_pos(root, i));
 	}
-	cr_assert(bpos_eq(bch_btree_key(root, root->nr - 1)->p, root->max_key));
+	cr_assert(bpos_eq(bch_btree_key_pos(root, root->nr - 1), root->max_key));
 	/* every leaf under it reads, and holds every key */
 	unsigned keys = 0;
 	for (unsigned i = 0; i < root->nr; i++) {
 		struct btree *b;
-		cr_assert_eq(bch_btree_node_get(t.c, BCH_BTREE_ID_test, 0, bch_btree_key(root, i), &b), 0, "%s",
+		cr_assert_eq(bch_btree_node_get(t.c, BCH_BTREE_ID_test, 0, bch_btree_interior_key(root, i), &b), 0, "%s",
 			     t.c->err_msg);
 		keys += b->nr;
 		bch_btree_node_put(t.c, b);
@@ -98,10 +98,10 @@ Test(btree_cache_scan, evict_unused_leaves_what_is_held, .fini = fini)
 		     t.c->err_msg);
 	cr_assert_geq(root->nr, 4);
 	for (unsigned i = 0; i < 3; i++) {
-		cr_assert_eq(bch_btree_node_get(t.c, BCH_BTREE_ID_test, 0, bch_btree_key(root, i), &b), 0);
+		cr_assert_eq(bch_btree_node_get(t.c, BCH_BTREE_ID_test, 0, bch_btree_interior_key(root, i), &b), 0);
 		bch_btree_node_put(t.c, b);
 	}
-	cr_assert_eq(bch_btree_node_get(t.c, BCH_BTREE_ID_test, 0, bch_btree_key(root, 3), &b), 0);
+	cr_assert_eq(bch_btree_node_get(t.c, BCH_BTREE_ID_test, 0, bch_btree_interior_key(root, 3), &b), 0);
 	bch_btree_hold(t.c, &h, b);
 	bch_btree_node_put(t.c, root);
 	cr_assert_gt(bch_btree_cache_bytes(t.c), bch_btree_node_bytes(b), "nothing else cached");

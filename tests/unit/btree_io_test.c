@@ -298,7 +298,7 @@ Test(btree_io, appends_past_the_hint_read_whole_into_a_fitting_arena)
 		     "the filler should make a tree of two levels");
 	int i = bch_btree_node_find(parent, POS(2, 0, 0));
 	cr_assert(i >= 0 && (unsigned)i < parent->nr);
-	const struct bch_btree_ptr *bp = bkey_val(bch_btree_key(parent, i));
+	const struct bch_btree_ptr *bp = bkey_val(bch_btree_interior_key(parent, i));
 	size_t block = (size_t)c->sb->block_size << 9, used = (size_t)leaf->sectors_written << 9;
 
 	/* the case under test: the hint is short of what the leaf holds */
@@ -333,7 +333,7 @@ Test(btree_io, hint_covers_every_append_after_a_clean_close)
 	cr_assert_eq(bch_btree_find_node(c, BCH_BTREE_ID_test, 0, POS(2, 0, 0), &leaf), 0);
 	cr_assert_eq(bch_btree_find_node(c, BCH_BTREE_ID_test, 1, POS(2, 0, 0), &parent), 0);
 	int i = bch_btree_node_find(parent, POS(2, 0, 0));
-	const struct bch_btree_ptr *bp = bkey_val(bch_btree_key(parent, i));
+	const struct bch_btree_ptr *bp = bkey_val(bch_btree_interior_key(parent, i));
 	cr_assert_eq(bp->sectors_written, leaf->sectors_written, "hint %u, leaf %u",
 		     bp->sectors_written, leaf->sectors_written);
 	bch_btree_node_put(c, parent);

@@ -100,7 +100,7 @@ static void check(const struct btree *b, const struct model *m)
 {
 	cr_assert_eq(b->nr, m->nr);
 	for (unsigned i = 0; i < m->nr; i++) {
-		cr_assert(bpos_eq(bch_btree_key(b, i)->p, m->p[i]), "key %u out of order", i);
+		cr_assert(bpos_eq(bch_btree_key_pos(b, i), m->p[i]), "key %u out of order", i);
 		cr_assert_eq(bch_btree_node_find(b, m->p[i]), (int)i);
 		struct bch_bpos q = m->p[i];
 		q.snapshot++;
@@ -234,14 +234,14 @@ Test(btree_keys, set_keys)
 	for (unsigned i = 0; i < 2000; i++)
 		put(src, &m, pos_inodes(), false);
 	unsigned mid = src->nr / 2;
-	struct btree *left = node(src->min_key, bch_btree_key(src, mid - 1)->p);
-	struct btree *right = node(bpos_successor(bch_btree_key(src, mid - 1)->p), src->max_key);
-	struct bch_bkey **keys = malloc(src->nr * sizeof(*keys));
-	for (unsigned i = 0; i < src->nr; i++)
-		keys[i] = bch_btree_key(src, i);
+	struct btree *left = node(src->min_key, bch_btree_key_pos(src, mid - 1));
+	struct btree *right = node(bpos_successor(bch_btree_key_pos(src, mid - 1)), src->max_key);
+	const struct bch_bkey **keys = malloc(src->nr * sizeof(*keys));
+	uint64_t *whole = bch_btree_keys_unpacked(src, 0, src->nr, keys);
 	bch_btree_node_set_keys(left, keys, mid);
 	bch_btree_node_set_keys(right, keys + mid, src->nr - mid);
 	free(keys);
+	free(whole);
 	struct model ml = { malloc(mid * sizeof(*m.p)), mid };
 	struct model mr = { malloc((m.nr - mid) * sizeof(*m.p)), m.nr - mid };
 	memcpy(ml.p, m.p, mid * sizeof(*m.p));
@@ -289,7 +289,8 @@ Test(btree_keys, offsets_widen_past_512k_and_narrow_again)
 	cr_assert_gt(b->arena_bytes, 512U << 10, "keys too small to pass 512 KiB");
 	check(b, &m);
 	for (unsigned i = 0; i < b->nr; i++) {
-		const struct bch_bkey *k = bch_btree_key(b, i);
+		struct bch_bkey_buf kb;
+		const struct bch_bkey *k = bch_btree_key(b, i, &kb);
 		cr_assert_eq(((const struct bch_raw *)bkey_val(k))->len, (uint32_t)k->p.offset,
 			     "key %u: another key's value", i);
 	}
@@ -299,7 +300,8 @@ Test(btree_keys, offsets_widen_past_512k_and_narrow_again)
 	cr_assert_lt(b->arena_bytes, 512U << 10);
 	check(b, &m);
 	for (unsigned i = 0; i < b->nr; i++) {
-		const struct bch_bkey *k = bch_btree_key(b, i);
+		struct bch_bkey_buf kb;
+		const struct bch_bkey *k = bch_btree_key(b, i, &kb);
 		cr_assert_eq(((const struct bch_raw *)bkey_val(k))->len, (uint32_t)k->p.offset);
 	}
 	node_free(b);
@@ -334,7 +336,8 @@ static void check_pending(struct btree *b, const struct model *m, const bool *ch
 		cr_assert_eq(k->type == BCH_BKEY_deleted, !live, "%u: newest change lost", nr);
 		if (live) {
 			int i = bch_btree_node_find(b, k->p);
-			cr_assert(!memcmp(k, bch_btree_key(b, i), bkey_bytes(k)), "%u: not the live key", nr);
+			struct bch_bkey_buf kb;
+			cr_assert(!memcmp(k, bch_btree_key(b, i, &kb), bkey_bytes(k)), "%u: not the live key", nr);
 		}
 	}
 	for (unsigned i = 0; i < span; i++)
@@ -512,4 +515,168 @@ Test(btree_keys, index_in_arena_room_fitted)
 	cr_assert_gt(took, 10, "the index took room %u times", took);
 	node_free(b);
 	free(m.p);
+}
+
+/*
+ * A leaf's keys held packed (btree.h pack_fmt): after a pack they lie
+ * packed (the arena's live bytes fewer than their words), the keys put
+ * since lie whole after them (one of another type and size, past the
+ * format's range, among them) until a pack takes them in; overwrites and
+ * deletes of packed keys; every key read back whole, value and all,
+ * against the model; the live bytes counted as the keys lie; the changes'
+ * bset whole.  An interior node keeps its keys whole.  Seed printed.
+ */
+#define PK_SPAN	4096
+
+static struct bch_bkey *pk_key(unsigned off, uint32_t gen)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, POS(5, off * 1000003ULL, 0),
+					    sizeof(struct bch_raw) + 8 * (1 + off % 3));
+	struct bch_raw *r = bkey_val(k);
+
+	r->len = 8 * (1 + off % 3);
+	r->pad = gen;
+	memset(r->data, (int)(gen * 7 + off), r->len);
+	return k;
+}
+
+/* Every key of b where gens[] has one, whole; the live bytes as the keys lie. */
+static void pk_check(const struct btree *b, const uint32_t *gens, const char *when)
+{
+	size_t live = 0;
+	unsigned i = 0;
+
+	for (unsigned off = 0; off < PK_SPAN; off++) {
+		if (!gens[off])
+			continue;
+		cr_assert_lt(i, b->nr, "%s: %u keys, more in the model", when, b->nr);
+		struct bch_bkey *want = pk_key(off, gens[off]);
+		struct bch_bkey_buf buf;
+		const struct bch_bkey *k = bch_btree_key(b, i, &buf);
+		cr_assert(!memcmp(k, want, bkey_bytes(want)), "%s: key %u (offset %u) differs", when, i, off);
+		cr_assert(bpos_eq(bch_btree_key_pos(b, i), want->p));
+		cr_assert_eq(bch_btree_key_header(b, i).u64s, want->u64s);
+		cr_assert_eq(bch_btree_node_find(b, want->p), (int)i);
+		live += bch_btree_key_packed(b, i) ? bch_bkey_packed_u64s_of(b->pack_fmt, want) * 8
+						   : bkey_bytes(want);
+		free(want);
+		i++;
+	}
+	/* the one key of another kind, past the model's offsets */
+	if (i < b->nr) {
+		struct bch_bkey_buf buf;
+		const struct bch_bkey *k = bch_btree_key(b, i, &buf);
+		cr_assert_eq(k->type, BCH_BKEY_raw);
+		cr_assert_eq(k->size, 77);
+		cr_assert_eq(k->p.snapshot, 9);
+		live += bch_btree_key_packed(b, i) ? bch_bkey_packed_u64s_of(b->pack_fmt, k) * 8
+						   : bkey_bytes(k);
+		i++;
+	}
+	cr_assert_eq(i, b->nr, "%s: %u keys, %u in the model", when, b->nr, i);
+	cr_assert_eq(bch_btree_node_live_bytes(b), live, "%s: live bytes %zu, the keys take %zu",
+		     when, bch_btree_node_live_bytes(b), live);
+}
+
+Test(btree_keys, leaf_keys_held_packed)
+{
+	struct btree *b = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
+	static uint32_t gens[PK_SPAN];
+	unsigned packs_seen = 0, packed_read = 0;
+	bool odd_in = false;
+
+	memset(gens, 0, sizeof(gens));
+	rng_state = 0x9ac4ed;
+	printf("btree_keys/leaf_keys_held_packed: seed 0x9ac4ed\n");
+	for (unsigned i = 0; i < 12000; i++) {
+		unsigned off = rng() % PK_SPAN;
+		struct bch_bkey *k;
+
+		if (rng() % 8 == 0) {	/* a delete (of a packed key, mostly) */
+			k = bch_bkey_alloc(BCH_BKEY_deleted, POS(5, off * 1000003ULL, 0), 0);
+			gens[off] = 0;
+		} else {
+			k = pk_key(off, ++gens[off]);
+		}
+		bch_btree_node_insert_key(b, k);
+		bch_btree_node_pending_add(b, k);
+		free(k);
+		if (i == 6000) {	/* past every format: another type, size and snapshot */
+			k = bch_bkey_alloc(BCH_BKEY_raw, POS(5, UINT64_MAX - 1, 9), sizeof(struct bch_raw));
+			k->size = 77;
+			bch_btree_node_insert_key(b, k);
+			bch_btree_node_pending_add(b, k);
+			free(k);
+			odd_in = true;
+		}
+		if (b->pack_fmt) {
+			/* keys put since a pack are taken in as they reach a share of it */
+			size_t packed = (size_t)b->packed_u64s * 8, loose = b->arena_used - packed;
+			cr_assert_leq(loose, packed / 2 + 4096 + 512, "insert %u: %zu bytes whole beside %zu packed",
+				      i, loose, packed);
+			packs_seen++;
+		}
+		for (unsigned j = 0; j < b->nr; j++)
+			packed_read += bch_btree_key_packed(b, j) && j % 64 == 0;
+		if (i % 1500 == 1499) {
+			char when[32];
+			snprintf(when, sizeof(when), "insert %u", i);
+			pk_check(b, gens, when);
+			bch_btree_node_pack_keys(b);
+			cr_assert(b->pack_fmt, "%s: a leaf's keys not packed", when);
+			cr_assert_gt(b->packed_u64s, 0);
+			cr_assert_lt(bch_btree_node_live_bytes(b), b->u64s * 8);
+			for (unsigned j = 0; j < b->nr; j++)
+				cr_assert(bch_btree_key_packed(b, j), "%s: key %u whole after a pack", when, j);
+			pk_check(b, gens, when);
+		}
+	}
+	cr_assert(odd_in);
+	cr_assert_gt(packs_seen, 6000, "keys packed after only %u inserts", packs_seen);
+	cr_assert_gt(packed_read, 1000);
+
+	/* the changes' bset: every live key whole, in order */
+	bch_btree_node_pending_sort(b);
+	uint64_t *bset = malloc((b->pending_u64s + 1) * 8);
+	cr_assert(bset);
+	size_t u64s = bch_btree_node_pending_pack(b, bset, b->pending_u64s);
+	cr_assert_eq(u64s, b->pending_u64s);
+	unsigned live_written = 0;
+	for (size_t o = 0; o < u64s; o += ((const struct bch_bkey *)(bset + o))->u64s) {
+		const struct bch_bkey *k = (const void *)(bset + o);
+		if (k->type == BCH_BKEY_deleted || k->p.snapshot == 9)
+			continue;
+		unsigned off = k->p.offset / 1000003ULL;
+		struct bch_bkey *want = pk_key(off, gens[off]);
+		cr_assert(!memcmp(k, want, bkey_bytes(want)), "bset: offset %u differs", off);
+		free(want);
+		live_written++;
+	}
+	cr_assert_gt(live_written, 100);
+	free(bset);
+
+	/* split halves and merges: set_keys packs them again */
+	const struct bch_bkey **keys = malloc(b->nr * sizeof(*keys));
+	uint64_t *whole = bch_btree_keys_unpacked(b, 0, b->nr, keys);
+	struct btree *n = node(b->min_key, b->max_key);
+	bch_btree_node_set_keys(n, keys, b->nr);
+	cr_assert(n->pack_fmt);
+	pk_check(n, gens, "set_keys");
+	free(keys);
+	free(whole);
+	node_free(n);
+	node_free(b);
+
+	/* an interior node: whole */
+	struct btree *in = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
+	in->level = 1;
+	for (unsigned i = 0; i < 500; i++) {
+		struct bch_bkey *k = pk_key(i, 1);
+		bch_btree_node_insert_key(in, k);
+		free(k);
+	}
+	bch_btree_node_pack_keys(in);
+	cr_assert_null(in->pack_fmt);
+	cr_assert_eq(bch_btree_node_live_bytes(in), in->u64s * 8);
+	node_free(in);
 }

@@ -58,7 +58,7 @@ static unsigned leaf_ptrs(struct bch_fs *c, struct bch_bkey **ptrs)
 	cr_assert_eq(c->roots->r[BCH_BTREE_ID_test].level, 1, "the test tree is not two levels");
 	cr_assert_eq(bch_btree_find_node(c, BCH_BTREE_ID_test, 1, POS_MIN, &root), 0, "%s", c->err_msg);
 	for (unsigned i = 0; i < root->nr && nr < LEAVES_MAX; i++)
-		ptrs[nr++] = bch_bkey_dup(bch_btree_key(root, i));
+		ptrs[nr++] = bch_btree_key_dup(root, i);
 	bch_btree_node_put(c, root);
 	cr_assert_geq(nr, 3, "only %u leaves", nr);
 	return nr;
@@ -74,8 +74,10 @@ static uint64_t leaf_hash(struct bch_fs *c, const struct bch_bkey *ptr, unsigned
 	bch_btree_cache_drop(c, &bp->ptrs[0]);	/* read from disk, not the cache */
 	cr_assert_eq(bch_btree_node_get(c, BCH_BTREE_ID_test, 0, ptr, &b), 0, "%s", c->err_msg);
 	for (unsigned i = 0; i < b->nr; i++) {
-		const unsigned char *x = (const void *)bch_btree_key(b, i);
-		for (size_t j = 0; j < bkey_bytes(bch_btree_key(b, i)); j++)
+		struct bch_bkey_buf kb;
+		const struct bch_bkey *k = bch_btree_key(b, i, &kb);
+		const unsigned char *x = (const void *)k;
+		for (size_t j = 0; j < bkey_bytes(k); j++)
 			h = (h ^ x[j]) * 0x100000001b3ULL;
 	}
 	*nr = b->nr;

@@ -38,7 +38,7 @@ static unsigned leaf_ptrs(struct bch_fs *c, struct bch_bkey **ptrs)
 	cr_assert_eq(c->roots->r[BCH_BTREE_ID_test].level, 1, "the test tree is not two levels");
 	cr_assert_eq(bch_btree_find_node(c, BCH_BTREE_ID_test, 1, POS_MIN, &root), 0, "%s", c->err_msg);
 	for (unsigned i = 0; i < root->nr && nr < LEAVES_MAX; i++)
-		ptrs[nr++] = bch_bkey_dup(bch_btree_key(root, i));
+		ptrs[nr++] = bch_btree_key_dup(root, i);
 	bch_btree_node_put(c, root);
 	cr_assert_geq(nr, 3, "only %u leaves", nr);
 	return nr;
@@ -107,8 +107,9 @@ static uint64_t read_hash(struct bch_fs *c, const struct bch_bkey *ptr, unsigned
 
 	bch_btree_cache_drop(c, &bp->ptrs[0]);
 	cr_assert_eq(bch_btree_node_get(c, BCH_BTREE_ID_test, 0, ptr, &b), 0, "%s", c->err_msg);
+	struct bch_bkey_buf kb;
 	for (unsigned i = 0; i < b->nr; i++)
-		h = hash_key(h, bch_btree_key(b, i));
+		h = hash_key(h, bch_btree_key(b, i, &kb));
 	*nr = b->nr;
 	bch_btree_node_put(c, b);
 	bch_btree_cache_drop(c, &bp->ptrs[0]);
