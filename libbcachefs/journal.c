@@ -1148,12 +1148,6 @@ static unsigned reserve_u64s(struct bch_fs *c)
 	return debt < 2 * j->max_u64s ? debt : 2 * j->max_u64s;	/* fits nothing */
 }
 
-/* Room kept after an ordinary entry: the reserve's entry and a roots-only one. */
-static unsigned keep_sectors(struct bch_fs *c)
-{
-	return entry_sectors(J(c), roots_u64s(c) + reserve_u64s(c)) +
-	       entry_sectors(J(c), roots_u64s(c));
-}
 
 /*
  * What a stub keeps after it: the quarter and a roots-only entry (as before
@@ -1173,11 +1167,14 @@ static unsigned marker_sectors(struct bch_fs *c)
 static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s, bool internal)
 {
 	struct bch_journal *j = J(c);
-	unsigned sectors = entry_sectors(j, u64s + roots_u64s(c)), slot, off;
+	/* each once: a commit asks several times (its 4 KiB write: ~23 sums of the roots) */
+	unsigned roots = roots_u64s(c), slot, off;
+	unsigned sectors = entry_sectors(j, u64s + roots);
 	unsigned keep = internal ? 0 : reserve_u64s(c);
-	unsigned reserve = internal ? entry_sectors(j, roots_u64s(c)) : keep_sectors(c);
+	/* kept after it: a roots-only entry, and for an ordinary one the reserve's entry too */
+	unsigned reserve = entry_sectors(j, roots) + (internal ? 0 : entry_sectors(j, roots + keep));
 
-	if ((uint64_t)u64s + roots_u64s(c) + keep > j->max_u64s)
+	if ((uint64_t)u64s + roots + keep > j->max_u64s)
 		return false;
 	for (unsigned k = 0; k < j->replicas; k++)
 		if (place(j, target(j, seq, k), sectors, reserve, &slot, &off))

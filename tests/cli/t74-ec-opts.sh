@@ -29,7 +29,7 @@ expect_rc 16 $B image setattr $E --erasure-code=2 /ec
 expect_in err 'erasure.code'
 expect_rc 0 $B image setattr $E --erasure-code=1 /ec
 expect_rc 0 $B show-super e0.img
-expect_in out '^Features: +inode_ec'
+expect_in out '^Features:.*[ ,]inode_ec'
 expect_rc 0 $B image mkdir $E /ec/sub
 expect_rc 0 $B image put $E a /ec/a
 expect_rc 0 $B image put $E b /ec/sub/b
