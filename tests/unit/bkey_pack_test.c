@@ -15,15 +15,13 @@
 #include <string.h>
 
 #include "bkey.h"
+#include "tests/lib/testfs.h"
 
 static uint64_t rng_state;
 
 static uint64_t rng(void)
 {
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
+	return testfs_xorshift(&rng_state);
 }
 
 static void seed(uint64_t s)
