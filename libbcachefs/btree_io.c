@@ -601,14 +601,17 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 	const struct bch_btree_ptr *bp = bkey_val(ptr);
 	unsigned nr = bch_btree_ptr_nr(ptr);
 	struct btree *b = bch_btree_node_new(c, id, level);
-	char err[200] = "", first_err[300] = "";
+	char err[200] = "", first_err[340] = "";
 	int r = -BCH_ERR_btree_node_read;
+	unsigned missing = 0;
 
 	b->min_key = bp->min_key;
 	b->max_key = ptr->p;
 	for (unsigned i = 0; i < nr; i++) {
 		node_reset_keys(b);
 		r = read_one(c, b, &bp->ptrs[i], bp, err, sizeof(err));
+		if (r == -BCH_ERR_device_missing)
+			missing++;
 		if (r && r != -BCH_ERR_device_missing)	/* a missing member's copy is not bad */
 			b->bad_replicas |= 1U << i;
 		if (!r) {
@@ -642,6 +645,10 @@ int bch_btree_node_read(struct bch_fs *c, unsigned id, unsigned level,
 				 (uint64_t)bp->ptrs[i].offset, err);
 	}
 	if (r) {
+		/* every copy was on members not here: say so, not only the first's device */
+		if (missing && missing == nr)
+			snprintf(first_err + strlen(first_err), sizeof(first_err) - strlen(first_err),
+				 " (no copy of this node on a member present)");
 		/* b is in the cache's LRU since bch_btree_node_new(): take it out */
 		bch_btree_cache_account(c, (long)bch_btree_node_bytes(b) - (long)sizeof(*b));
 		bch_btree_node_forget(c, b);

@@ -1,7 +1,8 @@
 # device commands offline (issue 20), continued: a lost member of a
 # --replicas=2 filesystem (refused without -o degraded, read degraded, then
 # device add + data rereplicate, device remove, device remove --force), and
-# Ctrl-C in the middle of device evacuate / device remove, then a rerun.
+# Ctrl-C in the middle of device evacuate / device remove, then a rerun;
+# a lost member with the only copy of btree nodes: refused, and why.
 # Deterministic: treetool.py seed 35, random files from fixed seeds.
 tree=$ROOT/tests/cli/treetool.py
 python3 "$tree" gen src 35 40 || fail "treetool gen"
@@ -314,3 +315,11 @@ for c in "device add plain x.img" "device remove plain 0" "device evacuate plain
 	refused 1 "^bcachefs ${c%% plain*}: plain: not a bcachefs mount" $B $c
 done
 [ ! -e x.img ] || fail "a refused command created x.img"
+
+# a lost member that held the only copy of btree nodes (one metadata copy):
+# --force --force-metadata still refuses, saying no copy is on a member here
+expect_rc 0 $B format -q --metadata-replicas=1 --fs-size=64M m0.img --fs-size=64M m1.img
+expect_rc 0 $B image put m0.img:m1.img src/big.bin /big
+rm m0.img
+expect_rc 1 $B device remove --force --force-metadata -o very_degraded m1.img 0
+expect_in err "btree level [0-9]+ node at 0:[0-9]+: device 0 missing \(no copy of this node on a member present\)"
