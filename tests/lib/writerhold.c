@@ -1,9 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /* writerhold.c - hold the journal writer's I/O in a device hook (see writerhold.h). */
+#include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
+#include "bcachefs.h"
+#include "format.h"
+#include "journal.h"
+#include "super.h"
+#include "testfs.h"
+#include "tmpdir.h"
 #include "writerhold.h"
 
 unsigned writerhold_own_flushes, writerhold_writer_flushes, writerhold_writer_writes;
@@ -78,4 +88,56 @@ void writerhold_let_go(void)
 	release = true;
 	pthread_cond_broadcast(&hk_cond);
 	pthread_mutex_unlock(&hk_lock);
+}
+
+/* ------------------------------------------------ the journal they share */
+
+char writerhold_dir[64], writerhold_paths[1][128];
+unsigned writerhold_pin_flushes;
+static struct bch_journal_pin test_pin;
+
+static int pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq)
+{
+	(void)seq;
+	writerhold_pin_flushes++;
+	bch_journal_pin_drop(c, pin);
+	return 0;
+}
+
+struct bch_fs *writerhold_fresh_journal(const char *name)
+{
+	struct bch_format_dev dev = { 0 };
+	struct bch_format_args args = { .no_btrees = true };
+	struct bch_opts o;
+	char err[256];
+	uint64_t newest;
+
+	test_tmpdir_make(writerhold_dir, sizeof(writerhold_dir), name);
+	snprintf(writerhold_paths[0], sizeof(writerhold_paths[0]), "%s/d0.img", writerhold_dir);
+	dev.path = writerhold_paths[0];
+	dev.size = 64 << 20;
+	dev.bucket_size = 64 << 10;
+	dev.durability = 1;
+	bch_opts_default(&o);
+	bch_opt_set(&o, Opt_btree_node_size, 64 << 10);
+	cr_assert_eq(bch_format(&dev, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
+
+	struct bch_fs *c = testfs_journal_open(writerhold_paths, 1, false, 0, 0);
+	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
+	bch_journal_start(c, 1);
+	memset(&test_pin, 0, sizeof(test_pin));
+	writerhold_pin_flushes = 0;
+	bch_journal_pin_add(c, &test_pin, testfs_journal_record(c, 1, 10), pin_flush);
+	return c;
+}
+
+void writerhold_other_write(struct bch_fs *c)
+{
+	struct bch_blockdev *bd = c->devs[0]->bdev;
+	char *buf = bch_dev_alloc_buf(4096);
+	uint64_t off = bch_dev_size(bd) - 4096;
+
+	cr_assert_eq(bch_dev_read(bd, buf, 4096, off), 0);
+	cr_assert_eq(bch_dev_write(bd, buf, 4096, off), 0);
+	free(buf);
 }

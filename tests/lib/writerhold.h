@@ -31,4 +31,18 @@ bool writerhold_wait_held(void);
 bool writerhold_held(void);
 /* Let the held request (and any later one) go on. */
 void writerhold_let_go(void);
+
+/*
+ * The journal those tests share: one 64 MiB device, 64 KiB buckets (an
+ * entry is at most 32 KiB), in a new directory under NAME (its path and
+ * the image's below), a journal only, started, with record 1 written and
+ * pinned so every entry stays in the replay range; writerhold_pin_flushes
+ * counts the pin's flushes (0 while the workload stays inside the ring).
+ */
+struct bch_fs;
+extern char writerhold_dir[64], writerhold_paths[1][128];
+extern unsigned writerhold_pin_flushes;
+struct bch_fs *writerhold_fresh_journal(const char *name);
+/* A write outside the journal (as a data write): the next preflush reaches the device. */
+void writerhold_other_write(struct bch_fs *c);
 #endif

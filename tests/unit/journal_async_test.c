@@ -34,7 +34,6 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "errcode.h"
-#include "format.h"
 #include "journal.h"
 #include "super.h"
 #include "tests/lib/testfs.h"
@@ -42,82 +41,14 @@
 #include "tests/lib/iorecord.h"
 #include "tests/lib/tmpdir.h"
 
-static char tmpdir[64], paths[1][128];
-
-/* One 64 MiB device, 64 KiB buckets: an entry is at most 32 KiB. */
-static void make_fs(void)
-{
-	struct bch_format_dev dev = { 0 };
-	struct bch_format_args args = { .no_btrees = true };
-	struct bch_opts o;
-	char err[256];
-
-	test_tmpdir_make(tmpdir, sizeof(tmpdir), "jasync");
-	snprintf(paths[0], sizeof(paths[0]), "%s/d0.img", tmpdir);
-	dev.path = paths[0];
-	dev.size = 64 << 20;
-	dev.bucket_size = 64 << 10;
-	dev.durability = 1;
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_btree_node_size, 64 << 10);
-	cr_assert_eq(bch_format(&dev, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
-}
-
-/*
- * The pin on the first record keeps every entry in the replay range (the
- * workloads stay inside the ring: pin_flushes stays 0, checked at the end).
- */
-static struct bch_journal_pin test_pin;
-static unsigned pin_flushes;
-
-static int pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq)
-{
-	(void)seq;
-	pin_flushes++;
-	bch_journal_pin_drop(c, pin);
-	return 0;
-}
-
-
-/* A new filesystem's journal, started, with record 1 written and pinned. */
-static struct bch_fs *fresh_journal(void)
-{
-	uint64_t newest;
-
-	make_fs();
-	struct bch_fs *c = testfs_journal_open(paths, 1, false, 0, 0);
-	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
-	bch_journal_start(c, 1);
-	memset(&test_pin, 0, sizeof(test_pin));
-	pin_flushes = 0;
-	bch_journal_pin_add(c, &test_pin, testfs_journal_record(c, 1, 10), pin_flush);
-	return c;
-}
-
-/* ------------------------------------------------- the hook: hold the writer */
-
-/*
- * A write outside the journal (the device's last 4 KiB, rewritten as it
- * is), as a node or data write would be: the next preflush reaches the
- * device (a flush with nothing written since the last reaches none).
- */
-static void other_write(struct bch_fs *c)
-{
-	struct bch_blockdev *bd = c->devs[0]->bdev;
-	char *buf = bch_dev_alloc_buf(4096);
-	uint64_t off = bch_dev_size(bd) - 4096;
-
-	cr_assert_eq(bch_dev_read(bd, buf, 4096, off), 0);
-	cr_assert_eq(bch_dev_write(bd, buf, 4096, off), 0);
-	free(buf);
-}
+/* The journal and its directory: writerhold_fresh_journal(), tests/lib/writerhold.h. */
 
 /* Records of 200 words until the open entry is handed on; returns the next tag. */
 static unsigned fill_one_entry(struct bch_fs *c, unsigned tag)
 {
 	uint64_t seq = bch_journal_seq_open(c);
 
-	other_write(c);
+	writerhold_other_write(c);
 	while (bch_journal_seq_open(c) == seq) {
 		cr_assert_lt(tag, 4096);
 		testfs_journal_record(c, tag++, 200);
@@ -128,7 +59,7 @@ static unsigned fill_one_entry(struct bch_fs *c, unsigned tag)
 static void teardown(void)
 {
 	writerhold_let_go();
-	test_tmpdir_remove(tmpdir);
+	test_tmpdir_remove(writerhold_dir);
 }
 
 TestSuite(journal_async, .fini = teardown);
@@ -142,7 +73,7 @@ TestSuite(journal_async, .fini = teardown);
  */
 Test(journal_async, full_entry_written_while_the_next_fills, .timeout = 120)
 {
-	struct bch_fs *c = fresh_journal();
+	struct bch_fs *c = writerhold_fresh_journal("jasync");
 	struct bch_io_hook h = { .fn = writerhold_hook };
 	unsigned tag = 2;
 
@@ -170,11 +101,11 @@ Test(journal_async, full_entry_written_while_the_next_fills, .timeout = 120)
 	cr_assert_eq(bch_journal_seq_durable(c), bch_journal_seq_open(c) - 1);
 	cr_assert_geq(writerhold_writer_writes, 1, "the full entry was not written by the writer");
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
-	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
+	cr_assert_eq(writerhold_pin_flushes, 0, "the ring filled: the pin went");
 	testfs_journal_close(c);
 
 	struct testfs_jseen *s = calloc(1, sizeof(*s));
-	cr_assert_eq(testfs_journal_replay(paths[0], s), 0);
+	cr_assert_eq(testfs_journal_replay(writerhold_paths[0], s), 0);
 	cr_assert_not(s->bad, "replayed a bad or out-of-order entry");
 	for (unsigned t = 1; t < tag; t++)
 		cr_assert(s->tag[t], "tag %u (of %u) lost", t, tag - 1);
@@ -189,12 +120,12 @@ Test(journal_async, full_entry_written_while_the_next_fills, .timeout = 120)
  */
 static void kill_while_held(int op)
 {
-	struct bch_fs *c = fresh_journal();
+	struct bch_fs *c = writerhold_fresh_journal("jasync");
 	struct bch_io_hook h = { .fn = writerhold_hook };
 	char crash[160];
 	unsigned tag = 2;
 
-	snprintf(crash, sizeof(crash), "%s/killed.img", tmpdir);
+	snprintf(crash, sizeof(crash), "%s/killed.img", writerhold_dir);
 	/* a few full entries written, then a flush: tags below flushed_to are durable */
 	for (unsigned i = 0; i < 3; i++)
 		tag = fill_one_entry(c, tag);
@@ -208,7 +139,7 @@ static void kill_while_held(int op)
 	cr_assert(writerhold_wait_held(), "op %d: the writer never came", op);
 	for (unsigned i = 0; i < 10; i++)
 		testfs_journal_record(c, tag++, 50);
-	testfs_copy_file(paths[0], crash);
+	testfs_copy_file(writerhold_paths[0], crash);
 
 	struct testfs_jseen *s = calloc(1, sizeof(*s));
 	int ret = testfs_journal_replay(crash, s);
@@ -222,10 +153,10 @@ static void kill_while_held(int op)
 	writerhold_let_go();
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
-	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
+	cr_assert_eq(writerhold_pin_flushes, 0, "the ring filled: the pin went");
 	testfs_journal_close(c);
 	memset(s, 0, sizeof(*s));
-	cr_assert_eq(testfs_journal_replay(paths[0], s), 0);
+	cr_assert_eq(testfs_journal_replay(writerhold_paths[0], s), 0);
 	cr_assert_not(s->bad);
 	for (unsigned t = 1; t < tag; t++)
 		cr_assert(s->tag[t], "op %d: tag %u lost after the flush", op, t);
@@ -250,7 +181,7 @@ Test(journal_async, kill_between_preflush_and_write, .timeout = 120)
  */
 Test(journal_async, power_cut_every_event, .timeout = 600)
 {
-	struct bch_fs *c = fresh_journal();
+	struct bch_fs *c = writerhold_fresh_journal("jasync");
 	struct iorec *rec = iorec_new(1);
 	size_t flushed_at[4096];	/* event count once tag t was durable */
 	unsigned tag = 2;
@@ -273,11 +204,11 @@ Test(journal_async, power_cut_every_event, .timeout = 600)
 	}
 	size_t events = iorec_nr_events(rec);
 	iorec_detach(rec, 0);
-	cr_assert_eq(pin_flushes, 0, "the ring filled: the pin went");
+	cr_assert_eq(writerhold_pin_flushes, 0, "the ring filled: the pin went");
 	testfs_journal_close(c);
 
 	char crash[160];
-	snprintf(crash, sizeof(crash), "%s/crash.img", tmpdir);
+	snprintf(crash, sizeof(crash), "%s/crash.img", writerhold_dir);
 	unsigned states = 0;
 	for (size_t at = 0; at <= events; at++)
 		for (unsigned seed = 0; seed < 2; seed++) {
@@ -315,7 +246,7 @@ Test(journal_async, power_cut_every_event, .timeout = 600)
  */
 Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
 {
-	struct bch_fs *c = fresh_journal();
+	struct bch_fs *c = writerhold_fresh_journal("jasync");
 	struct bch_io_hook h = { .fn = writerhold_hook };
 	unsigned tag = 2;
 
@@ -335,10 +266,10 @@ Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
 				testfs_journal_record(c, tag++, 200);
 		}
 		int ok = !bch_journal_flush(c) && bch_journal_seq_durable(c) == bch_journal_seq_open(c) - 1 &&
-			 !pin_flushes;
+			 !writerhold_pin_flushes;
 		testfs_journal_close(c);
 		struct testfs_jseen *s = calloc(1, sizeof(*s));
-		ok &= !testfs_journal_replay(paths[0], s) && !s->bad;
+		ok &= !testfs_journal_replay(writerhold_paths[0], s) && !s->bad;
 		for (unsigned t = 1; t < tag; t++)
 			ok &= s->tag[t];
 		_exit(ok ? 0 : 1);

@@ -26,70 +26,13 @@
 #include "bcachefs.h"
 #include "blockdev.h"
 #include "errcode.h"
-#include "format.h"
 #include "journal.h"
 #include "super.h"
 #include "tests/lib/testfs.h"
 #include "tests/lib/writerhold.h"
 #include "tests/lib/tmpdir.h"
 
-static char tmpdir[64], paths[1][128];
-
-/* One 64 MiB device, 64 KiB buckets. */
-static void make_fs(void)
-{
-	struct bch_format_dev dev = { 0 };
-	struct bch_format_args args = { .no_btrees = true };
-	struct bch_opts o;
-	char err[256];
-
-	test_tmpdir_make(tmpdir, sizeof(tmpdir), "jstep");
-	snprintf(paths[0], sizeof(paths[0]), "%s/d0.img", tmpdir);
-	dev.path = paths[0];
-	dev.size = 64 << 20;
-	dev.bucket_size = 64 << 10;
-	dev.durability = 1;
-	bch_opts_default(&o);
-	bch_opt_set(&o, Opt_btree_node_size, 64 << 10);
-	cr_assert_eq(bch_format(&dev, 1, &o, NULL, &args, err, sizeof(err)), 0, "%s", err);
-}
-
-/* The pin on record 1 keeps every entry in the replay range. */
-static struct bch_journal_pin test_pin;
-
-static int pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq)
-{
-	(void)seq;
-	bch_journal_pin_drop(c, pin);
-	return 0;
-}
-
-static struct bch_fs *fresh_journal(void)
-{
-	uint64_t newest;
-
-	make_fs();
-	struct bch_fs *c = testfs_journal_open(paths, 1, false, 0, 0);
-	cr_assert_eq(bch_journal_read(c, NULL, NULL, &newest), 0);
-	bch_journal_start(c, 1);
-	memset(&test_pin, 0, sizeof(test_pin));
-	bch_journal_pin_add(c, &test_pin, testfs_journal_record(c, 1, 10), pin_flush);
-	return c;
-}
-
-/* ------------------------------------------------- the hook: hold the writer */
-
-/* A write outside the journal (as a data write): the next preflush reaches the device. */
-static void other_write(struct bch_fs *c)
-{
-	struct bch_blockdev *bd = c->devs[0]->bdev;
-	char *buf = bch_dev_alloc_buf(4096);
-	uint64_t off = bch_dev_size(bd) - 4096;
-
-	cr_assert_eq(bch_dev_read(bd, buf, 4096, off), 0);
-	cr_assert_eq(bch_dev_write(bd, buf, 4096, off), 0);
-	free(buf);
-}
+/* The journal and its directory: writerhold_fresh_journal(), tests/lib/writerhold.h. */
 
 /* Steps (waiting between them, as the daemon does without its lock) until done. */
 static int step_until_done(struct bch_fs *c, uint64_t *seq)
@@ -106,7 +49,7 @@ static int step_until_done(struct bch_fs *c, uint64_t *seq)
 static void teardown(void)
 {
 	writerhold_let_go();
-	test_tmpdir_remove(tmpdir);
+	test_tmpdir_remove(writerhold_dir);
 }
 
 TestSuite(journal_flush_step, .fini = teardown);
@@ -117,7 +60,7 @@ TestSuite(journal_flush_step, .fini = teardown);
  */
 Test(journal_flush_step, entry_handed_to_the_writer, .timeout = 120)
 {
-	struct bch_fs *c = fresh_journal();
+	struct bch_fs *c = writerhold_fresh_journal("jstep");
 	struct bch_io_hook h = { .fn = writerhold_hook };
 	unsigned tag = 2;
 
@@ -126,7 +69,7 @@ Test(journal_flush_step, entry_handed_to_the_writer, .timeout = 120)
 
 	writerhold_reset(BCH_IO_FLUSH);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	other_write(c);
+	writerhold_other_write(c);
 	for (unsigned i = 0; i < 5; i++)
 		testfs_journal_record(c, tag++, 40);
 	unsigned first_done = tag;
@@ -163,7 +106,7 @@ Test(journal_flush_step, entry_handed_to_the_writer, .timeout = 120)
 	testfs_journal_close(c);
 
 	struct testfs_jseen *s = calloc(1, sizeof(*s));
-	cr_assert_eq(testfs_journal_replay(paths[0], s), 0);
+	cr_assert_eq(testfs_journal_replay(writerhold_paths[0], s), 0);
 	cr_assert_not(s->bad, "replayed a bad or out-of-order entry");
 	for (unsigned t = 1; t < tag; t++)
 		cr_assert(s->tag[t], "tag %u (of %u; the first fsync's end at %u) lost", t, tag - 1,
@@ -178,12 +121,12 @@ Test(journal_flush_step, entry_handed_to_the_writer, .timeout = 120)
  */
 Test(journal_flush_step, kill_with_the_entry_held, .timeout = 120)
 {
-	struct bch_fs *c = fresh_journal();
+	struct bch_fs *c = writerhold_fresh_journal("jstep");
 	struct bch_io_hook h = { .fn = writerhold_hook };
 	char crash[160];
 	unsigned tag = 2;
 
-	snprintf(crash, sizeof(crash), "%s/killed.img", tmpdir);
+	snprintf(crash, sizeof(crash), "%s/killed.img", writerhold_dir);
 	for (unsigned i = 0; i < 5; i++)
 		testfs_journal_record(c, tag++, 40);
 	uint64_t seq = 0;
@@ -192,13 +135,13 @@ Test(journal_flush_step, kill_with_the_entry_held, .timeout = 120)
 
 	writerhold_reset(BCH_IO_WRITE);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	other_write(c);
+	writerhold_other_write(c);
 	for (unsigned i = 0; i < 5; i++)
 		testfs_journal_record(c, tag++, 40);
 	seq = 0;
 	cr_assert_eq(bch_journal_flush_step(c, &seq), 1, "the step wrote in line");
 	cr_assert(writerhold_wait_held(), "the entry's write never came from the writer");
-	testfs_copy_file(paths[0], crash);
+	testfs_copy_file(writerhold_paths[0], crash);
 
 	struct testfs_jseen *s = calloc(1, sizeof(*s));
 	cr_assert_eq(testfs_journal_replay(crash, s), 0);
@@ -213,7 +156,7 @@ Test(journal_flush_step, kill_with_the_entry_held, .timeout = 120)
 	bch_dev_set_hook(c->devs[0]->bdev, NULL);
 	testfs_journal_close(c);
 	memset(s, 0, sizeof(*s));
-	cr_assert_eq(testfs_journal_replay(paths[0], s), 0);
+	cr_assert_eq(testfs_journal_replay(writerhold_paths[0], s), 0);
 	cr_assert_not(s->bad);
 	for (unsigned t = 1; t < tag; t++)
 		cr_assert(s->tag[t], "tag %u lost after the step", t);
