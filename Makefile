@@ -58,6 +58,17 @@ CFLAGS	+= -std=gnu11 $(WARN) -D_GNU_SOURCE -D_FILE_OFFSET_BITS=64 -DBCH_VERSION_
 # fsck -f -n of the benchmark tree 4.23 -> 3.95 MB).
 STATIC_LIBS = -Wl,-Bstatic $(shell pkg-config --libs $(PKGS)) -laio -lscrypt -Wl,-Bdynamic
 LDLIBS	= $(STATIC_LIBS) -lpthread -lm
+# The functions fsck -f -n runs are laid out first and together
+# (scripts/fsck-text-order.sh makes the list): the kernel maps a binary's
+# text in 64 KiB blocks around each page used, and fsck's were spread over
+# nearly all of it (1M files: 990 -> 640 KB of the binary resident, peak RSS
+# 3.72 -> 3.26 MB).  Needs gold's --section-ordering-file; without gold the
+# link is as before.
+TEXT_ORDER = scripts/fsck-text-order.txt
+ifneq ($(shell $(CC) -fuse-ld=gold -Wl,--version 2>/dev/null | grep -c 'GNU gold'),0)
+ORDER_CFLAGS  = -ffunction-sections
+ORDER_LDFLAGS = -fuse-ld=gold -Wl,--section-ordering-file=$(TEXT_ORDER)
+endif
 
 SAN	= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
@@ -77,12 +88,12 @@ SCMD_OBJS := $(CMD_SRCS:%.c=$(SOBJ)/%.o)
 
 all: bcachefs build/bcachefs.bash
 
-bcachefs: $(LIB_OBJS) $(CMD_OBJS)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+bcachefs: $(LIB_OBJS) $(CMD_OBJS) $(TEXT_ORDER)
+	$(CC) $(CFLAGS) $(LDFLAGS) $(ORDER_LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ORDER_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(SOBJ)/%.o: %.c
 	@mkdir -p $(dir $@)
