@@ -291,6 +291,7 @@ bool fsck_claims_take(struct fsck_claims *cl, uint64_t first, uint64_t last);
  * (passes 5 and 6) and pass 7.  See fsck_files_run.c.
  */
 struct fsck_par;
+struct fsck_par_exit;
 
 /* A work key passed while reading the inode keys, and what they said of its inode. */
 struct work_judged {
@@ -409,6 +410,11 @@ struct fstate {
 	 */
 	struct fsck_par		*par;
 	bool			par_b;
+	/*
+	 * The second thread, its work done, waits here to exit until
+	 * fstate_free() has freed the table (see fsck_files_run.c).
+	 */
+	struct fsck_par_exit	*par_exit;
 	struct work_judged	*work_q;
 	size_t			nr_work_q, work_q_at, work_q_cap;
 };

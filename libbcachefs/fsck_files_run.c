@@ -156,11 +156,67 @@ static int load_key(struct fstate *s, const struct bch_bkey *k)
 	return k->p.inode == 0 && k->type == BCH_BKEY_inode ? fsck_load_inode(s, k) : 0;
 }
 
+/*
+ * B's exit, held back until A has freed the table and the passes' memory
+ * (fstate_free()).  A thread's exit runs glibc's per-thread cleanup, whose
+ * code (the RPC state's) lies in a part of libc nothing else maps: mapped
+ * then, it came on top of the passes' working memory, at their peak (1M
+ * files: 192 KB of libc text while the table and pass 5's cursors were
+ * live).  A waits for done instead of the exit; the rest of B's state is
+ * freed by then, so this is all B touches after done.
+ */
+struct fsck_par_exit {
+	pthread_mutex_t		lock;
+	pthread_cond_t		cond;
+	bool			done;		/* B: its work is over */
+	bool			go;		/* A: B may exit */
+	pthread_t		thread;
+};
+
+/* B: say it is done, then wait to be let go. */
+static void par_exit_wait(struct fsck_par_exit *e)
+{
+	pthread_mutex_lock(&e->lock);
+	e->done = true;
+	pthread_cond_broadcast(&e->cond);
+	while (!e->go)
+		pthread_cond_wait(&e->cond, &e->lock);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* A: wait until B's work is over (not its exit). */
+static void par_wait_done(struct fsck_par_exit *e)
+{
+	pthread_mutex_lock(&e->lock);
+	while (!e->done)
+		pthread_cond_wait(&e->cond, &e->lock);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/* A, the passes' memory freed: let B exit and join it. */
+static void par_release(struct fstate *s)
+{
+	struct fsck_par_exit *e = s->par_exit;
+
+	if (!e)
+		return;
+	pthread_mutex_lock(&e->lock);
+	e->go = true;
+	pthread_cond_broadcast(&e->cond);
+	pthread_mutex_unlock(&e->lock);
+	pthread_join(e->thread, NULL);
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->lock);
+	free(e);
+	s->par_exit = NULL;
+}
+
 /* B: the inode keys into the table, then pass 8. */
 static void *par_thread(void *arg)
 {
 	struct fstate *b = arg;
 	struct fsck_par *p = b->par;
+	struct fsck_par_exit *e = b->par_exit;
 	int r = fsck_for_each_key(b, BCH_BTREE_ID_inodes, load_key);
 
 	pthread_mutex_lock(&p->lock);
@@ -175,6 +231,7 @@ static void *par_thread(void *arg)
 	if (!r && !b->err)
 		r = fsck_for_each_key(b, BCH_BTREE_ID_xattrs, fsck_check_xattr);
 	p->r = r;
+	par_exit_wait(e);	/* p and b are A's from here on */
 	return NULL;
 }
 
@@ -191,14 +248,18 @@ static bool par_ok(struct fstate *s)
  * Start B on a copy of s (the table made, empty); s->par set: A leaves the
  * table alone.  false: it did not start (one thread, as before).
  */
-static bool par_start(struct fstate *s, pthread_t *thread)
+static bool par_start(struct fstate *s)
 {
 	struct fsck_par *p = calloc(1, sizeof(*p));
 	struct fstate *b = malloc(sizeof(*b));
+	struct fsck_par_exit *e = calloc(1, sizeof(*e));
 
-	if (!p || !b)
+	if (!p || !b || !e)
 		goto fail;
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->cond, NULL);
 	*b = *s;
+	b->par_exit = e;
 	b->par = p;
 	b->par_b = true;
 	b->max_inum = 0;	/* no progress ticks from B */
@@ -210,13 +271,18 @@ static bool par_start(struct fstate *s, pthread_t *thread)
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->cond, NULL);
 	s->par = p;
-	if (!pthread_create(thread, NULL, par_thread, b))	/* its stack: the pages it touches */
+	if (!pthread_create(&e->thread, NULL, par_thread, b)) {	/* its stack: the pages it touches */
+		s->par_exit = e;
 		return true;
+	}
 	s->par = NULL;
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->cache);
+	pthread_cond_destroy(&e->cond);
+	pthread_mutex_destroy(&e->lock);
 fail:
+	free(e);
 	free(b);
 	free(p);
 	return false;
@@ -243,7 +309,7 @@ static int par_wait_loaded(struct fstate *s)
  * A, passes 5 to 7 printed (print: A did not fail): B's reports kept so
  * far, then B's own from now on; wait for B and take what it made.
  */
-static int par_end(struct fstate *s, pthread_t thread, bool print)
+static int par_end(struct fstate *s, bool print)
 {
 	struct fsck_par *p = s->par;
 	struct fstate *b = p->b;
@@ -260,7 +326,7 @@ static int par_end(struct fstate *s, pthread_t thread, bool print)
 	p->stop = !print;
 	pthread_cond_broadcast(&p->cond);
 	pthread_mutex_unlock(&p->lock);
-	pthread_join(thread, NULL);
+	par_wait_done(s->par_exit);	/* its exit waits for fstate_free() */
 	s->par = NULL;
 	s->inode_keys.lock = s->work_keys.lock = NULL;	/* fstate_free() exits them again */
 
@@ -316,6 +382,7 @@ static void fstate_free(struct fstate *s)
 	free(s->xattr_pieces);
 	free(s->bp_lost);
 	free(s->work_q);
+	par_release(s);		/* last: B's exit maps libc's thread cleanup */
 }
 
 /*
@@ -348,8 +415,7 @@ static int files_view(struct fstate *s, bool whole)
 	heading(s, 5, "extents");
 	if (whole)
 		r = fsck_check_alloc(s);
-	pthread_t thread;
-	bool par = !r && par_ok(s) && par_start(s, &thread);
+	bool par = !r && par_ok(s) && par_start(s);
 	fsck_lock(s);
 	fsck_cursor_init(&s->inode_keys, c, BCH_BTREE_ID_inodes);
 	fsck_cursor_init(&s->work_keys, c, BCH_BTREE_ID_rebalance_work);
@@ -389,7 +455,7 @@ static int files_view(struct fstate *s, bool whole)
 		heading(s, 8, "directory entries and xattrs");
 	if (par) {
 		/* B made pass 8: its reports after A's, then B's table is the one */
-		int pr = par_end(s, thread, !r && !s->err);
+		int pr = par_end(s, !r && !s->err);
 		if (!r)
 			r = pr;
 	} else {
