@@ -141,6 +141,8 @@ struct fsck_map {
 void *fsck_map_find(struct fsck_map *m, uint64_t key, bool add);
 /* Room for extra more entries without moving any (pointers into it stay valid). */
 void fsck_map_reserve(struct fsck_map *m, size_t extra);
+/* The same, at the size asked (no power of two): for a table never walked in slot order. */
+void fsck_map_fit(struct fsck_map *m, size_t extra);
 void fsck_map_exit(struct fsck_map *m);
 
 /*

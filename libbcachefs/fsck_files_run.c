@@ -405,7 +405,7 @@ static int files_view(struct fstate *s, bool whole)
 	/* pass 3 counted the inode keys: the table is sized once */
 	fsck_ino_init(&s->inodes, ctx->leaf_keys[BCH_BTREE_ID_inodes], s->max_inum);
 	/* and the directories' side table: growing it would hold old and new at once */
-	fsck_map_reserve(&s->inodes.extra, ctx->dir_keys + 16);
+	fsck_map_fit(&s->inodes.extra, ctx->dir_keys + 16);
 	for (unsigned d = 0; d < c->nr_devs; d++) {
 		if (!c->devs[d] || !c->devs[d]->bdev)
 			continue;

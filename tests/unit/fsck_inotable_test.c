@@ -142,6 +142,45 @@ Test(fsck_inotable, reserve_keeps_entries_in_place, .timeout = 10)
 	fsck_ino_exit(&t);
 }
 
+/*
+ * The directories' side table is reserved at the size asked (pass 3
+ * counted them), not the next power of two: 1,018 entries of 48 bytes in
+ * 1,408 slots (66 KB), where 2,048 slots took 96 KB.  Every entry is found
+ * where it was put (probes wrap from the last slot to the first), nothing
+ * moves while the reservation lasts, and past it the table still grows.
+ */
+Test(fsck_inotable, side_table_fitted_to_what_is_reserved)
+{
+	struct ino_table t;
+	const unsigned n = 1018;
+
+	fsck_ino_init(&t, 0, 0);
+	fsck_map_fit(&t.extra, n);
+	cr_assert_leq(t.extra.cap, (n * 4 + 2) / 3 + 63, "%zu slots for %u entries", t.extra.cap, n);
+	cr_assert_geq(t.extra.cap * 3, n * 4, "%zu slots: more than 3/4 full", t.extra.cap);
+	size_t cap = t.extra.cap;
+	struct ino_extra *first = fsck_ino_extra(&t, 4096, true);
+	first->subdirs = 1;
+	for (unsigned i = 1; i < n; i++)
+		fsck_ino_extra(&t, 4096 + (uint64_t)i * 7919, true)->subdirs = i + 1;
+	cr_assert_eq(t.extra.cap, cap, "the reserved table grew");
+	cr_assert_eq(fsck_ino_extra(&t, 4096, false), first, "an entry moved");
+	for (unsigned i = 0; i < n; i++) {
+		struct ino_extra *x = fsck_ino_extra(&t, 4096 + (uint64_t)i * 7919, false);
+		cr_assert(x && x->subdirs == i + 1, "entry %u not found", i);
+	}
+	cr_assert_null(fsck_ino_extra(&t, 4095, false));
+	/* past the reservation: it grows, and keeps them all */
+	for (unsigned i = 0; i < 2 * n; i++)
+		fsck_ino_extra(&t, 1ULL << 40 | i, true)->subdirs = i + 7;
+	cr_assert_gt(t.extra.cap, cap);
+	for (unsigned i = 0; i < n; i++)
+		cr_assert_eq(fsck_ino_extra(&t, 4096 + (uint64_t)i * 7919, false)->subdirs, i + 1);
+	for (unsigned i = 0; i < 2 * n; i++)
+		cr_assert_eq(fsck_ino_extra(&t, 1ULL << 40 | i, false)->subdirs, i + 7);
+	fsck_ino_exit(&t);
+}
+
 Test(fsck_inotable, inode_zero_and_side_entries)
 {
 	struct ino_table t;
