@@ -421,28 +421,31 @@ int cmd_fsck(int argc, char *argv[])
 		char err[512];
 
 		/*
-		 * Where fsck -f -n's memory goes (1M files, session 26: peak
-		 * 3.55-3.95 MB, e2fsck -f -n 3.6-3.7): mapped files 2.4-2.9 MB
-		 * (libc, our code and read-only data, ld.so: a fresh binary maps
-		 * its text in larger pieces, at the top of that range), so what
-		 * we control is anonymous memory.  The open peaks at 3.1-3.25 MB
-		 * (0.6-0.7 MB anonymous): the journal is read through a 64 KiB
-		 * window (journal.c; a whole 1 MiB bucket was the old peak,
-		 * 3.76 MB), the alloc keys leave only their generations under
-		 * -n (alloc_btree.c) and their leaves are not kept (the 64 KiB
-		 * leaf limit is set by the open, fs.c).  Pass 3 reaches
-		 * 3.3-3.45 MB.  The peak is passes 5-6 with pass 8 beside them
-		 * (1.24 MB anonymous): the heap 0.42 MB (0.3 MB live: each key
-		 * cursor streams its leaf through 32 KB, the directories' side
-		 * table 100 KB), the inode table (two bits a number: 250 KB),
-		 * the roots the passes look up through (the inodes root 112 KB
-		 * packed, the extents root 68 KB, and the node arenas' spare
-		 * mapping, 88 KB resident), bucket state 84 KB, stacks 0.11 MB.
-		 * No pass holds a leaf whole: pass 3 and the cursors of passes
-		 * 5-10 stream them (btree_prefetch.h); only a leaf that does not
-		 * stream (damage, encrypted, snapshots' filtered views) is read
-		 * whole.  Each pass drops the roots the last one walked, and the
-		 * heap is trimmed as each pass begins (progress()).
+		 * Where fsck -f -n's memory goes (1M files, session 27: peak
+		 * 3.0-3.35 MB, median ~3.16; e2fsck -f -n 3.5-3.8).  Mapped
+		 * files 2.1 MB: libc 1.35-1.45 MB and ld.so 0.2 MB (the kernel
+		 * maps 64 KiB or a whole large folio around each page run, so
+		 * little depends on us), our binary 0.54-0.6 MB: the functions
+		 * fsck -n runs are linked first and together (Makefile,
+		 * scripts/fsck-text-order.sh; spread over the text they put 1 MB
+		 * of it in memory).  B's exit waits until the table is freed:
+		 * glibc's thread cleanup maps 192 KB of libc nothing else uses
+		 * (fsck_files_run.c).  Anonymous memory 1.2 MB at the peak, the
+		 * end of pass 5 with pass 8 beside it: the heap 0.39 MB (the
+		 * directories' side table 66 KB, key cursors' 32 KB streams, the
+		 * read-ahead's slots), the inode table (two bits a number: 248
+		 * KB), the roots the passes look up through (inodes 112 KB
+		 * packed, dirents 88, extents 68: an interior node's raw arena
+		 * is unmapped once packed, btree_cache.c), bucket state 84 KB,
+		 * stacks 0.11 MB, our bss 36 KB.  The open peaks lower (the
+		 * journal read through a 64 KiB window, journal.c; under -n the
+		 * alloc keys leave only their generations, alloc_btree.c; the
+		 * 64 KiB leaf limit is set by the open, fs.c).  No pass holds a
+		 * leaf whole: pass 3 and the cursors of passes 5-10 stream them
+		 * (btree_prefetch.h); only a leaf that does not stream (damage,
+		 * encrypted, snapshots' filtered views) is read whole.  Each
+		 * pass drops the roots the last one walked, and the heap is
+		 * trimmed as each pass begins (progress()).
 		 */
 #ifdef __GLIBC__
 		/*
