@@ -381,6 +381,8 @@ void bch_btree_node_free_keys(struct btree *b);		/* every key and the arena; nr 
 void *bch_node_arena_alloc(size_t bytes);
 void *bch_node_arena_resize(void *p, size_t old_bytes, size_t new_bytes);
 void bch_node_arena_free(void *p, size_t bytes);
+/* Tests: large arenas mapped under ASan too (they are already elsewhere); before any arena. */
+void bch_node_arenas_mapped(void);
 /* Resize b's arena to bytes; the keys that lie in it follow it if it moves. */
 void bch_btree_node_arena_resize(struct btree *b, size_t bytes);
 void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k);	/* after insert_key */

@@ -324,10 +324,24 @@ int bch_btree_cache_init(struct bch_fs *c)
 #define ARENA_UNDER_ASAN	1
 #endif
 #endif
+#define ARENA_MAP_BYTES	(32U << 10)
 #ifdef ARENA_UNDER_ASAN
-#define ARENA_MAP_MIN	SIZE_MAX	/* all from malloc: the sanitizer checks their bounds */
+/*
+ * All from malloc, so the sanitizer checks their bounds; a unit test of the
+ * mappings themselves turns them on before its first arena
+ * (bch_node_arenas_mapped()): each test runs in a process of its own.
+ */
+static size_t arena_map_min = SIZE_MAX;
+#define ARENA_MAP_MIN	arena_map_min
+void bch_node_arenas_mapped(void)
+{
+	arena_map_min = ARENA_MAP_BYTES;
+}
 #else
-#define ARENA_MAP_MIN	(32U << 10)
+#define ARENA_MAP_MIN	ARENA_MAP_BYTES
+void bch_node_arenas_mapped(void)
+{
+}
 #endif
 /* from here an arena's room is fitted to its pages (keys_space()); under ASan too, malloc'd */
 #define ARENA_FIT_MIN	(32U << 10)
