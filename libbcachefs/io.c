@@ -126,7 +126,6 @@ static struct {
 	/* pool_run_ordered()'s after jobs: after(arg, i) for i < after_avail */
 	io_job_fn	after;
 	unsigned	after_avail, after_next, after_done;
-	unsigned	idle;		/* workers (active ones) waiting for a job */
 } pool = {
 	.lock	= PTHREAD_MUTEX_INITIALIZER,
 	.work	= PTHREAD_COND_INITIALIZER,
@@ -153,12 +152,8 @@ static void *pool_worker(void *p)
 	pthread_mutex_lock(&pool.lock);
 	for (;;) {
 		while (!pool.busy || id >= pool.active ||
-		       (pool.next >= pool.nr && pool.after_next >= pool.after_avail)) {
-			bool counted = id < pool.active;
-			pool.idle += counted;
+		       (pool.next >= pool.nr && pool.after_next >= pool.after_avail))
 			pthread_cond_wait(&pool.work, &pool.lock);
-			pool.idle -= counted;
-		}
 		if (pool.next >= pool.nr) {		/* the batch's jobs first, then its after jobs */
 			unsigned k = pool.after_next++;
 			io_job_fn after = pool.after;
@@ -253,8 +248,9 @@ static void pool_run(unsigned nr, io_job_fn fn, void *arg)
  * nonzero result of then() ends the calls of then() (the jobs still run):
  * it is returned once every fn() is done.
  * after (may be NULL): after(arg, i) once then(targ, i) returned 0 (and
- * every earlier then()), on a worker that has no fn() left to run (woken
- * when two are waiting) or, those none took, on this thread at the end:
+ * every earlier then()), on a worker that has no fn() left to run and
+ * looks for work (none is woken for them) or, those none took, on this
+ * thread at the end:
  * work that need not delay the next then(), off the caller's path while a
  * worker is free.  Returns once every after() is done too.
  */
@@ -290,12 +286,14 @@ static int pool_run_ordered(unsigned nr, io_job_fn fn, void *arg, int (*then)(vo
 				r = then(targ, w);
 			pthread_mutex_lock(&pool.lock);
 			w++;
-			if (after && !r) {
+			/*
+			 * no wake for them: a worker takes them as it looks for
+			 * work after a job (a wake for every two units doubled
+			 * the daemon's context switches; the CPU they cost hid
+			 * what it saved)
+			 */
+			if (after && !r)
 				pool.after_avail = w;
-				/* a wake for two: each costs the worker a sleep and a wake */
-				if (pool.idle && pool.after_avail - pool.after_next >= 2)
-					pthread_cond_signal(&pool.work);
-			}
 		} else if (pool.next < nr) {
 			unsigned i = pool.next++;
 			pthread_mutex_unlock(&pool.lock);
