@@ -13,7 +13,8 @@
 #    we are ahead), both >1 when the encrypted filesystem is faster.
 #    The cipher: libcrypto's ChaCha20 and Poly1305 where libcrypto.so.3
 #    loads, libsodium's otherwise (crypt.c), a write's units on a worker
-#    pool too, each written while the next is encrypted (io.c); a
+#    pool too, each written while the next is encrypted, and their
+#    writeback starts on a worker done with the ciphers (io.c); a
 #    sequential read's next 4 MiB of extents read (uncached, 1 MiB at a
 #    time), MAC-checked and decrypted after each reply, so a later read
 #    only copies (fs_read.h: the read-ahead of an encrypted file); on a
@@ -31,7 +32,8 @@
 #    of BENCH_FILES files) encrypted vs unencrypted, best of REPS (3):
 #    plain/enc (goal >= 0.8), and the CPU time (user + system, all threads)
 #    of each: the copy is one thread (a file's cipher on the pool only from
-#    512 KiB up, io.c), so on a loaded machine the wall time follows it.
+#    256 KiB up, each unit stored while the next is encrypted, io.c), so on
+#    a loaded machine the wall time follows it.
 # BCH=PATH measures another build's binary with this script (before and
 # after a change in one sitting).
 # Needs /dev/fuse, fio and gocryptfs ("SKIP: ..." and exit 0 without them).

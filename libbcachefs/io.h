@@ -310,5 +310,12 @@ void bch_io_pool_threads(int n);
  * "Threads"): the read-ahead's verification and decryption of extents.
  */
 void bch_io_pool_run(unsigned nr, void (*fn)(void *arg, unsigned i), void *arg);
+/*
+ * Test builds: every writeback start of a planned write's unit
+ * (bch_dev_writeback_start()) is passed to this hook first, on the thread
+ * that makes it.  NULL in the tool.
+ */
+struct bch_blockdev;
+extern void (*bch_io_writeback_hook)(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
 
 #endif /* _BCACHEFS_IO_H */

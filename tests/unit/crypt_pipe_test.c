@@ -9,10 +9,13 @@
  * with 0, 1 and 3 workers, the cipher by libcrypto and by libsodium: every
  * extent on disk is the ciphertext its MAC covers (the single AEAD call
  * verifies and opens it into the bytes written), and the file reads back.
- * A unit written before its cipher finished fails the first check.  Seed
- * fixed and printed.
+ * A unit written before its cipher finished fails the first check.
+ * Each unit's writeback start (an after job of the pipeline, on a worker
+ * or the calling thread) comes once per copy, for exactly its range, after
+ * that copy's device write.  Seed fixed and printed.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,4 +167,108 @@ Test(crypt_pipe, planned_writes_on_disk_as_the_aead)
 	cr_assert_eq(c->nr_errors, 0, "errors counted: %s", c->err_msg);
 	free(data);
 	free(back);
+}
+
+/* ---------------------------------------- the units' writeback starts */
+
+#define EVENTS_MAX	4096
+
+/* A device write or a writeback start, in the order they were made (under ev_lock). */
+static struct ev {
+	bool		wb;
+	uint64_t	offset, len;
+} ev[EVENTS_MAX];
+static unsigned ev_nr;
+static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void ev_add(bool wb, uint64_t offset, uint64_t len)
+{
+	pthread_mutex_lock(&ev_lock);
+	if (ev_nr < EVENTS_MAX)
+		ev[ev_nr] = (struct ev) { .wb = wb, .offset = offset, .len = len };
+	ev_nr++;
+	pthread_mutex_unlock(&ev_lock);
+}
+
+static int ev_write_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
+			 const void *buf, size_t len)
+{
+	(void)priv, (void)dev, (void)buf;
+	if (op == BCH_IO_WRITE)
+		ev_add(false, offset, len);
+	return 0;
+}
+
+static void ev_writeback_hook(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
+{
+	(void)dev;
+	ev_add(true, offset, len);
+}
+
+Test(crypt_pipe, each_unit_starts_writeback_once_after_its_write)
+{
+	static const int workers[] = { 0, 1, 3 };
+	struct bch_io_hook hook = { .fn = ev_write_hook };
+	uint8_t *data = malloc(1 << 20);
+	uint64_t inum;
+
+	printf("crypt_pipe: seed %#x\n", SEED + 1);
+	rng = SEED + 1;
+	cr_assert(data);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "wb", S_IFREG | 0644, 0, 0, 0, &inum), 0);
+	bch_dev_set_hook(c->devs[0]->bdev, &hook);
+	bch_io_writeback_hook = ev_writeback_hook;
+	for (unsigned n = 0; n < 12; n++) {
+		struct bch_fs_write_op op;
+		unsigned copies = 0;
+
+		bch_io_pool_threads(workers[n % 3]);
+		for (size_t i = 0; i < 1 << 20; i++)
+			data[i] = rnd();
+		cr_assert_eq(bch_fs_write_begin(c, &writes, &op, inum, (uint64_t)(n % 3) << 20, data, 1 << 20,
+						true), 0);
+		cr_assert(op.planned);
+		cr_assert_gt(op.pl.nr, 2, "write %u: %u units", n, op.pl.nr);
+		ev_nr = 0;
+		bch_fs_write_run(&op);
+		cr_assert_eq(op.run_r, 0);
+		cr_assert_leq(ev_nr, EVENTS_MAX);
+		for (unsigned k = 0; k < op.pl.nr; k++) {
+			const struct bch_write_plan_unit *w = &op.pl.w[k];
+			uint64_t len = (uint64_t)w->sectors << BCH_SECTOR_SHIFT;
+
+			for (unsigned p = 0; p < w->got; p++, copies++) {
+				uint64_t off = (uint64_t)w->ptrs[p].offset << BCH_SECTOR_SHIFT;
+				int written = -1, started = -1, starts = 0;
+
+				for (unsigned e = 0; e < ev_nr; e++) {
+					if (ev[e].offset != off)
+						continue;
+					if (!ev[e].wb && ev[e].len == len && written < 0)
+						written = e;
+					if (ev[e].wb) {
+						cr_assert_eq(ev[e].len, len, "write %u unit %u: a start of %llu bytes",
+							     n, k, (unsigned long long)ev[e].len);
+						started = e;
+						starts++;
+					}
+				}
+				cr_assert_geq(written, 0, "write %u unit %u: not written", n, k);
+				cr_assert_eq(starts, 1, "write %u unit %u (%u workers): %d writeback starts", n, k,
+					     workers[n % 3], starts);
+				cr_assert_gt(started, written, "write %u unit %u: writeback started before its write",
+					     n, k);
+			}
+		}
+		unsigned wbs = 0;
+		for (unsigned e = 0; e < ev_nr; e++)
+			wbs += ev[e].wb;
+		cr_assert_eq(wbs, copies, "write %u: %u starts for %u copies", n, wbs, copies);
+		cr_assert(bch_fs_write_turn(&writes, &op));
+		cr_assert_eq(bch_fs_write_end(c, &writes, &op), 1 << 20, "%s", c->err_msg);
+	}
+	bch_io_writeback_hook = NULL;
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	cr_assert_eq(c->nr_errors, 0, "errors counted: %s", c->err_msg);
+	free(data);
 }
