@@ -1997,7 +1997,7 @@ int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq)
 		return -BCH_ERR_fs_read_only;
 	if (!j->started)
 		return 0;
-	if (!*seq && !(*seq = open_entry_needed(c) ? j->seq : j->written))
+	if (!*seq && !(*seq = bch_journal_seq_needed(c)))
 		return 0;
 	if (*seq <= j->durable)
 		return 0;
@@ -2054,6 +2054,27 @@ uint64_t bch_journal_seq_open(struct bch_fs *c)
 uint64_t bch_journal_seq_durable(struct bch_fs *c)
 {
 	return J(c)->durable;
+}
+
+uint64_t bch_journal_seq_needed(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+
+	if (!j || !j->started || c->read_only)
+		return 0;
+	return open_entry_needed(c) ? j->seq : j->written;
+}
+
+uint64_t bch_journal_seq_durable_now(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+
+	if (!j)
+		return 0;
+	/* a write done but not reaped: its flush may have made more durable */
+	if (j->wr.busy && bch_jwriter_done(&j->wr.w))
+		(void)jwriter_reap(c);	/* a failure stays the journal's: the next flush, the close */
+	return j->durable;
 }
 
 uint64_t bch_journal_last_seq(struct bch_fs *c)

@@ -199,6 +199,18 @@ uint64_t bch_journal_flush_gen(struct bch_fs *c);
 uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
 /*
+ * The newest seq a flush now would make durable: the open entry's when it
+ * must be written, else the newest entry written; 0 when nothing is (or a
+ * read-only filesystem).  What bch_journal_flush_step() sets *seq to.
+ */
+uint64_t bch_journal_seq_needed(struct bch_fs *c);
+/*
+ * bch_journal_seq_durable(), with an entry whose write has finished (its
+ * waiter not back yet) reaped first: for a caller about to let the
+ * filesystem be closed under that waiter.  Never waits.
+ */
+uint64_t bch_journal_seq_durable_now(struct bch_fs *c);
+/*
  * Does the open entry hold keys of btree btree_id at level?  (A new root
  * must follow every key of its level journalled for an earlier shape of
  * the tree: btree_update.c, split().)
