@@ -1878,7 +1878,9 @@ int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res 
 	if (u64s + roots_u64s(c) > j->max_u64s)
 		return bch_fs_err(c, -EINVAL, "transaction too big for one journal entry "
 				  "(%u of at most %u words)", u64s, j->max_u64s - roots_u64s(c));
+	res->wrote = false;
 	if (!fits(c, j->seq, j->buf_u64s + u64s, false)) {
+		res->wrote = true;
 		if (j->buf_u64s && (ret = write_full(c, u64s, false)))
 			return ret;
 		if ((ret = make_room(c, u64s)))

@@ -79,6 +79,10 @@ struct bch_journal_res {
 	uint64_t	seq;
 	unsigned	u64s;		/* reserved, headers included */
 	unsigned	used;
+	bool		wrote;		/* bch_journal_res_get() wrote entries or
+					 * reclaimed (nodes written, moved, split)
+					 * first: what the caller found of the
+					 * btree before may have changed */
 };
 
 int  bch_fs_journal_init(struct bch_fs *c);
