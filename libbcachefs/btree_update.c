@@ -51,6 +51,8 @@
 #include "replicas.h"
 #include "super.h"
 
+#define TRANS_INLINE	8
+
 struct btree_trans {
 	struct bch_fs		*c;
 	struct bch_bkey		**keys;		/* NULL: superseded (commit_order()) */
@@ -60,6 +62,11 @@ struct btree_trans {
 	unsigned		*order;
 	unsigned		nr_order;
 	struct btree		**leaf;
+	/* the arrays of a transaction of a few keys (most: a write's 3-4), no malloc */
+	struct bch_bkey		*keys_in[TRANS_INLINE];
+	uint8_t			ids_in[TRANS_INLINE];
+	unsigned		order_in[TRANS_INLINE];
+	struct btree		*leaf_in[TRANS_INLINE];
 	struct bch_bpos		last_touch;	/* snapshot_touch key added last */
 	bool			last_touch_valid;
 };
@@ -902,6 +909,11 @@ int bch_trans_init(struct bch_fs *c, struct btree_trans **trans)
 	if (!t)
 		return -ENOMEM;
 	t->c = c;
+	t->keys = t->keys_in;
+	t->ids = t->ids_in;
+	t->order = t->order_in;
+	t->leaf = t->leaf_in;
+	t->cap = TRANS_INLINE;
 	*trans = t;
 	return 0;
 }
@@ -918,14 +930,41 @@ void bch_trans_exit(struct btree_trans *t)
 	if (!t)
 		return;
 	trans_clear(t);
-	free(t->keys);
-	free(t->ids);
-	free(t->order);
-	free(t->leaf);
+	if (t->keys != t->keys_in) {
+		free(t->keys);
+		free(t->ids);
+		free(t->order);
+		free(t->leaf);
+	}
 	free(t);
 }
 
 bool bch_trans_unchecked;
+
+/* Twice the room: off the inline arrays at the first growth. */
+static void trans_grow(struct btree_trans *t)
+{
+	unsigned cap = t->cap * 2;
+
+	if (t->keys == t->keys_in) {
+		t->keys = malloc(cap * sizeof(*t->keys));
+		t->ids = malloc(cap);
+		t->order = malloc(cap * sizeof(*t->order));
+		t->leaf = malloc(cap * sizeof(*t->leaf));
+		if (!t->keys || !t->ids || !t->order || !t->leaf)
+			abort();
+		memcpy(t->keys, t->keys_in, sizeof(t->keys_in));
+		memcpy(t->ids, t->ids_in, sizeof(t->ids_in));
+	} else {
+		t->keys = realloc(t->keys, cap * sizeof(*t->keys));
+		t->ids = realloc(t->ids, cap);
+		t->order = realloc(t->order, cap * sizeof(*t->order));
+		t->leaf = realloc(t->leaf, cap * sizeof(*t->leaf));
+		if (!t->keys || !t->ids || !t->order || !t->leaf)
+			abort();
+	}
+	t->cap = cap;
+}
 
 struct bch_fs *bch_trans_fs(struct btree_trans *t)
 {
@@ -936,15 +975,8 @@ int bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *
 {
 	if (id >= BCH_BTREE_ID_NR)
 		return -EINVAL;
-	if (t->nr == t->cap) {
-		t->cap = t->cap ? t->cap * 2 : 8;
-		t->keys = realloc(t->keys, t->cap * sizeof(*t->keys));
-		t->ids = realloc(t->ids, t->cap);
-		t->order = realloc(t->order, t->cap * sizeof(*t->order));
-		t->leaf = realloc(t->leaf, t->cap * sizeof(*t->leaf));
-		if (!t->keys || !t->ids || !t->order || !t->leaf)
-			abort();
-	}
+	if (t->nr == t->cap)
+		trans_grow(t);
 	t->keys[t->nr] = bch_bkey_dup(k);
 	int r = bch_snap_trans_fixup(t->c, id, t->keys[t->nr]);
 	if (r) {
