@@ -140,6 +140,16 @@ struct bch_journal {
 	uint64_t		*last_roots;	/* roots of the last entry written */
 	unsigned		last_roots_u64s;
 	bool			reclaiming;	/* inside reclaim: no nested reclaim */
+	/*
+	 * bch_journal_restore_reserve() found the reserve kept at kept_seq
+	 * with roots of kept_roots words: still so while the open entry is the
+	 * same, the roots too, and nothing but ordinary reservations (each
+	 * fits the reserve, fits()) came since.  kept false: look again
+	 * (internal reservations, devices, spill, start).
+	 */
+	bool			kept;
+	uint64_t		kept_seq;
+	unsigned		kept_roots;
 	uint64_t		debt_upto;	/* pins up to this seq ... */
 	unsigned		debt_pins;	/* ... are this many: what reclaim writes
 						 * to free the next buckets (reserve_u64s()) */
@@ -300,6 +310,7 @@ void bch_journal_devs_update(struct bch_fs *c)
 	if (!j)
 		return;
 	jwriter_reap(c);	/* its devices are the old ones (a failure is the fs's error) */
+	j->kept = false;
 	/* read-write members first: only they get new entries */
 	j->nr_wdevs = 0;
 	for (unsigned i = 0; i < j->nr_devs; i++)
@@ -1038,6 +1049,7 @@ int bch_journal_start(struct bch_fs *c, uint64_t min_seq)
 		j->seq = j->seen_max + 1;
 	if (j->seq <= c->sb->journal_seq_open)
 		j->seq = c->sb->journal_seq_open + 1;
+	j->kept = false;
 	if (j->last_seq_ondisk == 0)
 		j->last_seq_ondisk = j->seq;
 	j->buf_u64s = 0;
@@ -1785,6 +1797,7 @@ static int spill(struct bch_fs *c, unsigned u64s)
 	if ((ret = j->spill(c)))
 		return ret;
 	j->last_seq_ondisk = j->seq;	/* every bucket is free */
+	j->kept = false;
 	return fits(c, j->seq, j->buf_u64s + u64s, false) ? 0
 		: bch_fs_err(c, -BCH_ERR_journal_full, "journal full: no room after spilling");
 }
@@ -1917,9 +1930,18 @@ int bch_journal_restore_reserve(struct bch_fs *c)
 	struct bch_journal *j = J(c);
 	int ret;
 
-	if (c->read_only || c->emergency_ro || !j->started || !may_reclaim(c) ||
-	    reserve_kept(c, 0))
+	if (c->read_only || c->emergency_ro || !j->started || !may_reclaim(c))
 		return 0;
+	/* a commit asks once: the same answer as the last one's, mostly (fits() x2: 0.6k) */
+	unsigned roots = roots_u64s(c);
+	if (j->kept && j->kept_seq == j->seq && j->kept_roots == roots)
+		return 0;
+	if (reserve_kept(c, 0)) {
+		j->kept = true;
+		j->kept_seq = j->seq;
+		j->kept_roots = roots;
+		return 0;
+	}
 	/* the open entry written only when it is what eats the reserve */
 	if (j->buf_u64s && !fits(c, j->seq, j->buf_u64s, false) && (ret = write_full(c, 0, false)))
 		return ret;
@@ -1933,6 +1955,7 @@ int bch_journal_res_get_internal(struct bch_fs *c, unsigned u64s, struct bch_jou
 
 	if (c->read_only || !j->started)
 		return -BCH_ERR_fs_read_only;
+	j->kept = false;	/* may eat into the reserve */
 	if (!fits(c, j->seq, j->buf_u64s + u64s, true)) {
 		if (j->buf_u64s && (ret = write_full(c, u64s, true)))
 			return ret;
