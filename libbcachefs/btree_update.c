@@ -52,13 +52,14 @@
 #include "super.h"
 
 #define TRANS_INLINE	8
+#define TRANS_ARENA_U64S	128
 
 struct btree_trans {
 	struct bch_fs		*c;
-	struct bch_bkey		**keys;		/* NULL: superseded (commit_order()) */
+	struct bch_bkey		**keys;		/* copies (key_dup()) */
 	uint8_t			*ids;
 	unsigned		nr, cap;
-	/* commit: the live keys in (btree, position) order, and each key's leaf (a ref each) */
+	/* commit: the keys in (btree, position) order (commit_order()), each key's leaf */
 	unsigned		*order;
 	unsigned		nr_order;
 	struct btree		**leaf;
@@ -69,6 +70,9 @@ struct btree_trans {
 	struct btree		*leaf_in[TRANS_INLINE];
 	struct bch_bpos		last_touch;	/* snapshot_touch key added last */
 	bool			last_touch_valid;
+	/* the keys' copies while they fit (a write's 3-4 take 40 words), else malloc'd */
+	unsigned		arena_used;
+	uint64_t		arena[TRANS_ARENA_U64S];
 };
 
 static size_t node_u64s_max(struct bch_fs *c)
@@ -918,11 +922,29 @@ int bch_trans_init(struct bch_fs *c, struct btree_trans **trans)
 	return 0;
 }
 
+/* A copy of k owned by t: in its arena while there is room. */
+static struct bch_bkey *key_dup(struct btree_trans *t, const struct bch_bkey *k)
+{
+	if (t->arena_used + k->u64s > TRANS_ARENA_U64S)
+		return bch_bkey_dup(k);
+	struct bch_bkey *n = (struct bch_bkey *)(t->arena + t->arena_used);
+	memcpy(n, k, bkey_bytes(k));
+	t->arena_used += k->u64s;
+	return n;
+}
+
+static void key_free(struct btree_trans *t, struct bch_bkey *k)
+{
+	if ((uint64_t *)k < t->arena || (uint64_t *)k >= t->arena + TRANS_ARENA_U64S)
+		free(k);
+}
+
 static void trans_clear(struct btree_trans *t)
 {
 	for (unsigned i = 0; i < t->nr; i++)
-		free(t->keys[i]);
+		key_free(t, t->keys[i]);
 	t->nr = 0;
+	t->arena_used = 0;
 }
 
 void bch_trans_exit(struct btree_trans *t)
@@ -977,10 +999,10 @@ int bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *
 		return -EINVAL;
 	if (t->nr == t->cap)
 		trans_grow(t);
-	t->keys[t->nr] = bch_bkey_dup(k);
+	t->keys[t->nr] = key_dup(t, k);
 	int r = bch_snap_trans_fixup(t->c, id, t->keys[t->nr]);
 	if (r) {
-		free(t->keys[t->nr]);
+		key_free(t, t->keys[t->nr]);
 		return r;
 	}
 	t->ids[t->nr++] = id;
@@ -1050,7 +1072,7 @@ static size_t commit_order(struct btree_trans *t)
 		newidx[i] = 0;
 	for (unsigned i = 0; i + 1 < n; i++)
 		if (t->ids[o[i + 1]] == t->ids[o[i]] && bpos_eq(t->keys[o[i + 1]]->p, t->keys[o[i]]->p)) {
-			free(t->keys[o[i]]);
+			key_free(t, t->keys[o[i]]);
 			newidx[o[i]] = UINT_MAX;
 			dropped = true;
 		}
