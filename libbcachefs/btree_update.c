@@ -3,9 +3,11 @@
  * btree_update.c - transactions, inserts, splits, node writes and moves,
  * and the btree roots (see btree.h for the invariants).
  *
- * A commit: validate the keys; make sure every target leaf has room
- * (splitting full ones: new halves written first, then the parent update
- * journalled); reserve journal space; append each key to the journal entry
+ * A commit: validate the keys; order them by position, keeping of several
+ * updates of one position only the last; make sure every target leaf has
+ * room (splitting full ones: new halves written first, then the parent
+ * update journalled); reserve journal space (looking at the leaves again
+ * only if that wrote or reclaimed); append each key to the journal entry
  * and to its leaf, which becomes dirty and pins the entry.  The keys are
  * durable when the entry is (BCH_TRANS_SYNC waits for that).
  *
