@@ -26,6 +26,16 @@
 # directory's missing default ACL remembered), op_readdirplus 477k -> 318k
 # a call; setattr (10.9k), unlink (21k) and forget (14k) unchanged: their
 # commits are most of them (bch_trans_commit 10.9k a call).
+#
+# Session 27 (h-commit37), the commit: 4 KiB random write 31.0k -> 24.3k
+# (bch_trans_commit 15.9k -> 9.5k: leaves looked up once unless the journal
+# reservation wrote, no second ensure_room() and no per-leaf reserve check,
+# superseded keys of a position dropped, key copies and arrays inside the
+# transaction, entry buffers zeroed once and only where nothing is copied);
+# untar: write 32.2k -> 26.9k, create 22.3k -> 17.3k, unlink 22.3k -> 15.6k,
+# setattr 10.7k -> 7.6k, forget 14.5k -> 12.2k.  Of a write's 24.3k now:
+# apply_key() 5.0k (the leaf insert, btree_cache.c), the extent punch and
+# merge (io.c, extents.c, snapshot iteration) 5.6k, inode reads 1.3k.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 NIOS=${NIOS:-4096}

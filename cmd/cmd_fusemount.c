@@ -83,7 +83,11 @@
  *       engine reads m->c after taking the lock, never a copy kept across
  *       an unlock, except a read's plan, which keeps m->ra_lock for reading
  *       from before the unlock until its last device read, so no body runs
- *       meanwhile.  The mountpoint's root answers getxattr "bcachefs.ctl"
+ *       meanwhile.  A replacement is counted (m->fs_gen, ctl_unlock()) with
+ *       what the old filesystem had durable and what the new open proves
+ *       durable: an fsync that slept across it answers from that
+ *       (fusemount_ops.c, fm_fsync_across()), not from the old close.
+ *       The mountpoint's root answers getxattr "bcachefs.ctl"
  *       with the socket's path.
  *   (7) atime is ours: the kernel marks FUSE inodes S_NOATIME.  A read, a
  *       listing or a readlink that reaches us updates it by the rules of
@@ -811,6 +815,26 @@ static int remount_front(const char *mnt, const char *list)
 	return EXIT_OK;
 }
 
+/* TEST_GATE_ENV (fusemount.h): writes and flushes fail while DIR/io-fail exists. */
+static const char *test_gate_dir;
+
+static int test_gate_io(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
+			uint64_t offset, const void *buf, size_t len)
+{
+	char p[PATH_MAX];
+
+	(void)priv; (void)dev; (void)op; (void)offset; (void)buf; (void)len;
+	snprintf(p, sizeof(p), "%s/io-fail", test_gate_dir);
+	return access(p, F_OK) ? 0 : -EIO;
+}
+
+static void test_gate_install(struct bch_blockdev *dev)
+{
+	static const struct bch_io_hook hook = { .fn = test_gate_io };
+
+	bch_dev_set_hook(dev, &hook);
+}
+
 /*
  * Read-only <-> read-write: close, open again the other way.  x locked.  No
  * inode is unlinked and still open when going read-only: the kernel refuses
@@ -1182,6 +1206,10 @@ int cmd_fusemount(int argc, char *argv[])
 	if (getenv(WRITE_HOLD_ENV)) {
 		unsigned long us = strtoul(getenv(WRITE_HOLD_ENV), NULL, 10);
 		m.test_write_hold_us = us < 1000000 ? us : 1000000;
+	}
+	if (getenv(TEST_GATE_ENV) && getenv(TEST_GATE_ENV)[0] == '/') {
+		m.test_gate = test_gate_dir = getenv(TEST_GATE_ENV);
+		bch_dev_on_open(test_gate_install);	/* the devices of every open, reopens too */
 	}
 	pthread_rwlock_init(&m.ra_lock, NULL);
 	pthread_rwlock_init(&m.sess_rw, NULL);

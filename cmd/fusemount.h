@@ -48,6 +48,20 @@ enum atime_mode {
 struct fmount;
 
 /*
+ * A replacement of m->c (fusemount_bg.c, ctl_unlock()): what the old
+ * filesystem had durable and would have flushed when the body's step
+ * began (bch_fs_journal_seqs()), and what the new open proves durable
+ * (bch_fs_open_durable(); 0: nothing).  Journal seqs continue across the
+ * open, so an fsync's seq compares with all three.
+ */
+struct fm_repl {
+	uint64_t	old_durable;
+	uint64_t	old_need;
+	uint64_t	new_durable;
+};
+#define FM_REPL_RING	8	/* an fsync that slept across more gets EIO */
+
+/*
  * One FUSE session: one mountpoint (invariant 9).  The first is made by
  * cmd_fusemount() and served by its own thread; more join through the
  * control channel ("mount", cmd_fusemount_mount_body) and each runs its loop
@@ -144,6 +158,16 @@ struct fmount {
 	pthread_rwlock_t ra_lock;
 	struct bch_fs	*marked_c;	/* whose devices are marked mounted */
 	/*
+	 * Replacements of m->c by command bodies (invariant 6), for an fsync
+	 * that waits across one (op_fsync(), fm_fsync_across()): fs_gen
+	 * counts them, and repl[gen % FM_REPL_RING] is what the gen-th
+	 * found; body_* are m->c's journal seqs when the body's step took
+	 * the lock (ctl_lock(): no write in flight).  Under lock.
+	 */
+	uint64_t	fs_gen;
+	struct fm_repl	repl[FM_REPL_RING];
+	uint64_t	body_durable, body_need;
+	/*
 	 * Writes in flight (fs_ops.h, bch_fs_write_begin()), under lock:
 	 * write_cond is signalled when one ends (the next of its file may
 	 * end, fsync and command bodies wait for them); writes_blocked: a
@@ -163,7 +187,18 @@ struct fmount {
 	struct end_wait	*ends;		/* in the order they came */
 	bool		ends_open;
 	unsigned	test_write_hold_us;	/* WRITE_HOLD_ENV */
+	const char	*test_gate;		/* TEST_GATE_ENV: a directory, or NULL */
 };
+
+/*
+ * Test hook: BCACHEFS_TEST_GATE=DIR (absolute; read at mount): while
+ * DIR/io-fail exists, every write and flush of the daemon's devices fails
+ * with EIO (nothing written); while DIR/fsync-park exists, an fsync whose
+ * journal write has finished parks before it takes the lock again,
+ * holding nothing (DIR/fsync-parked made, at most 60 s), so that command
+ * bodies run, and may replace m->c, before it looks (t95).
+ */
+#define TEST_GATE_ENV	"BCACHEFS_TEST_GATE"
 
 /*
  * Test hook: BCACHEFS_TEST_WRITE_HOLD=USEC (read at mount, at most 1 s):
@@ -372,6 +407,8 @@ void fm_need_handover(struct fmount *m);	/* ENGINE -> DEVICES */
 
 void fm_need_back(struct fmount *m);	/* DEVICES -> ENGINE */
 void fm_need_drop_devices(struct fmount *m);
+/* With DEVICES held (TEST_GATE_ENV): park there, DEVICES let go meanwhile. */
+void fm_test_park(struct fmount *m);
 
 /*
  * With ENGINE held: wait (it released meanwhile) until ready(m, arg); the

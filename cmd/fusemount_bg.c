@@ -267,6 +267,24 @@ static void ctl_lock(struct cmd_ctx *x)
 	m->writes_blocked++;
 	fm_need_wait(m, fm_no_planned_writes, NULL);
 	pthread_rwlock_wrlock(&m->ra_lock);
+	/* what an fsync waiting across a replacement by this step is judged by */
+	m->body_durable = m->body_need = 0;
+	if (m->c)
+		bch_fs_journal_seqs(m->c, &m->body_durable, &m->body_need);
+}
+
+/*
+ * The body's step replaced m->c (or closed it): the replacement's record,
+ * for fsyncs that sleep across it (fusemount_ops.c, fm_fsync_across()).
+ */
+static void fs_replaced(struct fmount *m)
+{
+	struct fm_repl *p = &m->repl[++m->fs_gen % FM_REPL_RING];
+
+	p->old_durable = m->body_durable;
+	p->old_need = m->body_need;
+	p->new_durable = m->c ? bch_fs_open_durable(m->c) : 0;
+	m->errors_logged = 0;	/* the new open's count (exit_if_panicked()) */
 }
 
 
@@ -282,12 +300,16 @@ static void ctl_unlock(struct cmd_ctx *x)
 	 * Reopened by the body (device add, remove, resize, online): mark the
 	 * new opens.  A new open may have the old one's address (freed, then
 	 * allocated again): it is told by defer_unlinked_free, which only ours
-	 * have set.
+	 * have set (remount's reopen() sets it, and marked_c NULL).  Closed
+	 * and not opened again (both opens failed): counted too.
 	 */
-	if (m->c && (m->c != m->marked_c || !m->c->defer_unlinked_free)) {
-		fm_mark_mounted(m->c, m->mnt);
+	if (m->c != m->marked_c || (m->c && !m->c->defer_unlinked_free)) {
+		fs_replaced(m);
 		m->marked_c = m->c;
-		m->c->defer_unlinked_free = true;	/* invariant (1) holds across the reopen */
+		if (m->c) {
+			fm_mark_mounted(m->c, m->mnt);
+			m->c->defer_unlinked_free = true;	/* invariant (1) holds across the reopen */
+		}
 	}
 	pthread_rwlock_unlock(&m->ra_lock);
 	m->writes_blocked--;

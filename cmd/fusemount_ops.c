@@ -1161,6 +1161,28 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
  * does that before it would send FLUSH).
  */
 
+/*
+ * An fsync slept across a replacement of m->c (a command body closed the
+ * filesystem and opened it again: remount, device add, remove, online):
+ * the first replacement after gen decides.  Its seq is durable if the old
+ * filesystem had it durable when the body began, or the new open proves
+ * it (bch_fs_open_durable(): journal seqs continue across an open, and a
+ * seq the old one never wrote is reused only after open_seq).  seq 0 (the
+ * replacement came before the fsync's first step): everything the old one
+ * held when the body began, which the file's ended writes are part of.
+ * The old close's own result is not needed, nor can an old filesystem's
+ * address, which a new open may get again, fool it.
+ */
+static int fm_fsync_across(struct fmount *m, uint64_t gen, uint64_t seq)
+{
+	if (m->fs_gen - gen > FM_REPL_RING)
+		return -EIO;	/* its record is gone: not known */
+	const struct fm_repl *p = &m->repl[(gen + 1) % FM_REPL_RING];
+	uint64_t want = seq ? seq : p->old_need;
+
+	return p->old_durable >= want || p->new_durable >= want ? 0 : -EIO;
+}
+
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	fm_req_type(REQ_fsync);
@@ -1170,6 +1192,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	(void)fi;
 
 	LOCK(m);
+	uint64_t gen = m->fs_gen;
 	/* the writes of the file issued before: ended (their index updates in the journal) */
 	struct writes_mark w = { fm_from_fuse(ino), bch_fs_writes_mark(&m->writes) };
 	fm_need_wait(m, writes_ended, &w);
@@ -1178,17 +1201,20 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	 * The journal entry is written and flushed without the engine lock
 	 * (DEVICES held: m->c stays open), so other requests run meanwhile,
 	 * and fsyncs that come during it go out together in the next entry.
-	 * A command body that replaced m->c meanwhile closed the old one
-	 * cleanly: everything of it is durable.
+	 * A command body waiting for the lock goes first when it ends, and
+	 * may replace m->c (invariant 6): then fm_fsync_across() decides.
 	 */
-	struct bch_fs *c = m->c;
 	uint64_t seq = 0;
 	int r = 0;
-	while (!m->read_only && m->c == c && (r = bch_fs_fsync_step(c, &seq)) > 0) {
+	while (m->fs_gen == gen && !m->read_only && (r = bch_fs_fsync_step(m->c, &seq)) > 0) {
+		struct bch_fs *c = m->c;
 		fm_need_handover(m);
 		bch_fs_fsync_wait(c);
+		fm_test_park(m);
 		fm_need_back(m);
 	}
+	if (m->fs_gen != gen)
+		r = fm_fsync_across(m, gen, seq);
 	UNLOCK(m);
 	fm_lf->reply_err(req, r < 0 ? -r : 0);
 }

@@ -641,6 +641,25 @@ void fm_need_drop_devices(struct fmount *m)
 	pthread_rwlock_unlock(&m->ra_lock);
 }
 
+void fm_test_park(struct fmount *m)
+{
+	char park[PATH_MAX], parked[PATH_MAX];
+
+	if (!m->test_gate)
+		return;
+	snprintf(park, sizeof(park), "%s/fsync-park", m->test_gate);
+	snprintf(parked, sizeof(parked), "%s/fsync-parked", m->test_gate);
+	if (access(park, F_OK))
+		return;
+	pthread_rwlock_unlock(&m->ra_lock);
+	int fd = open(parked, O_WRONLY | O_CREAT, 0644);
+	if (fd >= 0)
+		close(fd);
+	for (unsigned i = 0; i < 6000 && !access(park, F_OK); i++)
+		usleep(10000);
+	pthread_rwlock_rdlock(&m->ra_lock);
+}
+
 /*
  * With ENGINE held: wait (it released meanwhile) until ready(m, arg); the
  * time counts as waiting for the lock, not holding it (fs timestats).

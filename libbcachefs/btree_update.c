@@ -3,9 +3,11 @@
  * btree_update.c - transactions, inserts, splits, node writes and moves,
  * and the btree roots (see btree.h for the invariants).
  *
- * A commit: validate the keys; make sure every target leaf has room
- * (splitting full ones: new halves written first, then the parent update
- * journalled); reserve journal space; append each key to the journal entry
+ * A commit: validate the keys; order them by position, keeping of several
+ * updates of one position only the last; make sure every target leaf has
+ * room (splitting full ones: new halves written first, then the parent
+ * update journalled); reserve journal space (looking at the leaves again
+ * only if that wrote or reclaimed); append each key to the journal entry
  * and to its leaf, which becomes dirty and pins the entry.  The keys are
  * durable when the entry is (BCH_TRANS_SYNC waits for that).
  *
@@ -35,6 +37,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,13 +53,28 @@
 #include "replicas.h"
 #include "super.h"
 
+#define TRANS_INLINE	8
+#define TRANS_ARENA_U64S	128
+
 struct btree_trans {
 	struct bch_fs		*c;
-	struct bch_bkey		**keys;
+	struct bch_bkey		**keys;		/* copies (key_dup()) */
 	uint8_t			*ids;
 	unsigned		nr, cap;
+	/* commit: the keys in (btree, position) order (commit_order()), each key's leaf */
+	unsigned		*order;
+	unsigned		nr_order;
+	struct btree		**leaf;
+	/* the arrays of a transaction of a few keys (most: a write's 3-4), no malloc */
+	struct bch_bkey		*keys_in[TRANS_INLINE];
+	uint8_t			ids_in[TRANS_INLINE];
+	unsigned		order_in[TRANS_INLINE];
+	struct btree		*leaf_in[TRANS_INLINE];
 	struct bch_bpos		last_touch;	/* snapshot_touch key added last */
 	bool			last_touch_valid;
+	/* the keys' copies while they fit (a write's 3-4 take 40 words), else malloc'd */
+	unsigned		arena_used;
+	uint64_t		arena[TRANS_ARENA_U64S];
 };
 
 static size_t node_u64s_max(struct bch_fs *c)
@@ -892,20 +910,45 @@ int bch_btree_flush_all(struct bch_fs *c)
 
 int bch_trans_init(struct bch_fs *c, struct btree_trans **trans)
 {
-	struct btree_trans *t = calloc(1, sizeof(*t));
+	/* zeroed but for the arena (a kilobyte memset a transaction, for nothing) */
+	struct btree_trans *t = malloc(sizeof(*t));
 
 	if (!t)
 		return -ENOMEM;
+	memset(t, 0, offsetof(struct btree_trans, arena));
 	t->c = c;
+	t->keys = t->keys_in;
+	t->ids = t->ids_in;
+	t->order = t->order_in;
+	t->leaf = t->leaf_in;
+	t->cap = TRANS_INLINE;
 	*trans = t;
 	return 0;
+}
+
+/* A copy of k owned by t: in its arena while there is room. */
+static struct bch_bkey *key_dup(struct btree_trans *t, const struct bch_bkey *k)
+{
+	if (t->arena_used + k->u64s > TRANS_ARENA_U64S)
+		return bch_bkey_dup(k);
+	struct bch_bkey *n = (struct bch_bkey *)(t->arena + t->arena_used);
+	memcpy(n, k, bkey_bytes(k));
+	t->arena_used += k->u64s;
+	return n;
+}
+
+static void key_free(struct btree_trans *t, struct bch_bkey *k)
+{
+	if ((uint64_t *)k < t->arena || (uint64_t *)k >= t->arena + TRANS_ARENA_U64S)
+		free(k);
 }
 
 static void trans_clear(struct btree_trans *t)
 {
 	for (unsigned i = 0; i < t->nr; i++)
-		free(t->keys[i]);
+		key_free(t, t->keys[i]);
 	t->nr = 0;
+	t->arena_used = 0;
 }
 
 void bch_trans_exit(struct btree_trans *t)
@@ -913,12 +956,41 @@ void bch_trans_exit(struct btree_trans *t)
 	if (!t)
 		return;
 	trans_clear(t);
-	free(t->keys);
-	free(t->ids);
+	if (t->keys != t->keys_in) {
+		free(t->keys);
+		free(t->ids);
+		free(t->order);
+		free(t->leaf);
+	}
 	free(t);
 }
 
 bool bch_trans_unchecked;
+
+/* Twice the room: off the inline arrays at the first growth. */
+static void trans_grow(struct btree_trans *t)
+{
+	unsigned cap = t->cap * 2;
+
+	if (t->keys == t->keys_in) {
+		t->keys = malloc(cap * sizeof(*t->keys));
+		t->ids = malloc(cap);
+		t->order = malloc(cap * sizeof(*t->order));
+		t->leaf = malloc(cap * sizeof(*t->leaf));
+		if (!t->keys || !t->ids || !t->order || !t->leaf)
+			abort();
+		memcpy(t->keys, t->keys_in, sizeof(t->keys_in));
+		memcpy(t->ids, t->ids_in, sizeof(t->ids_in));
+	} else {
+		t->keys = realloc(t->keys, cap * sizeof(*t->keys));
+		t->ids = realloc(t->ids, cap);
+		t->order = realloc(t->order, cap * sizeof(*t->order));
+		t->leaf = realloc(t->leaf, cap * sizeof(*t->leaf));
+		if (!t->keys || !t->ids || !t->order || !t->leaf)
+			abort();
+	}
+	t->cap = cap;
+}
 
 struct bch_fs *bch_trans_fs(struct btree_trans *t)
 {
@@ -929,17 +1001,12 @@ int bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *
 {
 	if (id >= BCH_BTREE_ID_NR)
 		return -EINVAL;
-	if (t->nr == t->cap) {
-		t->cap = t->cap ? t->cap * 2 : 8;
-		t->keys = realloc(t->keys, t->cap * sizeof(*t->keys));
-		t->ids = realloc(t->ids, t->cap);
-		if (!t->keys || !t->ids)
-			abort();
-	}
-	t->keys[t->nr] = bch_bkey_dup(k);
+	if (t->nr == t->cap)
+		trans_grow(t);
+	t->keys[t->nr] = key_dup(t, k);
 	int r = bch_snap_trans_fixup(t->c, id, t->keys[t->nr]);
 	if (r) {
-		free(t->keys[t->nr]);
+		key_free(t, t->keys[t->nr]);
 		return r;
 	}
 	t->ids[t->nr++] = id;
@@ -955,54 +1022,132 @@ int bch_trans_update(struct btree_trans *t, unsigned id, const struct bch_bkey *
 	return 0;
 }
 
+/* (btree, position, index): a later update of a position after an earlier one */
+static int update_cmp(const struct btree_trans *t, unsigned x, unsigned y)
+{
+	if (t->ids[x] != t->ids[y])
+		return t->ids[x] < t->ids[y] ? -1 : 1;
+	int c = bpos_cmp(t->keys[x]->p, t->keys[y]->p);
+	return c ? c : x < y ? -1 : x > y;
+}
+
 static struct btree_trans *sort_trans;
 
 static int cmp_update(const void *a, const void *b)
 {
-	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
-
-	if (sort_trans->ids[x] != sort_trans->ids[y])
-		return sort_trans->ids[x] < sort_trans->ids[y] ? -1 : 1;
-	return bpos_cmp(sort_trans->keys[x]->p, sort_trans->keys[y]->p);
+	return update_cmp(sort_trans, *(const unsigned *)a, *(const unsigned *)b);
 }
 
 /*
- * Every leaf this transaction touches has room for its share of it (the
- * updates are taken in key order, so each leaf's share is one run); a leaf
- * that does not is split (when may_split) and *ok is false (look again).  Leaves may end up
- * above the split threshold; they are split when written.
+ * t->order: the keys in (btree, position) order, so each leaf's share is
+ * one run.  Of several updates of one position only the last is kept (the
+ * others freed, t->keys[i] NULL): it replaces them in the leaf, and replay
+ * applies it last, so journalling them too was work for nothing (a 4 KiB
+ * overwrite of a 4 KiB extent: the punch's delete, then the new extent at
+ * its position).  Returns the words the live keys take in the journal.
+ */
+static size_t commit_order(struct btree_trans *t)
+{
+	unsigned *o = t->order, n = t->nr;
+	size_t total = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		o[i] = i;
+	if (n > 16) {
+		sort_trans = t;
+		qsort(o, n, sizeof(*o), cmp_update);
+	} else {	/* a commit's few keys (a write's 3-4): no qsort setup */
+		for (unsigned i = 1; i < n; i++) {
+			unsigned x = o[i], j = i;
+			for (; j && update_cmp(t, o[j - 1], x) > 0; j--)
+				o[j] = o[j - 1];
+			o[j] = x;
+		}
+	}
+	/*
+	 * Superseded: freed, the rest moved down in their order (so a commit
+	 * that fails leaves a transaction to commit again), t->order renumbered.
+	 * newidx (old index -> new, UINT_MAX: dropped) borrows t->leaf, which
+	 * ensure_room() fills later.
+	 */
+	unsigned live = 0, *newidx = (unsigned *)t->leaf;
+	bool dropped = false;
+	for (unsigned i = 0; i < n; i++)
+		newidx[i] = 0;
+	for (unsigned i = 0; i + 1 < n; i++)
+		if (t->ids[o[i + 1]] == t->ids[o[i]] && bpos_eq(t->keys[o[i + 1]]->p, t->keys[o[i]]->p)) {
+			key_free(t, t->keys[o[i]]);
+			newidx[o[i]] = UINT_MAX;
+			dropped = true;
+		}
+	if (dropped) {
+		for (unsigned i = 0; i < n; i++)
+			if (newidx[i] != UINT_MAX) {
+				newidx[i] = live;
+				t->keys[live] = t->keys[i];
+				t->ids[live++] = t->ids[i];
+			}
+		unsigned m = 0;
+		for (unsigned i = 0; i < n; i++)
+			if (newidx[o[i]] != UINT_MAX)
+				o[m++] = newidx[o[i]];
+		t->nr = live;
+	} else {
+		live = n;
+	}
+	for (unsigned i = 0; i < live; i++)
+		total += 1 + t->keys[i]->u64s;
+	t->nr_order = live;
+	return total;
+}
+
+/* The refs ensure_room() holds: one per run of t->order's first n keys. */
+static void runs_put(struct btree_trans *t, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (!i || t->leaf[t->order[i]] != t->leaf[t->order[i - 1]])
+			bch_btree_node_put(t->c, t->leaf[t->order[i]]);
+}
+
+/*
+ * Every leaf this transaction touches has room for its share of it (one
+ * run of t->order each); a leaf that does not is split (when may_split)
+ * and *ok is false (look again).  *ok: t->leaf[] holds each key's leaf,
+ * good until a node is read, written, moved, split or evicted (the refs
+ * are held for the pass only, so that finding one leaf does not evict
+ * another).  Leaves may end up above the split threshold; they are split
+ * when written.
  */
 static int ensure_room(struct btree_trans *t, bool may_split, bool *ok)
 {
 	struct bch_fs *c = t->c;
-	unsigned *order = malloc(t->nr * sizeof(*order));
 	int r = 0;
 
-	if (!order)
-		return -ENOMEM;
-	for (unsigned i = 0; i < t->nr; i++)
-		order[i] = i;
-	sort_trans = t;
-	qsort(order, t->nr, sizeof(*order), cmp_update);
-
+	/*
+	 * A split relinks through the journal's reserve: give it back first
+	 * (once: the first leaf short of room ends the pass, and nothing
+	 * before it writes)
+	 */
+	if (may_split && (r = bch_journal_restore_reserve(c)) < 0)
+		return r;
 	*ok = true;
-	for (unsigned i = 0; i < t->nr && *ok && !r; ) {
-		unsigned first = order[i], id = t->ids[first];
+	for (unsigned i = 0; i < t->nr_order; ) {
+		unsigned first = t->order[i], run = i, id = t->ids[first];
 		struct btree *b;
 		size_t share = 0;
 
-		/* a split relinks through the journal's reserve: give it back first */
-		if (may_split && (r = bch_journal_restore_reserve(c)) < 0)
-			break;
-		if ((r = bch_btree_find_node(c, id, 0, t->keys[first]->p, &b)))
-			break;
-		while (i < t->nr && t->ids[order[i]] == id &&
-		       bpos_cmp(t->keys[order[i]]->p, b->max_key) <= 0)
-			share += t->keys[order[i++]]->u64s;
-		if (b->u64s <= split_threshold(c) && b->u64s + share <= node_u64s_max(c) - 16) {
-			bch_btree_node_put(c, b);
-			continue;
+		if ((r = bch_btree_find_node(c, id, 0, t->keys[first]->p, &b))) {
+			runs_put(t, run);
+			return r;
 		}
+		while (i < t->nr_order && t->ids[t->order[i]] == id &&
+		       bpos_cmp(t->keys[t->order[i]]->p, b->max_key) <= 0) {
+			share += t->keys[t->order[i]]->u64s;
+			t->leaf[t->order[i++]] = b;
+		}
+		if (b->u64s <= split_threshold(c) && b->u64s + share <= node_u64s_max(c) - 16)
+			continue;
+		runs_put(t, run);
 		*ok = false;
 		if (!may_split) {
 			bch_btree_node_put(c, b);
@@ -1012,9 +1157,10 @@ static int ensure_room(struct btree_trans *t, bool may_split, bool *ok)
 		} else {
 			r = split(c, b);
 		}
+		return r;
 	}
-	free(order);
-	return r;
+	runs_put(t, t->nr_order);
+	return 0;
 }
 
 size_t bch_trans_max_u64s(struct bch_fs *c)
@@ -1026,7 +1172,7 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 {
 	struct bch_fs *c = t->c;
 	struct bch_journal_res res;
-	size_t total = 0;
+	size_t total;
 	char err[160];
 	int r = 0;
 
@@ -1036,15 +1182,14 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 		return -BCH_ERR_fs_read_only;
 	if (c->emergency_ro)
 		return -BCH_ERR_fs_emergency_ro;
-	for (unsigned i = 0; i < t->nr; i++) {
+	for (unsigned i = 0; i < t->nr; i++)
 		if (!bch_trans_unchecked && bch_bkey_validate_fs(c, t->keys[i], t->ids[i], 0, err, sizeof(err)))
 			return bch_fs_err(c, -EINVAL, "invalid key: %s", err);
-		total += 1 + t->keys[i]->u64s;
-	}
 	/* the replicas table names every member set before a key using it is journalled */
 	for (unsigned i = 0; i < t->nr; i++)
 		if ((r = bch_replicas_mark_key(c, t->ids[i], t->keys[i])))
 			return r;
+	total = commit_order(t);
 	if (total > node_u64s_max(c) / 2)
 		return bch_fs_err(c, -EINVAL, "transaction too big (%zu words; at most %zu)", total,
 				  node_u64s_max(c) / 2);
@@ -1064,8 +1209,10 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 			continue;
 		if ((r = bch_journal_res_get(c, total, &res)))
 			return r;
-		/* getting the reservation may have written (moved, split) nodes */
 		c->roots->no_shrink++;
+		if (!res.wrote)
+			break;	/* nothing written since: the leaves found are the leaves */
+		/* the reservation wrote (moved, split) nodes: look again */
 		r = ensure_room(t, false, &ok);
 		if (r || !ok) {
 			c->roots->no_shrink--;
@@ -1077,48 +1224,47 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 		break;
 	}
 
-	for (unsigned i = 0; i < t->nr && !r; i++) {
-		struct btree *b;
-		void *d = bch_journal_res_add(c, &res, BCH_JSET_ENTRY_btree_keys, t->ids[i], 0,
-					      t->keys[i]->u64s);
-		memcpy(d, t->keys[i], bkey_bytes(t->keys[i]));
-		r = bch_btree_find_node(c, t->ids[i], 0, t->keys[i]->p, &b);
-		if (!r) {
-			apply_key(c, b, t->keys[i], res.seq);
-			bch_btree_node_put(c, b);
-		}
+	/* in the order given: a later key of a position goes in after an earlier one */
+	unsigned nr_deleted = 0;
+	for (unsigned i = 0; i < t->nr; i++) {
+		struct bch_bkey *k = t->keys[i];
+		if (!k)
+			continue;
+		void *d = bch_journal_res_add(c, &res, BCH_JSET_ENTRY_btree_keys, t->ids[i], 0, k->u64s);
+		memcpy(d, k, bkey_bytes(k));
+		t->leaf[i]->refs++;
+		apply_key(c, t->leaf[i], k, res.seq);
+		bch_btree_node_put(c, t->leaf[i]);
+		nr_deleted += k->type == BCH_BKEY_deleted;
 	}
 	c->roots->no_shrink--;
 	bch_journal_res_put(c, &res);
-	/* remember where deletes happened before the keys go */
-	struct bch_bpos *deleted = malloc(t->nr * sizeof(*deleted));
-	uint8_t *deleted_ids = malloc(t->nr);
-	unsigned nr_deleted = 0;
-	if (!deleted || !deleted_ids)
-		abort();
-	for (unsigned i = 0; i < t->nr; i++)
-		if (t->keys[i]->type == BCH_BKEY_deleted) {
-			deleted[nr_deleted] = t->keys[i]->p;
-			deleted_ids[nr_deleted++] = t->ids[i];
-		}
-	trans_clear(t);
-	if (r) {
-		free(deleted);
-		free(deleted_ids);
-		bch_fs_error(c, r, false);	/* a commit half applied */
-		return r;
-	}
 	/*
 	 * deletes can leave leaves nearly empty: merge them with a sibling
 	 * (each relinks through the journal's reserve: given back between them)
 	 */
-	for (unsigned i = 0; i < nr_deleted && !r; i++)
-		if ((r = bch_journal_restore_reserve(c)) >= 0)
-			r = maybe_merge(c, deleted_ids[i], 0, deleted[i]);
-	free(deleted);
-	free(deleted_ids);
-	if (r)
-		return r;
+	if (nr_deleted) {
+		struct bch_bpos *deleted = malloc(nr_deleted * sizeof(*deleted));
+		uint8_t *deleted_ids = malloc(nr_deleted);
+		unsigned n = 0;
+		if (!deleted || !deleted_ids)
+			abort();
+		for (unsigned i = 0; i < t->nr; i++)
+			if (t->keys[i] && t->keys[i]->type == BCH_BKEY_deleted) {
+				deleted[n] = t->keys[i]->p;
+				deleted_ids[n++] = t->ids[i];
+			}
+		trans_clear(t);
+		for (unsigned i = 0; i < n && !r; i++)
+			if ((r = bch_journal_restore_reserve(c)) >= 0)
+				r = maybe_merge(c, deleted_ids[i], 0, deleted[i]);
+		free(deleted);
+		free(deleted_ids);
+		if (r)
+			return r;
+	} else {
+		trans_clear(t);
+	}
 	if ((flags & BCH_TRANS_SYNC) && (r = bch_journal_flush_seq(c, res.seq)))
 		return r;
 	return bch_btree_cache_shrink(c);

@@ -239,11 +239,11 @@ void bch_extent_update_abort(struct bch_fs *c, struct bch_extent_update *u)
 void bch_extent_update_exit(struct bch_extent_update *u)
 {
 	bch_reflink_refs_reset(u);
-	free(u->refs);
-	free(u->rv);
-	free(u->acct);
-	free(u->fresh);
-	free(u->fresh_sectors);
+	/* most are NULL (a write has no reflink): no call for those */
+	void *p[] = { u->refs, u->rv, u->acct, u->fresh, u->fresh_sectors };
+	for (unsigned i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+		if (p[i])
+			free(p[i]);
 	memset(u, 0, sizeof(*u));
 }
 

@@ -262,6 +262,21 @@ int bch_fs_fsync(struct bch_fs *c);
  */
 int bch_fs_fsync_step(struct bch_fs *c, uint64_t *seq);
 void bch_fs_fsync_wait(struct bch_fs *c);
+/*
+ * For a caller that may have c closed and another filesystem opened in its
+ * place while an fsync waits (fusemount's command bodies): whether that
+ * fsync's seq survived is told by journal seqs, which continue across an
+ * open (the journal restarts after c->open_seq, never at a seq written
+ * before).  bch_fs_journal_seqs(): *durable, the newest seq durable now;
+ * *need, the newest a flush now would make durable (0: nothing to flush).
+ * bch_fs_open_durable(): of a filesystem just opened, the newest seq of
+ * the earlier sessions that is durable: c->open_seq when the open proves
+ * it (opened clean: that close flushed it; read-write: the session's first
+ * entry flushed every device first), else 0 (read-only after a close that
+ * did not finish: what it read back may be only in a volatile cache).
+ */
+void bch_fs_journal_seqs(struct bch_fs *c, uint64_t *durable, uint64_t *need);
+uint64_t bch_fs_open_durable(struct bch_fs *c);
 
 /*
  * Entries of dir from cursor pos ("." is 0, ".." 1, then name hashes):

@@ -882,6 +882,17 @@ void bch_fs_fsync_wait(struct bch_fs *c)
 	bch_journal_flush_wait(c);
 }
 
+void bch_fs_journal_seqs(struct bch_fs *c, uint64_t *durable, uint64_t *need)
+{
+	*durable = bch_journal_seq_durable_now(c);
+	*need = bch_journal_seq_needed(c);
+}
+
+uint64_t bch_fs_open_durable(struct bch_fs *c)
+{
+	return c->open_clean || !c->read_only ? c->open_seq : 0;
+}
+
 /* ------------------------------------------- entry points: views of handles */
 
 ssize_t bch_fs_read(struct bch_fs *c, uint64_t inum, uint64_t offset, void *buf, size_t len)

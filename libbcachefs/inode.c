@@ -81,13 +81,15 @@ int bch_inode_get(struct bch_fs *c, uint64_t inum, struct bch_inode *inode)
 
 int bch_inode_update(struct btree_trans *t, uint64_t inum, const struct bch_inode *inode)
 {
-	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_inode, POS(0, inum, 0), sizeof(*inode));
-	int r;
+	/* on the stack: the transaction copies it */
+	uint64_t buf[BCH_BKEY_U64s + (sizeof(*inode) + 7) / 8] = { 0 };
+	struct bch_bkey *k = (struct bch_bkey *)buf;
 
+	k->u64s = sizeof(buf) / 8;
+	k->type = BCH_BKEY_inode;
+	k->p = POS(0, inum, 0);
 	memcpy(bkey_val(k), inode, sizeof(*inode));
-	r = bch_trans_update(t, BCH_BTREE_ID_inodes, k);
-	free(k);
-	return r;
+	return bch_trans_update(t, BCH_BTREE_ID_inodes, k);
 }
 
 int bch_inode_delete(struct btree_trans *t, uint64_t inum)

@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
@@ -139,6 +140,16 @@ struct bch_journal {
 	uint64_t		*last_roots;	/* roots of the last entry written */
 	unsigned		last_roots_u64s;
 	bool			reclaiming;	/* inside reclaim: no nested reclaim */
+	/*
+	 * bch_journal_restore_reserve() found the reserve kept at kept_seq
+	 * with roots of kept_roots words: still so while the open entry is the
+	 * same, the roots too, and nothing but ordinary reservations (each
+	 * fits the reserve, fits()) came since.  kept false: look again
+	 * (internal reservations, devices, spill, start).
+	 */
+	bool			kept;
+	uint64_t		kept_seq;
+	unsigned		kept_roots;
 	uint64_t		debt_upto;	/* pins up to this seq ... */
 	unsigned		debt_pins;	/* ... are this many: what reclaim writes
 						 * to free the next buckets (reserve_u64s()) */
@@ -299,6 +310,7 @@ void bch_journal_devs_update(struct bch_fs *c)
 	if (!j)
 		return;
 	jwriter_reap(c);	/* its devices are the old ones (a failure is the fs's error) */
+	j->kept = false;
 	/* read-write members first: only they get new entries */
 	j->nr_wdevs = 0;
 	for (unsigned i = 0; i < j->nr_devs; i++)
@@ -1037,6 +1049,7 @@ int bch_journal_start(struct bch_fs *c, uint64_t min_seq)
 		j->seq = j->seen_max + 1;
 	if (j->seq <= c->sb->journal_seq_open)
 		j->seq = c->sb->journal_seq_open + 1;
+	j->kept = false;
 	if (j->last_seq_ondisk == 0)
 		j->last_seq_ondisk = j->seq;
 	j->buf_u64s = 0;
@@ -1517,6 +1530,25 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 }
 
 /*
+ * An entry's buffer, page-aligned (direct I/O): zeroed only where nothing
+ * is copied in: the header with its first head words (the nonce entry,
+ * filled field by field) and the tail after its u64s words (zeroing all of
+ * it, twice, was a quarter of a 4 KiB random write's journal cost).
+ */
+static struct bch_jset *entry_buf(size_t bytes, unsigned u64s, unsigned head)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t used = sizeof(struct bch_jset) + (size_t)u64s * 8;
+	void *p;
+
+	if (used > bytes || head > u64s || posix_memalign(&p, page > 0 ? page : 4096, bytes))
+		return NULL;
+	memset(p, 0, sizeof(struct bch_jset) + (size_t)head * 8);
+	memset((char *)p + used, 0, bytes - used);
+	return p;
+}
+
+/*
  * Write the open entry (roots added now) and, with flush, flush it: it
  * becomes durable.  Without (an entry written because it is full, which no
  * one waits for): durable at the next flush of the devices, which the next
@@ -1559,11 +1591,9 @@ static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 		return ret;
 	if (counter > j->nonce_max)
 		j->nonce_max = counter;
-	js = bch_dev_alloc_buf(bytes);
-	if (!js)
-		return -ENOMEM;
-	memset(js, 0, bytes);
 	u64s += extra;
+	if (!(js = entry_buf(bytes, u64s, extra)))
+		return -ENOMEM;
 	js->magic = BCH_JSET_MAGIC;
 	memcpy(js->fs_uuid, c->sb->uuid, BCH_UUID_SIZE);
 	js->seq = j->seq;
@@ -1767,6 +1797,7 @@ static int spill(struct bch_fs *c, unsigned u64s)
 	if ((ret = j->spill(c)))
 		return ret;
 	j->last_seq_ondisk = j->seq;	/* every bucket is free */
+	j->kept = false;
 	return fits(c, j->seq, j->buf_u64s + u64s, false) ? 0
 		: bch_fs_err(c, -BCH_ERR_journal_full, "journal full: no room after spilling");
 }
@@ -1878,7 +1909,9 @@ int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res 
 	if (u64s + roots_u64s(c) > j->max_u64s)
 		return bch_fs_err(c, -EINVAL, "transaction too big for one journal entry "
 				  "(%u of at most %u words)", u64s, j->max_u64s - roots_u64s(c));
+	res->wrote = false;
 	if (!fits(c, j->seq, j->buf_u64s + u64s, false)) {
+		res->wrote = true;
 		if (j->buf_u64s && (ret = write_full(c, u64s, false)))
 			return ret;
 		if ((ret = make_room(c, u64s)))
@@ -1897,9 +1930,18 @@ int bch_journal_restore_reserve(struct bch_fs *c)
 	struct bch_journal *j = J(c);
 	int ret;
 
-	if (c->read_only || c->emergency_ro || !j->started || !may_reclaim(c) ||
-	    reserve_kept(c, 0))
+	if (c->read_only || c->emergency_ro || !j->started || !may_reclaim(c))
 		return 0;
+	/* a commit asks once: the same answer as the last one's, mostly (fits() x2: 0.6k) */
+	unsigned roots = roots_u64s(c);
+	if (j->kept && j->kept_seq == j->seq && j->kept_roots == roots)
+		return 0;
+	if (reserve_kept(c, 0)) {
+		j->kept = true;
+		j->kept_seq = j->seq;
+		j->kept_roots = roots;
+		return 0;
+	}
 	/* the open entry written only when it is what eats the reserve */
 	if (j->buf_u64s && !fits(c, j->seq, j->buf_u64s, false) && (ret = write_full(c, 0, false)))
 		return ret;
@@ -1913,6 +1955,7 @@ int bch_journal_res_get_internal(struct bch_fs *c, unsigned u64s, struct bch_jou
 
 	if (c->read_only || !j->started)
 		return -BCH_ERR_fs_read_only;
+	j->kept = false;	/* may eat into the reserve */
 	if (!fits(c, j->seq, j->buf_u64s + u64s, true)) {
 		if (j->buf_u64s && (ret = write_full(c, u64s, true)))
 			return ret;
@@ -1997,7 +2040,7 @@ int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq)
 		return -BCH_ERR_fs_read_only;
 	if (!j->started)
 		return 0;
-	if (!*seq && !(*seq = open_entry_needed(c) ? j->seq : j->written))
+	if (!*seq && !(*seq = bch_journal_seq_needed(c)))
 		return 0;
 	if (*seq <= j->durable)
 		return 0;
@@ -2054,6 +2097,27 @@ uint64_t bch_journal_seq_open(struct bch_fs *c)
 uint64_t bch_journal_seq_durable(struct bch_fs *c)
 {
 	return J(c)->durable;
+}
+
+uint64_t bch_journal_seq_needed(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+
+	if (!j || !j->started || c->read_only)
+		return 0;
+	return open_entry_needed(c) ? j->seq : j->written;
+}
+
+uint64_t bch_journal_seq_durable_now(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+
+	if (!j)
+		return 0;
+	/* a write done but not reaped: its flush may have made more durable */
+	if (j->wr.busy && bch_jwriter_done(&j->wr.w))
+		(void)jwriter_reap(c);	/* a failure stays the journal's: the next flush, the close */
+	return j->durable;
 }
 
 uint64_t bch_journal_last_seq(struct bch_fs *c)

@@ -79,6 +79,10 @@ struct bch_journal_res {
 	uint64_t	seq;
 	unsigned	u64s;		/* reserved, headers included */
 	unsigned	used;
+	bool		wrote;		/* bch_journal_res_get() wrote entries or
+					 * reclaimed (nodes written, moved, split)
+					 * first: what the caller found of the
+					 * btree before may have changed */
 };
 
 int  bch_fs_journal_init(struct bch_fs *c);
@@ -198,6 +202,18 @@ uint64_t bch_journal_flush_gen(struct bch_fs *c);
 /* Of the open entry; the caller makes something depend on it (the next flush writes it). */
 uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
+/*
+ * The newest seq a flush now would make durable: the open entry's when it
+ * must be written, else the newest entry written; 0 when nothing is (or a
+ * read-only filesystem).  What bch_journal_flush_step() sets *seq to.
+ */
+uint64_t bch_journal_seq_needed(struct bch_fs *c);
+/*
+ * bch_journal_seq_durable(), with an entry whose write has finished (its
+ * waiter not back yet) reaped first: for a caller about to let the
+ * filesystem be closed under that waiter.  Never waits.
+ */
+uint64_t bch_journal_seq_durable_now(struct bch_fs *c);
 /*
  * Does the open entry hold keys of btree btree_id at level?  (A new root
  * must follow every key of its level journalled for an earlier shape of

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * btree_update_test.c - bch_trans_commit() of transactions that update one
+ * position several times (btree_update.c, commit_order(): only the last
+ * update of a position is journalled and applied).  Random interleavings of
+ * inserts and deletes of a few positions, in transactions of up to 16 keys
+ * (insertion sort) and of more (qsort): after the commit, and after a crash
+ * and journal replay, every position holds what its last update says.
+ * Seeds are printed.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bkey.h"
+#include "btree.h"
+#include "errcode.h"
+#include "fs.h"
+#include "journal.h"
+#include "tests/lib/testfs.h"
+
+#define NPOS	12
+
+static struct testfs_one one;
+
+static void up(void)
+{
+	testfs_one_up(&one, "btree_update", 64);
+}
+
+static void down(void)
+{
+	testfs_one_down(&one);
+}
+
+TestSuite(btree_update, .init = up, .fini = down);
+
+static struct bch_bpos pos_of(unsigned i)
+{
+	return POS(7, 100 + i * 3, 0);
+}
+
+static struct bch_bkey *make_key(unsigned i, unsigned gen)
+{
+	unsigned len = 1 + gen % 40;
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, pos_of(i), sizeof(struct bch_raw) + len);
+	struct bch_raw *r = bkey_val(k);
+
+	r->len = len;
+	for (unsigned b = 0; b < len; b++)
+		r->data[b] = (i * 31 + b + gen) & 0xff;
+	return k;
+}
+
+/* model[i]: 0 absent, else the gen + 1 of the key there */
+static void check(struct bch_fs *c, const unsigned *model, uint64_t seed, const char *when)
+{
+	for (unsigned i = 0; i < NPOS; i++) {
+		struct bch_bkey *k = NULL;
+		int r = bch_btree_lookup(c, BCH_BTREE_ID_test, pos_of(i), &k);
+		if (!model[i]) {
+			cr_assert_eq(r, -BCH_ERR_key_not_found, "seed %llu %s: position %u present",
+				     (unsigned long long)seed, when, i);
+			continue;
+		}
+		cr_assert_eq(r, 0, "seed %llu %s: position %u missing: %s", (unsigned long long)seed,
+			     when, i, c->err_msg);
+		struct bch_bkey *want = make_key(i, model[i] - 1);
+		cr_assert(k->u64s == want->u64s && !memcmp(k, want, bkey_bytes(k)),
+			  "seed %llu %s: position %u holds an earlier update", (unsigned long long)seed,
+			  when, i);
+		free(k);
+		free(want);
+	}
+}
+
+Test(btree_update, last_update_of_a_position_wins)
+{
+	struct bch_fs *c = one.c;
+	unsigned model[NPOS] = { 0 }, gen = 0;
+	uint64_t seed = 95;
+
+	printf("btree_update: seed %llu\n", (unsigned long long)seed);
+	for (unsigned round = 0; round < 40; round++) {
+		struct btree_trans *t;
+		/* small transactions, then ones past the insertion sort's 16 keys */
+		unsigned nr = round < 20 ? 2 + round % 14 : 17 + round % 30;
+
+		cr_assert_eq(bch_trans_init(c, &t), 0);
+		for (unsigned n = 0; n < nr; n++) {
+			/* few positions: most are updated several times, in any order */
+			unsigned i = testfs_xorshift(&seed) % NPOS;
+			if (testfs_xorshift(&seed) % 3 == 0) {
+				struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted,
+						      .p = pos_of(i) };
+				cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, &d), 0);
+				model[i] = 0;
+			} else {
+				struct bch_bkey *k = make_key(i, ++gen);
+				cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, k), 0);
+				free(k);
+				model[i] = gen + 1;
+			}
+		}
+		cr_assert_eq(bch_trans_commit(t, 0), 0, "seed 95 round %u: %s", round, c->err_msg);
+		bch_trans_exit(t);
+		check(c, model, 95, "after the commit");
+	}
+	/* what the journal says: a crash after its flush, then replay */
+	cr_assert_eq(bch_journal_flush(c), 0);
+	c->read_only = true;	/* the close writes nothing: as if power was lost */
+	bch_fs_close(c);
+	one.c = c = testfs_must_open(one.paths, 1, 0);
+	check(c, model, 95, "after replay");
+	testfs_assert_fsck_clean(c, false);
+}
