@@ -771,6 +771,18 @@ static void format_layout(struct bch_bkey_format *f)
 			f->nr_live_pos = f->nr_live;
 	}
 	f->key_u64s = off ? (off + 63) / 64 : 1;	/* (never an empty key in an arena) */
+
+	f->pos_fast = !f->bits[BKF_PAD];
+	f->pos_only = f->pos_fast && f->nr_live == f->nr_live_pos;
+	for (unsigned i = 0; i < 3; i++) {
+		unsigned fo = f->off[BKF_INODE + i], w = f->bits[BKF_INODE + i];
+		struct bch_bkey_pos_at *a = &f->pos_at[i];
+
+		a->mask = width_mask(w) & (w ? UINT64_MAX : 0);
+		a->word = w ? fo / 64 : 0;
+		a->shift = w ? fo % 64 : 0;
+		a->word2 = w && fo % 64 + w > 64 ? a->word + 1 : a->word;
+	}
 }
 
 void bch_bkey_format_widest(struct bch_bkey_format *f)

@@ -164,7 +164,7 @@ void bch_btree_iter_init(struct btree_iter *it, struct bch_fs *c, unsigned id,
 	*it = (struct btree_iter) { .c = c, .id = id, .pos = start, .end = end };
 }
 
-const struct bch_bkey *bch_btree_iter_next(struct btree_iter *it, int *err)
+const struct bch_bkey *bch_btree_iter_next_slow(struct btree_iter *it, int *err)
 {
 	*err = 0;
 	for (;;) {
