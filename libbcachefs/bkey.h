@@ -127,6 +127,7 @@ enum bch_bkey_field {
 struct bch_bkey_field_at {
 	uint16_t		off;
 	uint8_t			bits, word, shift;
+	uint8_t			field;		/* enum bch_bkey_field */
 };
 
 /*
@@ -150,7 +151,6 @@ struct bch_bkey_format {
 						 * is its position and value */
 	struct bch_bkey_pos_at	pos_at[3];	/* inode, offset, snapshot */
 	struct bch_bkey_field_at live[BKF_NR];
-	uint64_t		fixed[BCH_BKEY_U64s];	/* tmpl's bits of fields of 0 bits */
 	uint64_t		base[BKF_NR];
 	uint8_t			bits[BKF_NR];	/* 0 (every key the base) .. the field's width */
 	uint16_t		off[BKF_NR];	/* bit offset of each field (from bits) */
