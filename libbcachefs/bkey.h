@@ -290,25 +290,18 @@ static inline __attribute__((always_inline)) void bch_bkey_copy_words(uint64_t *
 		memcpy(d, s, n * 8);
 		return;
 	}
-	if (n >= 4) {		/* 4..8: two runs of 4 that may overlap */
-		uint64_t a[4], b[4];
-
-		memcpy(a, s, 32);
-		memcpy(b, s + n - 4, 32);
-		memcpy(d, a, 32);
-		memcpy(d + n - 4, b, 32);
-		return;
+	/* a word at a time (the reader's loads then take each from its store) */
+	switch (n) {
+	case 8: d[7] = s[7];	/* fall through */
+	case 7: d[6] = s[6];	/* fall through */
+	case 6: d[5] = s[5];	/* fall through */
+	case 5: d[4] = s[4];	/* fall through */
+	case 4: d[3] = s[3];	/* fall through */
+	case 3: d[2] = s[2];	/* fall through */
+	case 2: d[1] = s[1];	/* fall through */
+	case 1: d[0] = s[0];	/* fall through */
+	case 0: break;
 	}
-	if (n >= 2) {		/* 2..3 */
-		uint64_t a0 = s[0], a1 = s[1], b1 = s[n - 1];
-
-		d[0] = a0;
-		d[1] = a1;
-		d[n - 1] = b1;
-		return;
-	}
-	if (n)
-		d[0] = s[0];
 }
 
 /* The key packed at src, whole, into dst (room for its unpacked u64s words). */
