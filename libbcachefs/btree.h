@@ -19,8 +19,9 @@
  * when it runs out.  A leaf's keys laid out anew (a pack, a split's or a
  * merge's new node) lie packed against a format fitted to them (bkey.h: a
  * base and a bit width per header field; random keys of one type and length
- * take 16 bytes of header, not 40), when that is shorter; keys put since lie
- * whole after them until a pack takes them in (keeping the format, and
+ * take 16 bytes of header, not 40), when that is shorter; keys put since are
+ * packed as they come while they fit it, and from the first that does not
+ * lie whole after them until a pack takes them in (keeping the format, and
  * copying the packed keys as they are, when the new ones fit it).  So a key
  * is read into a buffer of the caller's (bch_btree_key()), or only its
  * position (a search's tie) or header; nothing writes through either.
@@ -139,8 +140,10 @@ struct btree {
 	/*
 	 * A leaf's keys laid out anew (a pack, set_keys) lie packed in the
 	 * arena against pack_fmt (bkey.h), when that is shorter: the keys at
-	 * offsets below packed_u64s; those appended since (offsets at or
-	 * after) are whole.  Interior nodes and a read's raw bytes: none.
+	 * offsets below packed_u64s, which grows while keys appended since
+	 * fit (btree_cache.c append_packed()); from the first that does not
+	 * (offsets at or after) they are whole.  Interior nodes and a read's
+	 * raw bytes: none.
 	 */
 	struct bch_bkey_format	*pack_fmt;	/* NULL: no key packed */
 	uint32_t		packed_u64s;
