@@ -31,6 +31,13 @@
  * BENCH_ENGINE=ours (or lmdb) runs one engine only: A/B runs of two builds
  * of ours, alternated, on a machine whose load moves; BENCH_CPU=1 times
  * the phases by the process's CPU time (fsyncs' waits left out).
+ *
+ * Instructions (no hardware counters in a VM: callgrind), one of our
+ * phases alone, each a function of its own:
+ *   BENCH_ENGINE=ours BENCH_INPROC=1 valgrind --tool=callgrind \
+ *     --toggle-collect=ours_scan build/btree-bench DIR 100000
+ * (ours_insert, ours_lookup, ours_scan: one call a pass, ours_delete).
+ * BENCH_SCAN_PASSES=N scans N times (a perf record of the scan).
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -57,6 +64,13 @@
 #define TXN	1000
 /* A scan of 1M keys takes ~15 ms: each engine scans this often, best counts. */
 #define SCAN_PASSES	5
+
+/* BENCH_SCAN_PASSES=N: N instead (a profile of the scan loop). */
+static int scan_passes(void)
+{
+	const char *s = getenv("BENCH_SCAN_PASSES");
+	return s && atoi(s) > 0 ? atoi(s) : SCAN_PASSES;
+}
 
 struct result {
 	double	ops[4];		/* insert, lookup, scan, delete: ops/s */
@@ -241,6 +255,89 @@ static void debug_stats(struct bch_fs *c, const char *path, const char *when)
 	fprintf(stderr, "\n");
 }
 
+/*
+ * Our phases, each a function of its own (noinline): callgrind counts one
+ * alone (--toggle-collect=ours_scan), the machine's load moving nothing.
+ */
+static __attribute__((noinline)) void ours_insert(struct bch_fs *c, struct btree_trans *t, uint64_t n)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, POS_MIN, sizeof(struct bch_raw) + 32);
+	struct bch_raw *v = bkey_val(k);
+
+	/* asked once: getenv() a key was 600M of the run's 16G instructions */
+	bool debug = getenv("BENCH_DEBUG") != NULL;
+
+	v->len = 32;
+	for (uint64_t i = 0; i < n; i++) {
+		k->p = POS(key_hi(i), key_lo(i), 0);
+		memset(v->data, (int)i, 32);
+		bch_trans_update(t, BCH_BTREE_ID_test, k);
+		if ((i + 1) % TXN == 0 || i + 1 == n)
+			if (bch_trans_commit(t, BCH_TRANS_SYNC))
+				die("commit", c->err_msg);
+		if (debug && (i + 1) % (n / 10 ? n / 10 : 1) == 0) {
+			fprintf(stderr, "%" PRIu64 " keys: cache %.1fM;", i + 1,
+				bch_btree_cache_bytes(c) / 1048576.0);
+			rss_status("");
+		}
+	}
+	free(k);
+}
+
+static __attribute__((noinline)) void ours_lookup(struct bch_fs *c, uint64_t n, uint64_t lookups)
+{
+	srandom(1);
+	for (uint64_t i = 0; i < lookups; i++) {
+		uint64_t j = random() % n;
+		struct bch_bkey *got;
+		if (bch_btree_lookup(c, BCH_BTREE_ID_test, POS(key_hi(j), key_lo(j), 0), &got))
+			die("lookup", c->err_msg[0] ? c->err_msg : "missing key");
+		free(got);
+	}
+}
+
+static __attribute__((noinline)) void ours_scan(struct bch_fs *c, uint64_t n)
+{
+	uint64_t seen = 0;
+	struct btree_iter it;
+	int ierr;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_test, POS_MIN, POS_MAX);
+	const struct bch_bkey *sk;
+	uint64_t sum = 0;	/* a scan reads what it visits: a byte of every value */
+	while ((sk = bch_btree_iter_next(&it, &ierr))) {
+		const struct bch_raw *rv = bkey_val(sk);
+		sum += rv->len + rv->data[0];
+		seen++;
+	}
+	bch_btree_iter_exit(&it);
+	if (sum != value_sum(n))
+		die("scan", "wrong values");
+	if (ierr)
+		die("scan", c->err_msg);
+	if (seen != n)
+		die("scan", "wrong number of keys");
+}
+
+static __attribute__((noinline)) void ours_delete(struct bch_fs *c, struct btree_trans *t, uint64_t n)
+{
+	struct bch_bkey *del = bch_bkey_alloc(BCH_BKEY_deleted, POS_MIN, 0);
+	bool debug = getenv("BENCH_DEBUG") != NULL;
+
+	for (uint64_t i = 0; i < n; i++) {
+		del->p = POS(key_hi(i), key_lo(i), 0);
+		bch_trans_update(t, BCH_BTREE_ID_test, del);
+		if ((i + 1) % TXN == 0 || i + 1 == n)
+			if (bch_trans_commit(t, BCH_TRANS_SYNC))
+				die("delete", c->err_msg);
+		if (debug && (i + 1) % (n / 20 ? n / 20 : 1) == 0) {
+			fprintf(stderr, "%" PRIu64 " deleted: cache %.1fM;", i + 1,
+				bch_btree_cache_bytes(c) / 1048576.0);
+			rss_status("");
+		}
+	}
+	free(del);
+}
+
 static void run_ours(const char *dir, uint64_t n, struct result *res)
 {
 	char path[512], err[512];
@@ -269,59 +366,20 @@ static void run_ours(const char *dir, uint64_t n, struct result *res)
 		rss_status("after open:");
 	struct btree_trans *t;
 	bch_trans_init(c, &t);
-	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, POS_MIN, sizeof(struct bch_raw) + 32);
-	struct bch_raw *v = bkey_val(k);
-	v->len = 32;
 
 	double t0 = now();
-	for (uint64_t i = 0; i < n; i++) {
-		k->p = POS(key_hi(i), key_lo(i), 0);
-		memset(v->data, (int)i, 32);
-		bch_trans_update(t, BCH_BTREE_ID_test, k);
-		if ((i + 1) % TXN == 0 || i + 1 == n)
-			if (bch_trans_commit(t, BCH_TRANS_SYNC))
-				die("commit", c->err_msg);
-		if (getenv("BENCH_DEBUG") && (i + 1) % (n / 10 ? n / 10 : 1) == 0) {
-			fprintf(stderr, "%" PRIu64 " keys: cache %.1fM;", i + 1,
-				bch_btree_cache_bytes(c) / 1048576.0);
-			rss_status("");
-		}
-	}
+	ours_insert(c, t, n);
 	res->ops[0] = n / (now() - t0);
 
 	uint64_t lookups = n < 200000 ? n : 200000;
 	t0 = now();
-	srandom(1);
-	for (uint64_t i = 0; i < lookups; i++) {
-		uint64_t j = random() % n;
-		struct bch_bkey *got;
-		if (bch_btree_lookup(c, BCH_BTREE_ID_test, POS(key_hi(j), key_lo(j), 0), &got))
-			die("lookup", c->err_msg[0] ? c->err_msg : "missing key");
-		free(got);
-	}
+	ours_lookup(c, n, lookups);
 	res->ops[1] = lookups / (now() - t0);
 
 	res->ops[2] = 0;
-	for (int pass = 0; pass < SCAN_PASSES; pass++) {
+	for (int pass = 0, passes = scan_passes(); pass < passes; pass++) {
 		t0 = now();
-		uint64_t seen = 0;
-		struct btree_iter it;
-		int ierr;
-		bch_btree_iter_init(&it, c, BCH_BTREE_ID_test, POS_MIN, POS_MAX);
-		const struct bch_bkey *sk;
-		uint64_t sum = 0;	/* a scan reads what it visits: a byte of every value */
-		while ((sk = bch_btree_iter_next(&it, &ierr))) {
-			const struct bch_raw *rv = bkey_val(sk);
-			sum += rv->len + rv->data[0];
-			seen++;
-		}
-		bch_btree_iter_exit(&it);
-		if (sum != value_sum(n))
-			die("scan", "wrong values");
-		if (ierr)
-			die("scan", c->err_msg);
-		if (seen != n)
-			die("scan", "wrong number of keys");
+		ours_scan(c, n);
 		double rate = n / (now() - t0);
 		if (getenv("BENCH_DEBUG"))
 			fprintf(stderr, "scan pass %d: %.0f keys/s\n", pass, rate);
@@ -335,24 +393,10 @@ static void run_ours(const char *dir, uint64_t n, struct result *res)
 		die("flush", c->err_msg);
 	res->full_bytes = file_bytes(path);
 
-	struct bch_bkey *del = bch_bkey_alloc(BCH_BKEY_deleted, POS_MIN, 0);
 	t0 = now();
-	for (uint64_t i = 0; i < n; i++) {
-		del->p = POS(key_hi(i), key_lo(i), 0);
-		bch_trans_update(t, BCH_BTREE_ID_test, del);
-		if ((i + 1) % TXN == 0 || i + 1 == n)
-			if (bch_trans_commit(t, BCH_TRANS_SYNC))
-				die("delete", c->err_msg);
-		if (getenv("BENCH_DEBUG") && (i + 1) % (n / 20 ? n / 20 : 1) == 0) {
-			fprintf(stderr, "%" PRIu64 " deleted: cache %.1fM;", i + 1,
-				bch_btree_cache_bytes(c) / 1048576.0);
-			rss_status("");
-		}
-	}
+	ours_delete(c, t, n);
 	res->ops[3] = n / (now() - t0);
 	debug_stats(c, path, "after delete");
-	free(k);
-	free(del);
 	bch_trans_exit(t);
 	if (bch_fs_close(c))
 		die("close", "failed");
@@ -417,7 +461,7 @@ static void run_lmdb(const char *dir, uint64_t n, struct result *res)
 	res->ops[1] = lookups / (now() - t0);
 
 	res->ops[2] = 0;
-	for (int pass = 0; pass < SCAN_PASSES; pass++) {
+	for (int pass = 0, passes = scan_passes(); pass < passes; pass++) {
 		t0 = now();
 		MDB_cursor *cur;
 		uint64_t seen = 0;

@@ -729,9 +729,21 @@ static uint64_t width_mask(unsigned w)
 	return w >= 64 ? UINT64_MAX : (1ULL << w) - 1;
 }
 
-static uint64_t field_of(const uint64_t *w, unsigned f)
+/*
+ * Every field of k's header, in enum order: read from the struct's own
+ * fields (not through the tables), so a caller's loop over them unrolls.
+ */
+static inline void fields_of(const struct bch_bkey *k, uint64_t v[BKF_NR])
 {
-	return w[field_byte[f] / 8] >> (field_byte[f] % 8 * 8) & width_mask(field_width[f]);
+	v[BKF_INODE]	= k->p.inode;
+	v[BKF_OFFSET]	= k->p.offset;
+	v[BKF_SNAPSHOT]	= k->p.snapshot;
+	v[BKF_PAD]	= k->p.pad;
+	v[BKF_U64S]	= k->u64s;
+	v[BKF_TYPE]	= k->type;
+	v[BKF_SIZE]	= k->size;
+	v[BKF_VERSION]	= k->version;
+	v[BKF_FLAGS]	= k->flags;
 }
 
 /* v (below 2^w) into zeroed bits at bit off of dst. */
@@ -752,7 +764,6 @@ static void format_layout(struct bch_bkey_format *f)
 	unsigned off = 0;
 
 	memset(f->tmpl, 0, sizeof(f->tmpl));
-	memset(f->fixed, 0, sizeof(f->fixed));
 	f->nr_live = f->nr_live_pos = 0;
 	for (unsigned i = 0; i < BKF_NR; i++) {
 		unsigned word = field_byte[i] / 8, shift = field_byte[i] % 8 * 8;
@@ -760,17 +771,27 @@ static void format_layout(struct bch_bkey_format *f)
 		f->off[i] = off;
 		off += f->bits[i];
 		f->tmpl[word] |= f->base[i] << shift;
-		if (!f->bits[i]) {
-			f->fixed[word] |= width_mask(field_width[i]) << shift;
+		if (!f->bits[i])
 			continue;
-		}
 		f->live[f->nr_live++] = (struct bch_bkey_field_at) {
-			.off = f->off[i], .bits = f->bits[i], .word = word, .shift = shift,
+			.off = f->off[i], .bits = f->bits[i], .word = word, .shift = shift, .field = i,
 		};
 		if (i < BKF_POS_NR)
 			f->nr_live_pos = f->nr_live;
 	}
 	f->key_u64s = off ? (off + 63) / 64 : 1;	/* (never an empty key in an arena) */
+
+	f->pos_fast = !f->bits[BKF_PAD];
+	f->pos_only = f->pos_fast && f->nr_live == f->nr_live_pos;
+	for (unsigned i = 0; i < 3; i++) {
+		unsigned fo = f->off[BKF_INODE + i], w = f->bits[BKF_INODE + i];
+		struct bch_bkey_pos_at *a = &f->pos_at[i];
+
+		a->mask = width_mask(w) & (w ? UINT64_MAX : 0);
+		a->word = w ? fo / 64 : 0;
+		a->shift = w ? fo % 64 : 0;
+		a->word2 = w && fo % 64 + w > 64 ? a->word + 1 : a->word;
+	}
 }
 
 void bch_bkey_format_widest(struct bch_bkey_format *f)
@@ -799,13 +820,15 @@ static void state_take(struct bch_bkey_format_state *s, unsigned i, uint64_t v)
 		s->hi[i] = v;
 }
 
+/* (a pack that chooses a format adds each of a leaf's keys: kept short) */
 void bch_bkey_format_add(struct bch_bkey_format_state *s, const struct bch_bkey *k)
 {
-	uint64_t w[BCH_BKEY_U64s];
+	uint64_t v[BKF_NR];
 
-	memcpy(w, k, sizeof(w));
+	fields_of(k, v);
+#pragma GCC unroll 16
 	for (unsigned i = 0; i < BKF_NR; i++)
-		state_take(s, i, field_of(w, i));
+		state_take(s, i, v[i]);
 	s->any = true;
 }
 
@@ -834,46 +857,46 @@ void bch_bkey_format_done(const struct bch_bkey_format_state *s, struct bch_bkey
 	format_layout(f);
 }
 
-/* The header words w fit f: fields of 0 bits equal to their base, the others in range. */
-static bool words_fit(const struct bch_bkey_format *f, const uint64_t *w)
+/*
+ * The fields v fit f: each from its base to base + 2^bits - 1 (a field of
+ * 0 bits: its base).  Without a branch a field: a pack checks every key.
+ */
+static bool fields_fit(const struct bch_bkey_format *f, const uint64_t v[BKF_NR])
 {
-	for (unsigned i = 0; i < BCH_BKEY_U64s; i++)
-		if ((w[i] ^ f->tmpl[i]) & f->fixed[i])
-			return false;
-	for (unsigned i = 0; i < BKF_NR; i++) {
-		if (!f->bits[i])
-			continue;
-		uint64_t v = field_of(w, i);
+	bool ok = true;
 
-		if (v < f->base[i] || (f->bits[i] < 64 && (v - f->base[i]) >> f->bits[i]))
-			return false;
-	}
-	return true;
+#pragma GCC unroll 16
+	for (unsigned i = 0; i < BKF_NR; i++)
+		ok &= (v[i] >= f->base[i]) & (v[i] - f->base[i] <= width_mask(f->bits[i]));
+	return ok;
 }
 
 bool bch_bkey_format_fits(const struct bch_bkey_format *f, const struct bch_bkey *k)
 {
-	uint64_t w[BCH_BKEY_U64s];
+	uint64_t v[BKF_NR];
 
-	memcpy(w, k, sizeof(w));
-	return words_fit(f, w);
+	fields_of(k, v);
+	return fields_fit(f, v);
 }
 
 size_t bch_bkey_pack(const struct bch_bkey_format *f, const struct bch_bkey *k, uint64_t *dst)
 {
-	uint64_t w[BCH_BKEY_U64s];
+	uint64_t v[BKF_NR];
 
-	memcpy(w, k, sizeof(w));
-	if (k->u64s < BCH_BKEY_U64s || !words_fit(f, w))
+	fields_of(k, v);
+	if (k->u64s < BCH_BKEY_U64s || !fields_fit(f, v))
 		return 0;
-	memset(dst, 0, f->key_u64s * 8);
+	/* the header's words built here, then stored: (no memset() call a key) */
+	uint64_t h[BCH_BKEY_U64s + 1] = { 0 };	/* (+1: bits_write() past a last field) */
+
 	for (unsigned i = 0; i < f->nr_live; i++) {
 		const struct bch_bkey_field_at *a = &f->live[i];
-		uint64_t v = (w[a->word] >> a->shift) - (f->tmpl[a->word] >> a->shift);
 
-		bits_write(dst, a->off, a->bits, v & width_mask(a->bits));
+		bits_write(h, a->off, a->bits, v[a->field] - f->base[a->field]);
 	}
-	memcpy(dst + f->key_u64s, k->_data, bkey_val_bytes(k));
+	for (unsigned i = 0; i < f->key_u64s; i++)
+		dst[i] = h[i];
+	bch_bkey_copy_words(dst + f->key_u64s, (const uint64_t *)k->_data, k->u64s - BCH_BKEY_U64s);
 	return bch_bkey_packed_u64s_of(f, k);
 }
 

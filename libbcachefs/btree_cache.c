@@ -1577,6 +1577,25 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 	b->last_insert = i;
 }
 
+/*
+ * k, just appended whole at dst (the arena's end) and indexed, packed in
+ * its place when every key before it is packed and it fits the leaf's
+ * format: the packed keys grow, and a leaf packs again when a quarter of
+ * it is dead, not each time as many bytes came whole (h-scan37).  k is
+ * not dst (the caller's key, or its copy).
+ */
+static void append_packed(struct btree *b, const struct bch_bkey *k, struct bch_bkey *dst)
+{
+	size_t at = (char *)dst - (char *)b->arena, n;
+
+	if (!b->pack_fmt || at != (size_t)b->packed_u64s * 8 ||
+	    !(n = bch_bkey_pack(b->pack_fmt, k, (uint64_t *)dst)))
+		return;
+	b->arena_used = at + n * 8;
+	b->packed_u64s += n;
+	b->packed_saved += packed_saving(b->pack_fmt);
+}
+
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 {
 	b->mod++;
@@ -1597,6 +1616,7 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 	memcpy(dst, k, kb);
 	b->arena_used += kb;
 	node_array_insert(b, dst);
+	append_packed(b, k, dst);
 	free(own);
 }
 

@@ -164,7 +164,7 @@ void bch_btree_iter_init(struct btree_iter *it, struct bch_fs *c, unsigned id,
 	*it = (struct btree_iter) { .c = c, .id = id, .pos = start, .end = end };
 }
 
-const struct bch_bkey *bch_btree_iter_next(struct btree_iter *it, int *err)
+const struct bch_bkey *bch_btree_iter_next_slow(struct btree_iter *it, int *err)
 {
 	*err = 0;
 	for (;;) {
@@ -181,11 +181,10 @@ const struct bch_bkey *bch_btree_iter_next(struct btree_iter *it, int *err)
 			unsigned i = it->idx++;
 			if (!it->leaf_inside && bpos_cmp(bch_btree_key_pos(it->leaf, i), it->end) > 0)
 				return NULL;
-			/* keys lie apart from their prefixes: ask for the one 8 ahead now, so
-			 * a scan does not wait on memory for each key it returns */
-			if (i + 8 < it->leaf->nr)
+			/* (as bch_btree_iter_next()'s inline step) */
+			if (i + BCH_BTREE_ITER_PREFETCH < it->leaf->nr)
 				__builtin_prefetch((const uint64_t *)it->leaf->arena +
-						   bch_btree_key_off(it->leaf, i + 8));
+						   bch_btree_key_off(it->leaf, i + BCH_BTREE_ITER_PREFETCH));
 			return bch_btree_key(it->leaf, i, &it->buf);
 		}
 		struct bch_bpos max = it->leaf->max_key;

@@ -30,7 +30,8 @@ static void seed(uint64_t s)
 	fprintf(stderr, "bkey_pack: seed %" PRIu64 "\n", s);
 }
 
-#define VAL_U64S_MAX	8
+/* values of 0 to 12 words: every length bch_bkey_copy_words() tells apart */
+#define VAL_U64S_MAX	12
 #define KEY_U64S_MAX	(BCH_BKEY_U64s + VAL_U64S_MAX)
 
 /* Each field's full width (bits) and its largest value. */
@@ -134,6 +135,8 @@ static void round_trip(const struct bch_bkey_format *f, const struct bch_bkey *k
 	memset(back, 0xa5, sizeof(back));
 	bch_bkey_unpack(f, packed, u);
 	cr_assert_eq(memcmp(u, k, bkey_bytes(k)), 0, "unpacked key differs");
+	for (unsigned i = k->u64s; i < KEY_U64S_MAX; i++)
+		cr_assert_eq(back[i], 0xa5a5a5a5a5a5a5a5ULL, "unpack wrote past the key (word %u)", i);
 }
 
 static void format_of(const struct bch_bkey_format_state *st, struct bch_bkey_format *f)

@@ -518,8 +518,9 @@ Test(btree_keys, index_in_arena_room_fitted)
 /*
  * A leaf's keys held packed (btree.h pack_fmt): after a pack they lie
  * packed (the arena's live bytes fewer than their words), the keys put
- * since lie whole after them (one of another type and size, past the
- * format's range, among them) until a pack takes them in; overwrites and
+ * since packed too while they fit, whole after the first that does not
+ * (one of another type and size, past the format's range, among them)
+ * until a pack takes them in; overwrites and
  * deletes of packed keys; every key read back whole, value and all,
  * against the model; the live bytes counted as the keys lie; the changes'
  * bset whole.  An interior node keeps its keys whole.  Seed printed.
@@ -678,4 +679,52 @@ Test(btree_keys, leaf_keys_held_packed)
 	cr_assert_null(in->pack_fmt);
 	cr_assert_eq(bch_btree_node_live_bytes(in), in->u64s * 8);
 	node_free(in);
+}
+
+/*
+ * A key appended to a leaf whose keys all lie packed is packed in place
+ * when it fits the format (btree_cache.c append_packed()): the packed
+ * keys grow and nothing lies whole; one that does not fit lies whole, and
+ * so does every key after it until a pack.  Each read back whole.
+ */
+Test(btree_keys, appended_keys_packed_while_they_fit)
+{
+	struct btree *b = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
+	static uint32_t gens[PK_SPAN];
+
+	memset(gens, 0, sizeof(gens));
+	for (unsigned off = 0; off < 200; off += 2) {
+		struct bch_bkey *k = pk_key(off, gens[off] = 1);
+		bch_btree_node_insert_key(b, k);
+		free(k);
+	}
+	bch_btree_node_pack_keys(b);
+	cr_assert(b->pack_fmt);
+	cr_assert_eq(b->arena_used, (size_t)b->packed_u64s * 8, "a pack leaves keys whole");
+
+	/* inside the format's range: packed where it is appended */
+	for (unsigned off = 101; off < 111; off += 2) {
+		struct bch_bkey *k = pk_key(off, gens[off] = 1);
+		uint32_t packed = b->packed_u64s;
+		bch_btree_node_insert_key(b, k);
+		cr_assert(bch_btree_key_packed(b, bch_btree_node_find(b, k->p)), "offset %u whole", off);
+		cr_assert_eq(b->packed_u64s, packed + bch_bkey_packed_u64s_of(b->pack_fmt, k));
+		cr_assert_eq(b->arena_used, (size_t)b->packed_u64s * 8);
+		free(k);
+	}
+	pk_check(b, gens, "appended packed");
+
+	/* past the format (another size and snapshot): whole, and the keys after it too */
+	struct bch_bkey *odd = bch_bkey_alloc(BCH_BKEY_raw, POS(5, UINT64_MAX - 1, 9), sizeof(struct bch_raw));
+	odd->size = 77;
+	bch_btree_node_insert_key(b, odd);
+	cr_assert_not(bch_btree_key_packed(b, b->nr - 1));
+	free(odd);
+	struct bch_bkey *k = pk_key(151, gens[151] = 1);
+	bch_btree_node_insert_key(b, k);
+	cr_assert_not(bch_btree_key_packed(b, bch_btree_node_find(b, k->p)),
+		      "a key packed after a whole one");
+	free(k);
+	pk_check(b, gens, "after a whole key");
+	node_free(b);
 }
