@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "bcachefs.h"
+#include "bkey.h"
 #include "blockdev.h"
 #include "btree.h"
 #include "format.h"
@@ -384,4 +385,15 @@ struct bch_fs *testfs_must_open(char paths[][TESTFS_PATH_MAX], unsigned nr, unsi
 
 	cr_assert(c, "open: %s", err);
 	return c;
+}
+
+struct bch_bkey *testfs_raw_key(struct bch_bpos p, unsigned i, unsigned len, unsigned gen)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, p, sizeof(struct bch_raw) + len);
+	struct bch_raw *r = bkey_val(k);
+
+	r->len = len;
+	for (unsigned b = 0; b < len; b++)
+		r->data[b] = (i * 31 + b + gen) & 0xff;
+	return k;
 }

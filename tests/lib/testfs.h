@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bcachefs_format.h"
+
 struct bch_fs;
 
 /*
@@ -24,6 +26,13 @@ static inline uint64_t testfs_xorshift(uint64_t *s)
 	*s ^= *s << 17;
 	return *s;
 }
+
+/*
+ * A raw key at p with len value bytes, each (i * 31 + b + gen) & 0xff: the
+ * models of btree_model_test.c and btree_update_test.c tell versions of a
+ * position apart by gen.  The caller frees it.
+ */
+struct bch_bkey *testfs_raw_key(struct bch_bpos p, unsigned i, unsigned len, unsigned gen);
 
 #define TESTFS_PATH_MAX	128
 #define TESTFS_DEVS_MAX	16	/* members testfs_open() takes */

@@ -43,13 +43,7 @@ static unsigned idx_of(struct bch_bpos p)
 
 static struct bch_bkey *make_key(unsigned i, unsigned len, unsigned gen)
 {
-	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, pos_of(i), sizeof(struct bch_raw) + len);
-	struct bch_raw *r = bkey_val(k);
-
-	r->len = len;
-	for (unsigned b = 0; b < len; b++)
-		r->data[b] = (i * 31 + b + gen) & 0xff;
-	return k;
+	return testfs_raw_key(pos_of(i), i, len, gen);
 }
 
 static uint8_t model_gen[KEYSPACE];

@@ -43,14 +43,7 @@ static struct bch_bpos pos_of(unsigned i)
 
 static struct bch_bkey *make_key(unsigned i, unsigned gen)
 {
-	unsigned len = 1 + gen % 40;
-	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, pos_of(i), sizeof(struct bch_raw) + len);
-	struct bch_raw *r = bkey_val(k);
-
-	r->len = len;
-	for (unsigned b = 0; b < len; b++)
-		r->data[b] = (i * 31 + b + gen) & 0xff;
-	return k;
+	return testfs_raw_key(pos_of(i), i, 1 + gen % 40, gen);
 }
 
 /* model[i]: 0 absent, else the gen + 1 of the key there */
