@@ -154,27 +154,21 @@ static void *pool_worker(void *p)
 		while (!pool.busy || id >= pool.active ||
 		       (pool.next >= pool.nr && pool.after_next >= pool.after_avail))
 			pthread_cond_wait(&pool.work, &pool.lock);
-		if (pool.next >= pool.nr) {		/* the batch's jobs first, then its after jobs */
-			unsigned k = pool.after_next++;
-			io_job_fn after = pool.after;
-			void *arg = pool.arg;
-			pthread_mutex_unlock(&pool.lock);
-			after(arg, k);
-			pthread_mutex_lock(&pool.lock);
-			pool.after_done++;
-			if (pool.waiting)
-				pthread_cond_signal(&pool.done);
-			continue;
-		}
-		unsigned i = pool.next++;
-		io_job_fn fn = pool.fn;
+		bool after = pool.next >= pool.nr;	/* the batch's jobs first, then its after jobs */
+		unsigned i = after ? pool.after_next++ : pool.next++;
+		io_job_fn fn = after ? pool.after : pool.fn;
 		void *arg = pool.arg;
 		pthread_mutex_unlock(&pool.lock);
 		fn(arg, i);
 		pthread_mutex_lock(&pool.lock);
-		if (pool.ready)
-			pool.ready[i] = true;
-		if (++pool.finished == pool.nr || pool.waiting)
+		if (after) {
+			pool.after_done++;
+		} else {
+			if (pool.ready)
+				pool.ready[i] = true;
+			pool.finished++;
+		}
+		if ((!after && pool.finished == pool.nr) || pool.waiting)
 			pthread_cond_signal(&pool.done);
 	}
 	return NULL;
