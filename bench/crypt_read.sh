@@ -9,32 +9,12 @@
 # its read time, and it moves far less from run to run than the clock),
 # the load, then the medians and plain/enc of each build.
 # Usage: bench/crypt_read.sh [BIN...] (default ./bcachefs); root, fio.
-set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/cryptlib.sh"
 [ $# -gt 0 ] || set -- "$root/bcachefs"
 R=${ROUNDS:-5}
-[ -c /dev/fuse ] && command -v fio >/dev/null && [ "$(id -u)" = 0 ] || {
-	echo "SKIP: crypt_read bench needs /dev/fuse, fio and root (drop_caches)"; exit 0; }
-d=$(mktemp -d "${TMPDIR:-/tmp}/bch-cryptread.XXXXXX")
-mnt=$d/mnt
-mkdir "$mnt"
-cleanup() { fusermount3 -uz "$mnt" 2>/dev/null || true; rm -rf "$d"; }
-trap cleanup EXIT
-printf 'crypt bench passphrase\n' > "$d/pass"
-export BCACHEFS_PASSPHRASE_FILE="$d/pass"
 B0=$1
 "$B0" format -q --encrypted --passphrase-file "$d/pass" --fs-size=4G "$d/enc.img"
 "$B0" format -q --fs-size=4G "$d/plain.img"
-up() {
-	"$1" fusemount "$2" "$mnt" >/dev/null
-	for i in $(seq 50); do mountpoint -q "$mnt" && return 0; sleep 0.1; done
-	echo "FAILED: mount $2" >&2; return 1
-}
-down() {
-	for i in $(seq 20); do fusermount3 -u "$mnt" 2>/dev/null && break; sleep 0.5; done
-	! mountpoint -q "$mnt" || { echo "FAILED: unmount" >&2; return 1; }
-}
-ulimit -f 9000000
 for img in enc plain; do
 	up "$B0" "$d/$img.img"
 	fio --name=w --directory="$mnt" --size=1G --bs=1M --rw=write --ioengine=psync --end_fsync=1 >/dev/null
@@ -50,16 +30,13 @@ for r in $(seq "$R"); do
 			up "$b" "$d/$img.img"
 			pid=$(pgrep -f "fusemount $d/$img.img" | head -1)
 			sync; echo 3 > /proc/sys/vm/drop_caches
-			c0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
-			t0=$(date +%s%N)
+			c0=$(cpu_ms "$pid"); t0=$(now_ns)
 			fio --name=w --directory="$mnt" --size=1G --bs=1M --rw=read --ioengine=psync >/dev/null
-			t1=$(date +%s%N)
-			c1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+			t1=$(now_ns); c1=$(cpu_ms "$pid")
 			down
-			echo "$img $n $(( (t1 - t0) / 1000000 )) $(( (c1 - c0) * 1000 / $(getconf CLK_TCK) ))" >> "$d/res"
+			echo "$img $n $(( (t1 - t0) / 1000000 )) $((c1 - c0))" >> "$d/res"
 			printf 'round %s %-5s build %s: read %5s ms, daemon cpu %5s ms, load %s\n' "$r" "$img" "$n" \
-				"$(( (t1 - t0) / 1000000 ))" "$(( (c1 - c0) * 1000 / $(getconf CLK_TCK) ))" \
-				"$(cut -d' ' -f1 /proc/loadavg)"
+				"$(( (t1 - t0) / 1000000 ))" "$((c1 - c0))" "$(cut -d' ' -f1 /proc/loadavg)"
 		done
 	done
 done
