@@ -91,11 +91,22 @@ all: bcachefs build/bcachefs.bash
 bcachefs: $(LIB_OBJS) $(CMD_OBJS) $(TEXT_ORDER)
 	$(CC) $(CFLAGS) $(LDFLAGS) $(ORDER_LDFLAGS) -o $@ $(filter %.o,$^) $(LDLIBS)
 
-$(OBJ)/%.o: %.c
+# Each object directory keeps the compile command its objects were built
+# with (.flags, rewritten only when it changes): objects depend on it, so a
+# change of flags (CFLAGS on the command line, gold found or not) rebuilds
+# them instead of linking objects built the other way.
+OBJ_FLAGS  := $(CC) $(CPPFLAGS) $(CFLAGS) $(ORDER_CFLAGS)
+SOBJ_FLAGS := $(CC) $(CFLAGS) -O1 $(SAN)
+ifneq ($(filter-out clean uninstall,$(or $(MAKECMDGOALS),all)),)
+$(foreach d,OBJ SOBJ,$(if $(filter-out $(file <$($(d))/.flags),$($(d)_FLAGS))$(filter-out $($(d)_FLAGS),$(file <$($(d))/.flags)),\
+	$(shell mkdir -p $($(d)))$(file >$($(d))/.flags,$($(d)_FLAGS))))
+endif
+
+$(OBJ)/%.o: %.c $(OBJ)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(ORDER_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(SOBJ)/%.o: %.c
+$(SOBJ)/%.o: %.c $(SOBJ)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -O1 $(SAN) -MMD -MP -c -o $@ $<
 
