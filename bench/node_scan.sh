@@ -57,13 +57,22 @@ cp good.img bad.img
 cp good.img unclean.img
 cp good.img leaf.img
 "$B" kv --no-clean-close unclean.img put 1:1 x
-root_sector=$("$B" list -b extents -m nodes good.img | sed -n '1s/.* ptr 0:\([0-9]*\) .*/\1/p')
-nodes=$("$B" list -b extents -m nodes good.img | grep -c '^node level 0')
-dd if=/dev/zero of=bad.img bs=512 seek="$root_sector" count=8 conv=notrunc status=none
-dd if=/dev/zero of=unclean.img bs=512 seek="$root_sector" count=8 conv=notrunc status=none
-leaf_sector=$("$B" list -b extents -m nodes good.img | sed -n 's/^node level 0 .* ptr 0:\([0-9]*\) .*/\1/p' |
-	sed -n "$(( (nodes + 1) / 2 ))p")
-dd if=/dev/zero of=leaf.img bs=512 seek="$leaf_sector" count=8 conv=notrunc status=none
+# every copy of a node (metadata_replicas 2 keeps two on one device): the
+# sectors of each "ptr 0:SECTOR" of a `list -m nodes` line
+ptr_sectors() { grep -o ' ptr 0:[0-9]*' | sed 's/.*://'; }
+# zero IMG SECTORS...: 8 sectors of zeroes at each
+zero() {
+	img=$1; shift
+	for s in "$@"; do dd if=/dev/zero of="$img" bs=512 seek="$s" count=8 conv=notrunc status=none; done
+}
+"$B" list -b extents -m nodes good.img > nodes.txt
+root_sectors=$(sed -n 1p nodes.txt | ptr_sectors)
+nodes=$(grep -c '^node level 0' nodes.txt)
+leaf_sectors=$(grep '^node level 0' nodes.txt | sed -n "$(( (nodes + 1) / 2 ))p" | ptr_sectors)
+[ -n "$root_sectors" ] && [ -n "$leaf_sectors" ] || { echo "no extents nodes listed in good.img"; exit 1; }
+zero bad.img $root_sectors
+zero unclean.img $root_sectors
+zero leaf.img $leaf_sectors
 "$B" fsck -f -n bad.img > scan.out 2>&1 || true
 grep -q 'btree_node_scan_found' scan.out || { echo "the scan found nothing:"; cat scan.out; exit 1; }
 found=$(sed -n 's/^extents btree level [0-9]* node .*: \([0-9]* lea[a-z]* found ([0-9]* keys)\).*/\1/p' scan.out)
