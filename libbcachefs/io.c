@@ -1006,8 +1006,12 @@ static void writeback_start(struct bch_blockdev *dev, uint64_t offset, uint64_t 
 	bch_dev_writeback_start(dev, offset, len);
 }
 
-/* Write unit i of the plan (from out: the plan's bytes as they go to disk) to each of its copies. */
-static int plan_write_unit(struct bch_write_plan *pl, unsigned i, const char *out, bool writeback)
+/*
+ * Write unit i of the plan (from out: the plan's bytes as they go to disk)
+ * to each of its copies; its writeback is started with its run's
+ * (plan_run_writeback()).
+ */
+static int plan_write_unit(struct bch_write_plan *pl, unsigned i, const char *out)
 {
 	struct bch_fs *c = pl->c;
 	struct bch_write_plan_unit *w = &pl->w[i];
@@ -1020,16 +1024,14 @@ static int plan_write_unit(struct bch_write_plan *pl, unsigned i, const char *ou
 		uint64_t dev_off = (uint64_t)w->ptrs[p].offset << BCH_SECTOR_SHIFT;
 
 		r = bch_dev_write(bdev, out, bytes, dev_off);
-		if (!r && writeback)
-			writeback_start(bdev, dev_off, bytes);
 	}
 	return r;
 }
 
 /*
- * How many units from i on (before end) lie back to back on every copy (the same
- * devices, each unit's space right behind the previous one's): a plain
- * write's allocation of a 1 MiB write is mostly one such run.
+ * How many units from i on (before end) lie back to back on every copy
+ * (the same devices, each unit's space right behind the previous one's):
+ * a plain write's allocation of a 1 MiB write is mostly one such run.
  */
 static unsigned plan_run_units(const struct bch_write_plan *pl, unsigned i, unsigned end)
 {
@@ -1074,7 +1076,7 @@ static int plan_pipe_write(void *arg, unsigned i)
 
 	if (pp->r[i])
 		return pp->r[i];
-	int r = plan_write_unit(pp->pl, pp->first + i, pp->enc, false);	/* the start: plan_pipe_writeback() */
+	int r = plan_write_unit(pp->pl, pp->first + i, pp->enc);	/* the start: plan_pipe_writeback() */
 	if (!r)
 		__atomic_store_n(&pp->written, i + 1, __ATOMIC_RELEASE);
 	return r;
@@ -1134,7 +1136,7 @@ int bch_data_write_plan_run(struct bch_write_plan *pl)
 		for (unsigned i = 0, n; i < pl->nr && !r; i += n) {
 			n = plan_run_units(pl, i, pl->nr);
 			for (unsigned k = i; k < i + n && !r; k++)
-				r = plan_write_unit(pl, k, pl->src, false);
+				r = plan_write_unit(pl, k, pl->src);
 			if (!r && writeback)
 				plan_run_writeback(pl, i, n);
 		}
