@@ -27,7 +27,8 @@
  * stores each unit (device writes; bch_data_write(): then its key), in
  * order, as soon as its job is done, taking jobs itself while the next unit
  * is not; a planned unit's writeback start (bch_dev_writeback_start(), a
- * hint) is a job of its own, for a worker done with the ciphers.  A
+ * hint) is a job of its own, for a worker done with the ciphers, which
+ * starts every unit written by then.  A
  * planned read's extents are one job each (device read, MAC, then cipher:
  * one wait), on the pool from 256 KiB (two extents) up when no other read
  * is decrypting.
