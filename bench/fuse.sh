@@ -8,7 +8,11 @@
 #   seq write / seq read  fio, 1 GiB (BENCH_FUSE_SIZE), bs=1M
 #   randwrite 4k          fio, 64 MiB, fsync every 32 writes
 #   rm -rf    the untarred tree
-# Prints each time and peer/ours for both peers (>1: we are faster).  Needs
+# Prints each time and peer/ours for both peers (>1: we are faster).  The
+# seq write row also gets a raw-disk column (issue 32): dd of the same size,
+# bs=1M, conv=fsync, to a file beside the images (same filesystem), run
+# just before ours' seq write; dd/ours says how close ours comes to what the disk
+# under the image allows (1.00: as fast as the raw write).  Needs
 # root and /dev/fuse; the ext4 row is left out ("-") without losetup.
 # BENCH_FUSE_FLUSH_US=N: every flush of ours' image sleeps N microseconds
 # after its fdatasync (BCACHEFS_TEST_FLUSH_DELAY, blockdev.h): a device
@@ -45,6 +49,7 @@ run_all() {
 	for i in $(seq 50); do mountpoint -q "$mnt" && break; sleep 0.1; done
 	r_untar=$(ms sh -c "tar -C '$mnt' -xf '$dir/src.tar' && sync -f '$mnt'")
 	r_find=$(ms sh -c "find '$mnt' -exec stat -c %s {} + >/dev/null")
+	[ -z "$with_dd" ] || raw_dd
 	r_seqw=$(ms fio --name=w --directory="$mnt" --size="$SIZE" --bs=1M --rw=write --ioengine=psync --end_fsync=1)
 	sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
 	r_seqr=$(ms fio --name=w --directory="$mnt" --size="$SIZE" --bs=1M --rw=read --ioengine=psync)
@@ -54,10 +59,18 @@ run_all() {
 	sleep 0.5
 }
 
+# raw: dd of $SIZE (bs=1M) with conv=fsync beside the images, the disk's own pace
+raw_dd() {
+	n=$(numfmt --from=iec "$SIZE"); n=$(( (n + 1048575) / 1048576 ))
+	r_dd=$(ms dd if=/dev/zero of="$dir/dd.raw" bs=1M count="$n" conv=fsync)
+	rm -f "$dir/dd.raw"
+}
+with_dd=1	# ours' run only: dd just before its seq write
 rm -f "$dir/ours.img" && "$B" format -q --fs-size=4G "$dir/ours.img"
 [ -z "${BENCH_FUSE_FLUSH_US:-}" ] || export BCACHEFS_TEST_FLUSH_DELAY="$dir/ours.img=$BENCH_FUSE_FLUSH_US"
 run_all "$B" fusemount "$dir/ours.img" "$mnt"
 unset BCACHEFS_TEST_FLUSH_DELAY
+with_dd=
 o="$r_untar $r_find $r_seqw $r_seqr $r_rand $r_rm"
 truncate -s 4G "$dir/ext4.img" && mke2fs -q -F -t ext4 "$dir/ext4.img"
 run_all fuse2fs -o rw "$dir/ext4.img" "$mnt"
@@ -74,12 +87,14 @@ fi
 # ratio OURS PEER: PEER/OURS, or - when a row is missing
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "-") { print "-"; exit } if (a == 0) a = 1; printf "%.2f", b / a }'; }
 echo "FUSE: bcachefs fusemount vs fuse2fs (ext4 through FUSE) and kernel ext4 (loop device), $(du -sh "$dir/src.tar" | cut -f1) tarball of $SRC, fio $SIZE"
-printf '%-24s %9s %9s %9s %13s %11s\n' workload ours fuse2fs ext4 fuse2fs/ours ext4/ours
+printf '%-24s %9s %9s %9s %13s %11s %9s %8s\n' workload ours fuse2fs ext4 fuse2fs/ours ext4/ours dd dd/ours
 set -- untar "find+stat" "seq write" "seq read" "4k randwrite+fsync/32" "rm -rf"
 for name; do
 	ov=$(echo $o | cut -d' ' -f1); o=$(echo $o | cut -d' ' -f2-)
 	pv=$(echo $p | cut -d' ' -f1); p=$(echo $p | cut -d' ' -f2-)
 	kv=$(echo $k | cut -d' ' -f1); k=$(echo $k | cut -d' ' -f2-)
-	printf '%-24s %7sms %7sms %7sms %13s %11s\n' "$name" "$ov" "$pv" "$kv" "$(ratio "$ov" "$pv")" "$(ratio "$ov" "$kv")"
+	dv=- dr=
+	[ "$name" != "seq write" ] || { dv=${r_dd}ms; dr=$(ratio "$ov" "$r_dd"); }
+	printf '%-24s %7sms %7sms %7sms %13s %11s %9s %8s\n' "$name" "$ov" "$pv" "$kv" "$(ratio "$ov" "$pv")" "$(ratio "$ov" "$kv")" "$dv" "$dr"
 done
-echo "(peer/ours: >1 means we are faster)"
+echo "(peer/ours: >1 means we are faster; dd: raw write of $SIZE with conv=fsync beside the images)"

@@ -311,9 +311,10 @@ void bch_io_pool_threads(int n);
  */
 void bch_io_pool_run(unsigned nr, void (*fn)(void *arg, unsigned i), void *arg);
 /*
- * Test builds: every writeback start of a planned write's unit
- * (bch_dev_writeback_start()) is passed to this hook first, on the thread
- * that makes it.  NULL in the tool.
+ * Test builds: every writeback start of a planned write
+ * (bch_dev_writeback_start(), over a run of its units lying back to back
+ * on one device) is passed to this hook first, on the thread that makes
+ * it.  NULL in the tool.
  */
 struct bch_blockdev;
 extern void (*bch_io_writeback_hook)(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
