@@ -36,6 +36,22 @@ struct held {
 					 * 0: not known */
 	uint64_t	nodefacl;	/* fm_default_acl(): defacl_gen + 1 when it had
 					 * no default ACL; 0: not known */
+	uint64_t	chg_seq;	/* journal seq of its last change since m->c was
+					 * last replaced (fm_changed()); 0: none */
+	struct fm_lost	*lost;		/* a change lost at a replacement; NULL: none */
+};
+
+/*
+ * A change of a held inode that a replacement of m->c lost (fm_changes_judge()):
+ * Linux's errseq_t for a writeback error.  Each file handle open when it was
+ * found, and the first opened later if none was told yet, gets EIO from
+ * its next fsync, once (fm_lost_check()).  A later loss starts over.
+ */
+struct fm_lost {
+	uint64_t	fh_mark;	/* handles numbered up to it were open then */
+	bool		seen;		/* some handle was told */
+	uint32_t	nr, cap;
+	uint64_t	*told;		/* the handles told of it */
 };
 
 /* -o relatime (the default), strictatime, noatime: when a read updates atime */
@@ -167,6 +183,7 @@ struct fmount {
 	uint64_t	fs_gen;
 	struct fm_repl	repl[FM_REPL_RING];
 	uint64_t	body_durable, body_need;
+	uint64_t	next_fh;	/* lock: the number of the next file handle (fm_fh_new()) */
 	/*
 	 * Writes in flight (fs_ops.h, bch_fs_write_begin()), under lock:
 	 * write_cond is signalled when one ends (the next of its file may
@@ -316,6 +333,29 @@ void fm_frees_run(struct fmount *m);
 
 /* Drop n references; an inode none are left on goes to the pending frees (lock held). */
 void fm_unhold(struct fmount *m, uint64_t inum, uint64_t n);
+
+/*
+ * inum's data or metadata changed (a request's commit, lock held): its
+ * journal seq is remembered in its held entry, for fm_changes_judge().
+ */
+void fm_changed(struct fmount *m, uint64_t inum);
+
+/*
+ * m->c was replaced (fusemount_bg.c, fs_replaced(); p: its record): every
+ * held inode whose last change since the one before is durable by neither
+ * p->old_durable nor p->new_durable lost it (struct fm_lost).  Lock held.
+ */
+void fm_changes_judge(struct fmount *m, const struct fm_repl *p);
+
+/* A file handle's number, for fm_lost_check() (lock held): 1, 2, ... */
+uint64_t fm_fh_new(struct fmount *m);
+
+/*
+ * An fsync of inum through handle fh (its number, fm_fh_new()): -EIO when
+ * a change of inum was lost that the handle was not told of yet, once
+ * (struct fm_lost); else 0.  Lock held.
+ */
+int fm_lost_check(struct fmount *m, uint64_t inum, uint64_t fh);
 
 fuse_ino_t fm_to_fuse(uint64_t inum);
 uint64_t fm_from_fuse(fuse_ino_t ino);

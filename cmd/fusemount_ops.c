@@ -412,11 +412,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		/* the reply's attributes from the update itself: one inode read less */
 		r = bch_fs_setattr_stat(m->c, fm_from_fuse(ino), &sa, &st);
 		have_st = !r;
-	} else {
-		r = bch_fs_setattr(m->c, fm_from_fuse(ino), &sa);
-		if (!r)
-			r = bch_fs_setxattr(m->c, fm_from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, n, 0);
+	} else if (!(r = bch_fs_setattr(m->c, fm_from_fuse(ino), &sa))) {
+		fm_changed(m, fm_from_fuse(ino));	/* committed, whatever the ACL's fate */
+		r = bch_fs_setxattr(m->c, fm_from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, n, 0);
 	}
+	if (!r)
+		fm_changed(m, fm_from_fuse(ino));
 	if (!r && (to_set & FUSE_SET_ATTR_ATIME))
 		fm_lazy_drop(m, fm_from_fuse(ino));
 	if (have_st)
@@ -458,6 +459,10 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum, fu
 
 	if (!r)
 		r = fm_make_entry(m, inum, &e);
+	if (!r) {
+		fm_changed(m, inum);
+		fm_changed(m, fm_from_fuse(parent));
+	}
 	UNLOCK(m);
 	if (r) {
 		fm_lf->reply_err(req, -r);
@@ -588,6 +593,8 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		fm_frees_run(m);
 		r = remove(m->c, fm_from_fuse(parent), name);
 	}
+	if (!r)
+		fm_changed(m, fm_from_fuse(parent));
 	UNLOCK(m);
 	fm_lf->reply_err(req, -r);
 	if (!r)
@@ -628,6 +635,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		? bch_fs_rename_whiteout(m->c, fm_from_fuse(parent), name, fm_from_fuse(newparent), newname, f,
 					 ctx->uid, ctx->gid)
 		: bch_fs_rename(m->c, fm_from_fuse(parent), name, fm_from_fuse(newparent), newname, f);
+	if (!r) {
+		fm_changed(m, fm_from_fuse(parent));
+		fm_changed(m, fm_from_fuse(newparent));
+	}
 	UNLOCK(m);
 	fm_lf->reply_err(req, -r);
 	if (!r) {
@@ -669,11 +680,12 @@ static int open_flags_check(struct fmount *m, uint64_t inum, int oflags)
  * descriptor holds are dropped by the kernel over the written range.
  */
 #define FH_DIRECT	1	/* fi->fh: opened direct_io (the kernel does not send the flag back) */
+#define FH_SHIFT	1	/* above it, the handle's number (fm_fh_new(), fm_lost_check()) */
 
-static void set_direct(struct fuse_file_info *fi)
+static void set_direct(struct fuse_file_info *fi, uint64_t fh)
 {
 	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
-	fi->fh = fi->direct_io ? FH_DIRECT : 0;
+	fi->fh = fh << FH_SHIFT | (fi->direct_io ? FH_DIRECT : 0);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -699,6 +711,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * An empty file's reads never come (nothing to read): atime at open.
 	 */
 	bool due = false;
+	uint64_t fh = 0;
 	if (!r && (fi->flags & O_ACCMODE) != O_WRONLY && !(fi->flags & O_NOATIME) &&
 	    !(fi->flags & O_TRUNC)) {
 		struct stat now;
@@ -711,6 +724,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!r) {
 		fm_hold(m, fm_from_fuse(ino), 1);
 		fm_open_count(m, ino, 1);
+		fh = fm_fh_new(m);
+		if ((fi->flags & O_TRUNC) && S_ISREG(st.st_mode))
+			fm_changed(m, fm_from_fuse(ino));
 	}
 	UNLOCK(m);
 	if (r) {
@@ -721,7 +737,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (due)
 		fm_lf->lowlevel_notify_inval_inode(fm_session(req)->se, ino, -1, 0);
 	fi->keep_cache = !due;
-	set_direct(fi);
+	set_direct(fi, fh);
 	fm_lf->reply_open(req, fi);
 }
 
@@ -732,7 +748,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fsess *se = fm_session(req);
 	struct fmount *m = se->m;
 	struct fuse_entry_param e;
-	uint64_t inum = 0;
+	uint64_t inum = 0, fh = 0;
 
 	LOCK(m);
 	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFREG | (mode & 07777), 0, NULL, &inum);
@@ -741,13 +757,16 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (!r) {
 		fm_hold(m, inum, 1);	/* the open file */
 		fm_open_count(m, fm_to_fuse(inum), 1);
+		fh = fm_fh_new(m);
+		fm_changed(m, inum);
+		fm_changed(m, fm_from_fuse(parent));
 	}
 	UNLOCK(m);
 	if (r) {
 		fm_lf->reply_err(req, -r);
 		return;
 	}
-	set_direct(fi);
+	set_direct(fi, fh);
 	fm_lf->reply_create(req, &e, fi);
 	fm_others_entry(se, parent, name);
 }
@@ -1004,6 +1023,7 @@ static ssize_t end_one(struct fmount *m, struct bch_fs_write_op *op)
 		atomic_fetch_add_explicit(op->redone ? &fm_writes_redone : &fm_writes_unlocked, 1,
 					  memory_order_relaxed);
 	if (n > 0) {
+		fm_changed(m, op->handle);
 		m->last_write_ns = fm_mono_ns();
 		fm_bg_wake(m, false);
 	}
@@ -1187,9 +1207,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 {
 	fm_req_type(REQ_fsync);
 	struct fmount *m = fm_mount(req);
-	(void)ino;
 	(void)datasync;
-	(void)fi;
 
 	LOCK(m);
 	uint64_t gen = m->fs_gen;
@@ -1215,6 +1233,10 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	}
 	if (m->fs_gen != gen)
 		r = fm_fsync_across(m, gen, seq);
+	/* a change lost by an earlier replacement, this handle not yet told (errseq_t) */
+	int lost = fm_lost_check(m, fm_from_fuse(ino), fi ? fi->fh >> FH_SHIFT : 0);
+	if (!r)
+		r = lost;
 	UNLOCK(m);
 	fm_lf->reply_err(req, r < 0 ? -r : 0);
 }
@@ -1229,8 +1251,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int r = bch_fs_getattr(m->c, fm_from_fuse(ino), &st);
 	if (!r && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
-	if (!r)
+	if (!r) {
 		fm_open_count(m, ino, 1);
+		fi->fh = fm_fh_new(m) << FH_SHIFT;
+	}
 	UNLOCK(m);
 	if (r)
 		fm_lf->reply_err(req, -r);
@@ -1390,6 +1414,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	} else if (!(r = inode_opt_xattr_perm(req, m, ino, name))) {
 		r = bch_fs_setxattr(m->c, fm_from_fuse(ino), name, value, size, flags);
 	}
+	if (!r)
+		fm_changed(m, fm_from_fuse(ino));
 	if (!r && !strncmp(name, "bcachefs.", 9))
 		fm_bg_wake(m, true);	/* per-file options: parked work may now go elsewhere */
 	UNLOCK(m);
@@ -1573,6 +1599,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int r = inode_opt_xattr_perm(req, m, ino, name);
 	if (!r)
 		r = bch_fs_removexattr(m->c, fm_from_fuse(ino), name);
+	if (!r)
+		fm_changed(m, fm_from_fuse(ino));
 	if (!r && !strncmp(name, "bcachefs.", 9))
 		fm_bg_wake(m, true);
 	UNLOCK(m);
@@ -1594,6 +1622,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	int r = fm_kill_priv(req, m, fm_from_fuse(ino));
 	if (!r)
 		r = bch_fs_fallocate(m->c, fm_from_fuse(ino), mode, offset, length);
+	if (!r)
+		fm_changed(m, fm_from_fuse(ino));
 	UNLOCK(m);
 	fm_lf->reply_err(req, -r);
 	if (!r)		/* collapse and insert move what follows: all of it */
@@ -1653,8 +1683,10 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		if (!r)
 			r = bch_fs_remap_range(m->c, fm_from_fuse(ino_in), off_in + done, fm_from_fuse(ino_out),
 					       off_out + done, want);
-		if (r > 0)
+		if (r > 0) {
+			fm_changed(m, fm_from_fuse(ino_out));
 			fm_bg_wake(m, false);
+		}
 		UNLOCK(m);
 		if (r <= 0)
 			break;

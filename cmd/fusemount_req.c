@@ -43,6 +43,7 @@
 #include "fsname.h"
 #include "inode.h"
 #include "io.h"
+#include "journal.h"
 #include "move.h"
 #include "opts.h"
 #include "copygc.h"
@@ -102,6 +103,8 @@ static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
 	m->held[j].refs = 0;
 	m->held[j].nosec = 0;
 	m->held[j].nodefacl = 0;
+	m->held[j].chg_seq = 0;
+	m->held[j].lost = NULL;	/* a removed entry's moved with it (held_remove()) */
 	m->nr_held++;
 	return &m->held[j];
 }
@@ -111,6 +114,10 @@ static void held_remove(struct fmount *m, struct held *h)
 {
 	size_t mask = m->cap_held - 1, i = h - m->held, j = i;
 
+	if (h->lost) {
+		free(h->lost->told);
+		free(h->lost);
+	}
 	m->held[i].inum = 0;
 	m->nr_held--;
 	for (;;) {
@@ -190,6 +197,69 @@ void fm_unhold(struct fmount *m, uint64_t inum, uint64_t n)
 	lazy_flush(m, h);
 	held_remove(m, h);
 	free_pending_add(m, inum);
+}
+
+/* ------------------------------------------------------------ lost changes */
+
+void fm_changed(struct fmount *m, uint64_t inum)
+{
+	struct held *h = held_find(m, inum, false);
+
+	if (h)
+		h->chg_seq = bch_journal_seq_needed(m->c);
+}
+
+/* h's change was lost: every handle open now is to be told, and a first later one */
+static void lost_add(struct fmount *m, struct held *h)
+{
+	if (!h->lost && !(h->lost = calloc(1, sizeof(*h->lost))))
+		abort();	/* as the held table's own growth: not a false 0 */
+	h->lost->fh_mark = m->next_fh;
+	h->lost->seen = false;
+	h->lost->nr = 0;
+}
+
+void fm_changes_judge(struct fmount *m, const struct fm_repl *p)
+{
+	for (size_t i = 0; i < m->cap_held; i++) {
+		struct held *h = &m->held[i];
+
+		if (!h->inum || !h->chg_seq)
+			continue;
+		if (p->old_durable < h->chg_seq && p->new_durable < h->chg_seq)
+			lost_add(m, h);
+		h->chg_seq = 0;
+	}
+}
+
+uint64_t fm_fh_new(struct fmount *m)
+{
+	return ++m->next_fh;
+}
+
+int fm_lost_check(struct fmount *m, uint64_t inum, uint64_t fh)
+{
+	struct held *h = held_find(m, inum, false);
+	struct fm_lost *l = h ? h->lost : NULL;
+
+	if (!l)
+		return 0;
+	for (uint32_t i = 0; i < l->nr; i++)
+		if (l->told[i] == fh)
+			return 0;
+	if (fh > l->fh_mark && l->seen)
+		return 0;	/* opened after it, and another was told */
+	l->seen = true;
+	if (l->nr == l->cap) {
+		uint32_t cap = l->cap ? l->cap * 2 : 4;
+		uint64_t *t = realloc(l->told, cap * sizeof(*t));
+		if (!t)
+			return -EIO;	/* not remembered: told again, never a false 0 */
+		l->told = t;
+		l->cap = cap;
+	}
+	l->told[l->nr++] = fh;
+	return -EIO;
 }
 
 fuse_ino_t fm_to_fuse(uint64_t inum)
