@@ -479,7 +479,8 @@ struct bch_caller *fm_caller_new(fuse_req_t req);
 
 /*
  * A change of ino's data or size by the caller of req: clear the set-id bits
- * Linux clears (bch_kill_priv_bits()).  The kernel does part of this itself
+ * Linux clears (bch_kill_priv_bits()); nothing to look at when
+ * fm_sec_plain().  The kernel does part of this itself
  * (S_ISUID, and S_ISGID with group-execute) and not the rest: a setgid file
  * without group-execute written by a non-member.  /proc is read only when
  * the file has a set-id bit.  Lock held.
@@ -494,6 +495,18 @@ int fm_kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum);
  * the lock (sec_gen).  Lock held.
  */
 int fm_write_kill(fuse_req_t req, struct fmount *m, uint64_t inum, bool caps, bool *caps_gone);
+
+/* inum has no set-id bit and no security.capability (held.nosec still true).  Lock held. */
+bool fm_sec_plain(struct fmount *m, uint64_t inum);
+
+/*
+ * inum was just made with mode (no security.capability yet): plain unless
+ * mode has a set-id bit, without a lookup at its first write.  Lock held.
+ */
+void fm_sec_new(struct fmount *m, uint64_t inum, mode_t mode);
+
+/* A setattr gave inum mode: a set-id bit in it ends what held.nosec says.  Lock held. */
+void fm_sec_mode(struct fmount *m, uint64_t inum, mode_t mode);
 
 /*
  * Directory dir's default ACL into buf (bch_fs_getxattr()'s result), for a

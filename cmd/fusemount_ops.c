@@ -385,7 +385,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (!r && (to_set & FUSE_SET_ATTR_MODE) && !bch_fs_getattr(m->c, fm_from_fuse(ino), &st))
 			sa.mode &= ~(S_ISUID | S_ISGID) | st.st_mode;
 	}
-	if (!r && chown_rule && !(r = bch_fs_getattr(m->c, fm_from_fuse(ino), &st))) {
+	/* no set-id bit to kill when known plain (fm_sec_plain()): no inode read */
+	if (!r && chown_rule && !fm_sec_plain(m, fm_from_fuse(ino)) &&
+	    !(r = bch_fs_getattr(m->c, fm_from_fuse(ino), &st))) {
 		mode_t kill = chown_kill_bits(req, &st);
 		if (kill) {
 			if (!(sa.valid & BCH_SETATTR_MODE))
@@ -394,6 +396,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			sa.mode &= ~kill;
 		}
 	}
+	if (!r && (sa.valid & BCH_SETATTR_MODE))
+		fm_sec_mode(m, fm_from_fuse(ino), sa.mode);	/* setattr keeps sec_gen */
 	/* chmod: the access ACL's owner, mask and other entries follow the mode */
 	char acl[4096];
 	ssize_t n = 0;
@@ -760,6 +764,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fh = fm_fh_new(m);
 		fm_changed(m, inum);
 		fm_changed(m, fm_from_fuse(parent));
+		fm_sec_new(m, inum, e.attr.st_mode);	/* its first write looks up nothing */
 	}
 	UNLOCK(m);
 	if (r) {
@@ -1520,7 +1525,12 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fm_session(req)->caps_probe_ino = ino;
 		fm_session(req)->caps_probe_pid = fm_lf->req_ctx(req)->pid;
 	}
-	ssize_t n = bch_fs_getxattr(m->c, fm_from_fuse(ino), name, buf, size);
+	/*
+	 * The kernel's need-killpriv probe before every chown (untar: one a
+	 * file): answered from the held entry when it knows (fm_sec_plain()).
+	 */
+	ssize_t n = !strcmp(name, "security.capability") && fm_sec_plain(m, fm_from_fuse(ino))
+		? -ENODATA : bch_fs_getxattr(m->c, fm_from_fuse(ino), name, buf, size);
 	UNLOCK(m);
 	if (n < 0)
 		fm_lf->reply_err(req, (int)-n);

@@ -597,14 +597,17 @@ static bool req_keeps_frees(int t)
 }
 
 /*
- * Requests that set no mode and no xattr of any inode: what fm_write_kill()
- * found stays true across their holds.  Every other (setattr, setxattr, a
- * create, an ioctl, a command body, a type added later) makes it look again.
- * A write only removes set-id bits and capabilities.
+ * Requests that add no set-id bit and no security.capability to any inode
+ * but the one they tell fm_sec_mode() of: what fm_write_kill() found stays
+ * true across their holds.  Every other (setxattr, a create, an ioctl, a
+ * command body, a type added later) makes it look again.  A write only
+ * removes set-id bits and capabilities; a setattr changes one inode's mode
+ * (fm_sec_mode()) and its access ACL.
  */
 static bool req_keeps_sec(int t)
 {
 	switch (t) {
+	case REQ_setattr:
 	case REQ_write: case REQ_read: case REQ_fsync: case REQ_lookup: case REQ_getattr:
 	case REQ_forget: case REQ_forget_multi: case REQ_open: case REQ_release:
 	case REQ_opendir: case REQ_readdir: case REQ_readdirplus: case REQ_releasedir:
@@ -853,11 +856,35 @@ static int kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum, bool *plai
 	return r < 0 ? r : 0;
 }
 
+/* inum known to have no set-id bit and no security.capability (held.nosec) */
+bool fm_sec_plain(struct fmount *m, uint64_t inum)
+{
+	struct held *h = held_find(m, inum, false);
+
+	return h && h->nosec == m->sec_gen + 1;
+}
+
+void fm_sec_new(struct fmount *m, uint64_t inum, mode_t mode)
+{
+	struct held *h = held_find(m, inum, false);
+
+	if (h)
+		h->nosec = mode & (S_ISUID | S_ISGID) ? 0 : m->sec_gen + 1;
+}
+
+void fm_sec_mode(struct fmount *m, uint64_t inum, mode_t mode)
+{
+	struct held *h;
+
+	if ((mode & (S_ISUID | S_ISGID)) && (h = held_find(m, inum, false)))
+		h->nosec = 0;
+}
+
 int fm_kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum)
 {
 	bool plain;
 
-	return kill_priv(req, m, inum, &plain);
+	return fm_sec_plain(m, inum) ? 0 : kill_priv(req, m, inum, &plain);
 }
 
 /*
