@@ -36,6 +36,8 @@ struct held {
 					 * 0: not known */
 	uint64_t	nodefacl;	/* fm_default_acl(): defacl_gen + 1 when it had
 					 * no default ACL; 0: not known */
+	uint64_t	nosgid;		/* fm_dir_nosgid(): sec_gen + 1 when the directory
+					 * had no S_ISGID; 0: not known */
 	uint64_t	chg_seq;	/* journal seq of its last change since m->c was
 					 * last replaced (fm_changed()); 0: none */
 	struct fm_lost	*lost;		/* a change lost at a replacement; NULL: none */
@@ -505,8 +507,18 @@ bool fm_sec_plain(struct fmount *m, uint64_t inum);
  */
 void fm_sec_new(struct fmount *m, uint64_t inum, mode_t mode);
 
-/* A setattr gave inum mode: a set-id bit in it ends what held.nosec says.  Lock held. */
+/* A setattr gave inum mode: a set-id bit in it ends what held.nosec and nosgid say.  Lock held. */
 void fm_sec_mode(struct fmount *m, uint64_t inum, mode_t mode);
+
+/*
+ * A create in directory dir: true when dir is known to have no S_ISGID
+ * (held.nosgid), so neither its gid nor its mode matter to the new inode
+ * (bch_inode_init_owner()) and it need not be read.  Lock held.
+ */
+bool fm_dir_nosgid(struct fmount *m, uint64_t dir);
+
+/* dir was read and has no S_ISGID: remember it (held.nosgid).  Lock held. */
+void fm_dir_nosgid_set(struct fmount *m, uint64_t dir);
 
 /*
  * Directory dir's default ACL into buf (bch_fs_getxattr()'s result), for a

@@ -494,8 +494,14 @@ static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const c
 	bool inherit = n > 0 && bch_acl_valid(def, n);
 	int r;
 
-	if ((r = bch_fs_getattr(m->c, parent, &dir)))
+	/* known without S_ISGID: nothing of it is needed (one inode read less a create) */
+	if (fm_dir_nosgid(m, parent)) {
+		dir = (struct stat){ .st_mode = S_IFDIR };
+	} else if ((r = bch_fs_getattr(m->c, parent, &dir))) {
 		return r;
+	} else if (!(dir.st_mode & S_ISGID)) {
+		fm_dir_nosgid_set(m, parent);
+	}
 	/* a setgid directory: as Linux's vfs_prepare_mode() and inode_init_owner() */
 	if ((dir.st_mode & S_ISGID) && (mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) {
 		struct bch_caller *cr = fm_caller_new(req);

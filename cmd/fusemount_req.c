@@ -103,6 +103,7 @@ static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
 	m->held[j].refs = 0;
 	m->held[j].nosec = 0;
 	m->held[j].nodefacl = 0;
+	m->held[j].nosgid = 0;
 	m->held[j].chg_seq = 0;
 	m->held[j].lost = NULL;	/* a removed entry's moved with it (held_remove()) */
 	m->nr_held++;
@@ -599,16 +600,20 @@ static bool req_keeps_frees(int t)
 
 /*
  * Requests that add no set-id bit and no security.capability to any inode
- * but the one they tell fm_sec_mode() of: what fm_write_kill() found stays
- * true across their holds.  Every other (setxattr, a create, an ioctl, a
- * command body, a type added later) makes it look again.  A write only
- * removes set-id bits and capabilities; a setattr changes one inode's mode
- * (fm_sec_mode()) and its access ACL.
+ * but the one they tell fm_sec_mode() of, or one they make: what
+ * fm_write_kill() and fm_dir_nosgid() found stays true across their holds.
+ * Every other (setxattr, an ioctl, a command body, a type added later)
+ * makes them look again.  A write only removes set-id bits and
+ * capabilities; a setattr changes one inode's mode (fm_sec_mode()) and its
+ * access ACL; the namespace changes give modes and ACLs only to the inodes
+ * they make (a new inode's held entry starts with nothing known, and a
+ * create's is set by fm_sec_new()) and change no other's mode.
  */
 static bool req_keeps_sec(int t)
 {
 	switch (t) {
-	case REQ_setattr:
+	case REQ_setattr: case REQ_create: case REQ_mknod: case REQ_mkdir: case REQ_symlink:
+	case REQ_link: case REQ_unlink: case REQ_rmdir: case REQ_rename:
 	case REQ_write: case REQ_read: case REQ_fsync: case REQ_lookup: case REQ_getattr:
 	case REQ_forget: case REQ_forget_multi: case REQ_open: case REQ_release:
 	case REQ_opendir: case REQ_readdir: case REQ_readdirplus: case REQ_releasedir:
@@ -886,7 +891,22 @@ void fm_sec_mode(struct fmount *m, uint64_t inum, mode_t mode)
 	struct held *h;
 
 	if ((mode & (S_ISUID | S_ISGID)) && (h = held_find(m, inum, false)))
-		h->nosec = 0;
+		h->nosec = h->nosgid = 0;
+}
+
+bool fm_dir_nosgid(struct fmount *m, uint64_t dir)
+{
+	struct held *h = held_find(m, dir, false);
+
+	return h && h->nosgid == m->sec_gen + 1;
+}
+
+void fm_dir_nosgid_set(struct fmount *m, uint64_t dir)
+{
+	struct held *h = held_find(m, dir, false);
+
+	if (h)
+		h->nosgid = m->sec_gen + 1;
 }
 
 int fm_kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum)
