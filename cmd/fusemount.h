@@ -38,6 +38,8 @@ struct held {
 					 * no default ACL; 0: not known */
 	uint64_t	nosgid;		/* fm_dir_nosgid(): sec_gen + 1 when the directory
 					 * had no S_ISGID; 0: not known */
+	uint64_t	noacl;		/* fm_acl_none(): defacl_gen + 1 when it had no
+					 * access ACL; 0: not known */
 	uint64_t	chg_seq;	/* journal seq of its last change since m->c was
 					 * last replaced (fm_changed()); 0: none */
 	struct fm_lost	*lost;		/* a change lost at a replacement; NULL: none */
@@ -527,6 +529,14 @@ void fm_dir_nosgid_set(struct fmount *m, uint64_t dir);
  * creates looked it up each time, ~9% of a CREATE's instructions.  Lock held.
  */
 ssize_t fm_default_acl(struct fmount *m, uint64_t dir, char *buf, size_t size);
+
+/*
+ * inum has no access ACL (held.noacl, learnt at its create or a chmod that
+ * found none): a chmod need not look for one to follow the mode (untar:
+ * one xattr lookup less a file).  Lock held.
+ */
+bool fm_acl_none(struct fmount *m, uint64_t inum);
+void fm_acl_none_set(struct fmount *m, uint64_t inum);
 
 /*
  * The kernel's file_remove_privs() for a direct write (set_direct()):

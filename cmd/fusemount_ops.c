@@ -402,12 +402,15 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	char acl[4096];
 	ssize_t n = 0;
 	bool have_st = false;
-	if (!r && (to_set & FUSE_SET_ATTR_MODE) &&
+	if (!r && (to_set & FUSE_SET_ATTR_MODE) && !fm_acl_none(m, fm_from_fuse(ino)) &&
 	    (n = bch_fs_getxattr(m->c, fm_from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, sizeof(acl))) > 0 &&
 	    bch_acl_valid(acl, n))
 		bch_acl_chmod(acl, n, sa.mode);
-	else
+	else {
+		if (n == -ENODATA)
+			fm_acl_none_set(m, fm_from_fuse(ino));
 		n = 0;
+	}
 	if (r) {
 		/* nothing more */
 	} else if (n && !(to_set & ~(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_CTIME))) {
@@ -481,10 +484,11 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum, fu
  * Create with what a kernel filesystem does to the mode: the parent's
  * default ACL, when it has one, becomes the new file's access ACL (limited by
  * the requested mode) and, for directories, its default ACL too; otherwise
- * the umask applies.  Lock held.
+ * the umask applies.  *no_acl (when not NULL): made without an access ACL.
+ * Lock held.
  */
 static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const char *name, mode_t mode,
-		      dev_t rdev, const char *symlink_target, uint64_t *inum)
+		      dev_t rdev, const char *symlink_target, uint64_t *inum, bool *no_acl)
 {
 	const struct fuse_ctx *ctx = fm_lf->req_ctx(req);
 	char def[4096], acc[4096];
@@ -493,6 +497,9 @@ static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const c
 	ssize_t n = symlink_target ? -ENODATA : fm_default_acl(m, parent, def, sizeof(def));
 	bool inherit = n > 0 && bch_acl_valid(def, n);
 	int r;
+
+	if (no_acl)
+		*no_acl = !inherit;
 
 	/* known without S_ISGID: nothing of it is needed (one inode read less a create) */
 	if (fm_dir_nosgid(m, parent)) {
@@ -533,7 +540,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = create_acl(m, req, fm_from_fuse(parent), name, mode, rdev, NULL, &inum);
+	int r = create_acl(m, req, fm_from_fuse(parent), name, mode, rdev, NULL, &inum, NULL);
 	reply_new(req, m, r, inum, parent, name);
 }
 
@@ -556,7 +563,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFLNK | 0777, 0, link, &inum);
+	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFLNK | 0777, 0, link, &inum, NULL);
 	reply_new(req, m, r, inum, parent, name);
 }
 
@@ -759,9 +766,11 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fmount *m = se->m;
 	struct fuse_entry_param e;
 	uint64_t inum = 0, fh = 0;
+	bool no_acl;
 
 	LOCK(m);
-	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFREG | (mode & 07777), 0, NULL, &inum);
+	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFREG | (mode & 07777), 0, NULL, &inum,
+			   &no_acl);
 	if (!r)
 		r = fm_make_entry(m, inum, &e);
 	if (!r) {
@@ -771,6 +780,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fm_changed(m, inum);
 		fm_changed(m, fm_from_fuse(parent));
 		fm_sec_new(m, inum, e.attr.st_mode);	/* its first write looks up nothing */
+		if (no_acl)
+			fm_acl_none_set(m, inum);	/* nor its chmod */
 	}
 	UNLOCK(m);
 	if (r) {

@@ -104,6 +104,7 @@ static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
 	m->held[j].nosec = 0;
 	m->held[j].nodefacl = 0;
 	m->held[j].nosgid = 0;
+	m->held[j].noacl = 0;
 	m->held[j].chg_seq = 0;
 	m->held[j].lost = NULL;	/* a removed entry's moved with it (held_remove()) */
 	m->nr_held++;
@@ -625,9 +626,11 @@ static bool req_keeps_sec(int t)
 }
 
 /*
- * Requests that set no default ACL: those that set no xattr at all, and
- * the namespace changes and setattr, which set one only on a new inode
- * (create_acl(): its number is in no held entry) or the access ACL (chmod).
+ * Requests that set no default ACL and give no inode an access ACL it had
+ * not (held.nodefacl, held.noacl): those that set no xattr at all, and the
+ * namespace changes and setattr, which set them only on a new inode
+ * (create_acl(): its number is in no held entry) or change an access ACL
+ * there is (chmod).
  */
 static bool req_keeps_defacl(int t)
 {
@@ -937,6 +940,21 @@ int fm_write_kill(fuse_req_t req, struct fmount *m, uint64_t inum, bool caps, bo
 	if (!r && plain && caps && h)
 		h->nosec = m->sec_gen + 1;
 	return r;
+}
+
+bool fm_acl_none(struct fmount *m, uint64_t inum)
+{
+	struct held *h = held_find(m, inum, false);
+
+	return h && h->noacl == m->defacl_gen + 1;
+}
+
+void fm_acl_none_set(struct fmount *m, uint64_t inum)
+{
+	struct held *h = held_find(m, inum, false);
+
+	if (h)
+		h->noacl = m->defacl_gen + 1;
 }
 
 ssize_t fm_default_acl(struct fmount *m, uint64_t dir, char *buf, size_t size)

@@ -10,10 +10,12 @@
 #      group, the next directory its S_ISGID; chmod g-s: the caller's again
 #   2. a file created, written, chowned (probe answered), then setcap: getcap
 #      sees the capability, a chmod keeps it, a write by root removes it
+#   3. a file created without an access ACL (noacl: a chmod does not look for
+#      one), then given one (setfacl): a chmod must make its mask follow
 # fsck -n clean at the end.  No random data.
 need_fuse
 need_root "chgrp to another group, setcap"
-need setcap getcap
+need setcap getcap setfacl getfacl
 G=4242			# a group root is not in
 mkdir m
 trap 'cd /; fusermount3 -uz "$OLDPWD/m" 2>/dev/null' EXIT
@@ -58,6 +60,14 @@ grep -q cap_net_raw out || fail "getcap after chmod: '$(cat out)', want cap_net_
 printf x | dd of=m/f bs=1 seek=5 conv=notrunc 2>/dev/null || fail "write"
 getcap m/f > out 2>&1
 [ -s out ] && fail "f kept its capability across a write: $(cat out)"
+
+# 3. noacl
+: > m/g				# no default ACL in /: made without an access ACL
+chmod 0640 m/g			# from what was remembered
+setfacl -m u:nobody:rw m/g || fail "setfacl"
+chmod 0600 m/g			# the mask follows the group bits
+getfacl -c m/g > out 2>&1
+grep -qx 'mask::---' out || fail "g's ACL after chmod 0600: $(tr '\n' ' ' < out), want mask::---"
 
 fusermount3 -u m || fail "unmount"
 wait $pid 2>/dev/null
