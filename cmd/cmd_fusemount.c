@@ -1321,7 +1321,7 @@ destroy:
 		fprintf(stderr, "bcachefs fusemount: closing: %s\n", bch_err_str(r));
 		ret = EXIT_FAIL;
 	}
-	free(m.held);
+	fm_held_free(&m);
 	free(m.free_pending);
 	free(m.open_subvol);
 	bch_fs_read_cache_free(m.rac);

@@ -338,9 +338,16 @@ void fm_frees_run(struct fmount *m);
 /* Drop n references; an inode none are left on goes to the pending frees (lock held). */
 void fm_unhold(struct fmount *m, uint64_t inum, uint64_t n);
 
+/* At the end: the held table and what its entries own (struct fm_lost). */
+void fm_held_free(struct fmount *m);
+
 /*
  * inum's data or metadata changed (a request's commit, lock held): its
- * journal seq is remembered in its held entry, for fm_changes_judge().
+ * journal seq is remembered in its held entry, for fm_changes_judge().  The
+ * seq is what a flush now would need (bch_journal_seq_needed()): the
+ * commit's own, or a later one when the commit wrote its entry and the next
+ * holds only new btree roots, which can only make an EIO where nothing was
+ * lost, never a 0.
  */
 void fm_changed(struct fmount *m, uint64_t inum);
 

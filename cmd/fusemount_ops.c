@@ -1772,6 +1772,8 @@ static int ioctl_set(fuse_req_t req, struct fmount *m, uint64_t inum, unsigned f
 		return -ENOMEM;
 	int r = bch_fs_set_flags(m->c, inum, fl, project, cr);
 	free(cr);
+	if (!r)
+		fm_changed(m, inum);
 	return r;
 }
 

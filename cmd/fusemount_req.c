@@ -201,6 +201,19 @@ void fm_unhold(struct fmount *m, uint64_t inum, uint64_t n)
 	free_pending_add(m, inum);
 }
 
+/* At the end: the table and what its entries own. */
+void fm_held_free(struct fmount *m)
+{
+	for (size_t i = 0; i < m->cap_held; i++)
+		if (m->held[i].inum && m->held[i].lost) {
+			free(m->held[i].lost->told);
+			free(m->held[i].lost);
+		}
+	free(m->held);
+	m->held = NULL;
+	m->cap_held = m->nr_held = 0;
+}
+
 /* ------------------------------------------------------------ lost changes */
 
 void fm_changed(struct fmount *m, uint64_t inum)
