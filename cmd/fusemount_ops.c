@@ -1544,10 +1544,18 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	}
 	/*
 	 * The kernel's need-killpriv probe before every chown (untar: one a
-	 * file): answered from the held entry when it knows (fm_sec_plain()).
+	 * file), and its ACL reads (a chmod's, a create's in a directory):
+	 * answered from the held entry when it knows (fm_sec_plain(),
+	 * fm_acl_none(), fm_default_acl()'s held.nodefacl).
 	 */
-	ssize_t n = !strcmp(name, "security.capability") && fm_sec_plain(m, fm_from_fuse(ino))
-		? -ENODATA : bch_fs_getxattr(m->c, fm_from_fuse(ino), name, buf, size);
+	uint64_t inum = fm_from_fuse(ino);
+	ssize_t n = (!strcmp(name, "security.capability") && fm_sec_plain(m, inum)) ||
+		    (!strcmp(name, BCH_ACL_XATTR_ACCESS) && fm_acl_none(m, inum))
+		? -ENODATA
+		: !strcmp(name, BCH_ACL_XATTR_DEFAULT) ? fm_default_acl(m, inum, buf, size)
+		: bch_fs_getxattr(m->c, inum, name, buf, size);
+	if (n == -ENODATA && !strcmp(name, BCH_ACL_XATTR_ACCESS))
+		fm_acl_none_set(m, inum);
 	UNLOCK(m);
 	if (n < 0)
 		fm_lf->reply_err(req, (int)-n);

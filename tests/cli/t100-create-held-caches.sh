@@ -12,13 +12,16 @@
 #      sees the capability, a chmod keeps it, a write by root removes it
 #   3. a file created without an access ACL (noacl: a chmod does not look for
 #      one), then given one (setfacl): a chmod must make its mask follow
+#   4. a directory a file was created in (nodefacl learnt), then given a
+#      default ACL (setfacl -d): getfacl -d through a second mountpoint (whose
+#      kernel asks the daemon) shows it, and a new file inherits it
 # fsck -n clean at the end.  No random data.
 need_fuse
 need_root "chgrp to another group, setcap"
 need setcap getcap setfacl getfacl
 G=4242			# a group root is not in
-mkdir m
-trap 'cd /; fusermount3 -uz "$OLDPWD/m" 2>/dev/null' EXIT
+mkdir m m2
+trap 'cd /; fusermount3 -uz "$OLDPWD/m2" 2>/dev/null; fusermount3 -uz "$OLDPWD/m" 2>/dev/null' EXIT
 expect_rc 0 $B format -q --fs-size=64M a.img
 $B fusemount -f a.img m 2>daemon.err & pid=$!
 for i in $(seq 100); do mountpoint -q m && break; sleep 0.1; done
@@ -68,6 +71,21 @@ setfacl -m u:nobody:rw m/g || fail "setfacl"
 chmod 0600 m/g			# the mask follows the group bits
 getfacl -c m/g > out 2>&1
 grep -qx 'mask::---' out || fail "g's ACL after chmod 0600: $(tr '\n' ' ' < out), want mask::---"
+
+# 4. nodefacl, and the ACL getxattrs answered from the held entries
+mkdir m/e
+: > m/e/x			# e read for its default ACL: none, remembered
+expect_rc 0 $B fusemount a.img m2	# a second session of the same daemon
+mountpoint -q m2 || fail "second mountpoint"
+getfacl -c -d m2/e > out 2>&1
+[ -s out ] && fail "e has a default ACL before setfacl -d: $(cat out)"
+setfacl -d -m u:nobody:rwx m/e || fail "setfacl -d"
+getfacl -c -d m2/e > out 2>&1
+grep -q '^user:nobody:rwx' out || fail "getfacl -d e through m2 after setfacl -d: '$(tr '\n' ' ' < out)'"
+: > m/e/y
+getfacl -c m2/e/y > out 2>&1
+grep -q '^user:nobody:' out || fail "e/y did not inherit e's default ACL: '$(tr '\n' ' ' < out)'"
+fusermount3 -u m2 || fail "unmount m2"
 
 fusermount3 -u m || fail "unmount"
 wait $pid 2>/dev/null
