@@ -51,7 +51,7 @@
 # instructions a file less.  What is left of a request is the engine's
 # (bch_trans_commit, inode and dirent lookups, bounce buffers) and libfuse's.
 # Under valgrind, memset and memcpy of the 'erms' kind count every byte of
-# rep stosb/movsb as an instruction: bounce_alloc()'s two 4 KiB memsets show
+# rep stosb/movsb as an instruction: bounce_alloc()'s 4 KiB memset shows
 # as ~4k instructions a write, far more than their time.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
