@@ -25,7 +25,8 @@
 # what a change of fusemount's options would save.  PARTS="time counts"
 # picks.  BENCH_FUSE_SRC, BENCH_FUSE_SIZE as fuse.sh.  Root, /dev/fuse, fio,
 # losetup; prints "SKIP: ..." and exits 0 without them.  BCH: the bcachefs
-# binary to measure (default: this tree's).
+# binary to measure (default: this tree's).  After each mount of ours its
+# image is checked (fsck -n): not clean, the script fails.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 B=${BCH:-$root/bcachefs}	# BCH: another build to measure
@@ -99,7 +100,10 @@ umount_fs() {
 	case $1 in
 	ext4)	umount "$mnt"; losetup -d "$loop"; loop= ;;
 	floor)	fusermount3 -u "$mnt"; wait "$fpid" || true; fpid= ;;
-	ours)	fusermount3 -u "$mnt"; wait "$fpid" || true; fpid= ;;
+	ours)	fusermount3 -u "$mnt"; wait "$fpid" || true; fpid=
+		# not traded for speed: the image fsck-clean after every run
+		"$B" fsck -n "$dir/ours.img" > "$dir/fsck.out" 2>&1 ||
+			{ echo "FAILED: fsck -n after ours' run:" >&2; tail -5 "$dir/fsck.out" >&2; exit 1; } ;;
 	esac
 	sleep 0.5
 }

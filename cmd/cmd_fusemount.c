@@ -86,7 +86,11 @@
  *       meanwhile.  A replacement is counted (m->fs_gen, ctl_unlock()) with
  *       what the old filesystem had durable and what the new open proves
  *       durable: an fsync that slept across it answers from that
- *       (fusemount_ops.c, fm_fsync_across()), not from the old close.
+ *       (fusemount_ops.c, fm_fsync_across()), not from the old close;
+ *       a held inode's change it lost (its journal seq, fm_changed(), is
+ *       durable by neither) is reported by the next fsync of each handle
+ *       open then, once, as Linux's errseq_t (fm_changes_judge(),
+ *       fm_lost_check()).
  *       The mountpoint's root answers getxattr "bcachefs.ctl"
  *       with the socket's path.
  *   (7) atime is ours: the kernel marks FUSE inodes S_NOATIME.  A read, a
@@ -1317,7 +1321,7 @@ destroy:
 		fprintf(stderr, "bcachefs fusemount: closing: %s\n", bch_err_str(r));
 		ret = EXIT_FAIL;
 	}
-	free(m.held);
+	fm_held_free(&m);
 	free(m.free_pending);
 	free(m.open_subvol);
 	bch_fs_read_cache_free(m.rac);

@@ -36,6 +36,26 @@ struct held {
 					 * 0: not known */
 	uint64_t	nodefacl;	/* fm_default_acl(): defacl_gen + 1 when it had
 					 * no default ACL; 0: not known */
+	uint64_t	nosgid;		/* fm_dir_nosgid(): sec_gen + 1 when the directory
+					 * had no S_ISGID; 0: not known */
+	uint64_t	noacl;		/* fm_acl_none(): defacl_gen + 1 when it had no
+					 * access ACL; 0: not known */
+	uint64_t	chg_seq;	/* journal seq of its last change since m->c was
+					 * last replaced (fm_changed()); 0: none */
+	struct fm_lost	*lost;		/* a change lost at a replacement; NULL: none */
+};
+
+/*
+ * A change of a held inode that a replacement of m->c lost (fm_changes_judge()):
+ * Linux's errseq_t for a writeback error.  Each file handle open when it was
+ * found, and the first opened later if none was told yet, gets EIO from
+ * its next fsync, once (fm_lost_check()).  A later loss starts over.
+ */
+struct fm_lost {
+	uint64_t	fh_mark;	/* handles numbered up to it were open then */
+	bool		seen;		/* some handle was told */
+	uint32_t	nr, cap;
+	uint64_t	*told;		/* the handles told of it */
 };
 
 /* -o relatime (the default), strictatime, noatime: when a read updates atime */
@@ -167,6 +187,7 @@ struct fmount {
 	uint64_t	fs_gen;
 	struct fm_repl	repl[FM_REPL_RING];
 	uint64_t	body_durable, body_need;
+	uint64_t	next_fh;	/* lock: the number of the next file handle (fm_fh_new()) */
 	/*
 	 * Writes in flight (fs_ops.h, bch_fs_write_begin()), under lock:
 	 * write_cond is signalled when one ends (the next of its file may
@@ -317,6 +338,36 @@ void fm_frees_run(struct fmount *m);
 /* Drop n references; an inode none are left on goes to the pending frees (lock held). */
 void fm_unhold(struct fmount *m, uint64_t inum, uint64_t n);
 
+/* At the end: the held table and what its entries own (struct fm_lost). */
+void fm_held_free(struct fmount *m);
+
+/*
+ * inum's data or metadata changed (a request's commit, lock held): its
+ * journal seq is remembered in its held entry, for fm_changes_judge().  The
+ * seq is what a flush now would need (bch_journal_seq_needed()): the
+ * commit's own, or a later one when the commit wrote its entry and the next
+ * holds only new btree roots, which can only make an EIO where nothing was
+ * lost, never a 0.
+ */
+void fm_changed(struct fmount *m, uint64_t inum);
+
+/*
+ * m->c was replaced (fusemount_bg.c, fs_replaced(); p: its record): every
+ * held inode whose last change since the one before is durable by neither
+ * p->old_durable nor p->new_durable lost it (struct fm_lost).  Lock held.
+ */
+void fm_changes_judge(struct fmount *m, const struct fm_repl *p);
+
+/* A file handle's number, for fm_lost_check() (lock held): 1, 2, ... */
+uint64_t fm_fh_new(struct fmount *m);
+
+/*
+ * An fsync of inum through handle fh (its number, fm_fh_new()): -EIO when
+ * a change of inum was lost that the handle was not told of yet, once
+ * (struct fm_lost); else 0.  Lock held.
+ */
+int fm_lost_check(struct fmount *m, uint64_t inum, uint64_t fh);
+
 fuse_ino_t fm_to_fuse(uint64_t inum);
 uint64_t fm_from_fuse(fuse_ino_t ino);
 
@@ -439,7 +490,8 @@ struct bch_caller *fm_caller_new(fuse_req_t req);
 
 /*
  * A change of ino's data or size by the caller of req: clear the set-id bits
- * Linux clears (bch_kill_priv_bits()).  The kernel does part of this itself
+ * Linux clears (bch_kill_priv_bits()); nothing to look at when
+ * fm_sec_plain().  The kernel does part of this itself
  * (S_ISUID, and S_ISGID with group-execute) and not the rest: a setgid file
  * without group-execute written by a non-member.  /proc is read only when
  * the file has a set-id bit.  Lock held.
@@ -455,6 +507,28 @@ int fm_kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum);
  */
 int fm_write_kill(fuse_req_t req, struct fmount *m, uint64_t inum, bool caps, bool *caps_gone);
 
+/* inum has no set-id bit and no security.capability (held.nosec still true).  Lock held. */
+bool fm_sec_plain(struct fmount *m, uint64_t inum);
+
+/*
+ * inum was just made with mode (no security.capability yet): plain unless
+ * mode has a set-id bit, without a lookup at its first write.  Lock held.
+ */
+void fm_sec_new(struct fmount *m, uint64_t inum, mode_t mode);
+
+/* A setattr gave inum mode: a set-id bit in it ends what held.nosec and nosgid say.  Lock held. */
+void fm_sec_mode(struct fmount *m, uint64_t inum, mode_t mode);
+
+/*
+ * A create in directory dir: true when dir is known to have no S_ISGID
+ * (held.nosgid), so neither its gid nor its mode matter to the new inode
+ * (bch_inode_init_owner()) and it need not be read.  Lock held.
+ */
+bool fm_dir_nosgid(struct fmount *m, uint64_t dir);
+
+/* dir was read and has no S_ISGID: remember it (held.nosgid).  Lock held. */
+void fm_dir_nosgid_set(struct fmount *m, uint64_t dir);
+
 /*
  * Directory dir's default ACL into buf (bch_fs_getxattr()'s result), for a
  * create in it.  One found missing is remembered until a request that may
@@ -462,6 +536,14 @@ int fm_write_kill(fuse_req_t req, struct fmount *m, uint64_t inum, bool caps, bo
  * creates looked it up each time, ~9% of a CREATE's instructions.  Lock held.
  */
 ssize_t fm_default_acl(struct fmount *m, uint64_t dir, char *buf, size_t size);
+
+/*
+ * inum has no access ACL (held.noacl, learnt at its create or a chmod that
+ * found none): a chmod need not look for one to follow the mode (untar:
+ * one xattr lookup less a file).  Lock held.
+ */
+bool fm_acl_none(struct fmount *m, uint64_t inum);
+void fm_acl_none_set(struct fmount *m, uint64_t inum);
 
 /*
  * The kernel's file_remove_privs() for a direct write (set_direct()):

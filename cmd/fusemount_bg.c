@@ -275,7 +275,8 @@ static void ctl_lock(struct cmd_ctx *x)
 
 /*
  * The body's step replaced m->c (or closed it): the replacement's record,
- * for fsyncs that sleep across it (fusemount_ops.c, fm_fsync_across()).
+ * for fsyncs that sleep across it (fusemount_ops.c, fm_fsync_across()),
+ * and the held inodes' changes it lost, for fsyncs that begin after it.
  */
 static void fs_replaced(struct fmount *m)
 {
@@ -284,6 +285,7 @@ static void fs_replaced(struct fmount *m)
 	p->old_durable = m->body_durable;
 	p->old_need = m->body_need;
 	p->new_durable = m->c ? bch_fs_open_durable(m->c) : 0;
+	fm_changes_judge(m, p);	/* for fsyncs that begin after it */
 	m->errors_logged = 0;	/* the new open's count (exit_if_panicked()) */
 }
 

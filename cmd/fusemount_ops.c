@@ -385,7 +385,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (!r && (to_set & FUSE_SET_ATTR_MODE) && !bch_fs_getattr(m->c, fm_from_fuse(ino), &st))
 			sa.mode &= ~(S_ISUID | S_ISGID) | st.st_mode;
 	}
-	if (!r && chown_rule && !(r = bch_fs_getattr(m->c, fm_from_fuse(ino), &st))) {
+	/* no set-id bit to kill when known plain (fm_sec_plain()): no inode read */
+	if (!r && chown_rule && !fm_sec_plain(m, fm_from_fuse(ino)) &&
+	    !(r = bch_fs_getattr(m->c, fm_from_fuse(ino), &st))) {
 		mode_t kill = chown_kill_bits(req, &st);
 		if (kill) {
 			if (!(sa.valid & BCH_SETATTR_MODE))
@@ -394,16 +396,21 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			sa.mode &= ~kill;
 		}
 	}
+	if (!r && (sa.valid & BCH_SETATTR_MODE))
+		fm_sec_mode(m, fm_from_fuse(ino), sa.mode);	/* setattr keeps sec_gen */
 	/* chmod: the access ACL's owner, mask and other entries follow the mode */
 	char acl[4096];
 	ssize_t n = 0;
 	bool have_st = false;
-	if (!r && (to_set & FUSE_SET_ATTR_MODE) &&
+	if (!r && (to_set & FUSE_SET_ATTR_MODE) && !fm_acl_none(m, fm_from_fuse(ino)) &&
 	    (n = bch_fs_getxattr(m->c, fm_from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, sizeof(acl))) > 0 &&
 	    bch_acl_valid(acl, n))
 		bch_acl_chmod(acl, n, sa.mode);
-	else
+	else {
+		if (n == -ENODATA)
+			fm_acl_none_set(m, fm_from_fuse(ino));
 		n = 0;
+	}
 	if (r) {
 		/* nothing more */
 	} else if (n && !(to_set & ~(FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_CTIME))) {
@@ -412,11 +419,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		/* the reply's attributes from the update itself: one inode read less */
 		r = bch_fs_setattr_stat(m->c, fm_from_fuse(ino), &sa, &st);
 		have_st = !r;
-	} else {
-		r = bch_fs_setattr(m->c, fm_from_fuse(ino), &sa);
-		if (!r)
-			r = bch_fs_setxattr(m->c, fm_from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, n, 0);
+	} else if (!(r = bch_fs_setattr(m->c, fm_from_fuse(ino), &sa))) {
+		fm_changed(m, fm_from_fuse(ino));	/* committed, whatever the ACL's fate */
+		r = bch_fs_setxattr(m->c, fm_from_fuse(ino), BCH_ACL_XATTR_ACCESS, acl, n, 0);
 	}
+	if (!r)
+		fm_changed(m, fm_from_fuse(ino));
 	if (!r && (to_set & FUSE_SET_ATTR_ATIME))
 		fm_lazy_drop(m, fm_from_fuse(ino));
 	if (have_st)
@@ -458,6 +466,10 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum, fu
 
 	if (!r)
 		r = fm_make_entry(m, inum, &e);
+	if (!r) {
+		fm_changed(m, inum);
+		fm_changed(m, fm_from_fuse(parent));
+	}
 	UNLOCK(m);
 	if (r) {
 		fm_lf->reply_err(req, -r);
@@ -472,10 +484,11 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum, fu
  * Create with what a kernel filesystem does to the mode: the parent's
  * default ACL, when it has one, becomes the new file's access ACL (limited by
  * the requested mode) and, for directories, its default ACL too; otherwise
- * the umask applies.  Lock held.
+ * the umask applies.  *no_acl (when not NULL): made without an access ACL.
+ * Lock held.
  */
 static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const char *name, mode_t mode,
-		      dev_t rdev, const char *symlink_target, uint64_t *inum)
+		      dev_t rdev, const char *symlink_target, uint64_t *inum, bool *no_acl)
 {
 	const struct fuse_ctx *ctx = fm_lf->req_ctx(req);
 	char def[4096], acc[4096];
@@ -485,8 +498,17 @@ static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const c
 	bool inherit = n > 0 && bch_acl_valid(def, n);
 	int r;
 
-	if ((r = bch_fs_getattr(m->c, parent, &dir)))
+	if (no_acl)
+		*no_acl = !inherit;
+
+	/* known without S_ISGID: nothing of it is needed (one inode read less a create) */
+	if (fm_dir_nosgid(m, parent)) {
+		dir = (struct stat){ .st_mode = S_IFDIR };
+	} else if ((r = bch_fs_getattr(m->c, parent, &dir))) {
 		return r;
+	} else if (!(dir.st_mode & S_ISGID)) {
+		fm_dir_nosgid_set(m, parent);
+	}
 	/* a setgid directory: as Linux's vfs_prepare_mode() and inode_init_owner() */
 	if ((dir.st_mode & S_ISGID) && (mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) {
 		struct bch_caller *cr = fm_caller_new(req);
@@ -518,7 +540,7 @@ static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = create_acl(m, req, fm_from_fuse(parent), name, mode, rdev, NULL, &inum);
+	int r = create_acl(m, req, fm_from_fuse(parent), name, mode, rdev, NULL, &inum, NULL);
 	reply_new(req, m, r, inum, parent, name);
 }
 
@@ -541,7 +563,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 	uint64_t inum = 0;
 
 	LOCK(m);
-	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFLNK | 0777, 0, link, &inum);
+	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFLNK | 0777, 0, link, &inum, NULL);
 	reply_new(req, m, r, inum, parent, name);
 }
 
@@ -588,6 +610,8 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 		fm_frees_run(m);
 		r = remove(m->c, fm_from_fuse(parent), name);
 	}
+	if (!r)
+		fm_changed(m, fm_from_fuse(parent));
 	UNLOCK(m);
 	fm_lf->reply_err(req, -r);
 	if (!r)
@@ -628,6 +652,10 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		? bch_fs_rename_whiteout(m->c, fm_from_fuse(parent), name, fm_from_fuse(newparent), newname, f,
 					 ctx->uid, ctx->gid)
 		: bch_fs_rename(m->c, fm_from_fuse(parent), name, fm_from_fuse(newparent), newname, f);
+	if (!r) {
+		fm_changed(m, fm_from_fuse(parent));
+		fm_changed(m, fm_from_fuse(newparent));
+	}
 	UNLOCK(m);
 	fm_lf->reply_err(req, -r);
 	if (!r) {
@@ -669,11 +697,12 @@ static int open_flags_check(struct fmount *m, uint64_t inum, int oflags)
  * descriptor holds are dropped by the kernel over the written range.
  */
 #define FH_DIRECT	1	/* fi->fh: opened direct_io (the kernel does not send the flag back) */
+#define FH_SHIFT	1	/* above it, the handle's number (fm_fh_new(), fm_lost_check()) */
 
-static void set_direct(struct fuse_file_info *fi)
+static void set_direct(struct fuse_file_info *fi, uint64_t fh)
 {
 	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
-	fi->fh = fi->direct_io ? FH_DIRECT : 0;
+	fi->fh = fh << FH_SHIFT | (fi->direct_io ? FH_DIRECT : 0);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -699,6 +728,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * An empty file's reads never come (nothing to read): atime at open.
 	 */
 	bool due = false;
+	uint64_t fh = 0;
 	if (!r && (fi->flags & O_ACCMODE) != O_WRONLY && !(fi->flags & O_NOATIME) &&
 	    !(fi->flags & O_TRUNC)) {
 		struct stat now;
@@ -711,6 +741,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (!r) {
 		fm_hold(m, fm_from_fuse(ino), 1);
 		fm_open_count(m, ino, 1);
+		fh = fm_fh_new(m);
+		if ((fi->flags & O_TRUNC) && S_ISREG(st.st_mode))
+			fm_changed(m, fm_from_fuse(ino));
 	}
 	UNLOCK(m);
 	if (r) {
@@ -721,7 +754,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (due)
 		fm_lf->lowlevel_notify_inval_inode(fm_session(req)->se, ino, -1, 0);
 	fi->keep_cache = !due;
-	set_direct(fi);
+	set_direct(fi, fh);
 	fm_lf->reply_open(req, fi);
 }
 
@@ -732,22 +765,30 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fsess *se = fm_session(req);
 	struct fmount *m = se->m;
 	struct fuse_entry_param e;
-	uint64_t inum = 0;
+	uint64_t inum = 0, fh = 0;
+	bool no_acl;
 
 	LOCK(m);
-	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFREG | (mode & 07777), 0, NULL, &inum);
+	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFREG | (mode & 07777), 0, NULL, &inum,
+			   &no_acl);
 	if (!r)
 		r = fm_make_entry(m, inum, &e);
 	if (!r) {
 		fm_hold(m, inum, 1);	/* the open file */
 		fm_open_count(m, fm_to_fuse(inum), 1);
+		fh = fm_fh_new(m);
+		fm_changed(m, inum);
+		fm_changed(m, fm_from_fuse(parent));
+		fm_sec_new(m, inum, e.attr.st_mode);	/* its first write looks up nothing */
+		if (no_acl)
+			fm_acl_none_set(m, inum);	/* nor its chmod */
 	}
 	UNLOCK(m);
 	if (r) {
 		fm_lf->reply_err(req, -r);
 		return;
 	}
-	set_direct(fi);
+	set_direct(fi, fh);
 	fm_lf->reply_create(req, &e, fi);
 	fm_others_entry(se, parent, name);
 }
@@ -1004,6 +1045,7 @@ static ssize_t end_one(struct fmount *m, struct bch_fs_write_op *op)
 		atomic_fetch_add_explicit(op->redone ? &fm_writes_redone : &fm_writes_unlocked, 1,
 					  memory_order_relaxed);
 	if (n > 0) {
+		fm_changed(m, op->handle);
 		m->last_write_ns = fm_mono_ns();
 		fm_bg_wake(m, false);
 	}
@@ -1187,9 +1229,7 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 {
 	fm_req_type(REQ_fsync);
 	struct fmount *m = fm_mount(req);
-	(void)ino;
 	(void)datasync;
-	(void)fi;
 
 	LOCK(m);
 	uint64_t gen = m->fs_gen;
@@ -1215,6 +1255,10 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	}
 	if (m->fs_gen != gen)
 		r = fm_fsync_across(m, gen, seq);
+	/* a change lost by an earlier replacement, this handle not yet told (errseq_t) */
+	int lost = fm_lost_check(m, fm_from_fuse(ino), fi ? fi->fh >> FH_SHIFT : 0);
+	if (!r)
+		r = lost;
 	UNLOCK(m);
 	fm_lf->reply_err(req, r < 0 ? -r : 0);
 }
@@ -1229,8 +1273,10 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int r = bch_fs_getattr(m->c, fm_from_fuse(ino), &st);
 	if (!r && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
-	if (!r)
+	if (!r) {
 		fm_open_count(m, ino, 1);
+		fi->fh = fm_fh_new(m) << FH_SHIFT;
+	}
 	UNLOCK(m);
 	if (r)
 		fm_lf->reply_err(req, -r);
@@ -1390,6 +1436,8 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	} else if (!(r = inode_opt_xattr_perm(req, m, ino, name))) {
 		r = bch_fs_setxattr(m->c, fm_from_fuse(ino), name, value, size, flags);
 	}
+	if (!r)
+		fm_changed(m, fm_from_fuse(ino));
 	if (!r && !strncmp(name, "bcachefs.", 9))
 		fm_bg_wake(m, true);	/* per-file options: parked work may now go elsewhere */
 	UNLOCK(m);
@@ -1494,7 +1542,20 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		fm_session(req)->caps_probe_ino = ino;
 		fm_session(req)->caps_probe_pid = fm_lf->req_ctx(req)->pid;
 	}
-	ssize_t n = bch_fs_getxattr(m->c, fm_from_fuse(ino), name, buf, size);
+	/*
+	 * The kernel's need-killpriv probe before every chown (untar: one a
+	 * file), and its ACL reads (a chmod's, a create's in a directory):
+	 * answered from the held entry when it knows (fm_sec_plain(),
+	 * fm_acl_none(), fm_default_acl()'s held.nodefacl).
+	 */
+	uint64_t inum = fm_from_fuse(ino);
+	ssize_t n = (!strcmp(name, "security.capability") && fm_sec_plain(m, inum)) ||
+		    (!strcmp(name, BCH_ACL_XATTR_ACCESS) && fm_acl_none(m, inum))
+		? -ENODATA
+		: !strcmp(name, BCH_ACL_XATTR_DEFAULT) ? fm_default_acl(m, inum, buf, size)
+		: bch_fs_getxattr(m->c, inum, name, buf, size);
+	if (n == -ENODATA && !strcmp(name, BCH_ACL_XATTR_ACCESS))
+		fm_acl_none_set(m, inum);
 	UNLOCK(m);
 	if (n < 0)
 		fm_lf->reply_err(req, (int)-n);
@@ -1573,6 +1634,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	int r = inode_opt_xattr_perm(req, m, ino, name);
 	if (!r)
 		r = bch_fs_removexattr(m->c, fm_from_fuse(ino), name);
+	if (!r)
+		fm_changed(m, fm_from_fuse(ino));
 	if (!r && !strncmp(name, "bcachefs.", 9))
 		fm_bg_wake(m, true);
 	UNLOCK(m);
@@ -1594,6 +1657,8 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	int r = fm_kill_priv(req, m, fm_from_fuse(ino));
 	if (!r)
 		r = bch_fs_fallocate(m->c, fm_from_fuse(ino), mode, offset, length);
+	if (!r)
+		fm_changed(m, fm_from_fuse(ino));
 	UNLOCK(m);
 	fm_lf->reply_err(req, -r);
 	if (!r)		/* collapse and insert move what follows: all of it */
@@ -1653,8 +1718,10 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		if (!r)
 			r = bch_fs_remap_range(m->c, fm_from_fuse(ino_in), off_in + done, fm_from_fuse(ino_out),
 					       off_out + done, want);
-		if (r > 0)
+		if (r > 0) {
+			fm_changed(m, fm_from_fuse(ino_out));
 			fm_bg_wake(m, false);
+		}
 		UNLOCK(m);
 		if (r <= 0)
 			break;
@@ -1713,6 +1780,8 @@ static int ioctl_set(fuse_req_t req, struct fmount *m, uint64_t inum, unsigned f
 		return -ENOMEM;
 	int r = bch_fs_set_flags(m->c, inum, fl, project, cr);
 	free(cr);
+	if (!r)
+		fm_changed(m, inum);
 	return r;
 }
 

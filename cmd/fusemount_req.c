@@ -43,6 +43,7 @@
 #include "fsname.h"
 #include "inode.h"
 #include "io.h"
+#include "journal.h"
 #include "move.h"
 #include "opts.h"
 #include "copygc.h"
@@ -102,6 +103,10 @@ static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
 	m->held[j].refs = 0;
 	m->held[j].nosec = 0;
 	m->held[j].nodefacl = 0;
+	m->held[j].nosgid = 0;
+	m->held[j].noacl = 0;
+	m->held[j].chg_seq = 0;
+	m->held[j].lost = NULL;	/* a removed entry's moved with it (held_remove()) */
 	m->nr_held++;
 	return &m->held[j];
 }
@@ -111,6 +116,10 @@ static void held_remove(struct fmount *m, struct held *h)
 {
 	size_t mask = m->cap_held - 1, i = h - m->held, j = i;
 
+	if (h->lost) {
+		free(h->lost->told);
+		free(h->lost);
+	}
 	m->held[i].inum = 0;
 	m->nr_held--;
 	for (;;) {
@@ -190,6 +199,82 @@ void fm_unhold(struct fmount *m, uint64_t inum, uint64_t n)
 	lazy_flush(m, h);
 	held_remove(m, h);
 	free_pending_add(m, inum);
+}
+
+/* At the end: the table and what its entries own. */
+void fm_held_free(struct fmount *m)
+{
+	for (size_t i = 0; i < m->cap_held; i++)
+		if (m->held[i].inum && m->held[i].lost) {
+			free(m->held[i].lost->told);
+			free(m->held[i].lost);
+		}
+	free(m->held);
+	m->held = NULL;
+	m->cap_held = m->nr_held = 0;
+}
+
+/* ------------------------------------------------------------ lost changes */
+
+void fm_changed(struct fmount *m, uint64_t inum)
+{
+	struct held *h = held_find(m, inum, false);
+
+	if (h)
+		h->chg_seq = bch_journal_seq_needed(m->c);
+}
+
+/* h's change was lost: every handle open now is to be told, and a first later one */
+static void lost_add(struct fmount *m, struct held *h)
+{
+	if (!h->lost && !(h->lost = calloc(1, sizeof(*h->lost))))
+		abort();	/* as the held table's own growth: not a false 0 */
+	h->lost->fh_mark = m->next_fh;
+	h->lost->seen = false;
+	h->lost->nr = 0;
+}
+
+void fm_changes_judge(struct fmount *m, const struct fm_repl *p)
+{
+	for (size_t i = 0; i < m->cap_held; i++) {
+		struct held *h = &m->held[i];
+
+		if (!h->inum || !h->chg_seq)
+			continue;
+		if (p->old_durable < h->chg_seq && p->new_durable < h->chg_seq)
+			lost_add(m, h);
+		h->chg_seq = 0;
+	}
+}
+
+uint64_t fm_fh_new(struct fmount *m)
+{
+	return ++m->next_fh;
+}
+
+int fm_lost_check(struct fmount *m, uint64_t inum, uint64_t fh)
+{
+	struct held *h = held_find(m, inum, false);
+	struct fm_lost *l = h ? h->lost : NULL;
+
+	if (!l)
+		return 0;
+	for (uint32_t i = 0; i < l->nr; i++)
+		if (l->told[i] == fh)
+			return 0;
+	if (fh > l->fh_mark && l->seen)
+		return 0;	/* opened after it, and another was told */
+	l->seen = true;
+	if (l->nr == l->cap) {
+		uint32_t cap = l->cap ? l->cap * 2 : 4;
+		uint64_t *t = realloc(l->told, cap * sizeof(*t));
+		if (!t)
+			return -EIO;	/* not remembered: told again, never a false 0 */
+		l->told = t;
+		l->cap = cap;
+	}
+	l->told[l->nr++] = fh;
+	return -EIO;
 }
 
 fuse_ino_t fm_to_fuse(uint64_t inum)
@@ -496,10 +581,11 @@ static void req_unlocking(void)
 	struct req_stat *st = &req_stats[req_cur];
 	int64_t now = fm_mono_ns(), wait = fm_req_lock_t0 - fm_req_wait_t0, hold = now - fm_req_lock_t0;
 	uint64_t us = (uint64_t)(wait + hold) / 1000;
-	unsigned b = 0;
+	/* the first b with us < 2^b: us's bit length */
+	unsigned b = us ? 64 - __builtin_clzll(us) : 0;
 
-	while (b < REQ_HIST - 1 && us >= (1ULL << b))
-		b++;
+	if (b > REQ_HIST - 1)
+		b = REQ_HIST - 1;
 	st->calls++;
 	st->wait_ns += wait;
 	st->hold_ns += hold;
@@ -527,14 +613,21 @@ static bool req_keeps_frees(int t)
 }
 
 /*
- * Requests that set no mode and no xattr of any inode: what fm_write_kill()
- * found stays true across their holds.  Every other (setattr, setxattr, a
- * create, an ioctl, a command body, a type added later) makes it look again.
- * A write only removes set-id bits and capabilities.
+ * Requests that add no set-id bit and no security.capability to any inode
+ * but the one they tell fm_sec_mode() of, or one they make: what
+ * fm_write_kill() and fm_dir_nosgid() found stays true across their holds.
+ * Every other (setxattr, an ioctl, a command body, a type added later)
+ * makes them look again.  A write only removes set-id bits and
+ * capabilities; a setattr changes one inode's mode (fm_sec_mode()) and its
+ * access ACL; the namespace changes give modes and ACLs only to the inodes
+ * they make (a new inode's held entry starts with nothing known, and a
+ * create's is set by fm_sec_new()) and change no other's mode.
  */
 static bool req_keeps_sec(int t)
 {
 	switch (t) {
+	case REQ_setattr: case REQ_create: case REQ_mknod: case REQ_mkdir: case REQ_symlink:
+	case REQ_link: case REQ_unlink: case REQ_rmdir: case REQ_rename:
 	case REQ_write: case REQ_read: case REQ_fsync: case REQ_lookup: case REQ_getattr:
 	case REQ_forget: case REQ_forget_multi: case REQ_open: case REQ_release:
 	case REQ_opendir: case REQ_readdir: case REQ_readdirplus: case REQ_releasedir:
@@ -546,9 +639,11 @@ static bool req_keeps_sec(int t)
 }
 
 /*
- * Requests that set no default ACL: those that set no xattr at all, and
- * the namespace changes and setattr, which set one only on a new inode
- * (create_acl(): its number is in no held entry) or the access ACL (chmod).
+ * Requests that set no default ACL and give no inode an access ACL it had
+ * not (held.nodefacl, held.noacl): those that set no xattr at all, and the
+ * namespace changes and setattr, which set them only on a new inode
+ * (create_acl(): its number is in no held entry) or change an access ACL
+ * there is (chmod).
  */
 static bool req_keeps_defacl(int t)
 {
@@ -560,14 +655,22 @@ static bool req_keeps_defacl(int t)
 	return req_keeps_sec(t);
 }
 
-/* Requests count themselves while they wait, so background work lets them in. */
+/*
+ * Requests count themselves while they wait, so background work lets them
+ * in.  One that finds the lock free neither waits nor counts: its hold
+ * starts when it looked (one clock read, no atomics).
+ */
 void fm_fg_lock(struct fmount *m)
 {
 	fm_req_wait_t0 = fm_mono_ns();
-	atomic_fetch_add(&m->fg_waiting, 1);
-	pthread_mutex_lock(&m->lock);
-	atomic_fetch_sub(&m->fg_waiting, 1);
-	req_locked();
+	if (!pthread_mutex_trylock(&m->lock)) {
+		fm_req_lock_t0 = fm_req_wait_t0;
+	} else {
+		atomic_fetch_add(&m->fg_waiting, 1);
+		pthread_mutex_lock(&m->lock);
+		atomic_fetch_sub(&m->fg_waiting, 1);
+		req_locked();
+	}
 	if (!req_keeps_sec(req_cur))
 		m->sec_gen++;
 	if (!req_keeps_defacl(req_cur))
@@ -783,11 +886,50 @@ static int kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum, bool *plai
 	return r < 0 ? r : 0;
 }
 
+/* inum known to have no set-id bit and no security.capability (held.nosec) */
+bool fm_sec_plain(struct fmount *m, uint64_t inum)
+{
+	struct held *h = held_find(m, inum, false);
+
+	return h && h->nosec == m->sec_gen + 1;
+}
+
+void fm_sec_new(struct fmount *m, uint64_t inum, mode_t mode)
+{
+	struct held *h = held_find(m, inum, false);
+
+	if (h)
+		h->nosec = mode & (S_ISUID | S_ISGID) ? 0 : m->sec_gen + 1;
+}
+
+void fm_sec_mode(struct fmount *m, uint64_t inum, mode_t mode)
+{
+	struct held *h;
+
+	if ((mode & (S_ISUID | S_ISGID)) && (h = held_find(m, inum, false)))
+		h->nosec = h->nosgid = 0;
+}
+
+bool fm_dir_nosgid(struct fmount *m, uint64_t dir)
+{
+	struct held *h = held_find(m, dir, false);
+
+	return h && h->nosgid == m->sec_gen + 1;
+}
+
+void fm_dir_nosgid_set(struct fmount *m, uint64_t dir)
+{
+	struct held *h = held_find(m, dir, false);
+
+	if (h)
+		h->nosgid = m->sec_gen + 1;
+}
+
 int fm_kill_priv(fuse_req_t req, struct fmount *m, uint64_t inum)
 {
 	bool plain;
 
-	return kill_priv(req, m, inum, &plain);
+	return fm_sec_plain(m, inum) ? 0 : kill_priv(req, m, inum, &plain);
 }
 
 /*
@@ -811,6 +953,21 @@ int fm_write_kill(fuse_req_t req, struct fmount *m, uint64_t inum, bool caps, bo
 	if (!r && plain && caps && h)
 		h->nosec = m->sec_gen + 1;
 	return r;
+}
+
+bool fm_acl_none(struct fmount *m, uint64_t inum)
+{
+	struct held *h = held_find(m, inum, false);
+
+	return h && h->noacl == m->defacl_gen + 1;
+}
+
+void fm_acl_none_set(struct fmount *m, uint64_t inum)
+{
+	struct held *h = held_find(m, inum, false);
+
+	if (h)
+		h->noacl = m->defacl_gen + 1;
 }
 
 ssize_t fm_default_acl(struct fmount *m, uint64_t dir, char *buf, size_t size)
