@@ -48,12 +48,14 @@ struct held {
 /*
  * A change of a held inode that a replacement of m->c lost (fm_changes_judge()):
  * Linux's errseq_t for a writeback error.  Each file handle open when it was
- * found, and the first opened later if none was told yet, gets EIO from
- * its next fsync, once (fm_lost_check()).  A later loss starts over.
+ * found, and each opened later before some handle was told (errseq_sample()
+ * gives those 0), gets EIO from its next fsync, once (fm_lost_check()).  A
+ * later loss starts over.
  */
 struct fm_lost {
 	uint64_t	fh_mark;	/* handles numbered up to it were open then */
-	bool		seen;		/* some handle was told */
+	uint64_t	seen_mark;	/* the first told: handles numbered up to it
+					 * were open then; 0: none told yet */
 	uint32_t	nr, cap;
 	uint64_t	*told;		/* the handles told of it */
 };

@@ -230,7 +230,7 @@ static void lost_add(struct fmount *m, struct held *h)
 	if (!h->lost && !(h->lost = calloc(1, sizeof(*h->lost))))
 		abort();	/* as the held table's own growth: not a false 0 */
 	h->lost->fh_mark = m->next_fh;
-	h->lost->seen = false;
+	h->lost->seen_mark = 0;
 	h->lost->nr = 0;
 }
 
@@ -262,9 +262,10 @@ int fm_lost_check(struct fmount *m, uint64_t inum, uint64_t fh)
 	for (uint32_t i = 0; i < l->nr; i++)
 		if (l->told[i] == fh)
 			return 0;
-	if (fh > l->fh_mark && l->seen)
-		return 0;	/* opened after it, and another was told */
-	l->seen = true;
+	if (fh > l->fh_mark && l->seen_mark && fh > l->seen_mark)
+		return 0;	/* opened after it was told (errseq_sample() saw it seen) */
+	if (!l->seen_mark)
+		l->seen_mark = m->next_fh;
 	if (l->nr == l->cap) {
 		uint32_t cap = l->cap ? l->cap * 2 : 4;
 		uint64_t *t = realloc(l->told, cap * sizeof(*t));
