@@ -117,6 +117,15 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	m->live++;
 	pthread_mutex_unlock(&m->sess_mu);
 	/*
+	 * The root is never looked up, yet its kernel inode lives as long as
+	 * the session (no forget comes for it): held, so what is kept per held
+	 * inode is kept for it too (a change a replacement lost: fm_changed(),
+	 * fm_lost_check(); the caches of struct held).  One hold a session.
+	 */
+	LOCK(m);
+	fm_hold(m, BCH_ROOT_INO, 1);
+	UNLOCK(m);
+	/*
 	 * No writeback cache: with it the kernel acknowledges write(2) from its
 	 * page cache and our ENOSPC arrives at writeback, where only close or
 	 * fsync may report it.  Every write reaches us while the caller waits.
