@@ -2,8 +2,8 @@
 # remount here; device add, remove, online likewise) which lost the file's
 # last changes: the close failed, and the read-only open found an older
 # journal.  As Linux reports a writeback error (errseq_t), fsync returns
-# EIO once to every descriptor open when the loss happened, and to the
-# first opened later if none was told yet; then 0 (fusemount_req.c
+# EIO once to every descriptor open when the loss happened, and to each
+# opened later before one was told (t103); then 0 (fusemount_req.c
 # fm_changes_judge(), fm_lost_check()).  Before, such an fsync returned 0:
 # nothing was left to flush on the read-only filesystem.
 # BCACHEFS_TEST_GATE (fusemount.h): every device write and flush fails
