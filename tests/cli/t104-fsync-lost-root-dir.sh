@@ -4,11 +4,13 @@
 # struct held) where fm_changed() could note the change: its loss went
 # unseen and the fsync answered 0, while the same steps in a subdirectory
 # gave EIO.  Its descriptor is opened before the loss and another after
-# (errseq_t: both told, as t103).  fsck -n clean at the end.
+# (errseq_t: both told, as t103).  Then (2) the caches the root now has as
+# a held inode (nosgid, nodefacl) forget what a chmod or setfacl of the
+# root changes.  fsck -n clean at the end.
 # Data: python's random.Random, seed 1049.
 need_fuse
 need_root "mount -o remount (mount(2) MS_REMOUNT)"
-need python3
+need python3 setfacl getfacl
 echo "seed: 1049"
 mkdir m gate
 trap 'cd /; [ -z "${w:-}" ] || kill $w 2>/dev/null; [ -z "${pid:-}" ] || kill -9 $pid 2>/dev/null; fusermount3 -uz "$OLDPWD/m" 2>/dev/null' EXIT
@@ -79,6 +81,21 @@ want root.before ok "nothing lost yet"
 want root EIO "a name created in it was lost"
 want root.again ok "told once"
 want root2 EIO "opened after the loss, before it was told"
+
+# 2. the root held has the caches of struct held: each learnt, then made
+# false through the root itself, and the next create sees the change
+expect_rc 0 $B fusemount -o remount,rw a.img m
+: > m/a				# root read: no S_ISGID (nosgid), no default ACL (nodefacl)
+chgrp 4242 m && chmod g+s m || fail "chgrp, chmod g+s of the root"
+: > m/b
+[ "$(stat -c %g m/b)" = 4242 ] || fail "b after chmod g+s of the root: group $(stat -c %g m/b), want 4242"
+chmod g-s m
+: > m/c
+[ "$(stat -c %g m/c)" = "$(id -g)" ] || fail "c after chmod g-s of the root: group $(stat -c %g m/c), want $(id -g)"
+setfacl -d -m u:nobody:rwx m || fail "setfacl -d of the root"
+: > m/e
+getfacl -c m/e > out 2>&1
+grep -q '^user:nobody:' out || fail "e did not inherit the root's default ACL: '$(tr '\n' ' ' < out)'"
 
 fusermount3 -u m || fail "unmount"
 wait $pid 2>/dev/null
