@@ -611,10 +611,12 @@ static void viter_bufs_put(struct bch_viter *it)
 void bch_viter_init(struct bch_viter *it, struct bch_fs *c, unsigned id, struct bch_bpos start,
 		    struct bch_bpos end)
 {
-	memset(it, 0, sizeof(*it));
+	/* not memset: the raw iterator's key buffer (2 KiB) needs no zeroing */
 	it->c = c;
 	it->snap = bch_view_snap(c);
 	it->filter = filtered(c, id);
+	it->ahead_valid = it->done = false;
+	it->ahead = it->out = it->cand = NULL;
 	if (it->filter) {
 		bch_btree_iter_init(&it->raw, c, id, group_pos(start, 0), group_pos(end, UINT32_MAX));
 		viter_bufs_get(it);
