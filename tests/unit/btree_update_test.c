@@ -108,3 +108,50 @@ Test(btree_update, last_update_of_a_position_wins)
 	check(c, model, 95, "after replay");
 	testfs_assert_fsck_clean(c, false);
 }
+
+/*
+ * bch_trans_init() hands out the thread's last ended transaction again
+ * (btree_update.c, trans_spare): it must start empty whatever the last one
+ * held, its arrays grown past the inline ones and its keys past the arena
+ * included, and whether it was committed or abandoned.
+ */
+Test(btree_update, a_reused_transaction_starts_empty)
+{
+	struct bch_fs *c = one.c;
+	unsigned model[NPOS] = { 0 }, gen = 0;
+	uint64_t seed = 96;
+
+	printf("btree_update: seed %llu\n", (unsigned long long)seed);
+	for (unsigned round = 0; round < 12; round++) {
+		struct btree_trans *t;
+		bool commit = round % 2;
+		unsigned nr = round < 4 ? 3 : 20 + round * 3;	/* past the inline arrays and the arena */
+		unsigned saved[NPOS];
+
+		memcpy(saved, model, sizeof(model));
+		cr_assert_eq(bch_trans_init(c, &t), 0);
+		for (unsigned n = 0; n < nr; n++) {
+			unsigned i = testfs_xorshift(&seed) % NPOS;
+			struct bch_bkey *k = make_key(i, ++gen);
+			cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, k), 0);
+			free(k);
+			model[i] = gen + 1;
+		}
+		if (commit)
+			cr_assert_eq(bch_trans_commit(t, 0), 0, "seed 96 round %u: %s", round, c->err_msg);
+		else
+			memcpy(model, saved, sizeof(model));	/* abandoned */
+		bch_trans_exit(t);
+
+		/* the next: one delete of a position; nothing of the last comes along */
+		unsigned i = testfs_xorshift(&seed) % NPOS;
+		struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = pos_of(i) };
+		cr_assert_eq(bch_trans_init(c, &t), 0);
+		cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, &d), 0);
+		cr_assert_eq(bch_trans_commit(t, 0), 0, "seed 96 round %u: %s", round, c->err_msg);
+		bch_trans_exit(t);
+		model[i] = 0;
+		check(c, model, 96, commit ? "after a committed one" : "after an abandoned one");
+	}
+	testfs_assert_fsck_clean(c, false);
+}
