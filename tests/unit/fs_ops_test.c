@@ -696,6 +696,47 @@ Test(fs_ops, extent_overlaps_exhaustive)
 }
 
 /*
+ * A write's bounce buffer (fs_ops_data.c, bounce_alloc()) zeroes only the
+ * bytes of its first and last block that neither the old data nor the new
+ * fill: in a new file (nothing to read), the bytes before the write and
+ * after it up to the block's end read as zeros, also once the file grows
+ * over them.  Each write follows one of 0xee bytes into another file, whose
+ * freed buffer the next may be given again.  Seed printed.
+ */
+Test(fs_ops, unaligned_writes_zero_the_rest_of_their_blocks)
+{
+	static unsigned char pat[3 * BS];
+	uint64_t seed = 38, junk = mk(BCH_ROOT_INO, "junk", S_IFREG | 0644);
+	char what[96];
+
+	printf("fs_ops unaligned writes: seed %llu\n", (unsigned long long)seed);
+	memset(pat, 0xee, sizeof(pat));
+	for (unsigned round = 0; round < 24; round++) {
+		char name[16];
+		snprintf(name, sizeof(name), "z%u", round);
+		uint64_t f = mk(BCH_ROOT_INO, name, S_IFREG | 0644);
+		uint64_t off = testfs_xorshift(&seed) % (2 * BS), len = 1 + testfs_xorshift(&seed) % (BS + BS / 2);
+
+		/* a buffer of 0xee freed just before: [1, 3 BS - 1) of junk */
+		cr_assert_eq(bch_fs_write(c, junk, 1, pat, sizeof(pat) - 2), (ssize_t)sizeof(pat) - 2);
+		for (unsigned i = 0; i < len; i++)
+			pat[i] = 1 + (round + i) % 251;
+		cr_assert_eq(bch_fs_write(c, f, off, pat, len), (ssize_t)len);
+		memset(model, 0, sizeof(model));
+		memcpy(model + off, pat, len);
+		memset(pat, 0xee, sizeof(pat));
+		model_size = off + len;
+		snprintf(what, sizeof(what), "seed 38 round %u: write [%lu,+%lu)", round,
+			 (unsigned long)off, (unsigned long)len);
+		check_file(f, what);
+		model_size = (off + len + BS - 1) / BS * BS;
+		cr_assert_eq(bch_fs_truncate(c, f, model_size), 0);
+		snprintf(what, sizeof(what), "seed 38 round %u: grown to its last block's end", round);
+		check_file(f, what);
+	}
+}
+
+/*
  * Space on a full filesystem: a write that does not fit fails with ENOSPC
  * after storing what fits; a reservation (fallocate) takes its space at
  * once, fails whole when it does not fit, and a write into it never fails
