@@ -128,12 +128,13 @@ static char *bounce_alloc(uint64_t a, uint64_t b, uint64_t from, uint64_t to)
 /*
  * Write [offset, offset + len) of one chunk (inside WRITE_CHUNK after block
  * alignment) in one transaction: whole blocks are rewritten, partial ones
- * read first.
+ * read first.  s: the inode as the caller read it (or empty: read here);
+ * after a success it holds the inode as committed, after a failure it is
+ * emptied (its copy was changed for a commit that did not happen).
  */
-static int write_chunk(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *data,
-		       size_t len, uint64_t fill_to_size)
+static int __write_chunk(struct bch_fs *c, struct ino_set *s, uint64_t inum, uint64_t offset,
+			 const void *data, size_t len, uint64_t fill_to_size)
 {
-	struct ino_set s = { 0 };
 	struct bch_inode *i;
 	struct bch_extent_update u = { 0 };
 	struct btree_trans *t;
@@ -144,7 +145,7 @@ static int write_chunk(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 	const char *src = data;
 	int r;
 
-	if ((r = fs_ino_get(c, &s, inum, &i)))
+	if ((r = fs_ino_get(c, s, inum, &i)))
 		return r;
 	if (!data || a != offset || b != offset + len) {
 		buf = bounce_alloc(a, b, offset, offset + len);
@@ -169,20 +170,33 @@ static int write_chunk(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 	if ((r = bch_trans_init(c, &t)))
 		goto out;
 	r = bch_data_write(c, t, inum, &o, a >> BCH_SECTOR_SHIFT, src, (b - a) >> BCH_SECTOR_SHIFT, &u);
-	r = write_commit(c, t, &u, &s, i, offset + len, fill_to_size, r);
+	r = write_commit(c, t, &u, s, i, offset + len, fill_to_size, r);
 out:
 	free(buf);
+	if (r)
+		s->nr = 0;
 	return r;
 }
 
+static int write_chunk(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *data,
+		       size_t len, uint64_t fill_to_size)
+{
+	struct ino_set s = { 0 };
+
+	return __write_chunk(c, &s, inum, offset, data, len, fill_to_size);
+}
+
+/* The inode is read once: its chunks' commits keep s as they write it. */
 static ssize_t v_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const void *buf, size_t len)
 {
-	struct bch_inode i;
+	struct ino_set s = { 0 };
+	struct bch_inode *ip;
 	size_t done = 0;
-	int r = bch_inode_get(c, inum, &i);
+	int r = fs_ino_get(c, &s, inum, &ip);
 
 	if (r)
 		return fs_ret_errno(r);
+	struct bch_inode i = *ip;	/* as it was: its mode and flags */
 	if (S_ISDIR(i.mode))
 		return -EISDIR;
 	if (!S_ISREG(i.mode))
@@ -203,11 +217,11 @@ static ssize_t v_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 		size_t n = WRITE_CHUNK - pos % WRITE_CHUNK;
 		if (n > len - done)
 			n = len - done;
-		r = write_chunk(c, inum, pos, (const char *)buf + done, n, 1);
+		r = __write_chunk(c, &s, inum, pos, (const char *)buf + done, n, 1);
 		/* out of space: copygc or eviction may free some (copygc.h) */
 		uint64_t room = 0;
 		while (r && bch_err_class(r) == ENOSPC && bch_copygc_make_room(c, &room) > 0)
-			r = write_chunk(c, inum, pos, (const char *)buf + done, n, 1);
+			r = __write_chunk(c, &s, inum, pos, (const char *)buf + done, n, 1);
 		/* out of space: store as much as fits (halving, down to one block) */
 		while (r && bch_err_class(r) == ENOSPC) {
 			uint64_t bs = fs_block_bytes(c), first = bs - pos % bs;
@@ -216,7 +230,7 @@ static ssize_t v_write(struct bch_fs *c, uint64_t inum, uint64_t offset, const v
 				break;
 			n = half > first && half < n ? half : first;
 			c->err_msg[0] = 0;
-			r = write_chunk(c, inum, pos, (const char *)buf + done, n, 1);
+			r = __write_chunk(c, &s, inum, pos, (const char *)buf + done, n, 1);
 		}
 		if (r)
 			break;

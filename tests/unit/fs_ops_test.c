@@ -737,6 +737,62 @@ Test(fs_ops, unaligned_writes_zero_the_rest_of_their_blocks)
 }
 
 /*
+ * A write reads its inode once (fs_ops_data.c, v_write()): each chunk's
+ * commit leaves the copy as it wrote it, and a chunk that fails (ENOSPC,
+ * retried smaller) reads it again.  A write over several 1 MiB chunks,
+ * unaligned at both ends, over old data; then one on a nearly full
+ * filesystem that stores only part: size and sectors are those of what was
+ * stored, the bytes read back, and fsck (which recounts sectors) is clean.
+ */
+Test(fs_ops, a_write_over_chunks_and_a_short_one_keep_their_inode, .timeout = 120)
+{
+	size_t big = (3 << 20) + 1000;
+	unsigned char *buf = malloc(big + 4096), *back = malloc(big + 4096);
+	uint64_t f = mk(BCH_ROOT_INO, "chunks", S_IFREG | 0644), off = (512 << 10) + 100;
+	struct stat st;
+
+	cr_assert(buf && back);
+	memset(buf, 0x11, 1 << 20);
+	cr_assert_eq(bch_fs_write(c, f, 0, buf, 1 << 20), 1 << 20);
+	for (size_t i = 0; i < big; i++)
+		buf[i] = 1 + i % 253;
+	cr_assert_eq(bch_fs_write(c, f, off, buf, big), (ssize_t)big);
+	cr_assert_eq(bch_fs_getattr(c, f, &st), 0);
+	cr_assert_eq((uint64_t)st.st_size, off + big);
+	cr_assert_eq((uint64_t)st.st_blocks, (off + big + 4095) / 4096 * 8, "sectors %ld",
+		     (long)st.st_blocks);
+	cr_assert_eq(bch_fs_read(c, f, off, back, big), (ssize_t)big);
+	cr_assert(!memcmp(back, buf, big), "the bytes of the write over chunks");
+
+	/* nearly full: a write stores what fits, its inode counts just that */
+	uint64_t fill = mk(BCH_ROOT_INO, "fill", S_IFREG | 0644), o = 0;
+	struct statvfs sv;
+	cr_assert_eq(bch_fs_statfs(c, &sv), 0);
+	uint64_t room = (uint64_t)sv.f_bavail * sv.f_frsize;
+	memset(buf, 0x22, 1 << 20);
+	while (o + (4 << 20) < room) {
+		cr_assert_eq(bch_fs_write(c, fill, o, buf, 1 << 20), 1 << 20);
+		o += 1 << 20;
+	}
+	uint64_t g = mk(BCH_ROOT_INO, "short", S_IFREG | 0644);
+	ssize_t n = 0, total = 0;
+	for (unsigned i = 0; i < 8 && (n = bch_fs_write(c, g, 300 + total, buf, big)) == (ssize_t)big; i++)
+		total += n;
+	cr_assert_lt(n, (ssize_t)big, "a full filesystem took %zd bytes more", n);
+	if (n > 0)
+		total += n;
+	c->err_msg[0] = 0;
+	cr_assert_eq(bch_fs_getattr(c, g, &st), 0);
+	cr_assert_eq((uint64_t)st.st_size, 300 + (uint64_t)total, "size %ld after %zd bytes stored",
+		     (long)st.st_size, total);
+	cr_assert_eq((uint64_t)st.st_blocks, (300 + (uint64_t)total + 4095) / 4096 * 8, "sectors %ld",
+		     (long)st.st_blocks);
+	testfs_assert_fsck_clean(c, true);
+	free(buf);
+	free(back);
+}
+
+/*
  * Space on a full filesystem: a write that does not fit fails with ENOSPC
  * after storing what fits; a reservation (fallocate) takes its space at
  * once, fails whole when it does not fit, and a write into it never fails
