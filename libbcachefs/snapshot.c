@@ -463,6 +463,33 @@ int bch_vlookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_b
 	return 0;
 }
 
+int bch_vlookup_buf(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey_buf *buf,
+		    const struct bch_bkey **ret)
+{
+	uint32_t snap = bch_view_snap(c);
+	const struct bch_view *v;
+
+	if (!filtered(c, id))
+		return bch_btree_lookup_buf(c, id, group_pos(pos, snap), buf, ret);
+	/* as bch_vlookup(): an inode from inum_fresh up has only snap's own key */
+	v = bch_view_cur(c);
+	if (v && v->snap == snap && v->parent != BCH_SNAPSHOT_NONE &&
+	    (id == BCH_BTREE_ID_inodes ? pos.offset : pos.inode) >= c->snaps->inum_fresh) {
+		int r = bch_btree_lookup_buf(c, id, group_pos(pos, snap), buf, ret);
+		if (!r && (*ret)->type == BCH_BKEY_whiteout)
+			r = -BCH_ERR_key_not_found;
+		return r;
+	}
+	struct bch_bkey *k;
+	int r = bch_vlookup(c, id, pos, &k);
+	if (r)
+		return r;
+	memcpy(buf->w, k, bkey_bytes(k));
+	free(k);
+	*ret = (const struct bch_bkey *)buf->w;
+	return 0;
+}
+
 /*
  * Of the position of k (a raw key, freed here): the key snap sees there into
  * *ret (0), nothing seen (1: go on to the next position), or an error.
