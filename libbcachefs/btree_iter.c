@@ -86,6 +86,29 @@ int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bc
 	}
 }
 
+/* bch_btree_peek() without the key's copy */
+int bch_btree_any(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end)
+{
+	for (;;) {
+		struct btree *b;
+		int r = bch_btree_find_node(c, id, 0, pos, &b);
+
+		if (r)
+			return r;
+		int i = bch_btree_node_find(b, pos);
+		if (i < (int)b->nr) {
+			r = bpos_cmp(bch_btree_key_pos(b, i), end) <= 0;
+			bch_btree_node_put(c, b);
+			return r;
+		}
+		struct bch_bpos max = b->max_key;
+		bch_btree_node_put(c, b);
+		if (bpos_eq(max, POS_MAX) || bpos_cmp(max, end) >= 0)
+			return 0;
+		pos = bpos_successor(max);
+	}
+}
+
 int bch_btree_peek_next(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
 			struct bch_bkey **ret)
 {

@@ -792,6 +792,60 @@ Test(fs_ops, a_write_over_chunks_and_a_short_one_keep_their_inode, .timeout = 12
 	free(back);
 }
 
+static void xattr_is(uint64_t h, const char *name, const char *want, const char *where)
+{
+	char buf[64];
+	ssize_t n = bch_fs_getxattr(c, h, name, buf, sizeof(buf));
+
+	if (!want) {
+		cr_assert_eq(n, -ENODATA, "%s: %s gives %zd, want ENODATA", where, name, n);
+		return;
+	}
+	cr_assert_eq(n, (ssize_t)strlen(want), "%s: %s gives %zd", where, name, n);
+	cr_assert(!memcmp(buf, want, n), "%s: %s holds another value", where, name);
+}
+
+/*
+ * A get or remove of an xattr of an inode with no xattr key in any
+ * snapshot answers -ENODATA without reading the inode (fs_ops_xattr.c,
+ * xattrs_none()): its neighbours' xattrs, a removed one (its whiteout), and
+ * one another snapshot holds (a whiteout over it in this one) are not
+ * taken for none, nor for some.
+ */
+Test(fs_ops, xattr_none_checked_per_inode_and_snapshot)
+{
+	uint64_t a = mk(BCH_ROOT_INO, "xa", S_IFREG | 0644), b = mk(BCH_ROOT_INO, "xb", S_IFREG | 0644);
+	uint64_t d = mk(BCH_ROOT_INO, "xd", S_IFREG | 0644), s1, h;
+
+	cr_assert_eq(b, a + 1);
+	cr_assert_eq(d, b + 1);
+	cr_assert_eq(bch_fs_setxattr(c, a, "user.n", "a", 1, 0), 0);
+	cr_assert_eq(bch_fs_setxattr(c, d, "user.n", "d", 1, 0), 0);
+	xattr_is(b, "user.n", NULL, "between two with xattrs");
+	cr_assert_eq(bch_fs_removexattr(c, b, "user.n"), -ENODATA);
+	cr_assert_eq(bch_fs_kill_caps(c, b), -ENODATA);
+	xattr_is(a, "user.n", "a", "before");
+	xattr_is(d, "user.n", "d", "after");
+
+	cr_assert_eq(bch_fs_setxattr(c, b, "security.capability", "cap", 3, 0), 0);
+	xattr_is(b, "security.capability", "cap", "set");
+	cr_assert_eq(bch_fs_kill_caps(c, b), 0);
+	xattr_is(b, "security.capability", NULL, "killed");
+	cr_assert_eq(bch_fs_kill_caps(c, b), -ENODATA);
+
+	/* in a snapshot: the root's removal whites it out, the snapshot keeps it */
+	cr_assert_eq(bch_fs_setxattr(c, b, "user.s", "s", 1, 0), 0);
+	cr_assert_eq(bch_fs_subvol_snapshot(c, BCH_ROOT_INO, BCH_ROOT_INO, "xs", true, &s1), 0,
+		     "%s", c->err_msg);
+	cr_assert_eq(bch_fs_removexattr(c, b, "user.s"), 0);
+	xattr_is(b, "user.s", NULL, "removed in the root");
+	cr_assert_eq(bch_fs_lookup(c, s1, "xb", &h), 0);
+	xattr_is(h, "user.s", "s", "kept in the snapshot");
+	cr_assert_eq(bch_fs_lookup(c, s1, "xa", &h), 0);
+	xattr_is(h, "user.n", "a", "a in the snapshot");
+	testfs_assert_fsck_clean(c, true);
+}
+
 /*
  * Space on a full filesystem: a write that does not fit fails with ENOSPC
  * after storing what fits; a reservation (fallocate) takes its space at
