@@ -275,18 +275,23 @@ int fs_dirent_lookup(struct bch_fs *c, uint64_t dir, const struct bch_inode *di,
 int fs_dirent_put(struct btree_trans *t, uint64_t dir, uint64_t slot, const char *name,
 		      uint64_t inum, unsigned d_type)
 {
-	size_t len = strlen(name);
-	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_dirent, POS(dir, slot, 0), sizeof(struct bch_dirent) + len);
+	/* on the stack, zeroed as far as it goes (no calloc and free: every create) */
+	uint64_t buf[BCH_BKEY_U64s + (sizeof(struct bch_dirent) + BCH_NAME_MAX + 7) / 8];
+	size_t len = strlen(name), u64s = BCH_BKEY_U64s + (sizeof(struct bch_dirent) + len + 7) / 8;
+	struct bch_bkey *k = (struct bch_bkey *)buf;
 	struct bch_dirent *d = bkey_val(k);
-	int r;
 
+	if (len > BCH_NAME_MAX)
+		return -ENAMETOOLONG;
+	memset(buf, 0, u64s * 8);
+	k->u64s = u64s;
+	k->type = BCH_BKEY_dirent;
+	k->p = POS(dir, slot, 0);
 	d->inum = inum;
 	d->d_type = d_type;
 	d->name_len = len;
 	memcpy(d->name, name, len);
-	r = bch_trans_update(t, BCH_BTREE_ID_dirents, k);
-	free(k);
-	return r;
+	return bch_trans_update(t, BCH_BTREE_ID_dirents, k);
 }
 
 /* Where a new name goes in dir: -EEXIST if taken. */

@@ -846,6 +846,55 @@ Test(fs_ops, xattr_none_checked_per_inode_and_snapshot)
 	testfs_assert_fsck_clean(c, true);
 }
 
+/* Leave the stack dirty below the caller (bytes a later call's buffer may take). */
+static __attribute__((noinline)) void stack_dirty(void)
+{
+	volatile unsigned char junk[16384];
+
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = 0xa5;
+}
+
+/*
+ * A dirent key is built on the stack (fs_ops.c, fs_dirent_put()): its
+ * padding and the bytes after the name up to the key's end are zero, for
+ * every name length past a word's end and within, whatever the stack
+ * held.
+ */
+Test(fs_ops, dirent_keys_are_zero_past_their_names)
+{
+	uint64_t d = mk(BCH_ROOT_INO, "dz", S_IFDIR | 0755), inum;
+	char name[64];
+
+	for (unsigned len = 1; len <= 40; len++) {
+		memset(name, 'a' + len % 26, len);
+		name[len] = 0;
+		stack_dirty();
+		cr_assert_eq(bch_fs_create(c, d, name, S_IFREG | 0644, 0, 0, 0, &inum), 0);
+	}
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	unsigned seen = 0;
+	int err;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_dirents, POS(d, 0, 0), POS(d, UINT64_MAX, UINT32_MAX));
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (k->type != BCH_BKEY_dirent)
+			continue;
+		const struct bch_dirent *de = bkey_val(k);
+		const unsigned char *v = bkey_val(k), *end = (const unsigned char *)k + bkey_bytes(k);
+		for (unsigned i = 0; i < sizeof(de->pad); i++)
+			cr_assert_eq(de->pad[i], 0, "name of %u bytes: pad byte %u is %u", de->name_len, i,
+				     de->pad[i]);
+		for (const unsigned char *p = v + sizeof(*de) + de->name_len; p < end; p++)
+			cr_assert_eq(*p, 0, "name of %u bytes: byte %ld after it is %u", de->name_len,
+				     (long)(p - (v + sizeof(*de) + de->name_len)), *p);
+		seen++;
+	}
+	bch_btree_iter_exit(&it);
+	cr_assert_eq(err, 0);
+	cr_assert_eq(seen, 40);
+}
+
 /*
  * Space on a full filesystem: a write that does not fit fails with ENOSPC
  * after storing what fits; a reservation (fallocate) takes its space at
