@@ -1002,6 +1002,14 @@ void bch_trans_exit(struct btree_trans *t)
 
 bool bch_trans_unchecked;
 
+/* (btree.h) bumped by every commit and replayed key of the inodes btree */
+static _Atomic uint64_t inode_commits;
+
+uint64_t bch_btree_inode_commits(void)
+{
+	return inode_commits;
+}
+
 /* Twice the room: off the inline arrays at the first growth. */
 static void trans_grow(struct btree_trans *t)
 {
@@ -1299,6 +1307,8 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 		apply_key(c, t->leaf[i], k, res.seq);
 		bch_btree_node_put(c, t->leaf[i]);
 		nr_deleted += k->type == BCH_BKEY_deleted;
+		if (t->ids[i] == BCH_BTREE_ID_inodes)
+			inode_commits++;
 	}
 	/*
 	 * Deletes can leave leaves nearly empty: merge them with a sibling.  A
@@ -1366,6 +1376,8 @@ int bch_btree_replay_key(struct bch_fs *c, unsigned id, unsigned level,
 		 */
 		if (seq >= b->disk_journal_seq)
 			apply_key(c, b, k, seq);
+		if (id == BCH_BTREE_ID_inodes)
+			inode_commits++;
 		bch_btree_node_put(c, b);
 	}
 	c->roots->no_shrink--;
