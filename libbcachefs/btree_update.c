@@ -1339,13 +1339,15 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 	bch_journal_res_put(c, &res);
 	trans_clear(t);
 	/* (each relinks through the journal's reserve: given back between them) */
-	for (unsigned i = 0; i < n && !r; i++)
-		if ((r = bch_journal_restore_reserve(c)) >= 0)
-			r = maybe_merge(c, deleted_ids[i], 0, deleted[i]);
-	free(deleted);
-	free(deleted_ids);
-	if (r)
-		return r;
+	if (nr_deleted) {
+		for (unsigned i = 0; i < n && !r; i++)
+			if ((r = bch_journal_restore_reserve(c)) >= 0)
+				r = maybe_merge(c, deleted_ids[i], 0, deleted[i]);
+		free(deleted);
+		free(deleted_ids);
+		if (r)
+			return r;
+	}
 	if ((flags & BCH_TRANS_SYNC) && (r = bch_journal_flush_seq(c, res.seq)))
 		return r;
 	return bch_btree_cache_shrink(c);
