@@ -851,7 +851,11 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 		return want_dir ? (!strcmp(name, ".") ? -EINVAL : -ENOTEMPTY) : -EISDIR;
 	if ((r = fs_check_name(name)))
 		return r;
-	if ((r = fs_dirent_lookup(c, dir, di, name, &k)))
+	/* and whether the offset after it is used: its delete's whiteout, known without a lookup */
+	struct name_key nk = { name, strlen(name) };
+	bool next_used = false;
+	if ((r = bch_hash_lookup_next(c, &fs_dirent_desc, dir, fs_dirent_hash(c, di, name), &nk, &k,
+				      &next_used)))
 		return fs_ret_errno(r);
 	inum = ((const struct bch_dirent *)bkey_val(k))->inum;
 	uint64_t slot = k->p.offset;
@@ -898,7 +902,7 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 	}
 	if ((r = bch_trans_init(c, &t)))
 		return fs_ret_errno(r);
-	r = bch_hash_delete_at(c, t, &fs_dirent_desc, dir, slot, 0);
+	r = bch_hash_delete_known(t, &fs_dirent_desc, dir, slot, next_used);
 	if (!r)
 		r = fs_ino_set_write(c, &s, t);
 	if (!r)
