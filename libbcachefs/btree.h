@@ -504,6 +504,16 @@ int  bch_btree_roots_from_jset(struct bch_fs *c, const struct bch_jset_entry *e)
  * malloc'd into *ret; -BCH_ERR_key_not_found when there is none.
  */
 int bch_btree_lookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey **ret);
+/*
+ * Commits that changed an inode key, counted for the process (never reset):
+ * an inode read while it was n is still what the btree holds while it is n.
+ */
+uint64_t bch_btree_inode_commits(void);
+/* 1 when btree id holds a key in [pos, end] (whiteouts too), 0 when none, or the error. */
+int bch_btree_any(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end);
+/* bch_btree_lookup() into the caller's buffer (*ret points into buf): no malloc and free. */
+int bch_btree_lookup_buf(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey_buf *buf,
+			 const struct bch_bkey **ret);
 int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
 		   struct bch_bkey **ret);
 /*

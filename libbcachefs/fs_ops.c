@@ -275,18 +275,23 @@ int fs_dirent_lookup(struct bch_fs *c, uint64_t dir, const struct bch_inode *di,
 int fs_dirent_put(struct btree_trans *t, uint64_t dir, uint64_t slot, const char *name,
 		      uint64_t inum, unsigned d_type)
 {
-	size_t len = strlen(name);
-	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_dirent, POS(dir, slot, 0), sizeof(struct bch_dirent) + len);
+	/* on the stack, zeroed as far as it goes (no calloc and free: every create) */
+	uint64_t buf[BCH_BKEY_U64s + (sizeof(struct bch_dirent) + BCH_NAME_MAX + 7) / 8];
+	size_t len = strlen(name), u64s = BCH_BKEY_U64s + (sizeof(struct bch_dirent) + len + 7) / 8;
+	struct bch_bkey *k = (struct bch_bkey *)buf;
 	struct bch_dirent *d = bkey_val(k);
-	int r;
 
+	if (len > BCH_NAME_MAX)
+		return -ENAMETOOLONG;
+	memset(buf, 0, u64s * 8);
+	k->u64s = u64s;
+	k->type = BCH_BKEY_dirent;
+	k->p = POS(dir, slot, 0);
 	d->inum = inum;
 	d->d_type = d_type;
 	d->name_len = len;
 	memcpy(d->name, name, len);
-	r = bch_trans_update(t, BCH_BTREE_ID_dirents, k);
-	free(k);
-	return r;
+	return bch_trans_update(t, BCH_BTREE_ID_dirents, k);
 }
 
 /* Where a new name goes in dir: -EEXIST if taken. */
@@ -846,7 +851,11 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 		return want_dir ? (!strcmp(name, ".") ? -EINVAL : -ENOTEMPTY) : -EISDIR;
 	if ((r = fs_check_name(name)))
 		return r;
-	if ((r = fs_dirent_lookup(c, dir, di, name, &k)))
+	/* and whether the offset after it is used: its delete's whiteout, known without a lookup */
+	struct name_key nk = { name, strlen(name) };
+	bool next_used = false;
+	if ((r = bch_hash_lookup_next(c, &fs_dirent_desc, dir, fs_dirent_hash(c, di, name), &nk, &k,
+				      &next_used)))
 		return fs_ret_errno(r);
 	inum = ((const struct bch_dirent *)bkey_val(k))->inum;
 	uint64_t slot = k->p.offset;
@@ -893,7 +902,7 @@ static int remove_entry(struct bch_fs *c, uint64_t dir, const char *name, bool w
 	}
 	if ((r = bch_trans_init(c, &t)))
 		return fs_ret_errno(r);
-	r = bch_hash_delete_at(c, t, &fs_dirent_desc, dir, slot, 0);
+	r = bch_hash_delete_known(t, &fs_dirent_desc, dir, slot, next_used);
 	if (!r)
 		r = fs_ino_set_write(c, &s, t);
 	if (!r)

@@ -224,6 +224,9 @@ struct bch_fs_write_op {
 	bool			rmw_keys_ok;	/* they were taken (none: NULL, 0) */
 	uint64_t		rmw_size;	/* and the file's size, when they were read */
 	struct bch_write_plan	pl;
+	/* the inode as the plan read it, current while bch_btree_inode_commits() is inode_gen */
+	struct bch_inode	inode;
+	uint64_t		inode_gen;
 };
 
 int bch_fs_write_begin(struct bch_fs *c, struct bch_fs_writes *ws, struct bch_fs_write_op *op,

@@ -22,7 +22,8 @@ uint64_t bch_hash_slot(uint64_t h)
 
 /* Walk the probe chain from hash: fn sees each key until an empty offset. */
 static int probe(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t inum, uint64_t hash,
-		 const void *key, struct bch_bkey **found, uint64_t *first_free, uint64_t *end)
+		 const void *key, struct bch_bkey **found, uint64_t *first_free, uint64_t *end,
+		 bool *next_used)
 {
 	struct bch_viter it;
 	const struct bch_bkey *k;
@@ -37,6 +38,10 @@ static int probe(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t inum,
 			break;		/* an empty offset ends the chain */
 		if (k->type == d->key_type && d->match(k, key)) {
 			*found = bch_bkey_dup(k);
+			if (next_used) {	/* the key visible at the next offset, as bch_vlookup() sees it */
+				const struct bch_bkey *n = bch_viter_next(&it, &err);
+				*next_used = n && n->p.offset == expect + 1 && n->type != BCH_BKEY_deleted;
+			}
 			break;
 		}
 		if (k->type != d->key_type && !*first_free)
@@ -52,11 +57,34 @@ int bch_hash_lookup(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t in
 		    const void *key, struct bch_bkey **ret)
 {
 	uint64_t first_free, end;
-	int r = probe(c, d, inum, hash, key, ret, &first_free, &end);
+	int r = probe(c, d, inum, hash, key, ret, &first_free, &end, NULL);
 
 	if (r)
 		return r;
 	return *ret ? 0 : -ENOENT;
+}
+
+int bch_hash_lookup_next(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t inum, uint64_t hash,
+			 const void *key, struct bch_bkey **ret, bool *next_used)
+{
+	uint64_t first_free, end;
+	int r = probe(c, d, inum, hash, key, ret, &first_free, &end, next_used);
+
+	if (r) {
+		free(*ret);
+		*ret = NULL;
+		return r;
+	}
+	return *ret ? 0 : -ENOENT;
+}
+
+int bch_hash_delete_known(struct btree_trans *t, const struct bch_hash_desc *d, uint64_t inum,
+			  uint64_t slot, bool next_used)
+{
+	struct bch_bkey k = { .u64s = BCH_BKEY_U64s, .p = POS(inum, slot, 0),
+			      .type = next_used ? BCH_BKEY_hash_whiteout : BCH_BKEY_deleted };
+
+	return bch_trans_update(t, d->btree_id, &k);
 }
 
 int bch_hash_find_slot(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t inum,
@@ -64,7 +92,7 @@ int bch_hash_find_slot(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t
 {
 	struct bch_bkey *found;
 	uint64_t first_free, end;
-	int r = probe(c, d, inum, hash, key, &found, &first_free, &end);
+	int r = probe(c, d, inum, hash, key, &found, &first_free, &end, NULL);
 
 	if (r)
 		return r;

@@ -37,6 +37,13 @@ uint64_t bch_hash_slot(uint64_t h);
 /* The entry for key (malloc'd copy in *ret), or -ENOENT. */
 int bch_hash_lookup(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t inum, uint64_t hash,
 		    const void *key, struct bch_bkey **ret);
+/*
+ * bch_hash_lookup(), and *next_used: whether the offset after the entry's
+ * holds a key, as bch_hash_delete_at() asks (the probe is there already:
+ * an unlink's second lookup saved).
+ */
+int bch_hash_lookup_next(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t inum, uint64_t hash,
+			 const void *key, struct bch_bkey **ret, bool *next_used);
 
 /*
  * Where key would go: *slot is the entry's own slot when it exists (and
@@ -50,6 +57,9 @@ int bch_hash_find_slot(struct bch_fs *c, const struct bch_hash_desc *d, uint64_t
  * queued_slot: a slot this transaction is filling (0: none), which the
  * btree does not show yet.
  */
+/* bch_hash_delete_at(), next_used from bch_hash_lookup_next() (nothing changed since) */
+int bch_hash_delete_known(struct btree_trans *t, const struct bch_hash_desc *d, uint64_t inum,
+			  uint64_t slot, bool next_used);
 int bch_hash_delete_at(struct bch_fs *c, struct btree_trans *t, const struct bch_hash_desc *d,
 		       uint64_t inum, uint64_t slot, uint64_t queued_slot);
 

@@ -63,19 +63,17 @@ int64_t bch_now_ns(void)
 
 int bch_inode_get(struct bch_fs *c, uint64_t inum, struct bch_inode *inode)
 {
-	struct bch_bkey *k;
-	int r = bch_vlookup(c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &k);
+	struct bch_bkey_buf buf;	/* no malloc: most requests read an inode or more */
+	const struct bch_bkey *k;
+	int r = bch_vlookup_buf(c, BCH_BTREE_ID_inodes, POS(0, inum, 0), &buf, &k);
 
 	if (r == -BCH_ERR_key_not_found)
 		return -ENOENT;
 	if (r)
 		return r;
-	if (k->type != BCH_BKEY_inode) {
-		free(k);
+	if (k->type != BCH_BKEY_inode)
 		return -ENOENT;
-	}
 	memcpy(inode, bkey_val(k), sizeof(*inode));
-	free(k);
 	return 0;
 }
 

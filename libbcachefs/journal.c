@@ -1177,11 +1177,10 @@ static unsigned marker_sectors(struct bch_fs *c)
  * that records an advanced last_seq after reclaim can always be written;
  * ordinary ones also keep the internal reserve (reserve_u64s()).
  */
-static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s, bool internal)
+static bool __fits(struct bch_fs *c, uint64_t seq, unsigned u64s, bool internal, unsigned roots)
 {
 	struct bch_journal *j = J(c);
-	/* each once: a commit asks several times (its 4 KiB write: ~23 sums of the roots) */
-	unsigned roots = roots_u64s(c), slot, off;
+	unsigned slot, off;
 	unsigned sectors = entry_sectors(j, u64s + roots);
 	unsigned keep = internal ? 0 : reserve_u64s(c);
 	/* kept after it: a roots-only entry, and for an ordinary one the reserve's entry too */
@@ -1193,6 +1192,12 @@ static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s, bool internal)
 		if (place(j, target(j, seq, k), sectors, reserve, &slot, &off))
 			return false;
 	return true;
+}
+
+static bool fits(struct bch_fs *c, uint64_t seq, unsigned u64s, bool internal)
+{
+	/* each once: a commit asks several times (its 4 KiB write: ~23 sums of the roots) */
+	return __fits(c, seq, u64s, internal, roots_u64s(c));
 }
 
 /*
@@ -1906,11 +1911,13 @@ int bch_journal_res_get(struct bch_fs *c, unsigned u64s, struct bch_journal_res 
 		return -BCH_ERR_fs_read_only;
 	if (c->emergency_ro)
 		return -BCH_ERR_fs_emergency_ro;
-	if (u64s + roots_u64s(c) > j->max_u64s)
+	/* the roots summed once (~140 instructions a sum, every commit) */
+	unsigned roots = roots_u64s(c);
+	if (u64s + roots > j->max_u64s)
 		return bch_fs_err(c, -EINVAL, "transaction too big for one journal entry "
-				  "(%u of at most %u words)", u64s, j->max_u64s - roots_u64s(c));
+				  "(%u of at most %u words)", u64s, j->max_u64s - roots);
 	res->wrote = false;
-	if (!fits(c, j->seq, j->buf_u64s + u64s, false)) {
+	if (!__fits(c, j->seq, j->buf_u64s + u64s, false, roots)) {
 		res->wrote = true;
 		if (j->buf_u64s && (ret = write_full(c, u64s, false)))
 			return ret;

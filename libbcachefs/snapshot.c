@@ -463,6 +463,33 @@ int bch_vlookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_b
 	return 0;
 }
 
+int bch_vlookup_buf(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey_buf *buf,
+		    const struct bch_bkey **ret)
+{
+	uint32_t snap = bch_view_snap(c);
+	const struct bch_view *v;
+
+	if (!filtered(c, id))
+		return bch_btree_lookup_buf(c, id, group_pos(pos, snap), buf, ret);
+	/* as bch_vlookup(): an inode from inum_fresh up has only snap's own key */
+	v = bch_view_cur(c);
+	if (v && v->snap == snap && v->parent != BCH_SNAPSHOT_NONE &&
+	    (id == BCH_BTREE_ID_inodes ? pos.offset : pos.inode) >= c->snaps->inum_fresh) {
+		int r = bch_btree_lookup_buf(c, id, group_pos(pos, snap), buf, ret);
+		if (!r && (*ret)->type == BCH_BKEY_whiteout)
+			r = -BCH_ERR_key_not_found;
+		return r;
+	}
+	struct bch_bkey *k;
+	int r = bch_vlookup(c, id, pos, &k);
+	if (r)
+		return r;
+	memcpy(buf->w, k, bkey_bytes(k));
+	free(k);
+	*ret = (const struct bch_bkey *)buf->w;
+	return 0;
+}
+
 /*
  * Of the position of k (a raw key, freed here): the key snap sees there into
  * *ret (0), nothing seen (1: go on to the next position), or an error.
@@ -611,10 +638,12 @@ static void viter_bufs_put(struct bch_viter *it)
 void bch_viter_init(struct bch_viter *it, struct bch_fs *c, unsigned id, struct bch_bpos start,
 		    struct bch_bpos end)
 {
-	memset(it, 0, sizeof(*it));
+	/* not memset: the raw iterator's key buffer (2 KiB) needs no zeroing */
 	it->c = c;
 	it->snap = bch_view_snap(c);
 	it->filter = filtered(c, id);
+	it->ahead_valid = it->done = false;
+	it->ahead = it->out = it->cand = NULL;
 	if (it->filter) {
 		bch_btree_iter_init(&it->raw, c, id, group_pos(start, 0), group_pos(end, UINT32_MAX));
 		viter_bufs_get(it);

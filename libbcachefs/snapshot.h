@@ -139,6 +139,9 @@ uint64_t bch_view_handle(struct bch_fs *c, uint64_t inum);
  * compared on (inode, offset); their snapshot fields are ignored.
  */
 int bch_vlookup(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey **ret);
+/* bch_vlookup() into the caller's buffer (*ret points into buf). */
+int bch_vlookup_buf(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bkey_buf *buf,
+		    const struct bch_bkey **ret);
 int bch_vpeek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
 	      struct bch_bkey **ret);
 int bch_vpeek_prev(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos start,

@@ -108,3 +108,128 @@ Test(btree_update, last_update_of_a_position_wins)
 	check(c, model, 95, "after replay");
 	testfs_assert_fsck_clean(c, false);
 }
+
+/*
+ * bch_trans_init() hands out the thread's last ended transaction again
+ * (btree_update.c, trans_spare): it must start empty whatever the last one
+ * held, its arrays grown past the inline ones and its keys past the arena
+ * included, and whether it was committed or abandoned.
+ */
+Test(btree_update, a_reused_transaction_starts_empty)
+{
+	struct bch_fs *c = one.c;
+	unsigned model[NPOS] = { 0 }, gen = 0;
+	uint64_t seed = 96;
+
+	printf("btree_update: seed %llu\n", (unsigned long long)seed);
+	for (unsigned round = 0; round < 12; round++) {
+		struct btree_trans *t;
+		bool commit = round % 2;
+		unsigned nr = round < 4 ? 3 : 20 + round * 3;	/* past the inline arrays and the arena */
+		unsigned saved[NPOS];
+
+		memcpy(saved, model, sizeof(model));
+		cr_assert_eq(bch_trans_init(c, &t), 0);
+		for (unsigned n = 0; n < nr; n++) {
+			unsigned i = testfs_xorshift(&seed) % NPOS;
+			struct bch_bkey *k = make_key(i, ++gen);
+			cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, k), 0);
+			free(k);
+			model[i] = gen + 1;
+		}
+		if (commit)
+			cr_assert_eq(bch_trans_commit(t, 0), 0, "seed 96 round %u: %s", round, c->err_msg);
+		else
+			memcpy(model, saved, sizeof(model));	/* abandoned */
+		bch_trans_exit(t);
+
+		/* the next: one delete of a position; nothing of the last comes along */
+		unsigned i = testfs_xorshift(&seed) % NPOS;
+		struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted, .p = pos_of(i) };
+		cr_assert_eq(bch_trans_init(c, &t), 0);
+		cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, &d), 0);
+		cr_assert_eq(bch_trans_commit(t, 0), 0, "seed 96 round %u: %s", round, c->err_msg);
+		bch_trans_exit(t);
+		model[i] = 0;
+		check(c, model, 96, commit ? "after a committed one" : "after an abandoned one");
+	}
+	testfs_assert_fsck_clean(c, false);
+}
+
+static int count_leaf(struct bch_fs *c, struct btree *b, void *priv)
+{
+	(void)c;
+	if (!b->level)
+		(*(unsigned *)priv)++;
+	return 0;
+}
+
+static unsigned leaves(struct bch_fs *c)
+{
+	unsigned n = 0;
+
+	cr_assert_eq(bch_btree_walk_nodes(c, BCH_BTREE_ID_test, count_leaf, &n), 0);
+	return n;
+}
+
+/*
+ * Deletes merge the leaves they leave small with a sibling (maybe_merge());
+ * a commit looks only at deletes whose leaf is small after it
+ * (bch_trans_commit()).  Many leaves of keys, then all but a few deleted in
+ * transactions of 40 keys in random order, some in leaves still big: the
+ * tree shrinks to about what the keys left need, and what is left reads
+ * back.  Seed printed.
+ */
+Test(btree_update, deletes_merge_the_leaves_they_empty, .timeout = 120)
+{
+	struct bch_fs *c = one.c;
+	enum { NK = 12000, BATCH = 40 };
+	static unsigned perm[NK];
+	uint64_t seed = 97;
+
+	printf("btree_update merges: seed %llu, %u keys\n", (unsigned long long)seed, NK);
+	for (unsigned i = 0; i < NK; i += BATCH) {
+		struct btree_trans *t;
+		cr_assert_eq(bch_trans_init(c, &t), 0);
+		for (unsigned j = i; j < i + BATCH && j < NK; j++) {
+			struct bch_bkey *k = testfs_raw_key(POS(9, j, 0), j, 8, 1);
+			cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, k), 0);
+			free(k);
+		}
+		cr_assert_eq(bch_trans_commit(t, 0), 0, "%s", c->err_msg);
+		bch_trans_exit(t);
+	}
+	unsigned before = leaves(c);
+	cr_assert_geq(before, 8, "%u keys in %u leaves: too few to merge", NK, before);
+
+	for (unsigned i = 0; i < NK; i++)
+		perm[i] = i;
+	for (unsigned i = NK - 1; i > 0; i--) {
+		unsigned j = testfs_xorshift(&seed) % (i + 1), x = perm[i];
+		perm[i] = perm[j];
+		perm[j] = x;
+	}
+	/* all but every 1000th, in random order */
+	for (unsigned i = 0; i < NK; ) {
+		struct btree_trans *t;
+		cr_assert_eq(bch_trans_init(c, &t), 0);
+		for (unsigned n = 0; n < BATCH && i < NK; i++) {
+			if (perm[i] % 1000 == 0)
+				continue;
+			struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted,
+					      .p = POS(9, perm[i], 0) };
+			cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, &d), 0);
+			n++;
+		}
+		cr_assert_eq(bch_trans_commit(t, 0), 0, "%s", c->err_msg);
+		bch_trans_exit(t);
+	}
+	unsigned after = leaves(c);
+	cr_assert_leq(after, 2, "%u leaves left of %u for %u keys", after, before, NK / 1000);
+	for (unsigned i = 0; i < NK; i += 1000) {
+		struct bch_bkey *k;
+		cr_assert_eq(bch_btree_lookup(c, BCH_BTREE_ID_test, POS(9, i, 0), &k), 0, "key %u", i);
+		free(k);
+	}
+	testfs_assert_fsck_clean(c, false);
+}

@@ -696,6 +696,206 @@ Test(fs_ops, extent_overlaps_exhaustive)
 }
 
 /*
+ * A write's bounce buffer (fs_ops_data.c, bounce_alloc()) zeroes only the
+ * bytes of its first and last block that neither the old data nor the new
+ * fill: in a new file (nothing to read), the bytes before the write and
+ * after it up to the block's end read as zeros, also once the file grows
+ * over them.  Each write follows one of 0xee bytes into another file, whose
+ * freed buffer the next may be given again.  Seed printed.
+ */
+Test(fs_ops, unaligned_writes_zero_the_rest_of_their_blocks)
+{
+	static unsigned char pat[3 * BS];
+	uint64_t seed = 38, junk = mk(BCH_ROOT_INO, "junk", S_IFREG | 0644);
+	char what[96];
+
+	printf("fs_ops unaligned writes: seed %llu\n", (unsigned long long)seed);
+	memset(pat, 0xee, sizeof(pat));
+	for (unsigned round = 0; round < 24; round++) {
+		char name[16];
+		snprintf(name, sizeof(name), "z%u", round);
+		uint64_t f = mk(BCH_ROOT_INO, name, S_IFREG | 0644);
+		uint64_t off = testfs_xorshift(&seed) % (2 * BS), len = 1 + testfs_xorshift(&seed) % (BS + BS / 2);
+
+		/* a buffer of 0xee freed just before: [1, 3 BS - 1) of junk */
+		cr_assert_eq(bch_fs_write(c, junk, 1, pat, sizeof(pat) - 2), (ssize_t)sizeof(pat) - 2);
+		for (unsigned i = 0; i < len; i++)
+			pat[i] = 1 + (round + i) % 251;
+		cr_assert_eq(bch_fs_write(c, f, off, pat, len), (ssize_t)len);
+		memset(model, 0, sizeof(model));
+		memcpy(model + off, pat, len);
+		memset(pat, 0xee, sizeof(pat));
+		model_size = off + len;
+		snprintf(what, sizeof(what), "seed 38 round %u: write [%lu,+%lu)", round,
+			 (unsigned long)off, (unsigned long)len);
+		check_file(f, what);
+		model_size = (off + len + BS - 1) / BS * BS;
+		cr_assert_eq(bch_fs_truncate(c, f, model_size), 0);
+		snprintf(what, sizeof(what), "seed 38 round %u: grown to its last block's end", round);
+		check_file(f, what);
+	}
+}
+
+/*
+ * A write reads its inode once (fs_ops_data.c, v_write()): each chunk's
+ * commit leaves the copy as it wrote it, and a chunk that fails (ENOSPC,
+ * retried smaller) reads it again.  A write over several 1 MiB chunks,
+ * unaligned at both ends, over old data; then one on a nearly full
+ * filesystem that stores only part: size and sectors are those of what was
+ * stored, the bytes read back, and fsck (which recounts sectors) is clean.
+ */
+Test(fs_ops, a_write_over_chunks_and_a_short_one_keep_their_inode, .timeout = 120)
+{
+	size_t big = (3 << 20) + 1000;
+	unsigned char *buf = malloc(big + 4096), *back = malloc(big + 4096);
+	uint64_t f = mk(BCH_ROOT_INO, "chunks", S_IFREG | 0644), off = (512 << 10) + 100;
+	struct stat st;
+
+	cr_assert(buf && back);
+	memset(buf, 0x11, 1 << 20);
+	cr_assert_eq(bch_fs_write(c, f, 0, buf, 1 << 20), 1 << 20);
+	for (size_t i = 0; i < big; i++)
+		buf[i] = 1 + i % 253;
+	cr_assert_eq(bch_fs_write(c, f, off, buf, big), (ssize_t)big);
+	cr_assert_eq(bch_fs_getattr(c, f, &st), 0);
+	cr_assert_eq((uint64_t)st.st_size, off + big);
+	cr_assert_eq((uint64_t)st.st_blocks, (off + big + 4095) / 4096 * 8, "sectors %ld",
+		     (long)st.st_blocks);
+	cr_assert_eq(bch_fs_read(c, f, off, back, big), (ssize_t)big);
+	cr_assert(!memcmp(back, buf, big), "the bytes of the write over chunks");
+
+	/* nearly full: a write stores what fits, its inode counts just that */
+	uint64_t fill = mk(BCH_ROOT_INO, "fill", S_IFREG | 0644), o = 0;
+	struct statvfs sv;
+	cr_assert_eq(bch_fs_statfs(c, &sv), 0);
+	uint64_t room = (uint64_t)sv.f_bavail * sv.f_frsize;
+	memset(buf, 0x22, 1 << 20);
+	while (o + (4 << 20) < room) {
+		cr_assert_eq(bch_fs_write(c, fill, o, buf, 1 << 20), 1 << 20);
+		o += 1 << 20;
+	}
+	uint64_t g = mk(BCH_ROOT_INO, "short", S_IFREG | 0644);
+	ssize_t n = 0, total = 0;
+	for (unsigned i = 0; i < 8 && (n = bch_fs_write(c, g, 300 + total, buf, big)) == (ssize_t)big; i++)
+		total += n;
+	cr_assert_lt(n, (ssize_t)big, "a full filesystem took %zd bytes more", n);
+	if (n > 0)
+		total += n;
+	c->err_msg[0] = 0;
+	cr_assert_eq(bch_fs_getattr(c, g, &st), 0);
+	cr_assert_eq((uint64_t)st.st_size, 300 + (uint64_t)total, "size %ld after %zd bytes stored",
+		     (long)st.st_size, total);
+	cr_assert_eq((uint64_t)st.st_blocks, (300 + (uint64_t)total + 4095) / 4096 * 8, "sectors %ld",
+		     (long)st.st_blocks);
+	testfs_assert_fsck_clean(c, true);
+	free(buf);
+	free(back);
+}
+
+static void xattr_is(uint64_t h, const char *name, const char *want, const char *where)
+{
+	char buf[64];
+	ssize_t n = bch_fs_getxattr(c, h, name, buf, sizeof(buf));
+
+	if (!want) {
+		cr_assert_eq(n, -ENODATA, "%s: %s gives %zd, want ENODATA", where, name, n);
+		return;
+	}
+	cr_assert_eq(n, (ssize_t)strlen(want), "%s: %s gives %zd", where, name, n);
+	cr_assert(!memcmp(buf, want, n), "%s: %s holds another value", where, name);
+}
+
+/*
+ * A get or remove of an xattr of an inode with no xattr key in any
+ * snapshot answers -ENODATA without reading the inode (fs_ops_xattr.c,
+ * xattrs_none()): its neighbours' xattrs, a removed one (its whiteout), and
+ * one another snapshot holds (a whiteout over it in this one) are not
+ * taken for none, nor for some.
+ */
+Test(fs_ops, xattr_none_checked_per_inode_and_snapshot)
+{
+	uint64_t a = mk(BCH_ROOT_INO, "xa", S_IFREG | 0644), b = mk(BCH_ROOT_INO, "xb", S_IFREG | 0644);
+	uint64_t d = mk(BCH_ROOT_INO, "xd", S_IFREG | 0644), s1, h;
+
+	cr_assert_eq(b, a + 1);
+	cr_assert_eq(d, b + 1);
+	cr_assert_eq(bch_fs_setxattr(c, a, "user.n", "a", 1, 0), 0);
+	cr_assert_eq(bch_fs_setxattr(c, d, "user.n", "d", 1, 0), 0);
+	xattr_is(b, "user.n", NULL, "between two with xattrs");
+	cr_assert_eq(bch_fs_removexattr(c, b, "user.n"), -ENODATA);
+	cr_assert_eq(bch_fs_kill_caps(c, b), -ENODATA);
+	xattr_is(a, "user.n", "a", "before");
+	xattr_is(d, "user.n", "d", "after");
+
+	cr_assert_eq(bch_fs_setxattr(c, b, "security.capability", "cap", 3, 0), 0);
+	xattr_is(b, "security.capability", "cap", "set");
+	cr_assert_eq(bch_fs_kill_caps(c, b), 0);
+	xattr_is(b, "security.capability", NULL, "killed");
+	cr_assert_eq(bch_fs_kill_caps(c, b), -ENODATA);
+
+	/* in a snapshot: the root's removal whites it out, the snapshot keeps it */
+	cr_assert_eq(bch_fs_setxattr(c, b, "user.s", "s", 1, 0), 0);
+	cr_assert_eq(bch_fs_subvol_snapshot(c, BCH_ROOT_INO, BCH_ROOT_INO, "xs", true, &s1), 0,
+		     "%s", c->err_msg);
+	cr_assert_eq(bch_fs_removexattr(c, b, "user.s"), 0);
+	xattr_is(b, "user.s", NULL, "removed in the root");
+	cr_assert_eq(bch_fs_lookup(c, s1, "xb", &h), 0);
+	xattr_is(h, "user.s", "s", "kept in the snapshot");
+	cr_assert_eq(bch_fs_lookup(c, s1, "xa", &h), 0);
+	xattr_is(h, "user.n", "a", "a in the snapshot");
+	testfs_assert_fsck_clean(c, true);
+}
+
+/* Leave the stack dirty below the caller (bytes a later call's buffer may take). */
+static __attribute__((noinline)) void stack_dirty(void)
+{
+	volatile unsigned char junk[16384];
+
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = 0xa5;
+}
+
+/*
+ * A dirent key is built on the stack (fs_ops.c, fs_dirent_put()): its
+ * padding and the bytes after the name up to the key's end are zero, for
+ * every name length past a word's end and within, whatever the stack
+ * held.
+ */
+Test(fs_ops, dirent_keys_are_zero_past_their_names)
+{
+	uint64_t d = mk(BCH_ROOT_INO, "dz", S_IFDIR | 0755), inum;
+	char name[64];
+
+	for (unsigned len = 1; len <= 40; len++) {
+		memset(name, 'a' + len % 26, len);
+		name[len] = 0;
+		stack_dirty();
+		cr_assert_eq(bch_fs_create(c, d, name, S_IFREG | 0644, 0, 0, 0, &inum), 0);
+	}
+	struct btree_iter it;
+	const struct bch_bkey *k;
+	unsigned seen = 0;
+	int err;
+	bch_btree_iter_init(&it, c, BCH_BTREE_ID_dirents, POS(d, 0, 0), POS(d, UINT64_MAX, UINT32_MAX));
+	while ((k = bch_btree_iter_next(&it, &err))) {
+		if (k->type != BCH_BKEY_dirent)
+			continue;
+		const struct bch_dirent *de = bkey_val(k);
+		const unsigned char *v = bkey_val(k), *end = (const unsigned char *)k + bkey_bytes(k);
+		for (unsigned i = 0; i < sizeof(de->pad); i++)
+			cr_assert_eq(de->pad[i], 0, "name of %u bytes: pad byte %u is %u", de->name_len, i,
+				     de->pad[i]);
+		for (const unsigned char *p = v + sizeof(*de) + de->name_len; p < end; p++)
+			cr_assert_eq(*p, 0, "name of %u bytes: byte %ld after it is %u", de->name_len,
+				     (long)(p - (v + sizeof(*de) + de->name_len)), *p);
+		seen++;
+	}
+	bch_btree_iter_exit(&it);
+	cr_assert_eq(err, 0);
+	cr_assert_eq(seen, 40);
+}
+
+/*
  * Space on a full filesystem: a write that does not fit fails with ENOSPC
  * after storing what fits; a reservation (fallocate) takes its space at
  * once, fails whole when it does not fit, and a write into it never fails

@@ -596,3 +596,60 @@ Test(write_unlocked, enospc_after_planned_overwrite)
 	cr_assert_eq(writes.nr, 0);
 	reopen_fsck();
 }
+
+/*
+ * A planned write's index update takes the inode its plan read when no
+ * inode changed since (bch_btree_inode_commits()); a change between the
+ * plan and the end (a chmod, a chown, another file's write, a truncate) is
+ * read again, not overwritten by the plan's copy.  Untouched, the copy is
+ * taken and the write's size and times are right.
+ */
+Test(write_unlocked, inode_changed_between_plan_and_end)
+{
+	uint8_t blk[4096];
+	struct bch_fs_write_op op;
+	struct stat st;
+	uint64_t other;
+
+	open_fs(16, 1, false);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, &ino[0]), 0);
+	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "g", S_IFREG | 0644, 0, 0, 0, &other), 0);
+	memset(blk, 0x5a, sizeof(blk));
+	for (unsigned round = 0; round < 4; round++) {
+		cr_assert_eq(bch_fs_write_begin(c, &writes, &op, ino[0], (uint64_t)round * 4096, blk,
+						sizeof(blk), true), 0);
+		cr_assert(op.planned, "round %u: an aligned write with none in flight is planned", round);
+		bch_fs_write_run(&op);
+		struct bch_setattr sa = { 0 };
+		switch (round) {
+		case 0:		/* nothing in between */
+			break;
+		case 1:
+			sa.valid = BCH_SETATTR_MODE;
+			sa.mode = 0600;
+			cr_assert_eq(bch_fs_setattr(c, ino[0], &sa), 0);
+			break;
+		case 2:
+			sa.valid = BCH_SETATTR_UID | BCH_SETATTR_GID;
+			sa.uid = 1234;
+			sa.gid = 5678;
+			cr_assert_eq(bch_fs_setattr(c, ino[0], &sa), 0);
+			break;
+		case 3:		/* another file's inode: the copy is not trusted either */
+			cr_assert_eq(bch_fs_write(c, other, 0, blk, 100), 100);
+			break;
+		}
+		cr_assert(bch_fs_write_turn(&writes, &op));
+		cr_assert_eq(bch_fs_write_end(c, &writes, &op), (ssize_t)sizeof(blk));
+		cr_assert_eq(bch_fs_getattr(c, ino[0], &st), 0);
+		cr_assert_eq((uint64_t)st.st_size, (round + 1) * 4096ull, "round %u: size %ld", round,
+			     (long)st.st_size);
+		cr_assert_eq((uint64_t)st.st_blocks, (round + 1) * 8ull, "round %u: sectors %ld", round,
+			     (long)st.st_blocks);
+		cr_assert_eq(st.st_mode & 07777, round >= 1 ? 0600u : 0644u, "round %u: mode %o", round,
+			     st.st_mode & 07777);
+		cr_assert_eq(st.st_uid, round >= 2 ? 1234u : 0u, "round %u: uid %u", round, st.st_uid);
+	}
+	cr_assert_eq(writes.nr, 0);
+	reopen_fsck();
+}
