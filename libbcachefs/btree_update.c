@@ -1311,15 +1311,13 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 			inode_commits++;
 	}
 	/*
-	 * Deletes can leave leaves nearly empty: merge them with a sibling.  A
-	 * delete whose leaf is past maybe_merge()'s size now is not looked up
-	 * again for it: the merges of other leaves leave that leaf as big (a
-	 * merge takes it only as a sibling, into a node bigger still).  The
-	 * leaves are as ensure_room() found them here: nothing since wrote or
-	 * evicted (no_shrink).  A freed inode's batch: ~500 instructions a
-	 * delete, most of them for a leaf far from small.
+	 * Deletes can leave leaves nearly empty: merge them with a sibling.
+	 * Every delete's leaf is looked at again once the journal reservation
+	 * is put back and the reserve restored (which can write nodes), not
+	 * only those at maybe_merge()'s size right after the apply: filtering
+	 * on that size skipped merges (btree-bench, 1M keys deleted: 1.0M left
+	 * on disk after close against 0.8M).
 	 */
-	size_t merge_max = split_threshold(c) / 4;
 	struct bch_bpos *deleted = NULL;
 	uint8_t *deleted_ids = NULL;
 	unsigned n = 0;
@@ -1329,8 +1327,7 @@ int bch_trans_commit(struct btree_trans *t, unsigned flags)
 		if (!deleted || !deleted_ids)
 			abort();
 		for (unsigned i = 0; i < t->nr; i++)
-			if (t->keys[i] && t->keys[i]->type == BCH_BKEY_deleted &&
-			    t->leaf[i]->u64s <= merge_max) {
+			if (t->keys[i] && t->keys[i]->type == BCH_BKEY_deleted) {
 				deleted[n] = t->keys[i]->p;
 				deleted_ids[n++] = t->ids[i];
 			}
