@@ -15,39 +15,9 @@
 # before the opens, for the O_WRONLY one.
 # Before the fix c2 got 0: only the first handle opened after was told.
 # fsck -n clean at the end.  Data: python's random.Random, seed 1031.
-need_fuse
-need_root "mount -o remount (mount(2) MS_REMOUNT)"
-need python3
-echo "seed: 1031"
-mkdir m gate
-trap 'cd /; [ -z "${w:-}" ] || kill $w 2>/dev/null; [ -z "${pid:-}" ] || kill -9 $pid 2>/dev/null; fusermount3 -uz "$OLDPWD/m" 2>/dev/null' EXIT
-expect_rc 0 $B format -q --fs-size=64M a.img
-cat > w.py <<'PY'
-import errno, os, random, sys, time
-rnd = random.Random(1031)
-
-def wait_for(name):
-    for i in range(6000):
-        if os.path.exists(name):
-            return
-        time.sleep(0.01)
-    sys.exit("no " + name + " in 60 s")
-
-def write(name):
-    fd = os.open("m/" + name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    assert os.write(fd, rnd.randbytes(100000)) == 100000
-    os.close(fd)
-
-def fsync(what, fd):
-    try:
-        os.fsync(fd)
-        r = "ok"
-    except OSError as e:
-        r = errno.errorcode.get(e.errno, str(e.errno))
-    out.write("%s %s\n" % (what, r))
-    out.flush()
-
-out = open("results", "w")
+. "$ROOT/tests/cli/fsync_lost.sh"
+fl_setup 1031
+cat >> w.py <<'PY'
 write("f")                      # durable: f is there after the loss
 fd = os.open("m/f", os.O_RDONLY)
 os.fsync(fd)
@@ -67,27 +37,12 @@ c4 = os.open("m/f", os.O_RDONLY)
 fsync("c4", c4)
 out.close()
 PY
-wait_for() {
-	for i in $(seq 600); do [ -e "$1" ] && return 0; sleep 0.1; done
-	fail "$2: $1 not there in 60 s; daemon: $(cat daemon.err)"
-}
-want() {
-	got=$(sed -n "s/^$1 //p" results)
-	[ "$got" = "$2" ] || fail "fsync $1: '$got', want $2 ($3); results: $(cat results)"
-}
 
-ulimit -f 200000
-BCACHEFS_TEST_GATE="$PWD/gate" $B fusemount -f -o norebalance,nocopygc "$PWD/a.img" m 2>daemon.err & pid=$!
-for i in $(seq 300); do mountpoint -q m && break; sleep 0.1; done
-mountpoint -q m || fail "not mounted: $(cat daemon.err)"
+fl_mount
 
 python3 w.py & w=$!
 wait_for ready "the writes"
-: > gate/io-fail
-expect_rc 0 $B fusemount -o remount,ro a.img m
-grep -q "closing:" err || fail "the remount's close did not fail: $(cat err)"
-rm gate/io-fail
-mountpoint -q m || fail "mount gone"
+fl_lose
 expect_rc 0 $B fusemount -o remount,rw a.img m	# for the O_WRONLY open; loses nothing more
 : > go
 wait $w || fail "the python side: $(cat results)"

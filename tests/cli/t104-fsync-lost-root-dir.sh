@@ -8,34 +8,10 @@
 # a held inode (nosgid, nodefacl) forget what a chmod or setfacl of the
 # root changes.  fsck -n clean at the end.
 # Data: python's random.Random, seed 1049.
-need_fuse
-need_root "mount -o remount (mount(2) MS_REMOUNT)"
-need python3 setfacl getfacl
-echo "seed: 1049"
-mkdir m gate
-trap 'cd /; [ -z "${w:-}" ] || kill $w 2>/dev/null; [ -z "${pid:-}" ] || kill -9 $pid 2>/dev/null; fusermount3 -uz "$OLDPWD/m" 2>/dev/null' EXIT
-expect_rc 0 $B format -q --fs-size=64M a.img
-cat > w.py <<'PY'
-import errno, os, random, sys, time
-rnd = random.Random(1049)
-
-def wait_for(name):
-    for i in range(6000):
-        if os.path.exists(name):
-            return
-        time.sleep(0.01)
-    sys.exit("no " + name + " in 60 s")
-
-def fsync(what, fd):
-    try:
-        os.fsync(fd)
-        r = "ok"
-    except OSError as e:
-        r = errno.errorcode.get(e.errno, str(e.errno))
-    out.write("%s %s\n" % (what, r))
-    out.flush()
-
-out = open("results", "w")
+. "$ROOT/tests/cli/fsync_lost.sh"
+need setfacl getfacl
+fl_setup 1049
+cat >> w.py <<'PY'
 fd = os.open("m/f0", os.O_WRONLY | os.O_CREAT, 0o644)  # durable data first (fsck: its replicas entry is used)
 os.write(fd, rnd.randbytes(10000))
 os.fsync(fd)
@@ -53,27 +29,12 @@ fsync("root.again", root)
 fsync("root2", root2)
 out.close()
 PY
-wait_for() {
-	for i in $(seq 600); do [ -e "$1" ] && return 0; sleep 0.1; done
-	fail "$2: $1 not there in 60 s; daemon: $(cat daemon.err)"
-}
-want() {
-	got=$(sed -n "s/^$1 //p" results)
-	[ "$got" = "$2" ] || fail "fsync $1: '$got', want $2 ($3); results: $(cat results)"
-}
 
-ulimit -f 200000
-BCACHEFS_TEST_GATE="$PWD/gate" $B fusemount -f -o norebalance,nocopygc "$PWD/a.img" m 2>daemon.err & pid=$!
-for i in $(seq 300); do mountpoint -q m && break; sleep 0.1; done
-mountpoint -q m || fail "not mounted: $(cat daemon.err)"
+fl_mount
 
 python3 w.py & w=$!
 wait_for ready "the create"
-: > gate/io-fail
-expect_rc 0 $B fusemount -o remount,ro a.img m
-grep -q "closing:" err || fail "the remount's close did not fail: $(cat err)"
-rm gate/io-fail
-mountpoint -q m || fail "mount gone"
+fl_lose
 : > go
 wait $w || fail "the python side: $(cat results)"
 w=

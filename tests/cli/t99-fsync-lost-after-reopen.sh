@@ -17,40 +17,10 @@
 #   dir: a descriptor of a directory a file was created in: EIO, then 0.
 #   after remount rw: a new write and fsync of f3 are 0, a still 0.
 # fsck -n clean at the end.  Data: python's random.Random, seed 991.
-need_fuse
-need_root "mount -o remount (mount(2) MS_REMOUNT)"
-need python3
-echo "seed: 991"
-mkdir m gate
-trap 'cd /; [ -z "${w:-}" ] || kill $w 2>/dev/null; [ -z "${pid:-}" ] || kill -9 $pid 2>/dev/null; fusermount3 -uz "$OLDPWD/m" 2>/dev/null' EXIT
-expect_rc 0 $B format -q --fs-size=64M a.img
-cat > w.py <<'PY'
-import errno, os, random, sys, time
-rnd = random.Random(991)
-
-def wait_for(name):
-    for i in range(6000):
-        if os.path.exists(name):
-            return
-        time.sleep(0.01)
-    sys.exit("no " + name + " in 60 s")
-
-def write(name):
-    fd = os.open("m/" + name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    assert os.write(fd, rnd.randbytes(100000)) == 100000
-    os.close(fd)
-
-def fsync(what, fd):
-    try:
-        os.fsync(fd)
-        r = "ok"
-    except OSError as e:
-        r = errno.errorcode.get(e.errno, str(e.errno))
-    out.write("%s %s\n" % (what, r))
-    out.flush()
-
+. "$ROOT/tests/cli/fsync_lost.sh"
+fl_setup 991
+cat >> w.py <<'PY'
 ro = lambda name: os.open("m/" + name, os.O_RDONLY)
-out = open("results", "w")
 # durable first: f0, f1, f2 and d (c and e open f2 after the loss: it must be there)
 for name in ("f0", "f1", "f2"):
     write(name)
@@ -88,30 +58,12 @@ fsync("f3", f3)
 fsync("f1.a.rw", a)
 out.close()
 PY
-# wait_for FILE WHAT: FILE there within 60 s (polled), else fail
-wait_for() {
-	for i in $(seq 600); do [ -e "$1" ] && return 0; sleep 0.1; done
-	fail "$2: $1 not there in 60 s; daemon: $(cat daemon.err)"
-}
-# want NAME RESULT: the fsync NAME gave RESULT
-want() {
-	got=$(sed -n "s/^$1 //p" results)
-	[ "$got" = "$2" ] || fail "fsync $1: '$got', want $2 ($3); results: $(cat results)"
-}
 
-ulimit -f 200000
-BCACHEFS_TEST_GATE="$PWD/gate" $B fusemount -f -o norebalance,nocopygc "$PWD/a.img" m 2>daemon.err & pid=$!
-for i in $(seq 300); do mountpoint -q m && break; sleep 0.1; done
-mountpoint -q m || fail "not mounted: $(cat daemon.err)"
+fl_mount
 
 python3 w.py & w=$!
 wait_for ready "the writes"
-# the close fails (nothing of the last entry reaches the disk); the read-only open finds what was durable
-: > gate/io-fail
-expect_rc 0 $B fusemount -o remount,ro a.img m
-grep -q "closing:" err || fail "the remount's close did not fail: $(cat err)"
-rm gate/io-fail
-mountpoint -q m || fail "mount gone"
+fl_lose
 : > go
 wait_for done1 "the fsyncs after the reopen"
 want f0 ok "f0 lost nothing: durable before"
