@@ -61,8 +61,12 @@ int bch_btree_find_node(struct bch_fs *c, unsigned id, unsigned level, struct bc
 	return 0;
 }
 
-int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
-		   struct bch_bkey **ret)
+/*
+ * The first key of btree id in [pos, end]: 1 with its leaf held in *bp (the
+ * caller puts it) and its index in *ip, 0 when there is none, or the error.
+ */
+static int peek_first(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
+		      struct btree **bp, int *ip)
 {
 	for (;;) {
 		struct btree *b;
@@ -72,34 +76,13 @@ int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bc
 			return r;
 		int i = bch_btree_node_find(b, pos);
 		if (i < (int)b->nr) {
-			r = bpos_cmp(bch_btree_key_pos(b, i), end) <= 0 ? 0 : -BCH_ERR_key_not_found;
-			if (!r)
-				*ret = bch_btree_key_dup(b, i);
-			bch_btree_node_put(c, b);
-			return r;
-		}
-		struct bch_bpos max = b->max_key;
-		bch_btree_node_put(c, b);
-		if (bpos_eq(max, POS_MAX) || bpos_cmp(max, end) >= 0)
-			return -BCH_ERR_key_not_found;
-		pos = bpos_successor(max);
-	}
-}
-
-/* bch_btree_peek() without the key's copy */
-int bch_btree_any(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end)
-{
-	for (;;) {
-		struct btree *b;
-		int r = bch_btree_find_node(c, id, 0, pos, &b);
-
-		if (r)
-			return r;
-		int i = bch_btree_node_find(b, pos);
-		if (i < (int)b->nr) {
-			r = bpos_cmp(bch_btree_key_pos(b, i), end) <= 0;
-			bch_btree_node_put(c, b);
-			return r;
+			if (bpos_cmp(bch_btree_key_pos(b, i), end) > 0) {
+				bch_btree_node_put(c, b);
+				return 0;
+			}
+			*bp = b;
+			*ip = i;
+			return 1;
 		}
 		struct bch_bpos max = b->max_key;
 		bch_btree_node_put(c, b);
@@ -107,6 +90,30 @@ int bch_btree_any(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch
 			return 0;
 		pos = bpos_successor(max);
 	}
+}
+
+int bch_btree_peek(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
+		   struct bch_bkey **ret)
+{
+	struct btree *b;
+	int i, r = peek_first(c, id, pos, end, &b, &i);
+
+	if (r <= 0)
+		return r ?: -BCH_ERR_key_not_found;
+	*ret = bch_btree_key_dup(b, i);
+	bch_btree_node_put(c, b);
+	return 0;
+}
+
+/* bch_btree_peek() without the key's copy */
+int bch_btree_any(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end)
+{
+	struct btree *b;
+	int i, r = peek_first(c, id, pos, end, &b, &i);
+
+	if (r > 0)
+		bch_btree_node_put(c, b);
+	return r;
 }
 
 int bch_btree_peek_next(struct bch_fs *c, unsigned id, struct bch_bpos pos, struct bch_bpos end,
