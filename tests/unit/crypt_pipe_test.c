@@ -16,7 +16,6 @@
  * fixed and printed.
  */
 #include <criterion/criterion.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +32,7 @@
 #include "io.h"
 #include "snapshot.h"
 #include "super.h"
+#include "tests/lib/ioevents.h"
 #include "tests/lib/testfs.h"
 
 #define SEED		0x91be32u
@@ -172,44 +172,9 @@ Test(crypt_pipe, planned_writes_on_disk_as_the_aead)
 
 /* ---------------------------------------- the units' writeback starts */
 
-#define EVENTS_MAX	4096
-
-/* A device write or a writeback start, in the order they were made (under ev_lock). */
-static struct ev {
-	bool		wb;
-	uint64_t	offset, len;
-} ev[EVENTS_MAX];
-static unsigned ev_nr;
-static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void ev_add(bool wb, uint64_t offset, uint64_t len)
-{
-	pthread_mutex_lock(&ev_lock);
-	if (ev_nr < EVENTS_MAX)
-		ev[ev_nr] = (struct ev) { .wb = wb, .offset = offset, .len = len };
-	ev_nr++;
-	pthread_mutex_unlock(&ev_lock);
-}
-
-static int ev_write_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
-			 const void *buf, size_t len)
-{
-	(void)priv, (void)dev, (void)buf;
-	if (op == BCH_IO_WRITE)
-		ev_add(false, offset, len);
-	return 0;
-}
-
-static void ev_writeback_hook(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
-{
-	(void)dev;
-	ev_add(true, offset, len);
-}
-
 Test(crypt_pipe, each_unit_writeback_started_once_after_its_write)
 {
 	static const int workers[] = { 0, 1, 3 };
-	struct bch_io_hook hook = { .fn = ev_write_hook };
 	uint8_t *data = malloc(1 << 20);
 	uint64_t inum;
 
@@ -217,8 +182,7 @@ Test(crypt_pipe, each_unit_writeback_started_once_after_its_write)
 	rng = SEED + 1;
 	cr_assert(data);
 	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "wb", S_IFREG | 0644, 0, 0, 0, &inum), 0);
-	bch_dev_set_hook(c->devs[0]->bdev, &hook);
-	bch_io_writeback_hook = ev_writeback_hook;
+	ioev_attach(c->devs[0]->bdev);
 	for (unsigned n = 0; n < 12; n++) {
 		struct bch_fs_write_op op;
 		unsigned copies = 0;
@@ -230,10 +194,10 @@ Test(crypt_pipe, each_unit_writeback_started_once_after_its_write)
 						true), 0);
 		cr_assert(op.planned);
 		cr_assert_gt(op.pl.nr, 2, "write %u: %u units", n, op.pl.nr);
-		ev_nr = 0;
+		ioev_nr = 0;
 		bch_fs_write_run(&op);
 		cr_assert_eq(op.run_r, 0);
-		cr_assert_leq(ev_nr, EVENTS_MAX);
+		cr_assert_leq(ioev_nr, IOEV_MAX);
 		for (unsigned k = 0; k < op.pl.nr; k++) {
 			const struct bch_write_plan_unit *w = &op.pl.w[k];
 			uint64_t len = (uint64_t)w->sectors << BCH_SECTOR_SHIFT;
@@ -242,11 +206,11 @@ Test(crypt_pipe, each_unit_writeback_started_once_after_its_write)
 				uint64_t off = (uint64_t)w->ptrs[p].offset << BCH_SECTOR_SHIFT;
 				int written = -1, started = -1, starts = 0;
 
-				for (unsigned e = 0; e < ev_nr; e++) {
-					if (!ev[e].wb && ev[e].offset == off && ev[e].len == len && written < 0)
+				for (unsigned e = 0; e < ioev_nr; e++) {
+					if (!ioev[e].wb && ioev[e].offset == off && ioev[e].len == len && written < 0)
 						written = e;
 					/* a start covers it (one start may cover several units back to back) */
-					if (ev[e].wb && ev[e].offset <= off && off + len <= ev[e].offset + ev[e].len) {
+					if (ioev[e].wb && ioev[e].offset <= off && off + len <= ioev[e].offset + ioev[e].len) {
 						started = e;
 						starts++;
 					}
@@ -261,9 +225,9 @@ Test(crypt_pipe, each_unit_writeback_started_once_after_its_write)
 		/* and nothing else: the starts cover exactly the units' copies */
 		uint64_t wb_bytes = 0, unit_bytes = 0;
 		unsigned wbs = 0;
-		for (unsigned e = 0; e < ev_nr; e++)
-			if (ev[e].wb) {
-				wb_bytes += ev[e].len;
+		for (unsigned e = 0; e < ioev_nr; e++)
+			if (ioev[e].wb) {
+				wb_bytes += ioev[e].len;
 				wbs++;
 			}
 		for (unsigned k = 0; k < op.pl.nr; k++)
@@ -274,8 +238,7 @@ Test(crypt_pipe, each_unit_writeback_started_once_after_its_write)
 		cr_assert(bch_fs_write_turn(&writes, &op));
 		cr_assert_eq(bch_fs_write_end(c, &writes, &op), 1 << 20, "%s", c->err_msg);
 	}
-	bch_io_writeback_hook = NULL;
-	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	ioev_detach(c->devs[0]->bdev);
 	cr_assert_eq(c->nr_errors, 0, "errors counted: %s", c->err_msg);
 	free(data);
 }

@@ -11,7 +11,6 @@
  * file reads back.  Seed fixed and printed.
  */
 #include <criterion/criterion.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,10 +23,10 @@
 #include "fs_ops.h"
 #include "io.h"
 #include "super.h"
+#include "tests/lib/ioevents.h"
 #include "tests/lib/testfs.h"
 
 #define SEED		0x5e9a7u
-#define EVENTS_MAX	256
 
 static struct testfs_one fs1;
 static struct bch_fs *c;
@@ -58,38 +57,6 @@ static void teardown(void)
 
 TestSuite(io_plan, .init = setup, .fini = teardown);
 
-static struct ev {
-	bool		wb;		/* a writeback start, else a device write */
-	uint64_t	offset, len;
-	const void	*buf;
-} ev[EVENTS_MAX];
-static unsigned ev_nr;
-static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void ev_add(bool wb, uint64_t offset, uint64_t len, const void *buf)
-{
-	pthread_mutex_lock(&ev_lock);
-	if (ev_nr < EVENTS_MAX)
-		ev[ev_nr] = (struct ev) { .wb = wb, .offset = offset, .len = len, .buf = buf };
-	ev_nr++;
-	pthread_mutex_unlock(&ev_lock);
-}
-
-static int ev_write_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
-			 const void *buf, size_t len)
-{
-	(void)priv, (void)dev;
-	if (op == BCH_IO_WRITE)
-		ev_add(false, offset, len, buf);
-	return 0;
-}
-
-static void ev_writeback_hook(struct bch_blockdev *dev, uint64_t offset, uint64_t len)
-{
-	(void)dev;
-	ev_add(true, offset, len, NULL);
-}
-
 /* The writes and starts of one planned write of len bytes at off, checked. */
 static void check_write(uint64_t inum, uint64_t off, size_t len, const uint8_t *data)
 {
@@ -97,10 +64,10 @@ static void check_write(uint64_t inum, uint64_t off, size_t len, const uint8_t *
 
 	cr_assert_eq(bch_fs_write_begin(c, &writes, &op, inum, off, data, len, true), 0);
 	cr_assert(op.planned, "%zu bytes at %llu: not planned", len, (unsigned long long)off);
-	ev_nr = 0;
+	ioev_nr = 0;
 	bch_fs_write_run(&op);
 	cr_assert_eq(op.run_r, 0);
-	cr_assert_leq(ev_nr, EVENTS_MAX);
+	cr_assert_leq(ioev_nr, IOEV_MAX);
 
 	/* each unit written once, with its own bytes */
 	for (unsigned k = 0; k < op.pl.nr; k++) {
@@ -110,10 +77,10 @@ static void check_write(uint64_t inum, uint64_t off, size_t len, const uint8_t *
 		unsigned found = 0;
 
 		cr_assert_eq(w->got, 1);
-		for (unsigned e = 0; e < ev_nr; e++)
-			if (!ev[e].wb && ev[e].offset <= dev_off &&
-			    dev_off + ((uint64_t)w->sectors << BCH_SECTOR_SHIFT) <= ev[e].offset + ev[e].len) {
-				cr_assert(!memcmp((const char *)ev[e].buf + (dev_off - ev[e].offset),
+		for (unsigned e = 0; e < ioev_nr; e++)
+			if (!ioev[e].wb && ioev[e].offset <= dev_off &&
+			    dev_off + ((uint64_t)w->sectors << BCH_SECTOR_SHIFT) <= ioev[e].offset + ioev[e].len) {
+				cr_assert(!memcmp((const char *)ioev[e].buf + (dev_off - ioev[e].offset),
 						  (const char *)op.pl.src + file_off,
 						  (size_t)w->sectors << BCH_SECTOR_SHIFT),
 					  "unit %u: other bytes written", k);
@@ -124,8 +91,8 @@ static void check_write(uint64_t inum, uint64_t off, size_t len, const uint8_t *
 
 	/* the runs of units back to back on the device, and the starts expected */
 	unsigned starts = 0, runs = 0;
-	for (unsigned e = 0; e < ev_nr; e++)
-		starts += ev[e].wb;
+	for (unsigned e = 0; e < ioev_nr; e++)
+		starts += ioev[e].wb;
 	for (unsigned k = 0; k < op.pl.nr;) {
 		const struct bch_write_plan_unit *a = &op.pl.w[k];
 		uint64_t run_off = (uint64_t)a->ptrs[0].offset << BCH_SECTOR_SHIFT, run_len = 0;
@@ -139,14 +106,14 @@ static void check_write(uint64_t inum, uint64_t off, size_t len, const uint8_t *
 		runs++;
 		if (len >= (256U << 10)) {
 			int started = -1, last_write = -1;
-			for (unsigned e = 0; e < ev_nr; e++) {
-				if (ev[e].wb && ev[e].offset == run_off) {
-					cr_assert_eq(ev[e].len, run_len, "%zu bytes: a start of %llu for a run of %llu",
-						     len, (unsigned long long)ev[e].len,
+			for (unsigned e = 0; e < ioev_nr; e++) {
+				if (ioev[e].wb && ioev[e].offset == run_off) {
+					cr_assert_eq(ioev[e].len, run_len, "%zu bytes: a start of %llu for a run of %llu",
+						     len, (unsigned long long)ioev[e].len,
 						     (unsigned long long)run_len);
 					started = e;
 				}
-				if (!ev[e].wb && ev[e].offset >= run_off && ev[e].offset < run_off + run_len)
+				if (!ioev[e].wb && ioev[e].offset >= run_off && ioev[e].offset < run_off + run_len)
 					last_write = e;
 			}
 			cr_assert_geq(started, 0, "%zu bytes: run at %llu not started", len,
@@ -169,7 +136,6 @@ Test(io_plan, writeback_started_once_per_run_after_its_writes)
 {
 	static const size_t sizes[] = { 1 << 20, 1 << 20, 384 << 10, 256 << 10, 192 << 10, 12 << 10,
 					1 << 20, 640 << 10 };
-	struct bch_io_hook hook = { .fn = ev_write_hook };
 	uint8_t *data = malloc(1 << 20), *back = malloc(1 << 20);
 	uint64_t inum, off = 0;
 
@@ -177,8 +143,7 @@ Test(io_plan, writeback_started_once_per_run_after_its_writes)
 	rng = SEED;
 	cr_assert(data && back);
 	cr_assert_eq(bch_fs_create(c, BCH_ROOT_INO, "wb", S_IFREG | 0644, 0, 0, 0, &inum), 0);
-	bch_dev_set_hook(c->devs[0]->bdev, &hook);
-	bch_io_writeback_hook = ev_writeback_hook;
+	ioev_attach(c->devs[0]->bdev);
 	for (unsigned n = 0; n < sizeof(sizes) / sizeof(sizes[0]); n++) {
 		for (size_t i = 0; i < sizes[n]; i++)
 			data[i] = rnd();
@@ -187,8 +152,7 @@ Test(io_plan, writeback_started_once_per_run_after_its_writes)
 		cr_assert(!memcmp(back, data, sizes[n]), "write %u: reads back other bytes", n);
 		off += 1 << 20;	/* each in a chunk of its own: one transaction, planned */
 	}
-	bch_io_writeback_hook = NULL;
-	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	ioev_detach(c->devs[0]->bdev);
 	cr_assert_eq(c->nr_errors, 0, "errors counted: %s", c->err_msg);
 	free(data);
 	free(back);
