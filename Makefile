@@ -172,6 +172,7 @@ fuzz:
 	done
 
 build/btree-bench: bench/btree_bench.c $(LIB_OBJS)
+	@scripts/install-deps.sh bench	# liblmdb-dev: the peer it is measured against
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS) -llmdb
 
 # bench/free_bench.c: the engine's cost of fusemount's forgets, one commit each or batched
