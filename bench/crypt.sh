@@ -17,7 +17,10 @@
 #    writeback starts on a worker done with the ciphers (io.c); a
 #    sequential read's next 4 MiB of extents read (uncached, 1 MiB at a
 #    time), MAC-checked and decrypted after each reply, so a later read
-#    only copies (fs_read.h: the read-ahead of an encrypted file); on a
+#    only copies (fs_read.h: the read-ahead; since session 29 a plain
+#    file's extents are read ahead so too, checksum-verified, so the seq
+#    read row's plain/enc is the cipher's cost alone: plain's daemon CPU
+#    halved, 770-920 -> 400-490 ms a GiB, enc's stayed 700-790); on a
 #    loaded machine the daemon's CPU time is its read time, so the read
 #    rows are compared by it too (bench/crypt_read.sh); the parallel part
 #    helps only while a core is free: run on a loaded machine the rows
