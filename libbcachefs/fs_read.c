@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * fs_read.c - a file's read planned under the engine lock, and the
- * decrypted read-ahead of an encrypted file's sequential reader (see
+ * verified (and decrypted) read-ahead of a sequential reader (see
  * fs_read.h).
  *
  * Only what bch_fs_read() answers with data is planned; every error and
@@ -18,6 +18,7 @@
 
 #include "bcachefs.h"
 #include "blockdev.h"
+#include "checksum.h"
 #include "crypt.h"
 #include "extent_encode.h"
 #include "fs_read.h"
@@ -59,9 +60,10 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
 }
 
 /*
- * The read-ahead of an encrypted file (fs_read.h): SLOTS extents, each the
- * whole ciphertext of one encrypted extent whose MAC matched, keyed by
- * where its copy lies and its key's nonce and MAC.  A slot is
+ * The read-ahead (fs_read.h): SLOTS extents, each the whole of one
+ * uncompressed extent whose checksum or MAC matched, keyed by where its
+ * copy lies and its key's version (an encrypted one's nonce) and checksum.
+ * A slot is
  *   EMPTY    free;
  *   CLAIMED  a run is reading this extent itself (no bytes): the
  *            read-ahead leaves it alone;
@@ -69,9 +71,9 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  *   FILLING  a read-ahead is reading and verifying it: a run wanting it
  *            waits (ra->cond) rather than do the same work again;
  *   READY    verified, for a run whose plan has slot->seq: the run
- *            copies from it (plain: decrypted by the filler after the
- *            MAC matched) or decrypts from it (ciphertext) straight
- *            into its buffer.
+ *            copies or replies from it (plain: not encrypted, or
+ *            decrypted by the filler after the MAC matched) or decrypts
+ *            from it (ciphertext) straight into its buffer.
  * Slots move under ra->lock; their bytes are written only while FILLING
  * (by the one filler) and read only while READY with refs held.
  *
@@ -85,11 +87,12 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  * fails (RLIMIT_MEMLOCK) the slot keeps ciphertext as before.
  */
 #define SLOTS		128		/* twice the window of 64 KiB extents: one read partly is kept */
-#define SLOT_MAX	BCH_READAHEAD_ENC_MAX	/* larger extents are not read ahead */
+#define SLOT_MAX	BCH_READAHEAD_SLOT_MAX	/* larger extents are not read ahead */
 #define AHEAD_BYTES	(4ULL << 20)	/* how far past a sequential read */
 #define AHEAD_UNIT	(1ULL << 20)	/* planned once this much of that is missing */
 #define GROUP_MAX	16		/* extents per uncached read at most */
 #define REPLY_IOV_MAX	256		/* iovecs of a reply from the slots (the kernel takes 1024) */
+#define ARENA_CHUNK	(2U << 20)	/* a huge page: locked (mlock()) at once */
 #define AHEAD_NEAR	(1ULL << 20)	/* a read this close to the last end is sequential (as
 					 * fusemount's readahead hint, which leaves these extents to us) */
 
@@ -108,8 +111,7 @@ struct slot {
 	uint64_t		seq;		/* c->data_reuse_seq of the plan it was read by */
 	bool			plain;		/* READY: buf holds the plaintext */
 	bool			locked;		/* buf is mlock()ed: it may hold plaintext */
-	char			*buf;		/* cap bytes */
-	size_t			cap;
+	char			*buf;		/* SLOT_MAX bytes of the arena, NULL: never used */
 };
 
 struct bch_fs_read_cache {
@@ -117,6 +119,8 @@ struct bch_fs_read_cache {
 	pthread_cond_t		cond;		/* a slot left FILLING */
 	uint64_t		tick;
 	struct slot		slot[SLOTS];
+	char			*arena;		/* the slots' buffers (slot_buf()) */
+	enum { CHUNK_UNTRIED, CHUNK_LOCKED, CHUNK_REFUSED } chunk[SLOTS * SLOT_MAX / ARENA_CHUNK];
 	/* bch_fs_read_ahead_plan() only (the engine lock serialises it): */
 	uint64_t		inum, end;	/* the last read's file and end */
 	uint64_t		ahead_to;	/* read ahead up to here in inum */
@@ -136,26 +140,17 @@ int bch_fs_read_cache_new(struct bch_fs_read_cache **ret)
 	return 0;
 }
 
-/* A slot's buffer freed, its plaintext wiped first. */
-static void slot_buf_free(struct slot *s)
-{
-	if (!s->buf)
-		return;
-	explicit_bzero(s->buf, s->cap);
-	if (s->locked)
-		munlock(s->buf, s->cap);
-	free(s->buf);
-	s->buf = NULL;
-	s->cap = 0;
-	s->locked = false;
-}
-
 void bch_fs_read_cache_free(struct bch_fs_read_cache *ra)
 {
 	if (!ra)
 		return;
-	for (unsigned i = 0; i < SLOTS; i++)
-		slot_buf_free(&ra->slot[i]);
+	if (ra->arena) {
+		/* the plaintext wiped before the pages go */
+		for (unsigned i = 0; i < SLOTS; i++)
+			if (ra->slot[i].buf)
+				explicit_bzero(ra->slot[i].buf, SLOT_MAX);
+		munmap(ra->arena, SLOTS * SLOT_MAX);
+	}
 	pthread_cond_destroy(&ra->cond);
 	pthread_mutex_destroy(&ra->lock);
 	free(ra);
@@ -171,10 +166,21 @@ void bch_fs_read_cache_counts(struct bch_fs_read_cache *ra, uint64_t *hits, uint
 	pthread_mutex_unlock(&ra->lock);
 }
 
-/* Is p a piece of an uncompressed encrypted extent small enough for a slot? */
+static bool encrypted(const struct bch_read_piece *p)
+{
+	return p->crc.csum_type == BCH_CSUM_chacha20_poly1305;
+}
+
+/*
+ * Is p a piece of an uncompressed extent small enough for a slot: an
+ * encrypted one, or a plain one on a device that reads uncached (else the
+ * page cache and io.h's hints serve it: read into a slot through it, it
+ * would be copied once more, not once less)?
+ */
 static bool cacheable(const struct bch_read_piece *p)
 {
-	return p->bdev && bch_readahead_enc_takes(&p->crc);
+	return p->bdev && bch_readahead_slot_takes(&p->crc) &&
+	       (encrypted(p) || bch_dev_uncached_ok(p->bdev));
 }
 
 static size_t piece_bytes(const struct bch_read_piece *p)
@@ -257,7 +263,7 @@ int bch_fs_read_ahead_plan(struct bch_fs *c, struct bch_fs_read_cache *ra, uint6
 		ra->ahead_to = 0;
 	ra->inum = inum;
 	ra->end = end;
-	if (!c->crypt || !seq || !len)
+	if (!seq || !len)
 		return r;
 	uint64_t from = ra->ahead_to > end ? ra->ahead_to : end;
 	/* in units of AHEAD_UNIT: one device read for several extents */
@@ -274,23 +280,64 @@ int bch_fs_read_ahead_plan(struct bch_fs *c, struct bch_fs_read_cache *ra, uint6
 	return 0;
 }
 
-/* s's buffer of at least s->bytes, locked in memory where it can be (FILLING). */
-static int slot_buf(struct slot *s)
+/*
+ * The slots' buffers, SLOT_MAX bytes each, in one arena of huge pages
+ * where the kernel has them: an uncached read into a slot and the reply
+ * from it pin its pages (get_user_pages()), a tenth of the daemon's CPU in
+ * a sequential read with 4 KiB pages.  Reserved at the first fill, its
+ * pages taken as they are first written; left out of core dumps.
+ */
+static int arena_get(struct bch_fs_read_cache *ra)
 {
-	size_t cap = (s->bytes + 4095) & ~(size_t)4095;
-	void *b;
+	size_t bytes = SLOTS * SLOT_MAX;
 
-	if (s->cap >= s->bytes)
-		return 0;
-	if (posix_memalign(&b, 4096, cap))
-		return -ENOMEM;
-	slot_buf_free(s);
-	s->buf = b;
-	s->cap = cap;
-	s->locked = !mlock(b, cap);
-#ifdef MADV_DONTDUMP
-	(void)madvise(b, cap, MADV_DONTDUMP);
+	pthread_mutex_lock(&ra->lock);
+	if (!ra->arena) {
+		/* aligned to a huge page: the mapping's one more chunk, trimmed */
+		char *m = mmap(NULL, bytes + ARENA_CHUNK, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m != MAP_FAILED) {
+			uintptr_t a = ((uintptr_t)m + ARENA_CHUNK - 1) & ~(uintptr_t)(ARENA_CHUNK - 1);
+			char *al = (char *)a;
+
+			if (al > m)
+				munmap(m, al - m);
+			munmap(al + bytes, m + ARENA_CHUNK - al);
+#ifdef MADV_HUGEPAGE
+			(void)madvise(al, bytes, MADV_HUGEPAGE);
 #endif
+#ifdef MADV_DONTDUMP
+			(void)madvise(al, bytes, MADV_DONTDUMP);
+#endif
+			ra->arena = al;
+		}
+	}
+	pthread_mutex_unlock(&ra->lock);
+	return ra->arena ? 0 : -ENOMEM;
+}
+
+/*
+ * s's buffer (FILLING); for an encrypted extent, locked in memory where it
+ * can be, a huge page of the arena at once (a lock of part of one would
+ * split it).
+ */
+static int slot_buf(struct bch_fs_read_cache *ra, struct slot *s, bool lock)
+{
+	unsigned i = s - ra->slot;
+	int r = arena_get(ra);
+
+	if (r)
+		return r;
+	s->buf = ra->arena + (size_t)i * SLOT_MAX;
+	if (!lock)
+		return 0;
+	unsigned k = (size_t)i * SLOT_MAX / ARENA_CHUNK;
+	pthread_mutex_lock(&ra->lock);
+	if (ra->chunk[k] == CHUNK_UNTRIED)
+		ra->chunk[k] = mlock(ra->arena + (size_t)k * ARENA_CHUNK, ARENA_CHUNK) ? CHUNK_REFUSED
+										       : CHUNK_LOCKED;
+	s->locked = ra->chunk[k] == CHUNK_LOCKED;
+	pthread_mutex_unlock(&ra->lock);
 	return 0;
 }
 
@@ -304,11 +351,15 @@ static void slot_fill(struct bch_fs_read_cache *ra, struct slot *s, const struct
 	struct bch_fs *c = ahead->c;
 	bool plain = false;
 
-	if (!r)
+	if (!r && !encrypted(p)) {
+		r = bch_csum_verify(p->crc.csum_type, s->buf, s->bytes, p->crc.csum);
+		plain = true;
+	} else if (!r) {
 		r = bch_crypt_extent_mac_check(c, p->version, s->buf, s->bytes, &p->crc.csum);
-	/* only after the MAC matched (invariant (2) of crypt.h's pieces) */
-	if (!r && s->locked)
-		plain = !bch_crypt_extent_xor_at(c, p->version, 0, s->buf, s->buf, s->bytes);
+		/* only after the MAC matched (invariant (2) of crypt.h's pieces) */
+		if (!r && s->locked)
+			plain = !bch_crypt_extent_xor_at(c, p->version, 0, s->buf, s->buf, s->bytes);
+	}
 	/* no space the plan read from was rewritten meanwhile (io.h, as a run checks) */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (!r && __atomic_load_n(&c->data_reuse_seq, __ATOMIC_SEQ_CST) != ahead->seq)
@@ -319,7 +370,7 @@ static void slot_fill(struct bch_fs_read_cache *ra, struct slot *s, const struct
 	s->plain = plain;
 	if (!r) {
 		ra->nr_filled++;
-		ra->nr_plain += plain;
+		ra->nr_plain += plain && encrypted(p);
 	}
 	pthread_cond_broadcast(&ra->cond);
 	pthread_mutex_unlock(&ra->lock);
@@ -351,7 +402,7 @@ static void group_fill(struct bch_fs_read_cache *ra, const struct bch_read_plan 
 	int r = 0;
 
 	for (unsigned i = 0; i < n && !r; i++) {
-		r = slot_buf(g[i]);
+		r = slot_buf(ra, g[i], encrypted(gp[i]));
 		iov[i].iov_base = g[i]->buf;
 		iov[i].iov_len = g[i]->bytes;
 	}

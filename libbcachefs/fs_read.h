@@ -32,35 +32,39 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
 		     struct bch_read_plan *pl);
 
 /*
- * The read-ahead of an encrypted file: a file read sequentially has the
- * encrypted extents just past each read read and MAC-checked by the thread
+ * The read-ahead of a sequential reader: a file read sequentially has the
+ * uncompressed extents just past each read (encrypted, or plain with a
+ * checksum on a device that reads uncached) read and checked by the thread
  * that served it, after its reply, while the kernel has not yet asked for
- * them, and decrypted there once their MAC matched; the run of a later
- * read then only copies them into its buffer instead of reading, verifying
- * and decrypting on its reply's path (that path idles between the kernel's
- * bursts of requests).  A cache of at most
+ * them; an encrypted one is decrypted there once its MAC matched.  The run
+ * of a later read then only copies them into its buffer, or replies from
+ * them, instead of reading, verifying and decrypting on its reply's path
+ * (that path idles between the kernel's bursts of requests); a plain one
+ * never passes through the page cache (read there, it was copied out once
+ * more and its pages filled and reclaimed: a third of the daemon's CPU in
+ * a sequential read).  A cache of at most
  * 128 extents of at most 256 KiB each (larger and compressed extents are
- * not read ahead), one per mount: bch_fs_read_cache_new(), and _free()
- * once no thread uses it.
+ * not read ahead), in huge pages where the kernel has them, one per mount:
+ * bch_fs_read_cache_new(), and _free() once no thread uses it.
  *   bch_fs_read_ahead_plan() (BCH_READ_PLAN_NEEDS, and serialised with
  *     itself: the caller's engine lock), after a read of [offset, offset +
  *     len) of inum was planned: when the read follows the last one (within
  *     1 MiB of its end), plans up to 4 MiB past it, from where the last
  *     plan ahead of this file stopped, into ahead.  0: run ahead with
  *     bch_fs_read_ahead_run() (which frees it); nonzero: nothing to do (not
- *     sequential, not encrypted, at the end of the file, ra NULL, less
+ *     sequential, at the end of the file, ra NULL, less
  *     than 1 MiB of the window missing: it is planned in such units).
- *   bch_fs_read_ahead_run() (BCH_READ_RUN_NEEDS): reads each encrypted
- *     extent of ahead not cached (or cached for an older plan: stale),
- *     being read or just read by a run, and
- *     checks its MAC; extents that follow each other on a device are read
- *     at once (up to 16) and uncached where the device can (blockdev.h
- *     bch_dev_readv_uncached(): the bytes go straight into the slots, no
- *     page cache to fill, copy and reclaim; io.h's readahead hint leaves
- *     them out); one that fails a check, or whose space was reused
+ *   bch_fs_read_ahead_run() (BCH_READ_RUN_NEEDS): reads each extent of
+ *     ahead the cache takes, not cached (or cached for an older plan:
+ *     stale), being read or just read by a run, and
+ *     checks its checksum or MAC; extents that follow each other on a
+ *     device are read at once (up to 16) and uncached where the device can
+ *     (blockdev.h bch_dev_readv_uncached(): the bytes go straight into the
+ *     slots, no page cache to fill, copy and reclaim; io.h's readahead
+ *     hint leaves them out); one that fails a check, or whose space was reused
  *     since the plan (c->data_reuse_seq moved), is dropped without a word:
  *     the read that wants it reads it itself, and reports.
- *     Each extent whose MAC matched is then decrypted in place (decrypt-
+ *     Each encrypted extent whose MAC matched is then decrypted in place (decrypt-
  *     ahead; a run's extents verified and decrypted on this thread and
  *     the cipher pool's free workers, io.h bch_io_pool_run()), so the
  *     reply of the read that wants it only copies; its
@@ -74,8 +78,8 @@ int bch_fs_read_plan(struct bch_fs *c, uint64_t inum, uint64_t offset, size_t le
  *     between that extent's read and this plan; the run's own check covers
  *     the rest) is copied (or decrypted) from the cache; one being read
  *     ahead is waited for.  ra may be NULL (no cache).
- * Nothing is decrypted before its MAC matched (DESIGN.md 4.3): the cache
- * holds verified extents only.
+ * Nothing is decrypted before its MAC matched (DESIGN.md 4.3), nor used
+ * before its checksum matched: the cache holds verified extents only.
  */
 struct bch_fs_read_cache;
 
@@ -92,7 +96,8 @@ ssize_t bch_fs_read_run(struct bch_fs_read_cache *ra, struct bch_read_plan *pl, 
 /*
  * A reply written from where the bytes lie (the FUSE daemon's
  * fuse_reply_iov()): bch_fs_read_run_reply() is bch_fs_read_run(), with
- * the same answers, but a piece the cache holds decrypted is not copied
+ * the same answers, but a piece the cache holds in plain (decrypted, or
+ * never encrypted) is not copied
  * into buf: rep->iov[0..rep->nr) is then the read's bytes in order, each
  * piece either in its slot or in buf, and those slots are kept (neither
  * reused nor freed, their plaintext still locked) until

@@ -1782,7 +1782,7 @@ uint64_t bch_data_readahead_plan(struct bch_fs *c, uint64_t inum, uint64_t start
 			continue;
 		uint64_t off = (uint64_t)p->offset << BCH_SECTOR_SHIFT;
 		uint64_t len = (uint64_t)e->crc.compressed_sectors << BCH_SECTOR_SHIFT;
-		if (c->crypt && bch_readahead_enc_takes(&e->crc) && bch_dev_uncached_ok(ca->bdev))
+		if (bch_readahead_slot_takes(&e->crc) && bch_dev_uncached_ok(ca->bdev))
 			continue;	/* fs_read.h's read-ahead reads it, uncached */
 		if (ra->nr && ra->run[ra->nr - 1].bdev == ca->bdev &&
 		    ra->run[ra->nr - 1].offset + ra->run[ra->nr - 1].len == off) {

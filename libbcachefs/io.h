@@ -97,20 +97,25 @@ int bch_data_read_promote(struct bch_fs *c, uint64_t inum, const struct bch_io_o
  * are contiguous on one device; issue asks the devices to start reading
  * them (posix_fadvise WILLNEED), and may run on any thread while the
  * filesystem is open.  A plan holds at most BCH_READAHEAD_MAX runs; it
- * returns the sector up to which it covered the range.  Encrypted,
- * uncompressed extents of at most BCH_READAHEAD_ENC_MAX bytes on a device
- * that reads uncached (blockdev.h) are left out: the read-ahead of an
- * encrypted file (fs_read.h) reads those itself, bypassing the page cache,
- * and a hint would have the kernel read them a second time into it.
+ * returns the sector up to which it covered the range.  Uncompressed
+ * extents of at most BCH_READAHEAD_SLOT_MAX bytes (encrypted or checksummed
+ * plain) on a device that reads uncached (blockdev.h) are left out: the
+ * read-ahead of a sequential reader (fs_read.h) reads those itself,
+ * bypassing the page cache, and a hint would have the kernel read them a
+ * second time into it.
  */
 #define BCH_READAHEAD_MAX	16
-#define BCH_READAHEAD_ENC_MAX	(256U << 10)
+#define BCH_READAHEAD_SLOT_MAX	(256U << 10)
 
-/* An extent of this encoding is one the encrypted read-ahead (fs_read.h) may hold. */
-static inline bool bch_readahead_enc_takes(const struct bch_extent_crc *crc)
+/*
+ * An extent of this encoding is one the read-ahead (fs_read.h) may hold:
+ * uncompressed (its bytes on disk are the file's, or their ciphertext) and
+ * small enough for a slot.
+ */
+static inline bool bch_readahead_slot_takes(const struct bch_extent_crc *crc)
 {
-	return crc->csum_type == BCH_CSUM_chacha20_poly1305 && bch_crc_plain(crc) &&
-	       ((size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT) <= BCH_READAHEAD_ENC_MAX;
+	return bch_crc_plain(crc) &&
+	       ((size_t)crc->compressed_sectors << BCH_SECTOR_SHIFT) <= BCH_READAHEAD_SLOT_MAX;
 }
 struct bch_blockdev;
 struct bch_readahead {

@@ -19,6 +19,10 @@
  * general check: with the sequence and key checks both taken out it still
  * passed, a slot being seldom still cached when its place is reused on
  * this 64 MiB filesystem; the cases before it guard each check.)
+ *
+ * plain_readahead_test.c builds the same cases for a filesystem that does
+ * not encrypt (RA_ENCRYPTED false): its checksummed extents are read ahead
+ * alike, verified against their checksum, and held as they are on disk.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -42,6 +46,12 @@
 #include "super.h"
 #include "tests/lib/testfs.h"
 
+#ifndef RA_SUITE
+#define RA_SUITE	crypt_readahead
+#define RA_ENCRYPTED	true
+#define RA_TAG		"crypt_readahead"
+#endif
+
 #define SEED		0x3ead33u
 #define FILE_BYTES	(4 << 20)
 #define READ_BYTES	(256 << 10)	/* the kernel's usual read through the mount */
@@ -61,13 +71,13 @@ static uint64_t rnd(void)
 
 static void setup(void)
 {
-	testfs_encrypted = true;
+	testfs_encrypted = RA_ENCRYPTED;
 	testfs_one_up(&fs1, "cra", 64);
 	c = fs1.c;
-	cr_assert(bch_fs_encrypted(c));
+	cr_assert_eq(bch_fs_encrypted(c), RA_ENCRYPTED);
 	cr_assert_eq(bch_fs_read_cache_new(&ra), 0);
 	rng = SEED;
-	printf("crypt_readahead: seed %#x\n", SEED);
+	printf(RA_TAG ": seed %#x\n", SEED);
 	data = malloc(FILE_BYTES);
 	cr_assert_eq(posix_memalign((void **)&buf, 4096, FILE_BYTES), 0);
 	for (size_t i = 0; i < FILE_BYTES; i += 8) {
@@ -90,7 +100,7 @@ static void teardown(void)
 	c = NULL;
 }
 
-TestSuite(crypt_readahead, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(RA_SUITE, .init = setup, .fini = teardown, .timeout = 60);
 
 /* One read as op_read() does it; its result (the run's: len or -EAGAIN). */
 static ssize_t read_once(uint64_t off, size_t len, void *to)
@@ -114,7 +124,7 @@ static void counts(uint64_t *hits, uint64_t *filled)
 	bch_fs_read_cache_counts(ra, hits, filled, &decrypted);
 }
 
-Test(crypt_readahead, sequential_reads_come_from_the_readahead)
+Test(RA_SUITE, sequential_reads_come_from_the_readahead)
 {
 	uint64_t hits, filled;
 
@@ -122,7 +132,7 @@ Test(crypt_readahead, sequential_reads_come_from_the_readahead)
 		cr_assert_eq(read_once(off, READ_BYTES, buf + off), READ_BYTES);
 	cr_assert_eq(memcmp(buf, data, FILE_BYTES), 0, "a sequential read returned other bytes");
 	counts(&hits, &filled);
-	printf("crypt_readahead: sequential: %llu pieces from the read-ahead, %llu extents read ahead\n",
+	printf(RA_TAG ": sequential: %llu pieces from the read-ahead, %llu extents read ahead\n",
 	       (unsigned long long)hits, (unsigned long long)filled);
 	/* past the first read every extent was read ahead, each used once */
 	cr_assert_gt(hits, 0, "nothing came from the read-ahead");
@@ -153,7 +163,7 @@ Test(crypt_readahead, sequential_reads_come_from_the_readahead)
  */
 #define ODD	100003		/* bytes per read: pieces start anywhere */
 
-Test(crypt_readahead, odd_reads_are_copied_from_extents_decrypted_ahead)
+Test(RA_SUITE, odd_reads_are_copied_from_extents_decrypted_ahead)
 {
 	uint64_t hits, filled, decrypted, hits0, pieces = 0, odd = 0;
 	void *probe = NULL;
@@ -183,17 +193,20 @@ Test(crypt_readahead, odd_reads_are_copied_from_extents_decrypted_ahead)
 	}
 	cr_assert_eq(memcmp(buf, data, FILE_BYTES), 0, "an odd read returned other bytes");
 	bch_fs_read_cache_counts(ra, &hits, &filled, &decrypted);
-	printf("crypt_readahead: odd reads: %llu pieces (%llu not on a keystream block), %llu from the "
+	printf(RA_TAG ": odd reads: %llu pieces (%llu not on a keystream block), %llu from the "
 	       "read-ahead; %llu extents read ahead, %llu decrypted there%s\n",
 	       (unsigned long long)pieces, (unsigned long long)odd, (unsigned long long)(hits - hits0),
 	       (unsigned long long)filled, (unsigned long long)decrypted,
 	       can_lock ? "" : " (mlock refused here: ciphertext kept)");
 	cr_assert_gt(odd, 0, "no piece started off a keystream block: the case is not exercised");
-	if (!can_lock) {
+	if (!RA_ENCRYPTED) {
+		cr_assert_eq(decrypted, 0, "plain extents counted as decrypted");
+	} else if (!can_lock) {
 		cr_assert_eq(decrypted, 0, "plaintext kept in memory that could not be locked");
 		return;
+	} else {
+		cr_assert_eq(decrypted, filled, "extents read ahead and left encrypted");
 	}
-	cr_assert_eq(decrypted, filled, "extents read ahead and left encrypted");
 	cr_assert_eq(hits - hits0, pieces, "pieces read again though their extent was read ahead");
 }
 
@@ -204,7 +217,7 @@ Test(crypt_readahead, odd_reads_are_copied_from_extents_decrypted_ahead)
  * back right, every extent from the read-ahead, in fewer device reads than
  * extents.
  */
-Test(crypt_readahead, rewritten_file_read_ahead_uncached_in_runs)
+Test(RA_SUITE, rewritten_file_read_ahead_uncached_in_runs)
 {
 	struct bch_read_plan pl;
 	struct bch_dev_io_stats st0, st1;
@@ -215,7 +228,7 @@ Test(crypt_readahead, rewritten_file_read_ahead_uncached_in_runs)
 	bch_data_read_plan_free(&pl);
 	cr_assert_not_null(bdev);
 	if (!bch_dev_uncached_ok(bdev)) {
-		printf("crypt_readahead: no O_DIRECT on this test directory: case not run\n");
+		printf(RA_TAG ": no O_DIRECT on this test directory: case not run\n");
 		return;
 	}
 	for (size_t i = 0; i < FILE_BYTES; i += 8) {
@@ -230,7 +243,7 @@ Test(crypt_readahead, rewritten_file_read_ahead_uncached_in_runs)
 	bch_dev_io_stats(bdev, &st1);
 	bch_fs_read_cache_counts(ra, &hits, &filled, &decrypted);
 	cr_assert_eq(memcmp(buf, data, FILE_BYTES), 0, "a read of the rewritten file returned other bytes");
-	printf("crypt_readahead: rewritten: %llu extents read ahead in %llu device reads, %llu pieces "
+	printf(RA_TAG ": rewritten: %llu extents read ahead in %llu device reads, %llu pieces "
 	       "from the read-ahead\n", (unsigned long long)(filled - filled0),
 	       (unsigned long long)(st1.reads - st0.reads), (unsigned long long)(hits - hits0));
 	cr_assert_gt(filled - filled0, 0, "nothing read ahead");
@@ -238,7 +251,7 @@ Test(crypt_readahead, rewritten_file_read_ahead_uncached_in_runs)
 	cr_assert_lt(st1.reads - st0.reads, filled - filled0, "a device read per extent: no runs read at once");
 }
 
-Test(crypt_readahead, random_reads_read_nothing_ahead)
+Test(RA_SUITE, random_reads_read_nothing_ahead)
 {
 	uint64_t hits, filled;
 
@@ -257,7 +270,87 @@ Test(crypt_readahead, random_reads_read_nothing_ahead)
 	cr_assert_eq(filled, 0, "random reads read %llu extents ahead", (unsigned long long)filled);
 }
 
-Test(crypt_readahead, space_reused_since_the_readahead_is_read_again)
+/* The device of the file's first extent: does it read uncached (O_DIRECT here)? */
+static bool uncached_here(void)
+{
+	struct bch_read_plan pl;
+
+	cr_assert_eq(bch_fs_read_plan(c, inum, 0, 1, &pl), 0);
+	struct bch_blockdev *bdev = pl.p[0].bdev;
+	bch_data_read_plan_free(&pl);
+	cr_assert_not_null(bdev);
+	if (!bch_dev_uncached_ok(bdev))
+		printf(RA_TAG ": no O_DIRECT on this test directory: case not run\n");
+	return bch_dev_uncached_ok(bdev);
+}
+
+/*
+ * io.h's readahead hints (fusemount has the kernel read ahead into the
+ * image's page cache) leave out every extent this read-ahead reads
+ * uncached: the kernel would read each a second time, into pages nobody
+ * reads.
+ */
+Test(RA_SUITE, hints_leave_out_what_is_read_ahead_uncached)
+{
+	struct bch_readahead h;
+
+	if (!uncached_here())
+		return;
+	uint64_t to = bch_data_readahead_plan(c, inum, 0, FILE_BYTES >> BCH_SECTOR_SHIFT, &h);
+	cr_assert_eq(h.nr, 0, "%u runs hinted to the page cache (the first %llu bytes at %llu)", h.nr,
+		     (unsigned long long)(h.nr ? h.run[0].len : 0), (unsigned long long)(h.nr ? h.run[0].offset : 0));
+	cr_assert_eq(to, FILE_BYTES >> BCH_SECTOR_SHIFT);
+}
+
+/* AnonHugePages of this process (kB), or -1. */
+static long anon_huge_kb(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	char line[256];
+	long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
+/*
+ * The slots lie in huge pages where the kernel gives them for the asking
+ * (transparent_hugepage "madvise" or "always"): the pages of an uncached
+ * read into a slot and of a reply from it are pinned a huge page at a
+ * time, not 4 KiB at a time.
+ */
+Test(RA_SUITE, slots_lie_in_huge_pages)
+{
+	char mode[128] = "";
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+
+	if (f) {
+		if (!fgets(mode, sizeof(mode), f))
+			mode[0] = 0;
+		fclose(f);
+	}
+	if (!uncached_here())
+		return;
+	long before = anon_huge_kb();
+	for (uint64_t off = 0; off < FILE_BYTES; off += READ_BYTES)
+		cr_assert_eq(read_once(off, READ_BYTES, buf + off), READ_BYTES);
+	cr_assert_eq(memcmp(buf, data, FILE_BYTES), 0);
+	long after = anon_huge_kb();
+	printf(RA_TAG ": AnonHugePages %ld -> %ld kB (transparent_hugepage: %.*s)\n", before, after,
+	       (int)strcspn(mode, "\n"), mode);
+	if (!mode[0] || strstr(mode, "[never]") || before < 0) {
+		printf(RA_TAG ": no transparent huge pages here: case not run\n");
+		return;
+	}
+	cr_assert_geq(after - before, 2048, "the slots read ahead lie in no huge page");
+}
+
+Test(RA_SUITE, space_reused_since_the_readahead_is_read_again)
 {
 	uint64_t hits, filled, hits2, filled2;
 
@@ -277,7 +370,7 @@ Test(crypt_readahead, space_reused_since_the_readahead_is_read_again)
  * a second pass over the file reads those extents ahead again rather than
  * leave them to its runs, as if nothing were cached.
  */
-Test(crypt_readahead, a_second_pass_after_reuse_reads_ahead_again)
+Test(RA_SUITE, a_second_pass_after_reuse_reads_ahead_again)
 {
 	uint64_t hits0, hits, filled0, filled;
 
@@ -291,12 +384,12 @@ Test(crypt_readahead, a_second_pass_after_reuse_reads_ahead_again)
 		cr_assert_eq(read_once(off, READ_BYTES, buf + off), READ_BYTES);
 	counts(&hits, &filled);
 	cr_assert_eq(memcmp(buf, data, FILE_BYTES), 0);
-	printf("crypt_readahead: second pass after reuse: %llu extents read ahead again, %llu pieces from them\n",
+	printf(RA_TAG ": second pass after reuse: %llu extents read ahead again, %llu pieces from them\n",
 	       (unsigned long long)(filled - filled0), (unsigned long long)(hits - hits0));
 	cr_assert_gt(hits - hits0, (hits0 * 3) / 4, "the second pass was served by its own runs");
 }
 
-Test(crypt_readahead, a_damaged_extent_is_not_read_ahead)
+Test(RA_SUITE, a_damaged_extent_is_not_read_ahead)
 {
 	struct bch_read_plan pl;
 	uint64_t hits, filled;
@@ -375,7 +468,7 @@ static ssize_t read_reply(uint64_t ino_, uint64_t off, size_t len, void *to, str
  */
 #define OTHER_BYTES	(16 << 20)
 
-Test(crypt_readahead, replies_come_from_the_slots_and_hold_them)
+Test(RA_SUITE, replies_come_from_the_slots_and_hold_them)
 {
 	struct bch_fs_read_reply rep;
 	uint8_t *got = malloc(FILE_BYTES), *other = malloc(OTHER_BYTES);
@@ -388,8 +481,8 @@ Test(crypt_readahead, replies_come_from_the_slots_and_hold_them)
 	if (can_lock)
 		munlock(probe, 256 << 10);
 	free(probe);
-	if (!can_lock) {
-		printf("crypt_readahead: mlock refused here: no plaintext slots to reply from: case not run\n");
+	if (RA_ENCRYPTED && !can_lock) {
+		printf(RA_TAG ": mlock refused here: no plaintext slots to reply from: case not run\n");
 		free(got);
 		free(other);
 		return;
@@ -411,7 +504,7 @@ Test(crypt_readahead, replies_come_from_the_slots_and_hold_them)
 		cr_assert_null(rep.iov);
 	}
 	cr_assert_eq(memcmp(got, data, FILE_BYTES), 0, "a reply from the slots gave other bytes");
-	printf("crypt_readahead: replies: %u of %u replies from the slots, %u iovecs there\n", from_slots,
+	printf(RA_TAG ": replies: %u of %u replies from the slots, %u iovecs there\n", from_slots,
 	       FILE_BYTES / READ_BYTES, outside);
 	cr_assert_gt(from_slots, FILE_BYTES / READ_BYTES / 2, "replies copied into the buffer, not from the slots");
 
@@ -435,7 +528,7 @@ Test(crypt_readahead, replies_come_from_the_slots_and_hold_them)
 		bch_fs_read_reply_done(&r2);
 	}
 	bch_fs_read_cache_counts(ra, &hits, &filled, &decrypted);
-	printf("crypt_readahead: held reply: %u iovecs; meanwhile %llu extents read ahead\n", rep.nr,
+	printf(RA_TAG ": held reply: %u iovecs; meanwhile %llu extents read ahead\n", rep.nr,
 	       (unsigned long long)(filled - filled0));
 	cr_assert_gt(filled - filled0, 128, "too few extents read ahead to take every slot");
 	memset(got, 0, READ_BYTES);
@@ -563,7 +656,7 @@ static void writer_step(uint64_t *rng, uint64_t *p, uint64_t *ver)
 	atomic_fetch_add(&nr_writes, 1);
 }
 
-Test(crypt_readahead, readers_while_space_is_reused)
+Test(RA_SUITE, readers_while_space_is_reused)
 {
 	uint64_t rng = SEED, ver = 0, *p = NULL, seq0 = c->data_reuse_seq, hits, filled, decrypted;
 	pthread_t th[READERS];
@@ -594,7 +687,7 @@ Test(crypt_readahead, readers_while_space_is_reused)
 		pthread_join(th[i], NULL);
 	free(p);
 	bch_fs_read_cache_counts(ra, &hits, &filled, &decrypted);
-	printf("crypt_readahead: %llu reads (%llu redone), %llu writes, reuse seq +%llu, "
+	printf(RA_TAG ": %llu reads (%llu redone), %llu writes, reuse seq +%llu, "
 	       "%llu pieces from the read-ahead, %llu extents read ahead\n",
 	       (unsigned long long)nr_reads, (unsigned long long)nr_redone, (unsigned long long)nr_writes,
 	       (unsigned long long)(c->data_reuse_seq - seq0), (unsigned long long)hits,
