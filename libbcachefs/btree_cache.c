@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1546,9 +1547,10 @@ static void key_unaccount(struct btree *b, unsigned i)
 /*
  * Put k, which lies in b's arena, in b's sorted arrays (replacing the key
  * at its position); a whiteout (anywhere) only removes.  Keys mostly arrive
- * in order (node reads, splits): appending is checked first.
+ * in order (node reads, splits): appending is checked first.  at: k's
+ * index, first key >= k->p, when the caller found it (else UINT_MAX).
  */
-static void node_array_insert(struct btree *b, const struct bch_bkey *k)
+static void node_array_insert(struct btree *b, const struct bch_bkey *k, unsigned at)
 {
 	unsigned i;
 
@@ -1556,7 +1558,9 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k)
 		kfmt_set(b, b->min_key, b->max_key);
 	if (!kfmt_covers(b, k->p))
 		kfmt_widen(b, k->p);
-	if (!b->nr || bpos_cmp(bch_btree_key_pos(b, b->nr - 1), k->p) < 0)
+	if (at != UINT_MAX)
+		i = at;		/* found by the caller (insert_in_place()) */
+	else if (!b->nr || bpos_cmp(bch_btree_key_pos(b, b->nr - 1), k->p) < 0)
 		i = b->nr;
 	else
 		i = find_pos(b, k->p);
@@ -1623,15 +1627,65 @@ static void append_packed(struct btree *b, const struct bch_bkey *k, struct bch_
 	b->packed_saved += packed_saving(b->pack_fmt);
 }
 
+/*
+ * k over the leaf key at its position, in its place, when it takes the
+ * same room there (the same length: packed, when it fits the leaf's format
+ * too): no bytes appended, nothing in the index moves.  Most overwrites
+ * are such (an inode's i_size and times, an extent rewritten whole), and
+ * each appended its copy: a small leaf, the inodes', packed again every few
+ * commits (callgrind, 4096 random 4 KiB writes: 832 packs, 1.5k
+ * instructions a write).  Leaves only, whose keys arrive only through
+ * inserts, and only an arena of our own (not a read's raw bytes).  false:
+ * nothing done, and *at k's index when it was found on the way (its
+ * position and order do not change until node_array_insert() uses it:
+ * making room packs the keys in order), else UINT_MAX.
+ */
+static bool insert_in_place(struct btree *b, const struct bch_bkey *k, unsigned *at)
+{
+	unsigned i = b->last_insert;
+
+	*at = UINT_MAX;
+	if (b->level || !b->arena_used || !b->nr || in_arena(b, k))
+		return false;
+	if (i >= b->nr || !bpos_eq(bch_btree_key_pos(b, i), k->p)) {
+		if (!kfmt_covers(b, k->p))
+			return false;
+		if (bpos_cmp(bch_btree_key_pos(b, b->nr - 1), k->p) < 0) {
+			*at = b->nr;	/* after every key (node_array_insert()'s first check) */
+			return false;
+		}
+		*at = i = find_pos(b, k->p);
+		if (i >= b->nr || !bpos_eq(bch_btree_key_pos(b, i), k->p))
+			return false;
+	}
+	uint64_t *dst = (uint64_t *)b->arena + bch_btree_key_off(b, i);
+
+	*at = i;
+	if (bch_btree_key_u64s(b, i) != k->u64s)
+		return false;
+	if (bch_btree_key_packed(b, i)) {
+		/* (same u64s, same packed length; dst unchanged when k does not fit) */
+		if (!bch_bkey_pack(b->pack_fmt, k, dst))
+			return false;
+	} else {
+		memcpy(dst, k, bkey_bytes(k));
+	}
+	b->last_insert = i;
+	return true;
+}
+
 void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 {
 	b->mod++;
 	if (k->type == BCH_BKEY_deleted) {	/* nothing to place */
-		node_array_insert(b, k);
+		node_array_insert(b, k, UINT_MAX);
 		return;
 	}
 	if (b->nr_pending)
 		b->pending_recheck = true;	/* over a pending delete, maybe */
+	unsigned at;
+	if (insert_in_place(b, k, &at))
+		return;
 	/* appended to the arena (no malloc a key; a scan still walks one block) */
 	size_t kb = bkey_bytes(k);
 	struct bch_bkey *own = NULL;
@@ -1642,7 +1696,7 @@ void bch_btree_node_insert_key(struct btree *b, const struct bch_bkey *k)
 	struct bch_bkey *dst = (struct bch_bkey *)((char *)b->arena + b->arena_used);
 	memcpy(dst, k, kb);
 	b->arena_used += kb;
-	node_array_insert(b, dst);
+	node_array_insert(b, dst, at);
 	append_packed(b, k, dst);
 	free(own);
 }
@@ -1661,7 +1715,7 @@ void bch_btree_node_reserve(struct btree *b, unsigned nr)
 
 void bch_btree_node_insert_ref(struct btree *b, const struct bch_bkey *k)
 {
-	node_array_insert(b, k);
+	node_array_insert(b, k, UINT_MAX);
 }
 
 /*

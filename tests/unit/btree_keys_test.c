@@ -728,3 +728,101 @@ Test(btree_keys, appended_keys_packed_while_they_fit)
 	pk_check(b, gens, "after a whole key");
 	node_free(b);
 }
+
+/*
+ * An overwrite that takes the room of the key it replaces goes in its place
+ * (btree_cache.c insert_in_place()): a packed key packed there, a whole one
+ * copied there; nothing appended, the arena not packed again however often
+ * (an inode's i_size each write).  Another length, a key past the format,
+ * an interior node's key: appended as before.  Each read back whole, and
+ * the changes' bset holds the newest.
+ */
+Test(btree_keys, overwrite_of_same_room_in_place)
+{
+	struct btree *b = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
+	static uint32_t gens[PK_SPAN];
+
+	memset(gens, 0, sizeof(gens));
+	for (unsigned off = 0; off < 300; off++) {
+		struct bch_bkey *k = pk_key(off, gens[off] = 1);
+		bch_btree_node_insert_key(b, k);
+		free(k);
+	}
+	bch_btree_node_pack_keys(b);
+	cr_assert(b->pack_fmt);
+	size_t used = b->arena_used;
+	void *arena = b->arena;
+
+	/* the same keys again and again, new values: in place, packed */
+	for (unsigned n = 0; n < 3000; n++) {
+		unsigned off = (n * 7) % 300;
+		struct bch_bkey *k = pk_key(off, ++gens[off]);
+		bch_btree_node_insert_key(b, k);
+		bch_btree_node_pending_add(b, k);
+		free(k);
+		cr_assert_eq(b->arena_used, used, "overwrite %u of offset %u appended", n, off);
+		cr_assert(bch_btree_key_packed(b, bch_btree_node_find(b, POS(5, off * 1000003ULL, 0))));
+	}
+	cr_assert_eq(b->arena, arena, "overwrites in place packed the leaf again");
+	cr_assert_eq(b->nr_dirty, 300);
+	pk_check(b, gens, "overwritten in place");
+
+	/* the changes' bset: the newest of each */
+	bch_btree_node_pending_sort(b);
+	uint64_t *bset = malloc((b->pending_u64s + 1) * 8);
+	cr_assert(bset);
+	size_t u64s = bch_btree_node_pending_pack(b, bset, b->pending_u64s);
+	cr_assert_eq(u64s, b->pending_u64s);
+	for (size_t o = 0; o < u64s; o += ((const struct bch_bkey *)(bset + o))->u64s) {
+		const struct bch_bkey *k = (const void *)(bset + o);
+		unsigned off = k->p.offset / 1000003ULL;
+		struct bch_bkey *want = pk_key(off, gens[off]);
+		cr_assert(!memcmp(k, want, bkey_bytes(want)), "bset: offset %u not the newest", off);
+		free(want);
+	}
+	free(bset);
+
+	/* past the format (size 77), same length: appended whole, not packed over the old */
+	struct bch_bkey *odd = pk_key(10, 99);
+	odd->size = 77;
+	bch_btree_node_insert_key(b, odd);
+	cr_assert_gt(b->arena_used, used);
+	unsigned i = bch_btree_node_find(b, odd->p);
+	cr_assert_not(bch_btree_key_packed(b, i));
+	/* and a whole key overwritten by one of its length: in its place */
+	used = b->arena_used;
+	odd->size = 78;
+	bch_btree_node_insert_key(b, odd);
+	cr_assert_eq(b->arena_used, used, "a whole key's overwrite appended");
+	struct bch_bkey_buf buf;
+	cr_assert(!memcmp(bch_btree_key(b, i, &buf), odd, bkey_bytes(odd)));
+	free(odd);
+
+	/* another length: appended */
+	struct bch_bkey *longer = pk_key(11, 5);
+	struct bch_bkey *k2 = bch_bkey_alloc(BCH_BKEY_raw, longer->p, sizeof(struct bch_raw) + 64);
+	((struct bch_raw *)bkey_val(k2))->len = 64;
+	used = b->arena_used;
+	bch_btree_node_insert_key(b, k2);
+	cr_assert_gt(b->arena_used, used);
+	cr_assert(!memcmp(bch_btree_key(b, bch_btree_node_find(b, k2->p), &buf), k2, bkey_bytes(k2)));
+	free(longer);
+	free(k2);
+	node_free(b);
+
+	/* an interior node: appended */
+	struct btree *in = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
+	in->level = 1;
+	for (unsigned off = 0; off < 50; off++) {
+		struct bch_bkey *k = pk_key(off, 1);
+		bch_btree_node_insert_key(in, k);
+		free(k);
+	}
+	used = in->arena_used;
+	struct bch_bkey *k = pk_key(7, 2);
+	bch_btree_node_insert_key(in, k);
+	cr_assert_gt(in->arena_used, used);
+	cr_assert(!memcmp(bch_btree_interior_key(in, 7), k, bkey_bytes(k)));
+	free(k);
+	node_free(in);
+}
