@@ -150,6 +150,7 @@ struct btree {
 	size_t			packed_saved;	/* bytes the live packed keys take less
 						 * than whole (bch_btree_node_live_bytes()) */
 	struct bch_bpos		kfmt_lo;	/* the base the prefixes are taken from */
+	struct bch_bpos		kfmt_ref;	/* and the last position they tell apart */
 	uint8_t			kfmt_mode, kfmt_bits;
 	unsigned		nr, cap;
 	size_t			u64s;		/* of the live keys */

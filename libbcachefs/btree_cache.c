@@ -1394,7 +1394,14 @@ void bch_btree_unhold(struct bch_fs *c, struct btree_hold *h)
  * k is chosen from the keys when they are laid out anew (set_keys, pack,
  * a read): wide enough for all but the last (an interior node's last key
  * is its range's end, often far off), so the rest rarely tie.  A key before
- * lo takes every prefix again, from the node's min_key.
+ * lo takes every prefix again: an interior node's from its min_key; a
+ * leaf's from below the key by as much again as the format spans, and a
+ * leaf's key past what k bits reach likewise, up to as far past it
+ * (kfmt_refit()): a leaf's keys, between packs, no longer tie from the
+ * first that came before its base or past its reach (4096 random 4 KiB
+ * writes into one file: its extents' leaf took the node's min_key, POS_MIN,
+ * as base at the first, all its keys then one inode's in 16 bits of
+ * prefix, ~400 instructions a search, 12 key compares).
  */
 enum { KFMT_INODE, KFMT_OFFSET, KFMT_SNAPSHOT };
 
@@ -1463,6 +1470,7 @@ static void kfmt_set(struct btree *b, struct bch_bpos lo, struct bch_bpos ref)
 	if (bpos_cmp(lo, ref) > 0)
 		ref = lo;
 	b->kfmt_lo = lo;
+	b->kfmt_ref = ref;
 	if (lo.inode != ref.inode) {
 		b->kfmt_mode = KFMT_INODE;
 		b->kfmt_bits = bits_for(ref.inode - lo.inode);
@@ -1491,6 +1499,59 @@ static void kfmt_choose_fmt(struct btree *b)
 static void kfmt_choose(struct btree *b)
 {
 	kfmt_choose_fmt(b);
+	for (unsigned i = 0; i < b->nr; i++)
+		kpos_set(b, i, kfmt_prefix_of(b, i));
+}
+
+/* lo less (hi - lo), in the first field they differ in (saturating) */
+static struct bch_bpos pos_less_span(struct bch_bpos lo, struct bch_bpos hi)
+{
+	if (lo.inode != hi.inode) {
+		uint64_t d = hi.inode - lo.inode;
+		return POS(lo.inode > d ? lo.inode - d : 0, 0, 0);
+	}
+	if (lo.offset != hi.offset) {
+		uint64_t d = hi.offset - lo.offset;
+		return POS(lo.inode, lo.offset > d ? lo.offset - d : 0, 0);
+	}
+	return POS(lo.inode, lo.offset, 0);
+}
+
+/* hi plus (hi - lo), in the first field they differ in (saturating) */
+static struct bch_bpos pos_plus_span(struct bch_bpos lo, struct bch_bpos hi)
+{
+	if (lo.inode != hi.inode) {
+		uint64_t d = hi.inode - lo.inode;
+		return POS(hi.inode < UINT64_MAX - d ? hi.inode + d : UINT64_MAX, UINT64_MAX, UINT32_MAX);
+	}
+	if (lo.offset != hi.offset) {
+		uint64_t d = hi.offset - lo.offset;
+		return POS(hi.inode, hi.offset < UINT64_MAX - d ? hi.offset + d : UINT64_MAX, UINT32_MAX);
+	}
+	return POS(hi.inode, hi.offset, UINT32_MAX);
+}
+
+/*
+ * A leaf's key at p lies before the base or past what the prefixes reach:
+ * the format spans p too, and as much again beyond it on that side (never
+ * less than it spanned, never past the node's range when p is inside it),
+ * and every prefix is taken again.  The span at least doubles each time:
+ * keys coming in order take every prefix again a few times, not each.
+ */
+static void kfmt_refit(struct btree *b, struct bch_bpos p)
+{
+	struct bch_bpos lo = b->kfmt_lo, hi = b->kfmt_ref;
+
+	if (bpos_cmp(p, lo) < 0) {
+		lo = pos_less_span(p, hi);
+		if (bpos_cmp(lo, b->min_key) < 0 && bpos_cmp(b->min_key, p) <= 0)
+			lo = b->min_key;
+	} else {
+		hi = pos_plus_span(lo, bpos_cmp(p, hi) > 0 ? p : hi);
+		if (bpos_cmp(hi, b->max_key) > 0 && bpos_cmp(b->max_key, p) >= 0)
+			hi = b->max_key;
+	}
+	kfmt_set(b, lo, hi);
 	for (unsigned i = 0; i < b->nr; i++)
 		kpos_set(b, i, kfmt_prefix_of(b, i));
 }
@@ -1554,10 +1615,19 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k, unsigne
 {
 	unsigned i;
 
-	if (!b->nr)
-		kfmt_set(b, b->min_key, b->max_key);
-	if (!kfmt_covers(b, k->p))
-		kfmt_widen(b, k->p);
+	if (!kfmt_covers(b, k->p) && k->type == BCH_BKEY_deleted)
+		return;		/* before every key: none there to remove */
+	if (!b->nr)		/* a leaf: from its first key (kfmt_refit() after) */
+		kfmt_set(b, b->level ? b->min_key : k->p, b->level ? b->max_key : k->p);
+	if (!kfmt_covers(b, k->p)) {
+		if (b->level)
+			kfmt_widen(b, k->p);
+		else
+			kfmt_refit(b, k->p);
+	} else if (!b->level && kfmt_prefix64(b, k->p) == UINT64_MAX &&
+		   bpos_cmp(k->p, b->max_key) <= 0) {
+		kfmt_refit(b, k->p);	/* past the prefixes' reach */
+	}
 	if (at != UINT_MAX)
 		i = at;		/* found by the caller (insert_in_place()) */
 	else if (!b->nr || bpos_cmp(bch_btree_key_pos(b, b->nr - 1), k->p) < 0)

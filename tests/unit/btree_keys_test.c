@@ -826,3 +826,77 @@ Test(btree_keys, overwrite_of_same_room_in_place)
 	free(k);
 	node_free(in);
 }
+
+/* Neighbours in b's (narrow) index whose prefixes tie. */
+static unsigned prefix_ties(const struct btree *b)
+{
+	unsigned n = 0;
+
+	cr_assert_not(b->index_wide);
+	for (unsigned i = 1; i < b->nr; i++)
+		n += b->kpos16[i] == b->kpos16[i - 1];
+	return n;
+}
+
+static void put_raw(struct btree *b, struct bch_bpos p)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, p, sizeof(struct bch_raw) + 8);
+
+	((struct bch_raw *)bkey_val(k))->len = 8;
+	bch_btree_node_insert_key(b, k);
+	free(k);
+}
+
+/*
+ * A leaf's prefixes keep telling one file's keys apart, 8 sectors apart,
+ * after a key came before their base (the first overwrite of a file put
+ * whole: the base was the node's min_key, POS_MIN, and every key of the
+ * inode tied), after keys came past their reach (appends), and from an
+ * empty leaf's first key on (btree_cache.c kfmt_refit()).  Every key
+ * still found where the model has it.
+ */
+Test(btree_keys, leaf_prefixes_refit_before_base_and_past_reach)
+{
+	struct btree *b = node(POS_MIN, POS_MAX);
+	struct model m = { 0 };
+
+	rng_state = 0x3f17;
+	printf("btree_keys/leaf_prefixes_refit: seed 0x3f17\n");
+	for (unsigned j = 0; j < 1000; j++) {
+		struct bch_bpos p = POS(4096, 8000 + 8 * (rng() % 1000), 0);
+		put_raw(b, p);
+		model_set(&m, p, false);
+	}
+	bch_btree_node_pack_keys(b);	/* fitted to the keys */
+	unsigned before = prefix_ties(b);
+	cr_assert_lt(before, 5, "%u ties after a pack", before);
+
+	/* before the base, descending: each still apart */
+	for (unsigned j = 1; j <= 900; j++) {
+		struct bch_bpos p = POS(4096, 8000 - 8 * j, 0);
+		put_raw(b, p);
+		model_set(&m, p, false);
+	}
+	cr_assert_lt(prefix_ties(b), 10, "%u ties after keys before the base", prefix_ties(b));
+	check(b, &m);
+
+	/* past the reach, ascending (a file's appends) */
+	for (unsigned j = 0; j < 2000; j++) {
+		struct bch_bpos p = POS(4096, 16000 + 8 * j, 0);
+		put_raw(b, p);
+		model_set(&m, p, false);
+	}
+	cr_assert_lt(prefix_ties(b), 20, "%u ties after keys past the reach", prefix_ties(b));
+	check(b, &m);
+	node_free(b);
+	free(m.p);
+
+	/* an empty leaf's keys, from the first, in order */
+	b = node(POS_MIN, POS_MAX);
+	for (unsigned j = 0; j < 2000; j++)
+		put_raw(b, POS(4096, 8 + 8 * j, 0));
+	cr_assert_lt(prefix_ties(b), 10, "%u ties in a leaf filled in order", prefix_ties(b));
+	for (unsigned j = 0; j < 2000; j++)
+		cr_assert_eq(bch_btree_node_find(b, POS(4096, 8 + 8 * j, 0)), (int)j);
+	node_free(b);
+}
