@@ -269,6 +269,15 @@ void bch_btree_cache_evict_unused(struct bch_fs *c);
  * leaf once (fsck -n), while lookups still find the nodes above cached.
  */
 void bch_btree_cache_set_leaf_limit(struct bch_fs *c, size_t bytes);
+/*
+ * The leaf of btree id that covers pos, with a reference, when it is the
+ * one the last descent found (bch_btree_leaf_hint_set()) and no node has
+ * come into the cache or left it since, nor the root changed; else NULL
+ * (descend).  bch_btree_find_node()'s shortcut: most lookups fall in the
+ * leaf the one before found.
+ */
+struct btree *bch_btree_leaf_hint(struct bch_fs *c, unsigned id, struct bch_bpos pos);
+void bch_btree_leaf_hint_set(struct bch_fs *c, unsigned id, struct btree *b);
 struct btree *bch_btree_cache_first_dirty(struct bch_fs *c);
 struct btree *bch_btree_cache_first_overfull(struct bch_fs *c, size_t u64s);
 size_t bch_btree_cache_bytes(struct bch_fs *c);

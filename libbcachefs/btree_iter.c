@@ -3,9 +3,12 @@
  * btree_iter.c - finding nodes and keys: descent from the root, lookups,
  * forward and backward iteration over ranges, and walks over every node.
  *
- * Each call descends from the root (O(depth) binary searches); nothing is
- * held between calls, so an iteration sees the tree as it is at each step
- * and never a freed node.  Interior nodes cover their whole range: the key
+ * Each call descends from the root (O(depth) binary searches), or takes
+ * the leaf the last descent in that btree found when it covers the
+ * position and no node came or went since (bch_btree_leaf_hint(): an inode
+ * read, a commit's leaves, an extent walk, each ~300 instructions of
+ * descent less); no reference is held between calls, so an iteration sees
+ * the tree as it is at each step and never a freed node.  Interior nodes cover their whole range: the key
  * for each child is the child's max_key, and the last key is the node's.
  *
  * Bounds (damage without checksums must not make a walk endless): a node
@@ -37,6 +40,11 @@ int bch_btree_find_node(struct bch_fs *c, unsigned id, unsigned level, struct bc
 				  bch_btree_id_name(id));
 	if (level > root->level)
 		return bch_fs_err(c, -EINVAL, "btree level %u above the root", level);
+	/* the leaf the last descent found, when it covers pos (btree_cache.c) */
+	if (!level && (b = bch_btree_leaf_hint(c, id, pos))) {
+		*ret = b;
+		return 0;
+	}
 	if ((r = bch_btree_node_get(c, id, root->level, root->key, &b)))
 		return r;
 	while (b->level > level) {
@@ -57,6 +65,8 @@ int bch_btree_find_node(struct bch_fs *c, unsigned id, unsigned level, struct bc
 			return r;
 		b = child;
 	}
+	if (!level)
+		bch_btree_leaf_hint_set(c, id, b);
 	*ret = b;
 	return 0;
 }
