@@ -176,6 +176,9 @@ struct btree {
 	bool			pending_recheck;	/* a key came in while deletes were
 						 * pending: one may be superseded */
 	unsigned		last_insert;	/* index of the key node_array_insert() placed */
+	uint64_t		last_insert_mod;	/* mod when it did, and the key's position:
+						 * the pending_add() after it finds it there */
+	struct bch_bpos		last_insert_pos;
 	struct btree_pending	*pending;
 	unsigned		nr_pending, cap_pending, nr_pending_sorted;
 	struct bch_bkey		**pending_copies;	/* deletes unlike a plain whiteout, whole */

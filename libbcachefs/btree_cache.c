@@ -1730,6 +1730,8 @@ static void node_array_insert(struct btree *b, const struct bch_bkey *k, unsigne
 	kpos_set(b, i, kfmt_prefix(b, kp));
 	b->u64s += u64s;
 	b->last_insert = i;
+	b->last_insert_mod = b->mod;
+	b->last_insert_pos = kp;
 }
 
 /*
@@ -1796,6 +1798,8 @@ static bool insert_in_place(struct btree *b, const struct bch_bkey *k, unsigned 
 		memcpy(dst, k, bkey_bytes(k));
 	}
 	b->last_insert = i;
+	b->last_insert_mod = b->mod;
+	b->last_insert_pos = k->p;
 	return true;
 }
 
@@ -1852,10 +1856,13 @@ void bch_btree_node_pending_add(struct btree *b, const struct bch_bkey *k)
 	if (k->type != BCH_BKEY_deleted) {
 		unsigned i = b->last_insert;
 
-		if (i >= b->nr || !bpos_eq(bch_btree_key_pos(b, i), k->p))
-			i = find_pos(b, k->p);
-		if (i >= b->nr || !bpos_eq(bch_btree_key_pos(b, i), k->p))
-			abort();	/* not in b: its write would lose it */
+		/* right after its insert (apply_key()): where it put k, unless b changed since */
+		if (b->last_insert_mod != b->mod || i >= b->nr || !bpos_eq(b->last_insert_pos, k->p)) {
+			if (i >= b->nr || !bpos_eq(bch_btree_key_pos(b, i), k->p))
+				i = find_pos(b, k->p);
+			if (i >= b->nr || !bpos_eq(bch_btree_key_pos(b, i), k->p))
+				abort();	/* not in b: its write would lose it */
+		}
 		dirty_reserve(b);
 		if (!(b->kdirty[i / 64] >> (i % 64) & 1)) {
 			b->kdirty[i / 64] |= 1ULL << (i % 64);

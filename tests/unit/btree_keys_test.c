@@ -900,3 +900,32 @@ Test(btree_keys, leaf_prefixes_refit_before_base_and_past_reach)
 		cr_assert_eq(bch_btree_node_find(b, POS(4096, 8 + 8 * j, 0)), (int)j);
 	node_free(b);
 }
+
+/*
+ * bch_btree_node_pending_add() right after the insert of its key takes the
+ * index the insert left (no search); for any other key, or after another
+ * change, it finds the key's own: the bit is always the key's.
+ */
+Test(btree_keys, pending_add_marks_its_own_key)
+{
+	struct btree *b = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
+	struct bch_bkey *k[4];
+
+	for (unsigned i = 0; i < 4; i++)
+		k[i] = pk_key(10 * i + 1, 1);
+	for (unsigned i = 0; i < 4; i++)
+		bch_btree_node_insert_key(b, k[i]);
+	bch_btree_node_pending_add(b, k[1]);	/* k[3] was the last put */
+	cr_assert_eq(b->nr_dirty, 1);
+	cr_assert(b->kdirty[0] >> 1 & 1, "the bit of another key set");
+	bch_btree_node_insert_key(b, k[2]);	/* over itself, in place */
+	bch_btree_node_insert_key(b, k[0]);
+	bch_btree_node_pending_add(b, k[2]);
+	cr_assert(b->kdirty[0] >> 2 & 1);
+	bch_btree_node_pending_add(b, k[0]);	/* right after its insert */
+	cr_assert_eq(b->kdirty[0], 0x7);
+	cr_assert_eq(b->nr_dirty, 3);
+	for (unsigned i = 0; i < 4; i++)
+		free(k[i]);
+	node_free(b);
+}
