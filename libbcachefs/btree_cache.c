@@ -50,21 +50,6 @@ struct bch_btree_cache {
 	size_t		pending_bytes;	/* of the nodes' pending lists (in bytes too) */
 	struct bad_node	*bad;		/* fsck: reads that failed (a ring) */
 	unsigned	nr_bad, next_bad;
-	/*
-	 * The leaf each btree's last descent found (bch_btree_leaf_hint()):
-	 * good while no node came into the cache or left it (gen: a split's,
-	 * merge's, move's new nodes are hashed, the nodes they replace
-	 * forgotten; a node's range never changes) and the root is the one it
-	 * was found under (fsck swaps roots by hand).
-	 */
-	uint64_t	gen;
-	struct leaf_hint {
-		struct btree	*b;
-		uint64_t	gen;
-		const struct bch_bkey *root_key;
-		uint64_t	root_seq;
-		unsigned	root_level;
-	}		hint[BCH_BTREE_ID_NR];
 };
 
 #define BAD_NODES_MAX	256
@@ -996,7 +981,8 @@ void bch_btree_node_hash(struct bch_fs *c, struct btree *b)
 
 	b->hnext = bc->hash[h];
 	bc->hash[h] = b;
-	bc->gen++;		/* (a new node may take a hinted leaf's range) */
+	if (c->roots)
+		c->roots->node_gen++;	/* (a new node may take a hinted leaf's range) */
 }
 
 static void lru_touch(struct bch_btree_cache *bc, struct btree *b)
@@ -1031,7 +1017,8 @@ void bch_btree_node_forget(struct bch_fs *c, struct btree *b)
 	struct bch_btree_cache *bc = BC(c);
 
 	hash_remove(bc, b);
-	bc->gen++;		/* no hint keeps it */
+	if (c->roots)
+		c->roots->node_gen++;	/* no leaf hint keeps it */
 	for (struct btree_hold *h = bc->holds; h; h = h->next)
 		if (h->b == b) {
 			h->b = NULL;	/* its reference goes with the node */
@@ -1346,42 +1333,10 @@ int bch_btree_node_get(struct bch_fs *c, unsigned id, unsigned level,
 	return shrink(c, true);	/* the caller holds the path */
 }
 
-/*
- * Is btree id's root the one the hint was found under?  Its key (the same
- * allocation, or fsck put one back) naming the same node: a node's seq is
- * unique.  (The root key was used by the descent, so it is a btree_ptr.)
- */
-static bool hint_root_same(struct bch_fs *c, unsigned id, const struct leaf_hint *h)
+void bch_btree_node_ref(struct bch_fs *c, struct btree *b)
 {
-	const struct btree_root *r = &c->roots->r[id];
-
-	return r->key == h->root_key && r->level == h->root_level &&
-	       ((const struct bch_btree_ptr *)bkey_val(r->key))->seq == h->root_seq;
-}
-
-struct btree *bch_btree_leaf_hint(struct bch_fs *c, unsigned id, struct bch_bpos pos)
-{
-	struct bch_btree_cache *bc = BC(c);
-	struct leaf_hint *h = &bc->hint[id];
-	struct btree *b = h->b;
-
-	if (!b || h->gen != bc->gen || c->panicked || !hint_root_same(c, id, h) ||
-	    bpos_cmp(pos, b->min_key) < 0 || bpos_cmp(pos, b->max_key) > 0)
-		return NULL;
 	b->refs++;
-	lru_touch(bc, b);
-	return b;
-}
-
-void bch_btree_leaf_hint_set(struct bch_fs *c, unsigned id, struct btree *b)
-{
-	struct bch_btree_cache *bc = BC(c);
-	const struct btree_root *r = &c->roots->r[id];
-
-	bc->hint[id] = (struct leaf_hint) {
-		.b = b, .gen = bc->gen, .root_key = r->key, .root_level = r->level,
-		.root_seq = ((const struct bch_btree_ptr *)bkey_val(r->key))->seq,
-	};
+	lru_touch(BC(c), b);
 }
 
 void bch_btree_cache_drop(struct bch_fs *c, const struct bch_extent_ptr *p)
