@@ -769,6 +769,7 @@ static void format_layout(struct bch_bkey_format *f)
 		unsigned word = field_byte[i] / 8, shift = field_byte[i] % 8 * 8;
 
 		f->off[i] = off;
+		f->lim[i] = width_mask(f->bits[i]);
 		off += f->bits[i];
 		f->tmpl[word] |= f->base[i] << shift;
 		if (!f->bits[i])
@@ -867,7 +868,7 @@ static bool fields_fit(const struct bch_bkey_format *f, const uint64_t v[BKF_NR]
 
 #pragma GCC unroll 16
 	for (unsigned i = 0; i < BKF_NR; i++)
-		ok &= (v[i] >= f->base[i]) & (v[i] - f->base[i] <= width_mask(f->bits[i]));
+		ok &= (v[i] >= f->base[i]) & (v[i] - f->base[i] <= f->lim[i]);
 	return ok;
 }
 

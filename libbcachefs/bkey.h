@@ -152,6 +152,8 @@ struct bch_bkey_format {
 	struct bch_bkey_pos_at	pos_at[3];	/* inode, offset, snapshot */
 	struct bch_bkey_field_at live[BKF_NR];
 	uint64_t		base[BKF_NR];
+	uint64_t		lim[BKF_NR];	/* the most over base a field packs (2^bits - 1):
+						 * a pack's check of every field, no shift */
 	uint8_t			bits[BKF_NR];	/* 0 (every key the base) .. the field's width */
 	uint16_t		off[BKF_NR];	/* bit offset of each field (from bits) */
 };

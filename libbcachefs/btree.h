@@ -150,6 +150,7 @@ struct btree {
 	size_t			packed_saved;	/* bytes the live packed keys take less
 						 * than whole (bch_btree_node_live_bytes()) */
 	struct bch_bpos		kfmt_lo;	/* the base the prefixes are taken from */
+	struct bch_bpos		kfmt_ref;	/* and the last position they tell apart */
 	uint8_t			kfmt_mode, kfmt_bits;
 	unsigned		nr, cap;
 	size_t			u64s;		/* of the live keys */
@@ -175,6 +176,9 @@ struct btree {
 	bool			pending_recheck;	/* a key came in while deletes were
 						 * pending: one may be superseded */
 	unsigned		last_insert;	/* index of the key node_array_insert() placed */
+	uint64_t		last_insert_mod;	/* mod when it did, and the key's position:
+						 * the pending_add() after it finds it there */
+	struct bch_bpos		last_insert_pos;
 	struct btree_pending	*pending;
 	unsigned		nr_pending, cap_pending, nr_pending_sorted;
 	struct bch_bkey		**pending_copies;	/* deletes unlike a plain whiteout, whole */
@@ -211,6 +215,21 @@ struct bch_btree_roots {
 	uint64_t		copygc_moves;	/* nodes moved by copygc (for tests, -v) */
 	/* new nodes written holding keys of entries not durable yet (invariant (6); tests) */
 	uint64_t		ahead_splits, ahead_merges, ahead_moves;
+	/*
+	 * The leaf each btree's last descent found (bch_btree_leaf_hint()),
+	 * good while no node came into the cache or left it (node_gen, moved
+	 * by btree_cache.c: a split's, merge's, move's new nodes are hashed,
+	 * the nodes they replace forgotten; a node's range never changes) and
+	 * the root is the one it was found under (fsck swaps roots by hand).
+	 */
+	uint64_t		node_gen;
+	struct bch_leaf_hint {
+		struct btree		*b;
+		uint64_t		gen;
+		const struct bch_bkey	*root_key;
+		uint64_t		root_seq;
+		unsigned		root_level;
+	}			hint[BCH_BTREE_ID_NR];
 };
 
 /* ------------------------------------------------------------ cache */
@@ -268,6 +287,16 @@ void bch_btree_cache_evict_unused(struct bch_fs *c);
  * leaf once (fsck -n), while lookups still find the nodes above cached.
  */
 void bch_btree_cache_set_leaf_limit(struct bch_fs *c, size_t bytes);
+/*
+ * The leaf of btree id that covers pos, with a reference, when it is the
+ * one the last descent found (struct bch_btree_roots' hint) and no node has
+ * come into the cache or left it since, nor the root changed; else NULL
+ * (descend).  bch_btree_find_node()'s shortcut: most lookups fall in the
+ * leaf the one before found.
+ */
+struct btree *bch_btree_leaf_hint(struct bch_fs *c, unsigned id, struct bch_bpos pos);
+/* One more reference to cached node b, which becomes the hottest. */
+void bch_btree_node_ref(struct bch_fs *c, struct btree *b);
 struct btree *bch_btree_cache_first_dirty(struct bch_fs *c);
 struct btree *bch_btree_cache_first_overfull(struct bch_fs *c, size_t u64s);
 size_t bch_btree_cache_bytes(struct bch_fs *c);

@@ -728,3 +728,204 @@ Test(btree_keys, appended_keys_packed_while_they_fit)
 	pk_check(b, gens, "after a whole key");
 	node_free(b);
 }
+
+/*
+ * An overwrite that takes the room of the key it replaces goes in its place
+ * (btree_cache.c insert_in_place()): a packed key packed there, a whole one
+ * copied there; nothing appended, the arena not packed again however often
+ * (an inode's i_size each write).  Another length, a key past the format,
+ * an interior node's key: appended as before.  Each read back whole, and
+ * the changes' bset holds the newest.
+ */
+Test(btree_keys, overwrite_of_same_room_in_place)
+{
+	struct btree *b = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
+	static uint32_t gens[PK_SPAN];
+
+	memset(gens, 0, sizeof(gens));
+	for (unsigned off = 0; off < 300; off++) {
+		struct bch_bkey *k = pk_key(off, gens[off] = 1);
+		bch_btree_node_insert_key(b, k);
+		free(k);
+	}
+	bch_btree_node_pack_keys(b);
+	cr_assert(b->pack_fmt);
+	size_t used = b->arena_used;
+	void *arena = b->arena;
+
+	/* the same keys again and again, new values: in place, packed */
+	for (unsigned n = 0; n < 3000; n++) {
+		unsigned off = (n * 7) % 300;
+		struct bch_bkey *k = pk_key(off, ++gens[off]);
+		bch_btree_node_insert_key(b, k);
+		bch_btree_node_pending_add(b, k);
+		free(k);
+		cr_assert_eq(b->arena_used, used, "overwrite %u of offset %u appended", n, off);
+		cr_assert(bch_btree_key_packed(b, bch_btree_node_find(b, POS(5, off * 1000003ULL, 0))));
+	}
+	cr_assert_eq(b->arena, arena, "overwrites in place packed the leaf again");
+	cr_assert_eq(b->nr_dirty, 300);
+	pk_check(b, gens, "overwritten in place");
+
+	/* the changes' bset: the newest of each */
+	bch_btree_node_pending_sort(b);
+	uint64_t *bset = malloc((b->pending_u64s + 1) * 8);
+	cr_assert(bset);
+	size_t u64s = bch_btree_node_pending_pack(b, bset, b->pending_u64s);
+	cr_assert_eq(u64s, b->pending_u64s);
+	for (size_t o = 0; o < u64s; o += ((const struct bch_bkey *)(bset + o))->u64s) {
+		const struct bch_bkey *k = (const void *)(bset + o);
+		unsigned off = k->p.offset / 1000003ULL;
+		struct bch_bkey *want = pk_key(off, gens[off]);
+		cr_assert(!memcmp(k, want, bkey_bytes(want)), "bset: offset %u not the newest", off);
+		free(want);
+	}
+	free(bset);
+
+	/* past the format (size 77), same length: appended whole, not packed over the old */
+	struct bch_bkey *odd = pk_key(10, 99);
+	odd->size = 77;
+	bch_btree_node_insert_key(b, odd);
+	cr_assert_gt(b->arena_used, used);
+	unsigned i = bch_btree_node_find(b, odd->p);
+	cr_assert_not(bch_btree_key_packed(b, i));
+	/* and a whole key overwritten by one of its length: in its place */
+	used = b->arena_used;
+	odd->size = 78;
+	bch_btree_node_insert_key(b, odd);
+	cr_assert_eq(b->arena_used, used, "a whole key's overwrite appended");
+	struct bch_bkey_buf buf;
+	cr_assert(!memcmp(bch_btree_key(b, i, &buf), odd, bkey_bytes(odd)));
+	free(odd);
+
+	/* another length: appended */
+	struct bch_bkey *longer = pk_key(11, 5);
+	struct bch_bkey *k2 = bch_bkey_alloc(BCH_BKEY_raw, longer->p, sizeof(struct bch_raw) + 64);
+	((struct bch_raw *)bkey_val(k2))->len = 64;
+	used = b->arena_used;
+	bch_btree_node_insert_key(b, k2);
+	cr_assert_gt(b->arena_used, used);
+	cr_assert(!memcmp(bch_btree_key(b, bch_btree_node_find(b, k2->p), &buf), k2, bkey_bytes(k2)));
+	free(longer);
+	free(k2);
+	node_free(b);
+
+	/* an interior node: appended */
+	struct btree *in = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
+	in->level = 1;
+	for (unsigned off = 0; off < 50; off++) {
+		struct bch_bkey *k = pk_key(off, 1);
+		bch_btree_node_insert_key(in, k);
+		free(k);
+	}
+	used = in->arena_used;
+	struct bch_bkey *k = pk_key(7, 2);
+	bch_btree_node_insert_key(in, k);
+	cr_assert_gt(in->arena_used, used);
+	cr_assert(!memcmp(bch_btree_interior_key(in, 7), k, bkey_bytes(k)));
+	free(k);
+	node_free(in);
+}
+
+/* Neighbours in b's (narrow) index whose prefixes tie. */
+static unsigned prefix_ties(const struct btree *b)
+{
+	unsigned n = 0;
+
+	cr_assert_not(b->index_wide);
+	for (unsigned i = 1; i < b->nr; i++)
+		n += b->kpos16[i] == b->kpos16[i - 1];
+	return n;
+}
+
+static void put_raw(struct btree *b, struct bch_bpos p)
+{
+	struct bch_bkey *k = bch_bkey_alloc(BCH_BKEY_raw, p, sizeof(struct bch_raw) + 8);
+
+	((struct bch_raw *)bkey_val(k))->len = 8;
+	bch_btree_node_insert_key(b, k);
+	free(k);
+}
+
+/*
+ * A leaf's prefixes keep telling one file's keys apart, 8 sectors apart,
+ * after a key came before their base (the first overwrite of a file put
+ * whole: the base was the node's min_key, POS_MIN, and every key of the
+ * inode tied), after keys came past their reach (appends), and from an
+ * empty leaf's first key on (btree_cache.c kfmt_refit()).  Every key
+ * still found where the model has it.
+ */
+Test(btree_keys, leaf_prefixes_refit_before_base_and_past_reach)
+{
+	struct btree *b = node(POS_MIN, POS_MAX);
+	struct model m = { 0 };
+
+	rng_state = 0x3f17;
+	printf("btree_keys/leaf_prefixes_refit: seed 0x3f17\n");
+	for (unsigned j = 0; j < 1000; j++) {
+		struct bch_bpos p = POS(4096, 8000 + 8 * (rng() % 1000), 0);
+		put_raw(b, p);
+		model_set(&m, p, false);
+	}
+	bch_btree_node_pack_keys(b);	/* fitted to the keys */
+	unsigned before = prefix_ties(b);
+	cr_assert_lt(before, 5, "%u ties after a pack", before);
+
+	/* before the base, descending: each still apart */
+	for (unsigned j = 1; j <= 900; j++) {
+		struct bch_bpos p = POS(4096, 8000 - 8 * j, 0);
+		put_raw(b, p);
+		model_set(&m, p, false);
+	}
+	cr_assert_lt(prefix_ties(b), 10, "%u ties after keys before the base", prefix_ties(b));
+	check(b, &m);
+
+	/* past the reach, ascending (a file's appends) */
+	for (unsigned j = 0; j < 2000; j++) {
+		struct bch_bpos p = POS(4096, 16000 + 8 * j, 0);
+		put_raw(b, p);
+		model_set(&m, p, false);
+	}
+	cr_assert_lt(prefix_ties(b), 20, "%u ties after keys past the reach", prefix_ties(b));
+	check(b, &m);
+	node_free(b);
+	free(m.p);
+
+	/* an empty leaf's keys, from the first, in order */
+	b = node(POS_MIN, POS_MAX);
+	for (unsigned j = 0; j < 2000; j++)
+		put_raw(b, POS(4096, 8 + 8 * j, 0));
+	cr_assert_lt(prefix_ties(b), 10, "%u ties in a leaf filled in order", prefix_ties(b));
+	for (unsigned j = 0; j < 2000; j++)
+		cr_assert_eq(bch_btree_node_find(b, POS(4096, 8 + 8 * j, 0)), (int)j);
+	node_free(b);
+}
+
+/*
+ * bch_btree_node_pending_add() right after the insert of its key takes the
+ * index the insert left (no search); for any other key, or after another
+ * change, it finds the key's own: the bit is always the key's.
+ */
+Test(btree_keys, pending_add_marks_its_own_key)
+{
+	struct btree *b = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
+	struct bch_bkey *k[4];
+
+	for (unsigned i = 0; i < 4; i++)
+		k[i] = pk_key(10 * i + 1, 1);
+	for (unsigned i = 0; i < 4; i++)
+		bch_btree_node_insert_key(b, k[i]);
+	bch_btree_node_pending_add(b, k[1]);	/* k[3] was the last put */
+	cr_assert_eq(b->nr_dirty, 1);
+	cr_assert(b->kdirty[0] >> 1 & 1, "the bit of another key set");
+	bch_btree_node_insert_key(b, k[2]);	/* over itself, in place */
+	bch_btree_node_insert_key(b, k[0]);
+	bch_btree_node_pending_add(b, k[2]);
+	cr_assert(b->kdirty[0] >> 2 & 1);
+	bch_btree_node_pending_add(b, k[0]);	/* right after its insert */
+	cr_assert_eq(b->kdirty[0], 0x7);
+	cr_assert_eq(b->nr_dirty, 3);
+	for (unsigned i = 0; i < 4; i++)
+		free(k[i]);
+	node_free(b);
+}

@@ -233,3 +233,128 @@ Test(btree_update, deletes_merge_the_leaves_they_empty, .timeout = 120)
 	}
 	testfs_assert_fsck_clean(c, false);
 }
+
+struct cover {
+	struct bch_bpos	pos;
+	struct btree	*leaf;
+};
+
+static int find_cover(struct bch_fs *c, struct btree *b, void *priv)
+{
+	struct cover *cv = priv;
+
+	(void)c;
+	if (!b->level && bpos_cmp(cv->pos, b->min_key) >= 0 && bpos_cmp(cv->pos, b->max_key) <= 0)
+		cv->leaf = b;
+	return 0;
+}
+
+/* The leaf the tree holds for pos (a walk from the root, no hint). */
+static struct btree *leaf_of(struct bch_fs *c, struct bch_bpos pos)
+{
+	struct cover cv = { .pos = pos };
+
+	cr_assert_eq(bch_btree_walk_nodes(c, BCH_BTREE_ID_test, find_cover, &cv), 0);
+	cr_assert(cv.leaf);
+	return cv.leaf;
+}
+
+/* The hint for pos: NULL, or the leaf the tree holds for it. */
+static bool hint_ok(struct bch_fs *c, struct bch_bpos pos, bool *hit)
+{
+	struct btree *h = bch_btree_leaf_hint(c, BCH_BTREE_ID_test, pos);
+
+	*hit = h;
+	if (!h)
+		return true;
+	bch_btree_node_put(c, h);
+	return h == leaf_of(c, pos);
+}
+
+/*
+ * bch_btree_find_node()'s leaf hint (btree_cache.c): taken by a lookup,
+ * it hands out only the leaf the tree holds for a position, through splits
+ * (keys in random order into many leaves), merges (most deleted), and
+ * eviction (no hint outlives its node: gone after the cache empties);
+ * outside the hinted leaf's range, none.  Seed printed.
+ */
+Test(btree_update, leaf_hint_follows_splits_merges_and_eviction, .timeout = 120)
+{
+	struct bch_fs *c = one.c;
+	enum { NK = 8000, BATCH = 50 };
+	static unsigned perm[NK];
+	uint64_t seed = 98;
+	unsigned hits = 0, misses_elsewhere = 0;
+	bool hit;
+
+	printf("btree_update leaf hint: seed %llu, %u keys\n", (unsigned long long)seed, NK);
+	for (unsigned i = 0; i < NK; i++)
+		perm[i] = i;
+	for (unsigned i = NK - 1; i > 0; i--) {
+		unsigned j = testfs_xorshift(&seed) % (i + 1), x = perm[i];
+		perm[i] = perm[j];
+		perm[j] = x;
+	}
+	for (unsigned i = 0; i < NK; i += BATCH) {
+		struct btree_trans *t;
+		cr_assert_eq(bch_trans_init(c, &t), 0);
+		for (unsigned j = i; j < i + BATCH; j++) {
+			struct bch_bkey *k = testfs_raw_key(POS(9, perm[j], 0), perm[j], 8, 1);
+			cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, k), 0);
+			free(k);
+		}
+		cr_assert_eq(bch_trans_commit(t, 0), 0, "%s", c->err_msg);
+		bch_trans_exit(t);
+		/* the commit's leaves may have split since its last descent */
+		struct bch_bpos p = POS(9, perm[i], 0), far = POS(9, perm[(i + NK / 2) % NK], 0);
+		cr_assert(hint_ok(c, p, &hit), "after commit %u: a stale leaf", i / BATCH);
+		struct bch_bkey *k;
+		cr_assert_eq(bch_btree_lookup(c, BCH_BTREE_ID_test, p, &k), 0, "key %u", perm[i]);
+		free(k);
+		cr_assert(hint_ok(c, p, &hit));
+		cr_assert(hit, "a lookup left no hint");
+		hits++;
+		struct btree *h = bch_btree_leaf_hint(c, BCH_BTREE_ID_test, p);
+		cr_assert(h);
+		bool inside = bpos_cmp(far, h->min_key) >= 0 && bpos_cmp(far, h->max_key) <= 0;
+		bch_btree_node_put(c, h);
+		cr_assert(hint_ok(c, far, &hit));
+		cr_assert_eq(hit, inside, "a hint for a position outside its leaf");
+		misses_elsewhere += !inside;
+	}
+	cr_assert_geq(leaves(c), 8, "too few leaves to split");
+	cr_assert_gt(misses_elsewhere, 0);
+
+	/* eviction: no hint outlives its node */
+	cr_assert_eq(bch_btree_flush_all(c), 0, "%s", c->err_msg);
+	bch_btree_cache_evict_unused(c);
+	for (unsigned i = 0; i < NK; i += 97)
+		cr_assert_null(bch_btree_leaf_hint(c, BCH_BTREE_ID_test, POS(9, i, 0)), "hint after eviction");
+
+	/* merges: most deleted, in random order; each lookup's hint the tree's leaf */
+	for (unsigned i = 0; i < NK; ) {
+		struct btree_trans *t;
+		cr_assert_eq(bch_trans_init(c, &t), 0);
+		for (unsigned n = 0; n < BATCH && i < NK; i++) {
+			if (perm[i] % 500 == 0)
+				continue;
+			struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted,
+					      .p = POS(9, perm[i], 0) };
+			cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, &d), 0);
+			n++;
+		}
+		cr_assert_eq(bch_trans_commit(t, 0), 0, "%s", c->err_msg);
+		bch_trans_exit(t);
+		struct bch_bpos p = POS(9, (i / BATCH % (NK / 500)) * 500, 0);
+		cr_assert(hint_ok(c, p, &hit), "after deletes to %u: a stale leaf", i);
+		struct bch_bkey *k;
+		cr_assert_eq(bch_btree_lookup(c, BCH_BTREE_ID_test, p, &k), 0, "key %llu",
+			     (unsigned long long)p.offset);
+		free(k);
+		cr_assert(hint_ok(c, p, &hit));
+	}
+	cr_assert_leq(leaves(c), 2);
+	printf("btree_update leaf hint: %u hints checked, %u positions outside them\n", hits,
+	       misses_elsewhere);
+	testfs_assert_fsck_clean(c, false);
+}
