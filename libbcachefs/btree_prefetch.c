@@ -646,6 +646,7 @@ static void adopt(struct btree *b, struct btree *t)
 	b->index_wide = t->index_wide;
 	b->kpos = t->kpos;
 	b->kfmt_lo = t->kfmt_lo;
+	b->kfmt_ref = t->kfmt_ref;
 	b->kfmt_mode = t->kfmt_mode;
 	b->kfmt_bits = t->kfmt_bits;
 	b->nr = t->nr;
