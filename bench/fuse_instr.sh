@@ -63,6 +63,14 @@
 # 8.5k -> 6.4k, op_create 17.6k -> 14.8k, op_unlink 16.5k -> 14.0k,
 # op_forget 12.3k -> 10.4k, op_getxattr 3.8k -> 1.2k, op_lookup 3.8k ->
 # 3.1k, op_getattr 2.2k -> 1.9k, bch_trans_commit 7.0k -> 6.6k a call.
+# Session 29 (h-engine39: a leaf key overwritten by one of its length in
+# its place, the last descent's leaf reused while no node came or went,
+# search prefixes refitted, packing and pending marks cheaper), d254848 ->
+# session 29's end, one run, load 2.8: randwrite op_write 22.9k -> 19.5k
+# (its commit 10.2k -> 7.5k); untar and rm -rf: op_write 19.1k -> 17.1k,
+# op_setattr 6.4k -> 4.5k, op_create 14.8k -> 13.6k, op_unlink 13.9k ->
+# 11.7k, op_forget 11.4k -> 10.4k, op_lookup 3.1k -> 2.9k, op_getattr
+# 1.9k -> 1.7k, op_readdirplus 371k -> 324k, bch_trans_commit 6.6k -> 5.2k.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 NIOS=${NIOS:-4096}
