@@ -124,6 +124,7 @@ struct bch_fs {
 	uint64_t		rebalance_kicks;	/* rebalance.c: bch_rebalance_kick() calls */
 	uint64_t		promoted;	/* io.c: extents given a cached copy by reads */
 	uint64_t		data_reuse_seq;	/* io.h: bumped (atomically, engine lock held)
+						 * (from where fs.c reuse_seq_base() starts it)
 						 * before a write over space that held data;
 						 * reads planned before it are redone */
 	uint64_t		reserved_sectors;	/* extents.c: disk sectors promised to

@@ -651,6 +651,23 @@ static int start_rw(struct bch_fs *c)
 	return bch_btree_split_overfull(c);
 }
 
+/*
+ * Where an open's c->data_reuse_seq starts (io.h): past every earlier
+ * open's in this process, 2^40 bumps apart.  A read plan, or a slot of a
+ * read-ahead cache that outlives the open (fusemount's m->rac across a
+ * remount's reopen, fs_read.c), is keyed by the seq and by its device's
+ * struct, whose address a later open may get again: with seqs restarting
+ * at 0, a slot read on one open matched an extent written over its space
+ * before the next (tests/unit/readahead_reopen_test.c: another file's old
+ * bytes served, with data_checksum=none).
+ */
+static uint64_t reuse_seq_base(void)
+{
+	static uint64_t next;
+
+	return __atomic_add_fetch(&next, 1ULL << 40, __ATOMIC_SEQ_CST);
+}
+
 static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts,
 		   bool allow_no_roots, struct bch_fs **ret)
 {
@@ -662,6 +679,7 @@ static int fs_open(char * const *paths, unsigned nr, const struct bch_opts *opts
 
 	if (!c)
 		return -ENOMEM;
+	c->data_reuse_seq = reuse_seq_base();
 	*ret = c;
 	pthread_mutex_init(&c->lock, NULL);
 	bch_opts_default(&c->opts);
