@@ -1669,9 +1669,16 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	if (!r)
 		fm_changed(m, fm_from_fuse(ino));
 	UNLOCK(m);
-	fm_lf->reply_err(req, -r);
-	if (!r)		/* collapse and insert move what follows: all of it */
+	/*
+	 * The other sessions told before the reply, as op_write() does: once
+	 * fallocate(2) returns, a read through another mountpoint must not
+	 * find the punched bytes in its page cache (t112 read them about one
+	 * run in four).  Collapse
+	 * and insert move what follows: all of it.
+	 */
+	if (!r)
 		fm_others_inode(se, ino, 0, 0);
+	fm_lf->reply_err(req, -r);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
@@ -1742,9 +1749,9 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		fm_lf->reply_err(req, (int)-r);
 		return;
 	}
-	fm_lf->reply_write(req, done);
-	if (done)
+	if (done)	/* before the reply, as op_write() */
 		fm_others_inode(se, ino_out, off_out, done);
+	fm_lf->reply_write(req, done);
 }
 
 /* ------------------------------------------------------------ file flags */

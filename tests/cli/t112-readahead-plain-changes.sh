@@ -16,6 +16,9 @@
 # Part 2, one mountpoint, crc32c: unaligned writes, truncates, punches,
 # reflinks, renames over, mmap and O_DIRECT writes, each followed by a
 # whole read (128 KiB and 1 MiB requests) against a model.  fsck clean.
+# Part 1 read a punched block's older bytes about one run in four (also
+# with d254848's binary) until fallocate and copy_file_range told the
+# other mountpoint before their reply, as write does (session 29).
 # Data: python's random.Random, seeds 112, 113.
 need_fuse
 need python3
