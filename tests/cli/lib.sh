@@ -79,3 +79,14 @@ fuse_part() {
 }
 # root_part WHAT: true when run as root; else WHAT is recorded as skipped
 root_part() { [ "$(id -u)" = 0 ] || { skip_part "$*: needs root"; return 1; }; }
+
+# traced_mount SYSCALLS IMAGE MNT [BIN]: the daemon in the foreground under
+# strace (its SYSCALLS to ./trace), in the background as $spid, once MNT is
+# mounted; fails with strace's messages when it is not.  The caller unmounts
+# MNT, then waits for $spid.
+traced_mount() {
+	strace -f -qq -e trace="$1" -o trace ${4:-$B} fusemount -f "$2" "$3" 2>strace.err &
+	spid=$!
+	for i in $(seq 100); do mountpoint -q "$3" && return 0; sleep 0.1; done
+	fail "$3 not mounted under strace: $(cat strace.err)"
+}

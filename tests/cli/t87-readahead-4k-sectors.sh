@@ -43,10 +43,7 @@ PY
 	fusermount3 -u m || fail "$name: unmount"
 
 	# a fresh mount, traced: every read reaches the daemon, in order
-	strace -f -qq -e trace=preadv -o trace $BIN fusemount -f "$PWD/ext/img" m 2>strace.err &
-	spid=$!
-	for i in $(seq 100); do mountpoint -q m && break; sleep 0.1; done
-	mountpoint -q m || fail "$name: not mounted: $(cat strace.err)"
+	traced_mount preadv "$PWD/ext/img" m $BIN
 	cmp r m/r || fail "$name: read back differs"
 	fusermount3 -u m || fail "$name: unmount"
 	wait "$spid"; spid=

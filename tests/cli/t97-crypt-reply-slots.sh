@@ -26,10 +26,7 @@ expect_rc 0 $BIN fusemount "$PWD/img" m
 fusermount3 -u m || fail "unmount"
 
 # a fresh mount, traced: every read reaches the daemon
-strace -f -qq -e trace=writev -o trace $BIN fusemount -f "$PWD/img" m 2>strace.err &
-spid=$!
-for i in $(seq 100); do mountpoint -q m && break; sleep 0.1; done
-mountpoint -q m || fail "not mounted: $(cat strace.err)"
+traced_mount writev "$PWD/img" m $BIN
 cmp r m/r || fail "sequential read differs"
 # two readers at once (the read-ahead follows one of them), one of an odd size
 cmp q m/q & c1=$!

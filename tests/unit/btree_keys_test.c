@@ -539,6 +539,20 @@ static struct bch_bkey *pk_key(unsigned off, uint32_t gen)
 	return k;
 }
 
+/* An interior node of inode 5 holding pk_key(0..n-1, 1). */
+static struct btree *interior_node(unsigned n)
+{
+	struct btree *in = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
+
+	in->level = 1;
+	for (unsigned off = 0; off < n; off++) {
+		struct bch_bkey *k = pk_key(off, 1);
+		bch_btree_node_insert_key(in, k);
+		free(k);
+	}
+	return in;
+}
+
 /* Every key of b where gens[] has one, whole; the live bytes as the keys lie. */
 static void pk_check(const struct btree *b, const uint32_t *gens, const char *when)
 {
@@ -668,13 +682,7 @@ Test(btree_keys, leaf_keys_held_packed)
 	node_free(b);
 
 	/* an interior node: whole */
-	struct btree *in = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
-	in->level = 1;
-	for (unsigned i = 0; i < 500; i++) {
-		struct bch_bkey *k = pk_key(i, 1);
-		bch_btree_node_insert_key(in, k);
-		free(k);
-	}
+	struct btree *in = interior_node(500);
 	bch_btree_node_pack_keys(in);
 	cr_assert_null(in->pack_fmt);
 	cr_assert_eq(bch_btree_node_live_bytes(in), in->u64s * 8);
@@ -811,13 +819,7 @@ Test(btree_keys, overwrite_of_same_room_in_place)
 	node_free(b);
 
 	/* an interior node: appended */
-	struct btree *in = node(POS(5, 0, 0), POS(5, UINT64_MAX, UINT32_MAX));
-	in->level = 1;
-	for (unsigned off = 0; off < 50; off++) {
-		struct bch_bkey *k = pk_key(off, 1);
-		bch_btree_node_insert_key(in, k);
-		free(k);
-	}
+	struct btree *in = interior_node(50);
 	used = in->arena_used;
 	struct bch_bkey *k = pk_key(7, 2);
 	bch_btree_node_insert_key(in, k);

@@ -172,6 +172,46 @@ static unsigned leaves(struct bch_fs *c)
 	return n;
 }
 
+/* perm[0..n) = 0..n-1 in an order drawn from *seed (Fisher-Yates). */
+static void shuffled(unsigned *perm, unsigned n, uint64_t *seed)
+{
+	for (unsigned i = 0; i < n; i++)
+		perm[i] = i;
+	for (unsigned i = n - 1; i > 0; i--) {
+		unsigned j = testfs_xorshift(seed) % (i + 1), x = perm[i];
+		perm[i] = perm[j];
+		perm[j] = x;
+	}
+}
+
+/*
+ * Delete the keys POS(9, perm[i], 0) in perm's order, batch to a
+ * transaction, all but those whose number is a multiple of keep; after
+ * each commit, after_commit(c, i) with i the number of perm's entries
+ * taken so far (NULL: nothing).
+ */
+static void delete_in_batches(struct bch_fs *c, const unsigned *perm, unsigned n,
+			      unsigned batch, unsigned keep,
+			      void (*after_commit)(struct bch_fs *, unsigned))
+{
+	for (unsigned i = 0; i < n; ) {
+		struct btree_trans *t;
+		cr_assert_eq(bch_trans_init(c, &t), 0);
+		for (unsigned k = 0; k < batch && i < n; i++) {
+			if (perm[i] % keep == 0)
+				continue;
+			struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted,
+					      .p = POS(9, perm[i], 0) };
+			cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, &d), 0);
+			k++;
+		}
+		cr_assert_eq(bch_trans_commit(t, 0), 0, "%s", c->err_msg);
+		bch_trans_exit(t);
+		if (after_commit)
+			after_commit(c, i);
+	}
+}
+
 /*
  * Deletes merge the leaves they leave small with a sibling (maybe_merge());
  * a commit looks only at deletes whose leaf is small after it
@@ -202,28 +242,9 @@ Test(btree_update, deletes_merge_the_leaves_they_empty, .timeout = 120)
 	unsigned before = leaves(c);
 	cr_assert_geq(before, 8, "%u keys in %u leaves: too few to merge", NK, before);
 
-	for (unsigned i = 0; i < NK; i++)
-		perm[i] = i;
-	for (unsigned i = NK - 1; i > 0; i--) {
-		unsigned j = testfs_xorshift(&seed) % (i + 1), x = perm[i];
-		perm[i] = perm[j];
-		perm[j] = x;
-	}
+	shuffled(perm, NK, &seed);
 	/* all but every 1000th, in random order */
-	for (unsigned i = 0; i < NK; ) {
-		struct btree_trans *t;
-		cr_assert_eq(bch_trans_init(c, &t), 0);
-		for (unsigned n = 0; n < BATCH && i < NK; i++) {
-			if (perm[i] % 1000 == 0)
-				continue;
-			struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted,
-					      .p = POS(9, perm[i], 0) };
-			cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, &d), 0);
-			n++;
-		}
-		cr_assert_eq(bch_trans_commit(t, 0), 0, "%s", c->err_msg);
-		bch_trans_exit(t);
-	}
+	delete_in_batches(c, perm, NK, BATCH, 1000, NULL);
 	unsigned after = leaves(c);
 	cr_assert_leq(after, 2, "%u leaves left of %u for %u keys", after, before, NK / 1000);
 	for (unsigned i = 0; i < NK; i += 1000) {
@@ -271,6 +292,22 @@ static bool hint_ok(struct bch_fs *c, struct bch_bpos pos, bool *hit)
 	return h == leaf_of(c, pos);
 }
 
+enum { HINT_NK = 8000, HINT_BATCH = 50, HINT_KEEP = 500 };
+
+/* After deletes up to perm[i]: a kept key's hint, before and after its lookup. */
+static void hint_after_deletes(struct bch_fs *c, unsigned i)
+{
+	struct bch_bpos p = POS(9, (i / HINT_BATCH % (HINT_NK / HINT_KEEP)) * HINT_KEEP, 0);
+	struct bch_bkey *k;
+	bool hit;
+
+	cr_assert(hint_ok(c, p, &hit), "after deletes to %u: a stale leaf", i);
+	cr_assert_eq(bch_btree_lookup(c, BCH_BTREE_ID_test, p, &k), 0, "key %llu",
+		     (unsigned long long)p.offset);
+	free(k);
+	cr_assert(hint_ok(c, p, &hit));
+}
+
 /*
  * bch_btree_find_node()'s leaf hint (btree_cache.c): taken by a lookup,
  * it hands out only the leaf the tree holds for a position, through splits
@@ -281,20 +318,14 @@ static bool hint_ok(struct bch_fs *c, struct bch_bpos pos, bool *hit)
 Test(btree_update, leaf_hint_follows_splits_merges_and_eviction, .timeout = 120)
 {
 	struct bch_fs *c = one.c;
-	enum { NK = 8000, BATCH = 50 };
+	enum { NK = HINT_NK, BATCH = HINT_BATCH };
 	static unsigned perm[NK];
 	uint64_t seed = 98;
 	unsigned hits = 0, misses_elsewhere = 0;
 	bool hit;
 
 	printf("btree_update leaf hint: seed %llu, %u keys\n", (unsigned long long)seed, NK);
-	for (unsigned i = 0; i < NK; i++)
-		perm[i] = i;
-	for (unsigned i = NK - 1; i > 0; i--) {
-		unsigned j = testfs_xorshift(&seed) % (i + 1), x = perm[i];
-		perm[i] = perm[j];
-		perm[j] = x;
-	}
+	shuffled(perm, NK, &seed);
 	for (unsigned i = 0; i < NK; i += BATCH) {
 		struct btree_trans *t;
 		cr_assert_eq(bch_trans_init(c, &t), 0);
@@ -332,27 +363,7 @@ Test(btree_update, leaf_hint_follows_splits_merges_and_eviction, .timeout = 120)
 		cr_assert_null(bch_btree_leaf_hint(c, BCH_BTREE_ID_test, POS(9, i, 0)), "hint after eviction");
 
 	/* merges: most deleted, in random order; each lookup's hint the tree's leaf */
-	for (unsigned i = 0; i < NK; ) {
-		struct btree_trans *t;
-		cr_assert_eq(bch_trans_init(c, &t), 0);
-		for (unsigned n = 0; n < BATCH && i < NK; i++) {
-			if (perm[i] % 500 == 0)
-				continue;
-			struct bch_bkey d = { .u64s = BCH_BKEY_U64s, .type = BCH_BKEY_deleted,
-					      .p = POS(9, perm[i], 0) };
-			cr_assert_eq(bch_trans_update(t, BCH_BTREE_ID_test, &d), 0);
-			n++;
-		}
-		cr_assert_eq(bch_trans_commit(t, 0), 0, "%s", c->err_msg);
-		bch_trans_exit(t);
-		struct bch_bpos p = POS(9, (i / BATCH % (NK / 500)) * 500, 0);
-		cr_assert(hint_ok(c, p, &hit), "after deletes to %u: a stale leaf", i);
-		struct bch_bkey *k;
-		cr_assert_eq(bch_btree_lookup(c, BCH_BTREE_ID_test, p, &k), 0, "key %llu",
-			     (unsigned long long)p.offset);
-		free(k);
-		cr_assert(hint_ok(c, p, &hit));
-	}
+	delete_in_batches(c, perm, NK, HINT_BATCH, HINT_KEEP, hint_after_deletes);
 	cr_assert_leq(leaves(c), 2);
 	printf("btree_update leaf hint: %u hints checked, %u positions outside them\n", hits,
 	       misses_elsewhere);
