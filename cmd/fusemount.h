@@ -558,15 +558,23 @@ int fm_kill_caps(struct fmount *m, uint64_t inum, bool *gone);
 /*
  * Invariant (9): what one session changed, the other sessions' kernels may
  * hold cached (attributes, pages, names and negative names): tell them.
- * Called after the reply, without lock: the kernel of the other session may
- * hold the inode or directory lock the notification needs, for a request
- * of its own that waits for lock (or for the reply of this one).  skip:
- * the session that made the change (NULL: a command made it, tell all).
+ * Without lock: the kernel of the other session may hold the inode,
+ * directory or page lock the notice needs for a request of its own that
+ * waits for lock.  A name's notice comes after the reply: the other
+ * kernel's directory lock may be held for a request of its own in the
+ * same directory whose thread tells us of its change (each waits for the
+ * other's lock).  An inode's comes before it (its attributes take no lock
+ * the kernel holds for a request; pages are locked only for a request of
+ * the other session, which another thread answers), so once the call
+ * returns no other mountpoint serves its old attributes, ACL or bytes.
+ * skip: the session that made the change (NULL: a command made it, tell all).
  */
 void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t ino,
 			    const char *name, off_t off, off_t len);
 
 void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len);
+/* Session s joined: the others drop what they cached for TIMEOUT (names, attributes). */
+void fm_notify_joined(struct fmount *m, const struct fsess *s);
 void fm_others_entry(struct fsess *s, fuse_ino_t parent, const char *name);
 
 /* ------------------------------------------------------------ fusemount_ops.c */

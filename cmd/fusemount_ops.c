@@ -445,9 +445,14 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fm_lf->reply_err(req, -r);
 		return;
 	}
+	/*
+	 * The others told before the reply (fm_notify_sessions()): a reader
+	 * through another mountpoint read a truncated file's old bytes from its
+	 * page cache after truncate(2) had returned (t117, 59 of 100).
+	 */
+	fm_others_inode(se, ino, (to_set & FUSE_SET_ATTR_SIZE) ? 0 : -1, 0);
 	fm_fix_st(&st);
 	fm_lf->reply_attr(req, &st, fm_cache_timeout(m));
-	fm_others_inode(se, ino, (to_set & FUSE_SET_ATTR_SIZE) ? 0 : -1, 0);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -484,9 +489,9 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum, fu
 		fm_lf->reply_err(req, -r);
 		return;
 	}
+	fm_others_inode(se, fm_to_fuse(inum), -1, 0);		/* a link: its count */
 	fm_lf->reply_entry(req, &e);
 	fm_others_entry(se, parent, name);
-	fm_others_inode(se, fm_to_fuse(inum), -1, 0);		/* a link: its count */
 }
 
 /*
@@ -596,12 +601,14 @@ static uint64_t name_inum(struct fmount *m, fuse_ino_t parent, const char *name)
 	return inum;
 }
 
-/* After a name went (unlink, rmdir, a rename's target): the others forget it. */
-static void others_gone(struct fsess *se, fuse_ino_t parent, const char *name, uint64_t inum)
+/*
+ * A name went (unlink, rmdir, a rename's target): the others forget its
+ * inode's link count before the reply, the name after (fm_notify_sessions()).
+ */
+static void others_gone_inode(struct fsess *se, uint64_t inum)
 {
-	fm_others_entry(se, parent, name);
 	if (inum)
-		fm_others_inode(se, fm_to_fuse(inum), -1, 0);	/* its link count */
+		fm_others_inode(se, fm_to_fuse(inum), -1, 0);
 }
 
 /* unlink or rmdir: the space of the queued frees first if it runs short (fm_frees_run()) */
@@ -622,9 +629,11 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, boo
 	if (!r)
 		fm_changed(m, fm_from_fuse(parent));
 	UNLOCK(m);
+	if (!r)
+		others_gone_inode(se, inum);
 	fm_lf->reply_err(req, -r);
 	if (!r)
-		others_gone(se, parent, name, inum);
+		fm_others_entry(se, parent, name);
 }
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -666,10 +675,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		fm_changed(m, fm_from_fuse(newparent));
 	}
 	UNLOCK(m);
+	if (!r)
+		others_gone_inode(se, target);
 	fm_lf->reply_err(req, -r);
 	if (!r) {
 		fm_others_entry(se, parent, name);
-		others_gone(se, newparent, newname, target);
+		fm_others_entry(se, newparent, newname);
 	}
 }
 
@@ -762,6 +773,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	/* the kernel forgets a cached atime after a read, not after an open */
 	if (due)
 		fm_lf->lowlevel_notify_inval_inode(fm_session(req)->se, ino, -1, 0);
+	/*
+	 * O_TRUNC truncated: the others drop the file's pages and size before
+	 * open(2) returns, as after truncate(2) (op_setattr()); a reader
+	 * through another mountpoint read the old bytes from its page cache
+	 * with no notice at all (t117, 100 of 100).
+	 */
+	if ((fi->flags & O_TRUNC) && S_ISREG(st.st_mode))
+		fm_others_inode(fm_session(req), ino, 0, 0);
 	fi->keep_cache = !due;
 	set_direct(fi, fh);
 	fm_lf->reply_open(req, fi);
@@ -1450,9 +1469,9 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	if (!r && !strncmp(name, "bcachefs.", 9))
 		fm_bg_wake(m, true);	/* per-file options: parked work may now go elsewhere */
 	UNLOCK(m);
-	fm_lf->reply_err(req, -r);
 	if (!r)
 		fm_others_inode(se, ino, -1, 0);	/* ctime, and the mode and ACL the kernel caches */
+	fm_lf->reply_err(req, -r);
 }
 
 /* A virtual xattr's value: its length for a size query, ERANGE if it does not fit. */
@@ -1648,9 +1667,9 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 	if (!r && !strncmp(name, "bcachefs.", 9))
 		fm_bg_wake(m, true);
 	UNLOCK(m);
-	fm_lf->reply_err(req, -r);
 	if (!r)
 		fm_others_inode(se, ino, -1, 0);
+	fm_lf->reply_err(req, -r);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
@@ -1890,9 +1909,8 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 		fm_lf->reply_err(req, -r);
 		return;
 	}
-	struct fsess *se = fm_session(req);
+	fm_others_inode(fm_session(req), ino, -1, 0);
 	fm_lf->reply_ioctl(req, 0, NULL, 0);
-	fm_others_inode(se, ino, -1, 0);
 }
 
 const struct fuse_lowlevel_ops fm_ops = {

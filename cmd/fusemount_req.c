@@ -498,11 +498,11 @@ void fm_lazy_drop(struct fmount *m, uint64_t inum)
 /*
  * How long a kernel may keep a name, a missing name or attributes: TIMEOUT
  * while one session serves the filesystem, not at all while several do
- * (invariant 9).  Another session's change is notified after its reply, so
- * a kernel that kept them could answer from its cache in between: t70 saw a
- * name created through one mountpoint still missing through the other.
- * What a kernel cached before the second session joined is dropped by the
- * notices alone.
+ * (invariant 9).  Another session's change of a name is notified after its
+ * reply, so a kernel that kept them could answer from its cache in
+ * between: t70 saw a name created through one mountpoint still missing
+ * through the other.  What a kernel cached before the second session
+ * joined is dropped at the join (fm_notify_joined()).
  */
 double fm_cache_timeout(struct fmount *m)
 {
@@ -1020,6 +1020,58 @@ void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t i
 			fm_lf->lowlevel_notify_inval_inode(o->se, ino, off, len);
 	}
 	pthread_rwlock_unlock(&m->sess_rw);
+}
+
+/* The kernel's FUSE_NOTIFY_INC_EPOCH (protocol 7.44, Linux 6.16; not in libfuse 3.14's headers) */
+#define NOTIFY_INC_EPOCH	8
+
+/*
+ * Every name the kernel of se holds (and every missing name) is looked up
+ * again before its next use: its connection's epoch moves past the one
+ * each dentry was made in.  0, or -errno (EINVAL: a kernel without it).
+ */
+static int notify_inc_epoch(struct fuse_session *se)
+{
+	struct fuse_out_header out = { .len = sizeof(out), .error = NOTIFY_INC_EPOCH };
+
+	return write(fm_lf->session_fd(se), &out, sizeof(out)) == sizeof(out) ? 0 : -errno;
+}
+
+/*
+ * Session s joined (invariant 9): the kernels of the others cached names,
+ * missing names and attributes for TIMEOUT while they were alone, and no
+ * notice after another session's reply closes the moment in between
+ * (t117: a name removed through the new mountpoint was still found through
+ * the old one right after unlink(2) returned).  From now on they cache
+ * nothing (fm_cache_timeout()); here they drop what they have: their
+ * names by the epoch, the attributes of every inode held.  Without lock;
+ * after sess_add().  A kernel before 6.16 keeps its names until the
+ * notices of their changes come (the man page says so).
+ */
+void fm_notify_joined(struct fmount *m, const struct fsess *s)
+{
+	uint64_t *inums = NULL;
+	size_t nr = 0;
+
+	LOCK(m);
+	if (m->nr_held && (inums = malloc(m->nr_held * sizeof(*inums))))
+		for (size_t i = 0; i < m->cap_held && nr < m->nr_held; i++)
+			if (m->held[i].inum)
+				inums[nr++] = m->held[i].inum;
+	UNLOCK(m);
+	pthread_rwlock_rdlock(&m->sess_rw);
+	for (struct fsess *o = m->sess; o; o = o->next) {
+		if (o == s)
+			continue;
+		int r = notify_inc_epoch(o->se);
+		if (r && r != -EINVAL)
+			fprintf(stderr, "bcachefs fusemount: %s: dropping the names the kernel "
+				"cached: %s\n", o->mnt, strerror(-r));
+		for (size_t i = 0; i < nr; i++)
+			fm_lf->lowlevel_notify_inval_inode(o->se, fm_to_fuse(inums[i]), -1, 0);
+	}
+	pthread_rwlock_unlock(&m->sess_rw);
+	free(inums);
 }
 
 void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
