@@ -219,7 +219,9 @@ struct fmount {
  * with EIO (nothing written); while DIR/fsync-park exists, an fsync whose
  * journal write has finished parks before it takes the lock again,
  * holding nothing (DIR/fsync-parked made, at most 60 s), so that command
- * bodies run, and may replace m->c, before it looks (t95).
+ * bodies run, and may replace m->c, before it looks (t95); while
+ * DIR/acl-fail exists, a create's inherited access ACL fails with EIO
+ * after the name is made (t118).
  */
 #define TEST_GATE_ENV	"BCACHEFS_TEST_GATE"
 
@@ -462,6 +464,8 @@ void fm_need_back(struct fmount *m);	/* DEVICES -> ENGINE */
 void fm_need_drop_devices(struct fmount *m);
 /* With DEVICES held (TEST_GATE_ENV): park there, DEVICES let go meanwhile. */
 void fm_test_park(struct fmount *m);
+/* TEST_GATE_ENV: DIR/name exists (a failure to make on purpose). */
+bool fm_test_gate(struct fmount *m, const char *name);
 
 /*
  * With ENGINE held: wait (it released meanwhile) until ready(m, arg); the

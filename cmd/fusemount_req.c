@@ -745,6 +745,16 @@ void fm_need_drop_devices(struct fmount *m)
 	pthread_rwlock_unlock(&m->ra_lock);
 }
 
+bool fm_test_gate(struct fmount *m, const char *name)
+{
+	char p[PATH_MAX];
+
+	if (!m->test_gate)
+		return false;
+	snprintf(p, sizeof(p), "%s/%s", m->test_gate, name);
+	return !access(p, F_OK);
+}
+
 void fm_test_park(struct fmount *m)
 {
 	char park[PATH_MAX], parked[PATH_MAX];
