@@ -113,6 +113,9 @@ struct fmount {
 	pthread_mutex_t	lock;
 	struct held	*held;
 	size_t		nr_held, cap_held;	/* cap: power of two */
+	size_t		held_hint[2];	/* slots of the last two found (held_find()): a
+					 * request asks of its inode and its parent a few
+					 * times each; checked by inum, so never wrong */
 	/*
 	 * Inodes the kernel forgot, to free if unlinked (frees_run()): an
 	 * rm -rf's files go FREE_PENDING at a time in a few transactions, not
@@ -204,7 +207,10 @@ struct fmount {
 	 * done, while a holder of lock has ends_open set, queues itself on
 	 * ends and sleeps; that holder ends it before it lets lock go.
 	 * Under ends_mu, taken with or without lock held; lock is never taken
-	 * with ends_mu held.
+	 * with ends_mu held.  Looked at without it where a stale look is
+	 * safe (fusemount_ops.c, ends_run()): ends_open set by lock's holder,
+	 * ends found empty before a look under ends_mu, ends_open found clear
+	 * by a write that then takes lock itself.
 	 */
 	pthread_mutex_t	ends_mu;
 	struct end_wait	*ends;		/* in the order they came */
@@ -372,8 +378,16 @@ uint64_t fm_fh_new(struct fmount *m);
  */
 int fm_lost_check(struct fmount *m, uint64_t inum, uint64_t fh);
 
-fuse_ino_t fm_to_fuse(uint64_t inum);
-uint64_t fm_from_fuse(fuse_ino_t ino);
+/* Our root is FUSE's FUSE_ROOT_ID; every other number is the same (inline: a few a request). */
+static inline fuse_ino_t fm_to_fuse(uint64_t inum)
+{
+	return inum == BCH_ROOT_INO ? FUSE_ROOT_ID : inum;
+}
+
+static inline uint64_t fm_from_fuse(fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? BCH_ROOT_INO : ino;
+}
 
 /* One more (+1) or one fewer (-1) file or directory open in ino's subvolume (lock held). */
 void fm_open_count(struct fmount *m, fuse_ino_t ino, int d);
@@ -576,10 +590,25 @@ int fm_kill_caps(struct fmount *m, uint64_t inum, bool *gone);
 void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t ino,
 			    const char *name, off_t off, off_t len);
 
-void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len);
 /* Session s joined: the others drop what they cached for TIMEOUT (names, attributes). */
 void fm_notify_joined(struct fmount *m, const struct fsess *s);
-void fm_others_entry(struct fsess *s, fuse_ino_t parent, const char *name);
+
+/*
+ * s changed ino (its attributes; its pages in [off, off + len) unless off
+ * < 0) or a name of directory parent: tell the other sessions.  Inline:
+ * with one session, every change's notice is a load and a branch.
+ */
+static inline void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
+{
+	if (atomic_load_explicit(&s->m->nr_sess, memory_order_relaxed) > 1)
+		fm_notify_sessions(s->m, s, ino, NULL, off, len);
+}
+
+static inline void fm_others_entry(struct fsess *s, fuse_ino_t parent, const char *name)
+{
+	if (atomic_load_explicit(&s->m->nr_sess, memory_order_relaxed) > 1)
+		fm_notify_sessions(s->m, s, parent, name, 0, 0);
+}
 
 /* ------------------------------------------------------------ fusemount_ops.c */
 

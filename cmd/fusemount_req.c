@@ -91,10 +91,19 @@ static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
 	}
 	if (!m->cap_held)
 		return NULL;
+	size_t h0 = m->held_hint[0], h1 = m->held_hint[1];
+	/* (0 is no inode's number: an empty slot's) */
+	if (inum && h0 < m->cap_held && m->held[h0].inum == inum)
+		return &m->held[h0];
+	if (inum && h1 < m->cap_held && m->held[h1].inum == inum) {
+		m->held_hint[0] = h1;
+		m->held_hint[1] = h0;
+		return &m->held[h1];
+	}
 	size_t j = mix(inum) & (m->cap_held - 1);
 	while (m->held[j].inum) {
 		if (m->held[j].inum == inum)
-			return &m->held[j];
+			goto found;
 		j = (j + 1) & (m->cap_held - 1);
 	}
 	if (!add)
@@ -108,6 +117,9 @@ static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
 	m->held[j].chg_seq = 0;
 	m->held[j].lost = NULL;	/* a removed entry's moved with it (held_remove()) */
 	m->nr_held++;
+found:
+	m->held_hint[1] = m->held_hint[0];
+	m->held_hint[0] = j;
 	return &m->held[j];
 }
 
@@ -276,16 +288,6 @@ int fm_lost_check(struct fmount *m, uint64_t inum, uint64_t fh)
 	}
 	l->told[l->nr++] = fh;
 	return -EIO;
-}
-
-fuse_ino_t fm_to_fuse(uint64_t inum)
-{
-	return inum == BCH_ROOT_INO ? FUSE_ROOT_ID : inum;
-}
-
-uint64_t fm_from_fuse(fuse_ino_t ino)
-{
-	return ino == FUSE_ROOT_ID ? BCH_ROOT_INO : ino;
 }
 
 /*
@@ -1084,15 +1086,6 @@ void fm_notify_joined(struct fmount *m, const struct fsess *s)
 	free(inums);
 }
 
-void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
-{
-	fm_notify_sessions(s->m, s, ino, NULL, off, len);
-}
-
-void fm_others_entry(struct fsess *s, fuse_ino_t parent, const char *name)
-{
-	fm_notify_sessions(s->m, s, parent, name, 0, 0);
-}
 
 /* ------------------------------------------------------------ fs timestats */
 
