@@ -413,9 +413,6 @@ void fm_lazy_stat(struct fmount *m, uint64_t inum, struct stat *st);
 /* bch_fs_getattr() with the atime lazytime has not written yet. */
 int fm_getattr(struct fmount *m, uint64_t inum, struct stat *st);
 
-/* chattr +A: reads of inum leave its atime (Linux's S_NOATIME).  Lock held. */
-bool fm_file_noatime(struct fmount *m, uint64_t inum);
-
 /*
  * touch_atime(): a read of inum (a file's data, a listing, a symlink's
  * target) reached us: update its atime by the mount's rules.  Lock held.
@@ -438,6 +435,9 @@ double fm_cache_timeout(struct fmount *m);
 
 /* Reply with an entry for inum (and count the lookup); lock held. */
 int fm_make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e);
+/* The same from inum's attributes and birth time when known (st not NULL: no inode read). */
+int fm_make_entry_from(struct fmount *m, uint64_t inum, const struct stat *st, int64_t btime,
+		       struct fuse_entry_param *e);
 
 extern int64_t fm_req_stats_since;	/* CLOCK_REALTIME ns of the last reset */
 extern __thread int64_t fm_req_wait_t0, fm_req_lock_t0;

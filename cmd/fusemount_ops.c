@@ -472,14 +472,27 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 		fm_lf->reply_readlink(req, buf);
 }
 
-static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum, fuse_ino_t parent,
+/*
+ * What create_acl() made: the inode, and its attributes as the create
+ * wrote them (st_ok: no inherited ACL changed them after), so the reply's
+ * entry needs no inode read.
+ */
+struct made {
+	uint64_t	inum;
+	struct stat	st;
+	int64_t		btime;
+	bool		st_ok;
+};
+
+static void reply_new(fuse_req_t req, struct fmount *m, int r, const struct made *mk, fuse_ino_t parent,
 		      const char *name)
 {
 	struct fsess *se = fm_session(req);
 	struct fuse_entry_param e;
+	uint64_t inum = mk->inum;
 
 	if (!r)
-		r = fm_make_entry(m, inum, &e);
+		r = fm_make_entry_from(m, inum, mk->st_ok ? &mk->st : NULL, mk->btime, &e);
 	if (!r) {
 		fm_changed(m, inum);
 		fm_changed(m, fm_from_fuse(parent));
@@ -502,7 +515,7 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, uint64_t inum, fu
  * Lock held.
  */
 static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const char *name, mode_t mode,
-		      dev_t rdev, const char *symlink_target, uint64_t *inum, bool *no_acl)
+		      dev_t rdev, const char *symlink_target, struct made *mk, bool *no_acl)
 {
 	const struct fuse_ctx *ctx = fm_lf->req_ctx(req);
 	char def[4096], acc[4096];
@@ -536,16 +549,16 @@ static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const c
 	else if (!symlink_target)
 		mode &= ~(ctx->umask & 0777);
 	bch_inode_init_owner(dir.st_mode, dir.st_gid, &mode, &gid);
-	r = symlink_target
-		? bch_fs_symlink(m->c, parent, name, symlink_target, ctx->uid, gid, inum)
-		: bch_fs_create(m->c, parent, name, mode, rdev, ctx->uid, gid, inum);
+	r = bch_fs_create_stat(m->c, parent, name, mode, rdev, ctx->uid, gid, symlink_target, &mk->inum,
+			       &mk->st, &mk->btime);
+	mk->st_ok = !r && !inherit;
 	if (r || !inherit)
 		return r;
 	if (!bch_acl_is_equiv_mode(acc, n))
 		r = fm_test_gate(m, "acl-fail") ? -EIO
-			: bch_fs_setxattr(m->c, *inum, BCH_ACL_XATTR_ACCESS, acc, n, 0);
+			: bch_fs_setxattr(m->c, mk->inum, BCH_ACL_XATTR_ACCESS, acc, n, 0);
 	if (!r && S_ISDIR(mode))
-		r = bch_fs_setxattr(m->c, *inum, BCH_ACL_XATTR_DEFAULT, def, n, 0);
+		r = bch_fs_setxattr(m->c, mk->inum, BCH_ACL_XATTR_DEFAULT, def, n, 0);
 	if (!r)
 		return 0;
 	/*
@@ -558,18 +571,18 @@ static int create_acl(struct fmount *m, fuse_req_t req, uint64_t parent, const c
 	 */
 	fm_changed(m, parent);
 	if (!(S_ISDIR(mode) ? bch_fs_rmdir : bch_fs_unlink)(m->c, parent, name))
-		bch_fs_inode_free(m->c, *inum);
+		bch_fs_inode_free(m->c, mk->inum);
 	return r;
 }
 
 static void make_node(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	struct fmount *m = fm_mount(req);
-	uint64_t inum = 0;
+	struct made mk = { 0 };
 
 	LOCK(m);
-	int r = create_acl(m, req, fm_from_fuse(parent), name, mode, rdev, NULL, &inum, NULL);
-	reply_new(req, m, r, inum, parent, name);
+	int r = create_acl(m, req, fm_from_fuse(parent), name, mode, rdev, NULL, &mk, NULL);
+	reply_new(req, m, r, &mk, parent, name);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
@@ -588,11 +601,11 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 {
 	fm_req_type(REQ_symlink);
 	struct fmount *m = fm_mount(req);
-	uint64_t inum = 0;
+	struct made mk = { 0 };
 
 	LOCK(m);
-	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFLNK | 0777, 0, link, &inum, NULL);
-	reply_new(req, m, r, inum, parent, name);
+	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFLNK | 0777, 0, link, &mk, NULL);
+	reply_new(req, m, r, &mk, parent, name);
 }
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
@@ -602,7 +615,8 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 	LOCK(m);
 	int r = bch_fs_link(m->c, fm_from_fuse(ino), fm_from_fuse(newparent), newname);
-	reply_new(req, m, r, fm_from_fuse(ino), newparent, newname);
+	struct made mk = { .inum = fm_from_fuse(ino) };	/* its link count changed: read */
+	reply_new(req, m, r, &mk, newparent, newname);
 }
 
 /* The inode a name stands for, when other sessions are to hear of it; 0 if none.  Lock held. */
@@ -703,15 +717,12 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
  * for writing only with O_APPEND, never with O_TRUNC.  (The kernel knows no
  * FUSE file's flags, so the open is refused here.)  Lock held.
  */
-static int open_flags_check(struct fmount *m, uint64_t inum, int oflags)
+static int open_flags_check(unsigned fl, int oflags)
 {
-	unsigned fl;
-	uint32_t project;
-	int r = bch_fs_get_flags(m->c, inum, &fl, &project);
 	bool write = (oflags & O_ACCMODE) != O_RDONLY || (oflags & O_TRUNC);
 
-	if (r || !write)
-		return r;
+	if (!write)
+		return 0;
 	if (fl & FS_IMMUTABLE_FL)
 		return -EPERM;
 	if ((fl & FS_APPEND_FL) && (!(oflags & O_APPEND) || (oflags & O_TRUNC)))
@@ -744,11 +755,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	fm_req_type(REQ_open);
 	struct fmount *m = fm_mount(req);
 	struct stat st;
+	unsigned fl;
 
 	LOCK(m);
-	int r = bch_fs_getattr(m->c, fm_from_fuse(ino), &st);
+	/* one inode read for the open: its type, its flags and (below) its atime */
+	int r = bch_fs_getattr_flags(m->c, fm_from_fuse(ino), &st, &fl);
 	if (!r)
-		r = open_flags_check(m, fm_from_fuse(ino), fi->flags);
+		r = open_flags_check(fl, fi->flags);
 	if (!r && (fi->flags & O_TRUNC) && S_ISREG(st.st_mode))
 		r = fm_kill_priv(req, m, fm_from_fuse(ino));
 	/* POSIX open(): O_TRUNC of a file that existed moves mtime and ctime, empty or not */
@@ -765,10 +778,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	uint64_t fh = 0;
 	if (!r && (fi->flags & O_ACCMODE) != O_WRONLY && !(fi->flags & O_NOATIME) &&
 	    !(fi->flags & O_TRUNC)) {
-		struct stat now;
-		if (!fm_getattr(m, fm_from_fuse(ino), &now))
-			due = fm_atime_due(m, fm_session(req), &now, fm_ts_ns(now.st_atim), bch_now_ns()) &&
-			      !fm_file_noatime(m, fm_from_fuse(ino));
+		struct stat now = st;	/* unchanged since: no O_TRUNC */
+		fm_lazy_stat(m, fm_from_fuse(ino), &now);
+		due = fm_atime_due(m, fm_session(req), &now, fm_ts_ns(now.st_atim), bch_now_ns()) &&
+		      !(fl & FS_NOATIME_FL);
 		if (due && !now.st_size)
 			fm_read_atime(m, fm_session(req), fm_from_fuse(ino));
 	}
@@ -807,14 +820,16 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fsess *se = fm_session(req);
 	struct fmount *m = se->m;
 	struct fuse_entry_param e;
-	uint64_t inum = 0, fh = 0;
+	struct made mk = { 0 };
+	uint64_t fh = 0;
 	bool no_acl;
 
 	LOCK(m);
-	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFREG | (mode & 07777), 0, NULL, &inum,
+	int r = create_acl(m, req, fm_from_fuse(parent), name, S_IFREG | (mode & 07777), 0, NULL, &mk,
 			   &no_acl);
+	uint64_t inum = mk.inum;
 	if (!r)
-		r = fm_make_entry(m, inum, &e);
+		r = fm_make_entry_from(m, inum, mk.st_ok ? &mk.st : NULL, mk.btime, &e);
 	if (!r) {
 		fm_hold(m, inum, 1);	/* the open file */
 		fm_open_count(m, fm_to_fuse(inum), 1);

@@ -393,17 +393,15 @@ bool fm_atime_due(struct fmount *m, const struct fsess *s, const struct stat *st
 	return atime != now;
 }
 
-/* Store atime, leaving ctime as it is (a read changes no attribute). */
-static void atime_write(struct fmount *m, uint64_t inum, int64_t atime)
+/* Store atime, leaving ctime (ctime_ns, read under the same hold) as it is (a read changes no attribute). */
+static void atime_write(struct fmount *m, uint64_t inum, int64_t atime, int64_t ctime_ns)
 {
-	struct stat st;
-
-	if (m->read_only || bch_fs_getattr(m->c, inum, &st))
+	if (m->read_only)
 		return;
 	struct bch_setattr sa = {
 		.valid = BCH_SETATTR_ATIME | BCH_SETATTR_CTIME | BCH_SETATTR_ATIME_READ,
 		.atime = atime,
-		.ctime = fm_ts_ns(st.st_ctim),
+		.ctime = ctime_ns,
 	};
 	bch_fs_setattr(m->c, inum, &sa);	/* as the kernel's, a failed update is no error */
 }
@@ -411,9 +409,12 @@ static void atime_write(struct fmount *m, uint64_t inum, int64_t atime)
 /* lazytime: write h's atime now (it goes, is synced, or the mount changes). */
 static void lazy_flush(struct fmount *m, struct held *h)
 {
+	struct stat st;
+
 	if (!h->lazy_atime)
 		return;
-	atime_write(m, h->inum, h->lazy_atime);
+	if (!bch_fs_getattr(m->c, h->inum, &st))
+		atime_write(m, h->inum, h->lazy_atime, fm_ts_ns(st.st_ctim));
 	h->lazy_atime = 0;
 	m->nr_lazy--;
 }
@@ -455,15 +456,6 @@ int fm_getattr(struct fmount *m, uint64_t inum, struct stat *st)
 	return r;
 }
 
-/* chattr +A: reads of inum leave its atime (Linux's S_NOATIME).  Lock held. */
-bool fm_file_noatime(struct fmount *m, uint64_t inum)
-{
-	unsigned fl;
-	uint32_t project;
-
-	return !bch_fs_get_flags(m->c, inum, &fl, &project) && (fl & FS_NOATIME_FL);
-}
-
 /*
  * touch_atime(): a read of inum (a file's data, a listing, a symlink's
  * target) reached us: update its atime by the mount's rules.  Lock held.
@@ -471,13 +463,17 @@ bool fm_file_noatime(struct fmount *m, uint64_t inum)
 void fm_read_atime(struct fmount *m, const struct fsess *s, uint64_t inum)
 {
 	struct stat st;
+	unsigned fl;
 	int64_t now = bch_now_ns();
 
-	if (m->read_only || s->atime == ATIME_NONE || fm_getattr(m, inum, &st) ||
-	    !fm_atime_due(m, s, &st, fm_ts_ns(st.st_atim), now) || fm_file_noatime(m, inum))
+	/* one inode read: the times, and chattr +A */
+	if (m->read_only || s->atime == ATIME_NONE || bch_fs_getattr_flags(m->c, inum, &st, &fl))
+		return;
+	fm_lazy_stat(m, inum, &st);
+	if (!fm_atime_due(m, s, &st, fm_ts_ns(st.st_atim), now) || (fl & FS_NOATIME_FL))
 		return;
 	if (!m->lazytime) {
-		atime_write(m, inum, now);
+		atime_write(m, inum, now, fm_ts_ns(st.st_ctim));
 		return;
 	}
 	struct held *h = held_find(m, inum, true);
@@ -514,12 +510,20 @@ double fm_cache_timeout(struct fmount *m)
 /* Reply with an entry for inum (and count the lookup); lock held. */
 int fm_make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e)
 {
-	int64_t btime;
+	return fm_make_entry_from(m, inum, NULL, 0, e);
+}
 
+int fm_make_entry_from(struct fmount *m, uint64_t inum, const struct stat *st, int64_t btime,
+		       struct fuse_entry_param *e)
+{
 	memset(e, 0, sizeof(*e));
-	int r = bch_fs_getattr_btime(m->c, inum, &e->attr, &btime);	/* one inode read for both */
-	if (r)
-		return r;
+	if (st) {
+		e->attr = *st;
+	} else {
+		int r = bch_fs_getattr_btime(m->c, inum, &e->attr, &btime);	/* one inode read for both */
+		if (r)
+			return r;
+	}
 	fm_lazy_stat(m, inum, &e->attr);
 	fm_fix_st(&e->attr);
 	e->ino = fm_to_fuse(inum);
