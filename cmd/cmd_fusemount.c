@@ -110,9 +110,15 @@
  *       is forwarded (join_front) to its daemon, which makes one more FUSE
  *       session (cmd_fusemount_mount_body), served by its own thread; the
  *       engine, the lock, the held table and background work are shared.
- *       A change made through one session is notified to the others after
- *       the reply (a write's data before it), without lock (others_inode,
- *       others_entry), so their kernels drop what they cache of it.  The filesystem is closed when
+ *       A change made through one session is notified to the others
+ *       without lock (fm_others_inode, fm_others_entry), so their kernels
+ *       drop what they cache of it: an inode's attributes, ACL and pages
+ *       before the reply, a name after it (fm_notify_sessions(): a name's
+ *       notice before it could deadlock two sessions' creates in one
+ *       directory).  No name is cached meanwhile (fm_cache_timeout()),
+ *       and what the others cached alone goes at the join
+ *       (fm_notify_joined()), so once a call returns no other mountpoint
+ *       shows the state before it (t117).  The filesystem is closed when
  *       the first session's loop has ended and every joined one with it
  *       (wait_joined); a signal unmounts them all.  A session that ends
  *       before others keeps what its kernel held until the last one ends.
@@ -650,6 +656,7 @@ int cmd_fusemount_mount_body(struct cmd_ctx *x, int argc, char **argv)
 	m->nr_joined++;
 	pthread_mutex_unlock(&m->sess_mu);
 	sess_add(m, s);
+	fm_notify_joined(m, s);
 
 	/* the signals are the first session's (cmd_fusemount()): none here */
 	sigset_t all, old;

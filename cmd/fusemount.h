@@ -113,6 +113,9 @@ struct fmount {
 	pthread_mutex_t	lock;
 	struct held	*held;
 	size_t		nr_held, cap_held;	/* cap: power of two */
+	size_t		held_hint[2];	/* slots of the last two found (held_find()): a
+					 * request asks of its inode and its parent a few
+					 * times each; checked by inum, so never wrong */
 	/*
 	 * Inodes the kernel forgot, to free if unlinked (frees_run()): an
 	 * rm -rf's files go FREE_PENDING at a time in a few transactions, not
@@ -204,7 +207,10 @@ struct fmount {
 	 * done, while a holder of lock has ends_open set, queues itself on
 	 * ends and sleeps; that holder ends it before it lets lock go.
 	 * Under ends_mu, taken with or without lock held; lock is never taken
-	 * with ends_mu held.
+	 * with ends_mu held.  Looked at without it where a stale look is
+	 * safe (fusemount_ops.c, ends_run()): ends_open set by lock's holder,
+	 * ends found empty before a look under ends_mu, ends_open found clear
+	 * by a write that then takes lock itself.
 	 */
 	pthread_mutex_t	ends_mu;
 	struct end_wait	*ends;		/* in the order they came */
@@ -219,7 +225,9 @@ struct fmount {
  * with EIO (nothing written); while DIR/fsync-park exists, an fsync whose
  * journal write has finished parks before it takes the lock again,
  * holding nothing (DIR/fsync-parked made, at most 60 s), so that command
- * bodies run, and may replace m->c, before it looks (t95).
+ * bodies run, and may replace m->c, before it looks (t95); while
+ * DIR/acl-fail exists, a create's inherited access ACL fails with EIO
+ * after the name is made (t118).
  */
 #define TEST_GATE_ENV	"BCACHEFS_TEST_GATE"
 
@@ -370,8 +378,16 @@ uint64_t fm_fh_new(struct fmount *m);
  */
 int fm_lost_check(struct fmount *m, uint64_t inum, uint64_t fh);
 
-fuse_ino_t fm_to_fuse(uint64_t inum);
-uint64_t fm_from_fuse(fuse_ino_t ino);
+/* Our root is FUSE's FUSE_ROOT_ID; every other number is the same (inline: a few a request). */
+static inline fuse_ino_t fm_to_fuse(uint64_t inum)
+{
+	return inum == BCH_ROOT_INO ? FUSE_ROOT_ID : inum;
+}
+
+static inline uint64_t fm_from_fuse(fuse_ino_t ino)
+{
+	return ino == FUSE_ROOT_ID ? BCH_ROOT_INO : ino;
+}
 
 /* One more (+1) or one fewer (-1) file or directory open in ino's subvolume (lock held). */
 void fm_open_count(struct fmount *m, fuse_ino_t ino, int d);
@@ -397,9 +413,6 @@ void fm_lazy_stat(struct fmount *m, uint64_t inum, struct stat *st);
 /* bch_fs_getattr() with the atime lazytime has not written yet. */
 int fm_getattr(struct fmount *m, uint64_t inum, struct stat *st);
 
-/* chattr +A: reads of inum leave its atime (Linux's S_NOATIME).  Lock held. */
-bool fm_file_noatime(struct fmount *m, uint64_t inum);
-
 /*
  * touch_atime(): a read of inum (a file's data, a listing, a symlink's
  * target) reached us: update its atime by the mount's rules.  Lock held.
@@ -422,6 +435,9 @@ double fm_cache_timeout(struct fmount *m);
 
 /* Reply with an entry for inum (and count the lookup); lock held. */
 int fm_make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e);
+/* The same from inum's attributes and birth time when known (st not NULL: no inode read). */
+int fm_make_entry_from(struct fmount *m, uint64_t inum, const struct stat *st, int64_t btime,
+		       struct fuse_entry_param *e);
 
 extern int64_t fm_req_stats_since;	/* CLOCK_REALTIME ns of the last reset */
 extern __thread int64_t fm_req_wait_t0, fm_req_lock_t0;
@@ -462,6 +478,8 @@ void fm_need_back(struct fmount *m);	/* DEVICES -> ENGINE */
 void fm_need_drop_devices(struct fmount *m);
 /* With DEVICES held (TEST_GATE_ENV): park there, DEVICES let go meanwhile. */
 void fm_test_park(struct fmount *m);
+/* TEST_GATE_ENV: DIR/name exists (a failure to make on purpose). */
+bool fm_test_gate(struct fmount *m, const char *name);
 
 /*
  * With ENGINE held: wait (it released meanwhile) until ready(m, arg); the
@@ -558,16 +576,39 @@ int fm_kill_caps(struct fmount *m, uint64_t inum, bool *gone);
 /*
  * Invariant (9): what one session changed, the other sessions' kernels may
  * hold cached (attributes, pages, names and negative names): tell them.
- * Called after the reply, without lock: the kernel of the other session may
- * hold the inode or directory lock the notification needs, for a request
- * of its own that waits for lock (or for the reply of this one).  skip:
- * the session that made the change (NULL: a command made it, tell all).
+ * Without lock: the kernel of the other session may hold the inode,
+ * directory or page lock the notice needs for a request of its own that
+ * waits for lock.  A name's notice comes after the reply: the other
+ * kernel's directory lock may be held for a request of its own in the
+ * same directory whose thread tells us of its change (each waits for the
+ * other's lock).  An inode's comes before it (its attributes take no lock
+ * the kernel holds for a request; pages are locked only for a request of
+ * the other session, which another thread answers), so once the call
+ * returns no other mountpoint serves its old attributes, ACL or bytes.
+ * skip: the session that made the change (NULL: a command made it, tell all).
  */
 void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t ino,
 			    const char *name, off_t off, off_t len);
 
-void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len);
-void fm_others_entry(struct fsess *s, fuse_ino_t parent, const char *name);
+/* Session s joined: the others drop what they cached for TIMEOUT (names, attributes). */
+void fm_notify_joined(struct fmount *m, const struct fsess *s);
+
+/*
+ * s changed ino (its attributes; its pages in [off, off + len) unless off
+ * < 0) or a name of directory parent: tell the other sessions.  Inline:
+ * with one session, every change's notice is a load and a branch.
+ */
+static inline void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
+{
+	if (atomic_load_explicit(&s->m->nr_sess, memory_order_relaxed) > 1)
+		fm_notify_sessions(s->m, s, ino, NULL, off, len);
+}
+
+static inline void fm_others_entry(struct fsess *s, fuse_ino_t parent, const char *name)
+{
+	if (atomic_load_explicit(&s->m->nr_sess, memory_order_relaxed) > 1)
+		fm_notify_sessions(s->m, s, parent, name, 0, 0);
+}
 
 /* ------------------------------------------------------------ fusemount_ops.c */
 

@@ -91,10 +91,19 @@ static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
 	}
 	if (!m->cap_held)
 		return NULL;
+	size_t h0 = m->held_hint[0], h1 = m->held_hint[1];
+	/* (0 is no inode's number: an empty slot's) */
+	if (inum && h0 < m->cap_held && m->held[h0].inum == inum)
+		return &m->held[h0];
+	if (inum && h1 < m->cap_held && m->held[h1].inum == inum) {
+		m->held_hint[0] = h1;
+		m->held_hint[1] = h0;
+		return &m->held[h1];
+	}
 	size_t j = mix(inum) & (m->cap_held - 1);
 	while (m->held[j].inum) {
 		if (m->held[j].inum == inum)
-			return &m->held[j];
+			goto found;
 		j = (j + 1) & (m->cap_held - 1);
 	}
 	if (!add)
@@ -108,6 +117,9 @@ static struct held *held_find(struct fmount *m, uint64_t inum, bool add)
 	m->held[j].chg_seq = 0;
 	m->held[j].lost = NULL;	/* a removed entry's moved with it (held_remove()) */
 	m->nr_held++;
+found:
+	m->held_hint[1] = m->held_hint[0];
+	m->held_hint[0] = j;
 	return &m->held[j];
 }
 
@@ -278,16 +290,6 @@ int fm_lost_check(struct fmount *m, uint64_t inum, uint64_t fh)
 	return -EIO;
 }
 
-fuse_ino_t fm_to_fuse(uint64_t inum)
-{
-	return inum == BCH_ROOT_INO ? FUSE_ROOT_ID : inum;
-}
-
-uint64_t fm_from_fuse(fuse_ino_t ino)
-{
-	return ino == FUSE_ROOT_ID ? BCH_ROOT_INO : ino;
-}
-
 /*
  * One more (+1) or one fewer (-1) file or directory open in ino's
  * subvolume.  +1 with the lock held (the array is made then); -1 needs no
@@ -391,17 +393,15 @@ bool fm_atime_due(struct fmount *m, const struct fsess *s, const struct stat *st
 	return atime != now;
 }
 
-/* Store atime, leaving ctime as it is (a read changes no attribute). */
-static void atime_write(struct fmount *m, uint64_t inum, int64_t atime)
+/* Store atime, leaving ctime (ctime_ns, read under the same hold) as it is (a read changes no attribute). */
+static void atime_write(struct fmount *m, uint64_t inum, int64_t atime, int64_t ctime_ns)
 {
-	struct stat st;
-
-	if (m->read_only || bch_fs_getattr(m->c, inum, &st))
+	if (m->read_only)
 		return;
 	struct bch_setattr sa = {
 		.valid = BCH_SETATTR_ATIME | BCH_SETATTR_CTIME | BCH_SETATTR_ATIME_READ,
 		.atime = atime,
-		.ctime = fm_ts_ns(st.st_ctim),
+		.ctime = ctime_ns,
 	};
 	bch_fs_setattr(m->c, inum, &sa);	/* as the kernel's, a failed update is no error */
 }
@@ -409,9 +409,12 @@ static void atime_write(struct fmount *m, uint64_t inum, int64_t atime)
 /* lazytime: write h's atime now (it goes, is synced, or the mount changes). */
 static void lazy_flush(struct fmount *m, struct held *h)
 {
+	struct stat st;
+
 	if (!h->lazy_atime)
 		return;
-	atime_write(m, h->inum, h->lazy_atime);
+	if (!bch_fs_getattr(m->c, h->inum, &st))
+		atime_write(m, h->inum, h->lazy_atime, fm_ts_ns(st.st_ctim));
 	h->lazy_atime = 0;
 	m->nr_lazy--;
 }
@@ -453,15 +456,6 @@ int fm_getattr(struct fmount *m, uint64_t inum, struct stat *st)
 	return r;
 }
 
-/* chattr +A: reads of inum leave its atime (Linux's S_NOATIME).  Lock held. */
-bool fm_file_noatime(struct fmount *m, uint64_t inum)
-{
-	unsigned fl;
-	uint32_t project;
-
-	return !bch_fs_get_flags(m->c, inum, &fl, &project) && (fl & FS_NOATIME_FL);
-}
-
 /*
  * touch_atime(): a read of inum (a file's data, a listing, a symlink's
  * target) reached us: update its atime by the mount's rules.  Lock held.
@@ -469,13 +463,17 @@ bool fm_file_noatime(struct fmount *m, uint64_t inum)
 void fm_read_atime(struct fmount *m, const struct fsess *s, uint64_t inum)
 {
 	struct stat st;
+	unsigned fl;
 	int64_t now = bch_now_ns();
 
-	if (m->read_only || s->atime == ATIME_NONE || fm_getattr(m, inum, &st) ||
-	    !fm_atime_due(m, s, &st, fm_ts_ns(st.st_atim), now) || fm_file_noatime(m, inum))
+	/* one inode read: the times, and chattr +A */
+	if (m->read_only || s->atime == ATIME_NONE || bch_fs_getattr_flags(m->c, inum, &st, &fl))
+		return;
+	fm_lazy_stat(m, inum, &st);
+	if (!fm_atime_due(m, s, &st, fm_ts_ns(st.st_atim), now) || (fl & FS_NOATIME_FL))
 		return;
 	if (!m->lazytime) {
-		atime_write(m, inum, now);
+		atime_write(m, inum, now, fm_ts_ns(st.st_ctim));
 		return;
 	}
 	struct held *h = held_find(m, inum, true);
@@ -498,11 +496,11 @@ void fm_lazy_drop(struct fmount *m, uint64_t inum)
 /*
  * How long a kernel may keep a name, a missing name or attributes: TIMEOUT
  * while one session serves the filesystem, not at all while several do
- * (invariant 9).  Another session's change is notified after its reply, so
- * a kernel that kept them could answer from its cache in between: t70 saw a
- * name created through one mountpoint still missing through the other.
- * What a kernel cached before the second session joined is dropped by the
- * notices alone.
+ * (invariant 9).  Another session's change of a name is notified after its
+ * reply, so a kernel that kept them could answer from its cache in
+ * between: t70 saw a name created through one mountpoint still missing
+ * through the other.  What a kernel cached before the second session
+ * joined is dropped at the join (fm_notify_joined()).
  */
 double fm_cache_timeout(struct fmount *m)
 {
@@ -512,12 +510,20 @@ double fm_cache_timeout(struct fmount *m)
 /* Reply with an entry for inum (and count the lookup); lock held. */
 int fm_make_entry(struct fmount *m, uint64_t inum, struct fuse_entry_param *e)
 {
-	int64_t btime;
+	return fm_make_entry_from(m, inum, NULL, 0, e);
+}
 
+int fm_make_entry_from(struct fmount *m, uint64_t inum, const struct stat *st, int64_t btime,
+		       struct fuse_entry_param *e)
+{
 	memset(e, 0, sizeof(*e));
-	int r = bch_fs_getattr_btime(m->c, inum, &e->attr, &btime);	/* one inode read for both */
-	if (r)
-		return r;
+	if (st) {
+		e->attr = *st;
+	} else {
+		int r = bch_fs_getattr_btime(m->c, inum, &e->attr, &btime);	/* one inode read for both */
+		if (r)
+			return r;
+	}
 	fm_lazy_stat(m, inum, &e->attr);
 	fm_fix_st(&e->attr);
 	e->ino = fm_to_fuse(inum);
@@ -743,6 +749,16 @@ void fm_need_back(struct fmount *m)		/* DEVICES -> ENGINE */
 void fm_need_drop_devices(struct fmount *m)
 {
 	pthread_rwlock_unlock(&m->ra_lock);
+}
+
+bool fm_test_gate(struct fmount *m, const char *name)
+{
+	char p[PATH_MAX];
+
+	if (!m->test_gate)
+		return false;
+	snprintf(p, sizeof(p), "%s/%s", m->test_gate, name);
+	return !access(p, F_OK);
 }
 
 void fm_test_park(struct fmount *m)
@@ -1000,10 +1016,9 @@ int fm_kill_caps(struct fmount *m, uint64_t inum, bool *gone)
 /*
  * Invariant (9): what one session changed, the other sessions' kernels may
  * hold cached (attributes, pages, names and negative names): tell them.
- * Called after the reply, without lock: the kernel of the other session may
- * hold the inode or directory lock the notification needs, for a request
- * of its own that waits for lock (or for the reply of this one).  skip:
- * the session that made the change (NULL: a command made it, tell all).
+ * Without lock; an inode's before the reply, a name's after it (why:
+ * fusemount.h, where it is declared).  skip: the session that made the
+ * change (NULL: a command made it, tell all).
  */
 void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t ino,
 			    const char *name, off_t off, off_t len)
@@ -1022,15 +1037,58 @@ void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t i
 	pthread_rwlock_unlock(&m->sess_rw);
 }
 
-void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
+/* The kernel's FUSE_NOTIFY_INC_EPOCH (protocol 7.44, Linux 6.16; not in libfuse 3.14's headers) */
+#define NOTIFY_INC_EPOCH	8
+
+/*
+ * Every name the kernel of se holds (and every missing name) is looked up
+ * again before its next use: its connection's epoch moves past the one
+ * each dentry was made in.  0, or -errno (EINVAL: a kernel without it).
+ */
+static int notify_inc_epoch(struct fuse_session *se)
 {
-	fm_notify_sessions(s->m, s, ino, NULL, off, len);
+	struct fuse_out_header out = { .len = sizeof(out), .error = NOTIFY_INC_EPOCH };
+
+	return write(fm_lf->session_fd(se), &out, sizeof(out)) == sizeof(out) ? 0 : -errno;
 }
 
-void fm_others_entry(struct fsess *s, fuse_ino_t parent, const char *name)
+/*
+ * Session s joined (invariant 9): the kernels of the others cached names,
+ * missing names and attributes for TIMEOUT while they were alone, and no
+ * notice after another session's reply closes the moment in between
+ * (t117: a name removed through the new mountpoint was still found through
+ * the old one right after unlink(2) returned).  From now on they cache
+ * nothing (fm_cache_timeout()); here they drop what they have: their
+ * names by the epoch, the attributes of every inode held.  Without lock;
+ * after sess_add().  A kernel before 6.16 keeps its names until the
+ * notices of their changes come (the man page says so).
+ */
+void fm_notify_joined(struct fmount *m, const struct fsess *s)
 {
-	fm_notify_sessions(s->m, s, parent, name, 0, 0);
+	uint64_t *inums = NULL;
+	size_t nr = 0;
+
+	LOCK(m);
+	if (m->nr_held && (inums = malloc(m->nr_held * sizeof(*inums))))
+		for (size_t i = 0; i < m->cap_held && nr < m->nr_held; i++)
+			if (m->held[i].inum)
+				inums[nr++] = m->held[i].inum;
+	UNLOCK(m);
+	pthread_rwlock_rdlock(&m->sess_rw);
+	for (struct fsess *o = m->sess; o; o = o->next) {
+		if (o == s)
+			continue;
+		int r = notify_inc_epoch(o->se);
+		if (r && r != -EINVAL)
+			fprintf(stderr, "bcachefs fusemount: %s: dropping the names the kernel "
+				"cached: %s\n", o->mnt, strerror(-r));
+		for (size_t i = 0; i < nr; i++)
+			fm_lf->lowlevel_notify_inval_inode(o->se, fm_to_fuse(inums[i]), -1, 0);
+	}
+	pthread_rwlock_unlock(&m->sess_rw);
+	free(inums);
 }
+
 
 /* ------------------------------------------------------------ fs timestats */
 

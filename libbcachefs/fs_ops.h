@@ -40,6 +40,8 @@ int bch_fs_lookup(struct bch_fs *c, uint64_t dir, const char *name, uint64_t *in
 int bch_fs_getattr(struct bch_fs *c, uint64_t inum, struct stat *st);
 /* The same, and the inode's creation time (ns) from the same read. */
 int bch_fs_getattr_btime(struct bch_fs *c, uint64_t inum, struct stat *st, int64_t *btime);
+/* bch_fs_getattr() and bch_fs_get_flags()'s FS_*_FL flags, from one inode read. */
+int bch_fs_getattr_flags(struct bch_fs *c, uint64_t inum, struct stat *st, unsigned *fs_flags);
 
 /* setattr: which fields to change */
 #define BCH_SETATTR_MODE	(1U << 0)
@@ -111,6 +113,14 @@ int bch_fs_create(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode,
 		  uid_t uid, gid_t gid, uint64_t *inum);
 int bch_fs_symlink(struct bch_fs *c, uint64_t dir, const char *name, const char *target,
 		   uid_t uid, gid_t gid, uint64_t *inum);
+/*
+ * bch_fs_create(), or bch_fs_symlink() when target is not NULL (mode
+ * unused), that also says what bch_fs_getattr_btime() would of the new
+ * inode (*st, *btime), from the inode it wrote: no read after.
+ */
+int bch_fs_create_stat(struct bch_fs *c, uint64_t dir, const char *name, mode_t mode, dev_t rdev,
+		       uid_t uid, gid_t gid, const char *target, uint64_t *inum, struct stat *st,
+		       int64_t *btime);
 /* The target, NUL-terminated, at most size - 1 bytes; returns its length. */
 ssize_t bch_fs_readlink(struct bch_fs *c, uint64_t inum, char *buf, size_t size);
 int bch_fs_link(struct bch_fs *c, uint64_t inum, uint64_t dir, const char *name);

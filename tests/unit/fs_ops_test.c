@@ -1091,3 +1091,43 @@ Test(fs_ops, inodes_free_batched)
 	cr_assert_geq(back, 300 * 4096, "%llu bytes back", (unsigned long long)back);
 	fsck_clean();
 }
+
+/*
+ * bch_fs_create_stat() says of the new inode what bch_fs_getattr_btime()
+ * reads back (fusemount's create replies from it, with no read after): a
+ * file, a directory, a device node, a fifo and a symlink, in the root and
+ * in a subdirectory; and a failed create leaves its outputs alone.
+ */
+Test(fs_ops, create_stat_is_getattr)
+{
+	static const struct { const char *name; mode_t mode; dev_t rdev; const char *target; } k[] = {
+		{ "f", S_IFREG | 0640, 0, NULL }, { "d", S_IFDIR | 0750, 0, NULL },
+		{ "c", S_IFCHR | 0600, 0x0103, NULL }, { "p", S_IFIFO | 0644, 0, NULL },
+		{ "l", 0, 0, "a/target/of/some/length" },
+	};
+	uint64_t sub = mk(BCH_ROOT_INO, "sub", S_IFDIR | 0755);
+
+	for (unsigned d = 0; d < 2; d++)
+		for (unsigned i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+			uint64_t dir = d ? sub : BCH_ROOT_INO, inum = 0;
+			struct stat made, read;
+			int64_t bt_made = -1, bt_read = -2;
+			cr_assert_eq(bch_fs_create_stat(c, dir, k[i].name, k[i].mode, k[i].rdev, 1000 + i,
+							100 + i, k[i].target, &inum, &made, &bt_made), 0,
+				     "%s in dir %u", k[i].name, d);
+			cr_assert_eq(bch_fs_getattr_btime(c, inum, &read, &bt_read), 0);
+			cr_assert(!memcmp(&made, &read, sizeof(made)), "%s in dir %u: stat differs", k[i].name, d);
+			cr_assert_eq(bt_made, bt_read, "%s in dir %u: btime", k[i].name, d);
+			uint64_t found;
+			cr_assert_eq(bch_fs_lookup(c, dir, k[i].name, &found), 0);
+			cr_assert_eq(found, inum);
+			cr_assert_eq((uint64_t)made.st_ino, inum);
+		}
+	/* a failed create says nothing */
+	uint64_t inum = 77;
+	struct stat st = { .st_ino = 5 };
+	int64_t bt = 9;
+	cr_assert_eq(bch_fs_create_stat(c, BCH_ROOT_INO, "f", S_IFREG | 0644, 0, 0, 0, NULL, &inum, &st, &bt),
+		     -EEXIST);
+	cr_assert(inum == 77 && st.st_ino == 5 && bt == 9);
+}
