@@ -16,15 +16,22 @@
  * nothing written since the last reaches no device (blockdev.c), and the
  * first entry of a session opened clean has no preflush.
  *
- * Double buffering: a full entry is sealed in its own buffer and handed
+ * The writer's queue: a full entry is sealed in its own buffer and handed
  * to the writer thread (journal_submit; journal_writer.c), which does the
- * preflush, the write and, with stubs, the entry's flush and its stub, while requests
- * fill the open entry.  Its places in the ring are taken at submission, so
- * fits() and place() see them; it counts as written at submission (every
- * user of j->written as "on disk" goes through flush_devs(), which waits
- * for it) and as durable only when reaped (jwriter_reap).  Entries land in
- * order: the next write waits for the one in flight, and its preflush
- * follows that write.  One entry in flight at most.
+ * preflush, the write and, with stubs, the entry's flush and its stub, while
+ * requests fill the open entry.  Up to BCH_JWRITER_QUEUE sealed entries
+ * wait there at once, written one after the other in sequence order: a
+ * commit waits for the writer only when all of them are busy (or for
+ * whatever needs every entry written: a flush, the ring short of room).
+ * An entry's places in the ring are taken at submission, so fits() and
+ * place() see them; it counts as written at submission (every user of
+ * j->written as "on disk" goes through flush_devs(), which waits for all
+ * of them) and as durable only when reaped (jwriter_reap_one), oldest
+ * first: its preflush, which followed the previous entry's write, makes
+ * the entries before it durable, and its own flush, if any, itself.  A
+ * failed job fails every job queued after it (they are not written): the
+ * first failure is the filesystem's error, j->written goes back to the
+ * entry before it, and nothing after the hole counts as written.
  *
  * Space: each journal device has a ring of buckets.  An entry for sequence s
  * goes to metadata_replicas devices, starting with device s % nr (so the
@@ -82,16 +89,15 @@ struct journal_dev {
 };
 
 /*
- * The entry in flight with the writer thread (journal_writer.h), as the
+ * An entry in flight with the writer thread (journal_writer.h), as the
  * journal sees it: what it makes written and durable once reaped.
  */
 struct jflight {
-	struct bch_jwriter	w;		/* the job: devices, offsets, buffers */
-	bool			busy;		/* submitted and not reaped */
-	bool			gen_read;	/* flush_gen asked while busy: the job's
-						 * preflush is not counted (jwriter_reap()) */
-	struct bch_jset		*js;		/* the entry (w.buf), freed at reap */
-	struct bch_jset		*stub;		/* its stub (w.stub), freed at reap */
+	struct bch_jwriter_job	job;		/* devices, offsets, buffers */
+	bool			gen_read;	/* flush_gen asked once the job was begun:
+						 * its preflush is not counted (jwriter_reap_one()) */
+	struct bch_jset		*js;		/* the entry (job.buf), freed at reap */
+	struct bch_jset		*stub;		/* its stub (job.stub), freed at reap */
 	uint64_t		seq;
 	uint64_t		last_seq;	/* of the entry */
 	uint64_t		covers;		/* j->written before this job: durable once
@@ -158,7 +164,10 @@ struct bch_journal {
 	unsigned		(*roots_u64s)(struct bch_fs *c);
 	void			(*roots_fill)(struct bch_fs *c, struct bch_jset_entry *dst);
 	int			(*spill)(struct bch_fs *c);	/* roots elsewhere (fs.c) */
-	struct jflight		wr;
+	struct bch_jwriter	wr;		/* the writer thread and its queue */
+	struct jflight		fl[BCH_JWRITER_QUEUE];	/* in flight, in wr's order */
+	unsigned		fl_first;	/* the oldest */
+	unsigned		fl_nr;
 };
 
 static inline struct bch_journal *J(struct bch_fs *c)
@@ -167,6 +176,7 @@ static inline struct bch_journal *J(struct bch_fs *c)
 }
 
 static int jwriter_reap(struct bch_fs *c);
+static int jwriter_reap_done(struct bch_fs *c);
 static void jwriter_exit(struct bch_fs *c);
 
 static unsigned roots_u64s(struct bch_fs *c)
@@ -1347,57 +1357,81 @@ static void journal_discard(struct bch_fs *c, struct bch_journal *j)
 /* ------------------------------------------------------- journal writer */
 
 /*
- * Wait for the entry in flight, if any, and account for it: written, and
+ * Wait for the oldest entry in flight and account for it: written, and
  * its preflush made the entries written before it durable (and counts as
- * a flush of every device unless flush_gen was asked meanwhile: a hint
- * taken then may postdate the flush's start).  A failure is the
- * filesystem's error: the entry is not written.
+ * a flush of every device unless flush_gen was asked once it was begun: a
+ * hint taken then may postdate the flush's start).  A failure is the
+ * filesystem's error: the entry is not written, nor is any queued after
+ * it (journal_writer.h (4)): they are waited for here too.
  */
-static int jwriter_reap(struct bch_fs *c)
+static int jwriter_reap_one(struct bch_fs *c)
 {
 	struct bch_journal *j = J(c);
-	struct jflight *f = &j->wr;
-	int ret;
+	struct jflight *f = &j->fl[j->fl_first];
+	int ret = bch_jwriter_wait(&j->wr);
+	bool gen_read = f->gen_read;
 
-	if (!f->busy)
-		return 0;
-	ret = bch_jwriter_wait(&f->w);
-	f->busy = false;
+	j->fl_first = (j->fl_first + 1) % BCH_JWRITER_QUEUE;
+	j->fl_nr--;
 	free(f->js);
 	free(f->stub);
 	f->js = f->stub = NULL;
-	f->w.buf = f->w.stub = NULL;
+	f->job.buf = f->job.stub = NULL;
+	f->gen_read = false;
+	if (ret && f->job.cancelled)
+		return ret;	/* lost with an earlier entry, which said so */
 	if (ret) {
 		j->written = f->covers;
 		j->written_last_seq = f->covers_last_seq;
-		bch_fs_err(c, ret, "%s: %s journal entry %" PRIu64 ": %s", bch_dev_path(f->w.failed_bd),
-			   f->w.failed_flush ? "flushing before" : "writing", f->seq, bch_err_str(ret));
+		bch_fs_err(c, ret, "%s: %s journal entry %" PRIu64 ": %s",
+			   bch_dev_path(f->job.failed_bd),
+			   f->job.failed_flush ? "flushing before" : "writing", f->seq, bch_err_str(ret));
 		bch_fs_error(c, ret, false);
-		f->gen_read = false;
+		while (j->fl_nr)
+			jwriter_reap_one(c);
 		return ret;
 	}
-	if (f->w.preflush) {
-		j->flush_gen += !f->gen_read;
+	if (f->job.preflush) {
+		j->flush_gen += !gen_read;
 		if (f->covers > j->durable) {
 			j->durable = f->covers;
 			j->last_seq_ondisk = f->covers_last_seq;
 			journal_discard(c, j);
 		}
 	}
-	if (f->w.flush) {
+	if (f->job.flush) {
 		j->durable = f->seq;
 		j->last_seq_ondisk = f->last_seq;
 		journal_discard(c, j);
 	}
-	f->gen_read = false;
 	return 0;
+}
+
+/* Wait for every entry in flight, oldest first. */
+static int jwriter_reap(struct bch_fs *c)
+{
+	int ret = 0;
+
+	while (!ret && J(c)->fl_nr)
+		ret = jwriter_reap_one(c);
+	return ret;
+}
+
+/* Account for the entries in flight the writer is done with; never waits. */
+static int jwriter_reap_done(struct bch_fs *c)
+{
+	int ret = 0;
+
+	while (!ret && J(c)->fl_nr && bch_jwriter_done(&J(c)->wr))
+		ret = jwriter_reap_one(c);
+	return ret;
 }
 
 /* Stop the writer (the filesystem closes): the entry in flight is waited for. */
 static void jwriter_exit(struct bch_fs *c)
 {
 	jwriter_reap(c);
-	bch_jwriter_stop(&J(c)->wr.w);
+	bch_jwriter_stop(&J(c)->wr);
 }
 
 /*
@@ -1440,10 +1474,13 @@ uint64_t bch_journal_flush_gen(struct bch_fs *c)
 {
 	if (!c->journal)
 		return 0;
-	/* a flush in flight may have begun before what the caller's value is for */
-	if (J(c)->wr.busy)
-		J(c)->wr.gen_read = true;
-	return J(c)->flush_gen;
+	struct bch_journal *j = J(c);
+	/* a flush begun (in flight or done) may predate what the caller's value is for */
+	unsigned begun = j->fl_nr ? bch_jwriter_begun(&j->wr) : 0;
+
+	for (unsigned i = 0; i < begun && i < j->fl_nr; i++)
+		j->fl[(j->fl_first + i) % BCH_JWRITER_QUEUE].gen_read = true;
+	return j->flush_gen;
 }
 
 /*
@@ -1459,12 +1496,12 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 			   bool flush)
 {
 	struct bch_journal *j = J(c);
-	struct jflight *f = &j->wr;
-	struct bch_jwriter *w = &f->w;
+	struct jflight *f = &j->fl[(j->fl_first + j->fl_nr) % BCH_JWRITER_QUEUE];
+	struct bch_jwriter_job *w = &f->job;
 	unsigned slot[BCH_REPLICAS_MAX], off[BCH_REPLICAS_MAX], st_slot = 0, st_off = 0;
 	struct journal_dev *st_jd = NULL;
 
-	if (j->replicas > BCH_REPLICAS_MAX)
+	if (j->replicas > BCH_REPLICAS_MAX || j->fl_nr >= BCH_JWRITER_QUEUE)
 		return false;
 	/* the stub's place: a lane no copy goes to (write_stub()) */
 	if (flush && j->stubs && j->replicas < j->nr_wdevs) {
@@ -1485,7 +1522,7 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 	f->stub = st_jd ? stub_build(c, js) : NULL;
 	if (st_jd && !f->stub)
 		return false;
-	if (!bch_jwriter_start(w)) {
+	if (!bch_jwriter_start(&j->wr)) {
 		free(f->stub);
 		f->stub = NULL;
 		return false;
@@ -1515,8 +1552,8 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 	f->covers = j->written;
 	f->covers_last_seq = j->written_last_seq;
 	f->gen_read = false;
-	f->busy = true;
-	bch_jwriter_submit(w);
+	j->fl_nr++;
+	bch_jwriter_submit(&j->wr, w);
 
 	for (unsigned k = 0; k < j->replicas; k++) {
 		struct journal_dev *jd = target(j, j->seq, k);
@@ -1576,8 +1613,14 @@ static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
-	/* entries land in order: the one in flight first (both buffers busy) */
-	if ((ret = jwriter_reap(c)))
+	/*
+	 * Entries land in order: handed to the writer, behind those in flight
+	 * (the oldest waited for when the queue is full); written here, after
+	 * all of them.
+	 */
+	if ((ret = async ? jwriter_reap_done(c) : jwriter_reap(c)))
+		return ret;
+	if (async && j->fl_nr == BCH_JWRITER_QUEUE && (ret = jwriter_reap_one(c)))
 		return ret;
 	/*
 	 * Nowhere to put it: nothing is written and nothing changes (the
@@ -1640,6 +1683,11 @@ static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 		remember_roots(j, roots ? roots : js->_data + (u64s - r), r);
 		free(roots);
 		return 0;	/* js is the writer's now */
+	}
+	if (!ret && j->fl_nr && (ret = jwriter_reap(c))) {
+		free(roots);
+		free(js);
+		return ret;	/* the writer could not take it (forked): in line, after those */
 	}
 
 	/*
@@ -2051,11 +2099,18 @@ int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq)
 		return 0;
 	if (*seq <= j->durable)
 		return 0;
-	if (j->wr.busy) {
-		if (!bch_jwriter_done(&j->wr.w))
-			return 1;	/* its turn comes after the entry in flight */
-		if ((ret = jwriter_reap(c)) || *seq <= j->durable)
+	if ((ret = jwriter_reap_done(c)) || *seq <= j->durable)
+		return ret;
+	if (j->fl_nr) {
+		/*
+		 * The open entry goes behind those in flight when it can (its
+		 * preflush makes them durable, its flush itself); else, or when
+		 * *seq is in flight, its turn comes once the writer is done.
+		 */
+		if (*seq > j->written && j->fl_nr < BCH_JWRITER_QUEUE && may_reclaim(c) &&
+		    fits(c, j->seq, j->buf_u64s, false) && (ret = journal_write_flush(c, true, true)))
 			return ret;
+		return 1;
 	}
 	/* written without its flush, or a reclaim first: in line, as bch_journal_flush() */
 	if (*seq <= j->written || !may_reclaim(c) || !fits(c, j->seq, j->buf_u64s, false))
@@ -2067,7 +2122,7 @@ int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq)
 
 void bch_journal_flush_wait(struct bch_fs *c)
 {
-	bch_jwriter_wait_idle(&J(c)->wr.w);
+	bch_jwriter_wait_idle(&J(c)->wr);
 }
 
 bool bch_journal_open_has_keys(struct bch_fs *c, unsigned btree_id, unsigned level)
@@ -2121,9 +2176,8 @@ uint64_t bch_journal_seq_durable_now(struct bch_fs *c)
 
 	if (!j)
 		return 0;
-	/* a write done but not reaped: its flush may have made more durable */
-	if (j->wr.busy && bch_jwriter_done(&j->wr.w))
-		(void)jwriter_reap(c);	/* a failure stays the journal's: the next flush, the close */
+	/* writes done but not reaped: their flushes may have made more durable */
+	(void)jwriter_reap_done(c);	/* a failure stays the journal's: the next flush, the close */
 	return j->durable;
 }
 

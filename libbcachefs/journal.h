@@ -22,12 +22,15 @@
  * when the ring needs what it frees).
  *
  * Threads: the caller serialises every call (one lock over the engine).
- * The journal's own writer thread preflushes and writes a full entry (and
- * with stubs flushes it and writes its stub) while the caller fills the
- * next one; it touches only that entry's buffer and the block devices.
- * Every call that needs that entry written or durable (a flush of any
- * kind, the next entry's write, bch_fs_journal_exit) waits for it first,
- * and a failure there is the filesystem's error (bch_fs_error).
+ * The journal's own writer thread preflushes and writes full entries (and
+ * with stubs flushes each and writes its stub), in sequence order, while
+ * the caller fills the next one; up to BCH_JWRITER_QUEUE sealed entries
+ * wait for it, and a commit waits only when all are busy.  It touches
+ * only those entries' buffers and the block devices.  Every call that
+ * needs them written or durable (a flush of any kind, an entry written
+ * in line, bch_fs_journal_exit) waits for them first, and a failure there
+ * is the filesystem's error (bch_fs_error): the failed entry and every
+ * one queued after it are lost together.
  *
  * Invariants
  *   (1) A bucket is overwritten only when every entry in it is older than the
@@ -177,14 +180,16 @@ int bch_journal_flush(struct bch_fs *c);
  * write and flush the entry (fsync through the daemon: other requests run
  * meanwhile).  *seq, 0 on the first call, is set to the entry to make
  * durable (everything so far).  0: it is (or <0, an error, as
- * bch_journal_flush()); 1: it is being written, or must wait for the entry
- * in flight: call bch_journal_flush_wait() without the lock, then this
- * again with the same *seq.  Fsyncs waiting together go out in one entry.
+ * bch_journal_flush()); 1: it is being written (queued behind the entries
+ * in flight when there is room), or must wait for them: call
+ * bch_journal_flush_wait() without the lock, then this again with the same
+ * *seq.  Fsyncs waiting together go out in one entry.
  */
 int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq);
 /*
- * Without the caller's lock: wait until the writer thread has no entry left
- * to write.  The filesystem stays open meanwhile (the caller sees to it).
+ * Without the caller's lock: wait until the writer thread is done with
+ * every entry handed to it before the call.  The filesystem stays open
+ * meanwhile (the caller sees to it).
  */
 void bch_journal_flush_wait(struct bch_fs *c);
 
