@@ -361,7 +361,7 @@ Test(journal_queue, small_ring_short_with_entries_queued, .timeout = 300)
 	memset(&ring_pin, 0, sizeof(ring_pin));
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	for (; tag < 4000; tag++) {
+	for (; tag < 2500; tag++) {
 		uint64_t seq = testfs_journal_record(c, tag, 500);
 		__atomic_store_n(&ring_open, bch_journal_seq_open(c), __ATOMIC_SEQ_CST);
 		if (!ring_pin.seq && tag % 50 == 0) {
