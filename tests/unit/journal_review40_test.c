@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * journal_review40_test.c - a review of the journal writer's queue (sealed
+ * entries queued behind the one in flight, h-journal40): what must hold
+ * once an entry in the queue is lost.
+ *
+ *  - after a queued entry's write failed (the fs gone emergency read-only),
+ *    a second fsync must not succeed: the entries after the hole are not
+ *    durable, and no entry may be written past the hole (replay would stop
+ *    there, or worse apply it over a missing one);
+ *  - the same through bch_journal_flush_step(), as the FUSE daemon's fsync
+ *    calls it.
+ * Fixed scenario, no timing: the writer's first write fails in the hook.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bcachefs.h"
+#include "blockdev.h"
+#include "errcode.h"
+#include "journal.h"
+#include "journal_writer.h"
+#include "super.h"
+#include "tests/lib/testfs.h"
+#include "tests/lib/tmpdir.h"
+#include "tests/lib/writerhold.h"
+
+#ifndef BCH_JWRITER_QUEUE
+#define BCH_JWRITER_QUEUE	1	/* main before h-journal40: one entry in flight at most */
+#endif
+
+/* Records of 200 words until the open entry is handed on; returns the next tag. */
+static unsigned fill_one_entry(struct bch_fs *c, unsigned tag)
+{
+	uint64_t seq = bch_journal_seq_open(c);
+
+	writerhold_other_write(c);
+	while (bch_journal_seq_open(c) == seq) {
+		cr_assert_lt(tag, 4096);
+		testfs_journal_record(c, tag++, 200);
+	}
+	return tag;
+}
+
+static void teardown(void)
+{
+	writerhold_let_go();
+	test_tmpdir_remove(writerhold_dir);
+}
+
+TestSuite(journal_review40, .fini = teardown);
+
+/* The writer's first write fails; everything else goes by (counted). */
+static bool fail_done;
+static unsigned writes_after_fail;
+
+static int fail_first_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
+			   uint64_t offset, const void *buf, size_t len)
+{
+	int ret = writerhold_hook(priv, dev, op, offset, buf, len);
+
+	if (ret || op != BCH_IO_WRITE)
+		return ret;
+	if (len >= sizeof(struct bch_jset) && ((const struct bch_jset *)buf)->magic == BCH_JSET_MAGIC) {
+		if (!__atomic_exchange_n(&fail_done, true, __ATOMIC_SEQ_CST))
+			return -EIO;
+		__atomic_add_fetch(&writes_after_fail, 1, __ATOMIC_SEQ_CST);
+	}
+	return 0;
+}
+
+/*
+ * nr entries sealed and handed to the writer, the first of which fails
+ * (held at its write until all are queued), then a few records in the
+ * open entry.  Returns the filesystem; *durable_to: first tag not durable
+ * before, *end: the next tag.
+ */
+static struct bch_fs *lose_queued_entries(unsigned nr, unsigned *durable_to, unsigned *end)
+{
+	struct bch_fs *c = writerhold_fresh_journal("jrev40");
+	static struct bch_io_hook h = { .fn = fail_first_hook };
+	unsigned tag = 2;
+
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+	*durable_to = tag;
+	fail_done = false;
+	writes_after_fail = 0;
+	writerhold_reset(BCH_IO_WRITE);
+	bch_dev_set_hook(c->devs[0]->bdev, &h);
+	tag = fill_one_entry(c, tag);
+	cr_assert(writerhold_wait_held(), "the full entry's write never came from the writer");
+	for (unsigned i = 1; i < nr; i++)
+		tag = fill_one_entry(c, tag);
+	for (unsigned i = 0; i < 5; i++)
+		testfs_journal_record(c, tag++, 40);
+	writerhold_let_go();
+	bch_journal_flush_wait(c);
+	*end = tag;
+	return c;
+}
+
+/*
+ * Replay path: 0 or the read's error; *why says what is wrong (tags
+ * [1, upto) all there, none in [upto, end), no bad entry), "" if nothing.
+ */
+static int replay_check(const char *path, unsigned upto, unsigned end, char *why, size_t len)
+{
+	struct testfs_jseen *s = calloc(1, sizeof(*s));
+	int ret = testfs_journal_replay(path, s);
+
+	why[0] = 0;
+	if (ret)
+		snprintf(why, len, "the journal no longer reads: %s", bch_err_str(ret));
+	else if (s->bad)
+		snprintf(why, len, "replayed a bad or out-of-order entry");
+	for (unsigned t = 1; !ret && !why[0] && t < end; t++)
+		if (s->tag[t] != (t < upto))
+			snprintf(why, len, "tag %u %s (durable up to %u, of %u)", t,
+				 s->tag[t] ? "replayed" : "lost", upto - 1, end - 1);
+	free(s);
+	return ret;
+}
+
+static void second_fsync_fails(unsigned nr)
+{
+	unsigned durable_to, end;
+	struct bch_fs *c = lose_queued_entries(nr, &durable_to, &end);
+	uint64_t lost = bch_journal_seq_open(c) - nr;	/* the entry whose write failed */
+	char why[200];
+
+	int r1 = bch_journal_flush(c);
+	cr_assert_neq(r1, 0, "the failed entry's flush succeeded");
+	cr_assert(c->emergency_ro);
+	cr_assert_lt(bch_journal_seq_durable(c), lost);
+	/* an fsync again, as an application retrying or a second file's fsync */
+	int r2 = bch_journal_flush(c);
+	uint64_t durable = bch_journal_seq_durable(c);
+	unsigned after = __atomic_load_n(&writes_after_fail, __ATOMIC_SEQ_CST);
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	testfs_journal_close(c);
+	replay_check(writerhold_paths[0], durable_to, end, why, sizeof(why));
+	cr_assert_neq(r2, 0, "an fsync after entry %" PRIu64 " was lost succeeded (durable %" PRIu64
+		      ", %u entry writes after the failure; replay: %s)", lost, durable, after,
+		      why[0] ? why : "fine");
+	cr_assert_lt(durable, lost, "entry %" PRIu64 " lost, durable says %" PRIu64, lost, durable);
+	cr_assert_eq(after, 0, "%u journal entries written after the lost one", after);
+	cr_assert_not(why[0], "after the lost entry: %s", why);
+}
+
+/*
+ * One entry in flight, lost: a second bch_journal_flush() writes the open
+ * entry past the hole and answers 0; the journal then reads as entries
+ * missing.
+ */
+Test(journal_review40, second_fsync_after_a_lost_entry, .timeout = 120)
+{
+	second_fsync_fails(1);
+}
+
+/* The same with the queue full: the first entry lost, three cancelled behind it. */
+Test(journal_review40, second_fsync_after_lost_queue, .timeout = 120)
+{
+	second_fsync_fails(BCH_JWRITER_QUEUE);
+}
+
+/*
+ * The FUSE daemon's fsync (bch_journal_flush_step with the wait between):
+ * the first answers the error; a second must too, and write nothing.
+ */
+Test(journal_review40, second_flush_step_after_lost_queue, .timeout = 120)
+{
+	unsigned durable_to, end;
+	struct bch_fs *c = lose_queued_entries(BCH_JWRITER_QUEUE, &durable_to, &end);
+	uint64_t lost = bch_journal_seq_open(c) - BCH_JWRITER_QUEUE;
+	char why[200];
+	int r[2];
+
+	for (unsigned k = 0; k < 2; k++) {
+		uint64_t seq = 0;
+		unsigned n = 0;
+		while ((r[k] = bch_journal_flush_step(c, &seq)) > 0) {
+			cr_assert_lt(n++, 100, "the step never ended");
+			bch_journal_flush_wait(c);
+		}
+	}
+	uint64_t durable = bch_journal_seq_durable(c);
+	unsigned after = __atomic_load_n(&writes_after_fail, __ATOMIC_SEQ_CST);
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	testfs_journal_close(c);
+	replay_check(writerhold_paths[0], durable_to, end, why, sizeof(why));
+	cr_assert_neq(r[0], 0, "the first fsync after the lost entry succeeded");
+	cr_assert_neq(r[1], 0, "the second fsync after entry %" PRIu64 " was lost succeeded "
+		      "(durable %" PRIu64 ", %u entry writes after; replay: %s)", lost, durable, after,
+		      why[0] ? why : "fine");
+	cr_assert_lt(durable, lost);
+	cr_assert_eq(after, 0, "%u journal entries written after the lost one", after);
+	cr_assert_not(why[0], "after the lost entry: %s", why);
+}
