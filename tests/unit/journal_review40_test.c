@@ -76,11 +76,13 @@ static int fail_first_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op 
 
 /*
  * nr entries sealed and handed to the writer, the first of which fails
- * (held at its write until all are queued), then a few records in the
- * open entry.  Returns the filesystem; *durable_to: first tag not durable
+ * (held at its write until all are queued), then extra records in the
+ * open entry; with step, an fsync's entry queued after them (nr + 1
+ * in all).  Returns the filesystem; *durable_to: first tag not durable
  * before, *end: the next tag.
  */
-static struct bch_fs *lose_queued_entries(unsigned nr, unsigned *durable_to, unsigned *end)
+static struct bch_fs *lose_queued_entries(unsigned nr, unsigned extra, bool step,
+					  unsigned *durable_to, unsigned *end)
 {
 	struct bch_fs *c = writerhold_fresh_journal("jrev40");
 	static struct bch_io_hook h = { .fn = fail_first_hook };
@@ -96,8 +98,13 @@ static struct bch_fs *lose_queued_entries(unsigned nr, unsigned *durable_to, uns
 	cr_assert(writerhold_wait_held(), "the full entry's write never came from the writer");
 	for (unsigned i = 1; i < nr; i++)
 		tag = fill_one_entry(c, tag);
-	for (unsigned i = 0; i < 5; i++)
+	for (unsigned i = 0; i < extra; i++)
 		testfs_journal_record(c, tag++, 40);
+	if (step) {	/* an fsync's entry queued last: the open entry left empty */
+		uint64_t seq = 0;
+		cr_assert_eq(bch_journal_flush_step(c, &seq), 1, "%s", c->err_msg);
+		cr_assert_eq(bch_journal_seq_open(c), seq + 1);
+	}
 	writerhold_let_go();
 	bch_journal_flush_wait(c);
 	*end = tag;
@@ -126,11 +133,11 @@ static int replay_check(const char *path, unsigned upto, unsigned end, char *why
 	return ret;
 }
 
-static void second_fsync_fails(unsigned nr)
+static void second_fsync_fails(unsigned nr, unsigned extra, bool step)
 {
 	unsigned durable_to, end;
-	struct bch_fs *c = lose_queued_entries(nr, &durable_to, &end);
-	uint64_t lost = bch_journal_seq_open(c) - nr;	/* the entry whose write failed */
+	struct bch_fs *c = lose_queued_entries(nr, extra, step, &durable_to, &end);
+	uint64_t lost = bch_journal_seq_open(c) - nr - step;	/* the entry whose write failed */
 	char why[200];
 
 	int r1 = bch_journal_flush(c);
@@ -159,13 +166,13 @@ static void second_fsync_fails(unsigned nr)
  */
 Test(journal_review40, second_fsync_after_a_lost_entry, .timeout = 120)
 {
-	second_fsync_fails(1);
+	second_fsync_fails(1, 5, false);
 }
 
 /* The same with the queue full: the first entry lost, three cancelled behind it. */
 Test(journal_review40, second_fsync_after_lost_queue, .timeout = 120)
 {
-	second_fsync_fails(BCH_JWRITER_QUEUE);
+	second_fsync_fails(BCH_JWRITER_QUEUE, 5, false);
 }
 
 /*
@@ -175,7 +182,7 @@ Test(journal_review40, second_fsync_after_lost_queue, .timeout = 120)
 Test(journal_review40, second_flush_step_after_lost_queue, .timeout = 120)
 {
 	unsigned durable_to, end;
-	struct bch_fs *c = lose_queued_entries(BCH_JWRITER_QUEUE, &durable_to, &end);
+	struct bch_fs *c = lose_queued_entries(BCH_JWRITER_QUEUE, 5, false, &durable_to, &end);
 	uint64_t lost = bch_journal_seq_open(c) - BCH_JWRITER_QUEUE;
 	char why[200];
 	int r[2];
@@ -200,4 +207,16 @@ Test(journal_review40, second_flush_step_after_lost_queue, .timeout = 120)
 	cr_assert_lt(durable, lost);
 	cr_assert_eq(after, 0, "%u journal entries written after the lost one", after);
 	cr_assert_not(why[0], "after the lost entry: %s", why);
+}
+
+/*
+ * Nothing committed after the lost entries (the last queued is an fsync's,
+ * the open entry empty): a second fsync (another file whose changes were
+ * in them) must answer the error too.  bch_journal_seq_needed() is
+ * j->written, set back before the hole, so "everything so far" looks
+ * durable.
+ */
+Test(journal_review40, second_fsync_nothing_new_after_lost_queue, .timeout = 120)
+{
+	second_fsync_fails(BCH_JWRITER_QUEUE - 1, 0, true);
 }
