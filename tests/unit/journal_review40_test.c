@@ -220,3 +220,114 @@ Test(journal_review40, second_fsync_nothing_new_after_lost_queue, .timeout = 120
 {
 	second_fsync_fails(BCH_JWRITER_QUEUE - 1, 0, true);
 }
+
+/*
+ * The writer's nth op of one kind (a write, or a flush: preflushes and,
+ * with stubs, entries' own flushes) fails while the queue is full: the
+ * flush answers the error, nothing at or after the failed entry counts as
+ * durable, and the image replays every record up to what was durable, in
+ * order, none after a missing one.
+ */
+static int nth_op, nth_n;
+static pthread_t nth_test_thread;
+static bool nth_failed_stub, nth_own_flush, nth_after_write;		/* the failed write was a stub's: fails nothing */
+static unsigned nth_seen;
+static uint64_t nth_last_written, nth_failed_after;	/* jset seqs the writer wrote */
+
+static int nth_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op, uint64_t offset,
+		    const void *buf, size_t len)
+{
+	int ret = writerhold_hook(priv, dev, op, offset, buf, len);
+	const struct bch_jset *js = buf;
+
+	if (ret || pthread_equal(pthread_self(), nth_test_thread))
+		return ret;
+	if ((int)op == nth_op && __atomic_add_fetch(&nth_seen, 1, __ATOMIC_SEQ_CST) == (unsigned)nth_n) {
+		nth_failed_after = __atomic_load_n(&nth_last_written, __ATOMIC_SEQ_CST);
+		nth_failed_stub = op == BCH_IO_WRITE && js->magic == BCH_JSET_MAGIC &&
+				  (js->flags & BCH_JSET_STUB);
+		nth_own_flush = op == BCH_IO_FLUSH && nth_after_write;
+		return -EIO;
+	}
+	nth_after_write = op == BCH_IO_WRITE && len >= sizeof(*js) && js->magic == BCH_JSET_MAGIC &&
+			  !(js->flags & BCH_JSET_STUB);
+	if (op == BCH_IO_WRITE && len >= sizeof(*js) && js->magic == BCH_JSET_MAGIC &&
+	    !(js->flags & BCH_JSET_STUB))
+		__atomic_store_n(&nth_last_written, js->seq, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+static void nth_op_fails(int op, int n)
+{
+	struct bch_fs *c = writerhold_fresh_journal("jrev40");
+	static struct bch_io_hook h = { .fn = nth_hook };
+	static uint64_t tag_seq[4096];
+	unsigned tag = 2;
+
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+	nth_op = op;
+	nth_n = n;
+	nth_seen = 0;
+	nth_last_written = nth_failed_after = 0;
+	nth_failed_stub = nth_own_flush = nth_after_write = false;
+	nth_test_thread = pthread_self();
+	writerhold_reset(BCH_IO_FLUSH);
+	bch_dev_set_hook(c->devs[0]->bdev, &h);
+	for (unsigned i = 0; i < BCH_JWRITER_QUEUE; i++) {
+		uint64_t seq = bch_journal_seq_open(c);
+		writerhold_other_write(c);
+		while (bch_journal_seq_open(c) == seq) {
+			cr_assert_lt(tag, 4096);
+			tag_seq[tag] = testfs_journal_record(c, tag, 200);
+			tag++;
+		}
+		if (i == 0)
+			cr_assert(writerhold_wait_held(), "the writer's preflush never came");
+	}
+	writerhold_let_go();
+	int r = bch_journal_flush(c);
+	uint64_t durable = bch_journal_seq_durable(c);
+	unsigned seen = __atomic_load_n(&nth_seen, __ATOMIC_SEQ_CST);
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	cr_assert_geq(seen, (unsigned)n, "only %u ops of the kind came", seen);
+	if (nth_failed_stub) {
+		cr_assert_eq(r, 0, "a stub's write failed: %s", c->err_msg);
+	} else {
+		cr_assert_neq(r, 0, "op %d #%d failed, the flush succeeded", op, n);
+		cr_assert(c->emergency_ro);
+	}
+	/*
+	 * A failed write or preflush: its entry is the one after the last
+	 * written, and nothing from it on is durable; a failed entry's own
+	 * flush (stubs): nothing from the last written on.
+	 */
+	if (!nth_failed_stub)
+		cr_assert_lt(durable, nth_failed_after + !nth_own_flush,
+			     "durable %" PRIu64 ", the failure after entry %" PRIu64, durable,
+			     nth_failed_after);
+	testfs_journal_close(c);
+
+	struct testfs_jseen *s = calloc(1, sizeof(*s));
+	cr_assert_eq(testfs_journal_replay(writerhold_paths[0], s), 0);
+	cr_assert_not(s->bad, "a bad or out-of-order entry");
+	bool hole = false;
+	for (unsigned t = 2; t < tag; t++) {
+		if (tag_seq[t] <= durable)
+			cr_assert(s->tag[t], "tag %u (seq %" PRIu64 ", durable %" PRIu64 ") lost", t,
+				  tag_seq[t], durable);
+		cr_assert(!hole || !s->tag[t], "tag %u replayed after a missing one", t);
+		hole |= !s->tag[t];
+	}
+	cr_log_info("op %d #%d failed after entry %" PRIu64 "%s: durable %" PRIu64 ", replayed to %"
+		    PRIu64, op, n, nth_failed_after, nth_failed_stub ? " (a stub)" : nth_own_flush ?
+		    " (its own flush)" : "", durable, s->last);
+	free(s);
+}
+
+Test(journal_review40, second_write_of_the_queue_fails, .timeout = 120) { nth_op_fails(BCH_IO_WRITE, 2); }
+Test(journal_review40, third_write_of_the_queue_fails, .timeout = 120) { nth_op_fails(BCH_IO_WRITE, 3); }
+Test(journal_review40, second_flush_of_the_queue_fails, .timeout = 120) { nth_op_fails(BCH_IO_FLUSH, 2); }
+Test(journal_review40, third_flush_of_the_queue_fails, .timeout = 120) { nth_op_fails(BCH_IO_FLUSH, 3); }
+Test(journal_review40, fourth_flush_of_the_queue_fails, .timeout = 120) { nth_op_fails(BCH_IO_FLUSH, 4); }
+Test(journal_review40, fourth_write_of_the_queue_fails, .timeout = 120) { nth_op_fails(BCH_IO_WRITE, 4); }
+Test(journal_review40, fifth_flush_of_the_queue_fails, .timeout = 120) { nth_op_fails(BCH_IO_FLUSH, 5); }
