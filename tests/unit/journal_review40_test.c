@@ -331,3 +331,34 @@ Test(journal_review40, third_flush_of_the_queue_fails, .timeout = 120) { nth_op_
 Test(journal_review40, fourth_flush_of_the_queue_fails, .timeout = 120) { nth_op_fails(BCH_IO_FLUSH, 4); }
 Test(journal_review40, fourth_write_of_the_queue_fails, .timeout = 120) { nth_op_fails(BCH_IO_WRITE, 4); }
 Test(journal_review40, fifth_flush_of_the_queue_fails, .timeout = 120) { nth_op_fails(BCH_IO_FLUSH, 5); }
+
+/*
+ * bch_journal_seq_durable_now() (the daemon's bch_fs_journal_seqs(), at
+ * every command body's lock) reaps the failed entry first: the first
+ * fsync after it must still answer the error.  It answers 0 (and, with
+ * records in the open entry, writes it past the hole).
+ */
+static void first_fsync_after_durable_now(unsigned extra)
+{
+	unsigned durable_to, end;
+	struct bch_fs *c = lose_queued_entries(BCH_JWRITER_QUEUE, extra, false, &durable_to, &end);
+	uint64_t lost = bch_journal_seq_open(c) - BCH_JWRITER_QUEUE;
+	char why[200];
+
+	uint64_t d = bch_journal_seq_durable_now(c);
+	int r = bch_journal_flush(c);
+	uint64_t durable = bch_journal_seq_durable(c);
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	testfs_journal_close(c);
+	replay_check(writerhold_paths[0], durable_to, end, why, sizeof(why));
+	cr_assert_lt(d, lost);
+	cr_assert_neq(r, 0, "the first fsync after entry %" PRIu64 " was lost succeeded (durable %"
+		      PRIu64 "; replay: %s)", lost, durable, why[0] ? why : "fine");
+	cr_assert_lt(durable, lost);
+	cr_assert_not(why[0], "after the lost entry: %s", why);
+}
+
+Test(journal_review40, fsync_after_durable_now_reaped_the_failure, .timeout = 120)
+{
+	first_fsync_after_durable_now(5);
+}
