@@ -19,6 +19,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bcachefs.h"
 #include "blockdev.h"
@@ -372,4 +375,85 @@ static void first_fsync_after_durable_now(unsigned extra)
 Test(journal_review40, fsync_after_durable_now_reaped_the_failure, .timeout = 120)
 {
 	first_fsync_after_durable_now(5);
+}
+
+/*
+ * Fork after the writer finished two queued entries, the first written,
+ * the second failed, neither reaped: the child inherits the writer's
+ * failure (w->failed) and runs its copies of the jobs itself.  It must
+ * see the loss as the parent would: an error at its flush, the fs
+ * emergency read-only, and no entry written past the hole.  In the child
+ * the first job is cancelled with the second's error (it ran fine), and
+ * jwriter_reap_one() takes a cancelled job for one lost "with an earlier
+ * entry, which said so": no bch_fs_error(), j->written not set back; a
+ * later flush writes entry 4 after the missing 3 and answers 0.
+ */
+static unsigned fork_jset_writes;
+
+static int fail_second_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
+			    uint64_t offset, const void *buf, size_t len)
+{
+	const struct bch_jset *js = buf;
+
+	(void)priv; (void)dev; (void)offset;
+	if (op == BCH_IO_WRITE && len >= sizeof(*js) && js->magic == BCH_JSET_MAGIC &&
+	    !(js->flags & BCH_JSET_STUB) &&
+	    __atomic_add_fetch(&fork_jset_writes, 1, __ATOMIC_SEQ_CST) == 2)
+		return -EIO;
+	return 0;
+}
+
+Test(journal_review40, fork_after_a_queued_entry_failed, .timeout = 120)
+{
+	struct bch_fs *c = writerhold_fresh_journal("jrev40");
+	static struct bch_io_hook h = { .fn = fail_second_hook };
+	unsigned tag = 2;
+
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+	fork_jset_writes = 0;
+	bch_dev_set_hook(c->devs[0]->bdev, &h);
+	tag = fill_one_entry(c, tag);
+	tag = fill_one_entry(c, tag);
+	uint64_t lost = bch_journal_seq_open(c) - 1;	/* the second entry */
+	bch_journal_flush_wait(c);	/* both done, neither reaped */
+	cr_assert_eq(__atomic_load_n(&fork_jset_writes, __ATOMIC_SEQ_CST), 2);
+
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		/* the child: no criterion asserts (they would report twice); bits say what went wrong */
+		bch_dev_set_hook(c->devs[0]->bdev, NULL);
+		int st = 0;
+		if (!bch_journal_flush(c))
+			st |= 1;		/* the loss not reported */
+		if (!c->emergency_ro)
+			st |= 2;		/* the fs goes on writing */
+		bch_journal_flush(c);
+		int r = bch_journal_flush(c);
+		if (!r || bch_journal_seq_durable(c) >= lost)
+			st |= 4;		/* a later flush succeeds past the lost entry */
+		testfs_journal_close(c);
+		struct testfs_jseen *s = calloc(1, sizeof(*s));
+		if (testfs_journal_replay(writerhold_paths[0], s) || s->bad)
+			st |= 8;		/* the journal no longer reads */
+		_exit(st);
+	}
+	int st = 0;
+	pid_t w = 0;
+	for (unsigned ms = 0; ms < 20000 && !(w = waitpid(pid, &st, WNOHANG)); ms += 10)
+		usleep(10000);
+	if (!w) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		cr_assert_fail("the child hung");
+	}
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	cr_assert_neq(bch_journal_flush(c), 0, "the parent's flush after its lost entry");
+	testfs_journal_close(c);
+	cr_assert(WIFEXITED(st), "the child died (status %d)", st);
+	int x = WEXITSTATUS(st);
+	cr_assert_eq(x, 0, "in the child:%s%s%s%s", x & 1 ? " the first flush answered 0;" : "",
+		     x & 2 ? " not emergency read-only after it;" : "",
+		     x & 4 ? " a later flush answered 0 past the lost entry;" : "",
+		     x & 8 ? " the journal no longer reads" : "");
 }
