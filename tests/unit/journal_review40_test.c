@@ -457,3 +457,93 @@ Test(journal_review40, fork_after_a_queued_entry_failed, .timeout = 120)
 		     x & 4 ? " a later flush answered 0 past the lost entry;" : "",
 		     x & 8 ? " the journal no longer reads" : "");
 }
+
+/*
+ * The small ring (31 buckets) lapped by fsyncs as the FUSE daemon makes
+ * them: several fsyncs under way at once, each a bch_journal_flush_step()
+ * sequence (its entry queued behind those in flight, or waiting for them)
+ * with records committed in between and bch_journal_flush_wait() now and
+ * then, the writer slowed so entries queue; a pin holds last_seq back
+ * most of the time (the ring runs short).  No step fails (journal_full
+ * nowhere), every fsync ends with its seq durable, and every record from
+ * the last pin on replays in order.  Seed 40.
+ */
+static struct bch_journal_pin step_pin;
+static unsigned step_pin_flushes;
+
+static int step_pin_flush(struct bch_fs *c, struct bch_journal_pin *pin, uint64_t seq)
+{
+	(void)seq;
+	step_pin_flushes++;
+	bch_journal_pin_drop(c, pin);
+	return 0;
+}
+
+static int slow_writer_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
+			    uint64_t offset, const void *buf, size_t len)
+{
+	(void)priv; (void)dev; (void)offset; (void)buf; (void)len; (void)op;
+	if (!pthread_equal(pthread_self(), nth_test_thread))
+		usleep(500);
+	return 0;
+}
+
+Test(journal_review40, small_ring_lapped_by_fsync_steps, .timeout = 300)
+{
+	struct bch_fs *c = writerhold_fresh_journal("jrev40");
+	static struct bch_io_hook h = { .fn = slow_writer_hook };
+	struct { uint64_t seq; bool on; } fs[6] = { 0 };
+	unsigned tag = 2, pin_tag = 0, ended = 0, waited = 0;
+
+	nth_test_thread = pthread_self();
+	step_pin_flushes = 0;
+	memset(&step_pin, 0, sizeof(step_pin));
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+	bch_dev_set_hook(c->devs[0]->bdev, &h);
+	srandom(40);
+	for (; tag < 3000; tag++) {
+		uint64_t seq = testfs_journal_record(c, tag, 100 + random() % 600);
+		if (!step_pin.seq && tag % 70 == 0) {
+			bch_journal_pin_add(c, &step_pin, seq, step_pin_flush);
+			pin_tag = tag;
+		}
+		unsigned k = random() % 6;
+		if (!fs[k].on && random() % 3 == 0) {
+			fs[k].on = true;
+			fs[k].seq = 0;
+		}
+		for (unsigned i = 0; i < 6; i++) {
+			if (!fs[i].on || random() % 2)
+				continue;
+			int r = bch_journal_flush_step(c, &fs[i].seq);
+			cr_assert_geq(r, 0, "tag %u, fsync %u: %s (%s)", tag, i, bch_err_str(r), c->err_msg);
+			if (!r) {
+				cr_assert_geq(bch_journal_seq_durable(c), fs[i].seq, "tag %u: fsync %u ended, "
+					      "seq %" PRIu64 " not durable", tag, i, fs[i].seq);
+				fs[i].on = false;
+				ended++;
+			}
+		}
+		if (random() % 8 == 0) {
+			bch_journal_flush_wait(c);
+			waited++;
+		}
+	}
+	if (!step_pin.seq) {
+		bch_journal_pin_add(c, &step_pin, testfs_journal_record(c, tag, 100), step_pin_flush);
+		pin_tag = tag++;
+	}
+	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
+	bch_dev_set_hook(c->devs[0]->bdev, NULL);
+	cr_log_info("small ring by fsync steps: %u pin flushes, %u fsyncs ended, %u waits",
+		    step_pin_flushes, ended, waited);
+	cr_assert_gt(step_pin_flushes, 2, "the ring never ran short (%u pin flushes)", step_pin_flushes);
+	testfs_journal_close(c);
+
+	struct testfs_jseen *s = calloc(1, sizeof(*s));
+	cr_assert_eq(testfs_journal_replay(writerhold_paths[0], s), 0);
+	cr_assert_not(s->bad, "replayed a bad or out-of-order entry");
+	for (unsigned t = pin_tag; t < tag; t++)
+		cr_assert(s->tag[t], "tag %u (pinned from %u, of %u) lost", t, pin_tag, tag - 1);
+	free(s);
+}
