@@ -106,11 +106,6 @@ bool bch_jwriter_start(struct bch_jwriter *w)
 	return true;
 }
 
-unsigned bch_jwriter_nr(const struct bch_jwriter *w)
-{
-	return w->submitted - w->waited;	/* both written by the submitter only */
-}
-
 void bch_jwriter_submit(struct bch_jwriter *w, struct bch_jwriter_job *job)
 {
 	job->failed_bd = NULL;

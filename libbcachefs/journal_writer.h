@@ -92,9 +92,6 @@ struct bch_jwriter {
  */
 bool bch_jwriter_start(struct bch_jwriter *w);
 
-/* Jobs submitted and not waited for. */
-unsigned bch_jwriter_nr(const struct bch_jwriter *w);
-
 /* Queue the filled job (started, fewer than BCH_JWRITER_QUEUE in flight). */
 void bch_jwriter_submit(struct bch_jwriter *w, struct bch_jwriter_job *job);
 
