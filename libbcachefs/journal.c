@@ -135,6 +135,12 @@ struct bch_journal {
 	bool			clean_start;	/* opened clean: the first entry needs no
 						 * preflush (bch_journal_clean_start) */
 	uint64_t		last_seq_ondisk;	/* last_seq of that entry */
+	uint64_t		lost;		/* first seq whose entry may be lost (a
+						 * write or flush failed), 0: none.  Never
+						 * durable, nor anything after it: every
+						 * flush at or past it answers lost_ret and
+						 * nothing more is written (journal_lost()) */
+	int			lost_ret;
 	bool			started;
 
 	uint64_t		*buf;		/* sub-entries of the open entry */
@@ -1357,6 +1363,35 @@ static void journal_discard(struct bch_fs *c, struct bch_journal *j)
 /* ------------------------------------------------------- journal writer */
 
 /*
+ * Entries from seq on may be lost (a write or a flush failed): none of
+ * them, nor any later one, is ever counted written or durable, and no
+ * entry is written any more (one past the hole would not replay, or would
+ * replay over it).  Every flush of a seq at or past the first such seq
+ * answers ret, the first failure's; a flush of an earlier one (written
+ * before, only a flush of the devices away) still works.  Cleared only by
+ * a new open (a remount): the journal is read again from the disk then.
+ */
+static void journal_lost(struct bch_fs *c, uint64_t seq, int ret)
+{
+	struct bch_journal *j = J(c);
+
+	if (j->lost && j->lost <= seq)
+		return;
+	j->lost = seq;
+	j->lost_ret = ret;
+	if (j->written >= seq) {
+		j->written = j->durable;
+		j->written_last_seq = j->last_seq_ondisk;
+	}
+}
+
+/* Does a flush of seq reach a lost entry?  Its error, else 0. */
+static int lost_check(struct bch_journal *j, uint64_t seq)
+{
+	return j->lost && seq >= j->lost ? j->lost_ret : 0;
+}
+
+/*
  * Wait for the oldest entry in flight and account for it: written, and
  * its preflush made the entries written before it durable (and counts as
  * a flush of every device unless flush_gen was asked once it was begun: a
@@ -1378,14 +1413,31 @@ static int jwriter_reap_one(struct bch_fs *c)
 	f->js = f->stub = NULL;
 	f->job.buf = f->job.stub = NULL;
 	f->gen_read = false;
-	if (ret && f->job.cancelled)
+	if (ret && f->job.cancelled && j->lost)
 		return ret;	/* lost with an earlier entry, which said so */
 	if (ret) {
+		/*
+		 * A failed write followed its preflush: what that covered is
+		 * durable.  A failed flush leaves everything since the last
+		 * good one in doubt.  (A cancelled job with no loss before it
+		 * cannot be told apart: taken as lost itself.)
+		 */
 		j->written = f->covers;
 		j->written_last_seq = f->covers_last_seq;
-		bch_fs_err(c, ret, "%s: %s journal entry %" PRIu64 ": %s",
-			   bch_dev_path(f->job.failed_bd),
-			   f->job.failed_flush ? "flushing before" : "writing", f->seq, bch_err_str(ret));
+		if (f->job.preflush && !f->job.failed_flush && !f->job.cancelled &&
+		    f->covers > j->durable) {
+			j->durable = f->covers;
+			j->last_seq_ondisk = f->covers_last_seq;
+		}
+		journal_lost(c, f->job.failed_flush ? j->durable + 1 : f->seq, ret);
+		if (f->job.failed_bd)
+			bch_fs_err(c, ret, "%s: %s journal entry %" PRIu64 ": %s",
+				   bch_dev_path(f->job.failed_bd),
+				   f->job.failed_flush ? "flushing before" : "writing", f->seq,
+				   bch_err_str(ret));
+		else
+			bch_fs_err(c, ret, "journal entry %" PRIu64 ": not written: %s", f->seq,
+				   bch_err_str(ret));
 		bch_fs_error(c, ret, false);
 		while (j->fl_nr)
 			jwriter_reap_one(c);
@@ -1613,6 +1665,10 @@ static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
+	if (j->lost)
+		return j->lost_ret;	/* never past the hole */
+	if (c->emergency_ro)
+		return -BCH_ERR_fs_emergency_ro;
 	/*
 	 * Entries land in order: handed to the writer, behind those in flight
 	 * (the oldest waited for when the queue is full); written here, after
@@ -1748,7 +1804,10 @@ static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 		j->pending = false;
 		remember_roots(j, roots ? roots : js->_data + (u64s - r), r);
 	} else {
-		bch_fs_error(c, ret, false);	/* an entry not written */
+		/* an entry not written; with a failed preflush, those not flushed since either */
+		if (!j->lost)
+			journal_lost(c, j->durable + 1, ret);
+		bch_fs_error(c, ret, false);
 	}
 	free(roots);
 	free(js);
@@ -2059,15 +2118,22 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
 	struct bch_journal *j = J(c);
 	int ret;
 
-	/* the entry in flight may be the one asked for, and flushed by the writer */
-	if (seq > j->durable && seq <= j->written && (ret = jwriter_reap(c)))
+	/*
+	 * The entry in flight may be the one asked for, and flushed by the
+	 * writer; or it failed, and seq is lost with it.
+	 */
+	if (seq > j->durable && (ret = jwriter_reap(c)))
 		return ret;
 	if (seq <= j->durable)
 		return 0;
+	if ((ret = lost_check(j, seq)))
+		return ret;
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
 	if (seq <= j->written)	/* written, not flushed: a flush of the devices */
 		return bch_journal_flush_devs(c);
+	if (c->emergency_ro)
+		return -BCH_ERR_fs_emergency_ro;
 	return flush_open(c, may_reclaim(c));
 }
 
@@ -2081,8 +2147,12 @@ int bch_journal_flush(struct bch_fs *c)
 		return 0;
 	if ((ret = jwriter_reap(c)))	/* waited for in any case; may be flushed already */
 		return ret;
+	if (J(c)->lost)			/* everything so far: the lost entries too */
+		return J(c)->lost_ret;
 	if (!open_entry_needed(c))	/* at most a written entry to flush */
 		return J(c)->written > J(c)->durable ? bch_journal_flush_devs(c) : 0;
+	if (c->emergency_ro)
+		return -BCH_ERR_fs_emergency_ro;
 	return flush_open(c, may_reclaim(c));
 }
 
@@ -2100,6 +2170,8 @@ int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq)
 	if (*seq <= j->durable)
 		return 0;
 	if ((ret = jwriter_reap_done(c)) || *seq <= j->durable)
+		return ret;
+	if ((ret = lost_check(j, *seq)))
 		return ret;
 	if (j->fl_nr) {
 		/*
@@ -2167,7 +2239,10 @@ uint64_t bch_journal_seq_needed(struct bch_fs *c)
 
 	if (!j || !j->started || c->read_only)
 		return 0;
-	return open_entry_needed(c) ? j->seq : j->written;
+	if (open_entry_needed(c))
+		return j->seq;
+	/* after a loss, everything handed out so far (j->written is before the hole) */
+	return j->lost ? j->seq - 1 : j->written;
 }
 
 uint64_t bch_journal_seq_durable_now(struct bch_fs *c)
@@ -2177,7 +2252,7 @@ uint64_t bch_journal_seq_durable_now(struct bch_fs *c)
 	if (!j)
 		return 0;
 	/* writes done but not reaped: their flushes may have made more durable */
-	(void)jwriter_reap_done(c);	/* a failure stays the journal's: the next flush, the close */
+	(void)jwriter_reap_done(c);	/* a failure stays the journal's (j->lost): every later flush */
 	return j->durable;
 }
 
