@@ -124,8 +124,12 @@ int bch_jwriter_wait(struct bch_jwriter *w)
 	int ret;
 
 	if (w->pid != getpid()) {
-		/* forked in flight: the thread stayed with the parent */
-		ret = jwriter_run_or_cancel(job, w->failed);
+		/*
+		 * Forked in flight: the thread stayed with the parent.  A job
+		 * it ended before the fork keeps its result (w->failed may be
+		 * a later job's); the others run here.
+		 */
+		ret = w->waited < w->done ? job->ret : jwriter_run_or_cancel(job, w->failed);
 		if (ret && !w->failed)
 			w->failed = ret;
 		if (++w->waited == w->submitted)

@@ -29,8 +29,9 @@
  *       the failure's result): what follows a lost entry is lost with it.
  *       Jobs run again once every job up to the failure was waited for.
  *   (5) After a fork the thread stays with the parent: the child's wait
- *       runs a job in flight itself, and once none is left the next start
- *       makes a new thread.
+ *       takes the result of a job the thread ended before the fork, runs
+ *       any other job in flight itself, and once none is left the next
+ *       start makes a new thread.
  *   (6) The thread never takes a signal: they go to the request threads.
  */
 
