@@ -31,7 +31,11 @@
  * the entries before it durable, and its own flush, if any, itself.  A
  * failed job fails every job queued after it (they are not written): the
  * first failure is the filesystem's error, j->written goes back to the
- * entry before it, and nothing after the hole counts as written.
+ * entry before it, and nothing after the hole counts as written.  The
+ * hole is remembered (j->lost, journal_lost()), as is a failed write in
+ * line: no entry is written past it, and every later flush that reaches
+ * it answers the failure (an fsync retried, a second file's, one after
+ * bch_journal_seq_durable_now() reaped it), never 0, until a new open.
  *
  * Space: each journal device has a ring of buckets.  An entry for sequence s
  * goes to metadata_replicas devices, starting with device s % nr (so the

@@ -30,7 +30,12 @@
  * needs them written or durable (a flush of any kind, an entry written
  * in line, bch_fs_journal_exit) waits for them first, and a failure there
  * is the filesystem's error (bch_fs_error): the failed entry and every
- * one queued after it are lost together.
+ * one queued after it are lost together.  A lost entry stays lost: from
+ * then on every flush of it or of anything after it (bch_journal_flush()
+ * always) answers that failure and nothing more is written; only a new
+ * open (a remount) writes again.  Emergency read-only without a lost
+ * entry: a flush that would write an entry answers fs_emergency_ro (one
+ * of entries already written still flushes the devices).
  *
  * Invariants
  *   (1) A bucket is overwritten only when every entry in it is older than the
@@ -209,8 +214,9 @@ uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
 /*
  * The newest seq a flush now would make durable: the open entry's when it
- * must be written, else the newest entry written; 0 when nothing is (or a
- * read-only filesystem).  What bch_journal_flush_step() sets *seq to.
+ * must be written, else the newest entry written (after a lost entry: the
+ * newest handed out, so a flush of it answers the loss); 0 when nothing is
+ * (or a read-only filesystem).  What bch_journal_flush_step() sets *seq to.
  */
 uint64_t bch_journal_seq_needed(struct bch_fs *c);
 /*
