@@ -16,15 +16,26 @@
  * nothing written since the last reaches no device (blockdev.c), and the
  * first entry of a session opened clean has no preflush.
  *
- * Double buffering: a full entry is sealed in its own buffer and handed
+ * The writer's queue: a full entry is sealed in its own buffer and handed
  * to the writer thread (journal_submit; journal_writer.c), which does the
- * preflush, the write and, with stubs, the entry's flush and its stub, while requests
- * fill the open entry.  Its places in the ring are taken at submission, so
- * fits() and place() see them; it counts as written at submission (every
- * user of j->written as "on disk" goes through flush_devs(), which waits
- * for it) and as durable only when reaped (jwriter_reap).  Entries land in
- * order: the next write waits for the one in flight, and its preflush
- * follows that write.  One entry in flight at most.
+ * preflush, the write and, with stubs, the entry's flush and its stub, while
+ * requests fill the open entry.  Up to BCH_JWRITER_QUEUE sealed entries
+ * wait there at once, written one after the other in sequence order: a
+ * commit waits for the writer only when all of them are busy (or for
+ * whatever needs every entry written: a flush, the ring short of room).
+ * An entry's places in the ring are taken at submission, so fits() and
+ * place() see them; it counts as written at submission (every user of
+ * j->written as "on disk" goes through flush_devs(), which waits for all
+ * of them) and as durable only when reaped (jwriter_reap_one), oldest
+ * first: its preflush, which followed the previous entry's write, makes
+ * the entries before it durable, and its own flush, if any, itself.  A
+ * failed job fails every job queued after it (they are not written): the
+ * first failure is the filesystem's error, j->written goes back to the
+ * entry before it, and nothing after the hole counts as written.  The
+ * hole is remembered (j->lost, journal_lost()), as is a failed write in
+ * line: no entry is written past it, and every later flush that reaches
+ * it answers the failure (an fsync retried, a second file's, one after
+ * bch_journal_seq_durable_now() reaped it), never 0, until a new open.
  *
  * Space: each journal device has a ring of buckets.  An entry for sequence s
  * goes to metadata_replicas devices, starting with device s % nr (so the
@@ -82,16 +93,15 @@ struct journal_dev {
 };
 
 /*
- * The entry in flight with the writer thread (journal_writer.h), as the
+ * An entry in flight with the writer thread (journal_writer.h), as the
  * journal sees it: what it makes written and durable once reaped.
  */
 struct jflight {
-	struct bch_jwriter	w;		/* the job: devices, offsets, buffers */
-	bool			busy;		/* submitted and not reaped */
-	bool			gen_read;	/* flush_gen asked while busy: the job's
-						 * preflush is not counted (jwriter_reap()) */
-	struct bch_jset		*js;		/* the entry (w.buf), freed at reap */
-	struct bch_jset		*stub;		/* its stub (w.stub), freed at reap */
+	struct bch_jwriter_job	job;		/* devices, offsets, buffers */
+	bool			gen_read;	/* flush_gen asked once the job was begun:
+						 * its preflush is not counted (jwriter_reap_one()) */
+	struct bch_jset		*js;		/* the entry (job.buf), freed at reap */
+	struct bch_jset		*stub;		/* its stub (job.stub), freed at reap */
 	uint64_t		seq;
 	uint64_t		last_seq;	/* of the entry */
 	uint64_t		covers;		/* j->written before this job: durable once
@@ -129,6 +139,12 @@ struct bch_journal {
 	bool			clean_start;	/* opened clean: the first entry needs no
 						 * preflush (bch_journal_clean_start) */
 	uint64_t		last_seq_ondisk;	/* last_seq of that entry */
+	uint64_t		lost;		/* first seq whose entry may be lost (a
+						 * write or flush failed), 0: none.  Never
+						 * durable, nor anything after it: every
+						 * flush at or past it answers lost_ret and
+						 * nothing more is written (journal_lost()) */
+	int			lost_ret;
 	bool			started;
 
 	uint64_t		*buf;		/* sub-entries of the open entry */
@@ -158,7 +174,10 @@ struct bch_journal {
 	unsigned		(*roots_u64s)(struct bch_fs *c);
 	void			(*roots_fill)(struct bch_fs *c, struct bch_jset_entry *dst);
 	int			(*spill)(struct bch_fs *c);	/* roots elsewhere (fs.c) */
-	struct jflight		wr;
+	struct bch_jwriter	wr;		/* the writer thread and its queue */
+	struct jflight		fl[BCH_JWRITER_QUEUE];	/* in flight, in wr's order */
+	unsigned		fl_first;	/* the oldest */
+	unsigned		fl_nr;
 };
 
 static inline struct bch_journal *J(struct bch_fs *c)
@@ -167,6 +186,7 @@ static inline struct bch_journal *J(struct bch_fs *c)
 }
 
 static int jwriter_reap(struct bch_fs *c);
+static int jwriter_reap_done(struct bch_fs *c);
 static void jwriter_exit(struct bch_fs *c);
 
 static unsigned roots_u64s(struct bch_fs *c)
@@ -1347,57 +1367,127 @@ static void journal_discard(struct bch_fs *c, struct bch_journal *j)
 /* ------------------------------------------------------- journal writer */
 
 /*
- * Wait for the entry in flight, if any, and account for it: written, and
- * its preflush made the entries written before it durable (and counts as
- * a flush of every device unless flush_gen was asked meanwhile: a hint
- * taken then may postdate the flush's start).  A failure is the
- * filesystem's error: the entry is not written.
+ * Entries from seq on may be lost (a write or a flush failed): none of
+ * them, nor any later one, is ever counted written or durable, and no
+ * entry is written any more (one past the hole would not replay, or would
+ * replay over it).  Every flush of a seq at or past the first such seq
+ * answers ret, the first failure's; a flush of an earlier one (written
+ * before, only a flush of the devices away) still works.  Cleared only by
+ * a new open (a remount): the journal is read again from the disk then.
  */
-static int jwriter_reap(struct bch_fs *c)
+static void journal_lost(struct bch_fs *c, uint64_t seq, int ret)
 {
 	struct bch_journal *j = J(c);
-	struct jflight *f = &j->wr;
-	int ret;
 
-	if (!f->busy)
-		return 0;
-	ret = bch_jwriter_wait(&f->w);
-	f->busy = false;
+	if (j->lost && j->lost <= seq)
+		return;
+	j->lost = seq;
+	j->lost_ret = ret;
+	if (j->written >= seq) {
+		j->written = j->durable;
+		j->written_last_seq = j->last_seq_ondisk;
+	}
+}
+
+/* Does a flush of seq reach a lost entry?  Its error, else 0. */
+static int lost_check(struct bch_journal *j, uint64_t seq)
+{
+	return j->lost && seq >= j->lost ? j->lost_ret : 0;
+}
+
+/*
+ * Wait for the oldest entry in flight and account for it: written, and
+ * its preflush made the entries written before it durable (and counts as
+ * a flush of every device unless flush_gen was asked once it was begun: a
+ * hint taken then may postdate the flush's start).  A failure is the
+ * filesystem's error: the entry is not written, nor is any queued after
+ * it (journal_writer.h (4)): they are waited for here too.
+ */
+static int jwriter_reap_one(struct bch_fs *c)
+{
+	struct bch_journal *j = J(c);
+	struct jflight *f = &j->fl[j->fl_first];
+	int ret = bch_jwriter_wait(&j->wr);
+	bool gen_read = f->gen_read;
+
+	j->fl_first = (j->fl_first + 1) % BCH_JWRITER_QUEUE;
+	j->fl_nr--;
 	free(f->js);
 	free(f->stub);
 	f->js = f->stub = NULL;
-	f->w.buf = f->w.stub = NULL;
+	f->job.buf = f->job.stub = NULL;
+	f->gen_read = false;
+	if (ret && f->job.cancelled && j->lost)
+		return ret;	/* lost with an earlier entry, which said so */
 	if (ret) {
+		/*
+		 * A failed write followed its preflush: what that covered is
+		 * durable.  A failed flush leaves everything since the last
+		 * good one in doubt.  (A cancelled job with no loss before it
+		 * cannot be told apart: taken as lost itself.)
+		 */
 		j->written = f->covers;
 		j->written_last_seq = f->covers_last_seq;
-		bch_fs_err(c, ret, "%s: %s journal entry %" PRIu64 ": %s", bch_dev_path(f->w.failed_bd),
-			   f->w.failed_flush ? "flushing before" : "writing", f->seq, bch_err_str(ret));
+		if (f->job.preflush && !f->job.failed_flush && !f->job.cancelled &&
+		    f->covers > j->durable) {
+			j->durable = f->covers;
+			j->last_seq_ondisk = f->covers_last_seq;
+		}
+		journal_lost(c, f->job.failed_flush ? j->durable + 1 : f->seq, ret);
+		if (f->job.failed_bd)
+			bch_fs_err(c, ret, "%s: %s journal entry %" PRIu64 ": %s",
+				   bch_dev_path(f->job.failed_bd),
+				   f->job.failed_flush ? "flushing before" : "writing", f->seq,
+				   bch_err_str(ret));
+		else
+			bch_fs_err(c, ret, "journal entry %" PRIu64 ": not written: %s", f->seq,
+				   bch_err_str(ret));
 		bch_fs_error(c, ret, false);
-		f->gen_read = false;
+		while (j->fl_nr)
+			jwriter_reap_one(c);
 		return ret;
 	}
-	if (f->w.preflush) {
-		j->flush_gen += !f->gen_read;
+	if (f->job.preflush) {
+		j->flush_gen += !gen_read;
 		if (f->covers > j->durable) {
 			j->durable = f->covers;
 			j->last_seq_ondisk = f->covers_last_seq;
 			journal_discard(c, j);
 		}
 	}
-	if (f->w.flush) {
+	if (f->job.flush) {
 		j->durable = f->seq;
 		j->last_seq_ondisk = f->last_seq;
 		journal_discard(c, j);
 	}
-	f->gen_read = false;
 	return 0;
+}
+
+/* Wait for every entry in flight, oldest first. */
+static int jwriter_reap(struct bch_fs *c)
+{
+	int ret = 0;
+
+	while (!ret && J(c)->fl_nr)
+		ret = jwriter_reap_one(c);
+	return ret;
+}
+
+/* Account for the entries in flight the writer is done with; never waits. */
+static int jwriter_reap_done(struct bch_fs *c)
+{
+	int ret = 0;
+
+	while (!ret && J(c)->fl_nr && bch_jwriter_done(&J(c)->wr))
+		ret = jwriter_reap_one(c);
+	return ret;
 }
 
 /* Stop the writer (the filesystem closes): the entry in flight is waited for. */
 static void jwriter_exit(struct bch_fs *c)
 {
 	jwriter_reap(c);
-	bch_jwriter_stop(&J(c)->wr.w);
+	bch_jwriter_stop(&J(c)->wr);
 }
 
 /*
@@ -1440,10 +1530,13 @@ uint64_t bch_journal_flush_gen(struct bch_fs *c)
 {
 	if (!c->journal)
 		return 0;
-	/* a flush in flight may have begun before what the caller's value is for */
-	if (J(c)->wr.busy)
-		J(c)->wr.gen_read = true;
-	return J(c)->flush_gen;
+	struct bch_journal *j = J(c);
+	/* a flush begun (in flight or done) may predate what the caller's value is for */
+	unsigned begun = j->fl_nr ? bch_jwriter_begun(&j->wr) : 0;
+
+	for (unsigned i = 0; i < begun && i < j->fl_nr; i++)
+		j->fl[(j->fl_first + i) % BCH_JWRITER_QUEUE].gen_read = true;
+	return j->flush_gen;
 }
 
 /*
@@ -1459,12 +1552,12 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 			   bool flush)
 {
 	struct bch_journal *j = J(c);
-	struct jflight *f = &j->wr;
-	struct bch_jwriter *w = &f->w;
+	struct jflight *f = &j->fl[(j->fl_first + j->fl_nr) % BCH_JWRITER_QUEUE];
+	struct bch_jwriter_job *w = &f->job;
 	unsigned slot[BCH_REPLICAS_MAX], off[BCH_REPLICAS_MAX], st_slot = 0, st_off = 0;
 	struct journal_dev *st_jd = NULL;
 
-	if (j->replicas > BCH_REPLICAS_MAX)
+	if (j->replicas > BCH_REPLICAS_MAX || j->fl_nr >= BCH_JWRITER_QUEUE)
 		return false;
 	/* the stub's place: a lane no copy goes to (write_stub()) */
 	if (flush && j->stubs && j->replicas < j->nr_wdevs) {
@@ -1485,7 +1578,7 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 	f->stub = st_jd ? stub_build(c, js) : NULL;
 	if (st_jd && !f->stub)
 		return false;
-	if (!bch_jwriter_start(w)) {
+	if (!bch_jwriter_start(&j->wr)) {
 		free(f->stub);
 		f->stub = NULL;
 		return false;
@@ -1515,8 +1608,8 @@ static bool journal_submit(struct bch_fs *c, struct bch_jset *js, size_t bytes, 
 	f->covers = j->written;
 	f->covers_last_seq = j->written_last_seq;
 	f->gen_read = false;
-	f->busy = true;
-	bch_jwriter_submit(w);
+	j->fl_nr++;
+	bch_jwriter_submit(&j->wr, w);
 
 	for (unsigned k = 0; k < j->replicas; k++) {
 		struct journal_dev *jd = target(j, j->seq, k);
@@ -1576,8 +1669,18 @@ static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
-	/* entries land in order: the one in flight first (both buffers busy) */
-	if ((ret = jwriter_reap(c)))
+	if (j->lost)
+		return j->lost_ret;	/* never past the hole */
+	if (c->emergency_ro)
+		return -BCH_ERR_fs_emergency_ro;
+	/*
+	 * Entries land in order: handed to the writer, behind those in flight
+	 * (the oldest waited for when the queue is full); written here, after
+	 * all of them.
+	 */
+	if ((ret = async ? jwriter_reap_done(c) : jwriter_reap(c)))
+		return ret;
+	if (async && j->fl_nr == BCH_JWRITER_QUEUE && (ret = jwriter_reap_one(c)))
 		return ret;
 	/*
 	 * Nowhere to put it: nothing is written and nothing changes (the
@@ -1641,6 +1744,11 @@ static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 		free(roots);
 		return 0;	/* js is the writer's now */
 	}
+	if (!ret && j->fl_nr && (ret = jwriter_reap(c))) {
+		free(roots);
+		free(js);
+		return ret;	/* the writer could not take it (forked): in line, after those */
+	}
 
 	/*
 	 * Preflush: every write issued before this entry (btree nodes the
@@ -1700,7 +1808,10 @@ static int journal_write_flush(struct bch_fs *c, bool flush, bool async)
 		j->pending = false;
 		remember_roots(j, roots ? roots : js->_data + (u64s - r), r);
 	} else {
-		bch_fs_error(c, ret, false);	/* an entry not written */
+		/* an entry not written; with a failed preflush, those not flushed since either */
+		if (!j->lost)
+			journal_lost(c, j->durable + 1, ret);
+		bch_fs_error(c, ret, false);
 	}
 	free(roots);
 	free(js);
@@ -2011,15 +2122,22 @@ int bch_journal_flush_seq(struct bch_fs *c, uint64_t seq)
 	struct bch_journal *j = J(c);
 	int ret;
 
-	/* the entry in flight may be the one asked for, and flushed by the writer */
-	if (seq > j->durable && seq <= j->written && (ret = jwriter_reap(c)))
+	/*
+	 * The entry in flight may be the one asked for, and flushed by the
+	 * writer; or it failed, and seq is lost with it.
+	 */
+	if (seq > j->durable && (ret = jwriter_reap(c)))
 		return ret;
 	if (seq <= j->durable)
 		return 0;
+	if ((ret = lost_check(j, seq)))
+		return ret;
 	if (c->read_only)
 		return -BCH_ERR_fs_read_only;
 	if (seq <= j->written)	/* written, not flushed: a flush of the devices */
 		return bch_journal_flush_devs(c);
+	if (c->emergency_ro)
+		return -BCH_ERR_fs_emergency_ro;
 	return flush_open(c, may_reclaim(c));
 }
 
@@ -2033,8 +2151,12 @@ int bch_journal_flush(struct bch_fs *c)
 		return 0;
 	if ((ret = jwriter_reap(c)))	/* waited for in any case; may be flushed already */
 		return ret;
+	if (J(c)->lost)			/* everything so far: the lost entries too */
+		return J(c)->lost_ret;
 	if (!open_entry_needed(c))	/* at most a written entry to flush */
 		return J(c)->written > J(c)->durable ? bch_journal_flush_devs(c) : 0;
+	if (c->emergency_ro)
+		return -BCH_ERR_fs_emergency_ro;
 	return flush_open(c, may_reclaim(c));
 }
 
@@ -2051,11 +2173,20 @@ int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq)
 		return 0;
 	if (*seq <= j->durable)
 		return 0;
-	if (j->wr.busy) {
-		if (!bch_jwriter_done(&j->wr.w))
-			return 1;	/* its turn comes after the entry in flight */
-		if ((ret = jwriter_reap(c)) || *seq <= j->durable)
+	if ((ret = jwriter_reap_done(c)) || *seq <= j->durable)
+		return ret;
+	if ((ret = lost_check(j, *seq)))
+		return ret;
+	if (j->fl_nr) {
+		/*
+		 * The open entry goes behind those in flight when it can (its
+		 * preflush makes them durable, its flush itself); else, or when
+		 * *seq is in flight, its turn comes once the writer is done.
+		 */
+		if (*seq > j->written && j->fl_nr < BCH_JWRITER_QUEUE && may_reclaim(c) &&
+		    fits(c, j->seq, j->buf_u64s, false) && (ret = journal_write_flush(c, true, true)))
 			return ret;
+		return 1;
 	}
 	/* written without its flush, or a reclaim first: in line, as bch_journal_flush() */
 	if (*seq <= j->written || !may_reclaim(c) || !fits(c, j->seq, j->buf_u64s, false))
@@ -2067,7 +2198,7 @@ int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq)
 
 void bch_journal_flush_wait(struct bch_fs *c)
 {
-	bch_jwriter_wait_idle(&J(c)->wr.w);
+	bch_jwriter_wait_idle(&J(c)->wr);
 }
 
 bool bch_journal_open_has_keys(struct bch_fs *c, unsigned btree_id, unsigned level)
@@ -2112,7 +2243,10 @@ uint64_t bch_journal_seq_needed(struct bch_fs *c)
 
 	if (!j || !j->started || c->read_only)
 		return 0;
-	return open_entry_needed(c) ? j->seq : j->written;
+	if (open_entry_needed(c))
+		return j->seq;
+	/* after a loss, everything handed out so far (j->written is before the hole) */
+	return j->lost ? j->seq - 1 : j->written;
 }
 
 uint64_t bch_journal_seq_durable_now(struct bch_fs *c)
@@ -2121,9 +2255,8 @@ uint64_t bch_journal_seq_durable_now(struct bch_fs *c)
 
 	if (!j)
 		return 0;
-	/* a write done but not reaped: its flush may have made more durable */
-	if (j->wr.busy && bch_jwriter_done(&j->wr.w))
-		(void)jwriter_reap(c);	/* a failure stays the journal's: the next flush, the close */
+	/* writes done but not reaped: their flushes may have made more durable */
+	(void)jwriter_reap_done(c);	/* a failure stays the journal's (j->lost): every later flush */
 	return j->durable;
 }
 

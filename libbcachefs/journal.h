@@ -22,12 +22,20 @@
  * when the ring needs what it frees).
  *
  * Threads: the caller serialises every call (one lock over the engine).
- * The journal's own writer thread preflushes and writes a full entry (and
- * with stubs flushes it and writes its stub) while the caller fills the
- * next one; it touches only that entry's buffer and the block devices.
- * Every call that needs that entry written or durable (a flush of any
- * kind, the next entry's write, bch_fs_journal_exit) waits for it first,
- * and a failure there is the filesystem's error (bch_fs_error).
+ * The journal's own writer thread preflushes and writes full entries (and
+ * with stubs flushes each and writes its stub), in sequence order, while
+ * the caller fills the next one; up to BCH_JWRITER_QUEUE sealed entries
+ * wait for it, and a commit waits only when all are busy.  It touches
+ * only those entries' buffers and the block devices.  Every call that
+ * needs them written or durable (a flush of any kind, an entry written
+ * in line, bch_fs_journal_exit) waits for them first, and a failure there
+ * is the filesystem's error (bch_fs_error): the failed entry and every
+ * one queued after it are lost together.  A lost entry stays lost: from
+ * then on every flush of it or of anything after it (bch_journal_flush()
+ * always) answers that failure and nothing more is written; only a new
+ * open (a remount) writes again.  Emergency read-only without a lost
+ * entry: a flush that would write an entry answers fs_emergency_ro (one
+ * of entries already written still flushes the devices).
  *
  * Invariants
  *   (1) A bucket is overwritten only when every entry in it is older than the
@@ -177,14 +185,16 @@ int bch_journal_flush(struct bch_fs *c);
  * write and flush the entry (fsync through the daemon: other requests run
  * meanwhile).  *seq, 0 on the first call, is set to the entry to make
  * durable (everything so far).  0: it is (or <0, an error, as
- * bch_journal_flush()); 1: it is being written, or must wait for the entry
- * in flight: call bch_journal_flush_wait() without the lock, then this
- * again with the same *seq.  Fsyncs waiting together go out in one entry.
+ * bch_journal_flush()); 1: it is being written (queued behind the entries
+ * in flight when there is room), or must wait for them: call
+ * bch_journal_flush_wait() without the lock, then this again with the same
+ * *seq.  Fsyncs waiting together go out in one entry.
  */
 int bch_journal_flush_step(struct bch_fs *c, uint64_t *seq);
 /*
- * Without the caller's lock: wait until the writer thread has no entry left
- * to write.  The filesystem stays open meanwhile (the caller sees to it).
+ * Without the caller's lock: wait until the writer thread is done with
+ * every entry handed to it before the call.  The filesystem stays open
+ * meanwhile (the caller sees to it).
  */
 void bch_journal_flush_wait(struct bch_fs *c);
 
@@ -204,8 +214,9 @@ uint64_t bch_journal_cur_seq(struct bch_fs *c);
 uint64_t bch_journal_seq_durable(struct bch_fs *c);	/* newest durable entry */
 /*
  * The newest seq a flush now would make durable: the open entry's when it
- * must be written, else the newest entry written; 0 when nothing is (or a
- * read-only filesystem).  What bch_journal_flush_step() sets *seq to.
+ * must be written, else the newest entry written (after a lost entry: the
+ * newest handed out, so a flush of it answers the loss); 0 when nothing is
+ * (or a read-only filesystem).  What bch_journal_flush_step() sets *seq to.
  */
 uint64_t bch_journal_seq_needed(struct bch_fs *c);
 /*
