@@ -13,6 +13,7 @@
 /* checksum.c internals (not in checksum.h): the two crc32c paths. */
 uint32_t bch_crc32c_sw(uint32_t crc, const void *data, size_t len);
 uint32_t bch_crc32c_hw(uint32_t crc, const void *data, size_t len);
+uint32_t bch_crc32c_streams(uint32_t crc, const void *data, size_t len);	/* hw, never folding */
 bool bch_crc32c_hw_available(void);
 bool bch_crc32c_fold_available(void);	/* bch_crc32c_hw() folds from 1 KiB up */
 
@@ -265,10 +266,15 @@ Test(checksum, paths_agree)
 			cr_assert_eq(bch_crc32c_sw(init32, p, len), want32,
 				     "table crc32c: seed %#llx len %zu align %u",
 				     (unsigned long long)TEST_SEED, len, align);
-			if (hw)
+			if (hw) {
 				cr_assert_eq(bch_crc32c_hw(init32, p, len), want32,
 					     "sse4.2 crc32c: seed %#llx len %zu align %u",
 					     (unsigned long long)TEST_SEED, len, align);
+				/* the three streams, also where the CPU folds */
+				cr_assert_eq(bch_crc32c_streams(init32, p, len), want32,
+					     "crc32 streams: seed %#llx len %zu align %u",
+					     (unsigned long long)TEST_SEED, len, align);
+			}
 			cr_assert_eq(bch_crc64(init64, p, len), ref_crc64(init64, p, len),
 				     "crc64: seed %#llx len %zu align %u",
 				     (unsigned long long)TEST_SEED, len, align);
