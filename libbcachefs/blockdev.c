@@ -840,10 +840,15 @@ static int ufd_get(struct bch_blockdev *dev)
 	return fd;
 }
 
+/*
+ * Not with a test hook set: its device's reads then all go the usual way
+ * (bch_dev_read_try()), where a hook on reads would see them, as discard
+ * and punch stand aside for it.
+ */
 bool bch_dev_uncached_ok(struct bch_blockdev *dev)
 {
-	return dev->fd >= 0 && !atomic_load_explicit(&dev->ufd_refused, memory_order_relaxed) &&
-	       ufd_get(dev) >= 0;
+	return dev->fd >= 0 && !dev->have_hook &&
+	       !atomic_load_explicit(&dev->ufd_refused, memory_order_relaxed) && ufd_get(dev) >= 0;
 }
 
 int bch_dev_readv_uncached(struct bch_blockdev *dev, const struct iovec *iov, unsigned nr, uint64_t offset)
@@ -858,7 +863,7 @@ int bch_dev_readv_uncached(struct bch_blockdev *dev, const struct iovec *iov, un
 	}
 	if (!in_range(dev, len, offset))
 		return -BCH_ERR_device_short_io;
-	if (nr > IOV_MAX || atomic_load_explicit(&dev->ufd_refused, memory_order_relaxed) ||
+	if (nr > IOV_MAX || dev->have_hook || atomic_load_explicit(&dev->ufd_refused, memory_order_relaxed) ||
 	    (fd = ufd_get(dev)) < 0)
 		return -EOPNOTSUPP;
 	if (dev->delay_us)

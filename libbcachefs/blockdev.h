@@ -113,11 +113,12 @@ void bch_dev_willneed(struct bch_blockdev *dev, uint64_t offset, uint64_t len);
  * of the range back before it reads).  Delayed and counted as
  * bch_dev_read_try(), failures not counted.
  *   bch_dev_uncached_ok(): can this device read so (the first call opens;
- *     false from the first read the file refused for its alignment on).
+ *     false from the first read the file refused for its alignment on, and
+ *     while a test hook is set: its reads all go the usual way then).
  *   bch_dev_readv_uncached(): len(iov) bytes at offset, buffers, lengths
  *     and offset aligned to the logical block size; 0, -errno, or
  *     -EOPNOTSUPP when this read cannot be done so (no O_DIRECT here, an
- *     alignment the file wants): read it the usual way.
+ *     alignment the file wants, a test hook set): read it the usual way.
  */
 struct iovec;
 bool bch_dev_uncached_ok(struct bch_blockdev *dev);

@@ -9,6 +9,7 @@
  * fixture; the loop test detaches the loop device it attached, by name.
  */
 #include <criterion/criterion.h>
+#include <sys/uio.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -500,6 +501,37 @@ Test(blockdev, hook_failure_writes_nothing)
 	cr_expect_arr_eq(after, before, blen, "a refused write reached the file");
 	free(before);
 	free(after);
+}
+
+/*
+ * Uncached (O_DIRECT) reads, the read-ahead's (fs_read.h), stand aside
+ * while a test hook is set: the device's reads all go the usual way then,
+ * where a hook on reads would see them; they come back when it is cleared.
+ */
+Test(blockdev, hook_turns_uncached_reads_away)
+{
+	const char *path = tmp_path("img");
+	struct bch_blockdev *dev;
+	struct rec r;
+	void *buf = bch_dev_alloc_buf(4096);
+	struct iovec iov = { buf, 4096 };
+
+	cr_assert(buf);
+	make_file(path, 65536, 8);
+	dev = open_ok(path, 0);
+	cr_assert(bch_dev_uncached_ok(dev), "%s: no O_DIRECT reads here", path);
+	cr_assert_eq(bch_dev_readv_uncached(dev, &iov, 1, 8192), 0);
+
+	set_rec(dev, &r, UINT32_MAX, 0);
+	cr_expect(!bch_dev_uncached_ok(dev), "uncached reads with a hook set");
+	cr_expect_eq(bch_dev_readv_uncached(dev, &iov, 1, 8192), -EOPNOTSUPP);
+	cr_expect_eq(bch_dev_read_try(dev, buf, 4096, 8192), 0);
+
+	bch_dev_set_hook(dev, NULL);
+	cr_expect(bch_dev_uncached_ok(dev));
+	cr_expect_eq(bch_dev_readv_uncached(dev, &iov, 1, 8192), 0);
+	bch_dev_close(dev);
+	free(buf);
 }
 
 Test(blockdev, torn_write_writes_exact_prefix)

@@ -14,6 +14,7 @@
 uint32_t bch_crc32c_sw(uint32_t crc, const void *data, size_t len);
 uint32_t bch_crc32c_hw(uint32_t crc, const void *data, size_t len);
 bool bch_crc32c_hw_available(void);
+bool bch_crc32c_fold_available(void);	/* bch_crc32c_hw() folds from 1 KiB up */
 
 #define TEST_SEED	0x5eed0c5c5eed0c5cULL
 
@@ -272,6 +273,52 @@ Test(checksum, paths_agree)
 				     "crc64: seed %#llx len %zu align %u",
 				     (unsigned long long)TEST_SEED, len, align);
 		}
+	}
+	free(buf);
+}
+
+/*
+ * The folding path of bch_crc32c_hw() (AVX-512 carry-less multiplies, from
+ * 1 KiB up, in strides of 256 bytes, the rest by the crc32 instruction):
+ * lengths around its threshold and its strides, every alignment, random
+ * starting CRCs, against the bit-at-a-time definition; then a 1 MiB buffer
+ * with one bit flipped at a time over its first two strides (every lane)
+ * and then every 4 KiB or so (each constant moves a lane a different
+ * distance: a wrong one shows as a wrong CRC here).
+ */
+Test(checksum, fold_path_agrees)
+{
+	static const size_t lens[] = { 1023, 1024, 1025, 1279, 1280, 1281, 1535, 2047, 2048, 4095,
+				       4096 + 17, 8192 + 255, 65536, 131072 + 3, 262144 };
+	uint64_t seed = TEST_SEED;
+	size_t max = (1 << 20) + 16;
+	unsigned char *buf = malloc(max);
+
+	cr_assert(buf);
+	if (!bch_crc32c_fold_available())
+		cr_log_warn("no AVX-512 VPCLMULQDQ: bch_crc32c_hw() never folds here");
+	if (!bch_crc32c_hw_available())
+		cr_skip_test("no SSE4.2");
+	rng_fill(&seed, buf, max);
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		for (unsigned align = 0; align < 16; align++) {
+			const unsigned char *p = buf + align;
+			uint32_t init = rng_next(&seed);
+
+			cr_assert_eq(bch_crc32c_hw(init, p, lens[i]), ref_crc32c(init, p, lens[i]),
+				     "crc32c: seed %#llx len %zu align %u",
+				     (unsigned long long)TEST_SEED, lens[i], align);
+		}
+	size_t len = 1 << 20;
+	uint32_t whole = bch_crc32c_sw(~0U, buf, len);
+
+	cr_assert_eq(bch_crc32c_hw(~0U, buf, len), whole, "1 MiB: seed %#llx",
+		     (unsigned long long)TEST_SEED);
+	for (size_t bit = 0; bit < len * 8; bit += bit < 512 * 8 ? 61 : 4093 * 8 + 5) {
+		buf[bit / 8] ^= 1U << (bit % 8);
+		cr_assert_eq(bch_crc32c_hw(~0U, buf, len), bch_crc32c_sw(~0U, buf, len),
+			     "1 MiB, bit %zu flipped: seed %#llx", bit, (unsigned long long)TEST_SEED);
+		buf[bit / 8] ^= 1U << (bit % 8);
 	}
 	free(buf);
 }
