@@ -1016,10 +1016,9 @@ int fm_kill_caps(struct fmount *m, uint64_t inum, bool *gone)
 /*
  * Invariant (9): what one session changed, the other sessions' kernels may
  * hold cached (attributes, pages, names and negative names): tell them.
- * Called after the reply, without lock: the kernel of the other session may
- * hold the inode or directory lock the notification needs, for a request
- * of its own that waits for lock (or for the reply of this one).  skip:
- * the session that made the change (NULL: a command made it, tell all).
+ * Without lock; an inode's before the reply, a name's after it (why:
+ * fusemount.h, where it is declared).  skip: the session that made the
+ * change (NULL: a command made it, tell all).
  */
 void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t ino,
 			    const char *name, off_t off, off_t len)
