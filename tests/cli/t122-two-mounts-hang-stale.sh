@@ -20,8 +20,10 @@
 # both connections through a fusectl mount of its own.  Full-page aligned
 # writes do not hang (the kernel unlocks an up-to-date page first).
 # Fails on h-daemon40 and on main (807c9d9): write's notice went before
-# the reply there already; h-daemon40's truncate notices before the reply
-# wait on the other kernel's pages the same way.
+# the reply there already.  h-daemon40's truncate notices (now before the
+# reply) lock the other kernel's pages too, but the truncating kernel holds
+# none of its own meanwhile: ftruncate and open(O_TRUNC) through m1 racing
+# partial writes through m2 did not hang (3000 and 1000 of them).
 #
 # oldkernel: a kernel before Linux 6.16 (Debian 12's 6.1) has no FUSE
 # epoch: the daemon's FUSE_NOTIFY_INC_EPOCH at the join is refused with
