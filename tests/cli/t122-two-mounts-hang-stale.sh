@@ -39,6 +39,7 @@
 # Data: fixed bytes ('a' * 100, 'b' * 100); names numbered.
 need_fuse
 need python3 mountpoint cc
+need_root "a hung daemon is ended through a fusectl mount (abort)"
 trap 'cd /; for d in m2 m1; do fusermount3 -uz "$OLDPWD/$d" 2>/dev/null; done; umount "$OLDPWD/ctl" 2>/dev/null' EXIT
 mkdir ctl
 bad=
