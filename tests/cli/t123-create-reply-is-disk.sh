@@ -6,7 +6,8 @@
 # open(O_CREAT) and by mknod, directory, symlinks of 1 to 4095 bytes, fifo,
 # socket, char device), under umasks 022 and 077, in a plain directory, a
 # setgid one owned by another group, one with a default ACL (the reply is
-# read back there) and one as another user (uid 1234 via setpriv).
+# read back there), one as another user (uid 1234 via setpriv), and in a
+# subvolume and a writable snapshot (st_ino: the view's handle).
 # h-review40b, session 30.  Runs encrypted too (tests/encrypted.sh).
 need_fuse
 need python3 setfacl setpriv
@@ -14,6 +15,8 @@ mkdir m
 trap 'cd /; fusermount3 -uz "$OLDPWD/m" 2>/dev/null' EXIT
 chmod 755 .
 expect_rc 0 $B format -q --fs-size=128M img
+expect_rc 0 $B subvolume create img /sv
+expect_rc 0 $B subvolume snapshot img / /snap
 expect_rc 0 $B fusemount -o allow_other "$PWD/img" m
 chmod 1777 m
 mkdir m/plain m/sgid m/acl m/user
@@ -47,7 +50,7 @@ json.dump({"fields": F, "files": res}, open(out, "w"))
 PY
 
 : > before-user.json && chmod 666 before-user.json
-for d in plain sgid acl; do python3 mk.py m/$d before-$d.json || fail "make in $d"; done
+for d in plain sgid acl sv snap; do python3 mk.py m/$d before-$d.json || fail "make in $d"; done
 setpriv --reuid 1234 --regid 1234 --clear-groups /usr/bin/python3 mk.py m/user before-user.json || fail "make as uid 1234"
 fusermount3 -u m || fail "unmount"
 for i in $(seq 50); do pgrep -f "fusemount.*$PWD/img" >/dev/null || break; sleep 0.1; done
@@ -69,7 +72,7 @@ for d in sys.argv[1:]:
 print("differing:", bad)
 sys.exit(1 if bad else 0)
 PY
-python3 cmp.py plain sgid acl user > cmp.txt 2>&1 || fail "a create's reply differs from the inode after a remount:
+python3 cmp.py plain sgid acl user sv snap > cmp.txt 2>&1 || fail "a create's reply differs from the inode after a remount:
 $(head -40 cmp.txt)"
 cat cmp.txt
 fusermount3 -u m || fail "unmount"
