@@ -2,6 +2,9 @@
 # h-daemon40's notices): three parts, each on a fresh image and daemon, the
 # failures of all listed at the end.
 #
+# h-daemon40b: the hang fixed (fm_notify_pages()); oldkernel asserts what
+# the man page documents.
+#
 # pwrite, append: two writers, one through each mountpoint, write parts of
 # the same pages of one file through O_RDWR descriptors (buffered, not
 # direct_io): 100 bytes into 4 pages in turn; or two O_RDWR | O_APPEND
@@ -32,8 +35,10 @@
 # a control round with the epoch working shows nothing stale).  m1
 # alone looked up 300 names and missed 300 others (cached for TIMEOUT),
 # m2 joins, then each name is unlinked (created) through m2 and stat'ed
-# through m1 at once: m1 must not find a name unlink(2) removed, nor miss
-# one open(O_CREAT) made (as t117 asks of 6.16+).  The name's notice comes
+# through m1 at once: stale answers there are counted, not failed (the man
+# page documents them before 6.16; 300 and 300 with the 2 ms delay), but
+# 0.5 s later, every name's notice sent, m1 must agree with m2 (it fails
+# if a name's notice is lost).  The name's notice comes
 # after the reply (fm_notify_sessions()), so m1 answers from what it cached
 # before the join meanwhile: unforced, 84-131 of 300 unlinked names still
 # found in some rounds, 0 in others.  t117 checks the same through its names
@@ -110,8 +115,18 @@ two_writers() {
 	wait $p1 || fail "$1: writer through m1 failed"
 	wait $p2 || fail "$1: writer through m2 failed"
 	cmp -s m1/f m2/f || fail "$1: m1/f and m2/f differ"
+	# Each kernel appends at the end it last knew (FUSE without writeback
+	# cache asks no size for O_APPEND; the man page says so): appends through
+	# two mountpoints at once overwrite each other (after the hang's fix:
+	# 1868 and 1770 of 4000 lost).  What holds: whole records, at least one
+	# writer's worth, the size a multiple of them.
 	if [ "$1" = append ]; then
-		[ "$(stat -c %s m1/f)" = $((65536 + 2 * $2 * 100)) ] || fail "appended size $(stat -c %s m1/f)"
+		sz=$(stat -c %s m1/f)
+		[ $(((sz - 65536) % 100)) = 0 ] && [ "$sz" -ge $((65536 + $2 * 100)) ] &&
+			[ "$sz" -le $((65536 + 2 * $2 * 100)) ] || fail "appended size $sz"
+		tail -c +65537 m1/f | fold -w 100 | grep -Evx 'a{100}|b{100}' | head -3 | grep . &&
+			fail "append: a record not whole"
+		echo "append: $(( (65536 + 2 * $2 * 100 - sz) / 100 )) of $((2 * $2)) appends overwritten by the other mountpoint's"
 	fi
 	unmount_fsck "$1"
 }
@@ -119,7 +134,7 @@ two_writers pwrite 4000
 two_writers append 2000
 
 cat > names.py <<'PY'
-import os, sys
+import os, sys, time
 m1, m2, phase, N = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 def exists(p):
     try:
@@ -143,26 +158,38 @@ for i in range(N):
     if not exists("%s/d/n%d" % (m1, i)):
         stale["create"] = stale.get("create", 0) + 1
 print("stale:", stale)
+if phase == "settled":	# what stays once the names' notices came
+    time.sleep(0.5)
+    for i in range(N):
+        if exists("%s/d/g%d" % (m1, i)):
+            stale["unlink, settled"] = stale.get("unlink, settled", 0) + 1
+        if not exists("%s/d/n%d" % (m1, i)):
+            stale["create, settled"] = stale.get("create, settled", 0) + 1
+    print("after 0.5 s:", stale)
+    sys.exit(1 if any(k.endswith("settled") for k in stale) else 0)
 sys.exit(1 if stale else 0)
 PY
 cc -shared -fPIC -O2 -o shim.so "$ROOT/tests/cli/t122-noepoch-shim.c" -ldl || fail "cc shim"
 # names_round NAME ENV...: 300 names through m2, looked at through m1 (the daemon run with ENV)
 names_round() {
-	what=$1
-	shift
+	what=$1 phase=$2
+	shift 2
 	mount_two LD_PRELOAD="$PWD/shim.so" "$@"
 	python3 names.py m1 m2 prep 300 || fail "$what: prep"
 	join_m2
-	python3 names.py m1 m2 run 300 > names.out 2>&1
+	python3 names.py m1 m2 $phase 300 > names.out 2>&1
 	stale=$?	# (rc is run()'s)
 	echo "$what: $(cat names.out)"
 	unmount_fsck "$what"
 	return $stale
 }
 # the control: notices of names 2 ms late, the epoch working: nothing stale
-names_round "epoch, names' notices 2 ms late" T122_ENTRY_DELAY_US=2000 ||
+names_round "epoch, names' notices 2 ms late" run T122_ENTRY_DELAY_US=2000 ||
 	fail "with the epoch working, m1 showed names from before m2's changes: nothing dropped at the join (main before h-daemon40 fails here), or this part is wrong"
-names_round "no epoch (before 6.16), names' notices 2 ms late" T122_NOEPOCH=1 T122_ENTRY_DELAY_US=2000 ||
+# No epoch: what the man page documents, the names m1 cached alone stay
+# until the notices of their changes, sent after each reply (stale meanwhile:
+# counted, not failed); once they came, nothing stale.
+names_round "no epoch (before 6.16), names' notices 2 ms late" settled T122_NOEPOCH=1 T122_ENTRY_DELAY_US=2000 ||
 	bad="$bad oldkernel"
 
 [ -z "$bad" ] || fail "failed:$bad"
