@@ -118,14 +118,14 @@ two_writers() {
 	# Each kernel appends at the end it last knew (FUSE without writeback
 	# cache asks no size for O_APPEND; the man page says so): appends through
 	# two mountpoints at once overwrite each other (after the hang's fix:
-	# 1868 and 1770 of 4000 lost).  What holds: whole records, at least one
-	# writer's worth, the size a multiple of them.
+	# 1868 and 1770 of 4000 lost; with the sanitizer build one record was
+	# half a's, half b's: a write across a page the kernel leaves not up to
+	# date goes in two requests, and the other's lands in between).  What
+	# holds: at least one writer's worth, the size a multiple of a record.
 	if [ "$1" = append ]; then
 		sz=$(stat -c %s m1/f)
 		[ $(((sz - 65536) % 100)) = 0 ] && [ "$sz" -ge $((65536 + $2 * 100)) ] &&
 			[ "$sz" -le $((65536 + 2 * $2 * 100)) ] || fail "appended size $sz"
-		tail -c +65537 m1/f | fold -w 100 | grep -Evx 'a{100}|b{100}' | head -3 | grep . &&
-			fail "append: a record not whole"
 		echo "append: $(( (65536 + 2 * $2 * 100 - sz) / 100 )) of $((2 * $2)) appends overwritten by the other mountpoint's"
 	fi
 	unmount_fsck "$1"
