@@ -111,11 +111,12 @@
  *       session (cmd_fusemount_mount_body), served by its own thread; the
  *       engine, the lock, the held table and background work are shared.
  *       A change made through one session is notified to the others
- *       without lock (fm_others_inode, fm_others_entry), so their kernels
- *       drop what they cache of it: an inode's attributes, ACL and pages
- *       before the reply, a name after it (fm_notify_sessions(): a name's
- *       notice before it could deadlock two sessions' creates in one
- *       directory).  No name is cached meanwhile (fm_cache_timeout()),
+ *       without lock (fm_others_pages, fm_others_attrs, fm_others_entry),
+ *       so their kernels drop what they cache of it: an inode's attributes,
+ *       ACL and pages before the reply (pages after it when two sessions'
+ *       writes to one inode race: fm_notify_pages()), a name after it
+ *       (fm_notify_sessions(): a name's notice before it could deadlock two
+ *       sessions' creates in one directory).  No name is cached meanwhile (fm_cache_timeout()),
  *       and what the others cached alone goes at the join
  *       (fm_notify_joined()), so once a call returns no other mountpoint
  *       shows the state before it (t117).  The filesystem is closed when
@@ -1225,6 +1226,8 @@ int cmd_fusemount(int argc, char *argv[])
 	pthread_rwlock_init(&m.ra_lock, NULL);
 	pthread_rwlock_init(&m.sess_rw, NULL);
 	pthread_mutex_init(&m.sess_mu, NULL);
+	pthread_mutex_init(&m.notice_mu, NULL);
+	pthread_cond_init(&m.later_cond, NULL);
 	snprintf(m.fsname, sizeof(m.fsname), "%s", fsname);
 	m.fuse_debug = debug;
 	struct fsess first = { .m = &m, .atime = atime_of(ma.ms), .nodiratime = ma.ms & MS_NODIRATIME };
@@ -1310,6 +1313,7 @@ int cmd_fusemount(int argc, char *argv[])
 	sess_remove(&m, &first);
 	fm_lf->session_unmount(se);
 	wait_joined(&m);
+	fm_notice_stop(&m);
 	ctl_server_stop(m.ctl);
 	m.ctl = NULL;
 	fm_bg_stop(&m);

@@ -148,6 +148,23 @@ struct fmount {
 	pthread_mutex_t	sess_mu;
 	pthread_cond_t	sess_cond;	/* a session ended (sess_mu) */
 	atomic_uint	nr_sess;
+	/*
+	 * The page notices sent before a reply now (fm_notify_pages()),
+	 * under notice_mu: the cycle breaker.  Only while several sessions.
+	 */
+	pthread_mutex_t	notice_mu;
+	struct fm_notice *notices;
+	/*
+	 * The page notices deferred past their replies (notice_mu): sent by
+	 * one thread of their own, started at the first, so that no request
+	 * thread waits in one (the loop has 10 per session: all waiting in
+	 * such notices, none was left to read the request whose page they
+	 * waited for; t122 append).
+	 */
+	struct fm_notice *later;
+	pthread_cond_t	later_cond;
+	pthread_t	later_thread;
+	bool		later_started, later_stop;
 	unsigned	live;		/* sessions initialised and not yet destroyed (sess_mu) */
 	unsigned	nr_joined;	/* sess_thread()s not yet ended (sess_mu) */
 	char		fsname[8192];	/* fsname= of every session */
@@ -583,8 +600,9 @@ int fm_kill_caps(struct fmount *m, uint64_t inum, bool *gone);
  * same directory whose thread tells us of its change (each waits for the
  * other's lock).  An inode's comes before it (its attributes take no lock
  * the kernel holds for a request; pages are locked only for a request of
- * the other session, which another thread answers), so once the call
- * returns no other mountpoint serves its old attributes, ACL or bytes.
+ * the other session, which another thread answers, unless that thread
+ * waits in a notice for a page of ours: fm_notify_pages()), so once the
+ * call returns no other mountpoint serves its old attributes, ACL or bytes.
  * skip: the session that made the change (NULL: a command made it, tell all).
  */
 void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t ino,
@@ -598,10 +616,61 @@ void fm_notify_joined(struct fmount *m, const struct fsess *s);
  * < 0) or a name of directory parent: tell the other sessions.  Inline:
  * with one session, every change's notice is a load and a branch.
  */
-static inline void fm_others_inode(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
+/*
+ * One page notice sent before its reply (fm_notify_pages()): about ino,
+ * to every session but from.
+ */
+struct fm_notice {
+	fuse_ino_t		ino;
+	const struct fsess	*from;
+	struct fm_notice	*next;
+	off_t			off, len;	/* m->later's */
+};
+
+/*
+ * s changed ino's pages in [off, off + len) (len 0: to the end) and its
+ * attributes: tell the other sessions before the reply, unless that could
+ * wait for good.  A kernel keeps a page a write only partly covers locked
+ * until our reply; the notice to that kernel locks the same page
+ * (invalidate_inode_pages2_range()).  Two writes in flight to one page
+ * through two mountpoints: each thread's notice waits for the page the
+ * other kernel keeps locked for the other thread's request (t122).  So,
+ * under notice_mu: a thread about to notify others about ino while another
+ * thread is notifying s's kernel about ino (from another session) does not
+ * wait: false (the attributes told, they take no page lock), and the
+ * caller replies first, then fm_others_pages_after().
+ * Of any cycle of such waits, the last thread to register sees the one
+ * before it: one replies, its page is unlocked, the others go on.  The
+ * cost, only in that race (concurrent writes to one inode through two
+ * mountpoints, whose order the writers cannot know): one page notice
+ * lands shortly after its reply (its attributes' still before).  true: told (or nobody to tell).
+ */
+bool fm_notify_pages(struct fmount *m, const struct fsess *from, fuse_ino_t ino,
+		     off_t off, off_t len);
+
+/* Inline: with one session, every change's notice is a load and a branch. */
+static inline __attribute__((warn_unused_result))
+bool fm_others_pages(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
+{
+	return atomic_load_explicit(&s->m->nr_sess, memory_order_relaxed) < 2 ||
+		fm_notify_pages(s->m, s, ino, off, len);
+}
+
+/* fm_others_pages() said false: the reply went, now the notice (queued: m->later). */
+void fm_others_pages_after(struct fsess *s, fuse_ino_t ino, off_t off, off_t len);
+
+/* After the last session went (wait_joined()): the deferred notices' thread ends. */
+void fm_notice_stop(struct fmount *m);
+
+/*
+ * s changed ino's attributes (no pages: the notice takes no lock a kernel
+ * holds for a request, so before the reply) or a name of directory parent
+ * (after it): tell the other sessions.
+ */
+static inline void fm_others_attrs(struct fsess *s, fuse_ino_t ino)
 {
 	if (atomic_load_explicit(&s->m->nr_sess, memory_order_relaxed) > 1)
-		fm_notify_sessions(s->m, s, ino, NULL, off, len);
+		fm_notify_sessions(s->m, s, ino, NULL, -1, 0);
 }
 
 static inline void fm_others_entry(struct fsess *s, fuse_ino_t parent, const char *name)

@@ -450,9 +450,16 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	 * through another mountpoint read a truncated file's old bytes from its
 	 * page cache after truncate(2) had returned (t117, 59 of 100).
 	 */
-	fm_others_inode(se, ino, (to_set & FUSE_SET_ATTR_SIZE) ? 0 : -1, 0);
+	bool told = true;
+
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		told = fm_others_pages(se, ino, 0, 0);
+	else
+		fm_others_attrs(se, ino);
 	fm_fix_st(&st);
 	fm_lf->reply_attr(req, &st, fm_cache_timeout(m));
+	if (!told)
+		fm_others_pages_after(se, ino, 0, 0);
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
@@ -502,7 +509,7 @@ static void reply_new(fuse_req_t req, struct fmount *m, int r, const struct made
 		fm_lf->reply_err(req, -r);
 		return;
 	}
-	fm_others_inode(se, fm_to_fuse(inum), -1, 0);		/* a link: its count */
+	fm_others_attrs(se, fm_to_fuse(inum));		/* a link: its count */
 	fm_lf->reply_entry(req, &e);
 	fm_others_entry(se, parent, name);
 }
@@ -636,7 +643,7 @@ static uint64_t name_inum(struct fmount *m, fuse_ino_t parent, const char *name)
 static void others_gone_inode(struct fsess *se, uint64_t inum)
 {
 	if (inum)
-		fm_others_inode(se, fm_to_fuse(inum), -1, 0);
+		fm_others_attrs(se, fm_to_fuse(inum));
 }
 
 /* unlink or rmdir: the space of the queued frees first if it runs short (fm_frees_run()) */
@@ -806,11 +813,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	 * through another mountpoint read the old bytes from its page cache
 	 * with no notice at all (t117, 100 of 100).
 	 */
-	if ((fi->flags & O_TRUNC) && S_ISREG(st.st_mode))
-		fm_others_inode(fm_session(req), ino, 0, 0);
+	bool told = !(fi->flags & O_TRUNC) || !S_ISREG(st.st_mode) ||
+		    fm_others_pages(fm_session(req), ino, 0, 0);
+
 	fi->keep_cache = !due;
 	set_direct(fi, fh);
 	fm_lf->reply_open(req, fi);
+	if (!told)
+		fm_others_pages_after(fm_session(req), ino, 0, 0);
 }
 
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -1256,11 +1266,13 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	 * returns, a read through another mountpoint must not find the old
 	 * bytes in its page cache (t70 saw them when the notice came after).
 	 */
-	if (n > 0)
-		fm_others_inode(se, ino, off, n);
+	bool told = !n || fm_others_pages(se, ino, off, n);	/* false: see there */
+
 	if (caps_gone)
-		fm_others_inode(se, ino, -1, 0);
+		fm_others_attrs(se, ino);
 	fm_lf->reply_write(req, n);
+	if (!told)
+		fm_others_pages_after(se, ino, off, n);
 }
 
 /*
@@ -1510,7 +1522,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		fm_bg_wake(m, true);	/* per-file options: parked work may now go elsewhere */
 	UNLOCK(m);
 	if (!r)
-		fm_others_inode(se, ino, -1, 0);	/* ctime, and the mode and ACL the kernel caches */
+		fm_others_attrs(se, ino);	/* ctime, and the mode and ACL the kernel caches */
 	fm_lf->reply_err(req, -r);
 }
 
@@ -1714,7 +1726,7 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 		fm_bg_wake(m, true);
 	UNLOCK(m);
 	if (!r)
-		fm_others_inode(se, ino, -1, 0);
+		fm_others_attrs(se, ino);
 	fm_lf->reply_err(req, -r);
 }
 
@@ -1741,9 +1753,11 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset,
 	 * run in four).  Collapse
 	 * and insert move what follows: all of it.
 	 */
-	if (!r)
-		fm_others_inode(se, ino, 0, 0);
+	bool told = r || fm_others_pages(se, ino, 0, 0);
+
 	fm_lf->reply_err(req, -r);
+	if (!told)
+		fm_others_pages_after(se, ino, 0, 0);
 }
 
 static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
@@ -1814,9 +1828,11 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 		fm_lf->reply_err(req, (int)-r);
 		return;
 	}
-	if (done)	/* before the reply, as op_write() */
-		fm_others_inode(se, ino_out, off_out, done);
+	bool told = !done || fm_others_pages(se, ino_out, off_out, done);	/* as op_write() */
+
 	fm_lf->reply_write(req, done);
+	if (!told)
+		fm_others_pages_after(se, ino_out, off_out, done);
 }
 
 /* ------------------------------------------------------------ file flags */
@@ -1955,7 +1971,7 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 		fm_lf->reply_err(req, -r);
 		return;
 	}
-	fm_others_inode(fm_session(req), ino, -1, 0);
+	fm_others_attrs(fm_session(req), ino);
 	fm_lf->reply_ioctl(req, 0, NULL, 0);
 }
 

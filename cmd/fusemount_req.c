@@ -1037,6 +1037,100 @@ void fm_notify_sessions(struct fmount *m, const struct fsess *skip, fuse_ino_t i
 	pthread_rwlock_unlock(&m->sess_rw);
 }
 
+bool fm_notify_pages(struct fmount *m, const struct fsess *from, fuse_ino_t ino,
+		     off_t off, off_t len)
+{
+	struct fm_notice me = { .ino = ino, .from = from };
+	bool wait = false;
+
+	pthread_mutex_lock(&m->notice_mu);
+	for (struct fm_notice *o = m->notices; o && !wait; o = o->next)
+		wait = o->ino == ino && o->from != from;	/* o tells from's kernel */
+	if (!wait) {
+		me.next = m->notices;
+		m->notices = &me;
+	}
+	pthread_mutex_unlock(&m->notice_mu);
+	/*
+	 * Reply first: o may wait for a page locked for our request.  The
+	 * attributes now all the same (no page lock): an O_APPEND write
+	 * through another mountpoint must find the new size (t122 append lost
+	 * 1868 of 4000 appends without).
+	 */
+	if (wait) {
+		fm_notify_sessions(m, from, ino, NULL, -1, 0);
+		return false;
+	}
+	fm_notify_sessions(m, from, ino, NULL, off, len);
+	pthread_mutex_lock(&m->notice_mu);
+	struct fm_notice **p = &m->notices;
+	while (*p != &me)
+		p = &(*p)->next;
+	*p = me.next;
+	pthread_mutex_unlock(&m->notice_mu);
+	return true;
+}
+
+/* m->later's thread: the deferred page notices, in their order */
+static void *later_thread(void *arg)
+{
+	struct fmount *m = arg;
+
+	pthread_mutex_lock(&m->notice_mu);
+	while (1) {
+		while (!m->later && !m->later_stop)
+			pthread_cond_wait(&m->later_cond, &m->notice_mu);
+		if (!m->later)
+			break;
+		struct fm_notice *n = m->later;
+
+		m->later = n->next;
+		pthread_mutex_unlock(&m->notice_mu);
+		/* the sessions are walked under sess_rw: one gone meanwhile is not told */
+		fm_notify_sessions(m, n->from, n->ino, NULL, n->off, n->len);
+		free(n);
+		pthread_mutex_lock(&m->notice_mu);
+	}
+	pthread_mutex_unlock(&m->notice_mu);
+	return NULL;
+}
+
+void fm_others_pages_after(struct fsess *s, fuse_ino_t ino, off_t off, off_t len)
+{
+	struct fmount *m = s->m;
+	struct fm_notice *n = malloc(sizeof(*n));
+
+	pthread_mutex_lock(&m->notice_mu);
+	if (!m->later_started && !m->later_stop && n)
+		m->later_started = !pthread_create(&m->later_thread, NULL, later_thread, m);
+	bool queued = n && m->later_started && !m->later_stop;
+	if (queued) {
+		*n = (struct fm_notice) { .ino = ino, .from = s, .off = off, .len = len };
+		struct fm_notice **p = &m->later;
+		while (*p)
+			p = &(*p)->next;
+		*p = n;
+		pthread_cond_signal(&m->later_cond);
+	}
+	pthread_mutex_unlock(&m->notice_mu);
+	if (!queued) {		/* no memory or no thread: here */
+		free(n);
+		fm_notify_sessions(m, s, ino, NULL, off, len);
+	}
+}
+
+void fm_notice_stop(struct fmount *m)
+{
+	pthread_mutex_lock(&m->notice_mu);
+	m->later_stop = true;
+	bool started = m->later_started;
+	if (started)
+		pthread_cond_signal(&m->later_cond);
+	pthread_mutex_unlock(&m->notice_mu);
+	if (started)
+		pthread_join(m->later_thread, NULL);
+}
+
 /* The kernel's FUSE_NOTIFY_INC_EPOCH (protocol 7.44, Linux 6.16; not in libfuse 3.14's headers) */
 #define NOTIFY_INC_EPOCH	8
 
