@@ -141,3 +141,36 @@ void writerhold_other_write(struct bch_fs *c)
 	cr_assert_eq(bch_dev_write(bd, buf, 4096, off), 0);
 	free(buf);
 }
+
+unsigned writerhold_fill_entry(struct bch_fs *c, unsigned tag)
+{
+	uint64_t seq = bch_journal_seq_open(c);
+
+	writerhold_other_write(c);
+	while (bch_journal_seq_open(c) == seq) {
+		cr_assert_lt(tag, 4096);
+		testfs_journal_record(c, tag++, 200);
+	}
+	return tag;
+}
+
+void writerhold_teardown(void)
+{
+	writerhold_let_go();
+	test_tmpdir_remove(writerhold_dir);
+}
+
+unsigned writerhold_jset_writes;
+
+int writerhold_fail_second_jset(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
+				uint64_t offset, const void *buf, size_t len)
+{
+	const struct bch_jset *js = buf;
+
+	(void)priv; (void)dev; (void)offset;
+	if (op == BCH_IO_WRITE && len >= sizeof(*js) && js->magic == BCH_JSET_MAGIC &&
+	    !(js->flags & BCH_JSET_STUB) &&
+	    __atomic_add_fetch(&writerhold_jset_writes, 1, __ATOMIC_SEQ_CST) == 2)
+		return -EIO;
+	return 0;
+}

@@ -4,7 +4,8 @@
 
 /*
  * writerhold.h - hold the journal writer's I/O in a device hook, for the
- * journal's tests (journal_async, journal_flush_step).
+ * journal's tests (journal_async, journal_flush_step, journal_queue,
+ * journal_lost, journal_review40).
  *
  * I/O from any thread but the test's (the one that called writerhold_reset())
  * is the writer's.  The writer's first request of the kind given to
@@ -45,4 +46,19 @@ extern unsigned writerhold_pin_flushes;
 struct bch_fs *writerhold_fresh_journal(const char *name);
 /* A write outside the journal (as a data write): the next preflush reaches the device. */
 void writerhold_other_write(struct bch_fs *c);
+/*
+ * Records of 200 words (after one writerhold_other_write()) until the open
+ * entry is handed on, tagged from tag on; returns the next tag.
+ */
+unsigned writerhold_fill_entry(struct bch_fs *c, unsigned tag);
+/* A suite's .fini: the writer let go, writerhold_dir removed. */
+void writerhold_teardown(void);
+/*
+ * A hook (struct bch_io_hook's fn) failing the second journal entry
+ * written (stubs not counted) with EIO; writerhold_jset_writes counts the
+ * entries written since the test set it to 0.
+ */
+extern unsigned writerhold_jset_writes;
+int writerhold_fail_second_jset(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
+				uint64_t offset, const void *buf, size_t len);
 #endif

@@ -43,26 +43,7 @@
 
 /* The journal and its directory: writerhold_fresh_journal(), tests/lib/writerhold.h. */
 
-/* Records of 200 words until the open entry is handed on; returns the next tag. */
-static unsigned fill_one_entry(struct bch_fs *c, unsigned tag)
-{
-	uint64_t seq = bch_journal_seq_open(c);
-
-	writerhold_other_write(c);
-	while (bch_journal_seq_open(c) == seq) {
-		cr_assert_lt(tag, 4096);
-		testfs_journal_record(c, tag++, 200);
-	}
-	return tag;
-}
-
-static void teardown(void)
-{
-	writerhold_let_go();
-	test_tmpdir_remove(writerhold_dir);
-}
-
-TestSuite(journal_async, .fini = teardown);
+TestSuite(journal_async, .fini = writerhold_teardown);
 
 /*
  * A full entry's preflush and write are the writer's: while its preflush
@@ -82,7 +63,7 @@ Test(journal_async, full_entry_written_while_the_next_fills, .timeout = 120)
 
 	writerhold_reset(BCH_IO_FLUSH);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	tag = fill_one_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
 	cr_assert(writerhold_wait_held(), "the full entry's preflush never came from the writer "
 		  "(preflushes by the request thread: %u)", writerhold_own_flushes);
 	/* the writer is inside its preflush: requests go on into the next entry */
@@ -128,14 +109,14 @@ static void kill_while_held(int op)
 	snprintf(crash, sizeof(crash), "%s/killed.img", writerhold_dir);
 	/* a few full entries written, then a flush: tags below flushed_to are durable */
 	for (unsigned i = 0; i < 3; i++)
-		tag = fill_one_entry(c, tag);
+		tag = writerhold_fill_entry(c, tag);
 	testfs_journal_record(c, tag++, 5);
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	unsigned flushed_to = tag;
 
 	writerhold_reset(op);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	tag = fill_one_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
 	cr_assert(writerhold_wait_held(), "op %d: the writer never came", op);
 	for (unsigned i = 0; i < 10; i++)
 		testfs_journal_record(c, tag++, 50);
@@ -252,7 +233,7 @@ Test(journal_async, fork_with_an_entry_in_flight, .timeout = 120)
 
 	writerhold_reset(BCH_IO_WRITE);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	tag = fill_one_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
 	cr_assert(writerhold_wait_held(), "the writer never came");
 
 	pid_t pid = fork();

@@ -46,13 +46,7 @@ static int step_until_done(struct bch_fs *c, uint64_t *seq)
 	return r;
 }
 
-static void teardown(void)
-{
-	writerhold_let_go();
-	test_tmpdir_remove(writerhold_dir);
-}
-
-TestSuite(journal_flush_step, .fini = teardown);
+TestSuite(journal_flush_step, .fini = writerhold_teardown);
 
 /*
  * Fails when the step writes in line (as bch_journal_flush()): the

@@ -29,41 +29,8 @@
 #include "tests/lib/tmpdir.h"
 #include "tests/lib/writerhold.h"
 
-/* Records of 200 words until the open entry is handed on; returns the next tag. */
-static unsigned fill_one_entry(struct bch_fs *c, unsigned tag)
-{
-	uint64_t seq = bch_journal_seq_open(c);
+TestSuite(journal_lost, .fini = writerhold_teardown);
 
-	writerhold_other_write(c);
-	while (bch_journal_seq_open(c) == seq) {
-		cr_assert_lt(tag, 4096);
-		testfs_journal_record(c, tag++, 200);
-	}
-	return tag;
-}
-
-static void teardown(void)
-{
-	writerhold_let_go();
-	test_tmpdir_remove(writerhold_dir);
-}
-
-TestSuite(journal_lost, .fini = teardown);
-
-static unsigned jset_writes;
-
-static int fail_second_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
-			    uint64_t offset, const void *buf, size_t len)
-{
-	const struct bch_jset *js = buf;
-
-	(void)priv; (void)dev; (void)offset;
-	if (op == BCH_IO_WRITE && len >= sizeof(*js) && js->magic == BCH_JSET_MAGIC &&
-	    !(js->flags & BCH_JSET_STUB) &&
-	    __atomic_add_fetch(&jset_writes, 1, __ATOMIC_SEQ_CST) == 2)
-		return -EIO;
-	return 0;
-}
 
 /*
  * Two full entries handed to the writer, the second's write fails; both
@@ -73,19 +40,19 @@ static int fail_second_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op
 static struct bch_fs *second_entry_fails(uint64_t *lost, unsigned *mid, unsigned *end)
 {
 	struct bch_fs *c = writerhold_fresh_journal("jlost");
-	static struct bch_io_hook h = { .fn = fail_second_hook };
+	static struct bch_io_hook h = { .fn = writerhold_fail_second_jset };
 	unsigned tag = 2;
 
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
-	jset_writes = 0;
+	writerhold_jset_writes = 0;
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	tag = fill_one_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
 	*mid = tag - 1;		/* the record that did not fit went to the next entry */
-	tag = fill_one_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
 	*lost = bch_journal_seq_open(c) - 1;
 	*end = tag;
 	bch_journal_flush_wait(c);
-	cr_assert_eq(__atomic_load_n(&jset_writes, __ATOMIC_SEQ_CST), 2);
+	cr_assert_eq(__atomic_load_n(&writerhold_jset_writes, __ATOMIC_SEQ_CST), 2);
 	return c;
 }
 

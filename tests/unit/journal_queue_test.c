@@ -44,26 +44,7 @@
 #include "tests/lib/tmpdir.h"
 #include "tests/lib/writerhold.h"
 
-/* Records of 200 words until the open entry is handed on; returns the next tag. */
-static unsigned fill_one_entry(struct bch_fs *c, unsigned tag)
-{
-	uint64_t seq = bch_journal_seq_open(c);
-
-	writerhold_other_write(c);
-	while (bch_journal_seq_open(c) == seq) {
-		cr_assert_lt(tag, 4096);
-		testfs_journal_record(c, tag++, 200);
-	}
-	return tag;
-}
-
-static void teardown(void)
-{
-	writerhold_let_go();
-	test_tmpdir_remove(writerhold_dir);
-}
-
-TestSuite(journal_queue, .fini = teardown);
+TestSuite(journal_queue, .fini = writerhold_teardown);
 
 /* Replay path: no bad entry, tags [1, upto) all there, none in [upto, end). */
 static void replay_expect(const char *path, unsigned upto, unsigned end, const char *what)
@@ -97,10 +78,10 @@ Test(journal_queue, entries_sealed_behind_a_held_writer, .timeout = 120)
 
 	writerhold_reset(BCH_IO_FLUSH);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	tag = fill_one_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
 	cr_assert(writerhold_wait_held(), "the full entry's preflush never came from the writer");
 	for (unsigned i = 1; i < BCH_JWRITER_QUEUE; i++) {
-		tag = fill_one_entry(c, tag);
+		tag = writerhold_fill_entry(c, tag);
 		bool held = writerhold_held();
 		cr_assert(held, "entry %u of the queue waited for the held writer", i + 1);
 	}
@@ -136,7 +117,7 @@ Test(journal_queue, fsync_queued_behind_an_entry_in_flight, .timeout = 120)
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
 	writerhold_reset(BCH_IO_FLUSH);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	tag = fill_one_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
 	cr_assert(writerhold_wait_held(), "the full entry's preflush never came from the writer");
 	for (unsigned i = 0; i < 5; i++)
 		testfs_journal_record(c, tag++, 40);
@@ -181,10 +162,10 @@ Test(journal_queue, power_cut_with_entries_queued, .timeout = 600)
 	writerhold_reset(BCH_IO_FLUSH);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
 	unsigned from = tag;
-	tag = fill_one_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
 	cr_assert(writerhold_wait_held(), "the full entry's preflush never came from the writer");
 	for (unsigned i = 1; i < BCH_JWRITER_QUEUE; i++)
-		tag = fill_one_entry(c, tag);
+		tag = writerhold_fill_entry(c, tag);
 	for (unsigned t = from; t < tag; t++)
 		flushed_at[t] = SIZE_MAX;
 	/* recorded from here: the held preflush goes by unrecorded (it flushes nothing new) */
@@ -286,10 +267,10 @@ Test(journal_queue, failed_write_loses_the_queue_behind_it, .timeout = 120)
 	fail_test_thread = pthread_self();
 	writerhold_reset(BCH_IO_WRITE);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	tag = fill_one_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
 	cr_assert(writerhold_wait_held(), "the full entry's write never came from the writer");
 	for (unsigned i = 1; i < BCH_JWRITER_QUEUE; i++)
-		tag = fill_one_entry(c, tag);
+		tag = writerhold_fill_entry(c, tag);
 	unsigned queued_to = tag;
 	writerhold_let_go();
 

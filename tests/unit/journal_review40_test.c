@@ -38,26 +38,7 @@
 #define BCH_JWRITER_QUEUE	1	/* main before h-journal40: one entry in flight at most */
 #endif
 
-/* Records of 200 words until the open entry is handed on; returns the next tag. */
-static unsigned fill_one_entry(struct bch_fs *c, unsigned tag)
-{
-	uint64_t seq = bch_journal_seq_open(c);
-
-	writerhold_other_write(c);
-	while (bch_journal_seq_open(c) == seq) {
-		cr_assert_lt(tag, 4096);
-		testfs_journal_record(c, tag++, 200);
-	}
-	return tag;
-}
-
-static void teardown(void)
-{
-	writerhold_let_go();
-	test_tmpdir_remove(writerhold_dir);
-}
-
-TestSuite(journal_review40, .fini = teardown);
+TestSuite(journal_review40, .fini = writerhold_teardown);
 
 /* The writer's first write fails; everything else goes by (counted). */
 static bool fail_done;
@@ -99,7 +80,7 @@ static struct bch_fs *lose_queued_entries(unsigned nr, unsigned extra, bool step
 	writerhold_reset(BCH_IO_WRITE);
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
 	for (unsigned i = 0; i < nr; i++) {
-		tag = fill_one_entry(c, tag);
+		tag = writerhold_fill_entry(c, tag);
 		if (!i)
 			cr_assert(writerhold_wait_held(), "the full entry's write never came from the writer");
 	}
@@ -389,35 +370,21 @@ Test(journal_review40, fsync_after_durable_now_reaped_the_failure, .timeout = 12
  * entry, which said so": no bch_fs_error(), j->written not set back; a
  * later flush writes entry 4 after the missing 3 and answers 0.
  */
-static unsigned fork_jset_writes;
-
-static int fail_second_hook(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
-			    uint64_t offset, const void *buf, size_t len)
-{
-	const struct bch_jset *js = buf;
-
-	(void)priv; (void)dev; (void)offset;
-	if (op == BCH_IO_WRITE && len >= sizeof(*js) && js->magic == BCH_JSET_MAGIC &&
-	    !(js->flags & BCH_JSET_STUB) &&
-	    __atomic_add_fetch(&fork_jset_writes, 1, __ATOMIC_SEQ_CST) == 2)
-		return -EIO;
-	return 0;
-}
 
 Test(journal_review40, fork_after_a_queued_entry_failed, .timeout = 120)
 {
 	struct bch_fs *c = writerhold_fresh_journal("jrev40");
-	static struct bch_io_hook h = { .fn = fail_second_hook };
+	static struct bch_io_hook h = { .fn = writerhold_fail_second_jset };
 	unsigned tag = 2;
 
 	cr_assert_eq(bch_journal_flush(c), 0, "%s", c->err_msg);
-	fork_jset_writes = 0;
+	writerhold_jset_writes = 0;
 	bch_dev_set_hook(c->devs[0]->bdev, &h);
-	tag = fill_one_entry(c, tag);
-	tag = fill_one_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
+	tag = writerhold_fill_entry(c, tag);
 	uint64_t lost = bch_journal_seq_open(c) - 1;	/* the second entry */
 	bch_journal_flush_wait(c);	/* both done, neither reaped */
-	cr_assert_eq(__atomic_load_n(&fork_jset_writes, __ATOMIC_SEQ_CST), 2);
+	cr_assert_eq(__atomic_load_n(&writerhold_jset_writes, __ATOMIC_SEQ_CST), 2);
 
 	pid_t pid = fork();
 	cr_assert_geq(pid, 0);
