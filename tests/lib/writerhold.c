@@ -9,11 +9,13 @@
 #include <time.h>
 
 #include "bcachefs.h"
+#include "errcode.h"
 #include "format.h"
 #include "journal.h"
 #include "super.h"
 #include "testfs.h"
 #include "tmpdir.h"
+#include "iorecord.h"
 #include "writerhold.h"
 
 unsigned writerhold_own_flushes, writerhold_writer_flushes, writerhold_writer_writes;
@@ -173,4 +175,44 @@ int writerhold_fail_second_jset(void *priv, struct bch_blockdev *dev, enum bch_i
 	    __atomic_add_fetch(&writerhold_jset_writes, 1, __ATOMIC_SEQ_CST) == 2)
 		return -EIO;
 	return 0;
+}
+
+unsigned writerhold_check_cuts(struct iorec *rec, size_t events, unsigned tag,
+			       const size_t *flushed_at, unsigned seeds, unsigned mult, bool no_hole)
+{
+	char crash[160];
+	unsigned states = 0;
+
+	snprintf(crash, sizeof(crash), "%s/crash.img", writerhold_dir);
+	for (size_t at = 0; at <= events; at++)
+		for (unsigned seed = 0; seed < seeds; seed++) {
+			struct iorec_cut cut = { .at = at, .seed = seed * mult + at, .keep_pct = 50,
+						 .torn = seed & 1 };
+			struct iorec_plan plan;
+			struct testfs_jseen *s = calloc(1, sizeof(*s));
+
+			cr_assert(s);
+			cr_assert_eq(iorec_plan(rec, &cut, &plan), 0);
+			cr_assert_eq(iorec_write_image(rec, &plan, 0, crash), 0);
+			int ret = testfs_journal_replay(crash, s);
+			char *why = ret || s->bad ? iorec_plan_describe(rec, &plan) : NULL;
+			cr_assert_eq(ret, 0, "cut %zu seed %u: %s\n%s", at, seed, bch_err_str(ret), why);
+			cr_assert_not(s->bad, "cut %zu seed %u: bad or out-of-order entry\n%s", at, seed, why);
+			bool hole = false;
+			for (unsigned u = 1; u < tag; u++) {
+				if (flushed_at[u] <= at && !s->tag[u])
+					cr_assert_fail("cut %zu seed %u: tag %u lost, durable at event %zu\n%s",
+						       at, seed, u, flushed_at[u],
+						       why = iorec_plan_describe(rec, &plan));
+				if (no_hole && hole && s->tag[u])
+					cr_assert_fail("cut %zu seed %u: tag %u replayed after a missing one\n%s",
+						       at, seed, u, why = iorec_plan_describe(rec, &plan));
+				hole |= !s->tag[u];
+			}
+			free(s);
+			free(why);
+			iorec_plan_free(&plan);
+			states++;
+		}
+	return states;
 }

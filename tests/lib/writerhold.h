@@ -61,4 +61,16 @@ void writerhold_teardown(void);
 extern unsigned writerhold_jset_writes;
 int writerhold_fail_second_jset(void *priv, struct bch_blockdev *dev, enum bch_io_op op,
 				uint64_t offset, const void *buf, size_t len);
+
+/*
+ * Every power cut of rec's events (at 0..events, seeds cuts at each: seed
+ * k keeps half the unflushed writes at random from seed k * mult + at,
+ * torn when k is odd), each written to an image under writerhold_dir and
+ * replayed: the replay clean and in order, every tag u in 1..tag-1 with
+ * flushed_at[u] <= at there and, with no_hole, none after a missing one.
+ * Returns the states checked.  The failure names the cut and its plan.
+ */
+struct iorec;
+unsigned writerhold_check_cuts(struct iorec *rec, size_t events, unsigned tag,
+			       const size_t *flushed_at, unsigned seeds, unsigned mult, bool no_hole);
 #endif

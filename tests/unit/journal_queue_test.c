@@ -194,37 +194,8 @@ Test(journal_queue, power_cut_with_entries_queued, .timeout = 600)
 	cr_assert_eq(writerhold_pin_flushes, 0, "the ring filled: the pin went");
 	testfs_journal_close(c);
 
-	char crash[160];
-	snprintf(crash, sizeof(crash), "%s/crash.img", writerhold_dir);
-	unsigned states = 0;
-	for (size_t at = 0; at <= events; at++)
-		for (unsigned seed = 0; seed < 3; seed++) {
-			struct iorec_cut cut = { .at = at, .seed = seed * 41 + at, .keep_pct = 50,
-						 .torn = seed & 1 };
-			struct iorec_plan plan;
-			struct testfs_jseen *s = calloc(1, sizeof(*s));
+	unsigned states = writerhold_check_cuts(rec, events, tag, flushed_at, 3, 41, true);
 
-			cr_assert_eq(iorec_plan(rec, &cut, &plan), 0);
-			cr_assert_eq(iorec_write_image(rec, &plan, 0, crash), 0);
-			int ret = testfs_journal_replay(crash, s);
-			char *why = ret || s->bad ? iorec_plan_describe(rec, &plan) : NULL;
-			cr_assert_eq(ret, 0, "cut %zu seed %u: %s\n%s", at, seed, bch_err_str(ret), why);
-			cr_assert_not(s->bad, "cut %zu seed %u: bad or out-of-order entry\n%s", at, seed, why);
-			bool hole = false;
-			for (unsigned u = 1; u < tag; u++) {
-				if (flushed_at[u] <= at && !s->tag[u])
-					cr_assert_fail("cut %zu seed %u: flushed tag %u lost\n%s", at, seed, u,
-						       why = iorec_plan_describe(rec, &plan));
-				if (hole && s->tag[u])
-					cr_assert_fail("cut %zu seed %u: tag %u replayed after a missing one\n%s",
-						       at, seed, u, why = iorec_plan_describe(rec, &plan));
-				hole |= !s->tag[u];
-			}
-			free(s);
-			free(why);
-			iorec_plan_free(&plan);
-			states++;
-		}
 	cr_log_info("journal_queue power cuts: %zu events, %u states, %u records", events, states,
 		    tag - 1);
 	iorec_free(rec);

@@ -569,34 +569,8 @@ Test(journal_review40, power_cut_with_fsync_steps_queued, .timeout = 900)
 	testfs_journal_close(c);
 	cr_assert_gt(ended, 10, "only %u fsyncs ended", ended);
 
-	char crash[160];
-	snprintf(crash, sizeof(crash), "%s/crash.img", writerhold_dir);
-	unsigned states = 0;
-	for (size_t at = 0; at <= events; at++)
-		for (unsigned seed = 0; seed < 2; seed++) {
-			struct iorec_cut cut = { .at = at, .seed = seed * 43 + at, .keep_pct = 50,
-						 .torn = seed & 1 };
-			struct iorec_plan plan;
-			struct testfs_jseen *s = calloc(1, sizeof(*s));
+	unsigned states = writerhold_check_cuts(rec, events, tag, flushed_at, 2, 43, true);
 
-			cr_assert_eq(iorec_plan(rec, &cut, &plan), 0);
-			cr_assert_eq(iorec_write_image(rec, &plan, 0, crash), 0);
-			int ret = testfs_journal_replay(crash, s);
-			cr_assert_eq(ret, 0, "cut %zu seed %u: %s", at, seed, bch_err_str(ret));
-			cr_assert_not(s->bad, "cut %zu seed %u: bad or out-of-order entry", at, seed);
-			bool hole = false;
-			for (unsigned u = 1; u < tag; u++) {
-				cr_assert(flushed_at[u] > at || s->tag[u], "cut %zu seed %u: tag %u (seq %"
-					  PRIu64 ") lost, durable at event %zu", at, seed, u, tag_seq[u],
-					  flushed_at[u]);
-				cr_assert(!hole || !s->tag[u], "cut %zu seed %u: tag %u after a missing one",
-					  at, seed, u);
-				hole |= !s->tag[u];
-			}
-			free(s);
-			iorec_plan_free(&plan);
-			states++;
-		}
 	cr_log_info("power cuts with fsync steps: %zu events, %u states, %u records, %u fsyncs",
 		    events, states, tag - 1, ended);
 	iorec_free(rec);
