@@ -121,13 +121,18 @@ expect_rc 0 $B fs timestats --json m1
 lookups=$(python3 -c 'import json, sys; d = json.load(open("out"))
 print(sum(r["calls"] for r in d["requests"] if r["type"] == "lookup"))')
 echo "lookups for 50 names cached before the join: $lookups"
-if [ "$lookups" -lt 50 ]; then
-	case $(uname -r) in
-	[1-5].*|6.[0-9].*|6.1[0-5].*) skip_part "names cached before the join: a kernel before 6.16 ($(uname -r)) has no FUSE epoch" ;;
-	*) fail "m1 answered $((50 - lookups)) of 50 names from what it cached before the join" ;;
-	esac
+# a kernel before 6.16 has no FUSE epoch: names cached before the join stay
+# until their notices (the man page says so), so neither part holds there
+case $(uname -r) in
+[1-5].*|6.[0-9].*|6.1[0-5].*) epoch=false ;;
+*) epoch=true ;;
+esac
+if ! $epoch; then
+	skip_part "names cached before the join: a kernel before 6.16 ($(uname -r)) has no FUSE epoch"
+else
+	[ "$lookups" -ge 50 ] || fail "m1 answered $((50 - lookups)) of 50 names from what it cached before the join"
+	python3 race.py m1 m2 names 300 || fail "names: a change through m2 not seen through m1 after it returned"
 fi
-python3 race.py m1 m2 names 300 || fail "names: a change through m2 not seen through m1 after it returned"
 python3 race.py m1 m2 fds 300 || fail "descriptors: a change through m2 not seen through m1 after it returned"
 python3 race.py m1 m2 data 100 || fail "data: m1 read bytes a truncate through m2 had removed"
 
