@@ -1178,6 +1178,13 @@ static ssize_t end_turn(struct fmount *m, struct bch_fs_write_op *op)
 		if (write_turn(m, op))
 			break;
 		ends_run(m, true);	/* none left to end: its turn waits for another thread */
+		/*
+		 * Unless the close just ended the write it waited for (one
+		 * queued after the look above): that end's broadcast came
+		 * before this thread waited, so look again first.
+		 */
+		if (write_turn(m, op))
+			continue;
 		int64_t t0 = fm_mono_ns();
 		pthread_cond_wait(&m->write_cond, &m->lock);
 		fm_req_lock_t0 += fm_mono_ns() - t0;
